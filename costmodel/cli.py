@@ -1,0 +1,222 @@
+"""The ``costmodel`` command line: a thin typer layer over the library.
+
+Every :class:`costmodel.errors.InputError` becomes one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import report
+from .errors import InputError
+from .layouts import RECOMPUTE, LayoutTable, check_layout
+from .predict import predict_table
+from .search import search
+from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
+                    load_gpu, load_model, load_profile)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Calibrated cost model of distributed LLM training: predict step time and "
+                       "memory of any parallel layout, and recommend the best one.")
+
+MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
+CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
+NODES = typer.Option(None, "--nodes", help="Override the cluster's node count.")
+GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
+SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens [default: the model's training length].")
+PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 [default: bf16, fp16 on GPUs without bf16].")
+PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML [default: hardware/profiles/<gpu>.yaml].")
+NOFLASH = typer.Option(False, "--no-flash-attention", help="Model unfused attention (s^2 softmax in HBM).")
+
+
+def _setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, no_flash):
+    model = load_model(model_arg)
+    cluster = load_cluster(cluster_arg, nodes)
+    if precision is None:
+        precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
+    recipe = Recipe(gbs=gbs, seq_len=seq_len or model.seq_len, precision=precision,
+                    flash_attention=not no_flash)
+    profile = load_profile(profile_arg or cluster.gpu.key)
+    return model, cluster, recipe, profile
+
+
+def _context_line(model, cluster: ClusterSpec, recipe) -> str:
+    return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
+            f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}; gbs {recipe.gbs}, "
+            f"seq_len {recipe.seq_len}, {recipe.precision}")
+
+
+@app.command()
+def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
+              seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
+              no_flash_attention: bool = NOFLASH,
+              top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
+              max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
+              as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
+    """Enumerate every valid layout, predict each, and print the fastest ones with the reasons."""
+    m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
+    out = report.console()
+    with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
+                  TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
+                  disable=as_json) as bar:
+        task = bar.add_task("search", total=None)
+        res = search(m, r, c, p, progress=lambda done, total: bar.update(task, completed=done, total=total),
+                     max_mbs=max_mbs)
+    if res.n_valid == 0:
+        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
+                         "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
+    if res.n_feasible == 0:
+        rec = report.record(res.closest_infeasible, 0, m, c, r)
+        raise InputError("layout", "", f"none of the {res.n_valid:,} valid layouts fits in memory; the "
+                         f"smallest needs {rec['peak_mem_bytes'] / 2**30:.1f} GiB per GPU ({rec['reason']}); "
+                         "add nodes or use a GPU with more HBM")
+    best = report.record(res.ranked, 0, m, c, r)
+    if as_json:
+        recs = [report.record(res.ranked, i, m, c, r) for i in range(min(top, len(res.ranked.layouts)))]
+        print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
+        return
+    out.print(_context_line(m, c, r))
+    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.hbm_bytes / 2**30:.0f} GiB; "
+              f"profile {p.path}")
+    out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time)"))
+    out.print(report.breakdown_table(best, "Where the winner's step time goes"))
+    out.print(report.memory_table(best))
+    out.print("[bold]Megatron-LM arguments for the winner:[/bold]")
+    out.print(report.megatron_args(best["layout"], m, r), markup=False, highlight=False)
+
+
+@app.command()
+def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
+            seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
+            no_flash_attention: bool = NOFLASH,
+            tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
+            dp: Optional[int] = typer.Option(None, "--dp", help="[default: GPUs / (TP x PP x CP)]"),
+            cp: int = typer.Option(1, "--cp"), ep: int = typer.Option(1, "--ep"), vp: int = typer.Option(1, "--vp"),
+            mbs: int = typer.Option(1, "--mbs"),
+            recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
+            zero: int = typer.Option(1, "--zero", help="0 DDP, 1 distributed optimizer, 2, 3 FSDP"),
+            no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
+            no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Predict one layout: step time, throughput, MFU, memory and the time breakdown."""
+    m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
+    if recompute not in RECOMPUTE:
+        raise InputError("--recompute", "", f"{recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    for flag, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--vp", vp), ("--mbs", mbs)):
+        if v < 1:
+            raise InputError(flag, "", f"must be >= 1, got {v}")
+    if dp is None:
+        if c.num_gpus % (tp * pp * cp):
+            raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {tp * pp * cp} does not divide the "
+                             f"{c.num_gpus} GPUs of {c.key}")
+        dp = c.num_gpus // (tp * pp * cp)
+    table = LayoutTable.from_rows([dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, recompute=recompute,
+                                        zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
+    check_layout(table, m, r, c.num_gpus, c.gpus_per_node)
+    rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
+    if as_json:
+        print(json.dumps(rec, indent=2))
+        return
+    out = report.console()
+    out.print(_context_line(m, c, r))
+    lay = rec["layout"]
+    out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
+    if not rec["feasible"]:
+        out.print(f"[bold red]infeasible:[/] {rec['reason']}")
+    out.print(f"step time {rec['step_time_s']:.3f} s, {rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+              f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
+    out.print(report.breakdown_table(rec, "Step time breakdown"))
+    out.print(report.memory_table(rec))
+    out.print("[bold]Megatron-LM arguments:[/bold]")
+    out.print(report.megatron_args(lay, m, r), markup=False, highlight=False)
+
+
+@app.command()
+def models():
+    """The built-in model catalog with parameter counts."""
+    tb = Table(title="Model catalog", header_style="bold")
+    for col in ("name", "model", "layers", "hidden", "heads/kv", "FFN", "experts", "params (B)",
+                "active (B)", "seq_len"):
+        tb.add_column(col, justify="left" if col in ("name", "model") else "right")
+    for name in list_models():
+        s = load_model(name)
+        tb.add_row(name, s.display_name, str(s.num_layers), str(s.hidden), f"{s.num_heads}/{s.num_kv_heads}",
+                   f"{s.ffn_hidden}{' gated' if s.gated else ''}",
+                   f"{s.num_experts} top-{s.topk}" if s.is_moe else "-",
+                   f"{s.params() / 1e9:.2f}", f"{s.params(active=True) / 1e9:.2f}", str(s.seq_len))
+    report.console().print(tb)
+
+
+@app.command()
+def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", help="Print each number's source.")):
+    """GPUs and clusters of the catalog, with the numbers the model uses and their sources."""
+    out = report.console()
+    tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
+    for col in ("gpu", "name", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB", "HBM TB/s", "TDP W", "SMs",
+                "GEMM eta_max", "HBM eff", "profile"):
+        tb.add_column(col)
+    sources = []
+    for key in list_gpus():
+        g = load_gpu(key)
+        try:
+            p = load_profile(key)
+            d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
+            eta, hbm_eff, pfile = f"{p.gemm[d].eta_max:.3f}", f"{p.hbm_efficiency:.3f}", p.path
+        except InputError as e:
+            eta = hbm_eff = "-"
+            pfile = f"none ({e.message})"
+        pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
+        tb.add_row(key, g.name, f"{pk / 1e12:.1f}",
+                   f"{g.peak_flops['fp8'] / 1e12:.1f}" if "fp8" in g.peak_flops else "-",
+                   f"{g.hbm_bytes / 2**30:.1f}", f"{g.hbm_bytes_per_s / 1e12:.2f}", f"{g.tdp_w:.0f}",
+                   str(g.num_sms), eta, hbm_eff, pfile)
+        sources += [(key, f, s) for f, s in g.sources.items()]
+    out.print(tb)
+    tc = Table(title="Clusters", header_style="bold")
+    for col in ("cluster", "GPUs", "intra-node", "inter-node per node", "node power kW", "cooling"):
+        tc.add_column(col)
+    for key in list_clusters():
+        c = load_cluster(key)
+        tc.add_row(key, f"{c.nodes} x {c.gpus_per_node} {c.gpu.key}",
+                   f"{c.intra_fabric} {c.intra_bytes_per_s / 1e9:.0f} GB/s/GPU, {c.intra_latency_s * 1e6:.1f} us",
+                   f"{c.nics_per_node} x {c.nic_bytes_per_s * 8 / 1e9:.0f} Gb/s {c.inter_fabric}, "
+                   f"{c.inter_latency_s * 1e6:.1f} us",
+                   f"{c.node_power_budget_w / 1e3:.1f}", f"{c.cooling['type']}, inlet {c.cooling['inlet_temp_c']:.0f} C")
+        sources += [(key, f, s) for f, s in c.sources.items()]
+    out.print(tc)
+    if show_sources:
+        ts = Table(title="Sources", header_style="bold")
+        for col in ("file", "field", "source"):
+            ts.add_column(col)
+        for row in sources:
+            ts.add_row(*map(str, row))
+        out.print(ts)
+
+
+def main() -> None:
+    """Console entry point: run the typer app, turning InputError into one line and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except InputError as e:
+        print(f"costmodel: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("costmodel: aborted", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # click usage errors carry their own exit code
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Communication time of each parallel dimension, per layer / micro-batch / step, for a layout table.
+
+Groups follow Megatron-core's rank order tp-cp-dp-pp (TP fastest): a group of ``size`` ranks whose
+members are ``stride`` ranks apart spans ceil(size*stride/G) nodes of G GPUs, with
+min(size, G/stride) members per node.  A group inside a node uses NVLink/xGMI; a group across
+nodes runs hierarchically (:func:`costmodel.collective.hierarchical_time_s`) and each GPU gets
+its share of the node's NICs: all GPUs of a node run the same collective at the same moment
+(SPMD), so a GPU's share is the node's NIC bandwidth / the GPUs crossing the network together.
+
+Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et al. SC21):
+
+* TP with SP: per layer forward 2 all-gathers + 2 reduce-scatters of tokens x h; without SP 2
+  all-reduces; the same again in backward (and in a full-recompute forward).
+* CP (ring attention, Liu et al. 2023; Megatron-core CP): CP-1 exchanges of the local K and V
+  chunk per layer forward, twice the bytes (K, V and their gradients) in backward.
+* EP: an all-to-all dispatch and combine of tokens x top-k x h per MoE layer, forward and backward
+  (Lepikhin et al. 2021, GShard).
+* PP: one send of the stage-boundary activation (tokens x h, each TP rank its 1/TP slice, Megatron
+  scatter-gather optimisation, SC21 section 4.1) per micro-batch per virtual stage, and one of the
+  gradient back.
+* DP: gradients (fp32 main grads under bf16, Megatron ``accumulate_allreduce_grads_in_fp32``)
+  all-reduced over DP x CP (ZeRO-0), or reduce-scattered + bf16 params all-gathered (ZeRO-1/2,
+  Megatron distributed optimizer); ZeRO-3/FSDP all-gathers bf16 params in forward and backward and
+  reduce-scatters gradients every micro-batch (Zhao et al. 2023, PyTorch FSDP).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
+from .compute import ACT_BYTES
+from .layouts import LayoutTable
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+
+_STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
+
+
+def group_span(stride, size, gpus_per_node: int):
+    """(ranks per node, nodes) of groups of ``size`` ranks spaced ``stride`` apart (arrays).
+
+    Contiguous-rank placement (Megatron assigns ranks node by node).
+    """
+    stride = np.asarray(stride, dtype=np.float64)
+    size = np.asarray(size, dtype=np.float64)
+    per_node = np.clip(np.floor(gpus_per_node / stride), 1.0, None)
+    k = np.minimum(size, per_node)
+    return k, np.ceil(size / k)
+
+
+def _params(profile: Profile, scope: str, coll: str, g, latency_s: float) -> CollectiveParams:
+    """Fitted parameters with alpha moved from the measured group size to g ranks.
+
+    A ring collective over g ranks takes steps(coll) x (g - 1) latency-bound hops (Thakur et al.
+    2005, "Optimization of collective communication operations in MPICH"); the hops beyond the
+    measured group size each cost the cluster's link latency.
+    """
+    p = profile.comm[scope][coll]
+    g0 = profile.comm_group_size[scope][coll]
+    extra = _STEPS[coll] * (np.asarray(g, dtype=np.float64) - g0) * latency_s
+    return replace(p, alpha_s=np.maximum(p.alpha_s + extra, 0.0))
+
+
+def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,
+                 crossing=None):
+    """Time of collective ``coll`` of ``n_bytes`` over groups of ``size`` ranks ``stride`` apart.
+
+    Args:
+        coll: collective name (costmodel.collective.COLLECTIVES).
+        n_bytes, stride, size: arrays over layouts (bytes, ranks, ranks).
+        cluster, profile: the hardware and its fitted parameters.
+        crossing: GPUs per node that use the NICs at once (default: all GPUs of the node).
+            For send_recv, ``size`` is the whole ring/pipeline: one hop is inter-node as soon as the
+            group spans nodes, since the slowest hop sets the pace.
+    Returns:
+        array of seconds (0 where size == 1 and coll is not send_recv).
+    """
+    G = cluster.gpus_per_node
+    k, nn = group_span(stride, size, G)
+    crossing = G if crossing is None else crossing
+    inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
+    p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
+    p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s)
+    t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
+    if coll == "send_recv":
+        return t
+    return np.where(np.asarray(size) > 1, t, 0.0)
+
+
+@dataclass
+class CommTimes:
+    """Communication times in seconds (arrays over layouts), before overlap is applied.
+
+    tp_layer_fwd_s / tp_layer_bwd_s: TP collectives of one layer per micro-batch.
+    cp_layer_fwd_s / cp_layer_bwd_s: CP ring exchange of one layer per micro-batch.
+    ep_layer_fwd_s / ep_layer_bwd_s: EP all-to-alls of one MoE layer per micro-batch.
+    pp_p2p_s: one stage-boundary send/recv of one micro-batch.
+    dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
+    dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
+    fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
+    """
+
+    tp_layer_fwd_s: np.ndarray
+    tp_layer_bwd_s: np.ndarray
+    cp_layer_fwd_s: np.ndarray
+    cp_layer_bwd_s: np.ndarray
+    ep_layer_fwd_s: np.ndarray
+    ep_layer_bwd_s: np.ndarray
+    pp_p2p_s: np.ndarray
+    dp_grad_s: np.ndarray
+    dp_param_s: np.ndarray
+    fsdp_mb_s: np.ndarray
+
+
+def grad_bytes(recipe: Recipe) -> float:
+    """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16.
+
+    Megatron-LM sets accumulate_allreduce_grads_in_fp32 for bf16 (megatron/training/arguments.py).
+    """
+    return 2.0 if recipe.precision == "fp16" else 4.0
+
+
+def stage_params(model: ModelSpec, t: LayoutTable):
+    """(dense, expert) parameters held by one GPU of the largest stage (first or last), arrays.
+
+    Layers L/PP per stage split over TP (experts also over EP); the first stage adds the
+    vocab-parallel embedding, the last the output layer (untied, or tied with PP > 1, where
+    Megatron keeps a copy of the embedding on the last stage).
+    """
+    L = model.num_layers
+    mats = 3 if model.gated else 2
+    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    dense_layer = model.layer_params() - expert
+    per_stage = L / t.pp
+    emb = model.embedding_params()
+    out = model.vocab * model.hidden
+    has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
+    first = emb
+    last = np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0)
+    edge = np.maximum(first, last)
+    dense = (per_stage * dense_layer + edge) / t.tp
+    exp = per_stage * expert / (t.tp * t.ep)
+    return dense, exp
+
+
+def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+               t: LayoutTable) -> CommTimes:
+    """Raw (not yet overlapped) communication times of every parallel dimension; see module doc."""
+    G = cluster.gpus_per_node
+    s = recipe.seq_len
+    tok = t.mbs * s / t.cp
+    h = model.hidden
+    act = tok * h * ACT_BYTES                        # one full hidden-state tensor of the micro-batch
+    one = np.ones(len(t))
+
+    # TP: stride 1
+    if_sp = lambda a, b: np.where(t.sp, a, b)
+    ag = group_time_s("all_gather", act, one, t.tp, cluster, profile)
+    rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
+    ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
+    tp_f = if_sp(2 * (ag + rs), 2 * ar)
+    tp_b = tp_f.copy()
+
+    # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
+    kv_chunk = tok * 2 * model.kv_dim / t.tp * ACT_BYTES
+    k_cp, nn_cp = group_span(t.tp, t.cp, G)
+    cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
+    p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
+    cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)
+    cp_b = 2 * cp_f
+
+    # EP: stride TP, tokens x topk x h per TP rank (SP shards tokens over TP)
+    if model.is_moe:
+        n_a2a = tok / np.where(t.sp, t.tp, 1) * model.topk * h * ACT_BYTES
+        a2a = group_time_s("all_to_all", n_a2a, t.tp, t.ep, cluster, profile)
+        ep_f = 2 * a2a
+    else:
+        ep_f = np.zeros(len(t))
+    ep_b = ep_f.copy()
+
+    # PP: stride TP*CP*DP; each TP rank sends its 1/TP slice; every GPU of a boundary stage crosses
+    pp_stride = t.tp * t.cp * t.dp
+    pp_cross = np.minimum(G, pp_stride)
+    pp_n = act / t.tp
+    # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
+    pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
+    pp_p2p = np.where(t.pp > 1, pp_time, 0.0)
+
+    # DP (x CP): stride TP; gradients in buckets of max(40M, 1M x DP) params when overlapped, one
+    # bucket otherwise (Megatron-core DistributedDataParallelConfig.bucket_size)
+    dense, exp = stage_params(model, t)
+    gb = grad_bytes(recipe)
+    dpcp = t.dp * t.cp
+    edp = dpcp // t.ep
+    bucket = np.where(t.overlap, np.maximum(40e6, 1e6 * dpcp), np.inf)
+
+    def bucketed(coll, params, bytes_per, stride, size):
+        nb = np.maximum(np.ceil(params / bucket), 1.0)
+        return nb * group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
+
+    def both(coll, bytes_per):
+        return (bucketed(coll, dense, bytes_per, t.tp, dpcp)
+                + bucketed(coll, exp, bytes_per, t.tp * t.ep, edp))
+
+    dp_grad = np.where(t.zero == 0, both("all_reduce", gb), both("reduce_scatter", gb))
+    dp_grad = np.where(t.zero == 3, 0.0, dp_grad)
+    dp_param = np.where((t.zero == 1) | (t.zero == 2), both("all_gather", ACT_BYTES), 0.0)
+    # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
+    # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
+    L = model.num_layers / t.pp
+    lay_d = (dense / L)
+    lay_e = exp / L
+    per_layer = (2 * group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
+                 + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile)
+                 + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.tp * t.ep, edp, cluster, profile)
+                 + group_time_s("reduce_scatter", lay_e * gb, t.tp * t.ep, edp, cluster, profile))
+    fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
+    return CommTimes(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, dp_grad, dp_param, fsdp)

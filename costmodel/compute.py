@@ -1,0 +1,196 @@
+"""Compute time and FLOPs of one transformer layer per micro-batch on one GPU, for a layout table.
+
+Operations of a pre-norm decoder layer (Vaswani et al. 2017; GQA per Ainslie et al. 2023; SwiGLU
+per Shazeer 2020; MoE top-k routing per Fedus et al. 2022), sharded Megatron-style (Shoeybi et al.
+2019: column-parallel QKV/FC1, row-parallel output/FC2; Korthikanti et al. 2022: sequence
+parallelism shards norms and elementwise ops over TP; CP splits the sequence; EP splits experts):
+
+* GEMMs: QKV, attention output, MLP FC1 (x2 when gated) and FC2 (per active expert), router,
+  logits (last stage).  Backward = dgrad + wgrad, the same FLOPs twice (Narayanan et al. SC21).
+  Each GEMM's time is :func:`costmodel.gemm.gemm_time_s` with the fitted efficiency.
+* Attention core: flash attention (Dao 2023) at the profile's measured fused-attention efficiency,
+  causal (half the s^2 FLOPs executed); backward executes 2.5x the forward matmul FLOPs
+  (FlashAttention-2 recomputes QK^T: 5 matmuls vs 2, Dao 2023 section 3.1).  Unfused attention
+  (pre-2022 Megatron) runs the full s^2 batched GEMMs plus a materialised softmax.
+* Memory-bound ops (norms, activation, residual/dropout, rotary, softmax, cross-entropy): HBM bytes
+  / (datasheet bandwidth x fitted HBM efficiency) + one kernel launch each.
+* Recompute: full re-runs the layer forward inside backward; selective re-runs the attention core
+  (Korthikanti et al. 2022 section 5).
+
+Model FLOPs follow the Megatron convention (Narayanan et al. SC21 appendix): full s^2 attention,
+backward = 2x forward, no recomputation; per step 72 B s l h^2 (1 + s/(6h) + V/(16 l h)) for GPT.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+from .gemm import gemm_time_s
+from .layouts import LayoutTable
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+
+ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
+FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
+
+
+def layer_matmul_flops_per_token(model: ModelSpec) -> float:
+    """Forward FLOPs per token of one layer's weight GEMMs (no attention core): 2 x active weights.
+
+    QKV 2h(q+2kv) + output 2qh + MLP 2 x mats x h x ffn x topk + router 2hE.
+    """
+    h = model.hidden
+    mats = 3 if model.gated else 2
+    router = 2 * h * model.num_experts if model.is_moe else 0
+    return (2 * h * (model.q_dim + 2 * model.kv_dim) + 2 * model.q_dim * h
+            + 2 * mats * h * model.ffn_hidden * model.topk + router)
+
+
+def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Forward FLOPs per token of the attention core, full s x s (Megatron convention): 4 s q_dim."""
+    return 4.0 * seq_len * model.q_dim
+
+
+def model_flops_per_step(model: ModelSpec, recipe: Recipe) -> float:
+    """Model FLOPs of one training step: 3 x forward (fwd + 2x bwd), no recompute.
+
+    forward = tokens x (L x (weight GEMMs + attention core) + 2 h V logits), tokens = gbs x seq_len.
+    For GPT this equals 72 B s l h^2 (1 + s/(6h) + V/(16 l h)) (Narayanan et al. SC21, eq. 3).
+    """
+    per_token = (model.num_layers * (layer_matmul_flops_per_token(model)
+                                     + attention_flops_per_token(model, recipe.seq_len))
+                 + 2.0 * model.hidden * model.vocab)
+    return 3.0 * per_token * recipe.gbs * recipe.seq_len
+
+
+def gemm_dtype(recipe: Recipe) -> str:
+    """The profile/datasheet dtype key of the weight GEMMs (fp8 recipes run linear layers in fp8)."""
+    return recipe.precision
+
+
+def _peak(cluster: ClusterSpec, dtype: str) -> float:
+    try:
+        return cluster.gpu.peak_flops[dtype]
+    except KeyError:
+        raise InputError("--precision", "", f"{cluster.gpu.name} has no {dtype} tensor-core peak "
+                         f"(datasheet gives {', '.join(cluster.gpu.peak_flops)})") from None
+
+
+def dense_peak_flops(cluster: ClusterSpec, recipe: Recipe) -> float:
+    """Dense 16-bit peak used for MFU, FLOP/s (bf16, else fp16; fp8 runs too, by convention)."""
+    peaks = cluster.gpu.peak_flops
+    return peaks.get("bf16", peaks.get("fp16")) if recipe.precision == "fp8" else _peak(cluster, recipe.precision)
+
+
+@dataclass
+class ComputeTimes:
+    """Per-GPU, per-micro-batch compute times in seconds (arrays over layouts).
+
+    layer_fwd_s / layer_bwd_s: one transformer layer, forward / backward (recompute excluded).
+    layer_recompute_s: extra time inside backward from recomputation (0, attention core, or a forward).
+    layer_gemm_fwd_s: the weight-GEMM part of layer_fwd_s (the window TP-comm overlap can hide under).
+    layer_attn_fwd_s, layer_attn_bwd_s: attention core (the window CP ring exchange hides under).
+    logits_fwd_s, logits_bwd_s: output layer + cross-entropy on the last stage.
+    layer_hw_flops: executed FLOPs of one layer per micro-batch on this GPU (incl. recompute).
+    """
+
+    layer_fwd_s: np.ndarray
+    layer_bwd_s: np.ndarray
+    layer_recompute_s: np.ndarray
+    layer_gemm_fwd_s: np.ndarray
+    layer_attn_fwd_s: np.ndarray
+    layer_attn_bwd_s: np.ndarray
+    logits_fwd_s: np.ndarray
+    logits_bwd_s: np.ndarray
+
+
+def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                  t: LayoutTable) -> ComputeTimes:
+    """Roofline compute times of one layer and of the logits per micro-batch, for every layout.
+
+    Shapes: every array has len(t) entries.  Units: seconds.
+    Raises:
+        InputError: the GPU has no peak or the profile no GEMM fit for the recipe's precision.
+    """
+    gpu = cluster.gpu
+    dt = gemm_dtype(recipe)
+    if dt not in profile.gemm:
+        raise InputError(profile.path, f"gemm.{dt}", f"no {dt} GEMM fit for {gpu.name}")
+    gp = profile.gemm[dt]
+    peak = _peak(cluster, dt)
+    peak16 = gpu.peak_flops.get("bf16", gpu.peak_flops.get("fp16"))
+    hbm, eta_hbm = gpu.hbm_bytes_per_s, profile.hbm_efficiency
+    wbytes = 1.0 if dt == "fp8" else ACT_BYTES
+    s = recipe.seq_len
+    tp = t.tp.astype(np.float64)
+    cp = t.cp.astype(np.float64)
+    tok = t.mbs * s / cp                        # tokens of this CP rank per micro-batch
+    sp_div = np.where(t.sp, tp, 1.0)
+    h, q, kv, ffn, V = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden, model.vocab
+    launch = gp.launch_s
+
+    def gemm3(m, n, k, batch=1.0):
+        """forward, dgrad and wgrad time of y[m,n] = x[m,k] w[k,n]."""
+        g = lambda a, b_, c: gemm_time_s(a, b_, c, batch, peak, hbm, eta_hbm, gp, wbytes)
+        return g(m, n, k), g(m, k, n) + g(k, n, m)
+
+    def mem(bytes_, kernels):
+        return bytes_ / (hbm * eta_hbm) + kernels * launch
+
+    # weight GEMMs
+    qkv_f, qkv_b = gemm3(tok, (q + 2 * kv) / tp, h)
+    out_f, out_b = gemm3(tok, h, q / tp)
+    mats_in = 2 if model.gated else 1
+    if model.is_moe:
+        E_local = model.num_experts / t.ep
+        m_exp = tok * model.topk * t.ep / model.num_experts
+        fc1_f, fc1_b = gemm3(m_exp, mats_in * ffn / tp, h, E_local)
+        fc2_f, fc2_b = gemm3(m_exp, h, ffn / tp, E_local)
+        rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
+        fc1_f, fc1_b = fc1_f + rt_f, fc1_b + rt_b
+    else:
+        fc1_f, fc1_b = gemm3(tok, mats_in * ffn / tp, h)
+        fc2_f, fc2_b = gemm3(tok, h, ffn / tp)
+    gemm_f = qkv_f + out_f + fc1_f + fc2_f
+    gemm_b = qkv_b + out_b + fc1_b + fc2_b
+
+    # attention core on this rank: queries tok, keys over the full sequence (CP ring brings them)
+    heads_local = model.num_heads / tp
+    if recipe.flash_attention:
+        fl = 4.0 * tok * s * q / tp * 0.5       # causal: half of the s x s block executed
+        attn_f = fl / (peak16 * profile.flash_efficiency) + launch * cp
+        attn_b = FLASH_BWD_FLOP_RATIO * fl / (peak16 * profile.flash_efficiency) + launch * cp
+    else:
+        bmm = t.mbs * heads_local
+        sq = s / cp
+        qk_f, qk_b = (gemm_time_s(sq, s, model.head_dim, bmm, peak16, hbm, eta_hbm, gp),
+                      2 * gemm_time_s(sq, model.head_dim, s, bmm, peak16, hbm, eta_hbm, gp))
+        av_f, av_b = (gemm_time_s(sq, model.head_dim, s, bmm, peak16, hbm, eta_hbm, gp),
+                      2 * gemm_time_s(sq, s, model.head_dim, bmm, peak16, hbm, eta_hbm, gp))
+        scores = bmm * sq * s
+        # fused scale-mask-softmax: read+write scores; dropout: read, write, 1-byte mask
+        sm_bytes = scores * (2 * ACT_BYTES + (2 * ACT_BYTES + 1 if model.dropout else 0))
+        attn_f = qk_f + av_f + mem(sm_bytes, 2)
+        attn_b = qk_b + av_b + mem(2 * sm_bytes, 2)
+
+    # memory-bound elementwise ops, bytes per micro-batch on this GPU (forward)
+    tok_sp = tok / sp_div                       # tokens per GPU in the SP-sharded regions
+    norm_b = 2 * 2 * h * ACT_BYTES * tok_sp     # 2 norms: read + write h
+    resid_b = 2 * (3 * h * ACT_BYTES + (h if model.dropout else 0)) * tok_sp
+    act_w = ffn / tp * model.topk
+    act_b = (3 if model.gated else 2) * act_w * ACT_BYTES * tok
+    rope_b = 0 if model.learned_positions else 2 * (q + kv) / tp * ACT_BYTES * tok
+    ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
+    ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
+
+    layer_f = gemm_f + attn_f + ew_f
+    layer_b = gemm_b + attn_b + ew_b
+    rc = t.recompute
+    recompute = np.where(rc == 2, layer_f, np.where(rc == 1, 0.0 if recipe.flash_attention else attn_f, 0.0))
+
+    lg_f, lg_b = gemm3(tok, V / tp, h)
+    ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
+    lg_f = lg_f + mem(ce_bytes, 3)
+    lg_b = lg_b + mem(ce_bytes, 2)
+    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, attn_f, attn_b, lg_f, lg_b)

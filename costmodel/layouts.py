@@ -1,0 +1,186 @@
+"""Parallel layouts as a table of numpy arrays (one entry per layout), their validity, enumeration.
+
+Megatron-core semantics: world = TP x CP x DP x PP, rank order tp-cp-dp-pp (TP fastest, so TP
+groups are consecutive ranks and PP is outermost); EP is carved from DP x CP with stride TP
+(Megatron-core ``RankGenerator`` expert order tp-ep-dp-pp); VP = virtual pipeline chunks per rank
+(interleaved 1F1B, Narayanan et al. SC21 section 2.2.2); recompute none/selective/full
+(Korthikanti et al. 2022); ZeRO 0-3 (Rajbhandari et al. SC20): 1 = Megatron distributed optimizer,
+3 = FSDP; ``overlap`` = DP gradient reduce / param gather and TP communication overlapped with compute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .errors import InputError
+from .specs import ModelSpec, Recipe
+
+RECOMPUTE = ("none", "selective", "full")
+FIELDS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp", "overlap")
+
+
+@dataclass
+class LayoutTable:
+    """Arrays of equal length n, one entry per layout.
+
+    Attributes (numpy int64 unless noted): tp, pp, dp, cp, ep, vp, mbs, recompute (index into
+    :data:`RECOMPUTE`), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool).
+    """
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    vp: np.ndarray
+    mbs: np.ndarray
+    recompute: np.ndarray
+    zero: np.ndarray
+    sp: np.ndarray
+    overlap: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    def take(self, idx) -> "LayoutTable":
+        """The sub-table at index array or boolean mask ``idx``."""
+        return LayoutTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    def row(self, i: int) -> dict:
+        """Layout i as a plain dict (recompute as its name, flags as bools)."""
+        d = {f: int(getattr(self, f)[i]) for f in FIELDS}
+        d["recompute"] = RECOMPUTE[d["recompute"]]
+        d["sp"], d["overlap"] = bool(d["sp"]), bool(d["overlap"])
+        return d
+
+    @staticmethod
+    def from_rows(rows: list[dict]) -> "LayoutTable":
+        """Build a table from dicts with the keys of :data:`FIELDS` (recompute by name or index)."""
+        cols = {f: [] for f in FIELDS}
+        for r in rows:
+            for f in FIELDS:
+                v = r[f]
+                if f == "recompute" and isinstance(v, str):
+                    v = RECOMPUTE.index(v)
+                cols[f].append(v)
+        arr = {f: np.asarray(v, dtype=bool if f in ("sp", "overlap") else np.int64) for f, v in cols.items()}
+        return LayoutTable(**arr)
+
+
+def num_microbatches(t: LayoutTable, recipe: Recipe) -> np.ndarray:
+    """Micro-batches per step per DP replica, m = gbs / (DP x mbs) (float array)."""
+    return recipe.gbs / (t.dp * t.mbs)
+
+
+def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
+             gpus_per_node: int) -> tuple[np.ndarray, list[str]]:
+    """Check every Megatron-core divisibility rule on every layout.
+
+    Returns:
+        (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
+        first rule layout i breaks.
+    """
+    rules = [
+        ("TP x PP x DP x CP must equal the number of GPUs ({n})",
+         t.tp * t.pp * t.dp * t.cp != num_gpus),
+        ("TP must divide the GPUs per node ({g}): TP stays within a node", gpus_per_node % t.tp != 0),
+        ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
+        ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
+        ("num_layers ({L}) must be divisible by PP x VP", model.num_layers % (t.pp * t.vp) != 0),
+        ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
+        ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
+        ("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",
+         (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
+        ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
+         (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
+        ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
+        ("EP must divide DP x CP", (t.dp * t.cp) % t.ep != 0),
+        ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
+        ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
+        ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
+        ("every parallel degree and mbs must be >= 1",
+         (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
+    ]
+    fmt = dict(n=num_gpus, g=gpus_per_node, a=model.num_heads, kv=model.num_kv_heads,
+               L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts)
+    code = np.full(len(t), -1, dtype=np.int64)
+    for i, (_, bad) in reversed(list(enumerate(rules))):
+        code = np.where(bad, i, code)
+    return code, [msg.format(**fmt) for msg, _ in rules]
+
+
+def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
+                 gpus_per_node: int) -> None:
+    """Raise :class:`InputError` naming the first rule a one-row table breaks."""
+    code, msgs = validity(t, model, recipe, num_gpus, gpus_per_node)
+    if code[0] >= 0:
+        raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {_describe(t.row(0))})")
+
+
+def _describe(r: dict) -> str:
+    return " ".join(f"{k.upper() if k not in ('mbs', 'recompute', 'zero', 'sp', 'overlap') else k}={v}"
+                    for k, v in r.items())
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_node: int, *,
+                      max_mbs: int = 16, allow_no_sp: bool = False,
+                      zero_stages=(0, 1, 3), overlaps=(True,)) -> LayoutTable:
+    """Every valid layout for this model, recipe and GPU count, as one vectorised table.
+
+    The candidate grid is the outer product of TP (divisors of GPUs/node), CP (divisors of the GPU
+    count), PP (divisors of layers), VP (divisors of layers/PP), EP (divisors of experts), mbs
+    (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
+    :func:`validity` filters.  Layouts whose cost equals another's are dropped (ZeRO > 0 at
+    DP x CP = 1; selective recompute under flash attention).  Stage 2 is omitted by default because Megatron-LM has no ZeRO-2 (its
+    communication equals stage 1's); pass ``zero_stages`` to include it.
+
+    Returns:
+        :class:`LayoutTable` of the valid layouts (possibly empty).
+    Raises:
+        InputError: num_gpus < 1.
+    """
+    if num_gpus < 1:
+        raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
+    L, E = model.num_layers, model.num_experts
+    tps = [d for d in _divisors(gpus_per_node) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
+    cps = [d for d in _divisors(num_gpus) if d == 1 or recipe.seq_len % (2 * d) == 0]
+    pps = [d for d in _divisors(L) if num_gpus % d == 0]
+    mbss = [m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs]
+    rows = []
+    for tp in tps:
+        for cp in cps:
+            for pp in pps:
+                rest = num_gpus // pp
+                if rest % (tp * cp):
+                    continue
+                dp = rest // (tp * cp)
+                vps = [v for v in _divisors(L // pp) if v == 1 or pp > 1]
+                eps = [e for e in _divisors(E) if (dp * cp) % e == 0]
+                for vp in vps:
+                    for ep in eps:
+                        rows.append((tp, pp, dp, cp, ep, vp))
+    if not rows:
+        return LayoutTable.from_rows([])
+    base = np.asarray(rows, dtype=np.int64)
+    sps = (True, False) if allow_no_sp else (True,)
+    grid = np.array(np.meshgrid(np.arange(len(base)), mbss, range(3), zero_stages, sps, overlaps,
+                                indexing="ij")).reshape(6, -1)
+    b = base[grid[0]]
+    tp = b[:, 0]
+    sp = grid[4].astype(bool) & (tp > 1)
+    t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], vp=b[:, 5],
+                    mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
+                    zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))
+    # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
+    keep = ~((~grid[4].astype(bool)) & (tp == 1)) if allow_no_sp else np.ones(len(t), bool)
+    t = t.take(keep)
+    code, _ = validity(t, model, recipe, num_gpus, gpus_per_node)
+    # Drop exact duplicates in cost: ZeRO stages differ only when DP x CP > 1, and with flash
+    # attention selective recompute (of the attention core) stores and recomputes nothing extra.
+    dup = ((t.dp * t.cp == 1) & (t.zero > 0)) | ((t.recompute == 1) & recipe.flash_attention)
+    return t.take((code < 0) & ~dup)

@@ -1,0 +1,112 @@
+"""Peak HBM bytes per GPU of a layout: model states + activations of the in-flight micro-batches.
+
+* Model states (Rajbhandari et al. SC20 "ZeRO", mixed-precision Adam): 2 bytes bf16 weights,
+  4 bytes fp32 main gradients (2 under fp16), 12 bytes fp32 master weights + Adam m and v per
+  parameter.  ZeRO-1 (Megatron distributed optimizer) shards the 12 over DP x CP, ZeRO-2 also the
+  gradients, ZeRO-3/FSDP everything (plus two gathered layers in flight).  Expert parameters shard
+  over the expert-data-parallel group DP x CP / EP.
+* Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", section 4): s b h (34 + 5 a s / h) bytes for GPT
+  with dropout, generalised here term by term to GQA (K and V of width kv), gated MLPs, MoE top-k
+  and no-dropout models; with TP and SP everything divides by t; without SP the norm and dropout
+  terms stay replicated (10 + 24/t); selective recompute drops the s^2 attention terms; full
+  recompute keeps only the layer input (2 s b h / t) plus one layer's working set.  Flash
+  attention (Dao 2022) stores no s^2 tensor but the output and the fp32 log-sum-exp.
+* In-flight micro-batches of 1F1B (Narayanan et al. SC21): the first stage holds min(PP, m)
+  micro-batches of its L/PP layers; interleaved with VP chunks it holds
+  min(VP m, (PP-1) 2 + (VP-1) PP + 1) chunks of L/(PP VP) layers (Megatron-core warm-up count),
+  i.e. about L (1 + (PP-1)/(PP VP)) layers' worth.  The last stage holds one micro-batch but also
+  the fp32 logits of the cross-entropy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import grad_bytes, stage_params
+from .compute import ACT_BYTES
+from .layouts import LayoutTable
+from .specs import ModelSpec, Recipe
+
+
+def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable):
+    """Activation bytes one layer stores for backward, per micro-batch, on one GPU (array).
+
+    Returns the no-recompute / selective figure by layout (full recompute is handled by
+    :func:`memory_bytes`).  Korthikanti et al. 2022 eq. (1)-(4), term by term.
+    """
+    s = recipe.seq_len
+    tok = t.mbs * s / t.cp
+    tp = t.tp.astype(np.float64)
+    sp_div = np.where(t.sp, tp, 1.0)
+    h, q, kv, ffn = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
+    B = ACT_BYTES
+    drop = 1.0 if model.dropout else 0.0
+    # replicated-or-SP-sharded: 2 norm inputs, QKV input, FC1 input, 2 dropout masks
+    sharded = tok * (2 * 2 * h * B + h * B + h * B + 2 * drop * h) / sp_div
+    # TP-sharded: Q, K, V, attention output (out-proj input)
+    attn = tok * (q + 2 * kv + q) * B / tp
+    heads_local = model.num_heads / tp
+    if recipe.flash_attention:
+        attn = attn + t.mbs * heads_local * (s / t.cp) * 4.0          # fp32 log-sum-exp
+        s2 = 0.0
+    else:
+        scores = t.mbs * heads_local * (s / t.cp) * s
+        s2 = scores * (B + drop * (1 + B))                          # softmax out, dropout mask+out
+    mlp_in_w = (2 if model.gated else 1) * ffn
+    mlp = tok * model.topk * (mlp_in_w + ffn) * B / tp                # activation input, FC2 input
+    if model.is_moe:
+        mlp = mlp + tok * model.topk * h * B * 2 / sp_div             # dispatched + combined tokens
+    selective = t.recompute >= 1
+    return sharded + attn + mlp + np.where(selective, 0.0, s2)
+
+
+@dataclass
+class MemoryBreakdown:
+    """Peak bytes per GPU (arrays over layouts): weights, grads, optimizer, activations, total."""
+
+    weights_bytes: np.ndarray
+    grads_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    peak_bytes: np.ndarray
+
+
+def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
+    """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
+    stage (logits), in bytes.  See the module docstring for the formulas and their sources.
+    """
+    dense, exp = stage_params(model, t)
+    dpcp = (t.dp * t.cp).astype(np.float64)
+    edp = dpcp / t.ep
+    gb = grad_bytes(recipe)
+    z = t.zero
+    shard_w = lambda d: np.where(z == 3, d, 1.0)
+    shard_g = lambda d: np.where(z >= 2, d, 1.0)
+    shard_o = lambda d: np.where(z >= 1, d, 1.0)
+    weights = ACT_BYTES * (dense / shard_w(dpcp) + exp / shard_w(edp))
+    grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
+    optim = 12.0 * (dense / shard_o(dpcp) + exp / shard_o(edp))
+    L_stage = model.num_layers / t.pp
+    layer_total = (dense + exp) / L_stage
+    weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_total, 0.0)   # gathered layers
+
+    m = recipe.gbs / (t.dp * t.mbs)
+    act_layer = activation_bytes_per_layer(model, recipe, t)
+    tok = t.mbs * recipe.seq_len / t.cp
+    sp_div = np.where(t.sp, t.tp, 1)
+    full = t.recompute == 2
+    stored_layer = np.where(full, tok * model.hidden * ACT_BYTES / sp_div, act_layer)
+    working = np.where(full, act_layer, 0.0)                      # one layer recomputed at a time
+    chunks = np.where(t.vp > 1,
+                      np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
+                      np.minimum(t.pp, m))
+    layers_per_chunk = model.num_layers / (t.pp * t.vp)
+    first = chunks * layers_per_chunk * stored_layer + working
+    logits = tok * model.vocab / t.tp * (ACT_BYTES + 4.0 + 4.0)  # bf16 logits, fp32 softmax + grad
+    last = L_stage * stored_layer + working + logits
+    last = np.where(t.pp == 1, first + logits, last)
+    acts = np.maximum(first, last)
+    peak = weights + grads + optim + acts
+    return MemoryBreakdown(weights, grads, optim, acts, peak)

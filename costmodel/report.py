@@ -1,0 +1,126 @@
+"""Reports: rich tables, the stable JSON record, and ready-to-paste Megatron-LM arguments."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .layouts import RECOMPUTE
+from .predict import Prediction
+from .schedule import BREAKDOWN_TERMS
+from .specs import ClusterSpec, ModelSpec, Recipe
+
+GIB = 2.0**30
+_TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
+               "ep_comm_s": "EP comm", "pp_comm_s": "PP comm", "bubble_s": "pipeline bubble",
+               "dp_comm_s": "DP/FSDP comm exposed", "optimizer_s": "optimizer"}
+
+
+def record(pred: Prediction, i: int, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe) -> dict:
+    """The JSON-ready record of layout i (names are stable: see issue #2 'JSON output').
+
+    Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, peak_mem_bytes,
+    hbm_capacity_bytes, memory (weights/grads/optimizer/activations bytes), layout, breakdown
+    (seconds per term), model, cluster, recipe, and reason when infeasible.
+    """
+    mem = pred.memory
+    cap = cluster.gpu.hbm_bytes
+    rec = {
+        "feasible": bool(pred.feasible[i]),
+        "step_time_s": float(pred.step_time_s[i]),
+        "tokens_per_s_per_gpu": float(pred.tokens_per_s_per_gpu[i]),
+        "model_tflops_per_gpu": float(pred.model_tflops_per_gpu[i]),
+        "mfu": float(pred.mfu[i]),
+        "peak_mem_bytes": float(mem.peak_bytes[i]),
+        "hbm_capacity_bytes": cap,
+        "memory": {k: float(getattr(mem, k)[i]) for k in
+                   ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")},
+        "layout": pred.layouts.row(i),
+        "breakdown": {k: float(pred.breakdown[k][i]) for k in BREAKDOWN_TERMS},
+        "model": model.name, "cluster": cluster.key, "num_gpus": cluster.num_gpus,
+        "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision,
+                   "flash_attention": recipe.flash_attention},
+    }
+    if not rec["feasible"]:
+        over = mem.peak_bytes[i] - cap
+        rec["reason"] = (f"peak memory {mem.peak_bytes[i] / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
+                         f"HBM of {cluster.gpu.name} by {over / GIB:.1f} GiB")
+    return rec
+
+
+def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+    """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout."""
+    a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
+    if layout["cp"] > 1:
+        a.append(f"--context-parallel-size {layout['cp']}")
+    if layout["ep"] > 1:
+        a.append(f"--expert-model-parallel-size {layout['ep']}")
+    if layout["vp"] > 1:
+        a.append(f"--num-layers-per-virtual-pipeline-stage {model.num_layers // (layout['pp'] * layout['vp'])}")
+    if layout["sp"]:
+        a.append("--sequence-parallel")
+    a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",
+          f"--seq-length {recipe.seq_len}"]
+    if layout["recompute"] == "full":
+        a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    elif layout["recompute"] == "selective":
+        a.append("--recompute-granularity selective")
+    if layout["zero"] in (1, 2):
+        a.append("--use-distributed-optimizer")
+    if layout["zero"] == 3:
+        a.append("--use-torch-fsdp2")
+    if layout["overlap"]:
+        a.append("--overlap-grad-reduce")
+        if layout["zero"] in (1, 2):
+            a.append("--overlap-param-gather")
+        if layout["sp"]:
+            a.append("--tp-comm-overlap")
+    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}[recipe.precision])
+    if recipe.flash_attention:
+        a.append("--use-flash-attn")
+    return " \\\n  ".join(a)
+
+
+def ranking_table(pred: Prediction, top: int, title: str) -> Table:
+    """Rich table of the first ``top`` layouts of ``pred`` (already ranked)."""
+    tb = Table(title=title, header_style="bold")
+    for c in ("#", "TP", "PP", "DP", "CP", "EP", "VP", "mbs", "recompute", "ZeRO", "step s",
+              "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
+        tb.add_column(c, justify="right" if c not in ("recompute",) else "left")
+    L = pred.layouts
+    for i in range(min(top, len(L))):
+        tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in ("tp", "pp", "dp", "cp", "ep", "vp", "mbs")),
+                   RECOMPUTE[int(L.recompute[i])], str(int(L.zero[i])), f"{pred.step_time_s[i]:.3f}",
+                   f"{pred.tokens_per_s_per_gpu[i]:,.0f}", f"{pred.model_tflops_per_gpu[i]:.1f}",
+                   f"{100 * pred.mfu[i]:.1f}%", f"{pred.memory.peak_bytes[i] / GIB:.1f}")
+    return tb
+
+
+def breakdown_table(rec: dict, title: str) -> Table:
+    """Rich table of one record's time breakdown (seconds and share of the step)."""
+    tb = Table(title=title, header_style="bold")
+    tb.add_column("term")
+    tb.add_column("seconds", justify="right")
+    tb.add_column("share", justify="right")
+    total = rec["step_time_s"]
+    for k in BREAKDOWN_TERMS:
+        v = rec["breakdown"][k]
+        tb.add_row(_TERM_NAMES[k], f"{v:.4f}", f"{100 * v / total:.1f}%")
+    tb.add_row("[bold]step", f"[bold]{total:.4f}", "100%")
+    return tb
+
+
+def memory_table(rec: dict) -> Table:
+    """Rich table of one record's peak memory per GPU."""
+    tb = Table(title="Peak memory per GPU", header_style="bold")
+    tb.add_column("part")
+    tb.add_column("GiB", justify="right")
+    for k, v in rec["memory"].items():
+        tb.add_row(k.replace("_bytes", ""), f"{v / GIB:.2f}")
+    tb.add_row("[bold]peak", f"[bold]{rec['peak_mem_bytes'] / GIB:.2f}")
+    tb.add_row("HBM capacity", f"{rec['hbm_capacity_bytes'] / GIB:.2f}")
+    return tb
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console (wide enough for the ranking table when output is not a terminal)."""
+    return Console(stderr=stderr, width=None if Console().is_terminal else 160)

@@ -1,0 +1,91 @@
+"""Pipeline schedule: step time of 1F1B / interleaved 1F1B with exposed communication, and its parts.
+
+Per micro-batch the slowest stage (the last one: L/PP layers plus the logits) needs
+T_mb = t_fwd + t_bwd + 2 VP t_p2p (a send of the activation and one of the gradient per virtual
+stage).  A step of m micro-batches takes (m + (PP-1)/VP) T_mb: the 1F1B bubble is (PP-1)/m of the
+ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections 2.2.1-2.2.2).
+Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  TP comm hides
+under the layer's GEMMs only with overlap on and SP (Megatron tp_comm_overlap); the CP ring hides
+under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
+under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
+of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
+under the micro-batch's compute.  The optimizer step is HBM-bound: Adam reads fp32 master weight,
+m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad read for
+the global-norm clip, per local parameter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import CommTimes, stage_params
+from .compute import ComputeTimes
+from .layouts import LayoutTable
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+
+ADAM_BYTES_PER_PARAM = 34.0
+BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
+                   "dp_comm_s", "optimizer_s")
+
+
+@dataclass
+class StepTimes:
+    """Step time and its additive breakdown, seconds (arrays over layouts).
+
+    The terms of :data:`BREAKDOWN_TERMS` sum to ``step_time_s``.  ``t_mb_s`` is the slowest
+    stage's time per micro-batch, ``fwd_s``/``bwd_s`` its forward/backward parts.
+    """
+
+    step_time_s: np.ndarray
+    breakdown: dict
+    t_mb_s: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+
+
+def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+               t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
+    """Assemble compute and communication into the step time of every layout (module docstring)."""
+    L = model.num_layers / t.pp
+    m = recipe.gbs / (t.dp * t.mbs)
+    full = t.recompute == 2
+    tp_overlap = t.overlap & t.sp
+    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
+    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
+                    cm.tp_layer_bwd_s)
+    tp_b = tp_b + np.where(full, tp_f, 0.0)                     # recomputed forward repeats its comm
+    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
+    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s) + np.where(full, cp_f, 0.0)
+    ep_f = cm.ep_layer_fwd_s
+    ep_b = cm.ep_layer_bwd_s + np.where(full, ep_f, 0.0)
+
+    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s
+    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s
+    pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
+    fwd = comp_f + L * (tp_f + cp_f + ep_f)
+    bwd = comp_b + L * (tp_b + cp_b + ep_b)
+    fsdp = np.where(t.overlap, np.maximum(0.0, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
+    t_mb = fwd + bwd + pp_mb + fsdp
+    bubble = (t.pp - 1) / t.vp * t_mb
+
+    dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
+    dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
+
+    dense, exp = stage_params(model, t)
+    dpcp = t.dp * t.cp
+    local = np.where(t.zero >= 1, dense / dpcp + exp / (dpcp / t.ep), dense + exp)
+    opt = ADAM_BYTES_PER_PARAM * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+
+    bd = {
+        "compute_s": m * (comp_f + comp_b),
+        "tp_comm_s": m * L * (tp_f + tp_b),
+        "cp_comm_s": m * L * (cp_f + cp_b),
+        "ep_comm_s": m * L * (ep_f + ep_b),
+        "pp_comm_s": m * pp_mb,
+        "bubble_s": bubble,
+        "dp_comm_s": dp_grad + dp_param + m * fsdp,
+        "optimizer_s": opt,
+    }
+    total = sum(bd.values())
+    return StepTimes(total, bd, t_mb, fwd, bwd)
