@@ -44,7 +44,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     B = ACT_BYTES
     drop = 1.0 if model.dropout else 0.0
     # replicated-or-SP-sharded: 2 norm inputs, QKV input, FC1 input, 2 dropout masks
-    sharded = tok * (2 * 2 * h * B + h * B + h * B + 2 * drop * h) / sp_div
+    sharded = tok * (2 * h * B + h * B + h * B + 2 * drop * h) / sp_div
     # TP-sharded: Q, K, V, attention output (out-proj input)
     attn = tok * (q + 2 * kv + q) * B / tp
     heads_local = model.num_heads / tp

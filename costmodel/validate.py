@@ -1,0 +1,228 @@
+"""Validation: predict the published runs of a throughput CSV and report the step-time error.
+
+The CSV schema is that of the dev set (benchmarks/data/dev_set.csv, documented in the README):
+one measured run per row with its hardware, architecture, recipe and parallel layout.  A row's
+measured step time comes from ``step_time_s``, else from ``hardware_tflops_per_gpu`` (Megatron's
+executed-FLOPs count, 4/3 of model FLOPs under full recompute), ``model_tflops_per_gpu`` or
+``tokens_per_s_per_gpu``.  Rows the model cannot represent faithfully are skipped with the reason.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from .compute import model_flops_per_step
+from .errors import InputError
+from .layouts import LayoutTable, validity
+from .predict import predict_table
+from .specs import ModelSpec, Recipe, load_cluster, load_profile
+
+# cluster of the catalog that matches each row's GPU and interconnect note
+_CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
+             ("DGX H100", "dgx-h100"))
+
+
+@dataclass
+class RowResult:
+    """One row: its id, source, measured and predicted step time (s), or the reason it was skipped."""
+
+    row_id: str
+    source: str
+    measured_s: float | None = None
+    predicted_s: float | None = None
+    skipped: str | None = None
+    sweep: str = ""
+
+    @property
+    def error_pct(self) -> float:
+        """Signed percentage error of the prediction, 100 (pred - meas) / meas."""
+        return 100.0 * (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def _int(r: dict, k: str):
+    v = r.get(k, "").strip()
+    return int(float(v)) if v else None
+
+
+def _float(r: dict, k: str):
+    v = r.get(k, "").strip()
+    return float(v) if v else None
+
+
+def row_model(r: dict) -> ModelSpec:
+    """A GPT-style ModelSpec from a dev-set row (MHA/GQA, 4h GELU MLP unless the row says otherwise).
+
+    BLOOM (ALiBi, no dropout: BigScience tr11 config) has no position table; the other GPT rows
+    use Megatron's learned positions and dropout 0.1.  Megatron pads the vocabulary to a multiple of
+    128 x TP (``make_vocab_size_divisible_by``) unless the row already gives a padded size.
+    """
+    bloom = "BLOOM" in r["model"] or "bloom" in r["source_file"]
+    tp = _int(r, "tp") or 1
+    vocab = _int(r, "vocab")
+    mult = 128 * tp
+    vocab = int(math.ceil(vocab / mult) * mult)
+    h, heads = _int(r, "hidden"), _int(r, "num_heads")
+    experts = _int(r, "num_experts") or 1
+    return ModelSpec(
+        name=r["model"], display_name=r["model"], num_layers=_int(r, "num_layers"), hidden=h,
+        ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
+        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=False,
+        activation="gelu", tie_embeddings=True, num_experts=experts, topk=_int(r, "moe_topk") or 1,
+        learned_positions=not bloom, max_positions=_int(r, "seq_len") if not bloom else 0,
+        dropout=not bloom, bias=True, seq_len=_int(r, "seq_len"))
+
+
+def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):
+    """The row's measured step time in seconds, from whichever metric it publishes (or None)."""
+    st = _float(r, "step_time_s")
+    if st:
+        return st
+    mflops = model_flops_per_step(model, recipe)
+    hw = _float(r, "hardware_tflops_per_gpu")
+    if hw:
+        factor = 4.0 / 3.0 if recompute == "full" else 1.0
+        return mflops * factor / (hw * 1e12 * n_gpus)
+    mt = _float(r, "model_tflops_per_gpu")
+    if mt:
+        return mflops / (mt * 1e12 * n_gpus)
+    tk = _float(r, "tokens_per_s_per_gpu")
+    if tk:
+        return recipe.gbs * recipe.seq_len / (tk * n_gpus)
+    return None
+
+
+def _skip_reason(r: dict) -> str | None:
+    notes = r.get("notes", "")
+    for need in ("num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "mbs", "tp", "pp"):
+        if not r.get(need, "").strip():
+            return f"{need} not published"
+    if r.get("recompute") in ("", "unknown"):
+        return "recompute unknown"
+    if r.get("precision", "") == "":
+        return "precision not published"
+    if "PARALLEL MISMATCH" in notes:
+        return "published TP x PP x DP x CP differs from the GPU count"
+    if "includes warm-up" in notes:
+        return "logged interval includes warm-up iterations"
+    if "pipeline not filled" in notes:
+        return "batch-size ramp-up: the published config is not the one that ran"
+    if "degraded" in notes.lower():
+        return "measured during a degraded-GPU period"
+    return None
+
+
+def _cluster_for(r: dict):
+    note = r.get("interconnect_note", "") + " " + r.get("gpu", "")
+    for key, name in _CLUSTERS:
+        if key in note:
+            return name
+    return None
+
+
+def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
+    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why)."""
+    out = []
+    cache = {}
+    for r in rows:
+        rid, src = r.get("row_id", "?"), r.get("source_file", "?")
+        why = _skip_reason(r)
+        cname = _cluster_for(r)
+        if why is None and cname is None:
+            why = f"no catalog cluster for {r.get('gpu')} / {r.get('interconnect_note', '')[:40]!r}"
+        if why:
+            out.append(RowResult(rid, src, skipped=why))
+            continue
+        n_gpus, gpn = _int(r, "num_gpus"), _int(r, "gpus_per_node")
+        key = (cname, n_gpus)
+        if key not in cache:
+            c = load_cluster(cname, nodes=max(1, n_gpus // gpn))
+            cache[key] = (c, load_profile(c.gpu.key))
+        cluster, profile = cache[key]
+        model = row_model(r)
+        recipe = Recipe(gbs=_int(r, "gbs"), seq_len=_int(r, "seq_len"), precision=r["precision"],
+                        flash_attention=False)
+        tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
+        dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
+        zero = 1 if r.get("fsdp_or_zero", "").startswith("zero-1") else 0
+        ddp_torch = "DDP impl torch" in r.get("notes", "")
+        lay = LayoutTable.from_rows([dict(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
+            recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
+            overlap=ddp_torch)])
+        code, msgs = validity(lay, model, recipe, cluster.num_gpus, cluster.gpus_per_node)
+        if code[0] >= 0:
+            out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
+            continue
+        meas = measured_step_s(r, model, recipe, n_gpus, r["recompute"])
+        if meas is None:
+            out.append(RowResult(rid, src, skipped="no throughput metric"))
+            continue
+        pred = predict_table(model, recipe, cluster, profile, lay)
+        sweep = f"{src}|{r['model']}|{n_gpus}"
+        out.append(RowResult(rid, src, meas, float(pred.step_time_s[0]), sweep=sweep))
+    return out
+
+
+def read_runs_csv(path: str | Path) -> list[dict]:
+    """Read a throughput CSV (dev-set schema), skipping '#' comment lines.
+
+    Raises:
+        InputError: unreadable file, or a header without the dev-set columns.
+    """
+    path = Path(path)
+    try:
+        lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+    except OSError as e:
+        raise InputError(path, "", f"cannot read file ({e.strerror})") from None
+    rows = list(csv.DictReader(lines))
+    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
+            "tp", "pp", "seq_len", "step_time_s"}
+    if not rows or not need <= set(rows[0]):
+        raise InputError(path, "header", f"missing columns {sorted(need - set(rows[0] if rows else []))}")
+    return rows
+
+
+def summarize(results: list[RowResult]) -> dict:
+    """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
+
+    Returns {"sources": {source: {used, skipped, skip_reasons, mean/max_abs_err_pct, spearman}},
+    "overall": {...}, "spearman": {sweep: rho}}.
+    Spearman (scipy.stats.spearmanr) is computed within each group of >= 4 rows that share a
+    source, model and GPU count (a configuration sweep).
+    """
+    by_src: dict = {}
+    for r in results:
+        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}})
+        if r.skipped:
+            s["skipped"] += 1
+            s["skip_reasons"][r.skipped] = s["skip_reasons"].get(r.skipped, 0) + 1
+        else:
+            s["used"] += 1
+            s["abs_err"].append(abs(r.error_pct))
+    for src, s in by_src.items():
+        pairs = [(r.measured_s, r.predicted_s) for r in results if r.source == src and not r.skipped]
+        s["spearman"] = (float(spearmanr(*zip(*pairs)).statistic)
+                         if len(pairs) >= 4 and len({m for m, _ in pairs}) > 1 else None)
+        e = s.pop("abs_err")
+        s["mean_abs_err_pct"] = float(np.mean(e)) if e else None
+        s["max_abs_err_pct"] = float(np.max(e)) if e else None
+    used = [abs(r.error_pct) for r in results if not r.skipped]
+    sweeps: dict = {}
+    for r in results:
+        if not r.skipped:
+            sweeps.setdefault(r.sweep, []).append((r.measured_s, r.predicted_s))
+    rho = {}
+    for k, v in sweeps.items():
+        if len(v) >= 4:
+            m, p = zip(*v)
+            if len(set(m)) > 1:
+                rho[k] = float(spearmanr(m, p).statistic)
+    overall = {"used": len(used), "skipped": len(results) - len(used),
+               "mean_abs_err_pct": float(np.mean(used)) if used else None,
+               "max_abs_err_pct": float(np.max(used)) if used else None}
+    return {"sources": by_src, "overall": overall, "spearman": rho}
