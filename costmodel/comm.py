@@ -125,7 +125,7 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     """(dense, expert) parameters held by one GPU of the largest stage (first or last), arrays.
 
     Layers L/PP per stage split over TP (experts also over EP); the first stage adds the
-    vocab-parallel embedding, the last the output layer (untied, or tied with PP > 1, where
+    vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
     Megatron keeps a copy of the embedding on the last stage).
     """
     L = model.num_layers
@@ -136,12 +136,20 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     emb = model.embedding_params()
     out = model.vocab * model.hidden
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
+    final_norm = 2 * model.hidden if model.bias else model.hidden
     first = emb
-    last = np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0)
+    last = np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
     edge = np.maximum(first, last)
     dense = (per_stage * dense_layer + edge) / t.tp
     exp = per_stage * expert / (t.tp * t.ep)
     return dense, exp
+
+
+def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
+    """Parameters of one transformer layer held by one GPU: dense / TP + experts / (TP x EP)."""
+    mats = 3 if model.gated else 2
+    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    return (model.layer_params() - expert) / t.tp + expert / (t.tp * t.ep)
 
 
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,

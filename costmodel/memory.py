@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import grad_bytes, stage_params
+from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
 from .layouts import LayoutTable
 from .specs import ModelSpec, Recipe
@@ -89,8 +89,8 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
     optim = 12.0 * (dense / shard_o(dpcp) + exp / shard_o(edp))
     L_stage = model.num_layers / t.pp
-    layer_total = (dense + exp) / L_stage
-    weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_total, 0.0)   # gathered layers
+    # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
+    weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
 
     m = recipe.gbs / (t.dp * t.mbs)
     act_layer = activation_bytes_per_layer(model, recipe, t)

@@ -1,0 +1,108 @@
+"""The CLI end to end: JSON record names, the recommend table, and one clear line for bad input."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "costmodel.cli"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, cwd=cwd)
+
+
+def assert_one_line_error(p, *needles):
+    assert p.returncode == 2, p.stderr + p.stdout
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_predict_json_has_the_stable_names():
+    p = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "4", "--pp", "4", "--mbs", "1",
+            "--gbs", "128", "--seq-len", "8192", "--recompute", "full", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    for k in ("feasible", "step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_bytes",
+              "layout", "breakdown"):
+        assert k in rec
+    assert rec["layout"]["dp"] == 2 and rec["layout"]["recompute"] == "full"
+    assert rec["feasible"] is True
+    assert sum(rec["breakdown"].values()) == pytest.approx(rec["step_time_s"], rel=1e-9)
+    # tokens/s/GPU and MFU follow from the step time: 128 x 8192 tokens over 32 GPUs
+    assert rec["tokens_per_s_per_gpu"] == pytest.approx(128 * 8192 / rec["step_time_s"] / 32, rel=1e-9)
+    assert 0.05 < rec["mfu"] < 0.8
+
+
+def test_predict_reports_infeasible_memory_with_the_overshoot():
+    p = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "1", "--pp", "1", "--zero", "0",
+            "--json")
+    rec = json.loads(p.stdout)
+    assert rec["feasible"] is False and "exceeds" in rec["reason"]
+
+
+def test_recommend_prints_table_breakdown_and_megatron_args(tmp_path):
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    for needle in ("Fastest layouts", "pipeline bubble", "DP/FSDP comm exposed", "--tensor-model-parallel-size",
+                   "--pipeline-model-parallel-size", "MFU"):
+        assert needle in out
+
+
+def test_models_and_hardware_list_the_catalog():
+    p = run("models")
+    assert p.returncode == 0 and "llama3.1-405b" in p.stdout and "70.55" in p.stdout
+    p = run("hardware")
+    assert p.returncode == 0 and "paper-h200" in p.stdout and "datasheet" in p.stdout.lower()
+
+
+def test_unknown_model_lists_close_matches():
+    assert_one_line_error(run("recommend", "--model", "llama3-7b", "--cluster", "paper-h200"), "llama3-70b")
+
+
+def test_unknown_cluster():
+    assert_one_line_error(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h300"), "paper-h200")
+
+
+def test_config_missing_a_key(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                               "vocab_size": 100, "hidden_act": "silu"}))
+    assert_one_line_error(run("predict", "--model", str(cfg), "--cluster", "paper-h200"), "config.json",
+                          "intermediate_size")
+
+
+def test_cluster_yaml_with_negative_bandwidth_and_wrong_type(tmp_path):
+    import yaml
+    from costmodel.specs import hardware_dir
+    d = yaml.safe_load((hardware_dir() / "clusters" / "paper-h200.yaml").read_text())
+    d["inter_node"]["bandwidth_per_nic"] = "-100Gbps"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(bad)), "bad.yaml",
+                          "inter_node.bandwidth_per_nic")
+    d["inter_node"]["bandwidth_per_nic"] = "100Gbps"
+    d["gpus_per_node"] = "eight"
+    bad.write_text(yaml.safe_dump(d))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(bad)), "gpus_per_node")
+
+
+def test_invalid_layout_names_the_rule():
+    assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "3"),
+                          "TP x PP x CP")
+    assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "16",
+                              "--pp", "2"), "TP must divide the GPUs per node")
+
+
+def test_gbs_not_divisible():
+    assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "8",
+                              "--gbs", "100", "--mbs", "1"), "gbs (100) must be divisible by DP x mbs")
+
+
+def test_zero_gpus():
+    assert_one_line_error(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--nodes", "0"),
+                          "--nodes")

@@ -1,0 +1,90 @@
+"""Memory against Korthikanti et al. 2022 and the ZeRO paper's bytes per parameter."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from costmodel.memory import activation_bytes_per_layer, memory_bytes
+from costmodel.specs import Recipe, load_model
+
+from conftest import layout
+
+GPT3 = load_model("gpt3-175b")
+UNFUSED = Recipe(gbs=64, seq_len=2048, precision="fp16", flash_attention=False)
+
+
+@pytest.mark.parametrize("tp,mbs", [(1, 1), (8, 1), (8, 4), (4, 2)])
+def test_korthikanti_activation_formula_with_sp(tp, mbs):
+    s, h, a = 2048, GPT3.hidden, GPT3.num_heads
+    t = layout(tp=tp, mbs=mbs, sp=tp > 1)
+    ours = activation_bytes_per_layer(GPT3, UNFUSED, t)[0]
+    # Korthikanti et al. 2022 eq. (2)/(4): s b h (34 + 5 a s / h) / t with TP + SP
+    assert ours == pytest.approx(s * mbs * h * (34 + 5 * a * s / h) / tp, rel=1e-9)
+
+
+def test_korthikanti_without_sp_keeps_10_sbh_replicated():
+    s, h, a, tp = 2048, GPT3.hidden, GPT3.num_heads, 8
+    ours = activation_bytes_per_layer(GPT3, UNFUSED, layout(tp=tp, sp=False))[0]
+    assert ours == pytest.approx(s * h * (10 + 24 / tp + 5 * a * s / (h * tp)), rel=1e-9)
+
+
+def test_selective_recompute_is_34_sbh_over_t():
+    s, h, tp = 2048, GPT3.hidden, 8
+    ours = activation_bytes_per_layer(GPT3, UNFUSED, layout(tp=tp, sp=True, recompute="selective"))[0]
+    assert ours == pytest.approx(34 * s * h / tp, rel=1e-9)
+
+
+def test_model_states_18_bytes_per_param_and_distributed_optimizer():
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=8192)
+    z0 = memory_bytes(m, r, layout(dp=8, zero=0))
+    z1 = memory_bytes(m, r, layout(dp=8, zero=1))
+    z3 = memory_bytes(m, r, layout(dp=8, zero=3))
+    N = m.params()
+    assert (z0.weights_bytes + z0.grads_bytes + z0.optimizer_bytes)[0] == pytest.approx(18 * N, rel=1e-9)
+    # Megatron distributed optimizer: 6 + 12/d bytes per parameter (docs, bf16 + fp32 grads)
+    assert (z1.weights_bytes + z1.grads_bytes + z1.optimizer_bytes)[0] == pytest.approx((6 + 12 / 8) * N, rel=1e-9)
+    states3 = (z3.weights_bytes + z3.grads_bytes + z3.optimizer_bytes)[0]
+    assert states3 == pytest.approx(18 * N / 8 + 2 * 2 * m.layer_params(), rel=1e-6)
+
+
+def test_llama3_70b_on_one_h200_does_not_fit_but_tp8_pp2_does():
+    m = load_model("llama3-70b")
+    r = Recipe(gbs=128, seq_len=8192)
+    one = memory_bytes(m, r, layout(dp=16, zero=1))
+    assert one.peak_bytes[0] > 141e9
+    split = memory_bytes(m, r, layout(tp=8, pp=2, dp=1, sp=True, recompute="full"))
+    assert split.peak_bytes[0] < 141e9
+
+
+def test_interleaving_adds_1_plus_p_minus_1_over_pv():
+    m = GPT3
+    r = Recipe(gbs=512, seq_len=2048, precision="fp16", flash_attention=False)
+    p, v = 8, 4
+    base = memory_bytes(m, r, layout(tp=8, pp=p, dp=1, sp=True, vp=1))
+    inter = memory_bytes(m, r, layout(tp=8, pp=p, dp=1, sp=True, vp=v))
+    act_layer = activation_bytes_per_layer(m, r, layout(tp=8, sp=True))[0]
+    L = m.num_layers
+    # first stage: p micro-batches x L/p layers = L layers; interleaved: L (1 + (p-1)/(p v))
+    # (Korthikanti et al. 2022 section 4.2.3), both plus nothing else on the first stage
+    assert base.activations_bytes[0] == pytest.approx(L * act_layer, rel=1e-9)
+    assert inter.activations_bytes[0] == pytest.approx(L * (1 + (p - 1) / (p * v)) * act_layer, rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4, 8]))
+def test_recompute_never_increases_activation_memory(tp, mbs, pp):
+    m = load_model("llama3-70b")
+    r = Recipe(gbs=256, seq_len=4096, flash_attention=False)
+    acts = [memory_bytes(m, r, layout(tp=tp, mbs=mbs, pp=pp, sp=tp > 1, recompute=rc)).activations_bytes[0]
+            for rc in ("none", "selective", "full")]
+    assert acts[0] >= acts[1] >= acts[2] > 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(mbs=st.sampled_from([1, 2, 4]), zero=st.sampled_from([0, 1]))
+def test_more_tp_never_needs_more_memory(mbs, zero):
+    m = load_model("llama3-70b")
+    r = Recipe(gbs=256, seq_len=4096)
+    peaks = [memory_bytes(m, r, layout(tp=tp, mbs=mbs, sp=tp > 1, zero=zero, dp=2)).peak_bytes[0]
+             for tp in (1, 2, 4, 8)]
+    assert np.all(np.diff(peaks) < 0)

@@ -1,0 +1,95 @@
+"""Time model: collective conventions, chunked PP messages, the 1F1B bubble, scalar == vectorised."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from costmodel.collective import CollectiveParams, busbw_factor, collective_time_s
+from costmodel.comm import group_time_s
+from costmodel.layouts import enumerate_layouts
+from costmodel.predict import predict_table
+from costmodel.search import search
+from costmodel.specs import Recipe, load_model
+
+from conftest import layout, predict_one
+
+L70 = load_model("llama3-70b")
+
+
+def test_nccl_tests_bus_bandwidth_factors():
+    # nccl-tests doc/PERFORMANCE.md
+    assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert busbw_factor("all_gather", 8) == pytest.approx(7 / 8)
+    assert busbw_factor("reduce_scatter", 16) == pytest.approx(15 / 16)
+    assert busbw_factor("all_to_all", 4) == pytest.approx(3 / 4)
+    assert busbw_factor("send_recv", 2) == 1.0
+
+
+def test_alpha_beta_limits():
+    p = CollectiveParams(alpha_s=10e-6, busbw_efficiency=0.8, n_half_bytes=1e6, gamma=1.0)
+    # large messages approach busbw = 0.8 x link; tiny ones cost alpha
+    big = collective_time_s("all_reduce", 1e12, 8, 100e9, p)
+    assert 1e12 * 1.75 / big == pytest.approx(80e9, rel=1e-5)
+    assert collective_time_s("all_reduce", 1.0, 8, 100e9, p) == pytest.approx(10e-6 + 1.75 / (80e9 / 1e6), rel=1e-3)
+    assert collective_time_s("all_reduce", 1e9, 1, 100e9, p) == 0.0
+
+
+def test_tp_chunked_pp_messages_reach_lower_bandwidth(h200):
+    # seed characterization: TP x PP sends 1/TP-size messages per rank, which use the link worse
+    cluster, profile = h200
+    n = 8192 * 8192 * 2.0
+    eff = []
+    for tp in (1, 2, 4, 8):
+        t = group_time_s("send_recv", np.array([n / tp]), np.array([8]), np.array([4]), cluster, profile,
+                         np.array([8]))
+        eff.append(n / tp / t[0])
+    assert all(a > b for a, b in zip(eff, eff[1:]))
+
+
+def test_bubble_fraction_1f1b_and_interleaved(h200):
+    cluster, profile = h200
+    r = Recipe(gbs=128, seq_len=4096)
+    for vp in (1, 2, 5):
+        pred = predict_one(L70, cluster, profile, r, tp=8, pp=4, dp=1, vp=vp, sp=True)
+        m = 128
+        busy = pred.step_time_s[0] - pred.breakdown["bubble_s"][0] - pred.breakdown["dp_comm_s"][0] \
+            - pred.breakdown["optimizer_s"][0]
+        # Narayanan et al. SC21: bubble / ideal = (p - 1) / (v m)
+        assert pred.breakdown["bubble_s"][0] / busy == pytest.approx(3 / (vp * m), rel=1e-9)
+
+
+def test_scalar_predict_equals_vectorised_table(h200):
+    cluster, profile = h200
+    r = Recipe(gbs=128, seq_len=8192)
+    table = enumerate_layouts(L70, r, cluster.num_gpus, cluster.gpus_per_node)
+    pred = predict_table(L70, r, cluster, profile, table)
+    for i in np.random.default_rng(0).choice(len(table), 25, replace=False):
+        one = predict_table(L70, r, cluster, profile, table.take(np.array([i])))
+        assert one.step_time_s[0] == pytest.approx(pred.step_time_s[i], rel=1e-12)
+        assert one.memory.peak_bytes[0] == pytest.approx(pred.memory.peak_bytes[i], rel=1e-12)
+
+
+def test_search_winner_is_the_brute_force_optimum(h200):
+    cluster, profile = h200
+    r = Recipe(gbs=64, seq_len=4096)
+    m = load_model("llama3-8b")
+    res = search(m, r, cluster, profile)
+    table = enumerate_layouts(m, r, cluster.num_gpus, cluster.gpus_per_node)
+    best = min((predict_table(m, r, cluster, profile, table.take(np.array([i]))) for i in range(len(table))),
+               key=lambda p: p.step_time_s[0] if p.feasible[0] else np.inf)
+    assert res.ranked.step_time_s[0] == pytest.approx(best.step_time_s[0], rel=1e-12)
+    assert res.n_feasible == int(predict_table(m, r, cluster, profile, table).feasible.sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), mbs=st.sampled_from([1, 2]),
+       scale=st.floats(1.5, 8.0))
+def test_faster_links_never_slow_the_step(h200, tp, pp, mbs, scale):
+    from dataclasses import replace
+    cluster, profile = h200
+    dp = 32 // (tp * pp)
+    r = Recipe(gbs=128, seq_len=4096)
+    kw = dict(tp=tp, pp=pp, dp=dp, mbs=mbs, sp=tp > 1, recompute="full")
+    base = predict_one(L70, cluster, profile, r, **kw).step_time_s[0]
+    fast = replace(cluster, nic_bytes_per_s=cluster.nic_bytes_per_s * scale,
+                   intra_bytes_per_s=cluster.intra_bytes_per_s * scale)
+    assert predict_one(L70, fast, profile, r, **kw).step_time_s[0] <= base * (1 + 1e-12)
