@@ -31,7 +31,7 @@ import numpy as np
 
 from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
 from .compute import ACT_BYTES
-from .layouts import LayoutTable
+from .layouts import LayoutTable, layers_per_stage
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
@@ -128,11 +128,10 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
     Megatron keeps a copy of the embedding on the last stage).
     """
-    L = model.num_layers
     mats = 3 if model.gated else 2
     expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
     dense_layer = model.layer_params() - expert
-    per_stage = L / t.pp
+    per_stage = layers_per_stage(model, t)
     emb = model.embedding_params()
     out = model.vocab * model.hidden
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
@@ -216,7 +215,7 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dp_param = np.where((t.zero == 1) | (t.zero == 2), both("all_gather", ACT_BYTES), 0.0)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
-    L = model.num_layers / t.pp
+    L = layers_per_stage(model, t)
     lay_d = (dense / L)
     lay_e = exp / L
     per_layer = (2 * group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)

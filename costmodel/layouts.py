@@ -68,14 +68,27 @@ class LayoutTable:
         return LayoutTable(**arr)
 
 
+def layers_per_stage(model: ModelSpec, t: LayoutTable) -> np.ndarray:
+    """Transformer layers on the fullest pipeline stage: VP x ceil(L / (PP x VP)) (float array).
+
+    Equals L/PP when PP x VP divides L; otherwise the stages are uneven (Megatron-LM
+    --decoder-first/last-pipeline-num-layers, DeepSpeed PipelineModule partitioning) and the
+    fullest stage sets the pace.
+    """
+    return t.vp * np.ceil(model.num_layers / (t.pp * t.vp))
+
+
 def num_microbatches(t: LayoutTable, recipe: Recipe) -> np.ndarray:
     """Micro-batches per step per DP replica, m = gbs / (DP x mbs) (float array)."""
     return recipe.gbs / (t.dp * t.mbs)
 
 
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
-             gpus_per_node: int) -> tuple[np.ndarray, list[str]]:
+             gpus_per_node: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
     """Check every Megatron-core divisibility rule on every layout.
+
+    ``uneven_pp`` accepts PP stages of unequal layer counts when VP = 1 (DeepSpeed pipelines and
+    Megatron's first/last-stage options); the search itself keeps stages even.
 
     Returns:
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
@@ -87,7 +100,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("TP must divide the GPUs per node ({g}): TP stays within a node", gpus_per_node % t.tp != 0),
         ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
         ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
-        ("num_layers ({L}) must be divisible by PP x VP", model.num_layers % (t.pp * t.vp) != 0),
+        ("num_layers ({L}) must be divisible by PP x VP",
+         (model.num_layers % (t.pp * t.vp) != 0) & ~(uneven_pp & (t.vp == 1))),
+        ("PP must not exceed num_layers ({L})", t.pp > model.num_layers),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
         ("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",

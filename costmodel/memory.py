@@ -26,7 +26,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .layouts import LayoutTable
+from .layouts import LayoutTable, layers_per_stage
 from .specs import ModelSpec, Recipe
 
 
@@ -88,7 +88,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     weights = ACT_BYTES * (dense / shard_w(dpcp) + exp / shard_w(edp))
     grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
     optim = 12.0 * (dense / shard_o(dpcp) + exp / shard_o(edp))
-    L_stage = model.num_layers / t.pp
+    L_stage = layers_per_stage(model, t)
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
     weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
 
@@ -102,7 +102,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     chunks = np.where(t.vp > 1,
                       np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
                       np.minimum(t.pp, m))
-    layers_per_chunk = model.num_layers / (t.pp * t.vp)
+    layers_per_chunk = L_stage / t.vp
     first = chunks * layers_per_chunk * stored_layer + working
     logits = tok * model.vocab / t.tp * (ACT_BYTES + 4.0 + 4.0)  # bf16 logits, fp32 softmax + grad
     last = L_stage * stored_layer + working + logits

@@ -21,7 +21,7 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import LayoutTable
+from .layouts import LayoutTable, layers_per_stage
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 ADAM_BYTES_PER_PARAM = 34.0
@@ -47,7 +47,7 @@ class StepTimes:
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
     """Assemble compute and communication into the step time of every layout (module docstring)."""
-    L = model.num_layers / t.pp
+    L = layers_per_stage(model, t)
     m = recipe.gbs / (t.dp * t.mbs)
     full = t.recompute == 2
     tp_overlap = t.overlap & t.sp

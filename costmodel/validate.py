@@ -154,7 +154,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
             recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
             overlap=ddp_torch)])
-        code, msgs = validity(lay, model, recipe, cluster.num_gpus, cluster.gpus_per_node)
+        code, msgs = validity(lay, model, recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
         if code[0] >= 0:
             out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
             continue
