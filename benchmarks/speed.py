@@ -26,24 +26,30 @@ from costmodel.predict import predict_table  # noqa: E402
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile  # noqa: E402
 
 
-def main() -> int:
-    model = load_model("llama3.1-405b")
-    cluster = load_cluster("dgx-h100", nodes=2048)
+def evaluate(model_name: str, cluster_name: str, nodes: int, gbs: int, reps: int = 5) -> None:
+    """Enumerate the full layout space of one case and print the best-of-``reps`` evaluation rate."""
+    model = load_model(model_name)
+    cluster = load_cluster(cluster_name, nodes=nodes)
     profile = load_profile(cluster.gpu.key)
-    recipe = Recipe(gbs=2048, seq_len=model.seq_len)
+    recipe = Recipe(gbs=gbs, seq_len=model.seq_len)
     t0 = time.perf_counter()
     table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node, max_mbs=32,
                               allow_no_sp=True, zero_stages=(0, 1, 2, 3), overlaps=(True, False))
     t_enum = time.perf_counter() - t0
-    reps, best = 5, float("inf")
+    best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
         predict_table(model, recipe, cluster, profile, table)
         best = min(best, time.perf_counter() - t0)
-    print(f"layout space: {len(table):,} valid layouts of {model.display_name} on {cluster.num_gpus:,} GPUs "
-          f"(enumerated in {t_enum:.3f} s)")
-    print(f"evaluation: {len(table) / best:,.0f} layouts/s (best of {reps}, {best * 1e3:.1f} ms per pass; "
-          f"target >= 1,000,000/s)")
+    print(f"{model.display_name} on {cluster.num_gpus:,} GPUs, gbs {gbs}: {len(table):,} valid layouts "
+          f"(enumerated in {t_enum:.3f} s); {len(table) / best:,.0f} layouts/s (best of {reps}, "
+          f"{best * 1e3:.1f} ms per pass; target >= 1,000,000/s)")
+
+
+def main() -> int:
+    evaluate("llama3.1-405b", "dgx-h100", 2048, 2048)
+    evaluate("llama3-70b", "dgx-h100", 1024, 4096)
+    evaluate("mixtral-8x22b", "dgx-h100", 512, 2048)
     exe = shutil.which("costmodel")
     cmd = [exe] if exe else [sys.executable, "-m", "costmodel.cli"]
     cmd += ["recommend", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "2048"]
