@@ -84,6 +84,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.hbm_bytes / 2**30:.0f} GiB; "
               f"profile {p.path}")
     out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time)"))
+    out.print("[bold]Why this layout:[/bold]")
+    for line in report.reasons(res.ranked, res.faster_infeasible, c):
+        out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
     out.print("[bold]Megatron-LM arguments for the winner:[/bold]")

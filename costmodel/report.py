@@ -47,6 +47,37 @@ def record(pred: Prediction, i: int, model: ModelSpec, cluster: ClusterSpec, rec
     return rec
 
 
+def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec) -> list[str]:
+    """Plain-language reasons for the winner (row 0 of ``ranked``): where its time goes, what
+    limits it, and how the best layouts of other shapes compare."""
+    L = ranked.layouts
+    t0 = ranked.step_time_s[0]
+    bd = {k: ranked.breakdown[k][0] for k in BREAKDOWN_TERMS}
+    out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU {100 * ranked.mfu[0]:.1f}%."]
+    over = sorted(((v, k) for k, v in bd.items() if k != "compute_s"), reverse=True)
+    if over[0][0] > 0.01 * t0:
+        v, k = over[0]
+        out.append(f"the largest overhead is {_TERM_NAMES[k]}: {v:.3f} s ({100 * v / t0:.1f}%).")
+    seen = {(int(L.tp[0]), int(L.pp[0]))}
+    for i in range(1, len(L)):
+        key = (int(L.tp[i]), int(L.pp[i]))
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > 3:
+            break
+        slower = 100 * (ranked.step_time_s[i] / t0 - 1)
+        out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "
+                   f"mbs={int(L.mbs[i])} {RECOMPUTE[int(L.recompute[i])]} recompute) is {slower:.1f}% slower.")
+    if faster_infeasible is not None:
+        f = faster_infeasible
+        r = f.layouts.row(0)
+        out.append(f"TP={r['tp']} PP={r['pp']} DP={r['dp']} CP={r['cp']} mbs={r['mbs']} recompute={r['recompute']} "
+                   f"would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
+                   f"{f.memory.peak_bytes[0] / GIB:.0f} GiB per GPU ({cluster.gpu.hbm_bytes / GIB:.0f} GiB available).")
+    return out
+
+
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout."""
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]

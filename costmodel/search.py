@@ -24,12 +24,15 @@ class SearchResult:
         n_valid: layouts passing the divisibility rules.
         n_feasible: of those, layouts fitting in HBM.
         closest_infeasible: when nothing fits, the prediction with the smallest peak memory (else None).
+        faster_infeasible: the fastest layout overall when it does not fit in memory and beats the
+            winner (one-row prediction, else None): what memory costs.
     """
 
     ranked: Prediction
     n_valid: int
     n_feasible: int
     closest_infeasible: Prediction | None
+    faster_infeasible: Prediction | None = None
 
 
 def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, *,
@@ -60,7 +63,9 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
         best = np.array([int(np.argmin(pred.memory.peak_bytes))])
         return SearchResult(pred.take(feas), n, 0, pred.take(best))
     order = feas[np.argsort(pred.step_time_s[feas], kind="stable")]
-    return SearchResult(pred.take(order), n, len(feas), None)
+    fastest = int(np.argmin(pred.step_time_s))
+    faster = pred.take(np.array([fastest])) if not pred.feasible[fastest] else None
+    return SearchResult(pred.take(order), n, len(feas), None, faster)
 
 
 def _concat(parts: list[Prediction]) -> Prediction:
