@@ -34,7 +34,7 @@ def evaluate(model_name: str, cluster_name: str, nodes: int, gbs: int, reps: int
     recipe = Recipe(gbs=gbs, seq_len=model.seq_len)
     t0 = time.perf_counter()
     table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node, max_mbs=32,
-                              allow_no_sp=True, zero_stages=(0, 1, 2, 3), overlaps=(True, False))
+                              sp_choices=(True, False), zero_stages=(0, 1, 2, 3), overlaps=(True, False))
     t_enum = time.perf_counter() - t0
     best = float("inf")
     for _ in range(reps):

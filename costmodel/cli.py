@@ -57,6 +57,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               no_flash_attention: bool = NOFLASH,
               top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
               max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
+              no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
+              no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
     """Enumerate every valid layout, predict each, and print the fastest ones with the reasons."""
     m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
@@ -66,7 +68,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   disable=as_json) as bar:
         task = bar.add_task("search", total=None)
         res = search(m, r, c, p, progress=lambda done, total: bar.update(task, completed=done, total=total),
-                     max_mbs=max_mbs)
+                     max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
     if res.n_valid == 0:
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")

@@ -143,14 +143,16 @@ def _divisors(n: int) -> list[int]:
 
 
 def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_node: int, *,
-                      max_mbs: int = 16, allow_no_sp: bool = False,
+                      max_mbs: int = 16, sp_choices=(True,),
                       zero_stages=(0, 1, 3), overlaps=(True,)) -> LayoutTable:
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
     The candidate grid is the outer product of TP (divisors of GPUs/node), CP (divisors of the GPU
     count), PP (divisors of layers), VP (divisors of layers/PP), EP (divisors of experts), mbs
     (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
-    :func:`validity` filters.  Layouts whose cost equals another's are dropped (ZeRO > 0 at
+    :func:`validity` filters.  ``sp_choices`` (True: SP on whenever TP > 1; False: off) and
+    ``overlaps`` list the options tried; overlap on is never slower in this model, so it is the
+    default alone.  Layouts whose cost equals another's are dropped (ZeRO > 0 at
     DP x CP = 1; selective recompute under flash attention).  Stage 2 is omitted by default because Megatron-LM has no ZeRO-2 (its
     communication equals stage 1's); pass ``zero_stages`` to include it.
 
@@ -182,7 +184,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     if not rows:
         return LayoutTable.from_rows([])
     base = np.asarray(rows, dtype=np.int64)
-    sps = (True, False) if allow_no_sp else (True,)
+    sps = tuple(sp_choices)
     grid = np.array(np.meshgrid(np.arange(len(base)), mbss, range(3), zero_stages, sps, overlaps,
                                 indexing="ij")).reshape(6, -1)
     b = base[grid[0]]
@@ -192,7 +194,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
                     mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
                     zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))
     # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
-    keep = ~((~grid[4].astype(bool)) & (tp == 1)) if allow_no_sp else np.ones(len(t), bool)
+    keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
     code, _ = validity(t, model, recipe, num_gpus, gpus_per_node)
     # Drop exact duplicates in cost: ZeRO stages differ only when DP x CP > 1, and with flash

@@ -111,3 +111,20 @@ def test_gbs_not_divisible():
 def test_zero_gpus():
     assert_one_line_error(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--nodes", "0"),
                           "--nodes")
+
+
+def test_predict_from_a_hf_config_with_cp_and_vp(tmp_path):
+    # the example shape: 64 nodes, TP8 PP8 CP2 VP8 on a 128-layer HF config
+    cfg = json.loads((Path(__file__).resolve().parent.parent / "costmodel" / "catalog" / "llama3-8b.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    cfg["num_hidden_layers"] = 128
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    p = run("predict", "--model", str(path), "--cluster", "dgx-h100", "--nodes", "64", "--tp", "8", "--pp", "8",
+            "--cp", "2", "--vp", "8", "--mbs", "1", "--gbs", "256", "--seq-len", "8192", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["layout"]["dp"] == 64 * 8 // (8 * 8 * 2)
+    assert rec["breakdown"]["cp_comm_s"] >= 0 and rec["breakdown"]["bubble_s"] > 0
+    # interleaving: bubble = (PP-1)/(VP m) of the busy pipeline time, m = 256 / (DP x mbs) = 64
+    assert rec["breakdown"]["bubble_s"] < 0.05 * rec["step_time_s"]
