@@ -14,12 +14,13 @@ Every input file is a verbatim copy of a published measurement and starts with i
   datasheet values (:data:`GPUS`).
 * HBM efficiency: mean of the Azure STREAM Copy and Triad bandwidths over the datasheet bandwidth.
 * Attention: Azure FlashAttention-2 FLOP/s over the dense 16-bit peak.
-* Collectives inside a node (:class:`costmodel.collective.CollectiveParams`, group of 8): least
-  squares on log(time) with ``soft_l1`` (nccl-tests busbw is converted to time with the nccl-tests
-  bus factor; XLA throughput is algbw, i.e. time = size / throughput).
-* Inter-node all-reduce: the inter-scope parameters of ``hierarchical_time_s`` (intra scope = the
-  fitted intra all-reduce) against 2-node (AWS p5, p4de) and 4-node (AWS p6-b200) sweeps; see
-  :func:`fit_hierarchical` for the per-size acceptance constraint.
+* Collectives inside a node (:class:`costmodel.collective.CollectiveParams`, group of 8): NCCL's
+  protocol lines (LL, LL128, Simple: latency alpha_p and busbw efficiency eff_p each, time = min over
+  protocols) by least squares on log(time) with ``soft_l1`` (nccl-tests busbw is converted to time
+  with the nccl-tests bus factor; XLA throughput is algbw, i.e. time = size / throughput).
+* Inter-node all-reduce: the inter-scope protocol lines of ``hierarchical_time_s`` (intra scope = the
+  fitted intra all-reduce) against 2-node (AWS p5, p4de) and 4-node (AWS p6-b200) sweeps, every
+  efficiency at most 1 (the NICs' line rate); see :func:`fit_hierarchical`.
 
 The published training-throughput tables (``shared/data/throughput``) are never read here: profiles
 are fitted to microbenchmarks only.
@@ -101,8 +102,12 @@ def _r(x, sig=4):
     return float(f"{float(x):.{sig}g}")
 
 
-def _stats(t_model, t_meas, inputs, **extra):
-    """Fit-quality record: n_points, median/max relative error of time, R^2 of log time."""
+def _stats(t_model, t_meas, inputs, sizes=None, **extra):
+    """Fit-quality record: n_points, median/max relative error of time, R^2 of log time.
+
+    With message ``sizes`` (bytes) also the median/max relative time error and the max relative busbw
+    error at sizes >= 1 MiB (the bandwidth regime that dominates training).
+    """
     t_model, t_meas = np.asarray(t_model, float), np.asarray(t_meas, float)
     rel = np.abs(t_model / t_meas - 1.0)
     lm, lt = np.log(t_model), np.log(t_meas)
@@ -110,6 +115,10 @@ def _stats(t_model, t_meas, inputs, **extra):
     r2 = 1.0 - float(np.sum((lm - lt) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
     out = dict(n_points=int(len(t_meas)), median_rel_err=_r(np.median(rel), 3), max_rel_err=_r(rel.max(), 3),
                r2=_r(r2, 4) if np.isfinite(r2) else None)
+    big = np.asarray(sizes if sizes is not None else [], float) >= MiB
+    if big.any():
+        out.update(median_rel_err_ge_1MiB=_r(np.median(rel[big]), 3), max_rel_err_ge_1MiB=_r(rel[big].max(), 3),
+                   max_busbw_rel_err_ge_1MiB=_busbw_err(sizes, t_model, t_meas))
     out.update(extra)
     out["inputs"] = list(inputs)
     return out
@@ -177,51 +186,112 @@ def _mamf_point(mamf, accel, dtype):
 
 
 # ---------------------------------------------------------------------------------- collectives
-_BOUNDS = ([-7.0, 0.05, 0.0, 0.5], [-3.0, 3.0, 11.0, 4.0])  # log10 alpha, eff, log10 n_half, gamma
+NAMES = {2: ("LL", "Simple"), 3: ("LL", "LL128", "Simple")}  # NCCL protocols, lowest latency first
+LOSS, F_SCALE = "soft_l1", 0.1  # robust loss on log time: residuals beyond ~10 % count linearly
+NVLS_EFF_MAX = 1.2  # NVLS all-reduce: the NVSwitch reduces, so busbw may exceed the link (8x H100: 480/450)
+FIT_METHOD = f"least_squares {LOSS} (f_scale {F_SCALE}) on log time, NCCL protocol lines (costmodel/collective.py)"
 
 
-def _cp(x):
-    return CollectiveParams(float(10 ** x[0]), float(x[1]), float(10 ** x[2]), float(x[3]))
+def _pairs(x, k):
+    """Parameter vector -> ``[(alpha_s, busbw_efficiency), ...]``, lowest latency first.
+
+    ``x = [log10 alpha_1, log10(alpha_2/alpha_1), ..., eff_k, eff_1/eff_2, ..., eff_(k-1)/eff_k]``:
+    latencies and efficiencies both increase from LL to Simple, as in NCCL's tuner (tuning.cc), so
+    the protocols cannot swap places and the fit is identifiable.
+    """
+    a = 10.0 ** np.cumsum(x[:k])
+    e = x[k] * np.cumprod(np.r_[x[k + 1:], 1.0][::-1])[::-1]
+    return [(float(ai), float(ei)) for ai, ei in zip(a, e)]
 
 
-def fit_collective(coll, n, t, group_size, link_bps, alpha_s=None):
-    """Fit :class:`CollectiveParams` of one collective in one scope.
+def _winners(p, line_s):
+    """Indices of the protocols of ``p`` that are the fastest somewhere in the range of ``line_s``.
+
+    ``line_s``: bus bytes / link bandwidth of the measured points (the transfer time at line rate), s.
+    """
+    grid = np.geomspace(min(line_s), max(line_s), 64 * max(1, int(np.log10(max(line_s) / min(line_s)))) + 2)
+    return set(np.argmin([a + grid / e for a, e in p.protocols], axis=0).tolist())
+
+
+def fit_protocols(time_of, t, k=3, eff_max=1.0, fix=None):
+    """Fit NCCL protocol lines ``(alpha_p, eff_p)`` so that ``time_of(CollectiveParams)`` matches ``t``.
+
+    Args:
+        time_of: function CollectiveParams -> model times (s) at the measured points.
+        t: measured times, s.
+        k: number of protocols (3: LL, LL128, Simple; 2: LL, Simple).
+        eff_max: upper bound of the Simple efficiency (1 = line rate; NVLS all-reduce may exceed it).
+        fix: {index of the parameter vector (see :func:`_pairs`): value} held fixed.
+    Returns:
+        (CollectiveParams, parameter vector x).
+    Method: ``least_squares`` on log(model/measured) with the ``soft_l1`` loss (f_scale 0.1: residuals
+    beyond ~10 % count linearly, so timer noise and algorithm switches do not dominate; log time makes
+    small messages count as much as large ones), 12 starts.  Bounds: alpha_1 in [0.1 us, 1 ms], each
+    next alpha 1..1000 x the previous, eff_k in [0.05, eff_max], eff_(j)/eff_(j+1) in [0.005, 1].
+    Raises:
+        ValueError: fewer points than 2k.
+    """
+    t = np.asarray(t, float)
+    if len(t) < 2 * k - len(fix or {}):
+        raise ValueError(f"protocol fit needs >= {2 * k - len(fix or {})} points, got {len(t)}")
+    fix = fix or {}
+    lo = np.r_[-7.0, [0.0] * (k - 1), 0.05, [0.005] * (k - 1)]
+    hi = np.r_[-3.0, [3.0] * (k - 1), eff_max, [1.0] * (k - 1)]
+    free = np.array([i for i in range(2 * k) if i not in fix], int)
+
+    def full(z):
+        x = np.array([fix.get(i, 0.0) for i in range(2 * k)])
+        x[free] = z
+        return x
+
+    def res(z):
+        return np.log(time_of(CollectiveParams.from_protocols(_pairs(full(z), k))) / t)
+    starts = [np.r_[la, [d] * (k - 1), 0.8 * eff_max, [q] * (k - 1)][free]
+              for la, d, q in itertools.product((-5.5, -4.8, -4.2), (0.15, 0.5), (0.25, 0.7))]
+    r = min((least_squares(res, np.clip(s, lo[free] + 1e-9, hi[free] - 1e-9), bounds=(lo[free], hi[free]),
+                           loss=LOSS, f_scale=F_SCALE) for s in starts), key=lambda f: f.cost)
+    x = full(r.x)
+    return CollectiveParams.from_protocols(_pairs(x, k)), x
+
+
+def _fit_pruned(time_of, t, line_s, eff_max):
+    """:func:`fit_protocols` with 3 protocols; 2 (LL, Simple) if one of the 3 never wins on the data."""
+    p, x = fit_protocols(time_of, t, 3, eff_max)
+    if len(_winners(p, line_s)) < 3:
+        p, x = fit_protocols(time_of, t, 2, eff_max)
+    return p, x
+
+
+def fit_collective(coll, n, t, group_size, link_bps, eff_max=1.0, fix=None, k=3):
+    """Fit :class:`CollectiveParams` (NCCL protocol lines) of one collective in one scope.
 
     Args:
         coll: collective name (:data:`costmodel.collective.COLLECTIVES`).
         n: message sizes, bytes (nccl-tests "size").  t: measured times, seconds.
         group_size: ranks (scalar or per point).  link_bps: datasheet per-GPU link bandwidth, B/s.
-        alpha_s: if given, the latency is fixed to it (for sweeps without small messages) and only
-            efficiency, n_half and gamma are fitted.
+        eff_max: bound of the best protocol's busbw / link (1.0; NVLS all-reduce: above 1).
+        fix, k: parameters held fixed and the number of protocols (see :func:`fit_protocols`), for
+            sweeps without small messages; with ``fix`` the number of protocols is not pruned.
     Returns:
-        (CollectiveParams, model times at ``n``).
-    Method: ``least_squares`` on log(model/measured) with soft_l1 (f_scale 0.1: residuals beyond
-    ~10 % count linearly, so NCCL protocol-switch bumps and timer noise do not dominate), multi-start
-    over n_half in 1e4..1e8 B and gamma in {0.7, 1, 1.5}.  Bounds: alpha in [0.1 us, 1 ms],
-    efficiency in [0.05, 3], n_half in [1 B, 100 GB], gamma in [0.5, 4] (gamma < 0.5 lets the ramp
-    put the asymptote far outside the measured range).
+        (CollectiveParams, model times at ``n``, parameter vector).
+    Method: :func:`fit_protocols` with LL, LL128, Simple; LL and Simple only when one of the three is
+    never the fastest at a measured size (the data cannot tell it apart).
     Raises:
-        ValueError: fewer than 4 points.
+        ValueError: too few points.
     """
     n, t = np.asarray(n, float), np.asarray(t, float)
-    if len(t) < 4:
-        raise ValueError(f"collective fit needs >= 4 points, got {len(t)}")
 
-    k = 0 if alpha_s is None else 1
-    full = (lambda x: x) if alpha_s is None else (lambda x: np.r_[np.log10(alpha_s), x])
-
-    def res(x):
-        return np.log(collective_time_s(coll, n, group_size, link_bps, _cp(full(x))) / t)
-    r = min((least_squares(res, [-4.7, 0.8, nh, g][k:], bounds=(_BOUNDS[0][k:], _BOUNDS[1][k:]), loss="soft_l1",
-                           f_scale=0.1) for nh, g in itertools.product((4, 5, 6, 7, 8), (0.7, 1.0, 1.5))),
-            key=lambda f: f.cost)
-    p = _cp(full(r.x))
-    return p, collective_time_s(coll, n, group_size, link_bps, p)
+    def time_of(q):
+        return collective_time_s(coll, n, group_size, link_bps, q)
+    if fix:
+        p, x = fit_protocols(time_of, t, k, eff_max, fix)
+    else:
+        p, x = _fit_pruned(time_of, t, busbw_factor(coll, group_size) * n / link_bps, eff_max)
+    return p, collective_time_s(coll, n, group_size, link_bps, p), x
 
 
-def fit_hierarchical(n, t, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra, max_err=0.09,
-                     min_size=MiB):
-    """Fit the inter-node all-reduce parameters of ``hierarchical_time_s`` (intra scope fixed).
+def fit_hierarchical(n, t, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra):
+    """Fit the inter-node all-reduce protocol lines of ``hierarchical_time_s`` (intra scope fixed).
 
     Args:
         n, t: message sizes (bytes) and measured times (s) of a multi-node all-reduce sweep.
@@ -229,51 +299,23 @@ def fit_hierarchical(n, t, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intr
         intra_bps: datasheet NVLink bandwidth per GPU per direction, B/s.
         inter_bps: a GPU's share of the node's NICs, B/s (line rate x NICs / GPUs per node).
         p_intra: the fitted intra-node all-reduce :class:`CollectiveParams`.
-        max_err: per-size acceptance bound on |log(t_model/t_meas)| for sizes >= ``min_size``
-            (0.09 keeps busbw within about 9.4 %).
     Returns:
-        (CollectiveParams, model times at ``n``, method string).
-    Method: first ``least_squares`` (soft_l1, f_scale 0.1) on log time over all sizes.  If that
-    misses ``max_err`` at some size >= ``min_size`` (one smooth ramp cannot follow NCCL's
-    LL -> LL128 -> Simple protocol switches), the same soft_l1 cost is minimised again with
-    ``least_squares`` plus penalty residuals 100 * max(0, |log err| - max_err) at the sizes >=
-    ``min_size`` (the bandwidth regime that dominates training): a constrained fit that trades
-    small-message (latency) accuracy for the per-size bound.  The method string records both maxima.
-    Raises:
-        RuntimeError: the penalised fit still misses the bound by more than 1 %.
+        (CollectiveParams, model times at ``n``).
+    Method: :func:`fit_protocols` (soft_l1 on log time, all sizes) with every efficiency at most 1:
+    no protocol beats the NICs' line rate.
     """
     n, t = np.asarray(n, float), np.asarray(t, float)
-    big = n >= min_size
 
-    def res(x):
-        return np.log(hierarchical_time_s("all_reduce", n, ranks_per_node, n_nodes, intra_bps, inter_bps,
-                                          p_intra, _cp(x)) / t)
-
-    def penalised(x, c=0.1):
-        r = res(x)
-        soft = np.sign(r) * c * np.sqrt(2.0 * (np.sqrt(1.0 + (r / c) ** 2) - 1.0))  # same cost as soft_l1
-        return np.r_[soft, 100.0 * np.maximum(0.0, np.abs(r[big]) - max_err)]
-    starts = list(itertools.product((-5.0, -4.0), (3, 4, 5, 6, 7, 8), (0.7, 1.0, 1.5)))
-    r = min((least_squares(res, [a, 0.8, nh, g], bounds=_BOUNDS, loss="soft_l1", f_scale=0.1)
-             for a, nh, g in starts), key=lambda f: f.cost)
-    x, method = r.x, "least_squares soft_l1 on log time, all sizes"
-    e0 = np.abs(res(x)[big]).max() if big.any() else 0.0
-    if e0 > max_err:
-        x = min((least_squares(penalised, x0, bounds=_BOUNDS) for x0 in [r.x] + [[a, 0.8, nh, g] for a, nh, g in starts]),
-                key=lambda f: f.cost).x
-        e1 = np.abs(res(x)[big]).max()
-        if e1 > max_err + 0.01:
-            raise RuntimeError(f"inter-node fit misses |log err| <= {max_err} at sizes >= {min_size} B: {e1:.3f}")
-        method = (f"least_squares soft_l1 on log time, all sizes, with penalty residuals enforcing |log err| <= "
-                  f"{max_err} at sizes >= {min_size // MiB} MiB (unconstrained fit: {e0:.3f} there; constrained: "
-                  f"{e1:.3f})")
-    p = _cp(x)
-    return p, hierarchical_time_s("all_reduce", n, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra, p), method
+    def time_of(q):
+        return hierarchical_time_s("all_reduce", n, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra, q)
+    p, _ = _fit_pruned(time_of, t, busbw_factor("all_reduce", n_nodes) * n / ranks_per_node / inter_bps, 1.0)
+    return p, time_of(p)
 
 
 def _coll_entry(p, fit=None, **extra):
-    d = dict(alpha_s=_r(p.alpha_s), busbw_efficiency=_r(p.busbw_efficiency), n_half_bytes=_r(p.n_half_bytes),
-             gamma=_r(p.gamma))
+    """Profile entry: ``protocols`` list (name, absolute alpha_s, busbw_efficiency), extras, fit."""
+    pr = p.absolute_protocols
+    d = dict(protocols=[_Flow(name=nm, alpha_s=_r(a), busbw_efficiency=_r(e)) for nm, (a, e) in zip(NAMES[len(pr)], pr)])
     d.update(extra)
     if fit is not None:
         d["fit"] = fit
@@ -281,7 +323,21 @@ def _coll_entry(p, fit=None, **extra):
 
 
 def _params_of(entry):
-    return CollectiveParams(entry["alpha_s"], entry["busbw_efficiency"], entry["n_half_bytes"], entry["gamma"])
+    """Profile entry -> :class:`CollectiveParams`."""
+    return CollectiveParams.from_protocols([(q["alpha_s"], q["busbw_efficiency"]) for q in entry["protocols"]])
+
+
+def _ptext(p):
+    """'LL 25.4us/0.016 LL128 ...' for the printed table."""
+    pr = p.absolute_protocols
+    return " ".join(f"{nm} {a * 1e6:.1f}us/{e:.3f}" for nm, (a, e) in zip(NAMES[len(pr)], pr))
+
+
+def _fit_text(p, fit):
+    """One row of the printed fit table."""
+    return (f"{_ptext(p)} | n={fit['n_points']} median {fit['median_rel_err']:.3f} max {fit['max_rel_err']:.3f} | "
+            f">=1MiB median {fit.get('median_rel_err_ge_1MiB')} max {fit.get('max_rel_err_ge_1MiB')} busbw max "
+            f"{fit.get('max_busbw_rel_err_ge_1MiB')}")
 
 
 def _busbw_err(n, t_model, t_meas):
@@ -487,24 +543,24 @@ def build_profiles(D=None):
         summary.append(("attention", g, "flash_eff", f"{prof[g]['attention']['flash_efficiency']} derived"))
 
     # ---- intra-node collectives ----
-    def intra(g, coll, parts, keys, algorithm, group_size=8, notes=(), alpha_s=None):
+    xs = {}
+
+    def intra(g, coll, parts, keys, algorithm, group_size=8, notes=(), fix=None, nproto=3):
         n, t, s = _join(*parts)
         link = GPUS[g]["link"]
-        p, tm = fit_collective(coll, n, t, group_size, link, alpha_s)
+        eff_max = NVLS_EFF_MAX if (algorithm == "nvls" and coll == "all_reduce") else 1.0
+        p, tm, xs[g, coll] = fit_collective(coll, n, t, group_size, link, eff_max, fix, nproto)
         src = np.array(s)
         per = {k: _r(np.median(np.abs(tm[src == k] / np.asarray(t)[src == k] - 1)), 3) for k in dict.fromkeys(s)}
-        fit = _stats(tm, t, [_rel(k) for k in keys], max_busbw_rel_err_ge_1MiB=_busbw_err(n, tm, t),
-                     median_rel_err_by_source=per, link_bytes_per_s=_r(link),
-                     efficiency_at_max_size=_r(effective_busbw(max(n), link, p) / link, 3),
-                     method="least_squares soft_l1 on log time")
+        fit = _stats(tm, t, [_rel(k) for k in keys], n, median_rel_err_by_source=per, link_bytes_per_s=_r(link),
+                     busbw_efficiency_at_max_size=_r(effective_busbw(max(n), link, p, coll, group_size) / link, 3),
+                     method=FIT_METHOD + (f"; parameters {sorted(fix)} fixed" if fix else ""))
         e = dict(group_size=group_size, algorithm=algorithm)
         if notes:
             e["note"] = " ".join(notes)
         prof[g]["comm"]["intra_node"][coll] = _coll_entry(p, fit, **e)
         use(g, *keys)
-        summary.append(("intra", g, coll, f"alpha {p.alpha_s * 1e6:6.1f}us eff {p.busbw_efficiency:.3f} n_half "
-                        f"{p.n_half_bytes:.3g} gamma {p.gamma:.2f}  n={fit['n_points']} median {fit['median_rel_err']:.3f} "
-                        f"max {fit['max_rel_err']:.3f} max>=1MiB {fit['max_busbw_rel_err_ge_1MiB']}"))
+        summary.append(("intra", g, coll, _fit_text(p, fit)))
         return p
 
     def azure_ar(sysname):
@@ -575,11 +631,14 @@ def build_profiles(D=None):
           notes=["Azure ND A100 v4 sweep + ml-engineering 8x A100 all_reduce_perf (out-of-place). Azure's text says",
                  "'NVLS' (template shared with H100/H200) but A100's NVSwitch has no NVLink SHARP: ring/tree."])
     ls = D["liplus"].select()
+    xh = xs["h100-sxm-80gb", "send_recv"]
+    kh = len(xh) // 2
     intra("a100-sxm-80gb", "send_recv", [([r.size_bytes for r in ls], [r.time_us * 1e-6 for r in ls], ["liplus"] * len(ls))],
-          ["liplus"], "p2p", group_size=2, alpha_s=prof["h100-sxm-80gb"]["comm"]["intra_node"]["send_recv"]["alpha_s"],
-          notes=["li-plus sendrecv_perf -g 8 on 8x A100 NVLink, 128 MiB..1 GiB only (4 points): the latency cannot",
-                 "be fitted, so alpha_s is fixed to the H100 send_recv fit (NCCL p2p latency) and efficiency,",
-                 "n_half, gamma are fitted; the ramp below 128 MiB is extrapolated."])
+          ["liplus"], "p2p", group_size=2, fix={i: float(xh[i]) for i in range(2 * kh) if i not in (kh - 1, kh)}, nproto=kh,
+          notes=["li-plus sendrecv_perf -g 8 on 8x A100 NVLink, 128 MiB..1 GiB only (4 points, all Simple): the",
+                 "latencies of the faster protocols and their efficiency ratios to Simple are fixed to the H100",
+                 "send_recv fit (NCCL p2p); only Simple's latency and efficiency are fitted; below 128 MiB the",
+                 "fit is extrapolated."])
     par = prof["a100-sxm-80gb"]["comm"]["intra_node"]["all_reduce"]
     for coll in ("all_gather", "reduce_scatter", "all_to_all"):
         prof["a100-sxm-80gb"]["comm"]["intra_node"][coll] = dict(
@@ -623,19 +682,16 @@ def build_profiles(D=None):
         else:
             n, t = key_or_rows
         pin = _params_of(prof[g]["comm"]["intra_node"]["all_reduce"])
-        p, tm, method = fit_hierarchical(n, t, ranks_per_node, n_nodes, GPUS[g]["link"], inter_bps, pin)
-        fit = _stats(tm, t, [_rel(k) for k in keys], max_busbw_rel_err_ge_1MiB=_busbw_err(n, tm, t),
-                     ranks_per_node=ranks_per_node, n_nodes=n_nodes, inter_bytes_per_s_per_gpu=_r(inter_bps),
-                     efficiency_at_max_size=_r(effective_busbw(max(n) / ranks_per_node, inter_bps, p) / inter_bps, 3),
-                     nics=nic_text, intra="comm.intra_node.all_reduce", method=method)
+        p, tm = fit_hierarchical(n, t, ranks_per_node, n_nodes, GPUS[g]["link"], inter_bps, pin)
+        fit = _stats(tm, t, [_rel(k) for k in keys], n, ranks_per_node=ranks_per_node, n_nodes=n_nodes,
+                     inter_bytes_per_s_per_gpu=_r(inter_bps), nics=nic_text, intra="comm.intra_node.all_reduce",
+                     method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1")
         e = dict(group_size=n_nodes, algorithm="nccl-default (hierarchical model)")
         if notes:
             e["note"] = " ".join(notes)
         prof[g]["comm"]["inter_node"]["all_reduce"] = _coll_entry(p, fit, **e)
         use(g, *keys)
-        summary.append(("inter", g, "all_reduce", f"alpha {p.alpha_s * 1e6:6.1f}us eff {p.busbw_efficiency:.3f} n_half "
-                        f"{p.n_half_bytes:.3g} gamma {p.gamma:.2f}  n={fit['n_points']} median {fit['median_rel_err']:.3f} "
-                        f"max {fit['max_rel_err']:.3f} max>=1MiB {fit['max_busbw_rel_err_ge_1MiB']}"))
+        summary.append(("inter", g, "all_reduce", _fit_text(p, fit)))
 
     inter("h100-sxm-80gb", "p5", ["p5"], 8, 2, "32 x 100 Gb/s EFA per node", 32 * 100e9 / 8 / 8,
           ["AWS p5.48xlarge x2 all_reduce_perf 8 B..16 GiB (table 1, out-of-place). Table 2 of the file (EKS,",
@@ -681,10 +737,21 @@ def build_profiles(D=None):
     return prof, summary
 
 
+class _Flow(dict):
+    """A mapping written on one line (``{name: LL, alpha_s: ..., busbw_efficiency: ...}``)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """yaml.SafeDumper that writes :class:`_Flow` mappings in flow style."""
+
+
+_Dumper.add_representer(_Flow, lambda d, x: d.represent_mapping("tag:yaml.org,2002:map", x, flow_style=True))
+
+
 def _plain(x):
-    """numpy scalars/strings -> Python types, recursively (for yaml.safe_dump)."""
+    """numpy scalars/strings -> Python types, recursively (for yaml.dump); keeps :class:`_Flow`."""
     if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return type(x)({str(k): _plain(v) for k, v in x.items()})
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
     if isinstance(x, np.generic):
@@ -707,7 +774,7 @@ def write_profiles(profiles, outdir=PROFILES):
         path = outdir / f"{g}.yaml"
         head = (f"# {g}: fitted cost-model parameters. GENERATED by `{GENERATED_BY}` from the public microbenchmarks\n"
                 "# under calibration/data/public/ (each file starts with its source). Do not edit by hand.\n")
-        path.write_text(head + yaml.safe_dump(_plain(p), sort_keys=False, width=110, allow_unicode=False))
+        path.write_text(head + yaml.dump(_plain(p), Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=False))
         paths.append(path)
     return paths
 

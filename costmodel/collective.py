@@ -1,4 +1,4 @@
-"""Alpha-beta time of one NCCL-style collective inside one link scope, on numpy arrays.
+"""Time of one NCCL-style collective inside one link scope: NCCL's own tuner model, on numpy arrays.
 
 nccl-tests conventions (NVIDIA nccl-tests, doc/PERFORMANCE.md): for a collective over ``g`` ranks and
 a message of ``n`` bytes (the per-rank buffer size nccl-tests prints as "size"),
@@ -6,24 +6,33 @@ a message of ``n`` bytes (the per-rank buffer size nccl-tests prints as "size"),
     algbw = n / t,   busbw = algbw * f(g)
 
 with f = 2(g-1)/g for all-reduce, (g-1)/g for all-gather, reduce-scatter and all-to-all, and 1 for
-send/recv.  busbw is the figure that is comparable to a link's bandwidth.  The time is
+send/recv; busbw is the figure that is comparable to a link's bandwidth.
 
-    t(n) = alpha + f(g) * n / busbw_eff(n),   busbw_eff(n) = busbw_max / (1 + (n_half / n) ** gamma)
+NCCL picks, for every call, the protocol (LL, LL128, Simple) with the smallest predicted time
+``latency_p + bytes / bandwidth_p`` (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoTuneModel`` and
+``ncclTopoGetAlgoTime``: LL has the lowest latency and about 1/4..1/3 of the bandwidth, LL128 ~0.92
+of it, Simple the full bandwidth and the largest latency).  This module uses that model with fitted
+constants: each protocol p is one Hockney alpha-beta line (R. W. Hockney, "The communication
+challenge for MPP", Parallel Computing 20(3), 1994), and
 
-``alpha`` is the latency (Hockney's alpha-beta model, Parallel Computing 20(3), 1994); the
-saturating busbw_eff is the measured ramp of effective bandwidth with message size (NCCL switches
-protocol LL -> LL128 -> Simple and pipelines in chunks, so small messages never reach the link
-rate).  With gamma = 1 it reduces to a plain alpha-beta line.  ``alpha``, ``n_half`` and ``gamma`` and
-the ratio busbw_max / link bandwidth are fitted per (collective, scope) by
-``calibration/fit_public.py`` from nccl-tests outputs.
+    t(n) = alpha_s + min_p [ alpha_p + f(g) * n / (eff_p * link) ]
+
+``alpha_s`` is a latency shared by all protocols (what costmodel.comm shifts per extra ring hop),
+``alpha_p`` a protocol's latency on top of it, ``eff_p`` its asymptotic busbw over the scope's
+per-GPU link bandwidth (<= 1; only NVLS all-reduce inside a node exceeds 1, since the NVSwitch does
+the reduction).  The min of lines gives the measured ramp of busbw with message size.  The constants
+are fitted per (scope, collective) by ``calibration/fit_public.py`` from nccl-tests outputs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from typing import Any
 
 import numpy as np
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+PROTOCOLS = ("LL", "LL128", "Simple")  # NCCL's protocols, lowest latency first
 
 
 def busbw_factor(collective: str, group_size):
@@ -52,32 +61,58 @@ class CollectiveParams:
     """Fitted parameters of one collective in one scope (see the module docstring).
 
     Attributes:
-        alpha_s: latency, seconds.
-        busbw_efficiency: busbw_max divided by the scope's link bandwidth per GPU, dimensionless
-            (NVLS all-reduce exceeds 1 because the switch does the reduction).
-        n_half_bytes: message size at which busbw_eff is half of busbw_max when gamma = 1, bytes.
-        gamma: steepness of the bandwidth ramp, dimensionless (> 0).
+        alpha_s: latency shared by every protocol, seconds; a scalar or an array over layouts
+            (costmodel.comm shifts it by the latency of extra ring hops).
+        protocols: ``((alpha_s, busbw_efficiency), ...)`` per NCCL protocol: the latency on top of
+            ``alpha_s`` (seconds, >= 0) and the asymptotic busbw over the link bandwidth (> 0).
+        busbw_efficiency, n_half_bytes, gamma: the previous single-ramp form, one more candidate
+            ``f n (1 + (n_half/n)^gamma) / (busbw_efficiency link)`` (n_half in bytes); None/unused
+            unless given.  Kept so that callers building it directly keep working; profiles use
+            ``protocols``.
+    Raises:
+        ValueError: no protocol and no ramp, a negative protocol latency or a non-positive efficiency.
     """
 
-    alpha_s: float
-    busbw_efficiency: float
-    n_half_bytes: float
-    gamma: float
+    alpha_s: Any = 0.0
+    protocols: tuple = ()
+    busbw_efficiency: float | None = None
+    n_half_bytes: float = 0.0
+    gamma: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "protocols", tuple((float(a), float(e)) for a, e in self.protocols))
+        if not self.protocols and self.busbw_efficiency is None:
+            raise ValueError("CollectiveParams needs at least one protocol (alpha_s, busbw_efficiency)")
+        effs = [e for _, e in self.protocols] + ([self.busbw_efficiency] if self.busbw_efficiency is not None else [])
+        if any(a < 0 for a, _ in self.protocols) or not all(e > 0 for e in effs):
+            raise ValueError(f"protocol latencies must be >= 0 and efficiencies > 0, got {self.protocols}")
+
+    @classmethod
+    def from_protocols(cls, protocols) -> "CollectiveParams":
+        """Build from absolute per-protocol ``(alpha_s, busbw_efficiency)`` pairs (seconds, ratio).
+
+        The smallest latency becomes the shared ``alpha_s`` and the protocols keep the rest, so that
+        shifting ``alpha_s`` (costmodel.comm) moves every protocol and may lower the fastest one to 0.
+        Raises:
+            ValueError: as the constructor.
+        """
+        base = min(float(a) for a, _ in protocols) if len(protocols) else 0.0
+        return cls(alpha_s=base, protocols=tuple((float(a) - base, e) for a, e in protocols))
+
+    @property
+    def absolute_protocols(self) -> tuple:
+        """``((alpha_s + alpha_p, eff_p), ...)``: each protocol's total latency (s) and efficiency."""
+        return tuple((self.alpha_s + a, e) for a, e in self.protocols)
 
 
-def effective_busbw(n_bytes, link_bytes_per_s, p: CollectiveParams):
-    """busbw reached at message size n, bytes/s: busbw_max / (1 + (n_half/n)^gamma).
-
-    Args:
-        n_bytes: array-like message sizes (> 0), bytes.
-        link_bytes_per_s: per-GPU link bandwidth of the scope (datasheet), bytes/s; array-like.
-        p: fitted :class:`CollectiveParams`.
-    Returns:
-        numpy array, bytes/s.
-    """
-    n = np.maximum(np.asarray(n_bytes, dtype=np.float64), 1.0)
-    return p.busbw_efficiency * np.asarray(link_bytes_per_s, dtype=np.float64) / (
-        1.0 + (p.n_half_bytes / n) ** p.gamma)
+def _bus_time_s(bus_bytes, n_bytes, link_bytes_per_s, p: CollectiveParams):
+    """alpha_s + min over protocols of (alpha_p + bus_bytes / (eff_p link)), seconds (arrays)."""
+    link = np.asarray(link_bytes_per_s, dtype=np.float64)
+    cands = [a + bus_bytes / (e * link) for a, e in p.protocols]
+    if p.busbw_efficiency is not None:
+        ramp = 1.0 + (p.n_half_bytes / np.maximum(n_bytes, 1.0)) ** p.gamma
+        cands.append(bus_bytes * ramp / (p.busbw_efficiency * link))
+    return p.alpha_s + reduce(np.minimum, cands)
 
 
 def collective_time_s(collective: str, n_bytes, group_size, link_bytes_per_s, p: CollectiveParams):
@@ -87,19 +122,37 @@ def collective_time_s(collective: str, n_bytes, group_size, link_bytes_per_s, p:
         collective: one of :data:`COLLECTIVES`.
         n_bytes: array-like per-rank buffer size in nccl-tests convention, bytes.
         group_size: array-like ranks in the group.
-        link_bytes_per_s: array-like per-GPU bandwidth of the scope, bytes/s.
-        p: fitted :class:`CollectiveParams`.
+        link_bytes_per_s: array-like per-GPU bandwidth of the scope (datasheet), bytes/s.
+        p: fitted :class:`CollectiveParams` (``alpha_s`` may be an array).
     Returns:
-        numpy array of seconds.
-    Formula: t = alpha + f(g) n / busbw_eff(n) (Hockney 1994; nccl-tests PERFORMANCE.md).
+        numpy array of seconds, broadcast over all array arguments.
+    Raises:
+        ValueError: unknown collective.
+    Formula: t = alpha_s + min_p(alpha_p + f(g) n / (eff_p link)) (NCCL tuning.cc; Hockney 1994;
+    nccl-tests PERFORMANCE.md for f).
     """
     g = np.asarray(group_size, dtype=np.float64)
     n = np.asarray(n_bytes, dtype=np.float64)
-    t = p.alpha_s + busbw_factor(collective, g) * n / effective_busbw(n, link_bytes_per_s, p)
+    t = _bus_time_s(busbw_factor(collective, g) * n, n, link_bytes_per_s, p)
     active = (g > 1) & (n > 0) if collective != "send_recv" else (n > 0)
     return np.where(active, t, 0.0)
 
 
+def effective_busbw(n_bytes, link_bytes_per_s, p: CollectiveParams, collective: str = "send_recv",
+                    group_size=2):
+    """busbw nccl-tests would report at message size n, bytes/s: f(g) n / t(n), latency included.
+
+    Args:
+        n_bytes: array-like message sizes (> 0), bytes.
+        link_bytes_per_s: per-GPU link bandwidth of the scope (datasheet), bytes/s; array-like.
+        p: fitted :class:`CollectiveParams`.
+        collective, group_size: the collective and ranks (default send/recv, f = 1).
+    Returns:
+        numpy array, bytes/s; tends to max_p(eff_p) x link for large n.
+    """
+    n = np.maximum(np.asarray(n_bytes, dtype=np.float64), 1.0)
+    return busbw_factor(collective, group_size) * n / collective_time_s(collective, n, group_size,
+                                                                        link_bytes_per_s, p)
 def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra_bytes_per_s,
                         inter_bytes_per_s_per_gpu, p_intra: CollectiveParams,
                         p_inter: CollectiveParams):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .collective import COLLECTIVES, CollectiveParams
+from .collective import COLLECTIVES, PROTOCOLS, CollectiveParams
 from .errors import InputError
 from .gemm import GemmParams
 from .units import parse_quantity
@@ -466,7 +466,7 @@ class Profile:
         hbm_efficiency: achieved / datasheet HBM bandwidth.
         flash_efficiency: fused-attention FLOP/s / dense 16-bit peak.
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
-        comm_group_size: scope -> collective -> ranks of the measurement the alpha was fitted at.
+        comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
         raw: the YAML mapping as read (for display: fit quality, provenance, notes).
         path: where it was read from.
     """
@@ -482,11 +482,39 @@ class Profile:
     path: str = ""
 
 
+def _protocols(p: dict, w: str, pre: str) -> list:
+    """``[(alpha_s, busbw_efficiency), ...]`` of one comm entry's ``protocols`` list (seconds, ratio).
+
+    Raises:
+        InputError: the list is missing or empty, an item is not a mapping, a name is not one of
+            LL / LL128 / Simple or repeats, or a value is missing or not positive.
+    """
+    items = p.get("protocols")
+    if not isinstance(items, list) or not items:
+        old = " (this is the old single-ramp schema with n_half_bytes/gamma; regenerate the profile)" \
+            if "n_half_bytes" in p else ""
+        raise InputError(w, pre + "protocols", "missing: expected a list of {name, alpha_s, busbw_efficiency}, "
+                         f"one per NCCL protocol{old}")
+    out, seen = [], set()
+    for i, q in enumerate(items):
+        at = f"{pre}protocols[{i}]."
+        if not isinstance(q, dict):
+            raise InputError(w, at[:-1], f"expected a mapping with name, alpha_s, busbw_efficiency, got {q!r}")
+        name = q.get("name")
+        if name not in PROTOCOLS or name in seen:
+            raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
+        seen.add(name)
+        out.append((_get(q, "alpha_s", w, "seconds", prefix=at), _get(q, "busbw_efficiency", w, prefix=at)))
+    return out
+
+
 def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     """Load a profile by path or by GPU file stem (hardware/profiles/<stem>.yaml).
 
+    Each ``comm.<scope>.<collective>`` entry holds ``protocols`` (NCCL's LL / LL128 / Simple, each with
+    ``alpha_s`` in seconds and ``busbw_efficiency``; see costmodel/collective.py) and ``group_size``.
     Raises:
-        InputError: missing file, missing section, or a non-positive parameter.
+        InputError: missing file, missing section, or a missing or non-positive parameter.
     """
     path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
     d = _read_mapping(path)
@@ -513,12 +541,11 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             if not isinstance(p, dict):
                 raise InputError(w, f"comm.{scope}.{coll}", "missing")
             pre = f"comm.{scope}.{coll}."
-            comm[scope][coll] = CollectiveParams(
-                alpha_s=_get(p, "alpha_s", w, "seconds", positive=False, prefix=pre),
-                busbw_efficiency=_get(p, "busbw_efficiency", w, prefix=pre),
-                n_half_bytes=_get(p, "n_half_bytes", w, "bytes", positive=False, prefix=pre),
-                gamma=_get(p, "gamma", w, prefix=pre))
-            sizes[scope][coll] = int(p.get("group_size", 8))
+            comm[scope][coll] = CollectiveParams.from_protocols(_protocols(p, w, pre))
+            g0 = p.get("group_size", 8)
+            if isinstance(g0, bool) or not isinstance(g0, (int, float)) or not float(g0).is_integer() or g0 < 1:
+                raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
+            sizes[scope][coll] = int(g0)
     return Profile(
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm."),
