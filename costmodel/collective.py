@@ -65,26 +65,18 @@ class CollectiveParams:
             (costmodel.comm shifts it by the latency of extra ring hops).
         protocols: ``((alpha_s, busbw_efficiency), ...)`` per NCCL protocol: the latency on top of
             ``alpha_s`` (seconds, >= 0) and the asymptotic busbw over the link bandwidth (> 0).
-        busbw_efficiency, n_half_bytes, gamma: the previous single-ramp form, one more candidate
-            ``f n (1 + (n_half/n)^gamma) / (busbw_efficiency link)`` (n_half in bytes); None/unused
-            unless given.  Kept so that callers building it directly keep working; profiles use
-            ``protocols``.
     Raises:
-        ValueError: no protocol and no ramp, a negative protocol latency or a non-positive efficiency.
+        ValueError: no protocol, a negative protocol latency or a non-positive efficiency.
     """
 
     alpha_s: Any = 0.0
     protocols: tuple = ()
-    busbw_efficiency: float | None = None
-    n_half_bytes: float = 0.0
-    gamma: float = 1.0
 
     def __post_init__(self):
         object.__setattr__(self, "protocols", tuple((float(a), float(e)) for a, e in self.protocols))
-        if not self.protocols and self.busbw_efficiency is None:
+        if not self.protocols:
             raise ValueError("CollectiveParams needs at least one protocol (alpha_s, busbw_efficiency)")
-        effs = [e for _, e in self.protocols] + ([self.busbw_efficiency] if self.busbw_efficiency is not None else [])
-        if any(a < 0 for a, _ in self.protocols) or not all(e > 0 for e in effs):
+        if any(a < 0 for a, _ in self.protocols) or not all(e > 0 for _, e in self.protocols):
             raise ValueError(f"protocol latencies must be >= 0 and efficiencies > 0, got {self.protocols}")
 
     @classmethod
@@ -105,14 +97,10 @@ class CollectiveParams:
         return tuple((self.alpha_s + a, e) for a, e in self.protocols)
 
 
-def _bus_time_s(bus_bytes, n_bytes, link_bytes_per_s, p: CollectiveParams):
+def _bus_time_s(bus_bytes, link_bytes_per_s, p: CollectiveParams):
     """alpha_s + min over protocols of (alpha_p + bus_bytes / (eff_p link)), seconds (arrays)."""
     link = np.asarray(link_bytes_per_s, dtype=np.float64)
-    cands = [a + bus_bytes / (e * link) for a, e in p.protocols]
-    if p.busbw_efficiency is not None:
-        ramp = 1.0 + (p.n_half_bytes / np.maximum(n_bytes, 1.0)) ** p.gamma
-        cands.append(bus_bytes * ramp / (p.busbw_efficiency * link))
-    return p.alpha_s + reduce(np.minimum, cands)
+    return p.alpha_s + reduce(np.minimum, [a + bus_bytes / (e * link) for a, e in p.protocols])
 
 
 def collective_time_s(collective: str, n_bytes, group_size, link_bytes_per_s, p: CollectiveParams):
@@ -133,7 +121,7 @@ def collective_time_s(collective: str, n_bytes, group_size, link_bytes_per_s, p:
     """
     g = np.asarray(group_size, dtype=np.float64)
     n = np.asarray(n_bytes, dtype=np.float64)
-    t = _bus_time_s(busbw_factor(collective, g) * n, n, link_bytes_per_s, p)
+    t = _bus_time_s(busbw_factor(collective, g) * n, link_bytes_per_s, p)
     active = (g > 1) & (n > 0) if collective != "send_recv" else (n > 0)
     return np.where(active, t, 0.0)
 
@@ -153,6 +141,8 @@ def effective_busbw(n_bytes, link_bytes_per_s, p: CollectiveParams, collective: 
     n = np.maximum(np.asarray(n_bytes, dtype=np.float64), 1.0)
     return busbw_factor(collective, group_size) * n / collective_time_s(collective, n, group_size,
                                                                         link_bytes_per_s, p)
+
+
 def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra_bytes_per_s,
                         inter_bytes_per_s_per_gpu, p_intra: CollectiveParams,
                         p_inter: CollectiveParams):

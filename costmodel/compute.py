@@ -90,6 +90,8 @@ class ComputeTimes:
     layer_fwd_s / layer_bwd_s: one transformer layer, forward / backward (recompute excluded).
     layer_recompute_s: extra time inside backward from recomputation (0, attention core, or a forward).
     layer_gemm_fwd_s: the weight-GEMM part of layer_fwd_s (the window TP-comm overlap can hide under).
+    layer_colpar_fwd_s: forward time of the column-parallel GEMMs (QKV, FC1); their weight-gradient
+        GEMMs, of the same FLOPs, hide the backward input-gradient communication.
     layer_attn_fwd_s, layer_attn_bwd_s: attention core (the window CP ring exchange hides under).
     logits_fwd_s, logits_bwd_s: output layer + cross-entropy on the last stage.
     layer_hw_flops: executed FLOPs of one layer per micro-batch on this GPU (incl. recompute).
@@ -99,6 +101,7 @@ class ComputeTimes:
     layer_bwd_s: np.ndarray
     layer_recompute_s: np.ndarray
     layer_gemm_fwd_s: np.ndarray
+    layer_colpar_fwd_s: np.ndarray
     layer_attn_fwd_s: np.ndarray
     layer_attn_bwd_s: np.ndarray
     logits_fwd_s: np.ndarray
@@ -193,4 +196,4 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
     lg_f = lg_f + mem(ce_bytes, 3)
     lg_b = lg_b + mem(ce_bytes, 2)
-    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, attn_f, attn_b, lg_f, lg_b)
+    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, qkv_f + fc1_f, attn_f, attn_b, lg_f, lg_b)

@@ -4,8 +4,10 @@ Per micro-batch the slowest stage (the last one: L/PP layers plus the logits) ne
 T_mb = t_fwd + t_bwd + 2 VP t_p2p (a send of the activation and one of the gradient per virtual
 stage).  A step of m micro-batches takes (m + (PP-1)/VP) T_mb: the 1F1B bubble is (PP-1)/m of the
 ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections 2.2.1-2.2.2).
-Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  TP comm hides
-under the layer's GEMMs only with overlap on and SP (Megatron tp_comm_overlap); the CP ring hides
+Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  With overlap on,
+the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
+(Megatron async TP all-reduce), and with SP all TP comm hides under the layer's GEMMs (Megatron
+tp_comm_overlap); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
@@ -50,10 +52,16 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     L = layers_per_stage(model, t)
     m = recipe.gbs / (t.dp * t.mbs)
     full = t.recompute == 2
-    tp_overlap = t.overlap & t.sp
+    tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
     tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
+    # backward: half the TP collectives belong to the column-parallel layers' input gradients and
+    # run asynchronously under their weight-gradient GEMMs (Megatron async tensor-parallel
+    # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
+    # tp_comm_overlap the rest hides under the remaining backward GEMMs too
+    half = 0.5 * cm.tp_layer_bwd_s
+    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
     tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
-                    cm.tp_layer_bwd_s)
+                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
     tp_b = tp_b + np.where(full, tp_f, 0.0)                     # recomputed forward repeats its comm
     cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s) + np.where(full, cp_f, 0.0)

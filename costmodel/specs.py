@@ -561,13 +561,16 @@ class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
 
     Optimizer is Adam with fp32 master weights (Megatron-LM mixed precision); ``flash_attention``
-    False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory).
+    False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
+    ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
+    only the backward input-gradient TP collectives overlap (async all-reduce).
     """
 
     gbs: int
     seq_len: int
     precision: str = "bf16"
     flash_attention: bool = True
+    tp_comm_overlap: bool = True
 
     def __post_init__(self):
         if self.gbs < 1:

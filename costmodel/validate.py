@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,16 +145,19 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             cache[key] = (c, load_profile(c.gpu.key))
         cluster, profile = cache[key]
         model = row_model(r)
+        # every dev-set source predates flash attention and Transformer Engine's TP overlap
         recipe = Recipe(gbs=_int(r, "gbs"), seq_len=_int(r, "seq_len"), precision=r["precision"],
-                        flash_attention=False)
+                        flash_attention=False, tp_comm_overlap=False)
         tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
         dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
         zero = 1 if r.get("fsdp_or_zero", "").startswith("zero-1") else 0
-        ddp_torch = "DDP impl torch" in r.get("notes", "")
+        # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
+        # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
+        ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
         lay = LayoutTable.from_rows([dict(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
             recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
-            overlap=ddp_torch)])
+            overlap=not ddp_local)])
         code, msgs = validity(lay, model, recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
         if code[0] >= 0:
             out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))

@@ -25,11 +25,14 @@ def test_nccl_tests_bus_bandwidth_factors():
 
 
 def test_alpha_beta_limits():
-    p = CollectiveParams(alpha_s=10e-6, busbw_efficiency=0.8, n_half_bytes=1e6, gamma=1.0)
-    # large messages approach busbw = 0.8 x link; tiny ones cost alpha
+    # two protocols: a low-latency one (LL-like) and a high-bandwidth one (Simple-like)
+    p = CollectiveParams.from_protocols([(10e-6, 0.1), (50e-6, 0.8)])
     big = collective_time_s("all_reduce", 1e12, 8, 100e9, p)
-    assert 1e12 * 1.75 / big == pytest.approx(80e9, rel=1e-5)
-    assert collective_time_s("all_reduce", 1.0, 8, 100e9, p) == pytest.approx(10e-6 + 1.75 / (80e9 / 1e6), rel=1e-3)
+    assert 1e12 * 1.75 / big == pytest.approx(80e9, rel=1e-4)          # busbw -> 0.8 x link
+    assert collective_time_s("all_reduce", 1.0, 8, 100e9, p) == pytest.approx(10e-6, rel=1e-3)
+    # crossover where 10us + 1.75 n / 10e9 = 50us + 1.75 n / 80e9
+    n_x = 40e-6 / (1.75 / 10e9 - 1.75 / 80e9)
+    assert collective_time_s("all_reduce", n_x, 8, 100e9, p) == pytest.approx(10e-6 + 1.75 * n_x / 10e9, rel=1e-9)
     assert collective_time_s("all_reduce", 1e9, 1, 100e9, p) == 0.0
 
 

@@ -1,0 +1,118 @@
+"""Per-GPU power by phase, average and peak power, and the DVFS response to a power cap.
+
+Phases of one GPU's step (durations from the time model, costmodel.schedule):
+
+* GEMM / attention (tensor cores busy at utilisation u_flop = achieved / peak FLOP/s),
+* memory-bound kernels (HBM busy at utilisation u_hbm),
+* exposed communication (NVLink/NIC busy at u_link),
+* communication overlapped with compute (both at once),
+* idle (pipeline bubble, waiting for a slower stage or the DP reduction).
+
+Power of a phase is linear in the utilisations above an idle floor (Kandiah et al., "AccelWattch",
+MICRO 2021: constant + activity-proportional dynamic power; Hong & Kim, ISCA 2010):
+
+    P = P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link
+
+with the coefficients fitted per GPU from power traces (calibration/fit_power.py).  Average power
+is the time-weighted mean over the step; peak power is the mean over the steady 1F1B period (a
+micro-batch's forward + backward with its overlapped communication), the densest sustained window
+that a power meter averaging over ~100 ms sees; it grows with mbs because larger GEMMs run at a
+higher u_flop.
+
+Power cap / DVFS: dynamic power scales as f^gamma (P_dyn ~ C V^2 f with V rising with f; You et al.,
+"Zeus", NSDI 2023 measure the resulting power-vs-limit curves), so a phase whose power exceeds the
+cap runs at clock ratio s = ((cap - P_idle) / (P - P_idle))^(1/gamma); its compute-bound time grows
+as 1/s while HBM- and link-bound time does not depend on the SM clock.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PowerParams:
+    """Fitted power coefficients of one GPU model (hardware/profiles/*.yaml ``power:``).
+
+    Attributes:
+        idle_w: power with clocks up and no kernel running, W.
+        flop_w: extra power at 100% of the dense tensor peak, W.
+        hbm_w: extra power at 100% of the datasheet HBM bandwidth, W.
+        link_w: extra power with NVLink/NIC traffic at full link rate, W.
+        gamma: DVFS exponent of dynamic power vs SM clock, dimensionless (2-3).
+        min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
+    """
+
+    idle_w: float
+    flop_w: float
+    hbm_w: float
+    link_w: float
+    gamma: float
+    min_cap_w: float
+    max_cap_w: float
+
+
+def phase_power_w(p: PowerParams, u_flop=0.0, u_hbm=0.0, u_link=0.0):
+    """Uncapped power of a phase, W (arrays broadcast): P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link."""
+    return p.idle_w + p.flop_w * np.asarray(u_flop) + p.hbm_w * np.asarray(u_hbm) + p.link_w * np.asarray(u_link)
+
+
+def clock_ratio(p: PowerParams, power_w, cap_w):
+    """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``.
+
+    s = ((cap - P_idle) / (P - P_idle))^(1/gamma), clipped to (0, 1]; 1 where the phase is under the cap.
+    Raises nothing; a cap at or below idle power gives the smallest representable ratio (1e-3).
+    """
+    power_w = np.asarray(power_w, dtype=np.float64)
+    head = np.maximum(np.asarray(cap_w, dtype=np.float64) - p.idle_w, 1e-9)
+    dyn = np.maximum(power_w - p.idle_w, 1e-9)
+    return np.clip((head / dyn) ** (1.0 / p.gamma), 1e-3, 1.0)
+
+
+@dataclass
+class PowerResult:
+    """Per-layout power figures (arrays over layouts).
+
+    avg_power_w: time-weighted mean over the step; peak_power_w: mean over the steady 1F1B window;
+    energy_j_per_step: avg x step x GPUs; clock_ratio: SM clock of the compute phases / max;
+    compute_stretch: factor by which compute-bound time grew under the cap (1 / clock_ratio).
+    """
+
+    avg_power_w: np.ndarray
+    peak_power_w: np.ndarray
+    clock_ratio: np.ndarray
+    compute_stretch: np.ndarray
+
+
+def layout_power(p: PowerParams, cap_w, t_compute_s, u_flop, t_mem_s, u_hbm, t_comm_s, u_link,
+                 t_overlap_s, t_idle_s, t_window_s, window_busy_share) -> PowerResult:
+    """Average and peak power of one GPU over a step, with DVFS under ``cap_w``.
+
+    Args (arrays over layouts, seconds or fractions):
+        cap_w: power cap, W.
+        t_compute_s, u_flop: tensor-core-bound time and its FLOP utilisation.
+        t_mem_s, u_hbm: HBM-bound time and its bandwidth utilisation.
+        t_comm_s, u_link: exposed communication time and link utilisation.
+        t_overlap_s: communication hidden under compute (adds c_link u_link during that time).
+        t_idle_s: bubble and waiting.
+        t_window_s: duration of the steady window (fwd + bwd of a micro-batch) for the peak.
+        window_busy_share: share of the window that is compute (the rest is memory-bound/comm).
+    Returns:
+        :class:`PowerResult`; compute time under the cap is t_compute_s x compute_stretch.
+    """
+    t_compute_s = np.asarray(t_compute_s, dtype=np.float64)
+    ov = np.clip(np.asarray(t_overlap_s) / np.maximum(t_compute_s, 1e-12), 0.0, 1.0)
+    p_comp = phase_power_w(p, u_flop, 0.0, u_link * ov)
+    s = clock_ratio(p, p_comp, cap_w)
+    # capped compute phase: dynamic part scales as s^gamma, time as 1/s
+    p_comp_c = p.idle_w + (p_comp - p.idle_w) * s ** p.gamma
+    p_mem = np.minimum(phase_power_w(p, 0.0, u_hbm), cap_w)
+    p_comm = np.minimum(phase_power_w(p, 0.0, 0.0, u_link), cap_w)
+    t_c = t_compute_s / s
+    total = t_c + t_mem_s + t_comm_s + t_idle_s
+    energy = p_comp_c * t_c + p_mem * t_mem_s + p_comm * t_comm_s + p.idle_w * t_idle_s
+    avg = energy / np.maximum(total, 1e-12)
+    share = np.clip(window_busy_share, 0.0, 1.0)
+    peak = share * p_comp_c + (1 - share) * p_mem
+    return PowerResult(avg, np.maximum(peak, avg), s, 1.0 / s)
