@@ -125,7 +125,7 @@ def _stats(t_model, t_meas, inputs, sizes=None, **extra):
 
 
 # ----------------------------------------------------------------------------------------- GEMM
-def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0):
+def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_cap=1.0):
     """Fit :class:`GemmParams` to measured GEMM times.
 
     Args:
@@ -133,10 +133,14 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0):
         peak: datasheet dense peak of the dtype, FLOP/s.  hbm_bps: datasheet HBM bandwidth, B/s.
         hbm_eff: fitted achievable HBM fraction.  num_sms: datasheet SM/CU count.
         bytes_per_element: operand bytes (2 for bf16/fp16, 1 for fp8).
+        eta_cap: upper bound of eta_max: the maximum achievable matmul FLOP/s over the peak found by
+            a brute-force shape search (MAMF).  Every quantisation factor of the model is <= 1, so
+            no shape may be predicted faster than that measured maximum; without the bound a fit to
+            tables of small shapes (XLA's go to 4096) extrapolates above it for training-size GEMMs.
     Returns:
         (GemmParams, model times at the points, seconds).
     Method: for each (tile_m, tile_n) in {64,128,256}^2, ``least_squares`` (soft_l1, f_scale 0.05)
-    on log(model/measured) over eta_max in [0.05, 1], k_half in [0, 1e4] elements, launch_s in
+    on log(model/measured) over eta_max in [0.05, eta_cap], k_half in [0, 1e4] elements, launch_s in
     [0, 100 us]; the tile with the lowest robust cost is kept (ties: the smaller tile).
     Raises:
         ValueError: fewer than 4 points.
@@ -149,8 +153,9 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0):
         def res(x, tm=tm, tn=tn):
             p = GemmParams(x[0], x[1], x[2] * 1e-6, tm, tn, num_sms)
             return np.log(gemm_time_s(m, n, k, b, peak, hbm_bps, hbm_eff, p, bytes_per_element) / t)
-        fits = [least_squares(res, x0, bounds=([0.05, 0.0, 0.0], [1.0, 1e4, 100.0]), loss="soft_l1",
-                              f_scale=0.05) for x0 in ([0.8, 100.0, 5.0], [0.6, 500.0, 1.0])]
+        fits = [least_squares(res, [min(x0[0], 0.99 * eta_cap)] + x0[1:],
+                              bounds=([0.05, 0.0, 0.0], [eta_cap, 1e4, 100.0]), loss="soft_l1", f_scale=0.05)
+                for x0 in ([0.8, 100.0, 5.0], [0.6, 500.0, 1.0])]
         r = min(fits, key=lambda f: f.cost)
         if best is None or r.cost < best[0].cost - 1e-12:
             best = (r, tm, tn)
@@ -438,12 +443,17 @@ def build_profiles(D=None):
 
     def gemm(g, dtype, pts, keys, notes=(), hbm_of=None):
         gg = GPUS[hbm_of or g]
-        p, tmod = fit_gemm(pts, GPUS[g]["peak"][dtype], gg["hbm"], prof[hbm_of or g]["hbm"]["efficiency"],
-                           GPUS[g]["sms"], GEMM_BYTES[dtype])
         src = np.array(pts["src"])
+        mm = src == "mamf"   # the brute-force maximum bounds eta_max (see fit_gemm)
+        cap = float(np.max(2 * np.asarray(pts["b"])[mm] * np.asarray(pts["m"])[mm] * np.asarray(pts["n"])[mm]
+                           * np.asarray(pts["k"])[mm] / np.asarray(pts["t"])[mm])) / GPUS[g]["peak"][dtype] \
+            if mm.any() else 1.0
+        p, tmod = fit_gemm(pts, GPUS[g]["peak"][dtype], gg["hbm"], prof[hbm_of or g]["hbm"]["efficiency"],
+                           GPUS[g]["sms"], GEMM_BYTES[dtype], eta_cap=cap)
         per = {s: _r(np.median(np.abs(tmod[src == s] / np.asarray(pts["t"])[src == s] - 1)), 3) for s in dict.fromkeys(src)}
         fit = _stats(tmod, pts["t"], [_rel(k) for k in keys], median_rel_err_by_source=per,
-                     method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2")
+                     method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; "
+                            f"eta_max bounded by the MAMF maximum {cap:.3f}")
         e = dict(note=" ".join(notes)) if notes else {}
         prof[g]["gemm"][dtype] = _gemm_entry(p, fit, **e)
         use(g, *keys)
