@@ -191,6 +191,17 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     return rows
 
 
+def _spearman(pairs) -> float | None:
+    """Spearman's rho of (measured, predicted) pairs; None below 4 pairs or when either side is
+    constant (rank correlation undefined)."""
+    if len(pairs) < 4:
+        return None
+    m, p = zip(*pairs)
+    if len(set(m)) < 2 or len(set(p)) < 2:
+        return None
+    return float(spearmanr(m, p).statistic)
+
+
 def summarize(results: list[RowResult]) -> dict:
     """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
 
@@ -210,8 +221,7 @@ def summarize(results: list[RowResult]) -> dict:
             s["abs_err"].append(abs(r.error_pct))
     for src, s in by_src.items():
         pairs = [(r.measured_s, r.predicted_s) for r in results if r.source == src and not r.skipped]
-        s["spearman"] = (float(spearmanr(*zip(*pairs)).statistic)
-                         if len(pairs) >= 4 and len({m for m, _ in pairs}) > 1 else None)
+        s["spearman"] = _spearman(pairs)
         e = s.pop("abs_err")
         s["mean_abs_err_pct"] = float(np.mean(e)) if e else None
         s["max_abs_err_pct"] = float(np.max(e)) if e else None
@@ -220,12 +230,7 @@ def summarize(results: list[RowResult]) -> dict:
     for r in results:
         if not r.skipped:
             sweeps.setdefault(r.sweep, []).append((r.measured_s, r.predicted_s))
-    rho = {}
-    for k, v in sweeps.items():
-        if len(v) >= 4:
-            m, p = zip(*v)
-            if len(set(m)) > 1:
-                rho[k] = float(spearmanr(m, p).statistic)
+    rho = {k: r for k, v in sweeps.items() if (r := _spearman(v)) is not None}
     overall = {"used": len(used), "skipped": len(results) - len(used),
                "mean_abs_err_pct": float(np.mean(used)) if used else None,
                "max_abs_err_pct": float(np.max(used)) if used else None}
