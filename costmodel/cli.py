@@ -191,7 +191,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
                    f"{c.intra_fabric} {c.intra_bytes_per_s / 1e9:.0f} GB/s/GPU, {c.intra_latency_s * 1e6:.1f} us",
                    f"{c.nics_per_node} x {c.nic_bytes_per_s * 8 / 1e9:.0f} Gb/s {c.inter_fabric}, "
                    f"{c.inter_latency_s * 1e6:.1f} us",
-                   f"{c.node_power_budget_w / 1e3:.1f}", f"{c.cooling['type']}, inlet {c.cooling['inlet_temp_c']:.0f} C")
+                   f"{c.node_power_budget_w / 1e3:.1f}", f"{c.cooling.type}, inlet {c.cooling.inlet_temp_c:.0f} C")
         sources += [(key, f, s) for f, s in c.sources.items()]
     out.print(tc)
     if show_sources:

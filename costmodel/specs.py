@@ -319,7 +319,8 @@ class GpuSpec:
 
     Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
-    citation).
+    citation), slowdown_temp_c (thermal slowdown threshold) and power_limit_min_w (lowest settable
+    power limit), both None when the file does not give them.
     """
 
     key: str
@@ -332,6 +333,31 @@ class GpuSpec:
     num_sms: int
     nvlink_bytes_per_s: float
     sources: dict
+    slowdown_temp_c: float | None = None
+    power_limit_min_w: float | None = None
+
+
+@dataclass(frozen=True)
+class CoolingSpec:
+    """How a node is cooled (cluster YAML ``cooling:``), per GPU slot in local-rank order.
+
+    Attributes:
+        type: 'air' or 'liquid'; airflow: e.g. 'front-to-back'.
+        inlet_temp_c: coolant/air inlet temperature, C.
+        r_th_scale: per slot, multiplier of the GPU's junction-to-inlet thermal resistance.
+        rows: per slot, position name ('front', 'rear', ...).
+        upstream: per slot, tuple of slots whose exhaust air reaches it first.
+        preheat_c_per_w: inlet rise of a slot per W dissipated by each upstream slot, C/W
+            (1 / (rho c_p V_dot) of the air stream; 0 for liquid cooling).
+    """
+
+    type: str
+    airflow: str | None
+    inlet_temp_c: float
+    r_th_scale: tuple
+    rows: tuple
+    upstream: tuple
+    preheat_c_per_w: float
 
 
 @dataclass(frozen=True)
@@ -341,7 +367,7 @@ class ClusterSpec:
     Attributes: key, name, description, gpu (:class:`GpuSpec`), gpus_per_node, nodes,
     intra_fabric, intra_bytes_per_s (per GPU per direction), intra_latency_s, inter_fabric,
     nics_per_node, nic_bytes_per_s (per NIC per direction), inter_latency_s, node_power_budget_w,
-    cooling (dict: type, airflow, inlet_temp_c), sources, path.
+    cooling (:class:`CoolingSpec`), sources, path.
     """
 
     key: str
@@ -358,7 +384,7 @@ class ClusterSpec:
     nic_bytes_per_s: float
     inter_latency_s: float
     node_power_budget_w: float
-    cooling: dict
+    cooling: CoolingSpec
     sources: dict
     path: str
 
@@ -405,7 +431,9 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         num_sms=num_sms,
         nvlink_bytes_per_s=_get(d, "nvlink_bandwidth_per_gpu", w, "bytes_per_s", required=False,
                                 default=0.0),
-        sources=dict(d["sources"]))
+        sources=dict(d["sources"]),
+        slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
+        power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False))
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:
@@ -448,9 +476,46 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         nic_bytes_per_s=_get(inter, "bandwidth_per_nic", w, "bytes_per_s", prefix="inter_node."),
         inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
-        cooling={"type": ctype, "airflow": cooling.get("airflow"),
-                 "inlet_temp_c": _get(cooling, "inlet_temp", w, "celsius", prefix="cooling.")},
+        cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
         sources=dict(d["sources"]), path=w)
+
+
+def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
+    """Parse a cluster's ``cooling:`` section (hardware/README.md); slots default to identical.
+
+    Raises:
+        InputError: a slot list whose length is not gpus_per_node, a bad upstream index, a negative
+            preheat, or air cooling with upstream slots but no preheat coefficient.
+    """
+    inlet = _get(c, "inlet_temp", w, "celsius", prefix="cooling.", positive=False)
+    slots = c.get("slots")
+    if slots is None:
+        scale, rows = (1.0,) * gpus_per_node, ("",) * gpus_per_node
+    else:
+        if not isinstance(slots, list) or len(slots) != gpus_per_node:
+            raise InputError(w, "cooling.slots", f"expected a list of {gpus_per_node} slots (one per GPU), "
+                             f"got {len(slots) if isinstance(slots, list) else type(slots).__name__}")
+        scale, rows = [], []
+        for i, s in enumerate(slots):
+            if not isinstance(s, dict):
+                raise InputError(w, f"cooling.slots[{i}]", "expected a mapping with row and r_th_scale")
+            scale.append(_get(s, "r_th_scale", w, prefix=f"cooling.slots[{i}].", required=False, default=1.0))
+            rows.append(str(s.get("row", "")))
+        scale, rows = tuple(scale), tuple(rows)
+    up = c.get("upstream", [[] for _ in range(gpus_per_node)])
+    if not isinstance(up, list) or len(up) != gpus_per_node or not all(isinstance(u, list) for u in up):
+        raise InputError(w, "cooling.upstream", f"expected {gpus_per_node} lists of upstream slot indices")
+    for i, u in enumerate(up):
+        for j in u:
+            if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < gpus_per_node or j == i:
+                raise InputError(w, f"cooling.upstream[{i}]", f"{j!r} is not another slot index 0..{gpus_per_node - 1}")
+    pre = _get(c, "preheat_c_per_w", w, prefix="cooling.", positive=False, required=False, default=0.0)
+    if pre < 0:
+        raise InputError(w, "cooling.preheat_c_per_w", f"must be >= 0, got {pre}")
+    if ctype == "air" and any(up) and pre == 0 and "preheat_c_per_w" not in c:
+        raise InputError(w, "cooling.preheat_c_per_w", "missing: air cooling with upstream slots needs it")
+    return CoolingSpec(type=ctype, airflow=c.get("airflow"), inlet_temp_c=inlet, r_th_scale=scale,
+                       rows=rows, upstream=tuple(tuple(u) for u in up), preheat_c_per_w=pre)
 
 
 # --------------------------------------------------------------------------------------- profile
@@ -467,6 +532,8 @@ class Profile:
         flash_efficiency: fused-attention FLOP/s / dense 16-bit peak.
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
+        power: :class:`costmodel.power.PowerParams` or None when the profile has no ``power:``.
+        thermal: dict with r_th_c_per_w and tau_s, or None when the profile has no ``thermal:``.
         raw: the YAML mapping as read (for display: fit quality, provenance, notes).
         path: where it was read from.
     """
@@ -480,6 +547,8 @@ class Profile:
     comm_group_size: dict
     raw: dict = field(repr=False)
     path: str = ""
+    power: object = None
+    thermal: dict | None = None
 
 
 def _protocols(p: dict, w: str, pre: str) -> list:
@@ -550,7 +619,31 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm."),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention."),
-        comm=comm, comm_group_size=sizes, raw=d, path=w)
+        comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w))
+
+
+def _power(d: dict, w: str):
+    """The profile's ``power:`` section as PowerParams (cap range filled in by the caller), or None."""
+    from .power import PowerParams
+    s = d.get("power")
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        raise InputError(w, "power", "expected a mapping")
+    g = lambda k, kind="watts": _get(s, k, w, kind, prefix="power.", positive=k not in ("hbm_w", "link_w"))
+    return PowerParams(idle_w=g("idle_w"), flop_w=g("flop_w"), hbm_w=g("hbm_w"), link_w=g("link_w"),
+                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"))
+
+
+def _thermal(d: dict, w: str):
+    """The profile's ``thermal:`` section ({r_th_c_per_w, tau_s}), or None."""
+    s = d.get("thermal")
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        raise InputError(w, "thermal", "expected a mapping")
+    return {"r_th_c_per_w": _get(s, "r_th_c_per_w", w, prefix="thermal."),
+            "tau_s": _get(s, "tau_s", w, "seconds", prefix="thermal.")}
 
 
 # ---------------------------------------------------------------------------------------- recipe
