@@ -16,6 +16,7 @@ from . import report
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
 from .predict import predict_table
+from .energy import layout_energy
 from .search import search
 from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
                     load_gpu, load_model, load_profile)
@@ -107,8 +108,11 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             zero: int = typer.Option(1, "--zero", help="0 DDP, 1 distributed optimizer, 2, 3 FSDP"),
             no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
             no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
+            power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W [default: TDP]."),
+            inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
+            warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
-    """Predict one layout: step time, throughput, MFU, memory and the time breakdown."""
+    """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
     m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
     if recompute not in RECOMPUTE:
         raise InputError("--recompute", "", f"{recompute!r} is not one of {', '.join(RECOMPUTE)}")
@@ -124,6 +128,20 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
                                         zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
     check_layout(table, m, r, c.num_gpus, c.gpus_per_node)
     rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
+    if warm_steps is not None and warm_steps < 0:
+        raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
+    if p.power is None or p.thermal is None:
+        print(f"costmodel: note: {p.path} has no power/thermal model; power and energy are not predicted",
+              file=sys.stderr)
+        energy = None
+    else:
+        caps = None if power_cap_w is None else [power_cap_w] * pp
+        energy = layout_energy(m, r, c, p, rec["layout"], caps_w=caps, warm_steps=warm_steps,
+                               inlet_temp_c=inlet_temp_c)
+        rec.update(energy.as_dict())
+        # the thermal/power-capped step is the prediction; the uncapped one stays in the breakdown
+        rec["step_time_s"] = energy.step_time_s
+        rec["tokens_per_s_per_gpu"] = r.gbs * r.seq_len / energy.step_time_s / c.num_gpus
     if as_json:
         print(json.dumps(rec, indent=2))
         return
@@ -135,8 +153,11 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
     out.print(f"step time {rec['step_time_s']:.3f} s, {rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
               f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
-    out.print(report.breakdown_table(rec, "Step time breakdown"))
+    out.print(report.breakdown_table(rec, "Step time breakdown (uncapped)"))
     out.print(report.memory_table(rec))
+    if energy is not None:
+        out.print(report.energy_line(rec))
+        out.print(report.per_gpu_table(rec["per_gpu"], top=16))
     out.print("[bold]Megatron-LM arguments:[/bold]")
     out.print(report.megatron_args(lay, m, r), markup=False, highlight=False)
 

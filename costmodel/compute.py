@@ -94,7 +94,10 @@ class ComputeTimes:
         GEMMs, of the same FLOPs, hide the backward input-gradient communication.
     layer_attn_fwd_s, layer_attn_bwd_s: attention core (the window CP ring exchange hides under).
     logits_fwd_s, logits_bwd_s: output layer + cross-entropy on the last stage.
-    layer_hw_flops: executed FLOPs of one layer per micro-batch on this GPU (incl. recompute).
+    layer_ew_fwd_s, layer_ew_bwd_s: the memory-bound (elementwise) part of layer_fwd_s / layer_bwd_s.
+    layer_flops_fwd: FLOPs one layer's forward executes on this GPU per micro-batch (causal flash
+        attention executes half the s^2 block); backward executes twice that.
+    logits_flops_fwd: FLOPs of the output layer's forward per micro-batch on this GPU.
     """
 
     layer_fwd_s: np.ndarray
@@ -106,6 +109,10 @@ class ComputeTimes:
     layer_attn_bwd_s: np.ndarray
     logits_fwd_s: np.ndarray
     logits_bwd_s: np.ndarray
+    layer_ew_fwd_s: np.ndarray
+    layer_ew_bwd_s: np.ndarray
+    layer_flops_fwd: np.ndarray
+    logits_flops_fwd: np.ndarray
 
 
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
@@ -196,4 +203,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
     lg_f = lg_f + mem(ce_bytes, 3)
     lg_b = lg_b + mem(ce_bytes, 2)
-    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, qkv_f + fc1_f, attn_f, attn_b, lg_f, lg_b)
+    attn_flops = 4.0 * tok * s * q / tp * (0.5 if recipe.flash_attention else 1.0)
+    flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
+    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, qkv_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
+                        ew_f, ew_b, flops_f, 2.0 * tok * h * V / tp)

@@ -152,6 +152,30 @@ def memory_table(rec: dict) -> Table:
     return tb
 
 
+def energy_line(rec: dict) -> str:
+    """One line of power, energy and temperature figures of a record with energy fields."""
+    warm = (f", after the warm-up steps {rec['warm_max_temp_c']:.1f} C" if rec.get("warm_max_temp_c") is not None
+            else "")
+    clock = f", SM clock {rec['sm_clock_mhz']:.0f} MHz" if rec.get("sm_clock_mhz") else ""
+    return (f"power: {rec['avg_power_w']:.0f} W average, {rec['peak_power_w']:.0f} W peak per GPU; "
+            f"{rec['energy_j_per_step'] / 1e3:,.1f} kJ per step, {rec['tokens_per_joule']:.2f} tokens/J, "
+            f"{rec['samples_per_s_per_mj']:.2f} samples/(s MJ); hottest GPU {rec['max_temp_c']:.1f} C steady{warm}"
+            f"{clock}{'; THERMALLY THROTTLED' if rec['throttled'] else ''}")
+
+
+def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
+    """Rich table of per-GPU power and temperature, hottest first (``top`` rows)."""
+    tb = Table(title=f"Per-GPU power and temperature (hottest {min(top, len(rows))} of {len(rows)})",
+               header_style="bold")
+    for c in ("rank", "node", "slot", "stage", "avg W", "peak W", "temp C", "SM MHz", "throttled"):
+        tb.add_column(c, justify="right")
+    for r in sorted(rows, key=lambda r: -r["temp_c"])[:top]:
+        tb.add_row(str(r["rank"]), str(r["node"]), str(r["slot"]), str(r["stage"]), f"{r['power_w']:.0f}",
+                   f"{r['peak_power_w']:.0f}", f"{r['temp_c']:.1f}",
+                   f"{r['sm_clock_mhz']:.0f}" if r.get("sm_clock_mhz") else "-", "yes" if r["throttled"] else "")
+    return tb
+
+
 def console(stderr: bool = False) -> Console:
     """A rich console (wide enough for the ranking table when output is not a terminal)."""
     return Console(stderr=stderr, width=None if Console().is_terminal else 160)

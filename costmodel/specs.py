@@ -319,8 +319,9 @@ class GpuSpec:
 
     Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
-    citation), slowdown_temp_c (thermal slowdown threshold) and power_limit_min_w (lowest settable
-    power limit), both None when the file does not give them.
+    citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
+    power limit) and boost_clock_mhz (max SM clock, at which the peaks are quoted), each None when
+    the file does not give it.
     """
 
     key: str
@@ -335,6 +336,7 @@ class GpuSpec:
     sources: dict
     slowdown_temp_c: float | None = None
     power_limit_min_w: float | None = None
+    boost_clock_mhz: float | None = None
 
 
 @dataclass(frozen=True)
@@ -433,7 +435,8 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
                                 default=0.0),
         sources=dict(d["sources"]),
         slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
-        power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False))
+        power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
+        boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False))
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:

@@ -1,0 +1,297 @@
+"""Energy, power and temperature of a layout: per pipeline stage, per GPU slot, with caps and throttling.
+
+Composes the time model (compute / comm / schedule) with costmodel.power and costmodel.thermal:
+
+1. Per stage s (n_s layers; the first stage also embeds, the last computes logits + loss) and per
+   micro-batch: compute time, its tensor-core and HBM utilisation (executed FLOPs / peak / time,
+   memory-bound time x fitted HBM efficiency / time), exposed communication and communication
+   hidden under compute.
+2. Power cap c_s of the stage: the compute phase draws min(P, c_s); above the cap the SM clock drops
+   to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma) and the compute-bound part of the time stretches
+   by 1/s (costmodel.power).
+3. Step time T = (m + (PP-1)/VP) max_s t_s + exposed DP + optimizer (costmodel.schedule); a GPU of
+   stage s is busy m t_s and idles (P_idle) the rest; average power = energy / T.
+4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G.  Steady
+   temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
+   until it holds, which lowers its stage's effective cap; the slowest stage sets the step for all.
+   The fixed point of (caps -> times -> powers -> temperatures -> caps) is iterated to convergence.
+
+Units: seconds, W, J, C.  Reporting metrics: tokens per joule, and the seed characterization's
+samples/(s MJ) = (samples per second) / (energy per step in MJ).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import comm_times
+from .compute import compute_times, dense_peak_flops, gemm_dtype
+from .errors import InputError
+from .layouts import LayoutTable, layers_per_stage
+from .power import PowerParams, clock_ratio, phase_power_w
+from .schedule import step_times
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .thermal import steady_temp_c, temp_after_c, throttle_power_w
+
+# dense tensor-core peaks are quoted at the boost clock, so sm_clock_mhz = boost x clock ratio
+_MAX_ITERS = 40
+
+
+def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
+    """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP).
+
+    Raises:
+        InputError: the profile has no ``power:`` section or the GPU no ``power_limit_min``.
+    """
+    p = profile.power
+    if p is None:
+        raise InputError(profile.path, "power", "missing: this profile has no fitted power model "
+                         "(regenerate it with python -m calibration.fit_public)")
+    gpu = cluster.gpu
+    lo = gpu.power_limit_min_w
+    if lo is None:
+        raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
+    return PowerParams(p.idle_w, p.flop_w, p.hbm_w, p.link_w, p.gamma, lo, gpu.tdp_w)
+
+
+def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
+    """Raise InputError unless min limit <= cap <= TDP (nvidia-smi refuses a limit outside the range)."""
+    if not pp.min_cap_w <= cap_w <= pp.max_cap_w:
+        raise InputError(flag, "", f"{cap_w:g} W is outside {cluster.gpu.name}'s power-limit range "
+                         f"{pp.min_cap_w:g}-{pp.max_cap_w:g} W")
+
+
+@dataclass
+class StageTerms:
+    """Per-stage, per-micro-batch terms of one layout (arrays of length PP), uncapped.
+
+    compute_s, compute_bound_s (the part that stretches with the SM clock), exposed_comm_s,
+    hidden_comm_s, u_flop, u_hbm; plus the layout's scalars m (micro-batches), const_s (exposed DP +
+    optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers.
+    """
+
+    compute_s: np.ndarray
+    compute_bound_s: np.ndarray
+    exposed_comm_s: np.ndarray
+    hidden_comm_s: np.ndarray
+    u_flop: np.ndarray
+    u_hbm: np.ndarray
+    m: float
+    const_s: float
+    bubble_factor: float
+    stage_gpus: int
+    layers: np.ndarray
+
+
+def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+                layers: np.ndarray | None = None) -> StageTerms:
+    """Per-stage terms of one layout (a dict as LayoutTable.row gives); ``layers`` overrides the even
+    split (length PP, summing to the model's layers).
+
+    Raises:
+        InputError: ``layers`` of the wrong length, sum or sign.
+    """
+    t = LayoutTable.from_rows([layout])
+    pp = layout["pp"]
+    if layers is None:
+        layers = _uneven(model.num_layers, pp)
+    layers = np.asarray(layers, dtype=np.float64)
+    if len(layers) != pp or layers.min() < 1 or abs(layers.sum() - model.num_layers) > 1e-9:
+        raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "
+                         f"got {list(layers)}")
+    ct = compute_times(model, recipe, cluster, profile, t)
+    cm = comm_times(model, recipe, cluster, profile, t)
+    st = step_times(model, recipe, cluster, profile, t, ct, cm)
+    L_even = layers_per_stage(model, t)[0]
+    # per-layer exposed comm per micro-batch (fwd + bwd), from the schedule's per-stage totals
+    bd = st.breakdown
+    m = recipe.gbs / (layout["dp"] * layout["mbs"])
+    per_layer_exposed = (bd["tp_comm_s"][0] + bd["cp_comm_s"][0] + bd["ep_comm_s"][0]) / (m * L_even)
+    raw_layer = (cm.tp_layer_fwd_s[0] + cm.tp_layer_bwd_s[0] + cm.cp_layer_fwd_s[0] + cm.cp_layer_bwd_s[0]
+                 + cm.ep_layer_fwd_s[0] + cm.ep_layer_bwd_s[0])
+    full = layout["recompute"] == "full"
+    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + ct.layer_recompute_s[0]
+    layer_ew = ct.layer_ew_fwd_s[0] * (1 + (1 if full else 0)) + ct.layer_ew_bwd_s[0]
+    layer_flops = ct.layer_flops_fwd[0] * (3 + (1 if full else 0))
+    last = np.zeros(pp)
+    last[-1] = 1.0
+    logits_s = ct.logits_fwd_s[0] + ct.logits_bwd_s[0]
+    comp = layers * layer_comp + last * logits_s
+    flops = layers * layer_flops + last * 3 * ct.logits_flops_fwd[0]
+    ew = layers * layer_ew
+    pp_mb = bd["pp_comm_s"][0] / m
+    exposed = layers * per_layer_exposed + pp_mb
+    hidden = layers * max(raw_layer - per_layer_exposed, 0.0)
+    peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
+    u_flop = np.clip(flops / (peak * comp), 0.0, 1.0)
+    u_hbm = np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0)
+    const = bd["dp_comm_s"][0] + bd["optimizer_s"][0]
+    return StageTerms(comp, comp - ew, exposed, hidden, u_flop, u_hbm, m, const,
+                      m + (pp - 1) / layout["vp"], layout["tp"] * layout["dp"] * layout["cp"], layers)
+
+
+def _uneven(L: int, pp: int) -> np.ndarray:
+    """Even split L/PP, or ceil(L/PP) layers on the first stages when PP does not divide L."""
+    base, extra = divmod(L, pp)
+    return np.array([base + (1 if s < extra else 0) for s in range(pp)], dtype=np.float64)
+
+
+@dataclass
+class StageState:
+    """Stage-level outcome under given caps: time per micro-batch t_s, busy (compute-phase) power,
+    clock ratio, average power of a GPU of the stage, and the step time (s, W)."""
+
+    t_mb_s: np.ndarray
+    busy_power_w: np.ndarray
+    clock: np.ndarray
+    avg_power_w: np.ndarray
+    peak_power_w: np.ndarray
+    step_time_s: float
+
+
+def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, u_link: float) -> StageState:
+    """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP)."""
+    caps_w = np.asarray(caps_w, dtype=np.float64)
+    hidden_frac = np.clip(st.hidden_comm_s / st.compute_s, 0.0, 1.0)
+    p_comp = phase_power_w(pw, st.u_flop, st.u_hbm, u_link * hidden_frac)
+    s = clock_ratio(pw, p_comp, caps_w)
+    p_busy = np.minimum(p_comp, np.maximum(caps_w, pw.idle_w))
+    comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
+    p_comm = np.minimum(phase_power_w(pw, 0.0, 0.0, u_link), caps_w)
+    t_mb = comp + st.exposed_comm_s
+    T = st.bubble_factor * t_mb.max() + st.const_s
+    busy = st.m * comp
+    comm = st.m * st.exposed_comm_s + st.const_s
+    idle = np.maximum(T - busy - comm, 0.0)
+    energy = p_busy * busy + p_comm * comm + pw.idle_w * idle
+    peak = (p_busy * comp + p_comm * st.exposed_comm_s) / t_mb
+    return StageState(t_mb, p_busy, s, energy / T, peak, T)
+
+
+@dataclass
+class EnergyReport:
+    """Power, energy and temperature of one layout (module docstring); per_gpu rows carry rank, node,
+    slot, stage, power_w (average), peak_power_w, temp_c, sm_clock_mhz, throttled."""
+
+    step_time_s: float
+    avg_power_w: float
+    peak_power_w: float
+    energy_j_per_step: float
+    tokens_per_joule: float
+    samples_per_s_per_mj: float
+    max_temp_c: float
+    throttled: bool
+    sm_clock_mhz: float
+    warm_max_temp_c: float | None
+    caps_w: list
+    layers: list
+    per_gpu: list
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict (the names of issue #3's predict --json fields)."""
+        return dict(self.__dict__)
+
+
+def _u_link(profile: Profile) -> float:
+    """Link utilisation while NCCL moves data: the best fitted busbw efficiency of intra all-reduce."""
+    return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
+
+
+def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+                  caps_w=None, layers=None, warm_steps: int | None = None,
+                  inlet_temp_c: float | None = None) -> EnergyReport:
+    """Energy report of one layout with per-stage caps (default: the TDP), thermal slowdown included.
+
+    Raises:
+        InputError: missing power/thermal data, or a cap outside the GPU's range.
+    """
+    pw = power_params(cluster, profile)
+    th = profile.thermal
+    if th is None:
+        raise InputError(profile.path, "thermal", "missing: this profile has no thermal model")
+    cool = cluster.cooling
+    if inlet_temp_c is not None:
+        from dataclasses import replace
+        cool = replace(cool, inlet_temp_c=inlet_temp_c)
+    slow = cluster.gpu.slowdown_temp_c
+    if slow is None:
+        raise InputError(f"hardware/gpus/{cluster.gpu.key}.yaml", "slowdown_temp", "missing")
+    st = stage_terms(model, recipe, cluster, profile, layout, layers)
+    pp, S, G = layout["pp"], st.stage_gpus, cluster.gpus_per_node
+    caps = np.full(pp, pw.max_cap_w) if caps_w is None else np.asarray(caps_w, dtype=np.float64)
+    if len(caps) != pp:
+        raise InputError("--power-cap-w", "", f"need one cap per pipeline stage ({pp}), got {len(caps)}")
+    for c in caps:
+        check_cap(cluster, pw, float(c))
+    u_link = _u_link(profile)
+    n = pp * S
+    stage_of = np.arange(n) // S
+    nodes = -(-n // G)
+    eff = caps.copy()
+    throttled = False
+    for _ in range(_MAX_ITERS):
+        state = stage_state(st, pw, eff, u_link)
+        p_gpu = np.zeros(nodes * G)
+        p_gpu[:n] = state.avg_power_w[stage_of]
+        P = p_gpu.reshape(nodes, G)
+        allowed = throttle_power_w(cool, th["r_th_c_per_w"], slow, P).reshape(-1)[:n]
+        over = allowed < p_gpu[:n] - 1e-6
+        if not over.any():
+            break
+        throttled = True
+        # lower the cap of each throttling stage until its average power meets the hottest slot's limit
+        new = eff.copy()
+        for s in np.unique(stage_of[over]):
+            target = allowed[stage_of == s].min()
+            new[s] = _cap_for_avg(st, pw, eff, s, target, u_link)
+        if np.allclose(new, eff, atol=0.01):
+            break
+        eff = new
+    state = stage_state(st, pw, eff, u_link)
+    p_gpu = np.zeros(nodes * G)
+    p_gpu[:n] = state.avg_power_w[stage_of]
+    temps = steady_temp_c(cool, th["r_th_c_per_w"], p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+    warm = None
+    if warm_steps is not None:
+        idle = np.full((nodes, G), pw.idle_w)
+        warm = float(temp_after_c(cool, th["r_th_c_per_w"], th["tau_s"], p_gpu.reshape(nodes, G), idle,
+                                  warm_steps * state.step_time_s).reshape(-1)[:n].max())
+    T = state.step_time_s
+    energy = float(state.avg_power_w[stage_of].sum() * T)
+    tokens = recipe.gbs * recipe.seq_len
+    boost = _boost_mhz(cluster)
+    rows = []
+    for r in range(n):
+        s = stage_of[r]
+        rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(state.avg_power_w[s]),
+                         peak_power_w=float(state.peak_power_w[s]), temp_c=float(temps[r]),
+                         sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
+                         throttled=bool(eff[s] < caps[s] - 0.01)))
+    slowest = int(np.argmax(state.t_mb_s))
+    return EnergyReport(
+        step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),
+        peak_power_w=float(state.peak_power_w.max()), energy_j_per_step=energy,
+        tokens_per_joule=tokens / energy, samples_per_s_per_mj=(recipe.gbs / T) / (energy / 1e6),
+        max_temp_c=float(temps.max()), throttled=throttled,
+        sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
+        caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)
+
+
+def _cap_for_avg(st: StageTerms, pw: PowerParams, caps: np.ndarray, s: int, target_w: float,
+                 u_link: float) -> float:
+    """Largest cap of stage s (bisection) whose average stage power is <= target_w, others fixed."""
+    lo, hi = pw.idle_w, float(caps[s])
+    c = caps.copy()
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        c[s] = mid
+        if stage_state(st, pw, c, u_link).avg_power_w[s] > target_w:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _boost_mhz(cluster: ClusterSpec):
+    return cluster.gpu.boost_clock_mhz
