@@ -98,6 +98,7 @@ class ComputeTimes:
     layer_flops_fwd: FLOPs one layer's forward executes on this GPU per micro-batch (causal flash
         attention executes half the s^2 block); backward executes twice that.
     logits_flops_fwd: FLOPs of the output layer's forward per micro-batch on this GPU.
+    logits_ce_s: the memory-bound cross-entropy part of logits_fwd_s + logits_bwd_s.
     """
 
     layer_fwd_s: np.ndarray
@@ -113,6 +114,7 @@ class ComputeTimes:
     layer_ew_bwd_s: np.ndarray
     layer_flops_fwd: np.ndarray
     logits_flops_fwd: np.ndarray
+    logits_ce_s: np.ndarray
 
 
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
@@ -201,9 +203,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
 
     lg_f, lg_b = gemm3(tok, V / tp, h)
     ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
+    ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
     lg_f = lg_f + mem(ce_bytes, 3)
     lg_b = lg_b + mem(ce_bytes, 2)
     attn_flops = 4.0 * tok * s * q / tp * (0.5 if recipe.flash_attention else 1.0)
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, qkv_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
-                        ew_f, ew_b, flops_f, 2.0 * tok * h * V / tp)
+                        ew_f, ew_b, flops_f, 2.0 * tok * h * V / tp, ce)

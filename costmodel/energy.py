@@ -68,7 +68,9 @@ class StageTerms:
 
     compute_s, compute_bound_s (the part that stretches with the SM clock), exposed_comm_s,
     hidden_comm_s, u_flop, u_hbm; plus the layout's scalars m (micro-batches), const_s (exposed DP +
-    optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers.
+    optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers; and the building blocks
+    ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s, u_flop, u_hbm for one
+    layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch).
     """
 
     compute_s: np.ndarray
@@ -82,6 +84,9 @@ class StageTerms:
     bubble_factor: float
     stage_gpus: int
     layers: np.ndarray
+    layer: dict
+    logits: dict
+    pp_mb_s: float
 
 
 def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
@@ -117,18 +122,27 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     last = np.zeros(pp)
     last[-1] = 1.0
     logits_s = ct.logits_fwd_s[0] + ct.logits_bwd_s[0]
+    logits_ew = float(ct.logits_ce_s[0])          # the cross-entropy kernels are memory-bound
     comp = layers * layer_comp + last * logits_s
     flops = layers * layer_flops + last * 3 * ct.logits_flops_fwd[0]
-    ew = layers * layer_ew
+    ew = layers * layer_ew + last * logits_ew
     pp_mb = bd["pp_comm_s"][0] / m
     exposed = layers * per_layer_exposed + pp_mb
     hidden = layers * max(raw_layer - per_layer_exposed, 0.0)
     peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
+    util = lambda f, e, c: (float(np.clip(f / (peak * c), 0, 1)), float(np.clip(e * profile.hbm_efficiency / c, 0, 1)))
+    uf, uh = util(layer_flops, layer_ew, layer_comp)
+    layer = dict(compute_s=layer_comp, bound_s=layer_comp - layer_ew, exposed_s=per_layer_exposed,
+                 hidden_s=max(raw_layer - per_layer_exposed, 0.0), u_flop=uf, u_hbm=uh)
+    uf, uh = util(3 * ct.logits_flops_fwd[0], logits_ew, logits_s)
+    logits = dict(compute_s=logits_s, bound_s=logits_s - logits_ew, exposed_s=0.0, hidden_s=0.0,
+                  u_flop=uf, u_hbm=uh)
     u_flop = np.clip(flops / (peak * comp), 0.0, 1.0)
     u_hbm = np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0)
     const = bd["dp_comm_s"][0] + bd["optimizer_s"][0]
     return StageTerms(comp, comp - ew, exposed, hidden, u_flop, u_hbm, m, const,
-                      m + (pp - 1) / layout["vp"], layout["tp"] * layout["dp"] * layout["cp"], layers)
+                      m + (pp - 1) / layout["vp"], layout["tp"] * layout["dp"] * layout["cp"], layers,
+                      layer, logits, float(pp_mb))
 
 
 def _uneven(L: int, pp: int) -> np.ndarray:

@@ -110,3 +110,46 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     acts = np.maximum(first, last)
     peak = weights + grads + optim + acts
     return MemoryBreakdown(weights, grads, optim, acts, peak)
+
+
+def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Memory of each 1F1B stage as fixed + n_s x per_layer bytes per GPU (arrays of length PP).
+
+    per_layer[s]: model states of one layer (bytes per parameter by ZeRO stage, as
+    :func:`memory_bytes`) + its stored activations x the micro-batches in flight at stage s,
+    min(PP - s, m) (Narayanan et al. SC21: stage s holds PP - s micro-batches in 1F1B).
+    fixed[s]: embedding states on the first stage; final norm, output-layer states and the fp32
+    logits on the last; the working set of a recomputed layer; ZeRO-3's gathered layers.
+    Raises:
+        ValueError: VP > 1 (interleaved stages are not split per stage here).
+    """
+    if layout["vp"] != 1:
+        raise ValueError("stage_memory_terms models 1F1B (VP = 1) stages only")
+    t = LayoutTable.from_rows([layout])
+    pp, tp = layout["pp"], layout["tp"]
+    dpcp = layout["dp"] * layout["cp"]
+    edp = dpcp / layout["ep"]
+    z = layout["zero"]
+    gb = grad_bytes(recipe)
+    per_param = lambda d: (ACT_BYTES / (d if z == 3 else 1) + gb / (d if z >= 2 else 1)
+                           + 12.0 / (d if z >= 1 else 1))
+    mats = 3 if model.gated else 2
+    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    layer_states = ((model.layer_params() - expert) / tp * per_param(dpcp)
+                    + expert / (tp * layout["ep"]) * per_param(edp))
+    act = activation_bytes_per_layer(model, recipe, t)[0]
+    tok = layout["mbs"] * recipe.seq_len / layout["cp"]
+    sp_div = tp if layout["sp"] else 1
+    full = layout["recompute"] == "full"
+    stored = tok * model.hidden * ACT_BYTES / sp_div if full else act
+    m = recipe.gbs / (layout["dp"] * layout["mbs"])
+    s = np.arange(pp)
+    inflight = np.minimum(pp - s, m)
+    per_layer = layer_states + inflight * stored
+    fixed = np.full(pp, (act if full else 0.0)
+                    + (2 * ACT_BYTES * float(layer_params_per_gpu(model, t)[0]) if z == 3 else 0.0))
+    fixed[0] += model.embedding_params() / tp * per_param(dpcp)
+    out = (0 if (model.tie_embeddings and pp == 1) else model.vocab * model.hidden)
+    final_norm = 2 * model.hidden if model.bias else model.hidden
+    fixed[-1] += (out / tp + final_norm) * per_param(dpcp) + tok * model.vocab / tp * (ACT_BYTES + 8.0)
+    return fixed, per_layer
