@@ -1,0 +1,107 @@
+"""Energy-aware layout choice: from the search's candidates to the ILP (costmodel.ilp) and back.
+
+1. The vectorised search (costmodel.search) ranks every feasible layout by step time.
+2. The fastest ``pool`` 1F1B layouts (VP = 1: the ILP re-splits layers per stage, which the
+   interleaved schedule does not allow) get an energy report at the top cap (costmodel.energy),
+   a lower bound of what caps can save is not needed for ranking because caps only trade time for
+   energy; the best ``k`` by the objective at the top cap become ILP options.
+3. Each option is tabulated per cap level (costmodel.energy.stage_terms): time of one layer and of
+   the logits per micro-batch under the cap (DVFS: compute-bound time / clock ratio), power while
+   computing (min(P, cap)), idle power, per-stage memory (costmodel.memory.stage_memory_terms).
+4. costmodel.ilp chooses layout, per-stage caps, layers per stage and slot blocks.
+
+Cap levels are evenly spaced from the GPU's minimum power limit to the user's cap (default TDP).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ilp
+from .energy import _u_link, check_cap, layout_energy, power_params, stage_terms
+from .errors import InputError
+from .memory import stage_memory_terms
+from .power import clock_ratio, phase_power_w
+from .search import SearchResult
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .thermal import preheat_matrix
+
+OBJECTIVES = ("time", "energy", "edp")
+
+
+def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = 5) -> tuple:
+    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default TDP), W.
+
+    Raises:
+        InputError: a cap outside the GPU's settable range.
+    """
+    pw = power_params(cluster, profile)
+    top = pw.max_cap_w if max_cap_w is None else max_cap_w
+    check_cap(cluster, pw, top)
+    return tuple(float(x) for x in np.linspace(pw.min_cap_w, top, n)) if top > pw.min_cap_w else (top,)
+
+
+def build_option(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+                 caps: tuple, name: str) -> "ilp.LayoutOption":
+    """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory."""
+    st = stage_terms(model, recipe, cluster, profile, layout)
+    pw = power_params(cluster, profile)
+    u_link = _u_link(profile)
+
+    def under_cap(blk):
+        hidden = blk["hidden_s"] / blk["compute_s"] if blk["compute_s"] > 0 else 0.0
+        p = float(phase_power_w(pw, blk["u_flop"], blk["u_hbm"], u_link * min(hidden, 1.0)))
+        out_t, out_p = [], []
+        for c in caps:
+            s = float(clock_ratio(pw, p, c))
+            out_t.append(blk["bound_s"] / s + (blk["compute_s"] - blk["bound_s"]) + blk["exposed_s"])
+            out_p.append(min(p, c))
+        return np.array(out_t), np.array(out_p)
+
+    t_layer, p_busy = under_cap(st.layer)
+    t_last, _ = under_cap(st.logits)
+    fixed, per_layer = stage_memory_terms(model, recipe, layout)
+    return ilp.LayoutOption(
+        name=name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
+        microbatches=st.m, vp=layout["vp"], const_time_s=st.const_s + st.bubble_factor * st.pp_mb_s,
+        t_layer_s=t_layer, t_first_s=np.zeros(len(caps)), t_last_s=t_last, p_busy_w=p_busy,
+        p_idle_w=pw.idle_w, mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
+
+
+def build_instance(model, recipe, cluster, profile, layouts: list[dict], caps: tuple, *,
+                   max_temp_c: float, node_power_w: float, inlet_temp_c: float | None,
+                   step_time_slack: float | None) -> "ilp.Instance":
+    """The ILP instance over ``layouts`` with the cluster's slot thermal model and the user's limits."""
+    cool = cluster.cooling
+    th = profile.thermal
+    G = cluster.gpus_per_node
+    inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    opts = tuple(build_option(model, recipe, cluster, profile, lay, caps, _name(lay)) for lay in layouts)
+    return ilp.Instance(
+        options=opts, cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=cluster.nodes,
+        hbm_bytes=cluster.gpu.hbm_bytes, inlet_c=np.full(G, inlet),
+        r_th_c_per_w=th["r_th_c_per_w"] * np.asarray(cool.r_th_scale),
+        preheat_c_per_w=preheat_matrix(cool).T, max_temp_c=max_temp_c, node_power_budget_w=node_power_w,
+        step_time_slack=step_time_slack)
+
+
+def _name(lay: dict) -> str:
+    return (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} mbs{lay['mbs']} "
+            f"{lay['recompute']} ZeRO{lay['zero']}")
+
+
+def candidates(model, recipe, cluster, profile, res: SearchResult, objective: str, *, pool: int = 48,
+               k: int = 6, top_cap_w: float | None = None) -> list[dict]:
+    """The ``k`` best 1F1B layouts by the objective at the top cap, from the ``pool`` fastest."""
+    L = res.ranked.layouts
+    rows = [L.row(i) for i in range(len(L)) if int(L.vp[i]) == 1][:pool]
+    if not rows:
+        raise InputError("layout", "", "no feasible 1F1B (VP = 1) layout for the energy optimisation")
+    scored = []
+    for lay in rows:
+        caps = None if top_cap_w is None else [top_cap_w] * lay["pp"]
+        e = layout_energy(model, recipe, cluster, profile, lay, caps_w=caps)
+        score = {"time": e.step_time_s, "energy": e.energy_j_per_step,
+                 "edp": e.energy_j_per_step * e.step_time_s}[objective]
+        scored.append((score, lay))
+    scored.sort(key=lambda x: x[0])
+    return [lay for _, lay in scored[:k]]
