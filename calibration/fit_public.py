@@ -22,6 +22,9 @@ Every input file is a verbatim copy of a published measurement and starts with i
   fitted intra all-reduce) against 2-node (AWS p5, p4de) and 4-node (AWS p6-b200) sweeps, every
   efficiency at most 1 (the NICs' line rate); see :func:`fit_hierarchical`.
 
+* Power and thermal (``power:``, ``thermal:``): :mod:`calibration.fit_power` (H100 nvidia-smi training
+  trace, FlagPerf A100 power/temperature benchmarks, Zeus power-limit sweeps).
+
 The published training-throughput tables (``shared/data/throughput``) are never read here: profiles
 are fitted to microbenchmarks only.
 """
@@ -40,6 +43,7 @@ from costmodel.collective import (COLLECTIVES, CollectiveParams, busbw_factor, c
                                   effective_busbw, hierarchical_time_s)
 from costmodel.gemm import GemmParams, gemm_time_s
 
+from .fit_power import build_power_thermal
 from .readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
                       read_mlengineering_nvls, read_nccl_tests, read_xla_collective_table,
                       read_xla_matmul_table)
@@ -738,6 +742,13 @@ def build_profiles(D=None):
                 derived_from=f"{g}:comm.inter_node.all_reduce",
                 note="No inter-node measurement of this collective: the inter-node all-reduce parameters (same NICs; "
                      "busbw normalisation makes ring collectives comparable).")
+    # ---- power and thermal (calibration/fit_power.py) ----
+    sections, psum, pin = build_power_thermal(list(GPUS))
+    for g, sec in sections.items():
+        prof[g]["power"] = sec["power"]
+        prof[g]["thermal"] = sec["thermal"]
+        prof[g]["provenance"]["inputs"].update(pin[g])
+    summary += psum
     # ---- finish ----
     for g in GPUS:
         pv = prof[g]["provenance"]
