@@ -32,7 +32,7 @@ from .layouts import LayoutTable, layers_per_stage
 from .power import PowerParams, clock_ratio, phase_power_w
 from .schedule import step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .thermal import steady_temp_c, temp_after_c, throttle_power_w
+from .thermal import steady_temp_c, temp_after_c
 
 # dense tensor-core peaks are quoted at the boost clock, so sm_clock_mhz = boost x clock ratio
 _MAX_ITERS = 40
@@ -242,26 +242,30 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     n = pp * S
     stage_of = np.arange(n) // S
     nodes = -(-n // G)
+    def temps_of(c):
+        p_gpu = np.zeros(nodes * G)
+        p_gpu[:n] = stage_state(st, pw, c, u_link).avg_power_w[stage_of]
+        return steady_temp_c(cool, th["r_th_c_per_w"], p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+
+    # thermal slowdown: the clock of a stage whose hottest GPU would pass the slowdown temperature
+    # drops until that GPU holds at it (bisection on the stage's effective cap); a slower stage
+    # stretches the step, so the others idle more and cool; iterate to the fixed point
     eff = caps.copy()
     throttled = False
     for _ in range(_MAX_ITERS):
-        state = stage_state(st, pw, eff, u_link)
-        p_gpu = np.zeros(nodes * G)
-        p_gpu[:n] = state.avg_power_w[stage_of]
-        P = p_gpu.reshape(nodes, G)
-        allowed = throttle_power_w(cool, th["r_th_c_per_w"], slow, P).reshape(-1)[:n]
-        over = allowed < p_gpu[:n] - 1e-6
-        if not over.any():
+        over = np.unique(stage_of[temps_of(eff) > slow + 1e-6])
+        if len(over) == 0:
             break
         throttled = True
-        # lower the cap of each throttling stage until its average power meets the hottest slot's limit
-        new = eff.copy()
-        for s in np.unique(stage_of[over]):
-            target = allowed[stage_of == s].min()
-            new[s] = _cap_for_avg(st, pw, eff, s, target, u_link)
-        if np.allclose(new, eff, atol=0.01):
-            break
-        eff = new
+        for s in over:
+            lo, hi = pw.idle_w, float(eff[s])
+            for _ in range(40):
+                eff[s] = 0.5 * (lo + hi)
+                if temps_of(eff)[stage_of == s].max() > slow:
+                    hi = eff[s]
+                else:
+                    lo = eff[s]
+            eff[s] = lo
     state = stage_state(st, pw, eff, u_link)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
@@ -281,7 +285,9 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(state.avg_power_w[s]),
                          peak_power_w=float(state.peak_power_w[s]), temp_c=float(temps[r]),
                          sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
-                         throttled=bool(eff[s] < caps[s] - 0.01)))
+                         # thermally throttled: this GPU holds at its slowdown temperature (its
+                         # stage-mates run at the same clock because they wait for it)
+                         throttled=bool(eff[s] < caps[s] - 0.01 and temps[r] >= slow - 0.05)))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
         step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),
@@ -290,21 +296,6 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         max_temp_c=float(temps.max()), throttled=throttled,
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)
-
-
-def _cap_for_avg(st: StageTerms, pw: PowerParams, caps: np.ndarray, s: int, target_w: float,
-                 u_link: float) -> float:
-    """Largest cap of stage s (bisection) whose average stage power is <= target_w, others fixed."""
-    lo, hi = pw.idle_w, float(caps[s])
-    c = caps.copy()
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        c[s] = mid
-        if stage_state(st, pw, c, u_link).avg_power_w[s] > target_w:
-            hi = mid
-        else:
-            lo = mid
-    return lo
 
 
 def _boost_mhz(cluster: ClusterSpec):

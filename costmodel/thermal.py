@@ -13,7 +13,8 @@ calibration/fit_power.py); the slot layout and k_pre from the cluster's ``coolin
 
 Thermal slowdown: above the GPU's slowdown temperature the driver lowers the clock until the
 temperature holds (NVIDIA nvidia-smi "Clocks Event Reasons: HW Thermal Slowdown"); in steady state
-that caps the slot's average power at P_max,j = (T_slow - T_in,j) / R_j.
+that caps the slot's average power at P_max,j = (T_slow - T_in,j) / R_j (solved with the stage
+times in costmodel.energy).
 """
 from __future__ import annotations
 
@@ -54,19 +55,3 @@ def temp_after_c(cooling: CoolingSpec, r_th_c_per_w: float, tau_s: float, power_
     t_0 = steady_temp_c(cooling, r_th_c_per_w, start_power_w)
     return t_ss + (t_0 - t_ss) * np.exp(-seconds / tau_s)
 
-
-def throttle_power_w(cooling: CoolingSpec, r_th_c_per_w: float, slowdown_temp_c: float,
-                     power_w: np.ndarray, iters: int = 30) -> np.ndarray:
-    """Per-slot steady power after thermal slowdown: min(P_j, (T_slow - T_in,j) / R_j), solved as a
-    fixed point because a throttled front slot also preheats the rear less.  Shape (..., G), W.
-    """
-    p = np.asarray(power_w, dtype=np.float64)
-    r = r_th_c_per_w * np.asarray(cooling.r_th_scale)
-    q = p.copy()
-    for _ in range(iters):
-        cap = (slowdown_temp_c - slot_inlet_c(cooling, q)) / r
-        new = np.minimum(p, np.maximum(cap, 0.0))
-        if np.allclose(new, q, rtol=0, atol=1e-9):
-            break
-        q = new
-    return q

@@ -1,0 +1,1400 @@
+"""Joint choice of parallel layout, per-stage power cap, layer split and slot placement (an ILP).
+
+The module works on an abstract :class:`Instance` (the caller builds it from the cost model): a
+handful of candidate layouts, each with per-cap-level times and powers, and a cluster of identical
+nodes with a per-slot thermal model.  :func:`solve` returns the optimal :class:`Solution`;
+:func:`brute_force` enumerates every decision and must agree with it exactly (tests/test_ilp.py);
+:func:`pareto_front` returns the time-energy Pareto front.
+
+Formulation
+===========
+
+Data (all SI units).  Layouts k = 1..K, each with p_k pipeline stages of S_k GPUs (S = TP x DP x CP),
+L_k layers, m_k micro-batches, v_k virtual stages, cap-independent time D_k (exposed DP comm +
+optimizer).  Cap levels c = 1..C with cap W_c (W, increasing), shared by all layouts.  Per layout
+and cap level: tl[c] (one layer, fwd+bwd, one micro-batch), tf[c] / tt[c] (extra time of the first /
+last stage: embedding / logits + loss), Pb[c] <= W_c (busy power of one GPU), Pi (idle power).
+Memory of a GPU of stage s: Mf[s] + n_s Ml[s] <= H.  Node of G slots; slot j has inlet temperature
+theta_j, junction rise r_j per W of its own power, and rise h_ij per W dissipated in slot i of the
+same node (air preheating; h = 0 for liquid cooling).  Limits: Tmax (steady temperature of every
+GPU), B (sum of GPU power in a node), optional step-time slack sigma.
+
+Placement (Megatron rank order, PP outermost).  Stage s owns ranks [s S, (s+1) S).  If S >= G (S a
+multiple of G) stage s fills nodes s S/G .. (s+1) S/G - 1 entirely: no placement choice.  If S < G
+(S divides G) node q hosts the Q = G/S consecutive stages qQ .. qQ+Q-1; the node's slots are
+partitioned into Q blocks of S consecutive slots and the placement decision is which block each of
+those stages takes.  p S must be a multiple of G (whole nodes) and p S <= G x num_nodes; unused
+nodes are not modelled.
+
+Variables (per layout k; every one is forced to 0 unless the layout is chosen):
+  x_k in {0,1}                      layout k chosen;            sum_k x_k = 1
+  y_ksc in {0,1}                    stage s runs at cap level c; sum_c y_ksc = x_k
+  n_ks in Z, 0 <= n_ks <= U_ks      layers of stage s;           sum_s n_ks = L_k x_k
+  z_ksc in R                        = n_ks y_ksc (Glover 1975):  y_ksc <= z_ksc <= U_ks y_ksc,
+                                                                 sum_c z_ksc = n_ks
+  tau_k >= 0                        pipeline period (max stage time, linearised)
+  u_kqbc in {0,1} (S < G only)      block b of node q runs at cap c (see placement below)
+
+The product of the binary y and the bounded integer n is linearised exactly as in F. Glover,
+"Improved linear integer programming formulations of nonlinear integer problems", Management Science
+22(4), 1975: z = n y is enforced by 0 <= z <= U y, z <= n, z >= n - U (1 - y); with the one-hot
+sum_c y = x these reduce to y <= z <= U y and sum_c z = n (z >= y encodes n >= 1).
+
+Stage time (per micro-batch)   t_ks = sum_c [ tl[c] z_ksc + ([s=0] tf[c] + [s=p-1] tt[c]) y_ksc ]
+Period                         tau_k >= t_ks for all s
+Step time                      T = sum_k [ (m_k + (p_k - 1)/v_k) tau_k + D_k x_k ]
+Energy per step                E = sum_k [ S m sum_s sum_c (Pb[c] - Pi) (tl[c] z + (..) y)
+                                           + p S Pi ((m + (p-1)/v) tau_k + D_k x_k) ]
+(each GPU computes m t_s and idles for the rest of the step; a GPU's idle floor Pi is paid for the
+whole step T by all p S GPUs, the extra Pb - Pi only while computing).
+
+Memory: Mf[s] + n_s Ml[s] <= H is a bound on n: U_ks = min(L - (p - 1), max{n : Mf + n Ml <= H}).
+Thermal and power (the conservative steady state with every GPU at its busy power):
+  every GPU in slot j of a node:  theta_j + sum_i h_ij P_i + r_j P_j <= Tmax,
+  every node:                     sum_j P_j <= B,
+where P_i = Pb[cap of the stage in slot i].  Per-GPU power <= cap holds by construction (Pb[c] <= W_c).
+  * S >= G: every slot of a stage's nodes runs at that stage's cap, so cap c is allowed iff
+    max_j (theta_j + (sum_i h_ij + r_j) Pb[c]) <= Tmax and G Pb[c] <= B: forbidden y are dropped
+    (exact; identical nodes make one check per cap enough).
+  * S < G: only the multiset of caps on a node matters for which blocks can hold them (stages with
+    the same cap are interchangeable in the thermal model), so instead of stage-to-block binaries we
+    use block-cap binaries u_kqbc: sum_c u_kqbc = x_k (every block holds one stage),
+    sum_b u_kqbc = sum_{s on q} y_ksc (the node's cap multiset), and for every slot j (block b(j)):
+        sum_b' sum_c Pb[c] (sum_{i in b'} h_ij + [b' = b(j)] r_j) u_kqb'c <= (Tmax - theta_j) x_k,
+    node power sum_{s on q} S sum_c Pb[c] y_ksc <= B.  Stages are mapped to blocks of their cap
+    afterwards.  A cap that is infeasible for every block even with the other blocks at the lowest
+    busy power is dropped beforehand.
+Symmetry (exact): middle stages (0 < s < p-1) with the same bound U that sit on interchangeable
+nodes (S >= G: identical nodes; S < G: the same node) are ordered by C n_s + index(c_s),
+non-increasing; blocks whose thermal data are invariant under swapping them are ordered by cap index.
+
+Objectives.  'energy': min E.  'time': min T, then min E at that T (lexicographic).  'edp': min E T,
+which is not linear: it is solved exactly on the time-energy Pareto front, traced by the
+epsilon-constraint method (Y. Y. Haimes, L. S. Lasdon, D. A. Wismer, "On a bicriterion formulation
+of the problems of integrated system identification and system optimization", IEEE Trans. SMC 1(3),
+1971): starting with beta = +inf, solve min E s.t. T <= beta, then min T s.t. E <= E* (so the point
+is not dominated), record it and set beta = T (1 - 1e-7); the EDP optimum is the front point of least
+E T.  For 'edp' the trace stops as soon as E_i x T_min >= the best E T found (every later point has
+larger E and T >= T_min), so only the useful part of the front is traced.  With ``step_time_slack``
+sigma, every objective adds T <= (1 + sigma) T_min where T_min is the least step time under the
+same limits (one extra solve); this constraint can never make the instance infeasible.
+
+Infeasibility.  If no layout fits, each limit family (temperature, node power, memory) is relaxed in
+turn by a slack variable added to its limit, with the slack minimised; the family whose required
+limit rises least relative to its value (required - limit) / limit is reported in
+:class:`InfeasibleError` (the step-time slack cannot bind, and caps cannot exceed the top level).
+If no single family suffices, all three are relaxed together (sum of relative slacks minimised).
+
+Exactness.  Solutions are read back by rounding the binaries and integers and re-evaluated in floating
+point by :func:`evaluate` (the same arithmetic as :func:`brute_force`); CBC runs with primal and
+integer tolerances of 1e-9 on rows scaled to O(1) and relative gap 1e-9.  Feasibility checks use a
+relative tolerance of 1e-9 (``FEAS_RTOL``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pulp
+
+__all__ = [
+    "OBJECTIVES", "FEAS_RTOL", "LayoutOption", "Instance", "GpuRow", "Solution", "InfeasibleError",
+    "SolverUnavailableError", "solve", "pareto_front", "evaluate", "brute_force", "brute_force_front",
+    "random_instance",
+]
+
+OBJECTIVES = ("energy", "time", "edp")
+FEAS_RTOL = 1e-9          # relative tolerance of every limit check (temperature, power, memory, T bound)
+_FRONT_EPS = 1e-7         # relative step of the epsilon-constraint: next bound = T (1 - eps)
+_FAMILIES = ("temperature", "node_power", "memory")
+_CBC_OPTIONS = ("primalT 1e-9", "integerT 1e-9", "increment 1e-12")   # CBC's default increment 1e-5 loses optima
+_MAX_PATTERNS = 1500      # window patterns per layout (see _period_window); above it only the Glover bounds
+
+
+# --------------------------------------------------------------------------------------- instance
+
+def _arr(name: str, value, shape=None, where: str = "") -> np.ndarray:
+    a = np.array(value, dtype=float)
+    if shape is not None and a.shape != shape:
+        raise ValueError(f"{where}{name} must have shape {shape}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{where}{name} must be finite")
+    a.setflags(write=False)
+    return a
+
+
+def _nonincreasing(a: np.ndarray) -> bool:
+    return bool(np.all(a[1:] <= a[:-1] * (1 + 1e-9) + 1e-300))
+
+
+@dataclass(frozen=True, eq=False)
+class LayoutOption:
+    """One candidate parallel layout k (times per micro-batch, powers per GPU; SI units).
+
+    Attributes:
+        name: label of the layout (e.g. ``"tp8-pp4-dp32"``).
+        pp: pipeline stages p >= 1.
+        stage_gpus: S = TP x DP x CP GPUs per stage (S divides G or is a multiple of G).
+        num_layers: L >= p transformer layers in total (every stage gets >= 1).
+        microbatches: m >= 1 micro-batches per step.
+        vp: v >= 1 virtual stages (interleaving); the bubble is (p - 1)/v periods.
+        const_time_s: cap-independent time per step (exposed DP comm + optimizer), s, >= 0.
+        t_layer_s: shape (C,), fwd+bwd time of one layer for one micro-batch at each cap level, s,
+            non-increasing in the cap.
+        t_first_s, t_last_s: shape (C,), extra per micro-batch time of the first stage (embedding)
+            and of the last stage (logits + loss), s, non-increasing in the cap.
+        p_busy_w: shape (C,), power of a GPU while computing at each cap level, W (<= the cap).
+        p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
+        mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
+            mem_fixed[s] + n_s mem_per_layer[s] bytes (the per-layer figure includes the activations
+            of the micro-batches in flight at that stage).
+
+    Raises:
+        ValueError: on wrong shapes, non-finite or negative values, L < p, times increasing with
+            the cap.  Lengths against the cap levels are checked by :class:`Instance`.
+    """
+
+    name: str
+    pp: int
+    stage_gpus: int
+    num_layers: int
+    microbatches: int
+    vp: int
+    const_time_s: float
+    t_layer_s: np.ndarray
+    t_first_s: np.ndarray
+    t_last_s: np.ndarray
+    p_busy_w: np.ndarray
+    p_idle_w: float
+    mem_fixed_bytes: np.ndarray
+    mem_per_layer_bytes: np.ndarray
+
+    def __post_init__(self):
+        w = f"layout {self.name!r}: "
+        for f in ("pp", "stage_gpus", "num_layers", "microbatches", "vp"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{w}{f} must be a positive integer, got {v!r}")
+            object.__setattr__(self, f, int(v))
+        if self.num_layers < self.pp:
+            raise ValueError(f"{w}num_layers {self.num_layers} < pp {self.pp}: every stage needs >= 1 layer")
+        for f in ("const_time_s", "p_idle_w"):
+            v = float(getattr(self, f))
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{w}{f} must be finite and >= 0, got {v!r}")
+            object.__setattr__(self, f, v)
+        for f in ("t_layer_s", "t_first_s", "t_last_s", "p_busy_w"):
+            a = _arr(f, getattr(self, f), where=w)
+            if a.ndim != 1 or a.size == 0:
+                raise ValueError(f"{w}{f} must be a non-empty 1-D array (one value per cap level)")
+            if np.any(a < 0):
+                raise ValueError(f"{w}{f} must be >= 0 (negative time or power)")
+            if f.startswith("t_") and not _nonincreasing(a):
+                raise ValueError(f"{w}{f} must be non-increasing in the cap level")
+            object.__setattr__(self, f, a)
+        if not np.any(self.t_layer_s > 0):
+            raise ValueError(f"{w}t_layer_s must be positive")
+        if np.any(self.p_busy_w < self.p_idle_w):
+            raise ValueError(f"{w}p_busy_w must be >= p_idle_w at every cap level")
+        for f in ("mem_fixed_bytes", "mem_per_layer_bytes"):
+            a = _arr(f, getattr(self, f), (self.pp,), where=w)
+            if np.any(a < 0):
+                raise ValueError(f"{w}{f} must be >= 0")
+            object.__setattr__(self, f, a)
+
+    @property
+    def num_gpus(self) -> int:
+        """p x S, the GPUs of the layout."""
+        return self.pp * self.stage_gpus
+
+    @property
+    def periods(self) -> float:
+        """m + (p - 1)/v: step time = periods x tau + const_time_s."""
+        return self.microbatches + (self.pp - 1) / self.vp
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """The optimisation instance: candidate layouts, cap levels, node/slot thermal model, limits.
+
+    Attributes:
+        options: tuple of :class:`LayoutOption` (K >= 1).
+        cap_levels_w: allowed per-GPU power caps, W, strictly increasing (C levels).
+        gpus_per_node: G slots per node.
+        num_nodes: nodes available (a layout may use fewer).
+        hbm_bytes: memory capacity per GPU, bytes.
+        inlet_c: shape (G,), inlet temperature of each slot before preheating, deg C.
+        r_th_c_per_w: shape (G,), junction rise of slot j per W of its own power, deg C / W.
+        preheat_c_per_w: shape (G, G), [i][j] = rise of slot j per W dissipated in slot i of the
+            same node, deg C / W (0 for liquid cooling; the diagonal, if non-zero, adds to r_th).
+        max_temp_c: limit on the steady temperature of every GPU, deg C.
+        node_power_budget_w: limit on the sum of GPU power in a node, W.
+        step_time_slack: None, or sigma >= 0: step time <= (1 + sigma) x the least step time.
+
+    Raises:
+        ValueError: caps not increasing or non-positive, per-cap arrays of the wrong length,
+            p_busy above the cap, S neither dividing G nor a multiple of G, a layout not filling
+            whole nodes or needing more nodes than available, negative thermal coefficients,
+            max_temp_c at or below every inlet, non-positive budgets, negative slack.
+    """
+
+    options: tuple
+    cap_levels_w: tuple
+    gpus_per_node: int
+    num_nodes: int
+    hbm_bytes: float
+    inlet_c: np.ndarray
+    r_th_c_per_w: np.ndarray
+    preheat_c_per_w: np.ndarray
+    max_temp_c: float
+    node_power_budget_w: float
+    step_time_slack: float | None = None
+
+    def __post_init__(self):
+        opts = tuple(self.options)
+        if not opts or not all(isinstance(o, LayoutOption) for o in opts):
+            raise ValueError("options must be a non-empty sequence of LayoutOption")
+        object.__setattr__(self, "options", opts)
+        caps = tuple(float(c) for c in self.cap_levels_w)
+        if not caps or not all(math.isfinite(c) and c > 0 for c in caps):
+            raise ValueError("cap_levels_w must be non-empty, finite and > 0")
+        if any(b <= a for a, b in zip(caps, caps[1:])):
+            raise ValueError(f"cap_levels_w must be strictly increasing, got {caps}")
+        object.__setattr__(self, "cap_levels_w", caps)
+        for f in ("gpus_per_node", "num_nodes"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            object.__setattr__(self, f, int(v))
+        G = self.gpus_per_node
+        for f in ("hbm_bytes", "node_power_budget_w", "max_temp_c"):
+            v = float(getattr(self, f))
+            if not math.isfinite(v):
+                raise ValueError(f"{f} must be finite")
+            object.__setattr__(self, f, v)
+        if self.hbm_bytes <= 0:
+            raise ValueError("hbm_bytes must be > 0")
+        if self.node_power_budget_w <= 0:
+            raise ValueError("node_power_budget_w must be > 0")
+        object.__setattr__(self, "inlet_c", _arr("inlet_c", self.inlet_c, (G,)))
+        for f, shape in (("r_th_c_per_w", (G,)), ("preheat_c_per_w", (G, G))):
+            a = _arr(f, getattr(self, f), shape)
+            if np.any(a < 0):
+                raise ValueError(f"{f} must be >= 0")
+            object.__setattr__(self, f, a)
+        if self.max_temp_c <= float(self.inlet_c.min()):
+            raise ValueError(f"max_temp_c {self.max_temp_c} C is at or below every slot's inlet "
+                             f"temperature (min {float(self.inlet_c.min())} C)")
+        if self.step_time_slack is not None:
+            s = float(self.step_time_slack)
+            if not math.isfinite(s) or s < 0:
+                raise ValueError(f"step_time_slack must be None or finite and >= 0, got {self.step_time_slack!r}")
+            object.__setattr__(self, "step_time_slack", s)
+        C = len(caps)
+        names = set()
+        for o in opts:
+            w = f"layout {o.name!r}: "
+            if o.name in names:
+                raise ValueError(f"{w}duplicate layout name")
+            names.add(o.name)
+            for f in ("t_layer_s", "t_first_s", "t_last_s", "p_busy_w"):
+                if getattr(o, f).shape != (C,):
+                    raise ValueError(f"{w}{f} has {getattr(o, f).size} values, expected one per cap level ({C})")
+            if np.any(o.p_busy_w > np.array(caps) * (1 + 1e-12)):
+                raise ValueError(f"{w}p_busy_w exceeds the cap at some level")
+            S = o.stage_gpus
+            if S >= G:
+                if S % G:
+                    raise ValueError(f"{w}stage_gpus {S} >= gpus_per_node {G} must be a multiple of it")
+            elif G % S:
+                raise ValueError(f"{w}stage_gpus {S} < gpus_per_node {G} must divide it")
+            if o.num_gpus % G:
+                raise ValueError(f"{w}pp x stage_gpus = {o.num_gpus} must fill whole nodes of {G} GPUs")
+            if o.num_gpus > G * self.num_nodes:
+                raise ValueError(f"{w}needs {o.num_gpus // G} nodes, only {self.num_nodes} available")
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU of the chosen layout: node index, slot in the node, pipeline stage, busy power (W)
+    and steady temperature (deg C) under the conservative all-busy thermal model."""
+
+    node: int
+    slot: int
+    stage: int
+    power_w: float
+    temp_c: float
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A complete decision and its exact evaluation.
+
+    Attributes:
+        objective: 'energy', 'time', 'edp' (or 'evaluated' from :func:`evaluate`).
+        objective_value: E (J), T (s) or E x T (J s) of this solution.
+        layout_index, layout_name: the chosen layout.
+        cap_levels: per stage, index of the cap level; caps_w: per stage, the cap (W).
+        layers: per stage, number of layers (sum = L).
+        slot_blocks: per stage, the slots (0..G-1) its GPUs occupy in each of its nodes.
+        stage_nodes: per stage, the node indices it occupies.
+        stage_time_s: per stage, time per micro-batch t_s (s).
+        tau_s: pipeline period max_s t_s (s); step_time_s: T (s); energy_j: E per step (J).
+        gpus: one :class:`GpuRow` per GPU of the layout, ordered by (node, slot).
+        status: solver status ('optimal', 'feasible (time limit)', 'brute-force', 'evaluated').
+        solve_time_s: wall time of the whole solve, s; num_solves: MIP solves used.
+        violations: descriptions of violated limits (empty when feasible).
+    """
+
+    objective: str
+    objective_value: float
+    layout_index: int
+    layout_name: str
+    cap_levels: tuple
+    caps_w: tuple
+    layers: tuple
+    slot_blocks: tuple
+    stage_nodes: tuple
+    stage_time_s: tuple
+    tau_s: float
+    step_time_s: float
+    energy_j: float
+    gpus: tuple
+    status: str = "evaluated"
+    solve_time_s: float = 0.0
+    num_solves: int = 0
+    violations: tuple = ()
+
+    @property
+    def edp(self) -> float:
+        """Energy x delay, J s."""
+        return self.energy_j * self.step_time_s
+
+    @property
+    def feasible(self) -> bool:
+        """True when no limit (temperature, node power, memory) is violated."""
+        return not self.violations
+
+    def value(self, objective: str) -> float:
+        """The value of ``objective`` ('energy' J, 'time' s, 'edp' J s) for this solution."""
+        return _objective_value(objective, self.step_time_s, self.energy_j)
+
+
+class InfeasibleError(RuntimeError):
+    """No layout satisfies the limits.
+
+    Args:
+        binding: the limit family to relax: 'temperature', 'node_power', 'memory', or several
+            joined by '+' when no single family suffices.
+        message: e.g. "max temperature 83.0 C must rise to 86.4 C (+4.1%) ...".
+        required: family -> the least limit value that makes the instance feasible (C, W, bytes)
+            for every family that suffices alone (or the joint values).
+        relative: family -> (required - limit) / limit.
+    """
+
+    def __init__(self, binding: str, message: str, required: dict | None = None, relative: dict | None = None):
+        self.binding, self.message = binding, message
+        self.required, self.relative = dict(required or {}), dict(relative or {})
+        super().__init__(message)
+
+
+class SolverUnavailableError(RuntimeError):
+    """The requested MIP solver (e.g. HiGHS) is not installed."""
+
+
+# -------------------------------------------------------------------------- geometry & evaluation
+
+@dataclass(frozen=True)
+class _Geom:
+    S: int
+    G: int
+    p: int
+    Q: int                 # stages per node (blocks per node) when S < G, else 1
+    whole: bool            # S >= G: stages fill whole nodes
+    stage_nodes: tuple     # nodes of each stage
+    node_stages: tuple     # stages of each used node
+    blocks: tuple          # slots of each block (S < G); ((0..G-1),) when whole
+
+
+def _geom(inst: Instance, o: LayoutOption) -> _Geom:
+    S, G, p = o.stage_gpus, inst.gpus_per_node, o.pp
+    if S >= G:
+        per = S // G
+        stage_nodes = tuple(tuple(range(s * per, (s + 1) * per)) for s in range(p))
+        node_stages = tuple((q // per,) for q in range(p * per))
+        return _Geom(S, G, p, 1, True, stage_nodes, node_stages, (tuple(range(G)),))
+    Q = G // S
+    return _Geom(S, G, p, Q, False, tuple((s // Q,) for s in range(p)),
+                 tuple(tuple(range(q * Q, (q + 1) * Q)) for q in range(p // Q)),
+                 tuple(tuple(range(b * S, (b + 1) * S)) for b in range(Q)))
+
+
+def _node_temps(inst: Instance, p_slot: np.ndarray) -> np.ndarray:
+    """Steady temperature of every slot of a node with per-slot power ``p_slot`` (G,), deg C."""
+    return inst.inlet_c + inst.preheat_c_per_w.T @ p_slot + inst.r_th_c_per_w * p_slot
+
+
+def _node_ok(inst: Instance, p_slot: np.ndarray) -> bool:
+    return bool(np.all(_node_temps(inst, p_slot) <= inst.max_temp_c + FEAS_RTOL * abs(inst.max_temp_c))
+                and float(np.sum(p_slot)) <= inst.node_power_budget_w * (1 + FEAS_RTOL))
+
+
+def _mem_ok(inst: Instance, o: LayoutOption, layers: np.ndarray) -> np.ndarray:
+    """Memory check per row of ``layers`` (N, p) -> bool (N,)."""
+    need = o.mem_fixed_bytes + layers * o.mem_per_layer_bytes
+    return np.all(need <= inst.hbm_bytes * (1 + FEAS_RTOL), axis=-1)
+
+
+def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):
+    """Stage times (N, p), tau (N,), T (N,), E (N,) for one cap assignment and N layer splits.
+
+    The single arithmetic used by :func:`evaluate` and :func:`brute_force` (bitwise identical)."""
+    caps = np.asarray(caps, dtype=int)
+    p = o.pp
+    t = np.asarray(layers, dtype=float) * o.t_layer_s[caps]
+    t[:, 0] = t[:, 0] + o.t_first_s[caps[0]]
+    t[:, p - 1] = t[:, p - 1] + o.t_last_s[caps[p - 1]]
+    tau = t.max(axis=1)
+    T = o.periods * tau + o.const_time_s
+    S, m = o.stage_gpus, o.microbatches
+    E = np.zeros_like(T)
+    for s in range(p):
+        E = E + (S * m * (o.p_busy_w[caps[s]] - o.p_idle_w)) * t[:, s]
+    E = E + (p * S * o.p_idle_w) * T
+    return t, tau, T, E
+
+
+def _objective_value(objective: str, T: float, E: float) -> float:
+    if objective == "energy":
+        return E
+    if objective == "time":
+        return T
+    if objective == "edp":
+        return E * T
+    return float("nan")
+
+
+def _default_blocks(g: _Geom) -> list:
+    return [0] * g.p if g.whole else [s % g.Q for s in range(g.p)]
+
+
+def evaluate(instance: Instance, layout: int, caps: Sequence[int], layers: Sequence[int],
+             blocks: Sequence[int] | None = None, *, objective: str = "evaluated",
+             status: str = "evaluated", solve_time_s: float = 0.0, num_solves: int = 0) -> Solution:
+    """Evaluate one decision exactly (times, energy, per-GPU power and temperature, violations).
+
+    Args:
+        instance: the :class:`Instance`.
+        layout: index k of the layout in ``instance.options``.
+        caps: per stage (length p), the cap level index 0..C-1.
+        layers: per stage, layers n_s >= 1 summing to L.
+        blocks: per stage, the slot block (0..G/S - 1) it takes inside its node when S < G; each
+            node's stages must take distinct blocks.  None: Megatron's default (stage order).
+            Ignored when S >= G.
+        objective, status, solve_time_s, num_solves: copied into the :class:`Solution`
+            (``objective_value`` is computed for 'energy', 'time', 'edp').
+
+    Returns:
+        A :class:`Solution`; ``violations`` lists the temperature, node-power and memory limits it
+        breaks (relative tolerance ``FEAS_RTOL``).  The step-time slack is not checked here.
+
+    Raises:
+        ValueError: wrong lengths, cap index out of range, n_s < 1, sum n_s != L, bad blocks.
+    """
+    inst = instance
+    o = inst.options[layout]
+    g = _geom(inst, o)
+    C = len(inst.cap_levels_w)
+    caps = [int(c) for c in caps]
+    layers = [int(n) for n in layers]
+    if len(caps) != o.pp or len(layers) != o.pp:
+        raise ValueError(f"caps and layers need {o.pp} entries (one per stage)")
+    if any(c < 0 or c >= C for c in caps):
+        raise ValueError(f"cap level index out of range 0..{C - 1}: {caps}")
+    if any(n < 1 for n in layers) or sum(layers) != o.num_layers:
+        raise ValueError(f"layers must be >= 1 and sum to {o.num_layers}: {layers}")
+    blocks = _default_blocks(g) if (blocks is None or g.whole) else [int(b) for b in blocks]
+    if not g.whole:
+        for q, st in enumerate(g.node_stages):
+            if sorted(blocks[s] for s in st) != list(range(g.Q)):
+                raise ValueError(f"node {q}: stages {st} must take distinct blocks 0..{g.Q - 1}, got "
+                                 f"{[blocks[s] for s in st]}")
+    t, tau, T, E = _times_energy(o, caps, np.array([layers]))
+    pb = o.p_busy_w
+    rows, viol = [], []
+    tlim = inst.max_temp_c + FEAS_RTOL * abs(inst.max_temp_c)
+    slot_blocks, worst_t, worst_p = [], -np.inf, -np.inf
+    for q, st in enumerate(g.node_stages):
+        p_slot = np.empty(g.G)
+        stage_of = np.empty(g.G, dtype=int)
+        for s in st:
+            sl = list(g.blocks[blocks[s]])
+            p_slot[sl] = pb[caps[s]]
+            stage_of[sl] = s
+        temps = _node_temps(inst, p_slot)
+        worst_t, worst_p = max(worst_t, float(temps.max())), max(worst_p, float(p_slot.sum()))
+        rows.extend(GpuRow(q, j, int(stage_of[j]), float(p_slot[j]), float(temps[j])) for j in range(g.G))
+    for s in range(o.pp):
+        slot_blocks.append(tuple(g.blocks[blocks[s]]))
+    if worst_t > tlim:
+        viol.append(f"temperature {worst_t:.3f} C > max {inst.max_temp_c} C")
+    if worst_p > inst.node_power_budget_w * (1 + FEAS_RTOL):
+        viol.append(f"node power {worst_p:.1f} W > budget {inst.node_power_budget_w} W")
+    need = o.mem_fixed_bytes + np.array(layers) * o.mem_per_layer_bytes
+    if np.any(need > inst.hbm_bytes * (1 + FEAS_RTOL)):
+        viol.append(f"memory {float(need.max()):.4g} B > HBM {inst.hbm_bytes:.4g} B")
+    Tf, Ef = float(T[0]), float(E[0])
+    return Solution(
+        objective=objective, objective_value=_objective_value(objective, Tf, Ef), layout_index=layout,
+        layout_name=o.name, cap_levels=tuple(caps), caps_w=tuple(inst.cap_levels_w[c] for c in caps),
+        layers=tuple(layers), slot_blocks=tuple(slot_blocks), stage_nodes=g.stage_nodes,
+        stage_time_s=tuple(float(v) for v in t[0]), tau_s=float(tau[0]), step_time_s=Tf, energy_j=Ef,
+        gpus=tuple(rows), status=status, solve_time_s=solve_time_s, num_solves=num_solves,
+        violations=tuple(viol))
+
+
+# ------------------------------------------------------------------------------------ the model
+
+def _mem_bound(inst: Instance, o: LayoutOption, s: int, cap: int) -> int:
+    """Largest n <= cap with mem_fixed[s] + n mem_per_layer[s] within HBM (same test as evaluate), or 0."""
+    mf, ml = float(o.mem_fixed_bytes[s]), float(o.mem_per_layer_bytes[s])
+    lim = inst.hbm_bytes * (1 + FEAS_RTOL)
+    if ml <= 0:
+        return cap if mf <= lim else 0
+    n = int(min(cap, max(0.0, math.floor((lim - mf) / ml) + 1)))
+    while n > 0 and mf + n * ml > lim:
+        n -= 1
+    return n
+
+
+def _block_symmetry(inst: Instance, g: _Geom) -> list:
+    """Pairs (b, b') of blocks, b < b', consecutive within classes of thermally interchangeable blocks."""
+    if g.whole or g.Q < 2:
+        return []
+
+    def swappable(a, b):
+        perm = np.arange(g.G)
+        for i, j in zip(g.blocks[a], g.blocks[b]):
+            perm[i], perm[j] = j, i
+        return (np.array_equal(inst.inlet_c[perm], inst.inlet_c)
+                and np.array_equal(inst.r_th_c_per_w[perm], inst.r_th_c_per_w)
+                and np.array_equal(inst.preheat_c_per_w[np.ix_(perm, perm)], inst.preheat_c_per_w))
+
+    parent = list(range(g.Q))
+
+    def find(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for a in range(g.Q):
+        for b in range(a + 1, g.Q):
+            if find(a) != find(b) and swappable(a, b):
+                parent[find(b)] = find(a)
+    classes = {}
+    for b in range(g.Q):
+        classes.setdefault(find(b), []).append(b)
+    return [(c[i], c[i + 1]) for c in classes.values() for i in range(len(c) - 1)]
+
+
+def _period_window(o: LayoutOption, Usc: list, extra: list, tau_max: float, max_patterns: int = _MAX_PATTERNS):
+    """Split each stage's layer range at cap c into a low part (n tl[c] + extra <= tau_lb: the period
+    can never bind) and a window of explicit patterns n with tau_lb < n tl[c] + extra <= tau_max.
+
+    tau_lb is a valid lower bound on the period of any feasible decision of the layout (the busiest
+    stage holds >= ceil(L/p) layers, and the period is >= the mean stage time) at the fastest cap.
+    Returns (tau_lb, base[s][c] = size of the low part, window[s][c] = [(n, theta)]); with tau_max
+    infinite or more than ``max_patterns`` patterns, the window is empty and base = Usc."""
+    p, L = o.pp, o.num_layers
+    full = [dict(r) for r in Usc]
+    empty = [{} for _ in range(p)]
+    if not math.isfinite(tau_max):
+        return 0.0, full, empty
+    caps_used = sorted({c for r in Usc for c in r})
+    tl_min = min(float(o.t_layer_s[c]) for c in caps_used)
+    tf_min = min(float(o.t_first_s[c]) for c in caps_used)
+    tt_min = min(float(o.t_last_s[c]) for c in caps_used)
+    lb = max(math.ceil(L / p) * tl_min, (L * tl_min + tf_min + tt_min) / p,
+             tl_min + tf_min + (tt_min if p == 1 else 0.0), tl_min + tt_min)
+    tau_lb = lb * (1 - 1e-9)
+    hi = tau_max * (1 + 1e-9)
+    base = [{} for _ in range(p)]
+    window = [{} for _ in range(p)]
+    count = 0
+    for s in range(p):
+        for c, U in Usc[s].items():
+            tl, ex = float(o.t_layer_s[c]), extra[s][c]
+            nb, pats = 0, []
+            for m in range(1, U + 1):
+                th = m * tl + ex
+                if th <= tau_lb:
+                    nb = m
+                elif th <= hi:
+                    pats.append((m, th))
+                else:
+                    break
+            base[s][c] = nb
+            if pats:
+                window[s][c] = pats
+                count += len(pats)
+    if count > max_patterns:
+        return 0.0, full, empty
+    return tau_lb, base, window
+
+
+class _Model:
+    """The PuLP model for one instance.
+
+    ``relax`` names limit families given a slack variable (infeasibility diagnosis).  ``T_max`` and
+    ``E_max`` (s, J) are bounds that the caller will impose through the ``tbound``/``ebound`` rows;
+    they are also used to tighten the Glover bounds: a stage at cap c can hold at most
+    U_sc = floor((tau_max - extra_sc) / tl[c]) layers when tau <= tau_max, with tau_max from
+    T <= T_max (tau <= (T_max - D)/(m + (p-1)/v)) and from E <= E_max (the idle energy
+    p S Pi T grows with tau).  Caps with U_sc < 1 are dropped for that stage.  Both tightenings are
+    exact (they only remove decisions violating the bounds).
+    """
+
+    def __init__(self, inst: Instance, relax=(), T_max: float = math.inf, E_max: float = math.inf):
+        self.inst, self.relax = inst, frozenset(relax)
+        self.T_max, self.E_max = T_max, E_max
+        C, G = len(inst.cap_levels_w), inst.gpus_per_node
+        Tmax, B, H = inst.max_temp_c, inst.node_power_budget_w, inst.hbm_bytes
+        tlim = Tmax + FEAS_RTOL * abs(Tmax)
+        blim = B * (1 + FEAS_RTOL)
+        prob = pulp.LpProblem("layout_cap_placement", pulp.LpMinimize)
+        self.sig = {f: pulp.LpVariable(f"sig_{f}", lowBound=0) for f in self.relax}
+        self.limits = {"temperature": Tmax, "node_power": B, "memory": H}
+        strict = not self.relax
+        self.lay = []
+        self.solves = 0
+        # reference scales (rows and objectives are O(1))
+        self.T_ref = min(o.periods * (math.ceil(o.num_layers / o.pp) * o.t_layer_s[-1]
+                                      + o.t_first_s[-1] + o.t_last_s[-1]) + o.const_time_s
+                         for o in inst.options)
+        self.E_ref = min(o.num_gpus * o.p_busy_w[-1] for o in inst.options) * self.T_ref
+        T_terms, E_terms, xs = [], [], []
+        colsum = inst.preheat_c_per_w.sum(axis=0)
+        for k, o in enumerate(inst.options):
+            g = _geom(inst, o)
+            p, S, L, pb = o.pp, o.stage_gpus, o.num_layers, o.p_busy_w
+            a, Em, idle = o.periods, S * o.microbatches, o.num_gpus * o.p_idle_w
+            # caps allowed by the thermal / power pre-filters (exact; skipped for a relaxed family)
+            allowed = []
+            pmin = float(pb.min())
+            for c in range(C):
+                ok = True
+                if g.whole:
+                    need_t = float(np.max(inst.inlet_c + (colsum + inst.r_th_c_per_w) * pb[c]))
+                    if "temperature" not in self.relax and need_t > tlim:
+                        ok = False
+                    if "node_power" not in self.relax and G * pb[c] > blim:
+                        ok = False
+                else:
+                    if "temperature" not in self.relax:
+                        fits = False
+                        for b in range(g.Q):
+                            ps = np.full(G, pmin)
+                            ps[list(g.blocks[b])] = pb[c]
+                            if np.all(_node_temps(inst, ps) <= tlim):
+                                fits = True
+                                break
+                        ok = ok and fits
+                    if "node_power" not in self.relax and S * pb[c] + (G - S) * pmin > blim:
+                        ok = False
+                if ok:
+                    allowed.append(c)
+            # per-stage layer bounds: memory, and the period bound from T_max / E_max
+            Lcap = L - (p - 1)
+            U = [Lcap if "memory" in self.relax else _mem_bound(inst, o, s, Lcap) for s in range(p)]
+            extra = [[(o.t_first_s[c] if s == 0 else 0.0) + (o.t_last_s[c] if s == p - 1 else 0.0)
+                      for c in range(C)] for s in range(p)]
+            tau_max = math.inf
+            if math.isfinite(T_max):
+                tau_max = (T_max * (1 + FEAS_RTOL) - o.const_time_s) / a
+            if math.isfinite(E_max) and idle > 0:
+                de = Em * (pb - o.p_idle_w)
+                ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
+                         + float(np.min(de * o.t_last_s)))
+                tau_max = min(tau_max, ((E_max * (1 + FEAS_RTOL) - ce_lb) / idle - o.const_time_s) / a)
+            Usc = []
+            for s in range(p):
+                row = {}
+                for c in allowed:
+                    u_ = U[s]
+                    if math.isfinite(tau_max):
+                        room = (tau_max - extra[s][c]) * (1 + 1e-9)
+                        u_ = min(u_, math.floor(room / o.t_layer_s[c]) if room >= 0 else 0)
+                    if u_ >= 1:
+                        row[c] = int(u_)
+                Usc.append(row)
+            if not allowed or any(not r for r in Usc) or sum(max(r.values()) for r in Usc) < L:
+                self.lay.append(None)
+                continue
+            # period levels and window patterns (only when tau is bounded)
+            tau_lb, base, window = _period_window(o, Usc, extra, tau_max)
+            x = pulp.LpVariable(f"x_{k}", cat="Binary")
+            xs.append(x)
+            ts = max(math.ceil(L / p) * float(o.t_layer_s[-1]), 1e-30)   # tau scale, s
+            tau = pulp.LpVariable(f"tau_{k}", lowBound=0)                 # tau / ts
+            thetas = sorted({th for s in range(p) for c in window[s] for _, th in window[s][c]})
+            v = {th: pulp.LpVariable(f"v_{k}_{i}", cat="Binary") for i, th in enumerate(thetas)}
+            if thetas:
+                prob += v[thetas[0]] - x <= 0, f"lvx_{k}"
+                for i in range(1, len(thetas)):
+                    prob += v[thetas[i]] - v[thetas[i - 1]] <= 0, f"lvchain_{k}_{i}"
+                steps = [(v[th], (th - (thetas[i - 1] if i else tau_lb)) / ts) for i, th in enumerate(thetas)]
+                prob += tau - pulp.LpAffineExpression(steps + [(x, tau_lb / ts)]) >= 0, f"lvtau_{k}"
+            y, z, w, n, Yv = [], [], [], [], []
+            for s in range(p):
+                ys = {c: pulp.LpVariable(f"y_{k}_{s}_{c}", cat="Binary") for c in Usc[s] if base[s][c] >= 1}
+                zs = {c: pulp.LpVariable(f"z_{k}_{s}_{c}", lowBound=0, upBound=base[s][c]) for c in ys}
+                ws = {(c, m): pulp.LpVariable(f"w_{k}_{s}_{c}_{m}", cat="Binary")
+                      for c in window[s] for m, _ in window[s][c]}
+                ns = pulp.LpVariable(f"n_{k}_{s}", lowBound=0, upBound=max(Usc[s].values()), cat="Integer")
+                y.append(ys), z.append(zs), w.append(ws), n.append(ns)
+                Yv.append({c: ([ys[c]] if c in ys else []) + [ws[c, m] for m, _ in window[s].get(c, [])]
+                           for c in Usc[s]})
+                Yv[s] = {c: vs for c, vs in Yv[s].items() if vs}
+                prob += pulp.lpSum(ys.values()) + pulp.lpSum(ws.values()) - x == 0, f"onecap_{k}_{s}"
+                for c in ys:
+                    prob += zs[c] - ys[c] >= 0, f"zlo_{k}_{s}_{c}"
+                    prob += zs[c] - base[s][c] * ys[c] <= 0, f"zhi_{k}_{s}_{c}"
+                for c in window[s]:
+                    for m, th in window[s][c]:
+                        prob += ws[c, m] - v[th] <= 0, f"wlv_{k}_{s}_{c}_{m}"
+                prob += (pulp.lpSum(zs.values()) + pulp.LpAffineExpression([(ws[cm], cm[1]) for cm in ws])
+                         - ns == 0), f"nsum_{k}_{s}"
+                tterms = ([(zs[c], o.t_layer_s[c] / ts) for c in ys]
+                          + [(ys[c], extra[s][c] / ts) for c in ys if extra[s][c]]
+                          + [(ws[c, m], (m * o.t_layer_s[c] + extra[s][c]) / ts) for c, m in ws])
+                prob += tau - pulp.LpAffineExpression(tterms) >= 0, f"period_{k}_{s}"
+                if "memory" in self.relax:
+                    prob += (pulp.LpAffineExpression([(ns, o.mem_per_layer_bytes[s] / H),
+                                                      (x, (o.mem_fixed_bytes[s] - H) / H),
+                                                      (self.sig["memory"], -1.0 / H)]) <= 0,
+                             f"mem_{k}_{s}")
+                for c in ys:
+                    dp = Em * (pb[c] - o.p_idle_w)
+                    E_terms.append((zs[c], dp * o.t_layer_s[c] / self.E_ref))
+                    if extra[s][c]:
+                        E_terms.append((ys[c], dp * extra[s][c] / self.E_ref))
+                for c, m in ws:
+                    dp = Em * (pb[c] - o.p_idle_w)
+                    E_terms.append((ws[c, m], dp * (m * o.t_layer_s[c] + extra[s][c]) / self.E_ref))
+            prob += pulp.lpSum(n) - L * x == 0, f"layers_{k}"
+            T_terms += [(tau, a * ts / self.T_ref), (x, o.const_time_s / self.T_ref)]
+            E_terms += [(tau, idle * a * ts / self.E_ref), (x, idle * o.const_time_s / self.E_ref)]
+
+            def Y(s, c, coef=1.0):
+                return [(var, coef) for var in Yv[s].get(c, [])]
+
+            # thermal / node power
+            u = None
+            if g.whole:
+                for s in range(p):
+                    if "temperature" in self.relax:
+                        need = {c: float(np.max(inst.inlet_c + (colsum + inst.r_th_c_per_w) * pb[c]))
+                                for c in Yv[s]}
+                        prob += (pulp.LpAffineExpression([t for c in Yv[s] for t in Y(s, c, need[c] / Tmax)]
+                                                         + [(x, -1.0), (self.sig["temperature"], -1.0 / Tmax)])
+                                 <= 0, f"temp_{k}_{s}")
+                    if "node_power" in self.relax:
+                        prob += (pulp.LpAffineExpression([t for c in Yv[s] for t in Y(s, c, G * pb[c] / B)]
+                                                         + [(x, -1.0), (self.sig["node_power"], -1.0 / B)])
+                                 <= 0, f"power_{k}_{s}")
+            else:
+                u = []
+                for q, st in enumerate(g.node_stages):
+                    ucaps = sorted({c for s in st for c in Yv[s]})
+                    uq = [{c: pulp.LpVariable(f"u_{k}_{q}_{b}_{c}", cat="Binary") for c in ucaps}
+                          for b in range(g.Q)]
+                    u.append(uq)
+                    for b in range(g.Q):
+                        prob += pulp.lpSum(uq[b].values()) - x == 0, f"occ_{k}_{q}_{b}"
+                    for c in ucaps:
+                        prob += (pulp.LpAffineExpression([(uq[b][c], 1.0) for b in range(g.Q)]
+                                                         + [t for s in st for t in Y(s, c, -1.0)]) == 0,
+                                 f"mset_{k}_{q}_{c}")
+                    for j in range(G):
+                        bj = j // S
+                        terms, hi = [], 0.0
+                        for b in range(g.Q):
+                            hsum = float(sum(inst.preheat_c_per_w[i, j] for i in g.blocks[b]))
+                            coef_b = hsum + (float(inst.r_th_c_per_w[j]) if b == bj else 0.0)
+                            if coef_b:
+                                terms += [(uq[b][c], pb[c] * coef_b / Tmax) for c in ucaps]
+                                hi += max(pb[c] for c in ucaps) * coef_b / Tmax
+                        rhs = (Tmax - float(inst.inlet_c[j])) / Tmax
+                        terms.append((x, -rhs))
+                        if "temperature" in self.relax:
+                            terms.append((self.sig["temperature"], -1.0 / Tmax))
+                        elif hi <= rhs:
+                            continue          # cannot bind
+                        prob += pulp.LpAffineExpression(terms) <= 0, f"temp_{k}_{q}_{j}"
+                    pw = [t for s in st for c in Yv[s] for t in Y(s, c, S * pb[c] / B)] + [(x, -1.0)]
+                    if "node_power" in self.relax:
+                        pw.append((self.sig["node_power"], -1.0 / B))
+                    elif g.Q * S * max(pb[c] for c in ucaps) <= B:
+                        pw = None
+                    if pw is not None:
+                        prob += pulp.LpAffineExpression(pw) <= 0, f"power_{k}_{q}"
+                    if strict:
+                        for b1, b2 in _block_symmetry(inst, g):
+                            prob += (pulp.lpSum(c * uq[b1][c] for c in ucaps)
+                                     - pulp.lpSum(c * uq[b2][c] for c in ucaps) >= 0), f"bsym_{k}_{q}_{b1}"
+            # stage symmetry: middle stages with equal bounds on interchangeable nodes
+            if strict:
+                groups = {}
+                for s in range(1, p - 1):
+                    key = (tuple(sorted(Usc[s].items())),) + ((s // g.Q,) if not g.whole else ())
+                    groups.setdefault(key, []).append(s)
+                for members in groups.values():
+                    for s1, s2 in zip(members, members[1:]):
+                        prob += (pulp.LpAffineExpression([(n[s1], C), (n[s2], -C)]
+                                                         + [t for c in Yv[s1] for t in Y(s1, c, c)]
+                                                         + [t for c in Yv[s2] for t in Y(s2, c, -c)]) >= 0,
+                                 f"ssym_{k}_{s1}")
+            self.lay.append(dict(k=k, x=x, Yv=Yv, n=n, u=u, g=g))
+        self.empty = not xs
+        if self.empty:
+            return
+        prob += pulp.lpSum(xs) == 1, "one_layout"
+        self.T_expr = pulp.LpAffineExpression(T_terms)
+        self.E_expr = pulp.LpAffineExpression(E_terms)
+        self.tbound = self.T_expr <= 1e9
+        self.ebound = self.E_expr <= 1e9
+        prob += self.tbound, "tbound"
+        prob += self.ebound, "ebound"
+        self.prob = prob
+        self.set_bounds(T_max, E_max)
+
+    # ------------------------------------------------------------------ solving & read-back
+    def set_bounds(self, T_max: float = math.inf, E_max: float = math.inf):
+        """Right-hand sides of T <= T_max and E <= E_max (must not be looser than the build bounds)."""
+        self.tbound.changeRHS(min(T_max / self.T_ref, 1e9))
+        self.ebound.changeRHS(min(E_max / self.E_ref, 1e9))
+
+    def run(self, objective, solver) -> bool:
+        """Solve with ``objective`` (a PuLP expression); True if a solution was found."""
+        self.prob.setObjective(objective)
+        self.prob.solve(solver)
+        self.solves += 1
+        if self.prob.status == pulp.LpStatusInfeasible:
+            return False
+        if self.prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            self.last_status = "optimal" if self.prob.sol_status == pulp.LpSolutionOptimal else "feasible (time limit)"
+            return True
+        if self.prob.status == pulp.LpStatusNotSolved:
+            raise RuntimeError("MIP solver stopped (time limit?) without a feasible solution")
+        if self.prob.status == pulp.LpStatusUndefined:
+            return False
+        raise RuntimeError(f"MIP solver returned status {pulp.LpStatus[self.prob.status]}")
+
+    def decision(self):
+        """Rounded decision (k, caps, layers, blocks) of the last solve."""
+        for d in self.lay:
+            if d is not None and (d["x"].varValue or 0) > 0.5:
+                break
+        else:
+            raise RuntimeError("no layout selected in the MIP solution")
+        g = d["g"]
+        caps = [max(d["Yv"][s], key=lambda c: sum(var.varValue or 0 for var in d["Yv"][s][c])) for s in range(g.p)]
+        layers = [int(round(d["n"][s].varValue or 0)) for s in range(g.p)]
+        blocks = None
+        if not g.whole:
+            blocks = [0] * g.p
+            for q, st in enumerate(g.node_stages):
+                uq = d["u"][q]
+                bcap = [max(uq[b], key=lambda c: uq[b][c].varValue or 0) for b in range(g.Q)]
+                free = list(range(g.Q))
+                for s in st:
+                    b = next((b for b in free if bcap[b] == caps[s]), free[0])
+                    free.remove(b)
+                    blocks[s] = b
+        return d["k"], caps, layers, blocks
+
+
+def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: bool):
+    """A PuLP solver object: 'cbc' (bundled) or 'highs' (pulp.HiGHS via highspy, else HiGHS_CMD)."""
+    name = solver.lower()
+    if name == "cbc":
+        return pulp.PULP_CBC_CMD(msg=msg, threads=threads, timeLimit=time_limit_s, gapRel=1e-9,
+                                 options=list(_CBC_OPTIONS))
+    if name == "highs":
+        kw = dict(msg=msg, timeLimit=time_limit_s, gapRel=1e-9, threads=threads)
+        for cls_name in ("HiGHS", "HiGHS_CMD"):
+            cls = getattr(pulp, cls_name, None)
+            if cls is None:
+                continue
+            try:
+                s = cls(**kw)
+            except TypeError:
+                s = cls(msg=msg, timeLimit=time_limit_s)
+            if s.available():
+                return s
+        raise SolverUnavailableError("--solver highs: HiGHS is not available to PuLP; install the "
+                                     "'highspy' package or put the 'highs' executable on PATH "
+                                     "(or use --solver cbc)")
+    raise ValueError(f"unknown solver {solver!r}: expected 'cbc' or 'highs'")
+
+
+def _heuristic(inst: Instance) -> list:
+    """(T, E) of feasible incumbents: every layout at every uniform cap level with the layer split
+    that minimises the period (greedy: each layer goes to the stage whose time grows least, which is
+    optimal for identical layers).  With one cap everywhere every node is uniform, so placement does
+    not matter.  Used only to bound the MIPs."""
+    out = []
+    for k, o in enumerate(inst.options):
+        p, L = o.pp, o.num_layers
+        U = [_mem_bound(inst, o, s, L - (p - 1)) for s in range(p)]
+        if min(U) < 1 or sum(U) < L:
+            continue
+        for c in range(len(inst.cap_levels_w)):
+            tl = float(o.t_layer_s[c])
+            extra = [(o.t_first_s[c] if s == 0 else 0.0) + (o.t_last_s[c] if s == p - 1 else 0.0) for s in range(p)]
+            n = [1] * p
+            heap = [(2 * tl + extra[s], s) for s in range(p) if U[s] > 1]
+            heapq.heapify(heap)
+            for _ in range(L - p):
+                t_, s = heapq.heappop(heap)
+                n[s] += 1
+                if n[s] < U[s]:
+                    heapq.heappush(heap, ((n[s] + 1) * tl + extra[s], s))
+            ps = np.full(inst.gpus_per_node, float(o.p_busy_w[c]))
+            if not (_node_ok(inst, ps) and _mem_ok(inst, o, np.array([n]))[0]):
+                continue
+            _, _, T, E = _times_energy(o, [c] * p, np.array([n]))
+            out.append((float(T[0]), float(E[0])))
+    return out
+
+
+class _Run:
+    """Solve bookkeeping: one model per bound pair, a pool of known feasible solutions (their T and
+    E bound the next MIPs: exact, the optimum is never worse than a known solution), exact
+    re-evaluation of every MIP solution."""
+
+    def __init__(self, inst, solver, objective):
+        self.inst, self.solver, self.objective = inst, solver, objective
+        self.t0 = time.perf_counter()
+        self.status = "optimal"
+        self.solves = 0
+        self.empty = _Model(inst).empty
+        self.pool = _heuristic(inst)
+
+    def _solve(self, what: str, T_max=math.inf, E_max=math.inf):
+        # tighten the bound that is not the objective with the best known feasible solution
+        if what == "E":
+            known = [e for t, e in self.pool if t <= T_max and e <= E_max]
+            E_max = min(known, default=E_max)
+        else:
+            known = [t for t, e in self.pool if e <= E_max and t <= T_max]
+            T_max = min(known, default=T_max)
+        m = _Model(self.inst, T_max=T_max, E_max=E_max)
+        if m.empty:
+            return None
+        ok = m.run(m.E_expr if what == "E" else m.T_expr, self.solver)
+        self.solves += 1
+        if not ok:
+            return None
+        if m.last_status != "optimal":
+            self.status = m.last_status
+        k, caps, layers, blocks = m.decision()
+        sol = evaluate(self.inst, k, caps, layers, blocks)
+        if sol.violations:
+            raise RuntimeError(f"MIP solution violates limits after rounding: {sol.violations}")
+        self.pool.append((sol.step_time_s, sol.energy_j))
+        return sol
+
+    def min_energy(self, T_max=math.inf, E_max=math.inf):
+        return self._solve("E", T_max, E_max)
+
+    def min_time(self, T_max=math.inf, E_max=math.inf):
+        return self._solve("T", T_max, E_max)
+
+    def fastest(self):
+        """Least T, then least E at that T (a Pareto point)."""
+        a = self.min_time()
+        if a is None:
+            return None
+        b = self.min_energy(T_max=a.step_time_s)
+        return b if b is not None and b.step_time_s <= a.step_time_s * (1 + FEAS_RTOL) else a
+
+    def front(self, T_bound=math.inf, T_min=None, best_edp=math.inf, prune=False):
+        """Epsilon-constraint trace of the Pareto front from the slow end; list of Solutions."""
+        pts, beta = [], T_bound
+        while True:
+            a = self.min_energy(T_max=beta)
+            if a is None:
+                break
+            b = self.min_time(T_max=a.step_time_s, E_max=a.energy_j * (1 + FEAS_RTOL))
+            if b is None or b.energy_j > a.energy_j * (1 + FEAS_RTOL) or b.step_time_s > a.step_time_s:
+                b = a
+            pts.append(b)
+            best_edp = min(best_edp, b.edp)
+            if T_min is not None:
+                if b.step_time_s <= T_min * (1 + 1e-12):
+                    break
+                if prune and b.energy_j * T_min >= best_edp:
+                    break
+            beta = min(b.step_time_s, beta) * (1 - _FRONT_EPS)   # strictly decreasing
+        return pts
+
+    def finish(self, sol: Solution, objective: str) -> Solution:
+        return dataclasses.replace(
+            sol, objective=objective, objective_value=_objective_value(objective, sol.step_time_s, sol.energy_j),
+            status=self.status, solve_time_s=time.perf_counter() - self.t0,
+            num_solves=self.solves)
+
+
+def _check_objective(objective: str):
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}: expected one of {OBJECTIVES}")
+
+
+def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc", threads: int = 1,
+          time_limit_s: float | None = None, msg: bool = False) -> Solution:
+    """Optimal layout, per-stage cap, layer split and placement (formulation: module docstring).
+
+    Args:
+        instance: the :class:`Instance`.
+        objective: 'energy' (min J per step), 'time' (min s per step, ties broken by least energy)
+            or 'edp' (min energy x step time, exactly, via the epsilon-constraint Pareto front of
+            Haimes et al. 1971).
+        solver: 'cbc' (PuLP's bundled CBC) or 'highs' (pulp.HiGHS, else pulp.HiGHS_CMD).
+        threads: solver threads (1 for reproducible single-core timings).
+        time_limit_s: per-MIP time limit, s (None: none); a solution found at the limit is
+            returned with status 'feasible (time limit)'.
+        msg: print the solver log.
+
+    Returns:
+        The optimal :class:`Solution` (``objective_value`` in J, s or J s).
+
+    Raises:
+        InfeasibleError: no decision meets the limits; names the binding limit family and how far
+            it must be relaxed.
+        SolverUnavailableError: ``solver='highs'`` but HiGHS is not installed.
+        ValueError: unknown objective or solver.
+    """
+    _check_objective(objective)
+    slv = _make_solver(solver, threads, time_limit_s, msg)
+    run = _Run(instance, slv, objective)
+    if run.empty:
+        raise _diagnose(instance, slv)
+    slack = instance.step_time_slack
+    if objective == "time":
+        best = run.fastest()
+        if best is None:
+            raise _diagnose(instance, slv)
+        return run.finish(best, objective)
+    T_bound, T_min, fast = math.inf, None, None
+    if slack is not None or objective == "edp":
+        fast = run.fastest()
+        if fast is None:
+            raise _diagnose(instance, slv)
+        T_min = fast.step_time_s
+        if slack is not None:
+            T_bound = (1 + slack) * T_min * (1 + FEAS_RTOL)
+    if objective == "energy":
+        best = run.min_energy(T_max=T_bound)
+        if best is None:
+            raise _diagnose(instance, slv)
+        return run.finish(best, objective)
+    pts = run.front(T_bound, T_min, best_edp=fast.edp, prune=True) + [fast]
+    best = min(pts, key=lambda s: (s.edp, s.step_time_s))
+    return run.finish(best, objective)
+
+
+def pareto_front(instance: Instance, *, solver: str = "cbc", threads: int = 1,
+                 time_limit_s: float | None = None) -> list:
+    """The time-energy Pareto front (epsilon-constraint method, Haimes et al. 1971).
+
+    Every non-dominated (step time, energy) pair under the instance's limits (and its step-time
+    slack, if set), found by min E s.t. T <= beta then min T s.t. E <= E*, with beta = T (1 - 1e-7)
+    after each point (points closer than 1e-7 relative in T may be merged).
+
+    Returns:
+        List of (T s, E J, :class:`Solution`) tuples, fastest first (E decreasing).
+
+    Raises:
+        InfeasibleError: no decision meets the limits.  SolverUnavailableError: as :func:`solve`.
+    """
+    slv = _make_solver(solver, threads, time_limit_s, False)
+    run = _Run(instance, slv, "edp")
+    if run.empty:
+        raise _diagnose(instance, slv)
+    fast = run.fastest()
+    if fast is None:
+        raise _diagnose(instance, slv)
+    T_bound = math.inf
+    if instance.step_time_slack is not None:
+        T_bound = (1 + instance.step_time_slack) * fast.step_time_s * (1 + FEAS_RTOL)
+    pts = run.front(T_bound, fast.step_time_s)
+    if not pts or pts[-1].step_time_s > fast.step_time_s * (1 + 1e-12):
+        pts.append(fast)
+    pts = _nondominated(pts)
+    return [(s.step_time_s, s.energy_j, run.finish(s, "edp")) for s in pts]
+
+
+def _nondominated(sols: list) -> list:
+    out, best_e = [], math.inf
+    for s in sorted(sols, key=lambda s: (s.step_time_s, s.energy_j)):
+        if s.energy_j < best_e:
+            out.append(s)
+            best_e = s.energy_j
+    return out
+
+
+# ------------------------------------------------------------------------------- infeasibility
+
+def _diagnose(inst: Instance, solver) -> InfeasibleError:
+    """Relax each limit family alone (then all together) with a minimised slack; build the error."""
+    names = {"temperature": "max temperature", "node_power": "node power budget", "memory": "HBM capacity"}
+
+    def fmt(f, v):
+        return f"{v:.1f} C" if f == "temperature" else f"{v:.0f} W" if f == "node_power" else f"{v / 1e9:.3f} GB"
+
+    def required_by(sol: Solution, fams):
+        o = inst.options[sol.layout_index]
+        vals = {"temperature": max(r.temp_c for r in sol.gpus),
+                "node_power": max(sum(r.power_w for r in sol.gpus if r.node == q)
+                                  for q in {r.node for r in sol.gpus}),
+                "memory": float(np.max(o.mem_fixed_bytes + np.array(sol.layers) * o.mem_per_layer_bytes))}
+        return {f: max(vals[f], _limit(inst, f)) for f in fams}
+
+    def relaxed(fams):
+        m = _Model(inst, relax=fams)
+        if m.empty:
+            return None
+        m.set_bounds()
+        if not m.run(pulp.lpSum(m.sig[f] * (1.0 / m.limits[f]) for f in fams), solver):
+            return None
+        k, caps, layers, blocks = m.decision()
+        sol = evaluate(inst, k, caps, layers, blocks)
+        return sol, required_by(sol, fams)
+
+    required, relative, layout_of = {}, {}, {}
+    for f in _FAMILIES:
+        r = relaxed((f,))
+        if r is not None:
+            required[f] = r[1][f]
+            relative[f] = (required[f] - _limit(inst, f)) / _limit(inst, f)
+            layout_of[f] = r[0].layout_name
+    if required:
+        order = sorted(required, key=lambda f: relative[f])
+        f = order[0]
+        msg = (f"no layout meets the limits: {names[f]} {fmt(f, _limit(inst, f))} must rise to "
+               f"{fmt(f, required[f])} (+{100 * relative[f]:.2f}%, layout {layout_of[f]!r})")
+        others = [f"{names[g]} {fmt(g, _limit(inst, g))} -> {fmt(g, required[g])} (+{100 * relative[g]:.2f}%)"
+                  for g in order[1:]]
+        if others:
+            msg += "; alternatively " + ", ".join(others)
+        return InfeasibleError(f, msg, required, relative)
+    r = relaxed(_FAMILIES)
+    if r is None:  # cannot happen for a validated instance
+        return InfeasibleError("unknown", "no layout meets the limits, even with every limit relaxed")
+    sol, req = r
+    fams = [f for f in _FAMILIES if req[f] > _limit(inst, f) * (1 + FEAS_RTOL)]
+    rel = {f: (req[f] - _limit(inst, f)) / _limit(inst, f) for f in fams}
+    msg = ("no layout meets the limits and no single limit suffices: " +
+           ", ".join(f"{names[f]} {fmt(f, _limit(inst, f))} must rise to {fmt(f, req[f])} (+{100 * rel[f]:.2f}%)"
+                     for f in fams) + f" (layout {sol.layout_name!r})")
+    return InfeasibleError("+".join(fams), msg, {f: req[f] for f in fams}, rel)
+
+
+def _limit(inst: Instance, family: str) -> float:
+    return {"temperature": inst.max_temp_c, "node_power": inst.node_power_budget_w,
+            "memory": inst.hbm_bytes}[family]
+
+
+# -------------------------------------------------------------------------------- brute force
+
+def _compositions(L: int, p: int) -> np.ndarray:
+    """All compositions of L into p positive parts, shape (C(L-1, p-1), p)."""
+    rows = [np.diff((0,) + bars + (L,)) for bars in itertools.combinations(range(1, L), p - 1)]
+    return np.array(rows, dtype=int).reshape(-1, p)
+
+
+def _brute_points(inst: Instance) -> Iterator:
+    """Every feasible (k, caps, blocks, layers (N, p), T (N,), E (N,)) group, exhaustively."""
+    for k, o in enumerate(inst.options):
+        g = _geom(inst, o)
+        comps = _compositions(o.num_layers, o.pp)
+        comps = comps[_mem_ok(inst, o, comps)]
+        if not len(comps):
+            continue
+        pb = o.p_busy_w
+        cache = {}
+
+        def node_place(node_caps):
+            """First feasible assignment of the node's stages (in order) to blocks, or None."""
+            if node_caps not in cache:
+                cache[node_caps] = None
+                for perm in itertools.permutations(range(g.Q)):
+                    ps = np.empty(g.G)
+                    for i, b in enumerate(perm):
+                        ps[list(g.blocks[b])] = pb[node_caps[i]]
+                    if _node_ok(inst, ps):
+                        cache[node_caps] = perm
+                        break
+            return cache[node_caps]
+
+        for caps in itertools.product(range(len(inst.cap_levels_w)), repeat=o.pp):
+            blocks = [0] * o.pp
+            ok = True
+            for st in g.node_stages:
+                perm = node_place(tuple(caps[s] for s in st)) if not g.whole else node_place((caps[st[0]],))
+                if perm is None:
+                    ok = False
+                    break
+                if not g.whole:
+                    for s, b in zip(st, perm):
+                        blocks[s] = b
+            if not ok:
+                continue
+            _, _, T, E = _times_energy(o, caps, comps)
+            yield k, caps, blocks, comps, T, E
+
+
+def brute_force(instance: Instance, objective: str = "energy") -> Solution:
+    """Exhaustive optimum: every layout x cap assignment per stage x composition of L into p positive
+    parts x placement of each node's stages on its slot blocks (same constraints, same objective and
+    EDP definition, same step-time slack rule as :func:`solve`; ties in 'time' broken by energy).
+
+    Only for small instances (cost ~ K C^p C(L-1, p-1) (G/S)!).
+
+    Raises:
+        InfeasibleError: nothing feasible (binding family 'unknown'; use :func:`solve` for the diagnosis).
+        ValueError: unknown objective.
+    """
+    _check_objective(objective)
+    t0 = time.perf_counter()
+    groups = list(_brute_points(instance))
+    if not groups:
+        raise InfeasibleError("unknown", "brute force: no feasible decision")
+    T_min = min(float(T.min()) for *_, T, _ in groups)
+    T_bound = math.inf
+    if instance.step_time_slack is not None and objective != "time":
+        T_bound = (1 + instance.step_time_slack) * T_min * (1 + FEAS_RTOL)
+    best, best_key = None, None
+    for k, caps, blocks, comps, T, E in groups:
+        ok = T <= T_bound
+        if not np.any(ok):
+            continue
+        if objective == "energy":
+            key = np.where(ok, E, np.inf)
+            keys = np.stack([key, T])
+        elif objective == "time":
+            keys = np.stack([T, E])
+        else:
+            keys = np.stack([np.where(ok, E * T, np.inf), T])
+        i = int(np.lexsort(keys[::-1])[0])
+        cand = (float(keys[0, i]), float(keys[1, i]))
+        if best_key is None or cand < best_key:
+            best_key, best = cand, (k, caps, blocks, comps[i])
+    k, caps, blocks, layers = best
+    return evaluate(instance, k, caps, layers, blocks, objective=objective, status="brute-force",
+                    solve_time_s=time.perf_counter() - t0)
+
+
+def brute_force_front(instance: Instance) -> list:
+    """Exhaustive time-energy Pareto front: list of (T s, E J, Solution), fastest first (respects
+    the step-time slack).  Only for small instances."""
+    groups = list(_brute_points(instance))
+    if not groups:
+        raise InfeasibleError("unknown", "brute force: no feasible decision")
+    T_min = min(float(T.min()) for *_, T, _ in groups)
+    T_bound = math.inf if instance.step_time_slack is None else \
+        (1 + instance.step_time_slack) * T_min * (1 + FEAS_RTOL)
+    pts = []
+    for k, caps, blocks, comps, T, E in groups:
+        for i in np.flatnonzero(T <= T_bound):
+            pts.append((float(T[i]), float(E[i]), k, caps, blocks, comps[i]))
+    pts.sort(key=lambda r: (r[0], r[1]))
+    out, best_e = [], math.inf
+    for T, E, k, caps, blocks, layers in pts:
+        if E < best_e:
+            best_e = E
+            out.append((T, E, evaluate(instance, k, caps, layers, blocks, objective="edp", status="brute-force")))
+    return out
+
+
+# --------------------------------------------------------------------------- synthetic instances
+
+def random_instance(rng: np.random.Generator, *, num_layouts: int = 3, gpus_per_node: int = 8,
+                    num_nodes: int = 1, num_caps: int = 3, pp_range: tuple = (2, 4), max_layers: int = 8,
+                    num_layers: int | None = None, fill: bool = False, cooling: str | None = None,
+                    slack: float | None = None) -> Instance:
+    """A random, physically plausible :class:`Instance` (tests and benchmarks/ilp.py).
+
+    Caps spread over 250-700 W; per-layer time grows as the cap drops below the layout's demand
+    (t = t0 (1 + a (1 - P/demand)) style, non-increasing in the cap); busy power = min(cap, demand);
+    memory per layer falls with the stage index (1F1B in-flight micro-batches); air cooling has
+    cooler front slots (first half) preheating the rear half, liquid cooling has no preheating.
+    Limits (max temperature, node power, HBM) are drawn around the values the caps produce, so
+    they bind in some instances and not in others.
+
+    Args:
+        rng: numpy Generator.  num_layouts: K.  gpus_per_node, num_nodes: cluster shape.
+        num_caps: C.  pp_range: (min, max) pipeline stages.  max_layers: L is drawn in
+        [p, max_layers] unless ``num_layers`` fixes it.  fill: every layout uses all GPUs
+        (p S = G x num_nodes).  cooling: 'air', 'liquid' or None (random).  slack: step_time_slack.
+
+    Raises:
+        ValueError: no (p, S) pair fits the cluster shape.
+    """
+    G, N = gpus_per_node, gpus_per_node * num_nodes
+    s_vals = [d for d in range(1, G + 1) if G % d == 0] + list(range(2 * G, N + 1, G))
+    pairs = [(p, S) for p in range(pp_range[0], pp_range[1] + 1) for S in s_vals
+             if (p * S) % G == 0 and p * S <= N and (not fill or p * S == N)]
+    if not pairs:
+        raise ValueError(f"no (pp, stage_gpus) fits {num_nodes} nodes of {G} GPUs with pp in {pp_range}")
+    caps = np.sort(rng.uniform(250, 700, num_caps))
+    while np.any(np.diff(caps) < 5):
+        caps = np.sort(rng.uniform(250, 700, num_caps))
+    opts = []
+    pb_all = []
+    for k in range(num_layouts):
+        p, S = pairs[rng.integers(len(pairs))]
+        L = int(num_layers) if num_layers is not None else int(rng.integers(p, max(p, max_layers) + 1))
+        demand = rng.uniform(450, 800)
+        sens = rng.uniform(0.2, 1.0)
+        factor = 1 + sens * np.maximum(0.0, 1 - caps / demand)
+        t0 = rng.uniform(1e-3, 4e-3)
+        idle = rng.uniform(60, 120)
+        pb = np.minimum(caps, demand) * rng.uniform(0.85, 1.0)
+        pb = np.maximum(pb, idle)
+        pb_all.append(pb)
+        mpl = rng.uniform(0.5e9, 2e9) * (1 + (p - 1 - np.arange(p)) / p)
+        mf = rng.uniform(5e9, 20e9, p)
+        opts.append(LayoutOption(
+            name=f"L{k}-pp{p}-s{S}", pp=p, stage_gpus=S, num_layers=L,
+            microbatches=int(rng.integers(1, 9)), vp=int(rng.integers(1, 3)),
+            const_time_s=float(rng.uniform(0, 0.05)), t_layer_s=t0 * factor,
+            t_first_s=rng.uniform(0, 1.0) * t0 * factor, t_last_s=rng.uniform(0, 2.5) * t0 * factor,
+            p_busy_w=pb, p_idle_w=idle, mem_fixed_bytes=mf, mem_per_layer_bytes=mpl))
+    cooling = cooling or ("air" if rng.random() < 0.7 else "liquid")
+    inlet = rng.uniform(20, 30, G)
+    r_th = rng.uniform(0.03, 0.08, G)
+    pre = np.zeros((G, G))
+    if cooling == "air":
+        half = G // 2
+        inlet[half:] += rng.uniform(0, 5, G - half)
+        pre[:half, half:] = rng.uniform(0.002, 0.01, (half, G - half))
+    pb_all = np.array(pb_all)
+    lo = float(np.max(inlet + (pre.sum(0) + r_th) * pb_all.min()))
+    hi = float(np.max(inlet + (pre.sum(0) + r_th) * pb_all.max()))
+    # each limit family is tight (drawn inside the range the caps produce) with probability 0.6
+    tmax = rng.uniform(lo, lo + 0.7 * (hi - lo)) if rng.random() < 0.6 else hi + 5
+    budget = G * (rng.uniform(pb_all.min(), pb_all.max()) if rng.random() < 0.6 else 1.2 * pb_all.max())
+    need = max(float(np.max(o.mem_fixed_bytes + o.mem_per_layer_bytes * (o.num_layers / o.pp))) for o in opts)
+    hbm = need * (rng.uniform(0.8, 1.3) if rng.random() < 0.6 else 3.0)
+    return Instance(options=tuple(opts), cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=num_nodes,
+                    hbm_bytes=hbm, inlet_c=inlet, r_th_c_per_w=r_th, preheat_c_per_w=pre,
+                    max_temp_c=max(float(tmax), float(inlet.min()) + 1), node_power_budget_w=budget,
+                    step_time_slack=slack)

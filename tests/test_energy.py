@@ -1,0 +1,110 @@
+"""Power, temperature and energy: the six behaviours of the seed characterization (issue #3)
+(32x H200 vs 64x H100 on 100 Gb/s InfiniBand, gbs 128), on the built-in catalog and profiles."""
+import numpy as np
+import pytest
+
+from costmodel.energy import layout_energy
+from costmodel.errors import InputError
+from costmodel.layouts import LayoutTable
+from costmodel.predict import predict_table
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+
+L70 = load_model("llama3-70b")
+R = Recipe(gbs=128, seq_len=8192)
+BASE = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+
+
+@pytest.fixture(scope="module")
+def h200():
+    c = load_cluster("paper-h200")
+    return c, load_profile(c.gpu.key)
+
+
+def energy(h200, **kw):
+    c, p = h200
+    inlet = kw.pop("inlet_temp_c", None)
+    caps = kw.pop("caps_w", None)
+    return layout_energy(L70, R, c, p, dict(BASE, **kw), caps_w=caps, inlet_temp_c=inlet)
+
+
+def test_rear_slots_run_hotter_and_throttle_first_stretching_the_step(h200):
+    e = energy(h200)
+    node0 = [g for g in e.per_gpu if g["node"] == 0]
+    front = np.mean([g["temp_c"] for g in node0 if g["slot"] < 4])
+    rear = np.mean([g["temp_c"] for g in node0 if g["slot"] >= 4])
+    assert rear > front + 3.0                       # preheated air: rear row hotter
+    assert not e.throttled
+    # raise the inlet until the first GPU reaches its slowdown temperature
+    for inlet in range(31, 70):
+        hot = energy(h200, inlet_temp_c=inlet)
+        if hot.throttled:
+            break
+    assert hot.throttled
+    first = {g["slot"] for g in hot.per_gpu if g["throttled"]}
+    assert first and first <= {4, 5, 6, 7}          # only rear slots throttle first
+    assert hot.step_time_s > e.step_time_s          # ... and the synchronous step slows for all
+    assert hot.max_temp_c == pytest.approx(load_cluster("paper-h200").gpu.slowdown_temp_c, abs=0.05)
+
+
+def test_bigger_microbatches_raise_peak_power_and_the_bubble(h200):
+    c, p = h200
+    peaks, bubbles, steps = [], [], []
+    for mbs in (1, 2, 4, 8):
+        lay = dict(BASE, tp=8, dp=1, mbs=mbs, recompute="full")
+        pred = predict_table(L70, R, c, p, LayoutTable.from_rows([lay]))
+        assert pred.feasible[0]
+        bubbles.append(pred.breakdown["bubble_s"][0] / pred.step_time_s[0])
+        e = layout_energy(L70, R, c, p, lay)
+        peaks.append(e.peak_power_w)
+        steps.append(e.step_time_s)
+    assert np.all(np.diff(peaks) > 0)               # denser, longer GEMM bursts
+    assert np.all(np.diff(bubbles) > 0)             # fewer micro-batches: (p-1)/m grows
+    assert steps[-1] > steps[0]                     # past the point where throughput improves
+
+
+def test_overlap_shortens_the_step_but_raises_peak_power_and_temperature(h200):
+    on, off = energy(h200, overlap=True), energy(h200, overlap=False)
+    assert on.step_time_s < off.step_time_s
+    assert on.peak_power_w > off.peak_power_w
+    assert on.max_temp_c > off.max_temp_c
+
+
+def test_full_recompute_changes_power_as_well_as_time(h200):
+    none, full = energy(h200, recompute="none"), energy(h200, recompute="full")
+    assert full.step_time_s > 1.15 * none.step_time_s
+    assert abs(full.avg_power_w - none.avg_power_w) > 2.0
+    assert full.energy_j_per_step > none.energy_j_per_step
+
+
+def test_power_cap_trades_time_for_energy(h200):
+    free = energy(h200)
+    capped = energy(h200, caps_w=[400.0] * 4)
+    assert capped.step_time_s > free.step_time_s
+    assert capped.energy_j_per_step < free.energy_j_per_step
+    assert capped.peak_power_w <= 400.0 + 1e-6
+    assert capped.sm_clock_mhz < free.sm_clock_mhz
+    with pytest.raises(InputError, match="power-limit range"):
+        energy(h200, caps_w=[150.0] * 4)            # below the H200's 200 W minimum limit
+
+
+def _step(cluster, **kw):
+    c = load_cluster(cluster)
+    lay = dict(BASE, tp=8, **kw)
+    lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    return predict_table(L70, R, c, load_profile(c.gpu.key), LayoutTable.from_rows([lay])).step_time_s[0]
+
+
+def test_scale_up_vs_scale_out():
+    # communication-bound: deep interleaved PP over 8 nodes on 100 Gb/s (H100) loses to 32 H200
+    assert _step("paper-h200", pp=4) < _step("paper-h100", pp=8, vp=5)
+    # compute-bound: 64 H100 with one stage per node beat 32 H200
+    assert _step("paper-h100", pp=8) < _step("paper-h200", pp=4)
+
+
+def test_warm_up_from_cold_stays_below_steady_state(h200):
+    c, p = h200
+    steady = layout_energy(L70, R, c, p, BASE)
+    warm = layout_energy(L70, R, c, p, BASE, warm_steps=2)
+    assert warm.warm_max_temp_c < steady.max_temp_c
+    many = layout_energy(L70, R, c, p, BASE, warm_steps=1000)
+    assert many.warm_max_temp_c == pytest.approx(steady.max_temp_c, abs=0.01)
