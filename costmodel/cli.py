@@ -17,6 +17,7 @@ from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
 from .predict import predict_table
 from .energy import layout_energy
+from .optimize import OBJECTIVES
 from .search import search
 from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
                     load_gpu, load_model, load_profile)
@@ -60,8 +61,28 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
+              objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
+              power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W [default: TDP]."),
+              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW [default: the node's rating]."),
+              max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C [default: the GPU's slowdown temperature]."),
+              inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C [default: the cluster's]."),
+              step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
+              pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
+              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
+              solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
+              candidates_k: int = typer.Option(6, "--candidates", help="Layouts handed to the ILP."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
-    """Enumerate every valid layout, predict each, and print the fastest ones with the reasons."""
+    """Enumerate every valid layout, predict each, and print the best ones with the reasons.
+
+    With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
+    per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
+    layout meets the limits)."""
+    if objective not in OBJECTIVES:
+        raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if solver not in ("cbc", "highs"):
+        raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
+    if plot and not pareto:
+        raise InputError("--plot", "", "draws the Pareto front: add --pareto")
     m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
@@ -79,6 +100,13 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          f"smallest needs {rec['peak_mem_bytes'] / 2**30:.1f} GiB per GPU ({rec['reason']}); "
                          "add nodes or use a GPU with more HBM")
     best = report.record(res.ranked, 0, m, c, r)
+    limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
+    if objective != "time" or pareto or any(v is not None for v in limits):
+        _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
+                          node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
+                          step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
+                          k=candidates_k, as_json=as_json)
+        return
     if as_json:
         recs = [report.record(res.ranked, i, m, c, r) for i in range(min(top, len(res.ranked.layouts)))]
         print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
@@ -94,6 +122,79 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(report.memory_table(best))
     out.print("[bold]Megatron-LM arguments for the winner:[/bold]")
     out.print(report.megatron_args(best["layout"], m, r), markup=False, highlight=False)
+
+
+class Infeasible(Exception):
+    """No layout meets the power/thermal limits: exit code 3 with the binding limit."""
+
+
+def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
+                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json):
+    from . import ilp
+    from .optimize import build_instance, cap_levels, candidates
+    if step_time_slack is not None and step_time_slack < 0:
+        raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
+    if k < 1:
+        raise InputError("--candidates", "", f"must be >= 1, got {k}")
+    caps = cap_levels(c, p, power_cap_w)
+    slow = c.gpu.slowdown_temp_c
+    limit_t = max_temp_c if max_temp_c is not None else slow
+    if limit_t is None:
+        raise InputError("--max-temp-c", "", f"{c.gpu.name} has no slowdown temperature in its catalog file: "
+                         "give the limit")
+    inlet = c.cooling.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    if limit_t <= inlet:
+        raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
+    node_w = c.node_power_budget_w if node_power_kw is None else node_power_kw * 1e3
+    if node_w <= 0:
+        raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
+    if node_w < c.gpus_per_node * caps[0]:
+        raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
+                         f"their lowest power limit ({caps[0]:g} W each)")
+    lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w)
+    inst = build_instance(m, r, c, p, lays, caps, max_temp_c=limit_t, node_power_w=node_w,
+                          inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack)
+    try:
+        if pareto:
+            front = ilp.pareto_front(inst, solver=solver)
+            sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
+        else:
+            front = None
+            sol = ilp.solve(inst, objective, solver=solver)
+    except ilp.InfeasibleError as e:
+        raise Infeasible(e.message) from None
+    except ilp.SolverUnavailableError as e:
+        raise InputError("--solver", "", str(e)) from None
+    lay = lays[sol.layout_index]
+    tokens = r.gbs * r.seq_len
+    summary = report.solution_record(sol, lay, m, c, r, caps, objective)
+    if as_json:
+        if front is not None:
+            summary["pareto"] = [{"step_time_s": T, "energy_j_per_step": E, "layout": f.layout_name,
+                                  "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
+        print(json.dumps(summary, indent=2))
+        return
+    out.print(_context_line(m, c, r))
+    out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "
+              f"{node_w / 1e3:.2f} kW; max temperature {limit_t:.1f} C; inlet {inlet:.1f} C"
+              + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))
+    out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
+    out.print(report.solution_table(sol, lays))
+    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step, "
+              f"{tokens / sol.energy_j:.3f} tokens/J, {(r.gbs / sol.step_time_s) / (sol.energy_j / 1e6):.2f} samples/(s MJ)")
+    fastest = res.ranked.step_time_s[0]
+    out.print(f"the fastest layout without limits ({report.layout_name(res.ranked.layouts.row(0))}) takes "
+              f"{fastest:.3f} s per step (time model at TDP, no caps)")
+    if front is not None:
+        out.print(report.pareto_table(front))
+        if plot:
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}")
+            out.print(f"wrote {plot}")
+    out.print(report.per_gpu_ilp_table(sol, top=16))
+    out.print("[bold]Megatron-LM arguments:[/bold]")
+    out.print(report.megatron_args(lay, m, r, layers=list(sol.layers)), markup=False, highlight=False)
+    out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
+    out.print(report.nvidia_smi_lines(sol, c.gpus_per_node), markup=False, highlight=False)
 
 
 @app.command()
@@ -231,6 +332,9 @@ def main() -> None:
     except InputError as e:
         print(f"costmodel: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except Infeasible as e:
+        print(f"costmodel: infeasible: {e}", file=sys.stderr)
+        sys.exit(3)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:

@@ -78,9 +78,23 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
     return out
 
 
-def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
-    """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout."""
+def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
+    """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
+
+    ``layers`` (per pipeline stage) adds the uneven-stage options: --decoder-first/last-pipeline-
+    num-layers when the middle stages are even, else Megatron-core's --pipeline-model-parallel-layout
+    ('E' embedding, 't' a transformer layer, 'L' the loss, '|' between stages).
+    """
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
+    if layers is not None and len(set(layers)) > 1:
+        mid = layers[1:-1]
+        if len(set(mid)) <= 1:
+            a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
+                  f"--decoder-last-pipeline-num-layers {layers[-1]}"]
+        else:
+            stages = ["t" * n for n in layers]
+            stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+            a.append(f"--pipeline-model-parallel-layout \"{'|'.join(stages)}\"")
     if layout["cp"] > 1:
         a.append(f"--context-parallel-size {layout['cp']}")
     if layout["ep"] > 1:
@@ -174,6 +188,106 @@ def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
                    f"{r['peak_power_w']:.0f}", f"{r['temp_c']:.1f}",
                    f"{r['sm_clock_mhz']:.0f}" if r.get("sm_clock_mhz") else "-", "yes" if r["throttled"] else "")
     return tb
+
+
+def layout_name(lay: dict) -> str:
+    """Short text of a layout: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1'."""
+    return (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} VP{lay['vp']} "
+            f"mbs{lay['mbs']} {lay['recompute']}-recompute ZeRO{lay['zero']}")
+
+
+def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
+                    objective: str) -> dict:
+    """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout."""
+    tokens = recipe.gbs * recipe.seq_len
+    return {
+        "objective": objective, "layout": lay, "step_time_s": sol.step_time_s,
+        "energy_j_per_step": sol.energy_j, "tokens_per_joule": tokens / sol.energy_j,
+        "samples_per_s_per_mj": (recipe.gbs / sol.step_time_s) / (sol.energy_j / 1e6),
+        "tokens_per_s_per_gpu": tokens / sol.step_time_s / cluster.num_gpus,
+        "cap_levels_w": list(caps),
+        "stages": [{"stage": s, "cap_w": sol.caps_w[s], "layers": sol.layers[s], "slots": list(sol.slot_blocks[s]),
+                    "nodes": list(sol.stage_nodes[s]), "time_per_microbatch_s": sol.stage_time_s[s]}
+                   for s in range(len(sol.layers))],
+        "per_gpu": [{"node": g.node, "slot": g.slot, "stage": g.stage, "power_w": g.power_w, "temp_c": g.temp_c}
+                    for g in sol.gpus],
+        "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
+        "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
+    }
+
+
+def solution_table(sol, layouts: list[dict]) -> Table:
+    """Rich table of the ILP's decision per pipeline stage."""
+    tb = Table(title=f"Chosen layout: {layout_name(layouts[sol.layout_index])}", header_style="bold")
+    for c in ("stage", "cap W", "layers", "slots", "nodes", "s per micro-batch"):
+        tb.add_column(c, justify="right")
+    for s in range(len(sol.layers)):
+        nodes = sol.stage_nodes[s]
+        tb.add_row(str(s), f"{sol.caps_w[s]:.0f}", str(sol.layers[s]), ",".join(map(str, sol.slot_blocks[s])),
+                   f"{nodes[0]}-{nodes[-1]}" if len(nodes) > 1 else str(nodes[0]), f"{sol.stage_time_s[s]:.4f}")
+    return tb
+
+
+def per_gpu_ilp_table(sol, top: int = 16) -> Table:
+    """Rich table of the ILP solution's per-GPU power and temperature, hottest first."""
+    tb = Table(title=f"Per-GPU power and temperature (hottest {min(top, len(sol.gpus))} of {len(sol.gpus)})",
+               header_style="bold")
+    for c in ("node", "slot", "stage", "power W", "temp C"):
+        tb.add_column(c, justify="right")
+    for g in sorted(sol.gpus, key=lambda g: -g.temp_c)[:top]:
+        tb.add_row(str(g.node), str(g.slot), str(g.stage), f"{g.power_w:.0f}", f"{g.temp_c:.1f}")
+    return tb
+
+
+def pareto_table(front) -> Table:
+    """Rich table of the time-energy Pareto front [(T s, E J, Solution), ...], fastest first."""
+    tb = Table(title="Time-energy Pareto front", header_style="bold")
+    for c in ("step s", "kJ/step", "layout", "caps W", "layers"):
+        tb.add_column(c, justify="right" if c in ("step s", "kJ/step") else "left")
+    for T, E, s in front:
+        tb.add_row(f"{T:.3f}", f"{E / 1e3:,.1f}", s.layout_name, ",".join(f"{c:.0f}" for c in s.caps_w),
+                   ",".join(map(str, s.layers)))
+    return tb
+
+
+def plot_pareto(front, path: str, title: str) -> None:
+    """Write the Pareto front as a PNG (matplotlib, the [plot] extra).
+
+    Raises:
+        InputError: matplotlib is not installed, or the file cannot be written.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from .errors import InputError
+        raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+    T = [t for t, _, _ in front]
+    E = [e / 1e3 for _, e, _ in front]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(T, E, "o-")
+    ax.set_xlabel("step time (s)")
+    ax.set_ylabel("energy per step (kJ)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        from .errors import InputError
+        raise InputError("--plot", "", f"cannot write {path}: {e.strerror}") from None
+    finally:
+        plt.close(fig)
+
+
+def nvidia_smi_lines(sol, gpus_per_node: int) -> str:
+    """`nvidia-smi -i N -pl W` commands that apply the solution's caps, grouped per node."""
+    out = []
+    for node in sorted({g.node for g in sol.gpus}):
+        caps = {g.slot: sol.caps_w[g.stage] for g in sol.gpus if g.node == node}
+        out.append(f"# node {node}")
+        out += [f"nvidia-smi -i {slot} -pl {caps[slot]:.0f}" for slot in sorted(caps)]
+    return "\n".join(out)
 
 
 def console(stderr: bool = False) -> Console:
