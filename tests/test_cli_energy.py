@@ -1,0 +1,71 @@
+"""CLI of issue #3: energy fields of predict, the energy recommend, exit codes for bad limits."""
+import json
+
+import yaml
+
+from costmodel.specs import hardware_dir
+from test_cli import assert_one_line_error, run
+
+ARGS = ["--model", "llama3-70b", "--cluster", "paper-h200"]
+
+
+def test_predict_json_reports_power_energy_and_per_gpu_rows():
+    p = run("predict", *ARGS, "--tp", "4", "--pp", "4", "--json", "--warm-steps", "3")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    for k in ("avg_power_w", "peak_power_w", "energy_j_per_step", "tokens_per_joule", "samples_per_s_per_mj",
+              "max_temp_c", "throttled", "sm_clock_mhz", "per_gpu", "warm_max_temp_c"):
+        assert k in rec, k
+    assert len(rec["per_gpu"]) == 32
+    assert {"rank", "node", "slot", "stage", "power_w", "peak_power_w", "temp_c", "sm_clock_mhz"} <= set(rec["per_gpu"][0])
+    # energy = sum of per-GPU average power x step time
+    e = sum(g["power_w"] for g in rec["per_gpu"]) * rec["step_time_s"]
+    assert abs(e - rec["energy_j_per_step"]) / e < 1e-9
+    assert rec["tokens_per_joule"] * rec["energy_j_per_step"] == 128 * 8192 or \
+        abs(rec["tokens_per_joule"] * rec["energy_j_per_step"] / (128 * 8192) - 1) < 1e-9
+    assert rec["warm_max_temp_c"] < rec["max_temp_c"]
+    assert 0 < rec["avg_power_w"] <= rec["peak_power_w"] <= 700
+
+
+def test_energy_recommend_prints_caps_layers_slots_and_commands():
+    p = run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "550", "--node-power-kw", "6.5",
+            "--max-temp-c", "83", "--inlet-temp-c", "25", "--step-time-slack", "0.05")
+    assert p.returncode == 0, p.stderr
+    for needle in ("Chosen layout", "cap W", "layers", "slots", "nvidia-smi -i 0 -pl", "--pipeline-model-parallel-size",
+                   "Per-GPU power and temperature"):
+        assert needle in p.stdout, needle
+
+
+def test_energy_recommend_json_respects_the_limits():
+    p = run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "500", "--max-temp-c", "80", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert all(s["cap_w"] <= 500 + 1e-9 for s in rec["stages"])
+    assert sum(s["layers"] for s in rec["stages"]) == 80
+    assert rec["max_temp_c"] <= 80 + 1e-6
+    assert all(g["power_w"] <= 500 + 1e-6 for g in rec["per_gpu"])
+
+
+def test_infeasible_limits_exit_3_and_name_the_binding_limit():
+    p = run("recommend", *ARGS, "--objective", "energy", "--max-temp-c", "45", "--inlet-temp-c", "35")
+    assert p.returncode == 3, p.stderr
+    assert "temperature" in p.stderr and "must rise to" in p.stderr
+
+
+def test_bad_limits_exit_2():
+    assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "900"),
+                          "--power-cap-w", "power-limit range")
+    assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--max-temp-c", "20"),
+                          "--max-temp-c", "inlet")
+    assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--node-power-kw", "1"),
+                          "--node-power-kw")
+    assert_one_line_error(run("recommend", *ARGS, "--objective", "speed"), "--objective")
+
+
+def test_cooling_section_missing_a_slot(tmp_path):
+    d = yaml.safe_load((hardware_dir() / "clusters" / "paper-h200.yaml").read_text())
+    d["cooling"]["slots"] = d["cooling"]["slots"][:7]
+    bad = tmp_path / "seven.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", str(bad), "--tp", "8"),
+                          "seven.yaml", "cooling.slots")
