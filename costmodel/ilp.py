@@ -1,94 +1,114 @@
 """Joint choice of parallel layout, per-stage power cap, layer split and slot placement (an ILP).
 
 The module works on an abstract :class:`Instance` (the caller builds it from the cost model): a
-handful of candidate layouts, each with per-cap-level times and powers, and a cluster of identical
-nodes with a per-slot thermal model.  :func:`solve` returns the optimal :class:`Solution`;
-:func:`brute_force` enumerates every decision and must agree with it exactly (tests/test_ilp.py);
-:func:`pareto_front` returns the time-energy Pareto front.
+handful of candidate layouts with per-cap-level times and powers, and a cluster of identical nodes
+with a per-slot thermal model.  :func:`solve` returns the optimal :class:`Solution`,
+:func:`pareto_front` the time-energy Pareto front; :func:`brute_force` (and
+:func:`brute_force_front`) enumerate every decision and agree with them (tests/test_ilp.py).
 
-Formulation
-===========
+Data (SI units)
+---------------
+Layouts k = 1..K: p pipeline stages of S GPUs (S = TP x DP x CP), L layers, m micro-batches, v
+virtual stages, cap-independent time D (exposed DP comm + optimizer).  Cap levels c = 0..C-1 with
+caps W_c (W, increasing), shared by all layouts.  Per layout and cap level: tl[c] (one layer, fwd +
+bwd, one micro-batch), tf[c] / tt[c] (extra time of the first / last stage: embedding / logits +
+loss), Pb[c] <= W_c (busy power of a GPU), Pi (idle power).  A GPU of stage s needs
+Mf[s] + n_s Ml[s] <= H bytes.  A node has G slots; slot j has inlet temperature theta_j, junction rise
+r_j per W of its own power and rise h_ij per W dissipated in slot i of the same node (air
+preheating; 0 for liquid cooling).  Limits: Tmax (steady temperature of every GPU), B (sum of GPU
+power in a node), optional step-time slack sigma.
 
-Data (all SI units).  Layouts k = 1..K, each with p_k pipeline stages of S_k GPUs (S = TP x DP x CP),
-L_k layers, m_k micro-batches, v_k virtual stages, cap-independent time D_k (exposed DP comm +
-optimizer).  Cap levels c = 1..C with cap W_c (W, increasing), shared by all layouts.  Per layout
-and cap level: tl[c] (one layer, fwd+bwd, one micro-batch), tf[c] / tt[c] (extra time of the first /
-last stage: embedding / logits + loss), Pb[c] <= W_c (busy power of one GPU), Pi (idle power).
-Memory of a GPU of stage s: Mf[s] + n_s Ml[s] <= H.  Node of G slots; slot j has inlet temperature
-theta_j, junction rise r_j per W of its own power, and rise h_ij per W dissipated in slot i of the
-same node (air preheating; h = 0 for liquid cooling).  Limits: Tmax (steady temperature of every
-GPU), B (sum of GPU power in a node), optional step-time slack sigma.
+Decision and constraints
+------------------------
+Placement follows Megatron's rank order with PP outermost: stage s owns ranks [s S, (s+1) S).  If
+S >= G (S a multiple of G) stage s fills nodes s S/G .. (s+1) S/G - 1: no placement choice.  If
+S < G (S divides G) node q hosts the Q = G/S stages qQ .. qQ+Q-1, its slots form Q blocks of S
+consecutive slots, and the decision is which block each of these stages takes.  p S must fill whole
+nodes and fit in num_nodes (unused nodes are not modelled).
 
-Placement (Megatron rank order, PP outermost).  Stage s owns ranks [s S, (s+1) S).  If S >= G (S a
-multiple of G) stage s fills nodes s S/G .. (s+1) S/G - 1 entirely: no placement choice.  If S < G
-(S divides G) node q hosts the Q = G/S consecutive stages qQ .. qQ+Q-1; the node's slots are
-partitioned into Q blocks of S consecutive slots and the placement decision is which block each of
-those stages takes.  p S must be a multiple of G (whole nodes) and p S <= G x num_nodes; unused
-nodes are not modelled.
+Each stage s gets a cap level c_s and n_s >= 1 layers, sum_s n_s = L; its time per micro-batch is
+t_s = n_s tl[c_s] + [s = 0] tf[c_s] + [s = p-1] tt[c_s]; the period is tau = max_s t_s and
 
-Variables (per layout k; every one is forced to 0 unless the layout is chosen):
-  x_k in {0,1}                      layout k chosen;            sum_k x_k = 1
-  y_ksc in {0,1}                    stage s runs at cap level c; sum_c y_ksc = x_k
-  n_ks in Z, 0 <= n_ks <= U_ks      layers of stage s;           sum_s n_ks = L_k x_k
-  z_ksc in R                        = n_ks y_ksc (Glover 1975):  y_ksc <= z_ksc <= U_ks y_ksc,
-                                                                 sum_c z_ksc = n_ks
-  tau_k >= 0                        pipeline period (max stage time, linearised)
-  u_kqbc in {0,1} (S < G only)      block b of node q runs at cap c (see placement below)
+    T = (m + (p - 1)/v) tau + D,
+    E = sum_s S m (Pb[c_s] - Pi) t_s  +  p S Pi T
 
-The product of the binary y and the bounded integer n is linearised exactly as in F. Glover,
-"Improved linear integer programming formulations of nonlinear integer problems", Management Science
-22(4), 1975: z = n y is enforced by 0 <= z <= U y, z <= n, z >= n - U (1 - y); with the one-hot
-sum_c y = x these reduce to y <= z <= U y and sum_c z = n (z >= y encodes n >= 1).
+(each GPU computes for m t_s and idles for the rest of the step).  Memory: Mf[s] + n_s Ml[s] <= H.
+Thermal and power, conservatively with every GPU at its busy power P_i = Pb[cap of the stage in
+slot i]:  theta_j + sum_i h_ij P_i + r_j P_j <= Tmax for every GPU (slot j) and sum_j P_j <= B for
+every node.  Per-GPU power <= cap holds by construction (Pb[c] <= W_c).
 
-Stage time (per micro-batch)   t_ks = sum_c [ tl[c] z_ksc + ([s=0] tf[c] + [s=p-1] tt[c]) y_ksc ]
-Period                         tau_k >= t_ks for all s
-Step time                      T = sum_k [ (m_k + (p_k - 1)/v_k) tau_k + D_k x_k ]
-Energy per step                E = sum_k [ S m sum_s sum_c (Pb[c] - Pi) (tl[c] z + (..) y)
-                                           + p S Pi ((m + (p-1)/v) tau_k + D_k x_k) ]
-(each GPU computes m t_s and idles for the rest of the step; a GPU's idle floor Pi is paid for the
-whole step T by all p S GPUs, the extra Pb - Pi only while computing).
+MIP formulation
+---------------
+x_k in {0,1} chooses the layout (sum_k x_k = 1); every variable of layout k is forced to 0 with it.
 
-Memory: Mf[s] + n_s Ml[s] <= H is a bound on n: U_ks = min(L - (p - 1), max{n : Mf + n Ml <= H}).
-Thermal and power (the conservative steady state with every GPU at its busy power):
-  every GPU in slot j of a node:  theta_j + sum_i h_ij P_i + r_j P_j <= Tmax,
-  every node:                     sum_j P_j <= B,
-where P_i = Pb[cap of the stage in slot i].  Per-GPU power <= cap holds by construction (Pb[c] <= W_c).
-  * S >= G: every slot of a stage's nodes runs at that stage's cap, so cap c is allowed iff
-    max_j (theta_j + (sum_i h_ij + r_j) Pb[c]) <= Tmax and G Pb[c] <= B: forbidden y are dropped
-    (exact; identical nodes make one check per cap enough).
-  * S < G: only the multiset of caps on a node matters for which blocks can hold them (stages with
-    the same cap are interchangeable in the thermal model), so instead of stage-to-block binaries we
-    use block-cap binaries u_kqbc: sum_c u_kqbc = x_k (every block holds one stage),
-    sum_b u_kqbc = sum_{s on q} y_ksc (the node's cap multiset), and for every slot j (block b(j)):
-        sum_b' sum_c Pb[c] (sum_{i in b'} h_ij + [b' = b(j)] r_j) u_kqb'c <= (Tmax - theta_j) x_k,
-    node power sum_{s on q} S sum_c Pb[c] y_ksc <= B.  Stages are mapped to blocks of their cap
-    afterwards.  A cap that is infeasible for every block even with the other blocks at the lowest
-    busy power is dropped beforehand.
-Symmetry (exact): middle stages (0 < s < p-1) with the same bound U that sit on interchangeable
-nodes (S >= G: identical nodes; S < G: the same node) are ordered by C n_s + index(c_s),
-non-increasing; blocks whose thermal data are invariant under swapping them are ordered by cap index.
+Layers and caps: the product "n_s layers if c_s = c, else 0" of a binary and a bounded integer is
+linearised exactly (F. Glover, "Improved linear integer programming formulations of nonlinear
+integer problems", Management Science 22(4), 1975): K_sc in {0,1} (stage s at cap c), Z_sc integer
+with K_sc <= Z_sc <= U_sc K_sc (Z_sc = n_s K_sc; the lower bound is n_s >= 1), sum_c K_sc = x_k,
+n_s = sum_c Z_sc, sum_s n_s = L x_k.  U_sc is the exact bound from memory (max n with
+Mf + n Ml <= H, and L - (p - 1)) and, when the step time or energy is bounded, from the period
+(n tl[c] + extra <= tau_max).  Stage time and energy are linear in K, Z; tau >= t_s for every s.
 
-Objectives.  'energy': min E.  'time': min T, then min E at that T (lexicographic).  'edp': min E T,
-which is not linear: it is solved exactly on the time-energy Pareto front, traced by the
-epsilon-constraint method (Y. Y. Haimes, L. S. Lasdon, D. A. Wismer, "On a bicriterion formulation
-of the problems of integrated system identification and system optimization", IEEE Trans. SMC 1(3),
-1971): starting with beta = +inf, solve min E s.t. T <= beta, then min T s.t. E <= E* (so the point
-is not dominated), record it and set beta = T (1 - 1e-7); the EDP optimum is the front point of least
-E T.  For 'edp' the trace stops as soon as E_i x T_min >= the best E T found (every later point has
-larger E and T >= T_min), so only the useful part of the front is traced.  With ``step_time_slack``
-sigma, every objective adds T <= (1 + sigma) T_min where T_min is the least step time under the
-same limits (one extra solve); this constraint can never make the instance infeasible.
+Period levels (exact strengthening, used when tau is bounded by a known solution or a constraint):
+with tau_lb a valid lower bound of the period (the busiest stage holds >= ceil(L/p) layers; the
+period is >= the mean stage time), the layer counts with tau_lb < n tl[c] + extra <= tau_max are
+modelled as explicit patterns N_scn in {0,1} (stage s at cap c with exactly n layers, time
+theta = n tl[c] + extra) next to the low range K/Z (n tl[c] + extra <= tau_lb, where the period
+cannot bind).  Binaries v_theta = [tau >= theta] over the sorted pattern times form a chain
+(v_theta1 >= v_theta2 >= ...), tau >= tau_lb x_k + sum_i (theta_i - theta_{i-1}) v_thetai, and for
+every stage the cumulative weight of its patterns at or above theta is <= v_theta.  One branch on
+v_theta thus caps every stage at once, which closes most of the gap the max() leaves in the LP.
 
-Infeasibility.  If no layout fits, each limit family (temperature, node power, memory) is relaxed in
-turn by a slack variable added to its limit, with the slack minimised; the family whose required
-limit rises least relative to its value (required - limit) / limit is reported in
-:class:`InfeasibleError` (the step-time slack cannot bind, and caps cannot exceed the top level).
-If no single family suffices, all three are relaxed together (sum of relative slacks minimised).
+Symmetry (exact): middle stages with identical bounds that sit on interchangeable nodes (S >= G:
+identical nodes; S < G: the same node) form a unit of M stages modelled by counts instead of
+per-stage binaries (K, N in 0..M, Z the unit's layers in the low range, the cumulative rows
+<= M v_theta): only the multiset of (cap, layers) of such stages matters.  Remaining single middle
+stages with equal bounds are ordered by C n_s + c_s; thermally interchangeable blocks by cap.
 
-Exactness.  Solutions are read back by rounding the binaries and integers and re-evaluated in floating
-point by :func:`evaluate` (the same arithmetic as :func:`brute_force`); CBC runs with primal and
-integer tolerances of 1e-9 on rows scaled to O(1) and relative gap 1e-9.  Feasibility checks use a
-relative tolerance of 1e-9 (``FEAS_RTOL``).
+Thermal / power: if S >= G every slot of a stage's nodes runs at that stage's cap, so cap c is
+allowed iff max_j (theta_j + (sum_i h_ij + r_j) Pb[c]) <= Tmax and G Pb[c] <= B (one check per cap
+for all the identical nodes); other caps are dropped.  If S < G only the multiset of caps on a node
+decides which blocks can hold them, so block-cap binaries u_qbc replace stage-to-block binaries:
+sum_c u_qbc = x_k, sum_b u_qbc = (number of node-q stages at cap c), and for every slot j of block
+b(j):  sum_b' sum_c Pb[c] (sum_{i in b'} h_ij + [b' = b(j)] r_j) u_qb'c <= (Tmax - theta_j) x_k,
+plus sum over the node's stages of S Pb[c] <= B.  Stages are mapped to blocks of their cap
+afterwards.  Caps that violate a limit even with every other block at the lowest busy power are
+dropped beforehand.
+
+Objectives
+----------
+'energy': min E.  'time': min T, then min E at that T.  'edp': min E T is not linear; it is solved
+exactly on the time-energy Pareto front traced by the epsilon-constraint method (Y. Y. Haimes,
+L. S. Lasdon, D. A. Wismer, "On a bicriterion formulation of the problems of integrated system
+identification and system optimization", IEEE Trans. SMC 1(3), 1971) in its augmented form
+(G. Mavrotas, "Effective implementation of the epsilon-constraint method in multi-objective
+mathematical programming problems", Applied Mathematics and Computation 213(2), 2009): starting
+from beta = +inf, each point is argmin E + delta T s.t. T <= beta (delta = 1e-6 in scaled units, so
+no point is dominated), then beta = T (1 - 1e-7).  The EDP optimum is the front point of least E T:
+a point skipped by the augmentation or by the 1e-7 step never has a smaller E T than the point
+found.  The trace starts at the slow end and stops once E_i T_min >= the best E T so far (every
+later point has E >= E_i and T >= T_min).  With ``step_time_slack`` sigma every objective adds
+T <= (1 + sigma) T_min, T_min the least step time under the same limits (this can never make the
+instance infeasible).
+
+Every MIP is bounded by the best known feasible decision (greedy incumbents: uniform caps lowered
+where a node overheats, period-minimising layer split; and earlier MIP solutions): E <= E_known for
+energy objectives, T <= T_known for time; exact, since the optimum is never worse.
+
+Infeasibility
+-------------
+If nothing fits, each limit family (temperature, node power, memory) is relaxed in turn by a slack
+variable added to its limit, the slack minimised; the required limit is re-evaluated exactly on the
+relaxed solution and the family with the least relative rise (required - limit) / limit is reported
+by :class:`InfeasibleError`.  If no single family suffices all three are relaxed together.  The
+step-time slack cannot bind, and caps cannot exceed the top level.
+
+Numerics
+--------
+Rows and objectives are scaled to O(1); CBC runs with primal / integer tolerances 1e-9, relative gap
+1e-9 and an explicit cutoff increment of 1e-12.  Solutions are read back by rounding and re-evaluated
+by :func:`evaluate` with the same floating-point arithmetic as :func:`brute_force`.  A limit counts
+as met within a relative ``FEAS_RTOL`` = 1e-6 (the MIP's own limit rows use 1e-7).
 """
 from __future__ import annotations
 
@@ -110,10 +130,15 @@ __all__ = [
 ]
 
 OBJECTIVES = ("energy", "time", "edp")
-FEAS_RTOL = 1e-9          # relative tolerance of every limit check (temperature, power, memory, T bound)
+FEAS_RTOL = 1e-6          # relative tolerance of every limit check (temperature, power, memory, slack)
+_ROW_SLACK = 1e-7         # relative slack on the MIP's limit rows and incumbent bounds (< FEAS_RTOL)
 _FRONT_EPS = 1e-7         # relative step of the epsilon-constraint: next bound = T (1 - eps)
 _FAMILIES = ("temperature", "node_power", "memory")
-_CBC_OPTIONS = ("primalT 1e-9", "integerT 1e-9", "increment 1e-12")   # CBC's default increment 1e-5 loses optima
+_AUGMENT = 1e-6          # weight of T (scaled) in the front trace's objective E + delta T (scaled)
+# CBC: tight tolerances (rows are O(1)); an explicit tiny cutoff increment (otherwise CBC may derive
+# a coarser one and stop short of the optimum); few root cut passes and no feasibility pump (the
+# incumbent bounds make them cost more than they save on these models)
+_CBC_OPTIONS = ("primalT 1e-9", "integerT 1e-9", "increment 1e-12", "passC 5", "feas off")
 _MAX_PATTERNS = 1500      # window patterns per layout (see _period_window); above it only the Glover bounds
 
 
@@ -198,8 +223,10 @@ class LayoutOption:
             if f.startswith("t_") and not _nonincreasing(a):
                 raise ValueError(f"{w}{f} must be non-increasing in the cap level")
             object.__setattr__(self, f, a)
-        if not np.any(self.t_layer_s > 0):
-            raise ValueError(f"{w}t_layer_s must be positive")
+        if np.any(self.t_layer_s <= 0):
+            raise ValueError(f"{w}t_layer_s must be > 0 at every cap level")
+        if np.any(self.p_busy_w <= 0):
+            raise ValueError(f"{w}p_busy_w must be > 0 at every cap level")
         if np.any(self.p_busy_w < self.p_idle_w):
             raise ValueError(f"{w}p_busy_w must be >= p_idle_w at every cap level")
         for f in ("mem_fixed_bytes", "mem_per_layer_bytes"):
@@ -297,12 +324,8 @@ class Instance:
                 raise ValueError(f"step_time_slack must be None or finite and >= 0, got {self.step_time_slack!r}")
             object.__setattr__(self, "step_time_slack", s)
         C = len(caps)
-        names = set()
         for o in opts:
             w = f"layout {o.name!r}: "
-            if o.name in names:
-                raise ValueError(f"{w}duplicate layout name")
-            names.add(o.name)
             for f in ("t_layer_s", "t_first_s", "t_last_s", "p_busy_w"):
                 if getattr(o, f).shape != (C,):
                     raise ValueError(f"{w}{f} has {getattr(o, f).size} values, expected one per cap level ({C})")
@@ -660,8 +683,10 @@ class _Model:
     exact (they only remove decisions violating the bounds).
     """
 
-    def __init__(self, inst: Instance, relax=(), T_max: float = math.inf, E_max: float = math.inf):
+    def __init__(self, inst: Instance, relax=(), T_max: float = math.inf, E_max: float = math.inf,
+                 T_rtol: float = _ROW_SLACK, E_rtol: float = _ROW_SLACK):
         self.inst, self.relax = inst, frozenset(relax)
+        T_max, E_max = T_max * (1 + T_rtol), E_max * (1 + E_rtol)
         self.T_max, self.E_max = T_max, E_max
         C, G = len(inst.cap_levels_w), inst.gpus_per_node
         Tmax, B, H = inst.max_temp_c, inst.node_power_budget_w, inst.hbm_bytes
@@ -716,12 +741,12 @@ class _Model:
                       for c in range(C)] for s in range(p)]
             tau_max = math.inf
             if math.isfinite(T_max):
-                tau_max = (T_max * (1 + FEAS_RTOL) - o.const_time_s) / a
+                tau_max = (T_max - o.const_time_s) / a
             if math.isfinite(E_max) and idle > 0:
                 de = Em * (pb - o.p_idle_w)
                 ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                          + float(np.min(de * o.t_last_s)))
-                tau_max = min(tau_max, ((E_max * (1 + FEAS_RTOL) - ce_lb) / idle - o.const_time_s) / a)
+                tau_max = min(tau_max, ((E_max - ce_lb) / idle - o.const_time_s) / a)
             Usc = []
             for s in range(p):
                 row = {}
@@ -738,6 +763,7 @@ class _Model:
                 continue
             # period levels and window patterns (only when tau is bounded)
             tau_lb, base, window = _period_window(o, Usc, extra, tau_max)
+            has_window = any(window[s] for s in range(p))
             x = pulp.LpVariable(f"x_{k}", cat="Binary")
             xs.append(x)
             ts = max(math.ceil(L / p) * float(o.t_layer_s[-1]), 1e-30)   # tau scale, s
@@ -750,46 +776,76 @@ class _Model:
                     prob += v[thetas[i]] - v[thetas[i - 1]] <= 0, f"lvchain_{k}_{i}"
                 steps = [(v[th], (th - (thetas[i - 1] if i else tau_lb)) / ts) for i, th in enumerate(thetas)]
                 prob += tau - pulp.LpAffineExpression(steps + [(x, tau_lb / ts)]) >= 0, f"lvtau_{k}"
-            y, z, w, n, Yv = [], [], [], [], []
-            for s in range(p):
-                ys = {c: pulp.LpVariable(f"y_{k}_{s}_{c}", cat="Binary") for c in Usc[s] if base[s][c] >= 1}
-                zs = {c: pulp.LpVariable(f"z_{k}_{s}_{c}", lowBound=0, upBound=base[s][c]) for c in ys}
-                ws = {(c, m): pulp.LpVariable(f"w_{k}_{s}_{c}_{m}", cat="Binary")
-                      for c in window[s] for m, _ in window[s][c]}
-                ns = pulp.LpVariable(f"n_{k}_{s}", lowBound=0, upBound=max(Usc[s].values()), cat="Integer")
-                y.append(ys), z.append(zs), w.append(ws), n.append(ns)
-                Yv.append({c: ([ys[c]] if c in ys else []) + [ws[c, m] for m, _ in window[s].get(c, [])]
-                           for c in Usc[s]})
-                Yv[s] = {c: vs for c, vs in Yv[s].items() if vs}
-                prob += pulp.lpSum(ys.values()) + pulp.lpSum(ws.values()) - x == 0, f"onecap_{k}_{s}"
-                for c in ys:
-                    prob += zs[c] - ys[c] >= 0, f"zlo_{k}_{s}_{c}"
-                    prob += zs[c] - base[s][c] * ys[c] <= 0, f"zhi_{k}_{s}_{c}"
-                for c in window[s]:
-                    for m, th in window[s][c]:
-                        prob += ws[c, m] - v[th] <= 0, f"wlv_{k}_{s}_{c}_{m}"
-                prob += (pulp.lpSum(zs.values()) + pulp.LpAffineExpression([(ws[cm], cm[1]) for cm in ws])
-                         - ns == 0), f"nsum_{k}_{s}"
-                tterms = ([(zs[c], o.t_layer_s[c] / ts) for c in ys]
-                          + [(ys[c], extra[s][c] / ts) for c in ys if extra[s][c]]
-                          + [(ws[c, m], (m * o.t_layer_s[c] + extra[s][c]) / ts) for c, m in ws])
-                prob += tau - pulp.LpAffineExpression(tterms) >= 0, f"period_{k}_{s}"
-                if "memory" in self.relax:
-                    prob += (pulp.LpAffineExpression([(ns, o.mem_per_layer_bytes[s] / H),
-                                                      (x, (o.mem_fixed_bytes[s] - H) / H),
-                                                      (self.sig["memory"], -1.0 / H)]) <= 0,
-                             f"mem_{k}_{s}")
-                for c in ys:
+            # units: single stages, or (strict mode, bounded period) groups of interchangeable
+            # middle stages -- same bounds, and identical nodes (S >= G) or the same node (S < G) --
+            # modelled by counts (exact: only the multiset of (cap, layers) of a group matters)
+            units = []
+            if strict and has_window and p > 2:
+                groups = {}
+                for s in range(1, p - 1):
+                    groups.setdefault((tuple(sorted(Usc[s].items())), None if g.whole else s // g.Q), []).append(s)
+                units = [[0]] + list(groups.values()) + [[p - 1]]
+            else:
+                units = [[s] for s in range(p)]
+            Yv = [None] * p          # per unit, at its first stage: cap -> count variables
+            single = {st[0] for st in units if len(st) == 1}
+            nexpr = [None] * p       # per stage (single units): layer expression
+            layer_terms, ulist = [], []
+            for ui, st in enumerate(units):
+                s0, M = st[0], len(st)
+                cat = "Binary" if M == 1 else "Integer"
+                Kc = {c: pulp.LpVariable(f"K_{k}_{ui}_{c}", lowBound=0, upBound=M, cat=cat)
+                      for c in Usc[s0] if base[s0][c] >= 1}
+                Zc = {c: pulp.LpVariable(f"Z_{k}_{ui}_{c}", lowBound=0, upBound=M * base[s0][c], cat="Integer")
+                      for c in Kc}
+                Nc = {(c, m): pulp.LpVariable(f"N_{k}_{ui}_{c}_{m}", lowBound=0, upBound=M, cat=cat)
+                      for c in window[s0] for m, _ in window[s0][c]}
+                prob += pulp.lpSum(Kc.values()) + pulp.lpSum(Nc.values()) - M * x == 0, f"onecap_{k}_{ui}"
+                for c in Kc:
+                    prob += Zc[c] - Kc[c] >= 0, f"zlo_{k}_{ui}_{c}"
+                    prob += Zc[c] - base[s0][c] * Kc[c] <= 0, f"zhi_{k}_{ui}_{c}"
+                # a stage on a pattern of time >= theta forces tau >= theta: the cumulative count
+                # of the unit's patterns at or above theta is <= M v_theta
+                by_th = {}
+                for c in window[s0]:
+                    for m, th in window[s0][c]:
+                        by_th.setdefault(th, []).append(Nc[c, m])
+                prev = None
+                for i, th in enumerate(sorted(by_th, reverse=True)):
+                    cum = pulp.LpVariable(f"W_{k}_{ui}_{i}", lowBound=0)
+                    terms = [(cum, 1.0)] + [(var, -1.0) for var in by_th[th]] + ([(prev, -1.0)] if prev is not None else [])
+                    prob += pulp.LpAffineExpression(terms) == 0, f"wcum_{k}_{ui}_{i}"
+                    prob += cum - M * v[th] <= 0, f"wlv_{k}_{ui}_{i}"
+                    prev = cum
+                lay_terms = [(Zc[c], 1.0) for c in Kc] + [(Nc[cm], float(cm[1])) for cm in Nc]
+                layer_terms += lay_terms
+                Yv[s0] = {c: ([Kc[c]] if c in Kc else []) + [Nc[c, m] for m, _ in window[s0].get(c, [])]
+                          for c in Usc[s0]}
+                Yv[s0] = {c: vs for c, vs in Yv[s0].items() if vs}
+                if M == 1:
+                    # exact period row of a single stage (implied by the levels when the window exists)
+                    tterms = ([(Zc[c], o.t_layer_s[c] / ts) for c in Kc]
+                              + [(Kc[c], extra[s0][c] / ts) for c in Kc if extra[s0][c]]
+                              + [(Nc[c, m], (m * o.t_layer_s[c] + extra[s0][c]) / ts) for c, m in Nc])
+                    prob += tau - pulp.LpAffineExpression(tterms) >= 0, f"period_{k}_{ui}"
+                    nexpr[s0] = pulp.LpAffineExpression(lay_terms)
+                    if "memory" in self.relax:
+                        prob += (pulp.LpAffineExpression([(var, cf * o.mem_per_layer_bytes[s0] / H) for var, cf in lay_terms]
+                                                         + [(x, (o.mem_fixed_bytes[s0] - H) / H),
+                                                            (self.sig["memory"], -1.0 / H)]) <= 0, f"mem_{k}_{s0}")
+                for c in Kc:
                     dp = Em * (pb[c] - o.p_idle_w)
-                    E_terms.append((zs[c], dp * o.t_layer_s[c] / self.E_ref))
-                    if extra[s][c]:
-                        E_terms.append((ys[c], dp * extra[s][c] / self.E_ref))
-                for c, m in ws:
+                    E_terms.append((Zc[c], dp * o.t_layer_s[c] / self.E_ref))
+                    if extra[s0][c]:
+                        E_terms.append((Kc[c], dp * extra[s0][c] / self.E_ref))
+                for c, m in Nc:
                     dp = Em * (pb[c] - o.p_idle_w)
-                    E_terms.append((ws[c, m], dp * (m * o.t_layer_s[c] + extra[s][c]) / self.E_ref))
-            prob += pulp.lpSum(n) - L * x == 0, f"layers_{k}"
+                    E_terms.append((Nc[c, m], dp * (m * o.t_layer_s[c] + extra[s0][c]) / self.E_ref))
+                ulist.append(dict(stages=st, K=Kc, Z=Zc, N=Nc, base=base[s0]))
+            prob += pulp.LpAffineExpression(layer_terms + [(x, -float(L))]) == 0, f"layers_{k}"
             T_terms += [(tau, a * ts / self.T_ref), (x, o.const_time_s / self.T_ref)]
             E_terms += [(tau, idle * a * ts / self.E_ref), (x, idle * o.const_time_s / self.E_ref)]
+            n = nexpr
 
             def Y(s, c, coef=1.0):
                 return [(var, coef) for var in Yv[s].get(c, [])]
@@ -811,6 +867,7 @@ class _Model:
             else:
                 u = []
                 for q, st in enumerate(g.node_stages):
+                    st = [s for s in st if Yv[s] is not None]
                     ucaps = sorted({c for s in st for c in Yv[s]})
                     uq = [{c: pulp.LpVariable(f"u_{k}_{q}_{b}_{c}", cat="Binary") for c in ucaps}
                           for b in range(g.Q)]
@@ -830,14 +887,14 @@ class _Model:
                             if coef_b:
                                 terms += [(uq[b][c], pb[c] * coef_b / Tmax) for c in ucaps]
                                 hi += max(pb[c] for c in ucaps) * coef_b / Tmax
-                        rhs = (Tmax - float(inst.inlet_c[j])) / Tmax
+                        rhs = (Tmax + _ROW_SLACK * abs(Tmax) - float(inst.inlet_c[j])) / Tmax
                         terms.append((x, -rhs))
                         if "temperature" in self.relax:
                             terms.append((self.sig["temperature"], -1.0 / Tmax))
                         elif hi <= rhs:
                             continue          # cannot bind
                         prob += pulp.LpAffineExpression(terms) <= 0, f"temp_{k}_{q}_{j}"
-                    pw = [t for s in st for c in Yv[s] for t in Y(s, c, S * pb[c] / B)] + [(x, -1.0)]
+                    pw = [t for s in st for c in Yv[s] for t in Y(s, c, S * pb[c] / B)] + [(x, -1.0 - _ROW_SLACK)]
                     if "node_power" in self.relax:
                         pw.append((self.sig["node_power"], -1.0 / B))
                     elif g.Q * S * max(pb[c] for c in ucaps) <= B:
@@ -848,19 +905,21 @@ class _Model:
                         for b1, b2 in _block_symmetry(inst, g):
                             prob += (pulp.lpSum(c * uq[b1][c] for c in ucaps)
                                      - pulp.lpSum(c * uq[b2][c] for c in ucaps) >= 0), f"bsym_{k}_{q}_{b1}"
-            # stage symmetry: middle stages with equal bounds on interchangeable nodes
+            # stage symmetry: single middle stages with equal bounds on interchangeable nodes
             if strict:
                 groups = {}
                 for s in range(1, p - 1):
+                    if s not in single:
+                        continue
                     key = (tuple(sorted(Usc[s].items())),) + ((s // g.Q,) if not g.whole else ())
                     groups.setdefault(key, []).append(s)
                 for members in groups.values():
                     for s1, s2 in zip(members, members[1:]):
-                        prob += (pulp.LpAffineExpression([(n[s1], C), (n[s2], -C)]
-                                                         + [t for c in Yv[s1] for t in Y(s1, c, c)]
-                                                         + [t for c in Yv[s2] for t in Y(s2, c, -c)]) >= 0,
+                        prob += (n[s1] * C - n[s2] * C
+                                 + pulp.LpAffineExpression([t for c in Yv[s1] for t in Y(s1, c, c)]
+                                                           + [t for c in Yv[s2] for t in Y(s2, c, -c)]) >= 0,
                                  f"ssym_{k}_{s1}")
-            self.lay.append(dict(k=k, x=x, Yv=Yv, n=n, u=u, g=g))
+            self.lay.append(dict(k=k, x=x, units=ulist, u=u, g=g))
         self.empty = not xs
         if self.empty:
             return
@@ -904,8 +963,22 @@ class _Model:
         else:
             raise RuntimeError("no layout selected in the MIP solution")
         g = d["g"]
-        caps = [max(d["Yv"][s], key=lambda c: sum(var.varValue or 0 for var in d["Yv"][s][c])) for s in range(g.p)]
-        layers = [int(round(d["n"][s].varValue or 0)) for s in range(g.p)]
+        caps, layers = [0] * g.p, [0] * g.p
+        val = lambda var: var.varValue or 0.0  # noqa: E731
+        for un in d["units"]:
+            # patterns (c, m) and low-mode (c, stages, layers) of the unit, rounded
+            assign = []
+            for (c, m), var in un["N"].items():
+                assign += [(c, m)] * int(round(val(var)))
+            for c, var in un["K"].items():
+                cnt, tot = int(round(val(var))), int(round(val(un["Z"][c])))
+                for i in range(cnt):
+                    assign.append((c, tot // cnt + (1 if i < tot % cnt else 0)))
+            if len(assign) != len(un["stages"]):
+                raise RuntimeError("MIP solution does not assign every stage of a unit")
+            assign.sort(key=lambda cm: (-cm[1], -cm[0]))
+            for s, (c, m) in zip(un["stages"], assign):
+                caps[s], layers[s] = c, m
         blocks = None
         if not g.whole:
             blocks = [0] * g.p
@@ -924,10 +997,12 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
     """A PuLP solver object: 'cbc' (bundled) or 'highs' (pulp.HiGHS via highspy, else HiGHS_CMD)."""
     name = solver.lower()
     if name == "cbc":
-        return pulp.PULP_CBC_CMD(msg=msg, threads=threads, timeLimit=time_limit_s, gapRel=1e-9,
-                                 options=list(_CBC_OPTIONS))
+        # threads=1 runs CBC's serial code: passing "-threads 1" selects its threaded code path,
+        # which was seen to stall for ~10 s in about 1 run in 60 on tiny models
+        return pulp.PULP_CBC_CMD(msg=msg, threads=None if threads <= 1 else threads, timeLimit=time_limit_s,
+                                 gapRel=1e-9, options=list(_CBC_OPTIONS))
     if name == "highs":
-        kw = dict(msg=msg, timeLimit=time_limit_s, gapRel=1e-9, threads=threads)
+        kw = dict(msg=msg, timeLimit=time_limit_s, gapRel=1e-9, gapAbs=1e-12, threads=threads)
         for cls_name in ("HiGHS", "HiGHS_CMD"):
             cls = getattr(pulp, cls_name, None)
             if cls is None:
@@ -945,33 +1020,68 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
 
 
 def _heuristic(inst: Instance) -> list:
-    """(T, E) of feasible incumbents: every layout at every uniform cap level with the layer split
-    that minimises the period (greedy: each layer goes to the stage whose time grows least, which is
-    optimal for identical layers).  With one cap everywhere every node is uniform, so placement does
-    not matter.  Used only to bound the MIPs."""
-    out = []
+    """(T, E) of feasible incumbents, used only to bound the MIPs (exactly: the optimum is never
+    worse than a known feasible decision).
+
+    For every layout and every start cap level c: all stages at c; where a node (S < G, default
+    placement) breaks the thermal or power limit, the stage in the hottest block (or, for power,
+    the highest-power block) drops one level until the node fits; then the layer split that
+    minimises the period for those caps (each layer goes to the stage whose time grows least,
+    which is optimal for identical layers on stages of different speeds)."""
+    out = set()
+    C = len(inst.cap_levels_w)
     for k, o in enumerate(inst.options):
-        p, L = o.pp, o.num_layers
+        g = _geom(inst, o)
+        p, L, S = o.pp, o.num_layers, o.stage_gpus
         U = [_mem_bound(inst, o, s, L - (p - 1)) for s in range(p)]
         if min(U) < 1 or sum(U) < L:
             continue
-        for c in range(len(inst.cap_levels_w)):
-            tl = float(o.t_layer_s[c])
-            extra = [(o.t_first_s[c] if s == 0 else 0.0) + (o.t_last_s[c] if s == p - 1 else 0.0) for s in range(p)]
+        for c0 in range(C):
+            caps = [c0] * p
+            if g.whole:
+                ok = _node_ok(inst, np.full(g.G, float(o.p_busy_w[c0])))
+            else:
+                ok = True
+                for st in g.node_stages:
+                    while ok:
+                        ps = np.empty(g.G)
+                        for s in st:
+                            ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
+                        if _node_ok(inst, ps):
+                            break
+                        over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + FEAS_RTOL)
+                        j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
+                        # lower the stage contributing most to the hottest slot (or to node power)
+                        cand = [s for s in st if caps[s] > 0]
+                        if not cand:
+                            ok = False
+                            break
+
+                        def contrib(s):
+                            blk = list(g.blocks[s % g.Q])
+                            if over_power:
+                                return float(o.p_busy_w[caps[s]])
+                            return float(o.p_busy_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
+                                                                 + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
+                        caps[max(cand, key=contrib)] -= 1
+            if not ok:
+                continue
+            tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
+            extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
+                     for s in range(p)]
             n = [1] * p
-            heap = [(2 * tl + extra[s], s) for s in range(p) if U[s] > 1]
+            heap = [(2 * tl[s] + extra[s], s) for s in range(p) if U[s] > 1]
             heapq.heapify(heap)
             for _ in range(L - p):
-                t_, s = heapq.heappop(heap)
+                _, s = heapq.heappop(heap)
                 n[s] += 1
                 if n[s] < U[s]:
-                    heapq.heappush(heap, ((n[s] + 1) * tl + extra[s], s))
-            ps = np.full(inst.gpus_per_node, float(o.p_busy_w[c]))
-            if not (_node_ok(inst, ps) and _mem_ok(inst, o, np.array([n]))[0]):
+                    heapq.heappush(heap, ((n[s] + 1) * tl[s] + extra[s], s))
+            if not _mem_ok(inst, o, np.array([n]))[0]:
                 continue
-            _, _, T, E = _times_energy(o, [c] * p, np.array([n]))
-            out.append((float(T[0]), float(E[0])))
-    return out
+            _, _, T, E = _times_energy(o, caps, np.array([n]))
+            out.add((float(T[0]), float(E[0])))
+    return sorted(out)
 
 
 class _Run:
@@ -984,21 +1094,21 @@ class _Run:
         self.t0 = time.perf_counter()
         self.status = "optimal"
         self.solves = 0
-        self.empty = _Model(inst).empty
         self.pool = _heuristic(inst)
 
-    def _solve(self, what: str, T_max=math.inf, E_max=math.inf):
+    def _solve(self, what: str, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK):
         # tighten the bound that is not the objective with the best known feasible solution
-        if what == "E":
+        if what != "T":
             known = [e for t, e in self.pool if t <= T_max and e <= E_max]
             E_max = min(known, default=E_max)
         else:
             known = [t for t, e in self.pool if e <= E_max and t <= T_max]
             T_max = min(known, default=T_max)
-        m = _Model(self.inst, T_max=T_max, E_max=E_max)
+        m = _Model(self.inst, T_max=T_max, E_max=E_max, T_rtol=T_rtol)
         if m.empty:
             return None
-        ok = m.run(m.E_expr if what == "E" else m.T_expr, self.solver)
+        obj = {"E": m.E_expr, "T": m.T_expr, "E+": m.E_expr + _AUGMENT * m.T_expr}[what]
+        ok = m.run(obj, self.solver)
         self.solves += 1
         if not ok:
             return None
@@ -1011,8 +1121,8 @@ class _Run:
         self.pool.append((sol.step_time_s, sol.energy_j))
         return sol
 
-    def min_energy(self, T_max=math.inf, E_max=math.inf):
-        return self._solve("E", T_max, E_max)
+    def min_energy(self, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK):
+        return self._solve("E", T_max, E_max, T_rtol)
 
     def min_time(self, T_max=math.inf, E_max=math.inf):
         return self._solve("T", T_max, E_max)
@@ -1026,15 +1136,17 @@ class _Run:
         return b if b is not None and b.step_time_s <= a.step_time_s * (1 + FEAS_RTOL) else a
 
     def front(self, T_bound=math.inf, T_min=None, best_edp=math.inf, prune=False):
-        """Epsilon-constraint trace of the Pareto front from the slow end; list of Solutions."""
+        """Augmented epsilon-constraint trace of the Pareto front from the slow end.
+
+        Each point is argmin E + delta T s.t. T <= beta (delta = ``_AUGMENT`` in the scaled units,
+        so the point is never dominated), then beta = T (1 - eps).  With ``prune`` (EDP) the trace
+        stops once E_i T_min >= the best E T so far: every later point has E >= E_i and T >= T_min.
+        Returns the list of Solutions, slowest first."""
         pts, beta = [], T_bound
         while True:
-            a = self.min_energy(T_max=beta)
-            if a is None:
+            b = self._solve("E+", T_max=beta, T_rtol=0.0)
+            if b is None:
                 break
-            b = self.min_time(T_max=a.step_time_s, E_max=a.energy_j * (1 + FEAS_RTOL))
-            if b is None or b.energy_j > a.energy_j * (1 + FEAS_RTOL) or b.step_time_s > a.step_time_s:
-                b = a
             pts.append(b)
             best_edp = min(best_edp, b.edp)
             if T_min is not None:
@@ -1084,8 +1196,6 @@ def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc",
     _check_objective(objective)
     slv = _make_solver(solver, threads, time_limit_s, msg)
     run = _Run(instance, slv, objective)
-    if run.empty:
-        raise _diagnose(instance, slv)
     slack = instance.step_time_slack
     if objective == "time":
         best = run.fastest()
@@ -1101,7 +1211,7 @@ def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc",
         if slack is not None:
             T_bound = (1 + slack) * T_min * (1 + FEAS_RTOL)
     if objective == "energy":
-        best = run.min_energy(T_max=T_bound)
+        best = run.min_energy(T_max=T_bound, T_rtol=0.0)
         if best is None:
             raise _diagnose(instance, slv)
         return run.finish(best, objective)
@@ -1126,8 +1236,6 @@ def pareto_front(instance: Instance, *, solver: str = "cbc", threads: int = 1,
     """
     slv = _make_solver(solver, threads, time_limit_s, False)
     run = _Run(instance, slv, "edp")
-    if run.empty:
-        raise _diagnose(instance, slv)
     fast = run.fastest()
     if fast is None:
         raise _diagnose(instance, slv)
