@@ -83,6 +83,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
     if plot and not pareto:
         raise InputError("--plot", "", "draws the Pareto front: add --pareto")
+    if plot:
+        try:
+            import matplotlib  # noqa: F401  (fail before a long solve, not after)
+        except ImportError:
+            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
     m, c, r, p = _setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
