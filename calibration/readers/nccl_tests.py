@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from .errors import ReaderParseError
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
 
@@ -49,7 +50,7 @@ class NcclRow:
     line: int
 
 
-class NcclTestsParseError(ValueError):
+class NcclTestsParseError(ReaderParseError):
     """Raised by :func:`read_nccl_tests` (strict mode) when some lines could not be parsed.
 
     Attributes:
@@ -58,9 +59,7 @@ class NcclTestsParseError(ValueError):
     """
 
     def __init__(self, errors, rows):
-        super().__init__("unparsable nccl-tests lines:\n  " + "\n  ".join(errors))
-        self.errors = list(errors)
-        self.rows = list(rows)
+        super().__init__("nccl-tests lines", errors, rows)
 
 
 @dataclass

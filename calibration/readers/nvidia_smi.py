@@ -21,13 +21,14 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+from .errors import ReaderParseError
 
 _MISSING = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", ""}
 _HEAD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.]*)\s*(?:\[([^\]]*)\])?\s*$")
 _VAL = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$")
 
 
-class NvidiaSmiParseError(ValueError):
+class NvidiaSmiParseError(ReaderParseError):
     """Raised by :func:`read_nvidia_smi_csv` (strict mode) when some lines could not be parsed.
 
     Attributes:
@@ -36,9 +37,7 @@ class NvidiaSmiParseError(ValueError):
     """
 
     def __init__(self, errors, trace):
-        super().__init__("unparsable nvidia-smi CSV lines:\n  " + "\n  ".join(errors[:20])
-                         + (f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""))
-        self.errors = list(errors)
+        super().__init__("nvidia-smi CSV lines", errors, trace)
         self.trace = trace
 
 
