@@ -1019,29 +1019,64 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
     raise ValueError(f"unknown solver {solver!r}: expected 'cbc' or 'highs'")
 
 
-def _heuristic(inst: Instance) -> list:
-    """(T, E) of feasible incumbents, used only to bound the MIPs (exactly: the optimum is never
-    worse than a known feasible decision).
+def _heuristic(inst: Instance, local_layouts: int = 3) -> list:
+    """(T, E) of feasible decisions, used only to bound the MIPs (exact: the optimum is never worse
+    than a known feasible decision; a better incumbent gives tighter period windows).
 
-    For every layout and every start cap level c: all stages at c; where a node (S < G, default
-    placement) breaks the thermal or power limit, the stage in the hottest block (or, for power,
-    the highest-power block) drops one level until the node fits; then the layer split that
-    minimises the period for those caps (each layer goes to the stage whose time grows least,
-    which is optimal for identical layers on stages of different speeds)."""
+    Starts: every layout with every cap level c for all stages; where a node (S < G, default
+    placement) breaks the thermal or power limit, the stage contributing most to the hottest slot
+    (or to node power) drops one level until the node fits.  Each cap assignment gets the layer
+    split that minimises the period (each layer goes to the stage whose time grows least: optimal
+    for identical layers on stages of different speeds).  Then, for the ``local_layouts`` best
+    layouts by energy and by step time, a descent over single-stage cap changes."""
     out = set()
     C = len(inst.cap_levels_w)
+    ctx = {}
+
+    def evalc(k, caps):
+        o, g, U = ctx[k]
+        p, L = o.pp, o.num_layers
+        if g.whole:
+            for c in set(caps):
+                if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c]))):
+                    return None
+        else:
+            for st in g.node_stages:
+                ps = np.empty(g.G)
+                for s in st:
+                    ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
+                if not _node_ok(inst, ps):
+                    return None
+        tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
+        extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
+                 for s in range(p)]
+        n = [1] * p
+        heap = [(2 * tl[s] + extra[s], s) for s in range(p) if U[s] > 1]
+        heapq.heapify(heap)
+        for _ in range(L - p):
+            _, s = heapq.heappop(heap)
+            n[s] += 1
+            if n[s] < U[s]:
+                heapq.heappush(heap, ((n[s] + 1) * tl[s] + extra[s], s))
+        if not _mem_ok(inst, o, np.array([n]))[0]:
+            return None
+        _, _, T, E = _times_energy(o, caps, np.array([n]))
+        te = (float(T[0]), float(E[0]))
+        out.add(te)
+        return te
+
+    starts = []
     for k, o in enumerate(inst.options):
         g = _geom(inst, o)
         p, L, S = o.pp, o.num_layers, o.stage_gpus
         U = [_mem_bound(inst, o, s, L - (p - 1)) for s in range(p)]
         if min(U) < 1 or sum(U) < L:
             continue
+        ctx[k] = (o, g, U)
         for c0 in range(C):
             caps = [c0] * p
-            if g.whole:
-                ok = _node_ok(inst, np.full(g.G, float(o.p_busy_w[c0])))
-            else:
-                ok = True
+            ok = True
+            if not g.whole:
                 for st in g.node_stages:
                     while ok:
                         ps = np.empty(g.G)
@@ -1051,7 +1086,6 @@ def _heuristic(inst: Instance) -> list:
                             break
                         over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + FEAS_RTOL)
                         j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
-                        # lower the stage contributing most to the hottest slot (or to node power)
                         cand = [s for s in st if caps[s] > 0]
                         if not cand:
                             ok = False
@@ -1064,23 +1098,27 @@ def _heuristic(inst: Instance) -> list:
                             return float(o.p_busy_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
                                                                  + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
                         caps[max(cand, key=contrib)] -= 1
-            if not ok:
-                continue
-            tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
-            extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
-                     for s in range(p)]
-            n = [1] * p
-            heap = [(2 * tl[s] + extra[s], s) for s in range(p) if U[s] > 1]
-            heapq.heapify(heap)
-            for _ in range(L - p):
-                _, s = heapq.heappop(heap)
-                n[s] += 1
-                if n[s] < U[s]:
-                    heapq.heappush(heap, ((n[s] + 1) * tl[s] + extra[s], s))
-            if not _mem_ok(inst, o, np.array([n]))[0]:
-                continue
-            _, _, T, E = _times_energy(o, caps, np.array([n]))
-            out.add((float(T[0]), float(E[0])))
+            te = evalc(k, caps) if ok else None
+            if te is not None:
+                starts.append((te, k, caps))
+    for key in (1, 0):                       # descent on energy, then on step time
+        best_per_layout = {}
+        for te, k, caps in sorted(starts, key=lambda r: r[0][key]):
+            best_per_layout.setdefault(k, (te, caps))
+        for k, (te, caps) in sorted(best_per_layout.items(), key=lambda r: r[1][0][key])[:local_layouts]:
+            caps = list(caps)
+            for _ in range(2):
+                improved = False
+                for s in range(len(caps)):
+                    for c in range(C):
+                        if c == caps[s]:
+                            continue
+                        trial = caps[:s] + [c] + caps[s + 1:]
+                        te2 = evalc(k, trial)
+                        if te2 is not None and te2[key] < te[key]:
+                            caps, te, improved = trial, te2, True
+                if not improved:
+                    break
     return sorted(out)
 
 
@@ -1096,18 +1134,22 @@ class _Run:
         self.solves = 0
         self.pool = _heuristic(inst)
 
-    def _solve(self, what: str, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK):
+    def _solve(self, what: str, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK, lam: float = 0.0):
         # tighten the bound that is not the objective with the best known feasible solution
-        if what != "T":
+        # ('W', the weighted sum E + lam T, gets its bounds from the caller)
+        if what in ("E", "E+"):
             known = [e for t, e in self.pool if t <= T_max and e <= E_max]
             E_max = min(known, default=E_max)
-        else:
+        elif what == "T":
             known = [t for t, e in self.pool if e <= E_max and t <= T_max]
             T_max = min(known, default=T_max)
         m = _Model(self.inst, T_max=T_max, E_max=E_max, T_rtol=T_rtol)
         if m.empty:
             return None
-        obj = {"E": m.E_expr, "T": m.T_expr, "E+": m.E_expr + _AUGMENT * m.T_expr}[what]
+        if what == "W":
+            obj = m.E_expr + (lam * m.T_ref / m.E_ref) * m.T_expr
+        else:
+            obj = {"E": m.E_expr, "T": m.T_expr, "E+": m.E_expr + _AUGMENT * m.T_expr}[what]
         ok = m.run(obj, self.solver)
         self.solves += 1
         if not ok:
@@ -1134,6 +1176,39 @@ class _Run:
             return None
         b = self.min_energy(T_max=a.step_time_s)
         return b if b is not None and b.step_time_s <= a.step_time_s * (1 + FEAS_RTOL) else a
+
+    def edp(self, fast: Solution, T_bound=math.inf) -> Solution:
+        """Least E x T: the best vertex of the lower convex hull of the (T, E) front, found by the
+        dichotomic weighted-sum search (Aneja & Nair 1979) between the fastest point and the
+        least-energy point, pruning a hull gap (A, B) once T_A E_B >= the best E T found.
+
+        Exact: if P* minimises E T then, for every feasible P, E/E* + T/T* >= 2 sqrt(E T/(E* T*)) >= 2
+        (arithmetic-geometric mean), so P* minimises E + (E*/T*) T -- it is a supported point; and
+        E T is concave along a hull edge, so its least value on the hull is at a vertex.  A new
+        vertex between adjacent vertices A, B must improve E + lam T with lam = (E_A - E_B)/(T_B - T_A)
+        and lies in T_A < T < T_B, E_B < E < E_A: those bounds are imposed (exact)."""
+        best = fast
+        slow = self._solve("E+", T_max=T_bound, T_rtol=0.0)
+        if slow is None:
+            return fast
+        if slow.edp < best.edp:
+            best = slow
+        stack = [(fast, slow)]
+        while stack:
+            A, B = stack.pop()
+            if B.step_time_s <= A.step_time_s or A.energy_j <= B.energy_j:
+                continue
+            if A.step_time_s * B.energy_j >= best.edp:
+                continue            # every point between them has T > T_A and E > E_B
+            lam = (A.energy_j - B.energy_j) / (B.step_time_s - A.step_time_s)
+            V = max(A.energy_j + lam * A.step_time_s, B.energy_j + lam * B.step_time_s)
+            P = self._solve("W", T_max=B.step_time_s, E_max=A.energy_j, lam=lam)
+            if P is None or P.energy_j + lam * P.step_time_s >= V * (1 - 1e-9):
+                continue            # A-B is a hull edge
+            if P.edp < best.edp:
+                best = P
+            stack += [(A, P), (P, B)]
+        return best
 
     def front(self, T_bound=math.inf, T_min=None, best_edp=math.inf, prune=False):
         """Augmented epsilon-constraint trace of the Pareto front from the slow end.
@@ -1215,9 +1290,7 @@ def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc",
         if best is None:
             raise _diagnose(instance, slv)
         return run.finish(best, objective)
-    pts = run.front(T_bound, T_min, best_edp=fast.edp, prune=True) + [fast]
-    best = min(pts, key=lambda s: (s.edp, s.step_time_s))
-    return run.finish(best, objective)
+    return run.finish(run.edp(fast, T_bound), objective)
 
 
 def pareto_front(instance: Instance, *, solver: str = "cbc", threads: int = 1,
