@@ -236,9 +236,14 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
-    if p.power is None or p.thermal is None:
-        print(f"costmodel: note: {p.path} has no power/thermal model; power and energy are not predicted",
-              file=sys.stderr)
+    missing = [what for what, v in ((f"{p.path}: power", p.power), (f"{p.path}: thermal", p.thermal),
+                                    (f"{c.gpu.key} slowdown_temp", c.gpu.slowdown_temp_c),
+                                    (f"{c.gpu.key} power_limit_min", c.gpu.power_limit_min_w)) if v is None]
+    if missing:
+        if power_cap_w is not None or inlet_temp_c is not None or warm_steps is not None:
+            raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
+                             f"need a power and thermal model; missing: {', '.join(missing)}")
+        print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(missing)})", file=sys.stderr)
         energy = None
     else:
         caps = None if power_cap_w is None else [power_cap_w] * pp

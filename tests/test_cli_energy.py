@@ -69,3 +69,14 @@ def test_cooling_section_missing_a_slot(tmp_path):
     bad.write_text(yaml.safe_dump(d))
     assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", str(bad), "--tp", "8"),
                           "seven.yaml", "cooling.slots")
+
+
+def test_predict_without_a_thermal_model_still_predicts_time():
+    # B200's slowdown temperature has no public source: time and memory still come, energy does not
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-b200", "--tp", "8", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["step_time_s"] > 0 and "energy_j_per_step" not in rec
+    assert "slowdown_temp" in p.stderr
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-b200", "--tp", "8",
+                              "--power-cap-w", "800"), "need a power and thermal model")
