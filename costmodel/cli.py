@@ -70,7 +70,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
-              candidates_k: int = typer.Option(6, "--candidates", help="Layouts handed to the ILP."),
+              candidates_k: Optional[int] = typer.Option(None, "--candidates",
+                                                         help="Layouts handed to the ILP [default: 6, 3 with --pareto]."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
 
@@ -139,6 +140,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     from .optimize import build_instance, cap_levels, candidates
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
+    if k is None:
+        k = 3 if pareto else 6   # every front point is two MIP solves: keep the front quick
     if k < 1:
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
     caps = cap_levels(c, p, power_cap_w)
