@@ -59,11 +59,14 @@ cannot bind).  Binaries v_theta = [tau >= theta] over the sorted pattern times f
 every stage the cumulative weight of its patterns at or above theta is <= v_theta.  One branch on
 v_theta thus caps every stage at once, which closes most of the gap the max() leaves in the LP.
 
-Symmetry (exact): middle stages with identical bounds that sit on interchangeable nodes (S >= G:
-identical nodes; S < G: the same node) form a unit of M stages modelled by counts instead of
-per-stage binaries (K, N in 0..M, Z the unit's layers in the low range, the cumulative rows
-<= M v_theta): only the multiset of (cap, layers) of such stages matters.  Remaining single middle
-stages with equal bounds are ordered by C n_s + c_s; thermally interchangeable blocks by cap.
+Symmetry (exact): when the period is bounded, the middle stages (0 < s < p-1) on interchangeable
+nodes (S >= G or placement-free: identical nodes; S < G: the same node) form a unit of M stages modelled by counts
+instead of per-stage binaries (K, N in 0..M, Z the unit's layers in the low range, cumulative rows
+<= M v_theta): only the multiset of (cap, layers) of such stages matters.  Their memory bounds U_s
+may differ (1F1B keeps more activations on early stages); the bounds are nested, so a multiset fits
+iff for every threshold t, #(patterns with more than t layers) <= #(stages with U_s > t) (Hall's
+condition), one row per distinct U_s.  Otherwise single middle stages with equal bounds are
+ordered by C n_s + c_s, and thermally interchangeable blocks by cap.
 
 Thermal / power: if S >= G every slot of a stage's nodes runs at that stage's cap, so cap c is
 allowed iff max_j (theta_j + (sum_i h_ij + r_j) Pb[c]) <= Tmax and G Pb[c] <= B (one check per cap
@@ -73,27 +76,36 @@ sum_c u_qbc = x_k, sum_b u_qbc = (number of node-q stages at cap c), and for eve
 b(j):  sum_b' sum_c Pb[c] (sum_{i in b'} h_ij + [b' = b(j)] r_j) u_qb'c <= (Tmax - theta_j) x_k,
 plus sum over the node's stages of S Pb[c] <= B.  Stages are mapped to blocks of their cap
 afterwards.  Caps that violate a limit even with every other block at the lowest busy power are
-dropped beforehand.
+dropped beforehand; rows that cannot bind are omitted, and a layout none of whose rows can bind
+is placement-free (treated like S >= G).
 
 Objectives
 ----------
-'energy': min E.  'time': min T, then min E at that T.  'edp': min E T is not linear; it is solved
-exactly on the time-energy Pareto front traced by the epsilon-constraint method (Y. Y. Haimes,
-L. S. Lasdon, D. A. Wismer, "On a bicriterion formulation of the problems of integrated system
-identification and system optimization", IEEE Trans. SMC 1(3), 1971) in its augmented form
-(G. Mavrotas, "Effective implementation of the epsilon-constraint method in multi-objective
-mathematical programming problems", Applied Mathematics and Computation 213(2), 2009): starting
-from beta = +inf, each point is argmin E + delta T s.t. T <= beta (delta = 1e-6 in scaled units, so
-no point is dominated), then beta = T (1 - 1e-7).  The EDP optimum is the front point of least E T:
-a point skipped by the augmentation or by the 1e-7 step never has a smaller E T than the point
-found.  The trace starts at the slow end and stops once E_i T_min >= the best E T so far (every
-later point has E >= E_i and T >= T_min).  With ``step_time_slack`` sigma every objective adds
-T <= (1 + sigma) T_min, T_min the least step time under the same limits (this can never make the
-instance infeasible).
+'energy': min E.  'time': min T, then min E at that T.  With ``step_time_slack`` sigma every
+objective adds T <= (1 + sigma) T_min, T_min the least step time under the same limits (this can
+never make the instance infeasible).
+
+'edp': min E T is not linear.  It is solved exactly on the time-energy front: if P* minimises E T,
+every feasible P has E/E* + T/T* >= 2 sqrt(E T / (E* T*)) >= 2 (arithmetic-geometric mean), so P*
+also minimises the linear E + (E*/T*) T: it is a supported point, a vertex of the lower convex hull
+of the front (E T is concave along a hull edge, so a hull edge never beats its end vertices).  The
+hull vertices between the fastest point and the least-energy point are found by the dichotomic
+weighted-sum search (Y. P. Aneja, K. P. K. Nair, "Bicriteria transportation problem", Management
+Science 25(1), 1979): for adjacent vertices A, B solve min E + lam T with lam the slope of AB, inside
+T_A <= T <= T_B, E <= E_A (where any new vertex must lie); a gap is skipped once the corner of the
+triangle that convexity leaves for new vertices has E T >= the best found.  :func:`pareto_front`
+returns the whole front by the epsilon-constraint method (Y. Y. Haimes, L. S. Lasdon, D. A. Wismer,
+"On a bicriterion formulation of the problems of integrated system identification and system
+optimization", IEEE Trans. SMC 1(3), 1971) in its augmented form (G. Mavrotas, "Effective
+implementation of the epsilon-constraint method in multi-objective mathematical programming
+problems", Applied Mathematics and Computation 213(2), 2009): from beta = +inf, each point is
+argmin E + delta T s.t. T <= beta (delta = 1e-6 in scaled units, so no point is dominated), then
+beta = T (1 - 1e-7); points closer than that may be merged.
 
 Every MIP is bounded by the best known feasible decision (greedy incumbents: uniform caps lowered
-where a node overheats, period-minimising layer split; and earlier MIP solutions): E <= E_known for
-energy objectives, T <= T_known for time; exact, since the optimum is never worse.
+where a node overheats, the period-minimising layer split, a descent over single-stage cap changes;
+and earlier MIP solutions): E <= E_known for energy objectives, T <= T_known for time -- exact,
+since the optimum is never worse -- which also bounds the period and so the pattern window.
 
 Infeasibility
 -------------
@@ -626,7 +638,8 @@ def _block_symmetry(inst: Instance, g: _Geom) -> list:
     return [(c[i], c[i + 1]) for c in classes.values() for i in range(len(c) - 1)]
 
 
-def _period_window(o: LayoutOption, Usc: list, extra: list, tau_max: float, max_patterns: int = _MAX_PATTERNS):
+def _period_window(o: LayoutOption, Usc: list, extra: list, tau_max: float, tau_min: float = 0.0,
+                   max_patterns: int = _MAX_PATTERNS):
     """Split each stage's layer range at cap c into a low part (n tl[c] + extra <= tau_lb: the period
     can never bind) and a window of explicit patterns n with tau_lb < n tl[c] + extra <= tau_max.
 
@@ -645,7 +658,7 @@ def _period_window(o: LayoutOption, Usc: list, extra: list, tau_max: float, max_
     tt_min = min(float(o.t_last_s[c]) for c in caps_used)
     lb = max(math.ceil(L / p) * tl_min, (L * tl_min + tf_min + tt_min) / p,
              tl_min + tf_min + (tt_min if p == 1 else 0.0), tl_min + tt_min)
-    tau_lb = lb * (1 - 1e-9)
+    tau_lb = max(lb * (1 - 1e-9), tau_min)
     hi = tau_max * (1 + 1e-9)
     base = [{} for _ in range(p)]
     window = [{} for _ in range(p)]
@@ -684,9 +697,11 @@ class _Model:
     """
 
     def __init__(self, inst: Instance, relax=(), T_max: float = math.inf, E_max: float = math.inf,
-                 T_rtol: float = _ROW_SLACK, E_rtol: float = _ROW_SLACK):
+                 T_rtol: float = _ROW_SLACK, E_rtol: float = _ROW_SLACK, T_min: float = 0.0,
+                 weighted: tuple | None = None):
         self.inst, self.relax = inst, frozenset(relax)
         T_max, E_max = T_max * (1 + T_rtol), E_max * (1 + E_rtol)
+        T_min = T_min * (1 - _ROW_SLACK)
         self.T_max, self.E_max = T_max, E_max
         C, G = len(inst.cap_levels_w), inst.gpus_per_node
         Tmax, B, H = inst.max_temp_c, inst.node_power_budget_w, inst.hbm_bytes
@@ -747,6 +762,18 @@ class _Model:
                 ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                          + float(np.min(de * o.t_last_s)))
                 tau_max = min(tau_max, ((E_max - ce_lb) / idle - o.const_time_s) / a)
+            if weighted is not None:
+                # E + lam T <= V with E >= ce_lb + idle T: T <= (V - ce_lb) / (idle + lam)
+                lam, V = weighted
+                de = Em * (pb - o.p_idle_w)
+                ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
+                         + float(np.min(de * o.t_last_s)))
+                if idle + lam > 0:
+                    tau_max = min(tau_max, ((V * (1 + _ROW_SLACK) - ce_lb) / (idle + lam) - o.const_time_s) / a)
+            tau_min = max(0.0, (T_min - o.const_time_s) / a) if T_min > 0 else 0.0
+            if tau_min > tau_max:
+                self.lay.append(None)
+                continue
             Usc = []
             for s in range(p):
                 row = {}
@@ -762,7 +789,7 @@ class _Model:
                 self.lay.append(None)
                 continue
             # period levels and window patterns (only when tau is bounded)
-            tau_lb, base, window = _period_window(o, Usc, extra, tau_max)
+            tau_lb, base, window = _period_window(o, Usc, extra, tau_max, tau_min)
             has_window = any(window[s] for s in range(p))
             x = pulp.LpVariable(f"x_{k}", cat="Binary")
             xs.append(x)
@@ -779,11 +806,18 @@ class _Model:
             # units: single stages, or (strict mode, bounded period) groups of interchangeable
             # middle stages -- same bounds, and identical nodes (S >= G) or the same node (S < G) --
             # modelled by counts (exact: only the multiset of (cap, layers) of a group matters)
+            # S < G with no thermal or power row able to bind (every slot cool enough and the node
+            # under budget even with every block at the highest allowed busy power): placement is
+            # irrelevant and the layout is treated like whole-node stages (exact)
+            free = (not g.whole and strict
+                    and g.Q * S * max(pb[c] for c in allowed) <= B * (1 + _ROW_SLACK)
+                    and bool(np.all(_node_temps(inst, np.full(G, max(pb[c] for c in allowed)))
+                                    <= Tmax + _ROW_SLACK * abs(Tmax))))
             units = []
             if strict and has_window and p > 2:
                 groups = {}
                 for s in range(1, p - 1):
-                    groups.setdefault((tuple(sorted(Usc[s].items())), None if g.whole else s // g.Q), []).append(s)
+                    groups.setdefault(None if g.whole or free else s // g.Q, []).append(s)
                 units = [[0]] + list(groups.values()) + [[p - 1]]
             else:
                 units = [[s] for s in range(p)]
@@ -794,22 +828,41 @@ class _Model:
             for ui, st in enumerate(units):
                 s0, M = st[0], len(st)
                 cat = "Binary" if M == 1 else "Integer"
+                caps_u = sorted(Usc[s0])
+                # low range shared by all stages of the unit; the rest are explicit patterns
+                # (c, m) -> theta (None below tau_lb, where the period cannot bind)
+                low = {c: min(base[s][c] for s in st) for c in caps_u}
+                pats = {}
+                for s in st:
+                    for c in caps_u:
+                        for m in range(low[c] + 1, base[s][c] + 1):
+                            pats[c, m] = None
+                        for m, th in window[s].get(c, []):
+                            pats[c, m] = th
                 Kc = {c: pulp.LpVariable(f"K_{k}_{ui}_{c}", lowBound=0, upBound=M, cat=cat)
-                      for c in Usc[s0] if base[s0][c] >= 1}
-                Zc = {c: pulp.LpVariable(f"Z_{k}_{ui}_{c}", lowBound=0, upBound=M * base[s0][c], cat="Integer")
+                      for c in caps_u if low[c] >= 1}
+                Zc = {c: pulp.LpVariable(f"Z_{k}_{ui}_{c}", lowBound=0, upBound=M * low[c], cat="Integer")
                       for c in Kc}
-                Nc = {(c, m): pulp.LpVariable(f"N_{k}_{ui}_{c}_{m}", lowBound=0, upBound=M, cat=cat)
-                      for c in window[s0] for m, _ in window[s0][c]}
+                Nc = {cm: pulp.LpVariable(f"N_{k}_{ui}_{cm[0]}_{cm[1]}", lowBound=0, upBound=M, cat=cat)
+                      for cm in sorted(pats)}
                 prob += pulp.lpSum(Kc.values()) + pulp.lpSum(Nc.values()) - M * x == 0, f"onecap_{k}_{ui}"
                 for c in Kc:
                     prob += Zc[c] - Kc[c] >= 0, f"zlo_{k}_{ui}_{c}"
-                    prob += Zc[c] - base[s0][c] * Kc[c] <= 0, f"zhi_{k}_{ui}_{c}"
+                    prob += Zc[c] - low[c] * Kc[c] <= 0, f"zhi_{k}_{ui}_{c}"
+                # stages of a unit differ at most in their memory bound U_s (nested): the patterns
+                # fit iff, for every threshold t, #patterns with more than t layers <= #stages with
+                # U_s > t (Hall's condition for nested neighbourhoods)
+                Us = sorted({U[s] for s in st})
+                for t_ in Us[:-1]:
+                    big = [(Nc[cm], 1.0) for cm in Nc if cm[1] > t_]
+                    if big:
+                        prob += (pulp.LpAffineExpression(big) <= sum(1 for s in st if U[s] > t_)), f"hall_{k}_{ui}_{t_}"
                 # a stage on a pattern of time >= theta forces tau >= theta: the cumulative count
                 # of the unit's patterns at or above theta is <= M v_theta
                 by_th = {}
-                for c in window[s0]:
-                    for m, th in window[s0][c]:
-                        by_th.setdefault(th, []).append(Nc[c, m])
+                for cm, th in pats.items():
+                    if th is not None:
+                        by_th.setdefault(th, []).append(Nc[cm])
                 prev = None
                 for i, th in enumerate(sorted(by_th, reverse=True)):
                     cum = pulp.LpVariable(f"W_{k}_{ui}_{i}", lowBound=0)
@@ -819,8 +872,7 @@ class _Model:
                     prev = cum
                 lay_terms = [(Zc[c], 1.0) for c in Kc] + [(Nc[cm], float(cm[1])) for cm in Nc]
                 layer_terms += lay_terms
-                Yv[s0] = {c: ([Kc[c]] if c in Kc else []) + [Nc[c, m] for m, _ in window[s0].get(c, [])]
-                          for c in Usc[s0]}
+                Yv[s0] = {c: ([Kc[c]] if c in Kc else []) + [Nc[cm] for cm in Nc if cm[0] == c] for c in caps_u}
                 Yv[s0] = {c: vs for c, vs in Yv[s0].items() if vs}
                 if M == 1:
                     # exact period row of a single stage (implied by the levels when the window exists)
@@ -841,7 +893,7 @@ class _Model:
                 for c, m in Nc:
                     dp = Em * (pb[c] - o.p_idle_w)
                     E_terms.append((Nc[c, m], dp * (m * o.t_layer_s[c] + extra[s0][c]) / self.E_ref))
-                ulist.append(dict(stages=st, K=Kc, Z=Zc, N=Nc, base=base[s0]))
+                ulist.append(dict(stages=st, K=Kc, Z=Zc, N=Nc, U=[U[s] for s in st]))
             prob += pulp.LpAffineExpression(layer_terms + [(x, -float(L))]) == 0, f"layers_{k}"
             T_terms += [(tau, a * ts / self.T_ref), (x, o.const_time_s / self.T_ref)]
             E_terms += [(tau, idle * a * ts / self.E_ref), (x, idle * o.const_time_s / self.E_ref)]
@@ -864,7 +916,7 @@ class _Model:
                         prob += (pulp.LpAffineExpression([t for c in Yv[s] for t in Y(s, c, G * pb[c] / B)]
                                                          + [(x, -1.0), (self.sig["node_power"], -1.0 / B)])
                                  <= 0, f"power_{k}_{s}")
-            else:
+            elif not free:
                 u = []
                 for q, st in enumerate(g.node_stages):
                     st = [s for s in st if Yv[s] is not None]
@@ -976,11 +1028,13 @@ class _Model:
                     assign.append((c, tot // cnt + (1 if i < tot % cnt else 0)))
             if len(assign) != len(un["stages"]):
                 raise RuntimeError("MIP solution does not assign every stage of a unit")
+            # largest layer counts to the stages with the largest memory bounds (Hall order)
             assign.sort(key=lambda cm: (-cm[1], -cm[0]))
-            for s, (c, m) in zip(un["stages"], assign):
-                caps[s], layers[s] = c, m
+            order = sorted(range(len(un["stages"])), key=lambda i: (-un["U"][i], i))
+            for i, (c, m) in zip(order, assign):
+                caps[un["stages"][i]], layers[un["stages"][i]] = c, m
         blocks = None
-        if not g.whole:
+        if not g.whole and d["u"] is not None:
             blocks = [0] * g.p
             for q, st in enumerate(g.node_stages):
                 uq = d["u"][q]
@@ -1122,6 +1176,32 @@ def _heuristic(inst: Instance, local_layouts: int = 3) -> list:
     return sorted(out)
 
 
+def _triangle_edp(L, A, B, R) -> float:
+    """Lower bound of E T over the region where a new lower-hull vertex between adjacent vertices
+    A and B can lie: the triangle under the chord AB and above the extensions of the neighbouring
+    edges L-A and B-R (vertical T = T_A / horizontal E = E_B without a neighbour).  E T is concave
+    on every edge (negative slopes), so the minimum is at a corner; A and B are known points, the
+    third corner X is returned (never below T_A E_B)."""
+    TA, EA, TB, EB = A.step_time_s, A.energy_j, B.step_time_s, B.energy_j
+    box = TA * EB
+    s1 = None if L is None or A.step_time_s <= L.step_time_s else (EA - L.energy_j) / (TA - L.step_time_s)
+    s2 = None if R is None or R.step_time_s <= TB else (R.energy_j - EB) / (R.step_time_s - TB)
+    if s1 is None and s2 is None:
+        return box
+    if s1 is None:
+        X = (TA, EB + s2 * (TA - TB))
+    elif s2 is None:
+        X = (TA + (EB - EA) / s1, EB) if s1 < 0 else (TA, EB)
+    elif s2 - s1 > 0:
+        t = (EB - EA + s1 * TA - s2 * TB) / (s1 - s2)
+        X = (t, EA + s1 * (t - TA))
+    else:
+        return box
+    tx = min(max(X[0], TA), TB)
+    ex = min(max(X[1], EB), EA)
+    return max(box, tx * ex)
+
+
 class _Run:
     """Solve bookkeeping: one model per bound pair, a pool of known feasible solutions (their T and
     E bound the next MIPs: exact, the optimum is never worse than a known solution), exact
@@ -1134,7 +1214,8 @@ class _Run:
         self.solves = 0
         self.pool = _heuristic(inst)
 
-    def _solve(self, what: str, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK, lam: float = 0.0):
+    def _solve(self, what: str, T_max=math.inf, E_max=math.inf, T_rtol=_ROW_SLACK, lam: float = 0.0,
+               T_min: float = 0.0, V: float | None = None):
         # tighten the bound that is not the objective with the best known feasible solution
         # ('W', the weighted sum E + lam T, gets its bounds from the caller)
         if what in ("E", "E+"):
@@ -1143,7 +1224,8 @@ class _Run:
         elif what == "T":
             known = [t for t, e in self.pool if e <= E_max and t <= T_max]
             T_max = min(known, default=T_max)
-        m = _Model(self.inst, T_max=T_max, E_max=E_max, T_rtol=T_rtol)
+        m = _Model(self.inst, T_max=T_max, E_max=E_max, T_rtol=T_rtol, T_min=T_min,
+                   weighted=(lam, V) if what == "W" and V is not None else None)
         if m.empty:
             return None
         if what == "W":
@@ -1178,57 +1260,60 @@ class _Run:
         return b if b is not None and b.step_time_s <= a.step_time_s * (1 + FEAS_RTOL) else a
 
     def edp(self, fast: Solution, T_bound=math.inf) -> Solution:
-        """Least E x T: the best vertex of the lower convex hull of the (T, E) front, found by the
-        dichotomic weighted-sum search (Aneja & Nair 1979) between the fastest point and the
-        least-energy point, pruning a hull gap (A, B) once T_A E_B >= the best E T found.
+        """Least E x T: the best vertex of the lower convex hull of the (T, E) points, found by the
+        dichotomic weighted-sum search (Y. P. Aneja, K. P. K. Nair, "Bicriteria transportation
+        problem", Management Science 25(1), 1979) between the fastest and the least-energy point.
 
         Exact: if P* minimises E T then, for every feasible P, E/E* + T/T* >= 2 sqrt(E T/(E* T*)) >= 2
         (arithmetic-geometric mean), so P* minimises E + (E*/T*) T -- it is a supported point; and
-        E T is concave along a hull edge, so its least value on the hull is at a vertex.  A new
-        vertex between adjacent vertices A, B must improve E + lam T with lam = (E_A - E_B)/(T_B - T_A)
-        and lies in T_A < T < T_B, E_B < E < E_A: those bounds are imposed (exact)."""
-        best = fast
+        E T is concave along any line of negative slope, so its least value on the hull is at a
+        vertex.  A new vertex between adjacent vertices A, B improves E + lam T, lam = (E_A - E_B) /
+        (T_B - T_A), below its value V at A and B, so it lies in T_A < T < T_B, E < E_A: those bounds
+        are imposed (exact).  By convexity it also lies above the extensions of the neighbouring hull
+        edges, in a triangle whose corner X bounds its E T from below (concavity again): a gap is
+        skipped once E_X T_X >= the best E T found."""
         slow = self._solve("E+", T_max=T_bound, T_rtol=0.0)
-        if slow is None:
-            return fast
-        if slow.edp < best.edp:
-            best = slow
-        stack = [(fast, slow)]
-        while stack:
-            A, B = stack.pop()
-            if B.step_time_s <= A.step_time_s or A.energy_j <= B.energy_j:
-                continue
-            if A.step_time_s * B.energy_j >= best.edp:
-                continue            # every point between them has T > T_A and E > E_B
+        hull = [fast] if slow is None or slow.step_time_s <= fast.step_time_s else [fast, slow]
+        edges = set()                                   # (id A, id B) proven hull edges
+        while True:
+            best = min(q.edp for q in hull)
+            gap, gap_lb = None, math.inf
+            for i in range(len(hull) - 1):
+                A, B = hull[i], hull[i + 1]
+                if (id(A), id(B)) in edges or A.energy_j <= B.energy_j:
+                    continue
+                lb = _triangle_edp(hull[i - 1] if i > 0 else None, A, B, hull[i + 2] if i + 2 < len(hull) else None)
+                if lb >= best * (1 - 1e-12):
+                    edges.add((id(A), id(B)))
+                    continue
+                if lb < gap_lb:
+                    gap, gap_lb = i, lb
+            if gap is None:
+                return min(hull, key=lambda q: (q.edp, q.step_time_s))
+            A, B = hull[gap], hull[gap + 1]
             lam = (A.energy_j - B.energy_j) / (B.step_time_s - A.step_time_s)
             V = max(A.energy_j + lam * A.step_time_s, B.energy_j + lam * B.step_time_s)
-            P = self._solve("W", T_max=B.step_time_s, E_max=A.energy_j, lam=lam)
-            if P is None or P.energy_j + lam * P.step_time_s >= V * (1 - 1e-9):
-                continue            # A-B is a hull edge
-            if P.edp < best.edp:
-                best = P
-            stack += [(A, P), (P, B)]
-        return best
+            P = self._solve("W", T_max=B.step_time_s, E_max=A.energy_j, lam=lam, T_min=A.step_time_s, V=V)
+            if (P is None or P.energy_j + lam * P.step_time_s >= V * (1 - 1e-9)
+                    or not A.step_time_s < P.step_time_s < B.step_time_s):
+                edges.add((id(A), id(B)))
+            else:
+                hull.insert(gap + 1, P)
 
-    def front(self, T_bound=math.inf, T_min=None, best_edp=math.inf, prune=False):
+    def front(self, T_bound=math.inf, T_min=None):
         """Augmented epsilon-constraint trace of the Pareto front from the slow end.
 
         Each point is argmin E + delta T s.t. T <= beta (delta = ``_AUGMENT`` in the scaled units,
-        so the point is never dominated), then beta = T (1 - eps).  With ``prune`` (EDP) the trace
-        stops once E_i T_min >= the best E T so far: every later point has E >= E_i and T >= T_min.
-        Returns the list of Solutions, slowest first."""
+        so the point is never dominated), then beta = T (1 - eps), until infeasible or T_min is
+        reached.  Returns the list of Solutions, slowest first."""
         pts, beta = [], T_bound
         while True:
             b = self._solve("E+", T_max=beta, T_rtol=0.0)
             if b is None:
                 break
             pts.append(b)
-            best_edp = min(best_edp, b.edp)
-            if T_min is not None:
-                if b.step_time_s <= T_min * (1 + 1e-12):
-                    break
-                if prune and b.energy_j * T_min >= best_edp:
-                    break
+            if T_min is not None and b.step_time_s <= T_min * (1 + 1e-12):
+                break
             beta = min(b.step_time_s, beta) * (1 - _FRONT_EPS)   # strictly decreasing
         return pts
 
@@ -1251,8 +1336,9 @@ def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc",
     Args:
         instance: the :class:`Instance`.
         objective: 'energy' (min J per step), 'time' (min s per step, ties broken by least energy)
-            or 'edp' (min energy x step time, exactly, via the epsilon-constraint Pareto front of
-            Haimes et al. 1971).
+            or 'edp' (min energy x step time, exactly: the best vertex of the front's lower convex
+            hull, found by the dichotomic weighted-sum search of Aneja & Nair 1979; see the module
+            docstring for why the optimum is such a vertex).
         solver: 'cbc' (PuLP's bundled CBC) or 'highs' (pulp.HiGHS, else pulp.HiGHS_CMD).
         threads: solver threads (1 for reproducible single-core timings).
         time_limit_s: per-MIP time limit, s (None: none); a solution found at the limit is
@@ -1295,11 +1381,16 @@ def solve(instance: Instance, objective: str = "energy", *, solver: str = "cbc",
 
 def pareto_front(instance: Instance, *, solver: str = "cbc", threads: int = 1,
                  time_limit_s: float | None = None) -> list:
-    """The time-energy Pareto front (epsilon-constraint method, Haimes et al. 1971).
+    """The time-energy Pareto front (augmented epsilon-constraint method: Haimes et al. 1971,
+    Mavrotas 2009).
 
     Every non-dominated (step time, energy) pair under the instance's limits (and its step-time
-    slack, if set), found by min E s.t. T <= beta then min T s.t. E <= E*, with beta = T (1 - 1e-7)
-    after each point (points closer than 1e-7 relative in T may be merged).
+    slack, if set), from the least-energy end: argmin E + delta T s.t. T <= beta (delta = 1e-6 in
+    scaled units), then beta = T (1 - 1e-7); points closer than that in T, or whose energy differs by
+    less than delta times the step-time difference, may be merged.  Costs one MIP per point.
+
+    Args:
+        instance: the :class:`Instance`.  solver, threads, time_limit_s: as :func:`solve`.
 
     Returns:
         List of (T s, E J, :class:`Solution`) tuples, fastest first (E decreasing).
