@@ -141,7 +141,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
     if k is None:
-        k = 3 if pareto else 6   # every front point is two MIP solves: keep the front quick
+        k = 3 if pareto else 6   # every front point is a MIP solve: keep the front quick
     if k < 1:
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
     caps = cap_levels(c, p, power_cap_w)
