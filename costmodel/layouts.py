@@ -78,11 +78,6 @@ def layers_per_stage(model: ModelSpec, t: LayoutTable) -> np.ndarray:
     return t.vp * np.ceil(model.num_layers / (t.pp * t.vp))
 
 
-def num_microbatches(t: LayoutTable, recipe: Recipe) -> np.ndarray:
-    """Micro-batches per step per DP replica, m = gbs / (DP x mbs) (float array)."""
-    return recipe.gbs / (t.dp * t.mbs)
-
-
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
              gpus_per_node: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
     """Check every Megatron-core divisibility rule on every layout.

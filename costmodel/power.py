@@ -13,7 +13,8 @@ MICRO 2021: constant + activity-proportional dynamic power; Hong & Kim, ISCA 201
 
     P = P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link
 
-with the coefficients fitted per GPU from power traces (calibration/fit_power.py).  Average power
+with the coefficients fitted per GPU from power traces (calibration/fit_power.py).  costmodel.energy
+composes these per stage: average power
 is the time-weighted mean over the step; peak power is the mean over the steady 1F1B period (a
 micro-batch's forward + backward with its overlapped communication), the densest sustained window
 that a power meter averaging over ~100 ms sees; it grows with mbs because larger GEMMs run at a
@@ -69,50 +70,3 @@ def clock_ratio(p: PowerParams, power_w, cap_w):
     dyn = np.maximum(power_w - p.idle_w, 1e-9)
     return np.clip((head / dyn) ** (1.0 / p.gamma), 1e-3, 1.0)
 
-
-@dataclass
-class PowerResult:
-    """Per-layout power figures (arrays over layouts).
-
-    avg_power_w: time-weighted mean over the step; peak_power_w: mean over the steady 1F1B window;
-    energy_j_per_step: avg x step x GPUs; clock_ratio: SM clock of the compute phases / max;
-    compute_stretch: factor by which compute-bound time grew under the cap (1 / clock_ratio).
-    """
-
-    avg_power_w: np.ndarray
-    peak_power_w: np.ndarray
-    clock_ratio: np.ndarray
-    compute_stretch: np.ndarray
-
-
-def layout_power(p: PowerParams, cap_w, t_compute_s, u_flop, t_mem_s, u_hbm, t_comm_s, u_link,
-                 t_overlap_s, t_idle_s, t_window_s, window_busy_share) -> PowerResult:
-    """Average and peak power of one GPU over a step, with DVFS under ``cap_w``.
-
-    Args (arrays over layouts, seconds or fractions):
-        cap_w: power cap, W.
-        t_compute_s, u_flop: tensor-core-bound time and its FLOP utilisation.
-        t_mem_s, u_hbm: HBM-bound time and its bandwidth utilisation.
-        t_comm_s, u_link: exposed communication time and link utilisation.
-        t_overlap_s: communication hidden under compute (adds c_link u_link during that time).
-        t_idle_s: bubble and waiting.
-        t_window_s: duration of the steady window (fwd + bwd of a micro-batch) for the peak.
-        window_busy_share: share of the window that is compute (the rest is memory-bound/comm).
-    Returns:
-        :class:`PowerResult`; compute time under the cap is t_compute_s x compute_stretch.
-    """
-    t_compute_s = np.asarray(t_compute_s, dtype=np.float64)
-    ov = np.clip(np.asarray(t_overlap_s) / np.maximum(t_compute_s, 1e-12), 0.0, 1.0)
-    p_comp = phase_power_w(p, u_flop, 0.0, u_link * ov)
-    s = clock_ratio(p, p_comp, cap_w)
-    # capped compute phase: dynamic part scales as s^gamma, time as 1/s
-    p_comp_c = p.idle_w + (p_comp - p.idle_w) * s ** p.gamma
-    p_mem = np.minimum(phase_power_w(p, 0.0, u_hbm), cap_w)
-    p_comm = np.minimum(phase_power_w(p, 0.0, 0.0, u_link), cap_w)
-    t_c = t_compute_s / s
-    total = t_c + t_mem_s + t_comm_s + t_idle_s
-    energy = p_comp_c * t_c + p_mem * t_mem_s + p_comm * t_comm_s + p.idle_w * t_idle_s
-    avg = energy / np.maximum(total, 1e-12)
-    share = np.clip(window_busy_share, 0.0, 1.0)
-    peak = share * p_comp_c + (1 - share) * p_mem
-    return PowerResult(avg, np.maximum(peak, avg), s, 1.0 / s)
