@@ -30,20 +30,19 @@ are fitted to microbenchmarks only.
 """
 from __future__ import annotations
 
-import itertools
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
-from scipy.optimize import least_squares
 
-from costmodel.collective import (COLLECTIVES, CollectiveParams, busbw_factor, collective_time_s,
+from costmodel.collective import (COLLECTIVES, busbw_factor, collective_time_s,
                                   effective_busbw, hierarchical_time_s)
 from costmodel.gemm import GemmParams, gemm_time_s
 
 from .fit_power import build_power_thermal
+from .fitting import (GEMM_BYTES, NVLS_EFF_MAX, FIT_METHOD, coll_entry, dump_yaml, fit_collective, fit_gemm,
+                      fit_hierarchical, fit_stats, fit_text, gemm_entry, params_of, round_sig)
 from .readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
                       read_mlengineering_nvls, read_nccl_tests, read_xla_collective_table,
                       read_xla_matmul_table)
@@ -52,8 +51,6 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data" / "public"
 PROFILES = REPO / "hardware" / "profiles"
 GENERATED_BY = "python -m calibration.fit_public"
-MiB = 2 ** 20
-
 F = dict(  # input files (copies under calibration/data/public/)
     xla_mm="xla_matmul_perf_table_sm90_sm100.csv", xla_coll="xla_collective_perf_table_sm90_sm100_8gpu.csv",
     mamf="mamf_max_achievable_matmul_tflops.md", azure="azure_nd_a100_h100_h200_gemm_hbm_nvbw_nccl.md",
@@ -85,8 +82,6 @@ GPUS = {
                            source="NVIDIA V100 SXM2 datasheet: 125 TF FP16 tensor, 900 GB/s, 80 SMs, "
                                   "NVLink2 300 GB/s bidirectional"),
 }
-GEMM_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
-TILES = (64, 128, 256)
 
 
 def _p(key):
@@ -97,85 +92,6 @@ def _p(key):
 def _rel(key):
     """Repo-relative path string of input ``key`` (what the profile's provenance lists)."""
     return f"calibration/data/public/{F[key]}"
-
-
-def _r(x, sig=4):
-    """Round to ``sig`` significant digits as a plain float/int for YAML."""
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    return float(f"{float(x):.{sig}g}")
-
-
-def _stats(t_model, t_meas, inputs, sizes=None, **extra):
-    """Fit-quality record: n_points, median/max relative error of time, R^2 of log time.
-
-    With message ``sizes`` (bytes) also the median/max relative time error and the max relative busbw
-    error at sizes >= 1 MiB (the bandwidth regime that dominates training).
-    """
-    t_model, t_meas = np.asarray(t_model, float), np.asarray(t_meas, float)
-    rel = np.abs(t_model / t_meas - 1.0)
-    lm, lt = np.log(t_model), np.log(t_meas)
-    ss_tot = float(np.sum((lt - lt.mean()) ** 2))
-    r2 = 1.0 - float(np.sum((lm - lt) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
-    out = dict(n_points=int(len(t_meas)), median_rel_err=_r(np.median(rel), 3), max_rel_err=_r(rel.max(), 3),
-               r2=_r(r2, 4) if np.isfinite(r2) else None)
-    big = np.asarray(sizes if sizes is not None else [], float) >= MiB
-    if big.any():
-        out.update(median_rel_err_ge_1MiB=_r(np.median(rel[big]), 3), max_rel_err_ge_1MiB=_r(rel[big].max(), 3),
-                   max_busbw_rel_err_ge_1MiB=_busbw_err(sizes, t_model, t_meas))
-    out.update(extra)
-    out["inputs"] = list(inputs)
-    return out
-
-
-# ----------------------------------------------------------------------------------------- GEMM
-def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_cap=1.0):
-    """Fit :class:`GemmParams` to measured GEMM times.
-
-    Args:
-        pts: dict of equal-length arrays ``b, m, n, k`` (elements) and ``t`` (measured seconds).
-        peak: datasheet dense peak of the dtype, FLOP/s.  hbm_bps: datasheet HBM bandwidth, B/s.
-        hbm_eff: fitted achievable HBM fraction.  num_sms: datasheet SM/CU count.
-        bytes_per_element: operand bytes (2 for bf16/fp16, 1 for fp8).
-        eta_cap: upper bound of eta_max: the maximum achievable matmul FLOP/s over the peak found by
-            a brute-force shape search (MAMF).  Every quantisation factor of the model is <= 1, so
-            no shape may be predicted faster than that measured maximum; without the bound a fit to
-            tables of small shapes (XLA's go to 4096) extrapolates above it for training-size GEMMs.
-    Returns:
-        (GemmParams, model times at the points, seconds).
-    Method: for each (tile_m, tile_n) in {64,128,256}^2, ``least_squares`` (soft_l1, f_scale 0.05)
-    on log(model/measured) over eta_max in [0.05, eta_cap], k_half in [0, 1e4] elements, launch_s in
-    [0, 100 us]; the tile with the lowest robust cost is kept (ties: the smaller tile).
-    Raises:
-        ValueError: fewer than 4 points.
-    """
-    b, m, n, k, t = (np.asarray(pts[c], float) for c in ("b", "m", "n", "k", "t"))
-    if len(t) < 4:
-        raise ValueError(f"GEMM fit needs >= 4 points, got {len(t)}")
-    best = None
-    for tm, tn in itertools.product(TILES, TILES):
-        def res(x, tm=tm, tn=tn):
-            p = GemmParams(x[0], x[1], x[2] * 1e-6, tm, tn, num_sms)
-            return np.log(gemm_time_s(m, n, k, b, peak, hbm_bps, hbm_eff, p, bytes_per_element) / t)
-        fits = [least_squares(res, [min(x0[0], 0.99 * eta_cap)] + x0[1:],
-                              bounds=([0.05, 0.0, 0.0], [eta_cap, 1e4, 100.0]), loss="soft_l1", f_scale=0.05)
-                for x0 in ([0.8, 100.0, 5.0], [0.6, 500.0, 1.0])]
-        r = min(fits, key=lambda f: f.cost)
-        if best is None or r.cost < best[0].cost - 1e-12:
-            best = (r, tm, tn)
-    r, tm, tn = best
-    p = GemmParams(float(r.x[0]), float(r.x[1]), float(r.x[2]) * 1e-6, tm, tn, num_sms)
-    tmod = gemm_time_s(m, n, k, b, peak, hbm_bps, hbm_eff, p, bytes_per_element)
-    return p, tmod
-
-
-def _gemm_entry(p, fit=None, **extra):
-    d = dict(eta_max=_r(p.eta_max), k_half=_r(p.k_half), launch_s=_r(p.launch_s), tile_m=p.tile_m,
-             tile_n=p.tile_n, num_sms=p.num_sms)
-    d.update(extra)
-    if fit is not None:
-        d["fit"] = fit
-    return d
 
 
 def _pts(rows, src):
@@ -192,168 +108,6 @@ def _mamf_point(mamf, accel, dtype):
     """One MAMF best-shape measurement as a GEMM point (time = 2mnk / MAMF)."""
     r = next(x for x in mamf if x["accelerator"] == accel and x["dtype"] == dtype)
     return [dict(m=r["m"], n=r["n"], k=r["k"], time_s=2.0 * r["m"] * r["n"] * r["k"] / r["mamf_flops"])]
-
-
-# ---------------------------------------------------------------------------------- collectives
-NAMES = {2: ("LL", "Simple"), 3: ("LL", "LL128", "Simple")}  # NCCL protocols, lowest latency first
-LOSS, F_SCALE = "soft_l1", 0.1  # robust loss on log time: residuals beyond ~10 % count linearly
-NVLS_EFF_MAX = 1.2  # NVLS all-reduce: the NVSwitch reduces, so busbw may exceed the link (8x H100: 480/450)
-FIT_METHOD = f"least_squares {LOSS} (f_scale {F_SCALE}) on log time, NCCL protocol lines (costmodel/collective.py)"
-
-
-def _pairs(x, k):
-    """Parameter vector -> ``[(alpha_s, busbw_efficiency), ...]``, lowest latency first.
-
-    ``x = [log10 alpha_1, log10(alpha_2/alpha_1), ..., eff_k, eff_1/eff_2, ..., eff_(k-1)/eff_k]``:
-    latencies and efficiencies both increase from LL to Simple, as in NCCL's tuner (tuning.cc), so
-    the protocols cannot swap places and the fit is identifiable.
-    """
-    a = 10.0 ** np.cumsum(x[:k])
-    e = x[k] * np.cumprod(np.r_[x[k + 1:], 1.0][::-1])[::-1]
-    return [(float(ai), float(ei)) for ai, ei in zip(a, e)]
-
-
-def _winners(p, line_s):
-    """Indices of the protocols of ``p`` that are the fastest somewhere in the range of ``line_s``.
-
-    ``line_s``: bus bytes / link bandwidth of the measured points (the transfer time at line rate), s.
-    """
-    grid = np.geomspace(min(line_s), max(line_s), 64 * max(1, int(np.log10(max(line_s) / min(line_s)))) + 2)
-    return set(np.argmin([a + grid / e for a, e in p.protocols], axis=0).tolist())
-
-
-def fit_protocols(time_of, t, k=3, eff_max=1.0, fix=None):
-    """Fit NCCL protocol lines ``(alpha_p, eff_p)`` so that ``time_of(CollectiveParams)`` matches ``t``.
-
-    Args:
-        time_of: function CollectiveParams -> model times (s) at the measured points.
-        t: measured times, s.
-        k: number of protocols (3: LL, LL128, Simple; 2: LL, Simple).
-        eff_max: upper bound of the Simple efficiency (1 = line rate; NVLS all-reduce may exceed it).
-        fix: {index of the parameter vector (see :func:`_pairs`): value} held fixed.
-    Returns:
-        (CollectiveParams, parameter vector x).
-    Method: ``least_squares`` on log(model/measured) with the ``soft_l1`` loss (f_scale 0.1: residuals
-    beyond ~10 % count linearly, so timer noise and algorithm switches do not dominate; log time makes
-    small messages count as much as large ones), 12 starts.  Bounds: alpha_1 in [0.1 us, 1 ms], each
-    next alpha 1..1000 x the previous, eff_k in [0.05, eff_max], eff_(j)/eff_(j+1) in [0.005, 1].
-    Raises:
-        ValueError: fewer points than 2k.
-    """
-    t = np.asarray(t, float)
-    if len(t) < 2 * k - len(fix or {}):
-        raise ValueError(f"protocol fit needs >= {2 * k - len(fix or {})} points, got {len(t)}")
-    fix = fix or {}
-    lo = np.r_[-7.0, [0.0] * (k - 1), 0.05, [0.005] * (k - 1)]
-    hi = np.r_[-3.0, [3.0] * (k - 1), eff_max, [1.0] * (k - 1)]
-    free = np.array([i for i in range(2 * k) if i not in fix], int)
-
-    def full(z):
-        x = np.array([fix.get(i, 0.0) for i in range(2 * k)])
-        x[free] = z
-        return x
-
-    def res(z):
-        return np.log(time_of(CollectiveParams.from_protocols(_pairs(full(z), k))) / t)
-    starts = [np.r_[la, [d] * (k - 1), 0.8 * eff_max, [q] * (k - 1)][free]
-              for la, d, q in itertools.product((-5.5, -4.8, -4.2), (0.15, 0.5), (0.25, 0.7))]
-    r = min((least_squares(res, np.clip(s, lo[free] + 1e-9, hi[free] - 1e-9), bounds=(lo[free], hi[free]),
-                           loss=LOSS, f_scale=F_SCALE) for s in starts), key=lambda f: f.cost)
-    x = full(r.x)
-    return CollectiveParams.from_protocols(_pairs(x, k)), x
-
-
-def _fit_pruned(time_of, t, line_s, eff_max):
-    """:func:`fit_protocols` with 3 protocols; 2 (LL, Simple) if one of the 3 never wins on the data."""
-    p, x = fit_protocols(time_of, t, 3, eff_max)
-    if len(_winners(p, line_s)) < 3:
-        p, x = fit_protocols(time_of, t, 2, eff_max)
-    return p, x
-
-
-def fit_collective(coll, n, t, group_size, link_bps, eff_max=1.0, fix=None, k=3):
-    """Fit :class:`CollectiveParams` (NCCL protocol lines) of one collective in one scope.
-
-    Args:
-        coll: collective name (:data:`costmodel.collective.COLLECTIVES`).
-        n: message sizes, bytes (nccl-tests "size").  t: measured times, seconds.
-        group_size: ranks (scalar or per point).  link_bps: datasheet per-GPU link bandwidth, B/s.
-        eff_max: bound of the best protocol's busbw / link (1.0; NVLS all-reduce: above 1).
-        fix, k: parameters held fixed and the number of protocols (see :func:`fit_protocols`), for
-            sweeps without small messages; with ``fix`` the number of protocols is not pruned.
-    Returns:
-        (CollectiveParams, model times at ``n``, parameter vector).
-    Method: :func:`fit_protocols` with LL, LL128, Simple; LL and Simple only when one of the three is
-    never the fastest at a measured size (the data cannot tell it apart).
-    Raises:
-        ValueError: too few points.
-    """
-    n, t = np.asarray(n, float), np.asarray(t, float)
-
-    def time_of(q):
-        return collective_time_s(coll, n, group_size, link_bps, q)
-    if fix:
-        p, x = fit_protocols(time_of, t, k, eff_max, fix)
-    else:
-        p, x = _fit_pruned(time_of, t, busbw_factor(coll, group_size) * n / link_bps, eff_max)
-    return p, collective_time_s(coll, n, group_size, link_bps, p), x
-
-
-def fit_hierarchical(n, t, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra):
-    """Fit the inter-node all-reduce protocol lines of ``hierarchical_time_s`` (intra scope fixed).
-
-    Args:
-        n, t: message sizes (bytes) and measured times (s) of a multi-node all-reduce sweep.
-        ranks_per_node, n_nodes: topology of the measurement.
-        intra_bps: datasheet NVLink bandwidth per GPU per direction, B/s.
-        inter_bps: a GPU's share of the node's NICs, B/s (line rate x NICs / GPUs per node).
-        p_intra: the fitted intra-node all-reduce :class:`CollectiveParams`.
-    Returns:
-        (CollectiveParams, model times at ``n``).
-    Method: :func:`fit_protocols` (soft_l1 on log time, all sizes) with every efficiency at most 1:
-    no protocol beats the NICs' line rate.
-    """
-    n, t = np.asarray(n, float), np.asarray(t, float)
-
-    def time_of(q):
-        return hierarchical_time_s("all_reduce", n, ranks_per_node, n_nodes, intra_bps, inter_bps, p_intra, q)
-    p, _ = _fit_pruned(time_of, t, busbw_factor("all_reduce", n_nodes) * n / ranks_per_node / inter_bps, 1.0)
-    return p, time_of(p)
-
-
-def _coll_entry(p, fit=None, **extra):
-    """Profile entry: ``protocols`` list (name, absolute alpha_s, busbw_efficiency), extras, fit."""
-    pr = p.absolute_protocols
-    d = dict(protocols=[_Flow(name=nm, alpha_s=_r(a), busbw_efficiency=_r(e)) for nm, (a, e) in zip(NAMES[len(pr)], pr)])
-    d.update(extra)
-    if fit is not None:
-        d["fit"] = fit
-    return d
-
-
-def _params_of(entry):
-    """Profile entry -> :class:`CollectiveParams`."""
-    return CollectiveParams.from_protocols([(q["alpha_s"], q["busbw_efficiency"]) for q in entry["protocols"]])
-
-
-def _ptext(p):
-    """'LL 25.4us/0.016 LL128 ...' for the printed table."""
-    pr = p.absolute_protocols
-    return " ".join(f"{nm} {a * 1e6:.1f}us/{e:.3f}" for nm, (a, e) in zip(NAMES[len(pr)], pr))
-
-
-def _fit_text(p, fit):
-    """One row of the printed fit table."""
-    return (f"{_ptext(p)} | n={fit['n_points']} median {fit['median_rel_err']:.3f} max {fit['max_rel_err']:.3f} | "
-            f">=1MiB median {fit.get('median_rel_err_ge_1MiB')} max {fit.get('max_rel_err_ge_1MiB')} busbw max "
-            f"{fit.get('max_busbw_rel_err_ge_1MiB')}")
-
-
-def _busbw_err(n, t_model, t_meas):
-    """Max relative busbw error at sizes >= 1 MiB (busbw ~ 1/time)."""
-    n = np.asarray(n, float)
-    e = np.abs(np.asarray(t_meas) / np.asarray(t_model) - 1.0)[n >= MiB]
-    return _r(e.max(), 3) if e.size else None
 
 
 # ------------------------------------------------------------------------------------- datasets
@@ -408,9 +162,9 @@ def build_profiles(D=None):
     """
     D = D or load_public()
     prof = {g: dict(gpu=g, provenance=dict(generated_by=GENERATED_BY, inputs=set(), notes=[],
-                                           datasheet=dict(peak_flops_per_s={k: _r(v) for k, v in GPUS[g]["peak"].items()},
-                                                          hbm_bytes_per_s=_r(GPUS[g]["hbm"]), num_sms=GPUS[g]["sms"],
-                                                          intra_link_bytes_per_s=_r(GPUS[g]["link"]) if GPUS[g]["link"] else None,
+                                           datasheet=dict(peak_flops_per_s={k: round_sig(v) for k, v in GPUS[g]["peak"].items()},
+                                                          hbm_bytes_per_s=round_sig(GPUS[g]["hbm"]), num_sms=GPUS[g]["sms"],
+                                                          intra_link_bytes_per_s=round_sig(GPUS[g]["link"]) if GPUS[g]["link"] else None,
                                                           source=GPUS[g]["source"])),
                     gemm={}, hbm={}, attention={}, comm=dict(intra_node={}, inter_node={})) for g in GPUS}
     summary = []
@@ -428,8 +182,10 @@ def build_profiles(D=None):
     for g, sysname in AZ.items():
         h = az[sysname]["hbm"]
         copy, triad = h["Copy"] / GPUS[g]["hbm"], h["Triad"] / GPUS[g]["hbm"]
-        prof[g]["hbm"] = dict(efficiency=_r((copy + triad) / 2), fit=dict(
-            n_points=2, copy_efficiency=_r(copy, 3), triad_efficiency=_r(triad, 3),
+        prof[g]["hbm"] = dict(efficiency=round_sig((copy + triad) / 2), fit=dict(
+            n_points=2, copy_efficiency=round_sig(copy, 3), triad_efficiency=round_sig(triad, 3),
+            median_rel_err=round_sig(abs(copy - triad) / (copy + triad), 3),
+            max_rel_err=round_sig(abs(copy - triad) / (copy + triad), 3),
             method="mean of STREAM Copy and Triad over the datasheet bandwidth", inputs=[_rel("azure")]))
         use(g, "azure")
         summary.append(("hbm", g, "efficiency", f"{(copy + triad) / 2:.3f} (copy {copy:.3f}, triad {triad:.3f})"))
@@ -454,12 +210,12 @@ def build_profiles(D=None):
             if mm.any() else 1.0
         p, tmod = fit_gemm(pts, GPUS[g]["peak"][dtype], gg["hbm"], prof[hbm_of or g]["hbm"]["efficiency"],
                            GPUS[g]["sms"], GEMM_BYTES[dtype], eta_cap=cap)
-        per = {s: _r(np.median(np.abs(tmod[src == s] / np.asarray(pts["t"])[src == s] - 1)), 3) for s in dict.fromkeys(src)}
-        fit = _stats(tmod, pts["t"], [_rel(k) for k in keys], median_rel_err_by_source=per,
+        per = {s: round_sig(np.median(np.abs(tmod[src == s] / np.asarray(pts["t"])[src == s] - 1)), 3) for s in dict.fromkeys(src)}
+        fit = fit_stats(tmod, pts["t"], [_rel(k) for k in keys], median_rel_err_by_source=per,
                      method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; "
                             f"eta_max bounded by the MAMF maximum {cap:.3f}")
         e = dict(note=" ".join(notes)) if notes else {}
-        prof[g]["gemm"][dtype] = _gemm_entry(p, fit, **e)
+        prof[g]["gemm"][dtype] = gemm_entry(p, fit, **e)
         use(g, *keys)
         summary.append(("gemm", g, dtype, f"n={fit['n_points']:4d} median {fit['median_rel_err']:.3f} max "
                         f"{fit['max_rel_err']:.3f} R2 {fit['r2']:.3f}  eta_max {p.eta_max:.3f} k_half {p.k_half:.0f} "
@@ -504,7 +260,7 @@ def build_profiles(D=None):
         prof[g]["gemm"]["fp16"] = dict({k: v for k, v in prof[g]["gemm"]["bf16"].items() if k not in ("fit", "note")},
                                        derived_from=f"{g}:gemm.bf16",
                                        note="FP16 and BF16 have the same dense tensor-core peak; no separate FP16 table.")
-    prof["v100-sxm2-32gb"]["gemm"]["fp16"] = _gemm_entry(
+    prof["v100-sxm2-32gb"]["gemm"]["fp16"] = gemm_entry(
         GemmParams(a100.eta_max, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, 80),
         derived_from="a100-sxm-80gb:gemm.bf16",
         note="No V100 GEMM table in the public data: A100 fitted eta_max/k_half/launch/tile with the V100's 80 SMs "
@@ -512,7 +268,7 @@ def build_profiles(D=None):
     mi = next(r for r in mamf if r["accelerator"] == "AMD MI300X" and r["dtype"] == "bf16")
     eta_mi = mi["mamf_flops"] / mi["theory_flops"]
     for dt in ("bf16", "fp16"):
-        prof["mi250"]["gemm"][dt] = _gemm_entry(
+        prof["mi250"]["gemm"][dt] = gemm_entry(
             GemmParams(eta_mi, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, 104),
             derived_from="a100-sxm-80gb:gemm.bf16 (shape) + MAMF AMD MI300X (eta_max)",
             note=f"No MI250 GEMM data: eta_max = MAMF MI300X BF16 efficiency {mi['mamf_flops'] / 1e12:.1f}/"
@@ -527,8 +283,8 @@ def build_profiles(D=None):
     for g, sysname in AZ.items():
         a = az[sysname]["attention"]
         eff = a["flash_attention_2"] / GPUS[g]["peak"]["bf16"]
-        prof[g]["attention"] = dict(flash_efficiency=_r(eff), fit=dict(
-            n_points=1, measured_flops_per_s=_r(a["flash_attention_2"]), head_dim=a["head_dim"], batch=2, seq_len=8192,
+        prof[g]["attention"] = dict(flash_efficiency=round_sig(eff), fit=dict(
+            n_points=1, measured_flops_per_s=round_sig(a["flash_attention_2"]), head_dim=a["head_dim"], batch=2, seq_len=8192,
             method="Azure FlashAttention-2 TFLOP/s over the dense 16-bit peak", inputs=[_rel("azure")]))
         summary.append(("attention", g, "flash_eff", f"{eff:.3f} (FA2 {a['flash_attention_2'] / 1e12:.1f} TF, hd {a['head_dim']})"))
     txt = _p("mamf").read_text()
@@ -537,7 +293,7 @@ def build_profiles(D=None):
     b_eff = h200a * speed * GPUS["h200-sxm-141gb"]["peak"]["bf16"] / GPUS["b200-sxm-180gb"]["peak"]["bf16"]
     gb_fa = D["gb200"]["attention"]["flash_attention_2"]
     prof["b200-sxm-180gb"]["attention"] = dict(
-        flash_efficiency=_r(b_eff), derived_from="h200-sxm-141gb:attention",
+        flash_efficiency=round_sig(b_eff), derived_from="h200-sxm-141gb:attention",
         note=f"H200 FA2 efficiency x ml-engineering B200/H200 isolated-attention speedup {speed}x at 8k (FA4 vs FA3) x "
              f"989.4/2250 peak ratio. Azure GB200 FlashAttention-2 measures {gb_fa / 1e12:.1f} TFLOP/s = "
              f"{gb_fa / 2500e12:.3f} of GB200's 2.5 PFLOP/s, but FA2 does not use Blackwell's tcgen05 tensor cores, "
@@ -545,12 +301,12 @@ def build_profiles(D=None):
     use("b200-sxm-180gb", "mamf", "gb200")
     a100a = az["ND A100 v4"]["attention"]
     prof["v100-sxm2-32gb"]["attention"] = dict(
-        flash_efficiency=_r(a100a["standard"] / 312e12), derived_from="a100-sxm-80gb:attention (standard attention)",
+        flash_efficiency=round_sig(a100a["standard"] / 312e12), derived_from="a100-sxm-80gb:attention (standard attention)",
         note="FlashAttention-2 does not support Volta (sm_70); V100 training runs unfused attention, so the A100 "
              f"PyTorch standard-attention efficiency ({a100a['standard'] / 1e12:.1f}/312 TFLOP/s) is used.")
     mi_eff = prof["a100-sxm-80gb"]["attention"]["flash_efficiency"] * eta_mi / a100.eta_max
     prof["mi250"]["attention"] = dict(
-        flash_efficiency=_r(mi_eff), derived_from="a100-sxm-80gb:attention",
+        flash_efficiency=round_sig(mi_eff), derived_from="a100-sxm-80gb:attention",
         note="No MI250 attention data: A100 FA2 efficiency scaled by the GEMM eta_max ratio (MI250/A100), since "
              "fused attention is matmul-bound.")
     for g in ("b200-sxm-180gb", "v100-sxm2-32gb", "mi250"):
@@ -565,16 +321,16 @@ def build_profiles(D=None):
         eff_max = NVLS_EFF_MAX if (algorithm == "nvls" and coll == "all_reduce") else 1.0
         p, tm, xs[g, coll] = fit_collective(coll, n, t, group_size, link, eff_max, fix, nproto)
         src = np.array(s)
-        per = {k: _r(np.median(np.abs(tm[src == k] / np.asarray(t)[src == k] - 1)), 3) for k in dict.fromkeys(s)}
-        fit = _stats(tm, t, [_rel(k) for k in keys], n, median_rel_err_by_source=per, link_bytes_per_s=_r(link),
-                     busbw_efficiency_at_max_size=_r(effective_busbw(max(n), link, p, coll, group_size) / link, 3),
+        per = {k: round_sig(np.median(np.abs(tm[src == k] / np.asarray(t)[src == k] - 1)), 3) for k in dict.fromkeys(s)}
+        fit = fit_stats(tm, t, [_rel(k) for k in keys], n, median_rel_err_by_source=per, link_bytes_per_s=round_sig(link),
+                     busbw_efficiency_at_max_size=round_sig(effective_busbw(max(n), link, p, coll, group_size) / link, 3),
                      method=FIT_METHOD + (f"; parameters {sorted(fix)} fixed" if fix else ""))
         e = dict(group_size=group_size, algorithm=algorithm)
         if notes:
             e["note"] = " ".join(notes)
-        prof[g]["comm"]["intra_node"][coll] = _coll_entry(p, fit, **e)
+        prof[g]["comm"]["intra_node"][coll] = coll_entry(p, fit, **e)
         use(g, *keys)
-        summary.append(("intra", g, coll, _fit_text(p, fit)))
+        summary.append(("intra", g, coll, fit_text(p, fit)))
         return p
 
     def azure_ar(sysname):
@@ -606,11 +362,11 @@ def build_profiles(D=None):
     note("h100-sxm-80gb", f"cross-check (github_issue_excerpts, nccl-tests#212, NVIDIA maintainer): 8x H100 NVLS peak "
                           f"busbw ~480 GB/s; this fit gives {1.75 * 16 * 2 ** 30 / pb / 1e9:.0f} GB/s at 16 GiB.")
     a2a = next(r for r in iss if r.placement == "out-of-place" and r.size_bytes == 524288000)
-    p_a2a = _params_of(prof["h100-sxm-80gb"]["comm"]["intra_node"]["all_to_all"])
+    p_a2a = params_of(prof["h100-sxm-80gb"]["comm"]["intra_node"]["all_to_all"])
     tm = float(collective_time_s("all_to_all", a2a.size_bytes, 4, 450e9, p_a2a))
     note("h100-sxm-80gb", f"cross-check (nccl#2169): 4x H100 all-to-all 500 MB Ring/Simple busbw {a2a.busbw:.1f} GB/s; "
                           f"intra all_to_all at group 4 predicts {0.75 * a2a.size_bytes / tm / 1e9:.1f} GB/s.")
-    p_sr = _params_of(prof["h100-sxm-80gb"]["comm"]["intra_node"]["send_recv"])
+    p_sr = params_of(prof["h100-sxm-80gb"]["comm"]["intra_node"]["send_recv"])
     tm = float(collective_time_s("send_recv", 2 ** 30, 2, 450e9, p_sr))
     note("h100-sxm-80gb", f"cross-check (nccl#1264): p2pBandwidthLatencyTest unidirectional H100 NVLink 371-377 GB/s; "
                           f"send_recv fit gives {2 ** 30 / tm / 1e9:.0f} GB/s at 1 GiB (NCCL p2p via XLA permute).")
@@ -695,17 +451,17 @@ def build_profiles(D=None):
             n, t = [r.size_bytes for r in rows], [r.time_us * 1e-6 for r in rows]
         else:
             n, t = key_or_rows
-        pin = _params_of(prof[g]["comm"]["intra_node"]["all_reduce"])
+        pin = params_of(prof[g]["comm"]["intra_node"]["all_reduce"])
         p, tm = fit_hierarchical(n, t, ranks_per_node, n_nodes, GPUS[g]["link"], inter_bps, pin)
-        fit = _stats(tm, t, [_rel(k) for k in keys], n, ranks_per_node=ranks_per_node, n_nodes=n_nodes,
-                     inter_bytes_per_s_per_gpu=_r(inter_bps), nics=nic_text, intra="comm.intra_node.all_reduce",
+        fit = fit_stats(tm, t, [_rel(k) for k in keys], n, ranks_per_node=ranks_per_node, n_nodes=n_nodes,
+                     inter_bytes_per_s_per_gpu=round_sig(inter_bps), nics=nic_text, intra="comm.intra_node.all_reduce",
                      method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1")
         e = dict(group_size=n_nodes, algorithm="nccl-default (hierarchical model)")
         if notes:
             e["note"] = " ".join(notes)
-        prof[g]["comm"]["inter_node"]["all_reduce"] = _coll_entry(p, fit, **e)
+        prof[g]["comm"]["inter_node"]["all_reduce"] = coll_entry(p, fit, **e)
         use(g, *keys)
-        summary.append(("inter", g, "all_reduce", _fit_text(p, fit)))
+        summary.append(("inter", g, "all_reduce", fit_text(p, fit)))
 
     inter("h100-sxm-80gb", "p5", ["p5"], 8, 2, "32 x 100 Gb/s EFA per node", 32 * 100e9 / 8 / 8,
           ["AWS p5.48xlarge x2 all_reduce_perf 8 B..16 GiB (table 1, out-of-place). Table 2 of the file (EKS,",
@@ -726,8 +482,8 @@ def build_profiles(D=None):
         summary.append(("inter", g, "all_reduce", "derived from h100-sxm-80gb (p5 EFA)"))
     r78 = [r for r in iss if r.placement == "out-of-place" and r.size_bytes == 268435456 and r.busbw > 1]
     if r78:
-        pv = _params_of(prof["v100-sxm2-32gb"]["comm"]["inter_node"]["all_reduce"])
-        pvi = _params_of(prof["v100-sxm2-32gb"]["comm"]["intra_node"]["all_reduce"])
+        pv = params_of(prof["v100-sxm2-32gb"]["comm"]["inter_node"]["all_reduce"])
+        pvi = params_of(prof["v100-sxm2-32gb"]["comm"]["intra_node"]["all_reduce"])
         tv = float(hierarchical_time_s("all_reduce", 268435456, 8, 8, 150e9, 100e9 / 8 / 8, pvi, pv))
         note("v100-sxm2-32gb", f"cross-check (nccl-tests#78): 8 nodes x 8 V100, one 100 Gb/s IB NIC per node, 256 MiB "
                                f"all-reduce busbw {r78[0].busbw} GB/s measured; the derived profile predicts "
@@ -758,28 +514,6 @@ def build_profiles(D=None):
     return prof, summary
 
 
-class _Flow(dict):
-    """A mapping written on one line (``{name: LL, alpha_s: ..., busbw_efficiency: ...}``)."""
-
-
-class _Dumper(yaml.SafeDumper):
-    """yaml.SafeDumper that writes :class:`_Flow` mappings in flow style."""
-
-
-_Dumper.add_representer(_Flow, lambda d, x: d.represent_mapping("tag:yaml.org,2002:map", x, flow_style=True))
-
-
-def _plain(x):
-    """numpy scalars/strings -> Python types, recursively (for yaml.dump); keeps :class:`_Flow`."""
-    if isinstance(x, dict):
-        return type(x)({str(k): _plain(v) for k, v in x.items()})
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
 def write_profiles(profiles, outdir=PROFILES):
     """Write each profile to ``outdir/<gpu>.yaml``.
 
@@ -795,7 +529,7 @@ def write_profiles(profiles, outdir=PROFILES):
         path = outdir / f"{g}.yaml"
         head = (f"# {g}: fitted cost-model parameters. GENERATED by `{GENERATED_BY}` from the public microbenchmarks\n"
                 "# under calibration/data/public/ (each file starts with its source). Do not edit by hand.\n")
-        path.write_text(head + yaml.dump(_plain(p), Dumper=_Dumper, sort_keys=False, width=110, allow_unicode=False))
+        path.write_text(dump_yaml(p, head))
         paths.append(path)
     return paths
 

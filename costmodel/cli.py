@@ -19,12 +19,16 @@ from .predict import predict_table
 from .energy import layout_energy
 from .optimize import OBJECTIVES
 from .search import search
+from .uncertainty import step_time_band
+from .compute import gemm_dtype
+from .cli_calibrate import app as calibrate_app
 from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
                     load_gpu, load_model, load_profile)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Calibrated cost model of distributed LLM training: predict step time and "
                        "memory of any parallel layout, and recommend the best one.")
+app.add_typer(calibrate_app, name="calibrate")
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -237,6 +241,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
                                         zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
     check_layout(table, m, r, c.num_gpus, c.gpus_per_node)
     rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
+    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(r))
+    rec["step_time_band"] = {"rel": band.rel, "sigma": band.sigma, "unfitted_terms": list(band.unfitted),
+                             "profile": p.path}
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
     missing = [what for what, v in ((f"{p.path}: power", p.power), (f"{p.path}: thermal", p.thermal),
@@ -256,6 +263,7 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         # the thermal/power-capped step is the prediction; the uncapped one stays in the breakdown
         rec["step_time_s"] = energy.step_time_s
         rec["tokens_per_s_per_gpu"] = r.gbs * r.seq_len / energy.step_time_s / c.num_gpus
+    rec["step_time_band_s"] = band.rel * rec["step_time_s"]
     if as_json:
         print(json.dumps(rec, indent=2))
         return
@@ -265,8 +273,12 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
     if not rec["feasible"]:
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
-    out.print(f"step time {rec['step_time_s']:.3f} s, {rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+    out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
+              f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
               f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
+    out.print(f"  ± is one sigma from the fit residuals of {p.path}"
+              + (f"; not in the band (no fit data): {', '.join(band.unfitted)}" if band.unfitted else ""),
+              highlight=False)
     out.print(report.breakdown_table(rec, "Step time breakdown (uncapped)"))
     out.print(report.memory_table(rec))
     if energy is not None:

@@ -11,7 +11,9 @@ tp_comm_overlap); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
-under the micro-batch's compute.  The optimizer step is HBM-bound: Adam reads fp32 master weight,
+under the micro-batch's compute.  Compute that hides communication shares the SMs and HBM with
+NCCL's kernels and runs slower: each hidden second of communication adds (s - 1) seconds of compute,
+s = ``Profile.overlap_slowdown`` measured by the calibration suite (1 when not measured).  The optimizer step is HBM-bound: Adam reads fp32 master weight,
 m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad read for
 the global-norm clip, per local parameter.
 """
@@ -68,8 +70,14 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     ep_f = cm.ep_layer_fwd_s
     ep_b = cm.ep_layer_bwd_s + np.where(full, ep_f, 0.0)
 
-    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s
-    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s
+    # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
+    # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
+    slow = profile.overlap_slowdown - 1.0
+    hid_f = L * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
+    hid_b = L * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
+                 + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
+    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s + slow * hid_f
+    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s + slow * hid_b
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
@@ -79,6 +87,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
+    dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
@@ -86,7 +95,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     opt = ADAM_BYTES_PER_PARAM * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
 
     bd = {
-        "compute_s": m * (comp_f + comp_b),
+        "compute_s": m * (comp_f + comp_b) + dp_hidden_slow,
         "tp_comm_s": m * L * (tp_f + tp_b),
         "cp_comm_s": m * L * (cp_f + cp_b),
         "ep_comm_s": m * L * (ep_f + ep_b),

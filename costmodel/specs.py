@@ -537,6 +537,9 @@ class Profile:
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
         power: :class:`costmodel.power.PowerParams` or None when the profile has no ``power:``.
         thermal: dict with r_th_c_per_w and tau_s, or None when the profile has no ``thermal:``.
+        overlap_slowdown: time of compute that runs while a collective is in flight over its time
+            alone (``overlap.compute_slowdown``, measured by the calibration suite); 1.0 (no
+            contention modelled) when the profile has no ``overlap:`` section.
         raw: the YAML mapping as read (for display: fit quality, provenance, notes).
         path: where it was read from.
     """
@@ -552,6 +555,7 @@ class Profile:
     path: str = ""
     power: object = None
     thermal: dict | None = None
+    overlap_slowdown: float = 1.0
 
 
 def _protocols(p: dict, w: str, pre: str) -> list:
@@ -622,7 +626,9 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm."),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention."),
-        comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w))
+        comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
+        overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
+        else 1.0)
 
 
 def _power(d: dict, w: str):

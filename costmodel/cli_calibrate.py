@@ -1,0 +1,212 @@
+"""``costmodel calibrate run | fit | show``: measure a cluster, fit a profile, inspect it.
+
+A thin typer layer over ``calibration.run`` (the suite, launched by torchrun), ``calibration.fit``
+(the fits) and the profile YAML.  Bad input ends with one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from . import report
+from .errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Calibrate the model against a cluster: run the microbenchmark suite on the GPUs "
+                       "(run), fit a profile from its output and other measurement files (fit), show a "
+                       "profile with its fit quality and provenance (show).")
+
+
+def _gpu_count() -> int:
+    """Visible GPUs (torch, else nvidia-smi -L), 1 when neither answers."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.device_count()
+    except ImportError:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        n = sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
+        return n or 1
+    except (OSError, subprocess.SubprocessError):
+        return 1
+
+
+def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint: str | None = None,
+                   suite_args: list | None = None, python: str = sys.executable) -> list:
+    """The torchrun command line that runs the suite (torch.distributed.run is torchrun's module).
+
+    Multi-node (``nnodes > 1``) needs ``rdzv_endpoint`` (HOST:PORT of one node) and the same command
+    on every node (torchrun's c10d rendezvous, https://pytorch.org/docs/stable/elastic/run.html).
+    Raises:
+        InputError: nnodes > 1 without a rendezvous endpoint, or a count below 1.
+    """
+    if nproc_per_node < 1 or nnodes < 1:
+        raise InputError("--nproc-per-node/--nnodes", "", "must be >= 1")
+    cmd = [python, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
+    if nnodes > 1:
+        if not rdzv_endpoint:
+            raise InputError("--rdzv-endpoint", "", "needed with --nnodes > 1 (HOST:PORT of the first node)")
+        cmd += [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}"]
+    return cmd + ["-m", "calibration.run", "--out", out] + list(suite_args or [])
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(ctx: typer.Context,
+        out: str = typer.Option("calibration-raw.jsonl", "--out", "-o", help="JSONL file the suite writes (rank 0)."),
+        nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="[default: visible GPUs]"),
+        nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the same command on each)."),
+        rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):
+    """Run the calibration suite here through torchrun; arguments after the options go to the suite
+    (see `python -m calibration.run --help`).  Under Slurm use
+    `srun -N NODES --ntasks-per-node GPUS python -m calibration.run --out FILE` instead."""
+    n = nproc_per_node or _gpu_count()
+    cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
+    shown = ["torchrun"] + cmd[3:]
+    print("costmodel: running: " + " ".join(shlex.quote(c) for c in shown), file=sys.stderr)
+    if dry_run:
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("costmodel calibrate run", "", "needs torch: pip install 'costmodel[calibrate]'") from None
+    rc = subprocess.call(cmd)
+    if rc:
+        raise typer.Exit(rc)
+
+
+def _fit_error(e) -> None:
+    print(f"costmodel: error: {e}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+@app.command()
+def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV/dmon, dcgmi dmon."),
+        output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU [default: from the suite's provenance]."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML or name: NIC bandwidth for "
+                                                                      "inter-node fits."),
+        base: Optional[str] = typer.Option(None, "--base", help="Profile to keep uncovered sections from "
+                                                                "[default: the catalog profile of the GPU]."),
+        collective: Optional[str] = typer.Option(None, "--collective", help="Collective of nccl-tests logs that "
+                                                                            "do not name it."),
+        nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes of nccl-tests logs without # Rank lines."),
+        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs.")):
+    """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
+    outliers and what the inputs do not cover (those sections keep the base profile's values)."""
+    from calibration.fit import FitError, FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
+    from calibration.fitting import dump_yaml
+    from costmodel.collective import COLLECTIVES
+    from .specs import load_cluster, load_profile
+    for f in files:
+        if not Path(f).is_file():
+            raise InputError(f, "", "no such file")
+    if collective is not None and collective not in COLLECTIVES:
+        raise InputError("--collective", "", f"{collective!r} is not one of {', '.join(COLLECTIVES)}")
+    rep = FitReport()
+    cl = load_cluster(cluster) if cluster else None
+    try:
+        meas = load_measurements(files, collective, nodes, gpus_per_node, rep)
+        g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
+        b, bpath = base_profile(g, base)
+        prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
+    except FitError as e:
+        _fit_error(e)
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dump_yaml(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
+                                   "measurement file(s); see provenance and each fit: section.\n"))
+    load_profile(str(out))  # the written file must load: a schema error here is a bug, not bad input
+    con = report.console()
+    tb = Table(title=f"Fitted parameters ({g.key}, {why})", header_style="bold")
+    for col in ("section", "parameters", "fit quality"):
+        tb.add_column(col)
+    for row in rep.rows:
+        tb.add_row(*row)
+    con.print(tb)
+    for w in rep.warnings:
+        con.print(f"[yellow]warning:[/] {w}", highlight=False)
+    con.print(f"wrote {out}  (use: costmodel predict ... --profile {out})", highlight=False)
+
+
+def _flat(d, pre=""):
+    """Scalar leaves of a nested mapping as (dotted key, value), lists of scalars joined."""
+    for k, v in d.items():
+        key = f"{pre}{k}"
+        if isinstance(v, dict):
+            yield from _flat(v, key + ".")
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for i, x in enumerate(v):
+                yield from _flat(x, f"{key}[{i}].")
+        else:
+            yield key, v
+
+
+@app.command()
+def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog GPU name."),
+         all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
+    """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came
+    from (fitted, kept from a base, derived from another GPU) and the provenance."""
+    from .specs import load_profile
+    p = load_profile(profile)
+    d = p.raw
+    con = report.console()
+    tb = Table(title=f"Profile {p.path}", header_style="bold")
+    for col in ("section", "parameters", "fit quality", "origin"):
+        tb.add_column(col)
+
+    def origin(e):
+        if e.get("kept_from"):
+            return f"kept from {e['kept_from']}"
+        if e.get("derived_from"):
+            return f"derived from {e['derived_from']}"
+        return "fitted" if isinstance(e.get("fit"), dict) else "given"
+
+    def quality(e):
+        f = e.get("fit") if isinstance(e.get("fit"), dict) else {}
+        parts = [f"{k.replace('_rel_err', '')} {f[k]:.1%}" if isinstance(f.get(k), float) and "err" in k
+                 else f"{k} {f[k]}" for k in ("n_points", "r2", "median_rel_err", "max_rel_err",
+                                                 "median_rel_err_ge_1MiB", "max_busbw_rel_err_ge_1MiB") if f.get(k) is not None]
+        return " ".join(parts) or "-"
+    for dt, e in (d.get("gemm") or {}).items():
+        tb.add_row(f"gemm.{dt}", f"eta_max {e['eta_max']} k_half {e['k_half']} launch {e['launch_s']} s "
+                                 f"tile {e['tile_m']}x{e['tile_n']}", quality(e), origin(e))
+    for sec in ("hbm", "attention", "overlap"):
+        e = d.get(sec)
+        if isinstance(e, dict):
+            params = " ".join(f"{k} {v}" for k, v in e.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            tb.add_row(sec, params, quality(e), origin(e))
+    for scope in ("intra_node", "inter_node"):
+        for coll, e in ((d.get("comm") or {}).get(scope) or {}).items():
+            pr = " ".join(f"{q['name']} {q['alpha_s'] * 1e6:.1f}us/{q['busbw_efficiency']:.3f}" for q in e["protocols"])
+            tb.add_row(f"comm.{scope}.{coll}", f"{pr} (g={e.get('group_size')})", quality(e), origin(e))
+    for sec in ("power", "thermal"):
+        e = d.get(sec)
+        if isinstance(e, dict):
+            params = " ".join(f"{k} {v}" for k, v in e.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            tb.add_row(sec, params, quality(e), origin(e))
+    con.print(tb)
+    pv = d.get("provenance") or {}
+    tp = Table(title="Provenance", header_style="bold", show_lines=False)
+    tp.add_column("field")
+    tp.add_column("value", overflow="fold")
+    for k, v in _flat(pv):
+        if k.startswith("warnings") or k.startswith("notes"):
+            continue
+        tp.add_row(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v))
+    con.print(tp)
+    for w in pv.get("warnings") or []:
+        con.print(f"[yellow]fit warning:[/] {w}", highlight=False)
+    for n in pv.get("notes") or []:
+        con.print(f"note: {n}", highlight=False)
+    if all_fields:
+        for k, v in _flat({s: d[s] for s in d if s != "provenance"}):
+            con.print(f"{k}: {v}", highlight=False, markup=False)

@@ -1,0 +1,486 @@
+"""The predicted pipeline schedule of one layout as a Chrome / Perfetto trace (trace-event JSON).
+
+``schedule_trace`` lays out one training step of one layout as the time model of
+:mod:`costmodel.schedule` sees it, and ``write_trace`` writes it to a file that
+https://ui.perfetto.dev or chrome://tracing opens.
+
+What the trace holds (Trace Event Format, "JSON Object Format"; Chrome tracing, "Trace Event
+Format", Google doc 1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU):
+
+* one process (``pid`` = stage + 1) per pipeline stage, named ``stage k (GPUs a-b, node(s) ...)``
+  by ``ph: "M"`` ``process_name`` events.  It stands for any one GPU of the stage: its TP / CP / DP
+  peers run the same timeline.  GPUs follow Megatron-core's rank order tp-cp-dp-pp (PP outermost).
+* four threads per process (``thread_name`` metadata): ``compute`` (tid 1), ``communication:
+  TP/CP/EP`` (2), ``communication: PP p2p`` (3), ``communication: DP`` (4).
+* complete events (``ph: "X"``, ``ts``/``dur`` in microseconds):
+  ``F mb<i>`` / ``R mb<i>`` (recompute, when the layout recomputes) / ``B mb<i>`` on ``compute``,
+  ordered by the real schedule: non-interleaved 1F1B (PP-1-k warm-up forwards on stage k, steady
+  one-forward-one-backward, cool-down backwards; Narayanan et al. SC21 sec. 2.2.1, PipeDream-Flush)
+  or, when VP > 1, Megatron-LM's interleaved 1F1B (VP model chunks per stage, forwards in groups
+  of PP micro-batches per chunk, warm-up 2(PP-1-k) + (VP-1) PP chunk-forwards; SC21 sec. 2.2.2,
+  megatron/core/pipeline_parallel/schedules.py ``forward_backward_pipelining_with_interleaving``);
+  the exposed TP / CP / EP collectives of each F / R / B on the TP/CP/EP thread; ``send act`` /
+  ``send grad`` between stages on the p2p thread (``p2p slot`` at the pipeline's ends, below);
+  ``DP all-gather (params)`` at the start, ``DP reduce-scatter`` (or ``DP all-reduce`` without the
+  distributed optimizer) at the end and FSDP's per-micro-batch gathers on the DP thread;
+  ``optimizer`` (and ``overlap slowdown``, below) on ``compute``; and every idle gap of ``compute``
+  as ``bubble`` (args ``phase``: warm-up / steady / cool-down).
+* ``args`` carry the micro-batch (``mb``), the model chunk (``chunk``), the virtual stage, and
+  durations in **seconds** (``*_s``); the trace's own ``ts``/``dur`` are **microseconds** (the code
+  works in seconds and converts once, rounding to the nanosecond).
+* top-level ``metadata``: model, cluster, layout, micro-batches, the predicted ``step_time_s`` and
+  breakdown, the trace's ``makespan_s``, per-micro-batch terms and the approximations below.
+
+Construction (consistent with :func:`costmodel.schedule.step_times` by design): every stage is drawn
+at the slowest stage's pace, as the schedule model assumes - each model chunk's forward takes
+``fwd_s / VP`` and its backward ``bwd_s / VP`` (StepTimes.fwd_s / bwd_s: compute plus exposed
+TP/CP/EP communication, recompute inside the backward), and each is followed by one blocking
+stage-boundary transfer of ``pp_p2p_s`` (the model charges 2 VP transfers per micro-batch).  A
+list-scheduling simulation then starts every op as soon as its stage is free and its input has
+arrived (forward of virtual stage v after that of v-1, backward of v after that of v+1).  With
+these uniform blocking ops the pipeline part of the step is exactly (m + (PP-1)/VP) T_mb, both for
+1F1B and for the interleaved schedule, so the makespan equals the model's step time
+(exposed DP param all-gather + pipeline + exposed DP gradient reduction + optimizer) up to the
+nanosecond rounding.
+
+Approximations (also listed in the trace's metadata):
+
+* uniform stages: the first stage (embedding) and the last (logits + loss) really differ from the
+  others; the model, and therefore the trace, gives every stage the slowest stage's times.
+* p2p: every op is followed by a blocking transfer, also where the pipeline has no neighbour in
+  that direction (the last virtual stage's forward, the first one's backward): those are drawn as
+  ``p2p slot`` events, the model's uniform 2 VP transfers per micro-batch.  Megatron's combined
+  send/recv calls make the ends pay about one transfer per micro-batch instead.
+* exposed TP/CP/EP communication is interleaved layer by layer in reality; the trace draws each
+  dimension's exposed total of an op as one block at the end of the op.  Hidden communication is
+  not drawn; its size is in the args (``raw_s``, ``hidden_s``).
+* the DP gradient reduction is drawn as one block of its full (raw) duration ending where its
+  exposed part ends (it starts under the last backward when overlapped); the parameter all-gather
+  likewise from the start of the step.  Every stage then waits for the slowest before the
+  optimizer (the global gradient-norm all-reduce of the clip synchronises them).
+* compute slowed by contention with hidden communication: inside F / B it is part of fwd_s /
+  bwd_s; the per-step part the schedule model adds for the *DP* communication hidden under compute
+  (whatever of ``step_time_s`` the pipeline, exposed DP and optimizer terms leave over) is drawn as
+  one ``overlap slowdown`` block after each stage's last backward, not spread over the ops it slows.
+* power capping and thermal slowdown (``costmodel.energy``) are not applied: this is the
+  uncapped time model of ``predict_table``.
+
+Sources: Chrome Trace Event Format (Google doc above; keys other than traceEvents are kept as
+trace metadata); Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
+Using Megatron-LM", SC21, sections 2.2.1-2.2.2 and 4.1; Megatron-LM
+``megatron/core/pipeline_parallel/schedules.py``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .comm import CommTimes, comm_times
+from .compute import ComputeTimes, compute_times
+from .errors import InputError
+from .layouts import LayoutTable, layers_per_stage
+from .predict import Prediction
+from .schedule import BREAKDOWN_TERMS, StepTimes, step_times
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+
+TID_COMPUTE, TID_COLL, TID_P2P, TID_DP = 1, 2, 3, 4
+THREADS = {TID_COMPUTE: "compute", TID_COLL: "communication: TP/CP/EP",
+           TID_P2P: "communication: PP p2p", TID_DP: "communication: DP"}
+_US = 1e6  # microseconds per second
+APPROXIMATIONS = (
+    "every stage runs at the slowest stage's pace (StepTimes.fwd_s/bwd_s), as the schedule model assumes",
+    "every op is followed by one blocking PP transfer (pp_p2p_s), 2 VP per micro-batch, also at the "
+    "pipeline's ends ('p2p slot')",
+    "exposed TP/CP/EP communication of an op is drawn as one block per dimension at the op's end; "
+    "hidden communication is not drawn (raw_s / hidden_s in args)",
+    "DP reduction / param all-gather drawn with their raw duration, ending / starting where the "
+    "model's exposed part puts them",
+    "the per-step slowdown of compute under hidden DP communication is one 'overlap slowdown' block "
+    "after each stage's last backward",
+    "no power capping or thermal slowdown (uncapped time model)",
+)
+SOURCES = (
+    "Chrome Trace Event Format (Google): JSON object format, ph X / M events, ts and dur in microseconds",
+    "Narayanan et al., SC21, sec. 2.2.1 (1F1B) and 2.2.2 (interleaved 1F1B)",
+    "Megatron-LM megatron/core/pipeline_parallel/schedules.py (warm-up counts, chunk order)",
+)
+
+
+@dataclass
+class _Terms:
+    """Per-micro-batch (whole stage, all VP chunks) and per-step terms of one layout, seconds."""
+
+    pp: int
+    vp: int
+    m: int
+    fwd_s: float            # forward incl. exposed TP/CP/EP comm
+    bwd_s: float            # backward incl. recompute and its exposed comm
+    rec_s: float            # recompute part of bwd_s (incl. the recomputed forward's exposed comm)
+    p2p_s: float            # one stage-boundary transfer
+    fsdp_s: float           # exposed FSDP comm per micro-batch
+    exp_f: dict             # dim -> exposed comm in the forward
+    exp_r: dict             # dim -> exposed comm in the recompute
+    exp_b: dict             # dim -> exposed comm in the backward proper
+    raw_f: dict             # dim -> raw (before overlap) comm of the forward
+    raw_b: dict
+    fsdp_raw_s: float
+    dp_param_s: float       # exposed param all-gather per step
+    dp_param_raw_s: float
+    dp_grad_s: float        # exposed gradient reduction per step
+    dp_grad_raw_s: float
+    opt_s: float
+    other_s: float          # step time the terms above do not place (overlap slowdown of hidden DP comm)
+    bubble_s: float
+    step_time_s: float
+    breakdown: dict
+
+
+def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> dict:
+    """Exposed TP / CP / EP communication of one layer per micro-batch, after overlap (arrays, s).
+
+    Mirrors the overlap rules of :func:`costmodel.schedule.step_times`, which keeps them local
+    (StepTimes exposes only fwd_s / bwd_s and the step totals); tests/test_trace.py checks that
+    these terms reproduce StepTimes.fwd_s / bwd_s and the tp/cp/ep breakdown exactly.  Only the
+    split of an op into compute and collectives uses them: op durations come from StepTimes.
+
+    Returns:
+        dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
+        terms include the recomputed forward's comm under full recompute) and ``rec_tp, rec_cp,
+        rec_ep`` (that recomputed part alone; 0 unless recompute is full).
+    """
+    full = t.recompute == 2
+    tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
+    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
+    half = 0.5 * cm.tp_layer_bwd_s
+    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
+    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
+                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
+    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
+    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
+    ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
+    rec = {d: np.where(full, v, 0.0) for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
+    return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
+            "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
+            "rec_ep": rec["ep"]}
+
+
+def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes,
+           st: StepTimes) -> _Terms:
+    """Scalars of the one-row table ``t``; op durations come from StepTimes (authoritative).
+
+    Raises:
+        InputError: gbs not divisible by DP x mbs; VP > 1 with micro-batches not a multiple of PP.
+    """
+    pp, vp, dp, mbs = int(t.pp[0]), int(t.vp[0]), int(t.dp[0]), int(t.mbs[0])
+    if recipe.gbs % (dp * mbs):
+        raise InputError("layout", "", f"gbs ({recipe.gbs}) must be divisible by DP x mbs ({dp} x {mbs}) "
+                         "for a schedule of whole micro-batches")
+    m = recipe.gbs // (dp * mbs)
+    if vp > 1 and m % pp:
+        raise InputError("layout", "", f"the interleaved schedule (VP={vp}) needs the number of "
+                         f"micro-batches ({m}) to be a multiple of PP ({pp})")
+    L = float(layers_per_stage(model, t)[0])
+    e = {k: float(v[0]) for k, v in exposed_layer_comm(recipe, t, ct, cm).items()}
+    fwd, bwd = float(st.fwd_s[0]), float(st.bwd_s[0])
+    p2p = float(cm.pp_p2p_s[0]) if pp > 1 else 0.0
+    fsdp = 0.0
+    if float(cm.fsdp_mb_s[0]) > 0.0:    # the exposed part: what t_mb_s holds beyond fwd + bwd + p2p
+        fsdp = max(0.0, float(st.t_mb_s[0]) - fwd - bwd - (2 * vp * p2p if pp > 1 else 0.0))
+    rec_comm = L * (e["rec_tp"] + e["rec_cp"] + e["rec_ep"])
+    rec = min(bwd, L * float(ct.layer_recompute_s[0]) + rec_comm)
+    dims = ("tp", "cp", "ep")
+    exp_f = {d: L * e[d + "_f"] for d in dims}
+    exp_r = {d: L * e["rec_" + d] for d in dims}
+    exp_b = {d: L * (e[d + "_b"] - e["rec_" + d]) for d in dims}
+    raw_f = {"tp": L * float(cm.tp_layer_fwd_s[0]), "cp": L * float(cm.cp_layer_fwd_s[0]),
+             "ep": L * float(cm.ep_layer_fwd_s[0])}
+    raw_b = {"tp": L * float(cm.tp_layer_bwd_s[0]), "cp": L * float(cm.cp_layer_bwd_s[0]),
+             "ep": L * float(cm.ep_layer_bwd_s[0])}
+    bd = {k: float(st.breakdown[k][0]) for k in BREAKDOWN_TERMS}
+    overlap = bool(t.overlap[0])
+    param_raw = float(cm.dp_param_s[0])
+    param = max(0.0, param_raw - fwd) if overlap else param_raw
+    grad = max(0.0, bd["dp_comm_s"] - param - m * fsdp)
+    step = float(st.step_time_s[0])
+    drawn = (m + (pp - 1) / vp) * float(st.t_mb_s[0]) + param + grad + bd["optimizer_s"]
+    other = step - drawn if step - drawn > 1e-12 * step else 0.0
+    return _Terms(pp, vp, m, fwd, bwd, rec, p2p, fsdp, exp_f, exp_r, exp_b, raw_f, raw_b,
+                  float(cm.fsdp_mb_s[0]), param, param_raw, grad, float(cm.dp_grad_s[0]),
+                  bd["optimizer_s"], other, bd["bubble_s"], step, bd)
+
+
+def stage_ops(pp: int, vp: int, m: int, stage: int) -> list[tuple[str, int, int]]:
+    """The order of ops on one pipeline stage: [("F" or "B", micro-batch, chunk), ...].
+
+    VP = 1: 1F1B (PipeDream-Flush) - min(PP-1-stage, m) warm-up forwards, then alternating
+    forward / backward, then the cool-down backwards (SC21 sec. 2.2.1).  VP > 1: Megatron's
+    interleaved schedule - forwards walk the chunks in groups of PP micro-batches, backwards the
+    chunks in reverse; warm-up 2 (PP-1-stage) + (VP-1) PP chunk-forwards, at most m VP (SC21 sec.
+    2.2.2).  Length 2 m VP.
+    """
+    total = m * vp
+    warm = min(pp - 1 - stage, m) if vp == 1 else min(2 * (pp - 1 - stage) + (vp - 1) * pp, total)
+
+    def op(kind: str, j: int) -> tuple[str, int, int]:
+        chunk = (j % (pp * vp)) // pp
+        return kind, (j // (pp * vp)) * pp + j % pp, (vp - 1 - chunk if kind == "B" else chunk)
+
+    ops = [op("F", j) for j in range(warm)]
+    for i in range(total - warm):
+        ops += [op("F", warm + i), op("B", i)]
+    return ops + [op("B", j) for j in range(total - warm, total)]
+
+
+def simulate(pp: int, vp: int, m: int, f_slot_s: float, b_slot_s: float,
+             t0_s: float = 0.0) -> list[list[tuple[str, int, int, float]]]:
+    """Start time of every op: as soon as its stage is free and its input is there.
+
+    An op occupies its stage for ``f_slot_s`` (forward chunk) or ``b_slot_s`` (backward chunk),
+    its outgoing transfer included.  Forward of virtual stage v = chunk PP + stage waits for the
+    forward of v-1 of the same micro-batch, backward of v for the backward of v+1 (the last
+    virtual stage's backward for its own forward).
+
+    Returns:
+        per stage, [(kind, micro-batch, chunk, start_s), ...] in execution order.
+    Raises:
+        RuntimeError: the op orders deadlock (not expected for the orders of :func:`stage_ops`).
+    """
+    V = pp * vp
+    orders = [stage_ops(pp, vp, m, k) for k in range(pp)]
+    out: list[list[tuple[str, int, int, float]]] = [[] for _ in range(pp)]
+    free = [t0_s] * pp
+    done: dict[tuple[str, int, int], float] = {}
+    pos = [0] * pp
+    left = sum(len(o) for o in orders)
+    while left:
+        progressed = False
+        for k in range(pp):
+            while pos[k] < len(orders[k]):
+                kind, mb, c = orders[k][pos[k]]
+                v = c * pp + k
+                if kind == "F":
+                    dep = ("F", mb, v - 1) if v > 0 else None
+                else:
+                    dep = ("B", mb, v + 1) if v < V - 1 else ("F", mb, v)
+                if dep is not None and dep not in done:
+                    break
+                start = max(free[k], done[dep] if dep is not None else t0_s)
+                end = start + (f_slot_s if kind == "F" else b_slot_s)
+                done[(kind, mb, v)] = end
+                free[k] = end
+                out[k].append((kind, mb, c, start))
+                pos[k] += 1
+                left -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError(f"pipeline schedule deadlocks (PP={pp}, VP={vp}, m={m})")
+    return out
+
+
+def _stage_name(k: int, t: LayoutTable, gpus_per_node: int) -> str:
+    """``stage k (GPUs a-b, node(s) ...)`` under Megatron's rank order (PP outermost)."""
+    per = int(t.tp[0] * t.cp[0] * t.dp[0])
+    a, b = k * per, (k + 1) * per - 1
+    gpus = f"GPU {a}" if a == b else f"GPUs {a}-{b}"
+    na, nb = a // gpus_per_node, b // gpus_per_node
+    nodes = f"node {na}" if na == nb else f"nodes {na}-{nb}"
+    return f"stage {k} ({gpus}, {nodes})"
+
+
+class _Events:
+    """Collects trace events; converts seconds to microseconds (rounded to the nanosecond)."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+
+    def x(self, name: str, cat: str, pid: int, tid: int, start_s: float, dur_s: float, **args) -> None:
+        if dur_s <= 0.0:
+            return
+        ts = round(start_s * _US, 3)
+        end = round((start_s + dur_s) * _US, 3)
+        self.events.append({"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": round(end - ts, 3),
+                            "pid": pid, "tid": tid, "args": {k: _plain(v) for k, v in args.items()}})
+
+    def meta(self, event: str, pid: int, tid: int, **args) -> None:
+        self.events.append({"name": event, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args})
+
+
+def _plain(v):
+    """numpy scalars -> Python scalars for json."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+_COLL_NAMES = {"cp": "CP ring send/recv", "ep": "EP all-to-all"}
+
+
+def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                   layouts: LayoutTable | Prediction, index: int = 0) -> dict:
+    """The predicted schedule of one training step of layout ``index`` as a trace-event object.
+
+    Args:
+        model, recipe, cluster, profile: the specs the layout is predicted with.
+        layouts: a :class:`LayoutTable`, or a :class:`Prediction` of ``predict_table`` (its
+            ``step_time_s`` is then checked against the recomputed one).
+        index: the row of the table to draw.
+
+    Returns:
+        ``{"traceEvents": [...], "displayTimeUnit": "ms", "metadata": {...}}`` (module docstring);
+        ``ts``/``dur`` in microseconds, args in seconds.  Serialisable with ``json.dumps``.
+        The makespan (max ts + dur) equals the predicted step time (module docstring).
+    Raises:
+        IndexError: ``index`` outside the table.
+        InputError: gbs not divisible by DP x mbs, or VP > 1 with micro-batches not a multiple of PP.
+        ValueError: a Prediction whose step time disagrees with these specs (made with others).
+        InputError from compute_times: the GPU / profile lack the recipe's precision.
+    """
+    pred = layouts if isinstance(layouts, Prediction) else None
+    table = pred.layouts if pred is not None else layouts
+    n = len(table)
+    if not -n <= index < n:
+        raise IndexError(f"layout index {index} outside a table of {n} layouts")
+    index %= n
+    t = table.take(np.array([index]))
+    ct = compute_times(model, recipe, cluster, profile, t)
+    cm = comm_times(model, recipe, cluster, profile, t)
+    st = step_times(model, recipe, cluster, profile, t, ct, cm)
+    T = _terms(model, recipe, t, ct, cm, st)
+    if pred is not None:
+        given = float(pred.step_time_s[index])
+        if abs(given - T.step_time_s) > 1e-9 * max(given, T.step_time_s):
+            raise ValueError(f"the prediction's step time ({given:.6g} s) differs from the one these "
+                             f"specs give ({T.step_time_s:.6g} s): it was made with other specs")
+
+    pp, vp, m = T.pp, T.vp, T.m
+    V = pp * vp
+    row = t.row(0)
+    f_c, b_c, r_c = T.fwd_s / vp, (T.bwd_s - T.rec_s) / vp, T.rec_s / vp
+    f_slot = f_c + T.p2p_s
+    b_slot = r_c + b_c + T.p2p_s + T.fsdp_s
+    t0 = T.dp_param_s
+    sched = simulate(pp, vp, m, f_slot, b_slot, t0)
+    tp_name = "TP all-gather/reduce-scatter" if row["sp"] else "TP all-reduce"
+    coll_names = dict(_COLL_NAMES, tp=tp_name)
+    dp_grad_name = "DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
+
+    ev = _Events()
+    ends = []
+    for k in range(pp):
+        pid = k + 1
+        ev.meta("process_name", pid, 0, name=_stage_name(k, t, cluster.gpus_per_node))
+        ev.meta("process_sort_index", pid, 0, sort_index=k)
+        chunks = ", ".join(str(c * pp + k) for c in range(vp))
+        ev.meta("process_labels", pid, 0, labels=f"virtual stage{'s' if vp > 1 else ''} {chunks}")
+        for tid, tname in THREADS.items():
+            ev.meta("thread_name", pid, tid, name=tname)
+            ev.meta("thread_sort_index", pid, tid, sort_index=tid)
+
+        def colls(start: float, exp: dict, raw: dict | None, phase: str, mb: int, c: int) -> None:
+            """Exposed collectives of one op chunk as back-to-back blocks ending at the op's end."""
+            tot = sum(exp.values()) / vp
+            s = start - tot
+            for d in ("tp", "cp", "ep"):
+                dur = exp[d] / vp
+                a = dict(mb=mb, chunk=c, phase=phase, exposed_s=dur)
+                if raw is not None:
+                    a.update(raw_s=raw[d] / vp, hidden_s=max(0.0, (raw[d] - exp[d]) / vp))
+                ev.x(coll_names[d], "comm." + d, pid, TID_COLL, s, dur, **a)
+                s += dur
+
+        for kind, mb, c, start in sched[k]:
+            v = c * pp + k
+            common = dict(mb=mb, chunk=c, virtual_stage=v)
+            if kind == "F":
+                ev.x(f"F mb{mb}", "forward", pid, TID_COMPUTE, start, f_c, **common, fwd_s=f_c,
+                     exposed_comm_s=sum(T.exp_f.values()) / vp)
+                colls(start + f_c, T.exp_f, T.raw_f, "forward", mb, c)
+                to = (v + 1) % pp if v < V - 1 else None
+                ev.x("send act" if to is not None else "p2p slot", "p2p", pid, TID_P2P, start + f_c,
+                     T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
+            else:
+                ev.x(f"R mb{mb}", "recompute", pid, TID_COMPUTE, start, r_c, **common, recompute_s=r_c,
+                     exposed_comm_s=sum(T.exp_r.values()) / vp)
+                colls(start + r_c, T.exp_r, None, "recompute", mb, c)
+                bs = start + r_c
+                ev.x(f"B mb{mb}", "backward", pid, TID_COMPUTE, bs, b_c, **common, bwd_s=b_c,
+                     exposed_comm_s=sum(T.exp_b.values()) / vp)
+                colls(bs + b_c, T.exp_b, T.raw_b, "backward", mb, c)
+                to = (v - 1) % pp if v > 0 else None
+                ev.x("send grad" if to is not None else "p2p slot", "p2p", pid, TID_P2P, bs + b_c,
+                     T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
+                ev.x("FSDP all-gather/reduce-scatter", "comm.dp", pid, TID_DP, bs + b_c + T.p2p_s,
+                     T.fsdp_s, mb=mb, exposed_s=T.fsdp_s, raw_s=T.fsdp_raw_s)
+        last = sched[k][-1]
+        ends.append(last[3] + (f_slot if last[0] == "F" else b_slot))
+
+    tail = T.other_s + T.dp_grad_s
+    opt_start = max(e + tail for e in ends)
+    for k in range(pp):
+        pid = k + 1
+        ev.x("DP all-gather (params)", "comm.dp", pid, TID_DP, 0.0, T.dp_param_raw_s,
+             exposed_s=T.dp_param_s, raw_s=T.dp_param_raw_s)
+        ev.x("overlap slowdown", "compute", pid, TID_COMPUTE, ends[k], T.other_s, slowdown_s=T.other_s,
+             note="compute slowed by the DP communication hidden under it (profile overlap_slowdown); "
+                  "the step-time term the schedule places nowhere else")
+        g0 = max(0.0, ends[k] + tail - T.dp_grad_raw_s)
+        ev.x(dp_grad_name, "comm.dp", pid, TID_DP, g0, ends[k] + tail - g0,
+             exposed_s=T.dp_grad_s, raw_s=T.dp_grad_raw_s)
+        ev.x("optimizer", "optimizer", pid, TID_COMPUTE, opt_start, T.opt_s, optimizer_s=T.opt_s)
+        # bubbles: gaps of the compute stream not spent in an op slot or in exposed DP comm
+        busy = [(0.0, t0)] + [(s, s + (f_slot if kd == "F" else b_slot)) for kd, _, _, s in sched[k]]
+        busy.append((ends[k], ends[k] + tail))
+        first_b = min(s for kd, _, _, s in sched[k] if kd == "B")
+        last_f = max(s + f_slot for kd, _, _, s in sched[k] if kd == "F")
+        cur = 0.0
+        for a, b in sorted(busy) + [(opt_start, opt_start)]:
+            if a > cur + 1e-12:
+                phase = ("warm-up" if a <= first_b + 1e-12 else
+                         "cool-down" if cur >= last_f - 1e-12 else "steady")
+                ev.x("bubble", "bubble", k + 1, TID_COMPUTE, cur, a - cur, idle_s=a - cur, phase=phase)
+            cur = max(cur, b)
+
+    makespan = opt_start + T.opt_s
+    meta = {
+        "source": "costmodel.trace",
+        "model": model.name,
+        "cluster": cluster.name,
+        "gpu": cluster.gpu.name,
+        "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision},
+        "layout": row,
+        "microbatches": m,
+        "schedule": "interleaved 1F1B" if vp > 1 else ("1F1B" if pp > 1 else "gradient accumulation (PP=1)"),
+        "step_time_s": T.step_time_s,
+        "makespan_s": makespan,
+        "breakdown": T.breakdown,
+        "per_microbatch": {"fwd_s": T.fwd_s, "bwd_s": T.bwd_s, "recompute_s": T.rec_s,
+                           "pp_p2p_s": T.p2p_s, "fsdp_exposed_s": T.fsdp_s,
+                           "t_mb_s": float(st.t_mb_s[0])},
+        "per_step": {"dp_param_exposed_s": T.dp_param_s, "dp_grad_exposed_s": T.dp_grad_s,
+                     "optimizer_s": T.opt_s, "bubble_s": T.bubble_s, "overlap_slowdown_s": T.other_s},
+        "units": "ts and dur in microseconds; args and metadata in seconds",
+        "approximations": list(APPROXIMATIONS),
+        "sources": list(SOURCES),
+    }
+    if pred is not None:
+        meta["feasible"] = bool(pred.feasible[index])
+        meta["peak_mem_bytes"] = float(pred.memory.peak_bytes[index])
+    return {"traceEvents": ev.events, "displayTimeUnit": "ms", "metadata": meta}
+
+
+def write_trace(path: str | Path, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec,
+                profile: Profile, layouts: LayoutTable | Prediction, index: int = 0) -> dict:
+    """Write :func:`schedule_trace` as JSON to ``path`` (parent folders created); return the trace.
+
+    Raises:
+        InputError: ``path`` cannot be written (names the path), plus those of schedule_trace.
+    """
+    trace = schedule_trace(model, recipe, cluster, profile, layouts, index)
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(trace, separators=(",", ":")))
+    except OSError as e:
+        raise InputError(str(p), "", f"cannot write the trace: {e.strerror or e}") from None
+    return trace

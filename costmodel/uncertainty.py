@@ -1,0 +1,91 @@
+"""The +/- band of a predicted step time, from the fit residuals recorded in the profile.
+
+Each term of the step-time breakdown (costmodel/schedule.py) is driven by one fitted parameter set,
+and the profile records how well that set reproduced its measurements (``fit.median_rel_err``, and
+for collectives ``fit.median_rel_err_ge_1MiB``, written by calibration/fitting.py ``fit_stats``).
+For residuals spread like a normal distribution, sigma = 1.4826 x the median absolute relative
+residual (the MAD estimator, Rousseeuw & Croux 1993, JASA 88:1273), so each term gets
+sigma_term = 1.4826 x median_rel_err of its fit, and, the fits being independent,
+
+    band_s = sqrt(sum_terms (term_s x sigma_term)^2)          (one sigma)
+
+Terms and the fit that drives them: compute and bubble (the GEMM fit of the recipe's dtype), the
+optimizer step (HBM efficiency fit), TP (all-reduce, or all-gather/reduce-scatter with SP), CP
+(send/recv), EP (all-to-all), PP (send/recv) and DP (all-reduce, or reduce-scatter with ZeRO >= 1)
+communication, each in the scope its group spans (intra-node if it fits in a node).  An entry
+without a ``fit`` (derived from another GPU) contributes no sigma and is listed in ``unfitted``: the
+band then understates the uncertainty, and the report says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Band:
+    """One-sigma band of a step time.
+
+    Attributes:
+        band_s: the +/- half-width, seconds.
+        rel: band_s / step_time_s.
+        sigma: term -> relative sigma used (only terms with a fit).
+        unfitted: terms whose parameters carry no fit residuals (not in the band).
+    """
+
+    band_s: float
+    rel: float
+    sigma: dict
+    unfitted: tuple
+
+
+def _fit_sigma(entry) -> float | None:
+    """1.4826 x the median relative residual of a profile entry's fit, or None without one."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("fit"), dict):
+        return None
+    f = entry["fit"]
+    v = f.get("median_rel_err_ge_1MiB", f.get("median_rel_err"))
+    return None if v is None else MAD_TO_SIGMA * float(v)
+
+
+def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, raw_profile: dict, dtype: str) -> Band:
+    """One-sigma band of a step time from the profile's fit residuals (module docstring).
+
+    Args:
+        breakdown: term -> seconds (``report.record(...)["breakdown"]``).
+        layout: the layout row (tp, pp, dp, cp, ep, sp, zero).
+        gpus_per_node: of the cluster (which scope each group spans).
+        raw_profile: the profile YAML mapping (``Profile.raw``).
+        dtype: GEMM dtype of the recipe (bf16, fp16, fp8).
+    Returns:
+        :class:`Band`.
+    """
+    comm = raw_profile.get("comm") or {}
+
+    def coll(c, size, stride):
+        scope = "intra_node" if size * stride <= gpus_per_node else "inter_node"
+        return (comm.get(scope) or {}).get(c)
+    tp, cp, ep, dp, pp = (int(layout.get(k, 1)) for k in ("tp", "cp", "ep", "dp", "pp"))
+    gemm = (raw_profile.get("gemm") or {}).get(dtype)
+    sources = {
+        "compute_s": gemm, "bubble_s": gemm, "optimizer_s": raw_profile.get("hbm"),
+        "tp_comm_s": coll("all_gather" if layout.get("sp") else "all_reduce", tp, 1),
+        "cp_comm_s": coll("send_recv", cp, tp),
+        "ep_comm_s": coll("all_to_all", ep, tp * cp),
+        "pp_comm_s": coll("send_recv", 2, tp * cp * dp) if pp > 1 else None,
+        "dp_comm_s": coll("reduce_scatter" if int(layout.get("zero", 0)) >= 1 else "all_reduce", dp, tp * cp),
+    }
+    sigma, unfitted, var = {}, [], 0.0
+    for term, sec in breakdown.items():
+        if sec <= 0:
+            continue
+        s = _fit_sigma(sources.get(term))
+        if s is None:
+            unfitted.append(term)
+            continue
+        sigma[term] = s
+        var += (sec * s) ** 2
+    total = sum(breakdown.values())
+    band = var ** 0.5
+    return Band(band_s=band, rel=band / total if total > 0 else 0.0, sigma=sigma, unfitted=tuple(unfitted))
