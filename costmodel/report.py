@@ -293,3 +293,32 @@ def nvidia_smi_lines(sol, gpus_per_node: int) -> str:
 def console(stderr: bool = False) -> Console:
     """A rich console (wide enough for the ranking table when output is not a terminal)."""
     return Console(stderr=stderr, width=None if Console().is_terminal else 160)
+
+
+def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
+    """Rich renderables of `costmodel validate`: per-source error table, skip reasons, the metric each
+    source's measured step time came from, Spearman per sweep, and optionally every row."""
+    from .validate import METRICS
+    tb = Table(title="Step-time error per source (predicted vs measured)", header_style="bold")
+    for c in ("source", "used", "skipped", "mean |err| %", "max |err| %", "Spearman", "measured from"):
+        tb.add_column(c, justify="left" if c in ("source", "measured from") else "right")
+    fmt = lambda v, f="{:.1f}": "-" if v is None else f.format(v)
+    for src, s in summary["sources"].items():
+        tb.add_row(src.split("/")[-1], str(s["used"]), str(s["skipped"]), fmt(s["mean_abs_err_pct"]),
+                   fmt(s["max_abs_err_pct"]), fmt(s["spearman"], "{:.3f}"),
+                   ", ".join(f"{k} ({n})" for k, n in s.get("metrics", {}).items()))
+    o = summary["overall"]
+    tb.add_row("[bold]all", str(o["used"]), str(o["skipped"]), fmt(o["mean_abs_err_pct"]),
+               fmt(o["max_abs_err_pct"]), "", "")
+    out = [tb]
+    lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}"
+             for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
+    used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
+    lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
+    if summary["spearman"]:
+        lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count):")
+        lines += [f"  {v:+.3f}  {k}" for k, v in summary["spearman"].items()]
+    if show_rows:
+        lines += [f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
+                  for r in results if not r.skipped]
+    return out + lines

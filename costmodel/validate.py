@@ -38,6 +38,7 @@ class RowResult:
     predicted_s: float | None = None
     skipped: str | None = None
     sweep: str = ""
+    metric: str | None = None
 
     @property
     def error_pct(self) -> float:
@@ -78,23 +79,38 @@ def row_model(r: dict) -> ModelSpec:
         dropout=not bloom, bias=True, seq_len=_int(r, "seq_len"))
 
 
+METRICS = {
+    "step_time_s": "step time as published",
+    "hardware_tflops_per_gpu": "hardware TFLOP/s (executed FLOPs: model FLOPs x 4/3 under full recompute, "
+                               "Narayanan et al. SC21 / Megatron-DeepSpeed 'TFLOPs')",
+    "model_tflops_per_gpu": "model TFLOP/s (Megatron formula, no recompute)",
+    "tokens_per_s_per_gpu": "tokens/s/GPU (gbs x seq_len / step time / GPUs)",
+}
+
+
 def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):
-    """The row's measured step time in seconds, from whichever metric it publishes (or None)."""
+    """The row's measured step time in seconds and the column it came from (``(None, None)`` if none).
+
+    Order of preference and FLOP conventions (:data:`METRICS`): ``step_time_s``; else
+    ``hardware_tflops_per_gpu`` (executed FLOPs: the model FLOPs of Narayanan et al. SC21 times 4/3
+    under full recomputation, the convention of Megatron-DeepSpeed's "TFLOPs" log field);
+    ``model_tflops_per_gpu`` (model FLOPs); ``tokens_per_s_per_gpu``.
+    """
     st = _float(r, "step_time_s")
     if st:
-        return st
+        return st, "step_time_s"
     mflops = model_flops_per_step(model, recipe)
     hw = _float(r, "hardware_tflops_per_gpu")
     if hw:
         factor = 4.0 / 3.0 if recompute == "full" else 1.0
-        return mflops * factor / (hw * 1e12 * n_gpus)
+        return mflops * factor / (hw * 1e12 * n_gpus), "hardware_tflops_per_gpu"
     mt = _float(r, "model_tflops_per_gpu")
     if mt:
-        return mflops / (mt * 1e12 * n_gpus)
+        return mflops / (mt * 1e12 * n_gpus), "model_tflops_per_gpu"
     tk = _float(r, "tokens_per_s_per_gpu")
     if tk:
-        return recipe.gbs * recipe.seq_len / (tk * n_gpus)
-    return None
+        return recipe.gbs * recipe.seq_len / (tk * n_gpus), "tokens_per_s_per_gpu"
+    return None, None
 
 
 def _skip_reason(r: dict) -> str | None:
@@ -162,13 +178,13 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         if code[0] >= 0:
             out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
             continue
-        meas = measured_step_s(r, model, recipe, n_gpus, r["recompute"])
+        meas, metric = measured_step_s(r, model, recipe, n_gpus, r["recompute"])
         if meas is None:
             out.append(RowResult(rid, src, skipped="no throughput metric"))
             continue
         pred = predict_table(model, recipe, cluster, profile, lay)
         sweep = f"{src}|{r['model']}|{n_gpus}"
-        out.append(RowResult(rid, src, meas, float(pred.step_time_s[0]), sweep=sweep))
+        out.append(RowResult(rid, src, meas, float(pred.step_time_s[0]), sweep=sweep, metric=metric))
     return out
 
 
@@ -205,20 +221,22 @@ def _spearman(pairs) -> float | None:
 def summarize(results: list[RowResult]) -> dict:
     """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
 
-    Returns {"sources": {source: {used, skipped, skip_reasons, mean/max_abs_err_pct, spearman}},
+    Returns {"sources": {source: {used, skipped, skip_reasons, metrics (column -> rows measured from
+    it), mean/max_abs_err_pct, spearman}},
     "overall": {...}, "spearman": {sweep: rho}}.
     Spearman (scipy.stats.spearmanr) is computed within each group of >= 4 rows that share a
     source, model and GPU count (a configuration sweep).
     """
     by_src: dict = {}
     for r in results:
-        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}})
+        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "metrics": {}})
         if r.skipped:
             s["skipped"] += 1
             s["skip_reasons"][r.skipped] = s["skip_reasons"].get(r.skipped, 0) + 1
         else:
             s["used"] += 1
             s["abs_err"].append(abs(r.error_pct))
+            s["metrics"][r.metric] = s["metrics"].get(r.metric, 0) + 1
     for src, s in by_src.items():
         pairs = [(r.measured_s, r.predicted_s) for r in results if r.source == src and not r.skipped]
         s["spearman"] = _spearman(pairs)

@@ -1,0 +1,53 @@
+"""`costmodel validate` on the shipped dev set (benchmarks/data/dev_set.csv, published runs)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.validate import read_runs_csv, summarize, validate_rows
+
+REPO = Path(__file__).resolve().parents[1]
+DEV = REPO / "benchmarks" / "data" / "dev_set.csv"
+
+
+def cli(*args):
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, cwd=REPO,
+                       timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture(scope="module")
+def summary():
+    res = validate_rows(read_runs_csv(DEV), str(DEV))
+    return res, summarize(res)
+
+
+def test_dev_set_figures(summary):
+    res, s = summary
+    src = {k.split("/")[-1]: v for k, v in s["sources"].items()}
+    k22 = src["megatron_korthikanti2022_a100_seqpar_selective_recompute.md"]
+    sc21 = src["megatron_sc21_a100_weak_scaling_table1.md"]
+    assert k22["used"] == 8 and k22["mean_abs_err_pct"] <= 5.0 and k22["spearman"] == pytest.approx(1.0)
+    assert sc21["used"] == 10 and sc21["mean_abs_err_pct"] <= 10.0 and sc21["spearman"] >= 0.95
+    # SC21 publishes hardware TFLOP/s (executed FLOPs): its step times come from that column
+    assert sc21["metrics"] == {"hardware_tflops_per_gpu": 10}
+    assert s["overall"]["used"] + s["overall"]["skipped"] == len(res) == 352
+    skipped = [r for r in res if r.skipped]
+    assert all(r.skipped for r in skipped) and any("num_heads not published" in r.skipped for r in skipped)
+
+
+def test_cli_json_plot_and_bad_csv(tmp_path):
+    rc, so, se = cli("validate", str(DEV), "--json", "--plot", str(tmp_path))
+    assert rc == 0, se
+    d = json.loads(so)
+    assert set(d) >= {"sources", "overall", "spearman", "rows", "plot"}
+    png = Path(d["plot"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    row = next(r for r in d["rows"] if r["row_id"] == "korthikanti-001")
+    assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] - row["measured_s"]) / row["measured_s"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("row_id,gpu\nx,A100\n")
+    rc, so, se = cli("validate", str(bad))
+    assert rc == 2 and "missing columns" in se and "Traceback" not in se
