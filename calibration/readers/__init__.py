@@ -1,14 +1,23 @@
-"""Readers of the public measurement formats used by ``calibration.fit_public``.
+"""Readers of the measurement formats used by ``calibration.fit_public`` and ``costmodel calibrate fit``.
 
 Each reader returns plain rows in SI-or-as-printed units documented in its docstring and names the
-file and line of anything it cannot parse.
+file and line of anything it cannot parse.  The formats cluster operators already have (nccl-tests
+stdout, ``nvidia-smi --query-gpu`` CSV, ``nvidia-smi dmon``, ``dcgmi dmon``, Zeus CSV) and the suite's
+own JSONL are recognised by content (:func:`detect_format`, :func:`read_measurement`); monitor traces
+are normalised to one :class:`PowerTrace` (W, C, MHz, %, Unix seconds).
 """
+from .dcgm import DCGM_FIELDS, DcgmField, DcgmParseError, DcgmTable, read_dcgmi_dmon
 from .flagperf import (BaseBenchmark, FlagPerfParseError, OperatorRow, flagperf_quantity, read_flagperf_base_md,
                        read_flagperf_operator_csv)
 from .markdown import (MdTable, markdown_tables, parse_quantity, read_allreduce_bench, read_azure_results,
                        read_mamf, read_mlengineering_nvls)
-from .nccl_tests import NcclRow, NcclTable, NcclTestsParseError, read_massaged_nccl_table, read_nccl_tests
-from .nvidia_smi import NvidiaSmiParseError, SmiTrace, read_nvidia_smi_csv
+from .nccl_tests import (NcclRow, NcclTable, NcclTestsParseError, collective_from_name, read_massaged_nccl_table,
+                         read_nccl_tests)
+from .nvidia_smi import (DmonTable, NvidiaSmiDmonParseError, NvidiaSmiParseError, SmiTrace, read_nvidia_smi_csv,
+                         read_nvidia_smi_dmon)
+from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
+                          power_trace_from_suite)
+from .sniff import FORMATS, Measurement, NoUsableDataError, detect_format, read_measurement
 from .xla import read_xla_collective_table, read_xla_matmul_table
 from .zeus import ZeusParseError, ZeusRow, ZeusTable, read_zeus_csv
 
@@ -17,4 +26,8 @@ __all__ = ["MdTable", "markdown_tables", "parse_quantity", "read_allreduce_bench
            "read_massaged_nccl_table", "read_nccl_tests", "read_xla_collective_table",
            "read_xla_matmul_table", "NvidiaSmiParseError", "SmiTrace", "read_nvidia_smi_csv", "ZeusParseError",
            "ZeusRow", "ZeusTable", "read_zeus_csv", "BaseBenchmark", "FlagPerfParseError", "OperatorRow",
-           "flagperf_quantity", "read_flagperf_base_md", "read_flagperf_operator_csv"]
+           "flagperf_quantity", "read_flagperf_base_md", "read_flagperf_operator_csv", "collective_from_name",
+           "DmonTable", "NvidiaSmiDmonParseError", "read_nvidia_smi_dmon", "DCGM_FIELDS", "DcgmField", "DcgmParseError",
+           "DcgmTable", "read_dcgmi_dmon", "PowerTrace", "power_trace_from_nvidia_smi_csv", "power_trace_from_dmon",
+           "power_trace_from_dcgmi", "power_trace_from_suite", "FORMATS", "Measurement", "NoUsableDataError",
+           "detect_format", "read_measurement"]
