@@ -117,7 +117,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         try:
             fmt, data, warns = read_measurement(p)
         except (ReaderParseError, ValueError, OSError) as e:
-            raise FitError(str(e).splitlines()[0] if str(e) else f"{p}: unreadable") from None
+            first = getattr(e, "errors", None)
+            msg = str(e).splitlines()[0] if str(e) else f"{p}: unreadable"
+            raise FitError(msg + (f" (first: {first[0]})" if first else "")) from None
         report.warnings += list(warns)
         out.files[str(p)] = _sha256(p)
         if fmt == "suite-jsonl":
@@ -138,10 +140,15 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
                                    "--nodes and --gpus-per-node")
                 nn, k = nodes, gpus_per_node
-            for table in sorted({r.table for r in data.rows}):
-                rows = data.select("out-of-place", table)
-                if rows:
-                    out.nccl.append((p, coll, int(nn), int(k), rows))
+            tables = sorted({r.table for r in data.rows})
+            if len(tables) > 1:
+                report.warnings.append(f"{p}: {len(tables)} nccl-tests tables (separate runs): fitting the first "
+                                       "only; put each run in its own file to fit the others")
+            rows = data.select("out-of-place", tables[0])
+            out.nccl.append((p, coll, int(nn), int(k), rows))
+        elif fmt == "zeus-csv":
+            report.warnings.append(f"{p}: Zeus power-limit summaries carry no per-sample trace: not used by this fit "
+                                   "(python -m calibration.fit_public fits gamma from them)")
         else:  # power/temperature traces
             out.traces.append(data)
     if not (out.suites or out.nccl or out.traces):

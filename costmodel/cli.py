@@ -22,6 +22,7 @@ from .search import search
 from .uncertainty import step_time_band
 from .compute import gemm_dtype
 from .cli_calibrate import app as calibrate_app
+from .cli_compare import compare as compare_command
 from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
                     load_gpu, load_model, load_profile)
 
@@ -29,6 +30,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Calibrated cost model of distributed LLM training: predict step time and "
                        "memory of any parallel layout, and recommend the best one.")
 app.add_typer(calibrate_app, name="calibrate")
+app.command()(compare_command)
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -395,7 +397,9 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
 def main() -> None:
     """Console entry point: run the typer app, turning InputError into one line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)   # returns the code of a typer.Exit raised by a command
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except InputError as e:
         print(f"costmodel: error: {e}", file=sys.stderr)
         sys.exit(2)
