@@ -146,9 +146,14 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
 
 
 def _uneven(L: int, pp: int) -> np.ndarray:
-    """Even split L/PP, or ceil(L/PP) layers on the first stages when PP does not divide L."""
+    """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L.
+
+    The last stage, which also runs the logits, then holds ceil(L/PP) layers: the pace that
+    costmodel.schedule assumes for uneven stages (the fullest stage carries the logits), so the
+    energy model's step time agrees with the time model's.  The ILP chooses its own split.
+    """
     base, extra = divmod(L, pp)
-    return np.array([base + (1 if s < extra else 0) for s in range(pp)], dtype=np.float64)
+    return np.array([base + (1 if s >= pp - extra else 0) for s in range(pp)], dtype=np.float64)
 
 
 @dataclass

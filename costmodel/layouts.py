@@ -121,9 +121,10 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
 
 
 def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
-                 gpus_per_node: int) -> None:
-    """Raise :class:`InputError` naming the first rule a one-row table breaks."""
-    code, msgs = validity(t, model, recipe, num_gpus, gpus_per_node)
+                 gpus_per_node: int, uneven_pp: bool = False) -> None:
+    """Raise :class:`InputError` naming the first rule a one-row table breaks (``uneven_pp``: layers
+    need not divide evenly over the pipeline stages, as in Megatron-DeepSpeed's partitioning)."""
+    code, msgs = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=uneven_pp)
     if code[0] >= 0:
         raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {_describe(t.row(0))})")
 

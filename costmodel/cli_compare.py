@@ -1,0 +1,234 @@
+"""``costmodel compare``: predict a measured run and print the error per metric (a thin typer layer over
+:mod:`costmodel.compare`, the readers of :mod:`calibration.readers` and :mod:`costmodel.trace`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from . import report
+from .compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
+                      training_window)
+from .compute import gemm_dtype
+from .errors import InputError
+from .layouts import RECOMPUTE, LayoutTable, check_layout
+from .predict import predict_table
+from .specs import Recipe, load_cluster, load_model, load_profile
+from .uncertainty import step_time_band
+
+_O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
+
+
+def _read_log(path, warmup_steps, rank):
+    from calibration.readers.training_logs import TrainingLogParseError, read_training_log
+    if not Path(path).is_file():
+        raise InputError(path, "", "no such file")
+    try:
+        return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
+    except TrainingLogParseError as e:
+        raise InputError(path, "", str(e).split("\n")[0].split(": ", 1)[-1]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, "", f"cannot read ({e})") from None
+
+
+def _read_trace(path):
+    from calibration.readers.errors import ReaderParseError
+    from calibration.readers.power_trace import PowerTrace, power_trace_from_suite
+    from calibration.readers.sniff import read_measurement
+    if not Path(path).is_file():
+        raise InputError(path, "", "no such file")
+    try:
+        fmt, data, warns = read_measurement(path)
+    except (ReaderParseError, ValueError, OSError) as e:
+        raise InputError("--power", "", str(e).split("\n")[0]) from None
+    if fmt == "suite-jsonl":
+        data = power_trace_from_suite(data)
+    if not isinstance(data, PowerTrace):
+        raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
+                                        "dcgmi dmon, the suite's JSONL)")
+    return data, list(warns)
+
+
+def compare(
+        log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan log."),
+        power: Optional[str] = _O("--power", "nvidia-smi CSV or dmon, dcgmi dmon or suite JSONL of the run."),
+        model: Optional[str] = _O("--model", "Catalog name or config [default: from the log's argument dump]."),
+        cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
+        nodes: Optional[int] = _O("--nodes", "Nodes [default: the log's world size / GPUs per node]."),
+        tp: Optional[int] = _O("--tp"), pp: Optional[int] = _O("--pp"), dp: Optional[int] = _O("--dp"),
+        cp: Optional[int] = _O("--cp"), ep: Optional[int] = _O("--ep"), vp: Optional[int] = _O("--vp"),
+        mbs: Optional[int] = _O("--mbs"), gbs: Optional[int] = _O("--gbs"), seq_len: Optional[int] = _O("--seq-len"),
+        recompute: Optional[str] = _O("--recompute", "none, selective or full"),
+        zero: Optional[int] = _O("--zero", "0 DDP, 1 distributed optimizer, 2, 3 FSDP"),
+        sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism."),
+        precision: Optional[str] = _O("--precision"),
+        flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention",
+                                                       help="[default: from the log; off for Megatron-DeepSpeed]"),
+        profile: Optional[str] = _O("--profile", "Calibrated profile YAML [default: the GPU's built-in one]."),
+        warmup_steps: Optional[int] = _O("--warmup-steps", "Logged iterations to discard [default: the reader's rule]."),
+        rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
+        plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
+        trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Predict a measured run and report, per metric, measured vs predicted and the error: step time,
+    tokens/s/GPU, TFLOP/s/GPU, MFU and, with --power, power, energy per token, temperature and clock."""
+    if warmup_steps is not None and warmup_steps < 0:
+        raise InputError("--warmup-steps", "", f"must be >= 0, got {warmup_steps}")
+    if recompute is not None and recompute not in RECOMPUTE:
+        raise InputError("--recompute", "", f"{recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    tlog = _read_log(log, warmup_steps, rank)
+    warnings = list(tlog.errors) + list(tlog.warnings)
+    ll = tlog.layout()
+    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, gbs=gbs, seq_len=seq_len, recompute=recompute,
+                 zero=zero, sp=sp, precision=precision)
+    run = resolve_run(ll, flags, log)
+    if model:
+        m = load_model(model)
+        check_model(m, ll, model, log)
+    else:
+        m = model_from_log(ll, tlog.args, log)
+    c0 = load_cluster(cluster)
+    if nodes is None and run.world_size:
+        if run.world_size % c0.gpus_per_node:
+            raise InputError("--cluster", "", f"the log's world size {run.world_size} is not a multiple of the "
+                             f"{c0.gpus_per_node} GPUs per node of {c0.key}")
+        nodes = run.world_size // c0.gpus_per_node
+    c = load_cluster(cluster, nodes)
+    if run.world_size and run.world_size != c.num_gpus:
+        raise InputError("--nodes", "", f"{c.num_gpus} GPUs, but the log's world size is {run.world_size}")
+    lay = dict(run.layout)
+    if lay["dp"] is None:
+        if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
+            raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
+        lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
+    fa = flash_attention
+    if fa is None:
+        fa = bool(tlog.args["use_flash_attn"]) if "use_flash_attn" in tlog.args else tlog.framework != "megatron-deepspeed"
+    tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
+    recipe = Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
+    p = load_profile(profile or c.gpu.key)
+    table = LayoutTable.from_rows([dict(lay, overlap=True)])
+    check_layout(table, m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # the run did run
+    pred = predict_table(m, recipe, c, p, table)
+    rec = report.record(pred, 0, m, c, recipe)
+    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(recipe))
+    energy = None
+    if p.power is not None and p.thermal is not None and c.gpu.slowdown_temp_c and c.gpu.power_limit_min_w:
+        from .energy import layout_energy
+        energy = layout_energy(m, recipe, c, p, rec["layout"])
+        rec.update(energy.as_dict())
+        rec["step_time_s"] = energy.step_time_s
+    elif power:
+        warnings.append(f"no power/thermal model for {c.gpu.key} in {p.path}: power metrics are measured only")
+    gb = tlog.iterations.global_batch_size
+    other = tlog.kept & (gb == gb) & (gb != recipe.gbs)
+    if other.any():
+        tlog.kept = tlog.kept & ~other
+        warnings.append(f"{int(other.sum())} kept iteration(s) ran another global batch size than {recipe.gbs} "
+                        f"(batch-size ramp-up?), lines {', '.join(map(str, tlog.iterations.line[other][:5]))}: "
+                        "left out")
+        if not tlog.kept.any():
+            raise InputError("--gbs", "", f"no logged iteration ran global batch size {recipe.gbs}")
+    agg = tlog.aggregate()
+    pw, gpu_rows, window = None, [], None
+    ptrace = None
+    if power:
+        ptrace, tw = _read_trace(power)
+        warnings += tw
+        st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
+        kept_t = tlog.iterations.t_unix[tlog.kept]
+        t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
+        window = (t0, t1)
+        pw, rows = trace_metrics(ptrace, t0, t1)
+        warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
+                        f"over {t1 - t0:.0f} s")
+        gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
+    metrics = build_metrics(rec, agg, tlog.framework, m, recipe, c, c.num_gpus, pw,
+                            band.rel if band.sigma else None)
+    n_disc = int((~tlog.kept).sum())
+    out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=n_disc,
+               iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
+               model=m.name, cluster=c.key, num_gpus=c.num_gpus,
+               recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
+                           flash_attention=recipe.flash_attention, tp_comm_overlap=recipe.tp_comm_overlap),
+               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
+               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
+    files = []
+    if trace:
+        from .trace import write_trace
+        write_trace(trace, m, recipe, c, p, table, 0)
+        files.append(trace)
+    if plot:
+        from . import plots
+        d = Path(plot)
+        files.append(plots.metric_bars(metrics, d / "metrics.png"))
+        files.append(plots.breakdown_bar(rec["breakdown"], d / "breakdown.png", report._TERM_NAMES))
+        if ptrace is not None:
+            files.append(plots.power_timeline(ptrace, window, {"predicted avg": rec.get("avg_power_w"),
+                                                               "predicted peak": rec.get("peak_power_w")},
+                                              d / "power.png", "power_w"))
+            if ptrace.temp_c is not None and (ptrace.temp_c == ptrace.temp_c).any():
+                files.append(plots.power_timeline(ptrace, window, {"predicted max": rec.get("max_temp_c")},
+                                                  d / "temperature.png", "temp_c"))
+    out["files"] = files
+    if as_json:
+        print(json.dumps(out, indent=2, default=float))
+        return
+    _print(out, rec, tlog, band)
+
+
+def _fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit == "fraction":
+        return f"{100 * v:.1f}%"
+    return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def _print(out, rec, tlog, band):
+    con = report.console()
+    lay = out["layout"]
+    con.print(f"{tlog.framework} log {out['log']}: {out['iterations_used']} iterations used, "
+              f"{out['warmup_steps_discarded']} discarded ({tlog.warmup})", highlight=False)
+    con.print(f"{out['model']} on {out['cluster']} ({out['num_gpus']} GPUs): "
+              + " ".join(f"{k}={v}" for k, v in lay.items()), highlight=False)
+    given = ", ".join(f"{k} ({v})" for k, v in out["origin"].items() if v != "log")
+    if given:
+        con.print(f"  not from the log: {given}", highlight=False)
+    tb = Table(title="Measured vs predicted", header_style="bold")
+    for col in ("metric", "measured", "predicted", "error"):
+        tb.add_column(col, justify="left" if col == "metric" else "right")
+    for mt in out["metrics"]:
+        pred = _fmt(mt["predicted"], mt["unit"])
+        if mt.get("predicted_band") is not None:
+            pred += f" ± {_fmt(mt['predicted_band'], mt['unit'])}"
+        err = "-" if mt["error_pct"] is None else f"{mt['error_pct']:+.1f}%"
+        tb.add_row(f"{mt['name']} [{mt['unit']}]", _fmt(mt["measured"], mt["unit"]), pred, err)
+    con.print(tb)
+    if out["spread"]:
+        s = out["spread"]
+        con.print(f"measured step time: median {s['median']:.4g} s, IQR {s['iqr']:.3g} s, range {s['min']:.4g}"
+                  f"-{s['max']:.4g} s over {s['n']} records", highlight=False)
+    if band.sigma:
+        con.print(f"± is one sigma from the fit residuals of {out['profile']}"
+                  + (f" (no fit data: {', '.join(band.unfitted)})" if band.unfitted else ""), highlight=False)
+    con.print(report.breakdown_table(rec, "Predicted step time breakdown (uncapped)"))
+    if out["per_gpu"]:
+        tg = Table(title="Per GPU (hottest first), measured | predicted for the same slot of node 0", header_style="bold")
+        for col in ("GPU", "stage", "avg W", "pred avg W", "peak W", "pred peak W", "max C", "pred C", "SM MHz",
+                    "pred MHz"):
+            tg.add_column(col, justify="right")
+        f = lambda v: "-" if v is None or v != v else f"{v:.0f}"  # noqa: E731
+        for r in out["per_gpu"]:
+            tg.add_row(str(r["gpu"]), "-" if r["stage"] is None else str(r["stage"]), f(r["avg_power_w"]),
+                       f(r["predicted_avg_power_w"]), f(r["peak_power_w"]), f(r["predicted_peak_power_w"]),
+                       f(r["max_temp_c"]), f(r["predicted_temp_c"]), f(r["sm_clock_mhz"]), f(r["predicted_sm_clock_mhz"]))
+        con.print(tg)
+    for w in out["warnings"]:
+        con.print(f"[yellow]note:[/] {w}", highlight=False)
+    for fpath in out["files"]:
+        con.print(f"wrote {fpath}", highlight=False)

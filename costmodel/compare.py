@@ -1,0 +1,304 @@
+"""Compare a measured training run with the model's prediction of the same run, metric by metric.
+
+Inputs are parsed measurements (``calibration.readers``): a :class:`TrainingLog` (Megatron-LM,
+Megatron-DeepSpeed, NeMo, torchtitan) and optionally power/temperature traces (:class:`PowerTrace`
+from nvidia-smi CSV / dmon, DCGM, the suite's samples).  The layout, model size and recipe come from
+the log's argument dump, filled or overridden by flags; a flag that contradicts the dump is an error.
+
+Measured values (after the log's warm-up rows are dropped, :meth:`TrainingLog.aggregate`):
+
+* step time: median of the kept ``step_time_s`` (spread: IQR);
+* tokens/s/GPU = gbs x seq_len / step time / GPUs; model TFLOP/s/GPU = model FLOPs per step
+  (Narayanan et al. SC21 / 6NT + attention, :func:`costmodel.compute.model_flops_per_step`, the
+  convention of the prediction) / step time / GPUs; MFU = that / dense peak (DESIGN.md);
+* the TFLOP/s the framework logged, in its own convention (Megatron-core and torchtitan: model FLOPs;
+  Megatron-DeepSpeed ``TFLOPs``: executed FLOPs, 4/3 of model FLOPs under full recomputation), against
+  the prediction converted to that convention;
+* from the power trace, over the training window (see :func:`training_window`): average power per
+  GPU (mean over GPUs of each GPU's mean), peak power per GPU (95th percentile of all samples: the
+  densest sustained level a ~100 ms meter sees, the quantity ``peak_power_w`` predicts), energy per
+  token = average power x GPUs x step time / tokens per step (GPU power only, as predicted),
+  samples/(s.MJ) = (gbs / step time) / (energy per step / 1e6) (the seed paper's metric, as
+  :mod:`costmodel.energy` predicts it), max GPU temperature, median SM clock.
+
+Error % = 100 (predicted - measured) / measured.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .compute import dense_peak_flops, model_flops_per_step
+from .errors import InputError
+from .specs import ModelSpec
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "gbs", "seq_len", "recompute", "sp", "zero", "precision")
+MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
+# defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
+MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0)
+REQUIRED = ("tp", "pp", "mbs", "gbs", "seq_len")
+PEAK_PERCENTILE = 95.0
+
+
+@dataclass
+class Resolved:
+    """The run as the comparison models it: layout row, recipe fields, where each value came from."""
+
+    layout: dict
+    gbs: int
+    seq_len: int
+    precision: str
+    world_size: int | None
+    origin: dict = field(default_factory=dict)
+
+
+def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
+    """Merge the log's layout (``TrainingLog.layout()``) with flags; flags fill gaps, never contradict.
+
+    Args:
+        log_layout: key -> value or None (keys of :data:`LAYOUT_KEYS`, ``world_size``).
+        flags: key -> value or None (None: flag not given).
+        log_path: for messages.
+    Returns:
+        :class:`Resolved` (dp is left None when neither says: the caller derives it from the GPUs).
+    Raises:
+        InputError: a flag contradicts the dump (names the flag, both values and the file), or a
+            required value (tp, pp, mbs, gbs, seq_len) is in neither.
+    """
+    out, origin = {}, {}
+    for k in LAYOUT_KEYS:
+        lv, fv = log_layout.get(k), flags.get(k)
+        if fv is not None and lv is not None and _differs(fv, lv):
+            raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's argument dump "
+                             f"({log_path}: {k} = {lv!r}); drop the flag or fix the log")
+        if fv is not None:
+            out[k], origin[k] = fv, "flag"
+        elif lv is not None:
+            out[k], origin[k] = lv, "log"
+        elif k in MEGATRON_DEFAULTS:
+            out[k], origin[k] = MEGATRON_DEFAULTS[k], "Megatron default"
+        elif k in REQUIRED:
+            raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log's argument dump ({log_path}): pass it")
+        else:
+            out[k], origin[k] = None, "unset"
+    lay = {k: out[k] for k in ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp")}
+    lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
+    return Resolved(layout=lay, gbs=int(out["gbs"]), seq_len=int(out["seq_len"]), precision=out["precision"],
+                    world_size=log_layout.get("world_size"), origin=origin)
+
+
+def _differs(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return not math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a != b
+
+
+def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: str) -> None:
+    """The catalog/config model must match the dimensions the log prints.
+
+    Raises:
+        InputError: a printed dimension (layers, hidden, FFN, heads, KV heads, experts) differs.
+    """
+    pairs = (("num_layers", model.num_layers), ("hidden", model.hidden), ("num_heads", model.num_heads),
+             ("num_kv_heads", model.num_kv_heads), ("num_experts", model.num_experts if model.is_moe else None),
+             ("ffn_hidden", model.ffn_hidden))
+    for k, mv in pairs:
+        lv = log_layout.get(k)
+        if lv is not None and mv is not None and int(lv) != int(mv):
+            raise InputError("--model", k, f"{model_arg} has {k} = {mv}, the log's argument dump ({log_path}) "
+                             f"says {lv}: pick the model that ran")
+
+
+def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
+    """A ModelSpec from the log's argument dump (Megatron names: swiglu, untie_embeddings_and_output_weights,
+    position_embedding_type, add_bias_linear, num_experts, moe_router_topk).
+
+    Raises:
+        InputError: a dimension the model needs (layers, hidden, heads, vocab) is not in the dump.
+    """
+    need = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if log_layout.get(k) is None]
+    if need:
+        raise InputError("--model", "", f"the log ({log_path}) does not print {', '.join(need)}: pass --model "
+                         "(catalog name or config.json)")
+    h, heads = int(log_layout["hidden"]), int(log_layout["num_heads"])
+    gated = bool(args.get("swiglu", False))
+    ffn = int(log_layout.get("ffn_hidden") or 4 * h)
+    experts = int(log_layout.get("num_experts") or 1)
+    pos = str(args.get("position_embedding_type", "learned_absolute"))
+    return ModelSpec(
+        name="from-log", display_name=f"model of {log_path}", num_layers=int(log_layout["num_layers"]), hidden=h,
+        ffn_hidden=ffn, num_heads=heads, num_kv_heads=int(log_layout.get("num_kv_heads") or heads),
+        head_dim=int(args.get("kv_channels") or h // heads), vocab=int(log_layout["vocab"]), gated=gated,
+        activation="swiglu" if gated else "gelu", tie_embeddings=not args.get("untie_embeddings_and_output_weights", False),
+        num_experts=experts, topk=int(log_layout.get("moe_topk") or 1), learned_positions=pos == "learned_absolute",
+        max_positions=int(args.get("max_position_embeddings") or 0), dropout=float(args.get("hidden_dropout") or 0) > 0,
+        bias=bool(args.get("add_bias_linear", True)), seq_len=int(log_layout.get("seq_len") or 0) or 2048,
+        source=f"argument dump of {log_path}")
+
+
+# ----------------------------------------------------------------------------------- power traces
+def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: bool, util=None):
+    """(t0, t1, how) of the kept training iterations in the trace's time base.
+
+    With wall-clock times on both sides: from the first kept record minus one logged interval (a
+    Megatron record is printed at the end of its interval) to the last kept record.  Otherwise (a
+    log without timestamps, or a trace in seconds from its start): the span of samples with GPU
+    utilisation >= 50 % (``util``), which is what a run's steady phase looks like from the GPU.
+    Raises:
+        InputError: absolute times that do not overlap (names both ranges), or no way to align.
+    """
+    t = np.asarray(iter_t_unix, float)
+    tt = np.asarray(trace_t_unix, float)
+    if absolute and t.size and np.isfinite(t).all():
+        lo = float(t.min()) - step_time_s * max(1.0, _records_interval(t, step_time_s))
+        hi = float(t.max())
+        a, b = max(lo, float(np.nanmin(tt))), min(hi, float(np.nanmax(tt)))
+        if b <= a:
+            from datetime import datetime
+            f = lambda x: datetime.fromtimestamp(x).strftime("%Y-%m-%d %H:%M:%S")
+            raise InputError("--power", "", f"the power trace covers {f(np.nanmin(tt))} .. {f(np.nanmax(tt))}, the log's "
+                             f"kept iterations {f(lo)} .. {f(hi)}: they do not overlap (wrong file, or clocks in "
+                             "different time zones)")
+        return a, b, "log timestamps"
+    if util is not None and np.isfinite(util).any():
+        busy = np.asarray(util, float) >= 50
+        if busy.any():
+            return float(tt[busy].min()), float(tt[busy].max()), "samples at >= 50 % GPU utilisation (no common clock)"
+    raise InputError("--power", "", "cannot align the trace with the log: the log has no timestamps and the trace "
+                     "no utilisation column")
+
+
+def _records_interval(t, step_time_s):
+    """Iterations between consecutive log records (log interval), from their spacing; 1 if unknown."""
+    if t.size < 2 or not step_time_s > 0:
+        return 1.0
+    return max(1.0, round(float(np.median(np.diff(np.sort(t)))) / step_time_s))
+
+
+def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
+    """Measured power/temperature metrics over [t0, t1] and a per-GPU table (hottest first).
+
+    Returns:
+        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus}, per-GPU rows
+        {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n}); NaN where the trace lacks a column.
+    Raises:
+        InputError: no sample in the window.
+    """
+    m = (trace.t_unix >= t0) & (trace.t_unix <= t1)
+    if not m.any():
+        raise InputError("--power", "", "no power sample inside the training window")
+    rows = []
+    for g in np.unique(trace.gpu[m]):
+        k = m & (trace.gpu == g)
+        rows.append(dict(gpu=int(g), avg_power_w=_nanmean(trace.power_w[k]),
+                         peak_power_w=_nanpct(trace.power_w[k], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[k]),
+                         sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[k]), n=int(k.sum())))
+    rows.sort(key=lambda r: (-(r["max_temp_c"] if np.isfinite(r["max_temp_c"]) else -1e9), -r["avg_power_w"]))
+    agg = dict(avg_power_w=_nanmean([r["avg_power_w"] for r in rows]),
+               peak_power_w=_nanpct(trace.power_w[m], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[m]),
+               sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[m]), n_samples=int(m.sum()), n_gpus=len(rows))
+    return agg, rows
+
+
+def _finite(x):
+    x = np.asarray(x, float)
+    return x[np.isfinite(x)]
+
+
+def _nanmean(x):
+    f = _finite(x)
+    return float(f.mean()) if f.size else float("nan")
+
+
+def _nanmax(x):
+    f = _finite(x)
+    return float(f.max()) if f.size else float("nan")
+
+
+def _nanmedian(x):
+    f = _finite(x)
+    return float(np.median(f)) if f.size else float("nan")
+
+
+def _nanpct(x, q):
+    f = _finite(x)
+    return float(np.percentile(f, q)) if f.size else float("nan")
+
+
+# ------------------------------------------------------------------------------------------ metrics
+def _metric(name, unit, measured, predicted, band=None, note=None):
+    ok = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+    meas = float(measured) if ok(measured) else None
+    pred = float(predicted) if ok(predicted) else None
+    err = 100.0 * (pred - meas) / meas if meas not in (None, 0.0) and pred is not None else None
+    d = dict(name=name, unit=unit, measured=meas, predicted=pred, error_pct=err)
+    if band is not None:
+        d["predicted_band"] = float(band)
+    if note:
+        d["note"] = note
+    return d
+
+
+def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
+    """Factor from model FLOPs to the FLOPs a framework's logged TFLOP/s counts, with its convention."""
+    if framework == "megatron-deepspeed":
+        return (4.0 / 3.0 if recompute == "full" else 1.0), "executed FLOPs (Megatron-DeepSpeed 'TFLOPs')"
+    return 1.0, "model FLOPs"
+
+
+def build_metrics(rec: dict, agg: dict, framework: str, model, recipe, cluster, num_gpus: int,
+                  power: dict | None, band_rel: float | None) -> list:
+    """The comparison rows (names stable: the ``--json`` contract of issue #5).
+
+    Args:
+        rec: the prediction record (``report.record`` + energy fields when a power model exists).
+        agg: ``TrainingLog.aggregate()``.  power: :func:`trace_metrics` aggregate or None.
+        band_rel: the prediction's one-sigma relative band of step time, or None.
+    """
+    st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
+    tokens = recipe.gbs * recipe.seq_len
+    flops = model_flops_per_step(model, recipe)
+    peak = dense_peak_flops(cluster, recipe)
+    t_pred = rec["step_time_s"]
+    meas_tok = tokens / st / num_gpus if st == st else agg["tokens_per_s_per_gpu"].median
+    if not st == st and meas_tok == meas_tok and meas_tok:
+        st = tokens / meas_tok / num_gpus      # torchtitan: step time from tokens/s
+    band = band_rel * t_pred if band_rel is not None else None
+    out = [
+        _metric("step_time_s", "s", st, t_pred, band),
+        _metric("tokens_per_s_per_gpu", "tokens/s", meas_tok, tokens / t_pred / num_gpus),
+        _metric("model_tflops_per_gpu", "TFLOP/s", flops / st / num_gpus / 1e12, flops / t_pred / num_gpus / 1e12),
+        _metric("mfu", "fraction", flops / st / num_gpus / peak, flops / t_pred / num_gpus / peak),
+    ]
+    lt = agg["tflops_per_gpu"]
+    if lt.n:
+        f, conv = logged_tflops_factor(framework, rec["layout"]["recompute"])
+        out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * flops / t_pred / num_gpus / 1e12,
+                           note=f"as the log prints it: {conv}"))
+    if power is not None:
+        avg = power["avg_power_w"]
+        out += [_metric("avg_power_w", "W", avg, rec.get("avg_power_w")),
+                _metric("peak_power_w", "W", power["peak_power_w"], rec.get("peak_power_w"),
+                        note=f"measured: {PEAK_PERCENTILE:.0f}th percentile of samples"),
+                _metric("energy_j_per_token", "J/token", avg * num_gpus * st / tokens if avg == avg else None,
+                        rec["energy_j_per_step"] / tokens if rec.get("energy_j_per_step") else None),
+                _metric("samples_per_s_per_mj", "samples/(s.MJ)",
+                        (recipe.gbs / st) / (avg * num_gpus * st / 1e6) if avg == avg else None,
+                        rec.get("samples_per_s_per_mj")),
+                _metric("max_temp_c", "C", power["max_temp_c"], rec.get("max_temp_c")),
+                _metric("sm_clock_mhz", "MHz", power["sm_clock_mhz"], rec.get("sm_clock_mhz"))]
+    return out
+
+
+def per_gpu_rows(measured_rows: list, predicted_rows: list | None, node: int = 0) -> list:
+    """Measured per-GPU rows (hottest first) with the predicted values of the same slot of ``node``."""
+    pred = {r["slot"]: r for r in (predicted_rows or []) if r["node"] == node}
+    out = []
+    for r in measured_rows:
+        p = pred.get(r["gpu"], {})
+        out.append(dict(r, predicted_avg_power_w=p.get("power_w"), predicted_peak_power_w=p.get("peak_power_w"),
+                        predicted_temp_c=p.get("temp_c"), predicted_sm_clock_mhz=p.get("sm_clock_mhz"),
+                        stage=p.get("stage")))
+    return out
