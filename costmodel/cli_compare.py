@@ -34,9 +34,11 @@ def _read_log(path, warmup_steps, rank):
         raise InputError(path, "", f"cannot read ({e})") from None
 
 
-def _read_trace(path):
+def _read_trace(path, gpus_per_node):
+    """The run's power trace; an nvidia-smi CSV without an ``index`` column is numbered with the
+    cluster's GPUs per node (nvidia-smi prints the GPUs of a sample in index order)."""
     from calibration.readers.errors import ReaderParseError
-    from calibration.readers.power_trace import PowerTrace, power_trace_from_suite
+    from calibration.readers.power_trace import PowerTrace, power_trace_from_nvidia_smi_csv, power_trace_from_suite
     from calibration.readers.sniff import read_measurement
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
@@ -49,6 +51,10 @@ def _read_trace(path):
     if not isinstance(data, PowerTrace):
         raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
                                         "dcgmi dmon, the suite's JSONL)")
+    if fmt == "nvidia-smi-csv" and "index" not in data.table.fields:
+        data = power_trace_from_nvidia_smi_csv(path, n_gpus=gpus_per_node, strict=False)
+        warns = [w for w in warns if "'index'" not in w] + [
+            f"{path}: no 'index' column: the rows of each sample are taken as GPUs 0..{gpus_per_node - 1} in order"]
     return data, list(warns)
 
 
@@ -72,6 +78,8 @@ def compare(
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
         plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
+        allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
+                                            "argument dump (each difference is listed) instead of refusing."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """Predict a measured run and report, per metric, measured vs predicted and the error: step time,
     tokens/s/GPU, TFLOP/s/GPU, MFU and, with --power, power, energy per token, temperature and clock."""
@@ -84,6 +92,11 @@ def compare(
     ll = tlog.layout()
     flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, gbs=gbs, seq_len=seq_len, recompute=recompute,
                  zero=zero, sp=sp, precision=precision)
+    if allow_override:
+        for k, v in flags.items():
+            if v is not None and ll.get(k) is not None and ll[k] != v:
+                warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's argument dump ({k} = {ll[k]!r})")
+                ll[k] = None
     run = resolve_run(ll, flags, log)
     if model:
         m = load_model(model)
@@ -137,7 +150,7 @@ def compare(
     pw, gpu_rows, window = None, [], None
     ptrace = None
     if power:
-        ptrace, tw = _read_trace(power)
+        ptrace, tw = _read_trace(power, c.gpus_per_node)
         warnings += tw
         st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
         kept_t = tlog.iterations.t_unix[tlog.kept]

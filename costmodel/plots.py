@@ -93,7 +93,7 @@ def metric_bars(metrics, path) -> str:
     ax.set_xticklabels([m["name"] for m in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("value / measured")
     ax.axhline(1.0, color="k", lw=0.7)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title("predicted vs measured, per metric")
     return _save(fig, path)
 
@@ -138,6 +138,6 @@ def power_timeline(trace, window, predicted: dict, path, what="power_w") -> str:
         ax.axvspan(window[0] - t0, window[1] - t0, color="grey", alpha=0.12, label="training window")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("power (W)" if what == "power_w" else "GPU temperature (C)")
-    ax.legend(fontsize=6, ncol=5)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(True, alpha=0.3)
     return _save(fig, path)

@@ -160,18 +160,19 @@ _FLOAT_COLS = ("step_time_s", "tflops_per_gpu", "samples_per_s", "tokens_per_s_p
                "consumed_tokens", "lr", "loss", "grad_norm", "loss_scale", "skipped_iterations", "nan_iterations",
                "global_batch_size", "mfu", "memory_gib", "t_unix")
 # wall-clock time a record was printed at: Megatron-LM's "[2024-04-06 02:59:36]" prefix, torchtitan's
-# logging "2025-06-16 22:30:50,322"; naive times are read in the local time zone, as nvidia-smi's are
+# logging "2025-06-16 22:30:50,322"; naive times are read as UTC, as the nvidia-smi reader reads its
+# timestamps, so a log and a trace written on one machine share a time base whatever the reader's zone
 _WALL = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d+))?")
 
 
 def _wall_time(text):
     """Unix seconds of the first date-time stamp in the first 80 characters of ``text``, or NaN."""
-    from datetime import datetime
+    from datetime import datetime, timezone
     m = _WALL.search(text[:80])
     if not m:
         return math.nan
     try:
-        t = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S").timestamp()
+        t = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
         return math.nan
     return t + (float("0." + m.group(3)) if m.group(3) else 0.0)
@@ -243,7 +244,7 @@ class Iterations:
         mfu: model FLOPs utilisation as a fraction (torchtitan prints %).
         memory_gib: peak reserved device memory, GiB (torchtitan).
         t_unix: wall-clock time the record was printed, Unix s (Megatron-LM's ``[YYYY-MM-DD hh:mm:ss]``
-            prefix, torchtitan's logging time; naive times read in the local time zone), NaN if none.
+            prefix, torchtitan's logging time; naive times read as UTC, as nvidia-smi's), NaN if none.
         line: 1-based line number of the record (its first line when wrapped) (int64).
         rank: rank-prefix label of the record (``"default7"``, ``"rank3"``, ``"3"``) or None (object array).
     """
