@@ -262,3 +262,41 @@ def test_cpu_suite_to_profile_to_prediction(tmp_path):
     assert rc == 0, se
     rec = json.loads(so)
     assert rec["step_time_band"]["profile"] == str(out) and rec["step_time_band_s"] > 0
+
+
+def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
+    """Power-limit phases built from P - idle = k f^2.6; overlap records with a 12 % GEMM slowdown."""
+    from calibration.fit import fit_overlap_section
+    gpu = load_gpu("h100-sxm-80gb")
+    recs, t = [], 0.0
+    idle, k, gamma = 100.0, 560.0, 2.6
+    for name, uf in (("idle", 0.0), ("gemm", 0.5), ("gemm", 0.8)):        # unthrottled phases: idle_w, flop_w
+        p = idle + 700.0 * uf
+        recs.append(make_record("phase", "n0", 0, name=name, slot=0, t_start_unix=t, t_end_unix=t + 2, dtype="bf16",
+                                flops_per_s=uf * gpu.peak_flops["bf16"], hbm_bytes_per_s=0.0, link_bytes_per_s=0.0,
+                                power_limit_w=700.0))
+        recs += [make_record("sample", "n0", 0, slot=0, t_unix=t + 0.05 * i, power_w=p, temp_c=50.0, mem_temp_c=None,
+                             sm_clock_mhz=1980, clock_event_reasons=0, util_gpu_pct=100, util_mem_pct=0,
+                             power_limit_w=700.0) for i in range(40)]
+        t += 2
+    for f in (0.6, 0.7, 0.8, 0.9):                                       # capped: clock f x 1980 MHz
+        p = idle + k * f ** gamma
+        recs.append(make_record("phase", "n0", 0, name="power_limit", slot=0, t_start_unix=t, t_end_unix=t + 2,
+                                dtype="bf16", flops_per_s=0.9 * f * gpu.peak_flops["bf16"], hbm_bytes_per_s=0.0,
+                                link_bytes_per_s=0.0, power_limit_w=p))
+        recs += [make_record("sample", "n0", 0, slot=0, t_unix=t + 0.05 * i, power_w=p, temp_c=60.0, mem_temp_c=None,
+                             sm_clock_mhz=1980 * f, clock_event_reasons=0x4, util_gpu_pct=100, util_mem_pct=0,
+                             power_limit_w=p) for i in range(40)]
+        t += 2
+    for g, c in ((1.10, 1.02), (1.12, 1.03), (1.15, 1.05)):
+        recs.append(make_record("overlap", "n0", 0, dtype="bf16", m=8192, n=8192, k=8192, collective="all_reduce",
+                                size_bytes=2 ** 28, group_size=8, gemm_alone_s=1e-3, gemm_overlapped_s=g * 1e-3,
+                                comm_alone_s=1e-3, comm_overlapped_s=c * 1e-3))
+    meas = Measurements(suites=[_suite(recs)])
+    rep = FitReport()
+    pw = fit_power_section(meas, gpu, {"power": {"gamma": 2.4, "hbm_w": 200.0, "link_w": 100.0}}, rep)
+    assert pw["idle_w"] == pytest.approx(idle, rel=1e-3) and pw["flop_w"] == pytest.approx(700.0, rel=1e-3)
+    assert pw["gamma"] == pytest.approx(gamma, rel=1e-3) and pw["fit"]["gamma"]["n_points"] == 4
+    assert set(pw["fit"]["held_at_base"]) == {"hbm_w", "link_w"} and pw["hbm_w"] == 200.0
+    ov = fit_overlap_section(meas, rep)
+    assert ov["compute_slowdown"] == pytest.approx(1.12) and ov["fit"]["comm_slowdown"] == pytest.approx(1.03)
