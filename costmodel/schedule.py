@@ -33,6 +33,38 @@ BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_
                    "dp_comm_s", "optimizer_s")
 
 
+def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> dict:
+    """Exposed TP / CP / EP communication of one layer per micro-batch, after overlap (arrays, s).
+
+    The overlap rules of the module docstring, shared by :func:`step_times` and the Perfetto
+    trace (costmodel/trace.py), which splits each op into compute and collectives with them.
+
+    Returns:
+        dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
+        terms include the recomputed forward's comm under full recompute) and ``rec_tp, rec_cp,
+        rec_ep`` (that recomputed part alone; 0 unless recompute is full).
+    """
+    full = t.recompute == 2
+    tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
+    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
+    # backward: half the TP collectives belong to the column-parallel layers' input gradients and
+    # run asynchronously under their weight-gradient GEMMs (Megatron async tensor-parallel
+    # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
+    # tp_comm_overlap the rest hides under the remaining backward GEMMs too; a recomputed forward
+    # repeats its communication
+    half = 0.5 * cm.tp_layer_bwd_s
+    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
+    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
+                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
+    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
+    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
+    ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
+    rec = {d: np.where(full, v, 0.0) for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
+    return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
+            "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
+            "rec_ep": rec["ep"]}
+
+
 @dataclass
 class StepTimes:
     """Step time and its additive breakdown, seconds (arrays over layouts).
@@ -54,21 +86,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     L = layers_per_stage(model, t)
     m = recipe.gbs / (t.dp * t.mbs)
     full = t.recompute == 2
-    tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
-    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
-    # backward: half the TP collectives belong to the column-parallel layers' input gradients and
-    # run asynchronously under their weight-gradient GEMMs (Megatron async tensor-parallel
-    # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
-    # tp_comm_overlap the rest hides under the remaining backward GEMMs too
-    half = 0.5 * cm.tp_layer_bwd_s
-    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
-    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
-                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
-    tp_b = tp_b + np.where(full, tp_f, 0.0)                     # recomputed forward repeats its comm
-    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
-    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s) + np.where(full, cp_f, 0.0)
-    ep_f = cm.ep_layer_fwd_s
-    ep_b = cm.ep_layer_bwd_s + np.where(full, ep_f, 0.0)
+    e = exposed_layer_comm(recipe, t, ct, cm)
+    tp_f, tp_b, cp_f, cp_b, ep_f, ep_b = (e[k] for k in ("tp_f", "tp_b", "cp_f", "cp_b", "ep_f", "ep_b"))
 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)

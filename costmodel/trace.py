@@ -83,7 +83,7 @@ from .compute import ComputeTimes, compute_times
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage
 from .predict import Prediction
-from .schedule import BREAKDOWN_TERMS, StepTimes, step_times
+from .schedule import BREAKDOWN_TERMS, StepTimes, exposed_layer_comm, step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 TID_COMPUTE, TID_COLL, TID_P2P, TID_DP = 1, 2, 3, 4
@@ -136,35 +136,6 @@ class _Terms:
     bubble_s: float
     step_time_s: float
     breakdown: dict
-
-
-def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> dict:
-    """Exposed TP / CP / EP communication of one layer per micro-batch, after overlap (arrays, s).
-
-    Mirrors the overlap rules of :func:`costmodel.schedule.step_times`, which keeps them local
-    (StepTimes exposes only fwd_s / bwd_s and the step totals); tests/test_trace.py checks that
-    these terms reproduce StepTimes.fwd_s / bwd_s and the tp/cp/ep breakdown exactly.  Only the
-    split of an op into compute and collectives uses them: op durations come from StepTimes.
-
-    Returns:
-        dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
-        terms include the recomputed forward's comm under full recompute) and ``rec_tp, rec_cp,
-        rec_ep`` (that recomputed part alone; 0 unless recompute is full).
-    """
-    full = t.recompute == 2
-    tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
-    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
-    half = 0.5 * cm.tp_layer_bwd_s
-    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
-    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
-                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
-    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
-    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
-    ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
-    rec = {d: np.where(full, v, 0.0) for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
-    return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
-            "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
-            "rec_ep": rec["ep"]}
 
 
 def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes,
