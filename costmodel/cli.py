@@ -36,9 +36,9 @@ MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`)
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
 NODES = typer.Option(None, "--nodes", help="Override the cluster's node count.")
 GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
-SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens [default: the model's training length].")
-PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 [default: bf16, fp16 on GPUs without bf16].")
-PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML [default: hardware/profiles/<gpu>.yaml].")
+SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: the model's training length).")
+PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
+PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
 NOFLASH = typer.Option(False, "--no-flash-attention", help="Model unfused attention (s^2 softmax in HBM).")
 
 
@@ -68,16 +68,16 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
-              power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W [default: TDP]."),
-              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW [default: the node's rating]."),
-              max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C [default: the GPU's slowdown temperature]."),
-              inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C [default: the cluster's]."),
+              power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
+              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating)."),
+              max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
+              inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
               step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
-                                                         help="Layouts handed to the ILP [default: 6, 3 with --pareto]."),
+                                                         help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
 
@@ -216,14 +216,14 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
             no_flash_attention: bool = NOFLASH,
             tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-            dp: Optional[int] = typer.Option(None, "--dp", help="[default: GPUs / (TP x PP x CP)]"),
+            dp: Optional[int] = typer.Option(None, "--dp", help="(default: GPUs / (TP x PP x CP))"),
             cp: int = typer.Option(1, "--cp"), ep: int = typer.Option(1, "--ep"), vp: int = typer.Option(1, "--vp"),
             mbs: int = typer.Option(1, "--mbs"),
             recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
             zero: int = typer.Option(1, "--zero", help="0 DDP, 1 distributed optimizer, 2, 3 FSDP"),
             no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
             no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
-            power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W [default: TDP]."),
+            power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):

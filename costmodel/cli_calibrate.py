@@ -61,7 +61,7 @@ def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(ctx: typer.Context,
         out: str = typer.Option("calibration-raw.jsonl", "--out", "-o", help="JSONL file the suite writes (rank 0)."),
-        nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="[default: visible GPUs]"),
+        nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="(default: visible GPUs)"),
         nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the same command on each)."),
         rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):
@@ -91,11 +91,11 @@ def _fit_error(e) -> None:
 @app.command()
 def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV/dmon, dcgmi dmon."),
         output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
-        gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU [default: from the suite's provenance]."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU (default: from the suite's provenance)."),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML or name: NIC bandwidth for "
                                                                       "inter-node fits."),
         base: Optional[str] = typer.Option(None, "--base", help="Profile to keep uncovered sections from "
-                                                                "[default: the catalog profile of the GPU]."),
+                                                                "(default: the catalog profile of the GPU)."),
         collective: Optional[str] = typer.Option(None, "--collective", help="Collective of nccl-tests logs that "
                                                                             "do not name it."),
         nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes of nccl-tests logs without # Rank lines."),
