@@ -92,11 +92,12 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
-    hid_f = L * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
-    hid_b = L * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
-                 + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
-    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s + slow * hid_f
-    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s + slow * hid_b
+    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s
+    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s
+    if slow:  # (skipped on the hot path of profiles without a measured factor)
+        comp_f = comp_f + slow * L * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
+        comp_b = comp_b + slow * L * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
+                                      + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
@@ -106,7 +107,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
-    dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
+    dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp)) \
+        if slow else 0.0
 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
