@@ -241,7 +241,7 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         dp = c.num_gpus // (tp * pp * cp)
     table = LayoutTable.from_rows([dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, recompute=recompute,
                                         zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
-    check_layout(table, m, r, c.num_gpus, c.gpus_per_node)
+    check_layout(table, m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
     band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(r))
     rec["step_time_band"] = {"rel": band.rel, "sigma": band.sigma, "unfitted_terms": list(band.unfitted),
@@ -263,8 +263,12 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
                                inlet_temp_c=inlet_temp_c)
         rec.update(energy.as_dict())
         # the thermal/power-capped step is the prediction; the uncapped one stays in the breakdown
+        slow = rec["step_time_s"] / energy.step_time_s
+        rec["uncapped_step_time_s"] = rec["step_time_s"]
         rec["step_time_s"] = energy.step_time_s
         rec["tokens_per_s_per_gpu"] = r.gbs * r.seq_len / energy.step_time_s / c.num_gpus
+        rec["model_tflops_per_gpu"] *= slow
+        rec["mfu"] *= slow
     rec["step_time_band_s"] = band.rel * rec["step_time_s"]
     if as_json:
         print(json.dumps(rec, indent=2))
@@ -411,9 +415,10 @@ def main() -> None:
     except typer.Abort:
         print("costmodel: aborted", file=sys.stderr)
         sys.exit(1)
-    except Exception as e:  # click usage errors carry their own exit code
-        import click
-        if isinstance(e, click.exceptions.ClickException):
+    except Exception as e:
+        # usage errors (bad flag, missing option, no command) come from click, or from the copy of
+        # click that typer >= 0.29 vendors: both carry show() and exit_code
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
         raise

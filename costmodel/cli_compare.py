@@ -29,7 +29,8 @@ def _read_log(path, warmup_steps, rank):
     try:
         return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
     except TrainingLogParseError as e:
-        raise InputError(path, "", str(e).split("\n")[0].split(": ", 1)[-1]) from None
+        first = e.errors[0] if e.errors else "no iteration lines"
+        raise InputError(path, "", f"unusable training log: {first.replace(str(path) + ': ', '', 1)}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(path, "", f"cannot read ({e})") from None
 
@@ -51,6 +52,8 @@ def _read_trace(path, gpus_per_node):
     if not isinstance(data, PowerTrace):
         raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
                                         "dcgmi dmon, the suite's JSONL)")
+    if data.t_unix.size == 0 or not (data.power_w == data.power_w).any():
+        raise InputError("--power", "", f"{path} ({fmt}) has no power samples (a suite run on CPU samples none)")
     if fmt == "nvidia-smi-csv" and "index" not in data.table.fields:
         data = power_trace_from_nvidia_smi_csv(path, n_gpus=gpus_per_node, strict=False)
         warns = [w for w in warns if "'index'" not in w] + [
@@ -134,6 +137,7 @@ def compare(
         from .energy import layout_energy
         energy = layout_energy(m, recipe, c, p, rec["layout"])
         rec.update(energy.as_dict())
+        rec["uncapped_step_time_s"] = rec["step_time_s"]
         rec["step_time_s"] = energy.step_time_s
     elif power:
         warnings.append(f"no power/thermal model for {c.gpu.key} in {p.path}: power metrics are measured only")
@@ -147,6 +151,9 @@ def compare(
         if not tlog.kept.any():
             raise InputError("--gbs", "", f"no logged iteration ran global batch size {recipe.gbs}")
     agg = tlog.aggregate()
+    if not agg["step_time_s"].n and not agg["tokens_per_s_per_gpu"].n:
+        raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
+                         "(NeMo: enable log_step_timing; torchtitan: tps)")
     pw, gpu_rows, window = None, [], None
     ptrace = None
     if power:

@@ -67,12 +67,16 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
         InputError: a flag contradicts the dump (names the flag, both values and the file), or a
             required value (tp, pp, mbs, gbs, seq_len) is in neither.
     """
+    missing = [k for k in REQUIRED if flags.get(k) is None and log_layout.get(k) is None]
+    if missing:
+        raise InputError(" ".join(f"--{k.replace('_', '-')}" for k in missing), "",
+                         f"not in the log's argument dump ({log_path}): pass {'them' if len(missing) > 1 else 'it'}")
     out, origin = {}, {}
     for k in LAYOUT_KEYS:
         lv, fv = log_layout.get(k), flags.get(k)
         if fv is not None and lv is not None and _differs(fv, lv):
             raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's argument dump "
-                             f"({log_path}: {k} = {lv!r}); drop the flag or fix the log")
+                             f"({log_path}: {k} = {lv!r}); drop the flag, or pass --allow-override to let it win")
         if fv is not None:
             out[k], origin[k] = fv, "flag"
         elif lv is not None:

@@ -28,7 +28,7 @@ import numpy as np
 from .comm import comm_times
 from .compute import compute_times, dense_peak_flops, gemm_dtype
 from .errors import InputError
-from .layouts import LayoutTable, layers_per_stage
+from .layouts import LayoutTable, layers_per_stage, uneven_split
 from .power import PowerParams, clock_ratio, phase_power_w
 from .schedule import step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -100,7 +100,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     t = LayoutTable.from_rows([layout])
     pp = layout["pp"]
     if layers is None:
-        layers = _uneven(model.num_layers, pp)
+        layers = uneven_split(model.num_layers, pp)
     layers = np.asarray(layers, dtype=np.float64)
     if len(layers) != pp or layers.min() < 1 or abs(layers.sum() - model.num_layers) > 1e-9:
         raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "
@@ -143,17 +143,6 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     return StageTerms(comp, comp - ew, exposed, hidden, u_flop, u_hbm, m, const,
                       m + (pp - 1) / layout["vp"], layout["tp"] * layout["dp"] * layout["cp"], layers,
                       layer, logits, float(pp_mb))
-
-
-def _uneven(L: int, pp: int) -> np.ndarray:
-    """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L.
-
-    The last stage, which also runs the logits, then holds ceil(L/PP) layers: the pace that
-    costmodel.schedule assumes for uneven stages (the fullest stage carries the logits), so the
-    energy model's step time agrees with the time model's.  The ILP chooses its own split.
-    """
-    base, extra = divmod(L, pp)
-    return np.array([base + (1 if s >= pp - extra else 0) for s in range(pp)], dtype=np.float64)
 
 
 @dataclass

@@ -78,12 +78,23 @@ def layers_per_stage(model: ModelSpec, t: LayoutTable) -> np.ndarray:
     return t.vp * np.ceil(model.num_layers / (t.pp * t.vp))
 
 
+def uneven_split(L: int, pp: int) -> np.ndarray:
+    """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L.
+
+    The last stage, which also runs the logits, then holds ceil(L/PP) layers: the pace that
+    costmodel.schedule assumes for uneven stages (the fullest stage carries the logits), so the
+    energy model's step time agrees with the time model's.  The ILP chooses its own split.
+    """
+    base, extra = divmod(L, pp)
+    return np.array([base + (1 if s >= pp - extra else 0) for s in range(pp)], dtype=np.float64)
+
+
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
              gpus_per_node: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
     """Check every Megatron-core divisibility rule on every layout.
 
     ``uneven_pp`` accepts PP stages of unequal layer counts when VP = 1 (DeepSpeed pipelines and
-    Megatron's first/last-stage options); the search itself keeps stages even.
+    Megatron's --decoder-first/last-pipeline-num-layers), split as :func:`uneven_split`.
 
     Returns:
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
@@ -162,7 +173,9 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     L, E = model.num_layers, model.num_experts
     tps = [d for d in _divisors(gpus_per_node) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
     cps = [d for d in _divisors(num_gpus) if d == 1 or recipe.seq_len % (2 * d) == 0]
-    pps = [d for d in _divisors(L) if num_gpus % d == 0]
+    # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
+    # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)
+    pps = [d for d in _divisors(num_gpus) if d <= L]
     mbss = [m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs]
     rows = []
     for tp in tps:
@@ -172,7 +185,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
                 if rest % (tp * cp):
                     continue
                 dp = rest // (tp * cp)
-                vps = [v for v in _divisors(L // pp) if v == 1 or pp > 1]
+                vps = [v for v in _divisors(L // pp) if v == 1 or pp > 1] if L % pp == 0 else [1]
                 eps = [e for e in _divisors(E) if (dp * cp) % e == 0]
                 for vp in vps:
                     for ep in eps:
@@ -192,7 +205,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
     keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
-    code, _ = validity(t, model, recipe, num_gpus, gpus_per_node)
+    code, _ = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=True)
     # Drop exact duplicates in cost: ZeRO stages differ only when DP x CP > 1, and with flash
     # attention selective recompute (of the attention core) stores and recomputes nothing extra.
     dup = ((t.dp * t.cp == 1) & (t.zero > 0)) | ((t.recompute == 1) & recipe.flash_attention)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .layouts import RECOMPUTE
+from .layouts import RECOMPUTE, uneven_split
 from .predict import Prediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
@@ -86,6 +86,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     ('E' embedding, 't' a transformer layer, 'L' the loss, '|' between stages).
     """
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
+    if layers is None and model.num_layers % layout["pp"]:
+        layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"])]
     if layers is not None and len(set(layers)) > 1:
         mid = layers[1:-1]
         if len(set(mid)) <= 1:

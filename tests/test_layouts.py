@@ -42,7 +42,7 @@ def test_moe_rules():
 
 def test_enumeration_is_exactly_the_valid_grid():
     t = enumerate_layouts(L70, R, 32, 8)
-    code, _ = validity(t, L70, R, 32, 8)
+    code, _ = validity(t, L70, R, 32, 8, uneven_pp=True)
     assert len(t) > 0 and (code < 0).all()
     assert (t.tp * t.pp * t.dp * t.cp == 32).all()
     assert set(np.unique(t.tp)) == {1, 2, 4, 8}
@@ -50,11 +50,12 @@ def test_enumeration_is_exactly_the_valid_grid():
     n = 0
     for tp in (1, 2, 4, 8):
         for cp in (1, 2, 4, 8, 16, 32):
-            for pp in (1, 2, 4, 5, 8, 10, 16, 20, 40, 80):
+            for pp in (1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80):      # 32: 80 layers split unevenly, VP 1
                 if 32 % (tp * cp * pp):
                     continue
                 dp = 32 // (tp * cp * pp)
-                for vp in [v for v in range(1, 81) if (80 // pp) % v == 0 and 80 % pp == 0 and (v == 1 or pp > 1)]:
+                vps = [v for v in range(1, 81) if (80 // pp) % v == 0 and (v == 1 or pp > 1)] if 80 % pp == 0 else [1]
+                for vp in vps:
                     for mbs in (1, 2, 4, 8, 16):
                         m = 128 / (dp * mbs)
                         if m != int(m) or (vp > 1 and m % pp):
