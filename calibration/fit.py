@@ -150,6 +150,16 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
             report.warnings.append(f"{p}: Zeus power-limit summaries carry no per-sample trace: not used by this fit "
                                    "(python -m calibration.fit_public fits gamma from them)")
         else:  # power/temperature traces
+            if fmt == "nvidia-smi-csv" and "index" not in data.table.fields:
+                report.warnings[:] = [w for w in report.warnings if "'index'" not in w or str(p) not in w]
+                if gpus_per_node:
+                    from .readers.power_trace import power_trace_from_nvidia_smi_csv
+                    data = power_trace_from_nvidia_smi_csv(p, n_gpus=gpus_per_node, strict=False)
+                    report.warnings.append(f"{p}: no 'index' column: the rows of each sample are taken as GPUs "
+                                           f"0..{gpus_per_node - 1} in order (--gpus-per-node)")
+                else:
+                    report.warnings.append(f"{p}: no 'index' column: all rows are read as one GPU (pass "
+                                           "--gpus-per-node to number the rows of each sample)")
             out.traces.append(data)
     if not (out.suites or out.nccl or out.traces):
         raise FitError("no usable measurement in " + ", ".join(map(str, paths)))
@@ -196,7 +206,7 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
         return load_gpu(k), f"provenance gpu_name {sorted(names)}"
     if not names:
         raise FitError("the inputs name no GPU model (no suite provenance, or the suite ran on CPU): pass --gpu "
-                       f"with one of {', '.join(list_gpus())}")
+                       f"(one of {', '.join(list_gpus())}) or --cluster (its GPU is used)")
     raise FitError(f"cannot match GPU names {sorted(names)} to one catalog GPU: pass --gpu with one of "
                    f"{', '.join(list_gpus())}")
 
@@ -704,6 +714,9 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         prof["thermal"], _ = th, fitted.append("thermal")
     elif base.get("thermal"):
         keep("thermal", "no temperature step response or trace")
+    if not fitted and any("no --cluster" in w for w in report.warnings):
+        raise FitError("the inputs hold inter-node measurements only, and these need --cluster (the NIC bandwidth "
+                       "they are normalised by)")
     if not fitted:
         raise FitError("the inputs cover no profile section (no GEMM, HBM, collective, power or temperature data "
                        "usable for " + gpu.key + ")")

@@ -23,7 +23,7 @@ from .uncertainty import step_time_band
 from .compute import gemm_dtype
 from .cli_calibrate import app as calibrate_app
 from .cli_compare import compare as compare_command
-from .specs import (PRECISIONS, ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
+from .specs import (ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
                     load_gpu, load_model, load_profile)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -50,7 +50,21 @@ def _setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, 
     recipe = Recipe(gbs=gbs, seq_len=seq_len or model.seq_len, precision=precision,
                     flash_attention=not no_flash)
     profile = load_profile(profile_arg or cluster.gpu.key)
+    for note in profile_notes(profile, cluster):
+        print(f"costmodel: note: {note}", file=sys.stderr)
     return model, cluster, recipe, profile
+
+
+def profile_notes(profile, cluster: ClusterSpec) -> list:
+    """Warnings about a profile that may not speak for the cluster: fitted for another GPU, or from
+    measurements the suite took on CPU (a plumbing check)."""
+    out = []
+    if profile.gpu != cluster.gpu.key:
+        out.append(f"profile {profile.path} was fitted for {profile.gpu}, the cluster has {cluster.gpu.key}")
+    devices = ((profile.raw.get("provenance") or {}).get("measured") or {}).get("devices") or []
+    if "cpu" in devices:
+        out.append(f"profile {profile.path} was fitted from a suite run on CPU: its numbers describe no GPU")
+    return out
 
 
 def _context_line(model, cluster: ClusterSpec, recipe) -> str:
@@ -261,11 +275,11 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         caps = None if power_cap_w is None else [power_cap_w] * pp
         energy = layout_energy(m, r, c, p, rec["layout"], caps_w=caps, warm_steps=warm_steps,
                                inlet_temp_c=inlet_temp_c)
-        rec.update(energy.as_dict())
         # the thermal/power-capped step is the prediction; the uncapped one stays in the breakdown
-        slow = rec["step_time_s"] / energy.step_time_s
-        rec["uncapped_step_time_s"] = rec["step_time_s"]
-        rec["step_time_s"] = energy.step_time_s
+        uncapped = rec["step_time_s"]
+        rec.update(energy.as_dict())
+        slow = uncapped / energy.step_time_s
+        rec["uncapped_step_time_s"] = uncapped
         rec["tokens_per_s_per_gpu"] = r.gbs * r.seq_len / energy.step_time_s / c.num_gpus
         rec["model_tflops_per_gpu"] *= slow
         rec["mfu"] *= slow

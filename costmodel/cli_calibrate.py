@@ -99,7 +99,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         collective: Optional[str] = typer.Option(None, "--collective", help="Collective of nccl-tests logs that "
                                                                             "do not name it."),
         nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes of nccl-tests logs without # Rank lines."),
-        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs.")):
+        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column.")):
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from calibration.fit import FitError, FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
@@ -116,6 +116,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     try:
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
+        if not gpu and cl:
+            why = f"--cluster {cl.key}"
         b, bpath = base_profile(g, base)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
     except FitError as e:
@@ -156,7 +158,7 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came
     from (fitted, kept from a base, derived from another GPU) and the provenance."""
     from .specs import load_profile
-    p = load_profile(profile)
+    p = load_profile(profile, "calibrate show PROFILE")
     d = p.raw
     con = report.console()
     tb = Table(title=f"Profile {p.path}", header_style="bold")

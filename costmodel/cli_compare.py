@@ -136,9 +136,9 @@ def compare(
     if p.power is not None and p.thermal is not None and c.gpu.slowdown_temp_c and c.gpu.power_limit_min_w:
         from .energy import layout_energy
         energy = layout_energy(m, recipe, c, p, rec["layout"])
+        uncapped = rec["step_time_s"]
         rec.update(energy.as_dict())
-        rec["uncapped_step_time_s"] = rec["step_time_s"]
-        rec["step_time_s"] = energy.step_time_s
+        rec["uncapped_step_time_s"] = uncapped
     elif power:
         warnings.append(f"no power/thermal model for {c.gpu.key} in {p.path}: power metrics are measured only")
     gb = tlog.iterations.global_batch_size

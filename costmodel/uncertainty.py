@@ -13,8 +13,9 @@ Terms and the fit that drives them: compute and bubble (the GEMM fit of the reci
 optimizer step (HBM efficiency fit), TP (all-reduce, or all-gather/reduce-scatter with SP), CP
 (send/recv), EP (all-to-all), PP (send/recv) and DP (all-reduce, or reduce-scatter with ZeRO >= 1)
 communication, each in the scope its group spans (intra-node if it fits in a node).  An entry
-without a ``fit`` (derived from another GPU) contributes no sigma and is listed in ``unfitted``: the
-band then understates the uncertainty, and the report says so.
+without a ``fit`` that is derived from another GPU's fitted entry borrows that fit's sigma (the
+transfer between GPUs adds error the band cannot know); one with neither contributes no sigma and
+is listed in ``unfitted``: the band then understates the uncertainty, and the report says so.
 """
 from __future__ import annotations
 
@@ -40,13 +41,37 @@ class Band:
     unfitted: tuple
 
 
-def _fit_sigma(entry) -> float | None:
-    """1.4826 x the median relative residual of a profile entry's fit, or None without one."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("fit"), dict):
+def _fit_sigma(entry, depth: int = 0) -> float | None:
+    """1.4826 x the median relative residual of a profile entry's fit, or None without one.
+
+    An entry without a fit that is ``derived_from: "<gpu>:<dotted.path>"`` another profile's entry
+    borrows that entry's sigma (the parameters are that fit's, so at least its residuals apply).
+    """
+    if not isinstance(entry, dict):
         return None
-    f = entry["fit"]
-    v = f.get("median_rel_err_ge_1MiB", f.get("median_rel_err"))
-    return None if v is None else MAD_TO_SIGMA * float(v)
+    f = entry.get("fit")
+    if isinstance(f, dict):
+        v = f.get("median_rel_err_ge_1MiB", f.get("median_rel_err"))
+        if v is not None:
+            return MAD_TO_SIGMA * float(v)
+    src = entry.get("derived_from")
+    if isinstance(src, str) and ":" in src and depth < 4:
+        return _fit_sigma(_borrowed(src), depth + 1)
+    return None
+
+
+def _borrowed(src: str):
+    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
+    import yaml
+    from .specs import hardware_dir
+    gpu, path = src.split(":", 1)
+    try:
+        d = yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    for key in path.split("."):
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
 
 
 def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, raw_profile: dict, dtype: str) -> Band:

@@ -128,3 +128,14 @@ def test_predict_from_a_hf_config_with_cp_and_vp(tmp_path):
     assert rec["breakdown"]["cp_comm_s"] >= 0 and rec["breakdown"]["bubble_s"] > 0
     # interleaving: bubble = (PP-1)/(VP m) of the busy pipeline time, m = 256 / (DP x mbs) = 64
     assert rec["breakdown"]["bubble_s"] < 0.05 * rec["step_time_s"]
+
+
+def test_usage_errors_exit_2_without_traceback():
+    """Bad flag values, unknown commands and flags: click's usage message and exit 2 (typer >= 0.29
+    vendors click, so the CLI must not need the click package to report them)."""
+    import subprocess
+    import sys
+    for args in (["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "abc"], ["predikt"],
+                 ["predict", "--bogus"], ["predict", "--cluster", "dgx-a100"]):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr[-500:])
