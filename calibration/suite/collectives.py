@@ -36,10 +36,9 @@ the same order, also the groups it is not in (PyTorch docs, ``new_group``).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from .timing import Timer, median
+from .timing import median, timed_window
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 _SPLIT = ("all_gather", "reduce_scatter", "all_to_all")  # buffers divided over the group
@@ -199,12 +198,7 @@ def measure(ctx, name: str, n_bytes: int, group, ranks: list, dtype: str, iters:
     per-iteration max over ranks), t_start_unix, t_end_unix, time_min_s.
     """
     fn = make_collective(name, n_bytes, group, ranks, ctx.rank, ctx.device, dtype)
-    timer = Timer(ctx.device)
-    before = lambda: group_barrier(ctx, group)
-    timer.time_each(fn, 0, warmup, before=before)
-    t0 = time.time()
-    times = timer.time_each(fn, iters, before=before)
-    t1 = time.time()
+    times, t0, t1 = timed_window(fn, ctx.device, iters, warmup, before=lambda: group_barrier(ctx, group))
     worst = max_over_group(ctx, group, times)
     return dict(time_s=median(worst), t_start_unix=t0, t_end_unix=t1, time_min_s=min(worst))
 

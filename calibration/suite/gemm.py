@@ -14,10 +14,9 @@ matmuls are emulated and slow on most CPUs) and says so in a note; fp8 is GPU on
 """
 from __future__ import annotations
 
-import time
 
 from .shapes import GemmShape
-from .timing import Timer, median
+from .timing import median, timed_window
 
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 _TORCH = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -130,12 +129,7 @@ def measure(shape: GemmShape, dtype: str, device, iters: int, warmup: int) -> di
 
     Raises: as :func:`make_gemm`.
     """
-    fn = make_gemm(shape, dtype, device)
-    timer = Timer(device)
-    timer.time_each(fn, 0, warmup)
-    t0 = time.time()
-    times = timer.time_each(fn, iters)
-    t1 = time.time()
+    times, t0, t1 = timed_window(make_gemm(shape, dtype, device), device, iters, warmup)
     t = median(times)
     return dict(dtype=dtype, b=shape.b, m=shape.m, n=shape.n, k=shape.k, time_s=t,
                 flops_per_s=shape.flops / t, iters=iters, source=shape.source, t_start_unix=t0,

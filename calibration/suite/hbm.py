@@ -13,9 +13,8 @@ On CPU this measures DRAM, which the records say through provenance ``device: cp
 """
 from __future__ import annotations
 
-import time
 
-from .timing import Timer, median
+from .timing import median, timed_window
 
 OPS = {"copy": 2, "triad": 3}  # bytes moved per array byte
 
@@ -47,12 +46,7 @@ def measure(op: str, n_bytes: int, device, iters: int, warmup: int) -> dict:
     Raises: as :func:`make_op`.
     """
     n_bytes = (n_bytes // 4) * 4
-    fn = make_op(op, n_bytes, device)
-    timer = Timer(device)
-    timer.time_each(fn, 0, warmup)
-    t0 = time.time()
-    times = timer.time_each(fn, iters)
-    t1 = time.time()
+    times, t0, t1 = timed_window(make_op(op, n_bytes, device), device, iters, warmup)
     t = median(times)
     moved = OPS[op] * n_bytes
     return dict(op=op, bytes=moved, time_s=t, bytes_per_s=moved / t, iters=iters, t_start_unix=t0,

@@ -71,6 +71,19 @@ class Timer:
         return [s.elapsed_time(e) * 1e-3 for s, e in pairs]
 
 
+def timed_window(fn, device, iters: int, warmup: int, before=None):
+    """Warm ``fn`` up, then time ``iters`` runs: ``(durations_s, t_start_unix, t_end_unix)``.
+
+    The wall-clock window brackets the timed runs only (phase records and monitor samples are
+    matched to it).  Raises whatever ``fn`` raises.
+    """
+    timer = Timer(device)
+    timer.time_each(fn, 0, warmup, before=before)
+    t0 = time.time()
+    times = timer.time_each(fn, iters, before=before)
+    return times, t0, time.time()
+
+
 def median(xs) -> float:
     """Median of a non-empty sequence of seconds (``statistics.median``)."""
     return float(statistics.median(xs))
