@@ -336,6 +336,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
                         link_bytes_per_s=round_sig(link), method=FIT_METHOD, **cross)
         _outliers(f"comm.intra_node.{coll}", tm, t, src, report)
+        _at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm="nccl-default (as measured)")
         report.rows.append((f"comm.intra_node.{coll}", _ptext(p), _quality(fit)))
     inter = _coll_points(meas, "inter_node")
@@ -365,6 +366,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
                         method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1")
         _outliers(f"comm.inter_node.{coll}", tm, t, src, report)
+        _at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)")
         report.rows.append((f"comm.inter_node.{coll}", _ptext(p), _quality(fit)))
     return out
@@ -627,6 +629,16 @@ def _outliers(section, t_model, t_meas, labels, report):
         shown = ", ".join(f"{labels[i]} ({np.exp(-r[i]) - 1:+.0%})" for i in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         report.warnings.append(f"{section}: {len(bad)} outlier(s), measured vs fit: {shown}{more}")
+
+
+def _at_bound(section, p, eff_max, report):
+    """Warn when the best protocol's busbw efficiency sits at its upper bound: the data are faster than
+    the link the fit normalises by, so the topology or the link bandwidth given is likely wrong."""
+    best = max(e for _, e in p.absolute_protocols)
+    if best >= 0.995 * eff_max:
+        report.warnings.append(f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement "
+                               "is faster than the link it is normalised by (check --nodes/--gpus-per-node, the "
+                               "collective, or the cluster's link bandwidth)")
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):

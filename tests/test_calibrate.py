@@ -303,3 +303,12 @@ def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
     assert set(pw["fit"]["held_at_base"]) == {"hbm_w", "link_w"} and pw["hbm_w"] == 200.0
     ov = fit_overlap_section(meas, rep)
     assert ov["compute_slowdown"] == pytest.approx(1.12) and ov["fit"]["comm_slowdown"] == pytest.approx(1.03)
+
+
+def test_efficiency_at_its_bound_is_reported():
+    from calibration.fit import _at_bound
+    from costmodel.collective import CollectiveParams
+    rep = FitReport()
+    _at_bound("comm.inter_node.all_gather", CollectiveParams.from_protocols([(2e-5, 0.1), (8e-5, 1.0)]), 1.0, rep)
+    _at_bound("comm.inter_node.all_reduce", CollectiveParams.from_protocols([(2e-5, 0.1), (8e-5, 0.62)]), 1.0, rep)
+    assert len(rep.warnings) == 1 and "all_gather" in rep.warnings[0] and "sits at its bound" in rep.warnings[0]
