@@ -41,7 +41,7 @@ from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_ti
 from costmodel.specs import ClusterSpec, GpuSpec, hardware_dir, list_gpus, load_gpu
 
 from .fitting import (GEMM_BYTES, FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_gemm, fit_protocols,
-                      fit_stats, gemm_entry, params_of, round_sig)
+                      fit_stats, gemm_entry, params_of, protocol_text, round_sig)
 
 GENERATED_BY = "costmodel calibrate fit"
 # NVML clock event reasons that mean the SM clock was held below what the load asked for (nvml.h:
@@ -338,7 +338,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         _outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         _at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm="nccl-default (as measured)")
-        report.rows.append((f"comm.intra_node.{coll}", _ptext(p), _quality(fit)))
+        report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), _quality(fit)))
     inter = _coll_points(meas, "inter_node")
     if inter and cluster is None:
         report.warnings.append("comm.inter_node: inter-node measurements present but no --cluster to give the NIC "
@@ -368,13 +368,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         _outliers(f"comm.inter_node.{coll}", tm, t, src, report)
         _at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)")
-        report.rows.append((f"comm.inter_node.{coll}", _ptext(p), _quality(fit)))
+        report.rows.append((f"comm.inter_node.{coll}", protocol_text(p), _quality(fit)))
     return out
-
-
-def _ptext(p):
-    from .fitting import protocol_text
-    return protocol_text(p)
 
 
 # --------------------------------------------------------------------------------------- overlap
@@ -688,7 +683,8 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
 
     hbm = fit_hbm_section(meas, gpu, report)
     if hbm:
-        prof["hbm"], _ = hbm, fitted.append("hbm")
+        prof["hbm"] = hbm
+        fitted.append("hbm")
     else:
         keep("hbm", "no HBM measurement")
     hbm_eff = float(prof["hbm"]["efficiency"])
@@ -715,15 +711,18 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
             report.warnings.append(f"comm.{scope}: no measurement of {', '.join(missing)}: kept from the base profile")
     ov = fit_overlap_section(meas, report)
     if ov:
-        prof["overlap"], _ = ov, fitted.append("overlap")
+        prof["overlap"] = ov
+        fitted.append("overlap")
     pw = fit_power_section(meas, gpu, base, report)
     if pw:
-        prof["power"], _ = pw, fitted.append("power")
+        prof["power"] = pw
+        fitted.append("power")
     elif base.get("power"):
         keep("power", "no power samples")
     th = fit_thermal_section(meas, base, report)
     if th:
-        prof["thermal"], _ = th, fitted.append("thermal")
+        prof["thermal"] = th
+        fitted.append("thermal")
     elif base.get("thermal"):
         keep("thermal", "no temperature step response or trace")
     if not fitted and any("no --cluster" in w for w in report.warnings):

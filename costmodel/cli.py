@@ -16,7 +16,7 @@ from . import report
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
 from .predict import predict_table
-from .energy import layout_energy
+from .energy import layout_energy, missing_inputs
 from .optimize import OBJECTIVES
 from .search import search
 from .uncertainty import step_time_band
@@ -262,9 +262,7 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
                              "profile": p.path}
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
-    missing = [what for what, v in ((f"{p.path}: power", p.power), (f"{p.path}: thermal", p.thermal),
-                                    (f"{c.gpu.key} slowdown_temp", c.gpu.slowdown_temp_c),
-                                    (f"{c.gpu.key} power_limit_min", c.gpu.power_limit_min_w)) if v is None]
+    missing = missing_inputs(c, p)
     if missing:
         if power_cap_w is not None or inlet_temp_c is not None or warm_steps is not None:
             raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
@@ -275,14 +273,7 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         caps = None if power_cap_w is None else [power_cap_w] * pp
         energy = layout_energy(m, r, c, p, rec["layout"], caps_w=caps, warm_steps=warm_steps,
                                inlet_temp_c=inlet_temp_c)
-        # the thermal/power-capped step is the prediction; the uncapped one stays in the breakdown
-        uncapped = rec["step_time_s"]
-        rec.update(energy.as_dict())
-        slow = uncapped / energy.step_time_s
-        rec["uncapped_step_time_s"] = uncapped
-        rec["tokens_per_s_per_gpu"] = r.gbs * r.seq_len / energy.step_time_s / c.num_gpus
-        rec["model_tflops_per_gpu"] *= slow
-        rec["mfu"] *= slow
+        report.apply_energy(rec, energy, r, c.num_gpus)
     rec["step_time_band_s"] = band.rel * rec["step_time_s"]
     if as_json:
         print(json.dumps(rec, indent=2))

@@ -13,6 +13,7 @@ from . import report
 from .compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
                       training_window)
 from .compute import gemm_dtype
+from .energy import layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
 from .predict import predict_table
@@ -133,14 +134,12 @@ def compare(
     rec = report.record(pred, 0, m, c, recipe)
     band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(recipe))
     energy = None
-    if p.power is not None and p.thermal is not None and c.gpu.slowdown_temp_c and c.gpu.power_limit_min_w:
-        from .energy import layout_energy
+    missing = missing_inputs(c, p)
+    if not missing:
         energy = layout_energy(m, recipe, c, p, rec["layout"])
-        uncapped = rec["step_time_s"]
-        rec.update(energy.as_dict())
-        rec["uncapped_step_time_s"] = uncapped
+        report.apply_energy(rec, energy, recipe, c.num_gpus)
     elif power:
-        warnings.append(f"no power/thermal model for {c.gpu.key} in {p.path}: power metrics are measured only")
+        warnings.append(f"no power/thermal prediction (missing: {', '.join(missing)}): power metrics are measured only")
     gb = tlog.iterations.global_batch_size
     other = tlog.kept & (gb == gb) & (gb != recipe.gbs)
     if other.any():

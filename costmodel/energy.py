@@ -38,6 +38,13 @@ from .thermal import steady_temp_c, temp_after_c
 _MAX_ITERS = 40
 
 
+def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
+    """What the power/thermal model lacks for this cluster and profile (empty when it can run)."""
+    return [what for what, v in ((f"{profile.path}: power", profile.power), (f"{profile.path}: thermal", profile.thermal),
+                                 (f"{cluster.gpu.key} slowdown_temp", cluster.gpu.slowdown_temp_c),
+                                 (f"{cluster.gpu.key} power_limit_min", cluster.gpu.power_limit_min_w)) if v is None]
+
+
 def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP).
 

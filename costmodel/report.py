@@ -47,6 +47,19 @@ def record(pred: Prediction, i: int, model: ModelSpec, cluster: ClusterSpec, rec
     return rec
 
 
+def apply_energy(rec: dict, energy, recipe: Recipe, num_gpus: int) -> None:
+    """Make the power-capped, thermally throttled step of ``energy`` (an EnergyReport) the record's
+    prediction: its fields join the record, ``step_time_s`` and the throughput, TFLOP/s and MFU
+    derived from it follow the capped step, and ``uncapped_step_time_s`` keeps the breakdown's sum."""
+    uncapped = rec["step_time_s"]
+    rec.update(energy.as_dict())
+    slow = uncapped / energy.step_time_s
+    rec["uncapped_step_time_s"] = uncapped
+    rec["tokens_per_s_per_gpu"] = recipe.gbs * recipe.seq_len / energy.step_time_s / num_gpus
+    rec["model_tflops_per_gpu"] *= slow
+    rec["mfu"] *= slow
+
+
 def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec) -> list[str]:
     """Plain-language reasons for the winner (row 0 of ``ranked``): where its time goes, what
     limits it, and how the best layouts of other shapes compare."""

@@ -20,6 +20,7 @@ is listed in ``unfitted``: the band then understates the uncertainty, and the re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 MAD_TO_SIGMA = 1.4826
 
@@ -60,15 +61,21 @@ def _fit_sigma(entry, depth: int = 0) -> float | None:
     return None
 
 
-def _borrowed(src: str):
-    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
+@lru_cache(maxsize=None)
+def _built_in(gpu: str):
+    """The built-in profile mapping of ``gpu`` (read once per process), or None."""
     import yaml
     from .specs import hardware_dir
-    gpu, path = src.split(":", 1)
     try:
-        d = yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
+        return yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return None
+
+
+def _borrowed(src: str):
+    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
+    gpu, path = src.split(":", 1)
+    d = _built_in(gpu)
     for key in path.split("."):
         d = d.get(key) if isinstance(d, dict) else None
     return d
