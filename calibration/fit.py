@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import curve_fit, least_squares
 
 from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
+from costmodel.errors import FitError
 from costmodel.specs import ClusterSpec, GpuSpec, hardware_dir, list_gpus, load_gpu
 
 from .fitting import (GEMM_BYTES, FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_gemm, fit_protocols,
@@ -84,10 +85,6 @@ class Measurements:
     files: dict = field(default_factory=dict)
 
 
-class FitError(ValueError):
-    """Nothing usable to fit, or inputs that contradict each other (message names the file)."""
-
-
 # ------------------------------------------------------------------------------------- loading
 def _sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -107,7 +104,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         FitError: a file is unreadable or has no usable data in a known format, or an nccl-tests
             capture's collective or topology cannot be told.
     """
-    from .readers.errors import ReaderParseError
+    from costmodel.errors import ReaderParseError
     from .readers.nccl_tests import collective_from_name
     from .readers.power_trace import power_trace_from_suite
     from .readers.sniff import read_measurement

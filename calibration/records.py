@@ -119,7 +119,7 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
 
     Args:
         path: JSONL file written by ``python -m calibration.run``.
-        strict: raise :class:`calibration.readers.errors.ReaderParseError` if any line was bad (it
+        strict: raise :class:`costmodel.errors.ReaderParseError` if any line was bad (it
             carries the good data); False (default) returns the good records with ``errors`` filled.
     Returns:
         :class:`SuiteRun`.
@@ -128,7 +128,7 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
             missing fields; the message names file and line.
         OSError: the file cannot be read.
     """
-    from .readers.errors import ReaderParseError
+    from costmodel.errors import ReaderParseError
     path = Path(path)
     out = SuiteRun(path=path)
     for lineno, raw in enumerate(path.read_text().splitlines(), start=1):

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import report
-from .errors import InputError
+from .errors import CostmodelError, InfeasibleError, InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
 from .predict import predict_table
 from .energy import layout_energy, missing_inputs
@@ -150,10 +150,6 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(report.megatron_args(best["layout"], m, r), markup=False, highlight=False)
 
 
-class Infeasible(Exception):
-    """No layout meets the power/thermal limits: exit code 3 with the binding limit."""
-
-
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json):
     from . import ilp
@@ -189,8 +185,6 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         else:
             front = None
             sol = ilp.solve(inst, objective, solver=solver)
-    except ilp.InfeasibleError as e:
-        raise Infeasible(e.message) from None
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index]
@@ -404,17 +398,15 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
 
 
 def main() -> None:
-    """Console entry point: run the typer app, turning InputError into one line and exit code 2."""
+    """Console entry point: run the typer app; a CostmodelError becomes one line and its exit code."""
     try:
         rc = app(standalone_mode=False)   # returns the code of a typer.Exit raised by a command
         if isinstance(rc, int) and rc:
             sys.exit(rc)
-    except InputError as e:
-        print(f"costmodel: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except Infeasible as e:
-        print(f"costmodel: infeasible: {e}", file=sys.stderr)
-        sys.exit(3)
+    except CostmodelError as e:
+        kind = "infeasible" if isinstance(e, InfeasibleError) else "error"
+        print(f"costmodel: {kind}: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:

@@ -39,7 +39,7 @@ def _read_log(path, warmup_steps, rank):
 def _read_trace(path, gpus_per_node):
     """The run's power trace; an nvidia-smi CSV without an ``index`` column is numbered with the
     cluster's GPUs per node (nvidia-smi prints the GPUs of a sample in index order)."""
-    from calibration.readers.errors import ReaderParseError
+    from costmodel.errors import ReaderParseError
     from calibration.readers.power_trace import PowerTrace, power_trace_from_nvidia_smi_csv, power_trace_from_suite
     from calibration.readers.sniff import read_measurement
     if not Path(path).is_file():

@@ -1,8 +1,29 @@
-"""The one exception type the CLI turns into a clear message and exit code 2."""
+"""Every exception the project raises, under one root, and the exit code the CLI gives each.
+
+    CostmodelError                      exit 2 unless noted
+    +-- InputError                      bad flag, file or field: names where and what
+    +-- ReaderParseError                a measurement file or log with unparsable lines (good rows kept)
+    |   +-- NcclTestsParseError, NvidiaSmiParseError, NvidiaSmiDmonParseError, DcgmParseError,
+    |   |   ZeusParseError, FlagPerfParseError, TrainingLogParseError   (one per format)
+    |   +-- NoUsableDataError           nothing usable in a file (empty, unknown format, all bad)
+    +-- FitError                        nothing to fit, or inputs that contradict each other
+    +-- InfeasibleError                 exit 3: no layout meets the power/thermal/memory limits
+    +-- SolverUnavailableError          the requested MIP solver is not installed
+
+The CLI (costmodel/cli) turns any CostmodelError into one line on stderr and ``exit_code``.
+"""
 from __future__ import annotations
 
+from pathlib import Path
 
-class InputError(ValueError):
+
+class CostmodelError(Exception):
+    """Root of every error the project raises on purpose; ``exit_code`` is the CLI's status."""
+
+    exit_code = 2
+
+
+class InputError(CostmodelError, ValueError):
     """Bad user input: names the file (or flag) and the field, and says what is wrong.
 
     Args:
@@ -15,3 +36,136 @@ class InputError(ValueError):
         self.where, self.field, self.message = str(where), field, message
         loc = f"{self.where}: {field}: " if field else f"{self.where}: "
         super().__init__(loc + message)
+
+
+class ReaderParseError(CostmodelError, ValueError):
+    """Some lines of a measurement file could not be parsed; the parsed data is kept.
+
+    Args:
+        what: the format, for the message (e.g. "nccl-tests lines").
+        errors: ``"FILE:LINE: reason"`` strings, one per bad line.
+        data: what did parse (a list of rows or a table object), kept as ``data`` and ``rows``.
+    """
+
+    what = "lines"
+
+    def __init__(self, errors, data, what: str | None = None):
+        what = what or self.what
+        shown = list(errors)[:20]
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        super().__init__(f"unparsable {what}:\n  " + "\n  ".join(shown) + more)
+        self.errors = list(errors)
+        self.data = data
+        self.rows = list(data) if isinstance(data, list) else getattr(data, "rows", data)
+
+
+class NcclTestsParseError(ReaderParseError):
+    """nccl-tests output (strict mode) with bad lines; ``rows`` are the good rows."""
+
+    what = "nccl-tests lines"
+
+
+class NvidiaSmiParseError(ReaderParseError):
+    """``nvidia-smi --query-gpu`` CSV (strict mode) with bad lines; ``trace`` is the SmiTrace of the good ones."""
+
+    what = "nvidia-smi CSV lines"
+
+    @property
+    def trace(self):
+        """The SmiTrace of the lines that did parse."""
+        return self.data
+
+
+class NvidiaSmiDmonParseError(ReaderParseError):
+    """``nvidia-smi dmon`` output (strict mode) with bad lines; ``table`` is the DmonTable of the good ones."""
+
+    what = "nvidia-smi dmon lines"
+
+    @property
+    def table(self):
+        """The DmonTable of the lines that did parse."""
+        return self.data
+
+
+class DcgmParseError(ReaderParseError):
+    """``dcgmi dmon`` output (strict mode) with bad lines; ``table`` is the DcgmTable of the good ones."""
+
+    what = "dcgmi dmon lines"
+
+    @property
+    def table(self):
+        """The DcgmTable of the lines that did parse."""
+        return self.data
+
+
+class ZeusParseError(ReaderParseError):
+    """A Zeus power-limit CSV (strict mode) with bad rows; ``rows`` are the good rows."""
+
+    what = "Zeus CSV rows"
+
+
+class FlagPerfParseError(ReaderParseError):
+    """FlagPerf tables (strict mode) with bad rows; ``rows`` are the good rows."""
+
+    what = "FlagPerf rows"
+
+
+class TrainingLogParseError(ReaderParseError):
+    """A training log with no iteration line, or (strict mode) iteration-like lines that do not parse.
+
+    ``log`` (also ``data``) is the TrainingLog of everything that did parse.
+    """
+
+    what = "training log"
+
+    @property
+    def log(self):
+        """The TrainingLog of the lines that did parse."""
+        return self.data
+
+
+class NoUsableDataError(ReaderParseError):
+    """A measurement file gave nothing usable: empty, header only, every line bad, or an unknown format.
+
+    Attributes:
+        path: the file.
+        reason: what is missing, in words.
+        errors: the reader's ``"FILE:LINE: reason"`` strings (empty when the format was not recognised).
+        data: whatever the reader returned (None when nothing was read).
+    """
+
+    def __init__(self, path, reason, errors=(), data=None):
+        errors = list(errors)
+        shown = "".join(f"\n  {e}" for e in errors[:10])
+        more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
+        Exception.__init__(self, f"{path}: no usable measurement data: {reason}{shown}{more}")
+        self.path, self.reason, self.errors, self.data = Path(path), reason, errors, data
+        self.rows = []
+
+
+class FitError(CostmodelError, ValueError):
+    """Nothing usable to fit, or inputs that contradict each other (the message names the file)."""
+
+
+class InfeasibleError(CostmodelError):
+    """No layout satisfies the limits (CLI exit code 3).
+
+    Args:
+        binding: the limit family to relax: 'temperature', 'node_power', 'memory', or several
+            joined by '+' when no single family suffices.
+        message: e.g. "max temperature 83.0 C must rise to 86.4 C (+4.1%) ...".
+        required: family -> the least limit value that makes the instance feasible (C, W, bytes)
+            for every family that suffices alone (or the joint values).
+        relative: family -> (required - limit) / limit.
+    """
+
+    exit_code = 3
+
+    def __init__(self, binding: str, message: str, required: dict | None = None, relative: dict | None = None):
+        self.binding, self.message = binding, message
+        self.required, self.relative = dict(required or {}), dict(relative or {})
+        super().__init__(message)
+
+
+class SolverUnavailableError(CostmodelError):
+    """The requested MIP solver (e.g. HiGHS) is not installed."""

@@ -135,6 +135,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import pulp
 
+from .errors import InfeasibleError, SolverUnavailableError
+
 __all__ = [
     "OBJECTIVES", "FEAS_RTOL", "LayoutOption", "Instance", "GpuRow", "Solution", "InfeasibleError",
     "SolverUnavailableError", "solve", "pareto_front", "evaluate", "brute_force", "brute_force_front",
@@ -419,28 +421,6 @@ class Solution:
     def value(self, objective: str) -> float:
         """The value of ``objective`` ('energy' J, 'time' s, 'edp' J s) for this solution."""
         return _objective_value(objective, self.step_time_s, self.energy_j)
-
-
-class InfeasibleError(RuntimeError):
-    """No layout satisfies the limits.
-
-    Args:
-        binding: the limit family to relax: 'temperature', 'node_power', 'memory', or several
-            joined by '+' when no single family suffices.
-        message: e.g. "max temperature 83.0 C must rise to 86.4 C (+4.1%) ...".
-        required: family -> the least limit value that makes the instance feasible (C, W, bytes)
-            for every family that suffices alone (or the joint values).
-        relative: family -> (required - limit) / limit.
-    """
-
-    def __init__(self, binding: str, message: str, required: dict | None = None, relative: dict | None = None):
-        self.binding, self.message = binding, message
-        self.required, self.relative = dict(required or {}), dict(relative or {})
-        super().__init__(message)
-
-
-class SolverUnavailableError(RuntimeError):
-    """The requested MIP solver (e.g. HiGHS) is not installed."""
 
 
 # -------------------------------------------------------------------------- geometry & evaluation

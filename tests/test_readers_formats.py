@@ -18,7 +18,7 @@ from calibration.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTests
                                  detect_format, power_trace_from_dcgmi, power_trace_from_dmon,
                                  power_trace_from_nvidia_smi_csv, power_trace_from_suite, read_dcgmi_dmon,
                                  read_measurement, read_nccl_tests, read_nvidia_smi_csv, read_nvidia_smi_dmon)
-from calibration.readers.errors import ReaderParseError
+from costmodel.errors import ReaderParseError
 from calibration.records import make_record, read_suite_jsonl
 
 REPO = Path(__file__).resolve().parents[1]

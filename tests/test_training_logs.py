@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration.readers.errors import ReaderParseError
+from costmodel.errors import ReaderParseError
 from calibration.readers.training_logs import (Spread, TrainingLogParseError, read_megatron_log, read_nemo_log,
                                                read_torchtitan_log, read_training_log)
 

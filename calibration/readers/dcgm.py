@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from .errors import ReaderParseError
+from costmodel.errors import DcgmParseError
 
 
 @dataclass(frozen=True)
@@ -95,19 +95,6 @@ _COMMAND = re.compile(r"\bdcgmi\s+dmon\b.*?(?:-e|--field-id)\s+(\d+(?:,\d+)*)")
 _SOURCE_LINE = re.compile(r"#\s*(SOURCE|SYNTHETIC):")
 _BLANKS = ({140737488355328.0 + k for k in range(4)} | {float(0x7ffffff0 + k) for k in range(4)}
            | {float(0x7ffffffffffffff0 + k) for k in range(4)})
-
-
-class DcgmParseError(ReaderParseError):
-    """Raised by :func:`read_dcgmi_dmon` (strict mode) when some lines could not be parsed.
-
-    Attributes:
-        errors: ``"FILE:LINE: reason"`` strings, one per bad line.
-        table: the :class:`DcgmTable` of the lines that did parse (good rows are kept).
-    """
-
-    def __init__(self, errors, table):
-        super().__init__("dcgmi dmon lines", errors, table)
-        self.table = table
 
 
 @dataclass

@@ -25,7 +25,7 @@ import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from .errors import ReaderParseError
+from costmodel.errors import FlagPerfParseError
 
 _NUM = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
 _SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "%": 0.01, "us": 1e-6, "ms": 1e-3, "s": 1.0, "W": 1.0, "°C": 1.0,
@@ -101,16 +101,6 @@ class OperatorRow:
     def duration_s(self):
         """Measured-loop length, s: effective iterations x wall-clock time per op (warm-up excluded)."""
         return self.iters * self.time_wall_s
-
-
-class FlagPerfParseError(ReaderParseError):
-    """Raised (strict mode) when some FlagPerf rows could not be parsed.
-
-    Attributes: ``errors`` (``"FILE:LINE: reason"``), ``rows`` (good rows kept).
-    """
-
-    def __init__(self, errors, rows):
-        super().__init__("FlagPerf rows", errors, rows)
 
 
 _OP_COLUMNS = ("op", "dtype", "impl", "TFLOPS_cpu_wall", "TFLOPS_kernel", "FU_cputime", "FU_kerneltime", "cputime",

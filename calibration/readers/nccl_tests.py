@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from .errors import ReaderParseError
+from costmodel.errors import NcclTestsParseError
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
 _HEADER = re.compile(r"#\s+size\s+count\s+type")
@@ -134,18 +134,6 @@ class NcclRow:
     table: int
     line: int
     wrong: int | None = 0
-
-
-class NcclTestsParseError(ReaderParseError):
-    """Raised by :func:`read_nccl_tests` (strict mode) when some lines could not be parsed.
-
-    Attributes:
-        errors: list of ``"FILE:LINE: reason"`` strings, one per bad line.
-        rows: the rows that did parse (the good rows are kept).
-    """
-
-    def __init__(self, errors, rows):
-        super().__init__("nccl-tests lines", errors, rows)
 
 
 def _empty_meta():

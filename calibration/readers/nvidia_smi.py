@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from .errors import ReaderParseError
+from costmodel.errors import NvidiaSmiDmonParseError, NvidiaSmiParseError
 
 _MISSING = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", ""}
 # unit-less fields that are numbers: a word there is an error, not text (nvidia-smi --help-query-gpu)
@@ -45,19 +45,6 @@ _NUMERIC_NO_UNIT = {"index", "count", "temperature.gpu", "temperature.memory", "
                     "pcie.link.gen.hostmax", "pcie.link.width.current", "pcie.link.width.max"}
 _HEAD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.]*)\s*(?:\[([^\]]*)\])?\s*$")
 _VAL = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$")
-
-
-class NvidiaSmiParseError(ReaderParseError):
-    """Raised by :func:`read_nvidia_smi_csv` (strict mode) when some lines could not be parsed.
-
-    Attributes:
-        errors: ``"FILE:LINE: reason"`` strings, one per bad line.
-        trace: the :class:`SmiTrace` of the lines that did parse (good rows are kept).
-    """
-
-    def __init__(self, errors, trace):
-        super().__init__("nvidia-smi CSV lines", errors, trace)
-        self.trace = trace
 
 
 @dataclass
@@ -232,19 +219,6 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
 _DMON_MISSING = {"-", "\u2013", "n/a", "[n/a]"}
 _DMON_TIME_COLS = ("Date", "Time")
 _SOURCE_LINE = re.compile(r"#\s*(SOURCE|SYNTHETIC):")
-
-
-class NvidiaSmiDmonParseError(ReaderParseError):
-    """Raised by :func:`read_nvidia_smi_dmon` (strict mode) when some lines could not be parsed.
-
-    Attributes:
-        errors: ``"FILE:LINE: reason"`` strings, one per bad line.
-        table: the :class:`DmonTable` of the lines that did parse (good rows are kept).
-    """
-
-    def __init__(self, errors, table):
-        super().__init__("nvidia-smi dmon lines", errors, table)
-        self.table = table
 
 
 @dataclass

@@ -3,7 +3,7 @@
 :func:`detect_format` looks at the first lines of a file (never at its extension) and returns one of
 :data:`FORMATS`; :func:`read_measurement` reads it in non-strict mode, so every good row is kept and
 every bad line comes back as a ``"FILE:LINE: reason"`` warning, and raises
-:class:`NoUsableDataError` (a :class:`calibration.readers.errors.ReaderParseError`) naming the file
+:class:`NoUsableDataError` (a :class:`costmodel.errors.ReaderParseError`) naming the file
 when nothing usable remains.
 
 What identifies each format (sources in the readers' docstrings):
@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import ReaderParseError
+from costmodel.errors import NoUsableDataError, ReaderParseError
 
 FORMATS = ("suite-jsonl", "nccl-tests", "nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon", "zeus-csv")
 _SCAN_LINES = 400
@@ -36,25 +36,6 @@ _DMON_UNITS = re.compile(r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
 _NCCL = re.compile(r"^#\s*(?:size\s+count\s+type|nThread\s+\d|Collective test starting|Rank\s+\d+\s+(?:Group|Pid))")
 _ZEUS = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power"
 _SMI_CELL = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*(?:\s*\[[^\]]*\])?$")
-
-
-class NoUsableDataError(ReaderParseError):
-    """A measurement file gave nothing usable: empty, header only, every line bad, or an unknown format.
-
-    Attributes:
-        path: the file.
-        reason: what is missing, in words.
-        errors: the reader's ``"FILE:LINE: reason"`` strings (empty when the format was not recognised).
-        data: whatever the reader returned (None when nothing was read).
-    """
-
-    def __init__(self, path, reason, errors=(), data=None):
-        errors = list(errors)
-        shown = "".join(f"\n  {e}" for e in errors[:10])
-        more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
-        ValueError.__init__(self, f"{path}: no usable measurement data: {reason}{shown}{more}")
-        self.path, self.reason, self.errors, self.data = Path(path), reason, errors, data
-        self.rows = []
 
 
 class Measurement(NamedTuple):

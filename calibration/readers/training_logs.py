@@ -76,7 +76,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ReaderParseError
+from costmodel.errors import TrainingLogParseError
 
 FRAMEWORKS = ("megatron", "megatron-deepspeed", "nemo", "torchtitan")
 
@@ -176,22 +176,6 @@ def _wall_time(text):
     except ValueError:
         return math.nan
     return t + (float("0." + m.group(3)) if m.group(3) else 0.0)
-
-
-class TrainingLogParseError(ReaderParseError):
-    """A training log has no iteration line, or (strict mode) lines that look like iteration records but
-    cannot be parsed.
-
-    The message lists ``"FILE:LINE: reason"`` per bad line (or ``"FILE: no iteration lines ..."``).
-
-    Attributes:
-        errors: the ``"FILE:LINE: reason"`` strings.
-        log: the :class:`TrainingLog` of everything that did parse (also as ``data``).
-    """
-
-    def __init__(self, errors, log):
-        super().__init__("training log", errors, log)
-        self.log = log
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from .errors import ReaderParseError
+from costmodel.errors import ZeusParseError
 
 _COLUMNS = ("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power")
 
@@ -46,16 +46,6 @@ class ZeusRow:
     def workload(self):
         """``(dataset, network, batch_size, optimizer)``: the key of one power-limit sweep."""
         return (self.dataset, self.network, self.batch_size, self.optimizer)
-
-
-class ZeusParseError(ReaderParseError):
-    """Raised by :func:`read_zeus_csv` (strict mode) when some rows could not be parsed.
-
-    Attributes: ``errors`` (``"FILE:LINE: reason"``), ``rows`` (the good rows).
-    """
-
-    def __init__(self, errors, rows):
-        super().__init__("Zeus CSV rows", errors, rows)
 
 
 @dataclass

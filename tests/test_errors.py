@@ -1,0 +1,33 @@
+"""Every exception class the project defines derives from the one root, CostmodelError."""
+import importlib
+import inspect
+import pkgutil
+
+import costmodel
+from costmodel.errors import CostmodelError, InfeasibleError, InputError
+
+
+def _modules():
+    import calibration
+    for pkg in (costmodel, calibration):
+        yield pkg
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if info.name.endswith(".__main__"):
+                continue
+            yield importlib.import_module(info.name)
+
+
+def test_every_exception_class_derives_from_the_root():
+    found = []
+    for mod in _modules():
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith(
+                    ("costmodel", "calibration")):
+                found.append(obj)
+                assert issubclass(obj, CostmodelError), f"{obj.__module__}.{name} is not a CostmodelError"
+    assert len(set(found)) >= 12          # the root, InputError, the readers' errors, FitError, the ILP's
+
+
+def test_exit_codes():
+    assert InputError("--tp", "", "bad").exit_code == 2
+    assert InfeasibleError("temperature", "too hot").exit_code == 3
