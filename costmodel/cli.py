@@ -251,7 +251,7 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
                                         zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
     check_layout(table, m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
-    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(r))
+    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p, gemm_dtype(r))
     rec["step_time_band"] = {"rel": band.rel, "sigma": band.sigma, "unfitted_terms": list(band.unfitted),
                              "profile": p.path}
     if warm_steps is not None and warm_steps < 0:
@@ -355,7 +355,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
             pw, th = p.raw.get("power") or {}, p.raw.get("thermal") or {}
             power = (f"{p.power.idle_w:.0f} + {p.power.flop_w:.0f} u W, gamma {p.power.gamma:.2f}"
                      if p.power else "none")
-            rth = f"{p.thermal['r_th_c_per_w']:.3f}" if p.thermal else "-"
+            rth = f"{p.thermal.r_th_c_per_w:.3f}" if p.thermal else "-"
             for sec, d in (("power", pw), ("thermal", th)):
                 if d:
                     prov.append((key, sec, f"derived: {d['derived_from']}" if d.get("derived_from")

@@ -132,7 +132,7 @@ def compare(
     check_layout(table, m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # the run did run
     pred = predict_table(m, recipe, c, p, table)
     rec = report.record(pred, 0, m, c, recipe)
-    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p.raw, gemm_dtype(recipe))
+    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p, gemm_dtype(recipe))
     energy = None
     missing = missing_inputs(c, p)
     if not missing:

@@ -25,15 +25,11 @@ are fitted per (scope, collective) by ``calibration/fit_public.py`` from nccl-te
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import reduce
-from typing import Any
 
 import numpy as np
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
-PROTOCOLS = ("LL", "LL128", "Simple")  # NCCL's protocols, lowest latency first
-
+from .specs.params import COLLECTIVES, PROTOCOLS, CollectiveParams
 
 def busbw_factor(collective: str, group_size):
     """nccl-tests bus-bandwidth factor f(g) (nccl-tests doc/PERFORMANCE.md).
@@ -54,47 +50,6 @@ def busbw_factor(collective: str, group_size):
     if collective == "send_recv":
         return np.ones_like(g)
     raise ValueError(f"unknown collective {collective!r}; expected one of {COLLECTIVES}")
-
-
-@dataclass(frozen=True)
-class CollectiveParams:
-    """Fitted parameters of one collective in one scope (see the module docstring).
-
-    Attributes:
-        alpha_s: latency shared by every protocol, seconds; a scalar or an array over layouts
-            (costmodel.comm shifts it by the latency of extra ring hops).
-        protocols: ``((alpha_s, busbw_efficiency), ...)`` per NCCL protocol: the latency on top of
-            ``alpha_s`` (seconds, >= 0) and the asymptotic busbw over the link bandwidth (> 0).
-    Raises:
-        ValueError: no protocol, a negative protocol latency or a non-positive efficiency.
-    """
-
-    alpha_s: Any = 0.0
-    protocols: tuple = ()
-
-    def __post_init__(self):
-        object.__setattr__(self, "protocols", tuple((float(a), float(e)) for a, e in self.protocols))
-        if not self.protocols:
-            raise ValueError("CollectiveParams needs at least one protocol (alpha_s, busbw_efficiency)")
-        if any(a < 0 for a, _ in self.protocols) or not all(e > 0 for _, e in self.protocols):
-            raise ValueError(f"protocol latencies must be >= 0 and efficiencies > 0, got {self.protocols}")
-
-    @classmethod
-    def from_protocols(cls, protocols) -> "CollectiveParams":
-        """Build from absolute per-protocol ``(alpha_s, busbw_efficiency)`` pairs (seconds, ratio).
-
-        The smallest latency becomes the shared ``alpha_s`` and the protocols keep the rest, so that
-        shifting ``alpha_s`` (costmodel.comm) moves every protocol and may lower the fastest one to 0.
-        Raises:
-            ValueError: as the constructor.
-        """
-        base = min(float(a) for a, _ in protocols) if len(protocols) else 0.0
-        return cls(alpha_s=base, protocols=tuple((float(a) - base, e) for a, e in protocols))
-
-    @property
-    def absolute_protocols(self) -> tuple:
-        """``((alpha_s + alpha_p, eff_p), ...)``: each protocol's total latency (s) and efficiency."""
-        return tuple((self.alpha_s + a, e) for a, e in self.protocols)
 
 
 def _bus_time_s(bus_bytes, link_bytes_per_s, p: CollectiveParams):

@@ -246,7 +246,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     def temps_of(c):
         p_gpu = np.zeros(nodes * G)
         p_gpu[:n] = stage_state(st, pw, c, u_link).avg_power_w[stage_of]
-        return steady_temp_c(cool, th["r_th_c_per_w"], p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+        return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
     # thermal slowdown: the clock of a stage whose hottest GPU would pass the slowdown temperature
     # drops until that GPU holds at it (bisection on the stage's effective cap); a slower stage
@@ -270,11 +270,11 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     state = stage_state(st, pw, eff, u_link)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
-    temps = steady_temp_c(cool, th["r_th_c_per_w"], p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+    temps = steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
     warm = None
     if warm_steps is not None:
         idle = np.full((nodes, G), pw.idle_w)
-        warm = float(temp_after_c(cool, th["r_th_c_per_w"], th["tau_s"], p_gpu.reshape(nodes, G), idle,
+        warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_gpu.reshape(nodes, G), idle,
                                   warm_steps * state.step_time_s).reshape(-1)[:n].max())
     T = state.step_time_s
     energy = float(state.avg_power_w[stage_of].sum() * T)

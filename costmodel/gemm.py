@@ -22,29 +22,9 @@ are chosen by the same fit among the CUTLASS/cuBLAS tile sizes; ``num_sms`` is a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-
-@dataclass(frozen=True)
-class GemmParams:
-    """Fitted GEMM-efficiency parameters of one GPU (see the module docstring for the formula).
-
-    Attributes:
-        eta_max: sustained fraction of the dense peak, dimensionless, in (0, 1].
-        k_half: K-loop overhead in reduction elements (k / (k + k_half) efficiency).
-        launch_s: fixed per-kernel time in seconds (launch + prologue).
-        tile_m, tile_n: output tile size of the kernel, elements.
-        num_sms: streaming multiprocessors (compute units) of the GPU, from its datasheet.
-    """
-
-    eta_max: float
-    k_half: float
-    launch_s: float
-    tile_m: int
-    tile_n: int
-    num_sms: int
+from .specs.params import GemmParams
 
 
 def gemm_efficiency(m, n, k, batch, p: GemmParams):

@@ -27,31 +27,9 @@ as 1/s while HBM- and link-bound time does not depend on the SM clock.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-
-@dataclass(frozen=True)
-class PowerParams:
-    """Fitted power coefficients of one GPU model (hardware/profiles/*.yaml ``power:``).
-
-    Attributes:
-        idle_w: power with clocks up and no kernel running, W.
-        flop_w: extra power at 100% of the dense tensor peak, W.
-        hbm_w: extra power at 100% of the datasheet HBM bandwidth, W.
-        link_w: extra power with NVLink/NIC traffic at full link rate, W.
-        gamma: DVFS exponent of dynamic power vs SM clock, dimensionless (2-3).
-        min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
-    """
-
-    idle_w: float
-    flop_w: float
-    hbm_w: float
-    link_w: float
-    gamma: float
-    min_cap_w: float
-    max_cap_w: float
+from .specs.params import PowerParams
 
 
 def phase_power_w(p: PowerParams, u_flop=0.0, u_hbm=0.0, u_link=0.0):

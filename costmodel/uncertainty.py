@@ -20,9 +20,9 @@ is listed in ``unfitted``: the band then understates the uncertainty, and the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-MAD_TO_SIGMA = 1.4826
+from .specs import Profile
+from .specs.profile import MAD_TO_SIGMA  # noqa: F401  (the band's sigma per median residual)
 
 
 @dataclass(frozen=True)
@@ -42,66 +42,27 @@ class Band:
     unfitted: tuple
 
 
-def _fit_sigma(entry, depth: int = 0) -> float | None:
-    """1.4826 x the median relative residual of a profile entry's fit, or None without one.
-
-    An entry without a fit that is ``derived_from: "<gpu>:<dotted.path>"`` another profile's entry
-    borrows that entry's sigma (the parameters are that fit's, so at least its residuals apply).
-    """
-    if not isinstance(entry, dict):
-        return None
-    f = entry.get("fit")
-    if isinstance(f, dict):
-        v = f.get("median_rel_err_ge_1MiB", f.get("median_rel_err"))
-        if v is not None:
-            return MAD_TO_SIGMA * float(v)
-    src = entry.get("derived_from")
-    if isinstance(src, str) and ":" in src and depth < 4:
-        return _fit_sigma(_borrowed(src), depth + 1)
-    return None
-
-
-@lru_cache(maxsize=None)
-def _built_in(gpu: str):
-    """The built-in profile mapping of ``gpu`` (read once per process), or None."""
-    import yaml
-    from .specs import hardware_dir
-    try:
-        return yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-
-
-def _borrowed(src: str):
-    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
-    gpu, path = src.split(":", 1)
-    d = _built_in(gpu)
-    for key in path.split("."):
-        d = d.get(key) if isinstance(d, dict) else None
-    return d
-
-
-def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, raw_profile: dict, dtype: str) -> Band:
+def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: Profile, dtype: str) -> Band:
     """One-sigma band of a step time from the profile's fit residuals (module docstring).
 
     Args:
         breakdown: term -> seconds (``report.record(...)["breakdown"]``).
         layout: the layout row (tp, pp, dp, cp, ep, sp, zero).
         gpus_per_node: of the cluster (which scope each group spans).
-        raw_profile: the profile YAML mapping (``Profile.raw``).
+        profile: the profile (its ``fit_sigma``: costmodel/specs/profile.py ``fit_sigma``).
         dtype: GEMM dtype of the recipe (bf16, fp16, fp8).
     Returns:
         :class:`Band`.
     """
-    comm = raw_profile.get("comm") or {}
+    sig = profile.fit_sigma
 
     def coll(c, size, stride):
         scope = "intra_node" if size * stride <= gpus_per_node else "inter_node"
-        return (comm.get(scope) or {}).get(c)
+        return sig.get(f"comm.{scope}.{c}")
     tp, cp, ep, dp, pp = (int(layout.get(k, 1)) for k in ("tp", "cp", "ep", "dp", "pp"))
-    gemm = (raw_profile.get("gemm") or {}).get(dtype)
+    gemm = sig.get(f"gemm.{dtype}")
     sources = {
-        "compute_s": gemm, "bubble_s": gemm, "optimizer_s": raw_profile.get("hbm"),
+        "compute_s": gemm, "bubble_s": gemm, "optimizer_s": sig.get("hbm"),
         "tp_comm_s": coll("all_gather" if layout.get("sp") else "all_reduce", tp, 1),
         "cp_comm_s": coll("send_recv", cp, tp),
         "ep_comm_s": coll("all_to_all", ep, tp * cp),
@@ -112,7 +73,7 @@ def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, raw_profil
     for term, sec in breakdown.items():
         if sec <= 0:
             continue
-        s = _fit_sigma(sources.get(term))
+        s = sources.get(term)
         if s is None:
             unfitted.append(term)
             continue

@@ -214,7 +214,7 @@ def test_band_is_the_root_sum_square_of_fitted_terms(h200):
     pred = predict_one(m, c, p, tp=2, pp=1, dp=16)
     bd = {k: float(v[0]) for k, v in pred.breakdown.items()}
     lay = dict(tp=2, pp=1, dp=16, cp=1, ep=1, sp=True, zero=1)
-    b = step_time_band(bd, lay, c.gpus_per_node, p.raw, "bf16")
+    b = step_time_band(bd, lay, c.gpus_per_node, p, "bf16")
     s_gemm = MAD_TO_SIGMA * p.raw["gemm"]["bf16"]["fit"]["median_rel_err"]
     assert b.sigma["compute_s"] == pytest.approx(s_gemm)
     expect = sum((bd[k] * s) ** 2 for k, s in b.sigma.items()) ** 0.5

@@ -1,0 +1,25 @@
+"""Specs: the model, the GPU, the cluster, the fitted profile and the training recipe.
+
+Everything the cost model reads from disk passes through here once and comes out as frozen
+dataclasses in SI units.  Bad input raises :class:`costmodel.errors.InputError` naming the file and
+field.  Formats: Hugging Face ``config.json`` (or YAML with the same keys) for models;
+hardware/README.md for GPU, cluster and profile YAML.  One module per concept:
+
+* :mod:`.model`     ModelSpec, load_model, list_models
+* :mod:`.hardware`  GpuSpec, ClusterSpec, CoolingSpec, load_gpu, load_cluster, list_gpus, list_clusters
+* :mod:`.recipe`    Recipe, PRECISIONS
+* :mod:`.params`    the fitted parameter sets: GemmParams, CollectiveParams, PowerParams, ThermalParams
+* :mod:`.profile`   Profile, load_profile (the profile schema)
+* :mod:`.loading`   catalog folders and typed field access shared by the readers
+"""
+from .hardware import ClusterSpec, CoolingSpec, GpuSpec, list_clusters, list_gpus, load_cluster, load_gpu
+from .loading import catalog_dir, hardware_dir
+from .model import ModelSpec, list_models, load_model
+from .params import COLLECTIVES, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
+from .profile import Profile, load_profile
+from .recipe import PRECISIONS, Recipe
+
+__all__ = ["ClusterSpec", "CoolingSpec", "GpuSpec", "list_clusters", "list_gpus", "load_cluster", "load_gpu",
+           "catalog_dir", "hardware_dir", "ModelSpec", "list_models", "load_model", "COLLECTIVES", "PROTOCOLS",
+           "CollectiveParams", "GemmParams", "PowerParams", "ThermalParams", "Profile", "load_profile",
+           "PRECISIONS", "Recipe"]

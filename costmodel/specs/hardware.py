@@ -1,0 +1,218 @@
+"""GPU datasheets, cluster topology and cooling (hardware/gpus/*.yaml, hardware/clusters/*.yaml)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..units import parse_quantity
+from .loading import _check_sources, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
+from .recipe import PRECISIONS
+
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Datasheet values of one GPU model (hardware/gpus/*.yaml), SI units.
+
+    Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
+    hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
+    citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
+    power limit) and boost_clock_mhz (max SM clock, at which the peaks are quoted), each None when
+    the file does not give it.
+    """
+
+    key: str
+    name: str
+    vendor: str
+    peak_flops: dict
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    tdp_w: float
+    num_sms: int
+    nvlink_bytes_per_s: float
+    sources: dict
+    slowdown_temp_c: float | None = None
+    power_limit_min_w: float | None = None
+    boost_clock_mhz: float | None = None
+
+
+@dataclass(frozen=True)
+class CoolingSpec:
+    """How a node is cooled (cluster YAML ``cooling:``), per GPU slot in local-rank order.
+
+    Attributes:
+        type: 'air' or 'liquid'; airflow: e.g. 'front-to-back'.
+        inlet_temp_c: coolant/air inlet temperature, C.
+        r_th_scale: per slot, multiplier of the GPU's junction-to-inlet thermal resistance.
+        rows: per slot, position name ('front', 'rear', ...).
+        upstream: per slot, tuple of slots whose exhaust air reaches it first.
+        preheat_c_per_w: inlet rise of a slot per W dissipated by each upstream slot, C/W
+            (1 / (rho c_p V_dot) of the air stream; 0 for liquid cooling).
+    """
+
+    type: str
+    airflow: str | None
+    inlet_temp_c: float
+    r_th_scale: tuple
+    rows: tuple
+    upstream: tuple
+    preheat_c_per_w: float
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One cluster (hardware/clusters/*.yaml): GPUs, topology, power and cooling, SI units.
+
+    Attributes: key, name, description, gpu (:class:`GpuSpec`), gpus_per_node, nodes,
+    intra_fabric, intra_bytes_per_s (per GPU per direction), intra_latency_s, inter_fabric,
+    nics_per_node, nic_bytes_per_s (per NIC per direction), inter_latency_s, node_power_budget_w,
+    cooling (:class:`CoolingSpec`), sources, path.
+    """
+
+    key: str
+    name: str
+    description: str
+    gpu: GpuSpec
+    gpus_per_node: int
+    nodes: int
+    intra_fabric: str
+    intra_bytes_per_s: float
+    intra_latency_s: float
+    inter_fabric: str
+    nics_per_node: int
+    nic_bytes_per_s: float
+    inter_latency_s: float
+    node_power_budget_w: float
+    cooling: CoolingSpec
+    sources: dict
+    path: str
+
+    @property
+    def num_gpus(self) -> int:
+        """gpus_per_node * nodes."""
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def node_nic_bytes_per_s(self) -> float:
+        """Total NIC bandwidth of a node per direction, bytes/s."""
+        return self.nics_per_node * self.nic_bytes_per_s
+
+
+def list_gpus() -> list[str]:
+    """File stems of hardware/gpus/*.yaml."""
+    return sorted(p.stem for p in (hardware_dir() / "gpus").glob("*.yaml"))
+
+
+def list_clusters() -> list[str]:
+    """File stems of hardware/clusters/*.yaml."""
+    return sorted(p.stem for p in (hardware_dir() / "clusters").glob("*.yaml"))
+
+
+def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
+    """Load hardware/gpus/NAME.yaml (or a path).  Raises InputError on a bad or unsourced field."""
+    path = _resolve(name_or_path, hardware_dir() / "gpus", (".yaml", ".yml"), "GPU", flag)
+    d = _read_mapping(path)
+    w = str(path)
+    peaks = _sub(d, "peak_tflops", w)
+    peak_flops = {}
+    for dt, v in peaks.items():
+        peak_flops[dt] = parse_quantity(v, "number", w, f"peak_tflops.{dt}") * 1e12
+        if not peak_flops[dt] > 0:
+            raise InputError(w, f"peak_tflops.{dt}", f"must be positive, got {v!r}")
+    if not any(k in peak_flops for k in PRECISIONS):
+        raise InputError(w, "peak_tflops", f"needs at least one of {', '.join(PRECISIONS)}")
+    num_sms = _get_int(d, ("num_sms",), w)
+    _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"])
+    return GpuSpec(
+        key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
+        peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
+        hbm_bytes_per_s=_get(d, "hbm_bandwidth", w, "bytes_per_s"), tdp_w=_get(d, "tdp", w, "watts"),
+        num_sms=num_sms,
+        nvlink_bytes_per_s=_get(d, "nvlink_bandwidth_per_gpu", w, "bytes_per_s", required=False,
+                                default=0.0),
+        sources=dict(d["sources"]),
+        slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
+        power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
+        boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False))
+
+
+def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:
+    """Load hardware/clusters/NAME.yaml (or a path); ``nodes`` overrides its node count.
+
+    Raises:
+        InputError: unknown name, missing/negative/unsourced field, bad GPU reference, nodes < 1.
+    """
+    path = _resolve(name_or_path, hardware_dir() / "clusters", (".yaml", ".yml"), "cluster", flag)
+    d = _read_mapping(path)
+    w = str(path)
+    gpu_name = _get_str(d, "gpu", w)
+    try:
+        gpu = load_gpu(gpu_name, flag=f"{w}: gpu")
+    except InputError as e:
+        if e.where.endswith(": gpu"):
+            raise InputError(w, "gpu", e.message) from None
+        raise
+    intra, inter = _sub(d, "intra_node", w), _sub(d, "inter_node", w)
+    power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
+    n_nodes = _get_int(d, ("nodes",), w)
+    if nodes is not None:
+        if nodes < 1:
+            raise InputError("--nodes", "", f"must be >= 1, got {nodes}")
+        n_nodes = nodes
+    _check_sources(d, w, ["intra_node.bandwidth_per_gpu", "intra_node.latency",
+                          "inter_node.bandwidth_per_nic", "inter_node.latency",
+                          "inter_node.nics_per_node", "power.node_power_budget", "cooling.inlet_temp"])
+    ctype = _get_str(cooling, "type", w, ("air", "liquid"), prefix="cooling.")
+    return ClusterSpec(
+        key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
+        gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
+        intra_fabric=_get_str(intra, "fabric", w, ("nvswitch", "nvlink-mesh", "xgmi", "pcie"),
+                              prefix="intra_node."),
+        intra_bytes_per_s=_get(intra, "bandwidth_per_gpu", w, "bytes_per_s", prefix="intra_node."),
+        intra_latency_s=_get(intra, "latency", w, "seconds", prefix="intra_node."),
+        inter_fabric=_get_str(inter, "fabric", w, ("infiniband", "roce", "efa", "omnipath", "ethernet"),
+                              prefix="inter_node."),
+        nics_per_node=_get_int(inter, ("nics_per_node",), w),
+        nic_bytes_per_s=_get(inter, "bandwidth_per_nic", w, "bytes_per_s", prefix="inter_node."),
+        inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
+        node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
+        cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
+        sources=dict(d["sources"]), path=w)
+
+
+def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
+    """Parse a cluster's ``cooling:`` section (hardware/README.md); slots default to identical.
+
+    Raises:
+        InputError: a slot list whose length is not gpus_per_node, a bad upstream index, a negative
+            preheat, or air cooling with upstream slots but no preheat coefficient.
+    """
+    inlet = _get(c, "inlet_temp", w, "celsius", prefix="cooling.", positive=False)
+    slots = c.get("slots")
+    if slots is None:
+        scale, rows = (1.0,) * gpus_per_node, ("",) * gpus_per_node
+    else:
+        if not isinstance(slots, list) or len(slots) != gpus_per_node:
+            raise InputError(w, "cooling.slots", f"expected a list of {gpus_per_node} slots (one per GPU), "
+                             f"got {len(slots) if isinstance(slots, list) else type(slots).__name__}")
+        scale, rows = [], []
+        for i, s in enumerate(slots):
+            if not isinstance(s, dict):
+                raise InputError(w, f"cooling.slots[{i}]", "expected a mapping with row and r_th_scale")
+            scale.append(_get(s, "r_th_scale", w, prefix=f"cooling.slots[{i}].", required=False, default=1.0))
+            rows.append(str(s.get("row", "")))
+        scale, rows = tuple(scale), tuple(rows)
+    up = c.get("upstream", [[] for _ in range(gpus_per_node)])
+    if not isinstance(up, list) or len(up) != gpus_per_node or not all(isinstance(u, list) for u in up):
+        raise InputError(w, "cooling.upstream", f"expected {gpus_per_node} lists of upstream slot indices")
+    for i, u in enumerate(up):
+        for j in u:
+            if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < gpus_per_node or j == i:
+                raise InputError(w, f"cooling.upstream[{i}]", f"{j!r} is not another slot index 0..{gpus_per_node - 1}")
+    pre = _get(c, "preheat_c_per_w", w, prefix="cooling.", positive=False, required=False, default=0.0)
+    if pre < 0:
+        raise InputError(w, "cooling.preheat_c_per_w", f"must be >= 0, got {pre}")
+    if ctype == "air" and any(up) and pre == 0 and "preheat_c_per_w" not in c:
+        raise InputError(w, "cooling.preheat_c_per_w", "missing: air cooling with upstream slots needs it")
+    return CoolingSpec(type=ctype, airflow=c.get("airflow"), inlet_temp_c=inlet, r_th_scale=scale,
+                       rows=rows, upstream=tuple(tuple(u) for u in up), preheat_c_per_w=pre)

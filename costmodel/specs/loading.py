@@ -1,0 +1,128 @@
+"""Loading helpers shared by the spec readers: where the built-in catalog lives, reading a YAML/JSON
+mapping, resolving a catalog name or a path, and typed field access that raises
+:class:`costmodel.errors.InputError` naming the file and the field.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from ..errors import InputError
+from ..units import parse_quantity
+
+
+
+def _package_dir(sub: str) -> Path:
+    """Directory of built-in data: the source checkout's folder, else the installed package's."""
+    here = Path(__file__).resolve().parent.parent
+    if sub == "catalog":
+        return here / "catalog"
+    checkout = here.parent / "hardware"
+    if (checkout / "gpus").is_dir():
+        return checkout
+    return Path(str(resources.files("costmodel.hardware")))
+
+
+def hardware_dir() -> Path:
+    """The built-in hardware catalog (hardware/ in a checkout, costmodel/hardware when installed)."""
+    return _package_dir("hardware")
+
+
+def catalog_dir() -> Path:
+    """The built-in model catalog folder (costmodel/catalog/*.json)."""
+    return _package_dir("catalog")
+
+
+def _read_mapping(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InputError(path, "", f"cannot read file ({e.strerror})") from None
+    if not text.strip():
+        raise InputError(path, "", "file is empty")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise InputError(path, "", f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                         f"{str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "", "expected a mapping of keys to values at the top level")
+    return data
+
+
+def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, flag: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".json", ".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise InputError(flag, "", f"{what} file {name_or_path!r} does not exist")
+        return p
+    names = sorted(f.stem for ext in exts for f in folder.glob(f"*{ext}"))
+    if name_or_path in names:
+        for ext in exts:
+            if (folder / f"{name_or_path}{ext}").is_file():
+                return folder / f"{name_or_path}{ext}"
+    close = difflib.get_close_matches(name_or_path, names, n=4, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(names)}"
+    raise InputError(flag, "", f"unknown {what} {name_or_path!r}{hint}")
+
+
+def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
+         default=None, prefix=""):
+    name = prefix + key
+    if key not in d or d[key] is None:
+        if required:
+            raise InputError(where, name, "missing")
+        return default
+    x = parse_quantity(d[key], kind, where, name)
+    if positive and not x > 0:
+        raise InputError(where, name, f"must be positive, got {d[key]!r}")
+    return x
+
+
+def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=None, minimum=1):
+    for k in keys:
+        if k in d and d[k] is not None:
+            v = d[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+                raise InputError(where, k, f"expected an integer, got {v!r}")
+            if v < minimum:
+                raise InputError(where, k, f"must be >= {minimum}, got {v!r}")
+            return int(v)
+    if required:
+        raise InputError(where, keys[0], "missing" + (f" (also looked for {', '.join(keys[1:])})"
+                                                      if len(keys) > 1 else ""))
+    return default
+
+
+def _get_str(d: dict, key: str, where, choices=None, *, required=True, default=None, prefix=""):
+    if key not in d or d[key] is None:
+        if required:
+            raise InputError(where, prefix + key, "missing")
+        return default
+    v = d[key]
+    if not isinstance(v, str):
+        raise InputError(where, prefix + key, f"expected a string, got {v!r}")
+    if choices and v not in choices:
+        raise InputError(where, prefix + key, f"{v!r} is not one of {', '.join(choices)}")
+    return v
+
+
+def _sub(d: dict, key: str, where) -> dict:
+    v = d.get(key)
+    if not isinstance(v, dict):
+        raise InputError(where, key, "missing section" if v is None else "expected a mapping")
+    return v
+
+
+def _check_sources(d: dict, where, numeric_paths: list[str]):
+    src = d.get("sources")
+    if not isinstance(src, dict):
+        raise InputError(where, "sources", "missing: every number needs its source")
+    for p in numeric_paths:
+        top = p.split(".")[0]
+        if p not in src and top not in src:
+            raise InputError(where, f"sources.{p}", "missing: every number needs its source")

@@ -1,0 +1,106 @@
+"""The fitted parameter sets a profile holds, as typed dataclasses (the formulas that use them live
+in the cost-term modules named in each docstring)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+PROTOCOLS = ("LL", "LL128", "Simple")  # NCCL's protocols, lowest latency first
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Fitted GEMM-efficiency parameters of one GPU (formula: costmodel/gemm.py).
+
+    Attributes:
+        eta_max: sustained fraction of the dense peak, dimensionless, in (0, 1].
+        k_half: K-loop overhead in reduction elements (k / (k + k_half) efficiency).
+        launch_s: fixed per-kernel time in seconds (launch + prologue).
+        tile_m, tile_n: output tile size of the kernel, elements.
+        num_sms: streaming multiprocessors (compute units) of the GPU, from its datasheet.
+    """
+
+    eta_max: float
+    k_half: float
+    launch_s: float
+    tile_m: int
+    tile_n: int
+    num_sms: int
+
+
+@dataclass(frozen=True)
+class CollectiveParams:
+    """Fitted parameters of one collective in one scope (formula: costmodel/collective.py).
+
+    Attributes:
+        alpha_s: latency shared by every protocol, seconds; a scalar or an array over layouts
+            (costmodel.comm shifts it by the latency of extra ring hops).
+        protocols: ``((alpha_s, busbw_efficiency), ...)`` per NCCL protocol: the latency on top of
+            ``alpha_s`` (seconds, >= 0) and the asymptotic busbw over the link bandwidth (> 0).
+    Raises:
+        ValueError: no protocol, a negative protocol latency or a non-positive efficiency.
+    """
+
+    alpha_s: Any = 0.0
+    protocols: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "protocols", tuple((float(a), float(e)) for a, e in self.protocols))
+        if not self.protocols:
+            raise ValueError("CollectiveParams needs at least one protocol (alpha_s, busbw_efficiency)")
+        if any(a < 0 for a, _ in self.protocols) or not all(e > 0 for _, e in self.protocols):
+            raise ValueError(f"protocol latencies must be >= 0 and efficiencies > 0, got {self.protocols}")
+
+    @classmethod
+    def from_protocols(cls, protocols) -> "CollectiveParams":
+        """Build from absolute per-protocol ``(alpha_s, busbw_efficiency)`` pairs (seconds, ratio).
+
+        The smallest latency becomes the shared ``alpha_s`` and the protocols keep the rest, so that
+        shifting ``alpha_s`` (costmodel.comm) moves every protocol and may lower the fastest one to 0.
+        Raises:
+            ValueError: as the constructor.
+        """
+        base = min(float(a) for a, _ in protocols) if len(protocols) else 0.0
+        return cls(alpha_s=base, protocols=tuple((float(a) - base, e) for a, e in protocols))
+
+    @property
+    def absolute_protocols(self) -> tuple:
+        """``((alpha_s + alpha_p, eff_p), ...)``: each protocol's total latency (s) and efficiency."""
+        return tuple((self.alpha_s + a, e) for a, e in self.protocols)
+
+
+@dataclass(frozen=True)
+class PowerParams:
+    """Fitted power coefficients of one GPU model (hardware/profiles/*.yaml ``power:``).
+
+    Attributes:
+        idle_w: power with clocks up and no kernel running, W.
+        flop_w: extra power at 100% of the dense tensor peak, W.
+        hbm_w: extra power at 100% of the datasheet HBM bandwidth, W.
+        link_w: extra power with NVLink/NIC traffic at full link rate, W.
+        gamma: DVFS exponent of dynamic power vs SM clock, dimensionless (2-3).
+        min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
+    """
+
+    idle_w: float
+    flop_w: float
+    hbm_w: float
+    link_w: float
+    gamma: float
+    min_cap_w: float
+    max_cap_w: float
+
+
+@dataclass(frozen=True)
+class ThermalParams:
+    """Fitted (or derived) first-order thermal model of one GPU (hardware/profiles/*.yaml ``thermal:``;
+    formula: costmodel/thermal.py).
+
+    Attributes:
+        r_th_c_per_w: junction-to-inlet thermal resistance at a slot of scale 1, C/W.
+        tau_s: thermal time constant, s.
+    """
+
+    r_th_c_per_w: float
+    tau_s: float

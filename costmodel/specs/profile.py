@@ -1,0 +1,198 @@
+"""The calibrated profile of one GPU model (hardware/profiles/*.yaml): its schema and reader."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import yaml
+
+from ..errors import InputError
+from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
+from .params import COLLECTIVES, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
+
+#: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
+MAD_TO_SIGMA = 1.4826
+
+@dataclass(frozen=True)
+class Profile:
+    """Fitted efficiencies of one GPU model (hardware/profiles/*.yaml, written by calibration/).
+
+    Attributes:
+        key: file stem; gpu: GPU file stem it was fitted for.
+        gemm: dtype -> :class:`GemmParams`.
+        hbm_efficiency: achieved / datasheet HBM bandwidth.
+        flash_efficiency: fused-attention FLOP/s / dense 16-bit peak.
+        comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
+        comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
+        power: :class:`PowerParams` (cap range 0..inf: the GPU's range is the datasheet's) or None
+            when the profile has no ``power:``.
+        thermal: :class:`ThermalParams` or None when the profile has no ``thermal:``.
+        overlap_slowdown: time of compute that runs while a collective is in flight over its time
+            alone (``overlap.compute_slowdown``, measured by the calibration suite); 1.0 (no
+            contention modelled) when the profile has no ``overlap:`` section.
+        fit_sigma: entry -> relative one-sigma error of its fit (``"gemm.bf16"``, ``"hbm"``,
+            ``"comm.intra_node.all_reduce"``, ...; see :func:`fit_sigma`), None without fit data.
+        raw: the YAML mapping as read (for display: fit quality, provenance, notes).
+        path: where it was read from.
+    """
+
+    key: str
+    gpu: str
+    gemm: dict
+    hbm_efficiency: float
+    flash_efficiency: float
+    comm: dict
+    comm_group_size: dict
+    raw: dict = field(repr=False)
+    path: str = ""
+    power: PowerParams | None = None
+    thermal: ThermalParams | None = None
+    overlap_slowdown: float = 1.0
+    fit_sigma: dict = field(default_factory=dict, repr=False)
+
+
+def _protocols(p: dict, w: str, pre: str) -> list:
+    """``[(alpha_s, busbw_efficiency), ...]`` of one comm entry's ``protocols`` list (seconds, ratio).
+
+    Raises:
+        InputError: the list is missing or empty, an item is not a mapping, a name is not one of
+            LL / LL128 / Simple or repeats, or a value is missing or not positive.
+    """
+    items = p.get("protocols")
+    if not isinstance(items, list) or not items:
+        old = " (this is the old single-ramp schema with n_half_bytes/gamma; regenerate the profile)" \
+            if "n_half_bytes" in p else ""
+        raise InputError(w, pre + "protocols", "missing: expected a list of {name, alpha_s, busbw_efficiency}, "
+                         f"one per NCCL protocol{old}")
+    out, seen = [], set()
+    for i, q in enumerate(items):
+        at = f"{pre}protocols[{i}]."
+        if not isinstance(q, dict):
+            raise InputError(w, at[:-1], f"expected a mapping with name, alpha_s, busbw_efficiency, got {q!r}")
+        name = q.get("name")
+        if name not in PROTOCOLS or name in seen:
+            raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
+        seen.add(name)
+        out.append((_get(q, "alpha_s", w, "seconds", prefix=at), _get(q, "busbw_efficiency", w, prefix=at)))
+    return out
+
+
+def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
+    """Load a profile by path or by GPU file stem (hardware/profiles/<stem>.yaml).
+
+    Each ``comm.<scope>.<collective>`` entry holds ``protocols`` (NCCL's LL / LL128 / Simple, each with
+    ``alpha_s`` in seconds and ``busbw_efficiency``; see costmodel/collective.py) and ``group_size``.
+    Raises:
+        InputError: missing file, missing section, or a missing or non-positive parameter.
+    """
+    path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
+    d = _read_mapping(path)
+    w = str(path)
+    gemm = {}
+    for dt, g in _sub(d, "gemm", w).items():
+        if not isinstance(g, dict):
+            raise InputError(w, f"gemm.{dt}", "expected a mapping")
+        pre = f"gemm.{dt}."
+        gemm[dt] = GemmParams(
+            eta_max=_get(g, "eta_max", w, prefix=pre), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
+            launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
+            tile_m=_get_int(g, ("tile_m",), w), tile_n=_get_int(g, ("tile_n",), w),
+            num_sms=_get_int(g, ("num_sms",), w))
+    comm, sizes = {}, {}
+    c = _sub(d, "comm", w)
+    for scope in ("intra_node", "inter_node"):
+        s = c.get(scope)
+        if not isinstance(s, dict):
+            raise InputError(w, f"comm.{scope}", "missing section")
+        comm[scope], sizes[scope] = {}, {}
+        for coll in COLLECTIVES:
+            p = s.get(coll)
+            if not isinstance(p, dict):
+                raise InputError(w, f"comm.{scope}.{coll}", "missing")
+            pre = f"comm.{scope}.{coll}."
+            comm[scope][coll] = CollectiveParams.from_protocols(_protocols(p, w, pre))
+            g0 = p.get("group_size", 8)
+            if isinstance(g0, bool) or not isinstance(g0, (int, float)) or not float(g0).is_integer() or g0 < 1:
+                raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
+            sizes[scope][coll] = int(g0)
+    return Profile(
+        key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
+        hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm."),
+        flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention."),
+        comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
+        overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
+        else 1.0, fit_sigma=_fit_sigmas(d, gemm, comm))
+
+
+def _power(d: dict, w: str):
+    """The profile's ``power:`` section as PowerParams (cap range filled in by the caller), or None."""
+    s = d.get("power")
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        raise InputError(w, "power", "expected a mapping")
+    g = lambda k, kind="watts": _get(s, k, w, kind, prefix="power.", positive=k not in ("hbm_w", "link_w"))
+    return PowerParams(idle_w=g("idle_w"), flop_w=g("flop_w"), hbm_w=g("hbm_w"), link_w=g("link_w"),
+                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"))
+
+
+def _thermal(d: dict, w: str):
+    """The profile's ``thermal:`` section as ThermalParams, or None."""
+    s = d.get("thermal")
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        raise InputError(w, "thermal", "expected a mapping")
+    return ThermalParams(r_th_c_per_w=_get(s, "r_th_c_per_w", w, prefix="thermal."),
+                         tau_s=_get(s, "tau_s", w, "seconds", prefix="thermal."))
+
+
+def _fit_sigmas(d: dict, gemm: dict, comm: dict) -> dict:
+    """:func:`fit_sigma` of every GEMM, HBM and collective entry of a profile mapping."""
+    out = {f"gemm.{dt}": fit_sigma(d["gemm"][dt]) for dt in gemm}
+    out["hbm"] = fit_sigma(d.get("hbm"))
+    for scope, colls in comm.items():
+        for coll in colls:
+            out[f"comm.{scope}.{coll}"] = fit_sigma(d["comm"][scope][coll])
+    return out
+
+
+def fit_sigma(entry, depth: int = 0) -> float | None:
+    """Relative one-sigma error of a profile entry's fit: 1.4826 x its median relative residual.
+
+    For residuals spread like a normal distribution, sigma = 1.4826 x the median absolute relative
+    residual (the MAD estimator, Rousseeuw & Croux 1993).  The residual is the entry's
+    ``fit.median_rel_err_ge_1MiB`` (collectives) or ``fit.median_rel_err`` (written by the fits,
+    costmodel/fit).  An entry without a fit that is ``derived_from: "<gpu>:<dotted.path>"`` another
+    GPU's built-in entry borrows that entry's sigma (the parameters are that fit's, so at least its
+    residuals apply).  Returns None when neither exists.
+    """
+    if not isinstance(entry, dict):
+        return None
+    f = entry.get("fit")
+    if isinstance(f, dict):
+        v = f.get("median_rel_err_ge_1MiB", f.get("median_rel_err"))
+        if v is not None:
+            return MAD_TO_SIGMA * float(v)
+    src = entry.get("derived_from")
+    if isinstance(src, str) and ":" in src and depth < 4:
+        return fit_sigma(_built_in_entry(src), depth + 1)
+    return None
+
+
+@lru_cache(maxsize=None)
+def _built_in(gpu: str):
+    """The built-in profile mapping of ``gpu`` (read once per process), or None."""
+    try:
+        return yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _built_in_entry(src: str):
+    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
+    gpu, path = src.split(":", 1)
+    d = _built_in(gpu)
+    for key in path.split("."):
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
