@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
             res = search(m, r, c, p)
             caps = cap_levels(c, p, None)
             lays = candidates(m, r, c, p, res, "energy", k=k)
-            mk = lambda slack: build_instance(m, r, c, p, lays, caps, max_temp_c=c.gpu.slowdown_temp_c,
+            mk = lambda slack: build_instance(lays, caps, max_temp_c=c.gpu.slowdown_temp_c,
                                               node_power_w=c.node_power_budget_w, inlet_temp_c=None,
                                               step_time_slack=slack)
             t_opt = ilp.solve(mk(None), "time")

@@ -14,13 +14,10 @@ from rich.table import Table
 
 from . import report
 from .errors import CostmodelError, InfeasibleError, InputError
-from .layouts import RECOMPUTE, LayoutTable, check_layout
-from .predict import predict_table
-from .energy import layout_energy, missing_inputs
+from .layouts import RECOMPUTE, LayoutTable, check_layout, layout_name
+from .predict import predict_run, prediction_row
 from .optimize import OBJECTIVES
 from .search import search
-from .uncertainty import step_time_band
-from .compute import gemm_dtype
 from .cli_calibrate import app as calibrate_app
 from .cli_compare import compare as compare_command
 from .specs import (ClusterSpec, Recipe, list_clusters, list_gpus, list_models, load_cluster,
@@ -121,11 +118,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
     if res.n_feasible == 0:
-        rec = report.record(res.closest_infeasible, 0, m, c, r)
+        rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
         raise InputError("layout", "", f"none of the {res.n_valid:,} valid layouts fits in memory; the "
                          f"smallest needs {rec['peak_mem_bytes'] / 2**30:.1f} GiB per GPU ({rec['reason']}); "
                          "add nodes or use a GPU with more HBM")
-    best = report.record(res.ranked, 0, m, c, r)
+    best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
     if objective != "time" or pareto or any(v is not None for v in limits):
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
@@ -134,7 +131,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                           k=candidates_k, as_json=as_json)
         return
     if as_json:
-        recs = [report.record(res.ranked, i, m, c, r) for i in range(min(top, len(res.ranked.layouts)))]
+        recs = [report.run_record(prediction_row(res.ranked, i, m, r, c, p))
+                for i in range(min(top, len(res.ranked.layouts)))]
         print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
         return
     out.print(_context_line(m, c, r))
@@ -176,7 +174,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
                          f"their lowest power limit ({caps[0]:g} W each)")
     lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w)
-    inst = build_instance(m, r, c, p, lays, caps, max_temp_c=limit_t, node_power_w=node_w,
+    inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w,
                           inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack)
     try:
         if pareto:
@@ -187,8 +185,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             sol = ilp.solve(inst, objective, solver=solver)
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
-    lay = lays[sol.layout_index]
-    tokens = r.gbs * r.seq_len
+    lay = lays[sol.layout_index].layout
     summary = report.solution_record(sol, lay, m, c, r, caps, objective)
     if as_json:
         if front is not None:
@@ -201,11 +198,11 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
               f"{node_w / 1e3:.2f} kW; max temperature {limit_t:.1f} C; inlet {inlet:.1f} C"
               + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))
     out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
-    out.print(report.solution_table(sol, lays))
+    out.print(report.solution_table(sol, [x.layout for x in lays]))
     out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step, "
-              f"{tokens / sol.energy_j:.3f} tokens/J, {(r.gbs / sol.step_time_s) / (sol.energy_j / 1e6):.2f} samples/(s MJ)")
+              f"{summary['tokens_per_joule']:.3f} tokens/J, {summary['samples_per_s_per_mj']:.2f} samples/(s MJ)")
     fastest = res.ranked.step_time_s[0]
-    out.print(f"the fastest layout without limits ({report.layout_name(res.ranked.layouts.row(0))}) takes "
+    out.print(f"the fastest layout without limits ({layout_name(res.ranked.layouts.row(0))}) takes "
               f"{fastest:.3f} s per step (time model at TDP, no caps)")
     if front is not None:
         out.print(report.pareto_table(front))
@@ -247,28 +244,15 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {tp * pp * cp} does not divide the "
                              f"{c.num_gpus} GPUs of {c.key}")
         dp = c.num_gpus // (tp * pp * cp)
-    table = LayoutTable.from_rows([dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, recompute=recompute,
-                                        zero=zero, sp=(tp > 1 and not no_sp), overlap=not no_overlap)])
-    check_layout(table, m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
-    rec = report.record(predict_table(m, r, c, p, table), 0, m, c, r)
-    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p, gemm_dtype(r))
-    rec["step_time_band"] = {"rel": band.rel, "sigma": band.sigma, "unfitted_terms": list(band.unfitted),
-                             "profile": p.path}
-    if warm_steps is not None and warm_steps < 0:
-        raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
-    missing = missing_inputs(c, p)
-    if missing:
-        if power_cap_w is not None or inlet_temp_c is not None or warm_steps is not None:
-            raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
-                             f"need a power and thermal model; missing: {', '.join(missing)}")
-        print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(missing)})", file=sys.stderr)
-        energy = None
-    else:
-        caps = None if power_cap_w is None else [power_cap_w] * pp
-        energy = layout_energy(m, r, c, p, rec["layout"], caps_w=caps, warm_steps=warm_steps,
-                               inlet_temp_c=inlet_temp_c)
-        report.apply_energy(rec, energy, r, c.num_gpus)
-    rec["step_time_band_s"] = band.rel * rec["step_time_s"]
+    lay = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, recompute=recompute, zero=zero,
+               sp=(tp > 1 and not no_sp), overlap=not no_overlap)
+    check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
+    if run.energy_missing:
+        print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
+              file=sys.stderr)
+    rec = report.run_record(run)
+    band, energy = run.band, run.energy
     if as_json:
         print(json.dumps(rec, indent=2))
         return

@@ -12,13 +12,10 @@ from rich.table import Table
 from . import report
 from .compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
                       training_window)
-from .compute import gemm_dtype
-from .energy import layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, check_layout
-from .predict import predict_table
+from .predict import predict_run
 from .specs import Recipe, load_cluster, load_model, load_profile
-from .uncertainty import step_time_band
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -128,18 +125,14 @@ def compare(
     tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
     recipe = Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
     p = load_profile(profile or c.gpu.key)
-    table = LayoutTable.from_rows([dict(lay, overlap=True)])
-    check_layout(table, m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # the run did run
-    pred = predict_table(m, recipe, c, p, table)
-    rec = report.record(pred, 0, m, c, recipe)
-    band = step_time_band(rec["breakdown"], rec["layout"], c.gpus_per_node, p, gemm_dtype(recipe))
-    energy = None
-    missing = missing_inputs(c, p)
-    if not missing:
-        energy = layout_energy(m, recipe, c, p, rec["layout"])
-        report.apply_energy(rec, energy, recipe, c.num_gpus)
-    elif power:
-        warnings.append(f"no power/thermal prediction (missing: {', '.join(missing)}): power metrics are measured only")
+    lay = dict(lay, overlap=True)
+    check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # it ran
+    pred = predict_run(m, recipe, c, p, lay)
+    rec = report.run_record(pred)
+    band = pred.band
+    if pred.energy_missing and power:
+        warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
+                        "power metrics are measured only")
     gb = tlog.iterations.global_batch_size
     other = tlog.kept & (gb == gb) & (gb != recipe.gbs)
     if other.any():
@@ -166,8 +159,7 @@ def compare(
         warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
                         f"over {t1 - t0:.0f} s")
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
-    metrics = build_metrics(rec, agg, tlog.framework, m, recipe, c, c.num_gpus, pw,
-                            band.rel if band.sigma else None)
+    metrics = build_metrics(pred, agg, tlog.framework, pw)
     n_disc = int((~tlog.kept).sum())
     out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=n_disc,
                iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
@@ -179,7 +171,7 @@ def compare(
     files = []
     if trace:
         from .trace import write_trace
-        write_trace(trace, m, recipe, c, p, table, 0)
+        write_trace(trace, m, recipe, c, p, LayoutTable.from_rows([lay]), 0)
         files.append(trace)
     if plot:
         from . import plots

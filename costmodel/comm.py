@@ -31,7 +31,7 @@ import numpy as np
 
 from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, layers_per_stage
+from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
@@ -151,6 +151,7 @@ def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
     return (model.layer_params() - expert) / t.tp + expert / (t.tp * t.ep)
 
 
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "mbs", "sp", "zero", "overlap")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
     """Raw (not yet overlapped) communication times of every parallel dimension; see module doc."""

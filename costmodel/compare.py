@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compute import dense_peak_flops, model_flops_per_step
+from . import metrics
 from .errors import InputError
 from .specs import ModelSpec
 
@@ -252,47 +252,47 @@ def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
     return 1.0, "model FLOPs"
 
 
-def build_metrics(rec: dict, agg: dict, framework: str, model, recipe, cluster, num_gpus: int,
-                  power: dict | None, band_rel: float | None) -> list:
-    """The comparison rows (names stable: the ``--json`` contract of issue #5).
+def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
+    """The comparison rows (names stable: the ``--json`` contract in the README).
 
     Args:
-        rec: the prediction record (``report.record`` + energy fields when a power model exists).
+        run: the :class:`costmodel.predict.RunPrediction` of the logged run (band and energy when the
+            profile has them).
         agg: ``TrainingLog.aggregate()``.  power: :func:`trace_metrics` aggregate or None.
-        band_rel: the prediction's one-sigma relative band of step time, or None.
+    Measured and predicted figures both come from costmodel.metrics.
     """
+    model, recipe, cluster, num_gpus = run.model, run.recipe, run.cluster, run.cluster.num_gpus
     st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
-    tokens = recipe.gbs * recipe.seq_len
-    flops = model_flops_per_step(model, recipe)
-    peak = dense_peak_flops(cluster, recipe)
-    t_pred = rec["step_time_s"]
-    meas_tok = tokens / st / num_gpus if st == st else agg["tokens_per_s_per_gpu"].median
+    meas_tok = metrics.tokens_per_s_per_gpu(recipe, st, num_gpus) if st == st else agg["tokens_per_s_per_gpu"].median
     if not st == st and meas_tok == meas_tok and meas_tok:
-        st = tokens / meas_tok / num_gpus      # torchtitan: step time from tokens/s
-    band = band_rel * t_pred if band_rel is not None else None
+        st = metrics.tokens_per_step(recipe) / meas_tok / num_gpus      # torchtitan: step time from tokens/s
+    t_pred = run.step_time_s
+    band = run.step_time_band_s if run.band is not None and run.band.sigma else None
     out = [
         _metric("step_time_s", "s", st, t_pred, band),
-        _metric("tokens_per_s_per_gpu", "tokens/s", meas_tok, tokens / t_pred / num_gpus),
-        _metric("model_tflops_per_gpu", "TFLOP/s", flops / st / num_gpus / 1e12, flops / t_pred / num_gpus / 1e12),
-        _metric("mfu", "fraction", flops / st / num_gpus / peak, flops / t_pred / num_gpus / peak),
+        _metric("tokens_per_s_per_gpu", "tokens/s", meas_tok, run.tokens_per_s_per_gpu),
+        _metric("model_tflops_per_gpu", "TFLOP/s", metrics.model_tflops_per_gpu(model, recipe, st, num_gpus),
+                run.model_tflops_per_gpu),
+        _metric("mfu", "fraction", metrics.mfu(model, recipe, cluster, st, num_gpus), run.mfu),
     ]
     lt = agg["tflops_per_gpu"]
     if lt.n:
-        f, conv = logged_tflops_factor(framework, rec["layout"]["recompute"])
-        out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * flops / t_pred / num_gpus / 1e12,
+        f, conv = logged_tflops_factor(framework, run.layout["recompute"])
+        out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * run.model_tflops_per_gpu,
                            note=f"as the log prints it: {conv}"))
     if power is not None:
+        e = run.energy
         avg = power["avg_power_w"]
-        out += [_metric("avg_power_w", "W", avg, rec.get("avg_power_w")),
-                _metric("peak_power_w", "W", power["peak_power_w"], rec.get("peak_power_w"),
+        e_meas = avg * num_gpus * st if avg == avg else None
+        out += [_metric("avg_power_w", "W", avg, e and e.avg_power_w),
+                _metric("peak_power_w", "W", power["peak_power_w"], e and e.peak_power_w,
                         note=f"measured: {PEAK_PERCENTILE:.0f}th percentile of samples"),
-                _metric("energy_j_per_token", "J/token", avg * num_gpus * st / tokens if avg == avg else None,
-                        rec["energy_j_per_step"] / tokens if rec.get("energy_j_per_step") else None),
+                _metric("energy_j_per_token", "J/token", e_meas and metrics.energy_j_per_token(recipe, e_meas),
+                        e and metrics.energy_j_per_token(recipe, e.energy_j_per_step)),
                 _metric("samples_per_s_per_mj", "samples/(s.MJ)",
-                        (recipe.gbs / st) / (avg * num_gpus * st / 1e6) if avg == avg else None,
-                        rec.get("samples_per_s_per_mj")),
-                _metric("max_temp_c", "C", power["max_temp_c"], rec.get("max_temp_c")),
-                _metric("sm_clock_mhz", "MHz", power["sm_clock_mhz"], rec.get("sm_clock_mhz"))]
+                        e_meas and metrics.samples_per_s_per_mj(recipe, st, e_meas), e and e.samples_per_s_per_mj),
+                _metric("max_temp_c", "C", power["max_temp_c"], e and e.max_temp_c),
+                _metric("sm_clock_mhz", "MHz", power["sm_clock_mhz"], e and e.sm_clock_mhz)]
     return out
 
 

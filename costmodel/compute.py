@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import InputError
 from .gemm import gemm_time_s
-from .layouts import LayoutTable
+from .layouts import LayoutTable, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
@@ -117,6 +117,7 @@ class ComputeTimes:
     logits_ce_s: np.ndarray
 
 
+@uses_layout_fields("tp", "cp", "mbs", "ep", "sp", "recompute")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
     """Roofline compute times of one layer and of the logits per micro-batch, for every layout.

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import comm_times
-from .compute import compute_times, dense_peak_flops, gemm_dtype
+from . import metrics
+from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
-from .layouts import LayoutTable, layers_per_stage, uneven_split
+from .layouts import layers_per_stage, uneven_split
 from .power import PowerParams, clock_ratio, phase_power_w
-from .schedule import step_times
+from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
 
@@ -96,15 +96,17 @@ class StageTerms:
     pp_mb_s: float
 
 
-def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
                 layers: np.ndarray | None = None) -> StageTerms:
-    """Per-stage terms of one layout (a dict as LayoutTable.row gives); ``layers`` overrides the even
-    split (length PP, summing to the model's layers).
+    """Per-stage terms of one layout from its time-model terms (a one-row :class:`LayoutTerms`, as
+    :func:`costmodel.predict.predict_runs` gives); ``layers`` overrides the default split (length PP,
+    summing to the model's layers).
 
     Raises:
         InputError: ``layers`` of the wrong length, sum or sign.
     """
-    t = LayoutTable.from_rows([layout])
+    t, ct, cm, st = terms.layouts, terms.compute, terms.comm, terms.step
+    layout = t.row(0)
     pp = layout["pp"]
     if layers is None:
         layers = uneven_split(model.num_layers, pp)
@@ -112,9 +114,6 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     if len(layers) != pp or layers.min() < 1 or abs(layers.sum() - model.num_layers) > 1e-9:
         raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "
                          f"got {list(layers)}")
-    ct = compute_times(model, recipe, cluster, profile, t)
-    cm = comm_times(model, recipe, cluster, profile, t)
-    st = step_times(model, recipe, cluster, profile, t, ct, cm)
     L_even = layers_per_stage(model, t)[0]
     # per-layer exposed comm per micro-batch (fwd + bwd), from the schedule's per-stage totals
     bd = st.breakdown
@@ -148,7 +147,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     u_hbm = np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0)
     const = bd["dp_comm_s"][0] + bd["optimizer_s"][0]
     return StageTerms(comp, comp - ew, exposed, hidden, u_flop, u_hbm, m, const,
-                      m + (pp - 1) / layout["vp"], layout["tp"] * layout["dp"] * layout["cp"], layers,
+                      m + bubble_periods(pp, layout["vp"]), layout["tp"] * layout["dp"] * layout["cp"], layers,
                       layer, logits, float(pp_mb))
 
 
@@ -203,20 +202,17 @@ class EnergyReport:
     layers: list
     per_gpu: list
 
-    def as_dict(self) -> dict:
-        """JSON-ready dict (the names of issue #3's predict --json fields)."""
-        return dict(self.__dict__)
-
 
 def _u_link(profile: Profile) -> float:
     """Link utilisation while NCCL moves data: the best fitted busbw efficiency of intra all-reduce."""
     return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
 
 
-def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
                   caps_w=None, layers=None, warm_steps: int | None = None,
                   inlet_temp_c: float | None = None) -> EnergyReport:
-    """Energy report of one layout with per-stage caps (default: the TDP), thermal slowdown included.
+    """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
+    TDP), thermal slowdown included.
 
     Raises:
         InputError: missing power/thermal data, or a cap outside the GPU's range.
@@ -232,8 +228,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     slow = cluster.gpu.slowdown_temp_c
     if slow is None:
         raise InputError(f"hardware/gpus/{cluster.gpu.key}.yaml", "slowdown_temp", "missing")
-    st = stage_terms(model, recipe, cluster, profile, layout, layers)
-    pp, S, G = layout["pp"], st.stage_gpus, cluster.gpus_per_node
+    st = stage_terms(model, recipe, cluster, profile, terms, layers)
+    pp, S, G = int(terms.layouts.pp[0]), st.stage_gpus, cluster.gpus_per_node
     caps = np.full(pp, pw.max_cap_w) if caps_w is None else np.asarray(caps_w, dtype=np.float64)
     if len(caps) != pp:
         raise InputError("--power-cap-w", "", f"need one cap per pipeline stage ({pp}), got {len(caps)}")
@@ -278,7 +274,6 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                                   warm_steps * state.step_time_s).reshape(-1)[:n].max())
     T = state.step_time_s
     energy = float(state.avg_power_w[stage_of].sum() * T)
-    tokens = recipe.gbs * recipe.seq_len
     boost = _boost_mhz(cluster)
     rows = []
     for r in range(n):
@@ -293,7 +288,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     return EnergyReport(
         step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),
         peak_power_w=float(state.peak_power_w.max()), energy_j_per_step=energy,
-        tokens_per_joule=tokens / energy, samples_per_s_per_mj=(recipe.gbs / T) / (energy / 1e6),
+        tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
+        samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
         max_temp_c=float(temps.max()), throttled=throttled,
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)

@@ -17,7 +17,94 @@ from .errors import InputError
 from .specs import ModelSpec, Recipe
 
 RECOMPUTE = ("none", "selective", "full")
-FIELDS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp", "overlap")
+
+
+@dataclass(frozen=True)
+class LayoutField:
+    """One field of a parallel layout: the single list the table, the dedupe keys of the cost terms,
+    the CLI flags of ``predict``/``compare`` and the reports are generated from.
+
+    Attributes:
+        name: attribute of :class:`LayoutTable` and key of a layout dict.
+        kind: 'degree' (integer >= 1), 'int' (integer), 'choice' (index into ``choices``) or 'bool'.
+        help: one line for the CLI.
+        default: value ``predict`` uses when the flag is not given (None: derived, as DP is).
+        choices: names of a 'choice' field (stored as their index).
+        flag: CLI flag (``--name`` unless given); for a bool, the flag that turns it off.
+        minimum, maximum: accepted integer range of an 'int' field.
+    """
+
+    name: str
+    kind: str
+    help: str
+    default: object = None
+    choices: tuple = ()
+    flag: str = ""
+    minimum: int = 0
+    maximum: int = 0
+
+    @property
+    def cli_flag(self) -> str:
+        """The flag users type (``--tp``, ``--no-sp``)."""
+        return self.flag or f"--{self.name}"
+
+
+#: every layout field, in table and report order (Megatron-core semantics, module docstring)
+LAYOUT_FIELDS = (
+    LayoutField("tp", "degree", "Tensor-parallel size.", 1),
+    LayoutField("pp", "degree", "Pipeline-parallel size.", 1),
+    LayoutField("dp", "degree", "Data-parallel size (default: GPUs / (TP x PP x CP)).", None),
+    LayoutField("cp", "degree", "Context-parallel size.", 1),
+    LayoutField("ep", "degree", "Expert-parallel size.", 1),
+    LayoutField("vp", "degree", "Virtual pipeline chunks per rank (interleaved 1F1B).", 1),
+    LayoutField("mbs", "degree", "Micro-batch size, sequences.", 1),
+    LayoutField("recompute", "choice", "Activation recomputation: none, selective or full.", "none",
+                choices=RECOMPUTE),
+    LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
+    LayoutField("sp", "bool", "Disable sequence parallelism.", True, flag="--no-sp"),
+    LayoutField("overlap", "bool", "Disable DP/TP comm overlap.", True, flag="--no-overlap"),
+)
+FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
+_BOOL_FIELDS = tuple(f.name for f in LAYOUT_FIELDS if f.kind == "bool")
+_CHOICE_FIELDS = {f.name: f.choices for f in LAYOUT_FIELDS if f.kind == "choice"}
+
+
+def uses_layout_fields(*names: str):
+    """Declare the layout fields a cost term reads (decorator).
+
+    :func:`costmodel.predict.predict_table` evaluates the term on the distinct rows of exactly these
+    fields and hands it a :class:`LayoutView` that holds nothing else, so a term that reads an
+    undeclared field fails at once instead of sharing results between layouts that differ in it.
+    """
+    unknown = set(names) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown layout fields {sorted(unknown)}")
+
+    def mark(fn):
+        fn.layout_fields = tuple(names)
+        return fn
+    return mark
+
+
+class LayoutView:
+    """Some fields of a :class:`LayoutTable` (arrays of equal length); reading another field raises
+    AttributeError naming it (see :func:`uses_layout_fields`)."""
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, cols: dict, n: int):
+        object.__setattr__(self, "_cols", cols)
+        object.__setattr__(self, "_n", n)
+
+    def __getattr__(self, name):
+        try:
+            return self._cols[name]
+        except KeyError:
+            raise AttributeError(f"layout field {name!r} is read but not declared by the cost term "
+                                 f"(declared: {', '.join(self._cols)}): add it to its uses_layout_fields") from None
+
+    def __len__(self) -> int:
+        return self._n
 
 
 @dataclass
@@ -47,35 +134,56 @@ class LayoutTable:
         """The sub-table at index array or boolean mask ``idx``."""
         return LayoutTable(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
+    def view(self, names, idx=None) -> LayoutView:
+        """The fields ``names`` (all rows, or rows ``idx``) as a :class:`LayoutView`."""
+        if idx is None:
+            return LayoutView({f: getattr(self, f) for f in names}, len(self))
+        return LayoutView({f: getattr(self, f)[idx] for f in names}, len(idx))
+
     def row(self, i: int) -> dict:
-        """Layout i as a plain dict (recompute as its name, flags as bools)."""
+        """Layout i as a plain dict (choices by name, flags as bools)."""
         d = {f: int(getattr(self, f)[i]) for f in FIELDS}
-        d["recompute"] = RECOMPUTE[d["recompute"]]
-        d["sp"], d["overlap"] = bool(d["sp"]), bool(d["overlap"])
+        for f, names in _CHOICE_FIELDS.items():
+            d[f] = names[d[f]]
+        for f in _BOOL_FIELDS:
+            d[f] = bool(d[f])
         return d
 
     @staticmethod
     def from_rows(rows: list[dict]) -> "LayoutTable":
-        """Build a table from dicts with the keys of :data:`FIELDS` (recompute by name or index)."""
+        """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index)."""
         cols = {f: [] for f in FIELDS}
         for r in rows:
             for f in FIELDS:
                 v = r[f]
-                if f == "recompute" and isinstance(v, str):
-                    v = RECOMPUTE.index(v)
+                if f in _CHOICE_FIELDS and isinstance(v, str):
+                    v = _CHOICE_FIELDS[f].index(v)
                 cols[f].append(v)
-        arr = {f: np.asarray(v, dtype=bool if f in ("sp", "overlap") else np.int64) for f, v in cols.items()}
+        arr = {f: np.asarray(v, dtype=bool if f in _BOOL_FIELDS else np.int64) for f, v in cols.items()}
         return LayoutTable(**arr)
 
 
-def layers_per_stage(model: ModelSpec, t: LayoutTable) -> np.ndarray:
-    """Transformer layers on the fullest pipeline stage: VP x ceil(L / (PP x VP)) (float array).
+def layout_name(lay: dict) -> str:
+    """Short text of a layout dict: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1' (+ ' no-SP',
+    ' no-overlap' where TP > 1 runs without SP, or overlap is off)."""
+    s = (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} VP{lay['vp']} "
+         f"mbs{lay['mbs']} {lay['recompute']}-recompute ZeRO{lay['zero']}")
+    if lay["tp"] > 1 and not lay["sp"]:
+        s += " no-SP"
+    if not lay["overlap"]:
+        s += " no-overlap"
+    return s
 
-    Equals L/PP when PP x VP divides L; otherwise the stages are uneven (Megatron-LM
+
+def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
+    """Transformer layers on the fullest pipeline stage: ceil(L / PP) (float array; reads ``t.pp`` only).
+
+    Equals L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP
+    chunks hold L/(PP VP) layers each); otherwise the stages are uneven (VP = 1: Megatron-LM
     --decoder-first/last-pipeline-num-layers, DeepSpeed PipelineModule partitioning) and the
     fullest stage sets the pace.
     """
-    return t.vp * np.ceil(model.num_layers / (t.pp * t.vp))
+    return np.ceil(model.num_layers / t.pp)
 
 
 def uneven_split(L: int, pp: int) -> np.ndarray:
@@ -137,12 +245,7 @@ def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int
     need not divide evenly over the pipeline stages, as in Megatron-DeepSpeed's partitioning)."""
     code, msgs = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=uneven_pp)
     if code[0] >= 0:
-        raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {_describe(t.row(0))})")
-
-
-def _describe(r: dict) -> str:
-    return " ".join(f"{k.upper() if k not in ('mbs', 'recompute', 'zero', 'sp', 'overlap') else k}={v}"
-                    for k, v in r.items())
+        raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {layout_name(t.row(0))})")
 
 
 def _divisors(n: int) -> list[int]:

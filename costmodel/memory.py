@@ -26,7 +26,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, layers_per_stage
+from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
 from .specs import ModelSpec, Recipe
 
 
@@ -73,6 +73,7 @@ class MemoryBreakdown:
     peak_bytes: np.ndarray
 
 
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp")
 def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes.  See the module docstring for the formulas and their sources.

@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import ilp
-from .energy import _u_link, check_cap, layout_energy, power_params, stage_terms
+from .energy import _u_link, check_cap, power_params, stage_terms
 from .errors import InputError
 from .memory import stage_memory_terms
 from .power import clock_ratio, phase_power_w
+from .predict import RunPrediction, predict_runs
 from .search import SearchResult
-from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .specs import ClusterSpec, Profile
 from .thermal import preheat_matrix
 
 OBJECTIVES = ("time", "energy", "edp")
@@ -40,10 +41,10 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     return tuple(float(x) for x in np.linspace(pw.min_cap_w, top, n)) if top > pw.min_cap_w else (top,)
 
 
-def build_option(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
-                 caps: tuple, name: str) -> "ilp.LayoutOption":
+def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
     """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory."""
-    st = stage_terms(model, recipe, cluster, profile, layout)
+    model, recipe, cluster, profile, layout = run.model, run.recipe, run.cluster, run.profile, run.layout
+    st = stage_terms(model, recipe, cluster, profile, run.terms)
     pw = power_params(cluster, profile)
     u_link = _u_link(profile)
 
@@ -61,21 +62,22 @@ def build_option(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     t_last, _ = under_cap(st.logits)
     fixed, per_layer = stage_memory_terms(model, recipe, layout)
     return ilp.LayoutOption(
-        name=name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
+        name=run.name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
         microbatches=st.m, vp=layout["vp"], const_time_s=st.const_s + st.bubble_factor * st.pp_mb_s,
         t_layer_s=t_layer, t_first_s=np.zeros(len(caps)), t_last_s=t_last, p_busy_w=p_busy,
         p_idle_w=pw.idle_w, mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
 
 
-def build_instance(model, recipe, cluster, profile, layouts: list[dict], caps: tuple, *,
-                   max_temp_c: float, node_power_w: float, inlet_temp_c: float | None,
-                   step_time_slack: float | None) -> "ilp.Instance":
-    """The ILP instance over ``layouts`` with the cluster's slot thermal model and the user's limits."""
+def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float, node_power_w: float,
+                   inlet_temp_c: float | None, step_time_slack: float | None) -> "ilp.Instance":
+    """The ILP instance over the layouts of ``runs`` (:func:`candidates`) with the cluster's slot thermal
+    model and the user's limits."""
+    cluster, profile = runs[0].cluster, runs[0].profile
     cool = cluster.cooling
     th = profile.thermal
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
-    opts = tuple(build_option(model, recipe, cluster, profile, lay, caps, _name(lay)) for lay in layouts)
+    opts = tuple(build_option(run, caps) for run in runs)
     return ilp.Instance(
         options=opts, cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=cluster.nodes,
         hbm_bytes=cluster.gpu.hbm_bytes, inlet_c=np.full(G, inlet),
@@ -84,24 +86,22 @@ def build_instance(model, recipe, cluster, profile, layouts: list[dict], caps: t
         step_time_slack=step_time_slack)
 
 
-def _name(lay: dict) -> str:
-    return (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} mbs{lay['mbs']} "
-            f"{lay['recompute']} ZeRO{lay['zero']}")
-
-
 def candidates(model, recipe, cluster, profile, res: SearchResult, objective: str, *, pool: int = 48,
-               k: int = 6, top_cap_w: float | None = None) -> list[dict]:
-    """The ``k`` best 1F1B layouts by the objective at the top cap, from the ``pool`` fastest."""
+               k: int = 6, top_cap_w: float | None = None) -> list[RunPrediction]:
+    """The ``k`` best 1F1B layouts by the objective at the top cap, from the ``pool`` fastest, as
+    predictions with their energy at that cap (one vectorised pass over the pool).
+
+    Raises:
+        InputError: no feasible 1F1B layout, or the power/thermal model lacks inputs.
+    """
     L = res.ranked.layouts
-    rows = [L.row(i) for i in range(len(L)) if int(L.vp[i]) == 1][:pool]
-    if not rows:
+    rows = np.flatnonzero(L.vp == 1)[:pool]
+    if not len(rows):
         raise InputError("layout", "", "no feasible 1F1B (VP = 1) layout for the energy optimisation")
-    scored = []
-    for lay in rows:
-        caps = None if top_cap_w is None else [top_cap_w] * lay["pp"]
-        e = layout_energy(model, recipe, cluster, profile, lay, caps_w=caps)
-        score = {"time": e.step_time_s, "energy": e.energy_j_per_step,
-                 "edp": e.energy_j_per_step * e.step_time_s}[objective]
-        scored.append((score, lay))
-    scored.sort(key=lambda x: x[0])
-    return [lay for _, lay in scored[:k]]
+    power_params(cluster, profile)          # names a missing power model before any work
+    runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w)
+    if runs[0].energy is None:
+        raise InputError(profile.path, "", f"no power/thermal model: missing {', '.join(runs[0].energy_missing)}")
+    score = {"time": lambda e: e.step_time_s, "energy": lambda e: e.energy_j_per_step,
+             "edp": lambda e: e.energy_j_per_step * e.step_time_s}[objective]
+    return sorted(runs, key=lambda r: score(r.energy))[:k]

@@ -1,7 +1,11 @@
-"""Prediction: every cost term for a table of layouts, and the derived throughput metrics.
+"""Prediction: every cost term for a table of layouts (:func:`predict_table`, the search's hot path),
+and the one typed result for one layout (:class:`RunPrediction`, made by :func:`predict_runs` /
+:func:`predict_run` for ``predict``, ``compare`` and the ILP's candidates).
 
-Data flow (DESIGN.md): specs -> layouts -> compute / comm / memory / schedule -> this record.
-The scalar ``predict`` of the CLI is this same code on a table of one layout.
+Data flow (DESIGN.md): specs -> layouts -> compute / comm / memory / schedule -> prediction ->
+power / thermal / energy (costmodel.energy) -> band (costmodel.uncertainty).  A single layout is
+the same vectorised code on a table of one; several layouts of one model and cluster are best
+predicted as one table (``predict_runs``).
 """
 from __future__ import annotations
 
@@ -9,12 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import metrics
 from .comm import comm_times
-from .compute import compute_times, dense_peak_flops, model_flops_per_step
-from .layouts import LayoutTable
+from .compute import compute_times, gemm_dtype
+from .energy import EnergyReport, layout_energy, missing_inputs
+from .errors import InputError
+from .layouts import LayoutTable, layout_name
 from .memory import MemoryBreakdown, memory_bytes
-from .schedule import BREAKDOWN_TERMS, step_times
+from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .uncertainty import Band, step_time_band
+
+GIB = 2.0**30
 
 
 @dataclass
@@ -30,6 +40,8 @@ class Prediction:
         memory: :class:`costmodel.memory.MemoryBreakdown` (peak bytes per GPU).
         feasible: peak memory fits the GPU's HBM capacity.
         breakdown: term -> seconds, the terms of costmodel.schedule.BREAKDOWN_TERMS.
+        terms: the time model's terms of every layout (:class:`LayoutTerms`), or None for a subset
+            taken without them.
     """
 
     layouts: LayoutTable
@@ -40,15 +52,14 @@ class Prediction:
     memory: MemoryBreakdown
     feasible: np.ndarray
     breakdown: dict
+    terms: LayoutTerms | None = None
 
-    def take(self, idx) -> "Prediction":
-        """The predictions of a subset (index array or mask)."""
+    def take(self, idx, with_terms: bool = False) -> "Prediction":
+        """The predictions of a subset (index array or mask); ``with_terms`` keeps their terms too."""
         return Prediction(self.layouts.take(idx), self.step_time_s[idx], self.tokens_per_s_per_gpu[idx],
-                          self.model_tflops_per_gpu[idx], self.mfu[idx],
-                          MemoryBreakdown(*(getattr(self.memory, f)[idx] for f in
-                                            ("weights_bytes", "grads_bytes", "optimizer_bytes",
-                                             "activations_bytes", "peak_bytes"))),
-                          self.feasible[idx], {k: v[idx] for k, v in self.breakdown.items()})
+                          self.model_tflops_per_gpu[idx], self.mfu[idx], take_rows(self.memory, idx),
+                          self.feasible[idx], {k: v[idx] for k, v in self.breakdown.items()},
+                          self.terms.take(idx) if with_terms and self.terms is not None else None)
 
 
 def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,27 +100,178 @@ def _gather(obj, inv):
     return type(obj)(**{k: v[inv] for k, v in vars(obj).items()})
 
 
+def _distinct(term, layouts: LayoutTable, *args):
+    """Evaluate a cost term on the distinct rows of the layout fields it declares, then expand.
+
+    A search space has many layouts per distinct row of, e.g., the compute fields; the term sees a
+    :class:`costmodel.layouts.LayoutView` of exactly its declared fields, so the dedupe key cannot
+    miss a field it reads.
+    """
+    names = term.layout_fields
+    first, inv = unique_rows(*(getattr(layouts, f) for f in names))
+    return _gather(term(*args, layouts.view(names, first)), inv)
+
+
 def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   layouts: LayoutTable) -> Prediction:
     """Predict every layout of a (valid) table at once; vectorised over layouts.
 
+    Returns:
+        :class:`Prediction` with arrays of len(layouts) and its :class:`LayoutTerms`.
     Raises:
         InputError: the recipe's precision is not supported by the GPU or the profile.
     """
     L = layouts
-    # Compute depends on a few fields only; communication on all but VP and recompute.  Evaluate
-    # each on its distinct rows and gather (a search space has many layouts per distinct row).
-    first, inv = unique_rows(L.tp, L.cp, L.mbs, L.ep, L.sp, L.recompute)
-    ct = _gather(compute_times(model, recipe, cluster, profile, L.take(first)), inv)
-    first, inv = unique_rows(L.tp, L.pp, L.dp, L.cp, L.ep, L.mbs, L.sp, L.zero, L.overlap)
-    cm = _gather(comm_times(model, recipe, cluster, profile, L.take(first)), inv)
-    st = step_times(model, recipe, cluster, profile, layouts, ct, cm)
-    mem = memory_bytes(model, recipe, layouts)
-    n_gpus = layouts.tp * layouts.pp * layouts.dp * layouts.cp
+    ct = _distinct(compute_times, L, model, recipe, cluster, profile)
+    cm = _distinct(comm_times, L, model, recipe, cluster, profile)
+    st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm)
+    mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields))
+    n_gpus = L.tp * L.pp * L.dp * L.cp
     step = st.step_time_s
-    tok_s = recipe.gbs * recipe.seq_len / step / n_gpus
-    mflops = model_flops_per_step(model, recipe) / step / n_gpus
-    mfu = mflops / dense_peak_flops(cluster, recipe)
     feasible = mem.peak_bytes <= cluster.gpu.hbm_bytes
     bd = {k: st.breakdown[k] for k in BREAKDOWN_TERMS}
-    return Prediction(layouts, step, tok_s, mflops / 1e12, mfu, mem, feasible, bd)
+    return Prediction(L, step, metrics.tokens_per_s_per_gpu(recipe, step, n_gpus),
+                      metrics.model_tflops_per_gpu(model, recipe, step, n_gpus),
+                      metrics.mfu(model, recipe, cluster, step, n_gpus), mem, feasible, bd,
+                      LayoutTerms(L, ct, cm, st))
+
+
+@dataclass
+class RunPrediction:
+    """Everything predicted for one layout of one run: the one typed result ``predict``, ``compare``
+    and the ILP's candidates share (reports only format it: costmodel/report.py ``run_record``).
+
+    Attributes:
+        model, recipe, cluster, profile: what was predicted.
+        layout: the layout as a dict (:meth:`costmodel.layouts.LayoutTable.row`).
+        feasible: peak memory fits the GPU's HBM.
+        uncapped_step_time_s: the time model's step at full clocks, s (sum of ``breakdown``).
+        breakdown: term -> seconds (costmodel.schedule.BREAKDOWN_TERMS).
+        memory: weights/grads/optimizer/activations bytes per GPU; peak_mem_bytes their peak.
+        terms: the one-row :class:`LayoutTerms` (what the energy model and the trace build on).
+        band: one-sigma band of the step time (:class:`costmodel.uncertainty.Band`), or None.
+        energy: power/energy/temperature under caps and throttling (:class:`EnergyReport`), or None
+            when not asked for or when ``energy_missing`` lists what the power/thermal model lacks.
+    """
+
+    model: ModelSpec
+    recipe: Recipe
+    cluster: ClusterSpec
+    profile: Profile
+    layout: dict
+    feasible: bool
+    uncapped_step_time_s: float
+    breakdown: dict
+    memory: dict
+    peak_mem_bytes: float
+    terms: LayoutTerms | None = None
+    band: Band | None = None
+    energy: EnergyReport | None = None
+    energy_missing: tuple = ()
+
+    @property
+    def num_gpus(self) -> int:
+        """TP x PP x DP x CP of the layout."""
+        lay = self.layout
+        return lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
+
+    @property
+    def step_time_s(self) -> float:
+        """The predicted step, s: under the power caps and thermal slowdown when ``energy`` is there,
+        else the time model's step at full clocks."""
+        return self.energy.step_time_s if self.energy is not None else self.uncapped_step_time_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        """Tokens/s per GPU at :attr:`step_time_s`."""
+        return float(metrics.tokens_per_s_per_gpu(self.recipe, self.step_time_s, self.num_gpus))
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        """Model TFLOP/s per GPU at :attr:`step_time_s`."""
+        return float(metrics.model_tflops_per_gpu(self.model, self.recipe, self.step_time_s, self.num_gpus))
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation at :attr:`step_time_s` (fraction of the dense 16-bit peak)."""
+        return float(metrics.mfu(self.model, self.recipe, self.cluster, self.step_time_s, self.num_gpus))
+
+    @property
+    def step_time_band_s(self) -> float | None:
+        """Half-width of the one-sigma band around :attr:`step_time_s`, s (None without a band)."""
+        return None if self.band is None else self.band.rel * self.step_time_s
+
+    @property
+    def reason(self) -> str | None:
+        """Why the layout is infeasible (peak memory over HBM), None when it fits."""
+        if self.feasible:
+            return None
+        cap = self.cluster.gpu.hbm_bytes
+        over = self.peak_mem_bytes - cap
+        return (f"peak memory {self.peak_mem_bytes / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
+                f"HBM of {self.cluster.gpu.name} by {over / GIB:.1f} GiB")
+
+    @property
+    def name(self) -> str:
+        """Short text of the layout (costmodel.layouts.layout_name)."""
+        return layout_name(self.layout)
+
+
+_MEMORY_PARTS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
+
+
+def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec,
+                   profile: Profile) -> RunPrediction:
+    """Row ``i`` of a table prediction as a :class:`RunPrediction` (its terms when ``pred`` kept them;
+    no band, no energy)."""
+    return RunPrediction(
+        model=model, recipe=recipe, cluster=cluster, profile=profile, layout=pred.layouts.row(i),
+        feasible=bool(pred.feasible[i]), uncapped_step_time_s=float(pred.step_time_s[i]),
+        breakdown={k: float(pred.breakdown[k][i]) for k in BREAKDOWN_TERMS},
+        memory={k: float(getattr(pred.memory, k)[i]) for k in _MEMORY_PARTS},
+        peak_mem_bytes=float(pred.memory.peak_bytes[i]),
+        terms=pred.terms.take(np.array([i])) if pred.terms is not None else None)
+
+
+def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
+                 *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
+                 inlet_temp_c: float | None = None) -> list[RunPrediction]:
+    """Predict each layout of a valid table (one vectorised pass), with its band and, when ``energy``
+    and the power/thermal model can run, its power, energy and temperature.
+
+    Args:
+        caps_w: per-GPU power cap, W (one value for every stage), or None for the TDP.
+        warm_steps: also report the hottest GPU after this many steps from a cold start.
+        inlet_temp_c: override the cluster's cooling inlet temperature, C.
+    Returns:
+        one :class:`RunPrediction` per row, in order.
+    Raises:
+        InputError: precision unsupported, a cap outside the GPU's range, or power flags given when
+            the power/thermal model lacks inputs (their list names what is missing).
+    """
+    pred = predict_table(model, recipe, cluster, profile, layouts)
+    missing = tuple(missing_inputs(cluster, profile)) if energy else ()
+    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None):
+        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
+                         f"need a power and thermal model; missing: {', '.join(missing)}")
+    if warm_steps is not None and warm_steps < 0:
+        raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
+    dtype = gemm_dtype(recipe)
+    out = []
+    for i in range(len(layouts)):
+        run = prediction_row(pred, i, model, recipe, cluster, profile)
+        run.band = step_time_band(run.breakdown, run.layout, cluster.gpus_per_node, profile, dtype)
+        run.energy_missing = missing
+        if energy and not missing:
+            caps = None if caps_w is None else [caps_w] * run.layout["pp"]
+            run.energy = layout_energy(model, recipe, cluster, profile, run.terms, caps_w=caps,
+                                       warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
+        out.append(run)
+    return out
+
+
+def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
+                **kw) -> RunPrediction:
+    """Predict one layout (a dict with the keys of costmodel.layouts.FIELDS): :func:`predict_runs`
+    on a table of one.  The layout must be valid (costmodel.layouts.check_layout)."""
+    return predict_runs(model, recipe, cluster, profile, LayoutTable.from_rows([layout]), **kw)[0]

@@ -1,11 +1,14 @@
 """Reports: rich tables, the stable JSON record, and ready-to-paste Megatron-LM arguments."""
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Console
 from rich.table import Table
 
-from .layouts import RECOMPUTE, uneven_split
-from .predict import Prediction
+from . import metrics
+from .layouts import RECOMPUTE, layout_name, uneven_split
+from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
 
@@ -15,49 +18,41 @@ _TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP 
                "dp_comm_s": "DP/FSDP comm exposed", "optimizer_s": "optimizer"}
 
 
-def record(pred: Prediction, i: int, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe) -> dict:
-    """The JSON-ready record of layout i (names are stable: see issue #2 'JSON output').
+def run_record(run: RunPrediction) -> dict:
+    """The JSON-ready record of one prediction; its names are stable (README, ``predict --json``).
 
     Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, peak_mem_bytes,
     hbm_capacity_bytes, memory (weights/grads/optimizer/activations bytes), layout, breakdown
-    (seconds per term), model, cluster, recipe, and reason when infeasible.
+    (seconds per term, uncapped), model, cluster, num_gpus, recipe, and reason when infeasible;
+    with a band: step_time_band (rel, sigma, unfitted_terms, profile) and step_time_band_s; with an
+    energy report: its fields (costmodel.energy.EnergyReport) and uncapped_step_time_s.
     """
-    mem = pred.memory
-    cap = cluster.gpu.hbm_bytes
     rec = {
-        "feasible": bool(pred.feasible[i]),
-        "step_time_s": float(pred.step_time_s[i]),
-        "tokens_per_s_per_gpu": float(pred.tokens_per_s_per_gpu[i]),
-        "model_tflops_per_gpu": float(pred.model_tflops_per_gpu[i]),
-        "mfu": float(pred.mfu[i]),
-        "peak_mem_bytes": float(mem.peak_bytes[i]),
-        "hbm_capacity_bytes": cap,
-        "memory": {k: float(getattr(mem, k)[i]) for k in
-                   ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")},
-        "layout": pred.layouts.row(i),
-        "breakdown": {k: float(pred.breakdown[k][i]) for k in BREAKDOWN_TERMS},
-        "model": model.name, "cluster": cluster.key, "num_gpus": cluster.num_gpus,
-        "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision,
-                   "flash_attention": recipe.flash_attention},
+        "feasible": run.feasible,
+        "step_time_s": run.step_time_s,
+        "tokens_per_s_per_gpu": run.tokens_per_s_per_gpu,
+        "model_tflops_per_gpu": run.model_tflops_per_gpu,
+        "mfu": run.mfu,
+        "peak_mem_bytes": run.peak_mem_bytes,
+        "hbm_capacity_bytes": run.cluster.gpu.hbm_bytes,
+        "memory": dict(run.memory),
+        "layout": dict(run.layout),
+        "breakdown": dict(run.breakdown),
+        "model": run.model.name, "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
+        "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
+                   "flash_attention": run.recipe.flash_attention},
     }
-    if not rec["feasible"]:
-        over = mem.peak_bytes[i] - cap
-        rec["reason"] = (f"peak memory {mem.peak_bytes[i] / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
-                         f"HBM of {cluster.gpu.name} by {over / GIB:.1f} GiB")
+    if not run.feasible:
+        rec["reason"] = run.reason
+    if run.band is not None:
+        rec["step_time_band"] = {"rel": run.band.rel, "sigma": run.band.sigma,
+                                 "unfitted_terms": list(run.band.unfitted), "profile": run.profile.path}
+    if run.energy is not None:
+        rec.update(dataclasses.asdict(run.energy))
+        rec["uncapped_step_time_s"] = run.uncapped_step_time_s
+    if run.band is not None:
+        rec["step_time_band_s"] = run.step_time_band_s
     return rec
-
-
-def apply_energy(rec: dict, energy, recipe: Recipe, num_gpus: int) -> None:
-    """Make the power-capped, thermally throttled step of ``energy`` (an EnergyReport) the record's
-    prediction: its fields join the record, ``step_time_s`` and the throughput, TFLOP/s and MFU
-    derived from it follow the capped step, and ``uncapped_step_time_s`` keeps the breakdown's sum."""
-    uncapped = rec["step_time_s"]
-    rec.update(energy.as_dict())
-    slow = uncapped / energy.step_time_s
-    rec["uncapped_step_time_s"] = uncapped
-    rec["tokens_per_s_per_gpu"] = recipe.gbs * recipe.seq_len / energy.step_time_s / num_gpus
-    rec["model_tflops_per_gpu"] *= slow
-    rec["mfu"] *= slow
 
 
 def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec) -> list[str]:
@@ -84,9 +79,7 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
                    f"mbs={int(L.mbs[i])} {RECOMPUTE[int(L.recompute[i])]} recompute) is {slower:.1f}% slower.")
     if faster_infeasible is not None:
         f = faster_infeasible
-        r = f.layouts.row(0)
-        out.append(f"TP={r['tp']} PP={r['pp']} DP={r['dp']} CP={r['cp']} mbs={r['mbs']} recompute={r['recompute']} "
-                   f"would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
+        out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
                    f"{f.memory.peak_bytes[0] / GIB:.0f} GiB per GPU ({cluster.gpu.hbm_bytes / GIB:.0f} GiB available).")
     return out
 
@@ -205,21 +198,14 @@ def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
     return tb
 
 
-def layout_name(lay: dict) -> str:
-    """Short text of a layout: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1'."""
-    return (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} VP{lay['vp']} "
-            f"mbs{lay['mbs']} {lay['recompute']}-recompute ZeRO{lay['zero']}")
-
-
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
                     objective: str) -> dict:
     """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout."""
-    tokens = recipe.gbs * recipe.seq_len
     return {
         "objective": objective, "layout": lay, "step_time_s": sol.step_time_s,
-        "energy_j_per_step": sol.energy_j, "tokens_per_joule": tokens / sol.energy_j,
-        "samples_per_s_per_mj": (recipe.gbs / sol.step_time_s) / (sol.energy_j / 1e6),
-        "tokens_per_s_per_gpu": tokens / sol.step_time_s / cluster.num_gpus,
+        "energy_j_per_step": sol.energy_j, "tokens_per_joule": metrics.tokens_per_joule(recipe, sol.energy_j),
+        "samples_per_s_per_mj": metrics.samples_per_s_per_mj(recipe, sol.step_time_s, sol.energy_j),
+        "tokens_per_s_per_gpu": metrics.tokens_per_s_per_gpu(recipe, sol.step_time_s, cluster.num_gpus),
         "cap_levels_w": list(caps),
         "stages": [{"stage": s, "cap_w": sol.caps_w[s], "layers": sol.layers[s], "slots": list(sol.slot_blocks[s]),
                     "nodes": list(sol.stage_nodes[s]), "time_per_microbatch_s": sol.stage_time_s[s]}

@@ -25,12 +25,22 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import LayoutTable, layers_per_stage
+from .layouts import LayoutTable, layers_per_stage, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 ADAM_BYTES_PER_PARAM = 34.0
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
+
+
+def bubble_periods(pp, vp):
+    """The pipeline bubble in micro-batch periods: (PP - 1) / VP (arrays broadcast).
+
+    A step of m micro-batches whose slowest stage needs T_mb per micro-batch takes
+    (m + bubble_periods) T_mb; the bubble fraction of the ideal time is bubble_periods / m
+    ((PP-1)/m for 1F1B, (PP-1)/(VP m) interleaved; Narayanan et al. SC21, sections 2.2.1-2.2.2).
+    """
+    return (pp - 1) / vp
 
 
 def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> dict:
@@ -80,6 +90,7 @@ class StepTimes:
     bwd_s: np.ndarray
 
 
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp", "overlap")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
     """Assemble compute and communication into the step time of every layout (module docstring)."""
@@ -103,7 +114,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
     fsdp = np.where(t.overlap, np.maximum(0.0, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + fsdp
-    bubble = (t.pp - 1) / t.vp * t_mb
+    bubble = bubble_periods(t.pp, t.vp) * t_mb
 
     dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
@@ -127,3 +138,27 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     }
     total = sum(bd.values())
     return StepTimes(total, bd, t_mb, fwd, bwd)
+
+
+def take_rows(obj, idx):
+    """A dataclass of arrays (or dicts of arrays) restricted to rows ``idx`` (index array or mask)."""
+    return type(obj)(**{k: ({kk: vv[idx] for kk, vv in v.items()} if isinstance(v, dict) else v[idx])
+                        for k, v in vars(obj).items()})
+
+
+@dataclass
+class LayoutTerms:
+    """Every cost term of a table of layouts before power and temperature (arrays over layouts):
+    the raw compute and communication times and the step they assemble into.  What the energy
+    model and the Perfetto trace build on, so neither re-evaluates the time model.
+    """
+
+    layouts: LayoutTable
+    compute: ComputeTimes
+    comm: CommTimes
+    step: StepTimes
+
+    def take(self, idx) -> "LayoutTerms":
+        """The terms of rows ``idx``."""
+        return LayoutTerms(self.layouts.take(idx), take_rows(self.compute, idx), take_rows(self.comm, idx),
+                           take_rows(self.step, idx))

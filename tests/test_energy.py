@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 
-from costmodel.energy import layout_energy
 from costmodel.errors import InputError
 from costmodel.layouts import LayoutTable
-from costmodel.predict import predict_table
+from costmodel.predict import predict_run, predict_table
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile
 
 L70 = load_model("llama3-70b")
@@ -18,6 +17,13 @@ BASE = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1,
 def h200():
     c = load_cluster("paper-h200")
     return c, load_profile(c.gpu.key)
+
+
+def layout_energy(model, recipe, c, p, lay, caps_w=None, **kw):
+    """The energy report of one layout through the one prediction path (per-stage caps allowed)."""
+    from costmodel.energy import layout_energy as per_stage
+    run = predict_run(model, recipe, c, p, lay, energy=False)
+    return per_stage(model, recipe, c, p, run.terms, caps_w=caps_w, **kw)
 
 
 def energy(h200, **kw):
