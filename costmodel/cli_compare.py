@@ -171,7 +171,7 @@ def compare(
     files = []
     if trace:
         from .trace import write_trace
-        write_trace(trace, m, recipe, c, p, LayoutTable.from_rows([lay]), 0)
+        write_trace(trace, m, recipe, c, p, pred.terms, 0)
         files.append(trace)
     if plot:
         from . import plots

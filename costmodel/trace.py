@@ -83,7 +83,7 @@ from .compute import ComputeTimes, compute_times
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage
 from .predict import Prediction
-from .schedule import BREAKDOWN_TERMS, StepTimes, exposed_layer_comm, step_times
+from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, bubble_periods, exposed_layer_comm, step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 TID_COMPUTE, TID_COLL, TID_P2P, TID_DP = 1, 2, 3, 4
@@ -176,7 +176,7 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
     param = max(0.0, param_raw - fwd) if overlap else param_raw
     grad = max(0.0, bd["dp_comm_s"] - param - m * fsdp)
     step = float(st.step_time_s[0])
-    drawn = (m + (pp - 1) / vp) * float(st.t_mb_s[0]) + param + grad + bd["optimizer_s"]
+    drawn = (m + bubble_periods(pp, vp)) * float(st.t_mb_s[0]) + param + grad + bd["optimizer_s"]
     other = step - drawn if step - drawn > 1e-12 * step else 0.0
     return _Terms(pp, vp, m, fwd, bwd, rec, p2p, fsdp, exp_f, exp_r, exp_b, raw_f, raw_b,
                   float(cm.fsdp_mb_s[0]), param, param_raw, grad, float(cm.dp_grad_s[0]),
@@ -288,13 +288,14 @@ _COLL_NAMES = {"cp": "CP ring send/recv", "ep": "EP all-to-all"}
 
 
 def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
-                   layouts: LayoutTable | Prediction, index: int = 0) -> dict:
+                   layouts: LayoutTable | Prediction | LayoutTerms, index: int = 0) -> dict:
     """The predicted schedule of one training step of layout ``index`` as a trace-event object.
 
     Args:
         model, recipe, cluster, profile: the specs the layout is predicted with.
-        layouts: a :class:`LayoutTable`, or a :class:`Prediction` of ``predict_table`` (its
-            ``step_time_s`` is then checked against the recomputed one).
+        layouts: a :class:`LayoutTable` (its terms are evaluated here), a :class:`Prediction` of
+            ``predict_table`` (its ``step_time_s`` is then checked against the recomputed one), or
+            the :class:`LayoutTerms` of a prediction (drawn as they are, e.g. ``RunPrediction.terms``).
         index: the row of the table to draw.
 
     Returns:
@@ -308,15 +309,20 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
         InputError from compute_times: the GPU / profile lack the recipe's precision.
     """
     pred = layouts if isinstance(layouts, Prediction) else None
-    table = pred.layouts if pred is not None else layouts
+    given = layouts if isinstance(layouts, LayoutTerms) else None
+    table = pred.layouts if pred is not None else (given.layouts if given is not None else layouts)
     n = len(table)
     if not -n <= index < n:
         raise IndexError(f"layout index {index} outside a table of {n} layouts")
     index %= n
-    t = table.take(np.array([index]))
-    ct = compute_times(model, recipe, cluster, profile, t)
-    cm = comm_times(model, recipe, cluster, profile, t)
-    st = step_times(model, recipe, cluster, profile, t, ct, cm)
+    if given is not None:
+        one = given.take(np.array([index]))
+        t, ct, cm, st = one.layouts, one.compute, one.comm, one.step
+    else:
+        t = table.take(np.array([index]))
+        ct = compute_times(model, recipe, cluster, profile, t)
+        cm = comm_times(model, recipe, cluster, profile, t)
+        st = step_times(model, recipe, cluster, profile, t, ct, cm)
     T = _terms(model, recipe, t, ct, cm, st)
     if pred is not None:
         given = float(pred.step_time_s[index])
@@ -441,7 +447,7 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
 
 
 def write_trace(path: str | Path, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec,
-                profile: Profile, layouts: LayoutTable | Prediction, index: int = 0) -> dict:
+                profile: Profile, layouts: LayoutTable | Prediction | LayoutTerms, index: int = 0) -> dict:
     """Write :func:`schedule_trace` as JSON to ``path`` (parent folders created); return the trace.
 
     Raises:
