@@ -14,7 +14,8 @@ from typing import Iterator
 import numpy as np
 
 from costmodel.ilp import FEAS_RTOL, InfeasibleError, Instance, LayoutOption, Solution, evaluate
-from costmodel.ilp import _check_objective, _geom, _mem_ok, _node_ok, _times_energy
+from costmodel.ilp.evaluation import _geom, _mem_ok, _node_ok, _times_energy
+from costmodel.ilp.instance import _check_objective
 
 __all__ = ["brute_force", "brute_force_front", "random_instance"]
 

@@ -1,4 +1,4 @@
-"""ILP infeasibility diagnosis (costmodel.ilp): the binding limit family and how far it must rise."""
+"""ILP infeasibility diagnosis (costmodel.ilp.diagnose): the binding limit family and how far it must rise."""
 import dataclasses
 
 import numpy as np

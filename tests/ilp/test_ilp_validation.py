@@ -1,4 +1,4 @@
-"""ILP input validation (costmodel.ilp): inconsistent instances, unknown objective or solver,
+"""ILP input validation (costmodel.ilp.instance): inconsistent instances, unknown objective or solver,
 bad decisions, and the HiGHS availability message."""
 import numpy as np
 import pytest
