@@ -13,8 +13,8 @@ import pulp
 
 from ..errors import SolverUnavailableError
 from .diagnose import _diagnose
-from .evaluation import _geom, _mem_ok, _node_ok, _node_temps, _times_energy, evaluate
-from .instance import FEAS_RTOL, _ROW_SLACK, Instance, Solution, _check_objective, _objective_value
+from .evaluation import _Geom, _geom, _mem_ok, _node_ok, _node_temps, _times_energy, evaluate
+from .instance import FEAS_RTOL, _ROW_SLACK, Instance, LayoutOption, Solution, _check_objective, _objective_value
 from .model import _mem_bound, _Model
 
 _FRONT_EPS = 1e-7         # relative step of the epsilon-constraint: next bound = T (1 - eps)
@@ -51,6 +51,70 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
     raise ValueError(f"unknown solver {solver!r}: expected 'cbc' or 'highs'")
 
 
+def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list):
+    """(T, E) of layout ``o`` with per-stage cap levels ``caps`` (default placement) and the layer
+    split that minimises the period (each layer goes to the stage whose time grows least: optimal
+    for identical layers on stages of different speeds; stage s holds at most U[s] layers), or None
+    when a node breaks the thermal or power limit or a stage its memory."""
+    p, L = o.pp, o.num_layers
+    if g.whole:
+        for c in set(caps):
+            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c]))):
+                return None
+    else:
+        for st in g.node_stages:
+            ps = np.empty(g.G)
+            for s in st:
+                ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
+            if not _node_ok(inst, ps):
+                return None
+    tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
+    extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
+             for s in range(p)]
+    n = [1] * p
+    heap = [(2 * tl[s] + extra[s], s) for s in range(p) if U[s] > 1]
+    heapq.heapify(heap)
+    for _ in range(L - p):
+        _, s = heapq.heappop(heap)
+        n[s] += 1
+        if n[s] < U[s]:
+            heapq.heappush(heap, ((n[s] + 1) * tl[s] + extra[s], s))
+    if not _mem_ok(inst, o, np.array([n]))[0]:
+        return None
+    _, _, T, E = _times_energy(o, caps, np.array([n]))
+    return (float(T[0]), float(E[0]))
+
+
+def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | None:
+    """Cap level c0 for every stage; where a node (S < G, default placement) breaks the thermal or
+    power limit, the stage contributing most to the hottest slot (or to node power) drops one level
+    until the node fits.  None when a node cannot fit even so."""
+    caps = [c0] * o.pp
+    if g.whole:
+        return caps
+    for st in g.node_stages:
+        while True:
+            ps = np.empty(g.G)
+            for s in st:
+                ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
+            if _node_ok(inst, ps):
+                break
+            over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + FEAS_RTOL)
+            j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
+            cand = [s for s in st if caps[s] > 0]
+            if not cand:
+                return None
+
+            def contrib(s):
+                blk = list(g.blocks[s % g.Q])
+                if over_power:
+                    return float(o.p_busy_w[caps[s]])
+                return float(o.p_busy_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
+                                                     + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
+            caps[max(cand, key=contrib)] -= 1
+    return caps
+
+
 def _heuristic(inst: Instance, local_layouts: int = 3) -> list:
     """(T, E) of feasible decisions, used only to bound the MIPs (exact: the optimum is never worse
     than a known feasible decision; a better incumbent gives tighter period windows).
@@ -66,71 +130,22 @@ def _heuristic(inst: Instance, local_layouts: int = 3) -> list:
     ctx = {}
 
     def evalc(k, caps):
-        o, g, U = ctx[k]
-        p, L = o.pp, o.num_layers
-        if g.whole:
-            for c in set(caps):
-                if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c]))):
-                    return None
-        else:
-            for st in g.node_stages:
-                ps = np.empty(g.G)
-                for s in st:
-                    ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-                if not _node_ok(inst, ps):
-                    return None
-        tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
-        extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
-                 for s in range(p)]
-        n = [1] * p
-        heap = [(2 * tl[s] + extra[s], s) for s in range(p) if U[s] > 1]
-        heapq.heapify(heap)
-        for _ in range(L - p):
-            _, s = heapq.heappop(heap)
-            n[s] += 1
-            if n[s] < U[s]:
-                heapq.heappush(heap, ((n[s] + 1) * tl[s] + extra[s], s))
-        if not _mem_ok(inst, o, np.array([n]))[0]:
-            return None
-        _, _, T, E = _times_energy(o, caps, np.array([n]))
-        te = (float(T[0]), float(E[0]))
-        out.add(te)
+        te = _split_layers(inst, *ctx[k], caps)
+        if te is not None:
+            out.add(te)
         return te
 
     starts = []
     for k, o in enumerate(inst.options):
         g = _geom(inst, o)
-        p, L, S = o.pp, o.num_layers, o.stage_gpus
+        p, L = o.pp, o.num_layers
         U = [_mem_bound(inst, o, s, L - (p - 1)) for s in range(p)]
         if min(U) < 1 or sum(U) < L:
             continue
         ctx[k] = (o, g, U)
         for c0 in range(C):
-            caps = [c0] * p
-            ok = True
-            if not g.whole:
-                for st in g.node_stages:
-                    while ok:
-                        ps = np.empty(g.G)
-                        for s in st:
-                            ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-                        if _node_ok(inst, ps):
-                            break
-                        over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + FEAS_RTOL)
-                        j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
-                        cand = [s for s in st if caps[s] > 0]
-                        if not cand:
-                            ok = False
-                            break
-
-                        def contrib(s):
-                            blk = list(g.blocks[s % g.Q])
-                            if over_power:
-                                return float(o.p_busy_w[caps[s]])
-                            return float(o.p_busy_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
-                                                                 + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
-                        caps[max(cand, key=contrib)] -= 1
-            te = evalc(k, caps) if ok else None
+            caps = _cooled_caps(inst, o, g, c0)
+            te = evalc(k, caps) if caps is not None else None
             if te is not None:
                 starts.append((te, k, caps))
     for key in (1, 0):                       # descent on energy, then on step time
