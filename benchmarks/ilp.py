@@ -1,5 +1,5 @@
-"""ILP benchmark (costmodel.ilp): solve time and optimality gap against the brute-force oracle on
-random small instances, and solve time on large synthetic instances.
+"""ILP benchmark (costmodel.ilp): solve time and optimality gap against the brute-force oracle
+(tests/ilp/ilp_oracle.py) on random small instances, and solve time on large synthetic instances.
 
 1. Small: random instances (1-3 layouts, 2-4 stages, 3 cap levels, 1-2 nodes of 4-8 slots, <= 8
    layers, half with a step-time slack): ILP vs brute force for 'energy', 'time' and 'edp'; prints
@@ -25,10 +25,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ilp"))   # the oracle
 
 import numpy as np  # noqa: E402
 
 from costmodel import ilp  # noqa: E402
+from ilp_oracle import brute_force, random_instance  # noqa: E402
 
 
 def timed(fn, *a, **kw):
@@ -46,11 +48,11 @@ def small(n: int) -> None:
     rng = np.random.default_rng(2024)
     stats = {o: dict(t=[], gap=0.0, infeasible=0, agree=0) for o in ilp.OBJECTIVES}
     for _ in range(n):
-        inst = ilp.random_instance(rng, num_layouts=int(rng.integers(1, 4)), gpus_per_node=int(rng.choice([4, 6, 8])),
+        inst = random_instance(rng, num_layouts=int(rng.integers(1, 4)), gpus_per_node=int(rng.choice([4, 6, 8])),
                                    num_nodes=int(rng.integers(1, 3)), num_caps=3, pp_range=(2, 4), max_layers=8,
                                    slack=None if rng.random() < 0.5 else float(rng.uniform(0, 0.2)))
         for o in ilp.OBJECTIVES:
-            want, _ = timed(ilp.brute_force, inst, o)
+            want, _ = timed(brute_force, inst, o)
             got, dt = timed(ilp.solve, inst, o)
             st = stats[o]
             st["t"].append(dt)
@@ -74,7 +76,7 @@ def large(title: str, seeds: int, **kw) -> None:
     print(f"   {'seed':>4} {'layouts (p x S)':<44} {'energy s':>9} {'time s':>8} {'edp s':>8} {'MIPs e/t/edp':>13}")
     allt = {o: [] for o in ilp.OBJECTIVES}
     for seed in range(seeds):
-        inst = ilp.random_instance(np.random.default_rng(100 + seed), **kw)
+        inst = random_instance(np.random.default_rng(100 + seed), **kw)
         row, mips = [], []
         for o in ("energy", "time", "edp"):
             sol, dt = timed(ilp.solve, inst, o)
