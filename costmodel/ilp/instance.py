@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..schedule import bubble_periods
+
 OBJECTIVES = ("energy", "time", "edp")
 FEAS_RTOL = 1e-6          # relative tolerance of every limit check (temperature, power, memory, slack)
 _ROW_SLACK = 1e-7         # relative slack on the MIP's limit rows and incumbent bounds (< FEAS_RTOL)
@@ -112,8 +114,8 @@ class LayoutOption:
 
     @property
     def periods(self) -> float:
-        """m + (p - 1)/v: step time = periods x tau + const_time_s."""
-        return self.microbatches + (self.pp - 1) / self.vp
+        """m + (p - 1)/v (costmodel.schedule.bubble_periods): step time = periods x tau + const_time_s."""
+        return self.microbatches + bubble_periods(self.pp, self.vp)
 
 
 @dataclass(frozen=True, eq=False)
