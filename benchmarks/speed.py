@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from costmodel.layouts import enumerate_layouts  # noqa: E402
-from costmodel.predict import predict_table  # noqa: E402
+from costmodel.layouts import LayoutTable  # noqa: E402
+from costmodel.predict import predict_run, predict_table  # noqa: E402
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile  # noqa: E402
 
 
@@ -46,7 +47,33 @@ def evaluate(model_name: str, cluster_name: str, nodes: int, gbs: int, reps: int
           f"{best * 1e3:.1f} ms per pass; target >= 1,000,000/s)")
 
 
+def one_layout(reps: int = 300) -> None:
+    """Latency of one layout after start-up: the full prediction (time, memory, band, power,
+    temperature), the time model alone on a table of one, and the per-layout cost when many
+    layouts of one model and cluster go through as one table (``validate``'s grouping)."""
+    model, cluster = load_model("llama3-70b"), load_cluster("paper-h200")
+    profile, recipe = load_profile(cluster.gpu.key), Recipe(gbs=128, seq_len=8192)
+    lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
+    one = LayoutTable.from_rows([lay])
+    many = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node)
+    cases = (("predict_run, one layout (time, memory, band, power, temperature)",
+              lambda: predict_run(model, recipe, cluster, profile, lay), 1),
+             ("predict_table, one layout (time and memory)", lambda: predict_table(model, recipe, cluster, profile, one), 1),
+             (f"predict_table, per layout of a {len(many)}-layout table (validate's groups)",
+              lambda: predict_table(model, recipe, cluster, profile, many), len(many)))
+    for name, fn, n in cases:
+        fn()
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(max(1, reps // n)):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / max(1, reps // n) / n)
+        print(f"{name}: {best * 1e6:,.1f} us")
+
+
 def main() -> int:
+    one_layout()
     evaluate("llama3.1-405b", "dgx-h100", 2048, 2048)
     evaluate("llama3-70b", "dgx-h100", 1024, 4096)
     evaluate("mixtral-8x22b", "dgx-h100", 512, 2048)
@@ -63,6 +90,14 @@ def main() -> int:
             return 1
     print(f"`{' '.join(['costmodel'] + cmd[-7:])}`: {min(walls):.2f} s wall (best of 3, "
           f"interpreter start included; target <= 3 s)")
+    cmd = cmd[:-7] + ["validate", "benchmarks/data/dev_set.csv"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode:
+        print(p.stderr)
+        return 1
+    print(f"`costmodel validate benchmarks/data/dev_set.csv`: {time.perf_counter() - t0:.2f} s wall "
+          "(interpreter start included; target <= 5 s)")
     return 0
 
 

@@ -25,7 +25,7 @@ Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float) -> Col
     p = profile.comm[scope][coll]
     g0 = profile.comm_group_size[scope][coll]
     extra = _STEPS[coll] * (np.asarray(g, dtype=np.float64) - g0) * latency_s
-    return replace(p, alpha_s=np.maximum(p.alpha_s + extra, 0.0))
+    return p.with_alpha(np.maximum(p.alpha_s + extra, 0.0))
 
 
 def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,

@@ -74,6 +74,8 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ``rows[first][inverse]`` reproduces every row.
     """
     n = len(cols[0])
+    if n <= 1:                                            # a single layout: nothing to dedupe
+        return np.arange(n), np.arange(n)
     key = np.zeros(n, dtype=np.int64)
     radix = 1
     for c in cols:

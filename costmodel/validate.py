@@ -142,9 +142,13 @@ def _cluster_for(r: dict):
 
 
 def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
-    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why)."""
-    out = []
-    cache = {}
+    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why).
+
+    Rows of the same model, recipe and cluster are predicted as one layout table (one vectorised
+    pass each).
+    """
+    out: list = []
+    cache, groups = {}, {}
     for r in rows:
         rid, src = r.get("row_id", "?"), r.get("source_file", "?")
         why = _skip_reason(r)
@@ -170,11 +174,11 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
         # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
         ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
-        lay = LayoutTable.from_rows([dict(
-            tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
-            recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
-            overlap=not ddp_local)])
-        code, msgs = validity(lay, model, recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
+        row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
+                   recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
+                   overlap=not ddp_local)
+        code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
+                              uneven_pp=True)
         if code[0] >= 0:
             out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
             continue
@@ -182,9 +186,14 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         if meas is None:
             out.append(RowResult(rid, src, skipped="no throughput metric"))
             continue
-        pred = predict_table(model, recipe, cluster, profile, lay)
-        sweep = f"{src}|{r['model']}|{n_gpus}"
-        out.append(RowResult(rid, src, meas, float(pred.step_time_s[0]), sweep=sweep, metric=metric))
+        res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric)
+        out.append(res)
+        groups.setdefault((key, model, recipe), []).append((row, res))
+    for (key, model, recipe), members in groups.items():
+        cluster, profile = cache[key]
+        pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
+        for (_, res), step in zip(members, pred.step_time_s):
+            res.predicted_s = float(step)
     return out
 
 

@@ -64,6 +64,14 @@ class CollectiveParams:
         base = min(float(a) for a, _ in protocols) if len(protocols) else 0.0
         return cls(alpha_s=base, protocols=tuple((float(a) - base, e) for a, e in protocols))
 
+    def with_alpha(self, alpha_s) -> "CollectiveParams":
+        """The same protocol lines with the shared latency ``alpha_s`` (s, scalar or array), without
+        re-validating them (the hot path of costmodel.comm shifts alpha per group size)."""
+        out = object.__new__(CollectiveParams)
+        object.__setattr__(out, "alpha_s", alpha_s)
+        object.__setattr__(out, "protocols", self.protocols)
+        return out
+
     @property
     def absolute_protocols(self) -> tuple:
         """``((alpha_s + alpha_p, eff_p), ...)``: each protocol's total latency (s) and efficiency."""
