@@ -2,7 +2,7 @@
 
 Prints, per source, the rows used and skipped (with why), the mean and max absolute percentage
 error of the step time, the metric each measurement came from, and Spearman's rank correlation
-within each configuration sweep.  Targets (issue #2): mean error <= 5% on Korthikanti et al. 2022,
+within each configuration sweep.  Targets: mean error <= 5% on Korthikanti et al. 2022,
 <= 10% on the others, Spearman >= 0.8 on the BLOOM-176B configuration sweep.  Not a test.
 
 Usage: python benchmarks/accuracy.py [CSV] [--rows] [--plot DIR] [--json]

@@ -13,7 +13,8 @@ from . import report
 from .compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
                       training_window)
 from .errors import InputError
-from .layouts import RECOMPUTE, LayoutTable, check_layout
+from .cli.common import check_layout_flags, with_layout_flags
+from .layouts import LayoutTable, check_layout
 from .predict import predict_run
 from .specs import Recipe, load_cluster, load_model, load_profile
 
@@ -59,18 +60,14 @@ def _read_trace(path, gpus_per_node):
     return data, list(warns)
 
 
+@with_layout_flags(from_log=True)
 def compare(
         log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan log."),
         power: Optional[str] = _O("--power", "nvidia-smi CSV or dmon, dcgmi dmon or suite JSONL of the run."),
         model: Optional[str] = _O("--model", "Catalog name or config (default: from the log's argument dump)."),
         cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
         nodes: Optional[int] = _O("--nodes", "Nodes (default: the log's world size / GPUs per node)."),
-        tp: Optional[int] = _O("--tp"), pp: Optional[int] = _O("--pp"), dp: Optional[int] = _O("--dp"),
-        cp: Optional[int] = _O("--cp"), ep: Optional[int] = _O("--ep"), vp: Optional[int] = _O("--vp"),
-        mbs: Optional[int] = _O("--mbs"), gbs: Optional[int] = _O("--gbs"), seq_len: Optional[int] = _O("--seq-len"),
-        recompute: Optional[str] = _O("--recompute", "none, selective or full"),
-        zero: Optional[int] = _O("--zero", "0 DDP, 1 distributed optimizer, 2, 3 FSDP"),
-        sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism."),
+        gbs: Optional[int] = _O("--gbs"), seq_len: Optional[int] = _O("--seq-len"),
         precision: Optional[str] = _O("--precision"),
         flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention",
                                                        help="(default: from the log; off for Megatron-DeepSpeed)"),
@@ -81,18 +78,16 @@ def compare(
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
         allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
                                             "argument dump (each difference is listed) instead of refusing."),
-        as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None):
     """Predict a measured run and report, per metric, measured vs predicted and the error: step time,
     tokens/s/GPU, TFLOP/s/GPU, MFU and, with --power, power, energy per token, temperature and clock."""
     if warmup_steps is not None and warmup_steps < 0:
         raise InputError("--warmup-steps", "", f"must be >= 0, got {warmup_steps}")
-    if recompute is not None and recompute not in RECOMPUTE:
-        raise InputError("--recompute", "", f"{recompute!r} is not one of {', '.join(RECOMPUTE)}")
+    check_layout_flags(layout_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     ll = tlog.layout()
-    flags = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, mbs=mbs, gbs=gbs, seq_len=seq_len, recompute=recompute,
-                 zero=zero, sp=sp, precision=precision)
+    flags = dict(layout_flags, gbs=gbs, seq_len=seq_len, precision=precision)
     if allow_override:
         for k, v in flags.items():
             if v is not None and ll.get(k) is not None and ll[k] != v:
@@ -125,7 +120,6 @@ def compare(
     tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
     recipe = Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
     p = load_profile(profile or c.gpu.key)
-    lay = dict(lay, overlap=True)
     check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # it ran
     pred = predict_run(m, recipe, c, p, lay)
     rec = report.run_record(pred)

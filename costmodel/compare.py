@@ -32,12 +32,14 @@ import numpy as np
 
 from . import metrics
 from .errors import InputError
+from .layouts import FIELDS
 from .specs import ModelSpec
 
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "gbs", "seq_len", "recompute", "sp", "zero", "precision")
+LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
-MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0)
+# (overlap: the backward TP all-reduce overlap is Megatron's default, and DDP's bucketed gradient reduction)
+MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0, overlap=True)
 REQUIRED = ("tp", "pp", "mbs", "gbs", "seq_len")
 PEAK_PERCENTILE = 95.0
 
@@ -87,7 +89,7 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
             raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log's argument dump ({log_path}): pass it")
         else:
             out[k], origin[k] = None, "unset"
-    lay = {k: out[k] for k in ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp")}
+    lay = {k: out[k] for k in FIELDS}
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
     return Resolved(layout=lay, gbs=int(out["gbs"]), seq_len=int(out["seq_len"]), precision=out["precision"],
                     world_size=log_layout.get("world_size"), origin=origin)

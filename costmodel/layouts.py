@@ -30,7 +30,7 @@ class LayoutField:
         help: one line for the CLI.
         default: value ``predict`` uses when the flag is not given (None: derived, as DP is).
         choices: names of a 'choice' field (stored as their index).
-        flag: CLI flag (``--name`` unless given); for a bool, the flag that turns it off.
+        flag: CLI flag (``--name`` unless given); a bool has ``--name/--no-name``.
         minimum, maximum: accepted integer range of an 'int' field.
     """
 
@@ -61,8 +61,8 @@ LAYOUT_FIELDS = (
     LayoutField("recompute", "choice", "Activation recomputation: none, selective or full.", "none",
                 choices=RECOMPUTE),
     LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
-    LayoutField("sp", "bool", "Disable sequence parallelism.", True, flag="--no-sp"),
-    LayoutField("overlap", "bool", "Disable DP/TP comm overlap.", True, flag="--no-overlap"),
+    LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
+    LayoutField("overlap", "bool", "DP gradient/parameter and TP communication overlapped with compute", True),
 )
 FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
 _BOOL_FIELDS = tuple(f.name for f in LAYOUT_FIELDS if f.kind == "bool")

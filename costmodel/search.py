@@ -1,6 +1,6 @@
 """Search: enumerate every valid layout, predict all of them in vectorised chunks, rank them.
 
-The ILP of issue #3 consumes the ranked survivors; ranking by step time is the default objective.
+The ILP (costmodel.optimize, costmodel.ilp) consumes the ranked survivors; ranking by step time is the default objective.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CLI of issue #3: energy fields of predict, the energy recommend, exit codes for bad limits."""
+"""CLI: energy fields of predict, the energy recommend, exit codes for bad limits."""
 import json
 
 import yaml

@@ -1,4 +1,4 @@
-"""Power, temperature and energy: the six behaviours of the seed characterization (issue #3)
+"""Power, temperature and energy: the six behaviours of the seed characterization
 (32x H200 vs 64x H100 on 100 Gb/s InfiniBand, gbs 128), on the built-in catalog and profiles."""
 import numpy as np
 import pytest

@@ -1,0 +1,54 @@
+"""The ``costmodel`` command line: a thin typer layer over the library, one module per command.
+
+Every :class:`costmodel.errors.CostmodelError` becomes one line on stderr and its exit code (2 for
+bad input, 3 when no layout meets the limits), in :func:`main`.
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..cli_calibrate import app as calibrate_app
+from ..cli_compare import compare
+from ..errors import CostmodelError, InfeasibleError
+from .hardware import hardware
+from .models import models
+from .predict import predict
+from .recommend import recommend
+from .validate import validate
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Calibrated cost model of distributed LLM training: predict step time and "
+                       "memory of any parallel layout, and recommend the best one.")
+for _command in (recommend, predict, compare, validate, models, hardware):
+    app.command()(_command)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+def main() -> None:
+    """Console entry point: run the typer app; a CostmodelError becomes one line and its exit code."""
+    try:
+        rc = app(standalone_mode=False)   # returns the code of a typer.Exit raised by a command
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except CostmodelError as e:
+        kind = "infeasible" if isinstance(e, InfeasibleError) else "error"
+        print(f"costmodel: {kind}: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("costmodel: aborted", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:
+        # usage errors (bad flag, missing option, no command) come from click, or from the copy of
+        # click that typer >= 0.29 vendors: both carry show() and exit_code
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

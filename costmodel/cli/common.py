@@ -1,0 +1,121 @@
+"""What the commands share: the model/cluster/recipe options, loading the specs, the context line, and
+the layout flags of ``predict`` and ``compare``, generated from costmodel.layouts.LAYOUT_FIELDS."""
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+from ..layouts import LAYOUT_FIELDS
+from ..specs import ClusterSpec, Recipe, load_cluster, load_model, load_profile
+
+MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
+CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
+NODES = typer.Option(None, "--nodes", help="Override the cluster's node count.")
+GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
+SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: the model's training length).")
+PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
+PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
+NOFLASH = typer.Option(False, "--no-flash-attention", help="Model unfused attention (s^2 softmax in HBM).")
+
+
+def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, no_flash):
+    """Load the model, cluster, recipe and profile the common options name (notes on stderr).
+
+    Returns:
+        (ModelSpec, ClusterSpec, Recipe, Profile).
+    Raises:
+        InputError: an unknown or malformed model, cluster or profile, or a bad recipe value.
+    """
+    model = load_model(model_arg)
+    cluster = load_cluster(cluster_arg, nodes)
+    if precision is None:
+        precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
+    recipe = Recipe(gbs=gbs, seq_len=seq_len or model.seq_len, precision=precision,
+                    flash_attention=not no_flash)
+    profile = load_profile(profile_arg or cluster.gpu.key)
+    for note in profile_notes(profile, cluster):
+        print(f"costmodel: note: {note}", file=sys.stderr)
+    return model, cluster, recipe, profile
+
+
+def profile_notes(profile, cluster: ClusterSpec) -> list:
+    """Warnings about a profile that may not speak for the cluster: fitted for another GPU, or from
+    measurements the suite took on CPU (a plumbing check)."""
+    out = []
+    if profile.gpu != cluster.gpu.key:
+        out.append(f"profile {profile.path} was fitted for {profile.gpu}, the cluster has {cluster.gpu.key}")
+    devices = ((profile.raw.get("provenance") or {}).get("measured") or {}).get("devices") or []
+    if "cpu" in devices:
+        out.append(f"profile {profile.path} was fitted from a suite run on CPU: its numbers describe no GPU")
+    return out
+
+
+def context_line(model, cluster: ClusterSpec, recipe) -> str:
+    """One line naming the model, its size, the cluster and the recipe."""
+    return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
+            f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}; gbs {recipe.gbs}, "
+            f"seq_len {recipe.seq_len}, {recipe.precision}")
+
+
+def _layout_option(f, from_log: bool) -> tuple:
+    """(annotation, typer.Option) of one layout field: ``predict`` defaults, or ``compare``'s None
+    (the value then comes from the log)."""
+    if f.kind == "bool":
+        default = None if from_log else f.default
+        return Optional[bool], typer.Option(default, f"--{f.name}/--no-{f.name}", help=f"{f.help}"
+                                            + (" (default: from the log)." if from_log else "."))
+    if f.kind == "choice":
+        return Optional[str], typer.Option(None if from_log else f.default, f.cli_flag, help=f.help)
+    default = None if from_log else f.default
+    return Optional[int], typer.Option(default, f.cli_flag, help=f.help)
+
+
+def with_layout_flags(from_log: bool = False):
+    """Give a command one option per layout field (costmodel.layouts.LAYOUT_FIELDS) and pass their
+    values to it as ``layout_flags`` (field -> value; None where not given and ``from_log``).
+
+    The command's own parameters stay as they are; the layout options are appended to its signature.
+    Raises (at import): the command has no ``layout_flags`` parameter.
+    """
+    def wrap(fn):
+        sig = inspect.signature(fn, eval_str=True)
+        if "layout_flags" not in sig.parameters:
+            raise TypeError(f"{fn.__name__} needs a layout_flags parameter")
+        own = [p for name, p in sig.parameters.items() if name != "layout_flags"]
+        extra, notes = [], {}
+        for f in LAYOUT_FIELDS:
+            ann, opt = _layout_option(f, from_log)
+            extra.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann))
+            notes[f.name] = ann
+        names = [f.name for f in LAYOUT_FIELDS]
+
+        def command(**kwargs):
+            return fn(layout_flags={k: kwargs.pop(k) for k in names}, **kwargs)
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
+        command.__signature__ = inspect.Signature(params)
+        command.__annotations__ = {**{p.name: p.annotation for p in own}, **notes}
+        command.__name__, command.__doc__, command.__module__ = fn.__name__, fn.__doc__, fn.__module__
+        return command
+    return wrap
+
+
+def check_layout_flags(flags: dict) -> None:
+    """Range-check the given layout flags (degrees >= 1, choices by name, integer ranges).
+
+    Raises:
+        InputError: naming the flag and the accepted values.
+    """
+    for f in LAYOUT_FIELDS:
+        v = flags.get(f.name)
+        if v is None:
+            continue
+        if f.kind == "degree" and v < 1:
+            raise InputError(f.cli_flag, "", f"must be >= 1, got {v}")
+        if f.kind == "choice" and v not in f.choices:
+            raise InputError(f.cli_flag, "", f"{v!r} is not one of {', '.join(f.choices)}")
+        if f.kind == "int" and not f.minimum <= v <= f.maximum:
+            raise InputError(f.cli_flag, "", f"must be {f.minimum}-{f.maximum}, got {v}")

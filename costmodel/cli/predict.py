@@ -1,0 +1,64 @@
+"""``costmodel predict``: one layout, its full breakdown, power, temperature and energy."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from .. import report
+from ..errors import InputError
+from ..layouts import LayoutTable, check_layout
+from ..predict import predict_run
+from .common import (CLUSTER, GBS, MODEL, NODES, NOFLASH, PREC, PROFILE, SEQ, check_layout_flags, context_line,
+                     setup, with_layout_flags)
+
+
+@with_layout_flags()
+def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
+            seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
+            no_flash_attention: bool = NOFLASH,
+            power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
+            inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
+            warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None):
+    """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
+    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
+    check_layout_flags(layout_flags)
+    lay = dict(layout_flags)
+    if lay["dp"] is None:
+        n = lay["tp"] * lay["pp"] * lay["cp"]
+        if c.num_gpus % n:
+            raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
+        lay["dp"] = c.num_gpus // n
+    lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
+    check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
+    if run.energy_missing:
+        print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
+              file=sys.stderr)
+    rec = report.run_record(run)
+    band, energy = run.band, run.energy
+    if as_json:
+        print(json.dumps(rec, indent=2))
+        return
+    out = report.console()
+    out.print(context_line(m, c, r))
+    lay = rec["layout"]
+    out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
+    if not rec["feasible"]:
+        out.print(f"[bold red]infeasible:[/] {rec['reason']}")
+    out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
+              f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+              f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
+    out.print(f"  ± is one sigma from the fit residuals of {p.path}"
+              + (f"; not in the band (no fit data): {', '.join(band.unfitted)}" if band.unfitted else ""),
+              highlight=False)
+    out.print(report.breakdown_table(rec, "Step time breakdown (uncapped)"))
+    out.print(report.memory_table(rec))
+    if energy is not None:
+        out.print(report.energy_line(rec))
+        out.print(report.per_gpu_table(rec["per_gpu"], top=16))
+    out.print("[bold]Megatron-LM arguments:[/bold]")
+    out.print(report.megatron_args(lay, m, r), markup=False, highlight=False)

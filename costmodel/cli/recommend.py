@@ -1,0 +1,162 @@
+"""``costmodel recommend``: search every layout, rank them, and with an energy objective or limits hand the
+best candidates to the ILP."""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .. import report
+from ..errors import InputError
+from ..layouts import layout_name
+from ..optimize import OBJECTIVES
+from ..predict import prediction_row
+from ..search import search
+from .common import CLUSTER, GBS, MODEL, NODES, NOFLASH, PREC, PROFILE, SEQ, context_line, setup
+
+
+def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
+              seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
+              no_flash_attention: bool = NOFLASH,
+              top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
+              max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
+              no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
+              no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
+              objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
+              power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
+              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating)."),
+              max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
+              inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
+              step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
+              pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
+              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
+              solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
+              candidates_k: Optional[int] = typer.Option(None, "--candidates",
+                                                         help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
+              as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
+    """Enumerate every valid layout, predict each, and print the best ones with the reasons.
+
+    With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
+    per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
+    layout meets the limits)."""
+    if objective not in OBJECTIVES:
+        raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if solver not in ("cbc", "highs"):
+        raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
+    if plot and not pareto:
+        raise InputError("--plot", "", "draws the Pareto front: add --pareto")
+    if plot:
+        try:
+            import matplotlib  # noqa: F401  (fail before a long solve, not after)
+        except ImportError:
+            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention)
+    out = report.console()
+    with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
+                  TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
+                  disable=as_json) as bar:
+        task = bar.add_task("search", total=None)
+        res = search(m, r, c, p, progress=lambda done, total: bar.update(task, completed=done, total=total),
+                     max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
+    if res.n_valid == 0:
+        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
+                         "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
+    if res.n_feasible == 0:
+        rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
+        raise InputError("layout", "", f"none of the {res.n_valid:,} valid layouts fits in memory; the "
+                         f"smallest needs {rec['peak_mem_bytes'] / 2**30:.1f} GiB per GPU ({rec['reason']}); "
+                         "add nodes or use a GPU with more HBM")
+    best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
+    limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
+    if objective != "time" or pareto or any(v is not None for v in limits):
+        _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
+                          node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
+                          step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
+                          k=candidates_k, as_json=as_json)
+        return
+    if as_json:
+        recs = [report.run_record(prediction_row(res.ranked, i, m, r, c, p))
+                for i in range(min(top, len(res.ranked.layouts)))]
+        print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
+        return
+    out.print(context_line(m, c, r))
+    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.hbm_bytes / 2**30:.0f} GiB; "
+              f"profile {p.path}")
+    out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time)"))
+    out.print("[bold]Why this layout:[/bold]")
+    for line in report.reasons(res.ranked, res.faster_infeasible, c):
+        out.print(f"  - {line}", highlight=False)
+    out.print(report.breakdown_table(best, "Where the winner's step time goes"))
+    out.print(report.memory_table(best))
+    out.print("[bold]Megatron-LM arguments for the winner:[/bold]")
+    out.print(report.megatron_args(best["layout"], m, r), markup=False, highlight=False)
+
+
+def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
+                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json):
+    from .. import ilp
+    from ..optimize import build_instance, cap_levels, candidates
+    if step_time_slack is not None and step_time_slack < 0:
+        raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
+    if k is None:
+        k = 3 if pareto else 6   # every front point is a MIP solve: keep the front quick
+    if k < 1:
+        raise InputError("--candidates", "", f"must be >= 1, got {k}")
+    caps = cap_levels(c, p, power_cap_w)
+    slow = c.gpu.slowdown_temp_c
+    limit_t = max_temp_c if max_temp_c is not None else slow
+    if limit_t is None:
+        raise InputError("--max-temp-c", "", f"{c.gpu.name} has no slowdown temperature in its catalog file: "
+                         "give the limit")
+    inlet = c.cooling.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    if limit_t <= inlet:
+        raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
+    node_w = c.node_power_budget_w if node_power_kw is None else node_power_kw * 1e3
+    if node_w <= 0:
+        raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
+    if node_w < c.gpus_per_node * caps[0]:
+        raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
+                         f"their lowest power limit ({caps[0]:g} W each)")
+    lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w)
+    inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w,
+                          inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack)
+    try:
+        if pareto:
+            front = ilp.pareto_front(inst, solver=solver)
+            sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
+        else:
+            front = None
+            sol = ilp.solve(inst, objective, solver=solver)
+    except ilp.SolverUnavailableError as e:
+        raise InputError("--solver", "", str(e)) from None
+    lay = lays[sol.layout_index].layout
+    summary = report.solution_record(sol, lay, m, c, r, caps, objective)
+    if as_json:
+        if front is not None:
+            summary["pareto"] = [{"step_time_s": T, "energy_j_per_step": E, "layout": f.layout_name,
+                                  "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
+        print(json.dumps(summary, indent=2))
+        return
+    out.print(context_line(m, c, r))
+    out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "
+              f"{node_w / 1e3:.2f} kW; max temperature {limit_t:.1f} C; inlet {inlet:.1f} C"
+              + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))
+    out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
+    out.print(report.solution_table(sol, [x.layout for x in lays]))
+    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step, "
+              f"{summary['tokens_per_joule']:.3f} tokens/J, {summary['samples_per_s_per_mj']:.2f} samples/(s MJ)")
+    fastest = res.ranked.step_time_s[0]
+    out.print(f"the fastest layout without limits ({layout_name(res.ranked.layouts.row(0))}) takes "
+              f"{fastest:.3f} s per step (time model at TDP, no caps)")
+    if front is not None:
+        out.print(report.pareto_table(front))
+        if plot:
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}")
+            out.print(f"wrote {plot}")
+    out.print(report.per_gpu_ilp_table(sol, top=16))
+    out.print("[bold]Megatron-LM arguments:[/bold]")
+    out.print(report.megatron_args(lay, m, r, layers=list(sol.layers)), markup=False, highlight=False)
+    out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
+    out.print(report.nvidia_smi_lines(sol, c.gpus_per_node), markup=False, highlight=False)

@@ -1,0 +1,35 @@
+"""``costmodel validate``: predict every published run of a CSV and report the error per source."""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from .. import report
+
+
+def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema: README, 'Validate')."),
+             plot: Optional[str] = typer.Option(None, "--plot", help="Directory for predicted_vs_measured.png."),
+             rows: bool = typer.Option(False, "--rows", help="Also print every row's error."),
+             as_json: bool = typer.Option(False, "--json", help="Print the summary and rows as JSON.")):
+    """Predict every published run of a CSV and report the step-time error per source: rows used and
+    skipped (with why), mean and max |error|, Spearman rank correlation within each sweep."""
+    from ..validate import read_runs_csv, summarize, validate_rows
+    results = validate_rows(read_runs_csv(runs), runs)
+    summary = summarize(results)
+    if plot is not None:
+        from ..plots import validate_scatter
+        from pathlib import Path
+        summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
+    if as_json:
+        summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
+                                error_pct=None if r.skipped else r.error_pct, metric=r.metric, skipped=r.skipped)
+                           for r in results]
+        print(json.dumps(summary, indent=2))
+        return
+    out = report.console()
+    for x in report.validate_tables(summary, results, rows):
+        out.print(x, highlight=False) if isinstance(x, str) else out.print(x)
+    if plot is not None:
+        out.print(f"wrote {summary['plot']}", highlight=False)
