@@ -330,71 +330,85 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
             raise ValueError(f"the prediction's step time ({given:.6g} s) differs from the one these "
                              f"specs give ({T.step_time_s:.6g} s): it was made with other specs")
 
-    pp, vp, m = T.pp, T.vp, T.m
-    V = pp * vp
     row = t.row(0)
-    f_c, b_c, r_c = T.fwd_s / vp, (T.bwd_s - T.rec_s) / vp, T.rec_s / vp
-    f_slot = f_c + T.p2p_s
-    b_slot = r_c + b_c + T.p2p_s + T.fsdp_s
-    t0 = T.dp_param_s
-    sched = simulate(pp, vp, m, f_slot, b_slot, t0)
-    tp_name = "TP all-gather/reduce-scatter" if row["sp"] else "TP all-reduce"
-    coll_names = dict(_COLL_NAMES, tp=tp_name)
-    dp_grad_name = "DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
-
+    f_slot = T.fwd_s / T.vp + T.p2p_s
+    b_slot = T.rec_s / T.vp + (T.bwd_s - T.rec_s) / T.vp + T.p2p_s + T.fsdp_s
+    sched = simulate(T.pp, T.vp, T.m, f_slot, b_slot, T.dp_param_s)
     ev = _Events()
-    ends = []
-    for k in range(pp):
-        pid = k + 1
-        ev.meta("process_name", pid, 0, name=_stage_name(k, t, cluster.gpus_per_node))
-        ev.meta("process_sort_index", pid, 0, sort_index=k)
-        chunks = ", ".join(str(c * pp + k) for c in range(vp))
-        ev.meta("process_labels", pid, 0, labels=f"virtual stage{'s' if vp > 1 else ''} {chunks}")
-        for tid, tname in THREADS.items():
-            ev.meta("thread_name", pid, tid, name=tname)
-            ev.meta("thread_sort_index", pid, tid, sort_index=tid)
+    ends = [_draw_stage(ev, T, sched[k], k, row, f_slot, b_slot, _stage_name(k, t, cluster.gpus_per_node))
+            for k in range(T.pp)]
+    makespan = _draw_step_tail(ev, T, sched, ends, row, f_slot, b_slot)
+    meta = _metadata(model, recipe, cluster, T, row, float(st.t_mb_s[0]), makespan)
+    if pred is not None:
+        meta["feasible"] = bool(pred.feasible[index])
+        meta["peak_mem_bytes"] = float(pred.memory.peak_bytes[index])
+    return {"traceEvents": ev.events, "displayTimeUnit": "ms", "metadata": meta}
 
-        def colls(start: float, exp: dict, raw: dict | None, phase: str, mb: int, c: int) -> None:
-            """Exposed collectives of one op chunk as back-to-back blocks ending at the op's end."""
-            tot = sum(exp.values()) / vp
-            s = start - tot
-            for d in ("tp", "cp", "ep"):
-                dur = exp[d] / vp
-                a = dict(mb=mb, chunk=c, phase=phase, exposed_s=dur)
-                if raw is not None:
-                    a.update(raw_s=raw[d] / vp, hidden_s=max(0.0, (raw[d] - exp[d]) / vp))
-                ev.x(coll_names[d], "comm." + d, pid, TID_COLL, s, dur, **a)
-                s += dur
 
-        for kind, mb, c, start in sched[k]:
-            v = c * pp + k
-            common = dict(mb=mb, chunk=c, virtual_stage=v)
-            if kind == "F":
-                ev.x(f"F mb{mb}", "forward", pid, TID_COMPUTE, start, f_c, **common, fwd_s=f_c,
-                     exposed_comm_s=sum(T.exp_f.values()) / vp)
-                colls(start + f_c, T.exp_f, T.raw_f, "forward", mb, c)
-                to = (v + 1) % pp if v < V - 1 else None
-                ev.x("send act" if to is not None else "p2p slot", "p2p", pid, TID_P2P, start + f_c,
-                     T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
-            else:
-                ev.x(f"R mb{mb}", "recompute", pid, TID_COMPUTE, start, r_c, **common, recompute_s=r_c,
-                     exposed_comm_s=sum(T.exp_r.values()) / vp)
-                colls(start + r_c, T.exp_r, None, "recompute", mb, c)
-                bs = start + r_c
-                ev.x(f"B mb{mb}", "backward", pid, TID_COMPUTE, bs, b_c, **common, bwd_s=b_c,
-                     exposed_comm_s=sum(T.exp_b.values()) / vp)
-                colls(bs + b_c, T.exp_b, T.raw_b, "backward", mb, c)
-                to = (v - 1) % pp if v > 0 else None
-                ev.x("send grad" if to is not None else "p2p slot", "p2p", pid, TID_P2P, bs + b_c,
-                     T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
-                ev.x("FSDP all-gather/reduce-scatter", "comm.dp", pid, TID_DP, bs + b_c + T.p2p_s,
-                     T.fsdp_s, mb=mb, exposed_s=T.fsdp_s, raw_s=T.fsdp_raw_s)
-        last = sched[k][-1]
-        ends.append(last[3] + (f_slot if last[0] == "F" else b_slot))
+def _draw_stage(ev: "_Events", T: _Terms, ops: list, k: int, row: dict, f_slot: float, b_slot: float,
+                name: str) -> float:
+    """Events of pipeline stage ``k``: its forward, recompute and backward ops with their exposed
+    collectives, P2P sends and FSDP gathers; returns when its last op slot ends, s."""
+    pp, vp = T.pp, T.vp
+    V = pp * vp
+    f_c, b_c, r_c = T.fwd_s / vp, (T.bwd_s - T.rec_s) / vp, T.rec_s / vp
+    coll_names = dict(_COLL_NAMES, tp="TP all-gather/reduce-scatter" if row["sp"] else "TP all-reduce")
+    pid = k + 1
+    ev.meta("process_name", pid, 0, name=name)
+    ev.meta("process_sort_index", pid, 0, sort_index=k)
+    chunks = ", ".join(str(c * pp + k) for c in range(vp))
+    ev.meta("process_labels", pid, 0, labels=f"virtual stage{'s' if vp > 1 else ''} {chunks}")
+    for tid, tname in THREADS.items():
+        ev.meta("thread_name", pid, tid, name=tname)
+        ev.meta("thread_sort_index", pid, tid, sort_index=tid)
 
+    def colls(start: float, exp: dict, raw: dict | None, phase: str, mb: int, c: int) -> None:
+        """Exposed collectives of one op chunk as back-to-back blocks ending at the op's end."""
+        tot = sum(exp.values()) / vp
+        s = start - tot
+        for d in ("tp", "cp", "ep"):
+            dur = exp[d] / vp
+            a = dict(mb=mb, chunk=c, phase=phase, exposed_s=dur)
+            if raw is not None:
+                a.update(raw_s=raw[d] / vp, hidden_s=max(0.0, (raw[d] - exp[d]) / vp))
+            ev.x(coll_names[d], "comm." + d, pid, TID_COLL, s, dur, **a)
+            s += dur
+
+    for kind, mb, c, start in ops:
+        v = c * pp + k
+        common = dict(mb=mb, chunk=c, virtual_stage=v)
+        if kind == "F":
+            ev.x(f"F mb{mb}", "forward", pid, TID_COMPUTE, start, f_c, **common, fwd_s=f_c,
+                 exposed_comm_s=sum(T.exp_f.values()) / vp)
+            colls(start + f_c, T.exp_f, T.raw_f, "forward", mb, c)
+            to = (v + 1) % pp if v < V - 1 else None
+            ev.x("send act" if to is not None else "p2p slot", "p2p", pid, TID_P2P, start + f_c,
+                 T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
+        else:
+            ev.x(f"R mb{mb}", "recompute", pid, TID_COMPUTE, start, r_c, **common, recompute_s=r_c,
+                 exposed_comm_s=sum(T.exp_r.values()) / vp)
+            colls(start + r_c, T.exp_r, None, "recompute", mb, c)
+            bs = start + r_c
+            ev.x(f"B mb{mb}", "backward", pid, TID_COMPUTE, bs, b_c, **common, bwd_s=b_c,
+                 exposed_comm_s=sum(T.exp_b.values()) / vp)
+            colls(bs + b_c, T.exp_b, T.raw_b, "backward", mb, c)
+            to = (v - 1) % pp if v > 0 else None
+            ev.x("send grad" if to is not None else "p2p slot", "p2p", pid, TID_P2P, bs + b_c,
+                 T.p2p_s, **common, to_stage=to, p2p_s=T.p2p_s)
+            ev.x("FSDP all-gather/reduce-scatter", "comm.dp", pid, TID_DP, bs + b_c + T.p2p_s,
+                 T.fsdp_s, mb=mb, exposed_s=T.fsdp_s, raw_s=T.fsdp_raw_s)
+    last = ops[-1]
+    return last[3] + (f_slot if last[0] == "F" else b_slot)
+
+
+def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict, f_slot: float,
+                    b_slot: float) -> float:
+    """Per stage: the DP parameter gather, the overlap slowdown, the DP gradient reduction, the
+    optimizer and the bubbles (gaps of the compute stream); returns the makespan, s."""
+    dp_grad_name = "DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
     tail = T.other_s + T.dp_grad_s
     opt_start = max(e + tail for e in ends)
-    for k in range(pp):
+    for k in range(T.pp):
         pid = k + 1
         ev.x("DP all-gather (params)", "comm.dp", pid, TID_DP, 0.0, T.dp_param_raw_s,
              exposed_s=T.dp_param_s, raw_s=T.dp_param_raw_s)
@@ -406,7 +420,7 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
              exposed_s=T.dp_grad_s, raw_s=T.dp_grad_raw_s)
         ev.x("optimizer", "optimizer", pid, TID_COMPUTE, opt_start, T.opt_s, optimizer_s=T.opt_s)
         # bubbles: gaps of the compute stream not spent in an op slot or in exposed DP comm
-        busy = [(0.0, t0)] + [(s, s + (f_slot if kd == "F" else b_slot)) for kd, _, _, s in sched[k]]
+        busy = [(0.0, T.dp_param_s)] + [(s, s + (f_slot if kd == "F" else b_slot)) for kd, _, _, s in sched[k]]
         busy.append((ends[k], ends[k] + tail))
         first_b = min(s for kd, _, _, s in sched[k] if kd == "B")
         last_f = max(s + f_slot for kd, _, _, s in sched[k] if kd == "F")
@@ -417,33 +431,33 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
                          "cool-down" if cur >= last_f - 1e-12 else "steady")
                 ev.x("bubble", "bubble", k + 1, TID_COMPUTE, cur, a - cur, idle_s=a - cur, phase=phase)
             cur = max(cur, b)
+    return opt_start + T.opt_s
 
-    makespan = opt_start + T.opt_s
-    meta = {
+
+def _metadata(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, T: _Terms, row: dict, t_mb_s: float,
+              makespan: float) -> dict:
+    """The trace's metadata: what was drawn, the step and its parts, units, approximations, sources."""
+    pp, vp = T.pp, T.vp
+    return {
         "source": "costmodel.trace",
         "model": model.name,
         "cluster": cluster.name,
         "gpu": cluster.gpu.name,
         "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision},
         "layout": row,
-        "microbatches": m,
+        "microbatches": T.m,
         "schedule": "interleaved 1F1B" if vp > 1 else ("1F1B" if pp > 1 else "gradient accumulation (PP=1)"),
         "step_time_s": T.step_time_s,
         "makespan_s": makespan,
         "breakdown": T.breakdown,
         "per_microbatch": {"fwd_s": T.fwd_s, "bwd_s": T.bwd_s, "recompute_s": T.rec_s,
-                           "pp_p2p_s": T.p2p_s, "fsdp_exposed_s": T.fsdp_s,
-                           "t_mb_s": float(st.t_mb_s[0])},
+                           "pp_p2p_s": T.p2p_s, "fsdp_exposed_s": T.fsdp_s, "t_mb_s": t_mb_s},
         "per_step": {"dp_param_exposed_s": T.dp_param_s, "dp_grad_exposed_s": T.dp_grad_s,
                      "optimizer_s": T.opt_s, "bubble_s": T.bubble_s, "overlap_slowdown_s": T.other_s},
         "units": "ts and dur in microseconds; args and metadata in seconds",
         "approximations": list(APPROXIMATIONS),
         "sources": list(SOURCES),
     }
-    if pred is not None:
-        meta["feasible"] = bool(pred.feasible[index])
-        meta["peak_mem_bytes"] = float(pred.memory.peak_bytes[index])
-    return {"traceEvents": ev.events, "displayTimeUnit": "ms", "metadata": meta}
 
 
 def write_trace(path: str | Path, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec,
