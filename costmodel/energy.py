@@ -21,7 +21,7 @@ samples/(s MJ) = (samples per second) / (energy per step in MJ).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     lo = gpu.power_limit_min_w
     if lo is None:
         raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
-    return PowerParams(p.idle_w, p.flop_w, p.hbm_w, p.link_w, p.gamma, lo, gpu.tdp_w)
+    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w)
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
@@ -74,9 +74,11 @@ class StageTerms:
     """Per-stage, per-micro-batch terms of one layout (arrays of length PP), uncapped.
 
     compute_s, compute_bound_s (the part that stretches with the SM clock), exposed_comm_s,
-    hidden_comm_s, u_flop, u_hbm; plus the layout's scalars m (micro-batches), const_s (exposed DP +
+    hidden_comm_s, util (power term -> utilisation of each stage while it computes: ``flop``,
+    ``hbm``, and ``link`` for the communication hidden under compute); comm_util (utilisations
+    while only communicating); plus the layout's scalars m (micro-batches), const_s (exposed DP +
     optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers; and the building blocks
-    ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s, u_flop, u_hbm for one
+    ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and util for one
     layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch).
     """
 
@@ -84,8 +86,8 @@ class StageTerms:
     compute_bound_s: np.ndarray
     exposed_comm_s: np.ndarray
     hidden_comm_s: np.ndarray
-    u_flop: np.ndarray
-    u_hbm: np.ndarray
+    util: dict
+    comm_util: dict
     m: float
     const_s: float
     bubble_factor: float
@@ -136,17 +138,22 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     exposed = layers * per_layer_exposed + pp_mb
     hidden = layers * max(raw_layer - per_layer_exposed, 0.0)
     peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
-    util = lambda f, e, c: (float(np.clip(f / (peak * c), 0, 1)), float(np.clip(e * profile.hbm_efficiency / c, 0, 1)))
-    uf, uh = util(layer_flops, layer_ew, layer_comp)
-    layer = dict(compute_s=layer_comp, bound_s=layer_comp - layer_ew, exposed_s=per_layer_exposed,
-                 hidden_s=max(raw_layer - per_layer_exposed, 0.0), u_flop=uf, u_hbm=uh)
-    uf, uh = util(3 * ct.logits_flops_fwd[0], logits_ew, logits_s)
-    logits = dict(compute_s=logits_s, bound_s=logits_s - logits_ew, exposed_s=0.0, hidden_s=0.0,
-                  u_flop=uf, u_hbm=uh)
-    u_flop = np.clip(flops / (peak * comp), 0.0, 1.0)
-    u_hbm = np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0)
+    u_link = _u_link(profile)
+
+    def block(f, e, c, exposed_s, hidden_s):
+        """One layer's (or the logits') terms per micro-batch, with its utilisations while computing."""
+        hid = hidden_s / c if c > 0 else 0.0
+        return dict(compute_s=c, bound_s=c - e, exposed_s=exposed_s, hidden_s=hidden_s,
+                    util={"flop": float(np.clip(f / (peak * c), 0, 1)),
+                          "hbm": float(np.clip(e * profile.hbm_efficiency / c, 0, 1)),
+                          "link": u_link * min(hid, 1.0)})
+    layer = block(layer_flops, layer_ew, layer_comp, per_layer_exposed, max(raw_layer - per_layer_exposed, 0.0))
+    logits = block(3 * ct.logits_flops_fwd[0], logits_ew, logits_s, 0.0, 0.0)
+    util = {"flop": np.clip(flops / (peak * comp), 0.0, 1.0),
+            "hbm": np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0),
+            "link": u_link * np.clip(hidden / comp, 0.0, 1.0)}
     const = bd["dp_comm_s"][0] + bd["optimizer_s"][0]
-    return StageTerms(comp, comp - ew, exposed, hidden, u_flop, u_hbm, m, const,
+    return StageTerms(comp, comp - ew, exposed, hidden, util, {"link": u_link}, m, const,
                       m + bubble_periods(pp, layout["vp"]), layout["tp"] * layout["dp"] * layout["cp"], layers,
                       layer, logits, float(pp_mb))
 
@@ -164,15 +171,14 @@ class StageState:
     step_time_s: float
 
 
-def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, u_link: float) -> StageState:
+def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray) -> StageState:
     """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP)."""
     caps_w = np.asarray(caps_w, dtype=np.float64)
-    hidden_frac = np.clip(st.hidden_comm_s / st.compute_s, 0.0, 1.0)
-    p_comp = phase_power_w(pw, st.u_flop, st.u_hbm, u_link * hidden_frac)
+    p_comp = phase_power_w(pw, st.util)
     s = clock_ratio(pw, p_comp, caps_w)
     p_busy = np.minimum(p_comp, np.maximum(caps_w, pw.idle_w))
     comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
-    p_comm = np.minimum(phase_power_w(pw, 0.0, 0.0, u_link), caps_w)
+    p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
     T = st.bubble_factor * t_mb.max() + st.const_s
     busy = st.m * comp
@@ -223,7 +229,6 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         raise InputError(profile.path, "thermal", "missing: this profile has no thermal model")
     cool = cluster.cooling
     if inlet_temp_c is not None:
-        from dataclasses import replace
         cool = replace(cool, inlet_temp_c=inlet_temp_c)
     slow = cluster.gpu.slowdown_temp_c
     if slow is None:
@@ -235,13 +240,12 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         raise InputError("--power-cap-w", "", f"need one cap per pipeline stage ({pp}), got {len(caps)}")
     for c in caps:
         check_cap(cluster, pw, float(c))
-    u_link = _u_link(profile)
     n = pp * S
     stage_of = np.arange(n) // S
     nodes = -(-n // G)
     def temps_of(c):
         p_gpu = np.zeros(nodes * G)
-        p_gpu[:n] = stage_state(st, pw, c, u_link).avg_power_w[stage_of]
+        p_gpu[:n] = stage_state(st, pw, c).avg_power_w[stage_of]
         return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
     # thermal slowdown: the clock of a stage whose hottest GPU would pass the slowdown temperature
@@ -263,7 +267,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                 else:
                     lo = eff[s]
             eff[s] = lo
-    state = stage_state(st, pw, eff, u_link)
+    state = stage_state(st, pw, eff)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ilp
-from .energy import _u_link, check_cap, power_params, stage_terms
+from .energy import check_cap, power_params, stage_terms
 from .errors import InputError
 from .memory import stage_memory_terms
 from .power import clock_ratio, phase_power_w
@@ -46,11 +46,9 @@ def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
     model, recipe, cluster, profile, layout = run.model, run.recipe, run.cluster, run.profile, run.layout
     st = stage_terms(model, recipe, cluster, profile, run.terms)
     pw = power_params(cluster, profile)
-    u_link = _u_link(profile)
 
     def under_cap(blk):
-        hidden = blk["hidden_s"] / blk["compute_s"] if blk["compute_s"] > 0 else 0.0
-        p = float(phase_power_w(pw, blk["u_flop"], blk["u_hbm"], u_link * min(hidden, 1.0)))
+        p = float(phase_power_w(pw, blk["util"]))
         out_t, out_p = [], []
         for c in caps:
             s = float(clock_ratio(pw, p, c))

@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .specs.params import PowerParams
+from .specs.params import POWER_TERMS, PowerParams
 
 
-def phase_power_w(p: PowerParams, u_flop=0.0, u_hbm=0.0, u_link=0.0):
-    """Uncapped power of a phase, W (arrays broadcast): P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link."""
-    return p.idle_w + p.flop_w * np.asarray(u_flop) + p.hbm_w * np.asarray(u_hbm) + p.link_w * np.asarray(u_link)
+def phase_power_w(p: PowerParams, util: dict):
+    """Uncapped power of a phase, W (arrays broadcast): P_idle + sum_k c_k u_k over the terms of
+    costmodel.specs.params.POWER_TERMS (``util``: term name -> utilisation 0..1; a term it lacks is 0)."""
+    out = p.idle_w
+    for term in POWER_TERMS:
+        out = out + p.coeff_w[term.name] * np.asarray(util.get(term.name, 0.0))
+    return out
 
 
 def clock_ratio(p: PowerParams, power_w, cap_w):

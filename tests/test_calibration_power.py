@@ -197,7 +197,7 @@ def test_profiles_have_power_and_thermal_sections(gpu, fresh):
     assert p.power.idle_w == d["power"]["idle_w"] and p.thermal.tau_s == d["thermal"]["tau_s"]
     # a phase at full tensor utilisation reaches at least TDP-scale power; idle stays well below TDP
     tdp = load_gpu(gpu).tdp_w
-    assert 0.1 * tdp < p.power.idle_w < 0.35 * tdp and p.power.idle_w + p.power.flop_w > tdp
+    assert 0.1 * tdp < p.power.idle_w < 0.35 * tdp and p.power.idle_w + p.power.coeff_w['flop'] > tdp
 
 
 def test_fitted_parameters_are_marked_as_such():

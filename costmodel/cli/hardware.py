@@ -25,7 +25,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
             eta, hbm_eff, pfile = f"{p.gemm[d].eta_max:.3f}", f"{p.hbm_efficiency:.3f}", p.path
             pfile = p.key
             pw, th = p.raw.get("power") or {}, p.raw.get("thermal") or {}
-            power = (f"{p.power.idle_w:.0f} + {p.power.flop_w:.0f} u W, gamma {p.power.gamma:.2f}"
+            power = (f"{p.power.idle_w:.0f} + {p.power.coeff_w['flop']:.0f} u W, gamma {p.power.gamma:.2f}"
                      if p.power else "none")
             rth = f"{p.thermal.r_th_c_per_w:.3f}" if p.thermal else "-"
             for sec, d in (("power", pw), ("thermal", th)):

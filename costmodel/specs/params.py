@@ -79,22 +79,48 @@ class CollectiveParams:
 
 
 @dataclass(frozen=True)
+class PowerTerm:
+    """One activity term of phase power (costmodel/power.py): coefficient x utilisation.
+
+    Attributes:
+        name: the utilisation's key (``flop``); the profile's coefficient is ``power.<name>_w``.
+        activity: what the utilisation measures (0..1).
+        positive: the fitted coefficient must be > 0 (else >= 0).
+    """
+
+    name: str
+    activity: str
+    positive: bool
+
+    @property
+    def key(self) -> str:
+        """The coefficient's key in a profile's ``power:`` section, W."""
+        return f"{self.name}_w"
+
+
+#: every activity term of phase power, in the order they are summed
+POWER_TERMS = (
+    PowerTerm("flop", "tensor-core utilisation: achieved / dense peak FLOP/s", True),
+    PowerTerm("hbm", "HBM utilisation: achieved / datasheet bandwidth", False),
+    PowerTerm("link", "NVLink/NIC utilisation while NCCL moves data", False),
+)
+
+
+@dataclass(frozen=True)
 class PowerParams:
     """Fitted power coefficients of one GPU model (hardware/profiles/*.yaml ``power:``).
 
     Attributes:
         idle_w: power with clocks up and no kernel running, W.
-        flop_w: extra power at 100% of the dense tensor peak, W.
-        hbm_w: extra power at 100% of the datasheet HBM bandwidth, W.
-        link_w: extra power with NVLink/NIC traffic at full link rate, W.
+        coeff_w: term name (:data:`POWER_TERMS`) -> extra power at utilisation 1, W (``flop``: at
+            100% of the dense tensor peak; ``hbm``: of the datasheet HBM bandwidth; ``link``: NVLink/NIC
+            traffic at full link rate).
         gamma: DVFS exponent of dynamic power vs SM clock, dimensionless (2-3).
         min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
     """
 
     idle_w: float
-    flop_w: float
-    hbm_w: float
-    link_w: float
+    coeff_w: dict
     gamma: float
     min_cap_w: float
     max_cap_w: float

@@ -8,7 +8,7 @@ import yaml
 
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
-from .params import COLLECTIVES, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
+from .params import COLLECTIVES, POWER_TERMS, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
 MAD_TO_SIGMA = 1.4826
@@ -131,8 +131,8 @@ def _power(d: dict, w: str):
         return None
     if not isinstance(s, dict):
         raise InputError(w, "power", "expected a mapping")
-    g = lambda k, kind="watts": _get(s, k, w, kind, prefix="power.", positive=k not in ("hbm_w", "link_w"))
-    return PowerParams(idle_w=g("idle_w"), flop_w=g("flop_w"), hbm_w=g("hbm_w"), link_w=g("link_w"),
+    g = lambda k, kind="watts", positive=True: _get(s, k, w, kind, prefix="power.", positive=positive)
+    return PowerParams(idle_w=g("idle_w"), coeff_w={t.name: g(t.key, positive=t.positive) for t in POWER_TERMS},
                        gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"))
 
 
