@@ -38,7 +38,9 @@ import numpy as np
 from scipy.optimize import curve_fit, least_squares
 
 from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
-from costmodel.errors import FitError
+from costmodel.errors import FitError, ReaderParseError
+from costmodel.readers.nccl_tests import collective_from_name
+from costmodel.readers.registry import REGISTRY, read_measurement
 from costmodel.specs import ClusterSpec, GpuSpec, hardware_dir, list_gpus, load_gpu
 
 from .fitting import (GEMM_BYTES, FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_gemm, fit_protocols,
@@ -93,10 +95,14 @@ def _sha256(path):
 def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, report=None) -> Measurements:
     """Read every input file, keeping the good data of each and reporting the bad lines.
 
+    Each file is read through the format registry (:func:`costmodel.readers.read_measurement`), which
+    says what it gives a fit (``Format.to_fit_input``): a suite run, an nccl-tests table or a trace.
+
     Args:
         paths: files (suite JSONL, nccl-tests, nvidia-smi CSV / dmon, dcgmi dmon).
         collective: the collective of nccl-tests captures that do not name it (file name or command
             line); nodes, gpus_per_node: their topology when they print no ``# Rank`` lines.
+            gpus_per_node also numbers the rows of an nvidia-smi CSV without an ``index`` column.
         report: :class:`FitReport` collecting warnings (a new one when None).
     Returns:
         :class:`Measurements`.
@@ -104,63 +110,52 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         FitError: a file is unreadable or has no usable data in a known format, or an nccl-tests
             capture's collective or topology cannot be told.
     """
-    from costmodel.errors import ReaderParseError
-    from .readers.nccl_tests import collective_from_name
-    from .readers.power_trace import power_trace_from_suite
-    from .readers.sniff import read_measurement
     report = report if report is not None else FitReport()
     out = Measurements()
     for p in map(Path, paths):
         try:
-            fmt, data, warns = read_measurement(p)
+            fmt, data, warns = read_measurement(p, gpus_per_node)
         except (ReaderParseError, ValueError, OSError) as e:
             first = getattr(e, "errors", None)
             msg = str(e).splitlines()[0] if str(e) else f"{p}: unreadable"
             raise FitError(msg + (f" (first: {first[0]})" if first else "")) from None
         report.warnings += list(warns)
         out.files[str(p)] = _sha256(p)
-        if fmt == "suite-jsonl":
-            if not data.complete:
-                report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
-            out.suites.append(data)
-            if data["sample"]:
-                out.traces.append(power_trace_from_suite(data))
-        elif fmt == "nccl-tests":
-            meta = getattr(data, "meta", {}) or {}
-            coll = meta.get("collective") or collective_from_name(p.name) or collective
-            if coll is None:
-                raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
-                               "command line and no collective in the file name): pass --collective")
-            nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
-            if nn is None or k is None:
-                if nodes is None or gpus_per_node is None:
-                    raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
-                                   "--nodes and --gpus-per-node")
-                nn, k = nodes, gpus_per_node
-            tables = sorted({r.table for r in data.rows})
-            if len(tables) > 1:
-                report.warnings.append(f"{p}: {len(tables)} nccl-tests tables (separate runs): fitting the first "
-                                       "only; put each run in its own file to fit the others")
-            rows = data.select("out-of-place", tables[0])
-            out.nccl.append((p, coll, int(nn), int(k), rows))
-        elif fmt == "zeus-csv":
-            report.warnings.append(f"{p}: Zeus power-limit summaries carry no per-sample trace: not used by this fit "
-                                   "(python -m calibration.fit_public fits gamma from them)")
-        else:  # power/temperature traces
-            if fmt == "nvidia-smi-csv" and "index" not in data.table.fields:
-                report.warnings[:] = [w for w in report.warnings if "'index'" not in w or str(p) not in w]
-                if gpus_per_node:
-                    from .readers.power_trace import power_trace_from_nvidia_smi_csv
-                    data = power_trace_from_nvidia_smi_csv(p, n_gpus=gpus_per_node, strict=False)
-                    report.warnings.append(f"{p}: no 'index' column: the rows of each sample are taken as GPUs "
-                                           f"0..{gpus_per_node - 1} in order (--gpus-per-node)")
-                else:
-                    report.warnings.append(f"{p}: no 'index' column: all rows are read as one GPU (pass "
-                                           "--gpus-per-node to number the rows of each sample)")
-            out.traces.append(data)
+        to_fit = REGISTRY[fmt].to_fit_input
+        inputs, notes = to_fit(data, p) if to_fit else ([], [f"{p}: {fmt} is not an input of this fit"])
+        report.warnings += notes
+        for kind, item in inputs:
+            if kind == "suite":
+                if not item.complete:
+                    report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
+                out.suites.append(item)
+            elif kind == "nccl":
+                out.nccl.append(_nccl_input(p, item, collective, nodes, gpus_per_node, report))
+            else:
+                out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
         raise FitError("no usable measurement in " + ", ".join(map(str, paths)))
     return out
+
+
+def _nccl_input(p, table, collective, nodes, gpus_per_node, report):
+    """``(path, collective, n_nodes, ranks_per_node, out-of-place rows of the first table)`` of a capture."""
+    meta = getattr(table, "meta", {}) or {}
+    coll = meta.get("collective") or collective_from_name(p.name) or collective
+    if coll is None:
+        raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
+                       "command line and no collective in the file name): pass --collective")
+    nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
+    if nn is None or k is None:
+        if nodes is None or gpus_per_node is None:
+            raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
+                           "--nodes and --gpus-per-node")
+        nn, k = nodes, gpus_per_node
+    tables = sorted({r.table for r in table.rows})
+    if len(tables) > 1:
+        report.warnings.append(f"{p}: {len(tables)} nccl-tests tables (separate runs): fitting the first "
+                               "only; put each run in its own file to fit the others")
+    return p, coll, int(nn), int(k), table.select("out-of-place", tables[0])
 
 
 # ---------------------------------------------------------------------------------- GPU and base

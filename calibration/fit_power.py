@@ -40,9 +40,9 @@ import numpy as np
 from pathlib import Path
 from scipy.optimize import least_squares, minimize_scalar
 
-from .readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
-from .readers.nvidia_smi import read_nvidia_smi_csv
-from .readers.zeus import read_zeus_csv
+from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
+from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
+from costmodel.readers.zeus import read_zeus_csv
 
 DATA = Path(__file__).resolve().parent / "data" / "public"
 F = dict(

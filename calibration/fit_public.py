@@ -43,7 +43,7 @@ from costmodel.gemm import GemmParams, gemm_time_s
 from .fit_power import build_power_thermal
 from .fitting import (GEMM_BYTES, NVLS_EFF_MAX, FIT_METHOD, coll_entry, dump_yaml, fit_collective, fit_gemm,
                       fit_hierarchical, fit_stats, fit_text, gemm_entry, params_of, round_sig)
-from .readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
+from costmodel.readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
                       read_mlengineering_nvls, read_nccl_tests, read_xla_collective_table,
                       read_xla_matmul_table)
 

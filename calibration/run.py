@@ -315,7 +315,7 @@ def write_output(path: Path, texts: list[str], host: str) -> int:
     Returns:
         number of records before the end record.
     """
-    from .records import make_record
+    from costmodel.readers.suite_jsonl import make_record
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [ln for t in texts for ln in t.splitlines() if ln.strip()]
     end = make_record("end", host, 0, finished_unix=time.time(), n_records=len(lines))

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from calibration.fit import FitReport, Measurements, fit_power_section, fit_thermal_section, gpu_key_for
-from calibration.readers import read_xla_matmul_table
-from calibration.records import SUITE_VERSION, SuiteRun, make_record
+from costmodel.readers import read_xla_matmul_table
+from costmodel.readers.suite_jsonl import SUITE_VERSION, SuiteRun, make_record
 from costmodel.collective import busbw_factor, hierarchical_time_s
 from costmodel.specs import load_cluster, load_gpu, load_model, load_profile
 from costmodel.uncertainty import MAD_TO_SIGMA, step_time_band
@@ -58,7 +58,7 @@ def test_allreduce_fit_reproduces_p5_busbw_within_10pct(tmp_path):
     e = prof["comm"]["inter_node"]["all_reduce"]
     assert e["fit"]["n_nodes"] == 2 and e["fit"]["ranks_per_node"] == 8
     # recompute busbw from the written parameters against the measured table 1 (out-of-place)
-    from calibration.readers import read_nccl_tests
+    from costmodel.readers import read_nccl_tests
     rows = [r for r in read_nccl_tests(P5, strict=False).select() if r.size_bytes >= MiB]
     p = load_profile(str(out))
     c = load_cluster("aws-p5")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from calibration import fit_public
-from calibration.readers import read_nccl_tests, read_xla_matmul_table
+from costmodel.readers import read_nccl_tests, read_xla_matmul_table
 from costmodel.collective import COLLECTIVES, CollectiveParams, collective_time_s, hierarchical_time_s
 from costmodel.gemm import GemmParams, gemm_time_s
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from calibration import fit_power
-from calibration.readers import (FlagPerfParseError, NvidiaSmiParseError, ZeusParseError, flagperf_quantity,
+from costmodel.readers import (FlagPerfParseError, NvidiaSmiParseError, ZeusParseError, flagperf_quantity,
                                  read_flagperf_base_md, read_flagperf_operator_csv, read_nvidia_smi_csv, read_zeus_csv)
 from costmodel.specs import list_clusters, load_cluster, load_gpu, load_profile
 

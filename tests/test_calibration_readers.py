@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from calibration.readers import (NcclTestsParseError, parse_quantity, read_allreduce_bench, read_azure_results,
+from costmodel.readers import (NcclTestsParseError, parse_quantity, read_allreduce_bench, read_azure_results,
                                  read_mamf, read_massaged_nccl_table, read_mlengineering_nvls, read_nccl_tests,
                                  read_xla_collective_table, read_xla_matmul_table)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTestsParseError, NoUsableDataError,
+from costmodel.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTestsParseError, NoUsableDataError,
                                  NvidiaSmiDmonParseError, NvidiaSmiParseError, PowerTrace, collective_from_name,
                                  detect_format, power_trace_from_dcgmi, power_trace_from_dmon,
                                  power_trace_from_nvidia_smi_csv, power_trace_from_suite, read_dcgmi_dmon,
                                  read_measurement, read_nccl_tests, read_nvidia_smi_csv, read_nvidia_smi_dmon)
 from costmodel.errors import ReaderParseError
-from calibration.records import make_record, read_suite_jsonl
+from costmodel.readers.suite_jsonl import make_record, read_suite_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 D = REPO / "tests" / "data" / "readers"

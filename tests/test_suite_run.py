@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from calibration.records import KINDS, SUITE_VERSION, read_suite_jsonl  # noqa: E402
+from costmodel.readers.suite_jsonl import KINDS, SUITE_VERSION, read_suite_jsonl  # noqa: E402
 from costmodel.collective import COLLECTIVES, busbw_factor  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Readers of real training logs (calibration/readers/training_logs.py) on the copies in tests/data/logs.
+"""Readers of real training logs (costmodel/readers/training_logs/) on the copies in tests/data/logs.
 
 Real excerpts (each file's ``# SOURCE:`` header names the issue / repository it was copied from): BLOOM-176B
 Megatron-DeepSpeed, a Megatron-core Mixtral run (Megatron-LM issue 756), NeMo 2 progress printer (bionemo-recipes
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from costmodel.errors import ReaderParseError
-from calibration.readers.training_logs import (Spread, TrainingLogParseError, read_megatron_log, read_nemo_log,
+from costmodel.readers.training_logs import (Spread, TrainingLogParseError, read_megatron_log, read_nemo_log,
                                                read_torchtitan_log, read_training_log)
 
 LOGS = Path(__file__).resolve().parent / "data" / "logs"

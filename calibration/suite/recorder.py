@@ -6,7 +6,7 @@ import math
 import sys
 import time
 
-from ..records import make_record
+from costmodel.readers.suite_jsonl import make_record
 
 
 def _clean(v):

@@ -1,6 +1,6 @@
 """The calibration suite's raw-measurement format: one JSON object per line (JSONL), schema version 1.
 
-Written by ``python -m calibration.run`` (one file per job: every rank's records gathered to rank 0)
+Written by ``python -m costmodel.calibration.run`` (one file per job: every rank's records gathered to rank 0)
 and read by :func:`read_suite_jsonl`, the input of ``costmodel calibrate fit``.  Units are SI and sit
 in the field names (``time_s``, ``bytes_per_s``, ``power_w``, ``temp_c``); times of day are Unix
 seconds (``*_unix``).  Every record carries the common fields::
@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from costmodel.errors import ReaderParseError
 
 SUITE = "costmodel-calibration"
 SUITE_VERSION = 1
@@ -114,11 +116,23 @@ class SuiteRun:
         return sum(len(v) for v in self.records.values())
 
 
+def detect(head) -> bool:
+    """True when the first non-``#`` line is a JSON object with ``"suite": "costmodel-calibration"``
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    if not head.first.startswith("{"):
+        return False
+    try:
+        rec = json.loads(head.first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(rec, dict) and rec.get("suite") == SUITE
+
+
 def read_suite_jsonl(path, strict=False) -> SuiteRun:
     """Read the suite's JSONL, keeping every valid line and naming each bad one.
 
     Args:
-        path: JSONL file written by ``python -m calibration.run``.
+        path: JSONL file written by ``python -m costmodel.calibration.run``.
         strict: raise :class:`costmodel.errors.ReaderParseError` if any line was bad (it
             carries the good data); False (default) returns the good records with ``errors`` filled.
     Returns:
@@ -128,7 +142,6 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
             missing fields; the message names file and line.
         OSError: the file cannot be read.
     """
-    from costmodel.errors import ReaderParseError
     path = Path(path)
     out = SuiteRun(path=path)
     for lineno, raw in enumerate(path.read_text().splitlines(), start=1):

@@ -25,7 +25,7 @@ does not report; the header repeats every screenful and whenever a new capture i
 
 Sources read with them: grantwilkins/training_profile power-trace_2025-07-26-23-32-09.csv (8x H100,
 GPT-8B DDP training, 100 ms sampling), copied to
-``calibration/data/public/h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv``; the nvidia-smi CSV
+``hardware/profiles/data/h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv``; the nvidia-smi CSV
 and dmon captures under ``tests/data/readers/`` (H100, A10, 4-GPU dmon; each names its source).
 """
 from __future__ import annotations
@@ -120,6 +120,18 @@ def _value(s, unit, field_name=None):
 
 def _is_text_field(name, unit):
     return not unit and name not in _NUMERIC_NO_UNIT and name != "timestamp"
+
+
+_SMI_CELL = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*(?:\s*\[[^\]]*\])?$")
+
+
+def detect_csv(head) -> bool:
+    """True when the first non-``#`` line is a comma-separated header of ``--query-gpu`` field names,
+    optionally with ``[unit]``, at least one of them dotted (``power.draw [W]``) or ``timestamp``
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    cells = [c.strip() for c in head.first.split(",")]
+    return len(cells) >= 2 and all(_SMI_CELL.match(c) for c in cells) and \
+        any("." in c.split()[0] or c.split()[0] == "timestamp" for c in cells)
 
 
 def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
@@ -286,6 +298,17 @@ def _dmon_header(line):
     if any(t not in _DMON_TIME_COLS for t in lead) or (len(tok) > 1 and tok[tok.index("gpu") + 1:][:1] == ["pid"]):
         return None  # not dmon (pmon has "gpu pid")
     return tok
+
+
+_DMON_HEAD = re.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+(?!pid\b)\S")
+_DMON_UNITS = re.compile(r"^#\s*(?:YYYYMMDD\s+)?(?:HH:MM:SS\s+)?Idx\b")
+
+
+def detect_dmon(head) -> bool:
+    """True when a ``# gpu ...`` (or ``#Date Time gpu ...``) header line is followed by a ``# Idx ...``
+    (``#YYYYMMDD HH:MM:SS Idx ...``) unit line (``head``: :class:`costmodel.readers.registry.Head`)."""
+    lines = head.unprefixed
+    return any(_DMON_HEAD.match(a) and _DMON_UNITS.match(b) for a, b in zip(lines, lines[1:]))
 
 
 def read_nvidia_smi_dmon(path, strict=True) -> DmonTable:

@@ -4,7 +4,7 @@ Two formats, both from https://github.com/FlagOpen/FlagPerf (snapshot 1b5a0303..
 
 * :func:`read_flagperf_operator_csv` - the operator benchmarks ``operation/benchmarks/<op>/nvidia/
   A100_40_SXM/{BF16,FP16,FP32}_README.md`` tabulated one row per (op, dtype, implementation) in
-  ``calibration/data/public/flagperf_a100_operator_bench_power_temp.csv``: achieved TFLOPS (CPU wall
+  ``hardware/profiles/data/flagperf_a100_operator_bench_power_temp.csv``: achieved TFLOPS (CPU wall
   clock and kernel clock), FLOPS utilisation (relative to the dtype's peak), op latency, whole-node
   and per-GPU power (avg / max / std) and the GPU's average temperature during the run, plus the case
   configuration (shape, iterations; ``generic ; nvidia-override``).  Values keep their printed units

@@ -172,6 +172,15 @@ def _units_from_id_line(header_line, id_line, names):
     return units
 
 
+_DETECT = re.compile(r"#\s*Entity\b")
+
+
+def detect(head) -> bool:
+    """True when a line (rank prefix removed) is the ``#Entity`` header of ``dcgmi dmon``
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    return any(_DETECT.match(s) for s in head.unprefixed)
+
+
 def read_dcgmi_dmon(path, strict=True) -> DcgmTable:
     """Parse a ``dcgmi dmon`` capture (any ``-e`` field list, any entities, repeated headers).
 

@@ -1,10 +1,13 @@
-"""Readers of the measurement formats used by ``calibration.fit_public`` and ``costmodel calibrate fit``.
+"""Readers of every measurement format the project reads: the built-in profile build
+(``python -m costmodel.fit.builtin``), ``costmodel calibrate fit`` and ``costmodel compare``.
 
 Each reader returns plain rows in SI-or-as-printed units documented in its docstring and names the
-file and line of anything it cannot parse.  The formats cluster operators already have (nccl-tests
-stdout, ``nvidia-smi --query-gpu`` CSV, ``nvidia-smi dmon``, ``dcgmi dmon``, Zeus CSV) and the suite's
-own JSONL are recognised by content (:func:`detect_format`, :func:`read_measurement`); monitor traces
-are normalised to one :class:`PowerTrace` (W, C, MHz, %, Unix seconds).
+file and line of anything it cannot parse.  One registry (:mod:`.registry`) lists every format: the
+ones cluster operators already have (nccl-tests stdout, ``nvidia-smi --query-gpu`` CSV, ``nvidia-smi
+dmon``, ``dcgmi dmon``, Zeus CSV) and the suite's own JSONL (:mod:`.suite_jsonl`) are recognised by
+content (:func:`detect_format`, :func:`read_measurement`); monitor traces are normalised to one
+:class:`PowerTrace` (W, C, MHz, %, Unix seconds).  Training logs (Megatron-LM, NeMo, torchtitan,
+Megatron-DeepSpeed) are read by :mod:`.training_logs`.
 """
 from .dcgm import DCGM_FIELDS, DcgmField, DcgmParseError, DcgmTable, read_dcgmi_dmon
 from .flagperf import (BaseBenchmark, FlagPerfParseError, OperatorRow, flagperf_quantity, read_flagperf_base_md,
@@ -17,7 +20,10 @@ from .nvidia_smi import (DmonTable, NvidiaSmiDmonParseError, NvidiaSmiParseError
                          read_nvidia_smi_dmon)
 from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
                           power_trace_from_suite)
-from .sniff import FORMATS, Measurement, NoUsableDataError, detect_format, read_measurement
+from .registry import (FORMATS, REGISTRY, FitInput, Format, Measurement, NoUsableDataError, detect_format,
+                       read_measurement, read_power_trace)
+from .suite_jsonl import SuiteRun, make_record, read_suite_jsonl
+from .training_logs import TrainingLog, read_training_log
 from .xla import read_xla_collective_table, read_xla_matmul_table
 from .zeus import ZeusParseError, ZeusRow, ZeusTable, read_zeus_csv
 
@@ -30,4 +36,5 @@ __all__ = ["MdTable", "markdown_tables", "parse_quantity", "read_allreduce_bench
            "DmonTable", "NvidiaSmiDmonParseError", "read_nvidia_smi_dmon", "DCGM_FIELDS", "DcgmField", "DcgmParseError",
            "DcgmTable", "read_dcgmi_dmon", "PowerTrace", "power_trace_from_nvidia_smi_csv", "power_trace_from_dmon",
            "power_trace_from_dcgmi", "power_trace_from_suite", "FORMATS", "Measurement", "NoUsableDataError",
-           "detect_format", "read_measurement"]
+           "detect_format", "read_measurement", "REGISTRY", "FitInput", "Format", "read_power_trace", "SuiteRun",
+           "make_record", "read_suite_jsonl", "TrainingLog", "read_training_log"]

@@ -20,7 +20,7 @@ Converters, one per format (each takes the parsed table or a path):
 * :func:`power_trace_from_dcgmi` -- ``dcgmi dmon`` (fields 155 POWER W, 150 TMPTR C, 140 MMTMP C,
   100 SMCLK MHz, 203 GPUTL %; dcgm_fields.h), GPU entities only.
 * :func:`power_trace_from_suite` -- the calibration suite's ``sample`` records
-  (:mod:`calibration.records`).
+  (:mod:`costmodel.readers.suite_jsonl`).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from .dcgm import DcgmTable, read_dcgmi_dmon
 from .nvidia_smi import DmonTable, SmiTrace, read_nvidia_smi_csv, read_nvidia_smi_dmon
+from .suite_jsonl import SuiteRun, read_suite_jsonl
 
 _ARRAYS = ("t_unix", "gpu", "power_w", "temp_c", "mem_temp_c", "sm_clock_mhz", "util_gpu_pct", "host", "lines")
 # unit -> factor to the trace's unit
@@ -60,9 +61,9 @@ class PowerTrace:
         source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"`` or ``"suite-jsonl"``.
         path: the file read (None when built from an in-memory table without one).
         errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
-        table: the parsed source (:class:`~calibration.readers.nvidia_smi.SmiTrace`,
-            :class:`~calibration.readers.nvidia_smi.DmonTable`, :class:`~calibration.readers.dcgm.DcgmTable`
-            or :class:`~calibration.records.SuiteRun`) with every column of the capture, or None.
+        table: the parsed source (:class:`~costmodel.readers.nvidia_smi.SmiTrace`,
+            :class:`~costmodel.readers.nvidia_smi.DmonTable`, :class:`~costmodel.readers.dcgm.DcgmTable`
+            or :class:`~costmodel.readers.suite_jsonl.SuiteRun`) with every column of the capture, or None.
     NaN marks a value the format or the GPU did not report.
     """
 
@@ -150,7 +151,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
     """Power trace of an ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` capture.
 
     Args:
-        trace: :class:`calibration.readers.nvidia_smi.SmiTrace` or a path (read with
+        trace: :class:`costmodel.readers.nvidia_smi.SmiTrace` or a path (read with
             :func:`read_nvidia_smi_csv`).
         n_gpus: GPUs per sample when the capture has no ``index`` field (passed to the reader).
         strict: with a path, raise on bad lines (True) or keep the good ones and carry the errors (False).
@@ -194,7 +195,7 @@ def power_trace_from_dmon(table, interval_s=None, strict=True) -> PowerTrace:
     """Power trace of an ``nvidia-smi dmon`` capture.
 
     Args:
-        table: :class:`calibration.readers.nvidia_smi.DmonTable` or a path (read with
+        table: :class:`costmodel.readers.nvidia_smi.DmonTable` or a path (read with
             :func:`read_nvidia_smi_dmon`).
         interval_s: sampling interval (``dmon -d``, seconds) for captures without a Date column.
         strict: with a path, raise on bad lines (True) or keep the good ones (False).
@@ -239,7 +240,7 @@ def power_trace_from_dcgmi(table, interval_s=None, strict=True) -> PowerTrace:
     """Power trace of a ``dcgmi dmon`` capture (rows of ``GPU`` entities; MIG and switch rows are left out).
 
     Args:
-        table: :class:`calibration.readers.dcgm.DcgmTable` or a path (read with :func:`read_dcgmi_dmon`).
+        table: :class:`costmodel.readers.dcgm.DcgmTable` or a path (read with :func:`read_dcgmi_dmon`).
         interval_s: sampling interval (``dcgmi dmon -d``, converted from ms to s by the caller); without
             it ``t_unix`` is the sample number (dcgmi prints no time).
         strict: with a path, raise on bad lines (True) or keep the good ones (False).
@@ -278,16 +279,15 @@ def power_trace_from_suite(run) -> PowerTrace:
     """Power trace of the calibration suite's ``sample`` records (one NVML/amdsmi sample of one GPU each).
 
     Args:
-        run: :class:`calibration.records.SuiteRun` or a path (read with
-            :func:`calibration.records.read_suite_jsonl`, non-strict: bad lines are carried in ``errors``).
+        run: :class:`costmodel.readers.suite_jsonl.SuiteRun` or a path (read with
+            :func:`costmodel.readers.suite_jsonl.read_suite_jsonl`, non-strict: bad lines are carried in ``errors``).
     Returns:
         :class:`PowerTrace` (``absolute_time`` True: ``t_unix`` is the record's Unix time), sorted by
         time; ``gpu`` = the record's ``slot``, ``host`` = its host; null fields give NaN.
     Raises:
         ValueError: a sample record has a non-numeric value (the message names file and line).
-    Format source: :mod:`calibration.records` (REQUIRED["sample"]).
+    Format source: :mod:`costmodel.readers.suite_jsonl` (REQUIRED["sample"]).
     """
-    from ..records import SuiteRun, read_suite_jsonl
     if not isinstance(run, SuiteRun):
         run = read_suite_jsonl(run, strict=False)
     recs = sorted(run["sample"], key=lambda r: (r["t_unix"] if r["t_unix"] is not None else np.inf))

@@ -210,6 +210,16 @@ def _finish_meta(meta):
         meta["collective"] = collective_from_name(meta["binary"])
 
 
+_DETECT = re.compile(r"^#\s*(?:size\s+count\s+type|nThread\s+\d|Collective test starting|Rank\s+\d+\s+(?:Group|Pid))")
+
+
+def detect(head) -> bool:
+    """True when a line (rank prefix removed) is a ``#  size  count  type`` table header, a ``# nThread``
+    parameter line, a ``# Collective test starting`` line or a ``#  Rank  0 ...`` device line
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    return any(_DETECT.match(s) for s in head.unprefixed)
+
+
 def read_nccl_tests(path, strict=True) -> NcclTable:
     """Parse an nccl-tests stdout capture.
 

@@ -8,7 +8,7 @@ set with NVML, the measured time per epoch in s and the average GPU power over t
 Lines starting with ``#`` (our copies' source header) are skipped.
 
 Sources read with it: the V100, A40, RTX6000 and P100 summaries copied to
-``calibration/data/public/zeus_nsdi23_power_vs_powerlimit_<gpu>.csv``.
+``hardware/profiles/data/zeus_nsdi23_power_vs_powerlimit_<gpu>.csv``.
 """
 from __future__ import annotations
 
@@ -61,6 +61,12 @@ class ZeusTable:
         for r in self.rows:
             out.setdefault(r.workload, []).append(r)
         return {k: sorted(v, key=lambda r: r.power_limit_w) for k, v in out.items()}
+
+
+def detect(head) -> bool:
+    """True when the first non-``#`` line is the Zeus ``summary_power_<gpu>.csv`` header
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    return head.first.replace(" ", "") == ",".join(_COLUMNS)
 
 
 def read_zeus_csv(path, strict=True) -> ZeusTable:
