@@ -163,5 +163,5 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
         if rec["kind"] == "end":
             out.complete = True
     if strict and out.errors:
-        raise ReaderParseError("suite JSONL lines", out.errors, out)
+        raise ReaderParseError(out.errors, out, "suite JSONL lines")
     return out
