@@ -4,19 +4,19 @@
 * GEMM: :func:`fit_gemm` (roofline with tile, wave and K-loop efficiency, costmodel/gemm.py).
 * Collectives: :func:`fit_collective` / :func:`fit_hierarchical` (NCCL protocol lines LL, LL128,
   Simple; costmodel/collective.py) by ``scipy.optimize.least_squares`` with a robust loss.
-* Fit-quality records (:func:`stats`) and the profile-YAML writer helpers (:class:`Flow`,
-  :func:`dump_yaml`).
+* Fit-quality records (:func:`fit_stats`); the profile YAML is written by
+  :func:`costmodel.specs.profile.dump_profile`.
 """
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
-import yaml
 from scipy.optimize import least_squares
 
 from costmodel.collective import (CollectiveParams, busbw_factor, collective_time_s, hierarchical_time_s)
 from costmodel.gemm import GemmParams, gemm_time_s
+from costmodel.specs.profile import Flow
 
 MiB = 2 ** 20
 
@@ -263,32 +263,3 @@ def busbw_err(n, t_model, t_meas):
     n = np.asarray(n, float)
     e = np.abs(np.asarray(t_meas) / np.asarray(t_model) - 1.0)[n >= MiB]
     return round_sig(e.max(), 3) if e.size else None
-
-
-class Flow(dict):
-    """A mapping written on one line (``{name: LL, alpha_s: ..., busbw_efficiency: ...}``)."""
-
-
-class ProfileDumper(yaml.SafeDumper):
-    """yaml.SafeDumper that writes :class:`Flow` mappings in flow style."""
-
-
-ProfileDumper.add_representer(Flow, lambda d, x: d.represent_mapping("tag:yaml.org,2002:map", x, flow_style=True))
-
-
-def plain(x):
-    """numpy scalars/strings -> Python types, recursively (for yaml.dump); keeps :class:`Flow`."""
-    if isinstance(x, dict):
-        return type(x)({str(k): plain(v) for k, v in x.items()})
-    if isinstance(x, (list, tuple)):
-        return [plain(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
-
-
-def dump_yaml(d, head=""):
-    """YAML text of profile dict ``d`` (numpy scalars made plain; :class:`Flow` items on one line)."""
-    return head + yaml.dump(plain(d), Dumper=ProfileDumper, sort_keys=False, width=110, allow_unicode=False)

@@ -103,9 +103,9 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from calibration.fit import FitError, FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
-    from calibration.fitting import dump_yaml
     from costmodel.collective import COLLECTIVES
     from .specs import load_cluster, load_profile
+    from .specs.profile import dump_profile
     for f in files:
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
@@ -124,7 +124,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         _fit_error(e)
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump_yaml(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
+    out.write_text(dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
                                    "measurement file(s); see provenance and each fit: section.\n"))
     load_profile(str(out))  # the written file must load: a schema error here is a bug, not bad input
     con = report.console()
