@@ -1,7 +1,7 @@
 """``costmodel calibrate run | fit | show``: measure a cluster, fit a profile, inspect it.
 
-A thin typer layer over ``calibration.run`` (the suite, launched by torchrun), ``calibration.fit``
-(the fits) and the profile YAML.  Bad input ends with one line on stderr and exit code 2.
+A thin typer layer over ``costmodel.calibration.run`` (the suite, launched by torchrun),
+:mod:`costmodel.fit` (the fits) and the profile YAML.  Bad input ends with one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column.")):
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
-    from calibration.fit import FitError, FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
+    from .errors import FitError
+    from .fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
     from costmodel.collective import COLLECTIVES
     from .specs import load_cluster, load_profile
     from .specs.profile import dump_profile

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from calibration.fit import FitReport, Measurements, fit_power_section, fit_thermal_section, gpu_key_for
+from costmodel.fit import FitReport, Measurements, fit_power_section, fit_thermal_section, gpu_key_for
 from costmodel.readers import read_xla_matmul_table
 from costmodel.readers.suite_jsonl import SUITE_VERSION, SuiteRun, make_record
 from costmodel.collective import busbw_factor, hierarchical_time_s
@@ -23,7 +23,7 @@ from costmodel.uncertainty import MAD_TO_SIGMA, step_time_band
 from conftest import predict_one
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = REPO / "calibration" / "data" / "public"
+PUBLIC = REPO / "hardware" / "profiles" / "data"
 P5 = PUBLIC / "aws_p5_2node_16xH100_allreduce.txt"
 MiB = 2 ** 20
 
@@ -102,7 +102,7 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     rc, so, se = cli("calibrate", "fit", str(trace), "--gpu", "h100-sxm-80gb", "-o", str(out))
     assert rc == 0, se
     prof = yaml.safe_load(out.read_text())
-    assert prof["power"]["idle_w"] == pytest.approx(121.8, abs=0.05)    # as python -m calibration.fit_public
+    assert prof["power"]["idle_w"] == pytest.approx(121.8, abs=0.05)    # as python -m costmodel.fit.builtin
     assert prof["power"]["fit"]["n_points"] == 10100
     assert "flop_w, hbm_w, link_w kept" in so + se
 
@@ -269,7 +269,7 @@ def test_cpu_suite_to_profile_to_prediction(tmp_path):
 
 def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
     """Power-limit phases built from P - idle = k f^2.6; overlap records with a 12 % GEMM slowdown."""
-    from calibration.fit import fit_overlap_section
+    from costmodel.fit import fit_overlap_section
     gpu = load_gpu("h100-sxm-80gb")
     recs, t = [], 0.0
     idle, k, gamma = 100.0, 560.0, 2.6
@@ -306,7 +306,7 @@ def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
 
 
 def test_efficiency_at_its_bound_is_reported():
-    from calibration.fit import _at_bound
+    from costmodel.fit.primitives import warn_at_bound as _at_bound
     from costmodel.collective import CollectiveParams
     rep = FitReport()
     _at_bound("comm.inter_node.all_gather", CollectiveParams.from_protocols([(2e-5, 0.1), (8e-5, 1.0)]), 1.0, rep)

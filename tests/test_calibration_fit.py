@@ -1,4 +1,4 @@
-"""Fits of calibration.fit_public against the real public files, and the schema of the written profiles.
+"""Fits of costmodel.fit.builtin against the real public files, and the schema of the written profiles.
 
 Every test runs on both the committed ``hardware/profiles/*.yaml`` and a fresh regeneration into a
 temporary directory, so a stale committed profile and a broken fit are both caught.
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import yaml
 
-from calibration import fit_public
+from costmodel.fit import builtin as fit_public
 from costmodel.readers import read_nccl_tests, read_xla_matmul_table
 from costmodel.collective import COLLECTIVES, CollectiveParams, collective_time_s, hierarchical_time_s
 from costmodel.gemm import GemmParams, gemm_time_s
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "calibration" / "data" / "public"
+DATA = REPO / "hardware" / "profiles" / "data"
 GPUS = ["a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb"]
 
 
@@ -128,7 +128,7 @@ def _check_entry(where, e, fields):
         f = e["fit"]
         assert f["n_points"] >= 1 and f["inputs"], where
         for path in f["inputs"]:
-            assert path.startswith("calibration/data/public/") and (REPO / path).is_file(), (where, path)
+            assert path.startswith("hardware/profiles/data/") and (REPO / path).is_file(), (where, path)
 
 
 @pytest.mark.parametrize("gpu", GPUS)
@@ -136,8 +136,8 @@ def test_profile_schema(profile_dir, gpu):
     p = _load(profile_dir, gpu)
     assert p["gpu"] == gpu
     pv = p["provenance"]
-    assert pv["generated_by"] == "python -m calibration.fit_public" and pv["notes"]
-    assert pv["inputs"] and all((REPO / i).is_file() and i.startswith("calibration/data/public/") for i in pv["inputs"])
+    assert pv["generated_by"] == "python -m costmodel.fit.builtin" and pv["notes"]
+    assert pv["inputs"] and all((REPO / i).is_file() and i.startswith("hardware/profiles/data/") for i in pv["inputs"])
     assert p["gemm"], gpu
     for dtype, e in p["gemm"].items():
         assert dtype in ("bf16", "fp16", "fp8")
@@ -164,5 +164,5 @@ def test_inputs_are_in_repo_copies_with_source_headers():
         f = DATA / name
         assert f.is_file(), name
         assert "SOURCE" in f.read_text()[:600], f"{name} lost its source header"
-    src = (REPO / "calibration" / "fit_public.py").read_text()
+    src = "".join(f.read_text() for f in sorted((REPO / "costmodel" / "fit" / "builtin").glob("*.py")))
     assert "/work/shared" not in src and "../shared" not in src and "dev_set" not in src

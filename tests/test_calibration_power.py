@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import yaml
 
-from calibration import fit_power
+from costmodel.fit.builtin import power as fit_power
 from costmodel.readers import (FlagPerfParseError, NvidiaSmiParseError, ZeusParseError, flagperf_quantity,
                                  read_flagperf_base_md, read_flagperf_operator_csv, read_nvidia_smi_csv, read_zeus_csv)
 from costmodel.specs import list_clusters, load_cluster, load_gpu, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "calibration" / "data" / "public"
+DATA = REPO / "hardware" / "profiles" / "data"
 TRACE = DATA / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
 OPS = DATA / "flagperf_a100_operator_bench_power_temp.csv"
 BASE = DATA / "flagperf_a100_base_gemm_membw_nccl_with_power_temp.md"

@@ -3,7 +3,7 @@
 Every file under tests/data/readers/ starts with a ``# SOURCE:`` line naming where it was copied from
 (GitHub issues, documentation and test fixtures with real nvidia-smi / dcgmi / nccl-tests output);
 the one ``# SYNTHETIC:`` file says why no public example was found.  The nccl-tests and nvidia-smi CSV
-captures of calibration/data/public/ are used too.  Bad-input cases are made from the real files
+captures of hardware/profiles/data/ are used too.  Bad-input cases are made from the real files
 (a cut row, a value with another unit) in a temporary directory.
 """
 import json
@@ -23,7 +23,7 @@ from costmodel.readers.suite_jsonl import make_record, read_suite_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 D = REPO / "tests" / "data" / "readers"
-PUBLIC = REPO / "calibration" / "data" / "public"
+PUBLIC = REPO / "hardware" / "profiles" / "data"
 
 DMON_H100 = D / "nvidia_smi_dmon_h100_idle_load.txt"
 DMON_4GPU = D / "nvidia_smi_dmon_4gpu_pucvmet.txt"

@@ -1,11 +1,11 @@
-"""Fitting functions shared by ``calibration.fit_public`` (built-in profiles) and ``calibration.fit``
-(``costmodel calibrate fit``: a profile from a user's own measurements).
+"""Fitting primitives shared by :mod:`costmodel.fit.builtin` (the built-in profiles) and the section fits
+of ``costmodel calibrate fit`` (a profile from a cluster's own measurements).
 
 * GEMM: :func:`fit_gemm` (roofline with tile, wave and K-loop efficiency, costmodel/gemm.py).
 * Collectives: :func:`fit_collective` / :func:`fit_hierarchical` (NCCL protocol lines LL, LL128,
   Simple; costmodel/collective.py) by ``scipy.optimize.least_squares`` with a robust loss.
-* Fit-quality records (:func:`fit_stats`); the profile YAML is written by
-  :func:`costmodel.specs.profile.dump_profile`.
+* Fit-quality records (:func:`fit_stats`) and reporting (:func:`quality`, :func:`warn_outliers`,
+  :func:`warn_at_bound`); the profile YAML is written by :func:`costmodel.specs.profile.dump_profile`.
 """
 from __future__ import annotations
 
@@ -263,3 +263,48 @@ def busbw_err(n, t_model, t_meas):
     n = np.asarray(n, float)
     e = np.abs(np.asarray(t_meas) / np.asarray(t_model) - 1.0)[n >= MiB]
     return round_sig(e.max(), 3) if e.size else None
+
+
+# ---------------------------------------------------------------------------- fit-quality reporting
+OUTLIER_MAD = 5.0      # a point whose |log residual| exceeds this many MADs (and 10 %) is reported
+
+
+def median_of(rows, key):
+    """Median of ``row[key]`` over the rows that have it (NaN when none)."""
+    v = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.median(v)) if v else float("nan")
+
+
+def quality(fit: dict) -> str:
+    """One-line fit quality for the printed table: n, R^2, median and max relative error."""
+    parts = [f"n={fit.get('n_points')}"]
+    if fit.get("r2") is not None:
+        parts.append(f"R2 {fit['r2']}")
+    if fit.get("median_rel_err") is not None:
+        parts.append(f"median {fit['median_rel_err']:.1%}")
+    if fit.get("max_rel_err") is not None:
+        parts.append(f"max {fit['max_rel_err']:.1%}")
+    if fit.get("max_busbw_rel_err_ge_1MiB") is not None:
+        parts.append(f"busbw>=1MiB max {fit['max_busbw_rel_err_ge_1MiB']:.1%}")
+    return " ".join(parts)
+
+
+def warn_outliers(section, t_model, t_meas, labels, report):
+    """Warn about points whose |log residual| is beyond OUTLIER_MAD MADs of the fit and above 10 %."""
+    r = np.log(np.asarray(t_model, float) / np.asarray(t_meas, float))
+    mad = float(np.median(np.abs(r - np.median(r)))) or 1e-12
+    bad = [i for i in range(len(r)) if abs(r[i]) > max(OUTLIER_MAD * mad, np.log(1.1))]
+    if bad:
+        shown = ", ".join(f"{labels[i]} ({np.exp(-r[i]) - 1:+.0%})" for i in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        report.warnings.append(f"{section}: {len(bad)} outlier(s), measured vs fit: {shown}{more}")
+
+
+def warn_at_bound(section, p, eff_max, report):
+    """Warn when the best protocol's busbw efficiency sits at its upper bound: the data are faster than
+    the link the fit normalises by, so the topology or the link bandwidth given is likely wrong."""
+    best = max(e for _, e in p.absolute_protocols)
+    if best >= 0.995 * eff_max:
+        report.warnings.append(f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement "
+                               "is faster than the link it is normalised by (check --nodes/--gpus-per-node, the "
+                               "collective, or the cluster's link bandwidth)")

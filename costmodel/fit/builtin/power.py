@@ -1,7 +1,7 @@
 """Fit the ``power:`` and ``thermal:`` sections of the built-in profiles from public power traces.
 
-Called by ``python -m calibration.fit_public`` (:func:`build_power_thermal`); every input is a verbatim
-copy under ``calibration/data/public/`` with its source header.  Model (``costmodel/power.py``):
+Called by ``python -m costmodel.fit.builtin`` (:func:`build_power_thermal`); every input is a verbatim
+copy under ``hardware/profiles/data/`` with its source header.  Model (``costmodel/power.py``):
 
     P = idle_w + flop_w u_flop + hbm_w u_hbm + link_w u_link
 
@@ -36,21 +36,19 @@ The published training-throughput tables are never read here.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
-from pathlib import Path
 from scipy.optimize import least_squares, minimize_scalar
 
 from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
 from costmodel.readers.zeus import read_zeus_csv
+from costmodel.specs import load_gpu
 
-DATA = Path(__file__).resolve().parent / "data" / "public"
-F = dict(
-    h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
-    flagperf_ops="flagperf_a100_operator_bench_power_temp.csv",
-    flagperf_base="flagperf_a100_base_gemm_membw_nccl_with_power_temp.md",
-    zeus_v100="zeus_nsdi23_power_vs_powerlimit_v100.csv", zeus_a40="zeus_nsdi23_power_vs_powerlimit_a40.csv",
-    zeus_rtx6000="zeus_nsdi23_power_vs_powerlimit_rtx6000.csv", zeus_p100="zeus_nsdi23_power_vs_powerlimit_p100.csv")
+from .data import path as _p
+from .data import rel as _rel
+
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
 
 # FlagPerf's GPU: A100-SXM4-40GB (the A100 profile is the 80GB SXM4 part, same GA100 die and 400 W TDP).
@@ -72,14 +70,6 @@ HEATSINK = dict(mass_kg=1.5, c_j_per_kg_k=900.0,
                 note="ASSUMED: no public mass of an A100/H100 SXM air heatsink was found; 1.5 kg of "
                      "aluminium-equivalent fin stack with a copper/vapour-chamber base (order of magnitude of a "
                      "4U-class passive GPU heatsink), c = 900 J/(kg K) (aluminium); C = 1.5 x 900 = 1350 J/K")
-
-
-def _p(key, data=None):
-    return Path(data or DATA) / F[key]
-
-
-def _rel(key):
-    return f"calibration/data/public/{F[key]}"
 
 
 def _r(x, sig=4):
@@ -131,7 +121,7 @@ def fit_zeus_gamma(table, frac=0.5, min_stretch=1.10, max_rms=0.03):
     bound of the most clock-bound sweep.
 
     Args:
-        table: :class:`calibration.readers.zeus.ZeusTable`.
+        table: :class:`costmodel.readers.zeus.ZeusTable`.
         frac: keep limits >= frac x the sweep's largest limit.
         min_stretch: keep sweeps whose time grows by at least this factor over the kept limits.
         max_rms: keep sweeps whose c = 1 fit has an RMS log-time error <= this.
@@ -358,9 +348,21 @@ def fit_a100_thermal(ops, base):
 
 
 # ------------------------------------------------------------------------------------------- profiles
+class _Fits(NamedTuple):
+    """The power/thermal fits every GPU's sections are made from (see :func:`build_power_thermal`)."""
+
+    h: dict          # fit_h100_trace
+    a: dict          # fit_a100_power parameters
+    arec: dict       # fit_a100_power record
+    th: dict         # fit_a100_thermal
+    gamma: float     # median of the Zeus bounds
+    zeus_rec: dict   # the gamma fit record
+    a100_in: list    # inputs of the A100 fits (FlagPerf, Zeus)
+    tdp_a: float     # FlagPerf A100's TDP, W
+    tdp_h: float     # H100's TDP (hardware/gpus/h100-sxm-80gb.yaml), W
+
 
 def _tdp_hbm(gpus):
-    from costmodel.specs import load_gpu
     out = {}
     for g in gpus:
         s = load_gpu(g)
@@ -368,23 +370,9 @@ def _tdp_hbm(gpus):
     return out
 
 
-def build_power_thermal(gpus, data=None):
-    """Fit everything and return ``(sections, summary, inputs)``.
-
-    Args:
-        gpus: GPU file stems to write sections for (hardware/gpus/<stem>.yaml gives TDP and HBM bandwidth).
-        data: directory of the public copies (default calibration/data/public).
-    Returns:
-        sections: gpu -> {"power": {...}, "thermal": {...}} in the hardware/README.md profile schema.
-        summary: rows (kind, gpu, item, text) for fit_public's printed table.
-        inputs: gpu -> list of repo-relative input files.
-    """
-    D = load(data)
-    spec = _tdp_hbm(gpus)
-    summary, sections, inputs = [], {}, {}
-    zfit = {g: fit_zeus_gamma(D["zeus"][g]) for g in ZEUS_GPUS}
-    gamma = float(np.median([zfit[g]["gamma"] for g in ZEUS_GPUS]))
-    zeus_rec = dict(
+def _zeus_record(zfit):
+    """The ``fit.gamma`` record of every profile from the per-GPU Zeus fits."""
+    return dict(
         data="Zeus NSDI'23 traces: time per epoch and average power vs NVML power limit (V100, A40, RTX6000, P100; "
              "6 DNN workloads x batch sizes)",
         method="per sweep: P = idle + min(D, (L - idle)/k) for the power column, T = T0/s with s = ((L - idle)/(k D))^"
@@ -399,113 +387,154 @@ def build_power_thermal(gpus, data=None):
         note="the data do not identify gamma below the bound (the time stretch depends on c/gamma); physics gives "
              "gamma >= 1 (P_dyn ~ V^2 f, V non-decreasing in f). Limits under 50 % of the largest give lower local "
              "exponents (voltage floor); 60 % gives larger ones.")
+
+
+def _thermal_section(gname, tdp, fits: _Fits):
+    """``thermal:`` of one GPU: the A100 fit, or R_th x TDP held at the A100's value; tau = R_th x C."""
+    th, tdp_a = fits.th, fits.tdp_a
+    rth = th["r_th"] * tdp_a / tdp
+    tau = rth * HEATSINK["mass_kg"] * HEATSINK["c_j_per_kg_k"] * tdp / tdp_a
+    base = dict(r_th_c_per_w=_r(rth, 3), tau_s=_r(tau, 3))
+    tau_note = (f"tau_s DERIVED = R_th x C: C = {HEATSINK['mass_kg']} kg x {HEATSINK['c_j_per_kg_k']:.0f} J/(kg K) = "
+                f"{HEATSINK['mass_kg'] * HEATSINK['c_j_per_kg_k']:.0f} J/K for the 400 W A100 heatsink "
+                f"({HEATSINK['note'].split(' C = ')[0]}), scaled with TDP for larger heatsinks; no public time series "
+                "of GPU temperature exists in the data set (a temperature step response from `costmodel calibrate` "
+                "replaces it)")
+    if gname == "a100-sxm-80gb":
+        base["fit"] = dict(
+            data="FlagPerf A100-SXM4-40GB single-GPU operator runs in a DGX A100 (other 7 GPUs idle)",
+            method="least squares T_avg = T0 + R_th P_avg over runs >= 60 s (time averages of a first-order system)",
+            n_points=th["n"], r2=_r(th["r2"], 3), rmse_c=_r(th["rmse"], 3), max_abs_err_c=_r(th["max_abs_err"], 3),
+            t0_c=_r(th["t0"], 3), power_range_w=[_r(x) for x in th["p_range"]], inputs=[_rel("flagperf_ops")],
+            cross_check=dict(data="FlagPerf base toolkits/benchmarks (1-16 GPUs, neighbours loaded in 8-GPU runs)",
+                             n_points=th["base_n"], r_th_c_per_w=_r(th["base_r_th"], 3), t0_c=_r(th["base_t0"], 3),
+                             r2=_r(th["base_r2"], 3), inputs=[_rel("flagperf_base")]))
+        base["derived_from"] = "tau_s: R_th x heatsink heat capacity (DERIVED)"
+        base["note"] = ("R_th is junction (nvidia-smi GPU temperature) rise per W over the intercept T0 (the DGX "
+                        "A100's GPU inlet during the runs, not measured) at the DGX A100's own fan control; "
+                        "measured on the 40GB SXM4 part (same GA100 die, 400 W, SXM4 heatsink). " + tau_note +
+                        f". Cross-check: the base runs (1-16 GPUs) give a steeper slope ({th['base_r_th']:.3f}), "
+                        "consistent with loaded neighbours preheating the rear row, but they ran on other dates at "
+                        "unknown inlet temperatures, so they are not fitted.")
+    else:
+        base["derived_from"] = "a100-sxm-80gb:thermal"
+        base["note"] = (f"DERIVED: no temperature data for this GPU; R_th = A100 fit {th['r_th']:.4f} C/W x 400 W / "
+                        f"{tdp:.0f} W TDP (heatsink and airflow sized for the same junction rise at TDP), "
+                        "i.e. R_th x TDP held at the A100's value. " + tau_note)
+    return base
+
+
+def _power_a100(fits: _Fits):
+    """``power:`` of the A100: the FlagPerf fit (40GB part) used unchanged."""
+    a = fits.a
+    return dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
+                link_w=_r(a["link_w"]), gamma=_r(fits.gamma, 3), fit=dict(fits.arec, gamma=fits.zeus_rec),
+                derived_from="gamma: median of the Zeus GPU fits (no A100 power-limit sweep in the data)",
+                note="Fitted on the A100-SXM4-40GB (FlagPerf); the 80GB SXM4 part has the same GA100 die, SMs, "
+                     "clocks, NVLink and 400 W TDP, so the coefficients are used unchanged (TDP rule, ratio 1). hbm_w "
+                     "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
+                     "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
+
+
+def _power_hopper(g, tdp, fits: _Fits):
+    """``power:`` of H100 / H200: idle from the H100 trace, dynamic terms the A100 fit scaled by TDP."""
+    a, h = fits.a, fits.h
+    k = tdp / fits.tdp_a
+    f_w, hb_w, l_w = a["flop_w"] * k, a["hbm_w"] * k, a["link_w"] * k
+    u_eff = (h["loaded_w"] - h["idle_w"]) / f_w
+    idle = dict(data="8x H100 80GB (Azure) GPT-8B PyTorch DDP training, nvidia-smi power.draw at 100 ms "
+                     "(grantwilkins/training_profile)",
+                method="median power of samples at utilization.gpu == 0",
+                n_points=h["n_idle"], value_w=_r(h["idle_w"]), iqr_w=h["idle_iqr_w"], inputs=[_rel("h100_trace")])
+    loaded = dict(method="median power of samples at utilization.gpu >= 90 % (training)",
+                  n_points=h["n_loaded"], median_w=_r(h["loaded_w"]), p95_w=h["loaded_p95_w"],
+                  implied_u_flop=_r(u_eff, 3),
+                  note="cross-check, not fitted: if all the loaded samples' dynamic "
+                       f"power were GEMM power, (loaded - idle)/flop_w = {u_eff:.2f} of "
+                       "the dense peak would be their tensor-core utilisation (an upper "
+                       "bound, since memory-bound and communication phases also draw "
+                       "power); the trace has no FLOP or byte counts, so the split across "
+                       "terms cannot be fitted from it")
+    return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), gamma=_r(fits.gamma, 3),
+                fit=dict(idle_w=idle, loaded=loaded, gamma=fits.zeus_rec, inputs=[_rel("h100_trace")] + fits.a100_in),
+                derived_from=("a100-sxm-80gb:power (flop_w, hbm_w, link_w x 700/400 TDP)"
+                              + "; gamma: median of the Zeus GPU fits"
+                              + ("; idle_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
+                                 if g != "h100-sxm-80gb" else "")),
+                note="DERIVED split: idle_w is measured on H100 (trace); no H100 microbenchmark with power exists "
+                     "in the public set, so the dynamic coefficients are the A100 fit scaled by TDP (700/400)"
+                     + (". H200: same GH100 die, board and 700 W TDP as H100, so H100's values (hbm_w per unit "
+                        "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else ""))
+
+
+def _power_derived(g, tdp, fits: _Fits):
+    """``power:`` of a GPU without power data: B200 from H100, the others from A100, scaled by TDP."""
+    a, h, tdp_a, tdp_h = fits.a, fits.h, fits.tdp_a, fits.tdp_h
+    src = "h100-sxm-80gb" if g == "b200-sxm-180gb" else "a100-sxm-80gb"
+    ref_tdp = tdp_h if src == "h100-sxm-80gb" else tdp_a
+    ref_idle = h["idle_w"] if src == "h100-sxm-80gb" else a["idle_w"]
+    ref = dict(flop_w=a["flop_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
+               hbm_w=a["hbm_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
+               link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
+    k = tdp / ref_tdp
+    power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
+                 link_w=_r(ref["link_w"] * k), gamma=_r(fits.gamma, 3),
+                 derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma: median of the Zeus GPU fits",
+                 note=f"DERIVED: no power data for this GPU in the public set; every coefficient (idle "
+                      f"included) is {src}'s scaled by the TDP ratio {tdp:.0f}/{ref_tdp:.0f}"
+                      + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else ""))
+    return power, ([_rel("h100_trace")] if src == "h100-sxm-80gb" else []) + fits.a100_in
+
+
+def _fit_all(data=None):
+    """Every power/thermal fit (:class:`_Fits`) and the per-GPU Zeus fits."""
+    D = load(data)
+    zfit = {g: fit_zeus_gamma(D["zeus"][g]) for g in ZEUS_GPUS}
+    gamma = float(np.median([zfit[g]["gamma"] for g in ZEUS_GPUS]))
+    a, arec = fit_a100_power(D["ops"], D["base"], gamma)
+    zin = [_rel(f"zeus_{k}") for k in ZEUS_GPUS]
+    return _Fits(h=fit_h100_trace(D["h100"]), a=a, arec=arec, th=fit_a100_thermal(D["ops"], D["base"]), gamma=gamma,
+                 zeus_rec=_zeus_record(zfit), a100_in=[_rel("flagperf_ops"), _rel("flagperf_base")] + zin,
+                 tdp_a=A100_40["tdp_w"], tdp_h=load_gpu("h100-sxm-80gb").tdp_w), zfit
+
+
+def build_power_thermal(gpus, data=None):
+    """Fit everything and return ``(sections, summary, inputs)``.
+
+    Args:
+        gpus: GPU file stems to write sections for (hardware/gpus/<stem>.yaml gives TDP and HBM bandwidth).
+        data: directory of the public copies (default hardware/profiles/data).
+    Returns:
+        sections: gpu -> {"power": {...}, "thermal": {...}} in the hardware/README.md profile schema.
+        summary: rows (kind, gpu, item, text) for the printed fit table of ``python -m costmodel.fit.builtin``.
+        inputs: gpu -> list of repo-relative input files.
+    """
+    fits, zfit = _fit_all(data)
+    spec = _tdp_hbm(gpus)
+    summary, sections, inputs = [], {}, {}
     for g, z in zfit.items():
         summary.append(("gamma", g, "zeus", f"{z['gamma']:.2f} (bound of {z['bound_workload']}, {z['n_used']} sweeps; "
                                              f"per-sweep q25/median {z['q25']:.2f}/{z['median']:.2f})"))
-    h = fit_h100_trace(D["h100"])
-    a, arec = fit_a100_power(D["ops"], D["base"], gamma)
-    th = fit_a100_thermal(D["ops"], D["base"])
-    tau_a100 = th["r_th"] * HEATSINK["mass_kg"] * HEATSINK["c_j_per_kg_k"]
-    zin = [_rel(f"zeus_{k}") for k in ZEUS_GPUS]
-    a100_in = [_rel("flagperf_ops"), _rel("flagperf_base")] + zin
-    tdp_a, tdp_h = A100_40["tdp_w"], 700.0
-
-    def thermal(gname, tdp):
-        rth = th["r_th"] * tdp_a / tdp
-        tau = rth * HEATSINK["mass_kg"] * HEATSINK["c_j_per_kg_k"] * tdp / tdp_a
-        base = dict(r_th_c_per_w=_r(rth, 3), tau_s=_r(tau, 3))
-        tau_note = (f"tau_s DERIVED = R_th x C: C = {HEATSINK['mass_kg']} kg x {HEATSINK['c_j_per_kg_k']:.0f} J/(kg K) = "
-                    f"{HEATSINK['mass_kg'] * HEATSINK['c_j_per_kg_k']:.0f} J/K for the 400 W A100 heatsink "
-                    f"({HEATSINK['note'].split(' C = ')[0]}), scaled with TDP for larger heatsinks; no public time series of GPU "
-                    "temperature exists in the data set (a temperature step response from `costmodel calibrate` "
-                    "replaces it)")
-        if gname == "a100-sxm-80gb":
-            base["fit"] = dict(
-                data="FlagPerf A100-SXM4-40GB single-GPU operator runs in a DGX A100 (other 7 GPUs idle)",
-                method="least squares T_avg = T0 + R_th P_avg over runs >= 60 s (time averages of a first-order system)",
-                n_points=th["n"], r2=_r(th["r2"], 3), rmse_c=_r(th["rmse"], 3), max_abs_err_c=_r(th["max_abs_err"], 3),
-                t0_c=_r(th["t0"], 3), power_range_w=[_r(x) for x in th["p_range"]], inputs=[_rel("flagperf_ops")],
-                cross_check=dict(data="FlagPerf base toolkits/benchmarks (1-16 GPUs, neighbours loaded in 8-GPU runs)",
-                                 n_points=th["base_n"], r_th_c_per_w=_r(th["base_r_th"], 3), t0_c=_r(th["base_t0"], 3),
-                                 r2=_r(th["base_r2"], 3), inputs=[_rel("flagperf_base")]))
-            base["derived_from"] = "tau_s: R_th x heatsink heat capacity (DERIVED)"
-            base["note"] = ("R_th is junction (nvidia-smi GPU temperature) rise per W over the intercept T0 (the DGX "
-                            "A100's GPU inlet during the runs, not measured) at the DGX A100's own fan control; "
-                            "measured on the 40GB SXM4 part (same GA100 die, 400 W, SXM4 heatsink). " + tau_note +
-                            f". Cross-check: the base runs (1-16 GPUs) give a steeper slope ({th['base_r_th']:.3f}), consistent with "
-                            "loaded neighbours preheating the rear row, but they ran on other dates at unknown inlet "
-                            "temperatures, so they are not fitted.")
-        else:
-            base["derived_from"] = "a100-sxm-80gb:thermal"
-            base["note"] = (f"DERIVED: no temperature data for this GPU; R_th = A100 fit {th['r_th']:.4f} C/W x 400 W / "
-                            f"{tdp:.0f} W TDP (heatsink and airflow sized for the same junction rise at TDP), "
-                            "i.e. R_th x TDP held at the A100's value. " + tau_note)
-        return base
-
+    th, arec = fits.th, fits.arec
     for g in gpus:
-        tdp, hbm_bps = spec[g]
-        inputs[g] = []
+        tdp, _ = spec[g]
         if g == "a100-sxm-80gb":
-            power = dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
-                         link_w=_r(a["link_w"]), gamma=_r(gamma, 3), fit=dict(arec, gamma=zeus_rec),
-                         derived_from="gamma: median of the Zeus GPU fits (no A100 power-limit sweep in the data)",
-                         note="Fitted on the A100-SXM4-40GB (FlagPerf); the 80GB SXM4 part has the same GA100 die, SMs, "
-                              "clocks, NVLink and 400 W TDP, so the coefficients are used unchanged (TDP rule, ratio 1). hbm_w "
-                              "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
-                              "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
-            inputs[g] = a100_in
+            power, inputs[g] = _power_a100(fits), fits.a100_in
         elif g in ("h100-sxm-80gb", "h200-sxm-141gb"):
-            k = tdp / tdp_a
-            f_w, hb_w, l_w = a["flop_w"] * k, a["hbm_w"] * k, a["link_w"] * k
-            u_eff = (h["loaded_w"] - h["idle_w"]) / f_w
-            power = dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), gamma=_r(gamma, 3),
-                         fit=dict(idle_w=dict(data="8x H100 80GB (Azure) GPT-8B PyTorch DDP training, nvidia-smi "
-                                                   "power.draw at 100 ms (grantwilkins/training_profile)",
-                                              method="median power of samples at utilization.gpu == 0",
-                                              n_points=h["n_idle"], value_w=_r(h["idle_w"]), iqr_w=h["idle_iqr_w"],
-                                              inputs=[_rel("h100_trace")]),
-                                  loaded=dict(method="median power of samples at utilization.gpu >= 90 % (training)",
-                                              n_points=h["n_loaded"], median_w=_r(h["loaded_w"]), p95_w=h["loaded_p95_w"],
-                                              implied_u_flop=_r(u_eff, 3),
-                                              note="cross-check, not fitted: if all the loaded samples' dynamic "
-                                                   f"power were GEMM power, (loaded - idle)/flop_w = {u_eff:.2f} of "
-                                                   "the dense peak would be their tensor-core utilisation (an upper "
-                                                   "bound, since memory-bound and communication phases also draw "
-                                                   "power); the trace has no FLOP or byte counts, so the split across "
-                                                   "terms cannot be fitted from it"),
-                                  gamma=zeus_rec, inputs=[_rel("h100_trace")] + a100_in),
-                         derived_from=("a100-sxm-80gb:power (flop_w, hbm_w, link_w x 700/400 TDP)"
-                                       + "; gamma: median of the Zeus GPU fits"
-                                       + ("; idle_w: h100-sxm-80gb trace (same GH100 board and 700 W)" if g != "h100-sxm-80gb" else "")),
-                         note="DERIVED split: idle_w is measured on H100 (trace); no H100 microbenchmark with power exists "
-                              "in the public set, so the dynamic coefficients are the A100 fit scaled by TDP (700/400)"
-                              + (". H200: same GH100 die, board and 700 W TDP as H100, so H100's values (hbm_w per unit "
-                                 "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else ""))
-            inputs[g] = [_rel("h100_trace")] + a100_in
+            power, inputs[g] = _power_hopper(g, tdp, fits), [_rel("h100_trace")] + fits.a100_in
         else:
-            src = "h100-sxm-80gb" if g == "b200-sxm-180gb" else "a100-sxm-80gb"
-            ref_tdp = tdp_h if src == "h100-sxm-80gb" else tdp_a
-            ref_idle = h["idle_w"] if src == "h100-sxm-80gb" else a["idle_w"]
-            ref = dict(flop_w=a["flop_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
-                       hbm_w=a["hbm_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
-                       link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
-            k = tdp / ref_tdp
-            power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
-                         link_w=_r(ref["link_w"] * k), gamma=_r(gamma, 3),
-                         derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma: median of the Zeus GPU fits",
-                         note=f"DERIVED: no power data for this GPU in the public set; every coefficient (idle "
-                              f"included) is {src}'s scaled by the TDP ratio {tdp:.0f}/{ref_tdp:.0f}"
-                              + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else ""))
-            inputs[g] = ([_rel("h100_trace")] if src == "h100-sxm-80gb" else []) + a100_in
+            power, inputs[g] = _power_derived(g, tdp, fits)
         inputs[g] = inputs[g] + ([_rel("flagperf_ops")] if _rel("flagperf_ops") not in inputs[g] else [])
-        sections[g] = dict(power=power, thermal=thermal(g, tdp))
+        sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
         summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
                                                       f"link {p['link_w']:.0f} W gamma {p['gamma']:.2f}"
-                                                      + ("" if g in ("a100-sxm-80gb",) else "  (derived)" if g != "h100-sxm-80gb" else "  (idle fitted)")))
+                                                      + ("" if g in ("a100-sxm-80gb",) else "  (derived)"
+                                                         if g != "h100-sxm-80gb" else "  (idle fitted)")))
         t = sections[g]["thermal"]
         summary.append(("thermal", g, "R_th/tau", f"{t['r_th_c_per_w']:.4f} C/W tau {t['tau_s']:.0f} s"
-                                                  + (f"  R2 {th['r2']:.3f} n={th['n']}" if g == "a100-sxm-80gb" else "  (derived)")))
+                                                  + (f"  R2 {th['r2']:.3f} n={th['n']}" if g == "a100-sxm-80gb"
+                                                     else "  (derived)")))
     summary.append(("power", "a100 fit", "quality", f"R2 {arec['r2_power']:.3f} median {arec['median_rel_err_power']:.3f} max "
                                                     f"{arec['max_rel_err_power']:.3f} over {arec['n_points']} rows; flop_w GEMM "
                                                     f"throughput err {arec['flop_w']['max_rel_err_throughput']:.3f}"))
