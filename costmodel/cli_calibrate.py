@@ -55,7 +55,7 @@ def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint
         if not rdzv_endpoint:
             raise InputError("--rdzv-endpoint", "", "needed with --nnodes > 1 (HOST:PORT of the first node)")
         cmd += [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}"]
-    return cmd + ["-m", "calibration.run", "--out", out] + list(suite_args or [])
+    return cmd + ["-m", "costmodel.calibration.run", "--out", out] + list(suite_args or [])
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -66,8 +66,8 @@ def run(ctx: typer.Context,
         rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):
     """Run the calibration suite here through torchrun; arguments after the options go to the suite
-    (see `python -m calibration.run --help`).  Under Slurm use
-    `srun -N NODES --ntasks-per-node GPUS python -m calibration.run --out FILE` instead."""
+    (see `python -m costmodel.calibration.run --help`).  Under Slurm use
+    `srun -N NODES --ntasks-per-node GPUS python -m costmodel.calibration.run --out FILE` instead."""
     n = nproc_per_node or _gpu_count()
     cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
     shown = ["torchrun"] + cmd[3:]

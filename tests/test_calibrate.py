@@ -1,4 +1,4 @@
-"""`costmodel calibrate fit|show|run`, the fits of calibration/fit.py and the +/- band of predictions.
+"""`costmodel calibrate fit|show|run`, the fits of costmodel/fit and the +/- band of predictions.
 
 Targets of issue #4 on real public files: the all-reduce fit reproduces the AWS p5 2-node H100
 nccl-tests busbw within 10 % at every size >= 1 MiB, and the GEMM fit reproduces the measured XLA
@@ -202,7 +202,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
 def test_run_prints_the_torchrun_line():
     rc, so, se = cli("calibrate", "run", "--nproc-per-node", "8", "--dry-run", "--out", "raw.jsonl", "--quick")
     assert rc == 0
-    assert "torchrun --nproc-per-node=8 -m calibration.run --out raw.jsonl --quick" in se
+    assert "torchrun --nproc-per-node=8 -m costmodel.calibration.run --out raw.jsonl --quick" in se
     rc, so, se = cli("calibrate", "run", "--nnodes", "2", "--dry-run")
     assert rc == 2 and "--rdzv-endpoint" in se
 
@@ -244,7 +244,7 @@ def test_overlap_slowdown_adds_the_hidden_communication_times_the_factor(h200):
 def test_cpu_suite_to_profile_to_prediction(tmp_path):
     """The whole workflow on CPU: the suite in two gloo processes, fit, show, predict --profile."""
     raw = tmp_path / "raw.jsonl"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "calibration.run",
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "costmodel.calibration.run",
                         "--quick", "--out", str(raw)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     out = tmp_path / "cpu.yaml"

@@ -1,4 +1,4 @@
-"""``python -m calibration.run``: the microbenchmark suite, run for real on CPU (gloo, no NVML).
+"""``python -m costmodel.calibration.run``: the microbenchmark suite, run for real on CPU (gloo, no NVML).
 
 Two processes under ``torch.distributed.run`` (the torchrun entry point), one process without a
 launcher, the help text, and the pure parts (Slurm environment, group plan, GEMM shapes, NVML
@@ -35,7 +35,7 @@ def _env():
 
 def torchrun(out, *args, nproc=2, timeout=120):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "-m", "calibration.run", "--out", str(out), *args]
+           "-m", "costmodel.calibration.run", "--out", str(out), *args]
     t0 = time.time()
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -134,7 +134,7 @@ def test_simulated_two_nodes_give_inter_node_groups(tmp_path):
 
 # --------------------------------------------------------------------- one process, no launcher
 def test_single_process_in_process(tmp_path, monkeypatch):
-    from calibration.run import main
+    from costmodel.calibration.run import main
     for k in LAUNCH_VARS:
         monkeypatch.delenv(k, raising=False)
     out = tmp_path / "sub" / "raw.jsonl"
@@ -152,7 +152,7 @@ def test_single_process_in_process(tmp_path, monkeypatch):
 
 
 def test_bad_options_exit_2(tmp_path, monkeypatch, capsys):
-    from calibration.run import main
+    from costmodel.calibration.run import main
     for k in LAUNCH_VARS:
         monkeypatch.delenv(k, raising=False)
     assert main(["--quick", "--out", str(tmp_path / "x.jsonl"), "--only", "gemm,bogus"]) == 2
@@ -165,7 +165,7 @@ def test_bad_options_exit_2(tmp_path, monkeypatch, capsys):
 
 
 def test_help_lists_every_option():
-    p = subprocess.run([sys.executable, "-m", "calibration.run", "--help"], cwd=REPO, env=_env(),
+    p = subprocess.run([sys.executable, "-m", "costmodel.calibration.run", "--help"], cwd=REPO, env=_env(),
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     for opt in ("--out", "--device", "--quick", "--only", "--skip", "--launcher", "--master-port", "--models",
@@ -177,7 +177,7 @@ def test_help_lists_every_option():
 
 # ----------------------------------------------------------------------------------- pure parts
 def test_slurm_environment():
-    from calibration.suite.dist import launcher_env, parse_nodelist
+    from costmodel.calibration.suite.dist import launcher_env, parse_nodelist
     assert parse_nodelist("gpu[01-03,07],login1") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1"]
     assert parse_nodelist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
     env = dict(SLURM_PROCID="9", SLURM_NTASKS="32", SLURM_LOCALID="1", SLURM_JOB_NODELIST="node[04-07]")
@@ -196,7 +196,7 @@ def test_slurm_environment():
 
 
 def test_group_plan():
-    from calibration.suite.collectives import buffer_bytes, message_sizes, plan_groups
+    from costmodel.calibration.suite.collectives import buffer_bytes, message_sizes, plan_groups
     one = plan_groups([list(range(8))])
     assert [(s.name, s.scope, s.group_size, len(s.groups)) for s in one] == \
         [("node2", "intra_node", 2, 4), ("node4", "intra_node", 4, 2), ("node8", "intra_node", 8, 1)]
@@ -213,7 +213,7 @@ def test_group_plan():
 
 
 def test_model_gemm_shapes_match_compute_flops():
-    from calibration.suite.shapes import layer_gemms, model_shapes
+    from costmodel.calibration.suite.shapes import layer_gemms, model_shapes
     from costmodel.compute import layer_matmul_flops_per_token
     from costmodel.specs import load_model
     for name in ("llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt3-175b"):
@@ -234,7 +234,7 @@ def test_model_gemm_shapes_match_compute_flops():
 
 
 def test_parse_size_and_resolve():
-    from calibration.run import build_parser, parse_size, resolve
+    from costmodel.calibration.run import build_parser, parse_size, resolve
     assert parse_size("1K") == 1024 and parse_size("64KiB") == 65536 and parse_size("1G") == 2 ** 30
     assert parse_size("4096") == 4096
     with pytest.raises(ValueError):
@@ -294,8 +294,8 @@ def fake_nvml(limit_mw=700_000, allowed=True):
 
 
 def test_nvml_monitor_readings_and_sampler():
-    from calibration.suite.monitor import SAMPLE_FIELDS, NvmlMonitor, Sampler, gpu_id
-    from calibration.suite.recorder import Recorder
+    from costmodel.calibration.suite.monitor import SAMPLE_FIELDS, NvmlMonitor, Sampler, gpu_id
+    from costmodel.calibration.suite.recorder import Recorder
     m = NvmlMonitor(fake_nvml(), handle=object())
     assert (m.slot, m.pci_bus_id, m.driver_version) == (3, "00000000:1B:00.0", "550.54.15")
     s = m.read()
@@ -316,9 +316,9 @@ def test_nvml_monitor_readings_and_sampler():
 
 def test_power_limit_sweep_restores_the_limit(monkeypatch):
     import torch
-    from calibration.suite import thermal
-    from calibration.suite.monitor import NvmlMonitor
-    from calibration.suite.recorder import Recorder
+    from costmodel.calibration.suite import thermal
+    from costmodel.calibration.suite.monitor import NvmlMonitor
+    from costmodel.calibration.suite.recorder import Recorder
     monkeypatch.setattr(thermal.time, "sleep", lambda s: None)
     nv = fake_nvml()
     mon = NvmlMonitor(nv, handle=object())

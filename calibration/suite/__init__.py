@@ -1,4 +1,5 @@
-"""The calibration microbenchmark suite run by ``python -m calibration.run`` on the operator's GPUs.
+"""The calibration microbenchmark suite run by ``python -m costmodel.calibration.run`` on the operator's
+GPUs.
 
 One module per job:
 
