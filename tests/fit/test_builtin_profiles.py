@@ -14,7 +14,7 @@ from costmodel.readers import read_nccl_tests, read_xla_matmul_table
 from costmodel.collective import COLLECTIVES, CollectiveParams, collective_time_s, hierarchical_time_s
 from costmodel.gemm import GemmParams, gemm_time_s
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "hardware" / "profiles" / "data"
 GPUS = ["a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb"]
 

@@ -21,7 +21,7 @@ from costmodel.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTestsPa
 from costmodel.errors import ReaderParseError
 from costmodel.readers.suite_jsonl import make_record, read_suite_jsonl
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 D = REPO / "tests" / "data" / "readers"
 PUBLIC = REPO / "hardware" / "profiles" / "data"
 

@@ -10,7 +10,7 @@ from costmodel.readers import (FlagPerfParseError, NvidiaSmiParseError, ZeusPars
                                  read_flagperf_base_md, read_flagperf_operator_csv, read_nvidia_smi_csv, read_zeus_csv)
 from costmodel.specs import list_clusters, load_cluster, load_gpu, load_profile
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "hardware" / "profiles" / "data"
 TRACE = DATA / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
 OPS = DATA / "flagperf_a100_operator_bench_power_temp.csv"

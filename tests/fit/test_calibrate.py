@@ -22,7 +22,7 @@ from costmodel.specs import load_cluster, load_gpu, load_model, load_profile
 from costmodel.uncertainty import MAD_TO_SIGMA, step_time_band
 from conftest import predict_one
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PUBLIC = REPO / "hardware" / "profiles" / "data"
 P5 = PUBLIC / "aws_p5_2node_16xH100_allreduce.txt"
 MiB = 2 ** 20

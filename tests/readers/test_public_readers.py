@@ -7,7 +7,7 @@ from costmodel.readers import (NcclTestsParseError, parse_quantity, read_allredu
                                  read_mamf, read_massaged_nccl_table, read_mlengineering_nvls, read_nccl_tests,
                                  read_xla_collective_table, read_xla_matmul_table)
 
-DATA = Path(__file__).resolve().parents[1] / "hardware" / "profiles" / "data"
+DATA = Path(__file__).resolve().parents[2] / "hardware" / "profiles" / "data"
 P5 = DATA / "aws_p5_2node_16xH100_allreduce.txt"
 
 

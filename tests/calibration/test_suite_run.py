@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 from costmodel.readers.suite_jsonl import KINDS, SUITE_VERSION, read_suite_jsonl  # noqa: E402
 from costmodel.collective import COLLECTIVES, busbw_factor  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
                "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST",
                "SLURM_STEP_NODELIST", "TORCHELASTIC_RUN_ID")

@@ -15,7 +15,7 @@ from costmodel.errors import ReaderParseError
 from costmodel.readers.training_logs import (Spread, TrainingLogParseError, read_megatron_log, read_nemo_log,
                                                read_torchtitan_log, read_training_log)
 
-LOGS = Path(__file__).resolve().parent / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 BLOOM = LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log"
 BLOOM_BROKEN = LOGS / "bloom176b_tr11_readme_broken_record.log"
 MIXTRAL = LOGS / "megatron_lm_issue756_mixtral8x7b_16xH100.log"
