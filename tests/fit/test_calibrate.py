@@ -1,6 +1,6 @@
 """`costmodel calibrate fit|show|run`, the fits of costmodel/fit and the +/- band of predictions.
 
-Targets of issue #4 on real public files: the all-reduce fit reproduces the AWS p5 2-node H100
+Targets on real public files: the all-reduce fit reproduces the AWS p5 2-node H100
 nccl-tests busbw within 10 % at every size >= 1 MiB, and the GEMM fit reproduces the measured XLA
 sm_90 matmul table within 10 % median error, both through the same `calibrate fit` path a user takes.
 """
