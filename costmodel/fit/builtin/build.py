@@ -80,7 +80,8 @@ def build_profiles(D=None):
         pv = b.prof[g]["provenance"]
         pv["inputs"] = sorted(pv["inputs"])
         pv["notes"] = ["Fitted to microbenchmarks only; published training-throughput tables are not used.",
-                       "derived_from 'X:path' means the entry copies profile X's entry at that dotted path."] + pv["notes"]
+                       "derived_from 'X:path' means the entry copies profile X's entry at that dotted path."
+                       ] + pv["notes"]
     return b.prof, b.summary
 
 

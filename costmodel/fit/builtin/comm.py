@@ -38,8 +38,9 @@ def _intra(b: Build, g, coll, parts, keys, algorithm, group_size=8, notes=(), fi
     p, tm, b.xs[g, coll] = fit_collective(coll, n, t, group_size, link, eff_max, fix, nproto)
     src = np.array(s)
     per = {k: round_sig(np.median(np.abs(tm[src == k] / np.asarray(t)[src == k] - 1)), 3) for k in dict.fromkeys(s)}
+    at_max = effective_busbw(max(n), link, p, coll, group_size) / link
     fit = fit_stats(tm, t, [rel(k) for k in keys], n, median_rel_err_by_source=per, link_bytes_per_s=round_sig(link),
-                    busbw_efficiency_at_max_size=round_sig(effective_busbw(max(n), link, p, coll, group_size) / link, 3),
+                    busbw_efficiency_at_max_size=round_sig(at_max, 3),
                     method=FIT_METHOD + (f"; parameters {sorted(fix)} fixed" if fix else ""))
     e = dict(group_size=group_size, algorithm=algorithm)
     if notes:

@@ -129,7 +129,8 @@ def derive_gemm(b: Build, a100: GemmParams) -> float:
     """fp16 of H100/H200/B200 from their bf16; V100 and MI250 from the A100 shape.  Returns MI300X's
     MAMF efficiency (MI250's eta_max)."""
     for g in ("h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb"):
-        b.prof[g]["gemm"]["fp16"] = dict({k: v for k, v in b.prof[g]["gemm"]["bf16"].items() if k not in ("fit", "note")},
+        bf16 = b.prof[g]["gemm"]["bf16"]
+        b.prof[g]["gemm"]["fp16"] = dict({k: v for k, v in bf16.items() if k not in ("fit", "note")},
                                          derived_from=f"{g}:gemm.bf16",
                                          note="FP16 and BF16 have the same dense tensor-core peak; no separate FP16 "
                                               "table.")
