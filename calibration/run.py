@@ -1,17 +1,19 @@
-"""``python -m calibration.run``: the calibration microbenchmark suite, one JSONL file per job.
+"""``python -m costmodel.calibration.run``: the calibration microbenchmark suite, one JSONL file per job.
 
 Run it where the GPUs are, under the usual launchers (the suite has none of its own)::
 
-    torchrun --nproc-per-node 8 -m calibration.run --out raw-node.jsonl          # one node
-    srun -N 4 --ntasks-per-node 8 python -m calibration.run --out raw-4n.jsonl  # Slurm, 4 nodes
-    torchrun --nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m calibration.run --out raw.jsonl
-    python -m calibration.run --quick --out raw-cpu.jsonl                        # no launcher, world size 1
+    torchrun --nproc-per-node 8 -m costmodel.calibration.run --out raw-node.jsonl           # one node
+    srun -N 4 --ntasks-per-node 8 python -m costmodel.calibration.run --out raw-4n.jsonl   # Slurm, 4 nodes
+    torchrun --nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m costmodel.calibration.run --out raw.jsonl
+    python -m costmodel.calibration.run --quick --out raw-cpu.jsonl    # no launcher, world size 1
+
+The folder is ``calibration/`` at the top of the repository; it installs as ``costmodel.calibration``.
 
 Every rank measures (GEMMs, HBM, collectives over group scopes, GEMM/all_reduce overlap, idle,
 sustained-GEMM step response, power-limit sweep) while a thread samples its GPU's power,
 temperature and clocks; rank 0 gathers all records and writes ``--out``, a file in the format of
-:mod:`calibration.records` ending with an ``end`` record.  Without a GPU the same code runs on CPU
-with gloo, and notes say what was skipped.  Exit status: 0 done, 2 bad options or launcher
+:mod:`costmodel.readers.suite_jsonl` ending with an ``end`` record.  Without a GPU the same code runs
+on CPU with gloo, and notes say what was skipped.  Exit status: 0 done, 2 bad options or launcher
 environment (one line on stderr naming the option or variable).
 """
 from __future__ import annotations
@@ -120,10 +122,10 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (``--help`` lists every option with its default)."""
     p = argparse.ArgumentParser(
-        prog="python -m calibration.run",
+        prog="python -m costmodel.calibration.run",
         description="Calibration microbenchmarks (GEMM, HBM, collectives, overlap, power/thermal) for costmodel. "
                     "Launch under torchrun or srun (one process per GPU), or alone for one process. Rank 0 "
-                    "writes all ranks' records to --out (JSONL, calibration/records.py).",
+                    "writes all ranks' records to --out (JSONL, costmodel/readers/suite_jsonl.py).",
         epilog="Defaults marked 'auto' differ on GPU, on CPU and with --quick (see DEFAULTS in calibration/run.py). "
                "Sizes take K/M/G/T suffixes, powers of 1024 (nccl-tests convention).",
         formatter_class=_Help)
@@ -240,7 +242,7 @@ def resolve(args: argparse.Namespace, on_gpu: bool) -> dict:
 
 
 def _fail(msg: str) -> int:
-    print(f"python -m calibration.run: {msg}", file=sys.stderr)
+    print(f"python -m costmodel.calibration.run: {msg}", file=sys.stderr)
     return 2
 
 
@@ -315,7 +317,7 @@ def write_output(path: Path, texts: list[str], host: str) -> int:
     Returns:
         number of records before the end record.
     """
-    from .records import make_record
+    from costmodel.readers.suite_jsonl import make_record
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [ln for t in texts for ln in t.splitlines() if ln.strip()]
     end = make_record("end", host, 0, finished_unix=time.time(), n_records=len(lines))

@@ -1,7 +1,7 @@
 """``costmodel calibrate run | fit | show``: measure a cluster, fit a profile, inspect it.
 
-A thin typer layer over ``calibration.run`` (the suite, launched by torchrun), ``calibration.fit``
-(the fits) and the profile YAML.  Bad input ends with one line on stderr and exit code 2.
+A thin typer layer over ``costmodel.calibration.run`` (the suite, launched by torchrun),
+:mod:`costmodel.fit` (the fits) and the profile YAML.  Bad input ends with one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint
         if not rdzv_endpoint:
             raise InputError("--rdzv-endpoint", "", "needed with --nnodes > 1 (HOST:PORT of the first node)")
         cmd += [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}"]
-    return cmd + ["-m", "calibration.run", "--out", out] + list(suite_args or [])
+    return cmd + ["-m", "costmodel.calibration.run", "--out", out] + list(suite_args or [])
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -66,8 +66,8 @@ def run(ctx: typer.Context,
         rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):
     """Run the calibration suite here through torchrun; arguments after the options go to the suite
-    (see `python -m calibration.run --help`).  Under Slurm use
-    `srun -N NODES --ntasks-per-node GPUS python -m calibration.run --out FILE` instead."""
+    (see `python -m costmodel.calibration.run --help`).  Under Slurm use
+    `srun -N NODES --ntasks-per-node GPUS python -m costmodel.calibration.run --out FILE` instead."""
     n = nproc_per_node or _gpu_count()
     cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
     shown = ["torchrun"] + cmd[3:]
@@ -102,10 +102,11 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column.")):
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
-    from calibration.fit import FitError, FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
-    from calibration.fitting import dump_yaml
+    from .errors import FitError
+    from .fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
     from costmodel.collective import COLLECTIVES
     from .specs import load_cluster, load_profile
+    from .specs.profile import dump_profile
     for f in files:
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
@@ -124,7 +125,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         _fit_error(e)
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump_yaml(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
+    out.write_text(dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
                                    "measurement file(s); see provenance and each fit: section.\n"))
     load_profile(str(out))  # the written file must load: a schema error here is a bug, not bad input
     con = report.console()

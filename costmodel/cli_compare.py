@@ -1,5 +1,5 @@
 """``costmodel compare``: predict a measured run and print the error per metric (a thin typer layer over
-:mod:`costmodel.compare`, the readers of :mod:`calibration.readers` and :mod:`costmodel.trace`)."""
+:mod:`costmodel.compare`, the readers of :mod:`costmodel.readers` and :mod:`costmodel.trace`)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
 
 def _read_log(path, warmup_steps, rank):
-    from calibration.readers.training_logs import TrainingLogParseError, read_training_log
+    from .readers.training_logs import TrainingLogParseError, read_training_log
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
     try:
@@ -35,28 +35,21 @@ def _read_log(path, warmup_steps, rank):
 
 
 def _read_trace(path, gpus_per_node):
-    """The run's power trace; an nvidia-smi CSV without an ``index`` column is numbered with the
-    cluster's GPUs per node (nvidia-smi prints the GPUs of a sample in index order)."""
-    from costmodel.errors import ReaderParseError
-    from calibration.readers.power_trace import PowerTrace, power_trace_from_nvidia_smi_csv, power_trace_from_suite
-    from calibration.readers.sniff import read_measurement
+    """The run's power trace, read through the format registry; an nvidia-smi CSV without an ``index``
+    column is numbered with the cluster's GPUs per node."""
+    from .errors import ReaderParseError
+    from .readers.registry import read_power_trace
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
     try:
-        fmt, data, warns = read_measurement(path)
+        fmt, data, warns = read_power_trace(path, gpus_per_node)
     except (ReaderParseError, ValueError, OSError) as e:
         raise InputError("--power", "", str(e).split("\n")[0]) from None
-    if fmt == "suite-jsonl":
-        data = power_trace_from_suite(data)
-    if not isinstance(data, PowerTrace):
+    if data is None:
         raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
                                         "dcgmi dmon, the suite's JSONL)")
     if data.t_unix.size == 0 or not (data.power_w == data.power_w).any():
         raise InputError("--power", "", f"{path} ({fmt}) has no power samples (a suite run on CPU samples none)")
-    if fmt == "nvidia-smi-csv" and "index" not in data.table.fields:
-        data = power_trace_from_nvidia_smi_csv(path, n_gpus=gpus_per_node, strict=False)
-        warns = [w for w in warns if "'index'" not in w] + [
-            f"{path}: no 'index' column: the rows of each sample are taken as GPUs 0..{gpus_per_node - 1} in order"]
     return data, list(warns)
 
 

@@ -21,7 +21,7 @@ challenge for MPP", Parallel Computing 20(3), 1994), and
 ``alpha_p`` a protocol's latency on top of it, ``eff_p`` its asymptotic busbw over the scope's
 per-GPU link bandwidth (<= 1; only NVLS all-reduce inside a node exceeds 1, since the NVSwitch does
 the reduction).  The min of lines gives the measured ramp of busbw with message size.  The constants
-are fitted per (scope, collective) by ``calibration/fit_public.py`` from nccl-tests outputs.
+are fitted per (scope, collective) by ``costmodel/fit/`` from nccl-tests outputs.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from functools import reduce
 
 import numpy as np
 
-from .specs.params import COLLECTIVES, PROTOCOLS, CollectiveParams
+from .specs.params import COLLECTIVES, CollectiveParams
 
 def busbw_factor(collective: str, group_size):
     """nccl-tests bus-bandwidth factor f(g) (nccl-tests doc/PERFORMANCE.md).

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
+from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
 from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe

@@ -1,6 +1,6 @@
 """Compare a measured training run with the model's prediction of the same run, metric by metric.
 
-Inputs are parsed measurements (``calibration.readers``): a :class:`TrainingLog` (Megatron-LM,
+Inputs are parsed measurements (``costmodel.readers``): a :class:`TrainingLog` (Megatron-LM,
 Megatron-DeepSpeed, NeMo, torchtitan) and optionally power/temperature traces (:class:`PowerTrace`
 from nvidia-smi CSV / dmon, DCGM, the suite's samples).  The layout, model size and recipe come from
 the log's argument dump, filled or overridden by flags; a flag that contradicts the dump is an error.

@@ -54,7 +54,7 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     p = profile.power
     if p is None:
         raise InputError(profile.path, "power", "missing: this profile has no fitted power model "
-                         "(regenerate it with python -m calibration.fit_public)")
+                         "(regenerate it with python -m costmodel.fit.builtin)")
     gpu = cluster.gpu
     lo = gpu.power_limit_min_w
     if lo is None:

@@ -17,7 +17,7 @@ The efficiency eta is the product of three physically separate losses:
 
 times a sustained ceiling ``eta_max`` (the maximum achievable matmul FLOP/s over the peak,
 measured as MAMF by ml-engineering's mamf-finder).  ``eta_max``, ``k_half`` and ``t_launch`` are
-fitted per GPU by ``calibration/fit_public.py`` from measured GEMM tables; ``tile_m``, ``tile_n``
+fitted per GPU by ``costmodel/fit/`` from measured GEMM tables; ``tile_m``, ``tile_n``
 are chosen by the same fit among the CUTLASS/cuBLAS tile sizes; ``num_sms`` is a datasheet value.
 """
 from __future__ import annotations

@@ -119,7 +119,7 @@ def power_timeline(trace, window, predicted: dict, path, what="power_w") -> str:
     """Measured power (or temperature) over time per GPU with the predicted levels as lines.
 
     Args:
-        trace: :class:`calibration.readers.power_trace.PowerTrace`.
+        trace: :class:`costmodel.readers.power_trace.PowerTrace`.
         window: (t0, t1) of the training window in the trace's time base (shaded), or None.
         predicted: label -> value drawn as horizontal lines (e.g. {"predicted avg": 540.0}).
         what: "power_w" or "temp_c".

@@ -13,7 +13,7 @@ MICRO 2021: constant + activity-proportional dynamic power; Hong & Kim, ISCA 201
 
     P = P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link
 
-with the coefficients fitted per GPU from power traces (calibration/fit_power.py).  costmodel.energy
+with the coefficients fitted per GPU from power traces (costmodel/fit/).  costmodel.energy
 composes these per stage: average power
 is the time-weighted mean over the step; peak power is the mean over the steady 1F1B period (a
 micro-batch's forward + backward with its overlapped communication), the densest sustained window

@@ -9,7 +9,7 @@ with R_j = R_th x r_th_scale_j the junction-to-inlet resistance at the slot, tau
 and k_pre = 1/(rho c_p V_dot) the air temperature rise per W dissipated upstream (energy balance of
 the air stream: front-row GPUs preheat the air that cools the rear row).  Liquid cooling has no
 upstream coupling.  ``R_th`` and ``tau`` come from the GPU's profile (fitted or derived,
-calibration/fit_power.py); the slot layout and k_pre from the cluster's ``cooling:`` section.
+costmodel/fit/builtin/power.py); the slot layout and k_pre from the cluster's ``cooling:`` section.
 
 Thermal slowdown: above the GPU's slowdown temperature the driver lowers the clock until the
 temperature holds (NVIDIA nvidia-smi "Clocks Event Reasons: HW Thermal Slowdown"); in steady state

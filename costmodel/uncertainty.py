@@ -2,7 +2,7 @@
 
 Each term of the step-time breakdown (costmodel/schedule.py) is driven by one fitted parameter set,
 and the profile records how well that set reproduced its measurements (``fit.median_rel_err``, and
-for collectives ``fit.median_rel_err_ge_1MiB``, written by calibration/fitting.py ``fit_stats``).
+for collectives ``fit.median_rel_err_ge_1MiB``, written by costmodel/fit/primitives.py ``fit_stats``).
 For residuals spread like a normal distribution, sigma = 1.4826 x the median absolute relative
 residual (the MAD estimator, Rousseeuw & Croux 1993, JASA 88:1273), so each term gets
 sigma_term = 1.4826 x median_rel_err of its fit, and, the fits being independent,

@@ -1,4 +1,4 @@
-"""`costmodel compare` on real logs and a real power trace (tests/data/logs, calibration/data/public).
+"""`costmodel compare` on real logs and a real power trace (tests/data/logs, hardware/profiles/data).
 
 * BLOOM-176B production log lines (Megatron-DeepSpeed, 384 A100 on Jean Zay, no argument dump: the
   layout from the BigScience tr11 README as flags);
@@ -18,7 +18,7 @@ LOGS = REPO / "tests" / "data" / "logs"
 BLOOM = LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log"
 MIXTRAL = LOGS / "megatron_lm_issue756_mixtral8x7b_16xH100.log"
 GPT8B = LOGS / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
-H100_TRACE = REPO / "calibration" / "data" / "public" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+H100_TRACE = REPO / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
 BLOOM_FLAGS = ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2",
                "--gbs", "2048", "--seq-len", "2048", "--zero", "1", "--recompute", "full"]
 # seq_length is not visible in the issue-756 excerpt: 2048 is the value at which the model FLOPs per

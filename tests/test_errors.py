@@ -8,7 +8,7 @@ from costmodel.errors import CostmodelError, InfeasibleError, InputError
 
 
 def _modules():
-    import calibration
+    import costmodel.calibration as calibration
     for pkg in (costmodel, calibration):
         yield pkg
         for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):

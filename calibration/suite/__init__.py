@@ -1,10 +1,11 @@
-"""The calibration microbenchmark suite run by ``python -m calibration.run`` on the operator's GPUs.
+"""The calibration microbenchmark suite run by ``python -m costmodel.calibration.run`` on the operator's
+GPUs.
 
 One module per job:
 
 * :mod:`.dist`        process group from torchrun (env://) or srun (SLURM_* variables), node layout,
                       gathering every rank's records to rank 0.
-* :mod:`.recorder`    the per-rank list of records (format: :mod:`calibration.records`).
+* :mod:`.recorder`    the per-rank list of records (format: :mod:`costmodel.readers.suite_jsonl`).
 * :mod:`.timing`      CUDA-event / perf_counter timing, median over iterations.
 * :mod:`.shapes`      the GEMM shapes of catalog models per TP degree, and the grid.
 * :mod:`.gemm`        bf16 / fp8 / fp32 matmul throughput.

@@ -1,6 +1,6 @@
 """Collective bandwidth over message sizes and group scopes: ``collective`` records.
 
-Collectives and their ``size_bytes`` (nccl-tests doc/PERFORMANCE.md; ``calibration.records``):
+Collectives and their ``size_bytes`` (nccl-tests doc/PERFORMANCE.md; ``costmodel.readers.suite_jsonl``):
 
 ==============  ===========================================  ============================
 collective      torch.distributed call                        size_bytes is

@@ -1,7 +1,7 @@
 """Device-memory bandwidth: ``hbm`` records for a copy and a STREAM triad.
 
 Operations and bytes moved (McCalpin, STREAM benchmark, "Counting bytes and FLOPs"; the
-``calibration.records`` convention, no write-allocate traffic counted):
+``costmodel.readers.suite_jsonl`` convention, no write-allocate traffic counted):
 
 * ``copy``:  ``dst.copy_(src)`` over arrays of ``n`` bytes: reads n, writes n -> ``bytes = 2 n``.
 * ``triad``: ``a = b + s * c`` (``torch.add(b, c, alpha=s, out=a)``, one kernel) over three arrays

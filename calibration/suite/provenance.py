@@ -40,7 +40,7 @@ def slot_of(ctx, monitor):
 
 
 def record_fields(ctx, monitor, args: dict, started_unix: float) -> dict:
-    """Fields of the ``provenance`` record (``calibration.records.REQUIRED['provenance']``) + extras.
+    """Fields of the ``provenance`` record (``costmodel.readers.suite_jsonl.REQUIRED['provenance']``) + extras.
 
     Args:
         ctx: :class:`.dist.DistContext`; monitor: :class:`.monitor.Monitor`.

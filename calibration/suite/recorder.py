@@ -1,4 +1,4 @@
-"""The records one rank measured, in the suite's JSONL format (:mod:`calibration.records`)."""
+"""The records one rank measured, in the suite's JSONL format (:mod:`costmodel.readers.suite_jsonl`)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import math
 import sys
 import time
 
-from ..records import make_record
+from costmodel.readers.suite_jsonl import make_record
 
 
 def _clean(v):
@@ -44,7 +44,7 @@ class Recorder:
         self.records: list[dict] = []
 
     def add(self, kind: str, **fields) -> dict:
-        """Append a record of ``kind`` (fields per ``calibration.records.REQUIRED``) and return it."""
+        """Append a record of ``kind`` (fields per ``costmodel.readers.suite_jsonl.REQUIRED``) and return it."""
         rec = make_record(kind, self.host, self.rank, **{k: _clean(v) for k, v in fields.items()})
         self.records.append(rec)
         return rec

@@ -37,7 +37,7 @@ def sustained_gemm(rec, device, shape: tuple[int, int, int], dtype: str, seconds
 
     The GEMMs are queued in batches of about ``check_s`` seconds with a device synchronisation
     after each, so the window ends within ``check_s`` of ``seconds``.  The single phase spans the
-    whole run (what the step-response fit of calibration/fit.py reads as ``sustained_gemm``).
+    whole run (what the step-response fit of costmodel/fit/thermal.py reads as ``sustained_gemm``).
     Returns:
         achieved FLOP/s over the whole run (2 m n k x calls / wall time).
     Raises:

@@ -17,8 +17,9 @@ class GpuSpec:
     Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
     citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
-    power limit) and boost_clock_mhz (max SM clock, at which the peaks are quoted), each None when
-    the file does not give it.
+    power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted) and
+    fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
+    from hbm_bytes_per_s), each None when the file does not give it.
     """
 
     key: str
@@ -34,6 +35,7 @@ class GpuSpec:
     slowdown_temp_c: float | None = None
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
+    fit_hbm_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         sources=dict(d["sources"]),
         slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
-        boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False))
+        boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
+        fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False))
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:

@@ -1,9 +1,14 @@
-"""The calibrated profile of one GPU model (hardware/profiles/*.yaml): its schema and reader."""
+"""The calibrated profile of one GPU model (hardware/profiles/*.yaml): its schema, reader and writer.
+
+:func:`load_profile` reads a profile into a typed :class:`Profile`; :func:`dump_profile` writes the
+mapping the fits build (``costmodel calibrate fit``, ``python -m costmodel.fit.builtin``) as YAML.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
 import yaml
 
 from ..errors import InputError
@@ -15,7 +20,7 @@ MAD_TO_SIGMA = 1.4826
 
 @dataclass(frozen=True)
 class Profile:
-    """Fitted efficiencies of one GPU model (hardware/profiles/*.yaml, written by calibration/).
+    """Fitted efficiencies of one GPU model (hardware/profiles/*.yaml, written by costmodel.fit).
 
     Attributes:
         key: file stem; gpu: GPU file stem it was fitted for.
@@ -196,3 +201,32 @@ def _built_in_entry(src: str):
     for key in path.split("."):
         d = d.get(key) if isinstance(d, dict) else None
     return d
+
+
+# ------------------------------------------------------------------------------------------ writer
+class Flow(dict):
+    """A mapping written on one line (``{name: LL, alpha_s: ..., busbw_efficiency: ...}``)."""
+
+
+class ProfileDumper(yaml.SafeDumper):
+    """yaml.SafeDumper that writes :class:`Flow` mappings in flow style."""
+
+
+ProfileDumper.add_representer(Flow, lambda d, x: d.represent_mapping("tag:yaml.org,2002:map", x, flow_style=True))
+
+
+def plain(x):
+    """numpy scalars/strings -> Python types, recursively (for yaml.dump); keeps :class:`Flow`."""
+    if isinstance(x, dict):
+        return type(x)({str(k): plain(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def dump_profile(d: dict, head: str = "") -> str:
+    """YAML text of profile mapping ``d`` after the comment lines ``head`` (numpy scalars made plain;
+    :class:`Flow` items on one line; keys in insertion order, lines up to 110 characters)."""
+    return head + yaml.dump(plain(d), Dumper=ProfileDumper, sort_keys=False, width=110, allow_unicode=False)

@@ -1,0 +1,187 @@
+"""Assemble a profile from a cluster's own measurements (``costmodel calibrate fit``).
+
+:func:`fit_profile` fits every section the measurements cover (one module per section) and keeps the
+rest from the base profile; :func:`resolve_gpu` and :func:`base_profile` choose the datasheet and the
+base.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+from costmodel.collective import COLLECTIVES
+from costmodel.errors import FitError
+from costmodel.specs import ClusterSpec, GpuSpec, hardware_dir, list_gpus, load_gpu
+
+from .comm import fit_comm_section
+from .gemm import fit_gemm_section
+from .hbm import fit_hbm_section
+from .measurements import FitReport, Measurements
+from .overlap import fit_overlap_section
+from .power import fit_power_section
+from .thermal import fit_thermal_section
+
+GENERATED_BY = "costmodel calibrate fit"
+
+
+def gpu_key_for(name: str | None) -> str | None:
+    """Catalog GPU key whose datasheet name matches an NVML/ROCm device name, or None.
+
+    Matching: the catalog's ``name`` tokens (e.g. "H200", "SXM") against the device name
+    (e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"); the key with the most
+    matching tokens, ties refused.
+    """
+    if not name:
+        return None
+    dev = name.upper().replace("-", " ")
+    best, score, tie = None, 0, False
+    for key in list_gpus():
+        g = load_gpu(key)
+        model = key.split("-")[0].upper()          # "H200", "A100", "MI250"
+        if model not in dev.split() and model not in dev:
+            continue
+        s = 1 + sum(tok in dev for tok in key.upper().split("-")[1:])
+        if s > score:
+            best, score, tie = g.key, s, False
+        elif s == score:
+            tie = True
+    return None if tie else best
+
+
+def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
+    """The GPU datasheet the measurements are normalised by, and why.
+
+    Raises:
+        FitError: ``gpu`` not given and the suite's provenance names no catalog GPU (or several).
+    """
+    if gpu:
+        return load_gpu(gpu, "--gpu"), f"--gpu {gpu}"
+    names = {r.get("gpu_name") for s in meas.suites for r in s["provenance"]} - {None}
+    keys = {gpu_key_for(n) for n in names}
+    if len(keys) == 1 and None not in keys:
+        k = keys.pop()
+        return load_gpu(k), f"provenance gpu_name {sorted(names)}"
+    if not names:
+        raise FitError("the inputs name no GPU model (no suite provenance, or the suite ran on CPU): pass --gpu "
+                       f"(one of {', '.join(list_gpus())}) or --cluster (its GPU is used)")
+    raise FitError(f"cannot match GPU names {sorted(names)} to one catalog GPU: pass --gpu with one of "
+                   f"{', '.join(list_gpus())}")
+
+
+def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
+    """The profile mapping that uncovered sections are kept from (``hardware/profiles/<gpu>.yaml``).
+
+    Raises:
+        FitError: the base profile file does not exist or is not a mapping.
+    """
+    import yaml
+    path = Path(base) if base else hardware_dir() / "profiles" / f"{gpu.key}.yaml"
+    try:
+        d = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise FitError(f"{path}: cannot read the base profile ({str(e).splitlines()[0]})") from None
+    if not isinstance(d, dict):
+        raise FitError(f"{path}: the base profile is not a mapping")
+    return d, str(path)
+
+
+def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):
+    prov = [r for s in meas.suites for r in s["provenance"]]
+    pick = lambda k: sorted({str(r.get(k)) for r in prov if r.get(k) is not None})
+    t = [r.get("started_unix") for r in prov if r.get("started_unix")]
+    d = dict(generated_by=GENERATED_BY, command=" ".join(argv) if argv else None,
+             fitted_unix=round(time.time()), gpu=gpu.key, gpu_from=gpu_why, base_profile=base_path,
+             cluster=cluster.key if cluster else None,
+             inputs=[dict(path=p, sha256=h) for p, h in meas.files.items()])
+    if prov:
+        d["measured"] = dict(hosts=pick("host"), gpu_names=pick("gpu_name"), gpu_ids=pick("gpu_id"),
+                             pci_bus_ids=pick("pci_bus_id"), devices=pick("device"), driver=pick("driver_version"),
+                             cuda=pick("cuda_version"), rocm=pick("rocm_version"), nccl=pick("nccl_version"),
+                             torch=pick("torch_version"), world_size=max(r["world_size"] for r in prov),
+                             started_unix=min(t) if t else None)
+    return d
+
+
+def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict | None = None, base_path: str = "",
+                cluster: ClusterSpec | None = None, report: FitReport | None = None, argv=None) -> tuple[dict, FitReport]:
+    """Fit every section the measurements cover; keep the rest from ``base``.
+
+    Args:
+        meas: :func:`load_measurements` output.  gpu: the datasheet the data are normalised by.
+        base: base profile mapping (:func:`base_profile`).  cluster: for the NIC and NVLink bandwidth.
+        argv: the command line, recorded in the provenance.
+    Returns:
+        (profile mapping in the hardware/README.md schema, :class:`FitReport`).
+    Raises:
+        FitError: nothing in ``meas`` produced a fitted section.
+    """
+    report = report if report is not None else FitReport()
+    if base is None:
+        base, base_path = base_profile(gpu)
+    prof = copy.deepcopy(base)
+    prof["gpu"] = gpu.key
+    devices = {r.get("device") for s in meas.suites for r in s["provenance"]}
+    if "cpu" in devices:
+        report.warnings.append(f"the suite ran on CPU (plumbing check): its timings describe no GPU, yet they are "
+                               f"fitted here against the {gpu.key} datasheet as asked")
+    fitted = []
+
+    def keep(section, why):
+        report.warnings.append(f"{section}: {why}: kept from the base profile {base_path}")
+        prof[section] = dict(prof.get(section) or {}, kept_from=base_path)
+
+    hbm = fit_hbm_section(meas, gpu, report)
+    if hbm:
+        prof["hbm"] = hbm
+        fitted.append("hbm")
+    else:
+        keep("hbm", "no HBM measurement")
+    hbm_eff = float(prof["hbm"]["efficiency"])
+    gemm = fit_gemm_section(meas, gpu, hbm_eff, report)
+    for dt, e in gemm.items():
+        prof["gemm"][dt] = e
+        fitted.append(f"gemm.{dt}")
+    for dt in prof["gemm"]:
+        if dt not in gemm:
+            prof["gemm"][dt] = dict(prof["gemm"][dt], kept_from=base_path)
+            report.warnings.append(f"gemm.{dt}: not measured: kept from the base profile {base_path}")
+    prof["attention"] = dict(prof.get("attention") or {}, kept_from=base_path)
+    report.warnings.append(f"attention: the suite does not time fused attention: kept from the base profile {base_path}")
+    comm = fit_comm_section(meas, gpu, base, cluster, report)
+    for scope in ("intra_node", "inter_node"):
+        for coll in COLLECTIVES:
+            if coll in comm[scope]:
+                prof["comm"][scope][coll] = comm[scope][coll]
+                fitted.append(f"comm.{scope}.{coll}")
+            else:
+                prof["comm"][scope][coll] = dict(prof["comm"][scope][coll], kept_from=base_path)
+        missing = [c for c in COLLECTIVES if c not in comm[scope]]
+        if missing:
+            report.warnings.append(f"comm.{scope}: no measurement of {', '.join(missing)}: kept from the base profile")
+    ov = fit_overlap_section(meas, report)
+    if ov:
+        prof["overlap"] = ov
+        fitted.append("overlap")
+    pw = fit_power_section(meas, gpu, base, report)
+    if pw:
+        prof["power"] = pw
+        fitted.append("power")
+    elif base.get("power"):
+        keep("power", "no power samples")
+    th = fit_thermal_section(meas, base, report)
+    if th:
+        prof["thermal"] = th
+        fitted.append("thermal")
+    elif base.get("thermal"):
+        keep("thermal", "no temperature step response or trace")
+    if not fitted and any("no --cluster" in w for w in report.warnings):
+        raise FitError("the inputs hold inter-node measurements only, and these need --cluster (the NIC bandwidth "
+                       "they are normalised by)")
+    if not fitted:
+        raise FitError("the inputs cover no profile section (no GEMM, HBM, collective, power or temperature data "
+                       "usable for " + gpu.key + ")")
+    prof["provenance"] = _provenance(meas, gpu, gpu_why, base_path, cluster, argv)
+    prof["provenance"]["fitted_sections"] = fitted
+    prof["provenance"]["warnings"] = list(report.warnings)
+    return prof, report

@@ -1,0 +1,192 @@
+"""HBM, GEMM and attention sections of the built-in profiles (steps of :func:`.build.build_profiles`).
+
+* HBM efficiency: mean of the Azure STREAM Copy and Triad bandwidths over the datasheet bandwidth.
+* GEMM (:class:`costmodel.gemm.GemmParams`): ``eta_max``, ``k_half``, ``launch_s`` by
+  :func:`costmodel.fit.primitives.fit_gemm` (``least_squares`` on log time, ``soft_l1``, best of the 9
+  tiles in {64,128,256}^2), eta_max bounded by the maximum achievable matmul FLOP/s (MAMF).
+* Attention: Azure FlashAttention-2 FLOP/s over the dense 16-bit peak.
+
+GPUs without data take another GPU's entry with ``derived_from`` and a ``note``.  Each step adds its
+entries in a fixed order (the order of the keys in the written YAML).
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from costmodel.gemm import GemmParams, gemm_time_s
+
+from ..primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, round_sig
+from .data import concat, gemm_points, mamf_point, path, rel
+
+if TYPE_CHECKING:
+    from .build import Build
+
+AZURE = {"a100-sxm-80gb": "ND A100 v4", "h100-sxm-80gb": "ND H100 v5", "h200-sxm-141gb": "ND H200 v5"}
+# GB200 is not in the catalog: its datasheet values serve one cross-check only
+GB200_FP8_FLOPS, GB200_HBM_BYTES_PER_S, GB200_BF16_FLOPS = 5000e12, 8e12, 2500e12
+
+
+def fit_hbm(b: Build) -> None:
+    """``hbm:`` of A100, H100, H200 from Azure STREAM; B200, MI250, V100 derived."""
+    az = b.D["azure"]
+    for g, sysname in AZURE.items():
+        h = az[sysname]["hbm"]
+        copy, triad = h["Copy"] / b.sheet[g].hbm, h["Triad"] / b.sheet[g].hbm
+        b.prof[g]["hbm"] = dict(efficiency=round_sig((copy + triad) / 2), fit=dict(
+            n_points=2, copy_efficiency=round_sig(copy, 3), triad_efficiency=round_sig(triad, 3),
+            median_rel_err=round_sig(abs(copy - triad) / (copy + triad), 3),
+            max_rel_err=round_sig(abs(copy - triad) / (copy + triad), 3),
+            method="mean of STREAM Copy and Triad over the datasheet bandwidth", inputs=[rel("azure")]))
+        b.use(g, "azure")
+        b.summary.append(("hbm", g, "efficiency", f"{(copy + triad) / 2:.3f} (copy {copy:.3f}, triad {triad:.3f})"))
+    derived_hbm = {"b200-sxm-180gb": ("h200-sxm-141gb", "no HBM result in the Azure GB200 file; taken from "
+                                      "H200 (HBM3e as well)"),
+                   "mi250": ("a100-sxm-80gb", "no MI250 STREAM data in the public set; taken from A100 (HBM2e)"),
+                   "v100-sxm2-32gb": ("a100-sxm-80gb", "no V100 STREAM data in the public set; taken from A100")}
+    for g, (src, why) in derived_hbm.items():
+        b.prof[g]["hbm"] = dict(efficiency=b.prof[src]["hbm"]["efficiency"], derived_from=f"{src}:hbm", note=why)
+        b.summary.append(("hbm", g, "efficiency", f"{b.prof[g]['hbm']['efficiency']} derived from {src}"))
+
+
+def _gemm(b: Build, g, dtype, pts, keys, notes=(), hbm_of=None):
+    """Fit ``gemm.<dtype>`` of ``g`` to ``pts``; ``hbm_of``: the GPU whose HBM roofline the data ran on."""
+    src = np.array(pts["src"])
+    mm = src == "mamf"   # the brute-force maximum bounds eta_max (see fit_gemm)
+    peak = b.sheet[g].peak[dtype]
+    cap = float(np.max(2 * np.asarray(pts["b"])[mm] * np.asarray(pts["m"])[mm] * np.asarray(pts["n"])[mm]
+                       * np.asarray(pts["k"])[mm] / np.asarray(pts["t"])[mm])) / peak if mm.any() else 1.0
+    p, tmod = fit_gemm(pts, peak, b.sheet[hbm_of or g].hbm, b.prof[hbm_of or g]["hbm"]["efficiency"],
+                       b.sheet[g].sms, GEMM_BYTES[dtype], eta_cap=cap)
+    per = {s: round_sig(np.median(np.abs(tmod[src == s] / np.asarray(pts["t"])[src == s] - 1)), 3)
+           for s in dict.fromkeys(src)}
+    fit = fit_stats(tmod, pts["t"], [rel(k) for k in keys], median_rel_err_by_source=per,
+                    method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; "
+                           f"eta_max bounded by the MAMF maximum {cap:.3f}")
+    e = dict(note=" ".join(notes)) if notes else {}
+    b.prof[g]["gemm"][dtype] = gemm_entry(p, fit, **e)
+    b.use(g, *keys)
+    b.summary.append(("gemm", g, dtype, f"n={fit['n_points']:4d} median {fit['median_rel_err']:.3f} max "
+                      f"{fit['max_rel_err']:.3f} R2 {fit['r2']:.3f}  eta_max {p.eta_max:.3f} k_half {p.k_half:.0f} "
+                      f"launch {p.launch_s * 1e6:.2f}us tile {p.tile_m}x{p.tile_n}"))
+    return p
+
+
+def fit_gemm_16bit(b: Build) -> GemmParams:
+    """``gemm.bf16`` of H100, H200, B200 (XLA tables + MAMF) and A100 (Azure + MAMF, also its fp16).
+
+    Returns the A100 fit, the shape the GPUs without GEMM data borrow."""
+    mamf, xla, az = b.D["mamf"], b.D["xla_mm"], b.D["azure"]
+    sm90 = concat(gemm_points(xla["sm_90"]["bf16xbf16->bf16"], "xla_mm"),
+                  gemm_points(mamf_point(mamf, "NVIDIA H100 SXM", "bf16"), "mamf"))
+    _gemm(b, "h100-sxm-80gb", "bf16", sm90, ("xla_mm", "mamf"),
+          ["XLA sm_90 bf16 table (375 shapes, H100 80GB HBM3) + MAMF H100 SXM best shape (794.5 TFLOP/s)."])
+    _gemm(b, "h200-sxm-141gb", "bf16", sm90, ("xla_mm", "mamf"),
+          ["Same data and fit as h100-sxm-80gb: MAMF states 'H200 is the same' for BF16 and the compute die is",
+           "identical; the XLA sm_90 table was measured on H100 HBM3, so the fit uses H100's HBM roofline.",
+           "The Azure ND H200 cuBLASLt rows are FP8 and feed gemm.fp8."], hbm_of="h100-sxm-80gb")
+    _gemm(b, "b200-sxm-180gb", "bf16", concat(gemm_points(xla["sm_100"]["bf16xbf16->bf16"], "xla_mm"),
+                                              gemm_points(mamf_point(mamf, "NVIDIA B200 SXM", "bf16"), "mamf")),
+          ("xla_mm", "mamf"), ["XLA sm_100 bf16 table (375 shapes, B200) + MAMF B200 SXM best shape (1745 TFLOP/s)."])
+    a100 = _gemm(b, "a100-sxm-80gb", "bf16", concat(gemm_points(az["ND A100 v4"]["gemm"], "azure"),
+                                                    gemm_points(mamf_point(mamf, "NVIDIA A100 SXM", "bf16"), "mamf")),
+                 ("azure", "mamf"), ["Azure ND A100 v4 cuBLASLt FP16 rows + MAMF A100 SXM BF16 best shape; FP16 and",
+                                     "BF16 share the 312 TFLOP/s tensor-core peak on A100, so one joint fit serves "
+                                     "both."])
+    b.prof["a100-sxm-80gb"]["gemm"]["fp16"] = dict(b.prof["a100-sxm-80gb"]["gemm"]["bf16"])
+    return a100
+
+
+def fit_gemm_fp8(b: Build) -> None:
+    """``gemm.fp8`` of H100, H200 (Azure + MAMF) and B200 (XLA sm_100 + MAMF; GB200 rows as a cross-check)."""
+    mamf, xla, az = b.D["mamf"], b.D["xla_mm"], b.D["azure"]
+    for g, sysname, accel in (("h100-sxm-80gb", "ND H100 v5", "NVIDIA H100 SXM"),
+                              ("h200-sxm-141gb", "ND H200 v5", "NVIDIA H200 SXM")):
+        _gemm(b, g, "fp8", concat(gemm_points(az[sysname]["gemm"], "azure"),
+                                  gemm_points(mamf_point(mamf, accel, "fp8"), "mamf")),
+              ("azure", "mamf"), [f"Azure {sysname} cuBLASLt FP8 rows + MAMF {accel} FP8 (e4m3) best shape.",
+                                  "XLA sm_90 FP8 columns excluded: they reach 2.6 PFLOP/s, above the 1.979 PFLOP/s "
+                                  "dense FP8 peak, so they are not single-GEMM times (file header caveat)."])
+    b8 = _gemm(b, "b200-sxm-180gb", "fp8", concat(gemm_points(xla["sm_100"]["f8e4m3fnxf8e4m3fn->bf16"], "xla_mm"),
+                                                  gemm_points(mamf_point(mamf, "NVIDIA B200 SXM", "fp8"), "mamf")),
+               ("xla_mm", "mamf"), ["XLA sm_100 e4m3 x e4m3 -> bf16 table + MAMF B200 SXM FP8. The sm_100 FP8 column",
+                                    "peaks at 3.28 PFLOP/s = 73% of the 4.5 PFLOP/s dense peak, consistent with MAMF",
+                                    "(76%), so unlike sm_90 FP8 it is used. Azure's FP8 rows are GB200 (5 PFLOP/s",
+                                    "dense FP8, 1200 W), a different SKU: used as a cross-check only (see notes)."])
+    gb = b.D["gb200"]["gemm"]
+    tgb = gemm_time_s([r["m"] for r in gb], [r["n"] for r in gb], [r["k"] for r in gb], 1, GB200_FP8_FLOPS,
+                      GB200_HBM_BYTES_PER_S, b.prof["b200-sxm-180gb"]["hbm"]["efficiency"], b8, 1.0)
+    egb = np.abs(tgb / np.array([r["time_s"] for r in gb]) - 1)
+    b.note("b200-sxm-180gb", f"cross-check: gemm.fp8 with the GB200 dense FP8 peak (5 PFLOP/s) predicts the Azure ND "
+                             f"GB200 v6 cuBLASLt FP8 rows with median {np.median(egb):.3f}, max {egb.max():.3f} "
+                             "relative time error.")
+    b.use("b200-sxm-180gb", "gb200")
+
+
+def derive_gemm(b: Build, a100: GemmParams) -> float:
+    """fp16 of H100/H200/B200 from their bf16; V100 and MI250 from the A100 shape.  Returns MI300X's
+    MAMF efficiency (MI250's eta_max)."""
+    for g in ("h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb"):
+        bf16 = b.prof[g]["gemm"]["bf16"]
+        b.prof[g]["gemm"]["fp16"] = dict({k: v for k, v in bf16.items() if k not in ("fit", "note")},
+                                         derived_from=f"{g}:gemm.bf16",
+                                         note="FP16 and BF16 have the same dense tensor-core peak; no separate FP16 "
+                                              "table.")
+    b.prof["v100-sxm2-32gb"]["gemm"]["fp16"] = gemm_entry(
+        GemmParams(a100.eta_max, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, b.sheet["v100-sxm2-32gb"].sms),
+        derived_from="a100-sxm-80gb:gemm.bf16",
+        note="No V100 GEMM table in the public data: A100 fitted eta_max/k_half/launch/tile with the V100's 80 SMs "
+             "and 125 TFLOP/s FP16 tensor peak. V100 has no BF16 tensor cores, so there is no bf16 entry.")
+    mi = next(r for r in b.D["mamf"] if r["accelerator"] == "AMD MI300X" and r["dtype"] == "bf16")
+    eta_mi = mi["mamf_flops"] / mi["theory_flops"]
+    for dt in ("bf16", "fp16"):
+        b.prof["mi250"]["gemm"][dt] = gemm_entry(
+            GemmParams(eta_mi, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, b.sheet["mi250"].sms),
+            derived_from="a100-sxm-80gb:gemm.bf16 (shape) + MAMF AMD MI300X (eta_max)",
+            note=f"No MI250 GEMM data: eta_max = MAMF MI300X BF16 efficiency {mi['mamf_flops'] / 1e12:.1f}/"
+                 f"{mi['theory_flops'] / 1e12:.0f} = {eta_mi:.3f} (closest measured AMD CDNA part); k_half, launch, "
+                 "tile from the A100 fit; 104 CUs and 181 TFLOP/s per GCD.")
+    b.use("mi250", "mamf")
+    b.use("v100-sxm2-32gb", "azure", "mamf")
+    b.summary.append(("gemm", "v100-sxm2-32gb", "fp16", "derived from a100 bf16 (num_sms 80)"))
+    b.summary.append(("gemm", "mi250", "bf16/fp16", f"derived: eta_max {eta_mi:.3f} (MAMF MI300X), A100 shape"))
+    return eta_mi
+
+
+def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
+    """``attention:`` of A100, H100, H200 from Azure FlashAttention-2; B200, V100, MI250 derived."""
+    az = b.D["azure"]
+    for g, sysname in AZURE.items():
+        a = az[sysname]["attention"]
+        eff = a["flash_attention_2"] / b.sheet[g].peak["bf16"]
+        b.prof[g]["attention"] = dict(flash_efficiency=round_sig(eff), fit=dict(
+            n_points=1, measured_flops_per_s=round_sig(a["flash_attention_2"]), head_dim=a["head_dim"], batch=2,
+            seq_len=8192, method="Azure FlashAttention-2 TFLOP/s over the dense 16-bit peak", inputs=[rel("azure")]))
+        b.summary.append(("attention", g, "flash_eff", f"{eff:.3f} (FA2 {a['flash_attention_2'] / 1e12:.1f} TF, hd "
+                                                       f"{a['head_dim']})"))
+    speed = float(re.search(r"fwd\+bwd (\d+\.\d+)x @ 8k", path("mamf").read_text()).group(1))
+    h200a = b.prof["h200-sxm-141gb"]["attention"]["flash_efficiency"]
+    b_eff = h200a * speed * b.sheet["h200-sxm-141gb"].peak["bf16"] / b.sheet["b200-sxm-180gb"].peak["bf16"]
+    gb_fa = b.D["gb200"]["attention"]["flash_attention_2"]
+    b.prof["b200-sxm-180gb"]["attention"] = dict(
+        flash_efficiency=round_sig(b_eff), derived_from="h200-sxm-141gb:attention",
+        note=f"H200 FA2 efficiency x ml-engineering B200/H200 isolated-attention speedup {speed}x at 8k (FA4 vs FA3) x "
+             f"989.4/2250 peak ratio. Azure GB200 FlashAttention-2 measures {gb_fa / 1e12:.1f} TFLOP/s = "
+             f"{gb_fa / GB200_BF16_FLOPS:.3f} of GB200's 2.5 PFLOP/s, but FA2 does not use Blackwell's tcgen05 tensor "
+             "cores, so it is not representative of training kernels; it is a lower bound.")
+    b.use("b200-sxm-180gb", "mamf", "gb200")
+    a100a = az["ND A100 v4"]["attention"]
+    b.prof["v100-sxm2-32gb"]["attention"] = dict(
+        flash_efficiency=round_sig(a100a["standard"] / b.sheet["a100-sxm-80gb"].peak["bf16"]),
+        derived_from="a100-sxm-80gb:attention (standard attention)",
+        note="FlashAttention-2 does not support Volta (sm_70); V100 training runs unfused attention, so the A100 "
+             f"PyTorch standard-attention efficiency ({a100a['standard'] / 1e12:.1f}/312 TFLOP/s) is used.")
+    mi_eff = b.prof["a100-sxm-80gb"]["attention"]["flash_efficiency"] * eta_mi / a100.eta_max
+    b.prof["mi250"]["attention"] = dict(
+        flash_efficiency=round_sig(mi_eff), derived_from="a100-sxm-80gb:attention",
+        note="No MI250 attention data: A100 FA2 efficiency scaled by the GEMM eta_max ratio (MI250/A100), since "
+             "fused attention is matmul-bound.")
+    for g in ("b200-sxm-180gb", "v100-sxm2-32gb", "mi250"):
+        b.summary.append(("attention", g, "flash_eff", f"{b.prof[g]['attention']['flash_efficiency']} derived"))

@@ -1,0 +1,141 @@
+"""The inputs of the built-in profiles: the public copies in ``hardware/profiles/data/`` and the GPU
+datasheets in ``hardware/gpus/`` (read with :func:`costmodel.specs.load_gpu`, never repeated here).
+
+Every file under ``hardware/profiles/data/`` is a verbatim copy of a published measurement and starts
+with its source header (URL, commit, hardware, configuration); ``hardware/profiles/data/README.md``
+says which fit uses which file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from costmodel.collective import busbw_factor
+from costmodel.readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
+                               read_mlengineering_nvls, read_nccl_tests, read_xla_collective_table,
+                               read_xla_matmul_table)
+from costmodel.specs import hardware_dir, load_gpu
+
+from ..primitives import GEMM_BYTES
+
+PROFILES = hardware_dir() / "profiles"
+DATA = PROFILES / "data"
+REPO = hardware_dir().parent
+DATA_REL = "hardware/profiles/data"  # how the profiles' provenance names the copies (repository-relative)
+GENERATED_BY = "python -m costmodel.fit.builtin"
+# the GPUs with a built-in profile, in the order they are fitted and reported (hardware/gpus/<stem>.yaml)
+GPUS = ("a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb")
+F = dict(  # input files (copies under hardware/profiles/data/)
+    xla_mm="xla_matmul_perf_table_sm90_sm100.csv", xla_coll="xla_collective_perf_table_sm90_sm100_8gpu.csv",
+    mamf="mamf_max_achievable_matmul_tflops.md", azure="azure_nd_a100_h100_h200_gemm_hbm_nvbw_nccl.md",
+    gb200="azure_nd_gb200_v6_gemm_nvbw_nccl.md", p5="aws_p5_2node_16xH100_allreduce.txt",
+    p4de="aws_p4de_2node_16xA100_allreduce.txt", issues="github_issue_excerpts_partial_tables.txt",
+    liplus="liplus_a100_8gpu_sendrecv.txt", mleng_a100="mlengineering_a100_8gpu_nvlink_allreduce.txt",
+    mleng_bench="mlengineering_allreduce_bench_h200_b200_pytorch.md",
+    mleng_nvls="mlengineering_h200_b200_nvls_and_collectives.md",
+    # power and thermal (power.py)
+    h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
+    flagperf_ops="flagperf_a100_operator_bench_power_temp.csv",
+    flagperf_base="flagperf_a100_base_gemm_membw_nccl_with_power_temp.md",
+    zeus_v100="zeus_nsdi23_power_vs_powerlimit_v100.csv", zeus_a40="zeus_nsdi23_power_vs_powerlimit_a40.csv",
+    zeus_rtx6000="zeus_nsdi23_power_vs_powerlimit_rtx6000.csv", zeus_p100="zeus_nsdi23_power_vs_powerlimit_p100.csv")
+
+
+def path(key, data=None) -> Path:
+    """Absolute path of input ``key`` of :data:`F` (under ``data``, default :data:`DATA`)."""
+    return Path(data or DATA) / F[key]
+
+
+def rel(key) -> str:
+    """Repository-relative path string of input ``key`` (what the profile's provenance lists)."""
+    return f"{DATA_REL}/{F[key]}"
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """The datasheet values a built-in profile is fitted with, from ``hardware/gpus/<gpu>.yaml``.
+
+    Attributes:
+        peak: dtype -> dense tensor-core FLOP/s, for the dtypes the GEMM fits cover (bf16, fp16, fp8).
+        hbm: HBM bytes/s of the GEMM roofline: ``fit_hbm_bandwidth`` where the GPU file gives one (the
+            figure the built-in fit was made with), else ``hbm_bandwidth``.
+        sms: SMs (CUs per GCD on AMD).
+        link: NVLink bytes/s per GPU per direction; None on AMD (xGMI links differ in width, see
+            gpus/mi250.yaml, and no AMD collective is fitted here).
+        tdp: W.
+        source: the GPU file, for the provenance.
+    """
+
+    peak: dict
+    hbm: float
+    sms: int
+    link: float | None
+    tdp: float
+    source: str
+
+
+def datasheet(gpu: str) -> Datasheet:
+    """:class:`Datasheet` of catalog GPU ``gpu`` (raises InputError on a bad GPU file)."""
+    s = load_gpu(gpu)
+    return Datasheet(peak={k: v for k, v in s.peak_flops.items() if k in GEMM_BYTES},
+                     hbm=s.fit_hbm_bytes_per_s or s.hbm_bytes_per_s, sms=s.num_sms,
+                     link=(s.nvlink_bytes_per_s or None) if s.vendor == "nvidia" else None, tdp=s.tdp_w,
+                     source=f"hardware/gpus/{gpu}.yaml ({s.name}; every value with its source there)")
+
+
+def load_public():
+    """Read every public input of the GEMM, HBM, attention and collective fits once.
+
+    Returns:
+        dict of parsed tables (see the readers in :mod:`costmodel.readers`).
+    Raises:
+        whatever the readers raise on a malformed file (file and line named).
+    """
+    return dict(mamf=read_mamf(path("mamf")), azure=read_azure_results(path("azure")),
+                gb200=read_azure_results(path("gb200"))["ND GB200 v6"],
+                xla_mm={a: {c: read_xla_matmul_table(path("xla_mm"), a, c)
+                            for c in ("bf16xbf16->bf16", "f8e4m3fnxf8e4m3fn->bf16")} for a in ("sm_90", "sm_100")},
+                xla_coll={a: read_xla_collective_table(path("xla_coll"), a) for a in ("sm_90", "sm_100")},
+                p5=read_nccl_tests(path("p5")), p4de=read_nccl_tests(path("p4de")),
+                issues=read_nccl_tests(path("issues")), liplus=read_nccl_tests(path("liplus")),
+                mleng_a100=read_massaged_nccl_table(path("mleng_a100")),
+                bench=read_allreduce_bench(path("mleng_bench")), nvls=read_mlengineering_nvls(path("mleng_nvls")))
+
+
+# ------------------------------------------------------------------------------ points of the fits
+def gemm_points(rows, src):
+    """Rows with b (default 1), m, n, k, time_s -> arrays dict for :func:`costmodel.fit.primitives.fit_gemm`."""
+    return dict(b=[r.get("b", 1) for r in rows], m=[r["m"] for r in rows], n=[r["n"] for r in rows],
+                k=[r["k"] for r in rows], t=[r["time_s"] for r in rows], src=[src] * len(rows))
+
+
+def concat(*ds):
+    """One points dict of several (:func:`gemm_points`)."""
+    return {c: sum((list(d[c]) for d in ds), []) for c in ("b", "m", "n", "k", "t", "src")}
+
+
+def mamf_point(mamf, accel, dtype):
+    """One MAMF best-shape measurement as a GEMM point (time = 2mnk / MAMF)."""
+    r = next(x for x in mamf if x["accelerator"] == accel and x["dtype"] == dtype)
+    return [dict(m=r["m"], n=r["n"], k=r["k"], time_s=2.0 * r["m"] * r["n"] * r["k"] / r["mamf_flops"])]
+
+
+def xla_coll(D, arch, coll):
+    """(n, t, src) of one collective from the XLA table: single group of 8 (all permute rows)."""
+    rows = [r for r in D["xla_coll"][arch] if r["collective"] == coll
+            and (coll == "send_recv" or (r["num_groups"] == 1 and r["group_size"] == 8))]
+    return [r["size_bytes"] for r in rows], [r["time_s"] for r in rows], ["xla_coll"] * len(rows)
+
+
+def busbw_points(coll, sizes, busbw, src, g=8):
+    """nccl-tests busbw (B/s) -> (n, t, src) with time t = f(g) * size / busbw."""
+    f = float(busbw_factor(coll, g))
+    return list(map(float, sizes)), [f * s / b for s, b in zip(sizes, busbw)], [src] * len(sizes)
+
+
+def join(*parts):
+    """Concatenate (n, t, src) triples."""
+    n, t, s = [], [], []
+    for a, b, c in parts:
+        n, t, s = n + list(a), t + list(b), s + list(c)
+    return n, t, s

@@ -1,0 +1,107 @@
+"""The ``comm:`` section of a profile: NCCL protocol lines per scope and collective."""
+from __future__ import annotations
+
+import numpy as np
+
+from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
+from costmodel.specs import ClusterSpec, GpuSpec
+
+from .measurements import FitReport, Measurements
+from .primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
+                         protocol_text, quality, round_sig, warn_at_bound, warn_outliers)
+
+
+def _coll_points(meas: Measurements, scope: str):
+    """(coll, group_size, n_nodes, ranks_per_node) -> (sizes, times, source label) from suite and nccl-tests."""
+    pts = {}
+
+    def add(key, n, t, src):
+        a = pts.setdefault(key, ([], [], []))
+        a[0].append(float(n)), a[1].append(float(t)), a[2].append(src)
+    for s in meas.suites:
+        for r in s["collective"]:
+            if r["scope"] == scope and r["size_bytes"] > 0 and r["time_s"] > 0:
+                add((r["collective"], r["group_size"], r["n_nodes"], r["ranks_per_node"]), r["size_bytes"], r["time_s"],
+                    f"{s.path}:{r['_line']}")
+    for path, coll, nn, k, rows in meas.nccl:
+        if (nn > 1) == (scope == "inter_node"):
+            for r in rows:
+                if r.size_bytes > 0 and r.time_us > 0:
+                    add((coll, nn * k, nn, k), r.size_bytes, r.time_us * 1e-6, f"{path}:{r.line}")
+    return pts
+
+
+def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
+                     report: FitReport) -> dict:
+    """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
+
+    Intra-node: :func:`costmodel.fit.primitives.fit_collective` at the largest measured group (the TP
+    group the latencies are anchored to, ``group_size``); the other measured group sizes are
+    reported as a cross-check of the model's group-size law (costmodel/comm.py ``_params``).
+    Inter-node: :func:`hierarchical_time_s` with the intra scope fixed (fitted here or the base's),
+    link = the node's NIC bandwidth (``--cluster``) over the ranks per node that cross it; every
+    efficiency at most 1.
+    Returns:
+        {scope: {collective: entry}}.
+    """
+    out = {"intra_node": {}, "inter_node": {}}
+    link = gpu.nvlink_bytes_per_s or (cluster.intra_bytes_per_s if cluster else 0.0)
+    intra = _coll_points(meas, "intra_node")
+    for coll in COLLECTIVES:
+        keys = sorted(k for k in intra if k[0] == coll)
+        if not keys:
+            continue
+        if not link:
+            report.warnings.append(f"comm.intra_node.{coll}: {gpu.key} has no intra-node link bandwidth: pass --cluster")
+            break
+        g = max(k[1] for k in keys)
+        n, t, src = intra[next(k for k in keys if k[1] == g)]
+        if len(n) < 4:
+            report.warnings.append(f"comm.intra_node.{coll}: {len(n)} sizes at group {g}, the fit needs >= 4: kept")
+            continue
+        gsz = 2 if coll == "send_recv" else g
+        eff_max = NVLS_EFF_MAX if coll == "all_reduce" else 1.0
+        p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max)
+        cross = {}
+        for k in keys:
+            if k[1] != g:
+                nk, tk, _ = intra[k]
+                tmk = collective_time_s(coll, nk, 2 if coll == "send_recv" else k[1], link, p)
+                cross[f"group_{k[1]}_median_rel_err"] = round_sig(np.median(np.abs(tmk / np.array(tk) - 1)), 3)
+        fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
+                        link_bytes_per_s=round_sig(link), method=FIT_METHOD, **cross)
+        warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
+        warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
+        out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm="nccl-default (as measured)")
+        report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
+    inter = _coll_points(meas, "inter_node")
+    if inter and cluster is None:
+        report.warnings.append("comm.inter_node: inter-node measurements present but no --cluster to give the NIC "
+                               "bandwidth they are normalised by: kept from the base profile")
+        return out
+    for coll in COLLECTIVES:
+        keys = sorted(k for k in inter if k[0] == coll)
+        if not keys:
+            continue
+        key = max(keys, key=lambda k: (len(inter[k][0]), k[1]))
+        _, g, nn, k = key
+        n, t, src = inter[key]
+        if len(n) < 4:
+            report.warnings.append(f"comm.inter_node.{coll}: {len(n)} sizes, the fit needs >= 4: kept")
+            continue
+        p_in = params_of(out["intra_node"].get(coll) or base["comm"]["intra_node"][coll])
+        inter_bps = cluster.node_nic_bytes_per_s / k
+        n, t = np.asarray(n), np.asarray(t)
+
+        def time_of(q, n=n, k=k, nn=nn, p_in=p_in, inter_bps=inter_bps, coll=coll):
+            return hierarchical_time_s(coll, n, k, nn, link, inter_bps, p_in, q)
+        p, _ = fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
+        tm = time_of(p)
+        fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
+                        inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
+                        method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1")
+        warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
+        warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
+        out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)")
+        report.rows.append((f"comm.inter_node.{coll}", protocol_text(p), quality(fit)))
+    return out

@@ -1,0 +1,113 @@
+"""The inputs of a fit (:class:`Measurements`), read through the format registry, and what a fit
+reports (:class:`FitReport`)."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from costmodel.errors import FitError, ReaderParseError
+from costmodel.readers.nccl_tests import collective_from_name
+from costmodel.readers.registry import REGISTRY, read_measurement
+
+
+@dataclass
+class FitReport:
+    """What :func:`fit_profile` did: warnings (coverage, outliers, unusable lines) and a summary table.
+
+    Attributes:
+        warnings: one sentence each, naming the file (and line) or the profile section.
+        rows: ``(section, parameters text, fit quality text)`` for the printed table.
+    """
+
+    warnings: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+
+
+@dataclass
+class Measurements:
+    """Parsed inputs of a fit.
+
+    Attributes:
+        suites: list of :class:`costmodel.readers.suite_jsonl.SuiteRun`.
+        nccl: list of ``(path, collective, n_nodes, ranks_per_node, rows)``; rows are out-of-place
+            :class:`costmodel.readers.NcclRow` of one table.
+        traces: list of :class:`costmodel.readers.power_trace.PowerTrace`.
+        files: path -> sha256 of every input (provenance).
+    """
+
+    suites: list = field(default_factory=list)
+    nccl: list = field(default_factory=list)
+    traces: list = field(default_factory=list)
+    files: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------- loading
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, report=None) -> Measurements:
+    """Read every input file, keeping the good data of each and reporting the bad lines.
+
+    Each file is read through the format registry (:func:`costmodel.readers.read_measurement`), which
+    says what it gives a fit (``Format.to_fit_input``): a suite run, an nccl-tests table or a trace.
+
+    Args:
+        paths: files (suite JSONL, nccl-tests, nvidia-smi CSV / dmon, dcgmi dmon).
+        collective: the collective of nccl-tests captures that do not name it (file name or command
+            line); nodes, gpus_per_node: their topology when they print no ``# Rank`` lines.
+            gpus_per_node also numbers the rows of an nvidia-smi CSV without an ``index`` column.
+        report: :class:`FitReport` collecting warnings (a new one when None).
+    Returns:
+        :class:`Measurements`.
+    Raises:
+        FitError: a file is unreadable or has no usable data in a known format, or an nccl-tests
+            capture's collective or topology cannot be told.
+    """
+    report = report if report is not None else FitReport()
+    out = Measurements()
+    for p in map(Path, paths):
+        try:
+            fmt, data, warns = read_measurement(p, gpus_per_node)
+        except (ReaderParseError, ValueError, OSError) as e:
+            first = getattr(e, "errors", None)
+            msg = str(e).splitlines()[0] if str(e) else f"{p}: unreadable"
+            raise FitError(msg + (f" (first: {first[0]})" if first else "")) from None
+        report.warnings += list(warns)
+        out.files[str(p)] = _sha256(p)
+        to_fit = REGISTRY[fmt].to_fit_input
+        inputs, notes = to_fit(data, p) if to_fit else ([], [f"{p}: {fmt} is not an input of this fit"])
+        report.warnings += notes
+        for kind, item in inputs:
+            if kind == "suite":
+                if not item.complete:
+                    report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
+                out.suites.append(item)
+            elif kind == "nccl":
+                out.nccl.append(_nccl_input(p, item, collective, nodes, gpus_per_node, report))
+            else:
+                out.traces.append(item)
+    if not (out.suites or out.nccl or out.traces):
+        raise FitError("no usable measurement in " + ", ".join(map(str, paths)))
+    return out
+
+
+def _nccl_input(p, table, collective, nodes, gpus_per_node, report):
+    """``(path, collective, n_nodes, ranks_per_node, out-of-place rows of the first table)`` of a capture."""
+    meta = getattr(table, "meta", {}) or {}
+    coll = meta.get("collective") or collective_from_name(p.name) or collective
+    if coll is None:
+        raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
+                       "command line and no collective in the file name): pass --collective")
+    nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
+    if nn is None or k is None:
+        if nodes is None or gpus_per_node is None:
+            raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
+                           "--nodes and --gpus-per-node")
+        nn, k = nodes, gpus_per_node
+    tables = sorted({r.table for r in table.rows})
+    if len(tables) > 1:
+        report.warnings.append(f"{p}: {len(tables)} nccl-tests tables (separate runs): fitting the first "
+                               "only; put each run in its own file to fit the others")
+    return p, coll, int(nn), int(k), table.select("out-of-place", tables[0])

@@ -1,0 +1,133 @@
+"""The ``power:`` section of a profile: coefficients per utilisation, idle power and the DVFS exponent."""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from costmodel.specs import GpuSpec
+
+from .measurements import FitReport, Measurements
+from .primitives import median_of, quality, round_sig
+
+# NVML clock event reasons that mean the SM clock was held below what the load asked for (nvml.h:
+# nvmlClocksEventReasonSwPowerCap 0x4, HwSlowdown 0x8, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40,
+# HwPowerBrakeSlowdown 0x80); samples with any of them are left out of the unthrottled power fit
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+EDGE_TRIM = 0.2        # fraction of a phase window dropped at each end (the monitor lags the kernels)
+MIN_PHASE_SAMPLES = 3  # samples a phase needs to count in the power fit
+
+
+def _phase_samples(meas: Measurements):
+    """Per suite phase: (phase record, samples of its slot inside the trimmed window, host)."""
+    out = []
+    for s in meas.suites:
+        samples = {}
+        for r in s["sample"]:
+            samples.setdefault((r["host"], r["slot"]), []).append(r)
+        for ph in s["phase"]:
+            rows = samples.get((ph["host"], ph["slot"]), [])
+            t0, t1 = ph["t_start_unix"], ph["t_end_unix"]
+            cut = EDGE_TRIM * (t1 - t0)
+            inside = [r for r in rows if t0 + cut <= r["t_unix"] <= t1 - cut and r["power_w"] is not None]
+            out.append((ph, inside))
+    return out
+
+
+def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitReport) -> dict | None:
+    """``power:`` coefficients from suite phases (median power of each phase window, edges trimmed).
+
+    Model (costmodel/power.py): P = idle_w + flop_w u_flop + hbm_w u_hbm + link_w u_link with
+    u_flop = achieved FLOP/s / datasheet peak of the phase's dtype, u_hbm = achieved HBM B/s /
+    datasheet bandwidth, u_link = achieved busbw / NVLink bandwidth.  Phases whose samples show a
+    power-cap or thermal clock event (:data:`THROTTLE_MASK`) or a lowered power limit are left out:
+    their power is the cap, not the demand.  Bounded linear least squares (all coefficients >= 0);
+    a coefficient whose utilisation never varies in the data is held at the base profile's value.
+    gamma: from the power-limit phases, least squares of log(P - idle) = log k + gamma log(f_sm).
+    Without suite phases, idle_w comes from trace samples at 0 % utilisation.
+    """
+    bp = dict(base.get("power") or {})
+    rows, X, y = [], [], []
+    limit_pts = []
+    for ph, smp in _phase_samples(meas):
+        if len(smp) < MIN_PHASE_SAMPLES:
+            continue
+        p_w = median_of(smp, "power_w")
+        if ph["name"].startswith("power_limit"):
+            limit_pts.append((ph["power_limit_w"], median_of(smp, "sm_clock_mhz"), p_w))
+            continue
+        throttled = any((r.get("clock_event_reasons") or 0) & THROTTLE_MASK for r in smp)
+        if throttled:
+            continue
+        peak = gpu.peak_flops.get(ph.get("dtype") or "bf16", max(gpu.peak_flops.values()))
+        u = [(ph["flops_per_s"] or 0.0) / peak, (ph["hbm_bytes_per_s"] or 0.0) / gpu.hbm_bytes_per_s,
+             (ph["link_bytes_per_s"] or 0.0) / (gpu.nvlink_bytes_per_s or 1.0)]
+        X.append([1.0] + u)
+        y.append(p_w)
+        rows.append(ph["name"])
+    sample_files = sorted({str(s.path) for s in meas.suites if s["sample"]})
+    if len(y) >= 2:
+        X, y = np.array(X), np.array(y)
+        names = ["idle_w", "flop_w", "hbm_w", "link_w"]
+        free = [0] + [j for j in (1, 2, 3) if np.ptp(X[:, j]) > 0.02]
+        fixed = {j: float(bp.get(names[j], 0.0)) for j in (1, 2, 3) if j not in free}
+        yy = y - sum(X[:, j] * v for j, v in fixed.items())
+        r = least_squares(lambda c: X[:, free] @ c - yy, np.full(len(free), 100.0), bounds=(0.0, np.inf),
+                          loss="soft_l1", f_scale=10.0)
+        coef = dict(fixed)
+        coef.update({j: float(c) for j, c in zip(free, r.x)})
+        pred = X @ np.array([coef[j] for j in range(4)])
+        rel = np.abs(pred / y - 1)
+        ss = float(np.sum((y - y.mean()) ** 2))
+        fit = dict(n_points=int(len(y)), r2=round_sig(1 - float(np.sum((pred - y) ** 2)) / ss, 4) if ss > 0 else None,
+                   median_rel_err=round_sig(np.median(rel), 3), max_rel_err=round_sig(rel.max(), 3),
+                   phases=sorted(set(rows)), held_at_base=[names[j] for j in fixed],
+                   method="bounded soft_l1 least squares over unthrottled phase medians (edges trimmed "
+                          f"{EDGE_TRIM:.0%}), P = idle + flop u_flop + hbm u_hbm + link u_link",
+                   inputs=sample_files)
+        out = {names[j]: round_sig(coef[j]) for j in range(4)}
+        if fixed:
+            report.warnings.append(f"power: {', '.join(names[j] for j in fixed)} not identifiable from the measured "
+                                   "phases (utilisation never varied): kept from the base profile")
+    else:
+        idle = _trace_idle_w(meas)
+        if idle is None:
+            return None
+        out = {k: bp[k] for k in ("flop_w", "hbm_w", "link_w") if k in bp}
+        out = dict(idle_w=round_sig(idle[0]), **out)
+        fit = dict(n_points=idle[1], method="median power of samples at utilization.gpu == 0",
+                   held_at_base=["flop_w", "hbm_w", "link_w"], inputs=idle[2])
+        report.warnings.append("power: only idle power is measurable from the traces (no benchmark phases): "
+                               "flop_w, hbm_w, link_w kept from the base profile")
+    gamma_fit = None
+    pts = [(lim, f, p) for lim, f, p in limit_pts if np.isfinite(f) and p > out["idle_w"] + 5]
+    if len(pts) >= 3:
+        f = np.array([q[1] for q in pts])
+        pw = np.array([q[2] for q in pts]) - out["idle_w"]
+        A = np.c_[np.ones(len(f)), np.log(f)]
+        (c0, gam), *_ = np.linalg.lstsq(A, np.log(pw), rcond=None)
+        res = np.exp(A @ [c0, gam]) / pw - 1
+        gamma_fit = dict(n_points=len(pts), max_rel_err=round_sig(np.abs(res).max(), 3),
+                         limits_w=[round_sig(q[0]) for q in pts],
+                         method="least squares of log(P - idle) on log(SM clock) over the power-limit phases")
+        out["gamma"] = round_sig(gam)
+    else:
+        out["gamma"] = bp.get("gamma")
+        report.warnings.append("power.gamma: no power-limit sweep in the inputs (needs the right to set limits): "
+                               "kept from the base profile")
+    fit["gamma"] = gamma_fit or dict(kept_from="base profile")
+    out["fit"] = fit
+    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in ("idle_w", "flop_w", "hbm_w", "link_w", "gamma")),
+                        quality(fit)))
+    return out
+
+
+def _trace_idle_w(meas: Measurements):
+    """(median power at 0 % utilisation, n samples, files) over the traces, or None (< 20 samples)."""
+    vals, files = [], set()
+    for tr in meas.traces:
+        m = (tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)
+        if m.any():
+            vals.append(tr.power_w[m])
+            files.add(str(tr.path))
+    v = np.concatenate(vals) if vals else np.array([])
+    return (float(np.median(v)), int(v.size), sorted(files)) if v.size >= 20 else None

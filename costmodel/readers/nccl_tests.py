@@ -1,0 +1,345 @@
+"""Reader for NVIDIA nccl-tests stdout (all_reduce_perf, all_gather_perf, sendrecv_perf, ...).
+
+Format (NVIDIA nccl-tests, https://github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md): one row per
+message size, ``size count type [redop] [root] | time algbw busbw #wrong`` for the out-of-place and
+then the in-place run; time in microseconds, algbw and busbw in GB/s (1e9 B/s).  Lines whose first
+non-prefix character is ``#`` are comments (header, "Avg bus bandwidth", ...).  Launchers prefix every
+line with the rank: ``0: `` (Slurm srun) or ``[1,0]<stdout>:`` (Open MPI ``--tag-output``); both are
+stripped.  Older nccl-tests (< 2.10) omit the ``root`` column and all_to_all omits ``redop``; the
+reader accepts 0-2 columns between ``type`` and the 8 timing columns.  A line that is only ``...`` is
+an elision mark left by an author who cut rows; it is skipped.  A header line starts a new table
+(``table`` index in each row), so a file with several captures keeps them apart.  Lines that are not
+comments and do not start with two integers (``NCCL INFO`` debug lines, launcher and ssh messages,
+shell prompts) are not data: they are counted in ``meta["noise_lines"]``, never reported as errors;
+a line that starts like a data row (size and count) but does not complete one is an error.  A
+``# SOURCE:`` / ``# SYNTHETIC:`` line (the provenance line of our copies) is skipped entirely.
+
+Metadata (``NcclTable.meta``), from the lines nccl-tests and NCCL print around the table
+(nccl-tests ``src/common.cu``: ``# nThread .. nGpus .. minBytes ..``, ``#  Rank  0 Group  0 Pid
+12345 on host device  0 [0x1b] NVIDIA H100 80GB HBM3``, since v2.17 ``# nccl-tests version 2.18.3
+nccl-headers=23004 nccl-library=23004`` and ``# Collective test starting: all_reduce_perf``; NCCL
+itself prints ``NCCL version 2.18.5+cuda12.2`` with ``NCCL_DEBUG=VERSION`` or ``INFO``).
+
+Sources read with it: AWS awsome-distributed-training nccl-tests README (p5 / p4de, 2 nodes), li-plus
+playground cuda/nccl.md (A100 sendrecv), NCCL GitHub issue excerpts; with rank lines and metadata, the
+NRIS Olivia GH200 (16 ranks / 4 nodes), OCI A100 (16 / 2) and EKS T4 (NCCL_DEBUG=INFO) logs under
+``tests/data/readers/``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from costmodel.errors import NcclTestsParseError
+
+_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
+_HEADER = re.compile(r"#\s+size\s+count\s+type")
+_PROVENANCE = re.compile(r"#\s*(SOURCE|SYNTHETIC):")  # our copies' first line: about the copy, not the run
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+                   r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
+_NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(?:[-+]?cuda(\d+(?:\.\d+)*))?", re.IGNORECASE)
+_TESTS_VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+\(\S+\))?(?:.*?nccl-library=(\d+))?")
+_STARTING = re.compile(r"Collective test starting:\s*(\S+)")
+_BINARY = re.compile(r"(?<![A-Za-z0-9])((?:all_reduce|all_gather|reduce_scatter|alltoall|sendrecv|broadcast|reduce|"
+                     r"gather|scatter|hypercube)_perf(?:_mpi)?)\b")
+_PARAMS_INT = re.compile(r"\b(nThread|nGpus|minBytes|maxBytes)\s+(\d+)")
+_PARAMS_KV = re.compile(r"((?:warmup |agg )?[A-Za-z_]+):\s*(\S+)")
+
+# (canonical name, pattern) in priority order; the names of the compound ones are costmodel.collective.COLLECTIVES
+_COLLECTIVE_PATTERNS = (
+    ("all_reduce", r"all_?reduce"),
+    ("reduce_scatter", r"reduce_?scatter"),
+    ("all_gather", r"all_?gather"),
+    ("all_to_all", r"all_?to_?all"),
+    ("send_recv", r"send_?recv"),
+    ("broadcast", r"broadcast|bcast"),
+    ("reduce", r"(?<![a-z])reduce"),
+    ("gather", r"(?<![a-z])gather"),
+    ("scatter", r"(?<![a-z])scatter"),
+)
+
+
+def collective_from_name(text):
+    """The collective a file name, binary name or command line refers to, or None.
+
+    Recognises ``all_reduce`` / ``allreduce`` / ``all-reduce`` / ``AllReduce``, ``all_gather``,
+    ``reduce_scatter``, ``alltoall`` / ``all_to_all``, ``sendrecv`` / ``send_recv`` (and nccl-tests'
+    ``broadcast``, ``reduce``, ``gather``, ``scatter``), case-insensitively with ``-``, ``_`` or nothing
+    between the words.  When several occur the first in the text wins (``reduce`` inside
+    ``all_reduce`` counts as ``all_reduce``).
+
+    Args:
+        text: a file name (``aws_p5_2node_16xH100_allreduce.txt``), a binary (``all_reduce_perf``) or any
+            string; ``os.PathLike`` is accepted (its name is used).
+    Returns:
+        ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"``, ``"all_to_all"`` or ``"send_recv"`` (the
+        names of :data:`costmodel.collective.COLLECTIVES`), ``"broadcast"``, ``"reduce"``, ``"gather"``,
+        ``"scatter"``, or None when no collective is named.
+    Source: binary names of NVIDIA nccl-tests (https://github.com/NVIDIA/nccl-tests, README.md).
+    """
+    if text is None:
+        return None
+    if isinstance(text, Path):
+        text = text.name
+    t = str(text).lower().replace("-", "_")
+    best = None
+    for name, pat in _COLLECTIVE_PATTERNS:
+        m = re.search(pat, t)
+        if m and (best is None or m.start() < best[0] or (m.start() == best[0] and m.end() - m.start() > best[1])):
+            best = (m.start(), m.end() - m.start(), name)
+    return best[2] if best else None
+
+
+def _nccl_code_version(code):
+    """NCCL_VERSION_CODE -> "X.Y.Z" (X*10000+Y*100+Z since NCCL 2.9, X*1000+Y*100+Z before)."""
+    c = int(code)
+    if c >= 20900:
+        return f"{c // 10000}.{(c // 100) % 100}.{c % 100}"
+    return f"{c // 1000}.{(c // 100) % 10}.{c % 100}"
+
+
+def _params(line):
+    out = {k: int(v) for k, v in _PARAMS_INT.findall(line)}
+    for k, v in _PARAMS_KV.findall(line):
+        k = k.strip().replace(" ", "_")
+        out[k] = int(v) if re.fullmatch(r"-?\d+", v) else v
+    return out
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One measured size of one nccl-tests run (one placement).
+
+    Attributes:
+        size_bytes: nccl-tests "size" (per-rank buffer, bytes).
+        count: elements.
+        type: element type name as printed (``float``, ``half``, ...).
+        placement: ``"out-of-place"`` or ``"in-place"``.
+        time_us: time per operation, microseconds.
+        algbw: size / time, GB/s (1e9 B/s).
+        busbw: algbw x nccl-tests bus factor, GB/s.
+        table: index of the table (header block) in the file, from 0.
+        line: 1-based line number in the file.
+        wrong: nccl-tests ``#wrong`` of this placement (elements that failed validation; > 0 means
+            the data was corrupted and the time is suspect), None when printed ``N/A`` (``-c 0``).
+    """
+
+    size_bytes: int
+    count: int
+    type: str
+    placement: str
+    time_us: float
+    algbw: float
+    busbw: float
+    table: int
+    line: int
+    wrong: int | None = 0
+
+
+def _empty_meta():
+    return dict(collective=None, binary=None, command=None, nccl_version=None, cuda_version=None,
+                nccl_tests_version=None, params={}, ranks=[], n_ranks=None, hosts=[], n_nodes=None,
+                ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0)
+
+
+@dataclass
+class NcclTable:
+    """Result of :func:`read_nccl_tests`: good rows, ``"FILE:LINE: reason"`` errors and metadata.
+
+    Attributes:
+        rows: :class:`NcclRow` list (file order; out-of-place then in-place of each size).
+        errors: ``"FILE:LINE: reason"`` for every bad data line.
+        meta: what the capture says about the run (None / empty where it does not say):
+
+            * ``collective``: canonical name (:func:`collective_from_name`) of the nccl-tests binary
+              named in the capture (``# Collective test starting:`` line, else a command line, else a
+              comment); None if the capture names none (use ``collective_from_name(path.name)``).
+            * ``binary``: that binary (``"all_reduce_perf"``, ``"all_reduce_perf_mpi"``);
+              ``command``: the first non-comment line that runs it.
+            * ``nccl_version`` (``"2.18.5"``) and ``cuda_version`` (``"12.2"``) from ``NCCL version``,
+              else the version from ``nccl-library=CODE``; ``nccl_tests_version``.
+            * ``params``: the ``# nThread`` line as a dict (``nThread``, ``nGpus``, ``minBytes``,
+              ``maxBytes`` int; ``step`` str like ``"2(factor)"``; ``warmup_iters``, ``iters``,
+              ``agg_iters``, ``validation``, ``graph`` ...).
+            * ``ranks``: one dict per ``# Rank`` line (``rank, group, pid, host, device, bus_id,
+              gpu_name``; group None in old nccl-tests), first occurrence of each rank;
+              ``n_ranks``; ``hosts`` in order of first appearance; ``n_nodes``; ``ranks_per_node``
+              (int when every host has the same count, else None); ``gpu_name`` (the one name, or
+              None when they differ) and ``gpu_names`` (sorted distinct names).
+            * ``wrong_lines``: lines whose ``#wrong`` is > 0 (corrupted results); ``noise_lines``:
+              count of non-data, non-comment lines skipped (NCCL INFO, launcher messages).
+    """
+
+    rows: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    meta: dict = field(default_factory=_empty_meta)
+
+    def select(self, placement="out-of-place", table=0):
+        """Rows of one placement and table, sorted by size."""
+        return sorted((r for r in self.rows if r.placement == placement and r.table == table),
+                      key=lambda r: r.size_bytes)
+
+
+def _num(tok):
+    return float(tok)
+
+
+def _wrong(tok):
+    return int(tok) if re.fullmatch(r"\d+", tok) else None
+
+
+def _is_int(tok):
+    return re.fullmatch(r"\d+", tok) is not None
+
+
+def _finish_meta(meta):
+    ranks = meta["ranks"]
+    meta["n_ranks"] = len(ranks) or None
+    hosts = []
+    for r in ranks:
+        if r["host"] not in hosts:
+            hosts.append(r["host"])
+    meta["hosts"] = hosts
+    meta["n_nodes"] = len(hosts) or None
+    counts = {h: sum(r["host"] == h for r in ranks) for h in hosts}
+    meta["ranks_per_node"] = next(iter(counts.values())) if counts and len(set(counts.values())) == 1 else None
+    names = sorted({r["gpu_name"] for r in ranks if r["gpu_name"]})
+    meta["gpu_names"] = names
+    meta["gpu_name"] = names[0] if len(names) == 1 else None
+    if meta["binary"] and not meta["collective"]:
+        meta["collective"] = collective_from_name(meta["binary"])
+
+
+_DETECT = re.compile(r"^#\s*(?:size\s+count\s+type|nThread\s+\d|Collective test starting|Rank\s+\d+\s+(?:Group|Pid))")
+
+
+def detect(head) -> bool:
+    """True when a line (rank prefix removed) is a ``#  size  count  type`` table header, a ``# nThread``
+    parameter line, a ``# Collective test starting`` line or a ``#  Rank  0 ...`` device line
+    (``head``: :class:`costmodel.readers.registry.Head`)."""
+    return any(_DETECT.match(s) for s in head.unprefixed)
+
+
+def read_nccl_tests(path, strict=True) -> NcclTable:
+    """Parse an nccl-tests stdout capture.
+
+    Args:
+        path: text file (str or Path).
+        strict: if True (default), raise :class:`NcclTestsParseError` after reading the whole file
+            when any line was bad; the exception carries the good rows in ``.rows``.
+    Returns:
+        :class:`NcclTable` with one :class:`NcclRow` per size and placement (out-of-place first) and
+        the capture's metadata in ``meta`` (collective, ranks, hosts, versions, parameters).
+    Raises:
+        NcclTestsParseError: (strict) a data line is truncated or has a non-numeric field; the
+            message names the file and line of every bad line.
+        OSError: the file cannot be read.
+    Units: size in bytes, time in us, algbw/busbw in GB/s, exactly as printed.
+    Format source: NVIDIA nccl-tests doc/PERFORMANCE.md and src/common.cu (https://github.com/NVIDIA/nccl-tests).
+    """
+    path = Path(path)
+    out = NcclTable()
+    meta = out.meta
+    table = -1
+    seen_ranks = set()
+    binary_from = None  # "starting" > "command" > "comment"
+    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        line = _PREFIX.sub("", raw, count=1).strip()
+        if not line or _PROVENANCE.match(line):
+            continue
+        m = _RANK.match(line)
+        if m:
+            rank = int(m.group(1))
+            if rank not in seen_ranks:
+                seen_ranks.add(rank)
+                meta["ranks"].append(dict(rank=rank, group=None if m.group(2) is None else int(m.group(2)),
+                                          pid=int(m.group(3)), host=m.group(4), device=int(m.group(5)),
+                                          bus_id=m.group(6), gpu_name=m.group(7) or None))
+            continue
+        v = _NCCL_VERSION.search(line)
+        if v and not line.startswith("#"):
+            meta["nccl_version"], meta["cuda_version"] = v.group(1), v.group(2)
+        b = _STARTING.search(line)
+        if b:
+            if binary_from != "starting":
+                meta["binary"], binary_from = b.group(1), "starting"
+                meta["collective"] = collective_from_name(b.group(1))
+        else:
+            b = _BINARY.search(line)
+            if b:
+                kind = "comment" if line.startswith("#") else "command"
+                if binary_from is None or (binary_from == "comment" and kind == "command"):
+                    meta["binary"], binary_from = b.group(1), kind
+                    meta["collective"] = collective_from_name(b.group(1))
+                    if kind == "command":
+                        meta["command"] = line
+        if line.startswith("#"):
+            if _HEADER.match(line):
+                table += 1
+            elif re.match(r"#\s*nThread\b", line):
+                meta["params"] = _params(line)
+            else:
+                t = _TESTS_VERSION.search(line)
+                if t:
+                    meta["nccl_tests_version"] = t.group(1)
+                    if t.group(2) and not meta["nccl_version"]:
+                        meta["nccl_version"] = _nccl_code_version(t.group(2))
+                elif v and not meta["nccl_version"]:
+                    meta["nccl_version"], meta["cuda_version"] = v.group(1), v.group(2)
+            continue
+        if line == "...":
+            continue
+        tok = line.split()
+        if not _is_int(tok[0]) or (len(tok) > 1 and not _is_int(tok[1])):
+            meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data
+            continue
+        where = f"{path}:{lineno}"
+        if not (11 <= len(tok) <= 13):
+            out.errors.append(f"{where}: truncated or malformed row ({len(tok)} fields, expected "
+                              f"11-13: size count type [redop] [root] + 2 x (time algbw busbw #wrong)): {raw!r}")
+            continue
+        try:
+            size, count = int(tok[0]), int(tok[1])
+            vals = [_num(t) for i, t in enumerate(tok[-8:]) if i % 4 != 3]
+        except ValueError as e:
+            out.errors.append(f"{where}: non-numeric field ({e}): {raw!r}")
+            continue
+        wrong = (_wrong(tok[-5]), _wrong(tok[-1]))
+        if any(w for w in wrong):
+            meta["wrong_lines"].append(lineno)
+        table = max(table, 0)
+        for j, placement in enumerate(("out-of-place", "in-place")):
+            t, a, b_ = vals[3 * j:3 * j + 3]
+            out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j]))
+    _finish_meta(meta)
+    if strict and out.errors:
+        raise NcclTestsParseError(out.errors, out.rows)
+    return out
+
+
+def read_massaged_nccl_table(path):
+    """Parse a reduced nccl-tests table with columns ``size time algbw busbw`` (sizes may use ``_``).
+
+    Format: the ml-engineering book's "Real network throughput" A100 table (stas00/ml-engineering,
+    network/README.md), where the author kept only the out-of-place size/time/algbw/busbw columns.
+    Args:
+        path: text file; ``#`` lines and the two header lines (``size``/``(B)``) are skipped.
+    Returns:
+        list of dicts ``{size_bytes, time_us, algbw, busbw}`` (bytes, us, GB/s, GB/s).
+    Raises:
+        ValueError: a data line does not have 4 numeric fields (message names file and line).
+    """
+    rows = []
+    for lineno, raw in enumerate(Path(path).read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#") or line.split()[0] in ("size", "(B)"):
+            continue
+        tok = line.split()
+        try:
+            if len(tok) != 4:
+                raise ValueError(f"{len(tok)} fields, expected 4")
+            rows.append(dict(size_bytes=int(tok[0].replace("_", "")), time_us=float(tok[1]),
+                             algbw=float(tok[2]), busbw=float(tok[3])))
+        except ValueError as e:
+            raise ValueError(f"{path}:{lineno}: {e}: {raw!r}") from None
+    return rows

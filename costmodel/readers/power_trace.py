@@ -1,0 +1,313 @@
+"""One normalised power / temperature / clock trace from any monitor format.
+
+:class:`PowerTrace` holds one entry per sample of one GPU (numpy arrays of equal length) in SI-style
+units with the unit in the name (DESIGN.md "Conventions"): ``power_w`` (W), ``temp_c`` and
+``mem_temp_c`` (degrees C), ``sm_clock_mhz`` (MHz), ``util_gpu_pct`` (%), NaN where the format has no
+value.  Time is ``t_unix``: absolute Unix seconds when the format records wall-clock time
+(``absolute_time=True``), else seconds from the first sample (or the sample number when the capture
+has no time at all and no interval is given; ``absolute_time=False``).
+
+Converters, one per format (each takes the parsed table or a path):
+
+* :func:`power_trace_from_nvidia_smi_csv` -- ``nvidia-smi --query-gpu=... --format=csv`` (fields
+  ``power.draw``, ``temperature.gpu``, ``temperature.memory``, ``clocks.sm`` / ``clocks.current.sm``,
+  ``utilization.gpu``; ``nvidia-smi --help-query-gpu``).  The header's units are checked and
+  converted (``[W]``/``[mW]``/``[kW]``, ``[MHz]``/``[GHz]``; a ``nounits`` header is taken in nvidia-smi's
+  own units W, C, MHz, %); a value whose unit contradicts its header (``0.07 kW`` in a ``[W]`` column)
+  is rejected line by line by the reader.
+* :func:`power_trace_from_dmon` -- ``nvidia-smi dmon`` (``pwr`` W, ``gtemp``/``temp`` C, ``mtemp`` C,
+  ``pclk`` MHz (the graphics/SM clock), ``sm`` %; nvidia-smi(1) "Device Monitoring").
+* :func:`power_trace_from_dcgmi` -- ``dcgmi dmon`` (fields 155 POWER W, 150 TMPTR C, 140 MMTMP C,
+  100 SMCLK MHz, 203 GPUTL %; dcgm_fields.h), GPU entities only.
+* :func:`power_trace_from_suite` -- the calibration suite's ``sample`` records
+  (:mod:`costmodel.readers.suite_jsonl`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .dcgm import DcgmTable, read_dcgmi_dmon
+from .nvidia_smi import DmonTable, SmiTrace, read_nvidia_smi_csv, read_nvidia_smi_dmon
+from .suite_jsonl import SuiteRun, read_suite_jsonl
+
+_ARRAYS = ("t_unix", "gpu", "power_w", "temp_c", "mem_temp_c", "sm_clock_mhz", "util_gpu_pct", "host", "lines")
+# unit -> factor to the trace's unit
+_POWER_UNITS = {"W": 1.0, "": 1.0, "mW": 1e-3, "kW": 1e3}
+_CLOCK_UNITS = {"MHz": 1.0, "": 1.0, "GHz": 1e3, "kHz": 1e-3}
+_TEMP_UNITS = {"C": 1.0, "": 1.0}
+_PCT_UNITS = {"%": 1.0, "": 1.0}
+
+
+@dataclass
+class PowerTrace:
+    """Samples of GPU power, temperature, SM clock and utilisation from one capture.
+
+    Attributes (arrays have shape (n,), one entry per sample of one GPU, in file order):
+        t_unix: float64 s; absolute Unix time when ``absolute_time`` else seconds from the start (or the
+            sample number, see the converter).
+        gpu: int64 GPU index (nvidia-smi index, dmon ``Idx``, DCGM GPU id, suite ``slot``).
+        power_w: float64 board power, W.
+        temp_c: float64 GPU (core) temperature, degrees C.
+        mem_temp_c: float64 memory (HBM) temperature, degrees C.
+        sm_clock_mhz: float64 SM clock, MHz.
+        util_gpu_pct: float64 GPU utilisation (time a kernel ran), %.
+        host: object array of host names (``""`` when the format does not name the host).
+        lines: int64 1-based line of each sample in the source file (0 when not applicable).
+        absolute_time: True when ``t_unix`` is wall-clock Unix time.
+        source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"`` or ``"suite-jsonl"``.
+        path: the file read (None when built from an in-memory table without one).
+        errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
+        table: the parsed source (:class:`~costmodel.readers.nvidia_smi.SmiTrace`,
+            :class:`~costmodel.readers.nvidia_smi.DmonTable`, :class:`~costmodel.readers.dcgm.DcgmTable`
+            or :class:`~costmodel.readers.suite_jsonl.SuiteRun`) with every column of the capture, or None.
+    NaN marks a value the format or the GPU did not report.
+    """
+
+    t_unix: np.ndarray
+    gpu: np.ndarray
+    power_w: np.ndarray
+    temp_c: np.ndarray
+    mem_temp_c: np.ndarray
+    sm_clock_mhz: np.ndarray
+    util_gpu_pct: np.ndarray
+    source_format: str
+    path: Path | None = None
+    errors: list = field(default_factory=list)
+    absolute_time: bool = False
+    host: np.ndarray = None
+    lines: np.ndarray = None
+    table: Any = field(default=None, repr=False)
+
+    def __post_init__(self):
+        n = len(self.t_unix)
+        if self.host is None:
+            self.host = np.array([""] * n, dtype=object)
+        if self.lines is None:
+            self.lines = np.zeros(n, dtype=np.int64)
+        for a in _ARRAYS:
+            if len(getattr(self, a)) != n:
+                raise ValueError(f"PowerTrace.{a} has {len(getattr(self, a))} entries, t_unix has {n}")
+
+    def __len__(self):
+        return len(self.t_unix)
+
+    def _take(self, idx):
+        kw = {a: getattr(self, a)[idx] for a in _ARRAYS}
+        return PowerTrace(source_format=self.source_format, path=self.path, errors=list(self.errors),
+                          absolute_time=self.absolute_time, table=self.table, **kw)
+
+    def per_gpu(self, by_host=False):
+        """Split into one trace per GPU, each sorted by time.
+
+        Args:
+            by_host: key by ``(host, gpu)`` instead of ``gpu`` (needed when the trace spans hosts).
+        Returns:
+            dict ``gpu -> PowerTrace`` (or ``(host, gpu) -> PowerTrace``), keys sorted.
+        Raises:
+            ValueError: ``by_host`` is False but the trace has samples of more than one host (GPU indices
+                would collide).
+        """
+        hosts = sorted({str(h) for h in self.host})
+        if not by_host and len(hosts) > 1:
+            raise ValueError(f"trace {self.path} spans hosts {hosts}: use per_gpu(by_host=True)")
+        keys = [(str(h), int(g)) for h, g in zip(self.host, self.gpu)] if by_host else [int(g) for g in self.gpu]
+        out = {}
+        for k in sorted(set(keys)):
+            idx = np.array([i for i, kk in enumerate(keys) if kk == k], dtype=np.int64)
+            idx = idx[np.argsort(self.t_unix[idx], kind="stable")]
+            out[k] = self._take(idx)
+        return out
+
+    def window(self, t0, t1):
+        """Samples with ``t0 <= t_unix < t1`` (same time base as ``t_unix``), as a new trace."""
+        return self._take(np.flatnonzero((self.t_unix >= t0) & (self.t_unix < t1)))
+
+
+def _scaled(values, unit, table, what, path):
+    if unit not in table:
+        raise ValueError(f"{path}: {what} in unit [{unit}], expected one of "
+                         f"{', '.join('[' + u + ']' for u in table if u)}")
+    return np.asarray(values, dtype=np.float64) * table[unit]
+
+
+def _nan(n):
+    return np.full(n, np.nan)
+
+
+def _coalesce(arrays, n):
+    """First finite value across ``arrays`` (in priority order) per entry; NaN where none is finite."""
+    out = _nan(n)
+    for a in arrays:
+        fill = np.isnan(out)
+        out[fill] = a[fill]
+    return out
+
+
+def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTrace:
+    """Power trace of an ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` capture.
+
+    Args:
+        trace: :class:`costmodel.readers.nvidia_smi.SmiTrace` or a path (read with
+            :func:`read_nvidia_smi_csv`).
+        n_gpus: GPUs per sample when the capture has no ``index`` field (passed to the reader).
+        strict: with a path, raise on bad lines (True) or keep the good ones and carry the errors (False).
+    Returns:
+        :class:`PowerTrace`; ``absolute_time`` when a ``timestamp`` field exists (``t_unix`` = the
+        host's wall clock read as UTC), else ``t_unix`` = sample number (row // n_gpus).  Fields used:
+        ``power.draw`` (else ``power.draw.average``, ``power.draw.instant``), ``temperature.gpu``,
+        ``temperature.memory``, ``clocks.sm`` / ``clocks.current.sm``, ``utilization.gpu`` (when several
+        fields of one quantity are present the first listed that has a value wins, entry by entry).
+    Raises:
+        NvidiaSmiParseError: (path, strict) bad lines, incl. a value with a unit other than its header's.
+        ValueError: a header unit this converter cannot convert (e.g. power in ``[dBm]``), naming the file.
+    Format source: ``nvidia-smi --help-query-gpu`` (https://docs.nvidia.com/deploy/nvidia-smi/index.html).
+    """
+    if not isinstance(trace, SmiTrace):
+        trace = read_nvidia_smi_csv(trace, n_gpus=n_gpus, strict=strict)
+    n = len(trace)
+    path = trace.path
+
+    def col(names, units, what):
+        return _coalesce([_scaled(trace.columns[f], trace.units.get(f, ""), units, f"{what} ({f})", path)
+                          for f in names if f in trace.columns], n)
+
+    if "timestamp" in trace.columns and trace.t0_unix is not None:
+        t, absolute = trace.columns["timestamp"] + trace.t0_unix, True
+    else:
+        per = int(n_gpus) if n_gpus else max(1, len(set(trace.gpu.tolist())) if n else 1)
+        t, absolute = (np.arange(n) // per).astype(np.float64), False
+    return PowerTrace(
+        t_unix=np.asarray(t, dtype=np.float64), gpu=np.asarray(trace.gpu, dtype=np.int64),
+        power_w=col(("power.draw", "power.draw.average", "power.draw.instant"), _POWER_UNITS, "power"),
+        temp_c=col(("temperature.gpu",), _TEMP_UNITS, "temperature"),
+        mem_temp_c=col(("temperature.memory",), _TEMP_UNITS, "memory temperature"),
+        sm_clock_mhz=col(("clocks.sm", "clocks.current.sm"), _CLOCK_UNITS, "SM clock"),
+        util_gpu_pct=col(("utilization.gpu",), _PCT_UNITS, "utilisation"),
+        source_format="nvidia-smi-csv", path=path, errors=list(trace.errors), absolute_time=absolute,
+        lines=np.asarray(trace.lines, dtype=np.int64), table=trace)
+
+
+def power_trace_from_dmon(table, interval_s=None, strict=True) -> PowerTrace:
+    """Power trace of an ``nvidia-smi dmon`` capture.
+
+    Args:
+        table: :class:`costmodel.readers.nvidia_smi.DmonTable` or a path (read with
+            :func:`read_nvidia_smi_dmon`).
+        interval_s: sampling interval (``dmon -d``, seconds) for captures without a Date column.
+        strict: with a path, raise on bad lines (True) or keep the good ones (False).
+    Returns:
+        :class:`PowerTrace`: ``absolute_time`` with ``-o DT`` (Date + Time, read as UTC); with ``-o T``
+        only, seconds from the first sample (midnight wrap handled); otherwise ``sample *
+        interval_s`` or, without ``interval_s``, the sample number.  Columns: ``pwr`` -> power_w,
+        ``gtemp`` (``temp`` in older drivers; per row, so captures of both generations combine) -> temp_c,
+        ``mtemp`` -> mem_temp_c, ``pclk`` -> sm_clock_mhz, ``sm`` -> util_gpu_pct; absent columns give NaN.
+    Raises:
+        NvidiaSmiDmonParseError: (path, strict) bad lines.
+        ValueError: a column in a unit this converter cannot convert (e.g. ``pwr`` in ``[dBm]``).
+    Format source: nvidia-smi(1) "Device Monitoring" (https://docs.nvidia.com/deploy/nvidia-smi/index.html).
+    """
+    if not isinstance(table, DmonTable):
+        table = read_nvidia_smi_dmon(table, strict=strict)
+    n = len(table)
+    path = table.path
+
+    def col(names, units, what):
+        return _coalesce([_scaled(table.values[c], table.units.get(c, ""), units, f"{what} (dmon column {c})", path)
+                          for c in names if c in table.values], n)
+
+    if n and np.isfinite(table.t_unix).all():
+        t, absolute = table.t_unix.copy(), True
+    elif n and np.isfinite(table.time_of_day_s).all():
+        tod = table.time_of_day_s
+        days = np.concatenate([[0], np.cumsum(np.diff(tod) < 0)])  # a decrease = past midnight
+        t, absolute = tod + 86400.0 * days - tod[0], False
+    else:
+        t, absolute = table.sample.astype(np.float64) * (float(interval_s) if interval_s else 1.0), False
+    return PowerTrace(
+        t_unix=np.asarray(t, dtype=np.float64), gpu=table.gpu.copy(),
+        power_w=col(("pwr",), _POWER_UNITS, "power"), temp_c=col(("gtemp", "temp"), _TEMP_UNITS, "temperature"),
+        mem_temp_c=col(("mtemp",), _TEMP_UNITS, "memory temperature"),
+        sm_clock_mhz=col(("pclk",), _CLOCK_UNITS, "SM clock"), util_gpu_pct=col(("sm",), _PCT_UNITS, "utilisation"),
+        source_format="nvidia-smi-dmon", path=path, errors=list(table.errors), absolute_time=absolute,
+        lines=table.lines.copy(), table=table)
+
+
+def power_trace_from_dcgmi(table, interval_s=None, strict=True) -> PowerTrace:
+    """Power trace of a ``dcgmi dmon`` capture (rows of ``GPU`` entities; MIG and switch rows are left out).
+
+    Args:
+        table: :class:`costmodel.readers.dcgm.DcgmTable` or a path (read with :func:`read_dcgmi_dmon`).
+        interval_s: sampling interval (``dcgmi dmon -d``, converted from ms to s by the caller); without
+            it ``t_unix`` is the sample number (dcgmi prints no time).
+        strict: with a path, raise on bad lines (True) or keep the good ones (False).
+    Returns:
+        :class:`PowerTrace` (``absolute_time`` False): POWER (155) W, TMPTR (150) C, MMTMP (140) C,
+        SMCLK (100) MHz, GPUTL (203) %; absent fields give NaN.
+    Raises:
+        DcgmParseError: (path, strict) bad lines.
+        ValueError: a field in a unit this converter cannot convert.
+    Format source: https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-dmon.html
+    """
+    if not isinstance(table, DcgmTable):
+        table = read_dcgmi_dmon(table, strict=strict)
+    sel = np.flatnonzero(table.entity == "GPU") if len(table) else np.zeros(0, dtype=np.int64)
+    n = len(sel)
+    path = table.path
+
+    def col(fid, units, what):
+        try:
+            v = table.column(fid)
+        except KeyError:
+            return _nan(n)
+        short = next((s for s, i in table.field_ids.items() if i == fid), None)
+        return _scaled(v[sel], table.units.get(short, ""), units, f"{what} (DCGM field {fid})", path)
+
+    t = table.sample[sel].astype(np.float64) * (float(interval_s) if interval_s else 1.0)
+    return PowerTrace(
+        t_unix=t, gpu=table.entity_id[sel].astype(np.int64),
+        power_w=col(155, _POWER_UNITS, "power"), temp_c=col(150, _TEMP_UNITS, "temperature"),
+        mem_temp_c=col(140, _TEMP_UNITS, "memory temperature"), sm_clock_mhz=col(100, _CLOCK_UNITS, "SM clock"),
+        util_gpu_pct=col(203, _PCT_UNITS, "utilisation"), source_format="dcgmi-dmon", path=path,
+        errors=list(table.errors), absolute_time=False, lines=table.lines[sel].copy(), table=table)
+
+
+def power_trace_from_suite(run) -> PowerTrace:
+    """Power trace of the calibration suite's ``sample`` records (one NVML/amdsmi sample of one GPU each).
+
+    Args:
+        run: :class:`costmodel.readers.suite_jsonl.SuiteRun` or a path (read with
+            :func:`costmodel.readers.suite_jsonl.read_suite_jsonl`, non-strict: bad lines are carried in ``errors``).
+    Returns:
+        :class:`PowerTrace` (``absolute_time`` True: ``t_unix`` is the record's Unix time), sorted by
+        time; ``gpu`` = the record's ``slot``, ``host`` = its host; null fields give NaN.
+    Raises:
+        ValueError: a sample record has a non-numeric value (the message names file and line).
+    Format source: :mod:`costmodel.readers.suite_jsonl` (REQUIRED["sample"]).
+    """
+    if not isinstance(run, SuiteRun):
+        run = read_suite_jsonl(run, strict=False)
+    recs = sorted(run["sample"], key=lambda r: (r["t_unix"] if r["t_unix"] is not None else np.inf))
+
+    def f(r, k):
+        v = r.get(k)
+        if v is None:
+            return np.nan
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{run.path}:{r.get('_line')}: sample field {k} is not a number: {v!r}") from None
+
+    return PowerTrace(
+        t_unix=np.array([f(r, "t_unix") for r in recs], dtype=np.float64),
+        gpu=np.array([int(r["slot"]) for r in recs], dtype=np.int64),
+        power_w=np.array([f(r, "power_w") for r in recs]), temp_c=np.array([f(r, "temp_c") for r in recs]),
+        mem_temp_c=np.array([f(r, "mem_temp_c") for r in recs]),
+        sm_clock_mhz=np.array([f(r, "sm_clock_mhz") for r in recs]),
+        util_gpu_pct=np.array([f(r, "util_gpu_pct") for r in recs]),
+        host=np.array([str(r.get("host", "")) for r in recs], dtype=object),
+        lines=np.array([int(r.get("_line", 0)) for r in recs], dtype=np.int64),
+        source_format="suite-jsonl", path=run.path, errors=list(run.errors), absolute_time=True, table=run)

@@ -1,0 +1,231 @@
+"""Argument dumps (Megatron), the experiment configuration (NeMo 1) and the layout they describe."""
+from __future__ import annotations
+
+import re
+
+from .lines import _TIMESTAMP
+
+_ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
+_ARGS_END = re.compile(r"^\s*-{3,}\s*end of arguments\s*-{3,}\s*$")
+_ARG_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+\.{2,}\s?(.*?)\s*$")
+_WORLD = re.compile(r"using world size:\s*\d+")
+_WORLD_ITEMS = re.compile(r"(world size|data-parallel[- ]size|context-parallel size|tensor-model-parallel size|"
+                          r"pipeline-model-parallel size|expert-model-parallel size):\s*(\d+)")
+_PARAMS_DTYPE = re.compile(r"using (torch\.\w+) for parameters")
+_PADDED_VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
+_NEMO_CONFIG = re.compile(r"\*+\s*Experiment configuration\s*\*+")
+_NEMO_HEADER = re.compile(r"^\s*\[NeMo [IWED] [^\]]*\]")
+
+
+def _arg_value(s: str):
+    s = s.strip()
+    if s in ("None", "null", ""):
+        return None
+    if s in ("True", "true"):
+        return True
+    if s in ("False", "false"):
+        return False
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def _megatron_args(segs, path, warnings):
+    """``(args, complete)`` from the argument dump and the start-up summary lines."""
+    args, summary = {}, {}
+    complete = False
+    i = 0
+    while i < len(segs):
+        t = _TIMESTAMP.sub("", segs[i].text)
+        if _ARGS_BEGIN.match(t):
+            j = i + 1
+            closed = False
+            while j < len(segs):
+                u = segs[j].text
+                if _ARGS_END.match(u):
+                    closed = True
+                    break
+                a = _ARG_LINE.match(u)
+                if not a:
+                    break
+                args.setdefault(a.group(1), _arg_value(a.group(2)))
+                j += 1
+            complete = complete or closed
+            if not closed:
+                at = f"{path}:{segs[j].line}" if j < len(segs) else f"{path}: end of file"
+                warnings.append(f"{at}: the argument dump that starts at line {segs[i].line} ends without "
+                                f"'end of arguments' (excerpt or truncated log); read {j - i - 1} argument lines")
+            i = j + 1
+            continue
+        if _WORLD.search(t):
+            for k, v in _WORLD_ITEMS.findall(t):
+                name = {"world size": "world_size", "data-parallel size": "data_parallel_size",
+                        "data-parallel-size": "data_parallel_size", "context-parallel size": "context_parallel_size",
+                        "tensor-model-parallel size": "tensor_model_parallel_size",
+                        "pipeline-model-parallel size": "pipeline_model_parallel_size",
+                        "expert-model-parallel size": "expert_model_parallel_size"}[k]
+                summary.setdefault(name, int(v))
+        p = _PARAMS_DTYPE.search(t)
+        if p:
+            summary.setdefault("params_dtype", p.group(1))
+        p = _PADDED_VOCAB.search(t)
+        if p:
+            summary.setdefault("padded_vocab_size", int(p.group(1)))
+        i += 1
+    for k, v in summary.items():
+        args.setdefault(k, v)
+    return args, complete
+
+
+def _nemo_config(segs, path, warnings):
+    """YAML config printed by NeMo 1 after 'Experiment configuration' (4-space indented under a [NeMo I] header)."""
+    import yaml
+
+    for i, s in enumerate(segs):
+        if not _NEMO_CONFIG.search(s.text):
+            continue
+        j = i + 1
+        while j < len(segs) and not _NEMO_HEADER.match(segs[j].text):
+            j += 1
+        block, k = [], j + 1
+        while k < len(segs) and not _NEMO_HEADER.match(segs[k].text) and \
+                (segs[k].text.startswith("    ") or segs[k].text.startswith("\t")):
+            block.append(segs[k].text[4:] if segs[k].text.startswith("    ") else segs[k].text[1:])
+            k += 1
+        if not block:
+            continue
+        try:
+            cfg = yaml.safe_load("\n".join(block))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = segs[j + 1 + mark.line].line if mark is not None and j + 1 + mark.line < len(segs) else segs[j].line
+            warnings.append(f"{path}:{line}: NeMo experiment configuration is not valid YAML ({e.__class__.__name__});"
+                            f" config not read")
+            return {}
+        return cfg if isinstance(cfg, dict) else {}
+    return {}
+
+
+def _nemo_args(cfg):
+    args = {}
+    model = cfg.get("model") or {}
+    if isinstance(model, dict):
+        for k, v in model.items():
+            if not isinstance(v, (dict, list)):
+                args[k] = v
+        optim = model.get("optim")
+        if isinstance(optim, dict) and optim.get("name"):
+            args["optim.name"] = optim["name"]
+    trainer = cfg.get("trainer") or {}
+    if isinstance(trainer, dict):
+        for k in ("devices", "num_nodes", "precision"):
+            if k in trainer:
+                args[f"trainer.{k}"] = trainer[k]
+    return args
+
+
+# ---------------------------------------------------------------------------------------------- layout
+def _int_or_none(v):
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f == int(f) else None
+
+
+def _layout(args, complete=False):
+    def get(*names):
+        for n in names:
+            if n in args and args[n] is not None:
+                return args[n]
+        return None
+
+    tp = _int_or_none(get("tensor_model_parallel_size"))
+    pp = _int_or_none(get("pipeline_model_parallel_size"))
+    cp = _int_or_none(get("context_parallel_size"))
+    ep = _int_or_none(get("expert_model_parallel_size"))
+    world = _int_or_none(get("world_size"))
+    if world is None and get("trainer.devices") is not None and get("trainer.num_nodes") is not None:
+        d, n = _int_or_none(get("trainer.devices")), _int_or_none(get("trainer.num_nodes"))
+        world = d * n if d and n else None
+    has_cp_key = "context_parallel_size" in args
+    if cp is None and tp is not None and not has_cp_key:
+        cp = 1  # Megatron before context parallelism, or NeMo without the key
+    if ep is None and tp is not None and "expert_model_parallel_size" not in args:
+        ep = 1
+    dp = _int_or_none(get("data_parallel_size"))
+    if dp is None and world and tp and pp and cp and world % (tp * pp * cp) == 0:
+        dp = world // (tp * pp * cp)
+    num_layers = _int_or_none(get("num_layers"))
+    vp = _int_or_none(get("virtual_pipeline_model_parallel_size"))
+    per_stage = _int_or_none(get("num_layers_per_virtual_pipeline_stage"))
+    if vp is None and per_stage and num_layers and pp and num_layers % (pp * per_stage) == 0:
+        vp = num_layers // (pp * per_stage)
+    if vp is None and pp == 1:
+        vp = 1
+    if vp is None and pp is not None and (complete or any(k in args for k in (
+            "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage"))):
+        vp = 1  # the dump shows no interleaving (a complete dump without the keys: a version without it)
+
+    gran = get("recompute_granularity", "activations_checkpoint_granularity")
+    if isinstance(gran, str) and gran.lower() in ("full", "selective"):
+        recompute = gran.lower()
+    elif get("recompute_activations") is True:
+        recompute = "selective"
+    elif get("checkpoint_activations") is True or get("activations_checkpoint_method") is not None:
+        recompute = "full"
+    elif any(k in args for k in ("recompute_granularity", "recompute_activations", "checkpoint_activations",
+                                 "activations_checkpoint_granularity")):
+        recompute = "none"
+    else:
+        recompute = None
+
+    sp = get("sequence_parallel")
+    sp = bool(sp) if isinstance(sp, bool) else None
+
+    zero = None
+    if get("deepspeed") is True or "zero_stage" in args:
+        zero = _int_or_none(get("zero_stage"))
+    if zero is None:
+        if get("use_distributed_optimizer") is True:
+            zero = 1
+        elif isinstance(get("optim.name"), str):
+            zero = 1 if "distributed" in get("optim.name") else 0
+        elif "use_distributed_optimizer" in args:
+            zero = 0
+
+    precision = None
+    fp8 = get("fp8")
+    tprec = str(get("trainer.precision") or "").lower()
+    pdt = str(get("params_dtype") or "")
+    if fp8 not in (None, False):
+        precision = "fp8"
+    elif get("bf16") is True or "bf16" in tprec or "bfloat16" in pdt:
+        precision = "bf16"
+    elif get("fp16") is True or tprec in ("16", "16-mixed", "fp16") or "float16" in pdt:
+        precision = "fp16"
+    elif get("bf16") is False and get("fp16") is False:
+        precision = "fp32"
+
+    heads = _int_or_none(get("num_attention_heads"))
+    groups = _int_or_none(get("num_query_groups"))
+    gqa = get("group_query_attention")
+    kv = groups if (groups and gqa is not False) else (heads if heads and (gqa is False or groups is None) else None)
+    return {
+        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vp": vp,
+        "mbs": _int_or_none(get("micro_batch_size")), "gbs": _int_or_none(get("global_batch_size")),
+        "seq_len": _int_or_none(get("seq_length", "encoder_seq_length")),
+        "recompute": recompute, "sp": sp, "zero": zero, "precision": precision, "world_size": world,
+        "num_layers": num_layers, "hidden": _int_or_none(get("hidden_size")),
+        "ffn_hidden": _int_or_none(get("ffn_hidden_size")), "num_heads": heads, "num_kv_heads": kv,
+        "vocab": _int_or_none(get("padded_vocab_size", "vocab_size")),
+        "num_experts": _int_or_none(get("num_experts", "num_moe_experts")),
+        "moe_topk": _int_or_none(get("moe_router_topk")),
+    }

@@ -1,0 +1,226 @@
+"""Iteration records of each framework: Megatron-LM / Megatron-DeepSpeed, NeMo, torchtitan."""
+from __future__ import annotations
+
+import re
+
+from .dumps import _ARGS_BEGIN, _NEMO_HEADER
+from .lines import _Seg, _num, _short, _untimestamp, _wall_time, _where
+
+# Megatron / Megatron-DeepSpeed
+_MEG_START = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_MEG_MARKERS = ("elapsed time per iteration", "throughput per gpu", "tflops:", "number of skipped iterations",
+                "consumed samples:")
+_MEG_KEYS = {
+    "consumed samples": "consumed_samples",
+    "consumed tokens": "consumed_tokens",
+    "elapsed time per iteration (ms)": ("step_time_s", 1e-3),
+    "elapsed time per iteration (s)": "step_time_s",
+    "throughput per gpu (tflop/s/gpu)": "tflops_per_gpu",
+    "tflops": "tflops_per_gpu",
+    "tokens per gpu (tokens/s/gpu)": "tokens_per_s_per_gpu",
+    "learning rate": "lr",
+    "global batch size": "global_batch_size",
+    "lm loss": "loss",
+    "loss": "loss",
+    "loss scale": "loss_scale",
+    "grad norm": "grad_norm",
+    "number of skipped iterations": "skipped_iterations",
+    "number of nan iterations": "nan_iterations",
+    "samples per second": "samples_per_s",
+}
+_MDS_KEYS = {"consumed tokens", "samples per second", "tflops"}
+
+# NeMo
+_NEMO_PRINTER = re.compile(r"Training epoch\s+(\d+),\s*iteration\s+(\d+)\s*/\s*(\d+)\s*(\|.*)?$")
+_NEMO_BAR = re.compile(r"\[([^\[\]]*(?:global_step|train_step_timing in s|reduced_train_loss)=[^\[\]]*)\]")
+_NEMO_BAR_COUNT = re.compile(r"\|\s*(\d+)/(\d+|\?)\s*\[")
+_NEMO_MARKERS = ("train_step_timing in s", "reduced_train_loss=", "global_step=")
+_NEMO_KEYS = {
+    "train_step_timing in s": "step_time_s",
+    "tflops_per_gpu": "tflops_per_gpu",
+    "reduced_train_loss": "loss",
+    "consumed_samples": "consumed_samples",
+    "global_batch_size": "global_batch_size",
+    "lr": "lr",
+    "global_step": "global_step",
+}
+
+# torchtitan
+_TT_STEP = re.compile(r"\bstep:\s*([\d,]+)\s+loss:")
+_TT_BAD_STEP = re.compile(r"\bstep:\s*\S+\s+loss:")
+_TT_FIELDS = {
+    "loss": (re.compile(r"\bloss:\s*([-+\w.]+)"), "loss", 1.0),
+    "grad_norm": (re.compile(r"\bgrad_norm:\s*([-+\w.]+)"), "grad_norm", 1.0),
+    "memory": (re.compile(r"\bmemory:\s*([\d.]+)\s*GiB"), "memory_gib", 1.0),
+    "tps": (re.compile(r"\b[tw]ps:\s*([\d,.]+)"), "tokens_per_s_per_gpu", 1.0),
+    "tflops": (re.compile(r"\btflops:\s*([\d,.]+)"), "tflops_per_gpu", 1.0),
+    "mfu": (re.compile(r"\bmfu:\s*([\d.]+)\s*%"), "mfu", 0.01),
+    "elapsed": (re.compile(r"\belapsed_time_per_step:\s*([\d.]+)\s*s"), "step_time_s", 1.0),
+    "step_time": (re.compile(r"\bstep_time:\s*([\d.]+)"), "step_time_s", 1.0),
+}
+_TT_COMPLETE = re.compile(r"(?:mfu:\s*(?:[\d.]+%|N/A)|elapsed_time_per_step:\s*[\d.]+s)\s*$")
+
+# start-of-training markers: the first record after one averages over the start-up of the (re)started job
+_START_MARKERS = ("[before the start of training step]", "Training starts at step")
+
+
+def _join_wrapped(segs, warnings, path):
+    """Join Megatron records wrapped over several lines (the record is closed by ``|``)."""
+    out, joined, first = [], 0, None
+    i = 0
+    while i < len(segs):
+        s = segs[i]
+        body = _untimestamp(s.text)
+        if _MEG_START.match(body) and not body.rstrip().endswith("|"):
+            text, j = body.rstrip(), i
+            while (not text.endswith("|") and j + 1 < len(segs) and j - i < 3
+                   and segs[j + 1].line == segs[j].end_line + 1):
+                nxt = _untimestamp(segs[j + 1].text)
+                if _MEG_START.match(nxt) or _ARGS_BEGIN.match(nxt) or _NEMO_HEADER.match(nxt):
+                    break
+                text = text + " " + nxt.strip()
+                j += 1
+            if j > i:  # closed, or not: then one incomplete record spanning lines i..j (one error / warning)
+                if text.endswith("|"):
+                    joined += 1
+                    first = first or s.line
+                out.append(_Seg(s.line, text, s.rank, segs[j].last, segs[j].end_line, segs[j].no_newline))
+                i = j + 1
+                continue
+        out.append(s)
+        i += 1
+    if joined:
+        warnings.append(f"{path}:{first}: {joined} iteration record(s) wrapped over several lines were joined")
+    return out
+
+
+def _parse_megatron(seg, path):
+    """``(record dict | None, error | None, truncated: bool, deepspeed keys seen: bool)`` for one segment."""
+    if "|" not in seg.text:
+        return None, None, False, False
+    body = _untimestamp(seg.text)
+    m = _MEG_START.match(body)
+    if not m:
+        low = body.lower()
+        if "|" in body and any(k in low for k in _MEG_MARKERS):
+            return None, f"{_where(path, seg)}: iteration fields without an 'iteration N/ M |' start: {_short(body)}", \
+                seg.last, False
+        return None, None, False, False
+    rec = {"iteration": int(m.group(1)), "line": seg.line, "rank": seg.rank, "t_unix": _wall_time(seg.text)}
+    complete = body.rstrip().endswith("|")
+    if not complete:
+        return None, f"{_where(path, seg)}: iteration {m.group(1)} record is incomplete (no closing '|'): " \
+                     f"{_short(body)}", seg.last, False
+    mds = False
+    bad = []
+    for item in body[m.end():].split("|"):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition(":")
+        key = " ".join(key.lower().split())
+        if not sep or key not in _MEG_KEYS:
+            continue
+        mds = mds or key in _MDS_KEYS
+        target = _MEG_KEYS[key]
+        scale = 1.0
+        if isinstance(target, tuple):
+            target, scale = target
+        if target == "loss" and key == "loss" and "loss" in rec:
+            continue
+        try:
+            rec[target] = _num(val) * scale
+        except ValueError:
+            bad.append(f"{key}: {val.strip()!r}")
+    if bad:
+        return None, f"{_where(path, seg)}: iteration {m.group(1)}: not a number: {', '.join(bad)}", False, mds
+    if "step_time_s" not in rec:
+        return None, f"{_where(path, seg)}: iteration {m.group(1)} has no 'elapsed time per iteration'", False, mds
+    return rec, None, False, mds
+
+
+def _nemo_items(text, sep, kv):
+    """``(key -> value, last item complete)``; keys lower-cased with whitespace collapsed."""
+    out, last_ok = {}, True
+    for item in text.split(sep):
+        if not item.strip():
+            continue
+        key, s, val = item.partition(kv)
+        last_ok = bool(s and val.strip())
+        if not s:
+            continue
+        out[" ".join(key.strip().lower().split())] = val.strip()
+    return out, last_ok
+
+
+def _parse_nemo(seg, path):
+    """``(record | None, error | None, truncated, is_bar)`` for one segment."""
+    text = seg.text
+    if "Training epoch" not in text and not any(k in text for k in _NEMO_MARKERS):
+        return None, None, False, False
+    m = _NEMO_PRINTER.search(text)
+    if m:
+        items, last_ok = _nemo_items(m.group(4) or "", "|", ":")
+        rec = {"iteration": int(m.group(2)), "line": seg.line, "rank": seg.rank}
+        is_bar = False
+        if not last_ok or (seg.last and seg.no_newline):
+            return None, f"{_where(path, seg)}: NeMo progress record is incomplete: {_short(text)}", seg.last, False
+    else:
+        b = _NEMO_BAR.search(text)
+        if not b:
+            if any(k in text for k in _NEMO_MARKERS):
+                return None, (f"{_where(path, seg)}: NeMo progress line in no known form (Lightning bar "
+                              f"'[..., key=value]' or 'Training epoch E, iteration N/M | key: value'): "
+                              f"{_short(text)}"), seg.last, True
+            return None, None, False, False
+        items, _ = _nemo_items(b.group(1), ",", "=")
+        rec = {"line": seg.line, "rank": seg.rank}
+        c = _NEMO_BAR_COUNT.search(text[:b.start() + 1])
+        if c:
+            rec["iteration"] = int(c.group(1))
+        is_bar = True
+    bad = []
+    for key, val in items.items():
+        if key not in _NEMO_KEYS or not val:
+            continue
+        try:
+            rec[_NEMO_KEYS[key]] = _num(val)
+        except ValueError:
+            bad.append(f"{key}: {val!r}")
+    if "global_step" in rec:
+        rec["iteration"] = int(round(rec.pop("global_step")))
+    if bad:
+        return None, f"{_where(path, seg)}: NeMo record: not a number: {', '.join(bad)}", False, is_bar
+    if "iteration" not in rec:
+        return None, f"{_where(path, seg)}: NeMo record without global_step or iteration: {_short(text)}", False, is_bar
+    return rec, None, False, is_bar
+
+
+def _parse_torchtitan(seg, path):
+    """``(record | None, error | None, truncated)`` for one segment."""
+    text = seg.text
+    if "step:" not in text:
+        return None, None, False
+    m = _TT_STEP.search(text)
+    if not m:
+        if _TT_BAD_STEP.search(text) and ("tps:" in text or "mfu:" in text or "tflops:" in text):
+            return None, f"{_where(path, seg)}: torchtitan step line with a bad step number: {_short(text)}", False
+        return None, None, False
+    if not _TT_COMPLETE.search(text):
+        return None, f"{_where(path, seg)}: torchtitan step line is incomplete: {_short(text)}", seg.last
+    rec = {"iteration": int(m.group(1).replace(",", "")), "line": seg.line, "rank": seg.rank,
+           "t_unix": _wall_time(seg.text)}
+    bad = []
+    for name, (rx, col, scale) in _TT_FIELDS.items():
+        f = rx.search(text, m.start())
+        if not f:
+            continue
+        try:
+            rec[col] = _num(f.group(1)) * scale
+        except ValueError:
+            if f.group(1) not in ("N/A",):
+                bad.append(f"{name}: {f.group(1)!r}")
+    if bad:
+        return None, f"{_where(path, seg)}: torchtitan step {m.group(1)}: not a number: {', '.join(bad)}", False
+    if not any(c in rec for c in ("tokens_per_s_per_gpu", "tflops_per_gpu", "step_time_s")):
+        return None, f"{_where(path, seg)}: torchtitan step {m.group(1)} has no tps, tflops or step time", False
+    return rec, None, False

@@ -1,0 +1,110 @@
+"""Lexing of training logs: rank prefixes, ANSI codes, timestamps, one logical line per record
+(see the package docstring)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI_PASTED = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m")  # the same with the ESC byte lost in a copy-paste
+_PREFIX = re.compile(r"^\s*(?:\[(?P<br>(?:rank|default)\d+)\]:|\[1,(?P<mpi>\d+)\]<std(?:out|err)>:"
+                     r"|(?P<srun>\d+):(?=\s))"
+                     r"[ \t]?")
+_ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
+_TIMESTAMP = re.compile(r"^\s*\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*")
+
+# wall-clock time a record was printed at: Megatron-LM's "[2024-04-06 02:59:36]" prefix, torchtitan's
+# logging "2025-06-16 22:30:50,322"; naive times are read as UTC, as the nvidia-smi reader reads its
+# timestamps, so a log and a trace written on one machine share a time base whatever the reader's zone
+_WALL = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d+))?")
+
+
+def _wall_time(text):
+    """Unix seconds of the first date-time stamp in the first 80 characters of ``text``, or NaN."""
+    from datetime import datetime, timezone
+    m = _WALL.search(text[:80])
+    if not m:
+        return math.nan
+    try:
+        t = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return math.nan
+    return t + (float("0." + m.group(3)) if m.group(3) else 0.0)
+
+
+def _num(s: str) -> float:
+    """A printed number: ``1,234``, ``1.0E-05``, ``49.00``, ``nan``; ValueError otherwise."""
+    t = s.strip().replace(",", "")
+    if not t:
+        raise ValueError("empty value")
+    return float(t)
+
+
+def _strip_prefixes(s: str):
+    """Remove ANSI codes and launcher rank prefixes; returns ``(text, rank label or None)``."""
+    if "\x1b" in s:
+        s = _ANSI.sub("", s)
+    if "m" in s and "[" in s:
+        s = _ANSI_PASTED.sub(lambda m: m.group(0) if m.start() and (s[m.start() - 1].isalnum()
+                                                                    or s[m.start() - 1] in "_]") else "", s)
+    labels = []
+    while True:
+        m = _PREFIX.match(s)
+        if not m:
+            break
+        labels.append(m.group("br") or (m.group("mpi") and "1," + m.group("mpi")) or m.group("srun"))
+        s = s[m.end():]
+    return s, ("/".join(labels) if labels else None)
+
+
+@dataclass
+class _Seg:
+    """One logical line: physical line number, text without prefixes, rank label, last content line of the file."""
+
+    line: int
+    text: str
+    rank: str | None
+    last: bool = False
+    end_line: int = 0
+    no_newline: bool = False
+
+
+def _segments(path: Path):
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    no_newline = bool(raw) and not raw.endswith("\n")
+    phys = raw.split("\n")
+    if phys and phys[-1] == "":
+        phys.pop()
+    segs = []
+    header = True
+    for i, pl in enumerate(phys, start=1):
+        if header and pl.lstrip().startswith("#"):
+            continue
+        header = False
+        for part in pl.split("\r"):  # tqdm refreshes the progress bar with carriage returns
+            if not part.strip():
+                continue
+            text, rank = _strip_prefixes(part)
+            if not text.strip() or _ELISION.match(text):
+                continue
+            segs.append(_Seg(i, text, rank, end_line=i))
+    if segs:
+        segs[-1].last = True
+        segs[-1].no_newline = no_newline
+    return segs
+
+
+# ---------------------------------------------------------------------------------------------- parsers
+def _where(path, seg):
+    return f"{path}:{seg.line}" if seg.end_line == seg.line else f"{path}:{seg.line}-{seg.end_line}"
+
+
+def _short(text, n=100):
+    t = text.strip()
+    return repr(t if len(t) <= n else t[:n] + "...")
+
+
+def _untimestamp(text):
+    return _TIMESTAMP.sub("", text) if text.lstrip().startswith("[") else text

@@ -1,0 +1,269 @@
+"""The training-log readers: framework detection, repeated ranks, warm-up (see the package docstring)."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from costmodel.errors import TrainingLogParseError
+
+from .dumps import _megatron_args, _nemo_args, _nemo_config
+from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan
+from .lines import _segments
+from .records import FRAMEWORKS, Iterations, TrainingLog
+
+
+# ---------------------------------------------------------------------------------------------- warm-up
+def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_steps=None):
+    """Which rows of ``iterations`` are kept after warm-up; returns ``(mask, description, fell_back)``.
+
+    ``warmup_steps=N`` discards the first N logged records (file order), nothing else.  ``None`` applies the
+    default rule, which discards:
+
+    * the first two optimizer steps of the run (Megatron and torchtitan iterations 1-2, NeMo global_step 0-1:
+      CUDA context, NCCL communicators, allocator growth, ``torch.compile``);
+    * the first record after each start-of-training marker (Megatron ``[before the start of training step]``,
+      torchtitan ``Training starts at step``): it averages over the start-up of a (re)started job;
+    * records with ``number of skipped iterations > 0`` (fp16 loss-scale search at the start of a run).
+
+    If the default rule would discard every record, all are kept and ``fell_back`` is True.
+
+    Args:
+        iterations: the rows (:class:`Iterations`).
+        framework: one of :data:`FRAMEWORKS` (NeMo counts steps from 0).
+        start_lines: line numbers of start-of-training markers.
+        warmup_steps: None (default rule) or the number of leading records to discard.
+    Raises:
+        ValueError: negative ``warmup_steps``.
+    """
+    n = len(iterations)
+    if warmup_steps is not None:
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+        keep = np.arange(n) >= warmup_steps
+        return keep, f"first {warmup_steps} logged record(s) discarded", False
+    first = 0 if framework == "nemo" else 1
+    keep = iterations.iteration >= first + 2
+    order = np.argsort(iterations.line, kind="stable")
+    for s in start_lines:
+        after = [i for i in order if iterations.line[i] > s]
+        if after:
+            keep[after[0]] = False
+    skipped = iterations.skipped_iterations
+    keep &= ~(np.isfinite(skipped) & (skipped > 0))
+    desc = ("default rule: iterations < " + str(first + 2) + ", the first record after a start-of-training marker, "
+            "records with skipped iterations > 0")
+    if n and not keep.any():
+        return np.ones(n, dtype=bool), desc + " (would discard every record: all kept)", True
+    return keep, desc, False
+
+
+# ---------------------------------------------------------------------------------------------- driver
+def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
+    """Drop repeated iterations printed by several ranks; see the module docstring."""
+    seen = {}
+    dup = False
+    for r in records:
+        if r["iteration"] in seen:
+            dup = True
+            break
+        seen[r["iteration"]] = r
+    if not dup and rank is None:
+        return records
+    labels = []
+    for r in records:
+        if r["rank"] not in labels:
+            labels.append(r["rank"])
+    if rank is not None:
+        want = str(rank)
+        chosen = [lab for lab in labels if lab is not None and (lab == want or re.sub(r"\D+", "", lab) == want)]
+        if not chosen:
+            errors.append(f"{path}: no iteration line from rank {want!r} (ranks seen: "
+                          f"{', '.join(str(x) for x in labels)})")
+            return []
+        label = chosen[0]
+    else:
+        counts = {}
+        for r in records:
+            counts[r["iteration"]] = counts.get(r["iteration"], 0) + 1
+        first_dup = next(r for r in records if counts[r["iteration"]] > 1)
+        label = first_dup["rank"]
+    mine = [r for r in records if r["rank"] == label]
+    out, by_it = [], {}
+    for r in mine:
+        if r["iteration"] in by_it:
+            if quiet_same_rank:
+                out[by_it[r["iteration"]]] = r  # a progress bar refreshed: keep its last state
+            continue
+        by_it[r["iteration"]] = len(out)
+        out.append(r)
+    dropped = len(records) - len(out)
+    if dropped and not (quiet_same_rank and len(labels) == 1):
+        first_line = out[0]["line"] if out else records[0]["line"]
+        if labels == [None]:
+            warnings.append(f"{path}:{first_line}: iterations are printed more than once (several ranks, no rank "
+                            f"prefix); kept the first line of each iteration, dropped {dropped} line(s)")
+        else:
+            shown = ", ".join("(none)" if x is None else repr(x) for x in labels[:8])
+            warnings.append(f"{path}:{first_line}: iterations are printed more than once (interleaved ranks; rank "
+                            f"prefixes seen: {shown}); kept rank {label!r}, first line of each iteration, dropped "
+                            f"{dropped} line(s); pass rank= to choose another")
+    return out
+
+
+def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> TrainingLog:
+    path = Path(path)
+    segs = _segments(path)
+    warnings, errors = [], []
+    join_warnings = []
+    if framework in (None, "megatron", "megatron-deepspeed"):
+        segs_m = _join_wrapped(segs, join_warnings, path)
+    else:
+        segs_m = segs
+
+    found = {"megatron": ([], [], []), "nemo": ([], [], []), "torchtitan": ([], [], [])}  # records, errors, truncs
+    mds_keys = False
+    bar_lines = 0
+    if framework in (None, "megatron", "megatron-deepspeed"):
+        for s in segs_m:
+            rec, err, trunc, mds = _parse_megatron(s, path)
+            mds_keys = mds_keys or mds
+            _collect(found["megatron"], rec, err, trunc)
+    if framework in (None, "nemo"):
+        for s in segs:
+            rec, err, trunc, is_bar = _parse_nemo(s, path)
+            bar_lines += bool(is_bar and rec)
+            _collect(found["nemo"], rec, err, trunc)
+    if framework in (None, "torchtitan"):
+        for s in segs:
+            rec, err, trunc = _parse_torchtitan(s, path)
+            _collect(found["torchtitan"], rec, err, trunc)
+
+    if framework is None:
+        order = ("torchtitan", "nemo", "megatron")
+        kind = max(order, key=lambda k: (len(found[k][0]), len(found[k][1]) + len(found[k][2]), -order.index(k)))
+    else:
+        kind = "megatron" if framework == "megatron-deepspeed" else framework
+    records, errs, truncs = found[kind]
+    errors.extend(errs)
+    if kind == "megatron":
+        warnings.extend(join_warnings)
+    trunc_warnings = []
+    for t in truncs:
+        where, _, reason = t.partition(": ")
+        trunc_warnings.append(f"{where}: last line is truncated, record dropped ({reason})")
+    warnings.extend(trunc_warnings)
+
+    log = TrainingLog(path=str(path), framework=kind, warnings=warnings, errors=errors)
+    if kind == "megatron":
+        log.args, log.args_complete = _megatron_args(segs, path, warnings)
+        if (mds_keys or log.args.get("deepspeed") is True or "zero_stage" in log.args
+                or framework == "megatron-deepspeed"):
+            log.framework = "megatron-deepspeed"
+    elif kind == "nemo":
+        log.config = _nemo_config(segs, path, warnings)
+        log.args = _nemo_args(log.config)
+        log.args_complete = bool(log.config)
+        if records and bar_lines and all(math.isnan(r.get("step_time_s", math.nan)) for r in records):
+            warnings.append(f"{path}: NeMo progress lines carry no 'train_step_timing in s' (enable "
+                            f"exp_manager.log_step_timing); step_time_s is NaN")
+
+    n_parsed = len(records)
+    records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
+    log.iterations = Iterations.from_records(records)
+    starts = [s.line for s in segs
+              if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
+    log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
+    if fell_back:
+        warnings.append(f"{path}: the warm-up rule would discard all {len(records)} iteration record(s); all kept")
+
+    if n_parsed and not records:
+        raise TrainingLogParseError(errors, log)
+    if not records:
+        what = {"megatron": "Megatron 'iteration N/ M | ... elapsed time per iteration ... |'",
+                "nemo": "NeMo 'train_step_timing in s' / 'global_step='",
+                "torchtitan": "torchtitan 'step: N  loss: ...'"}
+        looked = what[kind] if framework else "; ".join(what.values())
+        raise TrainingLogParseError([f"{path}: no iteration lines found (looked for {looked})"] + errors
+                                    + trunc_warnings, log)
+    if strict and errors:
+        raise TrainingLogParseError(errors, log)
+    return log
+
+
+def _collect(bucket, rec, err, trunc):
+    records, errs, truncs = bucket
+    if rec is not None:
+        records.append(rec)
+    elif err is not None:
+        (truncs if trunc else errs).append(err)
+
+
+def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict=True) -> TrainingLog:
+    """Read a Megatron-LM, Megatron-DeepSpeed, NeMo or torchtitan training log, detecting the framework.
+
+    Formats, units and the bad-input policy: see the module docstring.  Detection: the framework whose
+    iteration-record format matches the most lines (ties: torchtitan, NeMo, Megatron); Megatron logs are
+    reported as ``"megatron-deepspeed"`` when the records carry ``TFLOPs`` / ``samples per second`` /
+    ``consumed tokens`` or the dump has ``deepspeed`` / ``zero_stage``.
+
+    Args:
+        path: the log file (str or Path).
+        warmup_steps: discard the first N logged records; None applies the default rule of
+            :func:`warmup_mask` (first two steps, first record after a (re)start, fp16 skipped iterations).
+        framework: force one of :data:`FRAMEWORKS` instead of detecting it.
+        rank: when several ranks print the same iterations, keep this rank (its prefix label, e.g. ``"default7"``,
+            or its number); default: the rank of the first repeated record.
+        strict: raise :class:`TrainingLogParseError` (carrying the partial log as ``.log``) when some record-like
+            lines could not be parsed; False returns the log with ``errors`` filled.
+    Returns:
+        :class:`TrainingLog` (times in s, TFLOP/s per GPU).
+    Raises:
+        TrainingLogParseError: no iteration line at all (always), or bad record lines (strict); the message
+            names the file and each line.
+        ValueError: unknown ``framework`` or negative ``warmup_steps``.
+        OSError: the file cannot be read.
+    """
+    if framework is not None and framework not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {framework!r}; expected one of {', '.join(FRAMEWORKS)}")
+    return _read(path, framework, warmup_steps, rank, strict)
+
+
+def read_megatron_log(path, warmup_steps=None, rank=None, strict=True) -> TrainingLog:
+    """Read a Megatron-LM / Megatron-core or Megatron-DeepSpeed log (``iteration N/ M | ... |`` records).
+
+    Format: ``training_log`` in https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/training/training.py and
+    the argument dump of ``megatron/training/arguments.py``; Megatron-DeepSpeed's variant in
+    https://github.com/bigscience-workshop/Megatron-DeepSpeed (details in the module docstring).
+    ``framework`` of the result is ``"megatron"`` or ``"megatron-deepspeed"`` (see :func:`read_training_log`).
+    Units: ``elapsed time per iteration (ms)`` or ``(s)`` -> ``step_time_s`` in s; ``throughput per GPU
+    (TFLOP/s/GPU)`` and ``TFLOPs`` -> ``tflops_per_gpu`` in TFLOP/s per GPU.  Arguments and errors as
+    :func:`read_training_log` (:class:`TrainingLogParseError`, ValueError, OSError).
+    """
+    return _read(path, "megatron", warmup_steps, rank, strict)
+
+
+def read_nemo_log(path, warmup_steps=None, rank=None, strict=True) -> TrainingLog:
+    """Read a NeMo log: Lightning progress bar or NeMo 2 progress printer lines with ``train_step_timing in s``
+    (seconds per step) and ``TFLOPS_per_GPU`` (TFLOP/s per GPU), and the YAML experiment configuration when NeMo 1
+    prints it.
+
+    Format: ``exp_manager.log_step_timing`` in https://github.com/NVIDIA/NeMo (``nemo/utils/exp_manager.py``,
+    step timing in s; ``nemo/lightning/pytorch/callbacks/progress_printer.py`` for NeMo 2); details in the module
+    docstring.  Iteration = ``global_step`` (from 0).  Arguments and errors as :func:`read_training_log`.
+    """
+    return _read(path, "nemo", warmup_steps, rank, strict)
+
+
+def read_torchtitan_log(path, warmup_steps=None, rank=None, strict=True) -> TrainingLog:
+    """Read a torchtitan log (``step: N  loss: ...  memory: ...GiB(..%)  tps: N  tflops: X  mfu: Y%``; ANSI colour
+    codes stripped).
+
+    Format: ``MetricsProcessor.log`` in https://github.com/pytorch/torchtitan
+    (``torchtitan/components/metrics.py``).  ``tps`` -> ``tokens_per_s_per_gpu`` (tokens/s per GPU), ``tflops``
+    -> ``tflops_per_gpu`` (TFLOP/s per GPU), ``mfu`` -> fraction, ``memory`` -> ``memory_gib``; ``step_time_s``
+    only when ``elapsed_time_per_step: 1.2s`` is printed.  Arguments and errors as :func:`read_training_log`.
+    """
+    return _read(path, "torchtitan", warmup_steps, rank, strict)

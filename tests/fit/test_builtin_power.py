@@ -1,0 +1,236 @@
+"""Power / thermal calibration on the real public files: readers, fits and the written profile sections."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from costmodel.fit.builtin import power as fit_power
+from costmodel.readers import (FlagPerfParseError, NvidiaSmiParseError, ZeusParseError, flagperf_quantity,
+                                 read_flagperf_base_md, read_flagperf_operator_csv, read_nvidia_smi_csv, read_zeus_csv)
+from costmodel.specs import list_clusters, load_cluster, load_gpu, load_profile
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "hardware" / "profiles" / "data"
+TRACE = DATA / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+OPS = DATA / "flagperf_a100_operator_bench_power_temp.csv"
+BASE = DATA / "flagperf_a100_base_gemm_membw_nccl_with_power_temp.md"
+GPUS = ["a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb"]
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return read_nvidia_smi_csv(TRACE, n_gpus=8)
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    sections, summary, inputs = fit_power.build_power_thermal(GPUS)
+    return sections
+
+
+@pytest.fixture(scope="module")
+def data():
+    return fit_power.load()
+
+
+# ------------------------------------------------------------------------------------------ readers
+
+def test_nvidia_smi_reader_on_h100_trace(trace):
+    assert len(trace) == 45632 and trace.errors == []
+    assert trace.fields == ["timestamp", "power.draw", "utilization.gpu", "memory.used"]
+    assert trace.units == {"timestamp": "", "power.draw": "W", "utilization.gpu": "%", "memory.used": "MiB"}
+    p = trace.column("power.draw")
+    assert p[0] == pytest.approx(69.32) and p[1] == pytest.approx(72.45)
+    assert trace.column("memory.used")[0] == 132 and trace.column("utilization.gpu")[0] == 0
+    assert list(trace.gpu[:10]) == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+    assert p.min() == pytest.approx(69.23) and p.max() == pytest.approx(598.09)  # the file header's summary
+    assert trace.column("timestamp")[-1] == pytest.approx(698.591, abs=0.01)  # 23:32:09.703 -> 23:43:48.294
+
+
+def test_nvidia_smi_reader_bad_lines_name_file_and_line_and_keep_good_rows(tmp_path):
+    f = tmp_path / "smi.csv"
+    f.write_text("timestamp, power.draw [W], utilization.gpu [%]\n"
+                 "2025/07/26 23:32:09.703, 69.32 W, 0 %\n"
+                 "2025/07/26 23:32:09.706, [N/A], [Not Supported]\n"
+                 "2025/07/26 23:32:09.708, 7x W, 3 %\n"
+                 "2025/07/26 23:32:09.710, 70.00 W\n"
+                 "2025/07/26 23:32:09.711, 71.00 kW, 5 %\n"
+                 "2025/07/26 23:32:09.712, 72.00 W, 9 %\n")
+    with pytest.raises(NvidiaSmiParseError) as ei:
+        read_nvidia_smi_csv(f, n_gpus=2)
+    e = ei.value
+    assert [x.split(": ")[0] for x in e.errors] == [f"{f}:4", f"{f}:5", f"{f}:6"]
+    assert "2 fields, expected 3" in e.errors[1] and "differs from the header" in e.errors[2]
+    t = e.trace
+    assert len(t) == 3 and list(t.lines) == [2, 3, 7]
+    assert np.isnan(t.column("power.draw")[1]) and np.isnan(t.column("utilization.gpu")[1])
+    assert list(t.gpu) == [0, 1, 1]  # a bad line keeps its GPU's place in the sample
+    ok = read_nvidia_smi_csv(f, strict=False)
+    assert len(ok) == 3 and len(ok.errors) == 3
+
+
+def test_nvidia_smi_reader_nounits_and_missing_header(tmp_path):
+    f = tmp_path / "n.csv"
+    f.write_text("index, power.draw [W], temperature.gpu\n0, 100.5, 40\n1, 99.5, 41\n")
+    t = read_nvidia_smi_csv(f)
+    assert list(t.gpu) == [0, 1] and t.column("temperature.gpu")[1] == 41
+    g = tmp_path / "h.csv"
+    g.write_text("1, 2, 3\n")
+    with pytest.raises(ValueError, match=f"{g}:1"):
+        read_nvidia_smi_csv(g)
+
+
+@pytest.mark.parametrize("gpu,n,sweeps", [("v100", 476, 68), ("a40", 453, 53), ("rtx6000", 410, 52), ("p100", 270, 45)])
+def test_zeus_reader_counts(gpu, n, sweeps):
+    t = read_zeus_csv(DATA / f"zeus_nsdi23_power_vs_powerlimit_{gpu}.csv")
+    assert len(t.rows) == n and len(t.sweeps()) == sweeps and t.errors == []
+
+
+def test_zeus_reader_values_and_errors(tmp_path):
+    t = read_zeus_csv(DATA / "zeus_nsdi23_power_vs_powerlimit_v100.csv")
+    r = t.rows[0]
+    assert (r.dataset, r.network, r.batch_size, r.optimizer, r.power_limit_w) == ("cifar100", "shufflenetv2", 1024,
+                                                                                  "adadelta", 100)
+    assert r.time_per_epoch_s == pytest.approx(11.276666666666666) and r.average_power_w == pytest.approx(86.86460850784009)
+    assert r.line == 7
+    f = tmp_path / "z.csv"
+    f.write_text("# c\ndataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                 "a,b,8,adam,100,1.5,50\na,b,8,adam,125,x,50\na,b,8\n")
+    with pytest.raises(ZeusParseError) as ei:
+        read_zeus_csv(f)
+    assert [x.split(": ")[0] for x in ei.value.errors] == [f"{f}:4", f"{f}:5"] and len(ei.value.rows) == 1
+
+
+def test_flagperf_operator_reader():
+    rows = read_flagperf_operator_csv(OPS)
+    assert len(rows) == 300
+    r = rows[0]
+    assert (r.op, r.dtype, r.impl) == ("abs", "BF16", "flaggems")
+    assert r.flops_kernel == pytest.approx(0.33e12) and r.time_kernel_s == pytest.approx(3206.14e-6)
+    assert r.gpu_avg_power_w == pytest.approx(291.21) and r.gpu_avg_temp_c == pytest.approx(51.03)
+    assert r.config["Melements"] == 1024 and r.iters == 50000 and r.line == 8
+    mm = next(x for x in rows if x.op == "mm" and x.dtype == "BF16" and x.impl == "nativetorch")
+    assert mm.flops_kernel == pytest.approx(265.19e12) and mm.fu_kernel == pytest.approx(0.85)
+    assert (mm.config["M"], mm.config["N"], mm.config["K"]) == (8192, 8192, 8192)
+    lin = next(x for x in rows if x.op == "linear")
+    assert lin.iters == 50 and lin.duration_s < 1  # too short for the power monitor: excluded by the fits
+
+
+def test_flagperf_operator_reader_bad_row(tmp_path):
+    lines = OPS.read_text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("abs,BF16,nativetorch"))
+    lines[i] = lines[i].replace("256.58W", "abcW")
+    f = tmp_path / "ops.csv"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FlagPerfParseError) as ei:
+        read_flagperf_operator_csv(f)
+    assert len(ei.value.errors) == 1 and ei.value.errors[0].startswith(f"{f}:{i + 1}:") and len(ei.value.rows) == 299
+    assert flagperf_quantity("61.991°C") == pytest.approx(61.991) and flagperf_quantity("/") is None
+
+
+def test_flagperf_base_reader():
+    b = read_flagperf_base_md(BASE)
+    assert len(b) == 25
+    by = {(x.suite, x.test): x for x in b}
+    g = by["toolkits", "computation-BF16"]
+    assert g.results[0]["measured"] == pytest.approx(291.77e12) and g.results[0]["ratio"] == pytest.approx(0.935)
+    assert (g.gpu_avg_power_w, g.gpu_max_power_w, g.gpu_power_std_w, g.gpu_avg_temp_c, g.gpu_tdp_w) == (253.4, 280.0, 63.4, 52.8, 400.0)
+    assert g.products == ["A100-40GiB-SXM"] and g.n_gpus == 1
+    ar = by["toolkits", "interconnect-MPI_intraserver"]
+    assert [r["measured"] for r in ar.results] == pytest.approx([132.76e9, 464.65e9]) and ar.n_gpus == 8
+    assert by["benchmarks", "computation-FP32"].n_gpus == 16
+    assert by["toolkits", "main_memory-capacity"].gpu_avg_power_w is None
+
+
+# --------------------------------------------------------------------------------------------- fits
+
+def test_h100_idle_and_loaded_medians_match_the_file_header(trace):
+    h = fit_power.fit_h100_trace(trace)
+    assert h["n_idle"] == 10100 and h["idle_w"] == pytest.approx(121.8, abs=0.05)
+    assert h["n_loaded"] == 24264 and h["loaded_w"] == pytest.approx(540.3, abs=0.05)
+    assert h["loaded_p95_w"] == pytest.approx(567.5, abs=0.05)
+
+
+def test_zeus_gamma_is_within_what_the_data_support(data):
+    fits = {g: fit_power.fit_zeus_gamma(data["zeus"][g]) for g in fit_power.ZEUS_GPUS}
+    for g, z in fits.items():
+        # each capped sweep bounds gamma from above (c <= 1); physics bounds it from below (gamma >= 1)
+        assert 1.0 <= z["gamma"] <= z["q25"] <= z["median"] <= z["max"], (g, z)
+        assert z["n_used"] >= 6 and z["bound_rms_log_time"] <= 0.03
+    assert fits["v100"]["gamma"] == pytest.approx(2.08, abs=0.05)
+    med = float(np.median([z["gamma"] for z in fits.values()]))
+    assert 2.0 <= med <= 3.0  # the data's answer lies in DESIGN.md's expected range
+    for g in GPUS:
+        assert load_profile(g).power.gamma == pytest.approx(med, rel=0.01)
+
+
+def test_a100_power_fit_quality(data):
+    gamma = float(np.median([fit_power.fit_zeus_gamma(data["zeus"][g])["gamma"] for g in fit_power.ZEUS_GPUS]))
+    p, rec = fit_power.fit_a100_power(data["ops"], data["base"], gamma)
+    assert 80 <= p["idle_w"] <= 90 and rec["idle_w"]["max_rel_err"] < 0.05
+    assert 180 <= p["hbm_w"] <= 260 and rec["hbm_w"]["median_rel_err"] < 0.10 and rec["hbm_w"]["n_points"] > 100
+    assert rec["link_w"]["max_rel_err"] < 0.05
+    # the capped GEMMs' throughput is reproduced by the DVFS law, and flop_w is above the no-DVFS lower bound
+    assert rec["flop_w"]["max_rel_err_throughput"] < 0.05
+    assert p["flop_w"] > rec["flop_w"]["lower_bound_w"] and all(w > 400 for w in rec["flop_w"]["uncapped_power_pred_w"])
+    assert rec["median_rel_err_power"] < 0.10 and rec["max_rel_err_power"] < 0.45
+
+
+def test_a100_thermal_fit(data):
+    th = fit_power.fit_a100_thermal(data["ops"], data["base"])
+    assert th["n"] == 237 and th["r2"] > 0.8 and 0.085 <= th["r_th"] <= 0.105 and 18 <= th["t0"] <= 28
+    assert th["base_r2"] > 0.95 and th["base_r_th"] > th["r_th"]  # 8-GPU runs: neighbours preheat
+
+
+# ----------------------------------------------------------------------------------------- profiles
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_profiles_have_power_and_thermal_sections(gpu, fresh):
+    d = yaml.safe_load((REPO / "hardware" / "profiles" / f"{gpu}.yaml").read_text())
+    for sec, keys in (("power", ("idle_w", "flop_w", "hbm_w", "link_w", "gamma")), ("thermal", ("r_th_c_per_w", "tau_s"))):
+        s = d[sec]
+        assert all(isinstance(s[k], float) and s[k] > 0 for k in keys), (gpu, sec, s)
+        assert s.get("fit") or (s.get("derived_from") and s.get("note")), (gpu, sec)
+        assert {k: s[k] for k in keys} == {k: fresh[gpu][sec][k] for k in keys}, f"stale committed {gpu} {sec}"
+    p = load_profile(gpu)
+    assert p.power.idle_w == d["power"]["idle_w"] and p.thermal.tau_s == d["thermal"]["tau_s"]
+    # a phase at full tensor utilisation reaches at least TDP-scale power; idle stays well below TDP
+    tdp = load_gpu(gpu).tdp_w
+    assert 0.1 * tdp < p.power.idle_w < 0.35 * tdp and p.power.idle_w + p.power.coeff_w['flop'] > tdp
+
+
+def test_fitted_parameters_are_marked_as_such():
+    a = yaml.safe_load((REPO / "hardware" / "profiles" / "a100-sxm-80gb.yaml").read_text())
+    assert a["power"]["fit"]["inputs"] and a["thermal"]["fit"]["r2"] > 0.8
+    h = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    assert h["power"]["idle_w"] == pytest.approx(121.8) and "700/400" in h["power"]["derived_from"]
+    for g in ("b200-sxm-180gb", "mi250", "v100-sxm2-32gb"):
+        d = yaml.safe_load((REPO / "hardware" / "profiles" / f"{g}.yaml").read_text())
+        assert "DERIVED" in d["power"]["note"] and "DERIVED" in d["thermal"]["note"]
+
+
+def test_gpu_files_have_sourced_slowdown_and_min_power_limit():
+    expect = {"a100-sxm-80gb": (89, 100), "h100-sxm-80gb": (89, 200), "h200-sxm-141gb": (89, 200),
+              "v100-sxm2-32gb": (87, 150), "b200-sxm-180gb": (None, 200), "mi250": (None, None)}
+    for g, (t, w) in expect.items():
+        s = load_gpu(g)
+        assert (s.slowdown_temp_c, s.power_limit_min_w) == (t, w), g
+        for field, v in (("slowdown_temp", t), ("power_limit_min", w)):
+            assert (field in s.sources) == (v is not None), (g, field)
+        if w is not None:
+            assert w < s.tdp_w
+
+
+def test_cluster_cooling_slots_and_sources():
+    for c in list_clusters():
+        cl = load_cluster(c)
+        co = cl.cooling
+        assert len(co.rows) == len(co.upstream) == len(co.r_th_scale) == cl.gpus_per_node
+        for k in ("cooling.slots", "cooling.preheat_c_per_w", "cooling.upstream"):
+            assert k in cl.sources, (c, k)
+        if co.type == "air" and any(co.upstream):
+            assert co.preheat_c_per_w > 0
+            # DERIVED: dT / (2 TDP) with dT = 15 K for two GPUs per air lane
+            assert co.preheat_c_per_w == pytest.approx(15 / (2 * cl.gpu.tdp_w), rel=1e-3), c
+            assert co.rows[:4] == ("front",) * 4 and co.rows[4:] == ("rear",) * 4

@@ -1,0 +1,168 @@
+"""Fits of costmodel.fit.builtin against the real public files, and the schema of the written profiles.
+
+Every test runs on both the committed ``hardware/profiles/*.yaml`` and a fresh regeneration into a
+temporary directory, so a stale committed profile and a broken fit are both caught.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from costmodel.fit import builtin as fit_public
+from costmodel.readers import read_nccl_tests, read_xla_matmul_table
+from costmodel.collective import COLLECTIVES, CollectiveParams, collective_time_s, hierarchical_time_s
+from costmodel.gemm import GemmParams, gemm_time_s
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "hardware" / "profiles" / "data"
+GPUS = ["a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb"]
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("profiles")
+    profiles, summary = fit_public.build_profiles()
+    fit_public.write_profiles(profiles, out)
+    return out
+
+
+@pytest.fixture(params=["committed", "regenerated"])
+def profile_dir(request, regenerated):
+    return REPO / "hardware" / "profiles" if request.param == "committed" else regenerated
+
+
+def _load(d, gpu):
+    return yaml.safe_load((d / f"{gpu}.yaml").read_text())
+
+
+def _cp(e):
+    return CollectiveParams.from_protocols([(q["alpha_s"], q["busbw_efficiency"]) for q in e["protocols"]])
+
+
+def test_p5_allreduce_busbw_within_10pct_at_every_size_from_1MiB(profile_dir):
+    p = _load(profile_dir, "h100-sxm-80gb")
+    rows = [r for r in read_nccl_tests(DATA / "aws_p5_2node_16xH100_allreduce.txt").select() if r.size_bytes >= 2 ** 20]
+    assert len(rows) == 15
+    n = np.array([r.size_bytes for r in rows], float)
+    t = hierarchical_time_s("all_reduce", n, 8, 2, 450e9, 32 * 100e9 / 8 / 8,
+                            _cp(p["comm"]["intra_node"]["all_reduce"]), _cp(p["comm"]["inter_node"]["all_reduce"]))
+    busbw_model = n / t * 2 * 15 / 16 / 1e9
+    rel = np.abs(busbw_model / np.array([r.busbw for r in rows]) - 1)
+    assert rel.max() <= 0.10, dict(zip(n.astype(int), rel.round(3)))
+    # a plain robust fit of NCCL's protocol lines, no per-size penalty terms
+    fit = p["comm"]["inter_node"]["all_reduce"]["fit"]
+    assert "penalty" not in fit["method"] and fit["median_rel_err"] <= 0.05 and fit["max_rel_err"] <= 0.15
+
+
+def test_p4de_allreduce_fit_quality(profile_dir):
+    # 3 protocol lines follow the 2x p4de sweep closely except at 2 MiB, where the out-of-place time
+    # (432.6 us) is 9 % above the same run's in-place time (397.4 us): busbw error 0.153 there
+    p = _load(profile_dir, "a100-sxm-80gb")
+    fit = p["comm"]["inter_node"]["all_reduce"]["fit"]
+    assert fit["n_points"] == 29 and fit["median_rel_err"] <= 0.03 and fit["max_busbw_rel_err_ge_1MiB"] <= 0.16
+    assert fit["median_rel_err_ge_1MiB"] <= 0.03
+
+
+def test_protocol_lines_are_physical(profile_dir):
+    # NCCL tuning.cc: LL has the lowest latency and bandwidth, Simple the highest; no inter-node
+    # protocol beats the NICs' line rate; only NVLS all-reduce in a node exceeds the NVLink rate
+    for gpu in GPUS:
+        for scope, colls in _load(profile_dir, gpu)["comm"].items():
+            for coll, e in colls.items():
+                names = [q["name"] for q in e["protocols"]]
+                assert names in (["LL", "Simple"], ["LL", "LL128", "Simple"]), (gpu, scope, coll, names)
+                a = [q["alpha_s"] for q in e["protocols"]]
+                eff = [q["busbw_efficiency"] for q in e["protocols"]]
+                assert a == sorted(a) and eff == sorted(eff) and 1e-7 <= a[0] and a[-1] < 5e-3, (gpu, scope, coll)
+                cap = 1.2 if (scope == "intra_node" and coll == "all_reduce" and e.get("algorithm") == "nvls") else 1.0
+                assert 0 < eff[0] and eff[-1] <= cap, (gpu, scope, coll, eff)
+
+
+def test_fitted_collectives_median_error(profile_dir):
+    for gpu in GPUS:
+        for scope, colls in _load(profile_dir, gpu)["comm"].items():
+            for coll, e in colls.items():
+                if "fit" in e:
+                    assert e["fit"]["median_rel_err"] <= 0.10, (gpu, scope, coll, e["fit"]["median_rel_err"])
+                    assert e["fit"]["median_rel_err_ge_1MiB"] <= 0.10, (gpu, scope, coll)
+
+
+def test_gemm_fit_reproduces_h100_xla_bf16_table(profile_dir):
+    p = _load(profile_dir, "h100-sxm-80gb")
+    e = p["gemm"]["bf16"]
+    gp = GemmParams(e["eta_max"], e["k_half"], e["launch_s"], e["tile_m"], e["tile_n"], e["num_sms"])
+    assert e["num_sms"] == 132 and e["tile_m"] in (64, 128, 256) and 0.5 < e["eta_max"] <= 1.0
+    rows = read_xla_matmul_table(DATA / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90")
+    b, m, n, k, t = (np.array([r[c] for r in rows], float) for c in ("b", "m", "n", "k", "time_s"))
+    tm = gemm_time_s(m, n, k, b, 989.4e12, 3.35e12, p["hbm"]["efficiency"], gp, 2.0)
+    rel = np.abs(tm / t - 1)
+    assert np.median(rel) <= 0.10
+    assert np.mean(rel <= 0.25) >= 0.95
+    # the MAMF H100 best shape (794.5 TFLOP/s) within 10 %
+    mamf_t = 2 * 2048 * 2048 * 13312 / 794.5e12
+    assert abs(gemm_time_s(2048, 2048, 13312, 1, 989.4e12, 3.35e12, p["hbm"]["efficiency"], gp) / mamf_t - 1) < 0.10
+
+
+def test_gemm_fits_meet_target_on_measured_tables(profile_dir):
+    for gpu in ("a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb"):
+        for dtype, e in _load(profile_dir, gpu)["gemm"].items():
+            if "fit" in e:
+                assert e["fit"]["median_rel_err"] <= 0.10, (gpu, dtype)
+
+
+def test_intra_allreduce_matches_nvls_measurements(profile_dir):
+    # ml-engineering: 8x H200 NVLS all_reduce_perf 8 GiB busbw 473.1 GB/s; Azure H100 8 GiB 478.87 GB/s
+    for gpu, busbw in (("h200-sxm-141gb", 473.1e9), ("h100-sxm-80gb", 478.87e9)):
+        e = _load(profile_dir, gpu)["comm"]["intra_node"]["all_reduce"]
+        n = 8 * 2 ** 30
+        model = 1.75 * n / collective_time_s("all_reduce", n, 8, 450e9, _cp(e))
+        assert abs(model / busbw - 1) < 0.10 and e["algorithm"] == "nvls" and e["group_size"] == 8
+
+
+def _check_entry(where, e, fields):
+    missing = [f for f in fields if f not in e]
+    assert not missing, f"{where}: missing {missing}"
+    assert ("fit" in e) or ("derived_from" in e and "note" in e), f"{where}: neither fit nor derived_from+note"
+    if "fit" in e:
+        f = e["fit"]
+        assert f["n_points"] >= 1 and f["inputs"], where
+        for path in f["inputs"]:
+            assert path.startswith("hardware/profiles/data/") and (REPO / path).is_file(), (where, path)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_profile_schema(profile_dir, gpu):
+    p = _load(profile_dir, gpu)
+    assert p["gpu"] == gpu
+    pv = p["provenance"]
+    assert pv["generated_by"] == "python -m costmodel.fit.builtin" and pv["notes"]
+    assert pv["inputs"] and all((REPO / i).is_file() and i.startswith("hardware/profiles/data/") for i in pv["inputs"])
+    assert p["gemm"], gpu
+    for dtype, e in p["gemm"].items():
+        assert dtype in ("bf16", "fp16", "fp8")
+        _check_entry(f"{gpu}.gemm.{dtype}", e, ["eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms"])
+        assert 0 < e["eta_max"] <= 1 and e["k_half"] >= 0 and e["launch_s"] >= 0
+    _check_entry(f"{gpu}.hbm", p["hbm"], ["efficiency"])
+    assert 0.5 < p["hbm"]["efficiency"] <= 1
+    _check_entry(f"{gpu}.attention", p["attention"], ["flash_efficiency"])
+    assert 0 < p["attention"]["flash_efficiency"] < 1
+    for scope in ("intra_node", "inter_node"):
+        assert set(p["comm"][scope]) == set(COLLECTIVES), (gpu, scope)
+        for coll in COLLECTIVES:
+            e = p["comm"][scope][coll]
+            fields = ["protocols"] + (["group_size"] if scope == "intra_node" else [])
+            _check_entry(f"{gpu}.comm.{scope}.{coll}", e, fields)
+            assert 2 <= len(e["protocols"]) <= 3 and "n_half_bytes" not in e and "gamma" not in e
+            for q in e["protocols"]:
+                assert set(q) == {"name", "alpha_s", "busbw_efficiency"} and q["alpha_s"] > 0 and q["busbw_efficiency"] > 0
+
+
+def test_inputs_are_in_repo_copies_with_source_headers():
+    assert fit_public.DATA == DATA
+    for name in fit_public.F.values():
+        f = DATA / name
+        assert f.is_file(), name
+        assert "SOURCE" in f.read_text()[:600], f"{name} lost its source header"
+    src = "".join(f.read_text() for f in sorted((REPO / "costmodel" / "fit" / "builtin").glob("*.py")))
+    assert "/work/shared" not in src and "../shared" not in src and "dev_set" not in src

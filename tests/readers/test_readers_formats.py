@@ -1,0 +1,489 @@
+"""Readers of the measurement formats cluster operators already have, on real published captures.
+
+Every file under tests/data/readers/ starts with a ``# SOURCE:`` line naming where it was copied from
+(GitHub issues, documentation and test fixtures with real nvidia-smi / dcgmi / nccl-tests output);
+the one ``# SYNTHETIC:`` file says why no public example was found.  The nccl-tests and nvidia-smi CSV
+captures of hardware/profiles/data/ are used too.  Bad-input cases are made from the real files
+(a cut row, a value with another unit) in a temporary directory.
+"""
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costmodel.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTestsParseError, NoUsableDataError,
+                                 NvidiaSmiDmonParseError, NvidiaSmiParseError, PowerTrace, collective_from_name,
+                                 detect_format, power_trace_from_dcgmi, power_trace_from_dmon,
+                                 power_trace_from_nvidia_smi_csv, power_trace_from_suite, read_dcgmi_dmon,
+                                 read_measurement, read_nccl_tests, read_nvidia_smi_csv, read_nvidia_smi_dmon)
+from costmodel.errors import ReaderParseError
+from costmodel.readers.suite_jsonl import make_record, read_suite_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+D = REPO / "tests" / "data" / "readers"
+PUBLIC = REPO / "hardware" / "profiles" / "data"
+
+DMON_H100 = D / "nvidia_smi_dmon_h100_idle_load.txt"
+DMON_4GPU = D / "nvidia_smi_dmon_4gpu_pucvmet.txt"
+DMON_DT = D / "nvidia_smi_dmon_date_time_mutc.txt"
+DCGM_2080 = D / "dcgmi_dmon_rtx2080ti_power_temp.txt"
+DCGM_8GPU = D / "dcgmi_dmon_8gpu_profiling_na.txt"
+DCGM_MIG = D / "dcgmi_dmon_mig_gpu_instances.txt"
+NCCL_OLIVIA = D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt"
+NCCL_OCI = D / "nccl_tests_oci_a100_16ranks_2nodes.txt"
+NCCL_EKS = D / "nccl_tests_eks_t4_2nodes_nccl_info.txt"
+CSV_H100 = D / "nvidia_smi_csv_h100_all_fields_na.csv"
+CSV_PSTATE = D / "nvidia_smi_csv_pstate_power_clocks.csv"
+CSV_NOTSUP = D / "nvidia_smi_csv_not_supported.csv"
+H100_TRACE = PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+
+
+def _utc(*a):
+    return datetime(*a, tzinfo=timezone.utc).timestamp()
+
+
+def _line(path, n):
+    return path.read_text().splitlines()[n - 1]
+
+
+def test_every_data_file_names_its_source():
+    files = sorted(D.iterdir())
+    assert len(files) >= 12
+    for f in files:
+        first = f.read_text().splitlines()[0]
+        assert first.startswith("# SOURCE: https://") or first.startswith("# SYNTHETIC: "), f
+
+
+# ------------------------------------------------------------------------------------------ nvidia-smi dmon
+
+def test_dmon_h100_idle_and_load_blocks():
+    t = read_nvidia_smi_dmon(DMON_H100)
+    assert len(t) == 10 and t.errors == [] and t.noise_lines == 0
+    assert t.columns == ["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk"]
+    assert t.units["pwr"] == "W" and t.units["gtemp"] == "C" and t.units["pclk"] == "MHz" and t.units["sm"] == "%"
+    assert list(t.lines) == [8, 9, 10, 11, 12, 21, 22, 23, 24, 25]  # the banner '#' lines are not headers
+    assert _line(DMON_H100, 21).split()[1] == "631"
+    pwr = t.column("pwr")
+    assert pwr[5] == 631 and pwr[9] == 636 and list(pwr[:5]) == [69] * 5
+    assert t.column("gtemp")[9] == 65 and t.column("mtemp")[3] == 48
+    assert set(t.column("pclk")[:5]) == {345} and set(t.column("pclk")[5:]) == {1980}
+    assert list(t.gpu) == [0] * 10 and list(t.sample) == list(range(10))
+    assert np.isnan(t.t_unix).all()
+    with pytest.raises(KeyError, match="columns"):
+        t.column("fb")
+
+
+def test_dmon_old_columns_dashes_and_four_gpus():
+    t = read_nvidia_smi_dmon(DMON_4GPU)
+    assert len(t) == 4 and list(t.gpu) == [0, 1, 2, 3] and list(t.sample) == [0, 0, 0, 0]
+    assert "temp" in t.columns and "gtemp" not in t.columns
+    assert t.column("pwr")[3] == 86 and t.column("gtemp", "temp")[1] == 84  # GPU 3: 86 W, GPU 1: 84 C
+    assert np.isnan(t.column("sbecc")).all() and np.isnan(t.column("dbecc")).all()  # '-': not reported
+    assert t.column("fb")[3] == 11660 and t.units["tviol"] == "bool" and t.units["rxpci"] == "MB/s"
+
+
+def test_dmon_date_time_columns_prompt_and_blank_line():
+    t = read_nvidia_smi_dmon(DMON_DT)
+    assert len(t) == 6 and t.errors == [] and t.noise_lines == 1  # the "$nvidia-smi dmon ..." prompt
+    assert list(t.lines) == [5, 7, 8, 9, 10, 11]
+    assert t.t_unix[0] == _utc(2024, 1, 4, 13, 54, 35) and list(np.diff(t.t_unix)) == [1.0] * 5
+    assert t.time_of_day_s[0] == 13 * 3600 + 54 * 60 + 35
+    assert t.column("fb")[3] == 478 and t.column("rxpci")[1] == 217 and t.column("pclk")[0] == 1695
+    assert "pwr" not in t.columns
+
+
+def test_dmon_repeated_headers_with_other_columns_and_mixed_units(tmp_path):
+    both = tmp_path / "two_captures.txt"
+    both.write_text(DMON_4GPU.read_text() + DMON_H100.read_text())
+    t = read_nvidia_smi_dmon(both)
+    assert len(t) == 14 and t.errors == []
+    assert "temp" in t.columns and "gtemp" in t.columns and "fb" in t.columns
+    assert np.isnan(t.column("fb")[4:]).all() and np.isnan(t.column("gtemp")[:4]).all()
+    pt = power_trace_from_dmon(t)
+    assert list(pt.temp_c[:4]) == [83, 84, 80, 70] and pt.temp_c[-1] == 65  # temp / gtemp combined
+    # a later header in another unit: the rows under it are errors, the rest is kept
+    lines = DMON_H100.read_text().splitlines()
+    k = max(i for i, ln in enumerate(lines) if ln.startswith("# Idx"))
+    lines[k] = lines[k].replace("# Idx      W", "# Idx     mW")
+    bad = tmp_path / "mixed_units.txt"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(NvidiaSmiDmonParseError) as ei:
+        read_nvidia_smi_dmon(bad)
+    assert len(ei.value.errors) == 5 and all("mixed units" in e and "[mW]" in e for e in ei.value.errors)
+    assert ei.value.errors[0].startswith(f"{bad}:21:") and len(ei.value.table) == 5
+    lenient = read_nvidia_smi_dmon(bad, strict=False)
+    assert list(lenient.column("pwr")) == [69] * 5
+
+
+def test_dmon_bad_rows_name_file_and_line(tmp_path):
+    lines = DMON_4GPU.read_text().splitlines()
+    lines[4] = lines[4][:40]          # GPU 1 row cut
+    lines[5] = lines[5].replace("112", "1l2")
+    f = tmp_path / "cut.txt"
+    f.write_text("\n".join(["    0   111    83"] + lines) + "\n")  # data before any header
+    t = read_nvidia_smi_dmon(f, strict=False)
+    assert [e.split(": ")[0] for e in t.errors] == [f"{f}:1", f"{f}:6", f"{f}:7"]
+    assert "before any" in t.errors[0] and "fields, expected 18" in t.errors[1] and "not a number" in t.errors[2]
+    assert list(t.gpu) == [0, 3] and list(t.column("pwr")) == [111, 86]
+
+
+# ------------------------------------------------------------------------------------------ dcgmi dmon
+
+def test_dcgmi_power_temperature_with_units_line():
+    t = read_dcgmi_dmon(DCGM_2080)
+    assert len(t) == 5 and t.errors == [] and t.command is None
+    assert t.fields == ["GPUTL", "MCUTL", "POWER", "TMPTR", "ESVTL", "EDVTL", "FBUSD"]
+    assert t.field_ids == {"GPUTL": 203, "MCUTL": 204, "POWER": 155, "TMPTR": 150, "ESVTL": 310, "EDVTL": 311,
+                           "FBUSD": 252}
+    assert t.units["POWER"] == "W" and t.units["TMPTR"] == "C"
+    assert _line(DCGM_2080, 7).split()[4] == "20.986"
+    assert list(t.column("POWER")) == [20.891, 20.891, 20.891, 20.986, 20.986]
+    assert t.column(155) is t.column("POWER") and t.column("power_usage") is t.column("POWER")
+    assert set(t.column(150)) == {22} and list(t.entity_id) == [0] * 5 and list(t.sample) == [0, 1, 2, 3, 4]
+    with pytest.raises(KeyError, match="fields"):
+        t.column(1002)
+
+
+def test_dcgmi_profiling_fields_na_and_command_line():
+    t = read_dcgmi_dmon(DCGM_8GPU)
+    assert t.command.endswith("dcgmi dmon -e 1001,1002,1003,1004,1005,1006,1007,1008")
+    assert [t.field_ids[s] for s in t.fields] == list(range(1001, 1009))
+    assert all(t.units[s] == "ratio" for s in t.fields)
+    assert len(t) == 10 and t.noise_lines == 2  # "dmon was stopped ..." and the prompt line
+    assert list(t.entity_id) == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1] and list(t.sample[-2:]) == [1, 1]
+    assert all(np.isnan(t.values[s][:8]).all() for s in t.fields)  # first sample: N/A everywhere
+    assert t.column("GRACT")[8] == 0.888 and t.column("TENSO")[8] == 0.178 and t.column("FP16A")[8] == 0.001
+    assert t.column(1002)[9] == 0.777 and t.column("FP32A")[9] == 0.046 and np.isnan(t.column("GRACT")[9])
+    assert DCGM_FIELDS[155].name == "DCGM_FI_DEV_POWER_USAGE" and DCGM_FIELDS[1004].short == "TENSO"
+
+
+def test_dcgmi_mig_instances_and_power_trace_keeps_gpus_only():
+    t = read_dcgmi_dmon(DCGM_MIG)
+    assert set(t.entity) == {"GPU-I"} and list(t.entity_id) == [21, 22, 29, 30, 31, 28, 35]
+    assert t.column("GRACT")[5] == 0.993 and t.column("TENSO")[5] == 0.940
+    assert len(power_trace_from_dcgmi(t)) == 0
+
+
+def test_dcgmi_repeated_header_and_bad_rows(tmp_path):
+    two = tmp_path / "two.txt"
+    two.write_text(DCGM_2080.read_text() * 2)
+    t = read_dcgmi_dmon(two)
+    assert len(t) == 10 and list(t.sample) == list(range(10)) and t.errors == []
+    lines = DCGM_2080.read_text().splitlines()
+    lines[4] = "GPU 0     0                 0"         # cut row
+    lines[5] = lines[5].replace("20.891", "20,891")  # locale comma
+    f = tmp_path / "bad.txt"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DcgmParseError) as ei:
+        read_dcgmi_dmon(f)
+    assert [e.split(": ")[0] for e in ei.value.errors] == [f"{f}:5", f"{f}:6"]
+    assert "2 values, expected 7" in ei.value.errors[0] and "POWER" in ei.value.errors[1]
+    assert list(ei.value.table.column("POWER")) == [20.891, 20.986, 20.986]
+
+
+# ------------------------------------------------------------------------------------------ nccl-tests metadata
+
+def test_nccl_olivia_16_ranks_on_4_nodes_versions_and_wrong():
+    t = read_nccl_tests(NCCL_OLIVIA)
+    m = t.meta
+    assert t.errors == [] and len(t.rows) == 2 * 28
+    assert (m["collective"], m["binary"]) == ("all_reduce", "all_reduce_perf")
+    assert (m["n_ranks"], m["n_nodes"], m["ranks_per_node"]) == (16, 4, 4)
+    assert m["hosts"] == ["gpu-1-43", "gpu-1-47", "gpu-1-49", "gpu-1-51"]
+    assert m["gpu_name"] == "NVIDIA GH200 120GB" and m["gpu_names"] == ["NVIDIA GH200 120GB"]
+    assert m["ranks"][4] == dict(rank=4, group=0, pid=215832, host="gpu-1-47", device=0, bus_id="0009:01:00",
+                                 gpu_name="NVIDIA GH200 120GB")
+    assert m["nccl_tests_version"] == "2.17.9" and m["nccl_version"] == "2.29.2"  # nccl-library=22902
+    assert m["params"]["minBytes"] == 1 and m["params"]["maxBytes"] == 134217728
+    assert m["params"]["iters"] == 20 and m["params"]["warmup_iters"] == 1 and m["params"]["step"] == "2(factor)"
+    by = {(r.size_bytes, r.placement): r for r in t.rows}
+    assert by[(2097152, "out-of-place")].wrong == 18134 and by[(2097152, "in-place")].wrong == 9609
+    assert by[(134217728, "out-of-place")].busbw == 89.85 and by[(134217728, "out-of-place")].wrong == 0
+    assert len(m["wrong_lines"]) == 6 and "18134" in _line(NCCL_OLIVIA, m["wrong_lines"][0])
+
+
+def test_nccl_oci_two_nodes_noise_lines_and_no_collective_name():
+    t = read_nccl_tests(NCCL_OCI)
+    m = t.meta
+    assert t.errors == [] and len(t.select()) == 31 and m["noise_lines"] == 3
+    assert (m["n_ranks"], m["n_nodes"], m["ranks_per_node"]) == (16, 2, 8)
+    assert m["gpu_name"] == "NVIDIA A100-SXM4-40GB" and m["ranks"][8]["host"] == "nccl-allreduce-job0-mpiworker-1"
+    assert m["collective"] is None and m["binary"] is None  # the log never names its binary
+    assert m["params"]["maxBytes"] == 8589934592 and m["nccl_version"] is None
+    assert t.select()[-1].busbw == 237.94 and t.select("in-place")[-1].time_us == 67811
+
+
+def test_nccl_eks_debug_output_prefixes_and_nccl_version():
+    t = read_nccl_tests(NCCL_EKS)
+    m = t.meta
+    assert t.errors == [] and len(t.rows) == 62 and m["noise_lines"] > 40  # NCCL INFO lines are not errors
+    assert (m["nccl_version"], m["cuda_version"]) == ("2.12.7", "11.4")
+    assert (m["n_ranks"], m["n_nodes"], m["ranks_per_node"], m["gpu_name"]) == (2, 2, 1, "Tesla T4")
+    oop = t.select()
+    assert oop[-1].size_bytes == 2 ** 30 and oop[-1].busbw == 3.11 and oop[0].size_bytes == 0
+    assert m["params"]["iters"] == 100
+
+
+def test_nccl_public_capture_keeps_api_and_gets_collective():
+    t = read_nccl_tests(PUBLIC / "aws_p5_2node_16xH100_allreduce.txt")
+    assert len(t.rows) == 2 * (32 + 7) and t.meta["collective"] == "all_reduce" and t.meta["n_ranks"] is None
+    assert read_nccl_tests(PUBLIC / "liplus_a100_8gpu_sendrecv.txt").meta["collective"] == "send_recv"
+
+
+def test_nccl_truncated_last_row(tmp_path):
+    lines = NCCL_OLIVIA.read_text().splitlines()
+    lines[-1] = lines[-1][:70]  # the log was cut while the last row was written
+    f = tmp_path / "cut.txt"
+    f.write_text("\n".join(lines))
+    with pytest.raises(NcclTestsParseError) as ei:
+        read_nccl_tests(f)
+    assert len(ei.value.errors) == 1 and ei.value.errors[0].startswith(f"{f}:{len(lines)}: truncated")
+    assert len(ei.value.rows) == 2 * 27
+    assert read_nccl_tests(f, strict=False).meta["n_ranks"] == 16
+
+
+def test_nccl_old_rank_lines_without_group_and_na_wrong(tmp_path):
+    # lines of https://github.com/NVIDIA/nccl-tests/issues/82 (broadcast_perf, nccl-tests before 2.10: no
+    # "Group" in the rank lines, no redop column, "N/A" in the error column with -c 0), copied verbatim
+    f = tmp_path / "bcast.txt"
+    f.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) warmup iters: 10 iters: 100 "
+                 "validation: 0 \n#\n# Using devices\n"
+                 "#   Rank  0 Pid  14926 on v100-gpu-1 device  0 [0x00] Tesla V100-PCIE-16GB\n"
+                 "#   Rank  1 Pid   9210 on v100-gpu-5 device  0 [0x00] Tesla V100-PCIE-16GB\n"
+                 "NCCL version 2.9.6+cuda11.2\n"
+                 "           8             2   float       0    45.82    0.00    0.00    N/A    38.17    0.00    0.00"
+                 "    N/A\n")
+    t = read_nccl_tests(f)
+    m = t.meta
+    assert (m["n_ranks"], m["n_nodes"], m["ranks_per_node"]) == (2, 2, 1) and m["ranks"][1]["group"] is None
+    assert m["gpu_name"] == "Tesla V100-PCIE-16GB" and (m["nccl_version"], m["cuda_version"]) == ("2.9.6", "11.2")
+    assert m["params"]["validation"] == 0 and len(t.rows) == 2 and t.rows[0].wrong is None
+    assert t.rows[0].time_us == 45.82 and m["collective"] is None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("aws_p5_2node_16xH100_allreduce.txt", "all_reduce"), ("all_reduce_perf", "all_reduce"),
+    ("ncclAllReduce", "all_reduce"), ("nccl-all-reduce-8gpu.log", "all_reduce"),
+    ("all_gather_perf_mpi", "all_gather"), ("allgather.txt", "all_gather"),
+    ("reduce_scatter_perf", "reduce_scatter"), ("ReduceScatter", "reduce_scatter"),
+    ("alltoall_perf", "all_to_all"), ("all_to_all.csv", "all_to_all"), ("all-to-all", "all_to_all"),
+    ("sendrecv_perf", "send_recv"), ("p2p_send_recv_h100.txt", "send_recv"),
+    ("broadcast_perf", "broadcast"), ("reduce_perf", "reduce"), ("gpu_power.csv", None), ("", None)])
+def test_collective_from_name(text, expected):
+    assert collective_from_name(text) == expected
+
+
+def test_collective_from_name_path():
+    assert collective_from_name(PUBLIC / "aws_p4de_2node_16xA100_allreduce.txt") == "all_reduce"
+
+
+# ------------------------------------------------------------------------------------------ nvidia-smi CSV
+
+def test_csv_h100_every_field_with_na_and_deprecated_values():
+    t = read_nvidia_smi_csv(CSV_H100)
+    assert len(t) == 2 and t.errors == [] and len(t.fields) == 212
+    assert list(t.column("power.draw")) == [69.85, 631.95] and t.units["power.draw"] == "W"
+    assert list(t.column("temperature.gpu")) == [41, 59] and list(t.column("temperature.memory")) == [48, 54]
+    assert list(t.column("clocks.current.sm")) == [345, 1980] and list(t.column("utilization.gpu")) == [0, 100]
+    assert np.isnan(t.column("fan.speed")).all()                 # [N/A]
+    assert np.isnan(t.column("display_mode")).all()              # [Requested functionality has been deprecated]
+    assert np.isnan(t.column("platform.chassis_serial_number")).all()  # empty cell
+    assert t.text["name"] == ["NVIDIA H100 80GB HBM3"] * 2 and t.text["pstate"] == ["P0", "P0"]
+    assert "fan.speed" not in t.text and np.isnan(t.column("name")).all()
+    assert t.t0_unix == pytest.approx(_utc(2026, 7, 14, 8, 12, 38, 696000))
+    assert t.column("timestamp")[1] == pytest.approx(14.657)
+
+
+def test_csv_not_supported_is_nan_and_kept():
+    t = read_nvidia_smi_csv(CSV_NOTSUP)
+    assert len(t) == 2 and t.errors == [] and list(t.gpu) == [0, 1]
+    assert t.column("power.draw")[0] == 631.95 and np.isnan(t.column("power.draw")[1])
+    assert np.isnan(t.column("utilization.gpu")[1]) and np.isnan(t.column("temperature.memory")[1])
+    assert t.column("temperature.gpu")[1] == 60 and t.text["name"][1] == "NVIDIA GeForce RTX 2080 Ti"
+
+
+def test_csv_word_in_numeric_field_is_an_error(tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("index, temperature.gpu, pstate\n0, 41, P0\n1, hot, P0\n")
+    with pytest.raises(NvidiaSmiParseError, match=r"x\.csv:3: not a number for temperature\.gpu"):
+        read_nvidia_smi_csv(f)
+
+
+def test_csv_value_in_another_unit_is_a_per_line_error(tmp_path):
+    head = H100_TRACE.read_text().splitlines()[:10 + 16]  # 9 source lines + CSV header + 2 samples of 8 GPUs
+    k = next(i for i, ln in enumerate(head) if ln.startswith("2025/07/26 23:32:09.710"))
+    assert head[k].split(", ")[1] == "72.03 W"
+    head[k] = head[k].replace("72.03 W", "0.07203 kW")
+    f = tmp_path / "mixed.csv"
+    f.write_text("\n".join(head) + "\n")
+    with pytest.raises(NvidiaSmiParseError) as ei:
+        power_trace_from_nvidia_smi_csv(f, n_gpus=8)
+    assert len(ei.value.errors) == 1 and ei.value.errors[0].startswith(f"{f}:{k + 1}: unit 'kW' differs from")
+    assert "mixed units" in ei.value.errors[0] and "power.draw" in ei.value.errors[0]
+    pt = power_trace_from_nvidia_smi_csv(f, n_gpus=8, strict=False)
+    assert len(pt) == 15 and pt.errors == ei.value.errors
+    assert list(pt.lines[:4]) == [k - 2, k - 1, k, k + 2] and list(pt.gpu[:4]) == [0, 1, 2, 4]  # GPU 3's row dropped
+    assert pt.power_w[0] == 69.32 and pt.power_w[3] == 72.22 and pt.power_w[10] == 72.03  # next sample's GPU 3
+    assert pt.absolute_time and pt.t_unix[0] == pytest.approx(_utc(2025, 7, 26, 23, 32, 9, 703000))
+
+
+# ------------------------------------------------------------------------------------------ PowerTrace
+
+def test_power_trace_from_csv_without_timestamp():
+    pt = power_trace_from_nvidia_smi_csv(CSV_PSTATE)
+    assert len(pt) == 13 and not pt.absolute_time and list(pt.t_unix) == list(range(13))
+    assert pt.source_format == "nvidia-smi-csv" and pt.path == CSV_PSTATE and list(pt.lines[:2]) == [3, 4]
+    assert pt.power_w[0] == 83.92 and pt.power_w[-1] == 83.43 and pt.temp_c[0] == 56
+    assert pt.sm_clock_mhz[1] == 1470 and pt.util_gpu_pct[9] == 32 and np.isnan(pt.mem_temp_c).all()
+
+
+def test_power_trace_from_csv_h100_and_window():
+    pt = power_trace_from_nvidia_smi_csv(CSV_H100)
+    assert pt.absolute_time and list(pt.power_w) == [69.85, 631.95] and list(pt.mem_temp_c) == [48, 54]
+    t_load = _utc(2026, 7, 14, 8, 12, 53, 353000)
+    assert pt.t_unix[1] == pytest.approx(t_load)
+    w = pt.window(t_load - 1, t_load + 1)
+    assert len(w) == 1 and w.power_w[0] == 631.95 and w.sm_clock_mhz[0] == 1980
+
+
+def test_power_trace_from_dmon_per_gpu_and_window():
+    pt = power_trace_from_dmon(DMON_4GPU)
+    g = pt.per_gpu()
+    assert sorted(g) == [0, 1, 2, 3] and g[3].power_w[0] == 86 and g[2].sm_clock_mhz[0] == 1759
+    assert g[0].util_gpu_pct[0] == 25 and np.isnan(g[0].mem_temp_c[0])
+    h = power_trace_from_dmon(DMON_H100, interval_s=1.0)
+    assert not h.absolute_time and list(h.t_unix) == [float(i) for i in range(10)]
+    load = h.window(5, 10)
+    assert list(load.power_w) == [631, 634, 633, 634, 636] and set(load.sm_clock_mhz) == {1980}
+    assert list(load.mem_temp_c) == [57, 58, 58, 59, 59] and list(load.lines) == [21, 22, 23, 24, 25]
+    dt = power_trace_from_dmon(DMON_DT)
+    assert dt.absolute_time and dt.t_unix[0] == _utc(2024, 1, 4, 13, 54, 35)
+    assert np.isnan(dt.power_w).all() and list(dt.util_gpu_pct) == [6, 0, 3, 13, 0, 3]
+    assert len(dt.window(_utc(2024, 1, 4, 13, 54, 36), _utc(2024, 1, 4, 13, 54, 38))) == 2
+
+
+def test_power_trace_from_dcgmi():
+    pt = power_trace_from_dcgmi(DCGM_2080, interval_s=1.0)
+    assert pt.source_format == "dcgmi-dmon" and not pt.absolute_time and len(pt) == 5
+    assert list(pt.power_w) == [20.891, 20.891, 20.891, 20.986, 20.986] and set(pt.temp_c) == {22}
+    assert set(pt.util_gpu_pct) == {0} and np.isnan(pt.sm_clock_mhz).all() and list(pt.t_unix) == [0, 1, 2, 3, 4]
+
+
+def _suite_file(tmp_path):
+    recs = []
+    for i, (host, slot, p) in enumerate([("node-a", 0, 300.5), ("node-a", 1, 310.0), ("node-b", 0, 295.25)]):
+        recs.append(make_record("sample", host, slot, slot=slot, t_unix=1.7e9 + 0.05 * (2 - i), power_w=p,
+                                temp_c=61.0, mem_temp_c=None, sm_clock_mhz=1980, clock_event_reasons=0,
+                                util_gpu_pct=99.0, util_mem_pct=40.0, power_limit_w=700.0))
+    recs.append(make_record("end", "node-a", 0, finished_unix=1.7e9 + 1, n_records=3))
+    f = tmp_path / "run.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs[:2]) + "\n{\"suite\": \"costmodel-calibration\", \n"
+                 + "\n".join(json.dumps(r) for r in recs[2:]) + "\n")
+    return f
+
+
+def test_power_trace_from_suite(tmp_path):
+    f = _suite_file(tmp_path)
+    pt = power_trace_from_suite(f)
+    assert pt.source_format == "suite-jsonl" and pt.absolute_time and len(pt) == 3
+    assert list(pt.power_w) == [295.25, 310.0, 300.5]  # sorted by time
+    assert list(pt.host) == ["node-b", "node-a", "node-a"] and list(pt.gpu) == [0, 1, 0]
+    assert np.isnan(pt.mem_temp_c).all() and set(pt.sm_clock_mhz) == {1980}
+    assert len(pt.errors) == 1 and pt.errors[0].startswith(f"{f}:3: not JSON")
+    assert pt.per_gpu(by_host=True)[("node-a", 0)].power_w[0] == 300.5
+    with pytest.raises(ValueError, match="spans hosts"):
+        pt.per_gpu()
+    assert len(power_trace_from_suite(read_suite_jsonl(f))) == 3
+
+
+def test_power_trace_rejects_unconvertible_header_unit(tmp_path):
+    f = tmp_path / "dbm.csv"
+    f.write_text("index, power.draw [dBm]\n0, 20\n")
+    with pytest.raises(ValueError, match=r"dbm\.csv: power \(power\.draw\) in unit \[dBm\]"):
+        power_trace_from_nvidia_smi_csv(f)
+    g = tmp_path / "kw.csv"
+    g.write_text("index, power.draw [kW]\n0, 0.5 kW\n")
+    assert power_trace_from_nvidia_smi_csv(g).power_w[0] == 500.0
+    with pytest.raises(ValueError, match="has 2 entries"):
+        PowerTrace(t_unix=np.zeros(1), gpu=np.zeros(2, int), power_w=np.zeros(1), temp_c=np.zeros(1),
+                   mem_temp_c=np.zeros(1), sm_clock_mhz=np.zeros(1), util_gpu_pct=np.zeros(1), source_format="x")
+
+
+# ------------------------------------------------------------------------------------------ sniffing
+
+@pytest.mark.parametrize("path,fmt", [
+    (DMON_H100, "nvidia-smi-dmon"), (DMON_4GPU, "nvidia-smi-dmon"), (DMON_DT, "nvidia-smi-dmon"),
+    (DCGM_2080, "dcgmi-dmon"), (DCGM_8GPU, "dcgmi-dmon"), (DCGM_MIG, "dcgmi-dmon"),
+    (NCCL_OLIVIA, "nccl-tests"), (NCCL_OCI, "nccl-tests"), (NCCL_EKS, "nccl-tests"),
+    (PUBLIC / "aws_p5_2node_16xH100_allreduce.txt", "nccl-tests"),
+    (PUBLIC / "liplus_a100_8gpu_sendrecv.txt", "nccl-tests"),
+    (CSV_H100, "nvidia-smi-csv"), (CSV_PSTATE, "nvidia-smi-csv"), (CSV_NOTSUP, "nvidia-smi-csv"),
+    (PUBLIC / "zeus_nsdi23_power_vs_powerlimit_v100.csv", "zeus-csv")])
+def test_detect_format_on_real_files(path, fmt):
+    assert detect_format(path) == fmt
+    m = read_measurement(path)
+    assert m.format == fmt and m.format in FORMATS
+    if fmt in ("nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon"):
+        assert isinstance(m.data, PowerTrace) and m.data.source_format == fmt and len(m.data.table) > 0
+
+
+def test_read_measurement_traces_keep_their_table():
+    fmt, pt, warnings = read_measurement(DCGM_MIG)
+    assert fmt == "dcgmi-dmon" and len(pt) == 0 and pt.table.column("GRACT")[5] == 0.993
+    assert len(warnings) == 1 and "GPU-I only" in warnings[0]
+    fmt, pt, warnings = read_measurement(DMON_4GPU)
+    assert list(pt.power_w) == [111, 111, 112, 86] and pt.table.column("fb")[0] == 11651 and warnings == []
+
+
+def test_detect_by_content_not_extension(tmp_path):
+    f = tmp_path / "looks_like.csv"
+    f.write_text(DMON_H100.read_text())
+    assert detect_format(f) == "nvidia-smi-dmon"
+    head = tmp_path / "trace.txt"
+    head.write_text("\n".join(H100_TRACE.read_text().splitlines()[:20]) + "\n")
+    fmt, data, warnings = read_measurement(head)
+    assert fmt == "nvidia-smi-csv" and isinstance(data, PowerTrace) and len(data) == 10
+    assert data.power_w[0] == 69.32 and data.table.column("memory.used")[0] == 132 and data.absolute_time
+    assert len(warnings) == 1 and warnings[0].startswith(f"{head}: no 'index' field")
+
+
+def test_read_measurement_suite_and_warnings(tmp_path):
+    f = _suite_file(tmp_path)
+    assert detect_format(f) == "suite-jsonl"
+    fmt, run, warnings = read_measurement(f)
+    assert fmt == "suite-jsonl" and len(run["sample"]) == 3 and run.complete
+    assert len(warnings) == 1 and warnings[0].startswith(f"{f}:3:")
+    m = read_measurement(NCCL_OLIVIA)
+    assert len(m.warnings) == 6 and all("#wrong" in w and str(NCCL_OLIVIA) in w for w in m.warnings)
+
+
+def test_read_measurement_keeps_good_rows_of_a_cut_log(tmp_path):
+    lines = NCCL_OLIVIA.read_text().splitlines()
+    f = tmp_path / "cut.txt"
+    f.write_text("\n".join(lines[:-1] + [lines[-1][:50]]))
+    fmt, t, warnings = read_measurement(f)
+    assert fmt == "nccl-tests" and len(t.rows) == 54
+    assert any(w.startswith(f"{f}:{len(lines)}: truncated") for w in warnings)
+
+
+def test_nothing_usable_is_a_clear_error(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("\n  \n")
+    with pytest.raises(NoUsableDataError, match=rf"{empty}: .*empty.*nccl-tests.*dcgmi-dmon"):
+        read_measurement(empty)
+    header_only = tmp_path / "header_only.csv"
+    header_only.write_text("timestamp, power.draw [W]\n")
+    with pytest.raises(NoUsableDataError, match=rf"{header_only}: .*nvidia-smi-csv: no data rows"):
+        read_measurement(header_only)
+    all_bad = tmp_path / "all_bad.txt"
+    all_bad.write_text("\n".join(NCCL_OLIVIA.read_text().splitlines()[:22]) + "\n        1      1   int8  sum\n")
+    with pytest.raises(NoUsableDataError) as ei:
+        read_measurement(all_bad)
+    assert isinstance(ei.value, ReaderParseError) and isinstance(ei.value, ValueError)
+    assert "all 1 data lines are bad" in str(ei.value) and f"{all_bad}:23: truncated" in str(ei.value)
+    assert ei.value.data.meta["n_ranks"] == 16
+    unknown = PUBLIC / "README.md"
+    with pytest.raises(NoUsableDataError, match="formats this reader knows: suite-jsonl, nccl-tests"):
+        detect_format(unknown)
