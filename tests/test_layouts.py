@@ -75,3 +75,52 @@ def test_group_span_follows_megatron_rank_order():
     # TP=2, DP=4: one node holds the whole group
     k, nn = group_span(np.array([2]), np.array([4]), 8)
     assert (k[0], nn[0]) == (4, 1)
+
+
+def test_layout_table_columns_are_the_field_list():
+    from dataclasses import fields
+    from costmodel.layouts import FIELDS, LayoutTable
+    assert tuple(f.name for f in fields(LayoutTable)) == FIELDS
+    row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, vp=2, mbs=1, recompute="selective", zero=1, sp=True, overlap=False)
+    assert LayoutTable.from_rows([row]).row(0) == row
+
+
+def test_a_cost_term_cannot_read_an_undeclared_field():
+    from costmodel.compute import compute_times
+    from costmodel.layouts import uses_layout_fields
+    t = layout(tp=4, pp=2, dp=4)
+    view = t.view(compute_times.layout_fields)
+    assert len(view) == 1 and int(view.tp[0]) == 4
+    with pytest.raises(AttributeError, match="'pp' is read but not declared"):
+        view.pp
+
+    @uses_layout_fields("tp")
+    def reads_pp(tt):
+        return tt.pp
+    with pytest.raises(AttributeError, match="'pp'"):
+        reads_pp(t.view(reads_pp.layout_fields))
+    with pytest.raises(ValueError, match="unknown layout fields"):
+        uses_layout_fields("tpp")
+
+
+def test_every_cost_term_reads_only_what_it_declares(h200):
+    """A table whose rows differ in every field: the terms run on views of their declared fields
+    (predict_table), so an undeclared read raises; deduped and row-by-row predictions agree."""
+    from costmodel.predict import predict_table
+    c, p = h200
+    t = enumerate_layouts(MIX, R, c.num_gpus, c.gpus_per_node, sp_choices=(True, False), zero_stages=(0, 1, 2, 3),
+                          overlaps=(True, False))
+    pick = np.arange(0, len(t), max(1, len(t) // 40))
+    whole = predict_table(MIX, R, c, p, t.take(pick))
+    for j, i in enumerate(pick[:10]):
+        one = predict_table(MIX, R, c, p, t.take(np.array([i])))
+        assert one.step_time_s[0] == whole.step_time_s[j]
+        assert one.memory.peak_bytes[0] == whole.memory.peak_bytes[j]
+
+
+def test_layout_name_is_the_one_formatter():
+    from costmodel.layouts import layout_name
+    lay = dict(tp=8, pp=4, dp=1, cp=1, ep=1, vp=2, mbs=1, recompute="full", zero=1, sp=False, overlap=False)
+    assert layout_name(lay) == "TP8 PP4 DP1 CP1 EP1 VP2 mbs1 full-recompute ZeRO1 no-SP no-overlap"
+    with pytest.raises(InputError, match=r"\(got TP8 PP4 DP2 CP1 EP1 VP2 mbs1 full-recompute ZeRO1 no-SP no-overlap\)"):
+        check_layout(layout(**dict(lay, dp=2)), L70, R, 32, 8)

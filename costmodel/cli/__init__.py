@@ -9,8 +9,8 @@ import sys
 
 import typer
 
-from ..cli_calibrate import app as calibrate_app
-from ..cli_compare import compare
+from .calibrate import app as calibrate_app
+from .compare import compare
 from ..errors import CostmodelError, InfeasibleError
 from .hardware import hardware
 from .models import models

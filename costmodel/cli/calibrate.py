@@ -14,8 +14,8 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from . import report
-from .errors import InputError
+from .. import report
+from ..errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Calibrate the model against a cluster: run the microbenchmark suite on the GPUs "
@@ -102,11 +102,11 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column.")):
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
-    from .errors import FitError
-    from .fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
+    from ..errors import FitError
+    from ..fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
     from costmodel.collective import COLLECTIVES
-    from .specs import load_cluster, load_profile
-    from .specs.profile import dump_profile
+    from ..specs import load_cluster, load_profile
+    from ..specs.profile import dump_profile
     for f in files:
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
@@ -158,7 +158,7 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
     """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came
     from (fitted, kept from a base, derived from another GPU) and the provenance."""
-    from .specs import load_profile
+    from ..specs import load_profile
     p = load_profile(profile, "calibrate show PROFILE")
     d = p.raw
     con = report.console()

@@ -9,20 +9,20 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from . import report
-from .compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
+from .. import report
+from ..compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
                       training_window)
-from .errors import InputError
-from .cli.common import check_layout_flags, with_layout_flags
-from .layouts import LayoutTable, check_layout
-from .predict import predict_run
-from .specs import Recipe, load_cluster, load_model, load_profile
+from ..errors import InputError
+from .common import check_layout_flags, with_layout_flags
+from ..layouts import LayoutTable, check_layout
+from ..predict import predict_run
+from ..specs import Recipe, load_cluster, load_model, load_profile
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
 
 def _read_log(path, warmup_steps, rank):
-    from .readers.training_logs import TrainingLogParseError, read_training_log
+    from ..readers.training_logs import TrainingLogParseError, read_training_log
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
     try:
@@ -37,8 +37,8 @@ def _read_log(path, warmup_steps, rank):
 def _read_trace(path, gpus_per_node):
     """The run's power trace, read through the format registry; an nvidia-smi CSV without an ``index``
     column is numbered with the cluster's GPUs per node."""
-    from .errors import ReaderParseError
-    from .readers.registry import read_power_trace
+    from ..errors import ReaderParseError
+    from ..readers.registry import read_power_trace
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
     try:
@@ -79,8 +79,48 @@ def compare(
     check_layout_flags(layout_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
+    run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
+                                                                 precision=precision), allow_override, warnings)
+    recipe = _recipe(tlog, run, c, flash_attention)
+    p = load_profile(profile or c.gpu.key)
+    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    pred = predict_run(m, recipe, c, p, run.layout)
+    rec = report.run_record(pred)
+    if pred.energy_missing and power:
+        warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
+                        "power metrics are measured only")
+    agg = _aggregate(tlog, recipe, log, warnings)
+    pw, gpu_rows, window, ptrace = None, [], None, None
+    if power:
+        ptrace, tw = _read_trace(power, c.gpus_per_node)
+        warnings += tw
+        st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
+        kept_t = tlog.iterations.t_unix[tlog.kept]
+        t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
+        window = (t0, t1)
+        pw, rows = trace_metrics(ptrace, t0, t1)
+        warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
+                        f"over {t1 - t0:.0f} s")
+        gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
+    metrics = build_metrics(pred, agg, tlog.framework, pw)
+    out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
+               iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
+               model=m.name, cluster=c.key, num_gpus=c.num_gpus,
+               recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
+                           flash_attention=recipe.flash_attention, tp_comm_overlap=recipe.tp_comm_overlap),
+               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
+               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
+    out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
+    if as_json:
+        print(json.dumps(out, indent=2, default=float))
+        return
+    _print(out, rec, tlog, pred.band)
+
+
+def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
+    """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
+    log's world size; DP derived when neither says.  Returns (Resolved, ModelSpec, ClusterSpec)."""
     ll = tlog.layout()
-    flags = dict(layout_flags, gbs=gbs, seq_len=seq_len, precision=precision)
     if allow_override:
         for k, v in flags.items():
             if v is not None and ll.get(k) is not None and ll[k] != v:
@@ -101,25 +141,31 @@ def compare(
     c = load_cluster(cluster, nodes)
     if run.world_size and run.world_size != c.num_gpus:
         raise InputError("--nodes", "", f"{c.num_gpus} GPUs, but the log's world size is {run.world_size}")
-    lay = dict(run.layout)
+    lay = run.layout
     if lay["dp"] is None:
         if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
         lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    return run, m, c
+
+
+def _recipe(tlog, run, c, flash_attention) -> Recipe:
+    """The recipe the log ran: precision (the GPU's 16-bit type by default), flash attention (the
+    dump's flag; off for Megatron-DeepSpeed), Transformer Engine TP-comm overlap from the dump."""
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
     fa = flash_attention
     if fa is None:
         fa = bool(tlog.args["use_flash_attn"]) if "use_flash_attn" in tlog.args else tlog.framework != "megatron-deepspeed"
     tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
-    recipe = Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
-    p = load_profile(profile or c.gpu.key)
-    check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)  # it ran
-    pred = predict_run(m, recipe, c, p, lay)
-    rec = report.run_record(pred)
-    band = pred.band
-    if pred.energy_missing and power:
-        warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
-                        "power metrics are measured only")
+    return Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
+
+
+def _aggregate(tlog, recipe, log, warnings) -> dict:
+    """Median and spread of the kept iterations that ran the recipe's global batch size.
+
+    Raises:
+        InputError: no kept iteration at that batch size, or no step time nor tokens/s logged.
+    """
     gb = tlog.iterations.global_batch_size
     other = tlog.kept & (gb == gb) & (gb != recipe.gbs)
     if other.any():
@@ -133,35 +179,18 @@ def compare(
     if not agg["step_time_s"].n and not agg["tokens_per_s_per_gpu"].n:
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
                          "(NeMo: enable log_step_timing; torchtitan: tps)")
-    pw, gpu_rows, window = None, [], None
-    ptrace = None
-    if power:
-        ptrace, tw = _read_trace(power, c.gpus_per_node)
-        warnings += tw
-        st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
-        kept_t = tlog.iterations.t_unix[tlog.kept]
-        t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
-        window = (t0, t1)
-        pw, rows = trace_metrics(ptrace, t0, t1)
-        warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
-                        f"over {t1 - t0:.0f} s")
-        gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
-    metrics = build_metrics(pred, agg, tlog.framework, pw)
-    n_disc = int((~tlog.kept).sum())
-    out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=n_disc,
-               iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
-               model=m.name, cluster=c.key, num_gpus=c.num_gpus,
-               recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
-                           flash_attention=recipe.flash_attention, tp_comm_overlap=recipe.tp_comm_overlap),
-               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
-               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
+    return agg
+
+
+def _write_files(pred, rec, metrics, ptrace, window, trace, plot) -> list:
+    """The Perfetto trace and the PNG plots asked for; returns the paths written."""
     files = []
     if trace:
-        from .trace import write_trace
-        write_trace(trace, m, recipe, c, p, pred.terms, 0)
+        from ..trace import write_trace
+        write_trace(trace, pred.model, pred.recipe, pred.cluster, pred.profile, pred.terms, 0)
         files.append(trace)
     if plot:
-        from . import plots
+        from .. import plots
         d = Path(plot)
         files.append(plots.metric_bars(metrics, d / "metrics.png"))
         files.append(plots.breakdown_bar(rec["breakdown"], d / "breakdown.png", report._TERM_NAMES))
@@ -172,11 +201,7 @@ def compare(
             if ptrace.temp_c is not None and (ptrace.temp_c == ptrace.temp_c).any():
                 files.append(plots.power_timeline(ptrace, window, {"predicted max": rec.get("max_temp_c")},
                                                   d / "temperature.png", "temp_c"))
-    out["files"] = files
-    if as_json:
-        print(json.dumps(out, indent=2, default=float))
-        return
-    _print(out, rec, tlog, band)
+    return files
 
 
 def _fmt(v, unit):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 CLI = [sys.executable, "-m", "costmodel.cli"]
 # the checkout under test, also when a test runs from another folder
-ENV = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+ENV = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
 
 
 def run(*args, cwd=None):
@@ -115,7 +115,7 @@ def test_zero_gpus():
 
 def test_predict_from_a_hf_config_with_cp_and_vp(tmp_path):
     # the example shape: 64 nodes, TP8 PP8 CP2 VP8 on a 128-layer HF config
-    cfg = json.loads((Path(__file__).resolve().parent.parent / "costmodel" / "catalog" / "llama3-8b.json").read_text())
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "costmodel" / "catalog" / "llama3-8b.json").read_text())
     cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
     cfg["num_hidden_layers"] = 128
     path = tmp_path / "config.json"

@@ -1,0 +1,40 @@
+"""The layout flags of predict and compare are generated from the one field list (LAYOUT_FIELDS)."""
+import typer.main
+
+from costmodel.cli import app
+from costmodel.layouts import LAYOUT_FIELDS
+
+
+def _options(command: str) -> dict:
+    cmd = typer.main.get_command(app).commands[command]
+    return {o: p for p in cmd.params for o in list(p.opts) + list(p.secondary_opts)}
+
+
+def test_predict_and_compare_take_every_layout_field():
+    for command in ("predict", "compare"):
+        opts = _options(command)
+        for f in LAYOUT_FIELDS:
+            assert f.cli_flag in opts, (command, f.cli_flag)
+            if f.kind == "bool":
+                assert f"--no-{f.name}" in opts
+    predict, compare = _options("predict"), _options("compare")
+    assert predict["--tp"].default == 1 and predict["--dp"].default is None and predict["--sp"].default is True
+    # compare takes each value from the log unless a flag is given
+    assert all(compare[f.cli_flag].default is None for f in LAYOUT_FIELDS)
+
+
+def test_predict_passes_the_generated_flags_through(capsys):
+    import json
+    from costmodel.cli import main
+    import sys
+    argv = sys.argv
+    sys.argv = ["costmodel", "predict", "--model", "llama3-8b", "--cluster", "paper-h200", "--nodes", "1",
+                "--tp", "2", "--pp", "2", "--no-sp", "--no-overlap", "--recompute", "selective", "--zero", "0",
+                "--json"]
+    try:
+        main()                       # returns on success (exits only with a non-zero status)
+    finally:
+        sys.argv = argv
+    lay = json.loads(capsys.readouterr().out)["layout"]
+    assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=0, sp=False,
+                       overlap=False)

@@ -1,0 +1,47 @@
+"""Derived figures (costmodel.metrics) and the one-layout prediction built on them."""
+import pytest
+
+from costmodel import metrics
+from costmodel.compute import model_flops_per_step
+from costmodel.predict import predict_run, predict_table
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+
+from conftest import layout
+
+R = Recipe(gbs=128, seq_len=8192)
+
+
+def test_throughput_energy_and_seed_metric_by_hand():
+    assert metrics.tokens_per_step(R) == 1_048_576
+    assert metrics.tokens_per_s_per_gpu(R, 10.0, 32) == pytest.approx(3276.8)
+    assert metrics.tokens_per_joule(R, 2_097_152.0) == pytest.approx(0.5)
+    assert metrics.energy_j_per_token(R, 2_097_152.0) == pytest.approx(2.0)
+    # samples/(s MJ): 128 samples in 8 s at 0.5 MJ per step = 16 / 0.5
+    assert metrics.samples_per_s_per_mj(R, 8.0, 5e5) == pytest.approx(32.0)
+
+
+def test_mfu_uses_model_flops_and_the_dense_bf16_peak():
+    m, c = load_model("llama3-70b"), load_cluster("paper-h200")
+    flops = model_flops_per_step(m, R)
+    assert metrics.model_tflops_per_gpu(m, R, 10.0, 32) == pytest.approx(flops / 10.0 / 32 / 1e12)
+    assert metrics.mfu(m, R, c, 10.0, 32) == pytest.approx(flops / 10.0 / 32 / 989.4e12)
+    fp8 = Recipe(gbs=128, seq_len=8192, precision="fp8")       # fp8 runs count against the bf16 peak too
+    assert metrics.mfu(m, fp8, c, 10.0, 32) == pytest.approx(flops / 10.0 / 32 / 989.4e12)
+
+
+def test_one_layout_prediction_agrees_with_the_table_and_adds_band_and_energy(h200):
+    c, p = h200
+    m = load_model("llama3-70b")
+    lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
+    table = predict_table(m, R, c, p, layout(**lay))
+    run = predict_run(m, R, c, p, lay)
+    assert run.uncapped_step_time_s == table.step_time_s[0]
+    assert sum(run.breakdown.values()) == pytest.approx(run.uncapped_step_time_s, rel=1e-12)
+    assert run.energy is not None and run.step_time_s == run.energy.step_time_s >= run.uncapped_step_time_s
+    assert run.tokens_per_s_per_gpu == pytest.approx(128 * 8192 / run.step_time_s / 32)
+    assert 0 < run.band.rel < 0.5 and run.step_time_band_s == pytest.approx(run.band.rel * run.step_time_s)
+    no_energy = predict_run(m, R, c, p, lay, energy=False)
+    assert no_energy.energy is None and no_energy.step_time_s == table.step_time_s[0]
+    mi = load_cluster("mi250")         # a GPU without a power model: time still predicted, energy named missing
+    run_mi = predict_run(m, R, mi, load_profile(mi.gpu.key), dict(lay, tp=8, dp=mi.num_gpus // 32))
+    assert run_mi.energy is None and run_mi.energy_missing
