@@ -28,7 +28,7 @@ import numpy as np
 from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
-from .layouts import layers_per_stage, uneven_split
+from .layouts import layers_per_stage, microbatches, uneven_split
 from .power import PowerParams, clock_ratio, phase_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -119,7 +119,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     L_even = layers_per_stage(model, t)[0]
     # per-layer exposed comm per micro-batch (fwd + bwd), from the schedule's per-stage totals
     bd = st.breakdown
-    m = recipe.gbs / (layout["dp"] * layout["mbs"])
+    m = microbatches(recipe, layout["dp"], layout["mbs"])
     per_layer_exposed = (bd["tp_comm_s"][0] + bd["cp_comm_s"][0] + bd["ep_comm_s"][0]) / (m * L_even)
     raw_layer = (cm.tp_layer_fwd_s[0] + cm.tp_layer_bwd_s[0] + cm.cp_layer_fwd_s[0] + cm.cp_layer_bwd_s[0]
                  + cm.ep_layer_fwd_s[0] + cm.ep_layer_bwd_s[0])

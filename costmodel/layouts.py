@@ -186,6 +186,12 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
     return np.ceil(model.num_layers / t.pp)
 
 
+def microbatches(recipe: Recipe, dp, mbs):
+    """Micro-batches each data-parallel replica runs per step: gbs / (DP x mbs) (arrays broadcast;
+    a valid layout divides evenly)."""
+    return recipe.gbs / (dp * mbs)
+
+
 def uneven_split(L: int, pp: int) -> np.ndarray:
     """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L.
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
+from .layouts import LayoutTable, layers_per_stage, microbatches, uses_layout_fields
 from .specs import ModelSpec, Recipe
 
 
@@ -93,7 +93,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
     weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
 
-    m = recipe.gbs / (t.dp * t.mbs)
+    m = microbatches(recipe, t.dp, t.mbs)
     act_layer = activation_bytes_per_layer(model, recipe, t)
     tok = t.mbs * recipe.seq_len / t.cp
     sp_div = np.where(t.sp, t.tp, 1)
@@ -143,7 +143,7 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     sp_div = tp if layout["sp"] else 1
     full = layout["recompute"] == "full"
     stored = tok * model.hidden * ACT_BYTES / sp_div if full else act
-    m = recipe.gbs / (layout["dp"] * layout["mbs"])
+    m = microbatches(recipe, layout["dp"], layout["mbs"])
     s = np.arange(pp)
     inflight = np.minimum(pp - s, m)
     per_layer = layer_states + inflight * stored

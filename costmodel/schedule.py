@@ -25,7 +25,7 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import LayoutTable, layers_per_stage, uses_layout_fields
+from .layouts import LayoutTable, layers_per_stage, microbatches, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 ADAM_BYTES_PER_PARAM = 34.0
@@ -95,7 +95,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
     """Assemble compute and communication into the step time of every layout (module docstring)."""
     L = layers_per_stage(model, t)
-    m = recipe.gbs / (t.dp * t.mbs)
+    m = microbatches(recipe, t.dp, t.mbs)
     full = t.recompute == 2
     e = exposed_layer_comm(recipe, t, ct, cm)
     tp_f, tp_b, cp_f, cp_b, ep_f, ep_b = (e[k] for k in ("tp_f", "tp_b", "cp_f", "cp_b", "ep_f", "ep_b"))

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from . import metrics
 from .compute import model_flops_per_step
 from .errors import InputError
 from .layouts import LayoutTable, validity
@@ -109,7 +110,7 @@ def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
         return mflops / (mt * 1e12 * n_gpus), "model_tflops_per_gpu"
     tk = _float(r, "tokens_per_s_per_gpu")
     if tk:
-        return recipe.gbs * recipe.seq_len / (tk * n_gpus), "tokens_per_s_per_gpu"
+        return metrics.tokens_per_step(recipe) / (tk * n_gpus), "tokens_per_s_per_gpu"
     return None, None
 
 
