@@ -95,6 +95,7 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_ca
 
 
 def gemm_entry(p, fit=None, **extra):
+    """Profile entry of a GEMM fit: the GemmParams fields (4 significant digits), extras, fit record."""
     d = dict(eta_max=round_sig(p.eta_max), k_half=round_sig(p.k_half), launch_s=round_sig(p.launch_s), tile_m=p.tile_m,
              tile_n=p.tile_n, num_sms=p.num_sms)
     d.update(extra)
