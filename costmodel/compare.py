@@ -38,8 +38,11 @@ from .specs import ModelSpec
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
-# (overlap: the backward TP all-reduce overlap is Megatron's default, and DDP's bucketed gradient reduction)
-MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0, overlap=True)
+MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0)
+# a field neither the dump nor a flag gives and Megatron has no single default for: the cost model's
+# ``overlap`` joins Megatron's async TP backward all-reduce (on by default) and --overlap-grad-reduce
+# (off by default); the model assumes both on, and says so in the origin
+ASSUMED = dict(overlap=True)
 REQUIRED = ("tp", "pp", "mbs", "gbs", "seq_len")
 PEAK_PERCENTILE = 95.0
 
@@ -85,6 +88,8 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
             out[k], origin[k] = lv, "log"
         elif k in MEGATRON_DEFAULTS:
             out[k], origin[k] = MEGATRON_DEFAULTS[k], "Megatron default"
+        elif k in ASSUMED:
+            out[k], origin[k] = ASSUMED[k], "assumed on: DP and TP overlap are separate switches in Megatron"
         elif k in REQUIRED:
             raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log's argument dump ({log_path}): pass it")
         else:

@@ -149,12 +149,13 @@ def ranking_table(pred: Prediction, top: int, title: str) -> Table:
 
 
 def breakdown_table(rec: dict, title: str) -> Table:
-    """Rich table of one record's time breakdown (seconds and share of the step)."""
+    """Rich table of one record's time breakdown at full clocks (seconds and share of the step they
+    sum to, ``uncapped_step_time_s`` when power capping changed the step)."""
     tb = Table(title=title, header_style="bold")
     tb.add_column("term")
     tb.add_column("seconds", justify="right")
     tb.add_column("share", justify="right")
-    total = rec["step_time_s"]
+    total = rec.get("uncapped_step_time_s", rec["step_time_s"])
     for k in BREAKDOWN_TERMS:
         v = rec["breakdown"][k]
         tb.add_row(_TERM_NAMES[k], f"{v:.4f}", f"{100 * v / total:.1f}%")

@@ -206,9 +206,11 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     try:
-        lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
     except OSError as e:
         raise InputError(path, "", f"cannot read file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     rows = list(csv.DictReader(lines))
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
             "tp", "pp", "seq_len", "step_time_s"}

@@ -3,6 +3,7 @@ best candidates to the ILP."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Optional
 
 import typer
@@ -41,6 +42,13 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits)."""
+    for flag, v in (("--power-cap-w", power_cap_w), ("--node-power-kw", node_power_kw), ("--max-temp-c", max_temp_c),
+                    ("--inlet-temp-c", inlet_temp_c), ("--step-time-slack", step_time_slack)):
+        if v is not None and not math.isfinite(v):
+            raise InputError(flag, "", f"must be a finite number, got {v}")
+    for flag, v in (("--top", top), ("--max-mbs", max_mbs)):
+        if v < 1:
+            raise InputError(flag, "", f"must be >= 1, got {v}")
     if objective not in OBJECTIVES:
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in ("cbc", "highs"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -39,9 +40,13 @@ def catalog_dir() -> Path:
 
 def _read_mapping(path: Path) -> dict:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise InputError(path, "", "is a directory, not a file") from None
     except OSError as e:
         raise InputError(path, "", f"cannot read file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     if not text.strip():
         raise InputError(path, "", "file is empty")
     try:
@@ -57,6 +62,8 @@ def _read_mapping(path: Path) -> dict:
 def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, flag: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".json", ".yaml", ".yml") or p.exists():
+        if p.is_dir():
+            raise InputError(flag, "", f"{what} file {name_or_path!r} is a directory, not a file")
         if not p.is_file():
             raise InputError(flag, "", f"{what} file {name_or_path!r} does not exist")
         return p
@@ -87,7 +94,7 @@ def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=No
     for k in keys:
         if k in d and d[k] is not None:
             v = d[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
                 raise InputError(where, k, f"expected an integer, got {v!r}")
             if v < minimum:
                 raise InputError(where, k, f"must be >= {minimum}, got {v!r}")
