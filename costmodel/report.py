@@ -302,20 +302,22 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     source's measured step time came from, Spearman per sweep, and optionally every row."""
     from .validate import METRICS
     tb = Table(title="Step-time error per source (predicted vs measured)", header_style="bold")
-    for c in ("source", "used", "skipped", "mean |err| %", "max |err| %", "Spearman", "measured from"):
+    for c in ("source", "used", "skipped", "OOM", "mean |err| %", "max |err| %", "Spearman", "measured from"):
         tb.add_column(c, justify="left" if c in ("source", "measured from") else "right")
     fmt = lambda v, f="{:.1f}": "-" if v is None else f.format(v)
     for src, s in summary["sources"].items():
-        tb.add_row(src.split("/")[-1], str(s["used"]), str(s["skipped"]), fmt(s["mean_abs_err_pct"]),
+        tb.add_row(src.split("/")[-1], str(s["used"]), str(s["skipped"]), str(s["predicted_oom"]),
+                   fmt(s["mean_abs_err_pct"]),
                    fmt(s["max_abs_err_pct"]), fmt(s["spearman"], "{:.3f}"),
                    ", ".join(f"{k} ({n})" for k, n in s.get("metrics", {}).items()))
     o = summary["overall"]
-    tb.add_row("[bold]all", str(o["used"]), str(o["skipped"]), fmt(o["mean_abs_err_pct"]),
+    tb.add_row("[bold]all", str(o["used"]), str(o["skipped"]), str(o["predicted_oom"]), fmt(o["mean_abs_err_pct"]),
                fmt(o["max_abs_err_pct"]), "", "")
     out = [tb]
     lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
+    lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept)")
     lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
     if summary["spearman"]:
         lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count):")

@@ -27,6 +27,9 @@ from .specs import ModelSpec, Recipe, load_cluster, load_profile
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
              ("DGX H100", "dgx-h100"))
+# otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node)
+_GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "H100-SXM-80GB": "dgx-h100", "H200-SXM-141GB": "hgx-h200",
+                 "B200": "dgx-b200"}
 
 
 @dataclass
@@ -40,6 +43,7 @@ class RowResult:
     skipped: str | None = None
     sweep: str = ""
     metric: str | None = None
+    predicted_oom: bool = False
 
     @property
     def error_pct(self) -> float:
@@ -135,11 +139,14 @@ def _skip_reason(r: dict) -> str | None:
 
 
 def _cluster_for(r: dict):
+    """The catalog cluster a row ran on: a named system of the interconnect note, else the reference
+    cluster of its GPU; None when the catalog has no such GPU (the row is skipped, never predicted on
+    another GPU)."""
     note = r.get("interconnect_note", "") + " " + r.get("gpu", "")
     for key, name in _CLUSTERS:
         if key in note:
             return name
-    return None
+    return _GPU_CLUSTERS.get(r.get("gpu", "").strip())
 
 
 def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
@@ -155,7 +162,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         why = _skip_reason(r)
         cname = _cluster_for(r)
         if why is None and cname is None:
-            why = f"no catalog cluster for {r.get('gpu')} / {r.get('interconnect_note', '')[:40]!r}"
+            why = f"no catalog GPU {r.get('gpu')!r}"
         if why:
             out.append(RowResult(rid, src, skipped=why))
             continue
@@ -165,6 +172,10 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             c = load_cluster(cname, nodes=max(1, n_gpus // gpn))
             cache[key] = (c, load_profile(c.gpu.key))
         cluster, profile = cache[key]
+        if cluster.gpus_per_node != gpn:
+            out.append(RowResult(rid, src, skipped=f"{gpn} GPUs per node; the catalog's {cluster.key} has "
+                                                   f"{cluster.gpus_per_node}"))
+            continue
         model = row_model(r)
         # every dev-set source predates flash attention and Transformer Engine's TP overlap
         recipe = Recipe(gbs=_int(r, "gbs"), seq_len=_int(r, "seq_len"), precision=r["precision"],
@@ -193,8 +204,9 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     for (key, model, recipe), members in groups.items():
         cluster, profile = cache[key]
         pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
-        for (_, res), step in zip(members, pred.step_time_s):
+        for (_, res), step, fits in zip(members, pred.step_time_s, pred.feasible):
             res.predicted_s = float(step)
+            res.predicted_oom = not bool(fits)
     return out
 
 
@@ -234,14 +246,16 @@ def summarize(results: list[RowResult]) -> dict:
     """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
 
     Returns {"sources": {source: {used, skipped, skip_reasons, metrics (column -> rows measured from
-    it), mean/max_abs_err_pct, spearman}},
+    it), predicted_oom (used rows whose predicted peak memory exceeds the GPU's: a published run
+    that ran, so a memory-model miss), mean/max_abs_err_pct, spearman}},
     "overall": {...}, "spearman": {sweep: rho}}.
     Spearman (scipy.stats.spearmanr) is computed within each group of >= 4 rows that share a
     source, model and GPU count (a configuration sweep).
     """
     by_src: dict = {}
     for r in results:
-        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "metrics": {}})
+        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "metrics": {},
+                                         "predicted_oom": 0})
         if r.skipped:
             s["skipped"] += 1
             s["skip_reasons"][r.skipped] = s["skip_reasons"].get(r.skipped, 0) + 1
@@ -249,6 +263,7 @@ def summarize(results: list[RowResult]) -> dict:
             s["used"] += 1
             s["abs_err"].append(abs(r.error_pct))
             s["metrics"][r.metric] = s["metrics"].get(r.metric, 0) + 1
+            s["predicted_oom"] += int(r.predicted_oom)
     for src, s in by_src.items():
         pairs = [(r.measured_s, r.predicted_s) for r in results if r.source == src and not r.skipped]
         s["spearman"] = _spearman(pairs)
@@ -262,6 +277,7 @@ def summarize(results: list[RowResult]) -> dict:
             sweeps.setdefault(r.sweep, []).append((r.measured_s, r.predicted_s))
     rho = {k: r for k, v in sweeps.items() if (r := _spearman(v)) is not None}
     overall = {"used": len(used), "skipped": len(results) - len(used),
+               "predicted_oom": sum(int(r.predicted_oom) for r in results if not r.skipped),
                "mean_abs_err_pct": float(np.mean(used)) if used else None,
                "max_abs_err_pct": float(np.max(used)) if used else None}
     return {"sources": by_src, "overall": overall, "spearman": rho}

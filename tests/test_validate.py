@@ -51,3 +51,20 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     bad.write_text("row_id,gpu\nx,A100\n")
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and "missing columns" in se and "Traceback" not in se
+
+
+def test_predicted_oom_rows_are_counted_apart(summary):
+    res, s = summary
+    # every published A100/V100 run that ran is predicted to fit (the memory model's check)
+    assert s["overall"]["predicted_oom"] == 0
+    assert all(v["predicted_oom"] == 0 for v in s["sources"].values())
+
+
+def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
+    head = DEV.read_text().splitlines()[0]
+    row = next(line for line in DEV.read_text().splitlines()[1:] if "Selene" in line)
+    odd = row.replace("A100-SXM-80GB", "A800", 1).replace("Selene DGX A100", "DGX A800", 1)
+    f = tmp_path / "runs.csv"
+    f.write_text(head + "\n" + odd + "\n")
+    (r,) = validate_rows(read_runs_csv(f), str(f))
+    assert r.skipped == "no catalog GPU 'A800'"
