@@ -1,8 +1,10 @@
 """Peak HBM bytes per GPU of a layout: model states + activations of the in-flight micro-batches.
 
-* Model states (Rajbhandari et al. SC20 "ZeRO", mixed-precision Adam): 2 bytes bf16 weights,
-  4 bytes fp32 main gradients (2 under fp16), 12 bytes fp32 master weights + Adam m and v per
-  parameter.  ZeRO-1 (Megatron distributed optimizer) shards the 12 over DP x CP, ZeRO-2 also the
+* Model states (Rajbhandari et al. SC20 "ZeRO", mixed precision): 2 bytes bf16 weights, 4 bytes
+  fp32 main gradients (2 under fp16), and the optimizer's fp32 master weight + its fp32 states per
+  parameter: 12 bytes for Adam (m, v), 8 for LionW or SGD with momentum, 4 for Adafactor (factored
+  second moment; costmodel.specs.recipe.OPTIMIZERS).  ZeRO-1 (Megatron distributed optimizer) shards
+  the optimizer bytes over DP x CP, ZeRO-2 also the
   gradients, ZeRO-3/FSDP everything (plus two gathered layers in flight).  Expert parameters shard
   over the expert-data-parallel group DP x CP / EP.
 * Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation
@@ -62,6 +64,12 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     return sharded + attn + mlp + np.where(selective, 0.0, s2)
 
 
+def optimizer_bytes_per_param(recipe: Recipe) -> float:
+    """Optimizer bytes per parameter: the fp32 master weight + the optimizer's fp32 states (4 bytes
+    each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources)."""
+    return 4.0 * (1 + recipe.optimizer_spec.fp32_states)
+
+
 @dataclass
 class MemoryBreakdown:
     """Peak bytes per GPU (arrays over layouts): weights, grads, optimizer, activations, total."""
@@ -88,7 +96,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     shard_o = lambda d: np.where(z >= 1, d, 1.0)
     weights = ACT_BYTES * (dense / shard_w(dpcp) + exp / shard_w(edp))
     grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
-    optim = 12.0 * (dense / shard_o(dpcp) + exp / shard_o(edp))
+    optim = optimizer_bytes_per_param(recipe) * (dense / shard_o(dpcp) + exp / shard_o(edp))
     L_stage = layers_per_stage(model, t)
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
     weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
@@ -132,8 +140,9 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     edp = dpcp / layout["ep"]
     z = layout["zero"]
     gb = grad_bytes(recipe)
+    opt_bytes = optimizer_bytes_per_param(recipe)
     per_param = lambda d: (ACT_BYTES / (d if z == 3 else 1) + gb / (d if z >= 2 else 1)
-                           + 12.0 / (d if z >= 1 else 1))
+                           + opt_bytes / (d if z >= 1 else 1))
     mats = 3 if model.gated else 2
     expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
     layer_states = ((model.layer_params() - expert) / tp * per_param(dpcp)

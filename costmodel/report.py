@@ -40,7 +40,7 @@ def run_record(run: RunPrediction) -> dict:
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
-                   "flash_attention": run.recipe.flash_attention},
+                   "flash_attention": run.recipe.flash_attention, "optimizer": run.recipe.optimizer},
     }
     if not run.feasible:
         rec["reason"] = run.reason
@@ -119,6 +119,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append("--recompute-granularity selective")
     if layout["zero"] in (1, 2):
         a.append("--use-distributed-optimizer")
+    if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
+        a.append("--optimizer sgd")
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
     if layout["overlap"]:

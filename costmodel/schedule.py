@@ -13,9 +13,10 @@ under the backward of the last micro-batch and the ZeRO-1 parameter all-gather u
 of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
 under the micro-batch's compute.  Compute that hides communication shares the SMs and HBM with
 NCCL's kernels and runs slower: each hidden second of communication adds (s - 1) seconds of compute,
-s = ``Profile.overlap_slowdown`` measured by the calibration suite (1 when not measured).  The optimizer step is HBM-bound: Adam reads fp32 master weight,
-m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad read for
-the global-norm clip, per local parameter.
+s = ``Profile.overlap_slowdown`` measured by the calibration suite (1 when not measured).  The
+optimizer step is HBM-bound (:func:`optimizer_step_bytes_per_param`): Adam reads fp32 master
+weight, m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad
+read for the global-norm clip, per local parameter.
 """
 from __future__ import annotations
 
@@ -28,9 +29,20 @@ from .compute import ComputeTimes
 from .layouts import LayoutTable, layers_per_stage, microbatches, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
-ADAM_BYTES_PER_PARAM = 34.0
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
+
+
+def optimizer_step_bytes_per_param(recipe: Recipe) -> float:
+    """HBM bytes the optimizer step moves per local parameter (a memory-bound multi-tensor pass).
+
+    It reads the fp32 master weight, each fp32 state and the fp32 grad, writes the master and the
+    states back and the bf16 weight copy, and reads the grad once more for the global-norm clip:
+    4 (2 + s) + 4 (1 + s) + 2 + 4 = 18 + 8 s bytes for s states (Adam: 34; LionW, SGD: 26;
+    Adafactor: 18; costmodel.specs.recipe.OPTIMIZERS).
+    """
+    s = recipe.optimizer_spec.fp32_states
+    return 4.0 * (2 + s) + 4.0 * (1 + s) + 2.0 + 4.0
 
 
 def bubble_periods(pp, vp):
@@ -124,7 +136,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
     local = np.where(t.zero >= 1, dense / dpcp + exp / (dpcp / t.ep), dense + exp)
-    opt = ADAM_BYTES_PER_PARAM * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+    opt = optimizer_step_bytes_per_param(recipe) * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
 
     bd = {
         "compute_s": m * (comp_f + comp_b) + dp_hidden_slow,

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from costmodel.memory import activation_bytes_per_layer, memory_bytes
 from costmodel.specs import Recipe, load_model
 
-from conftest import layout
+from conftest import layout, predict_one
 
 GPT3 = load_model("gpt3-175b")
 UNFUSED = Recipe(gbs=64, seq_len=2048, precision="fp16", flash_attention=False)
@@ -88,3 +88,25 @@ def test_more_tp_never_needs_more_memory(mbs, zero):
     peaks = [memory_bytes(m, r, layout(tp=tp, mbs=mbs, sp=tp > 1, zero=zero, dp=2)).peak_bytes[0]
              for tp in (1, 2, 4, 8)]
     assert np.all(np.diff(peaks) < 0)
+
+
+def test_optimizer_states_set_optimizer_memory_and_step(h200):
+    """LionW keeps one fp32 state (Chen et al. 2023), Adam two: optimizer bytes 8 vs 12 per parameter
+    (with the fp32 master weight), and the optimizer step moves 26 vs 34 bytes per local parameter."""
+    import pytest as _pytest
+    from costmodel.errors import InputError
+    from costmodel.memory import optimizer_bytes_per_param
+    from costmodel.schedule import optimizer_step_bytes_per_param
+    c, p = h200
+    m = load_model("llama3-8b")
+    adam, lion = Recipe(gbs=64, seq_len=4096), Recipe(gbs=64, seq_len=4096, optimizer="lionw")
+    assert optimizer_bytes_per_param(adam) == 12.0 and optimizer_bytes_per_param(lion) == 8.0
+    assert optimizer_step_bytes_per_param(adam) == 34.0 and optimizer_step_bytes_per_param(lion) == 26.0
+    assert optimizer_bytes_per_param(Recipe(gbs=64, seq_len=4096, optimizer="adafactor")) == 4.0
+    a = predict_one(m, c, p, adam, tp=1, pp=1, dp=32, zero=1)
+    b = predict_one(m, c, p, lion, tp=1, pp=1, dp=32, zero=1)
+    assert b.memory.optimizer_bytes[0] == _pytest.approx(a.memory.optimizer_bytes[0] * 8 / 12, rel=1e-12)
+    assert b.memory.weights_bytes[0] == a.memory.weights_bytes[0]
+    assert b.breakdown["optimizer_s"][0] == _pytest.approx(a.breakdown["optimizer_s"][0] * 26 / 34, rel=1e-12)
+    with _pytest.raises(InputError, match="--optimizer"):
+        Recipe(gbs=64, seq_len=4096, optimizer="lamb")

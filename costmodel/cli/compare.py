@@ -16,7 +16,7 @@ from ..errors import InputError
 from .common import check_layout_flags, with_layout_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
-from ..specs import Recipe, load_cluster, load_model, load_profile
+from ..specs import OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -151,13 +151,17 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
 
 def _recipe(tlog, run, c, flash_attention) -> Recipe:
     """The recipe the log ran: precision (the GPU's 16-bit type by default), flash attention (the
-    dump's flag; off for Megatron-DeepSpeed), Transformer Engine TP-comm overlap from the dump."""
+    dump's flag; off for Megatron-DeepSpeed), Transformer Engine TP-comm overlap and the optimizer
+    from the dump."""
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
     fa = flash_attention
     if fa is None:
         fa = bool(tlog.args["use_flash_attn"]) if "use_flash_attn" in tlog.args else tlog.framework != "megatron-deepspeed"
     tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
-    return Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo)
+    # Megatron-LM's --optimizer: adam (its Adam is AdamW) or sgd; other stacks: Adam unless named
+    opt = str(tlog.args.get("optimizer", "adam")).lower()
+    return Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo,
+                  optimizer=opt if opt in OPTIMIZERS else "adam")
 
 
 def _aggregate(tlog, recipe, log, warnings) -> dict:

@@ -8,12 +8,41 @@ from ..errors import InputError
 PRECISIONS = ("bf16", "fp16", "fp8")
 
 
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """What an optimizer keeps per parameter besides the fp32 master weight (mixed precision,
+    Micikevicius et al. 2018), and where that comes from.
+
+    Attributes:
+        name: the ``--optimizer`` value.
+        fp32_states: fp32 state tensors of the parameter's shape.
+        source: the algorithm's paper (which states it keeps).
+    """
+
+    name: str
+    fp32_states: int
+    source: str
+
+
+#: the optimizers a recipe may name
+OPTIMIZERS = {o.name: o for o in (
+    OptimizerSpec("adam", 2, "Kingma & Ba, ICLR 2015: first and second moments m, v"),
+    OptimizerSpec("adamw", 2, "Loshchilov & Hutter, ICLR 2019: Adam's m, v with decoupled weight decay"),
+    OptimizerSpec("lionw", 1, "Chen et al., 'Symbolic Discovery of Optimization Algorithms', NeurIPS 2023: "
+                              "one momentum (the update is its sign); llm-foundry's DecoupledLionW"),
+    OptimizerSpec("sgd", 1, "SGD with momentum (Polyak 1964; torch.optim.SGD momentum_buffer)"),
+    OptimizerSpec("adafactor", 0, "Shazeer & Stern, ICML 2018: no first moment (beta1 = 0) and the second "
+                                  "moment factored into row and column vectors, (n + m) / (n m) of a matrix: "
+                                  "counted as 0 full-size states"),
+)}
+
 
 @dataclass(frozen=True)
 class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
 
-    Optimizer is Adam with fp32 master weights (Megatron-LM mixed precision); ``flash_attention``
+    ``optimizer`` names one of :data:`OPTIMIZERS`, kept with fp32 master weights (Megatron-LM mixed
+    precision; Adam by default); ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce).
@@ -24,6 +53,12 @@ class Recipe:
     precision: str = "bf16"
     flash_attention: bool = True
     tp_comm_overlap: bool = True
+    optimizer: str = "adam"
+
+    @property
+    def optimizer_spec(self) -> OptimizerSpec:
+        """The :class:`OptimizerSpec` of ``optimizer``."""
+        return OPTIMIZERS[self.optimizer]
 
     def __post_init__(self):
         if self.gbs < 1:
@@ -32,3 +67,5 @@ class Recipe:
             raise InputError("--seq-len", "", f"must be >= 1, got {self.seq_len}")
         if self.precision not in PRECISIONS:
             raise InputError("--precision", "", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError("--optimizer", "", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")

@@ -38,3 +38,24 @@ def test_predict_passes_the_generated_flags_through(capsys):
     lay = json.loads(capsys.readouterr().out)["layout"]
     assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=0, sp=False,
                        overlap=False)
+
+
+def test_optimizer_flag_sets_the_recipe_and_rejects_unknown_names():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-8b", "--cluster", "paper-h200",
+            "--nodes", "1", "--json"]
+    out = {}
+    for opt in ("adam", "lionw"):
+        r = subprocess.run(base + ["--optimizer", opt], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out[opt] = json.loads(r.stdout)
+    assert out["lionw"]["recipe"]["optimizer"] == "lionw"
+    assert out["lionw"]["memory"]["optimizer_bytes"] == out["adam"]["memory"]["optimizer_bytes"] * 8 / 12
+    r = subprocess.run(base + ["--optimizer", "lamb"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "costmodel: error: --optimizer: 'lamb' is not one of adam, adamw, lionw, sgd, adafactor"]
