@@ -23,6 +23,7 @@ from .errors import InputError
 from .layouts import LayoutTable, validity
 from .predict import predict_table
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
+from .stacks import STACKS, Stack
 
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
@@ -61,27 +62,68 @@ def _float(r: dict, k: str):
     return float(v) if v else None
 
 
-def row_model(r: dict) -> ModelSpec:
-    """A GPT-style ModelSpec from a dev-set row (MHA/GQA, 4h GELU MLP unless the row says otherwise).
+# the stack a source ran on, by a token of its file name, where the row has no ``stack`` column
+_SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatron-legacy"),
+                  ("bloom", "megatron-deepspeed"), ("bigscience", "megatron-deepspeed"),
+                  ("megatron_lm_h100", "megatron"), ("flagperf_megatron", "megatron"), ("nemo", "nemo"),
+                  ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
+_LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 
-    BLOOM (ALiBi, no dropout: BigScience tr11 config) has no position table; the other GPT rows
-    use Megatron's learned positions and dropout 0.1.  Megatron pads the vocabulary to a multiple of
-    128 x TP (``make_vocab_size_divisible_by``) unless the row already gives a padded size.
+
+def row_stack(r: dict) -> Stack | None:
+    """The row's training stack: its ``stack`` column, else the stack of its source (by file name);
+    None when neither says (the row is skipped)."""
+    name = (r.get("stack") or "").strip()
+    if name:
+        return STACKS.get(name)
+    src = r.get("source_file", "").lower()
+    return next((STACKS[s] for key, s in _SOURCE_STACKS if key in src), None)
+
+
+def row_zero(r: dict) -> int:
+    """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
+    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; else 0."""
+    v = (r.get("fsdp_or_zero") or "").strip().lower()
+    if v.startswith("zero-1"):
+        return 1
+    if v.startswith("zero-2") or "shard_grad_op" in v:
+        return 2
+    if v.startswith("zero-3") or v.startswith("fsdp"):
+        return 3
+    return 0
+
+
+def row_model(r: dict, stack: Stack) -> ModelSpec:
+    """The ModelSpec of a dev-set row, by architecture family of its model name.
+
+    * Llama, Mistral, Mixtral, Qwen: SwiGLU MLP of the row's ``ffn_hidden``, RoPE, untied output
+      layer, no biases, no dropout (the families' Hugging Face configs).
+    * MPT: 4h GELU MLP, ALiBi (no position table), tied embeddings, no biases, no dropout (MosaicML
+      MPT configs: ``no_bias: true``, ``alibi: true``).
+    * BLOOM: GPT-style with ALiBi and no dropout (BigScience tr11 config).
+    * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
+    Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
+    multiple of 128 x TP unless the row already gives a padded size.
     """
-    bloom = "BLOOM" in r["model"] or "bloom" in r["source_file"]
+    name = r["model"]
+    bloom = "BLOOM" in name or "bloom" in r["source_file"]
+    llama = _LLAMA_FAMILY.search(name) is not None
+    mpt = name.upper().startswith("MPT")
     tp = _int(r, "tp") or 1
     vocab = _int(r, "vocab")
-    mult = 128 * tp
-    vocab = int(math.ceil(vocab / mult) * mult)
+    if stack.pads_vocab:
+        mult = 128 * tp
+        vocab = int(math.ceil(vocab / mult) * mult)
     h, heads = _int(r, "hidden"), _int(r, "num_heads")
     experts = _int(r, "num_experts") or 1
+    gpt = not (bloom or llama or mpt)
     return ModelSpec(
-        name=r["model"], display_name=r["model"], num_layers=_int(r, "num_layers"), hidden=h,
+        name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
         ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
-        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=False,
-        activation="gelu", tie_embeddings=True, num_experts=experts, topk=_int(r, "moe_topk") or 1,
-        learned_positions=not bloom, max_positions=_int(r, "seq_len") if not bloom else 0,
-        dropout=not bloom, bias=True, seq_len=_int(r, "seq_len"))
+        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
+        activation="silu" if llama else "gelu", tie_embeddings=not llama, num_experts=experts,
+        topk=_int(r, "moe_topk") or 1, learned_positions=gpt, max_positions=_int(r, "seq_len") if gpt else 0,
+        dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"))
 
 
 METRICS = {
@@ -176,13 +218,17 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             out.append(RowResult(rid, src, skipped=f"{gpn} GPUs per node; the catalog's {cluster.key} has "
                                                    f"{cluster.gpus_per_node}"))
             continue
-        model = row_model(r)
-        # every dev-set source predates flash attention and Transformer Engine's TP overlap
+        stack = row_stack(r)
+        if stack is None:
+            out.append(RowResult(rid, src, skipped="stack unknown: add a stack column"))
+            continue
+        model = row_model(r, stack)
         recipe = Recipe(gbs=_int(r, "gbs"), seq_len=_int(r, "seq_len"), precision=r["precision"],
-                        flash_attention=False, tp_comm_overlap=False)
+                        flash_attention=stack.flash_attention, tp_comm_overlap=stack.tp_comm_overlap,
+                        optimizer=stack.optimizer)
         tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
         dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
-        zero = 1 if r.get("fsdp_or_zero", "").startswith("zero-1") else 0
+        zero = row_zero(r)
         # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
         # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
         ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None

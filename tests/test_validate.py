@@ -68,3 +68,26 @@ def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
     f.write_text(head + "\n" + odd + "\n")
     (r,) = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped == "no catalog GPU 'A800'"
+
+
+HOPPER = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
+
+
+def test_rows_are_read_with_their_stack_family_and_sharding():
+    from costmodel.validate import row_model, row_stack, row_zero
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    llama = rows["mleng-001"]                  # Llama-3.1-8B, DeepSpeed ZeRO-3 (ml-engineering)
+    st = row_stack(llama)
+    assert st.name == "deepspeed" and st.flash_attention and row_zero(llama) == 3
+    m = row_model(llama, st)
+    # SwiGLU, GQA, untied: the HF checkpoint's 8,030,261,248 parameters, vocab not padded
+    assert m.gated and not m.tie_embeddings and m.vocab == 128256 and m.params() == 8_030_261_248
+    mpt = next(r for r in rows.values() if r["model"] == "MPT-7b")
+    st = row_stack(mpt)
+    assert st.name == "llm-foundry" and st.optimizer == "lionw" and row_zero(mpt) == 3
+    m = row_model(mpt, st)                     # MPT-7B: 6.65B parameters (MosaicML model card)
+    assert not m.gated and m.tie_embeddings and not m.learned_positions and not m.bias
+    assert m.params() == pytest.approx(6.65e9, rel=0.005)
+    sc21 = next(r for r in read_runs_csv(DEV) if "sc21" in r["source_file"])
+    assert row_stack(sc21).name == "megatron-legacy" and not row_stack(sc21).flash_attention
+    assert row_zero({"fsdp_or_zero": "fsdp-shard_grad_op (zero-2-like)"}) == 2 and row_zero({"fsdp_or_zero": ""}) == 0
