@@ -40,7 +40,8 @@ def run_record(run: RunPrediction) -> dict:
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
-                   "flash_attention": run.recipe.flash_attention, "optimizer": run.recipe.optimizer},
+                   "flash_attention": run.recipe.flash_attention, "tp_comm_overlap": run.recipe.tp_comm_overlap,
+                   "optimizer": run.recipe.optimizer},
     }
     if not run.feasible:
         rec["reason"] = run.reason
@@ -127,8 +128,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append("--overlap-grad-reduce")
         if layout["zero"] in (1, 2):
             a.append("--overlap-param-gather")
-        if layout["sp"]:
-            a.append("--tp-comm-overlap")
+    if recipe.tp_comm_overlap and layout["sp"]:
+        a.append("--tp-comm-overlap")
     a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}[recipe.precision])
     if recipe.flash_attention:
         a.append("--use-flash-attn")

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import InputError
+from .specs import Recipe
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,20 @@ STACKS = {s.name: s for s in (
     Stack("llm-foundry", True, False, "lionw", False),
     Stack("deepspeed", True, False, "adamw", False),
 )}
+
+
+def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, *, flash_attention: bool | None = None,
+                 tp_comm_overlap: bool | None = None, optimizer: str | None = None) -> Recipe:
+    """The recipe of a run on ``stack``: what the caller gives, the stack's defaults for the rest.
+
+    Raises:
+        InputError: a bad recipe value (costmodel.specs.Recipe).
+    """
+    pick = lambda given, default: default if given is None else given  # noqa: E731
+    return Recipe(gbs=gbs, seq_len=seq_len, precision=precision,
+                  flash_attention=pick(flash_attention, stack.flash_attention),
+                  tp_comm_overlap=pick(tp_comm_overlap, stack.tp_comm_overlap),
+                  optimizer=pick(optimizer, stack.optimizer))
 
 
 def get_stack(name: str, where: str = "--stack") -> Stack:

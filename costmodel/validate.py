@@ -23,7 +23,7 @@ from .errors import InputError
 from .layouts import LayoutTable, validity
 from .predict import predict_table
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
-from .stacks import STACKS, Stack
+from .stacks import STACKS, Stack, stack_recipe
 
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
@@ -223,9 +223,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             out.append(RowResult(rid, src, skipped="stack unknown: add a stack column"))
             continue
         model = row_model(r, stack)
-        recipe = Recipe(gbs=_int(r, "gbs"), seq_len=_int(r, "seq_len"), precision=r["precision"],
-                        flash_attention=stack.flash_attention, tp_comm_overlap=stack.tp_comm_overlap,
-                        optimizer=stack.optimizer)
+        recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"])
         tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
         dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
         zero = row_zero(r)

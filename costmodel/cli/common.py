@@ -10,7 +10,8 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import OPTIMIZERS, ClusterSpec, Recipe, load_cluster, load_model, load_profile
+from ..specs import OPTIMIZERS, ClusterSpec, load_cluster, load_model, load_profile
+from ..stacks import STACKS, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -20,11 +21,16 @@ SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: th
 PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
 PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
 NOFLASH = typer.Option(False, "--no-flash-attention", help="Model unfused attention (s^2 softmax in HBM).")
-OPTIMIZER = typer.Option("adam", "--optimizer", help=f"{', '.join(OPTIMIZERS)}: its fp32 states set the optimizer "
-                         "memory and step (default: adam).")
+OPTIMIZER = typer.Option(None, "--optimizer", help=f"{', '.join(OPTIMIZERS)}: its fp32 states set the optimizer "
+                         "memory and step (default: the stack's).")
+STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the training stack whose defaults set flash "
+                     "attention, TP-comm overlap, optimizer and vocabulary padding (costmodel/stacks.py).")
+TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
+                               help="Transformer Engine TP-communication overlap (default: the stack's; megatron: off).")
 
 
-def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, no_flash, optimizer="adam"):
+def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, no_flash, optimizer=None,
+          stack="megatron", tp_comm_overlap=None):
     """Load the model, cluster, recipe and profile the common options name (notes on stderr).
 
     Returns:
@@ -38,8 +44,9 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, n
         precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
     if seq_len is not None and seq_len < 1:
         raise InputError("--seq-len", "", f"must be >= 1, got {seq_len}")
-    recipe = Recipe(gbs=gbs, seq_len=seq_len or model.seq_len, precision=precision,
-                    flash_attention=not no_flash, optimizer=optimizer)
+    recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision,
+                          flash_attention=False if no_flash else None, tp_comm_overlap=tp_comm_overlap,
+                          optimizer=optimizer)
     profile = load_profile(profile_arg or cluster.gpu.key)
     for note in profile_notes(profile, cluster):
         print(f"costmodel: note: {note}", file=sys.stderr)

@@ -17,6 +17,7 @@ from .common import check_layout_flags, with_layout_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
+from ..stacks import get_stack, stack_recipe
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -65,6 +66,8 @@ def compare(
         flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention",
                                                        help="(default: from the log; off for Megatron-DeepSpeed)"),
         profile: Optional[str] = _O("--profile", "Calibrated profile YAML (default: the GPU's built-in one)."),
+        stack: Optional[str] = _O("--stack", "Training stack whose defaults fill what the log does not say "
+                                  "(default: the log's framework; costmodel/stacks.py)."),
         warmup_steps: Optional[int] = _O("--warmup-steps", "Logged iterations to discard (default: the reader's rule)."),
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
         plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
@@ -81,7 +84,7 @@ def compare(
     warnings = list(tlog.errors) + list(tlog.warnings)
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings)
-    recipe = _recipe(tlog, run, c, flash_attention)
+    recipe = _recipe(tlog, run, c, flash_attention, stack)
     p = load_profile(profile or c.gpu.key)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     pred = predict_run(m, recipe, c, p, run.layout)
@@ -149,19 +152,21 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
     return run, m, c
 
 
-def _recipe(tlog, run, c, flash_attention) -> Recipe:
-    """The recipe the log ran: precision (the GPU's 16-bit type by default), flash attention (the
-    dump's flag; off for Megatron-DeepSpeed), Transformer Engine TP-comm overlap and the optimizer
-    from the dump."""
+def _recipe(tlog, run, c, flash_attention, stack_name) -> Recipe:
+    """The recipe the log ran: precision (the GPU's 16-bit type by default); flash attention,
+    Transformer Engine TP-comm overlap and the optimizer from the dump where it says, else the
+    defaults of the run's stack (``--stack``, else the log's framework; costmodel/stacks.py)."""
+    stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
     fa = flash_attention
-    if fa is None:
-        fa = bool(tlog.args["use_flash_attn"]) if "use_flash_attn" in tlog.args else tlog.framework != "megatron-deepspeed"
-    tpo = bool(tlog.args.get("tp_comm_overlap") or tlog.args.get("ub_tp_comm_overlap") or False)
-    # Megatron-LM's --optimizer: adam (its Adam is AdamW) or sgd; other stacks: Adam unless named
-    opt = str(tlog.args.get("optimizer", "adam")).lower()
-    return Recipe(gbs=run.gbs, seq_len=run.seq_len, precision=prec, flash_attention=fa, tp_comm_overlap=tpo,
-                  optimizer=opt if opt in OPTIMIZERS else "adam")
+    if fa is None and "use_flash_attn" in tlog.args:
+        fa = bool(tlog.args["use_flash_attn"])
+    keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in tlog.args]
+    tpo = bool(tlog.args[keys[0]]) if keys else None
+    # Megatron-LM's --optimizer: adam (its Adam is AdamW) or sgd
+    opt = str(tlog.args["optimizer"]).lower() if "optimizer" in tlog.args else None
+    return stack_recipe(stack, run.gbs, run.seq_len, prec, flash_attention=fa, tp_comm_overlap=tpo,
+                        optimizer=opt if opt in OPTIMIZERS else None)
 
 
 def _aggregate(tlog, recipe, log, warnings) -> dict:

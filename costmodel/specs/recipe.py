@@ -52,7 +52,7 @@ class Recipe:
     seq_len: int
     precision: str = "bf16"
     flash_attention: bool = True
-    tp_comm_overlap: bool = True
+    tp_comm_overlap: bool = False
     optimizer: str = "adam"
 
     @property

@@ -59,3 +59,27 @@ def test_optimizer_flag_sets_the_recipe_and_rejects_unknown_names():
     r = subprocess.run(base + ["--optimizer", "lamb"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "costmodel: error: --optimizer: 'lamb' is not one of adam, adamw, lionw, sgd, adafactor"]
+
+
+def test_the_stack_sets_what_the_flags_leave_open():
+    """Megatron-core leaves TE's TP-comm overlap off (exposed TP comm), NeMo's recipes turn it on;
+    an explicit flag wins over the stack."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-70b", "--cluster", "paper-h200",
+            "--tp", "4", "--pp", "4", "--recompute", "full", "--json"]
+    got = {}
+    for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"], ["--stack", "llm-foundry"]):
+        r = subprocess.run(base + extra, capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got[" ".join(extra)] = json.loads(r.stdout)
+    assert got[""]["recipe"]["tp_comm_overlap"] is False and got[""]["breakdown"]["tp_comm_s"] > 0
+    assert got["--stack nemo"]["recipe"]["tp_comm_overlap"] is True
+    assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == 0.0 == got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
+    assert got["--stack llm-foundry"]["recipe"]["optimizer"] == "lionw"
+    r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
