@@ -274,7 +274,7 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
     if not st == st and meas_tok == meas_tok and meas_tok:
         st = metrics.tokens_per_step(recipe) / meas_tok / num_gpus      # torchtitan: step time from tokens/s
     t_pred = run.step_time_s
-    band = run.step_time_band_s if run.band is not None and run.band.sigma else None
+    band = run.step_time_band_s if run.band is not None and run.band.rel > 0 else None
     out = [
         _metric("step_time_s", "s", st, t_pred, band),
         _metric("tokens_per_s_per_gpu", "tokens/s", meas_tok, run.tokens_per_s_per_gpu),

@@ -22,6 +22,7 @@ from .layouts import LayoutTable, layout_name
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .model_error import load_model_form, regime
 from .uncertainty import Band, step_time_band
 
 GIB = 2.0**30
@@ -259,10 +260,11 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
     dtype = gemm_dtype(recipe)
+    mf = load_model_form().sigma(regime(recipe.stack, cluster.gpu.key, model.params()))
     out = []
     for i in range(len(layouts)):
         run = prediction_row(pred, i, model, recipe, cluster, profile)
-        run.band = step_time_band(run.breakdown, run.layout, cluster.gpus_per_node, profile, dtype)
+        run.band = step_time_band(run.breakdown, run.layout, cluster.gpus_per_node, profile, dtype, mf)
         run.energy_missing = missing
         if energy and not missing:
             caps = None if caps_w is None else [caps_w] * run.layout["pp"]

@@ -47,7 +47,9 @@ def run_record(run: RunPrediction) -> dict:
         rec["reason"] = run.reason
     if run.band is not None:
         rec["step_time_band"] = {"rel": run.band.rel, "sigma": run.band.sigma,
-                                 "unfitted_terms": list(run.band.unfitted), "profile": run.profile.path}
+                                 "unfitted_terms": list(run.band.unfitted), "profile": run.profile.path,
+                                 "fit_rel": run.band.fit_rel, "model_form_rel": run.band.model_form_rel,
+                                 "model_form_regime": run.band.model_form_key}
     if run.energy is not None:
         rec.update(dataclasses.asdict(run.energy))
         rec["uncapped_step_time_s"] = run.uncapped_step_time_s
@@ -305,22 +307,24 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     source's measured step time came from, Spearman per sweep, and optionally every row."""
     from .validate import METRICS
     tb = Table(title="Step-time error per source (predicted vs measured)", header_style="bold")
-    for c in ("source", "used", "skipped", "OOM", "mean |err| %", "max |err| %", "Spearman", "measured from"):
+    for c in ("source", "used", "skipped", "OOM", "mean |err| %", "max |err| %", "in band", "Spearman",
+              "measured from"):
         tb.add_column(c, justify="left" if c in ("source", "measured from") else "right")
     fmt = lambda v, f="{:.1f}": "-" if v is None else f.format(v)
+    pct = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     for src, s in summary["sources"].items():
         tb.add_row(src.split("/")[-1], str(s["used"]), str(s["skipped"]), str(s["predicted_oom"]),
-                   fmt(s["mean_abs_err_pct"]),
-                   fmt(s["max_abs_err_pct"]), fmt(s["spearman"], "{:.3f}"),
-                   ", ".join(f"{k} ({n})" for k, n in s.get("metrics", {}).items()))
+                   fmt(s["mean_abs_err_pct"]), fmt(s["max_abs_err_pct"]), pct(s["band_coverage"]),
+                   fmt(s["spearman"], "{:.3f}"), ", ".join(f"{k} ({n})" for k, n in s.get("metrics", {}).items()))
     o = summary["overall"]
     tb.add_row("[bold]all", str(o["used"]), str(o["skipped"]), str(o["predicted_oom"]), fmt(o["mean_abs_err_pct"]),
-               fmt(o["max_abs_err_pct"]), "", "")
+               fmt(o["max_abs_err_pct"]), pct(o["band_coverage"]), "", "")
     out = [tb]
     lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
-    lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept)")
+    lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept); "
+                 "in band: used rows whose measured step lies inside the one-sigma band")
     lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
     if summary["spearman"]:
         lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count):")

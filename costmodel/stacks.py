@@ -74,7 +74,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, *, flash_
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision,
                   flash_attention=pick(flash_attention, stack.flash_attention),
                   tp_comm_overlap=pick(tp_comm_overlap, stack.tp_comm_overlap),
-                  optimizer=pick(optimizer, stack.optimizer))
+                  optimizer=pick(optimizer, stack.optimizer), stack=stack.name)
 
 
 def get_stack(name: str, where: str = "--stack") -> Stack:

@@ -16,13 +16,16 @@ communication, each in the scope its group spans (intra-node if it fits in a nod
 without a ``fit`` that is derived from another GPU's fitted entry borrows that fit's sigma (the
 transfer between GPUs adds error the band cannot know); one with neither contributes no sigma and
 is listed in ``unfitted``: the band then understates the uncertainty, and the report says so.
+
+The fit residuals say nothing of what the model leaves out: the model-form error of the
+prediction's regime, measured on published runs (costmodel.model_error), joins them in quadrature.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .specs import Profile
-from .specs.profile import MAD_TO_SIGMA  # noqa: F401  (the band's sigma per median residual)
+from .specs.profile import MAD_TO_SIGMA  # noqa: F401  (re-exported: the band's sigma per median residual)
 
 
 @dataclass(frozen=True)
@@ -31,18 +34,25 @@ class Band:
 
     Attributes:
         band_s: the +/- half-width, seconds.
-        rel: band_s / step_time_s.
+        rel: band_s / step_time_s: fit_rel and model_form_rel in quadrature.
         sigma: term -> relative sigma used (only terms with a fit).
         unfitted: terms whose parameters carry no fit residuals (not in the band).
+        fit_rel: the fit residuals' part (module docstring).
+        model_form_rel: the model-form error of the prediction's regime (costmodel.model_error).
+        model_form_key: the regime table entry it came from (None without one).
     """
 
     band_s: float
     rel: float
     sigma: dict
     unfitted: tuple
+    fit_rel: float = 0.0
+    model_form_rel: float = 0.0
+    model_form_key: str | None = None
 
 
-def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: Profile, dtype: str) -> Band:
+def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: Profile, dtype: str,
+                   model_form: tuple = (0.0, None, 0)) -> Band:
     """One-sigma band of a step time from the profile's fit residuals (module docstring).
 
     Args:
@@ -51,6 +61,8 @@ def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: P
         gpus_per_node: of the cluster (which scope each group spans).
         profile: the profile (its ``fit_sigma``: costmodel/specs/profile.py ``fit_sigma``).
         dtype: GEMM dtype of the recipe (bf16, fp16, fp8).
+        model_form: (relative sigma, table key, rows) of the regime (costmodel.model_error
+            ``ModelFormError.sigma``), combined with the fit part in quadrature.
     Returns:
         :class:`Band`.
     """
@@ -80,5 +92,8 @@ def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: P
         sigma[term] = s
         var += (sec * s) ** 2
     total = sum(breakdown.values())
-    band = var ** 0.5
-    return Band(band_s=band, rel=band / total if total > 0 else 0.0, sigma=sigma, unfitted=tuple(unfitted))
+    fit_rel = var ** 0.5 / total if total > 0 else 0.0
+    mf_rel, mf_key, _ = model_form
+    rel = (fit_rel ** 2 + mf_rel ** 2) ** 0.5
+    return Band(band_s=rel * total, rel=rel, sigma=sigma, unfitted=tuple(unfitted), fit_rel=fit_rel,
+                model_form_rel=mf_rel, model_form_key=mf_key)

@@ -18,12 +18,14 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from . import metrics
-from .compute import model_flops_per_step
+from .compute import gemm_dtype, model_flops_per_step
 from .errors import InputError
 from .layouts import LayoutTable, validity
+from .model_error import load_model_form, regime
 from .predict import predict_table
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
 from .stacks import STACKS, Stack, stack_recipe
+from .uncertainty import step_time_band
 
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
@@ -45,6 +47,13 @@ class RowResult:
     sweep: str = ""
     metric: str | None = None
     predicted_oom: bool = False
+    regime: tuple | None = None
+    band_rel: float | None = None
+
+    @property
+    def covered(self) -> bool:
+        """The measured step time lies inside the prediction's one-sigma band."""
+        return abs(self.predicted_s - self.measured_s) <= self.band_rel * self.predicted_s
 
     @property
     def error_pct(self) -> float:
@@ -245,12 +254,18 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric)
         out.append(res)
         groups.setdefault((key, model, recipe), []).append((row, res))
+    mf_table = load_model_form()
     for (key, model, recipe), members in groups.items():
         cluster, profile = cache[key]
         pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
-        for (_, res), step, fits in zip(members, pred.step_time_s, pred.feasible):
-            res.predicted_s = float(step)
-            res.predicted_oom = not bool(fits)
+        reg = regime(recipe.stack, cluster.gpu.key, model.params())
+        mf, dtype = mf_table.sigma(reg), gemm_dtype(recipe)
+        for i, (row, res) in enumerate(members):
+            res.predicted_s = float(pred.step_time_s[i])
+            res.predicted_oom = not bool(pred.feasible[i])
+            res.regime = reg
+            bd = {k: float(v[i]) for k, v in pred.breakdown.items()}
+            res.band_rel = step_time_band(bd, row, cluster.gpus_per_node, profile, dtype, mf).rel
     return out
 
 
@@ -299,7 +314,7 @@ def summarize(results: list[RowResult]) -> dict:
     by_src: dict = {}
     for r in results:
         s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "metrics": {},
-                                         "predicted_oom": 0})
+                                         "predicted_oom": 0, "covered": 0})
         if r.skipped:
             s["skipped"] += 1
             s["skip_reasons"][r.skipped] = s["skip_reasons"].get(r.skipped, 0) + 1
@@ -308,12 +323,14 @@ def summarize(results: list[RowResult]) -> dict:
             s["abs_err"].append(abs(r.error_pct))
             s["metrics"][r.metric] = s["metrics"].get(r.metric, 0) + 1
             s["predicted_oom"] += int(r.predicted_oom)
+            s["covered"] += int(r.covered)
     for src, s in by_src.items():
         pairs = [(r.measured_s, r.predicted_s) for r in results if r.source == src and not r.skipped]
         s["spearman"] = _spearman(pairs)
         e = s.pop("abs_err")
         s["mean_abs_err_pct"] = float(np.mean(e)) if e else None
         s["max_abs_err_pct"] = float(np.max(e)) if e else None
+        s["band_coverage"] = s.pop("covered") / s["used"] if s["used"] else None
     used = [abs(r.error_pct) for r in results if not r.skipped]
     sweeps: dict = {}
     for r in results:
@@ -322,6 +339,7 @@ def summarize(results: list[RowResult]) -> dict:
     rho = {k: r for k, v in sweeps.items() if (r := _spearman(v)) is not None}
     overall = {"used": len(used), "skipped": len(results) - len(used),
                "predicted_oom": sum(int(r.predicted_oom) for r in results if not r.skipped),
+               "band_coverage": (sum(int(r.covered) for r in results if not r.skipped) / len(used)) if used else None,
                "mean_abs_err_pct": float(np.mean(used)) if used else None,
                "max_abs_err_pct": float(np.max(used)) if used else None}
     return {"sources": by_src, "overall": overall, "spearman": rho}

@@ -54,9 +54,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
               f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
               f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
-    out.print(f"  ± is one sigma from the fit residuals of {p.path}"
-              + (f"; not in the band (no fit data): {', '.join(band.unfitted)}" if band.unfitted else ""),
-              highlight=False)
+    out.print(f"  ± is one sigma: the fit residuals of {p.path} ({100 * band.fit_rel:.1f}%) and the model's "
+              f"error on published runs of its regime {band.model_form_key} ({100 * band.model_form_rel:.1f}%)"
+              + (f"; no fit data for: {', '.join(band.unfitted)}" if band.unfitted else ""), highlight=False)
     out.print(report.breakdown_table(rec, "Step time breakdown (uncapped)"))
     out.print(report.memory_table(rec))
     if energy is not None:

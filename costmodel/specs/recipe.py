@@ -42,7 +42,8 @@ class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
 
     ``optimizer`` names one of :data:`OPTIMIZERS`, kept with fp32 master weights (Megatron-LM mixed
-    precision; Adam by default); ``flash_attention``
+    precision; Adam by default); ``stack`` names the training stack whose defaults the recipe took
+    (costmodel.stacks; it selects the regime of the model-form error); ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce).
@@ -54,6 +55,7 @@ class Recipe:
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     optimizer: str = "adam"
+    stack: str = "megatron"
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:

@@ -1,0 +1,50 @@
+"""The model-form error (costmodel.model_error): regimes, the estimator, the shipped table and the
+band coverage it gives on the dev sets."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from costmodel.errors import InputError
+from costmodel.model_error import estimate, generation, load_model_form, regime, size_class
+
+REPO = Path(__file__).resolve().parents[1]
+DEV_SETS = [REPO / "benchmarks" / "data" / "dev_set.csv", REPO / "benchmarks" / "data" / "dev_set_hopper.csv"]
+
+
+def test_regimes_and_fallbacks():
+    assert generation("h100-sxm-80gb") == generation("h200-sxm-141gb") == "hopper"
+    assert generation("a100-sxm-80gb") == "ampere" and generation("tpu-v5") == "other"
+    assert size_class(1.3e9) == "<3B" and size_class(8e9) == "3-30B" and size_class(70e9) == ">30B"
+    assert regime("megatron", "h100-sxm-80gb", 70e9) == ("megatron", "hopper", ">30B")
+    # 68.27th percentile of |deviation|: 7 of 10 deviations within it
+    tab = estimate([("s", "g", "<3B")] * 10, [0.01 * k for k in range(10)] )
+    assert tab["s/g/<3B"]["n"] == 10 and tab["s/g/<3B"]["sigma_rel"] == pytest.approx(0.0614, abs=1e-4)
+    assert set(tab) == {"s/g/<3B", "s/g", "g", "all"}
+    from costmodel.model_error import ModelFormError
+    mf = ModelFormError(tab, "x")
+    assert mf.sigma(("s", "g", ">30B"))[1] == "s/g"            # too few rows of its own: the coarser level
+    assert mf.sigma(("t", "h", "<3B"))[1] == "all"
+    assert ModelFormError({}, "x").sigma(("s", "g", "<3B")) == (0.0, None, 0)
+
+
+def test_the_shipped_table_is_what_the_model_gives_today():
+    """Regenerating the table from the dev sets must give the shipped numbers: a physics change that
+    forgets ``python -m costmodel.fit.model_form`` fails here."""
+    from costmodel.fit.model_form import measure
+    shipped = yaml.safe_load((REPO / "hardware" / "model_form.yaml").read_text())["sigma"]
+    assert measure(DEV_SETS)["sigma"] == shipped
+
+
+def test_one_sigma_band_covers_about_two_thirds_of_published_runs():
+    from costmodel.validate import read_runs_csv, summarize, validate_rows
+    for path in DEV_SETS:
+        cov = summarize(validate_rows(read_runs_csv(path), str(path)))["overall"]["band_coverage"]
+        assert 0.55 <= cov <= 0.80, (path.name, cov)
+
+
+def test_a_malformed_table_is_named(tmp_path):
+    bad = tmp_path / "mf.yaml"
+    bad.write_text("sigma:\n  all: {sigma_rel: -1, n: 3}\n")
+    with pytest.raises(InputError, match="sigma.all"):
+        load_model_form(str(bad))
