@@ -58,8 +58,8 @@ LAYOUT_FIELDS = (
     LayoutField("ep", "degree", "Expert-parallel size.", 1),
     LayoutField("vp", "degree", "Virtual pipeline chunks per rank (interleaved 1F1B).", 1),
     LayoutField("mbs", "degree", "Micro-batch size, sequences.", 1),
-    LayoutField("recompute", "choice", "Activation recomputation: none, selective or full.", "none",
-                choices=RECOMPUTE),
+    LayoutField("recompute", "choice", "Activation recomputation: none, selective or full (predict also takes "
+                "auto: the least that fits).", "none", choices=RECOMPUTE),
     LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
     LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
     LayoutField("overlap", "bool", "DP gradient/parameter and TP communication overlapped with compute", True),

@@ -274,6 +274,17 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     return out
 
 
+def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict) -> str:
+    """The least activation recomputation that fits the layout in HBM (Megatron ``--recompute-granularity``):
+    ``none``, then ``selective`` (unfused attention only: with flash attention it stores and recomputes
+    nothing more than ``none``), then ``full``; ``full`` when nothing fits (the prediction then says by
+    how much it does not)."""
+    order = ("none", "full") if recipe.flash_attention else ("none", "selective", "full")
+    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([dict(layout, recompute=rc)
+                                                                                 for rc in order]))
+    return next((rc for rc, fits in zip(order, pred.feasible) if fits), "full")
+
+
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
                 **kw) -> RunPrediction:
     """Predict one layout (a dict with the keys of costmodel.layouts.FIELDS): :func:`predict_runs`

@@ -10,7 +10,7 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..layouts import LayoutTable, check_layout
-from ..predict import predict_run
+from ..predict import least_recompute, predict_run
 from .common import (CLUSTER, GBS, MODEL, NODES, NOFLASH, OPTIMIZER, PREC, PROFILE, SEQ, STACK, TP_COMM_OVERLAP,
                      check_layout_flags, context_line, setup, with_layout_flags)
 
@@ -27,8 +27,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention, optimizer,
                     stack, tp_comm_overlap)
-    check_layout_flags(layout_flags)
-    lay = dict(layout_flags)
+    auto = layout_flags.get("recompute") == "auto"
+    lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
+    check_layout_flags(lay)
     if lay["dp"] is None:
         n = lay["tp"] * lay["pp"] * lay["cp"]
         if c.num_gpus % n:
@@ -36,6 +37,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         lay["dp"] = c.num_gpus // n
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
     check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    if auto:
+        lay["recompute"] = least_recompute(m, r, c, p, lay)
+        print(f"costmodel: note: --recompute auto chose {lay['recompute']}", file=sys.stderr)
     run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",

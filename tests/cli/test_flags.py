@@ -83,3 +83,21 @@ def test_the_stack_sets_what_the_flags_leave_open():
     assert got["--stack llm-foundry"]["recipe"]["optimizer"] == "lionw"
     r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
+
+
+def test_recompute_auto_picks_the_least_recomputation_that_fits(h200):
+    """Llama-3-70B at TP4 PP4 with no recompute needs 80 GiB per GPU: it fits the 141 GB H200 (auto
+    keeps none) but not the 80 GB H100, where auto falls back to full recomputation."""
+    from costmodel.predict import least_recompute, predict_table
+    from costmodel.layouts import LayoutTable
+    from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+    m, r = load_model("llama3-70b"), Recipe(gbs=128, seq_len=8192)
+    lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    c, p = h200
+    assert least_recompute(m, r, c, p, lay) == "none"
+    h100 = load_cluster("paper-h100")
+    lay100 = dict(lay, dp=4)
+    p100 = load_profile(h100.gpu.key)
+    none = predict_table(m, r, h100, p100, LayoutTable.from_rows([lay100]))
+    assert not none.feasible[0]
+    assert least_recompute(m, r, h100, p100, lay100) == "full"
