@@ -107,8 +107,9 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
 
     * Llama, Mistral, Mixtral, Qwen: SwiGLU MLP of the row's ``ffn_hidden``, RoPE, untied output
       layer, no biases, no dropout (the families' Hugging Face configs).
-    * MPT: 4h GELU MLP, ALiBi (no position table), tied embeddings, no biases, no dropout (MosaicML
-      MPT configs: ``no_bias: true``, ``alibi: true``).
+    * MPT: 4h GELU MLP, a learned position table, tied embeddings, no biases, no dropout (llm-foundry
+      MPTConfig defaults ``learned_pos_emb: true``, ``no_bias: true``, which its benchmark yamls keep:
+      the dev set's parameter counts include the seq x d table).
     * BLOOM: GPT-style with ALiBi and no dropout (BigScience tr11 config).
     * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
     Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
@@ -126,12 +127,13 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     h, heads = _int(r, "hidden"), _int(r, "num_heads")
     experts = _int(r, "num_experts") or 1
     gpt = not (bloom or llama or mpt)
+    learned = gpt or mpt
     return ModelSpec(
         name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
         ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
         num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
         activation="silu" if llama else "gelu", tie_embeddings=not llama, num_experts=experts,
-        topk=_int(r, "moe_topk") or 1, learned_positions=gpt, max_positions=_int(r, "seq_len") if gpt else 0,
+        topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,
         dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"))
 
 
@@ -147,14 +149,18 @@ METRICS = {
 def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):
     """The row's measured step time in seconds and the column it came from (``(None, None)`` if none).
 
-    Order of preference and FLOP conventions (:data:`METRICS`): ``step_time_s``; else
-    ``hardware_tflops_per_gpu`` (executed FLOPs: the model FLOPs of Narayanan et al. SC21 times 4/3
-    under full recomputation, the convention of Megatron-DeepSpeed's "TFLOPs" log field);
-    ``model_tflops_per_gpu`` (model FLOPs); ``tokens_per_s_per_gpu``.
+    Order of preference (:data:`METRICS`): the columns that need no FLOP convention first,
+    ``step_time_s``, then ``tokens_per_s_per_gpu``; else ``hardware_tflops_per_gpu`` (executed FLOPs:
+    the model FLOPs of Narayanan et al. SC21 times 4/3 under full recomputation, the convention of
+    Megatron-DeepSpeed's "TFLOPs" log field); ``model_tflops_per_gpu`` (model FLOPs, whose attention
+    convention differs between sources).
     """
     st = _float(r, "step_time_s")
     if st:
         return st, "step_time_s"
+    tk = _float(r, "tokens_per_s_per_gpu")
+    if tk:
+        return metrics.tokens_per_step(recipe) / (tk * n_gpus), "tokens_per_s_per_gpu"
     mflops = model_flops_per_step(model, recipe)
     hw = _float(r, "hardware_tflops_per_gpu")
     if hw:
@@ -163,9 +169,6 @@ def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
     mt = _float(r, "model_tflops_per_gpu")
     if mt:
         return mflops / (mt * 1e12 * n_gpus), "model_tflops_per_gpu"
-    tk = _float(r, "tokens_per_s_per_gpu")
-    if tk:
-        return metrics.tokens_per_step(recipe) / (tk * n_gpus), "tokens_per_s_per_gpu"
     return None, None
 
 
