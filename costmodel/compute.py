@@ -33,6 +33,7 @@ from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
+FP8_CAST_BYTES = 4.0        # cast-transpose: read 2 bytes (bf16), write 1 (fp8) + 1 (fp8 transpose)
 
 
 def layer_matmul_flops_per_token(model: ModelSpec) -> float:
@@ -62,6 +63,11 @@ def model_flops_per_step(model: ModelSpec, recipe: Recipe) -> float:
                                      + attention_flops_per_token(model, recipe.seq_len))
                  + 2.0 * model.hidden * model.vocab)
     return 3.0 * per_token * recipe.gbs * recipe.seq_len
+
+
+def _dtype16(profile: Profile) -> str:
+    """The profile's 16-bit GEMM dtype: bf16, else fp16 (the fp8 fit when it has neither)."""
+    return next((d for d in ("bf16", "fp16") if d in profile.gemm), "fp8")
 
 
 def gemm_dtype(recipe: Recipe) -> str:
@@ -143,9 +149,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     h, q, kv, ffn, V = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden, model.vocab
     launch = gp.launch_s
 
-    def gemm3(m, n, k, batch=1.0):
-        """forward, dgrad and wgrad time of y[m,n] = x[m,k] w[k,n]."""
-        g = lambda a, b_, c: gemm_time_s(a, b_, c, batch, peak, hbm, eta_hbm, gp, wbytes)
+    def gemm3(m, n, k, batch=1.0, dtype=dt):
+        """forward, dgrad and wgrad time of y[m,n] = x[m,k] w[k,n] in ``dtype``."""
+        if dtype == dt:
+            pk, p_, wb = peak, gp, wbytes
+        else:
+            pk, p_, wb = peak16, profile.gemm.get(dtype, gp), ACT_BYTES
+        g = lambda a, b_, c: gemm_time_s(a, b_, c, batch, pk, hbm, eta_hbm, p_, wb)
         return g(m, n, k), g(m, k, n) + g(k, n, m)
 
     def mem(bytes_, kernels):
@@ -196,13 +206,24 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     rope_b = 0 if model.learned_positions else 2 * (q + kv) / tp * ACT_BYTES * tok
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
+    if dt == "fp8":
+        # Transformer Engine quantizes each fp8 GEMM operand with a fused cast-transpose kernel: the
+        # bf16 tensor is read (2 bytes) and written as fp8 and as its fp8 transpose (1 + 1 bytes) for
+        # the weight-gradient GEMM; forward casts the four GEMM inputs, backward the four output
+        # gradients (NVIDIA Transformer Engine docs, "Using FP8 with Transformer Engine")
+        k_moe = model.topk if model.is_moe else 1
+        in_f = tok * (h + q / tp + h * k_moe + ffn / tp * model.topk)
+        out_b = tok * ((q + 2 * kv) / tp + h + mats_in * ffn / tp * model.topk + h * k_moe)
+        ew_f = ew_f + mem(FP8_CAST_BYTES * in_f, 4)
+        ew_b = ew_b + mem(FP8_CAST_BYTES * out_b, 4)
 
     layer_f = gemm_f + attn_f + ew_f
     layer_b = gemm_b + attn_b + ew_b
     rc = t.recompute
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, 0.0 if recipe.flash_attention else attn_f, 0.0))
 
-    lg_f, lg_b = gemm3(tok, V / tp, h)
+    # the output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)
+    lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt != "fp8" else _dtype16(profile))
     ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
     ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
     lg_f = lg_f + mem(ce_bytes, 3)

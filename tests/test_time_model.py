@@ -8,7 +8,7 @@ from costmodel.comm import group_time_s
 from costmodel.layouts import enumerate_layouts
 from costmodel.predict import predict_table
 from costmodel.search import search
-from costmodel.specs import Recipe, load_model
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
 
 from conftest import layout, predict_one
 
@@ -96,3 +96,26 @@ def test_faster_links_never_slow_the_step(h200, tp, pp, mbs, scale):
     fast = replace(cluster, nic_bytes_per_s=cluster.nic_bytes_per_s * scale,
                    intra_bytes_per_s=cluster.intra_bytes_per_s * scale)
     assert predict_one(L70, fast, profile, r, **kw).step_time_s[0] <= base * (1 + 1e-12)
+
+
+def test_fp8_pays_its_casts_and_keeps_the_output_layer_in_16_bit():
+    """Transformer Engine's cast-transpose reads each fp8 GEMM input (2 bytes) and writes it twice
+    in fp8 (1 + 1 bytes): four inputs per layer forward, four output gradients backward."""
+    from costmodel.compute import FP8_CAST_BYTES, compute_times
+    m = load_model("llama3-8b")
+    c = load_cluster("dgx-h100")
+    p = load_profile(c.gpu.key)
+    t = layout(tp=2, dp=4)
+    r16, r8 = Recipe(gbs=64, seq_len=4096), Recipe(gbs=64, seq_len=4096, precision="fp8")
+    a = compute_times(m, r16, c, p, t.view(compute_times.layout_fields))
+    b = compute_times(m, r8, c, p, t.view(compute_times.layout_fields))
+    tok, tp, h, q, kv, ffn = 4096, 2, m.hidden, m.q_dim, m.kv_dim, m.ffn_hidden
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    l16, l8 = p.gemm["bf16"].launch_s, p.gemm["fp8"].launch_s
+    in_f = tok * (h + q / tp + h + ffn / tp)
+    assert b.layer_ew_fwd_s[0] - a.layer_ew_fwd_s[0] == pytest.approx(
+        7 * (l8 - l16) + FP8_CAST_BYTES * in_f / bw + 4 * l8, rel=1e-9)
+    assert b.layer_gemm_fwd_s[0] < 0.7 * a.layer_gemm_fwd_s[0]       # the GEMMs themselves run in fp8
+    # the output layer's GEMMs are the 16-bit ones; only the cross-entropy's launches differ
+    ce_launch = 3 * (l8 - l16)
+    assert b.logits_fwd_s[0] - a.logits_fwd_s[0] == pytest.approx(ce_launch, abs=1e-12)
