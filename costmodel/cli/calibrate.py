@@ -83,6 +83,29 @@ def run(ctx: typer.Context,
         raise typer.Exit(rc)
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``, so a failed
+    write leaves the old file as it was.
+
+    Raises:
+        InputError: the folder cannot be created or written (names the path).
+    """
+    import os
+    import tempfile
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise InputError("-o", "", f"cannot write {path}: {e.strerror or e}") from None
+
+
 def _fit_error(e) -> None:
     print(f"costmodel: error: {e}", file=sys.stderr)
     raise typer.Exit(2)
@@ -108,8 +131,18 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     from ..specs import load_cluster, load_profile
     from ..specs.profile import dump_profile
     for f in files:
+        if Path(f).is_dir():
+            raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("-o", "", f"{output} is a directory; name the profile file to write")
+    if out.exists() and any(out.resolve() == Path(f).resolve() for f in files + ([base] if base else [])):
+        raise InputError("-o", "", f"{output} is also an input: writing the profile would overwrite it")
+    for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
+        if v is not None and v < 1:
+            raise InputError(flag, "", f"must be >= 1, got {v}")
     if collective is not None and collective not in COLLECTIVES:
         raise InputError("--collective", "", f"{collective!r} is not one of {', '.join(COLLECTIVES)}")
     rep = FitReport()
@@ -123,10 +156,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
     except FitError as e:
         _fit_error(e)
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from {len(files)} "
-                                   "measurement file(s); see provenance and each fit: section.\n"))
+    _write_atomically(out, dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from "
+                                              f"{len(files)} measurement file(s); see provenance and each fit: section.\n"))
     load_profile(str(out))  # the written file must load: a schema error here is a bug, not bad input
     con = report.console()
     tb = Table(title=f"Fitted parameters ({g.key}, {why})", header_style="bold")

@@ -312,3 +312,22 @@ def test_efficiency_at_its_bound_is_reported():
     _at_bound("comm.inter_node.all_gather", CollectiveParams.from_protocols([(2e-5, 0.1), (8e-5, 1.0)]), 1.0, rep)
     _at_bound("comm.inter_node.all_reduce", CollectiveParams.from_protocols([(2e-5, 0.1), (8e-5, 0.62)]), 1.0, rep)
     assert len(rep.warnings) == 1 and "all_gather" in rep.warnings[0] and "sits at its bound" in rep.warnings[0]
+
+
+def test_fit_never_overwrites_an_input_or_writes_into_a_directory(tmp_path):
+    """The lost-file case: -o naming an input capture is refused and the capture stays intact; a
+    directory or an unwritable path as -o, or --nodes 0, is one line and exit 2."""
+    src = REPO / "tests" / "data" / "readers" / "nccl_tests_oci_a100_16ranks_2nodes.txt"
+    cap = tmp_path / "cap.txt"
+    cap.write_bytes(src.read_bytes())
+    args = ["calibrate", "fit", str(cap), "--collective", "all_reduce", "--cluster", "dgx-a100"]
+    rc, so, se = cli(*args, "-o", str(cap))
+    assert rc == 2 and "is also an input" in se and cap.read_bytes() == src.read_bytes()
+    (tmp_path / "d").mkdir()
+    rc, so, se = cli(*args, "-o", str(tmp_path / "d"))
+    assert rc == 2 and "is a directory" in se and len(se.strip().splitlines()) == 1
+    rc, so, se = cli(*args, "--nodes", "0", "-o", str(tmp_path / "p.yaml"))
+    assert rc == 2 and "--nodes: must be >= 1" in se
+    rc, so, se = cli(*args, "-o", str(tmp_path / "p.yaml"))
+    assert rc == 0 and (tmp_path / "p.yaml").is_file()
+    assert not list(tmp_path.glob(".p.yaml.*.tmp"))          # the temporary file was renamed away
