@@ -330,6 +330,21 @@ def write_output(path: Path, texts: list[str], host: str) -> int:
     return len(lines)
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why the suite could not write its output file ``path`` (None when it can): a directory, or a
+    folder that cannot be created or written."""
+    if path.is_dir():
+        return "is a directory; name the JSONL file to write"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.probe")
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        return f"cannot write there ({e.strerror or e})"
+    return None
+
+
 def _sigterm(signum, frame):
     raise SystemExit(128 + signum)  # unwinds through the finally blocks (power limits restored)
 
@@ -338,6 +353,13 @@ def main(argv=None) -> int:
     """Run the suite; returns the exit status (0 done, 2 bad options or environment)."""
     args = build_parser().parse_args(argv)
     started = time.time()
+    why = _unwritable(Path(args.out))
+    if why:                          # before any benchmark runs: a whole suite must not be lost at the end
+        return _fail(f"--out {args.out}: {why}")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return _fail("needs torch: pip install 'costmodel[calibrate]'")
     from .suite import dist
     try:
         ctx = dist.setup(args.device, args.launcher, args.master_port, args.timeout_s, args.simulate_nodes)

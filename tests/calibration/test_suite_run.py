@@ -345,3 +345,14 @@ def test_power_limit_sweep_restores_the_limit(monkeypatch):
     rec = Recorder("h", 0, slot=3)
     thermal.power_limit_sweep(rec, mon, torch.device("cpu"), [50], (32, 32, 32), "fp32", 0.01)
     assert nv.state["sets"] == [] and "no permission" in rec.records[-1]["message"]
+
+
+def test_an_unwritable_output_is_refused_before_any_benchmark(tmp_path):
+    """A directory or an unwritable folder as --out stops the suite at once (exit 2, one line), not
+    after the whole run."""
+    from costmodel.calibration.run import main
+    (tmp_path / "adir").mkdir()
+    assert main(["--quick", "--out", str(tmp_path / "adir")]) == 2
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["--quick", "--out", str(blocker / "raw.jsonl")]) == 2
