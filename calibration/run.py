@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -337,9 +338,9 @@ def _unwritable(path: Path) -> str | None:
         return "is a directory; name the JSONL file to write"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.probe")
-        probe.write_text("")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")  # one per rank
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         return f"cannot write there ({e.strerror or e})"
     return None
