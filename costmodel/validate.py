@@ -71,6 +71,26 @@ def _float(r: dict, k: str):
     return float(v) if v else None
 
 
+_NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
+            "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "vp", "step_time_s",
+            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
+
+
+def _bad_number(r: dict) -> str | None:
+    """Why a row's numeric cell cannot be used (not a number, not finite, not positive), or None."""
+    for k in _NUMERIC:
+        v = (r.get(k) or "").strip()
+        if not v:
+            continue
+        try:
+            x = float(v)
+        except ValueError:
+            return f"{k} is not a number ({v!r})"
+        if not math.isfinite(x) or x <= 0:
+            return f"{k} must be a finite positive number, got {v!r}"
+    return None
+
+
 # the stack a source ran on, by a token of its file name, where the row has no ``stack`` column
 _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatron-legacy"),
                   ("bloom", "megatron-deepspeed"), ("bigscience", "megatron-deepspeed"),
@@ -213,7 +233,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     cache, groups = {}, {}
     for r in rows:
         rid, src = r.get("row_id", "?"), r.get("source_file", "?")
-        why = _skip_reason(r)
+        why = _bad_number(r) or _skip_reason(r)
         cname = _cluster_for(r)
         if why is None and cname is None:
             why = f"no catalog GPU {r.get('gpu')!r}"

@@ -92,3 +92,21 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     sc21 = next(r for r in read_runs_csv(DEV) if "sc21" in r["source_file"])
     assert row_stack(sc21).name == "megatron-legacy" and not row_stack(sc21).flash_attention
     assert row_zero({"fsdp_or_zero": "fsdp-shard_grad_op (zero-2-like)"}) == 2 and row_zero({"fsdp_or_zero": ""}) == 0
+
+
+@pytest.mark.parametrize("value,why", [("nan", "finite positive"), ("1e999", "finite positive"), ("-8", "finite positive"),
+                                       ("eight", "not a number")])
+def test_a_bad_numeric_cell_skips_its_row_by_name(tmp_path, value, why):
+    lines = DEV.read_text().splitlines()
+    head = lines[0].split(",")
+    row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
+    import csv as _csv
+    import io
+    cells = next(_csv.reader(io.StringIO(row)))
+    cells[head.index("num_gpus")] = value
+    out = io.StringIO()
+    _csv.writer(out).writerow(cells)
+    f = tmp_path / "runs.csv"
+    f.write_text(lines[0] + "\n" + out.getvalue())
+    (r,) = validate_rows(read_runs_csv(f), str(f))
+    assert r.skipped.startswith("num_gpus") and why in r.skipped
