@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 
 PRECISIONS = ("bf16", "fp16", "fp8")
+_MAX_COUNT = 2 ** 53
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,10 @@ class Recipe:
         return OPTIMIZERS[self.optimizer]
 
     def __post_init__(self):
-        if self.gbs < 1:
-            raise InputError("--gbs", "", f"must be >= 1, got {self.gbs}")
-        if self.seq_len < 1:
-            raise InputError("--seq-len", "", f"must be >= 1, got {self.seq_len}")
+        # the model computes in float64, exact for integers up to 2^53: larger counts are not a batch
+        for flag, v in (("--gbs", self.gbs), ("--seq-len", self.seq_len)):
+            if not 1 <= v <= _MAX_COUNT:
+                raise InputError(flag, "", f"must be between 1 and 2^53, got {v}")
         if self.precision not in PRECISIONS:
             raise InputError("--precision", "", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:

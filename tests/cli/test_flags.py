@@ -101,3 +101,14 @@ def test_recompute_auto_picks_the_least_recomputation_that_fits(h200):
     none = predict_table(m, r, h100, p100, LayoutTable.from_rows([lay100]))
     assert not none.feasible[0]
     assert least_recompute(m, r, h100, p100, lay100) == "full"
+
+
+def test_batch_and_sequence_counts_are_range_checked():
+    import pytest
+    from costmodel.errors import InputError
+    from costmodel.specs import Recipe
+    for kw, flag in ((dict(gbs=10**20, seq_len=4096), "--gbs"), (dict(gbs=8, seq_len=0), "--seq-len"),
+                     (dict(gbs=-1, seq_len=4096), "--gbs")):
+        with pytest.raises(InputError, match=flag):
+            Recipe(**kw)
+    assert Recipe(gbs=2**53, seq_len=1).gbs == 2**53
