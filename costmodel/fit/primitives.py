@@ -17,6 +17,7 @@ from scipy.optimize import least_squares
 from costmodel.collective import (CollectiveParams, busbw_factor, collective_time_s, hierarchical_time_s)
 from costmodel.gemm import GemmParams, gemm_time_s
 from costmodel.specs.profile import Flow
+from costmodel.specs.params import NVLS_EFF_MAX  # noqa: F401  (re-exported: the fits' bound is the schema's)
 
 MiB = 2 ** 20
 
@@ -107,7 +108,6 @@ def gemm_entry(p, fit=None, **extra):
 # ---------------------------------------------------------------------------------- collectives
 NAMES = {2: ("LL", "Simple"), 3: ("LL", "LL128", "Simple")}  # NCCL protocols, lowest latency first
 LOSS, F_SCALE = "soft_l1", 0.1  # robust loss on log time: residuals beyond ~10 % count linearly
-NVLS_EFF_MAX = 1.2  # NVLS all-reduce: the NVSwitch reduces, so busbw may exceed the link (8x H100: 480/450)
 FIT_METHOD = f"least_squares {LOSS} (f_scale {F_SCALE}) on log time, NCCL protocol lines (costmodel/collective.py)"
 
 

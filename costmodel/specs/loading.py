@@ -78,15 +78,19 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
 
 
 def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
-         default=None, prefix=""):
+         default=None, prefix="", maximum=None):
     name = prefix + key
     if key not in d or d[key] is None:
         if required:
             raise InputError(where, name, "missing")
         return default
     x = parse_quantity(d[key], kind, where, name)
+    if not math.isfinite(x):
+        raise InputError(where, name, f"must be a finite number, got {d[key]!r}")
     if positive and not x > 0:
         raise InputError(where, name, f"must be positive, got {d[key]!r}")
+    if maximum is not None and x > maximum:
+        raise InputError(where, name, f"must be at most {maximum:g} (a fraction of the peak), got {d[key]!r}")
     return x
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
-from .params import COLLECTIVES, POWER_TERMS, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
+from .params import COLLECTIVES, NVLS_EFF_MAX, POWER_TERMS, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
 MAD_TO_SIGMA = 1.4826
@@ -78,7 +78,8 @@ def _protocols(p: dict, w: str, pre: str) -> list:
         if name not in PROTOCOLS or name in seen:
             raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
         seen.add(name)
-        out.append((_get(q, "alpha_s", w, "seconds", prefix=at), _get(q, "busbw_efficiency", w, prefix=at)))
+        out.append((_get(q, "alpha_s", w, "seconds", prefix=at),
+                    _get(q, "busbw_efficiency", w, prefix=at, maximum=NVLS_EFF_MAX)))
     return out
 
 
@@ -99,7 +100,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             raise InputError(w, f"gemm.{dt}", "expected a mapping")
         pre = f"gemm.{dt}."
         gemm[dt] = GemmParams(
-            eta_max=_get(g, "eta_max", w, prefix=pre), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
+            eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
             launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
             tile_m=_get_int(g, ("tile_m",), w), tile_n=_get_int(g, ("tile_n",), w),
             num_sms=_get_int(g, ("num_sms",), w))
@@ -122,8 +123,8 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             sizes[scope][coll] = int(g0)
     return Profile(
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
-        hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm."),
-        flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention."),
+        hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
+        flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
         else 1.0, fit_sigma=_fit_sigmas(d, gemm, comm))

@@ -139,3 +139,18 @@ def test_usage_errors_exit_2_without_traceback():
                  ["predict", "--bogus"], ["predict", "--cluster", "dgx-a100"]):
         r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr[-500:])
+
+
+def test_a_profile_value_outside_its_physical_range_is_named(tmp_path):
+    """eta_max above 1 (130% MFU) or an infinite K-loop overhead are refused, not predicted."""
+    import yaml
+    src = yaml.safe_load((Path(__file__).resolve().parents[2] / "hardware" / "profiles" / "h200-sxm-141gb.yaml").read_text())
+    for path, value, msg in ((("gemm", "bf16", "eta_max"), 5.0, "must be at most 1"),
+                             (("gemm", "bf16", "k_half"), float("inf"), "must be a finite number")):
+        d = yaml.safe_load(yaml.safe_dump(src))
+        d[path[0]][path[1]][path[2]] = value
+        f = tmp_path / "p.yaml"
+        f.write_text(yaml.safe_dump(d))
+        r = subprocess.run(CLI + ["predict", "--model", "llama3-8b", "--cluster", "paper-h200", "--profile", str(f)],
+                           capture_output=True, text=True, env=ENV, timeout=120)
+        assert r.returncode == 2 and msg in r.stderr and ".".join(path) in r.stderr, r.stderr
