@@ -76,26 +76,25 @@ class NvidiaSmiParseError(ReaderParseError):
         return self.data
 
 
-class NvidiaSmiDmonParseError(ReaderParseError):
+class _TableParseError(ReaderParseError):
+    """A reader error whose good data is one table: ``table`` (also ``data``)."""
+
+    @property
+    def table(self):
+        """The table of the lines that did parse."""
+        return self.data
+
+
+class NvidiaSmiDmonParseError(_TableParseError):
     """``nvidia-smi dmon`` output (strict mode) with bad lines; ``table`` is the DmonTable of the good ones."""
 
     what = "nvidia-smi dmon lines"
 
-    @property
-    def table(self):
-        """The DmonTable of the lines that did parse."""
-        return self.data
 
-
-class DcgmParseError(ReaderParseError):
+class DcgmParseError(_TableParseError):
     """``dcgmi dmon`` output (strict mode) with bad lines; ``table`` is the DcgmTable of the good ones."""
 
     what = "dcgmi dmon lines"
-
-    @property
-    def table(self):
-        """The DcgmTable of the lines that did parse."""
-        return self.data
 
 
 class ZeusParseError(ReaderParseError):

@@ -30,7 +30,6 @@ class LayoutField:
         help: one line for the CLI.
         default: value ``predict`` uses when the flag is not given (None: derived, as DP is).
         choices: names of a 'choice' field (stored as their index).
-        flag: CLI flag (``--name`` unless given); a bool has ``--name/--no-name``.
         minimum, maximum: accepted integer range of an 'int' field.
     """
 
@@ -39,14 +38,13 @@ class LayoutField:
     help: str
     default: object = None
     choices: tuple = ()
-    flag: str = ""
     minimum: int = 0
     maximum: int = 0
 
     @property
     def cli_flag(self) -> str:
-        """The flag users type (``--tp``, ``--no-sp``)."""
-        return self.flag or f"--{self.name}"
+        """The flag users type (``--tp``; a bool also has ``--no-<name>``)."""
+        return f"--{self.name}"
 
 
 #: every layout field, in table and report order (Megatron-core semantics, module docstring)

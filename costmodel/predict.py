@@ -55,12 +55,13 @@ class Prediction:
     breakdown: dict
     terms: LayoutTerms | None = None
 
-    def take(self, idx, with_terms: bool = False) -> "Prediction":
-        """The predictions of a subset (index array or mask); ``with_terms`` keeps their terms too."""
+    def take(self, idx) -> "Prediction":
+        """The predictions of a subset (index array or mask), without their terms (the search takes
+        large subsets; one row's terms come from :func:`prediction_row`)."""
         return Prediction(self.layouts.take(idx), self.step_time_s[idx], self.tokens_per_s_per_gpu[idx],
                           self.model_tflops_per_gpu[idx], self.mfu[idx], take_rows(self.memory, idx),
                           self.feasible[idx], {k: v[idx] for k, v in self.breakdown.items()},
-                          self.terms.take(idx) if with_terms and self.terms is not None else None)
+                          None)
 
 
 def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

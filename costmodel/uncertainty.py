@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .specs import Profile
-from .specs.profile import MAD_TO_SIGMA  # noqa: F401  (re-exported: the band's sigma per median residual)
 
 
 @dataclass(frozen=True)

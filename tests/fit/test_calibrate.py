@@ -19,7 +19,8 @@ from costmodel.readers import read_xla_matmul_table
 from costmodel.readers.suite_jsonl import SUITE_VERSION, SuiteRun, make_record
 from costmodel.collective import busbw_factor, hierarchical_time_s
 from costmodel.specs import load_cluster, load_gpu, load_model, load_profile
-from costmodel.uncertainty import MAD_TO_SIGMA, step_time_band
+from costmodel.specs.profile import MAD_TO_SIGMA
+from costmodel.uncertainty import step_time_band
 from conftest import predict_one
 
 REPO = Path(__file__).resolve().parents[2]
