@@ -19,6 +19,10 @@
   min(VP m, (PP-1) 2 + (VP-1) PP + 1) chunks of L/(PP VP) layers (Megatron-core warm-up count),
   i.e. about L (1 + (PP-1)/(PP VP)) layers' worth.  The last stage holds one micro-batch but also
   the fp32 logits of the cross-entropy.
+* Reserved outside the allocator's tensors (:func:`reserved_bytes`): the CUDA context and NCCL's
+  receive buffers of each communicator in use.  Capacity is the CUDA-visible total of the GPU
+  (:attr:`costmodel.specs.GpuSpec.capacity_bytes`).  Allocator fragmentation is not modelled:
+  the peak is what the tensors need, a lower bound of what the caching allocator reserves.
 """
 from __future__ import annotations
 
@@ -64,6 +68,27 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     return sharded + attn + mlp + np.where(selective, 0.0, s2)
 
 
+# CUDA context of a PyTorch process with lazy module loading (CUDA >= 11.7): ~300 MB, the driver,
+# the loaded kernels and the cuBLAS workspace (PyTorch maintainer, pytorch/pytorch#107667, 2023).
+CUDA_CONTEXT_BYTES = 300 * 2**20
+# NCCL receive buffers per peer connection and channel, one per protocol: Simple 4 MiB
+# (DEFAULT_BUFFSIZE = 1 << 22), LL128 120 x 640 x 8 steps x 8 B = 4,915,200 B, LL 8 x 512 x 8 steps
+# x 16 B = 512 KiB (NVIDIA/nccl src/init.cc DEFAULT_*_BUFFSIZE), over NCCL's MAXCHANNELS = 32
+# channels (src/include/device.h): ~294 MiB per communicator whose ring is connected.
+NCCL_CHANNELS = 32
+NCCL_COMM_BYTES = NCCL_CHANNELS * ((1 << 22) + 120 * 640 * 8 * 8 + 8 * 512 * 8 * 16)
+
+
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep")
+def reserved_bytes(t: LayoutTable) -> np.ndarray:
+    """Bytes per GPU held outside the model's tensors (array over layouts): the CUDA context plus
+    NCCL's buffers for each parallel group of more than one rank (TP, CP, DP x CP gradients, EP,
+    PP send/recv).  Sources: see CUDA_CONTEXT_BYTES and NCCL_COMM_BYTES.
+    """
+    groups = ((t.tp > 1).astype(np.float64) + (t.cp > 1) + (t.dp * t.cp > 1) + (t.ep > 1) + (t.pp > 1))
+    return CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
+
+
 def optimizer_bytes_per_param(recipe: Recipe) -> float:
     """Optimizer bytes per parameter: the fp32 master weight + the optimizer's fp32 states (4 bytes
     each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources)."""
@@ -72,13 +97,15 @@ def optimizer_bytes_per_param(recipe: Recipe) -> float:
 
 @dataclass
 class MemoryBreakdown:
-    """Peak bytes per GPU (arrays over layouts): weights, grads, optimizer, activations, total."""
+    """Peak bytes per GPU (arrays over layouts): weights, grads, optimizer, activations, reserved
+    (CUDA context + NCCL buffers) and their total."""
 
     weights_bytes: np.ndarray
     grads_bytes: np.ndarray
     optimizer_bytes: np.ndarray
     activations_bytes: np.ndarray
     peak_bytes: np.ndarray
+    reserved_bytes: np.ndarray
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp")
@@ -117,8 +144,9 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
-    peak = weights + grads + optim + acts
-    return MemoryBreakdown(weights, grads, optim, acts, peak)
+    reserved = reserved_bytes(t)
+    peak = weights + grads + optim + acts + reserved
+    return MemoryBreakdown(weights, grads, optim, acts, peak, reserved)
 
 
 def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +156,8 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     :func:`memory_bytes`) + its stored activations x the micro-batches in flight at stage s,
     min(PP - s, m) (Narayanan et al. SC21: stage s holds PP - s micro-batches in 1F1B).
     fixed[s]: embedding states on the first stage; final norm, output-layer states and the fp32
-    logits on the last; the working set of a recomputed layer; ZeRO-3's gathered layers.
+    logits on the last; the working set of a recomputed layer; ZeRO-3's gathered layers; the
+    CUDA context and NCCL buffers (:func:`reserved_bytes`).
     Raises:
         ValueError: VP > 1 (interleaved stages are not split per stage here).
     """
@@ -156,7 +185,7 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     s = np.arange(pp)
     inflight = np.minimum(pp - s, m)
     per_layer = layer_states + inflight * stored
-    fixed = np.full(pp, (act if full else 0.0)
+    fixed = np.full(pp, (act if full else 0.0) + float(reserved_bytes(t)[0])
                     + (2 * ACT_BYTES * float(layer_params_per_gpu(model, t)[0]) if z == 3 else 0.0))
     fixed[0] += model.embedding_params() / tp * per_param(dpcp)
     out = (0 if (model.tie_embeddings and pp == 1) else model.vocab * model.hidden)

@@ -78,7 +78,7 @@ def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float,
     opts = tuple(build_option(run, caps) for run in runs)
     return ilp.Instance(
         options=opts, cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=cluster.nodes,
-        hbm_bytes=cluster.gpu.hbm_bytes, inlet_c=np.full(G, inlet),
+        hbm_bytes=cluster.gpu.capacity_bytes, inlet_c=np.full(G, inlet),
         r_th_c_per_w=th.r_th_c_per_w * np.asarray(cool.r_th_scale),
         preheat_c_per_w=preheat_matrix(cool).T, max_temp_c=max_temp_c, node_power_budget_w=node_power_w,
         step_time_slack=step_time_slack)

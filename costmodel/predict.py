@@ -132,7 +132,7 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields))
     n_gpus = L.tp * L.pp * L.dp * L.cp
     step = st.step_time_s
-    feasible = mem.peak_bytes <= cluster.gpu.hbm_bytes
+    feasible = mem.peak_bytes <= cluster.gpu.capacity_bytes
     bd = {k: st.breakdown[k] for k in BREAKDOWN_TERMS}
     return Prediction(L, step, metrics.tokens_per_s_per_gpu(recipe, step, n_gpus),
                       metrics.model_tflops_per_gpu(model, recipe, step, n_gpus),
@@ -210,7 +210,7 @@ class RunPrediction:
         """Why the layout is infeasible (peak memory over HBM), None when it fits."""
         if self.feasible:
             return None
-        cap = self.cluster.gpu.hbm_bytes
+        cap = self.cluster.gpu.capacity_bytes
         over = self.peak_mem_bytes - cap
         return (f"peak memory {self.peak_mem_bytes / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
                 f"HBM of {self.cluster.gpu.name} by {over / GIB:.1f} GiB")
@@ -221,7 +221,7 @@ class RunPrediction:
         return layout_name(self.layout)
 
 
-_MEMORY_PARTS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
+_MEMORY_PARTS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "reserved_bytes")
 
 
 def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec,

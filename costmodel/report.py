@@ -34,7 +34,7 @@ def run_record(run: RunPrediction) -> dict:
         "model_tflops_per_gpu": run.model_tflops_per_gpu,
         "mfu": run.mfu,
         "peak_mem_bytes": run.peak_mem_bytes,
-        "hbm_capacity_bytes": run.cluster.gpu.hbm_bytes,
+        "hbm_capacity_bytes": run.cluster.gpu.capacity_bytes,
         "memory": dict(run.memory),
         "layout": dict(run.layout),
         "breakdown": dict(run.breakdown),
@@ -83,7 +83,7 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
     if faster_infeasible is not None:
         f = faster_infeasible
         out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
-                   f"{f.memory.peak_bytes[0] / GIB:.0f} GiB per GPU ({cluster.gpu.hbm_bytes / GIB:.0f} GiB available).")
+                   f"{f.memory.peak_bytes[0] / GIB:.0f} GiB per GPU ({cluster.gpu.capacity_bytes / GIB:.0f} GiB available).")
     return out
 
 

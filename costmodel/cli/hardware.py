@@ -13,7 +13,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     """GPUs and clusters of the catalog, with the numbers the model uses and their sources."""
     out = report.console()
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
-    for col in ("gpu", "name", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB", "HBM TB/s", "TDP W", "SMs",
+    for col in ("gpu", "name", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
                 "GEMM eta_max", "HBM eff", "power model", "R_th C/W", "profile"):
         tb.add_column(col)
     sources, prov = [], []
@@ -38,7 +38,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
         pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
         tb.add_row(key, g.name, f"{pk / 1e12:.1f}",
                    f"{g.peak_flops['fp8'] / 1e12:.1f}" if "fp8" in g.peak_flops else "-",
-                   f"{g.hbm_bytes / 2**30:.1f}", f"{g.hbm_bytes_per_s / 1e12:.2f}", f"{g.tdp_w:.0f}",
+                   f"{g.capacity_bytes / 2**30:.1f}", f"{g.hbm_bytes_per_s / 1e12:.2f}", f"{g.tdp_w:.0f}",
                    str(g.num_sms), eta, hbm_eff, power, rth, pfile)
         sources += [(key, f, s) for f, s in g.sources.items()]
     out.print(tb)

@@ -93,7 +93,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
         return
     out.print(context_line(m, c, r))
-    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.hbm_bytes / 2**30:.0f} GiB; "
+    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
               f"profile {p.path}")
     out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time)"))
     out.print("[bold]Why this layout:[/bold]")

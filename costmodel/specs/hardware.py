@@ -19,7 +19,9 @@ class GpuSpec:
     citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
     power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted) and
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
-    from hbm_bytes_per_s), each None when the file does not give it.
+    from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
+    CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
+    cudaMemGetInfo's total), None when no capture is cited.
     """
 
     key: str
@@ -36,6 +38,14 @@ class GpuSpec:
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
     fit_hbm_bytes_per_s: float | None = None
+    hbm_cuda_bytes: float | None = None
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Bytes a training process can hold in total: the CUDA-visible total where the GPU file
+        cites one, else the datasheet capacity (vendor GB, which understates a real device: an
+        'H100 80GB' exposes 81106 MiB = 85.0e9 bytes to CUDA)."""
+        return self.hbm_cuda_bytes if self.hbm_cuda_bytes is not None else self.hbm_bytes
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,8 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     if not any(k in peak_flops for k in PRECISIONS):
         raise InputError(w, "peak_tflops", f"needs at least one of {', '.join(PRECISIONS)}")
     num_sms = _get_int(d, ("num_sms",), w)
-    _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"])
+    _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
+                   + [f for f in ("hbm_cuda_total",) if f in d])
     return GpuSpec(
         key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
         peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
@@ -136,7 +147,8 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
-        fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False))
+        fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
+        hbm_cuda_bytes=_get(d, "hbm_cuda_total", w, "bytes", required=False))
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:
