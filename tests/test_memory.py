@@ -110,3 +110,27 @@ def test_optimizer_states_set_optimizer_memory_and_step(h200):
     assert b.breakdown["optimizer_s"][0] == _pytest.approx(a.breakdown["optimizer_s"][0] * 26 / 34, rel=1e-12)
     with _pytest.raises(InputError, match="--optimizer"):
         Recipe(gbs=64, seq_len=4096, optimizer="lamb")
+
+
+def test_capacity_is_the_cuda_visible_total_of_the_captures():
+    from costmodel.specs import load_gpu
+    # nvidia-smi -q 'FB Memory Usage' Free at idle = Total - Reserved: 81559 - 454 = 81106 MiB, which
+    # CUDA's deviceQuery reports as 85,045,477,376 bytes on the same H100 node (thamada/nvidia-smi)
+    assert load_gpu("h100-sxm-80gb").capacity_bytes == 81106 * 2**20
+    assert abs(load_gpu("h100-sxm-80gb").capacity_bytes - 85_045_477_376) < 2**20
+    assert load_gpu("h200-sxm-141gb").capacity_bytes == 143072 * 2**20     # Free at idle, Total 143771
+    assert load_gpu("h100-sxm-80gb").hbm_bytes == 80e9            # the datasheet value stays
+
+
+def test_reserve_is_cuda_context_plus_nccl_buffers_per_communicator():
+    from costmodel.memory import CUDA_CONTEXT_BYTES, NCCL_COMM_BYTES, reserved_bytes
+    # NCCL src/init.cc: Simple 4 MiB + LL128 4,915,200 B + LL 524,288 B per channel, 32 channels
+    assert NCCL_COMM_BYTES == 32 * (4_194_304 + 4_915_200 + 524_288)
+    assert reserved_bytes(layout(tp=1, dp=1))[0] == CUDA_CONTEXT_BYTES
+    # TP, PP and DP groups: three communicators
+    assert reserved_bytes(layout(tp=8, pp=2, dp=4))[0] == CUDA_CONTEXT_BYTES + 3 * NCCL_COMM_BYTES
+    m = load_model("llama3-8b")
+    mem = memory_bytes(m, Recipe(gbs=64, seq_len=8192), layout(tp=8, pp=2, dp=4))
+    parts = (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes
+             + mem.reserved_bytes)
+    assert mem.peak_bytes[0] == pytest.approx(parts[0], rel=1e-12)
