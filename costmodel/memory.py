@@ -18,7 +18,8 @@
   micro-batches of its L/PP layers; interleaved with VP chunks it holds
   min(VP m, (PP-1) 2 + (VP-1) PP + 1) chunks of L/(PP VP) layers (Megatron-core warm-up count),
   i.e. about L (1 + (PP-1)/(PP VP)) layers' worth.  The last stage holds one micro-batch but also
-  the fp32 logits of the cross-entropy.
+  the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
+  (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
 * Reserved outside the allocator's tensors (:func:`reserved_bytes`): the CUDA context and NCCL's
   receive buffers of each communicator in use.  Capacity is the CUDA-visible total of the GPU
   (:attr:`costmodel.specs.GpuSpec.capacity_bytes`).  Allocator fragmentation is not modelled:
@@ -140,7 +141,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
                       np.minimum(t.pp, m))
     layers_per_chunk = L_stage / t.vp
     first = chunks * layers_per_chunk * stored_layer + working
-    logits = tok * model.vocab / t.tp * (ACT_BYTES + 4.0 + 4.0)  # bf16 logits, fp32 softmax + grad
+    logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
@@ -190,5 +191,6 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     fixed[0] += model.embedding_params() / tp * per_param(dpcp)
     out = (0 if (model.tie_embeddings and pp == 1) else model.vocab * model.hidden)
     final_norm = 2 * model.hidden if model.bias else model.hidden
-    fixed[-1] += (out / tp + final_norm) * per_param(dpcp) + tok * model.vocab / tp * (ACT_BYTES + 8.0)
+    fixed[-1] += ((out / tp + final_norm) * per_param(dpcp)
+                  + tok * model.vocab / tp * recipe.cross_entropy_spec.bytes_per_logit)
     return fixed, per_layer

@@ -84,7 +84,7 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     assert m.gated and not m.tie_embeddings and m.vocab == 128256 and m.params() == 8_030_261_248
     mpt = rows["mpt-097"]                      # MPT-7b in llm-foundry's benchmark table
     st = row_stack(mpt)
-    assert st.name == "llm-foundry" and st.optimizer == "lionw" and row_zero(mpt) == 3
+    assert st.name == "llm-foundry" and st.defaults["optimizer"] == "lionw" and row_zero(mpt) == 3
     m = row_model(mpt, st)
     assert not m.gated and m.tie_embeddings and m.learned_positions and not m.bias
     # the row's NumParams (llm-foundry's count, 6,654,664,704) to 0.1%

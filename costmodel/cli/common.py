@@ -1,5 +1,6 @@
-"""What the commands share: the model/cluster/recipe options, loading the specs, the context line, and
-the layout flags of ``predict`` and ``compare``, generated from costmodel.layouts.LAYOUT_FIELDS."""
+"""What the commands share: the model/cluster/recipe options, loading the specs, the context line, the
+recipe-switch flags (generated from costmodel.stacks.RECIPE_SWITCHES) and the layout flags of
+``predict`` and ``compare`` (generated from costmodel.layouts.LAYOUT_FIELDS)."""
 from __future__ import annotations
 
 import inspect
@@ -10,8 +11,8 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import OPTIMIZERS, ClusterSpec, load_cluster, load_model, load_profile
-from ..stacks import STACKS, get_stack, stack_recipe
+from ..specs import ClusterSpec, load_cluster, load_model, load_profile
+from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -20,18 +21,15 @@ GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
 SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: the model's training length).")
 PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
 PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
-NOFLASH = typer.Option(False, "--no-flash-attention", help="Model unfused attention (s^2 softmax in HBM).")
-OPTIMIZER = typer.Option(None, "--optimizer", help=f"{', '.join(OPTIMIZERS)}: its fp32 states set the optimizer "
-                         "memory and step (default: the stack's).")
-STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the training stack whose defaults set flash "
-                     "attention, TP-comm overlap, optimizer and vocabulary padding (costmodel/stacks.py).")
-TP_COMM_OVERLAP = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
-                               help="Transformer Engine TP-communication overlap (default: the stack's; megatron: off).")
+STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the training stack whose defaults set "
+                     + ", ".join(w.cli_flag for w in RECIPE_SWITCHES) + " and vocabulary padding (costmodel/stacks.py).")
 
 
-def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, no_flash, optimizer=None,
-          stack="megatron", tp_comm_overlap=None):
+def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, stack="megatron",
+          recipe_flags: dict | None = None):
     """Load the model, cluster, recipe and profile the common options name (notes on stderr).
+
+    ``recipe_flags``: switch -> value from :func:`with_recipe_flags` (None: the stack's default).
 
     Returns:
         (ModelSpec, ClusterSpec, Recipe, Profile).
@@ -44,9 +42,8 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, n
         precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
     if seq_len is not None and seq_len < 1:
         raise InputError("--seq-len", "", f"must be >= 1, got {seq_len}")
-    recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision,
-                          flash_attention=False if no_flash else None, tp_comm_overlap=tp_comm_overlap,
-                          optimizer=optimizer)
+    check_recipe_flags(recipe_flags or {})
+    recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, **(recipe_flags or {}))
     profile = load_profile(profile_arg or cluster.gpu.key)
     for note in profile_notes(profile, cluster):
         print(f"costmodel: note: {note}", file=sys.stderr)
@@ -72,6 +69,56 @@ def context_line(model, cluster: ClusterSpec, recipe) -> str:
             f"seq_len {recipe.seq_len}, {recipe.precision}")
 
 
+def _append_options(fn, param: str, options: list):
+    """A command like ``fn`` with ``options`` ((name, annotation, typer.Option), ...) appended to its
+    signature; their values reach ``fn`` as the dict ``param`` (name -> value).
+
+    Raises (at import): ``fn`` has no ``param`` parameter.
+    """
+    sig = inspect.signature(fn, eval_str=True)
+    if param not in sig.parameters:
+        raise TypeError(f"{fn.__name__} needs a {param} parameter")
+    own = [p for name, p in sig.parameters.items() if name != param]
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
+             for n, ann, opt in options]
+    names = [n for n, _, _ in options]
+
+    def command(**kwargs):
+        return fn(**{param: {k: kwargs.pop(k) for k in names}}, **kwargs)
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__, command.__doc__, command.__module__ = fn.__name__, fn.__doc__, fn.__module__
+    return command
+
+
+def with_recipe_flags(default_note: str = "the stack's"):
+    """Give a command one option per recipe switch (costmodel.stacks.RECIPE_SWITCHES), each
+    defaulting to None (= ``default_note``), and pass their values as ``recipe_flags``.
+
+    Raises (at import): the command has no ``recipe_flags`` parameter.
+    """
+    def option(w):
+        if w.kind == "bool":
+            return Optional[bool], typer.Option(None, f"{w.cli_flag}/--no-{w.cli_flag[2:]}",
+                                                help=f"{w.help} (default: {default_note}.)")
+        return Optional[str], typer.Option(None, w.cli_flag, help=f"{', '.join(w.choices)}. {w.help} "
+                                           f"(default: {default_note}.)")
+    return lambda fn: _append_options(fn, "recipe_flags", [(w.name, *option(w)) for w in RECIPE_SWITCHES])
+
+
+def check_recipe_flags(flags: dict) -> None:
+    """Check the given recipe switches' values against their choices.
+
+    Raises:
+        InputError: naming the flag and the accepted values.
+    """
+    for w in RECIPE_SWITCHES:
+        v = flags.get(w.name)
+        if v is not None and w.kind == "choice" and v not in w.choices:
+            raise InputError(w.cli_flag, "", f"{v!r} is not one of {', '.join(w.choices)}")
+
+
 def _layout_option(f, from_log: bool) -> tuple:
     """(annotation, typer.Option) of one layout field: ``predict`` defaults, or ``compare``'s None
     (the value then comes from the log)."""
@@ -92,26 +139,8 @@ def with_layout_flags(from_log: bool = False):
     The command's own parameters stay as they are; the layout options are appended to its signature.
     Raises (at import): the command has no ``layout_flags`` parameter.
     """
-    def wrap(fn):
-        sig = inspect.signature(fn, eval_str=True)
-        if "layout_flags" not in sig.parameters:
-            raise TypeError(f"{fn.__name__} needs a layout_flags parameter")
-        own = [p for name, p in sig.parameters.items() if name != "layout_flags"]
-        extra, notes = [], {}
-        for f in LAYOUT_FIELDS:
-            ann, opt = _layout_option(f, from_log)
-            extra.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann))
-            notes[f.name] = ann
-        names = [f.name for f in LAYOUT_FIELDS]
-
-        def command(**kwargs):
-            return fn(layout_flags={k: kwargs.pop(k) for k in names}, **kwargs)
-        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
-        command.__signature__ = inspect.Signature(params)
-        command.__annotations__ = {**{p.name: p.annotation for p in own}, **notes}
-        command.__name__, command.__doc__, command.__module__ = fn.__name__, fn.__doc__, fn.__module__
-        return command
-    return wrap
+    return lambda fn: _append_options(fn, "layout_flags",
+                                      [(f.name, *_layout_option(f, from_log)) for f in LAYOUT_FIELDS])
 
 
 def check_layout_flags(flags: dict) -> None:

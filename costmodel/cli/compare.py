@@ -13,11 +13,11 @@ from .. import report
 from ..compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
                       training_window)
 from ..errors import InputError
-from .common import check_layout_flags, with_layout_flags
+from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
-from ..stacks import get_stack, stack_recipe
+from ..stacks import RECIPE_SWITCHES, get_stack, stack_recipe
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -55,6 +55,7 @@ def _read_trace(path, gpus_per_node):
 
 
 @with_layout_flags(from_log=True)
+@with_recipe_flags("from the log, else the stack's")
 def compare(
         log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan log."),
         power: Optional[str] = _O("--power", "nvidia-smi CSV or dmon, dcgmi dmon or suite JSONL of the run."),
@@ -63,8 +64,6 @@ def compare(
         nodes: Optional[int] = _O("--nodes", "Nodes (default: the log's world size / GPUs per node)."),
         gbs: Optional[int] = _O("--gbs"), seq_len: Optional[int] = _O("--seq-len"),
         precision: Optional[str] = _O("--precision"),
-        flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention",
-                                                       help="(default: from the log; off for Megatron-DeepSpeed)"),
         profile: Optional[str] = _O("--profile", "Calibrated profile YAML (default: the GPU's built-in one)."),
         stack: Optional[str] = _O("--stack", "Training stack whose defaults fill what the log does not say "
                                   "(default: the log's framework; costmodel/stacks.py)."),
@@ -74,17 +73,19 @@ def compare(
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
         allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
                                             "argument dump (each difference is listed) instead of refusing."),
-        as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None):
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
+        recipe_flags: dict = None):
     """Predict a measured run and report, per metric, measured vs predicted and the error: step time,
     tokens/s/GPU, TFLOP/s/GPU, MFU and, with --power, power, energy per token, temperature and clock."""
     if warmup_steps is not None and warmup_steps < 0:
         raise InputError("--warmup-steps", "", f"must be >= 0, got {warmup_steps}")
     check_layout_flags(layout_flags)
+    check_recipe_flags(recipe_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings)
-    recipe = _recipe(tlog, run, c, flash_attention, stack)
+    recipe = _recipe(tlog, run, c, recipe_flags, stack)
     p = load_profile(profile or c.gpu.key)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     pred = predict_run(m, recipe, c, p, run.layout)
@@ -110,7 +111,7 @@ def compare(
                iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
-                           flash_attention=recipe.flash_attention, tp_comm_overlap=recipe.tp_comm_overlap),
+                           **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}),
                origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
     out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
@@ -152,21 +153,27 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
     return run, m, c
 
 
-def _recipe(tlog, run, c, flash_attention, stack_name) -> Recipe:
-    """The recipe the log ran: precision (the GPU's 16-bit type by default); flash attention,
-    Transformer Engine TP-comm overlap and the optimizer from the dump where it says, else the
-    defaults of the run's stack (``--stack``, else the log's framework; costmodel/stacks.py)."""
+def _recipe(tlog, run, c, flags: dict, stack_name) -> Recipe:
+    """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
+    its flag, else from the argument dump where it says (flash attention, Transformer Engine TP-comm
+    overlap, the optimizer, Megatron's cross-entropy fusion), else the defaults of the run's stack
+    (``--stack``, else the log's framework; costmodel/stacks.py)."""
     stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
-    fa = flash_attention
-    if fa is None and "use_flash_attn" in tlog.args:
-        fa = bool(tlog.args["use_flash_attn"])
-    keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in tlog.args]
-    tpo = bool(tlog.args[keys[0]]) if keys else None
+    a = tlog.args
+    logged = {}
+    if "use_flash_attn" in a:
+        logged["flash_attention"] = bool(a["use_flash_attn"])
+    keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in a]
+    if keys:
+        logged["tp_comm_overlap"] = bool(a[keys[0]])
     # Megatron-LM's --optimizer: adam (its Adam is AdamW) or sgd
-    opt = str(tlog.args["optimizer"]).lower() if "optimizer" in tlog.args else None
-    return stack_recipe(stack, run.gbs, run.seq_len, prec, flash_attention=fa, tp_comm_overlap=tpo,
-                        optimizer=opt if opt in OPTIMIZERS else None)
+    if str(a.get("optimizer", "")).lower() in OPTIMIZERS:
+        logged["optimizer"] = str(a["optimizer"]).lower()
+    if a.get("cross_entropy_loss_fusion"):
+        logged["cross_entropy"] = "fused"
+    given = {k: v for k, v in flags.items() if v is not None}
+    return stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
 
 
 def _aggregate(tlog, recipe, log, warnings) -> dict:

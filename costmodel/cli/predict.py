@@ -11,22 +11,22 @@ from .. import report
 from ..errors import InputError
 from ..layouts import LayoutTable, check_layout
 from ..predict import least_recompute, predict_run
-from .common import (CLUSTER, GBS, MODEL, NODES, NOFLASH, OPTIMIZER, PREC, PROFILE, SEQ, STACK, TP_COMM_OVERLAP,
-                     check_layout_flags, context_line, setup, with_layout_flags)
+from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
+                     check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
 
 
 @with_layout_flags()
+@with_recipe_flags()
 def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
             seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
-            no_flash_attention: bool = NOFLASH, optimizer: Optional[str] = OPTIMIZER, stack: str = STACK,
-            tp_comm_overlap: Optional[bool] = TP_COMM_OVERLAP,
+            stack: str = STACK,
             power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
-            as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None):
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
+            recipe_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
-    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention, optimizer,
-                    stack, tp_comm_overlap)
+    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     check_layout_flags(lay)

@@ -15,14 +15,14 @@ from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import prediction_row
 from ..search import search
-from .common import (CLUSTER, GBS, MODEL, NODES, NOFLASH, OPTIMIZER, PREC, PROFILE, SEQ, STACK, TP_COMM_OVERLAP,
-                     context_line, setup)
+from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
+                     context_line, setup, with_recipe_flags)
 
 
+@with_recipe_flags()
 def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
               seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
-              no_flash_attention: bool = NOFLASH, optimizer: Optional[str] = OPTIMIZER, stack: str = STACK,
-              tp_comm_overlap: Optional[bool] = TP_COMM_OVERLAP,
+              stack: str = STACK,
               top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
               max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
@@ -38,7 +38,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
-              as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON.")):
+              as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
+              recipe_flags: dict = None):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
 
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
@@ -62,8 +63,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
             import matplotlib  # noqa: F401  (fail before a long solve, not after)
         except ImportError:
             raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
-    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, no_flash_attention, optimizer,
-                    stack, tp_comm_overlap)
+    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,

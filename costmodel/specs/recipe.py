@@ -39,6 +39,37 @@ OPTIMIZERS = {o.name: o for o in (
 
 
 @dataclass(frozen=True)
+class CrossEntropySpec:
+    """How a cross-entropy implementation holds the logits (tokens x vocab / TP per micro-batch).
+
+    Attributes:
+        name: the ``--cross-entropy`` value.
+        bytes_per_logit: bytes per logit element alive at the loss's memory peak.
+        full_logits: False when the logits are never materialised for the whole micro-batch.
+        source: the implementation this describes.
+    """
+
+    name: str
+    bytes_per_logit: float
+    full_logits: bool
+    source: str
+
+
+#: the cross-entropy implementations a recipe may name
+CROSS_ENTROPIES = {c.name: c for c in (
+    CrossEntropySpec("eager", 10.0, True, "PyTorch F.cross_entropy on logits upcast to fp32 (HF transformers, "
+                     "torchtitan): bf16 logits 2 + fp32 log-softmax 4 + its fp32 gradient 4 bytes"),
+    CrossEntropySpec("megatron", 6.0, True, "Megatron-core vocab_parallel_cross_entropy: fp32 exp-logits kept "
+                     "(4 bytes), the gradient computed in place, bf16 logits (2) alive beside them"),
+    CrossEntropySpec("fused", 2.0, True, "a fused kernel writing the gradient into the bf16 logits in place "
+                     "(flash-attn CrossEntropyLoss inplace_backward, llm-foundry's fused_crossentropy; "
+                     "Megatron --cross-entropy-loss-fusion)"),
+    CrossEntropySpec("chunked", 0.0, False, "fused linear + cross-entropy over token chunks (Liger-Kernel "
+                     "LigerFusedLinearCrossEntropyLoss): a chunk's logits only, counted as 0 full logits"),
+)}
+
+
+@dataclass(frozen=True)
 class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
 
@@ -47,7 +78,8 @@ class Recipe:
     (costmodel.stacks; it selects the regime of the model-form error); ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
-    only the backward input-gradient TP collectives overlap (async all-reduce).
+    only the backward input-gradient TP collectives overlap (async all-reduce); ``cross_entropy``
+    names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits.
     """
 
     gbs: int
@@ -57,11 +89,17 @@ class Recipe:
     tp_comm_overlap: bool = False
     optimizer: str = "adam"
     stack: str = "megatron"
+    cross_entropy: str = "megatron"
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
         """The :class:`OptimizerSpec` of ``optimizer``."""
         return OPTIMIZERS[self.optimizer]
+
+    @property
+    def cross_entropy_spec(self) -> CrossEntropySpec:
+        """The :class:`CrossEntropySpec` of ``cross_entropy``."""
+        return CROSS_ENTROPIES[self.cross_entropy]
 
     def __post_init__(self):
         # the model computes in float64, exact for integers up to 2^53: larger counts are not a batch
@@ -72,3 +110,6 @@ class Recipe:
             raise InputError("--precision", "", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise InputError("--optimizer", "", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.cross_entropy not in CROSS_ENTROPIES:
+            raise InputError("--cross-entropy", "", f"{self.cross_entropy!r} is not one of "
+                             f"{', '.join(CROSS_ENTROPIES)}")
