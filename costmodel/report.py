@@ -11,6 +11,7 @@ from .layouts import RECOMPUTE, layout_name, uneven_split
 from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
+from .stacks import RECIPE_SWITCHES
 
 GIB = 2.0**30
 _TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
@@ -40,8 +41,7 @@ def run_record(run: RunPrediction) -> dict:
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
-                   "flash_attention": run.recipe.flash_attention, "tp_comm_overlap": run.recipe.tp_comm_overlap,
-                   "optimizer": run.recipe.optimizer},
+                   "stack": run.recipe.stack, **{w.name: getattr(run.recipe, w.name) for w in RECIPE_SWITCHES}},
     }
     if not run.feasible:
         rec["reason"] = run.reason

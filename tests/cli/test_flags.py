@@ -112,3 +112,27 @@ def test_batch_and_sequence_counts_are_range_checked():
         with pytest.raises(InputError, match=flag):
             Recipe(**kw)
     assert Recipe(gbs=2**53, seq_len=1).gbs == 2**53
+
+
+def test_cross_entropy_flag_sets_the_logits_bytes():
+    """Megatron's loss keeps 6 bytes per logit, a fused in-place loss 2: the activation peak of a
+    single-stage layout drops by 4 bytes x tokens x vocab / TP."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-8b", "--cluster", "paper-h200",
+            "--nodes", "1", "--tp", "2", "--mbs", "1", "--seq-len", "8192", "--json"]
+    out = {}
+    for ce in ("megatron", "fused"):
+        r = subprocess.run(base + ["--cross-entropy", ce], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out[ce] = json.loads(r.stdout)
+    assert out["fused"]["recipe"]["cross_entropy"] == "fused"
+    drop = out["megatron"]["memory"]["activations_bytes"] - out["fused"]["memory"]["activations_bytes"]
+    assert drop == 4.0 * 8192 * 128256 / 2
+    r = subprocess.run(base + ["--cross-entropy", "liger"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "costmodel: error: --cross-entropy: 'liger' is not one of eager, megatron, fused, chunked"]
