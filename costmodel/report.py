@@ -331,5 +331,8 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
         lines += [f"  {v:+.3f}  {k}" for k, v in summary["spearman"].items()]
     if show_rows:
         lines += [f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
+                  + (" OOM" if r.predicted_oom else "") + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")
                   for r in results if not r.skipped]
+        lines.append("assumed: what the row does not publish, filled by the stack's recipes (sp), the least "
+                     "sharding that fits (zero) or the notes (switches)")
     return out + lines

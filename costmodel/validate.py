@@ -21,6 +21,7 @@ from . import metrics
 from .compute import gemm_dtype, model_flops_per_step
 from .errors import InputError
 from .layouts import LayoutTable, validity
+from .memory import memory_bytes
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
@@ -49,6 +50,7 @@ class RowResult:
     predicted_oom: bool = False
     regime: tuple | None = None
     band_rel: float | None = None
+    assumed: tuple = ()
 
     @property
     def covered(self) -> bool:
@@ -97,6 +99,40 @@ _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatro
                   ("megatron_lm_h100", "megatron"), ("flagperf_megatron", "megatron"), ("nemo", "nemo"),
                   ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
+# recipe switches a row's notes name, the CSV having no column for them
+_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),)   # Liger-Kernel's fused linear cross-entropy
+# stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
+# sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel)
+_SP_WITH_TP = ("megatron", "nemo")
+
+
+def row_switches(r: dict) -> dict:
+    """Recipe switches the row's notes name (:data:`_NOTE_SWITCHES`), e.g. Liger-Kernel's chunked loss."""
+    notes = r.get("notes", "").lower()
+    out: dict = {}
+    for key, switches in _NOTE_SWITCHES:
+        if key in notes:
+            out.update(switches)
+    return out
+
+
+def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool]:
+    """(sequence parallelism, assumed): the ``sequence_parallel`` column where it says true/false,
+    else on with TP > 1 for the stacks of :data:`_SP_WITH_TP` (assumed = True)."""
+    v = (r.get("sequence_parallel") or "").strip().lower()
+    if v in ("true", "false"):
+        return v == "true", False
+    return tp > 1 and stack.name in _SP_WITH_TP, tp > 1
+
+
+def _least_zero(model, recipe, cluster, row: dict) -> int:
+    """The smallest ZeRO stage, 0 or 1 (Megatron's distributed optimizer), at which the row's layout
+    fits: an unpublished sharding of a run that ran."""
+    for z in (0, 1):
+        if memory_bytes(model, recipe, LayoutTable.from_rows([dict(row, zero=z)])).peak_bytes[0] \
+                <= cluster.gpu.capacity_bytes:
+            return z
+    return 1
 
 
 def row_stack(r: dict) -> Stack | None:
@@ -255,16 +291,20 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             out.append(RowResult(rid, src, skipped="stack unknown: add a stack column"))
             continue
         model = row_model(r, stack)
-        recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"])
+        switches = row_switches(r)
+        recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], **switches)
         tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
         dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
-        zero = row_zero(r)
+        sp, sp_assumed = row_sp(r, stack, tp)
         # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
         # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
         ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
         row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
-                   recompute=r["recompute"], zero=zero, sp=r.get("sequence_parallel") == "true",
-                   overlap=not ddp_local)
+                   recompute=r["recompute"], zero=row_zero(r), sp=sp, overlap=not ddp_local)
+        assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+        if not (r.get("fsdp_or_zero") or "").strip() and dp * cp > 1:
+            row["zero"] = _least_zero(model, recipe, cluster, row)
+            assumed += (f"zero={row['zero']}",)
         code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
                               uneven_pp=True)
         if code[0] >= 0:
@@ -274,7 +314,8 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         if meas is None:
             out.append(RowResult(rid, src, skipped="no throughput metric"))
             continue
-        res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric)
+        res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric,
+                        assumed=assumed)
         out.append(res)
         groups.setdefault((key, model, recipe), []).append((row, res))
     mf_table = load_model_form()

@@ -110,3 +110,15 @@ def test_a_bad_numeric_cell_skips_its_row_by_name(tmp_path, value, why):
     f.write_text(lines[0] + "\n" + out.getvalue())
     (r,) = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped.startswith("num_gpus") and why in r.skipped
+
+
+def test_no_published_hopper_run_is_predicted_out_of_memory():
+    """Every run of the Hopper/Blackwell dev set ran: none may be predicted not to fit.  FlagPerf's
+    Megatron rows do not publish their sharding or SP: the least ZeRO that fits and the stack's SP are
+    assumed and reported; ml-engineering's Liger-Kernel rows keep no full logits."""
+    res = validate_rows(read_runs_csv(HOPPER), str(HOPPER))
+    used = [r for r in res if not r.skipped]
+    assert len(used) >= 166 and [r.row_id for r in used if r.predicted_oom] == []
+    fp = {r.row_id: r for r in used}
+    assert fp["flagperf-002"].assumed == ("sp=True", "zero=1")      # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
+    assert fp["mleng-011"].assumed == ("cross_entropy=chunked",)    # 262k tokens with Liger-Kernel
