@@ -124,7 +124,8 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     raw_layer = (cm.tp_layer_fwd_s[0] + cm.tp_layer_bwd_s[0] + cm.cp_layer_fwd_s[0] + cm.cp_layer_bwd_s[0]
                  + cm.ep_layer_fwd_s[0] + cm.ep_layer_bwd_s[0])
     full = layout["recompute"] == "full"
-    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + ct.layer_recompute_s[0]
+    # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
+    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + ct.layer_recompute_s[0] + st.layer_contention_s[0]
     layer_ew = ct.layer_ew_fwd_s[0] * (1 + (1 if full else 0)) + ct.layer_ew_bwd_s[0]
     layer_flops = ct.layer_flops_fwd[0] * (3 + (1 if full else 0))
     last = np.zeros(pp)
@@ -152,7 +153,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     util = {"flop": np.clip(flops / (peak * comp), 0.0, 1.0),
             "hbm": np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0),
             "link": u_link * np.clip(hidden / comp, 0.0, 1.0)}
-    const = bd["dp_comm_s"][0] + bd["optimizer_s"][0]
+    const = bd["dp_comm_s"][0] + bd["optimizer_s"][0] + st.step_contention_s[0]
     return StageTerms(comp, comp - ew, exposed, hidden, util, {"link": u_link}, m, const,
                       m + bubble_periods(pp, layout["vp"]), layout["tp"] * layout["dp"] * layout["cp"], layers,
                       layer, logits, float(pp_mb))

@@ -13,7 +13,8 @@ under the backward of the last micro-batch and the ZeRO-1 parameter all-gather u
 of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
 under the micro-batch's compute.  Compute that hides communication shares the SMs and HBM with
 NCCL's kernels and runs slower: each hidden second of communication adds (s - 1) seconds of compute,
-s = ``Profile.overlap_slowdown`` measured by the calibration suite (1 when not measured).  The
+s = ``Profile.overlap_slowdown`` measured by the calibration suite (the published mean 1.189 of
+arXiv:2507.03114 when not measured).  The
 optimizer step is HBM-bound (:func:`optimizer_step_bytes_per_param`): Adam reads fp32 master
 weight, m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad
 read for the global-norm clip, per local parameter.
@@ -93,6 +94,9 @@ class StepTimes:
 
     The terms of :data:`BREAKDOWN_TERMS` sum to ``step_time_s``.  ``t_mb_s`` is the slowest
     stage's time per micro-batch, ``fwd_s``/``bwd_s`` its forward/backward parts.
+    ``layer_contention_s``: the compute time one layer loses per micro-batch (forward + backward)
+    to the collectives hidden under it; ``step_contention_s``: the same for the DP/FSDP
+    communication hidden under a step's compute (both inside ``breakdown["compute_s"]``).
     """
 
     step_time_s: np.ndarray
@@ -100,6 +104,8 @@ class StepTimes:
     t_mb_s: np.ndarray
     fwd_s: np.ndarray
     bwd_s: np.ndarray
+    layer_contention_s: np.ndarray
+    step_contention_s: np.ndarray
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp", "overlap")
@@ -115,12 +121,11 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
-    comp_f = L * ct.layer_fwd_s + ct.logits_fwd_s
-    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s) + ct.logits_bwd_s
-    if slow:  # (skipped on the hot path of profiles without a measured factor)
-        comp_f = comp_f + slow * L * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
-        comp_b = comp_b + slow * L * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
-                                      + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
+    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
+    cont_b = slow * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
+                     + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
+    comp_f = L * (ct.layer_fwd_s + cont_f) + ct.logits_fwd_s
+    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s + cont_b) + ct.logits_bwd_s
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
@@ -130,8 +135,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
-    dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp)) \
-        if slow else 0.0
+    dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
@@ -149,7 +153,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
         "optimizer_s": opt,
     }
     total = sum(bd.values())
-    return StepTimes(total, bd, t_mb, fwd, bwd)
+    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow)
 
 
 def take_rows(obj, idx):
