@@ -8,7 +8,8 @@ parallelism shards norms and elementwise ops over TP; CP splits the sequence; EP
 * GEMMs: QKV, attention output, MLP FC1 (x2 when gated) and FC2 (per active expert), router,
   logits (last stage).  Backward = dgrad + wgrad, the same FLOPs twice (Narayanan et al. SC21).
   Each GEMM's time is :func:`costmodel.gemm.gemm_time_s` with the fitted efficiency.
-* Attention core: flash attention (Dao 2023) at the profile's measured fused-attention efficiency,
+* Attention core: flash attention (Dao 2023) at the profile's fitted efficiency of the recipe's
+  kernel (FlashAttention-2/3/4) at the sequence length each kernel call sees (s / CP),
   causal (half the s^2 FLOPs executed); backward executes 2.5x the forward matmul FLOPs
   (FlashAttention-2 recomputes QK^T: 5 matmuls vs 2, Dao 2023 section 3.1).  Unfused attention
   (pre-2022 Megatron) runs the full s^2 batched GEMMs plus a materialised softmax.
@@ -53,14 +54,16 @@ def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     return 4.0 * seq_len * model.q_dim
 
 
-def model_flops_per_step(model: ModelSpec, recipe: Recipe) -> float:
+def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False) -> float:
     """Model FLOPs of one training step: 3 x forward (fwd + 2x bwd), no recompute.
 
     forward = tokens x (L x (weight GEMMs + attention core) + 2 h V logits), tokens = gbs x seq_len.
     For GPT this equals 72 B s l h^2 (1 + s/(6h) + V/(16 l h)) (Narayanan et al. SC21, eq. 3).
+    ``causal`` counts only the lower triangle of the attention scores (half the s x s FLOPs), the
+    convention of sources that report "causal" model FLOPs (e.g. ml-engineering's 6 s^2 d h L).
     """
-    per_token = (model.num_layers * (layer_matmul_flops_per_token(model)
-                                     + attention_flops_per_token(model, recipe.seq_len))
+    attn = attention_flops_per_token(model, recipe.seq_len) * (0.5 if causal else 1.0)
+    per_token = (model.num_layers * (layer_matmul_flops_per_token(model) + attn)
                  + 2.0 * model.hidden * model.vocab)
     return 3.0 * per_token * recipe.gbs * recipe.seq_len
 
@@ -182,8 +185,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     heads_local = model.num_heads / tp
     if recipe.flash_attention:
         fl = 4.0 * tok * s * q / tp * 0.5       # causal: half of the s x s block executed
-        attn_f = fl / (peak16 * profile.flash_efficiency) + launch * cp
-        attn_b = FLASH_BWD_FLOP_RATIO * fl / (peak16 * profile.flash_efficiency) + launch * cp
+        # each kernel call (a CP ring step) sees s / CP keys per query
+        eff = profile.attention_efficiency(recipe.attention_kernel, s / cp)
+        attn_f = fl / (peak16 * eff) + launch * cp
+        attn_b = FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch * cp
     else:
         bmm = t.mbs * heads_local
         sq = s / cp

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .specs import CROSS_ENTROPIES, OPTIMIZERS, Recipe
+from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, OPTIMIZERS, Recipe
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ RECIPE_SWITCHES = (
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
                  tuple(CROSS_ENTROPIES)),
+    RecipeSwitch("attention_kernel", "choice", "Fused-attention kernel: its fitted efficiency by sequence length.",
+                 tuple(ATTENTION_KERNELS)),
 )
 
 
@@ -91,8 +93,9 @@ class Stack:
 
 
 def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
+    # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
-                            cross_entropy=cross_entropy), pads_vocab)
+                            cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab)
 
 
 STACKS = {s.name: s for s in (

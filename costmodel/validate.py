@@ -99,8 +99,10 @@ _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatro
                   ("megatron_lm_h100", "megatron"), ("flagperf_megatron", "megatron"), ("nemo", "nemo"),
                   ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
+_CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
 # recipe switches a row's notes name, the CSV having no column for them
-_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),)   # Liger-Kernel's fused linear cross-entropy
+_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
+                  ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}))
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
 # sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel)
 _SP_WITH_TP = ("megatron", "nemo")
@@ -197,7 +199,8 @@ METRICS = {
     "step_time_s": "step time as published",
     "hardware_tflops_per_gpu": "hardware TFLOP/s (executed FLOPs: model FLOPs x 4/3 under full recompute, "
                                "Narayanan et al. SC21 / Megatron-DeepSpeed 'TFLOPs')",
-    "model_tflops_per_gpu": "model TFLOP/s (Megatron formula, no recompute)",
+    "model_tflops_per_gpu": "model TFLOP/s (Megatron formula, no recompute; attention s x s, or its causal "
+                            "half where the row's notes say 'causal attention')",
     "tokens_per_s_per_gpu": "tokens/s/GPU (gbs x seq_len / step time / GPUs)",
 }
 
@@ -217,7 +220,8 @@ def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
     tk = _float(r, "tokens_per_s_per_gpu")
     if tk:
         return metrics.tokens_per_step(recipe) / (tk * n_gpus), "tokens_per_s_per_gpu"
-    mflops = model_flops_per_step(model, recipe)
+    # a source that says its FLOPs count causal attention counts half the s x s scores
+    mflops = model_flops_per_step(model, recipe, causal=_CAUSAL.search(r.get("notes", "")) is not None)
     hw = _float(r, "hardware_tflops_per_gpu")
     if hw:
         factor = 4.0 / 3.0 if recompute == "full" else 1.0

@@ -3,6 +3,8 @@ in the cost-term modules named in each docstring)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 from typing import Any
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
@@ -30,6 +32,30 @@ class GemmParams:
     tile_m: int
     tile_n: int
     num_sms: int
+
+
+@dataclass(frozen=True)
+class AttentionKernelParams:
+    """Fitted efficiency of one fused-attention kernel (FlashAttention-2/3/4) on one GPU.
+
+    eff(s) = eta_max s / (s + s_half): each query tile loops over the keys of a sequence of s
+    tokens, and a fixed per-tile cost (prologue, softmax rescaling, the causal diagonal) weighs
+    like ``s_half`` keys, the form of the GEMM k-loop (costmodel.gemm).  Efficiency is executed
+    FLOP/s (causal half of the s x s block, backward 2.5 x forward) over the dense 16-bit peak,
+    forward + backward together.  ``s_half`` = 0 where one sequence length was measured.  Above
+    ``s_max``, the longest sequence measured, the efficiency stays at its value there: the form
+    is not extrapolated beyond its data (FlashAttention-3's causal efficiency saturates near its
+    non-causal one, Shah et al. 2024, which the saturating form would overshoot).
+    """
+
+    eta_max: float
+    s_half: float = 0.0
+    s_max: float = float("inf")
+
+    def efficiency(self, seq_len):
+        """Efficiency at ``seq_len`` tokens (array-like, > 0); in (0, eta_max]."""
+        s = np.minimum(np.asarray(seq_len, dtype=np.float64), self.s_max)
+        return self.eta_max * s / (s + self.s_half)
 
 
 @dataclass(frozen=True)

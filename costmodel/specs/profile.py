@@ -13,7 +13,8 @@ import yaml
 
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
-from .params import COLLECTIVES, NVLS_EFF_MAX, POWER_TERMS, PROTOCOLS, CollectiveParams, GemmParams, PowerParams, ThermalParams
+from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_TERMS, PROTOCOLS, AttentionKernelParams, CollectiveParams,
+                     GemmParams, PowerParams, ThermalParams)
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
 MAD_TO_SIGMA = 1.4826
@@ -26,7 +27,10 @@ class Profile:
         key: file stem; gpu: GPU file stem it was fitted for.
         gemm: dtype -> :class:`GemmParams`.
         hbm_efficiency: achieved / datasheet HBM bandwidth.
-        flash_efficiency: fused-attention FLOP/s / dense 16-bit peak.
+        flash_efficiency: FlashAttention-2 FLOP/s / dense 16-bit peak (``attention.flash_efficiency``).
+        attention_kernels: kernel name (costmodel.specs.recipe.ATTENTION_KERNELS) ->
+            :class:`AttentionKernelParams` (``attention.kernels``; "fa2" defaults to
+            ``flash_efficiency`` at every sequence length).
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
         power: :class:`PowerParams` (cap range 0..inf: the GPU's range is the datasheet's) or None
@@ -54,6 +58,22 @@ class Profile:
     thermal: ThermalParams | None = None
     overlap_slowdown: float = 1.0
     fit_sigma: dict = field(default_factory=dict, repr=False)
+    attention_kernels: dict = field(default_factory=dict)
+
+    def attention_efficiency(self, kernel: str, seq_len):
+        """Efficiency of fused-attention ``kernel`` over sequences of ``seq_len`` tokens (array).
+
+        Raises:
+            InputError: the profile has no fit for ``kernel`` (naming the profile and the field).
+        """
+        k = self.attention_kernels.get(kernel)
+        if k is None:
+            if kernel == "fa2":
+                return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
+            raise InputError(self.path, f"attention.kernels.{kernel}",
+                             f"no {kernel} fit for {self.gpu} (fitted: fa2, {', '.join(self.attention_kernels) or '-'}): "
+                             "pick another --attention-kernel")
+        return k.efficiency(seq_len)
 
 
 #: Compute slowdown while a collective runs beside it, when no profile measured one: the mean over
@@ -134,7 +154,25 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
-        else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm))
+        else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm),
+        attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
+
+
+def _attention_kernels(a: dict, w: str) -> dict:
+    """``attention.kernels`` as name -> AttentionKernelParams (empty without the section)."""
+    ks = a.get("kernels") or {}
+    if not isinstance(ks, dict):
+        raise InputError(w, "attention.kernels", "expected a mapping of kernel name -> {eta_max, s_half}")
+    out = {}
+    for name, k in ks.items():
+        if not isinstance(k, dict):
+            raise InputError(w, f"attention.kernels.{name}", "expected a mapping with eta_max and s_half")
+        pre = f"attention.kernels.{name}."
+        out[str(name)] = AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
+                                               s_half=_get(k, "s_half", w, positive=False, prefix=pre),
+                                               s_max=_get(k, "s_max", w, prefix=pre, required=False,
+                                                          default=float("inf")))
+    return out
 
 
 def _power(d: dict, w: str):

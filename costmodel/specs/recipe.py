@@ -69,6 +69,14 @@ CROSS_ENTROPIES = {c.name: c for c in (
 )}
 
 
+#: fused-attention kernels a recipe may name (each profile fits the ones measured on its GPU)
+ATTENTION_KERNELS = {
+    "fa2": "FlashAttention-2 (Dao 2023; flash-attn 2.x, PyTorch SDPA's flash backend), any GPU from Ampere",
+    "fa3": "FlashAttention-3 (Shah et al. 2024; flash-attn 3.x hopper/), Hopper only",
+    "fa4": "FlashAttention-4 (flash-attn 4.x CuTe DSL), Blackwell only",
+}
+
+
 @dataclass(frozen=True)
 class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
@@ -79,7 +87,8 @@ class Recipe:
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce); ``cross_entropy``
-    names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits.
+    names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits; ``attention_kernel`` one
+    of :data:`ATTENTION_KERNELS` (used with ``flash_attention``).
     """
 
     gbs: int
@@ -90,6 +99,7 @@ class Recipe:
     optimizer: str = "adam"
     stack: str = "megatron"
     cross_entropy: str = "megatron"
+    attention_kernel: str = "fa2"
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
@@ -110,6 +120,9 @@ class Recipe:
             raise InputError("--precision", "", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise InputError("--optimizer", "", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise InputError("--attention-kernel", "", f"{self.attention_kernel!r} is not one of "
+                             f"{', '.join(ATTENTION_KERNELS)}")
         if self.cross_entropy not in CROSS_ENTROPIES:
             raise InputError("--cross-entropy", "", f"{self.cross_entropy!r} is not one of "
                              f"{', '.join(CROSS_ENTROPIES)}")

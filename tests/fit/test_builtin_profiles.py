@@ -166,3 +166,30 @@ def test_inputs_are_in_repo_copies_with_source_headers():
         assert "SOURCE" in f.read_text()[:600], f"{name} lost its source header"
     src = "".join(f.read_text() for f in sorted((REPO / "costmodel" / "fit" / "builtin").glob("*.py")))
     assert "/work/shared" not in src and "../shared" not in src and "dev_set" not in src
+
+
+def test_fa3_fit_reproduces_the_tritonbench_kernel_times():
+    """H100 FlashAttention-3, causal bf16, B=4 H=48 D=128 (TritonBench PR #1267): fwd + bwd time at
+    S = 1k..8k within 6%; H200 carries H100's fit; above 8k the efficiency holds its 8k value."""
+    from costmodel.specs import load_profile
+    p = load_profile("h100-sxm-80gb")
+    k = p.attention_kernels["fa3"]
+    S = np.array([1024, 2048, 4096, 8192])
+    t_meas = np.array([141.63 + 709.66, 368.35 + 1631.26, 1236.90 + 4643.46, 4817.44 + 15308.16]) * 1e-6
+    flops = 3.5 * 2 * 4 * 48 * S.astype(float) ** 2 * 128
+    t_model = flops / (989.4e12 * k.efficiency(S))
+    assert np.all(np.abs(t_model / t_meas - 1) < 0.06), t_model / t_meas
+    assert k.efficiency(262144) == k.efficiency(8192)
+    assert load_profile("h200-sxm-141gb").attention_kernels["fa3"] == k
+    # B200 FlashAttention-4 (flash-attention PR #2280): 8k causal fwd 0.775 ms + 2CTA bwd 2.274 ms
+    b = load_profile("b200-sxm-180gb").attention_kernels["fa4"]
+    assert b.efficiency(8192) == pytest.approx(3.5 * 2 * 4 * 16 * 8192 ** 2 * 128 / 3.049e-3 / 2250e12, rel=2e-3)
+
+
+def test_a_kernel_the_profile_has_not_measured_is_refused():
+    from costmodel.errors import InputError
+    from costmodel.specs import load_profile
+    p = load_profile("a100-sxm-80gb")
+    assert p.attention_efficiency("fa2", 4096) == p.flash_efficiency
+    with pytest.raises(InputError, match="attention.kernels.fa3"):
+        p.attention_efficiency("fa3", 4096)

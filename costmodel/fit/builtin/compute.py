@@ -155,8 +155,38 @@ def derive_gemm(b: Build, a100: GemmParams) -> float:
     return eta_mi
 
 
+def _fa_efficiency(k: dict, peak: float):
+    """(sequence lengths, measured fwd + bwd efficiency, executed FLOPs) of one kernel table:
+    causal forward 2 B H S^2 D, backward 2.5 x forward (Dao 2023)."""
+    B, H, D = k["shape"]
+    s = np.asarray(k["s"], float)
+    flops = 3.5 * 2.0 * B * H * s ** 2 * D
+    t = np.asarray(k["fwd_s"]) + np.asarray(k["bwd_s"])
+    return s, flops / t / peak, flops, t
+
+
+def _fit_fa_kernel(k: dict, peak: float, source: str) -> dict:
+    """``attention.kernels.<name>`` of one measured kernel: eff(s) = eta_max s / (s + s_half) by least
+    squares on log time (one sequence length: s_half = 0, eta_max = the measurement)."""
+    from scipy.optimize import least_squares
+    s, eff, flops, t = _fa_efficiency(k, peak)
+    if len(s) == 1:
+        eta, sh = float(eff[0]), 0.0
+    else:
+        res = lambda x: np.log(flops / (peak * x[0] * s / (s + x[1]))) - np.log(t)  # noqa: E731
+        r = least_squares(res, [float(eff.max()), float(s.min())], bounds=([1e-3, 0.0], [1.0, 1e6]))
+        eta, sh = float(r.x[0]), float(r.x[1])
+    model_t = flops / (peak * eta * s / (s + sh))
+    return dict(eta_max=round_sig(eta), s_half=round_sig(sh), s_max=int(s.max()),
+                fit=fit_stats(model_t, t, [source], method="least_squares on log time of causal fwd + bwd, "
+                              "eff(s) = eta_max s / (s + s_half)", seq_lens=[int(x) for x in s],
+                              batch_heads_head_dim=list(k["shape"])))
+
+
 def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
-    """``attention:`` of A100, H100, H200 from Azure FlashAttention-2; B200, V100, MI250 derived."""
+    """``attention:`` of A100, H100, H200 from Azure FlashAttention-2; FlashAttention-3 on H100 (and
+    H200, the same GH100 compute) and FlashAttention-4 on B200 from published kernel times; B200's
+    FA2 entry, V100 and MI250 derived."""
     az = b.D["azure"]
     for g, sysname in AZURE.items():
         a = az[sysname]["attention"]
@@ -177,6 +207,17 @@ def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
              f"{gb_fa / GB200_BF16_FLOPS:.3f} of GB200's 2.5 PFLOP/s, but FA2 does not use Blackwell's tcgen05 tensor "
              "cores, so it is not representative of training kernels; it is a lower bound.")
     b.use("b200-sxm-180gb", "mamf", "gb200")
+    fa = b.D["fa_kernels"]
+    fa3 = _fit_fa_kernel(fa["fa3_h100"], b.sheet["h100-sxm-80gb"].peak["bf16"], rel("fa_kernels"))
+    for g in ("h100-sxm-80gb", "h200-sxm-141gb"):
+        b.prof[g]["attention"]["kernels"] = {"fa3": dict(fa3, **({} if g == "h100-sxm-80gb" else dict(
+            derived_from="h100-sxm-80gb:attention.kernels.fa3",
+            note="H200 has H100's GH100 SMs and clocks; attention is matmul-bound, so H100's FA3 times carry over")))}
+        b.use(g, "fa_kernels")
+    b.prof["b200-sxm-180gb"]["attention"]["kernels"] = {
+        "fa4": _fit_fa_kernel(fa["fa4_b200"], b.sheet["b200-sxm-180gb"].peak["bf16"], rel("fa_kernels"))}
+    b.use("b200-sxm-180gb", "fa_kernels")
+    b.summary.append(("attention", "h100-sxm-80gb", "fa3", f"eta_max {fa3['eta_max']}, s_half {fa3['s_half']}"))
     a100a = az["ND A100 v4"]["attention"]
     b.prof["v100-sxm2-32gb"]["attention"] = dict(
         flash_efficiency=round_sig(a100a["standard"] / b.sheet["a100-sxm-80gb"].peak["bf16"]),

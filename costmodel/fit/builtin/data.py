@@ -7,6 +7,7 @@ says which fit uses which file.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ F = dict(  # input files (copies under hardware/profiles/data/)
     liplus="liplus_a100_8gpu_sendrecv.txt", mleng_a100="mlengineering_a100_8gpu_nvlink_allreduce.txt",
     mleng_bench="mlengineering_allreduce_bench_h200_b200_pytorch.md",
     mleng_nvls="mlengineering_h200_b200_nvls_and_collectives.md",
+    fa_kernels="flash_attention_kernel_times_h100_b200.md",
     # power and thermal (power.py)
     h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
     flagperf_ops="flagperf_a100_operator_bench_power_temp.csv",
@@ -99,7 +101,34 @@ def load_public():
                 p5=read_nccl_tests(path("p5")), p4de=read_nccl_tests(path("p4de")),
                 issues=read_nccl_tests(path("issues")), liplus=read_nccl_tests(path("liplus")),
                 mleng_a100=read_massaged_nccl_table(path("mleng_a100")),
-                bench=read_allreduce_bench(path("mleng_bench")), nvls=read_mlengineering_nvls(path("mleng_nvls")))
+                bench=read_allreduce_bench(path("mleng_bench")), nvls=read_mlengineering_nvls(path("mleng_nvls")),
+                fa_kernels=fa_kernel_times(path("fa_kernels").read_text(encoding="utf-8")))
+
+
+def fa_kernel_times(text: str) -> dict:
+    """The FlashAttention kernel times of ``flash_attention_kernel_times_h100_b200.md``.
+
+    Returns {"fa3_h100": {"shape": (B, H, D), "s": [...], "fwd_s": [...], "bwd_s": [...]},
+    "fa4_b200": {"shape": (B, H, D), "s": [8192], "fwd_s": [...], "bwd_s": [...]}} (seconds).
+    Raises:
+        ValueError: a table or line the file should hold is missing.
+    """
+    def table(title):
+        m = re.search(re.escape(title) + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
+        if not m:
+            raise ValueError(f"no table {title!r}")
+        rows = [ln.split("|")[1:-1] for ln in m.group(1).strip().splitlines()[2:]]
+        return [int(r[0]) for r in rows], [float(r[2]) * 1e-6 for r in rows]
+    s, fwd = table("## [fa3_h100] Causal Forward")
+    s2, bwd = table("## [fa3_h100] Causal Backward")
+    if s != s2:
+        raise ValueError("FA3 forward and backward tables differ in S")
+    f4 = re.search(r"FA Python fwd: ([\d.]+)ms.*?\[2CTA\] FA Python bwd: ([\d.]+)ms", text, re.S)
+    if not f4:
+        raise ValueError("no FA4 fwd / [2CTA] bwd lines")
+    return {"fa3_h100": dict(shape=(4, 48, 128), s=s, fwd_s=fwd, bwd_s=bwd),
+            "fa4_b200": dict(shape=(4, 16, 128), s=[8192], fwd_s=[float(f4.group(1)) * 1e-3],
+                             bwd_s=[float(f4.group(2)) * 1e-3])}
 
 
 # ------------------------------------------------------------------------------ points of the fits
