@@ -151,7 +151,7 @@ def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
     return (model.layer_params() - expert) / t.tp + expert / (t.tp * t.ep)
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "mbs", "sp", "zero", "overlap")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "sp", "zero", "overlap")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
     """Raw (not yet overlapped) communication times of every parallel dimension; see module doc."""

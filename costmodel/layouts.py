@@ -173,15 +173,44 @@ def layout_name(lay: dict) -> str:
     return s
 
 
-def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
-    """Transformer layers on the fullest pipeline stage: ceil(L / PP) (float array; reads ``t.pp`` only).
-
-    Equals L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP
-    chunks hold L/(PP VP) layers each); otherwise the stages are uneven (VP = 1: Megatron-LM
-    --decoder-first/last-pipeline-num-layers, DeepSpeed PipelineModule partitioning) and the
-    fullest stage sets the pace.
+def accounts_embedding_loss(model: ModelSpec, t) -> np.ndarray:
+    """Layouts split with the embedding and the loss counted as one pipeline layer each (bool array;
+    reads ``t.pp`` and ``t.vp``): Megatron's --account-for-embedding-in-pipeline-split and
+    --account-for-loss-in-pipeline-split, used for interleaved schedules (VP > 1, which need equal
+    chunks) when PP x VP divides L + 2 but not L (Llama 3.1 405B's 126 layers + 2 = 128 = PP 8 x VP 8
+    x 2, NVIDIA's recipe).  Each virtual stage then holds (L + 2) / (PP VP) layers, the first chunk
+    one fewer transformer layer (the embedding), the last chunk one fewer (the loss).  With VP = 1
+    an uneven L is split as :func:`uneven_split` (DeepSpeed's PipelineModule, BLOOM's 70 layers).
     """
-    return np.ceil(model.num_layers / t.pp)
+    pv = t.pp * t.vp
+    return (t.vp > 1) & (model.num_layers % pv != 0) & ((model.num_layers + 2) % pv == 0)
+
+
+def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
+    """Transformer layers on the fullest pipeline stage (float array; reads ``t.pp`` and ``t.vp``).
+
+    L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP chunks
+    hold L/(PP VP) layers each); (L + 2)/PP on the middle stages of a split that counts the
+    embedding and the loss (:func:`accounts_embedding_loss`; the first and last stages hold one
+    fewer); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
+    num-layers, DeepSpeed PipelineModule partitioning), the fullest stage setting the pace.
+    """
+    return np.where(accounts_embedding_loss(model, t), (model.num_layers + 2) / t.pp,
+                    np.ceil(model.num_layers / t.pp))
+
+
+def pipeline_split(model: ModelSpec, layout: dict) -> np.ndarray:
+    """Transformer layers of each pipeline stage of one layout (length PP, summing to L): the split
+    of :func:`accounts_embedding_loss` where it applies, else :func:`uneven_split`."""
+    pp, L = layout["pp"], model.num_layers
+    one = LayoutTable.from_rows([layout]) if not isinstance(layout, LayoutTable) else layout
+    if bool(accounts_embedding_loss(model, one)[0]):
+        per = (L + 2) // pp
+        out = np.full(pp, float(per))
+        out[0] -= 1
+        out[-1] -= 1
+        return out
+    return uneven_split(L, pp)
 
 
 def microbatches(recipe: Recipe, dp, mbs):
@@ -218,8 +247,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("TP must divide the GPUs per node ({g}): TP stays within a node", gpus_per_node % t.tp != 0),
         ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
         ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
-        ("num_layers ({L}) must be divisible by PP x VP",
-         (model.num_layers % (t.pp * t.vp) != 0) & ~(uneven_pp & (t.vp == 1))),
+        ("num_layers ({L}) must be divisible by PP x VP (or num_layers + 2, the embedding and the loss "
+         "counted as pipeline layers)",
+         (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t) & ~(uneven_pp & (t.vp == 1))),
         ("PP must not exceed num_layers ({L})", t.pp > model.num_layers),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),

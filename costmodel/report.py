@@ -95,7 +95,11 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     ('E' embedding, 't' a transformer layer, 'L' the loss, '|' between stages).
     """
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
-    if layers is None and model.num_layers % layout["pp"]:
+    pv = layout["pp"] * layout["vp"]
+    accounted = layout["vp"] > 1 and model.num_layers % pv and (model.num_layers + 2) % pv == 0
+    if accounted and layers is None:
+        a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    elif layers is None and model.num_layers % layout["pp"]:
         layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"])]
     if layers is not None and len(set(layers)) > 1:
         mid = layers[1:-1]
@@ -111,7 +115,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["ep"] > 1:
         a.append(f"--expert-model-parallel-size {layout['ep']}")
     if layout["vp"] > 1:
-        a.append(f"--num-layers-per-virtual-pipeline-stage {model.num_layers // (layout['pp'] * layout['vp'])}")
+        per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
+        a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
     if layout["sp"]:
         a.append("--sequence-parallel")
     a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",

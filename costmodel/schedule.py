@@ -27,7 +27,7 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import LayoutTable, layers_per_stage, microbatches, uses_layout_fields
+from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, microbatches, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
@@ -124,8 +124,13 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
     cont_b = slow * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
                      + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
-    comp_f = L * (ct.layer_fwd_s + cont_f) + ct.logits_fwd_s
-    comp_b = L * (ct.layer_bwd_s + ct.layer_recompute_s + cont_b) + ct.logits_bwd_s
+    # the last stage runs the logits; with the embedding and loss counted as pipeline layers it has
+    # one transformer layer fewer than the middle stages, and the slower of the two sets the pace
+    acc = accounts_embedding_loss(model, t)
+    lay_f = ct.layer_fwd_s + cont_f
+    lay_b = ct.layer_bwd_s + ct.layer_recompute_s + cont_b
+    comp_f = (L - acc) * lay_f + np.where(acc, np.maximum(lay_f, ct.logits_fwd_s), ct.logits_fwd_s)
+    comp_b = (L - acc) * lay_b + np.where(acc, np.maximum(lay_b, ct.logits_bwd_s), ct.logits_bwd_s)
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)

@@ -124,3 +124,31 @@ def test_layout_name_is_the_one_formatter():
     assert layout_name(lay) == "TP8 PP4 DP1 CP1 EP1 VP2 mbs1 full-recompute ZeRO1 no-SP no-overlap"
     with pytest.raises(InputError, match=r"\(got TP8 PP4 DP2 CP1 EP1 VP2 mbs1 full-recompute ZeRO1 no-SP no-overlap\)"):
         check_layout(layout(**dict(lay, dp=2)), L70, R, 32, 8)
+
+
+def test_405b_pp8_vp8_counts_embedding_and_loss_as_pipeline_layers():
+    """Llama 3.1 405B: 126 layers; NVIDIA's recipe runs PP8 VP8 with the embedding and the loss
+    counted as pipeline layers (128 = 8 x 8 x 2): valid, split 15|16x6|15, Megatron flags printed,
+    and the energy model's stage split gives the schedule's step."""
+    from costmodel.layouts import accounts_embedding_loss, layers_per_stage, pipeline_split
+    from costmodel.predict import predict_run
+    from costmodel.report import megatron_args
+    from costmodel.specs import load_cluster, load_profile
+    m = load_model("llama3.1-405b")
+    r = Recipe(gbs=2048, seq_len=8192)
+    row = dict(tp=8, pp=8, dp=8, cp=1, ep=1, vp=8, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
+    t = layout(**row)
+    check_layout(t, m, r, 512, 8)
+    assert bool(accounts_embedding_loss(m, t)[0]) and layers_per_stage(m, t)[0] == 16
+    assert list(pipeline_split(m, row)) == [15, 16, 16, 16, 16, 16, 16, 15]
+    args = megatron_args(row, m, r)
+    assert "--account-for-embedding-in-pipeline-split" in args and "--num-layers-per-virtual-pipeline-stage 2" in args
+    # VP 1 keeps the uneven split (BLOOM / DeepSpeed): ceil(126/8) = 16 on the fullest stages
+    t1 = layout(**dict(row, vp=1))
+    assert not bool(accounts_embedding_loss(m, t1)[0]) and layers_per_stage(m, t1)[0] == 16
+    with pytest.raises(InputError, match="num_layers"):
+        check_layout(layout(**dict(row, vp=3)), m, r, 512, 8)
+    c = load_cluster("dgx-h100", 64)
+    run = predict_run(m, r, c, load_profile("h100-sxm-80gb"), row)
+    assert run.uncapped_step_time_s == pytest.approx(sum(run.breakdown.values()), rel=1e-12)
+    assert run.energy is not None and run.energy.step_time_s >= run.uncapped_step_time_s * (1 - 1e-9)
