@@ -99,6 +99,11 @@ class CommTimes:
     dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
     dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
     fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
+    dp_grad_tail_s / dp_param_head_s: the one bucket that overlap cannot hide: the last gradient
+        bucket, reduced after the backward ends, and the first parameter bucket, gathered before
+        the forward starts (Megatron-core overlap_grad_reduce / overlap_param_gather).
+    fsdp_edge_s: ZeRO-3's first layer gather and last layer reduce-scatter of a micro-batch, which
+        no compute hides.
     """
 
     tp_layer_fwd_s: np.ndarray
@@ -111,6 +116,9 @@ class CommTimes:
     dp_grad_s: np.ndarray
     dp_param_s: np.ndarray
     fsdp_mb_s: np.ndarray
+    dp_grad_tail_s: np.ndarray
+    dp_param_head_s: np.ndarray
+    fsdp_edge_s: np.ndarray
 
 
 def grad_bytes(recipe: Recipe) -> float:
@@ -203,9 +211,12 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     edp = dpcp // t.ep
     bucket = np.where(t.overlap, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
-    def bucketed(coll, params, bytes_per, stride, size):
+    def one_bucket(coll, params, bytes_per, stride, size):
         nb = np.maximum(np.ceil(params / bucket), 1.0)
-        return nb * group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
+        return group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
+
+    def bucketed(coll, params, bytes_per, stride, size):
+        return np.maximum(np.ceil(params / bucket), 1.0) * one_bucket(coll, params, bytes_per, stride, size)
 
     def both(coll, bytes_per):
         return (bucketed(coll, dense, bytes_per, t.tp, dpcp)
@@ -214,6 +225,10 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dp_grad = np.where(t.zero == 0, both("all_reduce", gb), both("reduce_scatter", gb))
     dp_grad = np.where(t.zero == 3, 0.0, dp_grad)
     dp_param = np.where((t.zero == 1) | (t.zero == 2), both("all_gather", ACT_BYTES), 0.0)
+    grad_tail = np.where(t.zero == 0, one_bucket("all_reduce", dense, gb, t.tp, dpcp),
+                         one_bucket("reduce_scatter", dense, gb, t.tp, dpcp))
+    grad_tail = np.where(t.zero == 3, 0.0, grad_tail)
+    param_head = np.where((t.zero == 1) | (t.zero == 2), one_bucket("all_gather", dense, ACT_BYTES, t.tp, dpcp), 0.0)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
     L = layers_per_stage(model, t)
@@ -224,4 +239,8 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
                  + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.tp * t.ep, edp, cluster, profile)
                  + group_time_s("reduce_scatter", lay_e * gb, t.tp * t.ep, edp, cluster, profile))
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
-    return CommTimes(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, dp_grad, dp_param, fsdp)
+    edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
+            + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile))
+    fsdp_edge = np.where(t.zero == 3, edge, 0.0)
+    return CommTimes(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, dp_grad, dp_param, fsdp, grad_tail, param_head,
+                     fsdp_edge)

@@ -10,8 +10,9 @@ the backward TP collectives of the column-parallel layers hide under their weigh
 tp_comm_overlap); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
-of the first (Megatron overlap_grad_reduce / overlap_param_gather); FSDP's per-layer gathers hide
-under the micro-batch's compute.  Compute that hides communication shares the SMs and HBM with
+of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
+bucket and the first parameter bucket, which no compute can hide; FSDP's per-layer gathers hide
+under the micro-batch's compute, except the first layer's gather and the last one's reduction.  Compute that hides communication shares the SMs and HBM with
 NCCL's kernels and runs slower: each hidden second of communication adds (s - 1) seconds of compute,
 s = ``Profile.overlap_slowdown`` measured by the calibration suite (the published mean 1.189 of
 arXiv:2507.03114 when not measured).  The
@@ -134,12 +135,14 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
-    fsdp = np.where(t.overlap, np.maximum(0.0, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
+    fsdp = np.where(t.overlap, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + fsdp
     bubble = bubble_periods(t.pp, t.vp) * t_mb
 
-    dp_grad = np.where(t.overlap, np.maximum(0.0, cm.dp_grad_s - bwd), cm.dp_grad_s)
-    dp_param = np.where(t.overlap, np.maximum(0.0, cm.dp_param_s - fwd), cm.dp_param_s)
+    # the last gradient bucket is reduced after the backward ends and the first parameter bucket
+    # is gathered before the forward starts: overlap hides all but those
+    dp_grad = np.where(t.overlap, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
+    dp_param = np.where(t.overlap, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
 
     dense, exp = stage_params(model, t)

@@ -119,3 +119,19 @@ def test_fp8_pays_its_casts_and_keeps_the_output_layer_in_16_bit():
     # the output layer's GEMMs are the 16-bit ones; only the cross-entropy's launches differ
     ce_launch = 3 * (l8 - l16)
     assert b.logits_fwd_s[0] - a.logits_fwd_s[0] == pytest.approx(ce_launch, abs=1e-12)
+
+
+def test_overlap_leaves_the_last_gradient_bucket_and_the_first_param_bucket_exposed(h200):
+    """Megatron-core overlap_grad_reduce/overlap_param_gather hide every bucket but the last gradient
+    bucket (reduced after the backward ends) and the first parameter bucket (gathered before the
+    forward starts): with a long backward, exactly those two stay exposed."""
+    from costmodel.comm import comm_times
+    c, p = h200
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=512, seq_len=8192)
+    t = layout(tp=1, pp=1, dp=8, zero=1, mbs=1, overlap=True)
+    pred = predict_one(m, c, p, r, tp=1, pp=1, dp=8, zero=1, mbs=1, overlap=True)
+    cm = comm_times(m, r, c, p, t)
+    assert cm.dp_grad_tail_s[0] > 0 and cm.dp_param_head_s[0] > 0
+    assert cm.dp_grad_tail_s[0] < cm.dp_grad_s[0] / 10            # 8B params in 40M-param buckets
+    assert pred.breakdown["dp_comm_s"][0] == pytest.approx(cm.dp_grad_tail_s[0] + cm.dp_param_head_s[0], rel=1e-12)
