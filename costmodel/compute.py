@@ -17,6 +17,9 @@ parallelism shards norms and elementwise ops over TP; CP splits the sequence; EP
   / (datasheet bandwidth x fitted HBM efficiency) + one kernel launch each.
 * Recompute: full re-runs the layer forward inside backward; selective re-runs the attention core
   (Korthikanti et al. 2022 section 5).
+* CPU dispatch: a layer pass takes at least the CPU time its stack needs to issue it
+  (costmodel.stacks: framework calls per layer x the eager per-call overhead); the GPU waits when
+  its kernels are shorter (small models, few tokens per micro-batch).
 
 Model FLOPs follow the Megatron convention (Narayanan et al. SC21 appendix): full s^2 attention,
 backward = 2x forward, no recomputation; per step 72 B s l h^2 (1 + s/(6h) + V/(16 l h)) for GPT.
@@ -31,6 +34,7 @@ from .errors import InputError
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stacks import EAGER_OP_OVERHEAD_S, STACKS
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
@@ -222,8 +226,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         ew_f = ew_f + mem(FP8_CAST_BYTES * in_f, 4)
         ew_b = ew_b + mem(FP8_CAST_BYTES * out_b, 4)
 
-    layer_f = gemm_f + attn_f + ew_f
-    layer_b = gemm_b + attn_b + ew_b
+    cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
+    layer_f = np.maximum(gemm_f + attn_f + ew_f, cpu)
+    layer_b = np.maximum(gemm_b + attn_b + ew_b, cpu)
     rc = t.recompute
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, 0.0 if recipe.flash_attention else attn_f, 0.0))
 

@@ -27,6 +27,20 @@ deepspeed              yes      off      adamw      eager     DeepSpeed with HF 
                                                               ``attn_implementation``; AdamW; the model's loss
                                                               upcasts the logits to fp32)
 =====================  =======  =======  =========  ========  =================================================
+
+CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
+pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner
+waits for the CPU (small models, few tokens per micro-batch).  Counts, forward (the backward
+replays one autograd node per differentiable call, counted the same):
+
+* eager Llama/MPT block (HF transformers LlamaDecoderLayer, torchtitan, llm-foundry): 2 RMSNorms of
+  8 ops (to, pow, mean, add, rsqrt, mul, mul, to), 3 QKV linears + 3 view/transpose pairs (6),
+  rotary embedding on q and k (2 x 9: cos/sin slices, mul, rotate_half's 2 slices, neg, cat, mul,
+  add), attention (3 transposes, the kernel, a reshape), the output linear, 2 residual adds, the
+  MLP (3 linears, SiLU, mul): 8+8+3+6+18+5+1+2+5 = 56.
+* Megatron-core with Transformer Engine: fused modules: LayerNormLinear (QKV), fused RoPE on q and
+  k (2), DotProductAttention and its 2 reshapes (3), Linear (proj), bias-dropout-add (fused), a
+  LayerNormLinear (FC1), the fused SwiGLU, Linear (FC2), bias-dropout-add: 12.
 """
 from __future__ import annotations
 
@@ -34,6 +48,14 @@ from dataclasses import dataclass, field
 
 from .errors import InputError
 from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, OPTIMIZERS, Recipe
+
+
+#: CPU time of one eager PyTorch call, s: ``x + 1`` in eager mode takes 4.5 us of fixed overhead
+#: (Jason Ansel, "Micro-optimizations for the most micro of benchmarks", dev-discuss.pytorch.org/t/1836,
+#: 2023, i9-11900K), the dispatcher, autograd recording and the launch together.
+EAGER_OP_OVERHEAD_S = 4.5e-6
+EAGER_LAYER_OPS = 56      # eager Llama/MPT block, forward (module docstring)
+FUSED_LAYER_OPS = 12      # Megatron-core + Transformer Engine block, forward (module docstring)
 
 
 @dataclass(frozen=True)
@@ -80,11 +102,13 @@ class Stack:
         defaults: the value of every :data:`RECIPE_SWITCHES` field on this stack.
         pads_vocab: the vocabulary is padded to a multiple of 128 x TP (Megatron
             ``--make-vocab-size-divisible-by 128``).
+        layer_ops: framework calls the CPU issues per transformer layer and pass (module docstring).
     """
 
     name: str
     defaults: dict = field(hash=False)
     pads_vocab: bool = False
+    layer_ops: int = EAGER_LAYER_OPS
 
     @property
     def flash_attention(self) -> bool:
@@ -93,9 +117,11 @@ class Stack:
 
 
 def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
-    # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend
+    # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend; the
+    # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
-                            cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab)
+                            cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS)
 
 
 STACKS = {s.name: s for s in (

@@ -135,3 +135,20 @@ def test_overlap_leaves_the_last_gradient_bucket_and_the_first_param_bucket_expo
     assert cm.dp_grad_tail_s[0] > 0 and cm.dp_param_head_s[0] > 0
     assert cm.dp_grad_tail_s[0] < cm.dp_grad_s[0] / 10            # 8B params in 40M-param buckets
     assert pred.breakdown["dp_comm_s"][0] == pytest.approx(cm.dp_grad_tail_s[0] + cm.dp_param_head_s[0], rel=1e-12)
+
+
+def test_a_short_micro_batch_waits_for_the_cpu_of_an_eager_stack(h200):
+    """56 eager calls per layer pass at 4.5 us each (PyTorch dev-discuss 1836) bound a layer whose
+    kernels take less: Llama 2 7B, 1 x 128 tokens on an H200; the fused Megatron block (12 calls)
+    is GPU-bound there, and at 8k tokens neither waits."""
+    from costmodel.compute import compute_times
+    from costmodel.stacks import EAGER_OP_OVERHEAD_S
+    c, p = h200
+    m = load_model("llama2-7b")
+    t = layout(tp=1, mbs=1)
+    eager = compute_times(m, Recipe(gbs=8, seq_len=128, stack="deepspeed"), c, p, t)
+    fused = compute_times(m, Recipe(gbs=8, seq_len=128, stack="megatron"), c, p, t)
+    assert eager.layer_fwd_s[0] == pytest.approx(56 * EAGER_OP_OVERHEAD_S, rel=1e-12)
+    assert fused.layer_fwd_s[0] < eager.layer_fwd_s[0] and fused.layer_fwd_s[0] > 12 * EAGER_OP_OVERHEAD_S
+    long = compute_times(m, Recipe(gbs=8, seq_len=8192, stack="deepspeed"), c, p, t)
+    assert long.layer_fwd_s[0] > 10 * 56 * EAGER_OP_OVERHEAD_S
