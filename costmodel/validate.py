@@ -100,6 +100,7 @@ _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatro
                   ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
+_CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
 # recipe switches a row's notes name, the CSV having no column for them
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}))
@@ -306,6 +307,8 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
                    recompute=r["recompute"], zero=row_zero(r), sp=sp, overlap=not ddp_local)
         assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+        if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
+            assumed += ("cpu-optimizer-offload-not-modelled",)
         if not (r.get("fsdp_or_zero") or "").strip() and dp * cp > 1:
             row["zero"] = _least_zero(model, recipe, cluster, row)
             assumed += (f"zero={row['zero']}",)
