@@ -128,14 +128,15 @@ def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool]:
     return tp > 1 and stack.name in _SP_WITH_TP, tp > 1
 
 
-def _least_zero(model, recipe, cluster, row: dict) -> int:
-    """The smallest ZeRO stage, 0 or 1 (Megatron's distributed optimizer), at which the row's layout
-    fits: an unpublished sharding of a run that ran."""
-    for z in (0, 1):
-        if memory_bytes(model, recipe, LayoutTable.from_rows([dict(row, zero=z)])).peak_bytes[0] \
-                <= cluster.gpu.capacity_bytes:
-            return z
-    return 1
+def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> dict:
+    """The row with the cheapest unpublished settings at which its layout fits: ZeRO stages and
+    recompute choices tried cheapest first (ZeRO-1 only adds an overlapped all-gather, so it comes
+    before any recomputation); the last candidate when none fits.  A run that ran fitted."""
+    cands = [dict(row, zero=z, recompute=rc) for rc in recomputes for z in zeros]
+    for c in cands:
+        if memory_bytes(model, recipe, LayoutTable.from_rows([c])).peak_bytes[0] <= cluster.gpu.capacity_bytes:
+            return c
+    return cands[-1]
 
 
 def row_stack(r: dict) -> Stack | None:
@@ -238,8 +239,6 @@ def _skip_reason(r: dict) -> str | None:
     for need in ("num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "mbs", "tp", "pp"):
         if not r.get(need, "").strip():
             return f"{need} not published"
-    if r.get("recompute") in ("", "unknown"):
-        return "recompute unknown"
     if r.get("precision", "") == "":
         return "precision not published"
     if "PARALLEL MISMATCH" in notes:
@@ -250,6 +249,8 @@ def _skip_reason(r: dict) -> str | None:
         return "batch-size ramp-up: the published config is not the one that ran"
     if "degraded" in notes.lower():
         return "measured during a degraded-GPU period"
+    if re.search(r"task=lora\b|\bLoRA\b", notes):
+        return "LoRA fine-tuning is not modelled (frozen base weights: no base gradients or optimizer states)"
     return None
 
 
@@ -304,20 +305,25 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
         # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
         ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
+        rc_known = r.get("recompute") not in ("", "unknown", None)
         row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
-                   recompute=r["recompute"], zero=row_zero(r), sp=sp, overlap=not ddp_local)
+                   recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
         assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
         if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
             assumed += ("cpu-optimizer-offload-not-modelled",)
-        if not (r.get("fsdp_or_zero") or "").strip() and dp * cp > 1:
-            row["zero"] = _least_zero(model, recipe, cluster, row)
-            assumed += (f"zero={row['zero']}",)
+        zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or dp * cp == 1
+        if not (zero_known and rc_known):
+            row = _least_costly_fit(model, recipe, cluster, row,
+                                    (row["zero"],) if zero_known else (0, 1),
+                                    (row["recompute"],) if rc_known else ("none", "selective", "full"))
+            assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
+                (() if rc_known else (f"recompute={row['recompute']}",))
         code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
                               uneven_pp=True)
         if code[0] >= 0:
             out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
             continue
-        meas, metric = measured_step_s(r, model, recipe, n_gpus, r["recompute"])
+        meas, metric = measured_step_s(r, model, recipe, n_gpus, row["recompute"])
         if meas is None:
             out.append(RowResult(rid, src, skipped="no throughput metric"))
             continue

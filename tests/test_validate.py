@@ -134,3 +134,17 @@ def test_flop_convention_and_attention_kernel_of_the_notes():
                                              str(HOPPER))}
     for k, r in res.items():
         assert "attention_kernel=fa3" in r.assumed and abs(r.error_pct) < 10, (k, r.error_pct)
+
+
+def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
+    """NeMo 24.07's performance table publishes no recompute or sharding: the cheapest settings at
+    which the layout fits are assumed (ZeRO-1 before any recomputation) and reported; its LoRA rows
+    (frozen base weights) are skipped by name."""
+    rows = [r for r in read_runs_csv(HOPPER) if r["source_file"].startswith("throughput/nemo_24.07")]
+    res = {r.row_id: r for r in validate_rows(rows, str(HOPPER))}
+    assert res["nemo2407-003"].assumed == ("sp=True", "zero=1", "recompute=none")
+    assert "recompute=full" in res["nemo2407-004"].assumed
+    lora = [r for r in res.values() if r.skipped and "LoRA" in r.skipped]
+    assert len(lora) == 3
+    used = [r for r in res.values() if not r.skipped]
+    assert len(used) == 15 and not any(r.predicted_oom for r in used)
