@@ -55,6 +55,8 @@ from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, OPTIMIZERS, Recipe
 #: 2023, i9-11900K), the dispatcher, autograd recording and the launch together.
 EAGER_OP_OVERHEAD_S = 4.5e-6
 EAGER_LAYER_OPS = 56      # eager Llama/MPT block, forward (module docstring)
+#: stacks built on Transformer Engine, whose userbuffer TP-communication overlap a user can switch on
+TE_STACKS = ("megatron", "nemo")
 FUSED_LAYER_OPS = 12      # Megatron-core + Transformer Engine block, forward (module docstring)
 
 

@@ -136,3 +136,24 @@ def test_cross_entropy_flag_sets_the_logits_bytes():
     r = subprocess.run(base + ["--cross-entropy", "liger"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "costmodel: error: --cross-entropy: 'liger' is not one of eager, megatron, fused, chunked"]
+
+
+def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
+    """Megatron-core leaves TE's TP-comm overlap off; recommend also tries it on, says so when the winner
+    needs it, and keeps it off when the user pins --no-tp-comm-overlap."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "costmodel.cli", "recommend", "--model", "llama3-70b", "--cluster", "paper-h200",
+            "--json", "--top", "1"]
+    r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    on = json.loads(r.stdout)["ranked"][0]
+    assert on["recipe"]["tp_comm_overlap"] is True and "--tp-comm-overlap" in r.stderr
+    r = subprocess.run(base + ["--no-tp-comm-overlap"], capture_output=True, text=True, env=env, timeout=120)
+    off = json.loads(r.stdout)["ranked"][0]
+    assert off["recipe"]["tp_comm_overlap"] is False and "note" not in r.stderr
+    assert on["step_time_s"] < off["step_time_s"]
