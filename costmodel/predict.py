@@ -9,6 +9,8 @@ predicted as one table (``predict_runs``).
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,6 +239,20 @@ def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, c
         terms=pred.terms.take(np.array([i])) if pred.terms is not None else None)
 
 
+def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
+    """An inlet temperature the cooling can have: finite, above absolute zero, below the GPU's
+    thermal slowdown temperature (a coolant at or above it would throttle an idle GPU).
+
+    Raises:
+        InputError: naming --inlet-temp-c and the bound.
+    """
+    slow = cluster.gpu.slowdown_temp_c
+    if not math.isfinite(inlet_temp_c) or inlet_temp_c <= -273.15 or (slow is not None and inlet_temp_c >= slow):
+        raise InputError("--inlet-temp-c", "", f"{inlet_temp_c:g} C is not a coolant temperature: it must be "
+                         f"finite, above -273.15 C" + (f" and below {cluster.gpu.name}'s slowdown temperature "
+                                                       f"{slow:g} C" if slow is not None else ""))
+
+
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
                  inlet_temp_c: float | None = None) -> list[RunPrediction]:
@@ -260,6 +276,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                          f"need a power and thermal model; missing: {', '.join(missing)}")
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
+    if inlet_temp_c is not None:
+        check_inlet_temp_c(inlet_temp_c, cluster)
     dtype = gemm_dtype(recipe)
     mf = load_model_form().sigma(regime(recipe.stack, cluster.gpu.key, model.params()))
     out = []

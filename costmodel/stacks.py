@@ -142,7 +142,8 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, **switche
     stack's defaults for the rest.
 
     Raises:
-        InputError: a bad recipe value (costmodel.specs.Recipe).
+        InputError: a bad recipe value (costmodel.specs.Recipe), or an attention kernel named for
+            unfused attention.
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
     known = {w.name for w in RECIPE_SWITCHES}
@@ -150,6 +151,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, **switche
     if unknown:
         raise TypeError(f"not recipe switches: {', '.join(sorted(unknown))}")
     values = {k: (switches[k] if switches.get(k) is not None else stack.defaults[k]) for k in known}
+    if switches.get("attention_kernel") is not None and not values["flash_attention"]:
+        raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
+                         "attention (--no-flash-attention or the stack's default): drop one of the two")
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision, stack=stack.name, **values)
 
 

@@ -20,7 +20,7 @@ from scipy.stats import spearmanr
 from . import metrics
 from .compute import gemm_dtype, model_flops_per_step
 from .errors import InputError
-from .layouts import LayoutTable, validity
+from .layouts import RECOMPUTE, LayoutTable, validity
 from .memory import memory_bytes
 from .model_error import load_model_form, regime
 from .predict import predict_table
@@ -78,8 +78,13 @@ _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
+_MEASURED = ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
+_MAX_COUNT = 2 ** 53        # counts the model computes exactly in float64
+
+
 def _bad_number(r: dict) -> str | None:
-    """Why a row's numeric cell cannot be used (not a number, not finite, not positive), or None."""
+    """Why a row's numeric cell cannot be used (not a number, not finite, not positive, a count that
+    is not a whole number up to 2^53), or None."""
     for k in _NUMERIC:
         v = (r.get(k) or "").strip()
         if not v:
@@ -90,6 +95,8 @@ def _bad_number(r: dict) -> str | None:
             return f"{k} is not a number ({v!r})"
         if not math.isfinite(x) or x <= 0:
             return f"{k} must be a finite positive number, got {v!r}"
+        if k not in _MEASURED and (not x.is_integer() or x > _MAX_COUNT):
+            return f"{k} must be a whole number up to 2^53, got {v!r}"
     return None
 
 
@@ -149,17 +156,20 @@ def row_stack(r: dict) -> Stack | None:
     return next((STACKS[s] for key, s in _SOURCE_STACKS if key in src), None)
 
 
-def row_zero(r: dict) -> int:
+def row_zero(r: dict) -> int | None:
     """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
-    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; else 0."""
+    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty, none or zero-0 -> 0; None
+    for any other value."""
     v = (r.get("fsdp_or_zero") or "").strip().lower()
-    if v.startswith("zero-1"):
+    if v in ("", "none", "zero-0"):
+        return 0
+    if re.fullmatch(r"zero-1\b.*", v):
         return 1
-    if v.startswith("zero-2") or "shard_grad_op" in v:
+    if re.fullmatch(r"zero-2\b.*", v) or "shard_grad_op" in v:
         return 2
-    if v.startswith("zero-3") or v.startswith("fsdp"):
+    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp"):
         return 3
-    return 0
+    return None
 
 
 def row_model(r: dict, stack: Stack) -> ModelSpec:
@@ -265,70 +275,115 @@ def _cluster_for(r: dict):
     return _GPU_CLUSTERS.get(r.get("gpu", "").strip())
 
 
+def _row_problem(r: dict) -> str | None:
+    """Why a row's categorical cells cannot be read (an unknown recompute, sharding or SP value)."""
+    rc = (r.get("recompute") or "").strip()
+    if rc not in ("", "unknown") + RECOMPUTE:
+        return f"recompute {rc!r} is not one of {', '.join(RECOMPUTE)} (or empty)"
+    z = (r.get("fsdp_or_zero") or "").strip()
+    if z and row_zero(r) is None:
+        return f"fsdp_or_zero {z!r} is not none, zero-0/1/2/3 or fsdp[-strategy]"
+    spv = (r.get("sequence_parallel") or "").strip().lower()
+    if spv not in ("", "true", "false"):
+        return f"sequence_parallel {spv!r} is not true, false or empty"
+    name = (r.get("stack") or "").strip()
+    if name and name not in STACKS:
+        return f"stack {name!r} is not one of {', '.join(STACKS)}"
+    return None
+
+
+def _prepare(r: dict, cache: dict):
+    """A usable row as (cluster key, model, recipe, layout row, RowResult), or the reason to skip it.
+
+    Raises:
+        InputError: a recipe value the model refuses (caught by :func:`validate_rows`, which skips
+            the row naming the field).
+    """
+    rid, src = r.get("row_id", "?"), r.get("source_file", "?")
+    why = _bad_number(r) or _skip_reason(r) or _row_problem(r)
+    cname = _cluster_for(r)
+    if why is None and cname is None:
+        why = f"no catalog GPU {r.get('gpu')!r}"
+    if why:
+        return why
+    n_gpus, gpn = _int(r, "num_gpus"), _int(r, "gpus_per_node")
+    key = (cname, n_gpus)
+    if key not in cache:
+        c = load_cluster(cname, nodes=max(1, n_gpus // gpn))
+        cache[key] = (c, load_profile(c.gpu.key))
+    cluster, profile = cache[key]
+    if cluster.gpus_per_node != gpn:
+        return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}"
+    stack = row_stack(r)
+    if stack is None:
+        return "stack unknown: add a stack column"
+    model = row_model(r, stack)
+    switches = row_switches(r)
+    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], **switches)
+    if recipe.flash_attention:
+        profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len)   # raises for an unfitted kernel
+    tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
+    dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
+    sp, sp_assumed = row_sp(r, stack, tp)
+    # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
+    # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
+    ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
+    rc_known = r.get("recompute") not in ("", "unknown", None)
+    row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
+               recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
+    assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+    if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
+        assumed += ("cpu-optimizer-offload-not-modelled",)
+    code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
+                          recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
+    if code[0] >= 0:
+        return f"layout not representable: {msgs[code[0]]}"
+    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or dp * cp == 1
+    if not (zero_known and rc_known):
+        row = _least_costly_fit(model, recipe, cluster, row, (row["zero"],) if zero_known else (0, 1),
+                                (row["recompute"],) if rc_known else ("none", "selective", "full"))
+        assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
+            (() if rc_known else (f"recompute={row['recompute']}",))
+    code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
+                          uneven_pp=True)
+    if code[0] >= 0:
+        return f"layout not representable: {msgs[code[0]]}"
+    meas, metric = measured_step_s(r, model, recipe, n_gpus, row["recompute"])
+    if meas is None:
+        return "no throughput metric"
+    # a measurement above the GPU's dense peak cannot be a step of this run
+    peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
+    if model_flops_per_step(model, recipe, causal=True) / (meas * n_gpus) > peak:
+        return f"{metric} implies more than {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak"
+    res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric, assumed=assumed)
+    return key, model, recipe, row, res
+
+
 def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
-    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why).
+    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why: a
+    bad or unknown cell names its column, a repeated ``row_id`` keeps the first row).
 
     Rows of the same model, recipe and cluster are predicted as one layout table (one vectorised
     pass each).
     """
     out: list = []
-    cache, groups = {}, {}
+    cache, groups, seen = {}, {}, set()
     for r in rows:
+        # csv.DictReader gives None for the cells a short row lacks and keys extra ones by None
+        r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
         rid, src = r.get("row_id", "?"), r.get("source_file", "?")
-        why = _bad_number(r) or _skip_reason(r)
-        cname = _cluster_for(r)
-        if why is None and cname is None:
-            why = f"no catalog GPU {r.get('gpu')!r}"
-        if why:
-            out.append(RowResult(rid, src, skipped=why))
+        if rid in seen:
+            out.append(RowResult(rid, src, skipped="duplicate row_id (the first row with it is used)"))
             continue
-        n_gpus, gpn = _int(r, "num_gpus"), _int(r, "gpus_per_node")
-        key = (cname, n_gpus)
-        if key not in cache:
-            c = load_cluster(cname, nodes=max(1, n_gpus // gpn))
-            cache[key] = (c, load_profile(c.gpu.key))
-        cluster, profile = cache[key]
-        if cluster.gpus_per_node != gpn:
-            out.append(RowResult(rid, src, skipped=f"{gpn} GPUs per node; the catalog's {cluster.key} has "
-                                                   f"{cluster.gpus_per_node}"))
+        seen.add(rid)
+        try:
+            got = _prepare(r, cache)
+        except InputError as e:     # a recipe flag's value names the row's column; a file names itself
+            got = (f"{e.where[2:].replace('-', '_')}: {e.message}" if e.where.startswith("--") else str(e))
+        if isinstance(got, str):
+            out.append(RowResult(rid, src, skipped=got))
             continue
-        stack = row_stack(r)
-        if stack is None:
-            out.append(RowResult(rid, src, skipped="stack unknown: add a stack column"))
-            continue
-        model = row_model(r, stack)
-        switches = row_switches(r)
-        recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], **switches)
-        tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
-        dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
-        sp, sp_assumed = row_sp(r, stack, tp)
-        # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
-        # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
-        ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
-        rc_known = r.get("recompute") not in ("", "unknown", None)
-        row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
-                   recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
-        assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
-        if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
-            assumed += ("cpu-optimizer-offload-not-modelled",)
-        zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or dp * cp == 1
-        if not (zero_known and rc_known):
-            row = _least_costly_fit(model, recipe, cluster, row,
-                                    (row["zero"],) if zero_known else (0, 1),
-                                    (row["recompute"],) if rc_known else ("none", "selective", "full"))
-            assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
-                (() if rc_known else (f"recompute={row['recompute']}",))
-        code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
-                              uneven_pp=True)
-        if code[0] >= 0:
-            out.append(RowResult(rid, src, skipped=f"layout not representable: {msgs[code[0]]}"))
-            continue
-        meas, metric = measured_step_s(r, model, recipe, n_gpus, row["recompute"])
-        if meas is None:
-            out.append(RowResult(rid, src, skipped="no throughput metric"))
-            continue
-        res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric,
-                        assumed=assumed)
+        key, model, recipe, row, res = got
         out.append(res)
         groups.setdefault((key, model, recipe), []).append((row, res))
     mf_table = load_model_form()

@@ -69,7 +69,7 @@ def compare(
                                   "(default: the log's framework; costmodel/stacks.py)."),
         warmup_steps: Optional[int] = _O("--warmup-steps", "Logged iterations to discard (default: the reader's rule)."),
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
-        plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
+        plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the \\[plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
         allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
                                             "argument dump (each difference is listed) instead of refusing."),
@@ -253,7 +253,8 @@ def _print(out, rec, tlog, band):
         con.print(f"measured step time: median {s['median']:.4g} s, IQR {s['iqr']:.3g} s, range {s['min']:.4g}"
                   f"-{s['max']:.4g} s over {s['n']} records", highlight=False)
     if band.sigma:
-        con.print(f"± is one sigma from the fit residuals of {out['profile']}"
+        con.print(f"± is one sigma: the fit residuals of {out['profile']} and the model's error on published "
+                  f"runs of its regime ({band.model_form_key}, {100 * band.model_form_rel:.0f}%)"
                   + (f" (no fit data: {', '.join(band.unfitted)})" if band.unfitted else ""), highlight=False)
     con.print(report.breakdown_table(rec, "Predicted step time breakdown (uncapped)"))
     if out["per_gpu"]:

@@ -39,7 +39,10 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     if auto:
         lay["recompute"] = least_recompute(m, r, c, p, lay)
-        print(f"costmodel: note: --recompute auto chose {lay['recompute']}", file=sys.stderr)
+        fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
+        print(f"costmodel: note: --recompute auto chose {lay['recompute']}" if fits else
+              f"costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
+              file=sys.stderr)
     run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",

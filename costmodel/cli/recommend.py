@@ -16,7 +16,7 @@ from .. import report
 from ..errors import InputError
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
-from ..predict import prediction_row
+from ..predict import check_inlet_temp_c, prediction_row
 from ..search import search
 from ..stacks import TE_STACKS
 from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
@@ -38,7 +38,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
               step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
-              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
+              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the \\[plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
@@ -141,6 +141,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         raise InputError("--max-temp-c", "", f"{c.gpu.name} has no slowdown temperature in its catalog file: "
                          "give the limit")
     inlet = c.cooling.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    if inlet_temp_c is not None:
+        check_inlet_temp_c(inlet_temp_c, c)
     if limit_t <= inlet:
         raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
     node_w = c.node_power_budget_w if node_power_kw is None else node_power_kw * 1e3

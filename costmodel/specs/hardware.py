@@ -120,6 +120,17 @@ def list_clusters() -> list[str]:
     return sorted(p.stem for p in (hardware_dir() / "clusters").glob("*.yaml"))
 
 
+def _cuda_total(d: dict, w: str):
+    """``hbm_cuda_total`` in bytes (None when absent): at most the datasheet capacity read as GiB, as
+    vendors quote binary gigabytes in decimal units ('80GB' parts expose 81,106 MiB)."""
+    v = _get(d, "hbm_cuda_total", w, "bytes", required=False)
+    cap = _get(d, "hbm_capacity", w, "bytes")
+    if v is not None and v > cap * 2 ** 30 / 1e9:
+        raise InputError(w, "hbm_cuda_total", f"{v / 2**30:.1f} GiB exceeds the datasheet capacity "
+                         f"({d.get('hbm_capacity')}) read as binary gigabytes ({cap / 1e9:.0f} GiB)")
+    return v
+
+
 def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     """Load hardware/gpus/NAME.yaml (or a path).  Raises InputError on a bad or unsourced field."""
     path = _resolve(name_or_path, hardware_dir() / "gpus", (".yaml", ".yml"), "GPU", flag)
@@ -148,7 +159,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
         fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
-        hbm_cuda_bytes=_get(d, "hbm_cuda_total", w, "bytes", required=False))
+        hbm_cuda_bytes=_cuda_total(d, w))
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:

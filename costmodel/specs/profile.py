@@ -13,6 +13,7 @@ import yaml
 
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
+from .recipe import ATTENTION_KERNELS
 from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_TERMS, PROTOCOLS, AttentionKernelParams, CollectiveParams,
                      GemmParams, PowerParams, ThermalParams)
 
@@ -71,7 +72,7 @@ class Profile:
             if kernel == "fa2":
                 return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
             raise InputError(self.path, f"attention.kernels.{kernel}",
-                             f"no {kernel} fit for {self.gpu} (fitted: fa2, {', '.join(self.attention_kernels) or '-'}): "
+                             f"no {kernel} fit for {self.gpu} (fitted: {', '.join(['fa2', *self.attention_kernels])}): "
                              "pick another --attention-kernel")
         return k.efficiency(seq_len)
 
@@ -158,6 +159,13 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
 
 
+def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
+    v = _get(d, key, w, positive=False, prefix=pre)
+    if v < 0:
+        raise InputError(w, pre + key, f"must be >= 0, got {v}")
+    return v
+
+
 def _attention_kernels(a: dict, w: str) -> dict:
     """``attention.kernels`` as name -> AttentionKernelParams (empty without the section)."""
     ks = a.get("kernels") or {}
@@ -165,11 +173,13 @@ def _attention_kernels(a: dict, w: str) -> dict:
         raise InputError(w, "attention.kernels", "expected a mapping of kernel name -> {eta_max, s_half}")
     out = {}
     for name, k in ks.items():
+        if name not in ATTENTION_KERNELS:
+            raise InputError(w, f"attention.kernels.{name}", f"unknown kernel (known: {', '.join(ATTENTION_KERNELS)})")
         if not isinstance(k, dict):
             raise InputError(w, f"attention.kernels.{name}", "expected a mapping with eta_max and s_half")
         pre = f"attention.kernels.{name}."
         out[str(name)] = AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
-                                               s_half=_get(k, "s_half", w, positive=False, prefix=pre),
+                                               s_half=_nonnegative(k, "s_half", w, pre),
                                                s_max=_get(k, "s_max", w, prefix=pre, required=False,
                                                           default=float("inf")))
     return out
