@@ -148,3 +148,29 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     assert len(lora) == 3
     used = [r for r in res.values() if not r.skipped]
     assert len(used) == 15 and not any(r.predicted_oom for r in used)
+
+
+@pytest.mark.parametrize("column,value,why", [
+    ("recompute", "sometimes", "recompute 'sometimes' is not one of"),
+    ("fsdp_or_zero", "zero-7", "fsdp_or_zero 'zero-7'"),
+    ("sequence_parallel", "maybe", "sequence_parallel 'maybe'"),
+    ("num_layers", "32.5", "num_layers must be a whole number"),
+    ("precision", "fp4", "precision: 'fp4' is not one of"),
+    ("step_time_s", "1e-9", "implies more than"),
+])
+def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why):
+    import csv as _csv
+    import io
+    lines = DEV.read_text().splitlines()
+    head = lines[0].split(",")
+    row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
+    cells = next(_csv.reader(io.StringIO(row)))
+    cells[head.index(column)] = value
+    out = io.StringIO()
+    _csv.writer(out).writerow(cells)
+    out.write(",".join(cells[:3]) + "\n")                       # a short row: skipped, not a crash
+    f = tmp_path / "runs.csv"
+    f.write_text(lines[0] + "\n" + out.getvalue())
+    r, short = validate_rows(read_runs_csv(f), str(f))
+    assert r.skipped and why in r.skipped, r.skipped
+    assert short.skipped

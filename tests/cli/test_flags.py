@@ -1,4 +1,5 @@
 """The layout flags of predict and compare are generated from the one field list (LAYOUT_FIELDS)."""
+import pytest
 import typer.main
 
 from costmodel.cli import app
@@ -157,3 +158,21 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     off = json.loads(r.stdout)["ranked"][0]
     assert off["recipe"]["tp_comm_overlap"] is False and "note" not in r.stderr
     assert on["step_time_s"] < off["step_time_s"]
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (["--inlet-temp-c", "nan"], "--inlet-temp-c: nan C is not a coolant temperature"),
+    (["--inlet-temp-c", "95"], "below H100-SXM-80GB's slowdown temperature 89 C"),
+    (["--no-flash-attention", "--attention-kernel", "fa3"], "--attention-kernel: names a fused-attention kernel"),
+    (["--attention-kernel", "fa4"], "attention.kernels.fa4: no fa4 fit for h100-sxm-80gb (fitted: fa2, fa3)"),
+])
+def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-8b", "--cluster",
+                        "dgx-h100", "--nodes", "1", *extra], capture_output=True, text=True, env=env, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and msg in lines[0], r.stderr
