@@ -39,6 +39,9 @@ LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
 MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0)
+# what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
+# data-parallel rank (data_parallel_shard_degree = -1 in its configs), llm-foundry with FSDP FULL_SHARD
+STACK_DEFAULTS = {"torchtitan": dict(zero=3), "llm-foundry": dict(zero=3)}
 # a field neither the dump nor a flag gives and Megatron has no single default for: the cost model's
 # ``overlap`` joins Megatron's async TP backward all-reduce (on by default) and --overlap-grad-reduce
 # (off by default); the model assumes both on, and says so in the origin
@@ -59,13 +62,15 @@ class Resolved:
     origin: dict = field(default_factory=dict)
 
 
-def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
+def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "megatron") -> Resolved:
     """Merge the log's layout (``TrainingLog.layout()``) with flags; flags fill gaps, never contradict.
 
     Args:
         log_layout: key -> value or None (keys of :data:`LAYOUT_KEYS`, ``world_size``).
         flags: key -> value or None (None: flag not given).
         log_path: for messages.
+        stack: the run's stack (costmodel.stacks): its defaults (:data:`STACK_DEFAULTS`) replace
+            Megatron's where neither the dump nor a flag says.
     Returns:
         :class:`Resolved` (dp is left None when neither says: the caller derives it from the GPUs).
     Raises:
@@ -86,6 +91,8 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str) -> Resolved:
             out[k], origin[k] = fv, "flag"
         elif lv is not None:
             out[k], origin[k] = lv, "log"
+        elif k in STACK_DEFAULTS.get(stack, {}):
+            out[k], origin[k] = STACK_DEFAULTS[stack][k], f"{stack} default"
         elif k in MEGATRON_DEFAULTS:
             out[k], origin[k] = MEGATRON_DEFAULTS[k], "Megatron default"
         elif k in ASSUMED:

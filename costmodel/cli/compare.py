@@ -84,7 +84,8 @@ def compare(
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
-                                                                 precision=precision), allow_override, warnings)
+                                                                 precision=precision), allow_override, warnings,
+                         stack)
     recipe = _recipe(tlog, run, c, recipe_flags, stack)
     p = load_profile(profile or c.gpu.key)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
@@ -121,7 +122,7 @@ def compare(
     _print(out, rec, tlog, pred.band)
 
 
-def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
+def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
     """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
     log's world size; DP derived when neither says.  Returns (Resolved, ModelSpec, ClusterSpec)."""
     ll = tlog.layout()
@@ -130,7 +131,7 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings):
             if v is not None and ll.get(k) is not None and ll[k] != v:
                 warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's argument dump ({k} = {ll[k]!r})")
                 ll[k] = None
-    run = resolve_run(ll, flags, log)
+    run = resolve_run(ll, flags, log, stack or tlog.framework)
     if model:
         m = load_model(model)
         check_model(m, ll, model, log)

@@ -14,7 +14,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     out = report.console()
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
     for col in ("gpu", "name", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
-                "GEMM eta_max", "HBM eff", "power model", "R_th C/W", "profile"):
+                "GEMM eta_max", "HBM eff", "attention eff (8k)", "power model", "R_th C/W", "profile"):
         tb.add_column(col)
     sources, prov = [], []
     for key in list_gpus():
@@ -23,6 +23,8 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
             p = load_profile(key)
             d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
             eta, hbm_eff, pfile = f"{p.gemm[d].eta_max:.3f}", f"{p.hbm_efficiency:.3f}", p.path
+            # fused attention fwd + bwd at an 8k sequence, per fitted kernel (profile attention.kernels)
+            attn = ", ".join(f"{k} {float(p.attention_efficiency(k, 8192)):.2f}" for k in ("fa2", *p.attention_kernels))
             pfile = p.key
             pw, th = p.raw.get("power") or {}, p.raw.get("thermal") or {}
             power = (f"{p.power.idle_w:.0f} + {p.power.coeff_w['flop']:.0f} u W, gamma {p.power.gamma:.2f}"
@@ -33,13 +35,13 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
                     prov.append((key, sec, f"derived: {d['derived_from']}" if d.get("derived_from")
                                  else "fitted (see the profile's fit: section)"))
         except InputError as e:
-            eta = hbm_eff = power = rth = "-"
+            eta = hbm_eff = power = rth = attn = "-"
             pfile = f"none ({e.message})"
         pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
         tb.add_row(key, g.name, f"{pk / 1e12:.1f}",
                    f"{g.peak_flops['fp8'] / 1e12:.1f}" if "fp8" in g.peak_flops else "-",
                    f"{g.capacity_bytes / 2**30:.1f}", f"{g.hbm_bytes_per_s / 1e12:.2f}", f"{g.tdp_w:.0f}",
-                   str(g.num_sms), eta, hbm_eff, power, rth, pfile)
+                   str(g.num_sms), eta, hbm_eff, attn, power, rth, pfile)
         sources += [(key, f, s) for f, s in g.sources.items()]
     out.print(tb)
     tv = Table(title="Power and thermal parameters: fitted or derived", header_style="bold")
