@@ -38,7 +38,7 @@ from .specs import ModelSpec
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
-MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", sp=False, zero=0)
+MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layers=0, sp=False, zero=0)
 # what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
 # data-parallel rank (data_parallel_shard_degree = -1 in its configs), llm-foundry with FSDP FULL_SHARD
 STACK_DEFAULTS = {"torchtitan": dict(zero=3), "llm-foundry": dict(zero=3)}

@@ -28,7 +28,7 @@ import numpy as np
 from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
-from .layouts import layers_per_stage, microbatches, pipeline_split, uneven_split
+from .layouts import layers_per_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
 from .power import PowerParams, clock_ratio, phase_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -123,11 +123,12 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     per_layer_exposed = (bd["tp_comm_s"][0] + bd["cp_comm_s"][0] + bd["ep_comm_s"][0]) / (m * L_even)
     raw_layer = (cm.tp_layer_fwd_s[0] + cm.tp_layer_bwd_s[0] + cm.cp_layer_fwd_s[0] + cm.cp_layer_bwd_s[0]
                  + cm.ep_layer_fwd_s[0] + cm.ep_layer_bwd_s[0])
-    full = layout["recompute"] == "full"
+    full = float(recomputed_fraction(model, t)[0])      # share of layers recomputing their forward
+    rec = ct.layer_recompute_s[0] * (full if layout["recompute"] == "full" else 1.0)
     # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
-    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + ct.layer_recompute_s[0] + st.layer_contention_s[0]
-    layer_ew = ct.layer_ew_fwd_s[0] * (1 + (1 if full else 0)) + ct.layer_ew_bwd_s[0]
-    layer_flops = ct.layer_flops_fwd[0] * (3 + (1 if full else 0))
+    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + rec + st.layer_contention_s[0]
+    layer_ew = ct.layer_ew_fwd_s[0] * (1 + full) + ct.layer_ew_bwd_s[0]
+    layer_flops = ct.layer_flops_fwd[0] * (3 + full)
     last = np.zeros(pp)
     last[-1] = 1.0
     logits_s = ct.logits_fwd_s[0] + ct.logits_bwd_s[0]

@@ -43,8 +43,8 @@ class LayoutField:
 
     @property
     def cli_flag(self) -> str:
-        """The flag users type (``--tp``; a bool also has ``--no-<name>``)."""
-        return f"--{self.name}"
+        """The flag users type (``--tp``, ``--recompute-num-layers``; a bool also has ``--no-<name>``)."""
+        return "--" + self.name.replace("_", "-")
 
 
 #: every layout field, in table and report order (Megatron-core semantics, module docstring)
@@ -58,6 +58,9 @@ LAYOUT_FIELDS = (
     LayoutField("mbs", "degree", "Micro-batch size, sequences.", 1),
     LayoutField("recompute", "choice", "Activation recomputation: none, selective or full (predict also takes "
                 "auto: the least that fits).", "none", choices=RECOMPUTE),
+    LayoutField("recompute_num_layers", "int", "With --recompute full: layers recomputed per pipeline chunk "
+                "(Megatron --recompute-method block --recompute-num-layers N); 0 recomputes every layer.", 0,
+                minimum=0, maximum=1_000_000),
     LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
     LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
     LayoutField("overlap", "bool", "DP gradient/parameter and TP communication overlapped with compute", True),
@@ -110,7 +113,8 @@ class LayoutTable:
     """Arrays of equal length n, one entry per layout.
 
     Attributes (numpy int64 unless noted): tp, pp, dp, cp, ep, vp, mbs, recompute (index into
-    :data:`RECOMPUTE`), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool).
+    :data:`RECOMPUTE`), recompute_num_layers (layers per chunk recomputed under full recompute, 0 =
+    all), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool).
     """
 
     tp: np.ndarray
@@ -121,6 +125,7 @@ class LayoutTable:
     vp: np.ndarray
     mbs: np.ndarray
     recompute: np.ndarray
+    recompute_num_layers: np.ndarray
     zero: np.ndarray
     sp: np.ndarray
     overlap: np.ndarray
@@ -149,11 +154,12 @@ class LayoutTable:
 
     @staticmethod
     def from_rows(rows: list[dict]) -> "LayoutTable":
-        """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index)."""
+        """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index); a row
+        without ``recompute_num_layers`` recomputes every layer it recomputes (0)."""
         cols = {f: [] for f in FIELDS}
         for r in rows:
             for f in FIELDS:
-                v = r[f]
+                v = r.get(f, 0) if f == "recompute_num_layers" else r[f]
                 if f in _CHOICE_FIELDS and isinstance(v, str):
                     v = _CHOICE_FIELDS[f].index(v)
                 cols[f].append(v)
@@ -164,8 +170,9 @@ class LayoutTable:
 def layout_name(lay: dict) -> str:
     """Short text of a layout dict: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1' (+ ' no-SP',
     ' no-overlap' where TP > 1 runs without SP, or overlap is off)."""
+    rc = lay["recompute"] + (f"({lay['recompute_num_layers']})" if lay.get("recompute_num_layers") else "")
     s = (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} VP{lay['vp']} "
-         f"mbs{lay['mbs']} {lay['recompute']}-recompute ZeRO{lay['zero']}")
+         f"mbs{lay['mbs']} {rc}-recompute ZeRO{lay['zero']}")
     if lay["tp"] > 1 and not lay["sp"]:
         s += " no-SP"
     if not lay["overlap"]:
@@ -211,6 +218,16 @@ def pipeline_split(model: ModelSpec, layout: dict) -> np.ndarray:
         out[-1] -= 1
         return out
     return uneven_split(L, pp)
+
+
+def recomputed_fraction(model: ModelSpec, t) -> np.ndarray:
+    """Fraction of the layers whose forward is recomputed in full (float array; reads ``recompute``,
+    ``recompute_num_layers``, ``pp`` and ``vp``): 0 without full recompute; N / (layers per chunk)
+    with Megatron's block method, N layers of each chunk (capped at 1); 1 for every layer.
+    """
+    per_chunk = layers_per_stage(model, t) / t.vp
+    part = np.where(t.recompute_num_layers > 0, np.minimum(t.recompute_num_layers / per_chunk, 1.0), 1.0)
+    return np.where(t.recompute == 2, part, 0.0)
 
 
 def microbatches(recipe: Recipe, dp, mbs):
@@ -262,6 +279,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
+        ("--recompute-num-layers applies to full recompute", (t.recompute_num_layers > 0) & (t.recompute != 2)),
         ("every parallel degree and mbs must be >= 1",
          (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
     ]
@@ -338,6 +356,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     sp = grid[4].astype(bool) & (tp > 1)
     t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], vp=b[:, 5],
                     mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
+                    recompute_num_layers=np.zeros(grid.shape[1], dtype=np.int64),
                     zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))
     # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
     keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)

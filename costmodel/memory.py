@@ -33,7 +33,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, layers_per_stage, microbatches, uses_layout_fields
+from .layouts import LayoutTable, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
 
 
@@ -109,7 +109,7 @@ class MemoryBreakdown:
     reserved_bytes: np.ndarray
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp")
 def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes.  See the module docstring for the formulas and their sources.
@@ -133,9 +133,11 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     act_layer = activation_bytes_per_layer(model, recipe, t)
     tok = t.mbs * recipe.seq_len / t.cp
     sp_div = np.where(t.sp, t.tp, 1)
-    full = t.recompute == 2
-    stored_layer = np.where(full, tok * model.hidden * ACT_BYTES / sp_div, act_layer)
-    working = np.where(full, act_layer, 0.0)                      # one layer recomputed at a time
+    # full recompute keeps a recomputed layer's input only (Megatron block method: the recomputed
+    # share of each chunk), the rest their activations; one layer's working set at a time
+    frac = recomputed_fraction(model, t)
+    stored_layer = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act_layer
+    working = np.where(t.recompute == 2, act_layer, 0.0)
     chunks = np.where(t.vp > 1,
                       np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
                       np.minimum(t.pp, m))
@@ -181,7 +183,8 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     tok = layout["mbs"] * recipe.seq_len / layout["cp"]
     sp_div = tp if layout["sp"] else 1
     full = layout["recompute"] == "full"
-    stored = tok * model.hidden * ACT_BYTES / sp_div if full else act
+    frac = float(recomputed_fraction(model, t)[0])
+    stored = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act
     m = microbatches(recipe, layout["dp"], layout["mbs"])
     s = np.arange(pp)
     inflight = np.minimum(pp - s, m)

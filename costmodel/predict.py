@@ -20,7 +20,7 @@ from .comm import comm_times
 from .compute import compute_times, gemm_dtype
 from .energy import EnergyReport, layout_energy, missing_inputs
 from .errors import InputError
-from .layouts import LayoutTable, layout_name
+from .layouts import LayoutTable, layers_per_stage, layout_name
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -293,15 +293,26 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     return out
 
 
-def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict) -> str:
-    """The least activation recomputation that fits the layout in HBM (Megatron ``--recompute-granularity``):
-    ``none``, then ``selective`` (unfused attention only: with flash attention it stores and recomputes
-    nothing more than ``none``), then ``full``; ``full`` when nothing fits (the prediction then says by
-    how much it does not)."""
-    order = ("none", "full") if recipe.flash_attention else ("none", "selective", "full")
-    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([dict(layout, recompute=rc)
-                                                                                 for rc in order]))
-    return next((rc for rc, fits in zip(order, pred.feasible) if fits), "full")
+def recompute_options(model: ModelSpec, layout: dict, flash_attention: bool = True) -> list[tuple[str, int]]:
+    """(recompute, recompute_num_layers) choices from the least to the most recomputation: none;
+    selective (unfused attention only: with flash attention it stores and recomputes nothing more
+    than none); full on 1, 2, ... layers of each pipeline chunk (Megatron's block method); full on
+    every layer."""
+    per_chunk = int(layers_per_stage(model, LayoutTable.from_rows([dict(layout, recompute="none")]))[0]
+                    // layout["vp"])
+    return ([("none", 0)] + ([] if flash_attention else [("selective", 0)])
+            + [("full", n) for n in range(1, per_chunk)] + [("full", 0)])
+
+
+def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                    layout: dict) -> tuple[str, int]:
+    """The least activation recomputation that fits the layout in HBM, as (``--recompute-granularity``,
+    ``--recompute-num-layers``): :func:`recompute_options` in order; full on every layer when
+    nothing fits (the prediction then says by how much it does not)."""
+    order = recompute_options(model, layout, recipe.flash_attention)
+    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(
+        [dict(layout, recompute=rc, recompute_num_layers=n) for rc, n in order]))
+    return next((o for o, fits in zip(order, pred.feasible) if fits), ("full", 0))
 
 
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,

@@ -121,7 +121,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append("--sequence-parallel")
     a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",
           f"--seq-length {recipe.seq_len}"]
-    if layout["recompute"] == "full":
+    if layout["recompute"] == "full" and layout.get("recompute_num_layers"):
+        a += ["--recompute-granularity full", "--recompute-method block",
+              f"--recompute-num-layers {layout['recompute_num_layers']}"]
+    elif layout["recompute"] == "full":
         a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     elif layout["recompute"] == "selective":
         a.append("--recompute-granularity selective")

@@ -28,7 +28,8 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, microbatches, uses_layout_fields
+from .layouts import (LayoutTable, accounts_embedding_loss, layers_per_stage, microbatches, recomputed_fraction,
+                      uses_layout_fields)
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
@@ -57,7 +58,7 @@ def bubble_periods(pp, vp):
     return (pp - 1) / vp
 
 
-def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> dict:
+def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes, rec_frac=None) -> dict:
     """Exposed TP / CP / EP communication of one layer per micro-batch, after overlap (arrays, s).
 
     The overlap rules of the module docstring, shared by :func:`step_times` and the Perfetto
@@ -66,9 +67,11 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     Returns:
         dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
         terms include the recomputed forward's comm under full recompute) and ``rec_tp, rec_cp,
-        rec_ep`` (that recomputed part alone; 0 unless recompute is full).
+        rec_ep`` (that recomputed part alone, per layer on average: ``rec_frac`` of the layers
+        recompute their forward, :func:`costmodel.layouts.recomputed_fraction`; default 1 under full
+        recompute, else 0).
     """
-    full = t.recompute == 2
+    full = np.where(t.recompute == 2, 1.0, 0.0) if rec_frac is None else rec_frac
     tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
     tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
     # backward: half the TP collectives belong to the column-parallel layers' input gradients and
@@ -83,7 +86,7 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
-    rec = {d: np.where(full, v, 0.0) for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
+    rec = {d: full * v for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
     return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
             "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
             "rec_ep": rec["ep"]}
@@ -109,27 +112,30 @@ class StepTimes:
     step_contention_s: np.ndarray
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "zero", "sp", "overlap")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
+                    "overlap")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
     """Assemble compute and communication into the step time of every layout (module docstring)."""
     L = layers_per_stage(model, t)
     m = microbatches(recipe, t.dp, t.mbs)
-    full = t.recompute == 2
-    e = exposed_layer_comm(recipe, t, ct, cm)
+    full = recomputed_fraction(model, t)          # fraction of layers that recompute their forward
+    e = exposed_layer_comm(recipe, t, ct, cm, full)
     tp_f, tp_b, cp_f, cp_b, ep_f, ep_b = (e[k] for k in ("tp_f", "tp_b", "cp_f", "cp_b", "ep_f", "ep_b"))
 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
-    cont_b = slow * ((cm.tp_layer_bwd_s + np.where(full, cm.tp_layer_fwd_s, 0.0) - tp_b)
-                     + (cm.cp_layer_bwd_s + np.where(full, cm.cp_layer_fwd_s, 0.0) - cp_b))
+    cont_b = slow * ((cm.tp_layer_bwd_s + full * cm.tp_layer_fwd_s - tp_b)
+                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b))
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers it has
     # one transformer layer fewer than the middle stages, and the slower of the two sets the pace
     acc = accounts_embedding_loss(model, t)
     lay_f = ct.layer_fwd_s + cont_f
-    lay_b = ct.layer_bwd_s + ct.layer_recompute_s + cont_b
+    # full recompute re-runs the forward of the recomputed share of the layers
+    rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)
+    lay_b = ct.layer_bwd_s + rec + cont_b
     comp_f = (L - acc) * lay_f + np.where(acc, np.maximum(lay_f, ct.logits_fwd_s), ct.logits_fwd_s)
     comp_b = (L - acc) * lay_b + np.where(acc, np.maximum(lay_b, ct.logits_bwd_s), ct.logits_bwd_s)
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)

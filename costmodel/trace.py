@@ -81,7 +81,7 @@ import numpy as np
 from .comm import CommTimes, comm_times
 from .compute import ComputeTimes, compute_times
 from .errors import InputError
-from .layouts import LayoutTable, layers_per_stage
+from .layouts import LayoutTable, layers_per_stage, recomputed_fraction
 from .predict import Prediction
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, bubble_periods, exposed_layer_comm, step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -154,14 +154,16 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
         raise InputError("layout", "", f"the interleaved schedule (VP={vp}) needs the number of "
                          f"micro-batches ({m}) to be a multiple of PP ({pp})")
     L = float(layers_per_stage(model, t)[0])
-    e = {k: float(v[0]) for k, v in exposed_layer_comm(recipe, t, ct, cm).items()}
+    frac = recomputed_fraction(model, t)
+    e = {k: float(v[0]) for k, v in exposed_layer_comm(recipe, t, ct, cm, frac).items()}
     fwd, bwd = float(st.fwd_s[0]), float(st.bwd_s[0])
     p2p = float(cm.pp_p2p_s[0]) if pp > 1 else 0.0
     fsdp = 0.0
     if float(cm.fsdp_mb_s[0]) > 0.0:    # the exposed part: what t_mb_s holds beyond fwd + bwd + p2p
         fsdp = max(0.0, float(st.t_mb_s[0]) - fwd - bwd - (2 * vp * p2p if pp > 1 else 0.0))
     rec_comm = L * (e["rec_tp"] + e["rec_cp"] + e["rec_ep"])
-    rec = min(bwd, L * float(ct.layer_recompute_s[0]) + rec_comm)
+    rec_s = float(ct.layer_recompute_s[0]) * (float(frac[0]) if int(t.recompute[0]) == 2 else 1.0)
+    rec = min(bwd, L * rec_s + rec_comm)
     dims = ("tp", "cp", "ep")
     exp_f = {d: L * e[d + "_f"] for d in dims}
     exp_r = {d: L * e["rec_" + d] for d in dims}

@@ -23,7 +23,7 @@ from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
 from .memory import memory_bytes
 from .model_error import load_model_form, regime
-from .predict import predict_table
+from .predict import predict_table, recompute_options
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
 from .stacks import STACKS, Stack, stack_recipe
 from .uncertainty import step_time_band
@@ -139,7 +139,10 @@ def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> d
     """The row with the cheapest unpublished settings at which its layout fits: ZeRO stages and
     recompute choices tried cheapest first (ZeRO-1 only adds an overlapped all-gather, so it comes
     before any recomputation); the last candidate when none fits.  A run that ran fitted."""
-    cands = [dict(row, zero=z, recompute=rc) for rc in recomputes for z in zeros]
+    opts = [o for rc in recomputes for o in (recompute_options(model, row, recipe.flash_attention)
+                                             if rc == "full" and len(recomputes) > 1 else [(rc, 0)])
+            if o[0] == rc]
+    cands = [dict(row, zero=z, recompute=rc, recompute_num_layers=n) for rc, n in opts for z in zeros]
     for c in cands:
         if memory_bytes(model, recipe, LayoutTable.from_rows([c])).peak_bytes[0] <= cluster.gpu.capacity_bytes:
             return c
@@ -343,7 +346,8 @@ def _prepare(r: dict, cache: dict):
         row = _least_costly_fit(model, recipe, cluster, row, (row["zero"],) if zero_known else (0, 1),
                                 (row["recompute"],) if rc_known else ("none", "selective", "full"))
         assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
-            (() if rc_known else (f"recompute={row['recompute']}",))
+            (() if rc_known else (f"recompute={row['recompute']}" + (f"({row['recompute_num_layers']} layers)"
+                                                                     if row.get("recompute_num_layers") else ""),))
     code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
                           uneven_pp=True)
     if code[0] >= 0:

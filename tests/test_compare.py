@@ -62,8 +62,8 @@ def test_bloom_measured_values_and_json_contract(bloom):
     assert m["logged_tflops_per_gpu"]["measured"] == pytest.approx(m["model_tflops_per_gpu"]["measured"] * 4 / 3, rel=0.01)
     assert m["step_time_s"]["predicted_band"] > 0
     assert abs(m["step_time_s"]["error_pct"]) < 15                                  # -8 % when written
-    assert out["layout"] == dict(tp=4, pp=12, dp=8, cp=1, ep=1, vp=1, mbs=2, recompute="full", zero=1, sp=False,
-                                 overlap=True)
+    assert out["layout"] == dict(tp=4, pp=12, dp=8, cp=1, ep=1, vp=1, mbs=2, recompute="full", recompute_num_layers=0,
+                                 zero=1, sp=False, overlap=True)
 
 
 def test_bloom_plots_and_trace_open(bloom):

@@ -81,8 +81,12 @@ def test_layout_table_columns_are_the_field_list():
     from dataclasses import fields
     from costmodel.layouts import FIELDS, LayoutTable
     assert tuple(f.name for f in fields(LayoutTable)) == FIELDS
-    row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, vp=2, mbs=1, recompute="selective", zero=1, sp=True, overlap=False)
+    row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, vp=2, mbs=1, recompute="full", recompute_num_layers=3, zero=1, sp=True,
+               overlap=False)
     assert LayoutTable.from_rows([row]).row(0) == row
+    # a row without recompute_num_layers recomputes every layer it recomputes
+    short = {k: v for k, v in row.items() if k != "recompute_num_layers"}
+    assert LayoutTable.from_rows([short]).row(0)["recompute_num_layers"] == 0
 
 
 def test_a_cost_term_cannot_read_an_undeclared_field():

@@ -134,3 +134,29 @@ def test_reserve_is_cuda_context_plus_nccl_buffers_per_communicator():
     parts = (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes
              + mem.reserved_bytes)
     assert mem.peak_bytes[0] == pytest.approx(parts[0], rel=1e-12)
+
+
+def test_block_recompute_of_n_layers_sits_between_none_and_full():
+    """Megatron --recompute-method block --recompute-num-layers N recomputes N layers of each chunk:
+    memory and step time move linearly from no recompute (N = 0 layers) to full (N = all), and
+    --recompute auto picks the smallest N that fits (Llama 3 70B, TP8 PP4 on 80 GB H100s)."""
+    from costmodel.predict import least_recompute, predict_table
+    from costmodel.specs import load_cluster, load_profile
+    from costmodel.layouts import LayoutTable
+    m = load_model("llama3-70b")
+    c, p = load_cluster("dgx-h100", 8), load_profile("h100-sxm-80gb")
+    r = Recipe(gbs=512, seq_len=8192)
+    base = dict(tp=8, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=4, zero=1, sp=True, overlap=True)
+    rows = [dict(base, recompute="none", recompute_num_layers=0)] + \
+        [dict(base, recompute="full", recompute_num_layers=n) for n in (5, 10, 20, 0)]
+    pred = predict_table(m, r, c, p, LayoutTable.from_rows(rows))
+    acts, step = pred.memory.activations_bytes, pred.step_time_s
+    assert acts[3] == pytest.approx(acts[4], rel=1e-12) and step[3] == pytest.approx(step[4], rel=1e-12)  # 20 = all
+    assert acts[0] > acts[1] > acts[2] > acts[3] and step[0] < step[1] < step[2] < step[3]
+    # linear in N between the ends (5 and 10 of 20 layers)
+    assert (acts[1] - acts[3]) == pytest.approx(3 * (acts[2] - acts[3]) / 2, rel=1e-9)
+    rc, n = least_recompute(m, r, c, p, dict(base, recompute="none"))
+    assert rc == "full" and 0 < n < 20
+    fits = predict_table(m, r, c, p, LayoutTable.from_rows([dict(base, recompute="full", recompute_num_layers=k)
+                                                              for k in (n - 1, n)])).feasible
+    assert not fits[0] and fits[1]

@@ -38,9 +38,12 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
     check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     if auto:
-        lay["recompute"] = least_recompute(m, r, c, p, lay)
+        lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
         fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
-        print(f"costmodel: note: --recompute auto chose {lay['recompute']}" if fits else
+        chose = lay["recompute"] + (f" on {lay['recompute_num_layers']} layers per chunk (--recompute-method "
+                                    f"block --recompute-num-layers {lay['recompute_num_layers']})"
+                                    if lay["recompute_num_layers"] else "")
+        print(f"costmodel: note: --recompute auto chose {chose}" if fits else
               f"costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
               file=sys.stderr)
     run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)

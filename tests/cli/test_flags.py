@@ -37,8 +37,8 @@ def test_predict_passes_the_generated_flags_through(capsys):
     finally:
         sys.argv = argv
     lay = json.loads(capsys.readouterr().out)["layout"]
-    assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=0, sp=False,
-                       overlap=False)
+    assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="selective", recompute_num_layers=0,
+                       zero=0, sp=False, overlap=False)
 
 
 def test_optimizer_flag_sets_the_recipe_and_rejects_unknown_names():
@@ -88,20 +88,23 @@ def test_the_stack_sets_what_the_flags_leave_open():
 
 def test_recompute_auto_picks_the_least_recomputation_that_fits(h200):
     """Llama-3-70B at TP4 PP4 with no recompute needs 80 GiB per GPU: it fits the 141 GB H200 (auto
-    keeps none) but not the 80 GB H100, where auto falls back to full recomputation."""
+    keeps none) but not the 80 GB H100, where auto recomputes the fewest layers per stage that fit."""
     from costmodel.predict import least_recompute, predict_table
     from costmodel.layouts import LayoutTable
     from costmodel.specs import Recipe, load_cluster, load_model, load_profile
     m, r = load_model("llama3-70b"), Recipe(gbs=128, seq_len=8192)
     lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
     c, p = h200
-    assert least_recompute(m, r, c, p, lay) == "none"
+    assert least_recompute(m, r, c, p, lay) == ("none", 0)
     h100 = load_cluster("paper-h100")
     lay100 = dict(lay, dp=4)
     p100 = load_profile(h100.gpu.key)
     none = predict_table(m, r, h100, p100, LayoutTable.from_rows([lay100]))
     assert not none.feasible[0]
-    assert least_recompute(m, r, h100, p100, lay100) == "full"
+    rc, n = least_recompute(m, r, h100, p100, lay100)
+    assert rc == "full" and 0 < n < 20
+    assert predict_table(m, r, h100, p100, LayoutTable.from_rows([dict(lay100, recompute=rc,
+                                                                        recompute_num_layers=n)])).feasible[0]
 
 
 def test_batch_and_sequence_counts_are_range_checked():
