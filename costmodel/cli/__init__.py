@@ -45,7 +45,13 @@ def main() -> None:
         # usage errors (bad flag, missing option, no command) come from click, or from the copy of
         # click that typer >= 0.29 vendors: both carry show() and exit_code
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
+            fmt = getattr(e, "format_message", None)
+            if type(e).__name__ == "NoArgsIsHelpError" or not callable(fmt):
+                e.show()                      # a bare command: its help is the answer
+            else:                             # one line, like every other error
+                ctx = getattr(e, "ctx", None)
+                cmd = f" (costmodel {ctx.info_name} --help)" if ctx is not None and ctx.parent is not None else ""
+                print(f"costmodel: error: {' '.join(fmt().split())}{cmd}", file=sys.stderr)
             sys.exit(e.exit_code)
         raise
 

@@ -131,14 +131,17 @@ def test_predict_from_a_hf_config_with_cp_and_vp(tmp_path):
 
 
 def test_usage_errors_exit_2_without_traceback():
-    """Bad flag values, unknown commands and flags: click's usage message and exit 2 (typer >= 0.29
-    vendors click, so the CLI must not need the click package to report them)."""
+    """Bad flag values, unknown commands and flags: one line naming the flag and exit 2, like every
+    other error (typer >= 0.29 vendors click, so the CLI must not need the click package)."""
     import subprocess
     import sys
-    for args in (["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "abc"], ["predikt"],
-                 ["predict", "--bogus"], ["predict", "--cluster", "dgx-a100"]):
+    for args, needle in ((["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "abc"], "'--tp'"),
+                         (["predikt"], "No such command 'predikt'"), (["predict", "--bogus"], "--bogus"),
+                         (["predict", "--cluster", "dgx-a100"], "Missing option '--model'")):
         r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr[-500:])
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, r.stderr[-500:])
+        assert lines[0].startswith("costmodel: error: ")
 
 
 def test_a_profile_value_outside_its_physical_range_is_named(tmp_path):
