@@ -71,7 +71,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
-                  disable=as_json) as bar:
+                  disable=as_json or not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
         note = None
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
