@@ -132,6 +132,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append("--use-distributed-optimizer")
     if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
         a.append("--optimizer sgd")
+
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
     if layout["overlap"]:
@@ -143,6 +144,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}[recipe.precision])
     if recipe.flash_attention:
         a.append("--use-flash-attn")
+    if recipe.optimizer not in ("adam", "adamw", "sgd"):
+        # last, so the comment ends the pasted command instead of swallowing arguments
+        a.append(f"# Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
+                 f"{recipe.optimizer}, these arguments train with Adam")
     return " \\\n  ".join(a)
 
 

@@ -42,6 +42,9 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
         precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
     if seq_len is not None and seq_len < 1:
         raise InputError("--seq-len", "", f"must be >= 1, got {seq_len}")
+    if seq_len is None and model.seq_len_assumed:
+        print(f"costmodel: note: {model_arg} gives no training length (_seq_len): seq_len {model.seq_len} = "
+              f"min(max_position_embeddings {model.max_positions or '-'}, 4096); pass --seq-len", file=sys.stderr)
     check_recipe_flags(recipe_flags or {})
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, **(recipe_flags or {}))
     profile = load_profile(profile_arg or cluster.gpu.key)

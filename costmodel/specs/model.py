@@ -27,6 +27,8 @@ class ModelSpec:
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
+        seq_len_assumed: True when the file gives no training length (``_seq_len``) and seq_len is
+            min(max_position_embeddings, 4096): a context window is not a training length.
         params_published: the authors' parameter count, or None.
         source: where the config comes from (path or citation).
     """
@@ -52,6 +54,7 @@ class ModelSpec:
     seq_len: int = 4096
     params_published: float | None = None
     source: str = ""
+    seq_len_assumed: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -165,7 +168,8 @@ def load_model(name_or_path: str, flag: str = "--model") -> ModelSpec:
     max_pos = _get_int(d, ("max_position_embeddings", "n_positions"), w, required=pos == "learned",
                        default=0)
     seq_len = _get_int(d, ("_seq_len",), w, required=False, default=None)
-    if seq_len is None:
+    assumed = seq_len is None
+    if assumed:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
     return ModelSpec(
@@ -175,4 +179,4 @@ def load_model(name_or_path: str, flag: str = "--model") -> ModelSpec:
         num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
         dropout=bool(d.get("_dropout", False)), bias=bool(d.get("_bias", False)), seq_len=seq_len,
         params_published=float(pp) if isinstance(pp, (int, float)) else None,
-        source=str(d.get("_source", path)))
+        source=str(d.get("_source", path)), seq_len_assumed=assumed)
