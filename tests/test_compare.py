@@ -131,3 +131,17 @@ def test_bad_inputs_one_line_exit_2(tmp_path):
     assert rc == 2 and "no such file" in se
     rc, so, se = cli("compare", "--log", BLOOM, *BLOOM_FLAGS, "--warmup-steps", "-1")
     assert rc == 2 and "--warmup-steps" in se
+
+
+def test_compare_messages_name_the_real_cause(tmp_path):
+    """A directory is not 'no such file'; a warm-up that discards every iteration says so; a rank that
+    is absent lists the rank prefixes seen."""
+    rc, so, se = cli("compare", "--log", tmp_path, "--cluster", "dgx-h100")
+    assert rc == 2 and se.strip() == f"costmodel: error: {tmp_path}: is a directory, not a log file"
+    rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--ep", "4", "--allow-override",
+                     "--warmup-steps", "100000")
+    assert rc == 2 and "--warmup-steps: discards all" in se and len(se.strip().splitlines()) == 1
+    tt = LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log"
+    rc, so, se = cli("compare", "--log", tt, "--cluster", "aws-p5", "--nodes", "4", "--model", "llama3-8b",
+                     "--tp", "1", "--pp", "1", "--mbs", "1", "--gbs", "32", "--seq-len", "8192", "--rank", "7")
+    assert rc == 2 and "rank prefixes seen: '1', '0', '3', '2'" in se

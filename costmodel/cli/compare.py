@@ -25,7 +25,7 @@ _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 def _read_log(path, warmup_steps, rank):
     from ..readers.training_logs import TrainingLogParseError, read_training_log
     if not Path(path).is_file():
-        raise InputError(path, "", "no such file")
+        raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else "no such file")
     try:
         return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
     except TrainingLogParseError as e:
@@ -192,6 +192,10 @@ def _aggregate(tlog, recipe, log, warnings) -> dict:
                         "left out")
         if not tlog.kept.any():
             raise InputError("--gbs", "", f"no logged iteration ran global batch size {recipe.gbs}")
+    if not tlog.kept.any():
+        n = len(tlog.kept)
+        raise InputError("--warmup-steps", "", f"discards all {n} logged iteration(s) of {log} as warm-up: keep "
+                         f"some (fewer than {n})")
     agg = tlog.aggregate()
     if not agg["step_time_s"].n and not agg["tokens_per_s_per_gpu"].n:
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "

@@ -80,8 +80,9 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
         want = str(rank)
         chosen = [lab for lab in labels if lab is not None and (lab == want or re.sub(r"\D+", "", lab) == want)]
         if not chosen:
-            errors.append(f"{path}: no iteration line from rank {want!r} (ranks seen: "
-                          f"{', '.join(str(x) for x in labels)})")
+            seen = ", ".join(repr(x) for x in labels if x is not None)
+            errors.append(f"{path}: no iteration line from rank {want!r} ("
+                          + (f"rank prefixes seen: {seen})" if seen else "its lines carry no rank prefix)"))
             return []
         label = chosen[0]
     else:
@@ -109,7 +110,7 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
             shown = ", ".join("(none)" if x is None else repr(x) for x in labels[:8])
             warnings.append(f"{path}:{first_line}: iterations are printed more than once (interleaved ranks; rank "
                             f"prefixes seen: {shown}); kept rank {label!r}, first line of each iteration, dropped "
-                            f"{dropped} line(s); pass rank= to choose another")
+                            f"{dropped} line(s); choose another with rank= (compare --rank)")
     return out
 
 
