@@ -211,24 +211,25 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     edp = dpcp // t.ep
     bucket = np.where(t.overlap, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
-    def one_bucket(coll, params, bytes_per, stride, size):
+    def buckets(coll, params, bytes_per, stride, size):
+        """(all buckets, one bucket) of a bucketed collective, seconds."""
         nb = np.maximum(np.ceil(params / bucket), 1.0)
-        return group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
-
-    def bucketed(coll, params, bytes_per, stride, size):
-        return np.maximum(np.ceil(params / bucket), 1.0) * one_bucket(coll, params, bytes_per, stride, size)
+        one_ = group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
+        return nb * one_, one_
 
     def both(coll, bytes_per):
-        return (bucketed(coll, dense, bytes_per, t.tp, dpcp)
-                + bucketed(coll, exp, bytes_per, t.tp * t.ep, edp))
+        """(dense + expert buckets, one dense bucket)."""
+        d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
+        return d_all + buckets(coll, exp, bytes_per, t.tp * t.ep, edp)[0], d_one
 
-    dp_grad = np.where(t.zero == 0, both("all_reduce", gb), both("reduce_scatter", gb))
-    dp_grad = np.where(t.zero == 3, 0.0, dp_grad)
-    dp_param = np.where((t.zero == 1) | (t.zero == 2), both("all_gather", ACT_BYTES), 0.0)
-    grad_tail = np.where(t.zero == 0, one_bucket("all_reduce", dense, gb, t.tp, dpcp),
-                         one_bucket("reduce_scatter", dense, gb, t.tp, dpcp))
-    grad_tail = np.where(t.zero == 3, 0.0, grad_tail)
-    param_head = np.where((t.zero == 1) | (t.zero == 2), one_bucket("all_gather", dense, ACT_BYTES, t.tp, dpcp), 0.0)
+    (ar, ar_one), (rs, rs_one) = both("all_reduce", gb), both("reduce_scatter", gb)
+    ag, ag_one = both("all_gather", ACT_BYTES)
+    z12 = (t.zero == 1) | (t.zero == 2)
+    dp_grad = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar, rs))
+    dp_param = np.where(z12, ag, 0.0)
+    # the bucket overlap cannot hide: the last gradient bucket, the first parameter bucket
+    grad_tail = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar_one, rs_one))
+    param_head = np.where(z12, ag_one, 0.0)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
     L = layers_per_stage(model, t)
