@@ -74,6 +74,10 @@ def build_profiles(D=None):
     comm.intra_a100(b)
     comm.intra_b200(b)
     comm.intra_derived(b)
+    _derive_variant(b, "a100-sxm-40gb", "a100-sxm-80gb",
+                    "A100 40GB: the 80GB part's GA100 chip, SMs, clocks, NVLink 3 and NVSwitch; no public 40GB "
+                    "microbenchmark is in the set. GEMM, attention and collectives carry over; the HBM efficiency "
+                    "is applied to the 40GB part's own datasheet bandwidth (1,555 GB/s, HBM2)")
     comm.fit_inter(b)
     _power_thermal(b)
     for g in b.prof:
@@ -83,6 +87,20 @@ def build_profiles(D=None):
                        "derived_from 'X:path' means the entry copies profile X's entry at that dotted path."
                        ] + pv["notes"]
     return b.prof, b.summary
+
+
+def _derive_variant(b: Build, g: str, src: str, why: str) -> None:
+    """``g``'s gemm, hbm, attention and intra-node comm entries copied from ``src`` (fitted earlier),
+    each marked ``derived_from`` with the reason (inter-node: :func:`.comm.fit_inter`)."""
+    def copy(entry, path):
+        e = {k: v for k, v in entry.items() if k not in ("fit", "note", "derived_from")}
+        return dict(e, derived_from=f"{src}:{path}", note=why)
+    p, q = b.prof[g], b.prof[src]
+    p["gemm"] = {dt: copy(e, f"gemm.{dt}") for dt, e in q["gemm"].items()}
+    p["hbm"] = copy(q["hbm"], "hbm")
+    p["attention"] = copy(q["attention"], "attention")
+    p["comm"]["intra_node"] = {coll: copy(e, f"comm.intra_node.{coll}") for coll, e in q["comm"]["intra_node"].items()}
+    b.summary.append(("derived", g, "gemm/hbm/attention/comm", f"from {src}"))
 
 
 def _power_thermal(b: Build) -> None:

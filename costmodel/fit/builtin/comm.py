@@ -222,6 +222,11 @@ def fit_inter(b: Build) -> None:
             "NCCL 2.18.5, partial rows) is parsed but not fitted."])
     _inter(b, "a100-sxm-80gb", "p4de", ["p4de"], 8, 2, "4 x 100 Gb/s EFA per node", 4 * 100e9 / 8 / 8,
            ["AWS p4de.24xlarge x2 all_reduce_perf 8 B..2 GiB (out-of-place)."])
+    b.prof["a100-sxm-40gb"]["comm"]["inter_node"]["all_reduce"] = dict(
+        {k: v for k, v in b.prof["a100-sxm-80gb"]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
+        derived_from="a100-sxm-80gb:comm.inter_node.all_reduce",
+        note="A100 40GB: the 80GB part's NVLink and NIC path; no multi-node sweep of the 40GB part is in the set.")
+    b.summary.append(("inter", "a100-sxm-40gb", "all_reduce", "derived from a100-sxm-80gb"))
     bb = _bench(b)["(b)"]
     _inter(b, "b200-sxm-180gb", (bb["size_bytes"], [float(busbw_factor("all_reduce", 32)) * s / v
                                                     for s, v in zip(bb["size_bytes"], bb["columns"]["4 nodes"])]),
