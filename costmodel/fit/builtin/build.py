@@ -78,6 +78,12 @@ def build_profiles(D=None):
                     "A100 40GB: the 80GB part's GA100 chip, SMs, clocks, NVLink 3 and NVSwitch; no public 40GB "
                     "microbenchmark is in the set. GEMM, attention and collectives carry over; the HBM efficiency "
                     "is applied to the 40GB part's own datasheet bandwidth (1,555 GB/s, HBM2)")
+    _derive_variant(b, "a800-sxm-80gb", "a100-sxm-80gb",
+                    "A800: the A100 80GB with NVLink cut to 400 GB/s; GEMM, HBM and attention carry over, and the "
+                    "collective efficiencies are applied to its own NVLink bandwidth (200 GB/s per direction)")
+    _derive_variant(b, "h800-sxm-80gb", "h100-sxm-80gb",
+                    "H800: the H100 SXM5 with NVLink cut to 400 GB/s; GEMM, HBM and attention carry over, and the "
+                    "collective efficiencies are applied to its own NVLink bandwidth (200 GB/s per direction)")
     comm.fit_inter(b)
     _power_thermal(b)
     for g in b.prof:

@@ -222,17 +222,19 @@ def fit_inter(b: Build) -> None:
             "NCCL 2.18.5, partial rows) is parsed but not fitted."])
     _inter(b, "a100-sxm-80gb", "p4de", ["p4de"], 8, 2, "4 x 100 Gb/s EFA per node", 4 * 100e9 / 8 / 8,
            ["AWS p4de.24xlarge x2 all_reduce_perf 8 B..2 GiB (out-of-place)."])
-    b.prof["a100-sxm-40gb"]["comm"]["inter_node"]["all_reduce"] = dict(
-        {k: v for k, v in b.prof["a100-sxm-80gb"]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
-        derived_from="a100-sxm-80gb:comm.inter_node.all_reduce",
-        note="A100 40GB: the 80GB part's NVLink and NIC path; no multi-node sweep of the 40GB part is in the set.")
-    b.summary.append(("inter", "a100-sxm-40gb", "all_reduce", "derived from a100-sxm-80gb"))
+    for g in ("a100-sxm-40gb", "a800-sxm-80gb"):
+        b.prof[g]["comm"]["inter_node"]["all_reduce"] = dict(
+            {k: v for k, v in b.prof["a100-sxm-80gb"]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
+            derived_from="a100-sxm-80gb:comm.inter_node.all_reduce",
+            note="An A100 variant: the A100 80GB's NIC path (efficiency relative to its own links); no multi-node "
+                 "sweep of this part is in the set.")
+        b.summary.append(("inter", g, "all_reduce", "derived from a100-sxm-80gb"))
     bb = _bench(b)["(b)"]
     _inter(b, "b200-sxm-180gb", (bb["size_bytes"], [float(busbw_factor("all_reduce", 32)) * s / v
                                                     for s, v in zip(bb["size_bytes"], bb["columns"]["4 nodes"])]),
            ["mleng_bench"], 8, 4, "8 x 400 Gb/s EFA v4 per node (p6-b200)", 8 * 400e9 / 8 / 8,
            ["ml-engineering all_reduce_bench.py on 4 p6-b200 nodes (32 GPUs; busbw -> time with 2(32-1)/32)."])
-    for g in ("h200-sxm-141gb", "mi250", "v100-sxm2-32gb"):
+    for g in ("h200-sxm-141gb", "h800-sxm-80gb", "mi250", "v100-sxm2-32gb"):
         b.prof[g]["comm"]["inter_node"]["all_reduce"] = dict(
             {k: v for k, v in b.prof[H100]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
             derived_from=f"{H100}:comm.inter_node.all_reduce",
