@@ -193,3 +193,19 @@ def test_a_kernel_the_profile_has_not_measured_is_refused():
     assert p.attention_efficiency("fa2", 4096) == p.flash_efficiency
     with pytest.raises(InputError, match="attention.kernels.fa3"):
         p.attention_efficiency("fa3", 4096)
+
+
+def test_a100_and_hopper_variants_are_derived_from_their_fitted_parts():
+    """A100 40GB, A800 and H800 carry the A100 80GB / H100 fits (same chips), marked derived, with their
+    own datasheet memory and NVLink: 40,536 MiB CUDA-visible, 1,555 GB/s; A800/H800 NVLink 200 GB/s."""
+    from costmodel.specs import load_cluster, load_gpu, load_profile
+    g40 = load_gpu("a100-sxm-40gb")
+    assert g40.capacity_bytes == 40536 * 2**20 and g40.hbm_bytes_per_s == 1555e9
+    for g, src in (("a100-sxm-40gb", "a100-sxm-80gb"), ("a800-sxm-80gb", "a100-sxm-80gb"),
+                   ("h800-sxm-80gb", "h100-sxm-80gb")):
+        p, q = load_profile(g), load_profile(src)
+        assert p.gemm["bf16"] == q.gemm["bf16"] and p.flash_efficiency == q.flash_efficiency
+        assert p.raw["gemm"]["bf16"]["derived_from"] == f"{src}:gemm.bf16"
+        assert p.attention_kernels == q.attention_kernels
+    assert load_gpu("a800-sxm-80gb").nvlink_bytes_per_s == 200e9 == load_gpu("h800-sxm-80gb").nvlink_bytes_per_s
+    assert load_cluster("hgx-h800").intra_bytes_per_s == 200e9
