@@ -6,8 +6,8 @@ stage).  A step of m micro-batches takes (m + (PP-1)/VP) T_mb: the 1F1B bubble i
 ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections 2.2.1-2.2.2).
 Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
-(Megatron async TP all-reduce), and with SP all TP comm hides under the layer's GEMMs (Megatron
-tp_comm_overlap); the CP ring hides
+(Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed, costmodel.stacks), and with
+SP all TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
@@ -31,6 +31,7 @@ from .compute import ComputeTimes
 from .layouts import (LayoutTable, accounts_embedding_loss, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stacks import STACKS
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
@@ -81,8 +82,9 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # repeats its communication
     half = 0.5 * cm.tp_layer_bwd_s
     async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
+    async_ok = STACKS[recipe.stack].async_tp_backward if recipe.stack in STACKS else True
     tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
-                    np.where(t.overlap, async_b, cm.tp_layer_bwd_s))
+                    np.where(t.overlap & async_ok, async_b, cm.tp_layer_bwd_s))
     cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s

@@ -105,12 +105,19 @@ class Stack:
         pads_vocab: the vocabulary is padded to a multiple of 128 x TP (Megatron
             ``--make-vocab-size-divisible-by 128``).
         layer_ops: framework calls the CPU issues per transformer layer and pass (module docstring).
+        async_tp_backward: the backward TP all-reduce of the column-parallel layers runs
+            asynchronously under their weight-gradient GEMMs (Megatron-LM's
+            LinearWithGradAccumulationAndAsyncCommunication, since 2021).  False for BigScience's
+            Megatron-DeepSpeed, whose ColumnParallelLinear reduces the input gradient synchronously
+            (copy_to_tensor_model_parallel_region, bigscience-workshop/Megatron-DeepSpeed
+            megatron/mpu/layers.py at 119a0d2d).
     """
 
     name: str
     defaults: dict = field(hash=False)
     pads_vocab: bool = False
     layer_ops: int = EAGER_LAYER_OPS
+    async_tp_backward: bool = True
 
     @property
     def flash_attention(self) -> bool:
@@ -123,7 +130,7 @@ def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
-                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS)
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, name != "megatron-deepspeed")
 
 
 STACKS = {s.name: s for s in (

@@ -152,3 +152,17 @@ def test_a_short_micro_batch_waits_for_the_cpu_of_an_eager_stack(h200):
     assert fused.layer_fwd_s[0] < eager.layer_fwd_s[0] and fused.layer_fwd_s[0] > 12 * EAGER_OP_OVERHEAD_S
     long = compute_times(m, Recipe(gbs=8, seq_len=8192, stack="deepspeed"), c, p, t)
     assert long.layer_fwd_s[0] > 10 * 56 * EAGER_OP_OVERHEAD_S
+
+
+def test_megatron_deepspeed_reduces_the_backward_tp_gradient_synchronously(h200):
+    """BigScience's Megatron-DeepSpeed has no async TP all-reduce (its ColumnParallelLinear reduces the
+    input gradient in copy_to_tensor_model_parallel_region): all backward TP comm is exposed, while
+    Megatron-LM hides half of it under the weight-gradient GEMMs."""
+    c, p = h200
+    m = load_model("llama3-8b")
+    kw = dict(tp=8, pp=1, dp=1, sp=False, mbs=1, overlap=True)
+    mc = predict_one(m, c, p, Recipe(gbs=8, seq_len=4096, stack="megatron"), **kw)
+    ds = predict_one(m, c, p, Recipe(gbs=8, seq_len=4096, stack="megatron-deepspeed"), **kw)
+    off = predict_one(m, c, p, Recipe(gbs=8, seq_len=4096, stack="megatron"), **dict(kw, overlap=False))
+    assert ds.breakdown["tp_comm_s"][0] > mc.breakdown["tp_comm_s"][0]
+    assert ds.breakdown["tp_comm_s"][0] == pytest.approx(off.breakdown["tp_comm_s"][0], rel=1e-12)
