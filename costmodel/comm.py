@@ -16,8 +16,8 @@ Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et
 * EP: an all-to-all dispatch and combine of tokens x top-k x h per MoE layer, forward and backward
   (Lepikhin et al. 2021, GShard).
 * PP: one send of the stage-boundary activation (tokens x h, each TP rank its 1/TP slice, Megatron
-  scatter-gather optimisation, SC21 section 4.1) per micro-batch per virtual stage, and one of the
-  gradient back.
+  scatter-gather optimisation, SC21 section 4.1; the whole tensor from every TP rank on DeepSpeed's
+  pipeline engine, costmodel.stacks) per micro-batch per virtual stage, and one of the gradient back.
 * DP: gradients (fp32 main grads under bf16, Megatron ``accumulate_allreduce_grads_in_fp32``)
   all-reduced over DP x CP (ZeRO-0), or reduce-scattered + bf16 params all-gathered (ZeRO-1/2,
   Megatron distributed optimizer); ZeRO-3/FSDP all-gathers bf16 params in forward and backward and
@@ -33,6 +33,7 @@ from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
 from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stacks import STACKS
 
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
 
@@ -198,7 +199,8 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # PP: stride TP*CP*DP; each TP rank sends its 1/TP slice; every GPU of a boundary stage crosses
     pp_stride = t.tp * t.cp * t.dp
     pp_cross = np.minimum(G, pp_stride)
-    pp_n = act / t.tp
+    scatter = STACKS[recipe.stack].pp_scatter_gather if recipe.stack in STACKS else True
+    pp_n = act / t.tp if scatter else act        # DeepSpeed's pipeline engine sends it whole
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
     pp_p2p = np.where(t.pp > 1, pp_time, 0.0)

@@ -111,6 +111,11 @@ class Stack:
             Megatron-DeepSpeed, whose ColumnParallelLinear reduces the input gradient synchronously
             (copy_to_tensor_model_parallel_region, bigscience-workshop/Megatron-DeepSpeed
             megatron/mpu/layers.py at 119a0d2d).
+        pp_scatter_gather: each TP rank sends its 1/TP slice of the stage-boundary activation
+            (Megatron-LM's scatter-gather optimisation, Narayanan et al. SC21 sec. 4.1).  False for
+            Megatron-DeepSpeed, whose DeepSpeed pipeline engine sends the whole activation from every
+            TP rank (microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py ``_exec_send_activations``:
+            ``p2p.send(outputs, self.next_stage)``).
     """
 
     name: str
@@ -118,6 +123,7 @@ class Stack:
     pads_vocab: bool = False
     layer_ops: int = EAGER_LAYER_OPS
     async_tp_backward: bool = True
+    pp_scatter_gather: bool = True
 
     @property
     def flash_attention(self) -> bool:
@@ -130,7 +136,8 @@ def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
-                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, name != "megatron-deepspeed")
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, name != "megatron-deepspeed",
+                 name != "megatron-deepspeed")
 
 
 STACKS = {s.name: s for s in (

@@ -166,3 +166,21 @@ def test_megatron_deepspeed_reduces_the_backward_tp_gradient_synchronously(h200)
     off = predict_one(m, c, p, Recipe(gbs=8, seq_len=4096, stack="megatron"), **dict(kw, overlap=False))
     assert ds.breakdown["tp_comm_s"][0] > mc.breakdown["tp_comm_s"][0]
     assert ds.breakdown["tp_comm_s"][0] == pytest.approx(off.breakdown["tp_comm_s"][0], rel=1e-12)
+
+
+def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank(h200):
+    """Megatron-LM sends 1/TP of the stage-boundary activation from each TP rank (SC21 sec. 4.1);
+    DeepSpeed's pipeline engine (Megatron-DeepSpeed) sends the whole tensor: TP x the bytes."""
+    from costmodel.comm import comm_times
+    c, p = h200
+    m = load_model("llama3-8b")
+    t = layout(tp=8, pp=4, dp=1, mbs=1)
+    mc = comm_times(m, Recipe(gbs=8, seq_len=4096, stack="megatron"), c, p, t).pp_p2p_s[0]
+    ds = comm_times(m, Recipe(gbs=8, seq_len=4096, stack="megatron-deepspeed"), c, p, t).pp_p2p_s[0]
+    n = 4096 * m.hidden * 2.0
+    one = np.ones(1)
+    assert mc == pytest.approx(float(group_time_s("send_recv", n / 8 * one, 8 * one, 4 * one, c, p, 8 * one)[0]),
+                               rel=1e-12)
+    assert ds == pytest.approx(float(group_time_s("send_recv", n * one, 8 * one, 4 * one, c, p, 8 * one)[0]),
+                               rel=1e-12)
+    assert ds > 4 * mc
