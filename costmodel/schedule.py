@@ -11,10 +11,12 @@ SP all TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap); the CP 
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
-bucket and the first parameter bucket, which no compute can hide; FSDP's per-layer gathers hide
-under the micro-batch's compute, except the first layer's gather and the last one's reduction.  Compute that hides communication shares the SMs and HBM with
-NCCL's kernels and runs slower: each hidden second of communication adds (s - 1) seconds of compute,
-s = ``Profile.overlap_slowdown`` measured by the calibration suite (the published mean 1.189 of
+bucket and the first parameter bucket, which no compute can hide (nothing hides on DeepSpeed's
+pipeline engine, which reduces after the last micro-batch: costmodel.stacks); FSDP's per-layer
+gathers hide under the micro-batch's compute, except the first layer's gather and the last one's
+reduction.  Compute that hides communication shares the SMs and HBM with NCCL's kernels and runs
+slower: each hidden second of communication adds (s - 1) seconds of compute, s =
+``Profile.overlap_slowdown`` measured by the calibration suite (the published mean 1.189 of
 arXiv:2507.03114 when not measured).  The
 optimizer step is HBM-bound (:func:`optimizer_step_bytes_per_param`): Adam reads fp32 master
 weight, m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad
@@ -149,8 +151,9 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those
-    dp_grad = np.where(t.overlap, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
-    dp_param = np.where(t.overlap, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
+    dp_ov = t.overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
+    dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
 
     dense, exp = stage_params(model, t)

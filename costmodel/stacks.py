@@ -116,6 +116,11 @@ class Stack:
             Megatron-DeepSpeed, whose DeepSpeed pipeline engine sends the whole activation from every
             TP rank (microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py ``_exec_send_activations``:
             ``p2p.send(outputs, self.next_stage)``).
+        dp_overlap: the DP gradient reduction (and ZeRO's parameter gather) can overlap the backward
+            when the layout's ``overlap`` is on.  False for Megatron-DeepSpeed: DeepSpeed's pipeline
+            schedule reduces gradients after the last micro-batch (microsoft/DeepSpeed
+            deepspeed/runtime/pipe/schedule.py, TrainSchedule.steps: ReduceTiedGrads, ReduceGrads,
+            OptimizerStep at the end of the batch).
     """
 
     name: str
@@ -124,6 +129,7 @@ class Stack:
     layer_ops: int = EAGER_LAYER_OPS
     async_tp_backward: bool = True
     pp_scatter_gather: bool = True
+    dp_overlap: bool = True
 
     @property
     def flash_attention(self) -> bool:
@@ -136,8 +142,7 @@ def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
-                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, name != "megatron-deepspeed",
-                 name != "megatron-deepspeed")
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)))
 
 
 STACKS = {s.name: s for s in (

@@ -184,3 +184,16 @@ def test_deepspeed_pipeline_sends_the_whole_activation_from_every_tp_rank(h200):
     assert ds == pytest.approx(float(group_time_s("send_recv", n * one, 8 * one, 4 * one, c, p, 8 * one)[0]),
                                rel=1e-12)
     assert ds > 4 * mc
+
+
+def test_deepspeed_pipeline_reduces_gradients_after_the_last_micro_batch(h200):
+    """DeepSpeed's TrainSchedule runs ReduceGrads after the pipeline drains: on Megatron-DeepSpeed the
+    whole DP gradient reduction is exposed even with overlap on; Megatron hides all but a bucket."""
+    c, p = load_cluster("paper-h200"), load_profile("h200-sxm-141gb")
+    m = load_model("llama3-8b")
+    kw = dict(tp=2, pp=2, dp=8, sp=False, mbs=1, zero=1, overlap=True)
+    mc = predict_one(m, c, p, Recipe(gbs=64, seq_len=4096, stack="megatron"), **kw)
+    ds = predict_one(m, c, p, Recipe(gbs=64, seq_len=4096, stack="megatron-deepspeed"), **kw)
+    off = predict_one(m, c, p, Recipe(gbs=64, seq_len=4096, stack="megatron-deepspeed"), **dict(kw, overlap=False))
+    assert ds.breakdown["dp_comm_s"][0] > mc.breakdown["dp_comm_s"][0]
+    assert ds.breakdown["dp_comm_s"][0] == pytest.approx(off.breakdown["dp_comm_s"][0], rel=1e-9)
