@@ -16,7 +16,8 @@ parallelism shards norms and elementwise ops over TP; CP splits the sequence; EP
 * Memory-bound ops (norms, activation, residual/dropout, rotary, softmax, cross-entropy): HBM bytes
   / (datasheet bandwidth x fitted HBM efficiency) + one kernel launch each.
 * Recompute: full re-runs the layer forward inside backward; selective re-runs the attention core
-  (Korthikanti et al. 2022 section 5).
+  (Korthikanti et al. 2022 section 5), or on torchtitan every second matmul and the memory-bound
+  ops (its op-level selective checkpointing, costmodel.stacks).
 * CPU dispatch: a layer pass takes at least the CPU time its stack needs to issue it
   (costmodel.stacks: framework calls per layer x the eager per-call overhead); the GPU waits when
   its kernels are shorter (small models, few tokens per micro-batch).
@@ -230,7 +231,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     layer_f = np.maximum(gemm_f + attn_f + ew_f, cpu)
     layer_b = np.maximum(gemm_b + attn_b + ew_b, cpu)
     rc = t.recompute
-    recompute = np.where(rc == 2, layer_f, np.where(rc == 1, 0.0 if recipe.flash_attention else attn_f, 0.0))
+    stack = STACKS.get(recipe.stack)
+    if stack is not None and stack.selective_recompute == "op-sac":
+        # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
+        selective = 0.5 * gemm_f + ew_f
+    else:                       # Megatron: the attention core (nothing more under flash attention)
+        selective = 0.0 if recipe.flash_attention else attn_f
+    recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
 
     # the output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)
     lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt != "fp8" else _dtype16(profile))

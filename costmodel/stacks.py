@@ -121,6 +121,12 @@ class Stack:
             schedule reduces gradients after the last micro-batch (microsoft/DeepSpeed
             deepspeed/runtime/pipe/schedule.py, TrainSchedule.steps: ReduceTiedGrads, ReduceGrads,
             OptimizerStep at the end of the batch).
+        selective_recompute: what ``--recompute selective`` re-runs: "attention" (Megatron:
+            the attention core, nothing more under flash attention; Korthikanti et al. 2022) or
+            "op-sac" (torchtitan's op-level selective checkpointing: every second matmul and all
+            non-matmul ops, the attention kernel's output saved; pytorch/torchtitan
+            torchtitan/distributed/activation_checkpoint.py, "Save output of all ops in save list,
+            except every second mm").
     """
 
     name: str
@@ -130,6 +136,7 @@ class Stack:
     async_tp_backward: bool = True
     pp_scatter_gather: bool = True
     dp_overlap: bool = True
+    selective_recompute: str = "attention"
 
     @property
     def flash_attention(self) -> bool:
@@ -142,7 +149,8 @@ def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
-                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)))
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
+                 "op-sac" if name == "torchtitan" else "attention")
 
 
 STACKS = {s.name: s for s in (
