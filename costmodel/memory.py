@@ -35,13 +35,15 @@ from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
 from .layouts import LayoutTable, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
+from .stacks import STACKS
 
 
 def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable):
     """Activation bytes one layer stores for backward, per micro-batch, on one GPU (array).
 
     Returns the no-recompute / selective figure by layout (full recompute is handled by
-    :func:`memory_bytes`).  Korthikanti et al. 2022 eq. (1)-(4), term by term.
+    :func:`memory_bytes`).  Korthikanti et al. 2022 eq. (1)-(4), term by term; selective on a stack
+    with op-level SAC (torchtitan, costmodel.stacks) keeps only what its policy saves.
     """
     s = recipe.seq_len
     tok = t.mbs * s / t.cp
@@ -65,8 +67,17 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     mlp = tok * model.topk * (mlp_in_w + ffn) * B / tp                # activation input, FC2 input
     if model.is_moe:
         mlp = mlp + tok * model.topk * h * B * 2 / sp_div             # dispatched + combined tokens
-    selective = t.recompute >= 1
-    return sharded + attn + mlp + np.where(selective, 0.0, s2)
+    selective = t.recompute == 1
+    full_store = sharded + attn + mlp + np.where(t.recompute >= 1, 0.0, s2)
+    stack = STACKS.get(recipe.stack)
+    if stack is None or stack.selective_recompute != "op-sac":
+        return full_store
+    # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
+    # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
+    # output and log-sum-exp; the rest is recomputed in backward
+    sac = (tok * (h + h) * B / sp_div + tok * (q + kv + q) * B / tp
+           + tok * model.topk * ffn * B / tp + (attn - tok * (q + 2 * kv + q) * B / tp))
+    return np.where(selective, sac, full_store)
 
 
 # CUDA context of a PyTorch process with lazy module loading (CUDA >= 11.7): ~300 MB, the driver,

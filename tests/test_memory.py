@@ -160,3 +160,19 @@ def test_block_recompute_of_n_layers_sits_between_none_and_full():
     fits = predict_table(m, r, c, p, LayoutTable.from_rows([dict(base, recompute="full", recompute_num_layers=k)
                                                               for k in (n - 1, n)])).feasible
     assert not fits[0] and fits[1]
+
+
+def test_torchtitan_op_sac_keeps_what_its_policy_saves():
+    """torchtitan's op-level SAC keeps the block input, every second matmul output and the attention
+    output: for Llama 3 8B, 2h + (2q + kv) + ffn bf16 values per token plus the log-sum-exp,
+    under half of what no recomputation stores; Megatron's selective with flash keeps everything."""
+    m = load_model("llama3-8b")
+    row = dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, zero=3, sp=False, overlap=True)
+    from costmodel.layouts import LayoutTable
+    per_tok = lambda st, rc: activation_bytes_per_layer(m, Recipe(gbs=8, seq_len=8192, stack=st),  # noqa: E731
+                                                        LayoutTable.from_rows([dict(row, recompute=rc)]))[0] / 8192
+    h, q, kv, ffn = m.hidden, m.q_dim, m.kv_dim, m.ffn_hidden
+    lse = m.num_heads * 4.0
+    assert per_tok("torchtitan", "selective") == pytest.approx(2 * (2 * h + 2 * q + kv + ffn) + lse, rel=1e-12)
+    assert per_tok("megatron", "selective") == per_tok("megatron", "none") == per_tok("torchtitan", "none")
+    assert per_tok("torchtitan", "selective") < 0.5 * per_tok("torchtitan", "none")
