@@ -206,12 +206,14 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     pp_p2p = np.where(t.pp > 1, pp_time, 0.0)
 
     # DP (x CP): stride TP; gradients in buckets of max(40M, 1M x DP) params when overlapped, one
-    # bucket otherwise (Megatron-core DistributedDataParallelConfig.bucket_size)
+    # bucket otherwise or when the stack reduces after the backward (Megatron-core
+    # DistributedDataParallelConfig.bucket_size)
     dense, exp = stage_params(model, t)
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
     edp = dpcp // t.ep
-    bucket = np.where(t.overlap, np.maximum(40e6, 1e6 * dpcp), np.inf)
+    dp_ov = t.overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
     def buckets(coll, params, bytes_per, stride, size):
         """(all buckets, one bucket) of a bucketed collective, seconds."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import InputError
 from .specs import ModelSpec, Recipe
+from .stacks import STACKS
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -258,6 +259,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
         first rule layout i breaks.
     """
+    partial = STACKS[recipe.stack].partial_recompute if recipe.stack in STACKS else True
     rules = [
         ("TP x PP x DP x CP must equal the number of GPUs ({n})",
          t.tp * t.pp * t.dp * t.cp != num_gpus),
@@ -280,11 +282,16 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
         ("--recompute-num-layers applies to full recompute", (t.recompute_num_layers > 0) & (t.recompute != 2)),
+        ("--recompute-num-layers must not exceed the layers of one pipeline chunk (num_layers / (PP x VP))",
+         t.recompute_num_layers > np.ceil(layers_per_stage(model, t) / t.vp)),
+        ("--recompute-num-layers needs a Megatron-family stack (megatron, megatron-legacy, "
+         "megatron-deepspeed, nemo): the stack ({stack}) recomputes every layer it checkpoints",
+         (t.recompute_num_layers > 0) & ~partial),
         ("every parallel degree and mbs must be >= 1",
          (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
     ]
     fmt = dict(n=num_gpus, g=gpus_per_node, a=model.num_heads, kv=model.num_kv_heads,
-               L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts)
+               L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack)
     code = np.full(len(t), -1, dtype=np.int64)
     for i, (_, bad) in reversed(list(enumerate(rules))):
         code = np.where(bad, i, code)

@@ -24,6 +24,7 @@ from .layouts import LayoutTable, layers_per_stage, layout_name
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stacks import STACKS
 from .model_error import load_model_form, regime
 from .uncertainty import Band, step_time_band
 
@@ -293,14 +294,16 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     return out
 
 
-def recompute_options(model: ModelSpec, layout: dict, flash_attention: bool = True) -> list[tuple[str, int]]:
+def recompute_options(model: ModelSpec, layout: dict, recipe: Recipe) -> list[tuple[str, int]]:
     """(recompute, recompute_num_layers) choices from the least to the most recomputation: none;
     selective (unfused attention only: with flash attention it stores and recomputes nothing more
-    than none); full on 1, 2, ... layers of each pipeline chunk (Megatron's block method); full on
-    every layer."""
+    than none; always on torchtitan, whose op-level SAC saves less); full on 1, 2, ... layers of
+    each pipeline chunk (Megatron's block method, on the stacks that have it); full on every layer."""
+    stack = STACKS.get(recipe.stack)
     per_chunk = int(layers_per_stage(model, LayoutTable.from_rows([dict(layout, recompute="none")]))[0]
-                    // layout["vp"])
-    return ([("none", 0)] + ([] if flash_attention else [("selective", 0)])
+                    // layout["vp"]) if stack is None or stack.partial_recompute else 1
+    sac = not recipe.flash_attention or (stack is not None and stack.selective_recompute == "op-sac")
+    return ([("none", 0)] + ([("selective", 0)] if sac else [])
             + [("full", n) for n in range(1, per_chunk)] + [("full", 0)])
 
 
@@ -309,7 +312,7 @@ def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, prof
     """The least activation recomputation that fits the layout in HBM, as (``--recompute-granularity``,
     ``--recompute-num-layers``): :func:`recompute_options` in order; full on every layer when
     nothing fits (the prediction then says by how much it does not)."""
-    order = recompute_options(model, layout, recipe.flash_attention)
+    order = recompute_options(model, layout, recipe)
     pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(
         [dict(layout, recompute=rc, recompute_num_layers=n) for rc, n in order]))
     return next((o for o, fits in zip(order, pred.feasible) if fits), ("full", 0))

@@ -127,6 +127,10 @@ class Stack:
             non-matmul ops, the attention kernel's output saved; pytorch/torchtitan
             torchtitan/distributed/activation_checkpoint.py, "Save output of all ops in save list,
             except every second mm").
+        partial_recompute: full recompute can be limited to N layers per pipeline chunk (Megatron's
+            ``--recompute-method block --recompute-num-layers N``, megatron/training/arguments.py;
+            NeMo's ``activations_checkpoint_num_layers``).  The other stacks recompute every layer
+            they checkpoint.
     """
 
     name: str
@@ -137,6 +141,7 @@ class Stack:
     pp_scatter_gather: bool = True
     dp_overlap: bool = True
     selective_recompute: str = "attention"
+    partial_recompute: bool = False
 
     @property
     def flash_attention(self) -> bool:
@@ -150,7 +155,7 @@ def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
-                 "op-sac" if name == "torchtitan" else "attention")
+                 "op-sac" if name == "torchtitan" else "attention", pads_vocab)
 
 
 STACKS = {s.name: s for s in (

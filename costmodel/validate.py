@@ -139,7 +139,7 @@ def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> d
     """The row with the cheapest unpublished settings at which its layout fits: ZeRO stages and
     recompute choices tried cheapest first (ZeRO-1 only adds an overlapped all-gather, so it comes
     before any recomputation); the last candidate when none fits.  A run that ran fitted."""
-    opts = [o for rc in recomputes for o in (recompute_options(model, row, recipe.flash_attention)
+    opts = [o for rc in recomputes for o in (recompute_options(model, row, recipe)
                                              if rc == "full" and len(recomputes) > 1 else [(rc, 0)])
             if o[0] == rc]
     cands = [dict(row, zero=z, recompute=rc, recompute_num_layers=n) for rc, n in opts for z in zeros]

@@ -424,16 +424,18 @@ def _thermal_section(gname, tdp, fits: _Fits):
     return base
 
 
-def _power_a100(fits: _Fits):
-    """``power:`` of the A100: the FlagPerf fit (40GB part) used unchanged."""
+def _power_a100(g, fits: _Fits):
+    """``power:`` of the A100s: the FlagPerf fit (40GB part) used unchanged."""
     a = fits.a
+    note = ("Fitted on this part, the A100-SXM4-40GB (FlagPerf)." if g == "a100-sxm-40gb" else
+            "Fitted on the A100-SXM4-40GB (FlagPerf); the 80GB SXM4 part has the same GA100 die, SMs, "
+            "clocks, NVLink and 400 W TDP, so the coefficients are used unchanged (TDP rule, ratio 1). hbm_w "
+            "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
+            "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
     return dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
                 link_w=_r(a["link_w"]), gamma=_r(fits.gamma, 3), fit=dict(fits.arec, gamma=fits.zeus_rec),
                 derived_from="gamma: median of the Zeus GPU fits (no A100 power-limit sweep in the data)",
-                note="Fitted on the A100-SXM4-40GB (FlagPerf); the 80GB SXM4 part has the same GA100 die, SMs, "
-                     "clocks, NVLink and 400 W TDP, so the coefficients are used unchanged (TDP rule, ratio 1). hbm_w "
-                     "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
-                     "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
+                note=note)
 
 
 def _power_hopper(g, tdp, fits: _Fits):
@@ -468,9 +470,11 @@ def _power_hopper(g, tdp, fits: _Fits):
 
 
 def _power_derived(g, tdp, fits: _Fits):
-    """``power:`` of a GPU without power data: B200 from H100, the others from A100, scaled by TDP."""
+    """``power:`` of a GPU without power data: B200 and H800 from H100, the others from A100, scaled by
+    TDP."""
     a, h, tdp_a, tdp_h = fits.a, fits.h, fits.tdp_a, fits.tdp_h
-    src = "h100-sxm-80gb" if g == "b200-sxm-180gb" else "a100-sxm-80gb"
+    # Hopper and Blackwell parts scale from the H100 (its idle is measured), Ampere parts from the A100
+    src = "h100-sxm-80gb" if g in ("b200-sxm-180gb", "h800-sxm-80gb") else "a100-sxm-80gb"
     ref_tdp = tdp_h if src == "h100-sxm-80gb" else tdp_a
     ref_idle = h["idle_w"] if src == "h100-sxm-80gb" else a["idle_w"]
     ref = dict(flop_w=a["flop_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
@@ -518,8 +522,8 @@ def build_power_thermal(gpus, data=None):
     th, arec = fits.th, fits.arec
     for g in gpus:
         tdp, _ = spec[g]
-        if g == "a100-sxm-80gb":
-            power, inputs[g] = _power_a100(fits), fits.a100_in
+        if g in ("a100-sxm-80gb", "a100-sxm-40gb"):     # the fit's own part and its 80GB sibling
+            power, inputs[g] = _power_a100(g, fits), fits.a100_in
         elif g in ("h100-sxm-80gb", "h200-sxm-141gb"):
             power, inputs[g] = _power_hopper(g, tdp, fits), [_rel("h100_trace")] + fits.a100_in
         else:
@@ -529,7 +533,7 @@ def build_power_thermal(gpus, data=None):
         p = sections[g]["power"]
         summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
                                                       f"link {p['link_w']:.0f} W gamma {p['gamma']:.2f}"
-                                                      + ("" if g in ("a100-sxm-80gb",) else "  (derived)"
+                                                      + ("" if g in ("a100-sxm-80gb", "a100-sxm-40gb") else "  (derived)"
                                                          if g != "h100-sxm-80gb" else "  (idle fitted)")))
         t = sections[g]["thermal"]
         summary.append(("thermal", g, "R_th/tau", f"{t['r_th_c_per_w']:.4f} C/W tau {t['tau_s']:.0f} s"
