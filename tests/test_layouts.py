@@ -31,6 +31,21 @@ def test_invalid_layouts_name_their_rule(kw, rule):
     assert rule.split(" (")[0] in str(e.value)
 
 
+def test_partial_recompute_rules():
+    """Llama-3-70B (80 layers) at PP4 VP2: 10 layers per chunk.  --recompute-num-layers 10 is the whole
+    chunk, 11 is more than it has; torchtitan has no partial recompute (it checkpoints whole layers)."""
+    ok = layout(tp=8, pp=4, vp=2, recompute="full", recompute_num_layers=10)
+    code, _ = validity(ok, L70, R, 32, 8)
+    assert code[0] == -1
+    code, msgs = validity(layout(tp=8, pp=4, vp=2, recompute="full", recompute_num_layers=11), L70, R, 32, 8)
+    assert "must not exceed the layers of one pipeline chunk" in msgs[code[0]]
+    tt = Recipe(gbs=128, seq_len=8192, stack="torchtitan")
+    code, msgs = validity(ok, L70, tt, 32, 8)
+    assert "needs a Megatron-family stack" in msgs[code[0]] and "torchtitan" in msgs[code[0]]
+    code, _ = validity(layout(tp=8, pp=4, vp=2, recompute="full"), L70, tt, 32, 8)
+    assert code[0] == -1
+
+
 def test_moe_rules():
     code, msgs = validity(layout(tp=1, dp=32, ep=3), MIX, R, 32, 8)
     assert "EP must divide the number of experts" in msgs[code[0]]

@@ -72,7 +72,7 @@ class Profile:
             if kernel == "fa2":
                 return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
             raise InputError(self.path, f"attention.kernels.{kernel}",
-                             f"no {kernel} fit for {self.gpu} (fitted: {', '.join(['fa2', *self.attention_kernels])}): "
+                             f"no {kernel} fit for {self.gpu} (fitted: {', '.join(sorted({'fa2', *self.attention_kernels}))}): "
                              "pick another --attention-kernel")
         return k.efficiency(seq_len)
 

@@ -160,6 +160,7 @@ def _fa_efficiency(k: dict, peak: float):
     causal forward 2 B H S^2 D, backward 2.5 x forward (Dao 2023)."""
     B, H, D = k["shape"]
     s = np.asarray(k["s"], float)
+    B = k["tokens"] / s if "tokens" in k else B      # a fixed token count per batch: B = tokens / S
     flops = 3.5 * 2.0 * B * H * s ** 2 * D
     t = np.asarray(k["fwd_s"]) + np.asarray(k["bwd_s"])
     return s, flops / t / peak, flops, t
@@ -209,15 +210,21 @@ def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
     b.use("b200-sxm-180gb", "mamf", "gb200")
     fa = b.D["fa_kernels"]
     fa3 = _fit_fa_kernel(fa["fa3_h100"], b.sheet["h100-sxm-80gb"].peak["bf16"], rel("fa_kernels"))
+    fa2 = _fit_fa_kernel(fa["fa2_h100"], b.sheet["h100-sxm-80gb"].peak["bf16"], rel("fa_kernels"))
+    fa2["note"] = ("Causal FlashAttention-2 on Hopper by sequence length (FlashAttention-3 paper, Figures 5-6); "
+                   "replaces the single non-causal Azure point (attention.flash_efficiency) for fa2.")
     for g in ("h100-sxm-80gb", "h200-sxm-141gb"):
-        b.prof[g]["attention"]["kernels"] = {"fa3": dict(fa3, **({} if g == "h100-sxm-80gb" else dict(
-            derived_from="h100-sxm-80gb:attention.kernels.fa3",
-            note="H200 has H100's GH100 SMs and clocks; attention is matmul-bound, so H100's FA3 times carry over")))}
+        same = {} if g == "h100-sxm-80gb" else dict(
+            note="H200 has H100's GH100 SMs and clocks; attention is matmul-bound, so H100's kernel times carry over")
+        b.prof[g]["attention"]["kernels"] = {
+            "fa2": dict(fa2, **same, **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.fa2"))),
+            "fa3": dict(fa3, **same, **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.fa3")))}
         b.use(g, "fa_kernels")
     b.prof["b200-sxm-180gb"]["attention"]["kernels"] = {
         "fa4": _fit_fa_kernel(fa["fa4_b200"], b.sheet["b200-sxm-180gb"].peak["bf16"], rel("fa_kernels"))}
     b.use("b200-sxm-180gb", "fa_kernels")
     b.summary.append(("attention", "h100-sxm-80gb", "fa3", f"eta_max {fa3['eta_max']}, s_half {fa3['s_half']}"))
+    b.summary.append(("attention", "h100-sxm-80gb", "fa2", f"eta_max {fa2['eta_max']}, s_half {fa2['s_half']}"))
     a100a = az["ND A100 v4"]["attention"]
     b.prof["v100-sxm2-32gb"]["attention"] = dict(
         flash_efficiency=round_sig(a100a["standard"] / b.sheet["a100-sxm-80gb"].peak["bf16"]),
