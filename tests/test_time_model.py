@@ -198,6 +198,9 @@ def test_deepspeed_pipeline_reduces_gradients_after_the_last_micro_batch(h200):
     cm = comm_times(m, Recipe(gbs=64, seq_len=4096, stack="megatron-deepspeed"), c, p, layout(**kw))
     assert ds.breakdown["dp_comm_s"][0] > mc.breakdown["dp_comm_s"][0]
     assert ds.breakdown["dp_comm_s"][0] == pytest.approx(cm.dp_grad_s[0] + cm.dp_param_s[0], rel=1e-9)
+    # reduced after the backward, the gradients go as one bucket: the same cost as with overlap off
+    off = predict_one(m, c, p, Recipe(gbs=64, seq_len=4096, stack="megatron-deepspeed"), **dict(kw, overlap=False))
+    assert ds.breakdown["dp_comm_s"][0] == pytest.approx(off.breakdown["dp_comm_s"][0], rel=1e-9)
 
 
 def test_torchtitan_selective_recompute_reruns_every_second_matmul(h200):
