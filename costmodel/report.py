@@ -11,7 +11,7 @@ from .layouts import RECOMPUTE, layout_name, uneven_split
 from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
-from .stacks import RECIPE_SWITCHES
+from .stacks import RECIPE_SWITCHES, STACKS
 
 GIB = 2.0**30
 _TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
@@ -85,6 +85,29 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
         out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
                    f"{f.memory.peak_bytes[0] / GIB:.0f} GiB per GPU ({cluster.gpu.capacity_bytes / GIB:.0f} GiB available).")
     return out
+
+
+def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> tuple[str, str]:
+    """(title, text) of what to set to run ``layout`` on the recipe's stack: Megatron-LM arguments
+    (:func:`megatron_args`) on the Megatron family; on the other stacks, whose option names differ
+    by version, the settings in the field's terms, one per line."""
+    stack = STACKS.get(recipe.stack)
+    if stack is None or stack.megatron_family:
+        return "Megatron-LM arguments", megatron_args(layout, model, recipe, layers)
+    rc = layout["recompute"]
+    ckpt = {"none": "off", "selective": "selective (op-level SAC)" if stack.selective_recompute == "op-sac"
+            else "selective", "full": "full (every transformer block)"}[rc]
+    dp = {0: "DP (replicated, DDP)", 1: "DP with ZeRO-1 (optimizer states sharded)",
+          2: "DP with ZeRO-2 (gradients and optimizer states sharded)",
+          3: "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded)"}[layout["zero"]]
+    lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
+             f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
+             f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",
+             f"expert parallel (EP): {layout['ep']}", f"micro-batch per GPU: {layout['mbs']}",
+             f"global batch: {recipe.gbs} sequences of {recipe.seq_len} tokens",
+             f"activation checkpointing: {ckpt}", f"precision: {recipe.precision}, optimizer: {recipe.optimizer}",
+             f"communication overlap: {'on' if layout['overlap'] else 'off'}"]
+    return f"Settings for {recipe.stack}", "\n".join(lines)
 
 
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:

@@ -144,6 +144,12 @@ class Stack:
     partial_recompute: bool = False
 
     @property
+    def megatron_family(self) -> bool:
+        """Megatron-LM, its forks and NeMo (Megatron's vocabulary padding marks them): Megatron-LM's
+        command-line arguments configure the layout."""
+        return self.pads_vocab
+
+    @property
     def flash_attention(self) -> bool:
         """Fused attention by default."""
         return self.defaults["flash_attention"]

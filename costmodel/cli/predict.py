@@ -79,5 +79,6 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     if energy is not None:
         out.print(report.energy_line(rec))
         out.print(report.per_gpu_table(rec["per_gpu"], top=16))
-    out.print("[bold]Megatron-LM arguments:[/bold]")
-    out.print(report.megatron_args(lay, m, r), markup=False, highlight=False)
+    title, text = report.launch_settings(lay, m, r)
+    out.print(f"[bold]{title}:[/bold]")
+    out.print(text, markup=False, highlight=False)

@@ -120,8 +120,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
-    out.print("[bold]Megatron-LM arguments for the winner:[/bold]")
-    out.print(report.megatron_args(best["layout"], m, r), markup=False, highlight=False)
+    title, text = report.launch_settings(best["layout"], m, r)
+    out.print(f"[bold]{title} for the winner:[/bold]")
+    out.print(text, markup=False, highlight=False)
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
@@ -190,7 +191,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}")
             out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
-    out.print("[bold]Megatron-LM arguments:[/bold]")
-    out.print(report.megatron_args(lay, m, r, layers=list(sol.layers)), markup=False, highlight=False)
+    title, text = report.launch_settings(lay, m, r, layers=list(sol.layers))
+    out.print(f"[bold]{title}:[/bold]")
+    out.print(text, markup=False, highlight=False)
     out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
     out.print(report.nvidia_smi_lines(sol, c.gpus_per_node), markup=False, highlight=False)

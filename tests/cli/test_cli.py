@@ -157,3 +157,16 @@ def test_a_profile_value_outside_its_physical_range_is_named(tmp_path):
         r = subprocess.run(CLI + ["predict", "--model", "llama3-8b", "--cluster", "paper-h200", "--profile", str(f)],
                            capture_output=True, text=True, env=ENV, timeout=120)
         assert r.returncode == 2 and msg in r.stderr and ".".join(path) in r.stderr, r.stderr
+
+
+def test_non_megatron_stacks_get_settings_not_megatron_arguments():
+    """Megatron-LM arguments configure the Megatron family only; torchtitan gets the layout in plain terms."""
+    args = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--pp", "1",
+            "--mbs", "1", "--gbs", "32", "--seq-len", "8192", "--zero", "3")
+    tt = run(*args, "--stack", "torchtitan")
+    assert tt.returncode == 0, tt.stderr
+    assert "Settings for torchtitan" in tt.stdout and "--tensor-model-parallel-size" not in tt.stdout
+    assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded): 32" in tt.stdout
+    mc = run(*args, "--stack", "megatron")
+    assert mc.returncode == 0, mc.stderr
+    assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2" in mc.stdout
