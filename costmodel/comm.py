@@ -137,8 +137,7 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
     Megatron keeps a copy of the embedding on the last stage).
     """
-    mats = 3 if model.gated else 2
-    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    expert = model.mean_expert_params()
     dense_layer = model.layer_params() - expert
     per_stage = layers_per_stage(model, t)
     emb = model.embedding_params()
@@ -155,8 +154,7 @@ def stage_params(model: ModelSpec, t: LayoutTable):
 
 def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
     """Parameters of one transformer layer held by one GPU: dense / TP + experts / (TP x EP)."""
-    mats = 3 if model.gated else 2
-    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    expert = model.mean_expert_params()
     return (model.layer_params() - expert) / t.tp + expert / (t.tp * t.ep)
 
 
@@ -180,18 +178,19 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     tp_b = tp_f.copy()
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
-    kv_chunk = tok * 2 * model.kv_dim / t.tp * ACT_BYTES
+    kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES
     k_cp, nn_cp = group_span(t.tp, t.cp, G)
     cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)
     cp_b = 2 * cp_f
 
-    # EP: stride TP, tokens x topk x h per TP rank (SP shards tokens over TP)
+    # EP: stride TP, tokens x topk x h per TP rank (SP shards tokens over TP); dispatch and combine
+    # in the MoE layers only (the mean layer carries their share)
     if model.is_moe:
         n_a2a = tok / np.where(t.sp, t.tp, 1) * model.topk * h * ACT_BYTES
         a2a = group_time_s("all_to_all", n_a2a, t.tp, t.ep, cluster, profile)
-        ep_f = 2 * a2a
+        ep_f = 2 * a2a * model.moe_layer_fraction
     else:
         ep_f = np.zeros(len(t))
     ep_b = ep_f.copy()

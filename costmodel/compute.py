@@ -43,20 +43,25 @@ FP8_CAST_BYTES = 4.0        # cast-transpose: read 2 bytes (bf16), write 1 (fp8)
 
 
 def layer_matmul_flops_per_token(model: ModelSpec) -> float:
-    """Forward FLOPs per token of one layer's weight GEMMs (no attention core): 2 x active weights.
-
-    QKV 2h(q+2kv) + output 2qh + MLP 2 x mats x h x ffn x topk + router 2hE.
+    """Forward FLOPs per token of the mean layer's weight GEMMs (no attention core): 2 x active
+    weights.  Attention projections (ModelSpec.attention_projections: QKV and output, or MLA's
+    down/up projections); MoE layers: top-k routed experts, shared experts, router 2hE; dense layers
+    of an MoE model their own MLP; weighted by the share of MoE layers.
     """
-    h = model.hidden
-    mats = 3 if model.gated else 2
-    router = 2 * h * model.num_experts if model.is_moe else 0
-    return (2 * h * (model.q_dim + 2 * model.kv_dim) + 2 * model.q_dim * h
-            + 2 * mats * h * model.ffn_hidden * model.topk + router)
+    h, mats = model.hidden, model.mlp_mats
+    attn = sum(2 * n * k for n, k, _ in model.attention_projections())
+    dense = 2 * mats * h * model.dense_mlp_width
+    if not model.is_moe:
+        return attn + dense
+    moe = 2 * mats * h * (model.ffn_hidden * model.topk + model.shared_ffn_hidden) + 2 * h * model.num_experts
+    f = model.moe_layer_fraction
+    return attn + f * moe + (1 - f) * dense
 
 
 def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
-    """Forward FLOPs per token of the attention core, full s x s (Megatron convention): 4 s q_dim."""
-    return 4.0 * seq_len * model.q_dim
+    """Forward FLOPs per token of the attention core, full s x s (Megatron convention): QK^T 2 s q_dim
+    plus AV 2 s x (attention output width); 4 s q_dim for MHA/GQA."""
+    return 2.0 * seq_len * (model.q_dim + model.attn_out_dim)
 
 
 def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False) -> float:
@@ -131,6 +136,45 @@ class ComputeTimes:
     logits_ce_s: np.ndarray
 
 
+def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
+    """Weight-GEMM times of the mean layer per micro-batch on one GPU (arrays, s): attention
+    projections as TP splits them (column: output width / TP, row: input width / TP, duplicated:
+    whole), the MLP of dense layers and of MoE layers (routed experts over the local experts, router,
+    shared experts) weighted by the MoE share.  Also the GEMM input / output widths per token, which
+    fp8 recipes cast (keys gemm_in, gemm_out)."""
+    h, ffn = model.hidden, model.ffn_hidden
+    proj_f = proj_b = colpar_f = 0.0
+    gemm_in = gemm_out = 0.0
+    for n, k, split in model.attention_projections():
+        n_l, k_l = (n / tp if split == "col" else n), (k / tp if split == "row" else k)
+        f_, b_ = gemm3(tok, n_l, k_l)
+        proj_f, proj_b = proj_f + f_, proj_b + b_
+        colpar_f = colpar_f + (f_ if split == "col" else 0.0)
+        gemm_in, gemm_out = gemm_in + k_l, gemm_out + n_l
+    mats_in = 2 if model.gated else 1
+    fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
+    fc1_f, fc1_b = gemm3(tok, mats_in * dw / tp, h)
+    fc2_f, fc2_b = gemm3(tok, h, dw / tp)
+    mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
+    if model.is_moe:
+        E_local = model.num_experts / t.ep
+        m_exp = tok * model.topk * t.ep / model.num_experts
+        e1_f, e1_b = gemm3(m_exp, mats_in * ffn / tp, h, E_local)
+        e2_f, e2_b = gemm3(m_exp, h, ffn / tp, E_local)
+        rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
+        sw = model.shared_ffn_hidden
+        s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
+        s2_f, s2_b = gemm3(tok, h, sw / tp) if sw else (0.0, 0.0)
+        mix = lambda moe, dense: fmoe * moe + (1 - fmoe) * dense        # noqa: E731
+        fc1_f, fc1_b = mix(e1_f + rt_f + s1_f, fc1_f), mix(e1_b + rt_b + s1_b, fc1_b)
+        fc2_f, fc2_b = mix(e2_f + s2_f, fc2_f), mix(e2_b + s2_b, fc2_b)
+        k = model.topk
+        mlp_in = mix(h * k + ffn / tp * k + (h + sw / tp if sw else 0), mlp_in)
+        mlp_out = mix(mats_in * ffn / tp * k + h * k + (mats_in * sw / tp + h if sw else 0), mlp_out)
+    return dict(gemm_f=proj_f + fc1_f + fc2_f, gemm_b=proj_b + fc1_b + fc2_b, colpar_f=colpar_f, fc1_f=fc1_f,
+                gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out)
+
+
 @uses_layout_fields("tp", "cp", "mbs", "ep", "sp", "recompute")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
@@ -169,27 +213,15 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     def mem(bytes_, kernels):
         return bytes_ / (hbm * eta_hbm) + kernels * launch
 
-    # weight GEMMs
-    qkv_f, qkv_b = gemm3(tok, (q + 2 * kv) / tp, h)
-    out_f, out_b = gemm3(tok, h, q / tp)
-    mats_in = 2 if model.gated else 1
-    if model.is_moe:
-        E_local = model.num_experts / t.ep
-        m_exp = tok * model.topk * t.ep / model.num_experts
-        fc1_f, fc1_b = gemm3(m_exp, mats_in * ffn / tp, h, E_local)
-        fc2_f, fc2_b = gemm3(m_exp, h, ffn / tp, E_local)
-        rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
-        fc1_f, fc1_b = fc1_f + rt_f, fc1_b + rt_b
-    else:
-        fc1_f, fc1_b = gemm3(tok, mats_in * ffn / tp, h)
-        fc2_f, fc2_b = gemm3(tok, h, ffn / tp)
-    gemm_f = qkv_f + out_f + fc1_f + fc2_f
-    gemm_b = qkv_b + out_b + fc1_b + fc2_b
+    w = _weight_gemms(model, t, tok, tp, gemm3)
+    fc1_f, colpar_f, gemm_in, gemm_out = w["fc1_f"], w["colpar_f"], w["gemm_in"], w["gemm_out"]
+    gemm_f, gemm_b = w["gemm_f"], w["gemm_b"]
+    fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
 
     # attention core on this rank: queries tok, keys over the full sequence (CP ring brings them)
     heads_local = model.num_heads / tp
     if recipe.flash_attention:
-        fl = 4.0 * tok * s * q / tp * 0.5       # causal: half of the s x s block executed
+        fl = 2.0 * tok * s * (q + model.attn_out_dim) / tp * 0.5       # causal: half of the s x s block
         # each kernel call (a CP ring step) sees s / CP keys per query
         eff = profile.attention_efficiency(recipe.attention_kernel, s / cp)
         attn_f = fl / (peak16 * eff) + launch * cp
@@ -197,10 +229,11 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     else:
         bmm = t.mbs * heads_local
         sq = s / cp
-        qk_f, qk_b = (gemm_time_s(sq, s, model.head_dim, bmm, peak16, hbm, eta_hbm, gp),
-                      2 * gemm_time_s(sq, model.head_dim, s, bmm, peak16, hbm, eta_hbm, gp))
-        av_f, av_b = (gemm_time_s(sq, model.head_dim, s, bmm, peak16, hbm, eta_hbm, gp),
-                      2 * gemm_time_s(sq, s, model.head_dim, bmm, peak16, hbm, eta_hbm, gp))
+        dqk, dv = model.qk_head_dim, model.attn_out_dim / model.num_heads
+        qk_f, qk_b = (gemm_time_s(sq, s, dqk, bmm, peak16, hbm, eta_hbm, gp),
+                      2 * gemm_time_s(sq, dqk, s, bmm, peak16, hbm, eta_hbm, gp))
+        av_f, av_b = (gemm_time_s(sq, dv, s, bmm, peak16, hbm, eta_hbm, gp),
+                      2 * gemm_time_s(sq, s, dv, bmm, peak16, hbm, eta_hbm, gp))
         scores = bmm * sq * s
         # fused scale-mask-softmax: read+write scores; dropout: read, write, 1-byte mask
         sm_bytes = scores * (2 * ACT_BYTES + (2 * ACT_BYTES + 1 if model.dropout else 0))
@@ -211,9 +244,12 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     tok_sp = tok / sp_div                       # tokens per GPU in the SP-sharded regions
     norm_b = 2 * 2 * h * ACT_BYTES * tok_sp     # 2 norms: read + write h
     resid_b = 2 * (3 * h * ACT_BYTES + (h if model.dropout else 0)) * tok_sp
-    act_w = ffn / tp * model.topk
+    act_w = (fmoe * (ffn * model.topk + model.shared_ffn_hidden) + (1 - fmoe) * dw) / tp
     act_b = (3 if model.gated else 2) * act_w * ACT_BYTES * tok
-    rope_b = 0 if model.learned_positions else 2 * (q + kv) / tp * ACT_BYTES * tok
+    # rotary embedding on Q and K (MLA: only their rotary parts, one shared rotary key)
+    rope_w = (model.num_heads * model.qk_rope_head_dim / tp + model.qk_rope_head_dim if model.is_mla
+              else (q + kv) / tp)
+    rope_b = 0 if model.learned_positions else 2 * rope_w * ACT_BYTES * tok
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
     if dt == "fp8":
@@ -221,9 +257,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # bf16 tensor is read (2 bytes) and written as fp8 and as its fp8 transpose (1 + 1 bytes) for
         # the weight-gradient GEMM; forward casts the four GEMM inputs, backward the four output
         # gradients (NVIDIA Transformer Engine docs, "Using FP8 with Transformer Engine")
-        k_moe = model.topk if model.is_moe else 1
-        in_f = tok * (h + q / tp + h * k_moe + ffn / tp * model.topk)
-        out_b = tok * ((q + 2 * kv) / tp + h + mats_in * ffn / tp * model.topk + h * k_moe)
+        in_f = tok * gemm_in
+        out_b = tok * gemm_out
         ew_f = ew_f + mem(FP8_CAST_BYTES * in_f, 4)
         ew_b = ew_b + mem(FP8_CAST_BYTES * out_b, 4)
 
@@ -245,7 +280,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
     lg_f = lg_f + mem(ce_bytes, 3)
     lg_b = lg_b + mem(ce_bytes, 2)
-    attn_flops = 4.0 * tok * s * q / tp * (0.5 if recipe.flash_attention else 1.0)
+    attn_flops = 2.0 * tok * s * (q + model.attn_out_dim) / tp * (0.5 if recipe.flash_attention else 1.0)
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
-    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, qkv_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
+    return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, 2.0 * tok * h * V / tp, ce)

@@ -54,8 +54,12 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     drop = 1.0 if model.dropout else 0.0
     # replicated-or-SP-sharded: 2 norm inputs, QKV input, FC1 input, 2 dropout masks
     sharded = tok * (2 * h * B + h * B + h * B + 2 * drop * h) / sp_div
-    # TP-sharded: Q, K, V, attention output (out-proj input)
-    attn = tok * (q + 2 * kv + q) * B / tp
+    # TP-sharded: Q, K, V, attention output (out-proj input); MLA also keeps the Q and KV latents
+    # (inputs of the up-projections, duplicated over TP)
+    qkvo = model.q_dim + model.k_dim + model.v_dim + model.attn_out_dim
+    attn = tok * qkvo * B / tp
+    if model.is_mla:
+        attn = attn + tok * (model.q_lora_rank + model.kv_lora_rank) * B
     heads_local = model.num_heads / tp
     if recipe.flash_attention:
         attn = attn + t.mbs * heads_local * (s / t.cp) * 4.0          # fp32 log-sum-exp
@@ -63,10 +67,17 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     else:
         scores = t.mbs * heads_local * (s / t.cp) * s
         s2 = scores * (B + drop * (1 + B))                          # softmax out, dropout mask+out
-    mlp_in_w = (2 if model.gated else 1) * ffn
-    mlp = tok * model.topk * (mlp_in_w + ffn) * B / tp                # activation input, FC2 input
+    # activation input and FC2 input of each MLP a token passes: the mean of MoE layers (top-k
+    # routed experts, shared experts, dispatched and combined tokens) and dense layers
+    mats_in = 2 if model.gated else 1
+    dense_mlp = tok * (mats_in + 1) * model.dense_mlp_width * B / tp
     if model.is_moe:
-        mlp = mlp + tok * model.topk * h * B * 2 / sp_div             # dispatched + combined tokens
+        moe_w = model.topk * ffn + model.shared_ffn_hidden
+        moe_mlp = tok * (mats_in + 1) * moe_w * B / tp + tok * model.topk * h * B * 2 / sp_div
+        f = model.moe_layer_fraction
+        mlp = f * moe_mlp + (1 - f) * dense_mlp
+    else:
+        mlp = dense_mlp
     selective = t.recompute == 1
     full_store = sharded + attn + mlp + np.where(t.recompute >= 1, 0.0, s2)
     stack = STACKS.get(recipe.stack)
@@ -75,8 +86,10 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
     # output and log-sum-exp; the rest is recomputed in backward
-    sac = (tok * (h + h) * B / sp_div + tok * (q + kv + q) * B / tp
-           + tok * model.topk * ffn * B / tp + (attn - tok * (q + 2 * kv + q) * B / tp))
+    mlp_w = (model.moe_layer_fraction * (model.topk * ffn + model.shared_ffn_hidden)
+             + (1 - model.moe_layer_fraction) * model.dense_mlp_width)
+    sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
+           + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
 
 
@@ -186,8 +199,7 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     opt_bytes = optimizer_bytes_per_param(recipe)
     per_param = lambda d: (ACT_BYTES / (d if z == 3 else 1) + gb / (d if z >= 2 else 1)
                            + opt_bytes / (d if z >= 1 else 1))
-    mats = 3 if model.gated else 2
-    expert = model.num_experts * mats * model.hidden * model.ffn_hidden if model.is_moe else 0
+    expert = model.mean_expert_params()
     layer_states = ((model.layer_params() - expert) / tp * per_param(dpcp)
                     + expert / (tp * layout["ep"]) * per_param(edp))
     act = activation_bytes_per_layer(model, recipe, t)[0]

@@ -1,16 +1,19 @@
-"""The model spec: a decoder-only transformer (dense or MoE) read from the catalog or a HF config."""
+"""The model spec: a decoder-only transformer (dense or MoE) as the cost model sees it.
+
+One attention type for every layer (MHA/GQA, or DeepSeek's multi-head latent attention) and two MLP
+kinds: dense layers and MoE layers (routed experts, optional shared experts, a router).  MoE models
+may keep some layers dense (DeepSeek's ``first_k_dense_replace``, Qwen-MoE's ``mlp_only_layers``,
+Llama 4's interleaving); the cost terms see the per-layer mean of the two kinds
+(:meth:`ModelSpec.moe_layer_fraction`).  Reading a config is :mod:`.model_config`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError
-from .loading import _get_int, _read_mapping, _resolve, catalog_dir
-
-
-_GATED_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "olmo",
-                "deepseek", "grok")
-_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
-         "relu2", "squared_relu", "geglu")
+#: GEMM roles of a projection under Megatron-style tensor parallelism: column-parallel splits the
+#: output width over TP, row-parallel the input width, duplicated runs whole on every TP rank
+#: (Megatron-core MLA's down-projections, ``parallel_mode="duplicated"``)
+SPLITS = ("col", "row", "dup")
 
 
 @dataclass(frozen=True)
@@ -19,11 +22,24 @@ class ModelSpec:
 
     Attributes (all counts are integers):
         name, display_name: catalog name and human name.
-        num_layers, hidden, ffn_hidden (per expert for MoE), num_heads, num_kv_heads, head_dim, vocab.
+        num_layers, hidden, ffn_hidden (per routed expert for MoE), num_heads, num_kv_heads, vocab.
+        head_dim: width of one attention head (MLA: the non-rotary Q/K part, ``qk_nope_head_dim``).
         gated: MLP has a third (gate) matrix, SwiGLU/GeGLU (Shazeer 2020, arXiv:2002.05202).
         activation: the MLP non-linearity name as in the config.
         tie_embeddings: the output layer shares the input embedding matrix.
-        num_experts, topk: MoE experts per layer and experts per token (1, 1 for dense).
+        num_experts, topk: MoE routed experts per layer and experts per token (1, 1 for dense).
+        num_dense_layers: layers of an MoE model whose MLP is dense, of width ``dense_ffn_hidden``
+            (0 = ``ffn_hidden``).
+        shared_ffn_hidden: summed width of the shared experts every token of an MoE layer passes
+            (DeepSeekMoE, Dai et al. 2024, arXiv:2401.06066; Qwen-MoE's shared expert).
+        q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim: multi-head latent attention
+            (DeepSeek-V2, arXiv:2405.04434 sec. 2.1) when ``kv_lora_rank`` > 0: Q through a rank-
+            ``q_lora_rank`` bottleneck (0 = directly), K and V from a ``kv_lora_rank`` latent plus a
+            shared ``qk_rope_head_dim`` rotary key; V heads of ``v_head_dim``.
+        mtp_layers: multi-token-prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2); not
+            counted in :meth:`params` (published totals exclude them), see :meth:`mtp_params`.
+        qkv_bias: the Q, K, V projections have biases (Qwen2); ``bias`` implies it.
+        qk_norm: per-head RMSNorm on Q and K (Qwen3).
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
@@ -55,128 +71,181 @@ class ModelSpec:
     params_published: float | None = None
     source: str = ""
     seq_len_assumed: bool = False
+    num_dense_layers: int = 0
+    dense_ffn_hidden: int = 0
+    shared_ffn_hidden: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    mtp_layers: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
 
+    # ------------------------------------------------------------------ shape
     @property
     def is_moe(self) -> bool:
         """True when layers have more than one expert."""
         return self.num_experts > 1
 
     @property
-    def kv_dim(self) -> int:
-        """num_kv_heads * head_dim: width of K (and of V) after projection (GQA, Ainslie et al. 2023)."""
-        return self.num_kv_heads * self.head_dim
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (``kv_lora_rank`` > 0)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts (0 for a dense model)."""
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def moe_layer_fraction(self) -> float:
+        """Share of the layers that are MoE layers; the cost terms weight the two MLP kinds by it."""
+        return self.moe_layers / self.num_layers
+
+    @property
+    def dense_mlp_width(self) -> int:
+        """FFN width of the dense layers: ``dense_ffn_hidden``, else ``ffn_hidden``."""
+        return self.dense_ffn_hidden or self.ffn_hidden
+
+    @property
+    def mlp_mats(self) -> int:
+        """Matrices per MLP: 3 gated (gate, up, down), else 2."""
+        return 3 if self.gated else 2
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one Q (and K) head: head_dim, plus the rotary part under MLA."""
+        return self.head_dim + self.qk_rope_head_dim
 
     @property
     def q_dim(self) -> int:
-        """num_heads * head_dim: width of Q and of the attention output."""
-        return self.num_heads * self.head_dim
+        """num_heads x qk_head_dim: width of Q."""
+        return self.num_heads * self.qk_head_dim
 
-    def layer_params(self, *, active: bool = False) -> int:
-        """Parameters of one transformer layer (all experts, or the top-k active ones).
+    @property
+    def k_dim(self) -> int:
+        """Width of K: num_kv_heads x head_dim (GQA, Ainslie et al. 2023); MLA: num_heads x qk_head_dim."""
+        return self.q_dim if self.is_mla else self.num_kv_heads * self.head_dim
 
-        Attention: Q (h x q_dim), K and V (h x kv_dim each), output (q_dim x h); MLP: 2 or 3
-        matrices h x ffn per expert; router h x E; two norms (weight, + bias for LayerNorm).
+    @property
+    def v_dim(self) -> int:
+        """Width of V: num_kv_heads x head_dim; MLA: num_heads x v_head_dim."""
+        return self.num_heads * self.v_head_dim if self.is_mla else self.num_kv_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (GQA: also of V): see :attr:`k_dim`."""
+        return self.k_dim
+
+    @property
+    def attn_out_dim(self) -> int:
+        """Width of the attention output (the output projection's input): num_heads x V head width."""
+        return self.num_heads * (self.v_head_dim if self.is_mla else self.head_dim)
+
+    def attention_projections(self) -> tuple[tuple[int, int, str], ...]:
+        """The attention layer's weight GEMMs as (n out, k in, split), ``split`` one of
+        :data:`SPLITS`: per token y[n] = x[k] W.
+
+        MHA/GQA: fused QKV (column-parallel) and the output projection (row-parallel).  MLA, as
+        Megatron-core builds it (megatron/core/transformer/multi_latent_attention.py): Q down
+        (duplicated) and up (column), KV down with the rotary key (duplicated) and up (column), output
+        (row); without ``q_lora_rank`` Q is one column-parallel projection.
         """
         h = self.hidden
-        attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
-        mats = 3 if self.gated else 2
-        experts = self.topk if active else self.num_experts
-        mlp = experts * mats * h * self.ffn_hidden
-        router = h * self.num_experts if self.is_moe else 0
+        if not self.is_mla:
+            return ((self.q_dim + self.k_dim + self.v_dim, h, "col"), (h, self.attn_out_dim, "row"))
+        q = (((self.q_lora_rank, h, "dup"), (self.q_dim, self.q_lora_rank, "col")) if self.q_lora_rank
+             else ((self.q_dim, h, "col"),))
+        kv_up = self.num_heads * (self.head_dim + self.v_head_dim)
+        return q + ((self.kv_lora_rank + self.qk_rope_head_dim, h, "dup"), (kv_up, self.kv_lora_rank, "col"),
+                    (h, self.attn_out_dim, "row"))
+
+    # ------------------------------------------------------------------ parameters
+    def attention_params(self) -> int:
+        """Parameters of one attention block: its projections, their biases (``bias``: all,
+        ``qkv_bias``: Q, K, V), MLA's latent norms, Qwen3's Q/K norms."""
+        w = sum(n * k for n, k, _ in self.attention_projections())
         b = 0
         if self.bias:
-            b = self.q_dim + 2 * self.kv_dim + h + experts * ((mats - 1) * self.ffn_hidden + h)
-        norms = 4 * h if self.bias else 2 * h
-        return attn + mlp + router + b + norms
+            b = sum(n for n, _, _ in self.attention_projections())
+        elif self.qkv_bias:
+            b = self.q_dim + self.k_dim + self.v_dim
+        norms = (self.q_lora_rank + self.kv_lora_rank) if self.is_mla else 0
+        return w + b + norms + (2 * self.head_dim if self.qk_norm else 0)
+
+    def mlp_params(self, width: int) -> int:
+        """Parameters of one MLP of FFN width ``width`` (2 or 3 matrices, biases with ``bias``)."""
+        b = ((self.mlp_mats - 1) * width + self.hidden) if self.bias else 0
+        return self.mlp_mats * self.hidden * width + b
+
+    def expert_params(self) -> int:
+        """Routed-expert parameters of one MoE layer (0 for a dense model)."""
+        return self.num_experts * self.mlp_params(self.ffn_hidden) if self.is_moe else 0
+
+    def _norm_params(self) -> int:
+        return 4 * self.hidden if self.bias else 2 * self.hidden
+
+    def moe_layer_params(self, *, active: bool = False) -> int:
+        """Parameters of one MoE layer (all experts, or the top-k a token uses): attention, routed
+        and shared experts, router, norms."""
+        experts = self.topk if active else self.num_experts
+        shared = self.mlp_params(self.shared_ffn_hidden) if self.shared_ffn_hidden else 0
+        return (self.attention_params() + experts * self.mlp_params(self.ffn_hidden) + shared
+                + self.hidden * self.num_experts + self._norm_params())
+
+    def dense_layer_params(self) -> int:
+        """Parameters of one dense layer: attention, MLP of :attr:`dense_mlp_width`, norms."""
+        return self.attention_params() + self.mlp_params(self.dense_mlp_width) + self._norm_params()
+
+    def layer_params(self, *, active: bool = False) -> float:
+        """Parameters of the mean transformer layer (all experts, or the top-k active ones): the
+        MoE and dense layers weighted by their counts (an integer for a uniform model)."""
+        if not self.is_moe:
+            return self.dense_layer_params()
+        return (self.moe_layers * self.moe_layer_params(active=active)
+                + self.num_dense_layers * self.dense_layer_params()) / self.num_layers
+
+    def mean_expert_params(self) -> float:
+        """Routed-expert parameters of the mean layer (sharded over EP): expert_params x MoE share."""
+        return self.expert_params() * self.moe_layer_fraction
 
     def embedding_params(self) -> int:
         """Input embedding (+ learned position table): vocab x h (+ max_positions x h)."""
         return self.vocab * self.hidden + (self.max_positions * self.hidden if self.learned_positions else 0)
 
     def params(self, *, active: bool = False) -> int:
-        """Total parameters (or active per token): embeddings, layers, final norm, untied output layer."""
+        """Total parameters (or active per token: top-k routed experts) of the main model:
+        embeddings, layers, final norm, untied output layer; MTP modules excluded."""
         out = 0 if self.tie_embeddings else self.vocab * self.hidden
         final_norm = 2 * self.hidden if self.bias else self.hidden
-        return self.embedding_params() + self.num_layers * self.layer_params(active=active) + final_norm + out
+        layers = self.num_dense_layers * self.dense_layer_params() + (
+            self.moe_layers * self.moe_layer_params(active=active) if self.is_moe
+            else (self.num_layers - self.num_dense_layers) * self.dense_layer_params())
+        return self.embedding_params() + layers + final_norm + out
+
+    def mtp_params(self) -> int:
+        """Parameters of the multi-token-prediction modules (DeepSeek-V3 sec. 2.2): per module two
+        RMSNorms of h, the 2h x h projection, one transformer layer (an MoE layer when the model is
+        MoE) and the shared head's norm; the embedding and output head are shared with the model."""
+        layer = self.moe_layer_params() if self.is_moe else self.dense_layer_params()
+        return self.mtp_layers * (2 * self.hidden + 2 * self.hidden * self.hidden + layer + self.hidden)
 
 
 def list_models() -> list[str]:
     """Names of the built-in catalog models (costmodel/catalog/*.json)."""
+    from .loading import catalog_dir
     return sorted(p.stem for p in catalog_dir().glob("*.json"))
 
 
 def load_model(name_or_path: str, flag: str = "--model") -> ModelSpec:
-    """Load a model from the catalog by name, or from a HF config.json / YAML file.
-
-    Accepted keys (HF names first, common aliases after): num_hidden_layers|n_layer|num_layers,
-    hidden_size|n_embd|d_model, intermediate_size|ffn_hidden_size|n_inner, num_attention_heads|n_head,
-    num_key_value_heads|num_kv_heads (HF default: = heads), head_dim (default hidden/heads),
-    vocab_size, hidden_act|activation_function, tie_word_embeddings (HF default True),
-    num_local_experts|num_experts|n_routed_experts|moe_num_experts, num_experts_per_tok|moe_topk|top_k.
-    Keys starting with ``_`` are the catalog's own (``_seq_len``, ``_gated``, ...).
+    """Load a model from the catalog by name, or from a HF config.json / YAML file
+    (:func:`costmodel.specs.model_config.read_model_config` for the keys).
 
     Raises:
-        InputError: unknown name (with close matches), unreadable file, missing or bad key.
+        InputError: unknown name (with close matches), unreadable file, missing, bad or unmodelled key.
     """
+    from .loading import _read_mapping, _resolve, catalog_dir
+    from .model_config import read_model_config
     path = _resolve(name_or_path, catalog_dir(), (".json",), "model", flag)
-    d = _read_mapping(path)
-    w = str(path)
-    layers = _get_int(d, ("num_hidden_layers", "n_layer", "num_layers"), w)
-    hidden = _get_int(d, ("hidden_size", "n_embd", "d_model"), w)
-    heads = _get_int(d, ("num_attention_heads", "n_head", "num_heads"), w)
-    ffn = _get_int(d, ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"), w, required=False)
-    if ffn is None:
-        if "n_inner" in d:  # GPT-2 configs: n_inner null means 4 * n_embd (HF GPT2Config docs)
-            ffn = 4 * hidden
-        else:
-            raise InputError(w, "intermediate_size", "missing")
-    moe_ffn = _get_int(d, ("moe_intermediate_size",), w, required=False)
-    kv = _get_int(d, ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), w,
-                  required=False, default=heads)
-    head_dim = _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None)
-    if head_dim is None:
-        if hidden % heads:
-            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}")
-        head_dim = hidden // heads
-    if heads % kv:
-        raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
-    vocab = _get_int(d, ("vocab_size", "padded_vocab_size"), w)
-    act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
-    if act is None:
-        raise InputError(w, "hidden_act", "missing")
-    if not isinstance(act, str) or act not in _ACTS:
-        raise InputError(w, "hidden_act", f"{act!r} is not one of {', '.join(_ACTS)}")
-    experts = _get_int(d, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-                       w, required=False, default=1)
-    topk = _get_int(d, ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"), w,
-                    required=False, default=1 if experts == 1 else None)
-    if topk is None:
-        raise InputError(w, "num_experts_per_tok", f"missing for an MoE model with {experts} experts")
-    if topk > experts:
-        raise InputError(w, "num_experts_per_tok", f"{topk} exceeds the {experts} experts")
-    model_type = str(d.get("model_type", ""))
-    gated = d.get("_gated")
-    if gated is None:
-        gated = model_type in _GATED_TYPES or act in ("silu", "swish", "swiglu", "geglu")
-    tie = d.get("tie_word_embeddings", True)
-    for key, val in (("_gated", gated), ("tie_word_embeddings", tie)):
-        if not isinstance(val, bool):
-            raise InputError(w, key, f"expected true or false, got {val!r}")
-    pos = d.get("_position_embedding", "learned" if model_type in ("gpt2", "gpt_neo", "opt") else "rope")
-    if pos not in ("rope", "learned", "alibi"):
-        raise InputError(w, "_position_embedding", f"{pos!r} is not one of rope, learned, alibi")
-    max_pos = _get_int(d, ("max_position_embeddings", "n_positions"), w, required=pos == "learned",
-                       default=0)
-    seq_len = _get_int(d, ("_seq_len",), w, required=False, default=None)
-    assumed = seq_len is None
-    if assumed:
-        seq_len = min(max_pos, 4096) if max_pos else 4096
-    pp = d.get("_params_published")
-    return ModelSpec(
-        name=d.get("_name", path.stem), display_name=d.get("_display_name", path.stem),
-        num_layers=layers, hidden=hidden, ffn_hidden=moe_ffn or ffn, num_heads=heads, num_kv_heads=kv,
-        head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
-        num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
-        dropout=bool(d.get("_dropout", False)), bias=bool(d.get("_bias", False)), seq_len=seq_len,
-        params_published=float(pp) if isinstance(pp, (int, float)) else None,
-        source=str(d.get("_source", path)), seq_len_assumed=assumed)
+    return read_model_config(_read_mapping(path), path)

@@ -1,0 +1,195 @@
+"""Read a model from a Hugging Face ``config.json`` (or YAML with the same keys) into a ModelSpec.
+
+Families and the keys read (each is the family's ``configuration_*.py`` in huggingface/transformers):
+
+* Llama/Mistral/Qwen2/Qwen3/Gemma/GPT-2 (dense): num_hidden_layers, hidden_size,
+  intermediate_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size, hidden_act,
+  tie_word_embeddings; Qwen2's Q/K/V biases (its architecture, no key); Qwen3's Q/K norms.
+* Mixtral, Grok-1: num_local_experts, num_experts_per_tok.
+* Qwen2-MoE / Qwen3-MoE: num_experts, moe_intermediate_size, shared_expert_intermediate_size,
+  decoder_sparse_step, mlp_only_layers.
+* DeepSeek-V2/V3: n_routed_experts, n_shared_experts, moe_intermediate_size, first_k_dense_replace,
+  moe_layer_freq, MLA (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim),
+  num_nextn_predict_layers (MTP, counted apart).
+* Llama 4 (its ``text_config``): num_local_experts, interleave_moe_layer_step, intermediate_size
+  (experts and the shared expert) and intermediate_size_mlp (dense layers).
+* GPT-OSS: biases on attention and experts (its architecture), num_local_experts.
+* DBRX: nested ``ffn_config`` (ffn_hidden_size, moe_num_experts, moe_top_k) and ``attn_config``
+  (kv_n_heads).
+
+Keys starting with ``_`` are the catalog's own (``_seq_len``, ``_gated``, ...).  A key that changes
+the parameter count and is not modelled (a vision tower, linear-attention or Mamba layers, a sparse-
+attention indexer) is an error naming it, never a silent default.
+"""
+from __future__ import annotations
+
+from ..errors import InputError
+from .loading import _get_int
+from .model import ModelSpec
+
+_GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                "gemma", "gemma2", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "grok", "gpt_oss", "dbrx")
+_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
+         "relu2", "squared_relu", "geglu")
+#: keys that add parameters this reader does not model, with why
+_UNMODELLED = {
+    "vision_config": "a vision encoder (pass the language model's text_config instead)",
+    "audio_config": "an audio encoder",
+    "linear_attn_config": "linear-attention layers",
+    "index_n_heads": "a sparse-attention indexer (DeepSeek-V3.2)",
+    "attn_layer_period": "Mamba layers between the attention layers (Jamba)",
+    "mamba_d_state": "Mamba layers",
+}
+
+
+def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
+    """Layers of an MoE model whose MLP is dense, by each family's layer rule (HF modeling code):
+    DeepSeek ``i >= first_k_dense_replace and i % moe_layer_freq == 0``; Qwen-MoE
+    ``i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0``; Llama 4
+    ``(i + 1) % interleave_moe_layer_step == 0``."""
+    if experts <= 1:
+        return 0
+    k = _get_int(d, ("first_k_dense_replace",), w, required=False, default=0, minimum=0)
+    freq = _get_int(d, ("moe_layer_freq",), w, required=False, default=1)
+    step = _get_int(d, ("decoder_sparse_step", "interleave_moe_layer_step"), w, required=False, default=1)
+    only = d.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                                             for i in only):
+        raise InputError(w, "mlp_only_layers", f"expected a list of layer indices below {layers}, got {only!r}")
+    if k > layers:
+        raise InputError(w, "first_k_dense_replace", f"{k} exceeds num_hidden_layers {layers}")
+    moe = sum(1 for i in range(layers) if i >= k and i % freq == 0 and (i + 1) % step == 0 and i not in only)
+    return layers - moe
+
+
+def _nested(d: dict, w: str) -> dict:
+    """The language model's keys: Llama 4's ``text_config``; DBRX's ``ffn_config`` / ``attn_config``
+    flattened to their HF equivalents."""
+    for key, why in _UNMODELLED.items():
+        if d.get(key):
+            raise InputError(w, key, f"not modelled: {why}")
+    lt = d.get("layer_types")
+    if isinstance(lt, list) and any(x not in ("full_attention", "sliding_attention") for x in lt):
+        bad = sorted({str(x) for x in lt} - {"full_attention", "sliding_attention"})
+        raise InputError(w, "layer_types", f"not modelled: layer types {', '.join(bad)}")
+    if isinstance(d.get("text_config"), dict):
+        inner = dict(d["text_config"])
+        for k in ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
+                  "_dropout", "_bias", "tie_word_embeddings"):
+            if k in d and k not in inner:
+                inner[k] = d[k]
+        return _nested(inner, w + " text_config")
+    if isinstance(d.get("ffn_config"), dict) or isinstance(d.get("attn_config"), dict):
+        f, a = d.get("ffn_config") or {}, d.get("attn_config") or {}
+        out = dict(d)
+        out.update({"intermediate_size": f.get("ffn_hidden_size"), "num_local_experts": f.get("moe_num_experts"),
+                    "num_experts_per_tok": f.get("moe_top_k"), "num_key_value_heads": a.get("kv_n_heads"),
+                    "hidden_act": d.get("hidden_act", "silu")})
+        return {k: v for k, v in out.items() if v is not None}
+    return d
+
+
+def read_model_config(d: dict, path) -> ModelSpec:
+    """A ModelSpec from a config mapping read from ``path`` (module docstring for the keys).
+
+    Raises:
+        InputError: missing or bad key, or a key that changes the count and is not modelled.
+    """
+    w = str(path)
+    d = _nested(d, w)
+    layers = _get_int(d, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), w)
+    hidden = _get_int(d, ("hidden_size", "n_embd", "d_model"), w)
+    heads = _get_int(d, ("num_attention_heads", "n_head", "num_heads", "n_heads"), w)
+    ffn = _get_int(d, ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"), w, required=False)
+    if ffn is None:
+        if "n_inner" in d:  # GPT-2 configs: n_inner null means 4 * n_embd (HF GPT2Config docs)
+            ffn = 4 * hidden
+        else:
+            raise InputError(w, "intermediate_size", "missing")
+    moe_ffn = _get_int(d, ("moe_intermediate_size",), w, required=False)
+    kv = _get_int(d, ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), w,
+                  required=False, default=heads)
+    mla = _mla(d, w, heads)
+    head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None)
+    if head_dim is None:
+        if hidden % heads:
+            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}")
+        head_dim = hidden // heads
+    if heads % kv:
+        raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
+    vocab = _get_int(d, ("vocab_size", "padded_vocab_size"), w)
+    act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
+    if act is None:
+        raise InputError(w, "hidden_act", "missing")
+    if not isinstance(act, str) or act not in _ACTS:
+        raise InputError(w, "hidden_act", f"{act!r} is not one of {', '.join(_ACTS)}")
+    experts = _get_int(d, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+                       w, required=False, default=1)
+    topk = _get_int(d, ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"), w,
+                    required=False, default=1 if experts == 1 else None)
+    if topk is None:
+        raise InputError(w, "num_experts_per_tok", f"missing for an MoE model with {experts} experts")
+    if topk > experts:
+        raise InputError(w, "num_experts_per_tok", f"{topk} exceeds the {experts} experts")
+    model_type = str(d.get("model_type", ""))
+    dense_layers = _moe_dense_layers(d, w, layers, experts)
+    expert_ffn = moe_ffn or ffn
+    shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
+    # Llama 4: intermediate_size is the experts' (and shared expert's) width, intermediate_size_mlp
+    # the dense layers'; DeepSeek/Qwen-MoE: intermediate_size is the dense layers' width
+    dense_w = _get_int(d, ("intermediate_size_mlp",), w, required=False, default=None) or (ffn if moe_ffn else 0)
+    gated = d.get("_gated")
+    if gated is None:
+        gated = model_type in _GATED_TYPES or act in ("silu", "swish", "swiglu", "geglu")
+    tie = d.get("tie_word_embeddings", True)
+    for key, val in (("_gated", gated), ("tie_word_embeddings", tie)):
+        if not isinstance(val, bool):
+            raise InputError(w, key, f"expected true or false, got {val!r}")
+    pos = d.get("_position_embedding", "learned" if model_type in ("gpt2", "gpt_neo", "opt") else "rope")
+    if pos not in ("rope", "learned", "alibi"):
+        raise InputError(w, "_position_embedding", f"{pos!r} is not one of rope, learned, alibi")
+    max_pos = _get_int(d, ("max_position_embeddings", "n_positions", "max_seq_len"), w, required=pos == "learned",
+                       default=0)
+    seq_len = _get_int(d, ("_seq_len",), w, required=False, default=None)
+    assumed = seq_len is None
+    if assumed:
+        seq_len = min(max_pos, 4096) if max_pos else 4096
+    pp = d.get("_params_published")
+    bias = bool(d.get("_bias", model_type == "gpt_oss"))
+    return ModelSpec(
+        name=d.get("_name", path.stem), display_name=d.get("_display_name", path.stem),
+        num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
+        head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
+        num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
+        dropout=bool(d.get("_dropout", False)), bias=bias, seq_len=seq_len,
+        params_published=float(pp) if isinstance(pp, (int, float)) else None,
+        source=str(d.get("_source", path)), seq_len_assumed=assumed,
+        num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
+        mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
+        qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
+        qk_norm=model_type in ("qwen3", "qwen3_moe"), **mla)
+
+
+def _mla(d: dict, w: str, heads: int) -> dict:
+    """Multi-head latent attention fields (DeepSeek-V2/V3) when ``kv_lora_rank`` is set, else {}."""
+    if not d.get("kv_lora_rank"):
+        return {}
+    kv_lora = _get_int(d, ("kv_lora_rank",), w)
+    nope = _get_int(d, ("qk_nope_head_dim",), w)
+    rope = _get_int(d, ("qk_rope_head_dim",), w)
+    v = _get_int(d, ("v_head_dim",), w)
+    q_lora = _get_int(d, ("q_lora_rank",), w, required=False, default=0, minimum=0)
+    return dict(head_dim=nope, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, v_head_dim=v, q_lora_rank=q_lora)
+
+
+def _shared_width(d: dict, w: str, model_type: str, expert_ffn: int) -> int:
+    """Summed FFN width of the shared experts of an MoE layer: DeepSeek ``n_shared_experts`` x
+    ``moe_intermediate_size``; Qwen-MoE ``shared_expert_intermediate_size``; Llama 4 one shared
+    expert of the experts' width (Llama4TextMoe.shared_expert)."""
+    n = _get_int(d, ("n_shared_experts", "num_shared_experts"), w, required=False, default=0, minimum=0)
+    if n:
+        return n * expert_ffn
+    q = _get_int(d, ("shared_expert_intermediate_size",), w, required=False, default=0, minimum=0)
+    if q:
+        return q
+    return expert_ffn if model_type == "llama4_text" else 0
