@@ -24,7 +24,8 @@ def run_record(run: RunPrediction) -> dict:
 
     Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, peak_mem_bytes,
     hbm_capacity_bytes, memory (weights/grads/optimizer/activations bytes), layout, breakdown
-    (seconds per term, uncapped), model, cluster, num_gpus, recipe, and reason when infeasible;
+    (seconds per term, uncapped), model, params and active_params (MTP modules excluded), cluster,
+    num_gpus, recipe, and reason when infeasible;
     with a band: step_time_band (rel, sigma, unfitted_terms, profile) and step_time_band_s; with an
     energy report: its fields (costmodel.energy.EnergyReport) and uncapped_step_time_s.
     """
@@ -39,7 +40,8 @@ def run_record(run: RunPrediction) -> dict:
         "memory": dict(run.memory),
         "layout": dict(run.layout),
         "breakdown": dict(run.breakdown),
-        "model": run.model.name, "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
+        "model": run.model.name, "params": run.model.params(), "active_params": run.model.params(active=True),
+        "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
                    "stack": run.recipe.stack, **{w.name: getattr(run.recipe, w.name) for w in RECIPE_SWITCHES}},
     }

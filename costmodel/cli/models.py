@@ -1,22 +1,41 @@
 """``costmodel models``: the built-in model catalog."""
 from __future__ import annotations
 
+import json
+
+import typer
 from rich.table import Table
 
 from .. import report
-from ..specs import list_models, load_model
+from ..specs import ModelSpec, list_models, load_model
 
 
-def models():
+def model_record(s: ModelSpec) -> dict:
+    """JSON-ready facts of one model: its shape, ``params`` and ``active_params`` (per token: top-k
+    routed experts; MTP modules excluded, their count in ``mtp_params``) and the published total."""
+    return {"name": s.name, "display_name": s.display_name, "layers": s.num_layers, "hidden": s.hidden,
+            "heads": s.num_heads, "kv_heads": s.num_kv_heads, "attention": "mla" if s.is_mla else "gqa",
+            "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
+            "shared_ffn_hidden": s.shared_ffn_hidden, "params": s.params(), "active_params": s.params(active=True),
+            "mtp_params": s.mtp_params(), "params_published": s.params_published, "seq_len": s.seq_len,
+            "source": s.source}
+
+
+def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON.")):
     """The built-in model catalog with parameter counts."""
+    specs = [load_model(name) for name in list_models()]
+    if as_json:
+        typer.echo(json.dumps([model_record(s) for s in specs], indent=1))
+        return
     tb = Table(title="Model catalog", header_style="bold")
     for col in ("name", "model", "layers", "hidden", "heads/kv", "FFN", "experts", "params (B)",
                 "active (B)", "seq_len"):
         tb.add_column(col, justify="left" if col in ("name", "model") else "right")
-    for name in list_models():
-        s = load_model(name)
-        tb.add_row(name, s.display_name, str(s.num_layers), str(s.hidden), f"{s.num_heads}/{s.num_kv_heads}",
-                   f"{s.ffn_hidden}{' gated' if s.gated else ''}",
-                   f"{s.num_experts} top-{s.topk}" if s.is_moe else "-",
+    for s in specs:
+        att = " MLA" if s.is_mla else ""
+        experts = (f"{s.num_experts} top-{s.topk}" + (f" +shared {s.shared_ffn_hidden}" if s.shared_ffn_hidden else "")
+                   + (f", {s.num_dense_layers} dense layers" if s.num_dense_layers else "")) if s.is_moe else "-"
+        tb.add_row(s.name, s.display_name, str(s.num_layers), str(s.hidden), f"{s.num_heads}/{s.num_kv_heads}{att}",
+                   f"{s.ffn_hidden}{' gated' if s.gated else ''}", experts,
                    f"{s.params() / 1e9:.2f}", f"{s.params(active=True) / 1e9:.2f}", str(s.seq_len))
     report.console().print(tb)

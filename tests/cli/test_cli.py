@@ -170,3 +170,17 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
     assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2" in mc.stdout
+
+
+def test_models_json_and_predict_json_report_total_and_active_params():
+    """DeepSeek-V3: 671B total and about 37B active (MTP excluded, its module reported apart)."""
+    p = run("models", "--json")
+    assert p.returncode == 0, p.stderr
+    ds = next(r for r in json.loads(p.stdout) if r["name"] == "deepseek-v3")
+    assert ds["params"] == pytest.approx(671e9, rel=0.005) and ds["active_params"] == pytest.approx(37e9, rel=0.02)
+    assert ds["attention"] == "mla" and ds["moe_layers"] == 58 and ds["mtp_params"] > 10e9
+    q = run("predict", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "1", "--pp", "1",
+            "--ep", "8", "--mbs", "1", "--gbs", "64", "--seq-len", "4096", "--zero", "1", "--json")
+    assert q.returncode == 0, q.stderr
+    rec = json.loads(q.stdout)
+    assert rec["params"] == pytest.approx(30.5e9, rel=0.005) and rec["active_params"] == pytest.approx(3.3e9, rel=0.02)

@@ -1,0 +1,90 @@
+"""MoE and MLA architectures read from their configs: published totals to 0.5%, active counts to 2%,
+and one clear error for what the reader does not model."""
+import json
+
+import pytest
+
+from costmodel.compute import layer_matmul_flops_per_token
+from costmodel.errors import InputError
+from costmodel.specs import load_model
+
+DATA = "tests/data/models/"
+
+
+@pytest.mark.parametrize("name,total,active,drop_input_embedding", [
+    # (model, published total, published active per token, whether the publisher's active count
+    # leaves out the input embedding)
+    ("deepseek-v3", 671e9, 37e9, False),          # arXiv:2412.19437: 671B total, 37B activated, MTP excluded
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, False),      # model card: 30.5B total, 3.3B activated
+    ("qwen3-235b-a22b", 235e9, 22e9, False),      # model card: 235B total, 22B activated
+    ("gpt-oss-120b", 116.83e9, 5.13e9, True),     # OpenAI model card Table 1: 116.83B, 5.13B active
+    ("mixtral-8x7b", 46.7e9, 12.9e9, False),      # Mistral AI: 46.7B total, 12.9B active
+    ("mixtral-8x22b", 141e9, 39e9, False),        # Mistral AI: 141B total, 39B active
+    (DATA + "qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, False),   # Qwen blog: 14.3B, 2.7B activated
+    (DATA + "dbrx.json", 132e9, 36e9, False),                  # Databricks: 132B total, 36B active
+])
+def test_moe_totals_and_active_counts_match_the_publications(name, total, active, drop_input_embedding):
+    m = load_model(name)
+    assert m.params() == pytest.approx(total, rel=0.005)
+    act = m.params(active=True) - (m.vocab * m.hidden if drop_input_embedding else 0)
+    assert act == pytest.approx(active, rel=0.02)
+
+
+def test_deepseek_v3_reads_mla_dense_first_layers_shared_expert_and_mtp():
+    """61 layers: 3 dense (FFN 18432), 58 MoE (256 routed of 2048 + 1 shared, top-8); MLA with a
+    1536 Q latent and a 512 KV latent + 64 rotary key; one MTP module, not in the 671B."""
+    m = load_model("deepseek-v3")
+    assert (m.num_dense_layers, m.moe_layers, m.dense_mlp_width, m.shared_ffn_hidden) == (3, 58, 18432, 2048)
+    assert m.is_mla and (m.q_dim, m.k_dim, m.v_dim, m.attn_out_dim) == (128 * 192, 128 * 192, 128 * 128, 128 * 128)
+    # attention by hand: Q down 7168x1536, Q up 1536x24576, KV down 7168x576, KV up 512x32768,
+    # output 16384x7168, plus the two latent norms (1536 + 512)
+    attn = 7168 * 1536 + 1536 * 24576 + 7168 * 576 + 512 * 32768 + 16384 * 7168 + 1536 + 512
+    assert m.attention_params() == attn
+    assert m.mtp_layers == 1 and m.mtp_params() == 2 * 7168 + 2 * 7168 ** 2 + m.moe_layer_params() + 7168
+    # the mean layer's GEMM FLOPs per token: 3 dense and 58 MoE layers weighted by their counts
+    dense = 2 * 3 * 7168 * 18432
+    moe = 2 * 3 * 7168 * (8 * 2048 + 2048) + 2 * 7168 * 256
+    proj = 2 * (7168 * 1536 + 1536 * 24576 + 7168 * 576 + 512 * 32768 + 16384 * 7168)
+    assert layer_matmul_flops_per_token(m) == pytest.approx(proj + (3 * dense + 58 * moe) / 61, rel=1e-12)
+
+
+def test_mla_without_a_q_latent_and_two_shared_experts():
+    """DeepSeek-V2-Lite: Q projected directly (q_lora_rank null), 1 dense first layer, 2 shared
+    experts of 1408: 15.7B total (arXiv:2405.04434 appendix B)."""
+    m = load_model(DATA + "deepseek-v2-lite.json")
+    assert m.q_lora_rank == 0 and m.num_dense_layers == 1 and m.shared_ffn_hidden == 2 * 1408
+    assert [s for _, _, s in m.attention_projections()] == ["col", "dup", "col", "row"]
+    assert m.params() == pytest.approx(15.7e9, rel=0.005)
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("vision_config", {"hidden_size": 1408}, "vision encoder"),
+    ("layer_types", ["full_attention", "linear_attention"], "linear_attention"),
+    ("index_n_heads", 64, "sparse-attention indexer"),
+    ("mlp_only_layers", [99], "mlp_only_layers"),
+    ("first_k_dense_replace", 80, "exceeds num_hidden_layers"),
+    ("num_experts_per_tok", 300, "exceeds the 256 experts"),
+])
+def test_unmodelled_or_bad_moe_keys_name_the_key(tmp_path, key, value, needle):
+    d = json.loads(open("costmodel/catalog/deepseek-v3.json").read())
+    d[key] = value
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(InputError) as e:
+        load_model(str(f))
+    assert key in str(e.value) and needle in str(e.value)
+
+
+def test_decoder_sparse_step_and_mlp_only_layers_make_dense_layers(tmp_path):
+    """Qwen-MoE's rule: layer i is MoE when (i + 1) % decoder_sparse_step == 0 and i is not in
+    mlp_only_layers; its dense layers take intermediate_size."""
+    d = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
+    d.update(decoder_sparse_step=2, mlp_only_layers=[1])
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    m = load_model(str(f))
+    # MoE at i = 1, 3, ..., 23 except 1: 11 MoE layers, 13 dense
+    assert (m.moe_layers, m.num_dense_layers, m.dense_mlp_width) == (11, 13, 5632)
+    base = load_model(DATA + "qwen1.5-moe-a2.7b.json")
+    assert m.params() == base.params() - 13 * (base.moe_layer_params() - m.dense_layer_params())
+    assert m.dense_layer_params() == m.attention_params() + 3 * 2048 * 5632 + 2 * 2048
