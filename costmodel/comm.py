@@ -31,7 +31,8 @@ import numpy as np
 
 from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, uses_layout_fields, layers_per_stage
+from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
+from .moe import max_load_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
 
@@ -133,7 +134,7 @@ def grad_bytes(recipe: Recipe) -> float:
 def stage_params(model: ModelSpec, t: LayoutTable):
     """(dense, expert) parameters held by one GPU of the largest stage (first or last), arrays.
 
-    Layers L/PP per stage split over TP (experts also over EP); the first stage adds the
+    Layers L/PP per stage split over TP (experts over ETP x EP); the first stage adds the
     vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
     Megatron keeps a copy of the embedding on the last stage).
     """
@@ -148,17 +149,17 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     last = np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
     edge = np.maximum(first, last)
     dense = (per_stage * dense_layer + edge) / t.tp
-    exp = per_stage * expert / (t.tp * t.ep)
+    exp = per_stage * expert / (t.etp * t.ep)
     return dense, exp
 
 
 def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
-    """Parameters of one transformer layer held by one GPU: dense / TP + experts / (TP x EP)."""
+    """Parameters of one transformer layer held by one GPU: dense / TP + experts / (ETP x EP)."""
     expert = model.mean_expert_params()
-    return (model.layer_params() - expert) / t.tp + expert / (t.tp * t.ep)
+    return (model.layer_params() - expert) / t.tp + expert / (t.etp * t.ep)
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "sp", "zero", "overlap")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
     """Raw (not yet overlapped) communication times of every parallel dimension; see module doc."""
@@ -189,8 +190,10 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # in the MoE layers only (the mean layer carries their share)
     if model.is_moe:
         n_a2a = tok / np.where(t.sp, t.tp, 1) * model.topk * h * ACT_BYTES
-        a2a = group_time_s("all_to_all", n_a2a, t.tp, t.ep, cluster, profile)
-        ep_f = 2 * a2a * model.moe_layer_fraction
+        a2a = group_time_s("all_to_all", n_a2a, t.etp, t.ep, cluster, profile)    # EP stride ETP
+        # the busiest rank receives its load over the mean more (costmodel.moe)
+        kappa = max_load_factor(tok * model.topk * t.etp / t.tp, t.ep)
+        ep_f = 2 * a2a * kappa * model.moe_layer_fraction
     else:
         ep_f = np.zeros(len(t))
     ep_b = ep_f.copy()
@@ -210,7 +213,7 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dense, exp = stage_params(model, t)
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
-    edp = dpcp // t.ep
+    edp = expert_dp(t)
     dp_ov = t.overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
@@ -223,7 +226,7 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     def both(coll, bytes_per):
         """(dense + expert buckets, one dense bucket)."""
         d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
-        return d_all + buckets(coll, exp, bytes_per, t.tp * t.ep, edp)[0], d_one
+        return d_all + buckets(coll, exp, bytes_per, t.etp * t.ep, edp)[0], d_one
 
     (ar, ar_one), (rs, rs_one) = both("all_reduce", gb), both("reduce_scatter", gb)
     ag, ag_one = both("all_gather", ACT_BYTES)
@@ -240,8 +243,8 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     lay_e = exp / L
     per_layer = (2 * group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
                  + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile)
-                 + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.tp * t.ep, edp, cluster, profile)
-                 + group_time_s("reduce_scatter", lay_e * gb, t.tp * t.ep, edp, cluster, profile))
+                 + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
+                 + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile))
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
             + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile))

@@ -34,6 +34,7 @@ import numpy as np
 from .errors import InputError
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
+from .moe import DISPATCH_COPIES, dispatch_bytes, max_load_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import EAGER_OP_OVERHEAD_S, STACKS
 
@@ -157,10 +158,15 @@ def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
     if model.is_moe:
+        # E / EP local experts of width ffn / ETP; the rows each sees keep the GPU's share of the
+        # expert FLOPs at tok x topk / TP (the expert grid spans the same GPUs as TP x DP x CP)
         E_local = model.num_experts / t.ep
-        m_exp = tok * model.topk * t.ep / model.num_experts
-        e1_f, e1_b = gemm3(m_exp, mats_in * ffn / tp, h, E_local)
-        e2_f, e2_b = gemm3(m_exp, h, ffn / tp, E_local)
+        etp = t.etp.astype(np.float64)
+        m_exp = tok * model.topk * t.ep * etp / (model.num_experts * tp)
+        # the busiest EP rank sets the pace: its load over the mean (costmodel.moe)
+        kappa = max_load_factor(tok * model.topk * etp / tp, t.ep)
+        e1_f, e1_b = (kappa * x for x in gemm3(m_exp, mats_in * ffn / etp, h, E_local))
+        e2_f, e2_b = (kappa * x for x in gemm3(m_exp, h, ffn / etp, E_local))
         rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
         sw = model.shared_ffn_hidden
         s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
@@ -175,7 +181,7 @@ def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
                 gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out)
 
 
-@uses_layout_fields("tp", "cp", "mbs", "ep", "sp", "recompute")
+@uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
     """Roofline compute times of one layer and of the logits per micro-batch, for every layout.
@@ -252,6 +258,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     rope_b = 0 if model.learned_positions else 2 * rope_w * ACT_BYTES * tok
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
+    if model.is_moe:
+        # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
+        perm = model.moe_layer_fraction * mem(dispatch_bytes(tok / sp_div, model.topk, h, ACT_BYTES), 2 * DISPATCH_COPIES)
+        ew_f, ew_b = ew_f + perm, ew_b + perm
     if dt == "fp8":
         # Transformer Engine quantizes each fp8 GEMM operand with a fused cast-transpose kernel: the
         # bf16 tensor is read (2 bytes) and written as fp8 and as its fp8 transpose (1 + 1 bytes) for

@@ -55,6 +55,8 @@ LAYOUT_FIELDS = (
     LayoutField("dp", "degree", "Data-parallel size (default: GPUs / (TP x PP x CP)).", None),
     LayoutField("cp", "degree", "Context-parallel size.", 1),
     LayoutField("ep", "degree", "Expert-parallel size.", 1),
+    LayoutField("etp", "degree", "Expert tensor-parallel size: the TP of the expert GEMMs (Megatron "
+                "--expert-tensor-parallel-size; default: TP).", None),
     LayoutField("vp", "degree", "Virtual pipeline chunks per rank (interleaved 1F1B).", 1),
     LayoutField("mbs", "degree", "Micro-batch size, sequences.", 1),
     LayoutField("recompute", "choice", "Activation recomputation: none, selective or full (predict also takes "
@@ -113,7 +115,7 @@ class LayoutView:
 class LayoutTable:
     """Arrays of equal length n, one entry per layout.
 
-    Attributes (numpy int64 unless noted): tp, pp, dp, cp, ep, vp, mbs, recompute (index into
+    Attributes (numpy int64 unless noted): tp, pp, dp, cp, ep, etp (the experts' TP), vp, mbs, recompute (index into
     :data:`RECOMPUTE`), recompute_num_layers (layers per chunk recomputed under full recompute, 0 =
     all), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool).
     """
@@ -123,6 +125,7 @@ class LayoutTable:
     dp: np.ndarray
     cp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray
     vp: np.ndarray
     mbs: np.ndarray
     recompute: np.ndarray
@@ -156,11 +159,13 @@ class LayoutTable:
     @staticmethod
     def from_rows(rows: list[dict]) -> "LayoutTable":
         """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index); a row
-        without ``recompute_num_layers`` recomputes every layer it recomputes (0)."""
+        without ``recompute_num_layers`` recomputes every layer it recomputes (0), one without
+        ``etp`` (or with None) runs its experts at its TP (Megatron's default)."""
         cols = {f: [] for f in FIELDS}
         for r in rows:
             for f in FIELDS:
-                v = r.get(f, 0) if f == "recompute_num_layers" else r[f]
+                v = (r.get(f, 0) if f == "recompute_num_layers" else (r.get("etp") or r["tp"]) if f == "etp"
+                     else r[f])
                 if f in _CHOICE_FIELDS and isinstance(v, str):
                     v = _CHOICE_FIELDS[f].index(v)
                 cols[f].append(v)
@@ -170,9 +175,12 @@ class LayoutTable:
 
 def layout_name(lay: dict) -> str:
     """Short text of a layout dict: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1' (+ ' no-SP',
-    ' no-overlap' where TP > 1 runs without SP, or overlap is off)."""
+    ' no-overlap' where TP > 1 runs without SP, or overlap is off; 'EP8 ETP1' where the experts' TP
+    is not the layout's)."""
     rc = lay["recompute"] + (f"({lay['recompute_num_layers']})" if lay.get("recompute_num_layers") else "")
-    s = (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} VP{lay['vp']} "
+    etp = lay.get("etp") or lay["tp"]
+    ep = f"EP{lay['ep']}" + (f" ETP{etp}" if etp != lay["tp"] else "")
+    s = (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} {ep} VP{lay['vp']} "
          f"mbs{lay['mbs']} {rc}-recompute ZeRO{lay['zero']}")
     if lay["tp"] > 1 and not lay["sp"]:
         s += " no-SP"
@@ -277,7 +285,12 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
-        ("EP must divide DP x CP", (t.dp * t.cp) % t.ep != 0),
+        ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding)",
+         (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
+        ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
+        ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "
+         "'When using MoE and tensor parallelism, sequence parallelism must be used')",
+         (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
@@ -307,6 +320,12 @@ def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int
         raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {layout_name(t.row(0))})")
 
 
+def expert_dp(t) -> np.ndarray:
+    """Size of the expert-data-parallel group (array; reads tp, dp, cp, ep, etp): the ranks that
+    hold the same experts, TP x DP x CP / (EP x ETP) (Megatron-core's expert grid)."""
+    return (t.tp * t.dp * t.cp) // (t.ep * t.etp)
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -317,7 +336,8 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
     The candidate grid is the outer product of TP (divisors of GPUs/node), CP (divisors of the GPU
-    count), PP (divisors of layers), VP (divisors of layers/PP), EP (divisors of experts), mbs
+    count), PP (divisors of layers), VP (divisors of layers/PP), EP (divisors of experts) with ETP
+    (the layout's TP, or 1), mbs
     (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
     :func:`validity` filters.  ``sp_choices`` (True: SP on whenever TP > 1; False: off) and
     ``overlaps`` list the options tried; overlap on is never slower in this model, so it is the
@@ -348,10 +368,12 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
                     continue
                 dp = rest // (tp * cp)
                 vps = [v for v in _divisors(L // pp) if v == 1 or pp > 1] if L % pp == 0 else [1]
-                eps = [e for e in _divisors(E) if (dp * cp) % e == 0]
+                # experts at the layout's TP (Megatron's default) or unsplit (ETP 1, DeepSeek-style)
+                eps = [(e, et) for e in _divisors(E) for et in sorted({tp, 1} if E > 1 else {tp})
+                       if (tp * dp * cp) % (e * et) == 0]
                 for vp in vps:
-                    for ep in eps:
-                        rows.append((tp, pp, dp, cp, ep, vp))
+                    for ep, etp in eps:
+                        rows.append((tp, pp, dp, cp, ep, etp, vp))
     if not rows:
         return LayoutTable.from_rows([])
     base = np.asarray(rows, dtype=np.int64)
@@ -361,7 +383,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     b = base[grid[0]]
     tp = b[:, 0]
     sp = grid[4].astype(bool) & (tp > 1)
-    t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], vp=b[:, 5],
+    t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],
                     mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
                     recompute_num_layers=np.zeros(grid.shape[1], dtype=np.int64),
                     zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))

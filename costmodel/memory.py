@@ -33,7 +33,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .layouts import LayoutTable, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
+from .layouts import LayoutTable, expert_dp, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
 from .stacks import STACKS
 
@@ -133,14 +133,15 @@ class MemoryBreakdown:
     reserved_bytes: np.ndarray
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
+                    "sp")
 def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes.  See the module docstring for the formulas and their sources.
     """
     dense, exp = stage_params(model, t)
     dpcp = (t.dp * t.cp).astype(np.float64)
-    edp = dpcp / t.ep
+    edp = expert_dp(t)
     gb = grad_bytes(recipe)
     z = t.zero
     shard_w = lambda d: np.where(z == 3, d, 1.0)
@@ -193,7 +194,8 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     t = LayoutTable.from_rows([layout])
     pp, tp = layout["pp"], layout["tp"]
     dpcp = layout["dp"] * layout["cp"]
-    edp = dpcp / layout["ep"]
+    etp = layout.get("etp") or tp
+    edp = tp * dpcp / (layout["ep"] * etp)
     z = layout["zero"]
     gb = grad_bytes(recipe)
     opt_bytes = optimizer_bytes_per_param(recipe)
@@ -201,7 +203,7 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
                            + opt_bytes / (d if z >= 1 else 1))
     expert = model.mean_expert_params()
     layer_states = ((model.layer_params() - expert) / tp * per_param(dpcp)
-                    + expert / (tp * layout["ep"]) * per_param(edp))
+                    + expert / (etp * layout["ep"]) * per_param(edp))
     act = activation_bytes_per_layer(model, recipe, t)[0]
     tok = layout["mbs"] * recipe.seq_len / layout["cp"]
     sp_div = tp if layout["sp"] else 1

@@ -105,7 +105,9 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list
     lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
              f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
              f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",
-             f"expert parallel (EP): {layout['ep']}", f"micro-batch per GPU: {layout['mbs']}",
+             f"expert parallel (EP): {layout['ep']}"
+             + (f", experts' TP (ETP) {layout['etp']}" if model.is_moe and layout.get("etp") not in (None, layout["tp"])
+                else ""), f"micro-batch per GPU: {layout['mbs']}",
              f"global batch: {recipe.gbs} sequences of {recipe.seq_len} tokens",
              f"activation checkpointing: {ckpt}", f"precision: {recipe.precision}, optimizer: {recipe.optimizer}",
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"]
@@ -139,6 +141,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append(f"--context-parallel-size {layout['cp']}")
     if layout["ep"] > 1:
         a.append(f"--expert-model-parallel-size {layout['ep']}")
+    etp = layout.get("etp") or layout["tp"]
+    if model.is_moe and etp != layout["tp"]:
+        a.append(f"--expert-tensor-parallel-size {etp}")
     if layout["vp"] > 1:
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")

@@ -30,7 +30,7 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import (LayoutTable, accounts_embedding_loss, layers_per_stage, microbatches, recomputed_fraction,
+from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
@@ -116,7 +116,7 @@ class StepTimes:
     step_contention_s: np.ndarray
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
                     "overlap")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
@@ -158,7 +158,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
-    local = np.where(t.zero >= 1, dense / dpcp + exp / (dpcp / t.ep), dense + exp)
+    local = np.where(t.zero >= 1, dense / dpcp + exp / expert_dp(t), dense + exp)
     opt = optimizer_step_bytes_per_param(recipe) * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
 
     bd = {

@@ -107,6 +107,7 @@ _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatro
                   ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
+_SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
 _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
 # recipe switches a row's notes name, the CSV having no column for them
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
@@ -185,6 +186,7 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
       the dev set's parameter counts include the seq x d table).
     * BLOOM: GPT-style with ALiBi and no dropout (BigScience tr11 config).
     * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
+    * an MoE row whose notes give a shared expert ("shared expert (5632)") has one of that width.
     Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
     multiple of 128 x TP unless the row already gives a padded size.
     """
@@ -207,7 +209,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
         num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
         activation="silu" if llama else "gelu", tie_embeddings=not llama, num_experts=experts,
         topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,
-        dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"))
+        dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"),
+        shared_ffn_hidden=int(m.group(1)) if experts > 1 and (m := _SHARED_EXPERT.search(r.get("notes", ""))) else 0)
 
 
 METRICS = {

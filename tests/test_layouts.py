@@ -49,10 +49,17 @@ def test_partial_recompute_rules():
 def test_moe_rules():
     code, msgs = validity(layout(tp=1, dp=32, ep=3), MIX, R, 32, 8)
     assert "EP must divide the number of experts" in msgs[code[0]]
-    code, msgs = validity(layout(tp=8, dp=2, pp=2, ep=8), MIX, R, 32, 8)
-    assert "EP must divide DP x CP" in msgs[code[0]]
-    code, _ = validity(layout(tp=2, dp=8, pp=2, ep=8), MIX, R, 32, 8)
+    # Megatron-core's expert grid: EP x ETP ranks over TP x DP x CP (16 here)
+    code, msgs = validity(layout(tp=8, dp=2, pp=2, ep=8, sp=True), MIX, R, 32, 8)
+    assert "EP x ETP must divide TP x DP x CP" in msgs[code[0]]          # ETP = TP = 8: 64 > 16
+    code, _ = validity(layout(tp=8, dp=2, pp=2, ep=8, etp=1, sp=True), MIX, R, 32, 8)
+    assert code[0] == -1                                                  # ETP 1: 8 divides 16
+    code, _ = validity(layout(tp=2, dp=8, pp=2, ep=8, sp=True), MIX, R, 32, 8)
     assert code[0] == -1
+    code, msgs = validity(layout(tp=2, dp=8, pp=2, ep=8, sp=False), MIX, R, 32, 8)
+    assert "MoE with TP > 1 needs sequence parallelism" in msgs[code[0]]
+    code, msgs = validity(layout(tp=2, dp=16, etp=1), L70, R, 32, 8)
+    assert "ETP applies to MoE models" in msgs[code[0]]
 
 
 def test_enumeration_is_exactly_the_valid_grid():
@@ -96,8 +103,8 @@ def test_layout_table_columns_are_the_field_list():
     from dataclasses import fields
     from costmodel.layouts import FIELDS, LayoutTable
     assert tuple(f.name for f in fields(LayoutTable)) == FIELDS
-    row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, vp=2, mbs=1, recompute="full", recompute_num_layers=3, zero=1, sp=True,
-               overlap=False)
+    row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, etp=2, vp=2, mbs=1, recompute="full", recompute_num_layers=3, zero=1,
+               sp=True, overlap=False)
     assert LayoutTable.from_rows([row]).row(0) == row
     # a row without recompute_num_layers recomputes every layer it recomputes
     short = {k: v for k, v in row.items() if k != "recompute_num_layers"}

@@ -92,6 +92,11 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     sc21 = next(r for r in read_runs_csv(DEV) if "sc21" in r["source_file"])
     assert row_stack(sc21).name == "megatron-legacy" and not row_stack(sc21).flash_attention
     assert row_zero({"fsdp_or_zero": "fsdp-shard_grad_op (zero-2-like)"}) == 2 and row_zero({"fsdp_or_zero": ""}) == 0
+    qwen = rows["flagperf-019"]               # Qwen1.5-MoE-A2.7B: 60 experts of 1408 + a shared expert of 5632
+    m = row_model(qwen, row_stack(qwen))
+    assert m.shared_ffn_hidden == 5632 and m.num_experts == 60
+    # the published 14.3B (Megatron pads the vocabulary to a multiple of 128 x TP: 151,936 already is)
+    assert m.params() == pytest.approx(14.3e9, rel=0.005)
 
 
 @pytest.mark.parametrize("value,why", [("nan", "finite positive"), ("1e999", "finite positive"), ("-8", "finite positive"),

@@ -151,6 +151,21 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
         lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+    if m.is_moe and lay["tp"] > 1 and not lay["sp"] and run.origin.get("sp") == "Megatron default":
+        # Megatron-LM's validate_args: "When using MoE and tensor parallelism, sequence parallelism
+        # must be used." (megatron/training/arguments.py)
+        lay["sp"] = True
+        run.origin["sp"] = "Megatron requires it for MoE with TP > 1"
+    if lay.get("etp") is None:
+        grid = lay["tp"] * lay["dp"] * lay["cp"]
+        if lay["ep"] > 1 and grid % (lay["ep"] * lay["tp"]) and grid % lay["ep"] == 0:
+            # Megatron-core's MoE parallel folding: EP x ETP ranks span TP x DP x CP; EP x TP does not
+            # fit, so the experts ran unsplit (ETP 1, the only value that makes the dump's EP valid)
+            lay["etp"] = 1
+            run.origin["etp"] = f"assumed: EP {lay['ep']} x TP {lay['tp']} exceeds TP x DP x CP = {grid}"
+        else:
+            lay["etp"] = lay["tp"]
+            run.origin["etp"] = "Megatron default (the layout's TP)"
     return run, m, c
 
 

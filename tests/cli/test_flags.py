@@ -37,7 +37,7 @@ def test_predict_passes_the_generated_flags_through(capsys):
     finally:
         sys.argv = argv
     lay = json.loads(capsys.readouterr().out)["layout"]
-    assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="selective", recompute_num_layers=0,
+    assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, etp=2, vp=1, mbs=1, recompute="selective", recompute_num_layers=0,
                        zero=0, sp=False, overlap=False)
 
 

@@ -151,6 +151,7 @@ def _layout(args, complete=False):
     pp = _int_or_none(get("pipeline_model_parallel_size"))
     cp = _int_or_none(get("context_parallel_size"))
     ep = _int_or_none(get("expert_model_parallel_size"))
+    etp = _int_or_none(get("expert_tensor_parallel_size"))
     world = _int_or_none(get("world_size"))
     if world is None and get("trainer.devices") is not None and get("trainer.num_nodes") is not None:
         d, n = _int_or_none(get("trainer.devices")), _int_or_none(get("trainer.num_nodes"))
@@ -219,7 +220,7 @@ def _layout(args, complete=False):
     gqa = get("group_query_attention")
     kv = groups if (groups and gqa is not False) else (heads if heads and (gqa is False or groups is None) else None)
     return {
-        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vp": vp,
+        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "vp": vp,
         "mbs": _int_or_none(get("micro_batch_size")), "gbs": _int_or_none(get("global_batch_size")),
         "seq_len": _int_or_none(get("seq_length", "encoder_seq_length")),
         "recompute": recompute, "sp": sp, "zero": zero, "precision": precision, "world_size": world,

@@ -1,0 +1,51 @@
+"""MoE routing costs: the balls-into-bins load of the busiest rank, the dispatcher's token copies,
+and the experts' own TP (ETP)."""
+import math
+
+import numpy as np
+import pytest
+
+from costmodel.compute import compute_times
+from costmodel.memory import memory_bytes
+from costmodel.moe import DISPATCH_COPIES, dispatch_bytes, max_load_factor
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+
+from conftest import layout
+
+
+def test_max_load_follows_raab_steger():
+    """m/n + sqrt(2 (m/n) ln n) over m/n: 1024 assignments per rank over 8 ranks -> 1 + sqrt(2 ln 8 / 1024)."""
+    assert max_load_factor(1024, 8) == pytest.approx(1 + math.sqrt(2 * math.log(8) / 1024))
+    assert max_load_factor(1024, 1) == 1.0
+    # more ranks or fewer tokens per rank: a busier busiest rank
+    f = max_load_factor(np.array([4096, 1024, 1024]), np.array([8, 8, 64]))
+    assert f[0] < f[1] < f[2]
+    with pytest.raises(ValueError):
+        max_load_factor(0, 8)
+
+
+def test_dispatch_moves_four_copies_each_way():
+    assert DISPATCH_COPIES == 4
+    assert dispatch_bytes(1000, 2, 4096, 2.0) == 4 * 2 * 1000 * 2 * 4096 * 2.0
+
+
+def test_expert_tp_moves_expert_flops_nowhere_and_shards_expert_weights_over_ep_x_etp():
+    """Mixtral 8x7B on 16 H100, TP4 DP4: EP8 with ETP1 holds 1 whole expert per GPU, EP2 with ETP4
+    holds 4 experts split 4 ways: the same expert parameters per GPU (8 x 176M / 8), and the same
+    expert FLOPs (top-2 tokens / TP), so only the GEMM shapes and the balls-into-bins load differ."""
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096)
+    a = layout(tp=4, dp=4, ep=8, etp=1, sp=True, zero=1)
+    b = layout(tp=4, dp=4, ep=2, etp=4, sp=True, zero=1)
+    ma, mb = memory_bytes(m, r, a), memory_bytes(m, r, b)
+    assert ma.weights_bytes[0] == pytest.approx(mb.weights_bytes[0], rel=1e-12)
+    ca, cb = compute_times(m, r, c, p, a), compute_times(m, r, c, p, b)
+    assert ca.layer_flops_fwd[0] == pytest.approx(cb.layer_flops_fwd[0], rel=1e-12)
+    # expert weights per GPU by hand: 32 layers x 8 experts x 3 x 4096 x 14336 / (EP x ETP = 8), bf16
+    # (ZeRO-1 keeps the bf16 weights whole); the rest is the dense part over TP 4 and the embeddings
+    expert = 32 * 8 * 3 * 4096 * 14336 / 8 * 2
+    dense_only = memory_bytes(m, r, layout(tp=4, dp=4, ep=1, etp=4, sp=True, zero=1)).weights_bytes[0] - \
+        32 * 8 * 3 * 4096 * 14336 / 4 * 2
+    assert ma.weights_bytes[0] == pytest.approx(dense_only + expert, rel=1e-9)
