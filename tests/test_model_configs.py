@@ -64,6 +64,7 @@ def test_mla_without_a_q_latent_and_two_shared_experts():
     ("mlp_only_layers", [99], "mlp_only_layers"),
     ("first_k_dense_replace", 80, "exceeds num_hidden_layers"),
     ("num_experts_per_tok", 300, "exceeds the 256 experts"),
+    ("expert_group_size", 4, "MoE key this reader does not model"),
 ])
 def test_unmodelled_or_bad_moe_keys_name_the_key(tmp_path, key, value, needle):
     d = json.loads(open("costmodel/catalog/deepseek-v3.json").read())

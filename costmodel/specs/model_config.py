@@ -42,6 +42,30 @@ _UNMODELLED = {
 }
 
 
+#: MoE keys of the families read here (their HF configuration_*.py) that the reader either uses or
+#: knows not to change the parameter count (routing hyper-parameters, loss weights)
+_KNOWN_MOE_KEYS = frozenset((
+    "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "moe_topk",
+    "num_selected_experts", "experts_per_token", "moe_top_k", "moe_intermediate_size", "n_shared_experts",
+    "num_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
+    "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "router_aux_loss_coef",
+    "router_z_loss_coef", "output_router_logits", "router_jitter_noise", "moe_router_dtype", "aux_loss_alpha",
+    "moe_loss_weight", "moe_jitter_eps", "moe_normalize_expert_weights", "ep_size", "moe_layer_start_index",
+    "moe_layer_end_index", "moe_ffn_act_fn", "moe_renormalize", "router_bias", "moe_z_loss_coeff",
+    "moe_aux_loss_coeff", "moe_shared_expert_overlap", "moe_router_pre_softmax", "moe_router_load_balancing_type",
+))
+
+
+def _check_moe_keys(d: dict, w: str) -> None:
+    """Refuse a MoE-looking key (containing 'expert', 'moe' or 'router') the reader does not know: it
+    may add or remove parameters, and a silent default would miscount them."""
+    for k in d:
+        low = k.lower()
+        if not k.startswith("_") and ("expert" in low or "moe" in low or "router" in low) and k not in _KNOWN_MOE_KEYS:
+            raise InputError(w, k, "an MoE key this reader does not model (it may change the parameter count); "
+                                   "known: see costmodel/specs/model_config.py _KNOWN_MOE_KEYS")
+
+
 def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
     """Layers of an MoE model whose MLP is dense, by each family's layer rule (HF modeling code):
     DeepSeek ``i >= first_k_dense_replace and i % moe_layer_freq == 0``; Qwen-MoE
@@ -97,6 +121,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
     """
     w = str(path)
     d = _nested(d, w)
+    _check_moe_keys(d, w)
     layers = _get_int(d, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), w)
     hidden = _get_int(d, ("hidden_size", "n_embd", "d_model"), w)
     heads = _get_int(d, ("num_attention_heads", "n_head", "num_heads", "n_heads"), w)
