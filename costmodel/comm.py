@@ -136,7 +136,8 @@ def stage_params(model: ModelSpec, t: LayoutTable):
 
     Layers L/PP per stage split over TP (experts over ETP x EP); the first stage adds the
     vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
-    Megatron keeps a copy of the embedding on the last stage).
+    Megatron keeps a copy of the embedding on the last stage) and the multi-token-prediction modules
+    (their experts over ETP x EP like the layers').
     """
     expert = model.mean_expert_params()
     dense_layer = model.layer_params() - expert
@@ -146,10 +147,12 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
     final_norm = 2 * model.hidden if model.bias else model.hidden
     first = emb
-    last = np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
+    mtp_exp = model.mtp_layers * model.expert_params()
+    last = (np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
+            + model.mtp_params() - mtp_exp)
     edge = np.maximum(first, last)
     dense = (per_stage * dense_layer + edge) / t.tp
-    exp = per_stage * expert / (t.etp * t.ep)
+    exp = (per_stage * expert + mtp_exp) / (t.etp * t.ep)
     return dense, exp
 
 

@@ -113,7 +113,8 @@ class ComputeTimes:
     layer_colpar_fwd_s: forward time of the column-parallel GEMMs (QKV, FC1); their weight-gradient
         GEMMs, of the same FLOPs, hide the backward input-gradient communication.
     layer_attn_fwd_s, layer_attn_bwd_s: attention core (the window CP ring exchange hides under).
-    logits_fwd_s, logits_bwd_s: output layer + cross-entropy on the last stage.
+    logits_fwd_s, logits_bwd_s: output layer + cross-entropy on the last stage (with the model's
+        multi-token-prediction modules, which run there too).
     layer_ew_fwd_s, layer_ew_bwd_s: the memory-bound (elementwise) part of layer_fwd_s / layer_bwd_s.
     layer_flops_fwd: FLOPs one layer's forward executes on this GPU per micro-batch (causal flash
         attention executes half the s^2 block); backward executes twice that.
@@ -181,6 +182,27 @@ def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
                 gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out)
 
 
+def _logits_times(model: ModelSpec, profile: Profile, dt: str, tok, tp, gemm3, mem, layer_f, layer_b):
+    """(forward s, backward s, cross-entropy s, forward FLOPs) of the last stage's output layer and
+    loss per micro-batch, with the model's multi-token-prediction modules (DeepSeek-V3 sec. 2.2:
+    each runs its 2h -> h projection, one transformer layer and the shared head + loss again).
+    The output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)."""
+    h, V = model.hidden, model.vocab
+    lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt != "fp8" else _dtype16(profile))
+    ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
+    ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
+    lg_f = lg_f + mem(ce_bytes, 3)
+    lg_b = lg_b + mem(ce_bytes, 2)
+    lg_flops = 2.0 * tok * h * V / tp
+    if model.mtp_layers:
+        n = model.mtp_layers
+        eh_f, eh_b = gemm3(tok, h / tp, 2 * h)
+        lg_f, lg_b = lg_f + n * (eh_f + layer_f + lg_f), lg_b + n * (eh_b + layer_b + lg_b)
+        ce = ce * (1 + n)
+        lg_flops = lg_flops * (1 + n) + n * tok * (layer_matmul_flops_per_token(model) + 4.0 * h * h) / tp
+    return lg_f, lg_b, ce, lg_flops
+
+
 @uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
@@ -204,7 +226,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     cp = t.cp.astype(np.float64)
     tok = t.mbs * s / cp                        # tokens of this CP rank per micro-batch
     sp_div = np.where(t.sp, tp, 1.0)
-    h, q, kv, ffn, V = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden, model.vocab
+    h, q, kv, ffn = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
     launch = gp.launch_s
 
     def gemm3(m, n, k, batch=1.0, dtype=dt):
@@ -284,13 +306,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         selective = 0.0 if recipe.flash_attention else attn_f
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
 
-    # the output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)
-    lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt != "fp8" else _dtype16(profile))
-    ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
-    ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
-    lg_f = lg_f + mem(ce_bytes, 3)
-    lg_b = lg_b + mem(ce_bytes, 2)
+    lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
     attn_flops = 2.0 * tok * s * (q + model.attn_out_dim) / tp * (0.5 if recipe.flash_attention else 1.0)
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
-                        ew_f, ew_b, flops_f, 2.0 * tok * h * V / tp, ce)
+                        ew_f, ew_b, flops_f, lg_flops, ce)

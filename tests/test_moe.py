@@ -49,3 +49,19 @@ def test_expert_tp_moves_expert_flops_nowhere_and_shards_expert_weights_over_ep_
     dense_only = memory_bytes(m, r, layout(tp=4, dp=4, ep=1, etp=4, sp=True, zero=1)).weights_bytes[0] - \
         32 * 8 * 3 * 4096 * 14336 / 4 * 2
     assert ma.weights_bytes[0] == pytest.approx(dense_only + expert, rel=1e-9)
+
+
+def test_mtp_module_runs_a_layer_and_the_head_again_on_the_last_stage():
+    """DeepSeek-V3's MTP module (D = 1): the last stage's logits pass grows by the 2h -> h projection,
+    one transformer layer and a second output head + loss; the layers elsewhere are unchanged."""
+    from dataclasses import replace
+    m = load_model("deepseek-v3")
+    c = load_cluster("dgx-h100", nodes=8)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096)
+    t = layout(tp=1, pp=8, dp=8, ep=8, etp=1, zero=1)
+    with_mtp, without = compute_times(m, r, c, p, t), compute_times(replace(m, mtp_layers=0), r, c, p, t)
+    assert with_mtp.layer_fwd_s[0] == without.layer_fwd_s[0]
+    extra = with_mtp.logits_fwd_s[0] - without.logits_fwd_s[0]
+    assert without.layer_fwd_s[0] + without.logits_fwd_s[0] < extra < 1.2 * (without.layer_fwd_s[0] + without.logits_fwd_s[0])
+    assert with_mtp.logits_flops_fwd[0] > 2 * without.logits_flops_fwd[0]
