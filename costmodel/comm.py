@@ -134,14 +134,18 @@ def grad_bytes(recipe: Recipe) -> float:
 def stage_params(model: ModelSpec, t: LayoutTable):
     """(dense, expert) parameters held by one GPU of the largest stage (first or last), arrays.
 
-    Layers L/PP per stage split over TP (experts over ETP x EP); the first stage adds the
+    Layers L/PP per stage, as many of them MoE layers as the model has, split over TP (experts over
+    ETP x EP); the first stage adds the
     vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
     Megatron keeps a copy of the embedding on the last stage) and the multi-token-prediction modules
     (their experts over ETP x EP like the layers').
     """
-    expert = model.mean_expert_params()
-    dense_layer = model.layer_params() - expert
     per_stage = layers_per_stage(model, t)
+    # the heaviest stage holds as many MoE layers as it can (a model's dense layers sit together:
+    # DeepSeek's first ones, Qwen-MoE's mlp_only_layers), so memory is checked where it binds
+    n_moe = np.minimum(per_stage, model.moe_layers)
+    n_dense = per_stage - n_moe
+    moe_dense_part = model.moe_layer_params() - model.expert_params() if model.is_moe else 0
     emb = model.embedding_params()
     out = model.vocab * model.hidden
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
@@ -151,8 +155,8 @@ def stage_params(model: ModelSpec, t: LayoutTable):
     last = (np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
             + model.mtp_params() - mtp_exp)
     edge = np.maximum(first, last)
-    dense = (per_stage * dense_layer + edge) / t.tp
-    exp = (per_stage * expert + mtp_exp) / (t.etp * t.ep)
+    dense = (n_moe * moe_dense_part + n_dense * model.dense_layer_params() + edge) / t.tp
+    exp = (n_moe * model.expert_params() + mtp_exp) / (t.etp * t.ep)
     return dense, exp
 
 

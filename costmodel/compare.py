@@ -117,13 +117,15 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
     """The catalog/config model must match the dimensions the log prints.
 
     Raises:
-        InputError: a printed dimension (layers, hidden, FFN, heads, KV heads, experts) differs.
+        InputError: a printed dimension (layers, hidden, FFN, heads, KV heads, experts, top-k) differs.
     """
     pairs = (("num_layers", model.num_layers), ("hidden", model.hidden), ("num_heads", model.num_heads),
-             ("num_kv_heads", model.num_kv_heads), ("num_experts", model.num_experts if model.is_moe else None),
-             ("ffn_hidden", model.ffn_hidden))
+             ("num_kv_heads", model.num_kv_heads), ("num_experts", model.num_experts),
+             ("moe_topk", model.topk if model.is_moe else None), ("ffn_hidden", model.ffn_hidden))
     for k, mv in pairs:
         lv = log_layout.get(k)
+        if k == "num_experts" and lv is not None and int(lv) <= 1:
+            continue                   # Megatron prints num_experts None (or 1) for a dense model
         if lv is not None and mv is not None and int(lv) != int(mv):
             raise InputError("--model", k, f"{model_arg} has {k} = {mv}, the log's argument dump ({log_path}) "
                              f"says {lv}: pick the model that ran")

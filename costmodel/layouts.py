@@ -284,6 +284,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
+        ("EP > 1 needs an MoE model ({name} is dense)", (model.num_experts == 1) & (t.ep > 1)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
         ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding)",
          (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
@@ -304,7 +305,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
     ]
     fmt = dict(n=num_gpus, g=gpus_per_node, a=model.num_heads, kv=model.num_kv_heads,
-               L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack)
+               L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack,
+               name=model.name)
     code = np.full(len(t), -1, dtype=np.int64)
     for i, (_, bad) in reversed(list(enumerate(rules))):
         code = np.where(bad, i, code)

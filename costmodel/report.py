@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numpy as np
 
 from rich.console import Console
 from rich.table import Table
@@ -141,6 +142,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append(f"--context-parallel-size {layout['cp']}")
     if layout["ep"] > 1:
         a.append(f"--expert-model-parallel-size {layout['ep']}")
+    if model.is_moe:
+        # what the MoE costs model: the all-to-all token dispatcher and one grouped GEMM over the
+        # local experts (Megatron's defaults are the allgather dispatcher and per-expert GEMMs)
+        a += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -184,12 +189,14 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
 def ranking_table(pred: Prediction, top: int, title: str) -> Table:
     """Rich table of the first ``top`` layouts of ``pred`` (already ranked)."""
     tb = Table(title=title, header_style="bold")
-    for c in ("#", "TP", "PP", "DP", "CP", "EP", "VP", "mbs", "recompute", "ZeRO", "step s",
+    L = pred.layouts
+    moe = bool(len(L)) and bool(np.any(L.ep > 1) or np.any(L.etp != L.tp))
+    cols = ("tp", "pp", "dp", "cp", "ep") + (("etp",) if moe else ()) + ("vp", "mbs")
+    for c in ("#", *(f.upper() if f != "mbs" else f for f in cols), "recompute", "ZeRO", "step s",
               "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
         tb.add_column(c, justify="right" if c not in ("recompute",) else "left")
-    L = pred.layouts
     for i in range(min(top, len(L))):
-        tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in ("tp", "pp", "dp", "cp", "ep", "vp", "mbs")),
+        tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in cols),
                    RECOMPUTE[int(L.recompute[i])], str(int(L.zero[i])), f"{pred.step_time_s[i]:.3f}",
                    f"{pred.tokens_per_s_per_gpu[i]:,.0f}", f"{pred.model_tflops_per_gpu[i]:.1f}",
                    f"{100 * pred.mfu[i]:.1f}%", f"{pred.memory.peak_bytes[i] / GIB:.1f}")

@@ -176,3 +176,22 @@ def test_torchtitan_op_sac_keeps_what_its_policy_saves():
     assert per_tok("torchtitan", "selective") == pytest.approx(2 * (2 * h + 2 * q + kv + ffn) + lse, rel=1e-12)
     assert per_tok("megatron", "selective") == per_tok("megatron", "none") == per_tok("torchtitan", "none")
     assert per_tok("torchtitan", "selective") < 0.5 * per_tok("torchtitan", "none")
+
+
+def test_the_heaviest_pipeline_stage_holds_the_moe_layers():
+    """Qwen1.5-MoE with layers 12-23 dense (mlp_only_layers) at PP 2: one stage holds the 12 MoE
+    layers, and the weights are checked there, not at the mean layer."""
+    import json
+    from costmodel.comm import stage_params
+    from costmodel.specs import load_model as lm
+    from conftest import layout as lay
+    d = json.loads(open("tests/data/models/qwen1.5-moe-a2.7b.json").read())
+    d["mlp_only_layers"] = list(range(12, 24))
+    import tempfile, os
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "config.json")
+        open(path, "w").write(json.dumps(d))
+        m = lm(path)
+    dense, exp = stage_params(m, lay(tp=1, pp=2, dp=4, ep=1))
+    assert exp[0] == 12 * m.expert_params()
+    assert dense[0] == 12 * (m.moe_layer_params() - m.expert_params()) + m.vocab * m.hidden + m.hidden

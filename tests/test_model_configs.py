@@ -65,6 +65,13 @@ def test_mla_without_a_q_latent_and_two_shared_experts():
     ("first_k_dense_replace", 80, "exceeds num_hidden_layers"),
     ("num_experts_per_tok", 300, "exceeds the 256 experts"),
     ("expert_group_size", 4, "MoE key this reader does not model"),
+    ("moe_layer_start_index", 2, "MoE key this reader does not model"),
+    ("num_experts", 16, "contradicts"),                   # beside n_routed_experts 256
+    ("shared_expert_intermediate_size", 5632, "contradicts n_shared_experts"),
+    ("kv_lora_rank", 0, "must be >= 1"),
+    ("attention_bias", "false", "expected true or false"),
+    ("vision_config", {}, "vision encoder"),
+    ("n_routed_experts", 2**64, "must be <="),
 ])
 def test_unmodelled_or_bad_moe_keys_name_the_key(tmp_path, key, value, needle):
     d = json.loads(open("costmodel/catalog/deepseek-v3.json").read())
@@ -89,3 +96,25 @@ def test_decoder_sparse_step_and_mlp_only_layers_make_dense_layers(tmp_path):
     base = load_model(DATA + "qwen1.5-moe-a2.7b.json")
     assert m.params() == base.params() - 13 * (base.moe_layer_params() - m.dense_layer_params())
     assert m.dense_layer_params() == m.attention_params() + 3 * 2048 * 5632 + 2 * 2048
+
+
+def test_configs_without_experts_refuse_moe_keys_and_dbrx_nesting_is_checked(tmp_path):
+    """A dense config carrying moe_intermediate_size (or top-k) is refused rather than read as a tiny
+    MLP; DBRX's ffn_config must be a mapping whose MoE keys the reader knows; Llama 4's saved
+    moe_layers list sets the MoE layers."""
+    def load(d):
+        f = tmp_path / "config.json"
+        f.write_text(json.dumps(d))
+        return load_model(str(f))
+    llama = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    for key, value in (("moe_intermediate_size", 1024), ("num_experts_per_tok", 2)):
+        with pytest.raises(InputError, match=f"{key}: set, but the model has no routed experts"):
+            load(dict(llama, **{key: value}))
+    dbrx = json.loads(open(DATA + "dbrx.json").read())
+    with pytest.raises(InputError, match="ffn_config: expected a mapping"):
+        load(dict(dbrx, ffn_config="bad"))
+    with pytest.raises(InputError, match="moe_num_shared_experts: an MoE key"):
+        load(dict(dbrx, ffn_config=dict(dbrx["ffn_config"], moe_num_shared_experts=2)))
+    q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
+    m = load(dict(q, moe_layers=list(range(0, 24, 2))))       # 12 listed MoE layers, 12 dense
+    assert (m.moe_layers, m.num_dense_layers) == (12, 12)

@@ -156,8 +156,8 @@ def check_layout_flags(flags: dict) -> None:
         v = flags.get(f.name)
         if v is None:
             continue
-        if f.kind == "degree" and v < 1:
-            raise InputError(f.cli_flag, "", f"must be >= 1, got {v}")
+        if f.kind == "degree" and not 1 <= v <= 2**24:
+            raise InputError(f.cli_flag, "", f"must be between 1 and 2^24, got {v}")
         if f.kind == "choice" and v not in f.choices:
             raise InputError(f.cli_flag, "", f"{v!r} is not one of {', '.join(f.choices)}")
         if f.kind == "int" and not f.minimum <= v <= f.maximum:

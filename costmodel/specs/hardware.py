@@ -182,8 +182,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
-        if nodes < 1:
-            raise InputError("--nodes", "", f"must be >= 1, got {nodes}")
+        if nodes < 1 or nodes > 2**24:
+            raise InputError("--nodes", "", f"must be between 1 and 2^24, got {nodes}")
         n_nodes = nodes
     _check_sources(d, w, ["intra_node.bandwidth_per_gpu", "intra_node.latency",
                           "inter_node.bandwidth_per_nic", "inter_node.latency",

@@ -94,7 +94,7 @@ def _get(d: dict, key: str, where, kind: str = "number", *, required=True, posit
     return x
 
 
-def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=None, minimum=1):
+def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=None, minimum=1, maximum=2**31 - 1):
     for k in keys:
         if k in d and d[k] is not None:
             v = d[k]
@@ -102,6 +102,8 @@ def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=No
                 raise InputError(where, k, f"expected an integer, got {v!r}")
             if v < minimum:
                 raise InputError(where, k, f"must be >= {minimum}, got {v!r}")
+            if v > maximum:
+                raise InputError(where, k, f"must be <= {maximum}, got {v!r}")
             return int(v)
     if required:
         raise InputError(where, keys[0], "missing" + (f" (also looked for {', '.join(keys[1:])})"

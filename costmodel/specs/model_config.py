@@ -28,7 +28,8 @@ from .loading import _get_int
 from .model import ModelSpec
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                "gemma", "gemma2", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "grok", "gpt_oss", "dbrx")
+                "gemma", "gemma2", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "grok", "grok-1", "gpt_oss",
+                "dbrx")
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -50,10 +51,13 @@ _KNOWN_MOE_KEYS = frozenset((
     "num_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
     "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "router_aux_loss_coef",
     "router_z_loss_coef", "output_router_logits", "router_jitter_noise", "moe_router_dtype", "aux_loss_alpha",
-    "moe_loss_weight", "moe_jitter_eps", "moe_normalize_expert_weights", "ep_size", "moe_layer_start_index",
-    "moe_layer_end_index", "moe_ffn_act_fn", "moe_renormalize", "router_bias", "moe_z_loss_coeff",
-    "moe_aux_loss_coeff", "moe_shared_expert_overlap", "moe_router_pre_softmax", "moe_router_load_balancing_type",
+    "moe_loss_weight", "moe_jitter_eps", "moe_normalize_expert_weights", "ep_size", "moe_ffn_act_fn",
+    "moe_renormalize", "router_bias", "moe_z_loss_coeff", "moe_aux_loss_coeff", "moe_shared_expert_overlap",
+    "moe_router_pre_softmax", "moe_router_load_balancing_type", "moe_layers", "uniform_expert_assignment",
 ))
+#: keys of one count that several families spell differently: given twice, they must agree
+_SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+             ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
 
 
 def _check_moe_keys(d: dict, w: str) -> None:
@@ -73,10 +77,18 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
     ``(i + 1) % interleave_moe_layer_step == 0``."""
     if experts <= 1:
         return 0
+    listed = d.get("moe_layers")
+    if listed is not None:
+        # Llama 4's saved configs list the MoE layers explicitly (Llama4TextConfig.moe_layers)
+        if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                                                   for i in listed) or len(set(listed)) != len(listed):
+            raise InputError(w, "moe_layers", f"expected distinct layer indices below {layers}, got {listed!r}")
+        return layers - len(listed)
     k = _get_int(d, ("first_k_dense_replace",), w, required=False, default=0, minimum=0)
     freq = _get_int(d, ("moe_layer_freq",), w, required=False, default=1)
     step = _get_int(d, ("decoder_sparse_step", "interleave_moe_layer_step"), w, required=False, default=1)
-    only = d.get("mlp_only_layers") or []
+    only = d.get("mlp_only_layers")
+    only = [] if only is None else only
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
                                              for i in only):
         raise InputError(w, "mlp_only_layers", f"expected a list of layer indices below {layers}, got {only!r}")
@@ -90,12 +102,21 @@ def _nested(d: dict, w: str) -> dict:
     """The language model's keys: Llama 4's ``text_config``; DBRX's ``ffn_config`` / ``attn_config``
     flattened to their HF equivalents."""
     for key, why in _UNMODELLED.items():
-        if d.get(key):
+        if d.get(key) is not None and d.get(key) is not False:
             raise InputError(w, key, f"not modelled: {why}")
     lt = d.get("layer_types")
+    if lt is not None and not isinstance(lt, list):
+        raise InputError(w, "layer_types", f"expected a list of layer types, got {lt!r}")
     if isinstance(lt, list) and any(x not in ("full_attention", "sliding_attention") for x in lt):
         bad = sorted({str(x) for x in lt} - {"full_attention", "sliding_attention"})
         raise InputError(w, "layer_types", f"not modelled: layer types {', '.join(bad)}")
+    for name in ("ffn_config", "attn_config", "text_config"):
+        if d.get(name) is not None and not isinstance(d[name], dict):
+            raise InputError(w, name, f"expected a mapping, got {d[name]!r}")
+    for group in _SYNONYMS:
+        given = {k: d[k] for k in group if d.get(k) is not None}
+        if len(set(map(str, given.values()))) > 1:
+            raise InputError(w, next(iter(given)), f"contradicts {', '.join(f'{k} = {v!r}' for k, v in given.items())}")
     if isinstance(d.get("text_config"), dict):
         inner = dict(d["text_config"])
         for k in ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
@@ -105,6 +126,7 @@ def _nested(d: dict, w: str) -> dict:
         return _nested(inner, w + " text_config")
     if isinstance(d.get("ffn_config"), dict) or isinstance(d.get("attn_config"), dict):
         f, a = d.get("ffn_config") or {}, d.get("attn_config") or {}
+        _check_moe_keys(f, w + " ffn_config")
         out = dict(d)
         out.update({"intermediate_size": f.get("ffn_hidden_size"), "num_local_experts": f.get("moe_num_experts"),
                     "num_experts_per_tok": f.get("moe_top_k"), "num_key_value_heads": a.get("kv_n_heads"),
@@ -154,6 +176,12 @@ def read_model_config(d: dict, path) -> ModelSpec:
                     required=False, default=1 if experts == 1 else None)
     if topk is None:
         raise InputError(w, "num_experts_per_tok", f"missing for an MoE model with {experts} experts")
+    if experts == 1:
+        for key in ("num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+                    "n_shared_experts", "first_k_dense_replace"):
+            if d.get(key) not in (None, 0, 1) or (key == "moe_intermediate_size" and d.get(key) is not None):
+                raise InputError(w, key, "set, but the model has no routed experts (num_local_experts / "
+                                         "num_experts / n_routed_experts missing or 1)")
     if topk > experts:
         raise InputError(w, "num_experts_per_tok", f"{topk} exceeds the {experts} experts")
     model_type = str(d.get("model_type", ""))
@@ -180,7 +208,10 @@ def read_model_config(d: dict, path) -> ModelSpec:
     if assumed:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
-    bias = bool(d.get("_bias", model_type == "gpt_oss"))
+    bias = d.get("_bias", model_type == "gpt_oss")
+    for key, val in (("_bias", bias), ("attention_bias", d.get("attention_bias", False))):
+        if not isinstance(val, bool):
+            raise InputError(w, key, f"expected true or false, got {val!r}")
     return ModelSpec(
         name=d.get("_name", path.stem), display_name=d.get("_display_name", path.stem),
         num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
@@ -197,7 +228,10 @@ def read_model_config(d: dict, path) -> ModelSpec:
 
 def _mla(d: dict, w: str, heads: int) -> dict:
     """Multi-head latent attention fields (DeepSeek-V2/V3) when ``kv_lora_rank`` is set, else {}."""
-    if not d.get("kv_lora_rank"):
+    if d.get("kv_lora_rank") is None:
+        for key in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            if d.get(key):
+                raise InputError(w, key, "a multi-head latent attention key without kv_lora_rank")
         return {}
     kv_lora = _get_int(d, ("kv_lora_rank",), w)
     nope = _get_int(d, ("qk_nope_head_dim",), w)
@@ -212,6 +246,8 @@ def _shared_width(d: dict, w: str, model_type: str, expert_ffn: int) -> int:
     ``moe_intermediate_size``; Qwen-MoE ``shared_expert_intermediate_size``; Llama 4 one shared
     expert of the experts' width (Llama4TextMoe.shared_expert)."""
     n = _get_int(d, ("n_shared_experts", "num_shared_experts"), w, required=False, default=0, minimum=0)
+    if n and d.get("shared_expert_intermediate_size"):
+        raise InputError(w, "shared_expert_intermediate_size", "contradicts n_shared_experts: give one of them")
     if n:
         return n * expert_ffn
     q = _get_int(d, ("shared_expert_intermediate_size",), w, required=False, default=0, minimum=0)
