@@ -183,6 +183,16 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
+    if model.is_moe:
+        # an MoE layer's MLP-side collective: Megatron-core's all-to-all dispatcher gathers the
+        # dispatched tokens (top-k copies) over the experts' TP group and reduce-scatters the expert
+        # output (token_dispatcher.py, gather_from_sequence_parallel_region over the TP/ETP group);
+        # with ETP 1 there is none.  It replaces the dense MLP's SP all-gather / reduce-scatter.
+        disp = act * model.topk * t.etp / t.tp
+        moe_mlp = np.where(t.etp > 1, group_time_s("all_gather", disp, one, t.etp, cluster, profile)
+                           + group_time_s("reduce_scatter", disp, one, t.etp, cluster, profile), 0.0)
+        f = model.moe_layer_fraction
+        tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar) + f * moe_mlp
     tp_b = tp_f.copy()
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)

@@ -257,6 +257,11 @@ def _skip_reason(r: dict) -> str | None:
             return f"{need} not published"
     if r.get("precision", "") == "":
         return "precision not published"
+    experts = _int(r, "num_experts") or 1
+    if experts > 1 and not (r.get("moe_topk") or "").strip():
+        return "moe_topk not published (an MoE row's experts per token)"
+    if experts > 1 and (_int(r, "moe_topk") or 1) > experts:
+        return f"moe_topk {r['moe_topk']} exceeds num_experts {experts}"
     if "PARALLEL MISMATCH" in notes:
         return "published TP x PP x DP x CP differs from the GPU count"
     if "includes warm-up" in notes:
@@ -337,7 +342,8 @@ def _prepare(r: dict, cache: dict):
     rc_known = r.get("recompute") not in ("", "unknown", None)
     row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
                recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
-    assumed = tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+    assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+               + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ()))
     if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
         assumed += ("cpu-optimizer-offload-not-modelled",)
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,

@@ -65,3 +65,22 @@ def test_mtp_module_runs_a_layer_and_the_head_again_on_the_last_stage():
     extra = with_mtp.logits_fwd_s[0] - without.logits_fwd_s[0]
     assert without.layer_fwd_s[0] + without.logits_fwd_s[0] < extra < 1.2 * (without.layer_fwd_s[0] + without.logits_fwd_s[0])
     assert with_mtp.logits_flops_fwd[0] > 2 * without.logits_flops_fwd[0]
+
+
+def test_expert_tp_gathers_the_dispatched_tokens_over_its_group():
+    """Qwen3-30B-A3B at TP 4, EP 2 with SP: ETP 1 sends SP-sharded tokens straight to the all-to-all
+    (the MoE layer's TP collective is the attention's alone); ETP 4 also gathers and reduce-scatters
+    the top-8 dispatched tokens over 4 ranks."""
+    from costmodel.comm import comm_times, group_time_s
+    m = load_model("qwen3-30b-a3b")
+    c = load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096)
+    one, four = (comm_times(m, r, c, p, layout(tp=4, dp=2, ep=2, etp=e, sp=True)) for e in (1, 4))
+    act = 4096 * 2048 * 2.0
+    ones = np.ones(1)
+    attn = group_time_s("all_gather", act, ones, 4, c, p) + group_time_s("reduce_scatter", act, ones, 4, c, p)
+    assert one.tp_layer_fwd_s[0] == pytest.approx(attn[0], rel=1e-12)
+    disp = act * 8
+    moe = group_time_s("all_gather", disp, ones, 4, c, p) + group_time_s("reduce_scatter", disp, ones, 4, c, p)
+    assert four.tp_layer_fwd_s[0] == pytest.approx(attn[0] + moe[0], rel=1e-12)

@@ -179,3 +179,13 @@ def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why
     r, short = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped and why in r.skipped, r.skipped
     assert short.skipped
+
+
+def test_moe_rows_without_a_usable_top_k_are_skipped_and_an_unpublished_ep_is_listed():
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    mix = rows["flagperf-014"]                         # Mixtral 8x7B, 8 experts top-2
+    bad_k, no_k = dict(mix, row_id="k9", moe_topk="9"), dict(mix, row_id="k0", moe_topk="")
+    r9, r0 = validate_rows([bad_k, no_k])
+    assert "moe_topk 9 exceeds num_experts 8" in r9.skipped and "moe_topk not published" in r0.skipped
+    (qwen,) = validate_rows([rows["flagperf-019"]])     # Qwen1.5-MoE: the source gives no EP
+    assert not qwen.skipped and "ep=1" in qwen.assumed
