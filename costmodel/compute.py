@@ -249,7 +249,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     # attention core on this rank: queries tok, keys over the full sequence (CP ring brings them)
     heads_local = model.num_heads / tp
     if recipe.flash_attention:
-        fl = 2.0 * tok * s * (q + model.attn_out_dim) / tp * 0.5       # causal: half of the s x s block
+        # causal: each query sees s/2 keys on average (fewer under a sliding window)
+        fl = 2.0 * tok * model.causal_keys_per_query(s) * (q + model.attn_out_dim) / tp
         # each kernel call (a CP ring step) sees s / CP keys per query
         eff = profile.attention_efficiency(recipe.attention_kernel, s / cp)
         attn_f = fl / (peak16 * eff) + launch * cp
@@ -307,7 +308,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
 
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
-    attn_flops = 2.0 * tok * s * (q + model.attn_out_dim) / tp * (0.5 if recipe.flash_attention else 1.0)
+    attn_flops = 2.0 * tok * (model.causal_keys_per_query(s) if recipe.flash_attention else s) * (
+        q + model.attn_out_dim) / tp
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, lg_flops, ce)

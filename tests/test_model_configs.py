@@ -118,3 +118,14 @@ def test_configs_without_experts_refuse_moe_keys_and_dbrx_nesting_is_checked(tmp
     q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
     m = load(dict(q, moe_layers=list(range(0, 24, 2))))       # 12 listed MoE layers, 12 dense
     assert (m.moe_layers, m.num_dense_layers) == (12, 12)
+
+
+def test_sliding_window_layers_attend_to_fewer_keys():
+    """gpt-oss-120b: 18 of 36 layers see the last 128 tokens; at s = 4096 a sliding query sees
+    128 - 128^2 / 8192 = 126 keys on average, a full causal one 2048: mean (2048 + 126) / 2 = 1087.
+    Mistral 7B v0.1 windows every layer at 4096, which binds only above 4096 tokens."""
+    g = load_model("gpt-oss-120b")
+    assert (g.sliding_window, g.sliding_layers) == (128, 18)
+    assert g.causal_keys_per_query(4096) == pytest.approx((2048 + 126) / 2)
+    m = load_model("mistral-7b")
+    assert m.causal_keys_per_query(4096) == 2048 and m.causal_keys_per_query(8192) == pytest.approx(4096 - 1024)

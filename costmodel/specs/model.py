@@ -40,6 +40,9 @@ class ModelSpec:
             counted in :meth:`params` (published totals exclude them), see :meth:`mtp_params`.
         qkv_bias: the Q, K, V projections have biases (Qwen2); ``bias`` implies it.
         qk_norm: per-head RMSNorm on Q and K (Qwen3).
+        sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
+            ``sliding_window`` tokens only (Mistral 7B's every layer; gpt-oss's and Gemma 2's
+            alternate layers, from ``layer_types``); 0 = full causal attention everywhere.
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
@@ -81,6 +84,8 @@ class ModelSpec:
     mtp_layers: int = 0
     qkv_bias: bool = False
     qk_norm: bool = False
+    sliding_window: int = 0
+    sliding_layers: int = 0
 
     # ------------------------------------------------------------------ shape
     @property
@@ -160,6 +165,17 @@ class ModelSpec:
         kv_up = self.num_heads * (self.head_dim + self.v_head_dim)
         return q + ((self.kv_lora_rank + self.qk_rope_head_dim, h, "dup"), (kv_up, self.kv_lora_rank, "col"),
                     (h, self.attn_out_dim, "row"))
+
+    def causal_keys_per_query(self, seq_len) -> float:
+        """Mean keys a query attends to under the causal mask, over the mean layer: s/2 for full
+        attention; w - w^2/(2s) for a sliding window w < s (query i sees min(i, w) keys)."""
+        full = seq_len / 2.0
+        w = self.sliding_window
+        if not self.sliding_layers or not w or w >= seq_len:
+            return full
+        slide = w - w * w / (2.0 * seq_len)
+        f = self.sliding_layers / self.num_layers
+        return (1 - f) * full + f * slide
 
     # ------------------------------------------------------------------ parameters
     def attention_params(self) -> int:

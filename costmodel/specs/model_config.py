@@ -223,7 +223,26 @@ def read_model_config(d: dict, path) -> ModelSpec:
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
-        qk_norm=model_type in ("qwen3", "qwen3_moe"), **mla)
+        qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla)
+
+
+def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
+    """Sliding-window attention: the layers ``layer_types`` marks ``sliding_attention`` (gpt-oss,
+    Gemma 2/3), or every layer of a Mistral config with ``sliding_window`` (MistralAttention applies
+    it in every layer); {} otherwise."""
+    win = _get_int(d, ("sliding_window",), w, required=False, default=0, minimum=0)
+    lt = d.get("layer_types")
+    if not win:
+        return {}
+    if isinstance(lt, list):
+        if len(lt) != layers:
+            raise InputError(w, "layer_types", f"lists {len(lt)} layers, the model has {layers}")
+        n = sum(1 for x in lt if x == "sliding_attention")
+    elif model_type == "mistral":
+        n = layers
+    else:
+        return {}
+    return dict(sliding_window=win, sliding_layers=n) if n else {}
 
 
 def _mla(d: dict, w: str, heads: int) -> dict:
