@@ -184,11 +184,12 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
     if model.is_moe:
-        # an MoE layer's MLP-side collective: Megatron-core's all-to-all dispatcher gathers the
-        # dispatched tokens (top-k copies) over the experts' TP group and reduce-scatters the expert
-        # output (token_dispatcher.py, gather_from_sequence_parallel_region over the TP/ETP group);
-        # with ETP 1 there is none.  It replaces the dense MLP's SP all-gather / reduce-scatter.
-        disp = act * model.topk * t.etp / t.tp
+        # an MoE layer's MLP-side collective over the experts' TP group, in place of the dense MLP's
+        # SP all-gather / reduce-scatter (Megatron-core token_dispatcher.py): with EP > 1 the
+        # all-to-all dispatcher gathers the dispatched tokens (top-k copies) and reduce-scatters
+        # the expert output; with EP = 1 the allgather dispatcher gathers the hidden states once;
+        # with ETP 1 there is none
+        disp = act * np.where(t.ep > 1, model.topk, 1) * t.etp / t.tp
         moe_mlp = np.where(t.etp > 1, group_time_s("all_gather", disp, one, t.etp, cluster, profile)
                            + group_time_s("reduce_scatter", disp, one, t.etp, cluster, profile), 0.0)
         f = model.moe_layer_fraction

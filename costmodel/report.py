@@ -143,9 +143,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["ep"] > 1:
         a.append(f"--expert-model-parallel-size {layout['ep']}")
     if model.is_moe:
-        # what the MoE costs model: the all-to-all token dispatcher and one grouped GEMM over the
-        # local experts (Megatron's defaults are the allgather dispatcher and per-expert GEMMs)
-        a += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
+        # what the MoE costs model: the all-to-all token dispatcher with EP > 1, the allgather one
+        # without, and one grouped GEMM over the local experts (Megatron's defaults are allgather
+        # and per-expert GEMMs)
+        a += [f"--moe-token-dispatcher-type {'alltoall' if layout['ep'] > 1 else 'allgather'}", "--moe-grouped-gemm"]
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")

@@ -84,3 +84,6 @@ def test_expert_tp_gathers_the_dispatched_tokens_over_its_group():
     disp = act * 8
     moe = group_time_s("all_gather", disp, ones, 4, c, p) + group_time_s("reduce_scatter", disp, ones, 4, c, p)
     assert four.tp_layer_fwd_s[0] == pytest.approx(attn[0] + moe[0], rel=1e-12)
+    # EP 1: the allgather dispatcher gathers the hidden states once, like a dense MLP under SP
+    dense_like = comm_times(m, r, c, p, layout(tp=4, dp=2, ep=1, etp=4, sp=True))
+    assert dense_like.tp_layer_fwd_s[0] == pytest.approx(2 * attn[0], rel=1e-12)
