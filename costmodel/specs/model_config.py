@@ -98,9 +98,10 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
     return layers - moe
 
 
-def _nested(d: dict, w: str) -> dict:
-    """The language model's keys: Llama 4's ``text_config``; DBRX's ``ffn_config`` / ``attn_config``
-    flattened to their HF equivalents."""
+def _nested(d: dict, w: str) -> tuple[dict, str]:
+    """The language model's keys and where they are (for messages): Llama 4's ``text_config``;
+    DBRX's ``ffn_config`` / ``attn_config`` checked under their own names, then flattened to their
+    HF equivalents."""
     for key, why in _UNMODELLED.items():
         if d.get(key) is not None and d.get(key) is not False:
             raise InputError(w, key, f"not modelled: {why}")
@@ -126,13 +127,16 @@ def _nested(d: dict, w: str) -> dict:
         return _nested(inner, w + " text_config")
     if isinstance(d.get("ffn_config"), dict) or isinstance(d.get("attn_config"), dict):
         f, a = d.get("ffn_config") or {}, d.get("attn_config") or {}
-        _check_moe_keys(f, w + " ffn_config")
+        wf, wa = w + " ffn_config", w + " attn_config"
+        _check_moe_keys(f, wf)
         out = dict(d)
-        out.update({"intermediate_size": f.get("ffn_hidden_size"), "num_local_experts": f.get("moe_num_experts"),
-                    "num_experts_per_tok": f.get("moe_top_k"), "num_key_value_heads": a.get("kv_n_heads"),
+        out.update({"intermediate_size": _get_int(f, ("ffn_hidden_size",), wf, required=False),
+                    "num_local_experts": _get_int(f, ("moe_num_experts",), wf, required=False),
+                    "num_experts_per_tok": _get_int(f, ("moe_top_k",), wf, required=False),
+                    "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False),
                     "hidden_act": d.get("hidden_act", "silu")})
-        return {k: v for k, v in out.items() if v is not None}
-    return d
+        return {k: v for k, v in out.items() if v is not None}, w
+    return d, w
 
 
 def read_model_config(d: dict, path) -> ModelSpec:
@@ -142,7 +146,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
         InputError: missing or bad key, or a key that changes the count and is not modelled.
     """
     w = str(path)
-    d = _nested(d, w)
+    d, w = _nested(d, w)
     _check_moe_keys(d, w)
     layers = _get_int(d, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), w)
     hidden = _get_int(d, ("hidden_size", "n_embd", "d_model"), w)
