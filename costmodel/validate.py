@@ -112,15 +112,25 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 # recipe switches a row's notes name, the CSV having no column for them
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}))
+# recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
+# tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
+# flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;
+# FlashAttention-2 was the separate gpu-flash2 extra): mosaicml/llm-foundry setup.py at a7d6a447 and
+# b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash
+_SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),)
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
 # sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel)
 _SP_WITH_TP = ("megatron", "nemo")
 
 
 def row_switches(r: dict) -> dict:
-    """Recipe switches the row's notes name (:data:`_NOTE_SWITCHES`), e.g. Liger-Kernel's chunked loss."""
+    """Recipe switches the row's source fixes (:data:`_SOURCE_SWITCHES`) or its notes name
+    (:data:`_NOTE_SWITCHES`), e.g. Liger-Kernel's chunked loss."""
     notes = r.get("notes", "").lower()
     out: dict = {}
+    for source, key, switches in _SOURCE_SWITCHES:
+        if source in r.get("source_file", "") and key in notes:
+            out.update(switches)
     for key, switches in _NOTE_SWITCHES:
         if key in notes:
             out.update(switches)

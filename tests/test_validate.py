@@ -87,6 +87,9 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     assert st.name == "llm-foundry" and st.defaults["optimizer"] == "lionw" and row_zero(mpt) == 3
     m = row_model(mpt, st)
     assert not m.gated and m.tie_embeddings and m.learned_positions and not m.bias
+    # llm-foundry's tables ran flash-attn 1.x (its setup.py when the tables were added)
+    from costmodel.validate import row_switches
+    assert row_switches(mpt) == {"attention_kernel": "fa1"}
     # the row's NumParams (llm-foundry's count, 6,654,664,704) to 0.1%
     assert m.params() == pytest.approx(float(mpt["params_b"]) * 1e9, rel=1e-3)
     sc21 = next(r for r in read_runs_csv(DEV) if "sc21" in r["source_file"])

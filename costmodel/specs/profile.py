@@ -71,10 +71,18 @@ class Profile:
         if k is None:
             if kernel == "fa2":
                 return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
+            if kernel == "fa1":          # without its own fit: FlashAttention-2's over FA2_OVER_FA1
+                return self.attention_efficiency("fa2", seq_len) / FA2_OVER_FA1
             raise InputError(self.path, f"attention.kernels.{kernel}",
                              f"no {kernel} fit for {self.gpu} (fitted: {', '.join(sorted({'fa2', *self.attention_kernels}))}): "
                              "pick another --attention-kernel")
         return k.efficiency(seq_len)
+
+
+#: FlashAttention-2's speed over FlashAttention (v1) on the same GPU: "around 2x speedup compared to
+#: FlashAttention, reaching 50-73% of the theoretical maximum FLOPs/s on A100", where FlashAttention
+#: reaches "only 25-40%" (Dao 2023, "FlashAttention-2", arXiv:2307.08691, abstract)
+FA2_OVER_FA1 = 2.0
 
 
 #: Compute slowdown while a collective runs beside it, when no profile measured one: the mean over

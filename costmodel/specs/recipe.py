@@ -71,6 +71,7 @@ CROSS_ENTROPIES = {c.name: c for c in (
 
 #: fused-attention kernels a recipe may name (each profile fits the ones measured on its GPU)
 ATTENTION_KERNELS = {
+    "fa1": "FlashAttention (v1, Dao et al. 2022; flash-attn 1.x), no Hopper-specific path",
     "fa2": "FlashAttention-2 (Dao 2023; flash-attn 2.x, PyTorch SDPA's flash backend), any GPU from Ampere",
     "fa3": "FlashAttention-3 (Shah et al. 2024; flash-attn 3.x hopper/), Hopper only",
     "fa4": "FlashAttention-4 (flash-attn 4.x CuTe DSL), Blackwell only",
