@@ -130,7 +130,7 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
         wf, wa = w + " ffn_config", w + " attn_config"
         _check_moe_keys(f, wf)
         out = dict(d)
-        out.update({"intermediate_size": _get_int(f, ("ffn_hidden_size",), wf, required=False),
+        out.update({"intermediate_size": _get_int(f, ("ffn_hidden_size",), wf),
                     "num_local_experts": _get_int(f, ("moe_num_experts",), wf, required=False),
                     "num_experts_per_tok": _get_int(f, ("moe_top_k",), wf, required=False),
                     "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False),
