@@ -88,7 +88,7 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
             raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's argument dump "
                              f"({log_path}: {k} = {lv!r}); drop the flag, or pass --allow-override to let it win")
         if fv is not None:
-            out[k], origin[k] = fv, "flag"
+            out[k], origin[k] = fv, ("log" if lv is not None and not _differs(fv, lv) else "flag")
         elif lv is not None:
             out[k], origin[k] = lv, "log"
         elif k in STACK_DEFAULTS.get(stack, {}):
@@ -266,6 +266,22 @@ def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
     if framework == "megatron-deepspeed":
         return (4.0 / 3.0 if recompute == "full" else 1.0), "executed FLOPs (Megatron-DeepSpeed 'TFLOPs')"
     return 1.0, "model FLOPs"
+
+
+def logged_flops_check(rows: list, framework: str, recompute: str) -> list[str]:
+    """A warning when the log's own TFLOP/s/GPU disagrees by more than 10% with the model FLOPs per
+    measured step of the model, sequence length and batch given: one of them is not the run's."""
+    by = {r["name"]: r for r in rows}
+    logged, model = by.get("logged_tflops_per_gpu"), by.get("model_tflops_per_gpu")
+    if not logged or not model or not logged["measured"] or not model["measured"] == model["measured"]:
+        return []
+    f, _ = logged_tflops_factor(framework, recompute)
+    ratio = f * model["measured"] / logged["measured"]
+    if abs(ratio - 1) <= 0.10:
+        return []
+    return [f"the log prints {logged['measured']:.1f} TFLOP/s/GPU, but the model, --seq-len and batch given make "
+            f"{f * model['measured']:.1f} at the measured step ({100 * (ratio - 1):+.0f}%): one of them is not the "
+            "run's"]
 
 
 def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:

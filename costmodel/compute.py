@@ -59,10 +59,11 @@ def layer_matmul_flops_per_token(model: ModelSpec) -> float:
     return attn + f * moe + (1 - f) * dense
 
 
-def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+def attention_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = False) -> float:
     """Forward FLOPs per token of the attention core, full s x s (Megatron convention): QK^T 2 s q_dim
-    plus AV 2 s x (attention output width); 4 s q_dim for MHA/GQA."""
-    return 2.0 * seq_len * (model.q_dim + model.attn_out_dim)
+    plus AV 2 s x (attention output width); 4 s q_dim for MHA/GQA.  ``causal`` counts the lower
+    triangle; sliding-window layers count their window (ModelSpec.attended_keys)."""
+    return 2.0 * model.attended_keys(seq_len, causal) * (model.q_dim + model.attn_out_dim)
 
 
 def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False) -> float:
@@ -73,7 +74,7 @@ def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False)
     ``causal`` counts only the lower triangle of the attention scores (half the s x s FLOPs), the
     convention of sources that report "causal" model FLOPs (e.g. ml-engineering's 6 s^2 d h L).
     """
-    attn = attention_flops_per_token(model, recipe.seq_len) * (0.5 if causal else 1.0)
+    attn = attention_flops_per_token(model, recipe.seq_len, causal)
     per_token = (model.num_layers * (layer_matmul_flops_per_token(model) + attn)
                  + 2.0 * model.hidden * model.vocab)
     return 3.0 * per_token * recipe.gbs * recipe.seq_len

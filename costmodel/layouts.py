@@ -286,7 +286,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
         ("EP > 1 needs an MoE model ({name} is dense)", (model.num_experts == 1) & (t.ep > 1)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
-        ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding)",
+        ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding; "
+         "ETP defaults to TP, --etp 1 runs the experts unsplit)",
          (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
         ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "

@@ -220,7 +220,7 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
         activation="silu" if llama else "gelu", tie_embeddings=not llama, num_experts=experts,
         topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,
         dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"),
-        shared_ffn_hidden=int(m.group(1)) if experts > 1 and (m := _SHARED_EXPERT.search(r.get("notes", ""))) else 0)
+        shared_ffn_hidden=(_shared_expert(r) or 0) if experts > 1 else 0)
 
 
 METRICS = {
@@ -231,6 +231,13 @@ METRICS = {
                             "half where the row's notes say 'causal attention')",
     "tokens_per_s_per_gpu": "tokens/s/GPU (gbs x seq_len / step time / GPUs)",
 }
+
+
+def _shared_expert(r: dict) -> int | None:
+    """The shared-expert width an MoE row's notes give ('shared expert (5632)'), or None when they
+    give none or an unreadable one (not a whole number in 1..10^6)."""
+    m = _SHARED_EXPERT.search(r.get("notes", ""))
+    return int(m.group(1)) if m and 1 <= int(m.group(1)) <= 10**6 else None
 
 
 def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):
@@ -268,6 +275,12 @@ def _skip_reason(r: dict) -> str | None:
     if r.get("precision", "") == "":
         return "precision not published"
     experts = _int(r, "num_experts") or 1
+    if not (r.get("row_id") or "").strip():
+        return "row_id is empty"
+    if experts == 1 and (_int(r, "moe_topk") or 1) > 1:
+        return f"moe_topk {r['moe_topk']} on a row without experts (num_experts empty or 1)"
+    if experts > 1 and "shared expert" in notes.lower() and _shared_expert(r) is None:
+        return "the notes name a shared expert but no width 'shared expert (N)', N a whole number up to 10^6"
     if experts > 1 and not (r.get("moe_topk") or "").strip():
         return "moe_topk not published (an MoE row's experts per token)"
     if experts > 1 and (_int(r, "moe_topk") or 1) > experts:
@@ -353,7 +366,8 @@ def _prepare(r: dict, cache: dict):
     row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
                recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
-               + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ()))
+               + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
+               + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ()))
     if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
         assumed += ("cpu-optimizer-offload-not-modelled",)
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
@@ -432,12 +446,16 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     try:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark
+        lines = [ln for ln in path.read_text(encoding="utf-8-sig").splitlines() if not ln.startswith("#")]
     except OSError as e:
         raise InputError(path, "", f"cannot read file ({e.strerror})") from None
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     rows = list(csv.DictReader(lines))
+    for i, r in enumerate(rows):
+        if None in r:                # DictReader keeps cells beyond the header under None
+            raise InputError(path, f"row {i + 1}", f"{len(r[None])} cell(s) more than the header's columns")
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
             "tp", "pp", "seq_len", "step_time_s"}
     if not rows or not need <= set(rows[0]):

@@ -87,6 +87,12 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     out = json.loads(so)
     assert out["layout"]["ep"] == 8 and out["layout"]["etp"] == 1 and out["layout"]["sp"] is True
     assert "EP 8 x TP 4 exceeds" in out["origin"]["etp"] and "MoE with TP > 1" in out["origin"]["sp"]
+    # a flag that agrees with the dump is the log's value; a --seq-len that is not the run's is flagged
+    rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS[:-1], "4096", "--ep", "8", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["origin"]["ep"] == "log"
+    assert any("the log prints 238.7 TFLOP/s/GPU" in w and "+108%" in w for w in out["warnings"])
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--tp", "8", "--json")
     assert rc == 2 and "--tp: 8 contradicts the log's argument dump" in se and "--allow-override" in se
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--ep", "4", "--allow-override", "--json")

@@ -129,3 +129,38 @@ def test_sliding_window_layers_attend_to_fewer_keys():
     assert g.causal_keys_per_query(4096) == pytest.approx((2048 + 126) / 2)
     m = load_model("mistral-7b")
     assert m.causal_keys_per_query(4096) == 2048 and m.causal_keys_per_query(8192) == pytest.approx(4096 - 1024)
+
+
+def test_family_rules_for_windows_shared_experts_and_nested_defaults(tmp_path):
+    """Each family's Hugging Face semantics: Mixtral windows every layer; Qwen2 from max_window_layers
+    with use_sliding_window; gpt-oss alternates when layer_types is absent; shared experts only where
+    the family has them; DBRX's default kv_n_heads is 1; a Llama 4 text_config without its own
+    model_type is still Llama4TextConfig; q_lora_rank 0 is refused (null means none)."""
+    def load(d):
+        f = tmp_path / "config.json"
+        f.write_text(json.dumps(d))
+        return load_model(str(f))
+    mix = json.loads(open("costmodel/catalog/mixtral-8x7b.json").read())
+    assert (load(dict(mix, sliding_window=4096)).sliding_layers, load(mix).sliding_layers) == (32, 0)
+    with pytest.raises(InputError, match="n_shared_experts: model_type 'mixtral' has no shared experts"):
+        load(dict(mix, n_shared_experts=1))
+    q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
+    assert load(dict(q, use_sliding_window=True, sliding_window=4096, max_window_layers=20)).sliding_layers == 4
+    oss = {k: v for k, v in json.loads(open("costmodel/catalog/gpt-oss-120b.json").read()).items() if k != "layer_types"}
+    assert load(oss).sliding_layers == 18
+    with pytest.raises(InputError, match="sliding_window: missing or 0"):
+        load(dict(oss, sliding_window=0))
+    dbrx = json.loads(open(DATA + "dbrx.json").read())
+    assert load(dict(dbrx, attn_config={"clip_qkv": 8})).num_kv_heads == 1
+    ds = json.loads(open("costmodel/catalog/deepseek-v3.json").read())
+    with pytest.raises(InputError, match="q_lora_rank: must be >= 1"):
+        load(dict(ds, q_lora_rank=0))
+
+
+def test_model_flops_count_the_window_a_sliding_layer_attends():
+    """Mistral 7B at 32k tokens: every layer sees 4,096 keys, so model FLOPs count 4,096 per query
+    (not 32,768) and MFU cannot exceed what the GEMMs deliver."""
+    from costmodel.compute import attention_flops_per_token
+    m = load_model("mistral-7b")
+    assert attention_flops_per_token(m, 32768) == 2.0 * 4096 * (m.q_dim + m.attn_out_dim)
+    assert attention_flops_per_token(m, 2048) == 2.0 * 2048 * (m.q_dim + m.attn_out_dim)

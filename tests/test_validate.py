@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from costmodel.validate import read_runs_csv, summarize, validate_rows
+from costmodel.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 DEV = REPO / "benchmarks" / "data" / "dev_set.csv"
@@ -192,3 +193,34 @@ def test_moe_rows_without_a_usable_top_k_are_skipped_and_an_unpublished_ep_is_li
     assert "moe_topk 9 exceeds num_experts 8" in r9.skipped and "moe_topk not published" in r0.skipped
     (qwen,) = validate_rows([rows["flagperf-019"]])     # Qwen1.5-MoE: the source gives no EP
     assert not qwen.skipped and "ep=1" in qwen.assumed
+
+
+def test_malformed_files_and_moe_rows_are_named(tmp_path):
+    """A byte-order mark is read through; a row with more cells than the header is refused by row;
+    an empty row_id, top-k on a row without experts and an unreadable shared-expert note skip their
+    row; a file none of whose rows is usable exits 2 after printing why."""
+    import subprocess
+    import sys
+    lines = HOPPER.read_text().splitlines()
+    head = lines[0]
+    row = next(ln for ln in lines[1:] if ln.startswith("flagperf-019,"))
+    bom = tmp_path / "bom.csv"
+    bom.write_text("\ufeff" + head + "\n" + row + "\n", encoding="utf-8")
+    assert not validate_rows(read_runs_csv(bom))[0].skipped
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text(head + "\n" + row + ",x,y\n")
+    with pytest.raises(InputError, match="row 1: 2 cell"):
+        read_runs_csv(ragged)
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    q = rows["flagperf-019"]
+    bad = [dict(q, row_id=""), dict(q, row_id="d", num_experts="", moe_topk="4"),
+           dict(q, row_id="s", notes=q["notes"].replace("shared expert (5632)", "shared expert (-5)"))]
+    reasons = [r.skipped for r in validate_rows(bad)]
+    assert "row_id is empty" in reasons[0] and "on a row without experts" in reasons[1]
+    assert "shared expert" in reasons[2] and "whole number" in reasons[2]
+    ok = validate_rows([q])[0]
+    assert "shared_expert=5632" in ok.assumed
+    allbad = tmp_path / "allbad.csv"
+    allbad.write_text(head + "\n" + row.replace("flagperf-019,", ",", 1) + "\n")
+    p = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(allbad)], capture_output=True, text=True)
+    assert p.returncode == 2 and "no usable row" in p.stderr and "row_id is empty" in p.stdout

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from .. import report
-from ..compare import (build_metrics, check_model, model_from_log, per_gpu_rows, resolve_run, trace_metrics,
-                      training_window)
+from ..compare import (build_metrics, check_model, logged_flops_check, model_from_log, per_gpu_rows, resolve_run,
+                      trace_metrics, training_window)
 from ..errors import InputError
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
@@ -108,6 +108,7 @@ def compare(
                         f"over {t1 - t0:.0f} s")
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
+    warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"])
     out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
                iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,

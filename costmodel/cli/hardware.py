@@ -24,7 +24,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
             d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
             eta, hbm_eff, pfile = f"{p.gemm[d].eta_max:.3f}", f"{p.hbm_efficiency:.3f}", p.path
             # fused attention fwd + bwd at an 8k sequence, per fitted kernel (profile attention.kernels)
-            attn = ", ".join(f"{k} {float(p.attention_efficiency(k, 8192)):.2f}" for k in ("fa2", *p.attention_kernels))
+            attn = ", ".join(f"{k} {float(p.attention_efficiency(k, 8192)):.2f}" for k in sorted({"fa2", *p.attention_kernels}))
             pfile = p.key
             pw, th = p.raw.get("power") or {}, p.raw.get("thermal") or {}
             power = (f"{p.power.idle_w:.0f} + {p.power.coeff_w['flop']:.0f} u W, gamma {p.power.gamma:.2f}"

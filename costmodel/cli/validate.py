@@ -28,9 +28,22 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
                                 predicted_oom=r.predicted_oom, assumed=list(r.assumed))
                            for r in results]
         print(json.dumps(summary, indent=2))
+        _require_a_used_row(results, runs)
         return
     out = report.console()
     for x in report.validate_tables(summary, results, rows):
         out.print(x, highlight=False) if isinstance(x, str) else out.print(x)
     if plot is not None:
         out.print(f"wrote {summary['plot']}", highlight=False)
+    _require_a_used_row(results, runs)
+
+
+def _require_a_used_row(results, runs: str) -> None:
+    """A file none of whose rows could be predicted is bad input (the reasons are printed above).
+
+    Raises:
+        InputError: every row was skipped.
+    """
+    from ..errors import InputError
+    if results and all(r.skipped for r in results):
+        raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (reasons above)")

@@ -166,6 +166,17 @@ class ModelSpec:
         return q + ((self.kv_lora_rank + self.qk_rope_head_dim, h, "dup"), (kv_up, self.kv_lora_rank, "col"),
                     (h, self.attn_out_dim, "row"))
 
+    def attended_keys(self, seq_len, causal: bool = False) -> float:
+        """Keys per query the model-FLOPs conventions count, over the mean layer: the full s
+        (Megatron's s x s convention) or :meth:`causal_keys_per_query`; a sliding-window layer
+        counts at most its window."""
+        if causal:
+            return self.causal_keys_per_query(seq_len)
+        if not self.sliding_layers or not self.sliding_window:
+            return float(seq_len)
+        f = self.sliding_layers / self.num_layers
+        return (1 - f) * seq_len + f * min(self.sliding_window, seq_len)
+
     def causal_keys_per_query(self, seq_len) -> float:
         """Mean keys a query attends to under the causal mask, over the mean layer: s/2 for full
         attention; w - w^2/(2s) for a sliding window w < s (query i sees min(i, w) keys)."""

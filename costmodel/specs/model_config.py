@@ -55,6 +55,8 @@ _KNOWN_MOE_KEYS = frozenset((
     "moe_renormalize", "router_bias", "moe_z_loss_coeff", "moe_aux_loss_coeff", "moe_shared_expert_overlap",
     "moe_router_pre_softmax", "moe_router_load_balancing_type", "moe_layers", "uniform_expert_assignment",
 ))
+#: families whose models have shared experts (DeepSeekMoE; Qwen2-MoE's shared_expert; Llama 4's)
+_SHARED_EXPERT_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "qwen2_moe", "llama4_text")
 #: keys of one count that several families spell differently: given twice, they must agree
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
              ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
@@ -120,6 +122,8 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
             raise InputError(w, next(iter(given)), f"contradicts {', '.join(f'{k} = {v!r}' for k, v in given.items())}")
     if isinstance(d.get("text_config"), dict):
         inner = dict(d["text_config"])
+        if d.get("model_type") == "llama4":              # HF builds Llama4TextConfig from it either way
+            inner.setdefault("model_type", "llama4_text")
         for k in ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
                   "_dropout", "_bias", "tie_word_embeddings"):
             if k in d and k not in inner:
@@ -130,10 +134,11 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
         wf, wa = w + " ffn_config", w + " attn_config"
         _check_moe_keys(f, wf)
         out = dict(d)
+        # DbrxAttentionConfig's default kv_n_heads is 1 (huggingface/transformers configuration_dbrx.py)
         out.update({"intermediate_size": _get_int(f, ("ffn_hidden_size",), wf),
                     "num_local_experts": _get_int(f, ("moe_num_experts",), wf, required=False),
                     "num_experts_per_tok": _get_int(f, ("moe_top_k",), wf, required=False),
-                    "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False),
+                    "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False, default=1),
                     "hidden_act": d.get("hidden_act", "silu")})
         return {k: v for k, v in out.items() if v is not None}, w
     return d, w
@@ -231,22 +236,31 @@ def read_model_config(d: dict, path) -> ModelSpec:
 
 
 def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
-    """Sliding-window attention: the layers ``layer_types`` marks ``sliding_attention`` (gpt-oss,
-    Gemma 2/3), or every layer of a Mistral config with ``sliding_window`` (MistralAttention applies
-    it in every layer); {} otherwise."""
+    """Sliding-window attention, as each family's HF attention applies ``sliding_window``: the
+    layers ``layer_types`` marks ``sliding_attention`` (gpt-oss, Gemma 2/3; gpt-oss alternates them
+    when the list is absent); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
+    ``max_window_layers`` on when ``use_sliding_window``; {} otherwise.
+
+    Raises:
+        InputError: ``layer_types`` of the wrong length, or sliding layers without a window.
+    """
     win = _get_int(d, ("sliding_window",), w, required=False, default=0, minimum=0)
     lt = d.get("layer_types")
-    if not win:
-        return {}
+    if isinstance(lt, list) and len(lt) != layers:
+        raise InputError(w, "layer_types", f"lists {len(lt)} layers, the model has {layers}")
+    if model_type == "gpt_oss" and lt is None:
+        lt = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     if isinstance(lt, list):
-        if len(lt) != layers:
-            raise InputError(w, "layer_types", f"lists {len(lt)} layers, the model has {layers}")
         n = sum(1 for x in lt if x == "sliding_attention")
-    elif model_type == "mistral":
+        if n and not win:
+            raise InputError(w, "sliding_window", f"missing or 0, but layer_types marks {n} sliding layers")
+    elif model_type in ("mistral", "mixtral"):
         n = layers
+    elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and d.get("use_sliding_window"):
+        n = layers - _get_int(d, ("max_window_layers",), w, required=False, default=0, minimum=0)
     else:
-        return {}
-    return dict(sliding_window=win, sliding_layers=n) if n else {}
+        n = 0
+    return dict(sliding_window=win, sliding_layers=max(n, 0)) if win and n > 0 else {}
 
 
 def _mla(d: dict, w: str, heads: int) -> dict:
@@ -260,7 +274,8 @@ def _mla(d: dict, w: str, heads: int) -> dict:
     nope = _get_int(d, ("qk_nope_head_dim",), w)
     rope = _get_int(d, ("qk_rope_head_dim",), w)
     v = _get_int(d, ("v_head_dim",), w)
-    q_lora = _get_int(d, ("q_lora_rank",), w, required=False, default=0, minimum=0)
+    # null means no Q bottleneck (DeepSeek-V2-Lite); 0 would be a rank-0 one
+    q_lora = _get_int(d, ("q_lora_rank",), w, required=False, default=0)
     return dict(head_dim=nope, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, v_head_dim=v, q_lora_rank=q_lora)
 
 
@@ -268,6 +283,10 @@ def _shared_width(d: dict, w: str, model_type: str, expert_ffn: int) -> int:
     """Summed FFN width of the shared experts of an MoE layer: DeepSeek ``n_shared_experts`` x
     ``moe_intermediate_size``; Qwen-MoE ``shared_expert_intermediate_size``; Llama 4 one shared
     expert of the experts' width (Llama4TextMoe.shared_expert)."""
+    for key in ("n_shared_experts", "num_shared_experts", "shared_expert_intermediate_size"):
+        if d.get(key) and model_type not in _SHARED_EXPERT_TYPES:
+            raise InputError(w, key, f"model_type {model_type!r} has no shared experts (its Hugging Face model "
+                                     f"ignores the key); shared experts are read for {', '.join(_SHARED_EXPERT_TYPES)}")
     n = _get_int(d, ("n_shared_experts", "num_shared_experts"), w, required=False, default=0, minimum=0)
     if n and d.get("shared_expert_intermediate_size"):
         raise InputError(w, "shared_expert_intermediate_size", "contradicts n_shared_experts: give one of them")
