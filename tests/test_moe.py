@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from costmodel.compute import compute_times
 from costmodel.memory import memory_bytes
@@ -87,3 +88,25 @@ def test_expert_tp_gathers_the_dispatched_tokens_over_its_group():
     # EP 1: the allgather dispatcher gathers the hidden states once, like a dense MLP under SP
     dense_like = comm_times(m, r, c, p, layout(tp=4, dp=2, ep=1, etp=4, sp=True))
     assert dense_like.tp_layer_fwd_s[0] == pytest.approx(2 * attn[0], rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(1, 7), ep=st.sampled_from([1, 2, 4, 8]), etp=st.sampled_from([1, 2]))
+def test_more_experts_per_token_never_shortens_the_step(k, ep, etp):
+    """Routing each token to one more expert adds expert FLOPs, dispatch bytes and a2a volume: the
+    predicted step of Mixtral-8x7B on 16 H100 (TP 2, DP 8) never gets shorter, and the active
+    parameters grow by one expert's MLP per MoE layer."""
+    from dataclasses import replace
+    from costmodel.predict import predict_table
+    from costmodel.layouts import LayoutTable
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096)
+    lay = dict(tp=2, pp=1, dp=8, cp=1, ep=ep, etp=etp, vp=1, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
+    a, b = replace(m, topk=k), replace(m, topk=k + 1)
+    ta = predict_table(a, r, c, p, LayoutTable.from_rows([lay])).step_time_s[0]
+    tb = predict_table(b, r, c, p, LayoutTable.from_rows([lay])).step_time_s[0]
+    assert tb >= ta
+    assert b.params(active=True) - a.params(active=True) == m.num_layers * m.mlp_params(m.ffn_hidden)
+    assert a.params() == b.params() == m.params()
