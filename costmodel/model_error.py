@@ -2,7 +2,8 @@
 
 The fit residuals of a profile (costmodel.uncertainty) say how well the fitted parameters reproduce
 their microbenchmarks; they say nothing of what the model leaves out.  ``costmodel validate`` does:
-on published runs the step-time deviation of a regime (training stack, GPU generation, model size),
+on published runs the step-time deviation of a regime (training stack, GPU generation, model size
+or MoE),
 relative to the prediction, is the model-form error of predictions in that regime.  Its one-sigma
 value is the 68.27th percentile of the regime's absolute relative deviations (the half-width that holds a normal's one-sigma
 share, with no assumption that the errors are centred: a biased model gets a wider band).  The band
@@ -44,9 +45,10 @@ def size_class(params: float) -> str:
     return next(name for limit, name in _SIZES if params < limit)
 
 
-def regime(stack: str, gpu_key: str, params: float) -> tuple:
-    """The regime of a prediction: (stack, GPU generation, size class)."""
-    return (stack, generation(gpu_key), size_class(params))
+def regime(stack: str, gpu_key: str, params: float, moe: bool = False) -> tuple:
+    """The regime of a prediction: (stack, GPU generation, size class); an MoE model's class is
+    ``moe`` (its routing costs err apart from a dense model of its size)."""
+    return (stack, generation(gpu_key), "moe" if moe else size_class(params))
 
 
 def estimate(regimes: list, rel_errors: list) -> dict:

@@ -427,7 +427,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     for (key, model, recipe), members in groups.items():
         cluster, profile = cache[key]
         pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
-        reg = regime(recipe.stack, cluster.gpu.key, model.params())
+        reg = regime(recipe.stack, cluster.gpu.key, model.params(), model.is_moe)
         mf, dtype = mf_table.sigma(reg), gemm_dtype(recipe)
         for i, (row, res) in enumerate(members):
             res.predicted_s = float(pred.step_time_s[i])

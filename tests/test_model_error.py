@@ -17,6 +17,7 @@ def test_regimes_and_fallbacks():
     assert generation("a100-sxm-80gb") == "ampere" and generation("tpu-v5") == "other"
     assert size_class(1.3e9) == "<3B" and size_class(8e9) == "3-30B" and size_class(70e9) == ">30B"
     assert regime("megatron", "h100-sxm-80gb", 70e9) == ("megatron", "hopper", ">30B")
+    assert regime("megatron", "h100-sxm-80gb", 46.7e9, moe=True) == ("megatron", "hopper", "moe")
     # 68.27th percentile of |deviation|: 7 of 10 deviations within it
     tab = estimate([("s", "g", "<3B")] * 10, [0.01 * k for k in range(10)] )
     assert tab["s/g/<3B"]["n"] == 10 and tab["s/g/<3B"]["sigma_rel"] == pytest.approx(0.0614, abs=1e-4)

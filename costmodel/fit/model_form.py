@@ -2,7 +2,7 @@
 
 ``python -m costmodel.fit.model_form [CSV ...] [-o FILE]`` runs ``costmodel validate`` on the dev
 sets (default: benchmarks/data/dev_set.csv and dev_set_hopper.csv of the checkout), groups the used
-rows by regime (costmodel.model_error: stack, GPU generation, model size) and writes each regime's
+rows by regime (costmodel.model_error: stack, GPU generation, model size or MoE) and writes each regime's
 one-sigma relative error with its row count and the inputs' sha256.  Rerun it whenever the model's
 physics changes: the band of every prediction reads this table.
 """
@@ -42,7 +42,7 @@ def measure(paths) -> dict:
             "provenance": {"generated_by": "python -m costmodel.fit.model_form", "inputs": inputs,
                            "rows": len(errors),
                            "estimator": f"{ONE_SIGMA_QUANTILE}th percentile of |measured - predicted| / predicted step time "
-                                        f"per regime (stack/generation/size, then coarser), >= {MIN_ROWS} rows"}}
+                                        f"per regime (stack/generation/size or moe, then coarser), >= {MIN_ROWS} rows"}}
 
 
 def main(argv=None) -> int:
