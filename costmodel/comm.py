@@ -13,8 +13,11 @@ Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et
   all-reduces; the same again in backward (and in a full-recompute forward).
 * CP (ring attention, Liu et al. 2023; Megatron-core CP): CP-1 exchanges of the local K and V
   chunk per layer forward, twice the bytes (K, V and their gradients) in backward.
-* EP: an all-to-all dispatch and combine of tokens x top-k x h per MoE layer, forward and backward
-  (Lepikhin et al. 2021, GShard).
+* EP: per MoE layer, forward and backward, by the recipe's dispatcher (costmodel.moe): an
+  all-to-all dispatch and combine of tokens x top-k x h (Lepikhin et al. 2021, GShard), then the
+  gather / reduce-scatter of those over the experts' TP group; or the all-gather and
+  reduce-scatter of the hidden states over the EP x ETP group (allgather); or DeepEP's dispatch
+  and combine at its measured bandwidths (flex).  The busiest rank's load sets the pace.
 * PP: one send of the stage-boundary activation (tokens x h, each TP rank its 1/TP slice, Megatron
   scatter-gather optimisation, SC21 section 4.1; the whole tensor from every TP rank on DeepSpeed's
   pipeline engine, costmodel.stacks) per micro-batch per virtual stage, and one of the gradient back.
@@ -32,7 +35,7 @@ import numpy as np
 from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
-from .moe import max_load_factor
+from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, busiest_rank_load, remote_nodes_per_token
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
 
@@ -96,7 +99,9 @@ class CommTimes:
 
     tp_layer_fwd_s / tp_layer_bwd_s: TP collectives of one layer per micro-batch.
     cp_layer_fwd_s / cp_layer_bwd_s: CP ring exchange of one layer per micro-batch.
-    ep_layer_fwd_s / ep_layer_bwd_s: EP all-to-alls of one MoE layer per micro-batch.
+    ep_layer_fwd_s / ep_layer_bwd_s: the MoE token dispatch and combine (all-to-alls, the experts'
+        TP gather, or the allgather dispatcher's collectives) per micro-batch, weighted by the MoE
+        layers' share of the layers.
     pp_p2p_s: one stage-boundary send/recv of one micro-batch.
     dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
     dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
@@ -166,6 +171,42 @@ def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
     return (model.layer_params() - expert) / t.tp + expert / (t.etp * t.ep)
 
 
+def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t: LayoutTable,
+                  tok, load):
+    """Token movement of one MoE layer per micro-batch (one pass), arrays, s (Megatron-core
+    token_dispatcher.py).  The dispatcher runs on the default stream: Transformer Engine's TP-comm
+    overlap (userbuffers, in its linear layers) does not hide it.
+
+    allgather: all-gather of the hidden states over the EP x ETP group (stride 1) and the
+    reduce-scatter of the expert output back.  alltoall: two all-to-alls over the EP group (stride
+    ETP) of this rank's tokens x top-k x h (SP shards the tokens over TP), then the experts' TP
+    group gathers those and reduce-scatters the output, all at the busiest rank's load.  flex
+    (DeepEP): each token crosses the network once per remote node holding one of its experts, and
+    NVLink carries every routed copy, at DeepEP's measured bandwidths; the slower of the two sets the
+    pace, plus one hop latency each (costmodel.moe); the ETP gather as for alltoall.
+    """
+    one = np.ones(len(t))
+    act = tok * model.hidden * ACT_BYTES
+    if recipe.moe_dispatcher == "allgather":
+        grp, gathered = t.etp * t.ep, act * t.etp * t.ep / t.tp
+        return np.where(grp > 1, group_time_s("all_gather", gathered, one, grp, cluster, profile)
+                        + group_time_s("reduce_scatter", gathered, one, grp, cluster, profile), 0.0)
+    tok_sp = tok / np.where(t.sp, t.tp, 1)
+    copies = tok_sp * model.topk * model.hidden * ACT_BYTES * load
+    disp = act * model.topk * t.etp / t.tp * load
+    etp_t = np.where(t.etp > 1, group_time_s("all_gather", disp, one, t.etp, cluster, profile)
+                     + group_time_s("reduce_scatter", disp, one, t.etp, cluster, profile), 0.0)
+    if recipe.moe_dispatcher == "alltoall":
+        return 2 * group_time_s("all_to_all", copies, t.etp, t.ep, cluster, profile) + etp_t
+    G = cluster.gpus_per_node
+    k, nodes = group_span(t.etp, t.ep, G)
+    t_nvl = copies * (k - 1) / np.maximum(k, 1) / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s) + cluster.intra_latency_s
+    rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk) * load
+    t_rdma = np.where(nodes > 1, rdma / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)
+                      + cluster.inter_latency_s, 0.0)
+    return np.where(t.ep > 1, 2 * np.maximum(t_nvl, t_rdma), 0.0) + etp_t
+
+
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
@@ -183,17 +224,14 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
+    load = 1.0
     if model.is_moe:
-        # an MoE layer's MLP-side collective over the experts' TP group, in place of the dense MLP's
-        # SP all-gather / reduce-scatter (Megatron-core token_dispatcher.py): with EP > 1 the
-        # all-to-all dispatcher gathers the dispatched tokens (top-k copies) and reduce-scatters
-        # the expert output; with EP = 1 the allgather dispatcher gathers the hidden states once;
-        # with ETP 1 there is none
-        disp = act * np.where(t.ep > 1, model.topk, 1) * t.etp / t.tp
-        moe_mlp = np.where(t.etp > 1, group_time_s("all_gather", disp, one, t.etp, cluster, profile)
-                           + group_time_s("reduce_scatter", disp, one, t.etp, cluster, profile), 0.0)
+        # an MoE layer's MLP has no SP all-gather / reduce-scatter: its dispatcher moves the tokens
+        # (the EP term below); the attention's stay
+        load = busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tok, t.tp,
+                                 t.etp, t.ep)
         f = model.moe_layer_fraction
-        tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar) + f * moe_mlp
+        tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar)
     tp_b = tp_f.copy()
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
@@ -204,16 +242,9 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)
     cp_b = 2 * cp_f
 
-    # EP: stride TP, tokens x topk x h per TP rank (SP shards tokens over TP); dispatch and combine
-    # in the MoE layers only (the mean layer carries their share)
-    if model.is_moe:
-        n_a2a = tok / np.where(t.sp, t.tp, 1) * model.topk * h * ACT_BYTES
-        a2a = group_time_s("all_to_all", n_a2a, t.etp, t.ep, cluster, profile)    # EP stride ETP
-        # the busiest rank receives its load over the mean more (costmodel.moe)
-        kappa = max_load_factor(tok * model.topk * t.etp / t.tp, t.ep)
-        ep_f = 2 * a2a * kappa * model.moe_layer_fraction
-    else:
-        ep_f = np.zeros(len(t))
+    # EP (stride ETP): dispatch and combine in the MoE layers only (the mean layer carries their share)
+    ep_f = (model.moe_layer_fraction * _ep_dispatch_s(model, recipe, cluster, profile, t, tok, load)
+            if model.is_moe else np.zeros(len(t)))
     ep_b = ep_f.copy()
 
     # PP: stride TP*CP*DP; each TP rank sends its 1/TP slice; every GPU of a boundary stage crosses

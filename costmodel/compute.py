@@ -34,7 +34,7 @@ import numpy as np
 from .errors import InputError
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
-from .moe import DISPATCH_COPIES, dispatch_bytes, max_load_factor
+from .moe import DISPATCH_COPIES, busiest_rank_load, permute_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import EAGER_OP_OVERHEAD_S, STACKS
 
@@ -139,12 +139,18 @@ class ComputeTimes:
     logits_ce_s: np.ndarray
 
 
-def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
+def _expert_load(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp):
+    """The busiest EP rank's expert load over the mean (costmodel.moe.busiest_rank_load)."""
+    return busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tok, tp, t.etp, t.ep)
+
+
+def _weight_gemms(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, gemm3) -> dict:
     """Weight-GEMM times of the mean layer per micro-batch on one GPU (arrays, s): attention
     projections as TP splits them (column: output width / TP, row: input width / TP, duplicated:
     whole), the MLP of dense layers and of MoE layers (routed experts over the local experts, router,
-    shared experts) weighted by the MoE share.  Also the GEMM input / output widths per token, which
-    fp8 recipes cast (keys gemm_in, gemm_out)."""
+    shared experts) weighted by the MoE share; the local experts run as one grouped GEMM, or one
+    GEMM each (its own launch and partial wave) without ``moe_grouped_gemm``.  Also the GEMM input /
+    output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out)."""
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = 0.0
     gemm_in = gemm_out = 0.0
@@ -166,9 +172,13 @@ def _weight_gemms(model: ModelSpec, t: LayoutTable, tok, tp, gemm3) -> dict:
         etp = t.etp.astype(np.float64)
         m_exp = tok * model.topk * t.ep * etp / (model.num_experts * tp)
         # the busiest EP rank sets the pace: its load over the mean (costmodel.moe)
-        kappa = max_load_factor(tok * model.topk * etp / tp, t.ep)
-        e1_f, e1_b = (kappa * x for x in gemm3(m_exp, mats_in * ffn / etp, h, E_local))
-        e2_f, e2_b = (kappa * x for x in gemm3(m_exp, h, ffn / etp, E_local))
+        m_exp = m_exp * _expert_load(model, recipe, t, tok, tp)
+        if recipe.moe_grouped_gemm:
+            e1_f, e1_b = gemm3(m_exp, mats_in * ffn / etp, h, E_local)
+            e2_f, e2_b = gemm3(m_exp, h, ffn / etp, E_local)
+        else:
+            e1_f, e1_b = (E_local * x for x in gemm3(m_exp, mats_in * ffn / etp, h))
+            e2_f, e2_b = (E_local * x for x in gemm3(m_exp, h, ffn / etp))
         rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
         sw = model.shared_ffn_hidden
         s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
@@ -242,7 +252,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     def mem(bytes_, kernels):
         return bytes_ / (hbm * eta_hbm) + kernels * launch
 
-    w = _weight_gemms(model, t, tok, tp, gemm3)
+    w = _weight_gemms(model, recipe, t, tok, tp, gemm3)
     fc1_f, colpar_f, gemm_in, gemm_out = w["fc1_f"], w["colpar_f"], w["gemm_in"], w["gemm_out"]
     gemm_f, gemm_b = w["gemm_f"], w["gemm_b"]
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
@@ -284,7 +294,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
     if model.is_moe:
         # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
-        perm = model.moe_layer_fraction * mem(dispatch_bytes(tok / sp_div, model.topk, h, ACT_BYTES), 2 * DISPATCH_COPIES)
+        rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep,
+                            _expert_load(model, recipe, t, tok, tp))
+        perm = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm, ew_b + perm
     if dt == "fp8":
         # Transformer Engine quantizes each fp8 GEMM operand with a fused cast-transpose kernel: the

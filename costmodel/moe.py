@@ -12,7 +12,24 @@ memory traffic of moving tokens to and from their experts.
   chunks by local expert, and the reverse two after the experts (unsort, then unpermute with the
   routing probabilities) (megatron/core/transformer/moe/token_dispatcher.py,
   MoEAlltoAllTokenDispatcher; moe_utils.permute / sort_chunks_by_idxs / unpermute).  Each copy
-  reads and writes the token's hidden vector.
+  reads and writes the token's hidden vector.  The expert-side copies (sort, unsort) touch what the
+  rank received: its load, times ETP when the experts' TP group gathers the tokens.  The
+  allgather dispatcher (MoEAllGatherTokenDispatcher) instead gathers every token of the EP x ETP
+  group, picks its experts' rows (one copy of the local rows each way) and scatter-adds the
+  expert output into a zeroed buffer of all gathered tokens, reduce-scattered after.  DeepEP
+  (flex) writes the received tokens in place; Megatron's flex dispatcher then permutes them by
+  local expert and back (one copy each way).
+* Capacity.  With a capacity factor c each expert keeps at most c x its mean token count and
+  drops the rest (Lepikhin et al. 2021, GShard sec. 2.2; Megatron ``--moe-expert-capacity-factor``),
+  so the busiest rank's load is at most c x the mean; padded to capacity, every expert computes
+  and sends exactly c x the mean (``--moe-pad-expert-input-to-capacity``; DeepSpeed-MoE's
+  einsum dispatch into [experts, capacity] buffers).
+* DeepEP.  The normal (training) kernels reach 153 / 158 GB/s dispatch / combine over NVLink on
+  H800 (datasheet 200 GB/s per direction) and 43 GB/s per 400 Gb/s CX7 NIC at EP16 over RDMA
+  (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding";
+  hardware/profiles/data/deepep_normal_kernels_h800_b200.md); V2 reaches 726 / 740 GB/s on B200's
+  900 GB/s NVLink (DeepEP README).  A token goes once to each remote node holding one of its
+  experts, then over NVLink to the expert's GPU (DeepSeek-V3 sec. 3.2.2, node-limited routing).
 """
 from __future__ import annotations
 
@@ -20,6 +37,11 @@ import numpy as np
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
+#: DeepEP normal kernels' bottleneck bandwidth over the link's datasheet bandwidth: NVLink, the
+#: lower of dispatch 153 and combine 158 GB/s on H800's 200 GB/s; RDMA, 43 GB/s at EP16 (the lowest
+#: internode row) on a 50 GB/s NIC (module docstring)
+DEEPEP_NVLINK_EFFICIENCY = 153.0 / 200.0
+DEEPEP_RDMA_EFFICIENCY = 43.0 / 50.0
 
 
 def max_load_factor(assignments_per_rank, ranks) -> np.ndarray:
@@ -39,8 +61,47 @@ def max_load_factor(assignments_per_rank, ranks) -> np.ndarray:
     return np.where(n > 1, 1.0 + np.sqrt(2.0 * ln / np.maximum(mu, ln)), 1.0)
 
 
-def dispatch_bytes(tokens, topk: int, hidden: int, elem_bytes: float):
-    """HBM bytes one direction of token dispatch and combine moves (forward; backward moves the
-    same gradients): DISPATCH_COPIES copies, each reading and writing ``tokens`` x ``topk`` rows
-    of ``hidden`` elements."""
-    return DISPATCH_COPIES * 2.0 * tokens * topk * hidden * elem_bytes
+def expert_load_factor(kappa, capacity_factor: float, pad: bool):
+    """The busiest EP rank's expert load over the mean load: ``kappa`` dropless, capped at the
+    capacity factor when tokens beyond it drop, exactly the capacity factor when padded
+    (module docstring).  Arrays broadcast."""
+    kappa = np.asarray(kappa, dtype=np.float64)
+    if capacity_factor <= 0:
+        return kappa
+    return np.full_like(kappa, capacity_factor) if pad else np.minimum(kappa, capacity_factor)
+
+
+def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
+    """Token rows one direction of dispatch + combine copies on one GPU (forward; backward copies
+    the gradients the same way), each copy reading and writing a hidden vector.
+
+    Args:
+        dispatcher: 'alltoall', 'allgather' or 'flex' (costmodel.specs.MOE_DISPATCHERS).
+        tokens: tokens of this rank entering the MoE layer (sequence-parallel shard), array.
+        topk: experts per token.
+        etp, ep: the experts' TP and EP degrees, arrays.
+        load: the rank's expert load over the mean (:func:`expert_load_factor`).
+    Returns:
+        array of rows (module docstring for the copies each dispatcher makes).
+    Raises:
+        KeyError: an unknown dispatcher.
+    """
+    received = tokens * topk * etp * load          # expert-side rows after the gather over ETP
+    return {"alltoall": lambda: DISPATCH_COPIES / 2 * (tokens * topk + received),
+            "allgather": lambda: 2 * received + tokens * etp * ep,
+            "flex": lambda: 2 * received}[dispatcher]()
+
+
+def remote_nodes_per_token(nodes, topk: int):
+    """Expected remote nodes a token's ``topk`` experts land on, experts spread uniformly over
+    ``nodes`` nodes: (N - 1)(1 - (1 - 1/N)^k) (each remote node is missed by all k picks with
+    probability (1 - 1/N)^k, picks taken independent).  Arrays broadcast; 0 for one node."""
+    n = np.asarray(nodes, dtype=np.float64)
+    return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** topk)
+
+
+def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, etp, ep):
+    """The busiest EP rank's expert load over the mean, for ``tokens`` per micro-batch on the rank
+    (after CP): the balls-into-bins bound over its tokens x top-k x ETP / TP assignments, then the
+    capacity (:func:`expert_load_factor`).  Arrays broadcast."""
+    return expert_load_factor(max_load_factor(tokens * topk * etp / tp, ep), capacity_factor, pad)

@@ -143,10 +143,17 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["ep"] > 1:
         a.append(f"--expert-model-parallel-size {layout['ep']}")
     if model.is_moe:
-        # what the MoE costs model: the all-to-all token dispatcher with EP > 1, the allgather one
-        # without, and one grouped GEMM over the local experts (Megatron's defaults are allgather
-        # and per-expert GEMMs)
-        a += [f"--moe-token-dispatcher-type {'alltoall' if layout['ep'] > 1 else 'allgather'}", "--moe-grouped-gemm"]
+        # the MoE switches the costs modelled, each printed (Megatron's defaults: allgather,
+        # per-expert GEMMs, dropless)
+        a.append(f"--moe-token-dispatcher-type {recipe.moe_dispatcher}")
+        if recipe.moe_dispatcher == "flex":
+            a.append("--moe-enable-deepep")
+        if recipe.moe_grouped_gemm:
+            a.append("--moe-grouped-gemm")
+        if recipe.moe_capacity_factor > 0:
+            a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
+        if recipe.moe_pad_to_capacity:
+            a.append("--moe-pad-expert-input-to-capacity")
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, OPTIMIZERS, Recipe
+from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, Recipe
 
 
 #: CPU time of one eager PyTorch call, s: ``x + 1`` in eager mode takes 4.5 us of fixed overhead
@@ -66,7 +66,7 @@ class RecipeSwitch:
 
     Attributes:
         name: the :class:`costmodel.specs.Recipe` field (the flag is its name with dashes).
-        kind: 'bool' (``--name/--no-name``) or 'choice' (``--name VALUE``).
+        kind: 'bool' (``--name/--no-name``), 'choice' (``--name VALUE``) or 'float' (``--name X``).
         help: the flag's help, without the default.
         choices: the accepted values of a 'choice'.
     """
@@ -92,6 +92,14 @@ RECIPE_SWITCHES = (
                  tuple(CROSS_ENTROPIES)),
     RecipeSwitch("attention_kernel", "choice", "Fused-attention kernel: its fitted efficiency by sequence length.",
                  tuple(ATTENTION_KERNELS)),
+    RecipeSwitch("moe_dispatcher", "choice", "MoE token dispatcher: what the dispatch and combine move, and "
+                 "the token copies around them.", tuple(MOE_DISPATCHERS)),
+    RecipeSwitch("moe_grouped_gemm", "bool", "MoE: the local experts as one grouped GEMM (off: one GEMM per "
+                 "expert, each with its launch and its own partial wave)."),
+    RecipeSwitch("moe_capacity_factor", "float", "MoE: expert capacity as a multiple of the mean tokens per "
+                 "expert, tokens beyond it dropped; 0 = dropless."),
+    RecipeSwitch("moe_pad_to_capacity", "bool", "MoE: pad every expert's tokens to its capacity (fixed-size "
+                 "buffers; needs a capacity factor)."),
 )
 
 
@@ -155,23 +163,38 @@ class Stack:
         return self.defaults["flash_attention"]
 
 
-def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab):
+#: MoE defaults: Megatron-core's TransformerConfig / arguments.py (``moe_token_dispatcher_type``
+#: "allgather", ``moe_grouped_gemm`` False, ``moe_expert_capacity_factor`` None = dropless), which
+#: NeMo's model configs inherit; DeepSpeed-MoE (deepspeed/moe/layer.py MoE: ``capacity_factor=1.0``,
+#: ``drop_tokens=True``, tokens einsum-dispatched into fixed [experts, capacity] buffers, one GEMM per
+#: local expert in its Experts loop), which BigScience's Megatron-DeepSpeed uses; torchtitan
+#: (all_to_all_single dispatch, ``use_grouped_mm`` True, dropless); llm-foundry (MegaBlocks dMoE:
+#: all-to-all, dropless, grouped/block-sparse expert GEMMs)
+_MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
+                     moe_pad_to_capacity=False)
+_MOE_DEEPSPEED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=False, moe_capacity_factor=1.0,
+                      moe_pad_to_capacity=True)
+_MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_capacity_factor=0.0,
+                             moe_pad_to_capacity=False)
+
+
+def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab, moe):
     # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend; the
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
-                            cross_entropy=cross_entropy, attention_kernel="fa2"), pads_vocab,
+                            cross_entropy=cross_entropy, attention_kernel="fa2", **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab)
 
 
 STACKS = {s.name: s for s in (
-    _stack("megatron", True, False, "adam", "megatron", True),
-    _stack("megatron-legacy", False, False, "adam", "megatron", True),
-    _stack("megatron-deepspeed", False, False, "adam", "megatron", True),
-    _stack("nemo", True, True, "adam", "megatron", True),
-    _stack("torchtitan", True, False, "adamw", "eager", False),
-    _stack("llm-foundry", True, False, "lionw", "fused", False),
-    _stack("deepspeed", True, False, "adamw", "eager", False),
+    _stack("megatron", True, False, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("megatron-legacy", False, False, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("megatron-deepspeed", False, False, "adam", "megatron", True, _MOE_DEEPSPEED),
+    _stack("nemo", True, True, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("torchtitan", True, False, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
+    _stack("llm-foundry", True, False, "lionw", "fused", False, _MOE_DROPLESS_GROUPED),
+    _stack("deepspeed", True, False, "adamw", "eager", False, _MOE_DEEPSPEED),
 )}
 
 

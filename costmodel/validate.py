@@ -111,7 +111,8 @@ _SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an Mo
 _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
 # recipe switches a row's notes name, the CSV having no column for them
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
-                  ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}))
+                  ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
+                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}))
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;

@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from costmodel.compute import compute_times
 from costmodel.memory import memory_bytes
-from costmodel.moe import DISPATCH_COPIES, dispatch_bytes, max_load_factor
+from costmodel.moe import (DISPATCH_COPIES, expert_load_factor, max_load_factor, permute_rows,
+                           remote_nodes_per_token)
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile
 
 from conftest import layout
@@ -25,9 +26,50 @@ def test_max_load_follows_raab_steger():
         max_load_factor(0, 8)
 
 
-def test_dispatch_moves_four_copies_each_way():
+def test_dispatchers_copy_what_each_rank_holds():
+    """1000 tokens, top-2: the all-to-all dispatcher copies the sent rows twice (permute, unpermute)
+    and the received rows twice (sort, unsort): 4 x 2000 at ETP 1 and even load; with ETP 4 the
+    received rows are the 4-way gather at the busiest rank's load.  The allgather dispatcher picks
+    its rows and scatter-adds them back (2 x received) into all EP x ETP x 1000 gathered tokens."""
     assert DISPATCH_COPIES == 4
-    assert dispatch_bytes(1000, 2, 4096, 2.0) == 4 * 2 * 1000 * 2 * 4096 * 2.0
+    assert permute_rows("alltoall", 1000, 2, 1, 8, 1.0) == 4 * 2000
+    assert permute_rows("alltoall", 1000, 2, 4, 8, 1.25) == 2 * 2000 + 2 * 2000 * 4 * 1.25
+    assert permute_rows("allgather", 1000, 2, 4, 2, 1.0) == 2 * 8000 + 8000
+    assert permute_rows("flex", 1000, 2, 1, 8, 1.1) == pytest.approx(2 * 2200)
+
+
+def test_capacity_caps_or_pads_the_busiest_load():
+    """Dropless: the balls-into-bins load; capacity factor 1.25 drops what exceeds it; padded, every
+    expert runs exactly its capacity (GShard)."""
+    k = np.array([1.06, 1.6])
+    assert list(expert_load_factor(k, 0.0, False)) == [1.06, 1.6]
+    assert list(expert_load_factor(k, 1.25, False)) == [1.06, 1.25]
+    assert list(expert_load_factor(k, 1.25, True)) == [1.25, 1.25]
+
+
+def test_remote_nodes_per_token():
+    """Top-8 over 4 nodes misses a given remote node with probability (3/4)^8: 3 (1 - 0.75^8) remote
+    nodes on average (DeepSeek-V3's node-limited routing caps it at 4); one node: none."""
+    assert remote_nodes_per_token(4, 8) == pytest.approx(3 * (1 - 0.75 ** 8))
+    assert remote_nodes_per_token(1, 8) == 0.0
+    assert remote_nodes_per_token(64, 1) == pytest.approx(63 / 64)
+
+
+def test_per_expert_gemms_cost_launches_and_waves_the_grouped_gemm_saves():
+    """Qwen3-30B-A3B at EP8 (16 local experts of width 768, ~1.5k rows each): one GEMM per expert
+    pays 16 launches and 16 partial last waves, so the per-expert MLP is slower than the grouped one
+    and the difference is at least the 15 extra launches per GEMM."""
+    from dataclasses import replace
+    m = load_model("qwen3-30b-a3b")
+    c = load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall")
+    a = layout(tp=1, dp=8, ep=8, etp=1, zero=1)
+    g, s = compute_times(m, r, c, p, a), compute_times(m, replace(r, moe_grouped_gemm=False), c, p, a)
+    launch = p.gemm["bf16"].launch_s
+    # 2 expert GEMMs x (fwd + dgrad + wgrad) x 15 extra launches, in the MoE layers (all of them)
+    assert s.layer_fwd_s[0] - g.layer_fwd_s[0] >= 2 * 15 * launch * 0.999
+    assert s.layer_bwd_s[0] - g.layer_bwd_s[0] >= 4 * 15 * launch * 0.999
 
 
 def test_expert_tp_moves_expert_flops_nowhere_and_shards_expert_weights_over_ep_x_etp():
@@ -69,25 +111,51 @@ def test_mtp_module_runs_a_layer_and_the_head_again_on_the_last_stage():
 
 
 def test_expert_tp_gathers_the_dispatched_tokens_over_its_group():
-    """Qwen3-30B-A3B at TP 4, EP 2 with SP: ETP 1 sends SP-sharded tokens straight to the all-to-all
-    (the MoE layer's TP collective is the attention's alone); ETP 4 also gathers and reduce-scatters
-    the top-8 dispatched tokens over 4 ranks."""
+    """Qwen3-30B-A3B (every layer MoE) at TP 4, EP 2 with SP: the TP collectives are the attention's
+    alone; the all-to-all dispatcher sends the SP-sharded top-8 copies over EP (stride ETP) and,
+    with ETP 4, gathers and reduce-scatters them over the experts' 4 ranks, all at the busiest
+    rank's balls-into-bins load.  The allgather dispatcher at EP 1 gathers the hidden states once,
+    like a dense MLP under SP."""
     from costmodel.comm import comm_times, group_time_s
     m = load_model("qwen3-30b-a3b")
     c = load_cluster("dgx-h100", nodes=1)
     p = load_profile(c.gpu.key)
-    r = Recipe(gbs=64, seq_len=4096)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall")
     one, four = (comm_times(m, r, c, p, layout(tp=4, dp=2, ep=2, etp=e, sp=True)) for e in (1, 4))
     act = 4096 * 2048 * 2.0
     ones = np.ones(1)
     attn = group_time_s("all_gather", act, ones, 4, c, p) + group_time_s("reduce_scatter", act, ones, 4, c, p)
     assert one.tp_layer_fwd_s[0] == pytest.approx(attn[0], rel=1e-12)
-    disp = act * 8
-    moe = group_time_s("all_gather", disp, ones, 4, c, p) + group_time_s("reduce_scatter", disp, ones, 4, c, p)
-    assert four.tp_layer_fwd_s[0] == pytest.approx(attn[0] + moe[0], rel=1e-12)
-    # EP 1: the allgather dispatcher gathers the hidden states once, like a dense MLP under SP
-    dense_like = comm_times(m, r, c, p, layout(tp=4, dp=2, ep=1, etp=4, sp=True))
-    assert dense_like.tp_layer_fwd_s[0] == pytest.approx(2 * attn[0], rel=1e-12)
+    assert four.tp_layer_fwd_s[0] == pytest.approx(attn[0], rel=1e-12)
+    k4 = max_load_factor(4096 * 8 * 4 / 4, 2)
+    a2a = group_time_s("all_to_all", act / 4 * 8 * k4, 4 * ones, 2 * ones, c, p)
+    gather = group_time_s("all_gather", act * 8 * k4, ones, 4, c, p) + \
+        group_time_s("reduce_scatter", act * 8 * k4, ones, 4, c, p)
+    assert four.ep_layer_fwd_s[0] == pytest.approx(2 * a2a[0] + gather[0], rel=1e-12)
+    from dataclasses import replace
+    dense_like = comm_times(m, replace(r, moe_dispatcher="allgather"), c, p, layout(tp=4, dp=2, ep=1, etp=4, sp=True))
+    assert dense_like.ep_layer_fwd_s[0] == pytest.approx(attn[0], rel=1e-12)
+
+
+def test_allgather_dispatcher_moves_ep_times_the_tokens_and_deepep_sends_each_once_per_node():
+    """Mixtral 8x7B, TP 1, EP 8 inside a node: the allgather dispatcher gathers all 8 ranks' tokens
+    (8 x h per token) where the all-to-all moves top-2 copies, so it is slower; DeepSeek-V3 at EP 16
+    over two nodes: DeepEP sends a token over RDMA once per remote node (at most 1 here) instead of
+    once per remote expert (top-8: about 4), so flex beats alltoall."""
+    from dataclasses import replace
+    from costmodel.comm import comm_times
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall")
+    t = layout(tp=1, dp=16, ep=8, etp=1)
+    ag, a2a = (comm_times(m, replace(r, moe_dispatcher=d), c, p, t).ep_layer_fwd_s[0] for d in ("allgather", "alltoall"))
+    assert ag > 2 * a2a
+    d = load_model("deepseek-v3")
+    t16 = layout(tp=1, pp=8, dp=16, ep=16, etp=1)
+    c16 = load_cluster("dgx-h100", nodes=16)
+    flex, a2a = (comm_times(d, replace(r, moe_dispatcher=x), c16, p, t16).ep_layer_fwd_s[0] for x in ("flex", "alltoall"))
+    assert flex < a2a
 
 
 @settings(max_examples=25, deadline=None)
@@ -110,3 +178,23 @@ def test_more_experts_per_token_never_shortens_the_step(k, ep, etp):
     assert tb >= ta
     assert b.params(active=True) - a.params(active=True) == m.num_layers * m.mlp_params(m.ffn_hidden)
     assert a.params() == b.params() == m.params()
+
+
+def test_padded_capacity_holds_capacity_factor_times_the_routed_activations():
+    """Mixtral 8x7B, EP 8: padding every expert to capacity factor 2 stores twice the mean routed
+    tokens' MLP activations and dispatched copies; dropless stores the busiest rank's
+    balls-into-bins load; a capacity factor of 1 without padding caps it at the mean."""
+    from dataclasses import replace
+    from costmodel.memory import activation_bytes_per_layer
+    from costmodel.moe import busiest_rank_load
+    m = load_model("mixtral-8x7b")
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall")
+    t = layout(tp=1, dp=16, ep=8, etp=1)
+    tok, B = 4096, 2.0
+    routed = tok * (3 * 2 * 14336 + 2 * 4096 * 2) * B          # per unit load: SwiGLU in + FC2 in, dispatched copies
+    base = activation_bytes_per_layer(m, replace(r, moe_capacity_factor=1.0), t)[0]
+    padded = activation_bytes_per_layer(m, replace(r, moe_capacity_factor=2.0, moe_pad_to_capacity=True), t)[0]
+    dropless = activation_bytes_per_layer(m, r, t)[0]
+    assert padded - base == pytest.approx(routed, rel=1e-12)
+    kappa = busiest_rank_load(2, 0.0, False, tok, 1, 1, 8)[()]
+    assert dropless - base == pytest.approx((kappa - 1) * routed, rel=1e-12)

@@ -105,6 +105,8 @@ def with_recipe_flags(default_note: str = "the stack's"):
         if w.kind == "bool":
             return Optional[bool], typer.Option(None, f"{w.cli_flag}/--no-{w.cli_flag[2:]}",
                                                 help=f"{w.help} (default: {default_note}.)")
+        if w.kind == "float":
+            return Optional[float], typer.Option(None, w.cli_flag, help=f"{w.help} (default: {default_note}.)")
         return Optional[str], typer.Option(None, w.cli_flag, help=f"{', '.join(w.choices)}. {w.help} "
                                            f"(default: {default_note}.)")
     return lambda fn: _append_options(fn, "recipe_flags", [(w.name, *option(w)) for w in RECIPE_SWITCHES])

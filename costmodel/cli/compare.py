@@ -16,7 +16,7 @@ from ..errors import InputError
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
-from ..specs import OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
+from ..specs import MOE_DISPATCHERS, OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
 from ..stacks import RECIPE_SWITCHES, get_stack, stack_recipe
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
@@ -86,7 +86,7 @@ def compare(
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings,
                          stack)
-    recipe = _recipe(tlog, run, c, recipe_flags, stack)
+    recipe = _recipe(tlog, run, c, recipe_flags, stack, m.is_moe)
     p = load_profile(profile or c.gpu.key)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     pred = predict_run(m, recipe, c, p, run.layout)
@@ -170,11 +170,13 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     return run, m, c
 
 
-def _recipe(tlog, run, c, flags: dict, stack_name) -> Recipe:
+def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
     """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
     its flag, else from the argument dump where it says (flash attention, Transformer Engine TP-comm
-    overlap, the optimizer, Megatron's cross-entropy fusion), else the defaults of the run's stack
-    (``--stack``, else the log's framework; costmodel/stacks.py)."""
+    overlap, the optimizer, Megatron's cross-entropy fusion, the MoE dispatcher, grouped GEMM and
+    capacity), else the defaults of the run's stack
+    (``--stack``, else the log's framework; costmodel/stacks.py).  For an MoE model the origin of
+    each MoE switch goes into ``run.origin``."""
     stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
     a = tlog.args
@@ -189,7 +191,21 @@ def _recipe(tlog, run, c, flags: dict, stack_name) -> Recipe:
         logged["optimizer"] = str(a["optimizer"]).lower()
     if a.get("cross_entropy_loss_fusion"):
         logged["cross_entropy"] = "fused"
+    # Megatron-core's MoE switches, where the dump prints them
+    if str(a.get("moe_token_dispatcher_type", "")) in MOE_DISPATCHERS:
+        logged["moe_dispatcher"] = str(a["moe_token_dispatcher_type"])
+    if isinstance(a.get("moe_grouped_gemm"), bool):
+        logged["moe_grouped_gemm"] = a["moe_grouped_gemm"]
+    if "moe_expert_capacity_factor" in a:
+        cf = a["moe_expert_capacity_factor"]
+        if cf is None or (isinstance(cf, (int, float)) and not isinstance(cf, bool)):
+            logged["moe_capacity_factor"] = 0.0 if cf is None else float(cf)      # None: dropless
+    if isinstance(a.get("moe_pad_expert_input_to_capacity"), bool):
+        logged["moe_pad_to_capacity"] = a["moe_pad_expert_input_to_capacity"]
     given = {k: v for k, v in flags.items() if v is not None}
+    if moe:
+        for k in ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity"):
+            run.origin[k] = "flag" if k in given else "log" if k in logged else f"{stack.name} default"
     return stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
 
 

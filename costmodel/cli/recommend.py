@@ -18,7 +18,7 @@ from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, prediction_row
 from ..search import search
-from ..stacks import TE_STACKS
+from ..stacks import TE_STACKS, get_stack
 from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
                      context_line, setup, with_recipe_flags)
 
@@ -73,21 +73,23 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
                   disable=as_json or not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
-        note = None
+        notes = []
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
         res = search(m, r, c, p, **kw)
-        # an overlap switch the user left open and the stack can turn on is searched too: the winner
-        # may need it, and the flags printed below set it
-        if ((recipe_flags or {}).get("tp_comm_overlap") is None and not r.tp_comm_overlap
-                and r.stack in TE_STACKS and not no_overlap and res.n_feasible):
-            r_on = dataclasses.replace(r, tp_comm_overlap=True)
-            res_on = search(m, r_on, c, p, **kw)
-            t_off, t_on = float(res.ranked.step_time_s[0]), float(res_on.ranked.step_time_s[0])
-            if t_on < t_off * (1 - 1e-9):
-                note = (f"costmodel: note: Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in "
-                        f"{r.stack}) takes the best step from {t_off:.3f} s to {t_on:.3f} s: the winner sets it")
-                res, r = res_on, r_on
+        # switches the user left open that the stack can turn on are searched too: the winner may
+        # need them, and the flags printed below set them
+        for changes, what in _open_switch_variants(m, r, recipe_flags or {}, no_overlap):
+            if not res.n_feasible:
+                break
+            r_alt = dataclasses.replace(r, **changes)
+            res_alt = search(m, r_alt, c, p, **kw)
+            t_now, t_alt = float(res.ranked.step_time_s[0]), float(res_alt.ranked.step_time_s[0]) \
+                if res_alt.n_feasible else float("inf")
+            if t_alt < t_now * (1 - 1e-9):
+                notes.append(f"costmodel: note: {what} takes the best step from {t_now:.3f} s to {t_alt:.3f} s: the winner sets it")
+                res, r = res_alt, r_alt
+        note = "\n".join(notes) or None
     if res.n_valid == 0:
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
@@ -123,6 +125,24 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     title, text = report.launch_settings(best["layout"], m, r)
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False)
+
+
+def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
+    """(recipe changes, description) pairs worth searching beside ``r``: Transformer Engine TP-comm overlap
+    (off by default on Megatron and NeMo) when ``--tp-comm-overlap`` is left open, and for an MoE
+    model on a Megatron-family stack the all-to-all dispatcher with one grouped GEMM (Megatron's
+    defaults are allgather and per-expert GEMMs; its documentation recommends alltoall with EP) when
+    neither MoE switch is given.  The caller applies each to the recipe that won so far."""
+    out = []
+    if flags.get("tp_comm_overlap") is None and not r.tp_comm_overlap and r.stack in TE_STACKS and not no_overlap:
+        out.append((dict(tp_comm_overlap=True),
+                    f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r.stack})"))
+    if (m.is_moe and flags.get("moe_dispatcher") is None and flags.get("moe_grouped_gemm") is None
+            and get_stack(r.stack).megatron_family and (r.moe_dispatcher, r.moe_grouped_gemm) != ("alltoall", True)):
+        out.append((dict(moe_dispatcher="alltoall", moe_grouped_gemm=True),
+                    f"the all-to-all MoE dispatcher with grouped GEMM (--moe-dispatcher alltoall "
+                    f"--moe-grouped-gemm; {r.stack} defaults to allgather and per-expert GEMMs)"))
+    return out
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,

@@ -78,6 +78,17 @@ ATTENTION_KERNELS = {
 }
 
 
+#: MoE token dispatchers a recipe may name (Megatron-core ``--moe-token-dispatcher-type``)
+MOE_DISPATCHERS = {
+    "alltoall": "all-to-all of the routed tokens over EP (Megatron-core MoEAlltoAllTokenDispatcher; "
+                "torchtitan, MegaBlocks and DeepSpeed-MoE dispatch the same way)",
+    "allgather": "all-gather of the hidden states over the EP x ETP group, each rank keeping its experts' "
+                 "tokens, and a reduce-scatter back (Megatron-core MoEAllGatherTokenDispatcher)",
+    "flex": "DeepEP's normal dispatch/combine kernels: NVLink forwarding inside a node, each token sent "
+            "once per destination node over RDMA (Megatron-core MoEFlexTokenDispatcher)",
+}
+
+
 @dataclass(frozen=True)
 class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
@@ -89,7 +100,12 @@ class Recipe:
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce); ``cross_entropy``
     names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits; ``attention_kernel`` one
-    of :data:`ATTENTION_KERNELS` (used with ``flash_attention``).
+    of :data:`ATTENTION_KERNELS` (used with ``flash_attention``).  MoE models only:
+    ``moe_dispatcher`` names one of :data:`MOE_DISPATCHERS`; ``moe_grouped_gemm`` runs the local
+    experts as one grouped GEMM (False: one GEMM per expert, Megatron's SequentialMLP);
+    ``moe_capacity_factor`` caps each expert at that multiple of its mean token count, dropping the
+    rest (0: dropless, Megatron's default); ``moe_pad_to_capacity`` pads every expert to its capacity
+    (``--moe-pad-expert-input-to-capacity``; needs a capacity factor).
     """
 
     gbs: int
@@ -101,6 +117,10 @@ class Recipe:
     stack: str = "megatron"
     cross_entropy: str = "megatron"
     attention_kernel: str = "fa2"
+    moe_dispatcher: str = "alltoall"
+    moe_grouped_gemm: bool = True
+    moe_capacity_factor: float = 0.0
+    moe_pad_to_capacity: bool = False
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
@@ -124,6 +144,20 @@ class Recipe:
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise InputError("--attention-kernel", "", f"{self.attention_kernel!r} is not one of "
                              f"{', '.join(ATTENTION_KERNELS)}")
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise InputError("--moe-dispatcher", "", f"{self.moe_dispatcher!r} is not one of "
+                             f"{', '.join(MOE_DISPATCHERS)}")
+        cf = self.moe_capacity_factor
+        if not (isinstance(cf, (int, float)) and 0.0 <= cf <= 1e6):
+            raise InputError("--moe-capacity-factor", "", f"must be 0 (dropless) or a positive factor up to 10^6, "
+                             f"got {cf}")
+        if 0.0 < cf < 1.0 / 1024:
+            raise InputError("--moe-capacity-factor", "", f"{cf} leaves no expert a token: use 0 for dropless "
+                             "or a factor near 1")
+        if self.moe_pad_to_capacity and cf == 0.0:
+            raise InputError("--moe-pad-to-capacity", "", "pads each expert to its capacity, which needs "
+                             "--moe-capacity-factor > 0 (Megatron: moe_pad_expert_input_to_capacity requires "
+                             "moe_expert_capacity_factor)")
         if self.cross_entropy not in CROSS_ENTROPIES:
             raise InputError("--cross-entropy", "", f"{self.cross_entropy!r} is not one of "
                              f"{', '.join(CROSS_ENTROPIES)}")

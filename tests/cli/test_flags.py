@@ -179,3 +179,31 @@ def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
                         "dgx-h100", "--nodes", "1", *extra], capture_output=True, text=True, env=env, timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
+    """Megatron-core defaults to the allgather dispatcher and per-expert GEMMs; for Mixtral 8x7B on two
+    H100 nodes recommend also tries all-to-all with grouped GEMM, which wins (the allgather moves every
+    EP rank's tokens) and is printed in the winner's arguments; a pinned --moe-dispatcher is kept."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "costmodel.cli", "recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100",
+            "--nodes", "2", "--gbs", "128", "--seq-len", "4096", "--json", "--top", "1"]
+    r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    won = json.loads(r.stdout)["ranked"][0]
+    assert won["recipe"]["moe_dispatcher"] == "alltoall" and won["recipe"]["moe_grouped_gemm"] is True
+    assert "--moe-dispatcher alltoall --moe-grouped-gemm" in r.stderr
+    r = subprocess.run(base + ["--moe-dispatcher", "allgather"], capture_output=True, text=True, env=env, timeout=120)
+    pinned = json.loads(r.stdout)["ranked"][0]
+    assert pinned["recipe"]["moe_dispatcher"] == "allgather" and "MoE dispatcher" not in r.stderr
+    assert won["step_time_s"] < pinned["step_time_s"]
+    r = subprocess.run(base + ["--moe-capacity-factor", "nan"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "costmodel: error: --moe-capacity-factor: must be 0 (dropless) or a positive factor up to 10^6, got nan"]
+    r = subprocess.run(base + ["--moe-pad-to-capacity"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "needs --moe-capacity-factor > 0" in r.stderr
