@@ -263,7 +263,7 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
     edp = expert_dp(t)
-    dp_ov = t.overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
     def buckets(coll, params, bytes_per, stride, size):

@@ -42,9 +42,9 @@ MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layer
 # what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
 # data-parallel rank (data_parallel_shard_degree = -1 in its configs), llm-foundry with FSDP FULL_SHARD
 STACK_DEFAULTS = {"torchtitan": dict(zero=3), "llm-foundry": dict(zero=3)}
-# a field neither the dump nor a flag gives and Megatron has no single default for: the cost model's
-# ``overlap`` joins Megatron's async TP backward all-reduce (on by default) and --overlap-grad-reduce
-# (off by default); the model assumes both on, and says so in the origin
+# a field neither the dump nor a flag gives: the layout's ``overlap`` lets communication hide under
+# compute at all (Megatron's async TP backward all-reduce is on by default); the DP overlap itself is
+# the recipe's ``dp_overlap`` (--overlap-grad-reduce, read from the dump, else the stack's default)
 ASSUMED = dict(overlap=True)
 REQUIRED = ("tp", "pp", "mbs", "gbs", "seq_len")
 PEAK_PERCENTILE = 95.0
@@ -96,7 +96,7 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         elif k in MEGATRON_DEFAULTS:
             out[k], origin[k] = MEGATRON_DEFAULTS[k], "Megatron default"
         elif k in ASSUMED:
-            out[k], origin[k] = ASSUMED[k], "assumed on: DP and TP overlap are separate switches in Megatron"
+            out[k], origin[k] = ASSUMED[k], "assumed on: communication may hide under compute; the DP overlap is dp_overlap"
         elif k in REQUIRED:
             raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log's argument dump ({log_path}): pass it")
         else:

@@ -5,7 +5,8 @@ groups are consecutive ranks and PP is outermost); EP is carved from DP x CP wit
 (Megatron-core ``RankGenerator`` expert order tp-ep-dp-pp); VP = virtual pipeline chunks per rank
 (interleaved 1F1B, Narayanan et al. SC21 section 2.2.2); recompute none/selective/full
 (Korthikanti et al. 2022); ZeRO 0-3 (Rajbhandari et al. SC20): 1 = Megatron distributed optimizer,
-3 = FSDP; ``overlap`` = DP gradient reduce / param gather and TP communication overlapped with compute.
+3 = FSDP; ``overlap`` = communication may overlap compute at all (the recipe's ``dp_overlap`` and
+``tp_comm_overlap`` say which overlaps the stack runs).
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ LAYOUT_FIELDS = (
                 minimum=0, maximum=1_000_000),
     LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
     LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
-    LayoutField("overlap", "bool", "DP gradient/parameter and TP communication overlapped with compute", True),
+    LayoutField("overlap", "bool", "Communication may hide under compute at all (off: every collective exposed, "
+                "a what-if); which overlaps run is the recipe's (--dp-overlap, --tp-comm-overlap)", True),
 )
 FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
 _BOOL_FIELDS = tuple(f.name for f in LAYOUT_FIELDS if f.kind == "bool")

@@ -151,7 +151,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those
-    dp_ov = t.overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))

@@ -28,6 +28,13 @@ deepspeed              yes      off      adamw      eager     DeepSpeed with HF 
                                                               upcasts the logits to fp32)
 =====================  =======  =======  =========  ========  =================================================
 
+DP overlap (``dp_overlap``): off on Megatron-LM (``--overlap-grad-reduce`` and ``--overlap-param-gather``
+are store_true flags, megatron/training/arguments.py; before 2023 it had neither) and on DeepSpeed
+(ZeRO ``overlap_comm`` defaults to false; its pipeline engine reduces after the last micro-batch);
+on in NeMo 2's pre-training recipes (``DistributedDataParallelConfig(overlap_grad_reduce=True,
+overlap_param_gather=True)``), in PyTorch DDP (bucketed all-reduce hooks fire during the backward)
+and FSDP (torchtitan, llm-foundry).
+
 CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
 pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner
 waits for the CPU (small models, few tokens per micro-batch).  Counts, forward (the backward
@@ -86,6 +93,8 @@ class RecipeSwitch:
 RECIPE_SWITCHES = (
     RecipeSwitch("flash_attention", "bool", "Fused (flash) attention; off models the s^2 softmax in HBM."),
     RecipeSwitch("tp_comm_overlap", "bool", "Transformer Engine TP-communication overlap (userbuffers)."),
+    RecipeSwitch("dp_overlap", "bool", "DP gradient reduce / parameter gather overlapped with the backward / "
+                 "forward in buckets (Megatron --overlap-grad-reduce --overlap-param-gather)."),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
@@ -178,23 +187,24 @@ _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, m
                              moe_pad_to_capacity=False)
 
 
-def _stack(name, flash, tp_overlap, optimizer, cross_entropy, pads_vocab, moe):
+def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe):
     # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend; the
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
-    return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, optimizer=optimizer,
+    return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
+                            optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab)
 
 
 STACKS = {s.name: s for s in (
-    _stack("megatron", True, False, "adam", "megatron", True, _MOE_MEGATRON),
-    _stack("megatron-legacy", False, False, "adam", "megatron", True, _MOE_MEGATRON),
-    _stack("megatron-deepspeed", False, False, "adam", "megatron", True, _MOE_DEEPSPEED),
-    _stack("nemo", True, True, "adam", "megatron", True, _MOE_MEGATRON),
-    _stack("torchtitan", True, False, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
-    _stack("llm-foundry", True, False, "lionw", "fused", False, _MOE_DROPLESS_GROUPED),
-    _stack("deepspeed", True, False, "adamw", "eager", False, _MOE_DEEPSPEED),
+    _stack("megatron", True, False, False, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("megatron-legacy", False, False, False, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED),
+    _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
+    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED),
+    _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED),
 )}
 
 

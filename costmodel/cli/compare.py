@@ -173,10 +173,10 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
 def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
     """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
     its flag, else from the argument dump where it says (flash attention, Transformer Engine TP-comm
-    overlap, the optimizer, Megatron's cross-entropy fusion, the MoE dispatcher, grouped GEMM and
+    overlap, the DP overlap, the optimizer, Megatron's cross-entropy fusion, the MoE dispatcher, grouped GEMM and
     capacity), else the defaults of the run's stack
-    (``--stack``, else the log's framework; costmodel/stacks.py).  For an MoE model the origin of
-    each MoE switch goes into ``run.origin``."""
+    (``--stack``, else the log's framework; costmodel/stacks.py).  The origin of the DP overlap,
+    and for an MoE model of each MoE switch, goes into ``run.origin``."""
     stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
     a = tlog.args
@@ -191,6 +191,8 @@ def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
         logged["optimizer"] = str(a["optimizer"]).lower()
     if a.get("cross_entropy_loss_fusion"):
         logged["cross_entropy"] = "fused"
+    if isinstance(a.get("overlap_grad_reduce"), bool):
+        logged["dp_overlap"] = a["overlap_grad_reduce"]
     # Megatron-core's MoE switches, where the dump prints them
     if str(a.get("moe_token_dispatcher_type", "")) in MOE_DISPATCHERS:
         logged["moe_dispatcher"] = str(a["moe_token_dispatcher_type"])
@@ -203,9 +205,9 @@ def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
     if isinstance(a.get("moe_pad_expert_input_to_capacity"), bool):
         logged["moe_pad_to_capacity"] = a["moe_pad_expert_input_to_capacity"]
     given = {k: v for k, v in flags.items() if v is not None}
-    if moe:
-        for k in ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity"):
-            run.origin[k] = "flag" if k in given else "log" if k in logged else f"{stack.name} default"
+    for k in ("dp_overlap",) + (("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity")
+                                if moe else ()):
+        run.origin[k] = "flag" if k in given else "log" if k in logged else f"{stack.name} default"
     return stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
 
 

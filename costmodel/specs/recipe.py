@@ -98,7 +98,10 @@ class Recipe:
     (costmodel.stacks; it selects the regime of the model-form error); ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
-    only the backward input-gradient TP collectives overlap (async all-reduce); ``cross_entropy``
+    only the backward input-gradient TP collectives overlap (async all-reduce); ``dp_overlap`` overlaps
+    the DP gradient reduction (and the distributed optimizer's parameter gather) with the backward
+    (forward) in buckets (Megatron ``--overlap-grad-reduce`` / ``--overlap-param-gather``; PyTorch
+    DDP's bucketed hooks); ``cross_entropy``
     names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits; ``attention_kernel`` one
     of :data:`ATTENTION_KERNELS` (used with ``flash_attention``).  MoE models only:
     ``moe_dispatcher`` names one of :data:`MOE_DISPATCHERS`; ``moe_grouped_gemm`` runs the local
@@ -113,6 +116,7 @@ class Recipe:
     precision: str = "bf16"
     flash_attention: bool = True
     tp_comm_overlap: bool = False
+    dp_overlap: bool = True
     optimizer: str = "adam"
     stack: str = "megatron"
     cross_entropy: str = "megatron"

@@ -143,8 +143,8 @@ def test_cross_entropy_flag_sets_the_logits_bytes():
 
 
 def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
-    """Megatron-core leaves TE's TP-comm overlap off; recommend also tries it on, says so when the winner
-    needs it, and keeps it off when the user pins --no-tp-comm-overlap."""
+    """Megatron-core leaves TE's TP-comm overlap and the DP overlap off; recommend also tries them on,
+    says so when the winner needs them, and keeps one off when the user pins it."""
     import json
     import os
     import subprocess
@@ -157,9 +157,10 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     assert r.returncode == 0, r.stderr
     on = json.loads(r.stdout)["ranked"][0]
     assert on["recipe"]["tp_comm_overlap"] is True and "--tp-comm-overlap" in r.stderr
+    assert on["recipe"]["dp_overlap"] is True and "--dp-overlap" in r.stderr
     r = subprocess.run(base + ["--no-tp-comm-overlap"], capture_output=True, text=True, env=env, timeout=120)
     off = json.loads(r.stdout)["ranked"][0]
-    assert off["recipe"]["tp_comm_overlap"] is False and "note" not in r.stderr
+    assert off["recipe"]["tp_comm_overlap"] is False and "TP-comm overlap" not in r.stderr
     assert on["step_time_s"] < off["step_time_s"]
 
 
