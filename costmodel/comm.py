@@ -201,7 +201,11 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     G = cluster.gpus_per_node
     k, nodes = group_span(t.etp, t.ep, G)
     t_nvl = copies * (k - 1) / np.maximum(k, 1) / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s) + cluster.intra_latency_s
-    rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk) * load
+    # group-limited routing: a group's experts sit on nodes / groups nodes (EP ranks hold contiguous
+    # experts), so a token reaches at most limit x that many (DeepSeek-V3 sec. 3.2.2: 4 nodes)
+    limit = (model.routing_group_limit * np.maximum(1.0, nodes / model.routing_groups)
+             if model.routing_groups else None)
+    rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk, limit) * load
     t_rdma = np.where(nodes > 1, rdma / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)
                       + cluster.inter_latency_s, 0.0)
     return np.where(t.ep > 1, 2 * np.maximum(t_nvl, t_rdma), 0.0) + etp_t

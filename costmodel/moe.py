@@ -92,12 +92,15 @@ def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
             "flex": lambda: 2 * received}[dispatcher]()
 
 
-def remote_nodes_per_token(nodes, topk: int):
-    """Expected remote nodes a token's ``topk`` experts land on, experts spread uniformly over
-    ``nodes`` nodes: (N - 1)(1 - (1 - 1/N)^k) (each remote node is missed by all k picks with
-    probability (1 - 1/N)^k, picks taken independent).  Arrays broadcast; 0 for one node."""
-    n = np.asarray(nodes, dtype=np.float64)
-    return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** topk)
+def remote_nodes_per_token(nodes, topk: int, node_limit=None):
+    """Expected remote nodes a token's ``topk`` experts land on, experts spread uniformly over the
+    ``nodes`` nodes (or over ``node_limit`` of them under group-limited routing): the k picks hit
+    D = n (1 - (1 - 1/n)^k) distinct nodes of the n allowed (each missed by all k independent picks
+    with probability (1 - 1/n)^k), of which (N - 1)/N are remote.  Unlimited: (N - 1)(1 - (1 - 1/N)^k).
+    Arrays broadcast; 0 for one node."""
+    n_all = np.asarray(nodes, dtype=np.float64)
+    n = n_all if node_limit is None else np.clip(np.asarray(node_limit, dtype=np.float64), 1.0, n_all)
+    return n * (1.0 - (1.0 - 1.0 / n) ** topk) * (n_all - 1.0) / n_all
 
 
 def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, etp, ep):

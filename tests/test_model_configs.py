@@ -48,6 +48,15 @@ def test_deepseek_v3_reads_mla_dense_first_layers_shared_expert_and_mtp():
     assert layer_matmul_flops_per_token(m) == pytest.approx(proj + (3 * dense + 58 * moe) / 61, rel=1e-12)
 
 
+def test_group_limited_routing_only_where_the_topk_method_uses_groups():
+    """DeepSeek-V3 (noaux_tc): 256 experts in 8 groups, a token's 8 experts from at most 4 groups;
+    DeepSeek-V2-Lite routes greedily over all 64 experts (its n_group 1)."""
+    m = load_model("deepseek-v3")
+    assert (m.routing_groups, m.routing_group_limit) == (8, 4)
+    lite = load_model(DATA + "deepseek-v2-lite.json")
+    assert (lite.routing_groups, lite.routing_group_limit) == (0, 0)
+
+
 def test_mla_without_a_q_latent_and_two_shared_experts():
     """DeepSeek-V2-Lite: Q projected directly (q_lora_rank null), 1 dense first layer, 2 shared
     experts of 1408: 15.7B total (arXiv:2405.04434 appendix B)."""
@@ -72,6 +81,8 @@ def test_mla_without_a_q_latent_and_two_shared_experts():
     ("attention_bias", "false", "expected true or false"),
     ("vision_config", {}, "vision encoder"),
     ("n_routed_experts", 2**64, "must be <="),
+    ("n_group", 7, "do not divide the 256 routed experts"),
+    ("topk_group", 9, "exceeds the 8 expert groups"),
 ])
 def test_unmodelled_or_bad_moe_keys_name_the_key(tmp_path, key, value, needle):
     d = json.loads(open("costmodel/catalog/deepseek-v3.json").read())

@@ -53,6 +53,9 @@ def test_remote_nodes_per_token():
     assert remote_nodes_per_token(4, 8) == pytest.approx(3 * (1 - 0.75 ** 8))
     assert remote_nodes_per_token(1, 8) == 0.0
     assert remote_nodes_per_token(64, 1) == pytest.approx(63 / 64)
+    # DeepSeek-V3 over 8 nodes: top-8 within 4 nodes hit 4 (1 - 0.75^8) of them, 7/8 remote
+    assert remote_nodes_per_token(8, 8, 4) == pytest.approx(4 * (1 - 0.75 ** 8) * 7 / 8)
+    assert remote_nodes_per_token(8, 8, 4) < remote_nodes_per_token(8, 8)
 
 
 def test_per_expert_gemms_cost_launches_and_waves_the_grouped_gemm_saves():

@@ -38,6 +38,10 @@ class ModelSpec:
             shared ``qk_rope_head_dim`` rotary key; V heads of ``v_head_dim``.
         mtp_layers: multi-token-prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2); not
             counted in :meth:`params` (published totals exclude them), see :meth:`mtp_params`.
+        routing_groups, routing_group_limit: group-limited routing (DeepSeek-V2/V3 ``n_group`` /
+            ``topk_group``, arXiv:2412.19437 sec. 2.1.2 and 3.2.2): the routed experts form
+            ``routing_groups`` groups and a token's experts come from at most
+            ``routing_group_limit`` of them; 0 = unrestricted.
         qkv_bias: the Q, K, V projections have biases (Qwen2); ``bias`` implies it.
         qk_norm: per-head RMSNorm on Q and K (Qwen3).
         sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
@@ -86,6 +90,8 @@ class ModelSpec:
     qk_norm: bool = False
     sliding_window: int = 0
     sliding_layers: int = 0
+    routing_groups: int = 0
+    routing_group_limit: int = 0
 
     # ------------------------------------------------------------------ shape
     @property

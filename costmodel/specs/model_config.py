@@ -232,7 +232,32 @@ def read_model_config(d: dict, path) -> ModelSpec:
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
-        qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla)
+        qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla,
+        **_routing_groups(d, w, experts, topk))
+
+
+def _routing_groups(d: dict, w: str, experts: int, topk: int) -> dict:
+    """DeepSeek's group-limited routing: ``topk_method`` group_limited_greedy (V2) or noaux_tc (V3)
+    picks a token's experts from ``topk_group`` of ``n_group`` expert groups (HF
+    configuration_deepseek_v2/v3.py); other methods (V2-Lite's greedy) route over all experts.
+
+    Raises:
+        InputError: groups that do not divide the experts, or a limit outside 1..n_group.
+    """
+    if str(d.get("topk_method", "")) not in ("group_limited_greedy", "noaux_tc") or experts <= 1:
+        return {}
+    groups = _get_int(d, ("n_group",), w, required=False, default=1, minimum=1)
+    limit = _get_int(d, ("topk_group",), w, required=False, default=groups, minimum=1)
+    if groups <= 1:
+        return {}
+    if experts % groups:
+        raise InputError(w, "n_group", f"{groups} groups do not divide the {experts} routed experts")
+    if limit > groups:
+        raise InputError(w, "topk_group", f"{limit} exceeds the {groups} expert groups (n_group)")
+    if limit * (experts // groups) < topk:
+        raise InputError(w, "topk_group", f"{limit} groups of {experts // groups} experts hold fewer than "
+                         f"the {topk} experts per token")
+    return dict(routing_groups=groups, routing_group_limit=limit)
 
 
 def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
