@@ -35,7 +35,7 @@ import numpy as np
 from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
-from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, busiest_rank_load, remote_nodes_per_token
+from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
 
@@ -232,8 +232,7 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     if model.is_moe:
         # an MoE layer's MLP has no SP all-gather / reduce-scatter: its dispatcher moves the tokens
         # (the EP term below); the attention's stay
-        load = busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tok, t.tp,
-                                 t.etp, t.ep)
+        load = run_rank_load(model, recipe, tok, t.tp, t.etp, t.ep)
         f = model.moe_layer_fraction
         tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar)
     tp_b = tp_f.copy()

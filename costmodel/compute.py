@@ -34,7 +34,7 @@ import numpy as np
 from .errors import InputError
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
-from .moe import DISPATCH_COPIES, busiest_rank_load, permute_rows
+from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import EAGER_OP_OVERHEAD_S, STACKS
 
@@ -141,7 +141,7 @@ class ComputeTimes:
 
 def _expert_load(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp):
     """The busiest EP rank's expert load over the mean (costmodel.moe.busiest_rank_load)."""
-    return busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tok, tp, t.etp, t.ep)
+    return run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
 
 
 def _weight_gemms(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, gemm3) -> dict:

@@ -33,7 +33,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
-from .moe import busiest_rank_load
+from .moe import run_rank_load
 from .layouts import LayoutTable, expert_dp, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
 from .stacks import STACKS
@@ -74,8 +74,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     dense_mlp = tok * (mats_in + 1) * model.dense_mlp_width * B / tp
     if model.is_moe:
         # the busiest EP rank holds its load over the mean (padded: the capacity) of routed tokens
-        load = busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tok, tp,
-                                 t.etp, t.ep)
+        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         moe_w = model.topk * ffn * load + model.shared_ffn_hidden
         moe_mlp = tok * (mats_in + 1) * moe_w * B / tp + tok * model.topk * h * B * 2 * load / sp_div
         f = model.moe_layer_fraction

@@ -19,6 +19,13 @@ memory traffic of moving tokens to and from their experts.
   expert output into a zeroed buffer of all gathered tokens, reduce-scattered after.  DeepEP
   (flex) writes the received tokens in place; Megatron's flex dispatcher then permutes them by
   local expert and back (one copy each way).
+* Router imbalance.  A trained router does not pick experts uniformly: with per-expert loads of
+  coefficient of variation c (a measurement, e.g. Megatron's logged ``load_balancing_loss`` L = E
+  sum_i P_i f_i, whose excess L - 1 = Cov(E P, E f) is at most c^2 when the mean probabilities P
+  are no more spread than the loads f, so sqrt(L - 1) is a lower bound on c), a rank of E/EP
+  experts carries c / sqrt(E/EP) and the busiest of EP ranks about 1 + z_EP c / sqrt(E/EP) the
+  mean load, z_n the expected maximum of n standard normals (Blom 1958: Phi^-1((n - 0.375) /
+  (n + 0.25))).  The larger of this and the balls-into-bins bound sets the pace.
 * Capacity.  With a capacity factor c each expert keeps at most c x its mean token count and
   drops the rest (Lepikhin et al. 2021, GShard sec. 2.2; Megatron ``--moe-expert-capacity-factor``),
   so the busiest rank's load is at most c x the mean; padded to capacity, every expert computes
@@ -103,8 +110,30 @@ def remote_nodes_per_token(nodes, topk: int, node_limit=None):
     return n * (1.0 - (1.0 - 1.0 / n) ** topk) * (n_all - 1.0) / n_all
 
 
-def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, etp, ep):
+def expected_max_normal(n):
+    """Expected maximum of ``n`` independent standard normals, Blom's (1958) approximation
+    Phi^-1((n - 0.375) / (n + 0.25)); 0 for n = 1.  Arrays broadcast."""
+    from scipy.stats import norm
+    n = np.asarray(n, dtype=np.float64)
+    return np.where(n > 1, norm.ppf((n - 0.375) / (n + 0.25)), 0.0)
+
+
+def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, etp, ep, num_experts: int = 0,
+                      expert_load_cv: float = 0.0):
     """The busiest EP rank's expert load over the mean, for ``tokens`` per micro-batch on the rank
-    (after CP): the balls-into-bins bound over its tokens x top-k x ETP / TP assignments, then the
-    capacity (:func:`expert_load_factor`).  Arrays broadcast."""
-    return expert_load_factor(max_load_factor(tokens * topk * etp / tp, ep), capacity_factor, pad)
+    (after CP): the larger of the balls-into-bins bound over its tokens x top-k x ETP / TP
+    assignments and the measured router imbalance ``expert_load_cv`` spread over the rank's
+    ``num_experts`` / EP experts (module docstring), then the capacity (:func:`expert_load_factor`).
+    Arrays broadcast."""
+    kappa = max_load_factor(tokens * topk * etp / tp, ep)
+    if expert_load_cv > 0 and num_experts > 1:
+        ep_ = np.asarray(ep, dtype=np.float64)
+        kappa = np.maximum(kappa, 1.0 + expert_load_cv / np.sqrt(num_experts / ep_) * expected_max_normal(ep_))
+    return expert_load_factor(kappa, capacity_factor, pad)
+
+
+def run_rank_load(model, recipe, tokens, tp, etp, ep):
+    """:func:`busiest_rank_load` with the counts of ``model`` (a costmodel.specs.ModelSpec) and the
+    capacity and measured imbalance of ``recipe`` (a costmodel.specs.Recipe)."""
+    return busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tokens, tp, etp, ep,
+                             model.num_experts, recipe.moe_expert_load_cv)

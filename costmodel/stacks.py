@@ -109,6 +109,9 @@ RECIPE_SWITCHES = (
                  "expert, tokens beyond it dropped; 0 = dropless."),
     RecipeSwitch("moe_pad_to_capacity", "bool", "MoE: pad every expert's tokens to its capacity (fixed-size "
                  "buffers; needs a capacity factor)."),
+    RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
+                 "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
+                 "the balls-into-bins floor."),
 )
 
 
@@ -180,11 +183,11 @@ class Stack:
 #: (all_to_all_single dispatch, ``use_grouped_mm`` True, dropless); llm-foundry (MegaBlocks dMoE:
 #: all-to-all, dropless, grouped/block-sparse expert GEMMs)
 _MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
-                     moe_pad_to_capacity=False)
+                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0)
 _MOE_DEEPSPEED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=False, moe_capacity_factor=1.0,
-                      moe_pad_to_capacity=True)
+                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0)
 _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_capacity_factor=0.0,
-                             moe_pad_to_capacity=False)
+                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0)
 
 
 def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe):

@@ -7,6 +7,7 @@
   timestamps fall inside it (its header says what is invented).
 """
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,10 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     out = json.loads(so)
     assert out["layout"]["ep"] == 8 and out["layout"]["etp"] == 1 and out["layout"]["sp"] is True
     assert "EP 8 x TP 4 exceeds" in out["origin"]["etp"] and "MoE with TP > 1" in out["origin"]["sp"]
+    # the router's measured imbalance: Megatron's load_balancing_loss, median 1.0196 over iterations 3..73
+    assert out["recipe"]["moe_expert_load_cv"] == pytest.approx(math.sqrt(0.0196), rel=0.01)
+    assert out["origin"]["moe_expert_load_cv"].startswith("log: sqrt(load_balancing_loss - 1), median 1.0196")
+    assert out["origin"]["moe_dispatcher"] == "megatron default" and out["recipe"]["moe_dispatcher"] == "allgather"
     # a flag that agrees with the dump is the log's value; a --seq-len that is not the run's is flagged
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS[:-1], "4096", "--ep", "8", "--json")
     assert rc == 0, se

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -204,11 +206,30 @@ def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
             logged["moe_capacity_factor"] = 0.0 if cf is None else float(cf)      # None: dropless
     if isinstance(a.get("moe_pad_expert_input_to_capacity"), bool):
         logged["moe_pad_to_capacity"] = a["moe_pad_expert_input_to_capacity"]
+    lbl = _load_balancing_loss(tlog) if moe else None
+    if lbl is not None:
+        logged["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
     given = {k: v for k, v in flags.items() if v is not None}
     for k in ("dp_overlap",) + (("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity")
                                 if moe else ()):
         run.origin[k] = "flag" if k in given else "log" if k in logged else f"{stack.name} default"
+    if moe:
+        k = "moe_expert_load_cv"
+        run.origin[k] = ("flag" if k in given else
+                         f"log: sqrt(load_balancing_loss - 1), median {lbl:.4f} over the kept iterations (a lower bound)"
+                         if k in logged else f"{stack.name} default (uniform routing)")
     return stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
+
+
+def _load_balancing_loss(tlog):
+    """Median of Megatron-core's logged ``load_balancing_loss`` (E sum_i P_i f_i, 1 when balanced) over
+    the kept iterations, or None when the log prints none (costmodel.moe: its excess over 1 bounds the
+    squared coefficient of variation of the expert loads from below)."""
+    if tlog.framework != "megatron" or tlog.iterations is None or not len(tlog.iterations):
+        return None
+    v = tlog.iterations.load_balancing_loss[tlog.kept]
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.median(v)) if len(v) else None
 
 
 def _aggregate(tlog, recipe, log, warnings) -> dict:
@@ -274,7 +295,10 @@ def _print(out, rec, tlog, band):
               f"{out['warmup_steps_discarded']} discarded ({tlog.warmup})", highlight=False)
     con.print(f"{out['model']} on {out['cluster']} ({out['num_gpus']} GPUs): "
               + " ".join(f"{k}={v}" for k, v in lay.items()), highlight=False)
-    given = ", ".join(f"{k} ({v})" for k, v in out["origin"].items() if v != "log")
+    given = ", ".join(f"{k} ({v})" for k, v in out["origin"].items() if not v.startswith("log"))
+    derived = ", ".join(f"{k} ({v[5:]})" for k, v in out["origin"].items() if v.startswith("log: "))
+    if derived:
+        con.print(f"  derived from the log: {derived}", highlight=False)
     if given:
         con.print(f"  not from the log: {given}", highlight=False)
     tb = Table(title="Measured vs predicted", header_style="bold")

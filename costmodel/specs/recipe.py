@@ -108,7 +108,9 @@ class Recipe:
     experts as one grouped GEMM (False: one GEMM per expert, Megatron's SequentialMLP);
     ``moe_capacity_factor`` caps each expert at that multiple of its mean token count, dropping the
     rest (0: dropless, Megatron's default); ``moe_pad_to_capacity`` pads every expert to its capacity
-    (``--moe-pad-expert-input-to-capacity``; needs a capacity factor).
+    (``--moe-pad-expert-input-to-capacity``; needs a capacity factor); ``moe_expert_load_cv`` is the
+    measured coefficient of variation of the per-expert token load (0: uniform routing, the
+    balls-into-bins floor; costmodel.moe).
     """
 
     gbs: int
@@ -125,6 +127,7 @@ class Recipe:
     moe_grouped_gemm: bool = True
     moe_capacity_factor: float = 0.0
     moe_pad_to_capacity: bool = False
+    moe_expert_load_cv: float = 0.0
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
@@ -158,6 +161,10 @@ class Recipe:
         if 0.0 < cf < 1.0 / 1024:
             raise InputError("--moe-capacity-factor", "", f"{cf} leaves no expert a token: use 0 for dropless "
                              "or a factor near 1")
+        cv = self.moe_expert_load_cv
+        if not (isinstance(cv, (int, float)) and 0.0 <= cv <= 100.0):
+            raise InputError("--moe-expert-load-cv", "", f"must be a coefficient of variation between 0 and 100, "
+                             f"got {cv}")
         if self.moe_pad_to_capacity and cf == 0.0:
             raise InputError("--moe-pad-to-capacity", "", "pads each expert to its capacity, which needs "
                              "--moe-capacity-factor > 0 (Megatron: moe_pad_expert_input_to_capacity requires "

@@ -27,6 +27,7 @@ _MEG_KEYS = {
     "number of skipped iterations": "skipped_iterations",
     "number of nan iterations": "nan_iterations",
     "samples per second": "samples_per_s",
+    "load_balancing_loss": "load_balancing_loss",
 }
 _MDS_KEYS = {"consumed tokens", "samples per second", "tflops"}
 

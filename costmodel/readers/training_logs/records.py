@@ -12,7 +12,7 @@ FRAMEWORKS = ("megatron", "megatron-deepspeed", "nemo", "torchtitan")
 
 _FLOAT_COLS = ("step_time_s", "tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu", "consumed_samples",
                "consumed_tokens", "lr", "loss", "grad_norm", "loss_scale", "skipped_iterations", "nan_iterations",
-               "global_batch_size", "mfu", "memory_gib", "t_unix")
+               "global_batch_size", "mfu", "memory_gib", "t_unix", "load_balancing_loss")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class Iterations:
         global_batch_size: sequences per iteration.
         mfu: model FLOPs utilisation as a fraction (torchtitan prints %).
         memory_gib: peak reserved device memory, GiB (torchtitan).
+        load_balancing_loss: Megatron-core's MoE auxiliary loss over its coefficient, the layers' mean
+            of E sum_i P_i f_i (1 when routing is balanced; moe_utils.switch_load_balancing_loss_func).
         t_unix: wall-clock time the record was printed, Unix s (Megatron-LM's ``[YYYY-MM-DD hh:mm:ss]``
             prefix, torchtitan's logging time; naive times read as UTC, as nvidia-smi's), NaN if none.
         line: 1-based line number of the record (its first line when wrapped) (int64).
@@ -87,6 +89,7 @@ class Iterations:
     mfu: np.ndarray
     memory_gib: np.ndarray
     t_unix: np.ndarray
+    load_balancing_loss: np.ndarray
     line: np.ndarray
     rank: np.ndarray
 
