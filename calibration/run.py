@@ -9,7 +9,7 @@ Run it where the GPUs are, under the usual launchers (the suite has none of its 
 
 The folder is ``calibration/`` at the top of the repository; it installs as ``costmodel.calibration``.
 
-Every rank measures (GEMMs, HBM, collectives over group scopes, GEMM/all_reduce overlap, idle,
+Every rank measures (GEMMs, routed expert GEMMs of MoE models, HBM, collectives over group scopes, GEMM/all_reduce overlap, idle,
 sustained-GEMM step response, power-limit sweep) while a thread samples its GPU's power,
 temperature and clocks; rank 0 gathers all records and writes ``--out``, a file in the format of
 :mod:`costmodel.readers.suite_jsonl` ending with an ``end`` record.  Without a GPU the same code runs
@@ -30,13 +30,14 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS = ("idle", "gemm", "hbm", "collectives", "overlap", "sustain", "power_limits")
+BENCHMARKS = ("idle", "gemm", "moe_gemm", "hbm", "collectives", "overlap", "sustain", "power_limits")
 DEFAULT_MODELS = "llama3-8b,llama3-70b,mixtral-8x7b"
 
 # option -> (GPU, CPU, GPU --quick, CPU --quick); None in the parser means "take it from here"
 DEFAULTS = {
     "models": (DEFAULT_MODELS, "llama3-8b", "llama3-8b", "llama3-8b"),
     "tp": ("1,2,4,8", "1,2,4,8", "1,8", "8"),
+    "moe_ep": ("1,8,64", "1,8", "8", "8"),
     "tokens": ("4096,8192", "32", "2048", "16"),
     "gemm_grid": ("256,1024,4096,16384", "64,256", "1024,4096", "64,128"),
     "max_gemm_flops": (0.0, 2e9, 0.0, 5e8),
@@ -155,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tp", type=_csv(_pos_int, "TP"), default=None, help="TP degrees of the model shapes (auto)")
     g.add_argument("--tokens", type=_csv(_pos_int, "token"), default=None,
                    help="M = micro-batch x sequence length tokens per GEMM (auto: 4096,8192 on GPU)")
+    g.add_argument("--moe-ep", type=_csv(_pos_int, "EP"), default=None,
+                   help="EP degrees of the routed expert GEMMs of the MoE models in --models (auto: 1,8,64 on GPU)")
     g.add_argument("--gemm-passes", type=_csv(str, "pass"), default="fwd,bwd",
                    help="fwd (y = x w) and/or bwd (dgrad and wgrad shapes)")
     g.add_argument("--gemm-grid", default=None,
@@ -214,6 +217,7 @@ def resolve(args: argparse.Namespace, on_gpu: bool) -> dict:
     if str(o["gemm_grid"]).strip().lower() in ("off", "none", ""):
         o["gemm_grid"] = []
     conv = {"models": _csv(str, "model"), "tp": _csv(_pos_int, "TP"), "tokens": _csv(_pos_int, "token"),
+            "moe_ep": _csv(_pos_int, "EP"),
             "gemm_grid": _csv(_pos_int, "size"), "hbm_bytes": _csv(parse_size, "size"),
             "min_bytes": parse_size, "max_bytes": parse_size, "overlap_bytes": parse_size,
             "overlap_gemm": _shape3, "sustain_gemm": _shape3}
@@ -261,7 +265,7 @@ def _guard(rec, name, fn):
 
 def _benchmarks(rec, ctx, o, monitor):
     """(name, callable) of every selected benchmark in run order."""
-    from .suite import collectives, gemm, hbm, overlap, shapes, thermal
+    from .suite import collectives, gemm, hbm, moe_gemm, overlap, shapes, thermal
     from costmodel.specs import load_model
     dev = ctx.device
     dtypes, dnotes = gemm.resolve_dtypes(o["gemm_dtypes"], dev)
@@ -300,6 +304,8 @@ def _benchmarks(rec, ctx, o, monitor):
     table = {
         "idle": do_idle,
         "gemm": do_gemm,
+        "moe_gemm": lambda: moe_gemm.run(rec, dev, models, o["tokens"], o["moe_ep"], big_dtype, o["iters"],
+                                         o["warmup"]),
         "hbm": lambda: hbm.run(rec, dev, o["hbm_bytes"], o["iters"], o["warmup"]),
         "collectives": lambda: collectives.run(
             rec, ctx, o["collectives"], collectives.message_sizes(o["min_bytes"], o["max_bytes"]),

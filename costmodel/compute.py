@@ -144,12 +144,13 @@ def _expert_load(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp):
     return run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
 
 
-def _weight_gemms(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, gemm3) -> dict:
+def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, tp, gemm3) -> dict:
     """Weight-GEMM times of the mean layer per micro-batch on one GPU (arrays, s): attention
     projections as TP splits them (column: output width / TP, row: input width / TP, duplicated:
     whole), the MLP of dense layers and of MoE layers (routed experts over the local experts, router,
     shared experts) weighted by the MoE share; the local experts run as one grouped GEMM, or one
-    GEMM each (its own launch and partial wave) without ``moe_grouped_gemm``.  Also the GEMM input /
+    GEMM each (its own launch and partial wave) without ``moe_grouped_gemm``, either times the
+    profile's measured slowdown of routed expert GEMMs.  Also the GEMM input /
     output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out)."""
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = 0.0
@@ -173,12 +174,15 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, gem
         m_exp = tok * model.topk * t.ep * etp / (model.num_experts * tp)
         # the busiest EP rank sets the pace: its load over the mean (costmodel.moe)
         m_exp = m_exp * _expert_load(model, recipe, t, tok, tp)
+        # the profile's measured slowdown of routed expert GEMMs over this model (costmodel/fit/moe.py)
         if recipe.moe_grouped_gemm:
-            e1_f, e1_b = gemm3(m_exp, mats_in * ffn / etp, h, E_local)
-            e2_f, e2_b = gemm3(m_exp, h, ffn / etp, E_local)
+            sd = profile.moe_grouped_slowdown
+            e1_f, e1_b = (sd * x for x in gemm3(m_exp, mats_in * ffn / etp, h, E_local))
+            e2_f, e2_b = (sd * x for x in gemm3(m_exp, h, ffn / etp, E_local))
         else:
-            e1_f, e1_b = (E_local * x for x in gemm3(m_exp, mats_in * ffn / etp, h))
-            e2_f, e2_b = (E_local * x for x in gemm3(m_exp, h, ffn / etp))
+            sd = profile.moe_sequential_slowdown
+            e1_f, e1_b = (sd * E_local * x for x in gemm3(m_exp, mats_in * ffn / etp, h))
+            e2_f, e2_b = (sd * E_local * x for x in gemm3(m_exp, h, ffn / etp))
         rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
         sw = model.shared_ffn_hidden
         s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
@@ -252,7 +256,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     def mem(bytes_, kernels):
         return bytes_ / (hbm * eta_hbm) + kernels * launch
 
-    w = _weight_gemms(model, recipe, t, tok, tp, gemm3)
+    w = _weight_gemms(model, recipe, profile, t, tok, tp, gemm3)
     fc1_f, colpar_f, gemm_in, gemm_out = w["fc1_f"], w["colpar_f"], w["gemm_in"], w["gemm_out"]
     gemm_f, gemm_b = w["gemm_f"], w["gemm_b"]
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width

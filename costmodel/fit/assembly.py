@@ -18,6 +18,7 @@ from .comm import fit_comm_section
 from .gemm import fit_gemm_section
 from .hbm import fit_hbm_section
 from .measurements import FitReport, Measurements
+from .moe import fit_moe_section
 from .overlap import fit_overlap_section
 from .power import fit_power_section
 from .thermal import fit_thermal_section
@@ -159,6 +160,10 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         missing = [c for c in COLLECTIVES if c not in comm[scope]]
         if missing:
             report.warnings.append(f"comm.{scope}: no measurement of {', '.join(missing)}: kept from the base profile")
+    mo = fit_moe_section(meas, gpu, prof, report)
+    if mo:
+        prof["moe"] = mo
+        fitted.append("moe")
     ov = fit_overlap_section(meas, report)
     if ov:
         prof["overlap"] = ov

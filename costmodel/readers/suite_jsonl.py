@@ -38,6 +38,10 @@ REQUIRED = {
                    "started_unix", "args"),
     # one per (dtype, shape): median of `iters` CUDA-event-timed runs after warm-up
     "gemm": ("dtype", "b", "m", "n", "k", "time_s", "flops_per_s", "iters", "source", "t_start_unix", "t_end_unix"),
+    # one per (MoE model, EP, tokens, mode): a rank's routed expert FC1 GEMMs, ``counts`` rows per local expert
+    # (calibration/suite/moe_gemm.py); mode "sequential" (one GEMM per expert) or "grouped" (one grouped GEMM)
+    "moe_gemm": ("model", "ep", "tokens", "topk", "mode", "dtype", "counts", "n", "k", "time_s", "flops_per_s", "iters",
+                 "t_start_unix", "t_end_unix"),
     # HBM bandwidth: op "copy" (read + write n bytes each) or "triad" (a = b + s*c: 3 arrays); bytes = bytes moved
     "hbm": ("op", "bytes", "time_s", "bytes_per_s", "iters", "t_start_unix", "t_end_unix"),
     # one per (collective, scope, group size, size), written by the group's first rank; time = max over ranks

@@ -37,6 +37,10 @@ class Profile:
         power: :class:`PowerParams` (cap range 0..inf: the GPU's range is the datasheet's) or None
             when the profile has no ``power:``.
         thermal: :class:`ThermalParams` or None when the profile has no ``thermal:``.
+        moe_grouped_slowdown, moe_sequential_slowdown: routed expert GEMMs, grouped or one per expert,
+            over the batched-GEMM model of the mean count (``moe.*_gemm_slowdown``, fitted from the
+            suite's ``moe_gemm`` records, costmodel/fit/moe.py); 1 (the model as is) when the
+            profile has no ``moe:`` section.
         overlap_slowdown: time of compute that runs while a collective is in flight over its time
             alone (``overlap.compute_slowdown``, measured by the calibration suite); the published
             mean :data:`PUBLISHED_OVERLAP_SLOWDOWN` when the profile has no ``overlap:`` section.
@@ -58,6 +62,8 @@ class Profile:
     power: PowerParams | None = None
     thermal: ThermalParams | None = None
     overlap_slowdown: float = 1.0
+    moe_grouped_slowdown: float = 1.0
+    moe_sequential_slowdown: float = 1.0
     fit_sigma: dict = field(default_factory=dict, repr=False)
     attention_kernels: dict = field(default_factory=dict)
 
@@ -119,6 +125,21 @@ def _protocols(p: dict, w: str, pre: str) -> list:
     return out
 
 
+def _moe_slowdowns(d: dict, w: str) -> dict:
+    """The ``moe:`` section's fitted expert-GEMM slowdowns (absent entries: 1, the model as is)."""
+    m = d.get("moe")
+    if m is None:
+        return {}
+    if not isinstance(m, dict):
+        raise InputError(w, "moe", "expected a mapping")
+    out = {}
+    for key, field_ in (("grouped_gemm_slowdown", "moe_grouped_slowdown"),
+                        ("sequential_gemm_slowdown", "moe_sequential_slowdown")):
+        if key in m:
+            out[field_] = _get(m, key, w, prefix="moe.")
+    return out
+
+
 def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     """Load a profile by path or by GPU file stem (hardware/profiles/<stem>.yaml).
 
@@ -164,6 +185,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
         else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm),
+        **_moe_slowdowns(d, w),
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
 
 

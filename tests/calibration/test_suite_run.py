@@ -151,6 +151,29 @@ def test_single_process_in_process(tmp_path, monkeypatch):
     assert sus["t_end_unix"] - sus["t_start_unix"] >= 0.2 and sus["flops_per_s"] > 0
 
 
+def test_routed_expert_gemms_on_cpu(tmp_path, monkeypatch):
+    """--only moe_gemm on CPU: fp32 sequential records of Qwen3-30B-A3B's 16 local experts at EP 8
+    whose counts sum to about tokens x EP x top-8 x 16 / 128 (the first 16 of 128 experts), grouped mode
+    skipped with its reason; a dense-only --models says there is nothing to time."""
+    from costmodel.calibration.run import main
+    for k in LAUNCH_VARS:
+        monkeypatch.delenv(k, raising=False)
+    out = tmp_path / "moe.jsonl"
+    assert main(["--quick", "--quiet", "--out", str(out), "--only", "moe_gemm", "--models", "qwen3-30b-a3b",
+                 "--tokens", "64", "--moe-ep", "8,3"]) == 0
+    run = read_suite_jsonl(out, strict=True)
+    (r,) = run["moe_gemm"]
+    assert (r["mode"], r["dtype"], r["ep"], len(r["counts"]), r["n"], r["k"]) == ("sequential", "fp32", 8, 16, 1536, 2048)
+    # 64 x 8 tokens x 8 picks over 128 experts: 32 each, 512 to the first 16 on average
+    assert 400 < sum(r["counts"]) < 620 and r["time_s"] > 0
+    msgs = [n["message"] for n in run["note"]]
+    assert "moe_gemm grouped mode skipped: grouped GEMM needs a GPU" in msgs
+    assert "moe_gemm qwen3-30b-a3b EP 3 skipped: EP does not divide 128 experts" in msgs
+    out2 = tmp_path / "dense.jsonl"
+    assert main(["--quick", "--quiet", "--out", str(out2), "--only", "moe_gemm", "--models", "llama3-8b"]) == 0
+    assert any("no MoE model in --models" in n["message"] for n in read_suite_jsonl(out2, strict=True)["note"])
+
+
 def test_bad_options_exit_2(tmp_path, monkeypatch, capsys):
     from costmodel.calibration.run import main
     for k in LAUNCH_VARS:
