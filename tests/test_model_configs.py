@@ -48,6 +48,22 @@ def test_deepseek_v3_reads_mla_dense_first_layers_shared_expert_and_mtp():
     assert layer_matmul_flops_per_token(m) == pytest.approx(proj + (3 * dense + 58 * moe) / 61, rel=1e-12)
 
 
+def test_llama4_scout_text_model_by_hand_and_its_chunked_attention():
+    """Llama 4 Scout's text model: 48 MoE layers of 16 routed experts of 8192 (top-1) + a shared one,
+    GQA 40/8 heads of 128, untied 202048-token embeddings: 107.77B by hand (Meta's 109B adds the vision
+    encoder) and 17B active (model card).  36 of 48 layers attend within 8192-token chunks: at 32k
+    tokens a query sees 16384 keys on a global layer and 8192^2 x 4 / (2 x 32768) = 4096 on a chunked
+    one, 7168 on the mean layer; at 8k chunking changes nothing."""
+    m = load_model("llama4-scout")
+    h, f = 5120, 8192
+    layer = 2 * h * h + 2 * h * 1024 + 2 * h + h * 16 + 17 * 3 * h * f
+    assert m.params() == 48 * layer + 2 * 202048 * h + h
+    assert m.params(active=True) == pytest.approx(17e9, rel=0.02)
+    assert (m.chunked_layers, m.attention_chunk) == (36, 8192)
+    assert m.causal_keys_per_query(32768) == 0.25 * 16384 + 0.75 * 4096
+    assert m.causal_keys_per_query(8192) == 4096
+
+
 def test_group_limited_routing_only_where_the_topk_method_uses_groups():
     """DeepSeek-V3 (noaux_tc): 256 experts in 8 groups, a token's 8 experts from at most 4 groups;
     DeepSeek-V2-Lite routes greedily over all 64 experts (its n_group 1)."""

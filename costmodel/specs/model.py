@@ -38,6 +38,9 @@ class ModelSpec:
             shared ``qk_rope_head_dim`` rotary key; V heads of ``v_head_dim``.
         mtp_layers: multi-token-prediction modules (DeepSeek-V3, arXiv:2412.19437 sec. 2.2); not
             counted in :meth:`params` (published totals exclude them), see :meth:`mtp_params`.
+        attention_chunk, chunked_layers: ``chunked_layers`` layers attend only within their
+            ``attention_chunk``-token block (Llama 4's chunked local attention on its RoPE layers,
+            ``attention_chunk_size``); 0 = none.
         routing_groups, routing_group_limit: group-limited routing (DeepSeek-V2/V3 ``n_group`` /
             ``topk_group``, arXiv:2412.19437 sec. 2.1.2 and 3.2.2): the routed experts form
             ``routing_groups`` groups and a token's experts come from at most
@@ -92,6 +95,8 @@ class ModelSpec:
     sliding_layers: int = 0
     routing_groups: int = 0
     routing_group_limit: int = 0
+    attention_chunk: int = 0
+    chunked_layers: int = 0
 
     # ------------------------------------------------------------------ shape
     @property
@@ -174,25 +179,34 @@ class ModelSpec:
 
     def attended_keys(self, seq_len, causal: bool = False) -> float:
         """Keys per query the model-FLOPs conventions count, over the mean layer: the full s
-        (Megatron's s x s convention) or :meth:`causal_keys_per_query`; a sliding-window layer
-        counts at most its window."""
+        (Megatron's s x s convention) or :meth:`causal_keys_per_query`; a sliding-window or chunked
+        layer counts at most its window or chunk."""
         if causal:
             return self.causal_keys_per_query(seq_len)
-        if not self.sliding_layers or not self.sliding_window:
-            return float(seq_len)
-        f = self.sliding_layers / self.num_layers
-        return (1 - f) * seq_len + f * min(self.sliding_window, seq_len)
+        f_s, f_c = self._local_fractions()
+        return ((1 - f_s - f_c) * seq_len + f_s * min(self.sliding_window or seq_len, seq_len)
+                + f_c * min(self.attention_chunk or seq_len, seq_len))
 
     def causal_keys_per_query(self, seq_len) -> float:
         """Mean keys a query attends to under the causal mask, over the mean layer: s/2 for full
-        attention; w - w^2/(2s) for a sliding window w < s (query i sees min(i, w) keys)."""
+        attention; w - w^2/(2s) for a sliding window w < s (query i sees min(i, w) keys); for
+        chunks of C (s = qC + r) (q C^2 + r^2) / (2s), each chunk a causal block of its own."""
         full = seq_len / 2.0
-        w = self.sliding_window
-        if not self.sliding_layers or not w or w >= seq_len:
-            return full
-        slide = w - w * w / (2.0 * seq_len)
-        f = self.sliding_layers / self.num_layers
-        return (1 - f) * full + f * slide
+        f_s, f_c = self._local_fractions()
+        w, c = self.sliding_window, self.attention_chunk
+        slide = w - w * w / (2.0 * seq_len) if w and w < seq_len else full
+        if c and c < seq_len:
+            q, r = divmod(seq_len, c)
+            chunk = (q * c * c + r * r) / (2.0 * seq_len)
+        else:
+            chunk = full
+        return (1 - f_s - f_c) * full + f_s * slide + f_c * chunk
+
+    def _local_fractions(self) -> tuple:
+        """(sliding-window layers, chunked layers) over all layers."""
+        f_s = self.sliding_layers / self.num_layers if self.sliding_layers and self.sliding_window else 0.0
+        f_c = self.chunked_layers / self.num_layers if self.chunked_layers and self.attention_chunk else 0.0
+        return f_s, f_c
 
     # ------------------------------------------------------------------ parameters
     def attention_params(self) -> int:

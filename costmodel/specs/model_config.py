@@ -233,7 +233,34 @@ def read_model_config(d: dict, path) -> ModelSpec:
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla,
-        **_routing_groups(d, w, experts, topk))
+        **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers))
+
+
+def _chunked(d: dict, w: str, model_type: str, layers: int) -> dict:
+    """Llama 4's chunked local attention: with ``attention_chunk_size`` C set, the layers
+    ``no_rope_layers`` marks 1 (RoPE layers; HF Llama4TextConfig's default: every layer but each
+    ``no_rope_layer_interval``-th, 4) attend within their C-token chunk, the NoPE layers globally
+    (HF modeling_llama4.py); ``layer_types`` ``chunked_attention`` entries where given.  {} for other
+    families and without a chunk size.
+
+    Raises:
+        InputError: ``no_rope_layers`` of the wrong length or not 0/1.
+    """
+    chunk = _get_int(d, ("attention_chunk_size",), w, required=False, default=0, minimum=0)
+    if model_type != "llama4_text" or not chunk:
+        return {}
+    lt = d.get("layer_types")
+    if isinstance(lt, list):
+        n = sum(1 for x in lt if x == "chunked_attention")
+    else:
+        nrl = d.get("no_rope_layers")
+        if not nrl:
+            interval = _get_int(d, ("no_rope_layer_interval",), w, required=False, default=4)
+            nrl = [int((i + 1) % interval != 0) for i in range(layers)]
+        if not isinstance(nrl, list) or len(nrl) != layers or any(x not in (0, 1) for x in nrl):
+            raise InputError(w, "no_rope_layers", f"expected {layers} entries of 0 or 1")
+        n = sum(nrl)
+    return dict(attention_chunk=chunk, chunked_layers=n) if n else {}
 
 
 def _routing_groups(d: dict, w: str, experts: int, topk: int) -> dict:
