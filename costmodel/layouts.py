@@ -295,6 +295,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "
          "'When using MoE and tensor parallelism, sequence parallelism must be used')",
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
+        ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
+         "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),

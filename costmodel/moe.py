@@ -25,7 +25,8 @@ memory traffic of moving tokens to and from their experts.
   are no more spread than the loads f, so sqrt(L - 1) is a lower bound on c), a rank of E/EP
   experts carries c / sqrt(E/EP) and the busiest of EP ranks about 1 + z_EP c / sqrt(E/EP) the
   mean load, z_n the expected maximum of n standard normals (Blom 1958: Phi^-1((n - 0.375) /
-  (n + 0.25))).  The larger of this and the balls-into-bins bound sets the pace.
+  (n + 0.25))).  The larger of this and the balls-into-bins bound sets the pace, never more than
+  a rank can receive: all of a token's experts that it holds, EP min(k, E/EP) / k the mean.
 * Capacity.  With a capacity factor c each expert keeps at most c x its mean token count and
   drops the rest (Lepikhin et al. 2021, GShard sec. 2.2; Megatron ``--moe-expert-capacity-factor``),
   so the busiest rank's load is at most c x the mean; padded to capacity, every expert computes
@@ -41,6 +42,8 @@ memory traffic of moving tokens to and from their experts.
 from __future__ import annotations
 
 import numpy as np
+
+from .errors import InputError
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
@@ -126,10 +129,19 @@ def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, 
     ``num_experts`` / EP experts (module docstring), then the capacity (:func:`expert_load_factor`).
     Arrays broadcast."""
     kappa = max_load_factor(tokens * topk * etp / tp, ep)
+    ep_ = np.asarray(ep, dtype=np.float64)
     if expert_load_cv > 0 and num_experts > 1:
-        ep_ = np.asarray(ep, dtype=np.float64)
         kappa = np.maximum(kappa, 1.0 + expert_load_cv / np.sqrt(num_experts / ep_) * expected_max_normal(ep_))
+    if num_experts > 1:
+        kappa = np.minimum(kappa, max_rank_load(num_experts, topk, ep_))
     return expert_load_factor(kappa, capacity_factor, pad)
+
+
+def max_rank_load(num_experts: int, topk: int, ep):
+    """The most a rank can carry over the mean: every token sends it min(k, E/EP) of its k distinct
+    experts, against the mean k / EP: EP min(k, E/EP) / k.  Arrays broadcast."""
+    ep = np.asarray(ep, dtype=np.float64)
+    return ep * np.minimum(topk, num_experts / ep) / topk
 
 
 def run_rank_load(model, recipe, tokens, tp, etp, ep):
@@ -137,3 +149,28 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
     capacity and measured imbalance of ``recipe`` (a costmodel.specs.Recipe)."""
     return busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tokens, tp, etp, ep,
                              model.num_experts, recipe.moe_expert_load_cv)
+
+
+#: the recipe switches that apply to MoE models only (costmodel.stacks.RECIPE_SWITCHES)
+MOE_SWITCHES = ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity",
+                "moe_expert_load_cv")
+
+
+def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
+    """Refuse MoE switches ``given`` (names the user set) for a dense model, and the flex
+    dispatcher on a GPU DeepEP does not run on (its requirements: Hopper SM90 kernels, Blackwell in
+    V2; deepseek-ai/DeepEP README).
+
+    Raises:
+        InputError: naming the flag.
+    """
+    from .model_error import generation
+    if not model.is_moe:
+        for k in MOE_SWITCHES:
+            if k in given:
+                raise InputError("--" + k.replace("_", "-"), "", f"{model.name} is dense (no experts): the MoE "
+                                 "switches apply to MoE models")
+        return
+    if recipe.moe_dispatcher == "flex" and generation(gpu_key) not in ("hopper", "blackwell"):
+        raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need a Hopper or Blackwell "
+                         f"GPU (deepseek-ai/DeepEP requirements); {gpu_key} is neither")

@@ -178,7 +178,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
 
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
-    if layout["overlap"] and recipe.dp_overlap:
+    if layout["overlap"] and recipe.dp_overlap and (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True):
         a.append("--overlap-grad-reduce")
         if layout["zero"] in (1, 2):
             a.append("--overlap-param-gather")

@@ -145,13 +145,14 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + L * (tp_f + cp_f + ep_f)
     bwd = comp_b + L * (tp_b + cp_b + ep_b)
-    fsdp = np.where(t.overlap, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
+    # the last gradient bucket is reduced after the backward ends and the first parameter bucket
+    # is gathered before the forward starts: overlap hides all but those (FSDP: its first gather
+    # and last reduce-scatter per micro-batch)
+    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    fsdp = np.where(dp_ov, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + fsdp
     bubble = bubble_periods(t.pp, t.vp) * t_mb
 
-    # the last gradient bucket is reduced after the backward ends and the first parameter bucket
-    # is gathered before the forward starts: overlap hides all but those
-    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))

@@ -12,6 +12,7 @@ import typer
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
 from ..specs import ClusterSpec, load_cluster, load_model, load_profile
+from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
@@ -47,6 +48,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
               f"min(max_position_embeddings {model.max_positions or '-'}, 4096); pass --seq-len", file=sys.stderr)
     check_recipe_flags(recipe_flags or {})
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, **(recipe_flags or {}))
+    check_moe_recipe(model, recipe, cluster.gpu.key, {k for k, v in (recipe_flags or {}).items() if v is not None})
     profile = load_profile(profile_arg or cluster.gpu.key)
     for note in profile_notes(profile, cluster):
         print(f"costmodel: note: {note}", file=sys.stderr)

@@ -158,13 +158,22 @@ class Recipe:
         if not (isinstance(cf, (int, float)) and 0.0 <= cf <= 1e6):
             raise InputError("--moe-capacity-factor", "", f"must be 0 (dropless) or a positive factor up to 10^6, "
                              f"got {cf}")
-        if 0.0 < cf < 1.0 / 1024:
-            raise InputError("--moe-capacity-factor", "", f"{cf} leaves no expert a token: use 0 for dropless "
-                             "or a factor near 1")
+        if 0.0 < cf < 1.0:
+            raise InputError("--moe-capacity-factor", "", f"{cf:g} is below 1: every expert would drop tokens even "
+                             "under perfect balance, work the model's FLOP count still includes; use 0 (dropless) "
+                             "or a factor >= 1")
+        if cf > 0 and self.moe_dispatcher != "alltoall":
+            raise InputError("--moe-capacity-factor", "", f"needs --moe-dispatcher alltoall, not "
+                             f"{self.moe_dispatcher} (Megatron-core: 'moe_expert_capacity_factor only works with "
+                             "alltoall token dispatcher')")
         cv = self.moe_expert_load_cv
         if not (isinstance(cv, (int, float)) and 0.0 <= cv <= 100.0):
             raise InputError("--moe-expert-load-cv", "", f"must be a coefficient of variation between 0 and 100, "
                              f"got {cv}")
+        if self.moe_pad_to_capacity and self.moe_dispatcher == "flex":
+            raise InputError("--moe-pad-to-capacity", "", "the flex (DeepEP) dispatcher does not pad to capacity "
+                             "(Megatron-core: 'Flex token dispatcher does not support "
+                             "--moe-pad-expert-input-to-capacity')")
         if self.moe_pad_to_capacity and cf == 0.0:
             raise InputError("--moe-pad-to-capacity", "", "pads each expert to its capacity, which needs "
                              "--moe-capacity-factor > 0 (Megatron: moe_pad_expert_input_to_capacity requires "
