@@ -84,11 +84,11 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
     out, origin = {}, {}
     for k in LAYOUT_KEYS:
         lv, fv = log_layout.get(k), flags.get(k)
-        if fv is not None and lv is not None and _differs(fv, lv):
+        if fv is not None and lv is not None and differs(fv, lv):
             raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's argument dump "
                              f"({log_path}: {k} = {lv!r}); drop the flag, or pass --allow-override to let it win")
         if fv is not None:
-            out[k], origin[k] = fv, ("log" if lv is not None and not _differs(fv, lv) else "flag")
+            out[k], origin[k] = fv, ("log" if lv is not None and not differs(fv, lv) else "flag")
         elif lv is not None:
             out[k], origin[k] = lv, "log"
         elif k in STACK_DEFAULTS.get(stack, {}):
@@ -107,7 +107,8 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
                     world_size=log_layout.get("world_size"), origin=origin)
 
 
-def _differs(a, b) -> bool:
+def differs(a, b) -> bool:
+    """True when a flag's value ``a`` disagrees with a logged ``b`` (numbers to 1e-9 relative)."""
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return not math.isclose(float(a), float(b), rel_tol=1e-9)
     return a != b

@@ -111,7 +111,14 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list
                 else ""), f"micro-batch per GPU: {layout['mbs']}",
              f"global batch: {recipe.gbs} sequences of {recipe.seq_len} tokens",
              f"activation checkpointing: {ckpt}", f"precision: {recipe.precision}, optimizer: {recipe.optimizer}",
-             f"communication overlap: {'on' if layout['overlap'] else 'off'}"]
+             f"communication overlap: {'on' if layout['overlap'] else 'off'}"
+             + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
+                if layout["overlap"] else "")]
+    if model.is_moe:
+        cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
+               if recipe.moe_capacity_factor > 0 else "dropless")
+        lines.append(f"MoE: {recipe.moe_dispatcher} token dispatch, "
+                     f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}")
     return f"Settings for {recipe.stack}", "\n".join(lines)
 
 

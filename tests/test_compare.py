@@ -90,7 +90,7 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert "EP 8 x TP 4 exceeds" in out["origin"]["etp"] and "MoE with TP > 1" in out["origin"]["sp"]
     # the router's measured imbalance: Megatron's load_balancing_loss, median 1.0196 over iterations 3..73
     assert out["recipe"]["moe_expert_load_cv"] == pytest.approx(math.sqrt(0.0196), rel=0.01)
-    assert out["origin"]["moe_expert_load_cv"].startswith("log: sqrt(load_balancing_loss - 1), median 1.0196")
+    assert out["origin"]["moe_expert_load_cv"].startswith("log: load_balancing_loss (median 1.0196 of the kept")
     assert out["origin"]["moe_dispatcher"] == "megatron default" and out["recipe"]["moe_dispatcher"] == "allgather"
     # a flag that agrees with the dump is the log's value; a --seq-len that is not the run's is flagged
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS[:-1], "4096", "--ep", "8", "--json")
@@ -109,6 +109,59 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert m["step_time_s"]["measured"] == pytest.approx(5.4707, abs=1e-4)       # median of iterations 3..73
     # Megatron's printed TFLOP/s/GPU equals model FLOPs / step time at seq_len 2048
     assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
+
+
+def _mixtral_with(tmp_path, dump: dict, lbl=None) -> Path:
+    """The Mixtral log with extra argument-dump lines (and every load_balancing_loss set to ``lbl``)."""
+    lines = MIXTRAL.read_text().splitlines()
+    i = next(j for j, ln in enumerate(lines) if ln.startswith("  expert_model_parallel_size"))
+    extra = [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in dump.items()]
+    out = lines[:i + 1] + extra + lines[i + 1:]
+    if lbl is not None:
+        import re
+        out = [re.sub(r"load_balancing_loss: [^|]*\|", f"load_balancing_loss: {lbl} |", ln) for ln in out]
+    f = tmp_path / "mixtral.log"
+    f.write_text("\n".join(out) + "\n")
+    return f
+
+
+def test_mixtral_recipe_switches_from_the_dump_flags_may_not_contradict(tmp_path):
+    """The MoE switches of a dump are the run's: alltoall_seq is priced as alltoall, a negative
+    capacity factor is dropless (Megatron-core), a flag that contradicts the dump is refused unless
+    --allow-override (then a warning), and a dump value the model refuses names the log and its key;
+    values it cannot read are reported, never silently defaulted."""
+    f = _mixtral_with(tmp_path, {"moe_token_dispatcher_type": "alltoall_seq", "moe_grouped_gemm": "True",
+                                 "moe_expert_capacity_factor": "-1.0", "overlap_grad_reduce": "True"})
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    r = out["recipe"]
+    assert (r["moe_dispatcher"], r["moe_grouped_gemm"], r["moe_capacity_factor"], r["dp_overlap"]) == \
+        ("alltoall", True, 0.0, True)
+    assert out["origin"]["moe_dispatcher"] == "log: moe_token_dispatcher_type = 'alltoall_seq'"
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--moe-dispatcher", "allgather")
+    assert rc == 2 and "--moe-dispatcher: 'allgather' contradicts the log" in se and "--allow-override" in se
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--no-dp-overlap", "--allow-override", "--json")
+    assert rc == 0 and any("--dp-overlap False overrides the log" in w for w in json.loads(so)["warnings"])
+    bad = _mixtral_with(tmp_path, {"moe_token_dispatcher_type": "foo", "moe_grouped_gemm": "yes"}, lbl="1e300")
+    rc, so, se = cli("compare", "--log", bad, *MIXTRAL_FLAGS, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    w = " ".join(out["warnings"])
+    assert "moe_token_dispatcher_type = 'foo' is not one the model prices" in w
+    assert "moe_grouped_gemm = 'yes' is not true/false" in w and "load_balancing_loss value(s) outside 0..8" in w
+    assert out["recipe"]["moe_expert_load_cv"] == 0.0 and out["origin"]["moe_dispatcher"] == "megatron default"
+    # a field that is not a number is left out of its iteration, whose step time still counts
+    rc, so, se = cli("compare", "--log", _mixtral_with(tmp_path, {}, lbl="abc"), *MIXTRAL_FLAGS, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["iterations_used"] == 7 and out["recipe"]["moe_expert_load_cv"] == 0.0
+    assert any("not a number, left out: load_balancing_loss: 'abc'" in w for w in out["warnings"])
+    pad = _mixtral_with(tmp_path, {"moe_token_dispatcher_type": "alltoall", "moe_pad_expert_input_to_capacity": "True"})
+    rc, so, se = cli("compare", "--log", pad, *MIXTRAL_FLAGS)
+    assert rc == 2 and se.strip().endswith("needs --moe-capacity-factor > 0 (Megatron: moe_pad_expert_input_to_capacity "
+                                           "requires moe_expert_capacity_factor)")
+    assert f"{pad}: moe_pad_expert_input_to_capacity: True:" in se
 
 
 def test_power_trace_aligned_by_timestamps(tmp_path):

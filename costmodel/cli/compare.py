@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from .. import report
-from ..compare import (build_metrics, check_model, logged_flops_check, model_from_log, per_gpu_rows, resolve_run,
-                      trace_metrics, training_window)
+from ..compare import (build_metrics, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
+                       resolve_run, trace_metrics, training_window)
 from ..errors import InputError
+from ..logged_recipe import DUMP_KEYS, logged_switches
+from ..moe import MOE_SWITCHES, check_moe_recipe
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
-from ..specs import MOE_DISPATCHERS, OPTIMIZERS, Recipe, load_cluster, load_model, load_profile
+from ..specs import Recipe, load_cluster, load_model, load_profile
 from ..stacks import RECIPE_SWITCHES, get_stack, stack_recipe
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
@@ -88,7 +88,7 @@ def compare(
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings,
                          stack)
-    recipe = _recipe(tlog, run, c, recipe_flags, stack, m.is_moe)
+    recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = load_profile(profile or c.gpu.key)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     pred = predict_run(m, recipe, c, p, run.layout)
@@ -172,64 +172,41 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     return run, m, c
 
 
-def _recipe(tlog, run, c, flags: dict, stack_name, moe: bool = False) -> Recipe:
+def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, warnings: list) -> Recipe:
     """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
-    its flag, else from the argument dump where it says (flash attention, Transformer Engine TP-comm
-    overlap, the DP overlap, the optimizer, Megatron's cross-entropy fusion, the MoE dispatcher, grouped GEMM and
-    capacity), else the defaults of the run's stack
-    (``--stack``, else the log's framework; costmodel/stacks.py).  The origin of the DP overlap,
-    and for an MoE model of each MoE switch, goes into ``run.origin``."""
+    its flag, else from the log (costmodel.logged_recipe: the argument dump and the MoE loss
+    records), else the defaults of the run's stack (``--stack``, else the log's framework;
+    costmodel/stacks.py).  The origin of the DP overlap, and for an MoE model of each MoE switch,
+    goes into ``run.origin``.
+
+    Raises:
+        InputError: a flag that contradicts the log (unless ``allow_override``: then a warning), or a
+            value from the log the model refuses (naming the log file and its field).
+    """
     stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
-    a = tlog.args
-    logged = {}
-    if "use_flash_attn" in a:
-        logged["flash_attention"] = bool(a["use_flash_attn"])
-    keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in a]
-    if keys:
-        logged["tp_comm_overlap"] = bool(a[keys[0]])
-    # Megatron-LM's --optimizer: adam (its Adam is AdamW) or sgd
-    if str(a.get("optimizer", "")).lower() in OPTIMIZERS:
-        logged["optimizer"] = str(a["optimizer"]).lower()
-    if a.get("cross_entropy_loss_fusion"):
-        logged["cross_entropy"] = "fused"
-    if isinstance(a.get("overlap_grad_reduce"), bool):
-        logged["dp_overlap"] = a["overlap_grad_reduce"]
-    # Megatron-core's MoE switches, where the dump prints them
-    if str(a.get("moe_token_dispatcher_type", "")) in MOE_DISPATCHERS:
-        logged["moe_dispatcher"] = str(a["moe_token_dispatcher_type"])
-    if isinstance(a.get("moe_grouped_gemm"), bool):
-        logged["moe_grouped_gemm"] = a["moe_grouped_gemm"]
-    if "moe_expert_capacity_factor" in a:
-        cf = a["moe_expert_capacity_factor"]
-        if cf is None or (isinstance(cf, (int, float)) and not isinstance(cf, bool)):
-            logged["moe_capacity_factor"] = 0.0 if cf is None else float(cf)      # None: dropless
-    if isinstance(a.get("moe_pad_expert_input_to_capacity"), bool):
-        logged["moe_pad_to_capacity"] = a["moe_pad_expert_input_to_capacity"]
-    lbl = _load_balancing_loss(tlog) if moe else None
-    if lbl is not None:
-        logged["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
+    logged, where, notes = logged_switches(tlog, model.is_moe, model.num_experts)
+    warnings += [f"{tlog.path}: {n}" for n in notes]
     given = {k: v for k, v in flags.items() if v is not None}
-    for k in ("dp_overlap",) + (("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity")
-                                if moe else ()):
-        run.origin[k] = "flag" if k in given else "log" if k in logged else f"{stack.name} default"
-    if moe:
-        k = "moe_expert_load_cv"
-        run.origin[k] = ("flag" if k in given else
-                         f"log: sqrt(load_balancing_loss - 1), median {lbl:.4f} over the kept iterations (a lower bound)"
-                         if k in logged else f"{stack.name} default (uniform routing)")
-    return stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
-
-
-def _load_balancing_loss(tlog):
-    """Median of Megatron-core's logged ``load_balancing_loss`` (E sum_i P_i f_i, 1 when balanced) over
-    the kept iterations, or None when the log prints none (costmodel.moe: its excess over 1 bounds the
-    squared coefficient of variation of the expert loads from below)."""
-    if tlog.framework != "megatron" or tlog.iterations is None or not len(tlog.iterations):
-        return None
-    v = tlog.iterations.load_balancing_loss[tlog.kept]
-    v = v[np.isfinite(v) & (v > 0)]
-    return float(np.median(v)) if len(v) else None
+    for k, v in given.items():
+        if k in logged and differs(v, logged[k]):
+            flag = "--" + k.replace("_", "-")
+            if not allow_override:
+                raise InputError(flag, "", f"{v!r} contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
+                                 "or pass --allow-override to let it win")
+            warnings.append(f"{flag} {v!r} overrides the log ({where[k]})")
+    for k in ("dp_overlap",) + (MOE_SWITCHES if model.is_moe else ()):
+        run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
+                         else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
+    try:
+        recipe = stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
+    except InputError as e:
+        k = next((k for k in logged if "--" + k.replace("_", "-") == e.where and k not in given), None)
+        if k is None:
+            raise
+        raise InputError(tlog.path, DUMP_KEYS[k], f"{logged[k]!r}: {e.message}") from None
+    check_moe_recipe(model, recipe, c.gpu.key, set(given))
+    return recipe
 
 
 def _aggregate(tlog, recipe, log, warnings) -> dict:

@@ -16,7 +16,7 @@ from .. import report
 from ..errors import InputError
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
-from ..predict import check_inlet_temp_c, prediction_row
+from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import TE_STACKS, get_stack
 from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
@@ -79,6 +79,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res = search(m, r, c, p, **kw)
         # switches the user left open that the stack can turn on are searched too: the winner may
         # need them, and the flags printed below set them
+        r0, won = r, []
         for changes, what in _open_switch_variants(m, r, recipe_flags or {}, no_overlap):
             if not res.n_feasible:
                 break
@@ -87,8 +88,20 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
             t_now, t_alt = float(res.ranked.step_time_s[0]), float(res_alt.ranked.step_time_s[0]) \
                 if res_alt.n_feasible else float("inf")
             if t_alt < t_now * (1 - 1e-9):
-                notes.append(f"costmodel: note: {what} takes the best step from {t_now:.3f} s to {t_alt:.3f} s: the winner sets it")
+                won.append((changes, what, t_now, t_alt))
                 res, r = res_alt, r_alt
+        # a switch that helped an earlier winner but not the final one is handed back to the stack
+        kept = []
+        for changes, what, t_now, t_alt in won:
+            r_rev = dataclasses.replace(r, **{k: getattr(r0, k) for k in changes})
+            best = float(res.ranked.step_time_s[0])
+            if predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s <= best * (1 + 1e-9):
+                r = r_rev
+                res = search(m, r, c, p, **kw)
+            else:
+                kept.append(f"costmodel: note: {what} takes the best step from {t_now:.3f} s to {t_alt:.3f} s: "
+                            "the winner sets it")
+        notes = kept
         note = "\n".join(notes) or None
     if res.n_valid == 0:
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "

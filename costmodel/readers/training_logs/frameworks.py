@@ -131,12 +131,16 @@ def _parse_megatron(seg, path):
         try:
             rec[target] = _num(val) * scale
         except ValueError:
-            bad.append(f"{key}: {val.strip()!r}")
-    if bad:
-        return None, f"{_where(path, seg)}: iteration {m.group(1)}: not a number: {', '.join(bad)}", False, mds
+            bad.append((target, f"{key}: {val.strip()!r}"))
+    if any(t == "step_time_s" for t, _ in bad):
+        return None, f"{_where(path, seg)}: iteration {m.group(1)}: not a number: {', '.join(b for _, b in bad)}", \
+            False, mds
     if "step_time_s" not in rec:
         return None, f"{_where(path, seg)}: iteration {m.group(1)} has no 'elapsed time per iteration'", False, mds
-    return rec, None, False, mds
+    # another field that is not a number is left out; the step time still counts
+    soft = f"{_where(path, seg)}: iteration {m.group(1)}: not a number, left out: {', '.join(b for _, b in bad)}" \
+        if bad else None
+    return rec, soft, False, mds
 
 
 def _nemo_items(text, sep, kv):

@@ -198,7 +198,7 @@ def _collect(bucket, rec, err, trunc):
     records, errs, truncs = bucket
     if rec is not None:
         records.append(rec)
-    elif err is not None:
+    if err is not None:         # with a record: a field of it left out
         (truncs if trunc else errs).append(err)
 
 

@@ -1,0 +1,103 @@
+"""The recipe switches a training log states: Megatron's argument dump and its MoE loss records.
+
+``compare`` predicts a logged run with the recipe the run used.  Each switch (costmodel.stacks
+RECIPE_SWITCHES) comes from the key of Megatron-LM's argument dump in :data:`DUMP_KEYS` when the
+dump prints it with a value the model knows; a value it does not know is reported and left to the
+stack's default, never guessed.  The router's imbalance comes from the iteration records: Megatron-
+core logs ``load_balancing_loss``, its auxiliary loss over the coefficient, E sum_i P_i f_i (1 when
+balanced; moe_utils.switch_load_balancing_loss_func), whose excess over 1 bounds the squared
+coefficient of variation of the expert loads from below (costmodel.moe).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .specs import MOE_DISPATCHERS, OPTIMIZERS
+
+#: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
+DUMP_KEYS = {
+    "flash_attention": "use_flash_attn", "tp_comm_overlap": "tp_comm_overlap", "dp_overlap": "overlap_grad_reduce",
+    "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
+    "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
+    "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
+    "moe_expert_load_cv": "load_balancing_loss",
+}
+#: dispatcher names of Megatron-core the model prices as another: alltoall_seq (the all-to-all
+#: dispatcher over a sequence-sharded input, MoEAlltoAllSEQTokenDispatcher) moves the same tokens
+_DISPATCHER_ALIASES = {"alltoall_seq": "alltoall"}
+
+
+def _bool(a: dict, key: str, out: dict, switch: str, notes: list) -> None:
+    if key in a:
+        if isinstance(a[key], bool):
+            out[switch] = a[key]
+        else:
+            notes.append(f"argument dump: {key} = {a[key]!r} is not true/false: not used")
+
+
+def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, list]:
+    """The recipe switches ``tlog`` (a costmodel.readers.TrainingLog) states.
+
+    Returns:
+        (switch -> value, switch -> a description of where it was read, notes on values not used).
+    """
+    a, out, notes = tlog.args, {}, []
+    if "use_flash_attn" in a:
+        out["flash_attention"] = bool(a["use_flash_attn"])
+    keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in a]
+    if keys:
+        out["tp_comm_overlap"] = bool(a[keys[0]])
+    if str(a.get("optimizer", "")).lower() in OPTIMIZERS:       # Megatron-LM's adam (AdamW) or sgd
+        out["optimizer"] = str(a["optimizer"]).lower()
+    if a.get("cross_entropy_loss_fusion"):
+        out["cross_entropy"] = "fused"
+    _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
+    if moe:
+        _moe_switches(a, out, notes)
+        lbl = load_balancing_loss(tlog, num_experts, notes)
+        if lbl is not None:
+            out["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
+    where = {k: DUMP_KEYS[k] + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
+                                if k == "moe_expert_load_cv" else f" = {a.get(DUMP_KEYS[k])!r}")
+             for k in out}
+    return out, where, notes
+
+
+def _moe_switches(a: dict, out: dict, notes: list) -> None:
+    """Megatron-core's MoE arguments (a capacity factor of None or below 0 is dropless: Megatron-core
+    TransformerConfig sets a negative moe_expert_capacity_factor to None)."""
+    if "moe_token_dispatcher_type" in a:
+        d = str(a["moe_token_dispatcher_type"])
+        d = _DISPATCHER_ALIASES.get(d, d)
+        if d in MOE_DISPATCHERS:
+            out["moe_dispatcher"] = d
+        else:
+            notes.append(f"argument dump: moe_token_dispatcher_type = {a['moe_token_dispatcher_type']!r} is not "
+                         f"one the model prices ({', '.join(MOE_DISPATCHERS)}, alltoall_seq): the stack's default used")
+    _bool(a, "moe_grouped_gemm", out, "moe_grouped_gemm", notes)
+    if "moe_expert_capacity_factor" in a:
+        cf = a["moe_expert_capacity_factor"]
+        if cf is None:
+            out["moe_capacity_factor"] = 0.0
+        elif isinstance(cf, (int, float)) and not isinstance(cf, bool) and math.isfinite(cf):
+            out["moe_capacity_factor"] = max(float(cf), 0.0)
+        else:
+            notes.append(f"argument dump: moe_expert_capacity_factor = {cf!r} is not a number: not used")
+    _bool(a, "moe_pad_expert_input_to_capacity", out, "moe_pad_to_capacity", notes)
+
+
+def load_balancing_loss(tlog, num_experts: int, notes: list):
+    """Median of Megatron-core's logged ``load_balancing_loss`` over the kept iterations, or None
+    when the log prints none.  Values outside [0, E] (E sum_i P_i f_i cannot leave it) or not
+    finite are left out, with a note."""
+    if tlog.framework != "megatron" or tlog.iterations is None or not len(tlog.iterations):
+        return None
+    v = tlog.iterations.load_balancing_loss[tlog.kept]
+    v = v[~np.isnan(v)]
+    ok = np.isfinite(v) & (v >= 0) & (v <= max(num_experts, 1))
+    if np.any(~ok):
+        notes.append(f"{int((~ok).sum())} load_balancing_loss value(s) outside 0..{num_experts} (the number of "
+                     "experts bounds E sum P f) left out of the router's imbalance")
+    return float(np.median(v[ok])) if np.any(ok) else None
