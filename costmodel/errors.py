@@ -103,6 +103,12 @@ class ZeusParseError(ReaderParseError):
     what = "Zeus CSV rows"
 
 
+class PerseusParseError(ReaderParseError):
+    """A Perseus locked-clock stage profile with bad rows; ``rows`` are the good rows."""
+
+    what = "Perseus stage-profile rows"
+
+
 class FlagPerfParseError(ReaderParseError):
     """FlagPerf tables (strict mode) with bad rows; ``rows`` are the good rows."""
 

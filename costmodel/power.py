@@ -20,10 +20,18 @@ micro-batch's forward + backward with its overlapped communication), the densest
 that a power meter averaging over ~100 ms sees; it grows with mbs because larger GEMMs run at a
 higher u_flop.
 
-Power cap / DVFS: dynamic power scales as f^gamma (P_dyn ~ C V^2 f with V rising with f; You et al.,
-"Zeus", NSDI 2023 measure the resulting power-vs-limit curves), so a phase whose power exceeds the
-cap runs at clock ratio s = ((cap - P_idle) / (P - P_idle))^(1/gamma); its compute-bound time grows
-as 1/s while HBM- and link-bound time does not depend on the SM clock.
+Power cap / DVFS: dynamic power P_dyn ~ C V(f)^2 f.  Above the voltage floor the supply voltage
+rises with the clock and P_dyn scales as s^gamma (s = f / f_max); below the floor clock ratio s_v
+the voltage stays at its minimum and P_dyn falls only linearly with the clock:
+
+    g(s) = s^gamma                 for s >= s_v
+    g(s) = s_v^gamma (s / s_v)     for s <  s_v
+
+(gamma and s_v fitted to locked-clock sweeps of LLM training stages, costmodel/fit/builtin/dvfs.py).
+A phase whose power exceeds the cap runs at the clock ratio where P_idle + (P - P_idle) g(s) meets
+the cap; its compute-bound time grows as 1/s while HBM- and link-bound time does not depend on the
+SM clock.  Below s_v a lower cap buys little power for its lost clock, so the energy per step turns
+up again: the U shape of energy against the power cap.
 """
 from __future__ import annotations
 
@@ -41,14 +49,35 @@ def phase_power_w(p: PowerParams, util: dict):
     return out
 
 
-def clock_ratio(p: PowerParams, power_w, cap_w):
-    """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``.
+def dynamic_power_ratio(s, gamma: float, v_floor: float = 0.0):
+    """g(s): dynamic power at clock ratio ``s`` over dynamic power at s = 1 (module docstring);
+    ``v_floor`` = 0 is the pure power law.  Arrays broadcast."""
+    s = np.asarray(s, dtype=np.float64)
+    if v_floor <= 0:
+        return s ** gamma
+    return np.where(s >= v_floor, s ** gamma, v_floor ** gamma * s / v_floor)
 
-    s = ((cap - P_idle) / (P - P_idle))^(1/gamma), clipped to (0, 1]; 1 where the phase is under the cap.
-    Raises nothing; a cap at or below idle power gives the smallest representable ratio (1e-3).
+
+def clock_for_dynamic_ratio(r, gamma: float, v_floor: float = 0.0):
+    """The clock ratio s with g(s) = ``r`` (the inverse of :func:`dynamic_power_ratio`), clipped to
+    [1e-3, 1].  Arrays broadcast."""
+    r = np.asarray(r, dtype=np.float64)
+    if v_floor <= 0:
+        s = r ** (1.0 / gamma)
+    else:
+        knee = v_floor ** gamma
+        s = np.where(r >= knee, np.maximum(r, 0.0) ** (1.0 / gamma), r * v_floor ** (1.0 - gamma))
+    return np.clip(s, 1e-3, 1.0)
+
+
+def clock_ratio(p: PowerParams, power_w, cap_w):
+    """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``:
+    g(s) = (cap - P_idle) / (P - P_idle) solved for s (module docstring), clipped to (0, 1]; 1 where
+    the phase is under the cap.  Raises nothing; a cap at or below idle power gives the smallest
+    representable ratio (1e-3).
     """
     power_w = np.asarray(power_w, dtype=np.float64)
     head = np.maximum(np.asarray(cap_w, dtype=np.float64) - p.idle_w, 1e-9)
     dyn = np.maximum(power_w - p.idle_w, 1e-9)
-    return np.clip((head / dyn) ** (1.0 / p.gamma), 1e-3, 1.0)
+    return clock_for_dynamic_ratio(head / dyn, p.gamma, p.v_floor_clock_ratio)
 

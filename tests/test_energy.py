@@ -93,6 +93,28 @@ def test_power_cap_trades_time_for_energy(h200):
         energy(h200, caps_w=[150.0] * 4)            # below the H200's 200 W minimum limit
 
 
+@pytest.mark.parametrize("cluster,model,lay", [
+    ("paper-h200", "llama3-70b", dict(tp=4, pp=4, dp=2, recompute="full")),
+    ("dgx-a100", "llama3-8b", dict(tp=1, pp=1, dp=8, zero=1)),
+    ("dgx-h100", "llama3-70b", dict(tp=8, pp=1, dp=1, recompute="full")),
+])
+def test_energy_against_the_power_cap_is_u_shaped(cluster, model, lay):
+    """Large dense training under a uniform cap from the GPU's minimum to its maximum limit: energy per
+    step falls as the cap cuts the voltage, then rises once the clock is below the voltage floor and
+    the step grows faster than the power falls; the least energy lies between 50 % and 90 % of TDP."""
+    c = load_cluster(cluster)
+    p = load_profile(c.gpu.key)
+    m = load_model(model)
+    layout = dict(BASE, **lay)
+    lo, hi = c.gpu.power_limit_min_w, c.gpu.tdp_w
+    caps = np.linspace(lo, hi, 12)
+    e = [predict_run(m, R, c, p, layout, caps_w=float(x)).energy.energy_j_per_step for x in caps]
+    i = int(np.argmin(e))
+    assert 0 < i < len(caps) - 1, (caps, e)
+    assert e[0] > e[i] * 1.05 and e[-1] > e[i] * 1.05
+    assert 0.5 * c.gpu.tdp_w <= caps[i] <= 0.9 * c.gpu.tdp_w
+
+
 def _step(cluster, **kw):
     c = load_cluster(cluster)
     lay = dict(BASE, tp=8, **kw)

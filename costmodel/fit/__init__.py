@@ -28,6 +28,7 @@ overlap                GEMM time while a collective runs / alone (median)    sui
 power                  P = idle + c_flop u_flop + c_hbm u_hbm + c_link u_link suite phases x samples
                        (power.py), bounded least squares                     (unthrottled windows)
 power.gamma            P - idle = k f^gamma under power limits               suite power-limit phases
+power.v_floor_clock_ratio  the clock below which P - idle falls linearly      (built-in: Perseus clock sweeps)
 power.idle_w           median power of idle samples                          suite idle phase or traces
 thermal                T(t) = T0 + dT (1 - exp(-t/tau)), R_th = dT/dP        suite sustained-GEMM phase
                        per slot (first-order RC, thermal.py)                 per slot; traces: T vs P

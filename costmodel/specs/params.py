@@ -144,8 +144,10 @@ class PowerParams:
         coeff_w: term name (:data:`POWER_TERMS`) -> extra power at utilisation 1, W (``flop``: at
             100% of the dense tensor peak; ``hbm``: of the datasheet HBM bandwidth; ``link``: NVLink/NIC
             traffic at full link rate).
-        gamma: DVFS exponent of dynamic power vs SM clock, dimensionless (2-3).
+        gamma: DVFS exponent of dynamic power vs SM clock above the voltage floor, dimensionless (2-3).
         min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
+        v_floor_clock_ratio: SM-clock ratio f/f_max below which the voltage stays at its minimum and
+            dynamic power falls only linearly with the clock (costmodel/power.py); 0 = none known.
     """
 
     idle_w: float
@@ -153,6 +155,7 @@ class PowerParams:
     gamma: float
     min_cap_w: float
     max_cap_w: float
+    v_floor_clock_ratio: float = 0.0
 
 
 @dataclass(frozen=True)

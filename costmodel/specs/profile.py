@@ -223,8 +223,9 @@ def _power(d: dict, w: str):
     if not isinstance(s, dict):
         raise InputError(w, "power", "expected a mapping")
     g = lambda k, kind="watts", positive=True: _get(s, k, w, kind, prefix="power.", positive=positive)
+    vf = _get(s, "v_floor_clock_ratio", w, "number", prefix="power.", required=False, default=0.0, maximum=1.0)
     return PowerParams(idle_w=g("idle_w"), coeff_w={t.name: g(t.key, positive=t.positive) for t in POWER_TERMS},
-                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"))
+                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf)
 
 
 def _thermal(d: dict, w: str):

@@ -41,7 +41,9 @@ F = dict(  # input files (copies under hardware/profiles/data/)
     flagperf_ops="flagperf_a100_operator_bench_power_temp.csv",
     flagperf_base="flagperf_a100_base_gemm_membw_nccl_with_power_temp.md",
     zeus_v100="zeus_nsdi23_power_vs_powerlimit_v100.csv", zeus_a40="zeus_nsdi23_power_vs_powerlimit_a40.csv",
-    zeus_rtx6000="zeus_nsdi23_power_vs_powerlimit_rtx6000.csv", zeus_p100="zeus_nsdi23_power_vs_powerlimit_p100.csv")
+    zeus_rtx6000="zeus_nsdi23_power_vs_powerlimit_rtx6000.csv", zeus_p100="zeus_nsdi23_power_vs_powerlimit_p100.csv",
+    perseus_gpt3="perseus_sosp24_gpt3-175b_a100_sxm_stage_clock_sweep.csv",
+    perseus_bloom="perseus_sosp24_bloom_a100_sxm_stage_clock_sweep.csv")
 
 
 def path(key, data=None) -> Path:

@@ -6,9 +6,9 @@ copy under ``hardware/profiles/data/`` with its source header.  Model (``costmod
     P = idle_w + flop_w u_flop + hbm_w u_hbm + link_w u_link
 
 with u_flop = achieved FLOP/s / dense tensor peak of the dtype, u_hbm = achieved HBM B/s / datasheet
-bandwidth, u_link = achieved busbw / link rate; under a cap the SM clock ratio is
-s = ((cap - idle) / (P - idle))^(1/gamma), dynamic power scales as s^gamma and compute-bound time as
-1/s.  Thermal (per slot): steady T = T_inlet + R_th P, first order with time constant tau.
+bandwidth, u_link = achieved busbw / link rate; under a cap the SM clock ratio s solves
+idle + (P - idle) g(s) = cap, with g(s) = s^gamma above the voltage-floor clock ratio s_v and linear
+below it (costmodel/power.py), and compute-bound time grows as 1/s.  Thermal (per slot): steady T = T_inlet + R_th P, first order with time constant tau.
 
 What is fitted, from what (details in each function's docstring and in every profile's ``fit:``):
 
@@ -22,11 +22,15 @@ What is fitted, from what (details in each function's docstring and in every pro
   for link_w; the random-data 8192^3 GEMMs, which run pinned at the 400 W limit, for flop_w through the
   model's own DVFS law (their throughput under the cap vs the same GEMM's full-clock throughput
   measured by the zero-filled cuBLAS toolkit, which stays below the limit).
-* **gamma**: Zeus (NSDI'23) time and average power vs power limit for V100, A40, RTX6000, P100.  The
-  compute-bound fraction c of each workload and gamma are degenerate (stretch ~ c/gamma); with c <= 1
-  each sweep bounds gamma from above, and the estimate is the bound of the most clock-bound sweep
-  (c = 1), over limits >= 50 % of the largest limit (the range of training power caps; below it the
-  voltage floor makes the local exponent fall towards 1).  GPUs without a trace use the median.
+* **gamma, v_floor_clock_ratio**: Perseus (SOSP'24) locked-clock sweeps of a GPT-3 175B and a BLOOM
+  pipeline stage on A100 SXM (forward and backward, 1410-855 MHz): P = E/t against the clock, fitted
+  per sweep (costmodel/fit/builtin/dvfs.py); the medians go to every GPU (borrowed by the others as a
+  fraction of their own maximum clock).
+* **gamma check**: Zeus (NSDI'23) time and average power vs power limit for V100, A40, RTX6000, P100
+  (whole training runs under power limits, kept out of the fit).  The compute-bound fraction c of
+  each workload and gamma are degenerate (stretch ~ c/gamma); with c <= 1 each sweep bounds gamma
+  from above, the bound of the most clock-bound sweep (c = 1), over limits >= 50 % of the largest;
+  the median of the four GPUs (2.41) lies within 5 % of the locked-clock gamma.
 * **R_th**: FlagPerf A100 single-GPU operator runs, average temperature vs average power,
   T = T0 + R_th P by least squares (R^2 reported).  tau = R_th x C with C the heatsink heat capacity
   (DERIVED, see :data:`HEATSINK`).
@@ -43,13 +47,17 @@ from scipy.optimize import least_squares, minimize_scalar
 
 from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
+from costmodel.power import clock_for_dynamic_ratio
+from costmodel.readers.perseus import read_perseus_stage_profile
 from costmodel.readers.zeus import read_zeus_csv
 from costmodel.specs import load_gpu
 
 from .data import path as _p
+from .dvfs import fit_dvfs
 from .data import rel as _rel
 
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
+PERSEUS = {"gpt3": "gpt3-175b", "bloom": "bloom"}     # Perseus A100 SXM locked-clock stage sweeps
 
 # FlagPerf's GPU: A100-SXM4-40GB (the A100 profile is the 80GB SXM4 part, same GA100 die and 400 W TDP).
 A100_40 = dict(tensor_peak={"BF16": 312e12, "FP16": 312e12}, hbm_bps=1555e9, link_bps=300e9, tdp_w=400.0,
@@ -86,7 +94,8 @@ def load(data=None):
     return dict(h100=read_nvidia_smi_csv(_p("h100_trace", data), n_gpus=8),
                 ops=read_flagperf_operator_csv(_p("flagperf_ops", data)),
                 base=read_flagperf_base_md(_p("flagperf_base", data)),
-                zeus={g: read_zeus_csv(_p(f"zeus_{g}", data)) for g in ZEUS_GPUS})
+                zeus={g: read_zeus_csv(_p(f"zeus_{g}", data)) for g in ZEUS_GPUS},
+                perseus={m: read_perseus_stage_profile(_p(f"perseus_{k}", data)) for k, m in PERSEUS.items()})
 
 
 # ----------------------------------------------------------------------------------------------- H100
@@ -213,7 +222,7 @@ def a100_rows(ops, base):
     return dict(mem=mem, idle=idle_rows, copy=copy_row, allreduce=ar, gemm=gemm)
 
 
-def fit_a100_power(ops, base, gamma):
+def fit_a100_power(ops, base, gamma, v_floor=0.0):
     """Joint least-squares fit of idle_w, hbm_w, link_w, flop_w on FlagPerf A100-40GB-SXM data.
 
     Residual blocks (relative errors, soft_l1 loss):
@@ -250,7 +259,7 @@ def fit_a100_power(ops, base, gamma):
         ua = np.array([a["u_link"] for a in R["allreduce"]])
         s_meas = np.array([q["u_meas"] / q["u_full"] for q in g])
         p_unc = idle + np.array([flop_w * q["u_full"] + hbm_w * q["h_meas"] / sm for q, sm in zip(g, s_meas)])
-        s_mod = np.clip(((cap - idle) / np.maximum(p_unc - idle, 1e-9)) ** (1 / gamma), 1e-3, 1.0)
+        s_mod = clock_for_dynamic_ratio((cap - idle) / np.maximum(p_unc - idle, 1e-9), gamma, v_floor)
         u_mod = np.array([q["u_full"] for q in g]) * s_mod
         return dict(idle_pred=np.full_like(idle_p, idle), mem_pred=idle + hbm_w * mem_u,
                     copy_pred=idle + hbm_w * c["u_hbm"], copy_meas=pc, ar_pred=idle + link_w * ua, ar_meas=pa,
@@ -355,8 +364,10 @@ class _Fits(NamedTuple):
     a: dict          # fit_a100_power parameters
     arec: dict       # fit_a100_power record
     th: dict         # fit_a100_thermal
-    gamma: float     # median of the Zeus bounds
-    zeus_rec: dict   # the gamma fit record
+    gamma: float     # median over the Perseus locked-clock sweeps
+    v_floor: float   # voltage-floor clock ratio, median over the same sweeps
+    dvfs_rec: dict   # the gamma / v_floor fit record
+    zeus_rec: dict   # the Zeus power-limit check of gamma
     a100_in: list    # inputs of the A100 fits (FlagPerf, Zeus)
     tdp_a: float     # FlagPerf A100's TDP, W
     tdp_h: float     # H100's TDP (hardware/gpus/h100-sxm-80gb.yaml), W
@@ -433,8 +444,8 @@ def _power_a100(g, fits: _Fits):
             "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
             "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
     return dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
-                link_w=_r(a["link_w"]), gamma=_r(fits.gamma, 3), fit=dict(fits.arec, gamma=fits.zeus_rec),
-                derived_from="gamma: median of the Zeus GPU fits (no A100 power-limit sweep in the data)",
+                link_w=_r(a["link_w"]), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                fit=dict(fits.arec, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec),
                 note=note)
 
 
@@ -458,9 +469,11 @@ def _power_hopper(g, tdp, fits: _Fits):
                        "power); the trace has no FLOP or byte counts, so the split across "
                        "terms cannot be fitted from it")
     return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), gamma=_r(fits.gamma, 3),
-                fit=dict(idle_w=idle, loaded=loaded, gamma=fits.zeus_rec, inputs=[_rel("h100_trace")] + fits.a100_in),
+                v_floor_clock_ratio=_r(fits.v_floor, 3),
+                fit=dict(idle_w=idle, loaded=loaded, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec,
+                         inputs=[_rel("h100_trace")] + fits.a100_in),
                 derived_from=("a100-sxm-80gb:power (flop_w, hbm_w, link_w x 700/400 TDP)"
-                              + "; gamma: median of the Zeus GPU fits"
+                              + "; gamma, v_floor_clock_ratio: borrowed from the A100 SXM locked-clock sweeps"
                               + ("; idle_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
                                  if g != "h100-sxm-80gb" else "")),
                 note="DERIVED split: idle_w is measured on H100 (trace); no H100 microbenchmark with power exists "
@@ -482,8 +495,9 @@ def _power_derived(g, tdp, fits: _Fits):
                link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
     k = tdp / ref_tdp
     power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
-                 link_w=_r(ref["link_w"] * k), gamma=_r(fits.gamma, 3),
-                 derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma: median of the Zeus GPU fits",
+                 link_w=_r(ref["link_w"] * k), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                 derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma, v_floor_clock_ratio: borrowed "
+                              "from the A100 SXM locked-clock sweeps",
                  note=f"DERIVED: no power data for this GPU in the public set; every coefficient (idle "
                       f"included) is {src}'s scaled by the TDP ratio {tdp:.0f}/{ref_tdp:.0f}"
                       + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else ""))
@@ -494,12 +508,30 @@ def _fit_all(data=None):
     """Every power/thermal fit (:class:`_Fits`) and the per-GPU Zeus fits."""
     D = load(data)
     zfit = {g: fit_zeus_gamma(D["zeus"][g]) for g in ZEUS_GPUS}
-    gamma = float(np.median([zfit[g]["gamma"] for g in ZEUS_GPUS]))
-    a, arec = fit_a100_power(D["ops"], D["base"], gamma)
-    zin = [_rel(f"zeus_{k}") for k in ZEUS_GPUS]
+    dv = fit_dvfs(D["perseus"])
+    gamma, v_floor = dv["gamma"], dv["v_floor"]
+    a, arec = fit_a100_power(D["ops"], D["base"], gamma, v_floor)
+    pin = [_rel(f"perseus_{k}") for k in PERSEUS]
     return _Fits(h=fit_h100_trace(D["h100"]), a=a, arec=arec, th=fit_a100_thermal(D["ops"], D["base"]), gamma=gamma,
-                 zeus_rec=_zeus_record(zfit), a100_in=[_rel("flagperf_ops"), _rel("flagperf_base")] + zin,
+                 v_floor=v_floor, dvfs_rec=_dvfs_record(dv), zeus_rec=_zeus_record(zfit),
+                 a100_in=[_rel("flagperf_ops"), _rel("flagperf_base")] + pin,
                  tdp_a=A100_40["tdp_w"], tdp_h=load_gpu("h100-sxm-80gb").tdp_w), zfit
+
+
+def _dvfs_record(dv):
+    """The ``fit.gamma`` / ``fit.v_floor_clock_ratio`` record of every profile (costmodel/fit/builtin/dvfs.py)."""
+    return dict(
+        data="Perseus (SOSP'24) locked-clock sweeps of one GPT-3 175B and one BLOOM pipeline stage on A100 SXM, "
+             "forward and backward, SM clock 1410 to 855 MHz in 15 MHz steps: time and GPU energy per pass",
+        method="per sweep: least squares (relative residuals) of P = E/t = P0 + D g(f/1410), g(s) = s^gamma above "
+               "the floor s_v and s_v^gamma s/s_v below (P0, D, s_v, gamma free); the median over the four sweeps",
+        per_sweep={k: dict(gamma=_r(r["gamma"], 3), v_floor_clock_ratio=_r(r["v_floor"], 3),
+                           knee_mhz=_r(r["knee_mhz"]), max_rel_err=_r(r["max_rel_err"], 3), n_points=r["n_points"],
+                           least_energy_clock_mhz=r["min_energy_clock_mhz"]) for k, r in dv["per_sweep"].items()},
+        inputs=[_rel(f"perseus_{k}") for k in PERSEUS],
+        note="the clock of least energy per pass sits at the floor in every sweep (1065-1080 MHz): below it the "
+             "voltage no longer falls and energy rises again; other GPUs take the A100's s_v as a fraction of "
+             "their own maximum clock (borrowed)")
 
 
 def build_power_thermal(gpus, data=None):
@@ -516,9 +548,11 @@ def build_power_thermal(gpus, data=None):
     fits, zfit = _fit_all(data)
     spec = _tdp_hbm(gpus)
     summary, sections, inputs = [], {}, {}
+    summary.append(("gamma", "a100 sxm", "perseus", f"{fits.gamma:.2f}, voltage floor at {fits.v_floor:.3f} of the "
+                                                    "maximum clock (median of 4 locked-clock sweeps)"))
     for g, z in zfit.items():
-        summary.append(("gamma", g, "zeus", f"{z['gamma']:.2f} (bound of {z['bound_workload']}, {z['n_used']} sweeps; "
-                                             f"per-sweep q25/median {z['q25']:.2f}/{z['median']:.2f})"))
+        summary.append(("gamma", g, "zeus (check)", f"{z['gamma']:.2f} (bound of {z['bound_workload']}, {z['n_used']} "
+                                                    f"sweeps; per-sweep q25/median {z['q25']:.2f}/{z['median']:.2f})"))
     th, arec = fits.th, fits.arec
     for g in gpus:
         tdp, _ = spec[g]
@@ -532,7 +566,8 @@ def build_power_thermal(gpus, data=None):
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
         summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
-                                                      f"link {p['link_w']:.0f} W gamma {p['gamma']:.2f}"
+                                                      f"link {p['link_w']:.0f} W gamma {p['gamma']:.2f} "
+                                                      f"v_floor {p['v_floor_clock_ratio']:.3f}"
                                                       + ("" if g in ("a100-sxm-80gb", "a100-sxm-40gb") else "  (derived)"
                                                          if g != "h100-sxm-80gb" else "  (idle fitted)")))
         t = sections[g]["thermal"]
