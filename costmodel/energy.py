@@ -29,11 +29,15 @@ from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
 from .layouts import layers_per_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
-from .power import PowerParams, clock_ratio, phase_power_w
+from .power import PowerParams, clock_ratio, dynamic_power_ratio, phase_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
 
+#: the SM clock ratio of HW slowdown: "reducing the core clocks by a factor of 2 or more" (NVIDIA
+#: nvml.h, nvmlClocksThrottleReasonHwSlowdown): a GPU the thermal response cannot hold below its
+#: slowdown temperature runs at half its maximum clock, hotter than the slowdown temperature
+HW_SLOWDOWN_CLOCK_RATIO = 0.5
 # dense tensor-core peaks are quoted at the boost clock, so sm_clock_mhz = boost x clock ratio
 _MAX_ITERS = 40
 
@@ -209,6 +213,7 @@ class EnergyReport:
     caps_w: list
     layers: list
     per_gpu: list
+    hw_slowdown: bool = False
 
 
 def _u_link(profile: Profile) -> float:
@@ -250,6 +255,9 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         p_gpu[:n] = stage_state(st, pw, c).avg_power_w[stage_of]
         return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
+    p_comp = phase_power_w(pw, st.util)
+    hw_floor_cap = pw.idle_w + (p_comp - pw.idle_w) * dynamic_power_ratio(HW_SLOWDOWN_CLOCK_RATIO, pw.gamma,
+                                                                         pw.v_floor_clock_ratio)
     # thermal slowdown: the clock of a stage whose hottest GPU would pass the slowdown temperature
     # drops until that GPU holds at it (bisection on the stage's effective cap); a slower stage
     # stretches the step, so the others idle more and cool; iterate to the fixed point
@@ -261,7 +269,11 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
             break
         throttled = True
         for s in over:
-            lo, hi = pw.idle_w, float(eff[s])
+            # the thermal response never takes the clock below HW slowdown's (half the maximum or
+            # less, nvml.h nvmlClocksThrottleReasonHwSlowdown): the effective cap at that clock
+            lo, hi = float(hw_floor_cap[s]), float(eff[s])
+            if lo >= hi:
+                continue
             for _ in range(40):
                 eff[s] = 0.5 * (lo + hi)
                 if temps_of(eff)[stage_of == s].max() > slow:
@@ -289,14 +301,16 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
                          # stage-mates run at the same clock because they wait for it)
-                         throttled=bool(eff[s] < caps[s] - 0.01 and temps[r] >= slow - 0.05)))
+                         throttled=bool(eff[s] < caps[s] - 0.01 and temps[r] >= slow - 0.05),
+                         # at the HW-slowdown clock and still above the slowdown temperature
+                         hw_slowdown=bool(temps[r] > slow + 0.05)))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
         step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),
         peak_power_w=float(state.peak_power_w.max()), energy_j_per_step=energy,
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
-        max_temp_c=float(temps.max()), throttled=throttled,
+        max_temp_c=float(temps.max()), throttled=throttled, hw_slowdown=bool(temps.max() > slow + 0.05),
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)
 

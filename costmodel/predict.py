@@ -240,18 +240,26 @@ def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, c
         terms=pred.terms.take(np.array([i])) if pred.terms is not None else None)
 
 
+#: inlet temperatures a cooling system delivers, C: from a -20 C outdoor-air economiser intake to a
+#: 60 C warm-water loop (ASHRAE TC 9.9 thermal guidelines: air classes A1-A4 up to 45 C, liquid classes
+#: W+ above 45 C)
+INLET_RANGE_C = (-20.0, 60.0)
+
+
 def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
-    """An inlet temperature the cooling can have: finite, above absolute zero, below the GPU's
-    thermal slowdown temperature (a coolant at or above it would throttle an idle GPU).
+    """An inlet temperature the cooling can have: finite, within :data:`INLET_RANGE_C` and below the
+    GPU's thermal slowdown temperature (a coolant at or above it would throttle an idle GPU).
 
     Raises:
         InputError: naming --inlet-temp-c and the bound.
     """
     slow = cluster.gpu.slowdown_temp_c
-    if not math.isfinite(inlet_temp_c) or inlet_temp_c <= -273.15 or (slow is not None and inlet_temp_c >= slow):
-        raise InputError("--inlet-temp-c", "", f"{inlet_temp_c:g} C is not a coolant temperature: it must be "
-                         f"finite, above -273.15 C" + (f" and below {cluster.gpu.name}'s slowdown temperature "
-                                                       f"{slow:g} C" if slow is not None else ""))
+    hi = min(INLET_RANGE_C[1], slow) if slow is not None else INLET_RANGE_C[1]
+    if not math.isfinite(inlet_temp_c) or not INLET_RANGE_C[0] <= inlet_temp_c <= hi or inlet_temp_c == slow:
+        raise InputError("--inlet-temp-c", "", f"{inlet_temp_c:g} C is not a coolant temperature a data centre "
+                         f"runs: it must be between {INLET_RANGE_C[0]:g} and {hi:g} C (air inlets of ASHRAE's "
+                         "classes reach 45 C, warm-water loops 60 C)"
+                         + (f"; {cluster.gpu.name} slows down at {slow:g} C" if slow is not None and slow < 60 else ""))
 
 
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,

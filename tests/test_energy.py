@@ -136,3 +136,28 @@ def test_warm_up_from_cold_stays_below_steady_state(h200):
     assert warm.warm_max_temp_c < steady.max_temp_c
     many = layout_energy(L70, R, c, p, BASE, warm_steps=1000)
     assert many.warm_max_temp_c == pytest.approx(steady.max_temp_c, abs=0.01)
+
+
+def test_hot_inlets_never_take_the_clock_below_hw_slowdown(h200):
+    """Llama 3 70B on the paper's H200 cluster from 0 to 60 C inlet: the clock never falls below half the
+    maximum (HW slowdown, nvml.h 'a factor of 2 or more'); where even that cannot hold the slowdown
+    temperature the report says HW slowdown and the GPU runs hotter than it; the step grows with
+    the inlet."""
+    c, p = h200
+    boost = c.gpu.boost_clock_mhz
+    steps = []
+    for inlet in (0.0, 20.0, 40.0, 50.0, 55.0, 60.0):
+        e = energy(h200, recompute="full", inlet_temp_c=inlet)
+        assert e.sm_clock_mhz >= 0.5 * boost - 1e-6
+        assert e.hw_slowdown == (e.max_temp_c > c.gpu.slowdown_temp_c + 0.05)
+        steps.append(e.step_time_s)
+    assert steps == sorted(steps)
+    # a what-if GPU that slows down at 65 C: at a 55 C inlet even half the clock cannot hold it there
+    from dataclasses import replace
+    c65 = replace(c, gpu=replace(c.gpu, slowdown_temp_c=65.0))
+    cool = energy((c65, p), recompute="full", inlet_temp_c=20.0)
+    hot = energy((c65, p), recompute="full", inlet_temp_c=55.0)
+    assert not cool.hw_slowdown and cool.max_temp_c < 65.0
+    assert hot.hw_slowdown and hot.max_temp_c > 65.0
+    assert hot.sm_clock_mhz == pytest.approx(0.5 * boost, rel=1e-9)
+    assert any(r["hw_slowdown"] for r in hot.per_gpu)

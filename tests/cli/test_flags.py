@@ -166,7 +166,8 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
 
 @pytest.mark.parametrize("extra,msg", [
     (["--inlet-temp-c", "nan"], "--inlet-temp-c: nan C is not a coolant temperature"),
-    (["--inlet-temp-c", "95"], "below H100-SXM-80GB's slowdown temperature 89 C"),
+    (["--inlet-temp-c", "95"], "must be between -20 and 60 C"),
+    (["--inlet-temp-c", "-25"], "must be between -20 and 60 C"),
     (["--no-flash-attention", "--attention-kernel", "fa3"], "--attention-kernel: names a fused-attention kernel"),
     (["--attention-kernel", "fa4"], "attention.kernels.fa4: no fa4 fit for h100-sxm-80gb (fitted: fa2, fa3)"),
 ])
