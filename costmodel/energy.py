@@ -191,8 +191,12 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray) -> StageSta
     comm = st.m * st.exposed_comm_s + st.const_s
     idle = np.maximum(T - busy - comm, 0.0)
     energy = p_busy * busy + p_comm * comm + pw.idle_w * idle
-    peak = (p_busy * comp + p_comm * st.exposed_comm_s) / t_mb
-    return StageState(t_mb, p_busy, s, energy / T, peak, T)
+    avg = energy / T
+    # the densest window a meter sees is the steady 1F1B period; never below the step's average
+    # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its
+    # micro-batch period does)
+    peak = np.maximum((p_busy * comp + p_comm * st.exposed_comm_s) / t_mb, avg)
+    return StageState(t_mb, p_busy, s, avg, peak, T)
 
 
 @dataclass

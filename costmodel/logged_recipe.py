@@ -95,9 +95,18 @@ def load_balancing_loss(tlog, num_experts: int, notes: list):
     if tlog.framework != "megatron" or tlog.iterations is None or not len(tlog.iterations):
         return None
     v = tlog.iterations.load_balancing_loss[tlog.kept]
-    v = v[~np.isnan(v)]
+    printed = np.isfinite(v) | np.isinf(v)
+    if not np.any(printed):
+        return None
+    v = v[printed]
     ok = np.isfinite(v) & (v >= 0) & (v <= max(num_experts, 1))
     if np.any(~ok):
         notes.append(f"{int((~ok).sum())} load_balancing_loss value(s) outside 0..{num_experts} (the number of "
                      "experts bounds E sum P f) left out of the router's imbalance")
-    return float(np.median(v[ok])) if np.any(ok) else None
+    if not np.any(ok):
+        return None
+    med = float(np.median(v[ok]))
+    if med < 1.0:
+        notes.append(f"load_balancing_loss median {med:.4f} is below 1 (the router's probabilities and loads "
+                     "anti-correlated): no imbalance derived from it")
+    return med

@@ -225,6 +225,13 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, **switche
     if unknown:
         raise TypeError(f"not recipe switches: {', '.join(sorted(unknown))}")
     values = {k: (switches[k] if switches.get(k) is not None else stack.defaults[k]) for k in known}
+    given = {k for k in known if switches.get(k) is not None}
+    # a stack's capacity default belongs to its all-to-all dispatch: a dispatcher or a dropless
+    # capacity the caller gives takes the dependent defaults with it
+    if "moe_capacity_factor" not in given and ("moe_dispatcher" in given and values["moe_dispatcher"] != "alltoall"):
+        values["moe_capacity_factor"] = 0.0
+    if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
+        values["moe_pad_to_capacity"] = False
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")

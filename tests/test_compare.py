@@ -151,6 +151,11 @@ def test_mixtral_recipe_switches_from_the_dump_flags_may_not_contradict(tmp_path
     assert "moe_token_dispatcher_type = 'foo' is not one the model prices" in w
     assert "moe_grouped_gemm = 'yes' is not true/false" in w and "load_balancing_loss value(s) outside 0..8" in w
     assert out["recipe"]["moe_expert_load_cv"] == 0.0 and out["origin"]["moe_dispatcher"] == "megatron default"
+    # a stack the log's framework cannot have run is refused like any contradicting flag
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--stack", "torchtitan")
+    assert rc == 2 and "--stack: 'torchtitan' contradicts the log" in se and "is a megatron log" in se
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--stack", "nemo", "--json")
+    assert rc == 0, se
     # a field that is not a number is left out of its iteration, whose step time still counts
     rc, so, se = cli("compare", "--log", _mixtral_with(tmp_path, {}, lbl="abc"), *MIXTRAL_FLAGS, "--json")
     assert rc == 0, se

@@ -216,3 +216,20 @@ def test_measured_router_imbalance_spreads_over_the_rank_experts():
     assert got[1] == pytest.approx(1 + 0.14 / 2 * float(expected_max_normal(2)), rel=1e-12)
     floor = busiest_rank_load(2, 0.0, False, 64, 1, 1, 8, 8, 0.0)
     assert busiest_rank_load(2, 0.0, False, 64, 1, 1, 8, 8, 0.01) == pytest.approx(floor)
+
+
+def test_stack_capacity_defaults_give_way_to_the_dispatcher_and_capacity_given():
+    """DeepSpeed-MoE's defaults (all-to-all, capacity 1.0 padded) belong together: a dropless capacity
+    given drops the padding, another dispatcher given drops both; a padding given without a capacity
+    is still refused."""
+    from costmodel.errors import InputError
+    from costmodel.stacks import get_stack, stack_recipe
+    ds = get_stack("deepspeed")
+    r = stack_recipe(ds, 64, 4096, "bf16")
+    assert (r.moe_dispatcher, r.moe_capacity_factor, r.moe_pad_to_capacity) == ("alltoall", 1.0, True)
+    r = stack_recipe(ds, 64, 4096, "bf16", moe_capacity_factor=0.0)
+    assert (r.moe_capacity_factor, r.moe_pad_to_capacity) == (0.0, False)
+    r = stack_recipe(ds, 64, 4096, "bf16", moe_dispatcher="allgather")
+    assert (r.moe_capacity_factor, r.moe_pad_to_capacity) == (0.0, False)
+    with pytest.raises(InputError, match="--moe-pad-to-capacity"):
+        stack_recipe(ds, 64, 4096, "bf16", moe_capacity_factor=0.0, moe_pad_to_capacity=True)

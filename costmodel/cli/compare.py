@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -85,6 +86,7 @@ def compare(
     check_recipe_flags(recipe_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
+    _check_stack(stack, tlog, allow_override, warnings)
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings,
                          stack)
@@ -172,6 +174,25 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     return run, m, c
 
 
+def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None:
+    """A ``--stack`` the log's framework cannot have run is refused (unless ``allow_override``): a
+    Megatron-family log runs on a Megatron-family stack (megatron, megatron-legacy, nemo,
+    megatron-deepspeed), any other log on its own framework's stack.
+
+    Raises:
+        InputError: naming --stack, the log and its framework.
+    """
+    if not stack_name or stack_name == tlog.framework:
+        return
+    want, have = get_stack(stack_name), get_stack(tlog.framework)
+    if want.megatron_family and have.megatron_family:
+        return
+    if not allow_override:
+        raise InputError("--stack", "", f"{stack_name!r} contradicts the log ({tlog.path} is a {tlog.framework} log); "
+                         "drop the flag, or pass --allow-override to let it win")
+    warnings.append(f"--stack {stack_name} overrides the log's framework ({tlog.framework})")
+
+
 def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, warnings: list) -> Recipe:
     """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
     its flag, else from the log (costmodel.logged_recipe: the argument dump and the MoE loss
@@ -189,7 +210,9 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     warnings += [f"{tlog.path}: {n}" for n in notes]
     given = {k: v for k, v in flags.items() if v is not None}
     for k, v in given.items():
-        if k in logged and differs(v, logged[k]):
+        # a logged number is as precise as the log prints it
+        close = isinstance(v, float) and isinstance(logged.get(k), float) and math.isclose(v, logged[k], rel_tol=1e-3)
+        if k in logged and differs(v, logged[k]) and not close:
             flag = "--" + k.replace("_", "-")
             if not allow_override:
                 raise InputError(flag, "", f"{v!r} contradicts the log ({tlog.path}: {where[k]}); drop the flag, "

@@ -32,7 +32,7 @@ def test_energy_recommend_prints_caps_layers_slots_and_commands():
             "--max-temp-c", "83", "--inlet-temp-c", "25", "--step-time-slack", "0.05")
     assert p.returncode == 0, p.stderr
     for needle in ("Chosen layout", "cap W", "layers", "slots", "nvidia-smi -i 0 -pl", "--pipeline-model-parallel-size",
-                   "Per-GPU power and temperature"):
+                   "Per-GPU busy power and temperature bound"):
         assert needle in p.stdout, needle
 
 
@@ -43,7 +43,7 @@ def test_energy_recommend_json_respects_the_limits():
     assert all(s["cap_w"] <= 500 + 1e-9 for s in rec["stages"])
     assert sum(s["layers"] for s in rec["stages"]) == 80
     assert rec["max_temp_c"] <= 80 + 1e-6
-    assert all(g["power_w"] <= 500 + 1e-6 for g in rec["per_gpu"])
+    assert all(g["busy_power_w"] <= 500 + 1e-6 and g["temp_bound_c"] <= 80 + 1e-6 for g in rec["per_gpu"])
 
 
 def test_infeasible_limits_exit_3_and_name_the_binding_limit():
