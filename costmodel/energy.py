@@ -50,7 +50,8 @@ def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
 
 
 def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
-    """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP).
+    """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP) and
+    its lowest clock (min_clock_mhz / boost_clock_mhz where the GPU file gives them).
 
     Raises:
         InputError: the profile has no ``power:`` section or the GPU no ``power_limit_min``.
@@ -63,7 +64,8 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     lo = gpu.power_limit_min_w
     if lo is None:
         raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
-    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w)
+    floor = gpu.min_clock_mhz / gpu.boost_clock_mhz if gpu.min_clock_mhz and gpu.boost_clock_mhz else 1e-3
+    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor)
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
@@ -182,7 +184,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray) -> StageSta
     caps_w = np.asarray(caps_w, dtype=np.float64)
     p_comp = phase_power_w(pw, st.util)
     s = clock_ratio(pw, p_comp, caps_w)
-    p_busy = np.minimum(p_comp, np.maximum(caps_w, pw.idle_w))
+    # the power at the clock reached: the cap, or more where the GPU's lowest clock cannot meet it
+    p_busy = pw.idle_w + np.maximum(p_comp - pw.idle_w, 0.0) * dynamic_power_ratio(s, pw.gamma, pw.v_floor_clock_ratio)
     comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s

@@ -58,26 +58,26 @@ def dynamic_power_ratio(s, gamma: float, v_floor: float = 0.0):
     return np.where(s >= v_floor, s ** gamma, v_floor ** gamma * s / v_floor)
 
 
-def clock_for_dynamic_ratio(r, gamma: float, v_floor: float = 0.0):
+def clock_for_dynamic_ratio(r, gamma: float, v_floor: float = 0.0, min_ratio: float = 1e-3):
     """The clock ratio s with g(s) = ``r`` (the inverse of :func:`dynamic_power_ratio`), clipped to
-    [1e-3, 1].  Arrays broadcast."""
+    [``min_ratio``, 1] (the GPU's lowest clock).  Arrays broadcast."""
     r = np.asarray(r, dtype=np.float64)
     if v_floor <= 0:
         s = r ** (1.0 / gamma)
     else:
         knee = v_floor ** gamma
         s = np.where(r >= knee, np.maximum(r, 0.0) ** (1.0 / gamma), r * v_floor ** (1.0 - gamma))
-    return np.clip(s, 1e-3, 1.0)
+    return np.clip(s, min_ratio, 1.0)
 
 
 def clock_ratio(p: PowerParams, power_w, cap_w):
     """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``:
     g(s) = (cap - P_idle) / (P - P_idle) solved for s (module docstring), clipped to (0, 1]; 1 where
-    the phase is under the cap.  Raises nothing; a cap at or below idle power gives the smallest
-    representable ratio (1e-3).
+    the phase is under the cap, never below the GPU's lowest clock (``p.min_clock_ratio``; a cap
+    below what the phase draws there is then not met).  Raises nothing.
     """
     power_w = np.asarray(power_w, dtype=np.float64)
     head = np.maximum(np.asarray(cap_w, dtype=np.float64) - p.idle_w, 1e-9)
     dyn = np.maximum(power_w - p.idle_w, 1e-9)
-    return clock_for_dynamic_ratio(head / dyn, p.gamma, p.v_floor_clock_ratio)
+    return clock_for_dynamic_ratio(head / dyn, p.gamma, p.v_floor_clock_ratio, p.min_clock_ratio)
 

@@ -173,3 +173,18 @@ def test_peak_power_is_never_below_the_average():
     e = predict_run(m, r, c, p, dict(BASE, tp=1, pp=1, dp=8, ep=8, sp=False)).energy
     assert e.peak_power_w >= e.avg_power_w
     assert all(g["peak_power_w"] >= g["power_w"] - 1e-9 for g in e.per_gpu)
+
+
+def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
+    """Llama 3 8B on one DGX A100 at its 100 W minimum limit: the DVFS curve alone would need about
+    90 MHz; the clock holds at the A100's lowest, 210 MHz (an idle A100's nvidia-smi -q), where the
+    GPU draws more than the cap it cannot meet; above the floor the cap holds."""
+    c = load_cluster("dgx-a100")
+    p = load_profile(c.gpu.key)
+    m = load_model("llama3-8b")
+    lay = dict(BASE, tp=1, pp=1, dp=8, recompute="full")
+    floor = predict_run(m, R, c, p, lay, caps_w=100.0).energy
+    assert c.gpu.min_clock_mhz == 210 and floor.sm_clock_mhz == pytest.approx(210.0)
+    assert floor.avg_power_w > 100.0
+    mid = predict_run(m, R, c, p, lay, caps_w=250.0).energy
+    assert mid.sm_clock_mhz > 210.0 and mid.peak_power_w <= 250.0 + 1e-6

@@ -17,7 +17,8 @@ class GpuSpec:
     Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
     citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
-    power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted) and
+    power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted), min_clock_mhz (the
+    lowest SM clock, an idle GPU's) and
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
     from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
     CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
@@ -37,6 +38,7 @@ class GpuSpec:
     slowdown_temp_c: float | None = None
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
+    min_clock_mhz: float | None = None
     fit_hbm_bytes_per_s: float | None = None
     hbm_cuda_bytes: float | None = None
 
@@ -158,6 +160,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
+        min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
         fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
         hbm_cuda_bytes=_cuda_total(d, w))
 

@@ -148,6 +148,8 @@ class PowerParams:
         min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
         v_floor_clock_ratio: SM-clock ratio f/f_max below which the voltage stays at its minimum and
             dynamic power falls only linearly with the clock (costmodel/power.py); 0 = none known.
+        min_clock_ratio: the lowest SM clock over the maximum (the GPU file's min_clock_mhz /
+            boost_clock_mhz); a cap never takes the clock below it.
     """
 
     idle_w: float
@@ -156,6 +158,7 @@ class PowerParams:
     min_cap_w: float
     max_cap_w: float
     v_floor_clock_ratio: float = 0.0
+    min_clock_ratio: float = 1e-3
 
 
 @dataclass(frozen=True)
