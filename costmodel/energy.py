@@ -21,6 +21,7 @@ samples/(s MJ) = (samples per second) / (energy per step in MJ).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -179,11 +180,14 @@ class StageState:
     step_time_s: float
 
 
-def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray) -> StageState:
-    """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP)."""
+def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=None) -> StageState:
+    """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP) and
+    clocks at most ``clock_max`` (ratio of the maximum, length PP: a stage holding a derated GPU)."""
     caps_w = np.asarray(caps_w, dtype=np.float64)
     p_comp = phase_power_w(pw, st.util)
     s = clock_ratio(pw, p_comp, caps_w)
+    if clock_max is not None:
+        s = np.minimum(s, clock_max)
     # the power at the clock reached: the cap, or more where the GPU's lowest clock cannot meet it
     p_busy = pw.idle_w + np.maximum(p_comp - pw.idle_w, 0.0) * dynamic_power_ratio(s, pw.gamma, pw.v_floor_clock_ratio)
     comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
@@ -228,14 +232,37 @@ def _u_link(profile: Profile) -> float:
     return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
 
 
-def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
-                  caps_w=None, layers=None, warm_steps: int | None = None,
-                  inlet_temp_c: float | None = None) -> EnergyReport:
-    """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
-    TDP), thermal slowdown included.
+def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
+    """``derate``: (node, slot) -> SM clock in MHz pinned on that GPU (HW slowdown, power brake, a
+    what-if straggler).
 
     Raises:
-        InputError: missing power/thermal data, or a cap outside the GPU's range.
+        InputError: a GPU outside the layout's nodes and slots, or a clock outside the GPU's lowest to
+            maximum clock.
+    """
+    G, boost, lo = cluster.gpus_per_node, cluster.gpu.boost_clock_mhz, cluster.gpu.min_clock_mhz or 0.0
+    if derate and not boost:
+        raise InputError("--derate", "", f"{cluster.gpu.name} has no boost_clock_mhz to derate from")
+    for (node, slot), mhz in derate.items():
+        if not (0 <= node < -(-num_gpus // G) and 0 <= slot < G and node * G + slot < num_gpus):
+            raise InputError("--derate", "", f"GPU {node}:{slot} is not in the layout ({num_gpus} GPUs, "
+                             f"{G} per node; nodes and slots count from 0)")
+        if not (math.isfinite(mhz) and lo <= mhz <= boost):
+            raise InputError("--derate", "", f"{node}:{slot}={mhz:g} MHz is outside {cluster.gpu.name}'s clocks "
+                             f"{lo:g}-{boost:g} MHz")
+
+
+def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
+                  caps_w=None, layers=None, warm_steps: int | None = None,
+                  inlet_temp_c: float | None = None, derate: dict | None = None) -> EnergyReport:
+    """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
+    TDP), thermal slowdown included.  ``derate`` pins GPUs' clocks ((node, slot) -> MHz): a
+    synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's clock (its
+    TP, CP and DP peers wait in their collectives) and the pipeline follows the slowest stage.
+
+    Raises:
+        InputError: missing power/thermal data, a cap outside the GPU's range, or a bad derate
+            (:func:`check_derate`).
     """
     pw = power_params(cluster, profile)
     th = profile.thermal
@@ -257,9 +284,16 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     n = pp * S
     stage_of = np.arange(n) // S
     nodes = -(-n // G)
+    derate = derate or {}
+    check_derate(derate, cluster, n)
+    clock_max = np.ones(pp)
+    for (node, slot), mhz in derate.items():
+        st_ = stage_of[node * G + slot]
+        clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.boost_clock_mhz)
+
     def temps_of(c):
         p_gpu = np.zeros(nodes * G)
-        p_gpu[:n] = stage_state(st, pw, c).avg_power_w[stage_of]
+        p_gpu[:n] = stage_state(st, pw, c, clock_max).avg_power_w[stage_of]
         return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
     p_comp = phase_power_w(pw, st.util)
@@ -288,7 +322,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                 else:
                     lo = eff[s]
             eff[s] = lo
-    state = stage_state(st, pw, eff)
+    state = stage_state(st, pw, eff, clock_max)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
@@ -310,7 +344,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          # stage-mates run at the same clock because they wait for it)
                          throttled=bool(eff[s] < caps[s] - 0.01 and temps[r] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
-                         hw_slowdown=bool(temps[r] > slow + 0.05)))
+                         hw_slowdown=bool(temps[r] > slow + 0.05),
+                         derated_mhz=derate.get((r // G, r % G))))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
         step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),

@@ -264,7 +264,7 @@ def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
 
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
-                 inlet_temp_c: float | None = None) -> list[RunPrediction]:
+                 inlet_temp_c: float | None = None, derate: dict | None = None) -> list[RunPrediction]:
     """Predict each layout of a valid table (one vectorised pass), with its band and, when ``energy``
     and the power/thermal model can run, its power, energy and temperature.
 
@@ -272,6 +272,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         caps_w: per-GPU power cap, W (one value for every stage), or None for the TDP.
         warm_steps: also report the hottest GPU after this many steps from a cold start.
         inlet_temp_c: override the cluster's cooling inlet temperature, C.
+        derate: (node, slot) -> SM clock, MHz, pinned on those GPUs (costmodel.energy.layout_energy).
     Returns:
         one :class:`RunPrediction` per row, in order.
     Raises:
@@ -280,7 +281,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     """
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
-    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None):
+    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):
         raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
                          f"need a power and thermal model; missing: {', '.join(missing)}")
     if warm_steps is not None and warm_steps < 0:
@@ -297,7 +298,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         if energy and not missing:
             caps = None if caps_w is None else [caps_w] * run.layout["pp"]
             run.energy = layout_energy(model, recipe, cluster, profile, run.terms, caps_w=caps,
-                                       warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
+                                       warm_steps=warm_steps, inlet_temp_c=inlet_temp_c, derate=derate)
         out.append(run)
     return out
 

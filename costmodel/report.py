@@ -265,10 +265,14 @@ def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
                header_style="bold")
     for c in ("rank", "node", "slot", "stage", "avg W", "peak W", "temp C", "SM MHz", "throttled"):
         tb.add_column(c, justify="right")
-    for r in sorted(rows, key=lambda r: -r["temp_c"])[:top]:
+    # derated GPUs first (the stragglers the step waits for), then the hottest
+    for r in sorted(rows, key=lambda r: (r.get("derated_mhz") is None, -r["temp_c"]))[:top]:
+        why = ", ".join(w for w, on in (("HW slowdown", r.get("hw_slowdown")), ("thermal", r["throttled"]),
+                                        (f"derated to {r['derated_mhz']:.0f} MHz" if r.get("derated_mhz") else "",
+                                         r.get("derated_mhz"))) if on)
         tb.add_row(str(r["rank"]), str(r["node"]), str(r["slot"]), str(r["stage"]), f"{r['power_w']:.0f}",
                    f"{r['peak_power_w']:.0f}", f"{r['temp_c']:.1f}",
-                   f"{r['sm_clock_mhz']:.0f}" if r.get("sm_clock_mhz") else "-", "yes" if r["throttled"] else "")
+                   f"{r['sm_clock_mhz']:.0f}" if r.get("sm_clock_mhz") else "-", why)
     return tb
 
 

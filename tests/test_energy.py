@@ -188,3 +188,24 @@ def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
     assert floor.avg_power_w > 100.0
     mid = predict_run(m, R, c, p, lay, caps_w=250.0).energy
     assert mid.sm_clock_mhz > 210.0 and mid.peak_power_w <= 250.0 + 1e-6
+
+
+def test_a_derated_gpu_slows_the_whole_synchronous_step():
+    """Llama 3 8B FSDP on 2 x 8 H100 (one stage of 16 GPUs): pinning GPU 0:3 at 400 MHz stretches the
+    compute-bound time of every rank by 1830/400 (they wait for it in every collective), the
+    memory- and communication-bound time not at all; the per-GPU rows name the slow GPU; a GPU outside
+    the layout or a clock outside the GPU's range is refused."""
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    m = load_model("llama3-8b")
+    lay = dict(BASE, tp=1, pp=1, dp=16, zero=3)
+    free = predict_run(m, R, c, p, lay).energy
+    slow = predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy
+    ratio = slow.step_time_s / free.step_time_s
+    assert 1.5 < ratio < 1830 / 400
+    assert slow.sm_clock_mhz == pytest.approx(400.0)
+    assert [(g["node"], g["slot"]) for g in slow.per_gpu if g["derated_mhz"]] == [(0, 3)]
+    with pytest.raises(InputError, match="not in the layout"):
+        predict_run(m, R, c, p, lay, derate={(2, 0): 400.0})
+    with pytest.raises(InputError, match="outside H100-SXM-80GB's clocks 345-1830 MHz"):
+        predict_run(m, R, c, p, lay, derate={(0, 0): 100.0})

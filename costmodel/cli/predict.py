@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,6 +16,25 @@ from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
                      check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
 
 
+def parse_derate(items: list) -> dict:
+    """``--derate NODE:SLOT=MHZ`` values as (node, slot) -> MHz.
+
+    Raises:
+        InputError: a value not of that form, or the same GPU twice.
+    """
+    out = {}
+    for it in items:
+        mt = re.fullmatch(r"\s*(\d+):(\d+)\s*=\s*([0-9.eE+-]+)\s*", it)
+        try:
+            key, mhz = (int(mt.group(1)), int(mt.group(2))), float(mt.group(3))
+        except (AttributeError, ValueError):
+            raise InputError("--derate", "", f"{it!r} is not NODE:SLOT=MHZ (e.g. 0:3=400)") from None
+        if key in out:
+            raise InputError("--derate", "", f"GPU {key[0]}:{key[1]} is derated twice")
+        out[key] = mhz
+    return out
+
+
 @with_layout_flags()
 @with_recipe_flags()
 def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
@@ -23,6 +43,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
+            derate: Optional[List[str]] = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock "
+                                                       "(a HW-slowdown or power-brake straggler; repeatable); the "
+                                                       "synchronous step follows the slowest rank."),
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
@@ -46,7 +69,8 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         print(f"costmodel: note: --recompute auto chose {chose}" if fits else
               f"costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
               file=sys.stderr)
-    run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c)
+    run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
+                      derate=parse_derate(derate or []))
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
               file=sys.stderr)
