@@ -209,7 +209,11 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
 @dataclass
 class EnergyReport:
     """Power, energy and temperature of one layout (module docstring); per_gpu rows carry rank, node,
-    slot, stage, power_w (average), peak_power_w, temp_c, sm_clock_mhz, throttled."""
+    slot, stage, power_w (average), peak_power_w, temp_c, sm_clock_mhz, throttled, hw_slowdown,
+    derated_mhz.  compute_power_w: the compute phases' power at the clock reached, the busiest
+    stage's (uncapped: the level above which a cap stops binding; it can exceed peak_power_w, a
+    window average over compute and communication).  cap_unmet: a stage's compute draws more than
+    its cap because the GPU's lowest clock cannot go lower."""
 
     step_time_s: float
     avg_power_w: float
@@ -225,11 +229,44 @@ class EnergyReport:
     layers: list
     per_gpu: list
     hw_slowdown: bool = False
+    compute_power_w: float = 0.0
+    cap_unmet: bool = False
 
 
 def _u_link(profile: Profile) -> float:
     """Link utilisation while NCCL moves data: the best fitted busbw efficiency of intra all-reduce."""
     return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
+
+
+def _thermal_caps(caps, floor_caps, stage_of, temps_of, slow: float) -> np.ndarray:
+    """Effective per-stage caps under thermal slowdown: each stage runs at the highest cap up to its
+    own whose hottest GPU holds at or below the slowdown temperature (bisection), never below the
+    cap of the HW-slowdown clock (``floor_caps``).  Stages heat each other through the air stream
+    and the step they share, so the stages are swept in turn, each seeing the others' current caps,
+    until none changes (a stage that cools when another slows is raised back)."""
+    eff = np.asarray(caps, dtype=np.float64).copy()
+    for _ in range(_MAX_ITERS):
+        changed = False
+        for s in range(len(eff)):
+            mine = stage_of == s
+            trial = eff.copy()
+            trial[s] = caps[s]
+            lo, hi = float(min(floor_caps[s], caps[s])), float(caps[s])
+            if temps_of(trial)[mine].max() <= slow + 1e-6 or lo >= hi:
+                new = hi
+            else:
+                for _ in range(40):
+                    trial[s] = 0.5 * (lo + hi)
+                    if temps_of(trial)[mine].max() > slow:
+                        hi = trial[s]
+                    else:
+                        lo = trial[s]
+                new = lo
+            if abs(new - eff[s]) > 1e-6 * max(abs(new), 1.0):
+                eff[s], changed = new, True
+        if not changed:
+            break
+    return eff
 
 
 def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
@@ -247,9 +284,10 @@ def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
         if not (0 <= node < -(-num_gpus // G) and 0 <= slot < G and node * G + slot < num_gpus):
             raise InputError("--derate", "", f"GPU {node}:{slot} is not in the layout ({num_gpus} GPUs, "
                              f"{G} per node; nodes and slots count from 0)")
-        if not (math.isfinite(mhz) and lo <= mhz <= boost):
-            raise InputError("--derate", "", f"{node}:{slot}={mhz:g} MHz is outside {cluster.gpu.name}'s clocks "
-                             f"{lo:g}-{boost:g} MHz")
+        if not (math.isfinite(mhz) and lo <= mhz <= boost and mhz > 0):
+            raise InputError("--derate", "", f"{node}:{slot}={mhz!r} MHz is outside {cluster.gpu.name}'s clocks "
+                             f"{lo:g}-{boost:g} MHz" + ("" if lo else " (its GPU file gives no min_clock_mhz: any "
+                                                        "positive clock up to the maximum)"))
 
 
 def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
@@ -299,29 +337,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     p_comp = phase_power_w(pw, st.util)
     hw_floor_cap = pw.idle_w + (p_comp - pw.idle_w) * dynamic_power_ratio(HW_SLOWDOWN_CLOCK_RATIO, pw.gamma,
                                                                          pw.v_floor_clock_ratio)
-    # thermal slowdown: the clock of a stage whose hottest GPU would pass the slowdown temperature
-    # drops until that GPU holds at it (bisection on the stage's effective cap); a slower stage
-    # stretches the step, so the others idle more and cool; iterate to the fixed point
-    eff = caps.copy()
-    throttled = False
-    for _ in range(_MAX_ITERS):
-        over = np.unique(stage_of[temps_of(eff) > slow + 1e-6])
-        if len(over) == 0:
-            break
-        throttled = True
-        for s in over:
-            # the thermal response never takes the clock below HW slowdown's (half the maximum or
-            # less, nvml.h nvmlClocksThrottleReasonHwSlowdown): the effective cap at that clock
-            lo, hi = float(hw_floor_cap[s]), float(eff[s])
-            if lo >= hi:
-                continue
-            for _ in range(40):
-                eff[s] = 0.5 * (lo + hi)
-                if temps_of(eff)[stage_of == s].max() > slow:
-                    hi = eff[s]
-                else:
-                    lo = eff[s]
-            eff[s] = lo
+    eff = _thermal_caps(caps, hw_floor_cap, stage_of, temps_of, slow)
+    throttled = bool(np.any(eff < caps - 0.01))
     state = stage_state(st, pw, eff, clock_max)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
@@ -353,6 +370,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
         max_temp_c=float(temps.max()), throttled=throttled, hw_slowdown=bool(temps.max() > slow + 0.05),
+        compute_power_w=float(state.busy_power_w.max()),
+        cap_unmet=bool(np.any(state.busy_power_w > caps + 0.01)),
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)
 

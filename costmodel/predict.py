@@ -282,7 +282,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
     if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):
-        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps", "",
+        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps/--derate", "",
                          f"need a power and thermal model; missing: {', '.join(missing)}")
     if warm_steps is not None and warm_steps < 0:
         raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")

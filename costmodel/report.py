@@ -254,6 +254,7 @@ def energy_line(rec: dict) -> str:
             f"{rec['energy_j_per_step'] / 1e3:,.1f} kJ per step, {rec['tokens_per_joule']:.2f} tokens/J, "
             f"{rec['samples_per_s_per_mj']:.2f} samples/(s MJ); hottest GPU {rec['max_temp_c']:.1f} C steady{warm}"
             f"{clock}{'; THERMALLY THROTTLED' if rec['throttled'] else ''}"
+            + ("; CAP NOT MET: at its lowest clock the GPU still draws more than the cap" if rec.get("cap_unmet") else "")
             + ("; HW SLOWDOWN: the cooling cannot hold the hottest GPU at its slowdown temperature even at half "
                "its maximum clock, where HW slowdown holds it (nvml.h: 'a factor of 2 or more')"
                if rec.get("hw_slowdown") else ""))

@@ -185,7 +185,7 @@ def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
     lay = dict(BASE, tp=1, pp=1, dp=8, recompute="full")
     floor = predict_run(m, R, c, p, lay, caps_w=100.0).energy
     assert c.gpu.min_clock_mhz == 210 and floor.sm_clock_mhz == pytest.approx(210.0)
-    assert floor.avg_power_w > 100.0
+    assert floor.avg_power_w > 100.0 and floor.cap_unmet
     mid = predict_run(m, R, c, p, lay, caps_w=250.0).energy
     assert mid.sm_clock_mhz > 210.0 and mid.peak_power_w <= 250.0 + 1e-6
 
@@ -209,3 +209,25 @@ def test_a_derated_gpu_slows_the_whole_synchronous_step():
         predict_run(m, R, c, p, lay, derate={(2, 0): 400.0})
     with pytest.raises(InputError, match="outside H100-SXM-80GB's clocks 345-1830 MHz"):
         predict_run(m, R, c, p, lay, derate={(0, 0): 100.0})
+
+
+def test_thermal_caps_are_a_fixed_point_a_derate_above_the_thermal_clock_changes_nothing():
+    """Llama 3 70B on 2 x 8 H100 at a 60 C inlet: the rear-row stages throttle; derating a GPU of a
+    throttled stage above the clock that stage already runs at changes nothing (the stages are
+    re-solved in turn until none changes, so no earlier throttle sticks); compute_power_w is the
+    level above which a cap stops binding (the step at that cap equals the uncapped one, a cap 5 %
+    lower slows it); a cap the lowest clock cannot meet is flagged."""
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    lay = dict(BASE, tp=4, pp=4, dp=1, recompute="full")
+    hot = predict_run(L70, R, c, p, lay, inlet_temp_c=60.0).energy
+    slow_stage = max(hot.per_gpu, key=lambda g: -g["sm_clock_mhz"])
+    node, slot, mhz = slow_stage["node"], slow_stage["slot"], slow_stage["sm_clock_mhz"]
+    same = predict_run(L70, R, c, p, lay, inlet_temp_c=60.0, derate={(node, slot): min(mhz + 100, 1830.0)}).energy
+    assert same.step_time_s == pytest.approx(hot.step_time_s, rel=1e-9)
+    assert same.energy_j_per_step == pytest.approx(hot.energy_j_per_step, rel=1e-9)
+    free = predict_run(L70, R, c, p, lay).energy
+    at = predict_run(L70, R, c, p, lay, caps_w=min(700.0, free.compute_power_w + 0.5)).energy
+    below = predict_run(L70, R, c, p, lay, caps_w=0.95 * free.compute_power_w).energy
+    assert at.step_time_s == pytest.approx(free.step_time_s, rel=1e-6) and below.step_time_s > free.step_time_s
+    assert not free.cap_unmet and free.compute_power_w > free.peak_power_w
