@@ -33,6 +33,7 @@ import numpy as np
 from . import metrics
 from .errors import InputError
 from .layouts import FIELDS
+from .readers.clock_events import throttle_shares
 from .specs import ModelSpec
 
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
@@ -203,7 +204,9 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
 
     Returns:
         ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus}, per-GPU rows
-        {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n}); NaN where the trace lacks a column.
+        {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n, throttle}); NaN where the trace
+        lacks a column; ``throttle``: throttling reason -> share of the GPU's samples it was active in
+        (costmodel.readers.clock_events), None when the trace has no clock-event field.
     Raises:
         InputError: no sample in the window.
     """
@@ -215,7 +218,9 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
         k = m & (trace.gpu == g)
         rows.append(dict(gpu=int(g), avg_power_w=_nanmean(trace.power_w[k]),
                          peak_power_w=_nanpct(trace.power_w[k], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[k]),
-                         sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[k]), n=int(k.sum())))
+                         sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[k]), n=int(k.sum()),
+                         throttle=(throttle_shares([trace.clock_events[i] for i in np.flatnonzero(k)])
+                                   if trace.clock_events is not None else None)))
     rows.sort(key=lambda r: (-(r["max_temp_c"] if np.isfinite(r["max_temp_c"]) else -1e9), -r["avg_power_w"]))
     agg = dict(avg_power_w=_nanmean([r["avg_power_w"] for r in rows]),
                peak_power_w=_nanpct(trace.power_w[m], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[m]),
@@ -338,4 +343,15 @@ def per_gpu_rows(measured_rows: list, predicted_rows: list | None, node: int = 0
         out.append(dict(r, predicted_avg_power_w=p.get("power_w"), predicted_peak_power_w=p.get("peak_power_w"),
                         predicted_temp_c=p.get("temp_c"), predicted_sm_clock_mhz=p.get("sm_clock_mhz"),
                         stage=p.get("stage")))
+    return out
+
+
+def throttle_warnings(rows: list) -> list:
+    """One line per GPU the trace shows throttled, naming why and how often (rows of :func:`trace_metrics`)."""
+    out = []
+    for r in rows:
+        t = r.get("throttle") or {}
+        if t:
+            why = ", ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(t.items(), key=lambda kv: -kv[1]))
+            out.append(f"GPU {r['gpu']} throttled in the training window: {why} of its samples")
     return out

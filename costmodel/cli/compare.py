@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .. import report
 from ..compare import (build_metrics, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
-                       resolve_run, trace_metrics, training_window)
+                       resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..errors import InputError
 from ..logged_recipe import DUMP_KEYS, logged_switches
 from ..moe import MOE_SWITCHES, check_moe_recipe
@@ -110,6 +110,7 @@ def compare(
         pw, rows = trace_metrics(ptrace, t0, t1)
         warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
                         f"over {t1 - t0:.0f} s")
+        warnings += throttle_warnings(rows)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"])

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .dcgm import DcgmTable, read_dcgmi_dmon
+from .clock_events import reasons_per_row
 from .nvidia_smi import DmonTable, SmiTrace, read_nvidia_smi_csv, read_nvidia_smi_dmon
 from .suite_jsonl import SuiteRun, read_suite_jsonl
 
@@ -61,6 +62,8 @@ class PowerTrace:
         source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"`` or ``"suite-jsonl"``.
         path: the file read (None when built from an in-memory table without one).
         errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
+        clock_events: per sample, the set of active clock-event (throttle) reason names
+            (costmodel.readers.clock_events), or None when the capture has none.
         table: the parsed source (:class:`~costmodel.readers.nvidia_smi.SmiTrace`,
             :class:`~costmodel.readers.nvidia_smi.DmonTable`, :class:`~costmodel.readers.dcgm.DcgmTable`
             or :class:`~costmodel.readers.suite_jsonl.SuiteRun`) with every column of the capture, or None.
@@ -81,6 +84,7 @@ class PowerTrace:
     host: np.ndarray = None
     lines: np.ndarray = None
     table: Any = field(default=None, repr=False)
+    clock_events: list | None = None
 
     def __post_init__(self):
         n = len(self.t_unix)
@@ -188,7 +192,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
         sm_clock_mhz=col(("clocks.sm", "clocks.current.sm"), _CLOCK_UNITS, "SM clock"),
         util_gpu_pct=col(("utilization.gpu",), _PCT_UNITS, "utilisation"),
         source_format="nvidia-smi-csv", path=path, errors=list(trace.errors), absolute_time=absolute,
-        lines=np.asarray(trace.lines, dtype=np.int64), table=trace)
+        lines=np.asarray(trace.lines, dtype=np.int64), table=trace, clock_events=reasons_per_row(trace))
 
 
 def power_trace_from_dmon(table, interval_s=None, strict=True) -> PowerTrace:
