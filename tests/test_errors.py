@@ -4,6 +4,8 @@ import inspect
 import pkgutil
 
 import costmodel
+import pytest
+
 from costmodel.errors import CostmodelError, InfeasibleError, InputError
 
 
@@ -31,3 +33,13 @@ def test_every_exception_class_derives_from_the_root():
 def test_exit_codes():
     assert InputError("--tp", "", "bad").exit_code == 2
     assert InfeasibleError("temperature", "too hot").exit_code == 3
+
+
+@pytest.mark.parametrize("name", ["x" * 5000, "y" * 300, "z" * 300 + ".json", "w" * 3000])
+def test_a_name_the_os_cannot_look_up_is_one_clear_error(name):
+    """A model name far past the OS's limits (NAME_MAX 255, PATH_MAX 4096) is refused by name, never
+    a traceback: too long for either, unknown as a catalog name, or a file the OS cannot open."""
+    from costmodel.specs import load_model
+    with pytest.raises(InputError) as e:
+        load_model(name)
+    assert e.value.where == "--model"

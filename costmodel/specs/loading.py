@@ -59,12 +59,27 @@ def _read_mapping(path: Path) -> dict:
     return data
 
 
+def _exists(p: Path) -> bool:
+    """Path.exists that answers False for a name the OS cannot look up (too long, a NUL byte)."""
+    try:
+        return p.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, flag: str) -> Path:
+    if len(name_or_path) > 4096 or "\0" in name_or_path:
+        raise InputError(flag, "", f"{what} {name_or_path[:40]!r}... is neither a catalog name nor a file path "
+                         f"({len(name_or_path)} characters)")
     p = Path(name_or_path)
-    if p.suffix in (".json", ".yaml", ".yml") or p.exists():
-        if p.is_dir():
+    if p.suffix in (".json", ".yaml", ".yml") or _exists(p):
+        try:
+            is_dir, is_file = p.is_dir(), p.is_file()
+        except (OSError, ValueError) as e:
+            raise InputError(flag, "", f"{what} file {name_or_path[:80]!r}: {e.strerror or e}") from None
+        if is_dir:
             raise InputError(flag, "", f"{what} file {name_or_path!r} is a directory, not a file")
-        if not p.is_file():
+        if not is_file:
             raise InputError(flag, "", f"{what} file {name_or_path!r} does not exist")
         return p
     names = sorted(f.stem for ext in exts for f in folder.glob(f"*{ext}"))
