@@ -270,7 +270,11 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         first rule layout i breaks.
     """
     partial = STACKS[recipe.stack].partial_recompute if recipe.stack in STACKS else True
+    dims = STACKS[recipe.stack].model_parallel if recipe.stack in STACKS else ("tp", "pp", "cp")
     rules = [
+        ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
+        ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
+        ("the {stack} stack runs no context parallelism (CP must be 1)", ("cp" not in dims) & (t.cp > 1)),
         ("TP x PP x DP x CP must equal the number of GPUs ({n})",
          t.tp * t.pp * t.dp * t.cp != num_gpus),
         ("TP must divide the GPUs per node ({g}): TP stays within a node", gpus_per_node % t.tp != 0),
@@ -343,7 +347,8 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
     The candidate grid is the outer product of TP (divisors of GPUs/node), CP (divisors of the GPU
-    count), PP (divisors of layers), VP (divisors of layers/PP), EP (divisors of experts) with ETP
+    count), PP (divisors of layers), VP (divisors of layers/PP, or of (layers + 2)/PP with the
+    embedding and the loss counted as pipeline layers), EP (divisors of experts) with ETP
     (the layout's TP, or 1), mbs
     (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
     :func:`validity` filters.  ``sp_choices`` (True: SP on whenever TP > 1; False: off) and
@@ -374,7 +379,11 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
                 if rest % (tp * cp):
                     continue
                 dp = rest // (tp * cp)
-                vps = [v for v in _divisors(L // pp) if v == 1 or pp > 1] if L % pp == 0 else [1]
+                # interleaving needs equal chunks: PP x VP divides the layers, or the layers plus
+                # the embedding and the loss counted as pipeline layers (accounts_embedding_loss)
+                vps = sorted({1} | ({v for v in _divisors(L // pp) if pp > 1} if L % pp == 0 else set())
+                             | ({v for v in _divisors((L + 2) // pp) if v > 1 and pp > 1}
+                                if (L + 2) % pp == 0 else set()))
                 # experts at the layout's TP (Megatron's default) or unsplit (ETP 1, DeepSeek-style)
                 eps = [(e, et) for e in _divisors(E) for et in sorted({tp, 1} if E > 1 else {tp})
                        if (tp * dp * cp) % (e * et) == 0]

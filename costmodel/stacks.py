@@ -147,6 +147,11 @@ class Stack:
             non-matmul ops, the attention kernel's output saved; pytorch/torchtitan
             torchtitan/distributed/activation_checkpoint.py, "Save output of all ops in save list,
             except every second mm").
+        model_parallel: the model-parallel dimensions the stack can run (besides data and expert
+            parallelism): Megatron-core, NeMo and torchtitan all of TP, PP and CP; Megatron-LM
+            2021-22 and BigScience's Megatron-DeepSpeed TP and PP (context parallelism came with
+            Megatron-core 0.5, 2024); llm-foundry TP (its ``tp_config``) but no pipeline or context
+            parallelism (Composer FSDP); DeepSpeed with HF transformers ZeRO data parallelism only.
         partial_recompute: full recompute can be limited to N layers per pipeline chunk (Megatron's
             ``--recompute-method block --recompute-num-layers N``, megatron/training/arguments.py;
             NeMo's ``activations_checkpoint_num_layers``).  The other stacks recompute every layer
@@ -162,6 +167,7 @@ class Stack:
     dp_overlap: bool = True
     selective_recompute: str = "attention"
     partial_recompute: bool = False
+    model_parallel: tuple = ("tp", "pp", "cp")
 
     @property
     def megatron_family(self) -> bool:
@@ -190,24 +196,24 @@ _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, m
                              moe_pad_to_capacity=False, moe_expert_load_cv=0.0)
 
 
-def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe):
+def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe, dims=("tp", "pp", "cp")):
     # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend; the
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
                             optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
-                 "op-sac" if name == "torchtitan" else "attention", pads_vocab)
+                 "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims))
 
 
 STACKS = {s.name: s for s in (
     _stack("megatron", True, False, False, "adam", "megatron", True, _MOE_MEGATRON),
-    _stack("megatron-legacy", False, False, False, "adam", "megatron", True, _MOE_MEGATRON),
-    _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED),
+    _stack("megatron-legacy", False, False, False, "adam", "megatron", True, _MOE_MEGATRON, ("tp", "pp")),
+    _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED, ("tp", "pp")),
     _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_MEGATRON),
     _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
-    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED),
-    _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED),
+    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ("tp",)),
+    _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED, ()),
 )}
 
 

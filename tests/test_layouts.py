@@ -76,7 +76,9 @@ def test_enumeration_is_exactly_the_valid_grid():
                 if 32 % (tp * cp * pp):
                     continue
                 dp = 32 // (tp * cp * pp)
-                vps = [v for v in range(1, 81) if (80 // pp) % v == 0 and (v == 1 or pp > 1)] if 80 % pp == 0 else [1]
+                vps = {v for v in range(1, 81) if (80 // pp) % v == 0 and (v == 1 or pp > 1)} if 80 % pp == 0 else {1}
+                # or equal chunks of the 80 layers plus the embedding and the loss (82 = 2 x 41)
+                vps |= {v for v in range(2, 83) if 82 % pp == 0 and (82 // pp) % v == 0 and pp > 1}
                 for vp in vps:
                     for mbs in (1, 2, 4, 8, 16):
                         m = 128 / (dp * mbs)
@@ -178,3 +180,19 @@ def test_405b_pp8_vp8_counts_embedding_and_loss_as_pipeline_layers():
     run = predict_run(m, r, c, load_profile("h100-sxm-80gb"), row)
     assert run.uncapped_step_time_s == pytest.approx(sum(run.breakdown.values()), rel=1e-12)
     assert run.energy is not None and run.energy.step_time_s >= run.uncapped_step_time_s * (1 - 1e-9)
+
+
+def test_stacks_offer_only_the_parallelism_they_run_and_interleaving_uses_the_embedding_split():
+    """Megatron-LM 2021-22 has no context parallelism, llm-foundry no pipeline or context parallelism,
+    HF + DeepSpeed ZeRO data parallelism only: the enumeration never offers the others.  Llama 3.1
+    405B's 126 layers interleave at PP 16 VP 8 by counting the embedding and the loss (128 = 16 x 8)."""
+    from dataclasses import replace
+    for stack, allowed in (("megatron-legacy", ("tp", "pp")), ("llm-foundry", ("tp",)), ("deepspeed", ())):
+        t = enumerate_layouts(L70, replace(R, stack=stack), 32, 8)
+        assert len(t) > 0
+        for dim in ("tp", "pp", "cp"):
+            assert dim in allowed or (getattr(t, dim) == 1).all(), (stack, dim)
+    from costmodel.specs import load_model
+    big = load_model("llama3.1-405b")
+    t = enumerate_layouts(big, replace(R, gbs=2048), 16384, 8)
+    assert ((t.pp == 16) & (t.vp == 8)).any() and ((t.pp == 8) & (t.vp == 8)).any()

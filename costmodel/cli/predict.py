@@ -105,4 +105,4 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
         out.print(report.per_gpu_table(rec["per_gpu"], top=16))
     title, text = report.launch_settings(lay, m, r)
     out.print(f"[bold]{title}:[/bold]")
-    out.print(text, markup=False, highlight=False)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped

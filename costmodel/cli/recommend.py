@@ -137,7 +137,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(report.memory_table(best))
     title, text = report.launch_settings(best["layout"], m, r)
     out.print(f"[bold]{title} for the winner:[/bold]")
-    out.print(text, markup=False, highlight=False)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
 
 
 def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
@@ -230,6 +230,6 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     out.print(report.per_gpu_ilp_table(sol, top=16))
     title, text = report.launch_settings(lay, m, r, layers=list(sol.layers))
     out.print(f"[bold]{title}:[/bold]")
-    out.print(text, markup=False, highlight=False)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
     out.print(report.nvidia_smi_lines(sol, c.gpus_per_node), markup=False, highlight=False)

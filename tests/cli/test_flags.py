@@ -74,14 +74,15 @@ def test_the_stack_sets_what_the_flags_leave_open():
     base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-70b", "--cluster", "paper-h200",
             "--tp", "4", "--pp", "4", "--recompute", "full", "--json"]
     got = {}
-    for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"], ["--stack", "llm-foundry"]):
+    # llm-foundry runs no pipeline (Composer FSDP): its layout is PP 1 with FSDP
+    for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"], ["--stack", "llm-foundry", "--pp", "1", "--zero", "3"]):
         r = subprocess.run(base + extra, capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         got[" ".join(extra)] = json.loads(r.stdout)
     assert got[""]["recipe"]["tp_comm_overlap"] is False and got[""]["breakdown"]["tp_comm_s"] > 0
     assert got["--stack nemo"]["recipe"]["tp_comm_overlap"] is True
     assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == 0.0 == got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
-    assert got["--stack llm-foundry"]["recipe"]["optimizer"] == "lionw"
+    assert got["--stack llm-foundry --pp 1 --zero 3"]["recipe"]["optimizer"] == "lionw"
     r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
 
