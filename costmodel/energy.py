@@ -29,7 +29,7 @@ import numpy as np
 from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
-from .layouts import layers_per_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
+from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
 from .power import PowerParams, clock_ratio, dynamic_power_ratio, phase_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -118,7 +118,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     layout = t.row(0)
     pp = layout["pp"]
     if layers is None:
-        layers = pipeline_split(model, layout)
+        layers = pipeline_split(model, layout, light_last_stage(recipe))
     layers = np.asarray(layers, dtype=np.float64)
     if len(layers) != pp or layers.min() < 1 or abs(layers.sum() - model.num_layers) > 1e-9:
         raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "

@@ -217,7 +217,7 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
                     np.ceil(model.num_layers / t.pp))
 
 
-def pipeline_split(model: ModelSpec, layout: dict) -> np.ndarray:
+def pipeline_split(model: ModelSpec, layout: dict, light_last: bool = False) -> np.ndarray:
     """Transformer layers of each pipeline stage of one layout (length PP, summing to L): the split
     of :func:`accounts_embedding_loss` where it applies, else :func:`uneven_split`."""
     pp, L = layout["pp"], model.num_layers
@@ -228,7 +228,7 @@ def pipeline_split(model: ModelSpec, layout: dict) -> np.ndarray:
         out[0] -= 1
         out[-1] -= 1
         return out
-    return uneven_split(L, pp)
+    return uneven_split(L, pp, light_last)
 
 
 def recomputed_fraction(model: ModelSpec, t) -> np.ndarray:
@@ -247,15 +247,24 @@ def microbatches(recipe: Recipe, dp, mbs):
     return recipe.gbs / (dp * mbs)
 
 
-def uneven_split(L: int, pp: int) -> np.ndarray:
-    """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L.
+def uneven_split(L: int, pp: int, light_last: bool = False) -> np.ndarray:
+    """Even split L/PP, or ceil(L/PP) layers on the last stages when PP does not divide L (on the
+    first stages with ``light_last``: the stack's :attr:`costmodel.stacks.Stack.light_last_stage`).
 
-    The last stage, which also runs the logits, then holds ceil(L/PP) layers: the pace that
-    costmodel.schedule assumes for uneven stages (the fullest stage carries the logits), so the
-    energy model's step time agrees with the time model's.  The ILP chooses its own split.
+    Without ``light_last`` the last stage, which also runs the logits, holds ceil(L/PP) layers: the
+    pace costmodel.schedule assumes (the fullest stage carries the logits); with it the last stage
+    holds floor(L/PP) and the pace is the slower of a full stage and the last with its logits, so
+    the energy model's step time agrees with the time model's.  The ILP chooses its own split.
     """
     base, extra = divmod(L, pp)
-    return np.array([base + (1 if s >= pp - extra else 0) for s in range(pp)], dtype=np.float64)
+    return np.array([base + (1 if (s < extra if light_last else s >= pp - extra) else 0) for s in range(pp)],
+                    dtype=np.float64)
+
+
+def light_last_stage(recipe: Recipe) -> bool:
+    """The recipe's stack puts an uneven split's extra layers on the first stages (costmodel.stacks)."""
+    st = STACKS.get(recipe.stack)
+    return bool(st is not None and st.light_last_stage)
 
 
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import metrics
-from .layouts import RECOMPUTE, layout_name, uneven_split
+from .layouts import RECOMPUTE, layout_name, light_last_stage, uneven_split
 from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
@@ -135,7 +135,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if accounted and layers is None:
         a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     elif layers is None and model.num_layers % layout["pp"]:
-        layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"])]
+        layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"], light_last_stage(recipe))]
     if layers is not None and len(set(layers)) > 1:
         mid = layers[1:-1]
         if len(set(mid)) <= 1:

@@ -30,7 +30,7 @@ import numpy as np
 
 from .comm import CommTimes, stage_params
 from .compute import ComputeTimes
-from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
+from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
@@ -133,9 +133,10 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
     cont_b = slow * ((cm.tp_layer_bwd_s + full * cm.tp_layer_fwd_s - tp_b)
                      + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b))
-    # the last stage runs the logits; with the embedding and loss counted as pipeline layers it has
-    # one transformer layer fewer than the middle stages, and the slower of the two sets the pace
-    acc = accounts_embedding_loss(model, t)
+    # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
+    # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than
+    # the fullest stages, and the slower of the two sets the pace
+    acc = accounts_embedding_loss(model, t) | ((model.num_layers % t.pp != 0) & (t.vp == 1) & light_last_stage(recipe))
     lay_f = ct.layer_fwd_s + cont_f
     # full recompute re-runs the forward of the recomputed share of the layers
     rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)

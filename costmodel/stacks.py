@@ -152,6 +152,11 @@ class Stack:
             2021-22 and BigScience's Megatron-DeepSpeed TP and PP (context parallelism came with
             Megatron-core 0.5, 2024); llm-foundry TP (its ``tp_config``) but no pipeline or context
             parallelism (Composer FSDP); DeepSpeed with HF transformers ZeRO data parallelism only.
+        light_last_stage: when PP does not divide the layers (VP 1), the extra layers go to the
+            first stages and the last stage, which runs the logits and the loss, holds one fewer
+            (Megatron-LM's --decoder-first/last-pipeline-num-layers are set that way); False: the
+            fullest stages last, as BigScience's DeepSpeed pipeline partitioned BLOOM's 70 layers
+            over 12 stages (its logs fit that split: costmodel validate, bloom_176B_tr11 rows).
         partial_recompute: full recompute can be limited to N layers per pipeline chunk (Megatron's
             ``--recompute-method block --recompute-num-layers N``, megatron/training/arguments.py;
             NeMo's ``activations_checkpoint_num_layers``).  The other stacks recompute every layer
@@ -168,6 +173,7 @@ class Stack:
     selective_recompute: str = "attention"
     partial_recompute: bool = False
     model_parallel: tuple = ("tp", "pp", "cp")
+    light_last_stage: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -203,7 +209,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
-                 "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims))
+                 "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
+                 pads_vocab and name != "megatron-deepspeed")
 
 
 STACKS = {s.name: s for s in (

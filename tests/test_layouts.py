@@ -196,3 +196,15 @@ def test_stacks_offer_only_the_parallelism_they_run_and_interleaving_uses_the_em
     big = load_model("llama3.1-405b")
     t = enumerate_layouts(big, replace(R, gbs=2048), 16384, 8)
     assert ((t.pp == 16) & (t.vp == 8)).any() and ((t.pp == 8) & (t.vp == 8)).any()
+
+
+def test_uneven_splits_follow_the_stacks_partitioner():
+    """70 layers over 12 stages: Megatron-family stacks lighten the last stage (it runs the logits
+    and the loss: --decoder-last-pipeline-num-layers), BigScience's DeepSpeed pipeline puts the
+    fullest stages last (BLOOM's logs fit that split)."""
+    from costmodel.layouts import light_last_stage, uneven_split
+    from dataclasses import replace
+    assert list(uneven_split(70, 12, True)) == [6] * 10 + [5] * 2
+    assert list(uneven_split(70, 12, False)) == [5] * 2 + [6] * 10
+    assert light_last_stage(R) and not light_last_stage(replace(R, stack="megatron-deepspeed"))
+    assert uneven_split(70, 12, True).sum() == 70 and list(uneven_split(64, 8, True)) == [8] * 8

@@ -10,7 +10,7 @@ import typer
 
 from .. import report
 from ..errors import InputError
-from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, pipeline_split
+from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
 from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
                      check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
@@ -83,12 +83,13 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     out.print(context_line(m, c, r))
     lay = rec["layout"]
     out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
-    split = pipeline_split(m, lay)
+    split = pipeline_split(m, lay, light_last_stage(r))
     if len(set(split)) > 1:
         how = ("the embedding and the loss counted as one pipeline layer each (Megatron "
                "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)"
                if bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0])
-               else "uneven stages, the last ones fuller (--decoder-first/last-pipeline-num-layers)")
+               else ("uneven stages, the last one lighter (it also runs the logits and the loss)" if light_last_stage(r)
+                     else "uneven stages, the last ones fuller (the stack's pipeline partitioner)"))
         out.print(f"pipeline split: {'|'.join(str(int(x)) for x in split)} transformer layers per stage, {how}")
     if not rec["feasible"]:
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
