@@ -295,6 +295,8 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
         "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
+        "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision,
+                   "stack": recipe.stack, **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}},
     }
 
 

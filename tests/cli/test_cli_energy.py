@@ -44,6 +44,8 @@ def test_energy_recommend_json_respects_the_limits():
     assert sum(s["layers"] for s in rec["stages"]) == 80
     assert rec["max_temp_c"] <= 80 + 1e-6
     assert all(g["busy_power_w"] <= 500 + 1e-6 and g["temp_bound_c"] <= 80 + 1e-6 for g in rec["per_gpu"])
+    # the recipe the winner's arguments set (switches recommend may have turned on)
+    assert rec["recipe"]["stack"] == "megatron" and isinstance(rec["recipe"]["dp_overlap"], bool)
 
 
 def test_infeasible_limits_exit_3_and_name_the_binding_limit():
