@@ -139,11 +139,6 @@ class ComputeTimes:
     logits_ce_s: np.ndarray
 
 
-def _expert_load(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp):
-    """The busiest EP rank's expert load over the mean (costmodel.moe.busiest_rank_load)."""
-    return run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
-
-
 def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, tp, gemm3) -> dict:
     """Weight-GEMM times of the mean layer per micro-batch on one GPU (arrays, s): attention
     projections as TP splits them (column: output width / TP, row: input width / TP, duplicated:
@@ -173,7 +168,7 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         etp = t.etp.astype(np.float64)
         m_exp = tok * model.topk * t.ep * etp / (model.num_experts * tp)
         # the busiest EP rank sets the pace: its load over the mean (costmodel.moe)
-        m_exp = m_exp * _expert_load(model, recipe, t, tok, tp)
+        m_exp = m_exp * run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         # the profile's measured slowdown of routed expert GEMMs over this model (costmodel/fit/moe.py)
         if recipe.moe_grouped_gemm:
             sd = profile.moe_grouped_slowdown
@@ -299,7 +294,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     if model.is_moe:
         # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
         rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep,
-                            _expert_load(model, recipe, t, tok, tp))
+                            run_rank_load(model, recipe, tok, tp, t.etp, t.ep))
         perm = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm, ew_b + perm
     if dt == "fp8":

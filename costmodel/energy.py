@@ -30,7 +30,7 @@ from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
-from .power import PowerParams, clock_ratio, dynamic_power_ratio, phase_power_w
+from .power import PowerParams, clock_ratio, phase_power_w, power_at_clock_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
@@ -189,7 +189,7 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     if clock_max is not None:
         s = np.minimum(s, clock_max)
     # the power at the clock reached: the cap, or more where the GPU's lowest clock cannot meet it
-    p_busy = pw.idle_w + np.maximum(p_comp - pw.idle_w, 0.0) * dynamic_power_ratio(s, pw.gamma, pw.v_floor_clock_ratio)
+    p_busy = power_at_clock_w(pw, p_comp, s)
     comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
@@ -335,8 +335,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
     p_comp = phase_power_w(pw, st.util)
-    hw_floor_cap = pw.idle_w + (p_comp - pw.idle_w) * dynamic_power_ratio(HW_SLOWDOWN_CLOCK_RATIO, pw.gamma,
-                                                                         pw.v_floor_clock_ratio)
+    hw_floor_cap = power_at_clock_w(pw, p_comp, HW_SLOWDOWN_CLOCK_RATIO)
     eff = _thermal_caps(caps, hw_floor_cap, stage_of, temps_of, slow)
     throttled = bool(np.any(eff < caps - 0.01))
     state = stage_state(st, pw, eff, clock_max)

@@ -20,7 +20,7 @@ from . import ilp
 from .energy import check_cap, power_params, stage_terms
 from .errors import InputError
 from .memory import stage_memory_terms
-from .power import clock_ratio, dynamic_power_ratio, phase_power_w
+from .power import clock_ratio, phase_power_w, power_at_clock_w
 from .predict import RunPrediction, predict_runs
 from .search import SearchResult
 from .specs import ClusterSpec, Profile
@@ -55,8 +55,7 @@ def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
             out_t.append(blk["bound_s"] / s + (blk["compute_s"] - blk["bound_s"]) + blk["exposed_s"])
             # the DVFS curve's power at the clock reached: the cap, or more where the GPU's lowest
             # clock cannot meet it (costmodel.energy.stage_state)
-            out_p.append(pw.idle_w + max(p - pw.idle_w, 0.0) * float(dynamic_power_ratio(s, pw.gamma,
-                                                                                         pw.v_floor_clock_ratio)))
+            out_p.append(float(power_at_clock_w(pw, p, s)))
         return np.array(out_t), np.array(out_p)
 
     t_layer, p_busy = under_cap(st.layer)

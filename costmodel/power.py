@@ -70,6 +70,13 @@ def clock_for_dynamic_ratio(r, gamma: float, v_floor: float = 0.0, min_ratio: fl
     return np.clip(s, min_ratio, 1.0)
 
 
+def power_at_clock_w(p: PowerParams, power_w, s):
+    """Power of a phase drawing ``power_w`` at full clock when it runs at clock ratio ``s``:
+    P_idle + (P - P_idle) g(s) (module docstring).  Arrays broadcast."""
+    power_w = np.asarray(power_w, dtype=np.float64)
+    return p.idle_w + np.maximum(power_w - p.idle_w, 0.0) * dynamic_power_ratio(s, p.gamma, p.v_floor_clock_ratio)
+
+
 def clock_ratio(p: PowerParams, power_w, cap_w):
     """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``:
     g(s) = (cap - P_idle) / (P - P_idle) solved for s (module docstring), clipped to (0, 1]; 1 where

@@ -43,8 +43,7 @@ def run_record(run: RunPrediction) -> dict:
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "params": run.model.params(), "active_params": run.model.params(active=True),
         "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
-        "recipe": {"gbs": run.recipe.gbs, "seq_len": run.recipe.seq_len, "precision": run.recipe.precision,
-                   "stack": run.recipe.stack, **{w.name: getattr(run.recipe, w.name) for w in RECIPE_SWITCHES}},
+        "recipe": recipe_record(run.recipe),
     }
     if not run.feasible:
         rec["reason"] = run.reason
@@ -277,6 +276,12 @@ def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
     return tb
 
 
+def recipe_record(recipe: Recipe) -> dict:
+    """JSON-ready recipe: batch, length, precision, stack and every recipe switch (costmodel.stacks)."""
+    return {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
+            **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}}
+
+
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
                     objective: str) -> dict:
     """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout."""
@@ -295,8 +300,7 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
         "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
-        "recipe": {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision,
-                   "stack": recipe.stack, **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}},
+        "recipe": recipe_record(recipe),
     }
 
 
