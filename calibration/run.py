@@ -10,6 +10,7 @@ Run it where the GPUs are, under the usual launchers (the suite has none of its 
 The folder is ``calibration/`` at the top of the repository; it installs as ``costmodel.calibration``.
 
 Every rank measures (GEMMs, routed expert GEMMs of MoE models, HBM, collectives over group scopes, GEMM/all_reduce overlap, idle,
+waiting in NCCL against waiting for the host,
 sustained-GEMM step response, power-limit sweep) while a thread samples its GPU's power,
 temperature and clocks; rank 0 gathers all records and writes ``--out``, a file in the format of
 :mod:`costmodel.readers.suite_jsonl` ending with an ``end`` record.  Without a GPU the same code runs
@@ -30,7 +31,7 @@ import time
 import traceback
 from pathlib import Path
 
-BENCHMARKS = ("idle", "gemm", "moe_gemm", "hbm", "collectives", "overlap", "sustain", "power_limits")
+BENCHMARKS = ("idle", "wait", "gemm", "moe_gemm", "hbm", "collectives", "overlap", "sustain", "power_limits")
 DEFAULT_MODELS = "llama3-8b,llama3-70b,mixtral-8x7b"
 
 # option -> (GPU, CPU, GPU --quick, CPU --quick); None in the parser means "take it from here"
@@ -52,6 +53,7 @@ DEFAULTS = {
     "overlap_gemm": ("8192,8192,8192", "256,256,256", "4096,4096,4096", "256,256,256"),
     "overlap_bytes": ("256M", "1M", "32M", "1M"),
     "idle_s": (30.0, 0.0, 0.0, 0.0),
+    "wait_s": (20.0, 1.0, 0.0, 0.0),
     "sustain_s": (120.0, 2.0, 0.0, 0.0),
     "cooldown_s": (60.0, 0.0, 0.0, 0.0),
     "sustain_gemm": ("8192,8192,8192", "256,256,256", "8192,8192,8192", "256,256,256"),
@@ -191,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("power and temperature")
     g.add_argument("--sample-hz", type=float, default=20.0, help="NVML/amdsmi sampling rate")
     g.add_argument("--idle-s", type=_nonneg, default=None, help="idle baseline, s (auto: 30 on GPU, 0 with --quick)")
+    g.add_argument("--wait-s", type=_nonneg, default=None,
+                   help="GPUs spinning in an all-reduce while rank 0 sleeps (waiting power), s (auto: 20 on GPU, "
+                        "0 with --quick)")
     g.add_argument("--sustain-s", type=_nonneg, default=None,
                    help="sustained GEMM for the temperature step response, s (auto: 120 on GPU, 0 with --quick)")
     g.add_argument("--cooldown-s", type=_nonneg, default=None,
@@ -265,7 +270,7 @@ def _guard(rec, name, fn):
 
 def _benchmarks(rec, ctx, o, monitor):
     """(name, callable) of every selected benchmark in run order."""
-    from .suite import collectives, gemm, hbm, moe_gemm, overlap, shapes, thermal
+    from .suite import collectives, gemm, hbm, moe_gemm, overlap, shapes, thermal, wait
     from costmodel.specs import load_model
     dev = ctx.device
     dtypes, dnotes = gemm.resolve_dtypes(o["gemm_dtypes"], dev)
@@ -303,6 +308,7 @@ def _benchmarks(rec, ctx, o, monitor):
 
     table = {
         "idle": do_idle,
+        "wait": lambda: wait.run(rec, ctx, o["wait_s"]),
         "gemm": do_gemm,
         "moe_gemm": lambda: moe_gemm.run(rec, dev, models, o["tokens"], o["moe_ep"], big_dtype, o["iters"],
                                          o["warmup"]),

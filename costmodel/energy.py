@@ -10,7 +10,8 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
    to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma) and the compute-bound part of the time stretches
    by 1/s (costmodel.power).
 3. Step time T = (m + (PP-1)/VP) max_s t_s + exposed DP + optimizer (costmodel.schedule); a GPU of
-   stage s is busy m t_s and idles (P_idle) the rest; average power = energy / T.
+   stage s is busy m t_s and waits the rest, spinning in NCCL (idle + spin power,
+   costmodel.power.wait_power_w); average power = energy / T.
 4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G.  Steady
    temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
    until it holds, which lowers its stage's effective cap; the slowest stage sets the step for all.
@@ -30,7 +31,7 @@ from . import metrics
 from .compute import dense_peak_flops, gemm_dtype
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
-from .power import PowerParams, clock_ratio, phase_power_w, power_at_clock_w
+from .power import PowerParams, clock_ratio, phase_power_w, power_at_clock_w, wait_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
@@ -196,8 +197,9 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     T = st.bubble_factor * t_mb.max() + st.const_s
     busy = st.m * comp
     comm = st.m * st.exposed_comm_s + st.const_s
-    idle = np.maximum(T - busy - comm, 0.0)
-    energy = p_busy * busy + p_comm * comm + pw.idle_w * idle
+    wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage
+    # the cap binds a waiting GPU too, though a spinning kernel rarely reaches it
+    energy = p_busy * busy + p_comm * comm + np.minimum(wait_power_w(pw), caps_w) * wait
     avg = energy / T
     # the densest window a meter sees is the steady 1F1B period; never below the step's average
     # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its

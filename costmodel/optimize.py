@@ -7,7 +7,7 @@
    energy; the best ``k`` by the objective at the top cap become ILP options.
 3. Each option is tabulated per cap level (costmodel.energy.stage_terms): time of one layer and of
    the logits per micro-batch under the cap (DVFS: compute-bound time / clock ratio), power while
-   computing (min(P, cap)), idle power, per-stage memory (costmodel.memory.stage_memory_terms).
+   computing (min(P, cap)), waiting power (idle + NCCL spin), per-stage memory (costmodel.memory.stage_memory_terms).
 4. costmodel.ilp chooses layout, per-stage caps, layers per stage and slot blocks.
 
 Cap levels are evenly spaced from the GPU's minimum power limit to the user's cap (default TDP).
@@ -20,7 +20,7 @@ from . import ilp
 from .energy import check_cap, power_params, stage_terms
 from .errors import InputError
 from .memory import stage_memory_terms
-from .power import clock_ratio, phase_power_w, power_at_clock_w
+from .power import clock_ratio, phase_power_w, power_at_clock_w, wait_power_w
 from .predict import RunPrediction, predict_runs
 from .search import SearchResult
 from .specs import ClusterSpec, Profile
@@ -65,7 +65,7 @@ def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
         name=run.name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
         microbatches=st.m, vp=layout["vp"], const_time_s=st.const_s + st.bubble_factor * st.pp_mb_s,
         t_layer_s=t_layer, t_first_s=np.zeros(len(caps)), t_last_s=t_last, p_busy_w=p_busy,
-        p_idle_w=pw.idle_w, mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
+        p_idle_w=min(wait_power_w(pw), min(caps)), mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
 
 
 def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float, node_power_w: float,

@@ -6,12 +6,13 @@ Phases of one GPU's step (durations from the time model, costmodel.schedule):
 * memory-bound kernels (HBM busy at utilisation u_hbm),
 * exposed communication (NVLink/NIC busy at u_link),
 * communication overlapped with compute (both at once),
-* idle (pipeline bubble, waiting for a slower stage or the DP reduction).
+* waiting (pipeline bubble, a slower stage or the DP reduction): the GPU spins in an NCCL kernel
+  at full clock and draws idle + spin power, not idle power (:func:`wait_power_w`).
 
 Power of a phase is linear in the utilisations above an idle floor (Kandiah et al., "AccelWattch",
 MICRO 2021: constant + activity-proportional dynamic power; Hong & Kim, ISCA 2010):
 
-    P = P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link
+    P = P_idle + c_flop u_flop + c_hbm u_hbm + c_link u_link + c_spin u_spin
 
 with the coefficients fitted per GPU from power traces (costmodel/fit/).  costmodel.energy
 composes these per stage: average power
@@ -47,6 +48,13 @@ def phase_power_w(p: PowerParams, util: dict):
     for term in POWER_TERMS:
         out = out + p.coeff_w[term.name] * np.asarray(util.get(term.name, 0.0))
     return out
+
+
+def wait_power_w(p: PowerParams) -> float:
+    """Power of a GPU waiting for a peer (a pipeline bubble, a slower stage or TP/DP rank), W:
+    NCCL's kernel spins at full clock, so idle_w + spin_w, not idle_w (costmodel.calibration's
+    ``wait`` benchmark; the 8x H100 DDP trace, costmodel/fit/builtin/power.py)."""
+    return float(phase_power_w(p, {"spin": 1.0}))
 
 
 def dynamic_power_ratio(s, gamma: float, v_floor: float = 0.0):

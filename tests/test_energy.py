@@ -231,3 +231,29 @@ def test_thermal_caps_are_a_fixed_point_a_derate_above_the_thermal_clock_changes
     below = predict_run(L70, R, c, p, lay, caps_w=0.95 * free.compute_power_w).energy
     assert at.step_time_s == pytest.approx(free.step_time_s, rel=1e-6) and below.step_time_s > free.step_time_s
     assert not free.cap_unmet and free.compute_power_w > free.peak_power_w
+
+
+def test_waiting_gpus_draw_spin_power_not_idle_power(h200):
+    """Llama 3 70B, TP4 PP4 DP2 on 32 H200 with 64 micro-batches: every GPU waits through the
+    pipeline bubble and, on the faster stages, for the slowest one.  Waiting is spinning in NCCL at
+    idle + spin_w (34 W on Hopper, fitted from the H100 DDP trace), so the step's energy exceeds the
+    same prediction with spin_w = 0 by exactly spin_w x the summed waiting time of every GPU."""
+    from dataclasses import replace as dc_replace
+    from costmodel.energy import power_params, stage_state, stage_terms
+    from costmodel.power import wait_power_w
+    c, p = h200
+    lay = dict(BASE, recompute="full")
+    run = predict_run(L70, R, c, p, lay, energy=False)
+    spin = p.power.coeff_w["spin"]
+    assert spin == pytest.approx(33.9, abs=0.5)
+    still = dc_replace(p, power=dc_replace(p.power, coeff_w=dict(p.power.coeff_w, spin=0.0)))
+    e_spin = layout_energy(L70, R, c, p, lay)
+    e_still = layout_energy(L70, R, c, still, lay)
+    st = stage_terms(L70, R, c, p, run.terms)
+    pw = power_params(c, p)
+    s = stage_state(st, pw, np.full(4, pw.max_cap_w))
+    wait_s = s.step_time_s - st.m * (s.t_mb_s - st.exposed_comm_s) - st.m * st.exposed_comm_s - st.const_s
+    assert wait_s.min() >= 3 * s.t_mb_s.min() - 1e-9       # at least the bubble: PP - 1 micro-batch periods
+    expect = spin * float(np.sum(wait_s * st.stage_gpus))
+    assert e_spin.energy_j_per_step - e_still.energy_j_per_step == pytest.approx(expect, rel=1e-6)
+    assert wait_power_w(pw) == pytest.approx(pw.idle_w + spin)

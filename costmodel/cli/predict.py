@@ -74,6 +74,10 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
               file=sys.stderr)
+    if run.energy is not None and p.power is not None and p.power.not_fitted():
+        print(f"costmodel: note: the energy answer rests on power coefficients of {p.path} that were not fitted on "
+              f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)",
+              file=sys.stderr)
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:

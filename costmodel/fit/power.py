@@ -5,6 +5,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from costmodel.specs import GpuSpec
+from costmodel.specs.params import POWER_TERMS
 
 from .measurements import FitReport, Measurements
 from .primitives import median_of, quality, round_sig
@@ -15,6 +16,8 @@ from .primitives import median_of, quality, round_sig
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 EDGE_TRIM = 0.2        # fraction of a phase window dropped at each end (the monitor lags the kernels)
 MIN_PHASE_SAMPLES = 3  # samples a phase needs to count in the power fit
+#: the profile's power coefficients in the order of the fit's design matrix (costmodel.specs.params.POWER_TERMS)
+NAMES = ("idle_w",) + tuple(t.key for t in POWER_TERMS)
 
 
 def _phase_samples(meas: Measurements):
@@ -36,9 +39,12 @@ def _phase_samples(meas: Measurements):
 def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitReport) -> dict | None:
     """``power:`` coefficients from suite phases (median power of each phase window, edges trimmed).
 
-    Model (costmodel/power.py): P = idle_w + flop_w u_flop + hbm_w u_hbm + link_w u_link with
-    u_flop = achieved FLOP/s / datasheet peak of the phase's dtype, u_hbm = achieved HBM B/s /
-    datasheet bandwidth, u_link = achieved busbw / NVLink bandwidth.  Phases whose samples show a
+    Model (costmodel/power.py): P = idle_w + flop_w u_flop + hbm_w u_hbm + link_w u_link + spin_w u_spin
+    with u_flop = achieved FLOP/s / datasheet peak of the phase's dtype, u_hbm = achieved HBM B/s /
+    datasheet bandwidth, u_link = achieved busbw / NVLink bandwidth, u_spin = 1 while the GPU waits
+    for a peer in NCCL (the ``wait`` benchmark's ``nccl_wait`` phase; its ``host_wait`` phase, a GPU
+    with no kernel, counts as idle).  ``basis`` says which coefficients were fitted here and which
+    were kept from the base profile (with the base's own basis).  Phases whose samples show a
     power-cap or thermal clock event (:data:`THROTTLE_MASK`) or a lowered power limit are left out:
     their power is the cap, not the demand.  Bounded linear least squares (all coefficients >= 0);
     a coefficient whose utilisation never varies in the data is held at the base profile's value.
@@ -60,31 +66,34 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
             continue
         peak = gpu.peak_flops.get(ph.get("dtype") or "bf16", max(gpu.peak_flops.values()))
         u = [(ph["flops_per_s"] or 0.0) / peak, (ph["hbm_bytes_per_s"] or 0.0) / gpu.hbm_bytes_per_s,
-             (ph["link_bytes_per_s"] or 0.0) / (gpu.nvlink_bytes_per_s or 1.0)]
+             (ph["link_bytes_per_s"] or 0.0) / (gpu.nvlink_bytes_per_s or 1.0), float(ph.get("spin") or 0.0)]
         X.append([1.0] + u)
         y.append(p_w)
         rows.append(ph["name"])
     sample_files = sorted({str(s.path) for s in meas.suites if s["sample"]})
     if len(y) >= 2:
         X, y = np.array(X), np.array(y)
-        names = ["idle_w", "flop_w", "hbm_w", "link_w"]
-        free = [0] + [j for j in (1, 2, 3) if np.ptp(X[:, j]) > 0.02]
-        fixed = {j: float(bp.get(names[j], 0.0)) for j in (1, 2, 3) if j not in free}
+        names = list(NAMES)
+        free = [0] + [j for j in range(1, len(names)) if np.ptp(X[:, j]) > 0.02]
+        fixed = {j: float(bp.get(names[j], 0.0)) for j in range(1, len(names)) if j not in free}
         yy = y - sum(X[:, j] * v for j, v in fixed.items())
         r = least_squares(lambda c: X[:, free] @ c - yy, np.full(len(free), 100.0), bounds=(0.0, np.inf),
                           loss="soft_l1", f_scale=10.0)
         coef = dict(fixed)
         coef.update({j: float(c) for j, c in zip(free, r.x)})
-        pred = X @ np.array([coef[j] for j in range(4)])
+        pred = X @ np.array([coef[j] for j in range(len(names))])
         rel = np.abs(pred / y - 1)
         ss = float(np.sum((y - y.mean()) ** 2))
         fit = dict(n_points=int(len(y)), r2=round_sig(1 - float(np.sum((pred - y) ** 2)) / ss, 4) if ss > 0 else None,
                    median_rel_err=round_sig(np.median(rel), 3), max_rel_err=round_sig(rel.max(), 3),
                    phases=sorted(set(rows)), held_at_base=[names[j] for j in fixed],
                    method="bounded soft_l1 least squares over unthrottled phase medians (edges trimmed "
-                          f"{EDGE_TRIM:.0%}), P = idle + flop u_flop + hbm u_hbm + link u_link",
+                          f"{EDGE_TRIM:.0%}), P = idle + flop u_flop + hbm u_hbm + link u_link + spin u_spin "
+                          "(u_spin = 1 in the wait benchmark's nccl_wait phase)",
                    inputs=sample_files)
-        out = {names[j]: round_sig(coef[j]) for j in range(4)}
+        out = {names[j]: round_sig(coef[j]) for j in range(len(names))}
+        basis = {names[j]: "fitted" if j in free else (bp.get("basis") or {}).get(names[j], "borrowed")
+                 for j in range(len(names))}
         if fixed:
             report.warnings.append(f"power: {', '.join(names[j] for j in fixed)} not identifiable from the measured "
                                    "phases (utilisation never varied): kept from the base profile")
@@ -92,12 +101,13 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
         idle = _trace_idle_w(meas)
         if idle is None:
             return None
-        out = {k: bp[k] for k in ("flop_w", "hbm_w", "link_w") if k in bp}
-        out = dict(idle_w=round_sig(idle[0]), **out)
+        held = [k for k in NAMES[1:] if k in bp]
+        out = dict(idle_w=round_sig(idle[0]), **{k: bp[k] for k in held})
+        basis = dict({k: (bp.get("basis") or {}).get(k, "borrowed") for k in held}, idle_w="fitted")
         fit = dict(n_points=idle[1], method="median power of samples at utilization.gpu == 0",
-                   held_at_base=["flop_w", "hbm_w", "link_w"], inputs=idle[2])
+                   held_at_base=held, inputs=idle[2])
         report.warnings.append("power: only idle power is measurable from the traces (no benchmark phases): "
-                               "flop_w, hbm_w, link_w kept from the base profile")
+                               f"{', '.join(held)} kept from the base profile")
     gamma_fit = None
     pts = [(lim, f, p) for lim, f, p in limit_pts if np.isfinite(f) and p > out["idle_w"] + 5]
     if len(pts) >= 3:
@@ -110,13 +120,19 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
                          limits_w=[round_sig(q[0]) for q in pts],
                          method="least squares of log(P - idle) on log(SM clock) over the power-limit phases")
         out["gamma"] = round_sig(gam)
+        basis["gamma"] = "fitted"
     else:
         out["gamma"] = bp.get("gamma")
         report.warnings.append("power.gamma: no power-limit sweep in the inputs (needs the right to set limits): "
                                "kept from the base profile")
     fit["gamma"] = gamma_fit or dict(kept_from="base profile")
+    basis.setdefault("gamma", (bp.get("basis") or {}).get("gamma", "borrowed"))
+    if "v_floor_clock_ratio" in bp:
+        out["v_floor_clock_ratio"] = bp["v_floor_clock_ratio"]
+        basis["v_floor_clock_ratio"] = (bp.get("basis") or {}).get("v_floor_clock_ratio", "borrowed")
+    out["basis"] = basis
     out["fit"] = fit
-    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in ("idle_w", "flop_w", "hbm_w", "link_w", "gamma")),
+    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in NAMES + ("gamma",) if k in out),
                         quality(fit)))
     return out
 

@@ -19,6 +19,8 @@ Converters, one per format (each takes the parsed table or a path):
   ``pclk`` MHz (the graphics/SM clock), ``sm`` %; nvidia-smi(1) "Device Monitoring").
 * :func:`power_trace_from_dcgmi` -- ``dcgmi dmon`` (fields 155 POWER W, 150 TMPTR C, 140 MMTMP C,
   100 SMCLK MHz, 203 GPUTL %; dcgm_fields.h), GPU entities only.
+* :func:`power_trace_from_nvidia_smi_q` -- ``nvidia-smi -q`` snapshots (one sample per GPU per
+  snapshot: Power Draw W, GPU Current Temp C, SM clock MHz, Utilization Gpu %, the clock reasons).
 * :func:`power_trace_from_suite` -- the calibration suite's ``sample`` records
   (:mod:`costmodel.readers.suite_jsonl`).
 """
@@ -31,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from .dcgm import DcgmTable, read_dcgmi_dmon
-from .clock_events import reasons_per_row
+from .clock_events import REASON_BITS, reasons_per_row
+from .nvidia_smi_q import SmiQuery, column as q_column, read_nvidia_smi_q
 from .nvidia_smi import DmonTable, SmiTrace, read_nvidia_smi_csv, read_nvidia_smi_dmon
 from .suite_jsonl import SuiteRun, read_suite_jsonl
 
@@ -276,7 +279,50 @@ def power_trace_from_dcgmi(table, interval_s=None, strict=True) -> PowerTrace:
         power_w=col(155, _POWER_UNITS, "power"), temp_c=col(150, _TEMP_UNITS, "temperature"),
         mem_temp_c=col(140, _TEMP_UNITS, "memory temperature"), sm_clock_mhz=col(100, _CLOCK_UNITS, "SM clock"),
         util_gpu_pct=col(203, _PCT_UNITS, "utilisation"), source_format="dcgmi-dmon", path=path,
-        errors=list(table.errors), absolute_time=False, lines=table.lines[sel].copy(), table=table)
+        errors=list(table.errors), absolute_time=False, lines=table.lines[sel].copy(), table=table,
+        clock_events=_dcgm_reasons(table, sel))
+
+
+def _dcgm_reasons(table, sel):
+    """Per GPU row, the active reasons of DCGM field 112 (DCGM_FI_DEV_CLOCKS_EVENT_REASONS, formerly
+    DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: the NVML bit mask, dcgm_fields.h), or None without it."""
+    try:
+        v = table.column(112)
+    except KeyError:
+        return None
+    out = []
+    for x in v[sel]:
+        m = int(x) if np.isfinite(x) else 0
+        out.append(frozenset(r for bit, r in REASON_BITS.items() if m & bit))
+    return out
+
+
+def power_trace_from_nvidia_smi_q(q, strict=True) -> PowerTrace:
+    """Power trace of ``nvidia-smi -q`` snapshots (costmodel.readers.nvidia_smi_q).
+
+    Args:
+        q: :class:`~costmodel.readers.nvidia_smi_q.SmiQuery` or a path (read with
+            :func:`~costmodel.readers.nvidia_smi_q.read_nvidia_smi_q`).
+        strict: with a path, raise on bad lines (True) or keep the good ones (False).
+    Returns:
+        :class:`PowerTrace`, one sample per GPU per snapshot; ``absolute_time`` True when every
+        snapshot has a Timestamp (read as UTC), else ``t_unix`` is the snapshot number.
+    Raises:
+        NvidiaSmiQParseError: (path, strict) bad lines.
+    """
+    if not isinstance(q, SmiQuery):
+        q = read_nvidia_smi_q(q, strict=strict)
+    stamps = [g["t_unix"] for g in q.gpus]
+    absolute = bool(stamps) and all(t is not None for t in stamps)
+    t = np.array([g["t_unix"] if absolute else g["snapshot"] for g in q.gpus], dtype=np.float64)
+    reasons = [g["reasons"] for g in q.gpus]
+    return PowerTrace(
+        t_unix=t, gpu=np.array([g["index"] for g in q.gpus], dtype=np.int64),
+        power_w=q_column(q, "power_w"), temp_c=q_column(q, "temp_c"), mem_temp_c=_nan(len(q)),
+        sm_clock_mhz=q_column(q, "sm_clock_mhz"), util_gpu_pct=q_column(q, "util_gpu_pct"),
+        source_format="nvidia-smi-q", path=q.path, errors=list(q.errors), absolute_time=absolute,
+        lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q,
+        clock_events=None if all(r is None for r in reasons) else [r or frozenset() for r in reasons])
 
 
 def power_trace_from_suite(run) -> PowerTrace:

@@ -25,6 +25,9 @@ docstrings), in detection order:
 * ``nccl-tests``: a ``#  size  count  type`` table header, a ``# nThread`` parameter line, a
   ``# Collective test starting`` line or a ``#  Rank  0 ...`` device line (NVIDIA nccl-tests).
 * ``zeus-csv``: the Zeus ``summary_power_<gpu>.csv`` header.
+* ``nvidia-smi-q``: the ``==============NVSMI LOG==============`` banner of ``nvidia-smi -q``
+  (:mod:`costmodel.readers.nvidia_smi_q`; both the ``Clocks Throttle Reasons`` and ``Clocks Event
+  Reasons`` namings).
 * ``nvidia-smi-csv``: a comma-separated header of ``nvidia-smi --query-gpu`` field names, optionally
   with ``[unit]``, at least one of them dotted (``power.draw [W]``) or ``timestamp``.
 
@@ -41,9 +44,9 @@ from typing import Any, Callable, NamedTuple
 
 from costmodel.errors import NoUsableDataError, ReaderParseError
 
-from . import dcgm, flagperf, markdown, nccl_tests, nvidia_smi, suite_jsonl, xla, zeus
+from . import dcgm, flagperf, markdown, nccl_tests, nvidia_smi, nvidia_smi_q, suite_jsonl, xla, zeus
 from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
-                          power_trace_from_suite)
+                          power_trace_from_nvidia_smi_q, power_trace_from_suite)
 from .training_logs import read_training_log
 
 _SCAN_LINES = 400
@@ -155,6 +158,10 @@ def _dcgmi_trace(table, gpus_per_node=None):
     return trace, []
 
 
+def _smi_q_trace(q, gpus_per_node=None):
+    return power_trace_from_nvidia_smi_q(q), []
+
+
 def _suite_trace(run, gpus_per_node=None):
     return power_trace_from_suite(run), []
 
@@ -186,6 +193,7 @@ REGISTRY = {f.name: f for f in (
     _monitor("nvidia-smi-csv", 5, nvidia_smi.detect_csv, nvidia_smi.read_nvidia_smi_csv, _smi_csv_trace),
     _monitor("nvidia-smi-dmon", 2, nvidia_smi.detect_dmon, nvidia_smi.read_nvidia_smi_dmon, _dmon_trace),
     _monitor("dcgmi-dmon", 1, dcgm.detect, dcgm.read_dcgmi_dmon, _dcgmi_trace),
+    _monitor("nvidia-smi-q", 6, nvidia_smi_q.detect, nvidia_smi_q.read_nvidia_smi_q, _smi_q_trace),
     Format("zeus-csv", read=lambda p: zeus.read_zeus_csv(p, strict=False), detect=zeus.detect, rank=4,
            rows=lambda t: len(t.rows), to_fit_input=_zeus_fit),
     # chosen by name, never detected: training logs (costmodel compare --log) and the published tables of

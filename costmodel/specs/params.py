@@ -2,7 +2,7 @@
 in the cost-term modules named in each docstring)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from typing import Any
@@ -132,7 +132,14 @@ POWER_TERMS = (
     PowerTerm("flop", "tensor-core utilisation: achieved / dense peak FLOP/s", True),
     PowerTerm("hbm", "HBM utilisation: achieved / datasheet bandwidth", False),
     PowerTerm("link", "NVLink/NIC utilisation while NCCL moves data", False),
+    PowerTerm("spin", "1 while the GPU waits for a peer inside an NCCL kernel (bubble, slower rank), else 0",
+              False),
 )
+
+
+#: how a power coefficient was obtained: fitted on this GPU model's data, derived from another GPU's fit
+#: by a stated rule (TDP scaling), or borrowed unchanged from another GPU
+POWER_BASES = ("fitted", "derived", "borrowed")
 
 
 @dataclass(frozen=True)
@@ -140,16 +147,19 @@ class PowerParams:
     """Fitted power coefficients of one GPU model (hardware/profiles/*.yaml ``power:``).
 
     Attributes:
-        idle_w: power with clocks up and no kernel running, W.
+        idle_w: power of a GPU held by a job (context up) with no kernel running, W.
         coeff_w: term name (:data:`POWER_TERMS`) -> extra power at utilisation 1, W (``flop``: at
             100% of the dense tensor peak; ``hbm``: of the datasheet HBM bandwidth; ``link``: NVLink/NIC
-            traffic at full link rate).
+            traffic at full link rate; ``spin``: an NCCL kernel polling for a peer that has not
+            arrived, so a waiting GPU draws idle_w + spin_w).
         gamma: DVFS exponent of dynamic power vs SM clock above the voltage floor, dimensionless (2-3).
         min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
         v_floor_clock_ratio: SM-clock ratio f/f_max below which the voltage stays at its minimum and
             dynamic power falls only linearly with the clock (costmodel/power.py); 0 = none known.
         min_clock_ratio: the lowest SM clock over the maximum (the GPU file's min_clock_mhz /
             boost_clock_mhz); a cap never takes the clock below it.
+        basis: coefficient key (``idle_w``, ``flop_w``, ..., ``gamma``) -> one of :data:`POWER_BASES`;
+            empty when the profile does not say.
     """
 
     idle_w: float
@@ -159,6 +169,11 @@ class PowerParams:
     max_cap_w: float
     v_floor_clock_ratio: float = 0.0
     min_clock_ratio: float = 1e-3
+    basis: dict = field(default_factory=dict)
+
+    def not_fitted(self) -> list:
+        """``coefficient (basis)`` of every coefficient the profile marks derived or borrowed."""
+        return [f"{k} ({v})" for k, v in self.basis.items() if v != "fitted"]
 
 
 @dataclass(frozen=True)

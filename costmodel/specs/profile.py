@@ -14,7 +14,7 @@ import yaml
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
 from .recipe import ATTENTION_KERNELS
-from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_TERMS, PROTOCOLS, AttentionKernelParams, CollectiveParams,
+from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, AttentionKernelParams, CollectiveParams,
                      GemmParams, PowerParams, ThermalParams)
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
@@ -224,8 +224,12 @@ def _power(d: dict, w: str):
         raise InputError(w, "power", "expected a mapping")
     g = lambda k, kind="watts", positive=True: _get(s, k, w, kind, prefix="power.", positive=positive)
     vf = _get(s, "v_floor_clock_ratio", w, "number", prefix="power.", required=False, default=0.0, maximum=1.0)
+    basis = s.get("basis") or {}
+    if not isinstance(basis, dict) or any(v not in POWER_BASES for v in basis.values()):
+        raise InputError(w, "power.basis", f"expected a mapping of coefficient -> one of {', '.join(POWER_BASES)}")
     return PowerParams(idle_w=g("idle_w"), coeff_w={t.name: g(t.key, positive=t.positive) for t in POWER_TERMS},
-                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf)
+                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
+                       basis={str(k): str(v) for k, v in basis.items()})
 
 
 def _thermal(d: dict, w: str):

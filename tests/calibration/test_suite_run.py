@@ -132,6 +132,20 @@ def test_simulated_two_nodes_give_inter_node_groups(tmp_path):
     assert {p["node_rank"] for p in run["provenance"]} == {0, 1}
 
 
+def test_wait_benchmark_makes_one_host_wait_and_one_nccl_wait_phase(tmp_path):
+    """Rank 0 sleeps 0.5 s on the host while rank 1 waits in its all-reduce: the two phases cover the
+    same window, rank 1's carries spin = 1 (costmodel/fit/power.py fits spin_w from it)."""
+    out = tmp_path / "raw.jsonl"
+    torchrun(out, "--quick", "--only", "wait", "--wait-s", "0.5")
+    run = read_suite_jsonl(out, strict=True)
+    ph = {p["rank"]: p for p in run["phase"]}
+    assert (ph[0]["name"], ph[0]["spin"], ph[1]["name"], ph[1]["spin"]) == ("host_wait", 0.0, "nccl_wait", 1.0)
+    for r in (0, 1):
+        assert 0.45 <= ph[r]["t_end_unix"] - ph[r]["t_start_unix"] < 5.0
+        assert ph[r]["flops_per_s"] == ph[r]["link_bytes_per_s"] == 0.0
+    assert abs(ph[0]["t_end_unix"] - ph[1]["t_end_unix"]) < 1.0
+
+
 # --------------------------------------------------------------------- one process, no launcher
 def test_single_process_in_process(tmp_path, monkeypatch):
     from costmodel.calibration.run import main
@@ -194,7 +208,7 @@ def test_help_lists_every_option():
     for opt in ("--out", "--device", "--quick", "--only", "--skip", "--launcher", "--master-port", "--models",
                 "--tp", "--tokens", "--gemm-grid", "--gemm-dtypes", "--iters", "--warmup", "--hbm-bytes",
                 "--collectives", "--min-bytes", "--max-bytes", "--coll-iters", "--intra-sizes", "--overlap-gemm",
-                "--sample-hz", "--idle-s", "--sustain-s", "--cooldown-s", "--power-limits", "--limit-s"):
+                "--sample-hz", "--idle-s", "--wait-s", "--sustain-s", "--cooldown-s", "--power-limits", "--limit-s"):
         assert opt in p.stdout, opt
 
 

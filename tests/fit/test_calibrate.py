@@ -105,7 +105,9 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     prof = yaml.safe_load(out.read_text())
     assert prof["power"]["idle_w"] == pytest.approx(121.8, abs=0.05)    # as python -m costmodel.fit.builtin
     assert prof["power"]["fit"]["n_points"] == 10100
-    assert "flop_w, hbm_w, link_w kept" in so + se
+    assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
+    assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "derived"
+    assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
 
 
 # ----------------------------------------------------------------------------- fits by recovery
@@ -277,11 +279,13 @@ def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
     gpu = load_gpu("h100-sxm-80gb")
     recs, t = [], 0.0
     idle, k, gamma = 100.0, 560.0, 2.6
-    for name, uf in (("idle", 0.0), ("gemm", 0.5), ("gemm", 0.8)):        # unthrottled phases: idle_w, flop_w
-        p = idle + 700.0 * uf
+    # unthrottled phases: idle_w, flop_w, and the wait benchmark's two phases: spin_w
+    for name, uf, spin in (("idle", 0.0, 0.0), ("gemm", 0.5, 0.0), ("gemm", 0.8, 0.0), ("host_wait", 0.0, 0.0),
+                           ("nccl_wait", 0.0, 1.0)):
+        p = idle + 700.0 * uf + 30.0 * spin
         recs.append(make_record("phase", "n0", 0, name=name, slot=0, t_start_unix=t, t_end_unix=t + 2, dtype="bf16",
                                 flops_per_s=uf * gpu.peak_flops["bf16"], hbm_bytes_per_s=0.0, link_bytes_per_s=0.0,
-                                power_limit_w=700.0))
+                                power_limit_w=700.0, spin=spin))
         recs += [make_record("sample", "n0", 0, slot=0, t_unix=t + 0.05 * i, power_w=p, temp_c=50.0, mem_temp_c=None,
                              sm_clock_mhz=1980, clock_event_reasons=0, util_gpu_pct=100, util_mem_pct=0,
                              power_limit_w=700.0) for i in range(40)]
@@ -305,6 +309,8 @@ def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
     assert pw["idle_w"] == pytest.approx(idle, rel=1e-3) and pw["flop_w"] == pytest.approx(700.0, rel=1e-3)
     assert pw["gamma"] == pytest.approx(gamma, rel=1e-3) and pw["fit"]["gamma"]["n_points"] == 4
     assert set(pw["fit"]["held_at_base"]) == {"hbm_w", "link_w"} and pw["hbm_w"] == 200.0
+    assert pw["spin_w"] == pytest.approx(30.0, rel=1e-3) and pw["basis"]["spin_w"] == "fitted"
+    assert pw["basis"]["hbm_w"] == "borrowed"                # held at a base that does not say
     ov = fit_overlap_section(meas, rep)
     assert ov["compute_slowdown"] == pytest.approx(1.12) and ov["fit"]["comm_slowdown"] == pytest.approx(1.03)
 

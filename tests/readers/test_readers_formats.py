@@ -35,6 +35,9 @@ NCCL_OLIVIA = D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt"
 NCCL_OCI = D / "nccl_tests_oci_a100_16ranks_2nodes.txt"
 NCCL_EKS = D / "nccl_tests_eks_t4_2nodes_nccl_info.txt"
 CSV_H100 = D / "nvidia_smi_csv_h100_all_fields_na.csv"
+Q_A10 = D / "nvidia_smi_q_a10_driver550_clocks_event_reasons.txt"
+Q_A10_BRAKE = D / "nvidia_smi_q_a10_hw_power_brake_gpud_mock.txt"
+Q_A100 = REPO / "hardware" / "profiles" / "data" / "m4logs_a100_80gb_8gpu_nccl_wait_nvidia_smi_q.txt"
 CSV_PSTATE = D / "nvidia_smi_csv_pstate_power_clocks.csv"
 CSV_NOTSUP = D / "nvidia_smi_csv_not_supported.csv"
 H100_TRACE = PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
@@ -420,12 +423,13 @@ def test_power_trace_rejects_unconvertible_header_unit(tmp_path):
     (PUBLIC / "aws_p5_2node_16xH100_allreduce.txt", "nccl-tests"),
     (PUBLIC / "liplus_a100_8gpu_sendrecv.txt", "nccl-tests"),
     (CSV_H100, "nvidia-smi-csv"), (CSV_PSTATE, "nvidia-smi-csv"), (CSV_NOTSUP, "nvidia-smi-csv"),
-    (PUBLIC / "zeus_nsdi23_power_vs_powerlimit_v100.csv", "zeus-csv")])
+    (PUBLIC / "zeus_nsdi23_power_vs_powerlimit_v100.csv", "zeus-csv"),
+    (Q_A10, "nvidia-smi-q"), (Q_A100, "nvidia-smi-q")])
 def test_detect_format_on_real_files(path, fmt):
     assert detect_format(path) == fmt
     m = read_measurement(path)
     assert m.format == fmt and m.format in FORMATS
-    if fmt in ("nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon"):
+    if fmt in ("nvidia-smi-csv", "nvidia-smi-dmon", "dcgmi-dmon", "nvidia-smi-q"):
         assert isinstance(m.data, PowerTrace) and m.data.source_format == fmt and len(m.data.table) > 0
 
 
@@ -487,3 +491,43 @@ def test_nothing_usable_is_a_clear_error(tmp_path):
     unknown = PUBLIC / "README.md"
     with pytest.raises(NoUsableDataError, match="formats this reader knows: suite-jsonl, nccl-tests"):
         detect_format(unknown)
+
+
+def test_nvidia_smi_q_both_namings_of_the_clock_reasons():
+    """Driver 525 prints "Clocks Throttle Reasons" and "Power Readings" (8x A100 during an NCCL hang,
+    huggingface/m4-logs); driver 550 "Clocks Event Reasons" and "GPU Power Readings" (A10, gpud)."""
+    from costmodel.readers.nvidia_smi_q import read_nvidia_smi_q
+    q = read_nvidia_smi_q(Q_A100)
+    assert q.driver == "525.60.13" and len(q) == 8 and not q.errors
+    g0, g1 = q.gpus[0], q.gpus[1]
+    assert (g0["power_w"], g0["util_gpu_pct"], g0["sm_clock_mhz"], g0["voltage_mv"]) == (67.97, 0.0, 1155.0, 743.75)
+    assert (g1["power_w"], g1["util_gpu_pct"], g1["sm_clock_mhz"], g1["voltage_mv"]) == (87.03, 100.0, 1410.0, 925.0)
+    assert (g0["slowdown_temp_c"], g0["shutdown_temp_c"], g0["min_power_limit_w"]) == (89.0, 92.0, 100.0)
+    assert g0["reasons"] == frozenset() and g0["name"] == "NVIDIA A100-SXM4-80GB" and g0["bus_id"] == "00000000:07:00.0"
+    a10 = read_nvidia_smi_q(Q_A10).gpus[0]
+    assert a10["reasons"] == {"GPU idle"} and (a10["power_w"], a10["power_limit_w"], a10["max_sm_clock_mhz"]) == \
+        (21.3, 150.0, 1695.0)
+    assert read_nvidia_smi_q(Q_A10_BRAKE).gpus[0]["reasons"] == {"GPU idle", "HW slowdown", "HW power brake slowdown"}
+
+
+def test_nvidia_smi_q_names_the_throttled_gpu_in_compare():
+    from costmodel.compare import throttle_warnings, trace_metrics
+    fmt, trace, warnings = read_measurement(Q_A10_BRAKE)
+    assert fmt == "nvidia-smi-q" and trace.absolute_time and warnings == []
+    _, per_gpu = trace_metrics(trace, trace.t_unix[0] - 1, trace.t_unix[0] + 1)
+    assert throttle_warnings(per_gpu) == ["GPU 0 throttled in the training window: HW slowdown 100%, HW power brake "
+                                          "slowdown 100% of its samples"]
+
+
+def test_nvidia_smi_q_bad_values_and_snapshots(tmp_path):
+    """Two snapshots (nvidia-smi -q -l) give two samples per GPU; a value in the wrong unit is a bad line
+    naming file and line, the rest is kept."""
+    from costmodel.readers.nvidia_smi_q import NvidiaSmiQParseError, read_nvidia_smi_q
+    text = Q_A10.read_text()
+    f = tmp_path / "two.txt"
+    f.write_text(text + text.replace("Power Draw                        : 21.30 W", "Power Draw                        : 2.1 kW", 1))
+    with pytest.raises(NvidiaSmiQParseError, match=r"two.txt:\d+: GPU Power Readings / Power Draw: '2.1 kW': expected W"):
+        read_nvidia_smi_q(f)
+    q = read_nvidia_smi_q(f, strict=False)
+    assert len(q) == 2 and [g["snapshot"] for g in q.gpus] == [0, 1] and q.gpus[0]["power_w"] == 21.3
+    assert np.isnan(q.gpus[1]["power_w"]) and q.gpus[1]["temp_c"] == 33.0

@@ -15,6 +15,8 @@ What is fitted, from what (details in each function's docstring and in every pro
 * **H100 idle_w**: median power of the samples at 0 % utilisation of the 8x H100 GPT-8B DDP
   nvidia-smi trace (the GPUs waiting with clocks up); the median at >= 90 % utilisation is the
   training-load cross-check for the TDP-scaled dynamic terms.
+* **H100 spin_w**: the same trace while rank 0 writes a checkpoint: ranks 1-7 wait in NCCL (100 %
+  utilisation, kernels spinning) at ~34 W above idle; spin_w of other GPUs scales by TDP.
 * **A100 idle_w, hbm_w, flop_w, link_w**: one ``scipy.optimize.least_squares`` over FlagPerf A100-40GB
   rows: low-activity runs (host-to-device, inter-server P2P: SMs idle) for idle; memory-bound operator
   runs whose bytes per element follow from the op (unary 2, binary 3, comparison 2 + a 1-byte bool,
@@ -47,6 +49,7 @@ from scipy.optimize import least_squares, minimize_scalar
 
 from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
+from costmodel.readers.nvidia_smi_q import column as q_column, read_nvidia_smi_q
 from costmodel.power import clock_for_dynamic_ratio
 from costmodel.readers.perseus import read_perseus_stage_profile
 from costmodel.readers.zeus import read_zeus_csv
@@ -92,6 +95,7 @@ def _r2(pred, meas):
 def load(data=None):
     """Read every power/thermal input (readers are strict: a bad line raises, naming file and line)."""
     return dict(h100=read_nvidia_smi_csv(_p("h100_trace", data), n_gpus=8),
+                a100_wait=read_nvidia_smi_q(_p("a100_wait", data)),
                 ops=read_flagperf_operator_csv(_p("flagperf_ops", data)),
                 base=read_flagperf_base_md(_p("flagperf_base", data)),
                 zeus={g: read_zeus_csv(_p(f"zeus_{g}", data)) for g in ZEUS_GPUS},
@@ -101,19 +105,54 @@ def load(data=None):
 # ----------------------------------------------------------------------------------------------- H100
 
 def fit_h100_trace(trace):
-    """Idle and loaded power of the 8x H100 GPT-8B DDP trace (nvidia-smi, 100 ms).
+    """Idle, waiting and loaded power of the 8x H100 GPT-8B DDP trace (nvidia-smi, 100 ms).
 
     Returns dict: idle_w (median power of samples at utilization.gpu == 0), loaded_w (median at
-    >= 90 %), n_idle, n_loaded, idle_iqr_w, loaded_p95_w, n_samples.  The 0 % samples are bimodal:
-    ~70 W before the job starts (clocks parked) and ~122 W once the job holds the GPUs; the median is
-    the latter (the model's idle_w: clocks up, no kernel running).
+    >= 90 %), n_idle, n_loaded, idle_iqr_w, loaded_p95_w, n_samples, and the waiting power:
+    wait_w (median power of GPUs 1-7 at 100 % utilisation in the samples where GPU 0 is at
+    <= 10 %: rank 0 writes a checkpoint every 200 steps while the other ranks' NCCL kernels spin
+    in the next collective, ``nvidia-smi`` counting a spinning kernel as 100 % busy; a sample
+    counts only with its neighbours in the same state, so no transition is averaged in), n_wait,
+    n_wait_windows, wait_iqr_w; spin_w = wait_w - idle_w.  The 0 % samples are bimodal: ~70 W
+    before the job starts (clocks parked) and ~122 W once the job holds the GPUs; the median is
+    the latter (the model's idle_w: context up, no kernel running).
     """
     p, u = trace.column("power.draw"), trace.column("utilization.gpu")
     ok = np.isfinite(p) & np.isfinite(u)
     idle, load_ = p[ok & (u == 0)], p[ok & (u >= 90)]
-    return dict(idle_w=float(np.median(idle)), loaded_w=float(np.median(load_)), n_idle=int(idle.size),
+    n = len(p) // 8 * 8
+    P, U = p[:n].reshape(-1, 8), u[:n].reshape(-1, 8)
+    state = (U[:, 0] <= 10) & (U[:, 1:] >= 99).all(axis=1)       # rank 0 on the host, the rest in NCCL
+    steady = state & np.roll(state, 1) & np.roll(state, -1)
+    steady[[0, -1]] = False
+    wait = P[steady, 1:].ravel()
+    edges = np.flatnonzero(np.diff(steady.astype(int)) == 1)
+    idle_w, wait_w = float(np.median(idle)), float(np.median(wait))
+    return dict(idle_w=idle_w, loaded_w=float(np.median(load_)), n_idle=int(idle.size),
                 n_loaded=int(load_.size), idle_iqr_w=[_r(np.percentile(idle, 25)), _r(np.percentile(idle, 75))],
-                loaded_p95_w=_r(np.percentile(load_, 95)), n_samples=int(ok.sum()))
+                loaded_p95_w=_r(np.percentile(load_, 95)), n_samples=int(ok.sum()),
+                wait_w=wait_w, n_wait=int(wait.size), n_wait_windows=int(len(edges)),
+                wait_iqr_w=[_r(np.percentile(wait, 25)), _r(np.percentile(wait, 75))], spin_w=wait_w - idle_w)
+
+
+def fit_a100_wait(q):
+    """Waiting power of 8x A100-SXM4-80GB from one ``nvidia-smi -q`` snapshot of a hung job: GPUs at
+    100 % utilisation wait in an NCCL barrier (kernels spinning at the maximum clock), the GPU at 0 %
+    has a context and no kernel (its clock dropped to the default application clock).
+
+    Returns dict: wait_w (median power of the spinning GPUs), held_idle_w (median of the 0 % ones),
+    n_wait, n_idle, wait_clock_mhz, idle_clock_mhz, wait_voltage_mv, idle_voltage_mv.
+    Raises:
+        ValueError: no GPU in one of the two states.
+    """
+    p, u = q_column(q, "power_w"), q_column(q, "util_gpu_pct")
+    f, v = q_column(q, "sm_clock_mhz"), q_column(q, "voltage_mv")
+    w, i = u >= 99, u <= 1
+    if not w.any() or not i.any():
+        raise ValueError(f"{q.path}: needs GPUs at 100 % and at 0 % utilisation")
+    return dict(wait_w=float(np.median(p[w])), held_idle_w=float(np.median(p[i])), n_wait=int(w.sum()),
+                n_idle=int(i.sum()), wait_clock_mhz=float(np.median(f[w])), idle_clock_mhz=float(np.median(f[i])),
+                wait_voltage_mv=float(np.median(v[w])), idle_voltage_mv=float(np.median(v[i])))
 
 
 # ---------------------------------------------------------------------------------------------- gamma
@@ -361,6 +400,7 @@ class _Fits(NamedTuple):
     """The power/thermal fits every GPU's sections are made from (see :func:`build_power_thermal`)."""
 
     h: dict          # fit_h100_trace
+    aw: dict         # fit_a100_wait
     a: dict          # fit_a100_power parameters
     arec: dict       # fit_a100_power record
     th: dict         # fit_a100_thermal
@@ -435,6 +475,17 @@ def _thermal_section(gname, tdp, fits: _Fits):
     return base
 
 
+def _spin_record(fits: _Fits) -> dict:
+    """The ``fit.spin_w`` record: waiting power of the H100 trace (:func:`fit_h100_trace`)."""
+    h = fits.h
+    return dict(data="8x H100 80GB (Azure) GPT-8B PyTorch DDP training, nvidia-smi at 100 ms (grantwilkins/"
+                     "training_profile): every 200 steps rank 0 writes a checkpoint while ranks 1-7 wait in NCCL",
+                method="median power of GPUs 1-7 at 100 % utilisation (a spinning NCCL kernel) in the samples "
+                       "where GPU 0 is at <= 10 % and both neighbouring samples are in the same state, minus idle_w",
+                n_points=h["n_wait"], n_windows=h["n_wait_windows"], wait_w=_r(h["wait_w"]), wait_iqr_w=h["wait_iqr_w"],
+                value_w=_r(h["spin_w"]), inputs=[_rel("h100_trace")])
+
+
 def _power_a100(g, fits: _Fits):
     """``power:`` of the A100s: the FlagPerf fit (40GB part) used unchanged."""
     a = fits.a
@@ -443,9 +494,25 @@ def _power_a100(g, fits: _Fits):
             "clocks, NVLink and 400 W TDP, so the coefficients are used unchanged (TDP rule, ratio 1). hbm_w "
             "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
             "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
+    aw = fits.aw
+    spin = max(aw["wait_w"] - a["idle_w"], 0.0)
+    spin_rec = dict(data="8x A100-SXM4-80GB (Jean Zay), nvidia-smi -q of a hung job: 7 GPUs wait in an NCCL "
+                         "barrier (100 % utilisation), 1 GPU's process is stuck in a file-system call (huggingface/"
+                         "m4-logs)", method="median power of the waiting GPUs minus the fitted idle_w",
+                    n_points=aw["n_wait"], wait_w=_r(aw["wait_w"]), value_w=_r(spin), inputs=[_rel("a100_wait")],
+                    held_idle_w=_r(aw["held_idle_w"]), clocks_mhz=dict(waiting=aw["wait_clock_mhz"],
+                                                                        no_kernel=aw["idle_clock_mhz"]),
+                    voltage_mv=dict(waiting=aw["wait_voltage_mv"], no_kernel=aw["idle_voltage_mv"]),
+                    cross_check=f"the H100 trace's spin_w x 400/700 W TDP = {fits.h['spin_w'] * fits.tdp_a / fits.tdp_h:.1f} "
+                                f"W vs this capture's waiting minus no-kernel power {aw['wait_w'] - aw['held_idle_w']:.1f} W",
+                    note="the fitted idle_w (FlagPerf DMA-only runs, an upper bound of idle) is close to the waiting "
+                         "level; a GPU with no kernel drops to its default application clock and draws "
+                         f"{aw['held_idle_w']:.0f} W, one spinning in NCCL holds the maximum clock")
     return dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
-                link_w=_r(a["link_w"]), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
-                fit=dict(fits.arec, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec),
+                link_w=_r(a["link_w"]), spin_w=_r(spin), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                fit=dict(fits.arec, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec, spin_w=spin_rec),
+                basis=dict(idle_w="fitted", flop_w="fitted", hbm_w="fitted", link_w="fitted", spin_w="fitted",
+                           gamma="fitted", v_floor_clock_ratio="fitted"),
                 note=note)
 
 
@@ -468,13 +535,16 @@ def _power_hopper(g, tdp, fits: _Fits):
                        "bound, since memory-bound and communication phases also draw "
                        "power); the trace has no FLOP or byte counts, so the split across "
                        "terms cannot be fitted from it")
-    return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), gamma=_r(fits.gamma, 3),
-                v_floor_clock_ratio=_r(fits.v_floor, 3),
-                fit=dict(idle_w=idle, loaded=loaded, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec,
-                         inputs=[_rel("h100_trace")] + fits.a100_in),
+    own = "fitted" if g == "h100-sxm-80gb" else "borrowed"
+    return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), spin_w=_r(h["spin_w"]),
+                gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                fit=dict(idle_w=idle, spin_w=_spin_record(fits), loaded=loaded, gamma=fits.dvfs_rec,
+                         gamma_check=fits.zeus_rec, inputs=[_rel("h100_trace")] + fits.a100_in),
+                basis=dict(idle_w=own, spin_w=own, flop_w="derived", hbm_w="derived", link_w="derived",
+                           gamma="borrowed", v_floor_clock_ratio="borrowed"),
                 derived_from=("a100-sxm-80gb:power (flop_w, hbm_w, link_w x 700/400 TDP)"
                               + "; gamma, v_floor_clock_ratio: borrowed from the A100 SXM locked-clock sweeps"
-                              + ("; idle_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
+                              + ("; idle_w, spin_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
                                  if g != "h100-sxm-80gb" else "")),
                 note="DERIVED split: idle_w is measured on H100 (trace); no H100 microbenchmark with power exists "
                      "in the public set, so the dynamic coefficients are the A100 fit scaled by TDP (700/400)"
@@ -494,14 +564,18 @@ def _power_derived(g, tdp, fits: _Fits):
                hbm_w=a["hbm_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
                link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
     k = tdp / ref_tdp
+    ref_spin = h["spin_w"] if src == "h100-sxm-80gb" else max(fits.aw["wait_w"] - a["idle_w"], 0.0)
     power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
-                 link_w=_r(ref["link_w"] * k), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                 link_w=_r(ref["link_w"] * k), spin_w=_r(ref_spin * k), gamma=_r(fits.gamma, 3),
+                 v_floor_clock_ratio=_r(fits.v_floor, 3),
+                 basis=dict(idle_w="derived", flop_w="derived", hbm_w="derived", link_w="derived", spin_w="derived",
+                            gamma="borrowed", v_floor_clock_ratio="borrowed"),
                  derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma, v_floor_clock_ratio: borrowed "
                               "from the A100 SXM locked-clock sweeps",
                  note=f"DERIVED: no power data for this GPU in the public set; every coefficient (idle "
                       f"included) is {src}'s scaled by the TDP ratio {tdp:.0f}/{ref_tdp:.0f}"
                       + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else ""))
-    return power, ([_rel("h100_trace")] if src == "h100-sxm-80gb" else []) + fits.a100_in
+    return power, ([_rel("h100_trace")] if src == "h100-sxm-80gb" else [_rel("a100_wait")]) + fits.a100_in
 
 
 def _fit_all(data=None):
@@ -512,7 +586,7 @@ def _fit_all(data=None):
     gamma, v_floor = dv["gamma"], dv["v_floor"]
     a, arec = fit_a100_power(D["ops"], D["base"], gamma, v_floor)
     pin = [_rel(f"perseus_{k}") for k in PERSEUS]
-    return _Fits(h=fit_h100_trace(D["h100"]), a=a, arec=arec, th=fit_a100_thermal(D["ops"], D["base"]), gamma=gamma,
+    return _Fits(h=fit_h100_trace(D["h100"]), aw=fit_a100_wait(D["a100_wait"]), a=a, arec=arec, th=fit_a100_thermal(D["ops"], D["base"]), gamma=gamma,
                  v_floor=v_floor, dvfs_rec=_dvfs_record(dv), zeus_rec=_zeus_record(zfit),
                  a100_in=[_rel("flagperf_ops"), _rel("flagperf_base")] + pin,
                  tdp_a=A100_40["tdp_w"], tdp_h=load_gpu("h100-sxm-80gb").tdp_w), zfit
@@ -557,7 +631,7 @@ def build_power_thermal(gpus, data=None):
     for g in gpus:
         tdp, _ = spec[g]
         if g in ("a100-sxm-80gb", "a100-sxm-40gb"):     # the fit's own part and its 80GB sibling
-            power, inputs[g] = _power_a100(g, fits), fits.a100_in
+            power, inputs[g] = _power_a100(g, fits), fits.a100_in + [_rel("a100_wait"), _rel("h100_trace")]
         elif g in ("h100-sxm-80gb", "h200-sxm-141gb"):
             power, inputs[g] = _power_hopper(g, tdp, fits), [_rel("h100_trace")] + fits.a100_in
         else:
@@ -566,7 +640,7 @@ def build_power_thermal(gpus, data=None):
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
         summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
-                                                      f"link {p['link_w']:.0f} W gamma {p['gamma']:.2f} "
+                                                      f"link {p['link_w']:.0f} spin {p['spin_w']:.0f} W gamma {p['gamma']:.2f} "
                                                       f"v_floor {p['v_floor_clock_ratio']:.3f}"
                                                       + ("" if g in ("a100-sxm-80gb", "a100-sxm-40gb") else "  (derived)"
                                                          if g != "h100-sxm-80gb" else "  (idle fitted)")))
