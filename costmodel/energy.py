@@ -215,7 +215,9 @@ class EnergyReport:
     derated_mhz.  compute_power_w: the compute phases' power at the clock reached, the busiest
     stage's (uncapped: the level above which a cap stops binding; it can exceed peak_power_w, a
     window average over compute and communication).  cap_unmet: a stage's compute draws more than
-    its cap because the GPU's lowest clock cannot go lower."""
+    its cap because the GPU's lowest clock cannot go lower.  nodes, node_other_power_w (per node, the
+    cluster's non-GPU power, costmodel.specs.ClusterSpec) and node_energy_j_per_step = nodes x
+    node_other_power_w x step time: reported apart from the GPUs' energy_j_per_step."""
 
     step_time_s: float
     avg_power_w: float
@@ -233,6 +235,15 @@ class EnergyReport:
     hw_slowdown: bool = False
     compute_power_w: float = 0.0
     cap_unmet: bool = False
+    nodes: int = 0
+    node_other_power_w: float = 0.0
+    node_energy_j_per_step: float = 0.0
+
+    @property
+    def total_energy_j_per_step(self) -> float:
+        """GPU energy plus the nodes' non-GPU energy per step, J (race-to-idle: a slower step costs the
+        CPUs, NICs, switches and fans their baseline for longer)."""
+        return self.energy_j_per_step + self.node_energy_j_per_step
 
 
 def _u_link(profile: Profile) -> float:
@@ -374,7 +385,9 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         compute_power_w=float(state.busy_power_w.max()),
         cap_unmet=bool(np.any(state.busy_power_w > caps + 0.01)),
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
-        caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows)
+        caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
+        nodes=nodes, node_other_power_w=cluster.node_other_power_w,
+        node_energy_j_per_step=nodes * cluster.node_other_power_w * T)
 
 
 def _boost_mhz(cluster: ClusterSpec):

@@ -41,8 +41,17 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     return tuple(float(x) for x in np.linspace(pw.min_cap_w, top, n)) if top > pw.min_cap_w else (top,)
 
 
-def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
-    """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory."""
+def node_power_per_gpu_w(run: RunPrediction) -> float:
+    """The nodes' non-GPU power per GPU of the layout, W: nodes used x the cluster's
+    node_other_power_w / GPUs (a job on part of a node still pays the whole node)."""
+    n = run.layout["tp"] * run.layout["pp"] * run.layout["dp"] * run.layout["cp"]
+    G = run.cluster.gpus_per_node
+    return -(-n // G) * run.cluster.node_other_power_w / n
+
+
+def build_option(run: RunPrediction, caps: tuple, node_power: bool = False) -> "ilp.LayoutOption":
+    """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory;
+    with ``node_power`` the nodes' non-GPU power enters its energy (:func:`node_power_per_gpu_w`)."""
     model, recipe, cluster, profile, layout = run.model, run.recipe, run.cluster, run.profile, run.layout
     st = stage_terms(model, recipe, cluster, profile, run.terms)
     pw = power_params(cluster, profile)
@@ -65,19 +74,22 @@ def build_option(run: RunPrediction, caps: tuple) -> "ilp.LayoutOption":
         name=run.name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
         microbatches=st.m, vp=layout["vp"], const_time_s=st.const_s + st.bubble_factor * st.pp_mb_s,
         t_layer_s=t_layer, t_first_s=np.zeros(len(caps)), t_last_s=t_last, p_busy_w=p_busy,
-        p_idle_w=min(wait_power_w(pw), min(caps)), mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
+        p_idle_w=min(wait_power_w(pw), min(caps)), mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer,
+        p_node_w=node_power_per_gpu_w(run) if node_power else 0.0)
 
 
 def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float, node_power_w: float,
-                   inlet_temp_c: float | None, step_time_slack: float | None) -> "ilp.Instance":
+                   inlet_temp_c: float | None, step_time_slack: float | None,
+                   node_power: bool = False) -> "ilp.Instance":
     """The ILP instance over the layouts of ``runs`` (:func:`candidates`) with the cluster's slot thermal
-    model and the user's limits."""
+    model and the user's limits (``node_power_w``: the GPU power budget of a node); with
+    ``node_power`` the energy counts the nodes' non-GPU power too."""
     cluster, profile = runs[0].cluster, runs[0].profile
     cool = cluster.cooling
     th = profile.thermal
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
-    opts = tuple(build_option(run, caps) for run in runs)
+    opts = tuple(build_option(run, caps, node_power) for run in runs)
     return ilp.Instance(
         options=opts, cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=cluster.nodes,
         hbm_bytes=cluster.gpu.capacity_bytes, inlet_c=np.full(G, inlet),
@@ -87,9 +99,10 @@ def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float,
 
 
 def candidates(model, recipe, cluster, profile, res: SearchResult, objective: str, *, pool: int = 48,
-               k: int = 6, top_cap_w: float | None = None) -> list[RunPrediction]:
+               k: int = 6, top_cap_w: float | None = None, node_power: bool = False) -> list[RunPrediction]:
     """The ``k`` best 1F1B layouts by the objective at the top cap, from the ``pool`` fastest, as
-    predictions with their energy at that cap (one vectorised pass over the pool).
+    predictions with their energy at that cap (one vectorised pass over the pool); with
+    ``node_power`` the energy includes the nodes' non-GPU power.
 
     Raises:
         InputError: no feasible 1F1B layout, or the power/thermal model lacks inputs.
@@ -102,6 +115,6 @@ def candidates(model, recipe, cluster, profile, res: SearchResult, objective: st
     runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w)
     if runs[0].energy is None:
         raise InputError(profile.path, "", f"no power/thermal model: missing {', '.join(runs[0].energy_missing)}")
-    score = {"time": lambda e: e.step_time_s, "energy": lambda e: e.energy_j_per_step,
-             "edp": lambda e: e.energy_j_per_step * e.step_time_s}[objective]
+    joules = (lambda e: e.total_energy_j_per_step) if node_power else (lambda e: e.energy_j_per_step)
+    score = {"time": lambda e: e.step_time_s, "energy": joules, "edp": lambda e: joules(e) * e.step_time_s}[objective]
     return sorted(runs, key=lambda r: score(r.energy))[:k]

@@ -54,6 +54,8 @@ def run_record(run: RunPrediction) -> dict:
                                  "model_form_regime": run.band.model_form_key}
     if run.energy is not None:
         rec.update(dataclasses.asdict(run.energy))
+        rec["total_energy_j_per_step"] = run.energy.total_energy_j_per_step
+        rec["node_other_power_source"] = run.cluster.node_other_power_source
         rec["uncapped_step_time_s"] = run.uncapped_step_time_s
     if run.band is not None:
         rec["step_time_band_s"] = run.step_time_band_s
@@ -256,7 +258,11 @@ def energy_line(rec: dict) -> str:
             + ("; CAP NOT MET: at its lowest clock the GPU still draws more than the cap" if rec.get("cap_unmet") else "")
             + ("; HW SLOWDOWN: the cooling cannot hold the hottest GPU at its slowdown temperature even at half "
                "its maximum clock, where HW slowdown holds it (nvml.h: 'a factor of 2 or more')"
-               if rec.get("hw_slowdown") else ""))
+               if rec.get("hw_slowdown") else "")
+            + (f"\nnodes (non-GPU: CPUs, NICs, switches, fans): {rec['nodes']} x {rec['node_other_power_w'] / 1e3:.2f} kW, "
+               f"{rec['node_energy_j_per_step'] / 1e3:,.1f} kJ per step; with the GPUs "
+               f"{rec['total_energy_j_per_step'] / 1e3:,.1f} kJ per step ({rec['node_other_power_source']})"
+               if rec.get("nodes") else ""))
 
 
 def per_gpu_table(rows: list[dict], top: int = 16) -> Table:

@@ -34,6 +34,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
               power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
               node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating)."),
+              node_power: Optional[bool] = typer.Option(None, "--node-power/--no-node-power", help="Count the nodes' non-GPU power (CPUs, NICs, switches, fans) in the energy (default: on for --objective energy and edp)."),
               max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
               inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
               step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
@@ -117,7 +118,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
-                          k=candidates_k, as_json=as_json, note=note)
+                          k=candidates_k, as_json=as_json, note=note, node_power=node_power)
         return
     if note:
         print(note, file=sys.stderr)
@@ -163,7 +164,7 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
-                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None):
+                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None):
     from .. import ilp
     from ..optimize import build_instance, cap_levels, candidates
     if step_time_slack is not None and step_time_slack < 0:
@@ -189,9 +190,11 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if node_w < c.gpus_per_node * caps[0]:
         raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
                          f"their lowest power limit ({caps[0]:g} W each)")
-    lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w)
+    if node_power is None:
+        node_power = objective in ("energy", "edp")
+    lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w, node_power=node_power)
     inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w,
-                          inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack)
+                          inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power)
     try:
         if pareto:
             front = ilp.pareto_front(inst, solver=solver)
@@ -203,6 +206,13 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
     summary = report.solution_record(sol, lay, m, c, r, caps, objective)
+    summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
+                                 source=c.node_other_power_source)
+    if sol.reference is not None:
+        ref = sol.reference
+        summary["reference"] = dict(layout=ref.layout_name, caps_w=list(ref.caps_w), layers=list(ref.layers),
+                                    step_time_s=ref.step_time_s, energy_j_per_step=ref.energy_j,
+                                    what="the fastest layout under the same limits")
     if note:
         print(note, file=sys.stderr)
     if as_json:
@@ -217,8 +227,19 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
               + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))
     out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
     out.print(report.solution_table(sol, [x.layout for x in lays]))
-    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step, "
+    what = ("GPUs and nodes (non-GPU " + f"{c.node_other_power_w / 1e3:.2f} kW per node)" if node_power else "GPUs only")
+    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step ({what}), "
               f"{summary['tokens_per_joule']:.3f} tokens/J, {summary['samples_per_s_per_mj']:.2f} samples/(s MJ)")
+    if sol.reference is not None:
+        ref = sol.reference
+        out.print(f"reference, the fastest under the same limits: {ref.layout_name} at caps "
+                  f"{'/'.join(f'{x:.0f}' for x in ref.caps_w)} W, {ref.step_time_s:.3f} s, {ref.energy_j / 1e3:,.1f} kJ "
+                  f"per step; the choice takes {100 * (sol.step_time_s / ref.step_time_s - 1):+.1f}% time, "
+                  f"{100 * (sol.energy_j / ref.energy_j - 1):+.1f}% energy")
+    edge = [i for i, x in enumerate(sol.caps_w) if x <= caps[0] + 1e-9]
+    if edge and len(caps) > 1:
+        out.print(f"stage(s) {', '.join(map(str, edge))} sit at the lowest settable cap ({caps[0]:.0f} W, "
+                  f"{c.gpu.name}'s minimum power limit): the grid cannot go lower")
     fastest = res.ranked.step_time_s[0]
     out.print(f"the fastest layout without limits ({layout_name(res.ranked.layouts.row(0))}) takes "
               f"{fastest:.3f} s per step (time model at TDP, no caps)")

@@ -69,7 +69,7 @@ def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):
     E = np.zeros_like(T)
     for s in range(p):
         E = E + (S * m * (o.p_busy_w[caps[s]] - o.p_idle_w)) * t[:, s]
-    E = E + (p * S * o.p_idle_w) * T
+    E = E + (p * S * (o.p_idle_w + o.p_node_w)) * T
     return t, tau, T, E
 
 

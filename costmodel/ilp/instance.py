@@ -48,6 +48,8 @@ class LayoutOption:
             and of the last stage (logits + loss), s, non-increasing in the cap.
         p_busy_w: shape (C,), power of a GPU while computing at each cap level, W (<= the cap).
         p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
+        p_node_w: the nodes' non-GPU power (CPUs, NICs, switches, fans) per GPU of the layout, W,
+            drawn for the whole step; 0 counts GPU energy only.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
             mem_fixed[s] + n_s mem_per_layer[s] bytes (the per-layer figure includes the activations
             of the micro-batches in flight at that stage).
@@ -71,6 +73,7 @@ class LayoutOption:
     p_idle_w: float
     mem_fixed_bytes: np.ndarray
     mem_per_layer_bytes: np.ndarray
+    p_node_w: float = 0.0
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -81,7 +84,7 @@ class LayoutOption:
             object.__setattr__(self, f, int(v))
         if self.num_layers < self.pp:
             raise ValueError(f"{w}num_layers {self.num_layers} < pp {self.pp}: every stage needs >= 1 layer")
-        for f in ("const_time_s", "p_idle_w"):
+        for f in ("const_time_s", "p_idle_w", "p_node_w"):
             v = float(getattr(self, f))
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{w}{f} must be finite and >= 0, got {v!r}")
@@ -245,6 +248,8 @@ class Solution:
         status: solver status ('optimal', 'feasible (time limit)', 'brute-force', 'evaluated').
         solve_time_s: wall time of the whole solve, s; num_solves: MIP solves used.
         violations: descriptions of violated limits (empty when feasible).
+        reference: the fastest solution under the same limits (what a step-time slack is measured
+            against), set by :func:`costmodel.ilp.solve` for the energy and EDP objectives.
     """
 
     objective: str
@@ -265,6 +270,7 @@ class Solution:
     solve_time_s: float = 0.0
     num_solves: int = 0
     violations: tuple = ()
+    reference: "Solution | None" = None
 
     @property
     def edp(self) -> float:

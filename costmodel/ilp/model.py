@@ -110,7 +110,7 @@ def _tau_max(o: LayoutOption, T_max: float, E_max: float, weighted: tuple | None
     """Bound on the period of layout ``o`` from T <= T_max, from E <= E_max (the idle energy
     p S Pi T grows with tau) and from the weighted sum E + lam T <= V; inf when unbounded."""
     pb, L = o.p_busy_w, o.num_layers
-    a, Em, idle = o.periods, o.stage_gpus * o.microbatches, o.num_gpus * o.p_idle_w
+    a, Em, idle = o.periods, o.stage_gpus * o.microbatches, o.num_gpus * (o.p_idle_w + o.p_node_w)
     tau_max = math.inf
     if math.isfinite(T_max):
         tau_max = (T_max - o.const_time_s) / a
@@ -258,7 +258,7 @@ class _Model:
         C = len(inst.cap_levels_w)
         g = _geom(inst, o)
         p, L = o.pp, o.num_layers
-        a, idle = o.periods, o.num_gpus * o.p_idle_w
+        a, idle = o.periods, o.num_gpus * (o.p_idle_w + o.p_node_w)
         allowed = self._allowed_caps(o, g)
         # per-stage layer bounds: memory, and the period bound from T_max / E_max
         Lcap = L - (p - 1)

@@ -80,7 +80,11 @@ class ClusterSpec:
     Attributes: key, name, description, gpu (:class:`GpuSpec`), gpus_per_node, nodes,
     intra_fabric, intra_bytes_per_s (per GPU per direction), intra_latency_s, inter_fabric,
     nics_per_node, nic_bytes_per_s (per NIC per direction), inter_latency_s, node_power_budget_w,
-    cooling (:class:`CoolingSpec`), sources, path.
+    cooling (:class:`CoolingSpec`), sources, path; node_other_power_w: a node's non-GPU power (CPUs,
+    NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
+    (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
+    gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
+    datasheet maximum); node_other_power_source says which.
     """
 
     key: str
@@ -100,6 +104,8 @@ class ClusterSpec:
     cooling: CoolingSpec
     sources: dict
     path: str
+    node_other_power_w: float = 0.0
+    node_other_power_source: str = ""
 
     @property
     def num_gpus(self) -> int:
@@ -206,7 +212,31 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
-        sources=dict(d["sources"]), path=w)
+        sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w))
+
+
+def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
+    """``node_other_power_w`` and its source (ClusterSpec docstring).
+
+    Raises:
+        InputError: a stated value that is negative or not a power, a stated value without its
+            ``sources`` line, or a derived value below 0 (a node rating below its GPUs' TDP).
+    """
+    budget = _get(power, "node_power_budget", w, "watts", prefix="power.")
+    if "node_other_power" in power:
+        v = _get(power, "node_other_power", w, "watts", prefix="power.", positive=False)
+        if v < 0:
+            raise InputError(w, "power.node_other_power", f"must be >= 0, got {power['node_other_power']!r}")
+        _check_sources(d, w, ["power.node_other_power"])
+        return dict(node_other_power_w=v, node_other_power_source=str(d["sources"]["power.node_other_power"]))
+    G = _get_int(d, ("gpus_per_node",), w)
+    v = budget - G * gpu.tdp_w
+    if v < 0:
+        raise InputError(w, "power.node_power_budget", f"{budget:g} W is below the {G} GPUs' TDP ({G} x {gpu.tdp_w:g} "
+                         "W): state power.node_other_power (with its source) or correct the rating")
+    return dict(node_other_power_w=v, node_other_power_source=(
+        f"DERIVED: power.node_power_budget {budget / 1e3:g} kW - {G} x {gpu.tdp_w:g} W GPU TDP, the node "
+        "rating's non-GPU share (an upper bound where the rating is a datasheet maximum; see that field's source)"))
 
 
 def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:

@@ -82,3 +82,43 @@ def test_predict_without_a_thermal_model_still_predicts_time():
     assert "slowdown_temp" in p.stderr
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-b200", "--tp", "8",
                               "--power-cap-w", "800"), "need a power and thermal model")
+
+
+def test_energy_recommend_counts_node_power_and_names_its_reference():
+    """With the nodes' non-GPU power (2.88 kW per 8x H200 node, Latif et al. 2024) in the energy, a
+    slower step costs the CPUs, NICs and fans longer, so the energy optimum runs no slower and at caps
+    no lower than the GPU-only optimum; both name the fastest layout under the same limits."""
+    on = json.loads(run("recommend", *ARGS, "--objective", "energy", "--json").stdout)
+    off = json.loads(run("recommend", *ARGS, "--objective", "energy", "--no-node-power", "--json").stdout)
+    assert on["node_power"]["included"] and not off["node_power"]["included"]
+    assert on["node_power"]["node_other_power_w"] == 2880.0 and "2412.08602" in on["node_power"]["source"]
+    assert on["step_time_s"] <= off["step_time_s"] + 1e-9
+    assert sum(s["cap_w"] for s in on["stages"]) / len(on["stages"]) >= \
+        sum(s["cap_w"] for s in off["stages"]) / len(off["stages"])
+    for rec in (on, off):
+        ref = rec["reference"]
+        assert ref["step_time_s"] <= rec["step_time_s"] + 1e-9 and ref["energy_j_per_step"] >= rec["energy_j_per_step"] - 1e-6
+
+
+def test_predict_reports_node_energy_apart_from_the_gpus():
+    rec = json.loads(run("predict", *ARGS, "--tp", "4", "--pp", "4", "--json").stdout)
+    assert rec["nodes"] == 4 and rec["node_other_power_w"] == 2880.0
+    assert abs(rec["node_energy_j_per_step"] - 4 * 2880.0 * rec["step_time_s"]) < 1e-6
+    assert abs(rec["total_energy_j_per_step"] - rec["energy_j_per_step"] - rec["node_energy_j_per_step"]) < 1e-6
+
+
+def test_cluster_node_other_power_is_stated_or_derived_and_checked(tmp_path):
+    from costmodel.specs import load_cluster
+    a = load_cluster("dgx-a100")
+    assert a.node_other_power_w == 6500.0 - 8 * 400.0 and a.node_other_power_source.startswith("DERIVED")
+    src = yaml.safe_load((hardware_dir() / "clusters" / "dgx-h100.yaml").read_text())
+    bad = dict(src, power=dict(src["power"], node_other_power="-1kW"))
+    f = tmp_path / "neg.yaml"
+    f.write_text(yaml.safe_dump(bad))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f), "--tp", "8"),
+                          "power.node_other_power", ">= 0")
+    low = dict(src, power={"node_power_budget": "4kW"})
+    f2 = tmp_path / "low.yaml"
+    f2.write_text(yaml.safe_dump(low))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f2), "--tp", "8"),
+                          "power.node_power_budget", "below the 8 GPUs' TDP")
