@@ -106,17 +106,59 @@ class StageTerms:
     pp_mb_s: float
 
 
+def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms) -> dict:
+    """Per micro-batch terms of one transformer layer and of the output layer for every layout of
+    ``terms`` (arrays over layouts, uncapped; one vectorised pass).
+
+    Returns dict: ``layer`` and ``logits``, each a dict of compute_s (fwd + bwd + recompute, with
+    the slowdown of collectives hidden under it), bound_s (the part that stretches with the SM
+    clock: compute minus memory-bound kernels), exposed_s / hidden_s (TP, CP, EP communication
+    per layer left exposed / hidden), flops (executed), ew_s (memory-bound time), and util (power
+    term -> utilisation while computing: ``flop``, ``hbm``, ``link``); and per layout ``m``
+    (micro-batches), ``const_s`` (exposed DP + optimizer + contention per step), ``bubble_factor``
+    (m + (PP-1)/VP), ``stage_gpus`` (TP x DP x CP), ``pp_mb_s`` (stage-boundary sends per
+    micro-batch), ``layers_even`` (layers on the fullest stage of the default split).
+    """
+    t, ct, cm, st = terms.layouts, terms.compute, terms.comm, terms.step
+    bd = st.breakdown
+    L_even = layers_per_stage(model, t)
+    m = microbatches(recipe, t.dp, t.mbs)
+    per_layer_exposed = (bd["tp_comm_s"] + bd["cp_comm_s"] + bd["ep_comm_s"]) / (m * L_even)
+    raw_layer = (cm.tp_layer_fwd_s + cm.tp_layer_bwd_s + cm.cp_layer_fwd_s + cm.cp_layer_bwd_s
+                 + cm.ep_layer_fwd_s + cm.ep_layer_bwd_s)
+    full = recomputed_fraction(model, t)                 # share of layers recomputing their forward
+    rec = ct.layer_recompute_s * np.where(t.recompute == "full", full, 1.0)
+    # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
+    layer_comp = ct.layer_fwd_s + ct.layer_bwd_s + rec + st.layer_contention_s
+    layer_ew = ct.layer_ew_fwd_s * (1 + full) + ct.layer_ew_bwd_s
+    peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
+    u_link = _u_link(profile)
+
+    def block(f, e, c, exposed_s, hidden_s):
+        hid = np.where(c > 0, hidden_s / np.where(c > 0, c, 1.0), 0.0)
+        return dict(compute_s=c, bound_s=c - e, exposed_s=exposed_s, hidden_s=hidden_s, flops=f, ew_s=e,
+                    util={"flop": np.clip(f / (peak * c), 0, 1), "hbm": np.clip(e * profile.hbm_efficiency / c, 0, 1),
+                          "link": u_link * np.minimum(hid, 1.0)})
+    hidden = np.maximum(raw_layer - per_layer_exposed, 0.0)
+    zero = np.zeros(len(t))
+    return dict(layer=block(ct.layer_flops_fwd * (3 + full), layer_ew, layer_comp, per_layer_exposed, hidden),
+                logits=block(3 * ct.logits_flops_fwd, ct.logits_ce_s.astype(np.float64),   # cross-entropy: memory-bound
+                             ct.logits_fwd_s + ct.logits_bwd_s, zero, zero),
+                m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s,
+                bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
+                pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link)
+
+
 def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
                 layers: np.ndarray | None = None) -> StageTerms:
     """Per-stage terms of one layout from its time-model terms (a one-row :class:`LayoutTerms`, as
     :func:`costmodel.predict.predict_runs` gives); ``layers`` overrides the default split (length PP,
-    summing to the model's layers).
+    summing to the model's layers).  Built from :func:`layer_blocks`.
 
     Raises:
         InputError: ``layers`` of the wrong length, sum or sign.
     """
-    t, ct, cm, st = terms.layouts, terms.compute, terms.comm, terms.step
-    layout = t.row(0)
+    layout = terms.layouts.row(0)
     pp = layout["pp"]
     if layers is None:
         layers = pipeline_split(model, layout, light_last_stage(recipe))
@@ -124,48 +166,26 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     if len(layers) != pp or layers.min() < 1 or abs(layers.sum() - model.num_layers) > 1e-9:
         raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "
                          f"got {list(layers)}")
-    L_even = layers_per_stage(model, t)[0]
-    # per-layer exposed comm per micro-batch (fwd + bwd), from the schedule's per-stage totals
-    bd = st.breakdown
-    m = microbatches(recipe, layout["dp"], layout["mbs"])
-    per_layer_exposed = (bd["tp_comm_s"][0] + bd["cp_comm_s"][0] + bd["ep_comm_s"][0]) / (m * L_even)
-    raw_layer = (cm.tp_layer_fwd_s[0] + cm.tp_layer_bwd_s[0] + cm.cp_layer_fwd_s[0] + cm.cp_layer_bwd_s[0]
-                 + cm.ep_layer_fwd_s[0] + cm.ep_layer_bwd_s[0])
-    full = float(recomputed_fraction(model, t)[0])      # share of layers recomputing their forward
-    rec = ct.layer_recompute_s[0] * (full if layout["recompute"] == "full" else 1.0)
-    # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
-    layer_comp = ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + rec + st.layer_contention_s[0]
-    layer_ew = ct.layer_ew_fwd_s[0] * (1 + full) + ct.layer_ew_bwd_s[0]
-    layer_flops = ct.layer_flops_fwd[0] * (3 + full)
+    b = layer_blocks(model, recipe, cluster, profile, terms)
+    one = lambda blk: dict(compute_s=float(blk["compute_s"][0]), bound_s=float(blk["bound_s"][0]),
+                           exposed_s=float(blk["exposed_s"][0]), hidden_s=float(blk["hidden_s"][0]),
+                           util={k: float(v[0]) for k, v in blk["util"].items()})
+    ly, lg = b["layer"], b["logits"]
     last = np.zeros(pp)
     last[-1] = 1.0
-    logits_s = ct.logits_fwd_s[0] + ct.logits_bwd_s[0]
-    logits_ew = float(ct.logits_ce_s[0])          # the cross-entropy kernels are memory-bound
-    comp = layers * layer_comp + last * logits_s
-    flops = layers * layer_flops + last * 3 * ct.logits_flops_fwd[0]
-    ew = layers * layer_ew + last * logits_ew
-    pp_mb = bd["pp_comm_s"][0] / m
-    exposed = layers * per_layer_exposed + pp_mb
-    hidden = layers * max(raw_layer - per_layer_exposed, 0.0)
+    comp = layers * float(ly["compute_s"][0]) + last * float(lg["compute_s"][0])
+    flops = layers * float(ly["flops"][0]) + last * float(lg["flops"][0])
+    ew = layers * float(ly["ew_s"][0]) + last * float(lg["ew_s"][0])
+    pp_mb = float(b["pp_mb_s"][0])
+    exposed = layers * float(ly["exposed_s"][0]) + pp_mb
+    hidden = layers * float(ly["hidden_s"][0])
     peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
-    u_link = _u_link(profile)
-
-    def block(f, e, c, exposed_s, hidden_s):
-        """One layer's (or the logits') terms per micro-batch, with its utilisations while computing."""
-        hid = hidden_s / c if c > 0 else 0.0
-        return dict(compute_s=c, bound_s=c - e, exposed_s=exposed_s, hidden_s=hidden_s,
-                    util={"flop": float(np.clip(f / (peak * c), 0, 1)),
-                          "hbm": float(np.clip(e * profile.hbm_efficiency / c, 0, 1)),
-                          "link": u_link * min(hid, 1.0)})
-    layer = block(layer_flops, layer_ew, layer_comp, per_layer_exposed, max(raw_layer - per_layer_exposed, 0.0))
-    logits = block(3 * ct.logits_flops_fwd[0], logits_ew, logits_s, 0.0, 0.0)
     util = {"flop": np.clip(flops / (peak * comp), 0.0, 1.0),
             "hbm": np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0),
-            "link": u_link * np.clip(hidden / comp, 0.0, 1.0)}
-    const = bd["dp_comm_s"][0] + bd["optimizer_s"][0] + st.step_contention_s[0]
-    return StageTerms(comp, comp - ew, exposed, hidden, util, {"link": u_link}, m, const,
-                      m + bubble_periods(pp, layout["vp"]), layout["tp"] * layout["dp"] * layout["cp"], layers,
-                      layer, logits, float(pp_mb))
+            "link": b["u_link"] * np.clip(hidden / comp, 0.0, 1.0)}
+    return StageTerms(comp, comp - ew, exposed, hidden, util, {"link": b["u_link"]}, float(b["m"][0]),
+                      float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
+                      one(ly), one(lg), pp_mb)
 
 
 @dataclass

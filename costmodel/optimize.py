@@ -1,27 +1,31 @@
-"""Energy-aware layout choice: from the search's candidates to the ILP (costmodel.ilp) and back.
+"""Energy-aware layout choice: from the search's layouts to the ILP (costmodel.ilp) and back.
 
-1. The vectorised search (costmodel.search) ranks every feasible layout by step time.
-2. The fastest ``pool`` 1F1B layouts (VP = 1: the ILP re-splits layers per stage, which the
-   interleaved schedule does not allow) get an energy report at the top cap (costmodel.energy),
-   a lower bound of what caps can save is not needed for ranking because caps only trade time for
-   energy; the best ``k`` by the objective at the top cap become ILP options.
-3. Each option is tabulated per cap level (costmodel.energy.stage_terms): time of one layer and of
-   the logits per micro-batch under the cap (DVFS: compute-bound time / clock ratio), power while
-   computing (min(P, cap)), waiting power (idle + NCCL spin), per-stage memory (costmodel.memory.stage_memory_terms).
+1. The vectorised search (costmodel.search) finds every feasible layout.
+2. Every 1F1B layout, and every interleaved one whose layers split evenly over its virtual stages
+   (the ILP keeps those at the even split), becomes an ILP option, tabulated per cap level
+   (costmodel.energy.stage_terms): time of one layer and of the logits per micro-batch under the
+   cap (DVFS: compute-bound time / clock ratio), power while computing, waiting power (idle +
+   NCCL spin), the nodes' non-GPU power, per-stage memory (costmodel.memory.stage_memory_terms).
+3. Branch and bound over layouts (:func:`solve_space`): each option has a lower bound of its
+   objective over every decision (costmodel.ilp.lower_bounds); the ILP runs on the options of
+   smallest bound, and options whose bound is below the best value found join it until none is
+   left: the answer is the optimum over the whole space, though the ILP sees a handful.
 4. costmodel.ilp chooses layout, per-stage caps, layers per stage and slot blocks.
 
 Cap levels are evenly spaced from the GPU's minimum power limit to the user's cap (default TDP).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import ilp
-from .energy import check_cap, power_params, stage_terms
+from .energy import check_cap, layer_blocks, power_params
 from .errors import InputError
 from .memory import stage_memory_terms
 from .power import clock_ratio, phase_power_w, power_at_clock_w, wait_power_w
-from .predict import RunPrediction, predict_runs
+from .predict import RunPrediction, predict_runs, predict_table, prediction_row
 from .search import SearchResult
 from .specs import ClusterSpec, Profile
 from .thermal import preheat_matrix
@@ -49,47 +53,88 @@ def node_power_per_gpu_w(run: RunPrediction) -> float:
     return -(-n // G) * run.cluster.node_other_power_w / n
 
 
-def build_option(run: RunPrediction, caps: tuple, node_power: bool = False) -> "ilp.LayoutOption":
-    """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory;
-    with ``node_power`` the nodes' non-GPU power enters its energy (:func:`node_power_per_gpu_w`)."""
-    model, recipe, cluster, profile, layout = run.model, run.recipe, run.cluster, run.profile, run.layout
-    st = stage_terms(model, recipe, cluster, profile, run.terms)
+def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power: bool = False) -> dict:
+    """The fields of the ILP options (``ilp.LayoutOption`` keyword arguments) but their memory, for
+    every layout of ``terms`` at once: per-cap layer and logits times (DVFS: compute-bound time /
+    clock ratio) and busy power, waiting and node power, schedule constants.  Arrays over layouts
+    (N,), per-cap ones (N, C); built from :func:`costmodel.energy.layer_blocks`."""
     pw = power_params(cluster, profile)
+    b = layer_blocks(model, recipe, cluster, profile, terms)
+    cap = np.asarray(caps, dtype=np.float64)[None, :]
 
     def under_cap(blk):
-        p = float(phase_power_w(pw, blk["util"]))
-        out_t, out_p = [], []
-        for c in caps:
-            s = float(clock_ratio(pw, p, c))
-            out_t.append(blk["bound_s"] / s + (blk["compute_s"] - blk["bound_s"]) + blk["exposed_s"])
-            # the DVFS curve's power at the clock reached: the cap, or more where the GPU's lowest
-            # clock cannot meet it (costmodel.energy.stage_state)
-            out_p.append(float(power_at_clock_w(pw, p, s)))
-        return np.array(out_t), np.array(out_p)
+        p = np.asarray(phase_power_w(pw, blk["util"]), dtype=np.float64)[:, None]
+        s = clock_ratio(pw, p, cap)
+        t = blk["bound_s"][:, None] / s + (blk["compute_s"] - blk["bound_s"] + blk["exposed_s"])[:, None]
+        # the DVFS curve's power at the clock reached: the cap, or more where the GPU's lowest
+        # clock cannot meet it (costmodel.energy.stage_state)
+        return t, power_at_clock_w(pw, p, s)
 
-    t_layer, p_busy = under_cap(st.layer)
-    t_last, _ = under_cap(st.logits)
-    fixed, per_layer = stage_memory_terms(model, recipe, layout)
-    return ilp.LayoutOption(
-        name=run.name, pp=layout["pp"], stage_gpus=st.stage_gpus, num_layers=model.num_layers,
-        microbatches=st.m, vp=layout["vp"], const_time_s=st.const_s + st.bubble_factor * st.pp_mb_s,
-        t_layer_s=t_layer, t_first_s=np.zeros(len(caps)), t_last_s=t_last, p_busy_w=p_busy,
-        p_idle_w=min(wait_power_w(pw), min(caps)), mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer,
-        p_node_w=node_power_per_gpu_w(run) if node_power else 0.0)
+    t_layer, p_busy = under_cap(b["layer"])
+    t_last, _ = under_cap(b["logits"])
+    t = terms.layouts
+    n = t.tp * t.pp * t.dp * t.cp
+    G = cluster.gpus_per_node
+    return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
+                const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"], t_layer_s=t_layer,
+                t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,
+                p_idle_w=np.full(len(t), min(wait_power_w(pw), float(min(caps)))),
+                p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),
+                max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
+
+
+def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
+    """The objective of every layout of :func:`option_table` at its best single cap for all stages
+    with ceil(L/p) layers on the last stage (an estimate, not a bound: the limits are ignored)."""
+    tl, tt = tb["t_layer_s"], tb["t_last_s"]
+    L, p = tb["num_layers"], tb["pp"][:, None]
+    a = (tb["microbatches"] + (tb["pp"] - 1) / tb["vp"])[:, None]
+    T = a * (np.ceil(L / p) * tl + tt) + tb["const_time_s"][:, None]
+    S, m = tb["stage_gpus"][:, None], tb["microbatches"][:, None]
+    floor = (tb["p_idle_w"] + tb["p_node_w"])[:, None]
+    E = S * m * (tb["p_busy_w"] - tb["p_idle_w"][:, None]) * (L * tl + tt) + p * S * floor * T
+    v = {"time": T, "energy": E, "edp": E * T}[objective]
+    return v.min(axis=1)
+
+
+class _Table:
+    """:func:`option_table` as attributes, for :func:`costmodel.ilp.lower_bounds` over every layout."""
+
+    def __init__(self, d: dict):
+        self.__dict__.update(d)
+
+
+def build_option(run: RunPrediction, caps: tuple, node_power: bool = False, fields: dict | None = None) -> "ilp.LayoutOption":
+    """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory;
+    with ``node_power`` the nodes' non-GPU power enters its energy (:func:`node_power_per_gpu_w`);
+    ``fields``: its row of :func:`option_table` when already computed."""
+    model, recipe, layout = run.model, run.recipe, run.layout
+    if fields is None:
+        tb = option_table(model, recipe, run.cluster, run.profile, run.terms, caps, node_power)
+        fields = {k: (v[0] if np.ndim(v) else v) for k, v in tb.items()}
+    if layout["vp"] > 1:
+        # held at the even split: every stage as the prediction's peak (the worst stage)
+        fixed, per_layer = np.full(layout["pp"], run.peak_mem_bytes), np.zeros(layout["pp"])
+    else:
+        fixed, per_layer = stage_memory_terms(model, recipe, layout)
+    conv = {k: (int(v) if k in ("pp", "vp", "stage_gpus", "num_layers", "microbatches", "max_layers_per_stage")
+                else (float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=np.float64))) for k, v in fields.items()}
+    return ilp.LayoutOption(name=run.name, **conv, mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)
 
 
 def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float, node_power_w: float,
                    inlet_temp_c: float | None, step_time_slack: float | None,
-                   node_power: bool = False) -> "ilp.Instance":
+                   node_power: bool = False, options: tuple | None = None) -> "ilp.Instance":
     """The ILP instance over the layouts of ``runs`` (:func:`candidates`) with the cluster's slot thermal
     model and the user's limits (``node_power_w``: the GPU power budget of a node); with
-    ``node_power`` the energy counts the nodes' non-GPU power too."""
+    ``node_power`` the energy counts the nodes' non-GPU power too; ``options``: the runs' options
+    when already built."""
     cluster, profile = runs[0].cluster, runs[0].profile
     cool = cluster.cooling
     th = profile.thermal
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
-    opts = tuple(build_option(run, caps, node_power) for run in runs)
+    opts = tuple(options) if options is not None else tuple(build_option(run, caps, node_power) for run in runs)
     return ilp.Instance(
         options=opts, cap_levels_w=tuple(caps), gpus_per_node=G, num_nodes=cluster.nodes,
         hbm_bytes=cluster.gpu.capacity_bytes, inlet_c=np.full(G, inlet),
@@ -118,3 +163,115 @@ def candidates(model, recipe, cluster, profile, res: SearchResult, objective: st
     joules = (lambda e: e.total_energy_j_per_step) if node_power else (lambda e: e.energy_j_per_step)
     score = {"time": lambda e: e.step_time_s, "energy": joules, "edp": lambda e: joules(e) * e.step_time_s}[objective]
     return sorted(runs, key=lambda r: score(r.energy))[:k]
+
+
+@dataclass
+class SpaceSolution:
+    """What :func:`solve_space` found.
+
+    Attributes:
+        solution: the ILP's optimal :class:`costmodel.ilp.Solution` (``layout_index`` indexes ``runs``).
+        runs: the predictions of the layouts the final ILP saw.
+        instance: that ILP instance.
+        n_space: layouts in the space (1F1B, and interleaved with an even split).
+        n_solved: layouts the final ILP saw; the others' lower bounds exceed its optimum.
+        n_ilp_solves: ILP solves of the branch and bound.
+    """
+
+    solution: "ilp.Solution"
+    runs: list
+    instance: "ilp.Instance"
+    n_space: int
+    n_solved: int
+    n_ilp_solves: int
+
+
+def space_rows(model, res: SearchResult) -> np.ndarray:
+    """Rows of ``res.ranked`` the energy search considers: VP = 1, or VP > 1 with L divisible by
+    PP x VP (the ILP holds those at the even split)."""
+    L = res.ranked.layouts
+    return np.flatnonzero((L.vp == 1) | (model.num_layers % (L.pp * L.vp) == 0))
+
+
+def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: str, caps: tuple, *,
+                max_temp_c: float, node_power_w: float, inlet_temp_c: float | None,
+                step_time_slack: float | None, node_power: bool, solver: str = "cbc",
+                k: int = 6) -> SpaceSolution:
+    """The optimum of ``objective`` over every layout of :func:`space_rows` (module docstring, step 3).
+
+    Each option's bounds are :func:`costmodel.ilp.lower_bounds` (time; energy; their product for
+    EDP).  Branch and bound, twice: first the fastest layout under the limits (the reference of a
+    step-time slack, of EDP and of the report), from the ``k`` options of least time bound; then the
+    objective, from the options whose bound is below a quick estimate of the optimum, plus the
+    fastest layout (so the ILP's own reference is the global one).  After each ILP every option
+    whose bound is below the optimum found joins (``3 k`` at a time) and the ILP runs again, until
+    none is left: the result is the optimum over the whole space.  When no option meets the limits
+    the search widens once, to the ``4 k`` options of least bound, and then raises the ILP's
+    diagnosis for those.
+
+    Raises:
+        InputError: no layout in the space, or missing power/thermal inputs.
+        InfeasibleError: none of the ``4 k`` layouts of least bound meets the limits.
+    """
+    rows = space_rows(model, res)
+    if not len(rows):
+        raise InputError("layout", "", "no feasible 1F1B or evenly split interleaved layout for the energy optimisation")
+    power_params(cluster, profile)           # names a missing power model before any work
+    pred = predict_table(model, recipe, cluster, profile, res.ranked.layouts.take(rows))
+    tb = option_table(model, recipe, cluster, profile, pred.terms, caps, node_power)
+    t_lb, e_lb = ilp.lower_bounds(_Table(tb))
+    runs, opts = {}, {}
+
+    def _run(i):
+        if i not in runs:
+            runs[i] = prediction_row(pred, i, model, recipe, cluster, profile)
+        return runs[i]
+
+    def option(i):
+        if i not in opts:
+            opts[i] = build_option(_run(i), caps, node_power, {k: (v[i] if np.ndim(v) else v) for k, v in tb.items()})
+        return opts[i]
+    lb = {"time": t_lb, "energy": e_lb, "edp": e_lb * t_lb}[objective]
+    solves = [0]
+
+    def bnb(obj, bound, first):
+        """Branch and bound of ``obj`` (bounds ``bound``) from the options ``first``: (solution,
+        options the last ILP saw, its instance)."""
+        order = [int(i) for i in np.argsort(bound, kind="stable")]
+        chosen = list(dict.fromkeys(first))
+        while True:
+            inst = build_instance([_run(i) for i in chosen], caps, max_temp_c=max_temp_c,
+                                  node_power_w=node_power_w, inlet_temp_c=inlet_temp_c,
+                                  step_time_slack=step_time_slack, options=tuple(option(i) for i in chosen))
+            solves[0] += 1
+            seen = set(chosen)
+            try:
+                sol = ilp.solve(inst, obj, solver=solver)
+            except ilp.InfeasibleError:
+                # the limits bind: widen once to the 4k options of least bound, then report the
+                # ILP's diagnosis (which limit, how far to relax it) for those
+                rest = [i for i in order if i not in seen]
+                if not rest or len(chosen) >= 4 * k:
+                    raise
+                chosen += rest[:4 * k - len(chosen)]
+                continue
+            best = sol.value(obj) * (1 + 1e-9)
+            join = [i for i in order if bound[i] < best and i not in seen]
+            if not join:
+                return sol, chosen, inst
+            chosen += join[:3 * k]
+
+    # 1. the fastest layout under the limits: the reference of a slack, of EDP and of the report
+    by_time = [int(i) for i in np.argsort(t_lb, kind="stable")]
+    fast, fast_set, inst = bnb("time", t_lb, by_time[:k])
+    if objective != "time":
+        # 2. the objective, from every option whose bound is below a quick estimate of the optimum
+        # (each layout at one cap for all stages, near-even split, limits ignored) and the fastest
+        # layout, so the ILP's own reference is the global one
+        est = float(np.min(_uniform_cap_values(tb, objective)))
+        by_obj = [int(i) for i in np.argsort(lb, kind="stable")]
+        first = [i for i in by_obj if lb[i] <= est][:4 * k] or by_obj[:k]
+        sol, chosen, inst = bnb(objective, lb, first + [fast_set[fast.layout_index]])
+    else:
+        sol, chosen = fast, fast_set
+    return SpaceSolution(sol, [_run(i) for i in chosen], inst, len(rows), len(chosen), solves[0])

@@ -166,7 +166,7 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None):
     from .. import ilp
-    from ..optimize import build_instance, cap_levels, candidates
+    from ..optimize import build_instance, cap_levels, candidates, solve_space
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
     if k is None:
@@ -192,22 +192,29 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                          f"their lowest power limit ({caps[0]:g} W each)")
     if node_power is None:
         node_power = objective in ("energy", "edp")
-    lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w, node_power=node_power)
-    inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w,
-                          inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power)
+    space = None
     try:
         if pareto:
+            lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w, node_power=node_power)
+            inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w, inlet_temp_c=inlet_temp_c,
+                                  step_time_slack=step_time_slack, node_power=node_power)
             front = ilp.pareto_front(inst, solver=solver)
             sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
         else:
             front = None
-            sol = ilp.solve(inst, objective, solver=solver)
+            space = solve_space(m, r, c, p, res, objective, caps, max_temp_c=limit_t, node_power_w=node_w,
+                                inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power,
+                                solver=solver, k=k)
+            sol, lays = space.solution, space.runs
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
     summary = report.solution_record(sol, lay, m, c, r, caps, objective)
     summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
                                  source=c.node_other_power_source)
+    if space is not None:
+        summary["search"] = dict(space_layouts=space.n_space, ilp_layouts=space.n_solved,
+                                 ilp_solves=space.n_ilp_solves)
     if sol.reference is not None:
         ref = sol.reference
         summary["reference"] = dict(layout=ref.layout_name, caps_w=list(ref.caps_w), layers=list(ref.layers),
@@ -225,7 +232,12 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "
               f"{node_w / 1e3:.2f} kW; max temperature {limit_t:.1f} C; inlet {inlet:.1f} C"
               + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))
-    out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
+    if space is not None:
+        out.print(f"ILP over the whole space of {space.n_space:,} layouts (1F1B, and interleaved at the even split): "
+                  f"{space.n_solved} reached the ILP, the rest are bounded out by a lower bound of the objective "
+                  f"({space.n_ilp_solves} ILP solve(s), {solver}, {sol.status})")
+    else:
+        out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
     out.print(report.solution_table(sol, [x.layout for x in lays]))
     what = ("GPUs and nodes (non-GPU " + f"{c.node_other_power_w / 1e3:.2f} kW per node)" if node_power else "GPUs only")
     out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step ({what}), "

@@ -73,6 +73,37 @@ def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):
     return t, tau, T, E
 
 
+def lower_bounds(o) -> tuple:
+    """(T_lb s, E_lb J): bounds below the step time and the energy of every decision of layout ``o``
+    (any caps, layer split and placement; the limits only remove decisions), from the arithmetic of
+    :func:`_times_energy`, with t_s = n_s tl[c_s] + extras, sum n_s = L, tl non-increasing in the cap.
+
+    * T: the period is at least the mean stage time at the top cap and at least one layer plus the
+      first or last stage's extra.
+    * E = sum_s S m (Pb[c_s] - Pi) t_s + p S (Pi + Pn) (a tau + D) with tau >= mean_s t_s, so
+      E >= sum_s S t_s (m (Pb[c_s] - Pi) + (Pi + Pn) a) + p S (Pi + Pn) D: each layer (and each
+      extra) at its own best cap, the waiting and node power charged for the time it adds; also
+      E >= the busy energy at the cheapest caps + p S (Pi + Pn) T_lb.  The larger of the two.
+
+    ``o``: a :class:`LayoutOption`, or any object with its fields as arrays over N layouts (scalars
+    of shape (N,), per-cap fields of shape (N, C)); the bounds then come as arrays of shape (N,).
+    """
+    tl, tf, tt = np.asarray(o.t_layer_s), np.asarray(o.t_first_s), np.asarray(o.t_last_s)
+    L, p = o.num_layers, o.pp
+    per = np.maximum((L * tl[..., -1] + tf[..., -1] + tt[..., -1]) / p, tl[..., -1] + np.maximum(tf[..., -1], tt[..., -1]))
+    a = o.microbatches + (p - 1) / o.vp
+    T = a * per + o.const_time_s
+    floor = o.p_idle_w + o.p_node_w
+    S, m, N = o.stage_gpus, o.microbatches, o.pp * o.stage_gpus
+    de = np.expand_dims(S * m, -1) * (np.asarray(o.p_busy_w) - np.expand_dims(o.p_idle_w, -1))
+    lo = lambda x: np.min(x, axis=-1)
+    busy = L * lo(de * tl) + lo(de * tf) + lo(de * tt)
+    w = de + np.expand_dims(S * floor * a, -1)       # J per s of stage time, waiting and nodes included
+    coupled = L * lo(w * tl) + lo(w * tf) + lo(w * tt) + N * floor * o.const_time_s
+    E = np.maximum(busy + N * floor * T, coupled)
+    return (float(T), float(E)) if np.ndim(T) == 0 else (T, E)
+
+
 def _default_blocks(g: _Geom) -> list:
     return [0] * g.p if g.whole else [s % g.Q for s in range(g.p)]
 
@@ -137,6 +168,8 @@ def evaluate(instance: Instance, layout: int, caps: Sequence[int], layers: Seque
         slot_blocks.append(tuple(g.blocks[blocks[s]]))
     if worst_t > tlim:
         viol.append(f"temperature {worst_t:.3f} C > max {inst.max_temp_c} C")
+    if o.max_layers_per_stage and max(layers) > o.max_layers_per_stage:
+        viol.append(f"a stage has {max(layers)} layers > {o.max_layers_per_stage} (the interleaved schedule's even split)")
     if worst_p > inst.node_power_budget_w * (1 + FEAS_RTOL):
         viol.append(f"node power {worst_p:.1f} W > budget {inst.node_power_budget_w} W")
     need = o.mem_fixed_bytes + np.array(layers) * o.mem_per_layer_bytes

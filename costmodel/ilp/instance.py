@@ -50,6 +50,8 @@ class LayoutOption:
         p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
         p_node_w: the nodes' non-GPU power (CPUs, NICs, switches, fans) per GPU of the layout, W,
             drawn for the whole step; 0 counts GPU energy only.
+        max_layers_per_stage: most layers a stage may take (0: no limit); L / p forces the even
+            split an interleaved schedule (v > 1) needs.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
             mem_fixed[s] + n_s mem_per_layer[s] bytes (the per-layer figure includes the activations
             of the micro-batches in flight at that stage).
@@ -74,6 +76,7 @@ class LayoutOption:
     mem_fixed_bytes: np.ndarray
     mem_per_layer_bytes: np.ndarray
     p_node_w: float = 0.0
+    max_layers_per_stage: int = 0
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -84,6 +87,10 @@ class LayoutOption:
             object.__setattr__(self, f, int(v))
         if self.num_layers < self.pp:
             raise ValueError(f"{w}num_layers {self.num_layers} < pp {self.pp}: every stage needs >= 1 layer")
+        m = self.max_layers_per_stage
+        if isinstance(m, bool) or int(m) != m or m < 0 or (m and m * self.pp < self.num_layers):
+            raise ValueError(f"{w}max_layers_per_stage must be 0 or an integer with pp x it >= num_layers, got {m!r}")
+        object.__setattr__(self, "max_layers_per_stage", int(m))
         for f in ("const_time_s", "p_idle_w", "p_node_w"):
             v = float(getattr(self, f))
             if not math.isfinite(v) or v < 0:

@@ -263,6 +263,8 @@ class _Model:
         # per-stage layer bounds: memory, and the period bound from T_max / E_max
         Lcap = L - (p - 1)
         U = [Lcap if "memory" in self.relax else _mem_bound(inst, o, s, Lcap) for s in range(p)]
+        if o.max_layers_per_stage:
+            U = [min(u, o.max_layers_per_stage) for u in U]
         extra = [[(o.t_first_s[c] if s == 0 else 0.0) + (o.t_last_s[c] if s == p - 1 else 0.0)
                   for c in range(C)] for s in range(p)]
         tau_max = _tau_max(o, T_max, E_max, weighted)

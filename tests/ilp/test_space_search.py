@@ -1,0 +1,77 @@
+"""The energy search over the whole layout space (costmodel.optimize.solve_space): its lower bounds
+hold for every decision, and the branch and bound returns the optimum of solving every layout alone."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from costmodel import ilp
+from costmodel.optimize import (_Table, build_instance, cap_levels, option_table, solve_space, space_rows)
+from costmodel.predict import predict_table, prediction_row
+from costmodel.search import search
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Llama 3 8B on 2 x 8 H100, gbs 16: 24 layouts of its space, every third by step time (1F1B and
+    interleaved ones among them), with the cluster's limits."""
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    p, r = load_profile(c.gpu.key), Recipe(gbs=16, seq_len=4096)
+    res = search(m, r, c, p)
+    rows = space_rows(m, res)[::3][:24]
+    sub = replace(res, ranked=res.ranked.take(rows))
+    return m, r, c, p, sub, cap_levels(c, p, None)
+
+
+def _alone(m, r, c, p, sub, caps, objective, node_power):
+    """Per-layout optimum: the ILP on each layout by itself (no pruning), and the reference."""
+    pred = predict_table(m, r, c, p, sub.ranked.layouts)
+    vals, fastest = [], np.inf
+    for i in range(len(pred.layouts)):
+        run = prediction_row(pred, i, m, r, c, p)
+        inst = build_instance([run], caps, max_temp_c=c.gpu.slowdown_temp_c, node_power_w=c.node_power_budget_w,
+                              inlet_temp_c=None, step_time_slack=None, node_power=node_power)
+        try:
+            s = ilp.solve(inst, objective)
+        except ilp.InfeasibleError:
+            continue
+        vals.append((s.value(objective), run.name))
+        fastest = min(fastest, s.reference.step_time_s if s.reference is not None else s.step_time_s)
+    return min(vals), fastest
+
+
+@pytest.mark.parametrize("objective,node_power", [("energy", True), ("energy", False), ("edp", True)])
+def test_pruned_search_returns_the_per_layout_optimum(small, objective, node_power):
+    m, r, c, p, sub, caps = small
+    got = solve_space(m, r, c, p, sub, objective, caps, max_temp_c=c.gpu.slowdown_temp_c,
+                      node_power_w=c.node_power_budget_w, inlet_temp_c=None, step_time_slack=None,
+                      node_power=node_power)
+    (best, name), fastest = _alone(m, r, c, p, sub, caps, objective, node_power)
+    assert got.solution.value(objective) == pytest.approx(best, rel=1e-6)
+    assert got.solution.reference.step_time_s == pytest.approx(fastest, rel=1e-6)
+    assert got.n_space == 24 and got.n_solved < 24          # some layouts were bounded out
+    assert any(x.layout["vp"] > 1 for x in got.runs) or any(v > 1 for v in sub.ranked.layouts.vp)
+
+
+def test_lower_bounds_hold_for_every_decision(small):
+    """Brute force over cap assignments x layer splits of the 2-stage layouts (interleaved ones too: their
+    even split is one of the splits): no decision beats the bound."""
+    from itertools import product
+    from costmodel.ilp.evaluation import _times_energy
+    m, r, c, p, sub, caps = small
+    pred = predict_table(m, r, c, p, sub.ranked.layouts)
+    tb = option_table(m, r, c, p, pred.terms, caps, node_power=True)
+    t_lb, e_lb = ilp.lower_bounds(_Table(tb))
+    checked = 0
+    for i in np.flatnonzero(pred.layouts.pp == 2):
+        from costmodel.optimize import build_option
+        o = build_option(prediction_row(pred, i, m, r, c, p), caps, True)
+        assert ilp.lower_bounds(o) == pytest.approx((t_lb[i], e_lb[i]), rel=1e-12)
+        L = o.num_layers
+        splits = np.array([[n, L - n] for n in range(1, L)])
+        for cs in product(range(len(caps)), repeat=2):
+            _, _, T, E = _times_energy(o, cs, splits)
+            assert T.min() >= t_lb[i] * (1 - 1e-12) and E.min() >= e_lb[i] * (1 - 1e-12)
+        checked += 1
+    assert checked >= 1
