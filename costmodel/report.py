@@ -346,8 +346,20 @@ def pareto_table(front) -> Table:
     return tb
 
 
-def plot_pareto(front, path: str, title: str) -> None:
-    """Write the Pareto front as a PNG (matplotlib, the [plot] extra).
+def non_dominated(front) -> list:
+    """The points of ``front`` ((T s, E J, solution) tuples) no other point beats in both time and
+    energy (ties kept once), fastest first."""
+    pts = sorted(front, key=lambda x: (x[0], x[1]))
+    out = []
+    for p in pts:
+        if not out or p[1] < out[-1][1] * (1 - 1e-12):
+            out.append(p)
+    return out
+
+
+def plot_pareto(front, path: str, title: str, chosen=None) -> None:
+    """Write the Pareto front as a PNG (matplotlib, the [plot] extra): the non-dominated points
+    (:func:`non_dominated`), and ``chosen`` (a solution with step_time_s and energy_j) marked.
 
     Raises:
         InputError: matplotlib is not installed, or the file cannot be written.
@@ -359,10 +371,15 @@ def plot_pareto(front, path: str, title: str) -> None:
     except ImportError:
         from .errors import InputError
         raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
-    T = [t for t, _, _ in front]
-    E = [e / 1e3 for _, e, _ in front]
+    pts = non_dominated(front)
+    T = [t for t, _, _ in pts]
+    E = [e / 1e3 for _, e, _ in pts]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(T, E, "o-")
+    ax.plot(T, E, "o-", label="Pareto front")
+    if chosen is not None:
+        ax.plot([chosen.step_time_s], [chosen.energy_j / 1e3], "r*", markersize=14,
+                label=f"chosen ({chosen.layout_name})")
+        ax.legend(fontsize=7)
     ax.set_xlabel("step time (s)")
     ax.set_ylabel("energy per step (kJ)")
     ax.set_title(title)

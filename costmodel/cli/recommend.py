@@ -198,7 +198,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w, node_power=node_power)
             inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w, inlet_temp_c=inlet_temp_c,
                                   step_time_slack=step_time_slack, node_power=node_power)
-            front = ilp.pareto_front(inst, solver=solver)
+            front = report.non_dominated(ilp.pareto_front(inst, solver=solver))
             sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
         else:
             front = None
@@ -258,7 +258,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if front is not None:
         out.print(report.pareto_table(front))
         if plot:
-            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}")
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
             out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
     title, text = report.launch_settings(lay, m, r, layers=list(sol.layers))

@@ -122,3 +122,9 @@ def test_cluster_node_other_power_is_stated_or_derived_and_checked(tmp_path):
     f2.write_text(yaml.safe_dump(low))
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f2), "--tp", "8"),
                           "power.node_power_budget", "below the 8 GPUs' TDP")
+
+
+def test_pareto_front_drops_dominated_points():
+    from costmodel.report import non_dominated
+    pts = [(2.0, 90.0, "b"), (1.0, 100.0, "a"), (2.5, 95.0, "dominated"), (3.0, 80.0, "c"), (2.0, 90.0, "tie")]
+    assert [p[2] for p in non_dominated(pts)] == ["a", "b", "c"]
