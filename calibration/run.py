@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -107,10 +108,20 @@ def _shape3(text):
     return v
 
 
+def _positive(x):
+    v = _nonneg(x)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{x} is not > 0")
+    return v
+
+
 def _nonneg(x):
-    v = float(x)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{x} is negative")
+    try:
+        v = float(x)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{x!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{x} is not a finite number >= 0")
     return v
 
 
@@ -149,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, MASTER_ADDR = first host of the node list), none")
     g.add_argument("--master-port", type=int, default=None,
                    help="MASTER_PORT when the environment has none (srun), default 29500")
-    g.add_argument("--timeout-s", type=float, default=1800.0, help="process-group timeout per collective, s")
+    g.add_argument("--timeout-s", type=_positive, default=1800.0, help="process-group timeout per collective, s")
     g.add_argument("--simulate-nodes", type=int, default=0,
                    help="testing only: treat the ranks as N equal nodes (exercises the inter-node groups on one host)")
     g = p.add_argument_group("GEMM")
@@ -191,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--overlap-gemm", type=_shape3, default=None, help="M,N,K of the overlapped GEMM (auto)")
     g.add_argument("--overlap-bytes", type=parse_size, default=None, help="all_reduce size under the GEMM (auto: 256M)")
     g = p.add_argument_group("power and temperature")
-    g.add_argument("--sample-hz", type=float, default=20.0, help="NVML/amdsmi sampling rate")
+    g.add_argument("--sample-hz", type=_positive, default=20.0, help="NVML/amdsmi sampling rate")
     g.add_argument("--idle-s", type=_nonneg, default=None, help="idle baseline, s (auto: 30 on GPU, 0 with --quick)")
     g.add_argument("--wait-s", type=_nonneg, default=None,
                    help="GPUs spinning in an all-reduce while rank 0 sleeps (waiting power), s (auto: 20 on GPU, "

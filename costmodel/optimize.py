@@ -83,6 +83,23 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
 
 
+def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power_w: float,
+                       inlet_temp_c: float | None) -> np.ndarray:
+    """(N, C) mask of the cap levels each layout may use: False where its stages fill whole nodes
+    and every slot at the level's busy power would pass ``max_temp_c`` (steady, with the air
+    preheating of the slots upstream) or the node's GPU power budget; True otherwise (stages
+    sharing a node are not filtered here)."""
+    cool = cluster.cooling
+    G = cluster.gpus_per_node
+    inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    r = profile.thermal.r_th_c_per_w * np.asarray(cool.r_th_scale) + preheat_matrix(cool).T.sum(axis=0)
+    pb = tb["p_busy_w"]
+    hot = inlet + pb[:, :, None] * r[None, None, :]
+    bad = (hot.max(axis=2) > max_temp_c * (1 + 1e-9)) | (G * pb > node_power_w * (1 + 1e-9))
+    whole = (tb["stage_gpus"] % G == 0)[:, None]
+    return ~(bad & whole)
+
+
 def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
     """The objective of every layout of :func:`option_table` at its best single cap for all stages
     with ceil(L/p) layers on the last stage (an estimate, not a bound: the limits are ignored)."""
@@ -219,7 +236,14 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     power_params(cluster, profile)           # names a missing power model before any work
     pred = predict_table(model, recipe, cluster, profile, res.ranked.layouts.take(rows))
     tb = option_table(model, recipe, cluster, profile, pred.terms, caps, node_power)
-    t_lb, e_lb = ilp.lower_bounds(_Table(tb))
+    # levels no decision can use: a stage filling whole nodes at that level's busy power breaks
+    # the temperature or the node power limit (the ILP's own pre-filter, exact for whole nodes)
+    ok = _whole_node_levels(tb, cluster, profile, max_temp_c, node_power_w, inlet_temp_c)
+    masked = dict(tb, t_layer_s=np.where(ok, tb["t_layer_s"], np.inf), t_last_s=np.where(ok, tb["t_last_s"], np.inf),
+                  t_first_s=np.where(ok, tb["t_first_s"], np.inf))
+    with np.errstate(invalid="ignore"):
+        t_lb, e_lb = ilp.lower_bounds(_Table(masked))
+    e_lb = np.where(np.isnan(e_lb), np.inf, e_lb)
     runs, opts = {}, {}
 
     def _run(i):

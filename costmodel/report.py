@@ -389,6 +389,9 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
     except OSError as e:
         from .errors import InputError
         raise InputError("--plot", "", f"cannot write {path}: {e.strerror}") from None
+    except ValueError as e:                    # a format matplotlib does not write
+        from .errors import InputError
+        raise InputError("--plot", "", f"cannot write {path}: {e}") from None
     finally:
         plt.close(fig)
 

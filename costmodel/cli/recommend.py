@@ -7,6 +7,7 @@ import sys
 
 import json
 import math
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -61,9 +62,14 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in ("cbc", "highs"):
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
-    if plot and not pareto:
+    if plot is not None and not pareto:
         raise InputError("--plot", "", "draws the Pareto front: add --pareto")
-    if plot:
+    if plot is not None:
+        target = Path(plot)
+        if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
+            raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
+        if not target.parent.is_dir():
+            raise InputError("--plot", "", f"{plot!r}: folder {str(target.parent)!r} does not exist")
         try:
             import matplotlib  # noqa: F401  (fail before a long solve, not after)
         except ImportError:
@@ -200,6 +206,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                   step_time_slack=step_time_slack, node_power=node_power)
             front = report.non_dominated(ilp.pareto_front(inst, solver=solver))
             sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
+            sol = dataclasses.replace(sol, reference=front[0][2])     # the front's fastest point
         else:
             front = None
             space = solve_space(m, r, c, p, res, objective, caps, max_temp_c=limit_t, node_power_w=node_w,
@@ -226,6 +233,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         if front is not None:
             summary["pareto"] = [{"step_time_s": T, "energy_j_per_step": E, "layout": f.layout_name,
                                   "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
+        if plot and front is not None:
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
         print(json.dumps(summary, indent=2))
         return
     out.print(context_line(m, c, r))
@@ -252,9 +261,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if edge and len(caps) > 1:
         out.print(f"stage(s) {', '.join(map(str, edge))} sit at the lowest settable cap ({caps[0]:.0f} W, "
                   f"{c.gpu.name}'s minimum power limit): the grid cannot go lower")
-    fastest = res.ranked.step_time_s[0]
-    out.print(f"the fastest layout without limits ({layout_name(res.ranked.layouts.row(0))}) takes "
-              f"{fastest:.3f} s per step (time model at TDP, no caps)")
+    if sol.reference is None:
+        fastest = res.ranked.step_time_s[0]
+        out.print(f"the time model's fastest layout ({layout_name(res.ranked.layouts.row(0))}) takes "
+                  f"{fastest:.3f} s per step at TDP with an even split (no limits, no caps)")
     if front is not None:
         out.print(report.pareto_table(front))
         if plot:

@@ -90,13 +90,15 @@ def lower_bounds(o) -> tuple:
     """
     tl, tf, tt = np.asarray(o.t_layer_s), np.asarray(o.t_first_s), np.asarray(o.t_last_s)
     L, p = o.num_layers, o.pp
-    per = np.maximum((L * tl[..., -1] + tf[..., -1] + tt[..., -1]) / p, tl[..., -1] + np.maximum(tf[..., -1], tt[..., -1]))
+    # the fastest level is the highest one allowed (a caller may mark levels no decision can use
+    # with infinite times: they never count; with none left the bounds are infinite)
+    lo = lambda x: np.min(x, axis=-1)
+    per = np.maximum((L * lo(tl) + lo(tf) + lo(tt)) / p, lo(tl) + np.maximum(lo(tf), lo(tt)))
     a = o.microbatches + (p - 1) / o.vp
     T = a * per + o.const_time_s
     floor = o.p_idle_w + o.p_node_w
     S, m, N = o.stage_gpus, o.microbatches, o.pp * o.stage_gpus
     de = np.expand_dims(S * m, -1) * (np.asarray(o.p_busy_w) - np.expand_dims(o.p_idle_w, -1))
-    lo = lambda x: np.min(x, axis=-1)
     busy = L * lo(de * tl) + lo(de * tf) + lo(de * tt)
     w = de + np.expand_dims(S * floor * a, -1)       # J per s of stage time, waiting and nodes included
     coupled = L * lo(w * tl) + lo(w * tf) + lo(w * tt) + N * floor * o.const_time_s

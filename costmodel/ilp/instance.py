@@ -46,7 +46,9 @@ class LayoutOption:
             non-increasing in the cap.
         t_first_s, t_last_s: shape (C,), extra per micro-batch time of the first stage (embedding)
             and of the last stage (logits + loss), s, non-increasing in the cap.
-        p_busy_w: shape (C,), power of a GPU while computing at each cap level, W (<= the cap).
+        p_busy_w: shape (C,), power of a GPU while computing at each cap level, W: <= the cap, except
+            at levels below what the GPU draws at its lowest clock (cap unmet), which all hold
+            that power; non-decreasing in the level.
         p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
         p_node_w: the nodes' non-GPU power (CPUs, NICs, switches, fans) per GPU of the layout, W,
             drawn for the whole step; 0 counts GPU energy only.
@@ -211,8 +213,14 @@ class Instance:
             for f in ("t_layer_s", "t_first_s", "t_last_s", "p_busy_w"):
                 if getattr(o, f).shape != (C,):
                     raise ValueError(f"{w}{f} has {getattr(o, f).size} values, expected one per cap level ({C})")
-            if np.any(o.p_busy_w > np.array(caps) * (1 + 1e-12)):
-                raise ValueError(f"{w}p_busy_w exceeds the cap at some level")
+            # above the cap only on the plateau of the GPU's lowest clock: a cap it cannot meet
+            # there leaves the power of that clock (costmodel.power.clock_ratio), the same at
+            # every lower level
+            over = o.p_busy_w > np.array(caps) * (1 + 1e-12)
+            plateau = np.abs(o.p_busy_w - o.p_busy_w[0]) <= 1e-9 * max(1.0, abs(o.p_busy_w[0]))
+            if np.any(over & ~plateau) or np.any(np.diff(o.p_busy_w) < -1e-9 * max(1.0, float(o.p_busy_w.max()))):
+                raise ValueError(f"{w}p_busy_w exceeds the cap at some level (allowed only at the lowest levels, "
+                                 "holding the power of the GPU's lowest clock) or falls as the cap rises")
             S = o.stage_gpus
             if S >= G:
                 if S % G:

@@ -140,6 +140,8 @@ def _heuristic(inst: Instance, local_layouts: int = 3) -> list:
         g = _geom(inst, o)
         p, L = o.pp, o.num_layers
         U = [_mem_bound(inst, o, s, L - (p - 1)) for s in range(p)]
+        if o.max_layers_per_stage:                 # the interleaved schedule's even split
+            U = [min(u, o.max_layers_per_stage) for u in U]
         if min(U) < 1 or sum(U) < L:
             continue
         ctx[k] = (o, g, U)

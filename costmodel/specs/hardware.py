@@ -225,8 +225,9 @@ def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
     budget = _get(power, "node_power_budget", w, "watts", prefix="power.")
     if "node_other_power" in power:
         v = _get(power, "node_other_power", w, "watts", prefix="power.", positive=False)
-        if v < 0:
-            raise InputError(w, "power.node_other_power", f"must be >= 0, got {power['node_other_power']!r}")
+        if v < 0 or v >= budget:
+            raise InputError(w, "power.node_other_power", f"must be >= 0 and below power.node_power_budget "
+                             f"({budget:g} W), got {power['node_other_power']!r}")
         _check_sources(d, w, ["power.node_other_power"])
         return dict(node_other_power_w=v, node_other_power_source=str(d["sources"]["power.node_other_power"]))
     G = _get_int(d, ("gpus_per_node",), w)

@@ -393,3 +393,15 @@ def test_an_unwritable_output_is_refused_before_any_benchmark(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["--quick", "--out", str(blocker / "raw.jsonl")]) == 2
+
+
+@pytest.mark.parametrize("flag,value", [("--wait-s", "nan"), ("--idle-s", "inf"), ("--sample-hz", "0"),
+                                        ("--timeout-s", "nan"), ("--wait-s", "abc")])
+def test_non_finite_durations_and_rates_exit_2(tmp_path, capsys, flag, value):
+    """argparse refuses them (exit 2, the flag named) before any benchmark runs: a NaN wait would
+    hang the other ranks in their all-reduce."""
+    from costmodel.calibration.run import main
+    with pytest.raises(SystemExit) as e:
+        main(["--quick", "--out", str(tmp_path / "x.jsonl"), flag, value])
+    assert e.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()

@@ -128,3 +128,21 @@ def test_pareto_front_drops_dominated_points():
     from costmodel.report import non_dominated
     pts = [(2.0, 90.0, "b"), (1.0, 100.0, "a"), (2.5, 95.0, "dominated"), (3.0, 80.0, "c"), (2.0, 90.0, "tie")]
     assert [p[2] for p in non_dominated(pts)] == ["a", "b", "c"]
+
+
+def test_energy_recommend_on_a100_and_with_interleaved_layouts():
+    """dgx-a100 at its 100 W minimum limit: heavy layouts cannot meet the lowest cap at the A100's
+    lowest clock (they hold that clock's power), which the ILP accepts; dgx-h100 Llama 3 8B: the
+    fastest layouts are interleaved ones, held at their even split (no false 'infeasible')."""
+    for cluster in ("dgx-a100", "dgx-h100"):
+        p = run("recommend", "--model", "llama3-8b", "--cluster", cluster, "--objective", "energy", "--json")
+        assert p.returncode == 0, p.stderr
+        rec = json.loads(p.stdout)
+        assert rec["search"]["space_layouts"] > 500 and rec["reference"]["step_time_s"] <= rec["step_time_s"] + 1e-9
+
+
+def test_plot_and_suite_numbers_are_checked_before_any_work(tmp_path):
+    args = ["recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--objective", "energy", "--pareto"]
+    assert_one_line_error(run(*args, "--plot", str(tmp_path / "front.txt")), "--plot", "PNG")
+    assert_one_line_error(run(*args, "--plot", str(tmp_path / "no" / "front.png")), "--plot", "does not exist")
+    assert_one_line_error(run(*args, "--plot", str(tmp_path)), "--plot", "PNG")
