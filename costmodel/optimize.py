@@ -256,6 +256,8 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
             opts[i] = build_option(_run(i), caps, node_power, {k: (v[i] if np.ndim(v) else v) for k, v in tb.items()})
         return opts[i]
     lb = {"time": t_lb, "energy": e_lb, "edp": e_lb * t_lb}[objective]
+    if objective == "edp":
+        lb = np.maximum(lb, ilp.edp_lower_bound(_Table(masked)))
     solves = [0]
 
     def bnb(obj, bound, first):

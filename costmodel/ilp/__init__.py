@@ -129,11 +129,11 @@ by :func:`evaluate` with the same floating-point arithmetic as the brute-force o
 as met within a relative ``FEAS_RTOL`` = 1e-6 (the MIP's own limit rows use 1e-7).
 """
 from ..errors import InfeasibleError, SolverUnavailableError
-from .evaluation import evaluate, lower_bounds
+from .evaluation import edp_lower_bound, evaluate, lower_bounds
 from .instance import FEAS_RTOL, OBJECTIVES, GpuRow, Instance, LayoutOption, Solution
 from .solver import pareto_front, solve
 
 __all__ = [
     "OBJECTIVES", "FEAS_RTOL", "LayoutOption", "Instance", "GpuRow", "Solution", "InfeasibleError",
-    "SolverUnavailableError", "solve", "pareto_front", "evaluate", "lower_bounds",
+    "SolverUnavailableError", "solve", "pareto_front", "evaluate", "lower_bounds", "edp_lower_bound",
 ]

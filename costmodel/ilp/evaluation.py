@@ -106,6 +106,37 @@ def lower_bounds(o) -> tuple:
     return (float(T), float(E)) if np.ndim(T) == 0 else (T, E)
 
 
+def edp_lower_bound(o):
+    """A bound below E x T over every decision of layout ``o`` (same conventions as
+    :func:`lower_bounds`, arrays over layouts allowed).
+
+    With x_c the share of the layers at cap level c (relaxed to a simplex), the tail's level c_t
+    and the first stage's c_f: T >= a (L sum_c x_c tl[c] + tf[c_f] + tt[c_t]) / p + D and
+    E >= S m sum (Pb - Pi) t + p S (Pi + Pn) T are affine in x, so E T is bounded below by the
+    product of two positive affine functions.  That product is quasi-concave on the positive
+    orthant (its superlevel sets are convex), so its least value over the simplex is at a vertex:
+    every layer at one level.  The bound is the least product over (c, c_t, c_f)."""
+    tl, tf, tt = np.asarray(o.t_layer_s), np.asarray(o.t_first_s), np.asarray(o.t_last_s)
+    L, p = o.num_layers, o.pp
+    a = np.asarray(o.microbatches + (p - 1) / o.vp, dtype=np.float64)
+    S, m = o.stage_gpus, o.microbatches
+    floor = np.asarray(o.p_idle_w + o.p_node_w, dtype=np.float64)
+    N = np.asarray(o.pp * o.stage_gpus, dtype=np.float64)
+    de = np.expand_dims(S * m, -1) * (np.asarray(o.p_busy_w) - np.expand_dims(o.p_idle_w, -1))
+    ex = lambda x, k: np.asarray(x, dtype=np.float64)[..., None, None, None]
+    # axes (..., c, c_t, c_f)
+    t_sum = (L * tl)[..., :, None, None] + tt[..., None, :, None] + tf[..., None, None, :]
+    with np.errstate(invalid="ignore"):
+        e_busy = (L * de * tl)[..., :, None, None] + (de * tt)[..., None, :, None] + (de * tf)[..., None, None, :]
+    T = ex(a, 0) * t_sum / ex(np.asarray(p, dtype=np.float64), 0) + ex(np.asarray(o.const_time_s, dtype=np.float64), 0)
+    E = e_busy + ex(N * floor, 0) * T
+    with np.errstate(invalid="ignore"):
+        v = E * T
+    v = np.where(np.isnan(v), np.inf, v)
+    out = v.reshape(v.shape[:-3] + (-1,)).min(axis=-1)
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def _default_blocks(g: _Geom) -> list:
     return [0] * g.p if g.whole else [s % g.Q for s in range(g.p)]
 

@@ -56,7 +56,7 @@ def test_pruned_search_returns_the_per_layout_optimum(small, objective, node_pow
 
 def test_lower_bounds_hold_for_every_decision(small):
     """Brute force over cap assignments x layer splits of the 2-stage layouts (interleaved ones too: their
-    even split is one of the splits): no decision beats the bound."""
+    even split is one of the splits): no decision beats the time, energy or EDP bound."""
     from itertools import product
     from costmodel.ilp.evaluation import _times_energy
     m, r, c, p, sub, caps = small
@@ -68,10 +68,13 @@ def test_lower_bounds_hold_for_every_decision(small):
         from costmodel.optimize import build_option
         o = build_option(prediction_row(pred, i, m, r, c, p), caps, True)
         assert ilp.lower_bounds(o) == pytest.approx((t_lb[i], e_lb[i]), rel=1e-12)
+        edp_lb = ilp.edp_lower_bound(o)
+        assert edp_lb == pytest.approx(ilp.edp_lower_bound(_Table(tb))[i], rel=1e-12)
         L = o.num_layers
         splits = np.array([[n, L - n] for n in range(1, L)])
         for cs in product(range(len(caps)), repeat=2):
             _, _, T, E = _times_energy(o, cs, splits)
             assert T.min() >= t_lb[i] * (1 - 1e-12) and E.min() >= e_lb[i] * (1 - 1e-12)
+            assert (E * T).min() >= edp_lb * (1 - 1e-12)
         checked += 1
     assert checked >= 1
