@@ -407,8 +407,9 @@ def nvidia_smi_lines(sol, gpus_per_node: int) -> str:
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console (wide enough for the ranking table when output is not a terminal)."""
-    return Console(stderr=stderr, width=None if Console().is_terminal else 160)
+    """A rich console (wide enough for the ranking table when output is not a terminal); no emoji
+    codes, so a ``file:1234:`` location in a note prints as written."""
+    return Console(stderr=stderr, width=None if Console().is_terminal else 160, emoji=False)
 
 
 def validate_tables(summary: dict, results, show_rows: bool = False) -> list:

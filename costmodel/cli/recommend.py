@@ -62,18 +62,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in ("cbc", "highs"):
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
-    if plot is not None and not pareto:
-        raise InputError("--plot", "", "draws the Pareto front: add --pareto")
-    if plot is not None:
-        target = Path(plot)
-        if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
-            raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
-        if not target.parent.is_dir():
-            raise InputError("--plot", "", f"{plot!r}: folder {str(target.parent)!r} does not exist")
-        try:
-            import matplotlib  # noqa: F401  (fail before a long solve, not after)
-        except ImportError:
-            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+    _check_plot(plot, pareto)
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
@@ -120,6 +109,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "add nodes or use a GPU with more HBM")
     best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
+    if node_power is not None and objective == "time" and not pareto and all(v is None for v in limits):
+        raise InputError("--node-power/--no-node-power", "", "counts the nodes' power in the energy: use it with "
+                         "--objective energy or edp, a power or thermal limit, or --pareto")
     if objective != "time" or pareto or any(v is not None for v in limits):
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
@@ -167,6 +159,27 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
                     f"the all-to-all MoE dispatcher with grouped GEMM (--moe-dispatcher alltoall "
                     f"--moe-grouped-gemm; {r.stack} defaults to allgather and per-expert GEMMs)"))
     return out
+
+
+def _check_plot(plot: str | None, pareto: bool) -> None:
+    """``--plot``: only with ``--pareto``, a PNG file in an existing folder, matplotlib installed;
+    checked before the search and the solve.
+
+    Raises:
+        InputError: any of those not met.
+    """
+    if plot is not None and not pareto:
+        raise InputError("--plot", "", "draws the Pareto front: add --pareto")
+    if plot is not None:
+        target = Path(plot)
+        if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
+            raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
+        if not target.parent.is_dir():
+            raise InputError("--plot", "", f"{plot!r}: folder {str(target.parent)!r} does not exist")
+        try:
+            import matplotlib  # noqa: F401  (fail before a long solve, not after)
+        except ImportError:
+            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
@@ -229,6 +242,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                     what="the fastest layout under the same limits")
     if note:
         print(note, file=sys.stderr)
+    if p.power is not None and p.power.not_fitted():
+        print(f"costmodel: note: the energy answer rests on power coefficients of {p.path} that were not fitted on "
+              f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)",
+              file=sys.stderr)
     if as_json:
         if front is not None:
             summary["pareto"] = [{"step_time_s": T, "energy_j_per_step": E, "layout": f.layout_name,

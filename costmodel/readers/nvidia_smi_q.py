@@ -120,7 +120,10 @@ def _number(value, unit):
     got = m.group(2)
     if got != unit and not (unit == "%" and got == "%") and not (got == "" and unit in ("C",)):
         return None, f"{value!r}: expected {unit}"
-    return float(m.group(1)), None
+    v = float(m.group(1))
+    if unit != "C" and v < 0:                 # power, clock, utilisation, voltage are never negative
+        return None, f"{value!r}: negative"
+    return v, None
 
 
 def read_nvidia_smi_q(path, strict=True) -> SmiQuery:
