@@ -177,13 +177,14 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
         lo = float(t.min()) - step_time_s * max(1.0, _records_interval(t, step_time_s))
         hi = float(t.max())
         a, b = max(lo, float(np.nanmin(tt))), min(hi, float(np.nanmax(tt)))
-        if b <= a:
+        if b < a:
             from datetime import datetime
             f = lambda x: datetime.fromtimestamp(x).strftime("%Y-%m-%d %H:%M:%S")
             raise InputError("--power", "", f"the power trace covers {f(np.nanmin(tt))} .. {f(np.nanmax(tt))}, the log's "
                              f"kept iterations {f(lo)} .. {f(hi)}: they do not overlap (wrong file, or clocks in "
                              "different time zones)")
-        return a, b, "log timestamps"
+        # one snapshot inside the window (nvidia-smi -q taken once): the window is that instant
+        return a, (b if b > a else a + 1e-3), "log timestamps"
     if util is not None and np.isfinite(util).any():
         busy = np.asarray(util, float) >= 50
         if busy.any():

@@ -43,6 +43,8 @@ def _read_trace(path, gpus_per_node):
     column is numbered with the cluster's GPUs per node."""
     from ..errors import ReaderParseError
     from ..readers.registry import read_power_trace
+    if Path(path).is_dir():
+        raise InputError("--power", "", f"{path} is a directory; name the trace file")
     if not Path(path).is_file():
         raise InputError(path, "", "no such file")
     try:
@@ -53,7 +55,9 @@ def _read_trace(path, gpus_per_node):
         raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
                                         "dcgmi dmon, the suite's JSONL)")
     if data.t_unix.size == 0 or not (data.power_w == data.power_w).any():
-        raise InputError("--power", "", f"{path} ({fmt}) has no power samples (a suite run on CPU samples none)")
+        why = (f"; {len(warns)} bad line(s), the first: {warns[0]}" if warns else
+               " (a suite run on CPU samples none)" if fmt == "suite-jsonl" else "")
+        raise InputError("--power", "", f"{path} ({fmt}) has no power samples{why}")
     return data, list(warns)
 
 

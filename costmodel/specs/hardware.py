@@ -189,6 +189,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         raise
     intra, inter = _sub(d, "intra_node", w), _sub(d, "inter_node", w)
     power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
+    _check_keys(d, w)
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
         if nodes < 1 or nodes > 2**24:
@@ -213,6 +214,35 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
         sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w))
+
+
+#: the keys of a cluster file (hardware/README.md), per section; a misspelt key would otherwise be
+#: ignored and its value silently replaced by a default
+CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "intra_node", "inter_node", "power",
+                     "cooling", "sources"),
+                "intra_node": ("fabric", "bandwidth_per_gpu", "latency"),
+                "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency"),
+                "power": ("node_power_budget", "node_other_power"),
+                "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
+                "cooling.slots[]": ("row", "r_th_scale")}
+
+
+def _check_keys(d: dict, w: str) -> None:
+    """Raise InputError naming the first key of a cluster mapping not in :data:`CLUSTER_KEYS`."""
+    def check(m, where):
+        known = CLUSTER_KEYS[where.split("[")[0] + ("[]" if "[" in where else "")]
+        for k in m:
+            if k not in known:
+                raise InputError(w, f"{where}.{k}" if where else str(k),
+                                 f"unknown key (known: {', '.join(known)})")
+    check(d, "")
+    for sec in ("intra_node", "inter_node", "power", "cooling"):
+        if isinstance(d.get(sec), dict):
+            check(d[sec], sec)
+    slots = (d.get("cooling") or {}).get("slots") if isinstance(d.get("cooling"), dict) else None
+    for i, sl in enumerate(slots if isinstance(slots, list) else []):
+        if isinstance(sl, dict):
+            check(sl, f"cooling.slots[{i}]")
 
 
 def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:

@@ -117,6 +117,11 @@ def test_cluster_node_other_power_is_stated_or_derived_and_checked(tmp_path):
     f.write_text(yaml.safe_dump(bad))
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f), "--tp", "8"),
                           "power.node_other_power", ">= 0")
+    typo = dict(src, cooling=dict(src["cooling"], inlet_tmp="25C"))
+    f3 = tmp_path / "typo.yaml"
+    f3.write_text(yaml.safe_dump(typo))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f3), "--tp", "8"),
+                          "cooling.inlet_tmp", "unknown key")
     low = dict(src, power={"node_power_budget": "4kW"})
     f2 = tmp_path / "low.yaml"
     f2.write_text(yaml.safe_dump(low))

@@ -531,3 +531,20 @@ def test_nvidia_smi_q_bad_values_and_snapshots(tmp_path):
     q = read_nvidia_smi_q(f, strict=False)
     assert len(q) == 2 and [g["snapshot"] for g in q.gpus] == [0, 1] and q.gpus[0]["power_w"] == 21.3
     assert np.isnan(q.gpus[1]["power_w"]) and q.gpus[1]["temp_c"] == 33.0
+
+
+def test_compare_takes_one_nvidia_smi_q_snapshot_and_names_bad_lines(tmp_path):
+    """A single `nvidia-smi -q` taken during the run is a trace of one instant inside the log's window;
+    a capture whose every power value is bad names its first bad line; a folder is not a trace."""
+    from costmodel.cli.compare import _read_trace
+    from costmodel.compare import training_window
+    from costmodel.errors import InputError
+    t0, t1, how = training_window([1000.0, 1010.0, 1020.0], 10.0, [1005.0], True)
+    assert how == "log timestamps" and t0 == 1005.0 and 0 < t1 - t0 <= 1e-3
+    bad = tmp_path / "bad.txt"
+    bad.write_text(Q_A10.read_text().replace(": 21.30 W", ": 2.1 kW"))
+    with pytest.raises(InputError, match=r"no power samples; 1 bad line\(s\), the first: .*bad.txt:\d+: GPU Power "
+                                          r"Readings / Power Draw: '2.1 kW': expected W"):
+        _read_trace(bad, 8)
+    with pytest.raises(InputError, match="is a directory"):
+        _read_trace(tmp_path, 8)
