@@ -29,6 +29,46 @@ CASES = [("gpt3-175b", 2048), ("llama3-70b", 8192), ("mixtral-8x7b", 4096)]
 CLUSTERS = ("paper-h200", "paper-h100")
 
 
+def perseus_check(console) -> None:
+    """Power-limit reproduction on the Perseus locked-clock sweeps (GPT-3 175B and BLOOM stages on A100
+    SXM, hardware/profiles/data/perseus_*): the DVFS power curve is the fitted one
+    (costmodel/fit/builtin/dvfs.py); the time is the model's, t(f) = t_max (c f_max / f + 1 - c) with
+    the compute-bound share c fitted per sweep.  For caps between the sweep's least and largest power,
+    the model's clock under the cap (costmodel.power) gives a time and an energy per pass, compared
+    with the measured pass at the clock where the measured power crosses the cap."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    from costmodel.fit.builtin.dvfs import fit_sweep
+    from costmodel.fit.builtin.power import load
+    from costmodel.power import clock_for_dynamic_ratio, dynamic_power_ratio
+    tb = Table(title="Power caps on the Perseus A100 sweeps: model vs measured pass (time, energy)")
+    for col in ("sweep", "compute-bound c", "caps", "max |time err|", "max |energy err|"):
+        tb.add_column(col, justify="left" if col == "sweep" else "right")
+    for name, rows in load()["perseus"].items():
+        stage = min(r.stage for r in rows)
+        for instr in ("forward", "backward"):
+            rr = sorted((r for r in rows if r.stage == stage and r.instruction == instr), key=lambda r: r.sm_clock_mhz)
+            f = np.array([r.sm_clock_mhz for r in rr])
+            t = np.array([r.time_s for r in rr])
+            pw = np.array([r.energy_j / r.time_s for r in rr])
+            fit = fit_sweep(f, pw)
+            fmax, tmax = f.max(), t[np.argmax(f)]
+            c = least_squares(lambda x: (tmax * (x[0] * fmax / f + 1 - x[0]) - t) / t, [0.8], bounds=(0, 1)).x[0]
+            caps = np.linspace(pw.min() * 1.01, pw.max() * 0.99, 8)
+            te, ee = [], []
+            for cap in caps:
+                s = float(clock_for_dynamic_ratio((cap - fit["p0_w"]) / fit["dyn_w"], fit["gamma"], fit["v_floor"]))
+                t_mod = tmax * (c / s + 1 - c)
+                p_mod = fit["p0_w"] + fit["dyn_w"] * float(dynamic_power_ratio(s, fit["gamma"], fit["v_floor"]))
+                # measured: the highest clock whose power is under the cap (the GPU's own governor)
+                i = int(np.flatnonzero(pw <= cap).max())
+                te.append(abs(t_mod / t[i] - 1))
+                ee.append(abs(t_mod * p_mod / (t[i] * pw[i]) - 1))
+            tb.add_row(f"{name}/{instr}", f"{c:.2f}", f"{caps[0]:.0f}-{caps[-1]:.0f} W",
+                       f"{100 * max(te):.1f}%", f"{100 * max(ee):.1f}%")
+    console.print(tb)
+
+
 def main(argv: list[str]) -> int:
     k = int(argv[argv.index("--candidates") + 1]) if "--candidates" in argv else 6
     tb = Table(title="Energy-optimal vs time-optimal (ILP over the whole layout space), gbs 128")
@@ -61,6 +101,7 @@ def main(argv: list[str]) -> int:
                            f"{s_opt.step_time_s:.2f}", f"{s_opt.energy_j / 1e3:,.0f}",
                            pct(s_opt.energy_j, t_opt.energy_j), f"{e_sp.n_solved}/{e_sp.n_space:,}", f"{dt:.1f}")
     Console(width=200).print(tb)
+    perseus_check(Console(width=200))
     return 0
 
 
