@@ -258,6 +258,7 @@ class EnergyReport:
     nodes: int = 0
     node_other_power_w: float = 0.0
     node_energy_j_per_step: float = 0.0
+    shutdown: str | None = None
 
     @property
     def total_energy_j_per_step(self) -> float:
@@ -407,7 +408,19 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
         nodes=nodes, node_other_power_w=cluster.node_other_power_w,
-        node_energy_j_per_step=nodes * cluster.node_other_power_w * T)
+        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, G))
+
+
+def _shutdown(cluster: ClusterSpec, temps, G: int) -> str | None:
+    """Why the hottest GPU powers off (steady temperature past the GPU's shutdown temperature), or
+    None (also when the GPU file gives no shutdown temperature)."""
+    stop = cluster.gpu.shutdown_temp_c
+    if stop is None or float(temps.max()) <= stop:
+        return None
+    r = int(np.argmax(temps))
+    return (f"GPU {r // G}:{r % G} reaches {float(temps[r]):.1f} C steady even at the HW-slowdown clock, past "
+            f"{cluster.gpu.name}'s shutdown temperature {stop:g} C: it would power off (cool the inlet or cap "
+            "the power)")
 
 
 def _boost_mhz(cluster: ClusterSpec):

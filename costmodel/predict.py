@@ -151,7 +151,7 @@ class RunPrediction:
     Attributes:
         model, recipe, cluster, profile: what was predicted.
         layout: the layout as a dict (:meth:`costmodel.layouts.LayoutTable.row`).
-        feasible: peak memory fits the GPU's HBM.
+        feasible: peak memory fits the GPU's HBM, and no GPU passes its shutdown temperature.
         uncapped_step_time_s: the time model's step at full clocks, s (sum of ``breakdown``).
         breakdown: term -> seconds (costmodel.schedule.BREAKDOWN_TERMS).
         memory: weights/grads/optimizer/activations bytes per GPU; peak_mem_bytes their peak.
@@ -213,6 +213,8 @@ class RunPrediction:
         """Why the layout is infeasible (peak memory over HBM), None when it fits."""
         if self.feasible:
             return None
+        if self.energy is not None and self.energy.shutdown:
+            return self.energy.shutdown
         cap = self.cluster.gpu.capacity_bytes
         over = self.peak_mem_bytes - cap
         return (f"peak memory {self.peak_mem_bytes / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
@@ -299,6 +301,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
             caps = None if caps_w is None else [caps_w] * run.layout["pp"]
             run.energy = layout_energy(model, recipe, cluster, profile, run.terms, caps_w=caps,
                                        warm_steps=warm_steps, inlet_temp_c=inlet_temp_c, derate=derate)
+            if run.energy.shutdown:
+                run.feasible = False
         out.append(run)
     return out
 

@@ -16,7 +16,8 @@ class GpuSpec:
 
     Attributes: key (file stem), name, vendor, peak_flops (dtype -> dense FLOP/s), hbm_bytes,
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
-    citation), slowdown_temp_c (thermal slowdown threshold), power_limit_min_w (lowest settable
+    citation), slowdown_temp_c (thermal slowdown threshold), shutdown_temp_c (the GPU powers off above
+    it: a layout that reaches it is infeasible), power_limit_min_w (lowest settable
     power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted), min_clock_mhz (the
     lowest SM clock, an idle GPU's) and
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
@@ -36,6 +37,7 @@ class GpuSpec:
     nvlink_bytes_per_s: float
     sources: dict
     slowdown_temp_c: float | None = None
+    shutdown_temp_c: float | None = None
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
     min_clock_mhz: float | None = None
@@ -164,6 +166,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
                                 default=0.0),
         sources=dict(d["sources"]),
         slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
+        shutdown_temp_c=_shutdown(d, w),
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
         min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
@@ -243,6 +246,23 @@ def _check_keys(d: dict, w: str) -> None:
     for i, sl in enumerate(slots if isinstance(slots, list) else []):
         if isinstance(sl, dict):
             check(sl, f"cooling.slots[{i}]")
+
+
+def _shutdown(d: dict, w: str) -> float | None:
+    """The GPU file's ``shutdown_temp`` (C), above its slowdown temperature and with its source; None
+    when not given.
+
+    Raises:
+        InputError: not a temperature, at or below slowdown_temp, or without a sources line.
+    """
+    t = _get(d, "shutdown_temp", w, "celsius", required=False)
+    if t is None:
+        return None
+    _check_sources(d, w, ["shutdown_temp"])
+    slow = _get(d, "slowdown_temp", w, "celsius", required=False)
+    if slow is not None and t <= slow:
+        raise InputError(w, "shutdown_temp", f"{t:g} C must be above slowdown_temp {slow:g} C")
+    return t
 
 
 def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
