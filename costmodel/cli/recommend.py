@@ -42,6 +42,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the \\[plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
+              cap_count: int = typer.Option(5, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
@@ -58,6 +59,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     for flag, v in (("--top", top), ("--max-mbs", max_mbs)):
         if v < 1:
             raise InputError(flag, "", f"must be >= 1, got {v}")
+    if not 2 <= cap_count <= 21:
+        raise InputError("--cap-levels", "", f"must be between 2 and 21, got {cap_count}")
     if objective not in OBJECTIVES:
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in ("cbc", "highs"):
@@ -116,7 +119,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
-                          k=candidates_k, as_json=as_json, note=note, node_power=node_power)
+                          k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count)
         return
     if note:
         print(note, file=sys.stderr)
@@ -183,7 +186,8 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
-                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None):
+                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
+                      cap_count=5):
     from .. import ilp
     from ..optimize import build_instance, cap_levels, candidates, solve_space
     if step_time_slack is not None and step_time_slack < 0:
@@ -192,7 +196,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         k = 3 if pareto else 6   # every front point is a MIP solve: keep the front quick
     if k < 1:
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
-    caps = cap_levels(c, p, power_cap_w)
+    caps = cap_levels(c, p, power_cap_w, n=cap_count)
     slow = c.gpu.slowdown_temp_c
     limit_t = max_temp_c if max_temp_c is not None else slow
     if limit_t is None:

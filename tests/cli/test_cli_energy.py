@@ -151,3 +151,13 @@ def test_plot_and_suite_numbers_are_checked_before_any_work(tmp_path):
     assert_one_line_error(run(*args, "--plot", str(tmp_path / "front.txt")), "--plot", "PNG")
     assert_one_line_error(run(*args, "--plot", str(tmp_path / "no" / "front.png")), "--plot", "does not exist")
     assert_one_line_error(run(*args, "--plot", str(tmp_path)), "--plot", "PNG")
+
+
+def test_cap_levels_refine_the_grid():
+    """Nine levels on the H200 (200 W .. 700 W by 62.5 W) reach caps the default five do not, and the
+    energy optimum over the finer grid is never worse (the five-level grid is a subset of nine's)."""
+    five = json.loads(run("recommend", *ARGS, "--objective", "energy", "--no-node-power", "--json").stdout)
+    nine = json.loads(run("recommend", *ARGS, "--objective", "energy", "--no-node-power", "--cap-levels", "9",
+                          "--json").stdout)
+    assert nine["energy_j_per_step"] <= five["energy_j_per_step"] * (1 + 1e-9)
+    assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--cap-levels", "1"), "--cap-levels", "2 and 21")
