@@ -34,7 +34,8 @@ OBJECTIVES = ("time", "energy", "edp")
 
 
 def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = 5) -> tuple:
-    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default TDP), W.
+    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default TDP), W,
+    rounded to whole watts.
 
     Raises:
         InputError: a cap outside the GPU's settable range.
@@ -42,7 +43,9 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     pw = power_params(cluster, profile)
     top = pw.max_cap_w if max_cap_w is None else max_cap_w
     check_cap(cluster, pw, top)
-    return tuple(float(x) for x in np.linspace(pw.min_cap_w, top, n)) if top > pw.min_cap_w else (top,)
+    # whole watts: the levels the ILP prices are the ones `nvidia-smi -pl` is told to set
+    levels = sorted({float(round(x)) for x in np.linspace(pw.min_cap_w, top, n)})
+    return tuple(levels) if top > pw.min_cap_w else (top,)
 
 
 def node_power_per_gpu_w(run: RunPrediction) -> float:

@@ -42,9 +42,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the \\[plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
-              cap_count: int = typer.Option(5, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
+              cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
-                                                         help="Layouts handed to the ILP (default: 6, 3 with --pareto)."),
+                                                         help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
               recipe_flags: dict = None):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
@@ -59,7 +59,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     for flag, v in (("--top", top), ("--max-mbs", max_mbs)):
         if v < 1:
             raise InputError(flag, "", f"must be >= 1, got {v}")
-    if not 2 <= cap_count <= 21:
+    if cap_count is not None and not 2 <= cap_count <= 21:
         raise InputError("--cap-levels", "", f"must be between 2 and 21, got {cap_count}")
     if objective not in OBJECTIVES:
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
@@ -112,9 +112,10 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "add nodes or use a GPU with more HBM")
     best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
-    if node_power is not None and objective == "time" and not pareto and all(v is None for v in limits):
-        raise InputError("--node-power/--no-node-power", "", "counts the nodes' power in the energy: use it with "
-                         "--objective energy or edp, a power or thermal limit, or --pareto")
+    for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):
+        if v is not None and objective == "time" and not pareto and all(x is None for x in limits):
+            raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
+                             "or thermal limit, or --pareto")
     if objective != "time" or pareto or any(v is not None for v in limits):
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
@@ -189,14 +190,14 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
                       cap_count=5):
     from .. import ilp
-    from ..optimize import build_instance, cap_levels, candidates, solve_space
+    from ..optimize import cap_levels, solve_space
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
     if k is None:
-        k = 3 if pareto else 6   # every front point is a MIP solve: keep the front quick
+        k = 6
     if k < 1:
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
-    caps = cap_levels(c, p, power_cap_w, n=cap_count)
+    caps = cap_levels(c, p, power_cap_w, n=cap_count or 5)
     slow = c.gpu.slowdown_temp_c
     limit_t = max_temp_c if max_temp_c is not None else slow
     if limit_t is None:
@@ -205,6 +206,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     inlet = c.cooling.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, c)
+    stop = c.gpu.shutdown_temp_c
+    if stop is not None and limit_t >= stop:
+        raise InputError("--max-temp-c", "", f"{limit_t:g} C is at or above {c.gpu.name}'s shutdown temperature "
+                         f"{stop:g} C: the GPU would power off")
     if limit_t <= inlet:
         raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
     node_w = c.node_power_budget_w if node_power_kw is None else node_power_kw * 1e3
@@ -217,19 +222,15 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         node_power = objective in ("energy", "edp")
     space = None
     try:
+        space = solve_space(m, r, c, p, res, objective, caps, max_temp_c=limit_t, node_power_w=node_w,
+                            inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power,
+                            solver=solver, k=k)
+        sol, lays = space.solution, space.runs
+        front = None
         if pareto:
-            lays = candidates(m, r, c, p, res, objective, k=k, top_cap_w=power_cap_w, node_power=node_power)
-            inst = build_instance(lays, caps, max_temp_c=limit_t, node_power_w=node_w, inlet_temp_c=inlet_temp_c,
-                                  step_time_slack=step_time_slack, node_power=node_power)
-            front = report.non_dominated(ilp.pareto_front(inst, solver=solver))
-            sol = min((s for _, _, s in front), key=lambda s: s.value(objective))
-            sol = dataclasses.replace(sol, reference=front[0][2])     # the front's fastest point
-        else:
-            front = None
-            space = solve_space(m, r, c, p, res, objective, caps, max_temp_c=limit_t, node_power_w=node_w,
-                                inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power,
-                                solver=solver, k=k)
-            sol, lays = space.solution, space.runs
+            # the front over the layouts the search kept (the optimum and the fastest among them),
+            # so --pareto never changes the answer or its reference
+            front = report.non_dominated(ilp.pareto_front(space.instance, solver=solver))
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout

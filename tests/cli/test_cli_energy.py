@@ -161,3 +161,18 @@ def test_cap_levels_refine_the_grid():
                           "--json").stdout)
     assert nine["energy_j_per_step"] <= five["energy_j_per_step"] * (1 + 1e-9)
     assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--cap-levels", "1"), "--cap-levels", "2 and 21")
+
+
+def test_pareto_keeps_the_answer_and_its_reference_and_limits_stop_below_shutdown():
+    """--pareto draws the front over the layouts the whole-space search kept, so the chosen layout and
+    its reference are those of the same run without it; a temperature limit at or above the GPU's
+    shutdown temperature (H100: 95 C) is refused."""
+    plain = json.loads(run("recommend", "--model", "llama3-8b", "--cluster", "paper-h200", "--objective", "energy",
+                           "--json").stdout)
+    front = json.loads(run("recommend", "--model", "llama3-8b", "--cluster", "paper-h200", "--objective", "energy",
+                           "--pareto", "--json").stdout)
+    assert front["step_time_s"] == plain["step_time_s"] and front["energy_j_per_step"] == plain["energy_j_per_step"]
+    assert front["reference"]["step_time_s"] == plain["reference"]["step_time_s"]
+    assert len(front["pareto"]) >= 2 and min(x["step_time_s"] for x in front["pareto"]) <= front["step_time_s"]
+    assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--objective", "energy",
+                              "--max-temp-c", "96"), "--max-temp-c", "shutdown temperature 95 C")
