@@ -117,7 +117,8 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     term -> utilisation while computing: ``flop``, ``hbm``, ``link``); and per layout ``m``
     (micro-batches), ``const_s`` (exposed DP + optimizer + contention per step), ``bubble_factor``
     (m + (PP-1)/VP), ``stage_gpus`` (TP x DP x CP), ``pp_mb_s`` (stage-boundary sends per
-    micro-batch), ``layers_even`` (layers on the fullest stage of the default split).
+    micro-batch), ``layers_even`` (layers on the fullest stage of the default split), ``u_link``
+    and ``peak_flops`` (the dense peak the FLOP utilisation is measured against).
     """
     t, ct, cm, st = terms.layouts, terms.compute, terms.comm, terms.step
     bd = st.breakdown
@@ -146,7 +147,7 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                              ct.logits_fwd_s + ct.logits_bwd_s, zero, zero),
                 m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s,
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
-                pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link)
+                pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak)
 
 
 def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
@@ -179,7 +180,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     pp_mb = float(b["pp_mb_s"][0])
     exposed = layers * float(ly["exposed_s"][0]) + pp_mb
     hidden = layers * float(ly["hidden_s"][0])
-    peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
+    peak = b["peak_flops"]
     util = {"flop": np.clip(flops / (peak * comp), 0.0, 1.0),
             "hbm": np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0),
             "link": b["u_link"] * np.clip(hidden / comp, 0.0, 1.0)}

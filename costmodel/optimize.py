@@ -3,7 +3,7 @@
 1. The vectorised search (costmodel.search) finds every feasible layout.
 2. Every 1F1B layout, and every interleaved one whose layers split evenly over its virtual stages
    (the ILP keeps those at the even split), becomes an ILP option, tabulated per cap level
-   (costmodel.energy.stage_terms): time of one layer and of the logits per micro-batch under the
+   for all layouts at once (:func:`option_table`, from costmodel.energy.layer_blocks): time of one layer and of the logits per micro-batch under the
    cap (DVFS: compute-bound time / clock ratio), power while computing, waiting power (idle +
    NCCL spin), the nodes' non-GPU power, per-stage memory (costmodel.memory.stage_memory_terms).
 3. Branch and bound over layouts (:func:`solve_space`): each option has a lower bound of its
@@ -17,6 +17,7 @@ Cap levels are evenly spaced from the GPU's minimum power limit to the user's ca
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -46,14 +47,6 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     # whole watts: the levels the ILP prices are the ones `nvidia-smi -pl` is told to set
     levels = sorted({float(round(x)) for x in np.linspace(pw.min_cap_w, top, n)})
     return tuple(levels) if top > pw.min_cap_w else (top,)
-
-
-def node_power_per_gpu_w(run: RunPrediction) -> float:
-    """The nodes' non-GPU power per GPU of the layout, W: nodes used x the cluster's
-    node_other_power_w / GPUs (a job on part of a node still pays the whole node)."""
-    n = run.layout["tp"] * run.layout["pp"] * run.layout["dp"] * run.layout["cp"]
-    G = run.cluster.gpus_per_node
-    return -(-n // G) * run.cluster.node_other_power_w / n
 
 
 def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power: bool = False) -> dict:
@@ -117,17 +110,10 @@ def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
     return v.min(axis=1)
 
 
-class _Table:
-    """:func:`option_table` as attributes, for :func:`costmodel.ilp.lower_bounds` over every layout."""
-
-    def __init__(self, d: dict):
-        self.__dict__.update(d)
-
-
 def build_option(run: RunPrediction, caps: tuple, node_power: bool = False, fields: dict | None = None) -> "ilp.LayoutOption":
     """One ILP option: the layout's per-cap layer and logits times, busy power and stage memory;
-    with ``node_power`` the nodes' non-GPU power enters its energy (:func:`node_power_per_gpu_w`);
-    ``fields``: its row of :func:`option_table` when already computed."""
+    with ``node_power`` the nodes' non-GPU power enters its energy (the nodes a layout occupies,
+    whole, over its GPUs); ``fields``: its row of :func:`option_table` when already computed."""
     model, recipe, layout = run.model, run.recipe, run.layout
     if fields is None:
         tb = option_table(model, recipe, run.cluster, run.profile, run.terms, caps, node_power)
@@ -145,7 +131,7 @@ def build_option(run: RunPrediction, caps: tuple, node_power: bool = False, fiel
 def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float, node_power_w: float,
                    inlet_temp_c: float | None, step_time_slack: float | None,
                    node_power: bool = False, options: tuple | None = None) -> "ilp.Instance":
-    """The ILP instance over the layouts of ``runs`` (:func:`candidates`) with the cluster's slot thermal
+    """The ILP instance over the layouts of ``runs`` with the cluster's slot thermal
     model and the user's limits (``node_power_w``: the GPU power budget of a node); with
     ``node_power`` the energy counts the nodes' non-GPU power too; ``options``: the runs' options
     when already built."""
@@ -164,10 +150,10 @@ def build_instance(runs: list[RunPrediction], caps: tuple, *, max_temp_c: float,
 
 
 def candidates(model, recipe, cluster, profile, res: SearchResult, objective: str, *, pool: int = 48,
-               k: int = 6, top_cap_w: float | None = None, node_power: bool = False) -> list[RunPrediction]:
+               k: int = 6, top_cap_w: float | None = None) -> list[RunPrediction]:
     """The ``k`` best 1F1B layouts by the objective at the top cap, from the ``pool`` fastest, as
-    predictions with their energy at that cap (one vectorised pass over the pool); with
-    ``node_power`` the energy includes the nodes' non-GPU power.
+    predictions with their energy at that cap (one vectorised pass over the pool): the candidates of
+    benchmarks/ilp.py, which times the ILP against brute force (recommend uses :func:`solve_space`).
 
     Raises:
         InputError: no feasible 1F1B layout, or the power/thermal model lacks inputs.
@@ -180,8 +166,8 @@ def candidates(model, recipe, cluster, profile, res: SearchResult, objective: st
     runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w)
     if runs[0].energy is None:
         raise InputError(profile.path, "", f"no power/thermal model: missing {', '.join(runs[0].energy_missing)}")
-    joules = (lambda e: e.total_energy_j_per_step) if node_power else (lambda e: e.energy_j_per_step)
-    score = {"time": lambda e: e.step_time_s, "energy": joules, "edp": lambda e: joules(e) * e.step_time_s}[objective]
+    score = {"time": lambda e: e.step_time_s, "energy": lambda e: e.energy_j_per_step,
+             "edp": lambda e: e.energy_j_per_step * e.step_time_s}[objective]
     return sorted(runs, key=lambda r: score(r.energy))[:k]
 
 
@@ -245,7 +231,7 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     masked = dict(tb, t_layer_s=np.where(ok, tb["t_layer_s"], np.inf), t_last_s=np.where(ok, tb["t_last_s"], np.inf),
                   t_first_s=np.where(ok, tb["t_first_s"], np.inf))
     with np.errstate(invalid="ignore"):
-        t_lb, e_lb = ilp.lower_bounds(_Table(masked))
+        t_lb, e_lb = ilp.lower_bounds(SimpleNamespace(**masked))
     e_lb = np.where(np.isnan(e_lb), np.inf, e_lb)
     runs, opts = {}, {}
 
@@ -260,7 +246,7 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
         return opts[i]
     lb = {"time": t_lb, "energy": e_lb, "edp": e_lb * t_lb}[objective]
     if objective == "edp":
-        lb = np.maximum(lb, ilp.edp_lower_bound(_Table(masked)))
+        lb = np.maximum(lb, ilp.edp_lower_bound(SimpleNamespace(**masked)))
     solves = [0]
 
     def bnb(obj, bound, first):

@@ -25,6 +25,11 @@ THROTTLING = ("SW power cap", "HW slowdown", "SW thermal slowdown", "HW thermal 
 _PREFIXES = ("clocks_event_reasons.", "clocks_throttle_reasons.")
 
 
+def reasons_of_mask(mask: int) -> frozenset:
+    """The reason names of an NVML clock-event bit mask (:data:`REASON_BITS`)."""
+    return frozenset(r for bit, r in REASON_BITS.items() if mask & bit)
+
+
 def _mask(text) -> int | None:
     try:
         return int(str(text).strip(), 16) if text is not None else None
@@ -47,7 +52,7 @@ def reasons_per_row(smi) -> list | None:
             for i, v in enumerate(vals):
                 m = _mask(v)
                 if m is not None:
-                    out[i] |= {r for bit, r in REASON_BITS.items() if m & bit}
+                    out[i] |= reasons_of_mask(m)
         elif name in _FIELDS:
             for i, v in enumerate(vals):
                 if v is not None and str(v).strip().lower() == "active":

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .dcgm import DcgmTable, read_dcgmi_dmon
-from .clock_events import REASON_BITS, reasons_per_row
+from .clock_events import reasons_of_mask, reasons_per_row
 from .nvidia_smi_q import SmiQuery, column as q_column, read_nvidia_smi_q
 from .nvidia_smi import DmonTable, SmiTrace, read_nvidia_smi_csv, read_nvidia_smi_dmon
 from .suite_jsonl import SuiteRun, read_suite_jsonl
@@ -293,7 +293,7 @@ def _dcgm_reasons(table, sel):
     out = []
     for x in v[sel]:
         m = int(x) if np.isfinite(x) else 0
-        out.append(frozenset(r for bit, r in REASON_BITS.items() if m & bit))
+        out.append(reasons_of_mask(m))
     return out
 
 

@@ -1,12 +1,13 @@
 """The energy search over the whole layout space (costmodel.optimize.solve_space): its lower bounds
 hold for every decision, and the branch and bound returns the optimum of solving every layout alone."""
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from costmodel import ilp
-from costmodel.optimize import (_Table, build_instance, cap_levels, option_table, solve_space, space_rows)
+from costmodel.optimize import build_instance, cap_levels, option_table, solve_space, space_rows
 from costmodel.predict import predict_table, prediction_row
 from costmodel.search import search
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile
@@ -62,14 +63,14 @@ def test_lower_bounds_hold_for_every_decision(small):
     m, r, c, p, sub, caps = small
     pred = predict_table(m, r, c, p, sub.ranked.layouts)
     tb = option_table(m, r, c, p, pred.terms, caps, node_power=True)
-    t_lb, e_lb = ilp.lower_bounds(_Table(tb))
+    t_lb, e_lb = ilp.lower_bounds(SimpleNamespace(**tb))
     checked = 0
     for i in np.flatnonzero(pred.layouts.pp == 2):
         from costmodel.optimize import build_option
         o = build_option(prediction_row(pred, i, m, r, c, p), caps, True)
         assert ilp.lower_bounds(o) == pytest.approx((t_lb[i], e_lb[i]), rel=1e-12)
         edp_lb = ilp.edp_lower_bound(o)
-        assert edp_lb == pytest.approx(ilp.edp_lower_bound(_Table(tb))[i], rel=1e-12)
+        assert edp_lb == pytest.approx(ilp.edp_lower_bound(SimpleNamespace(**tb))[i], rel=1e-12)
         L = o.num_layers
         splits = np.array([[n, L - n] for n in range(1, L)])
         for cs in product(range(len(caps)), repeat=2):

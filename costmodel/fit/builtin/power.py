@@ -475,6 +475,12 @@ def _thermal_section(gname, tdp, fits: _Fits):
     return base
 
 
+def _a100_spin_w(fits: _Fits) -> float:
+    """A100 spin_w: the hung job's waiting power over the fitted idle_w (the idle fit is the DMA-only
+    baseline, so the difference is what waiting adds to it), never negative."""
+    return max(fits.aw["wait_w"] - fits.a["idle_w"], 0.0)
+
+
 def _spin_record(fits: _Fits) -> dict:
     """The ``fit.spin_w`` record: waiting power of the H100 trace (:func:`fit_h100_trace`)."""
     h = fits.h
@@ -495,7 +501,7 @@ def _power_a100(g, fits: _Fits):
             "is per unit of each part's own datasheet bandwidth (1,555 GB/s in the fit, 2,039 GB/s "
             "here), i.e. HBM2e is taken to move its 31 % more bytes at the same power.")
     aw = fits.aw
-    spin = max(aw["wait_w"] - a["idle_w"], 0.0)
+    spin = _a100_spin_w(fits)
     spin_rec = dict(data="8x A100-SXM4-80GB (Jean Zay), nvidia-smi -q of a hung job: 7 GPUs wait in an NCCL "
                          "barrier (100 % utilisation), 1 GPU's process is stuck in a file-system call (huggingface/"
                          "m4-logs)", method="median power of the waiting GPUs minus the fitted idle_w",
@@ -564,7 +570,7 @@ def _power_derived(g, tdp, fits: _Fits):
                hbm_w=a["hbm_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
                link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
     k = tdp / ref_tdp
-    ref_spin = h["spin_w"] if src == "h100-sxm-80gb" else max(fits.aw["wait_w"] - a["idle_w"], 0.0)
+    ref_spin = h["spin_w"] if src == "h100-sxm-80gb" else _a100_spin_w(fits)
     power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
                  link_w=_r(ref["link_w"] * k), spin_w=_r(ref_spin * k), gamma=_r(fits.gamma, 3),
                  v_floor_clock_ratio=_r(fits.v_floor, 3),
