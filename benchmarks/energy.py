@@ -1,6 +1,6 @@
 """Energy benchmark: energy saved by the energy-optimal answer vs the time-optimal one, and the
 step time it costs, for the seed characterization's models (GPT-3 175B, Llama-3 70B, Mixtral 8x7B,
-gbs 128) on both paper clusters (32x H200, 64x H100 on 100 Gb/s InfiniBand), with the nodes'
+gbs 128) on the paper clusters (32x H200, 64x H100 on 100 Gb/s InfiniBand, 32 MI250 GCDs), with the nodes'
 non-GPU power counted (race-to-idle) and without it (GPU energy only).
 
 For each case: the search, then the ILP over the whole layout space (costmodel.optimize.solve_space)
@@ -26,7 +26,7 @@ from costmodel.search import search  # noqa: E402
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile  # noqa: E402
 
 CASES = [("gpt3-175b", 2048), ("llama3-70b", 8192), ("mixtral-8x7b", 4096)]
-CLUSTERS = ("paper-h200", "paper-h100")
+CLUSTERS = ("paper-h200", "paper-h100", "mi250")
 
 
 def perseus_check(console) -> None:

@@ -33,7 +33,8 @@ _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100"
              ("DGX H100", "dgx-h100"))
 # otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node)
 _GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "A800": "hgx-a800",
-                 "H100-SXM-80GB": "dgx-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200"}
+                 "H100-SXM-80GB": "dgx-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
+                 "MI300X": "azure-nd-mi300x"}
 
 
 @dataclass

@@ -93,38 +93,6 @@ def test_power_cap_trades_time_for_energy(h200):
         energy(h200, caps_w=[150.0] * 4)            # below the H200's 200 W minimum limit
 
 
-V100_R = Recipe(gbs=64, seq_len=2048, precision="fp16")
-
-
-@pytest.mark.parametrize("cluster,model,lay,recipe", [
-    ("paper-h200", "llama3-70b", dict(tp=4, pp=4, dp=2, recompute="full"), R),
-    ("dgx-a100", "llama3-8b", dict(tp=1, pp=1, dp=8, zero=1), R),
-    ("dgx-a100-40gb", "llama3-8b", dict(tp=2, pp=1, dp=4, recompute="full"), R),
-    ("hgx-a800", "llama3-8b", dict(tp=1, pp=1, dp=8, zero=1), R),
-    ("dgx-h100", "llama3-70b", dict(tp=8, pp=1, dp=1, recompute="full"), R),
-    ("hgx-h800", "llama3-70b", dict(tp=8, pp=1, dp=1, recompute="full"), R),
-    ("v100-4x", "llama2-13b", dict(tp=4, pp=1, dp=1, recompute="full"), V100_R),
-])
-def test_energy_against_the_power_cap_is_u_shaped(cluster, model, lay, recipe):
-    """Large dense training under a uniform cap from the GPU's minimum to its maximum limit, on every
-    catalog GPU with a power model and a slowdown temperature: energy per step falls as the cap
-    cuts the voltage, then rises once the clock is below the voltage floor and the step grows faster
-    than the power falls; the least energy lies between 50 % and 90 % of TDP.  (The V100's 150 W
-    minimum limit stops at ~1000 MHz, just below its voltage floor: the rise there is the smallest.)"""
-    c = load_cluster(cluster)
-    p = load_profile(c.gpu.key)
-    m = load_model(model)
-    layout = dict(BASE, **lay)
-    R = recipe
-    lo, hi = c.gpu.power_limit_min_w, c.gpu.tdp_w
-    caps = np.linspace(lo, hi, 12)
-    e = [predict_run(m, R, c, p, layout, caps_w=float(x)).energy.energy_j_per_step for x in caps]
-    i = int(np.argmin(e))
-    assert 0 < i < len(caps) - 1, (caps, e)
-    assert e[0] > e[i] * 1.05 and e[-1] > e[i] * 1.05
-    assert 0.5 * c.gpu.tdp_w <= caps[i] <= 0.9 * c.gpu.tdp_w
-
-
 def _step(cluster, **kw):
     c = load_cluster(cluster)
     lay = dict(BASE, tp=8, **kw)

@@ -64,11 +64,11 @@ def test_predicted_oom_rows_are_counted_apart(summary):
 def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
     head = DEV.read_text().splitlines()[0]
     row = next(line for line in DEV.read_text().splitlines()[1:] if "Selene" in line)
-    odd = row.replace("A100-SXM-80GB", "MI300X", 1).replace("Selene DGX A100", "a MI300X node", 1)
+    odd = row.replace("A100-SXM-80GB", "Gaudi3", 1).replace("Selene DGX A100", "a Gaudi 3 node", 1)
     f = tmp_path / "runs.csv"
     f.write_text(head + "\n" + odd + "\n")
     (r,) = validate_rows(read_runs_csv(f), str(f))
-    assert r.skipped == "no catalog GPU 'MI300X'"
+    assert r.skipped == "no catalog GPU 'Gaudi3'"
 
 
 HOPPER = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"

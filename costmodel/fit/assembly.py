@@ -29,24 +29,35 @@ GENERATED_BY = "costmodel calibrate fit"
 def gpu_key_for(name: str | None) -> str | None:
     """Catalog GPU key whose datasheet name matches an NVML/ROCm device name, or None.
 
-    Matching: the catalog's ``name`` tokens (e.g. "H200", "SXM") against the device name
-    (e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"); the key with the most
-    matching tokens, ties refused.
+    Matching: the key's model token ("H200", "A100", "GH200") as a word of the device name (e.g.
+    "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), or as the start of one where no
+    key matches a whole word ("MI250X" -> mi250; "GH200" is not an H200); the form factor must agree (a PCIe or NVL key needs
+    the word in the name, a name with it needs such a key); then the key with the most matching
+    tokens, ties refused.
     """
     if not name:
         return None
     dev = name.upper().replace("-", " ")
-    best, score, tie = None, 0, False
-    for key in list_gpus():
-        g = load_gpu(key)
-        model = key.split("-")[0].upper()          # "H200", "A100", "MI250"
-        if model not in dev.split() and model not in dev:
-            continue
-        s = 1 + sum(tok in dev for tok in key.upper().split("-")[1:])
-        if s > score:
-            best, score, tie = g.key, s, False
-        elif s == score:
-            tie = True
+    words = dev.split()
+    forms = {"PCIE", "NVL"}
+    specs = [load_gpu(key) for key in list_gpus()]
+    best = None
+    for whole in (True, False):
+        best, score, tie = None, 0, False
+        for g in specs:
+            toks = g.key.upper().split("-")
+            model = toks[0]                                  # "H200", "A100", "MI250"
+            if not (model in words if whole else any(w.startswith(model) for w in words)):
+                continue
+            if any((f in toks) != any(w.startswith(f) for w in words) for f in forms):
+                continue
+            s = 1 + sum(tok in dev for tok in toks[1:])
+            if s > score:
+                best, score, tie = g.key, s, False
+            elif s == score:
+                tie = True
+        if best is not None or tie:
+            break
     return None if tie else best
 
 

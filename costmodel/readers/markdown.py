@@ -122,7 +122,7 @@ def read_mamf(path):
                 m, n, k = (int(x) for x in r[t.column("Shape")].split("x"))
                 out.append(dict(accelerator=r[0], dtype=dtype, mamf_flops=float(r[1]) * 1e12,
                                 theory_flops=float(r[2]) * 1e12, efficiency=parse_quantity(r[3]),
-                                m=m, n=n, k=k))
+                                m=m, n=n, k=k, notes=r[t.column("Notes")].strip() if "Notes" in t.header else ""))
             except ValueError as e:
                 raise ValueError(f"{path}: table at line {t.line}, row {r}: {e}") from None
     return out

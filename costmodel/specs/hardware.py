@@ -19,7 +19,8 @@ class GpuSpec:
     citation), slowdown_temp_c (thermal slowdown threshold), shutdown_temp_c (the GPU powers off above
     it: a layout that reaches it is infeasible), power_limit_min_w (lowest settable
     power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted), min_clock_mhz (the
-    lowest SM clock, an idle GPU's) and
+    lowest SM clock, an idle GPU's), idle_power_w (an idle GPU's power draw at its lowest clock,
+    nvidia-smi -q 'Power Draw' / rocm-smi socket power: no process, no context) and
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
     from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
     CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
@@ -41,6 +42,7 @@ class GpuSpec:
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
     min_clock_mhz: float | None = None
+    idle_power_w: float | None = None
     fit_hbm_bytes_per_s: float | None = None
     hbm_cuda_bytes: float | None = None
 
@@ -120,6 +122,11 @@ class ClusterSpec:
         return self.nics_per_node * self.nic_bytes_per_s
 
 
+#: optional numeric fields of a GPU file: each needs a source where present
+OPTIONAL_GPU_NUMBERS = ("hbm_cuda_total", "nvlink_bandwidth_per_gpu", "slowdown_temp", "shutdown_temp",
+                        "power_limit_min", "boost_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth")
+
+
 def list_gpus() -> list[str]:
     """File stems of hardware/gpus/*.yaml."""
     return sorted(p.stem for p in (hardware_dir() / "gpus").glob("*.yaml"))
@@ -156,7 +163,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         raise InputError(w, "peak_tflops", f"needs at least one of {', '.join(PRECISIONS)}")
     num_sms = _get_int(d, ("num_sms",), w)
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
-                   + [f for f in ("hbm_cuda_total",) if f in d])
+                   + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
     return GpuSpec(
         key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
         peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
@@ -170,6 +177,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
         min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
+        idle_power_w=_get(d, "idle_power", w, "watts", required=False),
         fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
         hbm_cuda_bytes=_cuda_total(d, w))
 

@@ -16,7 +16,7 @@ from costmodel.gemm import GemmParams, gemm_time_s
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "hardware" / "profiles" / "data"
-GPUS = ["a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "mi250", "v100-sxm2-32gb"]
+GPUS = list(fit_public.GPUS)
 
 
 @pytest.fixture(scope="module")

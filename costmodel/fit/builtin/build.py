@@ -16,6 +16,7 @@ from ..primitives import round_sig
 from . import comm, compute
 from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, rel
 from .power import build_power_thermal
+from .variants import MAMF_PAIRS, VARIANTS, Variant, mamf_under_cap
 
 
 class Build:
@@ -74,18 +75,12 @@ def build_profiles(D=None):
     comm.intra_a100(b)
     comm.intra_b200(b)
     comm.intra_derived(b)
-    _derive_variant(b, "a100-sxm-40gb", "a100-sxm-80gb",
-                    "A100 40GB: the 80GB part's GA100 chip, SMs, clocks, NVLink 3 and NVSwitch; no public 40GB "
-                    "microbenchmark is in the set. GEMM, attention and collectives carry over; the HBM efficiency "
-                    "is applied to the 40GB part's own datasheet bandwidth (1,555 GB/s, HBM2)")
-    _derive_variant(b, "a800-sxm-80gb", "a100-sxm-80gb",
-                    "A800: the A100 80GB with NVLink cut to 400 GB/s; GEMM, HBM and attention carry over, and the "
-                    "collective efficiencies are applied to its own NVLink bandwidth (200 GB/s per direction)")
-    _derive_variant(b, "h800-sxm-80gb", "h100-sxm-80gb",
-                    "H800: the H100 SXM5 with NVLink cut to 400 GB/s; GEMM, HBM and attention carry over, and the "
-                    "collective efficiencies are applied to its own NVLink bandwidth (200 GB/s per direction)")
+    for g, v in VARIANTS.items():
+        if g in b.prof:
+            _derive_variant(b, g, v)
     comm.fit_inter(b)
     _power_thermal(b)
+    _mamf_power_check(b)
     for g in b.prof:
         pv = b.prof[g]["provenance"]
         pv["inputs"] = sorted(pv["inputs"])
@@ -95,16 +90,23 @@ def build_profiles(D=None):
     return b.prof, b.summary
 
 
-def _derive_variant(b: Build, g: str, src: str, why: str) -> None:
-    """``g``'s gemm, hbm, attention and intra-node comm entries copied from ``src`` (fitted earlier),
-    each marked ``derived_from`` with the reason (inter-node: :func:`.comm.fit_inter`)."""
+def _derive_variant(b: Build, g: str, v: Variant) -> None:
+    """``g``'s gemm, hbm, attention and intra-node comm entries copied from ``v.source`` (fitted
+    earlier), each marked ``derived_from`` with the reason; attention kernels limited to
+    ``v.kernels`` (inter-node: :func:`.comm.fit_inter`).  The GEMM entries keep the source's tile and
+    wave model with the variant's own SM count."""
+    src, why = v.source, v.why
+
     def copy(entry, path):
         e = {k: v for k, v in entry.items() if k not in ("fit", "note", "derived_from")}
         return dict(e, derived_from=f"{src}:{path}", note=why)
     p, q = b.prof[g], b.prof[src]
-    p["gemm"] = {dt: copy(e, f"gemm.{dt}") for dt, e in q["gemm"].items()}
+    p["gemm"] = {dt: dict(copy(e, f"gemm.{dt}"), num_sms=b.sheet[g].sms) for dt, e in q["gemm"].items()
+                 if dt in b.sheet[g].peak}
     p["hbm"] = copy(q["hbm"], "hbm")
     p["attention"] = copy(q["attention"], "attention")
+    if v.kernels is not None and "kernels" in p["attention"]:
+        p["attention"]["kernels"] = {k: e for k, e in p["attention"]["kernels"].items() if k in v.kernels}
     p["comm"]["intra_node"] = {coll: copy(e, f"comm.intra_node.{coll}") for coll, e in q["comm"]["intra_node"].items()}
     b.summary.append(("derived", g, "gemm/hbm/attention/comm", f"from {src}"))
 
@@ -117,6 +119,27 @@ def _power_thermal(b: Build) -> None:
         b.prof[g]["thermal"] = sec["thermal"]
         b.prof[g]["provenance"]["inputs"].update(pin[g])
     b.summary += psum
+
+
+def _mamf_power_check(b: Build) -> None:
+    """Cross-check of the same-die power rule: each variant's measured best GEMM (MAMF) against the
+    one its power limit and coefficients predict from its source's (:func:`.variants.mamf_under_cap`),
+    as a provenance note."""
+    for g, src, acc_g, acc_src in MAMF_PAIRS:
+        if g not in b.prof or src not in b.prof:
+            continue
+        rows = {r["accelerator"]: r for r in b.D["mamf"] if r["dtype"] == "bf16"}
+        rg, rs = rows[acc_g], rows[acc_src]
+        pred = mamf_under_cap(b.prof[src]["power"], b.sheet[src].tdp, b.sheet[src].peak["bf16"], rs["mamf_flops"],
+                              b.prof[g]["power"], b.sheet[g].tdp, b.sheet[g].peak["bf16"])
+        err = pred / rg["mamf_flops"] - 1
+        b.note(g, f"cross-check of the same-die power rule: {acc_src}'s measured best BF16 GEMM ({rs['mamf_flops'] / 1e12:.1f} "
+                  f"TFLOP/s at {b.sheet[src].tdp:.0f} W) and this profile's power coefficients under its {b.sheet[g].tdp:.0f} W "
+                  f"limit predict {pred / 1e12:.1f} TFLOP/s on {acc_g}; MAMF measures {rg['mamf_flops'] / 1e12:.1f} "
+                  f"({err:+.1%}) (ml-engineering MAMF table; {rg.get('notes') or 'no power setting recorded'})")
+        b.use(g, "mamf")
+        b.summary.append(("power", g, "MAMF check", f"predicted {pred / 1e12:.1f} vs measured {rg['mamf_flops'] / 1e12:.1f} "
+                                                    f"TFLOP/s ({err:+.1%}) from {src}"))
 
 
 def write_profiles(profiles, outdir=PROFILES):

@@ -21,6 +21,7 @@ from costmodel.collective import COLLECTIVES, busbw_factor, collective_time_s, e
 
 from ..primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_hierarchical, fit_stats, fit_text,
                           params_of, round_sig)
+from .variants import VARIANTS
 from .data import busbw_points, join, rel, xla_coll
 
 if TYPE_CHECKING:
@@ -178,9 +179,10 @@ def intra_b200(b: Build) -> None:
 
 
 def intra_derived(b: Build) -> None:
-    """MI250 and V100 take the A100 (ring, no NVLS) parameters."""
-    for g, why in (("mi250", "No MI250 collective data: A100 (ring, no NVLS) parameters; efficiency is relative to "
-                              "the cluster's xGMI bandwidth per GCD (RCCL over Infinity Fabric)."),
+    """MI250, MI300X and V100 take the A100 (ring, no NVLS) parameters."""
+    amd = ("No {g} collective data: A100 (ring, no NVLS) parameters; efficiency is relative to the cluster's "
+           "Infinity Fabric (xGMI) bandwidth per GPU (RCCL over xGMI).")
+    for g, why in (("mi250", amd.format(g="MI250")), ("mi300x", amd.format(g="MI300X")),
                    ("v100-sxm2-32gb", "No V100 collective data: A100 (ring, no NVLS) parameters; efficiency is "
                                       "relative to NVLink2 (150 GB/s per direction on SXM2).")):
         for coll in COLLECTIVES:
@@ -215,26 +217,32 @@ def _inter(b: Build, g, key_or_rows, keys, ranks_per_node, n_nodes, nic_text, in
 
 
 def fit_inter(b: Build) -> None:
-    """Inter-node all-reduce of H100 (p5), A100 (p4de), B200 (p6-b200); the others from H100; the other
+    """Inter-node all-reduce of H100 (p5), A100 (p4de), B200 (p6-b200); same-die variants from their
+    source (costmodel/fit/builtin/variants.py), H200, MI250, MI300X and V100 from H100; the other
     collectives from each GPU's inter-node all-reduce."""
     _inter(b, H100, "p5", ["p5"], 8, 2, "32 x 100 Gb/s EFA per node", 32 * 100e9 / 8 / 8,
            ["AWS p5.48xlarge x2 all_reduce_perf 8 B..16 GiB (table 1, out-of-place). Table 2 of the file (EKS,",
             "NCCL 2.18.5, partial rows) is parsed but not fitted."])
     _inter(b, "a100-sxm-80gb", "p4de", ["p4de"], 8, 2, "4 x 100 Gb/s EFA per node", 4 * 100e9 / 8 / 8,
            ["AWS p4de.24xlarge x2 all_reduce_perf 8 B..2 GiB (out-of-place)."])
-    for g in ("a100-sxm-40gb", "a800-sxm-80gb"):
-        b.prof[g]["comm"]["inter_node"]["all_reduce"] = dict(
-            {k: v for k, v in b.prof["a100-sxm-80gb"]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
-            derived_from="a100-sxm-80gb:comm.inter_node.all_reduce",
-            note="An A100 variant: the A100 80GB's NIC path (efficiency relative to its own links); no multi-node "
-                 "sweep of this part is in the set.")
-        b.summary.append(("inter", g, "all_reduce", "derived from a100-sxm-80gb"))
+    for g, v in VARIANTS.items():
+        if v.source not in ("a100-sxm-80gb", H100):
+            raise ValueError(f"variant {g}: its source {v.source} has no inter-node fit")
     bb = _bench(b)["(b)"]
     _inter(b, "b200-sxm-180gb", (bb["size_bytes"], [float(busbw_factor("all_reduce", 32)) * s / v
                                                     for s, v in zip(bb["size_bytes"], bb["columns"]["4 nodes"])]),
            ["mleng_bench"], 8, 4, "8 x 400 Gb/s EFA v4 per node (p6-b200)", 8 * 400e9 / 8 / 8,
            ["ml-engineering all_reduce_bench.py on 4 p6-b200 nodes (32 GPUs; busbw -> time with 2(32-1)/32)."])
-    for g in ("h200-sxm-141gb", "h800-sxm-80gb", "mi250", "v100-sxm2-32gb"):
+    for g, v in VARIANTS.items():
+        b.prof[g]["comm"]["inter_node"]["all_reduce"] = dict(
+            {k: x for k, x in b.prof[v.source]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
+            derived_from=f"{v.source}:comm.inter_node.all_reduce",
+            note=f"A {v.source} variant: its NIC path (efficiency relative to the cluster's NIC line rate per GPU); "
+                 "no multi-node sweep of this part is in the set." + (
+                     " InfiniBand usually does better than the p5's EFA (nccl-tests#290: NDR 400 Gb/s reaches 46-48 "
+                     "GB/s per NIC, 92-96 % of line rate)." if v.source == H100 else ""))
+        b.summary.append(("inter", g, "all_reduce", f"derived from {v.source}"))
+    for g in ("h200-sxm-141gb", "mi250", "mi300x", "v100-sxm2-32gb"):
         b.prof[g]["comm"]["inter_node"]["all_reduce"] = dict(
             {k: v for k, v in b.prof[H100]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
             derived_from=f"{H100}:comm.inter_node.all_reduce",

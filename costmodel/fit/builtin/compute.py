@@ -19,7 +19,7 @@ import numpy as np
 from costmodel.gemm import GemmParams, gemm_time_s
 
 from ..primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, round_sig
-from .data import concat, gemm_points, mamf_point, path, rel
+from .data import AMD, concat, gemm_points, mamf_point, path, rel
 
 if TYPE_CHECKING:
     from .build import Build
@@ -30,7 +30,8 @@ GB200_FP8_FLOPS, GB200_HBM_BYTES_PER_S, GB200_BF16_FLOPS = 5000e12, 8e12, 2500e1
 
 
 def fit_hbm(b: Build) -> None:
-    """``hbm:`` of A100, H100, H200 from Azure STREAM; B200, MI250, V100 derived."""
+    """``hbm:`` of A100, H100, H200 from Azure STREAM; B200, MI250, MI300X, V100 derived (same-die
+    variants: :func:`.build._derive_variant`)."""
     az = b.D["azure"]
     for g, sysname in AZURE.items():
         h = az[sysname]["hbm"]
@@ -45,6 +46,7 @@ def fit_hbm(b: Build) -> None:
     derived_hbm = {"b200-sxm-180gb": ("h200-sxm-141gb", "no HBM result in the Azure GB200 file; taken from "
                                       "H200 (HBM3e as well)"),
                    "mi250": ("a100-sxm-80gb", "no MI250 STREAM data in the public set; taken from A100 (HBM2e)"),
+                   "mi300x": ("h100-sxm-80gb", "no MI300X STREAM data in the public set; taken from H100 (HBM3)"),
                    "v100-sxm2-32gb": ("a100-sxm-80gb", "no V100 STREAM data in the public set; taken from A100")}
     for g, (src, why) in derived_hbm.items():
         b.prof[g]["hbm"] = dict(efficiency=b.prof[src]["hbm"]["efficiency"], derived_from=f"{src}:hbm", note=why)
@@ -126,8 +128,8 @@ def fit_gemm_fp8(b: Build) -> None:
 
 
 def derive_gemm(b: Build, a100: GemmParams) -> float:
-    """fp16 of H100/H200/B200 from their bf16; V100 and MI250 from the A100 shape.  Returns MI300X's
-    MAMF efficiency (MI250's eta_max)."""
+    """fp16 of H100/H200/B200 from their bf16; V100, MI250 and MI300X from the A100 shape.  Returns
+    MI300X's MAMF efficiency (the AMD GPUs' eta_max)."""
     for g in ("h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb"):
         bf16 = b.prof[g]["gemm"]["bf16"]
         b.prof[g]["gemm"]["fp16"] = dict({k: v for k, v in bf16.items() if k not in ("fit", "note")},
@@ -141,17 +143,21 @@ def derive_gemm(b: Build, a100: GemmParams) -> float:
              "and 125 TFLOP/s FP16 tensor peak. V100 has no BF16 tensor cores, so there is no bf16 entry.")
     mi = next(r for r in b.D["mamf"] if r["accelerator"] == "AMD MI300X" and r["dtype"] == "bf16")
     eta_mi = mi["mamf_flops"] / mi["theory_flops"]
-    for dt in ("bf16", "fp16"):
-        b.prof["mi250"]["gemm"][dt] = gemm_entry(
-            GemmParams(eta_mi, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, b.sheet["mi250"].sms),
-            derived_from="a100-sxm-80gb:gemm.bf16 (shape) + MAMF AMD MI300X (eta_max)",
-            note=f"No MI250 GEMM data: eta_max = MAMF MI300X BF16 efficiency {mi['mamf_flops'] / 1e12:.1f}/"
-                 f"{mi['theory_flops'] / 1e12:.0f} = {eta_mi:.3f} (closest measured AMD CDNA part); k_half, launch, "
-                 "tile from the A100 fit; 104 CUs and 181 TFLOP/s per GCD.")
-    b.use("mi250", "mamf")
+    for g in AMD:
+        sh = b.sheet[g]
+        for dt in ("bf16", "fp16"):
+            b.prof[g]["gemm"][dt] = gemm_entry(
+                GemmParams(eta_mi, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, sh.sms),
+                derived_from="a100-sxm-80gb:gemm.bf16 (shape) + MAMF AMD MI300X (eta_max)",
+                note=f"No {g} GEMM table: eta_max = MAMF MI300X BF16 efficiency {mi['mamf_flops'] / 1e12:.1f}/"
+                     f"{mi['theory_flops'] / 1e12:.0f} = {eta_mi:.3f}" + (" (measured on this part)" if g == "mi300x"
+                                                                         else " (closest measured AMD CDNA part)")
+                     + f"; k_half, launch, tile from the A100 fit; {sh.sms} CUs and {sh.peak['bf16'] / 1e12:.0f} "
+                       "TFLOP/s dense BF16.")
+        b.use(g, "mamf")
+        b.summary.append(("gemm", g, "bf16/fp16", f"derived: eta_max {eta_mi:.3f} (MAMF MI300X), A100 shape"))
     b.use("v100-sxm2-32gb", "azure", "mamf")
     b.summary.append(("gemm", "v100-sxm2-32gb", "fp16", "derived from a100 bf16 (num_sms 80)"))
-    b.summary.append(("gemm", "mi250", "bf16/fp16", f"derived: eta_max {eta_mi:.3f} (MAMF MI300X), A100 shape"))
     return eta_mi
 
 
@@ -187,7 +193,7 @@ def _fit_fa_kernel(k: dict, peak: float, source: str) -> dict:
 def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
     """``attention:`` of A100, H100, H200 from Azure FlashAttention-2; FlashAttention-3 on H100 (and
     H200, the same GH100 compute) and FlashAttention-4 on B200 from published kernel times; B200's
-    FA2 entry, V100 and MI250 derived."""
+    FA2 entry, V100, MI250 and MI300X derived."""
     az = b.D["azure"]
     for g, sysname in AZURE.items():
         a = az[sysname]["attention"]
@@ -232,9 +238,10 @@ def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
         note="FlashAttention-2 does not support Volta (sm_70); V100 training runs unfused attention, so the A100 "
              f"PyTorch standard-attention efficiency ({a100a['standard'] / 1e12:.1f}/312 TFLOP/s) is used.")
     mi_eff = b.prof["a100-sxm-80gb"]["attention"]["flash_efficiency"] * eta_mi / a100.eta_max
-    b.prof["mi250"]["attention"] = dict(
-        flash_efficiency=round_sig(mi_eff), derived_from="a100-sxm-80gb:attention",
-        note="No MI250 attention data: A100 FA2 efficiency scaled by the GEMM eta_max ratio (MI250/A100), since "
-             "fused attention is matmul-bound.")
-    for g in ("b200-sxm-180gb", "v100-sxm2-32gb", "mi250"):
+    for g in AMD:
+        b.prof[g]["attention"] = dict(
+            flash_efficiency=round_sig(mi_eff), derived_from="a100-sxm-80gb:attention",
+            note=f"No {g} attention data: A100 FA2 efficiency scaled by the GEMM eta_max ratio ({g}/A100), since "
+                 "fused attention is matmul-bound.")
+    for g in ("b200-sxm-180gb", "v100-sxm2-32gb") + AMD:
         b.summary.append(("attention", g, "flash_eff", f"{b.prof[g]['attention']['flash_efficiency']} derived"))

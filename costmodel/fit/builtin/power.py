@@ -36,7 +36,10 @@ What is fitted, from what (details in each function's docstring and in every pro
 * **R_th**: FlagPerf A100 single-GPU operator runs, average temperature vs average power,
   T = T0 + R_th P by least squares (R^2 reported).  tau = R_th x C with C the heatsink heat capacity
   (DERIVED, see :data:`HEATSINK`).
-* Other GPUs: coefficients scaled by TDP from A100 / H100 (``derived_from`` + ``note``).
+* Other GPUs (costmodel/fit/builtin/variants.py): same-die variants (A100 PCIe, H100 PCIe/NVL,
+  GH200, A800, H800) scale each coefficient by what sets it (SMs x g(clock ratio), bandwidths);
+  other dies (B200, L40S, MI250, MI300X, V100) scale by TDP; idle from the parts' idle captures
+  where both GPU files give one (``derived_from`` + ``note``).
 
 The published training-throughput tables are never read here.
 """
@@ -58,6 +61,7 @@ from costmodel.specs import load_gpu
 from .data import path as _p
 from .dvfs import fit_dvfs
 from .data import rel as _rel
+from .variants import idle_w, power_source, same_die_factors
 
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
 PERSEUS = {"gpt3": "gpt3-175b", "bloom": "bloom"}     # Perseus A100 SXM locked-clock stage sweeps
@@ -558,29 +562,36 @@ def _power_hopper(g, tdp, fits: _Fits):
                         "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else ""))
 
 
-def _power_derived(g, tdp, fits: _Fits):
-    """``power:`` of a GPU without power data: B200 and H800 from H100, the others from A100, scaled by
-    TDP."""
-    a, h, tdp_a, tdp_h = fits.a, fits.h, fits.tdp_a, fits.tdp_h
-    # Hopper and Blackwell parts scale from the H100 (its idle is measured), Ampere parts from the A100
-    src = "h100-sxm-80gb" if g in ("b200-sxm-180gb", "h800-sxm-80gb") else "a100-sxm-80gb"
-    ref_tdp = tdp_h if src == "h100-sxm-80gb" else tdp_a
-    ref_idle = h["idle_w"] if src == "h100-sxm-80gb" else a["idle_w"]
-    ref = dict(flop_w=a["flop_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
-               hbm_w=a["hbm_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0),
-               link_w=a["link_w"] * (tdp_h / tdp_a if src == "h100-sxm-80gb" else 1.0))
-    k = tdp / ref_tdp
-    ref_spin = h["spin_w"] if src == "h100-sxm-80gb" else _a100_spin_w(fits)
-    power = dict(idle_w=_r(ref_idle * k), flop_w=_r(ref["flop_w"] * k), hbm_w=_r(ref["hbm_w"] * k),
-                 link_w=_r(ref["link_w"] * k), spin_w=_r(ref_spin * k), gamma=_r(fits.gamma, 3),
+_TERMS = ("idle_w", "flop_w", "hbm_w", "link_w", "spin_w")
+
+
+def _power_from(g, src: str, base: dict, fits: _Fits, rule: str):
+    """``power:`` of a GPU without power data from its source's section ``base``
+    (costmodel/fit/builtin/variants.py: rule 'same-die' scales each term by what sets it, 'tdp' every
+    term by the TDP ratio; idle from the parts' idle captures where both GPU files give one)."""
+    gs, ss = load_gpu(g), load_gpu(src)
+    k = gs.tdp_w / ss.tdp_w
+    idle, idle_how = idle_w(gs, ss, base["idle_w"])
+    if rule == "same-die":
+        f = same_die_factors(gs, ss, fits.gamma, fits.v_floor)
+        coeff = {t: base[t] * f[t] for t in _TERMS[1:]}
+        how = (f"same die as {src}: flop_w, spin_w x {f['flop_w']:.3f} (SMs {gs.num_sms}/{ss.num_sms} x g(s) at the "
+               f"peak-quoting clock ratio s = {gs.boost_clock_mhz:.0f}/{ss.boost_clock_mhz:.0f} MHz), hbm_w x "
+               f"{f['hbm_w']:.3f} (bandwidth, the source's energy per byte), link_w x {f['link_w']:.3f} (NVLink "
+               f"bandwidth); idle_w = {idle_how}")
+    else:
+        coeff = {t: base[t] * k for t in _TERMS[1:]}
+        how = f"every dynamic coefficient is {src}'s x the TDP ratio {gs.tdp_w:.0f}/{ss.tdp_w:.0f}; idle_w = {idle_how}"
+    own_idle = gs.idle_power_w is not None and ss.idle_power_w is not None
+    power = dict(idle_w=_r(idle), **{t: _r(v) for t, v in coeff.items()}, gamma=_r(fits.gamma, 3),
                  v_floor_clock_ratio=_r(fits.v_floor, 3),
                  basis=dict(idle_w="derived", flop_w="derived", hbm_w="derived", link_w="derived", spin_w="derived",
                             gamma="borrowed", v_floor_clock_ratio="borrowed"),
-                 derived_from=f"{src}:power x {tdp:.0f}/{ref_tdp:.0f} W TDP; gamma, v_floor_clock_ratio: borrowed "
-                              "from the A100 SXM locked-clock sweeps",
-                 note=f"DERIVED: no power data for this GPU in the public set; every coefficient (idle "
-                      f"included) is {src}'s scaled by the TDP ratio {tdp:.0f}/{ref_tdp:.0f}"
-                      + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else ""))
+                 derived_from=f"{src}:power ({rule}); gamma, v_floor_clock_ratio: borrowed from the A100 SXM "
+                              "locked-clock sweeps",
+                 note=f"DERIVED: no power data for this GPU in the public set; {how}"
+                      + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else "")
+                      + (f"; idle capture: {gs.sources.get('idle_power', '')}" if own_idle else ""))
     return power, ([_rel("h100_trace")] if src == "h100-sxm-80gb" else [_rel("a100_wait")]) + fits.a100_in
 
 
@@ -634,14 +645,19 @@ def build_power_thermal(gpus, data=None):
         summary.append(("gamma", g, "zeus (check)", f"{z['gamma']:.2f} (bound of {z['bound_workload']}, {z['n_used']} "
                                                     f"sweeps; per-sweep q25/median {z['q25']:.2f}/{z['median']:.2f})"))
     th, arec = fits.th, fits.arec
+    base = {"a100-sxm-80gb": _power_a100("a100-sxm-80gb", fits),
+            "h100-sxm-80gb": _power_hopper("h100-sxm-80gb", fits.tdp_h, fits)}
     for g in gpus:
         tdp, _ = spec[g]
+        derived = power_source(g)
         if g in ("a100-sxm-80gb", "a100-sxm-40gb"):     # the fit's own part and its 80GB sibling
             power, inputs[g] = _power_a100(g, fits), fits.a100_in + [_rel("a100_wait"), _rel("h100_trace")]
         elif g in ("h100-sxm-80gb", "h200-sxm-141gb"):
             power, inputs[g] = _power_hopper(g, tdp, fits), [_rel("h100_trace")] + fits.a100_in
+        elif derived is not None:
+            power, inputs[g] = _power_from(g, derived[0], base[derived[0]], fits, derived[1])
         else:
-            power, inputs[g] = _power_derived(g, tdp, fits)
+            raise ValueError(f"{g}: no power fit and no source in costmodel/fit/builtin/variants.py")
         inputs[g] = inputs[g] + ([_rel("flagperf_ops")] if _rel("flagperf_ops") not in inputs[g] else [])
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]

@@ -1,0 +1,73 @@
+"""Catalog GPUs built from a fitted sibling (costmodel/fit/builtin/variants.py): the same-die and TDP
+power rules, the idle rule, and the same-die rule against measured best GEMMs of both parts."""
+import pytest
+
+from costmodel.fit.assembly import gpu_key_for
+from costmodel.fit.builtin.variants import VARIANTS, mamf_under_cap, same_die_factors
+from costmodel.power import dynamic_power_ratio
+from costmodel.specs import load_gpu, load_profile
+
+
+def _power(g):
+    p = load_profile(g).power
+    return dict(idle_w=p.idle_w, gamma=p.gamma, v_floor_clock_ratio=p.v_floor_clock_ratio,
+                **{f"{k}_w": v for k, v in p.coeff_w.items()})
+
+
+def test_same_die_factors_follow_sms_clock_and_bandwidth():
+    """H100 PCIe: 114 of 132 SMs, peak quoted at 1620 of 1830 MHz, 2039 of 3350 GB/s HBM."""
+    h, pc = load_gpu("h100-sxm-80gb"), load_gpu("h100-pcie-80gb")
+    f = same_die_factors(pc, h, 2.53, 0.777)
+    assert f["flop_w"] == pytest.approx(114 / 132 * float(dynamic_power_ratio(1620 / 1830, 2.53, 0.777)))
+    assert f["hbm_w"] == pytest.approx(2039 / 3350) and f["link_w"] == pytest.approx(300 / 450)
+    src, var = _power("h100-sxm-80gb"), _power("h100-pcie-80gb")
+    assert var["flop_w"] == pytest.approx(src["flop_w"] * 114 / 132 * (1620 / 1830) ** src["gamma"], rel=2e-3)
+
+
+def test_idle_from_both_parts_idle_captures():
+    """H100 NVL idles at 61.9 W (nvidia-smi), the H100 SXM at 85.4 W against its 121.8 W idle_w: the
+    NVL's idle_w adds the SXM's 36.4 W awake share scaled by TDP (400/700)."""
+    assert _power("h100-nvl-94gb")["idle_w"] == pytest.approx(61.9 + (121.8 - 85.4) * 400 / 700, abs=0.1)
+    # no idle capture of the H100 PCIe: the TDP rule
+    assert _power("h100-pcie-80gb")["idle_w"] == pytest.approx(121.8 * 350 / 700, abs=0.1)
+
+
+@pytest.mark.parametrize("gpu,src,measured_tflops,src_tflops", [
+    ("a100-pcie-80gb", "a100-sxm-80gb", 252.9, 271.2),   # ml-engineering MAMF, BF16 best shapes
+    ("gh200-96gb", "h100-sxm-80gb", 828.6, 794.5),
+])
+def test_same_die_rule_predicts_measured_best_gemm_within_5_percent(gpu, src, measured_tflops, src_tflops):
+    """The 300 W A100 PCIe throttles where the 400 W SXM does not; a GH200 with a 900 W GPU limit
+    runs its GEMM at full clock where the 700 W H100 throttles: both from the power model alone."""
+    g, s = load_gpu(gpu), load_gpu(src)
+    pred = mamf_under_cap(_power(src), s.tdp_w, s.peak_flops["bf16"], src_tflops * 1e12, _power(gpu), g.tdp_w,
+                          g.peak_flops["bf16"])
+    assert pred / 1e12 == pytest.approx(measured_tflops, rel=0.05)
+    assert (pred < src_tflops * 1e12) == (g.tdp_w < s.tdp_w)
+
+
+def test_variants_carry_their_sources_compute_with_their_own_sms():
+    for g, v in VARIANTS.items():
+        p, q = load_profile(g), load_profile(v.source)
+        assert p.gemm["bf16"].eta_max == q.gemm["bf16"].eta_max
+        assert p.gemm["bf16"].num_sms == load_gpu(g).num_sms
+
+
+def test_l40s_offers_no_flashattention_3():
+    """FA3 needs Hopper's wgmma and TMA; the L40S (Ada) keeps the H100's FA2 kernel only."""
+    import yaml
+    from costmodel.specs import hardware_dir
+    d = yaml.safe_load((hardware_dir() / "profiles" / "l40s.yaml").read_text())
+    assert set(d["attention"]["kernels"]) == {"fa2"}
+
+
+def test_device_names_map_to_the_right_form_factor():
+    assert gpu_key_for("NVIDIA H100 80GB HBM3") == "h100-sxm-80gb"
+    assert gpu_key_for("NVIDIA H100 PCIe") == "h100-pcie-80gb"
+    assert gpu_key_for("NVIDIA H100 NVL") == "h100-nvl-94gb"
+    assert gpu_key_for("NVIDIA A100 80GB PCIe") == "a100-pcie-80gb"
+    assert gpu_key_for("NVIDIA A100-SXM4-80GB") == "a100-sxm-80gb"
+    assert gpu_key_for("NVIDIA GH200 480GB") == "gh200-96gb"
+    assert gpu_key_for("NVIDIA L40S") == "l40s"
+    assert gpu_key_for("AMD Instinct MI300X") == "mi300x"
+    assert gpu_key_for("AMD Instinct MI250X / MI250") == "mi250"

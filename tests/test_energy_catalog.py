@@ -1,0 +1,62 @@
+"""Energy per step against the power cap on every catalog GPU with a power model: U-shaped, with
+the least energy between 50 % and 90 % of the power the cap acts on."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from costmodel.energy import missing_inputs
+from costmodel.predict import predict_run
+from costmodel.specs import Recipe, load_cluster, load_gpu, load_model, load_profile
+from costmodel.specs.hardware import list_clusters, list_gpus
+
+R = Recipe(gbs=128, seq_len=8192)
+V100_R = Recipe(gbs=64, seq_len=2048, precision="fp16")
+BASE = dict(cp=1, ep=1, vp=1, mbs=1, zero=1, sp=True, overlap=True, recompute="full")
+#: a GPU with no catalog cluster of its own runs in a DGX H100's topology (NVSwitch, InfiniBand)
+STAND_IN = "dgx-h100"
+
+
+def _cluster_of(gpu: str):
+    """A catalog cluster of ``gpu`` (4 nodes), else the stand-in cluster with ``gpu`` in it."""
+    own = [c for c in list_clusters() if load_cluster(c).gpu.key == gpu]
+    c = load_cluster(own[0] if own else STAND_IN, nodes=4)
+    return c if own else replace(c, gpu=load_gpu(gpu))
+
+
+def _with_power_model():
+    out = []
+    for g in list_gpus():
+        c = _cluster_of(g)
+        if not missing_inputs(c, load_profile(g)):
+            out.append(g)
+    return out
+
+
+def test_every_catalog_gpu_but_b200_has_a_power_and_thermal_model():
+    """B200 lacks a cited slowdown temperature; every other catalog GPU has the whole model."""
+    assert set(list_gpus()) - set(_with_power_model()) == {"b200-sxm-180gb"}
+
+
+@pytest.mark.parametrize("gpu", _with_power_model())
+def test_energy_against_the_power_cap_is_u_shaped(gpu):
+    """Large dense training (Llama 3 70B, TP over a node, PP 4, full recomputation; Llama 2 13B in
+    FP16 on V100) under a uniform cap from the GPU's minimum to its maximum limit: energy per step
+    falls as the cap cuts the voltage, then rises once the clock is below the voltage floor and the
+    step grows faster than the power falls.  The least energy lies between 50 % and 90 % of the
+    power the cap acts on: the TDP, or the GPU's uncapped compute power where the TDP is above it
+    (a 900 W GH200 GPU draws ~650 W on this layout, so a 900 W limit never binds)."""
+    c = _cluster_of(gpu)
+    p = load_profile(gpu)
+    v100 = "bf16" not in c.gpu.peak_flops
+    m = load_model("llama2-13b" if v100 else "llama3-70b")
+    lay = dict(BASE, tp=c.gpus_per_node, pp=4, dp=c.num_gpus // (4 * c.gpus_per_node))
+    lo, hi = c.gpu.power_limit_min_w, c.gpu.tdp_w
+    caps = np.linspace(lo, hi, 12)
+    runs = [predict_run(m, V100_R if v100 else R, c, p, lay, caps_w=float(x)) for x in caps]
+    e = [r.energy.energy_j_per_step for r in runs]
+    i = int(np.argmin(e))
+    assert 0 < i < len(caps) - 1, (caps, e)
+    assert e[0] > e[i] * 1.02 and e[-1] > e[i] * 1.02, (caps, e)
+    acts_on = min(hi, runs[-1].energy.compute_power_w)
+    assert 0.5 * acts_on <= caps[i] <= 0.9 * acts_on, (caps[i], acts_on)
