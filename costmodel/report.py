@@ -396,13 +396,19 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
         plt.close(fig)
 
 
-def nvidia_smi_lines(sol, gpus_per_node: int) -> str:
-    """`nvidia-smi -i N -pl W` commands that apply the solution's caps, grouped per node."""
+def power_cap_lines(sol, gpu) -> str:
+    """The commands that apply the solution's caps, grouped per node: ``nvidia-smi -i N -pl W`` on
+    NVIDIA, ``amd-smi set -g N --power-cap W`` on AMD (amd-smi CLI).  Devices that share a package
+    limit (``gpu.devices_per_package``, an MI250 OAM's two GCDs) get one command on the package's
+    first device with the sum of their caps: the package splits its budget between them."""
+    k = max(1, gpu.devices_per_package)
+    cmd = "amd-smi set -g {i} --power-cap {w:.0f}" if gpu.vendor == "amd" else "nvidia-smi -i {i} -pl {w:.0f}"
     out = []
     for node in sorted({g.node for g in sol.gpus}):
         caps = {g.slot: sol.caps_w[g.stage] for g in sol.gpus if g.node == node}
-        out.append(f"# node {node}")
-        out += [f"nvidia-smi -i {slot} -pl {caps[slot]:.0f}" for slot in sorted(caps)]
+        out.append(f"# node {node}" + (f" (one limit per {k} devices, set on the first)" if k > 1 else ""))
+        for first in sorted({s - s % k for s in caps}):
+            out.append(cmd.format(i=first, w=sum(caps.get(first + j, 0.0) for j in range(k))))
     return "\n".join(out)
 
 

@@ -20,7 +20,9 @@ class GpuSpec:
     it: a layout that reaches it is infeasible), power_limit_min_w (lowest settable
     power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted), min_clock_mhz (the
     lowest SM clock, an idle GPU's), idle_power_w (an idle GPU's power draw at its lowest clock,
-    nvidia-smi -q 'Power Draw' / rocm-smi socket power: no process, no context) and
+    nvidia-smi -q 'Power Draw' / rocm-smi socket power: no process, no context), devices_per_package
+    (devices that share one package power limit, set through the first of them: 2 for an MI250 OAM,
+    whose two GCDs are two devices; 1 elsewhere) and
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
     from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
     CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
@@ -43,6 +45,7 @@ class GpuSpec:
     boost_clock_mhz: float | None = None
     min_clock_mhz: float | None = None
     idle_power_w: float | None = None
+    devices_per_package: int = 1
     fit_hbm_bytes_per_s: float | None = None
     hbm_cuda_bytes: float | None = None
 
@@ -124,7 +127,8 @@ class ClusterSpec:
 
 #: optional numeric fields of a GPU file: each needs a source where present
 OPTIONAL_GPU_NUMBERS = ("hbm_cuda_total", "nvlink_bandwidth_per_gpu", "slowdown_temp", "shutdown_temp",
-                        "power_limit_min", "boost_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth")
+                        "power_limit_min", "boost_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth",
+                        "devices_per_package")
 
 
 def list_gpus() -> list[str]:
@@ -178,6 +182,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
         min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
         idle_power_w=_get(d, "idle_power", w, "watts", required=False),
+        devices_per_package=_get_int(d, ("devices_per_package",), w, required=False, default=1, maximum=8),
         fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
         hbm_cuda_bytes=_cuda_total(d, w))
 

@@ -36,6 +36,17 @@ def test_energy_recommend_prints_caps_layers_slots_and_commands():
         assert needle in p.stdout, needle
 
 
+def test_energy_recommend_on_mi250_sets_one_amd_cap_per_oam():
+    """AMD: amd-smi, not nvidia-smi; an MI250 OAM's two GCDs share one limit set on the first GCD,
+    the sum of their caps (at most the 560 W OAM cap)."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "mi250", "--objective", "energy")
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("amd-smi set")]
+    assert "nvidia-smi -i" not in p.stdout and len(lines) == 4 * 4          # 4 nodes x 4 OAMs
+    assert {ln.split()[3] for ln in lines} == {"0", "2", "4", "6"}
+    assert all(2 * 46.2 <= float(ln.split()[-1]) <= 560 for ln in lines)
+
+
 def test_energy_recommend_json_respects_the_limits():
     p = run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "500", "--max-temp-c", "80", "--json")
     assert p.returncode == 0, p.stderr
