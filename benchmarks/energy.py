@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from costmodel.errors import InputError  # noqa: E402
 from costmodel.optimize import cap_levels, solve_space  # noqa: E402
 from costmodel.search import search  # noqa: E402
 from costmodel.specs import Recipe, load_cluster, load_model, load_profile  # noqa: E402
@@ -81,14 +82,18 @@ def main(argv: list[str]) -> int:
         for cn in CLUSTERS:
             c = load_cluster(cn)
             p = load_profile(c.gpu.key)
+            res = search(m, r, c, p)
             for node_power in (True, False):
                 t0 = time.perf_counter()
-                res = search(m, r, c, p)
                 caps = cap_levels(c, p, None)
                 run = lambda obj, slack: solve_space(
                     m, r, c, p, res, obj, caps, max_temp_c=c.gpu.slowdown_temp_c, node_power_w=c.node_power_budget_w,
                     inlet_temp_c=None, step_time_slack=slack, node_power=node_power, k=k)
-                t_sp = run("time", None)
+                try:
+                    t_sp = run("time", None)
+                except InputError as e:       # e.g. GPT-3 175B does not fit in 32 MI250 GCDs
+                    tb.add_row(name, cn, "infeasible", *[""] * 10, e.message[:40])
+                    break
                 e_sp = run("energy", None)
                 s_sp = run("energy", 0.05)
                 t_opt, e_opt, s_opt = t_sp.solution, e_sp.solution, s_sp.solution
