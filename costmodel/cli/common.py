@@ -11,7 +11,7 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import ClusterSpec, load_cluster, load_model, load_profile
+from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model
 from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
@@ -49,7 +49,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     check_recipe_flags(recipe_flags or {})
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, **(recipe_flags or {}))
     check_moe_recipe(model, recipe, cluster.gpu.key, {k for k, v in (recipe_flags or {}).items() if v is not None})
-    profile = load_profile(profile_arg or cluster.gpu.key)
+    profile = cluster_profile(cluster, profile_arg)
     for note in profile_notes(profile, cluster):
         print(f"costmodel: note: {note}", file=sys.stderr)
     return model, cluster, recipe, profile

@@ -19,7 +19,7 @@ from ..moe import MOE_SWITCHES, check_moe_recipe
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
-from ..specs import Recipe, load_cluster, load_model, load_profile
+from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import RECIPE_SWITCHES, get_stack, stack_recipe
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
@@ -95,7 +95,7 @@ def compare(
                                                                  precision=precision), allow_override, warnings,
                          stack)
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
-    p = load_profile(profile or c.gpu.key)
+    p = cluster_profile(c, profile)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
     pred = predict_run(m, recipe, c, p, run.layout)
     rec = report.run_record(pred)

@@ -16,11 +16,11 @@ from .hardware import ClusterSpec, CoolingSpec, GpuSpec, list_clusters, list_gpu
 from .loading import catalog_dir, hardware_dir
 from .model import ModelSpec, list_models, load_model
 from .params import COLLECTIVES, PROTOCOLS, AttentionKernelParams, CollectiveParams, GemmParams, PowerParams, ThermalParams
-from .profile import Profile, load_profile
+from .profile import Profile, cluster_profile, load_profile
 from .recipe import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, PRECISIONS, CrossEntropySpec, OptimizerSpec, Recipe
 
 __all__ = ["ClusterSpec", "CoolingSpec", "GpuSpec", "list_clusters", "list_gpus", "load_cluster", "load_gpu",
            "catalog_dir", "hardware_dir", "ModelSpec", "list_models", "load_model", "COLLECTIVES", "PROTOCOLS",
-           "CollectiveParams", "GemmParams", "PowerParams", "ThermalParams", "Profile", "load_profile",
+           "CollectiveParams", "GemmParams", "PowerParams", "ThermalParams", "Profile", "cluster_profile", "load_profile",
            "OPTIMIZERS", "OptimizerSpec", "PRECISIONS", "Recipe", "CROSS_ENTROPIES", "CrossEntropySpec", "ATTENTION_KERNELS", "AttentionKernelParams",
            "MOE_DISPATCHERS"]

@@ -189,6 +189,24 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
 
 
+def cluster_profile(cluster, profile_arg: str | None = None) -> Profile:
+    """The profile a run on ``cluster`` uses: ``profile_arg`` (``--profile``) when given, else the
+    built-in ``hardware/profiles/<gpu>.yaml`` of the cluster's GPU.
+
+    Raises:
+        InputError: ``--profile`` is bad; or none was given and the cluster's GPU (a GPU file outside
+            the catalog) has no built-in profile: the message names the cluster file and says what to pass.
+    """
+    if profile_arg:
+        return load_profile(profile_arg)
+    key = cluster.gpu.key
+    if not any((hardware_dir() / "profiles" / f"{key}{ext}").is_file() for ext in (".yaml", ".yml")):
+        known = sorted(p.stem for p in (hardware_dir() / "profiles").glob("*.yaml"))
+        raise InputError(cluster.path or cluster.key, "gpu", f"GPU {key!r} has no built-in profile; pass --profile FILE "
+                         f"(a calibrated profile: `costmodel calibrate fit`) or use a catalog GPU ({', '.join(known)})")
+    return load_profile(key)
+
+
 def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     v = _get(d, key, w, positive=False, prefix=pre)
     if v < 0:

@@ -187,3 +187,18 @@ def test_pareto_keeps_the_answer_and_its_reference_and_limits_stop_below_shutdow
     assert len(front["pareto"]) >= 2 and min(x["step_time_s"] for x in front["pareto"]) <= front["step_time_s"]
     assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--objective", "energy",
                               "--max-temp-c", "96"), "--max-temp-c", "shutdown temperature 95 C")
+
+
+def test_gpu_file_outside_the_catalog_asks_for_a_profile(tmp_path):
+    """A cluster whose GPU file has no built-in profile: one line naming the cluster file's gpu field
+    and what to pass, not an error about a --profile flag the user never gave."""
+    gpu = tmp_path / "mygpu.yaml"
+    gpu.write_text((hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text())
+    cl = tmp_path / "mycl.yaml"
+    cl.write_text((hardware_dir() / "clusters" / "dgx-h100.yaml").read_text().replace(
+        "gpu: h100-sxm-80gb", f"gpu: {gpu}"))
+    p = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "1")
+    assert_one_line_error(p, str(cl))
+    assert "gpu:" in p.stderr and "--profile FILE" in p.stderr
+    ok = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "1", "--profile", "h100-sxm-80gb")
+    assert ok.returncode == 0, ok.stderr
