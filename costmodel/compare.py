@@ -193,6 +193,31 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
                      "no utilisation column")
 
 
+def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
+    """The capture's device names against the cluster's GPU (costmodel.fit.assembly.gpu_key_for).
+
+    Returns:
+        warnings: a device name that matches no catalog GPU; with ``allow_override``, a mismatch.
+    Raises:
+        InputError: the capture names another catalog GPU than the cluster's (its measured power would
+            be compared with another GPU's prediction), unless ``allow_override``.
+    """
+    from .fit.assembly import gpu_key_for
+    out = []
+    for name in trace.device_names:
+        key = gpu_key_for(name)
+        if key is None:
+            out.append(f"--power: the capture's GPU {name!r} matches no catalog GPU; compared with the cluster's "
+                       f"{cluster.gpu.key}")
+        elif key != cluster.gpu.key:
+            msg = (f"{trace.path or 'the capture'} was taken on {name!r} ({key}), the cluster {cluster.key} has "
+                   f"{cluster.gpu.key}")
+            if not allow_override:
+                raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
+            out.append("--power: " + msg)
+    return out
+
+
 def _records_interval(t, step_time_s):
     """Iterations between consecutive log records (log interval), from their spacing; 1 if unknown."""
     if t.size < 2 or not step_time_s > 0:

@@ -217,3 +217,20 @@ def test_compare_messages_name_the_real_cause(tmp_path):
     rc, so, se = cli("compare", "--log", tt, "--cluster", "aws-p5", "--nodes", "4", "--model", "llama3-8b",
                      "--tp", "1", "--pp", "1", "--mbs", "1", "--gbs", "32", "--seq-len", "8192", "--rank", "7")
     assert rc == 2 and "rank prefixes seen: '1', '0', '3', '2'" in se
+
+
+def test_a_capture_from_another_gpu_is_refused_unless_overridden():
+    """The m4-logs capture is 8x 'NVIDIA A100-SXM4-80GB': against an H100 cluster it would compare
+    A100 power with an H100 prediction."""
+    from costmodel.compare import capture_gpu_check
+    from costmodel.errors import InputError
+    from costmodel.readers.power_trace import power_trace_from_nvidia_smi_q
+    from costmodel.specs import load_cluster
+    t = power_trace_from_nvidia_smi_q(REPO / "hardware" / "profiles" / "data" /
+                                      "m4logs_a100_80gb_8gpu_nccl_wait_nvidia_smi_q.txt", strict=False)
+    assert t.device_names == ("NVIDIA A100-SXM4-80GB",)
+    assert capture_gpu_check(t, load_cluster("dgx-a100")) == []
+    with pytest.raises(InputError, match=r"A100-SXM4-80GB' \(a100-sxm-80gb\), the cluster dgx-h100 has h100-sxm-80gb"):
+        capture_gpu_check(t, load_cluster("dgx-h100"))
+    (w,) = capture_gpu_check(t, load_cluster("dgx-h100"), allow_override=True)
+    assert w.startswith("--power:") and "h100-sxm-80gb" in w

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import report
-from ..compare import (build_metrics, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
+from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..errors import InputError
 from ..logged_recipe import DUMP_KEYS, logged_switches
@@ -106,7 +106,7 @@ def compare(
     pw, gpu_rows, window, ptrace = None, [], None, None
     if power:
         ptrace, tw = _read_trace(power, c.gpus_per_node)
-        warnings += tw
+        warnings += tw + capture_gpu_check(ptrace, c, allow_override)
         st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
         kept_t = tlog.iterations.t_unix[tlog.kept]
         t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)

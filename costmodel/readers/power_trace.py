@@ -67,6 +67,8 @@ class PowerTrace:
         errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
         clock_events: per sample, the set of active clock-event (throttle) reason names
             (costmodel.readers.clock_events), or None when the capture has none.
+        device_names: the distinct device names the capture prints (nvidia-smi -q 'Product Name', the
+            query CSV's ``name`` column), in order of appearance; empty when it prints none.
         table: the parsed source (:class:`~costmodel.readers.nvidia_smi.SmiTrace`,
             :class:`~costmodel.readers.nvidia_smi.DmonTable`, :class:`~costmodel.readers.dcgm.DcgmTable`
             or :class:`~costmodel.readers.suite_jsonl.SuiteRun`) with every column of the capture, or None.
@@ -88,6 +90,7 @@ class PowerTrace:
     lines: np.ndarray = None
     table: Any = field(default=None, repr=False)
     clock_events: list | None = None
+    device_names: tuple = ()
 
     def __post_init__(self):
         n = len(self.t_unix)
@@ -195,7 +198,8 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
         sm_clock_mhz=col(("clocks.sm", "clocks.current.sm"), _CLOCK_UNITS, "SM clock"),
         util_gpu_pct=col(("utilization.gpu",), _PCT_UNITS, "utilisation"),
         source_format="nvidia-smi-csv", path=path, errors=list(trace.errors), absolute_time=absolute,
-        lines=np.asarray(trace.lines, dtype=np.int64), table=trace, clock_events=reasons_per_row(trace))
+        lines=np.asarray(trace.lines, dtype=np.int64), table=trace, clock_events=reasons_per_row(trace),
+        device_names=tuple(dict.fromkeys(v.strip() for v in (trace.text or {}).get("name") or [] if v and v.strip())))
 
 
 def power_trace_from_dmon(table, interval_s=None, strict=True) -> PowerTrace:
@@ -322,7 +326,8 @@ def power_trace_from_nvidia_smi_q(q, strict=True) -> PowerTrace:
         sm_clock_mhz=q_column(q, "sm_clock_mhz"), util_gpu_pct=q_column(q, "util_gpu_pct"),
         source_format="nvidia-smi-q", path=q.path, errors=list(q.errors), absolute_time=absolute,
         lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q,
-        clock_events=None if all(r is None for r in reasons) else [r or frozenset() for r in reasons])
+        clock_events=None if all(r is None for r in reasons) else [r or frozenset() for r in reasons],
+        device_names=tuple(dict.fromkeys(g["name"] for g in q.gpus if g.get("name"))))
 
 
 def power_trace_from_suite(run) -> PowerTrace:
