@@ -31,7 +31,7 @@ MIN_ROWS = 5
 # GPU generation by the catalog GPU key's prefix (NVIDIA and AMD architecture names)
 _GENERATIONS = (("v100", "volta"), ("a100", "ampere"), ("a800", "ampere"), ("h100", "hopper"), ("h200", "hopper"),
                 ("h800", "hopper"), ("gh200", "hopper"), ("b200", "blackwell"), ("gb200", "blackwell"),
-                ("mi250", "cdna2"), ("mi300", "cdna3"))
+                ("mi250", "cdna2"), ("mi300", "cdna3"), ("l40s", "ada"))
 _SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (float("inf"), ">30B"))
 
 

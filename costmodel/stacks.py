@@ -224,15 +224,31 @@ STACKS = {s.name: s for s in (
 )}
 
 
-def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, **switches) -> Recipe:
+#: GPU generations (costmodel.model_error.generation) no fused-attention kernel runs on: FlashAttention
+#: supports Turing, Ampere, Ada and Hopper (Dao-AILab/flash-attention README; FA2 needs Ampere or
+#: newer) and Transformer Engine's fused attention sm80+; Volta keeps Megatron's unfused attention
+NO_FUSED_ATTENTION = ("volta",)
+
+
+def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: str | None = None,
+                 **switches) -> Recipe:
     """The recipe of a run on ``stack``: the switches the caller gives (None = not given), the
-    stack's defaults for the rest.
+    stack's defaults for the rest.  On a GPU of :data:`NO_FUSED_ATTENTION` (``gpu_key``, a catalog
+    GPU file stem) the stack's flash-attention default gives way to unfused attention.
 
     Raises:
-        InputError: a bad recipe value (costmodel.specs.Recipe), or an attention kernel named for
-            unfused attention.
+        InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
+            unfused attention, or ``flash_attention`` asked for on a GPU no fused kernel runs on.
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
+    from .model_error import generation
+    if gpu_key is not None and generation(gpu_key) in NO_FUSED_ATTENTION:
+        if switches.get("flash_attention") or switches.get("attention_kernel") is not None:
+            flag = "--flash-attention" if switches.get("flash_attention") else "--attention-kernel"
+            raise InputError(flag, "", f"no fused-attention kernel runs on {gpu_key} ({generation(gpu_key)}): "
+                             "FlashAttention needs Turing or newer (FA2 Ampere), Transformer Engine's fused "
+                             "attention sm80+; drop the flag (unfused attention is the default there)")
+        switches = dict(switches, flash_attention=False)
     known = {w.name for w in RECIPE_SWITCHES}
     unknown = set(switches) - known
     if unknown:

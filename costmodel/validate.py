@@ -355,7 +355,8 @@ def _prepare(r: dict, cache: dict):
         return "stack unknown: add a stack column"
     model = row_model(r, stack)
     switches = row_switches(r)
-    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], **switches)
+    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu_key=cluster.gpu.key,
+                          **switches)
     if recipe.flash_attention:
         profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len)   # raises for an unfitted kernel
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1

@@ -33,9 +33,8 @@ def _with_power_model():
     return out
 
 
-def test_every_catalog_gpu_but_b200_has_a_power_and_thermal_model():
-    """B200 lacks a cited slowdown temperature; every other catalog GPU has the whole model."""
-    assert set(list_gpus()) - set(_with_power_model()) == {"b200-sxm-180gb"}
+def test_every_catalog_gpu_has_a_power_and_thermal_model():
+    assert set(_with_power_model()) == set(list_gpus())
 
 
 @pytest.mark.parametrize("gpu", _with_power_model())

@@ -43,7 +43,9 @@ def test_one_layout_prediction_agrees_with_the_table_and_adds_band_and_energy(h2
     assert 0 < run.band.rel < 0.5 and run.step_time_band_s == pytest.approx(run.band.rel * run.step_time_s)
     no_energy = predict_run(m, R, c, p, lay, energy=False)
     assert no_energy.energy is None and no_energy.step_time_s == table.step_time_s[0]
-    b2 = load_cluster("dgx-b200", nodes=4)   # a GPU without a power model: time still predicted, energy named missing
+    from dataclasses import replace       # a GPU without a slowdown temperature: time still predicted, energy named missing
+    b2 = load_cluster("dgx-b200", nodes=4)
+    b2 = replace(b2, gpu=replace(b2.gpu, slowdown_temp_c=None))
     run_b2 = predict_run(m, R, b2, load_profile(b2.gpu.key), dict(lay, tp=8, dp=b2.num_gpus // 32))
     assert run_b2.energy is None and run_b2.energy_missing == ("b200-sxm-180gb slowdown_temp",)
     mi = load_cluster("mi250")          # AMD: power and thermal from AMD's documentation and rocm-smi readings

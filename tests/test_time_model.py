@@ -214,3 +214,19 @@ def test_torchtitan_selective_recompute_reruns_every_second_matmul(h200):
     mc = compute_times(m, Recipe(gbs=8, seq_len=8192, stack="megatron"), c, p, t)
     assert mc.layer_recompute_s[0] == 0.0
     assert tt.layer_recompute_s[0] == pytest.approx(0.5 * tt.layer_gemm_fwd_s[0] + tt.layer_ew_fwd_s[0], rel=1e-12)
+
+
+def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
+    """No fused-attention kernel runs on V100 (FlashAttention: Turing or newer; TE fused attention
+    sm80+): the stack's flash default gives way to unfused attention, which keeps the s x s scores
+    in HBM and runs them as batched GEMMs; asking for flash attention there is refused."""
+    from costmodel.errors import InputError
+    from costmodel.stacks import get_stack, stack_recipe
+    mg = get_stack("megatron")
+    assert stack_recipe(mg, 16, 4096, "fp16").flash_attention
+    v = stack_recipe(mg, 16, 4096, "fp16", gpu_key="v100-sxm2-32gb")
+    assert not v.flash_attention
+    assert stack_recipe(mg, 16, 4096, "bf16", gpu_key="a100-sxm-80gb").flash_attention
+    for kw in (dict(flash_attention=True), dict(attention_kernel="fa2")):
+        with pytest.raises(InputError, match="no fused-attention kernel runs on v100-sxm2-32gb"):
+            stack_recipe(mg, 16, 4096, "fp16", gpu_key="v100-sxm2-32gb", **kw)

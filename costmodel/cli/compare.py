@@ -227,7 +227,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
     try:
-        recipe = stack_recipe(stack, run.gbs, run.seq_len, prec, **{**logged, **given})
+        recipe = stack_recipe(stack, run.gbs, run.seq_len, prec, gpu_key=c.gpu.key, **{**logged, **given})
     except InputError as e:
         k = next((k for k in logged if "--" + k.replace("_", "-") == e.where and k not in given), None)
         if k is None:

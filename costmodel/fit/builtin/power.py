@@ -36,10 +36,12 @@ What is fitted, from what (details in each function's docstring and in every pro
 * **R_th**: FlagPerf A100 single-GPU operator runs, average temperature vs average power,
   T = T0 + R_th P by least squares (R^2 reported).  tau = R_th x C with C the heatsink heat capacity
   (DERIVED, see :data:`HEATSINK`).
+* **B200 idle_w, flop_w**: a public 8x B200 characterisation (serving power at < 10 % utilisation;
+  sustained BF16 GEMMs pinned at 1000 W at their own clocks): costmodel/fit/builtin/b200.py.
 * Other GPUs (costmodel/fit/builtin/variants.py): same-die variants (A100 PCIe, H100 PCIe/NVL,
   GH200, A800, H800) scale each coefficient by what sets it (SMs x g(clock ratio), bandwidths);
-  other dies (B200, L40S, MI250, MI300X, V100) scale by TDP; idle from the parts' idle captures
-  where both GPU files give one (``derived_from`` + ``note``).
+  other dies (B200's remaining terms, L40S, MI250, MI300X, V100) scale by TDP; idle from the parts'
+  idle captures where both GPU files give one (``derived_from`` + ``note``).
 
 The published training-throughput tables are never read here.
 """
@@ -61,6 +63,7 @@ from costmodel.specs import load_gpu
 from .data import path as _p
 from .dvfs import fit_dvfs
 from .data import rel as _rel
+from .b200 import power_b200
 from .variants import idle_w, power_source, same_die_factors
 
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
@@ -656,6 +659,9 @@ def build_power_thermal(gpus, data=None):
             power, inputs[g] = _power_hopper(g, tdp, fits), [_rel("h100_trace")] + fits.a100_in
         elif derived is not None:
             power, inputs[g] = _power_from(g, derived[0], base[derived[0]], fits, derived[1])
+            if g == "b200-sxm-180gb":
+                power = power_b200(power, fits.gamma, fits.v_floor, fits.th["r_th"] * fits.tdp_a / tdp, data)
+                inputs[g] = inputs[g] + [_rel("b200_note")]
         else:
             raise ValueError(f"{g}: no power fit and no source in costmodel/fit/builtin/variants.py")
         inputs[g] = inputs[g] + ([_rel("flagperf_ops")] if _rel("flagperf_ops") not in inputs[g] else [])
