@@ -160,7 +160,7 @@ def test_405b_pp8_vp8_counts_embedding_and_loss_as_pipeline_layers():
     and the energy model's stage split gives the schedule's step."""
     from costmodel.layouts import accounts_embedding_loss, layers_per_stage, pipeline_split
     from costmodel.predict import predict_run
-    from costmodel.report import megatron_args
+    from costmodel.launch import megatron_args
     from costmodel.specs import load_cluster, load_profile
     m = load_model("llama3.1-405b")
     r = Recipe(gbs=2048, seq_len=8192)

@@ -22,8 +22,18 @@ GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
 SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: the model's training length).")
 PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
 PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
+FORMAT = typer.Option(None, "--format", help="megatron, nemo, torchtitan, json or settings: how to print what to set "
+                      "for the chosen layout (Megatron-LM arguments, NeMo 2 recipe overrides, a torchtitan "
+                      "configuration, JSON, or plain settings; default: the stack's own).")
 STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the training stack whose defaults set "
                      + ", ".join(w.cli_flag for w in RECIPE_SWITCHES) + " and vocabulary padding (costmodel/stacks.py).")
+
+
+def check_format(fmt: str | None) -> None:
+    """Refuse an unknown ``--format`` before any work (costmodel.launch.FORMATS)."""
+    from ..launch import FORMATS
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError("--format", "", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, stack="megatron",

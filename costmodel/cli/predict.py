@@ -10,9 +10,10 @@ import typer
 
 from .. import report
 from ..errors import InputError
+from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
-from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
+from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
                      check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
 
 
@@ -46,9 +47,11 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             derate: Optional[List[str]] = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock "
                                                        "(a HW-slowdown or power-brake straggler; repeatable); the "
                                                        "synchronous step follows the slowest rank."),
+            fmt: Optional[str] = FORMAT,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
+    check_format(fmt)
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
@@ -81,6 +84,9 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:
+        if fmt is not None:
+            title, text = launch_settings(rec["layout"], m, r, fmt=fmt)
+            rec["launch"] = dict(format=fmt, title=title, text=text)
         print(json.dumps(rec, indent=2))
         return
     out = report.console()
@@ -108,6 +114,6 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
     if energy is not None:
         out.print(report.energy_line(rec))
         out.print(report.per_gpu_table(rec["per_gpu"], top=16))
-    title, text = report.launch_settings(lay, m, r)
+    title, text = launch_settings(lay, m, r, fmt=fmt)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped

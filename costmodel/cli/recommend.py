@@ -15,12 +15,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import report
 from ..errors import InputError
+from ..launch import launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import TE_STACKS, get_stack
-from .common import (CLUSTER, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK,
+from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
                      context_line, setup, with_recipe_flags)
 
 
@@ -45,6 +46,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
+              fmt: Optional[str] = FORMAT,
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
               recipe_flags: dict = None):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
@@ -52,20 +54,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits)."""
-    for flag, v in (("--power-cap-w", power_cap_w), ("--node-power-kw", node_power_kw), ("--max-temp-c", max_temp_c),
-                    ("--inlet-temp-c", inlet_temp_c), ("--step-time-slack", step_time_slack)):
-        if v is not None and not math.isfinite(v):
-            raise InputError(flag, "", f"must be a finite number, got {v}")
-    for flag, v in (("--top", top), ("--max-mbs", max_mbs)):
-        if v < 1:
-            raise InputError(flag, "", f"must be >= 1, got {v}")
-    if cap_count is not None and not 2 <= cap_count <= 21:
-        raise InputError("--cap-levels", "", f"must be between 2 and 21, got {cap_count}")
-    if objective not in OBJECTIVES:
-        raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if solver not in ("cbc", "highs"):
-        raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
+    _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
+                        inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
+                   objective, solver)
     _check_plot(plot, pareto)
+    check_format(fmt)
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
@@ -120,14 +113,19 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
-                          k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count)
+                          k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count,
+                          fmt=fmt)
         return
     if note:
         print(note, file=sys.stderr)
     if as_json:
         recs = [report.run_record(prediction_row(res.ranked, i, m, r, c, p))
                 for i in range(min(top, len(res.ranked.layouts)))]
-        print(json.dumps({"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}, indent=2))
+        out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
+        if fmt is not None and recs:
+            title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt)
+            out_json["launch"] = dict(format=fmt, title=title, text=text)
+        print(json.dumps(out_json, indent=2))
         return
     out.print(context_line(m, c, r))
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
@@ -138,9 +136,26 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
-    title, text = report.launch_settings(best["layout"], m, r)
+    title, text = launch_settings(best["layout"], m, r, fmt=fmt)
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
+
+
+def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:
+    """Refuse a non-finite limit, a count below 1, a cap grid outside 2..21 levels, an unknown objective
+    or solver, each naming its flag, before any work."""
+    for name, v in limits.items():
+        if v is not None and not math.isfinite(v):
+            raise InputError("--" + name.replace("_", "-"), "", f"must be a finite number, got {v}")
+    for flag, v in (("--top", top), ("--max-mbs", max_mbs)):
+        if v < 1:
+            raise InputError(flag, "", f"must be >= 1, got {v}")
+    if cap_count is not None and not 2 <= cap_count <= 21:
+        raise InputError("--cap-levels", "", f"must be between 2 and 21, got {cap_count}")
+    if objective not in OBJECTIVES:
+        raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if solver not in ("cbc", "highs"):
+        raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
 
 
 def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
@@ -188,7 +203,7 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
-                      cap_count=5):
+                      cap_count=5, fmt=None):
     from .. import ilp
     from ..optimize import cap_levels, solve_space
     if step_time_slack is not None and step_time_slack < 0:
@@ -293,7 +308,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
             out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
-    title, text = report.launch_settings(lay, m, r, layers=list(sol.layers))
+    title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")

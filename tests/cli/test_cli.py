@@ -165,11 +165,38 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
             "--mbs", "1", "--gbs", "32", "--seq-len", "8192", "--zero", "3")
     tt = run(*args, "--stack", "torchtitan")
     assert tt.returncode == 0, tt.stderr
-    assert "Settings for torchtitan" in tt.stdout and "--tensor-model-parallel-size" not in tt.stdout
-    assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded): 32" in tt.stdout
+    assert "torchtitan configuration" in tt.stdout and "--tensor-model-parallel-size" not in tt.stdout
+    assert "config.parallelism.data_parallel_shard_degree = 32" in tt.stdout
+    assert "config.activation_checkpoint = None" in tt.stdout
+    ds = run(*args, "--stack", "deepspeed")
+    assert "Settings for deepspeed" in ds.stdout
+    assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded): 32" in ds.stdout
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
     assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2" in mc.stdout
+    assert "--attention-backend flash" in mc.stdout and "--use-flash-attn" not in mc.stdout
+
+
+def test_format_prints_the_layout_for_each_stack():
+    """--format: Megatron-LM arguments, NeMo 2 recipe overrides, a torchtitan configuration or JSON for
+    the same layout; an unknown format is refused before any work; --json carries the launch text."""
+    args = ("predict", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "2", "--pp", "2",
+            "--ep", "4", "--recompute", "full", "--gbs", "64")
+    nemo = run(*args, "--format", "nemo")
+    assert nemo.returncode == 0, nemo.stderr
+    for line in ("recipe.trainer.strategy.tensor_model_parallel_size = 2",
+                 "recipe.trainer.strategy.expert_model_parallel_size = 4", "recipe.data.global_batch_size = 64",
+                 "recipe.model.config.recompute_granularity = 'full'", "recipe.trainer.plugins = bf16_mixed()"):
+        assert line in nemo.stdout, line
+    tt = run(*args, "--format", "torchtitan")
+    assert "config.parallelism.expert_parallel_degree = 4" in tt.stdout
+    assert "config.parallelism.num_pp_microbatches = 16" in tt.stdout        # 64 / (DP 4 x mbs 1)
+    j = json.loads(run(*args, "--format", "json", "--json").stdout)
+    assert j["launch"]["format"] == "json" and json.loads(j["launch"]["text"])["ep"] == 4
+    assert_one_line_error(run(*args, "--format", "yaml"), "--format")
+    legacy = run("predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "2", "--stack", "megatron-legacy",
+                 "--flash-attention")
+    assert "--use-flash-attn" in legacy.stdout and "--attention-backend" not in legacy.stdout
 
 
 def test_models_json_and_predict_json_report_total_and_active_params():
@@ -184,3 +211,19 @@ def test_models_json_and_predict_json_report_total_and_active_params():
     assert q.returncode == 0, q.stderr
     rec = json.loads(q.stdout)
     assert rec["params"] == pytest.approx(30.5e9, rel=0.005) and rec["active_params"] == pytest.approx(3.3e9, rel=0.02)
+
+
+def test_hardware_lists_every_id_whole_and_as_json():
+    """The ids users type (GPU and cluster file stems) are printed whole, however narrow the table;
+    --json gives every GPU and cluster with the numbers the model uses."""
+    from costmodel.specs import list_clusters, list_gpus
+    p = run("hardware", "--no-sources")
+    assert p.returncode == 0, p.stderr
+    for key in list_gpus() + list_clusters():
+        assert key in p.stdout, key
+    j = run("hardware", "--json", "--no-sources")
+    d = json.loads(j.stdout)
+    assert [g["gpu"] for g in d["gpus"]] == list_gpus() and [c["cluster"] for c in d["clusters"]] == list_clusters()
+    b200 = next(g for g in d["gpus"] if g["gpu"] == "b200-sxm-180gb")
+    assert b200["slowdown_temp_c"] == 91 and b200["power_basis"]["flop_w"] == "fitted" and "sources" not in b200
+    assert "sources" in json.loads(run("hardware", "--json").stdout)["clusters"][0]

@@ -1,0 +1,240 @@
+"""What to set to run a layout on a training stack: Megatron-LM arguments, NeMo 2 recipe
+overrides, a torchtitan configuration, the settings as JSON, or the layout in the field's terms.
+
+* Megatron-LM: ``megatron/training/arguments.py`` names of today's Megatron-core
+  (``--attention-backend``; the legacy and DeepSpeed forks keep ``--use-flash-attn``).
+* NeMo 2: ``recipe.<path> = value`` assignments on an ``nemo.collections.llm`` recipe, the form
+  NVIDIA's performance scripts use (the same paths work as ``nemo llm pretrain --factory ...
+  key=value`` overrides without the ``recipe.`` prefix).
+* torchtitan: a full configuration in Python, the form torchtitan's main branch uses
+  (torchtitan/config/README.md, commit b5bcd76c6: TOML files were replaced by configuration
+  functions; ``ParallelismConfig``, ``TrainingConfig``, ``activation_checkpoint`` field names).
+"""
+from __future__ import annotations
+
+import json
+
+from .errors import InputError
+from .layouts import light_last_stage, uneven_split
+from .specs import ModelSpec, Recipe
+from .stacks import STACKS
+
+#: the formats ``--format`` takes
+FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
+
+
+def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+    """The layout in the field's terms, one setting per line (a stack without a format of its own)."""
+    stack = STACKS.get(recipe.stack) or STACKS["megatron"]
+    rc = layout["recompute"]
+    ckpt = {"none": "off", "selective": "selective (op-level SAC)" if stack.selective_recompute == "op-sac"
+            else "selective", "full": "full (every transformer block)"}[rc]
+    dp = {0: "DP (replicated, DDP)", 1: "DP with ZeRO-1 (optimizer states sharded)",
+          2: "DP with ZeRO-2 (gradients and optimizer states sharded)",
+          3: "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded)"}[layout["zero"]]
+    lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
+             f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
+             f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",
+             f"expert parallel (EP): {layout['ep']}"
+             + (f", experts' TP (ETP) {layout['etp']}" if model.is_moe and layout.get("etp") not in (None, layout["tp"])
+                else ""), f"micro-batch per GPU: {layout['mbs']}",
+             f"global batch: {recipe.gbs} sequences of {recipe.seq_len} tokens",
+             f"activation checkpointing: {ckpt}", f"precision: {recipe.precision}, optimizer: {recipe.optimizer}",
+             f"communication overlap: {'on' if layout['overlap'] else 'off'}"
+             + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
+                if layout["overlap"] else "")]
+    if model.is_moe:
+        cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
+               if recipe.moe_capacity_factor > 0 else "dropless")
+        lines.append(f"MoE: {recipe.moe_dispatcher} token dispatch, "
+                     f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}")
+    return "\n".join(lines)
+
+
+def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
+    """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
+
+    ``layers`` (per pipeline stage) adds the uneven-stage options: --decoder-first/last-pipeline-
+    num-layers when the middle stages are even, else Megatron-core's --pipeline-model-parallel-layout
+    ('E' embedding, 't' a transformer layer, 'L' the loss, '|' between stages).
+    """
+    a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
+    pv = layout["pp"] * layout["vp"]
+    accounted = layout["vp"] > 1 and model.num_layers % pv and (model.num_layers + 2) % pv == 0
+    if accounted and layers is None:
+        a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    elif layers is None and model.num_layers % layout["pp"]:
+        layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"], light_last_stage(recipe))]
+    if layers is not None and len(set(layers)) > 1:
+        mid = layers[1:-1]
+        if len(set(mid)) <= 1:
+            a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
+                  f"--decoder-last-pipeline-num-layers {layers[-1]}"]
+        else:
+            stages = ["t" * n for n in layers]
+            stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+            a.append(f"--pipeline-model-parallel-layout \"{'|'.join(stages)}\"")
+    if layout["cp"] > 1:
+        a.append(f"--context-parallel-size {layout['cp']}")
+    if layout["ep"] > 1:
+        a.append(f"--expert-model-parallel-size {layout['ep']}")
+    if model.is_moe:
+        # the MoE switches the costs modelled, each printed (Megatron's defaults: allgather,
+        # per-expert GEMMs, dropless)
+        a.append(f"--moe-token-dispatcher-type {recipe.moe_dispatcher}")
+        if recipe.moe_dispatcher == "flex":
+            a.append("--moe-enable-deepep")
+        if recipe.moe_grouped_gemm:
+            a.append("--moe-grouped-gemm")
+        if recipe.moe_capacity_factor > 0:
+            a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
+        if recipe.moe_pad_to_capacity:
+            a.append("--moe-pad-expert-input-to-capacity")
+    etp = layout.get("etp") or layout["tp"]
+    if model.is_moe and etp != layout["tp"]:
+        a.append(f"--expert-tensor-parallel-size {etp}")
+    if layout["vp"] > 1:
+        per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
+        a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
+    if layout["sp"]:
+        a.append("--sequence-parallel")
+    a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",
+          f"--seq-length {recipe.seq_len}"]
+    if layout["recompute"] == "full" and layout.get("recompute_num_layers"):
+        a += ["--recompute-granularity full", "--recompute-method block",
+              f"--recompute-num-layers {layout['recompute_num_layers']}"]
+    elif layout["recompute"] == "full":
+        a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    elif layout["recompute"] == "selective":
+        a.append("--recompute-granularity selective")
+    if layout["zero"] in (1, 2):
+        a.append("--use-distributed-optimizer")
+    if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
+        a.append("--optimizer sgd")
+
+    if layout["zero"] == 3:
+        a.append("--use-torch-fsdp2")
+    if layout["overlap"] and recipe.dp_overlap and (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True):
+        a.append("--overlap-grad-reduce")
+        if layout["zero"] in (1, 2):
+            a.append("--overlap-param-gather")
+    if recipe.tp_comm_overlap and layout["sp"]:
+        a.append("--tp-comm-overlap")
+    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}[recipe.precision])
+    if recipe.stack in ("megatron-legacy", "megatron-deepspeed"):
+        if recipe.flash_attention:               # these predate --attention-backend
+            a.append("--use-flash-attn")
+    else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
+        a.append(f"--attention-backend {'flash' if recipe.flash_attention else 'unfused'}")
+    if recipe.optimizer not in ("adam", "adamw", "sgd"):
+        # last, so the comment ends the pasted command instead of swallowing arguments
+        a.append(f"# Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
+                 f"{recipe.optimizer}, these arguments train with Adam")
+    return " \\\n  ".join(a)
+
+
+def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+    """NeMo 2 recipe overrides (module docstring) for ``layout``."""
+    t = layout
+    a = [f"recipe.trainer.strategy.tensor_model_parallel_size = {t['tp']}",
+         f"recipe.trainer.strategy.pipeline_model_parallel_size = {t['pp']}",
+         f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
+         f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
+         f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
+    if model.is_moe:
+        a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
+              f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
+              f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
+              f"recipe.model.config.moe_grouped_gemm = {bool(recipe.moe_grouped_gemm)}"]
+    a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
+          f"recipe.data.seq_length = {recipe.seq_len}"]
+    rc = t["recompute"]
+    if rc == "full":
+        n = t.get("recompute_num_layers") or 1
+        a += ["recipe.model.config.recompute_granularity = 'full'",
+              f"recipe.model.config.recompute_method = {'block' if t.get('recompute_num_layers') else 'uniform'!r}",
+              f"recipe.model.config.recompute_num_layers = {n}"]
+    elif rc == "selective":
+        a.append("recipe.model.config.recompute_granularity = 'selective'")
+    else:
+        a.append("recipe.model.config.recompute_granularity = None")
+    a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
+    if t["zero"] == 3:
+        a.append("recipe.trainer.strategy.fsdp = 'megatron'")
+    if t["overlap"]:
+        a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
+              f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
+    a.append(f"recipe.model.config.attention_backend = {'flash' if recipe.flash_attention else 'unfused'!r}")
+    a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
+                                            "fp8": "bf16_with_fp8_mixed()"}[recipe.precision])
+    if recipe.tp_comm_overlap and t["sp"]:
+        a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
+    return "\n".join(a)
+
+
+def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+    """A torchtitan full configuration (module docstring) for ``layout``: FSDP shards over DP when
+    ZeRO-3, else DP replicates (HSDP is not modelled)."""
+    t = layout
+    dp_shard, dp_rep = (t["dp"], 1) if t["zero"] == 3 else (1, t["dp"])
+    ac = {"full": "FullAC.Config()", "selective": "SelectiveAC.Config()", "none": "None"}[t["recompute"]]
+    mb = recipe.gbs // (t["dp"] * t["mbs"])
+    a = ["def costmodel_layout() -> Trainer.Config:",
+         "    config = base_config()          # the recipe this layout is for (torchtitan_recipes)",
+         f"    config.parallelism.data_parallel_replicate_degree = {dp_rep}",
+         f"    config.parallelism.data_parallel_shard_degree = {dp_shard}",
+         f"    config.parallelism.tensor_parallel_degree = {t['tp']}",
+         f"    config.parallelism.pipeline_parallel_degree = {t['pp']}",
+         f"    config.parallelism.context_parallel_degree = {t['cp']}"]
+    if model.is_moe:
+        a.append(f"    config.parallelism.expert_parallel_degree = {t['ep']}")
+    if t["pp"] > 1:
+        a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
+    a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
+          f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
+          f"    config.training.max_context_length = {recipe.seq_len}",
+          f"    config.activation_checkpoint = {ac}",
+          "    return config"]
+    if recipe.precision == "fp8":
+        a.insert(2, "    # fp8: add the float8 model converter of your torchtitan version")
+    return "\n".join(a)
+
+
+def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
+    """The layout and recipe as one JSON-ready mapping (the ``json`` format)."""
+    keys = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp", "overlap")
+    out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in keys if k in layout}
+    out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
+               flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name)
+    return out
+
+
+def default_format(recipe: Recipe) -> str:
+    """The format of the recipe's stack: megatron for the Megatron family, nemo, torchtitan, else the
+    settings in the field's terms."""
+    if recipe.stack in ("nemo", "torchtitan"):
+        return recipe.stack
+    stack = STACKS.get(recipe.stack)
+    return "megatron" if stack is None or stack.megatron_family else "settings"
+
+
+def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None,
+                    fmt: str | None = None) -> tuple[str, str]:
+    """(title, text) of what to set to run ``layout``: ``fmt`` one of :data:`FORMATS` (None: the
+    stack's own, :func:`default_format`).
+
+    Raises:
+        InputError: an unknown format (names ``--format``).
+    """
+    fmt = fmt or default_format(recipe)
+    if fmt not in FORMATS:
+        raise InputError("--format", "", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    if fmt == "megatron":
+        return "Megatron-LM arguments", megatron_args(layout, model, recipe, layers)
+    if fmt == "nemo":
+        return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe)
+    if fmt == "torchtitan":
+        return "torchtitan configuration", torchtitan_config(layout, model, recipe)
+    if fmt == "json":
+        return "Settings (JSON)", json.dumps(settings_dict(layout, model, recipe), indent=2)
+    return f"Settings for {recipe.stack}", generic_settings(layout, model, recipe)
