@@ -1,6 +1,8 @@
 """``costmodel hardware``: the GPUs and clusters of the catalog, their profiles and sources."""
 from __future__ import annotations
 
+import json
+
 import typer
 from rich.table import Table
 
@@ -9,63 +11,94 @@ from ..errors import InputError
 from ..specs import list_clusters, list_gpus, load_cluster, load_gpu, load_profile
 
 
-def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", help="Print each number's source.")):
+def _gpu_record(key: str) -> dict:
+    """One catalog GPU: datasheet values, the fitted profile's headline numbers, power/thermal provenance."""
+    g = load_gpu(key)
+    pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
+    rec = dict(gpu=key, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
+               peak_fp8_tflops=g.peak_flops["fp8"] / 1e12 if "fp8" in g.peak_flops else None,
+               hbm_gib=g.capacity_bytes / 2**30, hbm_tb_per_s=g.hbm_bytes_per_s / 1e12, tdp_w=g.tdp_w,
+               power_limit_min_w=g.power_limit_min_w, slowdown_temp_c=g.slowdown_temp_c,
+               shutdown_temp_c=g.shutdown_temp_c, num_sms=g.num_sms, sources=dict(g.sources))
+    try:
+        p = load_profile(key)
+    except InputError as e:
+        return dict(rec, profile=None, profile_error=e.message)
+    d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
+    raw = {sec: p.raw.get(sec) or {} for sec in ("power", "thermal")}
+    rec.update(profile=p.key, gemm_eta_max=p.gemm[d].eta_max, hbm_efficiency=p.hbm_efficiency,
+               # fused attention fwd + bwd at an 8k sequence, per fitted kernel (profile attention.kernels)
+               attention_efficiency_8k={k: float(p.attention_efficiency(k, 8192))
+                                        for k in sorted({"fa2", *p.attention_kernels})},
+               idle_w=p.power.idle_w if p.power else None, flop_w=p.power.coeff_w["flop"] if p.power else None,
+               gamma=p.power.gamma if p.power else None, r_th_c_per_w=p.thermal.r_th_c_per_w if p.thermal else None,
+               power_basis=dict(p.power.basis) if p.power else None,
+               provenance={sec: (f"derived: {d['derived_from']}" if d.get("derived_from")
+                                 else "fitted (see the profile's fit: section)") for sec, d in raw.items() if d})
+    return rec
+
+
+def _cluster_record(key: str) -> dict:
+    c = load_cluster(key)
+    return dict(cluster=key, name=c.name, gpu=c.gpu.key, nodes=c.nodes, gpus_per_node=c.gpus_per_node,
+                intra_fabric=c.intra_fabric, intra_gb_per_s_per_gpu=c.intra_bytes_per_s / 1e9,
+                intra_latency_us=c.intra_latency_s * 1e6, nics_per_node=c.nics_per_node,
+                nic_gbit_per_s=c.nic_bytes_per_s * 8 / 1e9, inter_fabric=c.inter_fabric,
+                inter_latency_us=c.inter_latency_s * 1e6, node_power_kw=c.node_power_budget_w / 1e3,
+                node_other_power_kw=c.node_other_power_w / 1e3, cooling=c.cooling.type,
+                inlet_temp_c=c.cooling.inlet_temp_c, sources=dict(c.sources))
+
+
+def _f(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", help="Print each number's source."),
+             as_json: bool = typer.Option(False, "--json", help="Print one JSON object: gpus and clusters.")):
     """GPUs and clusters of the catalog, with the numbers the model uses and their sources."""
+    gpus = [_gpu_record(k) for k in list_gpus()]
+    clusters = [_cluster_record(k) for k in list_clusters()]
+    if as_json:
+        strip = (lambda r: r) if show_sources else (lambda r: {k: v for k, v in r.items() if k != "sources"})
+        print(json.dumps(dict(gpus=[strip(r) for r in gpus], clusters=[strip(r) for r in clusters]), indent=2))
+        return
     out = report.console()
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
-    for col in ("gpu", "name", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
-                "GEMM eta_max", "HBM eff", "attention eff (8k)", "power model", "R_th C/W", "profile"):
-        tb.add_column(col)
-    sources, prov = [], []
-    for key in list_gpus():
-        g = load_gpu(key)
-        try:
-            p = load_profile(key)
-            d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
-            eta, hbm_eff, pfile = f"{p.gemm[d].eta_max:.3f}", f"{p.hbm_efficiency:.3f}", p.path
-            # fused attention fwd + bwd at an 8k sequence, per fitted kernel (profile attention.kernels)
-            attn = ", ".join(f"{k} {float(p.attention_efficiency(k, 8192)):.2f}" for k in sorted({"fa2", *p.attention_kernels}))
-            pfile = p.key
-            pw, th = p.raw.get("power") or {}, p.raw.get("thermal") or {}
-            power = (f"{p.power.idle_w:.0f} + {p.power.coeff_w['flop']:.0f} u W, gamma {p.power.gamma:.2f}"
-                     if p.power else "none")
-            rth = f"{p.thermal.r_th_c_per_w:.3f}" if p.thermal else "-"
-            for sec, d in (("power", pw), ("thermal", th)):
-                if d:
-                    prov.append((key, sec, f"derived: {d['derived_from']}" if d.get("derived_from")
-                                 else "fitted (see the profile's fit: section)"))
-        except InputError as e:
-            eta = hbm_eff = power = rth = attn = "-"
-            pfile = f"none ({e.message})"
-        pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
-        tb.add_row(key, g.name, f"{pk / 1e12:.1f}",
-                   f"{g.peak_flops['fp8'] / 1e12:.1f}" if "fp8" in g.peak_flops else "-",
-                   f"{g.capacity_bytes / 2**30:.1f}", f"{g.hbm_bytes_per_s / 1e12:.2f}", f"{g.tdp_w:.0f}",
-                   str(g.num_sms), eta, hbm_eff, attn, power, rth, pfile)
-        sources += [(key, f, s) for f, s in g.sources.items()]
+    for col in ("gpu", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
+                "GEMM eta_max", "HBM eff", "attention eff (8k)", "power W (idle + flop u)", "R_th C/W"):
+        tb.add_column(col, no_wrap=col == "gpu")      # the id users type is never cut
+    prov = []
+    for r in gpus:
+        attn = ", ".join(f"{k} {v:.2f}" for k, v in (r.get("attention_efficiency_8k") or {}).items()) or "-"
+        power = f"{r['idle_w']:.0f} + {r['flop_w']:.0f} u" if r.get("idle_w") is not None else "none"
+        tb.add_row(r["gpu"], f"{r['peak_16bit_tflops']:.1f}", _f(r["peak_fp8_tflops"], ".1f"), f"{r['hbm_gib']:.1f}",
+                   f"{r['hbm_tb_per_s']:.2f}", f"{r['tdp_w']:.0f}", str(r["num_sms"]), _f(r.get("gemm_eta_max"), ".3f"),
+                   _f(r.get("hbm_efficiency"), ".3f"), attn, power, _f(r.get("r_th_c_per_w"), ".3f"))
+        prov += [(r["gpu"], sec, text) for sec, text in (r.get("provenance") or {}).items()]
+        if r.get("profile") is None:
+            prov.append((r["gpu"], "profile", f"none ({r['profile_error']})"))
     out.print(tb)
     tv = Table(title="Power and thermal parameters: fitted or derived", header_style="bold")
     for col in ("gpu", "section", "provenance"):
-        tv.add_column(col)
+        tv.add_column(col, no_wrap=col == "gpu")
     for row in prov:
         tv.add_row(*row)
     out.print(tv)
     tc = Table(title="Clusters", header_style="bold")
     for col in ("cluster", "GPUs", "intra-node", "inter-node per node", "node power kW", "cooling"):
-        tc.add_column(col)
-    for key in list_clusters():
-        c = load_cluster(key)
-        tc.add_row(key, f"{c.nodes} x {c.gpus_per_node} {c.gpu.key}",
-                   f"{c.intra_fabric} {c.intra_bytes_per_s / 1e9:.0f} GB/s/GPU, {c.intra_latency_s * 1e6:.1f} us",
-                   f"{c.nics_per_node} x {c.nic_bytes_per_s * 8 / 1e9:.0f} Gb/s {c.inter_fabric}, "
-                   f"{c.inter_latency_s * 1e6:.1f} us",
-                   f"{c.node_power_budget_w / 1e3:.1f}", f"{c.cooling.type}, inlet {c.cooling.inlet_temp_c:.0f} C")
-        sources += [(key, f, s) for f, s in c.sources.items()]
+        tc.add_column(col, no_wrap=col == "cluster")
+    for r in clusters:
+        tc.add_row(r["cluster"], f"{r['nodes']} x {r['gpus_per_node']} {r['gpu']}",
+                   f"{r['intra_fabric']} {r['intra_gb_per_s_per_gpu']:.0f} GB/s/GPU, {r['intra_latency_us']:.1f} us",
+                   f"{r['nics_per_node']} x {r['nic_gbit_per_s']:.0f} Gb/s {r['inter_fabric']}, "
+                   f"{r['inter_latency_us']:.1f} us", f"{r['node_power_kw']:.1f}",
+                   f"{r['cooling']}, inlet {r['inlet_temp_c']:.0f} C")
     out.print(tc)
     if show_sources:
         ts = Table(title="Sources", header_style="bold")
         for col in ("file", "field", "source"):
-            ts.add_column(col)
-        for row in sources:
-            ts.add_row(*map(str, row))
+            ts.add_column(col, no_wrap=col == "file")
+        for r in gpus + clusters:
+            for f, s in r["sources"].items():
+                ts.add_row(r.get("gpu") if "cluster" not in r else r["cluster"], f, str(s))
         out.print(ts)
