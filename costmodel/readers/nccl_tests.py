@@ -289,6 +289,10 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             continue
         if line == "...":
             continue
+        rv = re.match(r"rccl-tests:\s*Version\s+(\S+)", line)
+        if rv:                                   # rccl-tests (ROCm) prints its version uncommented
+            meta["nccl_tests_version"] = f"rccl-tests {rv.group(1)}"
+            continue
         tok = line.split()
         if not _is_int(tok[0]) or (len(tok) > 1 and not _is_int(tok[1])):
             meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data

@@ -548,3 +548,16 @@ def test_compare_takes_one_nvidia_smi_q_snapshot_and_names_bad_lines(tmp_path):
         _read_trace(bad, 8)
     with pytest.raises(InputError, match="is a directory"):
         _read_trace(tmp_path, 8)
+
+
+def test_rccl_tests_output_reads_as_nccl_tests():
+    """rccl-tests (ROCm) prints the nccl-tests table with a 'Group' in each rank line, '#wrong' columns
+    and an uncommented 'rccl-tests: Version' line: 8 MI300X ranks on one host, the 8 MiB all-reduce row."""
+    from costmodel.readers.registry import detect_format
+    f = D / "rccl_tests_mi300x_8gpu_allreduce_excerpt.txt"
+    assert detect_format(f) == "nccl-tests"
+    t = read_nccl_tests(f, strict=True)
+    assert t.meta["n_ranks"] == 8 and t.meta["n_nodes"] == 1 and t.meta["gpu_name"] == "AMD Instinct MI300X"
+    assert t.meta["nccl_tests_version"] == "rccl-tests develop:83d38d9" and t.meta["noise_lines"] == 0
+    (out,) = t.select()
+    assert out.size_bytes == 8388608 and out.busbw == 161.14 and out.time_us == 91.10
