@@ -10,6 +10,7 @@ import sys
 import typer
 
 from .calibrate import app as calibrate_app
+from .collectives import collectives
 from .compare import compare
 from ..errors import CostmodelError, InfeasibleError
 from .hardware import hardware
@@ -21,7 +22,7 @@ from .validate import validate
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Calibrated cost model of distributed LLM training: predict step time and "
                        "memory of any parallel layout, and recommend the best one.")
-for _command in (recommend, predict, compare, validate, models, hardware):
+for _command in (recommend, predict, compare, validate, collectives, models, hardware):
     app.command()(_command)
 app.add_typer(calibrate_app, name="calibrate")
 

@@ -1,0 +1,114 @@
+"""``costmodel collectives``: the predicted nccl-tests table of a cluster, and its error against a
+capture (costmodel/collectives_table.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from .. import report
+from ..collective import COLLECTIVES
+from ..collectives_table import DEFAULT_SIZES, compare_capture, error_summary, predicted_table
+from ..errors import InputError
+from ..specs import cluster_profile, load_cluster
+
+
+def _fmt_size(n: int) -> str:
+    for unit, k in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= k:
+            return f"{n / k:g} {unit}"
+    return f"{n} B"
+
+
+def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gpus_per_node: Optional[int], cluster):
+    """The capture's table and (collective, ranks per node, nodes): from its rank lines and binary
+    name, else the flags, else the cluster file; a flag that contradicts the capture is refused."""
+    from ..readers import read_nccl_tests
+    from ..readers.registry import detect_format
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, "", "is a directory, not an nccl-tests capture")
+    if not p.is_file():
+        raise InputError(path, "", "no such file")
+    if detect_format(p) != "nccl-tests":      # (an unrecognised file raises, naming it and the formats known)
+        raise InputError(path, "", "is not nccl-tests / rccl-tests output (no size/time/algbw/busbw table)")
+    t = read_nccl_tests(p, strict=False)
+    m = t.meta
+    coll = m.get("collective")
+    if collective and coll and collective != coll:
+        raise InputError("--collective", "", f"{collective!r} contradicts the capture's {m.get('binary')} ({coll})")
+    coll = coll or collective
+    if coll is None:
+        raise InputError(path, "", "names no collective (no *_perf binary in it): pass --collective")
+    rpn = m.get("ranks_per_node") or gpus_per_node or cluster.gpus_per_node
+    nn = m.get("n_nodes") or nodes or cluster.nodes
+    for flag, given, seen in (("--gpus-per-node", gpus_per_node, m.get("ranks_per_node")),
+                              ("--nodes", nodes, m.get("n_nodes"))):
+        if given is not None and seen is not None and given != seen:
+            raise InputError(flag, "", f"{given} contradicts the capture's rank lines ({seen})")
+    return t, coll, int(rpn), int(nn)
+
+
+def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
+                nodes: Optional[int] = typer.Option(None, "--nodes", help="Override the cluster's node count (or "
+                                                    "the nodes of a capture without # Rank lines)."),
+                profile: Optional[str] = typer.Option(None, "--profile", help="Calibrated profile YAML (default: "
+                                                      "the GPU's built-in one)."),
+                compare: Optional[str] = typer.Option(None, "--compare", help="nccl-tests / rccl-tests output to "
+                                                      "compare with, size by size."),
+                collective: Optional[str] = typer.Option(None, "--collective", help=f"{', '.join(COLLECTIVES)}: "
+                                                         "the collectives to print (comma-separated; default all), or "
+                                                         "the capture's when it does not name it."),
+                gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of a "
+                                                            "capture without # Rank lines."),
+                as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """The nccl-tests table the model predicts for a cluster (time, algbw, busbw per collective, inside a
+    node and over the cluster), or, with --compare, the error per size against a capture."""
+    for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
+        if v is not None and not 1 <= v <= 2 ** 24:
+            raise InputError(flag, "", f"must be between 1 and 2^24, got {v}")
+    colls = [c.strip() for c in collective.split(",")] if collective else list(COLLECTIVES)
+    for c in colls:
+        if c not in COLLECTIVES:
+            raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
+    c = load_cluster(cluster, None if compare else nodes)
+    p = cluster_profile(c, profile)
+    if compare:
+        if len(colls) > 1 and collective:
+            raise InputError("--collective", "", "name one collective with --compare")
+        t, coll, rpn, nn = _read_capture(compare, collective, nodes, gpus_per_node, c)
+        rows = compare_capture(t, c, p, coll, rpn, nn, compare)
+        summ = error_summary(rows)
+        head = f"{compare}: {coll}, {rpn * nn} ranks ({nn} node(s) x {rpn}) against {c.key} with {p.path}"
+    else:
+        rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES), None
+        head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
+    if as_json:
+        print(json.dumps(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ,
+                              rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))
+        return
+    out = report.console()
+    out.print(head, highlight=False)
+    tb = Table(title="nccl-tests table, " + ("measured vs predicted (out-of-place)" if compare else "predicted"),
+               header_style="bold")
+    cols = ["collective", "scope", "ranks", "size", "time us", "algbw GB/s", "busbw GB/s"]
+    if compare:
+        cols += ["measured us", "measured busbw", "time err"]
+    for col in cols:
+        tb.add_column(col, justify="left" if col in ("collective", "scope") else "right")
+    for r in rows:
+        cells = [r.collective, r.scope, str(r.ranks), _fmt_size(r.size_bytes), f"{r.time_us:,.1f}",
+                 f"{r.algbw_gb_s:.2f}", f"{r.busbw_gb_s:.2f}"]
+        if compare:
+            cells += [f"{r.measured_time_us:,.1f}", f"{r.measured_busbw_gb_s:.2f}", f"{100 * r.time_rel_err:+.1f}%"]
+        tb.add_row(*cells)
+    out.print(tb)
+    if summ:
+        for k, what in (("all", "all sizes"), ("large", f">= {_fmt_size(summ['min_bytes'])}")):
+            s = summ[k]
+            if s["n"]:
+                out.print(f"time error, {what}: median {100 * s['median_abs_rel_err']:.1f}%, max "
+                          f"{100 * s['max_abs_rel_err']:.1f}% over {s['n']} sizes")

@@ -1,0 +1,48 @@
+"""costmodel collectives: the predicted nccl-tests table and its error against real captures."""
+import json
+from pathlib import Path
+
+from test_cli import assert_one_line_error, run
+
+REPO = Path(__file__).resolve().parents[2]
+P5 = REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
+RCCL = REPO / "tests" / "data" / "readers" / "rccl_tests_mi300x_8gpu_allreduce_excerpt.txt"
+
+
+def test_predicted_table_follows_nccl_tests_conventions():
+    """busbw = algbw x 2(g-1)/g for all-reduce, (g-1)/g for all-gather; busbw grows with size to the
+    fitted plateau (NVLS on H100: above the 450 GB/s NVLink rate, under 1.2x of it)."""
+    d = json.loads(run("collectives", "--cluster", "aws-p5", "--collective", "all_reduce,all_gather", "--json").stdout)
+    rows = d["rows"]
+    assert {(r["collective"], r["scope"]) for r in rows} == {(c, s) for c in ("all_reduce", "all_gather")
+                                                             for s in ("intra-node", "cluster")}
+    for r in rows:
+        g = r["ranks"]
+        f = 2 * (g - 1) / g if r["collective"] == "all_reduce" else (g - 1) / g
+        assert abs(r["busbw_gb_s"] - r["algbw_gb_s"] * f) < 1e-6 * max(1.0, r["busbw_gb_s"])
+        assert abs(r["algbw_gb_s"] - r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9) < 1e-6 * max(1.0, r["algbw_gb_s"])
+    ar = [r for r in rows if r["collective"] == "all_reduce" and r["scope"] == "intra-node"]
+    bus = [r["busbw_gb_s"] for r in ar]
+    assert bus == sorted(bus) and 450 < bus[-1] < 1.2 * 450
+
+
+def test_compare_reproduces_the_capture_its_profile_was_fitted_on():
+    """The AWS p5 2-node all-reduce sweep is the H100 profile's inter-node fit data: read from the file
+    (all_reduce_perf, 16 ranks on 2 nodes), it comes back within the fit's error."""
+    d = json.loads(run("collectives", "--cluster", "aws-p5", "--compare", str(P5), "--json").stdout)
+    assert {r["ranks"] for r in d["rows"]} == {16} and {r["scope"] for r in d["rows"]} == {"cluster"}
+    assert d["summary"]["large"]["median_abs_rel_err"] < 0.05 and d["summary"]["all"]["n"] >= 30
+
+
+def test_compare_an_rccl_capture_and_bad_input():
+    p = run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL), "--collective", "all_reduce")
+    assert p.returncode == 0, p.stderr
+    assert "8 ranks (1 node(s) x 8)" in p.stdout and "time error" in p.stdout
+    assert_one_line_error(run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL)), "--collective")
+    assert_one_line_error(run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL),
+                              "--collective", "all_reduce", "--nodes", "2"), "--nodes", "contradicts")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--collective", "bogus"), "--collective")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(REPO)), "is a directory")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(REPO / "README.md"),
+                              "--collective", "all_reduce"), "README.md")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--nodes", "0"), "--nodes")
