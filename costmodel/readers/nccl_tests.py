@@ -11,7 +11,9 @@ an elision mark left by an author who cut rows; it is skipped.  A header line st
 (``table`` index in each row), so a file with several captures keeps them apart.  Lines that are not
 comments and do not start with two integers (``NCCL INFO`` debug lines, launcher and ssh messages,
 shell prompts) are not data: they are counted in ``meta["noise_lines"]``, never reported as errors;
-a line that starts like a data row (size and count) but does not complete one is an error.  A
+a line that starts like a data row (size and count) but does not complete one is an error; the same
+rank printed by two processes before any table (a binary built without MPI under mpirun/srun: every
+process prints its own ``Rank 0``) makes the whole file an error.  A
 ``# SOURCE:`` / ``# SYNTHETIC:`` line (the provenance line of our copies) is skipped entirely.
 
 Metadata (``NcclTable.meta``), from the lines nccl-tests and NCCL print around the table
@@ -30,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from costmodel.errors import NcclTestsParseError
+from costmodel.errors import NcclTestsParseError, NoUsableDataError
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
 _HEADER = re.compile(r"#\s+size\s+count\s+type")
@@ -241,7 +243,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
     out = NcclTable()
     meta = out.meta
     table = -1
-    seen_ranks = set()
+    seen_ranks, block_ranks, dup = set(), {}, None      # block: the rank lines since the last table header
     binary_from = None  # "starting" > "command" > "comment"
     for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).strip()
@@ -250,6 +252,10 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         m = _RANK.match(line)
         if m:
             rank = int(m.group(1))
+            who = (m.group(4), int(m.group(3)), int(m.group(5)))      # host, pid, device
+            if dup is None and block_ranks.get(rank, who) != who:
+                dup = (rank, block_ranks[rank], who, lineno)
+            block_ranks.setdefault(rank, who)
             if rank not in seen_ranks:
                 seen_ranks.add(rank)
                 meta["ranks"].append(dict(rank=rank, group=None if m.group(2) is None else int(m.group(2)),
@@ -276,6 +282,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         if line.startswith("#"):
             if _HEADER.match(line):
                 table += 1
+                block_ranks = {}
             elif re.match(r"#\s*nThread\b", line):
                 meta["params"] = _params(line)
             else:
@@ -316,6 +323,14 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             t, a, b_ = vals[3 * j:3 * j + 3]
             out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j]))
     _finish_meta(meta)
+    if dup is not None:
+        # a binary built without MPI, launched by mpirun/srun: every process runs its own 1-rank test
+        # and prints its own "Rank 0"; the tables are not a collective over the processes
+        rank, a, b, ln = dup
+        raise NoUsableDataError(path, f"line {ln}: rank {rank} is printed by two processes ({a[0]} pid {a[1]} device "
+                                f"{a[2]} and {b[0]} pid {b[1]} device {b[2]}) before any table: each process ran its "
+                                "own test (an nccl-tests binary built without MPI, make MPI=1, or processes that did "
+                                "not join one job), so the tables are not one collective over all of them")
     if strict and out.errors:
         raise NcclTestsParseError(out.errors, out.rows)
     return out

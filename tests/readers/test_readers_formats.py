@@ -561,3 +561,24 @@ def test_rccl_tests_output_reads_as_nccl_tests():
     assert t.meta["nccl_tests_version"] == "rccl-tests develop:83d38d9" and t.meta["noise_lines"] == 0
     (out,) = t.select()
     assert out.size_bytes == 8388608 and out.busbw == 161.14 and out.time_us == 91.10
+
+
+def _write(text: str):
+    import tempfile
+    f = Path(tempfile.mkdtemp()) / "capture.txt"
+    f.write_text(text)
+    return f
+
+
+def test_the_same_rank_from_two_processes_is_refused():
+    """nccl-tests#306: two processes on two nodes each print Rank 0..7 before any table (each ran its
+    own 8-rank test, as a binary built without MPI does): not one 16-rank collective, refused in one
+    message naming the file, the line and both processes."""
+    f = D / "nccl_tests_issue306_h20_ranks_repeated_per_node.txt"
+    with pytest.raises(NoUsableDataError, match=r"line 16: rank 0 is printed by two processes \(node3 pid 1530412 "
+                                                 r"device 0 and node2 pid 2236260 device 0\)"):
+        read_nccl_tests(f, strict=False)
+    # a file of several tests, each with its own rank lines and table, is not that
+    two = (D / "rccl_tests_mi300x_8gpu_allreduce_excerpt.txt").read_text()
+    t = read_nccl_tests(_write(two + "\n" + "\n".join(two.splitlines()[3:])), strict=True)
+    assert t.meta["n_ranks"] == 8 and len(t.select(table=1)) == 1
