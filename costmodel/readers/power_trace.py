@@ -62,7 +62,8 @@ class PowerTrace:
         host: object array of host names (``""`` when the format does not name the host).
         lines: int64 1-based line of each sample in the source file (0 when not applicable).
         absolute_time: True when ``t_unix`` is wall-clock Unix time.
-        source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"`` or ``"suite-jsonl"``.
+        source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"``, ``"nvidia-smi-q"``,
+            ``"rocm-smi"`` or ``"suite-jsonl"``.
         path: the file read (None when built from an in-memory table without one).
         errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
         clock_events: per sample, the set of active clock-event (throttle) reason names
@@ -328,6 +329,29 @@ def power_trace_from_nvidia_smi_q(q, strict=True) -> PowerTrace:
         lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q,
         clock_events=None if all(r is None for r in reasons) else [r or frozenset() for r in reasons],
         device_names=tuple(dict.fromkeys(g["name"] for g in q.gpus if g.get("name"))))
+
+
+def power_trace_from_rocm_smi(q, strict=True) -> PowerTrace:
+    """Power trace of ``rocm-smi`` snapshots (costmodel.readers.rocm_smi): one sample per GPU per
+    snapshot, ``t_unix`` the snapshot number (rocm-smi prints no time); an MI250 package's power
+    split evenly over its two GCDs (:func:`costmodel.readers.rocm_smi.per_gcd_power_w`); the
+    temperature is the junction (hotspot) sensor.
+
+    Args:
+        q: :class:`~costmodel.readers.rocm_smi.RocmSmi` or a path.  strict: with a path, raise on bad lines.
+    Raises:
+        RocmSmiParseError: (path, strict) bad lines.
+    """
+    from .rocm_smi import RocmSmi, per_gcd_power_w, read_rocm_smi
+    if not isinstance(q, RocmSmi):
+        q = read_rocm_smi(q, strict=strict)
+    col = lambda k: np.array([g[k] for g in q.gpus], dtype=np.float64)  # noqa: E731
+    return PowerTrace(
+        t_unix=col("snapshot"), gpu=np.array([g["index"] for g in q.gpus], dtype=np.int64), power_w=per_gcd_power_w(q),
+        temp_c=col("temp_c"), mem_temp_c=_nan(len(q)), sm_clock_mhz=col("sclk_mhz"), util_gpu_pct=col("util_gpu_pct"),
+        source_format="rocm-smi", path=q.path, errors=list(q.errors), absolute_time=False,
+        lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q,
+        device_names=tuple(dict.fromkeys(g["name"] for g in q.gpus if g["name"])))
 
 
 def power_trace_from_suite(run) -> PowerTrace:

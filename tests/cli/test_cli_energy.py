@@ -44,7 +44,7 @@ def test_energy_recommend_on_mi250_sets_one_amd_cap_per_oam():
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("amd-smi set")]
     assert "nvidia-smi -i" not in p.stdout and len(lines) == 4 * 4          # 4 nodes x 4 OAMs
     assert {ln.split()[3] for ln in lines} == {"0", "2", "4", "6"}
-    assert all(2 * 46.2 <= float(ln.split()[-1]) <= 560 for ln in lines)
+    assert all(2 * 47.2 <= float(ln.split()[-1]) <= 560 for ln in lines)
 
 
 def test_energy_recommend_json_respects_the_limits():

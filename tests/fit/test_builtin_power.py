@@ -259,7 +259,7 @@ def test_fitted_parameters_are_marked_as_such():
 
 def test_gpu_files_have_sourced_slowdown_and_min_power_limit():
     expect = {"a100-sxm-80gb": (89, 100), "h100-sxm-80gb": (89, 200), "h200-sxm-141gb": (89, 200),
-              "v100-sxm2-32gb": (87, 150), "b200-sxm-180gb": (91, 200), "mi250": (100, 46.2),
+              "v100-sxm2-32gb": (87, 150), "b200-sxm-180gb": (91, 200), "mi250": (100, 47.2),
               "mi300x": (100, 100), "a100-pcie-80gb": (89, 150), "h100-nvl-94gb": (89, 200), "l40s": (89, 100),
               "gh200-96gb": (88, 100)}
     for g, (t, w) in expect.items():

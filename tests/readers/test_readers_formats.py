@@ -582,3 +582,30 @@ def test_the_same_rank_from_two_processes_is_refused():
     two = (D / "rccl_tests_mi300x_8gpu_allreduce_excerpt.txt").read_text()
     t = read_nccl_tests(_write(two + "\n" + "\n".join(two.splitlines()[3:])), strict=True)
     assert t.meta["n_ranks"] == 8 and len(t.select(table=1)) == 1
+
+
+def test_rocm_smi_concise_and_long_listing_mi300x():
+    """4 idle MI300X (thamada/nvidia-smi): the ROCm 6 concise table (junction temperature, socket power,
+    names on the next line) and the rocm-smi -a listing, one snapshot each."""
+    from costmodel.readers.power_trace import power_trace_from_rocm_smi
+    f = D / "rocm_smi_mi300x_x4_concise_and_all.txt"
+    assert detect_format(f) == "rocm-smi"
+    t = power_trace_from_rocm_smi(f)
+    assert list(t.power_w[:4]) == [133.0, 131.0, 131.0, 137.0] and list(t.temp_c[:4]) == [35.0, 37.0, 34.0, 38.0]
+    assert list(t.power_w[4:]) == [133.0, 130.0, 131.0, 136.0] and list(t.sm_clock_mhz[4:]) == [137.0, 133.0, 141.0, 132.0]
+    assert list(t.t_unix) == [0] * 4 + [1] * 4 and t.device_names[0] == "AMD Instinct MI300X"
+    m = read_measurement(f)
+    assert m.format == "rocm-smi" and len(m.data.power_w) == 8
+
+
+def test_rocm_smi_mi250_package_power_is_split_over_its_two_gcds():
+    """MI250 (Hugging Face Optimum docs): the primary GCD prints the OAM's power, the secondary N/A and
+    a 0 W cap; each GCD gets half, the per-GCD power the model predicts. The older table's temperature
+    is the die edge, and the reader says so."""
+    from costmodel.readers.power_trace import power_trace_from_rocm_smi
+    from costmodel.readers.rocm_smi import read_rocm_smi
+    f = D / "rocm_smi_mi250_8gcd_concise_hf_optimum.txt"
+    q = read_rocm_smi(f)
+    assert q.temp_sensor == "edge" and [g["cap_w"] for g in q.gpus[:2]] == [560.0, 0.0]
+    t = power_trace_from_rocm_smi(q)
+    assert list(t.power_w) == [45.0, 45.0, 47.5, 47.5, 49.5, 49.5, 47.0, 47.0]
