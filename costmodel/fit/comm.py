@@ -31,6 +31,25 @@ def _coll_points(meas: Measurements, scope: str):
     return pts
 
 
+#: a sweep whose smallest message is at least this large never sees the latency-bound regime
+LATENCY_BOUND_BYTES = 2 ** 20
+
+
+def warn_sweep_span(name: str, n, report) -> None:
+    """Warn when a sweep cannot identify what the protocol fit returns: its smallest size is >= 1 MiB
+    (bandwidth-bound throughout: the latencies and the LL/LL128 lines rest on the fit's starting
+    values), or it spans less than 3 decades of sizes."""
+    n = np.asarray(n, dtype=np.float64)
+    lo, hi = float(n.min()), float(n.max())
+    if lo >= LATENCY_BOUND_BYTES:
+        report.warnings.append(f"{name}: the smallest of the {len(n)} sizes is {lo / 2**20:g} MiB: the sweep is "
+                               "bandwidth-bound throughout, so the latencies and the LL/LL128 lines are not measured "
+                               "(small messages will be off); rerun nccl-tests from -b 8")
+    elif hi / max(lo, 1.0) < 1e3:
+        report.warnings.append(f"{name}: the {len(n)} sizes span {lo:g}..{hi:g} B, under 3 decades: the protocol "
+                               "lines are poorly identified; rerun nccl-tests with -b 8 -e 8G -f 2")
+
+
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
                      report: FitReport) -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
@@ -61,6 +80,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
             continue
         gsz = 2 if coll == "send_recv" else g
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" else 1.0
+        warn_sweep_span(f"comm.intra_node.{coll}", n, report)
         p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max)
         cross = {}
         for k in keys:
@@ -89,6 +109,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         if len(n) < 4:
             report.warnings.append(f"comm.inter_node.{coll}: {len(n)} sizes, the fit needs >= 4: kept")
             continue
+        warn_sweep_span(f"comm.inter_node.{coll}", n, report)
         p_in = params_of(out["intra_node"].get(coll) or base["comm"]["intra_node"][coll])
         inter_bps = cluster.node_nic_bytes_per_s / k
         n, t = np.asarray(n), np.asarray(t)

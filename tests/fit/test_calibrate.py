@@ -341,3 +341,18 @@ def test_fit_never_overwrites_an_input_or_writes_into_a_directory(tmp_path):
     rc, so, se = cli(*args, "-o", str(tmp_path / "p.yaml"))
     assert rc == 0 and (tmp_path / "p.yaml").is_file()
     assert not list(tmp_path.glob(".p.yaml.*.tmp"))          # the temporary file was renamed away
+
+
+def test_a_sweep_of_large_messages_only_is_fitted_with_a_warning(tmp_path):
+    """The p5 capture cut to its 4 sizes from 1 GiB (a user who ran nccl-tests -b 1G): fitted, and the
+    report says the latencies and the LL/LL128 lines were not measured."""
+    lines = P5.read_text().splitlines()
+    keep = [ln for ln in lines if ln.lstrip("0: ").startswith("#")][:6] + [
+        ln for ln in lines if ln.startswith("0:") and ln.split()[1:2]
+        and ln.split()[1] in ("1073741824", "2147483648", "4294967296", "8589934592")]
+    f = tmp_path / "large_only.txt"
+    f.write_text("\n".join(keep) + "\n")
+    rc, so, se = cli("calibrate", "fit", str(f), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(tmp_path / "p.yaml"))
+    assert rc == 0, se
+    assert "comm.inter_node.all_reduce: the smallest of the 4 sizes is 1024 MiB" in " ".join((so + se).split())
