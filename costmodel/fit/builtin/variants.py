@@ -31,23 +31,28 @@ A100, H100 = "a100-sxm-80gb", "h100-sxm-80gb"
 
 @dataclass(frozen=True)
 class Variant:
-    """A catalog GPU built from a fitted sibling with the same die.
+    """A catalog GPU whose compute entries carry over from a fitted GPU.
 
     Attributes:
         source: the fitted GPU (file stem) whose gemm, hbm, attention and comm entries carry over.
         why: the reason the carry-over holds (each copied entry's ``note``).
         kernels: attention kernels the variant can run (None: all of the source's).
+        power: how its power coefficients are made: 'same-die' (the source's die: scaled term by term,
+            :func:`same_die_factors`), 'tdp' (another die: the source's scaled by TDP) or 'fitted' (its
+            own fit, costmodel/fit/builtin/power.py).
     """
 
     source: str
     why: str
     kernels: tuple | None = None
+    power: str = "same-die"
 
 
 VARIANTS = {
     "a100-sxm-40gb": Variant(A100, "A100 40GB: the 80GB part's GA100 chip, SMs, clocks, NVLink 3 and NVSwitch; no "
                              "public 40GB microbenchmark is in the set. GEMM, attention and collectives carry over; the "
-                             "HBM efficiency is applied to the 40GB part's own datasheet bandwidth (1,555 GB/s, HBM2)"),
+                             "HBM efficiency is applied to the 40GB part's own datasheet bandwidth (1,555 GB/s, HBM2)",
+                             power="fitted"),
     "a800-sxm-80gb": Variant(A100, "A800: the A100 80GB with NVLink cut to 400 GB/s; GEMM, HBM and attention carry "
                              "over, and the collective efficiencies are applied to its own NVLink bandwidth (200 GB/s "
                              "per direction)"),
@@ -73,7 +78,7 @@ VARIANTS = {
                     "public set. GEMM shape and efficiency from the H100 fit (both TSMC 4N, 4th-gen tensor cores with "
                     "FP8), applied to the L40S's own dense peaks and bandwidth; FlashAttention-2 from the H100's "
                     "FA2 kernel times (FA3 needs Hopper's wgmma/TMA, so it is not offered); collectives are relative "
-                    "to the cluster's PCIe bandwidth", kernels=("fa2",)),
+                    "to the cluster's PCIe bandwidth", kernels=("fa2",), power="tdp"),
 }
 
 #: GPUs with their own compute fit but no power data, and the fitted GPU their power scales from by
@@ -85,8 +90,9 @@ POWER_FROM = {"b200-sxm-180gb": H100, "mi250": A100, "mi300x": H100, "v100-sxm2-
 def power_source(gpu: str) -> tuple[str, str] | None:
     """``(source GPU, rule)`` of a GPU whose power is derived: rule 'same-die' or 'tdp'; None for a
     fitted GPU (A100, H100, H200)."""
-    if gpu in VARIANTS and gpu != "a100-sxm-40gb":
-        return VARIANTS[gpu].source, ("tdp" if gpu == "l40s" else "same-die")
+    v = VARIANTS.get(gpu)
+    if v is not None and v.power != "fitted":
+        return v.source, v.power
     if gpu in POWER_FROM:
         return POWER_FROM[gpu], "tdp"
     return None
