@@ -5,11 +5,12 @@ Two kinds (:data:`VARIANTS`, :data:`POWER_FROM`):
 * **Same-die variants** (an A100 PCIe is the A100 SXM's GA100 with 300 W; an H100 NVL the H100's GH100
   with 94 GB and 400 W): GEMM, HBM efficiency, attention and collective efficiencies carry over from
   the sibling (each relative to the variant's own datasheet peak, bandwidth and links), and the power
-  coefficients scale term by term with what sets them (:func:`same_die_power`).  A variant with a
+  coefficients scale term by term with what sets them (:func:`same_die_factors`).  A variant with a
   lower power limit than its sibling then throttles where the sibling does not, through the
   model's own DVFS law: that is how a 300 W A100 PCIe comes out slower than a 400 W SXM on the
   same GEMM (MAMF: 252.9 vs 271.2 TFLOP/s), with no constant of its own.
-* **Other dies without power data** (B200, MI250, MI300X, V100, L40S): every power coefficient is
+* **Other dies without power data** (MI250, MI300X, V100, L40S; the B200's terms its own data does
+  not fit): every power coefficient is
   the closest fitted architecture's scaled by the TDP ratio (a datacenter GPU reaches its TDP under
   a dense GEMM at its boost clock), idle excepted where the GPU file gives an idle capture.
 
