@@ -11,8 +11,10 @@ Two kinds (:data:`VARIANTS`, :data:`POWER_FROM`):
   same GEMM (MAMF: 252.9 vs 271.2 TFLOP/s), with no constant of its own.
 * **Other dies without power data** (MI250, MI300X, V100, L40S; the B200's terms its own data does
   not fit): every power coefficient is
-  the closest fitted architecture's scaled by the TDP ratio (a datacenter GPU reaches its TDP under
-  a dense GEMM at its boost clock), idle excepted where the GPU file gives an idle capture.
+  the closest fitted architecture's scaled by the TDP ratio (the assumption: a datacenter GPU draws
+  its TDP under a dense GEMM at its boost clock; the B200's sustained GEMMs show it can understate the
+  dynamic power 1.7x, profiles/b200-sxm-180gb.yaml fit.b200), idle excepted where the GPU file gives
+  an idle capture.
 
 Idle (both kinds): where the GPU file and its source give ``idle_power`` (an idle GPU at its lowest
 clock, nvidia-smi -q / rocm-smi), ``idle_w`` = the part's own idle capture + (source idle_w - source
