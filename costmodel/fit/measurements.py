@@ -85,7 +85,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
-                out.nccl.append(_nccl_input(p, item, collective, nodes, gpus_per_node, report))
+                out.nccl.extend(_nccl_inputs(p, item, collective, nodes, gpus_per_node, report))
             else:
                 out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
@@ -93,11 +93,14 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     return out
 
 
-def _nccl_input(p, table, collective, nodes, gpus_per_node, report):
-    """``(path, collective, n_nodes, ranks_per_node, out-of-place rows of the first table)`` of a capture."""
+def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
+    """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
+    test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
+    several tables of one collective are separate runs of it, and only the first is fitted."""
     meta = getattr(table, "meta", {}) or {}
-    coll = meta.get("collective") or collective_from_name(p.name) or collective
-    if coll is None:
+    default = meta.get("collective") or collective_from_name(p.name) or collective
+    per = meta.get("table_collectives") or []
+    if default is None and not any(per):
         raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
                        "command line and no collective in the file name): pass --collective")
     nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
@@ -106,8 +109,16 @@ def _nccl_input(p, table, collective, nodes, gpus_per_node, report):
             raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
                            "--nodes and --gpus-per-node")
         nn, k = nodes, gpus_per_node
-    tables = sorted({r.table for r in table.rows})
-    if len(tables) > 1:
-        report.warnings.append(f"{p}: {len(tables)} nccl-tests tables (separate runs): fitting the first "
-                               "only; put each run in its own file to fit the others")
-    return p, coll, int(nn), int(k), table.select("out-of-place", tables[0])
+    out, seen = [], set()
+    for t in sorted({r.table for r in table.rows}):
+        coll = (per[t] if t < len(per) else None) or default
+        if coll is None:
+            raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
+                           "command line and no collective in the file name): pass --collective")
+        if coll in seen:
+            report.warnings.append(f"{p}: another {coll} table (a separate run): fitting the first only; put "
+                                   "each run in its own file to fit the others")
+            continue
+        seen.add(coll)
+        out.append((p, coll, int(nn), int(k), table.select("out-of-place", t)))
+    return out

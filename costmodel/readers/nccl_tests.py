@@ -141,7 +141,8 @@ class NcclRow:
 def _empty_meta():
     return dict(collective=None, binary=None, command=None, nccl_version=None, cuda_version=None,
                 nccl_tests_version=None, params={}, ranks=[], n_ranks=None, hosts=[], n_nodes=None,
-                ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0)
+                ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0,
+                table_collectives=[])
 
 
 @dataclass
@@ -170,6 +171,8 @@ class NcclTable:
               None when they differ) and ``gpu_names`` (sorted distinct names).
             * ``wrong_lines``: lines whose ``#wrong`` is > 0 (corrupted results); ``noise_lines``:
               count of non-data, non-comment lines skipped (NCCL INFO, launcher messages).
+            * ``table_collectives``: per table (by index), the collective of the test printing it
+              (its ``# Collective test starting`` line or ``*_perf`` command line), None when unsaid.
     """
 
     rows: list = field(default_factory=list)
@@ -244,6 +247,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
     meta = out.meta
     table = -1
     seen_ranks, block_ranks, dup = set(), {}, None      # block: the rank lines since the last table header
+    cur_coll = None                                      # collective of the test being printed
     binary_from = None  # "starting" > "command" > "comment"
     for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).strip()
@@ -267,6 +271,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             meta["nccl_version"], meta["cuda_version"] = v.group(1), v.group(2)
         b = _STARTING.search(line)
         if b:
+            cur_coll = collective_from_name(b.group(1))        # the test the next table belongs to
             if binary_from != "starting":
                 meta["binary"], binary_from = b.group(1), "starting"
                 meta["collective"] = collective_from_name(b.group(1))
@@ -274,6 +279,8 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             b = _BINARY.search(line)
             if b:
                 kind = "comment" if line.startswith("#") else "command"
+                if kind == "command":
+                    cur_coll = collective_from_name(b.group(1)) or cur_coll
                 if binary_from is None or (binary_from == "comment" and kind == "command"):
                     meta["binary"], binary_from = b.group(1), kind
                     meta["collective"] = collective_from_name(b.group(1))
@@ -283,6 +290,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             if _HEADER.match(line):
                 table += 1
                 block_ranks = {}
+                meta["table_collectives"].append(cur_coll)
             elif re.match(r"#\s*nThread\b", line):
                 meta["params"] = _params(line)
             else:

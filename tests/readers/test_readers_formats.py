@@ -609,3 +609,22 @@ def test_rocm_smi_mi250_package_power_is_split_over_its_two_gcds():
     assert q.temp_sensor == "edge" and [g["cap_w"] for g in q.gpus[:2]] == [560.0, 0.0]
     t = power_trace_from_rocm_smi(q)
     assert list(t.power_w) == [45.0, 45.0, 47.5, 47.5, 49.5, 49.5, 47.0, 47.0]
+
+
+def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
+    """nccl-tests 2.18 prints '# Collective test starting: X' before each test of a multi-test run: the
+    tables keep their collective, and calibrate's inputs fit each (here the real Olivia GH200 all-reduce
+    capture, with its marker, followed by the same table relabelled as an all_gather test: a
+    composition to check the bookkeeping, not a measurement)."""
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    src = (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text()
+    body = "\n".join(ln for ln in src.splitlines()[1:])
+    f = tmp_path / "multi.txt"
+    f.write_text(body + "\n# Collective test starting: all_gather_perf\n" + body.replace(
+        "Collective test starting: all_reduce_perf", "Collective test starting: all_gather_perf") + "\n")
+    t = read_nccl_tests(f, strict=False)
+    assert t.meta["table_collectives"][:1] == ["all_reduce"] and t.meta["table_collectives"][-1] == "all_gather"
+    rep = FitReport()
+    got = _nccl_inputs(f, t, None, None, None, rep)
+    assert [g[1] for g in got] == ["all_reduce", "all_gather"] and got[0][2:4] == (4, 4)
+    assert len(got[0][4]) == len(got[1][4]) == 28
