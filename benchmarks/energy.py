@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
                 t0 = time.perf_counter()
                 caps = cap_levels(c, p, None)
                 run = lambda obj, slack: solve_space(
-                    m, r, c, p, res, obj, caps, max_temp_c=c.gpu.slowdown_temp_c, node_power_w=c.node_power_budget_w,
+                    m, r, c, p, res, obj, caps, max_temp_c=c.gpu.slowdown_temp_c, node_power_w=c.gpu_power_budget_w,
                     inlet_temp_c=None, step_time_slack=slack, node_power=node_power, k=k)
                 try:
                     t_sp = run("time", None)

@@ -108,7 +108,7 @@ def costmodel_cases() -> None:
 
         def mk(slack):
             return build_instance(lays, caps, max_temp_c=c.gpu.slowdown_temp_c,
-                                  node_power_w=c.node_power_budget_w, inlet_temp_c=None, step_time_slack=slack)
+                                  node_power_w=c.gpu_power_budget_w, inlet_temp_c=None, step_time_slack=slack)
         ts = [timed(ilp.solve, mk(None), o)[1] for o in ("energy", "time", "edp")]
         ts.append(timed(ilp.solve, mk(0.05), "energy")[1])
         where = cn if nodes is None else f"{cn} x{nodes}"

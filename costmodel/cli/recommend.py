@@ -35,7 +35,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP comm overlap."),
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
               power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
-              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating)."),
+              node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating less its non-GPU power)."),
               node_power: Optional[bool] = typer.Option(None, "--node-power/--no-node-power", help="Count the nodes' non-GPU power (CPUs, NICs, switches, fans) in the energy (default: on for --objective energy and edp)."),
               max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
               inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
@@ -227,7 +227,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                          f"{stop:g} C: the GPU would power off")
     if limit_t <= inlet:
         raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
-    node_w = c.node_power_budget_w if node_power_kw is None else node_power_kw * 1e3
+    node_w = c.gpu_power_budget_w if node_power_kw is None else node_power_kw * 1e3
     if node_w <= 0:
         raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
     if node_w < c.gpus_per_node * caps[0]:

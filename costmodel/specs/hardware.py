@@ -120,6 +120,12 @@ class ClusterSpec:
         return self.gpus_per_node * self.nodes
 
     @property
+    def gpu_power_budget_w(self) -> float:
+        """What a node's GPUs may draw together, W: the node rating less its non-GPU power (the
+        default GPU budget of the energy ILP; never below 0)."""
+        return max(self.node_power_budget_w - self.node_other_power_w, 0.0)
+
+    @property
     def node_nic_bytes_per_s(self) -> float:
         """Total NIC bandwidth of a node per direction, bytes/s."""
         return self.nics_per_node * self.nic_bytes_per_s
