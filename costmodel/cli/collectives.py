@@ -37,12 +37,19 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
         raise InputError(path, "", "is not nccl-tests / rccl-tests output (no size/time/algbw/busbw table)")
     t = read_nccl_tests(p, strict=False)
     m = t.meta
-    coll = m.get("collective")
+    from ..readers import collective_from_name
+    coll = m.get("collective") or collective_from_name(p.name)
     if collective and coll and collective != coll:
         raise InputError("--collective", "", f"{collective!r} contradicts the capture's {m.get('binary')} ({coll})")
     coll = coll or collective
     if coll is None:
-        raise InputError(path, "", "names no collective (no *_perf binary in it): pass --collective")
+        raise InputError(path, "", "names no collective (no *_perf binary in it or in its file name): pass --collective")
+    from ..fit.assembly import gpu_key_for
+    for name in m.get("gpu_names") or []:
+        key = gpu_key_for(name)
+        if key is not None and key != cluster.gpu.key:
+            raise InputError(path, "", f"was taken on {name!r} ({key}); the cluster {cluster.key} has {cluster.gpu.key}: "
+                             "pass the capture's cluster")
     rpn = m.get("ranks_per_node") or gpus_per_node or cluster.gpus_per_node
     nn = m.get("n_nodes") or nodes or cluster.nodes
     for flag, given, seen in (("--gpus-per-node", gpus_per_node, m.get("ranks_per_node")),
@@ -70,6 +77,11 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and not 1 <= v <= 2 ** 24:
             raise InputError(flag, "", f"must be between 1 and 2^24, got {v}")
+    if collective is not None and not collective.strip():
+        raise InputError("--collective", "", f"is empty: name one or more of {', '.join(COLLECTIVES)}")
+    if gpus_per_node is not None and not compare:
+        raise InputError("--gpus-per-node", "", "applies to a --compare capture without # Rank lines; the cluster file "
+                         "gives the GPUs per node of the predicted table")
     colls = [c.strip() for c in collective.split(",")] if collective else list(COLLECTIVES)
     for c in colls:
         if c not in COLLECTIVES:
@@ -92,7 +104,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         return
     out = report.console()
     out.print(head, highlight=False)
-    tb = Table(title="nccl-tests table, " + ("measured vs predicted (out-of-place)" if compare else "predicted"),
+    tb = Table(title="nccl-tests / rccl-tests table, " + ("measured vs predicted (out-of-place)" if compare else "predicted"),
                header_style="bold")
     cols = ["collective", "scope", "ranks", "size", "time us", "algbw GB/s", "busbw GB/s"]
     if compare:

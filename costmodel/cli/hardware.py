@@ -42,9 +42,9 @@ def _cluster_record(key: str) -> dict:
     c = load_cluster(key)
     return dict(cluster=key, name=c.name, gpu=c.gpu.key, nodes=c.nodes, gpus_per_node=c.gpus_per_node,
                 intra_fabric=c.intra_fabric, intra_gb_per_s_per_gpu=c.intra_bytes_per_s / 1e9,
-                intra_latency_us=c.intra_latency_s * 1e6, nics_per_node=c.nics_per_node,
+                intra_latency_us=round(c.intra_latency_s * 1e6, 6), nics_per_node=c.nics_per_node,
                 nic_gbit_per_s=c.nic_bytes_per_s * 8 / 1e9, inter_fabric=c.inter_fabric,
-                inter_latency_us=c.inter_latency_s * 1e6, node_power_kw=c.node_power_budget_w / 1e3,
+                inter_latency_us=round(c.inter_latency_s * 1e6, 6), node_power_kw=c.node_power_budget_w / 1e3,
                 node_other_power_kw=c.node_other_power_w / 1e3, cooling=c.cooling.type,
                 inlet_temp_c=c.cooling.inlet_temp_c, sources=dict(c.sources))
 

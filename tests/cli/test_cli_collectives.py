@@ -38,7 +38,12 @@ def test_compare_an_rccl_capture_and_bad_input():
     p = run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL), "--collective", "all_reduce")
     assert p.returncode == 0, p.stderr
     assert "8 ranks (1 node(s) x 8)" in p.stdout and "time error" in p.stdout
-    assert_one_line_error(run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL)), "--collective")
+    named = run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL))   # all_reduce from the file name
+    assert named.returncode == 0 and "all_reduce" in named.stdout, named.stderr
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(RCCL)), "AMD Instinct MI300X",
+                          "h100-sxm-80gb")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--collective", ""), "--collective")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--gpus-per-node", "4"), "--gpus-per-node")
     assert_one_line_error(run("collectives", "--cluster", "azure-nd-mi300x", "--compare", str(RCCL),
                               "--collective", "all_reduce", "--nodes", "2"), "--nodes", "contradicts")
     assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--collective", "bogus"), "--collective")
