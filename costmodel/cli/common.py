@@ -29,6 +29,66 @@ STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the trai
                      + ", ".join(w.cli_flag for w in RECIPE_SWITCHES) + " and vocabulary padding (costmodel/stacks.py).")
 
 
+CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo YAML, torchtitan TOML): its layout, "
+                      "batch, sequence, precision and world fill the flags not given; a flag that contradicts it is "
+                      "refused (costmodel/run_config.py).")
+
+
+def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict, recipe_flags: dict,
+                     scalars: dict) -> list:
+    """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did
+    not give (``ctx``: the command's typer context, which knows which options came from the command
+    line), in place: ``layout_flags``, ``recipe_flags`` and ``scalars`` (gbs, seq_len, precision,
+    nodes, stack).  Returns the notes to print.
+
+    Raises:
+        InputError: the file is bad; a flag given on the command line contradicts it (both named); its
+            GPUs per node differ from the cluster's.
+    """
+    if not path:
+        return []
+    from ..run_config import read_run_config
+    cfg = read_run_config(path)
+
+    def given(name):
+        src = ctx.get_parameter_source(name)
+        return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    def merge(target, name, value, flag):
+        if given(name):
+            if target.get(name) != value:
+                raise InputError(flag, "", f"{target.get(name)!r} contradicts {cfg.where.get(name, path)} ({value!r}): "
+                                 "drop the flag or edit the file")
+            return
+        target[name] = value
+    for name, v in cfg.layout.items():
+        merge(layout_flags, name, v, "--" + name.replace("_", "-"))
+    for name, v in cfg.recipe.items():
+        if name in ("gbs", "seq_len", "precision"):
+            merge(scalars, name, v, "--" + name.replace("_", "-"))
+        elif name in recipe_flags:
+            merge(recipe_flags, name, v, "--" + name.replace("_", "-"))
+    if not given("stack"):
+        scalars["stack"] = cfg.stack
+    if cfg.gpus_per_node is not None:
+        c = load_cluster(cluster_arg)
+        if c.gpus_per_node != cfg.gpus_per_node:
+            raise InputError(path, "trainer.devices", f"{cfg.gpus_per_node} GPUs per node; the cluster {c.key} has "
+                             f"{c.gpus_per_node}")
+    if cfg.nodes is not None:
+        merge(scalars, "nodes", cfg.nodes, "--nodes")
+    if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
+        c = load_cluster(cluster_arg, scalars.get("nodes"))
+        mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
+        if c.num_gpus % mp:
+            raise InputError(path, "parallelism", f"TP x PP x CP = {mp} does not divide the {c.num_gpus} GPUs of {c.key}")
+        scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
+            f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
+    got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
+                                                                                         "nodes") if k in cfg.where}}.items())
+    return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
+
+
 def check_format(fmt: str | None) -> None:
     """Refuse an unknown ``--format`` before any work (costmodel.launch.FORMATS)."""
     from ..launch import FORMATS

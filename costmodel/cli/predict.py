@@ -13,7 +13,8 @@ from ..errors import InputError
 from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
-from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
+from .common import (CLUSTER, CONFIG, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
+                     check_format,
                      check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
 
 
@@ -38,7 +39,7 @@ def parse_derate(items: list) -> dict:
 
 @with_layout_flags()
 @with_recipe_flags()
-def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
+def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
             seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
             stack: str = STACK,
             power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
@@ -47,11 +48,15 @@ def predict(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = N
             derate: Optional[List[str]] = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock "
                                                        "(a HW-slowdown or power-brake straggler; repeatable); the "
                                                        "synchronous step follows the slowest rank."),
-            fmt: Optional[str] = FORMAT,
+            fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
     check_format(fmt)
+    sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes, stack=stack)
+    for note in apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc):
+        print(f"costmodel: note: {note}", file=sys.stderr)
+    gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))

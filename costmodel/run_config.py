@@ -1,0 +1,208 @@
+"""A training run's own configuration file as the layout source of ``predict --config``.
+
+Two formats, recognised by content:
+
+* **NeMo (1.x) YAML** (NeMo's ``megatron_gpt_config.yaml`` family and NeMo-Framework-Launcher
+  ``conf/training/*/*.yaml``; a top-level ``training:`` is descended into): ``trainer.num_nodes``,
+  ``trainer.devices``, ``trainer.precision`` and ``model.``: ``tensor_model_parallel_size``,
+  ``pipeline_model_parallel_size``, ``virtual_pipeline_model_parallel_size``, ``context_parallel_size``,
+  ``expert_model_parallel_size``, ``expert_tensor_parallel_size``, ``micro_batch_size``,
+  ``global_batch_size``, ``encoder_seq_length`` (or ``data.seq_length``), ``sequence_parallel``,
+  ``activations_checkpoint_granularity`` / ``_method`` / ``_num_layers``, ``fp8``,
+  ``use_flash_attention``, ``ub_tp_comm_overlap``, ``optim.name`` (``distributed_fused_adam``: the
+  distributed optimizer, ZeRO-1) and ``optim.overlap_grad_sync``.
+* **torchtitan TOML** (``train_configs/*.toml`` of torchtitan before its Python configs, commit
+  76d5c72e2): ``[parallelism]`` degrees (``data_parallel_shard_degree`` other than 1: FSDP, ZeRO-3;
+  -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[training]``
+  ``local_batch_size``, ``global_batch_size``, ``seq_len``, ``[activation_checkpoint] mode``, and a
+  ``float8`` converter or ``[float8]`` section (fp8).
+
+A value the file leaves to an interpolation (``${...}``) or to ``???`` is not read; what the file does
+not say is left to the flags and the stack's defaults.  torchtitan's current Python configurations
+are code, not data, and are refused with that reason.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import InputError
+
+
+@dataclass
+class RunConfig:
+    """What a run's configuration says.
+
+    Attributes:
+        layout: layout field -> value (costmodel.layouts.LAYOUT_FIELDS names) for the fields it gives.
+        recipe: ``gbs``, ``seq_len``, ``precision`` and recipe switches (costmodel.stacks) it gives.
+        nodes, gpus_per_node: the run's world (None where the file does not say).
+        stack: the stack whose file it is (``nemo`` or ``torchtitan``).
+        where: field -> ``"FILE: key"``, for messages.
+        notes: what was not read and why.
+    """
+
+    layout: dict = field(default_factory=dict)
+    recipe: dict = field(default_factory=dict)
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    stack: str = "nemo"
+    where: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+
+def _unset(v) -> bool:
+    return v is None or (isinstance(v, str) and (v.startswith("${") or v.strip() == "???"))
+
+
+def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str, conv=lambda v: v, prefix=""):
+    """Read ``d[key]`` into ``target[name]`` (converted), recording where it came from; skip an unset or
+    interpolated value (noted)."""
+    v = d.get(key)
+    if _unset(v):
+        if isinstance(v, str):
+            cfg.notes.append(f"{path}: {prefix}{key}: {v!r} is interpolated: not read")
+        return
+    try:
+        target[name] = conv(v)
+    except (TypeError, ValueError):
+        raise InputError(path, prefix + key, f"{v!r} is not a valid value") from None
+    cfg.where[name] = f"{path}: {prefix}{key}"
+
+
+def _int(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+        raise ValueError(v)
+    return int(v)
+
+
+def _precision(v) -> str:
+    s = str(v).lower()
+    if s in ("bf16", "bf16-mixed", "bf16_mixed"):
+        return "bf16"
+    if s in ("16", "16-mixed", "fp16", "fp16-mixed"):
+        return "fp16"
+    raise ValueError(v)
+
+
+def _nemo(d: dict, path: str) -> RunConfig:
+    if "training" in d and isinstance(d["training"], dict) and "model" in d["training"]:
+        d = d["training"]
+    m, t = d.get("model") or {}, d.get("trainer") or {}
+    if not isinstance(m, dict):
+        raise InputError(path, "model", "expected a mapping")
+    cfg = RunConfig(stack="nemo")
+    L, R = cfg.layout, cfg.recipe
+    mp = "model."
+    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
+                      ("etp", "expert_tensor_parallel_size"), ("mbs", "micro_batch_size")):
+        _take(cfg, path, L, name, m, key, _int, mp)
+    if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
+        L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
+    else:
+        _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
+    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
+    gran = m.get("activations_checkpoint_granularity")
+    if "activations_checkpoint_granularity" in m and not (isinstance(gran, str) and _unset(gran)):
+        L["recompute"] = {None: "none", "selective": "selective", "full": "full"}.get(gran)
+        if L["recompute"] is None:
+            raise InputError(path, "model.activations_checkpoint_granularity", f"{gran!r} is not null, selective or full")
+        cfg.where["recompute"] = f"{path}: model.activations_checkpoint_granularity"
+        if gran == "full" and m.get("activations_checkpoint_method") == "block":
+            _take(cfg, path, L, "recompute_num_layers", m, "activations_checkpoint_num_layers", _int, mp)
+    opt = m.get("optim") or {}
+    if isinstance(opt, dict) and not _unset(opt.get("name")):
+        L["zero"] = 1 if "distributed" in str(opt["name"]) else 0
+        cfg.where["zero"] = f"{path}: model.optim.name"
+        if "overlap_grad_sync" in opt:
+            _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", bool, "model.optim.")
+    _take(cfg, path, R, "gbs", m, "global_batch_size", _int, mp)
+    _take(cfg, path, R, "seq_len", m, "encoder_seq_length", _int, mp)
+    if "seq_len" not in R and isinstance(m.get("data"), dict):
+        _take(cfg, path, R, "seq_len", m["data"], "seq_length", _int, "model.data.")
+    _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
+    if m.get("fp8") is True:
+        R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
+    _take(cfg, path, R, "flash_attention", m, "use_flash_attention", bool, mp)
+    _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", bool, mp)
+    cfg.nodes = None if _unset(t.get("num_nodes")) else _int(t["num_nodes"])
+    cfg.gpus_per_node = None if _unset(t.get("devices")) else _int(t["devices"])
+    return cfg
+
+
+def _torchtitan(d: dict, path: str) -> RunConfig:
+    cfg = RunConfig(stack="torchtitan")
+    L, R = cfg.layout, cfg.recipe
+    par, tr = d.get("parallelism") or {}, d.get("training") or {}
+    for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
+                      ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree")):
+        _take(cfg, path, L, name, par, key, _int, "parallelism.")
+    shard, rep = par.get("data_parallel_shard_degree", -1), par.get("data_parallel_replicate_degree", 1)
+    L["zero"] = 3 if shard != 1 else 0
+    cfg.where["zero"] = f"{path}: parallelism.data_parallel_shard_degree"
+    if shard not in (-1, 1) and rep not in (None, 1):
+        cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
+    if L.get("pp", 1) > 1:
+        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _int, "parallelism.")
+    else:
+        _take(cfg, path, L, "mbs", tr, "local_batch_size", _int, "training.")
+    g = tr.get("global_batch_size")
+    if isinstance(g, int) and g > 0:
+        R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
+    elif isinstance(tr.get("local_batch_size"), int):
+        R["local_batch_size"] = tr["local_batch_size"]          # x DP, once the world is known
+    _take(cfg, path, R, "seq_len", tr, "seq_len", _int, "training.")
+    ac = (d.get("activation_checkpoint") or {}).get("mode")
+    if ac is not None:
+        if ac not in ("none", "selective", "full"):
+            raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
+        L["recompute"], cfg.where["recompute"] = ac, f"{path}: activation_checkpoint.mode"
+    conv = (d.get("model") or {}).get("converters") or []
+    if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
+        R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.converters"
+    return cfg
+
+
+def read_run_config(path) -> RunConfig:
+    """Read a NeMo YAML or torchtitan TOML run configuration (module docstring).
+
+    Raises:
+        InputError: a missing, unreadable, binary or unrecognised file, a Python configuration, or a
+            value of the wrong kind (naming the file and key).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, "", "is a directory, not a run configuration")
+    if not p.is_file():
+        raise InputError(path, "", "no such file")
+    if p.suffix == ".py":
+        raise InputError(path, "", "a Python configuration (torchtitan's current format) is code, not data: pass "
+                         "its degrees as flags, or a TOML/YAML configuration")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
+    if p.suffix == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:                                   # the tomli backport (a dependency on Python 3.10)
+            import tomli as tomllib
+        try:
+            d = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(path, "", f"not valid TOML ({e})") from None
+        if "parallelism" not in d and "training" not in d:
+            raise InputError(path, "", "a TOML file without [parallelism] or [training]: not a torchtitan configuration")
+        return _torchtitan(d, str(path))
+    try:
+        d = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InputError(path, "", f"not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(d, dict) or not ("model" in d or "training" in d):
+        raise InputError(path, "", "no model: section: not a NeMo run configuration (NeMo YAML or torchtitan TOML "
+                         "are read)")
+    return _nemo(d, str(path))
