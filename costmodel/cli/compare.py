@@ -65,7 +65,7 @@ def _read_trace(path, gpus_per_node):
 @with_recipe_flags("from the log, else the stack's")
 def compare(
         log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan log."),
-        power: Optional[str] = _O("--power", "nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi or suite JSONL of the run."),
+        power: Optional[str] = _O("--power", "nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi or suite JSONL of the run."),
         model: Optional[str] = _O("--model", "Catalog name or config (default: from the log's argument dump)."),
         cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
         nodes: Optional[int] = _O("--nodes", "Nodes (default: the log's world size / GPUs per node)."),

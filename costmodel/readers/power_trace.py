@@ -63,7 +63,7 @@ class PowerTrace:
         lines: int64 1-based line of each sample in the source file (0 when not applicable).
         absolute_time: True when ``t_unix`` is wall-clock Unix time.
         source_format: ``"nvidia-smi-csv"``, ``"nvidia-smi-dmon"``, ``"dcgmi-dmon"``, ``"nvidia-smi-q"``,
-            ``"rocm-smi"`` or ``"suite-jsonl"``.
+            ``"rocm-smi"``, ``"amd-smi"`` or ``"suite-jsonl"``.
         path: the file read (None when built from an in-memory table without one).
         errors: ``"FILE:LINE: reason"`` of the lines the reader skipped.
         clock_events: per sample, the set of active clock-event (throttle) reason names
@@ -352,6 +352,26 @@ def power_trace_from_rocm_smi(q, strict=True) -> PowerTrace:
         source_format="rocm-smi", path=q.path, errors=list(q.errors), absolute_time=False,
         lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q,
         device_names=tuple(dict.fromkeys(g["name"] for g in q.gpus if g["name"])))
+
+
+def power_trace_from_amd_smi(q, strict=True) -> PowerTrace:
+    """Power trace of ``amd-smi monitor`` / ``metric`` samples (costmodel.readers.amd_smi): one sample
+    per GPU per sample, ``t_unix`` the sample number (amd-smi prints no time).
+
+    Args:
+        q: :class:`~costmodel.readers.amd_smi.AmdSmi` or a path.  strict: with a path, raise on bad lines.
+    Raises:
+        AmdSmiParseError: (path, strict) bad lines.
+    """
+    from .amd_smi import AmdSmi, read_amd_smi
+    if not isinstance(q, AmdSmi):
+        q = read_amd_smi(q, strict=strict)
+    col = lambda k: np.array([g[k] for g in q.gpus], dtype=np.float64)  # noqa: E731
+    return PowerTrace(
+        t_unix=col("sample"), gpu=np.array([g["index"] for g in q.gpus], dtype=np.int64), power_w=col("power_w"),
+        temp_c=col("temp_c"), mem_temp_c=_nan(len(q)), sm_clock_mhz=col("gfx_clock_mhz"), util_gpu_pct=col("util_gpu_pct"),
+        source_format="amd-smi", path=q.path, errors=list(q.errors), absolute_time=False,
+        lines=np.array([g["line"] for g in q.gpus], dtype=np.int64), table=q)
 
 
 def power_trace_from_suite(run) -> PowerTrace:

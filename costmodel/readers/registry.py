@@ -44,7 +44,7 @@ from typing import Any, Callable, NamedTuple
 
 from costmodel.errors import NoUsableDataError, ReaderParseError
 
-from . import dcgm, flagperf, markdown, nccl_tests, nvidia_smi, nvidia_smi_q, rocm_smi, suite_jsonl, xla, zeus
+from . import amd_smi, dcgm, flagperf, markdown, nccl_tests, nvidia_smi, nvidia_smi_q, rocm_smi, suite_jsonl, xla, zeus
 from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
                           power_trace_from_nvidia_smi_q, power_trace_from_suite)
 from .training_logs import read_training_log
@@ -167,6 +167,11 @@ def _rocm_smi_trace(q, gpus_per_node=None):
     return power_trace_from_rocm_smi(q), []
 
 
+def _amd_smi_trace(q, gpus_per_node=None):
+    from .power_trace import power_trace_from_amd_smi
+    return power_trace_from_amd_smi(q), []
+
+
 def _suite_trace(run, gpus_per_node=None):
     return power_trace_from_suite(run), []
 
@@ -200,6 +205,7 @@ REGISTRY = {f.name: f for f in (
     _monitor("dcgmi-dmon", 1, dcgm.detect, dcgm.read_dcgmi_dmon, _dcgmi_trace),
     _monitor("nvidia-smi-q", 6, nvidia_smi_q.detect, nvidia_smi_q.read_nvidia_smi_q, _smi_q_trace),
     _monitor("rocm-smi", 7, rocm_smi.detect, rocm_smi.read_rocm_smi, _rocm_smi_trace),
+    _monitor("amd-smi", 8, amd_smi.detect, amd_smi.read_amd_smi, _amd_smi_trace),
     Format("zeus-csv", read=lambda p: zeus.read_zeus_csv(p, strict=False), detect=zeus.detect, rank=4,
            rows=lambda t: len(t.rows), to_fit_input=_zeus_fit),
     # chosen by name, never detected: training logs (costmodel compare --log) and the published tables of

@@ -628,3 +628,19 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     got = _nccl_inputs(f, t, None, None, None, rep)
     assert [g[1] for g in got] == ["all_reduce", "all_gather"] and got[0][2:4] == (4, 4)
     assert len(got[0][4]) == len(got[1][4]) == 28
+
+
+def test_amd_smi_monitor_and_metric_mi300x():
+    """amd-smi (ROCm blog on an 8x MI300X node): the monitor table read by column name, a metric block
+    by section; both detected by content and turned into power traces."""
+    from costmodel.readers.power_trace import power_trace_from_amd_smi
+    mon = D / "amd_smi_monitor_mi300x_8gpu_rocm_blog.txt"
+    met = D / "amd_smi_metric_mi300x_rocm_blog.txt"
+    assert detect_format(mon) == "amd-smi" and detect_format(met) == "amd-smi"
+    t = power_trace_from_amd_smi(mon)
+    assert list(t.power_w) == [182.0, 143.0, 117.0, 116.0, 118.0, 118.0, 116.0, 118.0]
+    assert list(t.temp_c[:2]) == [42.0, 40.0] and list(t.sm_clock_mhz[:2]) == [1613.0, 358.0]
+    assert list(t.util_gpu_pct[:2]) == [83.0, 13.0] and set(t.t_unix) == {0.0}
+    m = power_trace_from_amd_smi(met)
+    assert (m.power_w[0], m.sm_clock_mhz[0], m.util_gpu_pct[0]) == (234.0, 2102.0, 100.0) and np.isnan(m.temp_c[0])
+    assert read_measurement(mon).format == "amd-smi"
