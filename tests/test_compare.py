@@ -234,3 +234,21 @@ def test_a_capture_from_another_gpu_is_refused_unless_overridden():
         capture_gpu_check(t, load_cluster("dgx-h100"))
     (w,) = capture_gpu_check(t, load_cluster("dgx-h100"), allow_override=True)
     assert w.startswith("--power:") and "h100-sxm-80gb" in w
+
+
+def test_config_fills_what_the_log_does_not_say_and_never_contradicts_it(tmp_path):
+    """The Mixtral log has no micro-batch or sequence length in its dump: a NeMo YAML gives them (and
+    its 2 x 8 world); a configuration whose TP contradicts the log's is refused naming both."""
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("trainer: {num_nodes: 2, devices: 8, precision: bf16}\nmodel:\n  micro_batch_size: 1\n"
+                  "  encoder_seq_length: 2048\n")
+    rc, so, se = cli("compare", "--log", MIXTRAL, "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--config", ok,
+                     "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["layout"]["mbs"] == 1 and out["recipe"]["seq_len"] == 2048 and out["num_gpus"] == 16
+    assert any("--config" in w and "mbs=1" in w for w in out["warnings"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  tensor_model_parallel_size: 8\n")
+    rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--config", bad)
+    assert rc == 2 and "model.tensor_model_parallel_size: 8 contradicts the log" in se and "tp = 4" in se

@@ -78,6 +78,8 @@ def compare(
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
         plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the \\[plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
+        config: Optional[str] = _O("--config", "The run's NeMo YAML or torchtitan TOML: fills what the log and the "
+                                   "flags do not say; a value that contradicts the log is refused."),
         allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
                                             "argument dump (each difference is listed) instead of refusing."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
@@ -90,6 +92,10 @@ def compare(
     check_recipe_flags(recipe_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
+    if config:
+        sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes)
+        warnings += _config_under_log(config, tlog, layout_flags, recipe_flags, sc)
+        gbs, seq_len, precision, nodes = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"]
     _check_stack(stack, tlog, allow_override, warnings)
     run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
                                                                  precision=precision), allow_override, warnings,
@@ -130,6 +136,38 @@ def compare(
         print(json.dumps(out, indent=2, default=float))
         return
     _print(out, rec, tlog, pred.band)
+
+
+def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
+    """Fill from a run configuration (costmodel.run_config) what neither the log's argument dump nor the
+    flags give, in place; returns a warning naming what it filled.
+
+    Raises:
+        InputError: a configuration value that contradicts the log (both named), or a flag that
+            contradicts the configuration.
+    """
+    from ..run_config import read_run_config
+    cfg = read_run_config(path)
+    ll = tlog.layout()
+    filled = []
+    for name, v in {**cfg.layout, **cfg.recipe}.items():
+        target = layout_flags if name in cfg.layout else (scalars if name in scalars else recipe_flags)
+        if name not in target:
+            continue
+        lv = ll.get(name)
+        if lv is not None and lv != v:
+            raise InputError(path, cfg.where.get(name, name).split(": ", 1)[-1],
+                             f"{v!r} contradicts the log ({tlog.path}: {name} = {lv!r})")
+        if target.get(name) is not None and target[name] != v:
+            raise InputError("--" + name.replace("_", "-"), "", f"{target[name]!r} contradicts {cfg.where.get(name, path)} "
+                             f"({v!r})")
+        if lv is None and target.get(name) is None:
+            target[name] = v
+            filled.append(f"{name}={v}")
+    if cfg.nodes is not None and scalars.get("nodes") is None:
+        scalars["nodes"] = cfg.nodes
+        filled.append(f"nodes={cfg.nodes}")
+    return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
 
 
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
