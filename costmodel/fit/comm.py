@@ -31,6 +31,15 @@ def _coll_points(meas: Measurements, scope: str):
     return pts
 
 
+def nic_bytes_per_gpu(cluster, ranks_per_node: int) -> float:
+    """NIC bandwidth each of ``ranks_per_node`` GPUs of a node drives in a capture, bytes/s per direction:
+    NCCL gives each GPU the NICs nearest it (rail-optimised nodes: nics_per_node / gpus_per_node each),
+    so a run with fewer GPUs per node than the node has uses only their NICs, not the node's total."""
+    own = max(1, cluster.nics_per_node // max(cluster.gpus_per_node, 1))
+    used = min(cluster.nics_per_node, ranks_per_node * own)
+    return cluster.nic_bytes_per_s * used / max(ranks_per_node, 1)
+
+
 #: a sweep whose smallest message is at least this large never sees the latency-bound regime
 LATENCY_BOUND_BYTES = 2 ** 20
 
@@ -111,7 +120,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
             continue
         warn_sweep_span(f"comm.inter_node.{coll}", n, report)
         p_in = params_of(out["intra_node"].get(coll) or base["comm"]["intra_node"][coll])
-        inter_bps = cluster.node_nic_bytes_per_s / k
+        inter_bps = nic_bytes_per_gpu(cluster, k)
         n, t = np.asarray(n), np.asarray(t)
 
         def time_of(q, n=n, k=k, nn=nn, p_in=p_in, inter_bps=inter_bps, coll=coll):

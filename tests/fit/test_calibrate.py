@@ -356,3 +356,13 @@ def test_a_sweep_of_large_messages_only_is_fitted_with_a_warning(tmp_path):
                      "-o", str(tmp_path / "p.yaml"))
     assert rc == 0, se
     assert "comm.inter_node.all_reduce: the smallest of the 4 sizes is 1024 MiB" in " ".join((so + se).split())
+
+
+def test_a_capture_with_fewer_gpus_per_node_uses_only_their_nics():
+    """Rail-optimised nodes give each GPU its nearest NICs: 1 GPU per DGX H100 drives 1 of the 8 NICs
+    (50 GB/s), not the node's 400 GB/s; on the paper cluster's single 100 Gb/s NIC, 8 GPUs share it."""
+    from costmodel.fit.comm import nic_bytes_per_gpu
+    h = load_cluster("dgx-h100")
+    assert nic_bytes_per_gpu(h, 1) == nic_bytes_per_gpu(h, 8) == 50e9
+    p = load_cluster("paper-h200")
+    assert nic_bytes_per_gpu(p, 1) == 12.5e9 and nic_bytes_per_gpu(p, 8) == 12.5e9 / 8
