@@ -366,3 +366,17 @@ def test_a_capture_with_fewer_gpus_per_node_uses_only_their_nics():
     assert nic_bytes_per_gpu(h, 1) == nic_bytes_per_gpu(h, 8) == 50e9
     p = load_cluster("paper-h200")
     assert nic_bytes_per_gpu(p, 1) == 12.5e9 and nic_bytes_per_gpu(p, 8) == 12.5e9 / 8
+
+
+def test_implausible_protocol_fits_are_flagged():
+    """A latency under 0.5 us (below any NCCL hop) or a busbw efficiency under 5 % of the link given
+    is reported: the capture's topology or the cluster named is likely wrong."""
+    from costmodel.fit.measurements import FitReport
+    from costmodel.fit.primitives import warn_at_bound
+    from costmodel.specs.params import CollectiveParams
+    rep = FitReport()
+    warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(2e-7, ((0.0, 0.004), (1e-5, 0.02))), 1.0, rep)
+    assert len(rep.warnings) == 2 and "0.20 us" in rep.warnings[0] and "under 5 %" in rep.warnings[1]
+    ok = FitReport()
+    warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2e-5, 0.8))), 1.0, ok)
+    assert ok.warnings == []
