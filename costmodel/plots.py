@@ -25,12 +25,9 @@ def _plt():
 
 def _save(fig, path) -> str:
     plt = _plt()
-    path = Path(path)
+    from .files import write_atomically
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise InputError("--plot", "", f"cannot write {path}: {e.strerror}") from None
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches="tight"), "--plot")
     finally:
         plt.close(fig)
     return str(path)

@@ -273,14 +273,9 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
     ax.set_ylabel("energy per step (kJ)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
+    from .files import write_atomically
     try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        from .errors import InputError
-        raise InputError("--plot", "", f"cannot write {path}: {e.strerror}") from None
-    except ValueError as e:                    # a format matplotlib does not write
-        from .errors import InputError
-        raise InputError("--plot", "", f"cannot write {path}: {e}") from None
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches="tight"), "--plot")
     finally:
         plt.close(fig)
 

@@ -472,10 +472,6 @@ def write_trace(path: str | Path, model: ModelSpec, recipe: Recipe, cluster: Clu
         InputError: ``path`` cannot be written (names the path), plus those of schedule_trace.
     """
     trace = schedule_trace(model, recipe, cluster, profile, layouts, index)
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(trace, separators=(",", ":")))
-    except OSError as e:
-        raise InputError(str(p), "", f"cannot write the trace: {e.strerror or e}") from None
+    from .files import write_atomically
+    write_atomically(path, json.dumps(trace, separators=(",", ":")), "--trace")
     return trace

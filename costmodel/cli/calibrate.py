@@ -84,26 +84,9 @@ def run(ctx: typer.Context,
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``, so a failed
-    write leaves the old file as it was.
-
-    Raises:
-        InputError: the folder cannot be created or written (names the path).
-    """
-    import os
-    import tempfile
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as e:
-        raise InputError("-o", "", f"cannot write {path}: {e.strerror or e}") from None
+    """Write the profile through a temporary file renamed over ``path`` (costmodel.files)."""
+    from ..files import write_atomically
+    write_atomically(path, text, "-o")
 
 
 def _fit_error(e) -> None:
