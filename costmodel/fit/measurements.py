@@ -6,6 +6,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from costmodel.collective import COLLECTIVES, busbw_factor
 from costmodel.errors import FitError, ReaderParseError
 from costmodel.readers.nccl_tests import collective_from_name
 from costmodel.readers.registry import REGISTRY, read_measurement
@@ -100,15 +103,21 @@ def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
     meta = getattr(table, "meta", {}) or {}
     default = meta.get("collective") or collective_from_name(p.name) or collective
     per = meta.get("table_collectives") or []
+    nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
+    if nn is None or k is None:
+        if nodes is not None and gpus_per_node is not None:
+            nn, k = nodes, gpus_per_node
+    if default is None and not any(per) and nn is not None:
+        default = _collective_from_ratio(table.select(), int(nn) * int(k))
+        if default is not None:
+            report.warnings.append(f"{p}: no collective named; busbw/algbw = 2(g-1)/g over {int(nn) * int(k)} ranks: "
+                                   "read as all_reduce")
     if default is None and not any(per):
         raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
                        "command line and no collective in the file name): pass --collective")
-    nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
     if nn is None or k is None:
-        if nodes is None or gpus_per_node is None:
-            raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
-                           "--nodes and --gpus-per-node")
-        nn, k = nodes, gpus_per_node
+        raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
+                       "--nodes and --gpus-per-node")
     out, seen = [], set()
     for t in sorted({r.table for r in table.rows}):
         coll = (per[t] if t < len(per) else None) or default
@@ -120,5 +129,37 @@ def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
                                    "each run in its own file to fit the others")
             continue
         seen.add(coll)
-        out.append((p, coll, int(nn), int(k), table.select("out-of-place", t)))
+        rows = table.select("out-of-place", t)
+        _check_ratio(p, rows, coll, int(nn) * int(k))
+        out.append((p, coll, int(nn), int(k), rows))
     return out
+
+
+def _ratio(rows):
+    """Median busbw / algbw of rows with algbw >= 1 GB/s (nccl-tests prints busbw = algbw x f(g))."""
+    r = [x.busbw / x.algbw for x in rows if x.algbw >= 1.0 and x.busbw > 0]
+    return float(np.median(r)) if r else None
+
+
+def _collective_from_ratio(rows, g: int):
+    """all_reduce when busbw / algbw is 2(g-1)/g (no other collective has that factor), else None."""
+    r = _ratio(rows)
+    return "all_reduce" if r is not None and g > 1 and abs(r / float(busbw_factor("all_reduce", g)) - 1) < 0.03 else None
+
+
+def _check_ratio(p, rows, coll: str, g: int) -> None:
+    """Refuse a capture whose busbw / algbw is not the named collective's factor over ``g`` ranks.
+
+    Raises:
+        FitError: naming the ratio, the collectives it fits, and what to check.
+    """
+    r = _ratio(rows)
+    if r is None or g < 2:
+        return
+    want = float(busbw_factor(coll, g))
+    if abs(r / want - 1) <= 0.03:
+        return
+    fits = [c for c in COLLECTIVES if abs(r / float(busbw_factor(c, g)) - 1) <= 0.03]
+    raise FitError(f"{p}: busbw / algbw = {r:.3f}, but {coll} over {g} ranks prints {want:.3f}"
+                   + (f" ({', '.join(fits)} would)" if fits else "")
+                   + ": the collective (file name, --collective) or the ranks (--nodes, --gpus-per-node) are wrong")

@@ -614,20 +614,51 @@ def test_rocm_smi_mi250_package_power_is_split_over_its_two_gcds():
 def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     """nccl-tests 2.18 prints '# Collective test starting: X' before each test of a multi-test run: the
     tables keep their collective, and calibrate's inputs fit each (here the real Olivia GH200 all-reduce
-    capture, with its marker, followed by the same table relabelled as an all_gather test: a
-    composition to check the bookkeeping, not a measurement)."""
+    capture, with its marker, followed by the same table relabelled as an all_gather test with
+    all_gather's busbw factor, (g-1)/g, half of all_reduce's: a composition to check the bookkeeping,
+    not a measurement)."""
     from costmodel.fit.measurements import FitReport, _nccl_inputs
     src = (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text()
     body = "\n".join(ln for ln in src.splitlines()[1:])
     f = tmp_path / "multi.txt"
-    f.write_text(body + "\n# Collective test starting: all_gather_perf\n" + body.replace(
-        "Collective test starting: all_reduce_perf", "Collective test starting: all_gather_perf") + "\n")
+    f.write_text(body + "\n# Collective test starting: all_gather_perf\n" + _halve_busbw(body.replace(
+        "Collective test starting: all_reduce_perf", "Collective test starting: all_gather_perf")) + "\n")
     t = read_nccl_tests(f, strict=False)
     assert t.meta["table_collectives"][:1] == ["all_reduce"] and t.meta["table_collectives"][-1] == "all_gather"
     rep = FitReport()
     got = _nccl_inputs(f, t, None, None, None, rep)
     assert [g[1] for g in got] == ["all_reduce", "all_gather"] and got[0][2:4] == (4, 4)
     assert len(got[0][4]) == len(got[1][4]) == 28
+
+
+def _halve_busbw(text: str) -> str:
+    """Rows of an nccl-tests table with both busbw columns (8th and 12th fields) halved."""
+    out = []
+    for ln in text.splitlines():
+        f = ln.split()
+        if len(f) == 13 and f[0].isdigit():
+            f[7], f[11] = f"{float(f[7]) / 2:.2f}", f"{float(f[11]) / 2:.2f}"
+            ln = "  ".join(f)
+        out.append(ln)
+    return "\n".join(out)
+
+
+def test_collective_read_from_busbw_algbw_ratio_and_contradiction_refused(tmp_path):
+    """nccl-tests prints busbw = algbw x f(g): 2(g-1)/g for all_reduce, (g-1)/g for all_gather and
+    reduce_scatter. The OCI A100 capture (16 ranks, no *_perf line, no collective in its name) has
+    ratio 1.875 = 2 x 15/16: read as all_reduce with a warning; told it is all_gather (0.938), refused."""
+    import shutil
+    from costmodel.errors import FitError
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    f = tmp_path / "capture.txt"
+    shutil.copy(D / "nccl_tests_oci_a100_16ranks_2nodes.txt", f)
+    t = read_nccl_tests(f, strict=False)
+    assert not t.meta.get("collective")
+    rep = FitReport()
+    got = _nccl_inputs(f, t, None, None, None, rep)
+    assert [g[1] for g in got] == ["all_reduce"] and any("read as all_reduce" in w for w in rep.warnings)
+    with pytest.raises(FitError, match=r"1\.875.*all_gather over 16 ranks prints 0\.938 \(all_reduce would\)"):
+        _nccl_inputs(f, t, "all_gather", None, None, FitReport())
 
 
 def test_amd_smi_monitor_and_metric_mi300x():
