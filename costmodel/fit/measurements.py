@@ -99,25 +99,40 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
 def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
     """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
     test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
-    several tables of one collective are separate runs of it, and only the first is fitted."""
+    several tables of one collective are separate runs of it, and only the first is fitted.
+
+    The collective comes from the capture (``*_perf`` line), else the file name, else ``collective``,
+    else the content (busbw / algbw and the redop column); two of these that disagree are an error.
+    The topology comes from the ``# Rank`` lines, else ``nodes`` and ``gpus_per_node``, else the ranks
+    busbw / algbw implies with one of the two.
+
+    Raises:
+        FitError: the sources of the collective disagree, or the collective or topology cannot be told.
+    """
     meta = getattr(table, "meta", {}) or {}
-    default = meta.get("collective") or collective_from_name(p.name) or collective
     per = meta.get("table_collectives") or []
+    content = {c for c in [meta.get("collective")] + list(per) if c}
+    from_name = collective_from_name(p.name)
+    if len(content) <= 1:
+        said = [(f"the capture ({meta.get('binary') or 'its test line'})", next(iter(content), None)),
+                (f"the file name {p.name!r}", from_name), ("--collective", collective)]
+        said = [(who, c) for who, c in said if c]
+        if len({c for _, c in said}) > 1:
+            raise FitError(f"{p}: the collective is named twice and differently: "
+                           + ", ".join(f"{who} says {c}" for who, c in said) + ": rename the file or fix the flag")
+    default = meta.get("collective") or from_name or collective
+    rows0 = table.select()
     nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
-    if nn is None or k is None:
-        if nodes is not None and gpus_per_node is not None:
-            nn, k = nodes, gpus_per_node
-    if default is None and not any(per) and nn is not None:
-        default = _collective_from_ratio(table.select(), int(nn) * int(k))
-        if default is not None:
-            report.warnings.append(f"{p}: no collective named; busbw/algbw = 2(g-1)/g over {int(nn) * int(k)} ranks: "
-                                   "read as all_reduce")
+    if (nn is None or k is None) and nodes is not None and gpus_per_node is not None:
+        nn, k = nodes, gpus_per_node
     if default is None and not any(per):
-        raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
-                       "command line and no collective in the file name): pass --collective")
+        default, why = _collective_from_content(rows0, None if nn is None else int(nn) * int(k))
+        if default is None:
+            raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
+                           f"command line and no collective in the file name{why}): pass --collective")
+        report.warnings.append(f"{p}: no collective named; {why}: read as {default}")
     if nn is None or k is None:
-        raise FitError(f"{p}: nccl-tests capture has no '# Rank' lines to tell its topology: pass "
-                       "--nodes and --gpus-per-node")
+        nn, k = _topology_from_ratio(p, rows0, default, nodes, gpus_per_node, meta.get("ranks_truncated"), report)
     out, seen = [], set()
     for t in sorted({r.table for r in table.rows}):
         coll = (per[t] if t < len(per) else None) or default
@@ -141,10 +156,69 @@ def _ratio(rows):
     return float(np.median(r)) if r else None
 
 
-def _collective_from_ratio(rows, g: int):
-    """all_reduce when busbw / algbw is 2(g-1)/g (no other collective has that factor), else None."""
+_REDUCING = ("sum", "prod", "max", "min", "avg", "premulsum", "mulsum")
+
+
+def _collective_from_content(rows, g):
+    """``(collective or None, reason)`` from busbw / algbw and the redop column of nccl-tests rows.
+
+    nccl-tests prints busbw = algbw x f(g) (doc/PERFORMANCE.md): 2(g-1)/g > 1 only for all_reduce;
+    (g-1)/g < 1 for all_gather, alltoall (redop ``none``) and reduce_scatter (a reduction op).
+    ``g`` (ranks, when known) must then match the ratio.
+    """
     r = _ratio(rows)
-    return "all_reduce" if r is not None and g > 1 and abs(r / float(busbw_factor("all_reduce", g)) - 1) < 0.03 else None
+    if r is None:
+        return None, ""
+    redops = {x.redop for x in rows if x.redop}
+    if r > 1.03 and (g is None or abs(r / float(busbw_factor("all_reduce", g)) - 1) < 0.03):
+        return "all_reduce", f"busbw/algbw = {r:.3f} > 1, which only all_reduce prints (2(g-1)/g)"
+    if r < 0.97 and redops and redops <= set(_REDUCING) and (
+            g is None or abs(r / float(busbw_factor("reduce_scatter", g)) - 1) < 0.03):
+        return "reduce_scatter", (f"busbw/algbw = {r:.3f} < 1 with redop {'/'.join(sorted(redops))}, which only "
+                                  "reduce_scatter prints")
+    if r < 0.97 and redops == {"none"}:
+        return None, f"; busbw/algbw = {r:.3f} with redop none fits all_gather and all_to_all alike"
+    return None, f"; busbw/algbw = {r:.3f} names no collective"
+
+
+def _ranks_from_ratio(rows, coll):
+    """Ranks g that busbw / algbw implies for ``coll`` (2(g-1)/g or (g-1)/g), or None when the
+    ratio is uninformative (factor 1) or not within 0.2 of an integer >= 2."""
+    r = _ratio([x for x in rows if x.algbw >= 10.0]) or _ratio(rows)
+    if r is None:
+        return None
+    if coll == "all_reduce" and r < 2.0:
+        g = 2.0 / (2.0 - r)
+    elif coll in ("all_gather", "reduce_scatter", "all_to_all") and r < 1.0:
+        g = 1.0 / (1.0 - r)
+    else:
+        return None
+    return int(round(g)) if round(g) >= 2 and abs(g - round(g)) < 0.2 else None
+
+
+def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, truncated, report):
+    """``(n_nodes, ranks_per_node)`` of a capture without (complete) ``# Rank`` lines: the ranks
+    busbw / algbw implies, split by whichever of ``nodes`` / ``gpus_per_node`` is given.
+
+    Raises:
+        FitError: neither given, the ratio is uninformative, or the given one does not divide the ranks.
+    """
+    what = "lists only some of its ranks (the '# Rank' block ends in '...')" if truncated else \
+        "has no '# Rank' lines to tell its topology"
+    g = _ranks_from_ratio(rows, coll)
+    if g is None:
+        raise FitError(f"{p}: nccl-tests capture {what}: pass --nodes and --gpus-per-node")
+    given = (nodes, "nodes") if nodes is not None else (gpus_per_node, "gpus-per-node") if gpus_per_node else None
+    if given is None:
+        raise FitError(f"{p}: nccl-tests capture {what}; busbw/algbw says {g} ranks of {coll}: pass --nodes or "
+                       "--gpus-per-node to split them")
+    n, flag = int(given[0]), given[1]
+    if n < 1 or g % n:
+        raise FitError(f"{p}: busbw/algbw says {g} ranks of {coll}, which --{flag} {n} does not divide: pass "
+                       "--nodes and --gpus-per-node")
+    nn, k = (n, g // n) if flag == "nodes" else (g // n, n)
+    report.warnings.append(f"{p}: {g} ranks read from busbw/algbw ({coll}): {nn} node(s) x {k}")
+    return nn, k
 
 
 def _check_ratio(p, rows, coll: str, g: int) -> None:

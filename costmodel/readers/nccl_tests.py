@@ -39,6 +39,9 @@ _HEADER = re.compile(r"#\s+size\s+count\s+type")
 _PROVENANCE = re.compile(r"#\s*(SOURCE|SYNTHETIC):")  # our copies' first line: about the copy, not the run
 _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
                    r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
+# an abbreviated block, one line per host ("#  Rank  0 .. Rank  7 on h100a-gpu-0001  NVIDIA H100 80GB HBM3"),
+# as pasted in cluster documentation (edwardsp/azcluster walkthrough.md)
+_RANK_RANGE = re.compile(r"^#?\s*Rank\s+(\d+)\s*\.\.\.?\s*Rank\s+(\d+)\s+on\s+(\S+)\s*(.*?)\s*$")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(?:[-+]?cuda(\d+(?:\.\d+)*))?", re.IGNORECASE)
 _TESTS_VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+\(\S+\))?(?:.*?nccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
@@ -124,6 +127,8 @@ class NcclRow:
         line: 1-based line number in the file.
         wrong: nccl-tests ``#wrong`` of this placement (elements that failed validation; > 0 means
             the data was corrupted and the time is suspect), None when printed ``N/A`` (``-c 0``).
+        redop: the ``redop`` column (``sum``, ``none`` ...), None when the row has none; nccl-tests
+            prints ``none`` for all_gather, alltoall, broadcast, gather and scatter (src/*.cu TimeTest).
     """
 
     size_bytes: int
@@ -136,13 +141,14 @@ class NcclRow:
     table: int
     line: int
     wrong: int | None = 0
+    redop: str | None = None
 
 
 def _empty_meta():
     return dict(collective=None, binary=None, command=None, nccl_version=None, cuda_version=None,
                 nccl_tests_version=None, params={}, ranks=[], n_ranks=None, hosts=[], n_nodes=None,
                 ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0,
-                table_collectives=[])
+                table_collectives=[], ranks_truncated=False)
 
 
 @dataclass
@@ -168,7 +174,11 @@ class NcclTable:
               gpu_name``; group None in old nccl-tests), first occurrence of each rank;
               ``n_ranks``; ``hosts`` in order of first appearance; ``n_nodes``; ``ranks_per_node``
               (int when every host has the same count, else None); ``gpu_name`` (the one name, or
-              None when they differ) and ``gpu_names`` (sorted distinct names).
+              None when they differ) and ``gpu_names`` (sorted distinct names). An abbreviated line
+              ``Rank 0 .. Rank 7 on HOST NAME`` gives those ranks on HOST (pid, device, bus_id None).
+            * ``ranks_truncated``: True when a rank block ends in ``...`` (nccl-tests cuts a process's
+              device lines at 2,048 characters, src/util.cu ``MAX_LINE``): the ranks listed are a
+              lower bound, so ``n_ranks``, ``n_nodes`` and ``ranks_per_node`` are None.
             * ``wrong_lines``: lines whose ``#wrong`` is > 0 (corrupted results); ``noise_lines``:
               count of non-data, non-comment lines skipped (NCCL INFO, launcher messages).
             * ``table_collectives``: per table (by index), the collective of the test printing it
@@ -199,6 +209,8 @@ def _is_int(tok):
 
 def _finish_meta(meta):
     ranks = meta["ranks"]
+    if meta["ranks_truncated"]:
+        ranks = []
     meta["n_ranks"] = len(ranks) or None
     hosts = []
     for r in ranks:
@@ -208,14 +220,14 @@ def _finish_meta(meta):
     meta["n_nodes"] = len(hosts) or None
     counts = {h: sum(r["host"] == h for r in ranks) for h in hosts}
     meta["ranks_per_node"] = next(iter(counts.values())) if counts and len(set(counts.values())) == 1 else None
-    names = sorted({r["gpu_name"] for r in ranks if r["gpu_name"]})
+    names = sorted({r["gpu_name"] for r in meta["ranks"] if r["gpu_name"]})
     meta["gpu_names"] = names
     meta["gpu_name"] = names[0] if len(names) == 1 else None
     if meta["binary"] and not meta["collective"]:
         meta["collective"] = collective_from_name(meta["binary"])
 
 
-_DETECT = re.compile(r"^#\s*(?:size\s+count\s+type|nThread\s+\d|Collective test starting|Rank\s+\d+\s+(?:Group|Pid))")
+_DETECT = re.compile(r"^#\s*(?:size\s+count\s+type|nThread\s+\d|Collective test starting|Rank\s+\d+\s+(?:Group|Pid|\.\.))")
 
 
 def detect(head) -> bool:
@@ -223,6 +235,36 @@ def detect(head) -> bool:
     parameter line, a ``# Collective test starting`` line or a ``#  Rank  0 ...`` device line
     (``head``: :class:`costmodel.readers.registry.Head`)."""
     return any(_DETECT.match(s) for s in head.unprefixed)
+
+
+def _add_rank(meta, seen_ranks, rank, **info):
+    if rank not in seen_ranks:                  # first occurrence of each rank
+        seen_ranks.add(rank)
+        meta["ranks"].append(dict(rank=rank, **info))
+
+
+def _rank_line(line, meta, seen_ranks, block_ranks):
+    """``(is a rank line, (rank, first (host, pid, device), this one) when the rank was printed by
+    another process in this block, else None)``; records the rank(s) in ``meta``."""
+    m = _RANK_RANGE.match(line)
+    if m:
+        for rank in range(int(m.group(1)), int(m.group(2)) + 1):
+            _add_rank(meta, seen_ranks, rank, group=None, pid=None, host=m.group(3), device=None, bus_id=None,
+                      gpu_name=m.group(4) or None)
+        return True, None
+    if re.match(r"^#?\s*Rank\s+\d+\b", line) and line.endswith("...") or (line == "..." and block_ranks):
+        meta["ranks_truncated"] = True
+        return True, None
+    m = _RANK.match(line)
+    if not m:
+        return False, None
+    rank = int(m.group(1))
+    who = (m.group(4), int(m.group(3)), int(m.group(5)))      # host, pid, device
+    clash = (rank, block_ranks[rank], who) if block_ranks.get(rank, who) != who else None
+    block_ranks.setdefault(rank, who)
+    _add_rank(meta, seen_ranks, rank, group=None if m.group(2) is None else int(m.group(2)), pid=int(m.group(3)),
+              host=m.group(4), device=int(m.group(5)), bus_id=m.group(6), gpu_name=m.group(7) or None)
+    return True, clash
 
 
 def read_nccl_tests(path, strict=True) -> NcclTable:
@@ -253,18 +295,10 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         line = _PREFIX.sub("", raw, count=1).strip()
         if not line or _PROVENANCE.match(line):
             continue
-        m = _RANK.match(line)
-        if m:
-            rank = int(m.group(1))
-            who = (m.group(4), int(m.group(3)), int(m.group(5)))      # host, pid, device
-            if dup is None and block_ranks.get(rank, who) != who:
-                dup = (rank, block_ranks[rank], who, lineno)
-            block_ranks.setdefault(rank, who)
-            if rank not in seen_ranks:
-                seen_ranks.add(rank)
-                meta["ranks"].append(dict(rank=rank, group=None if m.group(2) is None else int(m.group(2)),
-                                          pid=int(m.group(3)), host=m.group(4), device=int(m.group(5)),
-                                          bus_id=m.group(6), gpu_name=m.group(7) or None))
+        kind, clash = _rank_line(line, meta, seen_ranks, block_ranks)
+        if clash is not None and dup is None:
+            dup = clash + (lineno,)
+        if kind:
             continue
         v = _NCCL_VERSION.search(line)
         if v and not line.startswith("#"):
@@ -324,12 +358,13 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             out.errors.append(f"{where}: non-numeric field ({e}): {raw!r}")
             continue
         wrong = (_wrong(tok[-5]), _wrong(tok[-1]))
+        redop = tok[3] if len(tok) >= 12 and not re.fullmatch(r"-?\d+", tok[3]) else None
         if any(w for w in wrong):
             meta["wrong_lines"].append(lineno)
         table = max(table, 0)
         for j, placement in enumerate(("out-of-place", "in-place")):
             t, a, b_ = vals[3 * j:3 * j + 3]
-            out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j]))
+            out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))
     _finish_meta(meta)
     if dup is not None:
         # a binary built without MPI, launched by mpirun/srun: every process runs its own 1-rank test

@@ -675,3 +675,88 @@ def test_amd_smi_monitor_and_metric_mi300x():
     m = power_trace_from_amd_smi(met)
     assert (m.power_w[0], m.sm_clock_mhz[0], m.util_gpu_pct[0]) == (234.0, 2102.0, 100.0) and np.isnan(m.temp_c[0])
     assert read_measurement(mon).format == "amd-smi"
+
+
+def test_abbreviated_rank_block_gives_hosts_and_ranks():
+    """A rank block pasted one line per host ('#  Rank  0 .. Rank  7 on HOST  NAME', Azure NDv5
+    walkthrough, nccl-tests 2.18.3): 16 ranks on 2 hosts of 8, the GPU name, the collective, and NCCL
+    2.29.7 from nccl-library=22907."""
+    t = read_nccl_tests(D / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt")
+    m = t.meta
+    assert (m["n_ranks"], m["n_nodes"], m["ranks_per_node"]) == (16, 2, 8)
+    assert m["hosts"] == ["h100a-gpu-0001", "h100a-gpu-0002"] and m["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    assert (m["collective"], m["nccl_version"], m["nccl_tests_version"]) == ("all_reduce", "2.29.7", "2.18.3")
+    big = t.select()[-1]
+    assert (big.size_bytes, big.busbw, big.redop) == (17179869184, 466.33, "sum")
+
+
+def test_truncated_rank_block_is_not_taken_as_the_topology(tmp_path):
+    """nccl-tests cuts a process's device lines at 2,048 characters and ends them with '...'
+    (src/util.cu MAX_LINE): the ranks listed are a lower bound. The Olivia GH200 capture (16 ranks)
+    with its rank block cut after rank 5 (a composition of that real capture): no topology is read
+    from the 6 ranks left, and the fit takes the 16 ranks from busbw/algbw with --gpus-per-node 4."""
+    from costmodel.errors import FitError
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    lines = (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text().splitlines()
+    ranks = [i for i, ln in enumerate(lines) if ln.lstrip("# ").startswith("Rank")]
+    cut = lines[:ranks[5]] + [lines[ranks[5]][:40] + "..."] + lines[ranks[-1] + 1:]
+    f = tmp_path / "cut.txt"
+    f.write_text("\n".join(cut) + "\n")
+    t = read_nccl_tests(f, strict=False)
+    assert t.meta["ranks_truncated"] and t.meta["n_ranks"] is None and len(t.meta["ranks"]) == 5
+    with pytest.raises(FitError, match="lists only some of its ranks.*16 ranks of all_reduce"):
+        _nccl_inputs(f, t, None, None, None, FitReport())
+    rep = FitReport()
+    got = _nccl_inputs(f, t, None, None, 4, rep)
+    assert got[0][1:4] == ("all_reduce", 4, 4) and any("16 ranks read from busbw/algbw" in w for w in rep.warnings)
+
+
+def test_ranks_from_busbw_algbw_when_no_rank_lines():
+    """The AWS p4de capture prints no '# Rank' lines; busbw/algbw = 1.875 = 2(g-1)/g gives g = 16:
+    --gpus-per-node 8 makes it 2 nodes, --nodes 2 makes it 8 per node, --nodes 3 does not divide."""
+    from costmodel.errors import FitError
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    f = Path(__file__).resolve().parents[2] / "hardware/profiles/data/aws_p4de_2node_16xA100_allreduce.txt"
+    t = read_nccl_tests(f, strict=False)
+    assert _nccl_inputs(f, t, None, None, 8, FitReport())[0][2:4] == (2, 8)
+    assert _nccl_inputs(f, t, None, 2, None, FitReport())[0][2:4] == (2, 8)
+    with pytest.raises(FitError, match="16 ranks of all_reduce, which --nodes 3 does not divide"):
+        _nccl_inputs(f, t, None, 3, None, FitReport())
+    with pytest.raises(FitError, match="says 16 ranks of all_reduce: pass --nodes or --gpus-per-node"):
+        _nccl_inputs(f, t, None, None, None, FitReport())
+
+
+def test_collective_named_differently_by_capture_and_flag_or_file_name_is_refused(tmp_path):
+    """The Olivia capture says all_reduce_perf: --collective all_gather, or a file named
+    all_gather_*.txt, contradicts it and is refused naming both; the agreeing flag is accepted."""
+    import shutil
+    from costmodel.errors import FitError
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    src = D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt"
+    t = read_nccl_tests(src, strict=False)
+    with pytest.raises(FitError, match="all_reduce_perf.*says all_reduce.*--collective says all_gather"):
+        _nccl_inputs(src, t, "all_gather", None, None, FitReport())
+    assert _nccl_inputs(src, t, "all_reduce", None, None, FitReport())[0][1] == "all_reduce"
+    f = tmp_path / "all_gather_olivia.txt"
+    shutil.copy(src, f)
+    with pytest.raises(FitError, match="file name 'all_gather_olivia.txt' says all_gather"):
+        _nccl_inputs(f, read_nccl_tests(f, strict=False), None, None, None, FitReport())
+
+
+def test_reduce_scatter_read_from_ratio_below_one_and_a_reduction_op(tmp_path):
+    """busbw/algbw < 1 with redop sum is reduce_scatter's alone ((g-1)/g; all_gather and alltoall
+    print redop none). The Olivia all_reduce table with its busbw halved and its test line removed
+    (a composition): read as reduce_scatter over 16 ranks; with redop none it is refused as ambiguous."""
+    from costmodel.errors import FitError
+    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    body = "\n".join(ln for ln in (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text().splitlines()[1:]
+                     if "all_reduce_perf" not in ln)
+    f = tmp_path / "capture.txt"
+    f.write_text(_halve_busbw(body) + "\n")
+    rep = FitReport()
+    got = _nccl_inputs(f, read_nccl_tests(f, strict=False), None, None, None, rep)
+    assert got[0][1:4] == ("reduce_scatter", 4, 4) and any("read as reduce_scatter" in w for w in rep.warnings)
+    g = tmp_path / "capture2.txt"
+    g.write_text(_halve_busbw(body).replace("  sum  ", "  none  ") + "\n")
+    with pytest.raises(FitError, match="redop none fits all_gather and all_to_all alike"):
+        _nccl_inputs(g, read_nccl_tests(g, strict=False), None, None, None, FitReport())
