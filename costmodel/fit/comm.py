@@ -8,7 +8,25 @@ from costmodel.specs import ClusterSpec, GpuSpec
 
 from .measurements import FitReport, Measurements
 from .primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
-                         protocol_text, quality, round_sig, warn_at_bound, warn_outliers)
+                         protocol_text, quality, round_sig, short_sweep_fix, warn_at_bound, warn_outliers)
+
+#: fewest sizes of a full protocol fit per scope (3 protocols x 2 intra; 2 x 2 inter, costmodel/fit/primitives.py)
+FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}
+
+
+def _short(scope: str, coll: str, n, base: dict, report: FitReport):
+    """``(fix, k, method note)`` when ``n`` sizes are too few for a full protocol fit, else ``(None, 3, "")``;
+    warns that only one line (Simple) is fitted and the rest comes from the base profile."""
+    need = FULL_FIT_POINTS[scope]
+    if len(n) >= need:
+        return None, 3, ""
+    fix, k = short_sweep_fix(params_of(base["comm"][scope][coll]), len(n))
+    what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
+    report.warnings.append(f"comm.{scope}.{coll}: {len(n)} size(s), fewer than the {need} a protocol fit needs: "
+                           f"fitted {what} only (one line); the faster protocols are the base profile's; rerun "
+                           "nccl-tests with -b 8 -e 8G -f 2 to fit them")
+    return fix, k, f"; short sweep: only {what} fitted, the other protocol lines held at the base profile's"
+
 
 
 def _coll_points(meas: Measurements, scope: str):
@@ -84,13 +102,11 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
             break
         g = max(k[1] for k in keys)
         n, t, src = intra[next(k for k in keys if k[1] == g)]
-        if len(n) < 4:
-            report.warnings.append(f"comm.intra_node.{coll}: {len(n)} sizes at group {g}, the fit needs >= 4: kept")
-            continue
         gsz = 2 if coll == "send_recv" else g
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
-        p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max)
+        fix, nproto, how = _short("intra_node", coll, n, base, report)
+        p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max, fix=fix, k=nproto)
         cross = {}
         for k in keys:
             if k[1] != g:
@@ -98,7 +114,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                 tmk = collective_time_s(coll, nk, 2 if coll == "send_recv" else k[1], link, p)
                 cross[f"group_{k[1]}_median_rel_err"] = round_sig(np.median(np.abs(tmk / np.array(tk) - 1)), 3)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
-                        link_bytes_per_s=round_sig(link), method=FIT_METHOD, **cross)
+                        link_bytes_per_s=round_sig(link), method=FIT_METHOD + how, **cross)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm="nccl-default (as measured)")
@@ -115,21 +131,19 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         key = max(keys, key=lambda k: (len(inter[k][0]), k[1]))
         _, g, nn, k = key
         n, t, src = inter[key]
-        if len(n) < 4:
-            report.warnings.append(f"comm.inter_node.{coll}: {len(n)} sizes, the fit needs >= 4: kept")
-            continue
         warn_sweep_span(f"comm.inter_node.{coll}", n, report)
+        fix, nproto, how = _short("inter_node", coll, n, base, report)
         p_in = params_of(out["intra_node"].get(coll) or base["comm"]["intra_node"][coll])
         inter_bps = nic_bytes_per_gpu(cluster, k)
         n, t = np.asarray(n), np.asarray(t)
 
         def time_of(q, n=n, k=k, nn=nn, p_in=p_in, inter_bps=inter_bps, coll=coll):
             return hierarchical_time_s(coll, n, k, nn, link, inter_bps, p_in, q)
-        p, _ = fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
+        p, _ = fit_protocols(time_of, t, nproto, 1.0, fix) if fix else fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
         tm = time_of(p)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
-                        method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1")
+                        method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1" + how)
         warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)")

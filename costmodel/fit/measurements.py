@@ -132,7 +132,7 @@ def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
                            f"command line and no collective in the file name{why}): pass --collective")
         report.warnings.append(f"{p}: no collective named; {why}: read as {default}")
     if nn is None or k is None:
-        nn, k = _topology_from_ratio(p, rows0, default, nodes, gpus_per_node, meta.get("ranks_truncated"), report)
+        nn, k = _topology_from_ratio(p, rows0, default, nodes, gpus_per_node, meta, report)
     out, seen = [], set()
     for t in sorted({r.table for r in table.rows}):
         coll = (per[t] if t < len(per) else None) or default
@@ -196,19 +196,23 @@ def _ranks_from_ratio(rows, coll):
     return int(round(g)) if round(g) >= 2 and abs(g - round(g)) < 0.2 else None
 
 
-def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, truncated, report):
+def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report):
     """``(n_nodes, ranks_per_node)`` of a capture without (complete) ``# Rank`` lines: the ranks
-    busbw / algbw implies, split by whichever of ``nodes`` / ``gpus_per_node`` is given.
+    busbw / algbw implies, split by whichever of ``nodes`` / ``gpus_per_node`` is given, or on one
+    node when the ``# nThread T nGpus G`` line says one process drove them all (T x G = ranks).
 
     Raises:
         FitError: neither given, the ratio is uninformative, or the given one does not divide the ranks.
     """
-    what = "lists only some of its ranks (the '# Rank' block ends in '...')" if truncated else \
+    what = "lists only some of its ranks (the '# Rank' block ends in '...')" if meta.get("ranks_truncated") else \
         "has no '# Rank' lines to tell its topology"
     g = _ranks_from_ratio(rows, coll)
     if g is None:
         raise FitError(f"{p}: nccl-tests capture {what}: pass --nodes and --gpus-per-node")
-    given = (nodes, "nodes") if nodes is not None else (gpus_per_node, "gpus-per-node") if gpus_per_node else None
+    prm = meta.get("params") or {}
+    one_process = int(prm.get("nThread", 0) or 0) * int(prm.get("nGpus", 0) or 0) == g
+    given = (nodes, "nodes") if nodes is not None else (gpus_per_node, "gpus-per-node") if gpus_per_node else \
+        (1, "nodes") if one_process else None
     if given is None:
         raise FitError(f"{p}: nccl-tests capture {what}; busbw/algbw says {g} ranks of {coll}: pass --nodes or "
                        "--gpus-per-node to split them")
@@ -217,7 +221,8 @@ def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, truncated, report)
         raise FitError(f"{p}: busbw/algbw says {g} ranks of {coll}, which --{flag} {n} does not divide: pass "
                        "--nodes and --gpus-per-node")
     nn, k = (n, g // n) if flag == "nodes" else (g // n, n)
-    report.warnings.append(f"{p}: {g} ranks read from busbw/algbw ({coll}): {nn} node(s) x {k}")
+    report.warnings.append(f"{p}: {g} ranks read from busbw/algbw ({coll}): {nn} node(s) x {k}"
+                           + (" (one process drove them all: nThread x nGpus)" if one_process and given[0] == 1 else ""))
     return nn, k
 
 

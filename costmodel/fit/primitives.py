@@ -165,12 +165,40 @@ def fit_protocols(time_of, t, k=3, eff_max=1.0, fix=None):
 
     def res(z):
         return np.log(time_of(CollectiveParams.from_protocols(_pairs(full(z), k))) / t)
-    starts = [np.r_[la, [d] * (k - 1), 0.8 * eff_max, [q] * (k - 1)][free]
-              for la, d, q in itertools.product((-5.5, -4.8, -4.2), (0.15, 0.5), (0.25, 0.7))]
+    # with lines held fixed, the other scope can hide Simple's efficiency above some value (flat residuals,
+    # where a step from below lands and stops): start across the whole range
+    effs = (0.8,) if not fix else tuple(np.linspace(0.1, 1.0, 10))
+    starts = [np.r_[la, [d] * (k - 1), ef * eff_max, [q] * (k - 1)][free]
+              for la, d, q, ef in itertools.product((-5.5, -4.8, -4.2), (0.15, 0.5), (0.25, 0.7), effs)]
     r = min((least_squares(res, np.clip(s, lo[free] + 1e-9, hi[free] - 1e-9), bounds=(lo[free], hi[free]),
                            loss=LOSS, f_scale=F_SCALE) for s in starts), key=lambda f: f.cost)
     x = full(r.x)
     return CollectiveParams.from_protocols(_pairs(x, k)), x
+
+
+def vector_of(p) -> np.ndarray:
+    """Inverse of :func:`_pairs`: the parameter vector of :class:`CollectiveParams` ``p`` (its
+    protocols sorted by latency; steps and ratios clipped to the fit's bounds)."""
+    pr = sorted(p.absolute_protocols)
+    a = np.maximum([q[0] for q in pr], 1e-7)
+    e = np.array([q[1] for q in pr])
+    steps = np.clip(np.diff(np.log10(a)), 0.0, 3.0)
+    ratios = np.clip(e[:-1] / e[1:], 0.005, 1.0)
+    return np.r_[np.log10(a[0]), steps, e[-1], ratios]
+
+
+def short_sweep_fix(base, n_points: int) -> tuple:
+    """``(fix, k)`` for :func:`fit_protocols` on a sweep too short for a protocol fit: one line.
+
+    The faster protocols' latencies and their efficiency ratios to Simple are held at the base
+    profile's ``base`` (:class:`CollectiveParams`); Simple's latency and efficiency are fitted (2+
+    points), or its efficiency alone (1 point). The same rule the built-in A100 send/recv uses for
+    li-plus's 4-point 128 MiB..1 GiB sweep (costmodel/fit/builtin/comm.py).
+    """
+    x = vector_of(base)
+    k = len(x) // 2
+    free = {k - 1, k} if n_points >= 2 else {k}
+    return {i: float(x[i]) for i in range(2 * k) if i not in free}, k
 
 
 def fit_pruned(time_of, t, line_s, eff_max):

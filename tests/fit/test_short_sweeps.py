@@ -1,0 +1,72 @@
+"""Sweeps too short for a protocol fit (fewer than 6 sizes in a node, 4 across nodes): `calibrate
+fit` fits one line, Simple's latency and efficiency, holds the faster protocols at the base profile's,
+and says so. Real captures: the 2-row H100 PCIe NVLink-bridge all-reduce of NVIDIA/nccl#1161 and the
+Azure NDv5 2-node all-reduce cut to its 3 largest sizes."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from costmodel.collective import collective_time_s
+from costmodel.fit.primitives import _pairs, params_of, short_sweep_fix, vector_of
+from costmodel.readers.nccl_tests import read_nccl_tests
+from costmodel.specs import load_profile
+from test_calibrate import cli
+
+REPO = Path(__file__).resolve().parents[2]
+D = REPO / "tests" / "data" / "readers"
+
+
+def test_vector_of_inverts_pairs():
+    """The parameter vector of a built-in entry gives back its protocol lines."""
+    prof = load_profile(str(REPO / "hardware/profiles/h100-sxm-80gb.yaml"))
+    p = prof.comm["intra_node"]["all_reduce"]
+    x = vector_of(p)
+    got = _pairs(x, len(x) // 2)
+    for (a, e), (a2, e2) in zip(sorted(p.absolute_protocols), got):
+        assert a2 == pytest.approx(a, rel=1e-9) and e2 == pytest.approx(e, rel=1e-9)
+    fix, k = short_sweep_fix(p, 2)
+    assert k == len(x) // 2 and set(range(2 * k)) - set(fix) == {k - 1, k}
+    assert set(range(2 * k)) - set(short_sweep_fix(p, 1)[0]) == {k}
+
+
+def test_two_size_sweep_fits_simple_line_and_keeps_faster_protocols(tmp_path):
+    """2x H100 PCIe over an NVLink bridge, 1 and 2 GiB (busbw 115.37 and 115.86 GB/s): Simple's
+    efficiency is the measured busbw over the 300 GB/s bridge (0.386) and its line passes through
+    both points; LL and LL128 latencies are the base profile's; the warning and the fit method say so."""
+    f = D / "nccl_tests_h100_pcie_nvlink_bridge_2gpu_2sizes.txt"
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-pcie-80gb", "--nodes", "1", "-o", str(out))
+    assert rc == 0, se
+    assert "2 size(s), fewer than the 6 a protocol fit needs: fitted Simple's latency and efficiency only" in " ".join((so + se).split())
+    d = yaml.safe_load(out.read_text())["comm"]["intra_node"]["all_reduce"]
+    base = yaml.safe_load((REPO / "hardware/profiles/h100-pcie-80gb.yaml").read_text())["comm"]["intra_node"]["all_reduce"]
+    simple = d["protocols"][-1]
+    assert simple["busbw_efficiency"] == pytest.approx(115.9e9 / 300e9, rel=0.01)
+    assert [q["alpha_s"] for q in d["protocols"][:-1]] == pytest.approx([q["alpha_s"] for q in base["protocols"][:-1]],
+                                                                          rel=1e-3)
+    assert "short sweep" in d["fit"]["method"]
+    rows = read_nccl_tests(f).select()
+    t = collective_time_s("all_reduce", [r.size_bytes for r in rows], 2, 300e9, params_of(d))
+    assert t == pytest.approx([r.time_us * 1e-6 for r in rows], rel=0.01)
+
+
+def test_three_size_inter_node_sweep_fits_one_line(tmp_path):
+    """The Azure NDv5 2x8 H100 all-reduce cut to 4, 8 and 16 GiB (a cut of the real capture): the
+    inter-node entry is fitted (one line) instead of kept, reproduces the three times within 3 %, and
+    its Simple efficiency is within 3 % of the full 12-size capture's fit."""
+    src = (D / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt").read_text().splitlines()
+    keep = [ln for ln in src if not ln.strip()[:1].isdigit() or int(ln.split()[0]) >= 2 ** 32]
+    f = tmp_path / "ndv5.txt"
+    f.write_text("\n".join(keep) + "\n")
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-sxm-80gb", "--cluster", "dgx-h100", "-o", str(out))
+    assert rc == 0, se
+    assert "comm.inter_node.all_reduce: 3 size(s), fewer than the 4 a protocol fit needs" in " ".join((so + se).split())
+    d = yaml.safe_load(out.read_text())["comm"]["inter_node"]["all_reduce"]
+    assert d["fit"]["n_points"] == 3 and d["fit"]["max_rel_err"] < 0.03 and "short sweep" in d["fit"]["method"]
+    rc, so, se = cli("calibrate", "fit", str(D / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"), "--gpu",
+                     "h100-sxm-80gb", "--cluster", "dgx-h100", "-o", str(tmp_path / "full.yaml"))
+    full = yaml.safe_load((tmp_path / "full.yaml").read_text())["comm"]["inter_node"]["all_reduce"]
+    assert full["fit"]["n_points"] == 12 and "short sweep" not in full["fit"]["method"]
+    assert d["protocols"][-1]["busbw_efficiency"] == pytest.approx(full["protocols"][-1]["busbw_efficiency"], rel=0.03)
