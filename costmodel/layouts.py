@@ -272,7 +272,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     """Check every Megatron-core divisibility rule on every layout.
 
     ``uneven_pp`` accepts PP stages of unequal layer counts when VP = 1 (DeepSpeed pipelines and
-    Megatron's --decoder-first/last-pipeline-num-layers), split as :func:`uneven_split`.
+    Megatron's --decoder-first/last-pipeline-num-layers), split as :func:`uneven_split`; ``"any"``
+    also with VP > 1 (a run that sets its own split, Megatron-core --pipeline-model-parallel-layout:
+    the fullest stage still holds ceil(L/PP) layers, :func:`layers_per_stage`).
 
     Returns:
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
@@ -291,7 +293,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
         ("num_layers ({L}) must be divisible by PP x VP (or num_layers + 2, the embedding and the loss "
          "counted as pipeline layers)",
-         (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t) & ~(uneven_pp & (t.vp == 1))),
+         (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t)
+         & ~((uneven_pp == "any") | (bool(uneven_pp) & (t.vp == 1)))),
         ("PP must not exceed num_layers ({L})", t.pp > model.num_layers),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),

@@ -1,6 +1,6 @@
 """A training run's own configuration file as the layout source of ``predict --config``.
 
-Two formats, recognised by content:
+Three formats, recognised by content:
 
 * **NeMo (1.x) YAML** (NeMo's ``megatron_gpt_config.yaml`` family and NeMo-Framework-Launcher
   ``conf/training/*/*.yaml``; a top-level ``training:`` is descended into): ``trainer.num_nodes``,
@@ -11,6 +11,16 @@ Two formats, recognised by content:
   ``activations_checkpoint_granularity`` / ``_method`` / ``_num_layers``, ``fp8``,
   ``use_flash_attention``, ``ub_tp_comm_overlap``, ``optim.name`` (``distributed_fused_adam``: the
   distributed optimizer, ZeRO-1) and ``optim.overlap_grad_sync``.
+* **Megatron-Bridge YAML** (its ``ConfigContainer`` dumped as YAML, top-level ``_target_:
+  megatron.bridge.training.config.ConfigContainer``, or an override file with ``model:`` and ``train:``):
+  ``model.``: the parallel sizes as in NeMo, ``sequence_parallel``, ``recompute_granularity`` /
+  ``recompute_method`` / ``recompute_num_layers``, ``seq_length`` (or ``dataset.sequence_length``),
+  ``moe_token_dispatcher_type``, ``moe_grouped_gemm``, ``moe_expert_capacity_factor``,
+  ``moe_pad_expert_input_to_capacity``, ``attention_backend``; ``train.global_batch_size`` and
+  ``micro_batch_size``; ``mixed_precision.fp8`` / ``bf16`` / ``fp16`` (or a recipe name such as
+  ``bf16_mixed``); ``ddp.use_distributed_optimizer`` (ZeRO-1), ``ddp.use_megatron_fsdp`` or
+  ``data_parallel_sharding_strategy: optim_grads_params`` (ZeRO-3), ``ddp.overlap_grad_reduce``;
+  ``comm_overlap.tp_comm_overlap``.  The world is not in these files: it comes from the flags.
 * **torchtitan TOML** (``train_configs/*.toml`` of torchtitan before its Python configs, commit
   76d5c72e2): ``[parallelism]`` degrees (``data_parallel_shard_degree`` other than 1: FSDP, ZeRO-3;
   -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[training]``
@@ -43,6 +53,8 @@ class RunConfig:
         stack: the stack whose file it is (``nemo`` or ``torchtitan``).
         where: field -> ``"FILE: key"``, for messages.
         notes: what was not read and why.
+        custom_pipeline_split: the run's own split of layers over pipeline stages (Megatron-core
+            ``pipeline_model_parallel_layout`` or first/last-stage layer counts), None when even.
     """
 
     layout: dict = field(default_factory=dict)
@@ -52,6 +64,7 @@ class RunConfig:
     stack: str = "nemo"
     where: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    custom_pipeline_split: str | None = None
 
 
 def _unset(v) -> bool:
@@ -134,6 +147,98 @@ def _nemo(d: dict, path: str) -> RunConfig:
     return cfg
 
 
+_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+_BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_grouped_gemm", "moe_grouped_gemm", bool),
+               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", bool))
+
+
+def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
+    """Precision from Megatron-Bridge's ``mixed_precision``: a mapping (``fp8`` set: fp8) or a recipe name."""
+    R = cfg.recipe
+    if isinstance(mp, str) and not _unset(mp):
+        name = mp.lower()
+        R["precision"] = "fp8" if "fp8" in name else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name \
+            else None
+        if R["precision"] is None:
+            raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16 or fp8 recipe")
+    elif isinstance(mp, dict):
+        R["precision"] = "fp8" if mp.get("fp8") not in (None, False) else "fp16" if mp.get("fp16") is True else \
+            "bf16" if mp.get("bf16") is True else None
+        if R["precision"] is None:
+            del R["precision"]
+            return
+    else:
+        return
+    cfg.where["precision"] = f"{path}: mixed_precision"
+
+
+def _bridge(d: dict, path: str) -> RunConfig:
+    m, t = d.get("model") or {}, d.get("train") or {}
+    if not isinstance(m, dict) or not isinstance(t, dict):
+        raise InputError(path, "model" if not isinstance(m, dict) else "train", "expected a mapping")
+    cfg = RunConfig(stack="nemo")
+    L, R = cfg.layout, cfg.recipe
+    mp = "model."
+    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
+                      ("etp", "expert_tensor_parallel_size")):
+        _take(cfg, path, L, name, m, key, _int, mp)
+    if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
+        L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
+    else:
+        _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
+    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
+    if "recompute_granularity" in m:
+        gran = m["recompute_granularity"]
+        L["recompute"] = {None: "none", "selective": "selective", "full": "full"}.get(gran)
+        if L["recompute"] is None:
+            raise InputError(path, "model.recompute_granularity", f"{gran!r} is not null, selective or full")
+        cfg.where["recompute"] = f"{path}: model.recompute_granularity"
+        if gran == "full" and m.get("recompute_method") == "block":
+            _take(cfg, path, L, "recompute_num_layers", m, "recompute_num_layers", _int, mp)
+        mods = [x for x in (m.get("recompute_modules") or []) if x != "core_attn"]
+        if gran == "selective" and mods:
+            cfg.notes.append(f"{path}: model.recompute_modules {mods}: selective recomputation here is of the "
+                             "attention core only; recomputing these too is not modelled (activation memory is "
+                             "over-stated, the recompute time under-stated)")
+    split = {k: m.get(k) for k in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
+                                   "num_layers_in_last_pipeline_stage") if m.get(k) is not None}
+    if split:
+        cfg.custom_pipeline_split = ", ".join(f"{k} {v!r}" for k, v in split.items())
+        cfg.notes.append(f"{path}: model.{cfg.custom_pipeline_split}: the run splits its own layers over the "
+                         "pipeline; modelled by its fullest stage, ceil(num_layers / PP) layers")
+    _take(cfg, path, L, "mbs", t, "micro_batch_size", _int, "train.")
+    _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
+    _take(cfg, path, R, "seq_len", m, "seq_length", _int, mp)
+    if "seq_len" not in R and isinstance(d.get("dataset"), dict):
+        _take(cfg, path, R, "seq_len", d["dataset"], "sequence_length", _int, "dataset.")
+    _bridge_precision(d.get("mixed_precision"), path, cfg)
+    if "attention_backend" in m and m["attention_backend"] is not None:
+        R["flash_attention"] = str(m["attention_backend"]).rsplit(".", 1)[-1] not in ("unfused", "local")
+        cfg.where["flash_attention"] = f"{path}: model.attention_backend"
+    if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 0:
+        for name, key, conv in _BRIDGE_MOE:
+            _take(cfg, path, R, name, m, key, conv, mp)
+        if "moe_expert_capacity_factor" in m:
+            cf = m["moe_expert_capacity_factor"]
+            R["moe_capacity_factor"] = 0.0 if cf is None else float(cf)
+            cfg.where["moe_capacity_factor"] = f"{path}: model.moe_expert_capacity_factor"
+    ddp = d.get("ddp") or {}
+    if isinstance(ddp, dict) and ddp:
+        shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0)
+        L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
+            max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
+        cfg.where["zero"] = f"{path}: ddp.use_distributed_optimizer / use_megatron_fsdp"
+        _take(cfg, path, R, "dp_overlap", ddp, "overlap_grad_reduce", bool, "ddp.")
+        if ddp.get("overlap_param_gather") not in (None, ddp.get("overlap_grad_reduce")):
+            cfg.notes.append(f"{path}: ddp.overlap_grad_reduce {ddp.get('overlap_grad_reduce')} and "
+                             f"overlap_param_gather {ddp['overlap_param_gather']}: --dp-overlap follows the grad reduce")
+    co = d.get("comm_overlap") or {}
+    if isinstance(co, dict):
+        _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", bool, "comm_overlap.")
+    return cfg
+
+
 def _torchtitan(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="torchtitan")
     L, R = cfg.layout, cfg.recipe
@@ -168,7 +273,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
 
 
 def read_run_config(path) -> RunConfig:
-    """Read a NeMo YAML or torchtitan TOML run configuration (module docstring).
+    """Read a NeMo YAML, Megatron-Bridge YAML or torchtitan TOML run configuration (module docstring).
 
     Raises:
         InputError: a missing, unreadable, binary or unrecognised file, a Python configuration, or a
@@ -203,6 +308,8 @@ def read_run_config(path) -> RunConfig:
     except yaml.YAMLError as e:
         raise InputError(path, "", f"not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
-        raise InputError(path, "", "no model: section: not a NeMo run configuration (NeMo YAML or torchtitan TOML "
-                         "are read)")
+        raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
+                         "Megatron-Bridge YAML or torchtitan TOML are read)")
+    if "ConfigContainer" in str(d.get("_target_", "")) or ("train" in d and "trainer" not in d):
+        return _bridge(d, str(path))
     return _nemo(d, str(path))

@@ -29,7 +29,8 @@ STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the trai
                      + ", ".join(w.cli_flag for w in RECIPE_SWITCHES) + " and vocabulary padding (costmodel/stacks.py).")
 
 
-CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo YAML, torchtitan TOML): its layout, "
+CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo YAML, Megatron-Bridge YAML, torchtitan "
+                      "TOML): its layout, "
                       "batch, sequence, precision and world fill the flags not given; a flag that contradicts it is "
                       "refused (costmodel/run_config.py).")
 
@@ -39,7 +40,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did
     not give (``ctx``: the command's typer context, which knows which options came from the command
     line), in place: ``layout_flags``, ``recipe_flags`` and ``scalars`` (gbs, seq_len, precision,
-    nodes, stack).  Returns the notes to print.
+    nodes, stack; ``uneven_pp``, "any" when the run splits its own pipeline layers).  Returns the notes
+    to print.
 
     Raises:
         InputError: the file is bad; a flag given on the command line contradicts it (both named); its
@@ -70,6 +72,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             merge(recipe_flags, name, v, "--" + name.replace("_", "-"))
     if not given("stack"):
         scalars["stack"] = cfg.stack
+    scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
     if cfg.gpus_per_node is not None:
         c = load_cluster(cluster_arg)
         if c.gpus_per_node != cfg.gpus_per_node:

@@ -92,8 +92,9 @@ def compare(
     check_recipe_flags(recipe_flags)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
+    sc = dict(uneven_pp=True)
     if config:
-        sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes)
+        sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes, uneven_pp=True)
         warnings += _config_under_log(config, tlog, layout_flags, recipe_flags, sc)
         gbs, seq_len, precision, nodes = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"]
     _check_stack(stack, tlog, allow_override, warnings)
@@ -102,7 +103,7 @@ def compare(
                          stack)
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)
-    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=sc["uneven_pp"])
     pred = predict_run(m, recipe, c, p, run.layout)
     rec = report.run_record(pred)
     if pred.energy_missing and power:
@@ -167,6 +168,7 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
     if cfg.nodes is not None and scalars.get("nodes") is None:
         scalars["nodes"] = cfg.nodes
         filled.append(f"nodes={cfg.nodes}")
+    scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
 
 

@@ -67,7 +67,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
         lay["dp"] = c.num_gpus // n
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
-    check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=sc.get("uneven_pp", True))
     if auto:
         lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
         fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)

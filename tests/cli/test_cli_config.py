@@ -1,4 +1,5 @@
-"""predict --config: a run's own NeMo YAML or torchtitan TOML as the layout source (real configs)."""
+"""predict --config: a run's own NeMo YAML, Megatron-Bridge YAML or torchtitan TOML as the layout source
+(real configs)."""
 import json
 from pathlib import Path
 
@@ -7,6 +8,8 @@ from test_cli import assert_one_line_error, run
 REPO = Path(__file__).resolve().parents[2]
 NEMO = REPO / "tests" / "data" / "configs" / "nemo_launcher_llama3_8b.yaml"
 TITAN = REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml"
+BRIDGE_DSV3 = REPO / "tests" / "data" / "configs" / "megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+BRIDGE_L3 = REPO / "tests" / "data" / "configs" / "megatron_bridge_llama3_8b_sft_gb200_fp8_mx_v1.yaml"
 
 
 def test_nemo_launcher_config_sets_layout_batch_and_world():
@@ -51,3 +54,44 @@ def test_flags_that_agree_pass_and_flags_that_contradict_are_refused(tmp_path):
                           "torchtitan")
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(tmp_path)),
                           "directory")
+
+
+def test_megatron_bridge_config_container_dense():
+    """Megatron-Bridge's Llama 3 8B SFT recipe (ConfigContainer YAML): TP 1, PP 1, mbs 1, gbs 8,
+    seq_length 16384, mixed_precision.fp8 e4m3 (fp8), the distributed optimizer, no DP overlap; the
+    world is not in the file, so --nodes sets it."""
+    from costmodel.run_config import read_run_config
+    c = read_run_config(BRIDGE_L3)
+    assert c.stack == "nemo" and c.nodes is None and c.custom_pipeline_split is None
+    assert {k: c.layout[k] for k in ("tp", "pp", "cp", "vp", "mbs", "zero", "recompute", "sp")} == \
+        dict(tp=1, pp=1, cp=1, vp=1, mbs=1, zero=1, recompute="none", sp=False)
+    assert (c.recipe["gbs"], c.recipe["seq_len"], c.recipe["precision"], c.recipe["dp_overlap"]) == (8, 16384, "fp8", False)
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--config", str(BRIDGE_L3),
+            "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["layout"]["dp"] == 8 and r["recipe"]["gbs"] == 8 and r["recipe"]["seq_len"] == 16384
+
+
+def test_megatron_bridge_config_container_moe_with_its_own_pipeline_layout():
+    """Megatron-Bridge's DeepSeek-V3 H100 fp8 recipe: TP 2, PP 8, VP 4, EP 64, ETP 1, SP, selective
+    recompute, gbs 8192, seq 4096, fp8 (mixed_precision.fp8 hybrid), DeepEP (flex) dispatch with grouped
+    GEMM, dropless; its pipeline_model_parallel_layout 'Et|(tt|)*30mL' splits 61 layers over 32 chunks
+    unevenly, which predict accepts (the fullest stage: ceil(61/8) = 8 layers) and notes, as it notes the
+    MLA-up-projection and MLP recompute it does not model."""
+    from costmodel.run_config import read_run_config
+    c = read_run_config(BRIDGE_DSV3)
+    assert {k: c.layout[k] for k in ("tp", "pp", "vp", "ep", "etp", "sp", "recompute", "mbs", "zero")} == \
+        dict(tp=2, pp=8, vp=4, ep=64, etp=1, sp=True, recompute="selective", mbs=1, zero=1)
+    assert (c.recipe["gbs"], c.recipe["seq_len"], c.recipe["precision"]) == (8192, 4096, "fp8")
+    assert (c.recipe["moe_dispatcher"], c.recipe["moe_grouped_gemm"], c.recipe["moe_capacity_factor"]) == ("flex", True, 0.0)
+    assert c.custom_pipeline_split == "pipeline_model_parallel_layout 'Et|(tt|)*30mL'"
+    p = run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--config",
+            str(BRIDGE_DSV3), "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert (r["layout"]["dp"], r["layout"]["vp"], r["num_gpus"]) == (64, 4, 1024)
+    assert "splits its own layers" in p.stderr and "recompute_modules ['mla_up_proj', 'mlp']" in p.stderr
+    even = run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--tp", "2", "--pp", "8",
+               "--vp", "4", "--ep", "64", "--gbs", "8192")
+    assert_one_line_error(even, "num_layers (61) must be divisible by PP x VP")
