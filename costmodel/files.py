@@ -1,8 +1,10 @@
 """Writing output files so that a failed write never leaves a half-written file or loses the old one:
-write beside the target, then rename over it (``os.replace`` is atomic on one filesystem)."""
+write beside the target, then rename over it (``os.replace`` is atomic on one filesystem); and never
+over a file the same command reads."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -10,24 +12,90 @@ from typing import Callable
 from .errors import InputError
 
 
-def write_atomically(path, write: Callable[[str], None] | str, flag: str) -> Path:
+#: the long name of each short output option, so that the option's own value is told from the inputs
+_ALIASES = {"-o": ("-o", "--output"), "--output": ("-o", "--output")}
+
+
+def _named_inputs(flag: str, argv) -> list:
+    """Existing files the command line names other than as ``flag``'s own value."""
+    own = _ALIASES.get(flag, (flag,))
+    out, skip = [], False
+    for tok in argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if tok in own:
+            skip = True
+            continue
+        name, eq, val = tok.partition("=")
+        if eq and name.startswith("-"):
+            if name in own:
+                continue
+            tok = val
+        if tok and not tok.startswith("-") and os.path.isfile(tok):
+            out.append(tok)
+    return out
+
+
+def check_output(path, flag: str, inputs=(), argv=None) -> Path:
+    """Refuse an output path that would lose data or cannot be written.
+
+    Args:
+        path: the file to write.  flag: the option that named it, for messages.
+        inputs: files the command reads that the command line may not name (a configuration's
+            own references); every existing file the command line names (``argv``, default
+            ``sys.argv``) other than as ``flag``'s value counts as an input too.
+    Returns:
+        ``path`` as a Path.
+    Raises:
+        InputError: ``path`` is a directory, is (or links to) an input, or its folder does not exist.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(flag, "", f"{path} is a directory; name the file to write")
+    if path.exists():
+        for f in list(inputs) + _named_inputs(flag, sys.argv if argv is None else argv):
+            try:
+                same = os.path.samefile(path, f)
+            except OSError:
+                same = False
+            if same:
+                raise InputError(flag, "", f"{path} is also an input of this command ({f}): writing would overwrite it")
+    if not path.parent.is_dir():
+        raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def _mode_for(path: Path) -> int:
+    """The mode to give a written file: the old file's, else 0666 less the umask (as open() would)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs=()) -> Path:
     """Write ``path`` through a temporary file in its folder, renamed over it when complete.
 
     Args:
-        path: the file to write (its folder is created).
+        path: the file to write (checked by :func:`check_output`; its folder must exist).
         write: the text to write, or a function that writes the file whose name it is given (e.g. a
             matplotlib figure's ``savefig``; the temporary name keeps the target's suffix, which
             sets the format).
         flag: the option that named the file, for messages.
+        inputs: files the command reads beyond those its command line names (:func:`check_output`).
     Returns:
         the path written.
     Raises:
-        InputError: the folder or file cannot be written, or the writer refuses the format (names the
-            flag and the path); the old file, if any, is left as it was.
+        InputError: :func:`check_output` refuses the path, the file cannot be written, or the writer
+            refuses the format (names the flag and the path); the old file, if any, is left as it was.
+    The written file keeps the old file's mode, else gets 0666 less the umask.
     """
-    path = Path(path)
+    path = check_output(path, flag, inputs)
+    mode = _mode_for(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
         os.close(fd)
         try:
@@ -35,6 +103,7 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str) -> Pat
                 Path(tmp).write_text(write, encoding="utf-8")
             else:
                 write(tmp)
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -43,4 +112,20 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str) -> Pat
         raise InputError(flag, "", f"cannot write {path}: {e.strerror or e}") from None
     except ValueError as e:                        # e.g. a figure format matplotlib does not write
         raise InputError(flag, "", f"cannot write {path}: {e}") from None
+    return path
+
+
+def output_dir(path, flag: str) -> Path:
+    """The folder an option names for the files it writes, created when missing.
+
+    Raises:
+        InputError: ``path`` is a file, or the folder cannot be created (names ``flag``).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(flag, "", f"{path} is a file; name a folder for the plots")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(flag, "", f"cannot create the folder {path}: {e.strerror or e}") from None
     return path

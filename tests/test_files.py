@@ -25,3 +25,57 @@ def test_an_unwritable_folder_is_one_error_naming_the_flag(tmp_path):
     blocker.write_text("x")
     with pytest.raises(InputError, match="--trace: cannot write"):
         write_atomically(blocker / "sub" / "trace.json", "{}", "--trace")
+
+
+def test_an_input_named_on_the_command_line_is_never_an_output(tmp_path):
+    """The output's own flag value is not an input; any other existing file the command line names is,
+    also through a symlink or '--flag=value'; a missing folder and a directory are refused."""
+    from costmodel.files import check_output
+    log, cl = tmp_path / "run.log", tmp_path / "cl.yaml"
+    log.write_text("x")
+    cl.write_text("y")
+    link = tmp_path / "link.log"
+    link.symlink_to(log)
+    argv = ["costmodel", "compare", "--log", str(log), f"--cluster={cl}", "--trace", str(link)]
+    with pytest.raises(InputError, match="--trace: .*link.log is also an input of this command"):
+        check_output(link, "--trace", argv=argv)
+    with pytest.raises(InputError, match="-o: .*cl.yaml is also an input"):
+        check_output(cl, "-o", argv=["costmodel", "calibrate", "fit", "x.txt", "--output", str(cl), "--cluster",
+                                     str(cl)])
+    old = tmp_path / "old.json"
+    old.write_text("{}")
+    assert check_output(old, "--trace", argv=["costmodel", "compare", "--log", str(log), "--trace", str(old)]) == old
+    with pytest.raises(InputError, match="the folder .*nowhere does not exist"):
+        check_output(tmp_path / "nowhere" / "t.json", "--trace", argv=[])
+    with pytest.raises(InputError, match="is a directory"):
+        check_output(tmp_path, "-o", argv=[])
+
+
+def test_a_rewritten_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path):
+    import os
+    f = tmp_path / "p.yaml"
+    f.write_text("old")
+    os.chmod(f, 0o644)
+    write_atomically(f, "new", "-o")
+    assert (f.stat().st_mode & 0o777) == 0o644
+    mask = os.umask(0o022)
+    try:
+        g = write_atomically(tmp_path / "q.yaml", "new", "-o")
+    finally:
+        os.umask(mask)
+    assert (g.stat().st_mode & 0o777) == 0o644
+
+
+def test_compare_trace_over_its_own_log_is_refused_and_the_log_kept(tmp_path):
+    """compare --trace naming the --log file: one error, exit 2, the log unchanged (it was overwritten)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    src = Path(__file__).resolve().parent / "data" / "logs" / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    log = tmp_path / "run.log"
+    shutil.copy(src, log)
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "compare", "--log", str(log), "--cluster", "dgx-h100",
+                        "--trace", str(log)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "is also an input of this command" in r.stderr
+    assert log.read_bytes() == src.read_bytes()

@@ -282,7 +282,7 @@ def test_write_trace(tmp_path, h200, llama8b):
     c, p = h200
     recipe = Recipe(gbs=16, seq_len=llama8b.seq_len)
     pred = predict_one(llama8b, c, p, recipe, pp=2, dp=16)
-    out = tmp_path / "out" / "schedule.json"
+    out = tmp_path / "schedule.json"
     tr = write_trace(out, llama8b, recipe, c, p, pred.layouts)
     assert json.loads(out.read_text()) == tr
     blocker = tmp_path / "file"

@@ -118,11 +118,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
-    out = Path(output)
-    if out.is_dir():
-        raise InputError("-o", "", f"{output} is a directory; name the profile file to write")
-    if out.exists() and any(out.resolve() == Path(f).resolve() for f in files + ([base] if base else [])):
-        raise InputError("-o", "", f"{output} is also an input: writing the profile would overwrite it")
+    from ..files import check_output
+    out = check_output(output, "-o", files + [x for x in (base, cluster) if x])
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and v < 1:
             raise InputError(flag, "", f"must be >= 1, got {v}")
@@ -131,7 +128,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     rep = FitReport()
     cl = load_cluster(cluster) if cluster else None
     try:
-        meas = load_measurements(files, collective, nodes, gpus_per_node, rep)
+        meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
         if not gpu and cl:
             why = f"--cluster {cl.key}"

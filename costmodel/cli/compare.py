@@ -90,6 +90,11 @@ def compare(
         raise InputError("--warmup-steps", "", f"must be >= 0, got {warmup_steps}")
     check_layout_flags(layout_flags)
     check_recipe_flags(recipe_flags)
+    from ..files import check_output, output_dir
+    if trace:
+        check_output(trace, "--trace")
+    if plot:
+        output_dir(plot, "--plot")
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     sc = dict(uneven_pp=True)

@@ -193,8 +193,8 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
         target = Path(plot)
         if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
             raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
-        if not target.parent.is_dir():
-            raise InputError("--plot", "", f"{plot!r}: folder {str(target.parent)!r} does not exist")
+        from ..files import check_output
+        check_output(target, "--plot")
         try:
             import matplotlib  # noqa: F401  (fail before a long solve, not after)
         except ImportError:

@@ -16,6 +16,9 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
     """Predict every published run of a CSV and report the step-time error per source: rows used and
     skipped (with why), mean and max |error|, Spearman rank correlation within each sweep."""
     from ..validate import read_runs_csv, summarize, validate_rows
+    if plot is not None:
+        from ..files import output_dir
+        output_dir(plot, "--plot")
     results = validate_rows(read_runs_csv(runs), runs)
     summary = summarize(results)
     if plot is not None:

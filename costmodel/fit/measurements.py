@@ -50,7 +50,8 @@ def _sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, report=None) -> Measurements:
+def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, report=None,
+                      cluster_gpus_per_node=None) -> Measurements:
     """Read every input file, keeping the good data of each and reporting the bad lines.
 
     Each file is read through the format registry (:func:`costmodel.readers.read_measurement`), which
@@ -62,6 +63,8 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
             line); nodes, gpus_per_node: their topology when they print no ``# Rank`` lines.
             gpus_per_node also numbers the rows of an nvidia-smi CSV without an ``index`` column.
         report: :class:`FitReport` collecting warnings (a new one when None).
+        cluster_gpus_per_node: the ``--cluster``'s GPUs per node: how a capture without rank lines
+            splits the ranks busbw / algbw implies when neither nodes nor gpus_per_node is given.
     Returns:
         :class:`Measurements`.
     Raises:
@@ -88,7 +91,8 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
-                out.nccl.extend(_nccl_inputs(p, item, collective, nodes, gpus_per_node, report))
+                out.nccl.extend(_nccl_inputs(p, item, collective, nodes, gpus_per_node, report,
+                                             cluster_gpus_per_node))
             else:
                 out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
@@ -96,7 +100,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     return out
 
 
-def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
+def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None):
     """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
     test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
     several tables of one collective are separate runs of it, and only the first is fitted.
@@ -104,7 +108,7 @@ def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
     The collective comes from the capture (``*_perf`` line), else the file name, else ``collective``,
     else the content (busbw / algbw and the redop column); two of these that disagree are an error.
     The topology comes from the ``# Rank`` lines, else ``nodes`` and ``gpus_per_node``, else the ranks
-    busbw / algbw implies with one of the two.
+    busbw / algbw implies with one of the two (or the cluster's GPUs per node).
 
     Raises:
         FitError: the sources of the collective disagree, or the collective or topology cannot be told.
@@ -132,7 +136,7 @@ def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report):
                            f"command line and no collective in the file name{why}): pass --collective")
         report.warnings.append(f"{p}: no collective named; {why}: read as {default}")
     if nn is None or k is None:
-        nn, k = _topology_from_ratio(p, rows0, default, nodes, gpus_per_node, meta, report)
+        nn, k = _topology_from_ratio(p, rows0, default, nodes, gpus_per_node, meta, report, cluster_gpus_per_node)
     out, seen = [], set()
     for t in sorted({r.table for r in table.rows}):
         coll = (per[t] if t < len(per) else None) or default
@@ -196,10 +200,11 @@ def _ranks_from_ratio(rows, coll):
     return int(round(g)) if round(g) >= 2 and abs(g - round(g)) < 0.2 else None
 
 
-def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report):
+def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report, cluster_gpus_per_node=None):
     """``(n_nodes, ranks_per_node)`` of a capture without (complete) ``# Rank`` lines: the ranks
     busbw / algbw implies, split by whichever of ``nodes`` / ``gpus_per_node`` is given, or on one
-    node when the ``# nThread T nGpus G`` line says one process drove them all (T x G = ranks).
+    node when the ``# nThread T nGpus G`` line says one process drove them all (T x G = ranks), else
+    by the cluster's GPUs per node when it divides them.
 
     Raises:
         FitError: neither given, the ratio is uninformative, or the given one does not divide the ranks.
@@ -213,6 +218,9 @@ def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report):
     one_process = int(prm.get("nThread", 0) or 0) * int(prm.get("nGpus", 0) or 0) == g
     given = (nodes, "nodes") if nodes is not None else (gpus_per_node, "gpus-per-node") if gpus_per_node else \
         (1, "nodes") if one_process else None
+    from_cluster = given is None and bool(cluster_gpus_per_node) and g % int(cluster_gpus_per_node) == 0
+    if from_cluster:
+        given = (int(cluster_gpus_per_node), "gpus-per-node")
     if given is None:
         raise FitError(f"{p}: nccl-tests capture {what}; busbw/algbw says {g} ranks of {coll}: pass --nodes or "
                        "--gpus-per-node to split them")
@@ -222,7 +230,9 @@ def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report):
                        "--nodes and --gpus-per-node")
     nn, k = (n, g // n) if flag == "nodes" else (g // n, n)
     report.warnings.append(f"{p}: {g} ranks read from busbw/algbw ({coll}): {nn} node(s) x {k}"
-                           + (" (one process drove them all: nThread x nGpus)" if one_process and given[0] == 1 else ""))
+                           + (" (one process drove them all: nThread x nGpus)" if one_process and given[0] == 1 else "")
+                           + (" (the --cluster's GPUs per node; pass --gpus-per-node if the run used fewer)"
+                              if from_cluster else ""))
     return nn, k
 
 

@@ -195,7 +195,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     assert rc == 2 and "Traceback" not in se and "version" in se
     anon = tmp_path / "bus.log"          # an nccl-tests table with no collective named and no rank lines:
     anon.write_text("\n".join(P5.read_text().splitlines()[4:34]) + "\n")  # busbw/algbw says 16 all_reduce ranks
-    rc, so, se = cli("calibrate", "fit", str(anon), "--cluster", "aws-p5", "-o", str(tmp_path / "x.yaml"))
+    rc, so, se = cli("calibrate", "fit", str(anon), "--gpu", "h100-sxm-80gb", "-o", str(tmp_path / "x.yaml"))
     assert rc == 2 and "16 ranks of all_reduce: pass --nodes or --gpus-per-node" in se and "Traceback" not in se
     assert not (tmp_path / "x.yaml").exists()
     rc, so, se = cli("calibrate", "fit", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.yaml"))
