@@ -9,6 +9,7 @@ executed-FLOPs count, 4/3 of model FLOPs under full recompute), ``model_tflops_p
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100"
 # otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node)
 _GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "A800": "hgx-a800",
                  "H100-SXM-80GB": "dgx-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
-                 "MI300X": "azure-nd-mi300x"}
+                 "MI300X": "azure-nd-mi300x", "V100-32GB": "v100-4x"}
 
 
 @dataclass
@@ -300,15 +301,30 @@ def _skip_reason(r: dict) -> str | None:
     return None
 
 
-def _cluster_for(r: dict):
-    """The catalog cluster a row ran on: a named system of the interconnect note, else the reference
-    cluster of its GPU; None when the catalog has no such GPU (the row is skipped, never predicted on
+def _cluster_for(r: dict) -> tuple:
+    """``(cluster key, None)`` of the catalog cluster a row ran on: a named system of the interconnect
+    note, else the reference cluster of its GPU; ``(None, why)`` when the gpu cell is empty, names no
+    catalog GPU, or names another GPU than the note's system (the row is skipped, never predicted on
     another GPU)."""
-    note = r.get("interconnect_note", "") + " " + r.get("gpu", "")
+    gpu = (r.get("gpu") or "").strip()
+    if not gpu:
+        return None, "gpu is empty"
+    ref = _GPU_CLUSTERS.get(gpu)
+    if ref is None:
+        return None, f"no catalog GPU {gpu!r}"
+    note = r.get("interconnect_note", "")
     for key, name in _CLUSTERS:
         if key in note:
-            return name
-    return _GPU_CLUSTERS.get(r.get("gpu", "").strip())
+            if _gpu_of(name) != _gpu_of(ref):
+                return None, (f"gpu {gpu!r} contradicts the interconnect note's system {key!r} "
+                              f"({_gpu_of(name)})")
+            return name, None
+    return ref, None
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_of(cluster: str) -> str:
+    return load_cluster(cluster).gpu.key
 
 
 def _row_problem(r: dict) -> str | None:
@@ -337,9 +353,8 @@ def _prepare(r: dict, cache: dict):
     """
     rid, src = r.get("row_id", "?"), r.get("source_file", "?")
     why = _bad_number(r) or _skip_reason(r) or _row_problem(r)
-    cname = _cluster_for(r)
-    if why is None and cname is None:
-        why = f"no catalog GPU {r.get('gpu')!r}"
+    cname, gpu_why = _cluster_for(r)
+    why = why or gpu_why
     if why:
         return why
     n_gpus, gpn = _int(r, "num_gpus"), _int(r, "gpus_per_node")

@@ -71,6 +71,20 @@ def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
     assert r.skipped == "no catalog GPU 'Gaudi3'"
 
 
+@pytest.mark.parametrize("gpu, why", [("Z9000-SXM", "no catalog GPU 'Z9000-SXM'"), ("", "gpu is empty"),
+                                      ("H100-SXM-80GB", "gpu 'H100-SXM-80GB' contradicts the interconnect note's "
+                                                        "system 'Selene' (a100-sxm-80gb)")])
+def test_the_gpu_cell_is_never_replaced_by_the_note_s_system(tmp_path, gpu, why):
+    """A Selene row (a DGX A100 system in its interconnect note) whose gpu cell is unknown, empty or
+    another GPU is skipped naming why; it used to be predicted on the note's A100 silently."""
+    head = DEV.read_text().splitlines()[0]
+    row = next(line for line in DEV.read_text().splitlines()[1:] if "Selene" in line)
+    f = tmp_path / "runs.csv"
+    f.write_text(head + "\n" + row.replace("A100-SXM-80GB", gpu, 1) + "\n")
+    (r,) = validate_rows(read_runs_csv(f), str(f))
+    assert r.skipped == why and r.predicted_s is None
+
+
 HOPPER = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
 
 
