@@ -42,11 +42,16 @@ MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads",
 MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layers=0, sp=False, zero=0)
 # what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
 # data-parallel rank (data_parallel_shard_degree = -1 in its configs), llm-foundry with FSDP FULL_SHARD
-STACK_DEFAULTS = {"torchtitan": dict(zero=3), "llm-foundry": dict(zero=3)}
+# (torchtitan/config/job_config.py before 76d5c72e2, configs.py after: every parallel degree 1,
+# data_parallel_shard_degree -1, sequence parallel with TP; its default activation checkpointing,
+# "selective" with option "2", is full recompute of every second layer, which depends on the model:
+# not defaulted)
+STACK_DEFAULTS = {"torchtitan": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=True, zero=3), "llm-foundry": dict(zero=3)}
 # a field neither the dump nor a flag gives: the layout's ``overlap`` lets communication hide under
 # compute at all (Megatron's async TP backward all-reduce is on by default); the DP overlap itself is
 # the recipe's ``dp_overlap`` (--overlap-grad-reduce, read from the dump, else the stack's default)
 ASSUMED = dict(overlap=True)
+MEGATRON_FAMILY = ("megatron", "megatron-legacy", "megatron-deepspeed", "nemo")
 REQUIRED = ("tp", "pp", "mbs", "gbs", "seq_len")
 PEAK_PERCENTILE = 95.0
 
@@ -78,7 +83,8 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         InputError: a flag contradicts the dump (names the flag, both values and the file), or a
             required value (tp, pp, mbs, gbs, seq_len) is in neither.
     """
-    missing = [k for k in REQUIRED if flags.get(k) is None and log_layout.get(k) is None]
+    missing = [k for k in REQUIRED if flags.get(k) is None and log_layout.get(k) is None
+               and k not in STACK_DEFAULTS.get(stack, {})]
     if missing:
         raise InputError(" ".join(f"--{k.replace('_', '-')}" for k in missing), "",
                          f"not in the log's argument dump ({log_path}): pass {'them' if len(missing) > 1 else 'it'}")
@@ -95,7 +101,9 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         elif k in STACK_DEFAULTS.get(stack, {}):
             out[k], origin[k] = STACK_DEFAULTS[stack][k], f"{stack} default"
         elif k in MEGATRON_DEFAULTS:
-            out[k], origin[k] = MEGATRON_DEFAULTS[k], "Megatron default"
+            out[k] = MEGATRON_DEFAULTS[k]
+            origin[k] = "Megatron default" if stack in MEGATRON_FAMILY else \
+                f"not in the log: {MEGATRON_DEFAULTS[k]!r} assumed (pass --{k.replace('_', '-')} if the {stack} run differs)"
         elif k in ASSUMED:
             out[k], origin[k] = ASSUMED[k], "assumed on: communication may hide under compute; the DP overlap is dp_overlap"
         elif k in REQUIRED:

@@ -296,10 +296,13 @@ def power_cap_lines(sol, gpu) -> str:
     return "\n".join(out)
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console (wide enough for the ranking table when output is not a terminal); no emoji
-    codes, so a ``file:1234:`` location in a note prints as written."""
-    return Console(stderr=stderr, width=None if Console().is_terminal else 160, emoji=False)
+def console(stderr: bool = False, min_width: int = 0) -> Console:
+    """A rich console (wide enough for the ranking table when output is not a terminal, and at least
+    ``min_width`` columns in a terminal: a wide table then wraps at the terminal's edge instead of
+    cutting its cells); no emoji codes, so a ``file:1234:`` location in a note prints as written."""
+    term = Console(stderr=stderr)
+    width = max(term.width, min_width) if term.is_terminal else max(160, min_width)
+    return Console(stderr=stderr, width=width, emoji=False)
 
 
 def validate_tables(summary: dict, results, show_rows: bool = False) -> list:

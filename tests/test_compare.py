@@ -20,7 +20,7 @@ BLOOM = LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log"
 MIXTRAL = LOGS / "megatron_lm_issue756_mixtral8x7b_16xH100.log"
 GPT8B = LOGS / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
 H100_TRACE = REPO / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
-BLOOM_FLAGS = ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2",
+BLOOM_FLAGS = ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--nodes", "48", "--tp", "4", "--pp", "12", "--mbs", "2",
                "--gbs", "2048", "--seq-len", "2048", "--zero", "1", "--recompute", "full"]
 # seq_length is not visible in the issue-756 excerpt: 2048 is the value at which the model FLOPs per
 # step reproduce the TFLOP/s/GPU that Megatron printed (asserted below); EP 8 with TP 4 and DP 4 fits
@@ -252,3 +252,23 @@ def test_config_fills_what_the_log_does_not_say_and_never_contradicts_it(tmp_pat
     bad.write_text("model:\n  tensor_model_parallel_size: 8\n")
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--config", bad)
     assert rc == 2 and "model.tensor_model_parallel_size: 8 contradicts the log" in se and "tp = 4" in se
+
+
+def test_everything_missing_is_asked_for_in_one_message_and_the_world_never_defaults():
+    """The torchtitan PR-1287 excerpt prints only step records: one message lists --mbs --gbs
+    --seq-len --nodes --model (torchtitan's own TP = PP = 1 are not asked for); the Mixtral excerpt cut
+    before its world size asks for --nodes (it ran on 16 GPUs; the cluster's 1 node used to be taken
+    silently), and --dp 4 with TP 4 sets the world instead (16 GPUs, 2 nodes)."""
+    titan = LOGS / "torchtitan_pr1287_llama_rank0.log"
+    rc, so, se = cli("compare", "--log", titan, "--cluster", "dgx-h100")
+    assert rc == 2 and len(se.strip().splitlines()) == 1
+    assert "--mbs --gbs --seq-len --nodes --model:" in se and "--tp" not in se.split(":")[1]
+    cut = LOGS / "megatron_lm_issue756_mixtral8x7b_truncated_last_line.log"
+    flags = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--tp", "4", "--pp", "1", "--mbs", "1", "--gbs", "128",
+             "--seq-len", "4096", "--ep", "8"]
+    rc, so, se = cli("compare", "--log", cut, *flags)
+    assert rc == 2 and "--nodes" in se and "no world size" in se
+    rc, so, se = cli("compare", "--log", cut, *flags, "--dp", "4", "--json")
+    assert rc == 0, se
+    lay = json.loads(so)["layout"]
+    assert (lay["dp"], lay["tp"]) == (4, 4)

@@ -19,12 +19,20 @@ from .predict import predict
 from .recommend import recommend
 from .validate import validate
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Calibrated cost model of distributed LLM training: predict step time and "
                        "memory of any parallel layout, and recommend the best one.")
+# the command list shows these (click cuts a longer first sentence at the terminal width with "...")
+_SHORT = {recommend: "Best layouts of a model on a cluster, with reasons.",
+          predict: "Step time, memory, power and energy of one layout.",
+          compare: "Measured run vs prediction, metric by metric.",
+          validate: "Step-time error on a CSV of published runs.",
+          collectives: "Predicted nccl-tests table; error vs a capture.",
+          models: "The built-in model catalog.",
+          hardware: "Catalog GPUs and clusters with their sources."}
 for _command in (recommend, predict, compare, validate, collectives, models, hardware):
-    app.command()(_command)
-app.add_typer(calibrate_app, name="calibrate")
+    app.command(short_help=_SHORT[_command])(_command)
+app.add_typer(calibrate_app, name="calibrate", short_help="Run the suite, fit a profile, show a profile.")
 
 
 def main() -> None:

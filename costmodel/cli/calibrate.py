@@ -17,7 +17,7 @@ from rich.table import Table
 from .. import report
 from ..errors import InputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Calibrate the model against a cluster: run the microbenchmark suite on the GPUs "
                        "(run), fit a profile from its output and other measurement files (fit), show a "
                        "profile with its fit quality and provenance (show).")
@@ -58,7 +58,7 @@ def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint
     return cmd + ["-m", "costmodel.calibration.run", "--out", out] + list(suite_args or [])
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(short_help="Run the calibration suite on this machine (torchrun).", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(ctx: typer.Context,
         out: str = typer.Option("calibration-raw.jsonl", "--out", "-o", help="JSONL file the suite writes (rank 0)."),
         nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="(default: visible GPUs)"),
@@ -94,7 +94,7 @@ def _fit_error(e) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
+@app.command(short_help="Fit a profile from measurement files.")
 def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV/dmon, dcgmi dmon."),
         output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU (default: from the suite's provenance)."),
@@ -164,7 +164,7 @@ def _flat(d, pre=""):
             yield key, v
 
 
-@app.command()
+@app.command(short_help="Print a profile with its fit quality and provenance.")
 def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog GPU name."),
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
     """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came

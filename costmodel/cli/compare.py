@@ -13,6 +13,7 @@ from rich.table import Table
 from .. import report
 from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
+from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import DUMP_KEYS, logged_switches
 from ..moe import MOE_SWITCHES, check_moe_recipe
@@ -76,7 +77,7 @@ def compare(
                                   "(default: the log's framework; costmodel/stacks.py)."),
         warmup_steps: Optional[int] = _O("--warmup-steps", "Logged iterations to discard (default: the reader's rule)."),
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
-        plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the \\[plot] extra)."),
+        plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
         config: Optional[str] = _O("--config", "The run's NeMo YAML or torchtitan TOML: fills what the log and the "
                                    "flags do not say; a value that contradicts the log is refused."),
@@ -177,6 +178,29 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
 
 
+def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
+    """Refuse, in one message, every value neither the log nor a flag gives and nothing may default:
+    the required layout fields (less the stack's own defaults), the world (``--nodes``) and the model
+    (``--model``, when the log prints no dimensions).
+
+    Raises:
+        InputError: naming every missing flag and why.
+    """
+    own = STACK_DEFAULTS.get(stack, {})
+    miss = [f"--{k.replace('_', '-')}" for k in REQUIRED if flags.get(k) is None and ll.get(k) is None and k not in own]
+    why = [f"{' '.join(miss)}: not in its argument dump"] if miss else []
+    if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
+        miss.append("--nodes")
+        why.append("--nodes (or --dp): it prints no world size (never the cluster's node count by default)")
+    dims = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if ll.get(k) is None]
+    if not model and dims:
+        miss.append("--model")
+        why.append(f"--model: it prints no {', '.join(dims)}")
+    if miss:
+        raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + "; ".join(why)
+                         + f": pass {'them' if len(miss) > 1 else 'it'}")
+
+
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
     """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
     log's world size; DP derived when neither says.  Returns (Resolved, ModelSpec, ClusterSpec)."""
@@ -186,6 +210,7 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
             if v is not None and ll.get(k) is not None and ll[k] != v:
                 warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's argument dump ({k} = {ll[k]!r})")
                 ll[k] = None
+    _ask_once(ll, flags, model, nodes, stack or tlog.framework, log)
     run = resolve_run(ll, flags, log, stack or tlog.framework)
     if model:
         m = load_model(model)
@@ -193,9 +218,12 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     else:
         m = model_from_log(ll, tlog.args, log)
     c0 = load_cluster(cluster)
+    lay = run.layout
+    if nodes is None and not run.world_size and lay["dp"] is not None:     # TP x PP x DP x CP is the world
+        run.world_size = lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
     if nodes is None and run.world_size:
         if run.world_size % c0.gpus_per_node:
-            raise InputError("--cluster", "", f"the log's world size {run.world_size} is not a multiple of the "
+            raise InputError("--cluster", "", f"the run's world size {run.world_size} is not a multiple of the "
                              f"{c0.gpus_per_node} GPUs per node of {c0.key}")
         nodes = run.world_size // c0.gpus_per_node
     c = load_cluster(cluster, nodes)
@@ -282,6 +310,19 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     return recipe
 
 
+def _records_text(tlog, out) -> str:
+    """'3 logged records used (iterations 20-40), 1 discarded': the counts are of printed records, each of
+    which may average several iterations (a log interval)."""
+    def n(k, word):
+        return f"{k} {word}{'' if k == 1 else 's'}"
+    it = tlog.iterations.iteration[tlog.kept]
+    span = ""
+    if it.size:
+        lo, hi = int(it.min()), int(it.max())
+        span = f" ({'iteration' if lo == hi else 'iterations'} {lo}{'' if lo == hi else f'-{hi}'})"
+    return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded"
+
+
 def _aggregate(tlog, recipe, log, warnings) -> dict:
     """Median and spread of the kept iterations that ran the recipe's global batch size.
 
@@ -341,8 +382,7 @@ def _fmt(v, unit):
 def _print(out, rec, tlog, band):
     con = report.console()
     lay = out["layout"]
-    con.print(f"{tlog.framework} log {out['log']}: {out['iterations_used']} iterations used, "
-              f"{out['warmup_steps_discarded']} discarded ({tlog.warmup})", highlight=False)
+    con.print(f"{tlog.framework} log {out['log']}: {_records_text(tlog, out)} ({tlog.warmup})", highlight=False)
     con.print(f"{out['model']} on {out['cluster']} ({out['num_gpus']} GPUs): "
               + " ".join(f"{k}={v}" for k, v in lay.items()), highlight=False)
     given = ", ".join(f"{k} ({v})" for k, v in out["origin"].items() if not v.startswith("log"))

@@ -62,11 +62,11 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
         strip = (lambda r: r) if show_sources else (lambda r: {k: v for k, v in r.items() if k != "sources"})
         print(json.dumps(dict(gpus=[strip(r) for r in gpus], clusters=[strip(r) for r in clusters]), indent=2))
         return
-    out = report.console()
+    out = report.console(min_width=120)      # narrower terminals wrap the lines rather than cut every cell
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
     for col in ("gpu", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
                 "GEMM eta_max", "HBM eff", "attention eff (8k)", "power W (idle + flop u)", "R_th C/W"):
-        tb.add_column(col, no_wrap=col == "gpu")      # the id users type is never cut
+        tb.add_column(col, no_wrap=col == "gpu", overflow="fold")    # the id users type is never cut
     prov = []
     for r in gpus:
         attn = ", ".join(f"{k} {v:.2f}" for k, v in (r.get("attention_efficiency_8k") or {}).items()) or "-"
@@ -80,13 +80,13 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     out.print(tb)
     tv = Table(title="Power and thermal parameters: fitted or derived", header_style="bold")
     for col in ("gpu", "section", "provenance"):
-        tv.add_column(col, no_wrap=col == "gpu")
+        tv.add_column(col, no_wrap=col == "gpu", overflow="fold")
     for row in prov:
         tv.add_row(*row)
     out.print(tv)
     tc = Table(title="Clusters", header_style="bold")
     for col in ("cluster", "GPUs", "intra-node", "inter-node per node", "node power kW", "cooling"):
-        tc.add_column(col, no_wrap=col == "cluster")
+        tc.add_column(col, no_wrap=col == "cluster", overflow="fold")
     for r in clusters:
         tc.add_row(r["cluster"], f"{r['nodes']} x {r['gpus_per_node']} {r['gpu']}",
                    f"{r['intra_fabric']} {r['intra_gb_per_s_per_gpu']:.0f} GB/s/GPU, {r['intra_latency_us']:.1f} us",
@@ -97,7 +97,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     if show_sources:
         ts = Table(title="Sources", header_style="bold")
         for col in ("file", "field", "source"):
-            ts.add_column(col, no_wrap=col == "file")
+            ts.add_column(col, no_wrap=col == "file", overflow="fold")
         for r in gpus + clusters:
             for f, s in r["sources"].items():
                 ts.add_row(r.get("gpu") if "cluster" not in r else r["cluster"], f, str(s))

@@ -41,7 +41,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
               step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
-              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the \\[plot] extra)."),
+              plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
               solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
               cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",

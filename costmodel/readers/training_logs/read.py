@@ -110,7 +110,7 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
             shown = ", ".join("(none)" if x is None else repr(x) for x in labels[:8])
             warnings.append(f"{path}:{first_line}: iterations are printed more than once (interleaved ranks; rank "
                             f"prefixes seen: {shown}); kept rank {label!r}, first line of each iteration, dropped "
-                            f"{dropped} line(s); choose another with rank= (compare --rank)")
+                            f"{dropped} line(s); choose another with compare --rank N")
     return out
 
 
