@@ -80,18 +80,28 @@ def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTI
 
 
 def compare_capture(table, cluster: ClusterSpec, profile: Profile, collective: str, ranks_per_node: int,
-                    nodes: int, path: str = "capture") -> list:
+                    nodes: int, path: str = "capture", notes: list | None = None) -> list:
     """The capture's out-of-place rows against the prediction for the same collective, ranks and nodes.
 
     Args:
         table: :class:`costmodel.readers.nccl_tests.NcclTable`.  collective: its collective.
         ranks_per_node, nodes: the capture's layout (its rank lines, or the flags).
+        notes: a list to append what was left out to: 0-byte rows (nothing moves: the model has no
+            time for them) and rows without a positive time, each named by its line.
     Returns:
         list of :class:`CollectiveRow` with the measured fields set.
     Raises:
         InputError: the capture has no usable row (names the file).
     """
-    rows = [r for r in table.select() if r.time_us > 0]
+    allrows = table.select()
+    rows = [r for r in allrows if r.size_bytes > 0 and r.time_us > 0]
+    zero = [r.line for r in allrows if r.size_bytes == 0]
+    bad = [r.line for r in allrows if r.size_bytes > 0 and not r.time_us > 0]
+    if notes is not None and zero:
+        notes.append(f"{path}: {len(zero)} 0-byte row(s) (line {', '.join(map(str, zero[:5]))}) left out: nothing "
+                     "moves, so the model predicts no time for them")
+    if notes is not None and bad:
+        notes.append(f"{path}: {len(bad)} row(s) without a positive time (line {', '.join(map(str, bad[:5]))}) left out")
     if not rows:
         raise InputError(path, "", "no out-of-place row with a positive time to compare")
     scope = "intra-node" if nodes == 1 else "cluster"

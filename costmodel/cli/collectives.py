@@ -3,6 +3,7 @@ capture (costmodel/collectives_table.py)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -23,9 +24,15 @@ def _fmt_size(n: int) -> str:
     return f"{n} B"
 
 
-def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gpus_per_node: Optional[int], cluster):
-    """The capture's table and (collective, ranks per node, nodes): from its rank lines and binary
-    name, else the flags, else the cluster file; a flag that contradicts the capture is refused."""
+def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gpus_per_node: Optional[int], cluster,
+                  notes: list):
+    """The capture's table and (collective, ranks per node, nodes), told as ``calibrate fit`` tells them
+    (costmodel.fit.measurements.capture_inputs): the collective from the capture, its file name or
+    --collective (a contradiction is refused) or busbw/algbw; the topology from its rank lines, else
+    the flags, else the ranks busbw/algbw implies split by the cluster's GPUs per node.  A capture
+    taken on another GPU than the cluster's, or on a GPU outside the catalog, is refused."""
+    from ..errors import FitError
+    from ..fit.measurements import FitReport, capture_inputs
     from ..readers import read_nccl_tests
     from ..readers.registry import detect_format
     p = Path(path)
@@ -37,25 +44,24 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
         raise InputError(path, "", "is not nccl-tests / rccl-tests output (no size/time/algbw/busbw table)")
     t = read_nccl_tests(p, strict=False)
     m = t.meta
-    from ..readers import collective_from_name
-    coll = m.get("collective") or collective_from_name(p.name)
-    if collective and coll and collective != coll:
-        raise InputError("--collective", "", f"{collective!r} contradicts the capture's {m.get('binary')} ({coll})")
-    coll = coll or collective
-    if coll is None:
-        raise InputError(path, "", "names no collective (no *_perf binary in it or in its file name): pass --collective")
     from ..fit.assembly import gpu_key_for
     for name in m.get("gpu_names") or []:
         key = gpu_key_for(name)
-        if key is not None and key != cluster.gpu.key:
-            raise InputError(path, "", f"was taken on {name!r} ({key}); the cluster {cluster.key} has {cluster.gpu.key}: "
+        if key != cluster.gpu.key:
+            where = f"({key})" if key else "(not a catalog GPU)"
+            raise InputError(path, "", f"was taken on {name!r} {where}; the cluster {cluster.key} has {cluster.gpu.key}: "
                              "pass the capture's cluster")
-    rpn = m.get("ranks_per_node") or gpus_per_node or cluster.gpus_per_node
-    nn = m.get("n_nodes") or nodes or cluster.nodes
     for flag, given, seen in (("--gpus-per-node", gpus_per_node, m.get("ranks_per_node")),
                               ("--nodes", nodes, m.get("n_nodes"))):
         if given is not None and seen is not None and given != seen:
             raise InputError(flag, "", f"{given} contradicts the capture's rank lines ({seen})")
+    rep = FitReport()
+    try:
+        first = capture_inputs(p, t, collective, nodes, gpus_per_node, rep, cluster.gpus_per_node)[0]
+    except FitError as e:
+        raise InputError(path, "", str(e).split(": ", 1)[-1]) from None
+    notes += [w.split(": ", 1)[-1] for w in rep.warnings]
+    _, coll, nn, rpn, _ = first
     return t, coll, int(rpn), int(nn)
 
 
@@ -91,8 +97,11 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     if compare:
         if len(colls) > 1 and collective:
             raise InputError("--collective", "", "name one collective with --compare")
-        t, coll, rpn, nn = _read_capture(compare, collective, nodes, gpus_per_node, c)
-        rows = compare_capture(t, c, p, coll, rpn, nn, compare)
+        notes = []
+        t, coll, rpn, nn = _read_capture(compare, collective, nodes, gpus_per_node, c, notes)
+        rows = compare_capture(t, c, p, coll, rpn, nn, compare, notes)
+        for n in notes:
+            print(f"costmodel: note: {n}", file=sys.stderr)
         summ = error_summary(rows)
         head = f"{compare}: {coll}, {rpn * nn} ranks ({nn} node(s) x {rpn}) against {c.key} with {p.path}"
     else:

@@ -91,7 +91,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
-                out.nccl.extend(_nccl_inputs(p, item, collective, nodes, gpus_per_node, report,
+                out.nccl.extend(capture_inputs(p, item, collective, nodes, gpus_per_node, report,
                                              cluster_gpus_per_node))
             else:
                 out.traces.append(item)
@@ -100,7 +100,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     return out
 
 
-def _nccl_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None):
+def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None):
     """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
     test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
     several tables of one collective are separate runs of it, and only the first is fitted.

@@ -51,3 +51,18 @@ def test_compare_an_rccl_capture_and_bad_input():
     assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(REPO / "README.md"),
                               "--collective", "all_reduce"), "README.md")
     assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--nodes", "0"), "--nodes")
+
+
+def test_a_capture_without_rank_lines_is_never_given_the_cluster_s_size():
+    """The 2-GPU H100 PCIe capture (NVIDIA/nccl#1161) prints no rank lines: busbw/algbw = 1 over
+    all_reduce says 2 ranks, which aws-p5's 8 GPUs per node cannot split: refused (it used to be compared
+    as 16 ranks, 51 % off); with --nodes 1 it is 2 ranks on one node. A capture taken on a GPU outside
+    the catalog (EKS Tesla T4) is refused against an H100 cluster."""
+    pcie = REPO / "tests" / "data" / "readers" / "nccl_tests_h100_pcie_nvlink_bridge_2gpu_2sizes.txt"
+    assert_one_line_error(run("collectives", "--cluster", "aws-p5", "--compare", str(pcie)),
+                          "busbw/algbw says 2 ranks of all_reduce", "--nodes or --gpus-per-node")
+    d = json.loads(run("collectives", "--cluster", "aws-p5", "--compare", str(pcie), "--nodes", "1", "--json").stdout)
+    assert {(r["ranks"], r["nodes"]) for r in d["rows"]} == {(2, 1)} and len(d["rows"]) == 2
+    t4 = REPO / "tests" / "data" / "readers" / "nccl_tests_eks_t4_2nodes_nccl_info.txt"
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(t4), "--collective", "all_reduce"),
+                          "'Tesla T4' (not a catalog GPU)")

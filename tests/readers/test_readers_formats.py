@@ -617,7 +617,7 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     capture, with its marker, followed by the same table relabelled as an all_gather test with
     all_gather's busbw factor, (g-1)/g, half of all_reduce's: a composition to check the bookkeeping,
     not a measurement)."""
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     src = (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text()
     body = "\n".join(ln for ln in src.splitlines()[1:])
     f = tmp_path / "multi.txt"
@@ -626,7 +626,7 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     t = read_nccl_tests(f, strict=False)
     assert t.meta["table_collectives"][:1] == ["all_reduce"] and t.meta["table_collectives"][-1] == "all_gather"
     rep = FitReport()
-    got = _nccl_inputs(f, t, None, None, None, rep)
+    got = capture_inputs(f, t, None, None, None, rep)
     assert [g[1] for g in got] == ["all_reduce", "all_gather"] and got[0][2:4] == (4, 4)
     assert len(got[0][4]) == len(got[1][4]) == 28
 
@@ -649,16 +649,16 @@ def test_collective_read_from_busbw_algbw_ratio_and_contradiction_refused(tmp_pa
     ratio 1.875 = 2 x 15/16: read as all_reduce with a warning; told it is all_gather (0.938), refused."""
     import shutil
     from costmodel.errors import FitError
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     f = tmp_path / "capture.txt"
     shutil.copy(D / "nccl_tests_oci_a100_16ranks_2nodes.txt", f)
     t = read_nccl_tests(f, strict=False)
     assert not t.meta.get("collective")
     rep = FitReport()
-    got = _nccl_inputs(f, t, None, None, None, rep)
+    got = capture_inputs(f, t, None, None, None, rep)
     assert [g[1] for g in got] == ["all_reduce"] and any("read as all_reduce" in w for w in rep.warnings)
     with pytest.raises(FitError, match=r"1\.875.*all_gather over 16 ranks prints 0\.938 \(all_reduce would\)"):
-        _nccl_inputs(f, t, "all_gather", None, None, FitReport())
+        capture_inputs(f, t, "all_gather", None, None, FitReport())
 
 
 def test_amd_smi_monitor_and_metric_mi300x():
@@ -696,7 +696,7 @@ def test_truncated_rank_block_is_not_taken_as_the_topology(tmp_path):
     with its rank block cut after rank 5 (a composition of that real capture): no topology is read
     from the 6 ranks left, and the fit takes the 16 ranks from busbw/algbw with --gpus-per-node 4."""
     from costmodel.errors import FitError
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     lines = (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text().splitlines()
     ranks = [i for i, ln in enumerate(lines) if ln.lstrip("# ").startswith("Rank")]
     cut = lines[:ranks[5]] + [lines[ranks[5]][:40] + "..."] + lines[ranks[-1] + 1:]
@@ -705,9 +705,9 @@ def test_truncated_rank_block_is_not_taken_as_the_topology(tmp_path):
     t = read_nccl_tests(f, strict=False)
     assert t.meta["ranks_truncated"] and t.meta["n_ranks"] is None and len(t.meta["ranks"]) == 5
     with pytest.raises(FitError, match="lists only some of its ranks.*16 ranks of all_reduce"):
-        _nccl_inputs(f, t, None, None, None, FitReport())
+        capture_inputs(f, t, None, None, None, FitReport())
     rep = FitReport()
-    got = _nccl_inputs(f, t, None, None, 4, rep)
+    got = capture_inputs(f, t, None, None, 4, rep)
     assert got[0][1:4] == ("all_reduce", 4, 4) and any("16 ranks read from busbw/algbw" in w for w in rep.warnings)
 
 
@@ -715,15 +715,15 @@ def test_ranks_from_busbw_algbw_when_no_rank_lines():
     """The AWS p4de capture prints no '# Rank' lines; busbw/algbw = 1.875 = 2(g-1)/g gives g = 16:
     --gpus-per-node 8 makes it 2 nodes, --nodes 2 makes it 8 per node, --nodes 3 does not divide."""
     from costmodel.errors import FitError
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     f = Path(__file__).resolve().parents[2] / "hardware/profiles/data/aws_p4de_2node_16xA100_allreduce.txt"
     t = read_nccl_tests(f, strict=False)
-    assert _nccl_inputs(f, t, None, None, 8, FitReport())[0][2:4] == (2, 8)
-    assert _nccl_inputs(f, t, None, 2, None, FitReport())[0][2:4] == (2, 8)
+    assert capture_inputs(f, t, None, None, 8, FitReport())[0][2:4] == (2, 8)
+    assert capture_inputs(f, t, None, 2, None, FitReport())[0][2:4] == (2, 8)
     with pytest.raises(FitError, match="16 ranks of all_reduce, which --nodes 3 does not divide"):
-        _nccl_inputs(f, t, None, 3, None, FitReport())
+        capture_inputs(f, t, None, 3, None, FitReport())
     with pytest.raises(FitError, match="says 16 ranks of all_reduce: pass --nodes or --gpus-per-node"):
-        _nccl_inputs(f, t, None, None, None, FitReport())
+        capture_inputs(f, t, None, None, None, FitReport())
 
 
 def test_collective_named_differently_by_capture_and_flag_or_file_name_is_refused(tmp_path):
@@ -731,16 +731,16 @@ def test_collective_named_differently_by_capture_and_flag_or_file_name_is_refuse
     all_gather_*.txt, contradicts it and is refused naming both; the agreeing flag is accepted."""
     import shutil
     from costmodel.errors import FitError
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     src = D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt"
     t = read_nccl_tests(src, strict=False)
     with pytest.raises(FitError, match="all_reduce_perf.*says all_reduce.*--collective says all_gather"):
-        _nccl_inputs(src, t, "all_gather", None, None, FitReport())
-    assert _nccl_inputs(src, t, "all_reduce", None, None, FitReport())[0][1] == "all_reduce"
+        capture_inputs(src, t, "all_gather", None, None, FitReport())
+    assert capture_inputs(src, t, "all_reduce", None, None, FitReport())[0][1] == "all_reduce"
     f = tmp_path / "all_gather_olivia.txt"
     shutil.copy(src, f)
     with pytest.raises(FitError, match="file name 'all_gather_olivia.txt' says all_gather"):
-        _nccl_inputs(f, read_nccl_tests(f, strict=False), None, None, None, FitReport())
+        capture_inputs(f, read_nccl_tests(f, strict=False), None, None, None, FitReport())
 
 
 def test_reduce_scatter_read_from_ratio_below_one_and_a_reduction_op(tmp_path):
@@ -748,15 +748,15 @@ def test_reduce_scatter_read_from_ratio_below_one_and_a_reduction_op(tmp_path):
     print redop none). The Olivia all_reduce table with its busbw halved and its test line removed
     (a composition): read as reduce_scatter over 16 ranks; with redop none it is refused as ambiguous."""
     from costmodel.errors import FitError
-    from costmodel.fit.measurements import FitReport, _nccl_inputs
+    from costmodel.fit.measurements import FitReport, capture_inputs
     body = "\n".join(ln for ln in (D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt").read_text().splitlines()[1:]
                      if "all_reduce_perf" not in ln)
     f = tmp_path / "capture.txt"
     f.write_text(_halve_busbw(body) + "\n")
     rep = FitReport()
-    got = _nccl_inputs(f, read_nccl_tests(f, strict=False), None, None, None, rep)
+    got = capture_inputs(f, read_nccl_tests(f, strict=False), None, None, None, rep)
     assert got[0][1:4] == ("reduce_scatter", 4, 4) and any("read as reduce_scatter" in w for w in rep.warnings)
     g = tmp_path / "capture2.txt"
     g.write_text(_halve_busbw(body).replace("  sum  ", "  none  ") + "\n")
     with pytest.raises(FitError, match="redop none fits all_gather and all_to_all alike"):
-        _nccl_inputs(g, read_nccl_tests(g, strict=False), None, None, None, FitReport())
+        capture_inputs(g, read_nccl_tests(g, strict=False), None, None, None, FitReport())
