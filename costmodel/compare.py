@@ -197,21 +197,38 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
         busy = np.asarray(util, float) >= 50
         if busy.any():
             return float(tt[busy].min()), float(tt[busy].max()), "samples at >= 50 % GPU utilisation (no common clock)"
-    raise InputError("--power", "", "cannot align the trace with the log: the log has no timestamps and the trace "
-                     "no utilisation column")
+    clock = ("the log has no timestamps" if not (t.size and np.isfinite(t).all()) else
+             "the trace's times count from its start, not wall-clock")
+    busy = ("the trace has no utilisation column" if util is None or not np.isfinite(util).any() else
+            f"no trace sample reaches 50 % GPU utilisation (at most {float(np.nanmax(util)):.0f} %)")
+    raise InputError("--power", "", f"cannot align the trace with the log: {clock}, and {busy}")
+
+
+#: the vendor whose GPUs a capture format comes from (its tool reads only that vendor's driver)
+_FORMAT_VENDOR = {"rocm-smi": "amd", "amd-smi": "amd", "nvidia-smi-csv": "nvidia", "nvidia-smi-dmon": "nvidia",
+                  "nvidia-smi-q": "nvidia", "dcgmi-dmon": "nvidia"}
 
 
 def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
-    """The capture's device names against the cluster's GPU (costmodel.fit.assembly.gpu_key_for).
+    """The capture's tool's vendor and its device names against the cluster's GPU
+    (costmodel.fit.assembly.gpu_key_for).
 
     Returns:
         warnings: a device name that matches no catalog GPU; with ``allow_override``, a mismatch.
     Raises:
-        InputError: the capture names another catalog GPU than the cluster's (its measured power would
-            be compared with another GPU's prediction), unless ``allow_override``.
+        InputError: the capture comes from another vendor's tool (amd-smi on an NVIDIA cluster) or names
+            another catalog GPU than the cluster's (its measured power would be compared with another
+            GPU's prediction), unless ``allow_override``.
     """
     from .fit.assembly import gpu_key_for
     out = []
+    vendor = _FORMAT_VENDOR.get(trace.source_format)
+    if vendor and vendor != cluster.gpu.vendor:
+        msg = (f"{trace.path or 'the capture'} is {trace.source_format} output, from an {vendor.upper()} GPU; the "
+               f"cluster {cluster.key} has {cluster.gpu.key} ({cluster.gpu.vendor.upper()})")
+        if not allow_override:
+            raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
+        out.append("--power: " + msg)
     for name in trace.device_names:
         key = gpu_key_for(name)
         if key is None:

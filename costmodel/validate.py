@@ -460,7 +460,7 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """Read a throughput CSV (dev-set schema), skipping '#' comment lines.
 
     Raises:
-        InputError: unreadable file, or a header without the dev-set columns.
+        InputError: unreadable file, a header without the dev-set columns, or no row.
     """
     path = Path(path)
     try:
@@ -470,14 +470,20 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "", f"cannot read file ({e.strerror})") from None
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
-    rows = list(csv.DictReader(lines))
+    if not any(ln.strip() for ln in lines):
+        raise InputError(path, "", "is empty (no header, no row)")
+    reader = csv.DictReader(lines)
+    rows = list(reader)
     for i, r in enumerate(rows):
         if None in r:                # DictReader keeps cells beyond the header under None
             raise InputError(path, f"row {i + 1}", f"{len(r[None])} cell(s) more than the header's columns")
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
             "tp", "pp", "seq_len", "step_time_s"}
-    if not rows or not need <= set(rows[0]):
-        raise InputError(path, "header", f"missing columns {sorted(need - set(rows[0] if rows else []))}")
+    header = set(reader.fieldnames or [])
+    if not need <= header:
+        raise InputError(path, "header", f"missing columns {sorted(need - header)}")
+    if not rows:
+        raise InputError(path, "", "has a header but no row")
     return rows
 
 

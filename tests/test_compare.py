@@ -236,6 +236,25 @@ def test_a_capture_from_another_gpu_is_refused_unless_overridden():
     assert w.startswith("--power:") and "h100-sxm-80gb" in w
 
 
+def test_an_amd_tool_s_capture_is_refused_on_an_nvidia_cluster_and_alignment_failures_say_why():
+    """amd-smi monitor prints no device name, but only AMD GPUs answer it: the ROCm blog's 8x MI300X
+    table against an H100 cluster is refused (it was compared: +336 % power). A dcgmi capture with
+    relative times and no busy sample says exactly that, not that the log lacks timestamps."""
+    from costmodel.compare import capture_gpu_check, training_window
+    from costmodel.errors import InputError
+    from costmodel.readers.power_trace import power_trace_from_amd_smi
+    from costmodel.specs import load_cluster
+    t = power_trace_from_amd_smi(REPO / "tests" / "data" / "readers" / "amd_smi_monitor_mi300x_8gpu_rocm_blog.txt")
+    with pytest.raises(InputError, match="amd-smi output, from an AMD GPU; the cluster dgx-h100 has h100-sxm-80gb"):
+        capture_gpu_check(t, load_cluster("dgx-h100"))
+    assert capture_gpu_check(t, load_cluster("azure-nd-mi300x")) == []
+    with pytest.raises(InputError, match="count from its start, not wall-clock, and no trace sample reaches 50 % "
+                                         r"GPU utilisation \(at most 30 %\)"):
+        training_window([1.7e9, 1.7e9 + 10], 1.0, [0.0, 1.0, 2.0], False, [10.0, 30.0, 20.0])
+    with pytest.raises(InputError, match="the log has no timestamps, and the trace has no utilisation column"):
+        training_window([float("nan")], 1.0, [0.0, 1.0], False, None)
+
+
 def test_config_fills_what_the_log_does_not_say_and_never_contradicts_it(tmp_path):
     """The Mixtral log has no micro-batch or sequence length in its dump: a NeMo YAML gives them (and
     its 2 x 8 world); a configuration whose TP contradicts the log's is refused naming both."""

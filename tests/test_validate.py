@@ -238,3 +238,14 @@ def test_malformed_files_and_moe_rows_are_named(tmp_path):
     allbad.write_text(head + "\n" + row.replace("flagperf-019,", ",", 1) + "\n")
     p = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(allbad)], capture_output=True, text=True)
     assert p.returncode == 2 and "no usable row" in p.stderr and "row_id is empty" in p.stdout
+
+
+def test_a_header_only_or_empty_csv_says_so(tmp_path):
+    """A copy of the dev set's header alone has every column: it says 'no row', not 'missing columns'."""
+    f = tmp_path / "h.csv"
+    f.write_text(DEV.read_text().splitlines()[0] + "\n")
+    with pytest.raises(InputError, match="has a header but no row"):
+        read_runs_csv(f)
+    f.write_text("")
+    with pytest.raises(InputError, match="is empty"):
+        read_runs_csv(f)

@@ -65,17 +65,19 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
     """The GPU datasheet the measurements are normalised by, and why.
 
     Raises:
-        FitError: ``gpu`` not given and the suite's provenance names no catalog GPU (or several).
+        FitError: ``gpu`` not given and the inputs (suite provenance, nccl-tests rank lines, trace device
+            names) name no catalog GPU (or several).
     """
     if gpu:
         return load_gpu(gpu, "--gpu"), f"--gpu {gpu}"
     names = {r.get("gpu_name") for s in meas.suites for r in s["provenance"]} - {None}
+    names |= set(getattr(meas, "device_names", []) or [])
     keys = {gpu_key_for(n) for n in names}
     if len(keys) == 1 and None not in keys:
         k = keys.pop()
-        return load_gpu(k), f"provenance gpu_name {sorted(names)}"
+        return load_gpu(k), f"the GPU the inputs name {sorted(names)}"
     if not names:
-        raise FitError("the inputs name no GPU model (no suite provenance, or the suite ran on CPU): pass --gpu "
+        raise FitError("the inputs name no GPU model (no suite provenance, rank line or device name): pass --gpu "
                        f"(one of {', '.join(list_gpus())}) or --cluster (its GPU is used)")
     raise FitError(f"cannot match GPU names {sorted(names)} to one catalog GPU: pass --gpu with one of "
                    f"{', '.join(list_gpus())}")
@@ -195,8 +197,9 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         raise FitError("the inputs hold inter-node measurements only, and these need --cluster (the NIC bandwidth "
                        "they are normalised by)")
     if not fitted:
+        why = [w for w in report.warnings if not w.endswith("kept from the base profile") and "kept from the base" not in w]
         raise FitError("the inputs cover no profile section (no GEMM, HBM, collective, power or temperature data "
-                       "usable for " + gpu.key + ")")
+                       "usable for " + gpu.key + ")" + (": " + "; ".join(why[:4]) if why else ""))
     prof["provenance"] = _provenance(meas, gpu, gpu_why, base_path, cluster, argv)
     prof["provenance"]["fitted_sections"] = fitted
     prof["provenance"]["warnings"] = list(report.warnings)

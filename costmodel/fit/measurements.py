@@ -37,12 +37,14 @@ class Measurements:
             :class:`costmodel.readers.NcclRow` of one table.
         traces: list of :class:`costmodel.readers.power_trace.PowerTrace`.
         files: path -> sha256 of every input (provenance).
+        device_names: the GPU names the nccl-tests captures (rank lines) and traces print.
     """
 
     suites: list = field(default_factory=list)
     nccl: list = field(default_factory=list)
     traces: list = field(default_factory=list)
     files: dict = field(default_factory=dict)
+    device_names: list = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------- loading
@@ -91,9 +93,11 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
+                out.device_names += list((getattr(item, "meta", {}) or {}).get("gpu_names") or [])
                 out.nccl.extend(capture_inputs(p, item, collective, nodes, gpus_per_node, report,
                                              cluster_gpus_per_node))
             else:
+                out.device_names += list(getattr(item, "device_names", ()) or ())
                 out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
         raise FitError("no usable measurement in " + ", ".join(map(str, paths)))

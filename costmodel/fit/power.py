@@ -16,6 +16,7 @@ from .primitives import median_of, quality, round_sig
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 EDGE_TRIM = 0.2        # fraction of a phase window dropped at each end (the monitor lags the kernels)
 MIN_PHASE_SAMPLES = 3  # samples a phase needs to count in the power fit
+MIN_IDLE_SAMPLES = 20  # idle samples an idle-only fit needs: a median robust to a few transients
 #: the profile's power coefficients in the order of the fit's design matrix (costmodel.specs.params.POWER_TERMS)
 NAMES = ("idle_w",) + tuple(t.key for t in POWER_TERMS)
 
@@ -100,6 +101,10 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
     else:
         idle = _trace_idle_w(meas)
         if idle is None:
+            if meas.traces:
+                n = sum(int(((tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)).sum()) for tr in meas.traces)
+                report.warnings.append(f"power: the traces hold no benchmark phases and {n} idle sample(s) "
+                                       f"(utilisation 0 % with a power reading): idle power needs >= {MIN_IDLE_SAMPLES}")
             return None
         held = [k for k in NAMES[1:] if k in bp]
         out = dict(idle_w=round_sig(idle[0]), **{k: bp[k] for k in held})
@@ -138,7 +143,8 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
 
 
 def _trace_idle_w(meas: Measurements):
-    """(median power at 0 % utilisation, n samples, files) over the traces, or None (< 20 samples)."""
+    """(median power at 0 % utilisation, n samples, files) over the traces, or None (fewer than
+    :data:`MIN_IDLE_SAMPLES`)."""
     vals, files = [], set()
     for tr in meas.traces:
         m = (tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)
@@ -146,4 +152,4 @@ def _trace_idle_w(meas: Measurements):
             vals.append(tr.power_w[m])
             files.add(str(tr.path))
     v = np.concatenate(vals) if vals else np.array([])
-    return (float(np.median(v)), int(v.size), sorted(files)) if v.size >= 20 else None
+    return (float(np.median(v)), int(v.size), sorted(files)) if v.size >= MIN_IDLE_SAMPLES else None

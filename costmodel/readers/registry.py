@@ -154,7 +154,7 @@ def _dcgmi_trace(table, gpus_per_node=None):
     trace = power_trace_from_dcgmi(table)
     if len(table) and len(trace) == 0:
         return trace, [f"{table.path}: no 'GPU' entity rows ({', '.join(sorted(set(table.entity)))} only): the "
-                       "power trace is empty; the field values are in .table"]
+                       "power trace is empty (MIG instances report no power of their own: capture the GPU entities, dcgmi dmon -i 0,1,...)"]
     return trace, []
 
 

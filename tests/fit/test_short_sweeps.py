@@ -70,3 +70,15 @@ def test_three_size_inter_node_sweep_fits_one_line(tmp_path):
     full = yaml.safe_load((tmp_path / "full.yaml").read_text())["comm"]["inter_node"]["all_reduce"]
     assert full["fit"]["n_points"] == 12 and "short sweep" not in full["fit"]["method"]
     assert d["protocols"][-1]["busbw_efficiency"] == pytest.approx(full["protocols"][-1]["busbw_efficiency"], rel=0.03)
+
+
+def test_the_gpu_comes_from_the_capture_s_rank_lines_and_an_unusable_trace_says_why(tmp_path):
+    """The Olivia capture's rank lines name 'NVIDIA GH200 120GB': calibrate fit needs no --gpu (it said
+    the inputs named no GPU). An nvidia-smi CSV with no idle sample names the reason nothing was fitted."""
+    rc, so, se = cli("calibrate", "fit", str(D / "nccl_tests_olivia_gh200_16ranks_4nodes.txt"), "--cluster",
+                     "jupiter-gh200", "-o", str(tmp_path / "p.yaml"))
+    assert rc == 0, se
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["provenance"]["gpu"] == "gh200-96gb"
+    rc, so, se = cli("calibrate", "fit", str(D / "nvidia_smi_csv_pstate_power_clocks.csv"), "--gpu", "h100-sxm-80gb",
+                     "-o", str(tmp_path / "q.yaml"))
+    assert rc == 2 and "idle power needs >= 20" in se
