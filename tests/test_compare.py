@@ -291,3 +291,17 @@ def test_everything_missing_is_asked_for_in_one_message_and_the_world_never_defa
     assert rc == 0, se
     lay = json.loads(so)["layout"]
     assert (lay["dp"], lay["tp"]) == (4, 4)
+
+
+def test_a_torchtitan_config_gives_compare_its_global_batch_and_labels_what_it_filled():
+    """torchtitan's Llama 3 8B TOML gives local_batch_size 1: over 4 p5 nodes (FSDP, TP = PP = CP = 1)
+    the global batch is 1 x 32; each value it filled is labelled with its key, not as a flag."""
+    rc, so, se = cli("compare", "--log", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log", "--cluster",
+                     "aws-p5", "--config", REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml", "--model",
+                     "llama3-8b", "--nodes", "4", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["gbs"] == 32 and out["layout"]["dp"] == 32 and out["layout"]["zero"] == 3
+    assert out["origin"]["gbs"].endswith("training.local_batch_size x DP")
+    assert out["origin"]["tp"].endswith("parallelism.tensor_parallel_degree")
+    assert out["origin"]["dp"] == "GPUs / (TP x PP x CP)"

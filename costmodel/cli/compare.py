@@ -31,6 +31,9 @@ def _read_log(path, warmup_steps, rank):
     if not Path(path).is_file():
         raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else "no such file")
     try:
+        with open(path, "rb") as fh:
+            if b"\x00" in fh.read(4096):            # text logs hold no NUL byte; gzip, ELF and images do
+                raise InputError(path, "", "a binary file, not a training log (decompress a .gz log first)")
         return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
     except TrainingLogParseError as e:
         first = e.errors[0] if e.errors else "no iteration lines"
@@ -104,9 +107,12 @@ def compare(
         warnings += _config_under_log(config, tlog, layout_flags, recipe_flags, sc)
         gbs, seq_len, precision, nodes = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"]
     _check_stack(stack, tlog, allow_override, warnings)
-    run, m, c = _resolve(tlog, log, model, cluster, nodes, dict(layout_flags, gbs=gbs, seq_len=seq_len,
-                                                                 precision=precision), allow_override, warnings,
-                         stack)
+    flags = dict(layout_flags, gbs=gbs, seq_len=seq_len, precision=precision)
+    if gbs is None and sc.get("local_batch_size") and tlog.layout().get("gbs") is None:
+        flags["gbs"] = _gbs_from_local(sc["local_batch_size"], tlog.layout(), flags, cluster, nodes, stack or tlog.framework)
+        sc.setdefault("config_where", {})["gbs"] = f"{config}: training.local_batch_size x DP"
+    run, m, c = _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack)
+    run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)
     check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=sc["uneven_pp"])
@@ -171,10 +177,13 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
         if lv is None and target.get(name) is None:
             target[name] = v
             filled.append(f"{name}={v}")
+            scalars.setdefault("config_where", {})[name] = cfg.where.get(name, str(path))
     if cfg.nodes is not None and scalars.get("nodes") is None:
         scalars["nodes"] = cfg.nodes
         filled.append(f"nodes={cfg.nodes}")
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
+    if "local_batch_size" in cfg.recipe:                 # torchtitan: x DP once the world is known
+        scalars["local_batch_size"] = cfg.recipe["local_batch_size"]
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
 
 
@@ -199,6 +208,25 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
     if miss:
         raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + "; ".join(why)
                          + f": pass {'them' if len(miss) > 1 else 'it'}")
+
+
+def _gbs_from_local(local: int, ll: dict, flags: dict, cluster: str, nodes, stack: str) -> int:
+    """torchtitan's global batch: its configuration's local batch x DP, DP = world / (TP x PP x CP).
+
+    Raises:
+        InputError: the world is unknown (no --nodes, no world size in the log) or TP x PP x CP does
+            not divide it.
+    """
+    own = STACK_DEFAULTS.get(stack, {})
+    deg = {k: flags.get(k) or ll.get(k) or own.get(k) or 1 for k in ("tp", "pp", "cp")}
+    world = ll.get("world_size") or (load_cluster(cluster, nodes).num_gpus if nodes else None)
+    if not world:
+        raise InputError("--nodes", "", "the configuration gives a local batch; the global batch is it x DP, and the "
+                         "log prints no world size: pass --nodes (or --gbs)")
+    mp = deg["tp"] * deg["pp"] * deg["cp"]
+    if world % mp:
+        raise InputError("--config", "", f"TP x PP x CP = {mp} does not divide the world of {world} GPUs")
+    return int(local * (world // mp))
 
 
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
@@ -234,6 +262,7 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
         lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
+        run.origin["dp"] = "GPUs / (TP x PP x CP)"
     if m.is_moe and lay["tp"] > 1 and not lay["sp"] and run.origin.get("sp") == "Megatron default":
         # Megatron-LM's validate_args: "When using MoE and tensor parallelism, sequence parallelism
         # must be used." (megatron/training/arguments.py)

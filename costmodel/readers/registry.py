@@ -284,7 +284,10 @@ def detect_format(path) -> str:
     for f in sorted((f for f in REGISTRY.values() if f.detect is not None), key=lambda f: f.rank):
         if f.detect(head):
             return f.name
-    raise _unknown(path, f"unrecognised content (first line: {(head.first or head.lines[0])[:80]!r})")
+    first = head.first or head.lines[0]
+    if "\x00" in first or "\ufffd" in first or sum(not (c.isprintable() or c == "\t") for c in first) > len(first) // 10:
+        raise _unknown(path, "a binary file, not a text capture")
+    raise _unknown(path, f"unrecognised content (first line: {first[:80]!r})")
 
 
 def read_measurement(path, gpus_per_node=None) -> Measurement:
