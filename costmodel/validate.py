@@ -203,8 +203,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
     multiple of 128 x TP unless the row already gives a padded size.
     """
-    name = r["model"]
-    bloom = "BLOOM" in name or "bloom" in r["source_file"]
+    name = r.get("model") or ""
+    bloom = "BLOOM" in name or "bloom" in (r.get("source_file") or "")
     llama = _LLAMA_FAMILY.search(name) is not None
     mpt = name.upper().startswith("MPT")
     tp = _int(r, "tp") or 1
@@ -410,7 +410,7 @@ def _prepare(r: dict, cache: dict):
     peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
     if model_flops_per_step(model, recipe, causal=True) / (meas * n_gpus) > peak:
         return f"{metric} implies more than {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak"
-    res = RowResult(rid, src, meas, None, sweep=f"{src}|{r['model']}|{n_gpus}", metric=metric, assumed=assumed)
+    res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed)
     return key, model, recipe, row, res
 
 

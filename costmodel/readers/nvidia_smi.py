@@ -216,6 +216,16 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
             out.text[f] = [t.get(f) for t in texts]
     out.lines = np.array(lines, dtype=np.int64)
     if "index" in out.columns:
+        idx = out.columns["index"]
+        bad = ~(np.isfinite(idx) & (idx >= 0) & (idx == np.round(idx)))
+        if bad.any():                      # a row without a GPU index cannot be attributed to a GPU
+            out.errors += [f"{path}:{ln}: index is not a GPU number" for ln in out.lines[bad]]
+            keep = ~bad
+            out.columns = {f: c[keep] for f, c in out.columns.items()}
+            out.text = {f: [v for v, k in zip(t, keep) if k] for f, t in out.text.items()}
+            out.lines = out.lines[keep]
+            pos = [q for q, k in zip(pos, keep) if k]
+            rows = [q for q, k in zip(rows, keep) if k]
         out.gpu = out.columns["index"].astype(np.int64)
     elif n_gpus:
         out.gpu = np.array(pos, dtype=np.int64) % int(n_gpus)
@@ -380,6 +390,8 @@ def read_nvidia_smi_dmon(path, strict=True) -> DmonTable:
         try:
             rec = dict(zip(header, tok))
             gpu = int(rec["gpu"])
+            if gpu > 2 ** 20:
+                raise ValueError(f"gpu {gpu} is not a GPU index")
             t_unix = tod = float("nan")
             if "Time" in rec:
                 hh, mm, ss = (int(x) for x in rec["Time"].split(":"))

@@ -184,7 +184,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
-        else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm),
+        else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm, w),
         **_moe_slowdowns(d, w),
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
 
@@ -261,14 +261,24 @@ def _thermal(d: dict, w: str):
                          tau_s=_get(s, "tau_s", w, "seconds", prefix="thermal."))
 
 
-def _fit_sigmas(d: dict, gemm: dict, comm: dict) -> dict:
-    """:func:`fit_sigma` of every GEMM, HBM and collective entry of a profile mapping."""
-    out = {f"gemm.{dt}": fit_sigma(d["gemm"][dt]) for dt in gemm}
-    out["hbm"] = fit_sigma(d.get("hbm"))
+def _fit_sigmas(d: dict, gemm: dict, comm: dict, w: str = "profile") -> dict:
+    """:func:`fit_sigma` of every GEMM, HBM and collective entry of a profile mapping.
+
+    Raises:
+        InputError: a ``fit:`` residual that is not a finite number >= 0 (names the file and field).
+    """
+    entries = {f"gemm.{dt}": d["gemm"][dt] for dt in gemm}
+    entries["hbm"] = d.get("hbm")
     for scope, colls in comm.items():
         for coll in colls:
-            out[f"comm.{scope}.{coll}"] = fit_sigma(d["comm"][scope][coll])
-    return out
+            entries[f"comm.{scope}.{coll}"] = d["comm"][scope][coll]
+    for name, e in entries.items():
+        f = e.get("fit") if isinstance(e, dict) else None
+        for k in ("median_rel_err_ge_1MiB", "median_rel_err"):
+            v = f.get(k) if isinstance(f, dict) else None
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf")):
+                raise InputError(w, f"{name}.fit.{k}", f"must be a finite number >= 0, got {v!r}")
+    return {name: fit_sigma(e) for name, e in entries.items()}
 
 
 def fit_sigma(entry, depth: int = 0) -> float | None:
