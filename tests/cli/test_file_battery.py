@@ -107,3 +107,33 @@ def test_a_damaged_file_is_read_or_refused_by_the_library_never_a_python_error(t
         read(p)
     except CostmodelError as e:
         assert str(e).strip(), "an empty message"
+
+
+def _edit(src: Path, tmp_path: Path, old: str, new: str, count: int = 1) -> Path:
+    text = src.read_text(encoding="utf-8")
+    assert old in text
+    p = tmp_path / src.name
+    p.write_text(text.replace(old, new, count), encoding="utf-8")
+    return p
+
+
+def test_what_the_battery_found_stays_fixed(tmp_path):
+    """The four crashes larger runs of the battery found, as fixed cases."""
+    from costmodel.errors import InputError
+    from costmodel.readers.nvidia_smi import read_nvidia_smi_csv, read_nvidia_smi_dmon
+    prof = REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml"
+    text = prof.read_text()
+    i = text.index("median_rel_err:")
+    p = tmp_path / "bad.yaml"
+    p.write_text(text[:i] + "median_rel_err: x" + text[text.index("\n", i):])
+    with pytest.raises(InputError, match=r"fit\.median_rel_err: must be a finite number >= 0, got 'x'"):
+        _profile(p)
+    csv = _edit(D / "readers" / "nvidia_smi_csv_pstate_power_clocks.csv", tmp_path, "\n0, 56, 26 %", "\n[N/A], 56, 26 %")
+    t = read_nvidia_smi_csv(csv, strict=False)
+    assert len(t) == 12 and t.errors == [f"{csv}:3: index is not a GPU number"]
+    dmon = _edit(D / "readers" / "nvidia_smi_dmon_h100_idle_load.txt", tmp_path, "\n    0     69     41     47",
+                 "\n    99999999999999999999999     69     41     47")
+    d = read_nvidia_smi_dmon(dmon, strict=False)
+    assert any("is not a GPU index" in e for e in d.errors)
+    runs = _edit(REPO / "benchmarks" / "data" / "dev_set.csv", tmp_path, ",model,", ",m\x00del,")
+    _validate(runs)
