@@ -1,6 +1,9 @@
 """Reports: rich tables, the stable JSON record, and ready-to-paste Megatron-LM arguments."""
 from __future__ import annotations
 
+import json
+import math
+
 import dataclasses
 import numpy as np
 
@@ -340,3 +343,22 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                      "sharding that fits (zero) or the notes (switches); *-not-modelled: a cost in the "
                      "measured step that the model lacks")
     return out + lines
+
+
+def _finite(x):
+    """``x`` with every non-finite float (NaN, inf) replaced by None, recursively: strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", None) == 0:     # numpy scalars
+        return _finite(x.item())
+    return x
+
+
+def json_text(obj, indent: int = 2) -> str:
+    """``obj`` as strict JSON (RFC 8259 has no NaN or Infinity: a value not measured is null), for
+    every ``--json`` output; numpy scalars become numbers."""
+    return json.dumps(_finite(obj), indent=indent, allow_nan=False, default=lambda v: _finite(float(v)))

@@ -305,3 +305,32 @@ def test_a_torchtitan_config_gives_compare_its_global_batch_and_labels_what_it_f
     assert out["origin"]["gbs"].endswith("training.local_batch_size x DP")
     assert out["origin"]["tp"].endswith("parallelism.tensor_parallel_degree")
     assert out["origin"]["dp"] == "GPUs / (TP x PP x CP)"
+
+
+def test_a_zero_or_negative_step_time_is_ignored_by_line_and_json_is_strict(tmp_path):
+    """A Megatron record with 'elapsed time per iteration (ms): 0.0' or a negative one is not a
+    measurement (it divided by zero): ignored naming its line. --json never prints NaN (the H100 trace
+    has no temperature column: those metrics are null)."""
+    src = LOGS / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    text = src.read_text()
+    import re as _re
+    m = _re.search(r"elapsed time per iteration \(ms\): ([0-9.]+)", text)
+    log = tmp_path / "run.log"
+    log.write_text(text.replace(m.group(0), "elapsed time per iteration (ms): 0.0", 1)
+                   .replace(m.group(0), "elapsed time per iteration (ms): -1000.0", 1))
+    from costmodel.readers.training_logs import read_training_log
+    t = read_training_log(log, strict=False)
+    assert sum("step_time_s" in e and "not a positive finite value" in e for e in t.errors) == 2
+    rc, so, se = cli("compare", "--log", log, "--cluster", "dgx-h100", "--power", H100_TRACE, "--json")
+    assert rc == 0, se
+    json.loads(so, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+def test_a_path_the_system_cannot_open_is_one_line_naming_it(tmp_path):
+    long = tmp_path / ("x" * 300 + ".log")
+    rc, so, se = cli("compare", "--log", long, "--cluster", "dgx-h100")
+    assert rc == 2 and "Traceback" not in se and len(se.strip().splitlines()) == 1
+    rc, so, se = cli("calibrate", "run", "--dry-run", "-o", tmp_path / "nowhere" / "raw.jsonl")
+    assert rc == 2 and "does not exist" in se
+    rc, so, se = cli("calibrate", "run", "--dry-run", "--nproc-per-node", "0")
+    assert rc == 2 and "--nproc-per-node: must be >= 1" in se

@@ -47,6 +47,10 @@ def main() -> None:
         sys.exit(e.exit_code)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except OSError as e:            # an unreadable, unwritable or unnameable file: name it, no traceback
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"costmodel: error: {where}{e.strerror or e}", file=sys.stderr)
+        sys.exit(2)
     except typer.Abort:
         print("costmodel: aborted", file=sys.stderr)
         sys.exit(1)

@@ -68,10 +68,15 @@ def run(ctx: typer.Context,
     """Run the calibration suite here through torchrun; arguments after the options go to the suite
     (see `python -m costmodel.calibration.run --help`).  Under Slurm use
     `srun -N NODES --ntasks-per-node GPUS python -m costmodel.calibration.run --out FILE` instead."""
+    from ..files import check_output
+    check_output(out, "--out")          # the suite's records: never over an input, into a missing folder
+    if nproc_per_node is not None and nproc_per_node < 1:
+        raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
     n = nproc_per_node or _gpu_count()
     cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
     shown = ["torchrun"] + cmd[3:]
-    print("costmodel: running: " + " ".join(shlex.quote(c) for c in shown), file=sys.stderr)
+    print(f"costmodel: {'would run' if dry_run else 'running'}: " + " ".join(shlex.quote(c) for c in shown),
+          file=sys.stderr)
     if dry_run:
         return
     try:
@@ -87,6 +92,40 @@ def _write_atomically(path: Path, text: str) -> None:
     """Write the profile through a temporary file renamed over ``path`` (costmodel.files)."""
     from ..files import write_atomically
     write_atomically(path, text, "-o")
+
+
+def _check_named_gpus(meas, g, why: str) -> None:
+    """The GPUs the inputs name (rank lines, trace device names) must be the one fitted.
+
+    Raises:
+        FitError: an input names another catalog GPU, or a GPU outside the catalog.
+    """
+    from ..errors import FitError
+    from ..fit.assembly import gpu_key_for
+    for name in dict.fromkeys(getattr(meas, "device_names", []) or []):
+        key = gpu_key_for(name)
+        if key != g.key:
+            raise FitError(f"the inputs were measured on {name!r} ({key or 'not a catalog GPU'}), but the profile is "
+                           f"for {g.key} ({why}): pass the inputs' --gpu / --cluster, or fit each GPU's files apart")
+
+
+def _check_loads(text: str, files) -> None:
+    """The fitted profile must load as the model reads it; a fitted value it refuses (a negative idle
+    power from a bad trace) is the inputs' fault: one error naming the field and the inputs.
+
+    Raises:
+        typer.Exit: (2) after printing the error.
+    """
+    import tempfile
+    from ..specs import load_profile
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "fitted.yaml"
+        p.write_text(text, encoding="utf-8")
+        try:
+            load_profile(str(p))
+        except InputError as e:
+            msg = str(e).replace(str(p) + ": ", "").replace(str(p), "the fitted profile")
+            _fit_error(f"the fit of {', '.join(map(str, files))} gives {msg}: nothing written")
 
 
 def _fit_error(e) -> None:
@@ -130,15 +169,17 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     try:
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
+        _check_named_gpus(meas, g, why)
         if not gpu and cl:
             why = f"--cluster {cl.key}"
         b, bpath = base_profile(g, base)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
     except FitError as e:
         _fit_error(e)
-    _write_atomically(out, dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from "
-                                              f"{len(files)} measurement file(s); see provenance and each fit: section.\n"))
-    load_profile(str(out))  # the written file must load: a schema error here is a bug, not bad input
+    text = dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from "
+                              f"{len(files)} measurement file(s); see provenance and each fit: section.\n")
+    _check_loads(text, files)            # before the write: a fit the model refuses never replaces a file
+    _write_atomically(out, text)
     con = report.console()
     tb = Table(title=f"Fitted parameters ({g.key}, {why})", header_style="bold")
     for col in ("section", "parameters", "fit quality"):

@@ -108,7 +108,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES), None
         head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
     if as_json:
-        print(json.dumps(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ,
+        print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))
         return
     out = report.console()

@@ -146,7 +146,7 @@ def compare(
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
     out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
     if as_json:
-        print(json.dumps(out, indent=2, default=float))
+        print(report.json_text(out))
         return
     _print(out, rec, tlog, pred.band)
 

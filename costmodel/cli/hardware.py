@@ -60,7 +60,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     clusters = [_cluster_record(k) for k in list_clusters()]
     if as_json:
         strip = (lambda r: r) if show_sources else (lambda r: {k: v for k, v in r.items() if k != "sources"})
-        print(json.dumps(dict(gpus=[strip(r) for r in gpus], clusters=[strip(r) for r in clusters]), indent=2))
+        print(report.json_text(dict(gpus=[strip(r) for r in gpus], clusters=[strip(r) for r in clusters])))
         return
     out = report.console(min_width=120)      # narrower terminals wrap the lines rather than cut every cell
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")

@@ -92,7 +92,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         if fmt is not None:
             title, text = launch_settings(rec["layout"], m, r, fmt=fmt)
             rec["launch"] = dict(format=fmt, title=title, text=text)
-        print(json.dumps(rec, indent=2))
+        print(report.json_text(rec))
         return
     out = report.console()
     out.print(context_line(m, c, r))

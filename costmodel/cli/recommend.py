@@ -125,7 +125,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt)
             out_json["launch"] = dict(format=fmt, title=title, text=text)
-        print(json.dumps(out_json, indent=2))
+        print(report.json_text(out_json))
         return
     out.print(context_line(m, c, r))
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
@@ -272,7 +272,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                   "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
         if plot and front is not None:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
-        print(json.dumps(summary, indent=2))
+        print(report.json_text(summary))
         return
     out.print(context_line(m, c, r))
     out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "

@@ -30,7 +30,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
                                 error_pct=None if r.skipped else r.error_pct, metric=r.metric, skipped=r.skipped,
                                 predicted_oom=r.predicted_oom, assumed=list(r.assumed))
                            for r in results]
-        print(json.dumps(summary, indent=2))
+        print(report.json_text(summary))
         _require_a_used_row(results, runs)
         return
     out = report.console()

@@ -15,16 +15,19 @@ FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}
 
 
 def _short(scope: str, coll: str, n, base: dict, report: FitReport):
-    """``(fix, k, method note)`` when ``n`` sizes are too few for a full protocol fit, else ``(None, 3, "")``;
-    warns that only one line (Simple) is fitted and the rest comes from the base profile."""
+    """``(fix, k, method note)`` when ``n`` sizes cannot identify the protocol lines (too few for a full
+    fit, or all bandwidth-bound, >= 1 MiB, where only Simple runs), else ``(None, 3, "")``; warns that only
+    one line (Simple) is fitted and the rest comes from the base profile."""
     need = FULL_FIT_POINTS[scope]
-    if len(n) >= need:
+    bandwidth_only = float(np.min(n)) >= LATENCY_BOUND_BYTES
+    if len(n) >= need and not bandwidth_only:
         return None, 3, ""
     fix, k = short_sweep_fix(params_of(base["comm"][scope][coll]), len(n))
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
-    report.warnings.append(f"comm.{scope}.{coll}: {len(n)} size(s), fewer than the {need} a protocol fit needs: "
-                           f"fitted {what} only (one line); the faster protocols are the base profile's; rerun "
-                           "nccl-tests with -b 8 -e 8G -f 2 to fit them")
+    why = (f"{len(n)} size(s), fewer than the {need} a protocol fit needs" if len(n) < need else
+           f"all {len(n)} sizes are >= 1 MiB (bandwidth-bound: the faster protocols never win there)")
+    report.warnings.append(f"comm.{scope}.{coll}: {why}: fitted {what} only (one line); the faster protocols are "
+                           "the base profile's; rerun nccl-tests with -b 8 -e 8G -f 2 to fit them")
     return fix, k, f"; short sweep: only {what} fitted, the other protocol lines held at the base profile's"
 
 

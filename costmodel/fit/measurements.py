@@ -134,7 +134,7 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     if (nn is None or k is None) and nodes is not None and gpus_per_node is not None:
         nn, k = nodes, gpus_per_node
     if default is None and not any(per):
-        default, why = _collective_from_content(rows0, None if nn is None else int(nn) * int(k))
+        default, why = _collective_from_content(rows0, None if nn is None or k is None else int(nn) * int(k))
         if default is None:
             raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
                            f"command line and no collective in the file name{why}): pass --collective")

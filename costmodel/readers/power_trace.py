@@ -46,6 +46,12 @@ _TEMP_UNITS = {"C": 1.0, "": 1.0}
 _PCT_UNITS = {"%": 1.0, "": 1.0}
 
 
+#: readings no GPU gives: negative power, more than any package's limit (the largest catalog TDP is
+#: 1,000 W, B200; 3,000 W leaves room for whole-board readings), temperatures a die cannot hold
+_PHYSICAL = (("power_w", 0.0, 3000.0, "W"), ("temp_c", -40.0, 150.0, "C"), ("mem_temp_c", -40.0, 150.0, "C"),
+             ("sm_clock_mhz", 0.0, 5000.0, "MHz"), ("util_gpu_pct", 0.0, 100.0, "%"))
+
+
 @dataclass
 class PowerTrace:
     """Samples of GPU power, temperature, SM clock and utilisation from one capture.
@@ -102,6 +108,14 @@ class PowerTrace:
         for a in _ARRAYS:
             if len(getattr(self, a)) != n:
                 raise ValueError(f"PowerTrace.{a} has {len(getattr(self, a))} entries, t_unix has {n}")
+        for a, lo, hi, unit in _PHYSICAL:
+            v = np.asarray(getattr(self, a), dtype=np.float64)
+            bad = np.isfinite(v) & ((v < lo) | (v > hi))
+            if bad.any():
+                setattr(self, a, np.where(bad, np.nan, v))
+                where = ", ".join(f"{self.path}:{ln}" if ln else str(self.path) for ln in self.lines[bad][:3])
+                self.errors.append(f"{where}: {int(bad.sum())} {a} reading(s) outside {lo:g}..{hi:g} {unit} "
+                                   "(not a GPU reading; a wrong unit?): ignored")
 
     def __len__(self):
         return len(self.t_unix)

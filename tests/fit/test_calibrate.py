@@ -330,7 +330,7 @@ def test_fit_never_overwrites_an_input_or_writes_into_a_directory(tmp_path):
     src = REPO / "tests" / "data" / "readers" / "nccl_tests_oci_a100_16ranks_2nodes.txt"
     cap = tmp_path / "cap.txt"
     cap.write_bytes(src.read_bytes())
-    args = ["calibrate", "fit", str(cap), "--collective", "all_reduce", "--cluster", "dgx-a100"]
+    args = ["calibrate", "fit", str(cap), "--collective", "all_reduce", "--cluster", "dgx-a100-40gb"]
     rc, so, se = cli(*args, "-o", str(cap))
     assert rc == 2 and "is also an input" in se and cap.read_bytes() == src.read_bytes()
     (tmp_path / "d").mkdir()

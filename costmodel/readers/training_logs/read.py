@@ -173,6 +173,12 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
 
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
+    for r in records:                   # a time or rate <= 0 (or inf) measures nothing: dropped, named
+        for c in ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "samples_per_s"):
+            v = r.get(c)
+            if v is not None and not (v > 0 and math.isfinite(v)) and not math.isnan(v):
+                errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
+                r[c] = math.nan
     log.iterations = Iterations.from_records(records)
     starts = [s.line for s in segs
               if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
