@@ -51,10 +51,11 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None):
-    """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy."""
+    """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy (exit 3, after the
+    full report, when the layout does not fit)."""
     check_format(fmt)
     sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes, stack=stack)
-    for note in apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc):
+    for note in apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc, model):
         print(f"costmodel: note: {note}", file=sys.stderr)
     gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
@@ -93,6 +94,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             title, text = launch_settings(rec["layout"], m, r, fmt=fmt)
             rec["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(rec))
+        _exit_if_infeasible(rec)
         return
     out = report.console()
     out.print(context_line(m, c, r))
@@ -122,3 +124,15 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     title, text = launch_settings(lay, m, r, fmt=fmt)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
+    _exit_if_infeasible(rec)
+
+
+def _exit_if_infeasible(rec: dict) -> None:
+    """After the full record is printed, an infeasible layout exits 3 with its reason on stderr.
+
+    Raises:
+        typer.Exit: code 3 when ``rec["feasible"]`` is false.
+    """
+    if not rec["feasible"]:
+        print(f"costmodel: infeasible: {rec['reason']}", file=sys.stderr)
+        raise typer.Exit(3)

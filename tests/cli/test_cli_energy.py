@@ -210,5 +210,5 @@ def test_gpu_file_outside_the_catalog_asks_for_a_profile(tmp_path):
     p = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "1")
     assert_one_line_error(p, str(cl))
     assert "gpu:" in p.stderr and "--profile FILE" in p.stderr
-    ok = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "1", "--profile", "h100-sxm-80gb")
+    ok = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "2", "--profile", "h100-sxm-80gb")
     assert ok.returncode == 0, ok.stderr
