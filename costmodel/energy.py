@@ -124,7 +124,7 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     bd = st.breakdown
     L_even = layers_per_stage(model, t)
     m = microbatches(recipe, t.dp, t.mbs)
-    per_layer_exposed = (bd["tp_comm_s"] + bd["cp_comm_s"] + bd["ep_comm_s"]) / (m * L_even)
+    per_layer_exposed = st.layer_exposed_comm_s
     raw_layer = (cm.tp_layer_fwd_s + cm.tp_layer_bwd_s + cm.cp_layer_fwd_s + cm.cp_layer_bwd_s
                  + cm.ep_layer_fwd_s + cm.ep_layer_bwd_s)
     full = recomputed_fraction(model, t)                 # share of layers recomputing their forward

@@ -105,6 +105,8 @@ class StepTimes:
     ``layer_contention_s``: the compute time one layer loses per micro-batch (forward + backward)
     to the collectives hidden under it; ``step_contention_s``: the same for the DP/FSDP
     communication hidden under a step's compute (both inside ``breakdown["compute_s"]``).
+    ``layer_exposed_comm_s``: the TP, CP and EP communication one layer leaves exposed per
+    micro-batch (forward + backward).
     """
 
     step_time_s: np.ndarray
@@ -114,6 +116,7 @@ class StepTimes:
     bwd_s: np.ndarray
     layer_contention_s: np.ndarray
     step_contention_s: np.ndarray
+    layer_exposed_comm_s: np.ndarray
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
@@ -141,11 +144,17 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # full recompute re-runs the forward of the recomputed share of the layers
     rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)
     lay_b = ct.layer_bwd_s + rec + cont_b
-    comp_f = (L - acc) * lay_f + np.where(acc, np.maximum(lay_f, ct.logits_fwd_s), ct.logits_fwd_s)
-    comp_b = (L - acc) * lay_b + np.where(acc, np.maximum(lay_b, ct.logits_bwd_s), ct.logits_bwd_s)
+    comm_f, comm_b = tp_f + cp_f + ep_f, tp_b + cp_b + ep_b
+    # the pace is the slower of a full stage (L layers with their collectives) and the last stage
+    # (L - 1 layers, their collectives and the logits); without the lighter last stage, L layers and
+    # the logits
+    last = acc & (ct.logits_fwd_s + ct.logits_bwd_s > lay_f + lay_b + comm_f + comm_b)
+    n_comm = L - last                          # layers whose collectives the slowest stage runs
+    comp_f = n_comm * lay_f + np.where(acc & ~last, 0.0, ct.logits_fwd_s)
+    comp_b = n_comm * lay_b + np.where(acc & ~last, 0.0, ct.logits_bwd_s)
     pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
-    fwd = comp_f + L * (tp_f + cp_f + ep_f)
-    bwd = comp_b + L * (tp_b + cp_b + ep_b)
+    fwd = comp_f + n_comm * comm_f
+    bwd = comp_b + n_comm * comm_b
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those (FSDP: its first gather
     # and last reduce-scatter per micro-batch)
@@ -165,16 +174,16 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     bd = {
         "compute_s": m * (comp_f + comp_b) + dp_hidden_slow,
-        "tp_comm_s": m * L * (tp_f + tp_b),
-        "cp_comm_s": m * L * (cp_f + cp_b),
-        "ep_comm_s": m * L * (ep_f + ep_b),
+        "tp_comm_s": m * n_comm * (tp_f + tp_b),
+        "cp_comm_s": m * n_comm * (cp_f + cp_b),
+        "ep_comm_s": m * n_comm * (ep_f + ep_b),
         "pp_comm_s": m * pp_mb,
         "bubble_s": bubble,
         "dp_comm_s": dp_grad + dp_param + m * fsdp,
         "optimizer_s": opt,
     }
     total = sum(bd.values())
-    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow)
+    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow, comm_f + comm_b)
 
 
 def take_rows(obj, idx):

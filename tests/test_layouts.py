@@ -208,3 +208,25 @@ def test_uneven_splits_follow_the_stacks_partitioner():
     assert list(uneven_split(70, 12, False)) == [5] * 2 + [6] * 10
     assert light_last_stage(R) and not light_last_stage(replace(R, stack="megatron-deepspeed"))
     assert uneven_split(70, 12, True).sum() == 70 and list(uneven_split(64, 8, True)) == [8] * 8
+
+
+def test_light_last_stage_charges_the_collectives_of_the_layers_it_runs():
+    """DeepSeek-V3's 61 layers over PP 8 split 8|8|8|8|8|7|7|7, the logits on the last stage; with
+    a 129k vocabulary the last stage (7 layers, their EP/TP collectives and the logits) sets the
+    pace, so the schedule charges 7 layers' collectives, not 8, and agrees with the energy model's
+    per-stage step when no cap binds."""
+    from costmodel.predict import predict_run
+    from costmodel.specs import load_cluster, load_profile
+    m, r = load_model("deepseek-v3"), Recipe(gbs=8192, seq_len=4096)
+    row = dict(tp=2, pp=8, dp=64, cp=1, ep=64, etp=2, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    run = predict_run(m, r, load_cluster("dgx-h100", 128), load_profile("h100-sxm-80gb"), row)
+    assert run.energy.layers == [8, 8, 8, 8, 8, 7, 7, 7] and not run.energy.throttled
+    assert run.energy.sm_clock_mhz == 1830.0                   # full clocks: no cap binds
+    assert run.energy.step_time_s == pytest.approx(run.uncapped_step_time_s, rel=1e-9)
+    ct, st = run.terms.compute, run.terms.step
+    lay = float(ct.layer_fwd_s[0] + ct.layer_bwd_s[0] + ct.layer_recompute_s[0] + st.layer_contention_s[0])
+    comm = float(st.layer_exposed_comm_s[0])
+    logits = float(ct.logits_fwd_s[0] + ct.logits_bwd_s[0])
+    assert logits > lay + comm                                 # the last stage is the slowest
+    pp_mb = run.breakdown["pp_comm_s"] / 128
+    assert float(st.t_mb_s[0]) == pytest.approx(7 * (lay + comm) + logits + pp_mb, rel=1e-9)
