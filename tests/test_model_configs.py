@@ -191,3 +191,24 @@ def test_model_flops_count_the_window_a_sliding_layer_attends():
     m = load_model("mistral-7b")
     assert attention_flops_per_token(m, 32768) == 2.0 * 4096 * (m.q_dim + m.attn_out_dim)
     assert attention_flops_per_token(m, 2048) == 2.0 * 2048 * (m.q_dim + m.attn_out_dim)
+
+
+def test_two_spellings_of_one_count_must_agree(tmp_path):
+    """hidden_size and GPT-2's n_embd (or num_hidden_layers and n_layer) are one count: equal values
+    load, different ones are refused naming both; a generation top_k that older dense configs
+    serialise is not a router's top-k, and a padded vocabulary is the embedding's size."""
+    def load(d):
+        f = tmp_path / "config.json"
+        f.write_text(json.dumps(d))
+        return load_model(str(f))
+    llama = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    assert load(dict(llama, n_embd=4096, n_layer=32)).hidden == 4096
+    with pytest.raises(InputError, match=r"hidden_size: 4096 disagrees with n_embd 2048"):
+        load(dict(llama, n_embd=2048))
+    with pytest.raises(InputError, match=r"num_hidden_layers: 32 disagrees with n_layers 40"):
+        load(dict(llama, n_layers=40))
+    base = load(llama)
+    dense = load(dict(llama, top_k=50))
+    assert dense.topk == 1 and dense.params() == base.params()
+    padded = load(dict(llama, padded_vocab_size=128_512))
+    assert padded.params() - base.params() == 2 * (128_512 - 128_256) * 4096   # untied input and output

@@ -109,7 +109,18 @@ def _get(d: dict, key: str, where, kind: str = "number", *, required=True, posit
     return x
 
 
-def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=None, minimum=1, maximum=2**31 - 1):
+def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=None, minimum=1, maximum=2**31 - 1,
+             agree=True):
+    """The integer under the first of ``keys`` (spellings of one count) present in ``d``.
+
+    ``agree=False`` where the keys may legitimately differ and the first wins (a padded vocabulary
+    over the tokenizer's; a generation ``top_k`` that older configs serialise beside the router's).
+
+    Raises:
+        InputError: a value that is not an integer or outside [minimum, maximum]; two spellings that
+            disagree (naming both) when ``agree``; a missing required key.
+    """
+    found = []
     for k in keys:
         if k in d and d[k] is not None:
             v = d[k]
@@ -119,7 +130,12 @@ def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=No
                 raise InputError(where, k, f"must be >= {minimum}, got {v!r}")
             if v > maximum:
                 raise InputError(where, k, f"must be <= {maximum}, got {v!r}")
-            return int(v)
+            found.append((k, int(v)))
+    for k, v in found[1:] if agree else ():
+        if v != found[0][1]:
+            raise InputError(where, found[0][0], f"{found[0][1]} disagrees with {k} {v} (two spellings of one count)")
+    if found:
+        return found[0][1]
     if required:
         raise InputError(where, keys[0], "missing" + (f" (also looked for {', '.join(keys[1:])})"
                                                       if len(keys) > 1 else ""))

@@ -173,7 +173,8 @@ def read_model_config(d: dict, path) -> ModelSpec:
         head_dim = hidden // heads
     if heads % kv:
         raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
-    vocab = _get_int(d, ("vocab_size", "padded_vocab_size"), w)
+    # the embedding holds the padded vocabulary (ChatGLM), not the tokenizer's
+    vocab = _get_int(d, ("padded_vocab_size", "vocab_size"), w, agree=False)
     act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
     if act is None:
         raise InputError(w, "hidden_act", "missing")
@@ -181,8 +182,11 @@ def read_model_config(d: dict, path) -> ModelSpec:
         raise InputError(w, "hidden_act", f"{act!r} is not one of {', '.join(_ACTS)}")
     experts = _get_int(d, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
                        w, required=False, default=1)
-    topk = _get_int(d, ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"), w,
-                    required=False, default=1 if experts == 1 else None)
+    topk = _get_int(d, ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token"), w,
+                    required=False, default=None)
+    if topk is None:
+        # a bare top_k is the router's only in an MoE config; older configs serialise a generation top_k
+        topk = _get_int(d, ("top_k",), w, required=False, default=None) if experts > 1 else 1
     if topk is None:
         raise InputError(w, "num_experts_per_tok", f"missing for an MoE model with {experts} experts")
     if experts == 1:
@@ -211,7 +215,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
     if pos not in ("rope", "learned", "alibi"):
         raise InputError(w, "_position_embedding", f"{pos!r} is not one of rope, learned, alibi")
     max_pos = _get_int(d, ("max_position_embeddings", "n_positions", "max_seq_len"), w, required=pos == "learned",
-                       default=0)
+                       default=0, agree=False)
     seq_len = _get_int(d, ("_seq_len",), w, required=False, default=None)
     assumed = seq_len is None
     if assumed:
