@@ -91,9 +91,12 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
     Raises:
         InputError: :func:`check_output` refuses the path, the file cannot be written, or the writer
             refuses the format (names the flag and the path); the old file, if any, is left as it was.
-    The written file keeps the old file's mode, else gets 0666 less the umask.
+    The written file keeps the old file's mode, else gets 0666 less the umask; a ``path`` that is a
+    symbolic link is kept and the file it points to is written.
     """
-    path = check_output(path, flag, inputs)
+    named = check_output(path, flag, inputs)
+    # a symbolic link stays a link: the file it points to is what gets replaced
+    path = check_output(os.path.realpath(named), flag, inputs) if named.is_symlink() else named
     mode = _mode_for(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
@@ -112,7 +115,7 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
         raise InputError(flag, "", f"cannot write {path}: {e.strerror or e}") from None
     except ValueError as e:                        # e.g. a figure format matplotlib does not write
         raise InputError(flag, "", f"cannot write {path}: {e}") from None
-    return path
+    return named
 
 
 def output_dir(path, flag: str) -> Path:

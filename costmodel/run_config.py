@@ -65,6 +65,46 @@ class RunConfig:
     where: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     custom_pipeline_split: str | None = None
+    model: dict = field(default_factory=dict)
+
+
+# the model dimensions a Megatron-style configuration states (model.<key>) -> ModelSpec attribute;
+# MoE keys only when the run has experts, the KV groups only without MLA
+_DIMS = (("num_layers", "num_layers"), ("hidden_size", "hidden"), ("ffn_hidden_size", "dense_mlp_width"),
+         ("num_attention_heads", "num_heads"))
+_MOE_DIMS = (("num_moe_experts", "num_experts"), ("moe_ffn_hidden_size", "ffn_hidden"), ("moe_router_topk", "topk"))
+
+
+def _model_dims(cfg: RunConfig, m: dict, path: str) -> None:
+    """Record in ``cfg.model`` (attribute -> (value, where)) the model dimensions ``m`` (the ``model``
+    mapping of a NeMo or Megatron-Bridge configuration) states."""
+    dims = list(_DIMS)
+    if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 1:
+        dims += _MOE_DIMS
+    if not m.get("multi_latent_attention") and m.get("num_query_groups") is not None:
+        dims.append(("num_query_groups", "num_kv_heads"))
+    for key, attr in dims:
+        v = m.get(key)
+        if v is not None and not _unset(v):
+            try:
+                cfg.model[attr] = (_int(v), f"{path}: model.{key}")
+            except (ValueError, OverflowError):
+                raise InputError(path, f"model.{key}", f"expected an integer, got {v!r}") from None
+
+
+def check_model_dims(cfg: RunConfig, model) -> None:
+    """Refuse a configuration whose model dimensions are not those of ``model`` (a ModelSpec): the
+    layout and batch would be read from one model and applied to another.
+
+    Raises:
+        InputError: the first dimension that differs, naming the file, its key and both values.
+    """
+    for attr, (v, where) in cfg.model.items():
+        mine = getattr(model, attr)
+        if mine != v:
+            file, key = where.split(": ", 1)
+            raise InputError(file, key, f"{v} is not {model.name}'s {mine}: the configuration is of another model "
+                             "(pass its --model, or a config.json of it)")
 
 
 def _unset(v) -> bool:
@@ -142,6 +182,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", bool, mp)
+    _model_dims(cfg, m, path)
     cfg.nodes = None if _unset(t.get("num_nodes")) else _int(t["num_nodes"])
     cfg.gpus_per_node = None if _unset(t.get("devices")) else _int(t["devices"])
     return cfg
@@ -233,6 +274,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
         if ddp.get("overlap_param_gather") not in (None, ddp.get("overlap_grad_reduce")):
             cfg.notes.append(f"{path}: ddp.overlap_grad_reduce {ddp.get('overlap_grad_reduce')} and "
                              f"overlap_param_gather {ddp['overlap_param_gather']}: --dp-overlap follows the grad reduce")
+    _model_dims(cfg, m, path)
     co = d.get("comm_overlap") or {}
     if isinstance(co, dict):
         _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", bool, "comm_overlap.")

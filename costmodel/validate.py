@@ -309,9 +309,10 @@ def _cluster_for(r: dict) -> tuple:
     gpu = (r.get("gpu") or "").strip()
     if not gpu:
         return None, "gpu is empty"
-    ref = _GPU_CLUSTERS.get(gpu)
+    ref = _reference_cluster(gpu)
     if ref is None:
-        return None, f"no catalog GPU {gpu!r}"
+        return None, (f"no catalog GPU {gpu!r} (known: {', '.join(_GPU_CLUSTERS)}, or their hardware/gpus file "
+                      "stems)")
     note = r.get("interconnect_note", "")
     for key, name in _CLUSTERS:
         if key in note:
@@ -320,6 +321,16 @@ def _cluster_for(r: dict) -> tuple:
                               f"({_gpu_of(name)})")
             return name, None
     return ref, None
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_cluster(gpu: str) -> str | None:
+    """The reference cluster of a gpu cell: a dev-set name (``A100-SXM-80GB``, any case) or the catalog's
+    GPU file stem (``a100-sxm-80gb``); None when neither."""
+    for name, ref in _GPU_CLUSTERS.items():
+        if gpu.lower() in (name.lower(), _gpu_of(ref)):
+            return ref
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -79,3 +79,19 @@ def test_compare_trace_over_its_own_log_is_refused_and_the_log_kept(tmp_path):
                         "--trace", str(log)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "is also an input of this command" in r.stderr
     assert log.read_bytes() == src.read_bytes()
+
+
+def test_a_symbolic_link_stays_a_link_and_its_target_is_written(tmp_path):
+    """-o latest.yaml -> runs/p1.yaml: the link is kept and p1.yaml gets the new text (replacing the
+    link by a file would silently break whatever else reads through it); a link to an input is refused."""
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "p1.yaml"
+    target.write_text("old")
+    link = tmp_path / "latest.yaml"
+    link.symlink_to(target)
+    assert write_atomically(link, "new", "-o") == link
+    assert link.is_symlink() and target.read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["p1.yaml"]
+    with pytest.raises(InputError, match="is also an input of this command"):
+        write_atomically(link, "x", "-o", inputs=[target])
+    assert target.read_text() == "new"

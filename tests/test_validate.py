@@ -68,7 +68,7 @@ def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
     f = tmp_path / "runs.csv"
     f.write_text(head + "\n" + odd + "\n")
     (r,) = validate_rows(read_runs_csv(f), str(f))
-    assert r.skipped == "no catalog GPU 'Gaudi3'"
+    assert r.skipped.startswith("no catalog GPU 'Gaudi3' (known: A100-SXM-80GB,")
 
 
 @pytest.mark.parametrize("gpu, why", [("Z9000-SXM", "no catalog GPU 'Z9000-SXM'"), ("", "gpu is empty"),
@@ -82,7 +82,20 @@ def test_the_gpu_cell_is_never_replaced_by_the_note_s_system(tmp_path, gpu, why)
     f = tmp_path / "runs.csv"
     f.write_text(head + "\n" + row.replace("A100-SXM-80GB", gpu, 1) + "\n")
     (r,) = validate_rows(read_runs_csv(f), str(f))
-    assert r.skipped == why and r.predicted_s is None
+    assert r.skipped.startswith(why) and r.predicted_s is None
+
+
+def test_the_gpu_cell_may_be_the_catalog_s_file_stem(tmp_path):
+    """A gpu cell spelled as hardware/gpus names the file (a100-sxm-80gb) predicts as the dev set's
+    A100-SXM-80GB does."""
+    head = DEV.read_text().splitlines()[0]
+    row = next(line for line in DEV.read_text().splitlines()[1:] if "Selene" in line)
+    f = tmp_path / "runs.csv"
+    rid = row.split(",")[0]
+    f.write_text(head + "\n" + row + "\n" + row.replace("A100-SXM-80GB", "a100-sxm-80gb", 1).replace(rid, rid + "b", 1)
+                 + "\n")
+    a, b = validate_rows(read_runs_csv(f), str(f))
+    assert a.skipped is None and b.skipped is None and a.predicted_s == b.predicted_s > 0
 
 
 HOPPER = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"

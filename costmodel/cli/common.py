@@ -36,7 +36,7 @@ CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo 
 
 
 def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict, recipe_flags: dict,
-                     scalars: dict) -> list:
+                     scalars: dict, model_arg: str | None = None) -> list:
     """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did
     not give (``ctx``: the command's typer context, which knows which options came from the command
     line), in place: ``layout_flags``, ``recipe_flags`` and ``scalars`` (gbs, seq_len, precision,
@@ -45,12 +45,14 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
 
     Raises:
         InputError: the file is bad; a flag given on the command line contradicts it (both named); its
-            GPUs per node differ from the cluster's.
+            GPUs per node differ from the cluster's; its model dimensions are not ``model_arg``'s.
     """
     if not path:
         return []
-    from ..run_config import read_run_config
+    from ..run_config import check_model_dims, read_run_config
     cfg = read_run_config(path)
+    if model_arg:
+        check_model_dims(cfg, load_model(model_arg))
 
     def given(name):
         src = ctx.get_parameter_source(name)

@@ -54,7 +54,8 @@ def _read_trace(path, gpus_per_node):
     try:
         fmt, data, warns = read_power_trace(path, gpus_per_node)
     except (ReaderParseError, ValueError, OSError) as e:
-        raise InputError("--power", "", str(e).split("\n")[0]) from None
+        first = (getattr(e, "errors", None) or [None])[0]      # one line: the first bad line says why
+        raise InputError("--power", "", str(e).split("\n")[0] + (f" (the first: {first})" if first else "")) from None
     if data is None:
         raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
                                         "dcgmi dmon, the suite's JSONL)")
@@ -112,6 +113,9 @@ def compare(
         flags["gbs"] = _gbs_from_local(sc["local_batch_size"], tlog.layout(), flags, cluster, nodes, stack or tlog.framework)
         sc.setdefault("config_where", {})["gbs"] = f"{config}: training.local_batch_size x DP"
     run, m, c = _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack)
+    if config:
+        from ..run_config import check_model_dims, read_run_config
+        check_model_dims(read_run_config(config), m)
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)

@@ -115,7 +115,8 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     busbw / algbw implies with one of the two (or the cluster's GPUs per node).
 
     Raises:
-        FitError: the sources of the collective disagree, or the collective or topology cannot be told.
+        FitError: the sources of the collective disagree, ``nodes`` or ``gpus_per_node`` contradict the
+            rank lines, or the collective or topology cannot be told.
     """
     meta = getattr(table, "meta", {}) or {}
     per = meta.get("table_collectives") or []
@@ -131,6 +132,10 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     default = meta.get("collective") or from_name or collective
     rows0 = table.select()
     nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
+    for flag, given, seen in (("--nodes", nodes, nn), ("--gpus-per-node", gpus_per_node, k)):
+        if given is not None and seen is not None and int(given) != int(seen):
+            raise FitError(f"{p}: {flag} {given} contradicts the capture's # Rank lines ({int(nn)} node(s) x "
+                           f"{int(k)} ranks each): drop the flag or fit the capture of that run")
     if (nn is None or k is None) and nodes is not None and gpus_per_node is not None:
         nn, k = nodes, gpus_per_node
     if default is None and not any(per):

@@ -103,3 +103,17 @@ def test_a_fit_from_another_gpu_s_capture_or_giving_a_value_the_model_refuses_wr
     from costmodel.readers.power_trace import power_trace_from_nvidia_smi_csv
     t = power_trace_from_nvidia_smi_csv(read_nvidia_smi_csv(neg, strict=False), strict=False)
     assert any("power_w reading(s) outside 0..3000 W" in e for e in t.errors)
+
+
+def test_nodes_that_contradict_the_rank_lines_are_refused(tmp_path):
+    """The Azure NDv5 capture's rank lines say 2 hosts x 8 ranks: --nodes 4 (or --gpus-per-node 4)
+    contradicts them and is refused in one line naming the flag; the agreeing value is accepted."""
+    f = D / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"
+    base = ("calibrate", "fit", str(f), "--gpu", "h100-sxm-80gb", "--cluster", "dgx-h100")
+    for flag, value in (("--nodes", "4"), ("--gpus-per-node", "4")):
+        out = tmp_path / f"p{flag}.yaml"
+        rc, so, se = cli(*base, flag, value, "-o", str(out))
+        assert rc == 2 and f"{flag} {value} contradicts the capture's # Rank lines (2 node(s) x 8 ranks each)" in se
+        assert len(se.strip().splitlines()) == 1 and not out.exists()
+    rc, so, se = cli(*base, "--nodes", "2", "-o", str(tmp_path / "ok.yaml"))
+    assert rc == 0, se
