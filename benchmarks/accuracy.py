@@ -30,7 +30,7 @@ LOGS = REPO / "tests" / "data" / "logs"
 # each log with the flags its argument dump lacks (tests/test_compare.py documents each choice)
 COMPARES = (
     ("BLOOM-176B, 384 A100 (Megatron-DeepSpeed)", LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log",
-     ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2", "--gbs", "2048",
+     ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--nodes", "48", "--tp", "4", "--pp", "12", "--mbs", "2", "--gbs", "2048",
       "--seq-len", "2048", "--zero", "1", "--recompute", "full"]),
     ("Mixtral 8x7B, 16 H100 (Megatron-core)", LOGS / "megatron_lm_issue756_mixtral8x7b_16xH100.log",
      ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--mbs", "1", "--seq-len", "2048"]),

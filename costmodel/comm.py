@@ -129,11 +129,13 @@ class CommTimes:
 
 
 def grad_bytes(recipe: Recipe) -> float:
-    """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16.
+    """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16 or
+    with ``main_grads_dtype`` bf16.
 
-    Megatron-LM sets accumulate_allreduce_grads_in_fp32 for bf16 (megatron/training/arguments.py).
+    Megatron-LM sets accumulate_allreduce_grads_in_fp32 for bf16 (megatron/training/arguments.py);
+    its precision-aware optimizer may keep them in bf16 (``--main-grads-dtype bf16``).
     """
-    return 2.0 if recipe.precision == "fp16" else 4.0
+    return 2.0 if recipe.precision == "fp16" or recipe.main_grads_dtype == "bf16" else 4.0
 
 
 def stage_params(model: ModelSpec, t: LayoutTable):

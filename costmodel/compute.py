@@ -148,19 +148,22 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     profile's measured slowdown of routed expert GEMMs.  Also the GEMM input /
     output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out)."""
     h, ffn = model.hidden, model.ffn_hidden
-    proj_f = proj_b = colpar_f = 0.0
+    proj_f = proj_b = colpar_f = up_f = 0.0
     gemm_in = gemm_out = 0.0
+    ups = (model.q_lora_rank, model.kv_lora_rank) if model.is_mla else ()
     for n, k, split in model.attention_projections():
         n_l, k_l = (n / tp if split == "col" else n), (k / tp if split == "row" else k)
         f_, b_ = gemm3(tok, n_l, k_l)
         proj_f, proj_b = proj_f + f_, proj_b + b_
         colpar_f = colpar_f + (f_ if split == "col" else 0.0)
+        up_f = up_f + (f_ if split == "col" and k in ups else 0.0)      # MLA's Q / KV up-projections
         gemm_in, gemm_out = gemm_in + k_l, gemm_out + n_l
     mats_in = 2 if model.gated else 1
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
     fc1_f, fc1_b = gemm3(tok, mats_in * dw / tp, h)
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
+    dense_mlp_f, moe_mlp_f, shared_f = (1 - fmoe) * (fc1_f + fc2_f), 0.0, 0.0
     if model.is_moe:
         # E / EP local experts of width ffn / ETP; the rows each sees keep the GPU's share of the
         # expert FLOPs at tok x topk / TP (the expert grid spans the same GPUs as TP x DP x CP)
@@ -183,13 +186,43 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
         s2_f, s2_b = gemm3(tok, h, sw / tp) if sw else (0.0, 0.0)
         mix = lambda moe, dense: fmoe * moe + (1 - fmoe) * dense        # noqa: E731
+        moe_mlp_f, shared_f = fmoe * (e1_f + rt_f + s1_f + e2_f + s2_f), fmoe * (s1_f + s2_f)
         fc1_f, fc1_b = mix(e1_f + rt_f + s1_f, fc1_f), mix(e1_b + rt_b + s1_b, fc1_b)
         fc2_f, fc2_b = mix(e2_f + s2_f, fc2_f), mix(e2_b + s2_b, fc2_b)
         k = model.topk
         mlp_in = mix(h * k + ffn / tp * k + (h + sw / tp if sw else 0), mlp_in)
         mlp_out = mix(mats_in * ffn / tp * k + h * k + (mats_in * sw / tp + h if sw else 0), mlp_out)
     return dict(gemm_f=proj_f + fc1_f + fc2_f, gemm_b=proj_b + fc1_b + fc2_b, colpar_f=colpar_f, fc1_f=fc1_f,
-                gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out)
+                gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out, up_f=up_f, dense_mlp_f=dense_mlp_f,
+                moe_mlp_f=moe_mlp_f, shared_f=shared_f)
+
+
+def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_div, mem, perm_s):
+    """Forward time one layer re-runs in its backward for the ``--recompute-modules`` beyond the
+    attention core (costmodel.specs.RECOMPUTE_MODULES), per micro-batch (array, s): the modules' weight
+    GEMMs (``w``: :func:`_weight_gemms`) and memory-bound kernels (``mem(bytes, kernels)``); ``moe``
+    also its token permutation (``perm_s``; its dispatch and combine repeat in costmodel.schedule)."""
+    mods = recipe.recomputed
+    B, f = ACT_BYTES, model.moe_layer_fraction
+    act = 3 if model.gated else 2                   # SwiGLU reads two inputs and writes one
+    out = 0.0
+    if "mla_up_proj" in mods and model.is_mla:
+        out = out + w["up_f"]
+    if "mlp" in mods:
+        out = out + w["dense_mlp_f"] + (1 - f) * mem(act * model.dense_mlp_width / tp * B * tok, 1)
+    if not model.is_moe:
+        return out
+    routed = model.topk * model.ffn_hidden / tp * tok
+    if "layernorm" in mods:
+        out = out + f * mem(2 * model.hidden * B * tok / sp_div, 1)
+    if "moe" in mods:
+        out = out + w["moe_mlp_f"] + perm_s + f * mem(act * (routed + model.shared_ffn_hidden / tp * tok) * B, 2)
+    else:
+        if "moe_act" in mods:
+            out = out + f * mem(act * routed * B, 1)
+        if "shared_experts" in mods:
+            out = out + w["shared_f"] + f * mem(act * model.shared_ffn_hidden / tp * tok * B, 1)
+    return out
 
 
 def _logits_times(model: ModelSpec, profile: Profile, dt: str, tok, tp, gemm3, mem, layer_f, layer_b):
@@ -291,12 +324,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     rope_b = 0 if model.learned_positions else 2 * rope_w * ACT_BYTES * tok
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
+    perm_s = 0.0
     if model.is_moe:
         # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
         rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep,
                             run_rank_load(model, recipe, tok, tp, t.etp, t.ep))
-        perm = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
-        ew_f, ew_b = ew_f + perm, ew_b + perm
+        perm_s = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
+        ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
     if dt == "fp8":
         # Transformer Engine quantizes each fp8 GEMM operand with a fused cast-transpose kernel: the
         # bf16 tensor is read (2 bytes) and written as fp8 and as its fp8 transpose (1 + 1 bytes) for
@@ -317,6 +351,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         selective = 0.5 * gemm_f + ew_f
     else:                       # Megatron: the attention core (nothing more under flash attention)
         selective = 0.0 if recipe.flash_attention else attn_f
+        selective = selective + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
 
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)

@@ -128,7 +128,7 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     raw_layer = (cm.tp_layer_fwd_s + cm.tp_layer_bwd_s + cm.cp_layer_fwd_s + cm.cp_layer_bwd_s
                  + cm.ep_layer_fwd_s + cm.ep_layer_bwd_s)
     full = recomputed_fraction(model, t)                 # share of layers recomputing their forward
-    rec = ct.layer_recompute_s * np.where(t.recompute == "full", full, 1.0)
+    rec = ct.layer_recompute_s * np.where(t.recompute == 2, full, 1.0)
     # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
     layer_comp = ct.layer_fwd_s + ct.layer_bwd_s + rec + st.layer_contention_s
     layer_ew = ct.layer_ew_fwd_s * (1 + full) + ct.layer_ew_bwd_s

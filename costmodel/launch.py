@@ -107,8 +107,16 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     elif layout["recompute"] == "selective":
         a.append("--recompute-granularity selective")
+        if recipe.recomputed != ("core_attn",):
+            a.append("--recompute-modules " + " ".join(recipe.recomputed))
     if layout["zero"] in (1, 2):
         a.append("--use-distributed-optimizer")
+    if recipe.main_grads_dtype == "bf16" or recipe.optimizer_states_dtype == "bf16":
+        a.append("--use-precision-aware-optimizer")
+        if recipe.main_grads_dtype == "bf16":
+            a.append("--main-grads-dtype bf16")
+        if recipe.optimizer_states_dtype == "bf16":
+            a += ["--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16"]
     if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
         a.append("--optimizer sgd")
 
@@ -156,6 +164,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
               f"recipe.model.config.recompute_num_layers = {n}"]
     elif rc == "selective":
         a.append("recipe.model.config.recompute_granularity = 'selective'")
+        if recipe.recomputed != ("core_attn",):
+            a.append(f"recipe.model.config.recompute_modules = {list(recipe.recomputed)!r}")
     else:
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .specs import MOE_DISPATCHERS, OPTIMIZERS
+from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
 DUMP_KEYS = {
@@ -22,8 +22,12 @@ DUMP_KEYS = {
     "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
     "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
     "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
-    "moe_expert_load_cv": "load_balancing_loss",
+    "moe_expert_load_cv": "load_balancing_loss", "recompute_modules": "recompute_modules",
+    "main_grads_dtype": "main_grads_dtype", "optimizer_states_dtype": "exp_avg_dtype",
 }
+#: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
+_DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
+           "fp32": "fp32"}
 #: dispatcher names of Megatron-core the model prices as another: alltoall_seq (the all-to-all
 #: dispatcher over a sequence-sharded input, MoEAlltoAllSEQTokenDispatcher) moves the same tokens
 _DISPATCHER_ALIASES = {"alltoall_seq": "alltoall"}
@@ -54,6 +58,22 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if a.get("cross_entropy_loss_fusion"):
         out["cross_entropy"] = "fused"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
+    if a.get("use_precision_aware_optimizer") is True:
+        for switch, key in (("main_grads_dtype", "main_grads_dtype"), ("optimizer_states_dtype", "exp_avg_dtype")):
+            if key in a:
+                d = _DTYPES.get(str(a[key]))
+                if d is None:
+                    notes.append(f"argument dump: {key} = {a[key]!r} is not fp32 or bf16: not used")
+                else:
+                    out[switch] = d
+    mods = a.get("recompute_modules")
+    if isinstance(mods, (list, tuple)) and mods and all(isinstance(x, str) for x in mods):
+        known = [x for x in mods if x in RECOMPUTE_MODULES]
+        if len(known) == len(mods) and len(set(known)) == len(known):
+            out["recompute_modules"] = ",".join(known)
+        else:
+            notes.append(f"argument dump: recompute_modules = {mods!r} names modules the model does not price "
+                         f"({', '.join(RECOMPUTE_MODULES)}): the default core_attn used")
     if moe:
         _moe_switches(a, out, notes)
         lbl = load_balancing_loss(tlog, num_experts, notes)

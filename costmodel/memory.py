@@ -85,7 +85,10 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     full_store = sharded + attn + mlp + np.where(t.recompute >= 1, 0.0, s2)
     stack = STACKS.get(recipe.stack)
     if stack is None or stack.selective_recompute != "op-sac":
-        return full_store
+        mods = np.where(selective, _module_bytes(model, recipe, t, tok, tp, sp_div), 0.0)
+        fp8 = _te_fp8_saved_bytes(model, recipe, t, tok, tp, sp_div, selective) if (
+            recipe.precision == "fp8" and stack is not None and stack.megatron_family) else 0.0
+        return full_store - mods - fp8
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
     # output and log-sum-exp; the rest is recomputed in backward
@@ -94,6 +97,64 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
            + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
+
+
+def _module_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_div):
+    """Bytes per layer and micro-batch that Megatron-core's ``--recompute-modules`` beyond the attention
+    core (costmodel.specs.RECOMPUTE_MODULES) do not keep, on the terms of
+    :func:`activation_bytes_per_layer`: ``mla_up_proj`` the up-projected Q, K, V; ``layernorm`` the
+    pre-MLP norm output of MoE layers; ``moe_act`` the routed experts' FC2 input; ``shared_experts``
+    the shared experts' tensors; ``moe`` everything of an MoE layer but its input; ``mlp`` the dense
+    MLP's tensors but its input (megatron/core/transformer/transformer_layer.py, moe/experts.py)."""
+    mods = recipe.recomputed
+    B = ACT_BYTES
+    mats = (2 if model.gated else 1) + 1
+    f = model.moe_layer_fraction
+    out = 0.0
+    if "mla_up_proj" in mods and model.is_mla:
+        out = out + tok * (model.q_dim + model.k_dim + model.v_dim) * B / tp
+    if "mlp" in mods:
+        out = out + (1 - f) * tok * mats * model.dense_mlp_width * B / tp
+    if model.is_moe:
+        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+        if "layernorm" in mods:
+            out = out + f * tok * model.hidden * B / sp_div
+        if "moe" in mods:
+            moe_w = model.topk * model.ffn_hidden * load + model.shared_ffn_hidden
+            out = out + f * (tok * mats * moe_w * B / tp + tok * model.topk * model.hidden * B * 2 * load / sp_div)
+        else:
+            if "moe_act" in mods:
+                out = out + f * tok * model.topk * model.ffn_hidden * load * B / tp
+            if "shared_experts" in mods:
+                out = out + f * tok * mats * model.shared_ffn_hidden * B / tp
+    return out
+
+
+def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_div, selective):
+    """Bytes per layer and micro-batch that Transformer Engine's fp8 GEMMs save against the 16-bit
+    tensors of :func:`activation_bytes_per_layer`: a TE linear layer under fp8 keeps its input for the
+    weight-gradient GEMM as the quantized fp8 tensor (1 byte, column-wise usage only; NVIDIA/
+    TransformerEngine transformer_engine/pytorch/module/linear.py, ``saved_inputmat = inputmat``
+    after ``update_usage(rowwise_usage=False, columnwise_usage=True)``; the same in LayerNormLinear,
+    LayerNormMLP and GroupedLinear).  The inputs of the QKV (or MLA down-) projection, of FC1 (the
+    dispatched tokens in MoE layers) and of FC2 shrink by one byte per element; the attention output,
+    which the fused attention keeps in 16 bits for its own backward, gains a 1-byte copy for the
+    output projection.  Inputs of modules that selective recomputation drops are not counted twice."""
+    mods = recipe.recomputed
+    f, h = model.moe_layer_fraction, model.hidden
+    one = ACT_BYTES - 1.0
+    dense_mlp_kept = np.where(selective & ("mlp" in mods), 0.0, 1.0)
+    saved = tok * h * one / sp_div                                           # QKV / MLA down-projection input
+    saved = saved + (1 - f) * tok * (h / sp_div + dense_mlp_kept * model.dense_mlp_width / tp) * one
+    if model.is_moe:
+        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+        moe_kept = np.where(selective & ("moe" in mods), 0.0, 1.0)
+        act_kept = np.where(selective & ("moe_act" in mods), 0.0, 1.0) * moe_kept
+        shared_kept = np.where(selective & ("shared_experts" in mods), 0.0, 1.0) * moe_kept
+        saved = saved + f * one * tok * (moe_kept * model.topk * h * load / sp_div
+                                         + act_kept * model.topk * model.ffn_hidden * load / tp
+                                         + shared_kept * model.shared_ffn_hidden / tp)
+    return saved - tok * model.attn_out_dim * 1.0 / tp
 
 
 # CUDA context of a PyTorch process with lazy module loading (CUDA >= 11.7): ~300 MB, the driver,
@@ -119,8 +180,11 @@ def reserved_bytes(t: LayoutTable) -> np.ndarray:
 
 def optimizer_bytes_per_param(recipe: Recipe) -> float:
     """Optimizer bytes per parameter: the fp32 master weight + the optimizer's fp32 states (4 bytes
-    each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources)."""
-    return 4.0 * (1 + recipe.optimizer_spec.fp32_states)
+    each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources); with
+    ``optimizer_states_dtype`` bf16, 2 bytes each: the bf16 states and the master's 16-bit remainder
+    (Megatron's precision-aware optimizer, store_param_remainders), 6 for Adam."""
+    per = 2.0 if recipe.optimizer_states_dtype == "bf16" else 4.0
+    return per * (1 + recipe.optimizer_spec.fp32_states)
 
 
 @dataclass

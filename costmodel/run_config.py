@@ -40,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from .errors import InputError
+from .specs import recompute_module_list
 
 
 @dataclass
@@ -213,6 +214,31 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
     cfg.where["precision"] = f"{path}: mixed_precision"
 
 
+def _torch_dtype(v) -> str | None:
+    """'bf16' / 'fp32' of a Megatron-Bridge dtype entry (``{_target_: torch.bfloat16}`` or a string)."""
+    name = str(v.get("_target_") if isinstance(v, dict) else v).rsplit(".", 1)[-1].lower()
+    return {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}.get(name)
+
+
+def _bridge_optimizer(o, path: str, cfg: RunConfig) -> None:
+    """Megatron-Bridge's ``optimizer``: the precision-aware optimizer's main-grad and state dtypes."""
+    if not isinstance(o, dict) or o.get("use_precision_aware_optimizer") is not True:
+        return
+    R = cfg.recipe
+    for name, keys in (("main_grads_dtype", ("main_grads_dtype",)), ("optimizer_states_dtype", ("exp_avg_dtype",
+                                                                                                  "exp_avg_sq_dtype"))):
+        got = {k: _torch_dtype(o.get(k)) for k in keys if o.get(k) is not None}
+        if not got:
+            continue
+        if None in got.values() or len(set(got.values())) > 1:
+            raise InputError(path, f"optimizer.{keys[0]}", f"{[o.get(k) for k in keys]!r}: the model prices "
+                             "fp32 or bf16, one dtype for both Adam moments")
+        R[name], cfg.where[name] = next(iter(got.values())), f"{path}: optimizer.{keys[0]}"
+    if R.get("optimizer_states_dtype") == "bf16" and o.get("store_param_remainders") is False:
+        cfg.notes.append(f"{path}: optimizer.store_param_remainders false: the fp32 master is kept whole, "
+                         "priced as its 16-bit remainder (2 bytes under)")
+
+
 def _bridge(d: dict, path: str) -> RunConfig:
     m, t = d.get("model") or {}, d.get("train") or {}
     if not isinstance(m, dict) or not isinstance(t, dict):
@@ -237,11 +263,12 @@ def _bridge(d: dict, path: str) -> RunConfig:
         cfg.where["recompute"] = f"{path}: model.recompute_granularity"
         if gran == "full" and m.get("recompute_method") == "block":
             _take(cfg, path, L, "recompute_num_layers", m, "recompute_num_layers", _int, mp)
-        mods = [x for x in (m.get("recompute_modules") or []) if x != "core_attn"]
+        mods = m.get("recompute_modules")
         if gran == "selective" and mods:
-            cfg.notes.append(f"{path}: model.recompute_modules {mods}: selective recomputation here is of the "
-                             "attention core only; recomputing these too is not modelled (activation memory is "
-                             "over-stated, the recompute time under-stated)")
+            if not isinstance(mods, (list, tuple)) or not all(isinstance(x, str) for x in mods):
+                raise InputError(path, "model.recompute_modules", f"expected a list of module names, got {mods!r}")
+            R["recompute_modules"] = ",".join(recompute_module_list(" ".join(mods), f"{path}: model.recompute_modules"))
+            cfg.where["recompute_modules"] = f"{path}: model.recompute_modules"
     split = {k: m.get(k) for k in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
                                    "num_layers_in_last_pipeline_stage") if m.get(k) is not None}
     if split:
@@ -264,6 +291,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
             cf = m["moe_expert_capacity_factor"]
             R["moe_capacity_factor"] = 0.0 if cf is None else float(cf)
             cfg.where["moe_capacity_factor"] = f"{path}: model.moe_expert_capacity_factor"
+    _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}
     if isinstance(ddp, dict) and ddp:
         shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0)

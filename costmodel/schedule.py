@@ -45,10 +45,15 @@ def optimizer_step_bytes_per_param(recipe: Recipe) -> float:
     It reads the fp32 master weight, each fp32 state and the fp32 grad, writes the master and the
     states back and the bf16 weight copy, and reads the grad once more for the global-norm clip:
     4 (2 + s) + 4 (1 + s) + 2 + 4 = 18 + 8 s bytes for s states (Adam: 34; LionW, SGD: 26;
-    Adafactor: 18; costmodel.specs.recipe.OPTIMIZERS).
+    Adafactor: 18; costmodel.specs.recipe.OPTIMIZERS); each fp32 grad read is 2 bytes with bf16 main
+    grads, and Megatron's precision-aware optimizer (bf16 states, the master's 16-bit remainder beside
+    the bf16 weight it also reads) moves 2 bytes per state and per master.
     """
     s = recipe.optimizer_spec.fp32_states
-    return 4.0 * (2 + s) + 4.0 * (1 + s) + 2.0 + 4.0
+    g = 2.0 if recipe.main_grads_dtype == "bf16" else 4.0     # fp16 grads are copied to fp32 mains first
+    if recipe.optimizer_states_dtype == "bf16":     # bf16 states, the master as its 16-bit remainder
+        return 2.0 * (2 + s) + g + 2.0 * (1 + s) + 2.0 + g
+    return 4.0 * (1 + s) + g + 4.0 * (1 + s) + 2.0 + g
 
 
 def bubble_periods(pp, vp):
@@ -69,7 +74,8 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
 
     Returns:
         dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
-        terms include the recomputed forward's comm under full recompute) and ``rec_tp, rec_cp,
+        terms include the recomputed forward's comm under full recompute, and the MoE layer's
+        dispatch and combine when selective recompute re-runs it) and ``rec_tp, rec_cp,
         rec_ep`` (that recomputed part alone, per layer on average: ``rec_frac`` of the layers
         recompute their forward, :func:`costmodel.layouts.recomputed_fraction`; default 1 under full
         recompute, else 0).
@@ -91,6 +97,8 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
     rec = {d: full * v for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
+    if "moe" in recipe.recomputed:              # a recomputed MoE layer dispatches and combines again
+        rec["ep"] = rec["ep"] + np.where(t.recompute == 1, ep_f, 0.0)
     return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
             "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
             "rec_ep": rec["ep"]}

@@ -54,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, Recipe
+from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, STATE_DTYPES, Recipe
 
 
 #: CPU time of one eager PyTorch call, s: ``x + 1`` in eager mode takes 4.5 us of fixed overhead
@@ -73,7 +73,8 @@ class RecipeSwitch:
 
     Attributes:
         name: the :class:`costmodel.specs.Recipe` field (the flag is its name with dashes).
-        kind: 'bool' (``--name/--no-name``), 'choice' (``--name VALUE``) or 'float' (``--name X``).
+        kind: 'bool' (``--name/--no-name``), 'choice' (``--name VALUE``), 'float' (``--name X``) or
+            'modules' (``--name A,B``: a subset of the choices).
         help: the flag's help, without the default.
         choices: the accepted values of a 'choice'.
     """
@@ -109,6 +110,12 @@ RECIPE_SWITCHES = (
                  "expert, tokens beyond it dropped; 0 = dropless."),
     RecipeSwitch("moe_pad_to_capacity", "bool", "MoE: pad every expert's tokens to its capacity (fixed-size "
                  "buffers; needs a capacity factor)."),
+    RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
+                 "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES)),
+    RecipeSwitch("main_grads_dtype", "choice", "Dtype of the gradients accumulated and reduced over DP (Megatron "
+                 "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES),
+    RecipeSwitch("optimizer_states_dtype", "choice", "Optimizer states' dtype; bf16 is Megatron's precision-aware "
+                 "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor."),
@@ -207,7 +214,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
                             optimizer=optimizer,
-                            cross_entropy=cross_entropy, attention_kernel="fa2", **moe), pads_vocab,
+                            cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
+                            main_grads_dtype="fp32", optimizer_states_dtype="fp32", **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed")

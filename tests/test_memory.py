@@ -195,3 +195,52 @@ def test_the_heaviest_pipeline_stage_holds_the_moe_layers():
     dense, exp = stage_params(m, lay(tp=1, pp=2, dp=4, ep=1))
     assert exp[0] == 12 * m.expert_params()
     assert dense[0] == 12 * (m.moe_layer_params() - m.expert_params()) + m.vocab * m.hidden + m.hidden
+
+
+L8B = load_model("llama3-8b")
+
+
+def test_recompute_modules_drop_what_megatron_does_not_keep():
+    """Llama 3 8B, 8192 tokens, TP 2 with SP: selective recompute of the dense MLP ('mlp') keeps
+    only its input, dropping FC1's gate and up outputs and FC2's input: 3 x 14336 / 2 x 2 bytes per
+    token; MLA up-projections drop the up-projected Q, K, V of DeepSeek-V3 (192 + 192 + 128 dims per
+    head of 128 heads / TP)."""
+    s, tp = 8192, 2
+    t = layout(tp=tp, sp=True, recompute="selective")
+    base = activation_bytes_per_layer(L8B, Recipe(gbs=64, seq_len=s), t)[0]
+    mlp = activation_bytes_per_layer(L8B, Recipe(gbs=64, seq_len=s, recompute_modules="core_attn,mlp"), t)[0]
+    assert base - mlp == pytest.approx(s * 3 * 14336 / tp * 2, rel=1e-12)
+    none = activation_bytes_per_layer(L8B, Recipe(gbs=64, seq_len=s, recompute_modules="mlp"), layout(tp=tp, sp=True))[0]
+    # the modules act under selective recompute only (and under flash attention core_attn frees nothing)
+    assert none == base > mlp
+    ds = load_model("deepseek-v3")
+    r0, r1 = Recipe(gbs=64, seq_len=4096), Recipe(gbs=64, seq_len=4096, recompute_modules="core_attn,mla_up_proj")
+    d = activation_bytes_per_layer(ds, r0, t)[0] - activation_bytes_per_layer(ds, r1, t)[0]
+    assert d == pytest.approx(4096 * 128 * (192 + 192 + 128) / tp * 2, rel=1e-12)
+    with pytest.raises(Exception, match="'mlpp' is not one of"):
+        Recipe(gbs=64, seq_len=s, recompute_modules="core_attn,mlpp")
+
+
+def test_te_fp8_keeps_gemm_inputs_in_one_byte():
+    """Megatron fp8 (Transformer Engine): the QKV, FC1 and FC2 inputs are saved as fp8 (one byte less
+    per element each), the attention output gains a one-byte copy for the output projection; a
+    torchtitan fp8 run keeps its 16-bit tensors."""
+    s, tp, h = 8192, 2, 4096
+    t = layout(tp=tp, sp=True)
+    bf = activation_bytes_per_layer(L8B, Recipe(gbs=64, seq_len=s), t)[0]
+    f8 = activation_bytes_per_layer(L8B, Recipe(gbs=64, seq_len=s, precision="fp8"), t)[0]
+    assert bf - f8 == pytest.approx(s * (h / tp + h / tp + 14336 / tp) - s * h / tp, rel=1e-12)
+    titan = dict(gbs=64, seq_len=s, stack="torchtitan")
+    assert activation_bytes_per_layer(L8B, Recipe(**titan, precision="fp8"), t)[0] == \
+        activation_bytes_per_layer(L8B, Recipe(**titan), t)[0]
+
+
+def test_precision_aware_optimizer_bytes():
+    """Megatron's precision-aware optimizer: bf16 main grads (2 bytes) and Adam's two bf16 moments
+    beside the 16-bit remainder of the fp32 master (6 bytes) instead of 4 + 12."""
+    r = Recipe(gbs=64, seq_len=8192, main_grads_dtype="bf16", optimizer_states_dtype="bf16")
+    t = layout(dp=8, zero=0)
+    base = memory_bytes(L8B, Recipe(gbs=64, seq_len=8192), t)
+    low = memory_bytes(L8B, r, t)
+    assert low.grads_bytes[0] == pytest.approx(base.grads_bytes[0] / 2, rel=1e-12)
+    assert low.optimizer_bytes[0] == pytest.approx(base.optimizer_bytes[0] * 6 / 12, rel=1e-12)

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model
+from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model, recompute_module_list
 from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
@@ -185,6 +185,9 @@ def with_recipe_flags(default_note: str = "the stack's"):
                                                 help=f"{w.help} (default: {default_note}.)")
         if w.kind == "float":
             return Optional[float], typer.Option(None, w.cli_flag, help=f"{w.help} (default: {default_note}.)")
+        if w.kind == "modules":
+            return Optional[str], typer.Option(None, w.cli_flag, help=f"Any of {', '.join(w.choices)}. {w.help} "
+                                               f"(default: {default_note}.)")
         return Optional[str], typer.Option(None, w.cli_flag, help=f"{', '.join(w.choices)}. {w.help} "
                                            f"(default: {default_note}.)")
     return lambda fn: _append_options(fn, "recipe_flags", [(w.name, *option(w)) for w in RECIPE_SWITCHES])
@@ -200,6 +203,8 @@ def check_recipe_flags(flags: dict) -> None:
         v = flags.get(w.name)
         if v is not None and w.kind == "choice" and v not in w.choices:
             raise InputError(w.cli_flag, "", f"{v!r} is not one of {', '.join(w.choices)}")
+        if v is not None and w.kind == "modules":
+            recompute_module_list(v, w.cli_flag)
 
 
 def _layout_option(f, from_log: bool) -> tuple:

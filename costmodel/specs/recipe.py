@@ -78,6 +78,42 @@ ATTENTION_KERNELS = {
 }
 
 
+#: submodules Megatron-core's selective recomputation can re-run (``--recompute-modules``,
+#: megatron/core/transformer/transformer_config.py ``recompute_modules``; default ``core_attn``):
+#: "moe_act", "layernorm" and "mla_up_proj" discard their outputs and recompute them, the others
+#: checkpoint the whole submodule, keeping only its input
+RECOMPUTE_MODULES = {
+    "core_attn": "the attention core (scores, softmax, context)",
+    "moe_act": "the routed experts' activation function (its output, FC2's input, is not kept)",
+    "layernorm": "the pre-MLP norm of MoE layers (the input norm and the dense pre-MLP norm are fused into TE "
+                 "linear layers, where there is nothing to recompute)",
+    "mla_up_proj": "MLA's Q and KV up-projections and RoPE (the latents are kept)",
+    "mlp": "the dense MLP (dense layers only)",
+    "moe": "the whole MoE layer, its dispatch and combine included",
+    "shared_experts": "the shared experts of MoE layers",
+}
+
+
+def recompute_module_list(value: str, flag: str = "--recompute-modules") -> tuple[str, ...]:
+    """The module names of a ``--recompute-modules`` value (comma- or space-separated).
+
+    Raises:
+        InputError: an empty list, an unknown name or a repeated one (naming ``flag``).
+    """
+    names = tuple(x for x in str(value).replace(",", " ").split() if x)
+    if not names:
+        raise InputError(flag, "", f"names no module (known: {', '.join(RECOMPUTE_MODULES)})")
+    for x in names:
+        if x not in RECOMPUTE_MODULES:
+            raise InputError(flag, "", f"{x!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
+    if len(set(names)) != len(names):
+        raise InputError(flag, "", f"{value!r} names a module twice")
+    return names
+
+
+#: dtypes of the main gradients and of the optimizer states (Megatron-core OptimizerConfig)
+STATE_DTYPES = ("fp32", "bf16")
+
 #: MoE token dispatchers a recipe may name (Megatron-core ``--moe-token-dispatcher-type``)
 MOE_DISPATCHERS = {
     "alltoall": "all-to-all of the routed tokens over EP (Megatron-core MoEAlltoAllTokenDispatcher; "
@@ -110,7 +146,14 @@ class Recipe:
     rest (0: dropless, Megatron's default); ``moe_pad_to_capacity`` pads every expert to its capacity
     (``--moe-pad-expert-input-to-capacity``; needs a capacity factor); ``moe_expert_load_cv`` is the
     measured coefficient of variation of the per-expert token load (0: uniform routing, the
-    balls-into-bins floor; costmodel.moe).
+    balls-into-bins floor; costmodel.moe).  ``recompute_modules``: what selective recomputation re-runs
+    on Megatron-family stacks, :data:`RECOMPUTE_MODULES` names separated by commas.
+    ``main_grads_dtype`` (fp32 | bf16) is the dtype of the gradients accumulated and reduced over DP
+    (fp16 recipes keep fp16 gradients whatever it says); ``optimizer_states_dtype`` bf16 is Megatron's
+    precision-aware optimizer (``--use-precision-aware-optimizer --exp-avg-dtype bf16
+    --exp-avg-sq-dtype bf16``): the states in bf16 and the fp32 master weight stored as the 16 bits
+    the bf16 weight lacks (``store_param_remainders``, on by default; megatron/core/optimizer/
+    optimizer_config.py).
     """
 
     gbs: int
@@ -128,11 +171,19 @@ class Recipe:
     moe_capacity_factor: float = 0.0
     moe_pad_to_capacity: bool = False
     moe_expert_load_cv: float = 0.0
+    recompute_modules: str = "core_attn"
+    main_grads_dtype: str = "fp32"
+    optimizer_states_dtype: str = "fp32"
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
         """The :class:`OptimizerSpec` of ``optimizer``."""
         return OPTIMIZERS[self.optimizer]
+
+    @property
+    def recomputed(self) -> tuple[str, ...]:
+        """The :data:`RECOMPUTE_MODULES` names of ``recompute_modules``."""
+        return recompute_module_list(self.recompute_modules)
 
     @property
     def cross_entropy_spec(self) -> CrossEntropySpec:
@@ -166,6 +217,11 @@ class Recipe:
             raise InputError("--moe-capacity-factor", "", f"needs --moe-dispatcher alltoall, not "
                              f"{self.moe_dispatcher} (Megatron-core: 'moe_expert_capacity_factor only works with "
                              "alltoall token dispatcher')")
+        recompute_module_list(self.recompute_modules)
+        for flag, v in (("--main-grads-dtype", self.main_grads_dtype), ("--optimizer-states-dtype",
+                                                                        self.optimizer_states_dtype)):
+            if v not in STATE_DTYPES:
+                raise InputError(flag, "", f"{v!r} is not one of {', '.join(STATE_DTYPES)}")
         cv = self.moe_expert_load_cv
         if not (isinstance(cv, (int, float)) and 0.0 <= cv <= 100.0):
             raise InputError("--moe-expert-load-cv", "", f"must be a coefficient of variation between 0 and 100, "
