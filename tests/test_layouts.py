@@ -230,3 +230,22 @@ def test_light_last_stage_charges_the_collectives_of_the_layers_it_runs():
     assert logits > lay + comm                                 # the last stage is the slowest
     pp_mb = run.breakdown["pp_comm_s"] / 128
     assert float(st.t_mb_s[0]) == pytest.approx(7 * (lay + comm) + logits + pp_mb, rel=1e-9)
+
+
+def test_launch_flags_carry_recompute_modules_and_the_precision_aware_optimizer():
+    """The Megatron arguments of a selective layout name its extra recompute modules, and bf16 main grads
+    and states the precision-aware optimizer's flags; NeMo 2 overrides the same."""
+    from costmodel.launch import launch_settings, megatron_args
+    m = load_model("deepseek-v3")
+    r = Recipe(gbs=8192, seq_len=4096, recompute_modules="mla_up_proj,mlp", main_grads_dtype="bf16",
+               optimizer_states_dtype="bf16")
+    row = dict(tp=2, pp=8, dp=64, cp=1, ep=64, etp=1, vp=1, mbs=1, recompute="selective", zero=1, sp=True,
+               overlap=True)
+    args = megatron_args(row, m, r)
+    for flag in ("--recompute-granularity selective", "--recompute-modules mla_up_proj mlp",
+                 "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--exp-avg-dtype bf16",
+                 "--exp-avg-sq-dtype bf16"):
+        assert flag in args
+    assert "--recompute-modules" not in megatron_args(row, m, Recipe(gbs=8192, seq_len=4096))
+    _, nemo = launch_settings(row, m, r, fmt="nemo")
+    assert "recipe.model.config.recompute_modules = ['mla_up_proj', 'mlp']" in nemo

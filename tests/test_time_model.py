@@ -230,3 +230,27 @@ def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
     for kw in (dict(flash_attention=True), dict(attention_kernel="fa2")):
         with pytest.raises(InputError, match="no fused-attention kernel runs on v100-sxm2-32gb"):
             stack_recipe(mg, 16, 4096, "fp16", gpu_key="v100-sxm2-32gb", **kw)
+
+
+def test_a_recomputed_module_re_runs_its_forward_in_every_backward():
+    """Selective recompute of Llama 3 8B's dense MLP ('mlp') re-runs FC1, SwiGLU and FC2 forward in each
+    layer's backward: more than the two GEMMs' bare FLOP time, less than the whole layer forward, and the
+    step grows by exactly that per layer and micro-batch; a recomputed MoE layer also dispatches again."""
+    from costmodel.compute import compute_times
+    from costmodel.predict import predict_run
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100", 1)
+    p = load_profile("h100-sxm-80gb")
+    t = layout(tp=1, dp=8, mbs=1, recompute="selective")
+    base, mlp = Recipe(gbs=64, seq_len=8192), Recipe(gbs=64, seq_len=8192, recompute_modules="core_attn,mlp")
+    ct0, ct1 = compute_times(m, base, c, p, t), compute_times(m, mlp, c, p, t)
+    extra = float(ct1.layer_recompute_s[0] - ct0.layer_recompute_s[0])
+    bare = 2 * 8192 * 3 * 4096 * 14336 / c.gpu.peak_flops["bf16"]        # FC1 (gate, up) + FC2 at peak
+    assert bare < extra < float(ct0.layer_fwd_s[0])
+    lay = dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=1, sp=False, overlap=True)
+    r0, r1 = predict_run(m, base, c, p, lay, energy=False), predict_run(m, mlp, c, p, lay, energy=False)
+    assert r1.breakdown["compute_s"] - r0.breakdown["compute_s"] == pytest.approx(8 * 32 * extra, rel=1e-9)
+    q = load_model("qwen3-30b-a3b")
+    moe = dict(lay, ep=8)
+    q0 = predict_run(q, base, c, p, moe, energy=False)
+    q1 = predict_run(q, Recipe(gbs=64, seq_len=8192, recompute_modules="core_attn,moe"), c, p, moe, energy=False)
+    assert q1.breakdown["ep_comm_s"] > q0.breakdown["ep_comm_s"] > 0
