@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import report
-from ..errors import InputError
+from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
@@ -100,9 +100,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
     if res.n_feasible == 0:
         rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
-        raise InputError("layout", "", f"none of the {res.n_valid:,} valid layouts fits in memory; the "
-                         f"smallest needs {rec['peak_mem_bytes'] / 2**30:.1f} GiB per GPU ({rec['reason']}); "
-                         "add nodes or use a GPU with more HBM")
+        need = rec["peak_mem_bytes"]
+        raise InfeasibleError("memory", f"none of the {res.n_valid:,} valid layouts fits in memory; the smallest "
+                              f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); add nodes or use a GPU with "
+                              "more HBM", {"memory": need},
+                              {"memory": need / c.gpu.capacity_bytes - 1.0})
     best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
     for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):

@@ -229,3 +229,13 @@ def test_hardware_lists_every_id_whole_and_as_json():
     b200 = next(g for g in d["gpus"] if g["gpu"] == "b200-sxm-180gb")
     assert b200["slowdown_temp_c"] == 91 and b200["power_basis"]["flop_w"] == "fitted" and "sources" not in b200
     assert "sources" in json.loads(run("hardware", "--json").stdout)["clusters"][0]
+
+
+def test_recommend_with_no_layout_in_memory_is_infeasible_exit_3():
+    """GPT-3 175B at gbs 128 on the 32 MI250 GCDs: no valid layout fits in 64 GiB; the answer is the
+    memory limit that binds (exit 3), with the smallest layout's need."""
+    p = run("recommend", "--model", "gpt3-175b", "--cluster", "mi250")
+    assert p.returncode == 3 and p.stdout == ""
+    line = p.stderr.strip().splitlines()
+    assert len(line) == 1 and line[0].startswith("costmodel: infeasible: none of the 5,858 valid layouts fits")
+    assert "93.7 GiB per GPU" in line[0]
