@@ -349,8 +349,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     if stack is not None and stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
         selective = 0.5 * gemm_f + ew_f
-    else:                       # Megatron: the attention core (nothing more under flash attention)
-        selective = 0.0 if recipe.flash_attention else attn_f
+    else:
+        # Megatron: a checkpointed attention core re-runs its forward in the backward, the fused
+        # (flash) kernel too (megatron/core/transformer/attention.py _checkpointed_attention_forward)
+        selective = attn_f if "core_attn" in recipe.recomputed else 0.0
         selective = selective + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
 

@@ -149,7 +149,8 @@ class Stack:
             deepspeed/runtime/pipe/schedule.py, TrainSchedule.steps: ReduceTiedGrads, ReduceGrads,
             OptimizerStep at the end of the batch).
         selective_recompute: what ``--recompute selective`` re-runs: "attention" (Megatron:
-            the attention core, nothing more under flash attention; Korthikanti et al. 2022) or
+            the attention core's forward, a fused kernel's too, and the other ``recompute_modules``;
+            Korthikanti et al. 2022, megatron/core/transformer/attention.py) or
             "op-sac" (torchtitan's op-level selective checkpointing: every second matmul and all
             non-matmul ops, the attention kernel's output saved; pytorch/torchtitan
             torchtitan/distributed/activation_checkpoint.py, "Save output of all ops in save list,
