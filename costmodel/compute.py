@@ -36,7 +36,8 @@ from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .stacks import EAGER_OP_OVERHEAD_S, STACKS
+from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
+                     FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, STACKS)
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
@@ -314,14 +315,15 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
 
     # memory-bound elementwise ops, bytes per micro-batch on this GPU (forward)
     tok_sp = tok / sp_div                       # tokens per GPU in the SP-sharded regions
-    norm_b = 2 * 2 * h * ACT_BYTES * tok_sp     # 2 norms: read + write h
+    eager = not recipe.fused_elementwise
+    norm_b = 2 * (EAGER_NORM_BYTES if eager else FUSED_NORM_BYTES) * h * tok_sp      # 2 norms per layer
     resid_b = 2 * (3 * h * ACT_BYTES + (h if model.dropout else 0)) * tok_sp
     act_w = (fmoe * (ffn * model.topk + model.shared_ffn_hidden) + (1 - fmoe) * dw) / tp
-    act_b = (3 if model.gated else 2) * act_w * ACT_BYTES * tok
+    act_b = ((EAGER_SWIGLU_BYTES if eager else FUSED_SWIGLU_BYTES) if model.gated else 2 * ACT_BYTES) * act_w * tok
     # rotary embedding on Q and K (MLA: only their rotary parts, one shared rotary key)
     rope_w = (model.num_heads * model.qk_rope_head_dim / tp + model.qk_rope_head_dim if model.is_mla
               else (q + kv) / tp)
-    rope_b = 0 if model.learned_positions else 2 * rope_w * ACT_BYTES * tok
+    rope_b = 0 if model.learned_positions else (EAGER_ROPE_BYTES if eager else FUSED_ROPE_BYTES) * rope_w * tok
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
     perm_s = 0.0

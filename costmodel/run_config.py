@@ -23,7 +23,8 @@ Three formats, recognised by content:
   ``comm_overlap.tp_comm_overlap``.  The world is not in these files: it comes from the flags.
 * **torchtitan TOML** (``train_configs/*.toml`` of torchtitan before its Python configs, commit
   76d5c72e2): ``[parallelism]`` degrees (``data_parallel_shard_degree`` other than 1: FSDP, ZeRO-3;
-  -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[training]``
+  -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[compile]`` (torch.compile
+  fuses the norms, rotary embedding and SwiGLU: ``fused_elementwise``), ``[training]``
   ``local_batch_size``, ``global_batch_size``, ``seq_len``, ``[activation_checkpoint] mode``, and a
   ``float8`` converter or ``[float8]`` section (fp8).
 
@@ -336,6 +337,12 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         if ac not in ("none", "selective", "full"):
             raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
         L["recompute"], cfg.where["recompute"] = ac, f"{path}: activation_checkpoint.mode"
+    comp = d.get("compile")
+    if isinstance(comp, dict) and isinstance(comp.get("enable"), bool):     # [compile] enable / components
+        on = comp["enable"] and "model" in (comp.get("components") or ["model"])
+        R["fused_elementwise"], cfg.where["fused_elementwise"] = on, f"{path}: compile.enable"
+    elif isinstance(tr.get("compile"), bool):                              # older: training.compile
+        R["fused_elementwise"], cfg.where["fused_elementwise"] = tr["compile"], f"{path}: training.compile"
     conv = (d.get("model") or {}).get("converters") or []
     if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.converters"

@@ -66,6 +66,23 @@ EAGER_LAYER_OPS = 56      # eager Llama/MPT block, forward (module docstring)
 TE_STACKS = ("megatron", "nemo")
 FUSED_LAYER_OPS = 12      # Megatron-core + Transformer Engine block, forward (module docstring)
 
+#: HBM bytes per element of the memory-bound ops of a layer's forward, fused kernels vs eager
+#: PyTorch (each eager op reads its inputs from HBM and writes its output back):
+#: * RMSNorm: fused, read + write bf16 (4).  Eager (torchtitan's RMSNorm, HF LlamaRMSNorm, and
+#:   torch.nn.RMSNorm's composite rms_norm): x.float() 2 + 4, pow(2) 4 + 4, mean 4, x * rsqrt 4 + 4,
+#:   type_as 4 + 2, * weight 2 + 2 = 36.
+#: * Rotary embedding on q and k: fused, read + write (4).  Eager: torchtitan's complex product
+#:   (xq.float() 2 + 4, * freqs_cis 4 + 4, type_as 4 + 2) = 20; HF's rotate_half (q * cos 4,
+#:   neg of half 2, cat 4, * sin 4, add 6) = 20.
+#: * SwiGLU: fused, read gate and up, write (6).  Eager silu(gate) * up: silu 2 + 2, mul 4 + 2 = 10.
+#: Eager by default (``fused_elementwise`` off): torchtitan without ``compile`` (its default;
+#: torchtitan/models/llama, norms.py) and HF transformers under DeepSpeed (modeling_llama.py); the
+#: Megatron family runs TE's or Apex's fused kernels, llm-foundry's MPT a native LayerNorm kernel
+#: and GELU, one pass each.
+FUSED_NORM_BYTES, EAGER_NORM_BYTES = 4.0, 36.0
+FUSED_ROPE_BYTES, EAGER_ROPE_BYTES = 4.0, 20.0
+FUSED_SWIGLU_BYTES, EAGER_SWIGLU_BYTES = 6.0, 10.0
+
 
 @dataclass(frozen=True)
 class RecipeSwitch:
@@ -112,6 +129,8 @@ RECIPE_SWITCHES = (
                  "buffers; needs a capacity factor)."),
     RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
                  "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES)),
+    RecipeSwitch("fused_elementwise", "bool", "RMSNorm, rotary embedding and SwiGLU as fused kernels (TE, Apex, "
+                 "Liger-Kernel, torch.compile); off: eager PyTorch op sequences, each op a pass over HBM."),
     RecipeSwitch("main_grads_dtype", "choice", "Dtype of the gradients accumulated and reduced over DP (Megatron "
                  "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES),
     RecipeSwitch("optimizer_states_dtype", "choice", "Optimizer states' dtype; bf16 is Megatron's precision-aware "
@@ -216,7 +235,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
                             optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
-                            main_grads_dtype="fp32", optimizer_states_dtype="fp32", **moe), pads_vocab,
+                            main_grads_dtype="fp32", optimizer_states_dtype="fp32",
+                            fused_elementwise=name not in ("torchtitan", "deepspeed"), **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed")

@@ -112,7 +112,11 @@ _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
 _SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
 _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
 # recipe switches a row's notes name, the CSV having no column for them
-_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked"}),    # Liger-Kernel's fused linear cross-entropy
+# Liger-Kernel's apply_liger_kernel_to_llama (defaults rope, rms_norm, swiglu and fused linear cross-
+# entropy on: linkedin/Liger-Kernel src/liger_kernel/transformers/monkey_patch.py) and torch.compile
+# fuse the norms, the rotary embedding and SwiGLU
+_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
+                  ("torch.compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
                   ("moe-grouped-gemm", {"moe_grouped_gemm": True}))
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark

@@ -255,3 +255,26 @@ def test_a_recomputed_module_re_runs_its_forward_in_every_backward():
     q0 = predict_run(q, base, c, p, moe, energy=False)
     q1 = predict_run(q, Recipe(gbs=64, seq_len=8192, recompute_modules="core_attn,moe"), c, p, moe, energy=False)
     assert q1.breakdown["ep_comm_s"] > q0.breakdown["ep_comm_s"] > 0
+
+
+def test_eager_norm_rope_and_swiglu_cost_their_hbm_round_trips(h200):
+    """torchtitan without torch.compile runs RMSNorm (8 ops: 36 bytes per element), the complex rotary
+    product (20) and silu * up (10) eagerly; fused kernels move 4, 4 and 6.  For Llama 3 8B (h 4096,
+    q 4096 + kv 1024, FFN 14336) the layer forward's memory-bound time differs by exactly those bytes over
+    the fitted HBM bandwidth; torchtitan's default is eager, a [compile] section turns it fused."""
+    from costmodel.compute import compute_times
+    from costmodel.run_config import read_run_config
+    c, p = h200
+    m = load_model("llama3-8b")
+    t = layout(tp=1, mbs=1)
+    tok = 8192
+    eager = compute_times(m, Recipe(gbs=8, seq_len=tok, stack="torchtitan", fused_elementwise=False), c, p, t)
+    fused = compute_times(m, Recipe(gbs=8, seq_len=tok, stack="torchtitan", fused_elementwise=True), c, p, t)
+    extra = tok * (2 * (36 - 4) * 4096 + (20 - 4) * (4096 + 1024) + (10 - 6) * 14336)
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    assert float(eager.layer_ew_fwd_s[0] - fused.layer_ew_fwd_s[0]) == pytest.approx(extra / bw, rel=1e-9)
+    from costmodel.stacks import get_stack, stack_recipe
+    assert not stack_recipe(get_stack("torchtitan"), 8, tok, "bf16").fused_elementwise
+    assert stack_recipe(get_stack("megatron"), 8, tok, "bf16").fused_elementwise
+    cfg = read_run_config("tests/data/configs/torchtitan_llama3_8b.toml")     # [compile] enable = false
+    assert cfg.recipe["fused_elementwise"] is False
