@@ -209,7 +209,7 @@ def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_d
     out = 0.0
     if "mla_up_proj" in mods and model.is_mla:
         out = out + w["up_f"]
-    if "mlp" in mods:
+    if "mlp" in mods and f < 1:
         out = out + w["dense_mlp_f"] + (1 - f) * mem(act * model.dense_mlp_width / tp * B * tok, 1)
     if not model.is_moe:
         return out
@@ -221,7 +221,7 @@ def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_d
     else:
         if "moe_act" in mods:
             out = out + f * mem(act * routed * B, 1)
-        if "shared_experts" in mods:
+        if "shared_experts" in mods and model.shared_ffn_hidden:
             out = out + w["shared_f"] + f * mem(act * model.shared_ffn_hidden / tp * tok * B, 1)
     return out
 

@@ -39,7 +39,12 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
              + (f", experts' TP (ETP) {layout['etp']}" if model.is_moe and layout.get("etp") not in (None, layout["tp"])
                 else ""), f"micro-batch per GPU: {layout['mbs']}",
              f"global batch: {recipe.gbs} sequences of {recipe.seq_len} tokens",
-             f"activation checkpointing: {ckpt}", f"precision: {recipe.precision}, optimizer: {recipe.optimizer}",
+             f"activation checkpointing: {ckpt}"
+             + (f" of {', '.join(recipe.recomputed)}" if rc == "selective" and recipe.recomputed != ("core_attn",)
+                else ""),
+             f"precision: {recipe.precision}, optimizer: {recipe.optimizer}"
+             + (f" (main grads {recipe.main_grads_dtype}, states {recipe.optimizer_states_dtype})"
+                if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype) else ""),
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"
              + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
                 if layout["overlap"] else "")]
@@ -169,6 +174,13 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     else:
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
+    if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype):
+        a.append("recipe.optim.config.use_precision_aware_optimizer = True")
+        if recipe.main_grads_dtype == "bf16":
+            a.append("recipe.optim.config.main_grads_dtype = torch.bfloat16")
+        if recipe.optimizer_states_dtype == "bf16":
+            a += ["recipe.optim.config.exp_avg_dtype = torch.bfloat16",
+                  "recipe.optim.config.exp_avg_sq_dtype = torch.bfloat16"]
     if t["zero"] == 3:
         a.append("recipe.trainer.strategy.fsdp = 'megatron'")
     if t["overlap"]:
@@ -215,7 +227,9 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
     keys = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp", "overlap")
     out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in keys if k in layout}
     out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
-               flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name)
+               flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
+               recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
+               main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype)
     return out
 
 

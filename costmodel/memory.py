@@ -82,7 +82,9 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     else:
         mlp = dense_mlp
     selective = t.recompute == 1
-    full_store = sharded + attn + mlp + np.where(t.recompute >= 1, 0.0, s2)
+    # selective recompute drops the s^2 scores only where the attention core is recomputed
+    core = (t.recompute == 2) | (selective & ("core_attn" in recipe.recomputed))
+    full_store = sharded + attn + mlp + np.where(core, 0.0, s2)
     stack = STACKS.get(recipe.stack)
     if stack is None or stack.selective_recompute != "op-sac":
         mods = np.where(selective, _module_bytes(model, recipe, t, tok, tp, sp_div), 0.0)

@@ -73,7 +73,7 @@ class RunConfig:
 # the model dimensions a Megatron-style configuration states (model.<key>) -> ModelSpec attribute;
 # MoE keys only when the run has experts, the KV groups only without MLA
 _DIMS = (("num_layers", "num_layers"), ("hidden_size", "hidden"), ("ffn_hidden_size", "dense_mlp_width"),
-         ("num_attention_heads", "num_heads"))
+         ("num_attention_heads", "num_heads"), ("vocab_size", "vocab"))
 _MOE_DIMS = (("num_moe_experts", "num_experts"), ("moe_ffn_hidden_size", "ffn_hidden"), ("moe_router_topk", "topk"))
 
 
@@ -102,11 +102,28 @@ def check_model_dims(cfg: RunConfig, model) -> None:
         InputError: the first dimension that differs, naming the file, its key and both values.
     """
     for attr, (v, where) in cfg.model.items():
+        if attr == "flavor":                   # torchtitan's model.flavor: a parameter count such as "8B"
+            n = _flavor_params(v)
+            if n is not None and not 0.75 <= model.params() / n <= 1.33:
+                file, key = where.split(": ", 1)
+                raise InputError(file, key, f"{v!r} is not {model.name} ({model.params() / 1e9:.1f}B parameters): "
+                                 "the configuration is of another model (pass its --model)")
+            continue
         mine = getattr(model, attr)
         if mine != v:
             file, key = where.split(": ", 1)
             raise InputError(file, key, f"{v} is not {model.name}'s {mine}: the configuration is of another model "
                              "(pass its --model, or a config.json of it)")
+
+
+def _flavor_params(flavor) -> float | None:
+    """Parameters a torchtitan flavor names ("8B", "70B", "405B", "16B_A3B": its total), else None
+    ("debugmodel")."""
+    import re
+    m = re.match(r"\s*(\d+(?:\.\d+)?)\s*([BbMm])", str(flavor))
+    if m is None:
+        return None
+    return float(m.group(1)) * (1e9 if m.group(2) in "Bb" else 1e6)
 
 
 def _unset(v) -> bool:
@@ -222,19 +239,42 @@ def _torch_dtype(v) -> str | None:
 
 
 def _bridge_optimizer(o, path: str, cfg: RunConfig) -> None:
-    """Megatron-Bridge's ``optimizer``: the precision-aware optimizer's main-grad and state dtypes."""
-    if not isinstance(o, dict) or o.get("use_precision_aware_optimizer") is not True:
+    """Megatron-Bridge's ``optimizer``: the optimizer and the precision-aware optimizer's main-grad and
+    state dtypes (megatron/core/optimizer/optimizer_config.py OptimizerConfig).
+
+    Raises:
+        InputError: a value of the wrong kind, an optimizer the model does not price, or bf16 dtypes
+            without ``use_precision_aware_optimizer`` (Megatron-core keeps them fp32 then).
+    """
+    if not isinstance(o, dict):
         return
-    R = cfg.recipe
-    for name, keys in (("main_grads_dtype", ("main_grads_dtype",)), ("optimizer_states_dtype", ("exp_avg_dtype",
-                                                                                                  "exp_avg_sq_dtype"))):
-        got = {k: _torch_dtype(o.get(k)) for k in keys if o.get(k) is not None}
-        if not got:
+    R, W = cfg.recipe, cfg.where
+    name = o.get("optimizer")
+    if name is not None and not _unset(name):
+        if name not in ("adam", "sgd"):
+            raise InputError(path, "optimizer.optimizer", f"{name!r} is not adam or sgd, the optimizers the model "
+                             "prices for Megatron-core")
+        R["optimizer"], W["optimizer"] = name, f"{path}: optimizer.optimizer"
+    pao = o.get("use_precision_aware_optimizer")
+    if pao is not None and not isinstance(pao, bool):
+        raise InputError(path, "optimizer.use_precision_aware_optimizer", f"expected true or false, got {pao!r}")
+    for key, switch in (("main_grads_dtype", "main_grads_dtype"), ("exp_avg_dtype", "optimizer_states_dtype"),
+                        ("exp_avg_sq_dtype", "optimizer_states_dtype")):
+        v = o.get(key)
+        if v is None:
             continue
-        if None in got.values() or len(set(got.values())) > 1:
-            raise InputError(path, f"optimizer.{keys[0]}", f"{[o.get(k) for k in keys]!r}: the model prices "
-                             "fp32 or bf16, one dtype for both Adam moments")
-        R[name], cfg.where[name] = next(iter(got.values())), f"{path}: optimizer.{keys[0]}"
+        d = _torch_dtype(v)
+        if d is None:
+            raise InputError(path, f"optimizer.{key}", f"{v!r} is not torch.float32 or torch.bfloat16")
+        if d == "bf16" and pao is not True:
+            raise InputError(path, f"optimizer.{key}", "bf16 needs optimizer.use_precision_aware_optimizer true "
+                             "(Megatron-core keeps it fp32 otherwise)")
+        if pao is not True:
+            continue
+        if switch in R and R[switch] != d:
+            raise InputError(path, f"optimizer.{key}", f"{d} differs from {W[switch].split(': ', 1)[1]} ({R[switch]}): "
+                             "the model prices one dtype for both Adam moments")
+        R[switch], W[switch] = d, f"{path}: optimizer.{key}"
     if R.get("optimizer_states_dtype") == "bf16" and o.get("store_param_remainders") is False:
         cfg.notes.append(f"{path}: optimizer.store_param_remainders false: the fp32 master is kept whole, "
                          "priced as its 16-bit remainder (2 bytes under)")
@@ -268,6 +308,8 @@ def _bridge(d: dict, path: str) -> RunConfig:
         if gran == "selective" and mods:
             if not isinstance(mods, (list, tuple)) or not all(isinstance(x, str) for x in mods):
                 raise InputError(path, "model.recompute_modules", f"expected a list of module names, got {mods!r}")
+            if any(x != x.strip() or not x for x in mods):
+                raise InputError(path, "model.recompute_modules", f"{mods!r}: a name with spaces or an empty one")
             R["recompute_modules"] = ",".join(recompute_module_list(" ".join(mods), f"{path}: model.recompute_modules"))
             cfg.where["recompute_modules"] = f"{path}: model.recompute_modules"
     split = {k: m.get(k) for k in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
@@ -295,6 +337,12 @@ def _bridge(d: dict, path: str) -> RunConfig:
     _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}
     if isinstance(ddp, dict) and ddp:
+        opt = d.get("optimizer")
+        opt_do = opt.get("use_distributed_optimizer") if isinstance(opt, dict) else None
+        ddp_do = ddp.get("use_distributed_optimizer")
+        if isinstance(opt_do, bool) and isinstance(ddp_do, bool) and opt_do != ddp_do:
+            raise InputError(path, "optimizer.use_distributed_optimizer", f"{opt_do} contradicts "
+                             f"ddp.use_distributed_optimizer {ddp_do}")
         shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0)
         L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
             max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
@@ -343,6 +391,9 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         R["fused_elementwise"], cfg.where["fused_elementwise"] = on, f"{path}: compile.enable"
     elif isinstance(tr.get("compile"), bool):                              # older: training.compile
         R["fused_elementwise"], cfg.where["fused_elementwise"] = tr["compile"], f"{path}: training.compile"
+    fl = (d.get("model") or {}).get("flavor")
+    if isinstance(fl, str) and fl.strip():
+        cfg.model["flavor"] = (fl, f"{path}: model.flavor")
     conv = (d.get("model") or {}).get("converters") or []
     if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.converters"

@@ -244,3 +244,14 @@ def test_precision_aware_optimizer_bytes():
     low = memory_bytes(L8B, r, t)
     assert low.grads_bytes[0] == pytest.approx(base.grads_bytes[0] / 2, rel=1e-12)
     assert low.optimizer_bytes[0] == pytest.approx(base.optimizer_bytes[0] * 6 / 12, rel=1e-12)
+
+
+def test_modules_without_core_attn_keep_the_attention_scores():
+    """Unfused attention: '--recompute-modules mlp' alone keeps the s x s scores (Megatron checkpoints
+    only what the list names), so it stores more than 'core_attn,mlp' by Korthikanti's 5 a s / h term."""
+    s, h, a, tp = 2048, GPT3.hidden, GPT3.num_heads, 8
+    t = layout(tp=tp, sp=True, recompute="selective")
+    mk = lambda mods: Recipe(gbs=64, seq_len=s, precision="fp16", flash_attention=False, recompute_modules=mods)
+    only = activation_bytes_per_layer(GPT3, mk("mlp"), t)[0]
+    both = activation_bytes_per_layer(GPT3, mk("core_attn,mlp"), t)[0]
+    assert only - both == pytest.approx(s * h * 5 * a * s / (h * tp), rel=1e-9)

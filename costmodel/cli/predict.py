@@ -68,6 +68,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
         lay["dp"] = c.num_gpus // n
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
+    _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
     check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=sc.get("uneven_pp", True))
     if auto:
         lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
@@ -125,6 +126,21 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
+
+
+def _check_core_switches(r, lay: dict) -> None:
+    """Megatron-core switches that need a layout field: recompute modules act under selective
+    recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2).
+
+    Raises:
+        InputError: naming the switch and what it needs.
+    """
+    if r.recomputed != ("core_attn",) and lay["recompute"] != "selective":
+        raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {lay['recompute']}")
+    if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype) and lay["zero"] not in (1, 2):
+        flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"
+        raise InputError(flag, "", f"bf16 is the precision-aware optimizer, which runs with Megatron's distributed "
+                         f"optimizer (--zero 1), not --zero {lay['zero']}")
 
 
 def _exit_if_infeasible(rec: dict) -> None:

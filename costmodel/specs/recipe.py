@@ -105,7 +105,8 @@ def recompute_module_list(value: str, flag: str = "--recompute-modules") -> tupl
         raise InputError(flag, "", f"names no module (known: {', '.join(RECOMPUTE_MODULES)})")
     for x in names:
         if x not in RECOMPUTE_MODULES:
-            raise InputError(flag, "", f"{x!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
+            shown = x if len(x) <= 60 else x[:57] + "..."
+            raise InputError(flag, "", f"{shown!r} is not one of {', '.join(RECOMPUTE_MODULES)}")
     if len(set(names)) != len(names):
         raise InputError(flag, "", f"{value!r} names a module twice")
     return names
@@ -183,6 +184,26 @@ class Recipe:
         """The :class:`OptimizerSpec` of ``optimizer``."""
         return OPTIMIZERS[self.optimizer]
 
+    def _check_megatron_core_switches(self) -> None:
+        """Megatron-core's recompute modules and precision-aware optimizer exist on its stacks only, and
+        the latter with Adam and bf16 or fp8 (megatron/core/optimizer/optimizer_config.py asserts
+        'only supported with adam')."""
+        core = self.stack in ("megatron", "nemo")
+        if self.recomputed != ("core_attn",) and not core:
+            raise InputError("--recompute-modules", "", f"is Megatron-core's (--stack megatron or nemo), not "
+                             f"{self.stack}'s: its selective recompute is its own")
+        for flag, v in (("--main-grads-dtype", self.main_grads_dtype),
+                        ("--optimizer-states-dtype", self.optimizer_states_dtype)):
+            if v == "bf16" and not core:
+                raise InputError(flag, "", f"bf16 is Megatron-core's precision-aware optimizer (--stack megatron "
+                                 f"or nemo), not {self.stack}'s")
+            if v == "bf16" and self.precision == "fp16":
+                raise InputError(flag, "", "bf16 with --precision fp16: the precision-aware optimizer runs with "
+                                 "bf16 or fp8 training")
+        if self.optimizer_states_dtype == "bf16" and self.optimizer not in ("adam", "adamw"):
+            raise InputError("--optimizer-states-dtype", "", f"bf16 states are the precision-aware optimizer's, "
+                             f"which Megatron-core supports with Adam only, not {self.optimizer}")
+
     @property
     def recomputed(self) -> tuple[str, ...]:
         """The :data:`RECOMPUTE_MODULES` names of ``recompute_modules``."""
@@ -225,6 +246,7 @@ class Recipe:
                                                                         self.optimizer_states_dtype)):
             if v not in STATE_DTYPES:
                 raise InputError(flag, "", f"{v!r} is not one of {', '.join(STATE_DTYPES)}")
+        self._check_megatron_core_switches()
         cv = self.moe_expert_load_cv
         if not (isinstance(cv, (int, float)) and 0.0 <= cv <= 100.0):
             raise InputError("--moe-expert-load-cv", "", f"must be a coefficient of variation between 0 and 100, "

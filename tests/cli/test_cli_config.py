@@ -124,3 +124,26 @@ def test_a_config_of_another_model_is_refused_naming_its_key(tmp_path):
     odd.write_text(BRIDGE_DSV3.read_text().replace("  moe_router_topk: 8\n", "  moe_router_topk: 6\n"))
     with pytest.raises(InputError, match="model.moe_router_topk: 6 is not deepseek-v3's 8"):
         check_model_dims(read_run_config(odd), load_model("deepseek-v3"))
+
+
+def test_megatron_core_switches_need_their_stack_layout_and_optimizer(tmp_path):
+    """Recompute modules act under selective recompute on Megatron-core stacks only; the precision-aware
+    optimizer runs with Adam and the distributed optimizer; a torchtitan flavor or a vocabulary of
+    another model is refused; a Bridge file's bf16 dtypes need its use_precision_aware_optimizer."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2")
+    for extra, needle in ((("--recompute-modules", "mlp"), "--recompute-modules: applies to --recompute selective"),
+                          (("--recompute", "selective", "--recompute-modules", "mlp", "--stack", "torchtitan"),
+                           "--recompute-modules: is Megatron-core's"),
+                          (("--zero", "0", "--optimizer-states-dtype", "bf16"), "distributed optimizer (--zero 1)"),
+                          (("--optimizer", "sgd", "--optimizer-states-dtype", "bf16"), "with Adam only, not sgd"),
+                          (("--precision", "fp16", "--main-grads-dtype", "bf16"), "bf16 with --precision fp16")):
+        assert_one_line_error(run(*base, *extra), needle)
+    assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--config", str(TITAN)),
+                          "model.flavor: '8B' is not llama3-70b")
+    assert_one_line_error(run("predict", "--model", "mistral-7b", "--cluster", "dgx-h100", "--config", str(BRIDGE_L3)),
+                          "model.vocab_size: 128256 is not mistral-7b's 32000")
+    odd = tmp_path / "dsv3.yaml"
+    odd.write_text(BRIDGE_DSV3.read_text().replace("  use_precision_aware_optimizer: true\n",
+                                                   "  use_precision_aware_optimizer: false\n"))
+    assert_one_line_error(run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128",
+                              "--config", str(odd)), "needs optimizer.use_precision_aware_optimizer true")
