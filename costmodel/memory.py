@@ -39,6 +39,14 @@ from .specs import ModelSpec, Recipe
 from .stacks import STACKS
 
 
+def stage_moe_fraction(model: ModelSpec, t: LayoutTable) -> np.ndarray:
+    """Share of MoE layers on the stage memory is checked on: the one holding the most of them
+    (costmodel.comm.stage_params: a model's dense layers sit together, e.g. DeepSeek's first three),
+    so its activations and its model states describe the same GPU (array over layouts)."""
+    per_stage = layers_per_stage(model, t).astype(np.float64)
+    return np.where(model.is_moe, np.minimum(per_stage, model.moe_layers) / per_stage, 0.0)
+
+
 def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable):
     """Activation bytes one layer stores for backward, per micro-batch, on one GPU (array).
 
@@ -77,7 +85,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
         load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         moe_w = model.topk * ffn * load + model.shared_ffn_hidden
         moe_mlp = tok * (mats_in + 1) * moe_w * B / tp + tok * model.topk * h * B * 2 * load / sp_div
-        f = model.moe_layer_fraction
+        f = stage_moe_fraction(model, t)
         mlp = f * moe_mlp + (1 - f) * dense_mlp
     else:
         mlp = dense_mlp
@@ -94,8 +102,8 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
     # output and log-sum-exp; the rest is recomputed in backward
-    mlp_w = (model.moe_layer_fraction * (model.topk * ffn + model.shared_ffn_hidden)
-             + (1 - model.moe_layer_fraction) * model.dense_mlp_width)
+    fs = stage_moe_fraction(model, t)
+    mlp_w = fs * (model.topk * ffn + model.shared_ffn_hidden) + (1 - fs) * model.dense_mlp_width
     sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
            + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
@@ -111,7 +119,7 @@ def _module_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_
     mods = recipe.recomputed
     B = ACT_BYTES
     mats = (2 if model.gated else 1) + 1
-    f = model.moe_layer_fraction
+    f = stage_moe_fraction(model, t)
     out = 0.0
     if "mla_up_proj" in mods and model.is_mla:
         out = out + tok * (model.q_dim + model.k_dim + model.v_dim) * B / tp
@@ -143,7 +151,7 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, t
     which the fused attention keeps in 16 bits for its own backward, gains a 1-byte copy for the
     output projection.  Inputs of modules that selective recomputation drops are not counted twice."""
     mods = recipe.recomputed
-    f, h = model.moe_layer_fraction, model.hidden
+    f, h = stage_moe_fraction(model, t), model.hidden
     one = ACT_BYTES - 1.0
     dense_mlp_kept = np.where(selective & ("mlp" in mods), 0.0, 1.0)
     saved = tok * h * one / sp_div                                           # QKV / MLA down-projection input

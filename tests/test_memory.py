@@ -255,3 +255,13 @@ def test_modules_without_core_attn_keep_the_attention_scores():
     only = activation_bytes_per_layer(GPT3, mk("mlp"), t)[0]
     both = activation_bytes_per_layer(GPT3, mk("core_attn,mlp"), t)[0]
     assert only - both == pytest.approx(s * h * 5 * a * s / (h * tp), rel=1e-9)
+
+
+def test_activations_are_those_of_the_stage_with_the_most_moe_layers():
+    """DeepSeek-V3 (3 dense + 58 MoE layers): at PP 1 the stage's MoE share is 58/61; at PP 8 (8 layers
+    per stage) the heaviest stage is all MoE, as its model states are (costmodel.comm.stage_params)."""
+    from costmodel.memory import stage_moe_fraction
+    ds = load_model("deepseek-v3")
+    assert stage_moe_fraction(ds, layout(pp=1))[0] == pytest.approx(58 / 61, rel=1e-12)
+    assert stage_moe_fraction(ds, layout(pp=8))[0] == 1.0
+    assert stage_moe_fraction(L8B, layout(pp=2))[0] == 0.0
