@@ -3,6 +3,7 @@ recipe-switch flags (generated from costmodel.stacks.RECIPE_SWITCHES) and the la
 ``predict`` and ``compare`` (generated from costmodel.layouts.LAYOUT_FIELDS)."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from typing import Optional
@@ -65,6 +66,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                                  "drop the flag or edit the file")
             return
         target[name] = value
+        scalars.setdefault("config_where", {})[flag] = cfg.where.get(name, f"{path}: {name}")
     for name, v in cfg.layout.items():
         merge(layout_flags, name, v, "--" + name.replace("_", "-"))
     for name, v in cfg.recipe.items():
@@ -92,6 +94,25 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
                                                                                          "nodes") if k in cfg.where}}.items())
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
+
+
+@contextlib.contextmanager
+def config_origin(scalars: dict):
+    """Inside it, an InputError about a flag whose value the run configuration filled (``scalars``'
+    ``config_where``, :func:`apply_run_config`) names the file and key instead: the user never typed
+    the flag.
+
+    Raises:
+        InputError: re-raised, naming the configuration's key where it set the value.
+    """
+    try:
+        yield
+    except InputError as e:
+        w = (scalars.get("config_where") or {}).get(e.where)
+        if w is None or ": " not in w:
+            raise
+        file, key = w.split(": ", 1)
+        raise InputError(file, key, f"{e.message} (the value of {e.where}, which this key sets)") from None
 
 
 def check_format(fmt: str | None) -> None:

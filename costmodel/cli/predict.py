@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
-from .common import (CLUSTER, CONFIG, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
+from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      check_format,
                      check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
 
@@ -58,7 +58,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     for note in apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc, model):
         print(f"costmodel: note: {note}", file=sys.stderr)
     gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
-    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
+    with config_origin(sc):
+        m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     check_layout_flags(lay)
@@ -68,8 +69,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
         lay["dp"] = c.num_gpus // n
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
-    _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
-    check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=sc.get("uneven_pp", True))
+    with config_origin(sc):
+        _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
+        check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=sc.get("uneven_pp", True))
     if auto:
         lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
         fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)

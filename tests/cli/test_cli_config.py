@@ -147,3 +147,14 @@ def test_megatron_core_switches_need_their_stack_layout_and_optimizer(tmp_path):
                                                    "  use_precision_aware_optimizer: false\n"))
     assert_one_line_error(run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128",
                               "--config", str(odd)), "needs optimizer.use_precision_aware_optimizer true")
+
+
+def test_an_error_about_a_value_the_config_set_names_its_key(tmp_path):
+    """The Bridge DeepSeek-V3 recipe edited to optimizer sgd: its bf16 moments (precision-aware, Adam only)
+    are refused naming the file's key that set them, not a --optimizer-states-dtype the user never typed."""
+    odd = tmp_path / "dsv3.yaml"
+    odd.write_text(BRIDGE_DSV3.read_text().replace("  optimizer: adam\n", "  optimizer: sgd\n"))
+    p = run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--config", str(odd))
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]   # the notes come first
+    assert p.returncode == 2 and len(errors) == 1 and f"{odd}: optimizer.exp_avg" in errors[0]
+    assert "Adam only, not sgd" in errors[0] and "Traceback" not in p.stderr
