@@ -44,7 +44,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 else ""),
              f"precision: {recipe.precision}, optimizer: {recipe.optimizer}"
              + (f" (main grads {recipe.main_grads_dtype}, states {recipe.optimizer_states_dtype})"
-                if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype) else ""),
+                if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype) else "")
+             + (", offloaded to the host CPU (DeepSpeed offload_optimizer device cpu)" if recipe.optimizer_offload
+                else ""),
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"
              + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
                 if layout["overlap"] else "")]
@@ -116,6 +118,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append("--recompute-modules " + " ".join(recipe.recomputed))
     if layout["zero"] in (1, 2):
         a.append("--use-distributed-optimizer")
+    if recipe.optimizer_offload:              # Megatron-core's HybridDeviceOptimizer, all of it on the host
+        a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"]
     if recipe.main_grads_dtype == "bf16" or recipe.optimizer_states_dtype == "bf16":
         a.append("--use-precision-aware-optimizer")
         if recipe.main_grads_dtype == "bf16":
@@ -174,6 +178,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     else:
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
+    if recipe.optimizer_offload:
+        a += ["recipe.optim.config.optimizer_cpu_offload = True", "recipe.optim.config.optimizer_offload_fraction = 1.0"]
     if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype):
         a.append("recipe.optim.config.use_precision_aware_optimizer = True")
         if recipe.main_grads_dtype == "bf16":
@@ -229,7 +235,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
     out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
-               main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype)
+               main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
+               optimizer_offload=recipe.optimizer_offload)
     return out
 
 

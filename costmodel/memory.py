@@ -192,7 +192,10 @@ def optimizer_bytes_per_param(recipe: Recipe) -> float:
     """Optimizer bytes per parameter: the fp32 master weight + the optimizer's fp32 states (4 bytes
     each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources); with
     ``optimizer_states_dtype`` bf16, 2 bytes each: the bf16 states and the master's 16-bit remainder
-    (Megatron's precision-aware optimizer, store_param_remainders), 6 for Adam."""
+    (Megatron's precision-aware optimizer, store_param_remainders), 6 for Adam; 0 on the GPU when the
+    optimizer is offloaded to the host."""
+    if recipe.optimizer_offload:            # ZeRO-Offload: master and states live in host memory
+        return 0.0
     per = 2.0 if recipe.optimizer_states_dtype == "bf16" else 4.0
     return per * (1 + recipe.optimizer_spec.fp32_states)
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .comm import CommTimes, stage_params
-from .compute import ComputeTimes
+from .compute import ACT_BYTES, ComputeTimes
+from .errors import InputError
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -54,6 +55,29 @@ def optimizer_step_bytes_per_param(recipe: Recipe) -> float:
     if recipe.optimizer_states_dtype == "bf16":     # bf16 states, the master as its 16-bit remainder
         return 2.0 * (2 + s) + g + 2.0 * (1 + s) + 2.0 + g
     return 4.0 * (1 + s) + g + 4.0 * (1 + s) + 2.0 + g
+
+
+def optimizer_step_time_s(recipe: Recipe, cluster: ClusterSpec, profile: Profile, local) -> np.ndarray:
+    """Time of the optimizer step over ``local`` parameters per GPU (array), s.
+
+    On the GPU: :func:`optimizer_step_bytes_per_param` over the fitted HBM bandwidth.  Offloaded
+    (ZeRO-Offload, Ren et al., USENIX ATC 2021: gradients to the host, the CPU Adam step, the updated
+    16-bit parameters back, in sequence after the backward): each GPU's gradient partition (fp32, 4
+    bytes) crosses its PCIe link, every rank of the node steps at once on the host DRAM (the same
+    bytes per parameter, over the cluster file's ``host.memory_bandwidth``, a datasheet peak: a lower
+    bound of the time), and 2 bytes per parameter come back.
+
+    Raises:
+        InputError: offloaded on a cluster whose file has no ``host`` bandwidths.
+    """
+    if not recipe.optimizer_offload:
+        return optimizer_step_bytes_per_param(recipe) * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+    if cluster.host_memory_bytes_per_s is None or cluster.host_pcie_bytes_per_s is None:
+        raise InputError(cluster.path, "host", "missing: --optimizer-offload needs the node's host.memory_bandwidth "
+                         "and host.pcie_bandwidth_per_gpu (hardware/README.md)")
+    pcie = cluster.host_pcie_bytes_per_s
+    host = optimizer_step_bytes_per_param(recipe) * local * cluster.gpus_per_node / cluster.host_memory_bytes_per_s
+    return local * 4.0 / pcie + host + local * ACT_BYTES / pcie
 
 
 def bubble_periods(pp, vp):
@@ -178,7 +202,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
     local = np.where(t.zero >= 1, dense / dpcp + exp / expert_dp(t), dense + exp)
-    opt = optimizer_step_bytes_per_param(recipe) * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+    opt = optimizer_step_time_s(recipe, cluster, profile, local)
 
     bd = {
         "compute_s": m * (comp_f + comp_b) + dp_hidden_slow,

@@ -131,6 +131,8 @@ RECIPE_SWITCHES = (
                  "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES)),
     RecipeSwitch("fused_elementwise", "bool", "RMSNorm, rotary embedding and SwiGLU as fused kernels (TE, Apex, "
                  "Liger-Kernel, torch.compile); off: eager PyTorch op sequences, each op a pass over HBM."),
+    RecipeSwitch("optimizer_offload", "bool", "ZeRO-Offload: optimizer states on the host, the step on the CPU "
+                 "(DeepSpeed offload_optimizer cpu): gradients and parameters cross PCIe, the host's DRAM runs it."),
     RecipeSwitch("main_grads_dtype", "choice", "Dtype of the gradients accumulated and reduced over DP (Megatron "
                  "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES),
     RecipeSwitch("optimizer_states_dtype", "choice", "Optimizer states' dtype; bf16 is Megatron's precision-aware "
@@ -236,7 +238,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
-                            fused_elementwise=name not in ("torchtitan", "deepspeed"), **moe), pads_vocab,
+                            fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
+                            **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed")

@@ -141,6 +141,8 @@ def row_switches(r: dict) -> dict:
     for key, switches in _NOTE_SWITCHES:
         if key in notes:
             out.update(switches)
+    if _CPU_OFFLOAD.search(r.get("notes", "")):      # ZeRO-Offload: the step runs on the host CPU
+        out["optimizer_offload"] = True
     return out
 
 
@@ -401,8 +403,6 @@ def _prepare(r: dict, cache: dict):
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ()))
-    if _CPU_OFFLOAD.search(r.get("notes", "")):     # the row's step includes what is not modelled
-        assumed += ("cpu-optimizer-offload-not-modelled",)
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
                           recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
     if code[0] >= 0:

@@ -158,7 +158,7 @@ def test_no_published_hopper_run_is_predicted_out_of_memory():
     fp = {r.row_id: r for r in used}
     assert fp["flagperf-002"].assumed == ("sp=True", "zero=1")      # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
     assert fp["mleng-011"].assumed == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
-                                       "attention_kernel=fa3", "cpu-optimizer-offload-not-modelled")
+                                       "attention_kernel=fa3", "optimizer_offload=True")
 
 
 def test_flop_convention_and_attention_kernel_of_the_notes():

@@ -131,12 +131,16 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
 
 
 def _check_core_switches(r, lay: dict) -> None:
-    """Megatron-core switches that need a layout field: recompute modules act under selective
-    recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2).
+    """Recipe switches that need a layout field: recompute modules act under selective recomputation
+    only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
+    optimizer is a sharded one.
 
     Raises:
         InputError: naming the switch and what it needs.
     """
+    if r.optimizer_offload and lay["zero"] == 0:
+        raise InputError("--optimizer-offload", "", "offloads the sharded optimizer of ZeRO-1/2/3 (DeepSpeed "
+                         "offload_optimizer, Megatron's distributed optimizer): not --zero 0")
     if r.recomputed != ("core_attn",) and lay["recompute"] != "selective":
         raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {lay['recompute']}")
     if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype) and lay["zero"] not in (1, 2):

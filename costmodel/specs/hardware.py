@@ -87,7 +87,10 @@ class ClusterSpec:
     Attributes: key, name, description, gpu (:class:`GpuSpec`), gpus_per_node, nodes,
     intra_fabric, intra_bytes_per_s (per GPU per direction), intra_latency_s, inter_fabric,
     nics_per_node, nic_bytes_per_s (per NIC per direction), inter_latency_s, node_power_budget_w,
-    cooling (:class:`CoolingSpec`), sources, path; node_other_power_w: a node's non-GPU power (CPUs,
+    cooling (:class:`CoolingSpec`), sources, path; host_memory_bytes_per_s (a node's host DRAM
+    bandwidth) and host_pcie_bytes_per_s (one GPU's PCIe link, per direction), B/s, from the file's
+    optional ``host`` section (None without it: an optimizer offloaded to the host cannot be priced);
+    node_other_power_w: a node's non-GPU power (CPUs,
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
     gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
@@ -113,6 +116,8 @@ class ClusterSpec:
     path: str
     node_other_power_w: float = 0.0
     node_other_power_source: str = ""
+    host_memory_bytes_per_s: float | None = None
+    host_pcie_bytes_per_s: float | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -221,6 +226,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                           "inter_node.bandwidth_per_nic", "inter_node.latency",
                           "inter_node.nics_per_node", "power.node_power_budget", "cooling.inlet_temp"])
     ctype = _get_str(cooling, "type", w, ("air", "liquid"), prefix="cooling.")
+    host = _sub(d, "host", w) if d.get("host") is not None else {}
+    _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
@@ -235,13 +242,16 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
-        sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w))
+        sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
+        host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
+        host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."))
 
 
 #: the keys of a cluster file (hardware/README.md), per section; a misspelt key would otherwise be
 #: ignored and its value silently replaced by a default
 CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "intra_node", "inter_node", "power",
-                     "cooling", "sources"),
+                     "cooling", "host", "sources"),
+                "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
                 "intra_node": ("fabric", "bandwidth_per_gpu", "latency"),
                 "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency"),
                 "power": ("node_power_budget", "node_other_power"),
@@ -258,7 +268,7 @@ def _check_keys(d: dict, w: str) -> None:
                 raise InputError(w, f"{where}.{k}" if where else str(k),
                                  f"unknown key (known: {', '.join(known)})")
     check(d, "")
-    for sec in ("intra_node", "inter_node", "power", "cooling"):
+    for sec in ("intra_node", "inter_node", "power", "cooling", "host"):
         if isinstance(d.get(sec), dict):
             check(d[sec], sec)
     slots = (d.get("cooling") or {}).get("slots") if isinstance(d.get("cooling"), dict) else None

@@ -149,7 +149,9 @@ class Recipe:
     measured coefficient of variation of the per-expert token load (0: uniform routing, the
     balls-into-bins floor; costmodel.moe).  ``recompute_modules``: what selective recomputation re-runs
     on Megatron-family stacks, :data:`RECOMPUTE_MODULES` names separated by commas.
-    ``fused_elementwise`` False runs RMSNorm, the rotary embedding and SwiGLU as eager PyTorch op
+    ``optimizer_offload`` keeps the optimizer states and master weights in host memory and runs the step
+    on the CPU (DeepSpeed ZeRO-Offload, ``offload_optimizer: {device: cpu}``; Ren et al., USENIX ATC
+    2021).  ``fused_elementwise`` False runs RMSNorm, the rotary embedding and SwiGLU as eager PyTorch op
     sequences (costmodel.stacks.EAGER_NORM_BYTES and its neighbours).
     ``main_grads_dtype`` (fp32 | bf16) is the dtype of the gradients accumulated and reduced over DP
     (fp16 recipes keep fp16 gradients whatever it says); ``optimizer_states_dtype`` bf16 is Megatron's
@@ -176,6 +178,7 @@ class Recipe:
     moe_expert_load_cv: float = 0.0
     recompute_modules: str = "core_attn"
     fused_elementwise: bool = True
+    optimizer_offload: bool = False
     main_grads_dtype: str = "fp32"
     optimizer_states_dtype: str = "fp32"
 
