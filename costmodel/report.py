@@ -287,15 +287,28 @@ def power_cap_lines(sol, gpu) -> str:
     """The commands that apply the solution's caps, grouped per node: ``nvidia-smi -i N -pl W`` on
     NVIDIA, ``amd-smi set -g N --power-cap W`` on AMD (amd-smi CLI).  Devices that share a package
     limit (``gpu.devices_per_package``, an MI250 OAM's two GCDs) get one command on the package's
-    first device with the sum of their caps: the package splits its budget between them."""
+    first device with the sum of their caps: the package splits its budget between them.  Consecutive
+    nodes that take the same commands share one block (``# nodes 0-1535``): a 100,000-GPU answer stays
+    readable and is written in one pass."""
     k = max(1, gpu.devices_per_package)
     cmd = "amd-smi set -g {i} --power-cap {w:.0f}" if gpu.vendor == "amd" else "nvidia-smi -i {i} -pl {w:.0f}"
+    per_node: dict = {}
+    for g in sol.gpus:
+        per_node.setdefault(g.node, {})[g.slot] = sol.caps_w[g.stage]
+    blocks = []                              # [first node, last node, commands]
+    for node in sorted(per_node):
+        caps = per_node[node]
+        lines = tuple(cmd.format(i=first, w=sum(caps.get(first + j, 0.0) for j in range(k)))
+                      for first in sorted({s - s % k for s in caps}))
+        if blocks and blocks[-1][2] == lines and blocks[-1][1] == node - 1:
+            blocks[-1][1] = node
+        else:
+            blocks.append([node, node, lines])
+    note = f" (one limit per {k} devices, set on the first)" if k > 1 else ""
     out = []
-    for node in sorted({g.node for g in sol.gpus}):
-        caps = {g.slot: sol.caps_w[g.stage] for g in sol.gpus if g.node == node}
-        out.append(f"# node {node}" + (f" (one limit per {k} devices, set on the first)" if k > 1 else ""))
-        for first in sorted({s - s % k for s in caps}):
-            out.append(cmd.format(i=first, w=sum(caps.get(first + j, 0.0) for j in range(k))))
+    for a, b, lines in blocks:
+        out.append((f"# node {a}" if a == b else f"# nodes {a}-{b} (each)") + note)
+        out.extend(lines)
     return "\n".join(out)
 
 

@@ -316,4 +316,4 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
-    out.print(report.power_cap_lines(sol, c.gpu), markup=False, highlight=False)
+    out.print(report.power_cap_lines(sol, c.gpu), markup=False, highlight=False, soft_wrap=True)

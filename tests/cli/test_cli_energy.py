@@ -41,7 +41,13 @@ def test_energy_recommend_on_mi250_sets_one_amd_cap_per_oam():
     the sum of their caps (at most the 560 W OAM cap)."""
     p = run("recommend", "--model", "llama3-70b", "--cluster", "mi250", "--objective", "energy")
     assert p.returncode == 0, p.stderr
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("amd-smi set")]
+    lines, n = [], 1
+    for ln in p.stdout.splitlines():            # '# nodes A-B (each)' blocks stand for B - A + 1 nodes
+        if ln.startswith("# node"):
+            span = ln.split()[2]
+            n = int(span.split("-")[1]) - int(span.split("-")[0]) + 1 if "-" in span else 1
+        elif ln.startswith("amd-smi set"):
+            lines += [ln] * n
     assert "nvidia-smi -i" not in p.stdout and len(lines) == 4 * 4          # 4 nodes x 4 OAMs
     assert {ln.split()[3] for ln in lines} == {"0", "2", "4", "6"}
     assert all(2 * 47.2 <= float(ln.split()[-1]) <= 560 for ln in lines)
