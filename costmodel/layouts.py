@@ -419,7 +419,13 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
     code, _ = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=True)
-    # Drop exact duplicates in cost: ZeRO stages differ only when DP x CP > 1, and with flash
-    # attention selective recompute (of the attention core) stores and recomputes nothing extra.
-    dup = ((t.dp * t.cp == 1) & (t.zero > 0)) | ((t.recompute == 1) & recipe.flash_attention)
+    # Drop layouts no better than another in the table: ZeRO stages differ only when DP x CP > 1
+    # (the lowest stage asked for stays); with flash attention, Megatron's default selective
+    # recompute (the attention core alone) keeps almost nothing less and re-runs the kernel, so
+    # 'none' dominates it, unless the recipe recomputes more modules or the stack's selective
+    # checkpointing is its own (torchtitan's op-level SAC)
+    stack = STACKS.get(recipe.stack)
+    own_sac = stack is not None and stack.selective_recompute == "op-sac"
+    dominated = recipe.flash_attention and recipe.recomputed == ("core_attn",) and not own_sac
+    dup = ((t.dp * t.cp == 1) & (t.zero > min(zero_stages))) | ((t.recompute == 1) & dominated)
     return t.take((code < 0) & ~dup)

@@ -77,7 +77,7 @@ def optimizer_step_time_s(recipe: Recipe, cluster: ClusterSpec, profile: Profile
                          "and host.pcie_bandwidth_per_gpu (hardware/README.md)")
     pcie = cluster.host_pcie_bytes_per_s
     host = optimizer_step_bytes_per_param(recipe) * local * cluster.gpus_per_node / cluster.host_memory_bytes_per_s
-    return local * 4.0 / pcie + host + local * ACT_BYTES / pcie
+    return local * ACT_BYTES / pcie + host + local * ACT_BYTES / pcie
 
 
 def bubble_periods(pp, vp):

@@ -146,7 +146,7 @@ def _check_core_switches(r, lay: dict) -> None:
     if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype) and lay["zero"] not in (1, 2):
         flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"
         raise InputError(flag, "", f"bf16 is the precision-aware optimizer, which runs with Megatron's distributed "
-                         f"optimizer (--zero 1), not --zero {lay['zero']}")
+                         f"optimizer (--zero 1 or 2), not --zero {lay['zero']}")
 
 
 def _exit_if_infeasible(rec: dict) -> None:

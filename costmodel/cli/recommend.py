@@ -70,6 +70,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
         if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype):
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
+        elif r.optimizer_offload:
+            kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one
         res = search(m, r, c, p, **kw)
         # switches the user left open that the stack can turn on are searched too: the winner may
         # need them, and the flags printed below set them

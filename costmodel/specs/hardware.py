@@ -227,6 +227,10 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                           "inter_node.nics_per_node", "power.node_power_budget", "cooling.inlet_temp"])
     ctype = _get_str(cooling, "type", w, ("air", "liquid"), prefix="cooling.")
     host = _sub(d, "host", w) if d.get("host") is not None else {}
+    for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu"):       # 1 GB/s .. 100 TB/s: a host, not a typo
+        v = _get(host, k, w, "bytes_per_s", required=False, prefix="host.")
+        if v is not None and not 1e9 <= v <= 1e14:
+            raise InputError(w, f"host.{k}", f"{host[k]!r} is outside 1 GB/s .. 100 TB/s")
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,

@@ -203,6 +203,9 @@ class Recipe:
             if v == "bf16" and self.precision == "fp16":
                 raise InputError(flag, "", "bf16 with --precision fp16: the precision-aware optimizer runs with "
                                  "bf16 or fp8 training")
+        if self.optimizer_offload and self.stack not in ("megatron", "nemo", "deepspeed"):
+            raise InputError("--optimizer-offload", "", f"{self.stack} has no optimizer offload the model prices "
+                             "(DeepSpeed's offload_optimizer, Megatron-core's --optimizer-cpu-offload)")
         if self.optimizer_states_dtype == "bf16" and self.optimizer not in ("adam", "adamw"):
             raise InputError("--optimizer-states-dtype", "", f"bf16 states are the precision-aware optimizer's, "
                              f"which Megatron-core supports with Adam only, not {self.optimizer}")
