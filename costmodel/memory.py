@@ -126,7 +126,8 @@ def _module_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_
     if "mlp" in mods:
         out = out + (1 - f) * tok * mats * model.dense_mlp_width * B / tp
     if model.is_moe:
-        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+        # the busiest rank's load only where a routed term is dropped (it costs a pass per layout)
+        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep) if {"moe", "moe_act"} & set(mods) else 1.0
         if "layernorm" in mods:
             out = out + f * tok * model.hidden * B / sp_div
         if "moe" in mods:
