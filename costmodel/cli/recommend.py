@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import report
 from ..errors import InfeasibleError, InputError
-from ..launch import launch_settings
+from ..launch import default_format, launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
@@ -278,6 +278,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                   "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
         if plot and front is not None:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
+        title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
+        summary["launch"] = dict(format=fmt or default_format(r), title=title, text=text)
+        summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         print(report.json_text(summary))
         return
     out.print(context_line(m, c, r))

@@ -218,3 +218,15 @@ def test_gpu_file_outside_the_catalog_asks_for_a_profile(tmp_path):
     assert "gpu:" in p.stderr and "--profile FILE" in p.stderr
     ok = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "2", "--profile", "h100-sxm-80gb")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_energy_recommend_json_carries_the_launch_settings_and_the_cap_commands():
+    """--json of the energy answer holds what to paste: the launch settings in the asked format and
+    the power-cap commands, one block per group of nodes taking the same caps."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy", "--json",
+            "--format", "nemo")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["launch"]["format"] == "nemo" and "recipe.trainer.strategy" in d["launch"]["text"]
+    cmds = d["power_cap_commands"].splitlines()
+    assert cmds[0].startswith("# node") and sum(ln.startswith("nvidia-smi -i ") for ln in cmds) >= 8
