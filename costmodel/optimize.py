@@ -71,10 +71,16 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     t = terms.layouts
     n = t.tp * t.pp * t.dp * t.cp
     G = cluster.gpus_per_node
+    # the step's exposed communication draws the link phase's power (costmodel.energy.stage_state:
+    # the micro-batches' stage-boundary sends and the DP reduction with the optimizer step), above
+    # the waiting power const_time_s is charged at
+    p_wait = min(wait_power_w(pw), float(min(caps)))
+    p_comm = np.minimum(np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), float(min(caps)))
+    const_energy = n * np.maximum(p_comm - p_wait, 0.0) * (b["const_s"] + b["m"] * b["pp_mb_s"])
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
                 const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"], t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,
-                p_idle_w=np.full(len(t), min(wait_power_w(pw), float(min(caps)))),
+                p_idle_w=np.full(len(t), p_wait), const_energy_j=const_energy * np.ones(len(t)),
                 p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
 
@@ -105,7 +111,8 @@ def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
     T = a * (np.ceil(L / p) * tl + tt) + tb["const_time_s"][:, None]
     S, m = tb["stage_gpus"][:, None], tb["microbatches"][:, None]
     floor = (tb["p_idle_w"] + tb["p_node_w"])[:, None]
-    E = S * m * (tb["p_busy_w"] - tb["p_idle_w"][:, None]) * (L * tl + tt) + p * S * floor * T
+    E = (S * m * (tb["p_busy_w"] - tb["p_idle_w"][:, None]) * (L * tl + tt) + p * S * floor * T
+         + tb["const_energy_j"][:, None])
     v = {"time": T, "energy": E, "edp": E * T}[objective]
     return v.min(axis=1)
 

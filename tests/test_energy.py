@@ -258,3 +258,25 @@ def test_a_gpu_past_its_shutdown_temperature_makes_the_layout_infeasible(tmp_pat
     hot = predict_run(m, r, c, p, lay, inlet_temp_c=45.0)
     assert not hot.feasible and hot.energy.max_temp_c > 95.0
     assert "GPU 0:4" in hot.reason and "shutdown temperature 95 C" in hot.reason
+
+
+def test_ilp_option_prices_the_step_communication_as_the_stage_model_does():
+    """An ILP option's energy at TDP caps and the default split against predict's per-stage energy
+    (GPUs only): the exposed DP reduction, optimizer step and stage-boundary sends draw the link phase's
+    power in both (the option's const_energy_j), not the waiting power; Llama 3 70B TP4 PP4 VP10 over
+    1,024-way DP, where that communication is a large share of a 4-micro-batch step."""
+    from costmodel.ilp.evaluation import _times_energy
+    from costmodel.optimize import build_option, cap_levels
+    m, c, p = load_model("llama3-70b"), load_cluster("dgx-h100", 2048), load_profile("h100-sxm-80gb")
+    r = Recipe(gbs=4096, seq_len=8192, dp_overlap=True, tp_comm_overlap=True)
+    lay = dict(tp=4, pp=4, dp=1024, cp=1, ep=1, vp=10, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    run = predict_run(m, r, c, p, lay)
+    caps = cap_levels(c, p, None)
+    o = build_option(run, caps)
+    assert o.const_energy_j > 0
+    top = [len(caps) - 1] * 4
+    _, _, T, E = _times_energy(o, top, np.array([[20, 20, 20, 20]]))
+    assert float(T[0]) == pytest.approx(run.energy.step_time_s, rel=1e-3)
+    assert float(E[0]) == pytest.approx(run.energy.energy_j_per_step, rel=0.03)
+    without = float(E[0]) - o.const_energy_j
+    assert abs(without / run.energy.energy_j_per_step - 1) > abs(float(E[0]) / run.energy.energy_j_per_step - 1)

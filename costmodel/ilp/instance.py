@@ -52,6 +52,9 @@ class LayoutOption:
         p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
         p_node_w: the nodes' non-GPU power (CPUs, NICs, switches, fans) per GPU of the layout, W,
             drawn for the whole step; 0 counts GPU energy only.
+        const_energy_j: cap-independent energy per step above the waiting power, J, >= 0: the GPUs
+            moving data during the step's exposed communication (DP, optimizer, stage-boundary sends)
+            draw their communication phase's power, not the waiting power ``const_time_s`` is charged.
         max_layers_per_stage: most layers a stage may take (0: no limit); L / p forces the even
             split an interleaved schedule (v > 1) needs.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
@@ -79,6 +82,7 @@ class LayoutOption:
     mem_per_layer_bytes: np.ndarray
     p_node_w: float = 0.0
     max_layers_per_stage: int = 0
+    const_energy_j: float = 0.0
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -93,7 +97,7 @@ class LayoutOption:
         if isinstance(m, bool) or int(m) != m or m < 0 or (m and m * self.pp < self.num_layers):
             raise ValueError(f"{w}max_layers_per_stage must be 0 or an integer with pp x it >= num_layers, got {m!r}")
         object.__setattr__(self, "max_layers_per_stage", int(m))
-        for f in ("const_time_s", "p_idle_w", "p_node_w"):
+        for f in ("const_time_s", "p_idle_w", "p_node_w", "const_energy_j"):
             v = float(getattr(self, f))
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{w}{f} must be finite and >= 0, got {v!r}")

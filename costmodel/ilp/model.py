@@ -118,7 +118,7 @@ def _tau_max(o: LayoutOption, T_max: float, E_max: float, weighted: tuple | None
         de = Em * (pb - o.p_idle_w)
         ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                  + float(np.min(de * o.t_last_s)))
-        tau_max = min(tau_max, ((E_max - ce_lb) / idle - o.const_time_s) / a)
+        tau_max = min(tau_max, ((E_max - o.const_energy_j - ce_lb) / idle - o.const_time_s) / a)
     if weighted is not None:
         # E + lam T <= V with E >= ce_lb + idle T: T <= (V - ce_lb) / (idle + lam)
         lam, V = weighted
@@ -126,7 +126,8 @@ def _tau_max(o: LayoutOption, T_max: float, E_max: float, weighted: tuple | None
         ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                  + float(np.min(de * o.t_last_s)))
         if idle + lam > 0:
-            tau_max = min(tau_max, ((V * (1 + _ROW_SLACK) - ce_lb) / (idle + lam) - o.const_time_s) / a)
+            tau_max = min(tau_max, ((V * (1 + _ROW_SLACK) - o.const_energy_j - ce_lb) / (idle + lam)
+                                    - o.const_time_s) / a)
     return tau_max
 
 
@@ -293,7 +294,8 @@ class _Model:
             ulist.append(self._add_unit(lay, ui, st, layer_terms))
         prob += pulp.LpAffineExpression(layer_terms + [(x, -float(L))]) == 0, f"layers_{k}"
         self.T_terms += [(tau, a * ts / self.T_ref), (x, o.const_time_s / self.T_ref)]
-        self.E_terms += [(tau, idle * a * ts / self.E_ref), (x, idle * o.const_time_s / self.E_ref)]
+        self.E_terms += [(tau, idle * a * ts / self.E_ref),
+                         (x, (idle * o.const_time_s + o.const_energy_j) / self.E_ref)]
         # thermal / node power
         u = None
         if g.whole:
