@@ -44,7 +44,7 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 else ""),
              f"precision: {recipe.precision}, optimizer: {recipe.optimizer}"
              + (f" (main grads {recipe.main_grads_dtype}, states {recipe.optimizer_states_dtype})"
-                if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype) else "")
+                if recipe.precision_aware else "")
              + ((", offloaded to the host CPU (" + ("DeepSpeed zero_optimization.offload_optimizer.device cpu"
                                                      if recipe.stack == "deepspeed" else "--optimizer-cpu-offload") + ")")
                 if recipe.optimizer_offload else ""),
@@ -122,7 +122,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if recipe.optimizer_offload:              # Megatron-core's HybridDeviceOptimizer, all of it on the host
         a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"]
     # Megatron-LM asserts the CPU offload runs with the precision-aware optimizer (arguments.py)
-    if recipe.main_grads_dtype == "bf16" or recipe.optimizer_states_dtype == "bf16" or recipe.optimizer_offload:
+    if recipe.precision_aware or recipe.optimizer_offload:
         a.append("--use-precision-aware-optimizer")
         if recipe.main_grads_dtype == "bf16":
             a.append("--main-grads-dtype bf16")
@@ -182,7 +182,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
     if recipe.optimizer_offload:
         a += ["recipe.optim.config.optimizer_cpu_offload = True", "recipe.optim.config.optimizer_offload_fraction = 1.0"]
-    if "bf16" in (recipe.main_grads_dtype, recipe.optimizer_states_dtype) or recipe.optimizer_offload:
+    if recipe.precision_aware or recipe.optimizer_offload:
         a.append("recipe.optim.config.use_precision_aware_optimizer = True")
         if recipe.main_grads_dtype == "bf16":
             a.append("recipe.optim.config.main_grads_dtype = torch.bfloat16")

@@ -80,12 +80,12 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     # routed experts, shared experts, dispatched and combined tokens) and dense layers
     mats_in = 2 if model.gated else 1
     dense_mlp = tok * (mats_in + 1) * model.dense_mlp_width * B / tp
+    f = stage_moe_fraction(model, t)
+    # the busiest EP rank holds its load over the mean (padded: the capacity) of routed tokens
+    load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep) if model.is_moe else 1.0
     if model.is_moe:
-        # the busiest EP rank holds its load over the mean (padded: the capacity) of routed tokens
-        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         moe_w = model.topk * ffn * load + model.shared_ffn_hidden
         moe_mlp = tok * (mats_in + 1) * moe_w * B / tp + tok * model.topk * h * B * 2 * load / sp_div
-        f = stage_moe_fraction(model, t)
         mlp = f * moe_mlp + (1 - f) * dense_mlp
     else:
         mlp = dense_mlp
@@ -95,39 +95,36 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     full_store = sharded + attn + mlp + np.where(core, 0.0, s2)
     stack = STACKS.get(recipe.stack)
     if stack is None or stack.selective_recompute != "op-sac":
-        mods = np.where(selective, _module_bytes(model, recipe, t, tok, tp, sp_div), 0.0)
-        fp8 = _te_fp8_saved_bytes(model, recipe, t, tok, tp, sp_div, selective) if (
+        mods = np.where(selective, _module_bytes(model, recipe, tok, tp, sp_div, f, load), 0.0)
+        fp8 = _te_fp8_saved_bytes(model, recipe, tok, tp, sp_div, selective, f, load) if (
             recipe.precision == "fp8" and stack is not None and stack.megatron_family) else 0.0
         return full_store - mods - fp8
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
     # output and log-sum-exp; the rest is recomputed in backward
-    fs = stage_moe_fraction(model, t)
-    mlp_w = fs * (model.topk * ffn + model.shared_ffn_hidden) + (1 - fs) * model.dense_mlp_width
+    mlp_w = f * (model.topk * ffn + model.shared_ffn_hidden) + (1 - f) * model.dense_mlp_width
     sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
            + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
 
 
-def _module_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_div):
+def _module_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, f, load):
     """Bytes per layer and micro-batch that Megatron-core's ``--recompute-modules`` beyond the attention
     core (costmodel.specs.RECOMPUTE_MODULES) do not keep, on the terms of
     :func:`activation_bytes_per_layer`: ``mla_up_proj`` the up-projected Q, K, V; ``layernorm`` the
     pre-MLP norm output of MoE layers; ``moe_act`` the routed experts' FC2 input; ``shared_experts``
     the shared experts' tensors; ``moe`` everything of an MoE layer but its input; ``mlp`` the dense
-    MLP's tensors but its input (megatron/core/transformer/transformer_layer.py, moe/experts.py)."""
+    MLP's tensors but its input (megatron/core/transformer/transformer_layer.py, moe/experts.py).
+    ``f``: the stage's MoE-layer share, ``load``: the busiest EP rank's load over the mean."""
     mods = recipe.recomputed
     B = ACT_BYTES
     mats = (2 if model.gated else 1) + 1
-    f = stage_moe_fraction(model, t)
     out = 0.0
     if "mla_up_proj" in mods and model.is_mla:
         out = out + tok * (model.q_dim + model.k_dim + model.v_dim) * B / tp
     if "mlp" in mods:
         out = out + (1 - f) * tok * mats * model.dense_mlp_width * B / tp
     if model.is_moe:
-        # the busiest rank's load only where a routed term is dropped (it costs a pass per layout)
-        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep) if {"moe", "moe_act"} & set(mods) else 1.0
         if "layernorm" in mods:
             out = out + f * tok * model.hidden * B / sp_div
         if "moe" in mods:
@@ -141,7 +138,7 @@ def _module_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_
     return out
 
 
-def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_div, selective):
+def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selective, f, load):
     """Bytes per layer and micro-batch that Transformer Engine's fp8 GEMMs save against the 16-bit
     tensors of :func:`activation_bytes_per_layer`: a TE linear layer under fp8 keeps its input for the
     weight-gradient GEMM as the quantized fp8 tensor (1 byte, column-wise usage only; NVIDIA/
@@ -152,13 +149,12 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, t
     which the fused attention keeps in 16 bits for its own backward, gains a 1-byte copy for the
     output projection.  Inputs of modules that selective recomputation drops are not counted twice."""
     mods = recipe.recomputed
-    f, h = stage_moe_fraction(model, t), model.hidden
+    h = model.hidden
     one = ACT_BYTES - 1.0
     dense_mlp_kept = np.where(selective & ("mlp" in mods), 0.0, 1.0)
     saved = tok * h * one / sp_div                                           # QKV / MLA down-projection input
     saved = saved + (1 - f) * tok * (h / sp_div + dense_mlp_kept * model.dense_mlp_width / tp) * one
     if model.is_moe:
-        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         moe_kept = np.where(selective & ("moe" in mods), 0.0, 1.0)
         act_kept = np.where(selective & ("moe_act" in mods), 0.0, 1.0) * moe_kept
         shared_kept = np.where(selective & ("shared_experts" in mods), 0.0, 1.0) * moe_kept

@@ -160,6 +160,42 @@ def _precision(v) -> str:
     raise ValueError(v)
 
 
+def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
+    """The parallel sizes of a Megatron-style ``model`` mapping (NeMo, Megatron-Bridge) into the layout:
+    TP, PP, CP, EP, ETP, VP (null: no interleaving) and sequence parallelism."""
+    L, mp = cfg.layout, "model."
+    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
+                      ("etp", "expert_tensor_parallel_size")):
+        _take(cfg, path, L, name, m, key, _int, mp)
+    if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
+        L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
+    else:
+        _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
+    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
+
+
+def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
+    """The recompute granularity of ``m`` under ``prefix`` (NeMo ``activations_checkpoint_``, Megatron-
+    Bridge ``recompute_``), with the block method's layer count; the raw value, None when unset.
+
+    Raises:
+        InputError: a granularity that is not null, selective or full.
+    """
+    key = prefix + "granularity"
+    gran = m.get(key)
+    if key not in m or (isinstance(gran, str) and _unset(gran)):
+        return None
+    L = cfg.layout
+    L["recompute"] = {None: "none", "selective": "selective", "full": "full"}.get(gran)
+    if L["recompute"] is None:
+        raise InputError(path, f"model.{key}", f"{gran!r} is not null, selective or full")
+    cfg.where["recompute"] = f"{path}: model.{key}"
+    if gran == "full" and m.get(prefix + "method") == "block":
+        _take(cfg, path, L, "recompute_num_layers", m, prefix + "num_layers", _int, "model.")
+    return gran
+
+
 def _nemo(d: dict, path: str) -> RunConfig:
     if "training" in d and isinstance(d["training"], dict) and "model" in d["training"]:
         d = d["training"]
@@ -169,23 +205,9 @@ def _nemo(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="nemo")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
-    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
-                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
-                      ("etp", "expert_tensor_parallel_size"), ("mbs", "micro_batch_size")):
-        _take(cfg, path, L, name, m, key, _int, mp)
-    if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
-        L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
-    else:
-        _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
-    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
-    gran = m.get("activations_checkpoint_granularity")
-    if "activations_checkpoint_granularity" in m and not (isinstance(gran, str) and _unset(gran)):
-        L["recompute"] = {None: "none", "selective": "selective", "full": "full"}.get(gran)
-        if L["recompute"] is None:
-            raise InputError(path, "model.activations_checkpoint_granularity", f"{gran!r} is not null, selective or full")
-        cfg.where["recompute"] = f"{path}: model.activations_checkpoint_granularity"
-        if gran == "full" and m.get("activations_checkpoint_method") == "block":
-            _take(cfg, path, L, "recompute_num_layers", m, "activations_checkpoint_num_layers", _int, mp)
+    _megatron_parallelism(cfg, path, m)
+    _take(cfg, path, L, "mbs", m, "micro_batch_size", _int, mp)
+    _granularity(cfg, path, m, "activations_checkpoint_")
     opt = m.get("optim") or {}
     if isinstance(opt, dict) and not _unset(opt.get("name")):
         L["zero"] = 1 if "distributed" in str(opt["name"]) else 0
@@ -287,31 +309,15 @@ def _bridge(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="nemo")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
-    for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
-                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
-                      ("etp", "expert_tensor_parallel_size")):
-        _take(cfg, path, L, name, m, key, _int, mp)
-    if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
-        L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
-    else:
-        _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
-    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
-    if "recompute_granularity" in m:
-        gran = m["recompute_granularity"]
-        L["recompute"] = {None: "none", "selective": "selective", "full": "full"}.get(gran)
-        if L["recompute"] is None:
-            raise InputError(path, "model.recompute_granularity", f"{gran!r} is not null, selective or full")
-        cfg.where["recompute"] = f"{path}: model.recompute_granularity"
-        if gran == "full" and m.get("recompute_method") == "block":
-            _take(cfg, path, L, "recompute_num_layers", m, "recompute_num_layers", _int, mp)
-        mods = m.get("recompute_modules")
-        if gran == "selective" and mods:
-            if not isinstance(mods, (list, tuple)) or not all(isinstance(x, str) for x in mods):
-                raise InputError(path, "model.recompute_modules", f"expected a list of module names, got {mods!r}")
-            if any(x != x.strip() or not x for x in mods):
-                raise InputError(path, "model.recompute_modules", f"{mods!r}: a name with spaces or an empty one")
-            R["recompute_modules"] = ",".join(recompute_module_list(" ".join(mods), f"{path}: model.recompute_modules"))
-            cfg.where["recompute_modules"] = f"{path}: model.recompute_modules"
+    _megatron_parallelism(cfg, path, m)
+    mods = m.get("recompute_modules")
+    if _granularity(cfg, path, m, "recompute_") == "selective" and mods:
+        if not isinstance(mods, (list, tuple)) or not all(isinstance(x, str) for x in mods):
+            raise InputError(path, "model.recompute_modules", f"expected a list of module names, got {mods!r}")
+        if any(x != x.strip() or not x for x in mods):
+            raise InputError(path, "model.recompute_modules", f"{mods!r}: a name with spaces or an empty one")
+        R["recompute_modules"] = ",".join(recompute_module_list(" ".join(mods), f"{path}: model.recompute_modules"))
+        cfg.where["recompute_modules"] = f"{path}: model.recompute_modules"
     split = {k: m.get(k) for k in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
                                    "num_layers_in_last_pipeline_stage") if m.get(k) is not None}
     if split:

@@ -143,7 +143,7 @@ def _check_core_switches(r, lay: dict) -> None:
                          "offload_optimizer, Megatron's distributed optimizer): not --zero 0")
     if r.recomputed != ("core_attn",) and lay["recompute"] != "selective":
         raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {lay['recompute']}")
-    if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype) and lay["zero"] not in (1, 2):
+    if r.precision_aware and lay["zero"] not in (1, 2):
         flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"
         raise InputError(flag, "", f"bf16 is the precision-aware optimizer, which runs with Megatron's distributed "
                          f"optimizer (--zero 1 or 2), not --zero {lay['zero']}")

@@ -68,7 +68,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         notes = []
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
-        if "bf16" in (r.main_grads_dtype, r.optimizer_states_dtype):
+        if r.precision_aware:
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
         elif r.optimizer_offload:
             kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one

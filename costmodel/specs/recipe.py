@@ -1,6 +1,7 @@
 """The training recipe: global batch, sequence length, precision and the recipe-level switches."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -210,10 +211,16 @@ class Recipe:
             raise InputError("--optimizer-states-dtype", "", f"bf16 states are the precision-aware optimizer's, "
                              f"which Megatron-core supports with Adam only, not {self.optimizer}")
 
-    @property
+    @functools.cached_property
     def recomputed(self) -> tuple[str, ...]:
-        """The :data:`RECOMPUTE_MODULES` names of ``recompute_modules``."""
+        """The :data:`RECOMPUTE_MODULES` names of ``recompute_modules`` (parsed once: the cost terms of
+        every layout ask)."""
         return recompute_module_list(self.recompute_modules)
+
+    @property
+    def precision_aware(self) -> bool:
+        """Megatron-core's precision-aware optimizer: bf16 main grads or bf16 states."""
+        return "bf16" in (self.main_grads_dtype, self.optimizer_states_dtype)
 
     @property
     def cross_entropy_spec(self) -> CrossEntropySpec:
