@@ -18,9 +18,8 @@ reduction.  Compute that hides communication shares the SMs and HBM with NCCL's 
 slower: each hidden second of communication adds (s - 1) seconds of compute, s =
 ``Profile.overlap_slowdown`` measured by the calibration suite (the published mean 1.189 of
 arXiv:2507.03114 when not measured).  The
-optimizer step is HBM-bound (:func:`optimizer_step_bytes_per_param`): Adam reads fp32 master
-weight, m, v and grad and writes master, m, v and the bf16 weight (30 bytes), plus a 4-byte grad
-read for the global-norm clip, per local parameter.
+optimizer step is costmodel.optimizer_step's: an HBM-bound pass on the GPU, or ZeRO-Offload's PCIe
+round trip and host step.
 """
 from __future__ import annotations
 
@@ -29,55 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .comm import CommTimes, stage_params
-from .compute import ACT_BYTES, ComputeTimes
-from .errors import InputError
+from .compute import ComputeTimes
+from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
-from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .optimizer_step import optimizer_step_bytes_per_param, optimizer_step_time_s  # noqa: F401 (re-exported)
 from .stacks import STACKS
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
-
-
-def optimizer_step_bytes_per_param(recipe: Recipe) -> float:
-    """HBM bytes the optimizer step moves per local parameter (a memory-bound multi-tensor pass).
-
-    It reads the fp32 master weight, each fp32 state and the fp32 grad, writes the master and the
-    states back and the bf16 weight copy, and reads the grad once more for the global-norm clip:
-    4 (2 + s) + 4 (1 + s) + 2 + 4 = 18 + 8 s bytes for s states (Adam: 34; LionW, SGD: 26;
-    Adafactor: 18; costmodel.specs.recipe.OPTIMIZERS); each fp32 grad read is 2 bytes with bf16 main
-    grads, and Megatron's precision-aware optimizer (bf16 states, the master's 16-bit remainder beside
-    the bf16 weight it also reads) moves 2 bytes per state and per master.
-    """
-    s = recipe.optimizer_spec.fp32_states
-    g = 2.0 if recipe.main_grads_dtype == "bf16" else 4.0     # fp16 grads are copied to fp32 mains first
-    if recipe.optimizer_states_dtype == "bf16":     # bf16 states, the master as its 16-bit remainder
-        return 2.0 * (2 + s) + g + 2.0 * (1 + s) + 2.0 + g
-    return 4.0 * (1 + s) + g + 4.0 * (1 + s) + 2.0 + g
-
-
-def optimizer_step_time_s(recipe: Recipe, cluster: ClusterSpec, profile: Profile, local) -> np.ndarray:
-    """Time of the optimizer step over ``local`` parameters per GPU (array), s.
-
-    On the GPU: :func:`optimizer_step_bytes_per_param` over the fitted HBM bandwidth.  Offloaded
-    (ZeRO-Offload, Ren et al., USENIX ATC 2021: gradients to the host, the CPU Adam step, the updated
-    16-bit parameters back, in sequence after the backward): each GPU's gradient partition (fp32, 4
-    bytes) crosses its PCIe link, every rank of the node steps at once on the host DRAM (the same
-    bytes per parameter, over the cluster file's ``host.memory_bandwidth``, a datasheet peak: a lower
-    bound of the time), and 2 bytes per parameter come back.
-
-    Raises:
-        InputError: offloaded on a cluster whose file has no ``host`` bandwidths.
-    """
-    if not recipe.optimizer_offload:
-        return optimizer_step_bytes_per_param(recipe) * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
-    if cluster.host_memory_bytes_per_s is None or cluster.host_pcie_bytes_per_s is None:
-        raise InputError(cluster.path, "host", "missing: --optimizer-offload needs the node's host.memory_bandwidth "
-                         "and host.pcie_bandwidth_per_gpu (hardware/README.md)")
-    pcie = cluster.host_pcie_bytes_per_s
-    host = optimizer_step_bytes_per_param(recipe) * local * cluster.gpus_per_node / cluster.host_memory_bytes_per_s
-    return local * ACT_BYTES / pcie + host + local * ACT_BYTES / pcie
 
 
 def bubble_periods(pp, vp):
