@@ -25,7 +25,6 @@ are fitted per (scope, collective) by ``costmodel/fit/`` from nccl-tests outputs
 """
 from __future__ import annotations
 
-from functools import reduce
 
 import numpy as np
 
@@ -54,8 +53,15 @@ def busbw_factor(collective: str, group_size):
 
 def _bus_time_s(bus_bytes, link_bytes_per_s, p: CollectiveParams):
     """alpha_s + min over protocols of (alpha_p + bus_bytes / (eff_p link)), seconds (arrays)."""
-    link = np.asarray(link_bytes_per_s, dtype=np.float64)
-    return p.alpha_s + reduce(np.minimum, [a + bus_bytes / (e * link) for a, e in p.protocols])
+    x = np.asarray(bus_bytes / np.asarray(link_bytes_per_s, dtype=np.float64), dtype=np.float64)
+    if x.ndim == 0:
+        return p.alpha_s + min(a + float(x) / e for a, e in p.protocols)
+    t = None                    # one division above, then in place per protocol: a + x / e
+    for a, e in p.protocols:
+        tp = x * (1.0 / e)
+        tp += a
+        t = tp if t is None else np.minimum(t, tp, out=t)
+    return p.alpha_s + t
 
 
 def collective_time_s(collective: str, n_bytes, group_size, link_bytes_per_s, p: CollectiveParams):

@@ -128,6 +128,31 @@ class CommTimes:
     fsdp_edge_s: np.ndarray
 
 
+@dataclass
+class MicrobatchComm:
+    """The per-micro-batch part of :class:`CommTimes` (TP, CP, EP per layer; the PP send), s."""
+
+    tp_layer_fwd_s: np.ndarray
+    tp_layer_bwd_s: np.ndarray
+    cp_layer_fwd_s: np.ndarray
+    cp_layer_bwd_s: np.ndarray
+    ep_layer_fwd_s: np.ndarray
+    ep_layer_bwd_s: np.ndarray
+    pp_p2p_s: np.ndarray
+
+
+@dataclass
+class DataParallelComm:
+    """The data-parallel part of :class:`CommTimes` (gradient reduction, parameter gathers), s."""
+
+    dp_grad_s: np.ndarray
+    dp_param_s: np.ndarray
+    fsdp_mb_s: np.ndarray
+    dp_grad_tail_s: np.ndarray
+    dp_param_head_s: np.ndarray
+    fsdp_edge_s: np.ndarray
+
+
 def grad_bytes(recipe: Recipe) -> float:
     """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16 or
     with ``main_grads_dtype`` bf16.
@@ -216,7 +241,24 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
-    """Raw (not yet overlapped) communication times of every parallel dimension; see module doc."""
+    """Raw (not yet overlapped) communication times of every parallel dimension; see module doc.
+
+    The union of :func:`microbatch_comm_times` and :func:`data_parallel_comm_times` (two terms, so
+    that the search evaluates each on the distinct rows of its own, fewer, layout fields).
+    """
+    return merge_comm(microbatch_comm_times(model, recipe, cluster, profile, t),
+                      data_parallel_comm_times(model, recipe, cluster, profile, t))
+
+
+def merge_comm(mb: MicrobatchComm, dp: DataParallelComm) -> CommTimes:
+    """The :class:`CommTimes` of its two parts."""
+    return CommTimes(**vars(mb), **vars(dp))
+
+
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "mbs", "sp")
+def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                          t: LayoutTable) -> MicrobatchComm:
+    """TP, CP and EP collectives of one layer and the stage-boundary send, per micro-batch (raw), s."""
     G = cluster.gpus_per_node
     s = recipe.seq_len
     tok = t.mbs * s / t.cp
@@ -260,7 +302,13 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
     pp_p2p = np.where(t.pp > 1, pp_time, 0.0)
+    return MicrobatchComm(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p)
 
+
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap")
+def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                             t: LayoutTable) -> DataParallelComm:
+    """Gradient reduction and parameter gathers over DP x CP (ZeRO 0-3, bucketed when overlapped), s."""
     # DP (x CP): stride TP; gradients in buckets of max(40M, 1M x DP) params when overlapped, one
     # bucket otherwise or when the stack reduces after the backward (Megatron-core
     # DistributedDataParallelConfig.bucket_size)
@@ -303,5 +351,4 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
             + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile))
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
-    return CommTimes(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, dp_grad, dp_param, fsdp, grad_tail, param_head,
-                     fsdp_edge)
+    return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import metrics
-from .comm import comm_times
+from .comm import data_parallel_comm_times, merge_comm, microbatch_comm_times
 from .compute import compute_times, gemm_dtype
 from .energy import EnergyReport, layout_energy, missing_inputs
 from .errors import InputError
@@ -72,7 +72,8 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Each column is mapped to dense indices through a lookup table over its value range, the
     indices are combined into one mixed-radix key, and a presence table over the key range yields
-    the distinct rows.  O(n + value ranges), which beats np.unique's sort on the hot path.
+    the distinct rows.  O(n + value ranges), which beats np.unique's sort on the hot path; a key range
+    much larger than n is sorted instead (one 1-D sort of the keys).
 
     Returns:
         (first, inverse): ``first`` indexes one representative row per distinct row, and
@@ -94,6 +95,9 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             _, first, inv = np.unique(np.stack([x.astype(np.int64) for x in cols]), axis=1,
                                       return_index=True, return_inverse=True)
             return first, inv.ravel()
+    if radix > 4 * n:     # a sparse key range: sorting n keys beats filling a table of radix slots
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first, inv.ravel()
     first_of = np.full(radix, -1, dtype=np.int64)
     first_of[key[::-1]] = np.arange(n - 1, -1, -1)       # first occurrence of each key
     used = np.flatnonzero(first_of >= 0)
@@ -130,7 +134,8 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     """
     L = layouts
     ct = _distinct(compute_times, L, model, recipe, cluster, profile)
-    cm = _distinct(comm_times, L, model, recipe, cluster, profile)
+    cm = merge_comm(_distinct(microbatch_comm_times, L, model, recipe, cluster, profile),
+                    _distinct(data_parallel_comm_times, L, model, recipe, cluster, profile))
     st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm)
     mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields))
     n_gpus = L.tp * L.pp * L.dp * L.cp

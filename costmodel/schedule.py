@@ -32,7 +32,7 @@ from .compute import ComputeTimes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
-from .optimizer_step import optimizer_step_bytes_per_param, optimizer_step_time_s  # noqa: F401 (re-exported)
+from .optimizer_step import optimizer_step_time_s
 from .stacks import STACKS
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",

@@ -96,7 +96,7 @@ def test_optimizer_states_set_optimizer_memory_and_step(h200):
     import pytest as _pytest
     from costmodel.errors import InputError
     from costmodel.memory import optimizer_bytes_per_param
-    from costmodel.schedule import optimizer_step_bytes_per_param
+    from costmodel.optimizer_step import optimizer_step_bytes_per_param
     c, p = h200
     m = load_model("llama3-8b")
     adam, lion = Recipe(gbs=64, seq_len=4096), Recipe(gbs=64, seq_len=4096, optimizer="lionw")
