@@ -52,7 +52,7 @@ def predict(r: dict, zero: int | None = None):
     recipe = stack_recipe(get_stack("megatron"), int(r["gbs"]), int(r["seq_len"]), "bf16",
                           moe_dispatcher=DISPATCHERS[r["dispatcher"]], moe_grouped_gemm=True, dp_overlap=True,
                           recompute_modules="layernorm moe_act" if rec == "selective" else None)
-    check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=True)
+    check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=True)
     return lay, predict_run(m, recipe, c, p, lay)
 
 

@@ -34,7 +34,7 @@ def evaluate(model_name: str, cluster_name: str, nodes: int, gbs: int, reps: int
     profile = load_profile(cluster.gpu.key)
     recipe = Recipe(gbs=gbs, seq_len=model.seq_len)
     t0 = time.perf_counter()
-    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node, max_mbs=32,
+    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, max_mbs=32,
                               sp_choices=(True, False), zero_stages=(0, 1, 2, 3), overlaps=(True, False))
     t_enum = time.perf_counter() - t0
     best = float("inf")
@@ -55,7 +55,7 @@ def one_layout(reps: int = 300) -> None:
     profile, recipe = load_profile(cluster.gpu.key), Recipe(gbs=128, seq_len=8192)
     lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
     one = LayoutTable.from_rows([lay])
-    many = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node)
+    many = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus)
     cases = (("predict_run, one layout (time, memory, band, power, temperature)",
               lambda: predict_run(model, recipe, cluster, profile, lay), 1),
              ("predict_table, one layout (time and memory)", lambda: predict_table(model, recipe, cluster, profile, one), 1),

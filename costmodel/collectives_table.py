@@ -59,7 +59,9 @@ def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster
 
 
 def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTIVES, sizes=DEFAULT_SIZES) -> list:
-    """Predicted nccl-tests rows of every collective, inside one node (its GPUs) and over the cluster.
+    """Predicted nccl-tests rows of every collective, inside one node (its GPUs), over one NVLink
+    domain where it joins several nodes (``ClusterSpec.scale_up_gpus``, e.g. a GB200 NVL72 rack of 18
+    trays) and over the cluster.
 
     Args:
         cluster: the cluster (its node count sets the cluster-wide scope; one node gives one scope).
@@ -74,6 +76,9 @@ def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTI
         if coll not in COLLECTIVES:
             raise InputError("--collective", "", f"{coll!r} is not one of {', '.join(COLLECTIVES)}")
         out += _rows(coll, "intra-node", sizes, cluster.gpus_per_node, 1, cluster, profile)
+        dom = cluster.scale_up_gpus // cluster.gpus_per_node
+        if 1 < dom < cluster.nodes:
+            out += _rows(coll, "nvlink-domain", sizes, cluster.gpus_per_node, dom, cluster, profile)
         if cluster.nodes > 1:
             out += _rows(coll, "cluster", sizes, cluster.gpus_per_node, cluster.nodes, cluster, profile)
     return out

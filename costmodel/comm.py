@@ -1,11 +1,13 @@
 """Communication time of each parallel dimension, per layer / micro-batch / step, for a layout table.
 
 Groups follow Megatron-core's rank order tp-cp-dp-pp (TP fastest): a group of ``size`` ranks whose
-members are ``stride`` ranks apart spans ceil(size*stride/G) nodes of G GPUs, with
-min(size, G/stride) members per node.  A group inside a node uses NVLink/xGMI; a group across
-nodes runs hierarchically (:func:`costmodel.collective.hierarchical_time_s`) and each GPU gets
-its share of the node's NICs: all GPUs of a node run the same collective at the same moment
-(SPMD), so a GPU's share is the node's NIC bandwidth / the GPUs crossing the network together.
+members are ``stride`` ranks apart spans ceil(size*stride/D) NVLink domains of D GPUs, with
+min(size, D/stride) members per domain (D = ``ClusterSpec.scale_up_gpus``: the node on an HGX
+system, the whole rack on a GB200 NVL72, whose nodes are trays of 4).  A group inside a domain uses
+NVLink/xGMI; a group across domains runs hierarchically
+(:func:`costmodel.collective.hierarchical_time_s`) and each GPU gets its share of its node's NICs:
+all GPUs of a node run the same collective at the same moment (SPMD), so a GPU's share is the
+node's NIC bandwidth / the GPUs crossing the network together.
 
 Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et al. SC21):
 
@@ -42,14 +44,15 @@ from .stacks import STACKS
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
 
 
-def group_span(stride, size, gpus_per_node: int):
-    """(ranks per node, nodes) of groups of ``size`` ranks spaced ``stride`` apart (arrays).
+def group_span(stride, size, domain_gpus: int):
+    """(ranks per domain, domains) of groups of ``size`` ranks spaced ``stride`` apart (arrays), for
+    NVLink domains of ``domain_gpus`` GPUs (a node's GPUs on HGX systems).
 
-    Contiguous-rank placement (Megatron assigns ranks node by node).
+    Contiguous-rank placement (Megatron assigns ranks node by node, and a domain is whole nodes).
     """
     stride = np.asarray(stride, dtype=np.float64)
     size = np.asarray(size, dtype=np.float64)
-    per_node = np.clip(np.floor(gpus_per_node / stride), 1.0, None)
+    per_node = np.clip(np.floor(domain_gpus / stride), 1.0, None)
     k = np.minimum(size, per_node)
     return k, np.ceil(size / k)
 
@@ -82,7 +85,7 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         array of seconds (0 where size == 1 and coll is not send_recv).
     """
     G = cluster.gpus_per_node
-    k, nn = group_span(stride, size, G)
+    k, nn = group_span(stride, size, cluster.scale_up_gpus)
     crossing = G if crossing is None else crossing
     inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
     p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
@@ -226,7 +229,7 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     if recipe.moe_dispatcher == "alltoall":
         return 2 * group_time_s("all_to_all", copies, t.etp, t.ep, cluster, profile) + etp_t
     G = cluster.gpus_per_node
-    k, nodes = group_span(t.etp, t.ep, G)
+    k, nodes = group_span(t.etp, t.ep, cluster.scale_up_gpus)     # nodes: NVLink domains
     t_nvl = copies * (k - 1) / np.maximum(k, 1) / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s) + cluster.intra_latency_s
     # group-limited routing: a group's experts sit on nodes / groups nodes (EP ranks hold contiguous
     # experts), so a token reaches at most limit x that many (DeepSeek-V3 sec. 3.2.2: 4 nodes)
@@ -283,7 +286,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
     kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES
-    k_cp, nn_cp = group_span(t.tp, t.cp, G)
+    k_cp, nn_cp = group_span(t.tp, t.cp, cluster.scale_up_gpus)
     cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)

@@ -268,8 +268,9 @@ def light_last_stage(recipe: Recipe) -> bool:
 
 
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
-             gpus_per_node: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
-    """Check every Megatron-core divisibility rule on every layout.
+             scale_up_gpus: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
+    """Check every Megatron-core divisibility rule on every layout (``scale_up_gpus``: the GPUs of one
+    NVLink domain, ``ClusterSpec.scale_up_gpus``, which TP must divide).
 
     ``uneven_pp`` accepts PP stages of unequal layer counts when VP = 1 (DeepSpeed pipelines and
     Megatron's --decoder-first/last-pipeline-num-layers), split as :func:`uneven_split`; ``"any"``
@@ -288,7 +289,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the {stack} stack runs no context parallelism (CP must be 1)", ("cp" not in dims) & (t.cp > 1)),
         ("TP x PP x DP x CP must equal the number of GPUs ({n})",
          t.tp * t.pp * t.dp * t.cp != num_gpus),
-        ("TP must divide the GPUs per node ({g}): TP stays within a node", gpus_per_node % t.tp != 0),
+        ("TP must divide the GPUs per node ({g}, one NVLink domain): TP stays within a domain",
+         scale_up_gpus % t.tp != 0),
         ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
         ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
         ("num_layers ({L}) must be divisible by PP x VP (or num_layers + 2, the embedding and the loss "
@@ -325,7 +327,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("every parallel degree and mbs must be >= 1",
          (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
     ]
-    fmt = dict(n=num_gpus, g=gpus_per_node, a=model.num_heads, kv=model.num_kv_heads,
+    fmt = dict(n=num_gpus, g=scale_up_gpus, a=model.num_heads, kv=model.num_kv_heads,
                L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack,
                name=model.name)
     code = np.full(len(t), -1, dtype=np.int64)
@@ -335,10 +337,10 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
 
 
 def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
-                 gpus_per_node: int, uneven_pp: bool = False) -> None:
+                 scale_up_gpus: int, uneven_pp: bool = False) -> None:
     """Raise :class:`InputError` naming the first rule a one-row table breaks (``uneven_pp``: layers
     need not divide evenly over the pipeline stages, as in Megatron-DeepSpeed's partitioning)."""
-    code, msgs = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=uneven_pp)
+    code, msgs = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=uneven_pp)
     if code[0] >= 0:
         raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {layout_name(t.row(0))})")
 
@@ -353,12 +355,12 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_node: int, *,
+def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int, *,
                       max_mbs: int = 16, sp_choices=(True,),
                       zero_stages=(0, 1, 3), overlaps=(True,)) -> LayoutTable:
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
-    The candidate grid is the outer product of TP (divisors of GPUs/node), CP (divisors of the GPU
+    The candidate grid is the outer product of TP (divisors of the NVLink domain's GPUs), CP (divisors of the GPU
     count), PP (divisors of layers), VP (divisors of layers/PP, or of (layers + 2)/PP with the
     embedding and the loss counted as pipeline layers), EP (divisors of experts) with ETP
     (the layout's TP, or 1), mbs
@@ -377,7 +379,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     if num_gpus < 1:
         raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
     L, E = model.num_layers, model.num_experts
-    tps = [d for d in _divisors(gpus_per_node) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
+    tps = [d for d in _divisors(scale_up_gpus) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
     cps = [d for d in _divisors(num_gpus) if d == 1 or recipe.seq_len % (2 * d) == 0]
     # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
     # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)
@@ -418,7 +420,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, gpus_per_
     # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
     keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
-    code, _ = validity(t, model, recipe, num_gpus, gpus_per_node, uneven_pp=True)
+    code, _ = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=True)
     # Drop layouts no better than another in the table: ZeRO stages differ only when DP x CP > 1
     # (the lowest stage asked for stays); with flash attention, Megatron's default selective
     # recompute (the attention core alone) keeps almost nothing less and re-runs the kernel, so

@@ -45,7 +45,7 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
     Returns:
         :class:`SearchResult`.
     """
-    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.gpus_per_node, **enum_kwargs)
+    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, **enum_kwargs)
     n = len(table)
     parts = []
     for start in range(0, max(n, 1), CHUNK):

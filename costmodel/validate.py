@@ -32,9 +32,11 @@ from .uncertainty import step_time_band
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
              ("DGX H100", "dgx-h100"))
-# otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node)
+# otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node; GB200:
+# the NVL72 rack, trays of 4 GPUs in one 72-GPU NVLink domain)
 _GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "A800": "hgx-a800",
                  "H100-SXM-80GB": "dgx-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
+                 "GB200": "gb200-nvl72",
                  "MI300X": "azure-nd-mi300x", "V100-32GB": "v100-4x"}
 
 
@@ -377,11 +379,13 @@ def _prepare(r: dict, cache: dict):
     n_gpus, gpn = _int(r, "num_gpus"), _int(r, "gpus_per_node")
     key = (cname, n_gpus)
     if key not in cache:
-        c = load_cluster(cname, nodes=max(1, n_gpus // gpn))
+        per_node = load_cluster(cname).gpus_per_node       # a row may count a whole NVLink domain as its node
+        c = load_cluster(cname, nodes=max(1, n_gpus // per_node))
         cache[key] = (c, load_profile(c.gpu.key))
     cluster, profile = cache[key]
-    if cluster.gpus_per_node != gpn:
-        return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}"
+    if gpn not in (cluster.gpus_per_node, cluster.scale_up_gpus):
+        return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}" + (
+            f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "")
     stack = row_stack(r)
     if stack is None:
         return "stack unknown: add a stack column"
@@ -404,7 +408,7 @@ def _prepare(r: dict, cache: dict):
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ()))
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
-                          recipe, cluster.num_gpus, cluster.gpus_per_node, uneven_pp=True)
+                          recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
     if code[0] >= 0:
         return f"layout not representable: {msgs[code[0]]}"
     zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or dp * cp == 1
@@ -414,7 +418,7 @@ def _prepare(r: dict, cache: dict):
         assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
             (() if rc_known else (f"recompute={row['recompute']}" + (f"({row['recompute_num_layers']} layers)"
                                                                      if row.get("recompute_num_layers") else ""),))
-    code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.gpus_per_node,
+    code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.scale_up_gpus,
                           uneven_pp=True)
     if code[0] >= 0:
         return f"layout not representable: {msgs[code[0]]}"

@@ -119,7 +119,7 @@ def compare(
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)
-    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.gpus_per_node, uneven_pp=sc["uneven_pp"])
+    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=sc["uneven_pp"])
     pred = predict_run(m, recipe, c, p, run.layout)
     rec = report.run_record(pred)
     if pred.energy_missing and power:

@@ -71,7 +71,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
     with config_origin(sc):
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
-        check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.gpus_per_node, uneven_pp=sc.get("uneven_pp", True))
+        check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if auto:
         lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
         fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)

@@ -90,7 +90,10 @@ class ClusterSpec:
     cooling (:class:`CoolingSpec`), sources, path; host_memory_bytes_per_s (a node's host DRAM
     bandwidth) and host_pcie_bytes_per_s (one GPU's PCIe link, per direction), B/s, from the file's
     optional ``host`` section (None without it: an optimizer offloaded to the host cannot be priced);
-    node_other_power_w: a node's non-GPU power (CPUs,
+    scale_up_gpus: the GPUs of one NVLink (scale-up) domain, the file's ``intra_node.domain_gpus``:
+    a node (tray) of ``gpus_per_node`` GPUs owns its NICs, while the NVLink fabric may join several
+    nodes (GB200 NVL72: 18 trays of 4 GPUs, one 72-GPU domain); default gpus_per_node (an HGX node
+    is its own domain).  node_other_power_w: a node's non-GPU power (CPUs,
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
     gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
@@ -118,6 +121,12 @@ class ClusterSpec:
     node_other_power_source: str = ""
     host_memory_bytes_per_s: float | None = None
     host_pcie_bytes_per_s: float | None = None
+    domain_gpus: int | None = None
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs of one NVLink domain (``intra_node.domain_gpus``, else ``gpus_per_node``)."""
+        return self.domain_gpus or self.gpus_per_node
 
     @property
     def num_gpus(self) -> int:
@@ -232,6 +241,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         if v is not None and not 1e9 <= v <= 1e14:
             raise InputError(w, f"host.{k}", f"{host[k]!r} is outside 1 GB/s .. 100 TB/s")
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
+    domain = _domain_gpus(intra, _get_int(d, ("gpus_per_node",), w), d, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
@@ -248,7 +258,24 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
         sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
-        host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."))
+        host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
+        domain_gpus=domain)
+
+
+def _domain_gpus(intra: dict, gpus_per_node: int, d: dict, w: str) -> int | None:
+    """``intra_node.domain_gpus`` (None when absent): a whole number of nodes, at most 576 GPUs (NVLink
+    5's largest domain, NVIDIA GB200 NVL72 page: 'up to 576 GPUs'), with its source.
+
+    Raises:
+        InputError: not an integer, not a multiple of gpus_per_node, above 576, or unsourced.
+    """
+    if intra.get("domain_gpus") is None:
+        return None
+    v = _get_int({"intra_node.domain_gpus": intra["domain_gpus"]}, ("intra_node.domain_gpus",), w, maximum=576)
+    if v % gpus_per_node:
+        raise InputError(w, "intra_node.domain_gpus", f"{v} is not a whole number of nodes of {gpus_per_node} GPUs")
+    _check_sources(d, w, ["intra_node.domain_gpus"])
+    return v
 
 
 #: the keys of a cluster file (hardware/README.md), per section; a misspelt key would otherwise be
@@ -256,7 +283,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
 CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "intra_node", "inter_node", "power",
                      "cooling", "host", "sources"),
                 "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
-                "intra_node": ("fabric", "bandwidth_per_gpu", "latency"),
+                "intra_node": ("fabric", "bandwidth_per_gpu", "latency", "domain_gpus"),
                 "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency"),
                 "power": ("node_power_budget", "node_other_power"),
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
