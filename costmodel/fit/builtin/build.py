@@ -78,6 +78,7 @@ def build_profiles(D=None):
     for g, v in VARIANTS.items():
         if g in b.prof:
             _derive_variant(b, g, v)
+    comm.intra_gb200(b)
     comm.fit_inter(b)
     _power_thermal(b)
     _mamf_power_check(b)

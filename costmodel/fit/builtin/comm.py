@@ -178,6 +178,17 @@ def intra_b200(b: Build) -> None:
                notes=["XLA sm_100 8-GPU table (F32; throughput = algbw)."])
 
 
+def intra_gb200(b: Build) -> None:
+    """GB200: all-reduce refitted on the Azure ND GB200 v6 ring sweep (the variant's other collectives
+    stay the B200's, relative to the same NVLink 5).  The file does not state the GPU count of its
+    run; an ND GB200 v6 VM holds 4 GB200 GPUs, so 4 ranks are ASSUMED."""
+    d = b.D["gb200"]["nccl"]
+    _intra(b, "gb200-186gb", "all_reduce", [busbw_points("all_reduce", d["sizes"], d["busbw"], "gb200", g=4)], ["gb200"],
+           "ring", group_size=4,
+           notes=["Azure ND GB200 v6 nccl-tests all_reduce (Ring, in-place busbw, 1 KiB..8 GiB); 4 ranks ASSUMED (the",
+                  "VM's GPUs: the file does not state the count)."])
+
+
 def intra_derived(b: Build) -> None:
     """MI250, MI300X and V100 take the A100 (ring, no NVLS) parameters."""
     amd = ("No {g} collective data: A100 (ring, no NVLS) parameters; efficiency is relative to the cluster's "
@@ -226,7 +237,7 @@ def fit_inter(b: Build) -> None:
     _inter(b, "a100-sxm-80gb", "p4de", ["p4de"], 8, 2, "4 x 100 Gb/s EFA per node", 4 * 100e9 / 8 / 8,
            ["AWS p4de.24xlarge x2 all_reduce_perf 8 B..2 GiB (out-of-place)."])
     for g, v in VARIANTS.items():
-        if v.source not in ("a100-sxm-80gb", H100):
+        if v.source not in ("a100-sxm-80gb", H100, "b200-sxm-180gb"):
             raise ValueError(f"variant {g}: its source {v.source} has no inter-node fit")
     bb = _bench(b)["(b)"]
     _inter(b, "b200-sxm-180gb", (bb["size_bytes"], [float(busbw_factor("all_reduce", 32)) * s / v

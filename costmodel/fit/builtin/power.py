@@ -665,6 +665,7 @@ def build_power_thermal(gpus, data=None):
         else:
             raise ValueError(f"{g}: no power fit and no source in costmodel/fit/builtin/variants.py")
         inputs[g] = inputs[g] + ([_rel("flagperf_ops")] if _rel("flagperf_ops") not in inputs[g] else [])
+        base.setdefault(g, power)       # a later same-die variant (GB200 of the B200) derives from it
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
         summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "

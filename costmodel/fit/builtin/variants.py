@@ -77,6 +77,10 @@ VARIANTS = {
     "gh200-96gb": Variant(H100, "GH200 (96 GB HBM3): the H100 SXM's GH100 (132 SMs, NVLink 4 at 450 GB/s per "
                           "direction) with 4 TB/s HBM3; GEMM, HBM and attention efficiencies carry over relative to its "
                           "own peaks, collectives relative to its own NVLink"),
+    "gb200-186gb": Variant("b200-sxm-180gb", "GB200: the B200's Blackwell GPU (148 SMs, NVLink 5 at 900 GB/s per "
+                           "direction) in a Grace superchip with 186 GB HBM3e at 8 TB/s and a 1,200 W limit; GEMM, HBM "
+                           "and attention efficiencies carry over relative to its own peaks (2,500 TFLOP/s dense BF16), "
+                           "collectives relative to its own NVLink"),
     "l40s": Variant(H100, "L40S: Ada AD102 (142 SMs, GDDR6 at 864 GB/s, PCIe only), no L40S microbenchmark in the "
                     "public set. GEMM shape and efficiency from the H100 fit (both TSMC 4N, 4th-gen tensor cores with "
                     "FP8), applied to the L40S's own dense peaks and bandwidth; FlashAttention-2 from the H100's "
