@@ -7,7 +7,8 @@ system, the whole rack on a GB200 NVL72, whose nodes are trays of 4).  A group i
 NVLink/xGMI; a group across domains runs hierarchically
 (:func:`costmodel.collective.hierarchical_time_s`) and each GPU gets its share of its node's NICs:
 all GPUs of a node run the same collective at the same moment (SPMD), so a GPU's share is the
-node's NIC bandwidth / the GPUs crossing the network together.
+node's NIC bandwidth / the GPUs crossing the network together, shrunk where the group spans the
+switch tiers of an oversubscribed fabric (:mod:`costmodel.fabric`).
 
 Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et al. SC21):
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from .collective import CollectiveParams, hierarchical_time_s
 from .compute import ACT_BYTES
+from .fabric import tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -87,9 +89,13 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     G = cluster.gpus_per_node
     k, nn = group_span(stride, size, cluster.scale_up_gpus)
     crossing = G if crossing is None else crossing
-    inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
+    pen, tier_lat = tier_penalty(coll, stride, size, cluster)      # switch tiers above the NICs
+    inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1) / pen
     p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
     p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s)
+    if cluster.tiers:
+        steps = _STEPS[coll] * np.maximum(nn - 1, 1.0) if coll != "send_recv" else 1.0
+        p_out = p_out.with_alpha(p_out.alpha_s + steps * tier_lat)
     t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
     if coll == "send_recv":
         return t
@@ -236,8 +242,9 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     limit = (model.routing_group_limit * np.maximum(1.0, nodes / model.routing_groups)
              if model.routing_groups else None)
     rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk, limit) * load
-    t_rdma = np.where(nodes > 1, rdma / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)
-                      + cluster.inter_latency_s, 0.0)
+    pen, tier_lat = tier_penalty("all_to_all", t.etp, t.ep, cluster)
+    t_rdma = np.where(nodes > 1, rdma * pen / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)
+                      + cluster.inter_latency_s + tier_lat, 0.0)
     return np.where(t.ep > 1, 2 * np.maximum(t_nvl, t_rdma), 0.0) + etp_t
 
 

@@ -12,7 +12,7 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model, recompute_module_list
+from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model, recompute_module_list, with_fabric
 from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
@@ -122,11 +122,26 @@ def check_format(fmt: str | None) -> None:
         raise InputError("--format", "", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
+def with_fabric_flags():
+    """Give a command the scale-out what-if options (``--scale-out-gbps``, ``--oversubscription``) and
+    pass their values as ``fabric_flags`` (costmodel.specs.with_fabric).
+
+    Raises (at import): the command has no ``fabric_flags`` parameter.
+    """
+    return lambda fn: _append_options(fn, "fabric_flags", [
+        ("scale_out_gbps", Optional[float], typer.Option(
+            None, "--scale-out-gbps", help="What-if: every NIC at this line rate, Gb/s (default: the cluster file's).")),
+        ("oversubscription", Optional[float], typer.Option(
+            None, "--oversubscription", help="What-if: every switch tier's downlink:uplink ratio, 1 = non-blocking "
+                                             "(needs a cluster file with inter_node.tiers, e.g. dgx-h100-superpod)."))])
+
+
 def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, stack="megatron",
-          recipe_flags: dict | None = None):
+          recipe_flags: dict | None = None, fabric_flags: dict | None = None):
     """Load the model, cluster, recipe and profile the common options name (notes on stderr).
 
-    ``recipe_flags``: switch -> value from :func:`with_recipe_flags` (None: the stack's default).
+    ``recipe_flags``: switch -> value from :func:`with_recipe_flags` (None: the stack's default);
+    ``fabric_flags``: the what-ifs of :func:`with_fabric_flags` applied to the cluster.
 
     Returns:
         (ModelSpec, ClusterSpec, Recipe, Profile).
@@ -134,7 +149,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
         InputError: an unknown or malformed model, cluster or profile, or a bad recipe value.
     """
     model = load_model(model_arg)
-    cluster = load_cluster(cluster_arg, nodes)
+    cluster = with_fabric(load_cluster(cluster_arg, nodes), **(fabric_flags or {}))
     if precision is None:
         precision = "bf16" if "bf16" in cluster.gpu.peak_flops else "fp16"
     if seq_len is not None and seq_len < 1:

@@ -15,7 +15,7 @@ from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_
 from ..predict import least_recompute, predict_run
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      check_format,
-                     check_layout_flags, context_line, setup, with_layout_flags, with_recipe_flags)
+                     check_layout_flags, context_line, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
 
 def parse_derate(items: list) -> dict:
@@ -37,6 +37,7 @@ def parse_derate(items: list) -> dict:
     return out
 
 
+@with_fabric_flags()
 @with_layout_flags()
 @with_recipe_flags()
 def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
@@ -50,7 +51,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                                                        "synchronous step follows the slowest rank."),
             fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
-            recipe_flags: dict = None):
+            recipe_flags: dict = None, fabric_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy (exit 3, after the
     full report, when the layout does not fit)."""
     check_format(fmt)
@@ -59,7 +60,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         print(f"costmodel: note: {note}", file=sys.stderr)
     gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
     with config_origin(sc):
-        m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
+        m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     check_layout_flags(lay)

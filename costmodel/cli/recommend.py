@@ -22,9 +22,10 @@ from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import TE_STACKS, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
-                     context_line, setup, with_recipe_flags)
+                     context_line, setup, with_fabric_flags, with_recipe_flags)
 
 
+@with_fabric_flags()
 @with_recipe_flags()
 def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
               seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
@@ -48,7 +49,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                                                          help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
               fmt: Optional[str] = FORMAT,
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
-              recipe_flags: dict = None):
+              recipe_flags: dict = None, fabric_flags: dict = None):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
 
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
@@ -59,7 +60,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                    objective, solver)
     _check_plot(plot, pareto)
     check_format(fmt)
-    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags)
+    m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,

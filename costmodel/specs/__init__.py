@@ -12,7 +12,8 @@ hardware/README.md for GPU, cluster and profile YAML.  One module per concept:
 * :mod:`.profile`   Profile, load_profile (the profile schema)
 * :mod:`.loading`   catalog folders and typed field access shared by the readers
 """
-from .hardware import ClusterSpec, CoolingSpec, GpuSpec, list_clusters, list_gpus, load_cluster, load_gpu
+from .hardware import (ClusterSpec, CoolingSpec, FabricTier, GpuSpec, list_clusters, list_gpus, load_cluster, load_gpu,
+                       with_fabric)
 from .loading import catalog_dir, hardware_dir
 from .model import ModelSpec, list_models, load_model
 from .params import COLLECTIVES, PROTOCOLS, AttentionKernelParams, CollectiveParams, GemmParams, PowerParams, ThermalParams
@@ -20,7 +21,7 @@ from .profile import Profile, cluster_profile, load_profile
 from .recipe import (ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, PRECISIONS, RECOMPUTE_MODULES,
                      STATE_DTYPES, CrossEntropySpec, OptimizerSpec, Recipe, recompute_module_list)
 
-__all__ = ["ClusterSpec", "CoolingSpec", "GpuSpec", "list_clusters", "list_gpus", "load_cluster", "load_gpu",
+__all__ = ["ClusterSpec", "CoolingSpec", "FabricTier", "GpuSpec", "with_fabric", "list_clusters", "list_gpus", "load_cluster", "load_gpu",
            "catalog_dir", "hardware_dir", "ModelSpec", "list_models", "load_model", "COLLECTIVES", "PROTOCOLS",
            "CollectiveParams", "GemmParams", "PowerParams", "ThermalParams", "Profile", "cluster_profile", "load_profile",
            "OPTIMIZERS", "OptimizerSpec", "PRECISIONS", "Recipe", "CROSS_ENTROPIES", "CrossEntropySpec", "ATTENTION_KERNELS", "AttentionKernelParams",

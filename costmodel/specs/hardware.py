@@ -1,7 +1,7 @@
 """GPU datasheets, cluster topology and cooling (hardware/gpus/*.yaml, hardware/clusters/*.yaml)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InputError
 from ..units import parse_quantity
@@ -58,6 +58,26 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
+class FabricTier:
+    """One switch tier of the scale-out fabric above the NICs (``inter_node.tiers``, innermost first).
+
+    Attributes:
+        name: what the operator calls it (leaf, spine, core).
+        nodes: the nodes one switch group of this tier joins (a scalable unit for the leaf tier;
+            each tier a whole number of the tier below).
+        oversubscription: downlink over uplink capacity of this tier's switches (>= 1; 1 = non-blocking):
+            traffic between two of its groups leaves through uplinks with 1/oversubscription of
+            the bandwidth its nodes' NICs inject.
+        latency_s: extra one-way latency of a path that rises above this tier, s.
+    """
+
+    name: str
+    nodes: int
+    oversubscription: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
 class CoolingSpec:
     """How a node is cooled (cluster YAML ``cooling:``), per GPU slot in local-rank order.
 
@@ -93,7 +113,8 @@ class ClusterSpec:
     scale_up_gpus: the GPUs of one NVLink (scale-up) domain, the file's ``intra_node.domain_gpus``:
     a node (tray) of ``gpus_per_node`` GPUs owns its NICs, while the NVLink fabric may join several
     nodes (GB200 NVL72: 18 trays of 4 GPUs, one 72-GPU domain); default gpus_per_node (an HGX node
-    is its own domain).  node_other_power_w: a node's non-GPU power (CPUs,
+    is its own domain).  tiers: the scale-out fabric's switch tiers (:class:`FabricTier`, innermost
+    first; empty: one non-blocking switch layer joins every node).  node_other_power_w: a node's non-GPU power (CPUs,
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
     gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
@@ -122,6 +143,7 @@ class ClusterSpec:
     host_memory_bytes_per_s: float | None = None
     host_pcie_bytes_per_s: float | None = None
     domain_gpus: int | None = None
+    tiers: tuple = ()
 
     @property
     def scale_up_gpus(self) -> int:
@@ -242,6 +264,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
             raise InputError(w, f"host.{k}", f"{host[k]!r} is outside 1 GB/s .. 100 TB/s")
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
     domain = _domain_gpus(intra, _get_int(d, ("gpus_per_node",), w), d, w)
+    tiers = _tiers(inter, d, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
@@ -259,7 +282,64 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
         host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
-        domain_gpus=domain)
+        domain_gpus=domain, tiers=tiers)
+
+
+def _tiers(inter: dict, d: dict, w: str) -> tuple:
+    """``inter_node.tiers`` as :class:`FabricTier` (empty when absent), with its source.
+
+    Raises:
+        InputError: not a list of mappings, a tier's nodes not a whole multiple of the tier below's,
+            an oversubscription below 1 or above 64, a negative latency, or no sources line.
+    """
+    raw = inter.get("tiers")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise InputError(w, "inter_node.tiers", "expected a non-empty list of {name, nodes, oversubscription, latency}")
+    out, below = [], 1
+    for i, t in enumerate(raw):
+        f = f"inter_node.tiers[{i}]"
+        if not isinstance(t, dict):
+            raise InputError(w, f, f"expected a mapping, got {t!r}")
+        nodes = _get_int({f"{f}.nodes": t.get("nodes")}, (f"{f}.nodes",), w, minimum=2, maximum=2**24)
+        if nodes % below or nodes <= below:
+            raise InputError(w, f"{f}.nodes", f"{nodes} is not a larger whole multiple of the tier below ({below} nodes)")
+        o = _get(t, "oversubscription", w, prefix=f"{f}.")
+        if not 1.0 <= o <= 64.0:
+            raise InputError(w, f"{f}.oversubscription", f"{t['oversubscription']!r} is outside 1 .. 64 (1 = non-blocking)")
+        lat = _get(t, "latency", w, "seconds", positive=False, prefix=f"{f}.")
+        if lat < 0:
+            raise InputError(w, f"{f}.latency", f"must be >= 0, got {t['latency']!r}")
+        out.append(FabricTier(_get_str(t, "name", w, prefix=f"{f}."), nodes, o, lat))
+        below = nodes
+    _check_sources(d, w, ["inter_node.tiers"])
+    return tuple(out)
+
+
+def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
+                oversubscription: float | None = None) -> ClusterSpec:
+    """The cluster with a what-if scale-out fabric: every NIC at ``scale_out_gbps`` Gb/s, and/or every
+    switch tier's uplinks at ``oversubscription`` (``--scale-out-gbps``, ``--oversubscription``).
+
+    Raises:
+        InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, or an
+            oversubscription asked of a cluster file with no ``inter_node.tiers``.
+    """
+    c = cluster
+    if scale_out_gbps is not None:
+        if not 1.0 <= scale_out_gbps <= 1e5:
+            raise InputError("--scale-out-gbps", "", f"{scale_out_gbps:g} is outside 1 .. 100,000 Gb/s per NIC")
+        c = replace(c, nic_bytes_per_s=scale_out_gbps * 1e9 / 8)
+    if oversubscription is not None:
+        if not 1.0 <= oversubscription <= 64.0:
+            raise InputError("--oversubscription", "", f"{oversubscription:g} is outside 1 .. 64 (1 = non-blocking)")
+        if not c.tiers:
+            raise InputError("--oversubscription", "", f"{c.path} has no inter_node.tiers: say which switch tier "
+                             "is oversubscribed in the cluster file (hardware/README.md), or use a cluster with "
+                             "tiers such as dgx-h100-superpod")
+        c = replace(c, tiers=tuple(replace(t, oversubscription=oversubscription) for t in c.tiers))
+    return c
 
 
 def _domain_gpus(intra: dict, gpus_per_node: int, d: dict, w: str) -> int | None:
@@ -284,7 +364,8 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                      "cooling", "host", "sources"),
                 "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
                 "intra_node": ("fabric", "bandwidth_per_gpu", "latency", "domain_gpus"),
-                "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency"),
+                "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers"),
+                "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency"),
                 "power": ("node_power_budget", "node_other_power"),
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
                 "cooling.slots[]": ("row", "r_th_scale")}
@@ -306,6 +387,10 @@ def _check_keys(d: dict, w: str) -> None:
     for i, sl in enumerate(slots if isinstance(slots, list) else []):
         if isinstance(sl, dict):
             check(sl, f"cooling.slots[{i}]")
+    tiers = (d.get("inter_node") or {}).get("tiers") if isinstance(d.get("inter_node"), dict) else None
+    for i, t in enumerate(tiers if isinstance(tiers, list) else []):
+        if isinstance(t, dict):
+            check(t, f"inter_node.tiers[{i}]")
 
 
 def _shutdown(d: dict, w: str) -> float | None:

@@ -239,3 +239,19 @@ def test_recommend_with_no_layout_in_memory_is_infeasible_exit_3():
     line = p.stderr.strip().splitlines()
     assert len(line) == 1 and line[0].startswith("costmodel: infeasible: none of the 5,858 valid layouts fits")
     assert "93.7 GiB per GPU" in line[0]
+
+
+def test_scale_out_what_ifs_on_the_command_line():
+    """--oversubscription slows an EP all-to-all that crosses two scalable units of the SuperPOD and
+    is refused, in one line, on a cluster file without switch tiers; --scale-out-gbps is range-checked."""
+    args = ["predict", "--model", "qwen3-235b-a22b", "--cluster", "dgx-h100-superpod", "--nodes", "256", "--gbs", "2048",
+            "--seq-len", "4096", "--tp", "4", "--pp", "4", "--ep", "128", "--mbs", "1", "--recompute", "full",
+            "--moe-dispatcher", "alltoall", "--json"]
+    base, over = run(*args), run(*args, "--oversubscription", "4")
+    assert base.returncode == 0 and over.returncode == 0, base.stderr + over.stderr
+    ep = [json.loads(p.stdout)["breakdown"]["ep_comm_s"] for p in (base, over)]
+    assert ep[1] > 1.4 * ep[0]
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--oversubscription", "2"),
+                          "--oversubscription", "no inter_node.tiers")
+    assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--scale-out-gbps", "0"),
+                          "--scale-out-gbps", "outside 1 .. 100,000")

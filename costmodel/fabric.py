@@ -1,0 +1,56 @@
+"""The scale-out fabric's switch tiers: what a collective pays when its group spans tier groups.
+
+A cluster file may describe the network above the NICs as tiers (``inter_node.tiers``, innermost
+first; :class:`costmodel.specs.FabricTier`): tier t joins N_t nodes, and traffic between two of its
+groups leaves through uplinks of 1/o_t of the bandwidth the nodes inject (o_t, the oversubscription).
+Nodes fill tier groups in rank order (contiguous placement), so a group of ``size`` ranks ``stride``
+apart spans w = ceil(size x stride / G) consecutive nodes (G GPUs per node) and n_t = ceil(w / N_t)
+groups of tier t.
+
+Bisection argument: every GPU of a job runs the same collective at once (SPMD), so the uplinks of a
+tier-t group carry the fraction f_t of its nodes' NIC traffic that leaves the group, against a
+capacity of 1/O_t of it, O_t = o_1 ... o_t (each tier's uplinks feed the next).  The NIC share of
+every GPU then shrinks by max(1, f_t O_t), the worst tier setting the pace:
+
+* all-to-all (uniform destinations, the MoE dispatch): f_t = (n_t - 1) / n_t;
+* ring and tree collectives and point-to-point (all-reduce, all-gather, reduce-scatter, the
+  pipeline's send/recv): a ring over m nodes leaves a tier group only at its n_t boundary hops
+  (a tree's edges cross as rarely), f_t = n_t / m, so a rail-aligned DP ring over a few SUs of 32
+  nodes pays no spine oversubscription below 32:1 (NCCL docs "Algorithms": rings and trees;
+  rail-optimised fabrics keep each ring on one rail, NVIDIA DGX SuperPOD reference architecture).
+
+A path that rises above tier t pays its ``latency`` (one way) on every step of the collective.
+ECMP hash collisions, adaptive routing and in-network reduction (SHARP) are not modelled.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .specs import ClusterSpec
+
+
+def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
+    """(bandwidth divisor >= 1, extra one-way latency in s) of groups of ``size`` ranks ``stride``
+    apart (arrays broadcast) on ``cluster``'s tiers; (1, 0) on a cluster without tiers.
+
+    Formula: the module docstring's max over crossed tiers of max(1, f_t O_t), and the sum of the
+    latencies of the tiers the group rises above.
+    """
+    stride = np.asarray(stride, dtype=np.float64)
+    size = np.asarray(size, dtype=np.float64)
+    if not cluster.tiers:
+        return np.ones(np.broadcast(stride, size).shape), np.zeros(np.broadcast(stride, size).shape)
+    G = cluster.gpus_per_node
+    width = np.maximum(np.ceil(size * stride / G), 1.0)          # consecutive nodes the group spans
+    touched = np.minimum(size, width)                             # nodes holding a member
+    pen = np.ones_like(width)
+    lat = np.zeros_like(width)
+    cum = 1.0
+    for tier in cluster.tiers:
+        cum *= tier.oversubscription
+        n_t = np.ceil(width / tier.nodes)
+        crosses = n_t > 1
+        f = (n_t - 1) / n_t if coll == "all_to_all" else n_t / np.maximum(touched, 1.0)
+        pen = np.where(crosses, np.maximum(pen, f * cum), pen)
+        lat = lat + np.where(crosses, tier.latency_s, 0.0)
+    return pen, lat

@@ -1,0 +1,99 @@
+"""Scale-out switch tiers (costmodel/fabric.py): hand-computed penalties, the DP and EP terms of a
+16,384-GPU job on a DGX SuperPOD, the what-if flags and bad tier input."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costmodel.collective import hierarchical_time_s
+from costmodel.comm import _params, group_time_s
+from costmodel.errors import InputError
+from costmodel.fabric import tier_penalty
+from costmodel.specs import load_cluster, load_profile, with_fabric
+
+POD = Path(__file__).resolve().parent.parent / "hardware" / "clusters" / "dgx-h100-superpod.yaml"
+GIB = 2**30
+
+
+def test_an_all_to_all_across_two_scalable_units_pays_half_the_oversubscription():
+    """EP128 at stride 4 spans 64 nodes = 2 leaf groups of 32: half of every GPU's all-to-all traffic
+    leaves its leaf group, whose uplinks carry 1/4 of the injected bandwidth at 4:1 -> divisor 2."""
+    c = with_fabric(load_cluster("dgx-h100-superpod", nodes=2048), oversubscription=4)
+    pen, lat = tier_penalty("all_to_all", 4, 128, c)
+    assert float(pen) == 2.0 and float(lat) == 0.0
+    assert float(tier_penalty("all_to_all", 4, 64, c)[0]) == 1.0          # 32 nodes: one leaf group
+
+
+def test_a_dp_ring_pays_the_spine_only_past_its_boundary_share():
+    """DP over all 2,048 nodes (stride 8): the ring leaves a 32-node leaf group at 64 of its 2,048
+    hops (1/32); at 4:1 the uplinks keep up (1/32 x 4 < 1), at 64:1 they halve the NIC share."""
+    pod = load_cluster("dgx-h100-superpod", nodes=2048)
+    assert float(tier_penalty("all_reduce", 8, 2048, with_fabric(pod, oversubscription=4))[0]) == 1.0
+    assert float(tier_penalty("all_reduce", 8, 2048, with_fabric(pod, oversubscription=64))[0]) == 2.0
+
+
+def test_the_dp_all_reduce_of_a_16k_gpu_job_on_an_oversubscribed_pod():
+    """A 1 GiB fp32-gradient all-reduce over DP 2,048 (TP 8, 16,384 GPUs): on the non-blocking pod it
+    equals the same cluster without tiers; at 64:1 it is the hierarchical time with each GPU's NIC
+    share (8 x 50 GB/s / 8 GPUs = 50 GB/s) halved, computed here by hand."""
+    p = load_profile("h100-sxm-80gb")
+    pod = load_cluster("dgx-h100-superpod", nodes=2048)
+    flat = load_cluster("dgx-h100", nodes=2048)
+    t_pod = float(group_time_s("all_reduce", GIB, 8, 2048, pod, p))
+    assert t_pod == float(group_time_s("all_reduce", GIB, 8, 2048, flat, p))
+    over = with_fabric(pod, oversubscription=64)
+    want = float(hierarchical_time_s("all_reduce", GIB, 1, 2048, 450e9, 50e9 / 2,
+                                     _params(p, "intra_node", "all_reduce", 1, 0.6e-6),
+                                     _params(p, "inter_node", "all_reduce", 2048, 2.7e-6)))
+    got = float(group_time_s("all_reduce", GIB, 8, 2048, over, p))
+    assert got == pytest.approx(want, rel=1e-12) and got > 1.5 * t_pod
+
+
+def test_tier_latency_is_paid_on_every_step_above_the_tier(tmp_path):
+    """A 1 us spine hop: a ring all-reduce over 4 nodes of two leaf groups pays 2 x (4 - 1) steps x 1 us."""
+    text = POD.read_text().replace("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}",
+                                   "{name: leaf, nodes: 2, oversubscription: 1, latency: 1us}")
+    f = tmp_path / "pod.yaml"
+    f.write_text(text)
+    c, p = load_cluster(str(f), nodes=4), load_profile("h100-sxm-80gb")
+    base = load_cluster("dgx-h100", nodes=4)
+    d = float(group_time_s("all_reduce", 8.0, 8, 4, c, p)) - float(group_time_s("all_reduce", 8.0, 8, 4, base, p))
+    assert d == pytest.approx(2 * 3 * 1e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("{name: spine, nodes: 2048,", "{name: spine, nodes: 48,", "not a larger whole multiple"),
+    ("{name: leaf, nodes: 32, oversubscription: 1,", "{name: leaf, nodes: 32, oversubscription: 0.5,", "outside 1 .. 64"),
+    ("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}", "{name: leaf, nodes: 32, oversubscription: 1, "
+     "latency: 0us, radix: 64}", "unknown key"),
+    ("    - {name: spine, nodes: 2048, oversubscription: 1, latency: 0us}\n", "", None)])
+def test_bad_tiers_name_their_field(tmp_path, old, new, why):
+    text = POD.read_text()
+    assert old in text
+    f = tmp_path / "bad.yaml"
+    f.write_text(text.replace(old, new))
+    if why is None:                              # one tier is fine
+        assert len(load_cluster(str(f)).tiers) == 1
+        return
+    with pytest.raises(InputError, match=why) as e:
+        load_cluster(str(f))
+    assert "inter_node.tiers" in str(e.value)
+
+
+def test_tiers_need_their_source(tmp_path):
+    f = tmp_path / "nosrc.yaml"
+    f.write_text("\n".join(l for l in POD.read_text().splitlines() if not l.startswith("  inter_node.tiers:")) + "\n")
+    with pytest.raises(InputError, match="inter_node.tiers"):
+        load_cluster(str(f))
+
+
+def test_what_if_flags_check_their_range_and_the_cluster():
+    pod = load_cluster("dgx-h100-superpod")
+    assert with_fabric(pod, scale_out_gbps=100).nic_bytes_per_s == 100e9 / 8
+    assert {t.oversubscription for t in with_fabric(pod, oversubscription=3).tiers} == {3.0}
+    with pytest.raises(InputError, match="--oversubscription.*no inter_node.tiers"):
+        with_fabric(load_cluster("dgx-h100"), oversubscription=2)
+    with pytest.raises(InputError, match="--scale-out-gbps"):
+        with_fabric(pod, scale_out_gbps=0.5)
+    with pytest.raises(InputError, match="outside 1 .. 64"):
+        with_fabric(pod, oversubscription=0.9)
