@@ -117,3 +117,14 @@ def test_validate_reads_a_gb200_row_by_tray_or_by_rack():
     res = validate_rows([dict(base, row_id=str(g), gpus_per_node=str(g)) for g in (4, 72, 8)])
     assert res[0].skipped is None and res[0].predicted_s == pytest.approx(res[1].predicted_s, rel=1e-12)
     assert "8 GPUs per node" in res[2].skipped and "72 per NVLink domain" in res[2].skipped
+
+
+def test_the_search_on_an_nvl72_explores_tp8_and_ep64():
+    """DeepSeek-V3 on 32 trays (128 GB200): the layout space holds TP8 groups across two trays and
+    EP64 groups inside a rack, which a search bound to the 4-GPU tray cannot offer (TP <= 4)."""
+    from costmodel.layouts import enumerate_layouts
+    m, r = load_model("deepseek-v3"), Recipe(gbs=256, seq_len=4096)
+    c = load_cluster("gb200-nvl72", nodes=32)
+    t = enumerate_layouts(m, r, c.num_gpus, c.scale_up_gpus, max_mbs=1)
+    assert (t.tp == 8).any() and (t.ep == 64).any()
+    assert not (enumerate_layouts(m, r, c.num_gpus, c.gpus_per_node, max_mbs=1).tp > 4).any()
