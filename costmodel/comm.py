@@ -46,17 +46,32 @@ from .stacks import STACKS
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
 
 
-def group_span(stride, size, domain_gpus: int):
-    """(ranks per domain, domains) of groups of ``size`` ranks spaced ``stride`` apart (arrays), for
-    NVLink domains of ``domain_gpus`` GPUs (a node's GPUs on HGX systems).
+def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
+    """(ranks per domain, domains) of the slowest of the groups of ``size`` ranks spaced ``stride``
+    apart (arrays), for NVLink domains of ``domain_gpus`` GPUs (a node's GPUs on HGX systems) in a job
+    of ``num_gpus`` GPUs.
 
-    Contiguous-rank placement (Megatron assigns ranks node by node, and a domain is whole nodes).
+    Ranks fill nodes and nodes fill domains in order (Megatron assigns ranks node by node), so the
+    groups of one parallel dimension tile the ranks in blocks of B = stride x size, block j starting
+    at rank jB.  Where B does not line up with the domain, some block straddles a domain boundary,
+    and the synchronous collective waits for that group: the block starting at residue D - gcd(B, D)
+    of the domain size D (the largest residue a multiple of B reaches) spans ceil((B + D - gcd)/D)
+    domains; its members split about evenly.  A job inside one domain (``num_gpus`` <= D, or not
+    given) never straddles.
     """
     stride = np.asarray(stride, dtype=np.float64)
     size = np.asarray(size, dtype=np.float64)
     per_node = np.clip(np.floor(domain_gpus / stride), 1.0, None)
     k = np.minimum(size, per_node)
-    return k, np.ceil(size / k)
+    nn = np.ceil(size / k)
+    if num_gpus is None or num_gpus <= domain_gpus:
+        return k, nn
+    block = (stride * size).astype(np.int64)
+    g = np.gcd(block, int(domain_gpus)).astype(np.float64)
+    worst = np.minimum(np.ceil((block + domain_gpus - g) / domain_gpus), size)
+    straddle = worst > nn
+    nn = np.where(straddle, worst, nn)
+    return np.where(straddle, np.ceil(size / nn), k), nn
 
 
 def _params(profile: Profile, scope: str, coll: str, g, latency_s: float) -> CollectiveParams:
@@ -87,7 +102,7 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         array of seconds (0 where size == 1 and coll is not send_recv).
     """
     G = cluster.gpus_per_node
-    k, nn = group_span(stride, size, cluster.scale_up_gpus)
+    k, nn = group_span(stride, size, cluster.scale_up_gpus, cluster.num_gpus)
     crossing = G if crossing is None else crossing
     pen, tier_lat = tier_penalty(coll, stride, size, cluster)      # switch tiers above the NICs
     inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1) / pen
@@ -235,7 +250,7 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     if recipe.moe_dispatcher == "alltoall":
         return 2 * group_time_s("all_to_all", copies, t.etp, t.ep, cluster, profile) + etp_t
     G = cluster.gpus_per_node
-    k, nodes = group_span(t.etp, t.ep, cluster.scale_up_gpus)     # nodes: NVLink domains
+    k, nodes = group_span(t.etp, t.ep, cluster.scale_up_gpus, cluster.num_gpus)     # nodes: NVLink domains
     t_nvl = copies * (k - 1) / np.maximum(k, 1) / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s) + cluster.intra_latency_s
     # group-limited routing: a group's experts sit on nodes / groups nodes (EP ranks hold contiguous
     # experts), so a token reaches at most limit x that many (DeepSeek-V3 sec. 3.2.2: 4 nodes)
@@ -293,7 +308,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
     kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES
-    k_cp, nn_cp = group_span(t.tp, t.cp, cluster.scale_up_gpus)
+    k_cp, nn_cp = group_span(t.tp, t.cp, cluster.scale_up_gpus, cluster.num_gpus)
     cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)

@@ -48,7 +48,9 @@ def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
     cum = 1.0
     for tier in cluster.tiers:
         cum *= tier.oversubscription
-        n_t = np.ceil(width / tier.nodes)
+        # tier groups holding a member: never more than the member nodes (a pipeline whose stages
+        # sit in different leaf groups crosses on every hop)
+        n_t = np.minimum(np.ceil(width / tier.nodes), touched)
         crosses = n_t > 1
         f = (n_t - 1) / n_t if coll == "all_to_all" else n_t / np.maximum(touched, 1.0)
         pen = np.where(crosses, np.maximum(pen, f * cum), pen)

@@ -48,6 +48,8 @@ def run_record(run: RunPrediction) -> dict:
         "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": recipe_record(run.recipe),
     }
+    if run.cluster.what_if:
+        rec["cluster_what_if"] = run.cluster.what_if
     if not run.feasible:
         rec["reason"] = run.reason
     if run.band is not None:

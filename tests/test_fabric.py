@@ -66,6 +66,10 @@ def test_tier_latency_is_paid_on_every_step_above_the_tier(tmp_path):
     ("{name: leaf, nodes: 32, oversubscription: 1,", "{name: leaf, nodes: 32, oversubscription: 0.5,", "outside 1 .. 64"),
     ("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}", "{name: leaf, nodes: 32, oversubscription: 1, "
      "latency: 0us, radix: 64}", "unknown key"),
+    ("{name: spine, nodes: 2048, oversubscription: 1, latency: 0us}", "{name: spine, nodes: 2048, oversubscription: 1, "
+     "latency: 1000000}", "outside 0 .. 1 ms"),
+    ("{name: spine,", "{name: leaf,", "names an earlier tier again"),
+    ("{name: spine,", "{name: '  ',", "is empty"),
     ("    - {name: spine, nodes: 2048, oversubscription: 1, latency: 0us}\n", "", None)])
 def test_bad_tiers_name_their_field(tmp_path, old, new, why):
     text = POD.read_text()
@@ -73,7 +77,7 @@ def test_bad_tiers_name_their_field(tmp_path, old, new, why):
     f = tmp_path / "bad.yaml"
     f.write_text(text.replace(old, new))
     if why is None:                              # one tier is fine
-        assert len(load_cluster(str(f)).tiers) == 1
+        assert len(load_cluster(str(f), nodes=32).tiers) == 1
         return
     with pytest.raises(InputError, match=why) as e:
         load_cluster(str(f))
@@ -97,3 +101,18 @@ def test_what_if_flags_check_their_range_and_the_cluster():
         with_fabric(pod, scale_out_gbps=0.5)
     with pytest.raises(InputError, match="outside 1 .. 64"):
         with_fabric(pod, oversubscription=0.9)
+
+
+def test_a_job_larger_than_the_top_tier_is_refused():
+    """The pod's spine joins 2,048 nodes: 4,096 needs a tier the file does not describe."""
+    assert load_cluster("dgx-h100-superpod", nodes=2048).num_gpus == 16384
+    with pytest.raises(InputError, match="4096 nodes exceed the 2048") as e:
+        load_cluster("dgx-h100-superpod", nodes=4096)
+    assert e.value.where == "--nodes"
+
+
+def test_a_link_latency_above_a_millisecond_is_refused(tmp_path):
+    f = tmp_path / "slow.yaml"
+    f.write_text(POD.read_text().replace("  latency: 2.7us", "  latency: 1000000", 1))
+    with pytest.raises(InputError, match="inter_node.latency"):
+        load_cluster(str(f))

@@ -16,7 +16,7 @@ R = Recipe(gbs=128, seq_len=8192)
 
 @pytest.mark.parametrize("kw,rule", [
     (dict(tp=4, pp=4, dp=4), "must equal the number of GPUs"),
-    (dict(tp=16, pp=2, dp=1), "TP must divide the GPUs per node"),
+    (dict(tp=16, pp=2, dp=1), "TP must divide the GPUs of one NVLink domain (8"),
     (dict(tp=4, pp=3, dp=2, cp=1), "must equal"),
     (dict(tp=4, pp=8, dp=1, vp=3), "divisible by PP x VP"),
     (dict(tp=8, pp=1, dp=4, mbs=3), "gbs (128) must be divisible by DP x mbs"),

@@ -57,7 +57,7 @@ def test_tp_spans_trays_inside_the_domain_only():
                                       sp=True, overlap=True)])
     assert validity(lay, m, r, 64, load_cluster("gb200-nvl72").scale_up_gpus)[0][0] == -1
     code, msgs = validity(lay, m, r, 64, 4)
-    assert "TP must divide the GPUs per node (4, one NVLink domain)" in msgs[code[0]]
+    assert "TP must divide the GPUs of one NVLink domain (4;" in msgs[code[0]]
 
 
 def test_the_collectives_table_has_a_domain_scope():
@@ -128,3 +128,21 @@ def test_the_search_on_an_nvl72_explores_tp8_and_ep64():
     t = enumerate_layouts(m, r, c.num_gpus, c.scale_up_gpus, max_mbs=1)
     assert (t.tp == 8).any() and (t.ep == 64).any()
     assert not (enumerate_layouts(m, r, c.num_gpus, c.gpus_per_node, max_mbs=1).tp > 4).any()
+
+
+def test_a_group_that_straddles_a_rack_boundary_pays_the_network():
+    """20 trays (80 GPUs), TP4 PP2: pipeline stage 1 holds ranks 40-79, so its DP ring of 10 (stride 4)
+    crosses the rack boundary at rank 72 and the step waits for it; 64-rank EP groups in two racks
+    (144 GPUs) straddle too (ranks 64-127).  Both slow down when the NICs are made useless; the same
+    groups in a job that fits one rack do not."""
+    from costmodel.comm import group_span
+    assert [float(x[0]) for x in group_span(np.array([4.0]), np.array([10.0]), 72, 80)] == [5.0, 2.0]
+    assert [float(x[0]) for x in group_span(np.array([4.0]), np.array([10.0]), 72, 72)] == [10.0, 1.0]
+    assert [float(x[0]) for x in group_span(np.array([1.0]), np.array([3.0]), 8, 24)] == [2.0, 2.0]   # HGX, DP 3
+    p = load_profile("gb200-186gb")
+    c = load_cluster("gb200-nvl72", nodes=20)
+    t = float(group_time_s("all_reduce", MIB64, 4, 10, c, p))
+    assert float(group_time_s("all_reduce", MIB64, 4, 10, _no_nics(c), p)) > 1e3 * t
+    two = load_cluster("gb200-nvl72", nodes=36)
+    assert float(group_time_s("all_to_all", MIB64, 1, 64, _no_nics(two), p)) > 1e3 * float(
+        group_time_s("all_to_all", MIB64, 1, 64, two, p))

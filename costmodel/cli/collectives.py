@@ -79,7 +79,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
                                                             "capture without # Rank lines."),
                 as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """The nccl-tests table the model predicts for a cluster (time, algbw, busbw per collective, inside a
-    node and over the cluster), or, with --compare, the error per size against a capture."""
+    node, over one NVLink domain where it joins several nodes, and over the cluster), or, with --compare,
+    the error per size against a capture."""
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and not 1 <= v <= 2 ** 24:
             raise InputError(flag, "", f"must be between 1 and 2^24, got {v}")

@@ -182,8 +182,9 @@ def profile_notes(profile, cluster: ClusterSpec) -> list:
 def context_line(model, cluster: ClusterSpec, recipe) -> str:
     """One line naming the model, its size, the cluster and the recipe."""
     return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
-            f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}; gbs {recipe.gbs}, "
-            f"seq_len {recipe.seq_len}, {recipe.precision}")
+            f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}"
+            + (f" (what-if: {cluster.what_if})" if cluster.what_if else "")
+            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision}")
 
 
 def _append_options(fn, param: str, options: list):

@@ -114,7 +114,8 @@ class ClusterSpec:
     a node (tray) of ``gpus_per_node`` GPUs owns its NICs, while the NVLink fabric may join several
     nodes (GB200 NVL72: 18 trays of 4 GPUs, one 72-GPU domain); default gpus_per_node (an HGX node
     is its own domain).  tiers: the scale-out fabric's switch tiers (:class:`FabricTier`, innermost
-    first; empty: one non-blocking switch layer joins every node).  node_other_power_w: a node's non-GPU power (CPUs,
+    first; empty: one non-blocking switch layer joins every node); what_if: the scale-out what-ifs
+    applied by :func:`with_fabric` ("" when none).  node_other_power_w: a node's non-GPU power (CPUs,
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
     gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
@@ -144,6 +145,7 @@ class ClusterSpec:
     host_pcie_bytes_per_s: float | None = None
     domain_gpus: int | None = None
     tiers: tuple = ()
+    what_if: str = ""
 
     @property
     def scale_up_gpus(self) -> int:
@@ -265,6 +267,14 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
     domain = _domain_gpus(intra, _get_int(d, ("gpus_per_node",), w), d, w)
     tiers = _tiers(inter, d, w)
+    if tiers and n_nodes > tiers[-1].nodes:
+        raise InputError("--nodes" if nodes is not None else w, "" if nodes is not None else "nodes",
+                         f"{n_nodes} nodes exceed the {tiers[-1].nodes} that {w}'s top switch tier "
+                         f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
+    for sec, v in (("intra_node", intra), ("inter_node", inter)):
+        lat = _get(v, "latency", w, "seconds", prefix=f"{sec}.")
+        if lat > 1e-3:
+            raise InputError(w, f"{sec}.latency", f"{v['latency']!r} is above 1 ms: a link hop, not a typo?")
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
@@ -309,9 +319,12 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
         if not 1.0 <= o <= 64.0:
             raise InputError(w, f"{f}.oversubscription", f"{t['oversubscription']!r} is outside 1 .. 64 (1 = non-blocking)")
         lat = _get(t, "latency", w, "seconds", positive=False, prefix=f"{f}.")
-        if lat < 0:
-            raise InputError(w, f"{f}.latency", f"must be >= 0, got {t['latency']!r}")
-        out.append(FabricTier(_get_str(t, "name", w, prefix=f"{f}."), nodes, o, lat))
+        if not 0.0 <= lat <= 1e-3:          # a switch hop, not a typo for microseconds
+            raise InputError(w, f"{f}.latency", f"{t['latency']!r} is outside 0 .. 1 ms")
+        name = _get_str(t, "name", w, prefix=f"{f}.").strip()
+        if not name or name in [x.name for x in out]:
+            raise InputError(w, f"{f}.name", f"{t['name']!r} is empty or names an earlier tier again")
+        out.append(FabricTier(name, nodes, o, lat))
         below = nodes
     _check_sources(d, w, ["inter_node.tiers"])
     return tuple(out)
@@ -330,7 +343,8 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
     if scale_out_gbps is not None:
         if not 1.0 <= scale_out_gbps <= 1e5:
             raise InputError("--scale-out-gbps", "", f"{scale_out_gbps:g} is outside 1 .. 100,000 Gb/s per NIC")
-        c = replace(c, nic_bytes_per_s=scale_out_gbps * 1e9 / 8)
+        c = replace(c, nic_bytes_per_s=scale_out_gbps * 1e9 / 8,
+                    what_if=", ".join(x for x in (c.what_if, f"NICs at {scale_out_gbps:g} Gb/s") if x))
     if oversubscription is not None:
         if not 1.0 <= oversubscription <= 64.0:
             raise InputError("--oversubscription", "", f"{oversubscription:g} is outside 1 .. 64 (1 = non-blocking)")
@@ -338,7 +352,8 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
             raise InputError("--oversubscription", "", f"{c.path} has no inter_node.tiers: say which switch tier "
                              "is oversubscribed in the cluster file (hardware/README.md), or use a cluster with "
                              "tiers such as dgx-h100-superpod")
-        c = replace(c, tiers=tuple(replace(t, oversubscription=oversubscription) for t in c.tiers))
+        c = replace(c, tiers=tuple(replace(t, oversubscription=oversubscription) for t in c.tiers),
+                    what_if=", ".join(x for x in (c.what_if, f"every switch tier {oversubscription:g}:1") if x))
     return c
 
 

@@ -102,7 +102,7 @@ def test_invalid_layout_names_the_rule():
     assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "3"),
                           "TP x PP x CP")
     assert_one_line_error(run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "16",
-                              "--pp", "2"), "TP must divide the GPUs per node")
+                              "--pp", "2"), "TP must divide the GPUs of one NVLink domain")
 
 
 def test_gbs_not_divisible():
@@ -251,6 +251,8 @@ def test_scale_out_what_ifs_on_the_command_line():
     assert base.returncode == 0 and over.returncode == 0, base.stderr + over.stderr
     ep = [json.loads(p.stdout)["breakdown"]["ep_comm_s"] for p in (base, over)]
     assert ep[1] > 1.4 * ep[0]
+    assert "cluster_what_if" not in json.loads(base.stdout)
+    assert json.loads(over.stdout)["cluster_what_if"] == "every switch tier 4:1"
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--oversubscription", "2"),
                           "--oversubscription", "no inter_node.tiers")
     assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--scale-out-gbps", "0"),
