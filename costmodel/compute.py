@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .formats import gemm_format
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
@@ -41,7 +42,6 @@ from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EA
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
-FP8_CAST_BYTES = 4.0        # cast-transpose: read 2 bytes (bf16), write 1 (fp8) + 1 (fp8 transpose)
 
 
 def layer_matmul_flops_per_token(model: ModelSpec) -> float:
@@ -87,8 +87,9 @@ def _dtype16(profile: Profile) -> str:
 
 
 def gemm_dtype(recipe: Recipe) -> str:
-    """The profile/datasheet dtype key of the weight GEMMs (fp8 recipes run linear layers in fp8)."""
-    return recipe.precision
+    """The profile/datasheet dtype key of the weight GEMMs (costmodel.formats: fp8 and mxfp8 recipes run
+    the linear layers at the fp8 rate, nvfp4 at the fp4 rate)."""
+    return gemm_format(recipe.precision).dtype
 
 
 def _peak(cluster: ClusterSpec, dtype: str) -> float:
@@ -100,9 +101,9 @@ def _peak(cluster: ClusterSpec, dtype: str) -> float:
 
 
 def dense_peak_flops(cluster: ClusterSpec, recipe: Recipe) -> float:
-    """Dense 16-bit peak used for MFU, FLOP/s (bf16, else fp16; fp8 runs too, by convention)."""
+    """Dense 16-bit peak used for MFU, FLOP/s (bf16, else fp16; fp8 and fp4 recipes too, by convention)."""
     peaks = cluster.gpu.peak_flops
-    return peaks.get("bf16", peaks.get("fp16")) if recipe.precision == "fp8" else _peak(cluster, recipe.precision)
+    return peaks.get("bf16", peaks.get("fp16")) if gemm_format(recipe.precision).low else _peak(cluster, recipe.precision)
 
 
 @dataclass
@@ -232,7 +233,7 @@ def _logits_times(model: ModelSpec, profile: Profile, dt: str, tok, tp, gemm3, m
     each runs its 2h -> h projection, one transformer layer and the shared head + loss again).
     The output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)."""
     h, V = model.hidden, model.vocab
-    lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt != "fp8" else _dtype16(profile))
+    lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt in ("bf16", "fp16") else _dtype16(profile))
     ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
     ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
     lg_f = lg_f + mem(ce_bytes, 3)
@@ -264,7 +265,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     peak = _peak(cluster, dt)
     peak16 = gpu.peak_flops.get("bf16", gpu.peak_flops.get("fp16"))
     hbm, eta_hbm = gpu.hbm_bytes_per_s, profile.hbm_efficiency
-    wbytes = 1.0 if dt == "fp8" else ACT_BYTES
+    fmt = gemm_format(recipe.precision)
+    wbytes = fmt.operand_bytes if fmt.low else ACT_BYTES
     s = recipe.seq_len
     tp = t.tp.astype(np.float64)
     cp = t.cp.astype(np.float64)
@@ -333,15 +335,16 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                             run_rank_load(model, recipe, tok, tp, t.etp, t.ep))
         perm_s = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
-    if dt == "fp8":
-        # Transformer Engine quantizes each fp8 GEMM operand with a fused cast-transpose kernel: the
-        # bf16 tensor is read (2 bytes) and written as fp8 and as its fp8 transpose (1 + 1 bytes) for
-        # the weight-gradient GEMM; forward casts the four GEMM inputs, backward the four output
-        # gradients (NVIDIA Transformer Engine docs, "Using FP8 with Transformer Engine")
+    if fmt.low:
+        # Transformer Engine quantizes each low-precision GEMM operand with a fused kernel that reads
+        # the bf16 tensor and writes it row-wise and column-wise (the transpose, for the weight-gradient
+        # GEMM) with its scales: costmodel.formats' cast bytes per element; forward quantizes the four
+        # GEMM inputs, backward the four output gradients (NVIDIA Transformer Engine docs, "Using FP8
+        # with Transformer Engine")
         in_f = tok * gemm_in
         out_b = tok * gemm_out
-        ew_f = ew_f + mem(FP8_CAST_BYTES * in_f, 4)
-        ew_b = ew_b + mem(FP8_CAST_BYTES * out_b, 4)
+        ew_f = ew_f + mem(fmt.cast_bytes * in_f, 4)
+        ew_b = ew_b + mem(fmt.cast_bytes * out_b, 4)
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     layer_f = np.maximum(gemm_f + attn_f + ew_f, cpu)

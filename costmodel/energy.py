@@ -132,7 +132,8 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
     layer_comp = ct.layer_fwd_s + ct.layer_bwd_s + rec + st.layer_contention_s
     layer_ew = ct.layer_ew_fwd_s * (1 + full) + ct.layer_ew_bwd_s
-    peak = cluster.gpu.peak_flops[gemm_dtype(recipe)] if recipe.precision != "fp8" else dense_peak_flops(cluster, recipe)
+    peak = (dense_peak_flops(cluster, recipe) if gemm_dtype(recipe) not in ("bf16", "fp16")
+            else cluster.gpu.peak_flops[gemm_dtype(recipe)])
     u_link = _u_link(profile)
 
     def block(f, e, c, exposed_s, hidden_s):

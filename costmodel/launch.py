@@ -139,7 +139,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append("--overlap-param-gather")
     if recipe.tp_comm_overlap and layout["sp"]:
         a.append("--tp-comm-overlap")
-    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}[recipe.precision])
+    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid",
+              "mxfp8": "--bf16 --fp8-format e4m3 --fp8-recipe mxfp8",
+              "nvfp4": "--bf16 --fp4-format e2m1"}[recipe.precision])
     if recipe.stack in ("megatron-legacy", "megatron-deepspeed"):
         if recipe.flash_attention:               # these predate --attention-backend
             a.append("--use-flash-attn")
@@ -196,7 +198,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
     a.append(f"recipe.model.config.attention_backend = {'flash' if recipe.flash_attention else 'unfused'!r}")
     a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
-                                            "fp8": "bf16_with_fp8_mixed()"}[recipe.precision])
+                                            "fp8": "bf16_with_fp8_mixed()", "mxfp8": "bf16_with_mxfp8_mixed()",
+                                            "nvfp4": "bf16_with_nvfp4_mixed()"}[recipe.precision])
     if recipe.tp_comm_overlap and t["sp"]:
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
     return "\n".join(a)
@@ -225,8 +228,8 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
           f"    config.training.max_context_length = {recipe.seq_len}",
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
-    if recipe.precision == "fp8":
-        a.insert(2, "    # fp8: add the float8 model converter of your torchtitan version")
+    if recipe.precision != "bf16" and recipe.precision != "fp16":
+        a.insert(2, f"    # {recipe.precision}: add the float8 model converter of your torchtitan version")
     return "\n".join(a)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
+from .formats import gemm_format
 from .moe import run_rank_load
 from .layouts import LayoutTable, expert_dp, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
@@ -97,7 +98,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     if stack is None or stack.selective_recompute != "op-sac":
         mods = np.where(selective, _module_bytes(model, recipe, tok, tp, sp_div, f, load), 0.0)
         fp8 = _te_fp8_saved_bytes(model, recipe, tok, tp, sp_div, selective, f, load) if (
-            recipe.precision == "fp8" and stack is not None and stack.megatron_family) else 0.0
+            gemm_format(recipe.precision).low and stack is not None and stack.megatron_family) else 0.0
         return full_store - mods - fp8
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's
@@ -139,9 +140,10 @@ def _module_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, f, load):
 
 
 def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selective, f, load):
-    """Bytes per layer and micro-batch that Transformer Engine's fp8 GEMMs save against the 16-bit
-    tensors of :func:`activation_bytes_per_layer`: a TE linear layer under fp8 keeps its input for the
-    weight-gradient GEMM as the quantized fp8 tensor (1 byte, column-wise usage only; NVIDIA/
+    """Bytes per layer and micro-batch that Transformer Engine's low-precision GEMMs save against the
+    16-bit tensors of :func:`activation_bytes_per_layer`: a TE linear layer under fp8 (or MXFP8, NVFP4:
+    costmodel.formats' operand bytes, scales included) keeps its input for the weight-gradient GEMM as
+    the quantized tensor (1 byte in fp8, column-wise usage only; NVIDIA/
     TransformerEngine transformer_engine/pytorch/module/linear.py, ``saved_inputmat = inputmat``
     after ``update_usage(rowwise_usage=False, columnwise_usage=True)``; the same in LayerNormLinear,
     LayerNormMLP and GroupedLinear).  The inputs of the QKV (or MLA down-) projection, of FC1 (the
@@ -150,7 +152,8 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selec
     output projection.  Inputs of modules that selective recomputation drops are not counted twice."""
     mods = recipe.recomputed
     h = model.hidden
-    one = ACT_BYTES - 1.0
+    q = gemm_format(recipe.precision).operand_bytes     # the quantized copy's bytes per element
+    one = ACT_BYTES - q
     dense_mlp_kept = np.where(selective & ("mlp" in mods), 0.0, 1.0)
     saved = tok * h * one / sp_div                                           # QKV / MLA down-projection input
     saved = saved + (1 - f) * tok * (h / sp_div + dense_mlp_kept * model.dense_mlp_width / tp) * one
@@ -161,7 +164,7 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selec
         saved = saved + f * one * tok * (moe_kept * model.topk * h * load / sp_div
                                          + act_kept * model.topk * model.ffn_hidden * load / tp
                                          + shared_kept * model.shared_ffn_hidden / tp)
-    return saved - tok * model.attn_out_dim * 1.0 / tp
+    return saved - tok * model.attn_out_dim * q / tp
 
 
 # CUDA context of a PyTorch process with lazy module loading (CUDA >= 11.7): ~300 MB, the driver,

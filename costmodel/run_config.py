@@ -239,13 +239,15 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
     R = cfg.recipe
     if isinstance(mp, str) and not _unset(mp):
         name = mp.lower()
-        R["precision"] = "fp8" if "fp8" in name else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name \
-            else None
+        R["precision"] = ("nvfp4" if "nvfp4" in name else "mxfp8" if "mxfp8" in name else "fp8" if "fp8" in name
+                          else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name else None)
         if R["precision"] is None:
-            raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16 or fp8 recipe")
+            raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16, fp8, mxfp8 or nvfp4 recipe")
     elif isinstance(mp, dict):
-        R["precision"] = "fp8" if mp.get("fp8") not in (None, False) else "fp16" if mp.get("fp16") is True else \
-            "bf16" if mp.get("bf16") is True else None
+        fp8 = mp.get("fp8") not in (None, False)
+        R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
+                          ("mxfp8" if str(mp.get("fp8_recipe") or "").lower() == "mxfp8" else "fp8") if fp8 else
+                          "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
         if R["precision"] is None:
             del R["precision"]
             return

@@ -270,10 +270,14 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
 
     Raises:
         InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
-            unfused attention, or ``flash_attention`` asked for on a GPU no fused kernel runs on.
+            unfused attention, ``flash_attention`` asked for on a GPU no fused kernel runs on, or a
+            precision the GPU's tensor cores do not run (costmodel.formats).
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
+    from .formats import check_format_on_gpu
     from .model_error import generation
+    if gpu_key is not None:
+        check_format_on_gpu(precision, gpu_key)
     if gpu_key is not None and generation(gpu_key) in NO_FUSED_ATTENTION:
         if switches.get("flash_attention") or switches.get("attention_kernel") is not None:
             flag = "--flash-attention" if switches.get("flash_attention") else "--attention-kernel"

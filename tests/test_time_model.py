@@ -101,7 +101,10 @@ def test_faster_links_never_slow_the_step(h200, tp, pp, mbs, scale):
 def test_fp8_pays_its_casts_and_keeps_the_output_layer_in_16_bit():
     """Transformer Engine's cast-transpose reads each fp8 GEMM input (2 bytes) and writes it twice
     in fp8 (1 + 1 bytes): four inputs per layer forward, four output gradients backward."""
-    from costmodel.compute import FP8_CAST_BYTES, compute_times
+    from costmodel.compute import compute_times
+    from costmodel.formats import FORMATS
+    FP8_CAST_BYTES = FORMATS["fp8"].cast_bytes
+    assert FP8_CAST_BYTES == 4.0
     m = load_model("llama3-8b")
     c = load_cluster("dgx-h100")
     p = load_profile(c.gpu.key)

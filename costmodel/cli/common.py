@@ -21,7 +21,8 @@ CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hard
 NODES = typer.Option(None, "--nodes", help="Override the cluster's node count.")
 GBS = typer.Option(128, "--gbs", help="Global batch size, sequences.")
 SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: the model's training length).")
-PREC = typer.Option(None, "--precision", help="bf16, fp16 or fp8 (default: bf16, fp16 on GPUs without bf16).")
+PREC = typer.Option(None, "--precision", help="bf16, fp16, fp8, mxfp8 or nvfp4 (the last two: Blackwell, Megatron/NeMo; "
+                    "default: bf16, fp16 on GPUs without bf16).")
 PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
 FORMAT = typer.Option(None, "--format", help="megatron, nemo, torchtitan, json or settings: how to print what to set "
                       "for the chosen layout (Megatron-LM arguments, NeMo 2 recipe overrides, a torchtitan "

@@ -21,7 +21,7 @@ from costmodel.specs.params import NVLS_EFF_MAX  # noqa: F401  (re-exported: the
 
 MiB = 2 ** 20
 
-GEMM_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+GEMM_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
 TILES = (64, 128, 256)
 
 

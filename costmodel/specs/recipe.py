@@ -5,8 +5,9 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..formats import FORMATS
 
-PRECISIONS = ("bf16", "fp16", "fp8")
+PRECISIONS = tuple(FORMATS)      # costmodel/formats.py: bf16, fp16, fp8, mxfp8, nvfp4
 _MAX_COUNT = 2 ** 53
 
 
@@ -207,6 +208,15 @@ class Recipe:
         if self.optimizer_offload and self.stack not in ("megatron", "nemo", "deepspeed"):
             raise InputError("--optimizer-offload", "", f"{self.stack} has no optimizer offload the model prices "
                              "(DeepSpeed's offload_optimizer, Megatron-core's --optimizer-cpu-offload)")
+        if self.precision in ("mxfp8", "nvfp4"):
+            # Megatron-LM docs, "Low-Precision Training Guide": both are Transformer Engine recipes
+            # (--fp8-recipe mxfp8, --fp4-format e2m1), neither runs with optimizer CPU offload
+            if self.stack not in ("megatron", "nemo"):
+                raise InputError("--precision", "", f"{self.precision} is priced as Transformer Engine's recipe "
+                                 f"(--stack megatron or nemo), not {self.stack}'s")
+            if self.optimizer_offload:
+                raise InputError("--optimizer-offload", "", f"Megatron-core runs optimizer CPU offload with the "
+                                 f"delayed fp8 recipe only, not {self.precision}")
         if self.optimizer_states_dtype == "bf16" and self.optimizer not in ("adam", "adamw"):
             raise InputError("--optimizer-states-dtype", "", f"bf16 states are the precision-aware optimizer's, "
                              f"which Megatron-core supports with Adam only, not {self.optimizer}")

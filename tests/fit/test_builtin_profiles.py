@@ -140,7 +140,7 @@ def test_profile_schema(profile_dir, gpu):
     assert pv["inputs"] and all((REPO / i).is_file() and i.startswith("hardware/profiles/data/") for i in pv["inputs"])
     assert p["gemm"], gpu
     for dtype, e in p["gemm"].items():
-        assert dtype in ("bf16", "fp16", "fp8")
+        assert dtype in ("bf16", "fp16", "fp8", "fp4")
         _check_entry(f"{gpu}.gemm.{dtype}", e, ["eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms"])
         assert 0 < e["eta_max"] <= 1 and e["k_half"] >= 0 and e["launch_s"] >= 0
     _check_entry(f"{gpu}.hbm", p["hbm"], ["efficiency"])

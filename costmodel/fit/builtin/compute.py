@@ -136,6 +136,13 @@ def derive_gemm(b: Build, a100: GemmParams) -> float:
                                          derived_from=f"{g}:gemm.bf16",
                                          note="FP16 and BF16 have the same dense tensor-core peak; no separate FP16 "
                                               "table.")
+    # NVFP4 (costmodel.formats): no public FP4 GEMM table in the set; Blackwell's FP4 GEMM takes the FP8
+    # fit's shape and efficiency, relative to its own (twice as high) dense FP4 peak
+    fp8 = b.prof["b200-sxm-180gb"]["gemm"]["fp8"]
+    b.prof["b200-sxm-180gb"]["gemm"]["fp4"] = dict(
+        {k: v for k, v in fp8.items() if k not in ("fit", "note")}, derived_from="b200-sxm-180gb:gemm.fp8",
+        note="No FP4 GEMM measurement in the public data: the FP8 fit's eta_max, k_half, launch and tiles, applied "
+             "to the dense FP4 peak (9 PFLOP/s). An upper bound where block-scale handling costs FP4 more than FP8.")
     b.prof["v100-sxm2-32gb"]["gemm"]["fp16"] = gemm_entry(
         GemmParams(a100.eta_max, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, b.sheet["v100-sxm2-32gb"].sms),
         derived_from="a100-sxm-80gb:gemm.bf16",

@@ -206,8 +206,10 @@ def _layout(args, complete=False):
     fp8 = get("fp8")
     tprec = str(get("trainer.precision") or "").lower()
     pdt = str(get("params_dtype") or "")
-    if fp8 not in (None, False):
-        precision = "fp8"
+    if get("fp4") not in (None, False) or get("fp4_format") not in (None, False):
+        precision = "nvfp4"                 # --fp4-format e2m1: Transformer Engine's NVFP4 recipe
+    elif fp8 not in (None, False):
+        precision = "mxfp8" if str(get("fp8_recipe") or "").lower() == "mxfp8" else "fp8"
     elif get("bf16") is True or "bf16" in tprec or "bfloat16" in pdt:
         precision = "bf16"
     elif get("fp16") is True or tprec in ("16", "16-mixed", "fp16") or "float16" in pdt:

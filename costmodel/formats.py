@@ -1,0 +1,85 @@
+"""GEMM number formats of a recipe's ``--precision``: which tensor-core rate the linear layers run at,
+the bytes their quantized operands take, and what quantizing them costs.
+
+Under every low-precision recipe the transformer layers' linear GEMMs (fprop, dgrad and wgrad) run in
+the format; the attention core and the output layer and loss stay in 16 bits (Transformer Engine
+quantizes its Linear/LayerNormLinear/GroupedLinear modules only; Megatron's output layer is not one).
+
+* ``fp8``: per-tensor scaled E4M3/E5M2 (TE delayed or current scaling).  A fused cast-transpose reads
+  the 16-bit tensor (2 bytes) and writes it row-wise and column-wise in fp8 (1 + 1): 4 bytes per element.
+* ``mxfp8``: OCP microscaling FP8, one power-of-two (E8M0) scale per 1x32 block, native to Blackwell
+  tensor cores at the fp8 rate (Megatron-LM docs, "Low-Precision Training Guide": ``--fp8-format e4m3
+  --fp8-recipe mxfp8``, Blackwell only; OCP Microscaling Formats (MX) v1.0 spec: 32-element blocks,
+  E8M0 scale).  Row- and column-wise copies with their scales: 2 + 2 (1 + 1/32) bytes per element.
+* ``nvfp4``: NVFP4, E2M1 values with one E4M3 scale per 16 elements and an FP32 per-tensor scale
+  (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149), on Blackwell's fp4
+  tensor cores (Megatron-LM docs above: ``--fp4-format e2m1``, Blackwell only).  The per-tensor scale
+  needs the tensor's amax first: one more 2-byte read, then 2 + 2 (0.5 + 1/16) bytes per element.
+
+Megatron's ``--first-last-layers-bf16`` (edge layers kept in BF16) is not modelled: every layer runs
+in the format.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InputError
+
+
+@dataclass(frozen=True)
+class GemmFormat:
+    """One ``--precision``.
+
+    Attributes:
+        name: the precision's name.
+        dtype: the datasheet peak and profile GEMM key its linear layers use (bf16, fp16, fp8, fp4).
+        operand_bytes: bytes per element of a quantized GEMM operand, block scales included.
+        cast_bytes: HBM bytes per element of quantizing one GEMM input (0 in 16 bits).
+        generations: GPU generations whose tensor cores run it (None: any).
+    """
+
+    name: str
+    dtype: str
+    operand_bytes: float
+    cast_bytes: float
+    generations: tuple | None = None
+
+    @property
+    def low(self) -> bool:
+        """Below 16 bits: the linear layers are quantized, attention and logits stay 16-bit."""
+        return self.dtype not in ("bf16", "fp16")
+
+
+FORMATS = {
+    "bf16": GemmFormat("bf16", "bf16", 2.0, 0.0),
+    "fp16": GemmFormat("fp16", "fp16", 2.0, 0.0),
+    "fp8": GemmFormat("fp8", "fp8", 1.0, 2.0 + 1.0 + 1.0),
+    "mxfp8": GemmFormat("mxfp8", "fp8", 1.0 + 1 / 32, 2.0 + 2 * (1.0 + 1 / 32), ("blackwell",)),
+    "nvfp4": GemmFormat("nvfp4", "fp4", 0.5 + 1 / 16, 2.0 + 2.0 + 2 * (0.5 + 1 / 16), ("blackwell",)),
+}
+
+
+def gemm_format(precision: str) -> GemmFormat:
+    """The :class:`GemmFormat` of a precision name.
+
+    Raises:
+        InputError: an unknown name (naming --precision and the known ones).
+    """
+    try:
+        return FORMATS[precision]
+    except KeyError:
+        raise InputError("--precision", "", f"{precision!r} is not one of {', '.join(FORMATS)}") from None
+
+
+def check_format_on_gpu(precision: str, gpu_key: str) -> None:
+    """Refuse a format the GPU's tensor cores do not run (MXFP8 and NVFP4 need Blackwell).
+
+    Raises:
+        InputError: naming --precision, the GPU and its generation.
+    """
+    from .model_error import generation
+    f = gemm_format(precision)
+    gen = generation(gpu_key)
+    if f.generations is not None and gen not in f.generations and gen != "other":
+        raise InputError("--precision", "", f"{precision} runs on {', '.join(f.generations)} tensor cores; "
+                         f"{gpu_key} is {gen}")

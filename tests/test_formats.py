@@ -1,0 +1,96 @@
+"""Low-precision GEMM formats (costmodel/formats.py): their bytes, their time on Blackwell, their memory,
+the GPUs and stacks that run them, and the flags a launch needs."""
+import pytest
+
+from conftest import layout
+from costmodel.compute import compute_times
+from costmodel.errors import InputError
+from costmodel.formats import FORMATS, gemm_format
+from costmodel.launch import megatron_args, nemo_overrides
+from costmodel.memory import activation_bytes_per_layer
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+from costmodel.stacks import get_stack, stack_recipe
+
+
+def test_block_scaled_bytes_per_element():
+    """MXFP8: 1 byte + one E8M0 scale per 32; NVFP4: half a byte + one E4M3 scale per 16.  Quantizing
+    reads the bf16 tensor and writes row- and column-wise copies; NVFP4 reads it once more for its
+    per-tensor amax."""
+    assert (FORMATS["mxfp8"].operand_bytes, FORMATS["mxfp8"].cast_bytes) == (1 + 1 / 32, 2 + 2 * (1 + 1 / 32))
+    assert (FORMATS["nvfp4"].operand_bytes, FORMATS["nvfp4"].cast_bytes) == (0.5 + 1 / 16, 4 + 2 * (0.5 + 1 / 16))
+    assert [gemm_format(p).dtype for p in ("bf16", "fp8", "mxfp8", "nvfp4")] == ["bf16", "fp8", "fp8", "fp4"]
+    assert not gemm_format("bf16").low and gemm_format("nvfp4").low
+    with pytest.raises(InputError, match="--precision"):
+        gemm_format("fp6")
+
+
+def _times(precision):
+    m, c = load_model("llama3-70b"), load_cluster("dgx-b200")
+    p = load_profile(c.gpu.key)
+    t = layout(tp=4, dp=2)
+    return compute_times(m, Recipe(gbs=64, seq_len=8192, precision=precision), c, p,
+                         t.view(compute_times.layout_fields)), m, c, p
+
+
+def test_nvfp4_gemms_run_near_twice_the_fp8_rate_and_pay_more_casts():
+    """B200: the FP4 peak is twice the FP8 one and the FP4 GEMM takes the FP8 fit's efficiency, so
+    the layer's GEMMs take about half the time (launches and the operands' HBM reads aside); MXFP8's
+    GEMMs run at the FP8 rate and its quantization moves (2 + 2 x 33/32) - 4 = 1/16 byte more per
+    element of the four forward GEMM inputs than fp8's cast-transpose."""
+    f8, m, c, p = _times("fp8")
+    mx, nv = _times("mxfp8")[0], _times("nvfp4")[0]
+    assert 0.5 < nv.layer_gemm_fwd_s[0] / f8.layer_gemm_fwd_s[0] < 0.56
+    assert mx.layer_gemm_fwd_s[0] == pytest.approx(f8.layer_gemm_fwd_s[0], rel=0.01)
+    tok, tp = 8192, 4
+    in_f = tok * (m.hidden + m.q_dim / tp + m.hidden + m.ffn_hidden / tp)
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    assert mx.layer_ew_fwd_s[0] - f8.layer_ew_fwd_s[0] == pytest.approx((1 / 16) * in_f / bw, rel=1e-6)
+    assert nv.logits_fwd_s[0] == pytest.approx(f8.logits_fwd_s[0], rel=1e-9)     # the output layer stays 16-bit
+
+
+def test_transformer_engine_keeps_smaller_copies_under_nvfp4():
+    """A TE linear layer keeps its wgrad input quantized: at 0.5625 bytes per element under NVFP4 the
+    stored activations are smaller than under fp8 (1 byte), which are smaller than bf16's."""
+    m = load_model("llama3-70b")
+    t = layout(tp=4, dp=2, recompute="selective")
+    got = [float(activation_bytes_per_layer(m, stack_recipe(get_stack("megatron"), 64, 8192, pr), t)[0])
+           for pr in ("bf16", "fp8", "nvfp4")]
+    assert got[0] > got[1] > got[2]
+
+
+@pytest.mark.parametrize("precision,gpu,stack,why", [
+    ("mxfp8", "h100-sxm-80gb", "megatron", "runs on blackwell tensor cores; h100-sxm-80gb is hopper"),
+    ("nvfp4", "a100-sxm-80gb", "megatron", "runs on blackwell tensor cores; a100-sxm-80gb is ampere"),
+    ("nvfp4", "b200-sxm-180gb", "torchtitan", "Transformer Engine's recipe"),
+    ("mxfp8", "b200-sxm-180gb", "deepspeed", "Transformer Engine's recipe")])
+def test_formats_only_where_they_run(precision, gpu, stack, why):
+    with pytest.raises(InputError, match=why) as e:
+        stack_recipe(get_stack(stack), 64, 4096, precision, gpu_key=gpu)
+    assert e.value.where == "--precision"
+    with pytest.raises(InputError, match="delayed fp8 recipe only"):
+        Recipe(gbs=64, seq_len=4096, precision="nvfp4", optimizer_offload=True)
+
+
+def test_launch_flags_name_the_recipe():
+    m = load_model("llama3-8b")
+    lay = dict(tp=1, pp=1, dp=8, cp=1, ep=1, etp=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0,
+               zero=1, sp=False, overlap=True)
+    assert "--fp8-format e4m3 --fp8-recipe mxfp8" in megatron_args(lay, m, Recipe(gbs=8, seq_len=4096, precision="mxfp8"))
+    assert "--fp4-format e2m1" in megatron_args(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4"))
+    assert "bf16_with_nvfp4_mixed()" in nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4",
+                                                                        stack="nemo"))
+
+
+def test_logs_and_configs_name_the_block_scaled_recipes():
+    """A Megatron argument dump with fp8 + fp8_recipe mxfp8 is an MXFP8 run, one with fp4 set an NVFP4
+    run; Megatron-Bridge's mixed_precision recipe names and mappings likewise."""
+    from costmodel.readers.training_logs.dumps import _layout
+    from costmodel.run_config import RunConfig, _bridge_precision
+    assert _layout({"fp8": "e4m3", "fp8_recipe": "mxfp8"})["precision"] == "mxfp8"
+    assert _layout({"fp8": "hybrid", "fp8_recipe": "delayed"})["precision"] == "fp8"
+    assert _layout({"fp4": "e2m1", "bf16": True})["precision"] == "nvfp4"
+    for mp, want in (("bf16_with_mxfp8_mixed", "mxfp8"), ("bf16_with_nvfp4_mixed", "nvfp4"),
+                     ({"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "mxfp8"), ({"fp4": "e2m1"}, "nvfp4")):
+        cfg = RunConfig()
+        _bridge_precision(mp, "x.yaml", cfg)
+        assert cfg.recipe["precision"] == want
