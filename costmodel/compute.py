@@ -367,3 +367,23 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, lg_flops, ce)
+
+
+def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
+    """Share of the slowest stage's layers that ``recipe.bf16_edge_layers`` keeps in BF16 (array; reads
+    ``t.pp`` and ``t.vp``): Megatron's --first-last-layers-bf16 puts the first N layers on the first
+    stage and the last N on the last one, so with PP > 1 an edge stage holds min(N, its layers) of
+    them; with PP = 1 the one stage holds min(2N, L) of L.  (With VP > 1 the N layers are assumed to
+    sit in the stage's own chunks.)"""
+    from .layouts import layers_per_stage
+    n = float(recipe.bf16_edge_layers)
+    per = layers_per_stage(model, t)
+    return np.where(t.pp > 1, np.minimum(n, per) / per, min(2.0 * n, model.num_layers) / model.num_layers)
+
+
+def blend_edge_layers(ct: ComputeTimes, ct16: ComputeTimes, share) -> ComputeTimes:
+    """The per-layer times and FLOPs of ``ct`` (the recipe's format) with ``share`` of the layers at
+    ``ct16``'s (BF16) instead; the output layer is 16-bit in both and stays ``ct``'s."""
+    mix = lambda a, b: (1.0 - share) * a + share * b  # noqa: E731
+    keep = ("logits_fwd_s", "logits_bwd_s", "logits_flops_fwd", "logits_ce_s")
+    return ComputeTimes(**{k: (v if k in keep else mix(v, getattr(ct16, k))) for k, v in vars(ct).items()})

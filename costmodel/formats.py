@@ -16,8 +16,9 @@ quantizes its Linear/LayerNormLinear/GroupedLinear modules only; Megatron's outp
   tensor cores (Megatron-LM docs above: ``--fp4-format e2m1``, Blackwell only).  The per-tensor scale
   needs the tensor's amax first: one more 2-byte read, then 2 + 2 (0.5 + 1/16) bytes per element.
 
-Megatron's ``--first-last-layers-bf16`` (edge layers kept in BF16) is not modelled: every layer runs
-in the format.
+Megatron's ``--first-last-layers-bf16`` keeps the first and last N layers in BF16: the recipe switch
+``bf16_edge_layers`` (costmodel.compute.edge_layer_share blends those layers' BF16 times into the
+slowest stage's mean layer).
 """
 from __future__ import annotations
 

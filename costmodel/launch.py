@@ -142,6 +142,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid",
               "mxfp8": "--bf16 --fp8-format e4m3 --fp8-recipe mxfp8",
               "nvfp4": "--bf16 --fp4-format e2m1"}[recipe.precision])
+    if recipe.bf16_edge_layers:
+        n = int(recipe.bf16_edge_layers)
+        a.append(f"--first-last-layers-bf16 --num-layers-at-start-in-bf16 {n} --num-layers-at-end-in-bf16 {n}")
     if recipe.stack in ("megatron-legacy", "megatron-deepspeed"):
         if recipe.flash_attention:               # these predate --attention-backend
             a.append("--use-flash-attn")

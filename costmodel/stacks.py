@@ -137,6 +137,8 @@ RECIPE_SWITCHES = (
                  "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES),
     RecipeSwitch("optimizer_states_dtype", "choice", "Optimizer states' dtype; bf16 is Megatron's precision-aware "
                  "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES),
+    RecipeSwitch("bf16_edge_layers", "float", "Under fp8, mxfp8 or nvfp4: the first and the last N transformer "
+                 "layers stay in BF16 (Megatron --first-last-layers-bf16 --num-layers-at-start/end-in-bf16 N)."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor."),
@@ -239,6 +241,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
+                            bf16_edge_layers=0,
                             **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),

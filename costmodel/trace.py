@@ -73,13 +73,13 @@ Using Megatron-LM", SC21, sections 2.2.1-2.2.2 and 4.1; Megatron-LM
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from .comm import CommTimes, comm_times
-from .compute import ComputeTimes, compute_times
+from .compute import ComputeTimes, blend_edge_layers, compute_times, edge_layer_share
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage, recomputed_fraction
 from .predict import Prediction
@@ -325,6 +325,9 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     else:
         t = table.take(np.array([index]))
         ct = compute_times(model, recipe, cluster, profile, t)
+        if recipe.bf16_edge_layers:
+            r16 = replace(recipe, precision="bf16", bf16_edge_layers=0)
+            ct = blend_edge_layers(ct, compute_times(model, r16, cluster, profile, t), edge_layer_share(model, recipe, t))
         cm = comm_times(model, recipe, cluster, profile, t)
         st = step_times(model, recipe, cluster, profile, t, ct, cm)
     T = _terms(model, recipe, t, ct, cm, st)

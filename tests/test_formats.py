@@ -94,3 +94,47 @@ def test_logs_and_configs_name_the_block_scaled_recipes():
         cfg = RunConfig()
         _bridge_precision(mp, "x.yaml", cfg)
         assert cfg.recipe["precision"] == want
+
+
+def test_bf16_edge_layers_blend_the_slowest_stage():
+    """--bf16-edge-layers N (Megatron --first-last-layers-bf16): with PP 2 over 80 layers an edge stage
+    holds N of its 40 layers in BF16; with every layer of the stage in BF16 the step is the BF16
+    recipe's (the output layer is 16-bit in both); PP 1 holds 2N of 80."""
+    from costmodel.compute import edge_layer_share
+    from costmodel.predict import predict_table
+    m, c = load_model("llama3-70b"), load_cluster("dgx-b200", nodes=8)
+    p = load_profile(c.gpu.key)
+    t = layout(tp=4, pp=2, dp=8, recompute="selective")
+    r = lambda pr, n=0: stack_recipe(get_stack("megatron"), 256, 8192, pr, bf16_edge_layers=n)  # noqa: E731
+    assert float(edge_layer_share(m, r("nvfp4", 2), t)[0]) == 2 / 40
+    assert float(edge_layer_share(m, r("nvfp4", 2), layout(tp=4, dp=16))[0]) == 4 / 80
+    step = lambda rec: float(predict_table(m, rec, c, p, t).step_time_s[0])  # noqa: E731
+    s0, s2, s40, s16 = step(r("nvfp4")), step(r("nvfp4", 2)), step(r("nvfp4", 40)), step(r("bf16"))
+    assert s0 < s2 < s40 and s40 == pytest.approx(s16, rel=1e-3)
+    with pytest.raises(InputError, match="--bf16-edge-layers"):
+        r("bf16", 2)
+    with pytest.raises(InputError, match="whole number"):
+        r("fp8", 1.5)
+    lay = dict(tp=4, pp=2, dp=8, cp=1, ep=1, etp=1, vp=1, mbs=1, recompute="selective", recompute_num_layers=0,
+               zero=1, sp=True, overlap=True)
+    assert "--num-layers-at-start-in-bf16 2 --num-layers-at-end-in-bf16 2" in megatron_args(lay, m, r("nvfp4", 2))
+
+
+def test_a_low_precision_gemm_flop_draws_power_for_its_share_of_the_tensor_cores():
+    """The power model counts utilisation in 16-bit FLOPs: an fp8 GEMM FLOP holds the tensor cores for
+    half the time of a bf16 one on B200 (2,250 vs 4,500 TFLOP/s), an fp4 FLOP a quarter; attention
+    FLOPs stay 16-bit.  Llama 3 70B, TP 4, 8,192 tokens: the layer's forward FLOPs split into the
+    linear GEMMs (2 x 8192 x the layer's matmul parameters / 4) and attention."""
+    from costmodel.compute import layer_matmul_flops_per_token
+    from costmodel.energy import layer_blocks
+    from costmodel.predict import predict_table
+    m, c = load_model("llama3-70b"), load_cluster("dgx-b200", nodes=8)
+    p = load_profile(c.gpu.key)
+    t = layout(tp=4, pp=2, dp=8, recompute="none")
+    for pr, ratio in (("fp8", 0.5), ("nvfp4", 0.25), ("bf16", 1.0)):
+        r = stack_recipe(get_stack("megatron"), 256, 8192, pr)
+        terms = predict_table(m, r, c, p, t).terms
+        f = float(terms.compute.layer_flops_fwd[0])
+        gemm = 8192 * layer_matmul_flops_per_token(m) / 4
+        want = 3 * (f - gemm * (1 - ratio))
+        assert float(layer_blocks(m, r, c, p, terms)["layer"]["flops"][0]) == pytest.approx(want, rel=1e-9)

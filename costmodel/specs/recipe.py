@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..formats import FORMATS
 
+
+def gemm_format_low(precision: str) -> bool:
+    """Below 16 bits (costmodel.formats)."""
+    return FORMATS[precision].low
+
 PRECISIONS = tuple(FORMATS)      # costmodel/formats.py: bf16, fp16, fp8, mxfp8, nvfp4
 _MAX_COUNT = 2 ** 53
 
@@ -183,6 +188,7 @@ class Recipe:
     optimizer_offload: bool = False
     main_grads_dtype: str = "fp32"
     optimizer_states_dtype: str = "fp32"
+    bf16_edge_layers: float = 0
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
@@ -270,6 +276,12 @@ class Recipe:
             if v not in STATE_DTYPES:
                 raise InputError(flag, "", f"{v!r} is not one of {', '.join(STATE_DTYPES)}")
         self._check_megatron_core_switches()
+        n = self.bf16_edge_layers
+        if not (isinstance(n, (int, float)) and float(n).is_integer() and 0 <= n <= 1024):
+            raise InputError("--bf16-edge-layers", "", f"must be a whole number of layers 0 .. 1024, got {n}")
+        if n and not gemm_format_low(self.precision):
+            raise InputError("--bf16-edge-layers", "", f"keeps edge layers in BF16 under an fp8 or fp4 recipe; "
+                             f"--precision is {self.precision}")
         cv = self.moe_expert_load_cv
         if not (isinstance(cv, (int, float)) and 0.0 <= cv <= 100.0):
             raise InputError("--moe-expert-load-cv", "", f"must be a coefficient of variation between 0 and 100, "
