@@ -20,6 +20,7 @@ from scipy.stats import spearmanr
 
 from . import metrics
 from .compute import gemm_dtype, model_flops_per_step
+from .energy import layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
 from .memory import memory_bytes
@@ -438,7 +439,9 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     bad or unknown cell names its column, a repeated ``row_id`` keeps the first row).
 
     Rows of the same model, recipe and cluster are predicted as one layout table (one vectorised
-    pass each).
+    pass each).  The predicted step is the one ``predict`` prints: the power-limited step of the
+    energy model (clocks under the TDP, costmodel.energy) where the GPU has a power model, else the
+    time model's step at full clocks.
     """
     out: list = []
     cache, groups, seen = {}, {}, set()
@@ -466,8 +469,12 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
         reg = regime(recipe.stack, cluster.gpu.key, model.params(), model.is_moe)
         mf, dtype = mf_table.sigma(reg), gemm_dtype(recipe)
+        power = not missing_inputs(cluster, profile)
         for i, (row, res) in enumerate(members):
-            res.predicted_s = float(pred.step_time_s[i])
+            # the step predict prints: clocks under the power limit where the GPU has a power model
+            res.predicted_s = (float(layout_energy(model, recipe, cluster, profile,
+                                                   pred.terms.take(np.array([i]))).step_time_s)
+                               if power else float(pred.step_time_s[i]))
             res.predicted_oom = not bool(pred.feasible[i])
             res.regime = reg
             bd = {k: float(v[i]) for k, v in pred.breakdown.items()}
