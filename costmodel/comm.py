@@ -118,41 +118,6 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
 
 
 @dataclass
-class CommTimes:
-    """Communication times in seconds (arrays over layouts), before overlap is applied.
-
-    tp_layer_fwd_s / tp_layer_bwd_s: TP collectives of one layer per micro-batch.
-    cp_layer_fwd_s / cp_layer_bwd_s: CP ring exchange of one layer per micro-batch.
-    ep_layer_fwd_s / ep_layer_bwd_s: the MoE token dispatch and combine (all-to-alls, the experts'
-        TP gather, or the allgather dispatcher's collectives) per micro-batch, weighted by the MoE
-        layers' share of the layers.
-    pp_p2p_s: one stage-boundary send/recv of one micro-batch.
-    dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
-    dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
-    fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
-    dp_grad_tail_s / dp_param_head_s: the one bucket that overlap cannot hide: the last gradient
-        bucket, reduced after the backward ends, and the first parameter bucket, gathered before
-        the forward starts (Megatron-core overlap_grad_reduce / overlap_param_gather).
-    fsdp_edge_s: ZeRO-3's first layer gather and last layer reduce-scatter of a micro-batch, which
-        no compute hides.
-    """
-
-    tp_layer_fwd_s: np.ndarray
-    tp_layer_bwd_s: np.ndarray
-    cp_layer_fwd_s: np.ndarray
-    cp_layer_bwd_s: np.ndarray
-    ep_layer_fwd_s: np.ndarray
-    ep_layer_bwd_s: np.ndarray
-    pp_p2p_s: np.ndarray
-    dp_grad_s: np.ndarray
-    dp_param_s: np.ndarray
-    fsdp_mb_s: np.ndarray
-    dp_grad_tail_s: np.ndarray
-    dp_param_head_s: np.ndarray
-    fsdp_edge_s: np.ndarray
-
-
-@dataclass
 class MicrobatchComm:
     """The per-micro-batch part of :class:`CommTimes` (TP, CP, EP per layer; the PP send), s."""
 
@@ -175,6 +140,27 @@ class DataParallelComm:
     dp_grad_tail_s: np.ndarray
     dp_param_head_s: np.ndarray
     fsdp_edge_s: np.ndarray
+
+
+@dataclass
+class CommTimes(DataParallelComm, MicrobatchComm):
+    """Communication times in seconds (arrays over layouts), before overlap is applied.
+
+    tp_layer_fwd_s / tp_layer_bwd_s: TP collectives of one layer per micro-batch.
+    cp_layer_fwd_s / cp_layer_bwd_s: CP ring exchange of one layer per micro-batch.
+    ep_layer_fwd_s / ep_layer_bwd_s: the MoE token dispatch and combine (all-to-alls, the experts'
+        TP gather, or the allgather dispatcher's collectives) per micro-batch, weighted by the MoE
+        layers' share of the layers.
+    pp_p2p_s: one stage-boundary send/recv of one micro-batch.
+    dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
+    dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
+    fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
+    dp_grad_tail_s / dp_param_head_s: the one bucket that overlap cannot hide: the last gradient
+        bucket, reduced after the backward ends, and the first parameter bucket, gathered before
+        the forward starts (Megatron-core overlap_grad_reduce / overlap_param_gather).
+    fsdp_edge_s: ZeRO-3's first layer gather and last layer reduce-scatter of a micro-batch, which
+        no compute hides.
+    """
 
 
 def grad_bytes(recipe: Recipe) -> float:

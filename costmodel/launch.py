@@ -59,6 +59,24 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     return "\n".join(lines)
 
 
+def optimizer_config(recipe: Recipe) -> list[tuple]:
+    """Megatron-core OptimizerConfig fields the recipe sets, as (name, value): the CPU offload
+    (HybridDeviceOptimizer, all of it on the host) and the precision-aware optimizer, which
+    Megatron-LM asserts the offload runs with (arguments.py), with its bf16 grads and states.  Each
+    format renders them: ``--name-with-dashes value`` (Megatron-LM), ``recipe.optim.config.name``
+    (NeMo 2)."""
+    out = []
+    if recipe.optimizer_offload:
+        out += [("optimizer_cpu_offload", True), ("optimizer_offload_fraction", 1.0)]
+    if recipe.precision_aware or recipe.optimizer_offload:
+        out.append(("use_precision_aware_optimizer", True))
+        if recipe.main_grads_dtype == "bf16":
+            out.append(("main_grads_dtype", "bf16"))
+        if recipe.optimizer_states_dtype == "bf16":
+            out += [("exp_avg_dtype", "bf16"), ("exp_avg_sq_dtype", "bf16")]
+    return out
+
+
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
@@ -119,15 +137,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append("--recompute-modules " + " ".join(recipe.recomputed))
     if layout["zero"] in (1, 2):
         a.append("--use-distributed-optimizer")
-    if recipe.optimizer_offload:              # Megatron-core's HybridDeviceOptimizer, all of it on the host
-        a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"]
-    # Megatron-LM asserts the CPU offload runs with the precision-aware optimizer (arguments.py)
-    if recipe.precision_aware or recipe.optimizer_offload:
-        a.append("--use-precision-aware-optimizer")
-        if recipe.main_grads_dtype == "bf16":
-            a.append("--main-grads-dtype bf16")
-        if recipe.optimizer_states_dtype == "bf16":
-            a += ["--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16"]
+    a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
     if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
         a.append("--optimizer sgd")
 
@@ -185,15 +195,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     else:
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
-    if recipe.optimizer_offload:
-        a += ["recipe.optim.config.optimizer_cpu_offload = True", "recipe.optim.config.optimizer_offload_fraction = 1.0"]
-    if recipe.precision_aware or recipe.optimizer_offload:
-        a.append("recipe.optim.config.use_precision_aware_optimizer = True")
-        if recipe.main_grads_dtype == "bf16":
-            a.append("recipe.optim.config.main_grads_dtype = torch.bfloat16")
-        if recipe.optimizer_states_dtype == "bf16":
-            a += ["recipe.optim.config.exp_avg_dtype = torch.bfloat16",
-                  "recipe.optim.config.exp_avg_sq_dtype = torch.bfloat16"]
+    a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
+          for k, v in optimizer_config(recipe)]
     if t["zero"] == 3:
         a.append("recipe.trainer.strategy.fsdp = 'megatron'")
     if t["overlap"]:
