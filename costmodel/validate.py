@@ -36,7 +36,7 @@ _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100"
 # otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node; GB200:
 # the NVL72 rack, trays of 4 GPUs in one 72-GPU NVLink domain)
 _GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "A800": "hgx-a800",
-                 "H100-SXM-80GB": "dgx-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
+                 "H100-SXM-80GB": "dgx-h100", "H100-HBM2e-96GB": "grand-teton-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
                  "GB200": "gb200-nvl72",
                  "MI300X": "azure-nd-mi300x", "V100-32GB": "v100-4x"}
 
@@ -129,8 +129,11 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
 # b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash
 _SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),)
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
-# sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel)
-_SP_WITH_TP = ("megatron", "nemo")
+# sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel;
+# torchtitan's TP plan shards the norms' activations on the sequence: SequenceParallel() on
+# attention_norm and ffn_norm, RowwiseParallel(output_layouts=Shard(1)) on wo and w2,
+# torchtitan/models/llama3/infra/parallelize.py apply_tp)
+_SP_WITH_TP = ("megatron", "nemo", "torchtitan")
 
 
 def row_switches(r: dict) -> dict:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from costmodel.specs import load_cluster
+
 from costmodel.validate import read_runs_csv, summarize, validate_rows
 from costmodel.errors import InputError
 
@@ -159,6 +161,21 @@ def test_no_published_hopper_run_is_predicted_out_of_memory():
     assert fp["flagperf-002"].assumed == ("sp=True", "zero=1")      # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
     assert fp["mleng-011"].assumed == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
                                        "attention_kernel=fa3", "optimizer_offload=True")
+
+
+def test_torchtitan_tp_rows_run_sequence_parallel_on_the_500w_grand_teton_h100():
+    """torchtitan's TP plan shards the norms on the sequence (SequenceParallel on attention_norm and
+    ffn_norm), so a TP row keeps 1/TP of its layer inputs: Llama 3.1 70B at TP8 FSDP32, mbs 16, 8k
+    tokens, full recompute (torchtitan benchmark Table 4: 71.9 GiB measured) fits the 96 GB Grand Teton
+    H100, where replicated layer inputs alone would be 80 x 2 GiB.  The rows run at that part's 500 W
+    limit (hardware/gpus/h100-hbm2e-96gb.yaml)."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    res = {r.row_id: r for r in validate_rows([rows[k] for k in ("torchtitan-001", "torchtitan-011")],
+                                             str(HOPPER))}
+    assert all(not r.skipped and not r.predicted_oom for r in res.values())
+    assert "sp=True" in res["torchtitan-011"].assumed
+    assert "sp=True" not in res["torchtitan-001"].assumed          # FSDP only: no TP, no SP
+    assert load_cluster("grand-teton-h100").gpu.tdp_w == 500.0
 
 
 def test_flop_convention_and_attention_kernel_of_the_notes():

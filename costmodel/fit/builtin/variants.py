@@ -74,6 +74,10 @@ VARIANTS = {
                              "PCIe card; GEMM, HBM and attention efficiencies carry over relative to its own peaks (the "
                              "power model applies the 400 W limit), collectives are relative to the cluster's PCIe or "
                              "NVLink-bridge bandwidth"),
+    "h100-hbm2e-96gb": Variant(H100, "H100 HBM2e 96GB (Meta Grand Teton's first build): an SXM H100 (GH100, 132 SMs "
+                               "borrowed) with 96 GB HBM2e at 2.4 TB/s run at a 500 W limit; GEMM, HBM and attention "
+                               "efficiencies carry over relative to its own peaks and bandwidth (the power model applies "
+                               "the 500 W limit), collectives relative to its own NVLink"),
     "gh200-96gb": Variant(H100, "GH200 (96 GB HBM3): the H100 SXM's GH100 (132 SMs, NVLink 4 at 450 GB/s per "
                           "direction) with 4 TB/s HBM3; GEMM, HBM and attention efficiencies carry over relative to its "
                           "own peaks, collectives relative to its own NVLink"),
