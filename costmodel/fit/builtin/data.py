@@ -26,7 +26,7 @@ DATA_REL = "hardware/profiles/data"  # how the profiles' provenance names the co
 GENERATED_BY = "python -m costmodel.fit.builtin"
 # the GPUs with a built-in profile, in the order they are fitted and reported (hardware/gpus/<stem>.yaml)
 GPUS = ("a100-sxm-80gb", "a100-sxm-40gb", "a800-sxm-80gb", "a100-pcie-80gb", "h100-sxm-80gb", "h200-sxm-141gb",
-        "h800-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb", "h100-hbm2e-96gb", "gh200-96gb", "l40s", "b200-sxm-180gb", "gb200-186gb", "mi250", "mi300x",
+        "h800-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb", "h100-hbm2e-96gb", "gh200-96gb", "l40s", "b200-sxm-180gb", "gb200-186gb", "b300-sxm-288gb", "gb300-288gb", "mi250", "mi300x",
         "v100-sxm2-32gb")
 #: AMD GPUs: GEMM eta_max from MAMF's MI300X, the A100's GEMM shape, A100 ring collectives
 AMD = ("mi250", "mi300x")

@@ -85,6 +85,16 @@ VARIANTS = {
                            "direction) in a Grace superchip with 186 GB HBM3e at 8 TB/s and a 1,200 W limit; GEMM, HBM "
                            "and attention efficiencies carry over relative to its own peaks (2,500 TFLOP/s dense BF16), "
                            "collectives relative to its own NVLink"),
+    "b300-sxm-288gb": Variant("b200-sxm-180gb", "B300 (Blackwell Ultra): a revision of the B200's dual-die Blackwell "
+                              "(160 SMs, NVLink 5 at 900 GB/s per direction, 288 GB HBM3e at 8 TB/s, 1,100 W) with the "
+                              "same dense BF16/FP8 peaks; GEMM, HBM and attention efficiencies carry over relative to its "
+                              "own peaks (its doubled attention exponent rate is not credited), collectives relative to "
+                              "its own NVLink; power by TDP from the B200's fit (another die revision)", power="tdp"),
+    "gb300-288gb": Variant("b200-sxm-180gb", "GB300: the B300's Blackwell Ultra GPU in a Grace superchip (2,500 TFLOP/s "
+                           "dense BF16, 288 GB HBM3e at 8 TB/s, 1,400 W); GEMM, HBM and attention efficiencies carry over "
+                           "from the B200 relative to its own peaks (its doubled attention exponent rate is not "
+                           "credited), collectives relative to its own NVLink; power by TDP from the B200's fit",
+                           power="tdp"),
     "l40s": Variant(H100, "L40S: Ada AD102 (142 SMs, GDDR6 at 864 GB/s, PCIe only), no L40S microbenchmark in the "
                     "public set. GEMM shape and efficiency from the H100 fit (both TSMC 4N, 4th-gen tensor cores with "
                     "FP8), applied to the L40S's own dense peaks and bandwidth; FlashAttention-2 from the H100's "
