@@ -8,7 +8,9 @@ energy at full power limits) on:
    (paper-h100, 8 nodes): fewer, bigger GPUs against more GPUs over the network;
 2. one GB200 NVL72 rack (72 GPUs, one NVLink domain) against DGX H100 nodes at equal GPU count
    (9 nodes, 72 GPUs) and at equal GPU power (the rack's 72 x 1,200 W = 86.4 kW of TDP buys 123
-   H100 at 700 W: 15 nodes, 120 GPUs).
+   H100 at 700 W: 15 nodes, 120 GPUs);
+3. one GB300 NVL72 rack against one GB200 NVL72 rack: the same dense BF16 peak with 288 GB, 800 Gb/s
+   NICs and a 1,400 W limit instead of 1,200 W (its specs are third-party restatements, see its GPU file).
 
 Columns: the layout, step time, tokens/s per GPU and in all, GPU energy per step and per token
 (the power model at the TDP), and the share of the step the network takes.
@@ -39,6 +41,7 @@ COMPARISONS = (
     ("32 H200 vs 64 H100, 100 Gb/s IB", (("paper-h200", 4), ("paper-h100", 8))),
     ("NVL72 vs HGX H100, equal GPUs", (("gb200-nvl72", 18), ("dgx-h100", 9))),
     ("NVL72 vs HGX H100, equal GPU power", (("gb200-nvl72", 18), ("dgx-h100", 15))),
+    ("GB300 vs GB200 NVL72, one rack", (("gb300-nvl72", 18), ("gb200-nvl72", 18))),
 )
 COMM = ("tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s")
 
