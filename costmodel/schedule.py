@@ -7,7 +7,11 @@ ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections 2
 Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
 (Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed, costmodel.stacks), and with
-SP all TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap); the CP ring hides
+SP the TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap, torchtitan async TP) as a
+pipeline of TP chunks: each step moves one chunk while the GEMM of the previous one runs, so the
+first chunk of the shorter side stays exposed, max(C, G) + min(C, G) / TP in all (Wang et al.,
+"Overlap Communication with Dependent Computation via Decomposition", ASPLOS 2023; Transformer
+Engine's userbuffers ring exchange and PyTorch's micro-pipelined async TP split by TP rank); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
@@ -49,6 +53,12 @@ def bubble_periods(pp, vp):
     return (pp - 1) / vp
 
 
+def _pipelined_exposed(comm_s, gemm_s, n_chunks):
+    """Exposed seconds of a collective pipelined with a GEMM in ``n_chunks`` steps (module docstring):
+    max(C, G) + min(C, G) / n - G, the fill (or drain) chunk of the shorter side left uncovered."""
+    return np.maximum(0.0, comm_s - gemm_s) + np.minimum(comm_s, gemm_s) / np.maximum(n_chunks, 1.0)
+
+
 def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes, rec_frac=None) -> dict:
     """Exposed TP / CP / EP communication of one layer per micro-batch, after overlap (arrays, s).
 
@@ -65,7 +75,9 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     """
     full = np.where(t.recompute == 2, 1.0, 0.0) if rec_frac is None else rec_frac
     tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
-    tp_f = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_fwd_s - ct.layer_gemm_fwd_s), cm.tp_layer_fwd_s)
+    n_chunks = t.tp.astype(np.float64)
+    tp_f = np.where(tp_overlap, _pipelined_exposed(cm.tp_layer_fwd_s, ct.layer_gemm_fwd_s, n_chunks),
+                    cm.tp_layer_fwd_s)
     # backward: half the TP collectives belong to the column-parallel layers' input gradients and
     # run asynchronously under their weight-gradient GEMMs (Megatron async tensor-parallel
     # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
@@ -74,7 +86,7 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     half = 0.5 * cm.tp_layer_bwd_s
     async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
     async_ok = STACKS[recipe.stack].async_tp_backward if recipe.stack in STACKS else True
-    tp_b = np.where(tp_overlap, np.maximum(0.0, cm.tp_layer_bwd_s - 2 * ct.layer_gemm_fwd_s),
+    tp_b = np.where(tp_overlap, _pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks),
                     np.where(t.overlap & async_ok, async_b, cm.tp_layer_bwd_s))
     cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)

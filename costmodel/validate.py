@@ -121,7 +121,12 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
                   ("torch.compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
-                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}))
+                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}),
+                  # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
+                  # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
+                  # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's
+                  # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
+                  ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}))
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;

@@ -302,3 +302,18 @@ def test_an_offloaded_optimizer_steps_on_the_host():
     from costmodel.errors import InputError
     with pytest.raises(InputError, match="host: missing"):
         predict_run(m, r, load_cluster("aws-p5", 1), load_profile("h100-sxm-80gb"), lay, energy=False)
+
+
+def test_tp_overlap_is_a_pipeline_of_tp_chunks_with_one_chunk_exposed():
+    """A collective pipelined with its GEMM in n = TP chunks leaves max(C, G) + min(C, G)/n - G
+    exposed: 8 ms of comm under 4 ms of GEMM at TP8 exposes 4 + 0.5 ms; 2 ms under 4 ms at TP4 exposes
+    0.5 ms (the first chunk); one chunk is no overlap at all."""
+    from costmodel.schedule import _pipelined_exposed
+    assert float(_pipelined_exposed(8e-3, 4e-3, 8)) == pytest.approx(4.5e-3)
+    assert float(_pipelined_exposed(2e-3, 4e-3, 4)) == pytest.approx(0.5e-3)
+    assert float(_pipelined_exposed(3e-3, 4e-3, 1)) == pytest.approx(3e-3)
+    # the exposed part never exceeds the collective and falls with more chunks
+    c, g = np.linspace(0, 1e-2, 11), 5e-3
+    for n in (2, 4, 8):
+        e = _pipelined_exposed(c, g, n)
+        assert np.all(e <= c + 1e-15) and np.all(e >= _pipelined_exposed(c, g, 2 * n) - 1e-15)

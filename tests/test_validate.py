@@ -178,6 +178,19 @@ def test_torchtitan_tp_rows_run_sequence_parallel_on_the_500w_grand_teton_h100()
     assert load_cluster("grand-teton-h100").gpu.tdp_w == 500.0
 
 
+def test_torchtitan_async_tp_rows_run_tp_comm_overlap():
+    """torchtitan's async-TP table rows ("mode=async TP", "2D + AsyncTP") overlap TP comm with their
+    GEMMs; the vanilla-TP rows of the same sweep do not, though their notes name the async-TP page."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    res = {r.row_id: r for r in validate_rows([rows[k] for k in ("torchtitan-011", "torchtitan-012",
+                                                                 "torchtitan-025", "torchtitan-026")],
+                                             str(HOPPER))}
+    on = {k for k, r in res.items() if "tp_comm_overlap=True" in r.assumed}
+    assert on == {"torchtitan-012", "torchtitan-026"}
+    # async TP hides TP comm that vanilla TP exposes: the same layout predicts a shorter step
+    assert res["torchtitan-026"].predicted_s < res["torchtitan-025"].predicted_s
+
+
 def test_flop_convention_and_attention_kernel_of_the_notes():
     """ml-engineering counts causal attention FLOPs (6 s^2 d h L) and ran FlashAttention-3 on H200:
     at 128k-256k tokens, where attention is 70-82% of the step, the FA3 kernel fit (TritonBench

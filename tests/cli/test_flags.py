@@ -64,7 +64,7 @@ def test_optimizer_flag_sets_the_recipe_and_rejects_unknown_names():
 
 def test_the_stack_sets_what_the_flags_leave_open():
     """Megatron-core leaves TE's TP-comm overlap off (exposed TP comm), NeMo's recipes turn it on;
-    an explicit flag wins over the stack."""
+    an explicit flag wins over the stack; overlap leaves the pipeline's fill chunk exposed."""
     import json
     import os
     import subprocess
@@ -81,7 +81,12 @@ def test_the_stack_sets_what_the_flags_leave_open():
         got[" ".join(extra)] = json.loads(r.stdout)
     assert got[""]["recipe"]["tp_comm_overlap"] is False and got[""]["breakdown"]["tp_comm_s"] > 0
     assert got["--stack nemo"]["recipe"]["tp_comm_overlap"] is True
-    assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == 0.0 == got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
+    # overlapped, TP4's collectives pipeline with their GEMMs in 4 chunks: the first chunk of each
+    # stays exposed (C/4 where the GEMM is longer), so some TP comm remains, well under the exposed
+    # comm of the default (forward exposed, half the backward hidden)
+    ov = got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
+    assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == ov
+    assert 0.0 < ov < 0.35 * got[""]["breakdown"]["tp_comm_s"]
     assert got["--stack llm-foundry --pp 1 --zero 3"]["recipe"]["optimizer"] == "lionw"
     r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
