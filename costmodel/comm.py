@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import CollectiveParams, hierarchical_time_s
+from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
 from .compute import ACT_BYTES
-from .fabric import tier_penalty
+from .fabric import sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -114,6 +114,13 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
     if coll == "send_recv":
         return t
+    if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
+        g0 = profile.comm_group_size["inter_node"][coll]
+        p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s)
+        t_net = sharp_all_reduce_s(n_bytes, k, nn, cluster.node_nic_bytes_per_s / np.maximum(crossing, 1),
+                                   p_ar, tier_lat)
+        t_in = collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in)
+        t = np.where(nn > 1, np.maximum(t_in, t_net), t)
     return np.where(np.asarray(size) > 1, t, 0.0)
 
 

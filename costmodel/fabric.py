@@ -20,12 +20,23 @@ every GPU then shrinks by max(1, f_t O_t), the worst tier setting the pace:
   rail-optimised fabrics keep each ring on one rail, NVIDIA DGX SuperPOD reference architecture).
 
 A path that rises above tier t pays its ``latency`` (one way) on every step of the collective.
-ECMP hash collisions, adaptive routing and in-network reduction (SHARP) are not modelled.
+
+In-network reduction (``inter_node.sharp``: InfiniBand SHARP on the scale-out switches, which NCCL
+drives through its CollNet algorithm and the SHARP plugin; NVIDIA docs "NCCL: CollNet", Graham et al.,
+"Scalable Hierarchical Aggregation and Reduction Protocol (SHARP)", COMHPC 2016): the switches sum
+the nodes' streams on the way up an aggregation tree and multicast the result down, so across N
+nodes each GPU's NIC share sends its n/k slice once and receives the sum once (full duplex), where a
+ring moves 2(N-1)/N of it each way: :func:`sharp_all_reduce_s`.  Each switch forwards one reduced
+stream per tree, so an oversubscribed tier does not bind (below 1:nodes-per-group); the tree costs
+one up and one down traversal of the tiers it spans instead of 2(N-1) ring steps.  Only the
+all-reduce is priced this way (NCCL's CollNet all-reduce); the other collectives keep their rings.
+ECMP hash collisions and adaptive routing are not modelled.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .collective import collective_time_s
 from .specs import ClusterSpec
 
 
@@ -56,3 +67,23 @@ def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
         pen = np.where(crosses, np.maximum(pen, f * cum), pen)
         lat = lat + np.where(crosses, tier.latency_s, 0.0)
     return pen, lat
+
+
+def sharp_all_reduce_s(n_bytes, ranks_per_node, n_nodes, inter_bytes_per_s_per_gpu, p_inter, tier_latency_s):
+    """Inter-node part of an all-reduce reduced in the network (module docstring), seconds (arrays).
+
+    Args:
+        n_bytes: the all-reduce buffer, bytes (nccl-tests convention); ranks_per_node (k) and
+            n_nodes (N): the group's span; the intra-node part (k ranks) is priced apart.
+        inter_bytes_per_s_per_gpu: a GPU's share of its node's NIC line rate, bytes/s.
+        p_inter: the fitted inter-node all-reduce parameters (their protocols' efficiency of the
+            line rate and their alpha at the measured group size; the NIC streams at that efficiency).
+        tier_latency_s: one-way latency of the highest tier the group rises above (0 without tiers).
+    Returns:
+        t = alpha + 2 tier_latency + min_p(alpha_p + (n/k) / (eff_p bw)) where N > 1, else 0.
+    """
+    k = np.maximum(np.asarray(ranks_per_node, dtype=np.float64), 1.0)
+    nn = np.asarray(n_nodes, dtype=np.float64)
+    p = p_inter.with_alpha(p_inter.alpha_s + 2.0 * np.asarray(tier_latency_s, dtype=np.float64))
+    t = collective_time_s("send_recv", np.asarray(n_bytes, dtype=np.float64) / k, 2.0, inter_bytes_per_s_per_gpu, p)
+    return np.where(nn > 1, t, 0.0)

@@ -116,3 +116,35 @@ def test_a_link_latency_above_a_millisecond_is_refused(tmp_path):
     f.write_text(POD.read_text().replace("  latency: 2.7us", "  latency: 1000000", 1))
     with pytest.raises(InputError, match="inter_node.latency"):
         load_cluster(str(f))
+
+
+def test_in_network_all_reduce_sends_each_slice_once_across_the_nodes():
+    """SHARP: a 1 GiB all-reduce over DP 2,048 (one GPU per node, stride 8) streams each GPU's 1 GiB once
+    through its 50 GB/s NIC share at the fitted inter-node efficiency, where the ring moves
+    2 x 2047/2048 of it: by hand, alpha + min_p(alpha_p + 2^30 / (eff_p x 50e9)); over 2 nodes
+    the ring already sends each byte once, so SHARP changes nothing there."""
+    p = load_profile("h100-sxm-80gb")
+    pod = load_cluster("dgx-h100-superpod", nodes=2048)
+    sharp = with_fabric(pod, sharp=True)
+    assert sharp.sharp and "SHARP" in sharp.what_if and not pod.sharp
+    g0 = p.comm_group_size["inter_node"]["all_reduce"]
+    q = _params(p, "inter_node", "all_reduce", g0, pod.inter_latency_s)
+    by_hand = q.alpha_s + min(a + GIB / (e * 50e9) for a, e in q.protocols)
+    assert float(group_time_s("all_reduce", GIB, 8, 2048, sharp, p)) == pytest.approx(by_hand, rel=1e-12)
+    ring = float(group_time_s("all_reduce", GIB, 8, 2048, pod, p))
+    assert 1.9 < ring / by_hand < 2.6
+    assert float(group_time_s("all_reduce", GIB, 8, 2, sharp, p)) == pytest.approx(
+        float(group_time_s("all_reduce", GIB, 8, 2, pod, p)), rel=1e-12)
+    # reduce-scatter and all-gather keep their rings (NCCL's CollNet prices the all-reduce)
+    assert float(group_time_s("reduce_scatter", GIB, 8, 2048, sharp, p)) == float(
+        group_time_s("reduce_scatter", GIB, 8, 2048, pod, p))
+
+
+@pytest.mark.parametrize("value,why", [("'yes'", "expected true or false"), ("1", "expected true or false"),
+                                       ("true", "sources")])
+def test_sharp_is_a_sourced_boolean(tmp_path, value, why):
+    f = tmp_path / "sharp.yaml"
+    f.write_text(POD.read_text().replace("  latency: 2.7us\n", f"  latency: 2.7us\n  sharp: {value}\n", 1))
+    with pytest.raises(InputError, match=why) as e:
+        load_cluster(str(f))
+    assert "inter_node.sharp" in str(e.value)

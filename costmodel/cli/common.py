@@ -124,7 +124,7 @@ def check_format(fmt: str | None) -> None:
 
 
 def with_fabric_flags():
-    """Give a command the scale-out what-if options (``--scale-out-gbps``, ``--oversubscription``) and
+    """Give a command the scale-out what-if options (``--scale-out-gbps``, ``--oversubscription``, ``--sharp``) and
     pass their values as ``fabric_flags`` (costmodel.specs.with_fabric).
 
     Raises (at import): the command has no ``fabric_flags`` parameter.
@@ -134,7 +134,11 @@ def with_fabric_flags():
             None, "--scale-out-gbps", help="What-if: every NIC at this line rate, Gb/s (default: the cluster file's).")),
         ("oversubscription", Optional[float], typer.Option(
             None, "--oversubscription", help="What-if: every switch tier's downlink:uplink ratio, 1 = non-blocking "
-                                             "(needs a cluster file with inter_node.tiers, e.g. dgx-h100-superpod)."))])
+                                             "(needs a cluster file with inter_node.tiers, e.g. dgx-h100-superpod).")),
+        ("sharp", Optional[bool], typer.Option(
+            None, "--sharp/--no-sharp", help="What-if: the scale-out switches reduce all-reduces in the network "
+                                             "(InfiniBand SHARP through NCCL CollNet; default: the cluster file's "
+                                             "inter_node.sharp)."))])
 
 
 def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, stack="megatron",

@@ -114,7 +114,9 @@ class ClusterSpec:
     a node (tray) of ``gpus_per_node`` GPUs owns its NICs, while the NVLink fabric may join several
     nodes (GB200 NVL72: 18 trays of 4 GPUs, one 72-GPU domain); default gpus_per_node (an HGX node
     is its own domain).  tiers: the scale-out fabric's switch tiers (:class:`FabricTier`, innermost
-    first; empty: one non-blocking switch layer joins every node); what_if: the scale-out what-ifs
+    first; empty: one non-blocking switch layer joins every node); sharp: the scale-out switches
+    reduce in the network (InfiniBand SHARP, the file's ``inter_node.sharp``; costmodel/fabric.py
+    prices an all-reduce across nodes with it); what_if: the scale-out what-ifs
     applied by :func:`with_fabric` ("" when none).  node_other_power_w: a node's non-GPU power (CPUs,
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
@@ -146,6 +148,7 @@ class ClusterSpec:
     domain_gpus: int | None = None
     tiers: tuple = ()
     what_if: str = ""
+    sharp: bool = False
 
     @property
     def scale_up_gpus(self) -> int:
@@ -292,7 +295,21 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
         host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
-        domain_gpus=domain, tiers=tiers)
+        domain_gpus=domain, tiers=tiers, sharp=_sharp(inter, d, w))
+
+
+def _sharp(inter: dict, d: dict, w: str) -> bool:
+    """``inter_node.sharp``: true or false (absent: false), with its source when true.
+
+    Raises:
+        InputError: not a boolean, or true without a ``sources`` line.
+    """
+    v = inter.get("sharp", False)
+    if not isinstance(v, bool):
+        raise InputError(w, "inter_node.sharp", f"expected true or false, got {v!r}")
+    if v:
+        _check_sources(d, w, ["inter_node.sharp"])
+    return v
 
 
 def _tiers(inter: dict, d: dict, w: str) -> tuple:
@@ -331,9 +348,10 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
 
 
 def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
-                oversubscription: float | None = None) -> ClusterSpec:
-    """The cluster with a what-if scale-out fabric: every NIC at ``scale_out_gbps`` Gb/s, and/or every
-    switch tier's uplinks at ``oversubscription`` (``--scale-out-gbps``, ``--oversubscription``).
+                oversubscription: float | None = None, sharp: bool | None = None) -> ClusterSpec:
+    """The cluster with a what-if scale-out fabric: every NIC at ``scale_out_gbps`` Gb/s, every switch
+    tier's uplinks at ``oversubscription``, in-network all-reduce on or off (``--scale-out-gbps``,
+    ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's).
 
     Raises:
         InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, or an
@@ -354,6 +372,9 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
                              "tiers such as dgx-h100-superpod")
         c = replace(c, tiers=tuple(replace(t, oversubscription=oversubscription) for t in c.tiers),
                     what_if=", ".join(x for x in (c.what_if, f"every switch tier {oversubscription:g}:1") if x))
+    if sharp is not None and sharp != c.sharp:
+        c = replace(c, sharp=sharp, what_if=", ".join(
+            x for x in (c.what_if, "in-network all-reduce (SHARP)" if sharp else "no in-network all-reduce") if x))
     return c
 
 
@@ -379,7 +400,7 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                      "cooling", "host", "sources"),
                 "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
                 "intra_node": ("fabric", "bandwidth_per_gpu", "latency", "domain_gpus"),
-                "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers"),
+                "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers", "sharp"),
                 "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency"),
                 "power": ("node_power_budget", "node_other_power"),
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
