@@ -58,3 +58,21 @@ def test_predicted_gemm_stays_below_the_measured_best_gemm(gpu, accelerator):
     t = float(gemm_time_s(m, n, k, 1, s.peak_flops["bf16"], s.hbm_bytes_per_s, p.hbm_efficiency, p.gemm["bf16"]))
     pred = 2.0 * m * n * k / t / 1e12
     assert 0.7 * mamf < pred < mamf, (pred, mamf)
+
+
+def test_a_cap_below_what_the_lowest_clock_draws_is_reported_not_met():
+    """A 200 W cap on a 1,400 W GB300 (derived idle above 200 W): the clock stops at the lowest SM clock
+    (120 MHz, borrowed from the B200's idle capture), the cap is reported as not met, and the step
+    is finite, where a clock floor of 0.1% of the peak clock used to run it at 2 MHz."""
+    from costmodel.energy import layout_energy
+    from costmodel.layouts import LayoutTable
+    from costmodel.predict import predict_table
+    from costmodel.specs import Recipe, load_model
+    m, c = load_model("llama3-70b"), load_cluster("gb300-nvl72", nodes=16)
+    p, r = load_profile("gb300-288gb"), Recipe(gbs=128, seq_len=8192)
+    lay = LayoutTable.from_rows([dict(tp=8, pp=2, dp=4, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1,
+                                      sp=True, overlap=True)])
+    pred = predict_table(m, r, c, p, lay)
+    e = layout_energy(m, r, c, p, pred.terms, caps_w=[200.0, 200.0])      # one cap per pipeline stage
+    assert e.cap_unmet and e.sm_clock_mhz == pytest.approx(120.0, rel=1e-6)
+    assert e.step_time_s < 40 * float(pred.step_time_s[0])

@@ -148,3 +148,14 @@ def test_sharp_is_a_sourced_boolean(tmp_path, value, why):
     with pytest.raises(InputError, match=why) as e:
         load_cluster(str(f))
     assert "inter_node.sharp" in str(e.value)
+
+
+@pytest.mark.parametrize("old,new,field", [("bandwidth_per_nic: 400Gbps", "bandwidth_per_nic: 400", "bandwidth_per_nic"),
+                                           ("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 450", "bandwidth_per_gpu")])
+def test_a_link_bandwidth_without_its_unit_is_refused(tmp_path, old, new, field):
+    """A bare number reads as bytes/s: 400 meant as Gb/s would price the NIC at 400 B/s."""
+    f = tmp_path / "unitless.yaml"
+    f.write_text(POD.read_text().replace(old, new, 1))
+    with pytest.raises(InputError, match="give a unit") as e:
+        load_cluster(str(f))
+    assert field in e.value.where or field in str(e.value)

@@ -274,6 +274,13 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         raise InputError("--nodes" if nodes is not None else w, "" if nodes is not None else "nodes",
                          f"{n_nodes} nodes exceed the {tiers[-1].nodes} that {w}'s top switch tier "
                          f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
+    # a bare number reads as bytes/s: '800' meant as Gb/s would price a NIC at 800 B/s
+    for sec, v, k, lo, hi, span in (("intra_node", intra, "bandwidth_per_gpu", 1e9, 1e13, "1 GB/s .. 10 TB/s"),
+                                    ("inter_node", inter, "bandwidth_per_nic", 1e8, 1e12, "0.8 Gb/s .. 8 Tb/s")):
+        bw = _get(v, k, w, "bytes_per_s", prefix=f"{sec}.")
+        if not lo <= bw <= hi:
+            raise InputError(w, f"{sec}.{k}", f"{v[k]!r} is outside {span} per direction: give a unit "
+                             "(e.g. 400Gbps, 450GB/s)")
     for sec, v in (("intra_node", intra), ("inter_node", inter)):
         lat = _get(v, "latency", w, "seconds", prefix=f"{sec}.")
         if lat > 1e-3:
@@ -287,7 +294,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         intra_latency_s=_get(intra, "latency", w, "seconds", prefix="intra_node."),
         inter_fabric=_get_str(inter, "fabric", w, ("infiniband", "roce", "efa", "omnipath", "ethernet"),
                               prefix="inter_node."),
-        nics_per_node=_get_int(inter, ("nics_per_node",), w),
+        nics_per_node=_get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w),
         nic_bytes_per_s=_get(inter, "bandwidth_per_nic", w, "bytes_per_s", prefix="inter_node."),
         inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
