@@ -74,14 +74,31 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
     return np.where(straddle, np.ceil(size / nn), k), nn
 
 
-def _params(profile: Profile, scope: str, coll: str, g, latency_s: float) -> CollectiveParams:
+#: NCCL's base latency of a ring collective per protocol, s: src/graph/tuning.cc ``baseLat`` Ring row
+#: {LL 6.6, LL128 14.0, Simple 8.4} us (NVIDIA/nccl, commit b6475625, the commit the cluster files'
+#: per-hop latencies come from); NCCL adds nsteps x the per-hop ``hwLat`` on top
+NCCL_RING_BASE_LAT_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
+
+
+def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric: str | None = None) -> CollectiveParams:
     """Fitted parameters with alpha moved from the measured group size to g ranks.
 
     A ring collective over g ranks takes steps(coll) x (g - 1) latency-bound hops (Thakur et al.
     2005, "Optimization of collective communication operations in MPICH"); the hops beyond the
-    measured group size each cost the cluster's link latency.
+    measured group size each cost the cluster's link latency.  An inter-node entry measured on
+    another scale-out fabric than ``fabric`` (the profile entry's ``fabric``: the built-in fits are
+    AWS EFA captures, whose small-message latency is tens to hundreds of microseconds) keeps its
+    bandwidth efficiencies but not its latency: NCCL's own ring model takes its place, the base
+    latency of each protocol plus steps x (g - 1) hops at the cluster's link latency (one hop for a
+    point-to-point send).
     """
     p = profile.comm[scope][coll]
+    measured_on = profile.comm_fabric.get(scope, {}).get(coll)
+    if scope == "inter_node" and fabric is not None and measured_on is not None and measured_on != fabric:
+        names = profile.comm_protocols[scope][coll]
+        q = CollectiveParams.from_protocols([(NCCL_RING_BASE_LAT_S[nm], e) for nm, (_, e) in zip(names, p.protocols)])
+        hops = 1.0 if coll == "send_recv" else _STEPS[coll] * np.maximum(np.asarray(g, dtype=np.float64) - 1.0, 0.0)
+        return q.with_alpha(q.alpha_s + hops * latency_s)
     g0 = profile.comm_group_size[scope][coll]
     extra = _STEPS[coll] * (np.asarray(g, dtype=np.float64) - g0) * latency_s
     return p.with_alpha(np.maximum(p.alpha_s + extra, 0.0))
@@ -107,7 +124,8 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     pen, tier_lat = tier_penalty(coll, stride, size, cluster)      # switch tiers above the NICs
     inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1) / pen
     p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
-    p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s)
+    p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s,
+                    cluster.inter_fabric)
     if cluster.tiers:
         steps = _STEPS[coll] * np.maximum(nn - 1, 1.0) if coll != "send_recv" else 1.0
         p_out = p_out.with_alpha(p_out.alpha_s + steps * tier_lat)
@@ -116,7 +134,7 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         return t
     if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
         g0 = profile.comm_group_size["inter_node"][coll]
-        p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s)
+        p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric)
         t_net = sharp_all_reduce_s(n_bytes, k, nn, cluster.node_nic_bytes_per_s / np.maximum(crossing, 1),
                                    p_ar, tier_lat)
         t_in = collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in)

@@ -44,7 +44,7 @@ def test_the_dp_all_reduce_of_a_16k_gpu_job_on_an_oversubscribed_pod():
     over = with_fabric(pod, oversubscription=64)
     want = float(hierarchical_time_s("all_reduce", GIB, 1, 2048, 450e9, 50e9 / 2,
                                      _params(p, "intra_node", "all_reduce", 1, 0.6e-6),
-                                     _params(p, "inter_node", "all_reduce", 2048, 2.7e-6)))
+                                     _params(p, "inter_node", "all_reduce", 2048, 2.7e-6, "infiniband")))
     got = float(group_time_s("all_reduce", GIB, 8, 2048, over, p))
     assert got == pytest.approx(want, rel=1e-12) and got > 1.5 * t_pod
 
@@ -128,7 +128,7 @@ def test_in_network_all_reduce_sends_each_slice_once_across_the_nodes():
     sharp = with_fabric(pod, sharp=True)
     assert sharp.sharp and "SHARP" in sharp.what_if and not pod.sharp
     g0 = p.comm_group_size["inter_node"]["all_reduce"]
-    q = _params(p, "inter_node", "all_reduce", g0, pod.inter_latency_s)
+    q = _params(p, "inter_node", "all_reduce", g0, pod.inter_latency_s, pod.inter_fabric)
     by_hand = q.alpha_s + min(a + GIB / (e * 50e9) for a, e in q.protocols)
     assert float(group_time_s("all_reduce", GIB, 8, 2048, sharp, p)) == pytest.approx(by_hand, rel=1e-12)
     ring = float(group_time_s("all_reduce", GIB, 8, 2048, pod, p))
@@ -159,3 +159,35 @@ def test_a_link_bandwidth_without_its_unit_is_refused(tmp_path, old, new, field)
     with pytest.raises(InputError, match="give a unit") as e:
         load_cluster(str(f))
     assert field in e.value.where or field in str(e.value)
+
+
+def test_an_efa_capture_lends_its_bandwidth_not_its_latency_to_an_infiniband_cluster():
+    """The built-in inter-node fits are AWS EFA captures (tens to hundreds of us of small-message
+    latency).  On an InfiniBand cluster the efficiencies carry over and NCCL's ring latency model
+    takes the latency's place: an 8-byte send between two DGX H100 nodes costs the LL base 6.6 us +
+    one 2.7 us hop (NCCL tuning.cc), while on AWS p5 (EFA, the capture's own fabric) it keeps the
+    fitted 71 us; a 1 GiB send streams at the same fitted efficiency on both."""
+    p = load_profile("h100-sxm-80gb")
+    assert p.comm_fabric["inter_node"]["send_recv"] == "efa"
+    ib, efa = load_cluster("dgx-h100", nodes=2), load_cluster("aws-p5", nodes=2)
+    assert (ib.inter_fabric, efa.inter_fabric) == ("infiniband", "efa")
+    t_ib = float(group_time_s("send_recv", 8.0, 8, 2, ib, p))
+    t_efa = float(group_time_s("send_recv", 8.0, 8, 2, efa, p))
+    assert t_ib == pytest.approx(6.6e-6 + 2.7e-6, rel=0.02)
+    assert t_efa > 5e-5
+    big_ib = float(group_time_s("send_recv", GIB, 8, 2, ib, p))
+    big_efa = float(group_time_s("send_recv", GIB, 8, 2, efa, p))
+    per_gpu = lambda c: c.node_nic_bytes_per_s / c.gpus_per_node
+    assert per_gpu(ib) == per_gpu(efa) and big_ib == pytest.approx(big_efa, rel=0.01)
+
+
+def test_a_profile_entry_names_a_known_fabric(tmp_path):
+    import yaml
+    from costmodel.specs import load_profile as lp
+    d = yaml.safe_load((Path(__file__).resolve().parent.parent / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    d["comm"]["inter_node"]["all_reduce"]["fabric"] = "myrinet"
+    f = tmp_path / "h100-sxm-80gb.yaml"
+    f.write_text(yaml.safe_dump(d))
+    with pytest.raises(InputError, match="myrinet") as e:
+        lp(str(f))
+    assert "comm.inter_node.all_reduce.fabric" in str(e.value)

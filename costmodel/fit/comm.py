@@ -149,6 +149,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                         method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1" + how)
         warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
-        out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)")
+        out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",
+                                             fabric=cluster.inter_fabric)
         report.rows.append((f"comm.inter_node.{coll}", protocol_text(p), quality(fit)))
     return out

@@ -7,6 +7,7 @@ from ..errors import InputError
 from ..units import parse_quantity
 from .loading import _check_sources, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
 from .recipe import PRECISIONS
+from .params import SCALE_OUT_FABRICS
 
 
 
@@ -292,7 +293,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                               prefix="intra_node."),
         intra_bytes_per_s=_get(intra, "bandwidth_per_gpu", w, "bytes_per_s", prefix="intra_node."),
         intra_latency_s=_get(intra, "latency", w, "seconds", prefix="intra_node."),
-        inter_fabric=_get_str(inter, "fabric", w, ("infiniband", "roce", "efa", "omnipath", "ethernet"),
+        inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS,
                               prefix="inter_node."),
         nics_per_node=_get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w),
         nic_bytes_per_s=_get(inter, "bandwidth_per_nic", w, "bytes_per_s", prefix="inter_node."),

@@ -9,6 +9,9 @@ from typing import Any
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")  # NCCL's protocols, lowest latency first
+#: scale-out fabrics a cluster file names (``inter_node.fabric``) and a profile's inter-node entry was
+#: measured on (its ``fabric``)
+SCALE_OUT_FABRICS = ("infiniband", "roce", "efa", "omnipath", "ethernet")
 #: the largest physical busbw efficiency: NVLS all-reduce inside a node, where the NVSwitch does the
 #: reduction, so busbw may exceed the link (8x H100: 480 GB/s busbw over 450 GB/s NVLink)
 NVLS_EFF_MAX = 1.2

@@ -14,7 +14,8 @@ import yaml
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
 from .recipe import ATTENTION_KERNELS
-from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, AttentionKernelParams, CollectiveParams,
+from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, SCALE_OUT_FABRICS,
+                     AttentionKernelParams, CollectiveParams,
                      GemmParams, PowerParams, ThermalParams)
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
@@ -34,6 +35,10 @@ class Profile:
             ``flash_efficiency`` at every sequence length).
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
+        comm_protocols: scope -> collective -> the NCCL protocol names of ``comm``'s protocols, in order.
+        comm_fabric: scope -> collective -> the scale-out fabric the entry was measured on (its
+            ``fabric`` key: infiniband, roce, efa, ...), or None where the entry does not say (then it
+            is taken to be the cluster's own, as a calibration of that cluster is).
         power: :class:`PowerParams` (cap range 0..inf: the GPU's range is the datasheet's) or None
             when the profile has no ``power:``.
         thermal: :class:`ThermalParams` or None when the profile has no ``thermal:``.
@@ -58,6 +63,8 @@ class Profile:
     comm: dict
     comm_group_size: dict
     raw: dict = field(repr=False)
+    comm_protocols: dict = field(default_factory=dict, repr=False)
+    comm_fabric: dict = field(default_factory=dict, repr=False)
     path: str = ""
     power: PowerParams | None = None
     thermal: ThermalParams | None = None
@@ -161,19 +168,24 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
             tile_m=_get_int(g, ("tile_m",), w), tile_n=_get_int(g, ("tile_n",), w),
             num_sms=_get_int(g, ("num_sms",), w))
-    comm, sizes = {}, {}
+    comm, sizes, names, fabrics = {}, {}, {}, {}
     c = _sub(d, "comm", w)
     for scope in ("intra_node", "inter_node"):
         s = c.get(scope)
         if not isinstance(s, dict):
             raise InputError(w, f"comm.{scope}", "missing section")
-        comm[scope], sizes[scope] = {}, {}
+        comm[scope], sizes[scope], names[scope], fabrics[scope] = {}, {}, {}, {}
         for coll in COLLECTIVES:
             p = s.get(coll)
             if not isinstance(p, dict):
                 raise InputError(w, f"comm.{scope}.{coll}", "missing")
             pre = f"comm.{scope}.{coll}."
             comm[scope][coll] = CollectiveParams.from_protocols(_protocols(p, w, pre))
+            names[scope][coll] = tuple(q["name"] for q in p["protocols"])
+            fab = p.get("fabric")
+            if fab is not None and fab not in SCALE_OUT_FABRICS:
+                raise InputError(w, pre + "fabric", f"{fab!r} is not one of {', '.join(SCALE_OUT_FABRICS)}")
+            fabrics[scope][coll] = fab
             g0 = p.get("group_size", 8)
             if isinstance(g0, bool) or not isinstance(g0, (int, float)) or not float(g0).is_integer() or g0 < 1:
                 raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
@@ -182,7 +194,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
-        comm=comm, comm_group_size=sizes, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
+        comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
         else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm, w),
         **_moe_slowdowns(d, w),

@@ -264,6 +264,9 @@ def fit_inter(b: Build) -> None:
     _v100_cross_check(b)
     for g in b.prof:
         ar = b.prof[g]["comm"]["inter_node"]["all_reduce"]
+        # every built-in inter-node capture ran on AWS EFA (p4de, p5, p6-b200): a cluster on another
+        # fabric keeps these efficiencies but takes NCCL's latency model (costmodel.comm._params)
+        ar["fabric"] = "efa"
         for coll in COLLECTIVES[1:]:
             b.prof[g]["comm"]["inter_node"][coll] = dict(
                 {k: v for k, v in ar.items() if k not in ("fit", "note", "derived_from", "group_size", "algorithm")},
