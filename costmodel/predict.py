@@ -24,6 +24,7 @@ from .layouts import LayoutTable, layers_per_stage, layout_name
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .specs.hardware import INLET_RANGE_C
 from .stacks import STACKS
 from .model_error import load_model_form, regime
 from .uncertainty import Band, step_time_band
@@ -251,10 +252,6 @@ def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, c
         terms=pred.terms.take(np.array([i])) if pred.terms is not None else None)
 
 
-#: inlet temperatures a cooling system delivers, C: from a -20 C outdoor-air economiser intake to a
-#: 60 C warm-water loop (ASHRAE TC 9.9 thermal guidelines: air classes A1-A4 up to 45 C, liquid classes
-#: W+ above 45 C)
-INLET_RANGE_C = (-20.0, 60.0)
 
 
 def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:

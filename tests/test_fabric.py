@@ -191,3 +191,13 @@ def test_a_profile_entry_names_a_known_fabric(tmp_path):
     with pytest.raises(InputError, match="myrinet") as e:
         lp(str(f))
     assert "comm.inter_node.all_reduce.fabric" in str(e.value)
+
+
+@pytest.mark.parametrize("temp", ["140C", "-40C"])
+def test_a_cluster_inlet_temperature_no_data_centre_runs_is_refused(tmp_path, temp):
+    """The file's inlet gets the range the --inlet-temp-c flag gets (-20 .. 60 C), at load, naming the field."""
+    f = tmp_path / "hot.yaml"
+    f.write_text(POD.read_text().replace("inlet_temp: 30C", f"inlet_temp: {temp}", 1))
+    with pytest.raises(InputError, match="between -20 and 60 C") as e:
+        load_cluster(str(f))
+    assert "cooling.inlet_temp" in str(e.value)

@@ -66,7 +66,6 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
                   disable=as_json or not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
-        notes = []
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
         if r.precision_aware:
@@ -74,31 +73,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         elif r.optimizer_offload:
             kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one
         res = search(m, r, c, p, **kw)
-        # switches the user left open that the stack can turn on are searched too: the winner may
-        # need them, and the flags printed below set them
-        r0, won = r, []
-        for changes, what in _open_switch_variants(m, r, recipe_flags or {}, no_overlap):
-            if not res.n_feasible:
-                break
-            r_alt = dataclasses.replace(r, **changes)
-            res_alt = search(m, r_alt, c, p, **kw)
-            t_now, t_alt = float(res.ranked.step_time_s[0]), float(res_alt.ranked.step_time_s[0]) \
-                if res_alt.n_feasible else float("inf")
-            if t_alt < t_now * (1 - 1e-9):
-                won.append((changes, what, t_now, t_alt))
-                res, r = res_alt, r_alt
-        # a switch that helped an earlier winner but not the final one is handed back to the stack
-        kept = []
-        for changes, what, t_now, t_alt in won:
-            r_rev = dataclasses.replace(r, **{k: getattr(r0, k) for k in changes})
-            best = float(res.ranked.step_time_s[0])
-            if predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s <= best * (1 + 1e-9):
-                r = r_rev
-                res = search(m, r, c, p, **kw)
-            else:
-                kept.append(f"costmodel: note: {what} takes the best step from {t_now:.3f} s to {t_alt:.3f} s: "
-                            "the winner sets it")
-        notes = kept
+        res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes) or None
     if res.n_valid == 0:
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
@@ -147,6 +122,36 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     title, text = launch_settings(best["layout"], m, r, fmt=fmt)
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
+
+
+def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overlap: bool):
+    """Search the switches the user left open that the stack can turn on (the winner may need them, and
+    the printed flags set them); hand back to the stack any that helped an earlier winner but not the
+    final one.  Returns (search result, recipe, notes naming each kept switch with the winner's step
+    with and without it)."""
+    r0, won = r, []
+    for changes, what in _open_switch_variants(m, r, recipe_flags, no_overlap):
+        if not res.n_feasible:
+            break
+        r_alt = dataclasses.replace(r, **changes)
+        res_alt = search(m, r_alt, c, p, **kw)
+        t_now = float(res.ranked.step_time_s[0])
+        t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
+        if t_alt < t_now * (1 - 1e-9):
+            won.append((changes, what))
+            res, r = res_alt, r_alt
+    kept = []
+    for changes, what in won:
+        r_rev = dataclasses.replace(r, **{k: getattr(r0, k) for k in changes})
+        best = float(res.ranked.step_time_s[0])
+        t_without = predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s
+        if t_without <= best * (1 + 1e-9):
+            r = r_rev
+            res = search(m, r, c, p, **kw)
+        else:
+            kept.append(f"costmodel: note: {what}: the winner's layout takes {best:.3f} s per step with it, "
+                        f"{t_without:.3f} s without it: the winner sets it")
+    return res, r, kept
 
 
 def _print_capped_winner(out, m, r, c, p, layout: dict) -> None:

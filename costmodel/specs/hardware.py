@@ -402,6 +402,12 @@ def _domain_gpus(intra: dict, gpus_per_node: int, d: dict, w: str) -> int | None
     return v
 
 
+#: inlet temperatures a cooling system delivers, C: from a -20 C outdoor-air economiser intake to a
+#: 60 C warm-water loop (ASHRAE TC 9.9 thermal guidelines: air classes A1-A4 up to 45 C, liquid classes
+#: W+ above 45 C)
+INLET_RANGE_C = (-20.0, 60.0)
+
+
 #: the keys of a cluster file (hardware/README.md), per section; a misspelt key would otherwise be
 #: ignored and its value silently replaced by a default
 CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "intra_node", "inter_node", "power",
@@ -487,6 +493,10 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
             preheat, or air cooling with upstream slots but no preheat coefficient.
     """
     inlet = _get(c, "inlet_temp", w, "celsius", prefix="cooling.", positive=False)
+    if not INLET_RANGE_C[0] <= inlet <= INLET_RANGE_C[1]:
+        raise InputError(w, "cooling.inlet_temp", f"{c['inlet_temp']!r} is not a coolant temperature a data centre "
+                         f"runs: it must be between {INLET_RANGE_C[0]:g} and {INLET_RANGE_C[1]:g} C (air inlets of "
+                         "ASHRAE's classes reach 45 C, warm-water loops 60 C)")
     slots = c.get("slots")
     if slots is None:
         scale, rows = (1.0,) * gpus_per_node, ("",) * gpus_per_node
