@@ -129,16 +129,16 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     if cluster.tiers:
         steps = _STEPS[coll] * np.maximum(nn - 1, 1.0) if coll != "send_recv" else 1.0
         p_out = p_out.with_alpha(p_out.alpha_s + steps * tier_lat)
-    t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
-    if coll == "send_recv":
-        return t
     if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
         g0 = profile.comm_group_size["inter_node"][coll]
         p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric)
         t_net = sharp_all_reduce_s(n_bytes, k, nn, cluster.node_nic_bytes_per_s / np.maximum(crossing, 1),
                                    p_ar, tier_lat)
-        t_in = collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in)
-        t = np.where(nn > 1, np.maximum(t_in, t_net), t)
+        t = np.maximum(collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in), t_net)
+    else:
+        t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
+    if coll == "send_recv":
+        return t
     return np.where(np.asarray(size) > 1, t, 0.0)
 
 

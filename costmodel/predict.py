@@ -252,8 +252,6 @@ def prediction_row(pred: Prediction, i: int, model: ModelSpec, recipe: Recipe, c
         terms=pred.terms.take(np.array([i])) if pred.terms is not None else None)
 
 
-
-
 def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
     """An inlet temperature the cooling can have: finite, within :data:`INLET_RANGE_C` and below the
     GPU's thermal slowdown temperature (a coolant at or above it would throttle an idle GPU).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-import json
 import math
 from pathlib import Path
 from typing import Optional

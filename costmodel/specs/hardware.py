@@ -275,35 +275,44 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         raise InputError("--nodes" if nodes is not None else w, "" if nodes is not None else "nodes",
                          f"{n_nodes} nodes exceed the {tiers[-1].nodes} that {w}'s top switch tier "
                          f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
-    # a bare number reads as bytes/s: '800' meant as Gb/s would price a NIC at 800 B/s
-    for sec, v, k, lo, hi, span in (("intra_node", intra, "bandwidth_per_gpu", 1e9, 1e13, "1 GB/s .. 10 TB/s"),
-                                    ("inter_node", inter, "bandwidth_per_nic", 1e8, 1e12, "0.8 Gb/s .. 8 Tb/s")):
-        bw = _get(v, k, w, "bytes_per_s", prefix=f"{sec}.")
-        if not lo <= bw <= hi:
-            raise InputError(w, f"{sec}.{k}", f"{v[k]!r} is outside {span} per direction: give a unit "
-                             "(e.g. 400Gbps, 450GB/s)")
-    for sec, v in (("intra_node", intra), ("inter_node", inter)):
-        lat = _get(v, "latency", w, "seconds", prefix=f"{sec}.")
-        if lat > 1e-3:
-            raise InputError(w, f"{sec}.latency", f"{v['latency']!r} is above 1 ms: a link hop, not a typo?")
+    links = _links(intra, inter, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
         intra_fabric=_get_str(intra, "fabric", w, ("nvswitch", "nvlink-mesh", "xgmi", "pcie"),
                               prefix="intra_node."),
-        intra_bytes_per_s=_get(intra, "bandwidth_per_gpu", w, "bytes_per_s", prefix="intra_node."),
-        intra_latency_s=_get(intra, "latency", w, "seconds", prefix="intra_node."),
-        inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS,
-                              prefix="inter_node."),
+        inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS, prefix="inter_node."),
         nics_per_node=_get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w),
-        nic_bytes_per_s=_get(inter, "bandwidth_per_nic", w, "bytes_per_s", prefix="inter_node."),
-        inter_latency_s=_get(inter, "latency", w, "seconds", prefix="inter_node."),
+        **links,
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
         sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
         host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
         domain_gpus=domain, tiers=tiers, sharp=_sharp(inter, d, w))
+
+
+def _links(intra: dict, inter: dict, w: str) -> dict:
+    """The NVLink and NIC bandwidths (bytes/s, per direction) and hop latencies (s) of a cluster file
+    as ClusterSpec fields, each in a range a link can have.
+
+    Raises:
+        InputError: a bandwidth outside its range (a bare number reads as bytes/s: '800' meant as Gb/s
+            would price a NIC at 800 B/s) or a latency above 1 ms, naming the field.
+    """
+    out = {}
+    for sec, v, k, field_, lo, hi, span in (
+            ("intra_node", intra, "bandwidth_per_gpu", "intra_bytes_per_s", 1e9, 1e13, "1 GB/s .. 10 TB/s"),
+            ("inter_node", inter, "bandwidth_per_nic", "nic_bytes_per_s", 1e8, 1e12, "0.8 Gb/s .. 8 Tb/s")):
+        out[field_] = _get(v, k, w, "bytes_per_s", prefix=f"{sec}.")
+        if not lo <= out[field_] <= hi:
+            raise InputError(w, f"{sec}.{k}", f"{v[k]!r} is outside {span} per direction: give a unit "
+                             "(e.g. 400Gbps, 450GB/s)")
+    for sec, v, field_ in (("intra_node", intra, "intra_latency_s"), ("inter_node", inter, "inter_latency_s")):
+        out[field_] = _get(v, "latency", w, "seconds", prefix=f"{sec}.")
+        if out[field_] > 1e-3:
+            raise InputError(w, f"{sec}.latency", f"{v['latency']!r} is above 1 ms: a link hop, not a typo?")
+    return out
 
 
 def _sharp(inter: dict, d: dict, w: str) -> bool:

@@ -194,7 +194,8 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
-        comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, raw=d, path=w, power=_power(d, w), thermal=_thermal(d, w),
+        comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, raw=d, path=w,
+        power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
         else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm, w),
         **_moe_slowdowns(d, w),
