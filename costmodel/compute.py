@@ -123,6 +123,9 @@ class ComputeTimes:
         attention executes half the s^2 block); backward executes twice that.
     logits_flops_fwd: FLOPs of the output layer's forward per micro-batch on this GPU.
     logits_ce_s: the memory-bound cross-entropy part of logits_fwd_s + logits_bwd_s.
+    layer_attn_recompute_s: the attention-core part of layer_recompute_s.
+    layer_cpu_wait_s: the part of layer_fwd_s + layer_bwd_s the GPU waits for the CPU to issue
+        kernels (a stack whose dispatch is slower than the layer's kernels).
     """
 
     layer_fwd_s: np.ndarray
@@ -139,6 +142,8 @@ class ComputeTimes:
     layer_flops_fwd: np.ndarray
     logits_flops_fwd: np.ndarray
     logits_ce_s: np.ndarray
+    layer_attn_recompute_s: np.ndarray
+    layer_cpu_wait_s: np.ndarray
 
 
 def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, tp, gemm3) -> dict:
@@ -347,26 +352,28 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         ew_b = ew_b + mem(fmt.cast_bytes * out_b, 4)
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
-    layer_f = np.maximum(gemm_f + attn_f + ew_f, cpu)
-    layer_b = np.maximum(gemm_b + attn_b + ew_b, cpu)
+    gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
+    layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
     rc = t.recompute
     stack = STACKS.get(recipe.stack)
     if stack is not None and stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
-        selective = 0.5 * gemm_f + ew_f
+        selective, selective_attn = 0.5 * gemm_f + ew_f, 0.0
     else:
         # Megatron: a checkpointed attention core re-runs its forward in the backward, the fused
         # (flash) kernel too (megatron/core/transformer/attention.py _checkpointed_attention_forward)
-        selective = attn_f if "core_attn" in recipe.recomputed else 0.0
-        selective = selective + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
+        selective_attn = attn_f if "core_attn" in recipe.recomputed else 0.0
+        selective = selective_attn + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
     recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
+    recompute_attn = np.where(rc == 2, attn_f, np.where(rc == 1, selective_attn, 0.0))
 
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
     attn_flops = 2.0 * tok * (model.causal_keys_per_query(s) if recipe.flash_attention else s) * (
         q + model.attn_out_dim) / tp
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
-                        ew_f, ew_b, flops_f, lg_flops, ce)
+                        ew_f, ew_b, flops_f, lg_flops, ce, recompute_attn,
+                        (layer_f - gpu_f) + (layer_b - gpu_b))
 
 
 def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:

@@ -6,16 +6,17 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
    micro-batch: compute time, its tensor-core and HBM utilisation (executed FLOPs / peak / time,
    memory-bound time x fitted HBM efficiency / time), exposed communication and communication
    hidden under compute.
-2. Power cap c_s of the stage: the compute phase draws min(P, c_s); above the cap the SM clock drops
-   to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma) and the compute-bound part of the time stretches
-   by 1/s (costmodel.power).
+2. Power cap c_s of the stage, on each kernel class of the compute phase apart (tensor-core and
+   memory-bound kernels, costmodel.power.compute_under_cap): a class drawing P above the cap drops
+   the SM clock to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma), and tensor-core time stretches by 1/s.
 3. Step time T = (m + (PP-1)/VP) max_s t_s + exposed DP + optimizer (costmodel.schedule); a GPU of
    stage s is busy m t_s and waits the rest, spinning in NCCL (idle + spin power,
    costmodel.power.wait_power_w); average power = energy / T.
 4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G.  Steady
    temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
-   until it holds, which lowers its stage's effective cap; the slowest stage sets the step for all.
-   The fixed point of (caps -> times -> powers -> temperatures -> caps) is iterated to convergence.
+   until it holds, which lowers its stage's SM-clock ceiling (every kernel's clock, down to the
+   HW-slowdown clock); the slowest stage sets the step for all.  The fixed point of (ceilings ->
+   times -> powers -> temperatures -> ceilings) is iterated to convergence.
 
 Units: seconds, W, J, C.  Reporting metrics: tokens per joule, and the seed characterization's
 samples/(s MJ) = (samples per second) / (energy per step in MJ).
@@ -30,8 +31,8 @@ import numpy as np
 from . import metrics
 from .compute import dense_peak_flops, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
-from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction, uneven_split
-from .power import PowerParams, clock_ratio, phase_power_w, power_at_clock_w, wait_power_w
+from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
+from .power import PowerParams, compute_under_cap, phase_power_w, wait_power_w
 from .schedule import LayoutTerms, bubble_periods
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
@@ -67,7 +68,8 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     if lo is None:
         raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
     floor = gpu.min_clock_mhz / gpu.boost_clock_mhz if gpu.min_clock_mhz and gpu.boost_clock_mhz else 1e-3
-    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor)
+    limit = p.kernel_limit_w if math.isfinite(p.kernel_limit_w) else gpu.tdp_w
+    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor, kernel_limit_w=limit)
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
@@ -81,9 +83,10 @@ def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "
 class StageTerms:
     """Per-stage, per-micro-batch terms of one layout (arrays of length PP), uncapped.
 
-    compute_s, compute_bound_s (the part that stretches with the SM clock), exposed_comm_s,
-    hidden_comm_s, util (power term -> utilisation of each stage while it computes: ``flop``,
-    ``hbm``, and ``link`` for the communication hidden under compute); comm_util (utilisations
+    compute_s, compute_bound_s (the part that stretches with the SM clock: GEMMs and attention),
+    exposed_comm_s, hidden_comm_s, classes (:data:`KERNEL_CLASSES` name -> (time_s, util): each
+    kernel class's time per stage and its utilisations, ``link`` for the communication hidden under
+    compute, costmodel.power.compute_under_cap); comm_util (utilisations
     while only communicating); plus the layout's scalars m (micro-batches), const_s (exposed DP +
     optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers; and the building blocks
     ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and util for one
@@ -94,7 +97,7 @@ class StageTerms:
     compute_bound_s: np.ndarray
     exposed_comm_s: np.ndarray
     hidden_comm_s: np.ndarray
-    util: dict
+    classes: dict
     comm_util: dict
     m: float
     const_s: float
@@ -106,6 +109,32 @@ class StageTerms:
     pp_mb_s: float
 
 
+#: the compute phase's kernel classes, each capped on its own (costmodel.power.compute_under_cap), and
+#: whether its time stretches with the SM clock: GEMMs and fused attention do, HBM-bound kernels and
+#: the GPU's wait for a CPU that issues kernels slower than they run do not
+KERNEL_CLASSES = {"gemm": True, "attention": True, "memory": False, "cpu_wait": False}
+
+
+def kernel_classes(compute_s, attn_s, ew_s, cpu_wait_s, u_gemm, u_attn, hidden_s, hbm_efficiency, u_link) -> dict:
+    """The kernel classes (:data:`KERNEL_CLASSES`) of a compute phase of ``compute_s`` (arrays
+    broadcast): name -> (time_s, util); the GEMMs take what attention (``attn_s``), memory-bound
+    kernels (``ew_s``) and CPU waits leave, at the GEMM kernels' tensor utilisation ``u_gemm``
+    (achieved / dense 16-bit peak); every class carries the link utilisation of the communication
+    hidden under the phase (``hidden_s``, spread over it)."""
+    c = np.asarray(compute_s, dtype=np.float64)
+    link = u_link * np.clip(np.where(c > 0, hidden_s / np.where(c > 0, c, 1.0), 0.0), 0.0, 1.0)
+    gemm = np.maximum(c - attn_s - ew_s - cpu_wait_s, 0.0)
+    return {"gemm": (gemm, {"flop": np.clip(u_gemm, 0.0, 1.0), "link": link}),
+            "attention": (attn_s + 0.0 * c, {"flop": np.clip(u_attn, 0.0, 1.0), "link": link}),
+            "memory": (ew_s + 0.0 * c, {"hbm": min(hbm_efficiency, 1.0) + 0.0 * c, "link": link}),
+            "cpu_wait": (cpu_wait_s + 0.0 * c, {"link": link})}
+
+
+def capped_classes(classes: dict) -> dict:
+    """``classes`` (name -> (time_s, util)) as :func:`costmodel.power.compute_under_cap` takes them."""
+    return {k: (t, KERNEL_CLASSES[k], u) for k, (t, u) in classes.items()}
+
+
 def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms) -> dict:
     """Per micro-batch terms of one transformer layer and of the output layer for every layout of
     ``terms`` (arrays over layouts, uncapped; one vectorised pass).
@@ -113,8 +142,9 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     Returns dict: ``layer`` and ``logits``, each a dict of compute_s (fwd + bwd + recompute, with
     the slowdown of collectives hidden under it), bound_s (the part that stretches with the SM
     clock: compute minus memory-bound kernels), exposed_s / hidden_s (TP, CP, EP communication
-    per layer left exposed / hidden), flops (executed), ew_s (memory-bound time), and util (power
-    term -> utilisation while computing: ``flop``, ``hbm``, ``link``); and per layout ``m``
+    per layer left exposed / hidden), flops (executed), ew_s (memory-bound time), and tensor_util /
+    memory_util (power term -> utilisation while the tensor-core / memory-bound kernels run:
+    ``flop`` / ``hbm``, and ``link``); and per layout ``m``
     (micro-batches), ``const_s`` (exposed DP + optimizer + contention per step), ``bubble_factor``
     (m + (PP-1)/VP), ``stage_gpus`` (TP x DP x CP), ``pp_mb_s`` (stage-boundary sends per
     micro-batch), ``layers_even`` (layers on the fullest stage of the default split), ``u_link``
@@ -140,19 +170,29 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     tok = t.mbs * recipe.seq_len / t.cp
     gemm_share = np.clip(tok * layer_matmul_flops_per_token(model) / t.tp
                          / np.maximum(ct.layer_flops_fwd, 1.0), 0.0, 1.0)
-    layer_flops = ct.layer_flops_fwd * (1.0 - gemm_share * (1.0 - peak / fmt_peak))
     u_link = _u_link(profile)
 
-    def block(f, e, c, exposed_s, hidden_s):
-        hid = np.where(c > 0, hidden_s / np.where(c > 0, c, 1.0), 0.0)
-        return dict(compute_s=c, bound_s=c - e, exposed_s=exposed_s, hidden_s=hidden_s, flops=f, ew_s=e,
-                    util={"flop": np.clip(f / (peak * c), 0, 1), "hbm": np.clip(e * profile.hbm_efficiency / c, 0, 1),
-                          "link": u_link * np.minimum(hid, 1.0)})
+    # each class at its kernels' own rate: GEMMs at their FLOPs over their time (16-bit equivalent),
+    # the attention core likewise; recomputation re-runs them at the same rate
+    u_gemm = ct.layer_flops_fwd * gemm_share / (fmt_peak * np.maximum(ct.layer_gemm_fwd_s, 1e-30))
+    u_attn = ct.layer_flops_fwd * (1 - gemm_share) / (peak * np.maximum(ct.layer_attn_fwd_s, 1e-30))
+    attn_s = ct.layer_attn_fwd_s + ct.layer_attn_bwd_s + ct.layer_attn_recompute_s * np.where(t.recompute == 2, full, 1.0)
+
+    def block(e, c, exposed_s, hidden_s, classes):
+        bound = sum(tc for k, (tc, _) in classes.items() if KERNEL_CLASSES[k])
+        return dict(compute_s=c, bound_s=bound, exposed_s=exposed_s, hidden_s=hidden_s, ew_s=c - bound,
+                    classes=classes)
     hidden = np.maximum(raw_layer - per_layer_exposed, 0.0)
     zero = np.zeros(len(t))
-    return dict(layer=block(layer_flops * (3 + full), layer_ew, layer_comp, per_layer_exposed, hidden),
-                logits=block(3 * ct.logits_flops_fwd, ct.logits_ce_s.astype(np.float64),   # cross-entropy: memory-bound
-                             ct.logits_fwd_s + ct.logits_bwd_s, zero, zero),
+    hbm_eff = profile.hbm_efficiency
+    lg_comp = ct.logits_fwd_s + ct.logits_bwd_s
+    ce = ct.logits_ce_s.astype(np.float64)                # cross-entropy: memory-bound
+    u_logits = 3 * ct.logits_flops_fwd / (peak * np.maximum(lg_comp - ce, 1e-30))
+    return dict(layer=block(layer_ew, layer_comp, per_layer_exposed, hidden,
+                            kernel_classes(layer_comp, attn_s, layer_ew, ct.layer_cpu_wait_s, u_gemm, u_attn,
+                                           hidden, hbm_eff, u_link)),
+                logits=block(ce, lg_comp, zero, zero,
+                             kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, zero, hbm_eff, u_link)),
                 m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s,
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
                 pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak)
@@ -176,34 +216,40 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
         raise InputError("layers per stage", "", f"need {pp} positive counts summing to {model.num_layers}, "
                          f"got {list(layers)}")
     b = layer_blocks(model, recipe, cluster, profile, terms)
-    one = lambda blk: dict(compute_s=float(blk["compute_s"][0]), bound_s=float(blk["bound_s"][0]),
-                           exposed_s=float(blk["exposed_s"][0]), hidden_s=float(blk["hidden_s"][0]),
-                           util={k: float(v[0]) for k, v in blk["util"].items()})
-    ly, lg = b["layer"], b["logits"]
+    row = lambda v: float(np.asarray(v).reshape(-1)[0])
+    one = lambda blk: dict(compute_s=row(blk["compute_s"]), bound_s=row(blk["bound_s"]),
+                           exposed_s=row(blk["exposed_s"]), hidden_s=row(blk["hidden_s"]),
+                           classes={k: (row(tc), {n: row(v) for n, v in u.items()})
+                                    for k, (tc, u) in blk["classes"].items()})
+    ly, lg = one(b["layer"]), one(b["logits"])
     last = np.zeros(pp)
     last[-1] = 1.0
-    comp = layers * float(ly["compute_s"][0]) + last * float(lg["compute_s"][0])
-    flops = layers * float(ly["flops"][0]) + last * float(lg["flops"][0])
-    ew = layers * float(ly["ew_s"][0]) + last * float(lg["ew_s"][0])
+    comp = layers * ly["compute_s"] + last * lg["compute_s"]
+    bound = layers * ly["bound_s"] + last * lg["bound_s"]
+    classes = {}
+    for k, (t_ly, u_ly) in ly["classes"].items():
+        t_lg, u_lg = lg["classes"][k]
+        tc = layers * t_ly + last * t_lg
+        # each term's utilisation, time-weighted over the stage's layers and its output layer
+        classes[k] = (tc, {n: np.where(tc > 0, (layers * t_ly * u_ly.get(n, 0.0) + last * t_lg * u_lg.get(n, 0.0))
+                                       / np.where(tc > 0, tc, 1.0), 0.0) for n in set(u_ly) | set(u_lg)})
     pp_mb = float(b["pp_mb_s"][0])
-    exposed = layers * float(ly["exposed_s"][0]) + pp_mb
-    hidden = layers * float(ly["hidden_s"][0])
-    peak = b["peak_flops"]
-    util = {"flop": np.clip(flops / (peak * comp), 0.0, 1.0),
-            "hbm": np.clip(ew * profile.hbm_efficiency / comp, 0.0, 1.0),
-            "link": b["u_link"] * np.clip(hidden / comp, 0.0, 1.0)}
-    return StageTerms(comp, comp - ew, exposed, hidden, util, {"link": b["u_link"]}, float(b["m"][0]),
+    exposed = layers * ly["exposed_s"] + pp_mb
+    hidden = layers * ly["hidden_s"]
+    return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
                       one(ly), one(lg), pp_mb)
 
 
 @dataclass
 class StageState:
-    """Stage-level outcome under given caps: time per micro-batch t_s, busy (compute-phase) power,
+    """Stage-level outcome under given caps: time per micro-batch t_s, busy (compute-phase) power
+    averaged over the phase, its busiest kernel class's power (what the cap acts on), the tensor-core
     clock ratio, average power of a GPU of the stage, and the step time (s, W)."""
 
     t_mb_s: np.ndarray
     busy_power_w: np.ndarray
+    class_power_w: np.ndarray
     clock: np.ndarray
     avg_power_w: np.ndarray
     peak_power_w: np.ndarray
@@ -214,13 +260,10 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP) and
     clocks at most ``clock_max`` (ratio of the maximum, length PP: a stage holding a derated GPU)."""
     caps_w = np.asarray(caps_w, dtype=np.float64)
-    p_comp = phase_power_w(pw, st.util)
-    s = clock_ratio(pw, p_comp, caps_w)
-    if clock_max is not None:
-        s = np.minimum(s, clock_max)
-    # the power at the clock reached: the cap, or more where the GPU's lowest clock cannot meet it
-    p_busy = power_at_clock_w(pw, p_comp, s)
-    comp = st.compute_bound_s / s + (st.compute_s - st.compute_bound_s)
+    # each kernel class at the clock it reaches under the cap (above it only where the GPU's lowest
+    # clock cannot meet it)
+    comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(st.classes), caps_w, clock_max)
+    p_busy = e_comp / np.where(comp > 0, comp, 1.0)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
     T = st.bubble_factor * t_mb.max() + st.const_s
@@ -234,14 +277,15 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its
     # micro-batch period does)
     peak = np.maximum((p_busy * comp + p_comm * st.exposed_comm_s) / t_mb, avg)
-    return StageState(t_mb, p_busy, s, avg, peak, T)
+    return StageState(t_mb, p_busy, w_class, s, avg, peak, T)
 
 
 @dataclass
 class EnergyReport:
     """Power, energy and temperature of one layout (module docstring); per_gpu rows carry rank, node,
     slot, stage, power_w (average), peak_power_w, temp_c, sm_clock_mhz, throttled, hw_slowdown,
-    derated_mhz.  compute_power_w: the compute phases' power at the clock reached, the busiest
+    derated_mhz.  compute_power_w: the power of the busiest kernel class of the compute phases
+    (tensor-core kernels, costmodel.power.compute_under_cap) at the clock reached, the busiest
     stage's (uncapped: the level above which a cap stops binding; it can exceed peak_power_w, a
     window average over compute and communication).  cap_unmet: a stage's compute draws more than
     its cap because the GPU's lowest clock cannot go lower.  nodes, node_other_power_w (per node, the
@@ -281,20 +325,23 @@ def _u_link(profile: Profile) -> float:
     return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
 
 
-def _thermal_caps(caps, floor_caps, stage_of, temps_of, slow: float) -> np.ndarray:
-    """Effective per-stage caps under thermal slowdown: each stage runs at the highest cap up to its
-    own whose hottest GPU holds at or below the slowdown temperature (bisection), never below the
-    cap of the HW-slowdown clock (``floor_caps``).  Stages heat each other through the air stream
-    and the step they share, so the stages are swept in turn, each seeing the others' current caps,
-    until none changes (a stage that cools when another slows is raised back)."""
-    eff = np.asarray(caps, dtype=np.float64).copy()
+def _thermal_clocks(ceilings, stage_of, temps_of, slow: float) -> np.ndarray:
+    """Per-stage SM-clock ceilings under thermal slowdown (ratios of the maximum): each stage runs at
+    the highest ceiling up to its own (``ceilings``: 1, or a derated GPU's pin) whose hottest GPU
+    holds at or below the slowdown temperature (bisection), never below the HW-slowdown clock.  The
+    slowdown lowers the clock of every kernel (NVIDIA nvml.h, nvmlClocksThrottleReasonSwThermalSlowdown:
+    "SW Thermal Slowdown ... reducing the core clocks"), not a power limit.  Stages heat each other
+    through the air stream and the step they share, so the stages are swept in turn, each seeing the
+    others' current ceilings, until none changes (a stage that cools when another slows is raised back)."""
+    top = np.asarray(ceilings, dtype=np.float64)
+    eff = top.copy()
     for _ in range(_MAX_ITERS):
         changed = False
         for s in range(len(eff)):
             mine = stage_of == s
             trial = eff.copy()
-            trial[s] = caps[s]
-            lo, hi = float(min(floor_caps[s], caps[s])), float(caps[s])
+            trial[s] = top[s]
+            lo, hi = float(min(HW_SLOWDOWN_CLOCK_RATIO, top[s])), float(top[s])
             if temps_of(trial)[mine].max() <= slow + 1e-6 or lo >= hi:
                 new = hi
             else:
@@ -305,7 +352,7 @@ def _thermal_caps(caps, floor_caps, stage_of, temps_of, slow: float) -> np.ndarr
                     else:
                         lo = trial[s]
                 new = lo
-            if abs(new - eff[s]) > 1e-6 * max(abs(new), 1.0):
+            if abs(new - eff[s]) > 1e-9:
                 eff[s], changed = new, True
         if not changed:
             break
@@ -372,16 +419,14 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         st_ = stage_of[node * G + slot]
         clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.boost_clock_mhz)
 
-    def temps_of(c):
+    def temps_of(ceiling):
         p_gpu = np.zeros(nodes * G)
-        p_gpu[:n] = stage_state(st, pw, c, clock_max).avg_power_w[stage_of]
+        p_gpu[:n] = stage_state(st, pw, caps, ceiling).avg_power_w[stage_of]
         return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
 
-    p_comp = phase_power_w(pw, st.util)
-    hw_floor_cap = power_at_clock_w(pw, p_comp, HW_SLOWDOWN_CLOCK_RATIO)
-    eff = _thermal_caps(caps, hw_floor_cap, stage_of, temps_of, slow)
-    throttled = bool(np.any(eff < caps - 0.01))
-    state = stage_state(st, pw, eff, clock_max)
+    eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
+    throttled = bool(np.any(eff < clock_max - 1e-6))
+    state = stage_state(st, pw, caps, eff)
     p_gpu = np.zeros(nodes * G)
     p_gpu[:n] = state.avg_power_w[stage_of]
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
@@ -401,7 +446,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
                          # stage-mates run at the same clock because they wait for it)
-                         throttled=bool(eff[s] < caps[s] - 0.01 and temps[r] >= slow - 0.05),
+                         throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[r] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
                          hw_slowdown=bool(temps[r] > slow + 0.05),
                          derated_mhz=derate.get((r // G, r % G))))
@@ -412,8 +457,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
         max_temp_c=float(temps.max()), throttled=throttled, hw_slowdown=bool(temps.max() > slow + 0.05),
-        compute_power_w=float(state.busy_power_w.max()),
-        cap_unmet=bool(np.any(state.busy_power_w > caps + 0.01)),
+        compute_power_w=float(state.class_power_w.max()),
+        cap_unmet=bool(np.any(state.class_power_w > caps + 0.01)),
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
         nodes=nodes, node_other_power_w=cluster.node_other_power_w,

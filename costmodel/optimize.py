@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import ilp
-from .energy import check_cap, layer_blocks, power_params
+from .energy import capped_classes, check_cap, layer_blocks, power_params
 from .errors import InputError
 from .memory import stage_memory_terms
-from .power import clock_ratio, phase_power_w, power_at_clock_w, wait_power_w
+from .power import compute_under_cap, phase_power_w, wait_power_w
 from .predict import RunPrediction, predict_runs, predict_table, prediction_row
 from .search import SearchResult
 from .specs import ClusterSpec, Profile
@@ -59,12 +59,12 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     cap = np.asarray(caps, dtype=np.float64)[None, :]
 
     def under_cap(blk):
-        p = np.asarray(phase_power_w(pw, blk["util"]), dtype=np.float64)[:, None]
-        s = clock_ratio(pw, p, cap)
-        t = blk["bound_s"][:, None] / s + (blk["compute_s"] - blk["bound_s"] + blk["exposed_s"])[:, None]
-        # the DVFS curve's power at the clock reached: the cap, or more where the GPU's lowest
-        # clock cannot meet it (costmodel.energy.stage_state)
-        return t, power_at_clock_w(pw, p, s)
+        # each kernel class at the clock it reaches: the cap, or more where the GPU's lowest clock
+        # cannot meet it (costmodel.energy.stage_state); the busy power is the phase's average
+        col = lambda v: np.asarray(v, dtype=np.float64)[:, None]
+        classes = {k: (col(tc), {n: col(u) for n, u in util.items()}) for k, (tc, util) in blk["classes"].items()}
+        comp, e, _, _ = compute_under_cap(pw, capped_classes(classes), cap)
+        return comp + blk["exposed_s"][:, None], e / np.where(comp > 0, comp, 1.0)
 
     t_layer, p_busy = under_cap(b["layer"])
     t_last, _ = under_cap(b["logits"])

@@ -124,17 +124,24 @@ def test_a_low_precision_gemm_flop_draws_power_for_its_share_of_the_tensor_cores
     """The power model counts utilisation in 16-bit FLOPs: an fp8 GEMM FLOP holds the tensor cores for
     half the time of a bf16 one on B200 (2,250 vs 4,500 TFLOP/s), an fp4 FLOP a quarter; attention
     FLOPs stay 16-bit.  Llama 3 70B, TP 4, 8,192 tokens: the layer's forward FLOPs split into the
-    linear GEMMs (2 x 8192 x the layer's matmul parameters / 4) and attention."""
+    linear GEMMs (2 x 8192 x the layer's matmul parameters / 4) and attention; the GEMM class runs at
+    its FLOPs over the format's peak and its forward time, attention at its FLOPs over the 16-bit
+    peak and its forward time."""
     from costmodel.compute import layer_matmul_flops_per_token
     from costmodel.energy import layer_blocks
     from costmodel.predict import predict_table
     m, c = load_model("llama3-70b"), load_cluster("dgx-b200", nodes=8)
     p = load_profile(c.gpu.key)
     t = layout(tp=4, pp=2, dp=8, recompute="none")
+    peak16 = c.gpu.peak_flops["bf16"]
     for pr, ratio in (("fp8", 0.5), ("nvfp4", 0.25), ("bf16", 1.0)):
         r = stack_recipe(get_stack("megatron"), 256, 8192, pr)
-        terms = predict_table(m, r, c, p, t).terms
-        f = float(terms.compute.layer_flops_fwd[0])
+        ct = predict_table(m, r, c, p, t).terms.compute
+        f = float(ct.layer_flops_fwd[0])
         gemm = 8192 * layer_matmul_flops_per_token(m) / 4
-        want = 3 * (f - gemm * (1 - ratio))
-        assert float(layer_blocks(m, r, c, p, terms)["layer"]["flops"][0]) == pytest.approx(want, rel=1e-9)
+        classes = layer_blocks(m, r, c, p, predict_table(m, r, c, p, t).terms)["layer"]["classes"]
+        u_gemm = gemm * ratio / (peak16 * float(ct.layer_gemm_fwd_s[0]))
+        assert float(classes["gemm"][1]["flop"][0]) == pytest.approx(min(u_gemm, 1.0), rel=1e-9)
+        u_attn = (f - gemm) / (peak16 * float(ct.layer_attn_fwd_s[0]))
+        assert float(classes["attention"][1]["flop"][0]) == pytest.approx(u_attn, rel=1e-9)
+        assert 0.3 < u_gemm < 0.9 and 0.1 < u_attn < 0.9

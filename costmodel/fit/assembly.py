@@ -187,6 +187,9 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         fitted.append("power")
     elif base.get("power"):
         keep("power", "no power samples")
+    if gemm and prof.get("power"):
+        # the GEMMs measured here ran under this GPU's default power limit, the TDP
+        prof["power"] = dict(prof["power"], kernel_limit_w=float(gpu.tdp_w))
     th = fit_thermal_section(meas, base, report)
     if th:
         prof["thermal"] = th

@@ -161,6 +161,10 @@ class PowerParams:
             dynamic power falls only linearly with the clock (costmodel/power.py); 0 = none known.
         min_clock_ratio: the lowest SM clock over the maximum (the GPU file's min_clock_mhz /
             boost_clock_mhz); a cap never takes the clock below it.
+        kernel_limit_w: the power limit the profile's kernel efficiencies (GEMM, attention) were
+            measured under, W: a kernel class's power at those efficiencies is at most this
+            (costmodel.power.compute_under_cap); the profile's ``power.kernel_limit_w``, else the
+            GPU's TDP (the default limit a calibration runs at).
         basis: coefficient key (``idle_w``, ``flop_w``, ..., ``gamma``) -> one of :data:`POWER_BASES`;
             empty when the profile does not say.
     """
@@ -172,6 +176,7 @@ class PowerParams:
     max_cap_w: float
     v_floor_clock_ratio: float = 0.0
     min_clock_ratio: float = 1e-3
+    kernel_limit_w: float = float("inf")
     basis: dict = field(default_factory=dict)
 
     def not_fitted(self) -> list:

@@ -64,7 +64,7 @@ from .data import path as _p
 from .dvfs import fit_dvfs
 from .data import rel as _rel
 from .b200 import power_b200
-from .variants import idle_w, power_source, same_die_factors
+from .variants import VARIANTS, idle_w, power_source, same_die_factors
 
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
 PERSEUS = {"gpt3": "gpt3-175b", "bloom": "bloom"}     # Perseus A100 SXM locked-clock stage sweeps
@@ -665,6 +665,9 @@ def build_power_thermal(gpus, data=None):
         else:
             raise ValueError(f"{g}: no power fit and no source in costmodel/fit/builtin/variants.py")
         inputs[g] = inputs[g] + ([_rel("flagperf_ops")] if _rel("flagperf_ops") not in inputs[g] else [])
+        # the GEMM and attention efficiencies were measured on the GPU they carry over from, under
+        # its default limit (MAMF and the GEMM tables run at stock settings)
+        power = dict(power, kernel_limit_w=float(load_gpu(VARIANTS[g].source if g in VARIANTS else g).tdp_w))
         base.setdefault(g, power)       # a later same-die variant (GB200 of the B200) derives from it
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
