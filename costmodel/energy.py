@@ -33,7 +33,7 @@ from .compute import dense_peak_flops, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
 from .power import PowerParams, compute_under_cap, phase_power_w, wait_power_w
-from .schedule import LayoutTerms, bubble_periods
+from .schedule import LayoutTerms, bubble_periods, pipeline_bubble_s
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
 
@@ -88,7 +88,8 @@ class StageTerms:
     kernel class's time per stage and its utilisations, ``link`` for the communication hidden under
     compute, costmodel.power.compute_under_cap); comm_util (utilisations
     while only communicating); plus the layout's scalars m (micro-batches), const_s (exposed DP +
-    optimizer per step), bubble_factor (m + (PP-1)/VP), stage_gpus, layers; and the building blocks
+    optimizer per step), bubble_factor (m + (PP-1)/VP, the equal-stage schedule), stage_gpus, layers,
+    vp; and the building blocks
     ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and util for one
     layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch).
     """
@@ -107,6 +108,7 @@ class StageTerms:
     layer: dict
     logits: dict
     pp_mb_s: float
+    vp: int = 1
 
 
 #: the compute phase's kernel classes, each capped on its own (costmodel.power.compute_under_cap), and
@@ -238,7 +240,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     hidden = layers * ly["hidden_s"]
     return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
-                      one(ly), one(lg), pp_mb)
+                      ly, lg, pp_mb, int(layout["vp"]))
 
 
 @dataclass
@@ -266,7 +268,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     p_busy = e_comp / np.where(comp > 0, comp, 1.0)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
-    T = st.bubble_factor * t_mb.max() + st.const_s
+    # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
+    T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.const_s
     busy = st.m * comp
     comm = st.m * st.exposed_comm_s + st.const_s
     wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage

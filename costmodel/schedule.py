@@ -2,8 +2,13 @@
 
 Per micro-batch the slowest stage (the last one: L/PP layers plus the logits) needs
 T_mb = t_fwd + t_bwd + 2 VP t_p2p (a send of the activation and one of the gradient per virtual
-stage).  A step of m micro-batches takes (m + (PP-1)/VP) T_mb: the 1F1B bubble is (PP-1)/m of the
-ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections 2.2.1-2.2.2).
+stage).  With equal stages a step of m micro-batches takes (m + (PP-1)/VP) T_mb: the 1F1B bubble
+is (PP-1)/m of the ideal time, the interleaved one (PP-1)/(VP m) (Narayanan et al. SC21, sections
+2.2.1-2.2.2).  Stages are not equal (the last one runs the logits, an uneven split gives some
+stages a layer more): the critical path of 1F1B is the first micro-batch's forward through every
+stage, the slowest stage's m periods, and the last micro-batch's backward back through every
+stage, so the bubble is (sum_s T_s - T_max) / VP (:func:`pipeline_bubble_s`); with equal stages
+it is (PP-1)/VP T_mb again.
 Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
 (Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed, costmodel.stacks), and with
@@ -51,6 +56,13 @@ def bubble_periods(pp, vp):
     ((PP-1)/m for 1F1B, (PP-1)/(VP m) interleaved; Narayanan et al. SC21, sections 2.2.1-2.2.2).
     """
     return (pp - 1) / vp
+
+
+def pipeline_bubble_s(stage_sum_s, slowest_s, vp):
+    """The pipeline bubble of a step, s (arrays broadcast): (sum over stages of their period per
+    micro-batch - the slowest stage's) / VP (module docstring).  A step is m x ``slowest_s`` plus it.
+    Equal stages give (PP - 1) / VP periods, :func:`bubble_periods`."""
+    return np.maximum(stage_sum_s - slowest_s, 0.0) / vp
 
 
 def _pipelined_exposed(comm_s, gemm_s, n_chunks):
@@ -109,7 +121,8 @@ class StepTimes:
     to the collectives hidden under it; ``step_contention_s``: the same for the DP/FSDP
     communication hidden under a step's compute (both inside ``breakdown["compute_s"]``).
     ``layer_exposed_comm_s``: the TP, CP and EP communication one layer leaves exposed per
-    micro-batch (forward + backward).
+    micro-batch (forward + backward).  ``stages_fwd_s``/``stages_bwd_s``: forward/backward per
+    micro-batch summed over every stage (all the layers with their exposed collectives, the logits).
     """
 
     step_time_s: np.ndarray
@@ -120,6 +133,8 @@ class StepTimes:
     layer_contention_s: np.ndarray
     step_contention_s: np.ndarray
     layer_exposed_comm_s: np.ndarray
+    stages_fwd_s: np.ndarray
+    stages_bwd_s: np.ndarray
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
@@ -164,7 +179,11 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     fsdp = np.where(dp_ov, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + fsdp
-    bubble = bubble_periods(t.pp, t.vp) * t_mb
+    # every stage's period summed: all the layers with their collectives, the logits, and each
+    # stage's boundary sends and FSDP edges
+    stages_f = model.num_layers * (lay_f + comm_f) + ct.logits_fwd_s
+    stages_b = model.num_layers * (lay_b + comm_b) + ct.logits_bwd_s
+    bubble = pipeline_bubble_s(stages_f + stages_b + t.pp * (pp_mb + fsdp), t_mb, t.vp)
 
     dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
@@ -186,7 +205,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
         "optimizer_s": opt,
     }
     total = sum(bd.values())
-    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow, comm_f + comm_b)
+    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow, comm_f + comm_b, stages_f, stages_b)
 
 
 def take_rows(obj, idx):

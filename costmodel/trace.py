@@ -31,22 +31,24 @@ Format", Google doc 1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU):
 * top-level ``metadata``: model, cluster, layout, micro-batches, the predicted ``step_time_s`` and
   breakdown, the trace's ``makespan_s``, per-micro-batch terms and the approximations below.
 
-Construction (consistent with :func:`costmodel.schedule.step_times` by design): every stage is drawn
-at the slowest stage's pace, as the schedule model assumes - each model chunk's forward takes
-``fwd_s / VP`` and its backward ``bwd_s / VP`` (StepTimes.fwd_s / bwd_s: compute plus exposed
-TP/CP/EP communication, recompute inside the backward), and each is followed by one blocking
-stage-boundary transfer of ``pp_p2p_s`` (the model charges 2 VP transfers per micro-batch).  A
-list-scheduling simulation then starts every op as soon as its stage is free and its input has
-arrived (forward of virtual stage v after that of v-1, backward of v after that of v+1).  With
-these uniform blocking ops the pipeline part of the step is exactly (m + (PP-1)/VP) T_mb, both for
-1F1B and for the interleaved schedule, so the makespan equals the model's step time
-(exposed DP param all-gather + pipeline + exposed DP gradient reduction + optimizer) up to the
-nanosecond rounding.
+Construction (consistent with :func:`costmodel.schedule.step_times` by design): the last stage
+is drawn at the slowest stage's pace (it runs the logits) and the others at the mean of the rest
+of the pipeline - each model chunk's forward takes ``fwd_s / VP`` and its backward ``bwd_s / VP``
+on the last stage (StepTimes.fwd_s / bwd_s: compute plus exposed TP/CP/EP communication,
+recompute inside the backward) and (stages_fwd_s - fwd_s) / (PP - 1) / VP and likewise on the
+others, and each is followed by one blocking stage-boundary transfer of ``pp_p2p_s`` (the model
+charges 2 VP transfers per micro-batch).  A list-scheduling simulation
+then starts every op as soon as its stage is free and its input has arrived (forward of virtual
+stage v after that of v-1, backward of v after that of v+1).  With these blocking ops and the
+slowest stage last, the pipeline part of the step is exactly m T_mb + (sum_s T_s - T_mb) / VP,
+the model's critical path, both for 1F1B and for the interleaved schedule, so the makespan
+equals the model's step time (exposed DP param all-gather + pipeline + exposed DP gradient
+reduction + optimizer) up to the nanosecond rounding.
 
 Approximations (also listed in the trace's metadata):
 
-* uniform stages: the first stage (embedding) and the last (logits + loss) really differ from the
-  others; the model, and therefore the trace, gives every stage the slowest stage's times.
+* stages: the stages before the last are drawn alike, at their mean time (an uneven split's
+  extra layer is spread over them; the first stage's embedding is not drawn apart).
 * p2p: every op is followed by a blocking transfer, also where the pipeline has no neighbour in
   that direction (the last virtual stage's forward, the first one's backward): those are drawn as
   ``p2p slot`` events, the model's uniform 2 VP transfers per micro-batch.  Megatron's combined
@@ -83,7 +85,7 @@ from .compute import ComputeTimes, blend_edge_layers, compute_times, edge_layer_
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage, recomputed_fraction
 from .predict import Prediction
-from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, bubble_periods, exposed_layer_comm, step_times
+from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, exposed_layer_comm, pipeline_bubble_s, step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
 
@@ -92,7 +94,8 @@ THREADS = {TID_COMPUTE: "compute", TID_COLL: "communication: TP/CP/EP",
            TID_P2P: "communication: PP p2p", TID_DP: "communication: DP"}
 _US = 1e6  # microseconds per second
 APPROXIMATIONS = (
-    "every stage runs at the slowest stage's pace (StepTimes.fwd_s/bwd_s), as the schedule model assumes",
+    "the last stage runs at the slowest stage's pace (the logits), the others alike at their mean (an uneven "
+    "split's extra layers spread over them; the first stage's embedding not drawn apart)",
     "every op is followed by one blocking PP transfer (pp_p2p_s), 2 VP per micro-batch, also at the "
     "pipeline's ends ('p2p slot')",
     "exposed TP/CP/EP communication of an op is drawn as one block per dimension at the op's end; "
@@ -117,8 +120,8 @@ class _Terms:
     pp: int
     vp: int
     m: int
-    fwd_s: float            # forward incl. exposed TP/CP/EP comm
-    bwd_s: float            # backward incl. recompute and its exposed comm
+    fwd_s: float            # forward incl. exposed TP/CP/EP comm (the slowest stage)
+    bwd_s: float            # backward incl. recompute and its exposed comm (the slowest stage)
     rec_s: float            # recompute part of bwd_s (incl. the recomputed forward's exposed comm)
     p2p_s: float            # one stage-boundary transfer
     fsdp_s: float           # exposed FSDP comm per micro-batch
@@ -137,6 +140,20 @@ class _Terms:
     bubble_s: float
     step_time_s: float
     breakdown: dict
+    other_fwd_s: float = 0.0  # forward / backward per micro-batch of each stage before the last
+    other_bwd_s: float = 0.0
+
+    def stage_fwd_bwd(self, k: int) -> tuple[float, float]:
+        """(forward, backward) per micro-batch of stage ``k``, s."""
+        if k == self.pp - 1:
+            return self.fwd_s, self.bwd_s
+        return self.other_fwd_s, self.other_bwd_s
+
+    def slots(self) -> tuple[list, list]:
+        """Per stage, the time a forward / backward chunk holds it with its transfer (and FSDP), s."""
+        fb = [self.stage_fwd_bwd(k) for k in range(self.pp)]
+        return ([f / self.vp + self.p2p_s for f, _ in fb],
+                [b / self.vp + self.p2p_s + self.fsdp_s for _, b in fb])
 
 
 def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes,
@@ -180,11 +197,16 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
     param = max(0.0, param_raw - fwd) if overlap else param_raw
     grad = max(0.0, bd["dp_comm_s"] - param - m * fsdp)
     step = float(st.step_time_s[0])
-    drawn = (m + bubble_periods(pp, vp)) * float(st.t_mb_s[0]) + param + grad + bd["optimizer_s"]
+    t_mb = float(st.t_mb_s[0])
+    # the stages before the last (the slowest), each at the mean of what the pipeline holds besides it
+    n_other = max(pp - 1, 1)
+    o_f, o_b = (float(st.stages_fwd_s[0]) - fwd) / n_other, (float(st.stages_bwd_s[0]) - bwd) / n_other
+    o_t = o_f + o_b + t_mb - fwd - bwd
+    drawn = m * t_mb + pipeline_bubble_s(t_mb + (pp - 1) * o_t, t_mb, vp) + param + grad + bd["optimizer_s"]
     other = step - drawn if step - drawn > 1e-12 * step else 0.0
     return _Terms(pp, vp, m, fwd, bwd, rec, p2p, fsdp, exp_f, exp_r, exp_b, raw_f, raw_b,
                   float(cm.fsdp_mb_s[0]), param, param_raw, grad, float(cm.dp_grad_s[0]),
-                  bd["optimizer_s"], other, bd["bubble_s"], step, bd)
+                  bd["optimizer_s"], other, bd["bubble_s"], step, bd, o_f, o_b)
 
 
 def stage_ops(pp: int, vp: int, m: int, stage: int) -> list[tuple[str, int, int]]:
@@ -213,8 +235,8 @@ def simulate(pp: int, vp: int, m: int, f_slot_s: float, b_slot_s: float,
              t0_s: float = 0.0) -> list[list[tuple[str, int, int, float]]]:
     """Start time of every op: as soon as its stage is free and its input is there.
 
-    An op occupies its stage for ``f_slot_s`` (forward chunk) or ``b_slot_s`` (backward chunk),
-    its outgoing transfer included.  Forward of virtual stage v = chunk PP + stage waits for the
+    An op of stage k occupies it for ``f_slot_s[k]`` (forward chunk) or ``b_slot_s[k]`` (backward
+    chunk), its outgoing transfer included (a number: every stage the same).  Forward of virtual stage v = chunk PP + stage waits for the
     forward of v-1 of the same micro-batch, backward of v for the backward of v+1 (the last
     virtual stage's backward for its own forward).
 
@@ -224,6 +246,8 @@ def simulate(pp: int, vp: int, m: int, f_slot_s: float, b_slot_s: float,
         RuntimeError: the op orders deadlock (not expected for the orders of :func:`stage_ops`).
     """
     V = pp * vp
+    f_slot_s = np.broadcast_to(np.asarray(f_slot_s, dtype=np.float64), (pp,))
+    b_slot_s = np.broadcast_to(np.asarray(b_slot_s, dtype=np.float64), (pp,))
     orders = [stage_ops(pp, vp, m, k) for k in range(pp)]
     out: list[list[tuple[str, int, int, float]]] = [[] for _ in range(pp)]
     free = [t0_s] * pp
@@ -243,7 +267,7 @@ def simulate(pp: int, vp: int, m: int, f_slot_s: float, b_slot_s: float,
                 if dep is not None and dep not in done:
                     break
                 start = max(free[k], done[dep] if dep is not None else t0_s)
-                end = start + (f_slot_s if kind == "F" else b_slot_s)
+                end = start + float(f_slot_s[k] if kind == "F" else b_slot_s[k])
                 done[(kind, mb, v)] = end
                 free[k] = end
                 out[k].append((kind, mb, c, start))
@@ -338,11 +362,10 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
                              f"specs give ({T.step_time_s:.6g} s): it was made with other specs")
 
     row = t.row(0)
-    f_slot = T.fwd_s / T.vp + T.p2p_s
-    b_slot = T.rec_s / T.vp + (T.bwd_s - T.rec_s) / T.vp + T.p2p_s + T.fsdp_s
+    f_slot, b_slot = T.slots()
     sched = simulate(T.pp, T.vp, T.m, f_slot, b_slot, T.dp_param_s)
     ev = _Events()
-    ends = [_draw_stage(ev, T, sched[k], k, row, f_slot, b_slot, _stage_name(k, t, cluster.gpus_per_node))
+    ends = [_draw_stage(ev, T, sched[k], k, row, f_slot[k], b_slot[k], _stage_name(k, t, cluster.gpus_per_node))
             for k in range(T.pp)]
     makespan = _draw_step_tail(ev, T, sched, ends, row, f_slot, b_slot)
     meta = _metadata(model, recipe, cluster, T, row, float(st.t_mb_s[0]), makespan)
@@ -358,7 +381,8 @@ def _draw_stage(ev: "_Events", T: _Terms, ops: list, k: int, row: dict, f_slot: 
     collectives, P2P sends and FSDP gathers; returns when its last op slot ends, s."""
     pp, vp = T.pp, T.vp
     V = pp * vp
-    f_c, b_c, r_c = T.fwd_s / vp, (T.bwd_s - T.rec_s) / vp, T.rec_s / vp
+    fwd_k, bwd_k = T.stage_fwd_bwd(k)
+    f_c, b_c, r_c = fwd_k / vp, (bwd_k - T.rec_s) / vp, T.rec_s / vp
     coll_names = dict(_COLL_NAMES, tp="TP all-gather/reduce-scatter" if row["sp"] else "TP all-reduce")
     pid = k + 1
     ev.meta("process_name", pid, 0, name=name)
@@ -408,8 +432,8 @@ def _draw_stage(ev: "_Events", T: _Terms, ops: list, k: int, row: dict, f_slot: 
     return last[3] + (f_slot if last[0] == "F" else b_slot)
 
 
-def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict, f_slot: float,
-                    b_slot: float) -> float:
+def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict, f_slot: list,
+                    b_slot: list) -> float:
     """Per stage: the DP parameter gather, the overlap slowdown, the DP gradient reduction, the
     optimizer and the bubbles (gaps of the compute stream); returns the makespan, s."""
     dp_grad_name = "DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
@@ -427,10 +451,10 @@ def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict
              exposed_s=T.dp_grad_s, raw_s=T.dp_grad_raw_s)
         ev.x("optimizer", "optimizer", pid, TID_COMPUTE, opt_start, T.opt_s, optimizer_s=T.opt_s)
         # bubbles: gaps of the compute stream not spent in an op slot or in exposed DP comm
-        busy = [(0.0, T.dp_param_s)] + [(s, s + (f_slot if kd == "F" else b_slot)) for kd, _, _, s in sched[k]]
+        busy = [(0.0, T.dp_param_s)] + [(s, s + (f_slot[k] if kd == "F" else b_slot[k])) for kd, _, _, s in sched[k]]
         busy.append((ends[k], ends[k] + tail))
         first_b = min(s for kd, _, _, s in sched[k] if kd == "B")
-        last_f = max(s + f_slot for kd, _, _, s in sched[k] if kd == "F")
+        last_f = max(s + f_slot[k] for kd, _, _, s in sched[k] if kd == "F")
         cur = 0.0
         for a, b in sorted(busy) + [(opt_start, opt_start)]:
             if a > cur + 1e-12:

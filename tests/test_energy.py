@@ -275,8 +275,11 @@ def test_ilp_option_prices_the_step_communication_as_the_stage_model_does():
     o = build_option(run, caps)
     assert o.const_energy_j > 0
     top = [len(caps) - 1] * 4
-    _, _, T, E = _times_energy(o, top, np.array([[20, 20, 20, 20]]))
-    assert float(T[0]) == pytest.approx(run.energy.step_time_s, rel=1e-3)
+    t, tau, T, E = _times_energy(o, top, np.array([[20, 20, 20, 20]]))
+    # the ILP prices the equal-stage schedule (m + (p-1)/v) tau; the stage model the critical path
+    # m tau + (sum_s t_s - tau)/v, lower by (p-1)/v (tau - mean_s t_s): the logits' stage is slower
+    gap = 3 / 10 * float(tau[0] - t[0].mean())
+    assert gap > 0 and float(T[0]) - gap == pytest.approx(run.energy.step_time_s, rel=1e-3)
     assert float(E[0]) == pytest.approx(run.energy.energy_j_per_step, rel=0.03)
     without = float(E[0]) - o.const_energy_j
     assert abs(without / run.energy.energy_j_per_step - 1) > abs(float(E[0]) / run.energy.energy_j_per_step - 1)

@@ -49,6 +49,10 @@ def test_tp_chunked_pp_messages_reach_lower_bandwidth(h200):
 
 
 def test_bubble_fraction_1f1b_and_interleaved(h200):
+    """Llama 3 70B on PP 4 (20 layers a stage, the last one also runs the logits), m = 128: the step is
+    the last stage's m periods plus the fill and drain through the other stages, each 1/VP of a
+    period of 20 layers: bubble / busy = 3 / (v m) x (the period without the logits / with them),
+    Narayanan et al. SC21's (p - 1) / (v m) for equal stages."""
     cluster, profile = h200
     r = Recipe(gbs=128, seq_len=4096)
     for vp in (1, 2, 5):
@@ -56,8 +60,30 @@ def test_bubble_fraction_1f1b_and_interleaved(h200):
         m = 128
         busy = pred.step_time_s[0] - pred.breakdown["bubble_s"][0] - pred.breakdown["dp_comm_s"][0] \
             - pred.breakdown["optimizer_s"][0]
-        # Narayanan et al. SC21: bubble / ideal = (p - 1) / (v m)
-        assert pred.breakdown["bubble_s"][0] / busy == pytest.approx(3 / (vp * m), rel=1e-9)
+        ct = pred.terms.compute
+        logits = float(ct.logits_fwd_s[0] + ct.logits_bwd_s[0])
+        period = busy / m
+        assert 0.0 < logits < 0.05 * period
+        assert pred.breakdown["bubble_s"][0] / busy == pytest.approx(3 / (vp * m) * (period - logits) / period,
+                                                                      rel=1e-9)
+
+
+def test_a_heavier_last_stage_paces_the_steady_state_not_the_fill():
+    """GPT-2-style h = 16384 on PP 64 (one layer a stage) with 4 micro-batches: the last stage's logits
+    (vocabulary 50,688 / TP 4) make it slower than the rest; the step is the 63 lighter stages' fill
+    and drain once plus the last stage's 4 periods, not 67 periods of the last stage."""
+    from dataclasses import replace
+    from costmodel.specs import load_cluster, load_model, load_profile
+    c = load_cluster("dgx-a100", nodes=32)
+    p = load_profile(c.gpu.key)
+    m = replace(load_model("gpt3-175b"), num_layers=64, hidden=16384, ffn_hidden=65536, num_heads=128,
+                num_kv_heads=128, head_dim=128, vocab=50688, seq_len=1024)
+    pred = predict_one(m, c, p, Recipe(gbs=4, seq_len=1024), tp=4, pp=64, dp=1, mbs=1, recompute="full")
+    bd, ct = pred.breakdown, pred.terms.compute
+    period = (pred.step_time_s[0] - bd["bubble_s"][0] - bd["dp_comm_s"][0] - bd["optimizer_s"][0]) / 4
+    logits = float(ct.logits_fwd_s[0] + ct.logits_bwd_s[0])
+    assert logits > 0.1 * period
+    assert bd["bubble_s"][0] == pytest.approx(63 * (period - logits), rel=1e-9)
 
 
 def test_scalar_predict_equals_vectorised_table(h200):

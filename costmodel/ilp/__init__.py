@@ -38,7 +38,10 @@ t_s = n_s tl[c_s] + [s = 0] tf[c_s] + [s = p-1] tt[c_s]; the period is tau = max
     T = (m + (p - 1)/v) tau + D,
     E = sum_s S m (Pb[c_s] - Pi) t_s  +  p S Pi T
 
-(each GPU computes for m t_s and idles for the rest of the step).  Memory: Mf[s] + n_s Ml[s] <= H.
+(each GPU computes for m t_s and idles for the rest of the step).  T is the equal-stage schedule: it
+bounds costmodel.schedule's critical path over unequal stages, m tau + (sum_s t_s - tau)/v, from
+above by (p - 1)/v (tau - mean_s t_s) and meets it when the stages are equal, the split the period
+term drives the ILP towards.  Memory: Mf[s] + n_s Ml[s] <= H.
 Thermal and power, conservatively with every GPU at its busy power P_i = Pb[cap of the stage in
 slot i]:  theta_j + sum_i h_ij P_i + r_j P_j <= Tmax for every GPU (slot j) and sum_j P_j <= B for
 every node.  Per-GPU power <= cap holds by construction (Pb[c] <= W_c).
