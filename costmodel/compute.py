@@ -278,7 +278,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     tok = t.mbs * s / cp                        # tokens of this CP rank per micro-batch
     sp_div = np.where(t.sp, tp, 1.0)
     h, q, kv, ffn = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
-    launch = gp.launch_s
+    launch = profile.gemm.get(_dtype16(profile), gp).launch_s      # 16-bit kernels whatever the GEMMs' format
 
     def gemm3(m, n, k, batch=1.0, dtype=dt):
         """forward, dgrad and wgrad time of y[m,n] = x[m,k] w[k,n] in ``dtype``."""
@@ -354,7 +354,6 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
     layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
-    rc = t.recompute
     stack = STACKS.get(recipe.stack)
     if stack is not None and stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
@@ -364,9 +363,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # (flash) kernel too (megatron/core/transformer/attention.py _checkpointed_attention_forward)
         selective_attn = attn_f if "core_attn" in recipe.recomputed else 0.0
         selective = selective_attn + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
-    recompute = np.where(rc == 2, layer_f, np.where(rc == 1, selective, 0.0))
-    recompute_attn = np.where(rc == 2, attn_f, np.where(rc == 1, selective_attn, 0.0))
-
+    recompute, recompute_attn = (np.where(t.recompute == 2, full, np.where(t.recompute == 1, sel, 0.0))
+                                 for full, sel in ((layer_f, selective), (attn_f, selective_attn)))
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
     attn_flops = 2.0 * tok * (model.causal_keys_per_query(s) if recipe.flash_attention else s) * (
         q + model.attn_out_dim) / tp

@@ -32,14 +32,18 @@ def _times(precision):
                          t.view(compute_times.layout_fields)), m, c, p
 
 
-def test_nvfp4_gemms_run_near_twice_the_fp8_rate_and_pay_more_casts():
-    """B200: the FP4 peak is twice the FP8 one and the FP4 GEMM takes the FP8 fit's efficiency, so
-    the layer's GEMMs take about half the time (launches and the operands' HBM reads aside); MXFP8's
+def test_nvfp4_gemms_run_at_their_measured_rate_and_pay_more_casts():
+    """B200: the FP4 peak is twice the FP8 one, but the FP4 GEMM's own fit (vLLM's CUTLASS NVFP4
+    GEMM: at most 52% of the FP4 peak, where FP8 reaches 76% of its) makes the layer's GEMMs take
+    about 0.73 of the FP8 time, the ratio of the two fits' best rates (launches, waves and the
+    operands' HBM reads aside), not half; MXFP8's
     GEMMs run at the FP8 rate and its quantization moves (2 + 2 x 33/32) - 4 = 1/16 byte more per
     element of the four forward GEMM inputs than fp8's cast-transpose."""
     f8, m, c, p = _times("fp8")
     mx, nv = _times("mxfp8")[0], _times("nvfp4")[0]
-    assert 0.5 < nv.layer_gemm_fwd_s[0] / f8.layer_gemm_fwd_s[0] < 0.56
+    best = (p.gemm["fp8"].eta_max * c.gpu.peak_flops["fp8"]) / (p.gemm["fp4"].eta_max * c.gpu.peak_flops["fp4"])
+    assert 0.70 < best < 0.76
+    assert nv.layer_gemm_fwd_s[0] / f8.layer_gemm_fwd_s[0] == pytest.approx(best, rel=0.05)
     assert mx.layer_gemm_fwd_s[0] == pytest.approx(f8.layer_gemm_fwd_s[0], rel=0.01)
     tok, tp = 8192, 4
     in_f = tok * (m.hidden + m.q_dim / tp + m.hidden + m.ffn_hidden / tp)

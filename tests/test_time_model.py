@@ -142,12 +142,12 @@ def test_fp8_pays_its_casts_and_keeps_the_output_layer_in_16_bit():
     bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
     l16, l8 = p.gemm["bf16"].launch_s, p.gemm["fp8"].launch_s
     in_f = tok * (h + q / tp + h + ffn / tp)
-    assert b.layer_ew_fwd_s[0] - a.layer_ew_fwd_s[0] == pytest.approx(
-        7 * (l8 - l16) + FP8_CAST_BYTES * in_f / bw + 4 * l8, rel=1e-9)
+    # the cast kernels are memory-bound: the 16-bit fit's launch, like every elementwise kernel
+    assert l8 != l16
+    assert b.layer_ew_fwd_s[0] - a.layer_ew_fwd_s[0] == pytest.approx(FP8_CAST_BYTES * in_f / bw + 4 * l16, rel=1e-9)
     assert b.layer_gemm_fwd_s[0] < 0.7 * a.layer_gemm_fwd_s[0]       # the GEMMs themselves run in fp8
-    # the output layer's GEMMs are the 16-bit ones; only the cross-entropy's launches differ
-    ce_launch = 3 * (l8 - l16)
-    assert b.logits_fwd_s[0] - a.logits_fwd_s[0] == pytest.approx(ce_launch, abs=1e-12)
+    # the output layer's GEMMs and the cross-entropy are the 16-bit ones
+    assert b.logits_fwd_s[0] == pytest.approx(a.logits_fwd_s[0], rel=1e-12)
 
 
 def test_overlap_leaves_the_last_gradient_bucket_and_the_first_param_bucket_exposed(h200):

@@ -24,6 +24,7 @@ from .registry import (FORMATS, REGISTRY, FitInput, Format, Measurement, NoUsabl
                        read_measurement, read_power_trace)
 from .suite_jsonl import SuiteRun, make_record, read_suite_jsonl
 from .training_logs import TrainingLog, read_training_log
+from .vllm_bench import read_vllm_gemm_bench
 from .xla import read_xla_collective_table, read_xla_matmul_table
 from .perseus import PerseusRow, read_perseus_stage_profile
 from .zeus import ZeusParseError, ZeusRow, ZeusTable, read_zeus_csv
@@ -31,7 +32,7 @@ from .zeus import ZeusParseError, ZeusRow, ZeusTable, read_zeus_csv
 __all__ = ["MdTable", "markdown_tables", "parse_quantity", "read_allreduce_bench", "read_azure_results",
            "read_mamf", "read_mlengineering_nvls", "NcclRow", "NcclTable", "NcclTestsParseError",
            "read_massaged_nccl_table", "read_nccl_tests", "read_xla_collective_table",
-           "read_xla_matmul_table", "NvidiaSmiParseError", "SmiTrace", "read_nvidia_smi_csv", "ZeusParseError",
+           "read_xla_matmul_table", "read_vllm_gemm_bench", "NvidiaSmiParseError", "SmiTrace", "read_nvidia_smi_csv", "ZeusParseError",
            "ZeusRow", "ZeusTable", "read_zeus_csv", "PerseusRow", "read_perseus_stage_profile", "BaseBenchmark", "FlagPerfParseError", "OperatorRow",
            "flagperf_quantity", "read_flagperf_base_md", "read_flagperf_operator_csv", "collective_from_name",
            "DmonTable", "NvidiaSmiDmonParseError", "read_nvidia_smi_dmon", "DCGM_FIELDS", "DcgmField", "DcgmParseError",

@@ -127,6 +127,31 @@ def fit_gemm_fp8(b: Build) -> None:
     b.use("b200-sxm-180gb", "gb200")
 
 
+def fit_gemm_fp4(b: Build) -> None:
+    """``gemm.fp4`` of B200 (NVFP4, costmodel.formats) from vLLM's CUTLASS NVFP4 GEMM on pre-quantized
+    operands, Llama-3.1-8B's QKV shape over M = 1..16,384; the same table's BF16 column checks gemm.bf16."""
+    g = "b200-sxm-180gb"
+    D = b.D["vllm_fp4"]
+    _gemm(b, g, "fp4", gemm_points(D["nvfp4-noquant"], "vllm_fp4"), ("vllm_fp4",),
+          ["vLLM bench_nvfp4_gemm.py on B200: CUTLASS NVFP4 (E2M1, an E4M3 scale per 16 elements) on",
+           "pre-quantized operands, N=6144 K=4096, M = 1..16,384; 3.9 PFLOP/s at the largest M, 43% of the",
+           "9 PFLOP/s dense FP4 peak where FP8 reaches 76% of its own (block-scale handling). One shape: the",
+           "tile fit sees no N or K sweep. The activation quantization it times apart is costmodel.formats' cast."])
+    rows = D["torch-bf16"]
+    t = gemm_time_s([r["m"] for r in rows], [r["n"] for r in rows], [r["k"] for r in rows], 1, b.sheet[g].peak["bf16"],
+                    b.sheet[g].hbm, b.prof[g]["hbm"]["efficiency"], _params(b.prof[g]["gemm"]["bf16"]), 2.0)
+    big = np.array([r["m"] for r in rows]) >= 2048
+    err = t / np.array([r["time_s"] for r in rows]) - 1
+    b.note(g, f"cross-check: gemm.bf16 against the same vLLM table's torch BF16 column (cuBLAS, N=6144 K=4096): "
+              f"median time error {np.median(err[big]):+.3f} for M >= 2048 (the fit is faster there), "
+              f"{np.median(err[~big]):+.3f} below (launch- and weight-read-bound, small M).")
+
+
+def _params(e: dict) -> GemmParams:
+    """GemmParams of a written ``gemm.<dtype>`` entry."""
+    return GemmParams(e["eta_max"], e["k_half"], e["launch_s"], e["tile_m"], e["tile_n"], e["num_sms"])
+
+
 def derive_gemm(b: Build, a100: GemmParams) -> float:
     """fp16 of H100/H200/B200 from their bf16; V100, MI250 and MI300X from the A100 shape.  Returns
     MI300X's MAMF efficiency (the AMD GPUs' eta_max)."""
@@ -136,13 +161,7 @@ def derive_gemm(b: Build, a100: GemmParams) -> float:
                                          derived_from=f"{g}:gemm.bf16",
                                          note="FP16 and BF16 have the same dense tensor-core peak; no separate FP16 "
                                               "table.")
-    # NVFP4 (costmodel.formats): no public FP4 GEMM table in the set; Blackwell's FP4 GEMM takes the FP8
-    # fit's shape and efficiency, relative to its own (twice as high) dense FP4 peak
-    fp8 = b.prof["b200-sxm-180gb"]["gemm"]["fp8"]
-    b.prof["b200-sxm-180gb"]["gemm"]["fp4"] = dict(
-        {k: v for k, v in fp8.items() if k not in ("fit", "note")}, derived_from="b200-sxm-180gb:gemm.fp8",
-        note="No FP4 GEMM measurement in the public data: the FP8 fit's eta_max, k_half, launch and tiles, applied "
-             "to the dense FP4 peak (9 PFLOP/s). An upper bound where block-scale handling costs FP4 more than FP8.")
+    fit_gemm_fp4(b)
     b.prof["v100-sxm2-32gb"]["gemm"]["fp16"] = gemm_entry(
         GemmParams(a100.eta_max, a100.k_half, a100.launch_s, a100.tile_m, a100.tile_n, b.sheet["v100-sxm2-32gb"].sms),
         derived_from="a100-sxm-80gb:gemm.bf16",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from costmodel.collective import busbw_factor
 from costmodel.readers import (read_allreduce_bench, read_azure_results, read_mamf, read_massaged_nccl_table,
-                               read_mlengineering_nvls, read_nccl_tests, read_xla_collective_table,
-                               read_xla_matmul_table)
+                               read_mlengineering_nvls, read_nccl_tests, read_vllm_gemm_bench,
+                               read_xla_collective_table, read_xla_matmul_table)
 from costmodel.specs import hardware_dir, load_gpu
 
 from ..primitives import GEMM_BYTES
@@ -38,7 +38,7 @@ F = dict(  # input files (copies under hardware/profiles/data/)
     liplus="liplus_a100_8gpu_sendrecv.txt", mleng_a100="mlengineering_a100_8gpu_nvlink_allreduce.txt",
     mleng_bench="mlengineering_allreduce_bench_h200_b200_pytorch.md",
     mleng_nvls="mlengineering_h200_b200_nvls_and_collectives.md",
-    fa_kernels="flash_attention_kernel_times_h100_b200.md",
+    fa_kernels="flash_attention_kernel_times_h100_b200.md", vllm_fp4="vllm_b200_nvfp4_gemm_llama8b.md",
     # power and thermal (power.py)
     h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
     a100_wait="m4logs_a100_80gb_8gpu_nccl_wait_nvidia_smi_q.txt",
@@ -102,6 +102,7 @@ def load_public():
         whatever the readers raise on a malformed file (file and line named).
     """
     return dict(mamf=read_mamf(path("mamf")), azure=read_azure_results(path("azure")),
+                vllm_fp4=read_vllm_gemm_bench(path("vllm_fp4")),
                 gb200=read_azure_results(path("gb200"))["ND GB200 v6"],
                 xla_mm={a: {c: read_xla_matmul_table(path("xla_mm"), a, c)
                             for c in ("bf16xbf16->bf16", "f8e4m3fnxf8e4m3fn->bf16")} for a in ("sm_90", "sm_100")},
