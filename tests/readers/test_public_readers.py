@@ -102,3 +102,18 @@ def test_markdown_tables():
                                                                     "reduce_scatter"]
     bench = read_allreduce_bench(DATA / "mlengineering_allreduce_bench_h200_b200_pytorch.md")
     assert bench[1]["columns"]["4 nodes"][-1] == pytest.approx(381.80e9) and bench[1]["size_bytes"][-1] == 16 * 2 ** 30
+
+
+def test_vllm_gemm_bench_reads_every_provider_and_refuses_a_short_row(tmp_path):
+    """vLLM's bench_nvfp4_gemm.py output on B200: 11 batch sizes (the GEMM's M) per provider of the
+    N=6144 K=4096 table; TFLOP/s -> time = 2 M N K / FLOP/s; a row with a value missing names its line."""
+    from costmodel.readers import read_vllm_gemm_bench
+    d = read_vllm_gemm_bench(DATA / "vllm_b200_nvfp4_gemm_llama8b.md")
+    assert set(d) == {"torch-bf16", "nvfp4", "nvfp4-noquant"} and all(len(v) == 11 for v in d.values())
+    big = d["nvfp4-noquant"][-1]
+    assert (big["m"], big["n"], big["k"]) == (16384, 6144, 4096)
+    assert big["time_s"] == pytest.approx(2 * 16384 * 6144 * 4096 / 3904.329097e12, rel=1e-9)
+    bad = tmp_path / "bad.md"
+    bad.write_text("x, N=8 K=8, BF16 vs NVFP4 GEMMs TFLOP/s:\n    batch_size   torch-bf16   nvfp4\n0   1.0   5.9\n")
+    with pytest.raises(ValueError, match="line 3"):
+        read_vllm_gemm_bench(bad)
