@@ -30,11 +30,22 @@ ring moves 2(N-1)/N of it each way: :func:`sharp_all_reduce_s`.  Each switch for
 stream per tree, so an oversubscribed tier does not bind (below 1:nodes-per-group); the tree costs
 one up and one down traversal of the tiers it spans instead of 2(N-1) ring steps.  Only the
 all-reduce is priced this way (NCCL's CollNet all-reduce); the other collectives keep their rings.
-ECMP hash collisions and adaptive routing are not modelled.
+Routing (``routing`` of a tier): with adaptive routing (InfiniBand AR, Spectrum-X) the uplinks share
+the load evenly, as above.  With ECMP each flow is hashed to one uplink for its lifetime, so a few
+large flows collide (Al-Fares et al., "Hedera: Dynamic Flow Scheduling for Data Center Networks",
+NSDI 2010; Gangidi et al., "RDMA over Ethernet for Distributed AI Training at Meta Scale",
+SIGCOMM 2024, who raise the entropy with more queue pairs per connection): a ring's NIC stream is
+split over q flows (``flows_per_nic``: NCCL channels per NIC x QPs per connection), and the F = f_t
+D_t q flows leaving a group of D_t NIC ports land on its D_t / O_t uplinks as balls in bins.  The
+channel on the busiest uplink (L_max flows, each getting 1/L_max of it) finishes last, so the
+tier's divisor is max(1, E[L_max] / q) (:func:`ecmp_max_load`), which tends to the balanced f_t O_t
+as q grows.  An all-to-all sends to every remote rank at once: its many flows hash nearly evenly
+and keep the balanced bound.
 """
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import poisson
 
 from .collective import collective_time_s
 from .specs import ClusterSpec
@@ -64,9 +75,28 @@ def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
         n_t = np.minimum(np.ceil(width / tier.nodes), touched)
         crosses = n_t > 1
         f = (n_t - 1) / n_t if coll == "all_to_all" else n_t / np.maximum(touched, 1.0)
-        pen = np.where(crosses, np.maximum(pen, f * cum), pen)
+        tier_pen = f * cum
+        if tier.routing == "ecmp" and coll != "all_to_all":
+            q = float(tier.ecmp_flows_per_nic)
+            uplinks = max(tier.nodes * cluster.nics_per_node / cum, 1.0)
+            tier_pen = np.maximum(tier_pen, ecmp_max_load(f * cum * q * uplinks, uplinks) / q)
+        pen = np.where(crosses, np.maximum(pen, tier_pen), pen)
         lat = lat + np.where(crosses, tier.latency_s, 0.0)
     return pen, lat
+
+
+def ecmp_max_load(flows, uplinks: float):
+    """Expected load of the busiest uplink, in flows, when ``flows`` (array) are hashed uniformly onto
+    ``uplinks`` links: the Poisson approximation of balls into bins (Mitzenmacher and Upfal,
+    "Probability and Computing", 2nd ed., sec. 5.4): each link's load is Poisson(lambda = flows /
+    uplinks), independently, so P(max < k) = P(X <= k - 1)^U and E[max] = sum_k>=1 (1 - P(X <= k-1)^U).
+    2 flows on 2 links: 1.52 (exactly 1.5).  Raises nothing."""
+    flows = np.asarray(flows, dtype=np.float64)
+    lam = (flows / uplinks).reshape(-1)
+    top = int(np.ceil(lam.max() + 12.0 * np.sqrt(lam.max()) + 25.0)) if lam.size else 1
+    k = np.arange(top)[:, None]
+    out = np.sum(1.0 - poisson.cdf(k, lam[None, :]) ** uplinks, axis=0)
+    return np.where(flows > 0, out.reshape(flows.shape), 0.0)
 
 
 def sharp_all_reduce_s(n_bytes, ranks_per_node, n_nodes, inter_bytes_per_s_per_gpu, p_inter, tier_latency_s):

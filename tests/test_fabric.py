@@ -201,3 +201,52 @@ def test_a_cluster_inlet_temperature_no_data_centre_runs_is_refused(tmp_path, te
     with pytest.raises(InputError, match="between -20 and 60 C") as e:
         load_cluster(str(f))
     assert "cooling.inlet_temp" in str(e.value)
+
+
+def test_ecmp_busiest_uplink_matches_balls_into_bins():
+    """The Poisson approximation of the busiest of U uplinks under F hashed flows against a seeded
+    simulation of the hash (4,000 draws): 8 flows on 256 links (mostly no collision), 256 on 256, and
+    2,560 on 256 (near the mean of 10); and 2 flows on 2 links, exactly 1.5."""
+    from costmodel.fabric import ecmp_max_load
+    rng = np.random.default_rng(0)
+    for F, U in ((8, 256), (256, 256), (2560, 256)):
+        sim = np.mean([np.bincount(rng.integers(0, U, F), minlength=U).max() for _ in range(4000)])
+        assert float(ecmp_max_load(np.array([F]), U)[0]) == pytest.approx(sim, rel=0.03)
+    assert float(ecmp_max_load(np.array([2.0]), 2.0)[0]) == pytest.approx(1.5, rel=0.02)
+
+
+def test_an_ecmp_spine_slows_a_ring_by_its_collisions(tmp_path):
+    """DP over 64 nodes (2 leaf groups of 32, 8 NICs each) with ECMP on the leaves' uplinks: the ring
+    leaves each group at 2 of its 64 hops, 8 flows per group with one flow per NIC, hashed onto 256
+    uplinks: the busiest carries two
+    with probability 1 - prod(1 - i/256, i < 8) = 10.4% (the birthday bound), so the divisor is about
+    1.10 where adaptive routing gives 1; 16 flows per NIC spread 128 flows and the divisor falls
+    towards the balanced 1/32.  An all-to-all keeps the balanced bound."""
+    text = POD.read_text().replace("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}",
+                                   "{name: leaf, nodes: 32, oversubscription: 1, latency: 0us, routing: ecmp, "
+                                   "flows_per_nic: 1}")
+    f = tmp_path / "ecmp.yaml"
+    f.write_text(text)
+    c = load_cluster(str(f), nodes=64)
+    assert c.tiers[0].routing == "ecmp" and c.tiers[1].routing == "adaptive"
+    pen = float(tier_penalty("all_reduce", 8, 64, c)[0])
+    birthday = 1 - np.prod([1 - i / 256 for i in range(8)])
+    assert pen == pytest.approx(1 + birthday, rel=0.02)
+    assert float(tier_penalty("all_reduce", 8, 64, load_cluster("dgx-h100-superpod", nodes=64))[0]) == 1.0
+    f.write_text(text.replace("flows_per_nic: 1}", "flows_per_nic: 16}"))
+    many = float(tier_penalty("all_reduce", 8, 64, load_cluster(str(f), nodes=64))[0])
+    assert 1.0 <= many < pen
+    assert float(tier_penalty("all_to_all", 4, 128, c)[0]) == 1.0
+
+
+@pytest.mark.parametrize("extra,why", [(", routing: hashed", "not one of adaptive, ecmp"),
+                                       (", routing: ecmp", "flows_per_nic"),
+                                       (", routing: ecmp, flows_per_nic: 0", "flows_per_nic"),
+                                       (", flows_per_nic: 4", "applies only with routing: ecmp")])
+def test_bad_routing_names_its_field(tmp_path, extra, why):
+    old = "{name: spine, nodes: 2048, oversubscription: 1, latency: 0us}"
+    f = tmp_path / "bad.yaml"
+    f.write_text(POD.read_text().replace(old, old[:-1] + extra + "}"))
+    with pytest.raises(InputError, match=why) as e:
+        load_cluster(str(f))
+    assert "inter_node.tiers[1]" in str(e.value)

@@ -70,12 +70,19 @@ class FabricTier:
             traffic between two of its groups leaves through uplinks with 1/oversubscription of
             the bandwidth its nodes' NICs inject.
         latency_s: extra one-way latency of a path that rises above this tier, s.
+        routing: how flows leaving a group pick its uplinks: 'adaptive' (InfiniBand adaptive routing,
+            Spectrum-X, packet spraying: the load spreads evenly) or 'ecmp' (a static hash per flow;
+            costmodel.fabric.ecmp_max_load).
+        ecmp_flows_per_nic: with 'ecmp', the flows one NIC's traffic out of the group spreads over
+            (NCCL channels per NIC x NCCL_IB_QPS_PER_CONNECTION); 0 otherwise.
     """
 
     name: str
     nodes: int
     oversubscription: float
     latency_s: float
+    routing: str = "adaptive"
+    ecmp_flows_per_nic: int = 0
 
 
 @dataclass(frozen=True)
@@ -329,12 +336,17 @@ def _sharp(inter: dict, d: dict, w: str) -> bool:
     return v
 
 
+#: how a tier's flows pick uplinks (FabricTier.routing)
+FABRIC_ROUTINGS = ("adaptive", "ecmp")
+
+
 def _tiers(inter: dict, d: dict, w: str) -> tuple:
     """``inter_node.tiers`` as :class:`FabricTier` (empty when absent), with its source.
 
     Raises:
         InputError: not a list of mappings, a tier's nodes not a whole multiple of the tier below's,
-            an oversubscription below 1 or above 64, a negative latency, or no sources line.
+            an oversubscription below 1 or above 64, a negative latency, an unknown routing, an ECMP
+            tier without flows_per_nic (1 .. 4096) or flows_per_nic without ECMP, or no sources line.
     """
     raw = inter.get("tiers")
     if raw is None:
@@ -358,7 +370,16 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
         name = _get_str(t, "name", w, prefix=f"{f}.").strip()
         if not name or name in [x.name for x in out]:
             raise InputError(w, f"{f}.name", f"{t['name']!r} is empty or names an earlier tier again")
-        out.append(FabricTier(name, nodes, o, lat))
+        routing = t.get("routing", "adaptive")
+        if routing not in FABRIC_ROUTINGS:
+            raise InputError(w, f"{f}.routing", f"{routing!r} is not one of {', '.join(FABRIC_ROUTINGS)}")
+        flows = 0
+        if routing == "ecmp":
+            flows = _get_int({f"{f}.flows_per_nic": t.get("flows_per_nic")}, (f"{f}.flows_per_nic",), w,
+                             minimum=1, maximum=4096)
+        elif "flows_per_nic" in t:
+            raise InputError(w, f"{f}.flows_per_nic", "applies only with routing: ecmp")
+        out.append(FabricTier(name, nodes, o, lat, routing, flows))
         below = nodes
     _check_sources(d, w, ["inter_node.tiers"])
     return tuple(out)
@@ -424,7 +445,7 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                 "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
                 "intra_node": ("fabric", "bandwidth_per_gpu", "latency", "domain_gpus"),
                 "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers", "sharp"),
-                "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency"),
+                "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency", "routing", "flows_per_nic"),
                 "power": ("node_power_budget", "node_other_power"),
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
                 "cooling.slots[]": ("row", "r_th_scale")}
