@@ -3,13 +3,15 @@
 Composes the time model (compute / comm / schedule) with costmodel.power and costmodel.thermal:
 
 1. Per stage s (n_s layers; the first stage also embeds, the last computes logits + loss) and per
-   micro-batch: compute time, its tensor-core and HBM utilisation (executed FLOPs / peak / time,
-   memory-bound time x fitted HBM efficiency / time), exposed communication and communication
-   hidden under compute.
-2. Power cap c_s of the stage, on each kernel class of the compute phase apart (tensor-core and
-   memory-bound kernels, costmodel.power.compute_under_cap): a class drawing P above the cap drops
-   the SM clock to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma), and tensor-core time stretches by 1/s.
-3. Step time T = (m + (PP-1)/VP) max_s t_s + exposed DP + optimizer (costmodel.schedule); a GPU of
+   micro-batch: compute time split into kernel classes (GEMMs, attention, memory-bound kernels,
+   waits for the CPU), each with its utilisation (a class's FLOPs over the peak and its time, the
+   fitted HBM efficiency for memory-bound kernels), exposed communication and communication hidden
+   under compute.
+2. Power cap c_s of the stage, on each kernel class apart (costmodel.power.compute_under_cap): a
+   class drawing P above the cap drops the SM clock to s = ((c_s - P_idle)/(P - P_idle))^(1/gamma),
+   and GEMM and attention time stretches by 1/s.
+3. Step time T = m max_s t_s + (sum_s t_s - max_s t_s)/VP + exposed DP + optimizer
+   (costmodel.schedule.pipeline_bubble_s: 1F1B over unequal stages); a GPU of
    stage s is busy m t_s and waits the rest, spinning in NCCL (idle + spin power,
    costmodel.power.wait_power_w); average power = energy / T.
 4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G.  Steady
@@ -57,7 +59,8 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     its lowest clock (min_clock_mhz / boost_clock_mhz where the GPU file gives them).
 
     Raises:
-        InputError: the profile has no ``power:`` section or the GPU no ``power_limit_min``.
+        InputError: the profile has no ``power:`` section, the GPU no ``power_limit_min``, or the
+            profile's ``kernel_limit_w`` lies outside the GPU's minimum limit .. twice its TDP.
     """
     p = profile.power
     if p is None:
@@ -69,6 +72,9 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
         raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
     floor = gpu.min_clock_mhz / gpu.boost_clock_mhz if gpu.min_clock_mhz and gpu.boost_clock_mhz else 1e-3
     limit = p.kernel_limit_w if math.isfinite(p.kernel_limit_w) else gpu.tdp_w
+    if not lo <= limit <= 2.0 * gpu.tdp_w:
+        raise InputError(profile.path, "power.kernel_limit_w", f"{limit:g} W is outside {gpu.name}'s settable "
+                         f"minimum {lo:g} W .. twice its {gpu.tdp_w:g} W TDP (the limit its kernels were measured under)")
     return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor, kernel_limit_w=limit)
 
 
@@ -90,7 +96,7 @@ class StageTerms:
     while only communicating); plus the layout's scalars m (micro-batches), const_s (exposed DP +
     optimizer per step), bubble_factor (m + (PP-1)/VP, the equal-stage schedule), stage_gpus, layers,
     vp; and the building blocks
-    ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and util for one
+    ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and classes for one
     layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch).
     """
 
@@ -144,9 +150,8 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     Returns dict: ``layer`` and ``logits``, each a dict of compute_s (fwd + bwd + recompute, with
     the slowdown of collectives hidden under it), bound_s (the part that stretches with the SM
     clock: compute minus memory-bound kernels), exposed_s / hidden_s (TP, CP, EP communication
-    per layer left exposed / hidden), flops (executed), ew_s (memory-bound time), and tensor_util /
-    memory_util (power term -> utilisation while the tensor-core / memory-bound kernels run:
-    ``flop`` / ``hbm``, and ``link``); and per layout ``m``
+    per layer left exposed / hidden), ew_s (memory-bound time), and classes (:func:`kernel_classes`:
+    each kernel class's time and utilisations); and per layout ``m``
     (micro-batches), ``const_s`` (exposed DP + optimizer + contention per step), ``bubble_factor``
     (m + (PP-1)/VP), ``stage_gpus`` (TP x DP x CP), ``pp_mb_s`` (stage-boundary sends per
     micro-batch), ``layers_even`` (layers on the fullest stage of the default split), ``u_link``
@@ -287,7 +292,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
 class EnergyReport:
     """Power, energy and temperature of one layout (module docstring); per_gpu rows carry rank, node,
     slot, stage, power_w (average), peak_power_w, temp_c, sm_clock_mhz, throttled, hw_slowdown,
-    derated_mhz.  compute_power_w: the power of the busiest kernel class of the compute phases
+    derated_mhz, one per GPU, except that a stage filling whole nodes is given by its first node
+    (its other nodes run alike).  compute_power_w: the power of the busiest kernel class of the compute phases
     (tensor-core kernels, costmodel.power.compute_under_cap) at the clock reached, the busiest
     stage's (uncapped: the level above which a cap stops binding; it can exceed peak_power_w, a
     window average over compute and communication).  cap_unmet: a stage's compute draws more than
@@ -413,49 +419,56 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     for c in caps:
         check_cap(cluster, pw, float(c))
     n = pp * S
-    stage_of = np.arange(n) // S
     nodes = -(-n // G)
     derate = derate or {}
     check_derate(derate, cluster, n)
     clock_max = np.ones(pp)
     for (node, slot), mhz in derate.items():
-        st_ = stage_of[node * G + slot]
+        st_ = (node * G + slot) // S
         clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.boost_clock_mhz)
+    # a stage that fills whole nodes runs them alike (same power in the same slots, no heat between
+    # nodes): its first node stands for the others, so the thermal model and the per-GPU rows cost
+    # O(PP x G), not O(GPUs)
+    ranks = ((np.arange(pp)[:, None] * S + np.arange(G)[None, :]).reshape(-1) if S >= G and S % G == 0
+             else np.arange(n))
+    stage_of = ranks // S
+    rep_nodes = -(-len(ranks) // G)
+
+    def node_temps(p_rank, fn=steady_temp_c, *extra):
+        p_gpu = np.zeros(rep_nodes * G)
+        p_gpu[:len(ranks)] = p_rank
+        return fn(cool, th.r_th_c_per_w, *extra[:1], p_gpu.reshape(rep_nodes, G), *extra[1:]).reshape(-1)[:len(ranks)]
 
     def temps_of(ceiling):
-        p_gpu = np.zeros(nodes * G)
-        p_gpu[:n] = stage_state(st, pw, caps, ceiling).avg_power_w[stage_of]
-        return steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+        return node_temps(stage_state(st, pw, caps, ceiling).avg_power_w[stage_of])
 
     eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
     throttled = bool(np.any(eff < clock_max - 1e-6))
     state = stage_state(st, pw, caps, eff)
-    p_gpu = np.zeros(nodes * G)
-    p_gpu[:n] = state.avg_power_w[stage_of]
-    temps = steady_temp_c(cool, th.r_th_c_per_w, p_gpu.reshape(nodes, G)).reshape(-1)[:n]
+    temps = node_temps(state.avg_power_w[stage_of])
     warm = None
     if warm_steps is not None:
-        idle = np.full((nodes, G), pw.idle_w)
-        warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_gpu.reshape(nodes, G), idle,
-                                  warm_steps * state.step_time_s).reshape(-1)[:n].max())
+        idle = np.full((rep_nodes, G), pw.idle_w)
+        warm = float(node_temps(state.avg_power_w[stage_of], temp_after_c, th.tau_s, idle,
+                                warm_steps * state.step_time_s).max())
     T = state.step_time_s
-    energy = float(state.avg_power_w[stage_of].sum() * T)
+    energy = float(state.avg_power_w.sum() * S * T)
     boost = _boost_mhz(cluster)
     rows = []
-    for r in range(n):
-        s = stage_of[r]
+    for i, r in enumerate(int(x) for x in ranks):
+        s = stage_of[i]
         rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(state.avg_power_w[s]),
-                         peak_power_w=float(state.peak_power_w[s]), temp_c=float(temps[r]),
+                         peak_power_w=float(state.peak_power_w[s]), temp_c=float(temps[i]),
                          sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
                          # stage-mates run at the same clock because they wait for it)
-                         throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[r] >= slow - 0.05),
+                         throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[i] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
-                         hw_slowdown=bool(temps[r] > slow + 0.05),
+                         hw_slowdown=bool(temps[i] > slow + 0.05),
                          derated_mhz=derate.get((r // G, r % G))))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
-        step_time_s=T, avg_power_w=float(state.avg_power_w[stage_of].mean()),
+        step_time_s=T, avg_power_w=float(state.avg_power_w.mean()),
         peak_power_w=float(state.peak_power_w.max()), energy_j_per_step=energy,
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
@@ -465,17 +478,18 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
         nodes=nodes, node_other_power_w=cluster.node_other_power_w,
-        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, G))
+        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, ranks, G))
 
 
-def _shutdown(cluster: ClusterSpec, temps, G: int) -> str | None:
-    """Why the hottest GPU powers off (steady temperature past the GPU's shutdown temperature), or
-    None (also when the GPU file gives no shutdown temperature)."""
+def _shutdown(cluster: ClusterSpec, temps, ranks, G: int) -> str | None:
+    """Why the hottest GPU (of ``ranks``, with ``temps``) powers off (steady temperature past the GPU's
+    shutdown temperature), or None (also when the GPU file gives no shutdown temperature)."""
     stop = cluster.gpu.shutdown_temp_c
     if stop is None or float(temps.max()) <= stop:
         return None
-    r = int(np.argmax(temps))
-    return (f"GPU {r // G}:{r % G} reaches {float(temps[r]):.1f} C steady even at the HW-slowdown clock, past "
+    i = int(np.argmax(temps))
+    r = int(ranks[i])
+    return (f"GPU {r // G}:{r % G} reaches {float(temps[i]):.1f} C steady even at the HW-slowdown clock, past "
             f"{cluster.gpu.name}'s shutdown temperature {stop:g} C: it would power off (cool the inlet or cap "
             "the power)")
 

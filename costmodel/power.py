@@ -117,20 +117,28 @@ def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
     ``clock_max``: a pinned clock ratio (a derated GPU).  Arrays broadcast.
 
     Returns (time_s, energy_j, clock ratio, class power W): the stretched time, the energy over it,
-    the lowest clock a stretching class reaches and the highest power a class draws at its clock
-    (above the cap only where the GPU's lowest clock cannot meet it).  Raises nothing.
+    the lowest SM clock (over the maximum) a stretching class runs at, counting the clock its kernels
+    were measured at when the limit held them there (B200 GEMMs at 1000 W), and the highest power a
+    class draws at its clock (above the cap only where the GPU's lowest clock cannot meet it).
+    ``clock_max`` bounds that absolute clock.  Raises nothing.
     """
     time_s = energy = 0.0
     clock, top_w = 1.0, p.idle_w
     for t_s, stretches, util in classes.values():
-        w_full = np.minimum(phase_power_w(p, util), p.kernel_limit_w)
-        s = clock_ratio(p, w_full, cap_w)
+        p_lin = phase_power_w(p, util)
+        # the clock the measured efficiency came with: kernels that would draw more than the limit
+        # they were measured under ran held at it
+        s_meas = np.where(p_lin > p.kernel_limit_w, clock_ratio(p, p_lin, p.kernel_limit_w), 1.0)
+        w_full = np.minimum(p_lin, p.kernel_limit_w)
+        # under the cap, relative to the measured state; a pin or a thermal ceiling (clock_max) and
+        # the GPU's lowest clock bound the absolute clock s x s_meas
+        s = np.maximum(clock_ratio(p, w_full, cap_w), np.minimum(p.min_clock_ratio / s_meas, 1.0))
         if clock_max is not None:
-            s = np.minimum(s, clock_max)
+            s = np.minimum(s, np.asarray(clock_max) / s_meas)
         w = power_at_clock_w(p, w_full, s)
         t = np.asarray(t_s, dtype=np.float64) / (s if stretches else 1.0)
         time_s, energy = time_s + t, energy + w * t
         top_w = np.maximum(top_w, np.where(np.asarray(t_s) > 0, w, p.idle_w))
         if stretches:
-            clock = np.minimum(clock, np.where(np.asarray(t_s) > 0, s, 1.0))
+            clock = np.minimum(clock, np.where(np.asarray(t_s) > 0, s * s_meas, 1.0))
     return time_s, energy, clock, top_w

@@ -88,7 +88,7 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
             break
         slower = 100 * (ranked.step_time_s[i] / t0 - 1)
         out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "
-                   f"mbs={int(L.mbs[i])} {RECOMPUTE[int(L.recompute[i])]} recompute) is {slower:.1f}% slower.")
+                   f"mbs={int(L.mbs[i])} recompute={RECOMPUTE[int(L.recompute[i])]}) is {slower:.1f}% slower.")
     if faster_infeasible is not None:
         f = faster_infeasible
         out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "

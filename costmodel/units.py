@@ -43,8 +43,14 @@ def parse_quantity(value, kind: str, where: str, field: str) -> float:
     x, unit = float(m.group(1)), m.group(2)
     scale = _unit_scale(unit, kind)
     if scale is None:
-        raise InputError(where, field, f"unit {unit!r} in {value!r} is not a {kind} unit")
+        raise InputError(where, field,
+                         f"unit {unit!r} in {value!r} is not one this field takes ({_EXAMPLES.get(kind, kind)})")
     return x * scale
+
+
+#: the units each kind of field takes, as an error message lists them
+_EXAMPLES = {"watts": "W, kW, MW", "seconds": "s, ms, us, ns", "celsius": "C", "bytes": "B, KB, MB, GB, KiB, ...",
+             "bytes_per_s": "B/s, GB/s, Gbps, Gb/s, ..."}
 
 
 def _unit_scale(unit: str, kind: str):

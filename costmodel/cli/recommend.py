@@ -126,8 +126,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
 def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overlap: bool):
     """Search the switches the user left open that the stack can turn on (the winner may need them, and
     the printed flags set them); hand back to the stack any that helped an earlier winner but not the
-    final one.  Returns (search result, recipe, notes naming each kept switch with the winner's step
-    with and without it)."""
+    final one.  Returns (search result, recipe, notes naming each kept switch with the fastest
+    layout's full-clock step with and without it)."""
     r0, won = r, []
     for changes, what in _open_switch_variants(m, r, recipe_flags, no_overlap):
         if not res.n_feasible:
@@ -148,8 +148,9 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
             r = r_rev
             res = search(m, r, c, p, **kw)
         else:
-            kept.append(f"costmodel: note: {what}: the winner's layout takes {best:.3f} s per step with it, "
-                        f"{t_without:.3f} s without it: the winner sets it")
+            kept.append(f"costmodel: note: {what}: the fastest layout takes {best:.3f} s per step at full clock "
+                        f"with it, {t_without:.3f} s without it: the search keeps it on (the printed settings set "
+                        "it where the chosen layout uses it)")
     return res, r, kept
 
 

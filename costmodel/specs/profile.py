@@ -259,6 +259,9 @@ def _power(d: dict, w: str):
     if not isinstance(basis, dict) or any(v not in POWER_BASES for v in basis.values()):
         raise InputError(w, "power.basis", f"expected a mapping of coefficient -> one of {', '.join(POWER_BASES)}")
     limit = _get(s, "kernel_limit_w", w, "watts", prefix="power.", required=False, default=float("inf"))
+    if limit <= g("idle_w"):
+        raise InputError(w, "power.kernel_limit_w", f"{limit:g} W is not above idle_w ({g('idle_w'):g} W): no kernel "
+                         "runs under such a limit")
     return PowerParams(idle_w=g("idle_w"), coeff_w={t.name: g(t.key, positive=t.positive) for t in POWER_TERMS},
                        gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
                        kernel_limit_w=limit, basis={str(k): str(v) for k, v in basis.items()})
