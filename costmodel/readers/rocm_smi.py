@@ -112,7 +112,7 @@ def _long(recs, snap, m, ln, where, errors):
         return
     try:
         rec[name] = float(value.split()[0])
-    except ValueError:
+    except (ValueError, IndexError):            # not a number, or nothing after the colon
         errors.append(f"{where}: {m.group(2).strip()}: {value!r} is not a number")
 
 
