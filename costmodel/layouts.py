@@ -200,8 +200,30 @@ def accounts_embedding_loss(model: ModelSpec, t) -> np.ndarray:
     one fewer transformer layer (the embedding), the last chunk one fewer (the loss).  With VP = 1
     an uneven L is split as :func:`uneven_split` (DeepSpeed's PipelineModule, BLOOM's 70 layers).
     """
-    pv = t.pp * t.vp
-    return (t.vp > 1) & (model.num_layers % pv != 0) & ((model.num_layers + 2) % pv == 0)
+    return _split_terms(model, t)[0]
+
+
+#: the latest (pp, vp, L, accounts_embedding_loss, layers_per_stage) evaluations, most recent first
+_SPLIT_CACHE: list = []
+
+
+def _split_terms(model: ModelSpec, t) -> tuple:
+    """(:func:`accounts_embedding_loss`, :func:`layers_per_stage`) of ``t``: the time, memory and
+    communication terms of one table ask for them many times, so the last few are kept, keyed on the
+    identity of the table's pp and vp arrays (held here, so no other array can take their identity)
+    and L; the arrays handed out are read-only."""
+    pp, vp, L = t.pp, t.vp, model.num_layers
+    for e in _SPLIT_CACHE:
+        if e[0] is pp and e[1] is vp and e[2] == L:
+            return e[3], e[4]
+    pv = pp * vp
+    acc = np.asarray((vp > 1) & (L % pv != 0) & ((L + 2) % pv == 0))
+    per = np.asarray(np.where(acc, (L + 2) / pp, np.ceil(L / pp)))
+    for a in (acc, per):
+        a.flags.writeable = False
+    _SPLIT_CACHE.insert(0, (pp, vp, L, acc, per))
+    del _SPLIT_CACHE[4:]
+    return acc, per
 
 
 def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
@@ -213,8 +235,7 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
     fewer); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
     num-layers, DeepSpeed PipelineModule partitioning), the fullest stage setting the pace.
     """
-    return np.where(accounts_embedding_loss(model, t), (model.num_layers + 2) / t.pp,
-                    np.ceil(model.num_layers / t.pp))
+    return _split_terms(model, t)[1]
 
 
 def pipeline_split(model: ModelSpec, layout: dict, light_last: bool = False) -> np.ndarray:
