@@ -133,9 +133,10 @@ def kernel_classes(compute_s, attn_s, ew_s, cpu_wait_s, u_gemm, u_attn, hidden_s
     link = u_link * np.clip(np.where(c > 0, hidden_s / np.where(c > 0, c, 1.0), 0.0), 0.0, 1.0)
     gemm = np.maximum(c - attn_s - ew_s - cpu_wait_s, 0.0)
     return {"gemm": (gemm, {"flop": np.clip(u_gemm, 0.0, 1.0), "link": link}),
-            "attention": (attn_s + 0.0 * c, {"flop": np.clip(u_attn, 0.0, 1.0), "link": link}),
-            "memory": (ew_s + 0.0 * c, {"hbm": min(hbm_efficiency, 1.0) + 0.0 * c, "link": link}),
-            "cpu_wait": (cpu_wait_s + 0.0 * c, {"link": link})}
+            "attention": (np.broadcast_to(attn_s, c.shape), {"flop": np.clip(u_attn, 0.0, 1.0), "link": link}),
+            "memory": (np.broadcast_to(ew_s, c.shape),
+                       {"hbm": np.full(c.shape, min(hbm_efficiency, 1.0)), "link": link}),
+            "cpu_wait": (np.broadcast_to(cpu_wait_s, c.shape), {"link": link})}
 
 
 def capped_classes(classes: dict) -> dict:
@@ -434,23 +435,26 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     stage_of = ranks // S
     rep_nodes = -(-len(ranks) // G)
 
-    def node_temps(p_rank, fn=steady_temp_c, *extra):
+    def by_node(p_rank):
+        """Per-rank power laid out as (nodes, G), empty slots of the last node at 0 W."""
         p_gpu = np.zeros(rep_nodes * G)
         p_gpu[:len(ranks)] = p_rank
-        return fn(cool, th.r_th_c_per_w, *extra[:1], p_gpu.reshape(rep_nodes, G), *extra[1:]).reshape(-1)[:len(ranks)]
+        return p_gpu.reshape(rep_nodes, G)
 
     def temps_of(ceiling):
-        return node_temps(stage_state(st, pw, caps, ceiling).avg_power_w[stage_of])
+        p_rank = stage_state(st, pw, caps, ceiling).avg_power_w[stage_of]
+        return steady_temp_c(cool, th.r_th_c_per_w, by_node(p_rank)).reshape(-1)[:len(ranks)]
 
     eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
     throttled = bool(np.any(eff < clock_max - 1e-6))
     state = stage_state(st, pw, caps, eff)
-    temps = node_temps(state.avg_power_w[stage_of])
+    p_nodes = by_node(state.avg_power_w[stage_of])
+    temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[:len(ranks)]
     warm = None
     if warm_steps is not None:
         idle = np.full((rep_nodes, G), pw.idle_w)
-        warm = float(node_temps(state.avg_power_w[stage_of], temp_after_c, th.tau_s, idle,
-                                warm_steps * state.step_time_s).max())
+        warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_nodes, idle,
+                                  warm_steps * state.step_time_s).reshape(-1)[:len(ranks)].max())
     T = state.step_time_s
     energy = float(state.avg_power_w.sum() * S * T)
     boost = _boost_mhz(cluster)
