@@ -303,7 +303,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # causal: each query sees s/2 keys on average (fewer under a sliding window)
         fl = 2.0 * tok * model.causal_keys_per_query(s) * (q + model.attn_out_dim) / tp
         # each kernel call (a CP ring step) sees s / CP keys per query
-        eff = profile.attention_efficiency(recipe.attention_kernel, s / cp)
+        # at the kernel's compiled head dims (its padding is computed, not useful)
+        eff = profile.attention_efficiency(recipe.attention_kernel, s / cp, model.qk_head_dim,
+                                           model.attn_out_dim / model.num_heads)
         attn_f = fl / (peak16 * eff) + launch * cp
         attn_b = FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch * cp
     else:

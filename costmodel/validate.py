@@ -403,7 +403,9 @@ def _prepare(r: dict, cache: dict):
     recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu_key=cluster.gpu.key,
                           **switches)
     if recipe.flash_attention:
-        profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len)   # raises for an unfitted kernel
+        # raises for an unfitted kernel or a head dim the kernel does not run
+        profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len, model.qk_head_dim,
+                                     model.attn_out_dim / model.num_heads)
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
     sp, sp_assumed = row_sp(r, stack, tp)

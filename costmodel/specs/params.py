@@ -48,12 +48,14 @@ class AttentionKernelParams:
     forward + backward together.  ``s_half`` = 0 where one sequence length was measured.  Above
     ``s_max``, the longest sequence measured, the efficiency stays at its value there: the form
     is not extrapolated beyond its data (FlashAttention-3's causal efficiency saturates near its
-    non-causal one, Shah et al. 2024, which the saturating form would overshoot).
+    non-causal one, Shah et al. 2024, which the saturating form would overshoot).  ``head_dim``: the
+    head dim the kernel was measured at (a profile holds one fit per measured head dim).
     """
 
     eta_max: float
     s_half: float = 0.0
     s_max: float = float("inf")
+    head_dim: int = 128
 
     def efficiency(self, seq_len):
         """Efficiency at ``seq_len`` tokens (array-like, > 0); in (0, eta_max]."""

@@ -13,7 +13,7 @@ import yaml
 
 from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
-from .recipe import ATTENTION_KERNELS
+from .recipe import ATTENTION_KERNELS, kernel_head_dim
 from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, SCALE_OUT_FABRICS,
                      AttentionKernelParams, CollectiveParams,
                      GemmParams, PowerParams, ThermalParams)
@@ -30,9 +30,9 @@ class Profile:
         gemm: dtype -> :class:`GemmParams`.
         hbm_efficiency: achieved / datasheet HBM bandwidth.
         flash_efficiency: FlashAttention-2 FLOP/s / dense 16-bit peak (``attention.flash_efficiency``).
-        attention_kernels: kernel name (costmodel.specs.recipe.ATTENTION_KERNELS) ->
-            :class:`AttentionKernelParams` (``attention.kernels``; "fa2" defaults to
-            ``flash_efficiency`` at every sequence length).
+        attention_kernels: kernel name (costmodel.specs.recipe.ATTENTION_KERNELS) -> tuple of
+            :class:`AttentionKernelParams`, one per measured head dim, ascending (``attention.kernels``;
+            "fa2" defaults to ``flash_efficiency`` at every sequence length and head dim).
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
         comm_protocols: scope -> collective -> the NCCL protocol names of ``comm``'s protocols, in order.
@@ -74,22 +74,50 @@ class Profile:
     fit_sigma: dict = field(default_factory=dict, repr=False)
     attention_kernels: dict = field(default_factory=dict)
 
-    def attention_efficiency(self, kernel: str, seq_len):
-        """Efficiency of fused-attention ``kernel`` over sequences of ``seq_len`` tokens (array).
+    def attention_efficiency(self, kernel: str, seq_len, head_dim: float = 128, head_dim_v: float | None = None):
+        """Efficiency of fused-attention ``kernel`` over sequences of ``seq_len`` tokens (array), on the
+        model's FLOPs at query/key head dim ``head_dim`` and value head dim ``head_dim_v`` (default: the
+        same).
+
+        The kernel runs at the head dims it is compiled for (:func:`costmodel.specs.recipe.kernel_head_dim`;
+        FlashAttention-1/2 one head dim for both, FA3/FA4 each apart), computing the padding: the
+        efficiency at the padded head dim times (d + d_v) / (padded d + padded d_v).  Between two
+        measured head dims the efficiency is interpolated linearly in the head dim; outside them it is
+        the nearest one's (no backward of another head dim is measured, FlashAttention-3 paper fig. 6).
 
         Raises:
-            InputError: the profile has no fit for ``kernel`` (naming the profile and the field).
+            InputError: the profile has no fit for ``kernel``, or the kernel does not run the head dim
+                (naming the profile and the field).
         """
-        k = self.attention_kernels.get(kernel)
-        if k is None:
+        d_v = head_dim if head_dim_v is None else head_dim_v
+        try:
+            if kernel in ("fa1", "fa2"):
+                pad = pad_v = kernel_head_dim(kernel, max(head_dim, d_v))
+            else:
+                pad, pad_v = kernel_head_dim(kernel, head_dim), kernel_head_dim(kernel, d_v)
+        except ValueError as e:
+            raise InputError(self.path, f"attention.kernels.{kernel}", f"{e}: pick another --attention-kernel") from None
+        return self._kernel_efficiency(kernel, seq_len, pad) * (head_dim + d_v) / (pad + pad_v)
+
+    def _kernel_efficiency(self, kernel: str, seq_len, head_dim: int):
+        """Measured efficiency of ``kernel`` at its compiled ``head_dim`` (see attention_efficiency)."""
+        fits = self.attention_kernels.get(kernel)
+        if fits is None:
             if kernel == "fa2":
                 return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
             if kernel == "fa1":          # without its own fit: FlashAttention-2's over FA2_OVER_FA1
-                return self.attention_efficiency("fa2", seq_len) / FA2_OVER_FA1
+                return self._kernel_efficiency("fa2", seq_len, head_dim) / FA2_OVER_FA1
             raise InputError(self.path, f"attention.kernels.{kernel}",
                              f"no {kernel} fit for {self.gpu} (fitted: {', '.join(sorted({'fa2', *self.attention_kernels}))}): "
                              "pick another --attention-kernel")
-        return k.efficiency(seq_len)
+        dims = [f.head_dim for f in fits]
+        if head_dim <= dims[0] or len(fits) == 1:
+            return fits[0].efficiency(seq_len) if head_dim <= dims[0] else fits[-1].efficiency(seq_len)
+        if head_dim >= dims[-1]:
+            return fits[-1].efficiency(seq_len)
+        i = int(np.searchsorted(dims, head_dim))
+        w = (head_dim - dims[i - 1]) / (dims[i] - dims[i - 1])
+        return (1 - w) * fits[i - 1].efficiency(seq_len) + w * fits[i].efficiency(seq_len)
 
 
 #: FlashAttention-2's speed over FlashAttention (v1) on the same GPU: "around 2x speedup compared to
@@ -227,8 +255,20 @@ def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     return v
 
 
+def _attention_kernel_fit(k, w: str, pre: str, head_dim) -> AttentionKernelParams:
+    """One ``{eta_max, s_half, s_max}`` mapping of ``attention.kernels`` at ``head_dim``."""
+    if not isinstance(k, dict):
+        raise InputError(w, pre.rstrip("."), "expected a mapping with eta_max and s_half")
+    return AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
+                                 s_half=_nonnegative(k, "s_half", w, pre),
+                                 s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf")),
+                                 head_dim=head_dim)
+
+
 def _attention_kernels(a: dict, w: str) -> dict:
-    """``attention.kernels`` as name -> AttentionKernelParams (empty without the section)."""
+    """``attention.kernels`` as name -> tuple of AttentionKernelParams by ascending head dim (empty
+    without the section): each kernel's own entry at its ``head_dim`` (128 where not written, the
+    head dim of every kernel table before head dims were fitted apart), and one per ``by_head_dim`` key."""
     ks = a.get("kernels") or {}
     if not isinstance(ks, dict):
         raise InputError(w, "attention.kernels", "expected a mapping of kernel name -> {eta_max, s_half}")
@@ -236,13 +276,22 @@ def _attention_kernels(a: dict, w: str) -> dict:
     for name, k in ks.items():
         if name not in ATTENTION_KERNELS:
             raise InputError(w, f"attention.kernels.{name}", f"unknown kernel (known: {', '.join(ATTENTION_KERNELS)})")
-        if not isinstance(k, dict):
-            raise InputError(w, f"attention.kernels.{name}", "expected a mapping with eta_max and s_half")
         pre = f"attention.kernels.{name}."
-        out[str(name)] = AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
-                                               s_half=_nonnegative(k, "s_half", w, pre),
-                                               s_max=_get(k, "s_max", w, prefix=pre, required=False,
-                                                          default=float("inf")))
+        if not isinstance(k, dict):
+            raise InputError(w, pre.rstrip("."), "expected a mapping with eta_max and s_half")
+        d = k.get("head_dim", 128)
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+            raise InputError(w, pre + "head_dim", f"expected a positive integer head dim, got {d!r}")
+        fits = {d: _attention_kernel_fit(k, w, pre, d)}
+        other = k.get("by_head_dim") or {}
+        if not isinstance(other, dict):
+            raise InputError(w, pre + "by_head_dim", "expected a mapping of head dim -> {eta_max, s_half}")
+        for key, sub in other.items():
+            dk = int(key) if isinstance(key, str) and key.isdigit() else key      # YAML writers quote int keys
+            if not isinstance(dk, int) or isinstance(dk, bool) or dk < 1 or dk in fits:
+                raise InputError(w, f"{pre}by_head_dim.{key}", "expected a positive integer head dim, each once")
+            fits[dk] = _attention_kernel_fit(sub, w, f"{pre}by_head_dim.{key}.", dk)
+        out[str(name)] = tuple(fits[x] for x in sorted(fits))
     return out
 
 

@@ -84,6 +84,30 @@ ATTENTION_KERNELS = {
     "fa4": "FlashAttention-4 (flash-attn 4.x CuTe DSL), Blackwell only",
 }
 
+#: head dims each fused-attention kernel is compiled for: a head dim between two runs as the next
+#: one, computing (and wasting) the padding.  Sources (Dao-AILab/flash-attention):
+#: fa1: v1.0.9 csrc/flash_attn/src/fmha_{fwd,bwd}_hdim{32,64,128}.cu (fmha_api.cpp: head_size % 8 == 0 and <= 128);
+#: fa2: csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH (32, 64, 96, 128, 192, 256);
+#: fa3: hopper/flash_api.cpp round_up_headdim (64, 96, 128, 192, 256; the value head dim rounds alike);
+#: fa4: flash_attn/cute/interface.py _validate_head_dims on SM100 (multiples of 8 up to 128, DeepSeek's
+#: 192 with a value head dim of 128, and 256).
+ATTENTION_HEAD_DIMS = {"fa1": (32, 64, 128), "fa2": (32, 64, 96, 128, 192, 256), "fa3": (64, 96, 128, 192, 256),
+                       "fa4": tuple(range(8, 129, 8)) + (192, 256)}
+
+
+def kernel_head_dim(kernel: str, head_dim: float) -> int:
+    """The head dim fused-attention ``kernel`` runs ``head_dim`` at: the smallest it is compiled for that is
+    at least ``head_dim`` (:data:`ATTENTION_HEAD_DIMS`).
+
+    Raises:
+        ValueError: ``head_dim`` is above the kernel's largest (FlashAttention v1 stops at 128).
+    """
+    dims = ATTENTION_HEAD_DIMS[kernel]
+    for d in dims:
+        if head_dim <= d:
+            return d
+    raise ValueError(f"{kernel} runs head dims up to {dims[-1]}, not {head_dim:g}")
+
 
 #: submodules Megatron-core's selective recomputation can re-run (``--recompute-modules``,
 #: megatron/core/transformer/transformer_config.py ``recompute_modules``; default ``core_attn``):

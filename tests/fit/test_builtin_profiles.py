@@ -173,16 +173,17 @@ def test_fa3_fit_reproduces_the_tritonbench_kernel_times():
     S = 1k..8k within 6%; H200 carries H100's fit; above 8k the efficiency holds its 8k value."""
     from costmodel.specs import load_profile
     p = load_profile("h100-sxm-80gb")
-    k = p.attention_kernels["fa3"]
+    k = p.attention_kernels["fa3"][-1]
+    assert k.head_dim == 128
     S = np.array([1024, 2048, 4096, 8192])
     t_meas = np.array([141.63 + 709.66, 368.35 + 1631.26, 1236.90 + 4643.46, 4817.44 + 15308.16]) * 1e-6
     flops = 3.5 * 2 * 4 * 48 * S.astype(float) ** 2 * 128
     t_model = flops / (989.4e12 * k.efficiency(S))
     assert np.all(np.abs(t_model / t_meas - 1) < 0.06), t_model / t_meas
     assert k.efficiency(262144) == k.efficiency(8192)
-    assert load_profile("h200-sxm-141gb").attention_kernels["fa3"] == k
+    assert load_profile("h200-sxm-141gb").attention_kernels["fa3"][-1] == k
     # B200 FlashAttention-4 (flash-attention PR #2280): 8k causal fwd 0.775 ms + 2CTA bwd 2.274 ms
-    b = load_profile("b200-sxm-180gb").attention_kernels["fa4"]
+    (b,) = load_profile("b200-sxm-180gb").attention_kernels["fa4"]
     assert b.efficiency(8192) == pytest.approx(3.5 * 2 * 4 * 16 * 8192 ** 2 * 128 / 3.049e-3 / 2250e12, rel=2e-3)
 
 
@@ -193,12 +194,36 @@ def test_fa2_hopper_fit_follows_the_fa3_paper_bars():
     and is below the Azure non-causal 8k point the profile held before."""
     from costmodel.specs import load_profile
     p = load_profile("h100-sxm-80gb")
-    k = p.attention_kernels["fa2"]
+    k = p.attention_kernels["fa2"][-1]
     for s, fc, f, b in ((512, 191, 309, 214), (8192, 333, 370, 318)):
         tflops = 3.5 / (1 / fc + 2.5 / (b * fc / f))
         assert k.efficiency(s) == pytest.approx(tflops / 989.4, rel=0.05)
     assert k.efficiency(512) < 0.55 * k.efficiency(8192) and k.efficiency(8192) < p.flash_efficiency
-    assert load_profile("h200-sxm-141gb").attention_kernels["fa2"] == k
+    assert load_profile("h200-sxm-141gb").attention_kernels["fa2"][-1] == k
+
+
+def test_attention_efficiency_follows_the_measured_head_dims_and_pays_the_padding():
+    """FlashAttention-3 paper, H100, 16k tokens: head dim 64 runs FA2 at causal fwd 295 / bwd 287
+    TFLOP/s at 8k (non-causal fwd 322; the causal backward loses what the causal forward does) and
+    FA3 at 460 / 472 (496): slower than head dim 128.  A head dim between two compiled ones runs as
+    the next (FA2 112 -> 128, FA3 80 -> 96, FA1 stops at 128), its padding computed for nothing."""
+    from costmodel.errors import InputError
+    from costmodel.specs import load_profile
+    p = load_profile("h100-sxm-80gb")
+    for kernel, fc, f, b in (("fa2", 295, 322, 287), ("fa3", 460, 496, 472)):
+        tflops = 3.5 / (1 / fc + 2.5 / (b * fc / f))
+        assert p.attention_efficiency(kernel, 8192, 64) == pytest.approx(tflops / 989.4, rel=0.03)
+        assert p.attention_efficiency(kernel, 8192, 64) < p.attention_efficiency(kernel, 8192, 128)
+    e128 = p.attention_efficiency("fa2", 4096, 128)
+    assert p.attention_efficiency("fa2", 4096, 112) == pytest.approx(e128 * 112 / 128)
+    # FA3 compiles 96: 80 runs there, halfway between the 64 and 128 fits, at 80/96 of it
+    e96 = (p.attention_efficiency("fa3", 4096, 64) + p.attention_efficiency("fa3", 4096, 128)) / 2
+    assert p.attention_efficiency("fa3", 4096, 80) == pytest.approx(e96 * 80 / 96)
+    # MLA on FA3: Q/K 192 and V 128 each at their own compiled head dim, no padding
+    assert p.attention_efficiency("fa3", 4096, 192, 128) == pytest.approx(p.attention_efficiency("fa3", 4096, 128))
+    assert p.attention_efficiency("fa1", 4096, 64) == pytest.approx(p.attention_efficiency("fa2", 4096, 64) / 2)
+    with pytest.raises(InputError, match="fa1 runs head dims up to 128"):
+        p.attention_efficiency("fa1", 4096, 256)
 
 
 def test_flash_attention_1_is_half_as_fast_as_flash_attention_2_without_its_own_fit():
@@ -238,3 +263,23 @@ def test_a100_and_hopper_variants_are_derived_from_their_fitted_parts():
         assert p.attention_kernels == q.attention_kernels
     assert load_gpu("a800-sxm-80gb").nvlink_bytes_per_s == 200e9 == load_gpu("h800-sxm-80gb").nvlink_bytes_per_s
     assert load_cluster("hgx-h800").intra_bytes_per_s == 200e9
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda k: k.update(head_dim=0), "attention.kernels.fa2.head_dim"),
+    (lambda k: k.update(head_dim="wide"), "attention.kernels.fa2.head_dim"),
+    (lambda k: k["by_head_dim"].update({"x": {"eta_max": 0.3, "s_half": 1.0}}), "attention.kernels.fa2.by_head_dim.x"),
+    (lambda k: k["by_head_dim"].update({128: {"eta_max": 0.3, "s_half": 1.0}}), "attention.kernels.fa2.by_head_dim.128"),
+    (lambda k: k["by_head_dim"]["64"].pop("eta_max"), "attention.kernels.fa2.by_head_dim.64.eta_max"),
+])
+def test_attention_head_dim_entries_that_cannot_be_read_name_their_field(tmp_path, edit, field):
+    import yaml
+    from costmodel.errors import InputError
+    from costmodel.specs import load_profile
+    d = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())
+    edit(d["attention"]["kernels"]["fa2"])
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(d))
+    with pytest.raises(InputError) as ei:
+        load_profile(str(path))
+    assert ei.value.field == field

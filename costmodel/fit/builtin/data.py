@@ -119,7 +119,8 @@ def fa_kernel_times(text: str) -> dict:
 
     Returns {"fa3_h100": {"shape": (B, H, D), "s": [...], "fwd_s": [...], "bwd_s": [...]},
     "fa4_b200": {"shape": (B, H, D), "s": [8192], "fwd_s": [...], "bwd_s": [...]},
-    "fa2_h100": (see :func:`_fa2_h100`)} (seconds).
+    "fa2_h100", "fa2_h100_d64", "fa3_paper_h100_d64", "fa3_paper_h100_d128": (see :func:`_fa_paper`)}
+    (seconds).
     Raises:
         ValueError: a table or line the file should hold is missing.
     """
@@ -136,33 +137,41 @@ def fa_kernel_times(text: str) -> dict:
     f4 = re.search(r"FA Python fwd: ([\d.]+)ms.*?\[2CTA\] FA Python bwd: ([\d.]+)ms", text, re.S)
     if not f4:
         raise ValueError("no FA4 fwd / [2CTA] bwd lines")
-    return {"fa3_h100": dict(shape=(4, 48, 128), s=s, fwd_s=fwd, bwd_s=bwd), "fa2_h100": _fa2_h100(text),
+    return {"fa3_h100": dict(shape=(4, 48, 128), s=s, fwd_s=fwd, bwd_s=bwd), **_fa_papers(text),
             "fa4_b200": dict(shape=(4, 16, 128), s=[8192], fwd_s=[float(f4.group(1)) * 1e-3],
                              bwd_s=[float(f4.group(2)) * 1e-3])}
 
 
-def _fa2_h100(text: str) -> dict:
-    """The FlashAttention-2 H100 TFLOP/s table of the FlashAttention-3 paper as causal kernel times of
-    one 16k-token batch (B = 16384 / S, 16 heads of 128).  The paper measures the backward without
-    the causal mask; the causal backward is taken to lose what the causal forward loses at the same
-    S (causal / non-causal forward TFLOP/s): both passes skip the same masked tiles and run the
-    same partly masked diagonal tiles.
+def _fa_paper(text: str, title: str, head_dim: int) -> dict:
+    """A TFLOP/s table of the FlashAttention-3 paper (``title``: its heading) as causal kernel times of
+    one 16k-token batch (B = 16384 / S, hidden 2048: 2048 / ``head_dim`` heads).  The paper measures
+    the backward without the causal mask; the causal backward is taken to lose what the causal
+    forward loses at the same S (causal / non-causal forward TFLOP/s): both passes skip the same
+    masked tiles and run the same partly masked diagonal tiles.
 
     Raises:
         ValueError: the table is missing.
     """
-    m = re.search(re.escape("## [fa2_h100] FlashAttention-2, head dim 128, TFLOP/s") + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
+    m = re.search(re.escape(title) + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
     if not m:
-        raise ValueError("no table '## [fa2_h100] FlashAttention-2, head dim 128, TFLOP/s'")
+        raise ValueError(f"no table {title!r}")
     rows = [[float(c) for c in ln.split("|")[1:-1]] for ln in m.group(1).strip().splitlines()[2:]]
+    heads = 2048 // head_dim
     s, fwd_s, bwd_s = [], [], []
     for S, fwd, fwd_c, bwd in rows:
-        fl = 2.0 * (16384 / S) * 16 * S ** 2 * 128          # causal forward: half of 4 B H S^2 D
+        fl = 2.0 * (16384 / S) * heads * S ** 2 * head_dim        # causal forward: half of 4 B H S^2 D
         s.append(int(S))
         fwd_s.append(fl / (fwd_c * 1e12))
-        fwd_s_b = 2.5 * fl / (bwd * fwd_c / fwd * 1e12)
-        bwd_s.append(fwd_s_b)
-    return dict(shape=(1, 16, 128), s=s, fwd_s=fwd_s, bwd_s=bwd_s, tokens=16384)
+        bwd_s.append(2.5 * fl / (bwd * fwd_c / fwd * 1e12))
+    return dict(shape=(1, heads, head_dim), s=s, fwd_s=fwd_s, bwd_s=bwd_s, tokens=16384)
+
+
+def _fa_papers(text: str) -> dict:
+    """The FlashAttention-3 paper's tables of the kernel file by name (see :func:`fa_kernel_times`)."""
+    return {"fa2_h100": _fa_paper(text, "## [fa2_h100] FlashAttention-2, head dim 128, TFLOP/s", 128),
+            "fa2_h100_d64": _fa_paper(text, "## [fa2_h100] FlashAttention-2, head dim 64, TFLOP/s", 64),
+            "fa3_paper_h100_d64": _fa_paper(text, "## [fa3_paper_h100] FlashAttention-3, head dim 64, TFLOP/s", 64),
+            "fa3_paper_h100_d128": _fa_paper(text, "## [fa3_paper_h100] FlashAttention-3, head dim 128, TFLOP/s", 128)}
 
 
 # ------------------------------------------------------------------------------ points of the fits
