@@ -43,15 +43,16 @@ def _node_temps(inst: Instance, p_slot: np.ndarray) -> np.ndarray:
     return inst.inlet_c + inst.preheat_c_per_w.T @ p_slot + inst.r_th_c_per_w * p_slot
 
 
-def _node_ok(inst: Instance, p_slot: np.ndarray) -> bool:
-    return bool(np.all(_node_temps(inst, p_slot) <= inst.max_temp_c + FEAS_RTOL * abs(inst.max_temp_c))
-                and float(np.sum(p_slot)) <= inst.node_power_budget_w * (1 + FEAS_RTOL))
+def _node_ok(inst: Instance, p_slot: np.ndarray, rtol: float = FEAS_RTOL) -> bool:
+    """Temperature and power-budget check of one node at relative tolerance ``rtol``."""
+    return bool(np.all(_node_temps(inst, p_slot) <= inst.max_temp_c + rtol * abs(inst.max_temp_c))
+                and float(np.sum(p_slot)) <= inst.node_power_budget_w * (1 + rtol))
 
 
-def _mem_ok(inst: Instance, o: LayoutOption, layers: np.ndarray) -> np.ndarray:
-    """Memory check per row of ``layers`` (N, p) -> bool (N,)."""
+def _mem_ok(inst: Instance, o: LayoutOption, layers: np.ndarray, rtol: float = FEAS_RTOL) -> np.ndarray:
+    """Memory check per row of ``layers`` (N, p) -> bool (N,), at relative tolerance ``rtol``."""
     need = o.mem_fixed_bytes + layers * o.mem_per_layer_bytes
-    return np.all(need <= inst.hbm_bytes * (1 + FEAS_RTOL), axis=-1)
+    return np.all(need <= inst.hbm_bytes * (1 + rtol), axis=-1)
 
 
 def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):

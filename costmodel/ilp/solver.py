@@ -55,18 +55,20 @@ def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list
     """(T, E) of layout ``o`` with per-stage cap levels ``caps`` (default placement) and the layer
     split that minimises the period (each layer goes to the stage whose time grows least: optimal
     for identical layers on stages of different speeds; stage s holds at most U[s] layers), or None
-    when a node breaks the thermal or power limit or a stage its memory."""
+    when a node breaks the thermal or power limit or a stage its memory.  Nodes are checked at the
+    MIP's row slack (_ROW_SLACK), not evaluate's looser FEAS_RTOL: a decision in the band between
+    them would bound the MIPs below everything they accept, and make a feasible instance infeasible."""
     p, L = o.pp, o.num_layers
     if g.whole:
         for c in set(caps):
-            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c]))):
+            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c])), _ROW_SLACK):
                 return None
     else:
         for st in g.node_stages:
             ps = np.empty(g.G)
             for s in st:
                 ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-            if not _node_ok(inst, ps):
+            if not _node_ok(inst, ps, _ROW_SLACK):
                 return None
     tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
     extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
@@ -97,9 +99,9 @@ def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | N
             ps = np.empty(g.G)
             for s in st:
                 ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-            if _node_ok(inst, ps):
+            if _node_ok(inst, ps, _ROW_SLACK):             # the MIP's row slack (see _split_layers)
                 break
-            over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + FEAS_RTOL)
+            over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + _ROW_SLACK)
             j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
             cand = [s for s in st if caps[s] > 0]
             if not cand:

@@ -15,7 +15,7 @@ import numpy as np
 
 from costmodel.ilp import FEAS_RTOL, InfeasibleError, Instance, LayoutOption, Solution, evaluate
 from costmodel.ilp.evaluation import _geom, _mem_ok, _node_ok, _times_energy
-from costmodel.ilp.instance import _check_objective
+from costmodel.ilp.instance import _ROW_SLACK, _check_objective
 
 __all__ = ["brute_force", "brute_force_front", "random_instance"]
 
@@ -47,7 +47,10 @@ def _brute_points(inst: Instance) -> Iterator:
                     ps = np.empty(g.G)
                     for i, b in enumerate(perm):
                         ps[list(g.blocks[b])] = pb[node_caps[i]]
-                    if _node_ok(inst, ps):
+                    # at the MIP's own slack on its temperature and power rows (_ROW_SLACK < FEAS_RTOL, so
+                    # that a MIP solution passes evaluate): a placement inside the band between them is
+                    # feasible to evaluate but not to the MIP, and would make the oracle 'better'
+                    if _node_ok(inst, ps, _ROW_SLACK):
                         cache[node_caps] = perm
                         break
             return cache[node_caps]

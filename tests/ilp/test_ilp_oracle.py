@@ -85,3 +85,26 @@ def test_hot_rear_slots_get_the_lower_cap():
     assert (sol.caps_w[front], sol.caps_w[rear]) == (400.0, 300.0)
     assert (sol.layers[front], sol.layers[rear]) == (5, 3)          # the faster stage takes more layers
     assert sol.value("time") == pytest.approx(brute_force(inst, "time").value("time"), rel=1e-9)
+
+
+def test_a_limit_met_only_inside_evaluates_tolerance_does_not_make_the_instance_infeasible():
+    # both stages at the top cap heat the rear slots 5e-7 (relative) over the limit: inside
+    # evaluate's FEAS_RTOL (1e-6) but outside the MIP rows' slack (1e-7).  The heuristic incumbent
+    # must not take that decision as a bound (it made every MIP infeasible, and solve raised);
+    # the optimum drops one stage to 300 W: step 0.2 + 0.2 s at 400 W and 300 W per layer
+    G, C = 4, 3
+    o = ilp.LayoutOption(name="pp2", pp=2, stage_gpus=2, num_layers=2, microbatches=1, vp=1, const_time_s=0.0,
+                         t_layer_s=np.array([0.3, 0.2, 0.1]), t_first_s=np.zeros(C), t_last_s=np.zeros(C),
+                         p_busy_w=np.array([190.0, 250.0, 330.0]), p_idle_w=80.0,
+                         mem_fixed_bytes=np.zeros(2), mem_per_layer_bytes=np.full(2, 1e9))
+    pre = np.zeros((G, G))
+    pre[0, 2] = pre[1, 3] = 0.02
+    hot = 25 + 0.02 * 330 + 0.096 * 330          # a rear slot behind a front one, both at 330 W
+    inst = ilp.Instance(options=(o,), cap_levels_w=(200.0, 300.0, 400.0), gpus_per_node=G, num_nodes=1,
+                        hbm_bytes=80e9, inlet_c=np.full(G, 25.0), r_th_c_per_w=np.array([0.08, 0.08, 0.096, 0.096]),
+                        preheat_c_per_w=pre, max_temp_c=hot / (1 + 5e-7), node_power_budget_w=1e5,
+                        step_time_slack=None)
+    for objective in ("time", "energy", "edp"):
+        sol = ilp.solve(inst, objective)
+        assert sol.value(objective) == pytest.approx(brute_force(inst, objective).value(objective), rel=1e-9)
+    assert ilp.solve(inst, "time").step_time_s == pytest.approx(0.4)
