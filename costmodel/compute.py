@@ -350,8 +350,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # with Transformer Engine")
         in_f = tok * gemm_in
         out_b = tok * gemm_out
-        ew_f = ew_f + mem(fmt.cast_bytes * in_f, 4)
-        ew_b = ew_b + mem(fmt.cast_bytes * out_b, 4)
+        # NVFP4's Hadamard transforms run on the 16-bit tensor cores inside the same kernels: the
+        # roofline max of their FLOPs and the bytes (costmodel.formats)
+        ew_f = ew_f + np.maximum(mem(fmt.cast_bytes * in_f, 4), fmt.rht_flops * in_f / peak16)
+        ew_b = ew_b + np.maximum(mem(fmt.cast_bytes * out_b, 4), fmt.rht_flops * out_b / peak16)
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b

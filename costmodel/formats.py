@@ -15,6 +15,14 @@ quantizes its Linear/LayerNormLinear/GroupedLinear modules only; Megatron's outp
   (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149), on Blackwell's fp4
   tensor cores (Megatron-LM docs above: ``--fp4-format e2m1``, Blackwell only).  The per-tensor scale
   needs the tensor's amax first: one more 2-byte read, then 2 + 2 (0.5 + 1/16) bytes per element.
+  The recipe applies a 16x16 random Hadamard transform (RHT) to the inputs of the weight-gradient
+  GEMM (the same paper, sec. 4.2): the column-wise copies of both passes.  Transformer Engine runs it
+  inside the amax and the cast kernels as 16x16x16 bf16 tensor-core MMAs
+  (transformer_engine/common/hadamard_transform/hadamard_transform.cu and
+  hadamard_transform_cast_fusion.cu, ``mma_m16_n16_k16_b16_b16_b16``): 2 x 16 FLOPs per element in
+  each of the two passes, 64 per element, with no bytes of their own.  At 64 / 5.1 = 12.5 FLOP per
+  byte the casts stay far below the 16-bit ridge (B200: 2.25 PFLOP/s / 8 TB/s = 281): the roofline
+  max of bytes and RHT FLOPs (costmodel.compute) is the bytes' time on every Blackwell GPU.
 
 Megatron's ``--first-last-layers-bf16`` keeps the first and last N layers in BF16: the recipe switch
 ``bf16_edge_layers`` (costmodel.compute.edge_layer_share blends those layers' BF16 times into the
@@ -37,6 +45,8 @@ class GemmFormat:
         operand_bytes: bytes per element of a quantized GEMM operand, block scales included.
         cast_bytes: HBM bytes per element of quantizing one GEMM input (0 in 16 bits).
         generations: GPU generations whose tensor cores run it (None: any).
+        rht_flops: 16-bit tensor-core FLOPs per element its casts spend on random Hadamard transforms
+            (NVFP4's weight-gradient inputs; 0 without).
     """
 
     name: str
@@ -44,6 +54,7 @@ class GemmFormat:
     operand_bytes: float
     cast_bytes: float
     generations: tuple | None = None
+    rht_flops: float = 0.0
 
     @property
     def low(self) -> bool:
@@ -56,7 +67,8 @@ FORMATS = {
     "fp16": GemmFormat("fp16", "fp16", 2.0, 0.0),
     "fp8": GemmFormat("fp8", "fp8", 1.0, 2.0 + 1.0 + 1.0),
     "mxfp8": GemmFormat("mxfp8", "fp8", 1.0 + 1 / 32, 2.0 + 2 * (1.0 + 1 / 32), ("blackwell",)),
-    "nvfp4": GemmFormat("nvfp4", "fp4", 0.5 + 1 / 16, 2.0 + 2.0 + 2 * (0.5 + 1 / 16), ("blackwell",)),
+    "nvfp4": GemmFormat("nvfp4", "fp4", 0.5 + 1 / 16, 2.0 + 2.0 + 2 * (0.5 + 1 / 16), ("blackwell",),
+                        rht_flops=2 * 2 * 16),
 }
 
 

@@ -52,6 +52,27 @@ def test_nvfp4_gemms_run_at_their_measured_rate_and_pay_more_casts():
     assert nv.logits_fwd_s[0] == pytest.approx(f8.logits_fwd_s[0], rel=1e-9)     # the output layer stays 16-bit
 
 
+def test_nvfp4_hadamard_transforms_hide_under_the_cast_bytes_on_blackwell():
+    """NVFP4's 16x16 RHT on the weight-gradient inputs: 2 passes x 16 MACs = 64 FLOPs per element on
+    the 16-bit tensor cores, inside the amax and cast kernels (Transformer Engine).  On B200 the
+    casts' bytes (5.125 per element) take longer than the FLOPs at 2.25 PFLOP/s, so the layer's
+    memory-bound time is the bytes'; with a 16-bit peak 1000x lower the FLOPs set it."""
+    import dataclasses
+    import numpy as np
+    assert FORMATS["nvfp4"].rht_flops == 64 and FORMATS["mxfp8"].rht_flops == 0 == FORMATS["fp8"].rht_flops
+    nv, m, c, p = _times("nvfp4")
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    assert 64 / c.gpu.peak_flops["bf16"] < FORMATS["nvfp4"].cast_bytes / bw
+    slow = dataclasses.replace(c, gpu=dataclasses.replace(
+        c.gpu, peak_flops={k: v / 1000 if k in ("bf16", "fp16") else v for k, v in c.gpu.peak_flops.items()}))
+    t = layout(tp=4, dp=2).view(compute_times.layout_fields)
+    nv_slow = compute_times(m, Recipe(gbs=64, seq_len=8192, precision="nvfp4"), slow, p, t)
+    tok, tp = 8192, 4
+    in_f = tok * (m.hidden + m.q_dim / tp + m.hidden + m.ffn_hidden / tp)
+    assert nv_slow.layer_ew_fwd_s[0] - nv.layer_ew_fwd_s[0] > 0.9 * 64 * in_f / (c.gpu.peak_flops["bf16"] / 1000)
+    assert np.isfinite(nv_slow.layer_ew_fwd_s[0])
+
+
 def test_transformer_engine_keeps_smaller_copies_under_nvfp4():
     """A TE linear layer keeps its wgrad input quantized: at 0.5625 bytes per element under NVFP4 the
     stored activations are smaller than under fp8 (1 byte), which are smaller than bf16's."""
