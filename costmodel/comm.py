@@ -307,6 +307,14 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     ag = group_time_s("all_gather", act, one, t.tp, cluster, profile)
     rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
+    stack = STACKS.get(recipe.stack)
+    if stack is not None and stack.sp_gather_copies and not recipe.tp_comm_overlap:
+        # a read and a write of the full tensor around each (costmodel.stacks); the gather's is a view
+        # for one sequence a micro-batch
+        copy = 2 * act / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+        tp_on = t.tp > 1
+        ag = ag + np.where(tp_on & (t.mbs > 1), copy, 0.0)
+        rs = rs + np.where(tp_on, copy, 0.0)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
     load = 1.0
     if model.is_moe:

@@ -192,6 +192,14 @@ class Stack:
             ``--recompute-method block --recompute-num-layers N``, megatron/training/arguments.py;
             NeMo's ``activations_checkpoint_num_layers``).  The other stacks recompute every layer
             they checkpoint.
+        sp_gather_copies: the sequence-parallel all-gathers and reduce-scatters work on the sequence
+            dim of [batch, seq, hidden] activations (torchtitan's DTensor SequenceParallel, Shard(1)),
+            so PyTorch's functional collectives copy the full tensor once around each: torch.cat of
+            torch.chunk after the all-gather and before the reduce-scatter when the dim is not 0
+            (torch/distributed/_functional_collectives.py all_gather_tensor, reduce_scatter_tensor);
+            the all-gather's becomes a view for one sequence a micro-batch.  Megatron keeps
+            activations [seq, batch, hidden], gathering on dim 0 without a copy.  Async TP's fused
+            all-gather-matmul works on the chunks and skips them.
     """
 
     name: str
@@ -205,6 +213,7 @@ class Stack:
     partial_recompute: bool = False
     model_parallel: tuple = ("tp", "pp", "cp")
     light_last_stage: bool = False
+    sp_gather_copies: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -245,7 +254,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
-                 pads_vocab and name != "megatron-deepspeed")
+                 pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan")
 
 
 STACKS = {s.name: s for s in (

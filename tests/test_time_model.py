@@ -343,3 +343,27 @@ def test_tp_overlap_is_a_pipeline_of_tp_chunks_with_one_chunk_exposed():
     for n in (2, 4, 8):
         e = _pipelined_exposed(c, g, n)
         assert np.all(e <= c + 1e-15) and np.all(e >= _pipelined_exposed(c, g, 2 * n) - 1e-15)
+
+
+def test_torchtitan_sequence_parallel_pays_the_functional_collectives_copies():
+    """torchtitan's SP all-gathers and reduce-scatters run on the sequence dim of [batch, seq, hidden]:
+    PyTorch's functional collectives copy the full tensor (one read, one write) after each gather
+    and before each scatter; the gather's copy is a view for one sequence a micro-batch; Megatron's
+    [seq, batch, hidden] layout has none, and async TP's fused gather-matmul skips them.  Llama-3-8B,
+    TP8 SP, mbs 12 x 8192 tokens on H100: 2 gathers and 2 scatters a layer pass, 805 MB each."""
+    from costmodel.comm import microbatch_comm_times
+    from costmodel.stacks import STACKS, stack_recipe
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    act = 12 * 8192 * m.hidden * 2.0
+    copy = 2 * act / (c.gpu.hbm_bytes_per_s * p.hbm_efficiency)
+    assert act == pytest.approx(805.3e6, rel=1e-3)
+
+    def tp_f(stack, mbs=12, **kw):
+        r = stack_recipe(STACKS[stack], 96, 8192, "bf16", **kw)
+        t = layout(tp=8, mbs=mbs, sp=True).view(microbatch_comm_times.layout_fields)
+        return float(microbatch_comm_times(m, r, c, p, t).tp_layer_fwd_s[0])
+
+    assert tp_f("torchtitan") - tp_f("megatron") == pytest.approx(2 * 2 * copy, rel=1e-6)
+    assert tp_f("torchtitan", mbs=1) - tp_f("megatron", mbs=1) == pytest.approx(2 * copy / 12, rel=1e-6)
+    assert tp_f("torchtitan", tp_comm_overlap=True) == pytest.approx(tp_f("megatron"), rel=1e-9)
