@@ -390,6 +390,11 @@ def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
                                                         "positive clock up to the maximum)"))
 
 
+#: clusters up to this many nodes list every GPU when stages straddle nodes; larger ones evaluate
+#: representative nodes (layout_energy), so a 25M-GPU layout costs O(PP) rows, not 25M
+EVERY_NODE_UP_TO = 64
+
+
 def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
                   caps_w=None, layers=None, warm_steps: int | None = None,
                   inlet_temp_c: float | None = None, derate: dict | None = None) -> EnergyReport:
@@ -430,8 +435,17 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     # a stage that fills whole nodes runs them alike (same power in the same slots, no heat between
     # nodes): its first node stands for the others, so the thermal model and the per-GPU rows cost
     # O(PP x G), not O(GPUs)
-    ranks = ((np.arange(pp)[:, None] * S + np.arange(G)[None, :]).reshape(-1) if S >= G and S % G == 0
-             else np.arange(n))
+    if S >= G and S % G == 0:
+        ranks = (np.arange(pp)[:, None] * S + np.arange(G)[None, :]).reshape(-1)
+    elif nodes > EVERY_NODE_UP_TO:
+        # stages straddle nodes: a node's powers depend only on which stages its slots hold, so each
+        # stage's first, second and last nodes stand for all (the ones between repeat the second)
+        first, last = np.arange(pp) * S // G, ((np.arange(pp) + 1) * S - 1) // G
+        rep = np.unique(np.concatenate([first, np.minimum(first + 1, last), last]))
+        ranks = (rep[:, None] * G + np.arange(G)[None, :]).reshape(-1)
+        ranks = ranks[ranks < n]
+    else:
+        ranks = np.arange(n)
     stage_of = ranks // S
     rep_nodes = -(-len(ranks) // G)
 

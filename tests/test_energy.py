@@ -283,3 +283,23 @@ def test_ilp_option_prices_the_step_communication_as_the_stage_model_does():
     assert float(E[0]) == pytest.approx(run.energy.energy_j_per_step, rel=0.03)
     without = float(E[0]) - o.const_energy_j
     assert abs(without / run.energy.energy_j_per_step - 1) > abs(float(E[0]) / run.energy.energy_j_per_step - 1)
+
+
+def test_stages_straddling_nodes_are_evaluated_on_representative_nodes(h200, monkeypatch):
+    """PP2 of TP4 x DP15 = 60 GPUs a stage on 8-GPU nodes: stages straddle node 7.  Evaluating each
+    stage's first, second and last nodes gives the step, energy, power and hottest GPU of listing
+    all 15 nodes (nodes do not heat each other), with rows for nodes 0, 1, 7, 8, 14; a 3,168,560-node recommend
+    once built 25M rows and ran out of memory."""
+    import costmodel.energy as en
+    c, p = h200
+    lay = dict(BASE, tp=4, pp=2, dp=15)
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=120, seq_len=4096)
+    full = layout_energy(m, r, c, p, lay)
+    monkeypatch.setattr(en, "EVERY_NODE_UP_TO", 0)
+    rep = layout_energy(m, r, c, p, lay)
+    assert len(full.per_gpu) == 120 and {g["node"] for g in rep.per_gpu} == {0, 1, 7, 8, 14}
+    for f in ("step_time_s", "energy_j_per_step", "avg_power_w", "peak_power_w", "max_temp_c"):
+        assert getattr(rep, f) == pytest.approx(getattr(full, f), rel=1e-12), f
+    by_gpu = {(g["node"], g["slot"]): g["temp_c"] for g in full.per_gpu}
+    assert all(g["temp_c"] == pytest.approx(by_gpu[(g["node"], g["slot"])]) for g in rep.per_gpu)
