@@ -347,13 +347,10 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # the bf16 tensor and writes it row-wise and column-wise (the transpose, for the weight-gradient
         # GEMM) with its scales: costmodel.formats' cast bytes per element; forward quantizes the four
         # GEMM inputs, backward the four output gradients (NVIDIA Transformer Engine docs, "Using FP8
-        # with Transformer Engine")
-        in_f = tok * gemm_in
-        out_b = tok * gemm_out
-        # NVFP4's Hadamard transforms run on the 16-bit tensor cores inside the same kernels: the
-        # roofline max of their FLOPs and the bytes (costmodel.formats)
-        ew_f = ew_f + np.maximum(mem(fmt.cast_bytes * in_f, 4), fmt.rht_flops * in_f / peak16)
-        ew_b = ew_b + np.maximum(mem(fmt.cast_bytes * out_b, 4), fmt.rht_flops * out_b / peak16)
+        # with Transformer Engine"); NVFP4's Hadamard transforms run on the 16-bit tensor cores inside
+        # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
+        cast = lambda elems: np.maximum(mem(fmt.cast_bytes * elems, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
+        ew_f, ew_b = ew_f + cast(tok * gemm_in), ew_b + cast(tok * gemm_out)
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
