@@ -43,7 +43,9 @@ as q grows.  An all-to-all sends to every remote rank at once, one connection pe
 carries at least (GPUs behind the NIC) x (peers) flows of equal size, q in the same divisor.  Its
 many flows hash nearly evenly, but not quite: the busiest of U uplinks holds about
 lambda + sqrt(2 lambda ln U) of a mean lambda.  Counting one flow per peer (not per queue pair) is
-the most uneven case, so an ECMP all-to-all is priced from above.
+the most uneven case, so an ECMP all-to-all is priced from above; more queue pairs per connection
+(``flows_per_nic``) do not lower it.  On a rail-optimised tier (``rails``) NIC k's flows hash over
+rail k's uplinks alone: the same mean load on fewer links, so a smaller maximum.
 """
 from __future__ import annotations
 
@@ -84,7 +86,8 @@ def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
             # each GPU behind the NIC (module docstring)
             q = (float(tier.ecmp_flows_per_nic) if coll != "all_to_all"
                  else np.maximum(G / cluster.nics_per_node * (size - 1), 1.0))
-            uplinks = max(tier.nodes * cluster.nics_per_node / cum, 1.0)
+            # a rail-optimised tier hashes each rail's flows over that rail's uplinks only
+            uplinks = max(tier.nodes * (1 if tier.rails else cluster.nics_per_node) / cum, 1.0)
             tier_pen = np.maximum(tier_pen, ecmp_max_load(f * cum * q * uplinks, uplinks) / q)
         pen = np.where(crosses, np.maximum(pen, tier_pen), pen)
         lat = lat + np.where(crosses, tier.latency_s, 0.0)

@@ -215,6 +215,16 @@ def test_ecmp_busiest_uplink_matches_balls_into_bins():
     assert float(ecmp_max_load(np.array([2.0]), 2.0)[0]) == pytest.approx(1.5, rel=0.02)
 
 
+def _ecmp_leaf(tmp_path, name, oversubscription):
+    """The superpod file with an ECMP leaf tier (one flow per NIC) at ``oversubscription``: (path, text)."""
+    text = POD.read_text().replace("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}",
+                                   f"{{name: leaf, nodes: 32, oversubscription: {oversubscription}, latency: 0us, "
+                                   "routing: ecmp, flows_per_nic: 1}")
+    f = tmp_path / name
+    f.write_text(text)
+    return f, text
+
+
 def test_an_ecmp_spine_slows_a_ring_by_its_collisions(tmp_path):
     """DP over 64 nodes (2 leaf groups of 32, 8 NICs each) with ECMP on the leaves' uplinks: the ring
     leaves each group at 2 of its 64 hops, 8 flows per group with one flow per NIC, hashed onto 256
@@ -223,11 +233,7 @@ def test_an_ecmp_spine_slows_a_ring_by_its_collisions(tmp_path):
     1.10 where adaptive routing gives 1; 16 flows per NIC spread 128 flows and the divisor falls
     towards the balanced 1/32.  An all-to-all's 127 flows per NIC collide too, but on a non-blocking
     leaf the busiest uplink stays under the NIC rate."""
-    text = POD.read_text().replace("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}",
-                                   "{name: leaf, nodes: 32, oversubscription: 1, latency: 0us, routing: ecmp, "
-                                   "flows_per_nic: 1}")
-    f = tmp_path / "ecmp.yaml"
-    f.write_text(text)
+    f, text = _ecmp_leaf(tmp_path, "ecmp.yaml", 1)
     c = load_cluster(str(f), nodes=64)
     assert c.tiers[0].routing == "ecmp" and c.tiers[1].routing == "adaptive"
     pen = float(tier_penalty("all_reduce", 8, 64, c)[0])
@@ -246,11 +252,7 @@ def test_an_ecmp_all_to_all_pays_its_busiest_uplink(tmp_path):
     of a group carry 64 x 127 x 2 = 16,256 hashed flows, 127 a link on average, exactly the NIC rate
     (adaptive routing: divisor 1).  Hashed, the busiest link holds the maximum of 128 loads, which a
     seeded simulation of the hash puts about 23% over the mean: the all-to-all slows by that much."""
-    text = POD.read_text().replace("{name: leaf, nodes: 32, oversubscription: 1, latency: 0us}",
-                                   "{name: leaf, nodes: 32, oversubscription: 2, latency: 0us, routing: ecmp, "
-                                   "flows_per_nic: 1}")
-    f = tmp_path / "ecmp2.yaml"
-    f.write_text(text)
+    f, text = _ecmp_leaf(tmp_path, "ecmp2.yaml", 2)
     c = load_cluster(str(f), nodes=64)
     f2 = tmp_path / "ar2.yaml"
     f2.write_text(text.replace(", routing: ecmp, flows_per_nic: 1}", "}"))
@@ -259,6 +261,12 @@ def test_an_ecmp_all_to_all_pays_its_busiest_uplink(tmp_path):
     sim = np.mean([np.bincount(rng.integers(0, 128, 16256), minlength=128).max() for _ in range(2000)]) / 127
     pen = float(tier_penalty("all_to_all", 4, 128, c)[0])
     assert pen == pytest.approx(sim, rel=0.02) and 1.15 < pen < 1.35
+    # rail-optimised leaves: each of the 8 rails hashes its 2,032 flows over its own 16 uplinks, the
+    # same mean of 127 a link over fewer links, so a smaller maximum (its own simulation)
+    f.write_text(text.replace("flows_per_nic: 1}", "flows_per_nic: 1, rails: true}"))
+    rail = float(tier_penalty("all_to_all", 4, 128, load_cluster(str(f), nodes=64))[0])
+    sim16 = np.mean([np.bincount(rng.integers(0, 16, 2032), minlength=16).max() for _ in range(2000)]) / 127
+    assert rail == pytest.approx(sim16, rel=0.02) and 1.0 < rail < pen
 
 
 def test_ecmp_max_load_takes_the_normal_extreme_at_thousands_of_flows_per_link():
@@ -276,6 +284,8 @@ def test_ecmp_max_load_takes_the_normal_extreme_at_thousands_of_flows_per_link()
 
 
 @pytest.mark.parametrize("extra,why", [(", routing: hashed", "not one of adaptive, ecmp"),
+                                       (", rails: yes please", "expected true or false"),
+                                       (", rial: true", "unknown key"),
                                        (", routing: ecmp", "flows_per_nic"),
                                        (", routing: ecmp, flows_per_nic: 0", "flows_per_nic"),
                                        (", flows_per_nic: 4", "applies only with routing: ecmp")])

@@ -75,6 +75,9 @@ class FabricTier:
             costmodel.fabric.ecmp_max_load).
         ecmp_flows_per_nic: with 'ecmp', the flows one NIC's traffic out of the group spreads over
             (NCCL channels per NIC x NCCL_IB_QPS_PER_CONNECTION); 0 otherwise.
+        rails: the tier is rail-optimised (NVIDIA DGX SuperPOD reference architecture): NIC k of every
+            node meets only rail k's switches, so a flow hashes over its rail's uplinks alone; False:
+            every NIC of a group reaches all of the group's uplinks.
     """
 
     name: str
@@ -83,6 +86,7 @@ class FabricTier:
     latency_s: float
     routing: str = "adaptive"
     ecmp_flows_per_nic: int = 0
+    rails: bool = False
 
 
 @dataclass(frozen=True)
@@ -346,7 +350,8 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
     Raises:
         InputError: not a list of mappings, a tier's nodes not a whole multiple of the tier below's,
             an oversubscription below 1 or above 64, a negative latency, an unknown routing, an ECMP
-            tier without flows_per_nic (1 .. 4096) or flows_per_nic without ECMP, or no sources line.
+            tier without flows_per_nic (1 .. 4096) or flows_per_nic without ECMP, ``rails`` not a
+            boolean, or no sources line.
     """
     raw = inter.get("tiers")
     if raw is None:
@@ -379,7 +384,10 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
                              minimum=1, maximum=4096)
         elif "flows_per_nic" in t:
             raise InputError(w, f"{f}.flows_per_nic", "applies only with routing: ecmp")
-        out.append(FabricTier(name, nodes, o, lat, routing, flows))
+        rails = t.get("rails", False)
+        if not isinstance(rails, bool):
+            raise InputError(w, f"{f}.rails", f"expected true or false, got {rails!r}")
+        out.append(FabricTier(name, nodes, o, lat, routing, flows, rails))
         below = nodes
     _check_sources(d, w, ["inter_node.tiers"])
     return tuple(out)
@@ -445,7 +453,8 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                 "host": ("memory_bandwidth", "pcie_bandwidth_per_gpu"),
                 "intra_node": ("fabric", "bandwidth_per_gpu", "latency", "domain_gpus"),
                 "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers", "sharp"),
-                "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency", "routing", "flows_per_nic"),
+                "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency", "routing", "flows_per_nic",
+                                       "rails"),
                 "power": ("node_power_budget", "node_other_power"),
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
                 "cooling.slots[]": ("row", "r_th_scale")}
