@@ -96,7 +96,8 @@ class Profile:
             else:
                 pad, pad_v = kernel_head_dim(kernel, head_dim), kernel_head_dim(kernel, d_v)
         except ValueError as e:
-            raise InputError(self.path, f"attention.kernels.{kernel}", f"{e}: pick another --attention-kernel") from None
+            raise InputError("--attention-kernel", "", f"{e} (the model's head dim): pick another kernel, or "
+                             "--no-flash-attention") from None
         return self._kernel_efficiency(kernel, seq_len, pad) * (head_dim + d_v) / (pad + pad_v)
 
     def _kernel_efficiency(self, kernel: str, seq_len, head_dim: int):
@@ -255,14 +256,26 @@ def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     return v
 
 
-def _attention_kernel_fit(k, w: str, pre: str, head_dim) -> AttentionKernelParams:
+_KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
+_KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
+
+
+def _attention_kernel_fit(k, w: str, pre: str, head_dim, known=_KERNEL_FIT_KEYS) -> AttentionKernelParams:
     """One ``{eta_max, s_half, s_max}`` mapping of ``attention.kernels`` at ``head_dim``."""
     if not isinstance(k, dict):
         raise InputError(w, pre.rstrip("."), "expected a mapping with eta_max and s_half")
+    for key in k:
+        if key not in known:
+            raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(known)})")
     return AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
                                  s_half=_nonnegative(k, "s_half", w, pre),
                                  s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf")),
                                  head_dim=head_dim)
+
+
+def _is_head_dim(d) -> bool:
+    """A head dim a fused-attention kernel can have been measured at: a multiple of 8, 8 to 512."""
+    return isinstance(d, int) and not isinstance(d, bool) and 8 <= d <= 512 and d % 8 == 0
 
 
 def _attention_kernels(a: dict, w: str) -> dict:
@@ -280,17 +293,20 @@ def _attention_kernels(a: dict, w: str) -> dict:
         if not isinstance(k, dict):
             raise InputError(w, pre.rstrip("."), "expected a mapping with eta_max and s_half")
         d = k.get("head_dim", 128)
-        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
-            raise InputError(w, pre + "head_dim", f"expected a positive integer head dim, got {d!r}")
-        fits = {d: _attention_kernel_fit(k, w, pre, d)}
+        if not _is_head_dim(d):
+            raise InputError(w, pre + "head_dim", f"expected a head dim, a multiple of 8 from 8 to 512, got {d!r}")
+        fits = {d: _attention_kernel_fit(k, w, pre, d, _KERNEL_KEYS)}
         other = k.get("by_head_dim") or {}
         if not isinstance(other, dict):
             raise InputError(w, pre + "by_head_dim", "expected a mapping of head dim -> {eta_max, s_half}")
         for key, sub in other.items():
             dk = int(key) if isinstance(key, str) and key.isdigit() else key      # YAML writers quote int keys
-            if not isinstance(dk, int) or isinstance(dk, bool) or dk < 1 or dk in fits:
-                raise InputError(w, f"{pre}by_head_dim.{key}", "expected a positive integer head dim, each once")
-            fits[dk] = _attention_kernel_fit(sub, w, f"{pre}by_head_dim.{key}.", dk)
+            if not _is_head_dim(dk):
+                raise InputError(w, f"{pre}by_head_dim[{key!r}]", "expected a head dim, a multiple of 8 from 8 to 512")
+            if dk in fits:
+                raise InputError(w, f"{pre}by_head_dim.{dk}", f"head dim {dk} is fitted twice (the entry's "
+                                 f"head_dim is {d})" if dk == d else f"head dim {dk} is fitted twice")
+            fits[dk] = _attention_kernel_fit(sub, w, f"{pre}by_head_dim.{dk}.", dk)
         out[str(name)] = tuple(fits[x] for x in sorted(fits))
     return out
 
