@@ -113,13 +113,11 @@ def ecmp_max_load(flows, uplinks: float):
     lam_all = (flows / uplinks).reshape(-1)
     uniq, inv = np.unique(lam_all, return_inverse=True)
     out = np.empty_like(uniq)
-    big = uniq > _ECMP_NORMAL_LOAD
-    if uplinks >= 2 and np.any(big):
+    big = (uniq > _ECMP_NORMAL_LOAD) & (uplinks >= 2)        # one link: its load is the mean
+    if np.any(big):
         a = np.sqrt(2.0 * np.log(uplinks))
         lb = uniq[big]
         out[big] = lb + np.sqrt(lb) * (a - (np.log(np.log(uplinks)) + np.log(4 * np.pi)) / (2 * a) + np.euler_gamma / a)
-    else:
-        big[:] = False
     small = ~big
     if np.any(small):
         lam = uniq[small]

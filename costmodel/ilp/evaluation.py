@@ -49,10 +49,10 @@ def _node_ok(inst: Instance, p_slot: np.ndarray, rtol: float = FEAS_RTOL) -> boo
                 and float(np.sum(p_slot)) <= inst.node_power_budget_w * (1 + rtol))
 
 
-def _mem_ok(inst: Instance, o: LayoutOption, layers: np.ndarray, rtol: float = FEAS_RTOL) -> np.ndarray:
-    """Memory check per row of ``layers`` (N, p) -> bool (N,), at relative tolerance ``rtol``."""
+def _mem_ok(inst: Instance, o: LayoutOption, layers: np.ndarray) -> np.ndarray:
+    """Memory check per row of ``layers`` (N, p) -> bool (N,)."""
     need = o.mem_fixed_bytes + layers * o.mem_per_layer_bytes
-    return np.all(need <= inst.hbm_bytes * (1 + rtol), axis=-1)
+    return np.all(need <= inst.hbm_bytes * (1 + FEAS_RTOL), axis=-1)
 
 
 def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):

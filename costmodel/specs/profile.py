@@ -86,8 +86,8 @@ class Profile:
         the nearest one's (no backward of another head dim is measured, FlashAttention-3 paper fig. 6).
 
         Raises:
-            InputError: the profile has no fit for ``kernel``, or the kernel does not run the head dim
-                (naming the profile and the field).
+            InputError: the profile has no fit for ``kernel`` (naming the profile and the field), or
+                the kernel does not run the head dim (naming --attention-kernel).
         """
         d_v = head_dim if head_dim_v is None else head_dim_v
         try:
@@ -111,14 +111,11 @@ class Profile:
             raise InputError(self.path, f"attention.kernels.{kernel}",
                              f"no {kernel} fit for {self.gpu} (fitted: {', '.join(sorted({'fa2', *self.attention_kernels}))}): "
                              "pick another --attention-kernel")
-        dims = [f.head_dim for f in fits]
-        if head_dim <= dims[0] or len(fits) == 1:
-            return fits[0].efficiency(seq_len) if head_dim <= dims[0] else fits[-1].efficiency(seq_len)
-        if head_dim >= dims[-1]:
-            return fits[-1].efficiency(seq_len)
-        i = int(np.searchsorted(dims, head_dim))
-        w = (head_dim - dims[i - 1]) / (dims[i] - dims[i - 1])
-        return (1 - w) * fits[i - 1].efficiency(seq_len) + w * fits[i].efficiency(seq_len)
+        # fractional index among the measured head dims, clamped at both ends
+        x = float(np.interp(head_dim, [f.head_dim for f in fits], np.arange(len(fits))))
+        lo, w = int(x), x - int(x)
+        e = fits[lo].efficiency(seq_len)
+        return e if w == 0 else (1 - w) * e + w * fits[lo + 1].efficiency(seq_len)
 
 
 #: FlashAttention-2's speed over FlashAttention (v1) on the same GPU: "around 2x speedup compared to
@@ -304,8 +301,8 @@ def _attention_kernels(a: dict, w: str) -> dict:
             if not _is_head_dim(dk):
                 raise InputError(w, f"{pre}by_head_dim[{key!r}]", "expected a head dim, a multiple of 8 from 8 to 512")
             if dk in fits:
-                raise InputError(w, f"{pre}by_head_dim.{dk}", f"head dim {dk} is fitted twice (the entry's "
-                                 f"head_dim is {d})" if dk == d else f"head dim {dk} is fitted twice")
+                raise InputError(w, f"{pre}by_head_dim.{dk}", f"head dim {dk} is fitted twice"
+                                 + (f" (the entry's head_dim is {d})" if dk == d else ""))
             fits[dk] = _attention_kernel_fit(sub, w, f"{pre}by_head_dim.{dk}.", dk)
         out[str(name)] = tuple(fits[x] for x in sorted(fits))
     return out

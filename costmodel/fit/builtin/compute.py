@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from costmodel.gemm import GemmParams, gemm_time_s
+from costmodel.specs.params import AttentionKernelParams
 
 from ..primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, round_sig
 from .data import AMD, concat, gemm_points, mamf_point, path, rel
@@ -228,8 +229,8 @@ def _hopper_fa_kernels(b: Build) -> tuple[dict, dict]:
     fa2["by_head_dim"] = {64: sub("fa2_h100_d64")}
     fa3["by_head_dim"] = {64: sub("fa3_paper_h100_d64")}
     s_tb, eff_tb, _, _ = _fa_efficiency(fa["fa3_h100"], peak)
-    fit = lambda s: fa3["eta_max"] * s / (s + fa3["s_half"])  # noqa: E731
-    check = ", ".join(f"{int(s)}: {e:.3f} vs {fit(min(s, fa3['s_max'])):.3f}" for s, e in zip(s_tb, eff_tb))
+    fit = AttentionKernelParams(fa3["eta_max"], fa3["s_half"], fa3["s_max"])
+    check = ", ".join(f"{int(s)}: {e:.3f} vs {float(fit.efficiency(s)):.3f}" for s, e in zip(s_tb, eff_tb))
     fa2["note"] = ("Causal FlashAttention-2 on Hopper by sequence length (FlashAttention-3 paper, Figures 5-6), "
                    "head dim 128; head dim 64 under by_head_dim (the paper's head-dim-64 panels); replaces the "
                    "single non-causal Azure point (attention.flash_efficiency) for fa2.")
