@@ -144,3 +144,59 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
         t_in = collective_time_s(collective, n, k, intra_bytes_per_s, p_intra)
         t_out = collective_time_s(collective, n / k, nn, inter_bytes_per_s_per_gpu, p_inter)
     return np.maximum(t_in, t_out)
+
+
+#: NCCL's tree all-reduce bandwidth model over the ring's (src/graph/tuning.cc, ``ncclTopoTuneModel``:
+#: ``busBw = min(busBw * .92, ...)`` for Tree/AllReduce; NVIDIA/nccl commit 5067397c)
+TREE_ALL_REDUCE_BW_RATIO = 0.92
+
+#: NCCL's ``treeCorrectionFactor``: the tree all-reduce bandwidth it measured over its model, per
+#: protocol, for buffers of 64 B x 2^i (i = 0..23; 1 outside); src/graph/tuning.cc, commit 5067397c
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+}
+
+
+def tree_hops(n_nodes):
+    """Network hops of one direction of NCCL's double binary tree over ``n_nodes`` nodes:
+    floor(log2 N) (``log2i(nNodes)`` in src/graph/tuning.cc); arrays, N >= 1."""
+    return np.floor(np.log2(np.maximum(np.asarray(n_nodes, dtype=np.float64), 1.0)))
+
+
+def tree_all_reduce_inter_s(n_bytes, ranks_per_node, link_bytes_per_s, p: CollectiveParams, protocol_names=()):
+    """Inter-node part of NCCL's tree all-reduce (double binary tree across nodes), seconds.
+
+    Each of the node's ``k`` GPUs carries 1/k of the buffer over its NIC share, up the tree
+    (reduce) and down again (broadcast): 2 n/k bytes whatever the node count, against the ring's
+    2 (N-1)/N n/k, at NCCL's tree bandwidth (0.92 of the ring's, times its measured correction for
+    the buffer size and protocol: :data:`TREE_CORRECTION`).  The latency is the caller's: ``p``'s
+    alpha holds the 2 floor(log2 N) network hops of the two trees (:func:`tree_hops`) where the
+    ring has 2 (N - 1) (``ncclTopoTuneModel``: ``2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes)
+    * interLat)``; the intra-node chain is the caller's intra scope).
+
+    Args:
+        n_bytes: array-like per-rank buffer (nccl-tests size), bytes.
+        ranks_per_node: array-like GPUs of the group in each node.
+        link_bytes_per_s: a GPU's share of its node's NIC bandwidth, bytes/s.
+        p: the inter-node all-reduce protocol lines (efficiencies fitted on rings), alpha set for
+            the tree's hops.
+        protocol_names: the NCCL names of ``p.protocols`` in order; a name outside
+            :data:`TREE_CORRECTION` takes no correction.
+    Returns:
+        numpy array of seconds.
+    """
+    n = np.asarray(n_bytes, dtype=np.float64)
+    x = 2.0 * n / np.asarray(ranks_per_node, dtype=np.float64) / (
+        np.asarray(link_bytes_per_s, dtype=np.float64) * TREE_ALL_REDUCE_BW_RATIO)
+    # NCCL indexes the correction by log2i(nBytes >> 6), corrected only for 0 <= index < 23
+    idx = np.floor(np.log2(np.maximum(n, 1.0) / 64.0))
+    use = (idx >= 0) & (idx < 23)
+    idx = np.clip(idx, 0, 23).astype(int)
+    t = None
+    for (a, e), name in zip(p.protocols, tuple(protocol_names) + (None,) * len(p.protocols)):
+        corr = np.where(use, np.asarray(TREE_CORRECTION[name])[idx], 1.0) if name in TREE_CORRECTION else 1.0
+        tp = a + x / (e * corr)
+        t = tp if t is None else np.minimum(t, tp)
+    return p.alpha_s + t

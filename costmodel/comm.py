@@ -8,7 +8,9 @@ NVLink/xGMI; a group across domains runs hierarchically
 (:func:`costmodel.collective.hierarchical_time_s`) and each GPU gets its share of its node's NICs:
 all GPUs of a node run the same collective at the same moment (SPMD), so a GPU's share is the
 node's NIC bandwidth / the GPUs crossing the network together, shrunk where the group spans the
-switch tiers of an oversubscribed fabric (:mod:`costmodel.fabric`).
+switch tiers of an oversubscribed fabric (:mod:`costmodel.fabric`).  An all-reduce across domains
+is the faster of NCCL's ring (2(N-1) network hops) and its double binary tree (2 log2 N hops, 0.92
+of the ring's bandwidth: :func:`costmodel.collective.tree_all_reduce_inter_s`), as NCCL's tuner picks.
 
 Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et al. SC21):
 
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import CollectiveParams, collective_time_s, hierarchical_time_s
+from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, tree_all_reduce_inter_s, tree_hops
 from .compute import ACT_BYTES
 from .fabric import sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
@@ -78,6 +80,10 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
 #: {LL 6.6, LL128 14.0, Simple 8.4} us (NVIDIA/nccl, commit b6475625, the commit the cluster files'
 #: per-hop latencies come from); NCCL adds nsteps x the per-hop ``hwLat`` on top
 NCCL_RING_BASE_LAT_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
+
+#: NCCL's network hop of a tree over a ring's, LL protocol (the one the cluster files' ``latency``
+#: is): hwLat NET row, Tree 5.0 us / Ring 2.7 us (src/graph/tuning.cc, NVIDIA/nccl commit 5067397c)
+NCCL_TREE_HOP_RATIO = 5.0 / 2.7
 
 
 def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric: str | None = None) -> CollectiveParams:
@@ -137,9 +143,29 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         t = np.maximum(collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in), t_net)
     else:
         t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
+        if coll == "all_reduce":
+            t = np.minimum(t, _tree_all_reduce_s(n_bytes, k, nn, inter_bw, tier_lat, cluster, profile, p_in))
     if coll == "send_recv":
         return t
     return np.where(np.asarray(size) > 1, t, 0.0)
+
+
+def _tree_all_reduce_s(n_bytes, k, nn, inter_bw, tier_lat, cluster: ClusterSpec, profile: Profile,
+                       p_in: CollectiveParams):
+    """NCCL's tree all-reduce across ``nn`` nodes (``k`` GPUs each), s: the intra-node part as the
+    ring's, pipelined with a double binary tree across nodes whose latency grows with 2 log2(N)
+    network hops (at NCCL's tree hop latency, :data:`NCCL_TREE_HOP_RATIO`, plus each switch tier's)
+    instead of the ring's 2 (N - 1) (costmodel.collective.tree_all_reduce_inter_s).  NCCL runs
+    whichever of the two its tuner predicts faster, so :func:`group_time_s` takes the minimum."""
+    hops = tree_hops(nn)
+    p_tree = _params(profile, "inter_node", "all_reduce", 1.0 + hops, cluster.inter_latency_s * NCCL_TREE_HOP_RATIO,
+                     cluster.inter_fabric)
+    if cluster.tiers:
+        p_tree = p_tree.with_alpha(p_tree.alpha_s + 2.0 * np.maximum(hops, 1.0) * tier_lat)
+    t_out = tree_all_reduce_inter_s(n_bytes, k, inter_bw, p_tree,
+                                    profile.comm_protocols.get("inter_node", {}).get("all_reduce", ()))
+    t_in = collective_time_s("all_reduce", n_bytes, k, cluster.intra_bytes_per_s, p_in)
+    return np.where(nn > 1, np.maximum(t_in, t_out), np.inf)
 
 
 @dataclass

@@ -296,3 +296,51 @@ def test_bad_routing_names_its_field(tmp_path, extra, why):
     with pytest.raises(InputError, match=why) as e:
         load_cluster(str(f))
     assert "inter_node.tiers[1]" in str(e.value)
+
+
+def test_a_small_all_reduce_over_thousands_of_nodes_takes_the_tree():
+    """8 bytes over DP 2,048 (one GPU a node, stride 8): a ring pays 2 x 2,047 network hops (11 ms at
+    2.7 us); NCCL's double binary tree 2 x floor(log2 2048) = 22 hops at its 5.0 us tree hop, on top
+    of the 2-node measurement the inter-node lines were fitted at; by hand from the profile's lines."""
+    p = load_profile("h100-sxm-80gb")
+    pod = load_cluster("dgx-h100-superpod", nodes=2048)
+    ring = float(hierarchical_time_s("all_reduce", 8.0, 1, 2048, 450e9, 50e9,
+                                     _params(p, "intra_node", "all_reduce", 1, 0.6e-6),
+                                     _params(p, "inter_node", "all_reduce", 2048, 2.7e-6, "infiniband")))
+    assert ring > 2 * 2047 * 2.7e-6
+    q = _params(p, "inter_node", "all_reduce", 12, 2.7e-6 * 5.0 / 2.7, "infiniband")
+    # 8 B lies below NCCL's 64 B correction table: no correction
+    tree = q.alpha_s + min(a + 2 * 8.0 / (0.92 * e * 50e9) for a, e in q.protocols)
+    got = float(group_time_s("all_reduce", 8.0, 8, 2048, pod, p))
+    assert got == pytest.approx(tree, rel=1e-12) and got < ring / 50
+
+
+def test_the_tree_corrects_its_bandwidth_by_nccls_measured_factor():
+    """A 1 MiB buffer (64 B x 2^14): NCCL's tree runs its Simple protocol at 0.5 of the model's
+    bandwidth (treeCorrectionFactor); 1 GiB (2^24 x 64 B) is past the table and takes no correction."""
+    from costmodel.collective import CollectiveParams, tree_all_reduce_inter_s
+    p = CollectiveParams(alpha_s=0.0, protocols=((0.0, 1.0),))
+    base = 2 * 2**20 / (0.92 * 1e9)
+    assert float(tree_all_reduce_inter_s(2**20, 1, 1e9, p, ("Simple",))) == pytest.approx(base / 0.5)
+    assert float(tree_all_reduce_inter_s(2**20, 1, 1e9, p, ("Other",))) == pytest.approx(base)
+    assert float(tree_all_reduce_inter_s(GIB, 4, 1e9, p, ("Simple",))) == pytest.approx(2 * GIB / 4 / 0.92e9)
+
+
+def test_two_nodes_keep_the_ring():
+    """Over 2 nodes the ring and the tree take the same 2 hops, and the ring moves half the bytes."""
+    p = load_profile("h100-sxm-80gb")
+    pod = load_cluster("dgx-h100-superpod", nodes=2)
+    want = hierarchical_time_s("all_reduce", np.array([8.0, 2.0**20, GIB]), 8, 2, 450e9, 50e9,
+                               _params(p, "intra_node", "all_reduce", 8, 0.6e-6),
+                               _params(p, "inter_node", "all_reduce", 2, 2.7e-6, "infiniband"))
+    got = group_time_s("all_reduce", np.array([8.0, 2.0**20, GIB]), np.ones(3), np.full(3, 16), pod, p)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_bytes", [8.0, 2.0**20, 2.0**26, GIB])
+def test_an_all_reduce_never_gets_faster_with_more_nodes(n_bytes):
+    p = load_profile("h100-sxm-80gb")
+    pod = load_cluster("dgx-h100-superpod", nodes=2048)
+    nodes = 2 ** np.arange(1, 12)
+    t = group_time_s("all_reduce", np.full(nodes.size, n_bytes), np.full(nodes.size, 8), nodes, pod, p)
+    assert np.all(np.diff(t) >= -1e-15)
