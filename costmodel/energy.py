@@ -97,7 +97,8 @@ class StageTerms:
     optimizer per step), bubble_factor (m + (PP-1)/VP, the equal-stage schedule), stage_gpus, layers,
     vp; and the building blocks
     ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and classes for one
-    layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch).
+    layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch);
+    burst: the classes whose efficiencies were measured unthrottled (:func:`burst_classes`).
     """
 
     compute_s: np.ndarray
@@ -115,6 +116,7 @@ class StageTerms:
     logits: dict
     pp_mb_s: float
     vp: int = 1
+    burst: tuple = ()
 
 
 #: the compute phase's kernel classes, each capped on its own (costmodel.power.compute_under_cap), and
@@ -139,9 +141,17 @@ def kernel_classes(compute_s, attn_s, ew_s, cpu_wait_s, u_gemm, u_attn, hidden_s
             "cpu_wait": (np.broadcast_to(cpu_wait_s, c.shape), {"link": link})}
 
 
-def capped_classes(classes: dict) -> dict:
-    """``classes`` (name -> (time_s, util)) as :func:`costmodel.power.compute_under_cap` takes them."""
-    return {k: (t, KERNEL_CLASSES[k], u) for k, (t, u) in classes.items()}
+def burst_classes(profile: Profile, recipe: Recipe) -> tuple:
+    """The kernel classes whose efficiencies the profile measured in bursts at the maximum clock: the
+    GEMMs where the recipe's GEMM entry says ``power_limited: false`` (costmodel.specs.GemmParams)."""
+    g = profile.gemm.get(gemm_dtype(recipe))
+    return ("gemm",) if g is not None and not g.power_limited else ()
+
+
+def capped_classes(classes: dict, burst: tuple = ()) -> dict:
+    """``classes`` (name -> (time_s, util)) as :func:`costmodel.power.compute_under_cap` takes them;
+    the ``burst`` classes were measured unthrottled (limit inf), the others under the profile's limit."""
+    return {k: (t, KERNEL_CLASSES[k], u) + ((math.inf,) if k in burst else ()) for k, (t, u) in classes.items()}
 
 
 def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms) -> dict:
@@ -246,7 +256,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     hidden = layers * ly["hidden_s"]
     return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
-                      ly, lg, pp_mb, int(layout["vp"]))
+                      ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe))
 
 
 @dataclass
@@ -270,7 +280,7 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     caps_w = np.asarray(caps_w, dtype=np.float64)
     # each kernel class at the clock it reaches under the cap (above it only where the GPU's lowest
     # clock cannot meet it)
-    comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(st.classes), caps_w, clock_max)
+    comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(st.classes, st.burst), caps_w, clock_max)
     p_busy = e_comp / np.where(comp > 0, comp, 1.0)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s

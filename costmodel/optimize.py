@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import ilp
-from .energy import capped_classes, check_cap, layer_blocks, power_params
+from .energy import burst_classes, capped_classes, check_cap, layer_blocks, power_params
 from .errors import InputError
 from .memory import stage_memory_terms
 from .power import compute_under_cap, phase_power_w, wait_power_w
@@ -57,13 +57,14 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     pw = power_params(cluster, profile)
     b = layer_blocks(model, recipe, cluster, profile, terms)
     cap = np.asarray(caps, dtype=np.float64)[None, :]
+    burst = burst_classes(profile, recipe)
 
     def under_cap(blk):
         # each kernel class at the clock it reaches: the cap, or more where the GPU's lowest clock
         # cannot meet it (costmodel.energy.stage_state); the busy power is the phase's average
         col = lambda v: np.asarray(v, dtype=np.float64)[:, None]
         classes = {k: (col(tc), {n: col(u) for n, u in util.items()}) for k, (tc, util) in blk["classes"].items()}
-        comp, e, _, _ = compute_under_cap(pw, capped_classes(classes), cap)
+        comp, e, _, _ = compute_under_cap(pw, capped_classes(classes, burst), cap)
         return comp + blk["exposed_s"][:, None], e / np.where(comp > 0, comp, 1.0)
 
     t_layer, p_busy = under_cap(b["layer"])

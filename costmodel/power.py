@@ -44,6 +44,8 @@ up again: the U shape of energy against the power cap.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .specs.params import POWER_TERMS, PowerParams
@@ -109,11 +111,12 @@ def clock_ratio(p: PowerParams, power_w, cap_w):
 def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
     """A compute phase made of kernel classes, each capped on its own (module docstring).
 
-    ``classes``: name -> (time_s at full clock, stretches, util): ``stretches`` is True for
-    SM-clock-bound classes (GEMMs, fused attention: time / clock ratio) and False for HBM-bound ones
-    (time unchanged); ``util`` maps power terms to the class's utilisations.  A class's power at its
-    measured efficiency is at most ``p.kernel_limit_w``, the power limit its kernels were measured
-    under (a GEMM table taken at the TDP already holds the throttle of the TDP).  ``cap_w``: W;
+    ``classes``: name -> (time_s at full clock, stretches, util[, limit_w]): ``stretches`` is True
+    for SM-clock-bound classes (GEMMs, fused attention: time / clock ratio) and False for HBM-bound
+    ones (time unchanged); ``util`` maps power terms to the class's utilisations.  A class's power at
+    its measured efficiency is at most ``limit_w`` (default ``p.kernel_limit_w``), the power limit its
+    kernels were measured under (a GEMM table taken at the TDP already holds the throttle of the TDP;
+    inf for a burst measured at the maximum clock, which the cap throttles here).  ``cap_w``: W;
     ``clock_max``: a pinned clock ratio (a derated GPU).  Arrays broadcast.
 
     Returns (time_s, energy_j, clock ratio, class power W): the stretched time, the energy over it,
@@ -124,12 +127,13 @@ def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
     """
     time_s = energy = 0.0
     clock, top_w = 1.0, p.idle_w
-    for t_s, stretches, util in classes.values():
+    for t_s, stretches, util, *limit in classes.values():
+        limit = limit[0] if limit else p.kernel_limit_w
         p_lin = phase_power_w(p, util)
         # the clock the measured efficiency came with: kernels that would draw more than the limit
         # they were measured under ran held at it
-        s_meas = np.where(p_lin > p.kernel_limit_w, clock_ratio(p, p_lin, p.kernel_limit_w), 1.0)
-        w_full = np.minimum(p_lin, p.kernel_limit_w)
+        s_meas = np.where(p_lin > limit, clock_ratio(p, p_lin, limit), 1.0) if math.isfinite(limit) else 1.0
+        w_full = np.minimum(p_lin, limit)
         # under the cap, relative to the measured state; a pin or a thermal ceiling (clock_max) and
         # the GPU's lowest clock bound the absolute clock s x s_meas
         s = np.maximum(clock_ratio(p, w_full, cap_w), np.minimum(p.min_clock_ratio / s_meas, 1.0))

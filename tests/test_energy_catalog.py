@@ -38,13 +38,14 @@ def test_every_catalog_gpu_has_a_power_and_thermal_model():
 
 
 @pytest.mark.parametrize("gpu", _with_power_model())
-def test_energy_against_the_power_cap_is_u_shaped(gpu):
+def test_energy_against_the_power_cap_is_least_where_the_clock_meets_the_voltage_floor(gpu):
     """Large dense training (Llama 3 70B, TP over a node, PP 4, full recomputation; Llama 2 13B in
     FP16 on V100) under a uniform cap from the GPU's minimum to its maximum limit: energy per step
     falls as the cap cuts the voltage, then rises once the clock is below the voltage floor and the
-    step grows faster than the power falls.  The least energy lies between 50 % and 90 % of the
-    power the cap acts on: the TDP, or the GPU's uncapped compute power where the TDP is above it
-    (a 900 W GH200 GPU draws ~650 W on this layout, so a 900 W limit never binds)."""
+    step grows faster than the power falls.  So the least energy lies at the lowest of the 12 caps
+    that keeps the SM clock at the floor, give or take one level: mid-range on A100 and H100, at or
+    next to the TDP on Blackwell, whose GEMMs its 1000-1400 W limits already hold near the floor (the
+    B200 note's sustained GEMMs run at 0.55-0.62 of the maximum clock at 1000 W)."""
     c = _cluster_of(gpu)
     p = load_profile(gpu)
     v100 = "bf16" not in c.gpu.peak_flops
@@ -55,7 +56,11 @@ def test_energy_against_the_power_cap_is_u_shaped(gpu):
     runs = [predict_run(m, V100_R if v100 else R, c, p, lay, caps_w=float(x)) for x in caps]
     e = [r.energy.energy_j_per_step for r in runs]
     i = int(np.argmin(e))
-    assert 0 < i < len(caps) - 1, (caps, e)
-    assert e[0] > e[i] * 1.02 and e[-1] > e[i] * 1.02, (caps, e)
-    acts_on = min(hi, runs[-1].energy.compute_power_w)
-    assert 0.5 * acts_on <= caps[i] <= 0.9 * acts_on, (caps[i], acts_on)
+    clock = np.array([r.energy.sm_clock_mhz for r in runs]) / c.gpu.boost_clock_mhz
+    at_floor = clock >= p.power.v_floor_clock_ratio - 1e-3
+    assert at_floor[-1], clock
+    j = int(np.argmax(at_floor))
+    assert abs(i - j) <= 1, (caps, e, clock)
+    assert e[0] > e[i] * 1.02, (caps, e)
+    if j < len(caps) - 1:
+        assert e[-1] > e[i] * 1.01, (caps, e)

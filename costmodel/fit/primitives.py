@@ -55,7 +55,7 @@ def fit_stats(t_model, t_meas, inputs, sizes=None, **extra):
 
 
 # ----------------------------------------------------------------------------------------- GEMM
-def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_cap=1.0):
+def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_cap=1.0, k_half=None):
     """Fit :class:`GemmParams` to measured GEMM times.
 
     Args:
@@ -67,6 +67,8 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_ca
             a brute-force shape search (MAMF).  Every quantisation factor of the model is <= 1, so
             no shape may be predicted faster than that measured maximum; without the bound a fit to
             tables of small shapes (XLA's go to 4096) extrapolates above it for training-size GEMMs.
+        k_half: a fixed K-loop overhead (elements) where the points hold one K only: there eta_max and
+            k_half trade off exactly (eta k / (k + k_half) is all the data sees); None fits it.
     Returns:
         (GemmParams, model times at the points, seconds).
     Method: for each (tile_m, tile_n) in {64,128,256}^2, ``least_squares`` (soft_l1, f_scale 0.05)
@@ -81,7 +83,7 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_ca
     best = None
     for tm, tn in itertools.product(TILES, TILES):
         def res(x, tm=tm, tn=tn):
-            p = GemmParams(x[0], x[1], x[2] * 1e-6, tm, tn, num_sms)
+            p = GemmParams(x[0], x[1] if k_half is None else k_half, x[2] * 1e-6, tm, tn, num_sms)
             return np.log(gemm_time_s(m, n, k, b, peak, hbm_bps, hbm_eff, p, bytes_per_element) / t)
         fits = [least_squares(res, [min(x0[0], 0.99 * eta_cap)] + x0[1:],
                               bounds=([0.05, 0.0, 0.0], [eta_cap, 1e4, 100.0]), loss="soft_l1", f_scale=0.05)
@@ -90,7 +92,7 @@ def fit_gemm(pts, peak, hbm_bps, hbm_eff, num_sms, bytes_per_element=2.0, eta_ca
         if best is None or r.cost < best[0].cost - 1e-12:
             best = (r, tm, tn)
     r, tm, tn = best
-    p = GemmParams(float(r.x[0]), float(r.x[1]), float(r.x[2]) * 1e-6, tm, tn, num_sms)
+    p = GemmParams(float(r.x[0]), float(r.x[1] if k_half is None else k_half), float(r.x[2]) * 1e-6, tm, tn, num_sms)
     tmod = gemm_time_s(m, n, k, b, peak, hbm_bps, hbm_eff, p, bytes_per_element)
     return p, tmod
 

@@ -193,7 +193,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
             launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
             tile_m=_get_int(g, ("tile_m",), w), tile_n=_get_int(g, ("tile_n",), w),
-            num_sms=_get_int(g, ("num_sms",), w))
+            num_sms=_get_int(g, ("num_sms",), w), power_limited=_get_bool(g, "power_limited", w, pre))
     comm, sizes, names, fabrics = {}, {}, {}, {}
     c = _sub(d, "comm", w)
     for scope in ("intra_node", "inter_node"):
@@ -244,6 +244,18 @@ def cluster_profile(cluster, profile_arg: str | None = None) -> Profile:
         raise InputError(cluster.path or cluster.key, "gpu", f"GPU {key!r} has no built-in profile; pass --profile FILE "
                          f"(a calibrated profile: `costmodel calibrate fit`) or use a catalog GPU ({', '.join(known)})")
     return load_profile(key)
+
+
+def _get_bool(d: dict, key: str, w: str, pre: str, default: bool = True) -> bool:
+    """``d[key]`` as a YAML boolean (absent: ``default``).
+
+    Raises:
+        InputError: a value that is not true or false, naming ``pre + key``.
+    """
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise InputError(w, pre + key, f"expected true or false, got {v!r}")
+    return v
 
 
 def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:

@@ -246,8 +246,10 @@ def test_fitted_parameters_are_marked_as_such():
     assert a["power"]["fit"]["inputs"] and a["thermal"]["fit"]["r2"] > 0.8
     h = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
     assert h["power"]["idle_w"] == pytest.approx(121.8) and "700/400" in h["power"]["derived_from"]
-    assert h["power"]["basis"] == dict(idle_w="fitted", spin_w="fitted", flop_w="derived", hbm_w="derived",
+    assert h["power"]["basis"] == dict(idle_w="fitted", spin_w="fitted", flop_w="borrowed", hbm_w="derived",
                                        link_w="derived", gamma="borrowed", v_floor_clock_ratio="borrowed")
+    h2 = yaml.safe_load((REPO / "hardware" / "profiles" / "h200-sxm-141gb.yaml").read_text())["power"]
+    assert h2["basis"]["flop_w"] == "fitted" and h2["flop_w"] == h["power"]["flop_w"]
     assert set(a["power"]["basis"].values()) == {"fitted"}
     for g in ("mi250", "mi300x", "v100-sxm2-32gb", "l40s"):
         d = yaml.safe_load((REPO / "hardware" / "profiles" / f"{g}.yaml").read_text())
@@ -286,3 +288,14 @@ def test_cluster_cooling_slots_and_sources():
             # DERIVED: dT / (2 TDP) with dT = 15 K for two GPUs per air lane
             assert co.preheat_c_per_w == pytest.approx(15 / (2 * cl.gpu.tdp_w), rel=1e-3), c
             assert co.rows[:4] == ("front",) * 4 and co.rows[4:] == ("rear",) * 4
+
+
+def test_gh100_flop_w_from_the_h200_burst_and_sustained_matmul():
+    """(700 - 121.8) W / (834/989 x (755/834)^2.53) = 882 W: the power a burst at full clock would
+    draw, so that held at 700 W it settles at MSMF; by hand with the fitted DVFS law."""
+    h = yaml.safe_load((REPO / "hardware" / "profiles" / "h200-sxm-141gb.yaml").read_text())["power"]
+    u, s = 834 / 989, 755 / 834
+    assert s > h["v_floor_clock_ratio"]
+    want = (700 - h["idle_w"]) / (u * s ** h["gamma"])
+    assert h["flop_w"] == pytest.approx(want, rel=2e-3) and 875 < h["flop_w"] < 890
+    assert h["fit"]["flop_w"]["inputs"] == ["hardware/profiles/data/mlengineering_mamf_vs_msmf_h200_b200.md"]

@@ -106,7 +106,7 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     assert prof["power"]["idle_w"] == pytest.approx(121.8, abs=0.05)    # as python -m costmodel.fit.builtin
     assert prof["power"]["fit"]["n_points"] == 10100
     assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
-    assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "derived"
+    assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "borrowed"
     assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
 
 

@@ -14,9 +14,10 @@ from costmodel.specs.profile import dump_profile
 
 from ..primitives import round_sig
 from . import comm, compute
-from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, rel
+from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, path, rel
+from .msmf import read_msmf_table, sustained_tflops
 from .power import build_power_thermal
-from .variants import MAMF_PAIRS, VARIANTS, Variant, mamf_under_cap
+from .variants import MAMF_PAIRS, VARIANTS, Variant, same_die_mamf
 
 
 class Build:
@@ -82,6 +83,7 @@ def build_profiles(D=None):
     comm.fit_inter(b)
     _power_thermal(b)
     _mamf_power_check(b)
+    _msmf_check(b)
     for g in b.prof:
         pv = b.prof[g]["provenance"]
         pv["inputs"] = sorted(pv["inputs"])
@@ -122,6 +124,24 @@ def _power_thermal(b: Build) -> None:
     b.summary += psum
 
 
+def _msmf_check(b: Build) -> None:
+    """Cross-check of the burst premise (costmodel/fit/builtin/msmf.py): the B200's MAMF burst held at its
+    1000 W limit by its fitted power coefficients, against its measured MSMF, as a provenance note."""
+    g = "b200-sxm-180gb"
+    if g not in b.prof:
+        return
+    mamf = next(r["mamf_flops"] for r in b.D["mamf"] if r["dtype"] == "bf16" and r["accelerator"] == "NVIDIA B200 SXM")
+    msmf = read_msmf_table(path("msmf"))["NVIDIA B200 SXM"]["msmf"]
+    pred = sustained_tflops(b.prof[g]["power"], mamf / 1e12, b.sheet[g].peak["bf16"] / 1e12, b.sheet[g].tdp)
+    b.note(g, f"cross-check of the burst premise: MAMF's B200 BF16 burst ({mamf / 1e12:.0f} TFLOP/s) held at the "
+              f"{b.sheet[g].tdp:.0f} W limit by this profile's power coefficients runs at {pred:.0f} TFLOP/s; "
+              f"mamf-finder's sustained MSMF is {msmf:.0f} ({pred / msmf - 1:+.1%}) and the B200 note's sustained "
+              "8192^3 GEMMs 1178-1331 (hardware/profiles/data/mlengineering_mamf_vs_msmf_h200_b200.md, b200_note)")
+    b.use(g, "msmf")
+    b.summary.append(("power", g, "MSMF check", f"predicted {pred:.0f} vs measured {msmf:.0f} TFLOP/s "
+                                                f"({pred / msmf - 1:+.1%})"))
+
+
 def _mamf_power_check(b: Build) -> None:
     """Cross-check of the same-die power rule: each variant's measured best GEMM (MAMF) against the
     one its power limit and coefficients predict from its source's (:func:`.variants.mamf_under_cap`),
@@ -131,13 +151,18 @@ def _mamf_power_check(b: Build) -> None:
             continue
         rows = {r["accelerator"]: r for r in b.D["mamf"] if r["dtype"] == "bf16"}
         rg, rs = rows[acc_g], rows[acc_src]
-        pred = mamf_under_cap(b.prof[src]["power"], b.sheet[src].tdp, b.sheet[src].peak["bf16"], rs["mamf_flops"],
-                              b.prof[g]["power"], b.sheet[g].tdp, b.sheet[g].peak["bf16"])
+        burst = not b.prof[src]["gemm"]["bf16"].get("power_limited", True)
+        pred = same_die_mamf(b.prof[src]["gemm"]["bf16"], b.prof[src]["power"], b.sheet[src].tdp,
+                             b.sheet[src].peak["bf16"], rs["mamf_flops"], b.prof[g]["power"], b.sheet[g].tdp,
+                             b.sheet[g].peak["bf16"])
         err = pred / rg["mamf_flops"] - 1
+        how = ("as a burst at the maximum clock, which no limit throttles (this die's GEMM fit is power_limited: "
+               "false)" if burst else f"at {b.sheet[src].tdp:.0f} W) and this profile's power coefficients under its "
+               f"{b.sheet[g].tdp:.0f} W limit")
         b.note(g, f"cross-check of the same-die power rule: {acc_src}'s measured best BF16 GEMM ({rs['mamf_flops'] / 1e12:.1f} "
-                  f"TFLOP/s at {b.sheet[src].tdp:.0f} W) and this profile's power coefficients under its {b.sheet[g].tdp:.0f} W "
-                  f"limit predict {pred / 1e12:.1f} TFLOP/s on {acc_g}; MAMF measures {rg['mamf_flops'] / 1e12:.1f} "
-                  f"({err:+.1%}) (ml-engineering MAMF table; {rg.get('notes') or 'no power setting recorded'})")
+                  f"TFLOP/s{')' if burst else ''} {how} predicts {pred / 1e12:.1f} TFLOP/s on {acc_g}; MAMF measures "
+                  f"{rg['mamf_flops'] / 1e12:.1f} ({err:+.1%}) (ml-engineering MAMF table; "
+                  f"{rg.get('notes') or 'no power setting recorded'})")
         b.use(g, "mamf")
         b.summary.append(("power", g, "MAMF check", f"predicted {pred / 1e12:.1f} vs measured {rg['mamf_flops'] / 1e12:.1f} "
                                                     f"TFLOP/s ({err:+.1%}) from {src}"))
@@ -169,8 +194,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     out = Path(argv[0]) if argv else PROFILES
     profiles, summary = build_profiles()
-    for path in write_profiles(profiles, out):
-        print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    for written in write_profiles(profiles, out):
+        print(f"wrote {written.relative_to(REPO) if written.is_relative_to(REPO) else written}")
     for kind, g, item, text in summary:
         print(f"{kind:9s} {g:15s} {item:15s} {text}")
     return 0

@@ -54,22 +54,33 @@ def fit_hbm(b: Build) -> None:
         b.summary.append(("hbm", g, "efficiency", f"{b.prof[g]['hbm']['efficiency']} derived from {src}"))
 
 
-def _gemm(b: Build, g, dtype, pts, keys, notes=(), hbm_of=None):
-    """Fit ``gemm.<dtype>`` of ``g`` to ``pts``; ``hbm_of``: the GPU whose HBM roofline the data ran on."""
+#: inputs whose GEMM times are bursts too short for the power limit to set the clock (they ran at the
+#: maximum clock): XLA's table times 5 profiling runs of a small- and a large-range argument set per
+#: shape, 10 kernels (xla/tools/matmul_perf_table_gen.cc, kNumProfilingRuns = 5); mamf-finder's best
+#: shape is a ~0.1 ms GEMM timed 100 times after 50 warm-ups, ~15 ms (its B200 best, 1745 TFLOP/s, is
+#: 1.2-1.5x the 1178-1331 TFLOP/s the same GPU holds at its 1000 W limit, b200_note).  Power-limited:
+#: Azure's rows (10,000 warm-up iterations, file header) and vLLM's bench (its loop is not stated, but
+#: its B200 BF16 column, 1,421 TFLOP/s at M = 16,384, sits at the B200's sustained MSMF, 1,429, msmf).
+BURST_SOURCES = ("xla_mm", "mamf")
+
+
+def _gemm(b: Build, g, dtype, pts, keys, notes=(), hbm_of=None, k_half=None):
+    """Fit ``gemm.<dtype>`` of ``g`` to ``pts``; ``hbm_of``: the GPU whose HBM roofline the data ran on.
+    The entry is ``power_limited: false`` when every input is a burst (:data:`BURST_SOURCES`)."""
     src = np.array(pts["src"])
     mm = src == "mamf"   # the brute-force maximum bounds eta_max (see fit_gemm)
     peak = b.sheet[g].peak[dtype]
     cap = float(np.max(2 * np.asarray(pts["b"])[mm] * np.asarray(pts["m"])[mm] * np.asarray(pts["n"])[mm]
                        * np.asarray(pts["k"])[mm] / np.asarray(pts["t"])[mm])) / peak if mm.any() else 1.0
     p, tmod = fit_gemm(pts, peak, b.sheet[hbm_of or g].hbm, b.prof[hbm_of or g]["hbm"]["efficiency"],
-                       b.sheet[g].sms, GEMM_BYTES[dtype], eta_cap=cap)
+                       b.sheet[g].sms, GEMM_BYTES[dtype], eta_cap=cap, k_half=k_half)
     per = {s: round_sig(np.median(np.abs(tmod[src == s] / np.asarray(pts["t"])[src == s] - 1)), 3)
            for s in dict.fromkeys(src)}
     fit = fit_stats(tmod, pts["t"], [rel(k) for k in keys], median_rel_err_by_source=per,
                     method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; "
                            f"eta_max bounded by the MAMF maximum {cap:.3f}")
     e = dict(note=" ".join(notes)) if notes else {}
-    b.prof[g]["gemm"][dtype] = gemm_entry(p, fit, **e)
+    b.prof[g]["gemm"][dtype] = gemm_entry(p, fit, power_limited=not all(k in BURST_SOURCES for k in keys), **e)
     b.use(g, *keys)
     b.summary.append(("gemm", g, dtype, f"n={fit['n_points']:4d} median {fit['median_rel_err']:.3f} max "
                       f"{fit['max_rel_err']:.3f} R2 {fit['r2']:.3f}  eta_max {p.eta_max:.3f} k_half {p.k_half:.0f} "
@@ -137,7 +148,9 @@ def fit_gemm_fp4(b: Build) -> None:
           ["vLLM bench_nvfp4_gemm.py on B200: CUTLASS NVFP4 (E2M1, an E4M3 scale per 16 elements) on",
            "pre-quantized operands, N=6144 K=4096, M = 1..16,384; 3.9 PFLOP/s at the largest M, 43% of the",
            "9 PFLOP/s dense FP4 peak where FP8 reaches 76% of its own (block-scale handling). One shape: the",
-           "tile fit sees no N or K sweep. The activation quantization it times apart is costmodel.formats' cast."])
+           "tile fit sees no N or K sweep, so k_half is the B200 FP8 fit's (one K cannot tell it from eta_max).",
+           "The activation quantization it times apart is costmodel.formats' cast."],
+          k_half=b.prof[g]["gemm"]["fp8"]["k_half"])
     rows = D["torch-bf16"]
     t = gemm_time_s([r["m"] for r in rows], [r["n"] for r in rows], [r["k"] for r in rows], 1, b.sheet[g].peak["bf16"],
                     b.sheet[g].hbm, b.prof[g]["hbm"]["efficiency"], _params(b.prof[g]["gemm"]["bf16"]), 2.0)

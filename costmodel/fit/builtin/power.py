@@ -64,6 +64,7 @@ from .data import path as _p
 from .dvfs import fit_dvfs
 from .data import rel as _rel
 from .b200 import power_b200
+from .msmf import flop_w_from_msmf, read_msmf_table
 from .variants import VARIANTS, idle_w, power_source, same_die_factors
 
 ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
@@ -530,10 +531,13 @@ def _power_a100(g, fits: _Fits):
 
 
 def _power_hopper(g, tdp, fits: _Fits):
-    """``power:`` of H100 / H200: idle from the H100 trace, dynamic terms the A100 fit scaled by TDP."""
+    """``power:`` of H100 / H200: idle from the H100 trace, flop_w from the H200's burst and sustained
+    matmul rates (costmodel/fit/builtin/msmf.py), hbm_w and link_w the A100 fit scaled by TDP."""
     a, h = fits.a, fits.h
     k = tdp / fits.tdp_a
-    f_w, hb_w, l_w = a["flop_w"] * k, a["hbm_w"] * k, a["link_w"] * k
+    hb_w, l_w = a["hbm_w"] * k, a["link_w"] * k
+    f_w, frec = flop_w_from_msmf(read_msmf_table(_p("msmf"))["NVIDIA H200 SXM"], h["idle_w"], fits.gamma, fits.v_floor)
+    frec["inputs"] = [_rel("msmf")]
     u_eff = (h["loaded_w"] - h["idle_w"]) / f_w
     idle = dict(data="8x H100 80GB (Azure) GPT-8B PyTorch DDP training, nvidia-smi power.draw at 100 ms "
                      "(grantwilkins/training_profile)",
@@ -551,16 +555,16 @@ def _power_hopper(g, tdp, fits: _Fits):
     own = "fitted" if g == "h100-sxm-80gb" else "borrowed"
     return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), spin_w=_r(h["spin_w"]),
                 gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
-                fit=dict(idle_w=idle, spin_w=_spin_record(fits), loaded=loaded, gamma=fits.dvfs_rec,
-                         gamma_check=fits.zeus_rec, inputs=[_rel("h100_trace")] + fits.a100_in),
-                basis=dict(idle_w=own, spin_w=own, flop_w="derived", hbm_w="derived", link_w="derived",
-                           gamma="borrowed", v_floor_clock_ratio="borrowed"),
-                derived_from=("a100-sxm-80gb:power (flop_w, hbm_w, link_w x 700/400 TDP)"
-                              + "; gamma, v_floor_clock_ratio: borrowed from the A100 SXM locked-clock sweeps"
-                              + ("; idle_w, spin_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
-                                 if g != "h100-sxm-80gb" else "")),
-                note="DERIVED split: idle_w is measured on H100 (trace); no H100 microbenchmark with power exists "
-                     "in the public set, so the dynamic coefficients are the A100 fit scaled by TDP (700/400)"
+                fit=dict(idle_w=idle, spin_w=_spin_record(fits), flop_w=frec, loaded=loaded, gamma=fits.dvfs_rec,
+                         gamma_check=fits.zeus_rec, inputs=[_rel("h100_trace"), _rel("msmf")] + fits.a100_in),
+                basis=dict(idle_w=own, spin_w=own, flop_w="fitted" if g == "h200-sxm-141gb" else "borrowed",
+                           hbm_w="derived", link_w="derived", gamma="borrowed", v_floor_clock_ratio="borrowed"),
+                derived_from=("a100-sxm-80gb:power (hbm_w, link_w x 700/400 TDP); flop_w: the H200's MAMF/MSMF pair "
+                              "(same GH100 die)" + "; gamma, v_floor_clock_ratio: borrowed from the A100 SXM locked-clock "
+                              "sweeps" + ("; idle_w, spin_w: h100-sxm-80gb trace (same GH100 board and 700 W)"
+                                          if g != "h100-sxm-80gb" else "")),
+                note="idle_w is measured on H100 (trace); flop_w from the burst (MAMF) and sustained (MSMF) BF16 "
+                     "matmul rates of one H200 at 700 W; hbm_w and link_w are the A100 fit scaled by TDP (700/400)"
                      + (". H200: same GH100 die, board and 700 W TDP as H100, so H100's values (hbm_w per unit "
                         "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else ""))
 

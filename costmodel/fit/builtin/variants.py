@@ -184,3 +184,13 @@ def mamf_under_cap(src_power: dict, src_tdp_w: float, src_peak: float, src_mamf:
         raise ValueError(f"MAMF {src_mamf:.3g} FLOP/s is above what the power model allows at any utilisation")
     u = brentq(f, 1e-6, 1.0)
     return u * _capped_clock(power, u, tdp_w) * peak
+
+
+def same_die_mamf(src_gemm: dict, src_power: dict, src_tdp_w: float, src_peak: float, src_mamf: float,
+                  power: dict, tdp_w: float, peak: float) -> float:
+    """A same-die variant's best-GEMM FLOP/s (MAMF) from its source's: a burst (the source's GEMM fit
+    says ``power_limited: false``, costmodel/fit/builtin/compute.py) runs at the maximum clock under
+    any limit, so it scales with the peak alone; else :func:`mamf_under_cap`.  Units: W, FLOP/s."""
+    if not src_gemm.get("power_limited", True):
+        return src_mamf * peak / src_peak
+    return mamf_under_cap(src_power, src_tdp_w, src_peak, src_mamf, power, tdp_w, peak)
