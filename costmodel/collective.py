@@ -119,6 +119,12 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
     * all_to_all: intra over k of n/N; inter over N of n (the fraction (N-1)/N leaves the node);
     * send_recv: one transfer of n over the inter-node link when N > 1, else over NVLink.
 
+    The two parts run as a pipeline of chunks, so the slower part sets the pace and the first chunk
+    still crosses the other: the time is max(t_intra, t_inter) + min(l_intra, l_inter), l the
+    latency of a part (its time at a 1-byte message).  Latency-bound messages pay both parts' hops,
+    as NCCL's tuner adds them (src/graph/tuning.cc: intra-node steps x intraLat + inter-node steps x
+    interLat); bandwidth-bound ones the slower part and a negligible fill.
+
     Args:
         collective: one of :data:`COLLECTIVES`.
         n_bytes: array-like message size in nccl-tests convention, bytes.
@@ -143,7 +149,15 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
     else:
         t_in = collective_time_s(collective, n, k, intra_bytes_per_s, p_intra)
         t_out = collective_time_s(collective, n / k, nn, inter_bytes_per_s_per_gpu, p_inter)
-    return np.maximum(t_in, t_out)
+    return pipelined(t_in, t_out, collective_time_s(collective, 1.0, k, intra_bytes_per_s, p_intra),
+                     collective_time_s(collective, 1.0, nn, inter_bytes_per_s_per_gpu, p_inter))
+
+
+def pipelined(t_in, t_out, lat_in, lat_out):
+    """Two pipelined parts of a collective (seconds, arrays): the slower one's time plus the other's
+    fill, max(t_in, t_out) + min(lat_in, lat_out) (:func:`hierarchical_time_s`); a part of one rank
+    (time 0) adds nothing."""
+    return np.maximum(t_in, t_out) + np.minimum(lat_in, lat_out)
 
 
 #: NCCL's tree all-reduce bandwidth model over the ring's (src/graph/tuning.cc, ``ncclTopoTuneModel``:

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, tree_all_reduce_inter_s, tree_hops
+from .collective import (CollectiveParams, collective_time_s, hierarchical_time_s, pipelined,
+                         tree_all_reduce_inter_s, tree_hops)
 from .compute import ACT_BYTES
 from .fabric import sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
@@ -138,9 +139,11 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
         g0 = profile.comm_group_size["inter_node"][coll]
         p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric)
-        t_net = sharp_all_reduce_s(n_bytes, k, nn, cluster.node_nic_bytes_per_s / np.maximum(crossing, 1),
-                                   p_ar, tier_lat)
-        t = np.maximum(collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in), t_net)
+        nic = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
+        t = pipelined(collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in),
+                      sharp_all_reduce_s(n_bytes, k, nn, nic, p_ar, tier_lat),
+                      collective_time_s(coll, 1.0, k, cluster.intra_bytes_per_s, p_in),
+                      sharp_all_reduce_s(1.0, k, nn, nic, p_ar, tier_lat))
     else:
         t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
         if coll == "all_reduce":
@@ -162,10 +165,12 @@ def _tree_all_reduce_s(n_bytes, k, nn, inter_bw, tier_lat, cluster: ClusterSpec,
                      cluster.inter_fabric)
     if cluster.tiers:
         p_tree = p_tree.with_alpha(p_tree.alpha_s + 2.0 * np.maximum(hops, 1.0) * tier_lat)
-    t_out = tree_all_reduce_inter_s(n_bytes, k, inter_bw, p_tree,
-                                    profile.comm_protocols.get("inter_node", {}).get("all_reduce", ()))
+    names = profile.comm_protocols.get("inter_node", {}).get("all_reduce", ())
+    t_out = tree_all_reduce_inter_s(n_bytes, k, inter_bw, p_tree, names)
     t_in = collective_time_s("all_reduce", n_bytes, k, cluster.intra_bytes_per_s, p_in)
-    return np.where(nn > 1, np.maximum(t_in, t_out), np.inf)
+    lat_in = collective_time_s("all_reduce", 1.0, k, cluster.intra_bytes_per_s, p_in)
+    return np.where(nn > 1, pipelined(t_in, t_out, lat_in, tree_all_reduce_inter_s(1.0, k, inter_bw, p_tree, names)),
+                    np.inf)
 
 
 @dataclass

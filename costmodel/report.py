@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from . import metrics
-from .layouts import RECOMPUTE, layout_name, light_last_stage, uneven_split
+from .layouts import RECOMPUTE, layout_name
 from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
-from .stacks import RECIPE_SWITCHES, STACKS
+from .stacks import RECIPE_SWITCHES
 
 GIB = 2.0**30
 _TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
@@ -138,6 +138,20 @@ def memory_table(rec: dict) -> Table:
     tb.add_row("[bold]peak", f"[bold]{rec['peak_mem_bytes'] / GIB:.2f}")
     tb.add_row("HBM capacity", f"{rec['hbm_capacity_bytes'] / GIB:.2f}")
     return tb
+
+
+def power_limit_line(rec: dict, boost_clock_mhz: float | None) -> str | None:
+    """The line that says why a record's step exceeds its breakdown's sum: the power limit holds the
+    clocks of kernels measured above it (costmodel.power.compute_under_cap); None where it does not."""
+    unc = rec.get("uncapped_step_time_s")
+    if unc is None or not rec["step_time_s"] > unc * (1 + 1e-3):
+        return None
+    caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))
+    clock = (f" and run at {rec['sm_clock_mhz']:.0f} of {boost_clock_mhz:.0f} MHz" if boost_clock_mhz else
+             f" and run at {rec['sm_clock_mhz']:.0f} MHz")
+    return (f"power-limited: under the {'/'.join(str(c) for c in caps)} W limit the compute kernels draw "
+            f"{rec['compute_power_w']:.0f} W{clock}: {rec['step_time_s']:.3f} s per step, against "
+            f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown)")
 
 
 def energy_line(rec: dict) -> str:

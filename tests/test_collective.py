@@ -80,13 +80,17 @@ def test_invalid_parameters_are_rejected():
         CollectiveParams.from_protocols([(1e-6, 0.0)])
 
 
-def test_hierarchical_is_the_slower_of_the_two_pipelined_parts():
+def test_hierarchical_is_the_slower_of_the_two_pipelined_parts_plus_the_fill():
+    """Two nodes: the NIC-bound part (n/k over 2 nodes) sets the pace and the first chunk still
+    crosses NVLink, whose latency (the smaller of the two) is added."""
     p_out = CollectiveParams.from_protocols([(50e-6, 0.1), (100e-6, 0.6)])
     n = np.array([1e3, 1e6, 1e9])
     one_node = hierarchical_time_s("all_reduce", n, 8, 1, 450e9, 25e9, P, p_out)
     assert np.allclose(one_node, collective_time_s("all_reduce", n, 8, 450e9, P), rtol=1e-12)
     two = hierarchical_time_s("all_reduce", n, 8, 2, 450e9, 25e9, P, p_out)
-    assert two[-1] == pytest.approx(100e-6 + 1e9 / 8 / (0.6 * 25e9), rel=1e-12)  # NIC-bound: n/k over 2 nodes
+    fill = min(float(collective_time_s("all_reduce", 1.0, 8, 450e9, P)),
+               float(collective_time_s("all_reduce", 1.0, 2, 25e9, p_out)))
+    assert two[-1] == pytest.approx(100e-6 + 1e9 / 8 / (0.6 * 25e9) + fill, rel=1e-12)
     assert np.all(two >= one_node)
 
 

@@ -134,3 +134,22 @@ def test_power_limited_is_a_yaml_boolean(tmp_path, value):
     with pytest.raises(InputError, match="expected true or false") as e:
         load_profile(str(f))
     assert "gemm.bf16.power_limited" in str(e.value)
+
+
+@pytest.mark.parametrize("old,new,field,why", [
+    ("    power_limited: false\n", "    power_limitd: false\n", "gemm.bf16.power_limitd", "unknown key"),
+    ("  hbm_w: 378.2\n", "  hbm_w: -5\n", "power.hbm_w", "must be >= 0"),
+    ("  spin_w: 33.91\n", "  spin_w: -200\n", "power.spin_w", "must be >= 0"),
+])
+def test_a_misspelt_gemm_key_or_a_negative_power_term_is_refused(tmp_path, old, new, field, why):
+    """A misspelt key would leave its default in force unseen; a negative activity term would have a
+    busy GPU draw less than an idle one."""
+    from costmodel.errors import InputError
+    from costmodel.specs import hardware_dir, load_profile
+    text = (hardware_dir() / "profiles" / "h100-sxm-80gb.yaml").read_text()
+    assert old in text
+    f = tmp_path / "p.yaml"
+    f.write_text(text.replace(old, new, 1))
+    with pytest.raises(InputError, match=why) as e:
+        load_profile(str(f))
+    assert field in str(e.value)

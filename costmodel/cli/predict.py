@@ -1,7 +1,6 @@
 """``costmodel predict``: one layout, its full breakdown, power, temperature and energy."""
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import List, Optional
@@ -80,7 +79,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                                     f"block --recompute-num-layers {lay['recompute_num_layers']})"
                                     if lay["recompute_num_layers"] else "")
         print(f"costmodel: note: --recompute auto chose {chose}" if fits else
-              f"costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
+              "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
               file=sys.stderr)
     run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
                       derate=parse_derate(derate or []))
@@ -120,7 +119,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"  ± is one sigma: the fit residuals of {p.path} ({100 * band.fit_rel:.1f}%) and the model's "
               f"error on published runs of its regime {band.model_form_key} ({100 * band.model_form_rel:.1f}%)"
               + (f"; no fit data for: {', '.join(band.unfitted)}" if band.unfitted else ""), highlight=False)
-    out.print(report.breakdown_table(rec, "Step time breakdown (uncapped)"))
+    limited = report.power_limit_line(rec, c.gpu.boost_clock_mhz)
+    if limited:
+        out.print(limited)
+    out.print(report.breakdown_table(rec, "Step time breakdown (before the power limit)"))
     out.print(report.memory_table(rec))
     if energy is not None:
         out.print(report.energy_line(rec))

@@ -28,10 +28,11 @@ class GemmParams:
         tile_m, tile_n: output tile size of the kernel, elements.
         num_sms: streaming multiprocessors (compute units) of the GPU, from its datasheet.
         power_limited: whether the measurements ran long enough for the GPU's power limit to set
-            their clock (a sustained loop such as Azure's 10,000 warm-up iterations, or the
-            calibration suite): True; False for bursts too short for the limit to act (XLA's 10
-            kernel runs per shape, mamf-finder's best shape, ~15 ms), which ran at the maximum
-            clock, so the power model throttles them under the cap (costmodel.power.compute_under_cap).
+            their clock (a sustained loop such as Azure's 10,000 warm-up iterations): True, the
+            default, also taken for the calibration suite's GEMM phase; False for bursts too short
+            for the limit to act (XLA's 10 kernel runs per shape, mamf-finder's best shape, ~15 ms),
+            which ran at the maximum clock, so the power model throttles them under the cap
+            (costmodel.power.compute_under_cap).
     """
 
     eta_max: float

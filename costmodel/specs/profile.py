@@ -189,6 +189,9 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         if not isinstance(g, dict):
             raise InputError(w, f"gemm.{dt}", "expected a mapping")
         pre = f"gemm.{dt}."
+        for key in g:
+            if key not in _GEMM_KEYS:      # a misspelt key would leave its default in force unseen
+                raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(_GEMM_KEYS)})")
         gemm[dt] = GemmParams(
             eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
             launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
@@ -265,6 +268,8 @@ def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     return v
 
 
+_GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "power_limited", "fit", "note",
+              "derived_from", "kept_from")
 _KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
 _KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
 
@@ -336,7 +341,11 @@ def _power(d: dict, w: str):
     if limit <= g("idle_w"):
         raise InputError(w, "power.kernel_limit_w", f"{limit:g} W is not above idle_w ({g('idle_w'):g} W): no kernel "
                          "runs under such a limit")
-    return PowerParams(idle_w=g("idle_w"), coeff_w={t.name: g(t.key, positive=t.positive) for t in POWER_TERMS},
+    coeff = {t.name: g(t.key, positive=t.positive) for t in POWER_TERMS}
+    for t in POWER_TERMS:       # a negative activity term would have a busy GPU draw less than an idle one
+        if coeff[t.name] < 0:
+            raise InputError(w, f"power.{t.key}", f"must be >= 0, got {coeff[t.name]:g}")
+    return PowerParams(idle_w=g("idle_w"), coeff_w=coeff,
                        gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
                        kernel_limit_w=limit, basis={str(k): str(v) for k, v in basis.items()})
 

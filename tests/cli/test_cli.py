@@ -260,3 +260,20 @@ def test_scale_out_what_ifs_on_the_command_line():
                           "--oversubscription", "no inter_node.tiers")
     assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--scale-out-gbps", "0"),
                           "--scale-out-gbps", "outside 1 .. 100,000")
+
+
+def test_predict_says_when_the_power_limit_sets_the_step():
+    """BF16 GEMM tables measured in bursts (H100): the 700 W limit holds them below the maximum clock
+    and predict says so beside the breakdown; FP8 tables measured under the limit need no such line."""
+    args = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "1", "--pp", "1",
+            "--mbs", "1", "--gbs", "8", "--seq-len", "4096")
+    p = run(*args)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("power-limited:"))
+    assert "700 W limit" in line and "of 1830 MHz" in line
+    rec = json.loads(run(*args, "--json").stdout)
+    assert f"{rec['step_time_s']:.3f} s per step" in p.stdout.replace("\n", " ")
+    assert rec["step_time_s"] > rec["uncapped_step_time_s"]
+    q = run(*args, "--precision", "fp8")
+    assert q.returncode == 0, q.stderr
+    assert "power-limited:" not in q.stdout
