@@ -114,7 +114,7 @@ def ranking_table(pred: Prediction, top: int, title: str) -> Table:
 
 
 def breakdown_table(rec: dict, title: str) -> Table:
-    """Rich table of one record's time breakdown at full clocks (seconds and share of the step they
+    """Rich table of one record's time breakdown before the power limit (seconds and share of the step they
     sum to, ``uncapped_step_time_s`` when power capping changed the step)."""
     tb = Table(title=title, header_style="bold")
     tb.add_column("term")

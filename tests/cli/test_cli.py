@@ -277,3 +277,22 @@ def test_predict_says_when_the_power_limit_sets_the_step():
     q = run(*args, "--precision", "fp8")
     assert q.returncode == 0, q.stderr
     assert "power-limited:" not in q.stdout
+
+
+def test_recommend_gives_the_winners_power_limited_step_predict_prints():
+    """On B200 the 1000 W limit holds the burst-measured BF16 GEMMs near 0.78 of their clock: the
+    winner's step under it is the one predict prints for that layout, well above the table's."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-b200", "--nodes", "4", "--gbs", "128", "--top", "3")
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("under its 1000 W power limit"))
+    capped = float(line.split("drop: ")[1].split(" s")[0])
+    rec = json.loads(run("recommend", "--model", "llama3-70b", "--cluster", "dgx-b200", "--nodes", "4", "--gbs",
+                         "128", "--top", "1", "--json").stdout)["ranked"][0]
+    assert capped == pytest.approx(rec["power_limited_step_time_s"], abs=1e-3) and capped > 1.1 * rec["step_time_s"]
+    lay = rec["layout"]
+    pred = json.loads(run("predict", "--model", "llama3-70b", "--cluster", "dgx-b200", "--nodes", "4", "--gbs", "128",
+                          *(f"--{k.replace('_', '-')}={v}" for k, v in lay.items()
+                            if k in ("tp", "pp", "cp", "vp", "mbs", "recompute", "zero")),
+                          *(("--tp-comm-overlap",) if rec["recipe"]["tp_comm_overlap"] else ()),
+                          *(("--dp-overlap",) if rec["recipe"]["dp_overlap"] else ()), "--json").stdout)
+    assert pred["step_time_s"] == pytest.approx(rec["power_limited_step_time_s"], rel=1e-6)
