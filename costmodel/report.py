@@ -173,9 +173,13 @@ def energy_line(rec: dict) -> str:
                if rec.get("nodes") else ""))
 
 
-def per_gpu_table(rows: list[dict], top: int = 16) -> Table:
-    """Rich table of per-GPU power and temperature, hottest first (``top`` rows)."""
-    tb = Table(title=f"Per-GPU power and temperature (hottest {min(top, len(rows))} of {len(rows)})",
+def per_gpu_table(rows: list[dict], top: int = 16, num_gpus: int | None = None) -> Table:
+    """Rich table of per-GPU power and temperature, hottest first (``top`` rows).  ``rows`` may list
+    representative GPUs only (costmodel.energy.layout_energy: a stage's nodes run alike, so its first
+    nodes stand for the rest); ``num_gpus`` (the job's) says so in the title."""
+    listed = f"{len(rows)} listed of {num_gpus} GPUs, the other nodes of a stage alike" if (
+        num_gpus is not None and num_gpus > len(rows)) else f"{len(rows)}"
+    tb = Table(title=f"Per-GPU power and temperature (hottest {min(top, len(rows))} of {listed})",
                header_style="bold")
     for c in ("rank", "node", "slot", "stage", "avg W", "peak W", "temp C", "SM MHz", "throttled"):
         tb.add_column(c, justify="right")

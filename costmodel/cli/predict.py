@@ -126,7 +126,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(report.memory_table(rec))
     if energy is not None:
         out.print(report.energy_line(rec))
-        out.print(report.per_gpu_table(rec["per_gpu"], top=16))
+        out.print(report.per_gpu_table(rec["per_gpu"], top=16, num_gpus=rec["num_gpus"]))
     title, text = launch_settings(lay, m, r, fmt=fmt)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped

@@ -296,3 +296,13 @@ def test_recommend_gives_the_winners_power_limited_step_predict_prints():
                           *(("--tp-comm-overlap",) if rec["recipe"]["tp_comm_overlap"] else ()),
                           *(("--dp-overlap",) if rec["recipe"]["dp_overlap"] else ()), "--json").stdout)
     assert pred["step_time_s"] == pytest.approx(rec["power_limited_step_time_s"], rel=1e-6)
+
+
+def test_the_per_gpu_table_says_which_gpus_stand_for_the_rest():
+    """TP 8 x PP 2 on 16 GB200 trays (64 GPUs): each stage fills whole trays, whose first tray stands
+    for the others, so 8 GPUs are listed and the title says of how many."""
+    p = run("predict", "--model", "llama3-70b", "--cluster", "gb200-nvl72", "--nodes", "16", "--tp", "8", "--pp", "2",
+            "--mbs", "1", "--gbs", "64", "--seq-len", "4096")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "(hottest 8 of 8 listed of 64 GPUs, the other nodes of a stage alike)" in text
