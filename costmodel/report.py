@@ -18,8 +18,9 @@ from .specs import ClusterSpec, ModelSpec, Recipe
 from .stacks import RECIPE_SWITCHES
 
 GIB = 2.0**30
-_TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
-               "ep_comm_s": "EP comm", "pp_comm_s": "PP comm", "bubble_s": "pipeline bubble",
+# every communication term is the part compute does not hide (costmodel.schedule)
+_TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm exposed", "cp_comm_s": "CP comm exposed",
+               "ep_comm_s": "EP comm exposed", "pp_comm_s": "PP comm exposed", "bubble_s": "pipeline bubble",
                "dp_comm_s": "DP/FSDP comm exposed", "optimizer_s": "optimizer"}
 
 
