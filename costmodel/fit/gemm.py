@@ -1,7 +1,10 @@
 """The ``gemm:`` section of a profile fitted to the suite's GEMM records."""
 from __future__ import annotations
 
-from costmodel.specs import GpuSpec
+import numpy as np
+
+from costmodel.gemm import gemm_time_s
+from costmodel.specs import GemmParams, GpuSpec
 
 from .measurements import FitReport, Measurements
 from .primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, quality, warn_outliers
@@ -31,7 +34,42 @@ def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: F
         fit = fit_stats(tm, pts["t"], sorted({str(s.path) for s in meas.suites}),
                         method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; eta_max <= 1")
         warn_outliers(f"gemm.{dt}", tm, pts["t"], [f"{r['m']}x{r['n']}x{r['k']} (line {r['_line']})" for r in rows], report)
-        out[dt] = gemm_entry(p, fit)
+        out[dt] = gemm_entry(p, fit, **_power_limited(meas, dt, p, peak, gpu, hbm_eff, report))
         report.rows.append((f"gemm.{dt}", f"eta_max {p.eta_max:.3f} k_half {p.k_half:.0f} tile {p.tile_m}x{p.tile_n}",
                             quality(fit)))
     return out
+
+
+#: a sustained GEMM more than this far below the table's rate for its shape shows the table's
+#: calls ran above the clock the power limit holds (the B200 burst/sustained gap is 18-25%, the
+#: H200's 9%; run-to-run spread of the same GEMM on one GPU is ~1-2%)
+BURST_GAP = 0.03
+
+
+def _power_limited(meas: Measurements, dtype: str, p: GemmParams, peak: float, gpu: GpuSpec, hbm_eff: float,
+                   report: FitReport) -> dict:
+    """``power_limited`` of the fitted table (costmodel.specs.GemmParams): false when the suite's
+    sustained GEMM of this dtype (calibration/suite/thermal.py, seconds back to back under the
+    limit) runs more than :data:`BURST_GAP` below the rate the fitted table gives its shape, i.e.
+    the table's short timed loops (5 + 20 calls a shape) ran above the sustained clock.  Without a
+    sustained GEMM of the dtype: true (the suite's premise), with a warning."""
+    runs = [ph for s in meas.suites for ph in s["phase"]
+            if ph["name"] == "sustained_gemm" and ph.get("dtype") == dtype and ph.get("flops_per_s")]
+    if not runs:
+        report.warnings.append(f"gemm.{dtype}: no sustained GEMM of this dtype in the inputs: its table is taken as "
+                               "measured under the power limit (power_limited: true)")
+        return dict(power_limited=True)
+    ratios = []
+    for ph in runs:
+        m, n, k = (float(ph[x]) for x in ("m", "n", "k"))
+        t = float(gemm_time_s(m, n, k, 1.0, peak, gpu.hbm_bytes_per_s, hbm_eff, p, GEMM_BYTES.get(dtype, 2.0)))
+        ratios.append(ph["flops_per_s"] / (2.0 * m * n * k / t))
+    r = float(np.median(ratios))
+    burst = r < 1.0 - BURST_GAP
+    report.rows.append((f"gemm.{dtype} power", f"sustained / table rate {r:.3f} over {len(ratios)} run(s)",
+                        "burst: power_limited false" if burst else "power-limited"))
+    return dict(power_limited=not burst,
+                power_check=dict(sustained_over_table=round(r, 4), n_runs=len(ratios), gap=BURST_GAP,
+                                 method="median over the suite's sustained GEMMs of their FLOP/s over the fitted "
+                                        "table's for the same shape; below 1 - gap the table ran above the "
+                                        "sustained clock"))

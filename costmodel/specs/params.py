@@ -29,7 +29,8 @@ class GemmParams:
         num_sms: streaming multiprocessors (compute units) of the GPU, from its datasheet.
         power_limited: whether the measurements ran long enough for the GPU's power limit to set
             their clock (a sustained loop such as Azure's 10,000 warm-up iterations): True, the
-            default, also taken for the calibration suite's GEMM phase; False for bursts too short
+            default (``calibrate fit`` decides it from the suite's sustained GEMM,
+            costmodel/fit/gemm.py); False for bursts too short
             for the limit to act (XLA's 10 kernel runs per shape, mamf-finder's best shape, ~15 ms),
             which ran at the maximum clock, so the power model throttles them under the cap
             (costmodel.power.compute_under_cap).

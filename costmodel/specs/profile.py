@@ -268,8 +268,8 @@ def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     return v
 
 
-_GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "power_limited", "fit", "note",
-              "derived_from", "kept_from")
+_GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "power_limited", "power_check", "fit",
+              "note", "derived_from", "kept_from")
 _KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
 _KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
 

@@ -380,3 +380,28 @@ def test_implausible_protocol_fits_are_flagged():
     ok = FitReport()
     warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2e-5, 0.8))), 1.0, ok)
     assert ok.warnings == []
+
+
+@pytest.mark.parametrize("sustained_tflops,power_limited", [(600.0, False), (1000.0, True)])
+def test_a_sustained_gemm_below_the_table_marks_the_table_a_burst(tmp_path, sustained_tflops, power_limited):
+    """XLA's H100 table (10-kernel bursts) as suite GEMM records, plus the suite's sustained 8192^3 GEMM:
+    at 600 TFLOP/s, under the ~780 the fitted table gives that shape, the table ran above the
+    sustained clock (power_limited: false); at a rate the table does not exceed, it is power-limited."""
+    rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
+    recs = [provenance()]
+    for r in rows:
+        flops = 2.0 * r.get("b", 1) * r["m"] * r["n"] * r["k"]
+        recs.append(make_record("gemm", "node0", 0, dtype="bf16", b=r.get("b", 1), m=r["m"], n=r["n"], k=r["k"],
+                                time_s=r["time_s"], flops_per_s=flops / r["time_s"], iters=1, source="xla sm_90 table",
+                                t_start_unix=0.0, t_end_unix=0.0))
+    recs.append(make_record("phase", "node0", 0, name="sustained_gemm", slot=0, t_start_unix=10.0, t_end_unix=70.0,
+                            flops_per_s=sustained_tflops * 1e12, hbm_bytes_per_s=None, link_bytes_per_s=None,
+                            power_limit_w=700.0, dtype="bf16", m=8192, n=8192, k=8192, calls=50000))
+    raw = write_jsonl(tmp_path / "raw.jsonl", recs)
+    out = tmp_path / "h100.yaml"
+    rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(out))
+    assert rc == 0, se
+    g = yaml.safe_load(out.read_text())["gemm"]["bf16"]
+    assert g["power_limited"] is power_limited
+    r = g["power_check"]["sustained_over_table"]
+    assert (r < 0.97) is not power_limited and 0.7 < r < 1.35
