@@ -75,7 +75,8 @@ def test_allreduce_fit_reproduces_p5_busbw_within_10pct(tmp_path):
     assert "no measurement of" in se + so
 
 
-def test_gemm_fit_from_suite_records_reproduces_xla_table(tmp_path):
+def _xla_h100_gemm_records():
+    """XLA's sm_90 BF16 matmul table as suite GEMM records (one per shape), after a provenance record."""
     rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
     recs = [provenance()]
     for r in rows:
@@ -83,6 +84,11 @@ def test_gemm_fit_from_suite_records_reproduces_xla_table(tmp_path):
         recs.append(make_record("gemm", "node0", 0, dtype="bf16", b=r.get("b", 1), m=r["m"], n=r["n"], k=r["k"],
                                 time_s=r["time_s"], flops_per_s=flops / r["time_s"], iters=1, source="xla sm_90 table",
                                 t_start_unix=0.0, t_end_unix=0.0))
+    return rows, recs
+
+
+def test_gemm_fit_from_suite_records_reproduces_xla_table(tmp_path):
+    rows, recs = _xla_h100_gemm_records()
     raw = write_jsonl(tmp_path / "raw.jsonl", recs)
     out = tmp_path / "h100.yaml"
     rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(out))
@@ -387,13 +393,7 @@ def test_a_sustained_gemm_below_the_table_marks_the_table_a_burst(tmp_path, sust
     """XLA's H100 table (10-kernel bursts) as suite GEMM records, plus the suite's sustained 8192^3 GEMM:
     at 600 TFLOP/s, under the ~780 the fitted table gives that shape, the table ran above the
     sustained clock (power_limited: false); at a rate the table does not exceed, it is power-limited."""
-    rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
-    recs = [provenance()]
-    for r in rows:
-        flops = 2.0 * r.get("b", 1) * r["m"] * r["n"] * r["k"]
-        recs.append(make_record("gemm", "node0", 0, dtype="bf16", b=r.get("b", 1), m=r["m"], n=r["n"], k=r["k"],
-                                time_s=r["time_s"], flops_per_s=flops / r["time_s"], iters=1, source="xla sm_90 table",
-                                t_start_unix=0.0, t_end_unix=0.0))
+    _, recs = _xla_h100_gemm_records()
     recs.append(make_record("phase", "node0", 0, name="sustained_gemm", slot=0, t_start_unix=10.0, t_end_unix=70.0,
                             flops_per_s=sustained_tflops * 1e12, hbm_bytes_per_s=None, link_bytes_per_s=None,
                             power_limit_w=700.0, dtype="bf16", m=8192, n=8192, k=8192, calls=50000))
