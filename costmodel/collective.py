@@ -106,7 +106,7 @@ def effective_busbw(n_bytes, link_bytes_per_s, p: CollectiveParams, collective: 
 
 def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra_bytes_per_s,
                         inter_bytes_per_s_per_gpu, p_intra: CollectiveParams,
-                        p_inter: CollectiveParams):
+                        p_inter: CollectiveParams, tree: tuple | None = None):
     """Time of a collective over ``ranks_per_node * n_nodes`` ranks that may span nodes, seconds.
 
     The group has k = ``ranks_per_node`` ranks in each of N = ``n_nodes`` nodes.  NCCL runs a
@@ -133,6 +133,9 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
         inter_bytes_per_s_per_gpu: a GPU's share of its node's NIC bandwidth, bytes/s: NIC line rate x
             NICs per node / GPUs of the node crossing the network at the same time.
         p_intra, p_inter: fitted :class:`CollectiveParams` for the two scopes.
+        tree: for an all-reduce, ``(p_tree, protocol_names)``: the inter-node lines with the alpha of
+            NCCL's double binary tree (:func:`tree_all_reduce_inter_s`); the result is then the faster
+            of ring and tree, as NCCL's tuner picks.  None: the ring alone.
     Returns:
         numpy array of seconds.
     """
@@ -149,8 +152,14 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
     else:
         t_in = collective_time_s(collective, n, k, intra_bytes_per_s, p_intra)
         t_out = collective_time_s(collective, n / k, nn, inter_bytes_per_s_per_gpu, p_inter)
-    return pipelined(t_in, t_out, collective_time_s(collective, 1.0, k, intra_bytes_per_s, p_intra),
-                     collective_time_s(collective, 1.0, nn, inter_bytes_per_s_per_gpu, p_inter))
+    lat_in = collective_time_s(collective, 1.0, k, intra_bytes_per_s, p_intra)
+    t = pipelined(t_in, t_out, lat_in, collective_time_s(collective, 1.0, nn, inter_bytes_per_s_per_gpu, p_inter))
+    if tree is None or collective != "all_reduce":
+        return t
+    p_tree, names = tree
+    t_tree = pipelined(t_in, tree_all_reduce_inter_s(n, k, inter_bytes_per_s_per_gpu, p_tree, names), lat_in,
+                       tree_all_reduce_inter_s(1.0, k, inter_bytes_per_s_per_gpu, p_tree, names))
+    return np.where(nn > 1, np.minimum(t, t_tree), t)
 
 
 def pipelined(t_in, t_out, lat_in, lat_out):

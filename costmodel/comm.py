@@ -37,8 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import (CollectiveParams, collective_time_s, hierarchical_time_s, pipelined,
-                         tree_all_reduce_inter_s, tree_hops)
+from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, pipelined, tree_hops
 from .compute import ACT_BYTES
 from .fabric import sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
@@ -145,32 +144,25 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
                       collective_time_s(coll, 1.0, k, cluster.intra_bytes_per_s, p_in),
                       sharp_all_reduce_s(1.0, k, nn, nic, p_ar, tier_lat))
     else:
-        t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out)
-        if coll == "all_reduce":
-            t = np.minimum(t, _tree_all_reduce_s(n_bytes, k, nn, inter_bw, tier_lat, cluster, profile, p_in))
+        # over 2 nodes the tree takes the ring's 2 hops at less bandwidth: only more nodes can pick it
+        tree = _tree_params(nn, tier_lat, cluster, profile) if coll == "all_reduce" and np.any(nn > 2) else None
+        t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out, tree)
     if coll == "send_recv":
         return t
     return np.where(np.asarray(size) > 1, t, 0.0)
 
 
-def _tree_all_reduce_s(n_bytes, k, nn, inter_bw, tier_lat, cluster: ClusterSpec, profile: Profile,
-                       p_in: CollectiveParams):
-    """NCCL's tree all-reduce across ``nn`` nodes (``k`` GPUs each), s: the intra-node part as the
-    ring's, pipelined with a double binary tree across nodes whose latency grows with 2 log2(N)
-    network hops (at NCCL's tree hop latency, :data:`NCCL_TREE_HOP_RATIO`, plus each switch tier's)
-    instead of the ring's 2 (N - 1) (costmodel.collective.tree_all_reduce_inter_s).  NCCL runs
-    whichever of the two its tuner predicts faster, so :func:`group_time_s` takes the minimum."""
+def _tree_params(nn, tier_lat, cluster: ClusterSpec, profile: Profile) -> tuple:
+    """The inter-node all-reduce lines of NCCL's double binary tree over ``nn`` nodes and their
+    protocol names (costmodel.collective.hierarchical_time_s ``tree``): 2 log2(N) network hops at
+    NCCL's tree hop latency (:data:`NCCL_TREE_HOP_RATIO`) plus each switch tier's, where the ring
+    has 2 (N - 1) (costmodel.collective.tree_all_reduce_inter_s)."""
     hops = tree_hops(nn)
     p_tree = _params(profile, "inter_node", "all_reduce", 1.0 + hops, cluster.inter_latency_s * NCCL_TREE_HOP_RATIO,
                      cluster.inter_fabric)
     if cluster.tiers:
         p_tree = p_tree.with_alpha(p_tree.alpha_s + 2.0 * np.maximum(hops, 1.0) * tier_lat)
-    names = profile.comm_protocols.get("inter_node", {}).get("all_reduce", ())
-    t_out = tree_all_reduce_inter_s(n_bytes, k, inter_bw, p_tree, names)
-    t_in = collective_time_s("all_reduce", n_bytes, k, cluster.intra_bytes_per_s, p_in)
-    lat_in = collective_time_s("all_reduce", 1.0, k, cluster.intra_bytes_per_s, p_in)
-    return np.where(nn > 1, pipelined(t_in, t_out, lat_in, tree_all_reduce_inter_s(1.0, k, inter_bw, p_tree, names)),
-                    np.inf)
+    return p_tree, profile.comm_protocols.get("inter_node", {}).get("all_reduce", ())
 
 
 @dataclass

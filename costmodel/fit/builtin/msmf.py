@@ -19,8 +19,10 @@ the table's B200 MSMF is the measured end.
 """
 from __future__ import annotations
 
-from costmodel.power import clock_for_dynamic_ratio, dynamic_power_ratio
+from costmodel.power import dynamic_power_ratio
 from costmodel.readers.markdown import markdown_tables
+
+from .variants import capped_clock
 
 
 def read_msmf_table(path) -> dict:
@@ -65,10 +67,5 @@ def flop_w_from_msmf(row: dict, idle_w: float, gamma: float, v_floor: float) -> 
 
 def sustained_tflops(power: dict, mamf_tflops: float, peak_tflops: float, tdp_w: float) -> float:
     """The matmul rate (TFLOP/s) a burst of ``mamf_tflops`` holds under ``tdp_w`` by the power model
-    (``power``: a profile's ``power:`` coefficients)."""
-    u = mamf_tflops / peak_tflops
-    dyn = power["flop_w"] * u
-    if power["idle_w"] + dyn <= tdp_w:
-        return mamf_tflops
-    return mamf_tflops * float(clock_for_dynamic_ratio((tdp_w - power["idle_w"]) / dyn, power["gamma"],
-                                                       power["v_floor_clock_ratio"]))
+    (``power``: a profile's ``power:`` coefficients; the clock of :func:`.variants.capped_clock`)."""
+    return mamf_tflops * capped_clock(power, mamf_tflops / peak_tflops, tdp_w)

@@ -156,7 +156,7 @@ MAMF_PAIRS = (("a100-pcie-80gb", A100, "NVIDIA A100 PCIe", "NVIDIA A100 SXM"),
               ("gh200-96gb", H100, "NVIDIA GH200 SXM", "NVIDIA H100 SXM"))
 
 
-def _capped_clock(power: dict, u: float, cap_w: float) -> float:
+def capped_clock(power: dict, u: float, cap_w: float) -> float:
     """Clock ratio of a GEMM at full-clock tensor utilisation ``u`` under ``cap_w`` (costmodel/power.py)."""
     from costmodel.power import clock_for_dynamic_ratio
     dyn = power["flop_w"] * u
@@ -179,11 +179,11 @@ def mamf_under_cap(src_power: dict, src_tdp_w: float, src_peak: float, src_mamf:
     """
     from scipy.optimize import brentq
     target = src_mamf / src_peak
-    f = lambda u: u * _capped_clock(src_power, u, src_tdp_w) - target  # noqa: E731
+    f = lambda u: u * capped_clock(src_power, u, src_tdp_w) - target  # noqa: E731
     if f(1.0) < 0:
         raise ValueError(f"MAMF {src_mamf:.3g} FLOP/s is above what the power model allows at any utilisation")
     u = brentq(f, 1e-6, 1.0)
-    return u * _capped_clock(power, u, tdp_w) * peak
+    return u * capped_clock(power, u, tdp_w) * peak
 
 
 def same_die_mamf(src_gemm: dict, src_power: dict, src_tdp_w: float, src_peak: float, src_mamf: float,
