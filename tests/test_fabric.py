@@ -359,3 +359,22 @@ def test_a_small_collective_across_two_nodes_pays_the_hops_of_both_parts():
                                       _params(p, "inter_node", "all_reduce", 2, 2.7e-6, "infiniband")))
     assert two - one == pytest.approx(lat_out, rel=1e-9)
     assert 6.6e-6 + 2 * 2.7e-6 <= lat_out < one
+
+
+def test_meta_roce_cluster_prices_its_aggregation_taper_and_its_hash_collisions():
+    """Meta's 24K-GPU RoCE cluster (Llama 3 paper sec. 3.3.1): 3,072 nodes in 8 pods of 384 at 1:7
+    above the pods, E-ECMP with 16 flows per GPU pair.  An all-to-all over 768 nodes (stride 8) sends
+    half of each GPU's traffic to the other pod, whose uplinks carry 1/7 of the NICs' rate: 3.5 with
+    even load.  Hashed, each NIC's 767 peer flows (half across) land on 384 x 8 / 7 = 438.9 uplinks at
+    lambda = 0.5 x 7 x 767 = 2,684.5 a link; by the normal extreme-value form (David and Nagaraja,
+    sec. 10.5) with a = sqrt(2 ln 438.9) = 3.489 the busiest holds
+    lambda + sqrt(lambda) (a - (ln ln U + ln 4 pi) / (2a) + gamma / a) = 2,684.5 + 51.81 x 3.033
+    = 2,841.6 flows, 3.705 x a NIC's share.  A DP ring over all 2,048 nodes of a 16K job crosses a
+    pod boundary on 6 of its 2,048 hops, so the taper never binds it."""
+    c = load_cluster("meta-roce-h100", nodes=3072)
+    assert c.num_gpus == 24576 and [t.oversubscription for t in c.tiers] == [1, 7, 1]
+    assert all(t.routing == "ecmp" and t.ecmp_flows_per_nic == 16 and not t.rails for t in c.tiers)
+    assert float(tier_penalty("all_to_all", 8, 768, c)[0]) == pytest.approx(3.705, rel=2e-3)
+    assert float(tier_penalty("all_reduce", 8, 2048, c)[0]) == 1.0
+    with pytest.raises(InputError, match="3073 nodes exceed the 3072"):
+        load_cluster("meta-roce-h100", nodes=3073)
