@@ -39,7 +39,7 @@ import numpy as np
 
 from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, pipelined, tree_hops
 from .compute import ACT_BYTES
-from .fabric import sharp_all_reduce_s, tier_penalty
+from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -68,9 +68,7 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
     nn = np.ceil(size / k)
     if num_gpus is None or num_gpus <= domain_gpus:
         return k, nn
-    block = (stride * size).astype(np.int64)
-    g = np.gcd(block, int(domain_gpus)).astype(np.float64)
-    worst = np.minimum(np.ceil((block + domain_gpus - g) / domain_gpus), size)
+    worst = np.minimum(blocks_touched(stride * size, domain_gpus, num_gpus), size)
     straddle = worst > nn
     nn = np.where(straddle, worst, nn)
     return np.where(straddle, np.ceil(size / nn), k), nn

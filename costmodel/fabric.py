@@ -20,6 +20,9 @@ every GPU then shrinks by max(1, f_t O_t), the worst tier setting the pace:
   rail-optimised fabrics keep each ring on one rail, NVIDIA DGX SuperPOD reference architecture).
 
 A path that rises above tier t pays its ``latency`` (one way) on every step of the collective.
+The groups of a parallel dimension tile the nodes in order; where a group's span does not line up
+with a tier's groups, some group straddles a tier boundary and the collective waits for it
+(:func:`blocks_touched`), as for NVLink domains (costmodel.comm.group_span).
 
 In-network reduction (``inter_node.sharp``: InfiniBand SHARP on the scale-out switches, which NCCL
 drives through its CollNet algorithm and the SHARP plugin; NVIDIA docs "NCCL: CollNet", Graham et al.,
@@ -56,6 +59,22 @@ from .collective import collective_time_s
 from .specs import ClusterSpec
 
 
+def blocks_touched(block, unit: int, total: float | None = None):
+    """Units of ``unit`` consecutive ranks (or nodes) touched by the worst of the aligned blocks of
+    ``block`` (array; a block j starts at j x block): the blocks of one parallel dimension tile the
+    job in order, and where a block does not line up with the unit some block straddles a unit
+    boundary; the synchronous collective waits for that group.  The largest start residue a multiple
+    of B reaches modulo the unit U is U - gcd(B, U), so the worst block touches ceil((B + U - gcd)/U)
+    units.  A job of ``total`` <= U (or without ``total``) sits in one unit and never straddles, so
+    ceil(B / U) there.  Raises nothing."""
+    block = np.asarray(block, dtype=np.float64)
+    aligned = np.ceil(block / unit)
+    if total is None or total <= unit:
+        return aligned
+    g = np.gcd(np.maximum(np.round(block), 1.0).astype(np.int64), int(unit)).astype(np.float64)
+    return np.maximum(aligned, np.ceil((block + unit - g) / unit))
+
+
 def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
     """(bandwidth divisor >= 1, extra one-way latency in s) of groups of ``size`` ranks ``stride``
     apart (arrays broadcast) on ``cluster``'s tiers; (1, 0) on a cluster without tiers.
@@ -75,9 +94,10 @@ def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):
     cum = 1.0
     for tier in cluster.tiers:
         cum *= tier.oversubscription
-        # tier groups holding a member: never more than the member nodes (a pipeline whose stages
-        # sit in different leaf groups crosses on every hop)
-        n_t = np.minimum(np.ceil(width / tier.nodes), touched)
+        # tier groups holding a member of the worst group (one that straddles a tier boundary where
+        # its span does not line up with the tier), never more than the member nodes (a pipeline
+        # whose stages sit in different leaf groups crosses on every hop)
+        n_t = np.minimum(blocks_touched(width, tier.nodes, cluster.nodes), touched)
         crosses = n_t > 1
         f = (n_t - 1) / n_t if coll == "all_to_all" else n_t / np.maximum(touched, 1.0)
         tier_pen = f * cum

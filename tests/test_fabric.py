@@ -378,3 +378,19 @@ def test_meta_roce_cluster_prices_its_aggregation_taper_and_its_hash_collisions(
     assert float(tier_penalty("all_reduce", 8, 2048, c)[0]) == 1.0
     with pytest.raises(InputError, match="3073 nodes exceed the 3072"):
         load_cluster("meta-roce-h100", nodes=3073)
+
+
+def test_a_group_that_straddles_a_pod_boundary_pays_the_taper():
+    """EP256 at stride 8 spans 256 nodes; Meta's pods hold 384.  In a 256-node job it sits in one pod
+    (only the racks' ECMP collisions cost: 1.10).  In a 512-node job the second group, nodes
+    256-511, straddles the pod boundary at 384 (the block residue 384 - gcd(256, 384) = 256 reaches
+    it): half its traffic crosses at 1:7, 3.5 with even load, and hashed its 255 peer flows per NIC
+    land at lambda = 0.5 x 7 x 255 = 892.5 a link on 438.9 uplinks, the busiest
+    892.5 + 29.875 x 3.033 = 983.1: 3.855 x.  The catalog table names the tiers' routing."""
+    from costmodel.cli.hardware import _cluster_record, _tier_text
+    inside = float(tier_penalty("all_to_all", 8, 256, load_cluster("meta-roce-h100", nodes=256))[0])
+    assert inside == pytest.approx(1.10, abs=0.01)
+    assert float(tier_penalty("all_to_all", 8, 256, load_cluster("meta-roce-h100", nodes=512))[0]) == pytest.approx(
+        3.855, rel=2e-3)
+    tiers = _cluster_record("meta-roce-h100")["fabric_tiers"]
+    assert _tier_text(tiers[1]) == ", pod 384 nodes 7:1 ECMP x16"

@@ -11,6 +11,12 @@ from ..errors import InputError
 from ..specs import list_clusters, list_gpus, load_cluster, load_gpu, load_profile
 
 
+def _tier_text(t: dict) -> str:
+    """One switch tier as the cluster table shows it: nodes, downlink:uplink ratio, routing."""
+    route = f" ECMP x{t['flows_per_nic']}" if t["routing"] == "ecmp" else ""
+    return f", {t['name']} {t['nodes']} nodes {t['oversubscription']:g}:1{route}{' rails' if t['rails'] else ''}"
+
+
 def _gpu_record(key: str) -> dict:
     """One catalog GPU: datasheet values, the fitted profile's headline numbers, power/thermal provenance."""
     g = load_gpu(key)
@@ -44,7 +50,8 @@ def _cluster_record(key: str) -> dict:
                 intra_fabric=c.intra_fabric, intra_gb_per_s_per_gpu=c.intra_bytes_per_s / 1e9,
                 nvlink_domain_gpus=c.scale_up_gpus,
                 fabric_tiers=[dict(name=t.name, nodes=t.nodes, oversubscription=t.oversubscription,
-                                   latency_us=round(t.latency_s * 1e6, 6)) for t in c.tiers],
+                                   latency_us=round(t.latency_s * 1e6, 6), routing=t.routing,
+                                   flows_per_nic=t.ecmp_flows_per_nic, rails=t.rails) for t in c.tiers],
                 intra_latency_us=round(c.intra_latency_s * 1e6, 6), nics_per_node=c.nics_per_node,
                 nic_gbit_per_s=c.nic_bytes_per_s * 8 / 1e9, inter_fabric=c.inter_fabric,
                 inter_latency_us=round(c.inter_latency_s * 1e6, 6), node_power_kw=c.node_power_budget_w / 1e3,
@@ -95,8 +102,7 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
                    f"{r['intra_fabric']} {r['intra_gb_per_s_per_gpu']:.0f} GB/s/GPU, {r['intra_latency_us']:.1f} us"
                    + (f", {r['nvlink_domain_gpus']}-GPU domain" if r['nvlink_domain_gpus'] != r['gpus_per_node'] else ""),
                    f"{r['nics_per_node']} x {r['nic_gbit_per_s']:.0f} Gb/s {r['inter_fabric']}, "
-                   f"{r['inter_latency_us']:.1f} us" + "".join(f", {t['name']} {t['nodes']} nodes {t['oversubscription']:g}:1"
-                                                              for t in r['fabric_tiers']), f"{r['node_power_kw']:.1f}",
+                   f"{r['inter_latency_us']:.1f} us" + "".join(_tier_text(t) for t in r['fabric_tiers']), f"{r['node_power_kw']:.1f}",
                    f"{r['cooling']}, inlet {r['inlet_temp_c']:.0f} C")
     out.print(tc)
     if show_sources:
