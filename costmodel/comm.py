@@ -54,20 +54,15 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
     of ``num_gpus`` GPUs.
 
     Ranks fill nodes and nodes fill domains in order (Megatron assigns ranks node by node), so the
-    groups of one parallel dimension tile the ranks in blocks of B = stride x size, block j starting
-    at rank jB.  Where B does not line up with the domain, some block straddles a domain boundary,
-    and the synchronous collective waits for that group: the block starting at residue D - gcd(B, D)
-    of the domain size D (the largest residue a multiple of B reaches) spans ceil((B + D - gcd)/D)
-    domains; its members split about evenly.  A job inside one domain (``num_gpus`` <= D, or not
-    given) never straddles.
+    groups of one parallel dimension tile the ranks in blocks of stride x size; where a block does
+    not line up with the domain the slowest group straddles a boundary (costmodel.fabric.blocks_touched)
+    and its members split about evenly over the domains it touches.
     """
     stride = np.asarray(stride, dtype=np.float64)
     size = np.asarray(size, dtype=np.float64)
     per_node = np.clip(np.floor(domain_gpus / stride), 1.0, None)
     k = np.minimum(size, per_node)
     nn = np.ceil(size / k)
-    if num_gpus is None or num_gpus <= domain_gpus:
-        return k, nn
     worst = np.minimum(blocks_touched(stride * size, domain_gpus, num_gpus), size)
     straddle = worst > nn
     nn = np.where(straddle, worst, nn)
