@@ -50,7 +50,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 if recipe.optimizer_offload else ""),
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"
              + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
-                if layout["overlap"] else "")]
+                if layout["overlap"] else "")
+             + (f", pipeline sends under the next virtual stage: {'on' if recipe.pp_overlap else 'off'}"
+                if layout["vp"] > 1 else "")]
     if model.is_moe:
         cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
                if recipe.moe_capacity_factor > 0 else "dropless")
@@ -122,6 +124,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["vp"] > 1:
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
+        if not recipe.pp_overlap and recipe.stack not in ("megatron-legacy", "megatron-deepspeed"):
+            a.append("--no-overlap-p2p-communication")      # Megatron-core overlaps them by default
     if layout["sp"]:
         a.append("--sequence-parallel")
     a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",
@@ -173,6 +177,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     a = [f"recipe.trainer.strategy.tensor_model_parallel_size = {t['tp']}",
          f"recipe.trainer.strategy.pipeline_model_parallel_size = {t['pp']}",
          f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
+         *([f"recipe.model.config.overlap_p2p_comm = {bool(recipe.pp_overlap)}",
+            f"recipe.model.config.batch_p2p_comm = {not recipe.pp_overlap}"] if t["vp"] > 1 else []),
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:
@@ -247,7 +253,7 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
-               optimizer_offload=recipe.optimizer_offload)
+               optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap)
     return out
 
 

@@ -19,6 +19,7 @@ from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
 DUMP_KEYS = {
     "flash_attention": "use_flash_attn", "tp_comm_overlap": "tp_comm_overlap", "dp_overlap": "overlap_grad_reduce",
+    "pp_overlap": "overlap_p2p_comm",
     "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
     "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
     "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
@@ -58,6 +59,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if a.get("cross_entropy_loss_fusion"):
         out["cross_entropy"] = "fused"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
+    _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
     if a.get("use_precision_aware_optimizer") is True:
         for switch, key in (("main_grads_dtype", "main_grads_dtype"), ("optimizer_states_dtype", "exp_avg_dtype")):
             if key in a:

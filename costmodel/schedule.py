@@ -9,7 +9,9 @@ stages a layer more): the critical path of 1F1B is the first micro-batch's forwa
 stage, the slowest stage's m periods, and the last micro-batch's backward back through every
 stage, so the bubble is (sum_s T_s - T_max) / VP (:func:`pipeline_bubble_s`); with equal stages
 it is (PP-1)/VP T_mb again.
-Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  With overlap on,
+Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 0.  The stage-
+boundary sends of an interleaved schedule hide under the next virtual stage's compute where the
+stack overlaps them (:func:`stage_sends_s`), except in the warm-up and flush.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
 (Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed, costmodel.stacks), and with
 SP the TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap, torchtitan async TP) as a
@@ -119,10 +121,13 @@ class StepTimes:
     stage's time per micro-batch, ``fwd_s``/``bwd_s`` its forward/backward parts.
     ``layer_contention_s``: the compute time one layer loses per micro-batch (forward + backward)
     to the collectives hidden under it; ``step_contention_s``: the same for the DP/FSDP
-    communication hidden under a step's compute (both inside ``breakdown["compute_s"]``).
+    communication and the overlapped stage-boundary sends hidden under a step's compute (both
+    inside ``breakdown["compute_s"]``).
     ``layer_exposed_comm_s``: the TP, CP and EP communication one layer leaves exposed per
     micro-batch (forward + backward).  ``stages_fwd_s``/``stages_bwd_s``: forward/backward per
     micro-batch summed over every stage (all the layers with their exposed collectives, the logits).
+    ``pp_contention_s``: the compute time a micro-batch loses to the stage-boundary sends hidden
+    under it (inside ``t_mb_s``; 0 where they block).
     """
 
     step_time_s: np.ndarray
@@ -135,6 +140,23 @@ class StepTimes:
     layer_exposed_comm_s: np.ndarray
     stages_fwd_s: np.ndarray
     stages_bwd_s: np.ndarray
+    pp_contention_s: np.ndarray
+
+
+def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
+    """(all, exposed) stage-boundary send time per micro-batch on the slowest stage, s (arrays).
+
+    Each virtual stage sends its forward output on and its input gradient back: 2 VP transfers of
+    ``p2p_s`` a micro-batch.  Blocking, all are exposed.  With ``recipe.pp_overlap`` and VP > 1
+    (Megatron-core ``overlap_p2p_comm``, forced off without VP by megatron/training/arguments.py)
+    each transfer is posted before the next virtual stage's forward (``fwd_s / VP``) or backward
+    (``bwd_s / VP``) and waited for after it, so only its excess over that compute stays exposed
+    (Megatron-core pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
+    """
+    p2p = np.where(t.pp > 1, p2p_s, 0.0)
+    raw = 2 * t.vp * p2p
+    exposed = t.vp * (np.maximum(p2p - fwd_s / t.vp, 0.0) + np.maximum(p2p - bwd_s / t.vp, 0.0))
+    return raw, np.where(recipe.pp_overlap & (t.vp > 1), exposed, raw)
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
@@ -170,24 +192,26 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     n_comm = L - last                          # layers whose collectives the slowest stage runs
     comp_f = n_comm * lay_f + np.where(acc & ~last, 0.0, ct.logits_fwd_s)
     comp_b = n_comm * lay_b + np.where(acc & ~last, 0.0, ct.logits_bwd_s)
-    pp_mb = np.where(t.pp > 1, 2 * t.vp * cm.pp_p2p_s, 0.0)
     fwd = comp_f + n_comm * comm_f
     bwd = comp_b + n_comm * comm_b
+    pp_raw, pp_mb = stage_sends_s(recipe, t, cm.pp_p2p_s, fwd, bwd)
+    pp_slow = slow * (pp_raw - pp_mb)             # compute slowed by the sends hidden under it
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those (FSDP: its first gather
     # and last reduce-scatter per micro-batch)
     dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
     fsdp = np.where(dp_ov, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
-    t_mb = fwd + bwd + pp_mb + fsdp
+    t_mb = fwd + bwd + pp_mb + pp_slow + fsdp
     # every stage's period summed: all the layers with their collectives, the logits, and each
-    # stage's boundary sends and FSDP edges
+    # stage's boundary sends (exposed in the warm-up and flush, overlap or not) and FSDP edges
     stages_f = model.num_layers * (lay_f + comm_f) + ct.logits_fwd_s
     stages_b = model.num_layers * (lay_b + comm_b) + ct.logits_bwd_s
-    bubble = pipeline_bubble_s(stages_f + stages_b + t.pp * (pp_mb + fsdp), t_mb, t.vp)
+    bubble = pipeline_bubble_s(stages_f + stages_b + t.pp * (pp_raw + fsdp), t_mb, t.vp)
 
     dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - bwd), cm.dp_grad_s)
     dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
+    step_slow = dp_hidden_slow + m * pp_slow
 
     dense, exp = stage_params(model, t)
     dpcp = t.dp * t.cp
@@ -195,7 +219,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     opt = optimizer_step_time_s(recipe, cluster, profile, local)
 
     bd = {
-        "compute_s": m * (comp_f + comp_b) + dp_hidden_slow,
+        "compute_s": m * (comp_f + comp_b) + step_slow,
         "tp_comm_s": m * n_comm * (tp_f + tp_b),
         "cp_comm_s": m * n_comm * (cp_f + cp_b),
         "ep_comm_s": m * n_comm * (ep_f + ep_b),
@@ -205,7 +229,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
         "optimizer_s": opt,
     }
     total = sum(bd.values())
-    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, dp_hidden_slow, comm_f + comm_b, stages_f, stages_b)
+    return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, step_slow, comm_f + comm_b, stages_f, stages_b,
+                     pp_slow)
 
 
 def take_rows(obj, idx):

@@ -35,6 +35,16 @@ on in NeMo 2's pre-training recipes (``DistributedDataParallelConfig(overlap_gra
 overlap_param_gather=True)``), in PyTorch DDP (bucketed all-reduce hooks fire during the backward)
 and FSDP (torchtitan, llm-foundry).
 
+Pipeline-send overlap (``pp_overlap``, interleaved schedules only): on in Megatron-core
+(``--no-overlap-p2p-communication`` is a store_false flag, so ``overlap_p2p_comm`` is on unless
+turned off, and arguments.py forces it off when there is no virtual pipeline) and in NeMo's
+pre-training configs (NeMo-Framework-Launcher conf/training/llama/llama2_70b.yaml and
+nemotron/nemotron_340b.yaml: ``overlap_p2p_comm: True``, ``batch_p2p_comm: False``); off in 2021-22
+Megatron-LM, whose ``_communicate`` waited on every batched send/receive and synchronised the device
+(the SC21 and Korthikanti et al. runs), and in DeepSpeed's pipeline engine (blocking ``p2p.send``).
+torchtitan's torch.distributed.pipelining schedules are left off: no measurement of their overlap
+was found.
+
 CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
 pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner
 waits for the CPU (small models, few tokens per micro-batch).  Counts, forward (the backward
@@ -113,6 +123,9 @@ RECIPE_SWITCHES = (
     RecipeSwitch("tp_comm_overlap", "bool", "Transformer Engine TP-communication overlap (userbuffers)."),
     RecipeSwitch("dp_overlap", "bool", "DP gradient reduce / parameter gather overlapped with the backward / "
                  "forward in buckets (Megatron --overlap-grad-reduce --overlap-param-gather)."),
+    RecipeSwitch("pp_overlap", "bool", "Interleaved pipeline (VP > 1): stage-boundary sends and receives run "
+                 "under the next virtual stage's compute (Megatron overlap_p2p_comm; --no-overlap-p2p-"
+                 "communication turns it off); the warm-up and flush sends stay exposed."),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
@@ -246,7 +259,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
     # every stack's default kernel is FlashAttention-2: flash-attn 2.x / SDPA's flash backend; the
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
-                            optimizer=optimizer,
+                            pp_overlap=name in ("megatron", "nemo"), optimizer=optimizer,
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,

@@ -37,7 +37,8 @@ of the pipeline - each model chunk's forward takes ``fwd_s / VP`` and its backwa
 on the last stage (StepTimes.fwd_s / bwd_s: compute plus exposed TP/CP/EP communication,
 recompute inside the backward) and (stages_fwd_s - fwd_s) / (PP - 1) / VP and likewise on the
 others, and each is followed by one blocking stage-boundary transfer of ``pp_p2p_s`` (the model
-charges 2 VP transfers per micro-batch).  A list-scheduling simulation
+charges 2 VP transfers per micro-batch; where the stack overlaps an interleaved schedule's sends,
+of their exposed mean, schedule.stage_sends_s).  A list-scheduling simulation
 then starts every op as soon as its stage is free and its input has arrived (forward of virtual
 stage v after that of v-1, backward of v after that of v+1).  With these blocking ops and the
 slowest stage last, the pipeline part of the step is exactly m T_mb + (sum_s T_s - T_mb) / VP,
@@ -175,10 +176,12 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
     frac = recomputed_fraction(model, t)
     e = {k: float(v[0]) for k, v in exposed_layer_comm(recipe, t, ct, cm, frac).items()}
     fwd, bwd = float(st.fwd_s[0]), float(st.bwd_s[0])
-    p2p = float(cm.pp_p2p_s[0]) if pp > 1 else 0.0
+    # the exposed part of each transfer: all of it unless the stack overlaps the interleaved sends
+    # (schedule.stage_sends_s), where the compute they slow holds the rest of t_mb_s
+    p2p = float(st.breakdown["pp_comm_s"][0]) / (m * 2 * vp) if pp > 1 else 0.0
     fsdp = 0.0
     if float(cm.fsdp_mb_s[0]) > 0.0:    # the exposed part: what t_mb_s holds beyond fwd + bwd + p2p
-        fsdp = max(0.0, float(st.t_mb_s[0]) - fwd - bwd - (2 * vp * p2p if pp > 1 else 0.0))
+        fsdp = max(0.0, float(st.t_mb_s[0]) - fwd - bwd - 2 * vp * p2p - float(st.pp_contention_s[0]))
     rec_comm = L * (e["rec_tp"] + e["rec_cp"] + e["rec_ep"])
     rec_s = float(ct.layer_recompute_s[0]) * (float(frac[0]) if int(t.recompute[0]) == 2 else 1.0)
     rec = min(bwd, L * rec_s + rec_comm)

@@ -131,8 +131,12 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;
 # FlashAttention-2 was the separate gpu-flash2 extra): mosaicml/llm-foundry setup.py at a7d6a447 and
-# b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash
-_SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),)
+# b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash;
+# NeMo 24.07 trained Nemotron-4 340B with the distributed optimizer reducing bf16 gradients
+# (NeMo-Framework-Launcher conf/training/nemotron/nemotron_340b.yaml: ``optim: {name:
+# mcore_distributed_optim, grad_sync_dtype: bf16}``, no activation checkpointing)
+_SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
+                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}))
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
 # sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel;
 # torchtitan's TP plan shards the norms' activations on the sequence: SequenceParallel() on

@@ -250,3 +250,15 @@ def test_launch_flags_carry_recompute_modules_and_the_precision_aware_optimizer(
     assert "--recompute-modules" not in megatron_args(row, m, Recipe(gbs=8192, seq_len=4096))
     _, nemo = launch_settings(row, m, r, fmt="nemo")
     assert "recipe.model.config.recompute_modules = ['mla_up_proj', 'mlp']" in nemo
+
+
+def test_launch_flags_turn_the_interleaved_send_overlap_off_only_where_asked():
+    """Megatron-core overlaps the interleaved schedule's sends by default: the arguments say
+    --no-overlap-p2p-communication only for a recipe without it, and NeMo's overrides name both."""
+    from costmodel.launch import launch_settings, megatron_args
+    m = load_model("llama3-70b")
+    row = dict(tp=8, pp=4, dp=1, cp=1, ep=1, vp=5, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    assert "--no-overlap-p2p-communication" in megatron_args(row, m, Recipe(gbs=32, seq_len=4096, pp_overlap=False))
+    assert "--no-overlap-p2p-communication" not in megatron_args(row, m, Recipe(gbs=32, seq_len=4096, pp_overlap=True))
+    _, nemo = launch_settings(row, m, Recipe(gbs=32, seq_len=4096, stack="nemo", pp_overlap=True), fmt="nemo")
+    assert "recipe.model.config.overlap_p2p_comm = True" in nemo and "batch_p2p_comm = False" in nemo

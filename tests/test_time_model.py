@@ -367,3 +367,27 @@ def test_torchtitan_sequence_parallel_pays_the_functional_collectives_copies():
     assert tp_f("torchtitan") - tp_f("megatron") == pytest.approx(2 * 2 * copy, rel=1e-6)
     assert tp_f("torchtitan", mbs=1) - tp_f("megatron", mbs=1) == pytest.approx(2 * copy / 12, rel=1e-6)
     assert tp_f("torchtitan", tp_comm_overlap=True) == pytest.approx(tp_f("megatron"), rel=1e-9)
+
+
+def test_interleaved_pipeline_sends_hide_under_the_next_virtual_stage(h200):
+    """Megatron-core overlaps an interleaved schedule's stage-boundary sends with the next virtual
+    stage's compute (overlap_p2p_comm): a send shorter than a chunk's forward and backward is fully
+    hidden, the compute pays the profile's contention on it, and the warm-up and flush still wait
+    for every send; without VP Megatron forces the overlap off, and 2021 Megatron-LM had none."""
+    from costmodel.comm import comm_times
+    c, p = h200
+    m = load_model("llama3-70b")
+    kw = dict(tp=8, pp=4, dp=1, vp=5, mbs=1, sp=True)
+    on, off = (Recipe(gbs=32, seq_len=4096, pp_overlap=v) for v in (True, False))
+    a, b = predict_one(m, c, p, on, **kw), predict_one(m, c, p, off, **kw)
+    p2p = float(comm_times(m, on, c, p, layout(**kw)).pp_p2p_s[0])
+    hidden = 32 * 2 * 5 * p2p                          # 32 micro-batches x 2 VP transfers
+    assert b.breakdown["pp_comm_s"][0] == pytest.approx(hidden, rel=1e-12)
+    assert a.breakdown["pp_comm_s"][0] == 0.0
+    assert a.breakdown["compute_s"][0] - b.breakdown["compute_s"][0] == pytest.approx(
+        (p.overlap_slowdown - 1) * hidden, rel=1e-9)
+    assert a.breakdown["bubble_s"][0] > b.breakdown["bubble_s"][0] - 1e-12   # warm-up sends stay exposed
+    one = dict(kw, vp=1)
+    assert predict_one(m, c, p, on, **one).step_time_s[0] == predict_one(m, c, p, off, **one).step_time_s[0]
+    from costmodel.stacks import STACKS
+    assert [s for s in STACKS if STACKS[s].defaults["pp_overlap"]] == ["megatron", "nemo"]

@@ -169,7 +169,9 @@ class Recipe:
     only the backward input-gradient TP collectives overlap (async all-reduce); ``dp_overlap`` overlaps
     the DP gradient reduction (and the distributed optimizer's parameter gather) with the backward
     (forward) in buckets (Megatron ``--overlap-grad-reduce`` / ``--overlap-param-gather``; PyTorch
-    DDP's bucketed hooks); ``cross_entropy``
+    DDP's bucketed hooks); ``pp_overlap`` runs the interleaved schedule's stage-boundary sends and
+    receives asynchronously under the compute of the next virtual stage (Megatron-core
+    ``overlap_p2p_comm``, which it forces off without VP; costmodel.schedule); ``cross_entropy``
     names one of :data:`CROSS_ENTROPIES`, how the loss holds the logits; ``attention_kernel`` one
     of :data:`ATTENTION_KERNELS` (used with ``flash_attention``).  MoE models only:
     ``moe_dispatcher`` names one of :data:`MOE_DISPATCHERS`; ``moe_grouped_gemm`` runs the local
@@ -198,6 +200,7 @@ class Recipe:
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     dp_overlap: bool = True
+    pp_overlap: bool = False
     optimizer: str = "adam"
     stack: str = "megatron"
     cross_entropy: str = "megatron"

@@ -194,9 +194,9 @@ def test_pareto_keeps_the_answer_and_its_reference_and_limits_stop_below_shutdow
     """--pareto draws the front over the layouts the whole-space search kept, so the chosen layout and
     its reference are those of the same run without it; a temperature limit at or above the GPU's
     shutdown temperature (H100: 95 C) is refused."""
-    plain = json.loads(run("recommend", "--model", "llama3-8b", "--cluster", "paper-h200", "--objective", "energy",
+    plain = json.loads(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy",
                            "--json").stdout)
-    front = json.loads(run("recommend", "--model", "llama3-8b", "--cluster", "paper-h200", "--objective", "energy",
+    front = json.loads(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy",
                            "--pareto", "--json").stdout)
     assert front["step_time_s"] == plain["step_time_s"] and front["energy_j_per_step"] == plain["energy_j_per_step"]
     assert front["reference"]["step_time_s"] == plain["reference"]["step_time_s"]
