@@ -13,12 +13,14 @@ Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 
 boundary sends of an interleaved schedule hide under the next virtual stage's compute where the
 stack overlaps them (:func:`stage_sends_s`), except in the warm-up and flush.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
-(Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed, costmodel.stacks), and with
+(Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed nor under PyTorch's DTensor
+TP, costmodel.stacks), and with
 SP the TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap, torchtitan async TP) as a
 pipeline of TP chunks: each step moves one chunk while the GEMM of the previous one runs, so the
 first chunk of the shorter side stays exposed, max(C, G) + min(C, G) / TP in all (Wang et al.,
 "Overlap Communication with Dependent Computation via Decomposition", ASPLOS 2023; Transformer
-Engine's userbuffers ring exchange and PyTorch's micro-pipelined async TP split by TP rank); the CP ring hides
+Engine's userbuffers ring exchange and PyTorch's micro-pipelined async TP split by TP rank; the
+latter leaves the backward reduce-scatters alone, Stack.tp_overlap_backward_rs); the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
@@ -98,10 +100,16 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # tp_comm_overlap the rest hides under the remaining backward GEMMs too; a recomputed forward
     # repeats its communication
     half = 0.5 * cm.tp_layer_bwd_s
-    async_b = half + np.maximum(0.0, half - ct.layer_colpar_fwd_s)
-    async_ok = STACKS[recipe.stack].async_tp_backward if recipe.stack in STACKS else True
-    tp_b = np.where(tp_overlap, _pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks),
-                    np.where(t.overlap & async_ok, async_b, cm.tp_layer_bwd_s))
+    stack = STACKS.get(recipe.stack)
+    async_ok = stack.async_tp_backward if stack is not None else True
+    colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s), half)
+    # where the overlap leaves the column-parallel input-gradient reduce-scatters alone (torchtitan's
+    # async TP, costmodel.stacks), only the row-parallel layers' gradient all-gathers pipeline, under
+    # those layers' input-gradient GEMMs (as long as their forward)
+    rs_ok = stack.tp_overlap_backward_rs if stack is not None else True
+    tp_b_ov = (_pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks) if rs_ok else
+               _pipelined_exposed(half, ct.layer_gemm_fwd_s - ct.layer_colpar_fwd_s, n_chunks) + colpar_b)
+    tp_b = np.where(tp_overlap, tp_b_ov, np.where(t.overlap & async_ok, half + colpar_b, cm.tp_layer_bwd_s))
     cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
     cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s

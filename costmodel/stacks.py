@@ -173,7 +173,11 @@ class Stack:
             LinearWithGradAccumulationAndAsyncCommunication, since 2021).  False for BigScience's
             Megatron-DeepSpeed, whose ColumnParallelLinear reduces the input gradient synchronously
             (copy_to_tensor_model_parallel_region, bigscience-workshop/Megatron-DeepSpeed
-            megatron/mpu/layers.py at 119a0d2d).
+            megatron/mpu/layers.py at 119a0d2d), and for the stacks whose TP is PyTorch's DTensor
+            (torchtitan, llm-foundry): autograd's backward of each linear computes its input and
+            weight gradients in one node, and the reduce-scatter of the summed input gradients (Q,
+            K and V; gate and up) is issued after them, its result needed by the next node (the
+            norm's backward), so no GEMM runs under it.
         pp_scatter_gather: each TP rank sends its 1/TP slice of the stage-boundary activation
             (Megatron-LM's scatter-gather optimisation, Narayanan et al. SC21 sec. 4.1).  False for
             Megatron-DeepSpeed, whose DeepSpeed pipeline engine sends the whole activation from every
@@ -213,6 +217,14 @@ class Stack:
             the all-gather's becomes a view for one sequence a micro-batch.  Megatron keeps
             activations [seq, batch, hidden], gathering on dim 0 without a copy.  Async TP's fused
             all-gather-matmul works on the chunks and skips them.
+        tp_overlap_backward_rs: the TP-communication overlap also pipelines the backward
+            reduce-scatters of the column-parallel layers' input gradients (Transformer Engine's
+            userbuffers overlap every TP collective).  False for torchtitan's async TP: the inductor
+            pass fuses all-gather + matmul and matmul + reduce-scatter, but in the backward graph
+            each such reduce-scatter takes a sum of matmuls (the Q, K and V, or gate and up, input
+            gradients), which it does not match (pytorch/pytorch PR 149946, review of
+            torch/_inductor/fx_passes/micro_pipeline_tp.py, 2025-03-28: "only valid ...-reduce-scatter
+            patterns in the forward graph, but not in the backward graph").
     """
 
     name: str
@@ -227,6 +239,7 @@ class Stack:
     model_parallel: tuple = ("tp", "pp", "cp")
     light_last_stage: bool = False
     sp_gather_copies: bool = False
+    tp_overlap_backward_rs: bool = True
 
     @property
     def megatron_family(self) -> bool:
@@ -265,9 +278,11 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
                             bf16_edge_layers=0,
                             **moe), pads_vocab,
-                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, *(3 * (name != "megatron-deepspeed",)),
+                 FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, pads_vocab and name != "megatron-deepspeed",
+                 *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
-                 pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan")
+                 pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
+                 tp_overlap_backward_rs=name != "torchtitan")
 
 
 STACKS = {s.name: s for s in (

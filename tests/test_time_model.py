@@ -391,3 +391,28 @@ def test_interleaved_pipeline_sends_hide_under_the_next_virtual_stage(h200):
     assert predict_one(m, c, p, on, **one).step_time_s[0] == predict_one(m, c, p, off, **one).step_time_s[0]
     from costmodel.stacks import STACKS
     assert [s for s in STACKS if STACKS[s].defaults["pp_overlap"]] == ["megatron", "nemo"]
+
+
+def test_torchtitan_tp_backward_reduce_scatters_stay_exposed(h200):
+    """DTensor TP (torchtitan) issues the input-gradient reduce-scatter after the linears' backward
+    nodes, so none of it hides under their weight gradients; its async TP micro-pipelines the forward
+    and the backward all-gathers but finds no matmul + reduce-scatter to fuse in the backward (the
+    reduce-scatter takes a sum of matmuls).  Megatron hides the reduce-scatter under the
+    column-parallel weight gradients, and TE's overlap pipelines the whole backward."""
+    from costmodel.comm import comm_times
+    from costmodel.compute import compute_times
+    from costmodel.schedule import _pipelined_exposed, exposed_layer_comm
+    c, p = h200
+    m = load_model("llama3-8b")
+    t = layout(tp=8, pp=1, dp=1, mbs=2, sp=True, zero=1)
+    for stack in ("torchtitan", "megatron"):
+        for ov in (False, True):
+            r = Recipe(gbs=2, seq_len=8192, stack=stack, tp_comm_overlap=ov)
+            ct, cm = compute_times(m, r, c, p, t), comm_times(m, r, c, p, t)
+            half, colpar, gemm = 0.5 * cm.tp_layer_bwd_s[0], ct.layer_colpar_fwd_s[0], ct.layer_gemm_fwd_s[0]
+            got = exposed_layer_comm(r, t, ct, cm)["tp_b"][0]
+            if stack == "torchtitan":
+                want = _pipelined_exposed(half, gemm - colpar, 8.0) + half if ov else 2 * half
+            else:
+                want = _pipelined_exposed(2 * half, 2 * gemm, 8.0) if ov else half + max(0.0, half - colpar)
+            assert got == pytest.approx(want, rel=1e-12), (stack, ov)
