@@ -52,7 +52,7 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
              + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
                 if layout["overlap"] else "")
              + (f", pipeline sends under the next virtual stage: {'on' if recipe.pp_overlap else 'off'}"
-                if layout["vp"] > 1 else "")]
+                if layout["vp"] > 1 and layout["overlap"] else "")]
     if model.is_moe:
         cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
                if recipe.moe_capacity_factor > 0 else "dropless")
@@ -124,7 +124,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["vp"] > 1:
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
-        if not recipe.pp_overlap and recipe.stack not in ("megatron-legacy", "megatron-deepspeed"):
+        if not (recipe.pp_overlap and layout["overlap"]) and recipe.stack not in ("megatron-legacy",
+                                                                                   "megatron-deepspeed"):
             a.append("--no-overlap-p2p-communication")      # Megatron-core overlaps them by default
     if layout["sp"]:
         a.append("--sequence-parallel")
@@ -177,8 +178,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     a = [f"recipe.trainer.strategy.tensor_model_parallel_size = {t['tp']}",
          f"recipe.trainer.strategy.pipeline_model_parallel_size = {t['pp']}",
          f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
-         *([f"recipe.model.config.overlap_p2p_comm = {bool(recipe.pp_overlap)}",
-            f"recipe.model.config.batch_p2p_comm = {not recipe.pp_overlap}"] if t["vp"] > 1 else []),
+         *([f"recipe.model.config.overlap_p2p_comm = {bool(recipe.pp_overlap and t['overlap'])}",
+            f"recipe.model.config.batch_p2p_comm = {not (recipe.pp_overlap and t['overlap'])}"] if t["vp"] > 1 else []),
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:

@@ -155,7 +155,8 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
     """(all, exposed) stage-boundary send time per micro-batch on the slowest stage, s (arrays).
 
     Each virtual stage sends its forward output on and its input gradient back: 2 VP transfers of
-    ``p2p_s`` a micro-batch.  Blocking, all are exposed.  With ``recipe.pp_overlap`` and VP > 1
+    ``p2p_s`` a micro-batch.  Blocking, all are exposed.  With ``recipe.pp_overlap``, the layout's
+    ``overlap`` and VP > 1
     (Megatron-core ``overlap_p2p_comm``, forced off without VP by megatron/training/arguments.py)
     each transfer is posted before the next virtual stage's forward (``fwd_s / VP``) or backward
     (``bwd_s / VP``) and waited for after it, so only its excess over that compute stays exposed
@@ -164,7 +165,7 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
     p2p = np.where(t.pp > 1, p2p_s, 0.0)
     raw = 2 * t.vp * p2p
     exposed = t.vp * (np.maximum(p2p - fwd_s / t.vp, 0.0) + np.maximum(p2p - bwd_s / t.vp, 0.0))
-    return raw, np.where(recipe.pp_overlap & (t.vp > 1), exposed, raw)
+    return raw, np.where(recipe.pp_overlap & t.overlap & (t.vp > 1), exposed, raw)
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",

@@ -387,8 +387,8 @@ def test_interleaved_pipeline_sends_hide_under_the_next_virtual_stage(h200):
     assert a.breakdown["compute_s"][0] - b.breakdown["compute_s"][0] == pytest.approx(
         (p.overlap_slowdown - 1) * hidden, rel=1e-9)
     assert a.breakdown["bubble_s"][0] > b.breakdown["bubble_s"][0] - 1e-12   # warm-up sends stay exposed
-    one = dict(kw, vp=1)
-    assert predict_one(m, c, p, on, **one).step_time_s[0] == predict_one(m, c, p, off, **one).step_time_s[0]
+    for same in (dict(kw, vp=1), dict(kw, overlap=False)):      # forced off without VP; --no-overlap
+        assert predict_one(m, c, p, on, **same).step_time_s[0] == predict_one(m, c, p, off, **same).step_time_s[0]
     from costmodel.stacks import STACKS
     assert [s for s in STACKS if STACKS[s].defaults["pp_overlap"]] == ["megatron", "nemo"]
 
