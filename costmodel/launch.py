@@ -254,7 +254,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
-               optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap)
+               optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap,
+               doc_tokens=int(recipe.doc_tokens))
     return out
 
 

@@ -152,6 +152,9 @@ RECIPE_SWITCHES = (
                  "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES),
     RecipeSwitch("bf16_edge_layers", "float", "Under fp8, mxfp8 or nvfp4: the first and the last N transformer "
                  "layers stay in BF16 (Megatron --first-last-layers-bf16 --num-layers-at-start/end-in-bf16 N)."),
+    RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens, each attending to "
+                 "itself only (fused attention's variable-length kernels; unfused attention still computes the "
+                 "whole masked s x s scores); 0 = one document per sequence."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor."),
@@ -276,7 +279,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
-                            bf16_edge_layers=0,
+                            bf16_edge_layers=0, doc_tokens=0,
                             **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, pads_vocab and name != "megatron-deepspeed",
                  *(2 * (name != "megatron-deepspeed",)),

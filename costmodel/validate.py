@@ -321,7 +321,7 @@ def _skip_reason(r: dict) -> str | None:
         return "LoRA fine-tuning is not modelled (frozen base weights: no base gradients or optimizer states)"
     if re.search(r"task=sft\b", notes) and re.search(r"\bpacked\b", notes):
         # each packed sequence holds many short documents, each attending to itself only
-        return "packed-sequence fine-tuning is not modelled (each packed document attends to itself only)"
+        return "packed-sequence fine-tuning without its document length (each packed document attends to itself only: --doc-tokens)"
     return None
 
 

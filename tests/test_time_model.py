@@ -416,3 +416,24 @@ def test_torchtitan_tp_backward_reduce_scatters_stay_exposed(h200):
             else:
                 want = _pipelined_exposed(2 * half, 2 * gemm, 8.0) if ov else half + max(0.0, half - colpar)
             assert got == pytest.approx(want, rel=1e-12), (stack, ov)
+
+
+def test_packed_documents_attend_to_themselves_only(h200):
+    """A sequence of s tokens packing documents of D tokens: each query sees the mean keys of its own
+    document (q D k(D) + r k(r)) / s; fused attention then costs what a batch of s / D sequences of D
+    tokens costs (the variable-length kernel), while unfused attention still computes the whole
+    masked s x s scores."""
+    from costmodel.compute import compute_times
+    c, p = h200
+    m = load_model("llama3-8b")
+    assert m.causal_keys_per_query(8192, 512) == 256.0 and m.causal_keys_per_query(8192, 8192) == 4096.0
+    assert m.causal_keys_per_query(1000, 300) == pytest.approx((3 * 300 * 150 + 100 * 50) / 1000)
+    packed = compute_times(m, Recipe(gbs=8, seq_len=8192, doc_tokens=1024), c, p, layout(mbs=1))
+    short = compute_times(m, Recipe(gbs=64, seq_len=1024), c, p, layout(mbs=8))
+    assert packed.layer_attn_fwd_s[0] == pytest.approx(short.layer_attn_fwd_s[0], rel=1e-12)
+    assert packed.layer_attn_bwd_s[0] == pytest.approx(short.layer_attn_bwd_s[0], rel=1e-12)
+    whole = compute_times(m, Recipe(gbs=8, seq_len=8192), c, p, layout(mbs=1))
+    assert whole.layer_attn_fwd_s[0] > 4 * packed.layer_attn_fwd_s[0]
+    unfused = [compute_times(m, Recipe(gbs=8, seq_len=8192, flash_attention=False, doc_tokens=d), c, p,
+                             layout(mbs=1)).layer_attn_fwd_s[0] for d in (0, 1024)]
+    assert unfused[0] == unfused[1]

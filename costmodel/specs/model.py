@@ -187,10 +187,16 @@ class ModelSpec:
         return ((1 - f_s - f_c) * seq_len + f_s * min(self.sliding_window or seq_len, seq_len)
                 + f_c * min(self.attention_chunk or seq_len, seq_len))
 
-    def causal_keys_per_query(self, seq_len) -> float:
+    def causal_keys_per_query(self, seq_len, doc_tokens=0) -> float:
         """Mean keys a query attends to under the causal mask, over the mean layer: s/2 for full
         attention; w - w^2/(2s) for a sliding window w < s (query i sees min(i, w) keys); for
-        chunks of C (s = qC + r) (q C^2 + r^2) / (2s), each chunk a causal block of its own."""
+        chunks of C (s = qC + r) (q C^2 + r^2) / (2s), each chunk a causal block of its own.
+        ``doc_tokens`` D > 0: the sequence packs documents of D tokens (s = qD + r), each attending
+        to itself only, (q D k(D) + r k(r)) / s with k the mean above for one document."""
+        if doc_tokens and doc_tokens < seq_len:
+            q, r = divmod(seq_len, doc_tokens)
+            return (q * doc_tokens * self.causal_keys_per_query(doc_tokens)
+                    + (r * self.causal_keys_per_query(r) if r else 0.0)) / seq_len
         full = seq_len / 2.0
         f_s, f_c = self._local_fractions()
         w, c = self.sliding_window, self.attention_chunk

@@ -191,7 +191,9 @@ class Recipe:
     precision-aware optimizer (``--use-precision-aware-optimizer --exp-avg-dtype bf16
     --exp-avg-sq-dtype bf16``): the states in bf16 and the fp32 master weight stored as the 16 bits
     the bf16 weight lacks (``store_param_remainders``, on by default; megatron/core/optimizer/
-    optimizer_config.py).
+    optimizer_config.py).  ``doc_tokens`` > 0: each sequence packs documents of that many tokens,
+    each attending to itself only (packed sequences: FlashAttention's variable-length kernels,
+    Megatron-core and NeMo packed sequences with cu_seqlens); 0: a sequence is one document.
     """
 
     gbs: int
@@ -216,6 +218,7 @@ class Recipe:
     main_grads_dtype: str = "fp32"
     optimizer_states_dtype: str = "fp32"
     bf16_edge_layers: float = 0
+    doc_tokens: float = 0
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
@@ -303,6 +306,10 @@ class Recipe:
             if v not in STATE_DTYPES:
                 raise InputError(flag, "", f"{v!r} is not one of {', '.join(STATE_DTYPES)}")
         self._check_megatron_core_switches()
+        d = self.doc_tokens
+        if not (isinstance(d, (int, float)) and float(d).is_integer() and 0 <= d <= _MAX_COUNT):
+            raise InputError("--doc-tokens", "", f"must be 0 (one document per sequence) or a whole number of tokens, "
+                             f"got {d}")
         n = self.bf16_edge_layers
         if not (isinstance(n, (int, float)) and float(n).is_integer() and 0 <= n <= 1024):
             raise InputError("--bf16-edge-layers", "", f"must be a whole number of layers 0 .. 1024, got {n}")
