@@ -60,11 +60,12 @@ def layer_matmul_flops_per_token(model: ModelSpec) -> float:
     return attn + f * moe + (1 - f) * dense
 
 
-def attention_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = False) -> float:
+def attention_flops_per_token(model: ModelSpec, seq_len: int, causal: bool = False, doc_tokens=0) -> float:
     """Forward FLOPs per token of the attention core, full s x s (Megatron convention): QK^T 2 s q_dim
     plus AV 2 s x (attention output width); 4 s q_dim for MHA/GQA.  ``causal`` counts the lower
-    triangle; sliding-window layers count their window (ModelSpec.attended_keys)."""
-    return 2.0 * model.attended_keys(seq_len, causal) * (model.q_dim + model.attn_out_dim)
+    triangle; sliding-window layers count their window, packed documents of ``doc_tokens`` their own
+    block (ModelSpec.attended_keys)."""
+    return 2.0 * model.attended_keys(seq_len, causal, doc_tokens) * (model.q_dim + model.attn_out_dim)
 
 
 def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False) -> float:
@@ -74,8 +75,9 @@ def model_flops_per_step(model: ModelSpec, recipe: Recipe, causal: bool = False)
     For GPT this equals 72 B s l h^2 (1 + s/(6h) + V/(16 l h)) (Narayanan et al. SC21, eq. 3).
     ``causal`` counts only the lower triangle of the attention scores (half the s x s FLOPs), the
     convention of sources that report "causal" model FLOPs (e.g. ml-engineering's 6 s^2 d h L).
+    Packed documents (``recipe.doc_tokens``) count each document's own attention.
     """
-    attn = attention_flops_per_token(model, recipe.seq_len, causal)
+    attn = attention_flops_per_token(model, recipe.seq_len, causal, recipe.doc_tokens)
     per_token = (model.num_layers * (layer_matmul_flops_per_token(model) + attn)
                  + 2.0 * model.hidden * model.vocab)
     return 3.0 * per_token * recipe.gbs * recipe.seq_len

@@ -53,6 +53,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 if layout["overlap"] else "")
              + (f", pipeline sends under the next virtual stage: {'on' if recipe.pp_overlap else 'off'}"
                 if layout["vp"] > 1 and layout["overlap"] else "")]
+    if recipe.doc_tokens:
+        lines.append(f"packed sequences: documents of {recipe.doc_tokens} tokens, each attending to itself only "
+                     "(variable-length fused attention)")
     if model.is_moe:
         cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
                if recipe.moe_capacity_factor > 0 else "dropless")

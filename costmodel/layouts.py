@@ -68,7 +68,7 @@ LAYOUT_FIELDS = (
     LayoutField("zero", "int", "0 DDP, 1 distributed optimizer, 2, 3 FSDP.", 1, minimum=0, maximum=3),
     LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
     LayoutField("overlap", "bool", "Communication may hide under compute at all (off: every collective exposed, "
-                "a what-if); which overlaps run is the recipe's (--dp-overlap, --tp-comm-overlap)", True),
+                "a what-if); which overlaps run is the recipe's (--dp-overlap, --tp-comm-overlap, --pp-overlap)", True),
 )
 FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
 _BOOL_FIELDS = tuple(f.name for f in LAYOUT_FIELDS if f.kind == "bool")

@@ -9,7 +9,7 @@ Three formats, recognised by content:
   ``expert_model_parallel_size``, ``expert_tensor_parallel_size``, ``micro_batch_size``,
   ``global_batch_size``, ``encoder_seq_length`` (or ``data.seq_length``), ``sequence_parallel``,
   ``activations_checkpoint_granularity`` / ``_method`` / ``_num_layers``, ``fp8``,
-  ``use_flash_attention``, ``ub_tp_comm_overlap``, ``optim.name`` (``distributed_fused_adam``: the
+  ``use_flash_attention``, ``ub_tp_comm_overlap``, ``overlap_p2p_comm``, ``optim.name`` (``distributed_fused_adam``: the
   distributed optimizer, ZeRO-1) and ``optim.overlap_grad_sync``.
 * **Megatron-Bridge YAML** (its ``ConfigContainer`` dumped as YAML, top-level ``_target_:
   megatron.bridge.training.config.ConfigContainer``, or an override file with ``model:`` and ``train:``):
@@ -20,7 +20,8 @@ Three formats, recognised by content:
   ``micro_batch_size``; ``mixed_precision.fp8`` / ``bf16`` / ``fp16`` (or a recipe name such as
   ``bf16_mixed``); ``ddp.use_distributed_optimizer`` (ZeRO-1), ``ddp.use_megatron_fsdp`` or
   ``data_parallel_sharding_strategy: optim_grads_params`` (ZeRO-3), ``ddp.overlap_grad_reduce``;
-  ``comm_overlap.tp_comm_overlap``.  The world is not in these files: it comes from the flags.
+  ``comm_overlap.tp_comm_overlap`` and ``overlap_p2p_comm`` (when not null).  The world is not in these
+  files: it comes from the flags.
 * **torchtitan TOML** (``train_configs/*.toml`` of torchtitan before its Python configs, commit
   76d5c72e2): ``[parallelism]`` degrees (``data_parallel_shard_degree`` other than 1: FSDP, ZeRO-3;
   -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[compile]`` (torch.compile
@@ -223,6 +224,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", bool, mp)
+    _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", bool, mp)
     _model_dims(cfg, m, path)
     cfg.nodes = None if _unset(t.get("num_nodes")) else _int(t["num_nodes"])
     cfg.gpus_per_node = None if _unset(t.get("devices")) else _int(t["devices"])
@@ -363,6 +365,9 @@ def _bridge(d: dict, path: str) -> RunConfig:
     co = d.get("comm_overlap") or {}
     if isinstance(co, dict):
         _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", bool, "comm_overlap.")
+        # null there lets Bridge turn it on with VP; the model section's value is the dataclass
+        # default before that setup runs, so only an explicit comm_overlap value is read
+        _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", bool, "comm_overlap.")
     return cfg
 
 

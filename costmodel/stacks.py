@@ -125,7 +125,8 @@ RECIPE_SWITCHES = (
                  "forward in buckets (Megatron --overlap-grad-reduce --overlap-param-gather)."),
     RecipeSwitch("pp_overlap", "bool", "Interleaved pipeline (VP > 1): stage-boundary sends and receives run "
                  "under the next virtual stage's compute (Megatron overlap_p2p_comm; --no-overlap-p2p-"
-                 "communication turns it off); the warm-up and flush sends stay exposed."),
+                 "communication turns it off); the warm-up and flush sends stay in the bubble; no effect "
+                 "with VP 1 or --no-overlap."),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
@@ -152,9 +153,9 @@ RECIPE_SWITCHES = (
                  "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES),
     RecipeSwitch("bf16_edge_layers", "float", "Under fp8, mxfp8 or nvfp4: the first and the last N transformer "
                  "layers stay in BF16 (Megatron --first-last-layers-bf16 --num-layers-at-start/end-in-bf16 N)."),
-    RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens, each attending to "
-                 "itself only (fused attention's variable-length kernels; unfused attention still computes the "
-                 "whole masked s x s scores); 0 = one document per sequence."),
+    RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens (up to --seq-len), "
+                 "each attending to itself only (fused attention's variable-length kernels; unfused attention "
+                 "still computes the whole masked s x s scores); 0 = one document per sequence."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor."),

@@ -437,3 +437,20 @@ def test_packed_documents_attend_to_themselves_only(h200):
     unfused = [compute_times(m, Recipe(gbs=8, seq_len=8192, flash_attention=False, doc_tokens=d), c, p,
                              layout(mbs=1)).layer_attn_fwd_s[0] for d in (0, 1024)]
     assert unfused[0] == unfused[1]
+
+
+def test_packed_documents_count_their_own_attention_in_model_flops():
+    """Model FLOPs of packed documents of D tokens count each document's D x D block (Megatron's
+    convention) or its causal half: the attention term shrinks by s / D, the rest is unchanged; a
+    document longer than the sequence is refused, and -0 or 512.0 read as whole tokens."""
+    from costmodel.compute import model_flops_per_step
+    from costmodel.errors import InputError
+    m = load_model("llama3-8b")
+    assert m.attended_keys(8192, False, 512) == 512.0 and m.attended_keys(8192, True, 512) == 256.0
+    whole, packed = (model_flops_per_step(m, Recipe(gbs=4, seq_len=8192, doc_tokens=d)) for d in (0, 512))
+    attn = 3 * 4 * 8192 * m.num_layers * 2.0 * (m.q_dim + m.attn_out_dim)      # per key per query
+    assert whole - packed == pytest.approx(attn * (8192 - 512), rel=1e-12)
+    with pytest.raises(InputError, match="--doc-tokens: must be a whole number of tokens from 0 .* to --seq-len 8192"):
+        Recipe(gbs=4, seq_len=8192, doc_tokens=16384)
+    assert Recipe(gbs=4, seq_len=8192, doc_tokens=-0.0).doc_tokens == 0
+    assert repr(Recipe(gbs=4, seq_len=8192, doc_tokens=512.0).doc_tokens) == "512"

@@ -329,7 +329,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
                 raise InputError(flag, "", f"{v!r} contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
                                  "or pass --allow-override to let it win")
             warnings.append(f"{flag} {v!r} overrides the log ({where[k]})")
-    for k in ("dp_overlap",) + (MOE_SWITCHES if model.is_moe else ()):
+    for k in ("dp_overlap", "pp_overlap") + (MOE_SWITCHES if model.is_moe else ()):
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
     try:

@@ -177,12 +177,16 @@ class ModelSpec:
         return q + ((self.kv_lora_rank + self.qk_rope_head_dim, h, "dup"), (kv_up, self.kv_lora_rank, "col"),
                     (h, self.attn_out_dim, "row"))
 
-    def attended_keys(self, seq_len, causal: bool = False) -> float:
+    def attended_keys(self, seq_len, causal: bool = False, doc_tokens=0) -> float:
         """Keys per query the model-FLOPs conventions count, over the mean layer: the full s
         (Megatron's s x s convention) or :meth:`causal_keys_per_query`; a sliding-window or chunked
-        layer counts at most its window or chunk."""
+        layer counts at most its window or chunk; packed documents of ``doc_tokens`` D < s count
+        their own D x D block each, (q D a(D) + r a(r)) / s for s = qD + r."""
         if causal:
-            return self.causal_keys_per_query(seq_len)
+            return self.causal_keys_per_query(seq_len, doc_tokens)
+        if doc_tokens and doc_tokens < seq_len:
+            q, r = divmod(seq_len, doc_tokens)
+            return (q * doc_tokens * self.attended_keys(doc_tokens) + (r * self.attended_keys(r) if r else 0.0)) / seq_len
         f_s, f_c = self._local_fractions()
         return ((1 - f_s - f_c) * seq_len + f_s * min(self.sliding_window or seq_len, seq_len)
                 + f_c * min(self.attention_chunk or seq_len, seq_len))

@@ -307,9 +307,11 @@ class Recipe:
                 raise InputError(flag, "", f"{v!r} is not one of {', '.join(STATE_DTYPES)}")
         self._check_megatron_core_switches()
         d = self.doc_tokens
-        if not (isinstance(d, (int, float)) and float(d).is_integer() and 0 <= d <= _MAX_COUNT):
-            raise InputError("--doc-tokens", "", f"must be 0 (one document per sequence) or a whole number of tokens, "
-                             f"got {d}")
+        if not (isinstance(d, (int, float)) and float(d).is_integer() and 0 <= d <= self.seq_len):
+            raise InputError("--doc-tokens", "", f"must be a whole number of tokens from 0 (one document per "
+                             f"sequence) to --seq-len {self.seq_len}, got {d:g}" if isinstance(d, (int, float))
+                             else f"must be a whole number of tokens, got {d!r}")
+        object.__setattr__(self, "doc_tokens", int(d))        # -0.0 and 512.0 read as 0 and 512
         n = self.bf16_edge_layers
         if not (isinstance(n, (int, float)) and float(n).is_integer() and 0 <= n <= 1024):
             raise InputError("--bf16-edge-layers", "", f"must be a whole number of layers 0 .. 1024, got {n}")

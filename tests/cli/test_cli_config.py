@@ -161,3 +161,19 @@ def test_an_error_about_a_value_the_config_set_names_its_key(tmp_path):
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]   # the notes come first
     assert p.returncode == 2 and len(errors) == 1 and f"{odd}: optimizer.exp_avg" in errors[0]
     assert "Adam only, not sgd" in errors[0] and "Traceback" not in p.stderr
+
+
+def test_an_explicit_pipeline_send_overlap_in_the_config_is_read_and_a_null_one_left_to_the_stack(tmp_path):
+    """Megatron-Bridge's comm_overlap.overlap_p2p_comm: false turns the interleaved sends' overlap off
+    (and a contradicting --pp-overlap is refused); null, as the shipped file has, leaves Megatron-core's
+    default (on with VP)."""
+    text = BRIDGE_DSV3.read_text()
+    assert "\n  overlap_p2p_comm: null\n" in text
+    off = tmp_path / "off.yaml"
+    off.write_text(text.replace("\n  overlap_p2p_comm: null\n", "\n  overlap_p2p_comm: false\n", 1))
+    args = ("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--json")
+    shipped, no = (json.loads(run(*args, "--config", str(f)).stdout) for f in (BRIDGE_DSV3, off))
+    assert shipped["recipe"]["pp_overlap"] is True and no["recipe"]["pp_overlap"] is False
+    assert no["breakdown"]["pp_comm_s"] > shipped["breakdown"]["pp_comm_s"]
+    assert_one_line_error(run(*args, "--config", str(off), "--pp-overlap"), "--pp-overlap",
+                          "comm_overlap.overlap_p2p_comm")

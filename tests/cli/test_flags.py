@@ -176,8 +176,8 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     (["--inlet-temp-c", "-25"], "must be between -20 and 60 C"),
     (["--no-flash-attention", "--attention-kernel", "fa3"], "--attention-kernel: names a fused-attention kernel"),
     (["--attention-kernel", "fa4"], "attention.kernels.fa4: no fa4 fit for h100-sxm-80gb (fitted: fa2, fa3)"),
-    (["--doc-tokens", "-5"], "--doc-tokens: must be 0 (one document per sequence) or a whole number of tokens"),
-    (["--doc-tokens", "100.5"], "--doc-tokens: must be 0 (one document per sequence) or a whole number of tokens"),
+    (["--doc-tokens", "-5"], "--doc-tokens: must be a whole number of tokens from 0 (one document per sequence)"),
+    (["--doc-tokens", "100.5"], "to --seq-len 8192, got 100.5"),
 ])
 def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
     import os
