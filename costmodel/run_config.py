@@ -146,6 +146,12 @@ def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str,
     cfg.where[name] = f"{path}: {prefix}{key}"
 
 
+def _bool(v) -> bool:
+    if not isinstance(v, bool):        # YAML's true/false; a string or number is not read as a switch
+        raise ValueError(v)
+    return v
+
+
 def _int(v):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
         raise ValueError(v)
@@ -173,7 +179,7 @@ def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
         L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
     else:
         _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
-    _take(cfg, path, L, "sp", m, "sequence_parallel", bool, mp)
+    _take(cfg, path, L, "sp", m, "sequence_parallel", _bool, mp)
 
 
 def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
@@ -214,7 +220,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
         L["zero"] = 1 if "distributed" in str(opt["name"]) else 0
         cfg.where["zero"] = f"{path}: model.optim.name"
         if "overlap_grad_sync" in opt:
-            _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", bool, "model.optim.")
+            _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", _bool, "model.optim.")
     _take(cfg, path, R, "gbs", m, "global_batch_size", _int, mp)
     _take(cfg, path, R, "seq_len", m, "encoder_seq_length", _int, mp)
     if "seq_len" not in R and isinstance(m.get("data"), dict):
@@ -222,18 +228,20 @@ def _nemo(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
     if m.get("fp8") is True:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
-    _take(cfg, path, R, "flash_attention", m, "use_flash_attention", bool, mp)
-    _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", bool, mp)
-    _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", bool, mp)
+    _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
+    _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
+    _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
     _model_dims(cfg, m, path)
-    cfg.nodes = None if _unset(t.get("num_nodes")) else _int(t["num_nodes"])
-    cfg.gpus_per_node = None if _unset(t.get("devices")) else _int(t["devices"])
+    world = {}
+    for key in ("num_nodes", "devices"):
+        _take(cfg, path, world, key, t, key, _int, "trainer.")
+    cfg.nodes, cfg.gpus_per_node = world.get("num_nodes"), world.get("devices")
     return cfg
 
 
 _SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-_BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_grouped_gemm", "moe_grouped_gemm", bool),
-               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", bool))
+_BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_grouped_gemm", "moe_grouped_gemm", _bool),
+               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", _bool))
 
 
 def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
@@ -357,17 +365,17 @@ def _bridge(d: dict, path: str) -> RunConfig:
         L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
             max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
         cfg.where["zero"] = f"{path}: ddp.use_distributed_optimizer / use_megatron_fsdp"
-        _take(cfg, path, R, "dp_overlap", ddp, "overlap_grad_reduce", bool, "ddp.")
+        _take(cfg, path, R, "dp_overlap", ddp, "overlap_grad_reduce", _bool, "ddp.")
         if ddp.get("overlap_param_gather") not in (None, ddp.get("overlap_grad_reduce")):
             cfg.notes.append(f"{path}: ddp.overlap_grad_reduce {ddp.get('overlap_grad_reduce')} and "
                              f"overlap_param_gather {ddp['overlap_param_gather']}: --dp-overlap follows the grad reduce")
     _model_dims(cfg, m, path)
     co = d.get("comm_overlap") or {}
     if isinstance(co, dict):
-        _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", bool, "comm_overlap.")
+        _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", _bool, "comm_overlap.")
         # null there lets Bridge turn it on with VP; the model section's value is the dataclass
         # default before that setup runs, so only an explicit comm_overlap value is read
-        _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", bool, "comm_overlap.")
+        _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", _bool, "comm_overlap.")
     return cfg
 
 

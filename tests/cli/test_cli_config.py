@@ -177,3 +177,16 @@ def test_an_explicit_pipeline_send_overlap_in_the_config_is_read_and_a_null_one_
     assert no["breakdown"]["pp_comm_s"] > shipped["breakdown"]["pp_comm_s"]
     assert_one_line_error(run(*args, "--config", str(off), "--pp-overlap"), "--pp-overlap",
                           "comm_overlap.overlap_p2p_comm")
+
+
+def test_a_world_size_or_switch_of_the_wrong_type_names_its_key(tmp_path):
+    """A NeMo file whose trainer.num_nodes is not a whole number, or whose model.overlap_p2p_comm is a
+    string instead of true/false, is refused naming the key (never read as a default, never a traceback)."""
+    text = NEMO.read_text()
+    for old, new, key in (("num_nodes: 16", "num_nodes: '16 8'", "trainer.num_nodes"),
+                          ("sequence_parallel: false", "sequence_parallel: 'no'", "model.sequence_parallel")):
+        assert old in text, old
+        bad = tmp_path / f"{key}.yaml"
+        bad.write_text(text.replace(old, new, 1))
+        assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bad)),
+                              key, "is not a valid value")
