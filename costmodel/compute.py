@@ -256,27 +256,28 @@ def _logits_times(model: ModelSpec, profile: Profile, dt: str, tok, tp, gemm3, m
 
 
 def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, peak16, hbm_eff,
-                      gp, mem):
-    """(forward, backward) seconds of the attention core per micro-batch on one GPU (arrays): the fused
-    kernel at its fitted efficiency over the keys each query sees (causal, windowed, packed documents),
-    or unfused attention's batched GEMMs and softmax passes over the whole s x s scores.  ``tok``:
-    queries on this rank; ``hbm_eff``: (HBM bytes/s, its achievable fraction); ``mem(bytes, kernels)``
-    prices memory-bound kernels."""
+                      gp, mem, launch_s):
+    """(forward s, backward s, forward FLOPs) of the attention core per micro-batch on one GPU (arrays):
+    the fused kernel at its fitted efficiency over the keys each query sees (causal, windowed, packed
+    documents), or unfused attention's batched GEMMs and softmax passes over the whole s x s scores.
+    ``tok``: queries on this rank; ``hbm_eff``: (HBM bytes/s, its achievable fraction);
+    ``mem(bytes, kernels)`` prices memory-bound kernels; ``launch_s`` one kernel launch."""
     s = recipe.seq_len
     tp, cp = t.tp.astype(np.float64), t.cp.astype(np.float64)
     hbm, eta_hbm = hbm_eff
-    launch = profile.gemm.get(_dtype16(profile), gp).launch_s
-    # keys over the full sequence (the CP ring brings them)
+    # keys over the full sequence (the CP ring brings them); causal, each query sees s/2 on average
+    # (fewer under a sliding window or packing), unfused attention computes all s
+    keys = model.causal_keys_per_query(s, recipe.doc_tokens) if recipe.flash_attention else s
+    fl = 2.0 * tok * keys * (model.q_dim + model.attn_out_dim) / tp
     if recipe.flash_attention:
-        # causal: each query sees s/2 keys on average (fewer under a sliding window or packing)
-        fl = 2.0 * tok * model.causal_keys_per_query(s, recipe.doc_tokens) * (model.q_dim + model.attn_out_dim) / tp
         # each kernel call (a CP ring step) sees s / CP keys per query, a packed document at most
         # (the variable-length kernel runs each as a sequence of its own), at the kernel's compiled
         # head dims (its padding is computed, not useful)
         seen = np.minimum(s / cp, recipe.doc_tokens) if recipe.doc_tokens else s / cp
         eff = profile.attention_efficiency(recipe.attention_kernel, seen, model.qk_head_dim,
                                            model.attn_out_dim / model.num_heads)
-        return fl / (peak16 * eff) + launch * cp, FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch * cp
+        return (fl / (peak16 * eff) + launch_s * cp, FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch_s * cp,
+                fl)
     bmm = t.mbs * model.num_heads / tp
     sq = s / cp
     dqk, dv = model.qk_head_dim, model.attn_out_dim / model.num_heads
@@ -287,7 +288,7 @@ def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: Lay
     scores = bmm * sq * s
     # fused scale-mask-softmax: read+write scores; dropout: read, write, 1-byte mask
     sm_bytes = scores * (2 * ACT_BYTES + (2 * ACT_BYTES + 1 if model.dropout else 0))
-    return qk_f + av_f + mem(sm_bytes, 2), qk_b + av_b + mem(2 * sm_bytes, 2)
+    return qk_f + av_f + mem(sm_bytes, 2), qk_b + av_b + mem(2 * sm_bytes, 2), fl
 
 
 @uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute")
@@ -334,7 +335,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     gemm_f, gemm_b = w["gemm_f"], w["gemm_b"]
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
 
-    attn_f, attn_b = _attention_core_s(model, recipe, profile, t, tok, peak16, (hbm, eta_hbm), gp, mem)
+    attn_f, attn_b, attn_flops = _attention_core_s(model, recipe, profile, t, tok, peak16, (hbm, eta_hbm), gp, mem,
+                                                   launch)
 
     # memory-bound elementwise ops, bytes per micro-batch on this GPU (forward)
     tok_sp = tok / sp_div                       # tokens per GPU in the SP-sharded regions
@@ -381,8 +383,6 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     recompute, recompute_attn = (np.where(t.recompute == 2, full, np.where(t.recompute == 1, sel, 0.0))
                                  for full, sel in ((layer_f, selective), (attn_f, selective_attn)))
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
-    attn_flops = 2.0 * tok * (model.causal_keys_per_query(s, recipe.doc_tokens) if recipe.flash_attention else s) * (
-        q + model.attn_out_dim) / tp
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, lg_flops, ce, recompute_attn,

@@ -127,9 +127,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["vp"] > 1:
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
-        if not (recipe.pp_overlap and layout["overlap"]) and recipe.stack not in ("megatron-legacy",
-                                                                                   "megatron-deepspeed"):
-            a.append("--no-overlap-p2p-communication")      # Megatron-core overlaps them by default
+        # the flag turns off what Megatron-core does by default (the older stacks have neither)
+        if STACKS.get(recipe.stack, STACKS["megatron"]).defaults["pp_overlap"] and not (recipe.pp_overlap
+                                                                                          and layout["overlap"]):
+            a.append("--no-overlap-p2p-communication")
     if layout["sp"]:
         a.append("--sequence-parallel")
     a += [f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}",
@@ -258,7 +259,7 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
                optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap,
-               doc_tokens=int(recipe.doc_tokens))
+               doc_tokens=recipe.doc_tokens)
     return out
 
 

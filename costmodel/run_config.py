@@ -233,9 +233,9 @@ def _nemo(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
     _model_dims(cfg, m, path)
     world = {}
-    for key in ("num_nodes", "devices"):
-        _take(cfg, path, world, key, t, key, _int, "trainer.")
-    cfg.nodes, cfg.gpus_per_node = world.get("num_nodes"), world.get("devices")
+    for name, key in (("nodes", "num_nodes"), ("gpus_per_node", "devices")):
+        _take(cfg, path, world, name, t, key, _int, "trainer.")
+    cfg.nodes, cfg.gpus_per_node = world.get("nodes"), world.get("gpus_per_node")
     return cfg
 
 

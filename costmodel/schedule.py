@@ -162,9 +162,8 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
     (``bwd_s / VP``) and waited for after it, so only its excess over that compute stays exposed
     (Megatron-core pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
     """
-    p2p = np.where(t.pp > 1, p2p_s, 0.0)
-    raw = 2 * t.vp * p2p
-    exposed = t.vp * (np.maximum(p2p - fwd_s / t.vp, 0.0) + np.maximum(p2p - bwd_s / t.vp, 0.0))
+    raw = 2 * t.vp * p2p_s                     # p2p_s is 0 without a pipeline (costmodel.comm)
+    exposed = t.vp * (np.maximum(p2p_s - fwd_s / t.vp, 0.0) + np.maximum(p2p_s - bwd_s / t.vp, 0.0))
     return raw, np.where(recipe.pp_overlap & t.overlap & (t.vp > 1), exposed, raw)
 
 

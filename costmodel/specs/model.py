@@ -185,8 +185,7 @@ class ModelSpec:
         if causal:
             return self.causal_keys_per_query(seq_len, doc_tokens)
         if doc_tokens and doc_tokens < seq_len:
-            q, r = divmod(seq_len, doc_tokens)
-            return (q * doc_tokens * self.attended_keys(doc_tokens) + (r * self.attended_keys(r) if r else 0.0)) / seq_len
+            return _blockwise_mean(seq_len, doc_tokens, self.attended_keys)
         f_s, f_c = self._local_fractions()
         return ((1 - f_s - f_c) * seq_len + f_s * min(self.sliding_window or seq_len, seq_len)
                 + f_c * min(self.attention_chunk or seq_len, seq_len))
@@ -198,16 +197,13 @@ class ModelSpec:
         ``doc_tokens`` D > 0: the sequence packs documents of D tokens (s = qD + r), each attending
         to itself only, (q D k(D) + r k(r)) / s with k the mean above for one document."""
         if doc_tokens and doc_tokens < seq_len:
-            q, r = divmod(seq_len, doc_tokens)
-            return (q * doc_tokens * self.causal_keys_per_query(doc_tokens)
-                    + (r * self.causal_keys_per_query(r) if r else 0.0)) / seq_len
+            return _blockwise_mean(seq_len, doc_tokens, self.causal_keys_per_query)
         full = seq_len / 2.0
         f_s, f_c = self._local_fractions()
         w, c = self.sliding_window, self.attention_chunk
         slide = w - w * w / (2.0 * seq_len) if w and w < seq_len else full
         if c and c < seq_len:
-            q, r = divmod(seq_len, c)
-            chunk = (q * c * c + r * r) / (2.0 * seq_len)
+            chunk = _blockwise_mean(seq_len, c, lambda n: n / 2.0)
         else:
             chunk = full
         return (1 - f_s - f_c) * full + f_s * slide + f_c * chunk
@@ -306,3 +302,10 @@ def load_model(name_or_path: str, flag: str = "--model") -> ModelSpec:
     from .model_config import read_model_config
     path = _resolve(name_or_path, catalog_dir(), (".json",), "model", flag)
     return read_model_config(_read_mapping(path), path)
+
+
+def _blockwise_mean(seq_len, block, keys) -> float:
+    """Mean keys per query over a sequence of ``seq_len`` tokens cut into blocks of ``block`` (s = qB + r),
+    each query attending within its own block: (q B keys(B) + r keys(r)) / s."""
+    q, r = divmod(seq_len, block)
+    return (q * block * keys(block) + (r * keys(r) if r else 0.0)) / seq_len

@@ -218,7 +218,7 @@ class Recipe:
     main_grads_dtype: str = "fp32"
     optimizer_states_dtype: str = "fp32"
     bf16_edge_layers: float = 0
-    doc_tokens: float = 0
+    doc_tokens: int = 0
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:
