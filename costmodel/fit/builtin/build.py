@@ -15,6 +15,7 @@ from costmodel.specs.profile import dump_profile
 from ..primitives import round_sig
 from . import comm, compute
 from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, path, rel
+from .capped_gemm import capped_rate_check, flop_w_from_capped, read_fbgemm_bench
 from .msmf import read_msmf_table, sustained_tflops
 from .power import build_power_thermal
 from .variants import MAMF_PAIRS, VARIANTS, Variant, same_die_mamf
@@ -82,6 +83,7 @@ def build_profiles(D=None):
     comm.intra_gb200(b)
     comm.fit_inter(b)
     _power_thermal(b)
+    _capped_gemm_power(b)
     _mamf_power_check(b)
     _msmf_check(b)
     for g in b.prof:
@@ -112,6 +114,41 @@ def _derive_variant(b: Build, g: str, v: Variant) -> None:
         p["attention"]["kernels"] = {k: e for k, e in p["attention"]["kernels"].items() if k in v.kernels}
     p["comm"]["intra_node"] = {coll: copy(e, f"comm.intra_node.{coll}") for coll, e in q["comm"]["intra_node"].items()}
     b.summary.append(("derived", g, "gemm/hbm/attention/comm", f"from {src}"))
+
+
+#: a part whose GEMMs were timed under its own power limit: gpu -> (input key of .data.F, benchmark
+#: kinds of the fitted BF16 rows and of the FP8 cross-check) (costmodel/fit/builtin/capped_gemm.py)
+CAPPED_GEMMS = {"h100-hbm2e-96gb": ("fbgemm_500w", "bf16", "fp8 row gemm only")}
+
+
+def _capped_gemm_power(b: Build) -> None:
+    """``power.flop_w`` of the parts in :data:`CAPPED_GEMMS` from their BF16 GEMMs timed at their own
+    limit (:func:`.capped_gemm.flop_w_from_capped`), replacing the same-die value; the FP8 rows of the
+    same benchmark are a cross-check of the result."""
+    for g, (key, kind16, kind8) in CAPPED_GEMMS.items():
+        if g not in b.prof:
+            continue
+        p, sheet = b.prof[g], b.sheet[g]
+        pw, cap = p["power"], float(sheet.tdp)
+        rows = read_fbgemm_bench(path(key))
+        flop_w, rec = flop_w_from_capped([r for r in rows if r["kind"] == kind16], p["gemm"]["bf16"], pw,
+                                         sheet.peak["bf16"], sheet.hbm, cap)
+        old = pw["flop_w"]
+        pw["flop_w"] = round_sig(flop_w, 4)
+        check = capped_rate_check([r for r in rows if r["kind"] == kind8], p["gemm"]["fp8"], pw, sheet.peak["fp8"], cap)
+        rec = dict(rec, inputs=[rel(key)], replaced_w=old,
+                   fp8_check=dict(note=f"not fitted: FBGEMM's '{kind8}' rows at the same limit against the profile's "
+                                       "FP8 GEMM held under it", rows=check))
+        pw.setdefault("fit", {})["flop_w"] = rec
+        pw["basis"] = dict(pw.get("basis", {}), flop_w="fitted")
+        pw["note"] = (f"flop_w FITTED to this part's BF16 GEMMs timed at its {cap:.0f} W limit ({rel(key)}; "
+                      f"{old:.1f} W by the same-die rule before); the other terms "
+                      + pw.get("note", "").replace("DERIVED: no power data for this GPU in the public set; ", "DERIVED: "))
+        b.use(g, key)
+        worst = max(abs(c["rel_err"]) for c in check)
+        b.summary.append(("power", g, "flop_w (capped GEMMs)", f"{flop_w:.0f} W from {len(rec['per_shape'])} BF16 "
+                                                               f"GEMMs at {cap:.0f} W (same-die {old:.0f}); FP8 check "
+                                                               f"max |err| {worst:.1%}"))
 
 
 def _power_thermal(b: Build) -> None:

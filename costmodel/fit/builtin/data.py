@@ -43,6 +43,7 @@ F = dict(  # input files (copies under hardware/profiles/data/)
     h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
     a100_wait="m4logs_a100_80gb_8gpu_nccl_wait_nvidia_smi_q.txt",
     b200_note="gpu_research_b200_8gpu_power_clocks_thermals.md", msmf="mlengineering_mamf_vs_msmf_h200_b200.md",
+    fbgemm_500w="fbgemm_h100_500w_bf16_fp8_gemm.md",
     flagperf_ops="flagperf_a100_operator_bench_power_temp.csv",
     flagperf_base="flagperf_a100_base_gemm_membw_nccl_with_power_temp.md",
     zeus_v100="zeus_nsdi23_power_vs_powerlimit_v100.csv", zeus_a40="zeus_nsdi23_power_vs_powerlimit_a40.csv",
