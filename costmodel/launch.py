@@ -16,6 +16,7 @@ import json
 
 from .errors import InputError
 from .layouts import light_last_stage, uneven_split
+from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import STACKS
 
@@ -128,8 +129,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
         # the flag turns off what Megatron-core does by default (the older stacks have neither)
-        if STACKS.get(recipe.stack, STACKS["megatron"]).defaults["pp_overlap"] and not (recipe.pp_overlap
-                                                                                          and layout["overlap"]):
+        if (STACKS.get(recipe.stack, STACKS["megatron"]).defaults["pp_overlap"]
+                and not pp_sends_overlapped(recipe, layout["overlap"], layout["vp"])):
             a.append("--no-overlap-p2p-communication")
     if layout["sp"]:
         a.append("--sequence-parallel")
@@ -179,11 +180,12 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
 def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """NeMo 2 recipe overrides (module docstring) for ``layout``."""
     t = layout
+    sends_hidden = bool(pp_sends_overlapped(recipe, t["overlap"], t["vp"]))
     a = [f"recipe.trainer.strategy.tensor_model_parallel_size = {t['tp']}",
          f"recipe.trainer.strategy.pipeline_model_parallel_size = {t['pp']}",
          f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
-         *([f"recipe.model.config.overlap_p2p_comm = {bool(recipe.pp_overlap and t['overlap'])}",
-            f"recipe.model.config.batch_p2p_comm = {not (recipe.pp_overlap and t['overlap'])}"] if t["vp"] > 1 else []),
+         *([f"recipe.model.config.overlap_p2p_comm = {sends_hidden}",
+            f"recipe.model.config.batch_p2p_comm = {not sends_hidden}"] if t["vp"] > 1 else []),
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:

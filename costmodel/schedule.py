@@ -151,20 +151,26 @@ class StepTimes:
     pp_contention_s: np.ndarray
 
 
+def pp_sends_overlapped(recipe: Recipe, overlap, vp):
+    """Whether stage-boundary sends hide under the next virtual stage (bool, or a bool array where
+    ``overlap`` / ``vp`` are layout columns): the recipe's ``pp_overlap``, the layout's ``overlap``
+    and VP > 1, since Megatron-core forces ``overlap_p2p_comm`` off without a virtual pipeline
+    (megatron/training/arguments.py).  The schedule and the launch flags read the same rule."""
+    return np.logical_and(np.logical_and(recipe.pp_overlap, overlap), np.asarray(vp) > 1)
+
+
 def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
     """(all, exposed) stage-boundary send time per micro-batch on the slowest stage, s (arrays).
 
     Each virtual stage sends its forward output on and its input gradient back: 2 VP transfers of
-    ``p2p_s`` a micro-batch.  Blocking, all are exposed.  With ``recipe.pp_overlap``, the layout's
-    ``overlap`` and VP > 1
-    (Megatron-core ``overlap_p2p_comm``, forced off without VP by megatron/training/arguments.py)
-    each transfer is posted before the next virtual stage's forward (``fwd_s / VP``) or backward
+    ``p2p_s`` a micro-batch.  Blocking, all are exposed.  Overlapped (:func:`pp_sends_overlapped`;
+    Megatron-core ``overlap_p2p_comm``) each transfer is posted before the next virtual stage's forward (``fwd_s / VP``) or backward
     (``bwd_s / VP``) and waited for after it, so only its excess over that compute stays exposed
     (Megatron-core pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving).
     """
     raw = 2 * t.vp * p2p_s                     # p2p_s is 0 without a pipeline (costmodel.comm)
     exposed = t.vp * (np.maximum(p2p_s - fwd_s / t.vp, 0.0) + np.maximum(p2p_s - bwd_s / t.vp, 0.0))
-    return raw, np.where(recipe.pp_overlap & t.overlap & (t.vp > 1), exposed, raw)
+    return raw, np.where(pp_sends_overlapped(recipe, t.overlap, t.vp), exposed, raw)
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
