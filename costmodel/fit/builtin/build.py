@@ -15,7 +15,7 @@ from costmodel.specs.profile import dump_profile
 from ..primitives import round_sig
 from . import comm, compute
 from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, path, rel
-from .capped_gemm import capped_rate_check, flop_w_from_capped, read_fbgemm_bench
+from .capped_gemm import capped_rate_check, flop_w_from_capped, read_fbgemm_bench, read_shape_times
 from .msmf import read_msmf_table, sustained_tflops
 from .power import build_power_thermal
 from .variants import MAMF_PAIRS, VARIANTS, Variant, same_die_mamf
@@ -136,9 +136,12 @@ def _capped_gemm_power(b: Build) -> None:
         old = pw["flop_w"]
         pw["flop_w"] = round_sig(flop_w, 4)
         check = capped_rate_check([r for r in rows if r["kind"] == kind8], p["gemm"]["fp8"], pw, sheet.peak["fp8"], cap)
+        check16 = capped_rate_check(read_shape_times(path(key)), p["gemm"]["bf16"], pw, sheet.peak["bf16"], cap)
         rec = dict(rec, inputs=[rel(key)], replaced_w=old,
                    fp8_check=dict(note=f"not fitted: FBGEMM's '{kind8}' rows at the same limit against the profile's "
-                                       "FP8 GEMM held under it", rows=check))
+                                       "FP8 GEMM held under it", rows=check),
+                   bf16_check=dict(note="not fitted: float8_experimental's Llama-70B shapes (the same file; GPU not "
+                                        "named) against the profile's BF16 GEMM held under the limit", rows=check16))
         pw.setdefault("fit", {})["flop_w"] = rec
         pw["basis"] = dict(pw.get("basis", {}), flop_w="fitted")
         pw["note"] = (f"flop_w FITTED to this part's BF16 GEMMs timed at its {cap:.0f} W limit ({rel(key)}; "
@@ -146,9 +149,11 @@ def _capped_gemm_power(b: Build) -> None:
                       + pw.get("note", "").replace("DERIVED: no power data for this GPU in the public set; ", "DERIVED: "))
         b.use(g, key)
         worst = max(abs(c["rel_err"]) for c in check)
+        worst16 = max(abs(c["rel_err"]) for c in check16)
         b.summary.append(("power", g, "flop_w (capped GEMMs)", f"{flop_w:.0f} W from {len(rec['per_shape'])} BF16 "
-                                                               f"GEMMs at {cap:.0f} W (same-die {old:.0f}); FP8 check "
-                                                               f"max |err| {worst:.1%}"))
+                                                               f"GEMMs at {cap:.0f} W (same-die {old:.0f}); checks: FP8 "
+                                                               f"max |err| {worst:.1%}, BF16 Llama-70B shapes "
+                                                               f"{worst16:.1%}"))
 
 
 def _power_thermal(b: Build) -> None:

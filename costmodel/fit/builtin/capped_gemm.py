@@ -24,13 +24,13 @@ from costmodel.power import clock_for_dynamic_ratio, dynamic_power_ratio
 from costmodel.specs.params import GemmParams
 
 
-_LINE = re.compile(r"^\s*(?P<kind>[a-z0-9 +]+):\s+shape \((?P<m>\d+), (?P<n>\d+), (?P<k>\d+)\)\s+tflops\s+"
+_LINE = re.compile(r"^\s*(?P<kind>[a-z0-9 +]+):\s+shape \((?P<m>\d+), (?P<k>\d+), (?P<n>\d+)\)\s+tflops\s+"
                    r"(?P<tflops>[\d.]+)\s+ms\s+(?P<ms>[\d.]+)\s*$")
 
 
 def read_fbgemm_bench(path) -> list[dict]:
-    """Rows of an FBGEMM quantize-benchmark printout: dicts kind ('bf16', 'fp8 row gemm only', ...),
-    m, n, k, tflops (TFLOP/s), time_s.
+    """Rows of an FBGEMM quantize-benchmark printout (``KIND: shape (M, K, N) tflops X ms Y``): dicts
+    kind ('bf16', 'fp8 row gemm only', ...), m, n, k (k the reduction dim), tflops (TFLOP/s), time_s.
 
     Raises:
         ValueError: no benchmark line in the file, or a line whose TFLOP/s and time disagree with
@@ -45,10 +45,33 @@ def read_fbgemm_bench(path) -> list[dict]:
             m, n, k = (int(mt[x]) for x in "mnk")
             tf, t = float(mt["tflops"]), float(mt["ms"]) * 1e-3
             if abs(2.0 * m * n * k / t / 1e12 / tf - 1.0) > 0.01:
-                raise ValueError(f"{path}:{i}: {tf} TFLOP/s does not match 2 x {m} x {n} x {k} in {t * 1e3} ms")
+                raise ValueError(f"{path}:{i}: {tf} TFLOP/s does not match 2 x {m} x {k} x {n} in {t * 1e3} ms")
             rows.append(dict(kind=mt["kind"].strip(), m=m, n=n, k=k, tflops=tf, time_s=t, line=i))
     if not rows:
-        raise ValueError(f"{path}: no 'KIND: shape (M, N, K) tflops X ms Y' line")
+        raise ValueError(f"{path}: no 'KIND: shape (M, K, N) tflops X ms Y' line")
+    return rows
+
+
+_SHAPE_ROW = re.compile(r"^(?P<name>[\w.]+)\s+\((?P<m>\d+), (?P<k>\d+), (?P<n>\d+)\)\s+(?P<t>\d+(?:\.\d+)?E[-+]\d+)\s")
+
+
+def read_shape_times(path) -> list[dict]:
+    """Rows of a ``name (M, K, N) bf16_time_s ...`` table (float8_experimental's Llama-70B shape
+    benchmark): dicts kind 'bf16', name, m, n, k, time_s, tflops = 2 M K N / time.
+
+    Raises:
+        ValueError: no such row in the file (the message names it).
+    """
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            mt = _SHAPE_ROW.match(line)
+            if mt:
+                m, k, n, t = int(mt["m"]), int(mt["k"]), int(mt["n"]), float(mt["t"])
+                rows.append(dict(kind="bf16", name=mt["name"], m=m, n=n, k=k, time_s=t,
+                                 tflops=round(2.0 * m * n * k / t / 1e12, 1), line=i))
+    if not rows:
+        raise ValueError(f"{path}: no 'NAME (M, K, N) TIME_S' row")
     return rows
 
 
