@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .formats import gemm_format
+from .formats import cast_bytes, gemm_format
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
@@ -365,7 +365,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # GEMM inputs, backward the four output gradients (NVIDIA Transformer Engine docs, "Using FP8
         # with Transformer Engine"); NVFP4's Hadamard transforms run on the 16-bit tensor cores inside
         # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
-        cast = lambda elems: np.maximum(mem(fmt.cast_bytes * elems, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
+        cb = cast_bytes(fmt, recipe.fp8_recipe)
+        cast = lambda elems: np.maximum(mem(cb * elems, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
         ew_f, ew_b = ew_f + cast(tok * gemm_in), ew_b + cast(tok * gemm_out)
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0

@@ -5,8 +5,16 @@ Under every low-precision recipe the transformer layers' linear GEMMs (fprop, dg
 the format; the attention core and the output layer and loss stay in 16 bits (Transformer Engine
 quantizes its Linear/LayerNormLinear/GroupedLinear modules only; Megatron's output layer is not one).
 
-* ``fp8``: per-tensor scaled E4M3/E5M2 (TE delayed or current scaling).  A fused cast-transpose reads
-  the 16-bit tensor (2 bytes) and writes it row-wise and column-wise in fp8 (1 + 1): 4 bytes per element.
+* ``fp8``: per-tensor scaled E4M3/E5M2.  A fused cast-transpose reads the 16-bit tensor (2 bytes) and
+  writes it row-wise and column-wise in fp8 (1 + 1): 4 bytes per element.  Its scale comes either from
+  an amax history (``--fp8-recipe delayed``: TE DelayedScaling, Megatron-LM's default) or from the
+  tensor itself (``tensorwise``: TE Float8CurrentScaling, NeMo's bf16_with_fp8_current_scaling_mixed,
+  torchao's dynamic float8 that torchtitan runs), which reads the tensor once more for its amax
+  before the cast: 6 bytes per element.  Measured (hardware/profiles/data/
+  te_gemm_profiling_h200nvl_fp8_quantization.md, TE's GEMM benchmark on an H200 NVL): current
+  scaling's autocast minus pre-quantized time of each pass moves 6 bytes per input element (5 per
+  weight element, whose column-wise copy that benchmark does not need) at 3.9-4.0 TB/s, 82-84 % of
+  the 4.8 TB/s datasheet bandwidth, as other memory-bound kernels do; 4 bytes would be 52-55 %.
 * ``mxfp8``: OCP microscaling FP8, one power-of-two (E8M0) scale per 1x32 block, native to Blackwell
   tensor cores at the fp8 rate (Megatron-LM docs, "Low-Precision Training Guide": ``--fp8-format e4m3
   --fp8-recipe mxfp8``, Blackwell only; OCP Microscaling Formats (MX) v1.0 spec: 32-element blocks,
@@ -70,6 +78,23 @@ FORMATS = {
     "nvfp4": GemmFormat("nvfp4", "fp4", 0.5 + 1 / 16, 2.0 + 2.0 + 2 * (0.5 + 1 / 16), ("blackwell",),
                         rht_flops=2 * 2 * 16),
 }
+
+
+#: per-tensor FP8 scaling recipes (Megatron-LM ``--fp8-recipe`` names) -> extra HBM bytes per element of
+#: each cast: the amax read of current scaling (module docstring)
+FP8_RECIPES = {"delayed": 0.0, "tensorwise": 2.0}
+
+
+def cast_bytes(fmt: GemmFormat, fp8_recipe: str = "delayed") -> float:
+    """HBM bytes per element of quantizing one GEMM input in ``fmt`` under the per-tensor FP8 scaling
+    recipe ``fp8_recipe`` (which only the ``fp8`` format reads; module docstring).
+
+    Raises:
+        InputError: an unknown recipe (naming --fp8-recipe and the known ones).
+    """
+    if fp8_recipe not in FP8_RECIPES:
+        raise InputError("--fp8-recipe", "", f"{fp8_recipe!r} is not one of {', '.join(FP8_RECIPES)}")
+    return fmt.cast_bytes + (FP8_RECIPES[fp8_recipe] if fmt.name == "fp8" else 0.0)
 
 
 def gemm_format(precision: str) -> GemmFormat:

@@ -43,7 +43,8 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
              f"activation checkpointing: {ckpt}"
              + (f" of {', '.join(recipe.recomputed)}" if rc == "selective" and recipe.recomputed != ("core_attn",)
                 else ""),
-             f"precision: {recipe.precision}, optimizer: {recipe.optimizer}"
+             f"precision: {recipe.precision}" + (f" ({recipe.fp8_recipe} scaling)" if recipe.precision == "fp8" else "")
+             + f", optimizer: {recipe.optimizer}"
              + (f" (main grads {recipe.main_grads_dtype}, states {recipe.optimizer_states_dtype})"
                 if recipe.precision_aware else "")
              + ((", offloaded to the host CPU (" + ("DeepSpeed zero_optimization.offload_optimizer.device cpu"
@@ -159,7 +160,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append("--overlap-param-gather")
     if recipe.tp_comm_overlap and layout["sp"]:
         a.append("--tp-comm-overlap")
-    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid",
+    fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "")
+    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": fp8,
               "mxfp8": "--bf16 --fp8-format e4m3 --fp8-recipe mxfp8",
               "nvfp4": "--bf16 --fp4-format e2m1"}[recipe.precision])
     if recipe.bf16_edge_layers:
@@ -216,9 +218,17 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
     a.append(f"recipe.model.config.attention_backend = {'flash' if recipe.flash_attention else 'unfused'!r}")
+    current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
-                                            "fp8": "bf16_with_fp8_mixed()", "mxfp8": "bf16_with_mxfp8_mixed()",
+                                            "fp8": "bf16_with_fp8_current_scaling_mixed()" if current
+                                            else "bf16_with_fp8_mixed()", "mxfp8": "bf16_with_mxfp8_mixed()",
                                             "nvfp4": "bf16_with_nvfp4_mixed()"}[recipe.precision])
+    if current:
+        # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
+        n = int(recipe.bf16_edge_layers)
+        a += ([f"recipe.trainer.plugins.num_layers_at_start_in_bf16 = {n}",
+               f"recipe.trainer.plugins.num_layers_at_end_in_bf16 = {n}"] if n
+              else ["recipe.trainer.plugins.first_last_layers_bf16 = False"])
     if recipe.tp_comm_overlap and t["sp"]:
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
     return "\n".join(a)
@@ -248,7 +258,8 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
     if recipe.precision != "bf16" and recipe.precision != "fp16":
-        a.insert(2, f"    # {recipe.precision}: add the float8 model converter of your torchtitan version")
+        how = f" with {recipe.fp8_recipe} scaling" if recipe.precision == "fp8" else ""
+        a.insert(2, f"    # {recipe.precision}{how}: add the float8 model converter of your torchtitan version")
     return "\n".join(a)
 
 
@@ -256,7 +267,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
     """The layout and recipe as one JSON-ready mapping (the ``json`` format)."""
     keys = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp", "overlap")
     out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in keys if k in layout}
-    out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
+    out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, fp8_recipe=recipe.fp8_recipe,
+               stack=recipe.stack,
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,

@@ -14,12 +14,13 @@ import math
 
 import numpy as np
 
+from .formats import FP8_RECIPES
 from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
 DUMP_KEYS = {
     "flash_attention": "use_flash_attn", "tp_comm_overlap": "tp_comm_overlap", "dp_overlap": "overlap_grad_reduce",
-    "pp_overlap": "overlap_p2p_comm",
+    "pp_overlap": "overlap_p2p_comm", "fp8_recipe": "fp8_recipe",
     "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
     "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
     "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
@@ -60,6 +61,12 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         out["cross_entropy"] = "fused"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
+    if a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
+        if str(a["fp8_recipe"]) in FP8_RECIPES:
+            out["fp8_recipe"] = str(a["fp8_recipe"])
+        else:
+            notes.append(f"argument dump: fp8_recipe = {a['fp8_recipe']!r} is not a per-tensor recipe the model "
+                         f"prices ({', '.join(FP8_RECIPES)}): not used")
     if a.get("use_precision_aware_optimizer") is True:
         for switch, key in (("main_grads_dtype", "main_grads_dtype"), ("optimizer_states_dtype", "exp_avg_dtype")):
             if key in a:

@@ -59,7 +59,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     tok = t.mbs * s / t.cp
     tp = t.tp.astype(np.float64)
     sp_div = np.where(t.sp, tp, 1.0)
-    h, q, kv, ffn = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
+    h, q, ffn = model.hidden, model.q_dim, model.ffn_hidden
     B = ACT_BYTES
     drop = 1.0 if model.dropout else 0.0
     # replicated-or-SP-sharded: 2 norm inputs, QKV input, FC1 input, 2 dropout masks

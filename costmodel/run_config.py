@@ -42,6 +42,7 @@ from pathlib import Path
 import yaml
 
 from .errors import InputError
+from .formats import FP8_RECIPES
 from .specs import recompute_module_list
 
 
@@ -253,14 +254,24 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
                           else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name else None)
         if R["precision"] is None:
             raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16, fp8, mxfp8 or nvfp4 recipe")
+        if R["precision"] == "fp8" and "subchannel" not in name:
+            # bf16_with_fp8_current_scaling_mixed: per-tensor current scaling; bf16_with_fp8_mixed: delayed
+            R["fp8_recipe"] = "tensorwise" if "current_scaling" in name else "delayed"
+            cfg.where["fp8_recipe"] = f"{path}: mixed_precision"
     elif isinstance(mp, dict):
         fp8 = mp.get("fp8") not in (None, False)
+        recipe = str(mp.get("fp8_recipe") or "").lower()
         R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
-                          ("mxfp8" if str(mp.get("fp8_recipe") or "").lower() == "mxfp8" else "fp8") if fp8 else
+                          ("mxfp8" if recipe == "mxfp8" else "fp8") if fp8 else
                           "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
         if R["precision"] is None:
             del R["precision"]
             return
+        if R["precision"] == "fp8" and recipe in FP8_RECIPES:
+            R["fp8_recipe"], cfg.where["fp8_recipe"] = recipe, f"{path}: mixed_precision.fp8_recipe"
+        elif R["precision"] == "fp8" and recipe:
+            cfg.notes.append(f"{path}: mixed_precision.fp8_recipe {recipe!r} is priced as per-tensor fp8 with the "
+                             f"stack's scaling (the model prices {', '.join(FP8_RECIPES)} and mxfp8)")
     else:
         return
     cfg.where["precision"] = f"{path}: mixed_precision"

@@ -45,6 +45,11 @@ Megatron-LM, whose ``_communicate`` waited on every batched send/receive and syn
 torchtitan's torch.distributed.pipelining schedules are left off: no measurement of their overlap
 was found.
 
+FP8 scaling (``fp8_recipe``, with ``--precision fp8``): delayed on Megatron-LM (``--fp8-recipe``
+defaults to delayed, megatron/training/arguments.py), NeMo's ``bf16_with_fp8_mixed`` and llm-foundry
+(Transformer Engine's DelayedScaling in its ``fp8_config``); tensorwise (current scaling) on torchtitan,
+whose torchao float8 linears scale every cast dynamically from the tensor's own amax.
+
 CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
 pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner
 waits for the CPU (small models, few tokens per micro-batch).  Counts, forward (the backward
@@ -64,6 +69,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InputError
+from .formats import FP8_RECIPES
 from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, STATE_DTYPES, Recipe
 
 
@@ -127,6 +133,9 @@ RECIPE_SWITCHES = (
                  "under the next virtual stage's compute (Megatron overlap_p2p_comm; --no-overlap-p2p-"
                  "communication turns it off); the warm-up and flush sends stay in the bubble; no effect "
                  "with VP 1 or --no-overlap."),
+    RecipeSwitch("fp8_recipe", "choice", "With --precision fp8: per-tensor scales from the amax history "
+                 "(delayed) or from each tensor itself (tensorwise: current scaling, one more read of every "
+                 "cast tensor).", tuple(FP8_RECIPES)),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
@@ -277,6 +286,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
     # Megatron family (vocabulary padding) runs fused TE modules, the others eager PyTorch blocks
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
                             pp_overlap=name in ("megatron", "nemo"), optimizer=optimizer,
+                            fp8_recipe="tensorwise" if name == "torchtitan" else "delayed",
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,

@@ -170,3 +170,92 @@ def test_a_low_precision_gemm_flop_draws_power_for_its_share_of_the_tensor_cores
         u_attn = (f - gemm) / (peak16 * float(ct.layer_attn_fwd_s[0]))
         assert float(classes["attention"][1]["flop"][0]) == pytest.approx(u_attn, rel=1e-9)
         assert 0.3 < u_gemm < 0.9 and 0.1 < u_attn < 0.9
+
+
+def _te_h200nvl_pass_ms():
+    """(autocast, pre-quantized) FP8CurrentScaling ms per pass of TE's H200 NVL benchmark file."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "hardware" / "profiles" / "data"
+            / "te_gemm_profiling_h200nvl_fp8_quantization.md").read_text()
+    auto, pre = text.split("Pre-quantized")[:2]
+    get = lambda block, pas: float(re.search(rf"^{pas}:\s+[\d.]+\s+([\d.]+)", block, re.M).group(1))  # noqa: E731
+    return {pas: (get(auto, pas), get(pre, pas)) for pas in ("Fprop", "Dgrad", "Wgrad")}
+
+
+def test_current_scaling_reads_each_cast_tensor_once_more_as_te_measures_on_h200_nvl():
+    """TE's GEMM benchmark (hidden 4096, FFN 16384, M = 15,872 tokens) times each GEMM shape as a
+    te.Linear forward under Float8CurrentScaling (input and weight quantized on every call) and
+    pre-quantized.  The difference per pass is the quantization: input-side operands at 6 bytes per
+    element (amax read 2, cast read 2, row- and column-wise writes 1 + 1), weights at 5 (no column-wise
+    copy: the benchmark's input needs no gradient).  Those bytes move at 82-84 % of the H200 NVL's
+    4.8 TB/s, where the H200 profile's memory-bound kernels run (0.85); delayed scaling's 4 bytes
+    (3 for weights) would have moved at 52-55 %."""
+    from costmodel.formats import FP8_RECIPES, cast_bytes
+    M, h, f = 15872, 4096, 16384
+    fprop = [(h, 3 * h), (h, h), (h, f), (f, h)]                  # (K, N) of QKV, out, up, down
+    w = sum(k * n for k, n in fprop)
+    elems = {"Fprop": (M * sum(k for k, _ in fprop), w),           # (activation-side, weight-side)
+             "Dgrad": (M * sum(n for _, n in fprop), w),
+             "Wgrad": (M * sum(k for k, _ in fprop), M * sum(n for _, n in fprop))}
+    ms = _te_h200nvl_pass_ms()
+    assert ms["Fprop"] == (6.503, 5.577) and ms["Wgrad"] == (6.987, 5.547)
+    fp8 = gemm_format("fp8")
+    assert cast_bytes(fp8, "tensorwise") == 6.0 and cast_bytes(fp8, "delayed") == 4.0 == fp8.cast_bytes
+    assert cast_bytes(gemm_format("mxfp8"), "tensorwise") == FORMATS["mxfp8"].cast_bytes    # fp8 only
+    assert FP8_RECIPES["tensorwise"] == 2.0
+    for pas, (a_el, w_el) in elems.items():
+        dt = (ms[pas][0] - ms[pas][1]) * 1e-3
+        assert 0.81 < (a_el * 6 + w_el * 5) / dt / 4.8e12 < 0.85, pas
+        assert 0.51 < (a_el * 4 + w_el * 3) / dt / 4.8e12 < 0.55, pas
+    with pytest.raises(InputError, match="--fp8-recipe"):
+        cast_bytes(fp8, "rowwise")
+
+
+def test_torchtitan_scales_fp8_from_each_tensor_and_megatron_from_the_history():
+    """The stacks' defaults (torchao's dynamic float8 vs Megatron-LM's --fp8-recipe delayed) and what
+    they cost: the layer's memory-bound time grows by 2 bytes per element of every GEMM input (forward)
+    and output gradient (backward) at the profile's HBM rate; the launch flags name the recipe."""
+    m, c = load_model("llama3-70b"), load_cluster("dgx-h100")
+    p = load_profile(c.gpu.key)
+    t = layout(tp=4, dp=2).view(compute_times.layout_fields)
+    assert get_stack("torchtitan").defaults["fp8_recipe"] == "tensorwise"
+    assert all(get_stack(s).defaults["fp8_recipe"] == "delayed" for s in ("megatron", "nemo", "llm-foundry"))
+    d, cur = (compute_times(m, Recipe(gbs=64, seq_len=8192, precision="fp8", fp8_recipe=r), c, p, t)
+              for r in ("delayed", "tensorwise"))
+    tok, tp = 8192, 4
+    in_f = tok * (m.hidden + m.q_dim / tp + m.hidden + m.ffn_hidden / tp)
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    assert cur.layer_ew_fwd_s[0] - d.layer_ew_fwd_s[0] == pytest.approx(2 * in_f / bw, rel=1e-6)
+    assert cur.layer_gemm_fwd_s[0] == d.layer_gemm_fwd_s[0]
+    r = Recipe(gbs=64, seq_len=8192, precision="fp8", fp8_recipe="tensorwise")
+    lay = dict(tp=4, pp=1, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    assert "--fp8-format hybrid --fp8-recipe tensorwise" in megatron_args(lay, m, r)
+    assert "--fp8-recipe" not in megatron_args(lay, m, Recipe(gbs=64, seq_len=8192, precision="fp8"))
+    nemo = nemo_overrides(lay, m, r)
+    assert "bf16_with_fp8_current_scaling_mixed()" in nemo and "first_last_layers_bf16 = False" in nemo
+    with pytest.raises(InputError, match="--fp8-recipe"):
+        Recipe(gbs=64, seq_len=8192, precision="fp8", fp8_recipe="blockwise")
+
+
+def test_logs_and_configs_name_the_fp8_scaling():
+    """Megatron's argument dump (``fp8_recipe``, read only when ``fp8`` is set) and Megatron-Bridge's
+    mixed_precision (a recipe name or its ``fp8_recipe``) give the scaling; a recipe the model does
+    not price is reported, not guessed."""
+    from types import SimpleNamespace
+    from costmodel.logged_recipe import logged_switches
+    from costmodel.run_config import RunConfig, _bridge_precision
+    out, where, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "tensorwise"}), False)
+    assert out["fp8_recipe"] == "tensorwise" and not notes
+    out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "blockwise"}), False)
+    assert "fp8_recipe" not in out and "blockwise" in notes[0]
+    assert "fp8_recipe" not in logged_switches(SimpleNamespace(args={"fp8": None, "fp8_recipe": "tensorwise"}),
+                                               False)[0]
+    for mp, want in (("bf16_with_fp8_current_scaling_mixed", "tensorwise"), ("bf16_with_fp8_mixed", "delayed"),
+                     ({"fp8": "hybrid", "fp8_recipe": "tensorwise"}, "tensorwise")):
+        cfg = RunConfig()
+        _bridge_precision(mp, "f.yaml", cfg)
+        assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", want), mp
+    cfg = RunConfig()
+    _bridge_precision({"fp8": "hybrid", "fp8_recipe": "blockwise"}, "f.yaml", cfg)
+    assert "fp8_recipe" not in cfg.recipe and "blockwise" in cfg.notes[0] and "f.yaml" in cfg.notes[0]

@@ -150,7 +150,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     from ..errors import FitError
     from ..fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
     from costmodel.collective import COLLECTIVES
-    from ..specs import load_cluster, load_profile
+    from ..specs import load_cluster
     from ..specs.profile import dump_profile
     for f in files:
         if Path(f).is_dir():

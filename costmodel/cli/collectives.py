@@ -2,7 +2,6 @@
 capture (costmodel/collectives_table.py)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional

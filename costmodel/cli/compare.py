@@ -2,7 +2,6 @@
 :mod:`costmodel.compare`, the readers of :mod:`costmodel.readers` and :mod:`costmodel.trace`)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional

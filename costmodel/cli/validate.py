@@ -1,7 +1,6 @@
 """``costmodel validate``: predict every published run of a CSV and report the error per source."""
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer

@@ -5,7 +5,7 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..formats import FORMATS
+from ..formats import FORMATS, FP8_RECIPES
 
 
 def gemm_format_low(precision: str) -> bool:
@@ -163,7 +163,9 @@ class Recipe:
 
     ``optimizer`` names one of :data:`OPTIMIZERS`, kept with fp32 master weights (Megatron-LM mixed
     precision; Adam by default); ``stack`` names the training stack whose defaults the recipe took
-    (costmodel.stacks; it selects the regime of the model-form error); ``flash_attention``
+    (costmodel.stacks; it selects the regime of the model-form error); ``fp8_recipe`` (delayed |
+    tensorwise, :data:`costmodel.formats.FP8_RECIPES`) is where an ``fp8`` precision's per-tensor
+    scales come from: the amax history, or the tensor itself at one more read; ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce); ``dp_overlap`` overlaps
@@ -199,6 +201,7 @@ class Recipe:
     gbs: int
     seq_len: int
     precision: str = "bf16"
+    fp8_recipe: str = "delayed"
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     dp_overlap: bool = True
@@ -282,6 +285,8 @@ class Recipe:
             raise InputError("--precision", "", f"{self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise InputError("--optimizer", "", f"{self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise InputError("--fp8-recipe", "", f"{self.fp8_recipe!r} is not one of {', '.join(FP8_RECIPES)}")
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise InputError("--attention-kernel", "", f"{self.attention_kernel!r} is not one of "
                              f"{', '.join(ATTENTION_KERNELS)}")
