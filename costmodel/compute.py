@@ -183,9 +183,11 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         m_exp = m_exp * run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
         # the profile's measured slowdown of routed expert GEMMs over this model (costmodel/fit/moe.py)
         if recipe.moe_grouped_gemm:
-            sd = profile.moe_grouped_slowdown
-            e1_f, e1_b = (sd * x for x in gemm3(m_exp, mats_in * ffn / etp, h, E_local))
-            e2_f, e2_b = (sd * x for x in gemm3(m_exp, h, ffn / etp, E_local))
+            # each local expert adds its per-group time to every grouped call: one forward, two
+            # backward (dgrad, wgrad) per GEMM (costmodel/fit/builtin/grouped_gemm.py)
+            sd, grp = profile.moe_grouped_slowdown, E_local * profile.moe_grouped_group_s
+            e1_f, e1_b = (sd * x + n * grp for x, n in zip(gemm3(m_exp, mats_in * ffn / etp, h, E_local), (1, 2)))
+            e2_f, e2_b = (sd * x + n * grp for x, n in zip(gemm3(m_exp, h, ffn / etp, E_local), (1, 2)))
         else:
             sd = profile.moe_sequential_slowdown
             e1_f, e1_b = (sd * E_local * x for x in gemm3(m_exp, mats_in * ffn / etp, h))

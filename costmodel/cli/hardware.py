@@ -1,7 +1,6 @@
 """``costmodel hardware``: the GPUs and clusters of the catalog, their profiles and sources."""
 from __future__ import annotations
 
-
 import typer
 from rich.table import Table
 

@@ -13,13 +13,15 @@ from .primitives import GEMM_BYTES, round_sig
 _KEYS = {"grouped": "grouped_gemm_slowdown", "sequential": "sequential_gemm_slowdown"}
 
 
-def _predicted_s(r: dict, gp: GemmParams, peak: float, gpu: GpuSpec, hbm_eff: float) -> float:
+def _predicted_s(r: dict, gp: GemmParams, peak: float, gpu: GpuSpec, hbm_eff: float, group_s: float = 0.0) -> float:
     """What costmodel.compute charges for one ``moe_gemm`` record: a grouped GEMM as one batched GEMM
-    of the mean rows over the local experts; one GEMM per expert (each its own launch and waves)."""
+    of the mean rows over the local experts plus ``group_s`` per expert; one GEMM per expert (each its
+    own launch and waves)."""
     c = np.asarray(r["counts"], dtype=np.float64)
     eb = GEMM_BYTES.get(r["dtype"], 4.0 if r["dtype"] == "fp32" else 2.0)
     if r["mode"] == "grouped":
-        return float(gemm_time_s(c.mean(), r["n"], r["k"], len(c), peak, gpu.hbm_bytes_per_s, hbm_eff, gp, eb))
+        return float(gemm_time_s(c.mean(), r["n"], r["k"], len(c), peak, gpu.hbm_bytes_per_s, hbm_eff, gp, eb)
+                     + len(c) * group_s)
     c = c[c > 0]
     return float(np.sum(gemm_time_s(c, r["n"], r["k"], 1.0, peak, gpu.hbm_bytes_per_s, hbm_eff, gp, eb)))
 
@@ -32,6 +34,8 @@ def fit_moe_section(meas: Measurements, gpu: GpuSpec, prof: dict, report: FitRep
     the grouped kernel's own scheduling.  None when the suite timed no routed expert GEMM, or no
     record has a GEMM fit and a datasheet peak for its dtype."""
     recs = [r for s in meas.suites for r in s["moe_gemm"] if r["time_s"] > 0 and sum(r["counts"]) > 0]
+    # the base profile's per-group time (public data) stays part of the model the ratio is taken against
+    group_s = float((prof.get("moe") or {}).get("grouped_gemm_group_s", 0.0))
     out, fit = {}, {}
     for mode, key in _KEYS.items():
         ratios = []
@@ -41,7 +45,7 @@ def fit_moe_section(meas: Measurements, gpu: GpuSpec, prof: dict, report: FitRep
                 continue
             gp = GemmParams(eta_max=g["eta_max"], k_half=g["k_half"], launch_s=g["launch_s"], tile_m=g["tile_m"],
                             tile_n=g["tile_n"], num_sms=g["num_sms"])
-            ratios.append(r["time_s"] / _predicted_s(r, gp, peak, gpu, float(prof["hbm"]["efficiency"])))
+            ratios.append(r["time_s"] / _predicted_s(r, gp, peak, gpu, float(prof["hbm"]["efficiency"]), group_s))
         if ratios:
             a = np.array(ratios)
             out[key] = round_sig(float(np.median(a)))
@@ -51,6 +55,9 @@ def fit_moe_section(meas: Measurements, gpu: GpuSpec, prof: dict, report: FitRep
         if recs:
             report.warnings.append("moe: no moe_gemm record has a GEMM fit and a datasheet peak of its dtype")
         return None
-    out["fit"] = dict(fit, method="median of measured / modelled time (batched GEMM of the mean count, or one "
-                                  "GEMM per expert)", inputs=sorted({str(s.path) for s in meas.suites}))
+    if group_s:
+        out["grouped_gemm_group_s"] = group_s
+    out["fit"] = dict(fit, method="median of measured / modelled time (batched GEMM of the mean count, plus the base "
+                                  "profile's grouped_gemm_group_s per expert, or one GEMM per expert)",
+                      inputs=sorted({str(s.path) for s in meas.suites}))
     return out

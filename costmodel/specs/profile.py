@@ -46,6 +46,9 @@ class Profile:
             over the batched-GEMM model of the mean count (``moe.*_gemm_slowdown``, fitted from the
             suite's ``moe_gemm`` records, costmodel/fit/moe.py); 1 (the model as is) when the
             profile has no ``moe:`` section.
+        moe_grouped_group_s: the time each group (local expert) adds to a grouped GEMM over one
+            batched GEMM of the same rows, s (``moe.grouped_gemm_group_s``: Transformer Engine's
+            multi-stream grouped GEMM, costmodel/fit/builtin/grouped_gemm.py); 0 when not measured.
         overlap_slowdown: time of compute that runs while a collective is in flight over its time
             alone (``overlap.compute_slowdown``, measured by the calibration suite); the published
             mean :data:`PUBLISHED_OVERLAP_SLOWDOWN` when the profile has no ``overlap:`` section.
@@ -71,6 +74,7 @@ class Profile:
     overlap_slowdown: float = 1.0
     moe_grouped_slowdown: float = 1.0
     moe_sequential_slowdown: float = 1.0
+    moe_grouped_group_s: float = 0.0
     fit_sigma: dict = field(default_factory=dict, repr=False)
     attention_kernels: dict = field(default_factory=dict)
 
@@ -159,7 +163,8 @@ def _protocols(p: dict, w: str, pre: str) -> list:
 
 
 def _moe_slowdowns(d: dict, w: str) -> dict:
-    """The ``moe:`` section's fitted expert-GEMM slowdowns (absent entries: 1, the model as is)."""
+    """The ``moe:`` section's fitted expert-GEMM slowdowns (absent entries: 1, the model as is) and
+    per-group grouped-GEMM time (absent: 0)."""
     m = d.get("moe")
     if m is None:
         return {}
@@ -170,6 +175,8 @@ def _moe_slowdowns(d: dict, w: str) -> dict:
                         ("sequential_gemm_slowdown", "moe_sequential_slowdown")):
         if key in m:
             out[field_] = _get(m, key, w, prefix="moe.")
+    if "grouped_gemm_group_s" in m:
+        out["moe_grouped_group_s"] = _get(m, "grouped_gemm_group_s", w, "seconds", prefix="moe.")
     return out
 
 

@@ -15,6 +15,7 @@ from costmodel.specs.profile import dump_profile
 from ..primitives import round_sig
 from . import comm, compute
 from .data import DATA_REL, GENERATED_BY, GPUS, PROFILES, REPO, Datasheet, datasheet, load_public, path, rel
+from .grouped_gemm import grouped_gemm_section
 from .capped_gemm import capped_rate_check, flop_w_from_capped, read_fbgemm_bench, read_shape_times
 from .msmf import read_msmf_table, sustained_tflops
 from .power import build_power_thermal
@@ -82,6 +83,7 @@ def build_profiles(D=None):
             _derive_variant(b, g, v)
     comm.intra_gb200(b)
     comm.fit_inter(b)
+    _grouped_gemm(b)
     _power_thermal(b)
     _capped_gemm_power(b)
     _mamf_power_check(b)
@@ -154,6 +156,35 @@ def _capped_gemm_power(b: Build) -> None:
                                                                f"GEMMs at {cap:.0f} W (same-die {old:.0f}); checks: FP8 "
                                                                f"max |err| {worst:.1%}, BF16 Llama-70B shapes "
                                                                f"{worst16:.1%}"))
+
+
+#: parts whose MoE grouped GEMM runs as Transformer Engine's multi-stream cuBLAS GEMMs on the GH100 die
+#: measured by TE (costmodel/fit/builtin/grouped_gemm.py): the H100 fit, the others derived from it
+GROUPED_GEMM_SOURCE = "h100-sxm-80gb"
+GROUPED_GEMM_DERIVED = ("h200-sxm-141gb", "h800-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb", "h100-hbm2e-96gb",
+                        "gh200-96gb")
+
+
+def _grouped_gemm(b: Build) -> None:
+    """``moe.grouped_gemm_group_s`` of the Hopper parts: fitted on the H100 against its own BF16 GEMM
+    fit (:func:`.grouped_gemm.grouped_gemm_section`), copied to the parts of the same die and software
+    path (a launch and schedule cost per group, not a rate of the die's clocks or memory)."""
+    g = GROUPED_GEMM_SOURCE
+    if g not in b.prof:
+        return
+    p, sheet = b.prof[g], b.sheet[g]
+    sec = grouped_gemm_section(path("te_grouped"), p["gemm"]["bf16"], sheet.peak["bf16"], sheet.hbm,
+                               float(p["hbm"]["efficiency"]), rel("te_grouped"))
+    p["moe"] = sec
+    b.use(g, "te_grouped")
+    b.summary.append(("moe", g, "grouped_gemm_group_s", f"{sec['grouped_gemm_group_s'] * 1e6:.2f} us per group "
+                                                         f"(TE multi-stream grouped GEMM, {len(sec['fit']['per_shape'])} "
+                                                         "shapes)"))
+    for v in GROUPED_GEMM_DERIVED:
+        if v in b.prof:
+            b.prof[v]["moe"] = dict(grouped_gemm_group_s=sec["grouped_gemm_group_s"], derived_from=f"{g}:moe",
+                                    note="same GH100 die and Transformer Engine multi-stream grouped GEMM: a per-group "
+                                         "launch and schedule cost, carried over unscaled")
 
 
 def _power_thermal(b: Build) -> None:

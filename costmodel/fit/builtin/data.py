@@ -39,6 +39,7 @@ F = dict(  # input files (copies under hardware/profiles/data/)
     mleng_bench="mlengineering_allreduce_bench_h200_b200_pytorch.md",
     mleng_nvls="mlengineering_h200_b200_nvls_and_collectives.md",
     fa_kernels="flash_attention_kernel_times_h100_b200.md", vllm_fp4="vllm_b200_nvfp4_gemm_llama8b.md",
+    te_grouped="te_grouped_gemm_h100_pr2045.md",
     # power and thermal (power.py)
     h100_trace="h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv",
     a100_wait="m4logs_a100_80gb_8gpu_nccl_wait_nvidia_smi_q.txt",
