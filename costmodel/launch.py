@@ -223,12 +223,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                                             "fp8": "bf16_with_fp8_current_scaling_mixed()" if current
                                             else "bf16_with_fp8_mixed()", "mxfp8": "bf16_with_mxfp8_mixed()",
                                             "nvfp4": "bf16_with_nvfp4_mixed()"}[recipe.precision])
-    if current:
+    n = int(recipe.bf16_edge_layers)
+    if n and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
+        a += ["recipe.trainer.plugins.first_last_layers_bf16 = True",
+              f"recipe.trainer.plugins.num_layers_at_start_in_bf16 = {n}",
+              f"recipe.trainer.plugins.num_layers_at_end_in_bf16 = {n}"]
+    elif current:
         # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
-        n = int(recipe.bf16_edge_layers)
-        a += ([f"recipe.trainer.plugins.num_layers_at_start_in_bf16 = {n}",
-               f"recipe.trainer.plugins.num_layers_at_end_in_bf16 = {n}"] if n
-              else ["recipe.trainer.plugins.first_last_layers_bf16 = False"])
+        a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
     if recipe.tp_comm_overlap and t["sp"]:
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
     return "\n".join(a)
@@ -267,8 +269,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
     """The layout and recipe as one JSON-ready mapping (the ``json`` format)."""
     keys = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp", "overlap")
     out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in keys if k in layout}
-    out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, fp8_recipe=recipe.fp8_recipe,
-               stack=recipe.stack,
+    out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
+               fp8_recipe=recipe.fp8_recipe if recipe.precision == "fp8" else None, stack=recipe.stack,
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,

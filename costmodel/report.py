@@ -15,7 +15,7 @@ from .layouts import RECOMPUTE, layout_name
 from .predict import Prediction, RunPrediction
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
-from .stacks import RECIPE_SWITCHES
+from .stacks import switch_values
 
 GIB = 2.0**30
 # every communication term is the part compute does not hide (costmodel.schedule)
@@ -198,7 +198,7 @@ def per_gpu_table(rows: list[dict], top: int = 16, num_gpus: int | None = None) 
 def recipe_record(recipe: Recipe) -> dict:
     """JSON-ready recipe: batch, length, precision, stack and every recipe switch (costmodel.stacks)."""
     return {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
-            **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}}
+            **switch_values(recipe)}
 
 
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,

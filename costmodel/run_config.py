@@ -229,6 +229,11 @@ def _nemo(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
     if m.get("fp8") is True:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
+        rec = m.get("fp8_recipe")
+        if rec is not None and not _unset(rec):
+            if not isinstance(rec, str) or rec.lower() not in FP8_RECIPES:
+                raise InputError(path, "model.fp8_recipe", f"expected one of {', '.join(FP8_RECIPES)}, got {rec!r}")
+            R["fp8_recipe"], cfg.where["fp8_recipe"] = rec.lower(), f"{path}: model.fp8_recipe"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
@@ -245,35 +250,57 @@ _BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_group
                ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", _bool))
 
 
+#: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as
+_BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as many bytes, but its block-scaled "
+                   "GEMM, slower on Hopper, is not modelled")
+_FP8_FORMATS = ("e4m3", "hybrid")
+
+
 def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
-    """Precision from Megatron-Bridge's ``mixed_precision``: a mapping (``fp8`` set: fp8) or a recipe name."""
+    """Precision and fp8 scaling from Megatron-Bridge's ``mixed_precision``: a recipe name or a mapping
+    (``fp8`` e4m3 / hybrid: fp8, its ``fp8_recipe`` the scaling).
+
+    Raises:
+        InputError: a value of another type, an unknown recipe name, an ``fp8`` that is not a format,
+            an ``fp8_recipe`` the model does not know (naming the file and the key).
+    """
     R = cfg.recipe
-    if isinstance(mp, str) and not _unset(mp):
+    if _unset(mp):
+        return
+    if isinstance(mp, str):
         name = mp.lower()
         R["precision"] = ("nvfp4" if "nvfp4" in name else "mxfp8" if "mxfp8" in name else "fp8" if "fp8" in name
                           else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name else None)
         if R["precision"] is None:
             raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16, fp8, mxfp8 or nvfp4 recipe")
-        if R["precision"] == "fp8" and "subchannel" not in name:
+        if R["precision"] == "fp8":
             # bf16_with_fp8_current_scaling_mixed: per-tensor current scaling; bf16_with_fp8_mixed: delayed
             R["fp8_recipe"] = "tensorwise" if "current_scaling" in name else "delayed"
-            cfg.where["fp8_recipe"] = f"{path}: mixed_precision"
+            cfg.where["fp8_recipe"] = f"{path}: mixed_precision {mp}"
+            if "subchannel" in name or "blockwise" in name:
+                cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
     elif isinstance(mp, dict):
-        fp8 = mp.get("fp8") not in (None, False)
-        recipe = str(mp.get("fp8_recipe") or "").lower()
+        f8 = mp.get("fp8")
+        if f8 not in (None, False) and str(f8).lower() not in _FP8_FORMATS:
+            raise InputError(path, "mixed_precision.fp8", f"expected {' or '.join(_FP8_FORMATS)} (or null), got {f8!r}")
+        rec = mp.get("fp8_recipe")
+        if rec is not None and (not isinstance(rec, str) or rec.lower() not in (*FP8_RECIPES, "mxfp8", "blockwise")):
+            raise InputError(path, "mixed_precision.fp8_recipe",
+                             f"expected one of {', '.join((*FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
+        rec = (rec or "").lower()
         R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
-                          ("mxfp8" if recipe == "mxfp8" else "fp8") if fp8 else
+                          ("mxfp8" if rec == "mxfp8" else "fp8") if f8 not in (None, False) else
                           "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
         if R["precision"] is None:
             del R["precision"]
             return
-        if R["precision"] == "fp8" and recipe in FP8_RECIPES:
-            R["fp8_recipe"], cfg.where["fp8_recipe"] = recipe, f"{path}: mixed_precision.fp8_recipe"
-        elif R["precision"] == "fp8" and recipe:
-            cfg.notes.append(f"{path}: mixed_precision.fp8_recipe {recipe!r} is priced as per-tensor fp8 with the "
-                             f"stack's scaling (the model prices {', '.join(FP8_RECIPES)} and mxfp8)")
+        if R["precision"] == "fp8" and rec:
+            R["fp8_recipe"] = "delayed" if rec == "blockwise" else rec
+            cfg.where["fp8_recipe"] = f"{path}: mixed_precision.fp8_recipe"
+            if rec == "blockwise":
+                cfg.notes.append(f"{path}: mixed_precision.fp8_recipe 'blockwise' {_BLOCKWISE_NOTE}")
     else:
-        return
+        raise InputError(path, "mixed_precision", f"expected a recipe name or a mapping, got {mp!r}")
     cfg.where["precision"] = f"{path}: mixed_precision"
 
 
@@ -429,7 +456,28 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     conv = (d.get("model") or {}).get("converters") or []
     if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.converters"
+        _torchtitan_float8_recipe(d, path, cfg)
     return cfg
+
+
+def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
+    """torchao's float8 recipe name (``[quantize.linear.float8]`` or the older ``[float8]``
+    ``recipe_name``): tensorwise is the model's tensorwise scaling; rowwise, which the model does not
+    price, is noted and priced as tensorwise (no silent default).
+
+    Raises:
+        InputError: a recipe name that is not a string (naming the key)."""
+    for key, sec in (("quantize.linear.float8", ((d.get("quantize") or {}).get("linear") or {}).get("float8")),
+                     ("float8", d.get("float8"))):
+        if isinstance(sec, dict) and sec.get("recipe_name") is not None:
+            name = sec["recipe_name"]
+            if not isinstance(name, str):
+                raise InputError(path, f"{key}.recipe_name", f"expected a recipe name, got {name!r}")
+            cfg.recipe["fp8_recipe"], cfg.where["fp8_recipe"] = "tensorwise", f"{path}: {key}.recipe_name"
+            if name.lower() != "tensorwise":
+                cfg.notes.append(f"{path}: {key}.recipe_name {name!r} is priced as tensorwise scaling: the model "
+                                 "has no row-wise scaled fp8 (its per-row casts and GEMM)")
+            return
 
 
 def read_run_config(path) -> RunConfig:

@@ -324,8 +324,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
 
     Raises:
         InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
-            unfused attention, ``flash_attention`` asked for on a GPU no fused kernel runs on, or a
-            precision the GPU's tensor cores do not run (costmodel.formats).
+            unfused attention, ``flash_attention`` asked for on a GPU no fused kernel runs on, a
+            precision the GPU's tensor cores do not run (costmodel.formats), or an ``fp8_recipe``
+            given with a precision other than fp8.
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
     from .formats import check_format_on_gpu
@@ -351,10 +352,22 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
         values["moe_capacity_factor"] = 0.0
     if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
         values["moe_pad_to_capacity"] = False
+    if "fp8_recipe" in given and precision != "fp8":
+        raise InputError("--fp8-recipe", "", f"sets the per-tensor scaling of --precision fp8, not {precision} "
+                         "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision, stack=stack.name, **values)
+
+
+def switch_values(recipe: Recipe) -> dict:
+    """Every recipe switch (:data:`RECIPE_SWITCHES`) -> its value in ``recipe``, for reports; a switch
+    the recipe's precision does not read (``fp8_recipe`` outside fp8) is None."""
+    out = {w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}
+    if recipe.precision != "fp8":
+        out["fp8_recipe"] = None
+    return out
 
 
 def get_stack(name: str, where: str = "--stack") -> Stack:

@@ -248,7 +248,9 @@ def test_logs_and_configs_name_the_fp8_scaling():
     out, where, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "tensorwise"}), False)
     assert out["fp8_recipe"] == "tensorwise" and not notes
     out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "blockwise"}), False)
-    assert "fp8_recipe" not in out and "blockwise" in notes[0]
+    assert out["fp8_recipe"] == "delayed" and "blockwise" in notes[0] and "priced as delayed" in notes[0]
+    out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "banana"}), False)
+    assert "fp8_recipe" not in out and "'banana'" in notes[0]
     assert "fp8_recipe" not in logged_switches(SimpleNamespace(args={"fp8": None, "fp8_recipe": "tensorwise"}),
                                                False)[0]
     for mp, want in (("bf16_with_fp8_current_scaling_mixed", "tensorwise"), ("bf16_with_fp8_mixed", "delayed"),
@@ -256,6 +258,53 @@ def test_logs_and_configs_name_the_fp8_scaling():
         cfg = RunConfig()
         _bridge_precision(mp, "f.yaml", cfg)
         assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", want), mp
-    cfg = RunConfig()
-    _bridge_precision({"fp8": "hybrid", "fp8_recipe": "blockwise"}, "f.yaml", cfg)
-    assert "fp8_recipe" not in cfg.recipe and "blockwise" in cfg.notes[0] and "f.yaml" in cfg.notes[0]
+    for mp in ({"fp8": "hybrid", "fp8_recipe": "blockwise"}, "bf16_with_fp8_subchannel_scaling_mixed"):
+        cfg = RunConfig()
+        _bridge_precision(mp, "f.yaml", cfg)
+        assert cfg.recipe["fp8_recipe"] == "delayed" and "priced as delayed" in cfg.notes[0], mp
+    # values of the wrong kind name the key, never a silent bf16 or delayed
+    for mp, key in ((42, "mixed_precision"), (["bf16_with_fp8_mixed"], "mixed_precision"), (True, "mixed_precision"),
+                    ({"fp8": "banana"}, "mixed_precision.fp8"), ({"fp8": 1}, "mixed_precision.fp8"),
+                    ({"fp8": "hybrid", "fp8_recipe": 5}, "mixed_precision.fp8_recipe"),
+                    ({"fp8": "hybrid", "fp8_recipe": "rowwise"}, "mixed_precision.fp8_recipe")):
+        with pytest.raises(InputError) as e:
+            _bridge_precision(mp, "f.yaml", RunConfig())
+        assert e.value.field == key, mp
+
+
+def test_fp8_recipe_flag_needs_fp8_and_reports_none_elsewhere():
+    """--fp8-recipe sets per-tensor scaling: given with bf16 or a block-scaled format it is refused;
+    reports show it only for fp8 runs."""
+    from costmodel.stacks import switch_values
+    with pytest.raises(InputError, match="--fp8-recipe"):
+        stack_recipe(get_stack("megatron"), 64, 4096, "bf16", fp8_recipe="tensorwise")
+    with pytest.raises(InputError, match="--fp8-recipe"):
+        stack_recipe(get_stack("megatron"), 64, 4096, "mxfp8", fp8_recipe="delayed")
+    assert switch_values(stack_recipe(get_stack("torchtitan"), 64, 4096, "bf16"))["fp8_recipe"] is None
+    assert switch_values(stack_recipe(get_stack("torchtitan"), 64, 4096, "fp8"))["fp8_recipe"] == "tensorwise"
+
+
+def test_torchtitan_and_nemo_configs_name_their_fp8_scaling(tmp_path):
+    """torchtitan's float8 converter runs torchao's tensorwise recipe, or a row-wise one the model
+    prices as tensorwise and says so; NeMo's model.fp8_recipe is read, a bad one refused naming it."""
+    from pathlib import Path
+    from costmodel.run_config import read_run_config
+    data = Path(__file__).resolve().parent / "data" / "configs"
+    toml = (data / "torchtitan_llama3_8b.toml").read_text().replace('# converters = ["float8"]',
+                                                                     'converters = ["float8"]')
+    for name, note in (("tensorwise", False), ("rowwise", True)):
+        f = tmp_path / f"tt_{name}.toml"
+        f.write_text(toml.replace("[quantize.linear.float8]\n", f'[quantize.linear.float8]\nrecipe_name = "{name}"\n'))
+        cfg = read_run_config(f)
+        assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", "tensorwise")
+        assert any("'rowwise' is priced as tensorwise" in n for n in cfg.notes) == note
+    nemo = (data / "nemo_launcher_llama3_8b.yaml").read_text().replace(
+        "  fp8: False # enables fp8", "  fp8_recipe: tensorwise\n  fp8: True # enables fp8")
+    f = tmp_path / "nemo.yaml"
+    f.write_text(nemo)
+    cfg = read_run_config(f)
+    assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", "tensorwise")
+    f.write_text(nemo.replace("fp8_recipe: tensorwise", "fp8_recipe: 7"))
+    with pytest.raises(InputError) as e:
+        read_run_config(f)
+    assert e.value.field == "model.fp8_recipe"

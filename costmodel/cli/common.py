@@ -92,8 +92,10 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             raise InputError(path, "parallelism", f"TP x PP x CP = {mp} does not divide the {c.num_gpus} GPUs of {c.key}")
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
             f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
+    switches = {w.name for w in RECIPE_SWITCHES}
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
-                                                                                         "nodes") if k in cfg.where}}.items())
+                                                                                         "nodes") if k in cfg.where},
+                                           **{k: v for k, v in cfg.recipe.items() if k in switches}}.items())
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
 
 
@@ -189,7 +191,8 @@ def context_line(model, cluster: ClusterSpec, recipe) -> str:
     return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
             f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}"
             + (f" (what-if: {cluster.what_if})" if cluster.what_if else "")
-            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision}")
+            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision}"
+            + (f" ({recipe.fp8_recipe} scaling)" if recipe.precision == "fp8" else ""))
 
 
 def _append_options(fn, param: str, options: list):

@@ -20,7 +20,7 @@ from .common import check_layout_flags, check_recipe_flags, with_layout_flags, w
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
-from ..stacks import RECIPE_SWITCHES, get_stack, stack_recipe
+from ..stacks import get_stack, stack_recipe, switch_values
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -144,7 +144,7 @@ def compare(
                iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
-                           **{w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}),
+                           **switch_values(recipe)),
                origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
     out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
@@ -307,8 +307,8 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     """The recipe the log ran: precision (the GPU's 16-bit type by default); each recipe switch from
     its flag, else from the log (costmodel.logged_recipe: the argument dump and the MoE loss
     records), else the defaults of the run's stack (``--stack``, else the log's framework;
-    costmodel/stacks.py).  The origin of the DP overlap, and for an MoE model of each MoE switch,
-    goes into ``run.origin``.
+    costmodel/stacks.py).  The origin of the DP and send overlaps, of an fp8 run's scaling recipe, and
+    for an MoE model of each MoE switch, goes into ``run.origin``.
 
     Raises:
         InputError: a flag that contradicts the log (unless ``allow_override``: then a warning), or a
@@ -328,7 +328,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
                 raise InputError(flag, "", f"{v!r} contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
                                  "or pass --allow-override to let it win")
             warnings.append(f"{flag} {v!r} overrides the log ({where[k]})")
-    for k in ("dp_overlap", "pp_overlap") + (MOE_SWITCHES if model.is_moe else ()):
+    for k in ("dp_overlap", "pp_overlap") + (("fp8_recipe",) if prec == "fp8" else ()) + (MOE_SWITCHES if model.is_moe else ()):
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
     try:

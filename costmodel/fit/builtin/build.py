@@ -148,7 +148,9 @@ def _capped_gemm_power(b: Build) -> None:
         pw["basis"] = dict(pw.get("basis", {}), flop_w="fitted")
         pw["note"] = (f"flop_w FITTED to this part's BF16 GEMMs timed at its {cap:.0f} W limit ({rel(key)}; "
                       f"{old:.1f} W by the same-die rule before); the other terms "
-                      + pw.get("note", "").replace("DERIVED: no power data for this GPU in the public set; ", "DERIVED: "))
+                      + pw.get("note", "").replace("DERIVED: no power data for this GPU in the public set; ", "DERIVED: ")
+                      .replace("flop_w, spin_w x", "spin_w x"))
+        pw["derived_from"] = pw.get("derived_from", "") + f"; flop_w fitted at the part's own {cap:.0f} W limit"
         b.use(g, key)
         worst = max(abs(c["rel_err"]) for c in check)
         worst16 = max(abs(c["rel_err"]) for c in check16)
