@@ -98,6 +98,8 @@ class StageTerms:
     vp; and the building blocks
     ``layer`` and ``logits`` (dicts of compute_s, bound_s, exposed_s, hidden_s and classes for one
     layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch);
+    pp_fill_s: what the warm-up and flush add to the bubble of per-stage periods for sends hidden
+    in the steady state (they are exposed there, costmodel.schedule.step_times; 0 where sends block);
     burst: the classes whose efficiencies were measured unthrottled (:func:`burst_classes`).
     """
 
@@ -117,6 +119,7 @@ class StageTerms:
     pp_mb_s: float
     vp: int = 1
     burst: tuple = ()
+    pp_fill_s: float = 0.0
 
 
 #: the compute phase's kernel classes, each capped on its own (costmodel.power.compute_under_cap), and
@@ -213,7 +216,10 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                              kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, zero, hbm_eff, u_link)),
                 m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s,
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
-                pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak)
+                pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak,
+                # every stage's hidden sends are exposed in the warm-up and flush; the steady period's
+                # contention is in const_s (schedule.step_times' bubble over raw sends)
+                pp_fill_s=(t.pp * st.pp_hidden_s - st.pp_contention_s) / t.vp)
 
 
 def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
@@ -256,7 +262,7 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     hidden = layers * ly["hidden_s"]
     return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
-                      ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe))
+                      ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe), float(b["pp_fill_s"][0]))
 
 
 @dataclass
@@ -285,7 +291,7 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
     # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
-    T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.const_s
+    T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.pp_fill_s + st.const_s
     busy = st.m * comp
     comm = st.m * st.exposed_comm_s + st.const_s
     wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage

@@ -79,7 +79,7 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     p_comm = np.minimum(np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), float(min(caps)))
     const_energy = n * np.maximum(p_comm - p_wait, 0.0) * (b["const_s"] + b["m"] * b["pp_mb_s"])
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
-                const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"], t_layer_s=t_layer,
+                const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"], t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,
                 p_idle_w=np.full(len(t), p_wait), const_energy_j=const_energy * np.ones(len(t)),
                 p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),

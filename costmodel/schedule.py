@@ -135,7 +135,8 @@ class StepTimes:
     micro-batch (forward + backward).  ``stages_fwd_s``/``stages_bwd_s``: forward/backward per
     micro-batch summed over every stage (all the layers with their exposed collectives, the logits).
     ``pp_contention_s``: the compute time a micro-batch loses to the stage-boundary sends hidden
-    under it (inside ``t_mb_s``; 0 where they block).
+    under it (inside ``t_mb_s``; 0 where they block); ``pp_hidden_s``: those sends' own time per
+    micro-batch, which the warm-up and flush still expose (inside the bubble).
     """
 
     step_time_s: np.ndarray
@@ -149,6 +150,7 @@ class StepTimes:
     stages_fwd_s: np.ndarray
     stages_bwd_s: np.ndarray
     pp_contention_s: np.ndarray
+    pp_hidden_s: np.ndarray
 
 
 def pp_sends_overlapped(recipe: Recipe, overlap, vp):
@@ -244,7 +246,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     }
     total = sum(bd.values())
     return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, step_slow, comm_f + comm_b, stages_f, stages_b,
-                     pp_slow)
+                     pp_slow, pp_raw - pp_mb)
 
 
 def take_rows(obj, idx):

@@ -303,3 +303,18 @@ def test_stages_straddling_nodes_are_evaluated_on_representative_nodes(h200, mon
         assert getattr(rep, f) == pytest.approx(getattr(full, f), rel=1e-12), f
     by_gpu = {(g["node"], g["slot"]): g["temp_c"] for g in full.per_gpu}
     assert all(g["temp_c"] == pytest.approx(by_gpu[(g["node"], g["slot"])]) for g in rep.per_gpu)
+
+
+@pytest.mark.parametrize("pp_overlap", [True, False])
+def test_a_limit_that_binds_nothing_leaves_the_schedules_step(pp_overlap):
+    """NeMo's Llama 3 70B at TP4 PP4 VP10 with the stage-boundary sends hidden under the next virtual
+    stage (or not): at the 700 W limit, which no kernel of it reaches, the stage model's step equals the time model's, to
+    the rounding; the warm-up and flush expose every stage's sends in both (a step shorter than the
+    uncapped one was the stage model forgetting them)."""
+    m, c, p = load_model("llama3-70b"), load_cluster("dgx-h100", 8), load_profile("h100-sxm-80gb")
+    r = Recipe(gbs=128, seq_len=8192, precision="fp8", stack="nemo", pp_overlap=pp_overlap)
+    lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=10, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    run = predict_run(m, r, c, p, lay, caps_w=700.0)
+    assert run.energy.step_time_s == pytest.approx(run.step_time_s, rel=1e-9)
+    if pp_overlap:
+        assert run.terms.step.pp_hidden_s[0] > 0
