@@ -43,8 +43,7 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
              f"activation checkpointing: {ckpt}"
              + (f" of {', '.join(recipe.recomputed)}" if rc == "selective" and recipe.recomputed != ("core_attn",)
                 else ""),
-             f"precision: {recipe.precision}" + (f" ({recipe.fp8_recipe} scaling)" if recipe.precision == "fp8" else "")
-             + f", optimizer: {recipe.optimizer}"
+             f"precision: {recipe.precision_label}, optimizer: {recipe.optimizer}"
              + (f" (main grads {recipe.main_grads_dtype}, states {recipe.optimizer_states_dtype})"
                 if recipe.precision_aware else "")
              + ((", offloaded to the host CPU (" + ("DeepSpeed zero_optimization.offload_optimizer.device cpu"
@@ -260,8 +259,7 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
     if recipe.precision != "bf16" and recipe.precision != "fp16":
-        how = f" with {recipe.fp8_recipe} scaling" if recipe.precision == "fp8" else ""
-        a.insert(2, f"    # {recipe.precision}{how}: add the float8 model converter of your torchtitan version")
+        a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version")
     return "\n".join(a)
 
 

@@ -43,8 +43,7 @@ def fit_moe_section(meas: Measurements, gpu: GpuSpec, prof: dict, report: FitRep
             g, peak = prof.get("gemm", {}).get(r["dtype"]), gpu.peak_flops.get(r["dtype"])
             if not isinstance(g, dict) or peak is None:
                 continue
-            gp = GemmParams(eta_max=g["eta_max"], k_half=g["k_half"], launch_s=g["launch_s"], tile_m=g["tile_m"],
-                            tile_n=g["tile_n"], num_sms=g["num_sms"])
+            gp = GemmParams.from_entry(g)
             ratios.append(r["time_s"] / _predicted_s(r, gp, peak, gpu, float(prof["hbm"]["efficiency"]), group_s))
         if ratios:
             a = np.array(ratios)

@@ -44,6 +44,16 @@ class GemmParams:
     num_sms: int
     power_limited: bool = True
 
+    @classmethod
+    def from_entry(cls, g: dict) -> "GemmParams":
+        """The parameters of a profile's ``gemm.<dtype>`` mapping (already validated: the fit steps'
+        own output); ``power_limited`` defaults to True as in the profile loader.
+
+        Raises:
+            KeyError: a missing parameter."""
+        return cls(eta_max=g["eta_max"], k_half=g["k_half"], launch_s=g["launch_s"], tile_m=g["tile_m"],
+                   tile_n=g["tile_n"], num_sms=g["num_sms"], power_limited=g.get("power_limited", True))
+
 
 @dataclass(frozen=True)
 class AttentionKernelParams:

@@ -224,6 +224,11 @@ class Recipe:
     doc_tokens: int = 0
 
     @property
+    def precision_label(self) -> str:
+        """The precision as reports name it: fp8 with its scaling recipe (``fp8 (tensorwise scaling)``)."""
+        return f"fp8 ({self.fp8_recipe} scaling)" if self.precision == "fp8" else self.precision
+
+    @property
     def optimizer_spec(self) -> OptimizerSpec:
         """The :class:`OptimizerSpec` of ``optimizer``."""
         return OPTIMIZERS[self.optimizer]

@@ -75,15 +75,10 @@ def read_shape_times(path) -> list[dict]:
     return rows
 
 
-def _gemm_params(g: dict) -> GemmParams:
-    return GemmParams(eta_max=g["eta_max"], k_half=g["k_half"], launch_s=g["launch_s"], tile_m=g["tile_m"],
-                      tile_n=g["tile_n"], num_sms=g["num_sms"])
-
-
 def burst_tflops(gemm: dict, peak_flops: float, m: int, n: int, k: int) -> float:
     """The full-clock rate (TFLOP/s) a profile's GEMM entry ``gemm`` (a dict of
     costmodel.specs.GemmParams fields) gives one GEMM of ``m x n x k`` (costmodel/gemm.py)."""
-    return float(gemm_efficiency(m, n, k, 1, _gemm_params(gemm))) * peak_flops / 1e12
+    return float(gemm_efficiency(m, n, k, 1, GemmParams.from_entry(gemm))) * peak_flops / 1e12
 
 
 def flop_w_from_capped(rows: list[dict], gemm: dict, power: dict, peak_flops: float, hbm_bytes_per_s: float,

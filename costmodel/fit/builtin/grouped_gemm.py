@@ -71,8 +71,7 @@ def per_group_s(rows: list[dict], column: str, gemm: dict, peak_flops: float, hb
     Raises:
         ValueError: a row without ``column``.
     """
-    gp = GemmParams(eta_max=gemm["eta_max"], k_half=gemm["k_half"], launch_s=gemm["launch_s"],
-                    tile_m=gemm["tile_m"], tile_n=gemm["tile_n"], num_sms=gemm["num_sms"])
+    gp = GemmParams.from_entry(gemm)
     per = []
     for r in rows:
         if column not in r["tflops"]:
