@@ -159,17 +159,28 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = up_f = 0.0
     gemm_in = gemm_out = 0.0
+    stack = STACKS.get(recipe.stack)
+    fused_qkv, fused_up = (stack.fused_qkv, stack.fused_gate_up) if stack is not None else (True, True)
     ups = (model.q_lora_rank, model.kv_lora_rank) if model.is_mla else ()
-    for n, k, split in model.attention_projections():
+    for n, k, split in model.attention_projections(fused_qkv):
         n_l, k_l = (n / tp if split == "col" else n), (k / tp if split == "row" else k)
         f_, b_ = gemm3(tok, n_l, k_l)
         proj_f, proj_b = proj_f + f_, proj_b + b_
         colpar_f = colpar_f + (f_ if split == "col" else 0.0)
         up_f = up_f + (f_ if split == "col" and k in ups else 0.0)      # MLA's Q / KV up-projections
-        gemm_in, gemm_out = gemm_in + k_l, gemm_out + n_l
+    # the cast widths do not depend on fusing: Q, K and V cast the layer input once
+    for n, k, split in model.attention_projections():
+        gemm_in = gemm_in + (k / tp if split == "row" else k)
+        gemm_out = gemm_out + (n / tp if split == "col" else n)
     mats_in = 2 if model.gated else 1
+    # a gated MLP's gate and up projections: one GEMM of twice the width, or two (fused_gate_up)
+    n_up, w_up = (1, mats_in) if fused_up else (mats_in, 1)
+
+    def up_gemm(m, width, batch=1.0):
+        return tuple(n_up * x for x in gemm3(m, w_up * width, h, batch))
+
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
-    fc1_f, fc1_b = gemm3(tok, mats_in * dw / tp, h)
+    fc1_f, fc1_b = up_gemm(tok, dw / tp)
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
     dense_mlp_f, moe_mlp_f, shared_f = (1 - fmoe) * (fc1_f + fc2_f), 0.0, 0.0
@@ -186,15 +197,15 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
             # each local expert adds its per-group time to every grouped call: one forward, two
             # backward (dgrad, wgrad) per GEMM (costmodel/fit/builtin/grouped_gemm.py)
             sd, grp = profile.moe_grouped_slowdown, E_local * profile.moe_grouped_group_s
-            e1_f, e1_b = (sd * x + n * grp for x, n in zip(gemm3(m_exp, mats_in * ffn / etp, h, E_local), (1, 2)))
+            e1_f, e1_b = (sd * x + n * n_up * grp for x, n in zip(up_gemm(m_exp, ffn / etp, E_local), (1, 2)))
             e2_f, e2_b = (sd * x + n * grp for x, n in zip(gemm3(m_exp, h, ffn / etp, E_local), (1, 2)))
         else:
             sd = profile.moe_sequential_slowdown
-            e1_f, e1_b = (sd * E_local * x for x in gemm3(m_exp, mats_in * ffn / etp, h))
+            e1_f, e1_b = (sd * E_local * x for x in up_gemm(m_exp, ffn / etp))
             e2_f, e2_b = (sd * E_local * x for x in gemm3(m_exp, h, ffn / etp))
         rt_f, rt_b = gemm3(tok, float(model.num_experts), h)
         sw = model.shared_ffn_hidden
-        s1_f, s1_b = gemm3(tok, mats_in * sw / tp, h) if sw else (0.0, 0.0)
+        s1_f, s1_b = up_gemm(tok, sw / tp) if sw else (0.0, 0.0)
         s2_f, s2_b = gemm3(tok, h, sw / tp) if sw else (0.0, 0.0)
         mix = lambda moe, dense: fmoe * moe + (1 - fmoe) * dense        # noqa: E731
         moe_mlp_f, shared_f = fmoe * (e1_f + rt_f + s1_f + e2_f + s2_f), fmoe * (s1_f + s2_f)

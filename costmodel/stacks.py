@@ -238,6 +238,16 @@ class Stack:
             gradients), which it does not match (pytorch/pytorch PR 149946, review of
             torch/_inductor/fx_passes/micro_pipeline_tp.py, 2025-03-28: "only valid ...-reduce-scatter
             patterns in the forward graph, but not in the backward graph").
+        fused_qkv: Q, K and V are one GEMM (Megatron's linear_qkv / query_key_value, llm-foundry's
+            Wqkv: llmfoundry/models/layers/attention.py ``fused_qkv=True``).  False where the model
+            code keeps three linears: torchtitan (wq, wk, wv in torchtitan/models/llama3/model.py)
+            and Hugging Face transformers under DeepSpeed (q_proj, k_proj, v_proj in
+            transformers/models/llama/modeling_llama.py); each is its own GEMM with its own launch
+            and partial last wave.
+        fused_gate_up: a gated MLP's gate and up projections are one GEMM of twice the width
+            (Megatron-core's linear_fc1 with gated_linear_unit).  False for torchtitan (w1, w3, and
+            the experts' w1 / w3 grouped GEMMs), Hugging Face (gate_proj, up_proj) and llm-foundry's
+            MPTGLU (gate_proj beside up_proj, llmfoundry/models/layers/ffn.py).
     """
 
     name: str
@@ -253,6 +263,8 @@ class Stack:
     light_last_stage: bool = False
     sp_gather_copies: bool = False
     tp_overlap_backward_rs: bool = True
+    fused_qkv: bool = True
+    fused_gate_up: bool = True
 
     @property
     def megatron_family(self) -> bool:
@@ -296,7 +308,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
-                 tp_overlap_backward_rs=name != "torchtitan")
+                 tp_overlap_backward_rs=name != "torchtitan", fused_qkv=name not in ("torchtitan", "deepspeed"),
+                 fused_gate_up=pads_vocab)
 
 
 STACKS = {s.name: s for s in (

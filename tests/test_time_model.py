@@ -246,6 +246,29 @@ def test_torchtitan_selective_recompute_reruns_every_second_matmul(h200):
     assert tt.layer_recompute_s[0] == pytest.approx(0.5 * tt.layer_gemm_fwd_s[0] + tt.layer_ew_fwd_s[0], rel=1e-12)
 
 
+def test_unfused_projections_run_as_separate_gemms(h200):
+    """torchtitan (wq, wk, wv; w1, w3) and Hugging Face under DeepSpeed (q/k/v_proj, gate/up_proj) run
+    Q, K, V and the gate and up projections as GEMMs of their own; Megatron fuses them (linear_qkv,
+    linear_fc1) and llm-foundry fuses only Wqkv.  Llama 3 8B, 8192 tokens: the forward GEMM time
+    differs from Megatron's by exactly the hand-computed difference of those GEMM shapes."""
+    from costmodel.compute import compute_times
+    from costmodel.gemm import gemm_time_s
+    c, p = h200
+    m = load_model("llama3-8b")
+    t = layout(tp=1, mbs=1)
+    tok, h = 8192, 4096
+    g = lambda n, k: float(gemm_time_s(tok, n, k, 1, c.gpu.peak_flops["bf16"], c.gpu.hbm_bytes_per_s,  # noqa: E731
+                                       p.hbm_efficiency, p.gemm["bf16"]))
+    qkv = g(4096, h) + 2 * g(1024, h) - g(6144, h)
+    gate_up = 2 * g(14336, h) - g(28672, h)
+    fwd = {s: float(compute_times(m, Recipe(gbs=8, seq_len=tok, stack=s), c, p, t).layer_gemm_fwd_s[0])
+           for s in ("megatron", "torchtitan", "deepspeed", "llm-foundry")}
+    assert qkv > 0 and gate_up > 0
+    assert fwd["torchtitan"] - fwd["megatron"] == pytest.approx(qkv + gate_up, rel=1e-9)
+    assert fwd["deepspeed"] == pytest.approx(fwd["torchtitan"], rel=1e-12)
+    assert fwd["llm-foundry"] - fwd["megatron"] == pytest.approx(gate_up, rel=1e-9)
+
+
 def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
     """No fused-attention kernel runs on V100 (FlashAttention: Turing or newer; TE fused attention
     sm80+): the stack's flash default gives way to unfused attention, which keeps the s x s scores

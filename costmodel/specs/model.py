@@ -159,18 +159,22 @@ class ModelSpec:
         """Width of the attention output (the output projection's input): num_heads x V head width."""
         return self.num_heads * (self.v_head_dim if self.is_mla else self.head_dim)
 
-    def attention_projections(self) -> tuple[tuple[int, int, str], ...]:
+    def attention_projections(self, fused_qkv: bool = True) -> tuple[tuple[int, int, str], ...]:
         """The attention layer's weight GEMMs as (n out, k in, split), ``split`` one of
         :data:`SPLITS`: per token y[n] = x[k] W.
 
-        MHA/GQA: fused QKV (column-parallel) and the output projection (row-parallel).  MLA, as
+        MHA/GQA: fused QKV (column-parallel), or Q, K and V as three GEMMs where the framework keeps
+        them apart (``fused_qkv`` False: costmodel.stacks.Stack.fused_qkv), and the output
+        projection (row-parallel).  The FLOPs are the same either way.  MLA, as
         Megatron-core builds it (megatron/core/transformer/multi_latent_attention.py): Q down
         (duplicated) and up (column), KV down with the rotary key (duplicated) and up (column), output
         (row); without ``q_lora_rank`` Q is one column-parallel projection.
         """
         h = self.hidden
         if not self.is_mla:
-            return ((self.q_dim + self.k_dim + self.v_dim, h, "col"), (h, self.attn_out_dim, "row"))
+            qkv = (((self.q_dim + self.k_dim + self.v_dim, h, "col"),) if fused_qkv
+                   else tuple((n, h, "col") for n in (self.q_dim, self.k_dim, self.v_dim)))
+            return qkv + ((h, self.attn_out_dim, "row"),)
         q = (((self.q_lora_rank, h, "dup"), (self.q_dim, self.q_lora_rank, "col")) if self.q_lora_rank
              else ((self.q_dim, h, "col"),))
         kv_up = self.num_heads * (self.head_dim + self.v_head_dim)
