@@ -124,6 +124,22 @@ def test_the_b200_burst_held_at_1000_w_lands_near_its_sustained_matmul():
     assert got == pytest.approx(1429.0, rel=0.06) and 1178.0 < got < 1429.0
 
 
+def test_attention_held_at_the_b200_limit_throttles_as_flashinfer_measured():
+    """FlashAttention-4 (BF16, b 4, s 8192, 16 heads of 128) back to back on a B200 (flashinfer PR 2899,
+    hardware/profiles/data/flashinfer_b200_fa4_power_throttle.md): 1,450 TFLOP/s at 1,965 MHz, then
+    1,237 at ~1,580 MHz under the 1,000 W limit.  The profile's coefficients, fitted to sustained GEMMs
+    and never to attention, price the kernel as tensor-core work at its burst utilisation (1450 / 2250;
+    its HBM traffic is negligible): the clock and the throughput it gives under the cap are within 5%
+    of the measured ones.  A cross-check of the power model on a kernel class it was not fitted to."""
+    from costmodel.specs import load_profile
+    p = load_profile("b200-sxm-180gb").power
+    fa4 = {"attention": (1.0, True, {"flop": 1450.0 / 2250.0}, float("inf"))}
+    t, _, s, top = compute_under_cap(p, fa4, 1000.0)
+    assert s == pytest.approx(1580.0 / 1965.0, rel=0.05)
+    assert 1450.0 / t == pytest.approx(1237.0, rel=0.05)
+    assert top == pytest.approx(1000.0)
+
+
 @pytest.mark.parametrize("value", ["'no'", "1", "maybe"])
 def test_power_limited_is_a_yaml_boolean(tmp_path, value):
     from costmodel.errors import InputError
