@@ -100,10 +100,10 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if note:
         print(note, file=sys.stderr)
     if as_json:
-        recs = [report.run_record(prediction_row(res.ranked, i, m, r, c, p))
+        # ranked by the time model; each record is predict's for its layout (step_time_s under the
+        # power limit, uncapped_step_time_s the time model's), so the two commands' keys mean one thing
+        recs = [report.run_record(predict_run(m, r, c, p, res.ranked.layouts.row(i)))
                 for i in range(min(top, len(res.ranked.layouts)))]
-        for rec in recs:    # ranked by the time model; the step under the power limit is predict's
-            rec["power_limited_step_time_s"] = predict_run(m, r, c, p, rec["layout"]).step_time_s
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt)
