@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .formats import FP8_RECIPES
+from .readers.training_logs.dumps import FP8_FORMATS
 from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
@@ -61,7 +62,10 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         out["cross_entropy"] = "fused"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
-    if a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
+    if a.get("fp8") not in (None, False, True, "None") and str(a["fp8"]).lower() not in FP8_FORMATS:
+        notes.append(f"argument dump: fp8 = {a['fp8']!r} is not an --fp8-format value ({', '.join(FP8_FORMATS)}): "
+                     "the precision is not read from the log")
+    elif a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
         rec = str(a["fp8_recipe"])
         if rec in FP8_RECIPES:
             out["fp8_recipe"] = rec

@@ -113,6 +113,10 @@ def test_logs_and_configs_name_the_block_scaled_recipes():
     from costmodel.run_config import RunConfig, _bridge_precision
     assert _layout({"fp8": "e4m3", "fp8_recipe": "mxfp8"})["precision"] == "mxfp8"
     assert _layout({"fp8": "hybrid", "fp8_recipe": "delayed"})["precision"] == "fp8"
+    assert _layout({"fp8": True, "bf16": True})["precision"] == "fp8"
+    # a value Megatron never writes is no precision at all, not fp8 and not the bf16 beside it
+    assert _layout({"fp8": "banana", "bf16": True})["precision"] is None
+    assert _layout({"fp8": "None", "bf16": True})["precision"] == "bf16"
     assert _layout({"fp4": "e2m1", "bf16": True})["precision"] == "nvfp4"
     for mp, want in (("bf16_with_mxfp8_mixed", "mxfp8"), ("bf16_with_nvfp4_mixed", "nvfp4"),
                      ({"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "mxfp8"), ({"fp4": "e2m1"}, "nvfp4")):
@@ -251,6 +255,8 @@ def test_logs_and_configs_name_the_fp8_scaling():
     assert out["fp8_recipe"] == "delayed" and "blockwise" in notes[0] and "priced as delayed" in notes[0]
     out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "banana"}), False)
     assert "fp8_recipe" not in out and "'banana'" in notes[0]
+    out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "banana", "fp8_recipe": "tensorwise"}), False)
+    assert "fp8_recipe" not in out and "fp8 = 'banana' is not an --fp8-format value (e4m3, hybrid)" in notes[0]
     assert "fp8_recipe" not in logged_switches(SimpleNamespace(args={"fp8": None, "fp8_recipe": "tensorwise"}),
                                                False)[0]
     for mp, want in (("bf16_with_fp8_current_scaling_mixed", "tensorwise"), ("bf16_with_fp8_mixed", "delayed"),
