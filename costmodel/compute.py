@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .formats import cast_bytes, gemm_format
+from .formats import cast_bytes, gemm_format, grad_rescale_bytes
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
@@ -381,6 +381,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         cb = cast_bytes(fmt, recipe.fp8_recipe)
         cast = lambda elems: np.maximum(mem(cb * elems, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
         ew_f, ew_b = ew_f + cast(tok * gemm_in), ew_b + cast(tok * gemm_out)
+        rescale = grad_rescale_bytes(fmt, recipe.fp8_recipe)
+        if rescale:
+            # row-wise scaling rescales each dgrad output (the inputs' gradients) and wgrad output
+            # (this GPU's weights of the mean layer) in place, one kernel per backward GEMM
+            w_gpu = ((model.layer_params() - model.mean_expert_params()) / tp
+                     + model.mean_expert_params() / (t.ep * t.etp))
+            ew_b = ew_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
 
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b

@@ -32,6 +32,24 @@ quantizes its Linear/LayerNormLinear/GroupedLinear modules only; Megatron's outp
   byte the casts stay far below the 16-bit ridge (B200: 2.25 PFLOP/s / 8 TB/s = 281): the roofline
   max of bytes and RHT FLOPs (costmodel.compute) is the bytes' time on every Blackwell GPU.
 
+torchao's ``rowwise`` fp8 (torchtitan ``recipe_name = "rowwise"``; Transformer Engine has no row-wise
+recipe) scales each row of a GEMM operand along the contraction dimension, so every operand is cast
+twice, once along each axis (the fprop, dgrad and wgrad GEMMs contract x, W and grad_y over different
+dims: docs.pytorch.org/ao "Quantized Training", ``to_fp8(input_bf16.t())``): along the row, one fused
+amax-and-cast pass (read 2, write 1); along the column, a reduction over the tokens then the cast (read
+2, then read 2 and write 1): 8 bytes per element.  Its dgrad and wgrad GEMMs run without fast
+accumulation, for which torchao calls cuBLAS's per-tensor kernel at unit scales and multiplies the bf16
+output by the outer product of the row scales in place (pytorch/ao torchao/float8/float8_ops.py
+``addmm_float8_unwrapped``: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd
+rather use the tensorwise cuBLAS-based kernel and do the scaling manually afterwards"): 4 more bytes
+per element of every input gradient and weight gradient.  Its forward GEMM, PyTorch's CUTLASS
+row-wise kernel, runs "within 90-100 % of tensor-wise efficiency" for most shapes with "a long tail
+going down to 50 %" (pytorch/pytorch issue 147971); no per-shape measurement of it is public, so it is
+priced at the per-tensor rate, and the model's row-wise step is a lower bound: torchao's torchtitan
+Llama 3 8B benchmark on 8 H100 runs row-wise at 0.88 of tensorwise's tokens/s (6768 vs 7689.5,
+docs.pytorch.org/ao "Quantized Training", e2e training benchmarks), where the casts and rescales alone
+cost a few percent.
+
 Megatron's ``--first-last-layers-bf16`` keeps the first and last N layers in BF16: the recipe switch
 ``bf16_edge_layers`` (costmodel.compute.edge_layer_share blends those layers' BF16 times into the
 slowest stage's mean layer).
@@ -80,9 +98,24 @@ FORMATS = {
 }
 
 
-#: per-tensor FP8 scaling recipes (Megatron-LM ``--fp8-recipe`` names) -> extra HBM bytes per element of
-#: each cast: the amax read of current scaling (module docstring)
-FP8_RECIPES = {"delayed": 0.0, "tensorwise": 2.0}
+#: FP8 scaling recipes (Megatron-LM ``--fp8-recipe`` names; torchao's rowwise) -> extra HBM bytes per
+#: element of each cast over the fused cast-transpose: the amax read of current scaling, the second
+#: axis's amax and cast of row-wise scaling (module docstring)
+FP8_RECIPES = {"delayed": 0.0, "tensorwise": 2.0, "rowwise": 4.0}
+
+#: HBM bytes per element of each input and weight gradient that a recipe rescales after its GEMM
+#: (row-wise: the in-place multiply of the bf16 output by its row and column scales; module docstring)
+FP8_GRAD_RESCALE_BYTES = {"rowwise": 2.0 + 2.0}
+
+#: the stacks whose fp8 implementation has a recipe (Transformer Engine has no row-wise scaling)
+FP8_RECIPE_STACKS = {"rowwise": ("torchtitan",)}
+
+#: the recipes Transformer Engine runs (Megatron-LM ``--fp8-recipe``, NeMo and Megatron-Bridge configs)
+TE_FP8_RECIPES = tuple(r for r in FP8_RECIPES if r not in FP8_RECIPE_STACKS)
+
+#: the values of Megatron-LM's ``fp8`` argument (``--fp8-format``, megatron/training/arguments.py:
+#: choices e4m3, hybrid), which Megatron-Bridge's mixed_precision.fp8 takes too
+FP8_FORMATS = ("e4m3", "hybrid")
 
 
 def cast_bytes(fmt: GemmFormat, fp8_recipe: str = "delayed") -> float:
@@ -95,6 +128,12 @@ def cast_bytes(fmt: GemmFormat, fp8_recipe: str = "delayed") -> float:
     if fp8_recipe not in FP8_RECIPES:
         raise InputError("--fp8-recipe", "", f"{fp8_recipe!r} is not one of {', '.join(FP8_RECIPES)}")
     return fmt.cast_bytes + (FP8_RECIPES[fp8_recipe] if fmt.name == "fp8" else 0.0)
+
+
+def grad_rescale_bytes(fmt: GemmFormat, fp8_recipe: str) -> float:
+    """HBM bytes per element of each input / weight gradient the ``fp8_recipe`` rescales after its
+    GEMM (:data:`FP8_GRAD_RESCALE_BYTES`; 0 for every other recipe and format)."""
+    return FP8_GRAD_RESCALE_BYTES.get(fp8_recipe, 0.0) if fmt.name == "fp8" else 0.0
 
 
 def gemm_format(precision: str) -> GemmFormat:

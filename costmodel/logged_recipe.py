@@ -14,8 +14,7 @@ import math
 
 import numpy as np
 
-from .formats import FP8_RECIPES
-from .readers.training_logs.dumps import FP8_FORMATS
+from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
@@ -67,7 +66,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                      "the precision is not read from the log")
     elif a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
         rec = str(a["fp8_recipe"])
-        if rec in FP8_RECIPES:
+        if rec in TE_FP8_RECIPES:
             out["fp8_recipe"] = rec
         elif rec == "blockwise":
             out["fp8_recipe"] = "delayed"
@@ -76,7 +75,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                          "not modelled")
         elif rec != "mxfp8":                 # mxfp8 is a precision of its own (the dump reader's)
             notes.append(f"argument dump: fp8_recipe = {a['fp8_recipe']!r} is not a recipe the model prices "
-                         f"({', '.join(FP8_RECIPES)}, blockwise as delayed, mxfp8): not used")
+                         f"({', '.join(TE_FP8_RECIPES)}, blockwise as delayed, mxfp8): not used")
     if a.get("use_precision_aware_optimizer") is True:
         for switch, key in (("main_grads_dtype", "main_grads_dtype"), ("optimizer_states_dtype", "exp_avg_dtype")):
             if key in a:

@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from .errors import InputError
-from .formats import FP8_RECIPES
+from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import recompute_module_list
 
 
@@ -231,8 +231,8 @@ def _nemo(d: dict, path: str) -> RunConfig:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
         rec = m.get("fp8_recipe")
         if rec is not None and not _unset(rec):
-            if not isinstance(rec, str) or rec.lower() not in FP8_RECIPES:
-                raise InputError(path, "model.fp8_recipe", f"expected one of {', '.join(FP8_RECIPES)}, got {rec!r}")
+            if not isinstance(rec, str) or rec.lower() not in TE_FP8_RECIPES:
+                raise InputError(path, "model.fp8_recipe", f"expected one of {', '.join(TE_FP8_RECIPES)}, got {rec!r}")
             R["fp8_recipe"], cfg.where["fp8_recipe"] = rec.lower(), f"{path}: model.fp8_recipe"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
@@ -253,7 +253,6 @@ _BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_group
 #: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as
 _BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as many bytes, but its block-scaled "
                    "GEMM, slower on Hopper, is not modelled")
-_FP8_FORMATS = ("e4m3", "hybrid")
 
 
 def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
@@ -281,12 +280,12 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
                 cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
     elif isinstance(mp, dict):
         f8 = mp.get("fp8")
-        if f8 not in (None, False) and str(f8).lower() not in _FP8_FORMATS:
-            raise InputError(path, "mixed_precision.fp8", f"expected {' or '.join(_FP8_FORMATS)} (or null), got {f8!r}")
+        if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:
+            raise InputError(path, "mixed_precision.fp8", f"expected {' or '.join(FP8_FORMATS)} (or null), got {f8!r}")
         rec = mp.get("fp8_recipe")
-        if rec is not None and (not isinstance(rec, str) or rec.lower() not in (*FP8_RECIPES, "mxfp8", "blockwise")):
+        if rec is not None and (not isinstance(rec, str) or rec.lower() not in (*TE_FP8_RECIPES, "mxfp8", "blockwise")):
             raise InputError(path, "mixed_precision.fp8_recipe",
-                             f"expected one of {', '.join((*FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
+                             f"expected one of {', '.join((*TE_FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
         rec = (rec or "").lower()
         R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
                           ("mxfp8" if rec == "mxfp8" else "fp8") if f8 not in (None, False) else
@@ -462,21 +461,26 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
 
 def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
     """torchao's float8 recipe name (``[quantize.linear.float8]`` or the older ``[float8]``
-    ``recipe_name``): tensorwise is the model's tensorwise scaling; rowwise, which the model does not
-    price, is noted and priced as tensorwise (no silent default).
+    ``recipe_name``): tensorwise and rowwise are the model's recipes of those names;
+    rowwise_with_gw_hp (row-wise, the weight-gradient GEMM in bf16) is noted and priced as rowwise.
 
     Raises:
-        InputError: a recipe name that is not a string (naming the key)."""
+        InputError: a recipe name that is not a string, or not one of torchao's (naming the key)."""
     for key, sec in (("quantize.linear.float8", ((d.get("quantize") or {}).get("linear") or {}).get("float8")),
                      ("float8", d.get("float8"))):
         if isinstance(sec, dict) and sec.get("recipe_name") is not None:
             name = sec["recipe_name"]
             if not isinstance(name, str):
                 raise InputError(path, f"{key}.recipe_name", f"expected a recipe name, got {name!r}")
-            cfg.recipe["fp8_recipe"], cfg.where["fp8_recipe"] = "tensorwise", f"{path}: {key}.recipe_name"
-            if name.lower() != "tensorwise":
-                cfg.notes.append(f"{path}: {key}.recipe_name {name!r} is priced as tensorwise scaling: the model "
-                                 "has no row-wise scaled fp8 (its per-row casts and GEMM)")
+            low = name.lower()
+            if low not in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+                raise InputError(path, f"{key}.recipe_name", f"expected one of tensorwise, rowwise, "
+                                 f"rowwise_with_gw_hp (torchao's float8 recipes), got {name!r}")
+            rec = "tensorwise" if low == "tensorwise" else "rowwise"
+            cfg.recipe["fp8_recipe"], cfg.where["fp8_recipe"] = rec, f"{path}: {key}.recipe_name"
+            if low == "rowwise_with_gw_hp":
+                cfg.notes.append(f"{path}: {key}.recipe_name 'rowwise_with_gw_hp' is priced as rowwise: its "
+                                 "weight-gradient GEMM in bf16 is not modelled")
             return
 
 

@@ -135,7 +135,8 @@ RECIPE_SWITCHES = (
                  "with VP 1 or --no-overlap."),
     RecipeSwitch("fp8_recipe", "choice", "With --precision fp8: per-tensor scales from the amax history "
                  "(delayed) or from each tensor itself (tensorwise: current scaling, one more read of every "
-                 "cast tensor).", tuple(FP8_RECIPES)),
+                 "cast tensor), or per row along both axes (rowwise: torchao's, torchtitan only; its casts "
+                 "and gradient rescales are priced, its slower forward GEMM is not).", tuple(FP8_RECIPES)),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS)),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",

@@ -126,7 +126,8 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
                   # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
                   # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's
                   # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
-                  ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}))
+                  ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
+                  ("float8 rowwise", {"fp8_recipe": "rowwise"}))
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;

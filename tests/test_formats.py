@@ -213,7 +213,7 @@ def test_current_scaling_reads_each_cast_tensor_once_more_as_te_measures_on_h200
         assert 0.81 < (a_el * 6 + w_el * 5) / dt / 4.8e12 < 0.85, pas
         assert 0.51 < (a_el * 4 + w_el * 3) / dt / 4.8e12 < 0.55, pas
     with pytest.raises(InputError, match="--fp8-recipe"):
-        cast_bytes(fp8, "rowwise")
+        cast_bytes(fp8, "banana")
 
 
 def test_torchtitan_scales_fp8_from_each_tensor_and_megatron_from_the_history():
@@ -278,6 +278,44 @@ def test_logs_and_configs_name_the_fp8_scaling():
         assert e.value.field == key, mp
 
 
+def test_rowwise_casts_each_operand_along_both_axes_and_rescales_the_gradients():
+    """torchao's row-wise fp8 (torchtitan): every GEMM operand is cast along each axis, 8 bytes per
+    element against tensorwise's 6, and each input and weight gradient is rescaled in place after its
+    GEMM (4 bytes per element, one kernel per backward GEMM).  Llama 3 8B, TP 1, 8192 tokens: the
+    layer's memory-bound time grows by exactly those bytes; Transformer Engine's stacks refuse it.
+    Against torchao's own torchtitan benchmark (8 H100, Llama 3 8B: row-wise at 0.88 of tensorwise's
+    tokens/s) the model's row-wise step is slower than tensorwise's but by less: its CUTLASS forward
+    GEMM, slower for some shapes (pytorch issue 147971), is priced at the per-tensor rate."""
+    from costmodel.formats import cast_bytes, grad_rescale_bytes
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100")
+    p = load_profile(c.gpu.key)
+    t = layout(tp=1, dp=8, mbs=1).view(compute_times.layout_fields)
+    tok, h, ffn = 8192, 4096, 14336
+    rec = {r: Recipe(gbs=8, seq_len=tok, precision="fp8", stack="torchtitan", fp8_recipe=r)
+           for r in ("tensorwise", "rowwise")}
+    ct = {r: compute_times(m, x, c, p, t) for r, x in rec.items()}
+    fp8 = gemm_format("fp8")
+    assert (cast_bytes(fp8, "rowwise"), grad_rescale_bytes(fp8, "rowwise")) == (8.0, 4.0)
+    assert grad_rescale_bytes(fp8, "tensorwise") == 0.0 == grad_rescale_bytes(gemm_format("mxfp8"), "rowwise")
+    gemm_in = h + h + h + ffn                                   # QKV, out, gate/up, down inputs
+    gemm_out = (h + 2 * 1024) + h + 2 * ffn + h                 # their outputs
+    weights = h * (h + 2 * 1024) + h * h + 3 * h * ffn        # QKV, out, gate/up/down weights
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    launch = p.gemm["bf16"].launch_s
+    d_f = float(ct["rowwise"].layer_ew_fwd_s[0] - ct["tensorwise"].layer_ew_fwd_s[0])
+    d_b = float(ct["rowwise"].layer_ew_bwd_s[0] - ct["tensorwise"].layer_ew_bwd_s[0])
+    assert d_f == pytest.approx(2 * tok * gemm_in / bw, rel=1e-9)
+    norms = 2 * h                                               # the layer's two RMSNorm weights
+    assert d_b == pytest.approx((2 * tok * gemm_out + 4 * (tok * gemm_in + weights + norms)) / bw + 8 * launch,
+                                rel=1e-9)
+    with pytest.raises(InputError, match="--fp8-recipe: rowwise is torchao's axis-wise scaling"):
+        stack_recipe(get_stack("megatron"), 64, 4096, "fp8", fp8_recipe="rowwise")
+    from costmodel.predict import predict_run
+    lay = dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=3, sp=False, overlap=True)
+    step = {r: predict_run(m, x, c, p, lay).step_time_s for r, x in rec.items()}
+    assert 0.88 < step["tensorwise"] / step["rowwise"] < 1.0
+
+
 def test_fp8_recipe_flag_needs_fp8_and_reports_none_elsewhere():
     """--fp8-recipe sets per-tensor scaling: given with bf16 or a block-scaled format it is refused;
     reports show it only for fp8 runs."""
@@ -298,12 +336,18 @@ def test_torchtitan_and_nemo_configs_name_their_fp8_scaling(tmp_path):
     data = Path(__file__).resolve().parent / "data" / "configs"
     toml = (data / "torchtitan_llama3_8b.toml").read_text().replace('# converters = ["float8"]',
                                                                      'converters = ["float8"]')
-    for name, note in (("tensorwise", False), ("rowwise", True)):
+    for name, want, note in (("tensorwise", "tensorwise", False), ("rowwise", "rowwise", False),
+                             ("rowwise_with_gw_hp", "rowwise", True)):
         f = tmp_path / f"tt_{name}.toml"
         f.write_text(toml.replace("[quantize.linear.float8]\n", f'[quantize.linear.float8]\nrecipe_name = "{name}"\n'))
         cfg = read_run_config(f)
-        assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", "tensorwise")
-        assert any("'rowwise' is priced as tensorwise" in n for n in cfg.notes) == note
+        assert (cfg.recipe["precision"], cfg.recipe["fp8_recipe"]) == ("fp8", want)
+        assert any("'rowwise_with_gw_hp' is priced as rowwise" in n for n in cfg.notes) == note
+    f = tmp_path / "tt_bad.toml"
+    f.write_text(toml.replace("[quantize.linear.float8]\n", '[quantize.linear.float8]\nrecipe_name = "blockwise"\n'))
+    with pytest.raises(InputError) as e:
+        read_run_config(f)
+    assert e.value.field == "quantize.linear.float8.recipe_name"
     nemo = (data / "nemo_launcher_llama3_8b.yaml").read_text().replace(
         "  fp8: False # enables fp8", "  fp8_recipe: tensorwise\n  fp8: True # enables fp8")
     f = tmp_path / "nemo.yaml"

@@ -5,7 +5,7 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..formats import FORMATS, FP8_RECIPES
+from ..formats import FORMATS, FP8_RECIPE_STACKS, FP8_RECIPES
 
 
 def gemm_format_low(precision: str) -> bool:
@@ -164,8 +164,9 @@ class Recipe:
     ``optimizer`` names one of :data:`OPTIMIZERS`, kept with fp32 master weights (Megatron-LM mixed
     precision; Adam by default); ``stack`` names the training stack whose defaults the recipe took
     (costmodel.stacks; it selects the regime of the model-form error); ``fp8_recipe`` (delayed |
-    tensorwise, :data:`costmodel.formats.FP8_RECIPES`) is where an ``fp8`` precision's per-tensor
-    scales come from: the amax history, or the tensor itself at one more read; ``flash_attention``
+    tensorwise | rowwise, :data:`costmodel.formats.FP8_RECIPES`) is where an ``fp8`` precision's
+    scales come from: the amax history, or the tensor itself at one more read, or each row of it along
+    both axes (torchao's axis-wise scaling, torchtitan only); ``flash_attention``
     False models the unfused attention of pre-2022 Megatron (softmax materialised, s^2 memory);
     ``tp_comm_overlap`` False models Megatron before Transformer Engine's userbuffers (2023), where
     only the backward input-gradient TP collectives overlap (async all-reduce); ``dp_overlap`` overlaps
@@ -252,6 +253,11 @@ class Recipe:
         if self.optimizer_offload and self.stack not in ("megatron", "nemo", "deepspeed"):
             raise InputError("--optimizer-offload", "", f"{self.stack} has no optimizer offload the model prices "
                              "(DeepSpeed's offload_optimizer, Megatron-core's --optimizer-cpu-offload)")
+        only = FP8_RECIPE_STACKS.get(self.fp8_recipe)
+        if self.precision == "fp8" and only is not None and self.stack not in only:
+            raise InputError("--fp8-recipe", "", f"{self.fp8_recipe} is torchao's axis-wise scaling ("
+                             f"--stack {' or '.join(only)}); {self.stack}'s fp8 is Transformer Engine's, "
+                             "which has no row-wise recipe: use delayed or tensorwise")
         if self.precision in ("mxfp8", "nvfp4"):
             # Megatron-LM docs, "Low-Precision Training Guide": both are Transformer Engine recipes
             # (--fp8-recipe mxfp8, --fp4-format e2m1), neither runs with optimizer CPU offload

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ...formats import FP8_FORMATS
 from .lines import _TIMESTAMP
 
 _ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
@@ -130,11 +131,6 @@ def _nemo_args(cfg):
 
 
 # ---------------------------------------------------------------------------------------------- layout
-#: the values of Megatron-LM's ``fp8`` argument (``--fp8-format``, megatron/training/arguments.py:
-#: choices e4m3, hybrid); NeMo configs write ``fp8: True``
-FP8_FORMATS = ("e4m3", "hybrid")
-
-
 def _int_or_none(v):
     if v is None or isinstance(v, bool):
         return None
@@ -213,7 +209,7 @@ def _layout(args, complete=False):
     pdt = str(get("params_dtype") or "")
     if get("fp4") not in (None, False) or get("fp4_format") not in (None, False):
         precision = "nvfp4"                 # --fp4-format e2m1: Transformer Engine's NVFP4 recipe
-    elif fp8 is True or str(fp8).lower() in FP8_FORMATS:
+    elif fp8 is True or str(fp8).lower() in FP8_FORMATS:     # NeMo configs write fp8: True
         precision = "mxfp8" if str(get("fp8_recipe") or "").lower() == "mxfp8" else "fp8"
     elif fp8 not in (None, False, "None"):
         precision = None                    # a value Megatron does not write: not read as any precision
