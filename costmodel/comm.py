@@ -42,6 +42,7 @@ from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
+from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import STACKS
 
@@ -347,7 +348,8 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)
-    cp_b = 2 * cp_f
+    # backward: the K,V chunks again and their gradients; PyTorch's ring sends those in fp32, every step
+    cp_b = (ring_grad_comm_factor(t.cp) if stack is not None and stack.cp_ring_merge else 2.0) * cp_f
 
     # EP (stride ETP): dispatch and combine in the MoE layers only (the mean layer carries their share)
     ep_f = (model.moe_layer_fraction * _ep_dispatch_s(model, recipe, cluster, profile, t, tok, load)

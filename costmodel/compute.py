@@ -36,6 +36,7 @@ from .formats import cast_bytes, gemm_format, grad_rescale_bytes
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
+from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
                      FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, STACKS)
@@ -389,10 +390,17 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                      + model.mean_expert_params() / (t.ep * t.etp))
             ew_b = ew_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
 
+    stack = STACKS.get(recipe.stack)
+    if stack is not None and stack.cp_ring_merge:
+        # PyTorch's ring attention merges and accumulates in eager fp32 ops (costmodel.ring_attention)
+        mf, mb = ring_merge_bytes(cp, tok * model.attn_out_dim / tp, tok * (model.k_dim + model.v_dim) / tp)
+        ring = np.where(cp > 1, 1.0, 0.0)
+        ew_f = ew_f + ring * mem(mf, RING_KERNELS_PER_STEP * cp)
+        ew_b = ew_b + ring * mem(mb, RING_KERNELS_PER_STEP * cp)
+
     cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
     layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
-    stack = STACKS.get(recipe.stack)
     if stack is not None and stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
         selective, selective_attn = 0.5 * gemm_f + ew_f, 0.0

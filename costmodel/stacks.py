@@ -249,6 +249,10 @@ class Stack:
             (Megatron-core's linear_fc1 with gated_linear_unit).  False for torchtitan (w1, w3, and
             the experts' w1 / w3 grouped GEMMs), Hugging Face (gate_proj, up_proj) and llm-foundry's
             MPTGLU (gate_proj beside up_proj, llmfoundry/models/layers/ffn.py).
+        cp_ring_merge: context parallelism is PyTorch's experimental ring attention (torchtitan):
+            eager fp32 merges of the partial outputs, fp32 gradient accumulation, fp32 key/value
+            gradients on the ring (costmodel.ring_attention).  Transformer Engine's CP (Megatron,
+            NeMo) corrects its outputs in fused kernels the model does not price apart.
     """
 
     name: str
@@ -266,6 +270,7 @@ class Stack:
     tp_overlap_backward_rs: bool = True
     fused_qkv: bool = True
     fused_gate_up: bool = True
+    cp_ring_merge: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -310,7 +315,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
                  tp_overlap_backward_rs=name != "torchtitan", fused_qkv=name not in ("torchtitan", "deepspeed"),
-                 fused_gate_up=pads_vocab)
+                 fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan")
 
 
 STACKS = {s.name: s for s in (

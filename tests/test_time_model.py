@@ -269,6 +269,38 @@ def test_unfused_projections_run_as_separate_gemms(h200):
     assert fwd["llm-foundry"] - fwd["megatron"] == pytest.approx(gate_up, rel=1e-9)
 
 
+def test_torchtitan_ring_attention_merges_and_accumulates_in_fp32(h200):
+    """PyTorch's ring attention (torchtitan CP; torch/distributed/tensor/experimental/_attention.py)
+    merges each step's output in eager fp32 ops and accumulates and rotates the gradients in fp32
+    (costmodel.ring_attention): at CP 2 that is 50 bytes per output element and 4 per key/value element
+    forward, 30 and 53 backward.  Llama 3 8B, 8192 tokens per rank: the layer's memory-bound time at
+    CP 4 exceeds the same tokens without CP by exactly those bytes and 6 kernels a step; the backward
+    sends the keys and values again plus their fp32 gradients every step, 1 + 2 x 4/3 times the
+    forward's traffic (Megatron's 2)."""
+    from costmodel.comm import microbatch_comm_times
+    from costmodel.compute import compute_times
+    from costmodel.ring_attention import merge_bytes
+    c, p = h200
+    assert [float(x) for x in merge_bytes(2, 1.0, 0.0)] == [50.0, 30.0]
+    assert [float(x) for x in merge_bytes(2, 0.0, 1.0)] == [4.0, 53.0]
+    assert [float(x) for x in merge_bytes(1, 1.0, 1.0)] == [0.0, 0.0]
+    m = load_model("llama3-8b")
+    tok = 8192
+    cp4 = compute_times(m, Recipe(gbs=8, seq_len=4 * tok, stack="torchtitan"), c, p, layout(tp=1, cp=4, mbs=1))
+    cp1 = compute_times(m, Recipe(gbs=8, seq_len=tok, stack="torchtitan"), c, p, layout(tp=1, cp=1, mbs=1))
+    e_q, e_kv = tok * 4096, tok * 2048
+    bw, launch = c.gpu.hbm_bytes_per_s * p.hbm_efficiency, p.gemm["bf16"].launch_s
+    f, b = (float(x) for x in merge_bytes(4, e_q, e_kv))
+    assert f == 12 * e_q + 3 * (38 * e_q + 4 * e_kv)
+    assert float(cp4.layer_ew_fwd_s[0] - cp1.layer_ew_fwd_s[0]) == pytest.approx(f / bw + 24 * launch, rel=1e-9)
+    assert float(cp4.layer_ew_bwd_s[0] - cp1.layer_ew_bwd_s[0]) == pytest.approx(b / bw + 24 * launch, rel=1e-9)
+    lay = layout(tp=1, cp=4, mbs=1)
+    tt = microbatch_comm_times(m, Recipe(gbs=8, seq_len=4 * tok, stack="torchtitan"), c, p, lay)
+    mg = microbatch_comm_times(m, Recipe(gbs=8, seq_len=4 * tok, stack="megatron"), c, p, lay)
+    assert float(tt.cp_layer_bwd_s[0] / tt.cp_layer_fwd_s[0]) == pytest.approx(1 + 2 * 4 / 3, rel=1e-12)
+    assert float(mg.cp_layer_bwd_s[0] / mg.cp_layer_fwd_s[0]) == pytest.approx(2.0, rel=1e-12)
+
+
 def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
     """No fused-attention kernel runs on V100 (FlashAttention: Turing or newer; TE fused attention
     sm80+): the stack's flash default gives way to unfused attention, which keeps the s x s scores
