@@ -237,9 +237,10 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
 
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """A torchtitan full configuration (module docstring) for ``layout``: FSDP shards over DP when
-    ZeRO-3, else DP replicates (HSDP is not modelled)."""
+    ZeRO-3, or ZeRO-1 with a pipeline (FSDP2 keeping its parameters gathered, costmodel.stacks), else
+    DP replicates (HSDP is not modelled)."""
     t = layout
-    dp_shard, dp_rep = (t["dp"], 1) if t["zero"] == 3 else (1, t["dp"])
+    dp_shard, dp_rep = (t["dp"], 1) if t["zero"] in (1, 3) else (1, t["dp"])
     ac = {"full": "FullAC.Config()", "selective": "SelectiveAC.Config()", "none": "None"}[t["recompute"]]
     mb = recipe.gbs // (t["dp"] * t["mbs"])
     a = ["def costmodel_layout() -> Trainer.Config:",
@@ -259,7 +260,8 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
     if recipe.precision != "bf16" and recipe.precision != "fp16":
-        a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version")
+        rec = f' (recipe_name = "{recipe.fp8_recipe}")' if recipe.fp8_recipe == "rowwise" else ""
+        a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")
     return "\n".join(a)
 
 

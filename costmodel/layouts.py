@@ -304,6 +304,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     """
     partial = STACKS[recipe.stack].partial_recompute if recipe.stack in STACKS else True
     dims = STACKS[recipe.stack].model_parallel if recipe.stack in STACKS else ("tp", "pp", "cp")
+    stages = STACKS[recipe.stack].zero_stages if recipe.stack in STACKS else (0, 1, 2, 3)
     rules = [
         ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
@@ -340,6 +341,11 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
+        ("the {stack} stack's data parallelism has ZeRO stages {zs} only (torchtitan: FSDP2 or DDP; llm-foundry: "
+         "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)", ~np.isin(t.zero, stages)),
+        ("torchtitan runs ZeRO-1 only with a pipeline: it stands for FSDP2 keeping its parameters gathered "
+         "through the step (reshard_after_forward False, torchtitan's default with PP); without one, --zero 3",
+         (recipe.stack == "torchtitan") & (t.zero == 1) & (t.pp == 1)),
         ("--recompute-num-layers applies to full recompute", (t.recompute_num_layers > 0) & (t.recompute != 2)),
         ("--recompute-num-layers must not exceed the layers of one pipeline chunk (num_layers / (PP x VP))",
          t.recompute_num_layers > np.ceil(layers_per_stage(model, t) / t.vp)),
@@ -351,7 +357,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     ]
     fmt = dict(n=num_gpus, g=scale_up_gpus, a=model.num_heads, kv=model.num_kv_heads,
                L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack,
-               name=model.name)
+               name=model.name, zs=", ".join(str(z) for z in sorted(stages)))
     code = np.full(len(t), -1, dtype=np.int64)
     for i, (_, bad) in reversed(list(enumerate(rules))):
         code = np.where(bad, i, code)

@@ -159,6 +159,30 @@ def _int(v):
     return int(v)
 
 
+def _count(v) -> int:
+    """A whole number >= 1 (a parallel degree, a batch, a length)."""
+    n = _int(v)
+    if n < 1:
+        raise ValueError(v)
+    return n
+
+
+def _table(d: dict, path: str, *keys: str) -> dict:
+    """The TOML/YAML table at ``d[k1][k2]...``; {} where a level is absent.
+
+    Raises:
+        InputError: a level that is not a table (naming the file and the dotted key)."""
+    cur = d
+    for i, k in enumerate(keys):
+        v = cur.get(k)
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise InputError(path, ".".join(keys[:i + 1]), f"expected a table, got {v!r}")
+        cur = v
+    return cur
+
+
 def _precision(v) -> str:
     s = str(v).lower()
     if s in ("bf16", "bf16-mixed", "bf16_mixed"):
@@ -419,26 +443,33 @@ def _bridge(d: dict, path: str) -> RunConfig:
 def _torchtitan(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="torchtitan")
     L, R = cfg.layout, cfg.recipe
-    par, tr = d.get("parallelism") or {}, d.get("training") or {}
+    par, tr = _table(d, path, "parallelism"), _table(d, path, "training")
     for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
                       ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree")):
-        _take(cfg, path, L, name, par, key, _int, "parallelism.")
+        _take(cfg, path, L, name, par, key, _count, "parallelism.")
     shard, rep = par.get("data_parallel_shard_degree", -1), par.get("data_parallel_replicate_degree", 1)
+    for key, v in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1)):
+            raise InputError(path, f"parallelism.{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
     L["zero"] = 3 if shard != 1 else 0
     cfg.where["zero"] = f"{path}: parallelism.data_parallel_shard_degree"
     if shard not in (-1, 1) and rep not in (None, 1):
         cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
     if L.get("pp", 1) > 1:
-        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _int, "parallelism.")
+        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count, "parallelism.")
     else:
-        _take(cfg, path, L, "mbs", tr, "local_batch_size", _int, "training.")
+        _take(cfg, path, L, "mbs", tr, "local_batch_size", _count, "training.")
     g = tr.get("global_batch_size")
     if isinstance(g, int) and g > 0:
         R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
-    elif isinstance(tr.get("local_batch_size"), int):
-        R["local_batch_size"] = tr["local_batch_size"]          # x DP, once the world is known
-    _take(cfg, path, R, "seq_len", tr, "seq_len", _int, "training.")
-    ac = (d.get("activation_checkpoint") or {}).get("mode")
+    elif tr.get("local_batch_size") is not None:                          # x DP, once the world is known
+        try:
+            R["local_batch_size"] = _count(tr["local_batch_size"])
+        except (TypeError, ValueError):
+            raise InputError(path, "training.local_batch_size", f"{tr['local_batch_size']!r} is not a valid "
+                             "value") from None
+    _take(cfg, path, R, "seq_len", tr, "seq_len", _count, "training.")
+    ac = _table(d, path, "activation_checkpoint").get("mode")
     if ac is not None:
         if ac not in ("none", "selective", "full"):
             raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
@@ -449,14 +480,36 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         R["fused_elementwise"], cfg.where["fused_elementwise"] = on, f"{path}: compile.enable"
     elif isinstance(tr.get("compile"), bool):                              # older: training.compile
         R["fused_elementwise"], cfg.where["fused_elementwise"] = tr["compile"], f"{path}: training.compile"
-    fl = (d.get("model") or {}).get("flavor")
+    model = _table(d, path, "model")
+    fl = model.get("flavor")
     if isinstance(fl, str) and fl.strip():
         cfg.model["flavor"] = (fl, f"{path}: model.flavor")
-    conv = (d.get("model") or {}).get("converters") or []
-    if "float8" in conv or (d.get("float8") or {}).get("enable_float8_linear"):
-        R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.converters"
+    conv = model.get("converters") or []
+    if not isinstance(conv, list) or not all(isinstance(c, str) for c in conv):
+        raise InputError(path, "model.converters", f"expected a list of converter names, got {conv!r}")
+    mx = [c for c in conv if c in _TORCHTITAN_MX]
+    if mx:
+        raise InputError(path, "model.converters", f"{mx[0]!r} (torchao's MXFP8) is not priced on torchtitan: the "
+                         "model's mxfp8 is Transformer Engine's (--stack megatron or nemo)")
+    for c in conv:
+        if c not in _TORCHTITAN_FLOAT8:
+            cfg.notes.append(f"{path}: model.converters {c!r} is not a converter the model prices: not used")
+    f8 = [c for c in conv if c in _TORCHTITAN_FLOAT8]
+    old_f8 = _table(d, path, "float8").get("enable_float8_linear") is True
+    if f8 or old_f8:
+        R["precision"] = "fp8"
+        cfg.where["precision"] = f"{path}: " + (f"model.converters ({f8[0]!r})" if f8 else "float8.enable_float8_linear")
         _torchtitan_float8_recipe(d, path, cfg)
+    elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
+        cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
+                         "linears stay 16-bit")
     return cfg
+
+
+#: torchtitan's float8 converter names: "float8" (2024-25), "quantize.linear.float8" (the
+#: [quantize.linear.float8] configs of 2025); and its MX ones, which the model does not price there
+_TORCHTITAN_FLOAT8 = ("float8", "quantize.linear.float8")
+_TORCHTITAN_MX = ("mx", "quantize.linear.mx", "quantize.grouped_mm.mx")
 
 
 def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
@@ -466,9 +519,9 @@ def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
 
     Raises:
         InputError: a recipe name that is not a string, or not one of torchao's (naming the key)."""
-    for key, sec in (("quantize.linear.float8", ((d.get("quantize") or {}).get("linear") or {}).get("float8")),
-                     ("float8", d.get("float8"))):
-        if isinstance(sec, dict) and sec.get("recipe_name") is not None:
+    for key, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear", "float8")),
+                     ("float8", _table(d, path, "float8"))):
+        if sec.get("recipe_name") is not None:
             name = sec["recipe_name"]
             if not isinstance(name, str):
                 raise InputError(path, f"{key}.recipe_name", f"expected a recipe name, got {name!r}")

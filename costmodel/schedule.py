@@ -110,8 +110,9 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     tp_b_ov = (_pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks) if rs_ok else
                _pipelined_exposed(half, ct.layer_gemm_fwd_s - ct.layer_colpar_fwd_s, n_chunks) + colpar_b)
     tp_b = np.where(tp_overlap, tp_b_ov, np.where(t.overlap & async_ok, half + colpar_b, cm.tp_layer_bwd_s))
-    cp_f = np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s)
-    cp_b = np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s)
+    # the ring posts the next chunk's send before the attention on this one; off, every send waits
+    cp_f = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s), cm.cp_layer_fwd_s)
+    cp_b = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s), cm.cp_layer_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
     rec = {d: full * v for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
     if "moe" in recipe.recomputed:              # a recomputed MoE layer dispatches and combines again

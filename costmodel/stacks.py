@@ -253,6 +253,12 @@ class Stack:
             eager fp32 merges of the partial outputs, fp32 gradient accumulation, fp32 key/value
             gradients on the ring (costmodel.ring_attention).  Transformer Engine's CP (Megatron,
             NeMo) corrects its outputs in fused kernels the model does not price apart.
+        zero_stages: the ZeRO stages the stack's data parallelism has, its default first where the
+            Megatron default (1) is not one: torchtitan shards with FSDP2 ``fully_shard`` (3; HSDP is
+            priced as FSDP over all of DP), with a pipeline keeping the parameters gathered through
+            the step (``reshard_after_forward`` False, its default with PP: priced as 1, the
+            gradients and states sharded), or replicates (0); llm-foundry's Composer FSDP has
+            FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0).
     """
 
     name: str
@@ -271,6 +277,7 @@ class Stack:
     fused_qkv: bool = True
     fused_gate_up: bool = True
     cp_ring_merge: bool = False
+    zero_stages: tuple = (0, 1, 2, 3)
 
     @property
     def megatron_family(self) -> bool:
@@ -315,7 +322,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
                  tp_overlap_backward_rs=name != "torchtitan", fused_qkv=name not in ("torchtitan", "deepspeed"),
-                 fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan")
+                 fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
+                 zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0)}.get(name, (0, 1, 2, 3)))
 
 
 STACKS = {s.name: s for s in (
@@ -372,7 +380,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
     if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
         values["moe_pad_to_capacity"] = False
     if "fp8_recipe" in given and precision != "fp8":
-        raise InputError("--fp8-recipe", "", f"sets the per-tensor scaling of --precision fp8, not {precision} "
+        raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "

@@ -299,6 +299,13 @@ def test_torchtitan_ring_attention_merges_and_accumulates_in_fp32(h200):
     mg = microbatch_comm_times(m, Recipe(gbs=8, seq_len=4 * tok, stack="megatron"), c, p, lay)
     assert float(tt.cp_layer_bwd_s[0] / tt.cp_layer_fwd_s[0]) == pytest.approx(1 + 2 * 4 / 3, rel=1e-12)
     assert float(mg.cp_layer_bwd_s[0] / mg.cp_layer_fwd_s[0]) == pytest.approx(2.0, rel=1e-12)
+    # the ring hides its sends under the attention; --no-overlap (every collective exposed) exposes them
+    from costmodel.schedule import exposed_layer_comm
+    r4 = Recipe(gbs=8, seq_len=4 * tok, stack="torchtitan")
+    for ov, want in ((True, 0.0), (False, float(tt.cp_layer_fwd_s[0]))):
+        t = layout(tp=1, cp=4, mbs=1, overlap=ov)
+        e = exposed_layer_comm(r4, t, compute_times(m, r4, c, p, t), microbatch_comm_times(m, r4, c, p, t))
+        assert float(e["cp_f"][0]) == pytest.approx(want, abs=1e-12)
 
 
 def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():

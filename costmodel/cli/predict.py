@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
+from ..stacks import STACKS
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      check_format,
                      check_layout_flags, context_line, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -63,6 +64,12 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     check_layout_flags(lay)
+    stages = STACKS[r.stack].zero_stages if r.stack in STACKS else (lay["zero"],)
+    src = ctx.get_parameter_source("zero")
+    if (lay["zero"] not in stages or (r.stack == "torchtitan" and lay["zero"] == 1 and lay["pp"] == 1)) and \
+            (src is None or src.name in ("DEFAULT", "DEFAULT_MAP")):
+        # the stack's own default where Megatron's (1) is not one of its stages, or not with this PP
+        lay["zero"] = 1 if lay["pp"] > 1 and 1 in stages else stages[0]
     if lay["dp"] is None:
         n = lay["tp"] * lay["pp"] * lay["cp"]
         if c.num_gpus % n:

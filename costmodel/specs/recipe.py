@@ -226,8 +226,12 @@ class Recipe:
 
     @property
     def precision_label(self) -> str:
-        """The precision as reports name it: fp8 with its scaling recipe (``fp8 (tensorwise scaling)``)."""
-        return f"fp8 ({self.fp8_recipe} scaling)" if self.precision == "fp8" else self.precision
+        """The precision as reports name it: fp8 with its scaling recipe (``fp8 (tensorwise scaling)``;
+        row-wise says its forward GEMM is priced at the per-tensor rate, costmodel.formats)."""
+        if self.precision != "fp8":
+            return self.precision
+        bound = ", forward GEMM at the per-tensor rate: a lower bound" if self.fp8_recipe == "rowwise" else ""
+        return f"fp8 ({self.fp8_recipe} scaling{bound})"
 
     @property
     def optimizer_spec(self) -> OptimizerSpec:

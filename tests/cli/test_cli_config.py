@@ -190,3 +190,58 @@ def test_a_world_size_or_switch_of_the_wrong_type_names_its_key(tmp_path):
         bad.write_text(text.replace(old, new, 1))
         assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bad)),
                               key, "is not a valid value")
+
+
+def test_a_torchtitan_toml_of_the_wrong_shape_names_its_key(tmp_path):
+    """A section that is not a table, converters that are not a list of names, a degree or batch below 1
+    and a shard degree torchtitan does not take are refused naming the file's key; the float8
+    converter is read under both of torchtitan's names, its MX one refused, an unknown one noted."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    text = TITAN.read_text()
+    conv = '# converters = ["float8"]'
+    assert conv in text and "tensor_parallel_degree = 1" in text and "local_batch_size = 1" in text
+    assert "data_parallel_shard_degree = -1" in text
+    bad = ((conv, "converters = 5", "model.converters"), (conv, 'converters = "nofloat8"', "model.converters"),
+           (conv, 'converters = ["quantize.linear.mx"]', "model.converters"),
+           ("tensor_parallel_degree = 1", "tensor_parallel_degree = 0", "parallelism.tensor_parallel_degree"),
+           ("local_batch_size = 1", "local_batch_size = 0", "training.local_batch_size"),
+           ("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 0",
+            "parallelism.data_parallel_shard_degree"))
+    for i, (old, new, key) in enumerate(bad):
+        f = tmp_path / f"bad{i}.toml"
+        f.write_text(text.replace(old, new, 1))
+        with pytest.raises(InputError) as e:
+            read_run_config(f)
+        assert e.value.field == key, new
+    for i, head in enumerate(("parallelism = 5\n", "quantize = 5\n", "activation_checkpoint = 5\n")):
+        key = head.split(" ")[0]
+        f = tmp_path / f"tab{i}.toml"
+        f.write_text(head + text.replace(f"[{key}]", "[unused_section]").replace(f"[{key}.", "[unused."))
+        with pytest.raises(InputError) as e:
+            read_run_config(f)
+        assert e.value.field == key and "expected a table" in e.value.message
+    for name in ("float8", "quantize.linear.float8"):
+        f = tmp_path / "ok.toml"
+        f.write_text(text.replace(conv, f'converters = ["{name}", "some_other_converter"]', 1))
+        cfg = read_run_config(f)
+        assert cfg.recipe["precision"] == "fp8" and name in cfg.where["precision"]
+        assert any("'some_other_converter' is not a converter the model prices" in n for n in cfg.notes)
+    f = tmp_path / "tab0.toml"
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f)),
+                          "parallelism", "expected a table")
+
+
+def test_torchtitan_data_parallelism_is_fsdp_or_ddp():
+    """torchtitan has FSDP2 (ZeRO-3), with a pipeline FSDP2 keeping its parameters gathered (priced as
+    ZeRO-1), or DDP: predict takes the stack's default where --zero is not given, refuses --zero 1
+    without a pipeline and --zero 2, and its printed configuration shards over DP for ZeRO-1 and -3."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--stack", "torchtitan", "--tp", "1",
+            "--mbs", "1", "--gbs", "8", "--seq-len", "8192")
+    r = json.loads(run(*base, "--pp", "1", "--json").stdout)
+    assert r["layout"]["zero"] == 3
+    for z in ("1", "2"):
+        assert_one_line_error(run(*base, "--pp", "1", "--zero", z), "layout", "ZeRO")
+    p = run(*base[:-4], "--mbs", "1", "--gbs", "64", "--seq-len", "8192", "--pp", "4", "--format", "torchtitan")
+    assert p.returncode == 0, p.stderr
+    assert "zero=1" in p.stdout and "data_parallel_shard_degree = 2" in p.stdout
