@@ -114,13 +114,20 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         cluster, profile: the hardware and its fitted parameters.
         crossing: GPUs per node that use the NICs at once (default: all GPUs of the node).
             For send_recv, ``size`` is the whole ring/pipeline: one hop is inter-node as soon as the
-            group spans nodes, since the slowest hop sets the pace.
+            group spans nodes, since the slowest hop sets the pace; a hop is one GPU's stream to one
+            peer, which NCCL runs over the network devices nearest that GPU (its p2p channels,
+            NCCL_NCHANNELS_PER_NET_PEER, pick the GPU's closest NICs: NVIDIA/nccl src/graph/search.cc
+            ncclTopoGetNetDev), so however few GPUs of the node cross it gets at most the GPU's share
+            of the node's NICs (one 400 Gb/s NIC on a DGX H100, four 100 Gb/s EFA NICs on AWS p5), or
+            one NIC where the node has fewer NICs than GPUs.
     Returns:
         array of seconds (0 where size == 1 and coll is not send_recv).
     """
     G = cluster.gpus_per_node
     k, nn = group_span(stride, size, cluster.scale_up_gpus, cluster.num_gpus)
     crossing = G if crossing is None else crossing
+    if coll == "send_recv":
+        crossing = np.maximum(crossing, min(G, cluster.nics_per_node))     # the GPU's own NICs at most
     pen, tier_lat = tier_penalty(coll, stride, size, cluster)      # switch tiers above the NICs
     inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1) / pen
     p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)

@@ -519,6 +519,12 @@ def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
 
     Raises:
         InputError: a recipe name that is not a string, or not one of torchao's (naming the key)."""
+    names = {k: sec.get("recipe_name") for k, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear",
+                                                                                         "float8")),
+                                                      ("float8", _table(d, path, "float8")))}
+    if len({str(v).lower() for v in names.values() if v is not None}) > 1:
+        cfg.notes.append(f"{path}: quantize.linear.float8.recipe_name {names['quantize.linear.float8']!r} and "
+                         f"float8.recipe_name {names['float8']!r} differ: the first is read")
     for key, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear", "float8")),
                      ("float8", _table(d, path, "float8"))):
         if sec.get("recipe_name") is not None:
@@ -549,14 +555,14 @@ def read_run_config(path) -> RunConfig:
         raise InputError(path, "", "is a directory, not a run configuration")
     if not p.is_file():
         raise InputError(path, "", "no such file")
-    if p.suffix == ".py":
+    if p.suffix.lower() == ".py":
         raise InputError(path, "", "a Python configuration (torchtitan's current format) is code, not data: pass "
                          "its degrees as flags, or a TOML/YAML configuration")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
-    if p.suffix == ".toml":
+    if p.suffix.lower() == ".toml":
         if sys.version_info >= (3, 11):
             import tomllib
         else:                                   # the tomli backport (a dependency on Python 3.10)

@@ -308,6 +308,20 @@ def test_torchtitan_ring_attention_merges_and_accumulates_in_fp32(h200):
         assert float(e["cp_f"][0]) == pytest.approx(want, abs=1e-12)
 
 
+def test_a_hop_across_nodes_gets_one_nic_however_few_gpus_cross():
+    """A CP ring or pipeline boundary that crosses nodes with one GPU per node is one GPU's stream to one
+    peer: NCCL runs it over that GPU's closest NIC, so it moves no faster than one NIC (50 GB/s on a DGX
+    H100) and takes as long as when every GPU of the node crosses at once; inside a node it runs on NVLink."""
+    c = load_cluster("dgx-h100", 2)
+    p = load_profile(c.gpu.key)
+    n = 64 * 2**20
+    one, all8 = (float(group_time_s("send_recv", np.array([n]), np.array([1]), np.array([16]), c, p, k)[0])
+                 for k in (1, 8))
+    intra = float(group_time_s("send_recv", np.array([n]), np.array([1]), np.array([8]), c, p, 1)[0])
+    assert one == pytest.approx(all8, rel=1e-12)
+    assert n / one < c.nic_bytes_per_s and intra < one
+
+
 def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
     """No fused-attention kernel runs on V100 (FlashAttention: Turing or newer; TE fused attention
     sm80+): the stack's flash default gives way to unfused attention, which keeps the s x s scores

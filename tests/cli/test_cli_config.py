@@ -230,6 +230,13 @@ def test_a_torchtitan_toml_of_the_wrong_shape_names_its_key(tmp_path):
     f = tmp_path / "tab0.toml"
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f)),
                           "parallelism", "expected a table")
+    # an upper-case suffix is still TOML; two recipe names that differ are noted, the first one read
+    f = tmp_path / "two.TOML"
+    f.write_text(text.replace(conv, 'converters = ["float8"]', 1).replace(
+        "[quantize.linear.float8]\n", '[quantize.linear.float8]\nrecipe_name = "rowwise"\n', 1)
+        + '\n[float8]\nrecipe_name = "tensorwise"\n')
+    cfg = read_run_config(f)
+    assert cfg.recipe["fp8_recipe"] == "rowwise" and any("differ: the first is read" in n for n in cfg.notes)
 
 
 def test_torchtitan_data_parallelism_is_fsdp_or_ddp():
