@@ -339,6 +339,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
+        ("torchtitan runs sequence parallelism whenever TP > 1 (its TP plan shards the norms on the sequence: "
+         "SequenceParallel, torchtitan/models/llama3/infra/parallelize.py): drop --no-sp",
+         (recipe.stack == "torchtitan") & (t.tp > 1) & ~t.sp),
         ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
         ("the {stack} stack's data parallelism has ZeRO stages {zs} only (torchtitan: FSDP2 or DDP; llm-foundry: "

@@ -40,10 +40,13 @@ def test_partial_recompute_rules():
     code, msgs = validity(layout(tp=8, pp=4, vp=2, recompute="full", recompute_num_layers=11), L70, R, 32, 8)
     assert "must not exceed the layers of one pipeline chunk" in msgs[code[0]]
     tt = Recipe(gbs=128, seq_len=8192, stack="torchtitan")
+    ok = layout(tp=8, pp=4, vp=2, sp=True, recompute="full", recompute_num_layers=10)
     code, msgs = validity(ok, L70, tt, 32, 8)
     assert "needs a Megatron-family stack" in msgs[code[0]] and "torchtitan" in msgs[code[0]]
-    code, _ = validity(layout(tp=8, pp=4, vp=2, recompute="full"), L70, tt, 32, 8)
+    code, _ = validity(layout(tp=8, pp=4, vp=2, sp=True, recompute="full"), L70, tt, 32, 8)
     assert code[0] == -1
+    code, msgs = validity(layout(tp=8, pp=4, vp=2, recompute="full"), L70, tt, 32, 8)
+    assert "torchtitan runs sequence parallelism" in msgs[code[0]]
 
 
 def test_moe_rules():
