@@ -15,6 +15,7 @@ from ilp_cases import instance, option
     (dict(t_layer_s=[1.0, -1.0]), {}, ">= 0"),
     (dict(t_layer_s=[1.0, 2.0]), {}, "non-increasing"),
     (dict(p_busy_w=[700.0, 400.0]), {}, "exceeds the cap"),
+    (dict(p_busy_w=[300.0, 620.0]), {}, "exceeds the cap"),      # over at a level above one that is met
     (dict(p_busy_w=[300.0, 600.0], p_idle_w=400.0), {}, "p_idle_w"),
     (dict(t_layer_s=[2.0, 1.0, 0.5]), {}, "one per cap level"),
     (dict(stage_gpus=3), {}, "divide"),
@@ -33,6 +34,15 @@ def test_inconsistent_instances_are_rejected(opt_kw, inst_kw, match):
     okw.update(opt_kw)
     with pytest.raises(ValueError, match=match):
         instance([option(**okw)], **{"cap_levels_w": (300.0, 600.0), **inst_kw})
+
+
+def test_unmet_caps_at_the_lowest_levels_are_accepted():
+    """A kernel class pinned at the lowest clock keeps its power while the others meet the cap: the
+    phase's mean exceeds the two lowest caps by different amounts (llama3-70b, TP4 PP8 VP10 on 8 DGX
+    H100 at caps 200 / 212 / 225 W: 211.6 / 212.9 / 225 W) and is still a consistent instance."""
+    o = option(t_layer_s=[3.0, 2.9, 2.5], p_busy_w=[211.6, 212.9, 225.0])
+    inst = instance([o], cap_levels_w=(200.0, 212.0, 225.0))
+    assert list(inst.options[0].p_busy_w) == [211.6, 212.9, 225.0]
 
 
 def test_bad_objective_solver_and_decision():
