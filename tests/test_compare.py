@@ -65,6 +65,22 @@ def test_bloom_measured_values_and_json_contract(bloom):
     assert abs(m["step_time_s"]["error_pct"]) < 15                                  # -8 % when written
     assert out["layout"] == dict(tp=4, pp=12, dp=8, cp=1, ep=1, etp=4, vp=1, mbs=2, recompute="full", recompute_num_layers=0,
                                  zero=1, sp=False, overlap=True)
+    assert out["feasible"] and out["peak_mem_bytes"] < out["hbm_capacity_bytes"] and "reason" not in out
+
+
+def test_a_logged_run_predicted_out_of_memory_says_so():
+    """The BLOOM log without --recompute: Megatron's default (none) does not fit 80 GB at mbs 2, though
+    the run ran; compare still scores it but says so and names the settings it assumed."""
+    flags = [f for f in BLOOM_FLAGS]
+    i = flags.index("--recompute")
+    del flags[i:i + 2]
+    rc, so, se = cli("compare", "--log", BLOOM, *flags, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert not out["feasible"] and out["peak_mem_bytes"] > out["hbm_capacity_bytes"]
+    assert "exceeds" in out["reason"]
+    note = next(w for w in out["warnings"] if "does not fit this run" in w)
+    assert "recompute (" in note and "etp" not in note
 
 
 def test_bloom_plots_and_trace_open(bloom):

@@ -140,7 +140,11 @@ def compare(
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"])
-    out = dict(metrics=metrics, layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
+    if not pred.feasible:
+        warnings.append(_infeasible_note(pred, run.origin, m.is_moe))
+    out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],
+               hbm_capacity_bytes=rec["hbm_capacity_bytes"], **({"reason": rec["reason"]} if "reason" in rec else {}),
+               layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
                iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
@@ -152,6 +156,15 @@ def compare(
         print(report.json_text(out))
         return
     _print(out, rec, tlog, pred.band)
+
+
+def _infeasible_note(pred, origin: dict, moe: bool) -> str:
+    """The warning of a logged run the model predicts cannot run (out of memory, a GPU past its shutdown
+    temperature): the run ran, so a setting the log does not print differs from the one assumed."""
+    keys = ("recompute", "recompute_num_layers", "zero", "mbs", "sp") + (("etp",) if moe else ())
+    guessed = [f"{k} ({v})" for k, v in origin.items() if k in keys and not str(v).startswith(("log", "flag"))]
+    hint = f"; settings not from the log: {', '.join(guessed)}: pass the ones the run used" if guessed else ""
+    return f"the predicted layout does not fit this run ({pred.reason}), yet the logged run ran{hint}"
 
 
 def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
