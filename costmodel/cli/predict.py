@@ -75,7 +75,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         if c.num_gpus % n:
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
         lay["dp"] = c.num_gpus // n
-    lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
+    sp_src = ctx.get_parameter_source("sp")
+    if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
+        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1      # the default: on wherever TP can run it
     with config_origin(sc):
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))

@@ -58,3 +58,16 @@ def test_named_bad_numbers_are_refused_naming_the_flag(flag, value):
     assert r.exit_code == 2 or isinstance(r.exception, CostmodelError)
     text = str(r.exception) if isinstance(r.exception, CostmodelError) else r.output
     assert flag in text, text
+
+
+def test_flags_the_layout_cannot_honour_are_refused_not_dropped():
+    """--sp given with TP 1 is refused (the default turns SP on only where TP > 1); --bf16-edge-layers
+    beyond half the model's layers is refused naming the layer count (Llama 3 8B: 32)."""
+    r = _check(["predict", *BASE, "--tp", "1", "--sp"])
+    assert isinstance(r.exception, CostmodelError) and "sequence parallelism needs TP > 1" in str(r.exception)
+    r = _check(["predict", *BASE, "--tp", "1"])
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    r = _check(["predict", *BASE, "--precision", "fp8", "--bf16-edge-layers", "17"])
+    assert isinstance(r.exception, CostmodelError) and "num_layers (32)" in str(r.exception)
+    r = _check(["predict", *BASE, "--precision", "fp8", "--bf16-edge-layers", "16"])
+    assert r.exception is None or isinstance(r.exception, SystemExit)
