@@ -83,6 +83,33 @@ def optimizer_config(recipe: Recipe) -> list[tuple]:
     return out
 
 
+def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+    """BigScience Megatron-DeepSpeed arguments (bigscience-workshop/Megatron-DeepSpeed megatron/arguments.py and
+    the BLOOM tr11 launch script): ZeRO from the DeepSpeed config (``--deepspeed --zero-stage N``), full
+    recompute as ``--checkpoint-activations`` with DeepSpeed's activation checkpointing, the pipeline split
+    left to DeepSpeed's PipelineModule; no sequence parallelism, no interleaving, no distributed optimizer."""
+    a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}",
+         f"--micro-batch-size {layout['mbs']}", f"--global-batch-size {recipe.gbs}", f"--seq-length {recipe.seq_len}"]
+    notes = []
+    if layout["recompute"] == "full":
+        a.append("--checkpoint-activations")
+    elif layout["recompute"] == "selective":
+        notes.append("this fork has no selective recompute: the prediction assumed it")
+    a.append(f"--deepspeed --deepspeed_config ds_config.json --zero-stage {layout['zero']}"
+             + (" --deepspeed-activation-checkpointing" if layout["recompute"] == "full" else ""))
+    if model.is_moe and layout["ep"] > 1:
+        a.append(f"--num-experts {model.num_experts} --ep-world-size {layout['ep']}")
+    a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
+    a.append({"bf16": "--bf16", "fp16": "--fp16"}.get(recipe.precision, "--bf16"))
+    if recipe.precision not in ("bf16", "fp16"):
+        notes.append(f"this fork has no {recipe.precision} training: the prediction assumed it")
+    if recipe.optimizer not in ("adam", "adamw", "sgd"):
+        notes.append(f"no {recipe.optimizer} optimizer here: the prediction assumed it")
+    if notes:           # last, so the comment ends the pasted command
+        a.append("# " + "; ".join(notes))
+    return " \\\n  ".join(a)
+
+
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
@@ -90,6 +117,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     num-layers when the middle stages are even, else Megatron-core's --pipeline-model-parallel-layout
     ('E' embedding, 't' a transformer layer, 'L' the loss, '|' between stages).
     """
+    if recipe.stack == "megatron-deepspeed":
+        return _megatron_deepspeed_args(layout, model, recipe)
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
     pv = layout["pp"] * layout["vp"]
     accounted = layout["vp"] > 1 and model.num_layers % pv and (model.num_layers + 2) % pv == 0
@@ -153,10 +182,19 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
 
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
+    notes = []
     if layout["overlap"] and recipe.dp_overlap and (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True):
-        a.append("--overlap-grad-reduce")
-        if layout["zero"] in (1, 2):
-            a.append("--overlap-param-gather")
+        if recipe.stack == "megatron-legacy":
+            # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped
+            if layout["zero"] == 0:
+                a.append("--DDP-impl torch")
+            else:
+                notes.append("Megatron-LM 2022's distributed optimizer reduces after the backward: the prediction "
+                             "assumed an overlapped reduction")
+        else:
+            a.append("--overlap-grad-reduce")
+            if layout["zero"] in (1, 2):
+                a.append("--overlap-param-gather")
     if recipe.tp_comm_overlap and layout["sp"]:
         a.append("--tp-comm-overlap")
     fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "")
@@ -172,9 +210,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
         a.append(f"--attention-backend {'flash' if recipe.flash_attention else 'unfused'}")
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
-        # last, so the comment ends the pasted command instead of swallowing arguments
-        a.append(f"# Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
-                 f"{recipe.optimizer}, these arguments train with Adam")
+        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
+                     f"{recipe.optimizer}, these arguments train with Adam")
+    if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
+        a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
 
 
@@ -300,7 +339,9 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list
     if fmt not in FORMATS:
         raise InputError("--format", "", f"{fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt == "megatron":
-        return "Megatron-LM arguments", megatron_args(layout, model, recipe, layers)
+        title = {"megatron-deepspeed": "Megatron-DeepSpeed (BigScience) arguments",
+                 "megatron-legacy": "Megatron-LM (2021-22) arguments"}.get(recipe.stack, "Megatron-LM arguments")
+        return title, megatron_args(layout, model, recipe, layers)
     if fmt == "nemo":
         return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe)
     if fmt == "torchtitan":

@@ -305,6 +305,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     partial = STACKS[recipe.stack].partial_recompute if recipe.stack in STACKS else True
     dims = STACKS[recipe.stack].model_parallel if recipe.stack in STACKS else ("tp", "pp", "cp")
     stages = STACKS[recipe.stack].zero_stages if recipe.stack in STACKS else (0, 1, 2, 3)
+    has_sp = STACKS[recipe.stack].sequence_parallel if recipe.stack in STACKS else True
     rules = [
         ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
@@ -321,6 +322,11 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t)
          & ~((uneven_pp == "any") | (bool(uneven_pp) & (t.vp == 1)))),
         ("PP must not exceed num_layers ({L})", t.pp > model.num_layers),
+        ("Megatron-LM 2021-22 splits the layers evenly over the pipeline (num_layers ({L}) divisible by PP x VP; "
+         "uneven stages came with Megatron-core)",
+         (recipe.stack == "megatron-legacy") & (model.num_layers % (t.pp * t.vp) != 0)),
+        ("the {stack} stack's pipeline (DeepSpeed's PipelineEngine, 1F1B) has no interleaved schedule: VP must be 1",
+         (recipe.stack == "megatron-deepspeed") & (t.vp > 1)),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
         ("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",
@@ -339,6 +345,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
+        ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
+         t.sp & (not has_sp)),
         (f"--bf16-edge-layers {recipe.bf16_edge_layers:g} keeps the first and the last "
          f"{recipe.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({{L}})",
          (2 * recipe.bf16_edge_layers > model.num_layers) & (t.tp > 0)),
@@ -446,13 +454,15 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
                                 indexing="ij")).reshape(6, -1)
     b = base[grid[0]]
     tp = b[:, 0]
-    sp = grid[4].astype(bool) & (tp > 1)
+    # SP on: wherever TP > 1 and the stack runs it
+    sp_able = (tp > 1) & (STACKS[recipe.stack].sequence_parallel if recipe.stack in STACKS else True)
+    sp = grid[4].astype(bool) & sp_able
     t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],
                     mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
                     recompute_num_layers=np.zeros(grid.shape[1], dtype=np.int64),
                     zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))
-    # SP off is a distinct layout only for TP > 1; drop the duplicate rows it makes at TP = 1.
-    keep = ~((~grid[4].astype(bool)) & (tp == 1)) if len(sps) > 1 else np.ones(len(t), bool)
+    # SP off is a distinct layout only where SP could be on; drop the duplicate rows it makes elsewhere
+    keep = ~((~grid[4].astype(bool)) & ~sp_able) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
     code, _ = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=True)
     # Drop layouts no better than another in the table: ZeRO stages differ only when DP x CP > 1

@@ -253,12 +253,18 @@ class Stack:
             eager fp32 merges of the partial outputs, fp32 gradient accumulation, fp32 key/value
             gradients on the ring (costmodel.ring_attention).  Transformer Engine's CP (Megatron,
             NeMo) corrects its outputs in fused kernels the model does not price apart.
+        sequence_parallel: the stack can shard the TP group's norm and dropout activations on the
+            sequence (Korthikanti et al. 2022, Megatron-LM's ``--sequence-parallel``).  False for
+            BigScience's Megatron-DeepSpeed (its fork predates it: no such argument in
+            bigscience-workshop/Megatron-DeepSpeed megatron/arguments.py) and DeepSpeed with HF
+            transformers (no tensor parallelism).
         zero_stages: the ZeRO stages the stack's data parallelism has, its default first where the
             Megatron default (1) is not one: torchtitan shards with FSDP2 ``fully_shard`` (3; HSDP is
             priced as FSDP over all of DP), with a pipeline keeping the parameters gathered through
             the step (``reshard_after_forward`` False, its default with PP: priced as 1, the
             gradients and states sharded), or replicates (0); llm-foundry's Composer FSDP has
-            FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0).
+            FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0); Megatron-LM 2021-22 has DDP and its
+            distributed optimizer (0-2) but no FSDP.
     """
 
     name: str
@@ -278,6 +284,7 @@ class Stack:
     fused_gate_up: bool = True
     cp_ring_merge: bool = False
     zero_stages: tuple = (0, 1, 2, 3)
+    sequence_parallel: bool = True
 
     @property
     def megatron_family(self) -> bool:
@@ -323,7 +330,9 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
                  tp_overlap_backward_rs=name != "torchtitan", fused_qkv=name not in ("torchtitan", "deepspeed"),
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
-                 zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0)}.get(name, (0, 1, 2, 3)))
+                 zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0),
+                              "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
+                 sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"))
 
 
 STACKS = {s.name: s for s in (

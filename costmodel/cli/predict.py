@@ -77,7 +77,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         lay["dp"] = c.num_gpus // n
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
-        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1      # the default: on wherever TP can run it
+        # the default: on wherever TP > 1 and the stack runs it
+        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and (STACKS[r.stack].sequence_parallel if r.stack in STACKS else True)
     with config_origin(sc):
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))

@@ -204,6 +204,28 @@ def test_format_prints_the_layout_for_each_stack():
     assert "--use-flash-attn" in legacy.stdout and "--attention-backend" not in legacy.stdout
 
 
+def test_older_megatron_stacks_get_their_own_arguments():
+    """BigScience's Megatron-DeepSpeed: ZeRO from DeepSpeed, --checkpoint-activations, no SP (predict's
+    default leaves it off; --sp is refused), no interleaving; 2021-22 Megatron-LM: no FSDP, even stages,
+    PyTorch DDP (--DDP-impl torch) as its overlapped reduction."""
+    ds = run("predict", "--model", "bloom-176b", "--cluster", "dgx-a100", "--nodes", "48", "--tp", "4", "--pp", "12",
+             "--mbs", "1", "--gbs", "2048", "--seq-len", "2048", "--stack", "megatron-deepspeed", "--recompute", "full")
+    assert ds.returncode == 0, ds.stderr
+    assert "Megatron-DeepSpeed (BigScience) arguments" in ds.stdout and "sp=False" in ds.stdout
+    assert "--checkpoint-activations" in ds.stdout and "--zero-stage 1" in ds.stdout
+    for absent in ("--sequence-parallel", "--use-distributed-optimizer", "--pipeline-model-parallel-layout",
+                   "--recompute-granularity", "--use-torch-fsdp2"):
+        assert absent not in ds.stdout, absent
+    base = ["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", "2", "--tp", "2", "--pp", "2"]
+    assert_one_line_error(run(*base, "--stack", "megatron-deepspeed", "--sp"), "no sequence parallelism")
+    assert_one_line_error(run(*base, "--stack", "megatron-deepspeed", "--vp", "2"), "no interleaved schedule")
+    assert_one_line_error(run(*base, "--stack", "megatron-legacy", "--pp", "3", "--nodes", "3"), "evenly")
+    assert_one_line_error(run(*base, "--stack", "megatron-legacy", "--pp", "1", "--zero", "3"), "ZeRO")
+    lg = run(*base, "--stack", "megatron-legacy", "--zero", "0", "--dp-overlap", "--recompute", "full", "--seq-len", "2048")
+    assert lg.returncode == 0, lg.stderr
+    assert "--DDP-impl torch" in lg.stdout and "--overlap-grad-reduce" not in lg.stdout
+
+
 def test_models_json_and_predict_json_report_total_and_active_params():
     """DeepSeek-V3: 671B total and about 37B active (MTP excluded, its module reported apart)."""
     p = run("models", "--json")
