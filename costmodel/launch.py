@@ -291,13 +291,23 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
          f"    config.parallelism.context_parallel_degree = {t['cp']}"]
     if model.is_moe:
         a.append(f"    config.parallelism.expert_parallel_degree = {t['ep']}")
+        # torchtitan's default keeps the experts unsplit (1), Megatron's splits them at TP
+        a.append(f"    config.parallelism.expert_tensor_parallel_degree = {t.get('etp') or t['tp']}")
     if t["pp"] > 1:
         a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
+        # the interleaved schedule with PP x VP virtual stages of L / (PP x VP) layers each
+        a.append(f"    config.parallelism.pipeline_parallel_schedule = {'Interleaved1F1B' if t['vp'] > 1 else '1F1B'!r}")
+        if t["vp"] > 1:
+            a.append(f"    config.parallelism.pipeline_parallel_layers_per_stage = "
+                     f"{model.num_layers // (t['pp'] * t['vp'])}")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
           f"    config.training.max_context_length = {recipe.seq_len}",
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
+    if t["recompute"] == "full" and t.get("recompute_num_layers"):
+        a.append(f"# torchtitan checkpoints every layer: the prediction recomputed {t['recompute_num_layers']} per "
+                 "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")
     if recipe.precision != "bf16" and recipe.precision != "fp16":
         rec = f' (recipe_name = "{recipe.fp8_recipe}")' if recipe.fp8_recipe == "rowwise" else ""
         a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")

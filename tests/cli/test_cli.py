@@ -196,6 +196,13 @@ def test_format_prints_the_layout_for_each_stack():
     tt = run(*args, "--format", "torchtitan")
     assert "config.parallelism.expert_parallel_degree = 4" in tt.stdout
     assert "config.parallelism.num_pp_microbatches = 16" in tt.stdout        # 64 / (DP 4 x mbs 1)
+    assert "config.parallelism.expert_tensor_parallel_degree = 2" in tt.stdout   # Megatron's default: ETP = TP
+    assert "pipeline_parallel_schedule = '1F1B'" in tt.stdout
+    vp = run(*args[:-2], "--gbs", "64", "--vp", "4", "--etp", "1", "--recompute-num-layers", "2", "--format", "torchtitan")
+    assert vp.returncode in (0, 3), vp.stderr                           # 3: it does not fit 80 GB
+    for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "pipeline_parallel_layers_per_stage = 4",
+                 "expert_tensor_parallel_degree = 1", "cannot express"):        # 32 layers / (PP 2 x VP 4)
+        assert line in vp.stdout, line
     j = json.loads(run(*args, "--format", "json", "--json").stdout)
     assert j["launch"]["format"] == "json" and json.loads(j["launch"]["text"])["ep"] == 4
     assert_one_line_error(run(*args, "--format", "yaml"), "--format")
