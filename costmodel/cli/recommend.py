@@ -193,9 +193,9 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     """(recipe changes, description) pairs worth searching beside ``r``: the DP overlap where the stack
     can run it and leaves it off (Megatron-LM), Transformer Engine TP-comm overlap
     (off by default on Megatron and NeMo) when ``--tp-comm-overlap`` is left open, and for an MoE
-    model on a Megatron-family stack the all-to-all dispatcher with one grouped GEMM (Megatron's
-    defaults are allgather and per-expert GEMMs; its documentation recommends alltoall with EP) when
-    neither MoE switch is given.  The caller applies each to the recipe that won so far."""
+    model on a Megatron-family stack grouped expert GEMMs (unless ``--moe-grouped-gemm`` is given) and
+    the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
+    GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given.  The caller applies each to the recipe that won so far."""
     out = []
     if flags.get("dp_overlap") is None and not r.dp_overlap and get_stack(r.stack).dp_overlap and not no_overlap:
         out.append((dict(dp_overlap=True), f"the DP gradient/parameter overlap (--dp-overlap: Megatron's "
@@ -203,6 +203,9 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     if flags.get("tp_comm_overlap") is None and not r.tp_comm_overlap and r.stack in TE_STACKS and not no_overlap:
         out.append((dict(tp_comm_overlap=True),
                     f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r.stack})"))
+    if m.is_moe and flags.get("moe_grouped_gemm") is None and not r.moe_grouped_gemm and get_stack(r.stack).megatron_family:
+        out.append((dict(moe_grouped_gemm=True), f"grouped expert GEMMs with the {r.moe_dispatcher} dispatcher "
+                                                  f"(--moe-grouped-gemm; off by default in {r.stack})"))
     if (m.is_moe and flags.get("moe_dispatcher") is None and flags.get("moe_grouped_gemm") is None
             and get_stack(r.stack).megatron_family and (r.moe_dispatcher, r.moe_grouped_gemm) != ("alltoall", True)):
         out.append((dict(moe_dispatcher="alltoall", moe_grouped_gemm=True),

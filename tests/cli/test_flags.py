@@ -193,8 +193,9 @@ def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
 
 def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     """Megatron-core defaults to the allgather dispatcher and per-expert GEMMs; for Mixtral 8x7B on two
-    H100 nodes recommend also tries all-to-all with grouped GEMM, which wins (the allgather moves every
-    EP rank's tokens) and is printed in the winner's arguments; a pinned --moe-dispatcher is kept."""
+    H100 nodes recommend also tries grouped GEMMs, and all-to-all with grouped GEMM, which wins (the
+    allgather moves every EP rank's tokens) and is printed in the winner's arguments; a pinned
+    --moe-dispatcher is kept, the grouped GEMMs still tried under it."""
     import json
     import os
     import subprocess
@@ -206,11 +207,14 @@ def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     won = json.loads(r.stdout)["ranked"][0]
-    assert won["recipe"]["moe_dispatcher"] == "alltoall" and won["recipe"]["moe_grouped_gemm"] is True
-    assert "--moe-dispatcher alltoall --moe-grouped-gemm" in r.stderr
+    # the winner holds one expert per GPU (EP 8): grouping changes nothing there, so the search drops it
+    assert won["recipe"]["moe_dispatcher"] == "alltoall" and won["layout"]["ep"] == 8
+    assert "--moe-dispatcher alltoall" in r.stderr
     r = subprocess.run(base + ["--moe-dispatcher", "allgather"], capture_output=True, text=True, env=env, timeout=120)
     pinned = json.loads(r.stdout)["ranked"][0]
     assert pinned["recipe"]["moe_dispatcher"] == "allgather" and "MoE dispatcher" not in r.stderr
+    # the grouped expert GEMMs are still searched under the pinned dispatcher
+    assert pinned["recipe"]["moe_grouped_gemm"] is True and "--moe-grouped-gemm" in r.stderr
     assert won["uncapped_step_time_s"] < pinned["uncapped_step_time_s"]
     r = subprocess.run(base + ["--moe-capacity-factor", "nan"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
