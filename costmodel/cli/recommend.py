@@ -306,8 +306,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                   "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
         if plot and front is not None:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
-        title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
-        summary["launch"] = dict(format=fmt or default_format(r), title=title, text=text)
+        if fmt is not None:         # as in time mode: the launch text only when --format asks for it
+            title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
+            summary["launch"] = dict(format=fmt, title=title, text=text)
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         print(report.json_text(summary))
         return

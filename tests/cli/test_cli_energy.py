@@ -230,3 +230,7 @@ def test_energy_recommend_json_carries_the_launch_settings_and_the_cap_commands(
     assert d["launch"]["format"] == "nemo" and "recipe.trainer.strategy" in d["launch"]["text"]
     cmds = d["power_cap_commands"].splitlines()
     assert cmds[0].startswith("# node") and sum(ln.startswith("nvidia-smi -i ") for ln in cmds) >= 8
+    # without --format, as in time mode, no launch text
+    q = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy", "--json")
+    assert q.returncode == 0, q.stderr
+    assert "launch" not in json.loads(q.stdout) and "power_cap_commands" in json.loads(q.stdout)
