@@ -360,7 +360,10 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     tb.add_row("[bold]all", str(o["used"]), str(o["skipped"]), str(o["predicted_oom"]), fmt(o["mean_abs_err_pct"]),
                fmt(o["max_abs_err_pct"]), pct(o["band_coverage"]), "", "")
     out = [tb]
-    lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}"
+    def ids(s, why):
+        got = s.get("skip_rows", {}).get(why, [])
+        return f" (rows {', '.join(got[:4])}{', ...' if len(got) > 4 else ''})" if got else ""
+    lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}{ids(s, why)}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
     lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept); "

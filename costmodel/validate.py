@@ -468,7 +468,8 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
         rid, src = r.get("row_id", "?"), r.get("source_file", "?")
         if rid in seen:
-            out.append(RowResult(rid, src, skipped="duplicate row_id (the first row with it is used)"))
+            out.append(RowResult(rid, src, skipped="duplicate row_id (an earlier row has it: that one is used, "
+                                                   "or reported if it was skipped; give each row its own id)"))
             continue
         seen.add(rid)
         try:
@@ -545,8 +546,8 @@ def _spearman(pairs) -> float | None:
 def summarize(results: list[RowResult]) -> dict:
     """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
 
-    Returns {"sources": {source: {used, skipped, skip_reasons, metrics (column -> rows measured from
-    it), predicted_oom (used rows whose predicted peak memory exceeds the GPU's: a published run
+    Returns {"sources": {source: {used, skipped, skip_reasons, skip_rows (reason -> row ids), metrics
+    (column -> rows measured from it), predicted_oom (used rows whose predicted peak memory exceeds the GPU's: a published run
     that ran, so a memory-model miss), mean/max_abs_err_pct, spearman}},
     "overall": {...}, "spearman": {sweep: rho}}.
     Spearman (scipy.stats.spearmanr) is computed within each group of >= 4 rows that share a
@@ -554,11 +555,13 @@ def summarize(results: list[RowResult]) -> dict:
     """
     by_src: dict = {}
     for r in results:
-        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "metrics": {},
+        s = by_src.setdefault(r.source, {"used": 0, "skipped": 0, "abs_err": [], "skip_reasons": {}, "skip_rows": {},
+                                         "metrics": {},
                                          "predicted_oom": 0, "covered": 0})
         if r.skipped:
             s["skipped"] += 1
             s["skip_reasons"][r.skipped] = s["skip_reasons"].get(r.skipped, 0) + 1
+            s["skip_rows"].setdefault(r.skipped, []).append(r.row_id)
         else:
             s["used"] += 1
             s["abs_err"].append(abs(r.error_pct))

@@ -297,3 +297,30 @@ def test_a_header_only_or_empty_csv_says_so(tmp_path):
     f.write_text("")
     with pytest.raises(InputError, match="is empty"):
         read_runs_csv(f)
+
+
+def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
+    """A corrected copy of a bad row under the same row_id is not silently merged: the second is skipped
+    as a duplicate that says which one counts, and the printed skip lines name the rows."""
+    from costmodel.report import validate_tables
+    from costmodel.validate import summarize
+    lines = DEV.read_text().splitlines()
+    head = lines[0].split(",")
+    row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
+    import csv as _csv
+    import io
+    cells = next(_csv.reader(io.StringIO(row)))
+    bad = list(cells)
+    bad[head.index("num_gpus")] = "-2"
+    out = io.StringIO()
+    _csv.writer(out).writerows([bad, cells])
+    f = tmp_path / "runs.csv"
+    f.write_text(lines[0] + "\n" + out.getvalue())
+    first, second = validate_rows(read_runs_csv(f), str(f))
+    assert first.skipped.startswith("num_gpus") and "duplicate row_id" in second.skipped
+    assert "give each row its own id" in second.skipped
+    s = summarize([first, second])
+    src = next(iter(s["sources"].values()))
+    assert sorted(map(len, src["skip_rows"].values())) == [1, 1]
+    text = " ".join(str(x) for x in validate_tables(s, [first, second])[1:])
+    assert f"(rows {cells[0]})" in text
