@@ -57,6 +57,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
                    objective, solver)
+    if candidates_k is not None and candidates_k < 1:      # refused in either mode, before any work
+        raise InputError("--candidates", "", f"must be >= 1, got {candidates_k}")
     _check_plot(plot, pareto)
     check_format(fmt)
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)

@@ -71,3 +71,8 @@ def test_flags_the_layout_cannot_honour_are_refused_not_dropped():
     assert isinstance(r.exception, CostmodelError) and "num_layers (32)" in str(r.exception)
     r = _check(["predict", *BASE, "--precision", "fp8", "--bf16-edge-layers", "16"])
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_candidates_below_one_is_refused_in_time_mode_too():
+    r = _check(["recommend", *BASE, "--candidates", "0"])
+    assert isinstance(r.exception, CostmodelError) and "--candidates" in str(r.exception)
