@@ -212,3 +212,5 @@ def test_two_spellings_of_one_count_must_agree(tmp_path):
     assert dense.topk == 1 and dense.params() == base.params()
     padded = load(dict(llama, padded_vocab_size=128_512))
     assert padded.params() - base.params() == 2 * (128_512 - 128_256) * 4096   # untied input and output
+    with pytest.raises(InputError, match=r"vocab_size: missing"):       # Hugging Face's own key is named
+        load({k: v for k, v in llama.items() if k != "vocab_size"})

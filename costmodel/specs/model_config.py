@@ -174,7 +174,9 @@ def read_model_config(d: dict, path) -> ModelSpec:
     if heads % kv:
         raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
     # the embedding holds the padded vocabulary (ChatGLM), not the tokenizer's
-    vocab = _get_int(d, ("padded_vocab_size", "vocab_size"), w, agree=False)
+    # (a config with neither is told of Hugging Face's key, vocab_size)
+    vocab = (_get_int(d, ("padded_vocab_size", "vocab_size"), w, agree=False)
+             if d.get("padded_vocab_size") is not None else _get_int(d, ("vocab_size",), w))
     act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
     if act is None:
         raise InputError(w, "hidden_act", "missing")
