@@ -80,3 +80,28 @@ def test_energy_against_the_power_cap_is_least_where_the_clock_meets_the_voltage
     assert e[0] > e[i] * 1.02, (caps, e)
     if j < len(caps) - 1:
         assert e[-1] > e[i] * 1.01, (caps, e)
+
+
+@pytest.mark.parametrize("change,field,needle", [
+    ({"hbm_bandwidth": 3.35}, "hbm_bandwidth", "give a unit"),                # a bare number reads as bytes/s
+    ({"tdp": "70kW"}, "tdp", "outside"),
+    ({"peak_tflops": {"bf16": 989400}}, "peak_tflops.bf16", "TFLOP/s"),
+    ({"min_clock_mhz": 5000}, "min_clock_mhz", "boost_clock_mhz"),
+    ({"idle_power": "900W"}, "idle_power", "TDP"),
+    ({"shutdown_tmp": "95C"}, "shutdown_tmp", "unknown key"),
+])
+def test_a_gpu_file_out_of_range_or_misspelt_names_its_field(tmp_path, change, field, needle):
+    """A copied GPU file with one field broken: the loader names it instead of pricing the run with it
+    (the H100's own file loads)."""
+    import yaml
+    from costmodel.errors import InputError
+    from costmodel.specs import load_gpu
+    from costmodel.specs.loading import hardware_dir
+    src = yaml.safe_load((hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text())
+    f = tmp_path / "mygpu.yaml"
+    f.write_text(yaml.safe_dump(dict(src, **change)))
+    with pytest.raises(InputError) as e:
+        load_gpu(str(f))
+    assert field in str(e.value) and needle in str(e.value)
+    f.write_text(yaml.safe_dump(src))
+    assert load_gpu(str(f)).tdp_w == 700.0

@@ -211,11 +211,47 @@ def _cuda_total(d: dict, w: str):
     return v
 
 
+#: the keys of a GPU file (hardware/README.md)
+GPU_KEYS = ("name", "vendor", "peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "sources",
+            *OPTIONAL_GPU_NUMBERS)
+
+
+def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
+    """A GPU file's values in the ranges a GPU can have, the ones a bare number would miss by a unit
+    (a bandwidth without one reads as bytes/s), and its clocks and powers in order.
+
+    Raises:
+        InputError: the first value out of range, naming the field.
+    """
+    for field_, v, lo, hi, span, eg in (("hbm_bandwidth", g.hbm_bytes_per_s, 1e10, 1e14, "10 GB/s .. 100 TB/s", "3.35TB/s"),
+                                        ("hbm_capacity", g.hbm_bytes, 1e9, 1e13, "1 GB .. 10 TB", "80GB"),
+                                        ("tdp", g.tdp_w, 10.0, 1e4, "10 W .. 10 kW", "700W")):
+        if not lo <= v <= hi:
+            raise InputError(w, field_, f"{d[field_]!r} is outside {span}: give a unit (e.g. {eg})")
+    for dt, v in g.peak_flops.items():
+        if not 1e12 <= v <= 1e17:
+            raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is outside 1 .. 100,000 (the unit is TFLOP/s)")
+    if g.boost_clock_mhz is not None and g.min_clock_mhz is not None and g.min_clock_mhz >= g.boost_clock_mhz:
+        raise InputError(w, "min_clock_mhz", f"{g.min_clock_mhz:g} MHz is not below boost_clock_mhz "
+                         f"({g.boost_clock_mhz:g} MHz)")
+    for field_, v in (("idle_power", g.idle_power_w), ("power_limit_min", g.power_limit_min_w)):
+        if v is not None and v >= g.tdp_w:
+            raise InputError(w, field_, f"{d[field_]!r} is not below the TDP ({d['tdp']!r})")
+    return g
+
+
 def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
-    """Load hardware/gpus/NAME.yaml (or a path).  Raises InputError on a bad or unsourced field."""
+    """Load hardware/gpus/NAME.yaml (or a path).
+
+    Raises:
+        InputError: a bad, unsourced, out-of-range or unknown field (:func:`_check_gpu`).
+    """
     path = _resolve(name_or_path, hardware_dir() / "gpus", (".yaml", ".yml"), "GPU", flag)
     d = _read_mapping(path)
     w = str(path)
+    for k in d:
+        if k not in GPU_KEYS:
+            raise InputError(w, str(k), f"unknown key (known: {', '.join(GPU_KEYS)})")
     peaks = _sub(d, "peak_tflops", w)
     peak_flops = {}
     for dt, v in peaks.items():
@@ -227,7 +263,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     num_sms = _get_int(d, ("num_sms",), w)
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
                    + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
-    return GpuSpec(
+    return _check_gpu(GpuSpec(
         key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
         peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
         hbm_bytes_per_s=_get(d, "hbm_bandwidth", w, "bytes_per_s"), tdp_w=_get(d, "tdp", w, "watts"),
@@ -243,7 +279,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         idle_power_w=_get(d, "idle_power", w, "watts", required=False),
         devices_per_package=_get_int(d, ("devices_per_package",), w, required=False, default=1, maximum=8),
         fit_hbm_bytes_per_s=_get(d, "fit_hbm_bandwidth", w, "bytes_per_s", required=False),
-        hbm_cuda_bytes=_cuda_total(d, w))
+        hbm_cuda_bytes=_cuda_total(d, w)), d, w)
 
 
 def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--cluster") -> ClusterSpec:
