@@ -156,6 +156,10 @@ def test_power_limited_is_a_yaml_boolean(tmp_path, value):
     ("    power_limited: false\n", "    power_limitd: false\n", "gemm.bf16.power_limitd", "unknown key"),
     ("  hbm_w: 378.2\n", "  hbm_w: -5\n", "power.hbm_w", "must be >= 0"),
     ("  spin_w: 33.91\n", "  spin_w: -200\n", "power.spin_w", "must be >= 0"),
+    ("    k_half: 101.7\n", "    k_half: -101.7\n", "gemm.bf16.k_half", "must be >= 0"),
+    ("    launch_s: 5.299e-06\n", "    launch_s: -5.299e-06\n", "gemm.bf16.launch_s", "must be >= 0"),
+    ("    tile_m: 64\n", "    tile_m: 0\n", "gemm.bf16.tile_m", "must be >= 1"),
+    ("gpu: h100-sxm-80gb\n", "", ": gpu", "missing"),
 ])
 def test_a_misspelt_gemm_key_or_a_negative_power_term_is_refused(tmp_path, old, new, field, why):
     """A misspelt key would leave its default in force unseen; a negative activity term would have a

@@ -199,11 +199,19 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         for key in g:
             if key not in _GEMM_KEYS:      # a misspelt key would leave its default in force unseen
                 raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(_GEMM_KEYS)})")
-        gemm[dt] = GemmParams(
-            eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=_get(g, "k_half", w, positive=False, prefix=pre),
-            launch_s=_get(g, "launch_s", w, "seconds", positive=False, prefix=pre),
-            tile_m=_get_int(g, ("tile_m",), w), tile_n=_get_int(g, ("tile_n",), w),
-            num_sms=_get_int(g, ("num_sms",), w), power_limited=_get_bool(g, "power_limited", w, pre))
+        k_half, launch_s = (_get(g, k, w, kind, positive=False, prefix=pre)
+                            for k, kind in (("k_half", "number"), ("launch_s", "seconds")))
+        for k, v in (("k_half", k_half), ("launch_s", launch_s)):
+            if v < 0:       # a fixed cost per tile and per launch: never negative
+                raise InputError(w, pre + k, f"must be >= 0, got {g[k]!r}")
+        ints = {}
+        for k in ("tile_m", "tile_n", "num_sms"):
+            try:
+                ints[k] = _get_int(g, (k,), w)
+            except InputError as e:     # name the entry, not the bare key
+                raise InputError(w, pre + k, e.message) from None
+        gemm[dt] = GemmParams(eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=k_half, launch_s=launch_s,
+                              **ints, power_limited=_get_bool(g, "power_limited", w, pre))
     comm, sizes, names, fabrics = {}, {}, {}, {}
     c = _sub(d, "comm", w)
     for scope in ("intra_node", "inter_node"):
@@ -227,7 +235,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                 raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
             sizes[scope][coll] = int(g0)
     return Profile(
-        key=path.stem, gpu=str(d.get("gpu", path.stem)), gemm=gemm,
+        key=path.stem, gpu=_gpu_key(d, w), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, raw=d, path=w,
@@ -273,6 +281,15 @@ def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
     if v < 0:
         raise InputError(w, pre + key, f"must be >= 0, got {v}")
     return v
+
+
+def _gpu_key(d: dict, w: str) -> str:
+    """The profile's ``gpu`` (the GPU file stem it was fitted for): required, as a profile applied to
+    another GPU than its own is what the users' notes and checks compare against."""
+    g = d.get("gpu")
+    if not isinstance(g, str) or not g.strip():
+        raise InputError(w, "gpu", "missing: the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb)")
+    return g
 
 
 _GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "power_limited", "power_check", "fit",
