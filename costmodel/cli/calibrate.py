@@ -139,8 +139,10 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU (default: from the suite's provenance)."),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML or name: NIC bandwidth for "
                                                                       "inter-node fits."),
-        base: Optional[str] = typer.Option(None, "--base", help="Profile to keep uncovered sections from "
-                                                                "(default: the catalog profile of the GPU)."),
+        base: Optional[str] = typer.Option(None, "--base", help="Profile to keep uncovered sections from: "
+                                                                "a file or a built-in profile's name, of the "
+                                                                "measured GPU (default: the catalog profile of "
+                                                                "the GPU)."),
         collective: Optional[str] = typer.Option(None, "--collective", help="Collective of nccl-tests logs that "
                                                                             "do not name it."),
         nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes of nccl-tests logs without # Rank lines."),

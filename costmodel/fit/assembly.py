@@ -84,19 +84,26 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
 
 
 def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
-    """The profile mapping that uncovered sections are kept from (``hardware/profiles/<gpu>.yaml``).
+    """The profile mapping that uncovered sections are kept from (``hardware/profiles/<gpu>.yaml``;
+    ``base``: a path, or a built-in profile's name).
 
     Raises:
-        FitError: the base profile file does not exist or is not a mapping.
+        FitError: the base profile file does not exist, is not a mapping, or was fitted for another GPU
+            than ``gpu`` (its kept sections would price this GPU with another's GEMMs and power).
     """
     import yaml
-    path = Path(base) if base else hardware_dir() / "profiles" / f"{gpu.key}.yaml"
+    builtin = hardware_dir() / "profiles" / f"{base}.yaml"
+    path = (Path(base) if base and (Path(base).exists() or not builtin.exists()) else builtin) if base else \
+        hardware_dir() / "profiles" / f"{gpu.key}.yaml"
     try:
         d = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise FitError(f"{path}: cannot read the base profile ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict):
         raise FitError(f"{path}: the base profile is not a mapping")
+    if d.get("gpu") is not None and d.get("gpu") != gpu.key:
+        raise FitError(f"{path}: gpu: the base profile was fitted for {d.get('gpu')}, the measurements are of "
+                       f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")
     return d, str(path)
 
 

@@ -405,3 +405,16 @@ def test_a_sustained_gemm_below_the_table_marks_the_table_a_burst(tmp_path, sust
     assert g["power_limited"] is power_limited
     r = g["power_check"]["sustained_over_table"]
     assert (r < 0.97) is not power_limited and 0.7 < r < 1.35
+
+
+def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path):
+    """--base with another GPU's profile would keep that GPU's GEMM, power and thermal sections for this
+    one: refused naming the base file; a built-in profile may be named instead of given by path."""
+    out = tmp_path / "p5.yaml"
+    args = ["calibrate", "fit", str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "-o", str(out)]
+    rc, so, se = cli(*args, "--base", "a100-sxm-80gb")
+    assert rc == 2 and "a100-sxm-80gb.yaml: gpu: the base profile was fitted for a100-sxm-80gb" in se
+    assert not out.exists()
+    rc, so, se = cli(*args, "--base", "h100-sxm-80gb")
+    assert rc == 0, se
+    assert yaml.safe_load(out.read_text())["provenance"]["base_profile"].endswith("profiles/h100-sxm-80gb.yaml")
