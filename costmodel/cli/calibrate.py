@@ -150,7 +150,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from ..errors import FitError
-    from ..fit import FitReport, base_profile, fit_profile, load_measurements, resolve_gpu
+    from ..fit import FitReport, base_profile, fit_profile, load_measurements, poor_fits, resolve_gpu
     from costmodel.collective import COLLECTIVES
     from ..specs import load_cluster
     from ..specs.profile import dump_profile
@@ -176,6 +176,12 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             why = f"--cluster {cl.key}"
         b, bpath = base_profile(g, base)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
+        kept = {p for p, _ in poor_fits(b)}
+        bad = [(p, e) for p, e in poor_fits(prof) if p not in kept]
+        if bad:
+            raise FitError(f"{', '.join(files)}: the fit of {bad[0][0]} misses its own data (median error "
+                           f"{bad[0][1]:.0%}): check the capture's units (times in us, sizes in bytes) and that it "
+                           f"is the collective and GPU count it is read as; nothing written")
     except FitError as e:
         _fit_error(e)
     text = dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from "

@@ -34,7 +34,7 @@ thermal                T(t) = T0 + dT (1 - exp(-t/tau)), R_th = dT/dP        sui
                        per slot (first-order RC, thermal.py)                 per slot; traces: T vs P
 =====================  ====================================================  ==========================
 """
-from .assembly import GENERATED_BY, base_profile, fit_profile, gpu_key_for, resolve_gpu
+from .assembly import GENERATED_BY, base_profile, fit_profile, gpu_key_for, poor_fits, resolve_gpu
 from .comm import fit_comm_section
 from .gemm import fit_gemm_section
 from .hbm import fit_hbm_section
@@ -43,6 +43,6 @@ from .overlap import fit_overlap_section
 from .power import fit_power_section
 from .thermal import fit_thermal_section
 
-__all__ = ["GENERATED_BY", "base_profile", "fit_profile", "gpu_key_for", "resolve_gpu", "fit_comm_section",
+__all__ = ["GENERATED_BY", "base_profile", "fit_profile", "gpu_key_for", "poor_fits", "resolve_gpu", "fit_comm_section",
            "fit_gemm_section", "fit_hbm_section", "FitReport", "Measurements", "load_measurements",
            "fit_overlap_section", "fit_power_section", "fit_thermal_section"]

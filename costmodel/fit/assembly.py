@@ -214,3 +214,28 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
     prof["provenance"]["fitted_sections"] = fitted
     prof["provenance"]["warnings"] = list(report.warnings)
     return prof, report
+
+
+#: the largest median relative error of a fit that still describes its data: beyond it the fitted
+#: line misses most points by more than their own value (time in ms read as us, a size column in
+#: KiB), and its parameters would price every prediction wrongly.  Noisy but real captures stay
+#: under it (two gloo ranks on CPU, the suite's --quick run: 72 %)
+POOR_FIT_MEDIAN_REL_ERR = 1.0
+
+
+def poor_fits(prof: dict, where: str = "") -> list[tuple[str, float]]:
+    """``(section path, median relative error)`` of every fitted entry of a profile mapping whose
+    ``fit.median_rel_err`` exceeds :data:`POOR_FIT_MEDIAN_REL_ERR` (recursive; entries kept from a
+    base profile carry their own fit, checked alike)."""
+    out = []
+    for k, v in prof.items():
+        if not isinstance(v, dict) or k == "provenance":
+            continue
+        path = f"{where}.{k}" if where else str(k)
+        fit = v.get("fit")
+        if isinstance(fit, dict) and isinstance(fit.get("median_rel_err"), (int, float)) \
+                and fit["median_rel_err"] > POOR_FIT_MEDIAN_REL_ERR:
+            out.append((path, float(fit["median_rel_err"])))
+        out += poor_fits(v, path)
+    return out
+

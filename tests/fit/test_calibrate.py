@@ -418,3 +418,24 @@ def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path)
     rc, so, se = cli(*args, "--base", "h100-sxm-80gb")
     assert rc == 0, se
     assert yaml.safe_load(out.read_text())["provenance"]["base_profile"].endswith("profiles/h100-sxm-80gb.yaml")
+
+
+def test_a_fit_that_misses_its_own_data_is_not_written(tmp_path):
+    """The p5 capture with its times written in ms under the us header (divided by 1000, bandwidths
+    left): faster than the links allow, no latency-bandwidth line describes it; the fit says so and
+    writes nothing."""
+    import re
+    rows = []
+    for line in P5.read_text().splitlines():
+        c = line.split()
+        if len(c) >= 13 and re.fullmatch(r"\d+", c[1]):                 # '0:' rank prefix, then the size
+            c[6], c[10] = f"{float(c[6]) / 1e3:.5f}", f"{float(c[10]) / 1e3:.5f}"
+            line = " ".join(c)
+        rows.append(line)
+    ms = tmp_path / "ms.txt"
+    ms.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "ms.yaml"
+    rc, so, se = cli("calibrate", "fit", str(ms), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(out))
+    assert rc == 2 and "misses its own data" in se and "nothing written" in se, se
+    assert not out.exists()
