@@ -34,6 +34,7 @@ from . import metrics
 from .errors import InputError
 from .layouts import FIELDS
 from .readers.clock_events import throttle_shares
+from .readers.power_trace import watts_misread
 from .specs import ModelSpec
 
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
@@ -229,6 +230,9 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
         if not allow_override:
             raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
         out.append("--power: " + msg)
+    bad = watts_misread(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
+    if bad:
+        raise InputError("--power", "", f"{trace.path or 'the capture'}: {bad}")
     for name in trace.device_names:
         key = gpu_key_for(name)
         if key is None:

@@ -350,3 +350,22 @@ def test_a_path_the_system_cannot_open_is_one_line_naming_it(tmp_path):
     assert rc == 2 and "does not exist" in se
     rc, so, se = cli("calibrate", "run", "--dry-run", "--nproc-per-node", "0")
     assert rc == 2 and "--nproc-per-node: must be >= 1" in se
+
+
+def test_a_power_column_not_in_watts_is_refused(tmp_path):
+    """The H100 trace with its power.draw written in kW under the '[W]' header: every sample below 5 % of
+    the 700 W limit; compare and calibrate fit refuse it naming the file, instead of scoring 0.5 W."""
+    lines = H100_TRACE.read_text().splitlines()
+    out = []
+    for line in lines:
+        c = line.split(", ")
+        if len(c) == 4 and c[1].endswith(" W") and not line.startswith("#"):
+            c[1] = f"{float(c[1][:-2]) / 1e3:.5f} W"
+            line = ", ".join(c)
+        out.append(line)
+    kw = tmp_path / "kw.csv"
+    kw.write_text("\n".join(out) + "\n")
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--power", kw)
+    assert rc == 2 and "kw.csv" in se and "not in watts" in se and "Traceback" not in se
+    rc, so, se = cli("calibrate", "fit", kw, "--gpu", "h100-sxm-80gb", "-o", tmp_path / "p.yaml")
+    assert rc == 2 and "not in watts" in se and not (tmp_path / "p.yaml").exists()

@@ -151,6 +151,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from ..errors import FitError
     from ..fit import FitReport, base_profile, fit_profile, load_measurements, poor_fits, resolve_gpu
+    from ..readers.power_trace import watts_misread
     from costmodel.collective import COLLECTIVES
     from ..specs import load_cluster
     from ..specs.profile import dump_profile
@@ -172,6 +173,10 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
         _check_named_gpus(meas, g, why)
+        for tr in meas.traces:
+            bad = watts_misread(tr, g.tdp_w, g.devices_per_package)
+            if bad:
+                raise FitError(f"{tr.path or 'a power trace'}: {bad} ({g.key})")
         if not gpu and cl:
             why = f"--cluster {cl.key}"
         b, bpath = base_profile(g, base)

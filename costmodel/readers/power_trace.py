@@ -424,3 +424,24 @@ def power_trace_from_suite(run) -> PowerTrace:
         host=np.array([str(r.get("host", "")) for r in recs], dtype=object),
         lines=np.array([int(r.get("_line", 0)) for r in recs], dtype=np.int64),
         source_format="suite-jsonl", path=run.path, errors=list(run.errors), absolute_time=True, table=run)
+
+
+def watts_misread(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1) -> str | None:
+    """Why the capture's power samples cannot be watts of a GPU of ``tdp_w`` (its package limit over
+    ``devices_per_package`` devices), or None when they can: every sample below 5 % of the TDP, which
+    no GPU with a context open draws (an idle H100 draws 70 W of 700: kW written under a W header),
+    or samples above 1.5 x the TDP, which the power limiter does not let through (mW, or another
+    GPU's capture)."""
+    p = trace.power_w[np.isfinite(trace.power_w)]
+    if p.size == 0:
+        return None
+    limit = tdp_w / max(devices_per_package, 1)
+    hi = float(np.percentile(p, 99))
+    if float(p.max()) < 0.05 * limit:
+        return (f"its power samples peak at {float(p.max()):.4g} W, below 5 % of the GPU's {limit:.0f} W limit: "
+                "the column is not in watts (kW under a W header?)")
+    if hi > 1.5 * limit:
+        return (f"its power samples reach {hi:.4g} W (99th percentile), above 1.5 x the GPU's {limit:.0f} W limit: "
+                "the column is not in watts, or the capture is of another GPU")
+    return None
+
