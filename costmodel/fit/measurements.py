@@ -100,7 +100,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                 out.device_names += list(getattr(item, "device_names", ()) or ())
                 out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
-        raise FitError("no usable measurement in " + ", ".join(map(str, paths)))
+        # the readers' own reasons (a format this fit does not use, skipped lines) say why
+        why = f": {'; '.join(report.warnings[:3])}" if report.warnings else ""
+        raise FitError("no usable measurement in " + ", ".join(map(str, paths)) + why)
     return out
 
 

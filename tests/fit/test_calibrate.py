@@ -439,3 +439,10 @@ def test_a_fit_that_misses_its_own_data_is_not_written(tmp_path):
                      "-o", str(out))
     assert rc == 2 and "misses its own data" in se and "nothing written" in se, se
     assert not out.exists()
+
+
+def test_an_input_the_fit_cannot_use_says_why():
+    """A Zeus power-limit summary has no per-sample trace: the error carries the reader's reason."""
+    zeus = PUBLIC / "zeus_nsdi23_power_vs_powerlimit_v100.csv"
+    rc, so, se = cli("calibrate", "fit", str(zeus), "--gpu", "v100-sxm2-32gb", "-o", "/tmp/never_written.yaml")
+    assert rc == 2 and "no usable measurement" in se and "no per-sample trace" in se
