@@ -465,8 +465,12 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     cache, groups, seen = {}, {}, set()
     for r in rows:
         # csv.DictReader gives None for the cells a short row lacks and keys extra ones by None
+        short = sum(v is None for k, v in r.items() if k is not None)
         r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
         rid, src = r.get("row_id", "?"), r.get("source_file", "?")
+        if short:
+            out.append(RowResult(rid, src, skipped=f"{short} cell(s) fewer than the header's columns"))
+            continue
         if rid in seen:
             out.append(RowResult(rid, src, skipped="duplicate row_id (an earlier row has it: that one is used, "
                                                    "or reported if it was skipped; give each row its own id)"))
@@ -505,7 +509,9 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """Read a throughput CSV (dev-set schema), skipping '#' comment lines.
 
     Raises:
-        InputError: unreadable file, a header without the dev-set columns, or no row.
+        InputError: unreadable file, another separator than the comma, a repeated column, a header
+            without the dev-set columns or any measured column (:data:`METRICS`), a row with more
+            cells than the header, or no row (a row with fewer is skipped by :func:`validate_rows`).
     """
     path = Path(path)
     try:
@@ -517,16 +523,25 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     if not any(ln.strip() for ln in lines):
         raise InputError(path, "", "is empty (no header, no row)")
+    head = next(csv.reader(lines[:1]), [])
+    for sep, name in ((";", "semicolons"), ("\t", "tabs")):
+        if len(head) == 1 and sep in head[0]:
+            raise InputError(path, "header", f"its columns are separated by {name}: save it as a comma-separated CSV")
+    dup = sorted({c for c in head if head.count(c) > 1})
+    if dup:                          # a repeated column: which copy a row means is ambiguous
+        raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
     reader = csv.DictReader(lines)
     rows = list(reader)
     for i, r in enumerate(rows):
         if None in r:                # DictReader keeps cells beyond the header under None
             raise InputError(path, f"row {i + 1}", f"{len(r[None])} cell(s) more than the header's columns")
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
-            "tp", "pp", "seq_len", "step_time_s"}
+            "tp", "pp", "seq_len"}
     header = set(reader.fieldnames or [])
     if not need <= header:
         raise InputError(path, "header", f"missing columns {sorted(need - header)}")
+    if not header & set(METRICS):
+        raise InputError(path, "header", f"no measured column: one of {', '.join(METRICS)}")
     if not rows:
         raise InputError(path, "", "has a header but no row")
     return rows

@@ -8,7 +8,7 @@ import pytest
 
 from costmodel.specs import load_cluster
 
-from costmodel.validate import read_runs_csv, summarize, validate_rows
+from costmodel.validate import METRICS, read_runs_csv, summarize, validate_rows
 from costmodel.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why
     f.write_text(lines[0] + "\n" + out.getvalue())
     r, short = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped and why in r.skipped, r.skipped
-    assert short.skipped
+    assert short.skipped.endswith("cell(s) fewer than the header's columns")
 
 
 def test_moe_rows_without_a_usable_top_k_are_skipped_and_an_unpublished_ep_is_listed():
@@ -324,3 +324,26 @@ def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
     assert sorted(map(len, src["skip_rows"].values())) == [1, 1]
     text = " ".join(str(x) for x in validate_tables(s, [first, second])[1:])
     assert f"(rows {cells[0]})" in text
+
+
+def test_csv_shapes_a_spreadsheet_produces_are_named(tmp_path):
+    """Semicolons and a repeated column are refused naming what is wrong (a short row is skipped saying
+    so); a file without step_time_s but with tokens_per_s_per_gpu is read (any measured column will do)."""
+    import csv as _csv
+    lines = [ln for ln in DEV.read_text().splitlines() if not ln.startswith("#")]
+    head = next(_csv.reader(lines[:1]))
+    row = next(_csv.reader([next(ln for ln in lines[1:] if "Selene" in ln)]))
+    cases = {"semi.csv": (";".join(head) + "\n" + ";".join(row) + "\n", "separated by semicolons"),
+             "dup.csv": (",".join(head + ["gpu"]) + "\n" + ",".join(row + ["A100"]) + "\n", "'gpu' appears 2 times")}
+    for name, (text, needle) in cases.items():
+        f = tmp_path / name
+        f.write_text(text)
+        with pytest.raises(InputError, match=needle):
+            read_runs_csv(f)
+    i = head.index("step_time_s")
+    f = tmp_path / "no_step.csv"
+    f.write_text(",".join(head[:i] + head[i + 1:]) + "\n" + ",".join(row[:i] + row[i + 1:]) + "\n")
+    assert read_runs_csv(f)[0]["row_id"] == row[0]
+    f.write_text(",".join(h for h in head if h not in METRICS) + "\n")
+    with pytest.raises(InputError, match="no measured column"):
+        read_runs_csv(f)
