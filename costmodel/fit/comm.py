@@ -75,6 +75,10 @@ def warn_sweep_span(name: str, n, report) -> None:
         report.warnings.append(f"{name}: the smallest of the {len(n)} sizes is {lo / 2**20:g} MiB: the sweep is "
                                "bandwidth-bound throughout, so the latencies and the LL/LL128 lines are not measured "
                                "(small messages will be off); rerun nccl-tests from -b 8")
+    elif hi < LATENCY_BOUND_BYTES:
+        report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**10:g} KiB: the sweep is "
+                               "latency-bound throughout, so the bandwidth (Simple's efficiency) is not measured "
+                               "(gradient and activation messages of MBs to GBs will be off); rerun nccl-tests to -e 8G")
     elif hi / max(lo, 1.0) < 1e3:
         report.warnings.append(f"{name}: the {len(n)} sizes span {lo:g}..{hi:g} B, under 3 decades: the protocol "
                                "lines are poorly identified; rerun nccl-tests with -b 8 -e 8G -f 2")

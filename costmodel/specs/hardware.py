@@ -205,6 +205,8 @@ def _cuda_total(d: dict, w: str):
     vendors quote binary gigabytes in decimal units ('80GB' parts expose 81,106 MiB)."""
     v = _get(d, "hbm_cuda_total", w, "bytes", required=False)
     cap = _get(d, "hbm_capacity", w, "bytes")
+    if not 1e9 <= cap <= 1e13:      # before comparing with it (a bare number reads as bytes)
+        raise InputError(w, "hbm_capacity", f"{d['hbm_capacity']!r} is outside 1 GB .. 10 TB: give a unit (e.g. 80GB)")
     if v is not None and v > cap * 2 ** 30 / 1e9:
         raise InputError(w, "hbm_cuda_total", f"{v / 2**30:.1f} GiB exceeds the datasheet capacity "
                          f"({d.get('hbm_capacity')}) read as binary gigabytes ({cap / 1e9:.0f} GiB)")

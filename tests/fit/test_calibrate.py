@@ -446,3 +446,20 @@ def test_an_input_the_fit_cannot_use_says_why():
     zeus = PUBLIC / "zeus_nsdi23_power_vs_powerlimit_v100.csv"
     rc, so, se = cli("calibrate", "fit", str(zeus), "--gpu", "v100-sxm2-32gb", "-o", "/tmp/never_written.yaml")
     assert rc == 2 and "no usable measurement" in se and "no per-sample trace" in se
+
+
+def test_a_sweep_of_small_messages_only_says_its_bandwidth_is_not_measured(tmp_path):
+    """The p5 capture cut after 8 KiB: latency-bound throughout, the fit warns that the bandwidth the
+    gradient and activation messages move at was not measured."""
+    import re
+    keep = []
+    for line in P5.read_text().splitlines():
+        c = line.split()
+        if len(c) >= 13 and re.fullmatch(r"\d+", c[1]) and int(c[1]) > 8192:
+            continue
+        keep.append(line)
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(keep) + "\n")
+    rc, so, se = cli("calibrate", "fit", str(small), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(tmp_path / "s.yaml"))
+    assert "latency-bound throughout" in so + se and "8 KiB" in so + se
