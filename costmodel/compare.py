@@ -193,7 +193,10 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
                              f"kept iterations {f(lo)} .. {f(hi)}: they do not overlap (wrong file, or clocks in "
                              "different time zones)")
         # one snapshot inside the window (nvidia-smi -q taken once): the window is that instant
-        return a, (b if b > a else a + 1e-3), "log timestamps"
+        share = (b - a) / (hi - lo) if hi > lo else 1.0
+        part = (f"; the trace covers only {share:.0%} of the kept iterations' {hi - lo:.0f} s: its power is of "
+                "that part" if b > a and share < 0.9 else "")
+        return a, (b if b > a else a + 1e-3), "log timestamps" + part
     if util is not None and np.isfinite(util).any():
         busy = np.asarray(util, float) >= 50
         if busy.any():

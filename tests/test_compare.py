@@ -369,3 +369,18 @@ def test_a_power_column_not_in_watts_is_refused(tmp_path):
     assert rc == 2 and "kw.csv" in se and "not in watts" in se and "Traceback" not in se
     rc, so, se = cli("calibrate", "fit", kw, "--gpu", "h100-sxm-80gb", "-o", tmp_path / "p.yaml")
     assert rc == 2 and "not in watts" in se and not (tmp_path / "p.yaml").exists()
+
+
+def test_a_trace_covering_part_of_the_run_says_how_much(tmp_path):
+    """The H100 trace cut to its first minute of training: scored, with the share of the kept
+    iterations it covers in the alignment note."""
+    lines = H100_TRACE.read_text().splitlines()
+    head = [ln for ln in lines if ln.startswith("#") or ln.startswith("timestamp")]
+    body = [ln for ln in lines if ln[:4].isdigit()]
+    t0 = next(i for i, ln in enumerate(body) if ", 100 %" in ln)
+    part = tmp_path / "part.csv"
+    part.write_text("\n".join(head + body[t0:t0 + 8 * 600]) + "\n")          # 8 GPUs x 60 s at 100 ms
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--power", part, "--json")
+    assert rc == 0, se
+    note = next(w for w in json.loads(so)["warnings"] if "aligned by log timestamps" in w)
+    assert "the trace covers only" in note
