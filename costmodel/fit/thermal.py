@@ -76,14 +76,23 @@ def fit_thermal_section(meas: Measurements, base: dict, report: FitReport) -> di
                     fit=dict(method="curve_fit of T0 + dT (1 - exp(-t/tau)) per slot over the sustained GEMM; "
                                     "R_th = dT / (P_load - P_idle); profile value = median over slots",
                              per_slot=per_slot, inputs=files))
-    slopes, files = [], set()
+    slopes, files, short = [], set(), []
+    tau_base = (base.get("thermal") or {}).get("tau_s")
     for tr in meas.traces:
         for g in np.unique(tr.gpu):
             m = (tr.gpu == g) & np.isfinite(tr.power_w) & np.isfinite(tr.temp_c)
+            # the slope reads steady temperatures: a capture shorter than 3 time constants has not
+            # levelled off (its slope would make the GPU look 5-10x better cooled than it is)
+            if m.sum() >= 20 and tau_base and float(np.ptp(tr.t_unix[m])) < 3 * float(tau_base):
+                short.append(f"{tr.path} GPU {int(g)} ({float(np.ptp(tr.t_unix[m])):.0f} s)")
+                continue
             if m.sum() >= 20 and np.ptp(tr.power_w[m]) >= 50:
                 b, a = np.polyfit(tr.power_w[m], tr.temp_c[m], 1)
                 slopes.append((int(g), float(b)))
                 files.add(str(tr.path))
+    if short:
+        report.warnings.append(f"thermal: {len(short)} GPU capture(s) shorter than 3 x the base profile's tau "
+                               f"({float(tau_base):.0f} s), not at steady temperature, not used: {', '.join(short[:3])}")
     if not slopes:
         return None
     r = float(np.median([b for _, b in slopes]))

@@ -463,3 +463,26 @@ def test_a_sweep_of_small_messages_only_says_its_bandwidth_is_not_measured(tmp_p
     rc, so, se = cli("calibrate", "fit", str(small), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
                      "-o", str(tmp_path / "s.yaml"))
     assert "latency-bound throughout" in so + se and "8 KiB" in so + se
+
+
+def test_a_capture_shorter_than_three_time_constants_gives_no_thermal_resistance(tmp_path):
+    """One minute of an H100 going from idle to a 650 W load, its temperature still rising (tau 127 s in
+    the base profile): the temperature-on-power slope is not a thermal resistance; the fit says so and
+    keeps the base profile's."""
+    import datetime as _dt
+    rows = ["timestamp, index, power.draw [W], temperature.gpu, utilization.gpu [%]"]
+    t0 = _dt.datetime(2026, 1, 1, 12, 0, 0)
+    for i in range(600):                                   # 60 s at 100 ms
+        t = i / 10
+        busy = t >= 10
+        p = 650.0 if busy else 120.0
+        temp = 35.0 + (25.0 * (1 - np.exp(-(t - 10) / 127.0)) if busy else 0.0)
+        stamp = (t0 + _dt.timedelta(seconds=t)).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        rows.append(f"{stamp}, 0, {p:.2f} W, {temp:.0f}, {100 if busy else 0} %")
+    short = tmp_path / "minute.csv"
+    short.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(short), "--gpu", "h100-sxm-80gb", "-o", str(out))
+    assert rc == 0, se
+    assert "not at steady temperature" in so + se
+    assert yaml.safe_load(out.read_text())["thermal"]["r_th_c_per_w"] == load_profile("h100-sxm-80gb").raw["thermal"]["r_th_c_per_w"]
