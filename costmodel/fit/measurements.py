@@ -63,7 +63,8 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         paths: files (suite JSONL, nccl-tests, nvidia-smi CSV / dmon, dcgmi dmon).
         collective: the collective of nccl-tests captures that do not name it (file name or command
             line); nodes, gpus_per_node: their topology when they print no ``# Rank`` lines.
-            gpus_per_node also numbers the rows of an nvidia-smi CSV without an ``index`` column.
+            gpus_per_node (else cluster_gpus_per_node) also numbers the rows of an nvidia-smi CSV
+            without an ``index`` column.
         report: :class:`FitReport` collecting warnings (a new one when None).
         cluster_gpus_per_node: the ``--cluster``'s GPUs per node: how a capture without rank lines
             splits the ranks busbw / algbw implies when neither nodes nor gpus_per_node is given.
@@ -77,7 +78,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     out = Measurements()
     for p in map(Path, paths):
         try:
-            fmt, data, warns = read_measurement(p, gpus_per_node)
+            # rows of a CSV without an index column are numbered by --gpus-per-node, else the cluster's
+            # (as compare --power does)
+            fmt, data, warns = read_measurement(p, gpus_per_node or cluster_gpus_per_node)
         except (ReaderParseError, ValueError, OSError) as e:
             first = getattr(e, "errors", None)
             msg = str(e).splitlines()[0] if str(e) else f"{p}: unreadable"
