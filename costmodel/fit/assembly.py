@@ -101,6 +101,12 @@ def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
         raise FitError(f"{path}: cannot read the base profile ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict):
         raise FitError(f"{path}: the base profile is not a mapping")
+    from ..errors import InputError
+    from ..specs import load_profile
+    try:                 # its kept sections are written as they are: a bad value is the base's, not the fit's
+        load_profile(str(path))
+    except InputError as e:
+        raise FitError(f"the base profile is not usable: {e}") from None
     if d.get("gpu") is not None and d.get("gpu") != gpu.key:
         raise FitError(f"{path}: gpu: the base profile was fitted for {d.get('gpu')}, the measurements are of "
                        f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")
