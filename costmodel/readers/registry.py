@@ -131,6 +131,21 @@ def _nccl_notes(path, table):
             for ln in table.meta["wrong_lines"]]
 
 
+def _rows_per_sample(t) -> int | None:
+    """Rows of one sampling instant of a capture that prints every GPU of a sample milliseconds apart
+    and the samples a sampling interval apart (``nvidia-smi -lms``): the rows over the gaps longer than
+    a quarter of the sampling interval (the 99th percentile of the spacings, at most 100 GPUs a
+    sample), plus one; None when the times do not show such gaps."""
+    import numpy as np
+    t = np.asarray(t, dtype=float)
+    if t.size < 4 or not np.isfinite(t).all():
+        return None
+    d = np.diff(t)
+    interval = float(np.percentile(d, 99))
+    gaps = int((d > 0.25 * interval).sum()) if interval > 0 else 0
+    return round(t.size / (gaps + 1)) if gaps >= 2 else None
+
+
 def _smi_csv_trace(table, gpus_per_node=None):
     """nvidia-smi CSV -> PowerTrace.  The one place where a capture without an ``index`` field gets its
     GPUs numbered: nvidia-smi prints the GPUs of a sample in index order, so with ``gpus_per_node`` the
@@ -139,8 +154,12 @@ def _smi_csv_trace(table, gpus_per_node=None):
         return power_trace_from_nvidia_smi_csv(table), []
     if gpus_per_node:
         trace = power_trace_from_nvidia_smi_csv(table.path, n_gpus=gpus_per_node, strict=False)
-        return trace, [f"{table.path}: no 'index' field: the rows of each sample are taken as GPUs "
-                       f"0..{gpus_per_node - 1} in order"]
+        notes = [f"{table.path}: no 'index' field: the rows of each sample are taken as GPUs 0..{gpus_per_node - 1} in order"]
+        seen = _rows_per_sample(trace.t_unix)
+        if seen and seen != gpus_per_node:
+            notes.append(f"{table.path}: its timestamps group the rows {seen} at a time, not {gpus_per_node}: if the "
+                         f"capture holds {seen} GPUs, pass --gpus-per-node {seen}")
+        return trace, notes
     return power_trace_from_nvidia_smi_csv(table), [
         f"{table.path}: no 'index' field: every row is given GPU 0 (give the GPUs per node, e.g. "
         "--gpus-per-node, to number the rows of each sample)"]

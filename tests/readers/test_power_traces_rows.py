@@ -1,0 +1,22 @@
+"""nvidia-smi CSV captures without an index column: the rows of a sample are numbered by the GPUs per
+node, and a capture whose timestamps group its rows otherwise says so."""
+from pathlib import Path
+
+from costmodel.readers.registry import read_measurement
+
+TRACE = Path(__file__).resolve().parents[2] / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+
+
+def test_a_four_gpu_capture_numbered_as_eight_is_flagged(tmp_path):
+    """Keep the first 4 rows of each 8-GPU sample of the H100 trace: read with 8 GPUs per node, the
+    note names the 4 the timestamps show; read with 4, no such note."""
+    lines = TRACE.read_text().splitlines()
+    head = [ln for ln in lines if not ln[:4].isdigit()]
+    body = [ln for ln in lines if ln[:4].isdigit()]
+    four = [ln for i, ln in enumerate(body[:8 * 400]) if i % 8 < 4]
+    f = tmp_path / "four.csv"
+    f.write_text("\n".join(head + four) + "\n")
+    _, _, notes = read_measurement(f, 8)
+    assert any("group the rows 4 at a time, not 8" in n for n in notes)
+    _, _, notes = read_measurement(f, 4)
+    assert not any("at a time" in n for n in notes)
