@@ -349,7 +349,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          t.sp & (not has_sp)),
         (f"--bf16-edge-layers {recipe.bf16_edge_layers:g} keeps the first and the last "
          f"{recipe.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({{L}})",
-         (2 * recipe.bf16_edge_layers > model.num_layers) & (t.tp > 0)),
+         np.full(len(t.tp), 2 * recipe.bf16_edge_layers > model.num_layers)),
         ("torchtitan runs sequence parallelism whenever TP > 1 (its TP plan shards the norms on the sequence: "
          "SequenceParallel, torchtitan/models/llama3/infra/parallelize.py): drop --no-sp",
          (recipe.stack == "torchtitan") & (t.tp > 1) & ~t.sp),

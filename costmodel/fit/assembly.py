@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import copy
 import time
-from pathlib import Path
 
 from costmodel.collective import COLLECTIVES
 from costmodel.errors import FitError
-from costmodel.specs import ClusterSpec, GpuSpec, hardware_dir, list_gpus, load_gpu
+from costmodel.specs import ClusterSpec, GpuSpec, list_gpus, load_gpu
 
 from .comm import fit_comm_section
 from .gemm import fit_gemm_section
@@ -85,32 +84,25 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
 
 def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
     """The profile mapping that uncovered sections are kept from (``hardware/profiles/<gpu>.yaml``;
-    ``base``: a path, or a built-in profile's name).
+    ``base``: a path, or a built-in profile's name), read and checked by
+    :func:`costmodel.specs.load_profile`: its kept sections are written as they are, so a bad value
+    there is the base's, not the fit's.
 
     Raises:
-        FitError: the base profile file does not exist, is not a mapping, or was fitted for another GPU
-            than ``gpu`` (its kept sections would price this GPU with another's GEMMs and power).
+        FitError: the base profile cannot be read or has a bad field (naming it), or was fitted for
+            another GPU than ``gpu`` (its kept sections would price this GPU with another's GEMMs and
+            power).
     """
-    import yaml
-    builtin = hardware_dir() / "profiles" / f"{base}.yaml"
-    path = (Path(base) if base and (Path(base).exists() or not builtin.exists()) else builtin) if base else \
-        hardware_dir() / "profiles" / f"{gpu.key}.yaml"
-    try:
-        d = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise FitError(f"{path}: cannot read the base profile ({str(e).splitlines()[0]})") from None
-    if not isinstance(d, dict):
-        raise FitError(f"{path}: the base profile is not a mapping")
     from ..errors import InputError
     from ..specs import load_profile
-    try:                 # its kept sections are written as they are: a bad value is the base's, not the fit's
-        load_profile(str(path))
+    try:
+        prof = load_profile(base or gpu.key, flag="--base")
     except InputError as e:
         raise FitError(f"the base profile is not usable: {e}") from None
-    if d.get("gpu") is not None and d.get("gpu") != gpu.key:
-        raise FitError(f"{path}: gpu: the base profile was fitted for {d.get('gpu')}, the measurements are of "
+    if prof.gpu != gpu.key:
+        raise FitError(f"{prof.path}: gpu: the base profile was fitted for {prof.gpu}, the measurements are of "
                        f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")
-    return d, str(path)
+    return prof.raw, prof.path
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):

@@ -225,8 +225,8 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     Raises:
         InputError: the first value out of range, naming the field.
     """
+    # (hbm_capacity is checked where it is read, _cuda_total, before hbm_cuda_total is compared with it)
     for field_, v, lo, hi, span, eg in (("hbm_bandwidth", g.hbm_bytes_per_s, 1e10, 1e14, "10 GB/s .. 100 TB/s", "3.35TB/s"),
-                                        ("hbm_capacity", g.hbm_bytes, 1e9, 1e13, "1 GB .. 10 TB", "80GB"),
                                         ("tdp", g.tdp_w, 10.0, 1e4, "10 W .. 10 kW", "700W")):
         if not lo <= v <= hi:
             raise InputError(w, field_, f"{d[field_]!r} is outside {span}: give a unit (e.g. {eg})")
