@@ -377,10 +377,14 @@ def power_trace_from_amd_smi(q, strict=True) -> PowerTrace:
     Raises:
         AmdSmiParseError: (path, strict) bad lines.
     """
-    from .amd_smi import AmdSmi, read_amd_smi
+    from .amd_smi import AmdSmi, AmdSmiParseError, read_amd_smi
     if not isinstance(q, AmdSmi):
         q = read_amd_smi(q, strict=strict)
     col = lambda k: np.array([g[k] for g in q.gpus], dtype=np.float64)  # noqa: E731
+    bad = [f"{q.path}:{g['line']}: GPU index {g['index']} is not a device index" for g in q.gpus
+           if not 0 <= g["index"] < 2 ** 31]
+    if bad:                  # a damaged cell, not a GPU: numpy could not even hold it
+        raise AmdSmiParseError(bad, q)
     return PowerTrace(
         t_unix=col("sample"), gpu=np.array([g["index"] for g in q.gpus], dtype=np.int64), power_w=col("power_w"),
         temp_c=col("temp_c"), mem_temp_c=_nan(len(q)), sm_clock_mhz=col("gfx_clock_mhz"), util_gpu_pct=col("util_gpu_pct"),
