@@ -371,7 +371,19 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
     if summary["spearman"]:
         lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count):")
-        lines += [f"  {v:+.3f}  {k}" for k, v in summary["spearman"].items()]
+        rep = summary.get("spearman_repeats", {})
+
+        def noise(k):
+            r = rep.get(k)
+            if r is None:
+                return ""
+            ceil = "" if r["ceiling"] is None else f"; the measurement's own ceiling {r['ceiling']:+.3f}"
+            return (f"  (same inputs measured apart: {r['groups']} configuration(s), {r['rows']} rows, "
+                    f"up to {r['max_spread_pct']:.1f}%{ceil})")
+        lines += [f"  {v:+.3f}  {k}{noise(k)}" for k, v in summary["spearman"].items()]
+        if rep:
+            lines.append("  ceiling: Spearman of the measured steps against each configuration's mean measured "
+                         "step, the best a model given only these inputs can rank")
     if show_rows:
         lines += [f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
                   + (" OOM" if r.predicted_oom else "") + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")

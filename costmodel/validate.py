@@ -558,15 +558,43 @@ def _spearman(pairs) -> float | None:
     return float(spearmanr(m, p).statistic)
 
 
+def repeat_spread(pairs) -> dict | None:
+    """What the measurement itself leaves unranked in one sweep: the rows the model was given the same
+    inputs for (equal predictions) and their measured spread.
+
+    Args:
+        pairs: (measured_s, predicted_s) of one sweep's used rows.
+    Returns:
+        None when no two rows share a prediction; else {"groups": configurations measured more than
+        once, "rows": rows in them, "max_spread_pct": largest (max / min - 1) x 100 of their measured
+        steps, "ceiling": Spearman's rho of the measured steps against each configuration's mean
+        measured step (the best rank agreement a model that sees only these inputs can reach; None
+        when undefined)}.
+    Formula: the noise ceiling of a rank correlation (repeated measurements of one condition bound the
+    agreement any predictor of that condition can show).
+    """
+    groups: dict = {}
+    for m, p in pairs:
+        groups.setdefault(round(p, 9), []).append(m)
+    repeated = [g for g in groups.values() if len(g) > 1]
+    if not repeated:
+        return None
+    means = {k: float(np.mean(g)) for k, g in groups.items()}
+    return {"groups": len(repeated), "rows": sum(len(g) for g in repeated),
+            "max_spread_pct": float(max(100.0 * (max(g) / min(g) - 1.0) for g in repeated)),
+            "ceiling": _spearman([(m, means[round(p, 9)]) for m, p in pairs])}
+
+
 def summarize(results: list[RowResult]) -> dict:
     """Per source: rows used/skipped, mean and max |error| %; Spearman rank correlation per sweep.
 
     Returns {"sources": {source: {used, skipped, skip_reasons, skip_rows (reason -> row ids), metrics
     (column -> rows measured from it), predicted_oom (used rows whose predicted peak memory exceeds the GPU's: a published run
     that ran, so a memory-model miss), mean/max_abs_err_pct, spearman}},
-    "overall": {...}, "spearman": {sweep: rho}}.
+    "overall": {...}, "spearman": {sweep: rho}, "spearman_repeats": {sweep: :func:`repeat_spread`}}.
     Spearman (scipy.stats.spearmanr) is computed within each group of >= 4 rows that share a
-    source, model and GPU count (a configuration sweep).
+    source, model and GPU count (a configuration sweep); where a sweep measured one configuration
+    more than once, spearman_repeats says how far apart and the rho its noise allows.
     """
     by_src: dict = {}
     for r in results:
@@ -596,9 +624,10 @@ def summarize(results: list[RowResult]) -> dict:
         if not r.skipped:
             sweeps.setdefault(r.sweep, []).append((r.measured_s, r.predicted_s))
     rho = {k: r for k, v in sweeps.items() if (r := _spearman(v)) is not None}
+    repeats = {k: got for k in rho if (got := repeat_spread(sweeps[k])) is not None}
     overall = {"used": len(used), "skipped": len(results) - len(used),
                "predicted_oom": sum(int(r.predicted_oom) for r in results if not r.skipped),
                "band_coverage": (sum(int(r.covered) for r in results if not r.skipped) / len(used)) if used else None,
                "mean_abs_err_pct": float(np.mean(used)) if used else None,
                "max_abs_err_pct": float(np.max(used)) if used else None}
-    return {"sources": by_src, "overall": overall, "spearman": rho}
+    return {"sources": by_src, "overall": overall, "spearman": rho, "spearman_repeats": repeats}
