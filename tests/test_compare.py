@@ -104,6 +104,9 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     out = json.loads(so)
     assert out["layout"]["ep"] == 8 and out["layout"]["etp"] == 1 and out["layout"]["sp"] is True
     assert "EP 8 x TP 4 exceeds" in out["origin"]["etp"] and "MoE with TP > 1" in out["origin"]["sp"]
+    # a Megatron-core dump without expert_tensor_parallel_size predates MoE parallel folding, whose
+    # parallel_state refused DP 4 with EP 8: said, since the dump and the layout line cannot be one run
+    assert "refuses EP 8 with DP 4 (EP must divide DP)" in out["origin"]["etp"]
     # the router's measured imbalance: Megatron's load_balancing_loss, median 1.0196 over iterations 3..73
     assert out["recipe"]["moe_expert_load_cv"] == pytest.approx(math.sqrt(0.0196), rel=0.01)
     assert out["origin"]["moe_expert_load_cv"].startswith("log: load_balancing_loss (median 1.0196 of the kept")

@@ -291,6 +291,13 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
             # fit, so the experts ran unsplit (ETP 1, the only value that makes the dump's EP valid)
             lay["etp"] = 1
             run.origin["etp"] = f"assumed: EP {lay['ep']} x TP {lay['tp']} exceeds TP x DP x CP = {grid}"
+            if lay["dp"] % lay["ep"]:
+                # before MoE parallel folding (Megatron-core 0.10, which added expert_tensor_parallel_size)
+                # EP was carved out of DP: parallel_state.initialize_model_parallel raised "data_parallel_size
+                # is not divisible by expert_model_parallel_size" (2023-10 to 2024-11)
+                run.origin["etp"] += (f"; a Megatron-core without expert_tensor_parallel_size (before MoE parallel "
+                                      f"folding, core 0.10) refuses EP {lay['ep']} with DP {lay['dp']} (EP must divide "
+                                      "DP): the dump's EP and the logged layout may come from different runs")
         else:
             lay["etp"] = lay["tp"]
             run.origin["etp"] = "Megatron default (the layout's TP)"
