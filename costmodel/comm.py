@@ -40,6 +40,7 @@ import numpy as np
 from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, pipelined, tree_hops
 from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
+from .formats import gemm_format, sp_gather_quantized
 from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
@@ -328,17 +329,20 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
 
     # TP: stride 1
     if_sp = lambda a, b: np.where(t.sp, a, b)
-    ag = group_time_s("all_gather", act, one, t.tp, cluster, profile)
+    stack = STACKS.get(recipe.stack)
+    fmt = gemm_format(recipe.precision)
+    # the all-gathers carry the fp8 operand where the stack casts before gathering (costmodel.formats)
+    gathered = act / ACT_BYTES * fmt.operand_bytes if sp_gather_quantized(fmt, recipe.fp8_recipe, stack) else act
+    ag = group_time_s("all_gather", gathered, one, t.tp, cluster, profile)
     rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
-    stack = STACKS.get(recipe.stack)
     if stack is not None and stack.sp_gather_copies and not recipe.tp_comm_overlap:
         # a read and a write of the full tensor around each (costmodel.stacks); the gather's is a view
         # for one sequence a micro-batch
-        copy = 2 * act / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency)
+        hbm = cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency
         tp_on = t.tp > 1
-        ag = ag + np.where(tp_on & (t.mbs > 1), copy, 0.0)
-        rs = rs + np.where(tp_on, copy, 0.0)
+        ag = ag + np.where(tp_on & (t.mbs > 1), 2 * gathered / hbm, 0.0)
+        rs = rs + np.where(tp_on, 2 * act / hbm, 0.0)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
     load = 1.0
     if model.is_moe:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .formats import cast_bytes, gemm_format, grad_rescale_bytes
+from .formats import cast_bytes, gemm_format, grad_rescale_bytes, sp_gather_cast_bytes, sp_gather_quantized
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
 from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
@@ -156,7 +156,8 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     shared experts) weighted by the MoE share; the local experts run as one grouped GEMM, or one
     GEMM each (its own launch and partial wave) without ``moe_grouped_gemm``, either times the
     profile's measured slowdown of routed expert GEMMs.  Also the GEMM input /
-    output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out)."""
+    output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out), and the parts of those
+    a sequence-parallel all-gather assembles (gathered_in, gathered_out)."""
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = up_f = 0.0
     gemm_in = gemm_out = 0.0
@@ -181,6 +182,15 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         return tuple(n_up * x for x in gemm3(m, w_up * width, h, batch))
 
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
+    # widths per token whose GEMM operand a sequence-parallel all-gather assembles: the layer input
+    # of the column-parallel (and duplicated MLA down) projections and of the dense or shared-expert
+    # MLP (forward), the output gradients of the row-parallel projections (backward); the routed
+    # experts' tokens arrive through the dispatcher instead
+    shared_h = h if model.shared_ffn_hidden else 0.0
+    gathered_in = (sum(k for n, k, split in model.attention_projections() if split != "row" and k == h)
+                   + (1 - fmoe) * h + fmoe * shared_h)
+    gathered_out = (sum(n for n, k, split in model.attention_projections() if split == "row")
+                    + (1 - fmoe) * h + fmoe * shared_h)
     fc1_f, fc1_b = up_gemm(tok, dw / tp)
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
@@ -217,7 +227,7 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         mlp_out = mix(mats_in * ffn / tp * k + h * k + (mats_in * sw / tp + h if sw else 0), mlp_out)
     return dict(gemm_f=proj_f + fc1_f + fc2_f, gemm_b=proj_b + fc1_b + fc2_b, colpar_f=colpar_f, fc1_f=fc1_f,
                 gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out, up_f=up_f, dense_mlp_f=dense_mlp_f,
-                moe_mlp_f=moe_mlp_f, shared_f=shared_f)
+                moe_mlp_f=moe_mlp_f, shared_f=shared_f, gathered_in=gathered_in, gathered_out=gathered_out)
 
 
 def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_div, mem, perm_s):
@@ -380,8 +390,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # with Transformer Engine"); NVFP4's Hadamard transforms run on the 16-bit tensor cores inside
         # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
         cb = cast_bytes(fmt, recipe.fp8_recipe)
-        cast = lambda elems: np.maximum(mem(cb * elems, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
-        ew_f, ew_b = ew_f + cast(tok * gemm_in), ew_b + cast(tok * gemm_out)
+        cast_f, cast_b = cb * tok * gemm_in, cb * tok * gemm_out
+        if sp_gather_quantized(fmt, recipe.fp8_recipe, STACKS.get(recipe.stack)):
+            # operands gathered in fp8 are cast on this rank's shard and transposed once gathered
+            extra = np.where(t.sp & (t.tp > 1), sp_gather_cast_bytes(fmt, recipe.fp8_recipe, tp) - cb, 0.0) * tok
+            cast_f, cast_b = cast_f + extra * w["gathered_in"], cast_b + extra * w["gathered_out"]
+        cast = lambda b, elems: np.maximum(mem(b, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
+        ew_f, ew_b = ew_f + cast(cast_f, tok * gemm_in), ew_b + cast(cast_b, tok * gemm_out)
         rescale = grad_rescale_bytes(fmt, recipe.fp8_recipe)
         if rescale:
             # row-wise scaling rescales each dgrad output (the inputs' gradients) and wgrad output

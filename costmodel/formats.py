@@ -130,6 +130,27 @@ def cast_bytes(fmt: GemmFormat, fp8_recipe: str = "delayed") -> float:
     return fmt.cast_bytes + (FP8_RECIPES[fp8_recipe] if fmt.name == "fp8" else 0.0)
 
 
+def sp_gather_quantized(fmt: GemmFormat, fp8_recipe: str, stack) -> bool:
+    """Whether the sequence-parallel all-gathers of the layer input (forward) and of the row-parallel
+    layers' output gradients (backward) carry the quantized tensor: ``fmt`` is per-tensor scaled fp8
+    and ``stack`` (a :class:`costmodel.stacks.Stack`, or None) lists ``fp8_recipe`` in its
+    ``fp8_sp_gather`` (Transformer Engine casts the local shard, gathers fp8 and transposes the
+    gathered tensor: transformer_engine/pytorch/module/layernorm_linear.py forward and
+    base.py ``grad_output_preprocess``, "FP8 case with gather"; torchao's Float8ColwiseParallel /
+    Float8RowwiseParallel, which torchtitan applies for tensorwise scaling only:
+    torchtitan/models/llama3/infra/parallelize.py ``enable_float8_tensorwise_tp``)."""
+    return fmt.name == "fp8" and stack is not None and fp8_recipe in stack.fp8_sp_gather
+
+
+def sp_gather_cast_bytes(fmt: GemmFormat, fp8_recipe: str, tp) -> object:
+    """HBM bytes per element of the gathered tensor (array over layouts, like ``tp``) of quantizing
+    an operand that is cast before its sequence-parallel all-gather (:func:`sp_gather_quantized`):
+    the cast of this rank's 1/TP shard without the column-wise copy (:func:`cast_bytes` less one
+    write of the operand), then the transpose of the gathered quantized tensor for the
+    weight-gradient GEMM (a read and a write of the operand, ``tex.fp8_transpose``)."""
+    return (cast_bytes(fmt, fp8_recipe) - fmt.operand_bytes) / tp + 2.0 * fmt.operand_bytes
+
+
 def grad_rescale_bytes(fmt: GemmFormat, fp8_recipe: str) -> float:
     """HBM bytes per element of each input / weight gradient the ``fp8_recipe`` rescales after its
     GEMM (:data:`FP8_GRAD_RESCALE_BYTES`; 0 for every other recipe and format)."""

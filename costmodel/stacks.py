@@ -258,6 +258,13 @@ class Stack:
             BigScience's Megatron-DeepSpeed (its fork predates it: no such argument in
             bigscience-workshop/Megatron-DeepSpeed megatron/arguments.py) and DeepSpeed with HF
             transformers (no tensor parallelism).
+        fp8_sp_gather: the fp8 scaling recipes under which the sequence-parallel all-gathers move
+            fp8: the layer input is cast on this rank's shard and gathered in fp8, as are the
+            row-parallel layers' output gradients in backward (costmodel.formats.sp_gather_quantized).
+            Transformer Engine (megatron, nemo) for both its recipes; torchtitan for tensorwise only
+            ("float8 all-gather with TP is only supported for tensorwise float8 scaling recipes. For
+            rowwise recipes, we use regular TP and all-gather happens in high precision",
+            torchtitan/models/llama3/infra/parallelize.py).
         zero_stages: the ZeRO stages the stack's data parallelism has, its default first where the
             Megatron default (1) is not one: torchtitan shards with FSDP2 ``fully_shard`` (3; HSDP is
             priced as FSDP over all of DP), with a pipeline keeping the parameters gathered through
@@ -285,6 +292,7 @@ class Stack:
     cp_ring_merge: bool = False
     zero_stages: tuple = (0, 1, 2, 3)
     sequence_parallel: bool = True
+    fp8_sp_gather: tuple = ()
 
     @property
     def megatron_family(self) -> bool:
@@ -332,7 +340,9 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0),
                               "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
-                 sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"))
+                 sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"),
+                 fp8_sp_gather={"megatron": ("delayed", "tensorwise"), "nemo": ("delayed", "tensorwise"),
+                                "torchtitan": ("tensorwise",)}.get(name, ()))
 
 
 STACKS = {s.name: s for s in (

@@ -358,3 +358,45 @@ def test_torchtitan_and_nemo_configs_name_their_fp8_scaling(tmp_path):
     with pytest.raises(InputError) as e:
         read_run_config(f)
     assert e.value.field == "model.fp8_recipe"
+
+
+def test_sequence_parallel_gathers_move_fp8_where_the_stack_casts_before_gathering():
+    """Transformer Engine and torchtitan's tensorwise float8 TP cast this rank's shard, all-gather
+    fp8 and transpose the gathered tensor; torchtitan's row-wise recipe gathers bf16 and casts the
+    gathered tensor.  Llama 3 8B, TP 8 with SP, 8192 tokens: per gathered element the tensorwise
+    cast moves (6 - 1) / 8 + 2 = 2.625 bytes instead of 6 (the layer input of QKV and gate/up,
+    forward; the output gradients of the out and down projections, backward), and each all-gather
+    carries 1 byte per element instead of 2."""
+    from costmodel.comm import group_time_s, microbatch_comm_times
+    from costmodel.formats import sp_gather_cast_bytes, sp_gather_quantized
+    fp8 = gemm_format("fp8")
+    assert sp_gather_cast_bytes(fp8, "delayed", 8) == pytest.approx(3 / 8 + 2)
+    assert sp_gather_cast_bytes(fp8, "tensorwise", 8) == pytest.approx(5 / 8 + 2)
+    assert sp_gather_quantized(fp8, "tensorwise", get_stack("torchtitan"))
+    assert not sp_gather_quantized(fp8, "rowwise", get_stack("torchtitan"))
+    assert sp_gather_quantized(fp8, "delayed", get_stack("megatron"))
+    assert not sp_gather_quantized(gemm_format("bf16"), "delayed", get_stack("nemo"))
+    assert not sp_gather_quantized(gemm_format("mxfp8"), "delayed", get_stack("megatron"))
+
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100")
+    p = load_profile(c.gpu.key)
+    tok, h = 8192, 4096
+    t = layout(tp=8, dp=1, mbs=1, sp=True)
+    rec = {r: Recipe(gbs=8, seq_len=tok, precision="fp8", stack="torchtitan", fp8_recipe=r)
+           for r in ("tensorwise", "rowwise")}
+    bf16 = Recipe(gbs=8, seq_len=tok, precision="bf16", stack="torchtitan")
+    ct = {r: compute_times(m, x, c, p, t.view(compute_times.layout_fields)) for r, x in rec.items()}
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    # row-wise casts every gathered element at 8 bytes, tensorwise at 2.625; the other operands
+    # (out and down inputs forward, QKV and gate/up output gradients backward) differ by 2 as before
+    ffn = 14336
+    d_f = float(ct["rowwise"].layer_ew_fwd_s[0] - ct["tensorwise"].layer_ew_fwd_s[0])
+    assert d_f == pytest.approx(((8 - 2.625) * tok * 2 * h + 2 * tok * (h + ffn) / 8) / bw, rel=1e-9)
+    tp = {r: microbatch_comm_times(m, x, c, p, t.view(microbatch_comm_times.layout_fields)).tp_layer_fwd_s[0]
+          for r, x in {**rec, "bf16": bf16}.items()}
+    assert tp["rowwise"] == pytest.approx(tp["bf16"], rel=1e-12)
+    one = t.tp[:1] * 0 + 1
+    ag = lambda n_bytes: float(group_time_s("all_gather", n_bytes, one, t.tp[:1], c, p)[0])  # noqa: E731
+    # two all-gathers a layer forward; the tensor is tok x h, copied around each (mbs 1: the
+    # all-gather's copy is a view), at 1 byte an element instead of 2
+    assert tp["rowwise"] - tp["tensorwise"] == pytest.approx(2 * (ag(2.0 * tok * h) - ag(1.0 * tok * h)), rel=1e-9)
