@@ -384,7 +384,11 @@ def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int
     need not divide evenly over the pipeline stages, as in Megatron-DeepSpeed's partitioning)."""
     code, msgs = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=uneven_pp)
     if code[0] >= 0:
-        raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {layout_name(t.row(0))})")
+        lay = t.row(0)
+        got = layout_name(lay)
+        if "ETP" in msgs[code[0]] and "ETP" not in got:      # the rule is about the ETP the name leaves out
+            got += f" ETP{lay.get('etp') or lay['tp']}"
+        raise InputError("layout", "", f"invalid: {msgs[code[0]]} (got {got})")
 
 
 def expert_dp(t) -> np.ndarray:

@@ -368,10 +368,12 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
     lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept); "
                  "in band: used rows whose measured step lies inside the one-sigma band")
-    lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
-    if summary["spearman"]:
-        lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count):")
-        rep = summary.get("spearman_repeats", {})
+    if used_metrics:
+        lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
+    rep = summary.get("spearman_repeats", {})
+    if summary["spearman"] or rep:
+        lines.append("Spearman within configuration sweeps (>= 4 rows of one source, model and GPU count; the "
+                     "table's Spearman column ranks all of a source's rows together):")
 
         def noise(k):
             r = rep.get(k)
@@ -380,7 +382,8 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
             ceil = "" if r["ceiling"] is None else f"; the measurement's own ceiling {r['ceiling']:+.3f}"
             return (f"  (same inputs measured apart: {r['groups']} configuration(s), {r['rows']} rows, "
                     f"up to {r['max_spread_pct']:.1f}%{ceil})")
-        lines += [f"  {v:+.3f}  {k}{noise(k)}" for k, v in summary["spearman"].items()]
+        lines += [(f"  {summary['spearman'][k]:+.3f}  " if k in summary["spearman"] else "    n/a  ") + f"{k}{noise(k)}"
+                  for k in dict.fromkeys([*summary["spearman"], *rep])]
         if rep:
             lines.append("  ceiling: Spearman of the measured steps against each configuration's mean measured "
                          "step, the best a model given only these inputs can rank")

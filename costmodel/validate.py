@@ -211,6 +211,14 @@ def row_zero(r: dict) -> int | None:
     return None
 
 
+def _unrecognised_family(r: dict) -> bool:
+    """A row whose model name matches none of :func:`row_model`'s families nor GPT itself: it is
+    priced as Megatron GPT, an assumption the row report lists."""
+    name = r.get("model") or ""
+    return not ("BLOOM" in name or "bloom" in (r.get("source_file") or "") or _LLAMA_FAMILY.search(name)
+                or name.upper().startswith("MPT") or re.search(r"GPT|MEGATRON|MT-NLG", name.upper()))
+
+
 def row_model(r: dict, stack: Stack) -> ModelSpec:
     """The ModelSpec of a dev-set row, by architecture family of its model name.
 
@@ -377,6 +385,11 @@ def _row_problem(r: dict) -> str | None:
     name = (r.get("stack") or "").strip()
     if name and name not in STACKS:
         return f"stack {name!r} is not one of {', '.join(STACKS)}"
+    h, heads, kv = _int(r, "hidden"), _int(r, "num_heads"), _int(r, "num_kv_heads")
+    if h and heads and h % heads:
+        return f"hidden {h} is not a multiple of num_heads {heads} (no whole head dimension)"
+    if heads and kv and heads % kv:
+        return f"num_heads {heads} is not a multiple of num_kv_heads {kv} (GQA groups must be whole)"
     return None
 
 
@@ -400,6 +413,11 @@ def _prepare(r: dict, cache: dict):
         c = load_cluster(cname, nodes=max(1, n_gpus // per_node))
         cache[key] = (c, load_profile(c.gpu.key))
     cluster, profile = cache[key]
+    if gpn is None:
+        return "gpus_per_node missing"
+    if cluster.num_gpus != n_gpus:
+        return (f"num_gpus {n_gpus} is not a whole number of {cluster.key}'s {cluster.gpus_per_node}-GPU nodes "
+                "(partial nodes are not modelled)")
     if gpn not in (cluster.gpus_per_node, cluster.scale_up_gpus):
         return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}" + (
             f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "")
@@ -425,7 +443,8 @@ def _prepare(r: dict, cache: dict):
                recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
-               + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ()))
+               + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
+               + (("arch=megatron-gpt(unrecognised model name)",) if _unrecognised_family(r) else ()))
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
                           recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
     if code[0] >= 0:
@@ -624,7 +643,8 @@ def summarize(results: list[RowResult]) -> dict:
         if not r.skipped:
             sweeps.setdefault(r.sweep, []).append((r.measured_s, r.predicted_s))
     rho = {k: r for k, v in sweeps.items() if (r := _spearman(v)) is not None}
-    repeats = {k: got for k in rho if (got := repeat_spread(sweeps[k])) is not None}
+    # a sweep of one prediction has no rho, but its measured spread is still worth a line
+    repeats = {k: got for k, v in sweeps.items() if len(v) >= 4 and (got := repeat_spread(v)) is not None}
     overall = {"used": len(used), "skipped": len(results) - len(used),
                "predicted_oom": sum(int(r.predicted_oom) for r in results if not r.skipped),
                "band_coverage": (sum(int(r.covered) for r in results if not r.skipped) / len(used)) if used else None,

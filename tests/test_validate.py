@@ -228,6 +228,10 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     ("num_layers", "32.5", "num_layers must be a whole number"),
     ("precision", "fp4", "precision: 'fp4' is not one of"),
     ("step_time_s", "1e-9", "implies more than"),
+    ("num_gpus", "12", "num_gpus 12 is not a whole number of"),
+    ("num_heads", "33", "is not a multiple of num_heads 33"),
+    ("num_kv_heads", "7", "is not a multiple of num_kv_heads 7"),
+    ("gpus_per_node", "", "gpus_per_node missing"),
 ])
 def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why):
     import csv as _csv
@@ -368,3 +372,15 @@ def test_bloom_prequel_sweeps_measure_repeats_closely(summary):
     assert r["groups"] == 5 and r["rows"] == 15
     assert r["max_spread_pct"] == pytest.approx(7.6, abs=0.1)
     assert r["ceiling"] > 0.95 > s["spearman"][next(iter(rep))] + 0.4
+
+
+def test_a_sweep_of_one_prediction_reports_its_measured_spread():
+    # five rows the model sees as one configuration: no rank correlation, but the spread is reported
+    from costmodel.validate import RowResult
+    res = [RowResult(f"r{i}", "src", measured_s=m, predicted_s=100.0, sweep="src|M|8", band_rel=0.1)
+           for i, m in enumerate((154.0, 160.0, 175.0, 158.0, 166.0))]
+    s = summarize(res)
+    assert s["spearman"] == {}
+    r = s["spearman_repeats"]["src|M|8"]
+    assert (r["groups"], r["rows"], r["ceiling"]) == (1, 5, None)
+    assert r["max_spread_pct"] == pytest.approx(100 * (175 / 154 - 1))

@@ -290,7 +290,8 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
             # Megatron-core's MoE parallel folding: EP x ETP ranks span TP x DP x CP; EP x TP does not
             # fit, so the experts ran unsplit (ETP 1, the only value that makes the dump's EP valid)
             lay["etp"] = 1
-            run.origin["etp"] = f"assumed: EP {lay['ep']} x TP {lay['tp']} exceeds TP x DP x CP = {grid}"
+            run.origin["etp"] = (f"assumed ETP 1: EP {lay['ep']} x TP {lay['tp']} exceeds TP x DP x CP = {grid}, "
+                                 f"so EP {lay['ep']} x ETP 1 spans it (MoE parallel folding)")
             if lay["dp"] % lay["ep"]:
                 # before MoE parallel folding (Megatron-core 0.10, which added expert_tensor_parallel_size)
                 # EP was carved out of DP: parallel_state.initialize_model_parallel raised "data_parallel_size

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import dataclasses
 import sys
 from typing import List, Optional
 
@@ -79,6 +80,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
         # the default: on wherever TP > 1 and the stack runs it
         lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and (STACKS[r.stack].sequence_parallel if r.stack in STACKS else True)
+    r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
     with config_origin(sc):
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
@@ -141,6 +143,27 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
+
+
+def _tp_comm_overlap_needs_sp(r, lay: dict, given):
+    """The recipe with TP-communication overlap as it runs on ``lay``: Megatron-LM refuses it without
+    sequence parallelism (megatron/training/arguments.py validate_args: 'Tensor parallel
+    communication/GEMM overlap can happen only when sequence parallelism is enabled').  Given on the
+    command line (``given``) for a TP > 1 layout without SP, refused; a stack default (NeMo) is
+    switched off for such a layout, with a note, so the report, its JSON and its launch agree.
+
+    Raises:
+        InputError: naming --tp-comm-overlap.
+    """
+    if not (r.tp_comm_overlap and lay["tp"] > 1 and not lay["sp"]):
+        return r
+    why = ("needs sequence parallelism (Megatron-LM validate_args: 'Tensor parallel communication/GEMM overlap can "
+           "happen only when sequence parallelism is enabled')")
+    if given:
+        raise InputError("--tp-comm-overlap", "", f"{why}: add --sp or drop --tp-comm-overlap")
+    print(f"costmodel: note: the {r.stack} stack's TP-communication overlap {why}: off for this --no-sp layout",
+          file=sys.stderr)
+    return dataclasses.replace(r, tp_comm_overlap=False)
 
 
 def _check_core_switches(r, lay: dict) -> None:

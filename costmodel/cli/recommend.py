@@ -3,18 +3,18 @@ best candidates to the ILP."""
 from __future__ import annotations
 
 import dataclasses
-import sys
-
 import math
+import sys
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import report
 from ..errors import InfeasibleError, InputError
-from ..launch import default_format, launch_settings
+from ..launch import launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
@@ -117,6 +117,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               f"profile {p.path}")
     out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time before the power limit)"))
     _print_capped_winner(out, m, r, c, p, [res.ranked.layouts.row(i) for i in range(min(top, len(res.ranked.layouts)))])
+    _print_memory_margin(out, res, c)
     out.print("[bold]Why this layout:[/bold]")
     for line in report.reasons(res.ranked, res.faster_infeasible, c):
         out.print(f"  - {line}", highlight=False)
@@ -144,18 +145,55 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
             won.append((changes, what))
             res, r = res_alt, r_alt
     kept = []
-    for changes, what in won:
-        r_rev = dataclasses.replace(r, **{k: getattr(r0, k) for k in changes})
+    # one switch at a time (a variant may set two: the dispatcher and grouped GEMMs), so each note
+    # names a setting the final recipe has
+    for key in dict.fromkeys(k for changes, _ in won for k in changes):
+        if getattr(r, key) == getattr(r0, key):
+            continue
+        r_rev = dataclasses.replace(r, **{key: getattr(r0, key)})
         best = float(res.ranked.step_time_s[0])
         t_without = predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s
         if t_without <= best * (1 + 1e-9):
             r = r_rev
             res = search(m, r, c, p, **kw)
         else:
-            kept.append(f"costmodel: note: {what}: the fastest layout takes {best:.3f} s per step before the power limit "
-                        f"with it, {t_without:.3f} s without it: the search keeps it on (the printed settings set "
-                        "it where the chosen layout uses it)")
+            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the fastest layout takes "
+                        f"{best:.3f} s per step before the power limit with it, {t_without:.3f} s without it: the "
+                        "search keeps it on (the printed settings set it where the chosen layout uses it)")
     return res, r, kept
+
+
+def _switch_text(key: str, value, r0) -> str:
+    """What setting ``key`` to ``value`` means, beside the stack's default in ``r0``."""
+    return {"dp_overlap": f"the DP gradient/parameter overlap (--dp-overlap: Megatron's --overlap-grad-reduce "
+                          f"--overlap-param-gather, off by default in {r0.stack})",
+            "tp_comm_overlap": f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r0.stack})",
+            "moe_grouped_gemm": f"grouped expert GEMMs (--moe-grouped-gemm; off by default in {r0.stack})",
+            "moe_dispatcher": f"the {value} MoE dispatcher (--moe-dispatcher {value}; {r0.stack} defaults to "
+                              f"{r0.moe_dispatcher})"}.get(key, f"--{key.replace('_', '-')} {value}")
+
+
+#: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
+#: caching allocator's fragmentation (the Mixtral log in tests/data/logs: 54.3 GB allocated, 61.5 GB
+#: reserved, 13 % more; README "Memory")
+TIGHT_HBM_SHARE = 0.9
+
+
+def _print_memory_margin(out, res, c) -> None:
+    """Where the winner's predicted peak is above :data:`TIGHT_HBM_SHARE` of the HBM, say so and name the
+    fastest ranked layout below it, with its step time."""
+    mem, cap = res.ranked.memory.peak_bytes, c.gpu.capacity_bytes
+    if not len(mem) or mem[0] <= TIGHT_HBM_SHARE * cap:
+        return
+    line = (f"the winner's predicted peak is {mem[0] / 2**30:.1f} of {cap / 2**30:.1f} GiB "
+            f"({100 * mem[0] / cap:.0f}%): fragmentation the model leaves out may not fit it")
+    roomy = np.flatnonzero(mem <= TIGHT_HBM_SHARE * cap)
+    if len(roomy):
+        i = int(roomy[0])
+        t0, ti = float(res.ranked.step_time_s[0]), float(res.ranked.step_time_s[i])
+        line += (f"; the fastest layout under {100 * TIGHT_HBM_SHARE:.0f}% is {layout_name(res.ranked.layouts.row(i))} "
+                 f"at {mem[i] / 2**30:.1f} GiB, {ti:.3f} s per step ({100 * (ti / t0 - 1):+.1f}%)")
+    out.print(line, highlight=False)
 
 
 def _print_capped_winner(out, m, r, c, p, layouts: list) -> None:

@@ -257,6 +257,9 @@ class Recipe:
         if self.optimizer_offload and self.stack not in ("megatron", "nemo", "deepspeed"):
             raise InputError("--optimizer-offload", "", f"{self.stack} has no optimizer offload the model prices "
                              "(DeepSpeed's offload_optimizer, Megatron-core's --optimizer-cpu-offload)")
+        if self.precision == "fp8" and self.fp8_recipe == "delayed" and self.stack == "torchtitan":
+            raise InputError("--fp8-recipe", "", "torchtitan's float8 (torchao) scales from each tensor: tensorwise or "
+                             "rowwise (torchtitan deleted delayed scaling, pytorch/torchtitan PR 812, 2025-01)")
         only = FP8_RECIPE_STACKS.get(self.fp8_recipe)
         if self.precision == "fp8" and only is not None and self.stack not in only:
             raise InputError("--fp8-recipe", "", f"{self.fp8_recipe} is torchao's axis-wise scaling ("

@@ -178,6 +178,10 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     (["--attention-kernel", "fa4"], "attention.kernels.fa4: no fa4 fit for h100-sxm-80gb (fitted: fa2, fa3)"),
     (["--doc-tokens", "-5"], "--doc-tokens: must be a whole number of tokens from 0 (one document per sequence)"),
     (["--doc-tokens", "100.5"], "to --seq-len 8192, got 100.5"),
+    (["--tp", "8", "--no-sp", "--tp-comm-overlap"],
+     "--tp-comm-overlap: needs sequence parallelism (Megatron-LM validate_args"),
+    (["--stack", "torchtitan", "--precision", "fp8", "--fp8-recipe", "delayed"],
+     "--fp8-recipe: torchtitan's float8 (torchao) scales from each tensor"),
 ])
 def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
     import os
@@ -210,6 +214,8 @@ def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     # the winner holds one expert per GPU (EP 8): grouping changes nothing there, so the search drops it
     assert won["recipe"]["moe_dispatcher"] == "alltoall" and won["layout"]["ep"] == 8
     assert "--moe-dispatcher alltoall" in r.stderr
+    # and the notes name only what the winner keeps: no grouped GEMMs
+    assert won["recipe"]["moe_grouped_gemm"] is False and "--moe-grouped-gemm" not in r.stderr
     r = subprocess.run(base + ["--moe-dispatcher", "allgather"], capture_output=True, text=True, env=env, timeout=120)
     pinned = json.loads(r.stdout)["ranked"][0]
     assert pinned["recipe"]["moe_dispatcher"] == "allgather" and "MoE dispatcher" not in r.stderr
@@ -221,3 +227,40 @@ def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
         "costmodel: error: --moe-capacity-factor: must be 0 (dropless) or a positive factor up to 10^6, got nan"]
     r = subprocess.run(base + ["--moe-pad-to-capacity"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "needs --moe-capacity-factor > 0" in r.stderr
+
+
+def test_nemo_tp_comm_overlap_is_off_without_sequence_parallelism(capsys):
+    """NeMo's default TP-communication overlap cannot run without SP (Megatron-LM refuses it): a
+    --no-sp layout reports it off, so the JSON, the price and the launch agree."""
+    import json
+    from costmodel.cli import main
+    base = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "8", "--gbs", "64",
+            "--seq-len", "8192", "--stack", "nemo", "--json"]
+    import sys
+    argv, sys.argv = sys.argv, ["costmodel", *base, "--no-sp"]
+    try:
+        main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    assert d["recipe"]["tp_comm_overlap"] is False
+    assert "TP-communication overlap needs sequence parallelism" in out.err
+
+
+def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
+    """Llama 3 70B on the paper's H200 cluster: the fastest layout's predicted peak is 97% of the HBM,
+    above the 90% the memory model's missing fragmentation leaves safe (README, Memory); the note names
+    the fastest layout under it, 0.3% slower."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), COLUMNS="250")
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "llama3-70b", "--cluster",
+                        "paper-h200"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())                  # rich wraps long lines at the console width
+    line = text[text.index("the winner's predicted peak"):]
+    assert "135.2 of 139.7 GiB (97%)" in line
+    assert "the fastest layout under 90% is TP4 PP4 DP2" in line and "(+0.3%)" in line
