@@ -45,7 +45,7 @@ from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stag
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .stacks import STACKS
+from .stacks import get_stack
 
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
 
@@ -329,14 +329,14 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
 
     # TP: stride 1
     if_sp = lambda a, b: np.where(t.sp, a, b)
-    stack = STACKS.get(recipe.stack)
+    stack = get_stack(recipe.stack)
     fmt = gemm_format(recipe.precision)
     # the all-gathers carry the fp8 operand where the stack casts before gathering (costmodel.formats)
     gathered = act / ACT_BYTES * fmt.operand_bytes if sp_gather_quantized(fmt, recipe.fp8_recipe, stack) else act
     ag = group_time_s("all_gather", gathered, one, t.tp, cluster, profile)
     rs = group_time_s("reduce_scatter", act, one, t.tp, cluster, profile)
     ar = group_time_s("all_reduce", act, one, t.tp, cluster, profile)
-    if stack is not None and stack.sp_gather_copies and not recipe.tp_comm_overlap:
+    if stack.sp_gather_copies and not recipe.tp_comm_overlap:
         # a read and a write of the full tensor around each (costmodel.stacks); the gather's is a view
         # for one sequence a micro-batch
         hbm = cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency
@@ -360,7 +360,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)
     cp_f = np.where(t.cp > 1, (t.cp - 1) * p2p_cp, 0.0)
     # backward: the K,V chunks again and their gradients; PyTorch's ring sends those in fp32, every step
-    cp_b = (ring_grad_comm_factor(t.cp) if stack is not None and stack.cp_ring_merge else 2.0) * cp_f
+    cp_b = (ring_grad_comm_factor(t.cp) if stack.cp_ring_merge else 2.0) * cp_f
 
     # EP (stride ETP): dispatch and combine in the MoE layers only (the mean layer carries their share)
     ep_f = (model.moe_layer_fraction * _ep_dispatch_s(model, recipe, cluster, profile, t, tok, load)
@@ -370,7 +370,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     # PP: stride TP*CP*DP; each TP rank sends its 1/TP slice; every GPU of a boundary stage crosses
     pp_stride = t.tp * t.cp * t.dp
     pp_cross = np.minimum(G, pp_stride)
-    scatter = STACKS[recipe.stack].pp_scatter_gather if recipe.stack in STACKS else True
+    scatter = get_stack(recipe.stack).pp_scatter_gather
     pp_n = act / t.tp if scatter else act        # DeepSpeed's pipeline engine sends it whole
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
@@ -389,7 +389,7 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
     edp = expert_dp(t)
-    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    dp_ov = t.overlap & recipe.dp_overlap & get_stack(recipe.stack).dp_overlap
     bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
     def buckets(coll, params, bytes_per, stride, size):

@@ -39,7 +39,7 @@ from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
-                     FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, STACKS)
+                     FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, get_stack)
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
@@ -161,8 +161,8 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = up_f = 0.0
     gemm_in = gemm_out = 0.0
-    stack = STACKS.get(recipe.stack)
-    fused_qkv, fused_up = (stack.fused_qkv, stack.fused_gate_up) if stack is not None else (True, True)
+    stack = get_stack(recipe.stack)
+    fused_qkv, fused_up = stack.fused_qkv, stack.fused_gate_up
     ups = (model.q_lora_rank, model.kv_lora_rank) if model.is_mla else ()
     for n, k, split in model.attention_projections(fused_qkv):
         n_l, k_l = (n / tp if split == "col" else n), (k / tp if split == "row" else k)
@@ -391,7 +391,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
         cb = cast_bytes(fmt, recipe.fp8_recipe)
         cast_f, cast_b = cb * tok * gemm_in, cb * tok * gemm_out
-        if sp_gather_quantized(fmt, recipe.fp8_recipe, STACKS.get(recipe.stack)):
+        if sp_gather_quantized(fmt, recipe.fp8_recipe, get_stack(recipe.stack)):
             # operands gathered in fp8 are cast on this rank's shard and transposed once gathered
             extra = np.where(t.sp & (t.tp > 1), sp_gather_cast_bytes(fmt, recipe.fp8_recipe, tp) - cb, 0.0) * tok
             cast_f, cast_b = cast_f + extra * w["gathered_in"], cast_b + extra * w["gathered_out"]
@@ -405,18 +405,18 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                      + model.mean_expert_params() / (t.ep * t.etp))
             ew_b = ew_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
 
-    stack = STACKS.get(recipe.stack)
-    if stack is not None and stack.cp_ring_merge:
+    stack = get_stack(recipe.stack)
+    if stack.cp_ring_merge:
         # PyTorch's ring attention merges and accumulates in eager fp32 ops (costmodel.ring_attention)
         mf, mb = ring_merge_bytes(cp, tok * model.attn_out_dim / tp, tok * (model.k_dim + model.v_dim) / tp)
         ring = np.where(cp > 1, 1.0, 0.0)
         ew_f = ew_f + ring * mem(mf, RING_KERNELS_PER_STEP * cp)
         ew_b = ew_b + ring * mem(mb, RING_KERNELS_PER_STEP * cp)
 
-    cpu = STACKS[recipe.stack].layer_ops * EAGER_OP_OVERHEAD_S if recipe.stack in STACKS else 0.0
+    cpu = stack.layer_ops * EAGER_OP_OVERHEAD_S
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
     layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
-    if stack is not None and stack.selective_recompute == "op-sac":
+    if stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
         selective, selective_attn = 0.5 * gemm_f + ew_f, 0.0
     else:

@@ -18,7 +18,7 @@ from .errors import InputError
 from .layouts import light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import STACKS
+from .stacks import get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -26,7 +26,7 @@ FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
 
 def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """The layout in the field's terms, one setting per line (a stack without a format of its own)."""
-    stack = STACKS.get(recipe.stack) or STACKS["megatron"]
+    stack = get_stack(recipe.stack)
     rc = layout["recompute"]
     ckpt = {"none": "off", "selective": "selective (op-level SAC)" if stack.selective_recompute == "op-sac"
             else "selective", "full": "full (every transformer block)"}[rc]
@@ -158,7 +158,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
         a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
         # the flag turns off what Megatron-core does by default (the older stacks have neither)
-        if (STACKS.get(recipe.stack, STACKS["megatron"]).defaults["pp_overlap"]
+        if (get_stack(recipe.stack).defaults["pp_overlap"]
                 and not pp_sends_overlapped(recipe, layout["overlap"], layout["vp"])):
             a.append("--no-overlap-p2p-communication")
     if layout["sp"]:
@@ -183,7 +183,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
     notes = []
-    if layout["overlap"] and recipe.dp_overlap and (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True):
+    if layout["overlap"] and recipe.dp_overlap and get_stack(recipe.stack).dp_overlap:
         if recipe.stack == "megatron-legacy":
             # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped
             if layout["zero"] == 0:
@@ -333,8 +333,7 @@ def default_format(recipe: Recipe) -> str:
     settings in the field's terms."""
     if recipe.stack in ("nemo", "torchtitan"):
         return recipe.stack
-    stack = STACKS.get(recipe.stack)
-    return "megatron" if stack is None or stack.megatron_family else "settings"
+    return "megatron" if get_stack(recipe.stack).megatron_family else "settings"
 
 
 def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None,

@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import InputError
 from .specs import ModelSpec, Recipe
-from .stacks import STACKS
+from .stacks import get_stack
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -284,8 +284,7 @@ def uneven_split(L: int, pp: int, light_last: bool = False) -> np.ndarray:
 
 def light_last_stage(recipe: Recipe) -> bool:
     """The recipe's stack puts an uneven split's extra layers on the first stages (costmodel.stacks)."""
-    st = STACKS.get(recipe.stack)
-    return bool(st is not None and st.light_last_stage)
+    return bool(get_stack(recipe.stack).light_last_stage)
 
 
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
@@ -302,10 +301,10 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
         first rule layout i breaks.
     """
-    partial = STACKS[recipe.stack].partial_recompute if recipe.stack in STACKS else True
-    dims = STACKS[recipe.stack].model_parallel if recipe.stack in STACKS else ("tp", "pp", "cp")
-    stages = STACKS[recipe.stack].zero_stages if recipe.stack in STACKS else (0, 1, 2, 3)
-    has_sp = STACKS[recipe.stack].sequence_parallel if recipe.stack in STACKS else True
+    partial = get_stack(recipe.stack).partial_recompute
+    dims = get_stack(recipe.stack).model_parallel
+    stages = get_stack(recipe.stack).zero_stages
+    has_sp = get_stack(recipe.stack).sequence_parallel
     rules = [
         ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
@@ -459,7 +458,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     b = base[grid[0]]
     tp = b[:, 0]
     # SP on: wherever TP > 1 and the stack runs it
-    sp_able = (tp > 1) & (STACKS[recipe.stack].sequence_parallel if recipe.stack in STACKS else True)
+    sp_able = (tp > 1) & get_stack(recipe.stack).sequence_parallel
     sp = grid[4].astype(bool) & sp_able
     t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],
                     mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
@@ -474,8 +473,8 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     # recompute (the attention core alone) keeps almost nothing less and re-runs the kernel, so
     # 'none' dominates it, unless the recipe recomputes more modules or the stack's selective
     # checkpointing is its own (torchtitan's op-level SAC)
-    stack = STACKS.get(recipe.stack)
-    own_sac = stack is not None and stack.selective_recompute == "op-sac"
+    stack = get_stack(recipe.stack)
+    own_sac = stack.selective_recompute == "op-sac"
     dominated = recipe.flash_attention and recipe.recomputed == ("core_attn",) and not own_sac
     dup = ((t.dp * t.cp == 1) & (t.zero > min(zero_stages))) | ((t.recompute == 1) & dominated)
     return t.take((code < 0) & ~dup)

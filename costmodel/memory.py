@@ -37,7 +37,7 @@ from .formats import gemm_format
 from .moe import run_rank_load
 from .layouts import LayoutTable, expert_dp, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
 from .specs import ModelSpec, Recipe
-from .stacks import STACKS
+from .stacks import get_stack
 
 
 def stage_moe_fraction(model: ModelSpec, t: LayoutTable) -> np.ndarray:
@@ -94,11 +94,11 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     # selective recompute drops the s^2 scores only where the attention core is recomputed
     core = (t.recompute == 2) | (selective & ("core_attn" in recipe.recomputed))
     full_store = sharded + attn + mlp + np.where(core, 0.0, s2)
-    stack = STACKS.get(recipe.stack)
+    stack = get_stack(recipe.stack)
     if stack is None or stack.selective_recompute != "op-sac":
         mods = np.where(selective, _module_bytes(model, recipe, tok, tp, sp_div, f, load), 0.0)
         fp8 = _te_fp8_saved_bytes(model, recipe, tok, tp, sp_div, selective, f, load) if (
-            gemm_format(recipe.precision).low and stack is not None and stack.megatron_family) else 0.0
+            gemm_format(recipe.precision).low and stack.megatron_family) else 0.0
         return full_store - mods - fp8
     # torchtitan op-level SAC keeps the block input, every second matmul's output (Q, V, FC1's first
     # projection, FC2's output in Llama's wq wk wv wo w1 w3 w2 order) and the attention kernel's

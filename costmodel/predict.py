@@ -25,7 +25,7 @@ from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .specs.hardware import INLET_RANGE_C
-from .stacks import STACKS
+from .stacks import get_stack
 from .model_error import load_model_form, regime
 from .uncertainty import Band, step_time_band
 
@@ -316,10 +316,10 @@ def recompute_options(model: ModelSpec, layout: dict, recipe: Recipe) -> list[tu
     selective (unfused attention only: with flash attention it stores and recomputes nothing more
     than none; always on torchtitan, whose op-level SAC saves less); full on 1, 2, ... layers of
     each pipeline chunk (Megatron's block method, on the stacks that have it); full on every layer."""
-    stack = STACKS.get(recipe.stack)
+    stack = get_stack(recipe.stack)
     per_chunk = int(layers_per_stage(model, LayoutTable.from_rows([dict(layout, recompute="none")]))[0]
                     // layout["vp"]) if stack is None or stack.partial_recompute else 1
-    sac = not recipe.flash_attention or (stack is not None and stack.selective_recompute == "op-sac")
+    sac = not recipe.flash_attention or stack.selective_recompute == "op-sac"
     return ([("none", 0)] + ([("selective", 0)] if sac else [])
             + [("full", n) for n in range(1, per_chunk)] + [("full", 0)])
 

@@ -46,7 +46,7 @@ from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .optimizer_step import optimizer_step_time_s
-from .stacks import STACKS
+from .stacks import get_stack
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
@@ -100,13 +100,13 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # tp_comm_overlap the rest hides under the remaining backward GEMMs too; a recomputed forward
     # repeats its communication
     half = 0.5 * cm.tp_layer_bwd_s
-    stack = STACKS.get(recipe.stack)
-    async_ok = stack.async_tp_backward if stack is not None else True
+    stack = get_stack(recipe.stack)
+    async_ok = stack.async_tp_backward
     colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s), half)
     # where the overlap leaves the column-parallel input-gradient reduce-scatters alone (torchtitan's
     # async TP, costmodel.stacks), only the row-parallel layers' gradient all-gathers pipeline, under
     # those layers' input-gradient GEMMs (as long as their forward)
-    rs_ok = stack.tp_overlap_backward_rs if stack is not None else True
+    rs_ok = stack.tp_overlap_backward_rs
     tp_b_ov = (_pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks) if rs_ok else
                _pipelined_exposed(half, ct.layer_gemm_fwd_s - ct.layer_colpar_fwd_s, n_chunks) + colpar_b)
     tp_b = np.where(tp_overlap, tp_b_ov, np.where(t.overlap & async_ok, half + colpar_b, cm.tp_layer_bwd_s))
@@ -216,7 +216,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those (FSDP: its first gather
     # and last reduce-scatter per micro-batch)
-    dp_ov = t.overlap & recipe.dp_overlap & (STACKS[recipe.stack].dp_overlap if recipe.stack in STACKS else True)
+    dp_ov = t.overlap & recipe.dp_overlap & get_stack(recipe.stack).dp_overlap
     fsdp = np.where(dp_ov, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + pp_slow + fsdp
     # every stage's period summed: all the layers with their collectives, the logits, and each

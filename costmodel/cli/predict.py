@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..predict import least_recompute, predict_run
-from ..stacks import STACKS
+from ..stacks import get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      check_format,
                      check_layout_flags, context_line, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -65,7 +65,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     check_layout_flags(lay)
-    stages = STACKS[r.stack].zero_stages if r.stack in STACKS else (lay["zero"],)
+    stages = get_stack(r.stack).zero_stages
     src = ctx.get_parameter_source("zero")
     if (lay["zero"] not in stages or (r.stack == "torchtitan" and lay["zero"] == 1 and lay["pp"] == 1)) and \
             (src is None or src.name in ("DEFAULT", "DEFAULT_MAP")):
@@ -79,7 +79,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
         # the default: on wherever TP > 1 and the stack runs it
-        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and (STACKS[r.stack].sequence_parallel if r.stack in STACKS else True)
+        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
     r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
     with config_origin(sc):
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
