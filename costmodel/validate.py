@@ -216,7 +216,7 @@ def _unrecognised_family(r: dict) -> bool:
     priced as Megatron GPT, an assumption the row report lists."""
     name = r.get("model") or ""
     return not ("BLOOM" in name or "bloom" in (r.get("source_file") or "") or _LLAMA_FAMILY.search(name)
-                or name.upper().startswith("MPT") or re.search(r"GPT|MEGATRON|MT-NLG", name.upper()))
+                or re.match(r"MPT|NEMOTRON", name.upper()) or re.search(r"GPT|MEGATRON|MT-NLG", name.upper()))
 
 
 def row_model(r: dict, stack: Stack) -> ModelSpec:
@@ -228,6 +228,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
       MPTConfig defaults ``learned_pos_emb: true``, ``no_bias: true``, which its benchmark yamls keep:
       the dev set's parameter counts include the seq x d table).
     * BLOOM: GPT-style with ALiBi and no dropout (BigScience tr11 config).
+    * Nemotron-3 and -4: squared-ReLU MLP of the row's ``ffn_hidden``, RoPE, untied output layer, no
+      biases, no dropout (NeMo nemo/collections/llm/gpt/model/nemotron.py NemotronConfig).
     * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
     * an MoE row whose notes give a shared expert ("shared expert (5632)") has one of that width.
     Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
@@ -237,6 +239,7 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     bloom = "BLOOM" in name or "bloom" in (r.get("source_file") or "")
     llama = _LLAMA_FAMILY.search(name) is not None
     mpt = name.upper().startswith("MPT")
+    nemotron = name.lower().startswith("nemotron")
     tp = _int(r, "tp") or 1
     vocab = _int(r, "vocab")
     if stack.pads_vocab:
@@ -244,13 +247,14 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
         vocab = int(math.ceil(vocab / mult) * mult)
     h, heads = _int(r, "hidden"), _int(r, "num_heads")
     experts = _int(r, "num_experts") or 1
-    gpt = not (bloom or llama or mpt)
+    gpt = not (bloom or llama or mpt or nemotron)
     learned = gpt or mpt
     return ModelSpec(
         name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
         ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
         num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
-        activation="silu" if llama else "gelu", tie_embeddings=not llama, num_experts=experts,
+        activation="silu" if llama else "relu2" if nemotron else "gelu", tie_embeddings=not (llama or nemotron),
+        num_experts=experts,
         topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,
         dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"),
         shared_ffn_hidden=(_shared_expert(r) or 0) if experts > 1 else 0)

@@ -384,3 +384,14 @@ def test_a_sweep_of_one_prediction_reports_its_measured_spread():
     r = s["spearman_repeats"]["src|M|8"]
     assert (r["groups"], r["rows"], r["ceiling"]) == (1, 5, None)
     assert r["max_spread_pct"] == pytest.approx(100 * (175 / 154 - 1))
+
+
+def test_nemotron_rows_are_priced_as_nemo_builds_nemotron():
+    # NeMo's NemotronConfig: squared-ReLU MLP, RoPE, no biases, no dropout, untied output layer
+    from costmodel.stacks import get_stack
+    from costmodel.validate import row_model
+    row = dict(model="Nemotron4-340B", num_layers="96", hidden="18432", ffn_hidden="73728", num_heads="96",
+               num_kv_heads="8", vocab="256000", seq_len="4096", tp="8")
+    m = row_model(row, get_stack("nemo"))
+    assert (m.gated, m.learned_positions, m.bias, m.dropout, m.tie_embeddings) == (False, False, False, False, False)
+    assert m.activation == "relu2" and m.ffn_hidden == 73728 and m.num_kv_heads == 8
