@@ -370,7 +370,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     # PP: stride TP*CP*DP; each TP rank sends its 1/TP slice; every GPU of a boundary stage crosses
     pp_stride = t.tp * t.cp * t.dp
     pp_cross = np.minimum(G, pp_stride)
-    scatter = get_stack(recipe.stack).pp_scatter_gather
+    scatter = stack.pp_scatter_gather
     pp_n = act / t.tp if scatter else act        # DeepSpeed's pipeline engine sends it whole
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)

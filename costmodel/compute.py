@@ -170,10 +170,15 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         proj_f, proj_b = proj_f + f_, proj_b + b_
         colpar_f = colpar_f + (f_ if split == "col" else 0.0)
         up_f = up_f + (f_ if split == "col" and k in ups else 0.0)      # MLA's Q / KV up-projections
-    # the cast widths do not depend on fusing: Q, K and V cast the layer input once
+    # the cast widths do not depend on fusing: Q, K and V cast the layer input once.  Of those, a
+    # sequence-parallel all-gather assembles the layer input of the column-parallel (and duplicated
+    # MLA down) projections (forward) and the output gradients of the row-parallel ones (backward)
+    gathered_in = gathered_out = 0.0
     for n, k, split in model.attention_projections():
         gemm_in = gemm_in + (k / tp if split == "row" else k)
         gemm_out = gemm_out + (n / tp if split == "col" else n)
+        gathered_in = gathered_in + (k if split != "row" and k == h else 0.0)
+        gathered_out = gathered_out + (n if split == "row" else 0.0)
     mats_in = 2 if model.gated else 1
     # a gated MLP's gate and up projections: one GEMM of twice the width, or two (fused_gate_up)
     n_up, w_up = (1, mats_in) if fused_up else (mats_in, 1)
@@ -182,15 +187,10 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         return tuple(n_up * x for x in gemm3(m, w_up * width, h, batch))
 
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
-    # widths per token whose GEMM operand a sequence-parallel all-gather assembles: the layer input
-    # of the column-parallel (and duplicated MLA down) projections and of the dense or shared-expert
-    # MLP (forward), the output gradients of the row-parallel projections (backward); the routed
+    # the dense or shared-expert MLP's input and output gradient are gathered too; the routed
     # experts' tokens arrive through the dispatcher instead
-    shared_h = h if model.shared_ffn_hidden else 0.0
-    gathered_in = (sum(k for n, k, split in model.attention_projections() if split != "row" and k == h)
-                   + (1 - fmoe) * h + fmoe * shared_h)
-    gathered_out = (sum(n for n, k, split in model.attention_projections() if split == "row")
-                    + (1 - fmoe) * h + fmoe * shared_h)
+    gathered_mlp = (1 - fmoe) * h + fmoe * (h if model.shared_ffn_hidden else 0.0)
+    gathered_in, gathered_out = gathered_in + gathered_mlp, gathered_out + gathered_mlp
     fc1_f, fc1_b = up_gemm(tok, dw / tp)
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
@@ -333,6 +333,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     peak16 = gpu.peak_flops.get("bf16", gpu.peak_flops.get("fp16"))
     hbm, eta_hbm = gpu.hbm_bytes_per_s, profile.hbm_efficiency
     fmt = gemm_format(recipe.precision)
+    stack = get_stack(recipe.stack)
     wbytes = fmt.operand_bytes if fmt.low else ACT_BYTES
     s = recipe.seq_len
     tp = t.tp.astype(np.float64)
@@ -391,7 +392,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
         cb = cast_bytes(fmt, recipe.fp8_recipe)
         cast_f, cast_b = cb * tok * gemm_in, cb * tok * gemm_out
-        if sp_gather_quantized(fmt, recipe.fp8_recipe, get_stack(recipe.stack)):
+        if sp_gather_quantized(fmt, recipe.fp8_recipe, stack):
             # operands gathered in fp8 are cast on this rank's shard and transposed once gathered
             extra = np.where(t.sp & (t.tp > 1), sp_gather_cast_bytes(fmt, recipe.fp8_recipe, tp) - cb, 0.0) * tok
             cast_f, cast_b = cast_f + extra * w["gathered_in"], cast_b + extra * w["gathered_out"]
@@ -405,7 +406,6 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                      + model.mean_expert_params() / (t.ep * t.etp))
             ew_b = ew_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
 
-    stack = get_stack(recipe.stack)
     if stack.cp_ring_merge:
         # PyTorch's ring attention merges and accumulates in eager fp32 ops (costmodel.ring_attention)
         mf, mb = ring_merge_bytes(cp, tok * model.attn_out_dim / tp, tok * (model.k_dim + model.v_dim) / tp)

@@ -301,10 +301,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         (code, messages): code[i] = -1 for a valid layout, else the index into ``messages`` of the
         first rule layout i breaks.
     """
-    partial = get_stack(recipe.stack).partial_recompute
-    dims = get_stack(recipe.stack).model_parallel
-    stages = get_stack(recipe.stack).zero_stages
-    has_sp = get_stack(recipe.stack).sequence_parallel
+    st = get_stack(recipe.stack)
+    partial, dims, stages, has_sp = st.partial_recompute, st.model_parallel, st.zero_stages, st.sequence_parallel
     rules = [
         ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),

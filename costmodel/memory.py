@@ -95,7 +95,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     core = (t.recompute == 2) | (selective & ("core_attn" in recipe.recomputed))
     full_store = sharded + attn + mlp + np.where(core, 0.0, s2)
     stack = get_stack(recipe.stack)
-    if stack is None or stack.selective_recompute != "op-sac":
+    if stack.selective_recompute != "op-sac":
         mods = np.where(selective, _module_bytes(model, recipe, tok, tp, sp_div, f, load), 0.0)
         fp8 = _te_fp8_saved_bytes(model, recipe, tok, tp, sp_div, selective, f, load) if (
             gemm_format(recipe.precision).low and stack.megatron_family) else 0.0

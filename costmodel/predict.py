@@ -318,7 +318,7 @@ def recompute_options(model: ModelSpec, layout: dict, recipe: Recipe) -> list[tu
     each pipeline chunk (Megatron's block method, on the stacks that have it); full on every layer."""
     stack = get_stack(recipe.stack)
     per_chunk = int(layers_per_stage(model, LayoutTable.from_rows([dict(layout, recompute="none")]))[0]
-                    // layout["vp"]) if stack is None or stack.partial_recompute else 1
+                    // layout["vp"]) if stack.partial_recompute else 1
     sac = not recipe.flash_attention or stack.selective_recompute == "op-sac"
     return ([("none", 0)] + ([("selective", 0)] if sac else [])
             + [("full", n) for n in range(1, per_chunk)] + [("full", 0)])

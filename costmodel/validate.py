@@ -211,12 +211,19 @@ def row_zero(r: dict) -> int | None:
     return None
 
 
-def _unrecognised_family(r: dict) -> bool:
-    """A row whose model name matches none of :func:`row_model`'s families nor GPT itself: it is
-    priced as Megatron GPT, an assumption the row report lists."""
+def row_family(r: dict) -> str:
+    """The architecture family :func:`row_model` prices a row as, from its model name (and source):
+    bloom, llama (Llama, Mistral, Mixtral, Qwen), mpt, nemotron, gpt (GPT, Megatron, MT-NLG), or
+    ``unrecognised`` (priced as Megatron GPT too, an assumption the row report lists)."""
     name = r.get("model") or ""
-    return not ("BLOOM" in name or "bloom" in (r.get("source_file") or "") or _LLAMA_FAMILY.search(name)
-                or re.match(r"MPT|NEMOTRON", name.upper()) or re.search(r"GPT|MEGATRON|MT-NLG", name.upper()))
+    if "BLOOM" in name or "bloom" in (r.get("source_file") or ""):
+        return "bloom"
+    if _LLAMA_FAMILY.search(name):
+        return "llama"
+    for fam in ("mpt", "nemotron"):
+        if name.lower().startswith(fam):
+            return fam
+    return "gpt" if re.search(r"GPT|MEGATRON|MT-NLG", name.upper()) else "unrecognised"
 
 
 def row_model(r: dict, stack: Stack) -> ModelSpec:
@@ -236,10 +243,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     multiple of 128 x TP unless the row already gives a padded size.
     """
     name = r.get("model") or ""
-    bloom = "BLOOM" in name or "bloom" in (r.get("source_file") or "")
-    llama = _LLAMA_FAMILY.search(name) is not None
-    mpt = name.upper().startswith("MPT")
-    nemotron = name.lower().startswith("nemotron")
+    family = row_family(r)
+    bloom, llama, mpt, nemotron = (family == f for f in ("bloom", "llama", "mpt", "nemotron"))
     tp = _int(r, "tp") or 1
     vocab = _int(r, "vocab")
     if stack.pads_vocab:
@@ -247,7 +252,7 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
         vocab = int(math.ceil(vocab / mult) * mult)
     h, heads = _int(r, "hidden"), _int(r, "num_heads")
     experts = _int(r, "num_experts") or 1
-    gpt = not (bloom or llama or mpt or nemotron)
+    gpt = family in ("gpt", "unrecognised")
     learned = gpt or mpt
     return ModelSpec(
         name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
@@ -448,7 +453,7 @@ def _prepare(r: dict, cache: dict):
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
-               + (("arch=megatron-gpt(unrecognised model name)",) if _unrecognised_family(r) else ()))
+               + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ()))
     code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
                           recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
     if code[0] >= 0:

@@ -1,8 +1,8 @@
 """``costmodel predict``: one layout, its full breakdown, power, temperature and energy."""
 from __future__ import annotations
 
-import re
 import dataclasses
+import re
 import sys
 from typing import List, Optional
 
