@@ -93,6 +93,9 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
     latency of each protocol plus steps x (g - 1) hops at the cluster's link latency (one hop for a
     point-to-point send).
     """
+    fits = profile.comm_groups.get(scope, {}).get(coll)
+    if fits:
+        return _group_params(fits, profile.comm_group_size[scope][coll], coll, g, latency_s)
     p = profile.comm[scope][coll]
     measured_on = profile.comm_fabric.get(scope, {}).get(coll)
     if scope == "inter_node" and fabric is not None and measured_on is not None and measured_on != fabric:
@@ -103,6 +106,42 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
     g0 = profile.comm_group_size[scope][coll]
     extra = _STEPS[coll] * (np.asarray(g, dtype=np.float64) - g0) * latency_s
     return p.with_alpha(np.maximum(p.alpha_s + extra, 0.0))
+
+
+def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> CollectiveParams:
+    """Lines of a collective measured at several group sizes (``Profile.comm_groups``), per layout.
+
+    Each group of ``g`` ranks takes the fit of the largest measured size at or below ``g`` among those
+    of the entry's own algorithm (the fit at ``g0``), or the smallest of them below all, with its
+    latency moved by the ring hops between the two sizes as :func:`_params` does; a fit of another
+    algorithm prices only groups of exactly its size (NCCL's ring all-reduce at 2 GPUs, where NVLS
+    is off: NVIDIA/nccl src/transport/nvls.cc ``gpuCount <= 2``).  Smaller groups of one NVSwitch node
+    reach less busbw than the node-wide group (XLA's sm_90 and sm_100 tables: 2-GPU all-gathers
+    ~0.78 of the 8-GPU busbw at 2 GiB), which one group size's fit cannot say.
+    """
+    g = np.asarray(g, dtype=np.float64)
+    gi = (g + 0.5).astype(np.intp)          # group sizes are whole ranks
+    ks = np.arange(int(gi.max(initial=1)) + 1, dtype=np.float64)
+    # each protocol's total latency and efficiency per group size 0..max(g), then one lookup per layout
+    own = next(f.algorithm for f in fits if f.group_size == g0)
+    same = [f for f in fits if f.algorithm == own]
+    sizes = np.array([f.group_size for f in same], dtype=np.float64)
+    pick = np.clip(np.searchsorted(sizes, ks, side="right") - 1, 0, len(same) - 1)
+    base = sizes[pick]
+    names = [nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits)]
+
+    def lines(f, nm):
+        i = f.names.index(nm) if nm in f.names else None
+        return (np.inf, 1.0) if i is None else f.params.absolute_protocols[i]
+    cols = {nm: [np.array([lines(f, nm)[j] for f in same])[pick] for j in (0, 1)] for nm in names}
+    for f in fits:
+        if f.algorithm != own and f.group_size < ks.size:       # exact-size override
+            base[f.group_size] = f.group_size
+            for nm in names:
+                cols[nm][0][f.group_size], cols[nm][1][f.group_size] = lines(f, nm)
+    extra = _STEPS[coll] * (ks - base) * latency_s
+    return CollectiveParams.lines(0.0, tuple((np.take(np.maximum(a + extra, 0.0), gi), np.take(e, gi))
+                                             for a, e in cols.values()))
 
 
 def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,

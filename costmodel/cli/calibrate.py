@@ -256,6 +256,10 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
         for coll, e in ((d.get("comm") or {}).get(scope) or {}).items():
             pr = " ".join(f"{q['name']} {q['alpha_s'] * 1e6:.1f}us/{q['busbw_efficiency']:.3f}" for q in e["protocols"])
             tb.add_row(f"comm.{scope}.{coll}", f"{pr} (g={e.get('group_size')})", quality(e), origin(e))
+            for k, q in (e.get("by_group_size") or {}).items():
+                prk = " ".join(f"{x['name']} {x['alpha_s'] * 1e6:.1f}us/{x['busbw_efficiency']:.3f}" for x in q["protocols"])
+                tb.add_row(f"  by_group_size {k}", f"{prk} (g={k}, {q.get('algorithm', '')})",
+                           quality(q), origin(e))
     for sec in ("power", "thermal"):
         e = d.get(sec)
         if isinstance(e, dict):

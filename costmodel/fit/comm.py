@@ -84,13 +84,40 @@ def warn_sweep_span(name: str, n, report) -> None:
                                "lines are poorly identified; rerun nccl-tests with -b 8 -e 8G -f 2")
 
 
+#: the algorithm label of a calibrated intra-node entry: whatever NCCL picked on the measured machine
+MEASURED_ALGORITHM = "nccl-default (as measured)"
+#: sweep points a smaller group size needs for its own fit (three protocol lines, six parameters)
+MIN_GROUP_POINTS = 8
+
+
+def _smaller_groups(coll: str, sweeps: list, link: float, eff_max: float, report: FitReport) -> dict:
+    """``by_group_size`` entries: one fit per smaller measured group size with enough points (the
+    other sizes stay cross-checks of the entry's hop law).  A 2-GPU all-reduce is labelled ring:
+    NCCL runs no NVLS at <= 2 GPUs (NVIDIA/nccl src/transport/nvls.cc), so it prices only 2-GPU groups
+    (costmodel.comm ``_group_params``)."""
+    by = {}
+    for k, (nk, tk, srck) in sorted(sweeps, key=lambda x: x[0]):
+        if len(nk) < MIN_GROUP_POINTS:
+            report.warnings.append(f"comm.intra_node.{coll}: groups of {k}: {len(nk)} sizes measured, "
+                                   f"{MIN_GROUP_POINTS} needed for their own fit: priced by the hop law")
+            continue
+        pk, tmk, _ = fit_collective(coll, nk, tk, k, link, eff_max if k > 2 else 1.0)
+        fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
+                        link_bytes_per_s=round_sig(link), method=FIT_METHOD)
+        ring = coll == "all_reduce" and k <= 2
+        by[k] = coll_entry(pk, fit, algorithm="ring" if ring else MEASURED_ALGORITHM)
+        report.rows.append((f"comm.intra_node.{coll} (groups of {k})", protocol_text(pk), quality(fit)))
+    return by
+
+
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
                      report: FitReport) -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
 
     Intra-node: :func:`costmodel.fit.primitives.fit_collective` at the largest measured group (the TP
-    group the latencies are anchored to, ``group_size``); the other measured group sizes are
-    reported as a cross-check of the model's group-size law (costmodel/comm.py ``_params``).
+    group the latencies are anchored to, ``group_size``); each smaller measured group size gets its
+    own fit under ``by_group_size`` (:func:`_smaller_groups`), and its error under the entry's
+    group-size law (costmodel/comm.py ``_params``) is reported in ``fit``.
     Inter-node: :func:`hierarchical_time_s` with the intra scope fixed (fitted here or the base's),
     link = the node's NIC bandwidth (``--cluster``) over the ranks per node that cross it; every
     efficiency at most 1.
@@ -124,8 +151,12 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                         link_bytes_per_s=round_sig(link), method=FIT_METHOD + how, **cross)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
-        out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm="nccl-default (as measured)")
+        out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=MEASURED_ALGORITHM)
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
+        if coll != "send_recv":
+            by = _smaller_groups(coll, [(k[1], intra[k]) for k in keys if k[1] != g], link, eff_max, report)
+            if by:
+                out["intra_node"][coll]["by_group_size"] = by
     inter = _coll_points(meas, "inter_node")
     if inter and cluster is None:
         report.warnings.append("comm.inter_node: inter-node measurements present but no --cluster to give the NIC "

@@ -124,10 +124,40 @@ class CollectiveParams:
         object.__setattr__(out, "protocols", self.protocols)
         return out
 
+    @classmethod
+    def lines(cls, alpha_s, protocols) -> "CollectiveParams":
+        """Protocol lines whose latencies and efficiencies may be arrays over layouts (a latency of
+        ``inf`` leaves that protocol out where it is), built without validation: the hot path of
+        costmodel.comm picks each layout's lines from the fits of several group sizes."""
+        out = object.__new__(CollectiveParams)
+        object.__setattr__(out, "alpha_s", alpha_s)
+        object.__setattr__(out, "protocols", tuple(protocols))
+        return out
+
     @property
     def absolute_protocols(self) -> tuple:
         """``((alpha_s + alpha_p, eff_p), ...)``: each protocol's total latency (s) and efficiency."""
         return tuple((self.alpha_s + a, e) for a, e in self.protocols)
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """The lines of one collective measured over groups of one size (a profile's
+    ``comm.<scope>.<coll>.by_group_size`` entry, or the entry itself at its ``group_size``).
+
+    Attributes:
+        group_size: ranks of the measured groups.
+        params: the fitted :class:`CollectiveParams`.
+        names: the NCCL protocol name of each of ``params.protocols``, in order.
+        algorithm: the NCCL algorithm the measurement ran (``ring``, ``nvls``, ...): a fit of another
+            algorithm than the entry's own prices only groups of exactly its size (NCCL switches
+            algorithm by group size, e.g. no NVLS at <= 2 GPUs: NVIDIA/nccl src/transport/nvls.cc).
+    """
+
+    group_size: int
+    params: CollectiveParams
+    names: tuple
+    algorithm: str = ""
 
 
 @dataclass(frozen=True)

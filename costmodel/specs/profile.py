@@ -15,7 +15,7 @@ from ..errors import InputError
 from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
 from .recipe import ATTENTION_KERNELS, kernel_head_dim
 from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, SCALE_OUT_FABRICS,
-                     AttentionKernelParams, CollectiveParams,
+                     AttentionKernelParams, CollectiveParams, GroupFit,
                      GemmParams, PowerParams, ThermalParams)
 
 #: sigma of a normal distribution over its median absolute deviation (Rousseeuw & Croux 1993, JASA 88:1273)
@@ -36,6 +36,9 @@ class Profile:
         comm: scope ('intra_node' | 'inter_node') -> collective -> :class:`CollectiveParams`.
         comm_group_size: scope -> collective -> ranks of the measurement the latencies were fitted at.
         comm_protocols: scope -> collective -> the NCCL protocol names of ``comm``'s protocols, in order.
+        comm_groups: scope -> collective -> :class:`GroupFit` per measured group size, ascending,
+            the entry's own at ``group_size`` among them, for the entries with ``by_group_size``
+            (costmodel.comm ``_group_params`` picks one per group); absent elsewhere.
         comm_fabric: scope -> collective -> the scale-out fabric the entry was measured on (its
             ``fabric`` key: infiniband, roce, efa, ...), or None where the entry does not say (then it
             is taken to be the cluster's own, as a calibration of that cluster is).
@@ -68,6 +71,7 @@ class Profile:
     raw: dict = field(repr=False)
     comm_protocols: dict = field(default_factory=dict, repr=False)
     comm_fabric: dict = field(default_factory=dict, repr=False)
+    comm_groups: dict = field(default_factory=dict, repr=False)
     path: str = ""
     power: PowerParams | None = None
     thermal: ThermalParams | None = None
@@ -133,6 +137,34 @@ FA2_OVER_FA1 = 2.0
 #: time, 18.9% (max 40.0%): "Characterizing Compute-Communication Overlap in GPU-Accelerated
 #: Distributed Deep Learning: Performance and Power Implications", arXiv:2507.03114 (2025), abstract.
 PUBLISHED_OVERLAP_SLOWDOWN = 1.189
+
+
+def _group_fits(p: dict, g0: int, names: tuple, w: str, pre: str) -> tuple:
+    """:class:`GroupFit` per group size of one comm entry: its own at ``g0`` and each of its
+    ``by_group_size`` mapping (group size -> {protocols, algorithm}), ascending.
+
+    Raises:
+        InputError: ``by_group_size`` is not a mapping, a key is not an integer >= 2 or repeats
+            ``group_size``, an entry is not a mapping or has bad ``protocols`` (naming the field).
+    """
+    by = p["by_group_size"]
+    if not isinstance(by, dict) or not by:
+        raise InputError(w, pre + "by_group_size", f"expected a mapping group size -> {{protocols, algorithm}}, got {by!r}")
+    own = str(p.get("algorithm", ""))
+    fits = [GroupFit(g0, CollectiveParams.from_protocols(_protocols(p, w, pre)), names, own)]
+    for key, q in by.items():
+        at = f"{pre}by_group_size.{key}"
+        try:
+            g = int(str(key))
+        except ValueError:
+            g = 0
+        if g < 2 or g == g0:
+            raise InputError(w, at, f"expected an integer group size >= 2 other than group_size {g0}, got {key!r}")
+        if not isinstance(q, dict):
+            raise InputError(w, at, f"expected a mapping with protocols and algorithm, got {q!r}")
+        fits.append(GroupFit(g, CollectiveParams.from_protocols(_protocols(q, w, at + ".")),
+                             tuple(x["name"] for x in q["protocols"]), str(q.get("algorithm", own))))
+    return tuple(sorted(fits, key=lambda f: f.group_size))
 
 
 def _protocols(p: dict, w: str, pre: str) -> list:
@@ -212,7 +244,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                 raise InputError(w, pre + k, e.message) from None
         gemm[dt] = GemmParams(eta_max=_get(g, "eta_max", w, prefix=pre, maximum=1.0), k_half=k_half, launch_s=launch_s,
                               **ints, power_limited=_get_bool(g, "power_limited", w, pre))
-    comm, sizes, names, fabrics = {}, {}, {}, {}
+    comm, sizes, names, fabrics, groups = {}, {}, {}, {}, {}
     c = _sub(d, "comm", w)
     for scope in ("intra_node", "inter_node"):
         s = c.get(scope)
@@ -234,11 +266,14 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             if isinstance(g0, bool) or not isinstance(g0, (int, float)) or not float(g0).is_integer() or g0 < 1:
                 raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
             sizes[scope][coll] = int(g0)
+            if "by_group_size" in p:
+                groups.setdefault(scope, {})[coll] = _group_fits(p, int(g0), names[scope][coll], w, pre)
     return Profile(
         key=path.stem, gpu=_gpu_key(d, w), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
-        comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, raw=d, path=w,
+        comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, comm_groups=groups,
+        raw=d, path=w,
         power=_power(d, w), thermal=_thermal(d, w),
         overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
         else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm, w),

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from .build import Build
 
 H100 = "h100-sxm-80gb"
+#: why the 2-GPU all-reduce is its own algorithm: NCCL turns NVLS off for communicators of <= 2 GPUs
+_RING_AT_2 = ("; NCCL runs no NVLS at <= 2 GPUs (NVIDIA/nccl src/transport/nvls.cc ncclNvlsInit: gpuCount <= 2), "
+              "so 2-GPU groups take this ring fit and larger ones the node-wide fit")
 
 
 # ------------------------------------------------------------------------------------------- intra-node
@@ -52,6 +55,26 @@ def _intra(b: Build, g, coll, parts, keys, algorithm, group_size=8, notes=(), fi
     return p
 
 
+def _by_group(b: Build, g, coll, arch, sizes, algorithm="ring", why="") -> None:
+    """``by_group_size`` fits of ``g``'s intra-node ``coll`` from XLA's rows of smaller groups
+    (``8 // k`` groups of ``k`` at once on one 8-GPU NVSwitch node), each with its fit statistics."""
+    link = b.sheet[g].link
+    by = {}
+    for k in sizes:
+        n, t, _ = xla_coll(b.D, arch, coll, k)
+        p, tm, _ = fit_collective(coll, n, t, k, link)
+        fit = fit_stats(tm, t, [rel("xla_coll")], n, link_bytes_per_s=round_sig(link),
+                        busbw_efficiency_at_max_size=round_sig(effective_busbw(max(n), link, p, coll, k) / link, 3),
+                        method=FIT_METHOD)
+        by[k] = coll_entry(p, fit, algorithm=algorithm)
+        b.summary.append(("intra", g, f"{coll} (groups of {k})", fit_text(p, fit)))
+    entry = b.prof[g]["comm"]["intra_node"][coll]
+    entry["by_group_size"] = by
+    entry["note"] = (entry.get("note", "") + f" by_group_size: XLA {arch} rows of {'/'.join(map(str, sizes))}-GPU "
+                     f"groups ({8 // min(sizes)} groups at once), which reach less busbw than one 8-GPU group{why}.").strip()
+    b.use(g, "xla_coll")
+
+
 def _azure_allreduce(b: Build, sysname):
     d = b.D["azure"][sysname]["nccl"]
     return busbw_points("all_reduce", d["sizes"], d["busbw"], "azure")
@@ -74,6 +97,9 @@ def intra_h100(b: Build) -> None:
                notes=["XLA sm_90 8-GPU table (F32; throughput = size/time = algbw)."
                       + (" collective-permute rows (4 and 8 concurrent pairs) as send/recv; busbw = algbw."
                          if coll == "send_recv" else " Single replica group of 8.")])
+    for coll in ("all_gather", "reduce_scatter", "all_to_all"):
+        _by_group(b, H100, coll, "sm_90", (2, 4))
+    _by_group(b, H100, "all_reduce", "sm_90", (2,), why=_RING_AT_2)
     link = b.sheet[H100].link
     n, t, _ = xla_coll(b.D, "sm_90", "all_reduce")
     ex = np.abs(collective_time_s("all_reduce", n, 8, link, ph) / np.array(t) - 1)
@@ -87,10 +113,10 @@ def intra_h100(b: Build) -> None:
     b.note(H100, f"cross-check (github_issue_excerpts, nccl-tests#212, NVIDIA maintainer): 8x H100 NVLS peak "
                  f"busbw ~480 GB/s; this fit gives {1.75 * 16 * 2 ** 30 / pb / 1e9:.0f} GB/s at 16 GiB.")
     a2a = next(r for r in iss if r.placement == "out-of-place" and r.size_bytes == 524288000)
-    p_a2a = params_of(b.prof[H100]["comm"]["intra_node"]["all_to_all"])
+    p_a2a = params_of(b.prof[H100]["comm"]["intra_node"]["all_to_all"]["by_group_size"][4])
     tm = float(collective_time_s("all_to_all", a2a.size_bytes, 4, link, p_a2a))
     b.note(H100, f"cross-check (nccl#2169): 4x H100 all-to-all 500 MB Ring/Simple busbw {a2a.busbw:.1f} GB/s; "
-                 f"intra all_to_all at group 4 predicts {0.75 * a2a.size_bytes / tm / 1e9:.1f} GB/s.")
+                 f"the intra all_to_all fit of 4-GPU groups predicts {0.75 * a2a.size_bytes / tm / 1e9:.1f} GB/s.")
     p_sr = params_of(b.prof[H100]["comm"]["intra_node"]["send_recv"])
     tm = float(collective_time_s("send_recv", 2 ** 30, 2, link, p_sr))
     b.note(H100, f"cross-check (nccl#1264): p2pBandwidthLatencyTest unidirectional H100 NVLink 371-377 GB/s; "
@@ -121,6 +147,9 @@ def intra_h200(b: Build) -> None:
                ["xla_coll", "mleng_nvls"], "ring",
                notes=[f"XLA sm_90 8-GPU table (measured on H100: same NVLink4/NVSwitch fabric as H200) + the 8x H200 "
                       f"16 GiB all_{coll.split('_')[1]}_perf point ({r[0]['busbw'] / 1e9:.1f} GB/s, ring)."])
+    for coll in ("all_gather", "reduce_scatter"):
+        _by_group(b, "h200-sxm-141gb", coll, "sm_90", (2, 4), why=" (measured on H100: the same NVLink4/NVSwitch fabric)")
+    _by_group(b, "h200-sxm-141gb", "all_reduce", "sm_90", (2,), why=_RING_AT_2)
     for coll in ("all_to_all", "send_recv"):
         b.prof["h200-sxm-141gb"]["comm"]["intra_node"][coll] = dict(
             b.prof[H100]["comm"]["intra_node"][coll], derived_from=f"{H100}:comm.intra_node.{coll}",
@@ -176,6 +205,9 @@ def intra_b200(b: Build) -> None:
         _intra(b, "b200-sxm-180gb", coll, [xla_coll(b.D, "sm_100", coll)], ["xla_coll"],
                "p2p" if coll == "send_recv" else "ring", group_size=2 if coll == "send_recv" else 8,
                notes=["XLA sm_100 8-GPU table (F32; throughput = algbw)."])
+    for coll in ("all_gather", "reduce_scatter", "all_to_all"):
+        _by_group(b, "b200-sxm-180gb", coll, "sm_100", (2, 4))
+    _by_group(b, "b200-sxm-180gb", "all_reduce", "sm_100", (2,), why=_RING_AT_2)
 
 
 def intra_gb200(b: Build) -> None:

@@ -194,10 +194,11 @@ def mamf_point(mamf, accel, dtype):
     return [dict(m=r["m"], n=r["n"], k=r["k"], time_s=2.0 * r["m"] * r["n"] * r["k"] / r["mamf_flops"])]
 
 
-def xla_coll(D, arch, coll):
-    """(n, t, src) of one collective from the XLA table: single group of 8 (all permute rows)."""
+def xla_coll(D, arch, coll, group_size=8):
+    """(n, t, src) of one collective from the XLA table: the rows of ``group_size`` ranks (8 // group_size
+    groups at once, the whole 8-GPU node busy; all permute rows for send_recv)."""
     rows = [r for r in D["xla_coll"][arch] if r["collective"] == coll
-            and (coll == "send_recv" or (r["num_groups"] == 1 and r["group_size"] == 8))]
+            and (coll == "send_recv" or (r["num_groups"] * group_size == 8 and r["group_size"] == group_size))]
     return [r["size_bytes"] for r in rows], [r["time_s"] for r in rows], ["xla_coll"] * len(rows)
 
 
