@@ -88,3 +88,13 @@ def test_bad_group_entries_name_the_field(tmp_path, by, field):
     with pytest.raises(InputError) as e:
         load_profile(str(_with_groups(tmp_path, by)))
     assert f"comm.intra_node.all_gather.{field}" in str(e.value)
+
+
+def test_group_fits_across_nodes_are_refused(tmp_path):
+    d = yaml.safe_load((hardware_dir() / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    d["comm"]["inter_node"]["all_reduce"]["by_group_size"] = {4: d["comm"]["inter_node"]["all_reduce"]}
+    p = tmp_path / "h100-sxm-80gb.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(InputError) as e:
+        load_profile(str(p))
+    assert "comm.inter_node.all_reduce.by_group_size" in str(e.value) and "intra_node" in str(e.value)

@@ -267,6 +267,8 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                 raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
             sizes[scope][coll] = int(g0)
             if "by_group_size" in p:
+                if scope != "intra_node":       # across nodes the group size is the node count: one law
+                    raise InputError(w, pre + "by_group_size", "only comm.intra_node entries take fits per group size")
                 groups.setdefault(scope, {})[coll] = _group_fits(p, int(g0), names[scope][coll], w, pre)
     return Profile(
         key=path.stem, gpu=_gpu_key(d, w), gemm=gemm,
