@@ -59,7 +59,8 @@ def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster
 
 
 def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTIVES, sizes=DEFAULT_SIZES) -> list:
-    """Predicted nccl-tests rows of every collective, inside one node (its GPUs), over one NVLink
+    """Predicted nccl-tests rows of every collective, inside one node (its GPUs, and first each smaller
+    group size the profile has its own fit of), over one NVLink
     domain where it joins several nodes (``ClusterSpec.scale_up_gpus``, e.g. a GB200 NVL72 rack of 18
     trays) and over the cluster.
 
@@ -75,6 +76,10 @@ def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTI
     for coll in collectives:
         if coll not in COLLECTIVES:
             raise InputError("--collective", "", f"{coll!r} is not one of {', '.join(COLLECTIVES)}")
+        # smaller groups of one node the profile measured apart (its by_group_size fits)
+        for k in sorted({f.group_size for f in profile.comm_groups.get("intra_node", {}).get(coll, ())}):
+            if 2 <= k < cluster.gpus_per_node:
+                out += _rows(coll, "intra-node", sizes, k, 1, cluster, profile)
         out += _rows(coll, "intra-node", sizes, cluster.gpus_per_node, 1, cluster, profile)
         dom = cluster.scale_up_gpus // cluster.gpus_per_node
         if 1 < dom < cluster.nodes:

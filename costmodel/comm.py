@@ -111,37 +111,46 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
 def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> CollectiveParams:
     """Lines of a collective measured at several group sizes (``Profile.comm_groups``), per layout.
 
-    Each group of ``g`` ranks takes the fit of the largest measured size at or below ``g`` among those
-    of the entry's own algorithm (the fit at ``g0``), or the smallest of them below all, with its
-    latency moved by the ring hops between the two sizes as :func:`_params` does; a fit of another
-    algorithm prices only groups of exactly its size (NCCL's ring all-reduce at 2 GPUs, where NVLS
-    is off: NVIDIA/nccl src/transport/nvls.cc ``gpuCount <= 2``).  Smaller groups of one NVSwitch node
-    reach less busbw than the node-wide group (XLA's sm_90 and sm_100 tables: 2-GPU all-gathers
-    ~0.78 of the 8-GPU busbw at 2 GiB), which one group size's fit cannot say.
+    Among the fits of the entry's own algorithm (the fit at ``g0``): a measured size takes its fit;
+    between two measured sizes each protocol's latency and time per byte (1 / efficiency) are
+    interpolated in log2 of the group size (a ring's steps; XLA sm_90 all-gather busbw at 2 GiB over
+    2 / 4 / 8 GPUs: 275 / 332 / 352 GB/s, 313 log-interpolated at 4); beyond the largest or below the
+    smallest, the nearest fit with its latency moved by the ring hops in between, as :func:`_params`
+    does.  A fit of another algorithm prices only groups of exactly its size (NCCL's ring all-reduce
+    at 2 GPUs, where NVLS is off: NVIDIA/nccl src/transport/nvls.cc ``gpuCount <= 2``).  Smaller
+    groups of one NVSwitch node reach less busbw than the node-wide group, which one group size's
+    fit cannot say.
     """
     g = np.asarray(g, dtype=np.float64)
     gi = (g + 0.5).astype(np.intp)          # group sizes are whole ranks
     ks = np.arange(int(gi.max(initial=1)) + 1, dtype=np.float64)
-    # each protocol's total latency and efficiency per group size 0..max(g), then one lookup per layout
+    # each protocol's total latency and time per byte per group size 0..max(g), then one lookup per layout
     own = next(f.algorithm for f in fits if f.group_size == g0)
     same = [f for f in fits if f.algorithm == own]
     sizes = np.array([f.group_size for f in same], dtype=np.float64)
-    pick = np.clip(np.searchsorted(sizes, ks, side="right") - 1, 0, len(same) - 1)
-    base = sizes[pick]
+    lo = np.clip(np.searchsorted(sizes, ks, side="right") - 1, 0, len(same) - 1)
+    hi = np.minimum(lo + 1, len(same) - 1)
+    inside = (ks > sizes[0]) & (ks < sizes[-1]) & (ks != sizes[lo])
+    lg, ls = np.log2(np.maximum(ks, 1.0)), np.log2(sizes)
+    w = np.where(inside, (lg - ls[lo]) / np.where(hi > lo, ls[hi] - ls[lo], 1.0), 0.0)
+    base = np.clip(ks, sizes[0], sizes[-1])
     names = [nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits)]
 
     def lines(f, nm):
         i = f.names.index(nm) if nm in f.names else None
-        return (np.inf, 1.0) if i is None else f.params.absolute_protocols[i]
-    cols = {nm: [np.array([lines(f, nm)[j] for f in same])[pick] for j in (0, 1)] for nm in names}
+        return (np.inf, np.inf) if i is None else (lambda a, e: (a, 1.0 / e))(*f.params.absolute_protocols[i])
+    cols = {}
+    for nm in names:
+        t = np.array([lines(f, nm) for f in same])          # (latency s, 1 / efficiency) per measured size
+        cols[nm] = [np.where(w > 0, (1 - w) * t[lo, j] + w * t[hi, j], t[lo, j]) for j in (0, 1)]
     for f in fits:
         if f.algorithm != own and f.group_size < ks.size:       # exact-size override
             base[f.group_size] = f.group_size
             for nm in names:
                 cols[nm][0][f.group_size], cols[nm][1][f.group_size] = lines(f, nm)
     extra = _STEPS[coll] * (ks - base) * latency_s
-    return CollectiveParams.lines(0.0, tuple((np.take(np.maximum(a + extra, 0.0), gi), np.take(e, gi))
-                                             for a, e in cols.values()))
+    return CollectiveParams.lines(0.0, tuple((np.take(np.maximum(a + extra, 0.0), gi), 1.0 / np.take(ie, gi))
+                                             for a, ie in cols.values()))
 
 
 def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,

@@ -48,9 +48,17 @@ def test_two_gpu_all_reduce_is_ring_and_four_gpu_is_nvls():
     assert bus4 > 1.3 * bus2
 
 
-def test_sizes_between_and_above_the_measured_ones_take_the_nearest_below_plus_ring_hops():
+def test_sizes_between_measured_ones_interpolate_in_log2_and_above_take_the_largest_plus_ring_hops():
     lat = DGX.intra_latency_s
-    assert t_us("all_gather", 3, 1.0) == pytest.approx(t_us("all_gather", 2, 1.0) + 1e6 * lat, rel=1e-6)
+    # 3 GPUs: latency and time per byte log2-interpolated between the 2- and 4-GPU fits (w = log2 1.5)
+    w = np.log2(3) - 1
+    fits = {f.group_size: f for f in H100.comm_groups["intra_node"]["all_gather"]}
+    simple = {k: fits[k].params.absolute_protocols[fits[k].names.index("Simple")] for k in (2, 4)}
+    a3 = (1 - w) * simple[2][0] + w * simple[4][0]
+    inv3 = (1 - w) / simple[2][1] + w / simple[4][1]
+    n = 2.0 ** 31
+    assert t_us("all_gather", 3, n) == pytest.approx(1e6 * (a3 + 2 / 3 * n * inv3 / DGX.intra_bytes_per_s), rel=1e-9)
+    assert t_us("all_gather", 2, 1.0) < t_us("all_gather", 3, 1.0) < t_us("all_gather", 4, 1.0)
     # above the node-wide group (an NVL72 domain): the 8-GPU fit plus 8 hops
     fits = H100.comm_groups["intra_node"]["all_gather"]
     link = DGX.intra_bytes_per_s
@@ -83,7 +91,11 @@ def _with_groups(tmp_path, by):
     ({8: {"protocols": [{"name": "LL", "alpha_s": 1e-5, "busbw_efficiency": 0.5}]}}, "by_group_size.8"),
     ({2: "ring"}, "by_group_size.2"),
     ({2: {"protocols": [{"name": "LL", "alpha_s": 1e-5, "busbw_efficiency": -1}]}}, "by_group_size.2.protocols[0]"),
-    ([], "by_group_size")])
+    ([], "by_group_size"),
+    ({2: {"algoritm": "ring", "protocols": [{"name": "LL", "alpha_s": 1e-5, "busbw_efficiency": 0.5}]}},
+     "by_group_size.2.algoritm"),
+    ({2: {"protocols": [{"name": "LL", "alpha_s": 1e-5, "busbw_efficiency": 0.5}]},
+      "2": {"protocols": [{"name": "LL", "alpha_s": 1e-5, "busbw_efficiency": 0.5}]}}, "by_group_size.2")])
 def test_bad_group_entries_name_the_field(tmp_path, by, field):
     with pytest.raises(InputError) as e:
         load_profile(str(_with_groups(tmp_path, by)))
@@ -98,3 +110,19 @@ def test_group_fits_across_nodes_are_refused(tmp_path):
     with pytest.raises(InputError) as e:
         load_profile(str(p))
     assert "comm.inter_node.all_reduce.by_group_size" in str(e.value) and "intra_node" in str(e.value)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c["intra_node"]["all_gather"].update(by_group_sizes={}), "comm.intra_node.all_gather.by_group_sizes"),
+    (lambda c: c["intra_node"].update(by_group_size={}), "comm.intra_node.by_group_size"),
+    (lambda c: c["intra_node"]["send_recv"].update(by_group_size={4: c["intra_node"]["send_recv"]}),
+     "comm.intra_node.send_recv.by_group_size")])
+def test_misplaced_or_misspelt_comm_keys_are_refused(tmp_path, edit, field):
+    """A misspelt key would switch the per-group fits off unseen: refused, naming it."""
+    d = yaml.safe_load((hardware_dir() / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    edit(d["comm"])
+    p = tmp_path / "h100-sxm-80gb.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(InputError) as e:
+        load_profile(str(p))
+    assert field in str(e.value) and len(str(e.value)) < 400

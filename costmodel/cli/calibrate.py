@@ -227,9 +227,11 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     p = load_profile(profile, "calibrate show PROFILE")
     d = p.raw
     con = report.console()
-    tb = Table(title=f"Profile {p.path}", header_style="bold")
+    tb = Table(title=f"Profile {p.path}", header_style="bold",
+               caption="comm protocols: NCCL protocol, latency / asymptotic busbw over the link bandwidth "
+                       "(g = the group size fitted)")
     for col in ("section", "parameters", "fit quality", "origin"):
-        tb.add_column(col)
+        tb.add_column(col, overflow="fold")         # a cut name would hide which entry a row is
 
     def origin(e):
         if e.get("kept_from"):
@@ -255,11 +257,12 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     for scope in ("intra_node", "inter_node"):
         for coll, e in ((d.get("comm") or {}).get(scope) or {}).items():
             pr = " ".join(f"{q['name']} {q['alpha_s'] * 1e6:.1f}us/{q['busbw_efficiency']:.3f}" for q in e["protocols"])
-            tb.add_row(f"comm.{scope}.{coll}", f"{pr} (g={e.get('group_size')})", quality(e), origin(e))
+            g = f" (g={e['group_size']}{', ' + e['algorithm'] if e.get('algorithm') else ''})" if e.get("group_size") else ""
+            tb.add_row(f"comm.{scope}.{coll}", pr + g, quality(e), origin(e))
             for k, q in (e.get("by_group_size") or {}).items():
                 prk = " ".join(f"{x['name']} {x['alpha_s'] * 1e6:.1f}us/{x['busbw_efficiency']:.3f}" for x in q["protocols"])
-                tb.add_row(f"  by_group_size {k}", f"{prk} (g={k}, {q.get('algorithm', '')})",
-                           quality(q), origin(e))
+                tb.add_row(f"comm.{scope}.{coll} groups of {k}",
+                           f"{prk} (g={k}, {q.get('algorithm') or e.get('algorithm', '')})", quality(q), origin(q))
     for sec in ("power", "thermal"):
         e = d.get(sec)
         if isinstance(e, dict):

@@ -167,7 +167,7 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
             report.warnings.append(f"gemm.{dt}: not measured: kept from the base profile {base_path}")
     prof["attention"] = dict(prof.get("attention") or {}, kept_from=base_path)
     report.warnings.append(f"attention: the suite does not time fused attention: kept from the base profile {base_path}")
-    comm = fit_comm_section(meas, gpu, base, cluster, report)
+    comm = fit_comm_section(meas, gpu, base, cluster, report, base_path)
     for scope in ("intra_node", "inter_node"):
         for coll in COLLECTIVES:
             if coll in comm[scope]:

@@ -14,15 +14,20 @@ from .primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, f
 FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}
 
 
-def _short(scope: str, coll: str, n, base: dict, report: FitReport):
+def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     """``(fix, k, method note)`` when ``n`` sizes cannot identify the protocol lines (too few for a full
     fit, or all bandwidth-bound, >= 1 MiB, where only Simple runs), else ``(None, 3, "")``; warns that only
-    one line (Simple) is fitted and the rest comes from the base profile."""
+    one line (Simple) is fitted and the rest comes from the base profile (its fit of ``group`` ranks
+    where it has one, for a ``by_group_size`` entry)."""
     need = FULL_FIT_POINTS[scope]
     bandwidth_only = float(np.min(n)) >= LATENCY_BOUND_BYTES
     if len(n) >= need and not bandwidth_only:
         return None, 3, ""
-    fix, k = short_sweep_fix(params_of(base["comm"][scope][coll]), len(n))
+    entry = base["comm"][scope][coll]
+    if group:                       # YAML keys read back as strings
+        entry = {int(k): e for k, e in (entry.get("by_group_size") or {}).items()}.get(group, entry)
+    fix, k = short_sweep_fix(params_of(entry), len(n))
+    coll = f"{coll} (groups of {group})" if group else coll
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
     why = (f"{len(n)} size(s), fewer than the {need} a protocol fit needs" if len(n) < need else
            f"all {len(n)} sizes are >= 1 MiB (bandwidth-bound: the faster protocols never win there)")
@@ -86,32 +91,44 @@ def warn_sweep_span(name: str, n, report) -> None:
 
 #: the algorithm label of a calibrated intra-node entry: whatever NCCL picked on the measured machine
 MEASURED_ALGORITHM = "nccl-default (as measured)"
-#: sweep points a smaller group size needs for its own fit (three protocol lines, six parameters)
-MIN_GROUP_POINTS = 8
 
 
-def _smaller_groups(coll: str, sweeps: list, link: float, eff_max: float, report: FitReport) -> dict:
-    """``by_group_size`` entries: one fit per smaller measured group size with enough points (the
-    other sizes stay cross-checks of the entry's hop law).  A 2-GPU all-reduce is labelled ring:
-    NCCL runs no NVLS at <= 2 GPUs (NVIDIA/nccl src/transport/nvls.cc), so it prices only 2-GPU groups
-    (costmodel.comm ``_group_params``)."""
+def _algorithm(coll: str, g: int) -> str:
+    """The label of a calibrated entry of ``g`` ranks: ring for a 2-GPU all-reduce (NCCL runs no NVLS at
+    <= 2 GPUs: NVIDIA/nccl src/transport/nvls.cc), so that it prices only 2-GPU groups
+    (costmodel.comm ``_group_params``); NCCL's own choice otherwise."""
+    return "ring" if coll == "all_reduce" and g <= 2 else MEASURED_ALGORITHM
+
+
+def _smaller_groups(coll: str, g0: int, sweeps: list, link: float, eff_max: float, base: dict, base_path: str,
+                    report: FitReport) -> dict:
+    """``by_group_size`` entries: one fit per smaller measured group size, with the entry's own checks
+    (a short or bandwidth-only sweep holds the faster protocols at the base profile's; outliers; a
+    busbw at its bound); the base profile's fits of sizes not measured (other than the entry's own
+    ``g0``) are kept, marked ``kept_from``."""
     by = {}
     for k, (nk, tk, srck) in sorted(sweeps, key=lambda x: x[0]):
-        if len(nk) < MIN_GROUP_POINTS:
-            report.warnings.append(f"comm.intra_node.{coll}: groups of {k}: {len(nk)} sizes measured, "
-                                   f"{MIN_GROUP_POINTS} needed for their own fit: priced by the hop law")
-            continue
-        pk, tmk, _ = fit_collective(coll, nk, tk, k, link, eff_max if k > 2 else 1.0)
+        name = f"comm.intra_node.{coll} (groups of {k})"
+        fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k)
+        ek = eff_max if k > 2 else 1.0
+        pk, tmk, _ = fit_collective(coll, nk, tk, k, link, ek, fix=fix, k=nproto)
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
-                        link_bytes_per_s=round_sig(link), method=FIT_METHOD)
-        ring = coll == "all_reduce" and k <= 2
-        by[k] = coll_entry(pk, fit, algorithm="ring" if ring else MEASURED_ALGORITHM)
-        report.rows.append((f"comm.intra_node.{coll} (groups of {k})", protocol_text(pk), quality(fit)))
-    return by
+                        link_bytes_per_s=round_sig(link), method=FIT_METHOD + how)
+        warn_outliers(name, tmk, tk, srck, report)
+        warn_at_bound(name, pk, ek, report)
+        by[k] = coll_entry(pk, fit, algorithm=_algorithm(coll, k))
+        report.rows.append((name, protocol_text(pk), quality(fit)))
+    base_by = ((base.get("comm") or {}).get("intra_node") or {}).get(coll, {}).get("by_group_size") or {}
+    kept = {int(k): dict(e, kept_from=base_path) for k, e in base_by.items() if int(k) not in by and int(k) != g0}
+    if kept:
+        report.warnings.append(f"comm.intra_node.{coll}: groups of {', '.join(map(str, sorted(kept)))} not measured: "
+                               f"their fits are kept from the base profile {base_path} (the suite's --intra-sizes "
+                               "measures them)")
+    return dict(sorted({**by, **kept}.items()))
 
 
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
-                     report: FitReport) -> dict:
+                     report: FitReport, base_path: str = "the base profile") -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
 
     Intra-node: :func:`costmodel.fit.primitives.fit_collective` at the largest measured group (the TP
@@ -151,12 +168,17 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                         link_bytes_per_s=round_sig(link), method=FIT_METHOD + how, **cross)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
-        out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=MEASURED_ALGORITHM)
+        out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
-        if coll != "send_recv":
-            by = _smaller_groups(coll, [(k[1], intra[k]) for k in keys if k[1] != g], link, eff_max, report)
-            if by:
-                out["intra_node"][coll]["by_group_size"] = by
+        if coll == "send_recv":
+            continue
+        if cluster is not None and gsz < cluster.gpus_per_node:
+            report.warnings.append(f"comm.intra_node.{coll}: groups of at most {gsz} measured: groups of up to "
+                                   f"{cluster.gpus_per_node} are priced by the {gsz}-GPU fit plus ring hops")
+        by = _smaller_groups(coll, gsz, [(k[1], intra[k]) for k in keys if k[1] != g], link, eff_max, base,
+                             base_path, report)
+        if by:
+            out["intra_node"][coll]["by_group_size"] = by
     inter = _coll_points(meas, "inter_node")
     if inter and cluster is None:
         report.warnings.append("comm.inter_node: inter-node measurements present but no --cluster to give the NIC "

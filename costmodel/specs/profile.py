@@ -149,22 +149,45 @@ def _group_fits(p: dict, g0: int, names: tuple, w: str, pre: str) -> tuple:
     """
     by = p["by_group_size"]
     if not isinstance(by, dict) or not by:
-        raise InputError(w, pre + "by_group_size", f"expected a mapping group size -> {{protocols, algorithm}}, got {by!r}")
+        raise InputError(w, pre + "by_group_size", "expected a mapping group size -> {protocols, algorithm}, got "
+                         + _short_repr(by))
     own = str(p.get("algorithm", ""))
-    fits = [GroupFit(g0, CollectiveParams.from_protocols(_protocols(p, w, pre)), names, own)]
+    fits = {g0: GroupFit(g0, CollectiveParams.from_protocols(_protocols(p, w, pre)), names, own)}
     for key, q in by.items():
         at = f"{pre}by_group_size.{key}"
         try:
             g = int(str(key))
         except ValueError:
             g = 0
-        if g < 2 or g == g0:
-            raise InputError(w, at, f"expected an integer group size >= 2 other than group_size {g0}, got {key!r}")
+        if g < 2 or g in fits:
+            raise InputError(w, at, f"expected an integer group size >= 2, once, other than group_size {g0}, "
+                             f"got {key!r}")
         if not isinstance(q, dict):
-            raise InputError(w, at, f"expected a mapping with protocols and algorithm, got {q!r}")
-        fits.append(GroupFit(g, CollectiveParams.from_protocols(_protocols(q, w, at + ".")),
-                             tuple(x["name"] for x in q["protocols"]), str(q.get("algorithm", own))))
-    return tuple(sorted(fits, key=lambda f: f.group_size))
+            raise InputError(w, at, "expected a mapping with protocols and algorithm, got " + _short_repr(q))
+        _known_keys(q, _GROUP_KEYS, w, at + ".")
+        fits[g] = GroupFit(g, CollectiveParams.from_protocols(_protocols(q, w, at + ".")),
+                           tuple(x["name"] for x in q["protocols"]), str(q.get("algorithm", own)))
+    return tuple(fits[g] for g in sorted(fits))
+
+
+#: the keys of a comm entry and of one of its ``by_group_size`` fits (hardware/README.md); a misspelt
+#: one would leave the model's default in force unseen
+_ENTRY_KEYS = ("protocols", "group_size", "algorithm", "fabric", "by_group_size", "fit", "note", "derived_from",
+               "kept_from")
+_GROUP_KEYS = ("protocols", "algorithm", "fit", "note", "derived_from", "kept_from")
+
+
+def _known_keys(d: dict, known: tuple, w: str, pre: str) -> None:
+    """Raises InputError naming the first key of ``d`` not in ``known``."""
+    for k in d:
+        if k not in known:
+            raise InputError(w, f"{pre}{k}", f"unknown key (known: {', '.join(known)})")
+
+
+def _short_repr(v, width: int = 80) -> str:
+    """``repr(v)`` cut to ``width`` characters, for one-line errors."""
+    r = repr(v)
+    return r if len(r) <= width else r[:width - 3] + "..."
 
 
 def _protocols(p: dict, w: str, pre: str) -> list:
@@ -251,6 +274,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         if not isinstance(s, dict):
             raise InputError(w, f"comm.{scope}", "missing section")
         comm[scope], sizes[scope], names[scope], fabrics[scope] = {}, {}, {}, {}
+        _known_keys(s, COLLECTIVES, w, f"comm.{scope}.")
         for coll in COLLECTIVES:
             p = s.get(coll)
             if not isinstance(p, dict):
@@ -266,9 +290,11 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             if isinstance(g0, bool) or not isinstance(g0, (int, float)) or not float(g0).is_integer() or g0 < 1:
                 raise InputError(w, pre + "group_size", f"expected an integer >= 1, got {g0!r}")
             sizes[scope][coll] = int(g0)
+            _known_keys(p, _ENTRY_KEYS, w, pre)
             if "by_group_size" in p:
-                if scope != "intra_node":       # across nodes the group size is the node count: one law
-                    raise InputError(w, pre + "by_group_size", "only comm.intra_node entries take fits per group size")
+                if scope != "intra_node" or coll == "send_recv":   # node counts / a pair: one law each
+                    raise InputError(w, pre + "by_group_size", "only comm.intra_node collectives (not send_recv) "
+                                     "take fits per group size")
                 groups.setdefault(scope, {})[coll] = _group_fits(p, int(g0), names[scope][coll], w, pre)
     return Profile(
         key=path.stem, gpu=_gpu_key(d, w), gemm=gemm,

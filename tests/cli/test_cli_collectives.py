@@ -21,9 +21,12 @@ def test_predicted_table_follows_nccl_tests_conventions():
         f = 2 * (g - 1) / g if r["collective"] == "all_reduce" else (g - 1) / g
         assert abs(r["busbw_gb_s"] - r["algbw_gb_s"] * f) < 1e-6 * max(1.0, r["busbw_gb_s"])
         assert abs(r["algbw_gb_s"] - r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9) < 1e-6 * max(1.0, r["algbw_gb_s"])
-    ar = [r for r in rows if r["collective"] == "all_reduce" and r["scope"] == "intra-node"]
+    ar = [r for r in rows if r["collective"] == "all_reduce" and r["scope"] == "intra-node" and r["ranks"] == 8]
     bus = [r["busbw_gb_s"] for r in ar]
     assert bus == sorted(bus) and 450 < bus[-1] < 1.2 * 450
+    # the profile's own fit of 2-GPU groups comes first: ring (no NVLS at 2 GPUs), under the link rate
+    ar2 = [r["busbw_gb_s"] for r in rows if r["collective"] == "all_reduce" and r["ranks"] == 2]
+    assert len(ar2) == len(bus) and 200 < ar2[-1] < 450
 
 
 def test_compare_reproduces_the_capture_its_profile_was_fitted_on():

@@ -519,3 +519,43 @@ def test_each_measured_group_size_gets_its_own_fit():
     assert t(e["by_group_size"][2], 2) == pytest.approx(161.056e-6, rel=0.05)
     assert e["fit"]["group_2_median_rel_err"] > 0.05
     assert any("groups of 2" in r[0] for r in report.rows)
+
+
+def _xla_allgather_suite(groups, min_bytes=0):
+    from costmodel.readers import read_xla_collective_table
+    rows = [r for r in read_xla_collective_table(PUBLIC / "xla_collective_perf_table_sm90_sm100_8gpu.csv", "sm_90")
+            if r["collective"] == "all_gather" and r["group_size"] * r["num_groups"] == 8]
+    return Measurements(suites=[_suite([dict(kind="collective", collective="all_gather", scope="intra_node",
+                                             group_size=r["group_size"], ranks_per_node=8, n_nodes=1,
+                                             size_bytes=r["size_bytes"], time_s=r["time_s"])
+                                        for r in rows if r["group_size"] in groups and r["size_bytes"] >= min_bytes])],
+                        nccl=[])
+
+
+def test_a_smaller_group_swept_at_large_sizes_only_keeps_the_base_latencies_and_says_so():
+    """4-GPU all-gathers from 64 MiB up only: one line fitted, the faster protocols held at the base
+    profile's 4-GPU fit (its 17 us LL latency, not a free fit's near-zero one), with the same warning
+    the node-wide entry gets."""
+    from costmodel.fit.comm import fit_comm_section
+    base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())
+    meas = _xla_allgather_suite((8,))
+    meas.suites[0].records["collective"] += [r for r in _xla_allgather_suite((4,), 2 ** 26).suites[0]["collective"]]
+    report = FitReport()
+    out = fit_comm_section(meas, load_gpu("h100-sxm-80gb"), base, None, report, "BASE")
+    e4 = out["intra_node"]["all_gather"]["by_group_size"][4]
+    ll = next(q for q in e4["protocols"] if q["name"] == "LL")
+    base_ll = next(q for q in base["comm"]["intra_node"]["all_gather"]["by_group_size"]["4"]["protocols"]
+                   if q["name"] == "LL")
+    assert ll["alpha_s"] == pytest.approx(base_ll["alpha_s"], rel=1e-3)
+    assert any("all_gather (groups of 4): all" in w and ">= 1 MiB" in w for w in report.warnings)
+    assert out["intra_node"]["all_gather"]["by_group_size"][2]["kept_from"] == "BASE"
+
+
+def test_a_node_wide_sweep_alone_keeps_the_base_fits_of_smaller_groups():
+    from costmodel.fit.comm import fit_comm_section
+    base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())
+    report = FitReport()
+    out = fit_comm_section(_xla_allgather_suite((8,)), load_gpu("h100-sxm-80gb"), base, None, report, "BASE")
+    by = out["intra_node"]["all_gather"]["by_group_size"]
+    assert sorted(by) == [2, 4] and all(e["kept_from"] == "BASE" for e in by.values())
+    assert any("groups of 2, 4 not measured" in w for w in report.warnings)

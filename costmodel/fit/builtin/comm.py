@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .build import Build
 
 H100 = "h100-sxm-80gb"
+#: NCCL's algorithm per collective inside a node (all-to-all is grouped point-to-point sends)
+_ALGORITHM = {"all_gather": "ring", "reduce_scatter": "ring", "all_to_all": "p2p", "send_recv": "p2p"}
 #: why the 2-GPU all-reduce is its own algorithm: NCCL turns NVLS off for communicators of <= 2 GPUs
 _RING_AT_2 = ("; NCCL runs no NVLS at <= 2 GPUs (NVIDIA/nccl src/transport/nvls.cc ncclNvlsInit: gpuCount <= 2), "
               "so 2-GPU groups take this ring fit and larger ones the node-wide fit")
@@ -92,13 +94,13 @@ def intra_h100(b: Build) -> None:
                        "are rounded powers of two). NVLS is NCCL's default for one 8x H100 NVSwitch node."])
     for coll in ("all_gather", "reduce_scatter", "all_to_all", "send_recv"):
         _intra(b, H100, coll, [xla_coll(b.D, "sm_90", coll)], ["xla_coll"],
-               "p2p" if coll == "send_recv" else "ring",
+               _ALGORITHM[coll],
                group_size=2 if coll == "send_recv" else 8,
                notes=["XLA sm_90 8-GPU table (F32; throughput = size/time = algbw)."
                       + (" collective-permute rows (4 and 8 concurrent pairs) as send/recv; busbw = algbw."
                          if coll == "send_recv" else " Single replica group of 8.")])
     for coll in ("all_gather", "reduce_scatter", "all_to_all"):
-        _by_group(b, H100, coll, "sm_90", (2, 4))
+        _by_group(b, H100, coll, "sm_90", (2, 4), algorithm=_ALGORITHM[coll])
     _by_group(b, H100, "all_reduce", "sm_90", (2,), why=_RING_AT_2)
     link = b.sheet[H100].link
     n, t, _ = xla_coll(b.D, "sm_90", "all_reduce")
@@ -203,10 +205,10 @@ def intra_b200(b: Build) -> None:
                   "exists for B200, so NCCL's default choice is fitted."])
     for coll in ("all_gather", "reduce_scatter", "all_to_all", "send_recv"):
         _intra(b, "b200-sxm-180gb", coll, [xla_coll(b.D, "sm_100", coll)], ["xla_coll"],
-               "p2p" if coll == "send_recv" else "ring", group_size=2 if coll == "send_recv" else 8,
+               _ALGORITHM[coll], group_size=2 if coll == "send_recv" else 8,
                notes=["XLA sm_100 8-GPU table (F32; throughput = algbw)."])
     for coll in ("all_gather", "reduce_scatter", "all_to_all"):
-        _by_group(b, "b200-sxm-180gb", coll, "sm_100", (2, 4))
+        _by_group(b, "b200-sxm-180gb", coll, "sm_100", (2, 4), algorithm=_ALGORITHM[coll])
     _by_group(b, "b200-sxm-180gb", "all_reduce", "sm_100", (2,), why=_RING_AT_2)
 
 
