@@ -66,7 +66,9 @@ def pipeline_bubble_s(stage_sum_s, slowest_s, vp):
     """The pipeline bubble of a step, s (arrays broadcast): (sum over stages of their period per
     micro-batch - the slowest stage's) / VP (module docstring).  A step is m x ``slowest_s`` plus it.
     Equal stages give (PP - 1) / VP periods, :func:`bubble_periods`."""
-    return np.maximum(stage_sum_s - slowest_s, 0.0) / vp
+    d = stage_sum_s - slowest_s
+    # one stage sums to its own period up to rounding: no bubble, not 5.6e-17 s of one
+    return np.where(d > 1e-9 * slowest_s, d, 0.0) / vp
 
 
 def _pipelined_exposed(comm_s, gemm_s, n_chunks):

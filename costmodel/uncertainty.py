@@ -69,7 +69,8 @@ def step_time_band(breakdown: dict, layout: dict, gpus_per_node: int, profile: P
 
     def coll(c, size, stride):
         scope = "intra_node" if size * stride <= gpus_per_node else "inter_node"
-        return sig.get(f"comm.{scope}.{c}")
+        # a group size the profile fitted on its own has its own residuals
+        return sig.get(f"comm.{scope}.{c}.by_group_size.{size}", sig.get(f"comm.{scope}.{c}"))
     tp, cp, ep, dp, pp = (int(layout.get(k, 1)) for k in ("tp", "cp", "ep", "dp", "pp"))
     gemm = sig.get(f"gemm.{dtype}")
     sources = {

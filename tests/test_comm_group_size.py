@@ -126,3 +126,27 @@ def test_misplaced_or_misspelt_comm_keys_are_refused(tmp_path, edit, field):
     with pytest.raises(InputError) as e:
         load_profile(str(p))
     assert field in str(e.value) and len(str(e.value)) < 400
+
+
+def test_the_band_takes_the_residuals_of_the_group_size_fitted():
+    """A TP2 layout's TP-comm sigma is the 2-GPU all-gather fit's (MAD of its >= 1 MiB residuals), not
+    the 8-GPU one's."""
+    from costmodel.specs.profile import MAD_TO_SIGMA
+    from costmodel.uncertainty import step_time_band
+    raw = H100.raw["comm"]["intra_node"]["all_gather"]
+    s2 = MAD_TO_SIGMA * raw["by_group_size"]["2"]["fit"]["median_rel_err_ge_1MiB"]
+    s8 = MAD_TO_SIGMA * raw["fit"]["median_rel_err_ge_1MiB"]
+    for tp, want in ((2, s2), (8, s8)):
+        band = step_time_band({"tp_comm_s": 1.0}, dict(tp=tp, sp=True), 8, H100, "bf16")
+        assert band.sigma["tp_comm_s"] == pytest.approx(want) and band.fit_rel == pytest.approx(want)
+    assert s2 != s8
+
+
+def test_a_group_fit_residual_that_is_not_a_number_is_refused(tmp_path):
+    d = yaml.safe_load((hardware_dir() / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    d["comm"]["intra_node"]["all_gather"]["by_group_size"]["2"]["fit"]["median_rel_err_ge_1MiB"] = "banana"
+    p = tmp_path / "h100-sxm-80gb.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(InputError) as e:
+        load_profile(str(p))
+    assert "comm.intra_node.all_gather.by_group_size.2.fit.median_rel_err_ge_1MiB" in str(e.value)

@@ -458,7 +458,9 @@ def _fit_sigmas(d: dict, gemm: dict, comm: dict, w: str = "profile") -> dict:
     entries["hbm"] = d.get("hbm")
     for scope, colls in comm.items():
         for coll in colls:
-            entries[f"comm.{scope}.{coll}"] = d["comm"][scope][coll]
+            entries[f"comm.{scope}.{coll}"] = e = d["comm"][scope][coll]
+            for k, q in (e.get("by_group_size") or {}).items():    # keys checked by _group_fits
+                entries[f"comm.{scope}.{coll}.by_group_size.{int(str(k))}"] = q
     for name, e in entries.items():
         f = e.get("fit") if isinstance(e, dict) else None
         for k in ("median_rel_err_ge_1MiB", "median_rel_err"):
