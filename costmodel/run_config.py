@@ -35,6 +35,8 @@ are code, not data, and are refused with that reason.
 """
 from __future__ import annotations
 
+import math
+
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,7 +156,8 @@ def _bool(v) -> bool:
 
 
 def _int(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+    # inf and nan are floats that are no whole number (int(inf) raises OverflowError, not ValueError)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
         raise ValueError(v)
     return int(v)
 
