@@ -254,15 +254,15 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
         if isinstance(e, dict):
             params = " ".join(f"{k} {v}" for k, v in e.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
             tb.add_row(sec, params, quality(e), origin(e))
+    def lines(e):
+        return " ".join(f"{q['name']} {q['alpha_s'] * 1e6:.1f}us/{q['busbw_efficiency']:.3f}" for q in e["protocols"])
     for scope in ("intra_node", "inter_node"):
         for coll, e in ((d.get("comm") or {}).get(scope) or {}).items():
-            pr = " ".join(f"{q['name']} {q['alpha_s'] * 1e6:.1f}us/{q['busbw_efficiency']:.3f}" for q in e["protocols"])
             g = f" (g={e['group_size']}{', ' + e['algorithm'] if e.get('algorithm') else ''})" if e.get("group_size") else ""
-            tb.add_row(f"comm.{scope}.{coll}", pr + g, quality(e), origin(e))
+            tb.add_row(f"comm.{scope}.{coll}", lines(e) + g, quality(e), origin(e))
             for k, q in (e.get("by_group_size") or {}).items():
-                prk = " ".join(f"{x['name']} {x['alpha_s'] * 1e6:.1f}us/{x['busbw_efficiency']:.3f}" for x in q["protocols"])
                 tb.add_row(f"comm.{scope}.{coll} groups of {k}",
-                           f"{prk} (g={k}, {q.get('algorithm') or e.get('algorithm', '')})", quality(q), origin(q))
+                           f"{lines(q)} (g={k}, {q.get('algorithm') or e.get('algorithm', '')})", quality(q), origin(q))
     for sec in ("power", "thermal"):
         e = d.get(sec)
         if isinstance(e, dict):
