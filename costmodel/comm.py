@@ -226,6 +226,7 @@ class MicrobatchComm:
     ep_layer_fwd_s: np.ndarray
     ep_layer_bwd_s: np.ndarray
     pp_p2p_s: np.ndarray
+    tp_regather_s: np.ndarray
 
 
 @dataclass
@@ -250,6 +251,9 @@ class CommTimes(DataParallelComm, MicrobatchComm):
         TP gather, or the allgather dispatcher's collectives) per micro-batch, weighted by the MoE
         layers' share of the layers.
     pp_p2p_s: one stage-boundary send/recv of one micro-batch.
+    tp_regather_s: the part of tp_layer_bwd_s that gathers the column-parallel layers' inputs again
+        for their weight gradients (sequence parallelism on stacks that keep only the shard,
+        costmodel.stacks ``sp_regather_backward``); 0 elsewhere.
     dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
     dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
     fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
@@ -392,14 +396,17 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
         ag = ag + np.where(tp_on & (t.mbs > 1), 2 * gathered / hbm, 0.0)
         rs = rs + np.where(tp_on, 2 * act / hbm, 0.0)
     tp_f = if_sp(2 * (ag + rs), 2 * ar)
-    load = 1.0
+    load, f = 1.0, 0.0
     if model.is_moe:
         # an MoE layer's MLP has no SP all-gather / reduce-scatter: its dispatcher moves the tokens
         # (the EP term below); the attention's stay
         load = run_rank_load(model, recipe, tok, t.tp, t.etp, t.ep)
         f = model.moe_layer_fraction
         tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar)
-    tp_b = tp_f.copy()
+    # the backward gathers QKV's and FC1's inputs again for their weight gradients where the stack
+    # keeps only the sequence shard (costmodel.stacks sp_regather_backward)
+    regather = np.where(t.sp & (t.tp > 1) & stack.sp_regather_backward, (2 - f) * ag, 0.0)
+    tp_b = tp_f + regather
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
     kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES
@@ -423,7 +430,7 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
     pp_p2p = np.where(t.pp > 1, pp_time, 0.0)
-    return MicrobatchComm(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p)
+    return MicrobatchComm(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, regather)
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap")

@@ -14,7 +14,8 @@ boundary sends of an interleaved schedule hide under the next virtual stage's co
 stack overlaps them (:func:`stage_sends_s`), except in the warm-up and flush.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
 (Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed nor under PyTorch's DTensor
-TP, costmodel.stacks), and with
+TP, costmodel.stacks) and, with SP on Megatron and TE, the re-gather of their inputs under their
+input-gradient GEMMs (Stack.sp_regather_backward; the excess over those GEMMs stays exposed), and with
 SP the TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap, torchtitan async TP) as a
 pipeline of TP chunks: each step moves one chunk while the GEMM of the previous one runs, so the
 first chunk of the shorter side stays exposed, max(C, G) + min(C, G) / TP in all (Wang et al.,
@@ -101,10 +102,14 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
     # tp_comm_overlap the rest hides under the remaining backward GEMMs too; a recomputed forward
     # repeats its communication
-    half = 0.5 * cm.tp_layer_bwd_s
+    # the re-gather of the column-parallel inputs (cm.tp_regather_s) runs under their input-gradient
+    # GEMMs, as long as their forward, the input-gradient reduce-scatter under the weight-gradient ones
+    regather = cm.tp_regather_s
+    half = 0.5 * (cm.tp_layer_bwd_s - regather)
     stack = get_stack(recipe.stack)
     async_ok = stack.async_tp_backward
-    colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s), half)
+    colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s)
+                        + np.maximum(0.0, regather - ct.layer_colpar_fwd_s), half + regather)
     # where the overlap leaves the column-parallel input-gradient reduce-scatters alone (torchtitan's
     # async TP, costmodel.stacks), only the row-parallel layers' gradient all-gathers pipeline, under
     # those layers' input-gradient GEMMs (as long as their forward)

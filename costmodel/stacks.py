@@ -258,6 +258,15 @@ class Stack:
             BigScience's Megatron-DeepSpeed (its fork predates it: no such argument in
             bigscience-workshop/Megatron-DeepSpeed megatron/arguments.py) and DeepSpeed with HF
             transformers (no tensor parallelism).
+        sp_regather_backward: with sequence parallelism the column-parallel linears (QKV, FC1) keep
+            only this rank's sequence shard of their input and all-gather it again in the backward
+            for the weight-gradient GEMM, asynchronously under the input-gradient GEMM
+            (Megatron-core's LinearWithGradAccumulationAndAsyncCommunication.backward and Transformer
+            Engine's LayerNormLinear ``ln_out_needs_gather``, NVIDIA/Megatron-LM
+            megatron/core/tensor_parallel/layers.py and NVIDIA/TransformerEngine
+            transformer_engine/pytorch/module/layernorm_linear.py; with TE's userbuffers overlap it
+            is the bulk all-gather under the dgrad GEMM).  False for PyTorch's DTensor TP
+            (torchtitan, llm-foundry): autograd saves the gathered input of each matmul.
         fp8_sp_gather: the fp8 scaling recipes under which the sequence-parallel all-gathers move
             fp8: the layer input is cast on this rank's shard and gathered in fp8, as are the
             row-parallel layers' output gradients in backward (costmodel.formats.sp_gather_quantized).
@@ -293,6 +302,7 @@ class Stack:
     zero_stages: tuple = (0, 1, 2, 3)
     sequence_parallel: bool = True
     fp8_sp_gather: tuple = ()
+    sp_regather_backward: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -342,7 +352,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                               "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
                  sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"),
                  fp8_sp_gather={"megatron": ("delayed", "tensorwise"), "nemo": ("delayed", "tensorwise"),
-                                "torchtitan": ("tensorwise",)}.get(name, ()))
+                                "torchtitan": ("tensorwise",)}.get(name, ()),
+                 sp_regather_backward=name in ("megatron", "megatron-legacy", "nemo"))
 
 
 STACKS = {s.name: s for s in (

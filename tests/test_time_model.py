@@ -485,13 +485,48 @@ def test_torchtitan_tp_backward_reduce_scatters_stay_exposed(h200):
         for ov in (False, True):
             r = Recipe(gbs=2, seq_len=8192, stack=stack, tp_comm_overlap=ov)
             ct, cm = compute_times(m, r, c, p, t), comm_times(m, r, c, p, t)
-            half, colpar, gemm = 0.5 * cm.tp_layer_bwd_s[0], ct.layer_colpar_fwd_s[0], ct.layer_gemm_fwd_s[0]
+            rg = cm.tp_regather_s[0]
+            half, colpar, gemm = 0.5 * (cm.tp_layer_bwd_s[0] - rg), ct.layer_colpar_fwd_s[0], ct.layer_gemm_fwd_s[0]
             got = exposed_layer_comm(r, t, ct, cm)["tp_b"][0]
             if stack == "torchtitan":
+                assert rg == 0.0
                 want = _pipelined_exposed(half, gemm - colpar, 8.0) + half if ov else 2 * half
             else:
-                want = _pipelined_exposed(2 * half, 2 * gemm, 8.0) if ov else half + max(0.0, half - colpar)
+                assert rg > 0.0
+                want = (_pipelined_exposed(2 * half + rg, 2 * gemm, 8.0) if ov
+                        else half + max(0.0, half - colpar) + max(0.0, rg - colpar))
             assert got == pytest.approx(want, rel=1e-12), (stack, ov)
+
+
+def test_sequence_parallel_backward_gathers_column_parallel_inputs_again(h200):
+    """Megatron and Transformer Engine keep the sequence shard of QKV's and FC1's input and
+    all-gather it again in the backward for the weight gradient, under the input-gradient GEMM
+    (Megatron-core layers.py LinearWithGradAccumulationAndAsyncCommunication.backward; TE
+    layernorm_linear.py ln_out_needs_gather): two more all-gathers per layer, exactly the forward's
+    two.  DTensor TP (torchtitan) saves the gathered input: none.  Without SP there is no gather."""
+    from costmodel.comm import comm_times, group_time_s
+    from costmodel.compute import compute_times
+    from costmodel.schedule import exposed_layer_comm
+    c, p = h200
+    m = load_model("llama3-70b")
+    t = layout(tp=8, pp=1, dp=1, mbs=1, sp=True, zero=1)
+    act = 8192 * m.hidden * 2.0
+    ag = group_time_s("all_gather", np.array([act]), np.ones(1), np.array([8]), c, p)[0]
+    r = Recipe(gbs=1, seq_len=8192, stack="megatron")
+    cm = comm_times(m, r, c, p, t)
+    assert cm.tp_regather_s[0] == pytest.approx(2 * ag, rel=1e-12)
+    assert cm.tp_layer_bwd_s[0] == pytest.approx(cm.tp_layer_fwd_s[0] + 2 * ag, rel=1e-12)
+    assert comm_times(m, Recipe(gbs=1, seq_len=8192, stack="torchtitan"), c, p, t).tp_regather_s[0] == 0.0
+    assert comm_times(m, r, c, p, layout(tp=8, pp=1, dp=1, mbs=1, sp=False, zero=1)).tp_regather_s[0] == 0.0
+    # synchronous (overlap off) the gathers add to the exposed backward; async they hide under the
+    # column-parallel input-gradient GEMMs, as long as their forward, and only the excess stays
+    ct = compute_times(m, r, c, p, t)
+    on = exposed_layer_comm(r, t, ct, cm)["tp_b"][0]
+    off = exposed_layer_comm(r, layout(tp=8, pp=1, dp=1, mbs=1, sp=True, zero=1, overlap=False), ct, cm)["tp_b"][0]
+    assert off == pytest.approx(cm.tp_layer_bwd_s[0], rel=1e-12)
+    half = 0.5 * (cm.tp_layer_bwd_s[0] - 2 * ag)
+    colpar = ct.layer_colpar_fwd_s[0]
+    assert on == pytest.approx(half + max(0.0, half - colpar) + max(0.0, 2 * ag - colpar), rel=1e-12)
 
 
 def test_packed_documents_attend_to_themselves_only(h200):
