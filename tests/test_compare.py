@@ -25,6 +25,7 @@ BLOOM_FLAGS = ["--model", "bloom-176b", "--cluster", "jean-zay-a100", "--nodes",
 # seq_length is not visible in the issue-756 excerpt: 2048 is the value at which the model FLOPs per
 # step reproduce the TFLOP/s/GPU that Megatron printed (asserted below); EP 8 with TP 4 and DP 4 fits
 # Megatron-core's expert grid only with the experts unsplit (ETP 1), which compare assumes and says
+MIXTRAL_RETEST = LOGS / "megatron_lm_issue756_turn1_mixtral8x7b_16xH100_tp2_ep8.log"
 MIXTRAL_FLAGS = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--mbs", "1", "--seq-len", "2048"]
 
 
@@ -127,6 +128,25 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert any("overrides the log's argument dump" in w for w in out["warnings"])
     assert m["step_time_s"]["measured"] == pytest.approx(5.4707, abs=1e-4)       # median of iterations 3..73
     # Megatron's printed TFLOP/s/GPU equals model FLOPs / step time at seq_len 2048
+    assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
+
+
+def test_mixtral_retest_takes_its_layout_from_its_start_up_line():
+    """The author's retest (issue 756): TP 2 and DP 8 from its start-up line, the global batch size
+    from its iteration lines, EP 8 with the experts split over TP (Megatron at ba773259: expert TP =
+    TP), the alltoall dispatcher and grouped GEMM from the author's words; Megatron's printed
+    TFLOP/s/GPU matches the model FLOPs of 128 x 2048 tokens over the measured step."""
+    rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--mbs", "1",
+                     "--seq-len", "2048", "--ep", "8", "--etp", "2", "--moe-dispatcher", "alltoall", "--moe-grouped-gemm",
+                     "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    lay = out["layout"]
+    assert (lay["tp"], lay["dp"], lay["ep"], lay["etp"], lay["pp"]) == (2, 8, 8, 2, 1)
+    assert out["origin"]["tp"] == "log" and out["origin"]["gbs"] == "log" and out["origin"]["ep"] == "flag"
+    assert not any("contradict" in w or "refuses" in w for w in out["warnings"])
+    m = metrics(out)
+    assert m["step_time_s"]["measured"] == pytest.approx(5.4707, abs=1e-4)
     assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
 
 

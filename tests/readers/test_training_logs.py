@@ -20,6 +20,7 @@ BLOOM = LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log"
 BLOOM_BROKEN = LOGS / "bloom176b_tr11_readme_broken_record.log"
 MIXTRAL = LOGS / "megatron_lm_issue756_mixtral8x7b_16xH100.log"
 MIXTRAL_TRUNC = LOGS / "megatron_lm_issue756_mixtral8x7b_truncated_last_line.log"
+MIXTRAL_RETEST = LOGS / "megatron_lm_issue756_turn1_mixtral8x7b_16xH100_tp2_ep8.log"
 MCORE_SYN = LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log"
 MDS_SYN = LOGS / "megatron_deepspeed_synthetic_zero1_fp16_skipped.log"
 NEMO2 = LOGS / "nemo2_bionemo_pr740_progress_printer.log"
@@ -38,6 +39,29 @@ def test_every_copy_names_its_source_or_says_synthetic():
 
 
 # ------------------------------------------------------------------------------------------- Megatron-core
+def test_megatron_layout_line_and_iteration_batch_size_without_a_dump():
+    """The retest's start-up line gives TP 2 and DP 8 of 16 GPUs; its dump was not visible, so EP is
+    unknown (a partial dump without the key says nothing), while every iteration line prints the
+    global batch size 128."""
+    log = read_training_log(MIXTRAL_RETEST)
+    lay = log.layout()
+    assert (lay["tp"], lay["dp"], lay["pp"], lay["world_size"]) == (2, 8, 1, 16)
+    assert lay["ep"] is None and lay["gbs"] == 128 and lay["mbs"] is None
+    assert log.iterations.iteration.tolist() == [2, 3, 43, 44, 45, 71, 72, 73]
+    # the first run's dump names EP 8 and its global_batch_size: the dump wins
+    assert read_training_log(MIXTRAL).layout()["ep"] == 8
+
+
+def test_megatron_iteration_batch_size_is_not_read_when_it_ramps(tmp_path):
+    """A batch-size ramp-up prints several global batch sizes: none of them is the run's."""
+    lines = MIXTRAL_RETEST.read_text().splitlines()
+    ramp = [ln.replace("global batch size:   128", "global batch size:    64") if "iteration        2/" in ln else ln
+            for ln in lines]
+    f = tmp_path / "ramp.log"
+    f.write_text("\n".join(ramp) + "\n")
+    assert read_training_log(f).layout()["gbs"] is None
+
+
 def test_megatron_core_mixtral_iterations_and_units():
     log = read_training_log(MIXTRAL)
     assert log.framework == "megatron"
@@ -50,7 +74,7 @@ def test_megatron_core_mixtral_iterations_and_units():
     assert it.lr[i44] == pytest.approx(8.8e-6)
     assert it.loss[i44] == pytest.approx(1.875063)                 # lm loss, not load_balancing_loss
     assert it.global_batch_size[i44] == 128 and it.skipped_iterations[i44] == 0 and it.nan_iterations[i44] == 0
-    assert it.line[i44] == 77 and it.rank[i44] is None
+    assert it.line[i44] == 80 and it.rank[i44] is None
     assert np.isnan(it.samples_per_s).all()
     assert log.errors == []
 
@@ -85,7 +109,7 @@ def test_megatron_core_mixtral_arguments_and_layout():
     assert lay["precision"] == "bf16" and lay["recompute"] == "none"
     assert lay["mbs"] is None and lay["seq_len"] is None and lay["num_layers"] is None  # not visible in the issue
     assert not log.args_complete
-    assert any("starts at line 11 ends without 'end of arguments'" in w for w in log.warnings)
+    assert any("starts at line 14 ends without 'end of arguments'" in w for w in log.warnings)
 
 
 def test_truncated_last_line_is_a_warning_and_keeps_the_rest():

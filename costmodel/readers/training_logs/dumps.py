@@ -160,8 +160,8 @@ def _layout(args, complete=False):
     has_cp_key = "context_parallel_size" in args
     if cp is None and tp is not None and not has_cp_key:
         cp = 1  # Megatron before context parallelism, or NeMo without the key
-    if ep is None and tp is not None and "expert_model_parallel_size" not in args:
-        ep = 1
+    if ep is None and tp is not None and complete and "expert_model_parallel_size" not in args:
+        ep = 1  # a whole dump without the key: a version before expert parallelism
     dp = _int_or_none(get("data_parallel_size"))
     if dp is None and world and tp and pp and cp and world % (tp * pp * cp) == 0:
         dp = world // (tp * pp * cp)

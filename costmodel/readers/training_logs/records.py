@@ -172,8 +172,8 @@ class TrainingLog:
             ``tp`` (tensor_model_parallel_size), ``pp`` (pipeline_model_parallel_size), ``cp``
             (context_parallel_size), ``ep`` (expert_model_parallel_size), ``vp`` (virtual_pipeline_model_parallel_size,
             else num_layers / (PP * num_layers_per_virtual_pipeline_stage), else 1 when the dump shows no
-            interleaving), ``dp`` (data_parallel_size, else world_size / (TP * PP * CP)), ``mbs``, ``gbs``,
-            ``seq_len`` (seq_length / encoder_seq_length), ``recompute`` (``"none" | "selective" | "full"`` from
+            interleaving), ``dp`` (data_parallel_size, else world_size / (TP * PP * CP)), ``mbs``, ``gbs``
+            (global_batch_size, else the one global batch size every iteration line prints), ``seq_len`` (seq_length / encoder_seq_length), ``recompute`` (``"none" | "selective" | "full"`` from
             recompute_granularity, else recompute_activations -> selective, else checkpoint_activations -> full),
             ``sp`` (sequence_parallel), ``zero`` (DeepSpeed zero_stage; use_distributed_optimizer or NeMo's
             distributed_fused_adam -> 1; else 0), ``precision`` (``"fp8" | "bf16" | "fp16" | "fp32"``),
@@ -181,4 +181,10 @@ class TrainingLog:
             ``num_kv_heads`` (num_query_groups when group_query_attention, else num_heads), ``vocab``
             (padded_vocab_size, else vocab_size), ``num_experts``, ``moe_topk``.
         """
-        return _layout(self.args, self.args_complete)
+        out = _layout(self.args, self.args_complete)
+        if out.get("gbs") is None and self.iterations is not None:
+            # Megatron prints "global batch size" on every iteration line; a ramp-up prints several
+            g = np.unique(self.iterations.global_batch_size[np.isfinite(self.iterations.global_batch_size)])
+            if len(g) == 1 and g[0] >= 1 and g[0] == int(g[0]):
+                out["gbs"] = int(g[0])
+        return out
