@@ -153,6 +153,39 @@ def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> Colle
                                              for a, ie in cols.values()))
 
 
+def _protocol_names(profile: Profile, scope: str, coll: str) -> tuple:
+    """The protocol names of :func:`_params`' lines for ``coll``, in their order."""
+    fits = profile.comm_groups.get(scope, {}).get(coll)
+    if fits:
+        return tuple(nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits))
+    return tuple(profile.comm_protocols[scope][coll])
+
+
+def needs_ring_all_reduce(cluster: ClusterSpec, profile: Profile) -> bool:
+    """Whether the profile's intra-node all-reduce was measured as NVLS on NVSwitch nodes while the
+    cluster's GPUs reach each other without an NVSwitch (PCIe, an NVLink bridge or mesh): NVLS
+    reduces in the NVSwitch's multicast memory and NCCL runs it only there (NVIDIA/nccl
+    src/transport/nvls.cc: NVLS needs the CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED NVSwitch fabric),
+    so such a node runs a ring all-reduce."""
+    fits = profile.comm_groups.get("intra_node", {}).get("all_reduce")
+    g0 = profile.comm_group_size["intra_node"]["all_reduce"]
+    own = next((f.algorithm for f in fits if f.group_size == g0), "") if fits else ""
+    return cluster.intra_fabric != "nvswitch" and own == "nvls"
+
+
+def _ring_all_reduce_params(profile: Profile, g, latency_s: float) -> CollectiveParams:
+    """A ring all-reduce over ``g`` ranks as the reduce-scatter and the all-gather it is made of
+    (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC
+    2009; NCCL's ring all-reduce): per protocol the two latencies add and the busbw efficiency is the
+    harmonic mean of the two (the all-reduce's busbw counts each phase's bytes once: 2 (g-1)/g)."""
+    lines = {c: dict(zip(_protocol_names(profile, "intra_node", c),
+                         _params(profile, "intra_node", c, g, latency_s).absolute_protocols))
+             for c in ("reduce_scatter", "all_gather")}
+    rs, ag = lines["reduce_scatter"], lines["all_gather"]
+    return CollectiveParams.lines(0.0, tuple((rs[nm][0] + ag[nm][0], 2.0 / (1.0 / rs[nm][1] + 1.0 / ag[nm][1]))
+                                             for nm in rs if nm in ag))
+
+
 def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,
                  crossing=None):
     """Time of collective ``coll`` of ``n_bytes`` over groups of ``size`` ranks ``stride`` apart.
@@ -179,7 +212,10 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         crossing = np.maximum(crossing, min(G, cluster.nics_per_node))     # the GPU's own NICs at most
     pen, tier_lat = tier_penalty(coll, stride, size, cluster)      # switch tiers above the NICs
     inter_bw = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1) / pen
-    p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
+    if coll == "all_reduce" and needs_ring_all_reduce(cluster, profile):
+        p_in = _ring_all_reduce_params(profile, k, cluster.intra_latency_s)
+    else:
+        p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
     p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s,
                     cluster.inter_fabric)
     if cluster.tiers:

@@ -150,3 +150,43 @@ def test_a_group_fit_residual_that_is_not_a_number_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         load_profile(str(p))
     assert "comm.intra_node.all_gather.by_group_size.2.fit.median_rel_err_ge_1MiB" in str(e.value)
+
+
+@pytest.mark.parametrize("cluster", ["l40s-8x-pcie", "h100-nvl-8x", "jupiter-gh200"])
+def test_nodes_without_an_nvswitch_run_a_ring_all_reduce(cluster):
+    """NVLS reduces in the NVSwitch: PCIe, bridged and mesh nodes run NCCL's ring all-reduce, a
+    reduce-scatter then an all-gather, whatever the profile measured on NVSwitch nodes; its busbw stays
+    below the link (the NVLS fit's 1.044 would have put it above)."""
+    from costmodel.comm import needs_ring_all_reduce
+    c = load_cluster(cluster)
+    p = load_profile(c.gpu.key)
+    assert needs_ring_all_reduce(c, p) and not needs_ring_all_reduce(DGX, H100)
+    g = min(8, c.gpus_per_node)
+    for n in (2.0 ** 20, MIB64, 2.0 ** 30):
+        t = {coll: float(group_time_s(coll, np.array([n]), np.array([1]), np.array([g]), c, p)[0])
+             for coll in ("all_reduce", "reduce_scatter", "all_gather")}
+        assert t["all_reduce"] == pytest.approx(t["reduce_scatter"] + t["all_gather"], rel=0.02)
+        assert 2 * (g - 1) / g * n / t["all_reduce"] < c.intra_bytes_per_s
+    # on the NVSwitch node NVLS beats its own reduce-scatter + all-gather at 1 GiB (461 vs 334 GB/s)
+    big = 2.0 ** 30
+    assert t_us("all_reduce", 8, big) < 0.8 * (t_us("reduce_scatter", 8, big) + t_us("all_gather", 8, big))
+
+
+@pytest.mark.parametrize("coll, algorithm, ok", [("all_gather", "ring", False), ("all_to_all", "p2p", False),
+                                                 ("all_reduce", "nvls", True)])
+def test_a_ring_faster_than_its_link_is_refused(tmp_path, coll, algorithm, ok):
+    """A ring or point-to-point collective's busbw is the traffic on the GPU's own link: an efficiency
+    above 1 is a misfit or a typo, refused naming the field; NVLS reduces in the switch and may exceed
+    the link (8x H100: 480 GB/s busbw over 450 GB/s NVLink)."""
+    d = yaml.safe_load((hardware_dir() / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    e = d["comm"]["intra_node"][coll]
+    assert e["algorithm"] == algorithm
+    e["protocols"][-1]["busbw_efficiency"] = 1.05
+    p = tmp_path / "h100-sxm-80gb.yaml"
+    p.write_text(yaml.safe_dump(d))
+    if ok:
+        assert load_profile(str(p)).comm["intra_node"][coll].protocols[-1][1] == 1.05
+        return
+    with pytest.raises(InputError) as err:
+        load_profile(str(p))
+    assert f"comm.intra_node.{coll}.protocols[" in str(err.value)

@@ -12,6 +12,7 @@ from rich.table import Table
 from .. import report
 from ..collective import COLLECTIVES
 from ..collectives_table import DEFAULT_SIZES, compare_capture, error_summary, predicted_table
+from ..comm import needs_ring_all_reduce
 from ..errors import InputError
 from ..specs import cluster_profile, load_cluster
 
@@ -113,6 +114,10 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         return
     out = report.console()
     out.print(head, highlight=False)
+    if needs_ring_all_reduce(c, p) and "all_reduce" in colls:
+        out.print(f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
+                  f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather",
+                  highlight=False)
     tb = Table(title="nccl-tests / rccl-tests table, " + ("measured vs predicted (out-of-place)" if compare else "predicted"),
                header_style="bold")
     cols = ["collective", "scope", "ranks", "size", "time us", "algbw GB/s", "busbw GB/s"]

@@ -152,7 +152,8 @@ def _group_fits(p: dict, g0: int, names: tuple, w: str, pre: str) -> tuple:
         raise InputError(w, pre + "by_group_size", "expected a mapping group size -> {protocols, algorithm}, got "
                          + _short_repr(by))
     own = str(p.get("algorithm", ""))
-    fits = {g0: GroupFit(g0, CollectiveParams.from_protocols(_protocols(p, w, pre)), names, own)}
+    fits = {g0: GroupFit(g0, CollectiveParams.from_protocols(_protocols(p, w, pre, _eff_max("intra_node", own))),
+                         names, own)}
     for key, q in by.items():
         at = f"{pre}by_group_size.{key}"
         try:
@@ -165,8 +166,9 @@ def _group_fits(p: dict, g0: int, names: tuple, w: str, pre: str) -> tuple:
         if not isinstance(q, dict):
             raise InputError(w, at, "expected a mapping with protocols and algorithm, got " + _short_repr(q))
         _known_keys(q, _GROUP_KEYS, w, at + ".")
-        fits[g] = GroupFit(g, CollectiveParams.from_protocols(_protocols(q, w, at + ".")),
-                           tuple(x["name"] for x in q["protocols"]), str(q.get("algorithm", own)))
+        alg = str(q.get("algorithm", own))
+        fits[g] = GroupFit(g, CollectiveParams.from_protocols(_protocols(q, w, at + ".", _eff_max("intra_node", alg))),
+                           tuple(x["name"] for x in q["protocols"]), alg)
     return tuple(fits[g] for g in sorted(fits))
 
 
@@ -190,12 +192,25 @@ def _short_repr(v, width: int = 80) -> str:
     return r if len(r) <= width else r[:width - 3] + "..."
 
 
-def _protocols(p: dict, w: str, pre: str) -> list:
+#: the busbw efficiency a collective that moves its bytes over the GPU's own links cannot exceed: a
+#: ring or point-to-point collective's busbw is the link traffic per GPU (NVIDIA/nccl-tests
+#: doc/PERFORMANCE.md, "bus bandwidth"), at most the link; only a reduction in the switch (NVLS,
+#: SHARP) exceeds it (:data:`NVLS_EFF_MAX`)
+LINK_EFF_MAX = 1.0
+
+
+def _eff_max(scope: str, algorithm: str) -> float:
+    """The largest busbw efficiency a comm entry of ``algorithm`` in ``scope`` may hold."""
+    return LINK_EFF_MAX if scope == "intra_node" and algorithm in ("ring", "p2p", "tree") else NVLS_EFF_MAX
+
+
+def _protocols(p: dict, w: str, pre: str, maximum: float = NVLS_EFF_MAX) -> list:
     """``[(alpha_s, busbw_efficiency), ...]`` of one comm entry's ``protocols`` list (seconds, ratio).
 
     Raises:
         InputError: the list is missing or empty, an item is not a mapping, a name is not one of
-            LL / LL128 / Simple or repeats, or a value is missing or not positive.
+            LL / LL128 / Simple or repeats, or a value is missing, not positive or above ``maximum``
+            (:func:`_eff_max`: a ring above its link).
     """
     items = p.get("protocols")
     if not isinstance(items, list) or not items:
@@ -213,7 +228,7 @@ def _protocols(p: dict, w: str, pre: str) -> list:
             raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
         seen.add(name)
         out.append((_get(q, "alpha_s", w, "seconds", prefix=at),
-                    _get(q, "busbw_efficiency", w, prefix=at, maximum=NVLS_EFF_MAX)))
+                    _get(q, "busbw_efficiency", w, prefix=at, maximum=maximum)))
     return out
 
 
@@ -280,7 +295,8 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             if not isinstance(p, dict):
                 raise InputError(w, f"comm.{scope}.{coll}", "missing")
             pre = f"comm.{scope}.{coll}."
-            comm[scope][coll] = CollectiveParams.from_protocols(_protocols(p, w, pre))
+            comm[scope][coll] = CollectiveParams.from_protocols(
+                _protocols(p, w, pre, _eff_max(scope, str(p.get("algorithm", "")))))
             names[scope][coll] = tuple(q["name"] for q in p["protocols"])
             fab = p.get("fabric")
             if fab is not None and fab not in SCALE_OUT_FABRICS:

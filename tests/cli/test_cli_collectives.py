@@ -69,3 +69,11 @@ def test_a_capture_without_rank_lines_is_never_given_the_cluster_s_size():
     t4 = REPO / "tests" / "data" / "readers" / "nccl_tests_eks_t4_2nodes_nccl_info.txt"
     assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--compare", str(t4), "--collective", "all_reduce"),
                           "'Tesla T4' (not a catalog GPU)")
+
+
+def test_a_node_without_an_nvswitch_says_its_all_reduce_is_a_ring():
+    """The L40S node meets over PCIe: the profile's NVLS all-reduce cannot run there, and the table
+    says how it prices it instead (and the NVSwitch node says nothing of the kind)."""
+    out = run("collectives", "--cluster", "l40s-8x-pcie", "--collective", "all_reduce").stdout
+    assert "NCCL runs a ring" in out and "pcie" in out
+    assert "NCCL runs a ring" not in run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce").stdout
