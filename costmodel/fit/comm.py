@@ -154,7 +154,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         g = max(k[1] for k in keys)
         n, t, src = intra[next(k for k in keys if k[1] == g)]
         gsz = 2 if coll == "send_recv" else g
-        eff_max = NVLS_EFF_MAX if coll == "all_reduce" else 1.0
+        # only a reduction in the switch (NVLS) may beat the link; a 2-GPU all-reduce is a ring
+        eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
         fix, nproto, how = _short("intra_node", coll, n, base, report)
         p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max, fix=fix, k=nproto)
