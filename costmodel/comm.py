@@ -287,9 +287,10 @@ class CommTimes(DataParallelComm, MicrobatchComm):
         TP gather, or the allgather dispatcher's collectives) per micro-batch, weighted by the MoE
         layers' share of the layers.
     pp_p2p_s: one stage-boundary send/recv of one micro-batch.
-    tp_regather_s: the part of tp_layer_bwd_s that gathers the column-parallel layers' inputs again
-        for their weight gradients (sequence parallelism on stacks that keep only the shard,
-        costmodel.stacks ``sp_regather_backward``); 0 elsewhere.
+    tp_regather_s: the all-gathers of the column-parallel layers' inputs (QKV, FC1) of one layer per
+        micro-batch, which the backward repeats: for their weight gradients where the stack keeps only
+        the sequence shard (costmodel.stacks ``sp_regather_backward``: part of tp_layer_bwd_s), or to
+        recompute them under op-level selective checkpointing (costmodel.schedule); 0 without SP.
     dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
     dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
     fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
@@ -441,8 +442,8 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
         tp_f = if_sp(ag + rs, ar) + (1 - f) * if_sp(ag + rs, ar)
     # the backward gathers QKV's and FC1's inputs again for their weight gradients where the stack
     # keeps only the sequence shard (costmodel.stacks sp_regather_backward)
-    regather = np.where(t.sp & (t.tp > 1) & stack.sp_regather_backward, (2 - f) * ag, 0.0)
-    tp_b = tp_f + regather
+    regather = np.where(t.sp & (t.tp > 1), (2 - f) * ag, 0.0)
+    tp_b = tp_f + (regather if stack.sp_regather_backward else 0.0)
 
     # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
     kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES

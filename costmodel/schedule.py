@@ -86,11 +86,12 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
 
     Returns:
         dict of arrays (len(t)), seconds: ``tp_f, tp_b, cp_f, cp_b, ep_f, ep_b`` (the backward
-        terms include the recomputed forward's comm under full recompute, and the MoE layer's
-        dispatch and combine when selective recompute re-runs it) and ``rec_tp, rec_cp,
-        rec_ep`` (that recomputed part alone, per layer on average: ``rec_frac`` of the layers
-        recompute their forward, :func:`costmodel.layouts.recomputed_fraction`; default 1 under full
-        recompute, else 0).
+        terms include the recomputed forward's comm under full recompute, the MoE layer's
+        dispatch and combine when selective recompute re-runs it, and the input gathers op-level
+        SAC repeats) and ``rec_tp, rec_cp, rec_ep`` (that recomputed part alone, per layer on
+        average: ``rec_frac`` of the layers recompute their forward,
+        :func:`costmodel.layouts.recomputed_fraction`; default 1 under full recompute, else 0), and
+        ``rec_tp_raw``: the recomputed TP collectives before overlap.
     """
     full = np.where(t.recompute == 2, 1.0, 0.0) if rec_frac is None else rec_frac
     tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
@@ -104,9 +105,9 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # repeats its communication
     # the re-gather of the column-parallel inputs (cm.tp_regather_s) runs under their input-gradient
     # GEMMs, as long as their forward, the input-gradient reduce-scatter under the weight-gradient ones
-    regather = cm.tp_regather_s
-    half = 0.5 * (cm.tp_layer_bwd_s - regather)
     stack = get_stack(recipe.stack)
+    regather = cm.tp_regather_s if stack.sp_regather_backward else np.zeros_like(cm.tp_regather_s)
+    half = 0.5 * (cm.tp_layer_bwd_s - regather)
     async_ok = stack.async_tp_backward
     colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s)
                         + np.maximum(0.0, regather - ct.layer_colpar_fwd_s), half + regather)
@@ -122,11 +123,21 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     cp_b = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s), cm.cp_layer_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
     rec = {d: full * v for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
+    rec_tp_raw = full * cm.tp_layer_fwd_s
+    if stack.selective_recompute == "op-sac":
+        # op-level SAC saves no all-gather output (torchtitan activation_checkpoint.py: of the
+        # collectives only reduce-scatter and all-to-all outputs are saved): the recomputed column-
+        # parallel inputs are gathered again, before their matmuls (pipelined with the recomputed
+        # half of them under async TP)
+        sac = np.where(tp_overlap, _pipelined_exposed(cm.tp_regather_s, 0.5 * ct.layer_colpar_fwd_s, n_chunks),
+                       cm.tp_regather_s)
+        rec["tp"] = rec["tp"] + np.where(t.recompute == 1, sac, 0.0)
+        rec_tp_raw = rec_tp_raw + np.where(t.recompute == 1, cm.tp_regather_s, 0.0)
     if "moe" in recipe.recomputed:              # a recomputed MoE layer dispatches and combines again
         rec["ep"] = rec["ep"] + np.where(t.recompute == 1, ep_f, 0.0)
     return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
             "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
-            "rec_ep": rec["ep"]}
+            "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw}
 
 
 @dataclass
@@ -198,7 +209,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
-    cont_b = slow * ((cm.tp_layer_bwd_s + full * cm.tp_layer_fwd_s - tp_b)
+    cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)
                      + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b))
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
     # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than

@@ -266,7 +266,9 @@ class Stack:
             megatron/core/tensor_parallel/layers.py and NVIDIA/TransformerEngine
             transformer_engine/pytorch/module/layernorm_linear.py; with TE's userbuffers overlap it
             is the bulk all-gather under the dgrad GEMM).  False for PyTorch's DTensor TP
-            (torchtitan, llm-foundry): autograd saves the gathered input of each matmul.
+            (torchtitan, llm-foundry): autograd saves the gathered input of each matmul (torchtitan's
+            op-level SAC, which saves no all-gather output, gathers it again to recompute:
+            costmodel.schedule).
         fp8_sp_gather: the fp8 scaling recipes under which the sequence-parallel all-gathers move
             fp8: the layer input is cast on this rank's shard and gathered in fp8, as are the
             row-parallel layers' output gradients in backward (costmodel.formats.sp_gather_quantized).
