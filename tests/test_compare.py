@@ -108,6 +108,7 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     # a Megatron-core dump without expert_tensor_parallel_size predates MoE parallel folding, whose
     # parallel_state refused DP 4 with EP 8: said, since the dump and the layout line cannot be one run
     assert "refuses EP 8 with DP 4 (EP must divide DP)" in out["origin"]["etp"]
+    assert any("may come from different runs" in w and "not be of one run" in w for w in out["warnings"])
     # the router's measured imbalance: Megatron's load_balancing_loss, median 1.0196 over iterations 3..73
     assert out["recipe"]["moe_expert_load_cv"] == pytest.approx(math.sqrt(0.0196), rel=0.01)
     assert out["origin"]["moe_expert_load_cv"].startswith("log: load_balancing_loss (median 1.0196 of the kept")
@@ -148,6 +149,18 @@ def test_mixtral_retest_takes_its_layout_from_its_start_up_line():
     m = metrics(out)
     assert m["step_time_s"]["measured"] == pytest.approx(5.4707, abs=1e-4)
     assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
+
+
+def test_an_moe_log_without_ep_says_ep_was_assumed():
+    """The retest's argument dump was not seen: EP is nowhere in the log, so EP 1 is an assumption,
+    said as such, and named among the settings to pass when the prediction does not fit."""
+    rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--mbs", "1",
+                     "--seq-len", "2048", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["layout"]["ep"] == 1
+    assert any(w.startswith("EP is not in the log") and "pass --ep" in w for w in out["warnings"])
+    assert any("settings not from the log: ep (" in w for w in out["warnings"] if "does not fit" in w)
 
 
 def _mixtral_with(tmp_path, dump: dict, lbl=None) -> Path:

@@ -112,6 +112,9 @@ def compare(
         flags["gbs"] = _gbs_from_local(sc["local_batch_size"], tlog.layout(), flags, cluster, nodes, stack or tlog.framework)
         sc.setdefault("config_where", {})["gbs"] = f"{config}: training.local_batch_size x DP"
     run, m, c = _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack)
+    if m.is_moe and not str(run.origin.get("ep", "")).startswith(("log", "flag", "--config")):
+        warnings.append(f"EP is not in the log (no expert_model_parallel_size seen): EP {run.layout['ep']} assumed "
+                        "for this MoE model; pass --ep if the run used another")
     if config:
         from ..run_config import check_model_dims, read_run_config
         check_model_dims(read_run_config(config), m)
@@ -161,7 +164,7 @@ def compare(
 def _infeasible_note(pred, origin: dict, moe: bool) -> str:
     """The warning of a logged run the model predicts cannot run (out of memory, a GPU past its shutdown
     temperature): the run ran, so a setting the log does not print differs from the one assumed."""
-    keys = ("recompute", "recompute_num_layers", "zero", "mbs", "sp") + (("etp",) if moe else ())
+    keys = ("recompute", "recompute_num_layers", "zero", "mbs", "sp") + (("ep", "etp") if moe else ())
     guessed = [f"{k} ({v})" for k, v in origin.items() if k in keys and not str(v).startswith(("log", "flag"))]
     hint = f"; settings not from the log: {', '.join(guessed)}: pass the ones the run used" if guessed else ""
     return f"the predicted layout does not fit this run ({pred.reason}), yet the logged run ran{hint}"
@@ -299,6 +302,9 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                 run.origin["etp"] += (f"; a Megatron-core without expert_tensor_parallel_size (before MoE parallel "
                                       f"folding, core 0.10) refuses EP {lay['ep']} with DP {lay['dp']} (EP must divide "
                                       "DP): the dump's EP and the logged layout may come from different runs")
+                warnings.append(f"the log's EP {lay['ep']} and its DP {lay['dp']} cannot be one run of a Megatron-core "
+                                "before MoE parallel folding (EP must divide DP): its dump, its layout line and its "
+                                "iterations may come from different runs, and the comparison may not be of one run")
         else:
             lay["etp"] = lay["tp"]
             run.origin["etp"] = "Megatron default (the layout's TP)"
