@@ -186,6 +186,22 @@ def _ring_all_reduce_params(profile: Profile, g, latency_s: float) -> Collective
                                              for nm in rs if nm in ag))
 
 
+def group_link_bytes_per_s(cluster: ClusterSpec, k):
+    """The intra-node bandwidth per GPU (B/s, per direction) a group of ``k`` GPUs of one node can use.
+
+    Through an NVSwitch every GPU reaches any peer at its full NVLink bandwidth.  In a mesh
+    (``intra_node.fabric: nvlink-mesh``) each link joins one pair of GPUs and GPUs do not forward
+    NVLink traffic, so a group reaches only the links to its own members: (k - 1) / (n - 1) of the
+    GPU's bandwidth in an n-GPU full mesh (JUPITER's GH200 node: 450 GB/s over three peers, 150 GB/s
+    per pair, the cluster file's source).  PCIe and xGMI files give the bandwidth a group gets.
+    """
+    bw = cluster.intra_bytes_per_s
+    if cluster.intra_fabric != "nvlink-mesh":
+        return bw
+    peers = max(cluster.scale_up_gpus - 1, 1)
+    return bw * np.minimum(1.0, np.maximum(np.asarray(k, dtype=np.float64) - 1.0, 1.0) / peers)
+
+
 def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile: Profile,
                  crossing=None):
     """Time of collective ``coll`` of ``n_bytes`` over groups of ``size`` ranks ``stride`` apart.
@@ -221,18 +237,19 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
     if cluster.tiers:
         steps = _STEPS[coll] * np.maximum(nn - 1, 1.0) if coll != "send_recv" else 1.0
         p_out = p_out.with_alpha(p_out.alpha_s + steps * tier_lat)
+    intra_bw = group_link_bytes_per_s(cluster, 2 if coll == "send_recv" else k)     # a send: one pair's link
     if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
         g0 = profile.comm_group_size["inter_node"][coll]
         p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric)
         nic = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
-        t = pipelined(collective_time_s(coll, n_bytes, k, cluster.intra_bytes_per_s, p_in),
+        t = pipelined(collective_time_s(coll, n_bytes, k, intra_bw, p_in),
                       sharp_all_reduce_s(n_bytes, k, nn, nic, p_ar, tier_lat),
-                      collective_time_s(coll, 1.0, k, cluster.intra_bytes_per_s, p_in),
+                      collective_time_s(coll, 1.0, k, intra_bw, p_in),
                       sharp_all_reduce_s(1.0, k, nn, nic, p_ar, tier_lat))
     else:
         # over 2 nodes the tree takes the ring's 2 hops at less bandwidth: only more nodes can pick it
         tree = _tree_params(nn, tier_lat, cluster, profile) if coll == "all_reduce" and np.any(nn > 2) else None
-        t = hierarchical_time_s(coll, n_bytes, k, nn, cluster.intra_bytes_per_s, inter_bw, p_in, p_out, tree)
+        t = hierarchical_time_s(coll, n_bytes, k, nn, intra_bw, inter_bw, p_in, p_out, tree)
     if coll == "send_recv":
         return t
     return np.where(np.asarray(size) > 1, t, 0.0)

@@ -190,3 +190,19 @@ def test_a_ring_faster_than_its_link_is_refused(tmp_path, coll, algorithm, ok):
     with pytest.raises(InputError) as err:
         load_profile(str(p))
     assert f"comm.intra_node.{coll}.protocols[" in str(err.value)
+
+
+def test_a_mesh_group_uses_only_the_links_to_its_members():
+    """JUPITER's GH200 node is a full NVLink mesh: 450 GB/s per GPU over three peers, 150 GB/s per
+    pair (the cluster file's source).  GPUs do not forward NVLink traffic, so a 2-GPU group or a
+    pipeline send uses one pair's link, a 3-GPU group two of the three, the node-wide group all;
+    through an NVSwitch every group keeps the GPU's whole bandwidth."""
+    from costmodel.comm import group_link_bytes_per_s
+    c = load_cluster("jupiter-gh200")
+    assert [group_link_bytes_per_s(c, k) for k in (2, 3, 4)] == pytest.approx([150e9, 300e9, 450e9])
+    assert group_link_bytes_per_s(DGX, 2) == DGX.intra_bytes_per_s
+    p = load_profile(c.gpu.key)
+    big = 2.0 ** 30
+    for coll, g, factor in (("all_gather", 2, 0.5), ("reduce_scatter", 2, 0.5), ("send_recv", 2, 1.0)):
+        t = float(group_time_s(coll, np.array([big]), np.array([1]), np.array([g]), c, p)[0])
+        assert factor * big / t < 150e9, coll

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
+from costmodel.comm import group_link_bytes_per_s
 from costmodel.specs import ClusterSpec, GpuSpec
 
 from .measurements import FitReport, Measurements
@@ -100,20 +101,20 @@ def _algorithm(coll: str, g: int) -> str:
     return "ring" if coll == "all_reduce" and g <= 2 else MEASURED_ALGORITHM
 
 
-def _smaller_groups(coll: str, g0: int, sweeps: list, link: float, eff_max: float, base: dict, base_path: str,
+def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, base: dict, base_path: str,
                     report: FitReport) -> dict:
     """``by_group_size`` entries: one fit per smaller measured group size, with the entry's own checks
     (a short or bandwidth-only sweep holds the faster protocols at the base profile's; outliers; a
     busbw at its bound); the base profile's fits of sizes not measured (other than the entry's own
-    ``g0``) are kept, marked ``kept_from``."""
+    ``g0``) are kept, marked ``kept_from``.  ``link_of(k)``: the link bandwidth a group of k uses, B/s."""
     by = {}
     for k, (nk, tk, srck) in sorted(sweeps, key=lambda x: x[0]):
         name = f"comm.intra_node.{coll} (groups of {k})"
         fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k)
         ek = eff_max if k > 2 else 1.0
-        pk, tmk, _ = fit_collective(coll, nk, tk, k, link, ek, fix=fix, k=nproto)
+        pk, tmk, _ = fit_collective(coll, nk, tk, k, link_of(k), ek, fix=fix, k=nproto)
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
-                        link_bytes_per_s=round_sig(link), method=FIT_METHOD + how)
+                        link_bytes_per_s=round_sig(link_of(k)), method=FIT_METHOD + how)
         warn_outliers(name, tmk, tk, srck, report)
         warn_at_bound(name, pk, ek, report)
         by[k] = coll_entry(pk, fit, algorithm=_algorithm(coll, k))
@@ -144,6 +145,13 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
     out = {"intra_node": {}, "inter_node": {}}
     link = gpu.nvlink_bytes_per_s or (cluster.intra_bytes_per_s if cluster else 0.0)
     intra = _coll_points(meas, "intra_node")
+
+    def link_of(k):
+        """The link a group of k GPUs uses: all of it through an NVSwitch, its members' links in a
+        mesh (costmodel.comm.group_link_bytes_per_s), as the prediction prices it."""
+        if cluster is None or not cluster.intra_bytes_per_s:
+            return link
+        return float(link * group_link_bytes_per_s(cluster, k) / cluster.intra_bytes_per_s)
     for coll in COLLECTIVES:
         keys = sorted(k for k in intra if k[0] == coll)
         if not keys:
@@ -158,15 +166,16 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
         fix, nproto, how = _short("intra_node", coll, n, base, report)
-        p, tm, _ = fit_collective(coll, n, t, gsz, link, eff_max, fix=fix, k=nproto)
+        p, tm, _ = fit_collective(coll, n, t, gsz, link_of(gsz), eff_max, fix=fix, k=nproto)
         cross = {}
         for k in keys:
             if k[1] != g:
                 nk, tk, _ = intra[k]
-                tmk = collective_time_s(coll, nk, 2 if coll == "send_recv" else k[1], link, p)
+                kk = 2 if coll == "send_recv" else k[1]
+                tmk = collective_time_s(coll, nk, kk, link_of(kk), p)
                 cross[f"group_{k[1]}_median_rel_err"] = round_sig(np.median(np.abs(tmk / np.array(tk) - 1)), 3)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
-                        link_bytes_per_s=round_sig(link), method=FIT_METHOD + how, **cross)
+                        link_bytes_per_s=round_sig(link_of(gsz)), method=FIT_METHOD + how, **cross)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
@@ -176,7 +185,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         if cluster is not None and gsz < cluster.gpus_per_node:
             report.warnings.append(f"comm.intra_node.{coll}: groups of at most {gsz} measured: groups of up to "
                                    f"{cluster.gpus_per_node} are priced by the {gsz}-GPU fit plus ring hops")
-        by = _smaller_groups(coll, gsz, [(k[1], intra[k]) for k in keys if k[1] != g], link, eff_max, base,
+        by = _smaller_groups(coll, gsz, [(k[1], intra[k]) for k in keys if k[1] != g], link_of, eff_max, base,
                              base_path, report)
         if by:
             out["intra_node"][coll]["by_group_size"] = by
