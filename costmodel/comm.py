@@ -134,7 +134,7 @@ def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> Colle
     lg, ls = np.log2(np.maximum(ks, 1.0)), np.log2(sizes)
     w = np.where(inside, (lg - ls[lo]) / np.where(hi > lo, ls[hi] - ls[lo], 1.0), 0.0)
     base = np.clip(ks, sizes[0], sizes[-1])
-    names = [nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits)]
+    names = _fit_names(fits)
 
     def lines(f, nm):
         i = f.names.index(nm) if nm in f.names else None
@@ -153,12 +153,16 @@ def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> Colle
                                              for a, ie in cols.values()))
 
 
+def _fit_names(fits: tuple) -> tuple:
+    """The protocols any of a collective's group-size fits has, lowest latency first: the lines of
+    :func:`_group_params`."""
+    return tuple(nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits))
+
+
 def _protocol_names(profile: Profile, scope: str, coll: str) -> tuple:
     """The protocol names of :func:`_params`' lines for ``coll``, in their order."""
     fits = profile.comm_groups.get(scope, {}).get(coll)
-    if fits:
-        return tuple(nm for nm in ("LL", "LL128", "Simple") if any(nm in f.names for f in fits))
-    return tuple(profile.comm_protocols[scope][coll])
+    return _fit_names(fits) if fits else tuple(profile.comm_protocols[scope][coll])
 
 
 def needs_ring_all_reduce(cluster: ClusterSpec, profile: Profile) -> bool:
@@ -177,13 +181,21 @@ def _ring_all_reduce_params(profile: Profile, g, latency_s: float) -> Collective
     """A ring all-reduce over ``g`` ranks as the reduce-scatter and the all-gather it is made of
     (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC
     2009; NCCL's ring all-reduce): per protocol the two latencies add and the busbw efficiency is the
-    harmonic mean of the two (the all-reduce's busbw counts each phase's bytes once: 2 (g-1)/g)."""
+    harmonic mean of the two (the all-reduce's busbw counts each phase's bytes once: 2 (g-1)/g).  A
+    group size the profile measured as a ring all-reduce of its own (``by_group_size``, e.g. 2 GPUs)
+    takes that measurement instead."""
     lines = {c: dict(zip(_protocol_names(profile, "intra_node", c),
                          _params(profile, "intra_node", c, g, latency_s).absolute_protocols))
              for c in ("reduce_scatter", "all_gather")}
     rs, ag = lines["reduce_scatter"], lines["all_gather"]
-    return CollectiveParams.lines(0.0, tuple((rs[nm][0] + ag[nm][0], 2.0 / (1.0 / rs[nm][1] + 1.0 / ag[nm][1]))
-                                             for nm in rs if nm in ag))
+    out = {nm: (rs[nm][0] + ag[nm][0], 2.0 / (1.0 / rs[nm][1] + 1.0 / ag[nm][1])) for nm in rs if nm in ag}
+    gi = np.asarray(g)
+    for f in profile.comm_groups.get("intra_node", {}).get("all_reduce", ()):
+        if f.algorithm == "ring" and np.any(gi == f.group_size):
+            own = dict(zip(f.names, f.params.absolute_protocols))
+            out = {nm: tuple(np.where(gi == f.group_size, own[nm][j], v[j]) for j in (0, 1))
+                   if nm in own else (np.where(gi == f.group_size, np.inf, v[0]), v[1]) for nm, v in out.items()}
+    return CollectiveParams.lines(0.0, tuple(out.values()))
 
 
 def group_link_bytes_per_s(cluster: ClusterSpec, k):

@@ -206,3 +206,19 @@ def test_a_mesh_group_uses_only_the_links_to_its_members():
     for coll, g, factor in (("all_gather", 2, 0.5), ("reduce_scatter", 2, 0.5), ("send_recv", 2, 1.0)):
         t = float(group_time_s(coll, np.array([big]), np.array([1]), np.array([g]), c, p)[0])
         assert factor * big / t < 150e9, coll
+
+
+def test_a_ring_all_reduce_the_profile_measured_at_its_size_is_used_as_measured():
+    """Without an NVSwitch the all-reduce is a ring: where the profile has its own ring fit of that
+    group size (the 2-GPU one), that measurement prices it, not the reduce-scatter + all-gather
+    composition; other sizes, in the same vectorised call, keep the composition."""
+    c = load_cluster("l40s-8x-pcie")
+    p = load_profile(c.gpu.key)
+    ring2 = next(f for f in p.comm_groups["intra_node"]["all_reduce"] if f.group_size == 2)
+    assert ring2.algorithm == "ring"
+    n = np.array([MIB64, MIB64])
+    t = group_time_s("all_reduce", n, np.ones(2), np.array([2, 8]), c, p)
+    assert t[0] == pytest.approx(float(collective_time_s("all_reduce", MIB64, 2, c.intra_bytes_per_s, ring2.params)),
+                                 rel=1e-9)
+    parts = sum(group_time_s(x, n[1:], np.ones(1), np.array([8]), c, p)[0] for x in ("reduce_scatter", "all_gather"))
+    assert t[1] == pytest.approx(parts, rel=0.02)
