@@ -89,6 +89,12 @@ def _dtype16(profile: Profile) -> str:
     return next((d for d in ("bf16", "fp16") if d in profile.gemm), "fp8")
 
 
+def kernel_launch_s(profile: Profile) -> float:
+    """One kernel launch, s: the fitted launch term of the profile's 16-bit GEMMs (costmodel.gemm), what
+    every memory-bound kernel pays whatever the GEMMs' format."""
+    return profile.gemm[_dtype16(profile)].launch_s
+
+
 def gemm_dtype(recipe: Recipe) -> str:
     """The profile/datasheet dtype key of the weight GEMMs (costmodel.formats: fp8 and mxfp8 recipes run
     the linear layers at the fp8 rate, nvfp4 at the fp4 rate)."""
@@ -341,7 +347,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     tok = t.mbs * s / cp                        # tokens of this CP rank per micro-batch
     sp_div = np.where(t.sp, tp, 1.0)
     h, q, kv, ffn = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
-    launch = profile.gemm.get(_dtype16(profile), gp).launch_s      # 16-bit kernels whatever the GEMMs' format
+    launch = kernel_launch_s(profile)
 
     def gemm3(m, n, k, batch=1.0, dtype=dt):
         """forward, dgrad and wgrad time of y[m,n] = x[m,k] w[k,n] in ``dtype``."""

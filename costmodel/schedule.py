@@ -41,8 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import CommTimes, stage_params
-from .compute import ComputeTimes
+from .comm import CommTimes, grad_bytes, stage_params
+from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
+from .fsdp_copies import ALL_GATHER_KERNELS, REDUCE_SCATTER_KERNELS, copy_bytes as fsdp_copy_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
@@ -140,6 +141,28 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
             "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw}
 
 
+def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t) -> tuple:
+    """(forward, backward) time of one layer's FSDP2 copies per micro-batch, s (arrays; 0 unless ZeRO-3
+    on a stack whose FSDP copies, costmodel.stacks ``fsdp_copies``): costmodel.fsdp_copies' bytes of
+    the dense part (sharded over DP x CP) and the experts (over the expert-DP group) at the fitted
+    HBM bandwidth, and their kernels' launches."""
+    zero = np.zeros(len(t))
+    if not get_stack(recipe.stack).fsdp_copies:
+        return zero, zero
+    expert = model.mean_expert_params()
+    gb = grad_bytes(recipe)
+    d_f, d_b = fsdp_copy_bytes((model.layer_params() - expert) / t.tp, t.dp * t.cp, ACT_BYTES, gb)
+    e_f, e_b = fsdp_copy_bytes(expert / (t.ep * t.etp), expert_dp(t), ACT_BYTES, gb)
+    bw, launch = cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency, kernel_launch_s(profile)
+    # with EP the experts are a unit of their own, sharded on their own mesh (torchtitan's MoE models'
+    # parallelize: fully_shard of the experts over the DP ranks outside EP)
+    units = 1.0 + ((t.ep > 1) & (expert > 0))
+    on = (t.zero == 3) & (t.dp * t.cp > 1)
+    f = (d_f + e_f) / bw + units * ALL_GATHER_KERNELS * launch
+    b = (d_b + e_b) / bw + units * (ALL_GATHER_KERNELS + REDUCE_SCATTER_KERNELS) * launch
+    return np.where(on, f, 0.0), np.where(on, b, 0.0)
+
+
 @dataclass
 class StepTimes:
     """Step time and its additive breakdown, seconds (arrays over layouts).
@@ -147,7 +170,7 @@ class StepTimes:
     The terms of :data:`BREAKDOWN_TERMS` sum to ``step_time_s``.  ``t_mb_s`` is the slowest
     stage's time per micro-batch, ``fwd_s``/``bwd_s`` its forward/backward parts.
     ``layer_contention_s``: the compute time one layer loses per micro-batch (forward + backward)
-    to the collectives hidden under it; ``step_contention_s``: the same for the DP/FSDP
+    to the collectives hidden under it and to FSDP2's copies around its own (:func:`fsdp_copy_s`); ``step_contention_s``: the same for the DP/FSDP
     communication and the overlapped stage-boundary sends hidden under a step's compute (both
     inside ``breakdown["compute_s"]``).
     ``layer_exposed_comm_s``: the TP, CP and EP communication one layer leaves exposed per
@@ -208,9 +231,11 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
-    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f))
+    # FSDP2's copies around its per-layer collectives run on the compute stream too (costmodel.fsdp_copies)
+    copy_f, copy_b = fsdp_copy_s(model, recipe, cluster, profile, t)
+    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f)) + copy_f
     cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)
-                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b))
+                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b)) + copy_b
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
     # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than
     # the fullest stages, and the slower of the two sets the pace

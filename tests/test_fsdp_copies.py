@@ -1,0 +1,60 @@
+"""FSDP2's copies around its collectives (costmodel.fsdp_copies) and their place in the step."""
+import dataclasses
+
+import pytest
+
+from costmodel.fsdp_copies import copy_bytes
+from costmodel.layouts import microbatches
+from costmodel.predict import predict_table
+from costmodel.schedule import fsdp_copy_s
+from costmodel.specs import load_cluster, load_model, load_profile
+from costmodel.stacks import STACKS, stack_recipe
+
+from conftest import layout
+
+
+def test_copy_bytes_of_a_unit():
+    """1e9 parameters sharded 8 ways, bf16 gather, fp32 reduce: the copy-in reads the fp32 shard and
+    writes it in bf16 (6 B per local element), the copy-out reads and writes every parameter (4 B);
+    the backward gathers again and chunk-cats the bf16 gradients into fp32 (6 B)."""
+    f, b = copy_bytes(1e9, 8, 2.0, 4.0)
+    assert float(f) == pytest.approx(6e9 / 8 + 4e9)
+    assert float(b) == pytest.approx(6e9 / 8 + 4e9 + 6e9)
+
+
+def _llama8b_fsdp(stack, **kw):
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = stack_recipe(STACKS[stack], 16, 8192, "bf16")
+    t = layout(dp=8, mbs=2, zero=3, recompute="selective", **kw)
+    return m, r, c, p, t
+
+
+def test_only_fsdp2_zero3_copies():
+    """torchtitan's FSDP2 copies under ZeRO-3; Megatron's and llm-foundry's (FSDP1) buffers are the
+    parameters' own, and a replicated layout (ZeRO-0) gathers nothing."""
+    m, r, c, p, t = _llama8b_fsdp("torchtitan")
+    f, b = fsdp_copy_s(m, r, c, p, t)
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    params = m.layer_params()                 # 218,112,000 for Llama-3-8B
+    assert params == 218_112_000
+    launch = p.gemm["bf16"].launch_s
+    assert float(f[0]) == pytest.approx((6 * params / 8 + 4 * params) / bw + 2 * launch, rel=1e-9)
+    assert float(b[0]) == pytest.approx((6 * params / 8 + 4 * params + 6 * params) / bw + 3 * launch, rel=1e-9)
+    for stack in ("megatron", "llm-foundry"):
+        assert fsdp_copy_s(*_llama8b_fsdp(stack))[1][0] == 0.0
+    m, r, c, p, _ = _llama8b_fsdp("torchtitan")
+    assert fsdp_copy_s(m, r, c, p, layout(dp=8, mbs=2, zero=0))[1][0] == 0.0
+
+
+def test_the_copies_lengthen_every_layer_of_every_micro_batch(monkeypatch):
+    """The step with the copies exceeds the one without by m x L x (forward + backward copies): they run
+    on the compute stream, between the layer's kernels."""
+    m, r, c, p, t = _llama8b_fsdp("torchtitan")
+    f, b = fsdp_copy_s(m, r, c, p, t)
+    with_copies = float(predict_table(m, r, c, p, t).step_time_s[0])
+    monkeypatch.setitem(STACKS, "torchtitan", dataclasses.replace(STACKS["torchtitan"], fsdp_copies=False))
+    without = float(predict_table(m, r, c, p, t).step_time_s[0])
+    n_mb = float(microbatches(r, t.dp, t.mbs)[0])
+    assert n_mb == 1
+    assert with_copies - without == pytest.approx(n_mb * m.num_layers * float(f[0] + b[0]), rel=1e-6)
