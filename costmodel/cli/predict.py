@@ -102,6 +102,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         print(f"costmodel: note: the energy answer rests on power coefficients of {p.path} that were not fitted on "
               f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)",
               file=sys.stderr)
+    note = _selective_attention_note(m, r, c, p, lay, run)
+    if note:
+        print(f"costmodel: note: {note}", file=sys.stderr)
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:
@@ -143,6 +146,21 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
+
+
+def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
+    """A note where selective recompute re-runs only a fused attention core: the core keeps no s x s
+    scores (its saved output is the projection's input anyway), so the recomputation buys no memory
+    (costmodel.memory) and costs the core's forward in every backward; None elsewhere."""
+    if (lay["recompute"] != "selective" or not r.flash_attention or tuple(r.recomputed) != ("core_attn",)
+            or get_stack(r.stack).selective_recompute == "op-sac"):
+        return None
+    ref = predict_run(m, r, c, p, dict(lay, recompute="none", recompute_num_layers=0), energy=False)
+    saved_gib = (ref.peak_mem_bytes - run.peak_mem_bytes) / 2**30
+    cost_s = run.uncapped_step_time_s - ref.uncapped_step_time_s
+    return (f"--recompute selective re-runs only the attention core here (--recompute-modules core_attn); the "
+            f"fused ({r.attention_kernel}) core keeps no s x s scores, so it saves {saved_gib:.2f} GiB per GPU and "
+            f"costs {cost_s:.3f} s per step: name other modules (--recompute-modules) or use --recompute none")
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

@@ -336,3 +336,20 @@ def test_the_per_gpu_table_says_which_gpus_stand_for_the_rest():
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
     assert "(hottest 8 of 8 listed of 64 GPUs, the other nodes of a stage alike)" in text
+
+
+def test_selective_recompute_of_a_fused_attention_core_says_it_buys_no_memory():
+    """Megatron's selective recompute re-runs the attention core; fused, the core keeps no s x s scores,
+    so the note says it saves nothing and costs the core's forward; with MLP recomputed too, no note."""
+    base = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gbs", "64", "--tp", "2", "--json"]
+    sel = run(*base, "--recompute", "selective")
+    none = run(*base, "--recompute", "none")
+    assert sel.returncode == 0 and none.returncode == 0, sel.stderr + none.stderr
+    a, b = json.loads(sel.stdout), json.loads(none.stdout)
+    note = [ln for ln in sel.stderr.splitlines() if "re-runs only the attention core" in ln]
+    assert len(note) == 1, sel.stderr
+    assert "saves 0.00 GiB" in note[0] and a["peak_mem_bytes"] == b["peak_mem_bytes"]
+    assert f"costs {a['uncapped_step_time_s'] - b['uncapped_step_time_s']:.3f} s" in note[0]
+    assert a["uncapped_step_time_s"] > b["uncapped_step_time_s"]
+    mlp = run(*base, "--recompute", "selective", "--recompute-modules", "core_attn,mlp")
+    assert mlp.returncode == 0 and "re-runs only the attention core" not in mlp.stderr, mlp.stderr
