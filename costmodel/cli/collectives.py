@@ -95,10 +95,10 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
             raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
     c = load_cluster(cluster, None if compare else nodes)
     p = cluster_profile(c, profile)
+    notes = []
     if compare:
         if len(colls) > 1 and collective:
             raise InputError("--collective", "", "name one collective with --compare")
-        notes = []
         t, coll, rpn, nn = _read_capture(compare, collective, nodes, gpus_per_node, c, notes)
         rows = compare_capture(t, c, p, coll, rpn, nn, compare, notes)
         for n in notes:
@@ -108,16 +108,17 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     else:
         rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES), None
         head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
+    ring = ([f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
+             f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather"]
+            if needs_ring_all_reduce(c, p) and (coll == "all_reduce" if compare else "all_reduce" in colls) else [])
     if as_json:
-        print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ,
+        print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))
         return
     out = report.console()
     out.print(head, highlight=False)
-    if needs_ring_all_reduce(c, p) and "all_reduce" in colls:
-        out.print(f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
-                  f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather",
-                  highlight=False)
+    for n in ring:
+        out.print(n, highlight=False)
     tb = Table(title="nccl-tests / rccl-tests table, " + ("measured vs predicted (out-of-place)" if compare else "predicted"),
                header_style="bold")
     cols = ["collective", "scope", "ranks", "size", "time us", "algbw GB/s", "busbw GB/s"]

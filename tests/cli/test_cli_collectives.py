@@ -77,3 +77,6 @@ def test_a_node_without_an_nvswitch_says_its_all_reduce_is_a_ring():
     out = run("collectives", "--cluster", "l40s-8x-pcie", "--collective", "all_reduce").stdout
     assert "NCCL runs a ring" in out and "pcie" in out
     assert "NCCL runs a ring" not in run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce").stdout
+    js = json.loads(run("collectives", "--cluster", "l40s-8x-pcie", "--collective", "all_reduce", "--json").stdout)
+    assert len(js["notes"]) == 1 and "NCCL runs a ring" in js["notes"][0]
+    assert json.loads(run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce", "--json").stdout)["notes"] == []
