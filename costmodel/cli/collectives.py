@@ -17,6 +17,22 @@ from ..errors import InputError
 from ..specs import cluster_profile, load_cluster
 
 
+def _borrowed_fits(p, colls: list) -> list:
+    """One note per scope whose fits of ``colls`` the profile copies from another GPU's (its
+    ``derived_from`` entries): those rows are that GPU's measurement, not this one's."""
+    out = []
+    for scope in ("intra_node", "inter_node"):
+        entries = (p.raw.get("comm") or {}).get(scope) or {}
+        by_src = {}
+        for coll in colls:
+            src = (entries.get(coll) or {}).get("derived_from") if isinstance(entries.get(coll), dict) else None
+            if isinstance(src, str) and ":" in src and src.split(":", 1)[0] != p.key:
+                by_src.setdefault(src.split(":", 1)[0], []).append(coll)
+        out += [f"{scope.replace('_', '-')} {', '.join(cs)}: {p.path}'s fits are copied from {gpu}'s (derived_from), "
+                f"not measured on {p.gpu}; calibrate this cluster to replace them" for gpu, cs in by_src.items()]
+    return out
+
+
 def _fmt_size(n: int) -> str:
     for unit, k in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if n >= k:
@@ -108,9 +124,10 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     else:
         rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES), None
         head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
+    shown = [coll] if compare else colls
     ring = ([f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
              f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather"]
-            if needs_ring_all_reduce(c, p) and (coll == "all_reduce" if compare else "all_reduce" in colls) else [])
+            if needs_ring_all_reduce(c, p) and "all_reduce" in shown else []) + _borrowed_fits(p, shown)
     if as_json:
         print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))
