@@ -69,7 +69,8 @@ class Resolved:
     origin: dict = field(default_factory=dict)
 
 
-def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "megatron") -> Resolved:
+def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "megatron",
+                sources: dict | None = None) -> Resolved:
     """Merge the log's layout (``TrainingLog.layout()``) with flags; flags fill gaps, never contradict.
 
     Args:
@@ -78,6 +79,8 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         log_path: for messages.
         stack: the run's stack (costmodel.stacks): its defaults (:data:`STACK_DEFAULTS`) replace
             Megatron's where neither the dump nor a flag says.
+        sources: key -> where the log gave it (``TrainingLog.layout_sources``: argument dump,
+            start-up lines, iteration lines), for messages; the argument dump where not given.
     Returns:
         :class:`Resolved` (dp is left None when neither says: the caller derives it from the GPUs).
     Raises:
@@ -88,13 +91,14 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
                and k not in STACK_DEFAULTS.get(stack, {})]
     if missing:
         raise InputError(" ".join(f"--{k.replace('_', '-')}" for k in missing), "",
-                         f"not in the log's argument dump ({log_path}): pass {'them' if len(missing) > 1 else 'it'}")
+                         f"not in the log ({log_path}): pass {'them' if len(missing) > 1 else 'it'}")
     out, origin = {}, {}
     for k in LAYOUT_KEYS:
         lv, fv = log_layout.get(k), flags.get(k)
         if fv is not None and lv is not None and differs(fv, lv):
-            raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's argument dump "
-                             f"({log_path}: {k} = {lv!r}); drop the flag, or pass --allow-override to let it win")
+            raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's "
+                             f"{(sources or {}).get(k, 'argument dump')} ({log_path}: {k} = {lv!r}); drop the flag, "
+                             "or pass --allow-override to let it win")
         if fv is not None:
             out[k], origin[k] = fv, ("log" if lv is not None and not differs(fv, lv) else "flag")
         elif lv is not None:
@@ -108,7 +112,7 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         elif k in ASSUMED:
             out[k], origin[k] = ASSUMED[k], "assumed on: communication may hide under compute; the DP overlap is dp_overlap"
         elif k in REQUIRED:
-            raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log's argument dump ({log_path}): pass it")
+            raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log ({log_path}): pass it")
         else:
             out[k], origin[k] = None, "unset"
     lay = {k: out[k] for k in FIELDS}

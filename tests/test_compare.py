@@ -120,7 +120,7 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert out["origin"]["ep"] == "log"
     assert any("the log prints 238.7 TFLOP/s/GPU" in w and "+108%" in w for w in out["warnings"])
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--tp", "8", "--json")
-    assert rc == 2 and "--tp: 8 contradicts the log's argument dump" in se and "--allow-override" in se
+    assert rc == 2 and "--tp: 8 contradicts the log's start-up lines" in se and "--allow-override" in se
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--ep", "4", "--allow-override", "--json")
     assert rc == 0, se
     out = json.loads(so)
@@ -149,6 +149,18 @@ def test_mixtral_retest_takes_its_layout_from_its_start_up_line():
     m = metrics(out)
     assert m["step_time_s"]["measured"] == pytest.approx(5.4707, abs=1e-4)
     assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
+
+
+def test_a_contradicted_value_names_the_lines_that_gave_it():
+    """The retest has no argument dump: its TP comes from its start-up line, its global batch size from
+    its iteration lines; the first run's dump gives EP. Each refusal names its own source."""
+    from costmodel.readers.training_logs import read_megatron_log
+    src = read_megatron_log(MIXTRAL_RETEST).layout_sources()
+    assert (src["tp"], src["dp"], src["gbs"]) == ("start-up lines", "start-up lines", "iteration lines")
+    assert read_megatron_log(MIXTRAL).layout_sources()["ep"] == "argument dump"
+    for flag, value, where in (("--tp", "4", "start-up lines"), ("--gbs", "64", "iteration lines")):
+        rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, *MIXTRAL_FLAGS, flag, value)
+        assert rc == 2 and f"{flag}: {value} contradicts the log's {where}" in se, se
 
 
 def test_an_moe_log_without_ep_says_ep_was_assumed():

@@ -251,14 +251,15 @@ def _gbs_from_local(local: int, ll: dict, flags: dict, cluster: str, nodes, stac
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
     """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
     log's world size; DP derived when neither says.  Returns (Resolved, ModelSpec, ClusterSpec)."""
-    ll = tlog.layout()
+    ll, sources = tlog.layout(), tlog.layout_sources()
     if allow_override:
         for k, v in flags.items():
             if v is not None and ll.get(k) is not None and ll[k] != v:
-                warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's argument dump ({k} = {ll[k]!r})")
+                warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's {sources.get(k, 'argument dump')} "
+                                f"({k} = {ll[k]!r})")
                 ll[k] = None
     _ask_once(ll, flags, model, nodes, stack or tlog.framework, log)
-    run = resolve_run(ll, flags, log, stack or tlog.framework)
+    run = resolve_run(ll, flags, log, stack or tlog.framework, sources)
     if model:
         m = load_model(model)
         check_model(m, ll, model, log)

@@ -37,7 +37,8 @@ def _arg_value(s: str):
 
 
 def _megatron_args(segs, path, warnings):
-    """``(args, complete)`` from the argument dump and the start-up summary lines."""
+    """``(args, complete, startup)`` from the argument dump and the start-up summary lines; ``startup``:
+    the names only the start-up lines gave."""
     args, summary = {}, {}
     complete = False
     i = 0
@@ -78,9 +79,10 @@ def _megatron_args(segs, path, warnings):
         if p:
             summary.setdefault("padded_vocab_size", int(p.group(1)))
         i += 1
+    startup = frozenset(k for k in summary if k not in args)
     for k, v in summary.items():
         args.setdefault(k, v)
-    return args, complete
+    return args, complete, startup
 
 
 def _nemo_config(segs, path, warnings):

@@ -159,7 +159,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
 
     log = TrainingLog(path=str(path), framework=kind, warnings=warnings, errors=errors)
     if kind == "megatron":
-        log.args, log.args_complete = _megatron_args(segs, path, warnings)
+        log.args, log.args_complete, log.startup_args = _megatron_args(segs, path, warnings)
         if (mds_keys or log.args.get("deepspeed") is True or "zero_stage" in log.args
                 or framework == "megatron-deepspeed"):
             log.framework = "megatron-deepspeed"

@@ -111,6 +111,13 @@ class Iterations:
         return Iterations(**cols)
 
 
+#: layout keys -> the arguments they are read from, first found first (dumps._layout)
+_KEY_ARGS = {"tp": ("tensor_model_parallel_size",), "pp": ("pipeline_model_parallel_size",),
+             "cp": ("context_parallel_size",), "ep": ("expert_model_parallel_size",),
+             "dp": ("data_parallel_size", "world_size"), "world_size": ("world_size",),
+             "gbs": ("global_batch_size",)}
+
+
 @dataclass
 class TrainingLog:
     """A parsed training log.
@@ -131,6 +138,7 @@ class TrainingLog:
             an unclosed argument dump or a warm-up rule that would have discarded everything.
         args_complete: True when the whole argument dump was read (Megatron ``end of arguments`` seen, or a NeMo
             config); then a key missing from it means the framework version lacks the feature.
+        startup_args: the names of ``args`` that only Megatron's start-up lines gave (no dump line).
     """
 
     path: str
@@ -141,6 +149,7 @@ class TrainingLog:
     kept: np.ndarray = None
     warmup: str = ""
     args_complete: bool = False
+    startup_args: frozenset = frozenset()
     errors: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
 
@@ -164,6 +173,23 @@ class TrainingLog:
         return {"n": len(it), "step_time_s": Spread.of(it.step_time_s), "tflops_per_gpu": Spread.of(it.tflops_per_gpu),
                 "tokens_per_s_per_gpu": Spread.of(it.tokens_per_s_per_gpu),
                 "samples_per_s": Spread.of(it.samples_per_s)}
+
+    def layout_sources(self) -> dict:
+        """Where each value of :meth:`layout` was read, for messages: layout key -> ``"argument dump"``
+        (NeMo: ``"config"``), ``"start-up lines"`` (Megatron's ``using world size ...`` line, no dump
+        line) or ``"iteration lines"`` (the global batch size they print); keys :meth:`layout` leaves
+        None are absent."""
+        dump = "config" if self.framework == "nemo" else "argument dump"
+        out = {}
+        for k, v in self.layout().items():
+            if v is None:
+                continue
+            names = [n for n in _KEY_ARGS.get(k, ()) if self.args.get(n) is not None]
+            if k == "gbs" and not names:
+                out[k] = "iteration lines"
+            else:
+                out[k] = "start-up lines" if names and names[0] in self.startup_args else dump
+        return out
 
     def layout(self) -> dict:
         """The run's layout and model size from ``args``, in the project's field names.
