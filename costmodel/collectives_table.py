@@ -58,29 +58,34 @@ def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster
             for s, ti in zip(n, t)]
 
 
-def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTIVES, sizes=DEFAULT_SIZES) -> list:
+def predicted_table(cluster: ClusterSpec, profile: Profile, collectives=COLLECTIVES, sizes=DEFAULT_SIZES,
+                    ranks=None) -> list:
     """Predicted nccl-tests rows of every collective, inside one node (its GPUs, and first each smaller
-    group size the profile has its own fit of), over one NVLink
+    group size the profile has its own fit of, or the group sizes ``ranks`` names), over one NVLink
     domain where it joins several nodes (``ClusterSpec.scale_up_gpus``, e.g. a GB200 NVL72 rack of 18
     trays) and over the cluster.
 
     Args:
         cluster: the cluster (its node count sets the cluster-wide scope; one node gives one scope).
         profile: fitted parameters.  collectives: names of :data:`COLLECTIVES`.  sizes: bytes.
+        ranks: group sizes inside one node (2 .. GPUs per node) for the intra-node rows, or None.
     Returns:
         list of :class:`CollectiveRow`.
     Raises:
-        InputError: an unknown collective name.
+        InputError: an unknown collective name, or a group size outside 2 .. GPUs per node (--ranks).
     """
+    for k in ranks or ():
+        if not 2 <= k <= cluster.gpus_per_node:
+            raise InputError("--ranks", "", f"{k} is not a group size inside a node of {cluster.key} "
+                             f"(2 .. {cluster.gpus_per_node})")
     out = []
     for coll in collectives:
         if coll not in COLLECTIVES:
             raise InputError("--collective", "", f"{coll!r} is not one of {', '.join(COLLECTIVES)}")
         # smaller groups of one node the profile measured apart (its by_group_size fits)
-        for k in sorted({f.group_size for f in profile.comm_groups.get("intra_node", {}).get(coll, ())}):
-            if 2 <= k < cluster.gpus_per_node:
-                out += _rows(coll, "intra-node", sizes, k, 1, cluster, profile)
-        out += _rows(coll, "intra-node", sizes, cluster.gpus_per_node, 1, cluster, profile)
+        fitted = {f.group_size for f in profile.comm_groups.get("intra_node", {}).get(coll, ())}
+        for k in sorted(ranks or {k for k in fitted if 2 <= k < cluster.gpus_per_node} | {cluster.gpus_per_node}):
+            out += _rows(coll, "intra-node", sizes, k, 1, cluster, profile)
         dom = cluster.scale_up_gpus // cluster.gpus_per_node
         if 1 < dom < cluster.nodes:
             out += _rows(coll, "nvlink-domain", sizes, cluster.gpus_per_node, dom, cluster, profile)

@@ -17,6 +17,20 @@ from ..errors import InputError
 from ..specs import cluster_profile, load_cluster
 
 
+def _group_sizes(ranks: str | None) -> list | None:
+    """``--ranks 2,4`` -> [2, 4] (None when not given).
+
+    Raises:
+        InputError: an empty list or a value that is not a whole number (naming --ranks).
+    """
+    if ranks is None:
+        return None
+    vals = [v.strip() for v in ranks.split(",")]
+    if not all(v.isdigit() for v in vals):
+        raise InputError("--ranks", "", f"expected comma-separated group sizes (e.g. 2,4), got {ranks!r}")
+    return sorted({int(v) for v in vals})
+
+
 def _borrowed_fits(p, colls: list) -> list:
     """One note per scope whose fits of ``colls`` the profile copies from another GPU's (its
     ``derived_from`` entries): those rows are that GPU's measurement, not this one's."""
@@ -93,6 +107,9 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
                                                          "the capture's when it does not name it."),
                 gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of a "
                                                             "capture without # Rank lines."),
+                ranks: Optional[str] = typer.Option(None, "--ranks", help="Group sizes inside a node for the "
+                                                    "intra-node rows, comma-separated (default: the node's GPUs and the "
+                                                    "smaller groups the profile measured)."),
                 as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
     """The nccl-tests table the model predicts for a cluster (time, algbw, busbw per collective, inside a
     node, over one NVLink domain where it joins several nodes, and over the cluster), or, with --compare,
@@ -100,6 +117,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and not 1 <= v <= 2 ** 24:
             raise InputError(flag, "", f"must be between 1 and 2^24, got {v}")
+    if ranks is not None and compare:
+        raise InputError("--ranks", "", "applies to the predicted table; a --compare capture has its own ranks")
     if collective is not None and not collective.strip():
         raise InputError("--collective", "", f"is empty: name one or more of {', '.join(COLLECTIVES)}")
     if gpus_per_node is not None and not compare:
@@ -122,7 +141,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         summ = error_summary(rows)
         head = f"{compare}: {coll}, {rpn * nn} ranks ({nn} node(s) x {rpn}) against {c.key} with {p.path}"
     else:
-        rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES), None
+        rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES, _group_sizes(ranks)), None
         head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
     shown = [coll] if compare else colls
     ring = ([f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "

@@ -1,5 +1,7 @@
 """costmodel collectives: the predicted nccl-tests table and its error against real captures."""
 import json
+
+import pytest
 from pathlib import Path
 
 from test_cli import assert_one_line_error, run
@@ -83,3 +85,22 @@ def test_a_node_without_an_nvswitch_says_its_all_reduce_is_a_ring():
     borrowed = [n for n in js["notes"] if "derived_from" in n]
     assert borrowed and all("h100-sxm-80gb" in n for n in borrowed) and "intra-node all_reduce" in borrowed[0]
     assert json.loads(run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce", "--json").stdout)["notes"] == []
+
+
+def test_ranks_chooses_the_group_sizes_inside_a_node():
+    """--ranks 4 prices a TP4 group's all-reduce (the profile fitted 2 and 8 apart); the busbw of 1 GiB
+    at 4 ranks is the 8-rank fit's protocol at 4 ranks, not the 8-rank row; bad sizes are one line."""
+    rows = json.loads(run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce", "--ranks", "4",
+                          "--json").stdout)["rows"]
+    assert {r["ranks"] for r in rows} == {4} and len(rows) == 31
+    default = json.loads(run("collectives", "--cluster", "dgx-h100", "--collective", "all_reduce", "--json").stdout)["rows"]
+    assert {r["ranks"] for r in default} == {2, 8}
+    big4 = next(r for r in rows if r["size_bytes"] == 2 ** 30)
+    big8 = next(r for r in default if r["size_bytes"] == 2 ** 30 and r["ranks"] == 8)
+    # busbw = algbw x 2 (g - 1) / g: the same bus time moves less per rank in a smaller group
+    assert big4["busbw_gb_s"] == pytest.approx(big4["algbw_gb_s"] * 2 * 3 / 4, rel=1e-6)
+    assert big4["time_us"] != big8["time_us"]
+    for bad, needle in (("4,x", "comma-separated"), ("16", "2 .. 8"), ("1", "2 .. 8")):
+        assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--ranks", bad), "--ranks", needle)
+    assert_one_line_error(run("collectives", "--cluster", "aws-p5", "--compare", str(P5), "--ranks", "4"),
+                          "--ranks", "--compare")
