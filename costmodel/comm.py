@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collective import CollectiveParams, collective_time_s, hierarchical_time_s, pipelined, tree_hops
+from .collective import CollectiveParams, busbw_factor, collective_time_s, hierarchical_time_s, pipelined, tree_hops
 from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
@@ -119,7 +119,7 @@ def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> Colle
     does.  A fit of another algorithm prices only groups of exactly its size (NCCL's ring all-reduce
     at 2 GPUs, where NVLS is off: NVIDIA/nccl src/transport/nvls.cc ``gpuCount <= 2``).  Smaller
     groups of one NVSwitch node reach less busbw than the node-wide group, which one group size's
-    fit cannot say.
+    fit cannot say, except for NVLS, whose algbw does not depend on the group (:func:`_nvls_group_params`).
     """
     g = np.asarray(g, dtype=np.float64)
     gi = (g + 0.5).astype(np.intp)          # group sizes are whole ranks
@@ -171,10 +171,33 @@ def needs_ring_all_reduce(cluster: ClusterSpec, profile: Profile) -> bool:
     reduces in the NVSwitch's multicast memory and NCCL runs it only there (NVIDIA/nccl
     src/transport/nvls.cc: NVLS needs the CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED NVSwitch fabric),
     so such a node runs a ring all-reduce."""
+    return cluster.intra_fabric != "nvswitch" and _intra_all_reduce_algorithm(profile) == "nvls"
+
+
+def _intra_all_reduce_algorithm(profile: Profile) -> str:
+    """The algorithm of the profile's intra-node all-reduce fit at its own group size ("" unsaid)."""
     fits = profile.comm_groups.get("intra_node", {}).get("all_reduce")
     g0 = profile.comm_group_size["intra_node"]["all_reduce"]
-    own = next((f.algorithm for f in fits if f.group_size == g0), "") if fits else ""
-    return cluster.intra_fabric != "nvswitch" and own == "nvls"
+    return next((f.algorithm for f in fits if f.group_size == g0), "") if fits else ""
+
+
+def _nvls_group_params(profile: Profile, p: CollectiveParams, k) -> CollectiveParams:
+    """``p`` (the intra-node all-reduce lines per layout) for groups of ``k`` GPUs priced off an NVLS
+    fit measured over ``g0`` GPUs.
+
+    NVLS reduces in the NVSwitch: each GPU's share of the result is read through the switch with
+    multimem loads that reduce the g buffers, and written back to all with one multimem store
+    (NVIDIA/nccl src/device/all_reduce.h, the NCCL_ALGO_NVLS work element), so every GPU's link
+    carries its whole buffer out and the whole result in once: the time per byte (the algbw) does
+    not depend on the group size, where a ring's traffic, 2 (k - 1) / k of the buffer, does.  A group of 3 .. g0 - 1 GPUs (NCCL runs NVLS above 2 GPUs,
+    src/transport/nvls.cc) keeps the fit's algbw: its busbw efficiency scales by f(k) / f(g0).
+    Groups of 2 (NCCL's ring) and of g0 keep their lines."""
+    if _intra_all_reduce_algorithm(profile) != "nvls":
+        return p
+    g0 = profile.comm_group_size["intra_node"]["all_reduce"]
+    k = np.asarray(k, dtype=np.float64)
+    scale = np.where((k >= 3) & (k < g0), busbw_factor("all_reduce", k) / busbw_factor("all_reduce", g0), 1.0)
+    return CollectiveParams.lines(0.0, tuple((a, e * scale) for a, e in p.absolute_protocols))
 
 
 def _ring_all_reduce_params(profile: Profile, g, latency_s: float) -> CollectiveParams:
@@ -244,6 +267,8 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         p_in = _ring_all_reduce_params(profile, k, cluster.intra_latency_s)
     else:
         p_in = _params(profile, "intra_node", coll, k if coll != "send_recv" else 2, cluster.intra_latency_s)
+        if coll == "all_reduce":
+            p_in = _nvls_group_params(profile, p_in, k)
     p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s,
                     cluster.inter_fabric)
     if cluster.tiers:

@@ -222,3 +222,18 @@ def test_a_ring_all_reduce_the_profile_measured_at_its_size_is_used_as_measured(
                                  rel=1e-9)
     parts = sum(group_time_s(x, n[1:], np.ones(1), np.array([8]), c, p)[0] for x in ("reduce_scatter", "all_gather"))
     assert t[1] == pytest.approx(parts, rel=0.02)
+
+
+def test_nvls_groups_below_the_node_keep_the_fit_s_algbw():
+    """NVLS moves each GPU's buffer to the switch and the result back once, whatever the group size:
+    at 1 GiB the 3-, 4- and 8-GPU all-reduces take the same time but for their latency (NCCL runs
+    NVLS above 2 GPUs), so their busbw falls as 2 (g - 1) / g does; the 2-GPU ring keeps its fit."""
+    gib = float(2 ** 30)
+    t = {g: t_us("all_reduce", g, gib) for g in (2, 3, 4, 8)}
+    assert t[3] == pytest.approx(t[8], rel=0.005) and t[4] == pytest.approx(t[8], rel=0.005)
+    busbw = {g: gib * 2 * (g - 1) / g / t[g] for g in (4, 8)}
+    assert busbw[4] / busbw[8] == pytest.approx((2 * 3 / 4) / (2 * 7 / 8), rel=0.005)
+    assert t[2] == pytest.approx(1e6 * float(collective_time_s("all_reduce", gib, 2, DGX.intra_bytes_per_s,
+                                                                 _group_params(H100.comm_groups["intra_node"]["all_reduce"],
+                                                                               8, "all_reduce", np.array([2]),
+                                                                               DGX.intra_latency_s))[0]), rel=1e-9)
