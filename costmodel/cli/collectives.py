@@ -31,17 +31,29 @@ def _group_sizes(ranks: str | None) -> list | None:
     return sorted({int(v) for v in vals})
 
 
-def _borrowed_fits(p, colls: list) -> list:
-    """One note per scope whose fits of ``colls`` the profile copies from another GPU's (its
-    ``derived_from`` entries): those rows are that GPU's measurement, not this one's."""
+def _borrowed_fits(p, colls: list, scopes=("intra_node", "inter_node")) -> list:
+    """One note per scope of ``scopes`` (those the rows price with) whose fits of ``colls`` the profile
+    copies from another GPU's (its ``derived_from`` entries, followed through the profile's own
+    entries): those rows are that GPU's measurement, not this one's."""
     out = []
-    for scope in ("intra_node", "inter_node"):
-        entries = (p.raw.get("comm") or {}).get(scope) or {}
+    for scope in scopes:
         by_src = {}
         for coll in colls:
-            src = (entries.get(coll) or {}).get("derived_from") if isinstance(entries.get(coll), dict) else None
-            if isinstance(src, str) and ":" in src and src.split(":", 1)[0] != p.key:
-                by_src.setdefault(src.split(":", 1)[0], []).append(coll)
+            src, path = None, f"{p.key}:comm.{scope}.{coll}"
+            for _ in range(4):                    # a chain: l40s inter all_gather -> l40s all_reduce -> h100
+                gpu, dotted = path.split(":", 1)
+                if gpu != p.key:
+                    src = gpu
+                    break
+                entry = p.raw
+                for key in dotted.split("."):
+                    entry = entry.get(key) if isinstance(entry, dict) else None
+                nxt = entry.get("derived_from") if isinstance(entry, dict) else None
+                if not (isinstance(nxt, str) and ":" in nxt):
+                    break
+                path = nxt
+            if src:
+                by_src.setdefault(src, []).append(coll)
         out += [f"{scope.replace('_', '-')} {', '.join(cs)}: {p.path}'s fits are copied from {gpu}'s (derived_from), "
                 f"not measured on {p.gpu}; calibrate this cluster to replace them" for gpu, cs in by_src.items()]
     return out
@@ -146,7 +158,10 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     shown = [coll] if compare else colls
     ring = ([f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
              f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather"]
-            if needs_ring_all_reduce(c, p) and "all_reduce" in shown else []) + _borrowed_fits(p, shown)
+            if needs_ring_all_reduce(c, p) and "all_reduce" in shown else [])
+    # the inter-node fits price a row only where it leaves the NVLink domain
+    crosses = (nn * rpn > c.scale_up_gpus) if compare else c.num_gpus > c.scale_up_gpus
+    ring += _borrowed_fits(p, shown, ("intra_node", "inter_node") if crosses else ("intra_node",))
     if as_json:
         print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))

@@ -158,9 +158,11 @@ def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
     ref = predict_run(m, r, c, p, dict(lay, recompute="none", recompute_num_layers=0), energy=False)
     saved_gib = (ref.peak_mem_bytes - run.peak_mem_bytes) / 2**30
     cost_s = run.uncapped_step_time_s - ref.uncapped_step_time_s
-    return (f"--recompute selective re-runs only the attention core here (--recompute-modules core_attn); the "
+    # only Megatron-core names other modules (costmodel.specs.recipe: --recompute-modules)
+    other = "name other modules (--recompute-modules) or " if r.stack in ("megatron", "nemo") else ""
+    return (f"--recompute selective re-runs only the attention core here (core_attn); the "
             f"fused ({r.attention_kernel}) core keeps no s x s scores, so it saves {saved_gib:.2f} GiB per GPU and "
-            f"costs {cost_s:.3f} s per step: name other modules (--recompute-modules) or use --recompute none")
+            f"costs {cost_s:.3f} s per step: {other}use --recompute none")
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

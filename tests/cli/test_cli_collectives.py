@@ -104,3 +104,14 @@ def test_ranks_chooses_the_group_sizes_inside_a_node():
         assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--ranks", bad), "--ranks", needle)
     assert_one_line_error(run("collectives", "--cluster", "aws-p5", "--compare", str(P5), "--ranks", "4"),
                           "--ranks", "--compare")
+
+
+def test_copied_fit_notes_follow_the_rows_and_the_chain():
+    """A one-node table prices nothing across nodes: no inter-node note (the L40S node); JUPITER's 16
+    GH200s leave the node, and its inter-node all-gather copies its own all-reduce, itself the H100's:
+    the note follows the chain to the GPU measured."""
+    l40s = json.loads(run("collectives", "--cluster", "l40s-8x-pcie", "--collective", "all_reduce", "--json").stdout)
+    assert not any(n.startswith("inter-node") for n in l40s["notes"])
+    gh = json.loads(run("collectives", "--cluster", "jupiter-gh200", "--collective", "all_gather", "--json").stdout)
+    inter = [n for n in gh["notes"] if n.startswith("inter-node all_gather")]
+    assert len(inter) == 1 and "copied from h100-sxm-80gb's" in inter[0]
