@@ -350,7 +350,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("torchtitan runs sequence parallelism whenever TP > 1 (its TP plan shards the norms on the sequence: "
          "SequenceParallel, torchtitan/models/llama3/infra/parallelize.py): drop --no-sp",
          (recipe.stack == "torchtitan") & (t.tp > 1) & ~t.sp),
-        ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)", (t.zero == 3) & (t.pp > 1)),
+        ("ZeRO-3/FSDP is modelled without pipeline parallelism (PP = 1)"
+         + ("; with a pipeline torchtitan's FSDP2 keeps its parameters gathered: --zero 1"
+            if recipe.stack == "torchtitan" else ""), (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
         ("the {stack} stack's data parallelism has ZeRO stages {zs} only (torchtitan: FSDP2 or DDP; llm-foundry: "
          "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)", ~np.isin(t.zero, stages)),

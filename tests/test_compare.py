@@ -432,3 +432,12 @@ def test_a_trace_covering_part_of_the_run_says_how_much(tmp_path):
     assert rc == 0, se
     note = next(w for w in json.loads(so)["warnings"] if "aligned by log timestamps" in w)
     assert "the trace covers only" in note
+
+
+def test_a_ramp_up_log_says_why_it_gives_no_global_batch():
+    """BLOOM's excerpts have no argument dump and iteration lines at 16 and 2048 (the batch ramp-up):
+    the refusal says so instead of blaming a dump the log does not have."""
+    rc, so, se = cli("compare", "--log", LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log", "--model", "bloom-176b",
+                     "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2", "--seq-len", "2048",
+                     "--nodes", "48")
+    assert rc == 2 and "iteration lines print no one global batch size (a ramp-up prints several)" in se, se

@@ -216,7 +216,9 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
     """
     own = STACK_DEFAULTS.get(stack, {})
     miss = [f"--{k.replace('_', '-')}" for k in REQUIRED if flags.get(k) is None and ll.get(k) is None and k not in own]
-    why = [f"{' '.join(miss)}: not in its argument dump"] if miss else []
+    why = [f"{m}: " + ("no argument dump or start-up line gives it, and its iteration lines print no one global "
+                       "batch size (a ramp-up prints several)" if m == "--gbs" else
+                       "no argument dump or start-up line gives it") for m in miss]
     if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
         miss.append("--nodes")
         why.append("--nodes (or --dp): it prints no world size (never the cluster's node count by default)")

@@ -358,3 +358,13 @@ def test_selective_recompute_of_a_fused_attention_core_says_it_buys_no_memory():
     assert len(lf_note) == 1 and "--recompute-modules" not in lf_note[0] and "use --recompute none" in lf_note[0]
     mlp = run(*base, "--recompute", "selective", "--recompute-modules", "core_attn,mlp")
     assert mlp.returncode == 0 and "re-runs only the attention core" not in mlp.stderr, mlp.stderr
+
+
+def test_torchtitan_fsdp_with_a_pipeline_points_to_zero_1():
+    """ZeRO-3 with PP is refused; on torchtitan the message says its FSDP2 with a pipeline is --zero 1."""
+    tt = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--stack", "torchtitan", "--zero", "3",
+             "--pp", "2", "--gbs", "16")
+    assert_one_line_error(tt, "ZeRO-3/FSDP is modelled without pipeline parallelism", "--zero 1")
+    mg = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--zero", "3", "--pp", "2", "--gbs", "16")
+    assert_one_line_error(mg, "ZeRO-3/FSDP is modelled without pipeline parallelism")
+    assert "--zero 1" not in mg.stderr
