@@ -158,6 +158,13 @@ def test_a_contradicted_value_names_the_lines_that_gave_it():
     src = read_megatron_log(MIXTRAL_RETEST).layout_sources()
     assert (src["tp"], src["dp"], src["gbs"]) == ("start-up lines", "start-up lines", "iteration lines")
     assert read_megatron_log(MIXTRAL).layout_sources()["ep"] == "argument dump"
+    # a value the log implies without printing it says so: VP 1 of a dump without interleaving, and
+    # NeMo's EP when its config has no expert_model_parallel_size
+    assert src["vp"].startswith("argument dump, which sets no virtual_pipeline_model_parallel_size")
+    from costmodel.readers.training_logs import read_training_log
+    nemo = read_training_log(LOGS / "nemo1_synthetic_config_and_progress_bar.log").layout_sources()
+    assert nemo["tp"] == "config" and nemo["ep"].startswith("config, which sets no expert_model_parallel_size")
+    assert nemo["precision"] == "config"
     for flag, value, where in (("--tp", "4", "start-up lines"), ("--gbs", "64", "iteration lines")):
         rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, *MIXTRAL_FLAGS, flag, value)
         assert rc == 2 and f"{flag}: {value} contradicts the log's {where}" in se, se

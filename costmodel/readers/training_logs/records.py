@@ -114,8 +114,9 @@ class Iterations:
 #: layout keys -> the arguments they are read from, first found first (dumps._layout)
 _KEY_ARGS = {"tp": ("tensor_model_parallel_size",), "pp": ("pipeline_model_parallel_size",),
              "cp": ("context_parallel_size",), "ep": ("expert_model_parallel_size",),
-             "dp": ("data_parallel_size", "world_size"), "world_size": ("world_size",),
-             "gbs": ("global_batch_size",)}
+             "dp": ("data_parallel_size", "world_size"), "world_size": ("world_size", "trainer.devices"),
+             "vp": ("virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage"),
+             "gbs": ("global_batch_size",), "precision": ("fp8", "bf16", "fp16", "params_dtype", "trainer.precision")}
 
 
 @dataclass
@@ -187,6 +188,11 @@ class TrainingLog:
             names = [n for n in _KEY_ARGS.get(k, ()) if self.args.get(n) is not None]
             if k == "gbs" and not names:
                 out[k] = "iteration lines"
+            elif k in _KEY_ARGS and not names:
+                # derived, not printed: DP from the world size, a degree a complete dump omits as 1
+                why = {"dp": "DP derived from its world size", "vp": "no interleaving: VP 1"}.get(
+                    k, f"{v} is the default without it")
+                out[k] = f"{dump}, which sets no {_KEY_ARGS[k][0]} ({why})"
             else:
                 out[k] = "start-up lines" if names and names[0] in self.startup_args else dump
         return out
