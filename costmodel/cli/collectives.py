@@ -26,7 +26,7 @@ def _group_sizes(ranks: str | None) -> list | None:
     if ranks is None:
         return None
     vals = [v.strip() for v in ranks.split(",")]
-    if not all(v.isdigit() for v in vals):
+    if not all(v.isascii() and v.isdigit() for v in vals):
         raise InputError("--ranks", "", f"expected comma-separated group sizes (e.g. 2,4), got {ranks!r}")
     return sorted({int(v) for v in vals})
 
@@ -136,7 +136,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     if gpus_per_node is not None and not compare:
         raise InputError("--gpus-per-node", "", "applies to a --compare capture without # Rank lines; the cluster file "
                          "gives the GPUs per node of the predicted table")
-    colls = [c.strip() for c in collective.split(",")] if collective else list(COLLECTIVES)
+    # each collective once, in the order given
+    colls = list(dict.fromkeys(c.strip() for c in collective.split(","))) if collective else list(COLLECTIVES)
     for c in colls:
         if c not in COLLECTIVES:
             raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
