@@ -33,25 +33,13 @@ def _group_sizes(ranks: str | None) -> list | None:
 
 def _borrowed_fits(p, colls: list, scopes=("intra_node", "inter_node")) -> list:
     """One note per scope of ``scopes`` (those the rows price with) whose fits of ``colls`` the profile
-    copies from another GPU's (its ``derived_from`` entries, followed through the profile's own
-    entries): those rows are that GPU's measurement, not this one's."""
+    copies from another GPU's (:meth:`costmodel.specs.Profile.copied_from`): those rows are that GPU's
+    measurement, not this one's."""
     out = []
     for scope in scopes:
         by_src = {}
         for coll in colls:
-            src, path = None, f"{p.key}:comm.{scope}.{coll}"
-            for _ in range(4):                    # a chain: l40s inter all_gather -> l40s all_reduce -> h100
-                gpu, dotted = path.split(":", 1)
-                if gpu != p.key:
-                    src = gpu
-                    break
-                entry = p.raw
-                for key in dotted.split("."):
-                    entry = entry.get(key) if isinstance(entry, dict) else None
-                nxt = entry.get("derived_from") if isinstance(entry, dict) else None
-                if not (isinstance(nxt, str) and ":" in nxt):
-                    break
-                path = nxt
+            src = p.copied_from(f"comm.{scope}.{coll}")
             if src:
                 by_src.setdefault(src, []).append(coll)
         out += [f"{scope.replace('_', '-')} {', '.join(cs)}: {p.path}'s fits are copied from {gpu}'s (derived_from), "

@@ -82,6 +82,20 @@ class Profile:
     fit_sigma: dict = field(default_factory=dict, repr=False)
     attention_kernels: dict = field(default_factory=dict)
 
+    def copied_from(self, path: str) -> str | None:
+        """The GPU whose built-in entry this profile's entry at the dotted ``path`` copies
+        (``derived_from: "<gpu>:<path>"``, followed through this profile's own entries, as
+        :func:`fit_sigma` follows it), or None where the entry is this profile's own."""
+        for _ in range(4):
+            entry = _entry_at(self.raw, path)
+            src = entry.get("derived_from") if isinstance(entry, dict) else None
+            if not (isinstance(src, str) and ":" in src):
+                return None
+            gpu, path = src.split(":", 1)
+            if gpu != self.key:
+                return gpu
+        return None
+
     def attention_efficiency(self, kernel: str, seq_len, head_dim: float = 128, head_dim_v: float | None = None):
         """Efficiency of fused-attention ``kernel`` over sequences of ``seq_len`` tokens (array), on the
         model's FLOPs at query/key head dim ``head_dim`` and value head dim ``head_dim_v`` (default: the
@@ -518,13 +532,17 @@ def _built_in(gpu: str):
         return None
 
 
-def _built_in_entry(src: str):
-    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
-    gpu, path = src.split(":", 1)
-    d = _built_in(gpu)
+def _entry_at(d, path: str):
+    """The entry of mapping ``d`` at the dotted ``path`` (``comm.intra_node.all_reduce``), or None."""
     for key in path.split("."):
         d = d.get(key) if isinstance(d, dict) else None
     return d
+
+
+def _built_in_entry(src: str):
+    """The entry at ``"<gpu>:<dotted.path>"`` of the built-in profile of that GPU, or None."""
+    gpu, path = src.split(":", 1)
+    return _entry_at(_built_in(gpu), path)
 
 
 # ------------------------------------------------------------------------------------------ writer

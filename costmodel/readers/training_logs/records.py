@@ -178,8 +178,9 @@ class TrainingLog:
     def layout_sources(self) -> dict:
         """Where each value of :meth:`layout` was read, for messages: layout key -> ``"argument dump"``
         (NeMo: ``"config"``), ``"start-up lines"`` (Megatron's ``using world size ...`` line, no dump
-        line) or ``"iteration lines"`` (the global batch size they print); keys :meth:`layout` leaves
-        None are absent."""
+        line) or ``"iteration lines"`` (the global batch size they print); a value the log implies
+        without printing it (DP from the world size, a degree a complete dump omits) says which key it
+        lacks; keys :meth:`layout` leaves None are absent."""
         dump = "config" if self.framework == "nemo" else "argument dump"
         out = {}
         for k, v in self.layout().items():
