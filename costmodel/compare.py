@@ -32,7 +32,7 @@ import numpy as np
 
 from . import metrics
 from .errors import InputError
-from .layouts import FIELDS
+from .layouts import FIELD_SPECS, FIELDS
 from .readers.clock_events import throttle_shares
 from .readers.power_trace import watts_misread
 from .specs import ModelSpec
@@ -96,7 +96,10 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
     for k in LAYOUT_KEYS:
         lv, fv = log_layout.get(k), flags.get(k)
         if fv is not None and lv is not None and differs(fv, lv):
-            raise InputError(f"--{k.replace('_', '-')}", "", f"{fv!r} contradicts the log's "
+            spec = FIELD_SPECS.get(k)
+            flag = spec.flag_for(fv) if spec else f"--{k.replace('_', '-')}"
+            said = "" if spec is not None and spec.kind == "bool" else f"{fv!r} "
+            raise InputError(flag, "", f"{said}contradicts the log's "
                              f"{(sources or {}).get(k, 'argument dump')} ({log_path}: {k} = {lv!r}); drop the flag, "
                              "or pass --allow-override to let it win")
         if fv is not None:

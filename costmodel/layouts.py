@@ -48,6 +48,10 @@ class LayoutField:
         """The flag users type (``--tp``, ``--recompute-num-layers``; a bool also has ``--no-<name>``)."""
         return "--" + self.name.replace("_", "-")
 
+    def flag_for(self, value) -> str:
+        """The flag that sets ``value``: ``--no-sp`` for a bool field set False, else :attr:`cli_flag`."""
+        return "--no-" + self.cli_flag[2:] if self.kind == "bool" and value is False else self.cli_flag
+
 
 #: every layout field, in table and report order (Megatron-core semantics, module docstring)
 LAYOUT_FIELDS = (
@@ -71,6 +75,7 @@ LAYOUT_FIELDS = (
                 "a what-if); which overlaps run is the recipe's (--dp-overlap, --tp-comm-overlap, --pp-overlap)", True),
 )
 FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
+FIELD_SPECS = {f.name: f for f in LAYOUT_FIELDS}
 _BOOL_FIELDS = tuple(f.name for f in LAYOUT_FIELDS if f.kind == "bool")
 _CHOICE_FIELDS = {f.name: f.choices for f in LAYOUT_FIELDS if f.kind == "choice"}
 

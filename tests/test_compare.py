@@ -168,6 +168,10 @@ def test_a_contradicted_value_names_the_lines_that_gave_it():
     for flag, value, where in (("--tp", "4", "start-up lines"), ("--gbs", "64", "iteration lines")):
         rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, *MIXTRAL_FLAGS, flag, value)
         assert rc == 2 and f"{flag}: {value} contradicts the log's {where}" in se, se
+    # a switch is named as typed, --no-sp, not by its value
+    rc, so, se = cli("compare", "--log", LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log", "--cluster",
+                     "dgx-h100", "--no-sp")
+    assert rc == 2 and "--no-sp: contradicts the log's argument dump" in se and "sp = True" in se, se
 
 
 def test_an_moe_log_without_ep_says_ep_was_assumed():

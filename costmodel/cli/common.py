@@ -63,7 +63,11 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     def merge(target, name, value, flag):
         if given(name):
             if target.get(name) != value:
-                raise InputError(flag, "", f"{target.get(name)!r} contradicts {cfg.where.get(name, path)} ({value!r}): "
+                mine = target.get(name)
+                if isinstance(mine, bool):          # the switch as typed: --sp or --no-sp
+                    flag = flag if mine else "--no-" + flag[2:]
+                said = "" if isinstance(mine, bool) else f"{mine!r} "
+                raise InputError(flag, "", f"{said}contradicts {cfg.where.get(name, path)} ({value!r}): "
                                  "drop the flag or edit the file")
             return
         target[name] = value

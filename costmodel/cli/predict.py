@@ -82,7 +82,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
     r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
     with config_origin(sc):
-        _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")))
+        _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
+                             (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if auto:
         lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
@@ -186,9 +187,9 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
     return dataclasses.replace(r, tp_comm_overlap=False)
 
 
-def _check_core_switches(r, lay: dict) -> None:
-    """Recipe switches that need a layout field: recompute modules act under selective recomputation
-    only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
+def _check_core_switches(r, lay: dict, modules_given: bool = False) -> None:
+    """Recipe switches that need a layout field: recompute modules (other than the default, or named
+    on the command line: ``modules_given``) act under selective recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
     optimizer is a sharded one.
 
     Raises:
@@ -197,7 +198,7 @@ def _check_core_switches(r, lay: dict) -> None:
     if r.optimizer_offload and lay["zero"] == 0:
         raise InputError("--optimizer-offload", "", "offloads the sharded optimizer of ZeRO-1/2/3 (DeepSpeed "
                          "offload_optimizer, Megatron's distributed optimizer): not --zero 0")
-    if r.recomputed != ("core_attn",) and lay["recompute"] != "selective":
+    if (modules_given or r.recomputed != ("core_attn",)) and lay["recompute"] != "selective":
         raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {lay['recompute']}")
     if r.precision_aware and lay["zero"] not in (1, 2):
         flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"

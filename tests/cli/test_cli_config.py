@@ -135,6 +135,9 @@ def test_megatron_core_switches_need_their_stack_layout_and_optimizer(tmp_path):
     another model is refused; a Bridge file's bf16 dtypes need its use_precision_aware_optimizer."""
     base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2")
     for extra, needle in ((("--recompute-modules", "mlp"), "--recompute-modules: applies to --recompute selective"),
+                          # the default module named on the command line is refused all the same
+                          (("--recompute", "none", "--recompute-modules", "core_attn"),
+                           "--recompute-modules: applies to --recompute selective, not none"),
                           (("--recompute", "selective", "--recompute-modules", "mlp", "--stack", "torchtitan"),
                            "--recompute-modules: is Megatron-core's"),
                           (("--zero", "0", "--optimizer-states-dtype", "bf16"), "distributed optimizer (--zero 1 or 2)"),
