@@ -339,9 +339,11 @@ def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
     return 1.0, "model FLOPs"
 
 
-def logged_flops_check(rows: list, framework: str, recompute: str) -> list[str]:
+def logged_flops_check(rows: list, framework: str, recompute: str, origin: dict | None = None) -> list[str]:
     """A warning when the log's own TFLOP/s/GPU disagrees by more than 10% with the model FLOPs per
-    measured step of the model, sequence length and batch given: one of them is not the run's."""
+    measured step of the model, sequence length and batch used: one of them is not the run's.  The
+    warning says where the sequence length and the global batch came from (``origin``: "flag", "log:
+    ..." or a default), so the suspect is the one the log did not give."""
     by = {r["name"]: r for r in rows}
     logged, model = by.get("logged_tflops_per_gpu"), by.get("model_tflops_per_gpu")
     if not logged or not model or not logged["measured"] or not model["measured"] == model["measured"]:
@@ -350,9 +352,11 @@ def logged_flops_check(rows: list, framework: str, recompute: str) -> list[str]:
     ratio = f * model["measured"] / logged["measured"]
     if abs(ratio - 1) <= 0.10:
         return []
-    return [f"the log prints {logged['measured']:.1f} TFLOP/s/GPU, but the model, --seq-len and batch given make "
-            f"{f * model['measured']:.1f} at the measured step ({100 * (ratio - 1):+.0f}%): one of them is not the "
-            "run's"]
+    src = lambda k: ("the log" if str((origin or {}).get(k, "")).startswith("log") else
+                     f"--{k.replace('_', '-')}" if (origin or {}).get(k) == "flag" else str((origin or {}).get(k, "?")))
+    return [f"the log prints {logged['measured']:.1f} TFLOP/s/GPU, but the model with seq_len from {src('seq_len')} and "
+            f"gbs from {src('gbs')} makes {f * model['measured']:.1f} at the measured step ({100 * (ratio - 1):+.0f}%): "
+            "one of them is not the run's"]
 
 
 def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:

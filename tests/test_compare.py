@@ -118,7 +118,8 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert rc == 0, se
     out = json.loads(so)
     assert out["origin"]["ep"] == "log"
-    assert any("the log prints 238.7 TFLOP/s/GPU" in w and "+108%" in w for w in out["warnings"])
+    assert any("the log prints 238.7 TFLOP/s/GPU" in w and "+108%" in w and "seq_len from --seq-len and gbs from the log"
+               in w for w in out["warnings"])
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--tp", "8", "--json")
     assert rc == 2 and "--tp: 8 contradicts the log's start-up lines" in se and "--allow-override" in se
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--ep", "4", "--allow-override", "--json")
@@ -168,6 +169,9 @@ def test_a_contradicted_value_names_the_lines_that_gave_it():
     for flag, value, where in (("--tp", "4", "start-up lines"), ("--gbs", "64", "iteration lines")):
         rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, *MIXTRAL_FLAGS, flag, value)
         assert rc == 2 and f"{flag}: {value} contradicts the log's {where}" in se, se
+    # an override of one degree that leaves the log's others standing names where each came from
+    rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, *MIXTRAL_FLAGS, "--tp", "4", "--allow-override")
+    assert rc == 2 and "TP 4 (flag), PP 1 (the log), DP 8 (the log)" in se and "product 32 is not the 16 GPUs" in se, se
     # a switch is named as typed, --no-sp, not by its value
     rc, so, se = cli("compare", "--log", LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log", "--cluster",
                      "dgx-h100", "--no-sp")

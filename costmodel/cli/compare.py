@@ -142,7 +142,7 @@ def compare(
         warnings += throttle_warnings(rows)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
-    warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"])
+    warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))
     out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],
@@ -159,6 +159,12 @@ def compare(
         print(report.json_text(out))
         return
     _print(out, rec, tlog, pred.band)
+
+
+def _origin_words(origin) -> str:
+    """A layout value's origin as a reader says it: "flag" is the flag, "log: X" the log's X."""
+    o = str(origin or "default")
+    return "flag" if o == "flag" else "the log" if o == "log" else o.replace("log: ", "the log's ", 1)
 
 
 def _infeasible_note(pred, origin: dict, moe: bool) -> str:
@@ -285,6 +291,12 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
             raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
         lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
         run.origin["dp"] = "GPUs / (TP x PP x CP)"
+    world = lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
+    if world != c.num_gpus:
+        # an override changed one degree but the log's others stand: name where each came from
+        said = ", ".join(f"{k.upper()} {lay[k]} ({_origin_words(run.origin.get(k))})" for k in ("tp", "pp", "dp", "cp"))
+        raise InputError("--tp/--pp/--dp/--cp", "", f"{said}: their product {world} is not the {c.num_gpus} GPUs; "
+                         "pass the degrees that change with the one overridden")
     if m.is_moe and lay["tp"] > 1 and not lay["sp"] and run.origin.get("sp") == "Megatron default":
         # Megatron-LM's validate_args: "When using MoE and tensor parallelism, sequence parallelism
         # must be used." (megatron/training/arguments.py)
