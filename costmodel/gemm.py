@@ -53,6 +53,13 @@ def gemm_efficiency(m, n, k, batch, p: GemmParams):
     return p.eta_max * q_tile * q_wave * q_k
 
 
+def gemm_bytes(m, n, k, batch=1.0, bytes_per_element=2.0):
+    """HBM bytes a GEMM y[m,n] = x[m,k] w[k,n] moves at least (arrays broadcast): its inputs at
+    ``bytes_per_element`` and its output at max(2, ``bytes_per_element``), since training's
+    low-precision GEMMs write bf16 (:func:`gemm_time_s`)."""
+    return batch * (bytes_per_element * (m * k + k * n) + max(bytes_per_element, 2.0) * m * n)
+
+
 def gemm_time_s(m, n, k, batch, peak_flops_per_s, hbm_bytes_per_s, hbm_efficiency, p: GemmParams,
                 bytes_per_element=2.0):
     """Roofline time in seconds of a batched GEMM, on arrays.
@@ -63,7 +70,10 @@ def gemm_time_s(m, n, k, batch, peak_flops_per_s, hbm_bytes_per_s, hbm_efficienc
         hbm_bytes_per_s: HBM bandwidth (datasheet), bytes/s.
         hbm_efficiency: fitted achievable fraction of ``hbm_bytes_per_s``.
         p: fitted :class:`GemmParams`.
-        bytes_per_element: operand size, bytes (2 for bf16/fp16, 1 for fp8).
+        bytes_per_element: input operand size, bytes (2 for bf16/fp16, 1 for fp8, 0.5 for fp4).  The
+            output C is written in at least 16 bits: the low-precision GEMMs of training write bf16
+            (Transformer Engine's fp8 GEMMs, DeepGEMM, ``torch._scaled_mm`` with ``out_dtype=bf16`` as
+            the calibration suite runs it), so C costs max(2, bytes_per_element) bytes an element.
     Returns:
         numpy array of seconds.
     Formula: Williams et al. roofline, t = t_launch + max(F/(P*eta), Q/(B*eta_hbm)).
@@ -74,6 +84,5 @@ def gemm_time_s(m, n, k, batch, peak_flops_per_s, hbm_bytes_per_s, hbm_efficienc
     batch = np.asarray(batch, dtype=np.float64)
     flops = 2.0 * batch * m * n * k
     t_flops = flops / (peak_flops_per_s * gemm_efficiency(m, n, k, batch, p))
-    q_bytes = bytes_per_element * batch * (m * k + k * n + m * n)
-    t_bytes = q_bytes / (hbm_bytes_per_s * hbm_efficiency)
+    t_bytes = gemm_bytes(m, n, k, batch, bytes_per_element) / (hbm_bytes_per_s * hbm_efficiency)
     return p.launch_s + np.maximum(t_flops, t_bytes)

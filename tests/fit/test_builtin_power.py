@@ -310,7 +310,7 @@ def test_grand_teton_flop_w_from_its_own_500w_gemms_by_hand():
     779.2 burst: below the voltage floor g(s) = s_v^gamma s / s_v, so by hand flop_w = ((500 - idle) /
     g(s) - hbm_w u_hbm) / u for that shape; the profile takes the median of the three shapes, and the
     FP8 rows of the same printout and float8_experimental's BF16 Llama-70B shapes, not fitted, land
-    within 6 % and 10 %."""
+    within 7 % (4 % on average) and 10 %."""
     from costmodel.fit.builtin.capped_gemm import read_fbgemm_bench
     p = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-hbm2e-96gb.yaml").read_text())["power"]
     rows = read_fbgemm_bench(DATA / "fbgemm_h100_500w_bf16_fp8_gemm.md")
@@ -324,7 +324,8 @@ def test_grand_teton_flop_w_from_its_own_500w_gemms_by_hand():
     assert sq["flop_w"] == pytest.approx(((500 - p["idle_w"]) / g - p["hbm_w"] * u_hbm) / u, rel=2e-3)
     assert p["flop_w"] == pytest.approx(float(np.median([x["flop_w"] for x in rec["per_shape"]])), rel=1e-3)
     assert p["basis"]["flop_w"] == "fitted" and rec["replaced_w"] == pytest.approx(881.9, rel=1e-3)
-    assert all(abs(c["rel_err"]) < 0.06 for c in rec["fp8_check"]["rows"])
+    assert all(abs(c["rel_err"]) < 0.07 for c in rec["fp8_check"]["rows"])
+    assert np.mean([abs(c["rel_err"]) for c in rec["fp8_check"]["rows"]]) < 0.04
     # Meta's float8_experimental Llama-70B shapes (not fitted): 539-605 TFLOP/s measured, within 10 %
     assert [c["measured_tflops"] for c in rec["bf16_check"]["rows"]] == [568.9, 549.8, 539.0, 605.1]
     assert all(abs(c["rel_err"]) < 0.10 for c in rec["bf16_check"]["rows"])

@@ -104,6 +104,19 @@ def test_gemm_fit_reproduces_h100_xla_bf16_table(profile_dir):
     assert abs(gemm_time_s(2048, 2048, 13312, 1, 989.4e12, 3.35e12, p["hbm"]["efficiency"], gp) / mamf_t - 1) < 0.10
 
 
+def test_fp8_gemm_writes_a_bf16_output_and_h100_borrows_the_h200_k_half(profile_dir):
+    """Azure's skinny FP8 row on H100 (802816 x 192 x 768, 663.8 TFLOP/s) is HBM-bound: its inputs at 1 B
+    and its bf16 output at 2 B are 925 MB in 0.357 ms, 2.59 TB/s, near the 2.90 TB/s the same page's
+    Copy reaches; read as 1 B out it would be 2.16 TB/s.  H100's FP8 k_half is H200's (same die)."""
+    from costmodel.gemm import gemm_bytes
+    m, n, k = 802816, 192, 768
+    q = gemm_bytes(m, n, k, 1.0, 1.0)
+    assert q == m * k + k * n + 2 * m * n and q / (2 * m * n * k / 663.8e12) == pytest.approx(2.59e12, rel=0.01)
+    assert gemm_bytes(m, n, k, 1.0, 2.0) == 2 * (m * k + k * n + m * n)          # bf16: unchanged
+    h100, h200 = _load(profile_dir, "h100-sxm-80gb")["gemm"]["fp8"], _load(profile_dir, "h200-sxm-141gb")["gemm"]["fp8"]
+    assert h100["k_half"] == h200["k_half"] > 100 and "H200 FP8 fit's" in h100["note"]
+
+
 def test_gemm_fits_meet_target_on_measured_tables(profile_dir):
     for gpu in ("a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb"):
         for dtype, e in _load(profile_dir, gpu)["gemm"].items():

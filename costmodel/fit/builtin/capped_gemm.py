@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from costmodel.gemm import gemm_efficiency
+from costmodel.gemm import gemm_bytes, gemm_efficiency
 from costmodel.power import clock_for_dynamic_ratio, dynamic_power_ratio
 from costmodel.specs.params import GemmParams
 
@@ -104,7 +104,7 @@ def flop_w_from_capped(rows: list[dict], gemm: dict, power: dict, peak_flops: fl
             raise ValueError(f"shape {r['m']}x{r['n']}x{r['k']}: measured {r['tflops']} TFLOP/s is not below the "
                              f"burst rate {burst:.1f}: no clock reduction to read")
         u = burst * 1e12 / peak_flops
-        u_hbm = bytes_per_element * (r["m"] * r["k"] + r["k"] * r["n"] + r["m"] * r["n"]) / r["time_s"] / hbm_bytes_per_s
+        u_hbm = gemm_bytes(r["m"], r["n"], r["k"], 1.0, bytes_per_element) / r["time_s"] / hbm_bytes_per_s
         g = float(dynamic_power_ratio(s, power["gamma"], power["v_floor_clock_ratio"]))
         per.append(dict(shape=[r["m"], r["n"], r["k"]], measured_tflops=r["tflops"], burst_tflops=round(burst, 1),
                         clock_ratio=round(s, 4), u=round(u, 4), u_hbm=round(u_hbm, 4),

@@ -116,13 +116,22 @@ def fit_gemm_16bit(b: Build) -> GemmParams:
 def fit_gemm_fp8(b: Build) -> None:
     """``gemm.fp8`` of H100, H200 (Azure + MAMF) and B200 (XLA sm_100 + MAMF; GB200 rows as a cross-check)."""
     mamf, xla, az = b.D["mamf"], b.D["xla_mm"], b.D["azure"]
-    for g, sysname, accel in (("h100-sxm-80gb", "ND H100 v5", "NVIDIA H100 SXM"),
-                              ("h200-sxm-141gb", "ND H200 v5", "NVIDIA H200 SXM")):
-        _gemm(b, g, "fp8", concat(gemm_points(az[sysname]["gemm"], "azure"),
-                                  gemm_points(mamf_point(mamf, accel, "fp8"), "mamf")),
-              ("azure", "mamf"), [f"Azure {sysname} cuBLASLt FP8 rows + MAMF {accel} FP8 (e4m3) best shape.",
-                                  "XLA sm_90 FP8 columns excluded: they reach 2.6 PFLOP/s, above the 1.979 PFLOP/s "
-                                  "dense FP8 peak, so they are not single-GEMM times (file header caveat)."])
+    # H200 first: H100 takes its k_half.  Both tables sweep K only together with M and N (square shapes
+    # and three others); on H100's the fit runs k_half to its bound 0, on H200's it resolves 317.  The
+    # K-loop overhead is the SM's and the kernel library's, and the two GPUs share the compute die
+    # (their bf16 fit is one), so H100 borrows it and fits eta_max and the launch on its own rows.
+    k_half = None
+    for g, sysname, accel in (("h200-sxm-141gb", "ND H200 v5", "NVIDIA H200 SXM"),
+                              ("h100-sxm-80gb", "ND H100 v5", "NVIDIA H100 SXM")):
+        borrowed = ["k_half is the H200 FP8 fit's (same compute die; this table's square sweep cannot tell it "
+                    "from eta_max: left free, the fit runs it to 0)."] if k_half is not None else []
+        p = _gemm(b, g, "fp8", concat(gemm_points(az[sysname]["gemm"], "azure"),
+                                      gemm_points(mamf_point(mamf, accel, "fp8"), "mamf")),
+                  ("azure", "mamf"), [f"Azure {sysname} cuBLASLt FP8 rows + MAMF {accel} FP8 (e4m3) best shape.",
+                                      "XLA sm_90 FP8 columns excluded: they reach 2.6 PFLOP/s, above the 1.979 PFLOP/s "
+                                      "dense FP8 peak, so they are not single-GEMM times (file header caveat).",
+                                      *borrowed], k_half=k_half)
+        k_half = p.k_half
     b8 = _gemm(b, "b200-sxm-180gb", "fp8", concat(gemm_points(xla["sm_100"]["f8e4m3fnxf8e4m3fn->bf16"], "xla_mm"),
                                                   gemm_points(mamf_point(mamf, "NVIDIA B200 SXM", "fp8"), "mamf")),
                ("xla_mm", "mamf"), ["XLA sm_100 e4m3 x e4m3 -> bf16 table + MAMF B200 SXM FP8. The sm_100 FP8 column",
