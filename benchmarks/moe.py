@@ -6,7 +6,7 @@ dispatcher (DeepEP or all-to-all), EP, ETP, PP x VP, FSDP and recompute of each 
 step time.  Each row is predicted with the catalog's qwen3-235b-a22b on dgx-h100 (32 nodes), the
 recipe the repository's Qwen3-235B-A22B benchmarking config states (model_configs/benchmarking/
 Qwen3-235B-A22B.yaml: --use-distributed-optimizer, --overlap-grad-reduce, --overlap-param-gather,
-grouped GEMM; the row's dispatcher: DeepEP -> flex), the distributed optimizer (ZeRO-1) or, where FSDP is on, ZeRO-3 and ZeRO-2 both (the table does not
+grouped GEMM, --moe-permute-fusion; the row's dispatcher: DeepEP -> flex), the distributed optimizer (ZeRO-1) or, where FSDP is on, ZeRO-3 and ZeRO-2 both (the table does not
 say which Megatron-FSDP sharding strategy ran; ZeRO-3 regathers the weights every micro-batch).  Recompute 'norm, act' is
 selective recompute of Megatron-core's ``layernorm`` and ``moe_act`` modules (``--recompute-modules layernorm
 moe_act``); an empty recompute cell runs none.  A row whose step includes an unmodelled cost (the EP all-to-all
@@ -50,7 +50,7 @@ def predict(r: dict, zero: int | None = None):
                vp=int(r["vp"]), mbs=int(r["mbs"]), recompute=rec, recompute_num_layers=0,
                zero=zero if zero is not None else 3 if r["fsdp"].strip() == "On" else 1, sp=int(r["tp"]) > 1, overlap=True)
     recipe = stack_recipe(get_stack("megatron"), int(r["gbs"]), int(r["seq_len"]), "bf16",
-                          moe_dispatcher=DISPATCHERS[r["dispatcher"]], moe_grouped_gemm=True, dp_overlap=True,
+                          moe_dispatcher=DISPATCHERS[r["dispatcher"]], moe_grouped_gemm=True, moe_permute_fusion=True, dp_overlap=True,
                           recompute_modules="layernorm moe_act" if rec == "selective" else None)
     check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=True)
     return lay, predict_run(m, recipe, c, p, lay)

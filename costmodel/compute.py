@@ -35,7 +35,7 @@ from .errors import InputError
 from .formats import cast_bytes, gemm_format, grad_rescale_bytes, sp_gather_cast_bytes, sp_gather_quantized
 from .gemm import gemm_time_s
 from .layouts import LayoutTable, uses_layout_fields
-from .moe import DISPATCH_COPIES, run_rank_load, permute_rows
+from .moe import ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, run_rank_load, permute_rows
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
@@ -385,9 +385,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     perm_s = 0.0
     if model.is_moe:
         # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
-        rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep,
-                            run_rank_load(model, recipe, tok, tp, t.etp, t.ep))
-        perm_s = model.moe_layer_fraction * mem(2.0 * rows * h * ACT_BYTES, 2 * DISPATCH_COPIES)
+        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+        rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep, load)
+        # unfused, one of those copies is an atomic scatter-add pass, ATOMIC_SCATTER_SLOWDOWN x a copy
+        atomic = 0.0 if recipe.moe_permute_fusion else atomic_permute_rows(recipe.moe_dispatcher, tok / sp_div,
+                                                                             model.topk, t.etp, load)
+        perm_s = model.moe_layer_fraction * mem(2.0 * (rows + (ATOMIC_SCATTER_SLOWDOWN - 1) * atomic) * h * ACT_BYTES,
+                                                2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
     if fmt.low:
         # Transformer Engine quantizes each low-precision GEMM operand with a fused kernel that reads

@@ -151,6 +151,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
         if recipe.moe_pad_to_capacity:
             a.append("--moe-pad-expert-input-to-capacity")
+        if recipe.moe_permute_fusion:
+            a.append("--moe-permute-fusion")
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -232,7 +234,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              f"recipe.model.config.moe_grouped_gemm = {bool(recipe.moe_grouped_gemm)}"]
+              f"recipe.model.config.moe_grouped_gemm = {bool(recipe.moe_grouped_gemm)}",
+              f"recipe.model.config.moe_permute_fusion = {bool(recipe.moe_permute_fusion)}"]
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
           f"recipe.data.seq_length = {recipe.seq_len}"]
     rc = t["recompute"]

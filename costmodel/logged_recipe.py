@@ -24,6 +24,7 @@ DUMP_KEYS = {
     "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
     "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
     "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
+    "moe_permute_fusion": "moe_permute_fusion",
     "moe_expert_load_cv": "load_balancing_loss", "recompute_modules": "recompute_modules",
     "main_grads_dtype": "main_grads_dtype", "optimizer_states_dtype": "exp_avg_dtype",
 }
@@ -115,6 +116,7 @@ def _moe_switches(a: dict, out: dict, notes: list) -> None:
             notes.append(f"argument dump: moe_token_dispatcher_type = {a['moe_token_dispatcher_type']!r} is not "
                          f"one the model prices ({', '.join(MOE_DISPATCHERS)}, alltoall_seq): the stack's default used")
     _bool(a, "moe_grouped_gemm", out, "moe_grouped_gemm", notes)
+    _bool(a, "moe_permute_fusion", out, "moe_permute_fusion", notes)
     if "moe_expert_capacity_factor" in a:
         cf = a["moe_expert_capacity_factor"]
         if cf is None:

@@ -27,6 +27,16 @@ memory traffic of moving tokens to and from their experts.
   mean load, z_n the expected maximum of n standard normals (Blom 1958: Phi^-1((n - 0.375) /
   (n + 0.25))).  The larger of this and the balls-into-bins bound sets the pace, never more than
   a rank can receive: all of a token's experts that it holds, EP min(k, E/EP) / k the mean.
+* Atomic permutation.  Megatron-core's unfused permutation (its default, ``moe_permute_fusion``
+  off) unpermutes with ``Tensor.scatter_add_`` and permutes with ``index_select``, whose backward is
+  ``index_add_`` (megatron/core/transformer/moe/moe_utils.py): one pass each way over the rows this
+  rank permutes (its own tokens x top-k for the all-to-all dispatcher, the rows of its experts for
+  the allgather and flex ones), an atomic add per element.  PyTorch's scatter-add unpermute of 2 x
+  512 and 2 x 2048 rows of 4096 on an H200 took 0.06 and 0.20 ms (TileOPs PR 608, its baseline named
+  by PR 733; hardware/profiles/data/tileops_moe_unpermute_scatter_add_h200.md): 8.99e10 elements/s,
+  11.3x slower than reading and writing the same bf16 elements at the H200's fitted copy bandwidth.
+  That ratio prices the pass on every GPU (the atomics run at the L2, whose rate is not measured
+  elsewhere).  Transformer Engine's fused kernels (``--moe-permute-fusion``) copy without atomics.
 * Capacity.  With a capacity factor c each expert keeps at most c x its mean token count and
   drops the rest (Lepikhin et al. 2021, GShard sec. 2.2; Megatron ``--moe-expert-capacity-factor``),
   so the busiest rank's load is at most c x the mean; padded to capacity, every expert computes
@@ -50,6 +60,15 @@ DISPATCH_COPIES = 4
 #: DeepEP normal kernels' bottleneck bandwidth over the link's datasheet bandwidth: NVLink, the
 #: lower of dispatch 153 and combine 158 GB/s on H800's 200 GB/s; RDMA, 43 GB/s at EP16 (the lowest
 #: internode row) on a 50 GB/s NIC (module docstring)
+#: PyTorch's atomic scatter-add on an H200: the 12,582,912 more elements of TileOPs PR 608's 2048-token
+#: row than its 512-token one (top-2, hidden 4096) in 0.20 - 0.06 ms more (module docstring)
+ATOMIC_SCATTER_ELEMS_PER_S_H200 = (2048 - 512) * 2 * 4096 / ((0.20 - 0.06) * 1e-3)
+#: the H200's copy bandwidth in the model: 4.8 TB/s datasheet x the fitted hbm.efficiency 0.85
+#: (hardware/profiles/h200-sxm-141gb.yaml)
+H200_COPY_BYTES_PER_S = 4.8e12 * 0.85
+#: how much longer an atomic scatter-add of a bf16 element takes than its read + write (4 bytes) at
+#: the copy bandwidth, about 11.3: the factor on the bytes of an atomic permutation pass
+ATOMIC_SCATTER_SLOWDOWN = H200_COPY_BYTES_PER_S / (2 * 2 * ATOMIC_SCATTER_ELEMS_PER_S_H200)
 DEEPEP_NVLINK_EFFICIENCY = 153.0 / 200.0
 DEEPEP_RDMA_EFFICIENCY = 43.0 / 50.0
 
@@ -100,6 +119,19 @@ def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
     return {"alltoall": lambda: DISPATCH_COPIES / 2 * (tokens * topk + received),
             "allgather": lambda: 2 * received + tokens * etp * ep,
             "flex": lambda: 2 * received}[dispatcher]()
+
+
+def atomic_permute_rows(dispatcher: str, tokens, topk: int, etp, load):
+    """Rows of the one atomic scatter-add pass each direction of Megatron-core's unfused permutation
+    makes on one GPU (module docstring): the rank's own token copies for the all-to-all dispatcher
+    (its unpermute restores them after the combine), the rows of its experts for the allgather and
+    flex ones.  Arrays broadcast like :func:`permute_rows`, of whose rows these are a part.
+
+    Raises:
+        KeyError: an unknown dispatcher.
+    """
+    received = tokens * topk * etp * load
+    return {"alltoall": lambda: tokens * topk, "allgather": lambda: received, "flex": lambda: received}[dispatcher]()
 
 
 def remote_nodes_per_token(nodes, topk: int, node_limit=None):
@@ -153,7 +185,7 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
 
 #: the recipe switches that apply to MoE models only (costmodel.stacks.RECIPE_SWITCHES)
 MOE_SWITCHES = ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity",
-                "moe_expert_load_cv")
+                "moe_expert_load_cv", "moe_permute_fusion")
 
 
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:

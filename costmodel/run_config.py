@@ -274,7 +274,8 @@ def _nemo(d: dict, path: str) -> RunConfig:
 
 _SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 _BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_grouped_gemm", "moe_grouped_gemm", _bool),
-               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", _bool))
+               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", _bool),
+               ("moe_permute_fusion", "moe_permute_fusion", _bool))
 
 
 #: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as

@@ -151,6 +151,9 @@ RECIPE_SWITCHES = (
                  "expert, tokens beyond it dropped; 0 = dropless."),
     RecipeSwitch("moe_pad_to_capacity", "bool", "MoE: pad every expert's tokens to its capacity (fixed-size "
                  "buffers; needs a capacity factor)."),
+    RecipeSwitch("moe_permute_fusion", "bool", "MoE: token permutation as fused kernels (Megatron "
+                 "--moe-permute-fusion); off: PyTorch's index_select / scatter_add_, an atomic add per element "
+                 "once each way."),
     RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
                  "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES)),
     RecipeSwitch("fused_elementwise", "bool", "RMSNorm, rotary embedding and SwiGLU as fused kernels (TE, Apex, "
@@ -329,13 +332,17 @@ class Stack:
 #: ``drop_tokens=True``, tokens einsum-dispatched into fixed [experts, capacity] buffers, one GEMM per
 #: local expert in its Experts loop), which BigScience's Megatron-DeepSpeed uses; torchtitan
 #: (all_to_all_single dispatch, ``use_grouped_mm`` True, dropless); llm-foundry (MegaBlocks dMoE:
-#: all-to-all, dropless, grouped/block-sparse expert GEMMs)
+#: all-to-all, dropless, grouped/block-sparse expert GEMMs).  ``moe_permute_fusion``: Megatron-core's
+#: default is off (TransformerConfig), its unfused permutation an atomic PyTorch scatter-add each way;
+#: DeepSpeed-MoE's einsum dispatch and MegaBlocks' gather/scatter kernels add no atomics, and
+#: torchtitan's scatter-add runs PyTorch's deterministic (sort-based) kernel, which the measured
+#: atomic rate does not describe: on for those (no atomic pass priced)
 _MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
-                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0)
+                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False)
 _MOE_DEEPSPEED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=False, moe_capacity_factor=1.0,
-                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0)
+                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0, moe_permute_fusion=True)
 _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_capacity_factor=0.0,
-                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0)
+                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=True)
 
 
 def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe, dims=("tp", "pp", "cp")):

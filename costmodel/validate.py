@@ -121,7 +121,7 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
                   ("torch.compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
-                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}),
+                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}), ("moe-permute-fusion", {"moe_permute_fusion": True}),
                   # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
                   # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
                   # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's

@@ -253,6 +253,11 @@ def test_launch_flags_carry_recompute_modules_and_the_precision_aware_optimizer(
     assert "--recompute-modules" not in megatron_args(row, m, Recipe(gbs=8192, seq_len=4096))
     _, nemo = launch_settings(row, m, r, fmt="nemo")
     assert "recipe.model.config.recompute_modules = ['mla_up_proj', 'mlp']" in nemo
+    # the fused token permutation is a switch of its own, printed only when on (Megatron's default is off)
+    assert "--moe-permute-fusion" in args and "recipe.model.config.moe_permute_fusion = True" in nemo
+    off = Recipe(gbs=8192, seq_len=4096, moe_permute_fusion=False)
+    assert "--moe-permute-fusion" not in megatron_args(row, m, off)
+    assert "recipe.model.config.moe_permute_fusion = False" in launch_settings(row, m, off, fmt="nemo")[1]
 
 
 def test_launch_flags_turn_the_interleaved_send_overlap_off_only_where_asked():

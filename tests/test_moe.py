@@ -236,3 +236,49 @@ def test_stack_capacity_defaults_give_way_to_the_dispatcher_and_capacity_given()
     assert (r.moe_capacity_factor, r.moe_pad_to_capacity) == (0.0, False)
     with pytest.raises(InputError, match="--moe-pad-to-capacity"):
         stack_recipe(ds, 64, 4096, "bf16", moe_capacity_factor=0.0, moe_pad_to_capacity=True)
+
+
+def test_unfused_permutation_pays_an_atomic_scatter_add_pass_each_way():
+    """TileOPs PR 608's scatter-add unpermute on an H200 (2 x 512 and 2 x 2048 rows of 4096 in 0.06 and
+    0.20 ms): 12,582,912 elements in 0.14 ms, 8.99e10 elements/s, 11.3x the time of reading and
+    writing them at the H200's 4.8 TB/s x 0.85.  Mixtral at TP8 EP1 on the allgather dispatcher (SP):
+    each GPU's experts hold 4096 / 8 tokens x top-2 x ETP 8 = 8192 rows, so the unfused permutation
+    adds (11.3 - 1) x 2 x 8192 x 4096 x 2 B at the H100's copy bandwidth to the forward and to the
+    backward of every layer; the all-to-all dispatcher's pass is over the rank's own 4096 / 8 x 2."""
+    from dataclasses import replace
+    from costmodel.moe import ATOMIC_SCATTER_ELEMS_PER_S_H200, ATOMIC_SCATTER_SLOWDOWN, atomic_permute_rows
+    assert ATOMIC_SCATTER_ELEMS_PER_S_H200 == pytest.approx(12_582_912 / 0.14e-3)
+    assert ATOMIC_SCATTER_SLOWDOWN == pytest.approx(4.8e12 * 0.85 / (4 * 8.988e10), rel=1e-3)
+    assert 11.3 < ATOMIC_SCATTER_SLOWDOWN < 11.4
+    assert atomic_permute_rows("alltoall", 512, 2, 4, 1.2) == 1024            # its own tokens' copies
+    assert atomic_permute_rows("allgather", 512, 2, 8, 1.0) == 8192          # its experts' rows
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="allgather", moe_permute_fusion=True)
+    a = layout(tp=8, dp=1, ep=1, etp=8, sp=True, zero=1)
+    fused, unfused = compute_times(m, r, c, p, a), compute_times(m, replace(r, moe_permute_fusion=False), c, p, a)
+    extra = (ATOMIC_SCATTER_SLOWDOWN - 1) * 2 * 8192 * 4096 * 2 / (c.gpu.hbm_bytes_per_s * p.hbm_efficiency)
+    assert unfused.layer_fwd_s[0] - fused.layer_fwd_s[0] == pytest.approx(extra, rel=1e-6)
+    assert unfused.layer_bwd_s[0] - fused.layer_bwd_s[0] == pytest.approx(extra, rel=1e-6)
+    # Megatron's default is unfused; the stacks whose permutations add no atomics price none
+    from costmodel.stacks import get_stack, stack_recipe
+    assert stack_recipe(get_stack("megatron"), 64, 4096, "bf16").moe_permute_fusion is False
+    assert stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16").moe_permute_fusion is True
+
+
+def test_logs_and_bridge_configs_name_the_permute_fusion():
+    """Megatron's argument dump and Megatron-Bridge's model config carry moe_permute_fusion; a value
+    that is not true/false is reported, not guessed."""
+    from types import SimpleNamespace
+    from costmodel.logged_recipe import logged_switches
+    log = lambda v: SimpleNamespace(args={"moe_permute_fusion": v}, framework="megatron", iterations=None)  # noqa: E731
+    out, where, notes = logged_switches(log(True), True, 8)
+    assert out["moe_permute_fusion"] is True and not notes
+    out, _, notes = logged_switches(log("yes"), True, 8)
+    assert "moe_permute_fusion" not in out and "moe_permute_fusion = 'yes' is not true/false" in notes[0]
+    from pathlib import Path
+    from costmodel.run_config import read_run_config
+    configs = Path(__file__).parent / "data" / "configs"
+    assert read_run_config(configs / "megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml").recipe[
+        "moe_permute_fusion"] is True

@@ -183,7 +183,9 @@ class Recipe:
     rest (0: dropless, Megatron's default); ``moe_pad_to_capacity`` pads every expert to its capacity
     (``--moe-pad-expert-input-to-capacity``; needs a capacity factor); ``moe_expert_load_cv`` is the
     measured coefficient of variation of the per-expert token load (0: uniform routing, the
-    balls-into-bins floor; costmodel.moe).  ``recompute_modules``: what selective recomputation re-runs
+    balls-into-bins floor; costmodel.moe); ``moe_permute_fusion`` permutes the tokens with fused
+    kernels (Megatron's ``--moe-permute-fusion``, Transformer Engine's); False is Megatron-core's
+    unfused PyTorch path, one atomic scatter-add pass per direction (costmodel.moe).  ``recompute_modules``: what selective recomputation re-runs
     on Megatron-family stacks, :data:`RECOMPUTE_MODULES` names separated by commas.
     ``optimizer_offload`` keeps the optimizer states and master weights in host memory and runs the step
     on the CPU (DeepSpeed ZeRO-Offload, ``offload_optimizer: {device: cpu}``; Ren et al., USENIX ATC
@@ -215,6 +217,7 @@ class Recipe:
     moe_grouped_gemm: bool = True
     moe_capacity_factor: float = 0.0
     moe_pad_to_capacity: bool = False
+    moe_permute_fusion: bool = True
     moe_expert_load_cv: float = 0.0
     recompute_modules: str = "core_attn"
     fused_elementwise: bool = True
