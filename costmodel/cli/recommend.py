@@ -169,6 +169,7 @@ def _switch_text(key: str, value, r0) -> str:
                           f"--overlap-param-gather, off by default in {r0.stack})",
             "tp_comm_overlap": f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r0.stack})",
             "moe_grouped_gemm": f"grouped expert GEMMs (--moe-grouped-gemm; off by default in {r0.stack})",
+            "moe_permute_fusion": f"fused token permutation (--moe-permute-fusion; off by default in {r0.stack})",
             "moe_dispatcher": f"the {value} MoE dispatcher (--moe-dispatcher {value}; {r0.stack} defaults to "
                               f"{r0.moe_dispatcher})"}.get(key, f"--{key.replace('_', '-')} {value}")
 
@@ -233,7 +234,8 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     """(recipe changes, description) pairs worth searching beside ``r``: the DP overlap where the stack
     can run it and leaves it off (Megatron-LM), Transformer Engine TP-comm overlap
     (off by default on Megatron and NeMo) when ``--tp-comm-overlap`` is left open, and for an MoE
-    model on a Megatron-family stack grouped expert GEMMs (unless ``--moe-grouped-gemm`` is given) and
+    model on a Megatron-family stack grouped expert GEMMs (unless ``--moe-grouped-gemm`` is given), the
+    fused token permutation (unless ``--moe-permute-fusion`` is given) and
     the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
     GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given.  The caller applies each to the recipe that won so far."""
     out = []
@@ -246,6 +248,10 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     if m.is_moe and flags.get("moe_grouped_gemm") is None and not r.moe_grouped_gemm and get_stack(r.stack).megatron_family:
         out.append((dict(moe_grouped_gemm=True), f"grouped expert GEMMs with the {r.moe_dispatcher} dispatcher "
                                                   f"(--moe-grouped-gemm; off by default in {r.stack})"))
+    if m.is_moe and flags.get("moe_permute_fusion") is None and not r.moe_permute_fusion \
+            and get_stack(r.stack).megatron_family:
+        out.append((dict(moe_permute_fusion=True), f"fused token permutation (--moe-permute-fusion; off by default "
+                                                    f"in {r.stack}: PyTorch's atomic scatter-add each way)"))
     if (m.is_moe and flags.get("moe_dispatcher") is None and flags.get("moe_grouped_gemm") is None
             and get_stack(r.stack).megatron_family and (r.moe_dispatcher, r.moe_grouped_gemm) != ("alltoall", True)):
         out.append((dict(moe_dispatcher="alltoall", moe_grouped_gemm=True),

@@ -216,6 +216,8 @@ def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     assert "--moe-dispatcher alltoall" in r.stderr
     # and the notes name only what the winner keeps: no grouped GEMMs
     assert won["recipe"]["moe_grouped_gemm"] is False and "--moe-grouped-gemm" not in r.stderr
+    # the fused permutation saves the atomic scatter-add passes Megatron's default runs: kept, printed
+    assert won["recipe"]["moe_permute_fusion"] is True and "--moe-permute-fusion" in r.stderr
     r = subprocess.run(base + ["--moe-dispatcher", "allgather"], capture_output=True, text=True, env=env, timeout=120)
     pinned = json.loads(r.stdout)["ranked"][0]
     assert pinned["recipe"]["moe_dispatcher"] == "allgather" and "MoE dispatcher" not in r.stderr
