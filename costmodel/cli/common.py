@@ -12,7 +12,7 @@ import typer
 
 from ..errors import InputError
 from ..layouts import LAYOUT_FIELDS
-from ..specs import ClusterSpec, cluster_profile, load_cluster, load_model, recompute_module_list, with_fabric
+from ..specs import ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list, with_fabric
 from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
 
@@ -173,9 +173,35 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
                           **(recipe_flags or {}))
     check_moe_recipe(model, recipe, cluster.gpu.key, {k for k, v in (recipe_flags or {}).items() if v is not None})
     profile = cluster_profile(cluster, profile_arg)
+    check_profile_gpu(profile, cluster)
     for note in profile_notes(profile, cluster):
         print(f"costmodel: note: {note}", file=sys.stderr)
     return model, cluster, recipe, profile
+
+
+def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
+    """Refuse a profile fitted for a catalog GPU of another class than the cluster's: a dense BF16 peak or
+    a TDP more than 10 % apart.  Its efficiencies and powers describe other silicon (an A100 fit on an
+    H100 predicts 74 % MFU at 373 W); a variant of the same die (H100 SXM vs its 96 GB HBM2e part at
+    the same peak and TDP) only gets :func:`profile_notes`' note.
+
+    Raises:
+        InputError: naming ``--profile``, both GPUs and their peaks and TDPs.
+    """
+    if profile.gpu == cluster.gpu.key:
+        return
+    try:
+        other = load_gpu(profile.gpu)
+    except InputError:
+        return                                  # a GPU outside the catalog: only the note
+    mine = cluster.gpu
+    apart = lambda a, b: a is not None and b is not None and abs(a / b - 1) > 0.10   # noqa: E731
+    pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731
+    if apart(pk(other), pk(mine)) or apart(other.tdp_w, mine.tdp_w):
+        raise InputError("--profile", "", f"{profile.path} was fitted for {other.name} ({pk(other) / 1e12:.0f} "
+                         f"TFLOP/s, {other.tdp_w:.0f} W), the cluster has {mine.name} ({pk(mine) / 1e12:.0f} TFLOP/s, "
+                         f"{mine.tdp_w:.0f} W): its fits describe other silicon; fit one on this cluster "
+                         "(costmodel calibrate fit ... --cluster) or drop --profile")
 
 
 def profile_notes(profile, cluster: ClusterSpec) -> list:

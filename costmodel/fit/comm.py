@@ -69,12 +69,16 @@ def nic_bytes_per_gpu(cluster, ranks_per_node: int) -> float:
 
 #: a sweep whose smallest message is at least this large never sees the latency-bound regime
 LATENCY_BOUND_BYTES = 2 ** 20
+#: a sweep must reach this size for Simple's bandwidth to dominate its fitted latency: a NIC's 25-50 GB/s
+#: times the 0.1-2 ms inter-node Simple latencies of the built-in fits is 2.5-100 MB
+BANDWIDTH_BOUND_BYTES = 2 ** 26
 
 
 def warn_sweep_span(name: str, n, report) -> None:
     """Warn when a sweep cannot identify what the protocol fit returns: its smallest size is >= 1 MiB
     (bandwidth-bound throughout: the latencies and the LL/LL128 lines rest on the fit's starting
-    values), or it spans less than 3 decades of sizes."""
+    values), its largest is under :data:`BANDWIDTH_BOUND_BYTES` (the bandwidth rests on rows where the
+    latency still weighs), or it spans less than 3 decades of sizes."""
     n = np.asarray(n, dtype=np.float64)
     lo, hi = float(n.min()), float(n.max())
     if lo >= LATENCY_BOUND_BYTES:
@@ -85,6 +89,11 @@ def warn_sweep_span(name: str, n, report) -> None:
         report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**10:g} KiB: the sweep is "
                                "latency-bound throughout, so the bandwidth (Simple's efficiency) is not measured "
                                "(gradient and activation messages of MBs to GBs will be off); rerun nccl-tests to -e 8G")
+    elif hi < BANDWIDTH_BOUND_BYTES:
+        report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**20:g} MiB, under "
+                               f"{BANDWIDTH_BOUND_BYTES // 2**20} MiB: Simple's bandwidth is fitted from rows its "
+                               "latency still weighs on, so messages of hundreds of MB to GBs (gradient buckets, "
+                               "FSDP gathers) may be far off; rerun nccl-tests to -e 8G")
     elif hi / max(lo, 1.0) < 1e3:
         report.warnings.append(f"{name}: the {len(n)} sizes span {lo:g}..{hi:g} B, under 3 decades: the protocol "
                                "lines are poorly identified; rerun nccl-tests with -b 8 -e 8G -f 2")

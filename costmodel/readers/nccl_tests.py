@@ -29,6 +29,7 @@ NRIS Olivia GH200 (16 ranks / 4 nodes), OCI A100 (16 / 2) and EKS T4 (NCCL_DEBUG
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +208,22 @@ def _is_int(tok):
     return re.fullmatch(r"\d+", tok) is not None
 
 
+def _row_problem(size: int, placement: str, t: float, algbw: float):
+    """Why a parsed row's time cannot be used, or None.  The time must be a positive number, and
+    nccl-tests computes the algbw it prints from it (algBw = size / 1e9 / seconds, src/common.cu):
+    printed to two decimals each, they agree within their rounding, so a row whose columns disagree
+    was edited or mixes units (a time in ms under the us header)."""
+    if not (math.isfinite(t) and t > 0):
+        return f"{placement} time {t!r} us is not a positive number"
+    if algbw >= 0.05 and size > 0:
+        implied = size / (t * 1e3)
+        tol = 0.02 + 0.006 / t + 0.006 / algbw
+        if abs(implied / algbw - 1) > tol:
+            return (f"{placement} time {t:g} us and algbw {algbw:g} GB/s disagree: {size} B in {t:g} us is "
+                    f"{implied:.4g} GB/s (a time in other units, or an edited column)")
+    return None
+
+
 def _finish_meta(meta):
     ranks = meta["ranks"]
     if meta["ranks_truncated"]:
@@ -364,6 +381,10 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         table = max(table, 0)
         for j, placement in enumerate(("out-of-place", "in-place")):
             t, a, b_ = vals[3 * j:3 * j + 3]
+            problem = _row_problem(size, placement, t, a)
+            if problem:
+                out.errors.append(f"{where}: {problem}: {raw!r}")
+                continue
             out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))
     _finish_meta(meta)
     if dup is not None:

@@ -368,3 +368,16 @@ def test_torchtitan_fsdp_with_a_pipeline_points_to_zero_1():
     mg = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--zero", "3", "--pp", "2", "--gbs", "16")
     assert_one_line_error(mg, "ZeRO-3/FSDP is modelled without pipeline parallelism")
     assert "--zero 1" not in mg.stderr
+
+
+def test_a_profile_of_other_silicon_is_refused_a_same_die_variant_noted():
+    """An A100 40GB fit (312 TFLOP/s, 400 W) on an H100 cluster (989 TFLOP/s, 700 W) would predict an
+    MFU and a power no H100 reaches: refused naming both; the H200's fit (same peak and TDP as the
+    H100 SXM) only gets the note."""
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--profile",
+                              "hardware/profiles/a100-sxm-40gb.yaml"),
+                          "--profile: hardware/profiles/a100-sxm-40gb.yaml was fitted for A100-SXM-40GB (312 TFLOP/s, "
+                          "400 W), the cluster has H100-SXM-80GB (989 TFLOP/s, 700 W)")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--profile",
+            "hardware/profiles/h200-sxm-141gb.yaml")
+    assert p.returncode == 0 and "was fitted for h200-sxm-141gb, the cluster has h100-sxm-80gb" in p.stderr

@@ -247,6 +247,25 @@ def test_nccl_truncated_last_row(tmp_path):
     assert read_nccl_tests(f, strict=False).meta["n_ranks"] == 16
 
 
+def test_nccl_rows_whose_time_is_not_a_time_are_named_not_dropped(tmp_path):
+    """nccl-tests prints algbw = size / time: the OCI capture's 1 MiB row (85.58 us, 12.25 GB/s) agrees
+    to its rounding.  The same row with its times in ms (0.08558), a NaN or a negative time is a bad
+    line named FILE:LINE; the rest of the capture is kept."""
+    from costmodel.readers.nccl_tests import _row_problem
+    assert _row_problem(1048576, "out-of-place", 85.58, 12.25) is None
+    assert _row_problem(1024, "out-of-place", 5.12, 0.20) is None           # 0.2 GB/s within the 2-digit print
+    lines = NCCL_OCI.read_text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.split()[:1] == ["1048576"])
+    for bad, needle in (("0.08558", "disagree: 1048576 B in 0.08558 us is 1.225e+04 GB/s"),
+                        ("nan", "out-of-place time nan us is not a positive number"),
+                        ("-85.58", "out-of-place time -85.58 us is not a positive number")):
+        f = tmp_path / "bad.txt"
+        f.write_text("\n".join(lines[:i] + [lines[i].replace("85.58", bad, 1)] + lines[i + 1:]))
+        t = read_nccl_tests(f, strict=False)
+        assert len(t.errors) == 1 and t.errors[0].startswith(f"{f}:{i + 1}: ") and needle in t.errors[0], t.errors
+        assert len(t.select()) == 30 and len(t.select("in-place")) == 31
+
+
 def test_nccl_old_rank_lines_without_group_and_na_wrong(tmp_path):
     # lines of https://github.com/NVIDIA/nccl-tests/issues/82 (broadcast_perf, nccl-tests before 2.10: no
     # "Group" in the rank lines, no redop column, "N/A" in the error column with -c 0), copied verbatim
