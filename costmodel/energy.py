@@ -80,6 +80,8 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
     """Raise InputError unless min limit <= cap <= TDP (nvidia-smi refuses a limit outside the range)."""
+    if not math.isfinite(cap_w):
+        raise InputError(flag, "", f"must be a finite number, got {cap_w}")
     if not pp.min_cap_w <= cap_w <= pp.max_cap_w:
         raise InputError(flag, "", f"{cap_w:g} W is outside {cluster.gpu.name}'s power-limit range "
                          f"{pp.min_cap_w:g}-{pp.max_cap_w:g} W")

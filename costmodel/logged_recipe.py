@@ -96,7 +96,12 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if moe:
         _moe_switches(a, out, notes)
         lbl = load_balancing_loss(tlog, num_experts, notes)
-        if lbl is not None:
+        topk = a.get("moe_router_topk")
+        cv_max = math.sqrt(num_experts / topk - 1.0) if isinstance(topk, int) and 0 < topk < num_experts else math.inf
+        if lbl is not None and math.sqrt(max(lbl - 1.0, 0.0)) > cv_max:
+            notes.append(f"load_balancing_loss median {lbl:.4f}: sqrt(L - 1) exceeds sqrt(E/k - 1) = {cv_max:.3g}, "
+                         "the most spread loads top-k routing allows (a loss scaled by its coefficient?): not used")
+        elif lbl is not None:
             out["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
     where = {k: DUMP_KEYS[k] + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
                                 if k == "moe_expert_load_cv" else f" = {a.get(DUMP_KEYS[k])!r}")

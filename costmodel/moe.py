@@ -189,7 +189,8 @@ MOE_SWITCHES = ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "mo
 
 
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
-    """Refuse MoE switches ``given`` (names the user set) for a dense model, and the flex
+    """Refuse MoE switches ``given`` (names the user set) for a dense model, a router imbalance above
+    the largest top-k routing allows (sqrt(E/k - 1), every token on the same k experts), and the flex
     dispatcher on a GPU DeepEP does not run on (its requirements: Hopper SM90 kernels, Blackwell in
     V2; deepseek-ai/DeepEP README).
 
@@ -203,6 +204,12 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
                 raise InputError("--" + k.replace("_", "-"), "", f"{model.name} is dense (no experts): the MoE "
                                  "switches apply to MoE models")
         return
+    cv_max = float(np.sqrt(model.num_experts / model.topk - 1.0))
+    if recipe.moe_expert_load_cv > cv_max * (1 + 1e-9):
+        # all tokens on k experts, none on the rest: the most spread loads top-k routing allows
+        raise InputError("--moe-expert-load-cv", "", f"{recipe.moe_expert_load_cv:g} exceeds sqrt(E/k - 1) = "
+                         f"{cv_max:.3g}, the coefficient of variation of {model.name}'s {model.num_experts} expert "
+                         f"loads when every token picks the same {model.topk}")
     if recipe.moe_dispatcher == "flex" and generation(gpu_key) not in ("hopper", "blackwell"):
         raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need a Hopper or Blackwell "
                          f"GPU (deepseek-ai/DeepEP requirements); {gpu_key} is neither")

@@ -381,3 +381,16 @@ def test_a_profile_of_other_silicon_is_refused_a_same_die_variant_noted():
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--profile",
             "hardware/profiles/h200-sxm-141gb.yaml")
     assert p.returncode == 0 and "was fitted for h200-sxm-141gb, the cluster has h100-sxm-80gb" in p.stderr
+
+
+def test_moe_and_cap_values_out_of_reach_are_named():
+    """A dense model's MoE flag says the model is dense before any value check; a router imbalance
+    above sqrt(E/k - 1) (Mixtral: sqrt(3), every token on the same two experts) cannot happen; a NaN
+    power cap is not a number, on predict as on recommend."""
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--moe-capacity-factor",
+                              "1.5"), "--moe-capacity-factor: llama3-8b is dense (no experts)")
+    assert_one_line_error(run("predict", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "2",
+                              "--ep", "8", "--moe-expert-load-cv", "50"),
+                          "--moe-expert-load-cv: 50 exceeds sqrt(E/k - 1) = 1.73")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2",
+                              "--power-cap-w", "nan"), "--power-cap-w: must be a finite number, got nan")
