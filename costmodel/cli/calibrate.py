@@ -160,6 +160,12 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
+    seen = {}
+    for f in files:                                  # one capture given twice would weigh its rows twice
+        key = Path(f).resolve()
+        if key in seen:
+            raise InputError(f, "", f"given twice (also as {seen[key]}): each measurement file once")
+        seen[key] = f
     from ..files import check_output
     out = check_output(output, "-o", files + [x for x in (base, cluster) if x])
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):

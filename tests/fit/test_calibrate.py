@@ -415,6 +415,8 @@ def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path)
     rc, so, se = cli(*args, "--base", "a100-sxm-80gb")
     assert rc == 2 and "a100-sxm-80gb.yaml: gpu: the base profile was fitted for a100-sxm-80gb" in se
     assert not out.exists()
+    rc, so, se = cli(*args[:3], str(P5), *args[3:])          # the same capture twice would count twice
+    assert rc == 2 and "given twice" in se and not out.exists()
     bad = tmp_path / "neg.yaml"           # a bad value in the base is named there, not blamed on the fit
     bad.write_text((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text().replace(
         "eta_max: 0.803", "eta_max: -0.803", 1))
