@@ -244,6 +244,9 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
             return f"kept from {e['kept_from']}"
         if e.get("derived_from"):
             return f"derived from {e['derived_from']}"
+        held = (e.get("fit") or {}).get("held_at_base") if isinstance(e.get("fit"), dict) else None
+        if held:          # a power fit that identified only some coefficients (idle power from a trace)
+            return f"fitted, except {', '.join(held)} kept from the base profile"
         return "fitted" if isinstance(e.get("fit"), dict) else "given"
 
     def quality(e):

@@ -114,6 +114,13 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
     assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "borrowed"
     assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
+    # show says which coefficients the trace fitted, not the whole section (the cell wraps: its words
+    # are read off the power row's lines, last column)
+    rc, so, se = cli("calibrate", "show", str(out))
+    lines = so.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("│ power "))
+    cell = " ".join(ln.rstrip(" │").split("│")[-1].strip() for ln in lines[i:i + 3])
+    assert rc == 0 and "fitted, except flop_w, hbm_w, link_w, spin_w kept from the base profile" in cell, cell
 
 
 # ----------------------------------------------------------------------------- fits by recovery
