@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
+from .moe import max_load_cv
 from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
@@ -97,7 +98,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         _moe_switches(a, out, notes)
         lbl = load_balancing_loss(tlog, num_experts, notes)
         topk = a.get("moe_router_topk")
-        cv_max = math.sqrt(num_experts / topk - 1.0) if isinstance(topk, int) and 0 < topk < num_experts else math.inf
+        cv_max = max_load_cv(num_experts, topk) if isinstance(topk, int) and 0 < topk < num_experts else math.inf
         if lbl is not None and math.sqrt(max(lbl - 1.0, 0.0)) > cv_max:
             notes.append(f"load_balancing_loss median {lbl:.4f}: sqrt(L - 1) exceeds sqrt(E/k - 1) = {cv_max:.3g}, "
                          "the most spread loads top-k routing allows (a loss scaled by its coefficient?): not used")

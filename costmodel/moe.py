@@ -100,6 +100,17 @@ def expert_load_factor(kappa, capacity_factor: float, pad: bool):
     return np.full_like(kappa, capacity_factor) if pad else np.minimum(kappa, capacity_factor)
 
 
+def _received_rows(tokens, topk: int, etp, load):
+    """Expert-side rows on one GPU after the gather over ETP, at the busiest rank's ``load``."""
+    return tokens * topk * etp * load
+
+
+def max_load_cv(num_experts: int, topk: int) -> float:
+    """The largest coefficient of variation of per-expert loads top-k routing allows: every token on the
+    same k of E experts, sqrt(E/k - 1)."""
+    return float(np.sqrt(num_experts / topk - 1.0))
+
+
 def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
     """Token rows one direction of dispatch + combine copies on one GPU (forward; backward copies
     the gradients the same way), each copy reading and writing a hidden vector.
@@ -115,7 +126,7 @@ def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
     Raises:
         KeyError: an unknown dispatcher.
     """
-    received = tokens * topk * etp * load          # expert-side rows after the gather over ETP
+    received = _received_rows(tokens, topk, etp, load)
     return {"alltoall": lambda: DISPATCH_COPIES / 2 * (tokens * topk + received),
             "allgather": lambda: 2 * received + tokens * etp * ep,
             "flex": lambda: 2 * received}[dispatcher]()
@@ -130,7 +141,7 @@ def atomic_permute_rows(dispatcher: str, tokens, topk: int, etp, load):
     Raises:
         KeyError: an unknown dispatcher.
     """
-    received = tokens * topk * etp * load
+    received = _received_rows(tokens, topk, etp, load)
     return {"alltoall": lambda: tokens * topk, "allgather": lambda: received, "flex": lambda: received}[dispatcher]()
 
 
@@ -204,7 +215,7 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
                 raise InputError("--" + k.replace("_", "-"), "", f"{model.name} is dense (no experts): the MoE "
                                  "switches apply to MoE models")
         return
-    cv_max = float(np.sqrt(model.num_experts / model.topk - 1.0))
+    cv_max = max_load_cv(model.num_experts, model.topk)
     if recipe.moe_expert_load_cv > cv_max * (1 + 1e-9):
         # all tokens on k experts, none on the rest: the most spread loads top-k routing allows
         raise InputError("--moe-expert-load-cv", "", f"{recipe.moe_expert_load_cv:g} exceeds sqrt(E/k - 1) = "

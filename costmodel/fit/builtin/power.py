@@ -52,6 +52,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import least_squares, minimize_scalar
 
+from costmodel.gemm import gemm_bytes
 from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
 from costmodel.readers.nvidia_smi_q import column as q_column, read_nvidia_smi_q
@@ -264,7 +265,7 @@ def a100_rows(ops, base):
         full = by["toolkits", f"computation-{dt}"].results[0]["ratio"]
         m, nn, k = r.config["M"], r.config["N"], r.config["K"]
         gemm.append(dict(name=f"mm/{dt}/nativetorch {m}x{nn}x{k}", u_meas=r.flops_kernel / A100_40["tensor_peak"][dt],
-                         u_full=full, h_meas=(m * k + k * nn + m * nn) * BYTES[dt] / r.time_kernel_s / hbm,
+                         u_full=full, h_meas=gemm_bytes(m, nn, k, 1.0, BYTES[dt]) / r.time_kernel_s / hbm,
                          p=r.gpu_avg_power_w))
     return dict(mem=mem, idle=idle_rows, copy=copy_row, allreduce=ar, gemm=gemm)
 
