@@ -18,7 +18,7 @@ from .errors import InputError
 from .layouts import light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import get_stack
+from .stacks import MOE_FLAG_SWITCHES, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -145,14 +145,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         a.append(f"--moe-token-dispatcher-type {recipe.moe_dispatcher}")
         if recipe.moe_dispatcher == "flex":
             a.append("--moe-enable-deepep")
-        if recipe.moe_grouped_gemm:
-            a.append("--moe-grouped-gemm")
         if recipe.moe_capacity_factor > 0:
             a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
-        if recipe.moe_pad_to_capacity:
-            a.append("--moe-pad-expert-input-to-capacity")
-        if recipe.moe_permute_fusion:
-            a.append("--moe-permute-fusion")
+        a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -234,8 +229,9 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              f"recipe.model.config.moe_grouped_gemm = {bool(recipe.moe_grouped_gemm)}",
-              f"recipe.model.config.moe_permute_fusion = {bool(recipe.moe_permute_fusion)}"]
+              "recipe.model.config.moe_expert_capacity_factor = "
+              + (f"{recipe.moe_capacity_factor:g}" if recipe.moe_capacity_factor > 0 else "None"),
+              *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES)]
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
           f"recipe.data.seq_length = {recipe.seq_len}"]
     rc = t["recompute"]

@@ -17,18 +17,13 @@ import numpy as np
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .moe import max_load_cv
 from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
+from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES
 
-#: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from
-DUMP_KEYS = {
-    "flash_attention": "use_flash_attn", "tp_comm_overlap": "tp_comm_overlap", "dp_overlap": "overlap_grad_reduce",
-    "pp_overlap": "overlap_p2p_comm", "fp8_recipe": "fp8_recipe",
-    "optimizer": "optimizer", "cross_entropy": "cross_entropy_loss_fusion",
-    "moe_dispatcher": "moe_token_dispatcher_type", "moe_grouped_gemm": "moe_grouped_gemm",
-    "moe_capacity_factor": "moe_expert_capacity_factor", "moe_pad_to_capacity": "moe_pad_expert_input_to_capacity",
-    "moe_permute_fusion": "moe_permute_fusion",
-    "moe_expert_load_cv": "load_balancing_loss", "recompute_modules": "recompute_modules",
-    "main_grads_dtype": "main_grads_dtype", "optimizer_states_dtype": "exp_avg_dtype",
-}
+#: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
+#: switch's ``megatron_key`` (costmodel.stacks), else the argument that implies it
+DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_key},
+             "flash_attention": "use_flash_attn", "cross_entropy": "cross_entropy_loss_fusion",
+             "moe_expert_load_cv": "load_balancing_loss"}
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
@@ -79,7 +74,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
             notes.append(f"argument dump: fp8_recipe = {a['fp8_recipe']!r} is not a recipe the model prices "
                          f"({', '.join(TE_FP8_RECIPES)}, blockwise as delayed, mxfp8): not used")
     if a.get("use_precision_aware_optimizer") is True:
-        for switch, key in (("main_grads_dtype", "main_grads_dtype"), ("optimizer_states_dtype", "exp_avg_dtype")):
+        for switch, key in ((k, DUMP_KEYS[k]) for k in ("main_grads_dtype", "optimizer_states_dtype")):
             if key in a:
                 d = _DTYPES.get(str(a[key]))
                 if d is None:
@@ -121,8 +116,8 @@ def _moe_switches(a: dict, out: dict, notes: list) -> None:
         else:
             notes.append(f"argument dump: moe_token_dispatcher_type = {a['moe_token_dispatcher_type']!r} is not "
                          f"one the model prices ({', '.join(MOE_DISPATCHERS)}, alltoall_seq): the stack's default used")
-    _bool(a, "moe_grouped_gemm", out, "moe_grouped_gemm", notes)
-    _bool(a, "moe_permute_fusion", out, "moe_permute_fusion", notes)
+    for sw in MOE_FLAG_SWITCHES:
+        _bool(a, sw.megatron_key, out, sw.name, notes)
     if "moe_expert_capacity_factor" in a:
         cf = a["moe_expert_capacity_factor"]
         if cf is None:
@@ -131,7 +126,6 @@ def _moe_switches(a: dict, out: dict, notes: list) -> None:
             out["moe_capacity_factor"] = max(float(cf), 0.0)
         else:
             notes.append(f"argument dump: moe_expert_capacity_factor = {cf!r} is not a number: not used")
-    _bool(a, "moe_pad_expert_input_to_capacity", out, "moe_pad_to_capacity", notes)
 
 
 def load_balancing_loss(tlog, num_experts: int, notes: list):

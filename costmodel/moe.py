@@ -54,6 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import InputError
+from .stacks import MOE_SWITCHES
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
@@ -192,11 +193,6 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
     capacity and measured imbalance of ``recipe`` (a costmodel.specs.Recipe)."""
     return busiest_rank_load(model.topk, recipe.moe_capacity_factor, recipe.moe_pad_to_capacity, tokens, tp, etp, ep,
                              model.num_experts, recipe.moe_expert_load_cv)
-
-
-#: the recipe switches that apply to MoE models only (costmodel.stacks.RECIPE_SWITCHES)
-MOE_SWITCHES = ("moe_dispatcher", "moe_grouped_gemm", "moe_capacity_factor", "moe_pad_to_capacity",
-                "moe_expert_load_cv", "moe_permute_fusion")
 
 
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:

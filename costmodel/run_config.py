@@ -46,6 +46,7 @@ import yaml
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import recompute_module_list
+from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 
 
 @dataclass
@@ -273,9 +274,10 @@ def _nemo(d: dict, path: str) -> RunConfig:
 
 
 _SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-_BRIDGE_MOE = (("moe_dispatcher", "moe_token_dispatcher_type", str), ("moe_grouped_gemm", "moe_grouped_gemm", _bool),
-               ("moe_pad_to_capacity", "moe_pad_expert_input_to_capacity", _bool),
-               ("moe_permute_fusion", "moe_permute_fusion", _bool))
+#: the MoE switches a Megatron-Bridge model config names by their Megatron key (costmodel.stacks);
+#: the capacity factor, whose None means dropless, is read on its own
+_BRIDGE_MOE = (("moe_dispatcher", SWITCHES_BY_NAME["moe_dispatcher"].megatron_key, str),
+               *((s.name, s.megatron_key, _bool) for s in MOE_FLAG_SWITCHES))
 
 
 #: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as

@@ -110,12 +110,20 @@ class RecipeSwitch:
             'modules' (``--name A,B``: a subset of the choices).
         help: the flag's help, without the default.
         choices: the accepted values of a 'choice'.
+        megatron_key: the Megatron-LM argument it maps to one-to-one (the argument dump's key; for the
+            MoE switches also the TransformerConfig field of Megatron-Bridge configs and NeMo 2
+            overrides, and with dashes the command-line flag); '' where none does.
+        moe: applies to MoE models only (a dense model refuses it).
+        summary: what turning it on does, in a few words (``recommend``'s notes).
     """
 
     name: str
     kind: str
     help: str
     choices: tuple = ()
+    megatron_key: str = ""
+    moe: bool = False
+    summary: str = ""
 
     @property
     def cli_flag(self) -> str:
@@ -126,44 +134,55 @@ class RecipeSwitch:
 #: the recipe switches, in the order the flags are listed
 RECIPE_SWITCHES = (
     RecipeSwitch("flash_attention", "bool", "Fused (flash) attention; off models the s^2 softmax in HBM."),
-    RecipeSwitch("tp_comm_overlap", "bool", "Transformer Engine TP-communication overlap (userbuffers)."),
+    RecipeSwitch("tp_comm_overlap", "bool", "Transformer Engine TP-communication overlap (userbuffers).",
+                 megatron_key="tp_comm_overlap", summary="Transformer Engine TP-comm overlap"),
     RecipeSwitch("dp_overlap", "bool", "DP gradient reduce / parameter gather overlapped with the backward / "
-                 "forward in buckets (Megatron --overlap-grad-reduce --overlap-param-gather)."),
+                 "forward in buckets (Megatron --overlap-grad-reduce --overlap-param-gather).",
+                 megatron_key="overlap_grad_reduce", summary="the DP gradient/parameter overlap"),
     RecipeSwitch("pp_overlap", "bool", "Interleaved pipeline (VP > 1): stage-boundary sends and receives run "
                  "under the next virtual stage's compute (Megatron overlap_p2p_comm; --no-overlap-p2p-"
                  "communication turns it off); the warm-up and flush sends stay in the bubble; no effect "
-                 "with VP 1 or --no-overlap."),
+                 "with VP 1 or --no-overlap.", megatron_key="overlap_p2p_comm"),
     RecipeSwitch("fp8_recipe", "choice", "With --precision fp8: per-tensor scales from the amax history "
                  "(delayed) or from each tensor itself (tensorwise: current scaling, one more read of every "
                  "cast tensor), or per row along both axes (rowwise: torchao's, torchtitan only; its casts "
-                 "and gradient rescales are priced, its slower forward GEMM is not).", tuple(FP8_RECIPES)),
+                 "and gradient rescales are priced, its slower forward GEMM is not).", tuple(FP8_RECIPES),
+                 megatron_key="fp8_recipe"),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
-                 tuple(OPTIMIZERS)),
+                 tuple(OPTIMIZERS), megatron_key="optimizer"),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
                  tuple(CROSS_ENTROPIES)),
     RecipeSwitch("attention_kernel", "choice", "Fused-attention kernel: its fitted efficiency by sequence length.",
                  tuple(ATTENTION_KERNELS)),
     RecipeSwitch("moe_dispatcher", "choice", "MoE token dispatcher: what the dispatch and combine move, and "
-                 "the token copies around them.", tuple(MOE_DISPATCHERS)),
+                 "the token copies around them.", tuple(MOE_DISPATCHERS), megatron_key="moe_token_dispatcher_type",
+                 moe=True),
     RecipeSwitch("moe_grouped_gemm", "bool", "MoE: the local experts as one grouped GEMM (off: one GEMM per "
-                 "expert, each with its launch and its own partial wave)."),
+                 "expert, each with its launch and its own partial wave).", megatron_key="moe_grouped_gemm",
+                 moe=True, summary="grouped expert GEMMs"),
     RecipeSwitch("moe_capacity_factor", "float", "MoE: expert capacity as a multiple of the mean tokens per "
-                 "expert, tokens beyond it dropped; 0 = dropless."),
+                 "expert, tokens beyond it dropped; 0 = dropless.", megatron_key="moe_expert_capacity_factor",
+                 moe=True),
     RecipeSwitch("moe_pad_to_capacity", "bool", "MoE: pad every expert's tokens to its capacity (fixed-size "
-                 "buffers; needs a capacity factor)."),
+                 "buffers; needs a capacity factor).", megatron_key="moe_pad_expert_input_to_capacity", moe=True,
+                 summary="experts padded to their capacity"),
     RecipeSwitch("moe_permute_fusion", "bool", "MoE: token permutation as fused kernels (Megatron "
                  "--moe-permute-fusion); off: PyTorch's index_select / scatter_add_, an atomic add per element "
-                 "once each way."),
+                 "once each way.", megatron_key="moe_permute_fusion", moe=True,
+                 summary="fused token permutation"),
     RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
-                 "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES)),
+                 "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES),
+                 megatron_key="recompute_modules"),
     RecipeSwitch("fused_elementwise", "bool", "RMSNorm, rotary embedding and SwiGLU as fused kernels (TE, Apex, "
                  "Liger-Kernel, torch.compile); off: eager PyTorch op sequences, each op a pass over HBM."),
     RecipeSwitch("optimizer_offload", "bool", "ZeRO-Offload: optimizer states on the host, the step on the CPU "
                  "(DeepSpeed offload_optimizer cpu): gradients and parameters cross PCIe, the host's DRAM runs it."),
     RecipeSwitch("main_grads_dtype", "choice", "Dtype of the gradients accumulated and reduced over DP (Megatron "
-                 "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES),
+                 "--main-grads-dtype; bf16 halves the grad buffer and the DP traffic).", STATE_DTYPES,
+                 megatron_key="main_grads_dtype"),
     RecipeSwitch("optimizer_states_dtype", "choice", "Optimizer states' dtype; bf16 is Megatron's precision-aware "
-                 "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES),
+                 "optimizer (bf16 moments, the fp32 master kept as its 16-bit remainder).", STATE_DTYPES,
+                 megatron_key="exp_avg_dtype"),
     RecipeSwitch("bf16_edge_layers", "float", "Under fp8, mxfp8 or nvfp4: the first and the last N transformer "
                  "layers stay in BF16 (Megatron --first-last-layers-bf16 --num-layers-at-start/end-in-bf16 N)."),
     RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens (up to --seq-len), "
@@ -171,8 +190,14 @@ RECIPE_SWITCHES = (
                  "still computes the whole masked s x s scores); 0 = one document per sequence."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
-                 "the balls-into-bins floor."),
+                 "the balls-into-bins floor.", moe=True),
 )
+#: the switches of MoE models only, and those of them Megatron turns on with a bare flag
+#: (``--moe-grouped-gemm``): the dump, the Megatron-Bridge config and the NeMo 2 override all name
+#: them by ``megatron_key``, the launch settings print them from it
+MOE_SWITCHES = tuple(s.name for s in RECIPE_SWITCHES if s.moe)
+MOE_FLAG_SWITCHES = tuple(s for s in RECIPE_SWITCHES if s.moe and s.kind == "bool" and s.megatron_key)
+SWITCHES_BY_NAME = {s.name: s for s in RECIPE_SWITCHES}
 
 
 @dataclass(frozen=True)

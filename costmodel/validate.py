@@ -27,7 +27,7 @@ from .memory import memory_bytes
 from .model_error import load_model_form, regime
 from .predict import predict_table, recompute_options
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
-from .stacks import STACKS, Stack, stack_recipe
+from .stacks import MOE_FLAG_SWITCHES, STACKS, Stack, stack_recipe
 from .uncertainty import step_time_band
 
 # cluster of the catalog that matches each row's GPU and interconnect note
@@ -121,7 +121,8 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
                   ("torch.compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
-                  ("moe-grouped-gemm", {"moe_grouped_gemm": True}), ("moe-permute-fusion", {"moe_permute_fusion": True}),
+                  # an MoE flag as Megatron's command line spells it (moe-grouped-gemm)
+                  *((s.megatron_key.replace("_", "-"), {s.name: True}) for s in MOE_FLAG_SWITCHES),
                   # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
                   # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
                   # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's

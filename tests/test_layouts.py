@@ -258,6 +258,20 @@ def test_launch_flags_carry_recompute_modules_and_the_precision_aware_optimizer(
     off = Recipe(gbs=8192, seq_len=4096, moe_permute_fusion=False)
     assert "--moe-permute-fusion" not in megatron_args(row, m, off)
     assert "recipe.model.config.moe_permute_fusion = False" in launch_settings(row, m, off, fmt="nemo")[1]
+    # padded experts: the capacity and the padding, on both command lines, read back from a dump as written
+    pad = Recipe(gbs=8192, seq_len=4096, moe_capacity_factor=1.25, moe_pad_to_capacity=True)
+    args = megatron_args(row, m, pad)
+    assert "--moe-expert-capacity-factor 1.25" in args and "--moe-pad-expert-input-to-capacity" in args
+    nemo = launch_settings(row, m, pad, fmt="nemo")[1]
+    assert ("recipe.model.config.moe_expert_capacity_factor = 1.25" in nemo
+            and "recipe.model.config.moe_pad_expert_input_to_capacity = True" in nemo)
+    assert "recipe.model.config.moe_expert_capacity_factor = None" in launch_settings(row, m, r, fmt="nemo")[1]
+    from costmodel.logged_recipe import _moe_switches
+    out, notes = {}, []
+    _moe_switches({"moe_expert_capacity_factor": 1.25, "moe_pad_expert_input_to_capacity": True,
+                   "moe_grouped_gemm": True, "moe_permute_fusion": False}, out, notes)
+    assert out == dict(moe_capacity_factor=1.25, moe_pad_to_capacity=True, moe_grouped_gemm=True,
+                       moe_permute_fusion=False) and not notes
 
 
 def test_launch_flags_turn_the_interleaved_send_overlap_off_only_where_asked():

@@ -15,12 +15,12 @@ from ..compare import (build_metrics, capture_gpu_check, check_model, differs, l
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import DUMP_KEYS, logged_switches
-from ..moe import MOE_SWITCHES, check_moe_recipe
+from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
-from ..stacks import get_stack, stack_recipe, switch_values
+from ..stacks import MOE_SWITCHES, get_stack, stack_recipe, switch_values
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 

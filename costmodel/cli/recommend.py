@@ -19,7 +19,7 @@ from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
-from ..stacks import TE_STACKS, get_stack
+from ..stacks import SWITCHES_BY_NAME, TE_STACKS, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
                      context_line, setup, with_fabric_flags, with_recipe_flags)
 
@@ -165,13 +165,15 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
 
 def _switch_text(key: str, value, r0) -> str:
     """What setting ``key`` to ``value`` means, beside the stack's default in ``r0``."""
-    return {"dp_overlap": f"the DP gradient/parameter overlap (--dp-overlap: Megatron's --overlap-grad-reduce "
-                          f"--overlap-param-gather, off by default in {r0.stack})",
-            "tp_comm_overlap": f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r0.stack})",
-            "moe_grouped_gemm": f"grouped expert GEMMs (--moe-grouped-gemm; off by default in {r0.stack})",
-            "moe_permute_fusion": f"fused token permutation (--moe-permute-fusion; off by default in {r0.stack})",
-            "moe_dispatcher": f"the {value} MoE dispatcher (--moe-dispatcher {value}; {r0.stack} defaults to "
-                              f"{r0.moe_dispatcher})"}.get(key, f"--{key.replace('_', '-')} {value}")
+    sw = SWITCHES_BY_NAME.get(key)
+    if key == "moe_dispatcher":
+        return f"the {value} MoE dispatcher (--moe-dispatcher {value}; {r0.stack} defaults to {r0.moe_dispatcher})"
+    if key == "dp_overlap":
+        return (f"the DP gradient/parameter overlap (--dp-overlap: Megatron's --overlap-grad-reduce "
+                f"--overlap-param-gather, off by default in {r0.stack})")
+    if sw is not None and sw.summary and value is True:
+        return f"{sw.summary} ({sw.cli_flag}; off by default in {r0.stack})"
+    return f"--{key.replace('_', '-')} {value}"
 
 
 #: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
