@@ -53,7 +53,7 @@ rail k's uplinks alone: the same mean load on fewer links, so a smaller maximum.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import poisson
+from scipy.special import pdtr     # the Poisson CDF, P(X <= k) for X ~ Poisson(lam)
 
 from .collective import collective_time_s
 from .specs import ClusterSpec
@@ -143,7 +143,7 @@ def ecmp_max_load(flows, uplinks: float):
         lam = uniq[small]
         top = int(np.ceil(lam.max() + 12.0 * np.sqrt(lam.max()) + 25.0))
         k = np.arange(top)[:, None]
-        out[small] = np.sum(1.0 - poisson.cdf(k, lam[None, :]) ** uplinks, axis=0)
+        out[small] = np.sum(1.0 - pdtr(k, lam[None, :]) ** uplinks, axis=0)
     return np.where(flows > 0, out[inv].reshape(flows.shape), 0.0)
 
 

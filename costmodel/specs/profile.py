@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from ..errors import InputError
-from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir
+from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir, yaml_load
 from .recipe import ATTENTION_KERNELS, kernel_head_dim
 from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, SCALE_OUT_FABRICS,
                      AttentionKernelParams, CollectiveParams, GroupFit,
@@ -527,7 +527,7 @@ def fit_sigma(entry, depth: int = 0) -> float | None:
 def _built_in(gpu: str):
     """The built-in profile mapping of ``gpu`` (read once per process), or None."""
     try:
-        return yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
+        return yaml_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return None
 
