@@ -52,6 +52,7 @@ memory traffic of moving tokens to and from their experts.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import ndtri      # Phi^-1, the standard normal quantile
 
 from .errors import InputError
 from .stacks import MOE_SWITCHES
@@ -160,9 +161,8 @@ def remote_nodes_per_token(nodes, topk: int, node_limit=None):
 def expected_max_normal(n):
     """Expected maximum of ``n`` independent standard normals, Blom's (1958) approximation
     Phi^-1((n - 0.375) / (n + 0.25)); 0 for n = 1.  Arrays broadcast."""
-    from scipy.stats import norm
     n = np.asarray(n, dtype=np.float64)
-    return np.where(n > 1, norm.ppf((n - 0.375) / (n + 0.25)), 0.0)
+    return np.where(n > 1, ndtri((n - 0.375) / (n + 0.25)), 0.0)
 
 
 def busiest_rank_load(topk: int, capacity_factor: float, pad: bool, tokens, tp, etp, ep, num_experts: int = 0,
