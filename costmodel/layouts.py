@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import InputError
 from .specs import ModelSpec, Recipe
-from .stacks import get_stack
+from .stacks import get_stack, typed_flag
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -50,7 +50,7 @@ class LayoutField:
 
     def flag_for(self, value) -> str:
         """The flag that sets ``value``: ``--no-sp`` for a bool field set False, else :attr:`cli_flag`."""
-        return "--no-" + self.cli_flag[2:] if self.kind == "bool" and value is False else self.cli_flag
+        return typed_flag(self.cli_flag, self.kind == "bool", value)
 
 
 #: every layout field, in table and report order (Megatron-core semantics, module docstring)

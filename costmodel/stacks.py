@@ -100,6 +100,11 @@ FUSED_ROPE_BYTES, EAGER_ROPE_BYTES = 4.0, 20.0
 FUSED_SWIGLU_BYTES, EAGER_SWIGLU_BYTES = 6.0, 10.0
 
 
+def typed_flag(cli_flag: str, is_bool: bool, value) -> str:
+    """The flag a user types to set ``value``: ``--no-sp`` for the bool ``--sp`` set False, else ``cli_flag``."""
+    return "--no-" + cli_flag[2:] if is_bool and value is False else cli_flag
+
+
 @dataclass(frozen=True)
 class RecipeSwitch:
     """One recipe field a stack sets by default and a flag overrides.
@@ -129,6 +134,10 @@ class RecipeSwitch:
     def cli_flag(self) -> str:
         """``--flash-attention`` for ``flash_attention``."""
         return "--" + self.name.replace("_", "-")
+
+    def flag_for(self, value) -> str:
+        """The flag that sets ``value``: ``--no-flash-attention`` for a bool set False, else :attr:`cli_flag`."""
+        return typed_flag(self.cli_flag, self.kind == "bool", value)
 
 
 #: the recipe switches, in the order the flags are listed

@@ -11,10 +11,10 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from ..layouts import LAYOUT_FIELDS
+from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list, with_fabric
 from ..moe import check_moe_recipe
-from ..stacks import RECIPE_SWITCHES, STACKS, get_stack, stack_recipe
+from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -64,8 +64,9 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         if given(name):
             if target.get(name) != value:
                 mine = target.get(name)
-                if isinstance(mine, bool):          # the switch as typed: --sp or --no-sp
-                    flag = flag if mine else "--no-" + flag[2:]
+                spec = FIELD_SPECS.get(name) or SWITCHES_BY_NAME.get(name)
+                if spec is not None:                # the switch as typed: --sp or --no-sp
+                    flag = spec.flag_for(mine)
                 said = "" if isinstance(mine, bool) else f"{mine!r} "
                 raise InputError(flag, "", f"{said}contradicts {cfg.where.get(name, path)} ({value!r}): "
                                  "drop the flag or edit the file")

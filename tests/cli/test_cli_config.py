@@ -43,6 +43,9 @@ def test_flags_that_agree_pass_and_flags_that_contradict_are_refused(tmp_path):
                               "--cp", "4"), "--cp", "model.context_parallel_size")
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "jupiter-gh200", "--config", str(NEMO)),
                           "trainer.devices", "jupiter-gh200")
+    # a recipe switch the file sets is named as typed (the file's optim.overlap_grad_sync: true)
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO),
+                              "--no-dp-overlap"), "--no-dp-overlap: contradicts", "model.optim.overlap_grad_sync")
     py = tmp_path / "cfg.py"
     py.write_text("def llama3_8b():\n    return None\n")
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(py)), "code")
