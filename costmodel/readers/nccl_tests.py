@@ -43,6 +43,9 @@ _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\
 # an abbreviated block, one line per host ("#  Rank  0 .. Rank  7 on h100a-gpu-0001  NVIDIA H100 80GB HBM3"),
 # as pasted in cluster documentation (edwardsp/azcluster walkthrough.md)
 _RANK_RANGE = re.compile(r"^#?\s*Rank\s+(\d+)\s*\.\.\.?\s*Rank\s+(\d+)\s+on\s+(\S+)\s*(.*?)\s*$")
+#: the most ranks an abbreviated "Rank a ... Rank b" line may span: 2^20, ten times the largest GPU jobs
+#: reported (about 100,000 GPUs); a damaged bound beyond it would expand into millions of rank records
+MAX_RANK_RANGE = 1 << 20
 _NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(?:[-+]?cuda(\d+(?:\.\d+)*))?", re.IGNORECASE)
 _TESTS_VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+\(\S+\))?(?:.*?nccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
@@ -311,6 +314,11 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
     for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).strip()
         if not line or _PROVENANCE.match(line):
+            continue
+        r = _RANK_RANGE.match(line)
+        if r and not 0 <= int(r.group(2)) - int(r.group(1)) < MAX_RANK_RANGE:
+            out.errors.append(f"{path}:{lineno}: rank range {r.group(1)} ... {r.group(2)} is not a range of 1 to "
+                              f"{MAX_RANK_RANGE:,} ranks: {raw!r}")
             continue
         kind, clash = _rank_line(line, meta, seen_ranks, block_ranks)
         if clash is not None and dup is None:

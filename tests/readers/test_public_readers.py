@@ -54,6 +54,21 @@ def test_nccl_reader_non_numeric_field(tmp_path):
         read_nccl_tests(f)
 
 
+def test_nccl_reader_refuses_a_damaged_rank_range_without_expanding_it(tmp_path):
+    """An abbreviated 'Rank a .. Rank b' line with a damaged bound is a bad line named FILE:LINE (it once
+    expanded into one record per rank: 10^23 of them, until the process ran out of memory)."""
+    src = (Path(__file__).resolve().parents[1] / "data" / "readers" / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt")
+    good = read_nccl_tests(src)
+    assert good.meta["n_ranks"] == 16
+    for bound in ("99999999999999999999999", "3"):          # far too many ranks; a range that runs backwards
+        f = tmp_path / "range.txt"
+        f.write_text(src.read_text().replace("Rank  8 .. Rank 15", f"Rank  8 .. Rank {bound}"))
+        with pytest.raises(NcclTestsParseError, match=rf"range\.txt:7: rank range 8 \.\.\. {bound} is not a range"):
+            read_nccl_tests(f)
+        lenient = read_nccl_tests(f, strict=False)
+        assert len(lenient.errors) == 1 and len(lenient.rows) == len(good.rows)
+
+
 def test_other_nccl_formats():
     sr = read_nccl_tests(DATA / "liplus_a100_8gpu_sendrecv.txt").select()
     assert [r.busbw for r in sr] == [110.81, 188.60, 192.75, 195.10]
