@@ -10,6 +10,8 @@ groups are consecutive ranks and PP is outermost); EP is carved from DP x CP wit
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -401,8 +403,12 @@ def expert_dp(t) -> np.ndarray:
     return (t.tp * t.dp * t.cp) // (t.ep * t.etp)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple[int, ...]:
+    """The divisors of ``n`` >= 1, ascending: pairs (d, n / d) for d up to sqrt(n), so a layer count
+    of 2^31 costs 46,341 trials, not 2^31."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
 
 
 def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int, *,

@@ -71,7 +71,8 @@ class Prediction:
 def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of small non-negative integer columns without sorting.
 
-    Each column is mapped to dense indices through a lookup table over its value range, the
+    Each column is mapped to dense indices through a lookup table over its value range (by sorting
+    where that range is much larger than n), the
     indices are combined into one mixed-radix key, and a presence table over the key range yields
     the distinct rows.  O(n + value ranges), which beats np.unique's sort on the hot path; a key range
     much larger than n is sorted instead (one 1-D sort of the keys).
@@ -87,11 +88,18 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     radix = 1
     for c in cols:
         c = c.astype(np.int64)
-        present = np.zeros(int(c.max()) + 1 if n else 1, dtype=bool)
-        present[c] = True
-        dense = np.cumsum(present) - 1
-        key += dense[c] * radix
-        radix *= int(present.sum())
+        top = int(c.max()) + 1
+        if top > 4 * n + 1024:
+            # values far beyond the row count (a billion-layer model's VP): rank them by sorting,
+            # not through a table as long as the largest value
+            uniq, dense_c = np.unique(c, return_inverse=True)
+            key += dense_c.ravel() * radix
+            radix *= len(uniq)
+        else:
+            present = np.zeros(top, dtype=bool)
+            present[c] = True
+            key += (np.cumsum(present) - 1)[c] * radix
+            radix *= int(present.sum())
         if radix > 50_000_000:  # key range too large for a presence table: fall back to sorting
             _, first, inv = np.unique(np.stack([x.astype(np.int64) for x in cols]), axis=1,
                                       return_index=True, return_inverse=True)

@@ -284,3 +284,20 @@ def test_launch_flags_turn_the_interleaved_send_overlap_off_only_where_asked():
     assert "--no-overlap-p2p-communication" not in megatron_args(row, m, Recipe(gbs=32, seq_len=4096, pp_overlap=True))
     _, nemo = launch_settings(row, m, Recipe(gbs=32, seq_len=4096, stack="nemo", pp_overlap=True), fmt="nemo")
     assert "recipe.model.config.overlap_p2p_comm = True" in nemo and "batch_p2p_comm = False" in nemo
+
+
+def test_distinct_rows_and_divisors_of_huge_values_stay_cheap():
+    """A column of values far beyond the row count (a 2e9-layer model's VP) is ranked by sorting, not
+    through a table as long as its largest value (8 GB for 1e9), and a layer count of 2e9 has its 110
+    divisors found from sqrt pairs: recommend on such a model answers (infeasible) in about a second."""
+    import numpy as np
+    from costmodel.layouts import _divisors
+    from costmodel.predict import unique_rows
+    vp = np.array([1, 1_000_000_001, 1, 7, 1_000_000_001, 7])
+    mbs = np.array([2, 2, 2, 4, 2, 4])
+    first, inv = unique_rows(vp, mbs)
+    assert len(first) == 3
+    assert (vp[first][inv] == vp).all() and (mbs[first][inv] == mbs).all()
+    assert _divisors(2_000_000_000)[-3:] == (500_000_000, 1_000_000_000, 2_000_000_000)
+    assert len(_divisors(2_000_000_000)) == 110
+    assert _divisors(126) == (1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126)
