@@ -16,7 +16,7 @@ import numpy as np
 
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .moe import max_load_cv
-from .specs import MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
+from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
 from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
@@ -27,9 +27,6 @@ DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_ke
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
-#: dispatcher names of Megatron-core the model prices as another: alltoall_seq (the all-to-all
-#: dispatcher over a sequence-sharded input, MoEAlltoAllSEQTokenDispatcher) moves the same tokens
-_DISPATCHER_ALIASES = {"alltoall_seq": "alltoall"}
 
 
 def _bool(a: dict, key: str, out: dict, switch: str, notes: list) -> None:
@@ -110,7 +107,7 @@ def _moe_switches(a: dict, out: dict, notes: list) -> None:
     TransformerConfig sets a negative moe_expert_capacity_factor to None)."""
     if "moe_token_dispatcher_type" in a:
         d = str(a["moe_token_dispatcher_type"])
-        d = _DISPATCHER_ALIASES.get(d, d)
+        d = MOE_DISPATCHER_ALIASES.get(d, d)
         if d in MOE_DISPATCHERS:
             out["moe_dispatcher"] = d
         else:

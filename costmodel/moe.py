@@ -55,7 +55,7 @@ import numpy as np
 from scipy.special import ndtri      # Phi^-1, the standard normal quantile
 
 from .errors import InputError
-from .stacks import MOE_SWITCHES
+from .stacks import MOE_SWITCHES, SWITCHES_BY_NAME
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
@@ -196,7 +196,8 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
 
 
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
-    """Refuse MoE switches ``given`` (names the user set) for a dense model, a router imbalance above
+    """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
+    a dense model, a router imbalance above
     the largest top-k routing allows (sqrt(E/k - 1), every token on the same k experts), and the flex
     dispatcher on a GPU DeepEP does not run on (its requirements: Hopper SM90 kernels, Blackwell in
     V2; deepseek-ai/DeepEP README).
@@ -207,9 +208,10 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
     from .model_error import generation
     if not model.is_moe:
         for k in MOE_SWITCHES:
-            if k in given:
-                raise InputError("--" + k.replace("_", "-"), "", f"{model.name} is dense (no experts): the MoE "
-                                 "switches apply to MoE models")
+            if k in given:      # named as typed: --no-moe-grouped-gemm where ``given`` maps it to False
+                flag = SWITCHES_BY_NAME[k].flag_for(given[k] if isinstance(given, dict) else None)
+                raise InputError(flag, "", f"{model.name} is dense (no experts): the MoE switches apply to MoE "
+                                 "models")
         return
     cv_max = max_load_cv(model.num_experts, model.topk)
     if recipe.moe_expert_load_cv > cv_max * (1 + 1e-9):

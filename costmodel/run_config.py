@@ -45,7 +45,7 @@ import yaml
 
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
-from .specs import recompute_module_list
+from .specs import MOE_DISPATCHER_ALIASES, recompute_module_list
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 
 
@@ -154,6 +154,17 @@ def _bool(v) -> bool:
     if not isinstance(v, bool):        # YAML's true/false; a string or number is not read as a switch
         raise ValueError(v)
     return v
+
+
+def _capacity_factor(v) -> float:
+    """Megatron-core's ``moe_expert_capacity_factor``: None or below 0 is dropless (0 here; its
+    TransformerConfig sets a negative factor to None), else the factor; not a finite number raises
+    ValueError."""
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(v)
+    return max(float(v), 0.0)
 
 
 def _int(v):
@@ -276,7 +287,8 @@ def _nemo(d: dict, path: str) -> RunConfig:
 _SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 #: the MoE switches a Megatron-Bridge model config names by their Megatron key (costmodel.stacks);
 #: the capacity factor, whose None means dropless, is read on its own
-_BRIDGE_MOE = (("moe_dispatcher", SWITCHES_BY_NAME["moe_dispatcher"].megatron_key, str),
+_BRIDGE_MOE = (("moe_dispatcher", SWITCHES_BY_NAME["moe_dispatcher"].megatron_key,
+                lambda v: MOE_DISPATCHER_ALIASES.get(str(v), str(v))),
                *((s.name, s.megatron_key, _bool) for s in MOE_FLAG_SWITCHES))
 
 
@@ -417,7 +429,11 @@ def _bridge(d: dict, path: str) -> RunConfig:
             _take(cfg, path, R, name, m, key, conv, mp)
         if "moe_expert_capacity_factor" in m:
             cf = m["moe_expert_capacity_factor"]
-            R["moe_capacity_factor"] = 0.0 if cf is None else float(cf)
+            try:
+                R["moe_capacity_factor"] = _capacity_factor(cf)
+            except ValueError:
+                raise InputError(path, "model.moe_expert_capacity_factor", f"{cf!r} is not a number (null or "
+                                 "below 0: dropless)") from None
             cfg.where["moe_capacity_factor"] = f"{path}: model.moe_expert_capacity_factor"
     _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}

@@ -221,7 +221,17 @@ def test_mixtral_recipe_switches_from_the_dump_flags_may_not_contradict(tmp_path
     rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--moe-dispatcher", "allgather")
     assert rc == 2 and "--moe-dispatcher: 'allgather' contradicts the log" in se and "--allow-override" in se
     rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--no-dp-overlap", "--allow-override", "--json")
-    assert rc == 0 and any("--dp-overlap False overrides the log" in w for w in json.loads(so)["warnings"])
+    assert rc == 0 and any("--no-dp-overlap overrides the log" in w for w in json.loads(so)["warnings"])
+    # a switch set off is named as typed; a measured router spread above the log's lower bound agrees with it
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--no-moe-grouped-gemm")
+    assert rc == 2 and "--no-moe-grouped-gemm: contradicts the log" in se and "moe_grouped_gemm = True" in se, se
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--moe-expert-load-cv", "0.5", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["moe_expert_load_cv"] == 0.5 and any("at or above the log's lower bound" in w
+                                                              for w in out["warnings"])
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--moe-expert-load-cv", "0.01")
+    assert rc == 2 and "--moe-expert-load-cv: 0.01 contradicts the log" in se, se
     bad = _mixtral_with(tmp_path, {"moe_token_dispatcher_type": "foo", "moe_grouped_gemm": "yes"}, lbl="1e300")
     rc, so, se = cli("compare", "--log", bad, *MIXTRAL_FLAGS, "--json")
     assert rc == 0, se

@@ -170,7 +170,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
         print(f"costmodel: note: {model_arg} gives no training length (_seq_len): seq_len {model.seq_len} = "
               f"min(max_position_embeddings {model.max_positions or '-'}, 4096); pass --seq-len", file=sys.stderr)
     check_recipe_flags(recipe_flags or {})
-    given = {k for k, v in (recipe_flags or {}).items() if v is not None}
+    given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
     if not model.is_moe:        # a dense model's MoE flags first: before the recipe checks their values
         check_moe_recipe(model, None, cluster.gpu.key, given)
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu_key=cluster.gpu.key,

@@ -20,7 +20,7 @@ from .common import check_layout_flags, check_recipe_flags, with_layout_flags, w
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
-from ..stacks import MOE_SWITCHES, get_stack, stack_recipe, switch_values
+from ..stacks import MOE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -364,12 +364,19 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     for k, v in given.items():
         # a logged number is as precise as the log prints it
         close = isinstance(v, float) and isinstance(logged.get(k), float) and math.isclose(v, logged[k], rel_tol=1e-3)
+        if k == "moe_expert_load_cv" and k in logged and v >= logged[k]:
+            # the log's sqrt(L - 1) bounds the spread from below: a larger measured one agrees with it
+            warnings.append(f"--moe-expert-load-cv {v:g} is at or above the log's lower bound {logged[k]:.3g} "
+                            f"({where[k]}): the flag's value used")
+            continue
         if k in logged and differs(v, logged[k]) and not close:
-            flag = "--" + k.replace("_", "-")
+            sw = SWITCHES_BY_NAME.get(k)
+            flag = sw.flag_for(v) if sw else "--" + k.replace("_", "-")
+            said = "" if isinstance(v, bool) else f"{v!r} "      # a switch as typed says its value
             if not allow_override:
-                raise InputError(flag, "", f"{v!r} contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
+                raise InputError(flag, "", f"{said}contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
                                  "or pass --allow-override to let it win")
-            warnings.append(f"{flag} {v!r} overrides the log ({where[k]})")
+            warnings.append(f"{flag} {said}overrides the log ({where[k]})")
     for k in ("dp_overlap", "pp_overlap") + (("fp8_recipe",) if prec == "fp8" else ()) + (MOE_SWITCHES if model.is_moe else ()):
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
@@ -380,7 +387,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
         if k is None:
             raise
         raise InputError(tlog.path, DUMP_KEYS[k], f"{logged[k]!r}: {e.message}") from None
-    check_moe_recipe(model, recipe, c.gpu.key, set(given))
+    check_moe_recipe(model, recipe, c.gpu.key, given)
     return recipe
 
 

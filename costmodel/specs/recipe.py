@@ -155,6 +155,9 @@ MOE_DISPATCHERS = {
     "flex": "DeepEP's normal dispatch/combine kernels: NVLink forwarding inside a node, each token sent "
             "once per destination node over RDMA (Megatron-core MoEFlexTokenDispatcher)",
 }
+#: dispatcher names of Megatron-core the model prices as another: alltoall_seq (the all-to-all
+#: dispatcher over a sequence-sharded input, MoEAlltoAllSEQTokenDispatcher) moves the same tokens
+MOE_DISPATCHER_ALIASES = {"alltoall_seq": "alltoall"}
 
 
 @dataclass(frozen=True)

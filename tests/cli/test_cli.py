@@ -389,6 +389,8 @@ def test_moe_and_cap_values_out_of_reach_are_named():
     power cap is not a number, on predict as on recommend."""
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--moe-capacity-factor",
                               "1.5"), "--moe-capacity-factor: llama3-8b is dense (no experts)")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--no-moe-grouped-gemm"),
+                          "--no-moe-grouped-gemm: llama3-8b is dense")            # named as typed
     assert_one_line_error(run("predict", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "2",
                               "--ep", "8", "--moe-expert-load-cv", "50"),
                           "--moe-expert-load-cv: 50 exceeds sqrt(E/k - 1) = 1.73")

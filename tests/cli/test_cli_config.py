@@ -83,6 +83,22 @@ def test_megatron_bridge_config_container_dense():
     assert r["recipe"]["precision"] == "mxfp8"
 
 
+def test_megatron_bridge_moe_keys_are_read_as_megatron_reads_them(tmp_path):
+    """A capacity factor below 0 is dropless and alltoall_seq is the all-to-all dispatcher, as in an
+    argument dump; a capacity factor that is not a number names its key (it was a Python traceback)."""
+    from costmodel.run_config import read_run_config
+    text = BRIDGE_DSV3.read_text()
+    f = tmp_path / "moe.yaml"
+    f.write_text(text.replace("moe_expert_capacity_factor: null", "moe_expert_capacity_factor: -1.0")
+                 .replace("moe_token_dispatcher_type: flex", "moe_token_dispatcher_type: alltoall_seq"))
+    c = read_run_config(f)
+    assert (c.recipe["moe_capacity_factor"], c.recipe["moe_dispatcher"]) == (0.0, "alltoall")
+    for bad in ("big", ".nan", "true"):
+        f.write_text(text.replace("moe_expert_capacity_factor: null", f"moe_expert_capacity_factor: {bad}"))
+        assert_one_line_error(run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128",
+                                  "--config", str(f)), "model.moe_expert_capacity_factor", "is not a number")
+
+
 def test_megatron_bridge_config_container_moe_with_its_own_pipeline_layout():
     """Megatron-Bridge's DeepSeek-V3 H100 fp8 recipe: TP 2, PP 8, VP 4, EP 64, ETP 1, SP, selective
     recompute, gbs 8192, seq 4096, fp8 (mixed_precision.fp8 hybrid), DeepEP (flex) dispatch with grouped
