@@ -18,7 +18,7 @@ from .errors import InputError
 from .layouts import light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, get_stack
+from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -61,7 +61,8 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
                if recipe.moe_capacity_factor > 0 else "dropless")
         lines.append(f"MoE: {recipe.moe_dispatcher} token dispatch, "
-                     f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}")
+                     f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}, "
+                     f"{'fused' if recipe.moe_permute_fusion else 'unfused (atomic scatter-add)'} token permutation")
     return "\n".join(lines)
 
 
@@ -110,6 +111,37 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
     return " \\\n  ".join(a)
 
 
+def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None):
+    """How Megatron-core is told the pipeline split of ``layout`` (``layers``: transformer layers per
+    stage, default :func:`costmodel.layouts.uneven_split`):
+
+    * ``("accounted", None)``: VP > 1 and PP x VP divides the layers plus the embedding and the loss
+      (--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split);
+    * ``("first_last", (first, last))``: VP 1, uneven first and last stages around even middle ones
+      (--decoder-first/last-pipeline-num-layers);
+    * ``("layout", text)``: any other uneven split, as --pipeline-model-parallel-layout: one '|'
+      segment per virtual stage in model order (virtual stage v of pipeline rank s is segment
+      v x PP + s), each stage's layers spread over its VP chunks, 'E' and 'L' the embedding and
+      the loss (Megatron-core PipelineParallelLayerLayout);
+    * ``(None, None)``: even stages.
+    """
+    pp, vp = layout["pp"], layout["vp"]
+    if layers is None:
+        if vp > 1 and model.num_layers % (pp * vp) and (model.num_layers + 2) % (pp * vp) == 0:
+            return "accounted", None
+        if model.num_layers % pp == 0 and (vp == 1 or model.num_layers % (pp * vp) == 0):
+            return None, None
+        layers = [int(x) for x in uneven_split(model.num_layers, pp, light_last_stage(recipe))]
+    if len(set(layers)) <= 1 and (vp == 1 or layers[0] % vp == 0):
+        return None, None
+    if vp == 1 and len(set(layers[1:-1])) <= 1:
+        return "first_last", (layers[0], layers[-1])
+    chunks = [[n // vp + (1 if j < n % vp else 0) for j in range(vp)] for n in layers]
+    segs = ["t" * chunks[s][v] for v in range(vp) for s in range(pp)]
+    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "L"
+    return "layout", "|".join(segs)
+
+
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
@@ -121,20 +153,14 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         return _megatron_deepspeed_args(layout, model, recipe)
     a = [f"--tensor-model-parallel-size {layout['tp']}", f"--pipeline-model-parallel-size {layout['pp']}"]
     pv = layout["pp"] * layout["vp"]
-    accounted = layout["vp"] > 1 and model.num_layers % pv and (model.num_layers + 2) % pv == 0
-    if accounted and layers is None:
+    split, how = pipeline_split_settings(layout, model, recipe, layers)
+    accounted = split == "accounted"
+    if accounted:
         a += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
-    elif layers is None and model.num_layers % layout["pp"]:
-        layers = [int(x) for x in uneven_split(model.num_layers, layout["pp"], light_last_stage(recipe))]
-    if layers is not None and len(set(layers)) > 1:
-        mid = layers[1:-1]
-        if len(set(mid)) <= 1:
-            a += [f"--decoder-first-pipeline-num-layers {layers[0]}",
-                  f"--decoder-last-pipeline-num-layers {layers[-1]}"]
-        else:
-            stages = ["t" * n for n in layers]
-            stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
-            a.append(f"--pipeline-model-parallel-layout \"{'|'.join(stages)}\"")
+    elif split == "first_last":
+        a += [f"--decoder-first-pipeline-num-layers {how[0]}", f"--decoder-last-pipeline-num-layers {how[1]}"]
+    elif split == "layout":
+        a.append(f"--pipeline-model-parallel-layout \"{how}\"")
     if layout["cp"] > 1:
         a.append(f"--context-parallel-size {layout['cp']}")
     if layout["ep"] > 1:
@@ -152,8 +178,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
     if layout["vp"] > 1:
-        per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
-        a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
+        if split != "layout":           # a layout string already gives every virtual stage's layers
+            per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
+            a.append(f"--num-layers-per-virtual-pipeline-stage {per_chunk}")
         # the flag turns off what Megatron-core does by default (the older stacks have neither)
         if (get_stack(recipe.stack).defaults["pp_overlap"]
                 and not pp_sends_overlapped(recipe, layout["overlap"], layout["vp"])):
@@ -214,6 +241,17 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     return " \\\n  ".join(a)
 
 
+def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
+    """The TransformerConfig fields of :func:`pipeline_split_settings`'s split, as NeMo 2 overrides."""
+    split, how = pipeline_split_settings(t, model, recipe)
+    c = "recipe.model.config."
+    return {"accounted": [f"{c}account_for_embedding_in_pipeline_split = True",
+                          f"{c}account_for_loss_in_pipeline_split = True"],
+            "first_last": [f"{c}num_layers_in_first_pipeline_stage = {how and how[0]}",
+                           f"{c}num_layers_in_last_pipeline_stage = {how and how[1]}"],
+            "layout": [f"{c}pipeline_model_parallel_layout = {how!r}"]}.get(split, [])
+
+
 def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """NeMo 2 recipe overrides (module docstring) for ``layout``."""
     t = layout
@@ -223,12 +261,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
          f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
          *([f"recipe.model.config.overlap_p2p_comm = {sends_hidden}",
             f"recipe.model.config.batch_p2p_comm = {not sends_hidden}"] if t["vp"] > 1 else []),
+         *_nemo_split(t, model, recipe),
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
+              *(["recipe.model.config.moe_enable_deepep = True"] if recipe.moe_dispatcher == "flex" else []),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor:g}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES)]
@@ -304,6 +344,16 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
           f"    config.training.max_context_length = {recipe.seq_len}",
           f"    config.activation_checkpoint = {ac}",
           "    return config"]
+    if model.is_moe:
+        # torchtitan's MoE is fixed (all-to-all, grouped GEMM, dropless, its own permutation): a
+        # switch priced otherwise is said, never dropped
+        own = get_stack("torchtitan").defaults
+        other = [f"{k} = {getattr(recipe, k)!r}" for k in MOE_SWITCHES
+                 if k != "moe_expert_load_cv" and getattr(recipe, k) != own[k]]
+        if other:
+            a.append(f"# the prediction assumed {', '.join(other)}; torchtitan's MoE runs "
+                     + ", ".join(f"{k} = {own[k]!r}" for k in MOE_SWITCHES if k != "moe_expert_load_cv"
+                                 and getattr(recipe, k) != own[k]) + ": this configuration cannot set them")
     if t["recompute"] == "full" and t.get("recompute_num_layers"):
         a.append(f"# torchtitan checkpoints every layer: the prediction recomputed {t['recompute_num_layers']} per "
                  "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")
@@ -324,6 +374,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
                optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap,
                doc_tokens=recipe.doc_tokens)
+    if model.is_moe:
+        out.update({k: getattr(recipe, k) for k in MOE_SWITCHES})
     return out
 
 

@@ -1,4 +1,6 @@
 """Layout validity (Megatron-core rules), enumeration and rank-order group placement."""
+import json
+
 import numpy as np
 import pytest
 
@@ -301,3 +303,48 @@ def test_distinct_rows_and_divisors_of_huge_values_stay_cheap():
     assert _divisors(2_000_000_000)[-3:] == (500_000_000, 1_000_000_000, 2_000_000_000)
     assert len(_divisors(2_000_000_000)) == 110
     assert _divisors(126) == (1, 2, 3, 6, 7, 9, 14, 18, 21, 42, 63, 126)
+
+
+def test_an_uneven_interleaved_split_is_one_layout_string_on_both_command_lines():
+    """61 layers on PP 8 x VP 4 (DeepSeek-V3 as its Megatron-Bridge recipe runs it): 32 segments in model
+    order, stage s's layers spread over its 4 chunks, E and L at the ends, and no
+    --num-layers-per-virtual-pipeline-stage beside it (Megatron refuses both); NeMo sets the same
+    layout, the accounted split of 61 layers on PP 7 x VP 3, and DeepEP for the flex dispatcher."""
+    from costmodel.launch import megatron_args, nemo_overrides, pipeline_split_settings
+    m = load_model("deepseek-v3")
+    r = Recipe(gbs=8192, seq_len=4096, moe_dispatcher="flex")
+    row = dict(tp=2, pp=8, dp=64, cp=1, ep=64, etp=1, vp=4, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    kind, text = pipeline_split_settings(row, m, r)
+    segs = text.split("|")
+    assert kind == "layout" and len(segs) == 32 and sum(s.count("t") for s in segs) == 61
+    assert segs[0].startswith("E") and segs[-1].endswith("L")
+    for s in range(8):       # each stage's chunks: segments s, s + 8, s + 16, s + 24
+        assert sum(segs[v * 8 + s].count("t") for v in range(4)) == (8 if s < 5 else 7)
+    args = megatron_args(row, m, r)
+    assert f'--pipeline-model-parallel-layout "{text}"' in args and "--num-layers-per-virtual-pipeline-stage" not in args
+    nemo = nemo_overrides(row, m, r)
+    assert f"recipe.model.config.pipeline_model_parallel_layout = {text!r}" in nemo
+    assert "recipe.model.config.moe_enable_deepep = True" in nemo
+    acc = dict(row, pp=7, vp=3, dp=73)
+    assert pipeline_split_settings(acc, m, r) == ("accounted", None)
+    assert "recipe.model.config.account_for_loss_in_pipeline_split = True" in nemo_overrides(acc, m, r)
+    even = dict(row, pp=8, vp=1)
+    assert pipeline_split_settings(dict(even), load_model("llama3-70b"), Recipe(gbs=8, seq_len=8192)) == (None, None)
+
+
+def test_every_format_says_the_moe_switches_it_was_priced_with():
+    """The settings line names the token permutation, JSON carries every MoE switch, and torchtitan's
+    configuration, whose MoE cannot be switched, says what the prediction assumed instead."""
+    from costmodel.launch import launch_settings
+    m = load_model("qwen3-30b-a3b")
+    row = dict(tp=1, pp=1, dp=8, cp=1, ep=8, etp=1, vp=1, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False,
+               stack="torchtitan")
+    assert "unfused (atomic scatter-add) token permutation" in launch_settings(row, m, r, fmt="settings")[1]
+    js = json.loads(launch_settings(row, m, r, fmt="json")[1])
+    assert (js["moe_dispatcher"], js["moe_grouped_gemm"], js["moe_permute_fusion"]) == ("allgather", False, False)
+    tt = launch_settings(row, m, r, fmt="torchtitan")[1]
+    assert "# the prediction assumed moe_dispatcher = 'allgather', moe_grouped_gemm = False, moe_permute_fusion = False" in tt
+    ok = Recipe(gbs=64, seq_len=4096, stack="torchtitan", moe_dispatcher="alltoall", moe_grouped_gemm=True,
+                moe_permute_fusion=True)
+    assert "the prediction assumed" not in launch_settings(row, m, ok, fmt="torchtitan")[1]
