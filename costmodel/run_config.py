@@ -88,6 +88,9 @@ def _model_dims(cfg: RunConfig, m: dict, path: str) -> None:
     dims = list(_DIMS)
     if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 1:
         dims += _MOE_DIMS
+    elif "num_moe_experts" in m and m["num_moe_experts"] in (None, 0, 1):
+        # a config that says it has no experts is of a dense model (num_experts 1 in costmodel.specs)
+        cfg.model["num_experts"] = (1, f"{path}: model.num_moe_experts")
     if not m.get("multi_latent_attention") and m.get("num_query_groups") is not None:
         dims.append(("num_query_groups", "num_kv_heads"))
     for key, attr in dims:
@@ -426,6 +429,8 @@ def _bridge(d: dict, path: str) -> RunConfig:
         cfg.where["flash_attention"] = f"{path}: model.attention_backend"
     if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 0:
         for name, key, conv in _BRIDGE_MOE:
+            if key in m and m[key] is None:      # Megatron-core reads a null switch as its default
+                cfg.notes.append(f"{path}: model.{key}: null: the stack's default used")
             _take(cfg, path, R, name, m, key, conv, mp)
         if "moe_expert_capacity_factor" in m:
             cf = m["moe_expert_capacity_factor"]

@@ -93,6 +93,12 @@ def test_megatron_bridge_moe_keys_are_read_as_megatron_reads_them(tmp_path):
                  .replace("moe_token_dispatcher_type: flex", "moe_token_dispatcher_type: alltoall_seq"))
     c = read_run_config(f)
     assert (c.recipe["moe_capacity_factor"], c.recipe["moe_dispatcher"]) == (0.0, "alltoall")
+    f.write_text(text.replace("moe_grouped_gemm: true", "moe_grouped_gemm: null"))
+    c = read_run_config(f)          # a null switch is the stack's default, and says so
+    assert "moe_grouped_gemm" not in c.recipe and any("model.moe_grouped_gemm: null" in n for n in c.notes)
+    f.write_text(text.replace("num_moe_experts: 256", "num_moe_experts: null"))     # a dense config
+    assert_one_line_error(run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128",
+                              "--config", str(f)), "model.num_moe_experts", "is not deepseek-v3's 256")
     for bad in ("big", ".nan", "true"):
         f.write_text(text.replace("moe_expert_capacity_factor: null", f"moe_expert_capacity_factor: {bad}"))
         assert_one_line_error(run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128",
