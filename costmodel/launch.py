@@ -241,9 +241,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     return " \\\n  ".join(a)
 
 
-def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
+def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> list[str]:
     """The TransformerConfig fields of :func:`pipeline_split_settings`'s split, as NeMo 2 overrides."""
-    split, how = pipeline_split_settings(t, model, recipe)
+    split, how = pipeline_split_settings(t, model, recipe, layers)
     c = "recipe.model.config."
     return {"accounted": [f"{c}account_for_embedding_in_pipeline_split = True",
                           f"{c}account_for_loss_in_pipeline_split = True"],
@@ -252,8 +252,9 @@ def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
             "layout": [f"{c}pipeline_model_parallel_layout = {how!r}"]}.get(split, [])
 
 
-def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
-    """NeMo 2 recipe overrides (module docstring) for ``layout``."""
+def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
+    """NeMo 2 recipe overrides (module docstring) for ``layout`` (``layers``: per pipeline stage, as
+    :func:`megatron_args`)."""
     t = layout
     sends_hidden = bool(pp_sends_overlapped(recipe, t["overlap"], t["vp"]))
     a = [f"recipe.trainer.strategy.tensor_model_parallel_size = {t['tp']}",
@@ -261,7 +262,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
          f"recipe.trainer.strategy.virtual_pipeline_model_parallel_size = {t['vp'] if t['vp'] > 1 else None}",
          *([f"recipe.model.config.overlap_p2p_comm = {sends_hidden}",
             f"recipe.model.config.batch_p2p_comm = {not sends_hidden}"] if t["vp"] > 1 else []),
-         *_nemo_split(t, model, recipe),
+         *_nemo_split(t, model, recipe, layers),
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:
@@ -403,7 +404,7 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list
                  "megatron-legacy": "Megatron-LM (2021-22) arguments"}.get(recipe.stack, "Megatron-LM arguments")
         return title, megatron_args(layout, model, recipe, layers)
     if fmt == "nemo":
-        return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe)
+        return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe, layers)
     if fmt == "torchtitan":
         return "torchtitan configuration", torchtitan_config(layout, model, recipe)
     if fmt == "json":

@@ -328,6 +328,12 @@ def test_an_uneven_interleaved_split_is_one_layout_string_on_both_command_lines(
     acc = dict(row, pp=7, vp=3, dp=73)
     assert pipeline_split_settings(acc, m, r) == ("accounted", None)
     assert "recipe.model.config.account_for_loss_in_pipeline_split = True" in nemo_overrides(acc, m, r)
+    # a split the ILP chose (layers per stage) reaches both command lines
+    ilp = dict(row, vp=1)
+    nemo = nemo_overrides(ilp, m, r, layers=[7, 8, 8, 8, 8, 8, 8, 6])
+    assert ("recipe.model.config.num_layers_in_first_pipeline_stage = 7" in nemo
+            and "recipe.model.config.num_layers_in_last_pipeline_stage = 6" in nemo)
+    assert "--decoder-first-pipeline-num-layers 7" in megatron_args(ilp, m, r, layers=[7, 8, 8, 8, 8, 8, 8, 6])
     even = dict(row, pp=8, vp=1)
     assert pipeline_split_settings(dict(even), load_model("llama3-70b"), Recipe(gbs=8, seq_len=8192)) == (None, None)
 
