@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from .errors import InputError
-from .layouts import light_last_stage, uneven_split
+from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, get_stack
@@ -127,7 +127,7 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     """
     pp, vp = layout["pp"], layout["vp"]
     if layers is None:
-        if vp > 1 and model.num_layers % (pp * vp) and (model.num_layers + 2) % (pp * vp) == 0:
+        if bool(accounts_embedding_loss(model, LayoutTable.from_rows([layout]))[0]):
             return "accounted", None
         if model.num_layers % pp == 0 and (vp == 1 or model.num_layers % (pp * vp) == 0):
             return None, None
@@ -245,11 +245,11 @@ def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers: list | None =
     """The TransformerConfig fields of :func:`pipeline_split_settings`'s split, as NeMo 2 overrides."""
     split, how = pipeline_split_settings(t, model, recipe, layers)
     c = "recipe.model.config."
-    return {"accounted": [f"{c}account_for_embedding_in_pipeline_split = True",
-                          f"{c}account_for_loss_in_pipeline_split = True"],
-            "first_last": [f"{c}num_layers_in_first_pipeline_stage = {how and how[0]}",
-                           f"{c}num_layers_in_last_pipeline_stage = {how and how[1]}"],
-            "layout": [f"{c}pipeline_model_parallel_layout = {how!r}"]}.get(split, [])
+    if split == "accounted":
+        return [f"{c}account_for_embedding_in_pipeline_split = True", f"{c}account_for_loss_in_pipeline_split = True"]
+    if split == "first_last":
+        return [f"{c}num_layers_in_first_pipeline_stage = {how[0]}", f"{c}num_layers_in_last_pipeline_stage = {how[1]}"]
+    return [f"{c}pipeline_model_parallel_layout = {how!r}"] if split == "layout" else []
 
 
 def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
@@ -349,12 +349,11 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         # torchtitan's MoE is fixed (all-to-all, grouped GEMM, dropless, its own permutation): a
         # switch priced otherwise is said, never dropped
         own = get_stack("torchtitan").defaults
-        other = [f"{k} = {getattr(recipe, k)!r}" for k in MOE_SWITCHES
-                 if k != "moe_expert_load_cv" and getattr(recipe, k) != own[k]]
+        other = [k for k in MOE_SWITCHES if k != "moe_expert_load_cv" and getattr(recipe, k) != own[k]]
         if other:
-            a.append(f"# the prediction assumed {', '.join(other)}; torchtitan's MoE runs "
-                     + ", ".join(f"{k} = {own[k]!r}" for k in MOE_SWITCHES if k != "moe_expert_load_cv"
-                                 and getattr(recipe, k) != own[k]) + ": this configuration cannot set them")
+            a.append(f"# the prediction assumed {', '.join(f'{k} = {getattr(recipe, k)!r}' for k in other)}; "
+                     f"torchtitan's MoE runs {', '.join(f'{k} = {own[k]!r}' for k in other)}: this configuration "
+                     "cannot set them")
     if t["recompute"] == "full" and t.get("recompute_num_layers"):
         a.append(f"# torchtitan checkpoints every layer: the prediction recomputed {t['recompute_num_layers']} per "
                  "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")

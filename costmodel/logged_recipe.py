@@ -16,7 +16,7 @@ import numpy as np
 
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .moe import max_load_cv
-from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES
+from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor
 from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
@@ -117,11 +117,9 @@ def _moe_switches(a: dict, out: dict, notes: list) -> None:
         _bool(a, sw.megatron_key, out, sw.name, notes)
     if "moe_expert_capacity_factor" in a:
         cf = a["moe_expert_capacity_factor"]
-        if cf is None:
-            out["moe_capacity_factor"] = 0.0
-        elif isinstance(cf, (int, float)) and not isinstance(cf, bool) and math.isfinite(cf):
-            out["moe_capacity_factor"] = max(float(cf), 0.0)
-        else:
+        try:
+            out["moe_capacity_factor"] = megatron_capacity_factor(cf)
+        except ValueError:
             notes.append(f"argument dump: moe_expert_capacity_factor = {cf!r} is not a number: not used")
 
 

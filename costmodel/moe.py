@@ -197,10 +197,9 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
 
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
-    a dense model, a router imbalance above
-    the largest top-k routing allows (sqrt(E/k - 1), every token on the same k experts), and the flex
-    dispatcher on a GPU DeepEP does not run on (its requirements: Hopper SM90 kernels, Blackwell in
-    V2; deepseek-ai/DeepEP README).
+    a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
+    token on the same k experts), and the flex dispatcher on a GPU DeepEP does not run on (its
+    requirements: Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
 
     Raises:
         InputError: naming the flag.

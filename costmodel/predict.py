@@ -72,9 +72,8 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of small non-negative integer columns without sorting.
 
     Each column is mapped to dense indices through a lookup table over its value range (by sorting
-    where that range is much larger than n), the
-    indices are combined into one mixed-radix key, and a presence table over the key range yields
-    the distinct rows.  O(n + value ranges), which beats np.unique's sort on the hot path; a key range
+    where that range is much larger than n), the indices are combined into one mixed-radix key, and
+    a presence table over the key range yields the distinct rows.  O(n + value ranges), which beats np.unique's sort on the hot path; a key range
     much larger than n is sorted instead (one 1-D sort of the keys).
 
     Returns:

@@ -45,7 +45,7 @@ import yaml
 
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
-from .specs import MOE_DISPATCHER_ALIASES, recompute_module_list
+from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 
 
@@ -157,17 +157,6 @@ def _bool(v) -> bool:
     if not isinstance(v, bool):        # YAML's true/false; a string or number is not read as a switch
         raise ValueError(v)
     return v
-
-
-def _capacity_factor(v) -> float:
-    """Megatron-core's ``moe_expert_capacity_factor``: None or below 0 is dropless (0 here; its
-    TransformerConfig sets a negative factor to None), else the factor; not a finite number raises
-    ValueError."""
-    if v is None:
-        return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(v)
-    return max(float(v), 0.0)
 
 
 def _int(v):
@@ -435,7 +424,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
         if "moe_expert_capacity_factor" in m:
             cf = m["moe_expert_capacity_factor"]
             try:
-                R["moe_capacity_factor"] = _capacity_factor(cf)
+                R["moe_capacity_factor"] = megatron_capacity_factor(cf)
             except ValueError:
                 raise InputError(path, "model.moe_expert_capacity_factor", f"{cf!r} is not a number (null or "
                                  "below 0: dropless)") from None

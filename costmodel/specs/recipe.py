@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -158,6 +159,20 @@ MOE_DISPATCHERS = {
 #: dispatcher names of Megatron-core the model prices as another: alltoall_seq (the all-to-all
 #: dispatcher over a sequence-sharded input, MoEAlltoAllSEQTokenDispatcher) moves the same tokens
 MOE_DISPATCHER_ALIASES = {"alltoall_seq": "alltoall"}
+
+
+def megatron_capacity_factor(v) -> float:
+    """Megatron-core's ``moe_expert_capacity_factor`` as a recipe's ``moe_capacity_factor``: None or
+    below 0 is dropless, 0 (its TransformerConfig sets a negative factor to None), else the factor.
+
+    Raises:
+        ValueError: a value that is not a finite number (a bool, a string, NaN, inf).
+    """
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(v)
+    return max(float(v), 0.0)
 
 
 @dataclass(frozen=True)
