@@ -26,7 +26,7 @@ from .memory import memory_bytes
 from .model_error import load_model_form, regime
 from .predict import predict_table, recompute_options
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
-from .stacks import MOE_FLAG_SWITCHES, STACKS, Stack, stack_recipe
+from .stacks import RECIPE_SWITCHES, STACKS, Stack, stack_recipe
 from .uncertainty import step_time_band
 
 # cluster of the catalog that matches each row's GPU and interconnect note
@@ -112,6 +112,7 @@ _SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatro
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
 _SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
+_MAX_ASSUMED_MBS = 16   # the largest unpublished micro-batch size tried (:func:`_fastest_mbs`)
 _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
 # recipe switches a row's notes name, the CSV having no column for them
 # Liger-Kernel's apply_liger_kernel_to_llama (defaults rope, rms_norm, swiglu and fused linear cross-
@@ -120,14 +121,19 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
                   ("torch.compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
-                  # an MoE flag as Megatron's command line spells it (moe-grouped-gemm)
-                  *((s.megatron_key.replace("_", "-"), {s.name: True}) for s in MOE_FLAG_SWITCHES),
                   # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
                   # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
                   # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's
                   # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
                   ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
                   ("float8 rowwise", {"fp8_recipe": "rowwise"}))
+# an on/off recipe switch named by its Megatron flag in the notes (``--overlap-grad-reduce``,
+# ``moe-grouped-gemm``), not its ``--no-`` form
+_FLAG_SWITCHES = tuple((re.compile(r"(?<![\w-])(?:--)?" + re.escape(s.megatron_key.replace("_", "-")) + r"(?![\w-])"),
+                        {s.name: True}) for s in RECIPE_SWITCHES if s.kind == "bool" and s.megatron_key)
+# Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with
+# it (megatron/training/arguments.py asserts use_distributed_optimizer)
+_DIST_OPT = re.compile(r"--use-distributed-optimizer|--overlap-param-gather")
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;
@@ -157,6 +163,9 @@ def row_switches(r: dict) -> dict:
     for key, switches in _NOTE_SWITCHES:
         if key in notes:
             out.update(switches)
+    for flag, switches in _FLAG_SWITCHES:
+        if flag.search(notes):
+            out.update(switches)
     if _CPU_OFFLOAD.search(r.get("notes", "")):      # ZeRO-Offload: the step runs on the host CPU
         out["optimizer_offload"] = True
     return out
@@ -185,6 +194,20 @@ def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> d
     return cands[-1]
 
 
+def _fastest_mbs(model, recipe, cluster, profile, row: dict, zeros, recomputes) -> dict:
+    """The row at the unpublished micro-batch size that predicts the shortest step: every mbs dividing
+    the batch of one DP rank (gbs / DP, at most :data:`_MAX_ASSUMED_MBS`), each with the cheapest ZeRO
+    stage and recompute at which it fits (:func:`_least_costly_fit`); a published run is taken to be
+    tuned, so the best layout that fits is the assumption.  Sizes that fit nowhere count only when none
+    fits (then the smallest)."""
+    per_rank = max(1, recipe.gbs // (row["dp"] or 1))
+    sizes = [m for m in range(1, min(per_rank, _MAX_ASSUMED_MBS) + 1) if per_rank % m == 0]
+    cands = [_least_costly_fit(model, recipe, cluster, dict(row, mbs=m), zeros, recomputes) for m in sizes]
+    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(cands))
+    step = np.where(pred.feasible, pred.step_time_s, np.inf)
+    return cands[int(np.argmin(step))] if np.isfinite(step).any() else cands[0]
+
+
 def row_stack(r: dict) -> Stack | None:
     """The row's training stack: its ``stack`` column, else the stack of its source (by file name);
     None when neither says (the row is skipped)."""
@@ -197,9 +220,12 @@ def row_stack(r: dict) -> Stack | None:
 
 def row_zero(r: dict) -> int | None:
     """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
-    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty, none or zero-0 -> 0; None
-    for any other value."""
+    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty with notes naming Megatron's
+    distributed optimizer (``--use-distributed-optimizer``, or ``--overlap-param-gather``, which needs
+    it) -> 1; empty, none or zero-0 -> 0; None for any other value."""
     v = (r.get("fsdp_or_zero") or "").strip().lower()
+    if v == "" and _DIST_OPT.search(r.get("notes", "")):
+        return 1
     if v in ("", "none", "zero-0"):
         return 0
     if re.fullmatch(r"zero-1\b.*", v):
@@ -311,7 +337,7 @@ def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
 
 def _skip_reason(r: dict) -> str | None:
     notes = r.get("notes", "")
-    for need in ("num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "mbs", "tp", "pp"):
+    for need in ("num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "tp", "pp"):
         if not r.get(need, "").strip():
             return f"{need} not published"
     if r.get("precision", "") == "":
@@ -450,21 +476,34 @@ def _prepare(r: dict, cache: dict):
     rc_known = r.get("recompute") not in ("", "unknown", None)
     row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
                recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
+    # torchtitan's FSDP2 under a pipeline keeps each stage's parameters gathered across its micro-batches
+    # and reduce-scatters once (torchtitan/models/llama3/infra/parallelize.py apply_fsdp: reshard_after_
+    # forward = not pp_enabled): ZeRO-1's traffic and memory
+    fsdp_pp = row["zero"] == 3 and pp > 1 and stack.name == "torchtitan"
+    if fsdp_pp:
+        row["zero"] = 1
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
+               + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
                + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ()))
-    code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
+    mbs_known = row["mbs"] is not None
+    code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0,
+                                                      mbs=row["mbs"] or 1)]), model,
                           recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
     if code[0] >= 0:
         return f"layout not representable: {msgs[code[0]]}"
-    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or dp * cp == 1
-    if not (zero_known and rc_known):
-        row = _least_costly_fit(model, recipe, cluster, row, (row["zero"],) if zero_known else (0, 1),
-                                (row["recompute"],) if rc_known else ("none", "selective", "full"))
-        assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
-            (() if rc_known else (f"recompute={row['recompute']}" + (f"({row['recompute_num_layers']} layers)"
-                                                                     if row.get("recompute_num_layers") else ""),))
+    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or row_zero(r) == 1 or dp * cp == 1
+    zeros = (row["zero"],) if zero_known else (0, 1)
+    recomputes = (row["recompute"],) if rc_known else ("none", "selective", "full")
+    if not mbs_known:
+        row = _fastest_mbs(model, recipe, cluster, profile, row, zeros, recomputes)
+        assumed += (f"mbs={row['mbs']}",)
+    elif not (zero_known and rc_known):
+        row = _least_costly_fit(model, recipe, cluster, row, zeros, recomputes)
+    assumed += (() if zero_known else (f"zero={row['zero']}",)) + \
+        (() if rc_known else (f"recompute={row['recompute']}" + (f"({row['recompute_num_layers']} layers)"
+                                                                 if row.get("recompute_num_layers") else ""),))
     code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.scale_up_gpus,
                           uneven_pp=True)
     if code[0] >= 0:

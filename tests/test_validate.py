@@ -218,7 +218,9 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     for why, n in (("LoRA", 3), ("packed-sequence", 3)):
         assert len([r for r in res.values() if r.skipped and why in r.skipped]) == n
     used = [r for r in res.values() if not r.skipped]
-    assert len(used) == 12 and not any(r.predicted_oom for r in used)
+    assert len(used) == 20 and not any(r.predicted_oom for r in used)
+    # the long-sequence CP table publishes no mbs: the fastest that fits is assumed and named
+    assert "mbs=1" in res["nemo2407-020"].assumed and "mbs=" not in " ".join(res["nemo2407-003"].assumed)
 
 
 @pytest.mark.parametrize("column,value,why", [
@@ -395,3 +397,40 @@ def test_nemotron_rows_are_priced_as_nemo_builds_nemotron():
     m = row_model(row, get_stack("nemo"))
     assert (m.gated, m.learned_positions, m.bias, m.dropout, m.tie_embeddings) == (False, False, False, False, False)
     assert m.activation == "relu2" and m.ffn_hidden == 73728 and m.num_kv_heads == 8
+
+
+def test_megatron_flags_in_the_notes_set_their_switches_and_an_unpublished_mbs_is_the_fastest():
+    """Megatron-LM's H100 weak-scaling rows name --overlap-grad-reduce, --overlap-param-gather (which
+    runs only with the distributed optimizer) and --tp-comm-overlap, and publish no mbs: the switches
+    are set, ZeRO-1 is known, and the mbs assumed is the one whose predicted step is the shortest of
+    all that divide the DP rank's batch (gbs 192 / DP 48 = 4: mbs 1, 2, 4), checked by brute force."""
+    from costmodel.layouts import LayoutTable
+    from costmodel.predict import predict_table
+    from costmodel.validate import _prepare
+    row = dict(next(r for r in read_runs_csv(HOPPER) if r["row_id"] == "megatronh100-004"), precision="bf16")
+    res = validate_rows([row], str(HOPPER))[0]
+    assert not res.skipped and {"dp_overlap=True", "tp_comm_overlap=True"} <= set(res.assumed)
+    assert not any(a.startswith("zero=") for a in res.assumed)
+    chosen = next(int(a[4:]) for a in res.assumed if a.startswith("mbs="))
+    cache = {}
+    key, model, recipe, layout, _ = _prepare(row, cache)
+    assert layout["zero"] == 1 and layout["mbs"] == chosen
+    steps = {}
+    for m in (1, 2, 4):
+        got = _prepare(dict(row, mbs=str(m), recompute="none"), cache)
+        pred = predict_table(model, recipe, *cache[key], LayoutTable.from_rows([got[3]]))
+        steps[m] = float(pred.step_time_s[0])
+    assert chosen == min(steps, key=steps.get) and len(set(steps.values())) == 3
+    # a --no- flag turns nothing on
+    off = validate_rows([dict(row, notes="--no-overlap-grad-reduce, no-tp-comm-overlap")], str(HOPPER))[0]
+    assert not {"dp_overlap=True", "tp_comm_overlap=True"} & set(off.assumed)
+
+
+def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
+    """torchtitan's 405B rows run FSDP8 x TP8 x PP8: under a pipeline its FSDP2 keeps parameters gathered
+    across micro-batches (reshard_after_forward off), ZeRO-1's traffic and memory, and the pipeline's
+    micro-batch is torchtitan's default of 1 (the fastest that fits here too)."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    res = validate_rows([rows["torchtitan-013"]], str(HOPPER))[0]
+    assert not res.skipped and not res.predicted_oom
+    assert "zero=1(FSDP2 under PP)" in res.assumed and "mbs=1" in res.assumed
