@@ -544,14 +544,19 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
         one_ = group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
         return nb * one_, one_
 
-    def both(coll, bytes_per):
-        """(dense + expert buckets, one dense bucket)."""
-        d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
-        return d_all + buckets(coll, exp, bytes_per, t.etp * t.ep, edp)[0], d_one
-
-    (ar, ar_one), (rs, rs_one) = both("all_reduce", gb), both("reduce_scatter", gb)
-    ag, ag_one = both("all_gather", ACT_BYTES)
+    none = np.zeros(len(t))
+    moe = bool(np.any(exp > 0))
     z12 = (t.zero == 1) | (t.zero == 2)
+
+    def both(coll, bytes_per, used):
+        """(dense + expert buckets, one dense bucket); zeros where no layout ``used`` it."""
+        if not np.any(used):
+            return none, none
+        d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
+        return (d_all + buckets(coll, exp, bytes_per, t.etp * t.ep, edp)[0] if moe else d_all), d_one
+
+    (ar, ar_one), (rs, rs_one) = both("all_reduce", gb, t.zero == 0), both("reduce_scatter", gb, z12)
+    ag, ag_one = both("all_gather", ACT_BYTES, z12)
     dp_grad = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar, rs))
     dp_param = np.where(z12, ag, 0.0)
     # the bucket overlap cannot hide: the last gradient bucket, the first parameter bucket
@@ -559,15 +564,17 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     param_head = np.where(z12, ag_one, 0.0)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
+    if not np.any(t.zero == 3):
+        return DataParallelComm(dp_grad, dp_param, none, grad_tail, param_head, none)
     L = layers_per_stage(model, t)
     lay_d = (dense / L)
     lay_e = exp / L
-    per_layer = (2 * group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
-                 + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile)
-                 + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
-                 + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile))
-    fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
             + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile))
+    per_layer = edge + group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
+    if moe:
+        per_layer = (per_layer + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
+                     + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile))
+    fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
     return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge)

@@ -363,6 +363,8 @@ def _thermal_clocks(ceilings, stage_of, temps_of, slow: float) -> np.ndarray:
     others' current ceilings, until none changes (a stage that cools when another slows is raised back)."""
     top = np.asarray(ceilings, dtype=np.float64)
     eff = top.copy()
+    if temps_of(eff).max() <= slow + 1e-6:       # no stage reaches the slowdown: the sweep would keep all
+        return eff
     for _ in range(_MAX_ITERS):
         changed = False
         for s in range(len(eff)):
