@@ -20,7 +20,6 @@ Usage: python benchmarks/scale_up.py
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

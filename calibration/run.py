@@ -20,6 +20,7 @@ environment (one line on stderr naming the option or variable).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -380,9 +381,7 @@ def main(argv=None) -> int:
     why = _unwritable(Path(args.out))
     if why:                          # before any benchmark runs: a whole suite must not be lost at the end
         return _fail(f"--out {args.out}: {why}")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         return _fail("needs torch: pip install 'costmodel[calibrate]'")
     from .suite import dist
     try:

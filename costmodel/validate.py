@@ -22,11 +22,12 @@ from .compute import gemm_dtype, model_flops_per_step
 from .energy import layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
-from .memory import memory_bytes
 from .model_error import load_model_form, regime
-from .predict import predict_table, recompute_options
+from .predict import predict_table
+from .published_row import (_fastest_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
+                            cell_int as _int, row_family, row_model, row_sp, row_stack, row_switches, row_zero)
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
-from .stacks import RECIPE_SWITCHES, STACKS, Stack, stack_recipe
+from .stacks import STACKS, stack_recipe
 from .uncertainty import step_time_band
 
 # cluster of the catalog that matches each row's GPU and interconnect note
@@ -67,16 +68,6 @@ class RowResult:
         return 100.0 * (self.predicted_s - self.measured_s) / self.measured_s
 
 
-def _int(r: dict, k: str):
-    v = r.get(k, "").strip()
-    return int(float(v)) if v else None
-
-
-def _float(r: dict, k: str):
-    v = r.get(k, "").strip()
-    return float(v) if v else None
-
-
 _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "vp", "step_time_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
@@ -104,192 +95,7 @@ def _bad_number(r: dict) -> str | None:
     return None
 
 
-# the stack a source ran on, by a token of its file name, where the row has no ``stack`` column
-_SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatron-legacy"),
-                  ("bloom", "megatron-deepspeed"), ("bigscience", "megatron-deepspeed"),
-                  ("megatron_lm_h100", "megatron"), ("flagperf_megatron", "megatron"), ("nemo", "nemo"),
-                  ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
-_LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
-_SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
-_MAX_ASSUMED_MBS = 16   # the largest unpublished micro-batch size tried (:func:`_fastest_mbs`)
-_CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
-# recipe switches a row's notes name, the CSV having no column for them
-# Liger-Kernel's apply_liger_kernel_to_llama (defaults rope, rms_norm, swiglu and fused linear cross-
-# entropy on: linkedin/Liger-Kernel src/liger_kernel/transformers/monkey_patch.py) and torch.compile
-# fuse the norms, the rotary embedding and SwiGLU
-_NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
-                  ("torch.compile", {"fused_elementwise": True}),
-                  ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
-                  # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
-                  # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor
-                  # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's
-                  # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
-                  ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
-                  ("float8 rowwise", {"fp8_recipe": "rowwise"}))
-# an on/off recipe switch named by its Megatron flag in the notes (``--overlap-grad-reduce``,
-# ``moe-grouped-gemm``), not its ``--no-`` form
-_FLAG_SWITCHES = tuple((re.compile(r"(?<![\w-])(?:--)?" + re.escape(s.megatron_key.replace("_", "-")) + r"(?![\w-])"),
-                        {s.name: True}) for s in RECIPE_SWITCHES if s.kind == "bool" and s.megatron_key)
-# Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with
-# it (megatron/training/arguments.py asserts use_distributed_optimizer)
-_DIST_OPT = re.compile(r"--use-distributed-optimizer|--overlap-param-gather")
-# recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
-# tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
-# flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;
-# FlashAttention-2 was the separate gpu-flash2 extra): mosaicml/llm-foundry setup.py at a7d6a447 and
-# b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash;
-# NeMo 24.07 trained Nemotron-4 340B with the distributed optimizer reducing bf16 gradients
-# (NeMo-Framework-Launcher conf/training/nemotron/nemotron_340b.yaml: ``optim: {name:
-# mcore_distributed_optim, grad_sync_dtype: bf16}``, no activation checkpointing)
-_SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
-                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}))
-# stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
-# sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel;
-# torchtitan's TP plan shards the norms' activations on the sequence: SequenceParallel() on
-# attention_norm and ffn_norm, RowwiseParallel(output_layouts=Shard(1)) on wo and w2,
-# torchtitan/models/llama3/infra/parallelize.py apply_tp)
-_SP_WITH_TP = ("megatron", "nemo", "torchtitan")
-
-
-def row_switches(r: dict) -> dict:
-    """Recipe switches the row's source fixes (:data:`_SOURCE_SWITCHES`) or its notes name
-    (:data:`_NOTE_SWITCHES`), e.g. Liger-Kernel's chunked loss."""
-    notes = r.get("notes", "").lower()
-    out: dict = {}
-    for source, key, switches in _SOURCE_SWITCHES:
-        if source in r.get("source_file", "") and key in notes:
-            out.update(switches)
-    for key, switches in _NOTE_SWITCHES:
-        if key in notes:
-            out.update(switches)
-    for flag, switches in _FLAG_SWITCHES:
-        if flag.search(notes):
-            out.update(switches)
-    if _CPU_OFFLOAD.search(r.get("notes", "")):      # ZeRO-Offload: the step runs on the host CPU
-        out["optimizer_offload"] = True
-    return out
-
-
-def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool]:
-    """(sequence parallelism, assumed): the ``sequence_parallel`` column where it says true/false,
-    else on with TP > 1 for the stacks of :data:`_SP_WITH_TP` (assumed = True)."""
-    v = (r.get("sequence_parallel") or "").strip().lower()
-    if v in ("true", "false"):
-        return v == "true", False
-    return tp > 1 and stack.name in _SP_WITH_TP, tp > 1
-
-
-def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> dict:
-    """The row with the cheapest unpublished settings at which its layout fits: ZeRO stages and
-    recompute choices tried cheapest first (ZeRO-1 only adds an overlapped all-gather, so it comes
-    before any recomputation); the last candidate when none fits.  A run that ran fitted."""
-    opts = [o for rc in recomputes for o in (recompute_options(model, row, recipe)
-                                             if rc == "full" and len(recomputes) > 1 else [(rc, 0)])
-            if o[0] == rc]
-    cands = [dict(row, zero=z, recompute=rc, recompute_num_layers=n) for rc, n in opts for z in zeros]
-    for c in cands:
-        if memory_bytes(model, recipe, LayoutTable.from_rows([c])).peak_bytes[0] <= cluster.gpu.capacity_bytes:
-            return c
-    return cands[-1]
-
-
-def _fastest_mbs(model, recipe, cluster, profile, row: dict, zeros, recomputes) -> dict:
-    """The row at the unpublished micro-batch size that predicts the shortest step: every mbs dividing
-    the batch of one DP rank (gbs / DP, at most :data:`_MAX_ASSUMED_MBS`), each with the cheapest ZeRO
-    stage and recompute at which it fits (:func:`_least_costly_fit`); a published run is taken to be
-    tuned, so the best layout that fits is the assumption.  Sizes that fit nowhere count only when none
-    fits (then the smallest)."""
-    per_rank = max(1, recipe.gbs // (row["dp"] or 1))
-    sizes = [m for m in range(1, min(per_rank, _MAX_ASSUMED_MBS) + 1) if per_rank % m == 0]
-    cands = [_least_costly_fit(model, recipe, cluster, dict(row, mbs=m), zeros, recomputes) for m in sizes]
-    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(cands))
-    step = np.where(pred.feasible, pred.step_time_s, np.inf)
-    return cands[int(np.argmin(step))] if np.isfinite(step).any() else cands[0]
-
-
-def row_stack(r: dict) -> Stack | None:
-    """The row's training stack: its ``stack`` column, else the stack of its source (by file name);
-    None when neither says (the row is skipped)."""
-    name = (r.get("stack") or "").strip()
-    if name:
-        return STACKS.get(name)
-    src = r.get("source_file", "").lower()
-    return next((STACKS[s] for key, s in _SOURCE_STACKS if key in src), None)
-
-
-def row_zero(r: dict) -> int | None:
-    """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
-    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty with notes naming Megatron's
-    distributed optimizer (``--use-distributed-optimizer``, or ``--overlap-param-gather``, which needs
-    it) -> 1; empty, none or zero-0 -> 0; None for any other value."""
-    v = (r.get("fsdp_or_zero") or "").strip().lower()
-    if v == "" and _DIST_OPT.search(r.get("notes", "")):
-        return 1
-    if v in ("", "none", "zero-0"):
-        return 0
-    if re.fullmatch(r"zero-1\b.*", v):
-        return 1
-    if re.fullmatch(r"zero-2\b.*", v) or "shard_grad_op" in v:
-        return 2
-    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp"):
-        return 3
-    return None
-
-
-def row_family(r: dict) -> str:
-    """The architecture family :func:`row_model` prices a row as, from its model name (and source):
-    bloom, llama (Llama, Mistral, Mixtral, Qwen), mpt, nemotron, gpt (GPT, Megatron, MT-NLG), or
-    ``unrecognised`` (priced as Megatron GPT too, an assumption the row report lists)."""
-    name = r.get("model") or ""
-    if "BLOOM" in name or "bloom" in (r.get("source_file") or ""):
-        return "bloom"
-    if _LLAMA_FAMILY.search(name):
-        return "llama"
-    for fam in ("mpt", "nemotron"):
-        if name.lower().startswith(fam):
-            return fam
-    return "gpt" if re.search(r"GPT|MEGATRON|MT-NLG", name.upper()) else "unrecognised"
-
-
-def row_model(r: dict, stack: Stack) -> ModelSpec:
-    """The ModelSpec of a dev-set row, by architecture family of its model name.
-
-    * Llama, Mistral, Mixtral, Qwen: SwiGLU MLP of the row's ``ffn_hidden``, RoPE, untied output
-      layer, no biases, no dropout (the families' Hugging Face configs).
-    * MPT: 4h GELU MLP, a learned position table, tied embeddings, no biases, no dropout (llm-foundry
-      MPTConfig defaults ``learned_pos_emb: true``, ``no_bias: true``, which its benchmark yamls keep:
-      the dev set's parameter counts include the seq x d table).
-    * BLOOM: GPT-style with ALiBi and no dropout (BigScience tr11 config).
-    * Nemotron-3 and -4: squared-ReLU MLP of the row's ``ffn_hidden``, RoPE, untied output layer, no
-      biases, no dropout (NeMo nemo/collections/llm/gpt/model/nemotron.py NemotronConfig).
-    * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
-    * an MoE row whose notes give a shared expert ("shared expert (5632)") has one of that width.
-    Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
-    multiple of 128 x TP unless the row already gives a padded size.
-    """
-    name = r.get("model") or ""
-    family = row_family(r)
-    bloom, llama, mpt, nemotron = (family == f for f in ("bloom", "llama", "mpt", "nemotron"))
-    tp = _int(r, "tp") or 1
-    vocab = _int(r, "vocab")
-    if stack.pads_vocab:
-        mult = 128 * tp
-        vocab = int(math.ceil(vocab / mult) * mult)
-    h, heads = _int(r, "hidden"), _int(r, "num_heads")
-    experts = _int(r, "num_experts") or 1
-    gpt = family in ("gpt", "unrecognised")
-    learned = gpt or mpt
-    return ModelSpec(
-        name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
-        ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
-        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
-        activation="silu" if llama else "relu2" if nemotron else "gelu", tie_embeddings=not (llama or nemotron),
-        num_experts=experts,
-        topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,
-        dropout=gpt, bias=gpt or bloom, seq_len=_int(r, "seq_len"),
-        shared_ffn_hidden=(_shared_expert(r) or 0) if experts > 1 else 0)
-
 
 METRICS = {
     "step_time_s": "step time as published",
@@ -299,13 +105,6 @@ METRICS = {
                             "half where the row's notes say 'causal attention')",
     "tokens_per_s_per_gpu": "tokens/s/GPU (gbs x seq_len / step time / GPUs)",
 }
-
-
-def _shared_expert(r: dict) -> int | None:
-    """The shared-expert width an MoE row's notes give ('shared expert (5632)'), or None when they
-    give none or an unreadable one (not a whole number in 1..10^6)."""
-    m = _SHARED_EXPERT.search(r.get("notes", ""))
-    return int(m.group(1)) if m and 1 <= int(m.group(1)) <= 10**6 else None
 
 
 def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):

@@ -3,7 +3,7 @@ import pytest
 
 from costmodel.layouts import LayoutTable
 from costmodel.predict import predict_table
-from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+from costmodel.specs import Recipe, load_cluster, load_profile
 
 
 def layout(**kw):

@@ -138,7 +138,7 @@ def test_fp8_pays_its_casts_and_keeps_the_output_layer_in_16_bit():
     r16, r8 = Recipe(gbs=64, seq_len=4096), Recipe(gbs=64, seq_len=4096, precision="fp8")
     a = compute_times(m, r16, c, p, t.view(compute_times.layout_fields))
     b = compute_times(m, r8, c, p, t.view(compute_times.layout_fields))
-    tok, tp, h, q, kv, ffn = 4096, 2, m.hidden, m.q_dim, m.kv_dim, m.ffn_hidden
+    tok, tp, h, q, ffn = 4096, 2, m.hidden, m.q_dim, m.ffn_hidden
     bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
     l16, l8 = p.gemm["bf16"].launch_s, p.gemm["fp8"].launch_s
     in_f = tok * (h + q / tp + h + ffn / tp)

@@ -104,7 +104,7 @@ HOPPER = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
 
 
 def test_rows_are_read_with_their_stack_family_and_sharding():
-    from costmodel.validate import row_model, row_stack, row_zero
+    from costmodel.published_row import row_model, row_stack, row_zero
     rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
     llama = rows["mleng-001"]                  # Llama-3.1-8B, DeepSpeed ZeRO-3 (ml-engineering)
     st = row_stack(llama)
@@ -118,7 +118,7 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     m = row_model(mpt, st)
     assert not m.gated and m.tie_embeddings and m.learned_positions and not m.bias
     # llm-foundry's tables ran flash-attn 1.x (its setup.py when the tables were added)
-    from costmodel.validate import row_switches
+    from costmodel.published_row import row_switches
     assert row_switches(mpt) == {"attention_kernel": "fa1"}
     # the row's NumParams (llm-foundry's count, 6,654,664,704) to 0.1%
     assert m.params() == pytest.approx(float(mpt["params_b"]) * 1e9, rel=1e-3)
@@ -391,7 +391,7 @@ def test_a_sweep_of_one_prediction_reports_its_measured_spread():
 def test_nemotron_rows_are_priced_as_nemo_builds_nemotron():
     # NeMo's NemotronConfig: squared-ReLU MLP, RoPE, no biases, no dropout, untied output layer
     from costmodel.stacks import get_stack
-    from costmodel.validate import row_model
+    from costmodel.published_row import row_model
     row = dict(model="Nemotron4-340B", num_layers="96", hidden="18432", ffn_hidden="73728", num_heads="96",
                num_kv_heads="8", vocab="256000", seq_len="4096", tp="8")
     m = row_model(row, get_stack("nemo"))

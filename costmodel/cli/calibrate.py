@@ -5,6 +5,7 @@ A thin typer layer over ``costmodel.calibration.run`` (the suite, launched by to
 """
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import subprocess
 import sys
@@ -79,10 +80,8 @@ def run(ctx: typer.Context,
           file=sys.stderr)
     if dry_run:
         return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise InputError("costmodel calibrate run", "", "needs torch: pip install 'costmodel[calibrate]'") from None
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("costmodel calibrate run", "", "needs torch: pip install 'costmodel[calibrate]'")
     rc = subprocess.call(cmd)
     if rc:
         raise typer.Exit(rc)

@@ -3,6 +3,7 @@ best candidates to the ILP."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -277,10 +278,8 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
             raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
         from ..files import check_output
         check_output(target, "--plot")
-        try:
-            import matplotlib  # noqa: F401  (fail before a long solve, not after)
-        except ImportError:
-            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+        if importlib.util.find_spec("matplotlib") is None:      # fail before a long solve, not after
+            raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'")
 
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,

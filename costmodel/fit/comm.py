@@ -8,7 +8,9 @@ from costmodel.comm import group_link_bytes_per_s
 from costmodel.specs import ClusterSpec, GpuSpec
 
 from .measurements import FitReport, Measurements
-from .primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
+from costmodel.specs.params import NVLS_EFF_MAX
+
+from .primitives import (FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
                          protocol_text, quality, round_sig, short_sweep_fix, warn_at_bound, warn_outliers)
 
 #: fewest sizes of a full protocol fit per scope (3 protocols x 2 intra; 2 x 2 inter, costmodel/fit/primitives.py)

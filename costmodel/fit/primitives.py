@@ -17,7 +17,6 @@ from scipy.optimize import least_squares
 from costmodel.collective import (CollectiveParams, busbw_factor, collective_time_s, hierarchical_time_s)
 from costmodel.gemm import GemmParams, gemm_time_s
 from costmodel.specs.profile import Flow
-from costmodel.specs.params import NVLS_EFF_MAX  # noqa: F401  (re-exported: the fits' bound is the schema's)
 
 MiB = 2 ** 20
 

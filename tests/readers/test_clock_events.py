@@ -1,6 +1,4 @@
 """Clock-event (throttle) reasons of nvidia-smi --query-gpu captures, in both namings."""
-import numpy as np
-
 from costmodel.compare import throttle_warnings, trace_metrics
 from costmodel.readers.clock_events import REASON_BITS, reasons_per_row, throttle_shares
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv

@@ -19,7 +19,8 @@ import numpy as np
 
 from costmodel.collective import COLLECTIVES, busbw_factor, collective_time_s, effective_busbw, hierarchical_time_s
 
-from ..primitives import (FIT_METHOD, NVLS_EFF_MAX, coll_entry, fit_collective, fit_hierarchical, fit_stats, fit_text,
+from ...specs.params import NVLS_EFF_MAX
+from ..primitives import (FIT_METHOD, coll_entry, fit_collective, fit_hierarchical, fit_stats, fit_text,
                           params_of, round_sig)
 from .variants import VARIANTS
 from .data import busbw_points, join, rel, xla_coll
