@@ -16,11 +16,11 @@ import re
 
 import numpy as np
 
-from .layouts import LayoutTable
+from .layouts import LayoutTable, validity
 from .memory import memory_bytes
 from .predict import predict_table, recompute_options
-from .specs import ModelSpec
-from .stacks import RECIPE_SWITCHES, STACKS, Stack
+from .specs import MOE_DISPATCHER_ALIASES, ModelSpec, megatron_capacity_factor
+from .stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, Stack
 
 
 def cell_int(r: dict, k: str):
@@ -59,13 +59,22 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
                   # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
                   ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
                   ("float8 rowwise", {"fp8_recipe": "rowwise"}))
-# an on/off recipe switch named by its Megatron flag in the notes (``--overlap-grad-reduce``,
-# ``moe-grouped-gemm``), not its ``--no-`` form
-_FLAG_SWITCHES = tuple((re.compile(r"(?<![\w-])(?:--)?" + re.escape(s.megatron_key.replace("_", "-")) + r"(?![\w-])"),
-                        {s.name: True}) for s in RECIPE_SWITCHES if s.kind == "bool" and s.megatron_key)
-# Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with
-# it (megatron/training/arguments.py asserts use_distributed_optimizer)
+# a recipe switch named by its Megatron flag in the notes.  On/off: ``--overlap-grad-reduce`` or the
+# bare ``moe-grouped-gemm`` turns it on; ``--no-X``, ``without X``, ``no X`` or ``X off|false|disabled``
+# turns it off.  Valued (``--moe-token-dispatcher-type alltoall``, ``--moe-expert-capacity-factor 1.0``):
+# only with the dashes, so prose naming an option is not read as its value
+_OFF_WORDS = ("off", "false", "disabled")
+_BOOL_FLAGS = tuple((s.name, re.compile(
+    r"(?P<neg>\b(?:without|no)\s+)?(?<![\w-])(?:--)?(?P<no>no-)?" + re.escape(s.megatron_key.replace("_", "-"))
+    + r"(?![\w-])(?:[\s=:]+(?P<val>on|off|true|false|enabled|disabled)\b)?", re.IGNORECASE))
+    for s in RECIPE_SWITCHES if s.kind == "bool" and s.megatron_key)
+_VALUE_FLAGS = tuple((s, re.compile(r"(?<![\w-])--" + re.escape(s.megatron_key.replace("_", "-"))
+                                    + r"(?:\s+|=)(?P<v>[^\s;,|\"']+)"))
+                     for s in RECIPE_SWITCHES if s.kind in ("choice", "float") and s.megatron_key)
+# Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with it
+# and with --overlap-grad-reduce (megatron/training/arguments.py asserts both)
 _DIST_OPT = re.compile(r"--use-distributed-optimizer|--overlap-param-gather")
+_PARAM_GATHER = re.compile(r"(?<![\w-])--overlap-param-gather(?![\w-])")
 # recipe switches a source's software fixes, the rows not saying them: llm-foundry's MPT benchmark
 # tables ran FlashAttention 1 (its launcher installs llm-foundry[gpu], whose setup.py pins
 # flash-attn==v1.0.3.post0 (2023-06, A100 tables) and flash-attn==1.0.9 (2023-10, H100 tables;
@@ -95,11 +104,34 @@ def row_switches(r: dict) -> dict:
     for key, switches in _NOTE_SWITCHES:
         if key in notes:
             out.update(switches)
-    for flag, switches in _FLAG_SWITCHES:
-        if flag.search(notes):
-            out.update(switches)
+    out.update(_flag_switches(r.get("notes", "")))
     if _CPU_OFFLOAD.search(r.get("notes", "")):      # ZeRO-Offload: the step runs on the host CPU
         out["optimizer_offload"] = True
+    return out
+
+
+def _flag_switches(notes: str) -> dict:
+    """The recipe switches Megatron flags in ``notes`` set (module comments above :data:`_BOOL_FLAGS`),
+    the last mention of a flag winning; values as the flag spells them (the dispatcher's alias
+    ``alltoall_seq`` read as ``alltoall``; the capacity factor by :func:`megatron_capacity_factor`,
+    an unreadable one kept as written so the recipe refuses it by name)."""
+    out: dict = {}
+    for name, rx in _BOOL_FLAGS:
+        for m in rx.finditer(notes):
+            out[name] = not (m.group("neg") or m.group("no") or (m.group("val") or "").lower() in _OFF_WORDS)
+    if _PARAM_GATHER.search(notes):
+        out["dp_overlap"] = True
+    for sw, rx in _VALUE_FLAGS:
+        for m in rx.finditer(notes):
+            v = m.group("v")
+            if sw.kind == "float":
+                try:
+                    v = megatron_capacity_factor(float(v)) if sw.name == "moe_capacity_factor" else float(v)
+                except ValueError:
+                    pass
+            else:
+                v = MOE_DISPATCHER_ALIASES.get(v, v)
+            out[sw.name] = v
     return out
 
 
@@ -126,18 +158,48 @@ def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> d
     return cands[-1]
 
 
-def _fastest_mbs(model, recipe, cluster, profile, row: dict, zeros, recomputes) -> dict:
+def _fastest_mbs(model, recipe, cluster, profile, row: dict, zeros, recomputes) -> dict | str:
     """The row at the unpublished micro-batch size that predicts the shortest step: every mbs dividing
-    the batch of one DP rank (gbs / DP, at most :data:`_MAX_ASSUMED_MBS`), each with the cheapest ZeRO
-    stage and recompute at which it fits (:func:`_least_costly_fit`); a published run is taken to be
-    tuned, so the best layout that fits is the assumption.  Sizes that fit nowhere count only when none
-    fits (then the smallest)."""
-    per_rank = max(1, recipe.gbs // (row["dp"] or 1))
+    the batch of one DP rank (gbs / DP, at most :data:`_MAX_ASSUMED_MBS`) that gives a valid layout
+    (costmodel.layouts.validity: e.g. a number of micro-batches VP can interleave), each with the
+    cheapest ZeRO stage and recompute at which it fits (:func:`_least_costly_fit`); a published run is
+    taken to be tuned, so the best layout that fits is the assumption.  Sizes that fit nowhere count
+    only when none fits (then the smallest).  The reason to skip the row where no size is valid."""
+    dp = row["dp"] or 1
+    if recipe.gbs % dp:
+        return f"gbs {recipe.gbs} is not divisible by DP {dp}: no micro-batch size gives every DP rank whole micro-batches"
+    per_rank = recipe.gbs // dp
     sizes = [m for m in range(1, min(per_rank, _MAX_ASSUMED_MBS) + 1) if per_rank % m == 0]
+    code, msgs = validity(LayoutTable.from_rows([dict(row, mbs=m, recompute="none", zero=row["zero"] or 0)
+                                                 for m in sizes]), model, recipe, cluster.num_gpus,
+                          cluster.scale_up_gpus, uneven_pp=True)
+    sizes = [m for m, c in zip(sizes, code) if c < 0]
+    if not sizes:
+        first = msgs[code[0]]
+        return (first if len(set(code)) > 1 or "micro-batch" not in first and "mbs" not in first else
+                f"no micro-batch size dividing gbs / DP = {per_rank} gives a valid layout ({first})")
     cands = [_least_costly_fit(model, recipe, cluster, dict(row, mbs=m), zeros, recomputes) for m in sizes]
     pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(cands))
     step = np.where(pred.feasible, pred.step_time_s, np.inf)
     return cands[int(np.argmin(step))] if np.isfinite(step).any() else cands[0]
+
+
+def switch_problem(model: ModelSpec, switches: dict, tp: int, sp: bool) -> str | None:
+    """Why the switches a row's notes set contradict the row, or None: an MoE switch on a dense model
+    (``predict`` refuses it), TP-comm overlap with TP > 1 and no sequence parallelism (Megatron asserts
+    ``sequence_parallel`` with ``tp_comm_overlap``, megatron/training/arguments.py)."""
+    moe = [k for k in switches if k in SWITCHES_BY_NAME and SWITCHES_BY_NAME[k].moe]
+    if moe and not model.is_moe:
+        return f"the notes name the MoE switch(es) {', '.join(moe)} on a dense row (num_experts empty or 1)"
+    if switches.get("tp_comm_overlap") and tp > 1 and not sp:
+        return "the notes turn TP-comm overlap on, which needs sequence parallelism (sequence_parallel is false)"
+    return None
+
+
+def notes_dist_opt(r: dict) -> bool:
+    """Whether the row's ZeRO stage comes from its notes naming Megatron's distributed optimizer (an
+    empty ``fsdp_or_zero``; :func:`row_zero`)."""
+    return not (r.get("fsdp_or_zero") or "").strip() and _DIST_OPT.search(r.get("notes", "")) is not None
 
 
 def row_stack(r: dict) -> Stack | None:

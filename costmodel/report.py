@@ -392,7 +392,8 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                   + (" OOM" if r.predicted_oom else "") + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")
                   for r in results if not r.skipped]
         lines.append("assumed: what the row does not publish, filled by the stack's recipes (sp), the least "
-                     "sharding that fits (zero) or the notes (switches); *-not-modelled: a cost in the "
+                     "sharding and recompute that fit (zero, recompute), the fastest micro-batch that fits (mbs) "
+                     "or the notes (switches, the distributed optimizer); *-not-modelled: a cost in the "
                      "measured step that the model lacks")
     return out + lines
 

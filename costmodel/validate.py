@@ -25,7 +25,8 @@ from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .published_row import (_fastest_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
-                            cell_int as _int, row_family, row_model, row_sp, row_stack, row_switches, row_zero)
+                            cell_int as _int, notes_dist_opt, row_family, row_model, row_sp, row_stack, row_switches,
+                            row_zero, switch_problem)
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
 from .stacks import STACKS, stack_recipe
 from .uncertainty import step_time_band
@@ -259,16 +260,21 @@ def _prepare(r: dict, cache: dict):
     if stack is None:
         return "stack unknown: add a stack column"
     model = row_model(r, stack)
+    tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
+    dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
+    sp, sp_assumed = row_sp(r, stack, tp)
     switches = row_switches(r)
+    if tp == 1:                        # no TP collectives: an overlap of them changes nothing
+        switches.pop("tp_comm_overlap", None)
+    why = switch_problem(model, switches, tp, sp)
+    if why:
+        return why
     recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu_key=cluster.gpu.key,
                           **switches)
     if recipe.flash_attention:
         # raises for an unfitted kernel or a head dim the kernel does not run
         profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len, model.qk_head_dim,
                                      model.attn_out_dim / model.num_heads)
-    tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
-    dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
-    sp, sp_assumed = row_sp(r, stack, tp)
     # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
     # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
     ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
@@ -282,21 +288,24 @@ def _prepare(r: dict, cache: dict):
     if fsdp_pp:
         row["zero"] = 1
     assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
-               + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ())
+               + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ("zero=1(distributed optimizer)",) if notes_dist_opt(r)
+                  else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
                + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ()))
     mbs_known = row["mbs"] is not None
-    code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0,
-                                                      mbs=row["mbs"] or 1)]), model,
-                          recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
-    if code[0] >= 0:
-        return f"layout not representable: {msgs[code[0]]}"
-    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or row_zero(r) == 1 or dp * cp == 1
+    if mbs_known:
+        code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
+                              recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
+        if code[0] >= 0:
+            return f"layout not representable: {msgs[code[0]]}"
+    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or notes_dist_opt(r) or dp * cp == 1
     zeros = (row["zero"],) if zero_known else (0, 1)
     recomputes = (row["recompute"],) if rc_known else ("none", "selective", "full")
     if not mbs_known:
         row = _fastest_mbs(model, recipe, cluster, profile, row, zeros, recomputes)
+        if isinstance(row, str):
+            return f"layout not representable: {row}"
         assumed += (f"mbs={row['mbs']}",)
     elif not (zero_known and rc_known):
         row = _least_costly_fit(model, recipe, cluster, row, zeros, recomputes)
@@ -329,11 +338,12 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     """
     out: list = []
     cache, groups, seen = {}, {}, set()
-    for r in rows:
+    for i, r in enumerate(rows):
         # csv.DictReader gives None for the cells a short row lacks and keys extra ones by None
         short = sum(v is None for k, v in r.items() if k is not None)
         r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
-        rid, src = r.get("row_id", "?"), r.get("source_file", "?")
+        # a row without an id is named by its place among the data rows, as the file's errors name it
+        rid, src = (r.get("row_id") or "").strip() or f"(row {i + 1})", r.get("source_file", "?")
         if short:
             out.append(RowResult(rid, src, skipped=f"{short} cell(s) fewer than the header's columns"))
             continue

@@ -410,7 +410,7 @@ def test_megatron_flags_in_the_notes_set_their_switches_and_an_unpublished_mbs_i
     row = dict(next(r for r in read_runs_csv(HOPPER) if r["row_id"] == "megatronh100-004"), precision="bf16")
     res = validate_rows([row], str(HOPPER))[0]
     assert not res.skipped and {"dp_overlap=True", "tp_comm_overlap=True"} <= set(res.assumed)
-    assert not any(a.startswith("zero=") for a in res.assumed)
+    assert [a for a in res.assumed if a.startswith("zero=")] == ["zero=1(distributed optimizer)"]
     chosen = next(int(a[4:]) for a in res.assumed if a.startswith("mbs="))
     cache = {}
     key, model, recipe, layout, _ = _prepare(row, cache)
@@ -421,9 +421,42 @@ def test_megatron_flags_in_the_notes_set_their_switches_and_an_unpublished_mbs_i
         pred = predict_table(model, recipe, *cache[key], LayoutTable.from_rows([got[3]]))
         steps[m] = float(pred.step_time_s[0])
     assert chosen == min(steps, key=steps.get) and len(set(steps.values())) == 3
-    # a --no- flag turns nothing on
-    off = validate_rows([dict(row, notes="--no-overlap-grad-reduce, no-tp-comm-overlap")], str(HOPPER))[0]
-    assert not {"dp_overlap=True", "tp_comm_overlap=True"} & set(off.assumed)
+    # a --no- flag turns its switch off (NeMo runs TP-comm overlap by default)
+    off = validate_rows([dict(row, notes="--no-overlap-grad-reduce; --no-tp-comm-overlap", stack="nemo")],
+                        str(HOPPER))[0]
+    assert {"dp_overlap=False", "tp_comm_overlap=False"} <= set(off.assumed)
+    assert off.predicted_s > res.predicted_s
+
+
+@pytest.mark.parametrize("notes,switches", [
+    ("--overlap-grad-reduce --tp-comm-overlap", {"dp_overlap": True, "tp_comm_overlap": True}),
+    # Megatron refuses --overlap-param-gather without --overlap-grad-reduce: one implies the other
+    ("--overlap-param-gather", {"dp_overlap": True}),
+    ("tp-comm-overlap disabled; overlap-grad-reduce off", {"tp_comm_overlap": False, "dp_overlap": False}),
+    ("ran without --overlap-grad-reduce", {"dp_overlap": False}),
+    ("--no-tp-comm-overlap", {"tp_comm_overlap": False}),
+    ("recompute-activations; moe-grouped-gemm; seq 4096", {"moe_grouped_gemm": True}),     # FlagPerf's spelling
+    ("--tp-comm-overlap-disable-qkv", {}),                  # another flag with the name as its prefix
+    ("--moe-token-dispatcher-type alltoall_seq --moe-expert-capacity-factor 1.25",
+     {"moe_dispatcher": "alltoall", "moe_capacity_factor": 1.25}),
+    ("optimizer adam, dispatcher alltoall", {}),            # prose, not a valued flag
+])
+def test_megatron_flags_in_the_notes(notes, switches):
+    from costmodel.published_row import row_switches
+    assert row_switches({"notes": notes}) == switches
+
+
+def test_notes_that_contradict_the_row_skip_it_by_name(tmp_path):
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    dense = dict(rows["flagperf-002"], notes="--moe-grouped-gemm")
+    no_sp = dict(rows["nemo2407-009"], sequence_parallel="false", notes="--tp-comm-overlap")
+    odd = dict(rows["megatronh100-004"], precision="bf16", gbs="100")          # no mbs: 100 / DP 48
+    res = validate_rows([dense, no_sp, odd, dict(odd, row_id=" ")], str(HOPPER))
+    assert "MoE switch(es) moe_grouped_gemm on a dense row" in res[0].skipped
+    assert "needs sequence parallelism" in res[1].skipped
+    assert "gbs 100 is not divisible by DP 48" in res[2].skipped
+    # a row without an id is named by its place, as the file's errors name rows
+    assert res[3].skipped == "row_id is empty" and res[3].row_id == "(row 4)"
 
 
 def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
