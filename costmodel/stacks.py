@@ -456,6 +456,10 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
     # capacity the caller gives takes the dependent defaults with it
     if "moe_capacity_factor" not in given and ("moe_dispatcher" in given and values["moe_dispatcher"] != "alltoall"):
         values["moe_capacity_factor"] = 0.0
+    # and a capacity factor given without a dispatcher takes the one Megatron-core allows with it
+    cf = values["moe_capacity_factor"]
+    if "moe_dispatcher" not in given and "moe_capacity_factor" in given and isinstance(cf, (int, float)) and cf > 0:
+        values["moe_dispatcher"] = "alltoall"
     if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
         values["moe_pad_to_capacity"] = False
     if "fp8_recipe" in given and precision != "fp8":

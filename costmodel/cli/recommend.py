@@ -62,6 +62,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("--candidates", "", f"must be >= 1, got {candidates_k}")
     _check_plot(plot, pareto)
     check_format(fmt)
+    if no_sp and (recipe_flags or {}).get("tp_comm_overlap"):
+        # as predict refuses it (Megatron-LM validate_args); TP = 1 layouts have no TP comm to overlap
+        raise InputError("--tp-comm-overlap", "", "needs sequence parallelism (Megatron-LM validate_args: 'Tensor "
+                         "parallel communication/GEMM overlap can happen only when sequence parallelism is "
+                         "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),

@@ -195,6 +195,31 @@ def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
     assert r.returncode == 2 and len(lines) == 1 and msg in lines[0], r.stderr
 
 
+def test_recommend_refuses_tp_comm_overlap_without_sp_as_predict_does():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "llama3-70b", "--cluster",
+                        "dgx-h100", "--nodes", "2", "--no-sp", "--tp-comm-overlap"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "--tp-comm-overlap: needs sequence parallelism" in lines[0]
+
+
+def test_a_capacity_factor_without_a_dispatcher_takes_all_to_all():
+    """Megatron-core runs a capacity factor only with the all-to-all dispatcher: given alone it takes
+    that one (the stack's allgather default would be refused); an explicit other dispatcher is refused."""
+    from costmodel.errors import InputError
+    from costmodel.stacks import get_stack, stack_recipe
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_capacity_factor=1.25, moe_pad_to_capacity=True)
+    assert (r.moe_dispatcher, r.moe_capacity_factor, r.moe_pad_to_capacity) == ("alltoall", 1.25, True)
+    assert get_stack("megatron").defaults["moe_dispatcher"] == "allgather"
+    with pytest.raises(InputError, match="needs --moe-dispatcher alltoall, not allgather"):
+        stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_capacity_factor=1.25, moe_dispatcher="allgather")
+
+
 def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     """Megatron-core defaults to the allgather dispatcher and per-expert GEMMs; for Mixtral 8x7B on two
     H100 nodes recommend also tries grouped GEMMs, and all-to-all with grouped GEMM, which wins (the
