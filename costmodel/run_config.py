@@ -429,6 +429,12 @@ def _bridge(d: dict, path: str) -> RunConfig:
                 raise InputError(path, "model.moe_expert_capacity_factor", f"{cf!r} is not a number (null or "
                                  "below 0: dropless)") from None
             cfg.where["moe_capacity_factor"] = f"{path}: model.moe_expert_capacity_factor"
+        backend = m.get("moe_flex_dispatcher_backend")
+        if R.get("moe_dispatcher") == "flex" and backend not in (None, "deepep"):
+            # the flex dispatcher's other backend (NVIDIA's HybridEP) has no public measurement here
+            cfg.notes.append(f"{path}: model.moe_flex_dispatcher_backend {backend!r} is priced as DeepEP, whose "
+                             "measured bandwidths (hardware/profiles/data/deepep_normal_kernels_h800_b200.md) the "
+                             "flex dispatcher's cost uses")
     _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}
     if isinstance(ddp, dict) and ddp:

@@ -280,5 +280,7 @@ def test_logs_and_bridge_configs_name_the_permute_fusion():
     from pathlib import Path
     from costmodel.run_config import read_run_config
     configs = Path(__file__).parent / "data" / "configs"
-    assert read_run_config(configs / "megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml").recipe[
-        "moe_permute_fusion"] is True
+    dsv3 = read_run_config(configs / "megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml")
+    assert dsv3.recipe["moe_permute_fusion"] is True and dsv3.recipe["moe_dispatcher"] == "flex"
+    # its flex dispatcher runs NVIDIA's HybridEP backend, priced with DeepEP's measurements: said so
+    assert any("moe_flex_dispatcher_backend 'hybridep' is priced as DeepEP" in n for n in dsv3.notes)
