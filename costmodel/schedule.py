@@ -43,7 +43,7 @@ import numpy as np
 
 from .comm import CommTimes, grad_bytes, stage_params
 from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
-from .fsdp_copies import ALL_GATHER_KERNELS, REDUCE_SCATTER_KERNELS, copy_bytes as fsdp_copy_bytes
+from .fsdp_copies import KERNELS as FSDP_KERNELS, copy_bytes as fsdp_copy_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
@@ -142,24 +142,26 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
 
 
 def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t) -> tuple:
-    """(forward, backward) time of one layer's FSDP2 copies per micro-batch, s (arrays; 0 unless ZeRO-3
-    on a stack whose FSDP copies, costmodel.stacks ``fsdp_copies``): costmodel.fsdp_copies' bytes of
-    the dense part (sharded over DP x CP) and the experts (over the expert-DP group) at the fitted
-    HBM bandwidth, and their kernels' launches."""
+    """(forward, backward) time of one layer's ZeRO-3 memory passes per micro-batch, s (arrays; 0 unless
+    ZeRO-3 on a stack whose FSDP makes them, costmodel.stacks ``fsdp_copies``): costmodel.fsdp_copies'
+    bytes of the dense part (sharded over DP x CP) and the experts (over the expert-DP group) at the
+    fitted HBM bandwidth, and their kernels' launches."""
     zero = np.zeros(len(t))
-    if not get_stack(recipe.stack).fsdp_copies:
+    flavour = get_stack(recipe.stack).fsdp_copies
+    if not flavour:
         return zero, zero
     expert = model.mean_expert_params()
     gb = grad_bytes(recipe)
-    d_f, d_b = fsdp_copy_bytes((model.layer_params() - expert) / t.tp, t.dp * t.cp, ACT_BYTES, gb)
-    e_f, e_b = fsdp_copy_bytes(expert / (t.ep * t.etp), expert_dp(t), ACT_BYTES, gb)
+    d_f, d_b = fsdp_copy_bytes((model.layer_params() - expert) / t.tp, t.dp * t.cp, ACT_BYTES, gb, flavour)
+    e_f, e_b = fsdp_copy_bytes(expert / (t.ep * t.etp), expert_dp(t), ACT_BYTES, gb, flavour)
+    ag_kernels, rs_kernels = FSDP_KERNELS[flavour]
     bw, launch = cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency, kernel_launch_s(profile)
     # with EP the experts are a unit of their own, sharded on their own mesh (torchtitan's MoE models'
     # parallelize: fully_shard of the experts over the DP ranks outside EP)
     units = 1.0 + ((t.ep > 1) & (expert > 0))
     on = (t.zero == 3) & (t.dp * t.cp > 1)
-    f = (d_f + e_f) / bw + units * ALL_GATHER_KERNELS * launch
-    b = (d_b + e_b) / bw + units * (ALL_GATHER_KERNELS + REDUCE_SCATTER_KERNELS) * launch
+    f = (d_f + e_f) / bw + units * ag_kernels * launch
+    b = (d_b + e_b) / bw + units * (ag_kernels + rs_kernels) * launch
     return np.where(on, f, 0.0), np.where(on, b, 0.0)
 
 
@@ -231,7 +233,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # compute that runs while a collective is in flight shares SMs and HBM with it and slows by the
     # profile's measured contention factor (DESIGN.md "Overlap"; calibration suite ``overlap`` records)
     slow = profile.overlap_slowdown - 1.0
-    # FSDP2's copies around its per-layer collectives run on the compute stream too (costmodel.fsdp_copies)
+    # FSDP's memory passes around its per-layer collectives run on the compute stream too (costmodel.fsdp_copies)
     copy_f, copy_b = fsdp_copy_s(model, recipe, cluster, profile, t)
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f)) + copy_f
     cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)

@@ -320,10 +320,10 @@ class Stack:
             gradients and states sharded), or replicates (0); llm-foundry's Composer FSDP has
             FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0); Megatron-LM 2021-22 has DDP and its
             distributed optimizer (0-2) but no FSDP.
-        fsdp_copies: ZeRO-3 is PyTorch's FSDP2 (torchtitan's ``fully_shard``), which copies each
-            unit's parameters out of its all-gather buffer and its gradients into its reduce-scatter
-            buffer on the compute stream (costmodel.fsdp_copies); Megatron's, DeepSpeed's and FSDP1's
-            buffers are the parameters' and gradients' own storage.
+        fsdp_copies: the ZeRO-3 implementation whose memory passes around its collectives run on the
+            compute stream (costmodel.fsdp_copies): 'fsdp2' (torchtitan's ``fully_shard``), 'fsdp1'
+            (llm-foundry's Composer FSDP), 'deepspeed' (ZeRO-3); '' where the buffers are the
+            parameters' and gradients' own storage (Megatron's distributed optimizer, Megatron-FSDP).
     """
 
     name: str
@@ -346,7 +346,7 @@ class Stack:
     sequence_parallel: bool = True
     fp8_sp_gather: tuple = ()
     sp_regather_backward: bool = False
-    fsdp_copies: bool = False
+    fsdp_copies: str = ""
 
     @property
     def megatron_family(self) -> bool:
@@ -402,7 +402,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fp8_sp_gather={"megatron": ("delayed", "tensorwise"), "nemo": ("delayed", "tensorwise"),
                                 "torchtitan": ("tensorwise",)}.get(name, ()),
                  sp_regather_backward=name in ("megatron", "megatron-legacy", "nemo"),
-                 fsdp_copies=name == "torchtitan")
+                 fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
+                              "megatron-deepspeed": "deepspeed"}.get(name, ""))
 
 
 STACKS = {s.name: s for s in (

@@ -22,6 +22,20 @@ def test_copy_bytes_of_a_unit():
     assert float(b) == pytest.approx(6e9 / 8 + 4e9 + 6e9)
 
 
+def test_copy_bytes_of_fsdp1_and_deepspeed():
+    """FSDP1: the fp32 shard cast before each gather (6 B per local element); the backward's split
+    concatenation (4 B), cast to the fp32 reduce dtype (6 B) and in-place pre-divide (8 B) per element.
+    DeepSpeed ZeRO-3: nothing forward; bucket copy, concatenation and division in bf16 (3 x 4 B)."""
+    f, b = copy_bytes(1e9, 8, 2.0, 4.0, "fsdp1")
+    assert float(f) == pytest.approx(6e9 / 8) and float(b) == pytest.approx(6e9 / 8 + 18e9)
+    f, b = copy_bytes(1e9, 8, 2.0, 2.0, "fsdp1")            # a bf16 reduce: no cast
+    assert float(b) == pytest.approx(6e9 / 8 + 8e9)
+    f, b = copy_bytes(1e9, 8, 2.0, 4.0, "deepspeed")
+    assert float(f) == 0.0 and float(b) == pytest.approx(12e9)
+    with pytest.raises(ValueError, match="not one of"):
+        copy_bytes(1e9, 8, 2.0, 4.0, "fsdp3")
+
+
 def _llama8b_fsdp(stack, **kw):
     m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=1)
     p = load_profile(c.gpu.key)
@@ -30,9 +44,9 @@ def _llama8b_fsdp(stack, **kw):
     return m, r, c, p, t
 
 
-def test_only_fsdp2_zero3_copies():
-    """torchtitan's FSDP2 copies under ZeRO-3; Megatron's and llm-foundry's (FSDP1) buffers are the
-    parameters' own, and a replicated layout (ZeRO-0) gathers nothing."""
+def test_only_zero3_on_a_copying_fsdp_pays():
+    """torchtitan's FSDP2 copies under ZeRO-3, llm-foundry's FSDP1 casts and divides; Megatron's buffers
+    are the parameters' own, and a replicated layout (ZeRO-0) gathers nothing."""
     m, r, c, p, t = _llama8b_fsdp("torchtitan")
     f, b = fsdp_copy_s(m, r, c, p, t)
     bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
@@ -41,8 +55,11 @@ def test_only_fsdp2_zero3_copies():
     launch = p.gemm["bf16"].launch_s
     assert float(f[0]) == pytest.approx((6 * params / 8 + 4 * params) / bw + 2 * launch, rel=1e-9)
     assert float(b[0]) == pytest.approx((6 * params / 8 + 4 * params + 6 * params) / bw + 3 * launch, rel=1e-9)
-    for stack in ("megatron", "llm-foundry"):
-        assert fsdp_copy_s(*_llama8b_fsdp(stack))[1][0] == 0.0
+    assert fsdp_copy_s(*_llama8b_fsdp("megatron"))[1][0] == 0.0
+    m, r, c, p, t = _llama8b_fsdp("llm-foundry")
+    assert r.main_grads_dtype == "fp32"
+    assert float(fsdp_copy_s(m, r, c, p, t)[1][0]) == pytest.approx((6 * params / 8 + 18 * params) / bw
+                                                                     + 4 * launch, rel=1e-9)
     m, r, c, p, _ = _llama8b_fsdp("torchtitan")
     assert fsdp_copy_s(m, r, c, p, layout(dp=8, mbs=2, zero=0))[1][0] == 0.0
 
@@ -53,7 +70,7 @@ def test_the_copies_lengthen_every_layer_of_every_micro_batch(monkeypatch):
     m, r, c, p, t = _llama8b_fsdp("torchtitan")
     f, b = fsdp_copy_s(m, r, c, p, t)
     with_copies = float(predict_table(m, r, c, p, t).step_time_s[0])
-    monkeypatch.setitem(STACKS, "torchtitan", dataclasses.replace(STACKS["torchtitan"], fsdp_copies=False))
+    monkeypatch.setitem(STACKS, "torchtitan", dataclasses.replace(STACKS["torchtitan"], fsdp_copies=""))
     without = float(predict_table(m, r, c, p, t).step_time_s[0])
     n_mb = float(microbatches(r, t.dp, t.mbs)[0])
     assert n_mb == 1
