@@ -165,6 +165,21 @@ def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     return np.where(on, f, 0.0), np.where(on, b, 0.0)
 
 
+def grad_accum_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t) -> np.ndarray:
+    """One layer's gradient accumulation pass per micro-batch after the first, s (array; 0 unless the
+    stack leaves it to autograd, costmodel.stacks ``grad_accum_bytes``, under ZeRO 0-1): the bytes per
+    local parameter of the layer (dense over TP, experts over EP x ETP) at the fitted HBM bandwidth,
+    one kernel per parameter tensor (the projections' weights and the two norms', with their biases)."""
+    nbytes = get_stack(recipe.stack).grad_accum_bytes
+    if not nbytes:
+        return np.zeros(len(t))
+    expert = model.mean_expert_params()
+    local = (model.layer_params() - expert) / t.tp + expert / (t.ep * t.etp)
+    tensors = (len(model.attention_projections()) + (3 if model.gated else 2) + 2) * (2 if model.bias else 1)
+    s = nbytes * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency) + tensors * kernel_launch_s(profile)
+    return np.where(t.zero <= 1, s, 0.0)
+
+
 @dataclass
 class StepTimes:
     """Step time and its additive breakdown, seconds (arrays over layouts).
@@ -235,9 +250,11 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     slow = profile.overlap_slowdown - 1.0
     # FSDP's memory passes around its per-layer collectives run on the compute stream too (costmodel.fsdp_copies)
     copy_f, copy_b = fsdp_copy_s(model, recipe, cluster, profile, t)
+    # and so does an unfused gradient accumulation, in every micro-batch but the first (on average)
+    accum = grad_accum_s(model, recipe, cluster, profile, t) * (m - 1) / m
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f)) + copy_f
     cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)
-                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b)) + copy_b
+                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b)) + copy_b + accum
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
     # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than
     # the fullest stages, and the slower of the two sets the pace

@@ -324,6 +324,13 @@ class Stack:
             compute stream (costmodel.fsdp_copies): 'fsdp2' (torchtitan's ``fully_shard``), 'fsdp1'
             (llm-foundry's Composer FSDP), 'deepspeed' (ZeRO-3); '' where the buffers are the
             parameters' and gradients' own storage (Megatron's distributed optimizer, Megatron-FSDP).
+        grad_accum_bytes: HBM bytes per local parameter of the gradient accumulation pass each
+            micro-batch after the first makes, with ZeRO 0-1: 6 on Megatron-DeepSpeed, whose DeepSpeed
+            engine (fp16/bf16, ZeRO-1 or none, gradients reduced after the last micro-batch) leaves the
+            16-bit gradients to autograd's AccumulateGrad (``param.grad += new``: read both, write one);
+            0 where the weight-gradient GEMM accumulates into the main gradient (Megatron's
+            ``gradient_accumulation_fusion``, TE's ``fuse_wgrad_accumulation``) or the gradients are
+            reduced every micro-batch (FSDP, ZeRO-2/3).
     """
 
     name: str
@@ -347,6 +354,7 @@ class Stack:
     fp8_sp_gather: tuple = ()
     sp_regather_backward: bool = False
     fsdp_copies: str = ""
+    grad_accum_bytes: float = 0.0
 
     @property
     def megatron_family(self) -> bool:
@@ -403,7 +411,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                                 "torchtitan": ("tensorwise",)}.get(name, ()),
                  sp_regather_backward=name in ("megatron", "megatron-legacy", "nemo"),
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
-                              "megatron-deepspeed": "deepspeed"}.get(name, ""))
+                              "megatron-deepspeed": "deepspeed"}.get(name, ""),
+                 grad_accum_bytes=6.0 if name == "megatron-deepspeed" else 0.0)     # 2 + 2 read, 2 written
 
 
 STACKS = {s.name: s for s in (

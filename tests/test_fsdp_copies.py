@@ -75,3 +75,27 @@ def test_the_copies_lengthen_every_layer_of_every_micro_batch(monkeypatch):
     n_mb = float(microbatches(r, t.dp, t.mbs)[0])
     assert n_mb == 1
     assert with_copies - without == pytest.approx(n_mb * m.num_layers * float(f[0] + b[0]), rel=1e-6)
+
+
+def test_deepspeed_engine_accumulates_gradients_in_an_unfused_pass(monkeypatch):
+    """Megatron-DeepSpeed leaves the 16-bit gradients to autograd's AccumulateGrad: every micro-batch
+    after the first reads the stored and the new gradient and writes the sum (6 B per local parameter),
+    so 8 micro-batches pay 7 passes per layer; ZeRO-2 reduces every micro-batch and accumulates
+    nothing, and Megatron-core fuses the accumulation into its weight-gradient GEMMs."""
+    from costmodel.schedule import grad_accum_s
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = stack_recipe(STACKS["megatron-deepspeed"], 64, 4096, "bf16")
+    t = layout(dp=8, mbs=1, zero=1)
+    bw = c.gpu.hbm_bytes_per_s * p.hbm_efficiency
+    one = float(grad_accum_s(m, r, c, p, t)[0])
+    assert one == pytest.approx(6 * m.layer_params() / bw + (2 + 3 + 2) * p.gemm["bf16"].launch_s, rel=1e-9)
+    assert float(grad_accum_s(m, r, c, p, layout(dp=8, mbs=1, zero=2))[0]) == 0.0
+    assert float(grad_accum_s(m, stack_recipe(STACKS["megatron"], 64, 4096, "bf16"), c, p, t)[0]) == 0.0
+    n_mb = float(microbatches(r, t.dp, t.mbs)[0])
+    assert n_mb == 8
+    with_accum = float(predict_table(m, r, c, p, t).step_time_s[0])
+    monkeypatch.setitem(STACKS, "megatron-deepspeed", dataclasses.replace(STACKS["megatron-deepspeed"],
+                                                                           grad_accum_bytes=0.0))
+    without = float(predict_table(m, r, c, p, t).step_time_s[0])
+    assert with_accum - without == pytest.approx((n_mb - 1) * m.num_layers * one, rel=1e-6)
