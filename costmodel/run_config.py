@@ -289,6 +289,29 @@ _BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as
                    "GEMM, slower on Hopper, is not modelled")
 
 
+def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
+    """The sequence length of a Megatron-Bridge config: the dataset's (``sequence_length`` of a GPT
+    dataset, ``seq_length`` of a fine-tuning one: what each sample holds), else the model's
+    ``seq_length`` (its maximum); a disagreement and sequence packing (``packed_sequence_specs``: each
+    sample several documents, each attending to itself, priced as one unless --doc-tokens says) are
+    noted."""
+    R = cfg.recipe
+    ds = d.get("dataset") if isinstance(d.get("dataset"), dict) else {}
+    key = next((k for k in ("sequence_length", "seq_length") if ds.get(k) is not None), None)
+    if key:
+        _take(cfg, path, R, "seq_len", ds, key, _int, "dataset.")
+    if "seq_len" not in R:
+        _take(cfg, path, R, "seq_len", m, "seq_length", _int, "model.")
+    elif isinstance(m.get("seq_length"), int) and m["seq_length"] != R["seq_len"]:
+        cfg.notes.append(f"{path}: dataset.{key} {R['seq_len']} is what a sample holds; model.seq_length "
+                         f"{m['seq_length']} (the model's maximum) is not used")
+    packed = ds.get("packed_sequence_specs")
+    if isinstance(packed, dict) and packed.get("packed_sequence_size"):
+        cfg.notes.append(f"{path}: dataset.packed_sequence_specs: packed sequences of "
+                         f"{packed['packed_sequence_size']} tokens hold several documents, each attending to itself "
+                         "only; priced as one document per sequence unless --doc-tokens gives their length")
+
+
 def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
     """Precision and fp8 scaling from Megatron-Bridge's ``mixed_precision``: a recipe name or a mapping
     (``fp8`` e4m3 / hybrid: fp8, its ``fp8_recipe`` the scaling).
@@ -409,9 +432,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
                          "pipeline; modelled by its fullest stage, ceil(num_layers / PP) layers")
     _take(cfg, path, L, "mbs", t, "micro_batch_size", _int, "train.")
     _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
-    _take(cfg, path, R, "seq_len", m, "seq_length", _int, mp)
-    if "seq_len" not in R and isinstance(d.get("dataset"), dict):
-        _take(cfg, path, R, "seq_len", d["dataset"], "sequence_length", _int, "dataset.")
+    _bridge_seq_len(d, m, path, cfg)
     _bridge_precision(d.get("mixed_precision"), path, cfg)
     if "attention_backend" in m and m["attention_backend"] is not None:
         R["flash_attention"] = str(m["attention_backend"]).rsplit(".", 1)[-1] not in ("unfused", "local")

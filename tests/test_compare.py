@@ -466,3 +466,13 @@ def test_a_ramp_up_log_says_why_it_gives_no_global_batch():
                      "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2", "--seq-len", "2048",
                      "--nodes", "48")
     assert rc == 2 and "iteration lines print no one global batch size (a ramp-up prints several)" in se, se
+
+
+def test_a_cluster_whose_gpus_could_not_have_run_the_log_is_refused():
+    """The synthetic Megatron-core log's step makes about 280 model TFLOP/s per GPU: above an MI250 GCD's
+    dense bf16 peak (181), so --cluster mi250 is refused by name; the H100 cluster it names is taken."""
+    log = LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log"
+    rc, so, se = cli("compare", "--log", str(log), "--cluster", "mi250")
+    lines = se.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "--cluster:" in lines[0] and "MI250" in lines[0], se
+    assert cli("compare", "--log", str(log), "--cluster", "dgx-h100", "--json")[0] == 0

@@ -193,6 +193,20 @@ def test_model_flops_count_the_window_a_sliding_layer_attends():
     assert attention_flops_per_token(m, 2048) == 2.0 * 2048 * (m.q_dim + m.attn_out_dim)
 
 
+def test_a_gpt2_config_older_than_n_inner_takes_gpt2config_defaults(tmp_path):
+    """The hub's original gpt2 config.json has no n_inner and no activation_function: transformers'
+    GPT2Config defaults (4 x n_embd, gelu_new) apply, giving GPT-2 small's 124,439,808 parameters
+    (tied embeddings, 1024 learned positions)."""
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+                             "n_ctx": 1024, "vocab_size": 50257}))
+    m = load_model(str(f))
+    assert (m.ffn_hidden, m.activation, m.params()) == (3072, "gelu_new", 124_439_808)
+    f.write_text(json.dumps({"n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}))   # no model_type
+    with pytest.raises(InputError, match="intermediate_size: missing"):
+        load_model(str(f))
+
+
 def test_two_spellings_of_one_count_must_agree(tmp_path):
     """hidden_size and GPT-2's n_embd (or num_hidden_layers and n_layer) are one count: equal values
     load, different ones are refused naming both; a generation top_k that older dense configs

@@ -65,6 +65,24 @@ def _read_trace(path, gpus_per_node):
     return data, list(warns)
 
 
+def _check_measured_rate(m, recipe, c, metrics: list) -> None:
+    """Refuse a cluster whose GPUs could not have run the log: the measured step makes more model
+    FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's GEMM
+    dtype (as validate does for a published row).
+
+    Raises:
+        InputError: naming --cluster.
+    """
+    from ..compute import gemm_dtype, model_flops_per_step
+    st = next((x["measured"] for x in metrics if x["name"] == "step_time_s"), None)
+    peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
+    if st and peak and model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) > peak:
+        rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus)
+        raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
+                         f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
+                         "not run on these GPUs; name the cluster it ran on")
+
+
 @with_layout_flags(from_log=True)
 @with_recipe_flags("from the log, else the stack's")
 def compare(
@@ -142,6 +160,7 @@ def compare(
         warnings += throttle_warnings(rows)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
+    _check_measured_rate(m, recipe, c, metrics)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))

@@ -158,7 +158,9 @@ def read_model_config(d: dict, path) -> ModelSpec:
     heads = _get_int(d, ("num_attention_heads", "n_head", "num_heads", "n_heads"), w)
     ffn = _get_int(d, ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"), w, required=False)
     if ffn is None:
-        if "n_inner" in d:  # GPT-2 configs: n_inner null means 4 * n_embd (HF GPT2Config docs)
+        # GPT-2 configs: n_inner null or absent (the hub's original files predate it) is 4 * n_embd
+        # (transformers GPT2Config: n_inner=None, "the inner feed-forward layers: None sets it to 4 times n_embd")
+        if "n_inner" in d or d.get("model_type") == "gpt2":
             ffn = 4 * hidden
         else:
             raise InputError(w, "intermediate_size", "missing")
@@ -178,6 +180,8 @@ def read_model_config(d: dict, path) -> ModelSpec:
     vocab = (_get_int(d, ("padded_vocab_size", "vocab_size"), w, agree=False)
              if d.get("padded_vocab_size") is not None else _get_int(d, ("vocab_size",), w))
     act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
+    if act is None and d.get("model_type") == "gpt2":
+        act = "gelu_new"                   # transformers GPT2Config's activation_function default
     if act is None:
         raise InputError(w, "hidden_act", "missing")
     if not isinstance(act, str) or act not in _ACTS:
@@ -223,7 +227,8 @@ def read_model_config(d: dict, path) -> ModelSpec:
     if assumed:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
-    bias = d.get("_bias", model_type == "gpt_oss")
+    # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py)
+    bias = d.get("_bias", model_type in ("gpt_oss", "gpt2"))
     for key, val in (("_bias", bias), ("attention_bias", d.get("attention_bias", False))):
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")

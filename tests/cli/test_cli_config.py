@@ -63,23 +63,25 @@ def test_flags_that_agree_pass_and_flags_that_contradict_are_refused(tmp_path):
 
 def test_megatron_bridge_config_container_dense():
     """Megatron-Bridge's Llama 3 8B SFT recipe for GB200 (ConfigContainer YAML): TP 1, PP 1, mbs 1, gbs 8,
-    seq_length 16384, mixed_precision.fp8 e4m3 with fp8_recipe mxfp8 (MXFP8), the distributed optimizer,
-    no DP overlap; the world is not in the file, so --nodes sets it.  MXFP8 runs on Blackwell only: on
+    dataset.seq_length 4096 (model.seq_length 16384, noted), mixed_precision.fp8 e4m3 with fp8_recipe
+    mxfp8 (MXFP8), the distributed optimizer, no DP overlap; the world is not in the file, so --nodes sets it.  MXFP8 runs on Blackwell only: on
     an H100 cluster the refusal names the file's key."""
     from costmodel.run_config import read_run_config
     c = read_run_config(BRIDGE_L3)
     assert c.stack == "nemo" and c.nodes is None and c.custom_pipeline_split is None
     assert {k: c.layout[k] for k in ("tp", "pp", "cp", "vp", "mbs", "zero", "recompute", "sp")} == \
         dict(tp=1, pp=1, cp=1, vp=1, mbs=1, zero=1, recompute="none", sp=False)
-    assert (c.recipe["gbs"], c.recipe["seq_len"], c.recipe["precision"], c.recipe["dp_overlap"]) == (8, 16384, "mxfp8", False)
+    # a sample holds the dataset's 4096 tokens (model.seq_length 16384 is the model's maximum), packed
+    assert (c.recipe["gbs"], c.recipe["seq_len"], c.recipe["precision"], c.recipe["dp_overlap"]) == (8, 4096, "mxfp8", False)
+    assert any("model.seq_length 16384 (the model's maximum) is not used" in n for n in c.notes)
+    assert any("packed sequences of 4096 tokens" in n for n in c.notes)
     h = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--config", str(BRIDGE_L3))
     assert h.returncode == 2 and "mixed_precision" in h.stderr and "blackwell" in h.stderr, h.stderr
     p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(BRIDGE_L3),
             "--json")
-    # 16k tokens without recompute fit the GB200's 186 GB (they exceed an 80 GB H100)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
-    assert r["layout"]["dp"] == 8 and r["recipe"]["gbs"] == 8 and r["recipe"]["seq_len"] == 16384
+    assert r["layout"]["dp"] == 8 and r["recipe"]["gbs"] == 8 and r["recipe"]["seq_len"] == 4096
     assert r["recipe"]["precision"] == "mxfp8"
 
 

@@ -576,3 +576,24 @@ def test_a_node_wide_sweep_alone_keeps_the_base_fits_of_smaller_groups():
     by = out["intra_node"]["all_gather"]["by_group_size"]
     assert sorted(by) == [2, 4] and all(e["kept_from"] == "BASE" for e in by.values())
     assert any("groups of 2, 4 not measured" in w for w in report.warnings)
+
+
+def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
+    """-o may not be the base profile the fit keeps sections from (the default base is the catalog's),
+    nor any built-in profile; --gpu may not contradict the --cluster's GPUs.  Nothing is written."""
+    cap = str(REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt")
+    builtin = REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml"
+    before = builtin.read_bytes()
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(builtin))
+    assert rc == 2 and "-o:" in se and "is the base profile this fit keeps sections from" in se, se
+    other = REPO / "hardware" / "profiles" / "a100-sxm-80gb.yaml"
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(other))
+    assert rc == 2 and "is a built-in profile of the catalog" in se, se
+    base = tmp_path / "mine.yaml"
+    base.write_bytes(before)
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--base", str(base), "-o", str(base))
+    assert rc == 2 and "-o:" in se and "mine.yaml" in se, se
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--gpu", "a100-sxm-80gb", "-o",
+                     str(tmp_path / "x.yaml"))
+    assert rc == 2 and "--gpu: a100-sxm-80gb contradicts --cluster aws-p5" in se, se
+    assert builtin.read_bytes() == before and base.read_bytes() == before and not (tmp_path / "x.yaml").exists()
