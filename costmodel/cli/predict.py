@@ -80,8 +80,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
         # the default: on wherever TP > 1 and the stack runs it
         lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
-    r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
     with config_origin(sc):
+        r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))

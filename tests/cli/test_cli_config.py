@@ -283,3 +283,16 @@ def test_torchtitan_data_parallelism_is_fsdp_or_ddp():
     p = run(*base[:-4], "--mbs", "1", "--gbs", "64", "--seq-len", "8192", "--pp", "4", "--format", "torchtitan")
     assert p.returncode == 0, p.stderr
     assert "zero=1" in p.stdout and "data_parallel_shard_degree = 2" in p.stdout
+
+
+def test_a_config_contradiction_names_the_file_s_key_not_a_flag(tmp_path):
+    """TP 2 without sequence parallelism and ub_tp_comm_overlap true in a NeMo YAML: Megatron-LM refuses
+    the pair; the error names the file and its key, the user having typed no --tp-comm-overlap."""
+    src = (REPO / "tests" / "data" / "configs" / "nemo_launcher_llama3_8b.yaml").read_text()
+    f = tmp_path / "tpco.yaml"
+    f.write_text(src.replace("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 2")
+                 .replace("  ub_tp_comm_overlap: false", "  ub_tp_comm_overlap: true"))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f))
+    err = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(err) == 1, p.stderr
+    assert f"{f}: model.ub_tp_comm_overlap: needs sequence parallelism" in err[0]
