@@ -292,6 +292,13 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         check_model(m, ll, model, log)
     else:
         m = model_from_log(ll, tlog.args, log)
+        # what the dump gave and what Megatron's defaults filled, since no --model says it
+        unsaid = [k for k in ("swiglu", "untie_embeddings_and_output_weights", "position_embedding_type",
+                              "add_bias_linear") if k not in tlog.args]
+        warnings.append(f"model from the log's argument dump: {m.num_layers} layers, hidden {m.hidden}, {m.num_heads} "
+                        f"heads ({m.num_kv_heads} KV), FFN {m.ffn_hidden} {m.activation}, vocab {m.vocab}, "
+                        f"{m.params() / 1e9:.2f}B parameters" + (f"; not in the dump, Megatron's defaults: "
+                                                                 f"{', '.join(unsaid)}" if unsaid else ""))
     c0 = load_cluster(cluster)
     lay = run.layout
     if nodes is None and not run.world_size and lay["dp"] is not None:     # TP x PP x DP x CP is the world
