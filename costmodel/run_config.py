@@ -58,6 +58,7 @@ class RunConfig:
         recipe: ``gbs``, ``seq_len``, ``precision`` and recipe switches (costmodel.stacks) it gives.
         nodes, gpus_per_node: the run's world (None where the file does not say).
         stack: the stack whose file it is (``nemo`` or ``torchtitan``).
+        kind: the file's format in words (``NeMo YAML``, ``Megatron-Bridge YAML``, ``torchtitan TOML``).
         where: field -> ``"FILE: key"``, for messages.
         notes: what was not read and why.
         custom_pipeline_split: the run's own split of layers over pipeline stages (Megatron-core
@@ -69,6 +70,7 @@ class RunConfig:
     nodes: int | None = None
     gpus_per_node: int | None = None
     stack: str = "nemo"
+    kind: str = ""
     where: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     custom_pipeline_split: str | None = None
@@ -241,7 +243,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
     m, t = d.get("model") or {}, d.get("trainer") or {}
     if not isinstance(m, dict):
         raise InputError(path, "model", "expected a mapping")
-    cfg = RunConfig(stack="nemo")
+    cfg = RunConfig(stack="nemo", kind="NeMo YAML")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
     _megatron_parallelism(cfg, path, m)
@@ -412,7 +414,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
     m, t = d.get("model") or {}, d.get("train") or {}
     if not isinstance(m, dict) or not isinstance(t, dict):
         raise InputError(path, "model" if not isinstance(m, dict) else "train", "expected a mapping")
-    cfg = RunConfig(stack="nemo")
+    cfg = RunConfig(stack="nemo", kind="Megatron-Bridge YAML")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
     _megatron_parallelism(cfg, path, m)
@@ -484,7 +486,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
 
 
 def _torchtitan(d: dict, path: str) -> RunConfig:
-    cfg = RunConfig(stack="torchtitan")
+    cfg = RunConfig(stack="torchtitan", kind="torchtitan TOML")
     L, R = cfg.layout, cfg.recipe
     par, tr = _table(d, path, "parallelism"), _table(d, path, "training")
     for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),

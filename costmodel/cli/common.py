@@ -82,6 +82,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             merge(recipe_flags, name, v, "--" + name.replace("_", "-"))
     if not given("stack"):
         scalars["stack"] = cfg.stack
+    scalars["config_kind"] = cfg.kind
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
     if cfg.gpus_per_node is not None:
         c = load_cluster(cluster_arg)

@@ -110,7 +110,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     band, energy = run.band, run.energy
     if as_json:
         if fmt is not None:
-            title, text = launch_settings(rec["layout"], m, r, fmt=fmt)
+            title, text = _launch(rec["layout"], m, r, fmt, sc, config)
             rec["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(rec))
         _exit_if_infeasible(rec)
@@ -143,7 +143,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if energy is not None:
         out.print(report.energy_line(rec))
         out.print(report.per_gpu_table(rec["per_gpu"], top=16, num_gpus=rec["num_gpus"]))
-    title, text = launch_settings(lay, m, r, fmt=fmt)
+    title, text = _launch(lay, m, r, fmt, sc, config)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
@@ -164,6 +164,17 @@ def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
     return (f"--recompute selective re-runs only the attention core here (core_attn); the "
             f"fused ({r.attention_kernel}) core keeps no s x s scores, so it saves {saved_gib:.2f} GiB per GPU and "
             f"costs {cost_s:.3f} s per step: {other}use --recompute none")
+
+
+def _launch(lay: dict, m, r, fmt, sc: dict, config) -> tuple[str, str]:
+    """(title, text) of the launch settings: the stack's own format, except for a NeMo or Megatron-Bridge
+    YAML given as --config, whose keys NeMo 2's recipe overrides do not address: the settings in the
+    field's terms, to set in that file (costmodel.launch)."""
+    kind = sc.get("config_kind")
+    if fmt is None and kind in ("NeMo YAML", "Megatron-Bridge YAML"):
+        title, text = launch_settings(lay, m, r, fmt="settings")
+        return f"Settings to set in {config} (its {kind} keys; NeMo 2 recipe overrides do not apply to it)", text
+    return launch_settings(lay, m, r, fmt=fmt)
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

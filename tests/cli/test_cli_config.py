@@ -296,3 +296,15 @@ def test_a_config_contradiction_names_the_file_s_key_not_a_flag(tmp_path):
     err = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(err) == 1, p.stderr
     assert f"{f}: model.ub_tp_comm_overlap: needs sequence parallelism" in err[0]
+
+
+def test_a_nemo_or_bridge_yaml_gets_settings_for_its_own_keys_not_nemo_2_overrides():
+    """NeMo 2's recipe overrides (recipe.trainer.strategy...) address neither a NeMo launcher YAML nor a
+    Megatron-Bridge ConfigContainer: predict --config prints the settings in the field's terms, to set
+    in that file; --format still picks any format."""
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO))
+    assert p.returncode == 0, p.stderr
+    assert f"Settings to set in {NEMO} (its NeMo YAML keys" in " ".join(p.stdout.split())
+    assert "recipe.trainer.strategy" not in p.stdout and "tensor parallel (TP): 1" in p.stdout
+    f = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--format", "nemo")
+    assert f.returncode == 0 and "recipe.trainer.strategy.tensor_model_parallel_size = 1" in f.stdout
