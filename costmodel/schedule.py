@@ -170,14 +170,15 @@ def grad_accum_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     stack leaves it to autograd, costmodel.stacks ``grad_accum_bytes``, under ZeRO 0-1): the bytes per
     local parameter of the layer (dense over TP, experts over EP x ETP) at the fitted HBM bandwidth,
     one kernel per parameter tensor (the projections' weights and the two norms', with their biases)."""
-    nbytes = get_stack(recipe.stack).grad_accum_bytes
-    if not nbytes:
+    z0, z1 = get_stack(recipe.stack).grad_accum_bytes
+    if not (z0 or z1):
         return np.zeros(len(t))
+    nbytes = np.where(t.zero == 0, z0, z1)
     expert = model.mean_expert_params()
     local = (model.layer_params() - expert) / t.tp + expert / (t.ep * t.etp)
     tensors = (len(model.attention_projections()) + (3 if model.gated else 2) + 2) * (2 if model.bias else 1)
     s = nbytes * local / (cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency) + tensors * kernel_launch_s(profile)
-    return np.where(t.zero <= 1, s, 0.0)
+    return np.where((t.zero <= 1) & (nbytes > 0), s, 0.0)
 
 
 @dataclass

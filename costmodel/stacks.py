@@ -325,12 +325,16 @@ class Stack:
             (llm-foundry's Composer FSDP), 'deepspeed' (ZeRO-3); '' where the buffers are the
             parameters' and gradients' own storage (Megatron's distributed optimizer, Megatron-FSDP).
         grad_accum_bytes: HBM bytes per local parameter of the gradient accumulation pass each
-            micro-batch after the first makes, with ZeRO 0-1: 6 on Megatron-DeepSpeed, whose DeepSpeed
-            engine (fp16/bf16, ZeRO-1 or none, gradients reduced after the last micro-batch) leaves the
-            16-bit gradients to autograd's AccumulateGrad (``param.grad += new``: read both, write one);
-            0 where the weight-gradient GEMM accumulates into the main gradient (Megatron's
+            micro-batch after the first makes, at (ZeRO 0, ZeRO 1): 6 on Megatron-DeepSpeed, whose
+            DeepSpeed engine (fp16/bf16, ZeRO-1 or none, gradients reduced after the last micro-batch)
+            leaves the 16-bit gradients to autograd's AccumulateGrad (``param.grad += new``: read both,
+            write one); on torchtitan 6 under DDP (the same, into its buckets) and 10 under ZeRO-1, its
+            FSDP2 under a pipeline, which keeps the unsharded gradients of every micro-batch in the fp32
+            reduce dtype (torch/distributed/fsdp/_fully_shard/_fsdp_param.py
+            ``accumulate_unsharded_grad_if_needed``: ``accumulated += grad``, read 4 and 2, write 4); 0
+            where the weight-gradient GEMM accumulates into the main gradient (Megatron's
             ``gradient_accumulation_fusion``, TE's ``fuse_wgrad_accumulation``) or the gradients are
-            reduced every micro-batch (FSDP, ZeRO-2/3).
+            reduced every micro-batch (FSDP without a pipeline, ZeRO-2/3).
     """
 
     name: str
@@ -354,7 +358,7 @@ class Stack:
     fp8_sp_gather: tuple = ()
     sp_regather_backward: bool = False
     fsdp_copies: str = ""
-    grad_accum_bytes: float = 0.0
+    grad_accum_bytes: tuple = (0.0, 0.0)
 
     @property
     def megatron_family(self) -> bool:
@@ -412,7 +416,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  sp_regather_backward=name in ("megatron", "megatron-legacy", "nemo"),
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
-                 grad_accum_bytes=6.0 if name == "megatron-deepspeed" else 0.0)     # 2 + 2 read, 2 written
+                 grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)))
 
 
 STACKS = {s.name: s for s in (

@@ -92,10 +92,16 @@ def test_deepspeed_engine_accumulates_gradients_in_an_unfused_pass(monkeypatch):
     assert one == pytest.approx(6 * m.layer_params() / bw + (2 + 3 + 2) * p.gemm["bf16"].launch_s, rel=1e-9)
     assert float(grad_accum_s(m, r, c, p, layout(dp=8, mbs=1, zero=2))[0]) == 0.0
     assert float(grad_accum_s(m, stack_recipe(STACKS["megatron"], 64, 4096, "bf16"), c, p, t)[0]) == 0.0
+    # torchtitan's FSDP2 under a pipeline (ZeRO-1 here) adds each micro-batch's bf16 gradient into its fp32
+    # accumulation (10 B); without a pipeline it reduce-scatters every micro-batch (ZeRO-3: nothing)
+    tt = stack_recipe(STACKS["torchtitan"], 64, 4096, "bf16")
+    assert float(grad_accum_s(m, tt, c, p, layout(dp=4, pp=2, mbs=1, zero=1))[0]) == pytest.approx(
+        10 * m.layer_params() / bw + 7 * p.gemm["bf16"].launch_s, rel=1e-9)
+    assert float(grad_accum_s(m, tt, c, p, layout(dp=8, mbs=1, zero=3))[0]) == 0.0
     n_mb = float(microbatches(r, t.dp, t.mbs)[0])
     assert n_mb == 8
     with_accum = float(predict_table(m, r, c, p, t).step_time_s[0])
     monkeypatch.setitem(STACKS, "megatron-deepspeed", dataclasses.replace(STACKS["megatron-deepspeed"],
-                                                                           grad_accum_bytes=0.0))
+                                                                           grad_accum_bytes=(0.0, 0.0)))
     without = float(predict_table(m, r, c, p, t).step_time_s[0])
     assert with_accum - without == pytest.approx((n_mb - 1) * m.num_layers * one, rel=1e-6)
