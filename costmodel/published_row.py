@@ -217,9 +217,9 @@ def row_zero(r: dict) -> int | None:
     or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty with notes naming Megatron's
     distributed optimizer (``--use-distributed-optimizer``, or ``--overlap-param-gather``, which needs
     it) -> 1; empty, none or zero-0 -> 0; None for any other value."""
-    v = (r.get("fsdp_or_zero") or "").strip().lower()
-    if v == "" and _DIST_OPT.search(r.get("notes", "")):
+    if notes_dist_opt(r):
         return 1
+    v = (r.get("fsdp_or_zero") or "").strip().lower()
     if v in ("", "none", "zero-0"):
         return 0
     if re.fullmatch(r"zero-1\b.*", v):

@@ -76,8 +76,8 @@ def _check_measured_rate(m, recipe, c, metrics: list) -> None:
     from ..compute import gemm_dtype, model_flops_per_step
     st = next((x["measured"] for x in metrics if x["name"] == "step_time_s"), None)
     peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
-    if st and peak and model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) > peak:
-        rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus)
+    rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
+    if peak and rate > peak:
         raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
                          f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
                          "not run on these GPUs; name the cluster it ran on")
