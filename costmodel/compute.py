@@ -38,6 +38,7 @@ from .layouts import LayoutTable, uses_layout_fields
 from .moe import ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, run_rank_load, permute_rows
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .tp_overlap import tp_chunk_extra_s
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
                      FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, get_stack)
 
@@ -321,7 +322,36 @@ def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: Lay
     return qk_f + av_f + mem(sm_bytes, 2), qk_b + av_b + mem(2 * sm_bytes, 2), fl
 
 
-@uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute")
+def _low_precision_casts_s(model: ModelSpec, recipe: Recipe, stack, t: LayoutTable, tok, tp, w: dict, mem, peak16):
+    """Forward and backward seconds of a low-precision recipe's operand casts and gradient rescales
+    per layer and micro-batch on one GPU (arrays): ``w`` is :func:`_weight_gemms`' result, ``mem``
+    prices bytes and kernels at the fitted HBM rate."""
+    fmt, gemm_in, gemm_out = gemm_format(recipe.precision), w["gemm_in"], w["gemm_out"]
+    # Transformer Engine quantizes each low-precision GEMM operand with a fused kernel that reads
+    # the bf16 tensor and writes it row-wise and column-wise (the transpose, for the weight-gradient
+    # GEMM) with its scales: costmodel.formats' cast bytes per element; forward quantizes the four
+    # GEMM inputs, backward the four output gradients (NVIDIA Transformer Engine docs, "Using FP8
+    # with Transformer Engine"); NVFP4's Hadamard transforms run on the 16-bit tensor cores inside
+    # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
+    cb = cast_bytes(fmt, recipe.fp8_recipe)
+    cast_f, cast_b = cb * tok * gemm_in, cb * tok * gemm_out
+    if sp_gather_quantized(fmt, recipe.fp8_recipe, stack):
+        # operands gathered in fp8 are cast on this rank's shard and transposed once gathered
+        extra = np.where(t.sp & (t.tp > 1), sp_gather_cast_bytes(fmt, recipe.fp8_recipe, tp) - cb, 0.0) * tok
+        cast_f, cast_b = cast_f + extra * w["gathered_in"], cast_b + extra * w["gathered_out"]
+    cast = lambda b, elems: np.maximum(mem(b, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
+    add_f, add_b = cast(cast_f, tok * gemm_in), cast(cast_b, tok * gemm_out)
+    rescale = grad_rescale_bytes(fmt, recipe.fp8_recipe)
+    if rescale:
+        # row-wise scaling rescales each dgrad output (the inputs' gradients) and wgrad output
+        # (this GPU's weights of the mean layer) in place, one kernel per backward GEMM
+        w_gpu = ((model.layer_params() - model.mean_expert_params()) / tp
+                 + model.mean_expert_params() / (t.ep * t.etp))
+        add_b = add_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
+    return add_f, add_b
+
+
+@uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute", "overlap")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
     """Roofline compute times of one layer and of the logits per micro-batch, for every layout.
@@ -362,8 +392,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return bytes_ / (hbm * eta_hbm) + kernels * launch
 
     w = _weight_gemms(model, recipe, profile, t, tok, tp, gemm3)
-    fc1_f, colpar_f, gemm_in, gemm_out = w["fc1_f"], w["colpar_f"], w["gemm_in"], w["gemm_out"]
-    gemm_f, gemm_b = w["gemm_f"], w["gemm_b"]
+    fc1_f, colpar_f, gemm_f, gemm_b = w["fc1_f"], w["colpar_f"], w["gemm_f"], w["gemm_b"]
+    tp_overlap = t.overlap & t.sp & (t.tp > 1) & recipe.tp_comm_overlap
+    if np.any(tp_overlap):
+        # the overlap runs the GEMMs under it in chunks, each with its own partial wave and launch
+        one = lambda m, n, k: gemm_time_s(m, n, k, 1.0, peak, hbm, eta_hbm, gp, wbytes)  # noqa: E731
+        chunk_f, chunk_b = tp_chunk_extra_s(model, stack, tok, tp, one)
+        gemm_f, gemm_b = gemm_f + np.where(tp_overlap, chunk_f, 0.0), gemm_b + np.where(tp_overlap, chunk_b, 0.0)
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
 
     attn_f, attn_b, attn_flops = _attention_core_s(model, recipe, profile, t, tok, peak16, (hbm, eta_hbm), gp, mem,
@@ -394,27 +429,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                                                 2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
     if fmt.low:
-        # Transformer Engine quantizes each low-precision GEMM operand with a fused kernel that reads
-        # the bf16 tensor and writes it row-wise and column-wise (the transpose, for the weight-gradient
-        # GEMM) with its scales: costmodel.formats' cast bytes per element; forward quantizes the four
-        # GEMM inputs, backward the four output gradients (NVIDIA Transformer Engine docs, "Using FP8
-        # with Transformer Engine"); NVFP4's Hadamard transforms run on the 16-bit tensor cores inside
-        # the same kernels: the roofline max of their FLOPs and the bytes (costmodel.formats)
-        cb = cast_bytes(fmt, recipe.fp8_recipe)
-        cast_f, cast_b = cb * tok * gemm_in, cb * tok * gemm_out
-        if sp_gather_quantized(fmt, recipe.fp8_recipe, stack):
-            # operands gathered in fp8 are cast on this rank's shard and transposed once gathered
-            extra = np.where(t.sp & (t.tp > 1), sp_gather_cast_bytes(fmt, recipe.fp8_recipe, tp) - cb, 0.0) * tok
-            cast_f, cast_b = cast_f + extra * w["gathered_in"], cast_b + extra * w["gathered_out"]
-        cast = lambda b, elems: np.maximum(mem(b, 4), fmt.rht_flops * elems / peak16)  # noqa: E731
-        ew_f, ew_b = ew_f + cast(cast_f, tok * gemm_in), ew_b + cast(cast_b, tok * gemm_out)
-        rescale = grad_rescale_bytes(fmt, recipe.fp8_recipe)
-        if rescale:
-            # row-wise scaling rescales each dgrad output (the inputs' gradients) and wgrad output
-            # (this GPU's weights of the mean layer) in place, one kernel per backward GEMM
-            w_gpu = ((model.layer_params() - model.mean_expert_params()) / tp
-                     + model.mean_expert_params() / (t.ep * t.etp))
-            ew_b = ew_b + mem(rescale * (tok * gemm_in + w_gpu), 2 * (len(model.attention_projections()) + 2))
+        cast_f, cast_b = _low_precision_casts_s(model, recipe, stack, t, tok, tp, w, mem, peak16)
+        ew_f, ew_b = ew_f + cast_f, ew_b + cast_b
 
     if stack.cp_ring_merge:
         # PyTorch's ring attention merges and accumulates in eager fp32 ops (costmodel.ring_attention)

@@ -276,6 +276,11 @@ class Stack:
             gradients), which it does not match (pytorch/pytorch PR 149946, review of
             torch/_inductor/fx_passes/micro_pipeline_tp.py, 2025-03-28: "only valid ...-reduce-scatter
             patterns in the forward graph, but not in the backward graph").
+        tp_overlap_rs_splits: chunks the TP-communication overlap splits a row-parallel forward GEMM
+            into for its pipelined reduce-scatter: 4, Transformer Engine's ``pipeline`` default
+            (transformer_engine/pytorch/module/base.py ``initialize_ub``: ``num_splits`` 4 unless
+            ``ring_exchange``); 0 = one per TP rank (PyTorch's ``fused_matmul_reduce_scatter``,
+            torchtitan).  costmodel.tp_overlap prices the chunking.
         fused_qkv: Q, K and V are one GEMM (Megatron's linear_qkv / query_key_value, llm-foundry's
             Wqkv: llmfoundry/models/layers/attention.py ``fused_qkv=True``).  False where the model
             code keeps three linears: torchtitan (wq, wk, wv in torchtitan/models/llama3/model.py)
@@ -350,6 +355,7 @@ class Stack:
     light_last_stage: bool = False
     sp_gather_copies: bool = False
     tp_overlap_backward_rs: bool = True
+    tp_overlap_rs_splits: int = 4
     fused_qkv: bool = True
     fused_gate_up: bool = True
     cp_ring_merge: bool = False
@@ -406,7 +412,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
-                 tp_overlap_backward_rs=name != "torchtitan", fused_qkv=name not in ("torchtitan", "deepspeed"),
+                 tp_overlap_backward_rs=name != "torchtitan", tp_overlap_rs_splits=0 if name == "torchtitan" else 4,
+                 fused_qkv=name not in ("torchtitan", "deepspeed"),
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0),
                               "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
