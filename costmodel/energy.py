@@ -184,7 +184,8 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     rec = ct.layer_recompute_s * np.where(t.recompute == 2, full, 1.0)
     # compute slowed by the collectives hidden under it (schedule.step_times) stays compute time
     layer_comp = ct.layer_fwd_s + ct.layer_bwd_s + rec + st.layer_contention_s
-    layer_ew = ct.layer_ew_fwd_s * (1 + full) + ct.layer_ew_bwd_s
+    # FSDP's copies and an unfused gradient accumulation are HBM passes too (in the contention term)
+    layer_ew = ct.layer_ew_fwd_s * (1 + full) + ct.layer_ew_bwd_s + st.layer_memory_pass_s
     peak = dense_peak_flops(cluster, recipe)             # the 16-bit peak: utilisation in 16-bit FLOPs
     # a low-precision GEMM FLOP holds the tensor cores for peak16 / peak_fmt of a 16-bit one: an fp8
     # GEMM at 75% of the fp8 peak draws what a bf16 GEMM at 75% of its peak draws (the B200's FP8 power

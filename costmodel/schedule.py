@@ -197,6 +197,8 @@ class StepTimes:
     ``pp_contention_s``: the compute time a micro-batch loses to the stage-boundary sends hidden
     under it (inside ``t_mb_s``; 0 where they block); ``pp_hidden_s``: those sends' own time per
     micro-batch, which the warm-up and flush still expose (inside the bubble).
+    ``layer_memory_pass_s``: the HBM-bound part of ``layer_contention_s`` (FSDP's copies, an unfused
+    gradient accumulation): kernels whose time and power follow the memory, not the SM clock.
     """
 
     step_time_s: np.ndarray
@@ -211,6 +213,7 @@ class StepTimes:
     stages_bwd_s: np.ndarray
     pp_contention_s: np.ndarray
     pp_hidden_s: np.ndarray
+    layer_memory_pass_s: np.ndarray
 
 
 def pp_sends_overlapped(recipe: Recipe, overlap, vp):
@@ -310,7 +313,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     }
     total = sum(bd.values())
     return StepTimes(total, bd, t_mb, fwd, bwd, cont_f + cont_b, step_slow, comm_f + comm_b, stages_f, stages_b,
-                     pp_slow, pp_raw - pp_mb)
+                     pp_slow, pp_raw - pp_mb, np.zeros(len(t)) + copy_f + copy_b + accum)
 
 
 def take_rows(obj, idx):

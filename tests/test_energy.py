@@ -318,3 +318,29 @@ def test_a_limit_that_binds_nothing_leaves_the_schedules_step(pp_overlap):
     assert run.energy.step_time_s == pytest.approx(run.step_time_s, rel=1e-9)
     if pp_overlap:
         assert run.terms.step.pp_hidden_s[0] > 0
+
+
+def test_fsdp_copies_and_gradient_accumulation_are_memory_bound_kernels(h200):
+    """FSDP2's copies around its collectives (ZeRO-3 without a pipeline) and torchtitan's fp32
+    gradient accumulation under a pipeline (ZeRO-1, 8 micro-batches) are HBM passes inside the
+    layer's contention term: the energy model's memory class holds them (time set by HBM, not by the
+    SM clock), and the GEMM class keeps only the rest."""
+    from costmodel.energy import layer_blocks
+    from costmodel.layouts import microbatches, recomputed_fraction
+    from costmodel.schedule import fsdp_copy_s, grad_accum_s
+    from conftest import layout
+    c, p = h200
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=8192, stack="torchtitan")
+    for kw in (dict(dp=8, zero=3, mbs=1), dict(pp=2, dp=4, zero=1, mbs=2)):
+        t = layout(**kw)
+        pred = predict_table(m, r, c, p, t)
+        ct, st = pred.terms.compute, pred.terms.step
+        f, b = fsdp_copy_s(m, r, c, p, t)
+        n_mb = microbatches(r, t.dp, t.mbs)
+        passes = f + b + grad_accum_s(m, r, c, p, t) * (n_mb - 1) / n_mb
+        assert st.layer_memory_pass_s[0] == pytest.approx(float(np.asarray(passes).ravel()[0]), rel=1e-12)
+        assert st.layer_memory_pass_s[0] > 0
+        ew = ct.layer_ew_fwd_s * (1 + recomputed_fraction(m, t)) + ct.layer_ew_bwd_s
+        mem_s = layer_blocks(m, r, c, p, pred.terms)["layer"]["classes"]["memory"][0]
+        assert mem_s[0] == pytest.approx(ew[0] + st.layer_memory_pass_s[0], rel=1e-12)
