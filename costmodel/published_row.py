@@ -184,6 +184,25 @@ def _fastest_mbs(model, recipe, cluster, profile, row: dict, zeros, recomputes) 
     return cands[int(np.argmin(step))] if np.isfinite(step).any() else cands[0]
 
 
+def stack_pipeline_mbs(r: dict, stack: Stack, row: dict, gbs: int) -> tuple[dict, tuple]:
+    """The row at the micro-batch size (and VP) its stack's pipeline defaults to when the row states
+    no micro-batch size, with what that assumes; the row unchanged and () where the stack has no such
+    default (costmodel.stacks.Stack.pp_default_microbatches), there is no pipeline, or the batch of
+    a DP rank does not split into PP x VP micro-batches.  VP is the row's, else 2 where its notes
+    name an interleaved schedule, else 1."""
+    dp, pp = row["dp"] or 1, row["pp"]
+    if not stack.pp_default_microbatches or pp <= 1 or row["mbs"] is not None or gbs % dp:
+        return row, ()
+    vp_given = bool((r.get("vp") or "").strip())
+    vp = row["vp"] if vp_given else (2 if "interleaved" in (r.get("notes") or "").lower() else 1)
+    n_mb, per_rank = pp * vp, gbs // dp
+    if per_rank % n_mb:
+        return row, ()
+    mbs = per_rank // n_mb
+    return dict(row, mbs=mbs, vp=vp), ((f"mbs={mbs}({stack.name}: PP x {vp} stage(s) per rank = {n_mb} "
+                                        "micro-batches)",) + ((f"vp={vp}",) if vp != row["vp"] else ()))
+
+
 def switch_problem(model: ModelSpec, switches: dict, tp: int, sp: bool) -> str | None:
     """Why the switches a row's notes set contradict the row, or None: an MoE switch on a dense model
     (``predict`` refuses it), TP-comm overlap with TP > 1 and no sequence parallelism (Megatron asserts

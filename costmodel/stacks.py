@@ -329,6 +329,14 @@ class Stack:
             compute stream (costmodel.fsdp_copies): 'fsdp2' (torchtitan's ``fully_shard``), 'fsdp1'
             (llm-foundry's Composer FSDP), 'deepspeed' (ZeRO-3); '' where the buffers are the
             parameters' and gradients' own storage (Megatron's distributed optimizer, Megatron-FSDP).
+        pp_default_microbatches: with no micro-batch count set, a pipeline runs PP x stages-per-rank
+            micro-batches, and a multi-stage (interleaved) schedule two stages per rank: torchtitan
+            (torchtitan/distributed/pipeline.py ``build_pipeline_schedule``: ``if n_microbatches is
+            None: n_microbatches = num_total_stages``; ``generate_split_points``: ``num_stages_per_rank
+            = 2`` for a PipelineScheduleMulti), as its end-2024 benchmarks ran (commit 9dec370);
+            later torchtitan configs set ``pipeline_parallel_microbatch_size`` instead (the torchtitan
+            TOML reader, costmodel.run_config, reads it).  Megatron has no such default (its
+            micro-batch size is an argument).
         grad_accum_bytes: HBM bytes per local parameter of the gradient accumulation pass each
             micro-batch after the first makes, at (ZeRO 0, ZeRO 1): 6 on Megatron-DeepSpeed, whose
             DeepSpeed engine (fp16/bf16, ZeRO-1 or none, gradients reduced after the last micro-batch)
@@ -365,6 +373,7 @@ class Stack:
     sp_regather_backward: bool = False
     fsdp_copies: str = ""
     grad_accum_bytes: tuple = (0.0, 0.0)
+    pp_default_microbatches: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -423,7 +432,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  sp_regather_backward=name in ("megatron", "megatron-legacy", "nemo"),
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
-                 grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)))
+                 grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
+                 pp_default_microbatches=name == "torchtitan")
 
 
 STACKS = {s.name: s for s in (

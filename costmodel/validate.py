@@ -24,7 +24,7 @@ from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
-from .published_row import (_fastest_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
+from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
                             cell_int as _int, notes_dist_opt, row_family, row_model, row_sp, row_stack, row_switches,
                             row_zero, switch_problem)
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
@@ -293,6 +293,8 @@ def _prepare(r: dict, cache: dict):
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
                + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ()))
+    row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
+    assumed += pp_assumed
     mbs_known = row["mbs"] is not None
     if mbs_known:
         code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,

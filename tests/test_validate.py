@@ -461,9 +461,15 @@ def test_notes_that_contradict_the_row_skip_it_by_name(tmp_path):
 
 def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
     """torchtitan's 405B rows run FSDP8 x TP8 x PP8: under a pipeline its FSDP2 keeps parameters gathered
-    across micro-batches (reshard_after_forward off), ZeRO-1's traffic and memory, and the pipeline's
-    micro-batch is torchtitan's default of 1 (the fastest that fits here too)."""
+    across micro-batches (reshard_after_forward off), ZeRO-1's traffic and memory.  The micro-batches are
+    torchtitan's default, one per pipeline stage: 8 of a DP rank's 32 sequences under 1F1B (mbs 4), 16
+    under Interleaved 1F1B with its default two stages per rank (mbs 2, VP 2), 8 of 8 in Table 6 (mbs 1)."""
     rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
-    res = validate_rows([rows["torchtitan-013"]], str(HOPPER))[0]
-    assert not res.skipped and not res.predicted_oom
-    assert "zero=1(FSDP2 under PP)" in res.assumed and "mbs=1" in res.assumed
+    res = {r.row_id: r for r in validate_rows([rows[i] for i in ("torchtitan-013", "torchtitan-014", "torchtitan-015")],
+                                              str(HOPPER))}
+    assert all(not r.skipped and not r.predicted_oom for r in res.values())
+    assert "zero=1(FSDP2 under PP)" in res["torchtitan-013"].assumed
+    got = {i: [a for a in r.assumed if a.startswith(("mbs=", "vp="))] for i, r in res.items()}
+    assert got == {"torchtitan-013": ["mbs=4(torchtitan: PP x 1 stage(s) per rank = 8 micro-batches)"],
+                   "torchtitan-014": ["mbs=2(torchtitan: PP x 2 stage(s) per rank = 16 micro-batches)", "vp=2"],
+                   "torchtitan-015": ["mbs=1(torchtitan: PP x 1 stage(s) per rank = 8 micro-batches)"]}
