@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from costmodel.errors import ReaderParseError
+from costmodel.errors import InputError, ReaderParseError
 from costmodel.readers.training_logs import (Spread, TrainingLogParseError, read_megatron_log, read_nemo_log,
                                                read_torchtitan_log, read_training_log)
 
@@ -387,3 +387,43 @@ def test_spread():
     assert (s.median, s.q1, s.q3, s.iqr, s.min, s.max, s.n) == (2.5, 1.75, 3.25, 1.5, 1.0, 4.0, 4)
     e = Spread.of([])
     assert e.n == 0 and np.isnan(e.median) and set(e.as_dict()) == {"median", "q1", "q3", "iqr", "min", "max", "n"}
+
+
+def test_a_log_that_contradicts_itself_names_both_places(tmp_path):
+    """Two runs in one file, or an edited log: a start-up line against the argument dump, a second
+    start-up line against the first, a world size other than the product of its degrees, and bf16
+    with fp16 (Megatron's arguments.py refuses both) each refuse the log, naming the lines."""
+    lines = MCORE_SYN.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if "using world size" in ln)
+    tp_arg = next(i for i, ln in enumerate(lines) if " tensor_model_parallel_size " in ln)
+
+    def read(edit):
+        f = tmp_path / "x.log"
+        f.write_text("\n".join(edit(list(lines))) + "\n")
+        with pytest.raises(InputError) as ei:
+            read_training_log(f, strict=False)      # what compare reads with: refused all the same
+        return f, str(ei.value)
+
+    def dump_tp(ls):
+        ls[tp_arg] = ls[tp_arg].replace(" 4", " 8")
+        return ls
+    f, msg = read(dump_tp)
+    assert (f"{f}:{start + 1}: the start-up line's tensor_model_parallel_size 4 contradicts the argument dump's 8 "
+            f"(line {tp_arg + 1}): two runs in one log") in msg
+
+    def second_run(ls):
+        return ls[:start + 1] + [ls[start].replace("tensor-model-parallel size: 4", "tensor-model-parallel size: 2")
+                                 .replace("data-parallel size: 2", "data-parallel size: 4")] + ls[start + 1:]
+    f, msg = read(second_run)
+    assert f"{f}:{start + 2}: data_parallel_size 4 contradicts 2 at line {start + 1}: two runs in one log" in msg
+
+    f, msg = read(lambda ls: ls[:start] + [ls[start].replace("world size: 64", "world size: 32")] + ls[start + 1:])
+    assert f"{f}:{start + 1}: world size 32 is not data x context x tensor x pipeline parallel size 2 x 2 x 4 x 4" in msg
+
+    def both(ls):
+        i = next(i for i, ln in enumerate(ls) if " fp16 " in ln and "...." in ln)
+        ls[i] = ls[i].replace("False", "True")
+        return ls
+    f, msg = read(both)
+    assert "has both bf16 and fp16 True, which Megatron refuses" in msg
+    assert read_training_log(MCORE_SYN).args["tensor_model_parallel_size"] == 4      # the file itself is consistent

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ...errors import InputError
 from ...formats import FP8_FORMATS
 from .lines import _TIMESTAMP
 
@@ -10,8 +11,13 @@ _ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
 _ARGS_END = re.compile(r"^\s*-{3,}\s*end of arguments\s*-{3,}\s*$")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+\.{2,}\s?(.*?)\s*$")
 _WORLD = re.compile(r"using world size:\s*\d+")
-_WORLD_ITEMS = re.compile(r"(world size|data-parallel[- ]size|context-parallel size|tensor-model-parallel size|"
+_WORLD_ITEMS = re.compile(r"(?<![\w-])(world size|data-parallel[- ]size|context-parallel size|tensor-model-parallel size|"
                           r"pipeline-model-parallel size|expert-model-parallel size):\s*(\d+)")
+_STARTUP_NAMES = {"world size": "world_size", "data-parallel size": "data_parallel_size",
+                  "data-parallel-size": "data_parallel_size", "context-parallel size": "context_parallel_size",
+                  "tensor-model-parallel size": "tensor_model_parallel_size",
+                  "pipeline-model-parallel size": "pipeline_model_parallel_size",
+                  "expert-model-parallel size": "expert_model_parallel_size"}
 _PARAMS_DTYPE = re.compile(r"using (torch\.\w+) for parameters")
 _PADDED_VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_CONFIG = re.compile(r"\*+\s*Experiment configuration\s*\*+")
@@ -38,8 +44,16 @@ def _arg_value(s: str):
 
 def _megatron_args(segs, path, warnings):
     """``(args, complete, startup)`` from the argument dump and the start-up summary lines; ``startup``:
-    the names only the start-up lines gave."""
-    args, summary = {}, {}
+    the names only the start-up lines gave.
+
+    Raises:
+        InputError: the log contradicts itself (a start-up line against the dump or an earlier
+            start-up line, a world size other than the product of its degrees, bf16 and fp16 both on,
+            which Megatron's arguments.py refuses): two runs in one file, or an edited log, never
+            one configuration; the first contradiction, naming both lines.
+    """
+    errors = []
+    args, summary, arg_line, summary_line = {}, {}, {}, {}
     complete = False
     i = 0
     while i < len(segs):
@@ -56,6 +70,7 @@ def _megatron_args(segs, path, warnings):
                 if not a:
                     break
                 args.setdefault(a.group(1), _arg_value(a.group(2)))
+                arg_line.setdefault(a.group(1), segs[j].line)
                 j += 1
             complete = complete or closed
             if not closed:
@@ -65,13 +80,19 @@ def _megatron_args(segs, path, warnings):
             i = j + 1
             continue
         if _WORLD.search(t):
-            for k, v in _WORLD_ITEMS.findall(t):
-                name = {"world size": "world_size", "data-parallel size": "data_parallel_size",
-                        "data-parallel-size": "data_parallel_size", "context-parallel size": "context_parallel_size",
-                        "tensor-model-parallel size": "tensor_model_parallel_size",
-                        "pipeline-model-parallel size": "pipeline_model_parallel_size",
-                        "expert-model-parallel size": "expert_model_parallel_size"}[k]
-                summary.setdefault(name, int(v))
+            items = {_STARTUP_NAMES[k]: int(v) for k, v in _WORLD_ITEMS.findall(t)}
+            deg = [items.get(k) for k in ("data_parallel_size", "context_parallel_size", "tensor_model_parallel_size",
+                                          "pipeline_model_parallel_size")]
+            world = items.get("world_size")
+            if world is not None and None not in deg and deg[0] * deg[1] * deg[2] * deg[3] != world:
+                errors.append((segs[i].line, f"world size {world} is not data x context x tensor x pipeline "
+                              f"parallel size {' x '.join(map(str, deg))}"))
+            for name, v in items.items():
+                if name in summary and summary[name] != v:
+                    errors.append((segs[i].line, f"{name} {v} contradicts {summary[name]} at line "
+                                   f"{summary_line[name]}: two runs in one log (split the file)"))
+                summary.setdefault(name, v)
+                summary_line.setdefault(name, segs[i].line)
         p = _PARAMS_DTYPE.search(t)
         if p:
             summary.setdefault("params_dtype", p.group(1))
@@ -81,7 +102,15 @@ def _megatron_args(segs, path, warnings):
         i += 1
     startup = frozenset(k for k in summary if k not in args)
     for k, v in summary.items():
+        if k in args and k in arg_line and args[k] != v and isinstance(args[k], int):
+            errors.append((summary_line[k], f"the start-up line's {k} {v} contradicts the argument dump's "
+                           f"{args[k]} (line {arg_line[k]}): two runs in one log (split the file)"))
         args.setdefault(k, v)
+    if args.get("bf16") is True and args.get("fp16") is True:
+        errors.append((arg_line.get("fp16", arg_line.get("bf16", "?")), "the argument dump has both bf16 and fp16 "
+                       "True, which Megatron refuses (megatron/training/arguments.py: fp16 asserts not bf16)"))
+    if errors:
+        raise InputError(f"{path}:{errors[0][0]}", "", errors[0][1])
     return args, complete, startup
 
 
