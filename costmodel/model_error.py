@@ -11,7 +11,7 @@ of a prediction combines it with the fit residuals in quadrature (independent so
 
 ``python -m costmodel.fit.model_form`` measures it on the dev sets and writes
 hardware/model_form.yaml; a regime with fewer than :data:`MIN_ROWS` rows falls back to
-(stack, generation), then generation, then all rows.  The dev sets are used for this estimate and
+(stack, generation), then generation, then all rows (an MoE regime first to every MoE row).  The dev sets are used for this estimate and
 for validation only, never to tune a prediction.
 """
 from __future__ import annotations
@@ -51,6 +51,13 @@ def regime(stack: str, gpu_key: str, params: float, moe: bool = False) -> tuple:
     return (stack, generation(gpu_key), "moe" if moe else size_class(params))
 
 
+def _levels(reg: tuple) -> tuple:
+    """The table keys of a regime, finest first: an MoE regime falls back to every MoE row before the
+    dense rows of its stack and generation (routing costs err apart from a dense model's)."""
+    st, gen, size = reg
+    return (f"{st}/{gen}/{size}",) + (("moe",) if size == "moe" else ()) + (f"{st}/{gen}", gen, "all")
+
+
 def estimate(regimes: list, rel_errors: list) -> dict:
     """Model-form sigma per regime and per fallback level from validate's rows.
 
@@ -60,11 +67,12 @@ def estimate(regimes: list, rel_errors: list) -> dict:
             band is +/- sigma x the predicted step time).
     Returns:
         ``{key: {"sigma_rel": s, "n": n}}`` with keys ``"stack/generation/size"``,
-        ``"stack/generation"``, ``"generation"`` and ``"all"`` (levels with >= MIN_ROWS rows).
+        ``"stack/generation"``, ``"generation"`` and ``"all"``, and ``"moe"`` (every MoE row) (levels
+        with >= MIN_ROWS rows).
     """
     groups: dict = {}
-    for (st, gen, size), e in zip(regimes, rel_errors):
-        for key in (f"{st}/{gen}/{size}", f"{st}/{gen}", gen, "all"):
+    for reg, e in zip(regimes, rel_errors):
+        for key in _levels(reg):
             groups.setdefault(key, []).append(abs(e))
     return {k: {"sigma_rel": round(float(np.percentile(v, ONE_SIGMA_QUANTILE)), 4), "n": len(v)}
             for k, v in sorted(groups.items()) if len(v) >= MIN_ROWS}
@@ -84,10 +92,9 @@ class ModelFormError:
 
     def sigma(self, reg: tuple) -> tuple:
         """(relative sigma, the table key that gave it, its row count) for a regime, falling back from
-        the full regime to (stack, generation), generation, then all rows; (0.0, None, 0) when the
-        table is empty."""
-        st, gen, size = reg
-        for key in (f"{st}/{gen}/{size}", f"{st}/{gen}", gen, "all"):
+        the full regime to every MoE row (an MoE regime), (stack, generation), generation, then all
+        rows; (0.0, None, 0) when the table is empty."""
+        for key in _levels(reg):
             if key in self.table:
                 return self.table[key]["sigma_rel"], key, self.table[key]["n"]
         return 0.0, None, 0

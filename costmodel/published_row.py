@@ -69,8 +69,9 @@ _BOOL_FLAGS = tuple((s.name, re.compile(
     + r"(?![\w-])(?:[\s=:]+(?P<val>on|off|true|false|enabled|disabled)\b)?", re.IGNORECASE))
     for s in RECIPE_SWITCHES if s.kind == "bool" and s.megatron_key)
 _VALUE_FLAGS = tuple((s, re.compile(r"(?<![\w-])--" + re.escape(s.megatron_key.replace("_", "-"))
-                                    + r"(?:\s+|=)(?P<v>[^\s;,|\"']+)"))
-                     for s in RECIPE_SWITCHES if s.kind in ("choice", "float") and s.megatron_key)
+                                    + (r"(?:\s+|=)(?P<v>[a-z_]+(?: +(?!--)[a-z_]+)*)" if s.kind == "modules" else
+                                       r"(?:\s+|=)(?P<v>[^\s;,|\"']+)")))
+                     for s in RECIPE_SWITCHES if s.kind in ("choice", "float", "modules") and s.megatron_key)
 # Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with it
 # and with --overlap-grad-reduce (megatron/training/arguments.py asserts both)
 _DIST_OPT = re.compile(r"--use-distributed-optimizer|--overlap-param-gather")
@@ -114,7 +115,8 @@ def _flag_switches(notes: str) -> dict:
     """The recipe switches Megatron flags in ``notes`` set (module comments above :data:`_BOOL_FLAGS`),
     the last mention of a flag winning; values as the flag spells them (the dispatcher's alias
     ``alltoall_seq`` read as ``alltoall``; the capacity factor by :func:`megatron_capacity_factor`,
-    an unreadable one kept as written so the recipe refuses it by name)."""
+    an unreadable one kept as written so the recipe refuses it by name; ``--recompute-modules`` takes
+    the space-separated lower-case names after it)."""
     out: dict = {}
     for name, rx in _BOOL_FLAGS:
         for m in rx.finditer(notes):
@@ -129,7 +131,7 @@ def _flag_switches(notes: str) -> dict:
                     v = megatron_capacity_factor(float(v)) if sw.name == "moe_capacity_factor" else float(v)
                 except ValueError:
                     pass
-            else:
+            elif sw.kind == "choice":
                 v = MOE_DISPATCHER_ALIASES.get(v, v)
             out[sw.name] = v
     return out
@@ -278,6 +280,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
       biases, no dropout (NeMo nemo/collections/llm/gpt/model/nemotron.py NemotronConfig).
     * anything else: Megatron GPT, learned positions, biases and dropout 0.1.
     * an MoE row whose notes give a shared expert ("shared expert (5632)") has one of that width.
+    * the optional ``head_dim`` column sets the attention head width (default hidden / heads: Qwen3
+      and Gemma decouple the two).
     Stacks that pad the vocabulary (Megatron, ``make_vocab_size_divisible_by`` 128) pad it to a
     multiple of 128 x TP unless the row already gives a padded size.
     """
@@ -296,7 +300,8 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     return ModelSpec(
         name=name, display_name=name, num_layers=_int(r, "num_layers"), hidden=h,
         ffn_hidden=_int(r, "ffn_hidden") or 4 * h, num_heads=heads,
-        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=h // heads, vocab=vocab, gated=llama,
+        num_kv_heads=_int(r, "num_kv_heads") or heads, head_dim=_int(r, "head_dim") or h // heads, vocab=vocab,
+        gated=llama,
         activation="silu" if llama else "relu2" if nemotron else "gelu", tie_embeddings=not (llama or nemotron),
         num_experts=experts,
         topk=_int(r, "moe_topk") or 1, learned_positions=learned, max_positions=_int(r, "seq_len") if learned else 0,

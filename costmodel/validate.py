@@ -70,7 +70,8 @@ class RowResult:
 
 
 _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
-            "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "vp", "step_time_s",
+            "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
+            "step_time_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
@@ -279,7 +280,8 @@ def _prepare(r: dict, cache: dict):
     # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
     ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
     rc_known = r.get("recompute") not in ("", "unknown", None)
-    row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, vp=_int(r, "vp") or 1, mbs=_int(r, "mbs"),
+    row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, etp=_int(r, "etp"), vp=_int(r, "vp") or 1,
+               mbs=_int(r, "mbs"),
                recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
     # torchtitan's FSDP2 under a pipeline keeps each stage's parameters gathered across its micro-batches
     # and reduce-scatters once (torchtitan/models/llama3/infra/parallelize.py apply_fsdp: reshard_after_

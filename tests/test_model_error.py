@@ -27,14 +27,22 @@ def test_regimes_and_fallbacks():
     assert mf.sigma(("s", "g", ">30B"))[1] == "s/g"            # too few rows of its own: the coarser level
     assert mf.sigma(("t", "h", "<3B"))[1] == "all"
     assert ModelFormError({}, "x").sigma(("s", "g", "<3B")) == (0.0, None, 0)
+    # an MoE regime without rows of its own takes every MoE row's error before the dense rows'
+    regs = [("s", "g", "<3B")] * 6 + [("s", "g", "moe")] * 3 + [("t", "h", "moe")] * 3
+    tab = estimate(regs, [0.01] * 6 + [0.4] * 6)
+    assert tab["moe"] == {"sigma_rel": 0.4, "n": 6} and "s/g/moe" not in tab
+    mf = ModelFormError(tab, "x")
+    assert mf.sigma(("s", "g", "moe"))[:2] == (0.4, "moe") and mf.sigma(("s", "g", "3-30B"))[1] == "s/g"
 
 
 def test_the_shipped_table_is_what_the_model_gives_today():
     """Regenerating the table from the dev sets must give the shipped numbers: a physics change that
     forgets ``python -m costmodel.fit.model_form`` fails here."""
-    from costmodel.fit.model_form import measure
+    from costmodel.fit.model_form import DEV_SETS as ALL_SETS, measure
     shipped = yaml.safe_load((REPO / "hardware" / "model_form.yaml").read_text())["sigma"]
-    assert measure(DEV_SETS)["sigma"] == shipped
+    assert [p.name for p in ALL_SETS] == ["dev_set.csv", "dev_set_hopper.csv", "dev_set_moe.csv"]
+    assert measure(ALL_SETS)["sigma"] == shipped
+    assert shipped["megatron/hopper/moe"]["n"] >= 5 and shipped["moe"]["sigma_rel"] > 0.3   # MoE errs widely
 
 
 def test_one_sigma_band_covers_about_two_thirds_of_published_runs():

@@ -473,3 +473,19 @@ def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
     assert got == {"torchtitan-013": ["mbs=4(torchtitan: PP x 1 stage(s) per rank = 8 micro-batches)"],
                    "torchtitan-014": ["mbs=2(torchtitan: PP x 2 stage(s) per rank = 16 micro-batches)", "vp=2"],
                    "torchtitan-015": ["mbs=1(torchtitan: PP x 1 stage(s) per rank = 8 micro-batches)"]}
+
+
+def test_moe_rows_read_expert_tp_head_dim_and_recompute_modules():
+    """The MoE dev set (NVIDIA's Qwen3-235B-A22B layouts): the optional ``etp`` and ``head_dim`` columns
+    (Qwen3's heads are 128 wide at hidden 4096 x 64 heads) and the notes' ``--recompute-modules``
+    list and dispatcher reach the prediction; the model has Qwen3-235B's 235B parameters."""
+    from costmodel.validate import _prepare
+    path = REPO / "benchmarks" / "data" / "dev_set_moe.csv"
+    rows = {r["row_id"]: r for r in read_runs_csv(path)}
+    key, model, recipe, row, res = _prepare(rows["modelzoo-qwen3-01"], {})
+    assert model.head_dim == 128 and model.params() == pytest.approx(235e9, rel=0.01)
+    assert (row["tp"], row["ep"], row["etp"], row["vp"]) == (2, 32, 1, 4)
+    assert recipe.recompute_modules == "layernorm moe_act" and recipe.moe_dispatcher == "flex"
+    assert _prepare(rows["modelzoo-qwen3-04"], {})[2].moe_dispatcher == "alltoall"
+    out = {r.row_id: r for r in validate_rows(list(rows.values()), str(path))}
+    assert len(out) == 4 and all(not r.skipped and not r.predicted_oom for r in out.values())
