@@ -138,9 +138,11 @@ def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
 
 def _skip_reason(r: dict) -> str | None:
     notes = r.get("notes", "")
-    for need in ("num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "tp", "pp"):
+    for need in ("num_gpus", "num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "tp", "pp"):
         if not r.get(need, "").strip():
             return f"{need} not published"
+    if not r.get("ffn_hidden", "").strip() and row_family(r) == "llama":
+        return "ffn_hidden not published (a SwiGLU MLP's width is no fixed multiple of hidden)"
     if r.get("precision", "") == "":
         return "precision not published"
     experts = _int(r, "num_experts") or 1
@@ -294,7 +296,10 @@ def _prepare(r: dict, cache: dict):
                   else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
-               + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ()))
+               + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
+               + tuple(f"{c}={v}({why})" for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
+                                                           ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
+                       if not (r.get(c) or "").strip()))
     row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
     assumed += pp_assumed
     mbs_known = row["mbs"] is not None

@@ -489,3 +489,17 @@ def test_moe_rows_read_expert_tp_head_dim_and_recompute_modules():
     assert _prepare(rows["modelzoo-qwen3-04"], {})[2].moe_dispatcher == "alltoall"
     out = {r.row_id: r for r in validate_rows(list(rows.values()), str(path))}
     assert len(out) == 4 and all(not r.skipped and not r.predicted_oom for r in out.values())
+
+
+def test_an_unpublished_architecture_cell_is_skipped_or_listed():
+    """An empty num_gpus skips the row by name (never a traceback); an empty ffn_hidden skips a
+    Llama-family row (a SwiGLU width is no fixed multiple of hidden); an empty num_kv_heads is read
+    as multi-head attention and listed with the row's assumptions."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    base = rows["flagperf-002"]
+    got = validate_rows([dict(base, row_id="a", num_gpus=""), dict(base, row_id="b", ffn_hidden=""),
+                         dict(base, row_id="c", num_kv_heads="")], str(HOPPER))
+    assert got[0].skipped == "num_gpus not published"
+    assert got[1].skipped.startswith("ffn_hidden not published")
+    assert not got[2].skipped and "num_kv_heads=32(MHA: num_heads)" in got[2].assumed
+    assert got[2].predicted_s > validate_rows([base], str(HOPPER))[0].predicted_s     # 32 KV heads, not 8
