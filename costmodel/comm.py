@@ -41,7 +41,8 @@ from .collective import CollectiveParams, busbw_factor, collective_time_s, hiera
 from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
-from .layouts import LayoutTable, expert_dp, uses_layout_fields, layers_per_stage
+from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_per_stage, light_last_stage,
+                      uses_layout_fields)
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -366,33 +367,41 @@ def grad_bytes(recipe: Recipe) -> float:
     return 2.0 if recipe.precision == "fp16" or recipe.main_grads_dtype == "bf16" else 4.0
 
 
-def stage_params(model: ModelSpec, t: LayoutTable):
-    """(dense, expert) parameters held by one GPU of the largest stage (first or last), arrays.
+def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
+    """(dense, expert) parameters held by one GPU of the pipeline stage that holds the most, arrays.
 
-    Layers L/PP per stage, as many of them MoE layers as the model has, split over TP (experts over
-    ETP x EP); the first stage adds the
-    vocab-parallel embedding, the last the final norm and the output layer (untied, or tied with PP > 1, where
-    Megatron keeps a copy of the embedding on the last stage) and the multi-token-prediction modules
-    (their experts over ETP x EP like the layers').
+    The candidates: the first stage (its layers and the vocab-parallel embedding), the last (its
+    layers, the final norm, the output layer (untied, or tied with PP > 1, where Megatron keeps a copy
+    of the embedding on the last stage) and the multi-token-prediction modules, whose experts split
+    over ETP x EP like the layers'), a middle stage (the fullest count of layers) and, with PP 1, one
+    stage holding everything.  Layers split over TP, experts over ETP x EP; each stage holds as many
+    MoE layers as it can (a model's dense layers sit together: DeepSeek's first ones, Qwen-MoE's
+    mlp_only_layers), so memory is checked where it binds.  The first and last stages hold one layer
+    fewer than the fullest where the split counts the embedding and the loss as layers
+    (:func:`costmodel.layouts.accounts_embedding_loss`), the last one also where an uneven split with
+    VP 1 lightens it (``light_last``, costmodel.layouts.light_last_stage).
     """
     per_stage = layers_per_stage(model, t)
-    # the heaviest stage holds as many MoE layers as it can (a model's dense layers sit together:
-    # DeepSeek's first ones, Qwen-MoE's mlp_only_layers), so memory is checked where it binds
-    n_moe = np.minimum(per_stage, model.moe_layers)
-    n_dense = per_stage - n_moe
+    acc = accounts_embedding_loss(model, t)
+    lighter_last = acc | (light_last & (model.num_layers % t.pp != 0) & (t.vp == 1))
     moe_dense_part = model.moe_layer_params() - model.expert_params() if model.is_moe else 0
     emb = model.embedding_params()
-    out = model.vocab * model.hidden
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
     final_norm = 2 * model.hidden if model.bias else model.hidden
-    first = emb
     mtp_exp = model.mtp_layers * model.expert_params()
-    last = (np.where(has_out_copy, out, 0.0) + np.where(t.pp == 1, emb, 0.0) + final_norm
-            + model.mtp_params() - mtp_exp)
-    edge = np.maximum(first, last)
-    dense = (n_moe * moe_dense_part + n_dense * model.dense_layer_params() + edge) / t.tp
-    exp = (n_moe * model.expert_params() + mtp_exp) / (t.etp * t.ep)
-    return dense, exp
+    last_extra = (np.where(has_out_copy, model.vocab * model.hidden, 0.0) + np.where(t.pp == 1, emb, 0.0)
+                  + final_norm + model.mtp_params() - mtp_exp)
+
+    def stage(n_layers, extra_dense, extra_exp):
+        n_moe = np.minimum(n_layers, model.moe_layers)
+        dense = (n_moe * moe_dense_part + (n_layers - n_moe) * model.dense_layer_params() + extra_dense) / t.tp
+        return dense, (n_moe * model.expert_params() + extra_exp) / (t.etp * t.ep)
+    cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),
+             stage(per_stage - lighter_last, last_extra, mtp_exp),
+             stage(per_stage, 0.0, 0.0)]
+    pick = np.argmax(np.stack([d + e for d, e in cands]), axis=0)
+    return (np.choose(pick, [np.broadcast_to(d, pick.shape) for d, _ in cands]),
+            np.choose(pick, [np.broadcast_to(e, pick.shape) for _, e in cands]))
 
 
 def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):
@@ -531,7 +540,7 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     # DP (x CP): stride TP; gradients in buckets of max(40M, 1M x DP) params when overlapped, one
     # bucket otherwise or when the stack reduces after the backward (Megatron-core
     # DistributedDataParallelConfig.bucket_size)
-    dense, exp = stage_params(model, t)
+    dense, exp = stage_params(model, t, light_last_stage(recipe))
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
     edp = expert_dp(t)

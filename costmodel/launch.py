@@ -122,7 +122,8 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     * ``("layout", text)``: any other uneven split, as --pipeline-model-parallel-layout: one '|'
       segment per virtual stage in model order (virtual stage v of pipeline rank s is segment
       v x PP + s), each stage's layers spread over its VP chunks, 'E' and 'L' the embedding and
-      the loss (Megatron-core PipelineParallelLayerLayout);
+      the loss, 'm' a multi-token-prediction module, on the last stage (Megatron-core
+      PipelineParallelLayerLayout);
     * ``(None, None)``: even stages.
     """
     pp, vp = layout["pp"], layout["vp"]
@@ -138,7 +139,8 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
         return "first_last", (layers[0], layers[-1])
     chunks = [[n // vp + (1 if j < n % vp else 0) for j in range(vp)] for n in layers]
     segs = ["t" * chunks[s][v] for v in range(vp) for s in range(pp)]
-    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "L"
+    # the multi-token-prediction modules run on the last stage, before the loss ('m')
+    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * model.mtp_layers + "L"
     return "layout", "|".join(segs)
 
 
@@ -177,6 +179,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
+    if model.mtp_layers:                # priced on the last stage: the run must build them
+        a.append(f"--mtp-num-layers {model.mtp_layers}")
     if layout["vp"] > 1:
         if split != "layout":           # a layout string already gives every virtual stage's layers
             per_chunk = (model.num_layers + (2 if accounted else 0)) // pv
@@ -273,6 +277,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor:g}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES)]
+    if model.mtp_layers:
+        a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
           f"recipe.data.seq_length = {recipe.seq_len}"]
     rc = t["recompute"]

@@ -35,7 +35,8 @@ from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import run_rank_load
-from .layouts import LayoutTable, expert_dp, layers_per_stage, microbatches, recomputed_fraction, uses_layout_fields
+from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction,
+                      uses_layout_fields)
 from .specs import ModelSpec, Recipe
 from .stacks import get_stack
 
@@ -219,7 +220,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes.  See the module docstring for the formulas and their sources.
     """
-    dense, exp = stage_params(model, t)
+    dense, exp = stage_params(model, t, light_last_stage(recipe))
     dpcp = (t.dp * t.cp).astype(np.float64)
     edp = expert_dp(t)
     gb = grad_bytes(recipe)

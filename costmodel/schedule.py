@@ -296,7 +296,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
     step_slow = dp_hidden_slow + m * pp_slow
 
-    dense, exp = stage_params(model, t)
+    dense, exp = stage_params(model, t, light_last_stage(recipe))
     dpcp = t.dp * t.cp
     local = np.where(t.zero >= 1, dense / dpcp + exp / expert_dp(t), dense + exp)
     opt = optimizer_step_time_s(recipe, cluster, profile, local)

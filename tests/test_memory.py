@@ -197,6 +197,28 @@ def test_the_heaviest_pipeline_stage_holds_the_moe_layers():
     assert dense[0] == 12 * (m.moe_layer_params() - m.expert_params()) + m.vocab * m.hidden + m.hidden
 
 
+
+def test_the_mtp_module_sits_on_the_lighter_last_stage():
+    """DeepSeek-V3's 61 layers over PP 16 split 4 x 13 | 3 x 3 with the lighter stages last: the
+    last stage's 3 MoE layers, output layer and MTP module (one more MoE layer's experts) hold fewer
+    experts than a middle stage's 4, so the busiest GPU holds 4 layers' experts, MTP or not; with one
+    stage the MTP module's experts add to it.  The arguments build the module where it was priced."""
+    from dataclasses import replace
+    from costmodel.comm import stage_params
+    from costmodel.launch import megatron_args
+    from costmodel.specs import Recipe
+    from conftest import layout as lay
+    m = load_model("deepseek-v3")
+    t = lay(tp=4, pp=16, dp=16, ep=16, etp=1)
+    exp = stage_params(m, t, light_last=True)[1][0]
+    assert exp == 4 * m.expert_params() / 16 == stage_params(replace(m, mtp_layers=0), t, light_last=True)[1][0]
+    one = lay(tp=8, pp=1, dp=32, ep=64, etp=1)
+    gap = stage_params(m, one)[1][0] - stage_params(replace(m, mtp_layers=0), one)[1][0]
+    assert gap == m.expert_params() / 64
+    args = megatron_args(t.row(0), m, Recipe(gbs=1024, seq_len=4096))
+    assert "--mtp-num-layers 1" in args and '|tttmL"' in args
+
+
 L8B = load_model("llama3-8b")
 
 
