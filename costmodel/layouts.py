@@ -337,6 +337,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
+        ("with sequence parallelism seq_len / CP must be divisible by TP (Megatron-core splits the sequence "
+         "evenly over the TP group: tensor_parallel/mappings.py _split_along_first_dim asserts it)",
+         t.sp & ((recipe.seq_len // t.cp) % t.tp != 0) & st.megatron_family),
         ("EP > 1 needs an MoE model ({name} is dense)", (model.num_experts == 1) & (t.ep > 1)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
         ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding; "

@@ -19,7 +19,8 @@ import numpy as np
 from .layouts import LayoutTable, validity
 from .memory import memory_bytes
 from .predict import predict_table, recompute_options
-from .specs import MOE_DISPATCHER_ALIASES, ModelSpec, megatron_capacity_factor
+from .specs import (MOE_DISPATCHER_ALIASES, ModelSpec, megatron_capacity_factor, recompute_module_list,
+                    recompute_modules_problem)
 from .stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, Stack
 
 
@@ -208,12 +209,21 @@ def stack_pipeline_mbs(r: dict, stack: Stack, row: dict, gbs: int) -> tuple[dict
 def switch_problem(model: ModelSpec, switches: dict, tp: int, sp: bool) -> str | None:
     """Why the switches a row's notes set contradict the row, or None: an MoE switch on a dense model
     (``predict`` refuses it), TP-comm overlap with TP > 1 and no sequence parallelism (Megatron asserts
-    ``sequence_parallel`` with ``tp_comm_overlap``, megatron/training/arguments.py)."""
+    ``sequence_parallel`` with ``tp_comm_overlap``, megatron/training/arguments.py), a recompute module
+    the row's model lacks.
+
+    Raises:
+        InputError: an unknown recompute module in the notes (caught by validate, naming the row).
+    """
     moe = [k for k in switches if k in SWITCHES_BY_NAME and SWITCHES_BY_NAME[k].moe]
     if moe and not model.is_moe:
         return f"the notes name the MoE switch(es) {', '.join(moe)} on a dense row (num_experts empty or 1)"
     if switches.get("tp_comm_overlap") and tp > 1 and not sp:
         return "the notes turn TP-comm overlap on, which needs sequence parallelism (sequence_parallel is false)"
+    if switches.get("recompute_modules"):
+        why = recompute_modules_problem(model, recompute_module_list(switches["recompute_modules"], "notes"))
+        if why:
+            return f"the notes' --recompute-modules {why}"
     return None
 
 

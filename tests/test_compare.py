@@ -178,16 +178,13 @@ def test_a_contradicted_value_names_the_lines_that_gave_it():
     assert rc == 2 and "--no-sp: contradicts the log's argument dump" in se and "sp = True" in se, se
 
 
-def test_an_moe_log_without_ep_says_ep_was_assumed():
-    """The retest's argument dump was not seen: EP is nowhere in the log, so EP 1 is an assumption,
-    said as such, and named among the settings to pass when the prediction does not fit."""
+def test_an_moe_log_without_ep_asks_for_ep():
+    """The retest's argument dump was not seen: EP is nowhere in the log, and an MoE run's EP sets its
+    expert memory and dispatch, so compare asks for it, as for the micro-batch size."""
     rc, so, se = cli("compare", "--log", MIXTRAL_RETEST, "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--mbs", "1",
                      "--seq-len", "2048", "--json")
-    assert rc == 0, se
-    out = json.loads(so)
-    assert out["layout"]["ep"] == 1
-    assert any(w.startswith("EP is not in the log") and "pass --ep" in w for w in out["warnings"])
-    assert any("settings not from the log: ep (" in w for w in out["warnings"] if "does not fit" in w)
+    assert rc == 2 and "--ep: the log" in se and "no expert_model_parallel_size" in se and "pass it" in se, se
+    assert "Traceback" not in se
 
 
 def _mixtral_with(tmp_path, dump: dict, lbl=None) -> Path:

@@ -503,3 +503,14 @@ def test_an_unpublished_architecture_cell_is_skipped_or_listed():
     assert got[1].skipped.startswith("ffn_hidden not published")
     assert not got[2].skipped and "num_kv_heads=32(MHA: num_heads)" in got[2].assumed
     assert got[2].predicted_s > validate_rows([base], str(HOPPER))[0].predicted_s     # 32 KV heads, not 8
+
+
+def test_recompute_modules_the_row_lacks_skip_it():
+    """Notes that recompute a module the row's model does not have (moe_act on a dense Llama) skip the
+    row by name, as predict refuses the flag; an unknown module name is named too."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    base = rows["flagperf-002"]
+    got = validate_rows([dict(base, row_id="a", notes=base["notes"] + "; --recompute-modules moe_act"),
+                         dict(base, row_id="b", notes=base["notes"] + "; --recompute-modules bogus")], str(HOPPER))
+    assert got[0].skipped.startswith("the notes' --recompute-modules moe_act: ")
+    assert "bogus" in got[1].skipped and "is not one of" in got[1].skipped

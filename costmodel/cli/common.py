@@ -12,7 +12,8 @@ import typer
 
 from ..errors import InputError
 from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
-from ..specs import ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list, with_fabric
+from ..specs import (ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
+                     recompute_modules_problem, with_fabric)
 from ..moe import check_moe_recipe
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 
@@ -177,6 +178,9 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu_key=cluster.gpu.key,
                           **(recipe_flags or {}))
     check_moe_recipe(model, recipe, cluster.gpu.key, given)
+    why = recompute_modules_problem(model, recipe.recomputed) if "recompute_modules" in given else None
+    if why:
+        raise InputError("--recompute-modules", "", why)
     profile = cluster_profile(cluster, profile_arg)
     check_profile_gpu(profile, cluster)
     for note in profile_notes(profile, cluster):

@@ -131,8 +131,10 @@ def compare(
         sc.setdefault("config_where", {})["gbs"] = f"{config}: training.local_batch_size x DP"
     run, m, c = _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack)
     if m.is_moe and not str(run.origin.get("ep", "")).startswith(("log", "flag", "--config")):
-        warnings.append(f"EP is not in the log (no expert_model_parallel_size seen): EP {run.layout['ep']} assumed "
-                        "for this MoE model; pass --ep if the run used another")
+        # an MoE run's EP sets its expert memory and dispatch: never a default (a partial dump says
+        # nothing of the keys it does not show)
+        raise InputError("--ep", "", f"the log ({log}) does not say: no expert_model_parallel_size in its argument "
+                         f"dump or start-up lines, and {m.name} is an MoE model: pass it")
     if config:
         from ..run_config import check_model_dims, read_run_config
         check_model_dims(read_run_config(config), m)

@@ -181,13 +181,20 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
     """The recipe with TP-communication overlap as it runs on ``lay``: Megatron-LM refuses it without
     sequence parallelism (megatron/training/arguments.py validate_args: 'Tensor parallel
     communication/GEMM overlap can happen only when sequence parallelism is enabled').  Given on the
-    command line (``given``) for a TP > 1 layout without SP, refused; a stack default (NeMo) is
-    switched off for such a layout, with a note, so the report, its JSON and its launch agree.
+    command line (``given``) for a TP > 1 layout without SP, or at TP 1, refused; a stack default
+    (NeMo) is switched off for a TP > 1 layout without SP, with a note, so the report, its JSON and
+    its launch agree (at TP 1 it has nothing to do).
 
     Raises:
         InputError: naming --tp-comm-overlap.
     """
-    if not (r.tp_comm_overlap and lay["tp"] > 1 and not lay["sp"]):
+    if not r.tp_comm_overlap or lay["sp"]:
+        return r
+    if lay["tp"] == 1:       # nothing to overlap; Megatron-LM turns SP off at TP 1 and then refuses it
+        if given:
+            raise InputError("--tp-comm-overlap", "", "has no TP collectives to overlap at TP 1 (Megatron-LM turns "
+                             "sequence parallelism off at TP 1, and validate_args then refuses the overlap): drop it "
+                             "or raise --tp")
         return r
     why = ("needs sequence parallelism (Megatron-LM validate_args: 'Tensor parallel communication/GEMM overlap can "
            "happen only when sequence parallelism is enabled')")

@@ -126,6 +126,18 @@ RECOMPUTE_MODULES = {
 }
 
 
+def recompute_modules_problem(model, modules) -> str | None:
+    """Why a ``--recompute-modules`` list names a module ``model`` does not have (MoE modules on a dense
+    model, MLA's up-projections without MLA, shared experts without any, the dense MLP of a model
+    whose every layer is MoE), or None: recomputing it would change nothing."""
+    has = {"moe_act": model.is_moe, "layernorm": model.is_moe, "moe": model.is_moe,
+           "shared_experts": bool(model.shared_ffn_hidden), "mla_up_proj": model.is_mla,
+           "mlp": model.moe_layer_fraction < 1}
+    bad = [m for m in modules if not has.get(m, True)]
+    return (f"{', '.join(bad)}: {model.name} has no such module ({'; '.join(RECOMPUTE_MODULES[m] for m in bad)})"
+            if bad else None)
+
+
 def recompute_module_list(value: str, flag: str = "--recompute-modules") -> tuple[str, ...]:
     """The module names of a ``--recompute-modules`` value (comma- or space-separated).
 

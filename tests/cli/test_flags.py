@@ -182,6 +182,11 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
      "--tp-comm-overlap: needs sequence parallelism (Megatron-LM validate_args"),
     (["--stack", "torchtitan", "--precision", "fp8", "--fp8-recipe", "delayed"],
      "--fp8-recipe: torchtitan's float8 (torchao) scales from each tensor"),
+    (["--tp", "1", "--tp-comm-overlap"], "--tp-comm-overlap: has no TP collectives to overlap at TP 1"),
+    (["--tp", "8", "--seq-len", "4100"], "with sequence parallelism seq_len / CP must be divisible by TP"),
+    (["--recompute", "selective", "--recompute-modules", "moe"], "--recompute-modules: moe: llama3-8b has no such"),
+    (["--recompute", "selective", "--recompute-modules", "core_attn mla_up_proj"],
+     "--recompute-modules: mla_up_proj: llama3-8b has no such module (MLA's Q and KV up-projections"),
 ])
 def test_recipe_and_cooling_values_that_cannot_run_are_one_line(extra, msg):
     import os
