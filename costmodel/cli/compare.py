@@ -169,7 +169,9 @@ def compare(
     out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],
                hbm_capacity_bytes=rec["hbm_capacity_bytes"], **({"reason": rec["reason"]} if "reason" in rec else {}),
                layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
-               iterations_used=int(tlog.kept.sum()), framework=tlog.framework, log=log, power=power,
+               # the kept records that measured the step (one whose time is unreadable is kept, not used)
+               iterations_used=int(agg["step_time_s"].n or agg["tokens_per_s_per_gpu"].n), framework=tlog.framework,
+               log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
                            **switch_values(recipe)),

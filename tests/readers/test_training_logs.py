@@ -427,3 +427,38 @@ def test_a_log_that_contradicts_itself_names_both_places(tmp_path):
     f, msg = read(both)
     assert "has both bf16 and fp16 True, which Megatron refuses" in msg
     assert read_training_log(MCORE_SYN).args["tensor_model_parallel_size"] == 4      # the file itself is consistent
+
+
+@pytest.mark.parametrize("old,new,msg", [
+    ("seq_length .................................... 8192", "seq_length .................................... -8192",
+     ": seq_length: -8192 is not a whole number >= 1"),
+    ("tensor_model_parallel_size .................... 4", "tensor_model_parallel_size .................... four",
+     ": tensor_model_parallel_size: 'four' is not a whole number >= 1"),
+    ("virtual_pipeline_model_parallel_size .......... 4", "virtual_pipeline_model_parallel_size .......... 2",
+     ": virtual_pipeline_model_parallel_size: 2 contradicts num_layers_per_virtual_pipeline_stage 5: 80 layers over PP 4 "
+     "make VP 4"),
+    ("using world size: 64,", "using world size: -64,", ":4: the start-up line's world size '-64' is not a whole number"),
+])
+def test_a_logged_count_no_run_has_is_refused_naming_its_key(tmp_path, old, new, msg):
+    """A logged degree, batch or model size that is not a whole number >= 1, a garbled start-up line, or
+    a VP that contradicts the layers per virtual stage refuses the log by name, lenient or not."""
+    text = MCORE_SYN.read_text()
+    assert old in text
+    f = tmp_path / "x.log"
+    f.write_text(text.replace(old, new))
+    with pytest.raises(InputError) as ei:
+        read_training_log(f, strict=False)
+    assert str(ei.value).startswith(str(f)) and msg in str(ei.value), str(ei.value)
+
+
+def test_torchtitan_rates_with_a_sign_or_misplaced_separators_are_errors(tmp_path):
+    """torchtitan prints tps with thousands separators: a negative rate is named and dropped, and
+    '5,8,6,8' is no number (was read as 5868)."""
+    text = TT_1287.read_text()
+    assert "tps: 5,868" in text
+    for bad, want in (("-5,868", "tokens_per_s_per_gpu -5868 is not a positive finite value"),
+                      ("5,8,6,8", "not a number: tps: '5,8,6,8'")):
+        f = tmp_path / "t.log"
+        f.write_text(text.replace("tps: 5,868", f"tps: {bad}"))
+        log = read_training_log(f, strict=False)
+        assert any(want in e for e in log.errors), log.errors

@@ -10,9 +10,9 @@ from .lines import _TIMESTAMP
 _ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
 _ARGS_END = re.compile(r"^\s*-{3,}\s*end of arguments\s*-{3,}\s*$")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+\.{2,}\s?(.*?)\s*$")
-_WORLD = re.compile(r"using world size:\s*\d+")
+_WORLD = re.compile(r"using world size:\s*\S")
 _WORLD_ITEMS = re.compile(r"(?<![\w-])(world size|data-parallel[- ]size|context-parallel size|tensor-model-parallel size|"
-                          r"pipeline-model-parallel size|expert-model-parallel size):\s*(\d+)")
+                          r"pipeline-model-parallel size|expert-model-parallel size):\s*([^,\s]+)")
 _STARTUP_NAMES = {"world size": "world_size", "data-parallel size": "data_parallel_size",
                   "data-parallel-size": "data_parallel_size", "context-parallel size": "context_parallel_size",
                   "tensor-model-parallel size": "tensor_model_parallel_size",
@@ -80,7 +80,11 @@ def _megatron_args(segs, path, warnings):
             i = j + 1
             continue
         if _WORLD.search(t):
-            items = {_STARTUP_NAMES[k]: int(v) for k, v in _WORLD_ITEMS.findall(t)}
+            found = _WORLD_ITEMS.findall(t)
+            bad = [(k, v) for k, v in found if not v.isdigit()]
+            if bad:
+                errors.append((segs[i].line, f"the start-up line's {bad[0][0]} {bad[0][1]!r} is not a whole number"))
+            items = {_STARTUP_NAMES[k]: int(v) for k, v in found if v.isdigit()}
             deg = [items.get(k) for k in ("data_parallel_size", "context_parallel_size", "tensor_model_parallel_size",
                                           "pipeline_model_parallel_size")]
             world = items.get("world_size")
@@ -162,6 +166,37 @@ def _nemo_args(cfg):
 
 
 # ---------------------------------------------------------------------------------------------- layout
+#: the arguments :func:`_layout` reads as counts (Megatron's names; NeMo 1's model keys are the same,
+#: its trainer's prefixed): a value that is not a whole number >= 1 describes no run
+COUNT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+              "expert_model_parallel_size", "expert_tensor_parallel_size", "data_parallel_size", "world_size",
+              "trainer.devices", "trainer.num_nodes", "virtual_pipeline_model_parallel_size",
+              "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size", "seq_length",
+              "encoder_seq_length", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+              "num_query_groups", "padded_vocab_size", "vocab_size", "num_experts", "num_moe_experts",
+              "moe_router_topk")
+
+
+def check_logged_counts(args: dict, path) -> None:
+    """Refuse a logged layout or model count that describes no run, naming the log and the key: not a
+    whole number >= 1, or a virtual pipeline size that contradicts the layers per virtual stage
+    (num_layers = PP x VP x num_layers_per_virtual_pipeline_stage, Megatron's arguments.py).
+
+    Raises:
+        InputError: naming the file and the argument.
+    """
+    for k in COUNT_ARGS:
+        v = args.get(k)
+        if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 1):
+            raise InputError(path, k, f"{v!r} is not a whole number >= 1 (no run has it)")
+    vp, per, L, pp = (_int_or_none(args.get(k)) for k in ("virtual_pipeline_model_parallel_size",
+                                                          "num_layers_per_virtual_pipeline_stage", "num_layers",
+                                                          "pipeline_model_parallel_size"))
+    if vp and per and L and pp and vp * per * pp != L:
+        raise InputError(path, "virtual_pipeline_model_parallel_size", f"{vp} contradicts num_layers_per_virtual_"
+                         f"pipeline_stage {per}: {L} layers over PP {pp} make VP {L / (pp * per):g}")
+
+
 def _int_or_none(v):
     if v is None or isinstance(v, bool):
         return None

@@ -34,9 +34,16 @@ def _wall_time(text):
     return t + (float("0." + m.group(3)) if m.group(3) else 0.0)
 
 
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+
+
 def _num(s: str) -> float:
-    """A printed number: ``1,234``, ``1.0E-05``, ``49.00``, ``nan``; ValueError otherwise."""
-    t = s.strip().replace(",", "")
+    """A printed number: ``1,234``, ``1.0E-05``, ``49.00``, ``nan``; ValueError otherwise (commas
+    only as thousands separators: ``5,8,6,8`` is not a number)."""
+    t = s.strip()
+    if "," in t and not _GROUPED.fullmatch(t):
+        raise ValueError(f"misplaced thousands separators: {s!r}")
+    t = t.replace(",", "")
     if not t:
         raise ValueError("empty value")
     return float(t)

@@ -9,7 +9,7 @@ import numpy as np
 
 from costmodel.errors import TrainingLogParseError
 
-from .dumps import _megatron_args, _nemo_args, _nemo_config
+from .dumps import _megatron_args, _nemo_args, _nemo_config, check_logged_counts
 from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan
 from .lines import _segments
 from .records import FRAMEWORKS, Iterations, TrainingLog
@@ -160,12 +160,14 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     log = TrainingLog(path=str(path), framework=kind, warnings=warnings, errors=errors)
     if kind == "megatron":
         log.args, log.args_complete, log.startup_args = _megatron_args(segs, path, warnings)
+        check_logged_counts(log.args, path)
         if (mds_keys or log.args.get("deepspeed") is True or "zero_stage" in log.args
                 or framework == "megatron-deepspeed"):
             log.framework = "megatron-deepspeed"
     elif kind == "nemo":
         log.config = _nemo_config(segs, path, warnings)
         log.args = _nemo_args(log.config)
+        check_logged_counts(log.args, path)
         log.args_complete = bool(log.config)
         if records and bar_lines and all(math.isnan(r.get("step_time_s", math.nan)) for r in records):
             warnings.append(f"{path}: NeMo progress lines carry no 'train_step_timing in s' (enable "
