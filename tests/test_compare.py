@@ -473,3 +473,16 @@ def test_a_cluster_whose_gpus_could_not_have_run_the_log_is_refused():
     lines = se.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and "--cluster:" in lines[0] and "MI250" in lines[0], se
     assert cli("compare", "--log", str(log), "--cluster", "dgx-h100", "--json")[0] == 0
+
+
+def test_a_logged_layout_megatron_would_refuse_names_where_each_degree_came_from(tmp_path):
+    """A dump whose VP does not split its layers (80 over PP 4 x VP 3) is refused as a layout, naming
+    the log and that every degree came from it, never blaming a flag the user did not type."""
+    text = (LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log").read_text().splitlines()
+    text = [ln.replace("virtual_pipeline_model_parallel_size .......... 4", "virtual_pipeline_model_parallel_size "
+                       ".......... 3") for ln in text if "num_layers_per_virtual_pipeline_stage" not in ln]
+    f = tmp_path / "vp3.log"
+    f.write_text("\n".join(text) + "\n")
+    rc, so, se = cli("compare", "--log", f, "--cluster", "dgx-h100")
+    assert rc == 2 and "must be divisible by PP x VP" in se and f"the layout of {f}: TP 4 (the log), PP 4 (the log), " \
+        "VP 3 (the log)" in se, se

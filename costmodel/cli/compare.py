@@ -141,7 +141,13 @@ def compare(
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)
-    check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=sc["uneven_pp"])
+    try:
+        check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus,
+                     uneven_pp=sc["uneven_pp"])
+    except InputError as e:     # name where each degree came from: the log, a flag or a default
+        said = ", ".join(f"{k.upper()} {run.layout[k]} ({_origin_words(run.origin.get(k))})"
+                         for k in ("tp", "pp", "vp", "dp", "cp", "ep") if k in run.layout)
+        raise InputError(e.where, e.field, f"{e.message}; the layout of {log}: {said}") from None
     pred = predict_run(m, recipe, c, p, run.layout)
     rec = report.run_record(pred)
     if pred.energy_missing and power:
@@ -318,7 +324,9 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     lay = run.layout
     if lay["dp"] is None:
         if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
-            raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP does not divide the {c.num_gpus} GPUs")
+            said = ", ".join(f"{k.upper()} {lay[k]} ({_origin_words(run.origin.get(k))})" for k in ("tp", "pp", "cp"))
+            raise InputError("--tp/--pp/--cp", "", f"{said}: TP x PP x CP does not divide the {c.num_gpus} GPUs "
+                             f"({log})")
         lay["dp"] = c.num_gpus // (lay["tp"] * lay["pp"] * lay["cp"])
         run.origin["dp"] = "GPUs / (TP x PP x CP)"
     world = lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
