@@ -331,7 +331,8 @@ def _prepare(r: dict, cache: dict):
     # a measurement above the GPU's dense peak cannot be a step of this run
     peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
     if model_flops_per_step(model, recipe, causal=True) / (meas * n_gpus) > peak:
-        return f"{metric} implies more than {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak"
+        return (f"{metric} with this model, gbs {recipe.gbs} and seq_len {recipe.seq_len} implies more than "
+                f"{cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak (one of them is not the run's)")
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed)
     return key, model, recipe, row, res
 

@@ -169,14 +169,20 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
     return res, r, kept
 
 
+def _dp_overlap_words(stack: str) -> str:
+    """The setting that turns the DP overlap on in ``stack``: DeepSpeed's ZeRO ``overlap_comm``,
+    else Megatron's flags."""
+    return ("DeepSpeed's zero_optimization.overlap_comm" if stack == "deepspeed" else
+            "Megatron's --overlap-grad-reduce --overlap-param-gather")
+
+
 def _switch_text(key: str, value, r0) -> str:
     """What setting ``key`` to ``value`` means, beside the stack's default in ``r0``."""
     sw = SWITCHES_BY_NAME.get(key)
     if key == "moe_dispatcher":
         return f"the {value} MoE dispatcher (--moe-dispatcher {value}; {r0.stack} defaults to {r0.moe_dispatcher})"
     if key == "dp_overlap":
-        return (f"the DP gradient/parameter overlap (--dp-overlap: Megatron's --overlap-grad-reduce "
-                f"--overlap-param-gather, off by default in {r0.stack})")
+        return f"the DP gradient/parameter overlap (--dp-overlap: {_dp_overlap_words(r0.stack)}, off by default in {r0.stack})"
     if sw is not None and sw.summary and value is True:
         return f"{sw.summary} ({sw.cli_flag}; off by default in {r0.stack})"
     return f"--{key.replace('_', '-')} {value}"
@@ -248,8 +254,8 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given.  The caller applies each to the recipe that won so far."""
     out = []
     if flags.get("dp_overlap") is None and not r.dp_overlap and get_stack(r.stack).dp_overlap and not no_overlap:
-        out.append((dict(dp_overlap=True), f"the DP gradient/parameter overlap (--dp-overlap: Megatron's "
-                                           f"--overlap-grad-reduce --overlap-param-gather, off by default in {r.stack})"))
+        out.append((dict(dp_overlap=True), f"the DP gradient/parameter overlap (--dp-overlap: "
+                                           f"{_dp_overlap_words(r.stack)}, off by default in {r.stack})"))
     if flags.get("tp_comm_overlap") is None and not r.tp_comm_overlap and r.stack in TE_STACKS and not no_overlap:
         out.append((dict(tp_comm_overlap=True),
                     f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r.stack})"))
