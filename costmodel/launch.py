@@ -360,6 +360,9 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
             a.append(f"# the prediction assumed {', '.join(f'{k} = {getattr(recipe, k)!r}' for k in other)}; "
                      f"torchtitan's MoE runs {', '.join(f'{k} = {own[k]!r}' for k in other)}: this configuration "
                      "cannot set them")
+    if t["zero"] == 2 or (t["zero"] == 1 and t["pp"] == 1 and t["dp"] > 1):
+        a.append(f"# torchtitan has no ZeRO-{t['zero']} without a pipeline: this configuration shards "
+                 f"{'with FSDP (ZeRO-3)' if t['zero'] == 1 else 'nothing (DDP)'}, which the prediction did not price")
     if t["recompute"] == "full" and t.get("recompute_num_layers"):
         a.append(f"# torchtitan checkpoints every layer: the prediction recomputed {t['recompute_num_layers']} per "
                  "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")

@@ -354,3 +354,18 @@ def test_every_format_says_the_moe_switches_it_was_priced_with():
     ok = Recipe(gbs=64, seq_len=4096, stack="torchtitan", moe_dispatcher="alltoall", moe_grouped_gemm=True,
                 moe_permute_fusion=True)
     assert "the prediction assumed" not in launch_settings(row, m, ok, fmt="torchtitan")[1]
+
+
+def test_a_torchtitan_configuration_says_when_it_cannot_shard_as_predicted():
+    """torchtitan has FSDP2 (ZeRO-3), ZeRO-1 only under a pipeline, and DDP: a Megatron ZeRO-1 or ZeRO-2
+    layout written as its configuration says what runs instead, as a comment."""
+    from costmodel.launch import torchtitan_config
+    from costmodel.specs import Recipe
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=8192)
+    row = dict(tp=2, pp=1, dp=4, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    assert "no ZeRO-1 without a pipeline: this configuration shards with FSDP (ZeRO-3)" in torchtitan_config(row, m, r)
+    assert "no ZeRO-2 without a pipeline: this configuration shards nothing (DDP)" in torchtitan_config(
+        dict(row, zero=2), m, r)
+    for fine in (dict(row, zero=3), dict(row, zero=0), dict(row, zero=1, pp=2, dp=2)):
+        assert "# torchtitan has no ZeRO" not in torchtitan_config(fine, m, r)

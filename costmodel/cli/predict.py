@@ -196,7 +196,9 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
                              "sequence parallelism off at TP 1, and validate_args then refuses the overlap): drop it "
                              "or raise --tp")
         return r
-    why = ("needs sequence parallelism (Megatron-LM validate_args: 'Tensor parallel communication/GEMM overlap can "
+    why = ("needs sequence parallelism (torchtitan's async TP fuses the sequence-parallel all-gathers and "
+           "reduce-scatters with their matmuls)" if r.stack == "torchtitan" else
+           "needs sequence parallelism (Megatron-LM validate_args: 'Tensor parallel communication/GEMM overlap can "
            "happen only when sequence parallelism is enabled')")
     if given:
         raise InputError("--tp-comm-overlap", "", f"{why}: add --sp or drop --tp-comm-overlap")
