@@ -462,3 +462,20 @@ def test_torchtitan_rates_with_a_sign_or_misplaced_separators_are_errors(tmp_pat
         f.write_text(text.replace("tps: 5,868", f"tps: {bad}"))
         log = read_training_log(f, strict=False)
         assert any(want in e for e in log.errors), log.errors
+
+
+@pytest.mark.parametrize("old,new,key", [("tensor_model_parallel_size: 4", "tensor_model_parallel_size: .inf",
+                                          "tensor_model_parallel_size"),
+                                         ("tensor_model_parallel_size: 4", "tensor_model_parallel_size: nan",
+                                          "tensor_model_parallel_size"),
+                                         ("num_nodes: 4", "num_nodes: -4", "trainer.num_nodes")])
+def test_a_nemo_config_count_no_run_has_is_refused_naming_its_key(tmp_path, old, new, key):
+    """NeMo's YAML reads .inf and nan as floats and a node count may be negative: each refuses the log
+    naming the key (an infinite degree was an OverflowError)."""
+    text = NEMO_SYN.read_text()
+    assert old in text
+    f = tmp_path / "n.log"
+    f.write_text(text.replace(old, new))
+    with pytest.raises(InputError) as ei:
+        read_training_log(f, strict=False)
+    assert f"{f}: {key}: " in str(ei.value) and "is not a whole number >= 1" in str(ei.value), str(ei.value)

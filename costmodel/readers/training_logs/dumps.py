@@ -1,6 +1,7 @@
 """Argument dumps (Megatron), the experiment configuration (NeMo 1) and the layout they describe."""
 from __future__ import annotations
 
+import math
 import re
 
 from ...errors import InputError
@@ -204,7 +205,7 @@ def _int_or_none(v):
         f = float(v)
     except (TypeError, ValueError):
         return None
-    return int(f) if f == int(f) else None
+    return int(f) if math.isfinite(f) and f == int(f) else None
 
 
 def _layout(args, complete=False):
