@@ -429,6 +429,17 @@ def test_a_log_that_contradicts_itself_names_both_places(tmp_path):
     assert read_training_log(MCORE_SYN).args["tensor_model_parallel_size"] == 4      # the file itself is consistent
 
 
+def _refused_edit(tmp_path, src, old, new):
+    """(file, message) of ``src`` with ``old`` replaced by ``new``, which the lenient reader must refuse."""
+    text = src.read_text()
+    assert old in text
+    f = tmp_path / "edited.log"
+    f.write_text(text.replace(old, new))
+    with pytest.raises(InputError) as ei:
+        read_training_log(f, strict=False)
+    return f, str(ei.value)
+
+
 @pytest.mark.parametrize("old,new,msg", [
     ("seq_length .................................... 8192", "seq_length .................................... -8192",
      ": seq_length: -8192 is not a whole number >= 1"),
@@ -442,13 +453,8 @@ def test_a_log_that_contradicts_itself_names_both_places(tmp_path):
 def test_a_logged_count_no_run_has_is_refused_naming_its_key(tmp_path, old, new, msg):
     """A logged degree, batch or model size that is not a whole number >= 1, a garbled start-up line, or
     a VP that contradicts the layers per virtual stage refuses the log by name, lenient or not."""
-    text = MCORE_SYN.read_text()
-    assert old in text
-    f = tmp_path / "x.log"
-    f.write_text(text.replace(old, new))
-    with pytest.raises(InputError) as ei:
-        read_training_log(f, strict=False)
-    assert str(ei.value).startswith(str(f)) and msg in str(ei.value), str(ei.value)
+    f, err = _refused_edit(tmp_path, MCORE_SYN, old, new)
+    assert err.startswith(str(f)) and msg in err, err
 
 
 def test_torchtitan_rates_with_a_sign_or_misplaced_separators_are_errors(tmp_path):
@@ -472,10 +478,5 @@ def test_torchtitan_rates_with_a_sign_or_misplaced_separators_are_errors(tmp_pat
 def test_a_nemo_config_count_no_run_has_is_refused_naming_its_key(tmp_path, old, new, key):
     """NeMo's YAML reads .inf and nan as floats and a node count may be negative: each refuses the log
     naming the key (an infinite degree was an OverflowError)."""
-    text = NEMO_SYN.read_text()
-    assert old in text
-    f = tmp_path / "n.log"
-    f.write_text(text.replace(old, new))
-    with pytest.raises(InputError) as ei:
-        read_training_log(f, strict=False)
-    assert f"{f}: {key}: " in str(ei.value) and "is not a whole number >= 1" in str(ei.value), str(ei.value)
+    f, err = _refused_edit(tmp_path, NEMO_SYN, old, new)
+    assert f"{f}: {key}: " in err and "is not a whole number >= 1" in err, err
