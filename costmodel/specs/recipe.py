@@ -83,6 +83,7 @@ ATTENTION_KERNELS = {
     "fa2": "FlashAttention-2 (Dao 2023; flash-attn 2.x, PyTorch SDPA's flash backend), any GPU from Ampere",
     "fa3": "FlashAttention-3 (Shah et al. 2024; flash-attn 3.x hopper/), Hopper only",
     "fa4": "FlashAttention-4 (flash-attn 4.x CuTe DSL), Blackwell only",
+    "cudnn": "cuDNN fused attention (Transformer Engine's FusedAttention, F16_arbitrary_seqlen), any GPU from Ampere",
 }
 
 #: head dims each fused-attention kernel is compiled for: a head dim between two runs as the next
@@ -91,9 +92,11 @@ ATTENTION_KERNELS = {
 #: fa2: csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH (32, 64, 96, 128, 192, 256);
 #: fa3: hopper/flash_api.cpp round_up_headdim (64, 96, 128, 192, 256; the value head dim rounds alike);
 #: fa4: flash_attn/cute/interface.py _validate_head_dims on SM100 (multiples of 8 up to 128, DeepSeek's
-#: 192 with a value head dim of 128, and 256).
+#: 192 with a value head dim of 128, and 256).  cudnn: multiples of 8 up to 256 on Hopper and newer, d_qk 192 with
+#: d_v 128 included (cuDNN frontend docs, operations/Attention, support matrix; Transformer Engine requires
+#: head dims divisible by 8 for FusedAttention).
 ATTENTION_HEAD_DIMS = {"fa1": (32, 64, 128), "fa2": (32, 64, 96, 128, 192, 256), "fa3": (64, 96, 128, 192, 256),
-                       "fa4": tuple(range(8, 129, 8)) + (192, 256)}
+                       "fa4": tuple(range(8, 129, 8)) + (192, 256), "cudnn": tuple(range(8, 257, 8))}
 
 
 def kernel_head_dim(kernel: str, head_dim: float) -> int:

@@ -221,6 +221,33 @@ def test_fa2_hopper_fit_follows_the_fa3_paper_bars():
     assert load_profile("h200-sxm-141gb").attention_kernels["fa2"][-1] == k
 
 
+def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
+    """H100 cuDNN fused attention (FlashAttention-3 paper Figures 5-6, its cuDNN bars): head dim 128 causal
+    fwd + bwd efficiency at 512 and 8k (causal fwd 315 / 529 TFLOP/s, non-causal 497 / 600, bwd 305 / 518)
+    and head dim 64 at 8k (379, 412, 432) within 5%; between FlashAttention-2 and -3 at 8k.  cuDNN 9.19.1's
+    own benchmark on an H200 (causal fwd 673, bwd 579 TFLOP/s at 16k) runs faster than the fit: a later
+    release.  Transformer Engine picks it on Hopper, so the megatron and nemo stacks default to it there;
+    torchtitan, the A100 and Blackwell keep FlashAttention-2, and a kernel the user names wins."""
+    from costmodel.specs import load_profile
+    from costmodel.stacks import get_stack, stack_recipe
+    p = load_profile("h100-sxm-80gb")
+    k = p.attention_kernels["cudnn"][-1]
+    for s, fc, f, b in ((512, 315, 497, 305), (8192, 529, 600, 518)):
+        assert k.efficiency(s) == pytest.approx(3.5 / (1 / fc + 2.5 / (b * fc / f)) / 989.4, rel=0.05)
+    assert p.attention_efficiency("cudnn", 8192, 64) == pytest.approx(
+        3.5 / (1 / 379 + 2.5 / (432 * 379 / 412)) / 989.4, rel=0.05)
+    assert p.attention_efficiency("fa2", 8192) < p.attention_efficiency("cudnn", 8192) < p.attention_efficiency("fa3", 8192)
+    assert 3.5 / (1 / 673 + 2.5 / 579) / 989.4 > 1.15 * k.efficiency(16384)
+    assert load_profile("h200-sxm-141gb").attention_kernels["cudnn"][-1] == k
+
+    def kernel(stack, gpu, **kw):
+        return stack_recipe(get_stack(stack), 8, 4096, "bf16", gpu_key=gpu, **kw).attention_kernel
+    assert kernel("megatron", "h100-sxm-80gb") == kernel("nemo", "h200-sxm-141gb") == "cudnn"
+    assert kernel("torchtitan", "h100-sxm-80gb") == kernel("megatron", "a100-sxm-80gb") == "fa2"
+    assert kernel("megatron", "b200-sxm-180gb") == "fa2"
+    assert kernel("megatron", "h100-sxm-80gb", attention_kernel="fa3") == "fa3"
+
+
 def test_attention_efficiency_follows_the_measured_head_dims_and_pays_the_padding():
     """FlashAttention-3 paper, H100, 16k tokens: head dim 64 runs FA2 at causal fwd 295 / bwd 287
     TFLOP/s at 8k (non-causal fwd 322; the causal backward loses what the causal forward does) and

@@ -239,16 +239,21 @@ def _fit_fa_kernel(k: dict, peak: float, source: str) -> dict:
                               batch_heads_head_dim=list(k["shape"])))
 
 
-def _hopper_fa_kernels(b: Build) -> tuple[dict, dict]:
-    """``attention.kernels.fa3`` and ``.fa2`` of H100 from the FlashAttention-3 paper's bars, one
-    source for both kernels and both head dims (128 the main entry, 64 under ``by_head_dim``): 16k
+def _hopper_fa_kernels(b: Build) -> tuple[dict, dict, dict]:
+    """``attention.kernels.fa3``, ``.fa2`` and ``.cudnn`` of H100 from the FlashAttention-3 paper's bars,
+    one source for the three kernels and both head dims (128 the main entry, 64 under ``by_head_dim``): 16k
     tokens a call, 512 to 16k long, the scale of a training micro-batch.  TritonBench's FA3 kernel
     times (4 x 48 heads of 128: a smaller call at short sequences) cross-check it (note)."""
     fa, peak, src = b.D["fa_kernels"], b.sheet["h100-sxm-80gb"].peak["bf16"], rel("fa_kernels")
     sub = lambda name: {k: v for k, v in _fit_fa_kernel(fa[name], peak, src).items() if k != "head_dim"}  # noqa: E731
     fa3 = _fit_fa_kernel(fa["fa3_paper_h100_d128"], peak, src)
     fa2 = _fit_fa_kernel(fa["fa2_h100"], peak, src)
+    cudnn = _fit_fa_kernel(fa["cudnn_h100"], peak, src)
     fa2["by_head_dim"] = {64: sub("fa2_h100_d64")}
+    cudnn["by_head_dim"] = {64: sub("cudnn_h100_d64")}
+    s9, eff9, _, _ = _fa_efficiency(fa["cudnn_h200"], peak)
+    fit = AttentionKernelParams(cudnn["eta_max"], cudnn["s_half"], cudnn["s_max"])
+    later = ", ".join(f"{int(s)}: {e:.3f} vs {float(fit.efficiency(s)):.3f}" for s, e in zip(s9, eff9))
     fa3["by_head_dim"] = {64: sub("fa3_paper_h100_d64")}
     s_tb, eff_tb, _, _ = _fa_efficiency(fa["fa3_h100"], peak)
     fit = AttentionKernelParams(fa3["eta_max"], fa3["s_half"], fa3["s_max"])
@@ -259,7 +264,12 @@ def _hopper_fa_kernels(b: Build) -> tuple[dict, dict]:
     fa3["note"] = ("Causal FlashAttention-3 on Hopper (FlashAttention-3 paper, Figures 5-6), head dim 128; head dim "
                    "64 under by_head_dim. Cross-check, TritonBench's FA3 times (B=4, H=48, D=128), measured vs "
                    f"this fit by S: {check} (its calls hold 4k to 32k tokens).")
-    return fa3, fa2
+    cudnn["note"] = ("Causal cuDNN fused attention on an H100 SXM5 (FlashAttention-3 paper, Figures 5-6, its cuDNN "
+                     "bars), head dim 128; head dim 64 under by_head_dim. The kernel of Transformer Engine's "
+                     "FusedAttention, which TE selects over FlashAttention on Hopper. Cross-check, cuDNN 9.19.1 on an "
+                     "H200 (cudnn-frontend's Llama 3.1 benchmark, 64 query / 8 KV heads, clocks not stated), measured "
+                     f"vs this fit by S: {later}: a later release's microbenchmark runs 2-23% faster than the bars, more at longer sequences.")
+    return fa3, fa2, cudnn
 
 
 def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
@@ -286,19 +296,22 @@ def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
              f"{gb_fa / GB200_BF16_FLOPS:.3f} of GB200's 2.5 PFLOP/s, but FA2 does not use Blackwell's tcgen05 tensor "
              "cores, so it is not representative of training kernels; it is a lower bound.")
     b.use("b200-sxm-180gb", "mamf", "gb200")
-    fa3, fa2 = _hopper_fa_kernels(b)
+    fa3, fa2, cudnn = _hopper_fa_kernels(b)
     for g in ("h100-sxm-80gb", "h200-sxm-141gb"):
         same = {} if g == "h100-sxm-80gb" else dict(
             note="H200 has H100's GH100 SMs and clocks; attention is matmul-bound, so H100's kernel times carry over")
         b.prof[g]["attention"]["kernels"] = {
             "fa2": dict(fa2, **same, **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.fa2"))),
-            "fa3": dict(fa3, **same, **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.fa3")))}
+            "fa3": dict(fa3, **same, **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.fa3"))),
+            "cudnn": dict(cudnn, **same,
+                          **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.cudnn")))}
         b.use(g, "fa_kernels")
     b.prof["b200-sxm-180gb"]["attention"]["kernels"] = {
         "fa4": _fit_fa_kernel(b.D["fa_kernels"]["fa4_b200"], b.sheet["b200-sxm-180gb"].peak["bf16"], rel("fa_kernels"))}
     b.use("b200-sxm-180gb", "fa_kernels")
     b.summary.append(("attention", "h100-sxm-80gb", "fa3", f"eta_max {fa3['eta_max']}, s_half {fa3['s_half']}"))
     b.summary.append(("attention", "h100-sxm-80gb", "fa2", f"eta_max {fa2['eta_max']}, s_half {fa2['s_half']}"))
+    b.summary.append(("attention", "h100-sxm-80gb", "cudnn", f"eta_max {cudnn['eta_max']}, s_half {cudnn['s_half']}"))
     a100a = az["ND A100 v4"]["attention"]
     b.prof["v100-sxm2-32gb"]["attention"] = dict(
         flash_efficiency=round_sig(a100a["standard"] / b.sheet["a100-sxm-80gb"].peak["bf16"]),

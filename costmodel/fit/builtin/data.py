@@ -121,7 +121,8 @@ def fa_kernel_times(text: str) -> dict:
 
     Returns {"fa3_h100": {"shape": (B, H, D), "s": [...], "fwd_s": [...], "bwd_s": [...]},
     "fa4_b200": {"shape": (B, H, D), "s": [8192], "fwd_s": [...], "bwd_s": [...]},
-    "fa2_h100", "fa2_h100_d64", "fa3_paper_h100_d64", "fa3_paper_h100_d128": (see :func:`_fa_paper`)}
+    "cudnn_h200": {...} (cuDNN 9.19.1's causal times), "fa2_h100", "fa2_h100_d64", "fa3_paper_h100_d64",
+    "fa3_paper_h100_d128", "cudnn_h100", "cudnn_h100_d64": (see :func:`_fa_paper`)}
     (seconds).
     Raises:
         ValueError: a table or line the file should hold is missing.
@@ -136,12 +137,28 @@ def fa_kernel_times(text: str) -> dict:
     s2, bwd = table("## [fa3_h100] Causal Backward")
     if s != s2:
         raise ValueError("FA3 forward and backward tables differ in S")
+    s3, times = _ms_table(text, "## [cudnn_h200] cuDNN 9.19.1, causal, bf16, B=1, 64 query heads, 8 KV heads, head dim 128")
     f4 = re.search(r"FA Python fwd: ([\d.]+)ms.*?\[2CTA\] FA Python bwd: ([\d.]+)ms", text, re.S)
     if not f4:
         raise ValueError("no FA4 fwd / [2CTA] bwd lines")
     return {"fa3_h100": dict(shape=(4, 48, 128), s=s, fwd_s=fwd, bwd_s=bwd), **_fa_papers(text),
             "fa4_b200": dict(shape=(4, 16, 128), s=[8192], fwd_s=[float(f4.group(1)) * 1e-3],
-                             bwd_s=[float(f4.group(2)) * 1e-3])}
+                             bwd_s=[float(f4.group(2)) * 1e-3]),
+            "cudnn_h200": dict(shape=(1, 64, 128), s=s3, fwd_s=[f * 1e-3 for f, _ in times],
+                               bwd_s=[b * 1e-3 for _, b in times])}
+
+
+def _ms_table(text: str, title: str) -> tuple[list, list]:
+    """(S, [(fwd ms, bwd ms)]) of a ``| S | fwd (ms) | bwd (ms) |`` table under heading ``title``.
+
+    Raises:
+        ValueError: the table is missing.
+    """
+    m = re.search(re.escape(title) + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
+    if not m:
+        raise ValueError(f"no table {title!r}")
+    rows = [[float(c) for c in ln.split("|")[1:-1]] for ln in m.group(1).strip().splitlines()[2:]]
+    return [int(r[0]) for r in rows], [(r[1], r[2]) for r in rows]
 
 
 def _fa_paper(text: str, title: str, head_dim: int) -> dict:
@@ -173,7 +190,9 @@ def _fa_papers(text: str) -> dict:
     return {"fa2_h100": _fa_paper(text, "## [fa2_h100] FlashAttention-2, head dim 128, TFLOP/s", 128),
             "fa2_h100_d64": _fa_paper(text, "## [fa2_h100] FlashAttention-2, head dim 64, TFLOP/s", 64),
             "fa3_paper_h100_d64": _fa_paper(text, "## [fa3_paper_h100] FlashAttention-3, head dim 64, TFLOP/s", 64),
-            "fa3_paper_h100_d128": _fa_paper(text, "## [fa3_paper_h100] FlashAttention-3, head dim 128, TFLOP/s", 128)}
+            "fa3_paper_h100_d128": _fa_paper(text, "## [fa3_paper_h100] FlashAttention-3, head dim 128, TFLOP/s", 128),
+            "cudnn_h100": _fa_paper(text, "## [cudnn_h100] cuDNN, head dim 128, TFLOP/s", 128),
+            "cudnn_h100_d64": _fa_paper(text, "## [cudnn_h100] cuDNN, head dim 64, TFLOP/s", 64)}
 
 
 # ------------------------------------------------------------------------------ points of the fits
