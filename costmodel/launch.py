@@ -24,6 +24,16 @@ from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, get_stack
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
 
 
+def megatron_attention_backend(recipe) -> str:
+    """Megatron-core's ``--attention-backend`` for ``recipe``'s attention (costmodel.specs.Recipe):
+    ``fused`` (Transformer Engine's cuDNN FusedAttention) for the ``cudnn`` kernel, ``flash`` (TE's
+    FlashAttention) for the FlashAttention kernels, ``unfused`` without fused attention
+    (megatron/core/transformer/enums.py AttnBackend)."""
+    if not recipe.flash_attention:
+        return "unfused"
+    return "fused" if recipe.attention_kernel == "cudnn" else "flash"
+
+
 def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """The layout in the field's terms, one setting per line (a stack without a format of its own)."""
     stack = get_stack(recipe.stack)
@@ -236,7 +246,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         if recipe.flash_attention:               # these predate --attention-backend
             a.append("--use-flash-attn")
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
-        a.append(f"--attention-backend {'flash' if recipe.flash_attention else 'unfused'}")
+        a.append(f"--attention-backend {megatron_attention_backend(recipe)}")
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
                      f"{recipe.optimizer}, these arguments train with Adam")
@@ -301,7 +311,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
     if t["overlap"]:
         a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
-    a.append(f"recipe.model.config.attention_backend = {'flash' if recipe.flash_attention else 'unfused'!r}")
+    a.append(f"recipe.model.config.attention_backend = {megatron_attention_backend(recipe)!r}")
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
                                             "fp8": "bf16_with_fp8_current_scaling_mixed()" if current

@@ -17,7 +17,7 @@ import numpy as np
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .moe import max_load_cv
 from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor
-from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES
+from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switches
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
 #: switch's ``megatron_key`` (costmodel.stacks), else the argument that implies it
@@ -44,8 +44,17 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         (switch -> value, switch -> a description of where it was read, notes on values not used).
     """
     a, out, notes = tlog.args, {}, []
+    read_from = dict(DUMP_KEYS)       # the dump key each switch was read from
     if "use_flash_attn" in a:
         out["flash_attention"] = bool(a["use_flash_attn"])
+    if a.get("attention_backend") not in (None, "None"):
+        sw = attention_backend_switches(a["attention_backend"])
+        if sw is None:
+            notes.append(f"argument dump: attention_backend = {a['attention_backend']!r} is not a Megatron-core "
+                         "backend (flash, fused, unfused, local, auto): not used")
+        else:
+            out.update(sw)
+            read_from.update({k: "attention_backend" for k in sw})
     keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in a]
     if keys:
         out["tp_comm_overlap"] = bool(a[keys[0]])
@@ -96,8 +105,8 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                          "the most spread loads top-k routing allows (a loss scaled by its coefficient?): not used")
         elif lbl is not None:
             out["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
-    where = {k: DUMP_KEYS[k] + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
-                                if k == "moe_expert_load_cv" else f" = {a.get(DUMP_KEYS[k])!r}")
+    where = {k: read_from[k] + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
+                                if k == "moe_expert_load_cv" else f" = {a.get(read_from[k])!r}")
              for k in out}
     return out, where, notes
 

@@ -46,7 +46,7 @@ import yaml
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
-from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
+from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME, attention_backend_switches
 
 
 @dataclass
@@ -437,8 +437,13 @@ def _bridge(d: dict, path: str) -> RunConfig:
     _bridge_seq_len(d, m, path, cfg)
     _bridge_precision(d.get("mixed_precision"), path, cfg)
     if "attention_backend" in m and m["attention_backend"] is not None:
-        R["flash_attention"] = str(m["attention_backend"]).rsplit(".", 1)[-1] not in ("unfused", "local")
-        cfg.where["flash_attention"] = f"{path}: model.attention_backend"
+        sw = attention_backend_switches(m["attention_backend"])
+        if sw is None:
+            cfg.notes.append(f"{path}: model.attention_backend: {m['attention_backend']!r} is not a Megatron-core "
+                             "backend (flash, fused, unfused, local, auto): the stack's default used")
+        for k, v in (sw or {}).items():
+            R[k] = v
+            cfg.where[k] = f"{path}: model.attention_backend"
     if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 0:
         for name, key, conv in _BRIDGE_MOE:
             if key in m and m[key] is None:      # Megatron-core reads a null switch as its default

@@ -50,6 +50,14 @@ defaults to delayed, megatron/training/arguments.py), NeMo's ``bf16_with_fp8_mix
 (Transformer Engine's DelayedScaling in its ``fp8_config``); tensorwise (current scaling) on torchtitan,
 whose torchao float8 linears scale every cast dynamically from the tensor's own amax.
 
+Attention kernel (``attention_kernel``): FlashAttention-2 (flash-attn 2.x, PyTorch SDPA's flash backend),
+except on the Transformer Engine stacks (megatron, nemo) on Hopper: TE has run its cuDNN FusedAttention
+instead of FlashAttention there since v1.2 (2023-12; get_attention_backend: "Disabling FlashAttention to give
+FusedAttention preference on Hopper+"), priced from the FlashAttention-3 paper's cuDNN bars on an H100
+(:data:`TE_CUDNN_GENERATIONS`; hardware/profiles/data/flash_attention_kernel_times_h100_b200.md).  The speed
+differs by cuDNN release: a 2026 release's microbenchmark runs up to 23% faster, and 2024 NeMo runs on H100
+(benchmarks/data/dev_set_hopper.csv) come out slower than this speed predicts.
+
 CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
 pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner
 waits for the CPU (small models, few tokens per micro-batch).  Counts, forward (the backward
@@ -453,11 +461,42 @@ STACKS = {s.name: s for s in (
 NO_FUSED_ATTENTION = ("volta",)
 
 
+#: Megatron-core's ``--attention-backend`` values (megatron/core/transformer/enums.py AttnBackend) as recipe
+#: switches: ``flash`` is Transformer Engine's FlashAttention backend (flash-attn 2; 3 where installed on
+#: Hopper), ``fused`` its cuDNN FusedAttention, ``unfused`` and ``local`` no fused kernel, ``auto`` TE's own pick
+#: (the stack's default)
+MEGATRON_ATTENTION_BACKENDS = {"flash": {"flash_attention": True, "attention_kernel": "fa2"},
+                               "fused": {"flash_attention": True, "attention_kernel": "cudnn"},
+                               "unfused": {"flash_attention": False}, "local": {"flash_attention": False},
+                               "auto": {"flash_attention": True}}
+
+
+def attention_backend_switches(value) -> dict | None:
+    """The recipe switches of a logged or configured Megatron-core attention backend (``flash``,
+    ``AttnBackend.fused``, ...; :data:`MEGATRON_ATTENTION_BACKENDS`), None for a value it does not name."""
+    return MEGATRON_ATTENTION_BACKENDS.get(str(value).rsplit(".", 1)[-1].strip().lower())
+
+
+#: GPU generations on which Transformer Engine runs its cuDNN FusedAttention rather than FlashAttention
+#: (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, since TE v1.2).
+#: Blackwell keeps its FlashAttention-2 entry (derived from FlashAttention-4's speed): no cuDNN kernel times of
+#: a Blackwell GPU were found to fit.
+TE_CUDNN_GENERATIONS = ("hopper",)
+
+
+def te_prefers_cudnn(stack: Stack, gpu_key: str) -> bool:
+    """Whether ``stack`` runs Transformer Engine's cuDNN fused attention by default on catalog GPU
+    ``gpu_key`` (:data:`TE_CUDNN_GENERATIONS`; TE stacks only)."""
+    from .model_error import generation
+    return stack.name in TE_STACKS and generation(gpu_key) in TE_CUDNN_GENERATIONS
+
+
 def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: str | None = None,
                  **switches) -> Recipe:
     """The recipe of a run on ``stack``: the switches the caller gives (None = not given), the
     stack's defaults for the rest.  On a GPU of :data:`NO_FUSED_ATTENTION` (``gpu_key``, a catalog
-    GPU file stem) the stack's flash-attention default gives way to unfused attention.
+    GPU file stem) the stack's flash-attention default gives way to unfused attention; on a GPU
+    where Transformer Engine prefers cuDNN (:func:`te_prefers_cudnn`) a TE stack's kernel is cuDNN's.
 
     Raises:
         InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
@@ -483,6 +522,8 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
         raise TypeError(f"not recipe switches: {', '.join(sorted(unknown))}")
     values = {k: (switches[k] if switches.get(k) is not None else stack.defaults[k]) for k in known}
     given = {k for k in known if switches.get(k) is not None}
+    if "attention_kernel" not in given and gpu_key is not None and te_prefers_cudnn(stack, gpu_key):
+        values["attention_kernel"] = "cudnn"
     # a stack's capacity default belongs to its all-to-all dispatch: a dispatcher or a dropless
     # capacity the caller gives takes the dependent defaults with it
     if "moe_capacity_factor" not in given and ("moe_dispatcher" in given and values["moe_dispatcher"] != "alltoall"):

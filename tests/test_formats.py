@@ -242,6 +242,23 @@ def test_torchtitan_scales_fp8_from_each_tensor_and_megatron_from_the_history():
         Recipe(gbs=64, seq_len=8192, precision="fp8", fp8_recipe="blockwise")
 
 
+def test_logs_and_configs_name_the_attention_backend():
+    """Megatron-core's attention backend in an argument dump or a Megatron-Bridge config names the kernel:
+    ``fused`` is Transformer Engine's cuDNN attention, ``flash`` its FlashAttention (2), ``unfused`` none,
+    ``auto`` leaves TE's pick (the stack's default); a value Megatron-core does not have is reported."""
+    from types import SimpleNamespace
+    from costmodel.logged_recipe import logged_switches
+    out, where, notes = logged_switches(SimpleNamespace(args={"attention_backend": "AttnBackend.fused"}), False)
+    assert out == {"flash_attention": True, "attention_kernel": "cudnn"} and not notes
+    assert where["attention_kernel"] == "attention_backend = 'AttnBackend.fused'"
+    assert logged_switches(SimpleNamespace(args={"attention_backend": "flash"}), False)[0]["attention_kernel"] == "fa2"
+    assert logged_switches(SimpleNamespace(args={"attention_backend": "unfused", "use_flash_attn": True}),
+                           False)[0] == {"flash_attention": False}
+    assert "attention_kernel" not in logged_switches(SimpleNamespace(args={"attention_backend": "auto"}), False)[0]
+    out, _, notes = logged_switches(SimpleNamespace(args={"attention_backend": "magic"}), False)
+    assert not out and "attention_backend = 'magic' is not a Megatron-core backend" in notes[0]
+
+
 def test_logs_and_configs_name_the_fp8_scaling():
     """Megatron's argument dump (``fp8_recipe``, read only when ``fp8`` is set) and Megatron-Bridge's
     mixed_precision (a recipe name or its ``fp8_recipe``) give the scaling; a recipe the model does

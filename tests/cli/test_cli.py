@@ -179,7 +179,12 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
     assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2" in mc.stdout
-    assert "--attention-backend flash" in mc.stdout and "--use-flash-attn" not in mc.stdout
+    # Transformer Engine runs cuDNN's fused attention on Hopper: Megatron-core's "fused" backend
+    assert "--attention-backend fused" in mc.stdout and "--use-flash-attn" not in mc.stdout
+    fa3 = run(*args, "--stack", "megatron", "--attention-kernel", "fa3")
+    assert "--attention-backend flash" in fa3.stdout
+    nemo = run(*args, "--stack", "nemo", "--format", "nemo")
+    assert "recipe.model.config.attention_backend = 'fused'" in nemo.stdout
 
 
 def test_format_prints_the_layout_for_each_stack():
