@@ -2,7 +2,8 @@
 
 Without arguments:
 * `costmodel validate` on the shipped dev sets (benchmarks/data/dev_set.csv: A100/V100 Megatron;
-  dev_set_hopper.csv: Hopper/Blackwell stacks; dev_set_moe.csv: NVIDIA's Qwen3-235B MoE layouts): per source the rows used and skipped (with why), the
+  dev_set_hopper.csv: Hopper/Blackwell stacks; dev_set_megatron_bridge.csv: 2026 NeMo dense runs on H100;
+  dev_set_moe.csv: NVIDIA's Qwen3-235B MoE layouts): per source the rows used and skipped (with why), the
   rows predicted out of memory, the mean and max absolute step-time error, the one-sigma band
   coverage and Spearman's rank correlation within each configuration sweep;
 * `costmodel compare` on the three training logs in tests/data/logs (BLOOM-176B on 384 A100,
@@ -67,7 +68,7 @@ if __name__ == "__main__":
         sys.argv = ["costmodel", "validate"] + args
         main()
     else:
-        for csv in ("dev_set.csv", "dev_set_hopper.csv", "dev_set_moe.csv"):
+        for csv in ("dev_set.csv", "dev_set_hopper.csv", "dev_set_megatron_bridge.csv", "dev_set_moe.csv"):
             print(f"\n== costmodel validate benchmarks/data/{csv}")
             r = _cli("validate", REPO / "benchmarks" / "data" / csv, *args)
             print(r.stdout.rstrip() if not r.returncode else r.stderr.strip())

@@ -1,7 +1,8 @@
 """Measure the model-form error on published runs and write hardware/model_form.yaml.
 
 ``python -m costmodel.fit.model_form [CSV ...] [-o FILE]`` runs ``costmodel validate`` on the dev
-sets (default: benchmarks/data/dev_set.csv, dev_set_hopper.csv and dev_set_moe.csv of the checkout), groups the used
+sets (default: benchmarks/data/dev_set.csv, dev_set_hopper.csv, dev_set_megatron_bridge.csv and dev_set_moe.csv of
+the checkout), groups the used
 rows by regime (costmodel.model_error: stack, GPU generation, model size or MoE) and writes each regime's
 one-sigma relative error with its row count and the inputs' sha256.  Rerun it whenever the model's
 physics changes: the band of every prediction reads this table.
@@ -18,7 +19,8 @@ from ..specs import hardware_dir
 from ..specs.profile import dump_profile
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-DEV_SETS = [CHECKOUT / "benchmarks" / "data" / f for f in ("dev_set.csv", "dev_set_hopper.csv", "dev_set_moe.csv")]
+DEV_SETS = [CHECKOUT / "benchmarks" / "data" / f
+            for f in ("dev_set.csv", "dev_set_hopper.csv", "dev_set_megatron_bridge.csv", "dev_set_moe.csv")]
 
 
 def measure(paths) -> dict:
