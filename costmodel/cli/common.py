@@ -226,11 +226,13 @@ def profile_notes(profile, cluster: ClusterSpec) -> list:
 
 
 def context_line(model, cluster: ClusterSpec, recipe) -> str:
-    """One line naming the model, its size, the cluster and the recipe."""
+    """One line naming the model, its size, the cluster and the recipe (its precision and the attention
+    kernel it is priced with: a stack's default differs by GPU, costmodel.stacks)."""
+    attention = f"{recipe.attention_kernel} attention" if recipe.flash_attention else "unfused attention"
     return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
             f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}"
             + (f" (what-if: {cluster.what_if})" if cluster.what_if else "")
-            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision_label}")
+            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision_label}, {attention}")
 
 
 def _append_options(fn, param: str, options: list):
