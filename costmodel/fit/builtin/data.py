@@ -148,8 +148,8 @@ def fa_kernel_times(text: str) -> dict:
                                bwd_s=[b * 1e-3 for _, b in times])}
 
 
-def _ms_table(text: str, title: str) -> tuple[list, list]:
-    """(S, [(fwd ms, bwd ms)]) of a ``| S | fwd (ms) | bwd (ms) |`` table under heading ``title``.
+def _numeric_table(text: str, title: str) -> list:
+    """The rows (lists of floats) of the markdown table under heading ``title``, header and rule left out.
 
     Raises:
         ValueError: the table is missing.
@@ -157,7 +157,16 @@ def _ms_table(text: str, title: str) -> tuple[list, list]:
     m = re.search(re.escape(title) + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
     if not m:
         raise ValueError(f"no table {title!r}")
-    rows = [[float(c) for c in ln.split("|")[1:-1]] for ln in m.group(1).strip().splitlines()[2:]]
+    return [[float(c) for c in ln.split("|")[1:-1]] for ln in m.group(1).strip().splitlines()[2:]]
+
+
+def _ms_table(text: str, title: str) -> tuple[list, list]:
+    """(S, [(fwd ms, bwd ms)]) of a ``| S | fwd (ms) | bwd (ms) |`` table under heading ``title``.
+
+    Raises:
+        ValueError: the table is missing.
+    """
+    rows = _numeric_table(text, title)
     return [int(r[0]) for r in rows], [(r[1], r[2]) for r in rows]
 
 
@@ -171,10 +180,7 @@ def _fa_paper(text: str, title: str, head_dim: int) -> dict:
     Raises:
         ValueError: the table is missing.
     """
-    m = re.search(re.escape(title) + r"\s*\n\s*\n((?:\|.*\n?)+)", text)
-    if not m:
-        raise ValueError(f"no table {title!r}")
-    rows = [[float(c) for c in ln.split("|")[1:-1]] for ln in m.group(1).strip().splitlines()[2:]]
+    rows = _numeric_table(text, title)
     heads = 2048 // head_dim
     s, fwd_s, bwd_s = [], [], []
     for S, fwd, fwd_c, bwd in rows:
