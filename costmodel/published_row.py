@@ -21,7 +21,7 @@ from .memory import memory_bytes
 from .predict import predict_table, recompute_options
 from .specs import (MOE_DISPATCHER_ALIASES, ModelSpec, megatron_capacity_factor, recompute_module_list,
                     recompute_modules_problem)
-from .stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, Stack
+from .stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, Stack, attention_backend_switches
 
 
 def cell_int(r: dict, k: str):
@@ -73,6 +73,8 @@ _VALUE_FLAGS = tuple((s, re.compile(r"(?<![\w-])--" + re.escape(s.megatron_key.r
                                     + (r"(?:\s+|=)(?P<v>[a-z_]+(?: +(?!--)[a-z_]+)*)" if s.kind == "modules" else
                                        r"(?:\s+|=)(?P<v>[^\s;,|\"']+)")))
                      for s in RECIPE_SWITCHES if s.kind in ("choice", "float", "modules") and s.megatron_key)
+# Megatron-core's --attention-backend (costmodel.stacks.MEGATRON_ATTENTION_BACKENDS): the kernel and flash switch
+_ATTENTION_BACKEND = re.compile(r"(?<![\w-])--attention-backend(?:\s+|=)(?P<v>[^\s;,|\"']+)")
 # Megatron's distributed optimizer (ZeRO-1), named or implied: --overlap-param-gather runs only with it
 # and with --overlap-grad-reduce (megatron/training/arguments.py asserts both)
 _DIST_OPT = re.compile(r"--use-distributed-optimizer|--overlap-param-gather")
@@ -124,6 +126,9 @@ def _flag_switches(notes: str) -> dict:
             out[name] = not (m.group("neg") or m.group("no") or (m.group("val") or "").lower() in _OFF_WORDS)
     if _PARAM_GATHER.search(notes):
         out["dp_overlap"] = True
+    for m in _ATTENTION_BACKEND.finditer(notes):
+        # an unknown backend is kept as the kernel's value, which the recipe refuses by name
+        out.update(attention_backend_switches(m.group("v")) or {"attention_kernel": m.group("v")})
     for sw, rx in _VALUE_FLAGS:
         for m in rx.finditer(notes):
             v = m.group("v")

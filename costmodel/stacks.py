@@ -537,6 +537,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
+    if switches.get("attention_kernel") == "cudnn" and stack.name in ("megatron-legacy", "megatron-deepspeed"):
+        raise InputError("--attention-kernel", "", f"cudnn is Transformer Engine's fused attention; the {stack.name} "
+                         "stack runs flash-attn (--use-flash-attn) or unfused attention: name fa2, or --stack megatron")
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")

@@ -118,8 +118,9 @@ class Profile:
             else:
                 pad, pad_v = kernel_head_dim(kernel, head_dim), kernel_head_dim(kernel, d_v)
         except ValueError as e:
-            raise InputError("--attention-kernel", "", f"{e} (the model's head dim): pick another kernel, or "
-                             "--no-flash-attention") from None
+            raise InputError("--attention-kernel", "", f"{e} (the model's head dim; the kernel given or the stack's "
+                             "default): name a kernel that runs it, or --no-flash-attention (unfused attention runs "
+                             "any head dim)") from None
         return self._kernel_efficiency(kernel, seq_len, pad) * (head_dim + d_v) / (pad + pad_v)
 
     def _kernel_efficiency(self, kernel: str, seq_len, head_dim: int):

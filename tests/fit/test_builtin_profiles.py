@@ -246,6 +246,9 @@ def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
     assert kernel("torchtitan", "h100-sxm-80gb") == kernel("megatron", "a100-sxm-80gb") == "fa2"
     assert kernel("megatron", "b200-sxm-180gb") == "fa2"
     assert kernel("megatron", "h100-sxm-80gb", attention_kernel="fa3") == "fa3"
+    from costmodel.errors import InputError
+    with pytest.raises(InputError, match="cudnn is Transformer Engine's fused attention; the megatron-legacy stack"):
+        kernel("megatron-legacy", "h100-sxm-80gb", flash_attention=True, attention_kernel="cudnn")
 
 
 def test_attention_efficiency_follows_the_measured_head_dims_and_pays_the_padding():
