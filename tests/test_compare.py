@@ -99,6 +99,23 @@ def test_bloom_plots_and_trace_open(bloom):
     assert end_s == pytest.approx(sum(out["breakdown"].values()), rel=1e-6)
 
 
+def test_a_logged_attention_backend_sets_the_kernel_and_is_named_when_refused(tmp_path):
+    """An argument dump's attention_backend prices that kernel (flash: FlashAttention-2 on H100 instead of
+    the stack's cuDNN default); one the chosen stack cannot run is refused naming the log and the key."""
+    text = MIXTRAL.read_text()
+    line = "  apply_query_key_layer_scaling ................... False\n"
+    log = tmp_path / "mixtral.log"
+    log.write_text(text.replace(line, line + "  attention_backend ............................... AttnBackend.flash\n", 1))
+    rc, so, se = cli("compare", "--log", str(log), *MIXTRAL_FLAGS, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["attention_kernel"] == "fa2"
+    assert out["origin"]["attention_kernel"] == "log: attention_backend = 'AttnBackend.flash'"
+    log.write_text(text.replace(line, line + "  attention_backend ............................... AttnBackend.fused\n", 1))
+    rc, so, se = cli("compare", "--log", str(log), *MIXTRAL_FLAGS, "--stack", "megatron-legacy")
+    assert rc == 2 and se.count("\n") == 1 and f"{log}: attention_backend: 'cudnn': cudnn is Transformer Engine's" in se
+
+
 def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS, "--json")
     assert rc == 0, se
@@ -113,6 +130,8 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert out["recipe"]["moe_expert_load_cv"] == pytest.approx(math.sqrt(0.0196), rel=0.01)
     assert out["origin"]["moe_expert_load_cv"].startswith("log: load_balancing_loss (median 1.0196 of the kept")
     assert out["origin"]["moe_dispatcher"] == "megatron default" and out["recipe"]["moe_dispatcher"] == "allgather"
+    # on H100 the Megatron stack's attention is Transformer Engine's cuDNN kernel, and compare says so
+    assert out["origin"]["attention_kernel"] == "megatron default: cudnn" and out["recipe"]["attention_kernel"] == "cudnn"
     # a flag that agrees with the dump is the log's value; a --seq-len that is not the run's is flagged
     rc, so, se = cli("compare", "--log", MIXTRAL, *MIXTRAL_FLAGS[:-1], "4096", "--ep", "8", "--json")
     assert rc == 0, se

@@ -14,7 +14,7 @@ from ..compare import (build_metrics, capture_gpu_check, check_model, differs, l
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
-from ..logged_recipe import DUMP_KEYS, logged_switches
+from ..logged_recipe import logged_switches
 from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
@@ -424,8 +424,14 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
         k = next((k for k in logged if "--" + k.replace("_", "-") == e.where and k not in given), None)
         if k is None:
             raise
-        raise InputError(tlog.path, DUMP_KEYS[k], f"{logged[k]!r}: {e.message}") from None
+        # the dump key the value came from heads its description (an attention backend names the kernel)
+        raise InputError(tlog.path, where[k].split(" ", 1)[0], f"{logged[k]!r}: {e.message}") from None
     check_moe_recipe(model, recipe, c.gpu.key, given)
+    # the attention kernel priced, and whence: a stack's default differs by GPU (costmodel.stacks)
+    kernel = recipe.attention_kernel if recipe.flash_attention else "unfused"
+    src = next((k for k in ("attention_kernel", "flash_attention") if k in logged), None)
+    run.origin["attention_kernel"] = ("flag" if {"attention_kernel", "flash_attention"} & set(given)
+                                      else f"log: {where[src]}" if src else f"{stack.name} default: {kernel}")
     return recipe
 
 
