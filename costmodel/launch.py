@@ -18,7 +18,7 @@ from .errors import InputError
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, get_stack
+from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -242,7 +242,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if recipe.bf16_edge_layers:
         n = int(recipe.bf16_edge_layers)
         a.append(f"--first-last-layers-bf16 --num-layers-at-start-in-bf16 {n} --num-layers-at-end-in-bf16 {n}")
-    if recipe.stack in ("megatron-legacy", "megatron-deepspeed"):
+    if recipe.stack in PRE_TE_MEGATRON_STACKS:
         if recipe.flash_attention:               # these predate --attention-backend
             a.append("--use-flash-attn")
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto

@@ -44,7 +44,6 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         (switch -> value, switch -> a description of where it was read, notes on values not used).
     """
     a, out, notes = tlog.args, {}, []
-    read_from = dict(DUMP_KEYS)       # the dump key each switch was read from
     if "use_flash_attn" in a:
         out["flash_attention"] = bool(a["use_flash_attn"])
     if a.get("attention_backend") not in (None, "None"):
@@ -54,7 +53,6 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                          "backend (flash, fused, unfused, local, auto): not used")
         else:
             out.update(sw)
-            read_from.update({k: "attention_backend" for k in sw})
     keys = [k for k in ("tp_comm_overlap", "ub_tp_comm_overlap") if k in a]
     if keys:
         out["tp_comm_overlap"] = bool(a[keys[0]])
@@ -105,10 +103,19 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                          "the most spread loads top-k routing allows (a loss scaled by its coefficient?): not used")
         elif lbl is not None:
             out["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
-    where = {k: read_from[k] + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
-                                if k == "moe_expert_load_cv" else f" = {a.get(read_from[k])!r}")
+    where = {k: dump_key(k, a) + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
+                                  if k == "moe_expert_load_cv" else f" = {a.get(dump_key(k, a))!r}")
              for k in out}
     return out, where, notes
+
+
+def dump_key(switch: str, args: dict) -> str:
+    """The argument-dump key (or iteration field) ``switch`` is read from in ``args``: a known
+    ``attention_backend`` sets the attention switches, else :data:`DUMP_KEYS`."""
+    if switch in ("flash_attention", "attention_kernel") and attention_backend_switches(
+            args.get("attention_backend")) is not None:
+        return "attention_backend"
+    return DUMP_KEYS[switch]
 
 
 def _moe_switches(a: dict, out: dict, notes: list) -> None:

@@ -88,6 +88,8 @@ EAGER_OP_OVERHEAD_S = 4.5e-6
 EAGER_LAYER_OPS = 56      # eager Llama/MPT block, forward (module docstring)
 #: stacks built on Transformer Engine, whose userbuffer TP-communication overlap a user can switch on
 TE_STACKS = ("megatron", "nemo")
+#: Megatron forks that predate Transformer Engine and --attention-backend: flash-attn (--use-flash-attn) or unfused
+PRE_TE_MEGATRON_STACKS = ("megatron-legacy", "megatron-deepspeed")
 FUSED_LAYER_OPS = 12      # Megatron-core + Transformer Engine block, forward (module docstring)
 
 #: HBM bytes per element of the memory-bound ops of a layer's forward, fused kernels vs eager
@@ -537,7 +539,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
-    if switches.get("attention_kernel") == "cudnn" and stack.name in ("megatron-legacy", "megatron-deepspeed"):
+    if switches.get("attention_kernel") == "cudnn" and stack.name in PRE_TE_MEGATRON_STACKS:
         raise InputError("--attention-kernel", "", f"cudnn is Transformer Engine's fused attention; the {stack.name} "
                          "stack runs flash-attn (--use-flash-attn) or unfused attention: name fa2, or --stack megatron")
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:

@@ -14,7 +14,7 @@ from ..compare import (build_metrics, capture_gpu_check, check_model, differs, l
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
-from ..logged_recipe import logged_switches
+from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
@@ -424,8 +424,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
         k = next((k for k in logged if "--" + k.replace("_", "-") == e.where and k not in given), None)
         if k is None:
             raise
-        # the dump key the value came from heads its description (an attention backend names the kernel)
-        raise InputError(tlog.path, where[k].split(" ", 1)[0], f"{logged[k]!r}: {e.message}") from None
+        raise InputError(tlog.path, dump_key(k, tlog.args), f"{logged[k]!r}: {e.message}") from None
     check_moe_recipe(model, recipe, c.gpu.key, given)
     # the attention kernel priced, and whence: a stack's default differs by GPU (costmodel.stacks)
     kernel = recipe.attention_kernel if recipe.flash_attention else "unfused"
