@@ -118,7 +118,14 @@ def config_origin(scalars: dict):
     try:
         yield
     except InputError as e:
-        w = (scalars.get("config_where") or {}).get(e.where)
+        cw = scalars.get("config_where") or {}
+        w = cw.get(e.where)
+        kernel_from = cw.get("--attention-kernel", "")
+        if w is None and e.field.startswith("attention.kernels.") and ": " in kernel_from:
+            # the profile has no fit for the kernel the file's attention backend picks
+            file, key = kernel_from.split(": ", 1)
+            raise InputError(file, key, f"asks for the {e.field.rsplit('.', 1)[1]} attention kernel, which "
+                             f"{e.where} has no fit for ({e.field}): set another backend in the file") from None
         if w is None or ": " not in w:
             raise
         file, key = w.split(": ", 1)

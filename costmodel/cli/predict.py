@@ -85,17 +85,18 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
-    if auto:
-        lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
-        fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
-        chose = lay["recompute"] + (f" on {lay['recompute_num_layers']} layers per chunk (--recompute-method "
-                                    f"block --recompute-num-layers {lay['recompute_num_layers']})"
-                                    if lay["recompute_num_layers"] else "")
-        print(f"costmodel: note: --recompute auto chose {chose}" if fits else
-              "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
-              file=sys.stderr)
-    run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
-                      derate=parse_derate(derate or []))
+    with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
+        if auto:
+            lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
+            fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
+            chose = lay["recompute"] + (f" on {lay['recompute_num_layers']} layers per chunk (--recompute-method "
+                                        f"block --recompute-num-layers {lay['recompute_num_layers']})"
+                                        if lay["recompute_num_layers"] else "")
+            print(f"costmodel: note: --recompute auto chose {chose}" if fits else
+                  "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
+                  file=sys.stderr)
+        run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
+                          derate=parse_derate(derate or []))
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
               file=sys.stderr)

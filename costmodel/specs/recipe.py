@@ -99,14 +99,24 @@ ATTENTION_HEAD_DIMS = {"fa1": (32, 64, 128), "fa2": (32, 64, 96, 128, 192, 256),
                        "fa4": tuple(range(8, 129, 8)) + (192, 256), "cudnn": tuple(range(8, 257, 8))}
 
 
+#: kernels that run only the head dims they list, with no padding: cuDNN's fused attention takes head dims
+#: that are multiples of 8 (Transformer Engine's FusedAttention, its caller, is then disabled and TE falls
+#: back to unfused attention: TE get_attention_backend, where FlashAttention-2 too needs "padded head_dim %8 = 0")
+UNPADDED_KERNELS = ("cudnn",)
+
+
 def kernel_head_dim(kernel: str, head_dim: float) -> int:
     """The head dim fused-attention ``kernel`` runs ``head_dim`` at: the smallest it is compiled for that is
-    at least ``head_dim`` (:data:`ATTENTION_HEAD_DIMS`).
+    at least ``head_dim`` (:data:`ATTENTION_HEAD_DIMS`); the head dim itself for :data:`UNPADDED_KERNELS`.
 
     Raises:
-        ValueError: ``head_dim`` is above the kernel's largest (FlashAttention v1 stops at 128).
+        ValueError: ``head_dim`` is above the kernel's largest (FlashAttention v1 stops at 128), or is not
+            one an unpadded kernel runs.
     """
     dims = ATTENTION_HEAD_DIMS[kernel]
+    if kernel in UNPADDED_KERNELS and head_dim <= dims[-1] and head_dim not in dims:
+        raise ValueError(f"{kernel} runs head dims that are multiples of {dims[0]} up to {dims[-1]}, not "
+                         f"{head_dim:g} (Transformer Engine then falls back to unfused attention)")
     for d in dims:
         if head_dim <= d:
             return d

@@ -45,6 +45,15 @@ def test_predict_json_has_the_stable_names():
     assert 0.05 < rec["mfu"] < 0.8
 
 
+def test_predict_json_names_the_attention_kernel_it_ran_and_none_when_unfused():
+    """On an H100 Megatron prices Transformer Engine's cuDNN attention; unfused attention runs no fused
+    kernel, so the record says none rather than keeping the stack's default beside flash_attention false."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--json")
+    fused, unfused = (json.loads(run(*base, *extra).stdout)["recipe"] for extra in ((), ("--no-flash-attention",)))
+    assert (fused["flash_attention"], fused["attention_kernel"]) == (True, "cudnn")
+    assert (unfused["flash_attention"], unfused["attention_kernel"]) == (False, None)
+
+
 def test_predict_reports_infeasible_memory_with_the_overshoot():
     p = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "1", "--pp", "1", "--zero", "0",
             "--json")

@@ -193,6 +193,19 @@ def test_an_error_about_a_value_the_config_set_names_its_key(tmp_path):
     assert "Adam only, not sgd" in errors[0] and "Traceback" not in p.stderr
 
 
+def test_a_backend_the_profile_has_no_kernel_for_names_the_config_key(tmp_path):
+    """The Bridge Llama-3-8B recipe edited to attention_backend fused on GB200, whose profile has no cuDNN
+    attention fit: the error names the file's model.attention_backend (the user typed no --attention-kernel;
+    a flag contradicting the file would be refused) and the profile's missing entry."""
+    odd = tmp_path / "l3.yaml"
+    odd.write_text(BRIDGE_L3.read_text().replace("  attention_backend: null\n", "  attention_backend: fused\n"))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(odd))
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]
+    assert p.returncode == 2 and len(errors) == 1, p.stderr
+    assert f"{odd}: model.attention_backend: asks for the cudnn attention kernel" in errors[0]
+    assert "gb200-186gb.yaml has no fit for (attention.kernels.cudnn)" in errors[0] and "Traceback" not in p.stderr
+
+
 def test_an_explicit_pipeline_send_overlap_in_the_config_is_read_and_a_null_one_left_to_the_stack(tmp_path):
     """Megatron-Bridge's comm_overlap.overlap_p2p_comm: false turns the interleaved sends' overlap off
     (and a contradicting --pp-overlap is refused); null, as the shipped file has, leaves Megatron-core's

@@ -276,6 +276,21 @@ def test_attention_efficiency_follows_the_measured_head_dims_and_pays_the_paddin
     assert e.value.where == "--attention-kernel" and "--no-flash-attention" in str(e.value)
 
 
+def test_cudnn_runs_head_dims_that_are_multiples_of_8_without_padding():
+    """cuDNN's fused attention takes head dims that are multiples of 8 up to 256 and no other (Transformer
+    Engine disables FusedAttention there and falls back to unfused attention): 120 runs as itself at
+    the efficiency interpolated between the 64 and 128 fits, 100 is refused naming the kernel flag."""
+    from costmodel.errors import InputError
+    from costmodel.specs import load_profile
+    p = load_profile("h100-sxm-80gb")
+    e64, e128 = p.attention_efficiency("cudnn", 8192, 64), p.attention_efficiency("cudnn", 8192, 128)
+    assert p.attention_efficiency("cudnn", 8192, 120) == pytest.approx(e64 + (e128 - e64) * 56 / 64)
+    with pytest.raises(InputError, match="cudnn runs head dims that are multiples of 8 up to 256, not 100") as e:
+        p.attention_efficiency("cudnn", 8192, 100)
+    assert e.value.where == "--attention-kernel" and "falls back to unfused attention" in str(e.value)
+    assert p.attention_efficiency("fa2", 8192, 100) == pytest.approx(p.attention_efficiency("fa2", 8192, 128) * 100 / 128)
+
+
 def test_flash_attention_1_is_half_as_fast_as_flash_attention_2_without_its_own_fit():
     """FlashAttention-2 is "around 2x" FlashAttention (v1) (Dao 2023, abstract): with no FA1 table,
     FA1's efficiency is FA2's over 2 on each GPU: on A100 179.5 / 2 of 312 TF/s, inside the
