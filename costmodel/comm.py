@@ -77,12 +77,21 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
 #: per-hop latencies come from); NCCL adds nsteps x the per-hop ``hwLat`` on top
 NCCL_RING_BASE_LAT_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
 
+#: NCCL's large-message (Simple protocol) bus bandwidth as a fraction of the NIC line rate, where it is stated
+#: for a fabric and NIC speed the built-in captures did not run on, keyed by (fabric, line rate in bytes/s per
+#: NIC): InfiniBand NDR, "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (NCCL maintainers,
+#: NVIDIA/nccl-tests#290; hardware/profiles/data/github_issue_excerpts_partial_tables.txt, item 5), 47 of 50
+#: GB/s.  The AWS EFA captures of the built-in profiles reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of
+#: theirs; other InfiniBand speeds (HDR, XDR) have no stated figure and keep the capture's.
+STATED_NIC_EFFICIENCY = {("infiniband", 400e9 / 8): 47.0 / 50.0}
+
 #: NCCL's network hop of a tree over a ring's, LL protocol (the one the cluster files' ``latency``
 #: is): hwLat NET row, Tree 5.0 us / Ring 2.7 us (src/graph/tuning.cc, NVIDIA/nccl commit 5067397c)
 NCCL_TREE_HOP_RATIO = 5.0 / 2.7
 
 
-def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric: str | None = None) -> CollectiveParams:
+def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric: str | None = None,
+            nic_bytes_per_s: float | None = None) -> CollectiveParams:
     """Fitted parameters with alpha moved from the measured group size to g ranks.
 
     A ring collective over g ranks takes steps(coll) x (g - 1) latency-bound hops (Thakur et al.
@@ -92,7 +101,9 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
     AWS EFA captures, whose small-message latency is tens to hundreds of microseconds) keeps its
     bandwidth efficiencies but not its latency: NCCL's own ring model takes its place, the base
     latency of each protocol plus steps x (g - 1) hops at the cluster's link latency (one hop for a
-    point-to-point send).
+    point-to-point send).  Where the large-message efficiency of ``fabric`` at ``nic_bytes_per_s`` (the
+    cluster's line rate per NIC) is stated (:data:`STATED_NIC_EFFICIENCY`) the Simple protocol takes it;
+    LL and LL128 keep the capture's.
     """
     fits = profile.comm_groups.get(scope, {}).get(coll)
     if fits:
@@ -101,7 +112,9 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
     measured_on = profile.comm_fabric.get(scope, {}).get(coll)
     if scope == "inter_node" and fabric is not None and measured_on is not None and measured_on != fabric:
         names = profile.comm_protocols[scope][coll]
-        q = CollectiveParams.from_protocols([(NCCL_RING_BASE_LAT_S[nm], e) for nm, (_, e) in zip(names, p.protocols)])
+        stated = STATED_NIC_EFFICIENCY.get((fabric, nic_bytes_per_s))
+        q = CollectiveParams.from_protocols([(NCCL_RING_BASE_LAT_S[nm], stated if nm == "Simple" and stated else e)
+                                             for nm, (_, e) in zip(names, p.protocols)])
         hops = 1.0 if coll == "send_recv" else _STEPS[coll] * np.maximum(np.asarray(g, dtype=np.float64) - 1.0, 0.0)
         return q.with_alpha(q.alpha_s + hops * latency_s)
     g0 = profile.comm_group_size[scope][coll]
@@ -271,14 +284,15 @@ def group_time_s(coll: str, n_bytes, stride, size, cluster: ClusterSpec, profile
         if coll == "all_reduce":
             p_in = _nvls_group_params(profile, p_in, k)
     p_out = _params(profile, "inter_node", coll, nn if coll != "send_recv" else 2, cluster.inter_latency_s,
-                    cluster.inter_fabric)
+                    cluster.inter_fabric, cluster.nic_bytes_per_s)
     if cluster.tiers:
         steps = _STEPS[coll] * np.maximum(nn - 1, 1.0) if coll != "send_recv" else 1.0
         p_out = p_out.with_alpha(p_out.alpha_s + steps * tier_lat)
     intra_bw = group_link_bytes_per_s(cluster, 2 if coll == "send_recv" else k)     # a send: one pair's link
     if cluster.sharp and coll == "all_reduce":     # the switches reduce: no ring, no uplink penalty
         g0 = profile.comm_group_size["inter_node"][coll]
-        p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric)
+        p_ar = _params(profile, "inter_node", coll, g0, cluster.inter_latency_s, cluster.inter_fabric,
+                       cluster.nic_bytes_per_s)
         nic = cluster.node_nic_bytes_per_s / np.maximum(crossing, 1)
         t = pipelined(collective_time_s(coll, n_bytes, k, intra_bw, p_in),
                       sharp_all_reduce_s(n_bytes, k, nn, nic, p_ar, tier_lat),
@@ -300,7 +314,7 @@ def _tree_params(nn, tier_lat, cluster: ClusterSpec, profile: Profile) -> tuple:
     has 2 (N - 1) (costmodel.collective.tree_all_reduce_inter_s)."""
     hops = tree_hops(nn)
     p_tree = _params(profile, "inter_node", "all_reduce", 1.0 + hops, cluster.inter_latency_s * NCCL_TREE_HOP_RATIO,
-                     cluster.inter_fabric)
+                     cluster.inter_fabric, cluster.nic_bytes_per_s)
     if cluster.tiers:
         p_tree = p_tree.with_alpha(p_tree.alpha_s + 2.0 * np.maximum(hops, 1.0) * tier_lat)
     return p_tree, profile.comm_protocols.get("inter_node", {}).get("all_reduce", ())

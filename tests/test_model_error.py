@@ -43,7 +43,7 @@ def test_the_shipped_table_is_what_the_model_gives_today():
     assert [p.name for p in ALL_SETS] == ["dev_set.csv", "dev_set_hopper.csv", "dev_set_megatron_bridge.csv",
                                           "dev_set_moe.csv"]
     assert measure(ALL_SETS)["sigma"] == shipped
-    assert shipped["megatron/hopper/moe"]["n"] >= 5 and shipped["moe"]["sigma_rel"] > 0.3   # MoE errs widely
+    assert shipped["megatron/hopper/moe"]["n"] >= 5 and shipped["moe"]["sigma_rel"] > 0.2   # MoE errs widely
 
 
 def test_one_sigma_band_covers_about_two_thirds_of_published_runs():
