@@ -58,30 +58,34 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     b = layer_blocks(model, recipe, cluster, profile, terms)
     cap = np.asarray(caps, dtype=np.float64)[None, :]
     burst = burst_classes(profile, recipe)
+    # communication draws the link phase's power held at the cap (costmodel.energy.stage_state)
+    p_comm = np.minimum(np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), cap)
 
     def under_cap(blk):
         # each kernel class at the clock it reaches: the cap, or more where the GPU's lowest clock
-        # cannot meet it (costmodel.energy.stage_state); the busy power is the phase's average
+        # cannot meet it (costmodel.energy.stage_state); the busy power is the average over the
+        # compute phase and the communication the layer leaves exposed, at the link phase's power
         col = lambda v: np.asarray(v, dtype=np.float64)[:, None]
         classes = {k: (col(tc), {n: col(u) for n, u in util.items()}) for k, (tc, util) in blk["classes"].items()}
         comp, e, _, _ = compute_under_cap(pw, capped_classes(classes, burst), cap)
-        return comp + blk["exposed_s"][:, None], e / np.where(comp > 0, comp, 1.0)
+        t_all = comp + blk["exposed_s"][:, None]
+        return t_all, (e + p_comm * blk["exposed_s"][:, None]) / np.where(t_all > 0, t_all, 1.0)
 
     t_layer, p_busy = under_cap(b["layer"])
     t_last, _ = under_cap(b["logits"])
     t = terms.layouts
     n = t.tp * t.pp * t.dp * t.cp
     G = cluster.gpus_per_node
-    # the step's exposed communication draws the link phase's power (costmodel.energy.stage_state:
-    # the micro-batches' stage-boundary sends and the DP reduction with the optimizer step), above
-    # the waiting power const_time_s is charged at
+    # the step's exposed communication draws the link phase's power held at the stage's cap
+    # (costmodel.energy.stage_state: the micro-batches' stage-boundary sends and the DP reduction with
+    # the optimizer step), above the waiting power const_time_s is charged at
     p_wait = min(wait_power_w(pw), float(min(caps)))
-    p_comm = np.minimum(np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), float(min(caps)))
-    const_energy = n * np.maximum(p_comm - p_wait, 0.0) * (b["const_s"] + b["m"] * b["pp_mb_s"])
+    comm_s = np.asarray(b["const_s"] + b["m"] * b["pp_mb_s"], dtype=np.float64) * np.ones(len(terms.layouts))
+    stage_comm = np.asarray(b["stage_gpus"])[:, None] * np.maximum(p_comm - p_wait, 0.0) * comm_s[:, None]
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
                 const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"], t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,
-                p_idle_w=np.full(len(t), p_wait), const_energy_j=const_energy * np.ones(len(t)),
+                p_idle_w=np.full(len(t), p_wait), stage_comm_energy_j=stage_comm,
                 p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
 
@@ -113,7 +117,7 @@ def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
     S, m = tb["stage_gpus"][:, None], tb["microbatches"][:, None]
     floor = (tb["p_idle_w"] + tb["p_node_w"])[:, None]
     E = (S * m * (tb["p_busy_w"] - tb["p_idle_w"][:, None]) * (L * tl + tt) + p * S * floor * T
-         + tb["const_energy_j"][:, None])
+         + p * tb["stage_comm_energy_j"])
     v = {"time": T, "energy": E, "edp": E * T}[objective]
     return v.min(axis=1)
 

@@ -36,9 +36,12 @@ Each stage s gets a cap level c_s and n_s >= 1 layers, sum_s n_s = L; its time p
 t_s = n_s tl[c_s] + [s = 0] tf[c_s] + [s = p-1] tt[c_s]; the period is tau = max_s t_s and
 
     T = (m + (p - 1)/v) tau + D,
-    E = sum_s S m (Pb[c_s] - Pi) t_s  +  p S Pi T
+    E = sum_s S m (Pb[c_s] - Pi) t_s  +  p S Pi T  +  sum_s Ec[c_s]
 
-(each GPU computes for m t_s and idles for the rest of the step).  T is the equal-stage schedule: it
+(each GPU computes for m t_s and idles for the rest of the step, except while it moves the step's
+exposed DP, optimizer and stage-boundary traffic, Ec[c] above the waiting power: the link phase's
+power held at the stage's cap; Pb averages the compute phase and the communication a layer leaves
+exposed, at that same link power, as costmodel.energy.stage_state charges them).  T is the equal-stage schedule: it
 bounds costmodel.schedule's critical path over unequal stages, m tau + (sum_s t_s - tau)/v, from
 above by (p - 1)/v (tau - mean_s t_s) and meets it when the stages are equal, the split the period
 term drives the ILP towards.  Memory: Mf[s] + n_s Ml[s] <= H.

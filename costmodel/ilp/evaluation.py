@@ -70,7 +70,7 @@ def _times_energy(o: LayoutOption, caps: Sequence[int], layers: np.ndarray):
     E = np.zeros_like(T)
     for s in range(p):
         E = E + (S * m * (o.p_busy_w[caps[s]] - o.p_idle_w)) * t[:, s]
-    E = E + (p * S * (o.p_idle_w + o.p_node_w)) * T + o.const_energy_j
+    E = E + (p * S * (o.p_idle_w + o.p_node_w)) * T + o.stage_comm_energy_j[caps].sum()
     return t, tau, T, E
 
 
@@ -103,8 +103,15 @@ def lower_bounds(o) -> tuple:
     busy = L * lo(de * tl) + lo(de * tf) + lo(de * tt)
     w = de + np.expand_dims(S * floor * a, -1)       # J per s of stage time, waiting and nodes included
     coupled = L * lo(w * tl) + lo(w * tf) + lo(w * tt) + N * floor * o.const_time_s
-    E = np.maximum(busy + N * floor * T, coupled) + o.const_energy_j
+    E = np.maximum(busy + N * floor * T, coupled) + comm_energy_lb_j(o)
     return (float(T), float(E)) if np.ndim(T) == 0 else (T, E)
+
+
+def comm_energy_lb_j(o):
+    """Least communication energy of a step of layout ``o`` over its cap decisions, J: every stage
+    at its cheapest level (``stage_comm_energy_j`` is non-decreasing in the level; arrays over
+    layouts as in :func:`lower_bounds`)."""
+    return o.pp * np.min(np.asarray(o.stage_comm_energy_j, dtype=np.float64), axis=-1)
 
 
 def edp_lower_bound(o):
@@ -130,7 +137,7 @@ def edp_lower_bound(o):
     with np.errstate(invalid="ignore"):
         e_busy = (L * de * tl)[..., :, None, None] + (de * tt)[..., None, :, None] + (de * tf)[..., None, None, :]
     T = ex(a, 0) * t_sum / ex(np.asarray(p, dtype=np.float64), 0) + ex(np.asarray(o.const_time_s, dtype=np.float64), 0)
-    E = e_busy + ex(N * floor, 0) * T + ex(np.asarray(o.const_energy_j, dtype=np.float64), 0)
+    E = e_busy + ex(N * floor, 0) * T + ex(comm_energy_lb_j(o), 0)
     with np.errstate(invalid="ignore"):
         v = E * T
     v = np.where(np.isnan(v), np.inf, v)

@@ -52,9 +52,11 @@ class LayoutOption:
         p_idle_w: power of an idle/waiting GPU, W (<= every p_busy_w).
         p_node_w: the nodes' non-GPU power (CPUs, NICs, switches, fans) per GPU of the layout, W,
             drawn for the whole step; 0 counts GPU energy only.
-        const_energy_j: cap-independent energy per step above the waiting power, J, >= 0: the GPUs
-            moving data during the step's exposed communication (DP, optimizer, stage-boundary sends)
-            draw their communication phase's power, not the waiting power ``const_time_s`` is charged.
+        stage_comm_energy_j: shape (C,), energy per step of one stage's GPUs above the waiting power
+            at each cap level, J, >= 0 and non-decreasing in the level (default none): during the
+            step's exposed communication (DP, optimizer, stage-boundary sends) they draw their
+            communication phase's power held at their stage's cap (costmodel.energy.stage_state), not
+            the waiting power ``const_time_s`` is charged.
         max_layers_per_stage: most layers a stage may take (0: no limit); L / p forces the even
             split an interleaved schedule (v > 1) needs.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
@@ -82,7 +84,7 @@ class LayoutOption:
     mem_per_layer_bytes: np.ndarray
     p_node_w: float = 0.0
     max_layers_per_stage: int = 0
-    const_energy_j: float = 0.0
+    stage_comm_energy_j: np.ndarray | None = None
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -97,7 +99,7 @@ class LayoutOption:
         if isinstance(m, bool) or int(m) != m or m < 0 or (m and m * self.pp < self.num_layers):
             raise ValueError(f"{w}max_layers_per_stage must be 0 or an integer with pp x it >= num_layers, got {m!r}")
         object.__setattr__(self, "max_layers_per_stage", int(m))
-        for f in ("const_time_s", "p_idle_w", "p_node_w", "const_energy_j"):
+        for f in ("const_time_s", "p_idle_w", "p_node_w"):
             v = float(getattr(self, f))
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{w}{f} must be finite and >= 0, got {v!r}")
@@ -111,6 +113,12 @@ class LayoutOption:
             if f.startswith("t_") and not _nonincreasing(a):
                 raise ValueError(f"{w}{f} must be non-increasing in the cap level")
             object.__setattr__(self, f, a)
+        e = (np.zeros_like(self.p_busy_w) if self.stage_comm_energy_j is None
+             else _arr("stage_comm_energy_j", self.stage_comm_energy_j, self.p_busy_w.shape, where=w))
+        if np.any(e < 0) or np.any(np.diff(e) < -1e-9 * max(1.0, float(e.max(initial=0.0)))):
+            raise ValueError(f"{w}stage_comm_energy_j must be >= 0 and non-decreasing in the cap level")
+        e.setflags(write=False)
+        object.__setattr__(self, "stage_comm_energy_j", e)
         if np.any(self.t_layer_s <= 0):
             raise ValueError(f"{w}t_layer_s must be > 0 at every cap level")
         if np.any(self.p_busy_w <= 0):

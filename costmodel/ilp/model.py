@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
-from .evaluation import _Geom, _geom, _node_temps
+from .evaluation import _Geom, _geom, _node_temps, comm_energy_lb_j
 from .instance import FEAS_RTOL, _ROW_SLACK, Instance, LayoutOption
 
 _MAX_PATTERNS = 1500      # window patterns per layout (see _period_window); above it only the Glover bounds
@@ -118,7 +118,7 @@ def _tau_max(o: LayoutOption, T_max: float, E_max: float, weighted: tuple | None
         de = Em * (pb - o.p_idle_w)
         ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                  + float(np.min(de * o.t_last_s)))
-        tau_max = min(tau_max, ((E_max - o.const_energy_j - ce_lb) / idle - o.const_time_s) / a)
+        tau_max = min(tau_max, ((E_max - float(comm_energy_lb_j(o)) - ce_lb) / idle - o.const_time_s) / a)
     if weighted is not None:
         # E + lam T <= V with E >= ce_lb + idle T: T <= (V - ce_lb) / (idle + lam)
         lam, V = weighted
@@ -126,7 +126,7 @@ def _tau_max(o: LayoutOption, T_max: float, E_max: float, weighted: tuple | None
         ce_lb = (float(np.min(de * o.t_layer_s)) * L + float(np.min(de * o.t_first_s))
                  + float(np.min(de * o.t_last_s)))
         if idle + lam > 0:
-            tau_max = min(tau_max, ((V * (1 + _ROW_SLACK) - o.const_energy_j - ce_lb) / (idle + lam)
+            tau_max = min(tau_max, ((V * (1 + _ROW_SLACK) - float(comm_energy_lb_j(o)) - ce_lb) / (idle + lam)
                                     - o.const_time_s) / a)
     return tau_max
 
@@ -295,7 +295,7 @@ class _Model:
         prob += pulp.LpAffineExpression(layer_terms + [(x, -float(L))]) == 0, f"layers_{k}"
         self.T_terms += [(tau, a * ts / self.T_ref), (x, o.const_time_s / self.T_ref)]
         self.E_terms += [(tau, idle * a * ts / self.E_ref),
-                         (x, (idle * o.const_time_s + o.const_energy_j) / self.E_ref)]
+                         (x, idle * o.const_time_s / self.E_ref)]
         # thermal / node power
         u = None
         if g.whole:
@@ -390,15 +390,15 @@ class _Model:
         lay.Yv[s0] = {c: vs for c, vs in Yv.items() if vs}
         if M == 1:
             self._add_single_stage_rows(lay, ui, s0, Kc, Zc, Nc, lay_terms)
-        Em = o.stage_gpus * o.microbatches
+        Em, ec = o.stage_gpus * o.microbatches, o.stage_comm_energy_j
         for c in Kc:
             dp = Em * (o.p_busy_w[c] - o.p_idle_w)
             self.E_terms.append((Zc[c], dp * o.t_layer_s[c] / self.E_ref))
-            if lay.extra[s0][c]:
-                self.E_terms.append((Kc[c], dp * lay.extra[s0][c] / self.E_ref))
+            if lay.extra[s0][c] or ec[c]:      # the stage's extra time and its communication at cap c
+                self.E_terms.append((Kc[c], (dp * lay.extra[s0][c] + ec[c]) / self.E_ref))
         for c, m in Nc:
             dp = Em * (o.p_busy_w[c] - o.p_idle_w)
-            self.E_terms.append((Nc[c, m], dp * (m * o.t_layer_s[c] + lay.extra[s0][c]) / self.E_ref))
+            self.E_terms.append((Nc[c, m], (dp * (m * o.t_layer_s[c] + lay.extra[s0][c]) + ec[c]) / self.E_ref))
         return dict(stages=st, K=Kc, Z=Zc, N=Nc, U=[lay.U[s] for s in st])
 
     def _add_hall_rows(self, k: int, ui: int, st: list, U: list, Nc: dict):

@@ -183,12 +183,15 @@ def random_instance(rng: np.random.Generator, *, num_layouts: int = 3, gpus_per_
         pb_all.append(pb)
         mpl = rng.uniform(0.5e9, 2e9) * (1 + (p - 1 - np.arange(p)) / p)
         mf = rng.uniform(5e9, 20e9, p)
+        const = float(rng.uniform(0, 0.05))
+        # the stage's exposed communication at the link phase's power held at each cap (above the wait)
+        comm = S * np.maximum(np.minimum(rng.uniform(150, 400), caps) - idle, 0.0) * const * rng.uniform(0, 1)
         opts.append(LayoutOption(
             name=f"L{k}-pp{p}-s{S}", pp=p, stage_gpus=S, num_layers=L,
             microbatches=int(rng.integers(1, 9)), vp=int(rng.integers(1, 3)),
-            const_time_s=float(rng.uniform(0, 0.05)), t_layer_s=t0 * factor,
+            const_time_s=const, t_layer_s=t0 * factor,
             t_first_s=rng.uniform(0, 1.0) * t0 * factor, t_last_s=rng.uniform(0, 2.5) * t0 * factor,
-            p_busy_w=pb, p_idle_w=idle, mem_fixed_bytes=mf, mem_per_layer_bytes=mpl))
+            p_busy_w=pb, p_idle_w=idle, mem_fixed_bytes=mf, mem_per_layer_bytes=mpl, stage_comm_energy_j=comm))
     cooling = cooling or ("air" if rng.random() < 0.7 else "liquid")
     inlet = rng.uniform(20, 30, G)
     r_th = rng.uniform(0.03, 0.08, G)
