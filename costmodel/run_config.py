@@ -439,9 +439,9 @@ def _bridge(d: dict, path: str) -> RunConfig:
     if "attention_backend" in m and m["attention_backend"] is not None:
         sw = attention_backend_switches(m["attention_backend"])
         if sw is None:
-            cfg.notes.append(f"{path}: model.attention_backend: {m['attention_backend']!r} is not a Megatron-core "
-                             "backend (flash, fused, unfused, local, auto): the stack's default used")
-        for k, v in (sw or {}).items():
+            raise InputError(path, "model.attention_backend", f"{m['attention_backend']!r} is not a Megatron-core "
+                             "backend (flash, fused, unfused, local, auto)")
+        for k, v in sw.items():
             R[k] = v
             cfg.where[k] = f"{path}: model.attention_backend"
     if isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 0:
@@ -627,7 +627,9 @@ def read_run_config(path) -> RunConfig:
     try:
         d = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise InputError(path, "", f"not valid YAML ({str(e).splitlines()[0]})") from None
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InputError(path, "", f"not valid YAML{at} ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
         raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
                          "Megatron-Bridge YAML or torchtitan TOML are read)")

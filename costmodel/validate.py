@@ -75,6 +75,13 @@ _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
+#: every column a published-run CSV may have (README, 'Validate'; benchmarks/data/dev_set*.csv)
+RUN_COLUMNS = ("row_id", "source_file", "source_url", "gpu", "num_gpus", "gpus_per_node", "interconnect_note", "model",
+               "params_b", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "head_dim", "vocab",
+               "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp",
+               "sequence_parallel", "recompute", "fsdp_or_zero", "precision", "step_time_s",
+               "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "stack", "notes")
+
 _MEASURED = ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 _MAX_COUNT = 2 ** 53        # counts the model computes exactly in float64
 
@@ -426,6 +433,10 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     header = set(reader.fieldnames or [])
     if not need <= header:
         raise InputError(path, "header", f"missing columns {sorted(need - header)}")
+    unknown = sorted(header - set(RUN_COLUMNS))
+    if unknown:                      # a misspelt column would leave its value to a default
+        raise InputError(path, "header", f"unknown column(s) {unknown}: the schema's columns are "
+                         f"{', '.join(RUN_COLUMNS)} (README, 'Validate')")
     if not header & set(METRICS):
         raise InputError(path, "header", f"no measured column: one of {', '.join(METRICS)}")
     if not rows:

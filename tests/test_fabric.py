@@ -191,6 +191,22 @@ def test_an_efa_capture_lends_its_bandwidth_not_its_latency_to_an_infiniband_clu
     assert float(group_time_s("send_recv", GIB, 8, 2, hdr, p)) == pytest.approx(2 * big_efa, rel=0.02)
 
 
+def test_a_faster_nic_never_streams_slower_and_the_source_of_the_efficiency_is_said():
+    """InfiniBand from NDR (400 Gb/s) up streams at NCCL's stated 47/50 of line rate, slower InfiniBand at the
+    EFA capture's efficiency: a 1 GiB send never gets slower as the what-if NIC speeds up (399 -> 400 -> 401
+    -> 800 Gb/s), and the note a multi-node prediction prints says which figure priced it."""
+    from costmodel.comm import inter_node_efficiency_note
+    p = load_profile("h100-sxm-80gb")
+    base = load_cluster("dgx-h100", nodes=2)
+    t = [float(group_time_s("send_recv", GIB, 8, 2, with_fabric(base, scale_out_gbps=g), p)) for g in (399, 400, 401, 800)]
+    assert t == sorted(t, reverse=True) and t[1] == pytest.approx(GIB / (0.94 * 50e9), rel=0.01)
+    assert "NCCL's stated 94% of line rate (nccl-tests#290)" in inter_node_efficiency_note(p, base)
+    slow = inter_node_efficiency_note(p, with_fabric(base, scale_out_gbps=200))
+    assert "no infiniband measurement at 200 Gb/s" in slow and "(63% of line rate" in slow
+    assert inter_node_efficiency_note(p, load_cluster("aws-p5", nodes=2)) is None      # the capture's own fabric
+    assert inter_node_efficiency_note(p, load_cluster("dgx-h100", nodes=1)) is None
+
+
 def test_a_profile_entry_names_a_known_fabric(tmp_path):
     import yaml
     from costmodel.specs import load_profile as lp

@@ -54,6 +54,11 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     bad.write_text("row_id,gpu\nx,A100\n")
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and "missing columns" in se and "Traceback" not in se
+    # a misspelt column (vp as virtual_pp) would leave the row's VP to its default: refused by name
+    lines = [ln for ln in DEV.read_text().splitlines() if not ln.startswith("#")][:2]
+    bad.write_text(lines[0].replace(",vp,", ",virtual_pp,") + "\n" + lines[1] + "\n")
+    rc, so, se = cli("validate", str(bad))
+    assert rc == 2 and f"{bad}: header: unknown column(s) ['virtual_pp']" in se and se.count("\n") == 1
 
 
 def test_predicted_oom_rows_are_counted_apart(summary):

@@ -3,6 +3,7 @@ capture (costmodel/collectives_table.py)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -12,9 +13,10 @@ from rich.table import Table
 from .. import report
 from ..collective import COLLECTIVES
 from ..collectives_table import DEFAULT_SIZES, compare_capture, error_summary, predicted_table
-from ..comm import needs_ring_all_reduce
+from ..comm import inter_node_efficiency_note, needs_ring_all_reduce
 from ..errors import InputError
-from ..specs import cluster_profile, load_cluster
+from ..specs import cluster_profile, load_cluster, with_fabric
+from .common import with_fabric_flags
 
 
 def _group_sizes(ranks: str | None) -> list | None:
@@ -95,6 +97,7 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
     return t, coll, int(rpn), int(nn)
 
 
+@with_fabric_flags()
 def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
                 nodes: Optional[int] = typer.Option(None, "--nodes", help="Override the cluster's node count (or "
                                                     "the nodes of a capture without # Rank lines)."),
@@ -110,7 +113,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
                 ranks: Optional[str] = typer.Option(None, "--ranks", help="Group sizes inside a node for the "
                                                     "intra-node rows, comma-separated (default: the node's GPUs and the "
                                                     "smaller groups the profile measured)."),
-                as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+                as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+                fabric_flags: dict = None):
     """The nccl-tests table the model predicts for a cluster (time, algbw, busbw per collective, inside a
     node, over one NVLink domain where it joins several nodes, and over the cluster), or, with --compare,
     the error per size against a capture."""
@@ -129,7 +133,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     for c in colls:
         if c not in COLLECTIVES:
             raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
-    c = load_cluster(cluster, None if compare else nodes)
+    c = with_fabric(load_cluster(cluster, None if compare else nodes), **(fabric_flags or {}))
     p = cluster_profile(c, profile)
     notes = []
     if compare:
@@ -143,7 +147,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         head = f"{compare}: {coll}, {rpn * nn} ranks ({nn} node(s) x {rpn}) against {c.key} with {p.path}"
     else:
         rows, summ = predicted_table(c, p, colls, DEFAULT_SIZES, _group_sizes(ranks)), None
-        head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}"
+        head = f"{c.key}: {c.nodes} x {c.gpus_per_node} {c.gpu.key}, profile {p.path}" + (
+            f" (what-if: {c.what_if})" if c.what_if else "")
     shown = [coll] if compare else colls
     ring = ([f"all_reduce: the profile's fit is NVLS, which reduces in an NVSwitch; {c.key}'s GPUs meet over "
              f"{c.intra_fabric}, so NCCL runs a ring: priced as its reduce-scatter plus its all-gather"]
@@ -151,6 +156,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     # the inter-node fits price a row only where it leaves the NVLink domain
     crosses = (nn * rpn > c.scale_up_gpus) if compare else c.num_gpus > c.scale_up_gpus
     ring += _borrowed_fits(p, shown, ("intra_node", "inter_node") if crosses else ("intra_node",))
+    lent = inter_node_efficiency_note(p, replace(c, nodes=max(nn, 1) if compare else c.nodes)) if crosses else None
+    ring += [lent] if lent else []
     if as_json:
         print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))

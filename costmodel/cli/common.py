@@ -119,7 +119,8 @@ def config_origin(scalars: dict):
         yield
     except InputError as e:
         cw = scalars.get("config_where") or {}
-        w = cw.get(e.where)
+        # a flag the file set, or the first of a combined '--tp/--pp/--cp' that it set
+        w = next((cw[f] for f in (e.where.split("/") if e.where.startswith("--") else [e.where]) if f in cw), None)
         kernel_from = cw.get("--attention-kernel", "")
         if w is None and e.field.startswith("attention.kernels.") and ": " in kernel_from:
             # the profile has no fit for the kernel the file's attention backend picks
@@ -230,6 +231,15 @@ def profile_notes(profile, cluster: ClusterSpec) -> list:
     if "cpu" in devices:
         out.append(f"profile {profile.path} was fitted from a suite run on CPU: its numbers describe no GPU")
     return out
+
+
+def fabric_notes(profile, cluster: ClusterSpec) -> list:
+    """``costmodel: note:`` lines saying what priced the cluster's inter-node bandwidth where the profile's
+    capture ran on another fabric (costmodel.comm.inter_node_efficiency_note); printed with an answer, not
+    before an error, which stays one line."""
+    from ..comm import inter_node_efficiency_note
+    lent = inter_node_efficiency_note(profile, cluster)
+    return [f"costmodel: note: {lent}"] if lent else []
 
 
 def context_line(model, cluster: ClusterSpec, recipe) -> str:

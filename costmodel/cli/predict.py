@@ -16,7 +16,7 @@ from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      check_format,
-                     check_layout_flags, context_line, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
+                     check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
 
 def parse_derate(items: list) -> dict:
@@ -64,7 +64,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
-    check_layout_flags(lay)
+    with config_origin(sc):
+        check_layout_flags(lay)
     stages = get_stack(r.stack).zero_stages
     src = ctx.get_parameter_source("zero")
     if (lay["zero"] not in stages or (r.stack == "torchtitan" and lay["zero"] == 1 and lay["pp"] == 1)) and \
@@ -74,7 +75,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if lay["dp"] is None:
         n = lay["tp"] * lay["pp"] * lay["cp"]
         if c.num_gpus % n:
-            raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs of {c.key}")
+            with config_origin(sc):
+                raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs "
+                                 f"of {c.key}")
         lay["dp"] = c.num_gpus // n
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
@@ -97,6 +100,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                   file=sys.stderr)
         run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
                           derate=parse_derate(derate or []))
+    for n in fabric_notes(p, c):
+        print(n, file=sys.stderr)
     if run.energy_missing:
         print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
               file=sys.stderr)

@@ -22,7 +22,7 @@ from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import SWITCHES_BY_NAME, TE_STACKS, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
-                     context_line, setup, with_fabric_flags, with_recipe_flags)
+                     context_line, fabric_notes, setup, with_fabric_flags, with_recipe_flags)
 
 
 @with_fabric_flags()
@@ -81,7 +81,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
             kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one
         res = search(m, r, c, p, **kw)
         res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
-        note = "\n".join(notes) or None
+        note = "\n".join(notes + fabric_notes(p, c)) or None
     if res.n_valid == 0:
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")

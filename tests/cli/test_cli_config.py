@@ -206,6 +206,29 @@ def test_a_backend_the_profile_has_no_kernel_for_names_the_config_key(tmp_path):
     assert "gb200-186gb.yaml has no fit for (attention.kernels.cudnn)" in errors[0] and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("old,new,key,msg", [
+    ("  attention_backend: null\n", "  attention_backend: garbage\n", "model.attention_backend",
+     "'garbage' is not a Megatron-core backend (flash, fused, unfused, local, auto)"),
+    ("  tensor_model_parallel_size: 1\n", "  tensor_model_parallel_size: -2\n", "model.tensor_model_parallel_size",
+     "must be between 1 and 2^24, got -2 (the value of --tp, which this key sets)"),
+    ("  tensor_model_parallel_size: 1\n", "  tensor_model_parallel_size: 3\n", "model.tensor_model_parallel_size",
+     "TP x PP x CP = 3 does not divide the 8 GPUs of gb200-nvl72"),
+    ("  tensor_model_parallel_size: 1\n", "  tensor_model_parallel_size: [1\n", "",
+     "not valid YAML at line 492, column 12 (while parsing a flow sequence)"),
+])
+def test_a_bad_value_in_the_config_names_its_key_not_a_flag(tmp_path, old, new, key, msg):
+    """Values the Bridge Llama-3-8B recipe sets, made bad: one line naming the file and its key (the user
+    typed no --tp), exit 2; an unknown attention backend is refused, not left to the stack's default."""
+    odd = tmp_path / "l3.yaml"
+    text = BRIDGE_L3.read_text()
+    assert text.count(old) == 1
+    odd.write_text(text.replace(old, new))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(odd))
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]
+    assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"{odd}: {key + ': ' if key else ''}{msg}" in errors[0]
+
+
 def test_an_explicit_pipeline_send_overlap_in_the_config_is_read_and_a_null_one_left_to_the_stack(tmp_path):
     """Megatron-Bridge's comm_overlap.overlap_p2p_comm: false turns the interleaved sends' overlap off
     (and a contradicting --pp-overlap is refused); null, as the shipped file has, leaves Megatron-core's

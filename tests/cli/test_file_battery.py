@@ -136,4 +136,5 @@ def test_what_the_battery_found_stays_fixed(tmp_path):
     d = read_nvidia_smi_dmon(dmon, strict=False)
     assert any("is not a GPU index" in e for e in d.errors)
     runs = _edit(REPO / "benchmarks" / "data" / "dev_set.csv", tmp_path, ",model,", ",m\x00del,")
-    _validate(runs)
+    with pytest.raises(InputError, match=r"header: unknown column\(s\) \['m\\x00del'\]"):     # not left to a default
+        _validate(runs)
