@@ -133,11 +133,11 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
 
 def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | None:
     """Where the bandwidth of ``cluster``'s inter-node collectives comes from, when ``profile``'s inter-node
-    capture ran on another scale-out fabric (None when on the cluster's own, or with one node): NCCL's
-    stated large-message efficiency (:data:`STATED_NIC_EFFICIENCY`), or the capture's, lent; the latency
-    is NCCL's ring model either way (:func:`_params`)."""
+    capture ran on another scale-out fabric (None when on the cluster's own): NCCL's stated large-message
+    efficiency (:data:`STATED_NIC_EFFICIENCY`), or the capture's, lent; the latency is NCCL's ring model
+    either way (:func:`_params`).  Whether any collective leaves the NVLink domain is the caller's to say."""
     measured = profile.comm_fabric.get("inter_node", {}).get("all_reduce")
-    if cluster.nodes < 2 or measured is None or measured == cluster.inter_fabric:
+    if measured is None or measured == cluster.inter_fabric:
         return None
     rate = f"{cluster.nic_bytes_per_s * 8e-9:g} Gb/s"
     stated = stated_nic_efficiency(cluster.inter_fabric, cluster.nic_bytes_per_s)

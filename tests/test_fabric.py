@@ -204,7 +204,11 @@ def test_a_faster_nic_never_streams_slower_and_the_source_of_the_efficiency_is_s
     slow = inter_node_efficiency_note(p, with_fabric(base, scale_out_gbps=200))
     assert "no infiniband measurement at 200 Gb/s" in slow and "(63% of line rate" in slow
     assert inter_node_efficiency_note(p, load_cluster("aws-p5", nodes=2)) is None      # the capture's own fabric
-    assert inter_node_efficiency_note(p, load_cluster("dgx-h100", nodes=1)) is None
+    # printed only where collectives leave the NVLink domain: not on one node, nor on 2 GB200 trays of one rack
+    from costmodel.cli.common import fabric_notes
+    assert fabric_notes(p, load_cluster("dgx-h100", nodes=1)) == []
+    assert fabric_notes(p, load_cluster("gb200-nvl72", nodes=2)) == []
+    assert fabric_notes(p, base) == ["costmodel: note: " + inter_node_efficiency_note(p, base)]
 
 
 def test_a_profile_entry_names_a_known_fabric(tmp_path):

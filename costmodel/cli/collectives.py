@@ -3,7 +3,6 @@ capture (costmodel/collectives_table.py)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -156,7 +155,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     # the inter-node fits price a row only where it leaves the NVLink domain
     crosses = (nn * rpn > c.scale_up_gpus) if compare else c.num_gpus > c.scale_up_gpus
     ring += _borrowed_fits(p, shown, ("intra_node", "inter_node") if crosses else ("intra_node",))
-    lent = inter_node_efficiency_note(p, replace(c, nodes=max(nn, 1) if compare else c.nodes)) if crosses else None
+    lent = inter_node_efficiency_note(p, c) if crosses else None
     ring += [lent] if lent else []
     if as_json:
         print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,

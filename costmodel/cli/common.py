@@ -238,7 +238,7 @@ def fabric_notes(profile, cluster: ClusterSpec) -> list:
     capture ran on another fabric (costmodel.comm.inter_node_efficiency_note); printed with an answer, not
     before an error, which stays one line."""
     from ..comm import inter_node_efficiency_note
-    lent = inter_node_efficiency_note(profile, cluster)
+    lent = inter_node_efficiency_note(profile, cluster) if cluster.num_gpus > cluster.scale_up_gpus else None
     return [f"costmodel: note: {lent}"] if lent else []
 
 
