@@ -86,9 +86,16 @@ _PARAM_GATHER = re.compile(r"(?<![\w-])--overlap-param-gather(?![\w-])")
 # b2a43a14, scripts/train/benchmarking/submit_benchmarks.py) when the row says attn_impl=flash;
 # NeMo 24.07 trained Nemotron-4 340B with the distributed optimizer reducing bf16 gradients
 # (NeMo-Framework-Launcher conf/training/nemotron/nemotron_340b.yaml: ``optim: {name:
-# mcore_distributed_optim, grad_sync_dtype: bf16}``, no activation checkpointing)
+# mcore_distributed_optim, grad_sync_dtype: bf16}``, no activation checkpointing);
+# NeMo 24.01 to 24.07 ran FlashAttention-2, not cuDNN's fused attention: the launcher of those releases
+# sets ``NVTE_FUSED_ATTN: 0  # Disable cudnn FA until we've tested it more`` for every job
+# (NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/config.yaml env_vars at tags 24.01, 24.03,
+# 24.03.01, 24.05 and 24.07, from commit 562dcb45 of 2024-02-13; removed for 24.09), and Transformer
+# Engine then falls back to the flash-attn package (TE v1.8 DotProductAttention backend selection)
 _SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
-                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}))
+                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}),
+                    ("nemo_24.07_performance", "nemo 24.03", {"attention_kernel": "fa2"}),
+                    ("nemo_24.07_performance", "nemo 24.07", {"attention_kernel": "fa2"}))
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set
 # sequence_parallel=True with TP > 1; Megatron-LM's Llama/GPT example scripts pass --sequence-parallel;
 # torchtitan's TP plan shards the norms' activations on the sequence: SequenceParallel() on

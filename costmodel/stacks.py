@@ -55,8 +55,9 @@ except on the Transformer Engine stacks (megatron, nemo) on Hopper: TE has run i
 instead of FlashAttention there since v1.2 (2023-12; get_attention_backend: "Disabling FlashAttention to give
 FusedAttention preference on Hopper+"), priced from the FlashAttention-3 paper's cuDNN bars on an H100
 (:data:`TE_CUDNN_GENERATIONS`; hardware/profiles/data/flash_attention_kernel_times_h100_b200.md).  The speed
-differs by cuDNN release: a 2026 release's microbenchmark runs up to 23% faster, and 2024 NeMo runs on H100
-(benchmarks/data/dev_set_hopper.csv) come out slower than this speed predicts.
+differs by cuDNN release: a 2026 release's microbenchmark runs up to 23% faster.  A run can switch it off:
+NeMo 24.01-24.07's launcher set NVTE_FUSED_ATTN=0 for every job, so those releases' tables ran
+FlashAttention-2 (costmodel.published_row, ``_SOURCE_SWITCHES``).
 
 CPU dispatch: each stack's Python issues ``layer_ops`` framework calls per transformer layer and
 pass (counted below); at :data:`EAGER_OP_OVERHEAD_S` each, a layer whose kernels finish sooner

@@ -214,9 +214,9 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     are skipped by name."""
     rows = [r for r in read_runs_csv(HOPPER) if r["source_file"].startswith("throughput/nemo_24.07")]
     res = {r.row_id: r for r in validate_rows(rows, str(HOPPER))}
-    assert res["nemo2407-003"].assumed == ("sp=True", "zero=1", "recompute=none")
+    assert res["nemo2407-003"].assumed == ("attention_kernel=fa2", "sp=True", "zero=1", "recompute=none")
     # GPT-3 175B at TP4 PP8 VP6 fits without recomputation once TE keeps its GEMM inputs in fp8
-    assert res["nemo2407-004"].assumed == ("sp=True", "zero=1", "recompute=none")
+    assert res["nemo2407-004"].assumed == ("attention_kernel=fa2", "sp=True", "zero=1", "recompute=none")
     # Llama 2 70B on 16 GPUs (TP4 PP4 DP1) fits only recomputing 16 of each stage's 20 layers (block method)
     sft70 = dict(next(r for r in rows if r["row_id"] == "nemo2407-015"), notes="task=pretrain")
     assert "recompute=full(16 layers)" in validate_rows([sft70], str(HOPPER))[0].assumed
@@ -226,6 +226,21 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     assert len(used) == 20 and not any(r.predicted_oom for r in used)
     # the long-sequence CP table publishes no mbs: the fastest that fits is assumed and named
     assert "mbs=1" in res["nemo2407-020"].assumed and "mbs=" not in " ".join(res["nemo2407-003"].assumed)
+
+
+def test_nemo_24_launcher_ran_flash_attention_2():
+    """NeMo 24.01-24.07's launcher switched cuDNN attention off for every job (NVTE_FUSED_ATTN=0), so
+    its tables ran FlashAttention-2; from 24.09 on TE's default (cuDNN on Hopper) holds.  At 32k-1M
+    tokens attention dominates: the long-context CP rows land within 10% at FA2's speed (they were 21-30%
+    too fast at cuDNN's)."""
+    from costmodel.published_row import row_switches
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    assert row_switches(rows["nemo2407-003"]).get("attention_kernel") == "fa2"        # NeMo 24.07
+    assert row_switches(rows["nemo2407-022"]).get("attention_kernel") == "fa2"        # NeMo 24.03.01
+    assert "attention_kernel" not in row_switches(dict(rows["nemo2407-003"], notes="NeMo 25.04 table"))
+    long_ctx = [rows[f"nemo2407-0{i}"] for i in range(22, 28)]
+    for r in validate_rows(long_ctx, str(HOPPER)):
+        assert abs(r.error_pct) < 10, (r.row_id, r.error_pct)
 
 
 @pytest.mark.parametrize("column,value,why", [
