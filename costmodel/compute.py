@@ -40,7 +40,7 @@ from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_byt
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .tp_overlap import tp_chunk_extra_s
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
-                     FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, get_stack)
+                     FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, TE_STACKS, get_stack)
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
@@ -306,7 +306,7 @@ def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: Lay
         # head dims (its padding is computed, not useful)
         seen = np.minimum(s / cp, recipe.doc_tokens) if recipe.doc_tokens else s / cp
         eff = profile.attention_efficiency(recipe.attention_kernel, seen, model.qk_head_dim,
-                                           model.attn_out_dim / model.num_heads)
+                                           model.attn_out_dim / model.num_heads, through_te=recipe.stack in TE_STACKS)
         return (fl / (peak16 * eff) + launch_s * cp, FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch_s * cp,
                 fl)
     bmm = t.mbs * model.num_heads / tp

@@ -28,7 +28,7 @@ from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit,
                             cell_int as _int, notes_dist_opt, row_family, row_model, row_sp, row_stack, row_switches,
                             row_zero, switch_problem)
 from .specs import ModelSpec, Recipe, load_cluster, load_profile
-from .stacks import STACKS, stack_recipe
+from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
 
 # cluster of the catalog that matches each row's GPU and interconnect note
@@ -284,7 +284,7 @@ def _prepare(r: dict, cache: dict):
     if recipe.flash_attention:
         # raises for an unfitted kernel or a head dim the kernel does not run
         profile.attention_efficiency(recipe.attention_kernel, recipe.seq_len, model.qk_head_dim,
-                                     model.attn_out_dim / model.num_heads)
+                                     model.attn_out_dim / model.num_heads, through_te=recipe.stack in TE_STACKS)
     # overlap of DP and backward TP communication: Megatron's default since 2021 (torch DDP
     # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
     ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None

@@ -96,7 +96,8 @@ class Profile:
                 return gpu
         return None
 
-    def attention_efficiency(self, kernel: str, seq_len, head_dim: float = 128, head_dim_v: float | None = None):
+    def attention_efficiency(self, kernel: str, seq_len, head_dim: float = 128, head_dim_v: float | None = None,
+                             through_te: bool = False):
         """Efficiency of fused-attention ``kernel`` over sequences of ``seq_len`` tokens (array), on the
         model's FLOPs at query/key head dim ``head_dim`` and value head dim ``head_dim_v`` (default: the
         same).
@@ -106,12 +107,19 @@ class Profile:
         efficiency at the padded head dim times (d + d_v) / (padded d + padded d_v).  Between two
         measured head dims the efficiency is interpolated linearly in the head dim; outside them it is
         the nearest one's (no backward of another head dim is measured, FlashAttention-3 paper fig. 6).
+        ``through_te``: the kernel is called by Transformer Engine's DotProductAttention, which hands
+        FlashAttention only head dims that are multiples of 8 and otherwise falls back to unfused
+        attention (TE v1.8 attention.py: "FAv2 requires head_dim % 8 == 0").
 
         Raises:
             InputError: the profile has no fit for ``kernel`` (naming the profile and the field), or
                 the kernel does not run the head dim (naming --attention-kernel).
         """
         d_v = head_dim if head_dim_v is None else head_dim_v
+        if through_te and (head_dim % 8 or d_v % 8):
+            raise InputError("--attention-kernel", "", f"Transformer Engine runs {kernel} only at head dims that are "
+                             f"multiples of 8, not {head_dim:g}" + (f"/{d_v:g}" if d_v != head_dim else "")
+                             + " (it then falls back to unfused attention): give --no-flash-attention")
         try:
             if kernel in ("fa1", "fa2"):
                 pad = pad_v = kernel_head_dim(kernel, max(head_dim, d_v))

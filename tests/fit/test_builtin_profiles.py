@@ -289,6 +289,14 @@ def test_cudnn_runs_head_dims_that_are_multiples_of_8_without_padding():
         p.attention_efficiency("cudnn", 8192, 100)
     assert e.value.where == "--attention-kernel" and "falls back to unfused attention" in str(e.value)
     assert p.attention_efficiency("fa2", 8192, 100) == pytest.approx(p.attention_efficiency("fa2", 8192, 128) * 100 / 128)
+    # called by Transformer Engine, FlashAttention too gets multiples of 8 only (TE pads nothing), and a
+    # multiple of 8 is padded by the flash kernel itself as outside TE
+    with pytest.raises(InputError, match="Transformer Engine runs fa2 only at head dims that are multiples of 8, "
+                                         "not 100") as e:
+        p.attention_efficiency("fa2", 8192, 100, through_te=True)
+    assert e.value.where == "--attention-kernel" and "--no-flash-attention" in str(e.value)
+    assert p.attention_efficiency("fa2", 8192, 120, through_te=True) == pytest.approx(
+        p.attention_efficiency("fa2", 8192, 120))
 
 
 def test_flash_attention_1_is_half_as_fast_as_flash_attention_2_without_its_own_fit():
