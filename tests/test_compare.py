@@ -387,6 +387,9 @@ def test_everything_missing_is_asked_for_in_one_message_and_the_world_never_defa
     rc, so, se = cli("compare", "--log", titan, "--cluster", "dgx-h100")
     assert rc == 2 and len(se.strip().splitlines()) == 1
     assert "--mbs --gbs --seq-len --nodes --model:" in se and "--tp" not in se.split(":")[1]
+    # an unknown cluster is named first: the flags the log leaves open depend on nothing else
+    rc, so, se = cli("compare", "--log", titan, "--cluster", "nope")
+    assert rc == 2 and se.startswith("costmodel: error: --cluster: unknown cluster 'nope'") and "--mbs" not in se
     cut = LOGS / "megatron_lm_issue756_mixtral8x7b_truncated_last_line.log"
     flags = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--tp", "4", "--pp", "1", "--mbs", "1", "--gbs", "128",
              "--seq-len", "4096", "--ep", "8"]

@@ -112,6 +112,7 @@ def compare(
         raise InputError("--warmup-steps", "", f"must be >= 0, got {warmup_steps}")
     check_layout_flags(layout_flags)
     check_recipe_flags(recipe_flags)
+    load_cluster(cluster)       # an unknown --cluster is named before the flags the log leaves to give
     from ..files import check_output, output_dir
     if trace:
         check_output(trace, "--trace")
