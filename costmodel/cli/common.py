@@ -242,10 +242,16 @@ def fabric_notes(profile, cluster: ClusterSpec) -> list:
     return [f"costmodel: note: {lent}"] if lent else []
 
 
-def context_line(model, cluster: ClusterSpec, recipe) -> str:
+def context_line(model, cluster: ClusterSpec, recipe, profile=None) -> str:
     """One line naming the model, its size, the cluster and the recipe (its precision and the attention
-    kernel it is priced with: a stack's default differs by GPU, costmodel.stacks)."""
+    kernel it is priced with: a stack's default differs by GPU, costmodel.stacks); with ``profile``, a
+    kernel it has no table for says what priced it (FlashAttention v1: FA2's speed over
+    costmodel.specs.profile.FA2_OVER_FA1)."""
     attention = f"{recipe.attention_kernel} attention" if recipe.flash_attention else "unfused attention"
+    if profile is not None and recipe.flash_attention and recipe.attention_kernel == "fa1" \
+            and "fa1" not in profile.attention_kernels:
+        from ..specs.profile import FA2_OVER_FA1
+        attention += f" (no fa1 table for {profile.gpu}: fa2's speed / {FA2_OVER_FA1:g}, Dao 2023)"
     return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
             f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}"
             + (f" (what-if: {cluster.what_if})" if cluster.what_if else "")

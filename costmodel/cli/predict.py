@@ -122,7 +122,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _exit_if_infeasible(rec)
         return
     out = report.console()
-    out.print(context_line(m, c, r))
+    out.print(context_line(m, c, r, p))
     lay = rec["layout"]
     out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
     split = pipeline_split(m, lay, light_last_stage(r))

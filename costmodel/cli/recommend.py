@@ -118,7 +118,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
             out_json["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(out_json))
         return
-    out.print(context_line(m, c, r))
+    out.print(context_line(m, c, r, p))
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
               f"profile {p.path}")
     out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time before the power limit)"))
@@ -370,7 +370,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         print(report.json_text(summary))
         return
-    out.print(context_line(m, c, r))
+    out.print(context_line(m, c, r, p))
     out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "
               f"{node_w / 1e3:.2f} kW; max temperature {limit_t:.1f} C; inlet {inlet:.1f} C"
               + (f"; step-time slack {step_time_slack:g}" if step_time_slack is not None else ""))

@@ -54,6 +54,17 @@ def test_predict_json_names_the_attention_kernel_it_ran_and_none_when_unfused():
     assert (unfused["flash_attention"], unfused["attention_kernel"]) == (False, None)
 
 
+def test_a_kernel_without_its_own_table_says_what_priced_it():
+    """No GPU profile has a FlashAttention v1 table: its speed is FA2's over 2 (Dao 2023), and the answer's
+    context line says so; FA2, which has one, gets no such remark."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--stack", "llm-foundry")
+    fa1, fa2 = (run(*base, "--attention-kernel", k) for k in ("fa1", "fa2"))
+    assert fa1.returncode == 0 and fa2.returncode == 0, fa1.stderr + fa2.stderr
+    said1, said2 = (" ".join(p.stdout.split()) for p in (fa1, fa2))      # the console wraps long lines
+    assert "fa1 attention (no fa1 table for h100-sxm-80gb: fa2's speed / 2, Dao 2023)" in said1
+    assert "fa2 attention" in said2 and "no fa2 table" not in said2
+
+
 def test_predict_reports_infeasible_memory_with_the_overshoot():
     p = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "1", "--pp", "1", "--zero", "0",
             "--json")
