@@ -9,8 +9,8 @@ Qwen3-235B-A22B.yaml: --use-distributed-optimizer, --overlap-grad-reduce, --over
 grouped GEMM, --moe-permute-fusion; the row's dispatcher: DeepEP -> flex), the distributed optimizer (ZeRO-1) or, where FSDP is on, ZeRO-3 and ZeRO-2 both (the table does not
 say which Megatron-FSDP sharding strategy ran; ZeRO-3 regathers the weights every micro-batch).  Recompute 'norm, act' is
 selective recompute of Megatron-core's ``layernorm`` and ``moe_act`` modules (``--recompute-modules layernorm
-moe_act``); an empty recompute cell runs none.  A row whose step includes an unmodelled cost (the EP all-to-all
-overlapped with compute, '+1f1b overlap') is printed but left out of the mean.
+moe_act``); an empty recompute cell runs none.  '+1f1b overlap' is Megatron-core's batch-level EP overlap
+(the repository's A2A_OVERLAP=1: --overlap-moe-expert-parallel-comm --delay-wgrad-compute).
 
 Validation only: nothing in the model is fitted to these rows.
 
@@ -51,7 +51,8 @@ def predict(r: dict, zero: int | None = None):
                zero=zero if zero is not None else 3 if r["fsdp"].strip() == "On" else 1, sp=int(r["tp"]) > 1, overlap=True)
     recipe = stack_recipe(get_stack("megatron"), int(r["gbs"]), int(r["seq_len"]), "bf16",
                           moe_dispatcher=DISPATCHERS[r["dispatcher"]], moe_grouped_gemm=True, moe_permute_fusion=True, dp_overlap=True,
-                          recompute_modules="layernorm moe_act" if rec == "selective" else None)
+                          recompute_modules="layernorm moe_act" if rec == "selective" else None,
+                          moe_ep_overlap="1f1b overlap" in r["notes"])
     check_layout(LayoutTable.from_rows([lay]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=True)
     return lay, predict_run(m, recipe, c, p, lay)
 

@@ -136,6 +136,9 @@ class ComputeTimes:
     layer_attn_recompute_s: the attention-core part of layer_recompute_s.
     layer_cpu_wait_s: the part of layer_fwd_s + layer_bwd_s the GPU waits for the CPU to issue
         kernels (a stack whose dispatch is slower than the layer's kernels).
+    layer_mlp_fwd_s: the MLP block's part of layer_fwd_s (its GEMMs, routed and shared experts and
+        router or the dense MLP, and the token permutation around the experts); the rest is the
+        attention block (the windows batch-level EP overlap pairs the all-to-alls with).
     """
 
     layer_fwd_s: np.ndarray
@@ -154,6 +157,7 @@ class ComputeTimes:
     logits_ce_s: np.ndarray
     layer_attn_recompute_s: np.ndarray
     layer_cpu_wait_s: np.ndarray
+    layer_mlp_fwd_s: np.ndarray
 
 
 def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, tp, gemm3) -> dict:
@@ -456,7 +460,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, lg_flops, ce, recompute_attn,
-                        (layer_f - gpu_f) + (layer_b - gpu_b))
+                        (layer_f - gpu_f) + (layer_b - gpu_b), w["moe_mlp_f"] + w["dense_mlp_f"] + perm_s)
 
 
 def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:

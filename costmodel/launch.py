@@ -72,7 +72,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                if recipe.moe_capacity_factor > 0 else "dropless")
         lines.append(f"MoE: {recipe.moe_dispatcher} token dispatch, "
                      f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}, "
-                     f"{'fused' if recipe.moe_permute_fusion else 'unfused (atomic scatter-add)'} token permutation")
+                     f"{'fused' if recipe.moe_permute_fusion else 'unfused (atomic scatter-add)'} token permutation"
+                     + (", the EP all-to-all under the other micro-batch's compute (batch-level EP overlap)"
+                        if recipe.moe_ep_overlap else ""))
     return "\n".join(lines)
 
 
@@ -186,6 +188,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
         if recipe.moe_capacity_factor > 0:
             a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
+        if recipe.moe_ep_overlap:       # the weight gradients fill the backward's window (Megatron MoE README)
+            a.append("--delay-wgrad-compute")
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -286,7 +290,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
               *(["recipe.model.config.moe_enable_deepep = True"] if recipe.moe_dispatcher == "flex" else []),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor:g}" if recipe.moe_capacity_factor > 0 else "None"),
-              *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES)]
+              *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
+              *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else [])]
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",

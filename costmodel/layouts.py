@@ -310,6 +310,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     """
     st = get_stack(recipe.stack)
     partial, dims, stages, has_sp = st.partial_recompute, st.model_parallel, st.zero_stages, st.sequence_parallel
+    ep_ov = np.full(len(t.tp), bool(recipe.moe_ep_overlap and model.num_experts > 1))
     rules = [
         ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
@@ -351,6 +352,19 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
+        # batch-level EP overlap: Megatron-core TransformerConfig.__post_init__'s asserts
+        ("--moe-ep-overlap needs EP > 1 ('overlap_moe_expert_parallel_comm is only supported with expert model "
+         "parallelism')", ep_ov & (t.ep < 2)),
+        (f"--moe-ep-overlap runs with the alltoall or flex dispatcher, not {recipe.moe_dispatcher}",
+         ep_ov & (recipe.moe_dispatcher not in ("alltoall", "flex"))),
+        ("--moe-ep-overlap is Megatron-core's (the megatron and nemo stacks), not the {stack} stack's",
+         ep_ov & (recipe.stack not in ("megatron", "nemo"))),
+        ("--moe-ep-overlap cannot run under full recompute ('disable full recomputation when enabling "
+         "overlap_moe_expert_parallel_comm')", ep_ov & (t.recompute == 2)),
+        ("--moe-ep-overlap cannot recompute the MoE layer (--recompute-modules moe)",
+         ep_ov & (t.recompute == 1) & ("moe" in recipe.recomputed)),
+        ("--moe-ep-overlap with PP > 1 needs VP > 1 ('virtual_pipeline_model_parallel_size must be specified "
+         "when pipeline_model_parallel_size > 1')", ep_ov & (t.pp > 1) & (t.vp < 2)),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),

@@ -123,6 +123,19 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     cp_f = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s), cm.cp_layer_fwd_s)
     cp_b = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s), cm.cp_layer_bwd_s)
     ep_f, ep_b = cm.ep_layer_fwd_s, cm.ep_layer_bwd_s
+    # batch-level EP overlap: each all-to-all of one pass runs beside a block of the paired pass
+    # (DeepSeek-V3 sec. 3.2.1, fig. 4): the forward's dispatch under the backward's MLP, its combine
+    # under the backward's attention, the backward's combine under the forward's attention and its
+    # dispatch under the forward's MLP; the passes without a partner hide nothing (ep_overlap_unpaired)
+    ep_hid_f = ep_hid_b = np.zeros_like(ep_f)
+    if recipe.moe_ep_overlap:
+        paired = np.where(t.ep > 1, 1.0 - ep_overlap_unpaired(recipe, t), 0.0)
+        mlp_f = ct.layer_mlp_fwd_s
+        mlp_b = ct.layer_bwd_s * mlp_f / np.maximum(ct.layer_fwd_s, 1e-30)     # the MLP's share of each pass
+        attn_f, attn_b = ct.layer_fwd_s - mlp_f, ct.layer_bwd_s - mlp_b
+        ep_hid_f = paired * (np.minimum(0.5 * ep_f, mlp_b) + np.minimum(0.5 * ep_f, attn_b))
+        ep_hid_b = paired * (np.minimum(0.5 * ep_b, attn_f) + np.minimum(0.5 * ep_b, mlp_f))
+    ep_f, ep_b = ep_f - ep_hid_f, ep_b - ep_hid_b
     rec = {d: full * v for d, v in (("tp", tp_f), ("cp", cp_f), ("ep", ep_f))}
     rec_tp_raw = full * cm.tp_layer_fwd_s
     if stack.selective_recompute == "op-sac":
@@ -138,7 +151,24 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
         rec["ep"] = rec["ep"] + np.where(t.recompute == 1, ep_f, 0.0)
     return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
             "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
-            "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw}
+            "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw, "ep_hid_f": ep_hid_f, "ep_hid_b": ep_hid_b}
+
+
+def ep_overlap_unpaired(recipe: Recipe, t: LayoutTable) -> np.ndarray:
+    """Share of a stage's forward passes (and as many backward ones) that batch-level EP overlap leaves
+    without a partner, so that their dispatch and combine stay exposed (array).
+
+    Megatron-core's ``--overlap-moe-expert-parallel-comm`` runs the forward of one micro-batch and the
+    backward of an earlier one as a single schedule (megatron/core/pipeline_parallel: the combined
+    1F1B of its MoE README's "EP A2A Overlap", DeepSeek-V3 sec. 3.2.1): only the steady state has
+    pairs.  The warm-up forwards and the flush backwards run alone: one of each without a pipeline,
+    and with an interleaved one the first rank's 2 (PP - 1) + (VP - 1) PP warm-up forwards
+    (Narayanan et al. SC21 sec. 2.2.2, Megatron's get_pp_rank_microbatches), of the stage's m VP
+    forward passes.
+    """
+    n = microbatches(recipe, t.dp, t.mbs) * t.vp
+    warm = np.where(t.pp > 1, 2 * (t.pp - 1) + (t.vp - 1) * t.pp, 1)
+    return np.minimum(1.0, warm / np.maximum(n, 1))
 
 
 def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t) -> tuple:
@@ -256,9 +286,10 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     copy_f, copy_b = fsdp_copy_s(model, recipe, cluster, profile, t)
     # and so does an unfused gradient accumulation, in every micro-batch but the first (on average)
     accum = grad_accum_s(model, recipe, cluster, profile, t) * (m - 1) / m
-    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f)) + copy_f
+    # the EP all-to-all batch-level overlap hides slows the other pass: a forward's under a backward
+    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f) + e["ep_hid_b"]) + copy_f
     cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)
-                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b)) + copy_b + accum
+                     + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b) + e["ep_hid_f"]) + copy_b + accum
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
     # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than
     # the fullest stages, and the slower of the two sets the pace

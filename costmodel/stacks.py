@@ -190,6 +190,12 @@ RECIPE_SWITCHES = (
                  "--moe-permute-fusion); off: PyTorch's index_select / scatter_add_, an atomic add per element "
                  "once each way.", megatron_key="moe_permute_fusion", moe=True,
                  summary="fused token permutation"),
+    RecipeSwitch("moe_ep_overlap", "bool", "MoE: Megatron-core's batch-level EP overlap (--overlap-moe-expert-"
+                 "parallel-comm --delay-wgrad-compute): the forward of one micro-batch and the backward of another "
+                 "run as one schedule, each one's dispatch and combine under the other's compute (all but the "
+                 "pipeline's warm-up and flush); needs EP > 1, the alltoall or flex dispatcher, no full "
+                 "recompute and, with PP > 1, VP > 1.", megatron_key="overlap_moe_expert_parallel_comm", moe=True,
+                 summary="EP all-to-all under the other micro-batch's compute"),
     RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
                  "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES),
                  megatron_key="recompute_modules"),
@@ -410,11 +416,11 @@ class Stack:
 #: torchtitan's scatter-add runs PyTorch's deterministic (sort-based) kernel, which the measured
 #: atomic rate does not describe: on for those (no atomic pass priced)
 _MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
-                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False)
+                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False, moe_ep_overlap=False)
 _MOE_DEEPSPEED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=False, moe_capacity_factor=1.0,
-                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0, moe_permute_fusion=True)
+                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False)
 _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_capacity_factor=0.0,
-                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=True)
+                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False)
 
 
 def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe, dims=("tp", "pp", "cp")):

@@ -284,3 +284,80 @@ def test_logs_and_bridge_configs_name_the_permute_fusion():
     assert dsv3.recipe["moe_permute_fusion"] is True and dsv3.recipe["moe_dispatcher"] == "flex"
     # its flex dispatcher runs NVIDIA's HybridEP backend, priced with DeepEP's measurements: said so
     assert any("moe_flex_dispatcher_backend 'hybridep' is priced as DeepEP" in n for n in dsv3.notes)
+
+
+def test_batch_level_ep_overlap_hides_each_all_to_all_under_a_block_of_the_paired_pass():
+    """Megatron-core's --overlap-moe-expert-parallel-comm pairs the forward of one micro-batch with the
+    backward of another: the forward's dispatch runs under the backward's MLP and its combine under the
+    backward's attention, the backward's combine under the forward's attention and its dispatch under
+    the forward's MLP.  On Mixtral 8x7B at EP 8 without a pipeline, m = 8 micro-batches leave one
+    forward and one backward unpaired (1/8 of them): the exposed EP time is the four slots' leftovers
+    on 7/8 of the passes plus the whole all-to-all on 1/8; the hidden seconds slow the compute by the
+    profile's contention factor."""
+    from dataclasses import replace
+    from costmodel.comm import comm_times
+    from costmodel.schedule import ep_overlap_unpaired, exposed_layer_comm
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall")
+    t = layout(tp=1, dp=8, ep=8, etp=1)
+    on = replace(r, moe_ep_overlap=True)
+    assert ep_overlap_unpaired(on, t)[0] == pytest.approx(1 / 8)
+    ct, cm = compute_times(m, r, c, p, t), comm_times(m, r, c, p, t)
+    off, ov = exposed_layer_comm(r, t, ct, cm), exposed_layer_comm(on, t, ct, cm)
+    assert (off["ep_f"][0], off["ep_b"][0]) == (cm.ep_layer_fwd_s[0], cm.ep_layer_bwd_s[0])
+    f, b, F, B, mlp = (x[0] for x in (cm.ep_layer_fwd_s, cm.ep_layer_bwd_s, ct.layer_fwd_s, ct.layer_bwd_s,
+                                      ct.layer_mlp_fwd_s))
+    mlp_b = B * mlp / F
+    hid_f = 7 / 8 * (min(f / 2, mlp_b) + min(f / 2, B - mlp_b))
+    hid_b = 7 / 8 * (min(b / 2, F - mlp) + min(b / 2, mlp))
+    assert ov["ep_f"][0] == pytest.approx(f - hid_f, rel=1e-12) and ov["ep_b"][0] == pytest.approx(b - hid_b, rel=1e-12)
+    assert 0 < hid_f <= f and 0 < hid_b <= b
+    # the whole step: faster by the hidden all-to-all, less the contention on the compute beside it
+    from costmodel.predict import predict_table
+    s_off, s_on = (predict_table(m, x, c, p, t) for x in (r, on))
+    saved = (s_off.breakdown["ep_comm_s"] - s_on.breakdown["ep_comm_s"])[0]
+    slowed = (s_on.breakdown["compute_s"] - s_off.breakdown["compute_s"])[0]
+    assert saved > 0 and slowed == pytest.approx((p.overlap_slowdown - 1) * saved, rel=1e-6)
+    # without EP there is nothing to hide (and the layout is refused, as Megatron asserts)
+    assert ep_overlap_unpaired(on, layout(tp=1, pp=4, vp=2, dp=2, ep=2, etp=1))[0] == pytest.approx(
+        min(1.0, (2 * 3 + 1 * 4) / (64 / 2 * 2)))
+
+
+@pytest.mark.parametrize("recipe_kw,layout_kw,why", [
+    ({}, dict(tp=1, dp=8, ep=1, etp=1), "needs EP > 1"),
+    (dict(moe_dispatcher="allgather"), dict(tp=1, dp=8, ep=8, etp=1), "alltoall or flex dispatcher, not allgather"),
+    ({}, dict(tp=1, dp=8, ep=8, etp=1, recompute="full"), "full recompute"),
+    ({}, dict(tp=1, pp=2, dp=4, ep=4, etp=1), "PP > 1 needs VP > 1"),
+    (dict(stack="torchtitan"), dict(tp=1, dp=8, ep=8, etp=1), "Megatron-core's"),
+    (dict(recompute_modules="moe"), dict(tp=1, dp=8, ep=8, etp=1, recompute="selective"), "recompute the MoE layer"),
+])
+def test_batch_level_ep_overlap_is_refused_where_megatron_asserts_it(recipe_kw, layout_kw, why):
+    """Megatron-core's TransformerConfig refuses --overlap-moe-expert-parallel-comm without EP, with the
+    allgather dispatcher, under full recompute or a recomputed MoE layer, and with PP > 1 but no
+    virtual pipeline; it is Megatron-core's alone.  The layout is refused naming the rule."""
+    from costmodel.errors import InputError
+    from costmodel.layouts import check_layout
+    m = load_model("mixtral-8x7b")
+    r = Recipe(gbs=64, seq_len=4096, moe_ep_overlap=True, **{"moe_dispatcher": "alltoall", **recipe_kw})
+    with pytest.raises(InputError, match=why):
+        check_layout(layout(**layout_kw), m, r, 8, 8)
+    check_layout(layout(tp=1, dp=8, ep=8, etp=1), m, Recipe(gbs=64, seq_len=4096, moe_ep_overlap=True), 8, 8)
+
+
+def test_batch_level_ep_overlap_is_printed_and_read_as_megatron_names_it():
+    """The Megatron-LM arguments carry --overlap-moe-expert-parallel-comm with --delay-wgrad-compute (the
+    pairing the MoE README gives it), NeMo 2 the two TransformerConfig fields; a published row's
+    notes naming the flag turn the switch on."""
+    from costmodel.launch import megatron_args, nemo_overrides
+    from costmodel.published_row import row_switches
+    m = load_model("mixtral-8x7b")
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall", moe_ep_overlap=True)
+    lay = dict(tp=1, pp=1, dp=8, cp=1, ep=8, etp=1, vp=1, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    args = megatron_args(lay, m, r)
+    assert "--overlap-moe-expert-parallel-comm" in args and "--delay-wgrad-compute" in args
+    nemo = nemo_overrides(lay, m, r)
+    assert "recipe.model.config.overlap_moe_expert_parallel_comm = True" in nemo
+    assert "recipe.model.config.delay_wgrad_compute = True" in nemo
+    assert row_switches({"notes": "--delay-wgrad-compute --overlap-moe-expert-parallel-comm"}) == {"moe_ep_overlap": True}

@@ -251,7 +251,9 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
     model on a Megatron-family stack grouped expert GEMMs (unless ``--moe-grouped-gemm`` is given), the
     fused token permutation (unless ``--moe-permute-fusion`` is given) and
     the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
-    GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given.  The caller applies each to the recipe that won so far."""
+    GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given, then
+    Megatron-core's batch-level EP overlap (unless ``--moe-ep-overlap`` is given; it needs EP > 1 and no
+    full recompute, which the search then leaves out).  The caller applies each to the recipe that won so far."""
     out = []
     if flags.get("dp_overlap") is None and not r.dp_overlap and get_stack(r.stack).dp_overlap and not no_overlap:
         out.append((dict(dp_overlap=True), f"the DP gradient/parameter overlap (--dp-overlap: "
@@ -271,6 +273,10 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool) -> list:
         out.append((dict(moe_dispatcher="alltoall", moe_grouped_gemm=True),
                     f"the all-to-all MoE dispatcher with grouped GEMM (--moe-dispatcher alltoall "
                     f"--moe-grouped-gemm; {r.stack} defaults to allgather and per-expert GEMMs)"))
+    if m.is_moe and flags.get("moe_ep_overlap") is None and not r.moe_ep_overlap and r.stack in TE_STACKS \
+            and not no_overlap:
+        out.append((dict(moe_ep_overlap=True), f"batch-level EP overlap (--moe-ep-overlap: the all-to-all under the "
+                                                f"other micro-batch's compute; off by default in {r.stack})"))
     return out
 
 

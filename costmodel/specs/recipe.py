@@ -228,7 +228,11 @@ class Recipe:
     measured coefficient of variation of the per-expert token load (0: uniform routing, the
     balls-into-bins floor; costmodel.moe); ``moe_permute_fusion`` permutes the tokens with fused
     kernels (Megatron's ``--moe-permute-fusion``, Transformer Engine's); False is Megatron-core's
-    unfused PyTorch path, one atomic scatter-add pass per direction (costmodel.moe).  ``recompute_modules``: what selective recomputation re-runs
+    unfused PyTorch path, one atomic scatter-add pass per direction (costmodel.moe).  ``moe_ep_overlap``
+    runs Megatron-core's batch-level EP overlap (``--overlap-moe-expert-parallel-comm
+    --delay-wgrad-compute``): the forward of one micro-batch and the backward of another as one
+    schedule, each one's dispatch and combine under the other's compute (costmodel.schedule).
+    ``recompute_modules``: what selective recomputation re-runs
     on Megatron-family stacks, :data:`RECOMPUTE_MODULES` names separated by commas.
     ``optimizer_offload`` keeps the optimizer states and master weights in host memory and runs the step
     on the CPU (DeepSpeed ZeRO-Offload, ``offload_optimizer: {device: cpu}``; Ren et al., USENIX ATC
@@ -261,6 +265,7 @@ class Recipe:
     moe_capacity_factor: float = 0.0
     moe_pad_to_capacity: bool = False
     moe_permute_fusion: bool = True
+    moe_ep_overlap: bool = False
     moe_expert_load_cv: float = 0.0
     recompute_modules: str = "core_attn"
     fused_elementwise: bool = True
