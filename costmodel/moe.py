@@ -55,7 +55,7 @@ import numpy as np
 from scipy.special import ndtri      # Phi^-1, the standard normal quantile
 
 from .errors import InputError
-from .stacks import MOE_SWITCHES, SWITCHES_BY_NAME
+from .stacks import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
@@ -198,8 +198,9 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
 def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
-    token on the same k experts), and the flex dispatcher on a GPU DeepEP does not run on (its
-    requirements: Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
+    token on the same k experts), batch-level EP overlap off Megatron-core or with the allgather
+    dispatcher (Megatron-core asserts alltoall or flex), and the flex dispatcher on a GPU DeepEP does
+    not run on (its requirements: Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
 
     Raises:
         InputError: naming the flag.
@@ -218,6 +219,13 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
         raise InputError("--moe-expert-load-cv", "", f"{recipe.moe_expert_load_cv:g} exceeds sqrt(E/k - 1) = "
                          f"{cv_max:.3g}, the coefficient of variation of {model.name}'s {model.num_experts} expert "
                          f"loads when every token picks the same {model.topk}")
+    if recipe.moe_ep_overlap and recipe.stack not in ("megatron", "nemo"):
+        raise InputError("--moe-ep-overlap", "", f"batch-level EP overlap is Megatron-core's (the megatron and nemo "
+                         f"stacks), not the {recipe.stack} stack's")
+    if recipe.moe_ep_overlap and recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
+        raise InputError("--moe-ep-overlap", "", f"runs with the alltoall or flex dispatcher, not "
+                         f"{recipe.moe_dispatcher}: give --moe-dispatcher alltoall or flex (Megatron-core's default "
+                         "is allgather)")
     if recipe.moe_dispatcher == "flex" and generation(gpu_key) not in ("hopper", "blackwell"):
         raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need a Hopper or Blackwell "
                          f"GPU (deepseek-ai/DeepEP requirements); {gpu_key} is neither")

@@ -322,24 +322,28 @@ def recompute_options(model: ModelSpec, layout: dict, recipe: Recipe) -> list[tu
     """(recompute, recompute_num_layers) choices from the least to the most recomputation: none;
     selective (unfused attention only: with flash attention it stores and recomputes nothing more
     than none; always on torchtitan, whose op-level SAC saves less); full on 1, 2, ... layers of
-    each pipeline chunk (Megatron's block method, on the stacks that have it); full on every layer."""
+    each pipeline chunk (Megatron's block method, on the stacks that have it); full on every layer.
+    Batch-level EP overlap (``moe_ep_overlap`` with EP > 1) runs no full recompute (Megatron-core
+    asserts it): none and selective only."""
     stack = get_stack(recipe.stack)
     per_chunk = int(layers_per_stage(model, LayoutTable.from_rows([dict(layout, recompute="none")]))[0]
                     // layout["vp"]) if stack.partial_recompute else 1
     sac = not recipe.flash_attention or stack.selective_recompute == "op-sac"
+    no_full = recipe.moe_ep_overlap and model.is_moe and layout.get("ep", 1) > 1
     return ([("none", 0)] + ([("selective", 0)] if sac else [])
-            + [("full", n) for n in range(1, per_chunk)] + [("full", 0)])
+            + ([] if no_full else [("full", n) for n in range(1, per_chunk)] + [("full", 0)]))
 
 
 def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                     layout: dict) -> tuple[str, int]:
     """The least activation recomputation that fits the layout in HBM, as (``--recompute-granularity``,
-    ``--recompute-num-layers``): :func:`recompute_options` in order; full on every layer when
-    nothing fits (the prediction then says by how much it does not)."""
+    ``--recompute-num-layers``): :func:`recompute_options` in order; the last of them (full on every
+    layer, where the recipe allows it) when nothing fits (the prediction then says by how much it
+    does not)."""
     order = recompute_options(model, layout, recipe)
     pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(
         [dict(layout, recompute=rc, recompute_num_layers=n) for rc, n in order]))
-    return next((o for o, fits in zip(order, pred.feasible) if fits), ("full", 0))
+    return next((o for o, fits in zip(order, pred.feasible) if fits), order[-1])
 
 
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,

@@ -129,7 +129,7 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     # dispatch under the forward's MLP; the passes without a partner hide nothing (ep_overlap_unpaired)
     ep_hid_f = ep_hid_b = np.zeros_like(ep_f)
     if recipe.moe_ep_overlap:
-        paired = np.where(t.ep > 1, 1.0 - ep_overlap_unpaired(recipe, t), 0.0)
+        paired = np.where(t.overlap & (t.ep > 1), 1.0 - ep_overlap_unpaired(recipe, t), 0.0)
         mlp_f = ct.layer_mlp_fwd_s
         mlp_b = ct.layer_bwd_s * mlp_f / np.maximum(ct.layer_fwd_s, 1e-30)     # the MLP's share of each pass
         attn_f, attn_b = ct.layer_fwd_s - mlp_f, ct.layer_bwd_s - mlp_b

@@ -361,3 +361,49 @@ def test_batch_level_ep_overlap_is_printed_and_read_as_megatron_names_it():
     assert "recipe.model.config.overlap_moe_expert_parallel_comm = True" in nemo
     assert "recipe.model.config.delay_wgrad_compute = True" in nemo
     assert row_switches({"notes": "--delay-wgrad-compute --overlap-moe-expert-parallel-comm"}) == {"moe_ep_overlap": True}
+
+
+def test_ep_overlap_respects_no_overlap_and_recompute_auto_and_is_refused_by_recipe():
+    """--no-overlap hides nothing, the EP all-to-all included; --recompute auto never picks the full
+    recompute the overlap cannot run with; the recipe check names --moe-ep-overlap for a stack or a
+    dispatcher it does not run with (before any layout is searched)."""
+    from dataclasses import replace
+    from costmodel.comm import comm_times
+    from costmodel.errors import InputError
+    from costmodel.moe import check_moe_recipe
+    from costmodel.predict import recompute_options
+    from costmodel.schedule import exposed_layer_comm
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=1)
+    p = load_profile(c.gpu.key)
+    on = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall", moe_ep_overlap=True)
+    t = layout(tp=1, dp=8, ep=8, etp=1, overlap=False)
+    ct, cm = compute_times(m, on, c, p, t), comm_times(m, on, c, p, t)
+    e = exposed_layer_comm(on, t, ct, cm)
+    assert (e["ep_f"][0], e["ep_b"][0]) == (cm.ep_layer_fwd_s[0], cm.ep_layer_bwd_s[0])
+    lay = dict(tp=1, pp=2, dp=4, cp=1, ep=4, etp=1, vp=2, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    assert all(rc != "full" for rc, _ in recompute_options(m, lay, on))
+    assert ("full", 0) in recompute_options(m, lay, replace(on, moe_ep_overlap=False))
+    for bad, why in ((replace(on, moe_dispatcher="allgather"), "not allgather"),
+                     (replace(on, stack="torchtitan"), "not the torchtitan stack's")):
+        with pytest.raises(InputError, match=why) as err:
+            check_moe_recipe(m, bad, c.gpu.key)
+        assert err.value.where == "--moe-ep-overlap"
+
+
+def test_recommend_tries_ep_overlap_with_the_all_to_all_dispatcher_it_needs():
+    """With no MoE switch given, recommend tries the overlap with the all-to-all dispatcher (Megatron's
+    default allgather cannot run it): DeepSeek-V3 on 128 DGX H100 nodes at gbs 1024 keeps both and says
+    so, and the printed Megatron arguments carry them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "deepseek-v3", "--cluster",
+                          "dgx-h100", "--nodes", "128", "--gbs", "1024", "--seq-len", "4096"], capture_output=True,
+                         text=True, cwd=repo)
+    assert out.returncode == 0, out.stderr
+    notes = " ".join(out.stderr.split())
+    assert "(--moe-ep-overlap; off by default in megatron)" in notes
+    assert "the EP overlap kept runs with it only" in notes
+    assert "--overlap-moe-expert-parallel-comm" in out.stdout and "--moe-token-dispatcher-type alltoall" in out.stdout

@@ -508,7 +508,9 @@ def test_moe_rows_read_expert_tp_head_dim_and_recompute_modules():
     assert recipe.recompute_modules == "layernorm moe_act" and recipe.moe_dispatcher == "flex"
     assert _prepare(rows["modelzoo-qwen3-04"], {})[2].moe_dispatcher == "alltoall"
     out = {r.row_id: r for r in validate_rows(list(rows.values()), str(path))}
-    assert len(out) == 8 and all(not r.skipped and not r.predicted_oom for r in out.values())
+    assert len(out) == 9 and all(not r.skipped and not r.predicted_oom for r in out.values())
+    # '+1f1b overlap': the notes' --overlap-moe-expert-parallel-comm turns the batch-level EP overlap on
+    assert _prepare(rows["modelzoo-qwen3-02"], {})[2].moe_ep_overlap and not recipe.moe_ep_overlap
     lc = _prepare(rows["modelzoo-qwen3-lc-128k"], {})
     assert lc[2].recompute_modules == "layernorm moe" and (lc[3]["cp"], lc[3]["dp"]) == (8, 1)
 

@@ -96,8 +96,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                                         f"block --recompute-num-layers {lay['recompute_num_layers']})"
                                         if lay["recompute_num_layers"] else "")
             print(f"costmodel: note: --recompute auto chose {chose}" if fits else
-                  "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory",
-                  file=sys.stderr)
+                  "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory"
+                  if lay["recompute"] == "full" else
+                  f"costmodel: note: --recompute auto: nothing fits; {chose} is the most recomputation "
+                  "--moe-ep-overlap runs (Megatron-core refuses full recompute with it)", file=sys.stderr)
         run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
                           derate=parse_derate(derate or []))
     for n in fabric_notes(p, c):

@@ -20,7 +20,7 @@ from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
-from ..stacks import SWITCHES_BY_NAME, TE_STACKS, get_stack
+from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
                      context_line, fabric_notes, setup, with_fabric_flags, with_recipe_flags)
 
@@ -143,6 +143,12 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
     for changes, what in _open_switch_variants(m, r, recipe_flags, no_overlap):
         if not res.n_feasible:
             break
+        if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
+            # the overlap runs with the all-to-all dispatcher only: tried with it, where none was given
+            if recipe_flags.get("moe_dispatcher") is not None:
+                continue
+            changes = dict(changes, moe_dispatcher="alltoall", **({"moe_grouped_gemm": True} if
+                                                                  recipe_flags.get("moe_grouped_gemm") is None else {}))
         r_alt = dataclasses.replace(r, **changes)
         res_alt = search(m, r_alt, c, p, **kw)
         t_now = float(res.ranked.step_time_s[0])
@@ -158,10 +164,15 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
             continue
         r_rev = dataclasses.replace(r, **{key: getattr(r0, key)})
         best = float(res.ranked.step_time_s[0])
-        t_without = predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s
+        # the EP overlap cannot go back to a dispatcher it does not run with: that one stays
+        alone = not (r_rev.moe_ep_overlap and r_rev.moe_dispatcher not in EP_OVERLAP_DISPATCHERS)
+        t_without = predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s if alone else np.inf
         if t_without <= best * (1 + 1e-9):
             r = r_rev
             res = search(m, r, c, p, **kw)
+        elif not alone:
+            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept runs with it "
+                        "only: the search keeps it on")
         else:
             kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the fastest layout takes "
                         f"{best:.3f} s per step before the power limit with it, {t_without:.3f} s without it: the "
