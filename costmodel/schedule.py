@@ -22,7 +22,10 @@ first chunk of the shorter side stays exposed, max(C, G) + min(C, G) / TP in all
 "Overlap Communication with Dependent Computation via Decomposition", ASPLOS 2023; Transformer
 Engine's userbuffers ring exchange and PyTorch's micro-pipelined async TP split by TP rank; the
 latter leaves the backward reduce-scatters alone, Stack.tp_overlap_backward_rs); the CP ring hides
-under attention (always, Megatron-core CP); EP all-to-all is exposed; DP gradient reduction hides
+under attention (always, Megatron-core CP); EP all-to-all is exposed, except under Megatron-core's
+batch-level EP overlap, where each all-to-all of one micro-batch's pass runs beside a block of another
+micro-batch's opposite pass (:func:`exposed_layer_comm`; the windows are not shared out with the TP
+comm hidden under the same GEMMs); DP gradient reduction hides
 under the backward of the last micro-batch and the ZeRO-1 parameter all-gather under the forward
 of the first (Megatron overlap_grad_reduce / overlap_param_gather), except the last gradient
 bucket and the first parameter bucket, which no compute can hide (nothing hides on DeepSpeed's
