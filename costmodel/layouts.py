@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import InputError
 from .specs import ModelSpec, Recipe
-from .stacks import EP_OVERLAP_DISPATCHERS, get_stack, typed_flag
+from .stacks import EP_OVERLAP_DISPATCHERS, TE_STACKS, get_stack, typed_flag
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -356,7 +356,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("--moe-ep-overlap needs EP > 1 ('overlap_moe_expert_parallel_comm is only supported with expert model "
          "parallelism')", ep_ov & (t.ep < 2)),
         ("--moe-ep-overlap is Megatron-core's (the megatron and nemo stacks), not the {stack} stack's",
-         ep_ov & (recipe.stack not in ("megatron", "nemo"))),
+         ep_ov & (recipe.stack not in TE_STACKS)),
         (f"--moe-ep-overlap runs with the alltoall or flex dispatcher, not {recipe.moe_dispatcher} (give "
          "--moe-dispatcher alltoall or flex; allgather is Megatron-core's default)",
          ep_ov & (recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS)),

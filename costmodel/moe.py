@@ -55,7 +55,7 @@ import numpy as np
 from scipy.special import ndtri      # Phi^-1, the standard normal quantile
 
 from .errors import InputError
-from .stacks import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME
+from .stacks import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME, TE_STACKS
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
@@ -219,7 +219,7 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
         raise InputError("--moe-expert-load-cv", "", f"{recipe.moe_expert_load_cv:g} exceeds sqrt(E/k - 1) = "
                          f"{cv_max:.3g}, the coefficient of variation of {model.name}'s {model.num_experts} expert "
                          f"loads when every token picks the same {model.topk}")
-    if recipe.moe_ep_overlap and recipe.stack not in ("megatron", "nemo"):
+    if recipe.moe_ep_overlap and recipe.stack not in TE_STACKS:
         raise InputError("--moe-ep-overlap", "", f"batch-level EP overlap is Megatron-core's (the megatron and nemo "
                          f"stacks), not the {recipe.stack} stack's")
     if recipe.moe_ep_overlap and recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:

@@ -224,7 +224,8 @@ RECIPE_SWITCHES = (
 MOE_SWITCHES = tuple(s.name for s in RECIPE_SWITCHES if s.moe)
 MOE_FLAG_SWITCHES = tuple(s for s in RECIPE_SWITCHES if s.moe and s.kind == "bool" and s.megatron_key)
 SWITCHES_BY_NAME = {s.name: s for s in RECIPE_SWITCHES}
-#: the dispatchers batch-level EP overlap runs with (Megatron-core TransformerConfig asserts them)
+#: the dispatchers batch-level EP overlap runs with (Megatron-core TransformerConfig asserts them), and
+#: the stacks that run it (Megatron-core's: TE_STACKS)
 EP_OVERLAP_DISPATCHERS = ("alltoall", "flex")
 
 

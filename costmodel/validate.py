@@ -404,12 +404,15 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     Raises:
         InputError: unreadable file, another separator than the comma, a repeated column, a header
             without the dev-set columns or any measured column (:data:`METRICS`), a row with more
-            cells than the header, or no row (a row with fewer is skipped by :func:`validate_rows`).
+            cells than the header, a malformed quoted cell (a file cut inside one), or no row (a row
+            with fewer cells is skipped by :func:`validate_rows`).
     """
     path = Path(path)
     try:
         # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark
-        lines = [ln for ln in path.read_text(encoding="utf-8-sig").splitlines() if not ln.startswith("#")]
+        numbered = [(n, ln) for n, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1)
+                    if not ln.startswith("#")]
+        lines = [ln for _, ln in numbered]
     except OSError as e:
         raise InputError(path, "", f"cannot read file ({e.strerror})") from None
     except UnicodeDecodeError as e:
@@ -423,8 +426,14 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     dup = sorted({c for c in head if head.count(c) > 1})
     if dup:                          # a repeated column: which copy a row means is ambiguous
         raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
-    reader = csv.DictReader(lines)
-    rows = list(reader)
+    # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
+    reader = csv.DictReader(lines, strict=True)
+    try:
+        rows = list(reader)
+    except csv.Error as e:
+        at = numbered[min(reader.reader.line_num, len(numbered)) - 1][0]
+        raise InputError(path, f"line {at}", f"malformed CSV ({e}): a quoted cell is not closed or holds a stray "
+                         "quote (a truncated file?)") from None
     for i, r in enumerate(rows):
         if None in r:                # DictReader keeps cells beyond the header under None
             raise InputError(path, f"row {i + 1}", f"{len(r[None])} cell(s) more than the header's columns")

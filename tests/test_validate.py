@@ -375,6 +375,18 @@ def test_csv_shapes_a_spreadsheet_produces_are_named(tmp_path):
         read_runs_csv(f)
 
 
+def test_a_file_cut_inside_a_quoted_cell_names_its_line(tmp_path):
+    """The MoE dev set cut inside its first row's quoted notes: the row is not read with half its notes
+    (the recipe flags in them lost), the file is refused naming the line in the file, comments counted."""
+    text = (REPO / "benchmarks" / "data" / "dev_set_moe.csv").read_text()
+    cut = text[:text.index("--moe-permute-fusion")]
+    f = tmp_path / "cut.csv"
+    f.write_text(cut)
+    line = cut.count("\n") + 1
+    with pytest.raises(InputError, match=f"line {line}: malformed CSV .*truncated file"):
+        read_runs_csv(f)
+
+
 def test_repeat_spread_of_rows_with_the_same_inputs():
     from costmodel.validate import repeat_spread
     assert repeat_spread([(10.0, 1.0), (20.0, 2.0), (30.0, 3.0), (40.0, 4.0)]) is None

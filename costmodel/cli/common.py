@@ -103,6 +103,11 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
                                                                                          "nodes") if k in cfg.where},
                                            **{k: v for k, v in cfg.recipe.items() if k in switches}}.items())
+    if not got and not cfg.model:
+        # a file that sets nothing read (keys misspelt, or every value interpolated) would change nothing
+        raise InputError(path, "", f"sets nothing {cfg.kind} is read for (parallel degrees, batch sizes, "
+                         "sequence length, precision, recipe switches, model dimensions)"
+                         + (f": {'; '.join(cfg.notes)}" if cfg.notes else ": check its key names (README, 'Use', predict --config; costmodel/run_config.py)"))
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
 
 

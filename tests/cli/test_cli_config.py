@@ -344,3 +344,15 @@ def test_a_nemo_or_bridge_yaml_gets_settings_for_its_own_keys_not_nemo_2_overrid
     assert "recipe.trainer.strategy" not in p.stdout and "tensor parallel (TP): 1" in p.stdout
     f = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--format", "nemo")
     assert f.returncode == 0 and "recipe.trainer.strategy.tensor_model_parallel_size = 1" in f.stdout
+
+
+def test_a_config_that_sets_nothing_read_is_refused(tmp_path):
+    """A YAML whose one key is misspelt, or whose values are all interpolations, would change nothing:
+    refused in one line (naming the interpolated key where there is one), not taken as an empty config."""
+    typo, interp = tmp_path / "typo.yaml", tmp_path / "interp.yaml"
+    typo.write_text("model:\n  tensor_model_parallel_sizee: 2\n")
+    interp.write_text("model:\n  tensor_model_parallel_size: ${oc.env:TP}\n")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(typo))
+    assert_one_line_error(p, f"{typo}: sets nothing NeMo YAML is read for", "check its key names")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(interp))
+    assert_one_line_error(p, "model.tensor_model_parallel_size: '${oc.env:TP}' is interpolated")
