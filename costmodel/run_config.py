@@ -43,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+from .config_keys import check_misspelt, track
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
@@ -623,7 +624,7 @@ def read_run_config(path) -> RunConfig:
             raise InputError(path, "", f"not valid TOML ({e})") from None
         if "parallelism" not in d and "training" not in d:
             raise InputError(path, "", "a TOML file without [parallelism] or [training]: not a torchtitan configuration")
-        return _torchtitan(d, str(path))
+        return _checked(_torchtitan, d, str(path))
     try:
         d = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -634,5 +635,14 @@ def read_run_config(path) -> RunConfig:
         raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
                          "Megatron-Bridge YAML or torchtitan TOML are read)")
     if "ConfigContainer" in str(d.get("_target_", "")) or ("train" in d and "trainer" not in d):
-        return _bridge(d, str(path))
-    return _nemo(d, str(path))
+        return _checked(_bridge, d, str(path))
+    return _checked(_nemo, d, str(path))
+
+
+def _checked(reader, d: dict, path: str) -> RunConfig:
+    """``reader`` on ``d``, then a key it never looked at one typo from a key it looked for and
+    missed is refused (costmodel.config_keys)."""
+    doc = track(d)
+    cfg = reader(doc, path)
+    check_misspelt(doc, path)
+    return cfg

@@ -347,12 +347,36 @@ def test_a_nemo_or_bridge_yaml_gets_settings_for_its_own_keys_not_nemo_2_overrid
 
 
 def test_a_config_that_sets_nothing_read_is_refused(tmp_path):
-    """A YAML whose one key is misspelt, or whose values are all interpolations, would change nothing:
+    """A YAML whose one key is not read, or whose values are all interpolations, would change nothing:
     refused in one line (naming the interpolated key where there is one), not taken as an empty config."""
-    typo, interp = tmp_path / "typo.yaml", tmp_path / "interp.yaml"
-    typo.write_text("model:\n  tensor_model_parallel_sizee: 2\n")
+    other, interp = tmp_path / "other.yaml", tmp_path / "interp.yaml"
+    other.write_text("model:\n  tokenizer_library: megatron\n")
     interp.write_text("model:\n  tensor_model_parallel_size: ${oc.env:TP}\n")
-    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(typo))
-    assert_one_line_error(p, f"{typo}: sets nothing NeMo YAML is read for", "check its key names")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(other))
+    assert_one_line_error(p, f"{other}: sets nothing NeMo YAML is read for", "check its key names")
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(interp))
     assert_one_line_error(p, "model.tensor_model_parallel_size: '${oc.env:TP}' is interpolated")
+
+
+def test_a_misspelt_key_among_read_ones_is_refused_by_name(tmp_path):
+    """One slip in one key of a full NeMo launcher YAML (micro_batch_size -> micro_batch_sise) would price
+    the run at the default micro-batch: refused in one line naming the key as written and the key it
+    stands for.  The same in a torchtitan TOML and a Megatron-Bridge YAML."""
+    text = NEMO.read_text()
+    assert "  micro_batch_size: 1" in text
+    nemo = tmp_path / "nemo.yaml"
+    nemo.write_text(text.replace("  micro_batch_size: 1", "  micro_batch_sise: 1", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(nemo))
+    assert_one_line_error(p, f"{nemo}: model.micro_batch_sise", "did you mean model.micro_batch_size?")
+    titan = tmp_path / "titan.toml"
+    text = TITAN.read_text()
+    assert "data_parallel_shard_degree" in text
+    titan.write_text(text.replace("data_parallel_shard_degree", "data_paralel_shard_degree", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(titan))
+    assert_one_line_error(p, "parallelism.data_paralel_shard_degree", "parallelism.data_parallel_shard_degree")
+    bridge = tmp_path / "bridge.yaml"
+    text = BRIDGE_L3.read_text()
+    assert "  micro_batch_size:" in text
+    bridge.write_text(text.replace("  micro_batch_size:", "  mciro_batch_size:", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(bridge))
+    assert_one_line_error(p, f"{bridge}: train.mciro_batch_size", "did you mean train.micro_batch_size?")

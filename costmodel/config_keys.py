@@ -1,0 +1,100 @@
+"""Misspelt keys in a run configuration file (``predict --config``, ``compare --config``).
+
+A configuration reader looks a value up by its key and, when the key is absent, leaves the field to
+the flags and the stack's default.  A key typed with one slip (``tensor_model_parallel_sizee``,
+``micro_batch_sise``) is therefore not an error to the reader: the run would be priced on a default
+its author never chose.  This module records which keys each mapping of the parsed file was asked for
+(:func:`track`) and, after the reader is done, refuses a key that nobody asked for when it is one edit
+away from a key that was asked for and is absent (:func:`check_misspelt`).
+
+One edit is the optimal-string-alignment distance (Damerau 1964: an insertion, a deletion, a
+substitution or a transposition of two neighbouring characters).  Keys of the same family that differ
+by more (``encoder_seq_length`` and ``decoder_seq_length``, ``ub_tp_comm_overlap`` and
+``ub_tp_comm_overlap_cfg``) are never taken for each other, and keys shorter than
+:data:`MIN_KEY_CHARS` (``fp8``, ``fp4``, ``bf16``) are left alone: one edit turns one real key into
+another there.
+"""
+from __future__ import annotations
+
+from .errors import InputError
+
+#: keys shorter than this are not checked (one edit apart are distinct real keys: fp8 / fp4 / fp16)
+MIN_KEY_CHARS = 6
+
+
+class TrackedMapping(dict):
+    """A dict that remembers the keys looked up in it (``get``, ``[]``, ``in``) and its dotted place
+    in the file (``where``, '' at the top)."""
+
+    def __init__(self, items, where: str):
+        super().__init__(items)
+        self.where = where
+        self.asked: set = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+
+def track(obj, where: str = ""):
+    """``obj`` (a parsed YAML/TOML document) with every mapping, nested ones and those inside lists
+    too, replaced by a :class:`TrackedMapping`; other values as they are."""
+    if isinstance(obj, dict):
+        return TrackedMapping({k: track(v, f"{where}{k}." if isinstance(k, str) else where)
+                               for k, v in obj.items()}, where)
+    if isinstance(obj, list):
+        return [track(v, where) for v in obj]
+    return obj
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """True when the optimal-string-alignment distance of ``a`` and ``b`` is exactly 1 (one insertion,
+    deletion, substitution, or transposition of neighbouring characters; Damerau 1964)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = next((i for i, (x, y) in enumerate(zip(short, long_)) if x != y), len(short))
+    return short[i:] == long_[i + 1:]
+
+
+def _mappings(obj):
+    if isinstance(obj, TrackedMapping):
+        yield obj
+        for v in dict.values(obj):
+            yield from _mappings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _mappings(v)
+
+
+def check_misspelt(doc, path: str) -> None:
+    """Refuse a key of ``doc`` (a :func:`track`-ed document the reader has read) that was never looked
+    up and is one edit from a key that was looked up in the same mapping and is absent.
+
+    Raises:
+        InputError: naming the file, the dotted key as written and the key it stands for.
+    """
+    for m in _mappings(doc):
+        missing = [k for k in m.asked if isinstance(k, str) and len(k) >= MIN_KEY_CHARS and not dict.__contains__(m, k)]
+        if not missing:
+            continue
+        for key in dict.keys(m):
+            if not isinstance(key, str) or key in m.asked or len(key) < MIN_KEY_CHARS:
+                continue
+            near = sorted(k for k in missing if one_edit_apart(key, k))
+            if near:
+                raise InputError(path, m.where + key, f"not a key the reader knows; did you mean "
+                                 f"{m.where}{near[0]}? (one edit away; as written it is ignored and the "
+                                 "default is taken)")
