@@ -21,7 +21,7 @@
   the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
   (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
 * Reserved outside the allocator's tensors (:func:`reserved_bytes`): the CUDA context and NCCL's
-  receive buffers of each communicator in use.  Capacity is the CUDA-visible total of the GPU
+  receive buffers of each communicator in use, and DeepEP's buffers under the flex dispatcher.  Capacity is the CUDA-visible total of the GPU
   (:attr:`costmodel.specs.GpuSpec.capacity_bytes`).  Allocator fragmentation is not modelled:
   the peak is what the tensors need, a lower bound of what the caching allocator reserves.
 """
@@ -34,7 +34,7 @@ import numpy as np
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
-from .moe import run_rank_load
+from .moe import deepep_buffer_bytes, run_rank_load
 from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ModelSpec, Recipe
@@ -179,14 +179,19 @@ NCCL_CHANNELS = 32
 NCCL_COMM_BYTES = NCCL_CHANNELS * ((1 << 22) + 120 * 640 * 8 * 8 + 8 * 512 * 8 * 16)
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep")
-def reserved_bytes(t: LayoutTable) -> np.ndarray:
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp")
+def reserved_bytes(t: LayoutTable, model: ModelSpec | None = None, recipe: Recipe | None = None) -> np.ndarray:
     """Bytes per GPU held outside the model's tensors (array over layouts): the CUDA context plus
     NCCL's buffers for each parallel group of more than one rank (TP, CP, DP x CP gradients, EP,
-    PP send/recv).  Sources: see CUDA_CONTEXT_BYTES and NCCL_COMM_BYTES.
+    PP send/recv), and with the flex dispatcher of an MoE ``model`` DeepEP's own buffers for its
+    EP x ETP group (costmodel.moe.deepep_buffer_bytes).  Sources: see CUDA_CONTEXT_BYTES and
+    NCCL_COMM_BYTES.
     """
     groups = ((t.tp > 1).astype(np.float64) + (t.cp > 1) + (t.dp * t.cp > 1) + (t.ep > 1) + (t.pp > 1))
-    return CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
+    out = CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
+    if model is not None and recipe is not None and model.is_moe and recipe.moe_dispatcher == "flex":
+        out = out + deepep_buffer_bytes(model.hidden, t.ep * t.etp)
+    return out
 
 
 def optimizer_bytes_per_param(recipe: Recipe) -> float:
@@ -253,7 +258,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
-    reserved = reserved_bytes(t)
+    reserved = reserved_bytes(t, model, recipe)
     peak = weights + grads + optim + acts + reserved
     return MemoryBreakdown(weights, grads, optim, acts, peak, reserved)
 
@@ -295,7 +300,7 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     s = np.arange(pp)
     inflight = np.minimum(pp - s, m)
     per_layer = layer_states + inflight * stored
-    fixed = np.full(pp, (act if full else 0.0) + float(reserved_bytes(t)[0])
+    fixed = np.full(pp, (act if full else 0.0) + float(reserved_bytes(t, model, recipe)[0])
                     + (2 * ACT_BYTES * float(layer_params_per_gpu(model, t)[0]) if z == 3 else 0.0))
     fixed[0] += model.embedding_params() / tp * per_param(dpcp)
     out = (0 if (model.tie_embeddings and pp == 1) else model.vocab * model.hidden)

@@ -75,6 +75,37 @@ DEEPEP_NVLINK_EFFICIENCY = 153.0 / 200.0
 DEEPEP_RDMA_EFFICIENCY = 43.0 / 50.0
 
 
+#: SMs DeepEP's normal kernels run on as Megatron-core sets them (TransformerConfig.moe_deepep_num_sms,
+#: "historical default 20"; DeepEP's own Buffer.num_sms = 20, deep_ep/buffers/legacy.py)
+DEEPEP_NUM_SMS = 20
+#: DeepEP's recommended configs per EP size (deep_ep/buffers/legacy.py get_dispatch_config and
+#: get_combine_config at deepseek-ai/DeepEP dd758caf): the larger NVLink receive-chunk token count of the
+#: two, and the larger RDMA receive-chunk count after DeepEP's Config aligns 128 up to the send chunk
+_DEEPEP_RECV_TOKENS = {2: (256, 0), 4: (256, 0), 8: (256, 0), 16: (288, 140), 24: (288, 128), 32: (288, 128),
+                       48: (288, 128), 64: (288, 128), 96: (480, 132), 128: (560, 132), 144: (720, 132),
+                       160: (720, 132)}
+
+
+def deepep_buffer_bytes(hidden: int, ranks) -> np.ndarray:
+    """Bytes of the NVLink and RDMA buffers DeepEP's normal kernels allocate per GPU for an EP x ETP
+    group of ``ranks`` (array; 0 for one rank): csrc/legacy/config.hpp get_nvl_buffer_size_hint and
+    get_rdma_buffer_size_hint at DeepEP's recommended config for that size (the next listed size up
+    where it lists none), :data:`DEEPEP_NUM_SMS` / 2 channels, each receive slot sized for a 16-bit
+    hidden vector (Megatron's get_hidden_bytes: at least 2 bytes an element), its 8-byte source
+    metadata, 128 top-k indices (int64) and weights (fp32) and 128 fp32 scales; the RDMA buffer,
+    used past 8 ranks, holds a send and a receive side of each slot."""
+    r = np.asarray(ranks, dtype=np.int64)
+    sizes = np.array(sorted(_DEEPEP_RECV_TOKENS))
+    key = sizes[np.minimum(np.searchsorted(sizes, r), len(sizes) - 1)]
+    nvl_recv = np.array([_DEEPEP_RECV_TOKENS[k][0] for k in np.atleast_1d(key)]).reshape(key.shape)
+    rdma_recv = np.array([_DEEPEP_RECV_TOKENS[k][1] for k in np.atleast_1d(key)]).reshape(key.shape)
+    channels, hb = DEEPEP_NUM_SMS // 2, 2 * hidden
+    rdma_ranks, nvl_ranks = np.maximum(r // 8, 1), np.minimum(r, 8)
+    nvl = channels * nvl_ranks * ((2 * rdma_ranks + 3) * 4 + nvl_recv * (hb + 8 + 128 * 8 + 128 * 4 + 128 * 4))
+    rdma = channels * rdma_ranks * ((8 * 2 + 2) * 2 * 4 + rdma_recv * (hb + 8 + 128 * 8 + 128 * 4 + 128 * 4 + 16) * 2)
+    return np.where(r > 1, nvl + np.where(r > 8, rdma, 0), 0).astype(np.float64)
+
+
 def max_load_factor(assignments_per_rank, ranks) -> np.ndarray:
     """Expected maximum load over the mean load of ``ranks`` bins receiving
     ``assignments_per_rank`` x ``ranks`` random assignments: 1 + sqrt(2 ln n / (m/n)) (Raab & Steger

@@ -287,3 +287,31 @@ def test_activations_are_those_of_the_stage_with_the_most_moe_layers():
     assert stage_moe_fraction(ds, layout(pp=1))[0] == pytest.approx(58 / 61, rel=1e-12)
     assert stage_moe_fraction(ds, layout(pp=8))[0] == 1.0
     assert stage_moe_fraction(L8B, layout(pp=2))[0] == 0.0
+
+
+def test_deepep_buffers_follow_deepeps_size_hints():
+    """DeepEP's NVLink and RDMA buffers per GPU (csrc/legacy/config.hpp size hints) at Megatron's 20 SMs,
+    worked by hand for a 7168-wide model: EP 8, 10 channels x 8 NVLink peers x ((2 + 3) x 4 B of
+    counters + 256 receive slots x (14336 B hidden + 8 B metadata + 128 x (8 + 4 + 4) B top-k ids,
+    weights and scales)); EP 16 adds a second RDMA rank and the RDMA buffer (140 slots, send and
+    receive, each 16 B longer)."""
+    from costmodel.moe import deepep_buffer_bytes
+    slot = 14336 + 8 + 128 * 16
+    ep8 = 10 * 8 * ((2 + 3) * 4 + 256 * slot)
+    ep16 = 10 * 8 * ((4 + 3) * 4 + 288 * slot) + 10 * 2 * (18 * 2 * 4 + 140 * (slot + 16) * 2)
+    got = deepep_buffer_bytes(7168, np.array([1, 8, 16]))
+    assert got.tolist() == [0.0, float(ep8), float(ep16)]
+
+
+def test_flex_dispatcher_reserves_deepep_buffers_beside_nccls():
+    """The same MoE layout with the flex (DeepEP) dispatcher reserves DeepEP's buffers for its EP x ETP
+    group on top of what the all-to-all dispatcher's layout reserves; a dense model reserves none."""
+    from costmodel.memory import reserved_bytes
+    from costmodel.moe import deepep_buffer_bytes
+    m = load_model("qwen3-30b-a3b")
+    t = layout(tp=2, dp=8, ep=8, etp=1, sp=True)
+    a2a = reserved_bytes(t, m, Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall"))
+    flex = reserved_bytes(t, m, Recipe(gbs=64, seq_len=4096, moe_dispatcher="flex"))
+    assert flex[0] - a2a[0] == pytest.approx(float(deepep_buffer_bytes(m.hidden, 8))) and flex[0] - a2a[0] > 1e8
+    dense = load_model("llama3-8b")
+    assert reserved_bytes(t, dense, Recipe(gbs=64, seq_len=4096, moe_dispatcher="flex"))[0] == reserved_bytes(t)[0]
