@@ -44,6 +44,20 @@ from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EA
 
 ACT_BYTES = 2.0  # bf16/fp16 activations and weights (Micikevicius et al. 2018, mixed precision)
 FLASH_BWD_FLOP_RATIO = 2.5  # FlashAttention-2 backward matmul FLOPs / forward (Dao 2023, sec. 3.1)
+#: Attention dropout inside a fused kernel: FlashAttention draws a Philox random number per attention
+#: probability in the forward and draws it again in the backward (no mask is stored); cuDNN's kernel
+#: likewise.  Measured once: FlashAttention-4 and cuDNN on GB200 run dropout at fwd ~75-85 % and bwd
+#: ~60-70 % of their no-dropout TFLOPS (Dao-AILab/flash-attention PR #2597, p = 0.125, head dims 64 and
+#: 128, ~32k total tokens, "roughly constant across seqlen").  The midpoints' extra time over the
+#: no-dropout kernel, per pass:
+DROPOUT_FWD_EXTRA = 1 / 0.80 - 1
+DROPOUT_BWD_EXTRA = 1 / 0.65 - 1
+#: The no-dropout efficiency of that measured kernel, the B200 profile's FlashAttention-4 fit
+#: (hardware/profiles/b200-sxm-180gb.yaml attention_kernels.fa4.eta_max).  The draws are CUDA-core work
+#: per score element, so the extra time is priced per element at that reference kernel's speed relative
+#: to the GPU's bf16 peak, whatever the kernel in use: a slower kernel does not draw more slowly.  The
+#: ratio of CUDA-core to tensor-core throughput is taken as GB200's on every GPU (borrowed).
+DROPOUT_REF_EFFICIENCY = 0.561
 
 
 def layer_matmul_flops_per_token(model: ModelSpec) -> float:
@@ -311,8 +325,10 @@ def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: Lay
         seen = np.minimum(s / cp, recipe.doc_tokens) if recipe.doc_tokens else s / cp
         eff = profile.attention_efficiency(recipe.attention_kernel, seen, model.qk_head_dim,
                                            model.attn_out_dim / model.num_heads, through_te=recipe.stack in TE_STACKS)
-        return (fl / (peak16 * eff) + launch_s * cp, FLASH_BWD_FLOP_RATIO * fl / (peak16 * eff) + launch_s * cp,
-                fl)
+        # in-kernel attention dropout: the random draws per score element (DROPOUT_* above)
+        drop = fl / (peak16 * DROPOUT_REF_EFFICIENCY) if model.dropout else 0.0
+        return (fl / (peak16 * eff) + DROPOUT_FWD_EXTRA * drop + launch_s * cp,
+                FLASH_BWD_FLOP_RATIO * (fl / (peak16 * eff) + DROPOUT_BWD_EXTRA * drop) + launch_s * cp, fl)
     bmm = t.mbs * model.num_heads / tp
     sq = s / cp
     dqk, dv = model.qk_head_dim, model.attn_out_dim / model.num_heads

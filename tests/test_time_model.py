@@ -591,3 +591,29 @@ def test_packed_documents_count_their_own_attention_in_model_flops():
         Recipe(gbs=4, seq_len=8192, doc_tokens=16384)
     assert Recipe(gbs=4, seq_len=8192, doc_tokens=-0.0).doc_tokens == 0
     assert repr(Recipe(gbs=4, seq_len=8192, doc_tokens=512.0).doc_tokens) == "512"
+
+
+def test_attention_dropout_draws_cost_a_share_of_the_reference_kernel_time(h200):
+    """In-kernel attention dropout (FlashAttention's Philox draws, again in the backward) adds per score
+    element the measured FlashAttention-4 / cuDNN share on GB200 (fwd 1/0.80 - 1, bwd 1/0.65 - 1 of the
+    no-dropout time, flash-attention PR #2597) at the reference kernel's efficiency, the B200 profile's
+    FlashAttention-4 fit: the same seconds whichever kernel runs; unfused attention keeps its own
+    softmax-dropout bytes."""
+    import dataclasses
+    from costmodel.compute import (DROPOUT_BWD_EXTRA, DROPOUT_FWD_EXTRA, DROPOUT_REF_EFFICIENCY, FLASH_BWD_FLOP_RATIO,
+                                   compute_times)
+    assert DROPOUT_REF_EFFICIENCY == load_profile("b200-sxm-180gb").attention_kernels["fa4"][0].eta_max
+    c, p = h200
+    plain = load_model("llama3-8b")
+    drop = dataclasses.replace(plain, dropout=True)
+    peak16 = c.gpu.peak_flops["bf16"]
+    for kernel in ("fa2", "fa3"):
+        r = Recipe(gbs=8, seq_len=4096, attention_kernel=kernel)
+        a, b = (compute_times(m, r, c, p, layout(mbs=1, tp=2, sp=True)) for m in (plain, drop))
+        # causal: each of the 4096 queries sees 2048 keys on average; TP 2 halves the heads
+        unit = 2.0 * 4096 * 2048 * (plain.q_dim + plain.attn_out_dim) / 2
+        unit /= peak16 * DROPOUT_REF_EFFICIENCY
+        assert b.layer_attn_fwd_s[0] - a.layer_attn_fwd_s[0] == pytest.approx(DROPOUT_FWD_EXTRA * unit, rel=1e-9)
+        assert b.layer_attn_bwd_s[0] - a.layer_attn_bwd_s[0] == pytest.approx(
+            FLASH_BWD_FLOP_RATIO * DROPOUT_BWD_EXTRA * unit, rel=1e-9)
+    assert (DROPOUT_FWD_EXTRA, round(DROPOUT_BWD_EXTRA, 4)) == (0.25, 0.5385)
