@@ -1,6 +1,7 @@
 """MoE and MLA architectures read from their configs: published totals to 0.5%, active counts to 2%,
 and one clear error for what the reader does not model."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -228,3 +229,28 @@ def test_two_spellings_of_one_count_must_agree(tmp_path):
     assert padded.params() - base.params() == 2 * (128_512 - 128_256) * 4096   # untied input and output
     with pytest.raises(InputError, match=r"vocab_size: missing"):       # Hugging Face's own key is named
         load({k: v for k, v in llama.items() if k != "vocab_size"})
+
+
+def test_dropout_comes_from_the_attention_dropout_probability(tmp_path):
+    """A Hugging Face config trains with dropout when its attention-dropout probability is above 0
+    (attention_dropout, GPT-2's attn_pdrop, BERT's attention_probs_dropout_prob); GPT-2 configs without
+    attn_pdrop take GPT2Config's 0.1; the catalog's _dropout wins; a probability outside [0, 1) or a
+    _dropout that is not true/false is refused naming the key."""
+    gpt2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257}
+    llama = json.loads((Path(__file__).resolve().parents[1] / "costmodel" / "catalog" / "llama3-8b.json").read_text())
+    llama.pop("_dropout")
+
+    def load(d):
+        f = tmp_path / "config.json"
+        f.write_text(json.dumps(d))
+        return load_model(str(f))
+    assert load(gpt2).dropout is True
+    assert load({**gpt2, "attn_pdrop": 0.0}).dropout is False
+    assert load({**llama, "attention_dropout": 0.0}).dropout is False
+    assert load({**llama, "attention_dropout": 0.1}).dropout is True
+    assert load(llama).dropout is False
+    assert load({**llama, "attention_dropout": 0.1, "_dropout": False}).dropout is False
+    with pytest.raises(InputError, match="attention_dropout: expected a dropout probability in \\[0, 1\\), got 1.5"):
+        load({**llama, "attention_dropout": 1.5})
+    with pytest.raises(InputError, match="_dropout: expected true or false, got 'no'"):
+        load({**llama, "_dropout": "no"})

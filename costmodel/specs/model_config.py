@@ -237,7 +237,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
         num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
         num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
-        dropout=bool(d.get("_dropout", False)), bias=bias, seq_len=seq_len,
+        dropout=_dropout(d, w, model_type), bias=bias, seq_len=seq_len,
         params_published=float(pp) if isinstance(pp, (int, float)) else None,
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
@@ -245,6 +245,35 @@ def read_model_config(d: dict, path) -> ModelSpec:
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers))
+
+
+#: Hugging Face keys of the attention-dropout probability (Llama/Qwen/Mistral ``attention_dropout``,
+#: GPT-2 ``attn_pdrop``, BERT ``attention_probs_dropout_prob``); transformers' GPT2Config defaults
+#: attn_pdrop to 0.1 (configuration_gpt2.py), the other families' configs to 0.0
+_ATTN_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
+
+
+def _dropout(d: dict, w: str, model_type: str) -> bool:
+    """Whether the model trains with dropout (its masks stored, its attention draws priced): the
+    catalog's ``_dropout`` where given, else an attention-dropout probability above 0
+    (:data:`_ATTN_DROPOUT_KEYS`), else GPT2Config's default for ``gpt2`` configs.
+
+    Raises:
+        InputError: ``_dropout`` not true/false, or a probability outside [0, 1).
+    """
+    given = d.get("_dropout")
+    if given is not None:
+        if not isinstance(given, bool):
+            raise InputError(w, "_dropout", f"expected true or false, got {given!r}")
+        return given
+    for key in _ATTN_DROPOUT_KEYS:
+        v = d.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise InputError(w, key, f"expected a dropout probability in [0, 1), got {v!r}")
+        return v > 0
+    return model_type == "gpt2"
 
 
 def _chunked(d: dict, w: str, model_type: str, layers: int) -> dict:
