@@ -10,16 +10,17 @@ away from a key that was asked for and is absent (:func:`check_misspelt`).
 One edit is the optimal-string-alignment distance (Damerau 1964: an insertion, a deletion, a
 substitution or a transposition of two neighbouring characters).  Keys of the same family that differ
 by more (``encoder_seq_length`` and ``decoder_seq_length``, ``ub_tp_comm_overlap`` and
-``ub_tp_comm_overlap_cfg``) are never taken for each other, and keys shorter than
-:data:`MIN_KEY_CHARS` (``fp8``, ``fp4``, ``bf16``) are left alone: one edit turns one real key into
-another there.
+``ub_tp_comm_overlap_cfg``) are never taken for each other.  Real keys one edit apart (``fp8`` and
+``fp4``, ``fp8_recipe`` and ``fp4_recipe``) are safe only because the reader looks up both: a key it
+looked up is never taken for a misspelling.  When the reader refuses a value, the misspellings are
+checked first: a refusal that follows from a misspelt key would otherwise name the wrong one.
 """
 from __future__ import annotations
 
 from .errors import InputError
 
-#: keys shorter than this are not checked (one edit apart are distinct real keys: fp8 / fp4 / fp16)
-MIN_KEY_CHARS = 6
+#: keys shorter than this are not checked (one edit turns any two-letter key into another)
+MIN_KEY_CHARS = 3
 
 
 class TrackedMapping(dict):
@@ -79,13 +80,11 @@ def _mappings(obj):
             yield from _mappings(v)
 
 
-def check_misspelt(doc, path: str) -> None:
-    """Refuse a key of ``doc`` (a :func:`track`-ed document the reader has read) that was never looked
-    up and is one edit from a key that was looked up in the same mapping and is absent.
-
-    Raises:
-        InputError: naming the file, the dotted key as written and the key it stands for.
-    """
+def misspelt_keys(doc) -> list:
+    """``(dotted key as written, dotted key it stands for)`` for every key of ``doc`` (a :func:`track`-ed
+    document the reader has read) that was never looked up and is one edit from a key that was looked
+    up in the same mapping and is absent; in the file's order."""
+    found = []
     for m in _mappings(doc):
         missing = [k for k in m.asked if isinstance(k, str) and len(k) >= MIN_KEY_CHARS and not dict.__contains__(m, k)]
         if not missing:
@@ -95,6 +94,18 @@ def check_misspelt(doc, path: str) -> None:
                 continue
             near = sorted(k for k in missing if one_edit_apart(key, k))
             if near:
-                raise InputError(path, m.where + key, f"not a key the reader knows; did you mean "
-                                 f"{m.where}{near[0]}? (one edit away; as written it is ignored and the "
-                                 "default is taken)")
+                found.append((m.where + key, m.where + near[0]))
+    return found
+
+
+def check_misspelt(doc, path: str) -> None:
+    """Refuse the keys :func:`misspelt_keys` finds, all of them in one message.
+
+    Raises:
+        InputError: naming the file and the first such key, and each key with the one it stands for.
+    """
+    found = misspelt_keys(doc)
+    if found:
+        what = "; ".join(f"{k}: did you mean {near}?" for k, near in found[1:])
+        raise InputError(path, found[0][0], f"not a key the reader knows; did you mean {found[0][1]}? (one edit "
+                         "away; as written it is ignored and the default is taken)" + (f"; also {what}" if what else ""))

@@ -47,6 +47,7 @@ from .config_keys import check_misspelt, track
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
+from .specs.loading import yaml_load
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME, attention_backend_switches
 
 
@@ -347,6 +348,9 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
             raise InputError(path, "mixed_precision.fp8_recipe",
                              f"expected one of {', '.join((*TE_FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
         rec = (rec or "").lower()
+        rec4 = mp.get("fp4_recipe")         # Megatron-core's fp4_recipe: nvfp4 (the one priced) or custom
+        if mp.get("fp4") not in (None, False) and rec4 not in (None, "nvfp4"):
+            cfg.notes.append(f"{path}: mixed_precision.fp4_recipe {rec4!r} is priced as NVFP4")
         R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
                           ("mxfp8" if rec == "mxfp8" else "fp8") if f8 not in (None, False) else
                           "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
@@ -626,7 +630,7 @@ def read_run_config(path) -> RunConfig:
             raise InputError(path, "", "a TOML file without [parallelism] or [training]: not a torchtitan configuration")
         return _checked(_torchtitan, d, str(path))
     try:
-        d = yaml.safe_load(text)
+        d = yaml_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -643,6 +647,10 @@ def _checked(reader, d: dict, path: str) -> RunConfig:
     """``reader`` on ``d``, then a key it never looked at one typo from a key it looked for and
     missed is refused (costmodel.config_keys)."""
     doc = track(d)
-    cfg = reader(doc, path)
+    try:
+        cfg = reader(doc, path)
+    except InputError:
+        check_misspelt(doc, path)      # a refusal that a misspelt key caused names that key instead
+        raise
     check_misspelt(doc, path)
     return cfg

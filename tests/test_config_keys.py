@@ -38,7 +38,6 @@ def test_an_unread_key_one_edit_from_a_missed_one_is_refused():
     {"micro_batch_size": 1, "micro_batch_sise": 2},     # the key asked for is there: the near one is not needed
     {"decoder_seq_length": 4096},                       # two edits from encoder_seq_length
     {"ub_tp_comm_overlap_cfg": {"qkv_fprop": 1}},       # an extension of ub_tp_comm_overlap
-    {"fp4": "nvfp4"},                                   # short keys: fp4 and fp8 are both real
     {"tokenizer_library": "megatron"},                  # unrelated and unread: left alone
 ])
 def test_real_neighbours_and_unrelated_keys_pass(model):
@@ -51,3 +50,19 @@ def test_nested_and_listed_mappings_are_checked_with_their_dotted_place():
     t["a"]["b"][0].get("tensor_model_parallel_size")
     with pytest.raises(InputError, match=r"a\.b\.tensor_model_parallel_sizee"):
         check_misspelt(t, "x.yaml")
+
+
+def test_real_keys_one_edit_apart_pass_when_the_reader_looks_up_both():
+    """fp4 is one edit from fp8: a reader that looks up only fp8 takes it for a misspelling, one that
+    looks up both (as the Megatron-Bridge reader does) does not."""
+    only = _read({"model": {"fp4": "nvfp4"}}, ("fp8",))
+    with pytest.raises(InputError, match=r"model\.fp4: .*did you mean model\.fp8\?"):
+        check_misspelt(only, "cfg.yaml")
+    check_misspelt(_read({"model": {"fp4": "nvfp4"}}, ("fp8", "fp4")), "cfg.yaml")
+
+
+def test_every_misspelling_is_named_in_one_message():
+    t = _read({"model": {"micro_batch_sise": 1, "global_batch_sise": 8}}, ("micro_batch_size", "global_batch_size"))
+    with pytest.raises(InputError, match=r"model\.micro_batch_sise: .*; also model\.global_batch_sise: did you mean "
+                                         r"model\.global_batch_size\?"):
+        check_misspelt(t, "cfg.yaml")

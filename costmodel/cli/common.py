@@ -111,6 +111,28 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
 
 
+#: the names a layout rule's message uses (costmodel.layouts.validity) -> the flag a run configuration fills
+_RULE_NAMES = (("gbs", "--gbs"), ("mbs", "--mbs"), ("TP", "--tp"), ("PP", "--pp"), ("CP", "--cp"), ("EP", "--ep"),
+               ("VP", "--vp"), ("ETP", "--etp"), ("seq_len", "--seq-len"))
+
+
+def _layout_error_from_config(e: InputError, cw: dict) -> None:
+    """Re-raise a broken layout rule naming the configuration's keys that set the numbers the rule
+    names (its text before ' (got'), the first as the field; nothing when the file set none of them.
+
+    Raises:
+        InputError: naming the file and its key.
+    """
+    import re
+    rule = e.message.split(" (got", 1)[0]
+    keys = [cw[flag] for name, flag in _RULE_NAMES if flag in cw and re.search(rf"\b{name}\b", rule)]
+    keys = [k for k in dict.fromkeys(keys) if ": " in k]
+    if keys:
+        file, key = keys[0].split(": ", 1)
+        also = [k.split(": ", 1)[1] for k in keys[1:]]
+        raise InputError(file, key, e.message + (f"; {', '.join(also)} also set there" if also else "")) from None
+
+
 @contextlib.contextmanager
 def config_origin(scalars: dict):
     """Inside it, an InputError about a flag whose value the run configuration filled (``scalars``'
@@ -124,6 +146,8 @@ def config_origin(scalars: dict):
         yield
     except InputError as e:
         cw = scalars.get("config_where") or {}
+        if e.where == "layout" and cw:
+            _layout_error_from_config(e, cw)
         # a flag the file set, or the first of a combined '--tp/--pp/--cp' that it set
         w = next((cw[f] for f in (e.where.split("/") if e.where.startswith("--") else [e.where]) if f in cw), None)
         kernel_from = cw.get("--attention-kernel", "")

@@ -57,8 +57,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     full report, when the layout does not fit)."""
     check_format(fmt)
     sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes, stack=stack)
-    for note in apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc, model):
-        print(f"costmodel: note: {note}", file=sys.stderr)
+    # the configuration's notes wait until the layout is known good: a refusal stays one line
+    config_notes = apply_run_config(ctx, config, cluster, layout_flags, recipe_flags, sc, model)
     gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
     with config_origin(sc):
         m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
@@ -88,6 +88,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
+    for note in config_notes:
+        print(f"costmodel: note: {note}", file=sys.stderr)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
             lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)

@@ -20,9 +20,28 @@ from ..units import parse_quantity
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _UniqueKeyLoader(_YAML_LOADER):
+    """:data:`_YAML_LOADER` refusing a key written twice in one mapping: PyYAML keeps the last one
+    silently, so a repeated section (a second ``model:``) would replace the first unnoticed.  Keys a
+    merge (``<<: *anchor``) brings in may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key_node.value!r} written twice in one mapping (first at line "
+                    f"{seen[key_node.value] + 1}): YAML would keep only the second", key_node.start_mark)
+            seen[key_node.value] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def yaml_load(text: str):
-    """``yaml.safe_load`` through :data:`_YAML_LOADER`.  Raises yaml.YAMLError on malformed text."""
-    return yaml.load(text, Loader=_YAML_LOADER)
+    """``yaml.safe_load`` through :data:`_YAML_LOADER`, refusing a key written twice in one mapping
+    (:class:`_UniqueKeyLoader`).  Raises yaml.YAMLError on malformed text or a repeated key."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def _package_dir(sub: str) -> Path:

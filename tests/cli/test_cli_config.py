@@ -380,3 +380,39 @@ def test_a_misspelt_key_among_read_ones_is_refused_by_name(tmp_path):
     bridge.write_text(text.replace("  micro_batch_size:", "  mciro_batch_size:", 1))
     p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(bridge))
     assert_one_line_error(p, f"{bridge}: train.mciro_batch_size", "did you mean train.micro_batch_size?")
+
+
+def test_config_refusals_are_one_line_naming_every_misspelling_and_the_file_key(tmp_path):
+    """Every misspelt key of a file in one line; a short section name (Megatron-Bridge's train:) is
+    checked too; a key written twice in one mapping is refused (YAML would keep the second silently);
+    a layout rule the file's numbers break names the file's keys, and no note line comes before it."""
+    text = NEMO.read_text()
+    two = tmp_path / "two.yaml"
+    two.write_text(text.replace("  micro_batch_size: 1", "  micro_batch_sise: 1", 1)
+                   .replace("  global_batch_size: 2048", "  global_batch_sise: 2048", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(two))
+    assert_one_line_error(p, "model.micro_batch_sise: not a key", "also model.global_batch_sise: did you mean "
+                          "model.global_batch_size?")
+    trian = tmp_path / "trian.yaml"
+    trian.write_text(BRIDGE_L3.read_text().replace("\ntrain:\n", "\ntrian:\n", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(trian))
+    assert_one_line_error(p, f"{trian}: trian: not a key the reader knows; did you mean train?")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(text + "model:\n  tensor_model_parallel_size: 2\n")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(twice))
+    assert_one_line_error(p, "key 'model' written twice in one mapping (first at line")
+    gbs = tmp_path / "gbs.yaml"
+    gbs.write_text(text.replace("  global_batch_size: 2048", "  global_batch_size: 2047", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(gbs))
+    assert_one_line_error(p, f"{gbs}: model.global_batch_size: invalid: gbs (2047) must be divisible by DP x mbs",
+                          "model.micro_batch_size also set there")
+
+
+def test_a_bridge_fp4_recipe_beside_fp8_is_not_taken_for_a_misspelling(tmp_path):
+    """Megatron-core's fp4_recipe is one edit from fp8_recipe; both are real keys and the reader looks
+    both up, so an NVFP4 override without fp8_recipe is read, not refused."""
+    f = tmp_path / "fp4.yaml"
+    f.write_text("model:\n  tensor_model_parallel_size: 1\nmixed_precision:\n  fp4: nvfp4\n  fp4_recipe: nvfp4\n"
+                 "train:\n  global_batch_size: 16\n  micro_batch_size: 1\n")
+    from costmodel.run_config import read_run_config
+    assert read_run_config(f).recipe["precision"] == "nvfp4"
