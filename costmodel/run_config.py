@@ -65,6 +65,9 @@ class RunConfig:
         notes: what was not read and why.
         custom_pipeline_split: the run's own split of layers over pipeline stages (Megatron-core
             ``pipeline_model_parallel_layout`` or first/last-stage layer counts), None when even.
+        model: model dimension -> (value, where) the file states, checked against --model.
+        dropout: whether the run trains with dropout (its attention or hidden dropout above 0), None
+            where the file does not say; it overrides the model's own switch.
     """
 
     layout: dict = field(default_factory=dict)
@@ -77,6 +80,7 @@ class RunConfig:
     notes: list = field(default_factory=list)
     custom_pipeline_split: str | None = None
     model: dict = field(default_factory=dict)
+    dropout: bool | None = None
 
 
 # the model dimensions a Megatron-style configuration states (model.<key>) -> ModelSpec attribute;
@@ -104,6 +108,19 @@ def _model_dims(cfg: RunConfig, m: dict, path: str) -> None:
                 cfg.model[attr] = (_int(v), f"{path}: model.{key}")
             except (ValueError, OverflowError):
                 raise InputError(path, f"model.{key}", f"expected an integer, got {v!r}") from None
+    # the run's dropout, a training choice its own file makes (Megatron's attention_dropout /
+    # hidden_dropout): on when either probability is above 0
+    probs = {}
+    for key in ("attention_dropout", "hidden_dropout"):
+        v = m.get(key)
+        if v is None or _unset(v):
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise InputError(path, f"model.{key}", f"expected a dropout probability in [0, 1), got {v!r}")
+        probs[key] = v
+    if probs:
+        on = [k for k, v in probs.items() if v > 0]
+        cfg.dropout, cfg.where["dropout"] = bool(on), f"{path}: model.{(on or list(probs))[0]}"
 
 
 def check_model_dims(cfg: RunConfig, model) -> None:

@@ -81,6 +81,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             merge(scalars, name, v, "--" + name.replace("_", "-"))
         elif name in recipe_flags:
             merge(recipe_flags, name, v, "--" + name.replace("_", "-"))
+    if cfg.dropout is not None:
+        scalars["dropout"], scalars["dropout_where"] = cfg.dropout, cfg.where["dropout"]
     if not given("stack"):
         scalars["stack"] = cfg.stack
     scalars["config_kind"] = cfg.kind

@@ -62,6 +62,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     gbs, seq_len, precision, nodes, stack = sc["gbs"], sc["seq_len"], sc["precision"], sc["nodes"], sc["stack"]
     with config_origin(sc):
         m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
+    if sc.get("dropout") is not None and sc["dropout"] != m.dropout:
+        m = dataclasses.replace(m, dropout=sc["dropout"])
+        config_notes.append(f"dropout {'on' if m.dropout else 'off'}, as {sc['dropout_where']} says "
+                            f"({m.name}'s own default is the other)")
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     with config_origin(sc):

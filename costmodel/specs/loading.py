@@ -30,11 +30,12 @@ class _UniqueKeyLoader(_YAML_LOADER):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
                 continue
-            if key_node.value in seen:
+            key = self.construct_object(key_node)          # 2 and '2' are two keys, as YAML reads them
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key_node.value!r} written twice in one mapping (first at line "
-                    f"{seen[key_node.value] + 1}): YAML would keep only the second", key_node.start_mark)
-            seen[key_node.value] = key_node.start_mark.line
+                    None, None, f"key {key!r} written twice in one mapping (first at line "
+                    f"{seen[key] + 1}): YAML would keep only the second", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
 

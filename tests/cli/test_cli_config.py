@@ -416,3 +416,21 @@ def test_a_bridge_fp4_recipe_beside_fp8_is_not_taken_for_a_misspelling(tmp_path)
                  "train:\n  global_batch_size: 16\n  micro_batch_size: 1\n")
     from costmodel.run_config import read_run_config
     assert read_run_config(f).recipe["precision"] == "nvfp4"
+
+
+def test_the_run_configurations_dropout_overrides_the_models(tmp_path):
+    """Dropout is the run's choice: a NeMo YAML with attention_dropout 0.1 trains Llama 3 8B (no dropout
+    in its catalog entry) with it, slower and noted; a probability outside [0, 1) is refused by key."""
+    base = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--json")
+    drop = tmp_path / "drop.yaml"
+    text = NEMO.read_text()
+    assert "  attention_dropout: 0.0" in text
+    drop.write_text(text.replace("  attention_dropout: 0.0", "  attention_dropout: 0.1", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(drop), "--json")
+    assert p.returncode == 0 and base.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["step_time_s"] > 1.03 * json.loads(base.stdout)["step_time_s"]
+    assert f"dropout on, as {drop}: model.attention_dropout says" in p.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("  attention_dropout: 0.0", "  attention_dropout: 1.5", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bad))
+    assert_one_line_error(p, f"{bad}: model.attention_dropout: expected a dropout probability in [0, 1), got 1.5")
