@@ -47,7 +47,7 @@ from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_pe
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .stacks import get_stack
+from .stacks import dp_overlap_on, get_stack
 
 _STEPS = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0, "send_recv": 0.0}
 
@@ -588,7 +588,7 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     gb = grad_bytes(recipe)
     dpcp = t.dp * t.cp
     edp = expert_dp(t)
-    dp_ov = t.overlap & recipe.dp_overlap & get_stack(recipe.stack).dp_overlap
+    dp_ov = dp_overlap_on(recipe, t.zero, t.overlap)
     bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
 
     def buckets(coll, params, bytes_per, stride, size):

@@ -18,7 +18,7 @@ from .errors import InputError
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, get_stack
+from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -60,7 +60,8 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                                                      if recipe.stack == "deepspeed" else "--optimizer-cpu-offload") + ")")
                 if recipe.optimizer_offload else ""),
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"
-             + (f", DP gradient reduce under the backward: {'on' if recipe.dp_overlap else 'off'}"
+             + (f", DP gradient reduce under the backward: "
+                f"{'on' if dp_overlap_on(recipe, layout['zero'], True) else 'off'}"
                 if layout["overlap"] else "")
              + (f", pipeline sends under the next virtual stage: {'on' if recipe.pp_overlap else 'off'}"
                 if layout["vp"] > 1 and layout["overlap"] else "")]
@@ -225,7 +226,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
     notes = []
-    if layout["overlap"] and recipe.dp_overlap and get_stack(recipe.stack).dp_overlap:
+    if dp_overlap_on(recipe, layout["zero"], layout["overlap"]):
         if recipe.stack == "megatron-legacy":
             # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped
             if layout["zero"] == 0:

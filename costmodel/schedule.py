@@ -51,7 +51,7 @@ from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .optimizer_step import optimizer_step_time_s
-from .stacks import get_stack
+from .stacks import dp_overlap_on, get_stack
 
 BREAKDOWN_TERMS = ("compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "bubble_s",
                    "dp_comm_s", "optimizer_s")
@@ -316,7 +316,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
     # is gathered before the forward starts: overlap hides all but those (FSDP: its first gather
     # and last reduce-scatter per micro-batch)
-    dp_ov = t.overlap & recipe.dp_overlap & get_stack(recipe.stack).dp_overlap
+    dp_ov = dp_overlap_on(recipe, t.zero, t.overlap)
     fsdp = np.where(dp_ov, np.maximum(cm.fsdp_edge_s, cm.fsdp_mb_s - (fwd + bwd)), cm.fsdp_mb_s)
     t_mb = fwd + bwd + pp_mb + pp_slow + fsdp
     # every stage's period summed: all the layers with their collectives, the logits, and each

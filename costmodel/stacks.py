@@ -30,7 +30,8 @@ deepspeed              yes      off      adamw      eager     DeepSpeed with HF 
 
 DP overlap (``dp_overlap``): off on Megatron-LM (``--overlap-grad-reduce`` and ``--overlap-param-gather``
 are store_true flags, megatron/training/arguments.py; before 2023 it had neither) and on DeepSpeed
-(ZeRO ``overlap_comm`` defaults to false; its pipeline engine reduces after the last micro-batch);
+at ZeRO 0-2 (ZeRO ``overlap_comm`` defaults to false below stage 3; its pipeline engine reduces after
+the last micro-batch), where ZeRO-3 overlaps anyway (:attr:`Stack.zero3_overlap`);
 on in NeMo 2's pre-training recipes (``DistributedDataParallelConfig(overlap_grad_reduce=True,
 overlap_param_gather=True)``), in PyTorch DDP (bucketed all-reduce hooks fire during the backward)
 and FSDP (torchtitan, llm-foundry).
@@ -76,6 +77,8 @@ replays one autograd node per differentiable call, counted the same):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .errors import InputError
 from .formats import FP8_RECIPES
@@ -368,6 +371,12 @@ class Stack:
             where the weight-gradient GEMM accumulates into the main gradient (Megatron's
             ``gradient_accumulation_fusion``, TE's ``fuse_wgrad_accumulation``) or the gradients are
             reduced every micro-batch (FSDP without a pipeline, ZeRO-2/3).
+        zero3_overlap: at ZeRO-3 the DP traffic overlaps the compute whatever ``dp_overlap`` says:
+            DeepSpeed prefetches ZeRO-3 parameters ahead of the module that needs them
+            (``stage3_prefetch_bucket_size``, default 5e7 elements; deepspeed/runtime/zero/
+            partitioned_param_coordinator.py) and its ``overlap_comm`` defaults to on at stage 3 and
+            off below (deepspeed/runtime/zero/config.py ``overlap_comm_valid``: ``self.stage ==
+            ZeroStageEnum.weights``), so ``dp_overlap`` (``overlap_comm``) decides ZeRO 0-2 only.
     """
 
     name: str
@@ -394,6 +403,7 @@ class Stack:
     fsdp_copies: str = ""
     grad_accum_bytes: tuple = (0.0, 0.0)
     pp_default_microbatches: bool = False
+    zero3_overlap: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -453,7 +463,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
-                 pp_default_microbatches=name == "torchtitan")
+                 pp_default_microbatches=name == "torchtitan", zero3_overlap=name == "deepspeed")
 
 
 STACKS = {s.name: s for s in (
@@ -556,6 +566,18 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision, stack=stack.name, **values)
+
+
+def dp_overlap_on(recipe: Recipe, zero, overlap):
+    """Whether the DP gradient reduction and ZeRO parameter gathers of a layout may hide under
+    compute: ``zero`` (ZeRO stage) and ``overlap`` (the layout's switch) are scalars or equal-length
+    arrays, and so is the answer (bool).  On when the layout overlaps at all, the stack can
+    (:attr:`Stack.dp_overlap`) and the recipe's ``dp_overlap`` is on, or the stage is ZeRO-3 on a
+    stack that overlaps it regardless (:attr:`Stack.zero3_overlap`: DeepSpeed).
+    """
+    st = get_stack(recipe.stack)
+    want = np.logical_or(recipe.dp_overlap, st.zero3_overlap & (np.asarray(zero) == 3))
+    return np.logical_and(np.asarray(overlap, dtype=bool), st.dp_overlap & want)
 
 
 def switch_values(recipe: Recipe) -> dict:

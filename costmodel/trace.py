@@ -88,7 +88,7 @@ from .layouts import LayoutTable, layers_per_stage, recomputed_fraction
 from .predict import Prediction
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, exposed_layer_comm, pipeline_bubble_s, step_times
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .stacks import get_stack
+from .stacks import dp_overlap_on
 
 TID_COMPUTE, TID_COLL, TID_P2P, TID_DP = 1, 2, 3, 4
 THREADS = {TID_COMPUTE: "compute", TID_COLL: "communication: TP/CP/EP",
@@ -194,7 +194,7 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
     raw_b = {"tp": L * float(cm.tp_layer_bwd_s[0]), "cp": L * float(cm.cp_layer_bwd_s[0]),
              "ep": L * float(cm.ep_layer_bwd_s[0])}
     bd = {k: float(st.breakdown[k][0]) for k in BREAKDOWN_TERMS}
-    overlap = bool(t.overlap[0]) and recipe.dp_overlap and get_stack(recipe.stack).dp_overlap
+    overlap = bool(dp_overlap_on(recipe, t.zero[0], t.overlap[0]))
     param_raw = float(cm.dp_param_s[0])
     param = max(0.0, param_raw - fwd) if overlap else param_raw
     grad = max(0.0, bd["dp_comm_s"] - param - m * fsdp)

@@ -232,6 +232,31 @@ def test_deepspeed_pipeline_reduces_gradients_after_the_last_micro_batch(h200):
     assert ds.breakdown["dp_comm_s"][0] == pytest.approx(off.breakdown["dp_comm_s"][0], rel=1e-9)
 
 
+def test_deepspeed_zero3_overlaps_where_zero2_waits():
+    """DeepSpeed's overlap_comm defaults to on at stage 3 only (deepspeed/runtime/zero/config.py
+    overlap_comm_valid) and ZeRO-3 prefetches its parameters: its per-layer gathers hide under the
+    micro-batch (all but the first gather and the last reduce-scatter), while ZeRO-2's gradient
+    reduction waits for the backward to end unless --dp-overlap turns overlap_comm on."""
+    from costmodel.comm import comm_times
+    from costmodel.stacks import get_stack, stack_recipe
+    c, p = load_cluster("paper-h200"), load_profile("h200-sxm-141gb")
+    m = load_model("llama3-8b")
+    r = stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16")
+    assert not r.dp_overlap
+    kw = dict(tp=1, pp=1, dp=8, sp=False, mbs=1, overlap=True)
+    z3 = predict_one(m, c, p, r, **kw, zero=3)
+    cm3 = comm_times(m, r, c, p, layout(**kw, zero=3))
+    assert z3.breakdown["dp_comm_s"][0] == pytest.approx(cm3.fsdp_edge_s[0] * 8, rel=1e-9)
+    assert cm3.fsdp_mb_s[0] > 10 * cm3.fsdp_edge_s[0]
+    off3 = predict_one(m, c, p, r, **dict(kw, overlap=False), zero=3)
+    assert off3.breakdown["dp_comm_s"][0] == pytest.approx(cm3.fsdp_mb_s[0] * 8, rel=1e-9)
+    z2 = predict_one(m, c, p, r, **kw, zero=2)
+    cm2 = comm_times(m, r, c, p, layout(**kw, zero=2))
+    assert z2.breakdown["dp_comm_s"][0] == pytest.approx(cm2.dp_grad_s[0] + cm2.dp_param_s[0], rel=1e-9)
+    on2 = predict_one(m, c, p, stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16", dp_overlap=True), **kw, zero=2)
+    assert on2.breakdown["dp_comm_s"][0] < 0.5 * z2.breakdown["dp_comm_s"][0]
+
+
 def test_torchtitan_selective_recompute_reruns_every_second_matmul(h200):
     """torchtitan's op-level selective checkpointing re-runs every second matmul and the memory-bound
     ops (activation_checkpoint.py); Megatron's re-runs the checkpointed attention core, the fused flash
