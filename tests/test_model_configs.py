@@ -111,6 +111,34 @@ def test_unmodelled_or_bad_moe_keys_name_the_key(tmp_path, key, value, needle):
     assert key in str(e.value) and needle in str(e.value)
 
 
+@pytest.mark.parametrize("base, drop, add, key, needle", [
+    # Hugging Face's class defaults differ from intermediate_size and from 0: a file without them is refused
+    ("costmodel/catalog/qwen3-30b-a3b.json", "moe_intermediate_size", {}, "moe_intermediate_size", "missing"),
+    ("costmodel/catalog/deepseek-v3.json", "moe_intermediate_size", {}, "moe_intermediate_size", "missing"),
+    ("costmodel/catalog/deepseek-v3.json", "first_k_dense_replace", {}, "first_k_dense_replace", "missing"),
+    ("costmodel/catalog/deepseek-v3.json", "n_shared_experts", {}, "n_shared_experts", "missing"),
+    (DATA + "deepseek-v2-lite.json", "n_shared_experts", {}, "n_shared_experts", "missing"),
+    (DATA + "qwen1.5-moe-a2.7b.json", "shared_expert_intermediate_size", {}, "shared_expert_intermediate_size",
+     "missing"),
+    # one slip from a key the reader looked for: named, with the key it stands for
+    ("costmodel/catalog/deepseek-v3.json", "first_k_dense_replace", {"first_k_dense_replce": 3},
+     "first_k_dense_replce", "did you mean first_k_dense_replace"),
+    ("costmodel/catalog/qwen3-30b-a3b.json", "mlp_only_layers", {"mlp_only_layer": [0, 1]}, "mlp_only_layer",
+     "did you mean mlp_only_layers"),
+    ("costmodel/catalog/mixtral-8x7b.json", None, {"capacity_factor": 1.25}, "capacity_factor",
+     "--moe-capacity-factor"),
+])
+def test_moe_keys_a_config_must_give_or_misspells_are_named(tmp_path, base, drop, add, key, needle):
+    d = json.loads(open(base).read())
+    d.pop(drop, None)
+    d.update(add)
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(InputError) as e:
+        load_model(str(f))
+    assert e.value.field == key and needle in str(e.value)
+
+
 def test_decoder_sparse_step_and_mlp_only_layers_make_dense_layers(tmp_path):
     """Qwen-MoE's rule: layer i is MoE when (i + 1) % decoder_sparse_step == 0 and i is not in
     mlp_only_layers; its dense layers take intermediate_size."""

@@ -23,6 +23,7 @@ attention indexer) is an error naming it, never a silent default.
 """
 from __future__ import annotations
 
+from ..config_keys import TrackedMapping, check_misspelt
 from ..errors import InputError
 from .loading import _get_int
 from .model import ModelSpec
@@ -64,9 +65,13 @@ _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_e
 
 def _check_moe_keys(d: dict, w: str) -> None:
     """Refuse a MoE-looking key (containing 'expert', 'moe' or 'router') the reader does not know: it
-    may add or remove parameters, and a silent default would miscount them."""
+    may add or remove parameters, and a silent default would miscount them; and an expert capacity,
+    which belongs to the run (``--moe-capacity-factor``), not to the model."""
     for k in d:
         low = k.lower()
+        if not k.startswith("_") and "capacity" in low and k not in _KNOWN_MOE_KEYS:
+            raise InputError(w, k, "an expert capacity is the run's setting, not the model's (no Hugging Face "
+                                   "config of the families read here has one): give --moe-capacity-factor")
         if not k.startswith("_") and ("expert" in low or "moe" in low or "router" in low) and k not in _KNOWN_MOE_KEYS:
             raise InputError(w, k, "an MoE key this reader does not model (it may change the parameter count); "
                                    "known: see costmodel/specs/model_config.py _KNOWN_MOE_KEYS")
@@ -147,11 +152,46 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
 def read_model_config(d: dict, path) -> ModelSpec:
     """A ModelSpec from a config mapping read from ``path`` (module docstring for the keys).
 
+    A key the reader never looked at that is one edit from a key it looked for and missed
+    (``first_k_dense_replce``, ``mlp_only_layer``) is refused, naming the key it stands for
+    (costmodel.config_keys), before any refusal the slip caused.
+
     Raises:
-        InputError: missing or bad key, or a key that changes the count and is not modelled.
+        InputError: missing or bad key, a misspelt key, or a key that changes the count and is not
+            modelled.
     """
     w = str(path)
     d, w = _nested(d, w)
+    doc = TrackedMapping(d, "")
+    try:
+        spec = _read(doc, w, path)
+    except InputError:
+        check_misspelt(doc, w)
+        raise
+    check_misspelt(doc, w)
+    return spec
+
+
+def _required_moe_keys(d: dict, w: str, model_type: str) -> None:
+    """Refuse an MoE config of a family whose Hugging Face class defaults a count-changing key to a
+    value of its own when the file leaves it out: the experts' width (Qwen2MoeConfig 1408,
+    Qwen3MoeConfig 768, DeepseekV2Config 1407, DeepseekV3Config 2048), DeepSeek's dense-first layers
+    and shared experts (DeepseekV3Config 3 and 1, DeepseekV2Config 0 and None), Qwen2-MoE's shared
+    expert (5632).  Every released config of these families sets them (huggingface/transformers
+    configuration_qwen2_moe.py, configuration_qwen3_moe.py, configuration_deepseek_v2.py,
+    configuration_deepseek_v3.py); a file without one is not the model it names."""
+    need = {"qwen2_moe": ("moe_intermediate_size", "shared_expert_intermediate_size"),
+            "qwen3_moe": ("moe_intermediate_size",),
+            "deepseek_v2": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts"),
+            "deepseek_v3": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts")}
+    for key in need.get(model_type, ()):
+        if d.get(key) is None:
+            raise InputError(w, key, f"missing: a {model_type} model's count depends on it and Hugging Face's "
+                                     "default for it is not this reader's (give the model's own value)")
+
+
+def _read(d: dict, w: str, path) -> ModelSpec:
+    """:func:`read_model_config` on the flattened mapping ``d`` (``w``: where, for messages)."""
     _check_moe_keys(d, w)
     layers = _get_int(d, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), w)
     hidden = _get_int(d, ("hidden_size", "n_embd", "d_model"), w)
@@ -204,6 +244,8 @@ def read_model_config(d: dict, path) -> ModelSpec:
     if topk > experts:
         raise InputError(w, "num_experts_per_tok", f"{topk} exceeds the {experts} experts")
     model_type = str(d.get("model_type", ""))
+    if experts > 1:
+        _required_moe_keys(d, w, model_type)
     dense_layers = _moe_dense_layers(d, w, layers, experts)
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
