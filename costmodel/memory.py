@@ -20,6 +20,9 @@
   i.e. about L (1 + (PP-1)/(PP VP)) layers' worth.  The last stage holds one micro-batch but also
   the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
   (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
+* An MoE layer's dispatch holds one buffer beside what it saves while it runs
+  (:func:`dispatch_transient_bytes`): the allgather dispatcher's hidden states of the whole EP x ETP
+  group, the all-to-all and flex dispatchers' received rows before their permutation.
 * Reserved outside the allocator's tensors (:func:`reserved_bytes`): the CUDA context and NCCL's
   receive buffers of each communicator in use, and DeepEP's buffers under the flex dispatcher.  Capacity is the CUDA-visible total of the GPU
   (:attr:`costmodel.specs.GpuSpec.capacity_bytes`).  Allocator fragmentation is not modelled:
@@ -34,7 +37,7 @@ import numpy as np
 from .comm import grad_bytes, layer_params_per_gpu, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
-from .moe import deepep_buffer_bytes, run_rank_load
+from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
 from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ModelSpec, Recipe
@@ -180,6 +183,20 @@ NCCL_COMM_BYTES = NCCL_CHANNELS * ((1 << 22) + 120 * 640 * 8 * 8 + 8 * 512 * 8 *
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp")
+def dispatch_transient_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> np.ndarray:
+    """Bytes of the dispatch buffer an MoE layer holds while it runs, on top of the stored activations
+    (costmodel.moe.dispatch_transient_rows), at the busiest EP rank's load; 0 for a dense model or a
+    stage without MoE layers."""
+    if not model.is_moe:
+        return np.zeros(len(t))
+    tok = t.mbs * recipe.seq_len / t.cp
+    tp = t.tp.astype(np.float64)
+    sp_tok = tok / np.where(t.sp, tp, 1.0)
+    load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+    rows = dispatch_transient_rows(recipe.moe_dispatcher, sp_tok, model.topk, t.etp, t.ep, load)
+    return np.where(stage_moe_fraction(model, t) > 0, rows * model.hidden * ACT_BYTES, 0.0)
+
+
 def reserved_bytes(t: LayoutTable, model: ModelSpec | None = None, recipe: Recipe | None = None) -> np.ndarray:
     """Bytes per GPU held outside the model's tensors (array over layouts): the CUDA context plus
     NCCL's buffers for each parallel group of more than one rank (TP, CP, DP x CP gradients, EP,
@@ -248,7 +265,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     # share of each chunk), the rest their activations; one layer's working set at a time
     frac = recomputed_fraction(model, t)
     stored_layer = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act_layer
-    working = np.where(t.recompute == 2, act_layer, 0.0)
+    working = np.where(t.recompute == 2, act_layer, 0.0) + dispatch_transient_bytes(model, recipe, t)
     chunks = np.where(t.vp > 1,
                       np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
                       np.minimum(t.pp, m))

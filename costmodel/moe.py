@@ -165,6 +165,25 @@ def permute_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
             "flex": lambda: 2 * received}[dispatcher]()
 
 
+def dispatch_transient_rows(dispatcher: str, tokens, topk: int, etp, ep, load):
+    """Token rows of the largest buffer one MoE layer's dispatch holds beside the activations it saves,
+    on one GPU, while the layer runs (freed before the next layer): the allgather dispatcher's hidden
+    states gathered over the EP x ETP group, every token of the group whatever its experts (Megatron-core
+    token_dispatcher.py MoEAllGatherTokenDispatcher: ``gather_from_sequence_parallel_region`` over
+    the tp_ep group, then the local permutation, whose backward keeps only the indices); the
+    all-to-all and flex dispatchers' received rows before the permutation that feeds the experts
+    (MoEAlltoAllTokenDispatcher's all-to-all output and ETP gather ahead of ``sort_chunks_by_idxs``;
+    the flex dispatcher's DeepEP output ahead of its permute).  Arrays broadcast like
+    :func:`permute_rows`.
+
+    Raises:
+        KeyError: an unknown dispatcher.
+    """
+    received = _received_rows(tokens, topk, etp, load)
+    return {"alltoall": lambda: received, "allgather": lambda: tokens * etp * ep,
+            "flex": lambda: received}[dispatcher]()
+
+
 def atomic_permute_rows(dispatcher: str, tokens, topk: int, etp, load):
     """Rows of the one atomic scatter-add pass each direction of Megatron-core's unfused permutation
     makes on one GPU (module docstring): the rank's own token copies for the all-to-all dispatcher

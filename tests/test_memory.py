@@ -315,3 +315,22 @@ def test_flex_dispatcher_reserves_deepep_buffers_beside_nccls():
     assert flex[0] - a2a[0] == pytest.approx(float(deepep_buffer_bytes(m.hidden, 8))) and flex[0] - a2a[0] > 1e8
     dense = load_model("llama3-8b")
     assert reserved_bytes(t, dense, Recipe(gbs=64, seq_len=4096, moe_dispatcher="flex"))[0] == reserved_bytes(t)[0]
+
+
+def test_moe_dispatch_holds_its_buffer_beside_the_saved_activations():
+    """While an MoE layer runs, the allgather dispatcher holds every token of its EP x ETP group
+    (Mixtral 8x7B, TP 2 with SP, EP 8: 4096 / 2 tokens x 8 ranks x 4096 x 2 B = 128 MiB); the all-to-all
+    dispatcher holds its received rows (2048 x top-2 at the busiest rank's load); the peak carries the
+    difference, and a dense model holds none."""
+    from costmodel.memory import dispatch_transient_bytes, memory_bytes
+    from costmodel.moe import run_rank_load
+    m = load_model("mixtral-8x7b")
+    t = layout(tp=2, dp=8, ep=8, etp=1, sp=True)
+    ag, a2a = (Recipe(gbs=64, seq_len=4096, moe_dispatcher=d) for d in ("allgather", "alltoall"))
+    assert dispatch_transient_bytes(m, ag, t)[0] == 2048 * 8 * 4096 * 2 == 128 * 2**20
+    load = float(run_rank_load(m, a2a, np.array([4096.0]), np.array([2.0]), t.etp, t.ep)[0])
+    assert 1.0 < load < 1.2
+    assert dispatch_transient_bytes(m, a2a, t)[0] == pytest.approx(2048 * 2 * load * 4096 * 2, rel=1e-12)
+    diff = memory_bytes(m, ag, t).peak_bytes[0] - memory_bytes(m, a2a, t).peak_bytes[0]
+    assert diff == pytest.approx(2048 * 4096 * 2 * (8 - 2 * load), rel=1e-9)
+    assert dispatch_transient_bytes(load_model("llama3-8b"), ag, t)[0] == 0.0
