@@ -282,3 +282,14 @@ def test_dropout_comes_from_the_attention_dropout_probability(tmp_path):
         load({**llama, "attention_dropout": 1.5})
     with pytest.raises(InputError, match="_dropout: expected true or false, got 'no'"):
         load({**llama, "_dropout": "no"})
+
+
+def test_a_key_written_twice_in_a_config_json_is_refused(tmp_path):
+    """Python's JSON reader (and Hugging Face's) keeps the last of two equal keys: vocab_size 100 after
+    152064 would count 1.09B parameters fewer, silently."""
+    f = tmp_path / "config.json"
+    text = open("costmodel/catalog/llama3-8b.json").read().rstrip()
+    f.write_text(text[:-1].rstrip() + ', "vocab_size": 100}')
+    with pytest.raises(InputError) as e:
+        load_model(str(f))
+    assert e.value.field == "vocab_size" and "written twice" in str(e.value)

@@ -45,6 +45,33 @@ def yaml_load(text: str):
     return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object with one key twice (:func:`json_load`); ``key`` is the repeated key."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key {key!r} written twice in one object: JSON readers keep only the second")
+        self.key = key
+
+
+def _unique_pairs(pairs) -> dict:
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(k)
+        out[k] = v
+    return out
+
+
+def json_load(text: str):
+    """``json.loads`` refusing a key written twice in one object, which Python's reader (like
+    Hugging Face's) resolves silently to the last value.
+
+    Raises:
+        json.JSONDecodeError: malformed text; DuplicateKeyError: a repeated key.
+    """
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
 def _package_dir(sub: str) -> Path:
     """Directory of built-in data: the source checkout's folder, else the installed package's."""
     here = Path(__file__).resolve().parent.parent
@@ -78,7 +105,10 @@ def _read_mapping(path: Path) -> dict:
     if not text.strip():
         raise InputError(path, "", "file is empty")
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
+        data = json_load(text) if path.suffix == ".json" else yaml_load(text)
+    except DuplicateKeyError as e:
+        raise InputError(path, e.key, "written twice in one object: Python's JSON reader (and Hugging Face's) "
+                         "keeps only the second; give it once") from None
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise InputError(path, "", f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
                          f"{str(e).splitlines()[0]}") from None
