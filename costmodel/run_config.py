@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from .config_keys import check_misspelt, track
+from .config_keys import check_misspelt, one_edit_apart, track
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
@@ -68,6 +68,8 @@ class RunConfig:
         model: model dimension -> (value, where) the file states, checked against --model.
         dropout: whether the run trains with dropout (its attention or hidden dropout above 0), None
             where the file does not say; it overrides the model's own switch.
+        defaults: recipe key -> the framework's own default for a value the file leaves out, which the
+            run trains with unless its command line (here: the flag) overrides it.
     """
 
     layout: dict = field(default_factory=dict)
@@ -81,6 +83,13 @@ class RunConfig:
     custom_pipeline_split: str | None = None
     model: dict = field(default_factory=dict)
     dropout: bool | None = None
+    defaults: dict = field(default_factory=dict)
+
+
+#: torchtitan's own values for the [training] keys a TOML leaves out (torchtitan/config/job_config.py
+#: Training: ``local_batch_size: int = 8``, ``seq_len: int = 2048``, ``global_batch_size: int = -1``,
+#: the local batch times the DP degree)
+TORCHTITAN_TRAINING_DEFAULTS = {"seq_len": 2048, "local_batch_size": 8}
 
 
 # the model dimensions a Megatron-style configuration states (model.<key>) -> ModelSpec attribute;
@@ -170,7 +179,8 @@ def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str,
     try:
         target[name] = conv(v)
     except (TypeError, ValueError):
-        raise InputError(path, prefix + key, f"{v!r} is not a valid value") from None
+        raise InputError(path, prefix + key, f"{v!r} is not a valid value"
+                         + (f": expected {conv.expect}" if hasattr(conv, "expect") else "")) from None
     cfg.where[name] = f"{path}: {prefix}{key}"
 
 
@@ -218,6 +228,10 @@ def _precision(v) -> str:
     if s in ("16", "16-mixed", "fp16", "fp16-mixed"):
         return "fp16"
     raise ValueError(v)
+
+
+_bool.expect, _int.expect, _count.expect = "true or false", "a whole number", "a whole number >= 1"
+_precision.expect = "bf16, bf16-mixed, 16, 16-mixed or fp16 (32-bit training is not modelled)"
 
 
 def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
@@ -541,6 +555,9 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
             raise InputError(path, "training.local_batch_size", f"{tr['local_batch_size']!r} is not a valid "
                              "value") from None
     _take(cfg, path, R, "seq_len", tr, "seq_len", _count, "training.")
+    for key, v in TORCHTITAN_TRAINING_DEFAULTS.items():
+        if key not in R and not (key == "local_batch_size" and "gbs" in R):
+            cfg.defaults[key] = v
     ac = _table(d, path, "activation_checkpoint").get("mode")
     if ac is not None:
         if ac not in ("none", "selective", "full"):
@@ -657,6 +674,13 @@ def read_run_config(path) -> RunConfig:
                          "Megatron-Bridge YAML or torchtitan TOML are read)")
     if "ConfigContainer" in str(d.get("_target_", "")) or ("train" in d and "trainer" not in d):
         return _checked(_bridge, d, str(path))
+    if "trainer" not in d:
+        # the section that tells the two formats apart, misspelt, would make a Megatron-Bridge file a
+        # NeMo one (or a NeMo file lose its trainer): refused before either reader guesses
+        near = [k for k in d if isinstance(k, str) and (one_edit_apart(k, "train") or one_edit_apart(k, "trainer"))]
+        if near:
+            raise InputError(path, near[0], "not a key the readers know; did you mean train: (Megatron-Bridge) or "
+                             "trainer: (NeMo)? (one edit away; the file has neither, so its format cannot be told)")
     return _checked(_nemo, d, str(path))
 
 

@@ -85,6 +85,11 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         scalars["dropout"], scalars["dropout_where"] = cfg.dropout, cfg.where["dropout"]
     if not given("stack"):
         scalars["stack"] = cfg.stack
+    elif scalars.get("stack") not in STACKS_OF_FILE[cfg.stack]:
+        # the file is that framework's: another stack's defaults (recompute vocabulary, fusions,
+        # overlaps) would price a run the file does not describe
+        raise InputError("--stack", "", f"{scalars.get('stack')!r} contradicts {path} (a {cfg.kind}, run by "
+                         f"{' or '.join(STACKS_OF_FILE[cfg.stack])}): drop the flag or pass that stack")
     scalars["config_kind"] = cfg.kind
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
     if cfg.gpus_per_node is not None:
@@ -94,11 +99,25 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                              f"{c.gpus_per_node}")
     if cfg.nodes is not None:
         merge(scalars, "nodes", cfg.nodes, "--nodes")
+    for key, v in cfg.defaults.items():        # the framework's own value where the file and the flags are silent
+        flag = "gbs" if key == "local_batch_size" else key
+        if given(flag):
+            continue
+        cfg.notes.append(f"{path}: training.{key} not set: {cfg.kind.split()[0]}'s default {v}")
+        if key == "seq_len":
+            scalars["seq_len"], cfg.where["seq_len"] = v, f"{path}: training.seq_len ({cfg.kind.split()[0]}'s default)"
+        else:
+            cfg.recipe["local_batch_size"] = v
+            if (layout_flags.get("pp") or 1) == 1 and not given("mbs") and "mbs" not in cfg.layout:
+                layout_flags["mbs"] = v
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
         c = load_cluster(cluster_arg, scalars.get("nodes"))
         mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
         if c.num_gpus % mp:
-            raise InputError(path, "parallelism", f"TP x PP x CP = {mp} does not divide the {c.num_gpus} GPUs of {c.key}")
+            keys = [cfg.where[d].split(": ", 1)[1] for d in ("tp", "pp", "cp") if d in cfg.where]
+            raise InputError(path, keys[0] if keys else "parallelism", f"TP x PP x CP = {mp} does not divide the "
+                             f"{c.num_gpus} GPUs of {c.key}" + (f"; {', '.join(keys[1:])} also set there"
+                                                                  if keys[1:] else ""))
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
             f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
     switches = {w.name for w in RECIPE_SWITCHES}
@@ -111,6 +130,11 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                          "sequence length, precision, recipe switches, model dimensions)"
                          + (f": {'; '.join(cfg.notes)}" if cfg.notes else ": check its key names (README, 'Use', predict --config; costmodel/run_config.py)"))
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
+
+
+#: the stacks that run a configuration file's framework: NeMo and Megatron-Bridge files are Megatron-core
+#: runs (``--stack megatron`` prices them at Megatron-LM's own defaults), a torchtitan TOML torchtitan's
+STACKS_OF_FILE = {"nemo": ("nemo", "megatron"), "torchtitan": ("torchtitan",)}
 
 
 #: the names a layout rule's message uses (costmodel.layouts.validity) -> the flag a run configuration fills

@@ -187,7 +187,8 @@ def _launch(lay: dict, m, r, fmt, sc: dict, config) -> tuple[str, str]:
     kind = sc.get("config_kind")
     if fmt is None and kind in ("NeMo YAML", "Megatron-Bridge YAML"):
         title, text = launch_settings(lay, m, r, fmt="settings")
-        return f"Settings to set in {config} (its {kind} keys; NeMo 2 recipe overrides do not apply to it)", text
+        return (f"Settings to set in {config} (in words: find each in its {kind} keys; NeMo 2 recipe "
+                "overrides do not apply to it)", text)
     return launch_settings(lay, m, r, fmt=fmt)
 
 

@@ -340,7 +340,7 @@ def test_a_nemo_or_bridge_yaml_gets_settings_for_its_own_keys_not_nemo_2_overrid
     in that file; --format still picks any format."""
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO))
     assert p.returncode == 0, p.stderr
-    assert f"Settings to set in {NEMO} (its NeMo YAML keys" in " ".join(p.stdout.split())
+    assert f"Settings to set in {NEMO} (in words: find each in its NeMo YAML keys" in " ".join(p.stdout.split())
     assert "recipe.trainer.strategy" not in p.stdout and "tensor parallel (TP): 1" in p.stdout
     f = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--format", "nemo")
     assert f.returncode == 0 and "recipe.trainer.strategy.tensor_model_parallel_size = 1" in f.stdout
@@ -434,3 +434,34 @@ def test_the_run_configurations_dropout_overrides_the_models(tmp_path):
     bad.write_text(text.replace("  attention_dropout: 0.0", "  attention_dropout: 1.5", 1))
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bad))
     assert_one_line_error(p, f"{bad}: model.attention_dropout: expected a dropout probability in [0, 1), got 1.5")
+
+
+def test_a_misspelt_format_section_a_foreign_stack_and_torchtitans_own_defaults(tmp_path):
+    """trian: (for Megatron-Bridge's train: or NeMo's trainer:) would make the reader guess the format: refused
+    by name; a --stack outside the file's framework is refused naming the file; a torchtitan TOML without
+    training.seq_len / local_batch_size trains at torchtitan's defaults (2048, 8: job_config.py Training)
+    unless a flag gives them."""
+    bridge = tmp_path / "mb.yaml"
+    bridge.write_text("model:\n  tensor_model_parallel_size: 4\ntrian:\n  micro_batch_size: 1\n  global_batch_size: 128\n")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bridge)),
+                          "trian", "did you mean train: (Megatron-Bridge) or trainer: (NeMo)")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO),
+                              "--stack", "torchtitan"), "--stack", "'torchtitan' contradicts", "NeMo YAML")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(TITAN),
+                              "--stack", "megatron"), "--stack", "torchtitan TOML")
+    ok = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--stack", "megatron")
+    assert ok.returncode == 0, ok.stderr
+    toml = tmp_path / "tt.toml"
+    toml.write_text("[parallelism]\ntensor_parallel_degree = 2\ndata_parallel_shard_degree = -1\n")
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(toml), "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    # 8 GPUs at TP 2: DP 4, local batch 8 -> gbs 32 at mbs 8
+    assert (r["recipe"]["seq_len"], r["recipe"]["gbs"], r["layout"]["mbs"]) == (2048, 32, 8)
+    assert "training.seq_len not set: torchtitan's default 2048" in p.stderr
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(toml), "--seq-len", "4096",
+            "--gbs", "64", "--mbs", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert (r["recipe"]["seq_len"], r["recipe"]["gbs"], r["layout"]["mbs"]) == (4096, 64, 2)
+    assert "default" not in p.stderr.split("energy answer")[0]
