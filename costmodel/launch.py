@@ -252,12 +252,23 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list |
             a.append("--use-flash-attn")
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
         a.append(f"--attention-backend {megatron_attention_backend(recipe)}")
+    if recipe.cross_entropy == "fused":
+        a.append("--cross-entropy-loss-fusion")
+    elif recipe.cross_entropy != "megatron":
+        notes.append(_CE_NOTE.format(ce=recipe.cross_entropy))
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
                      f"{recipe.optimizer}, these arguments train with Adam")
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
+
+
+#: the note for a cross-entropy Megatron-core cannot run: it has its vocab-parallel loss and the fused
+#: one (``--cross-entropy-loss-fusion``, TransformerConfig.cross_entropy_loss_fusion), no eager fp32 or
+#: chunked linear + loss
+_CE_NOTE = ("Megatron-core has no {ce} cross-entropy (its vocab-parallel loss, or --cross-entropy-loss-fusion): "
+            "the prediction assumed {ce}, these arguments run the vocab-parallel one")
 
 
 def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> list[str]:
@@ -318,6 +329,9 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
         a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
     a.append(f"recipe.model.config.attention_backend = {megatron_attention_backend(recipe)!r}")
+    a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy == 'fused'}")
+    if recipe.cross_entropy not in ("megatron", "fused"):
+        a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
                                             "fp8": "bf16_with_fp8_current_scaling_mixed()" if current

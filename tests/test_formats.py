@@ -104,6 +104,17 @@ def test_launch_flags_name_the_recipe():
     assert "--fp4-format e2m1" in megatron_args(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4"))
     assert "bf16_with_nvfp4_mixed()" in nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4",
                                                                         stack="nemo"))
+    # the cross-entropy the prediction assumed: Megatron's fused loss by its flag, one it lacks by a note
+    ce = {c: Recipe(gbs=8, seq_len=4096, cross_entropy=c) for c in ("megatron", "fused", "eager", "chunked")}
+    assert "--cross-entropy-loss-fusion" in megatron_args(lay, m, ce["fused"])
+    assert "cross-entropy" not in megatron_args(lay, m, ce["megatron"])
+    assert megatron_args(lay, m, ce["eager"]).endswith("# Megatron-core has no eager cross-entropy (its vocab-parallel "
+                                                        "loss, or --cross-entropy-loss-fusion): the prediction assumed "
+                                                        "eager, these arguments run the vocab-parallel one")
+    nemo = {c: nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, cross_entropy=c, stack="nemo")) for c in ce}
+    assert "recipe.model.config.cross_entropy_loss_fusion = True" in nemo["fused"]
+    assert "recipe.model.config.cross_entropy_loss_fusion = False" in nemo["megatron"]
+    assert "# Megatron-core has no chunked cross-entropy" in nemo["chunked"]
 
 
 def test_logs_and_configs_name_the_block_scaled_recipes():
