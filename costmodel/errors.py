@@ -158,7 +158,7 @@ class InfeasibleError(CostmodelError):
     Args:
         binding: the limit family to relax: 'temperature', 'node_power', 'memory', or several
             joined by '+' when no single family suffices.
-        message: e.g. "max temperature 83.0 C must rise to 86.4 C (+4.1%) ...".
+        message: e.g. "max temperature 83.0 C must rise to 86.4 C (+3.4 C, layout ...) ...".
         required: family -> the least limit value that makes the instance feasible (C, W, bytes)
             for every family that suffices alone (or the joint values).
         relative: family -> (required - limit) / limit.

@@ -397,6 +397,8 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     """
     stack = get_stack(stack_name or tlog.framework)
     prec = run.precision or ("bf16" if "bf16" in c.gpu.peak_flops else "fp16")
+    if run.precision is None:
+        run.origin["precision"] = f"not in the log: {prec} assumed (the GPU's 16-bit type; pass --precision)"
     logged, where, notes = logged_switches(tlog, model.is_moe, model.num_experts)
     warnings += [f"{tlog.path}: {n}" for n in notes]
     given = {k: v for k, v in flags.items() if v is not None}

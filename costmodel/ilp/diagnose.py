@@ -19,6 +19,10 @@ def _diagnose(inst: Instance, solver) -> InfeasibleError:
     def fmt(f, v):
         return f"{v:.1f} C" if f == "temperature" else f"{v:.0f} W" if f == "node_power" else f"{v / 1e9:.3f} GB"
 
+    def rise(f, rel):
+        # a temperature rises by degrees (a percentage of degrees Celsius means nothing); the others by share
+        return f"+{rel * _limit(inst, f):.1f} C" if f == "temperature" else f"+{100 * rel:.2f}%"
+
     def required_by(sol: Solution, fams):
         o = inst.options[sol.layout_index]
         vals = {"temperature": max(r.temp_c for r in sol.gpus),
@@ -49,8 +53,8 @@ def _diagnose(inst: Instance, solver) -> InfeasibleError:
         order = sorted(required, key=lambda f: relative[f])
         f = order[0]
         msg = (f"no layout meets the limits: {names[f]} {fmt(f, _limit(inst, f))} must rise to "
-               f"{fmt(f, required[f])} (+{100 * relative[f]:.2f}%, layout {layout_of[f]!r})")
-        others = [f"{names[g]} {fmt(g, _limit(inst, g))} -> {fmt(g, required[g])} (+{100 * relative[g]:.2f}%)"
+               f"{fmt(f, required[f])} ({rise(f, relative[f])}, layout {layout_of[f]!r})")
+        others = [f"{names[g]} {fmt(g, _limit(inst, g))} -> {fmt(g, required[g])} ({rise(g, relative[g])})"
                   for g in order[1:]]
         if others:
             msg += "; alternatively " + ", ".join(others)
@@ -62,7 +66,7 @@ def _diagnose(inst: Instance, solver) -> InfeasibleError:
     fams = [f for f in _FAMILIES if req[f] > _limit(inst, f) * (1 + FEAS_RTOL)]
     rel = {f: (req[f] - _limit(inst, f)) / _limit(inst, f) for f in fams}
     msg = ("no layout meets the limits and no single limit suffices: " +
-           ", ".join(f"{names[f]} {fmt(f, _limit(inst, f))} must rise to {fmt(f, req[f])} (+{100 * rel[f]:.2f}%)"
+           ", ".join(f"{names[f]} {fmt(f, _limit(inst, f))} must rise to {fmt(f, req[f])} ({rise(f, rel[f])})"
                      for f in fams) + f" (layout {sol.layout_name!r})")
     return InfeasibleError("+".join(fams), msg, {f: req[f] for f in fams}, rel)
 

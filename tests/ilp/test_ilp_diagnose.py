@@ -32,7 +32,7 @@ def test_temperature_binds_and_names_the_required_limit():
         solve(inst, "time")
     assert e.value.binding == "temperature"
     assert e.value.required["temperature"] == pytest.approx(60.0)
-    assert "max temperature 55.0 C must rise to 60.0 C" in e.value.message
+    assert "max temperature 55.0 C must rise to 60.0 C (+5.0 C," in e.value.message
 
 
 def test_node_power_binds():
