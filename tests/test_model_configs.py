@@ -293,3 +293,21 @@ def test_a_key_written_twice_in_a_config_json_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         load_model(str(f))
     assert e.value.field == "vocab_size" and "written twice" in str(e.value)
+
+
+def test_an_unknown_model_type_is_read_as_a_plain_decoder_and_said(tmp_path):
+    """Qwen2's Q/K/V biases come from its model_type: under an unknown one the reader takes the generic
+    keys (no biases: 7,615,487,488 parameters instead of 7,615,616,512 for Qwen2.5-7B's dimensions) and
+    known_family says so, for predict's note."""
+    from costmodel.specs.model_config import known_family
+    qwen = dict(model_type="qwen2", num_hidden_layers=28, hidden_size=3584, intermediate_size=18944,
+                num_attention_heads=28, num_key_value_heads=4, vocab_size=152064, hidden_act="silu",
+                tie_word_embeddings=False)
+    counts = {}
+    for mt in ("qwen2", "foo"):
+        f = tmp_path / f"{mt}.json"
+        f.write_text(json.dumps(dict(qwen, model_type=mt)))
+        m = load_model(str(f))
+        counts[mt] = (m.params(), known_family(m))
+    assert counts == {"qwen2": (7_615_616_512, True), "foo": (7_615_487_488, False)}
+    assert all(known_family(load_model(n)) for n in ("llama3-8b", "gpt3-175b", "grok1-314b", "deepseek-v3"))

@@ -15,6 +15,7 @@ from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_moe_recipe
+from ..specs.model_config import known_family
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
@@ -234,6 +235,11 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     if seq_len is None and model.seq_len_assumed:
         print(f"costmodel: note: {model_arg} gives no training length (_seq_len): seq_len {model.seq_len} = "
               f"min(max_position_embeddings {model.max_positions or '-'}, 4096); pass --seq-len", file=sys.stderr)
+    if not known_family(model):
+        what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
+        print(f"costmodel: note: {model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its generic keys "
+              "(biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU)",
+              file=sys.stderr)
     check_recipe_flags(recipe_flags or {})
     given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
     if not model.is_moe:        # a dense model's MoE flags first: before the recipe checks their values

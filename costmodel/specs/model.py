@@ -57,6 +57,9 @@ class ModelSpec:
             min(max_position_embeddings, 4096): a context window is not a training length.
         params_published: the authors' parameter count, or None.
         source: where the config comes from (path or citation).
+        family: the file's Hugging Face ``model_type`` ('' for a catalog file that states its
+            architecture itself with ``_gated``); :func:`costmodel.specs.model_config.known_family`
+            says whether the reader knows its twists (Qwen's Q/K/V biases, Qwen3's Q/K norms...).
     """
 
     name: str
@@ -81,6 +84,7 @@ class ModelSpec:
     params_published: float | None = None
     source: str = ""
     seq_len_assumed: bool = False
+    family: str = ""
     num_dense_layers: int = 0
     dense_ffn_hidden: int = 0
     shared_ffn_hidden: int = 0

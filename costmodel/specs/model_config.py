@@ -31,6 +31,8 @@ from .model import ModelSpec
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                 "gemma", "gemma2", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "grok", "grok-1", "gpt_oss",
                 "dbrx")
+#: the model types whose architecture the reader knows (their twists keyed by model_type below)
+_KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "opt", "bloom", "nemotron"))
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -172,6 +174,12 @@ def read_model_config(d: dict, path) -> ModelSpec:
     return spec
 
 
+def known_family(model: ModelSpec) -> bool:
+    """Whether ``model`` came from a family whose architecture this reader knows (:data:`_KNOWN_TYPES`),
+    or from a catalog file that states it (``family`` '')."""
+    return model.family == "" or model.family in _KNOWN_TYPES
+
+
 def _required_moe_keys(d: dict, w: str, model_type: str) -> None:
     """Refuse an MoE config of a family whose Hugging Face class defaults a count-changing key to a
     value of its own when the file leaves it out: the experts' width (Qwen2MoeConfig 1408,
@@ -282,6 +290,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         dropout=_dropout(d, w, model_type), bias=bias, seq_len=seq_len,
         params_published=float(pp) if isinstance(pp, (int, float)) else None,
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
+        family=model_type if model_type or "_gated" in d else "?",
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
