@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import InputError
+from ..errors import CostmodelError, InputError
 from ..units import parse_quantity
 
 #: libyaml's safe loader where PyYAML was built with it (the same YAML, parsed about ten times faster:
@@ -45,7 +45,7 @@ def yaml_load(text: str):
     return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
-class DuplicateKeyError(ValueError):
+class DuplicateKeyError(CostmodelError, ValueError):
     """A JSON object with one key twice (:func:`json_load`); ``key`` is the repeated key."""
 
     def __init__(self, key: str):
