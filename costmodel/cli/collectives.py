@@ -75,6 +75,11 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
         raise InputError(path, "", "is not nccl-tests / rccl-tests output (no size/time/algbw/busbw table)")
     t = read_nccl_tests(p, strict=False)
     m = t.meta
+    # every row left out says why (as calibrate fit says it), and rows nccl-tests itself found wrong
+    notes += [f"left out: {e}" for e in t.errors]
+    if m.get("wrong_lines"):
+        notes.append(f"{path}: lines {', '.join(map(str, m['wrong_lines']))} report #wrong > 0 (results that failed "
+                     "nccl-tests' check): left out, their times are suspect")
     from ..fit.assembly import gpu_key_for
     for name in m.get("gpu_names") or []:
         key = gpu_key_for(name)

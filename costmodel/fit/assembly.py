@@ -122,6 +122,22 @@ def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, 
     return d
 
 
+def _rederived(entry: dict, fitted: dict, gpu_key: str, scope: str, base_path) -> dict:
+    """An unmeasured collective's base entry after the fit: one that copies a collective of this GPU and
+    scope (``derived_from: "<gpu>:comm.<scope>.<collective>"``) that this fit measured takes the new
+    fit's protocols, so a fitted all-reduce reaches the reduce-scatter and all-gather copied from it;
+    any other is kept from the base profile, marked ``kept_from``."""
+    src = entry.get("derived_from") if isinstance(entry, dict) else None
+    prefix = f"{gpu_key}:comm.{scope}."
+    coll = src[len(prefix):] if isinstance(src, str) and src.startswith(prefix) else None
+    if coll in fitted and "protocols" in fitted[coll]:
+        out = {k: v for k, v in entry.items() if k not in ("protocols", "kept_from", "fit", "note")}
+        return dict(out, protocols=copy.deepcopy(fitted[coll]["protocols"]),
+                    note=f"No measurement of this collective: this fit's {scope} {coll} parameters (same links; "
+                         "busbw normalisation makes ring collectives comparable).")
+    return dict(entry, kept_from=base_path)
+
+
 def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict | None = None, base_path: str = "",
                 cluster: ClusterSpec | None = None, report: FitReport | None = None, argv=None) -> tuple[dict, FitReport]:
     """Fit every section the measurements cover; keep the rest from ``base``.
@@ -174,10 +190,15 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
                 prof["comm"][scope][coll] = comm[scope][coll]
                 fitted.append(f"comm.{scope}.{coll}")
             else:
-                prof["comm"][scope][coll] = dict(prof["comm"][scope][coll], kept_from=base_path)
+                prof["comm"][scope][coll] = _rederived(prof["comm"][scope][coll], comm[scope], gpu.key, scope,
+                                                       base_path)
         missing = [c for c in COLLECTIVES if c not in comm[scope]]
-        if missing:
-            report.warnings.append(f"comm.{scope}: no measurement of {', '.join(missing)}: kept from the base profile")
+        kept = [c for c in missing if "kept_from" in prof["comm"][scope][c]]
+        if kept:
+            report.warnings.append(f"comm.{scope}: no measurement of {', '.join(kept)}: kept from the base profile")
+        if len(kept) < len(missing):
+            report.warnings.append(f"comm.{scope}: no measurement of {', '.join(c for c in missing if c not in kept)}: "
+                                   "derived from this fit's collective the base profile derives them from")
     mo = fit_moe_section(meas, gpu, prof, report)
     if mo:
         prof["moe"] = mo

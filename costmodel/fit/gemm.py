@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from costmodel.errors import FitError
 from costmodel.gemm import gemm_time_s
 from costmodel.specs import GemmParams, GpuSpec
 
 from .measurements import FitReport, Measurements
 from .primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, quality, warn_outliers
+
+
+#: a GEMM fit whose median time error exceeds this is no fit (a good one: 2-6 %, costmodel/fit docs)
+NO_FIT_MEDIAN_ERR = 0.5
 
 
 def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: FitReport) -> dict:
@@ -16,6 +21,10 @@ def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: F
     eta_max is bounded by 1 (the datasheet dense peak); every other factor comes from the tile/wave
     model.  Returns dtype -> entry (with ``fit``); dtypes with fewer than 4 shapes are skipped with a
     warning.
+
+    Raises:
+        FitError: a dtype whose fit explains none of its times (R2 below 0 or median error above
+            :data:`NO_FIT_MEDIAN_ERR`): another unit than seconds, or another GPU.
     """
     out = {}
     recs = [r for s in meas.suites for r in s["gemm"]]
@@ -34,6 +43,11 @@ def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: F
         fit = fit_stats(tm, pts["t"], sorted({str(s.path) for s in meas.suites}),
                         method="least_squares soft_l1 on log time; tile chosen among {64,128,256}^2; eta_max <= 1")
         warn_outliers(f"gemm.{dt}", tm, pts["t"], [f"{r['m']}x{r['n']}x{r['k']} (line {r['_line']})" for r in rows], report)
+        if (fit.get("r2") is not None and fit["r2"] < 0) or fit["median_rel_err"] > NO_FIT_MEDIAN_ERR:
+            # the roofline explains the times worse than their mean: another unit, or not this GPU
+            raise FitError(f"gemm.{dt}: the fit explains none of {len(rows)} measured times (R2 {fit['r2']}, median "
+                           f"error {100 * fit['median_rel_err']:.0f}%, eta_max {p.eta_max:.3f}): times not in "
+                           f"seconds, or not of a {gpu.name}? ({', '.join(fit['inputs'])}); nothing written")
         out[dt] = gemm_entry(p, fit, **_power_limited(meas, dt, p, peak, gpu, hbm_eff, report))
         report.rows.append((f"gemm.{dt}", f"eta_max {p.eta_max:.3f} k_half {p.k_half:.0f} tile {p.tile_m}x{p.tile_n}",
                             quality(fit)))

@@ -193,10 +193,11 @@ class NcclTable:
     errors: list = field(default_factory=list)
     meta: dict = field(default_factory=_empty_meta)
 
-    def select(self, placement="out-of-place", table=0):
-        """Rows of one placement and table, sorted by size."""
-        return sorted((r for r in self.rows if r.placement == placement and r.table == table),
-                      key=lambda r: r.size_bytes)
+    def select(self, placement="out-of-place", table=0, suspect=False):
+        """Rows of one placement and table, sorted by size; without ``suspect``, not the rows whose
+        ``#wrong`` is above 0 (nccl-tests found corrupted results: the time is of a broken run)."""
+        return sorted((r for r in self.rows if r.placement == placement and r.table == table
+                       and (suspect or not r.wrong)), key=lambda r: r.size_bytes)
 
 
 def _num(tok):
@@ -211,13 +212,16 @@ def _is_int(tok):
     return re.fullmatch(r"\d+", tok) is not None
 
 
-def _row_problem(size: int, placement: str, t: float, algbw: float):
+def _row_problem(size: int, placement: str, t: float, algbw: float, busbw: float = 0.0):
     """Why a parsed row's time cannot be used, or None.  The time must be a positive number, and
     nccl-tests computes the algbw it prints from it (algBw = size / 1e9 / seconds, src/common.cu):
     printed to two decimals each, they agree within their rounding, so a row whose columns disagree
     was edited or mixes units (a time in ms under the us header)."""
     if not (math.isfinite(t) and t > 0):
         return f"{placement} time {t!r} us is not a positive number"
+    for name, v in (("algbw", algbw), ("busbw", busbw)):
+        if not (math.isfinite(v) and v >= 0):
+            return f"{placement} {name} {v!r} GB/s is not a number >= 0"
     if algbw >= 0.05 and size > 0:
         implied = size / (t * 1e3)
         tol = 0.02 + 0.006 / t + 0.006 / algbw
@@ -389,7 +393,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         table = max(table, 0)
         for j, placement in enumerate(("out-of-place", "in-place")):
             t, a, b_ = vals[3 * j:3 * j + 3]
-            problem = _row_problem(size, placement, t, a)
+            problem = _row_problem(size, placement, t, a, b_)
             if problem:
                 out.errors.append(f"{where}: {problem}: {raw!r}")
                 continue

@@ -127,7 +127,7 @@ def _suite_fit(run, path):
 
 
 def _nccl_notes(path, table):
-    return [f"{path}:{ln}: #wrong > 0: nccl-tests found corrupted results at this size; its time is suspect"
+    return [f"{path}:{ln}: #wrong > 0: nccl-tests found corrupted results at this size; left out (its time is suspect)"
             for ln in table.meta["wrong_lines"]]
 
 

@@ -21,6 +21,7 @@ factor (:func:`costmodel.collective.busbw_factor`).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,19 @@ def check_record(rec) -> str | None:
     missing = [f for f in COMMON + REQUIRED[kind] if f not in rec]
     if missing:
         return f"{kind} record lacks {', '.join(missing)}"
+    for f in ("time_s", "flops_per_s", "bytes_per_s"):
+        v = rec.get(f)
+        if f in REQUIRED[kind] and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                    or v <= 0):
+            return f"{kind} record: {f} {v!r} is not a positive finite number"
+    # a rate that is not work / time: the time is in another unit than seconds (the suite writes both)
+    work = (2.0 * rec["b"] * rec["m"] * rec["n"] * rec["k"], rec["flops_per_s"]) if kind == "gemm" else \
+        (rec["bytes"], rec["bytes_per_s"]) if kind == "hbm" else None
+    if work is not None and all(isinstance(x, (int, float)) for x in work):
+        implied = work[0] / rec["time_s"]
+        if not math.isclose(implied, work[1], rel_tol=0.02):
+            return (f"{kind} record: time_s {rec['time_s']!r} gives {implied:.4g} per s, but its rate says "
+                    f"{work[1]:.4g} (a time not in seconds?)")
     return None
 
 

@@ -133,3 +133,20 @@ def test_the_nic_what_if_and_the_source_of_the_inter_node_efficiency_are_printed
     assert rows[()][0] == pytest.approx(47.0, rel=0.01) and "NCCL's stated 94% of line rate" in rows[()][1]
     slow = rows[("--scale-out-gbps", "200")]
     assert slow[0] == pytest.approx(0.63 * 25.0, rel=0.01) and "no infiniband measurement at 200 Gb/s" in slow[1]
+
+
+def test_compare_names_every_row_it_leaves_out(tmp_path):
+    """A row whose busbw is negative (or NaN) is no measurement: refused by the reader and named by
+    --compare, which compares the sizes left (31 of 32 out-of-place)."""
+    lines = P5.read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.split()[1:2] == ["16777216"])
+    f = lines[i].split()
+    f[8] = "-5.0"                                  # '0:' prefix, size count type redop root time algbw busbw
+    lines[i] = "  ".join(f)
+    bad = tmp_path / "neg.txt"
+    bad.write_text("\n".join(lines) + "\n")
+    p = run("collectives", "--cluster", "aws-p5", "--compare", str(bad), "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert any(f"{bad}:{i + 1}: out-of-place busbw -5.0 GB/s is not a number >= 0" in n for n in d["notes"])
+    assert d["summary"]["all"]["n"] == 31 and 16777216 not in {r["size_bytes"] for r in d["rows"]}

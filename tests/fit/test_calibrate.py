@@ -75,6 +75,41 @@ def test_allreduce_fit_reproduces_p5_busbw_within_10pct(tmp_path):
     assert "no measurement of" in se + so
 
 
+
+def test_a_fitted_all_reduce_reaches_the_collectives_derived_from_it(tmp_path):
+    """The H100 profile's inter-node reduce-scatter and all-gather copy its inter-node all-reduce
+    (derived_from): a capture twice as slow must slow them too, so a ZeRO-1 step's DP traffic (reduce-scatter
+    and all-gather) follows the fitted fabric, not the base profile's copy."""
+    slow = tmp_path / "p5_slow.txt"
+    lines = []
+    for ln in P5.read_text().splitlines():
+        f = ln.split()
+        off = 1 if f and f[0].endswith(":") else 0           # mpirun's rank prefix '0:'
+        if len(f) >= 12 + off and f[off].isdigit():
+            # out-of-place and in-place: time x 2, algbw and busbw / 2
+            for i in (5 + off, 9 + off):
+                f[i], f[i + 1], f[i + 2] = f"{2 * float(f[i]):.2f}", f"{float(f[i + 1]) / 2:.2f}", f"{float(f[i + 2]) / 2:.2f}"
+            ln = "  ".join(f)
+        lines.append(ln)
+    slow.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "slow.yaml"
+    rc, so, se = cli("calibrate", "fit", str(slow), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(out))
+    assert rc == 0, se
+    prof = yaml.safe_load(out.read_text())["comm"]["inter_node"]
+    simple = {p["name"]: p for p in prof["all_reduce"]["protocols"]}["Simple"]
+    for coll in ("all_gather", "reduce_scatter"):
+        assert prof[coll]["protocols"] == prof["all_reduce"]["protocols"] and "kept_from" not in prof[coll]
+        assert prof[coll]["derived_from"] == "h100-sxm-80gb:comm.inter_node.all_reduce"
+    base = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    base = {p["name"]: p for p in base["comm"]["inter_node"]["all_reduce"]["protocols"]}["Simple"]
+    assert simple["busbw_efficiency"] == pytest.approx(base["busbw_efficiency"] / 2, rel=0.05)
+    c, m = load_cluster("aws-p5"), load_model("llama3-8b")
+    kw = dict(tp=1, pp=1, dp=16, mbs=1, zero=1)
+    fast = predict_one(m, c, load_profile("h100-sxm-80gb"), **kw).breakdown["dp_comm_s"][0]
+    assert predict_one(m, c, load_profile(str(out)), **kw).breakdown["dp_comm_s"][0] > 1.3 * fast
+
+
 def _xla_h100_gemm_records():
     """XLA's sm_90 BF16 matmul table as suite GEMM records (one per shape), after a provenance record."""
     rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
@@ -85,6 +120,28 @@ def _xla_h100_gemm_records():
                                 time_s=r["time_s"], flops_per_s=flops / r["time_s"], iters=1, source="xla sm_90 table",
                                 t_start_unix=0.0, t_end_unix=0.0))
     return rows, recs
+
+
+def test_bad_suite_gemm_times_are_named_and_times_in_another_unit_write_nothing(tmp_path):
+    """A GEMM record whose time is 0 or NaN, or disagrees with its own rate (a time in ms), is named and left
+    out; a whole table in ms (times and rates consistent, 1000x slow) fits nothing: refused, nothing written."""
+    rows, recs = _xla_h100_gemm_records()
+    bad = [dict(r) for r in recs]
+    bad[1]["time_s"], bad[2]["time_s"], bad[3]["time_s"] = 0.0, float("nan"), bad[3]["time_s"] * 1e3
+    raw = write_jsonl(tmp_path / "bad.jsonl", bad)
+    rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(tmp_path / "bad.yaml"))
+    assert rc == 0, se
+    said = " ".join((so + se).split())
+    assert f"{raw}:2: gemm record: time_s 0.0 is not a positive finite number" in said
+    assert f"{raw}:3: gemm record: time_s nan is not a positive finite number" in said
+    assert f"{raw}:4: gemm record: time_s" in said and "a time not in seconds?" in said
+    assert yaml.safe_load((tmp_path / "bad.yaml").read_text())["gemm"]["bf16"]["fit"]["n_points"] == len(rows) - 3
+    ms = [dict(r, time_s=r["time_s"] * 1e3, flops_per_s=r["flops_per_s"] / 1e3) if r["kind"] == "gemm" else r
+          for r in recs]
+    out = tmp_path / "ms.yaml"
+    rc, so, se = cli("calibrate", "fit", str(write_jsonl(tmp_path / "ms.jsonl", ms)), "-o", str(out))
+    assert rc == 2 and "gemm.bf16: the fit explains none of" in se and "times not in seconds" in se, se
+    assert not out.exists()
 
 
 def test_gemm_fit_from_suite_records_reproduces_xla_table(tmp_path):

@@ -647,7 +647,8 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     rep = FitReport()
     got = capture_inputs(f, t, None, None, None, rep)
     assert [g[1] for g in got] == ["all_reduce", "all_gather"] and got[0][2:4] == (4, 4)
-    assert len(got[0][4]) == len(got[1][4]) == 28
+    # 28 sizes, of which 6 report #wrong > 0 (corrupted results): left out of each fit
+    assert len(got[0][4]) == len(got[1][4]) == 22
 
 
 def _halve_busbw(text: str) -> str:
