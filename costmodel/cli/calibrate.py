@@ -180,11 +180,14 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
+    import hashlib
     seen = {}
-    for f in files:                                  # one capture given twice would weigh its rows twice
-        key = Path(f).resolve()
+    for f in files:          # one capture given twice (or a copy of it) would weigh its rows twice
+        key = hashlib.sha256(Path(f).read_bytes()).hexdigest()
         if key in seen:
-            raise InputError(f, "", f"given twice (also as {seen[key]}): each measurement file once")
+            same = Path(f).resolve() == Path(seen[key]).resolve()
+            raise InputError(f, "", f"given twice (also as {seen[key]}{'' if same else ', the same bytes'}): "
+                             "each measurement once")
         seen[key] = f
     from ..files import check_output
     out = check_output(output, "-o", files + [x for x in (base, cluster) if x])

@@ -20,7 +20,7 @@ from .common import check_layout_flags, check_recipe_flags, with_layout_flags, w
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
-from ..stacks import MOE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
+from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -418,7 +418,11 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
                 raise InputError(flag, "", f"{said}contradicts the log ({tlog.path}: {where[k]}); drop the flag, "
                                  "or pass --allow-override to let it win")
             warnings.append(f"{flag} {said}overrides the log ({where[k]})")
-    for k in ("dp_overlap", "pp_overlap") + (("fp8_recipe",) if prec == "fp8" else ()) + (MOE_SWITCHES if model.is_moe else ()):
+    # every switch the prediction reads, each with its origin (the fp8 recipe with fp8 only, the MoE ones
+    # for an MoE model; the attention kernel below)
+    for k in (w.name for w in RECIPE_SWITCHES):
+        if (k == "fp8_recipe" and prec != "fp8") or (k in MOE_SWITCHES and not model.is_moe) or k == "attention_kernel":
+            continue
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
     try:

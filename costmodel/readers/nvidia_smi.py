@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from costmodel.errors import NvidiaSmiDmonParseError, NvidiaSmiParseError
+from costmodel.errors import InputError, NvidiaSmiDmonParseError, NvidiaSmiParseError
 
 _MISSING = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", ""}
 # unit-less fields that are numbers: a word there is an error, not text (nvidia-smi --help-query-gpu)
@@ -231,9 +231,35 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
         out.gpu = np.array(pos, dtype=np.int64) % int(n_gpus)
     else:
         out.gpu = np.zeros(len(rows), dtype=np.int64)
+    _check_time_order(out, path)
     if strict and out.errors:
         raise NvidiaSmiParseError(out.errors, out)
     return out
+
+
+#: a GPU's timestamp may step back this far (an NTP slew) before its trace is taken for two traces
+TIME_BACKSTEP_S = 1.0
+
+
+def _check_time_order(out: SmiTrace, path) -> None:
+    """Refuse a trace in which one GPU's timestamps go back by more than :data:`TIME_BACKSTEP_S`: two
+    captures concatenated or a clock reset, whose samples no step time can be matched against.
+
+    Raises:
+        InputError: naming the file, the first line where time goes back, and how far.
+    """
+    ts = out.columns.get("timestamp")
+    if ts is None or len(ts) < 2:
+        return
+    for g in np.unique(out.gpu):
+        sel = np.flatnonzero(out.gpu == g)
+        d = np.diff(ts[sel])
+        back = np.flatnonzero(d < -TIME_BACKSTEP_S)
+        if back.size:
+            line = int(out.lines[sel[back[0] + 1]])
+            raise InputError(path, "timestamp", f"GPU {g}'s time goes back {-d[back[0]]:.1f} s at line {line} "
+                             f"({back.size} time(s) in all): two captures in one file, or a clock reset? give "
+                             "each capture its own file")
 
 
 # ------------------------------------------------------------------------------------------ nvidia-smi dmon

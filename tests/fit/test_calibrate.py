@@ -481,6 +481,10 @@ def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path)
     assert not out.exists()
     rc, so, se = cli(*args[:3], str(P5), *args[3:])          # the same capture twice would count twice
     assert rc == 2 and "given twice" in se and not out.exists()
+    copy = tmp_path / "copy_of_p5.txt"                       # and so would a copy under another name
+    copy.write_bytes(P5.read_bytes())
+    rc, so, se = cli(*args[:3], str(copy), *args[3:])
+    assert rc == 2 and "given twice" in se and "the same bytes" in se and not out.exists()
     bad = tmp_path / "neg.yaml"           # a bad value in the base is named there, not blamed on the fit
     bad.write_text((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text().replace(
         "eta_max: 0.803", "eta_max: -0.803", 1))

@@ -18,7 +18,7 @@ from costmodel.readers import (DCGM_FIELDS, FORMATS, DcgmParseError, NcclTestsPa
                                  detect_format, power_trace_from_dcgmi, power_trace_from_dmon,
                                  power_trace_from_nvidia_smi_csv, power_trace_from_suite, read_dcgmi_dmon,
                                  read_measurement, read_nccl_tests, read_nvidia_smi_csv, read_nvidia_smi_dmon)
-from costmodel.errors import ReaderParseError
+from costmodel.errors import InputError, ReaderParseError
 from costmodel.readers.suite_jsonl import make_record, read_suite_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -780,3 +780,21 @@ def test_reduce_scatter_read_from_ratio_below_one_and_a_reduction_op(tmp_path):
     g.write_text(_halve_busbw(body).replace("  sum  ", "  none  ") + "\n")
     with pytest.raises(FitError, match="redop none fits all_gather and all_to_all alike"):
         capture_inputs(g, read_nccl_tests(g, strict=False), None, None, None, FitReport())
+
+
+def test_a_power_trace_whose_time_goes_back_is_refused(tmp_path):
+    """Two captures in one file (or a clock reset): a GPU's timestamps going back by more than a second
+    cannot be matched to step times; the reader names the first line where it happens."""
+    from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
+    src = REPO / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+    lines = src.read_text().splitlines()
+    data = [i for i, ln in enumerate(lines) if ln[:1].isdigit()]
+    a, b = data[800], data[1600]            # swap two blocks of 800 rows (100 samples of 8 GPUs)
+    swapped = lines[:a] + lines[b:b + 800] + lines[a + 800:b] + lines[a:a + 800] + lines[b + 800:]
+    f = tmp_path / "swapped.csv"
+    f.write_text("\n".join(swapped) + "\n")
+    with pytest.raises(InputError) as e:
+        read_nvidia_smi_csv(f, strict=False)
+    assert e.value.field == "timestamp" and "time goes back" in e.value.message
+    assert f"at line {a + 800 + 1}" in e.value.message
+    assert len(read_nvidia_smi_csv(src, strict=False).lines) > 40000        # the real trace reads

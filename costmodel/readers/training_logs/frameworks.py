@@ -132,6 +132,10 @@ def _parse_megatron(seg, path):
             rec[target] = _num(val) * scale
         except ValueError:
             bad.append((target, f"{key}: {val.strip()!r}"))
+            continue
+        if target == "step_time_s" and rec[target] != rec[target]:     # a logged 'nan' step measures nothing
+            del rec[target]
+            bad.append((target, f"{key}: {val.strip()!r}"))
     if any(t == "step_time_s" for t, _ in bad):
         return None, f"{_where(path, seg)}: iteration {m.group(1)}: not a number: {', '.join(b for _, b in bad)}", \
             False, mds
