@@ -1,6 +1,8 @@
 """The ``comm:`` section of a profile: NCCL protocol lines per scope and collective."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
@@ -139,6 +141,23 @@ def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, b
     return dict(sorted({**by, **kept}.items()))
 
 
+def _under_base(base_e: dict, coll: str, gsz: int, fitted: dict, intra: dict, keys: list, g: int, link_of,
+                eff_max: float, base: dict, base_path: str, report: FitReport) -> dict:
+    """The entry when the largest group measured (``gsz``) is smaller than the base profile's (its
+    node-wide fit, NVLS on an H100 node): that fit stays, marked ``kept_from``, and this one goes under
+    its ``by_group_size`` beside the smaller groups measured, as the base's own smaller groups do."""
+    entry = copy.deepcopy(base_e)
+    by = {int(k): v for k, v in (entry.get("by_group_size") or {}).items()}
+    by[gsz] = {k: v for k, v in fitted.items() if k != "group_size"}
+    by.update(_smaller_groups(coll, gsz, [(k[1], intra[k]) for k in keys if k[1] != g], link_of, eff_max, base,
+                              base_path, report))
+    entry.update(by_group_size=dict(sorted(by.items())), kept_from=base_path)
+    report.warnings.append(f"comm.intra_node.{coll}: groups of at most {gsz} measured, the base profile's fit of "
+                           f"{base_e['group_size']} is kept for larger groups; this fit prices groups of {gsz} "
+                           "(by_group_size)")
+    return entry
+
+
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
                      report: FitReport, base_path: str = "the base profile") -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
@@ -192,6 +211,12 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
         if coll == "send_recv":
+            continue
+        base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}
+        # the base's larger group kept only where it is this GPU's own measurement (not another GPU's copy)
+        if int(base_e.get("group_size") or 0) > gsz and "fit" in base_e and "derived_from" not in base_e:
+            out["intra_node"][coll] = _under_base(base_e, coll, gsz, out["intra_node"][coll], intra, keys, g,
+                                                  link_of, eff_max, base, base_path, report)
             continue
         if cluster is not None and gsz < cluster.gpus_per_node:
             report.warnings.append(f"comm.intra_node.{coll}: groups of at most {gsz} measured: groups of up to "

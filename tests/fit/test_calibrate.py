@@ -332,7 +332,8 @@ def test_cpu_suite_to_profile_to_prediction(tmp_path):
     assert pv["measured"]["devices"] == ["cpu"] and pv["measured"]["world_size"] == 2
     assert pv["inputs"][0]["sha256"] and "comm.intra_node.all_reduce" in pv["fitted_sections"]
     ar = prof["comm"]["intra_node"]["all_reduce"]
-    assert ar["group_size"] == 2 and ar["fit"]["n_points"] >= 4 and "kept_from" not in ar
+    # two ranks under the H100's 8-GPU NVLS fit: that fit stays, the pair's goes under its group size
+    assert ar["group_size"] == 8 and ar["kept_from"] and ar["by_group_size"]["2"]["fit"]["n_points"] >= 4
     assert prof["gemm"]["bf16"]["kept_from"]                       # CPU GEMMs are fp32: bf16 kept
     rc, so, se = cli("calibrate", "show", str(out))
     assert rc == 0 and "comm.intra_node.all_reduce" in so and "fitted" in so and "cpu" in so
@@ -658,3 +659,22 @@ def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
                      str(tmp_path / "x.yaml"))
     assert rc == 2 and "--gpu: a100-sxm-80gb contradicts --cluster aws-p5" in se, se
     assert builtin.read_bytes() == before and base.read_bytes() == before and not (tmp_path / "x.yaml").exists()
+
+
+def test_a_smaller_group_than_the_base_fit_goes_under_its_group_size(tmp_path):
+    """A 2-GPU all-reduce capture on an H100 does not replace the profile's 8-GPU NVLS fit (NCCL runs no
+    NVLS at 2 GPUs): the node-wide fit stays, kept from the base, and the capture prices 2-GPU groups."""
+    cap = PUBLIC / "github_issue_excerpts_partial_tables.txt"
+    out = tmp_path / "two.yaml"
+    rc, so, se = cli("calibrate", "fit", str(cap), "--gpu", "h100-sxm-80gb", "--nodes", "1", "--gpus-per-node", "2",
+                     "-o", str(out))
+    assert rc == 0, se
+    e = yaml.safe_load(out.read_text())["comm"]["intra_node"]["all_reduce"]
+    base = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    base = base["comm"]["intra_node"]["all_reduce"]
+    assert (e["group_size"], e["algorithm"], e["protocols"]) == (base["group_size"], base["algorithm"], base["protocols"])
+    assert e["kept_from"].endswith("h100-sxm-80gb.yaml")
+    two = e["by_group_size"]["2"]
+    assert two["algorithm"] == "ring" and two["fit"]["inputs"] == [str(cap)] and two["protocols"] != \
+        base["by_group_size"]["2"]["protocols"]
+    assert "groups of at most 2 measured, the base profile's fit of 8 is kept" in " ".join((so + se).split())
