@@ -238,6 +238,12 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     con.print(f"wrote {out}  (use: costmodel predict ... --profile {out})", highlight=False)
 
 
+def _fitted_here(e: dict, d: dict) -> bool:
+    """Whether entry ``e``'s fit read one of the inputs profile ``d`` was fitted from (its provenance)."""
+    mine = {str(x.get("path")) for x in ((d.get("provenance") or {}).get("inputs") or []) if isinstance(x, dict)}
+    return bool(mine & set(map(str, ((e.get("fit") or {}).get("inputs") or []))))
+
+
 def _flat(d, pre=""):
     """Scalar leaves of a nested mapping as (dotted key, value), lists of scalars joined."""
     for k, v in d.items():
@@ -297,6 +303,9 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
             g = f" (g={e['group_size']}{', ' + e['algorithm'] if e.get('algorithm') else ''})" if e.get("group_size") else ""
             tb.add_row(f"comm.{scope}.{coll}", lines(e) + g, quality(e), origin(e))
             for k, q in (e.get("by_group_size") or {}).items():
+                # a group the parent kept from the base was not fitted here, whatever its own fit says
+                q = q if q.get("kept_from") or not e.get("kept_from") or _fitted_here(q, d) else \
+                    dict(q, kept_from=e["kept_from"])
                 tb.add_row(f"comm.{scope}.{coll} groups of {k}",
                            f"{lines(q)} (g={k}, {q.get('algorithm') or e.get('algorithm', '')})", quality(q), origin(q))
     for sec in ("power", "thermal"):

@@ -73,6 +73,10 @@ def test_allreduce_fit_reproduces_p5_busbw_within_10pct(tmp_path):
     # the intra-node scope was not measured: kept from the H100 profile, and the report says so
     assert prof["comm"]["intra_node"]["all_reduce"]["kept_from"].endswith("h100-sxm-80gb.yaml")
     assert "no measurement of" in se + so
+    # and calibrate show says so of its smaller groups too (their fits are the base's, not this capture's)
+    rc, so, se = cli("calibrate", "show", str(out))
+    rows = [" ".join(ln.split()) for ln in so.splitlines() if "groups of" in ln]
+    assert rc == 0 and rows and all("fitted" not in r for r in rows), rows
 
 
 
