@@ -508,3 +508,15 @@ def test_a_logged_layout_megatron_would_refuse_names_where_each_degree_came_from
     rc, so, se = cli("compare", "--log", f, "--cluster", "dgx-h100")
     assert rc == 2 and "must be divisible by PP x VP" in se and f"the layout of {f}: TP 4 (the log), PP 4 (the log), " \
         "VP 3 (the log)" in se, se
+
+
+def test_a_logged_tflops_four_thirds_of_the_model_s_says_full_recompute():
+    """Megatron-DeepSpeed's TFLOPs count a full recompute's extra forward: a log 4/3 above the model FLOPs
+    of a run priced without recomputation points at --recompute full, not at the sequence or batch."""
+    from costmodel.compare import logged_flops_check
+    rows = [dict(name="logged_tflops_per_gpu", measured=147.5), dict(name="model_tflops_per_gpu", measured=111.2)]
+    origin = dict(seq_len="flag", gbs="flag")
+    said = logged_flops_check(rows, "megatron-deepspeed", "none", origin)
+    assert len(said) == 1 and said[0].endswith("pass --recompute full")
+    assert logged_flops_check(rows, "megatron-deepspeed", "full", origin) == []          # 111.2 x 4/3 = 148.3
+    assert "--recompute full" not in logged_flops_check(rows, "megatron", "none", origin)[0]
