@@ -95,7 +95,7 @@ def check_record(rec) -> str | None:
     missing = [f for f in COMMON + REQUIRED[kind] if f not in rec]
     if missing:
         return f"{kind} record lacks {', '.join(missing)}"
-    for f in ("time_s", "flops_per_s", "bytes_per_s"):
+    for f in ("time_s", "flops_per_s", "bytes_per_s") if kind in ("gemm", "moe_gemm", "hbm", "collective") else ():
         v = rec.get(f)
         if f in REQUIRED[kind] and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                                     or v <= 0):
