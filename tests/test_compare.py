@@ -520,3 +520,13 @@ def test_a_logged_tflops_four_thirds_of_the_model_s_says_full_recompute():
     assert len(said) == 1 and said[0].endswith("pass --recompute full")
     assert logged_flops_check(rows, "megatron-deepspeed", "full", origin) == []          # 111.2 x 4/3 = 148.3
     assert "--recompute full" not in logged_flops_check(rows, "megatron", "none", origin)[0]
+
+
+def test_a_trace_s_bad_lines_are_named_up_to_five_and_the_rest_counted():
+    """A column in another unit fails on every row: compare names five and counts the rest in one line."""
+    from costmodel.cli.compare import MAX_NAMED_LINES, _summarised
+    warns = [f"trace.csv:{i}: unit 'kW' differs from the header's [W]" for i in range(2, 102)]
+    got = _summarised(warns)
+    assert got[:MAX_NAMED_LINES] == warns[:MAX_NAMED_LINES] == got[:5]
+    assert got[-1] == "... and 95 more bad line(s) of the trace, each left out" and len(got) == 6
+    assert _summarised(warns[:6]) == warns[:6]

@@ -96,7 +96,10 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
         first = capture_inputs(p, t, collective, nodes, gpus_per_node, rep, cluster.gpus_per_node)[0]
     except FitError as e:
         raise InputError(path, "", str(e).split(": ", 1)[-1]) from None
-    notes += [w.split(": ", 1)[-1] for w in rep.warnings]
+    # the reading is shared with calibrate fit; here the first table is compared, not fitted
+    notes += [w.split(": ", 1)[-1].replace("fitting the first only; put each run in its own file to fit the others",
+                                            "comparing the first only; put each run in its own file to compare "
+                                            "the others") for w in rep.warnings]
     _, coll, nn, rpn, _ = first
     return t, coll, int(rpn), int(nn)
 

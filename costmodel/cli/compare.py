@@ -62,7 +62,19 @@ def _read_trace(path, gpus_per_node):
         why = (f"; {len(warns)} bad line(s), the first: {warns[0]}" if warns else
                " (a suite run on CPU samples none)" if fmt == "suite-jsonl" else "")
         raise InputError("--power", "", f"{path} ({fmt}) has no power samples{why}")
-    return data, list(warns)
+    return data, _summarised(list(warns))
+
+
+#: bad lines of a trace named one by one, the rest counted (a column in another unit fails on every row)
+MAX_NAMED_LINES = 5
+
+
+def _summarised(warns: list) -> list:
+    """``warns`` with at most :data:`MAX_NAMED_LINES` named and one more line counting the rest."""
+    if len(warns) <= MAX_NAMED_LINES + 1:
+        return warns
+    return warns[:MAX_NAMED_LINES] + [f"... and {len(warns) - MAX_NAMED_LINES} more bad line(s) of the trace, "
+                                      "each left out"]
 
 
 def _check_measured_rate(m, recipe, c, metrics: list) -> None:

@@ -316,6 +316,9 @@ def quality(fit: dict) -> str:
         parts.append(f"max {fit['max_rel_err']:.1%}")
     if fit.get("max_busbw_rel_err_ge_1MiB") is not None:
         parts.append(f"busbw>=1MiB max {fit['max_busbw_rel_err_ge_1MiB']:.1%}")
+    if isinstance(fit.get("n_points"), int) and fit["n_points"] <= 2:
+        # a line (latency, efficiency) through two points: an exact fit says nothing of its error
+        parts.append("(exact by construction: no error measured)")
     return " ".join(parts)
 
 

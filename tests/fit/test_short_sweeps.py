@@ -39,6 +39,7 @@ def test_two_size_sweep_fits_simple_line_and_keeps_faster_protocols(tmp_path):
     rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-pcie-80gb", "--nodes", "1", "-o", str(out))
     assert rc == 0, se
     assert "2 size(s), fewer than the 6 a protocol fit needs: fitted Simple's latency and efficiency only" in " ".join((so + se).split())
+    assert "n=2" in so and "(exact by" in so          # the table wraps the rest of the phrase
     d = yaml.safe_load(out.read_text())["comm"]["intra_node"]["all_reduce"]
     base = yaml.safe_load((REPO / "hardware/profiles/h100-pcie-80gb.yaml").read_text())["comm"]["intra_node"]["all_reduce"]
     simple = d["protocols"][-1]
