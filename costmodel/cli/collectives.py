@@ -93,9 +93,13 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
             raise InputError(flag, "", f"{given} contradicts the capture's rank lines ({seen})")
     rep = FitReport()
     try:
-        first = capture_inputs(p, t, collective, nodes, gpus_per_node, rep, cluster.gpus_per_node)[0]
+        got = capture_inputs(p, t, collective, nodes, gpus_per_node, rep, cluster.gpus_per_node)
     except FitError as e:
         raise InputError(path, "", str(e).split(": ", 1)[-1]) from None
+    if not got:
+        raise InputError(path, "", "no usable row" + (f": {len(t.errors)} bad line(s), the first: "
+                                                      f"{t.errors[0].split(': ', 1)[-1]}" if t.errors else ""))
+    first = got[0]
     # the reading is shared with calibrate fit; here the first table is compared, not fitted
     notes += [w.split(": ", 1)[-1].replace("fitting the first only; put each run in its own file to fit the others",
                                             "comparing the first only; put each run in its own file to compare "

@@ -311,7 +311,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
     path = Path(path)
     out = NcclTable()
     meta = out.meta
-    table = -1
+    table, head_fields = -1, 0
     seen_ranks, block_ranks, dup = set(), {}, None      # block: the rank lines since the last table header
     cur_coll = None                                      # collective of the test being printed
     binary_from = None  # "starting" > "command" > "comment"
@@ -350,10 +350,15 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
                     if kind == "command":
                         meta["command"] = line
         if line.startswith("#"):
+            if not (_HEADER.match(line) or "(us)" in line):
+                head_fields = 0          # another comment: the rows below may be another table's
             if _HEADER.match(line):
                 table += 1
                 block_ranks = {}
+                head_fields = len(line.lstrip("#").split())      # the columns this table's rows carry
                 meta["table_collectives"].append(cur_coll)
+            elif "(us)" in line:          # the header's units line
+                pass
             elif re.match(r"#\s*nThread\b", line):
                 meta["params"] = _params(line)
             else:
@@ -376,6 +381,10 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data
             continue
         where = f"{path}:{lineno}"
+        if head_fields and len(tok) != head_fields and 11 <= len(tok) <= 13:
+            out.errors.append(f"{where}: {len(tok)} fields, but the table's header names {head_fields} columns (a "
+                              f"column missing or added: its values would be read as the next column's): {raw!r}")
+            continue
         if not (11 <= len(tok) <= 13):
             out.errors.append(f"{where}: truncated or malformed row ({len(tok)} fields, expected "
                               f"11-13: size count type [redop] [root] + 2 x (time algbw busbw #wrong)): {raw!r}")

@@ -798,3 +798,22 @@ def test_a_power_trace_whose_time_goes_back_is_refused(tmp_path):
     assert e.value.field == "timestamp" and "time goes back" in e.value.message
     assert f"at line {a + 800 + 1}" in e.value.message
     assert len(read_nvidia_smi_csv(src, strict=False).lines) > 40000        # the real trace reads
+
+
+def test_a_row_with_a_column_fewer_than_its_header_is_named(tmp_path):
+    """A capture whose rows lost a column (the out-of-place algbw) still has 12 fields, a count nccl-tests
+    prints without a root column: the table's header names 13, so each row is refused by name instead of
+    its busbw being read as the algbw and its #wrong as the busbw."""
+    lines = (REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt").read_text().splitlines()
+    out = []
+    for ln in lines:
+        f = ln.split()
+        if len(f) == 14 and f[0] == "0:" and f[1].isdigit():
+            del f[7]                                         # '0:' size count type redop root time [algbw] ...
+            ln = " ".join(f)
+        out.append(ln)
+    p = tmp_path / "cut.txt"
+    p.write_text("\n".join(out) + "\n")
+    t = read_nccl_tests(p, strict=False)
+    assert not t.select() and t.errors
+    assert all("12 fields, but the table's header names 13 columns" in e for e in t.errors[:32])
