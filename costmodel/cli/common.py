@@ -100,6 +100,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                              f"{c.gpus_per_node}")
     if cfg.nodes is not None:
         merge(scalars, "nodes", cfg.nodes, "--nodes")
+    scalars["nodes_unset"] = cfg.nodes is None and not given("nodes")
     for key, v in cfg.defaults.items():        # the framework's own value where the file and the flags are silent
         flag = "gbs" if key == "local_batch_size" else key
         if given(flag):
@@ -173,7 +174,11 @@ def config_origin(scalars: dict):
         yield
     except InputError as e:
         cw = scalars.get("config_where") or {}
+        # a file without its node count runs on the cluster's default: say so where the GPUs do not fit
+        hint = ("; the file gives no node count and --nodes is not given: the cluster's default node count "
+                "(pass --nodes)") if scalars.get("nodes_unset") and " GPUs of " in e.message else ""
         if e.where == "layout" and cw:
+            e = InputError(e.where, e.field, e.message + hint)
             _layout_error_from_config(e, cw)
         # a flag the file set, or the first of a combined '--tp/--pp/--cp' that it set
         w = next((cw[f] for f in (e.where.split("/") if e.where.startswith("--") else [e.where]) if f in cw), None)
@@ -184,9 +189,9 @@ def config_origin(scalars: dict):
             raise InputError(file, key, f"asks for the {e.field.rsplit('.', 1)[1]} attention kernel, which "
                              f"{e.where} has no fit for ({e.field}): set another backend in the file") from None
         if w is None or ": " not in w:
-            raise
+            raise (InputError(e.where, e.field, e.message + hint) if hint else e) from None
         file, key = w.split(": ", 1)
-        raise InputError(file, key, f"{e.message} (the value of {e.where}, which this key sets)") from None
+        raise InputError(file, key, f"{e.message} (the value of {e.where}, which this key sets){hint}") from None
 
 
 def check_format(fmt: str | None) -> None:

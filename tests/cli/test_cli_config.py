@@ -465,3 +465,17 @@ def test_a_misspelt_format_section_a_foreign_stack_and_torchtitans_own_defaults(
     r = json.loads(p.stdout)
     assert (r["recipe"]["seq_len"], r["recipe"]["gbs"], r["layout"]["mbs"]) == (4096, 64, 2)
     assert "default" not in p.stderr.split("energy answer")[0]
+
+
+def test_a_file_without_its_node_count_says_so_when_the_gpus_do_not_fit(tmp_path):
+    """NeMo's trainer.num_nodes left out (Lightning's default is 1): a layout that needs more GPUs than the
+    cluster's default node count has is refused naming the file's key and saying the node count was not
+    given, rather than only that TP x PP x CP does not divide the GPUs."""
+    text = NEMO.read_text()
+    f = tmp_path / "nonodes.yaml"
+    f.write_text("\n".join(ln for ln in text.splitlines() if "num_nodes" not in ln) + "\n")
+    yml = f.read_text().replace("context_parallel_size: 2", "context_parallel_size: 16")
+    f.write_text(yml)
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f))
+    assert_one_line_error(p, "model.tensor_model_parallel_size", "TP x PP x CP = 16 does not divide the 8 GPUs",
+                          "the file gives no node count and --nodes is not given")
