@@ -200,6 +200,11 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
         return _coalesce([_scaled(trace.columns[f], trace.units.get(f, ""), units, f"{what} ({f})", path)
                           for f in names if f in trace.columns], n)
 
+    power = col(("power.draw", "power.draw.average", "power.draw.instant"), _POWER_UNITS, "power")
+    na = ~np.isfinite(power)
+    if na.any() and not na.all():        # nvidia-smi prints [N/A] where it has no reading: counted, not silent
+        trace.errors.append(f"{path}:{int(trace.lines[na][0])}: {int(na.sum())} row(s) without a power reading "
+                            "([N/A]), the first here: left out of the power figures")
     if "timestamp" in trace.columns and trace.t0_unix is not None:
         t, absolute = trace.columns["timestamp"] + trace.t0_unix, True
     else:
@@ -207,7 +212,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
         t, absolute = (np.arange(n) // per).astype(np.float64), False
     return PowerTrace(
         t_unix=np.asarray(t, dtype=np.float64), gpu=np.asarray(trace.gpu, dtype=np.int64),
-        power_w=col(("power.draw", "power.draw.average", "power.draw.instant"), _POWER_UNITS, "power"),
+        power_w=power,
         temp_c=col(("temperature.gpu",), _TEMP_UNITS, "temperature"),
         mem_temp_c=col(("temperature.memory",), _TEMP_UNITS, "memory temperature"),
         sm_clock_mhz=col(("clocks.sm", "clocks.current.sm"), _CLOCK_UNITS, "SM clock"),

@@ -817,3 +817,23 @@ def test_a_row_with_a_column_fewer_than_its_header_is_named(tmp_path):
     t = read_nccl_tests(p, strict=False)
     assert not t.select() and t.errors
     assert all("12 fields, but the table's header names 13 columns" in e for e in t.errors[:32])
+
+
+def test_rows_without_a_power_reading_are_counted(tmp_path):
+    """nvidia-smi prints [N/A] where it has no reading: such rows leave the power figures, counted in one
+    line naming the first, not silently."""
+    from costmodel.readers.power_trace import power_trace_from_nvidia_smi_csv
+    src = REPO / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+    lines = src.read_text().splitlines()
+    data = [i for i, ln in enumerate(lines) if ln[:1].isdigit()]
+    for i in data[100:103]:
+        cells = lines[i].split(",")
+        cells[1] = " [N/A]"                               # timestamp, power.draw [W], ...
+        lines[i] = ",".join(cells)
+    f = tmp_path / "na.csv"
+    f.write_text("\n".join(lines) + "\n")
+    t = power_trace_from_nvidia_smi_csv(f, strict=False)
+    said = [e for e in t.errors if "without a power reading" in e]
+    assert said == [f"{f}:{data[100] + 1}: 3 row(s) without a power reading ([N/A]), the first here: left out of "
+                    "the power figures"]
+    assert int((~np.isfinite(t.power_w)).sum()) == 3
