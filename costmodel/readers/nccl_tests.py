@@ -291,6 +291,37 @@ def _rank_line(line, meta, seen_ranks, block_ranks):
     return True, clash
 
 
+def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fields: int, out: NcclTable) -> None:
+    """One data line (its fields ``tok``) into ``out``: its two rows (out-of-place, in-place), or a named
+    error for a row that is truncated, has more or fewer fields than its table's header names
+    (``head_fields``, 0 when unknown), has a non-numeric field, or a value :func:`_row_problem` refuses."""
+    if head_fields and len(tok) != head_fields and 11 <= len(tok) <= 13:
+        out.errors.append(f"{where}: {len(tok)} fields, but the table's header names {head_fields} columns (a "
+                          f"column missing or added: its values would be read as the next column's): {raw!r}")
+        return
+    if not (11 <= len(tok) <= 13):
+        out.errors.append(f"{where}: truncated or malformed row ({len(tok)} fields, expected "
+                          f"11-13: size count type [redop] [root] + 2 x (time algbw busbw #wrong)): {raw!r}")
+        return
+    try:
+        size, count = int(tok[0]), int(tok[1])
+        vals = [_num(t) for i, t in enumerate(tok[-8:]) if i % 4 != 3]
+    except ValueError as e:
+        out.errors.append(f"{where}: non-numeric field ({e}): {raw!r}")
+        return
+    wrong = (_wrong(tok[-5]), _wrong(tok[-1]))
+    redop = tok[3] if len(tok) >= 12 and not re.fullmatch(r"-?\d+", tok[3]) else None
+    if any(w for w in wrong):
+        out.meta["wrong_lines"].append(lineno)
+    for j, placement in enumerate(("out-of-place", "in-place")):
+        t, a, b_ = vals[3 * j:3 * j + 3]
+        problem = _row_problem(size, placement, t, a, b_)
+        if problem:
+            out.errors.append(f"{where}: {problem}: {raw!r}")
+            continue
+        out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))
+
+
 def read_nccl_tests(path, strict=True) -> NcclTable:
     """Parse an nccl-tests stdout capture.
 
@@ -380,33 +411,8 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         if not _is_int(tok[0]) or (len(tok) > 1 and not _is_int(tok[1])):
             meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data
             continue
-        where = f"{path}:{lineno}"
-        if head_fields and len(tok) != head_fields and 11 <= len(tok) <= 13:
-            out.errors.append(f"{where}: {len(tok)} fields, but the table's header names {head_fields} columns (a "
-                              f"column missing or added: its values would be read as the next column's): {raw!r}")
-            continue
-        if not (11 <= len(tok) <= 13):
-            out.errors.append(f"{where}: truncated or malformed row ({len(tok)} fields, expected "
-                              f"11-13: size count type [redop] [root] + 2 x (time algbw busbw #wrong)): {raw!r}")
-            continue
-        try:
-            size, count = int(tok[0]), int(tok[1])
-            vals = [_num(t) for i, t in enumerate(tok[-8:]) if i % 4 != 3]
-        except ValueError as e:
-            out.errors.append(f"{where}: non-numeric field ({e}): {raw!r}")
-            continue
-        wrong = (_wrong(tok[-5]), _wrong(tok[-1]))
-        redop = tok[3] if len(tok) >= 12 and not re.fullmatch(r"-?\d+", tok[3]) else None
-        if any(w for w in wrong):
-            meta["wrong_lines"].append(lineno)
         table = max(table, 0)
-        for j, placement in enumerate(("out-of-place", "in-place")):
-            t, a, b_ = vals[3 * j:3 * j + 3]
-            problem = _row_problem(size, placement, t, a, b_)
-            if problem:
-                out.errors.append(f"{where}: {problem}: {raw!r}")
-                continue
-            out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))
+        _data_row(tok, raw, f"{path}:{lineno}", lineno, table, head_fields, out)
     _finish_meta(meta)
     if dup is not None:
         # a binary built without MPI, launched by mpirun/srun: every process runs its own 1-rank test
