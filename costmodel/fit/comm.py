@@ -13,7 +13,7 @@ from .measurements import FitReport, Measurements
 from costmodel.specs.params import NVLS_EFF_MAX
 
 from .primitives import (FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
-                         protocol_text, quality, round_sig, short_sweep_fix, warn_at_bound, warn_outliers)
+                         protocol_text, quality, round_sig, short_sweep_fix, vector_of, warn_at_bound, warn_outliers)
 
 #: fewest sizes of a full protocol fit per scope (3 protocols x 2 intra; 2 x 2 inter, costmodel/fit/primitives.py)
 FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}
@@ -26,11 +26,18 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     where it has one, for a ``by_group_size`` entry)."""
     need = FULL_FIT_POINTS[scope]
     bandwidth_only = float(np.min(n)) >= LATENCY_BOUND_BYTES
-    if len(n) >= need and not bandwidth_only:
+    latency_only = float(np.max(n)) < LATENCY_BOUND_BYTES
+    if len(n) >= need and not bandwidth_only and not latency_only:
         return None, 3, ""
     entry = base["comm"][scope][coll]
     if group:                       # YAML keys read back as strings
         entry = {int(k): e for k, e in (entry.get("by_group_size") or {}).items()}.get(group, entry)
+    if len(n) >= need and latency_only:
+        # no size reaches the bandwidth, and Simple never wins below it: its line (its latency over the
+        # next protocol's, and its efficiency) is held at the base profile's, the faster lines fitted
+        x, k = vector_of(params_of(entry)), len(vector_of(params_of(entry))) // 2
+        return {k - 1: float(x[k - 1]), k: float(x[k])}, k, \
+            "; latency-bound sweep: Simple's line held at the base profile's"
     fix, k = short_sweep_fix(params_of(entry), len(n))
     coll = f"{coll} (groups of {group})" if group else coll
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
@@ -91,8 +98,8 @@ def warn_sweep_span(name: str, n, report) -> None:
                                "(small messages will be off); rerun nccl-tests from -b 8")
     elif hi < LATENCY_BOUND_BYTES:
         report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**10:g} KiB: the sweep is "
-                               "latency-bound throughout, so the bandwidth (Simple's efficiency) is not measured "
-                               "(gradient and activation messages of MBs to GBs will be off); rerun nccl-tests to -e 8G")
+                               "latency-bound throughout, so the bandwidth (Simple's line) is not measured: held at "
+                               "the base profile's; rerun nccl-tests to -e 8G to fit it")
     elif hi < BANDWIDTH_BOUND_BYTES:
         report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**20:g} MiB, under "
                                f"{BANDWIDTH_BOUND_BYTES // 2**20} MiB: Simple's bandwidth is fitted from rows its "
@@ -195,7 +202,9 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         # only a reduction in the switch (NVLS) may beat the link; a 2-GPU all-reduce is a ring
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
-        fix, nproto, how = _short("intra_node", coll, n, base, report)
+        # a group of another size than the base's entry holds the base's fit of that size where it has one
+        g_base = int((((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}).get("group_size") or 0)
+        fix, nproto, how = _short("intra_node", coll, n, base, report, group=gsz if gsz != g_base else None)
         p, tm, _ = fit_collective(coll, n, t, gsz, link_of(gsz), eff_max, fix=fix, k=nproto)
         cross = {}
         for k in keys:
