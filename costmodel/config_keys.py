@@ -109,3 +109,21 @@ def check_misspelt(doc, path: str) -> None:
         what = "; ".join(f"{k}: did you mean {near}?" for k, near in found[1:])
         raise InputError(path, found[0][0], f"not a key the reader knows; did you mean {found[0][1]}? (one edit "
                          "away; as written it is ignored and the default is taken)" + (f"; also {what}" if what else ""))
+
+
+def read_checked(read, doc, path: str):
+    """``read()`` (a reader of the tracked ``doc``), then :func:`check_misspelt`; when the reader refuses
+    a value, the misspellings are checked first, since a refusal that a misspelt key caused would name
+    the wrong key.
+
+    Raises:
+        InputError: a misspelt key, or the reader's own refusal.
+    """
+    try:
+        out = read()
+    except InputError:
+        check_misspelt(doc, path)
+        raise
+    check_misspelt(doc, path)
+    return out
+

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from .config_keys import check_misspelt, one_edit_apart, track
+from .config_keys import one_edit_apart, read_checked, track
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, recompute_module_list
@@ -688,10 +688,4 @@ def _checked(reader, d: dict, path: str) -> RunConfig:
     """``reader`` on ``d``, then a key it never looked at one typo from a key it looked for and
     missed is refused (costmodel.config_keys)."""
     doc = track(d)
-    try:
-        cfg = reader(doc, path)
-    except InputError:
-        check_misspelt(doc, path)      # a refusal that a misspelt key caused names that key instead
-        raise
-    check_misspelt(doc, path)
-    return cfg
+    return read_checked(lambda: reader(doc, path), doc, path)

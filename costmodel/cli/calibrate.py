@@ -5,6 +5,7 @@ A thin typer layer over ``costmodel.calibration.run`` (the suite, launched by to
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shlex
@@ -180,7 +181,6 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
             raise InputError(f, "", "no such file")
-    import hashlib
     seen = {}
     for f in files:          # one capture given twice (or a copy of it) would weigh its rows twice
         key = hashlib.sha256(Path(f).read_bytes()).hexdigest()

@@ -100,10 +100,7 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
         raise InputError(path, "", "no usable row" + (f": {len(t.errors)} bad line(s), the first: "
                                                       f"{t.errors[0].split(': ', 1)[-1]}" if t.errors else ""))
     first = got[0]
-    # the reading is shared with calibrate fit; here the first table is compared, not fitted
-    notes += [w.split(": ", 1)[-1].replace("fitting the first only; put each run in its own file to fit the others",
-                                            "comparing the first only; put each run in its own file to compare "
-                                            "the others") for w in rep.warnings]
+    notes += [w.split(": ", 1)[-1] for w in rep.warnings]
     _, coll, nn, rpn, _ = first
     return t, coll, int(rpn), int(nn)
 

@@ -101,13 +101,14 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
     if cfg.nodes is not None:
         merge(scalars, "nodes", cfg.nodes, "--nodes")
     scalars["nodes_unset"] = cfg.nodes is None and not given("nodes")
+    framework = cfg.kind.split()[0]
     for key, v in cfg.defaults.items():        # the framework's own value where the file and the flags are silent
         flag = "gbs" if key == "local_batch_size" else key
         if given(flag):
             continue
-        cfg.notes.append(f"{path}: training.{key} not set: {cfg.kind.split()[0]}'s default {v}")
+        cfg.notes.append(f"{path}: training.{key} not set: {framework}'s default {v}")
         if key == "seq_len":
-            scalars["seq_len"], cfg.where["seq_len"] = v, f"{path}: training.seq_len ({cfg.kind.split()[0]}'s default)"
+            scalars["seq_len"], cfg.where["seq_len"] = v, f"{path}: training.seq_len ({framework}'s default)"
         else:
             cfg.recipe["local_batch_size"] = v
             if (layout_flags.get("pp") or 1) == 1 and not given("mbs") and "mbs" not in cfg.layout:

@@ -35,7 +35,8 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     if len(n) >= need and latency_only:
         # no size reaches the bandwidth, and Simple never wins below it: its line (its latency over the
         # next protocol's, and its efficiency) is held at the base profile's, the faster lines fitted
-        x, k = vector_of(params_of(entry)), len(vector_of(params_of(entry))) // 2
+        x = vector_of(params_of(entry))
+        k = len(x) // 2
         return {k - 1: float(x[k - 1]), k: float(x[k])}, k, \
             "; latency-bound sweep: Simple's line held at the base profile's"
     fix, k = short_sweep_fix(params_of(entry), len(n))
@@ -203,7 +204,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
         # a group of another size than the base's entry holds the base's fit of that size where it has one
-        g_base = int((((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}).get("group_size") or 0)
+        base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}
+        g_base = int(base_e.get("group_size") or 0)
         fix, nproto, how = _short("intra_node", coll, n, base, report, group=gsz if gsz != g_base else None)
         p, tm, _ = fit_collective(coll, n, t, gsz, link_of(gsz), eff_max, fix=fix, k=nproto)
         cross = {}
@@ -221,9 +223,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
         if coll == "send_recv":
             continue
-        base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}
         # the base's larger group kept only where it is this GPU's own measurement (not another GPU's copy)
-        if int(base_e.get("group_size") or 0) > gsz and "fit" in base_e and "derived_from" not in base_e:
+        if g_base > gsz and "fit" in base_e and "derived_from" not in base_e:
             out["intra_node"][coll] = _under_base(base_e, coll, gsz, out["intra_node"][coll], intra, keys, g,
                                                   link_of, eff_max, base, base_path, report)
             continue

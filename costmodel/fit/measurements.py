@@ -158,8 +158,8 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
             raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf "
                            "command line and no collective in the file name): pass --collective")
         if coll in seen:
-            report.warnings.append(f"{p}: another {coll} table (a separate run): fitting the first only; put "
-                                   "each run in its own file to fit the others")
+            report.warnings.append(f"{p}: another {coll} table (a separate run): using the first only; put "
+                                   "each run in its own file to use the others")
             continue
         seen.add(coll)
         rows = table.select("out-of-place", t)

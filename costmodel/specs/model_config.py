@@ -23,7 +23,7 @@ attention indexer) is an error naming it, never a silent default.
 """
 from __future__ import annotations
 
-from ..config_keys import TrackedMapping, check_misspelt
+from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
 from .loading import _get_int
 from .model import ModelSpec
@@ -165,13 +165,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
     w = str(path)
     d, w = _nested(d, w)
     doc = TrackedMapping(d, "")
-    try:
-        spec = _read(doc, w, path)
-    except InputError:
-        check_misspelt(doc, w)
-        raise
-    check_misspelt(doc, w)
-    return spec
+    return read_checked(lambda: _read(doc, w, path), doc, w)
 
 
 def known_family(model: ModelSpec) -> bool:
