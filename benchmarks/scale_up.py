@@ -50,7 +50,7 @@ def best(model_name: str, cluster_name: str, nodes: int):
     m = load_model(model_name)
     c = load_cluster(cluster_name, nodes=nodes)
     p = load_profile(c.gpu.key)
-    r = stack_recipe(get_stack("megatron"), GBS, m.seq_len, "bf16", gpu_key=c.gpu.key)
+    r = stack_recipe(get_stack("megatron"), GBS, m.seq_len, "bf16", gpu=c.gpu)
     res = search(m, r, c, p, max_mbs=8, zero_stages=(0, 1))
     if res.n_feasible == 0:
         return c, None

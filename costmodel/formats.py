@@ -169,15 +169,21 @@ def gemm_format(precision: str) -> GemmFormat:
         raise InputError("--precision", "", f"{precision!r} is not one of {', '.join(FORMATS)}") from None
 
 
-def check_format_on_gpu(precision: str, gpu_key: str) -> None:
-    """Refuse a format the GPU's tensor cores do not run (MXFP8 and NVFP4 need Blackwell).
+def check_format_on_gpu(precision: str, gpu) -> None:
+    """Refuse a format ``gpu``'s tensor cores do not run (MXFP8 and NVFP4 need Blackwell; a
+    costmodel.specs.GpuSpec, by its architecture).
 
     Raises:
         InputError: naming --precision, the GPU and its generation.
     """
     from .model_error import generation
     f = gemm_format(precision)
-    gen = generation(gpu_key)
-    if f.generations is not None and gen not in f.generations and gen != "other":
+    gen = generation(gpu)
+    if f.generations is not None and gen not in f.generations:
         raise InputError("--precision", "", f"{precision} runs on {', '.join(f.generations)} tensor cores; "
-                         f"{gpu_key} is {gen}")
+                         f"{gpu.name} is {gen}")
+    if f.dtype not in gpu.peak_flops:
+        runs = [p for p, g in FORMATS.items() if g.dtype in gpu.peak_flops and (g.generations is None or gen in g.generations)]
+        raise InputError("--precision", "", f"{precision} runs its GEMMs on {f.dtype} tensor cores, which {gpu.name} "
+                         f"({gen}) lacks: {gpu.path or gpu.key} gives no peak_tflops.{f.dtype} (give --precision "
+                         f"{' or '.join(runs)}, or add the peak to the file if the GPU has them)")

@@ -28,16 +28,13 @@ from .specs import hardware_dir
 
 ONE_SIGMA_QUANTILE = 68.27   # percent of a normal distribution within one sigma
 MIN_ROWS = 5
-# GPU generation by the catalog GPU key's prefix (NVIDIA and AMD architecture names)
-_GENERATIONS = (("v100", "volta"), ("a100", "ampere"), ("a800", "ampere"), ("h100", "hopper"), ("h200", "hopper"),
-                ("h800", "hopper"), ("gh200", "hopper"), ("b200", "blackwell"), ("gb200", "blackwell"),
-                ("mi250", "cdna2"), ("mi300", "cdna3"), ("l40s", "ada"))
 _SIZES = ((3e9, "<3B"), (30e9, "3-30B"), (float("inf"), ">30B"))
 
 
-def generation(gpu_key: str) -> str:
-    """GPU generation of a catalog GPU key (``h100-sxm-80gb`` -> ``hopper``); ``other`` when unknown."""
-    return next((g for prefix, g in _GENERATIONS if gpu_key.startswith(prefix)), "other")
+def generation(gpu) -> str:
+    """GPU generation of a GpuSpec: its file's ``architecture`` (``hopper`` for an H100; costmodel.specs.hardware
+    ARCHITECTURES), whatever the file is called."""
+    return gpu.architecture
 
 
 def size_class(params: float) -> str:
@@ -45,10 +42,10 @@ def size_class(params: float) -> str:
     return next(name for limit, name in _SIZES if params < limit)
 
 
-def regime(stack: str, gpu_key: str, params: float, moe: bool = False) -> tuple:
+def regime(stack: str, gpu, params: float, moe: bool = False) -> tuple:
     """The regime of a prediction: (stack, GPU generation, size class); an MoE model's class is
     ``moe`` (its routing costs err apart from a dense model of its size)."""
-    return (stack, generation(gpu_key), "moe" if moe else size_class(params))
+    return (stack, generation(gpu), "moe" if moe else size_class(params))
 
 
 def _levels(reg: tuple) -> tuple:

@@ -245,7 +245,7 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
                              model.num_experts, recipe.moe_expert_load_cv)
 
 
-def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
+def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
     token on the same k experts), batch-level EP overlap off Megatron-core or with the allgather
@@ -276,6 +276,6 @@ def check_moe_recipe(model, recipe, gpu_key: str, given=()) -> None:
         raise InputError("--moe-ep-overlap", "", f"runs with the alltoall or flex dispatcher, not "
                          f"{recipe.moe_dispatcher}: give --moe-dispatcher alltoall or flex (Megatron-core's default "
                          "is allgather)")
-    if recipe.moe_dispatcher == "flex" and generation(gpu_key) not in ("hopper", "blackwell"):
+    if recipe.moe_dispatcher == "flex" and generation(gpu) not in ("hopper", "blackwell"):
         raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need a Hopper or Blackwell "
-                         f"GPU (deepseek-ai/DeepEP requirements); {gpu_key} is neither")
+                         f"GPU (deepseek-ai/DeepEP requirements); {gpu.name} is {generation(gpu)}")

@@ -302,7 +302,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, cluster)
     dtype = gemm_dtype(recipe)
-    mf = load_model_form().sigma(regime(recipe.stack, cluster.gpu.key, model.params(), model.is_moe))
+    mf = load_model_form().sigma(regime(recipe.stack, cluster.gpu, model.params(), model.is_moe))
     out = []
     for i in range(len(layouts)):
         run = prediction_row(pred, i, model, recipe, cluster, profile)

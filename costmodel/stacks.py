@@ -506,18 +506,17 @@ def attention_backend_switches(value) -> dict | None:
 TE_CUDNN_GENERATIONS = ("hopper",)
 
 
-def te_prefers_cudnn(stack: Stack, gpu_key: str) -> bool:
-    """Whether ``stack`` runs Transformer Engine's cuDNN fused attention by default on catalog GPU
-    ``gpu_key`` (:data:`TE_CUDNN_GENERATIONS`; TE stacks only)."""
+def te_prefers_cudnn(stack: Stack, gpu) -> bool:
+    """Whether ``stack`` runs Transformer Engine's cuDNN fused attention by default on ``gpu`` (a
+    costmodel.specs.GpuSpec; :data:`TE_CUDNN_GENERATIONS` by its architecture; TE stacks only)."""
     from .model_error import generation
-    return stack.name in TE_STACKS and generation(gpu_key) in TE_CUDNN_GENERATIONS
+    return stack.name in TE_STACKS and generation(gpu) in TE_CUDNN_GENERATIONS
 
 
-def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: str | None = None,
-                 **switches) -> Recipe:
+def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None, **switches) -> Recipe:
     """The recipe of a run on ``stack``: the switches the caller gives (None = not given), the
-    stack's defaults for the rest.  On a GPU of :data:`NO_FUSED_ATTENTION` (``gpu_key``, a catalog
-    GPU file stem) the stack's flash-attention default gives way to unfused attention; on a GPU
+    stack's defaults for the rest.  On a GPU of :data:`NO_FUSED_ATTENTION` (``gpu``, a
+    costmodel.specs.GpuSpec, by its architecture) the stack's flash-attention default gives way to unfused attention; on a GPU
     where Transformer Engine prefers cuDNN (:func:`te_prefers_cudnn`) a TE stack's kernel is cuDNN's.
 
     Raises:
@@ -529,12 +528,12 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
     """
     from .formats import check_format_on_gpu
     from .model_error import generation
-    if gpu_key is not None:
-        check_format_on_gpu(precision, gpu_key)
-    if gpu_key is not None and generation(gpu_key) in NO_FUSED_ATTENTION:
+    if gpu is not None:
+        check_format_on_gpu(precision, gpu)
+    if gpu is not None and generation(gpu) in NO_FUSED_ATTENTION:
         if switches.get("flash_attention") or switches.get("attention_kernel") is not None:
             flag = "--flash-attention" if switches.get("flash_attention") else "--attention-kernel"
-            raise InputError(flag, "", f"no fused-attention kernel runs on {gpu_key} ({generation(gpu_key)}): "
+            raise InputError(flag, "", f"no fused-attention kernel runs on {gpu.name} ({generation(gpu)}): "
                              "FlashAttention needs Turing or newer (FA2 Ampere), Transformer Engine's fused "
                              "attention sm80+; drop the flag (unfused attention is the default there)")
         switches = dict(switches, flash_attention=False)
@@ -544,7 +543,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu_key: 
         raise TypeError(f"not recipe switches: {', '.join(sorted(unknown))}")
     values = {k: (switches[k] if switches.get(k) is not None else stack.defaults[k]) for k in known}
     given = {k for k in known if switches.get(k) is not None}
-    if "attention_kernel" not in given and gpu_key is not None and te_prefers_cudnn(stack, gpu_key):
+    if "attention_kernel" not in given and gpu is not None and te_prefers_cudnn(stack, gpu):
         values["attention_kernel"] = "cudnn"
     # a stack's capacity default belongs to its all-to-all dispatch: a dispatcher or a dropless
     # capacity the caller gives takes the dependent defaults with it

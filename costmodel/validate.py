@@ -279,7 +279,7 @@ def _prepare(r: dict, cache: dict):
     why = switch_problem(model, switches, tp, sp)
     if why:
         return why
-    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu_key=cluster.gpu.key,
+    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu=cluster.gpu,
                           **switches)
     if recipe.flash_attention:
         # raises for an unfitted kernel or a head dim the kernel does not run
@@ -383,7 +383,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
     for (key, model, recipe), members in groups.items():
         cluster, profile = cache[key]
         pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows([row for row, _ in members]))
-        reg = regime(recipe.stack, cluster.gpu.key, model.params(), model.is_moe)
+        reg = regime(recipe.stack, cluster.gpu, model.params(), model.is_moe)
         mf, dtype = mf_table.sigma(reg), gemm_dtype(recipe)
         power = not missing_inputs(cluster, profile)
         for i, (row, res) in enumerate(members):

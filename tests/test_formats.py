@@ -8,7 +8,7 @@ from costmodel.errors import InputError
 from costmodel.formats import FORMATS, gemm_format
 from costmodel.launch import megatron_args, nemo_overrides
 from costmodel.memory import activation_bytes_per_layer
-from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+from costmodel.specs import Recipe, load_cluster, load_gpu, load_model, load_profile
 from costmodel.stacks import get_stack, stack_recipe
 
 
@@ -84,13 +84,14 @@ def test_transformer_engine_keeps_smaller_copies_under_nvfp4():
 
 
 @pytest.mark.parametrize("precision,gpu,stack,why", [
-    ("mxfp8", "h100-sxm-80gb", "megatron", "runs on blackwell tensor cores; h100-sxm-80gb is hopper"),
-    ("nvfp4", "a100-sxm-80gb", "megatron", "runs on blackwell tensor cores; a100-sxm-80gb is ampere"),
+    ("mxfp8", "h100-sxm-80gb", "megatron", "runs on blackwell tensor cores; H100-SXM-80GB is hopper"),
+    ("nvfp4", "a100-sxm-80gb", "megatron", "runs on blackwell tensor cores; A100-SXM-80GB is ampere"),
+    ("fp8", "a100-sxm-80gb", "megatron", "fp8 tensor cores, which A100-SXM-80GB .ampere. lacks.*bf16 or fp16"),
     ("nvfp4", "b200-sxm-180gb", "torchtitan", "Transformer Engine's recipe"),
     ("mxfp8", "b200-sxm-180gb", "deepspeed", "Transformer Engine's recipe")])
 def test_formats_only_where_they_run(precision, gpu, stack, why):
     with pytest.raises(InputError, match=why) as e:
-        stack_recipe(get_stack(stack), 64, 4096, precision, gpu_key=gpu)
+        stack_recipe(get_stack(stack), 64, 4096, precision, gpu=load_gpu(gpu))
     assert e.value.where == "--precision"
     with pytest.raises(InputError, match="delayed fp8 recipe only"):
         Recipe(gbs=64, seq_len=4096, precision="nvfp4", optimizer_offload=True)

@@ -12,12 +12,20 @@ REPO = Path(__file__).resolve().parents[1]
 DEV_SETS = [REPO / "benchmarks" / "data" / "dev_set.csv", REPO / "benchmarks" / "data" / "dev_set_hopper.csv"]
 
 
-def test_regimes_and_fallbacks():
-    assert generation("h100-sxm-80gb") == generation("h200-sxm-141gb") == "hopper"
-    assert generation("a100-sxm-80gb") == "ampere" and generation("tpu-v5") == "other"
+def test_regimes_and_fallbacks(tmp_path):
+    from costmodel.specs import load_gpu
+    h100 = load_gpu("h100-sxm-80gb")
+    assert generation(h100) == generation(load_gpu("h200-sxm-141gb")) == "hopper"
+    assert generation(load_gpu("a100-sxm-80gb")) == "ampere"
+    # the generation is the file's architecture, not its name: B300/GB300 are Blackwell, a renamed
+    # copy of the H100 file is still Hopper
+    assert generation(load_gpu("b300-sxm-288gb")) == generation(load_gpu("gb300-288gb")) == "blackwell"
+    mine = tmp_path / "my-accelerator.yaml"
+    mine.write_text((Path(h100.path)).read_text())
+    assert generation(load_gpu(str(mine))) == "hopper"
     assert size_class(1.3e9) == "<3B" and size_class(8e9) == "3-30B" and size_class(70e9) == ">30B"
-    assert regime("megatron", "h100-sxm-80gb", 70e9) == ("megatron", "hopper", ">30B")
-    assert regime("megatron", "h100-sxm-80gb", 46.7e9, moe=True) == ("megatron", "hopper", "moe")
+    assert regime("megatron", h100, 70e9) == ("megatron", "hopper", ">30B")
+    assert regime("megatron", h100, 46.7e9, moe=True) == ("megatron", "hopper", "moe")
     # 68.27th percentile of |deviation|: 7 of 10 deviations within it
     tab = estimate([("s", "g", "<3B")] * 10, [0.01 * k for k in range(10)] )
     assert tab["s/g/<3B"]["n"] == 10 and tab["s/g/<3B"]["sigma_rel"] == pytest.approx(0.0614, abs=1e-4)

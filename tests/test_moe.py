@@ -387,7 +387,7 @@ def test_ep_overlap_respects_no_overlap_and_recompute_auto_and_is_refused_by_rec
     for bad, why in ((replace(on, moe_dispatcher="allgather"), "not allgather"),
                      (replace(on, stack="torchtitan"), "not the torchtitan stack's")):
         with pytest.raises(InputError, match=why) as err:
-            check_moe_recipe(m, bad, c.gpu.key)
+            check_moe_recipe(m, bad, c.gpu)
         assert err.value.where == "--moe-ep-overlap"
 
 

@@ -355,12 +355,14 @@ def test_volta_runs_unfused_attention_and_refuses_a_fused_kernel():
     from costmodel.stacks import get_stack, stack_recipe
     mg = get_stack("megatron")
     assert stack_recipe(mg, 16, 4096, "fp16").flash_attention
-    v = stack_recipe(mg, 16, 4096, "fp16", gpu_key="v100-sxm2-32gb")
+    from costmodel.specs import load_gpu
+    v100 = load_gpu("v100-sxm2-32gb")
+    v = stack_recipe(mg, 16, 4096, "fp16", gpu=v100)
     assert not v.flash_attention
-    assert stack_recipe(mg, 16, 4096, "bf16", gpu_key="a100-sxm-80gb").flash_attention
+    assert stack_recipe(mg, 16, 4096, "bf16", gpu=load_gpu("a100-sxm-80gb")).flash_attention
     for kw in (dict(flash_attention=True), dict(attention_kernel="fa2")):
-        with pytest.raises(InputError, match="no fused-attention kernel runs on v100-sxm2-32gb"):
-            stack_recipe(mg, 16, 4096, "fp16", gpu_key="v100-sxm2-32gb", **kw)
+        with pytest.raises(InputError, match="no fused-attention kernel runs on V100-SXM2-32GB"):
+            stack_recipe(mg, 16, 4096, "fp16", gpu=v100, **kw)
 
 
 def test_a_recomputed_module_re_runs_its_forward_in_every_backward():

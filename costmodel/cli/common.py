@@ -249,10 +249,10 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     check_recipe_flags(recipe_flags or {})
     given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
     if not model.is_moe:        # a dense model's MoE flags first: before the recipe checks their values
-        check_moe_recipe(model, None, cluster.gpu.key, given)
-    recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu_key=cluster.gpu.key,
+        check_moe_recipe(model, None, cluster.gpu, given)
+    recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu=cluster.gpu,
                           **(recipe_flags or {}))
-    check_moe_recipe(model, recipe, cluster.gpu.key, given)
+    check_moe_recipe(model, recipe, cluster.gpu, given)
     why = recompute_modules_problem(model, recipe.recomputed) if "recompute_modules" in given else None
     if why:
         raise InputError("--recompute-modules", "", why)

@@ -438,13 +438,13 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
         run.origin[k] = ("flag" if k in given else f"log: {where[k]}" if k in logged
                          else f"{stack.name} default" + (" (uniform routing)" if k == "moe_expert_load_cv" else ""))
     try:
-        recipe = stack_recipe(stack, run.gbs, run.seq_len, prec, gpu_key=c.gpu.key, **{**logged, **given})
+        recipe = stack_recipe(stack, run.gbs, run.seq_len, prec, gpu=c.gpu, **{**logged, **given})
     except InputError as e:
         k = next((k for k in logged if "--" + k.replace("_", "-") == e.where and k not in given), None)
         if k is None:
             raise
         raise InputError(tlog.path, dump_key(k, tlog.args), f"{logged[k]!r}: {e.message}") from None
-    check_moe_recipe(model, recipe, c.gpu.key, given)
+    check_moe_recipe(model, recipe, c.gpu, given)
     # the attention kernel priced, and whence: a stack's default differs by GPU (costmodel.stacks)
     kernel = recipe.attention_kernel if recipe.flash_attention else "unfused"
     src = next((k for k in ("attention_kernel", "flash_attention") if k in logged), None)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..errors import InputError
 from ..units import parse_quantity
 from .loading import _check_sources, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
-from .recipe import PRECISIONS
 from .params import SCALE_OUT_FABRICS
 
 
@@ -27,7 +27,8 @@ class GpuSpec:
     fit_hbm_bytes_per_s (the HBM bandwidth the built-in profile was fitted with, where it differs
     from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
     CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
-    cudaMemGetInfo's total), None when no capture is cited.
+    cudaMemGetInfo's total), None when no capture is cited; architecture (one of :data:`ARCHITECTURES`:
+    which kernels and number formats run on it) and path (the file it was read from).
     """
 
     key: str
@@ -49,6 +50,8 @@ class GpuSpec:
     devices_per_package: int = 1
     fit_hbm_bytes_per_s: float | None = None
     hbm_cuda_bytes: float | None = None
+    architecture: str = ""
+    path: str = ""
 
     @property
     def capacity_bytes(self) -> float:
@@ -214,7 +217,10 @@ def _cuda_total(d: dict, w: str):
 
 
 #: the keys of a GPU file (hardware/README.md)
-GPU_KEYS = ("name", "vendor", "peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "sources",
+#: GPU architectures (the vendor's generation names): which attention kernels, number formats and
+#: communication libraries run on a GPU follows from its architecture, not from its file's name
+ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4")
+GPU_KEYS = ("name", "vendor", "architecture", "peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "sources",
             *OPTIONAL_GPU_NUMBERS)
 
 
@@ -260,14 +266,18 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         peak_flops[dt] = parse_quantity(v, "number", w, f"peak_tflops.{dt}") * 1e12
         if not peak_flops[dt] > 0:
             raise InputError(w, f"peak_tflops.{dt}", f"must be positive, got {v!r}")
-    if not any(k in peak_flops for k in PRECISIONS):
-        raise InputError(w, "peak_tflops", f"needs at least one of {', '.join(PRECISIONS)}")
+    if not any(k in peak_flops for k in ("bf16", "fp16")):
+        raise InputError(w, "peak_tflops", "needs bf16 or fp16 (attention and the logits run 16-bit whatever the "
+                         f"precision), got {', '.join(peak_flops) or 'none'}")
     num_sms = _get_int(d, ("num_sms",), w)
+    if d.get("architecture") is None:
+        raise InputError(w, "architecture", f"missing: one of {', '.join(ARCHITECTURES)} (it decides which attention "
+                         "kernels, number formats and expert-parallel kernels the GPU runs)")
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
                    + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
     return _check_gpu(GpuSpec(
         key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
-        peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
+        architecture=_get_str(d, "architecture", w, ARCHITECTURES), path=w, peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
         hbm_bytes_per_s=_get(d, "hbm_bandwidth", w, "bytes_per_s"), tdp_w=_get(d, "tdp", w, "watts"),
         num_sms=num_sms,
         nvlink_bytes_per_s=_get(d, "nvlink_bandwidth_per_gpu", w, "bytes_per_s", required=False,
@@ -294,6 +304,9 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     d = _read_mapping(path)
     w = str(path)
     gpu_name = _get_str(d, "gpu", w)
+    ref = Path(gpu_name)
+    if (ref.suffix in (".yaml", ".yml") or len(ref.parts) > 1) and not ref.is_absolute():
+        gpu_name = str(path.parent / ref)        # a relative path in a file is relative to that file
     try:
         gpu = load_gpu(gpu_name, flag=f"{w}: gpu")
     except InputError as e:

@@ -187,7 +187,7 @@ def test_fa3_fit_follows_the_paper_bars_and_agrees_with_tritonbench_at_training_
     bwd 316 / 501 / 559 scaled by the causal forward's loss) within 5%, above FA2 at every length.
     TritonBench's kernel times (B=4, H=48: 4k-token calls at 1k, so not the paper's scale there) agree
     within 6% at 4k and 8k; H200 carries H100's fit; above 16k the efficiency holds."""
-    from costmodel.specs import load_profile
+    from costmodel.specs import load_gpu, load_profile
     p = load_profile("h100-sxm-80gb")
     k = p.attention_kernels["fa3"][-1]
     assert k.head_dim == 128
@@ -228,7 +228,7 @@ def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
     own benchmark on an H200 (causal fwd 673, bwd 579 TFLOP/s at 16k) runs faster than the fit: a later
     release.  Transformer Engine picks it on Hopper, so the megatron and nemo stacks default to it there;
     torchtitan, the A100 and Blackwell keep FlashAttention-2, and a kernel the user names wins."""
-    from costmodel.specs import load_profile
+    from costmodel.specs import load_gpu, load_profile
     from costmodel.stacks import get_stack, stack_recipe
     p = load_profile("h100-sxm-80gb")
     k = p.attention_kernels["cudnn"][-1]
@@ -241,7 +241,7 @@ def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
     assert load_profile("h200-sxm-141gb").attention_kernels["cudnn"][-1] == k
 
     def kernel(stack, gpu, **kw):
-        return stack_recipe(get_stack(stack), 8, 4096, "bf16", gpu_key=gpu, **kw).attention_kernel
+        return stack_recipe(get_stack(stack), 8, 4096, "bf16", gpu=load_gpu(gpu), **kw).attention_kernel
     assert kernel("megatron", "h100-sxm-80gb") == kernel("nemo", "h200-sxm-141gb") == "cudnn"
     assert kernel("torchtitan", "h100-sxm-80gb") == kernel("megatron", "a100-sxm-80gb") == "fa2"
     assert kernel("megatron", "b200-sxm-180gb") == "fa2"
