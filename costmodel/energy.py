@@ -69,13 +69,31 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     gpu = cluster.gpu
     lo = gpu.power_limit_min_w
     if lo is None:
-        raise InputError(f"hardware/gpus/{gpu.key}.yaml", "power_limit_min", "missing: needed for power caps")
+        raise InputError(gpu.path or gpu.key, "power_limit_min", "missing: needed for power caps")
     floor = gpu.min_clock_mhz / gpu.boost_clock_mhz if gpu.min_clock_mhz and gpu.boost_clock_mhz else 1e-3
     limit = p.kernel_limit_w if math.isfinite(p.kernel_limit_w) else gpu.tdp_w
     if not lo <= limit <= 2.0 * gpu.tdp_w:
         raise InputError(profile.path, "power.kernel_limit_w", f"{limit:g} W is outside {gpu.name}'s settable "
                          f"minimum {lo:g} W .. twice its {gpu.tdp_w:g} W TDP (the limit its kernels were measured under)")
     return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor, kernel_limit_w=limit)
+
+
+def require_energy_inputs(cluster: ClusterSpec, profile: Profile) -> PowerParams:
+    """:func:`power_params`, after checking every input the power, thermal and energy search needs.
+
+    Raises:
+        InputError: naming the first missing one: the profile's ``power:`` or ``thermal:`` section,
+            the GPU file's ``power_limit_min`` or ``slowdown_temp``.
+    """
+    pw = power_params(cluster, profile)
+    if profile.thermal is None:
+        raise InputError(profile.path, "thermal", "missing: this profile has no thermal model, which power caps, "
+                         "temperature limits and the energy objective need (regenerate the profile with python -m "
+                         "costmodel.fit.builtin, or calibrate one with costmodel calibrate)")
+    if cluster.gpu.slowdown_temp_c is None:
+        raise InputError(cluster.gpu.path or cluster.gpu.key, "slowdown_temp", "missing: the thermal model throttles "
+                         "a GPU above it (nvidia-smi -q 'GPU Slowdown Temp')")
+    return pw
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
@@ -319,7 +337,10 @@ class EnergyReport:
     window average over compute and communication).  cap_unmet: a stage's compute draws more than
     its cap because the GPU's lowest clock cannot go lower.  nodes, node_other_power_w (per node, the
     cluster's non-GPU power, costmodel.specs.ClusterSpec) and node_energy_j_per_step = nodes x
-    node_other_power_w x step time: reported apart from the GPUs' energy_j_per_step."""
+    node_other_power_w x step time: reported apart from the GPUs' energy_j_per_step.
+    node_gpu_peak_w: the largest sum of one node's GPUs' peak powers, against node_gpu_budget_w (the
+    node rating less its non-GPU power, ClusterSpec.gpu_power_budget_w): above it the node's own
+    power capping would slow the GPUs, which the per-GPU caps here do not model."""
 
     step_time_s: float
     avg_power_w: float
@@ -341,6 +362,8 @@ class EnergyReport:
     node_other_power_w: float = 0.0
     node_energy_j_per_step: float = 0.0
     shutdown: str | None = None
+    node_gpu_peak_w: float = 0.0
+    node_gpu_budget_w: float = 0.0
 
     @property
     def total_energy_j_per_step(self) -> float:
@@ -437,7 +460,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         cool = replace(cool, inlet_temp_c=inlet_temp_c)
     slow = cluster.gpu.slowdown_temp_c
     if slow is None:
-        raise InputError(f"hardware/gpus/{cluster.gpu.key}.yaml", "slowdown_temp", "missing")
+        raise InputError(cluster.gpu.path or cluster.gpu.key, "slowdown_temp", "missing")
     st = stage_terms(model, recipe, cluster, profile, terms, layers)
     pp, S, G = int(terms.layouts.pp[0]), st.stage_gpus, cluster.gpus_per_node
     caps = np.full(pp, pw.max_cap_w) if caps_w is None else np.asarray(caps_w, dtype=np.float64)
@@ -517,7 +540,16 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
         nodes=nodes, node_other_power_w=cluster.node_other_power_w,
-        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, ranks, G))
+        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, ranks, G),
+        node_gpu_peak_w=_node_gpu_peak_w(rows), node_gpu_budget_w=cluster.gpu_power_budget_w)
+
+
+def _node_gpu_peak_w(rows: list) -> float:
+    """The largest sum of the listed GPUs' peak powers over one node, W (each listed node is whole)."""
+    per: dict = {}
+    for r in rows:
+        per[r["node"]] = per.get(r["node"], 0.0) + r["peak_power_w"]
+    return max(per.values(), default=0.0)
 
 
 def _shutdown(cluster: ClusterSpec, temps, ranks, G: int) -> str | None:

@@ -171,6 +171,12 @@ class InfeasibleError(CostmodelError):
         self.required, self.relative = dict(required or {}), dict(relative or {})
         super().__init__(message)
 
+    def record(self) -> dict:
+        """The answer as ``--json`` prints it: feasible false, the binding limit family, the message,
+        and per family the least limit that suffices (``required``) and its excess (``relative``)."""
+        return dict(feasible=False, binding=self.binding, message=self.message, required=self.required,
+                    relative=self.relative)
+
 
 class SolverUnavailableError(CostmodelError):
     """The requested MIP solver (e.g. HiGHS) is not installed."""

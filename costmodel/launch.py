@@ -328,15 +328,16 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
     if t["overlap"]:
         a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
-    a.append(f"recipe.model.config.attention_backend = {megatron_attention_backend(recipe)!r}")
+    # TransformerConfig.attention_backend is an AttnBackend enum (megatron/core/transformer/enums.py),
+    # compared by identity: a string would leave Megatron-core's automatic choice in force
+    a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
     a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy == 'fused'}")
     if recipe.cross_entropy not in ("megatron", "fused"):
         a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
-    a.append("recipe.trainer.plugins = " + {"bf16": "bf16_mixed()", "fp16": "fp16_mixed()",
-                                            "fp8": "bf16_with_fp8_current_scaling_mixed()" if current
-                                            else "bf16_with_fp8_mixed()", "mxfp8": "bf16_with_mxfp8_mixed()",
-                                            "nvfp4": "bf16_with_nvfp4_mixed()"}[recipe.precision])
+    plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current
+              else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}[recipe.precision]
+    a.append(f"recipe.trainer.plugins = {plugin}()")
     n = int(recipe.bf16_edge_layers)
     if n and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
         a += ["recipe.trainer.plugins.first_last_layers_bf16 = True",
@@ -347,7 +348,11 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list 
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
     if recipe.tp_comm_overlap and t["sp"]:
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
-    return "\n".join(a)
+    imports = ["from megatron.core.transformer.enums import AttnBackend",
+               f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
+    if any("torch." in line for line in a):
+        imports.insert(0, "import torch")
+    return "\n".join(imports + a)
 
 
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import ilp
-from .energy import burst_classes, capped_classes, check_cap, layer_blocks, power_params
+from .energy import burst_classes, capped_classes, check_cap, layer_blocks, power_params, require_energy_inputs
 from .errors import InputError
 from .memory import stage_memory_terms
 from .power import compute_under_cap, phase_power_w, wait_power_w
@@ -174,7 +174,7 @@ def candidates(model, recipe, cluster, profile, res: SearchResult, objective: st
     rows = np.flatnonzero(L.vp == 1)[:pool]
     if not len(rows):
         raise InputError("layout", "", "no feasible 1F1B (VP = 1) layout for the energy optimisation")
-    power_params(cluster, profile)          # names a missing power model before any work
+    require_energy_inputs(cluster, profile)   # names a missing power or thermal model before any work
     runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w)
     if runs[0].energy is None:
         raise InputError(profile.path, "", f"no power/thermal model: missing {', '.join(runs[0].energy_missing)}")
@@ -234,7 +234,7 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     rows = space_rows(model, res)
     if not len(rows):
         raise InputError("layout", "", "no feasible 1F1B or evenly split interleaved layout for the energy optimisation")
-    power_params(cluster, profile)           # names a missing power model before any work
+    require_energy_inputs(cluster, profile)   # names a missing power or thermal model before any work
     pred = predict_table(model, recipe, cluster, profile, res.ranked.layouts.take(rows))
     tb = option_table(model, recipe, cluster, profile, pred.terms, caps, node_power)
     # levels no decision can use: a stage filling whole nodes at that level's busy power breaks

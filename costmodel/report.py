@@ -165,6 +165,11 @@ def energy_line(rec: dict) -> str:
             f"{rec['samples_per_s_per_mj']:.2f} samples/(s MJ); hottest GPU {rec['max_temp_c']:.1f} C steady{warm}"
             f"{clock}{'; THERMALLY THROTTLED' if rec['throttled'] else ''}"
             + ("; CAP NOT MET: at its lowest clock the GPU still draws more than the cap" if rec.get("cap_unmet") else "")
+            + (f"; NODE OVER BUDGET: a node's GPUs peak at {rec['node_gpu_peak_w'] / 1e3:.2f} kW together, above the "
+               f"{rec['node_gpu_budget_w'] / 1e3:.2f} kW its rating leaves them (the node's own power capping would "
+               "slow them: recommend --node-power-kw searches caps that fit)"
+               if rec.get("node_gpu_budget_w") and rec.get("node_gpu_peak_w", 0.0) > rec["node_gpu_budget_w"] * (1 + 1e-9)
+               else "")
             + ("; HW SLOWDOWN: the cooling cannot hold the hottest GPU at its slowdown temperature even at half "
                "its maximum clock, where HW slowdown holds it (nvml.h: 'a factor of 2 or more')"
                if rec.get("hw_slowdown") else "")

@@ -5,6 +5,7 @@ bad input, 3 when no layout meets the limits), in :func:`main`.
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import typer
@@ -43,6 +44,8 @@ def main() -> None:
             sys.exit(rc)
     except CostmodelError as e:
         kind = "infeasible" if isinstance(e, InfeasibleError) else "error"
+        if isinstance(e, InfeasibleError) and "--json" in sys.argv[1:]:
+            print(json.dumps(e.record(), indent=2))      # a script reading stdout gets the answer too
         print(f"costmodel: {kind}: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
     except typer.Exit as e:

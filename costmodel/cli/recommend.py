@@ -340,8 +340,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if node_w <= 0:
         raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
     if node_w < c.gpus_per_node * caps[0]:
-        raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
-                         f"their lowest power limit ({caps[0]:g} W each)")
+        where = ("--node-power-kw", "") if node_power_kw is not None else (c.path, "power.node_power_budget")
+        raise InputError(*where, f"{node_w / 1e3:g} kW for the GPUs cannot feed {c.gpus_per_node} GPUs even at "
+                         f"their lowest power limit ({caps[0]:g} W each)"
+                         + ("" if node_power_kw is not None else " (the rating less power.node_other_power)"))
     if node_power is None:
         node_power = objective in ("energy", "edp")
     space = None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..units import parse_quantity
-from .loading import _check_sources, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
+from .loading import _check_sources, check_source_keys, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
 from .params import SCALE_OUT_FABRICS
 
 
@@ -235,7 +235,9 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     for field_, v, lo, hi, span, eg in (("hbm_bandwidth", g.hbm_bytes_per_s, 1e10, 1e14, "10 GB/s .. 100 TB/s", "3.35TB/s"),
                                         ("tdp", g.tdp_w, 10.0, 1e4, "10 W .. 10 kW", "700W")):
         if not lo <= v <= hi:
-            raise InputError(w, field_, f"{d[field_]!r} is outside {span}: give a unit (e.g. {eg})")
+            why = (f"a bare number reads in base units: give a unit (e.g. {eg})" if isinstance(d[field_], (int, float))
+                   else f"check the number and its unit (e.g. {eg})")
+            raise InputError(w, field_, f"{d[field_]!r} is outside {span}: {why}")
     for dt, v in g.peak_flops.items():
         if not 1e12 <= v <= 1e17:
             raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is outside 1 .. 100,000 (the unit is TFLOP/s)")
@@ -273,6 +275,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     if d.get("architecture") is None:
         raise InputError(w, "architecture", f"missing: one of {', '.join(ARCHITECTURES)} (it decides which attention "
                          "kernels, number formats and expert-parallel kernels the GPU runs)")
+    check_source_keys(d, w)
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
                    + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
     return _check_gpu(GpuSpec(
@@ -303,6 +306,9 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     path = _resolve(name_or_path, hardware_dir() / "clusters", (".yaml", ".yml"), "cluster", flag)
     d = _read_mapping(path)
     w = str(path)
+    if "gpu" not in d and "peak_tflops" in d:
+        raise InputError(flag, "", f"{w} is a GPU file (it has peak_tflops): {flag} takes a cluster file, whose gpu: "
+                         "names the GPU (hardware/README.md)")
     gpu_name = _get_str(d, "gpu", w)
     ref = Path(gpu_name)
     if (ref.suffix in (".yaml", ".yml") or len(ref.parts) > 1) and not ref.is_absolute():
@@ -316,6 +322,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     intra, inter = _sub(d, "intra_node", w), _sub(d, "inter_node", w)
     power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
     _check_keys(d, w)
+    check_source_keys(d, w)
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
         if nodes < 1 or nodes > 2**24:
@@ -554,18 +561,26 @@ def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
     """``node_other_power_w`` and its source (ClusterSpec docstring).
 
     Raises:
-        InputError: a stated value that is negative or not a power, a stated value without its
-            ``sources`` line, or a derived value below 0 (a node rating below its GPUs' TDP).
+        InputError: a rating that cannot feed the node's GPUs at their lowest power limit, a stated
+            value that is negative, not a power or leaves the GPUs less than that, a stated value
+            without its ``sources`` line, or a derived value below 0 (a node rating below its GPUs' TDP).
     """
     budget = _get(power, "node_power_budget", w, "watts", prefix="power.")
+    G = _get_int(d, ("gpus_per_node",), w)
+    least = gpu.power_limit_min_w or gpu.idle_power_w or 0.0     # what a GPU draws at the least it can be held to
+    if budget <= G * least:
+        bare = " (a bare number reads as watts: write the unit, e.g. 10.2kW)" if isinstance(
+            power["node_power_budget"], (int, float)) else ""
+        raise InputError(w, "power.node_power_budget", f"{budget:g} W cannot feed the {G} GPUs even at their lowest "
+                         f"power limit ({G} x {least:g} W){bare}")
     if "node_other_power" in power:
         v = _get(power, "node_other_power", w, "watts", prefix="power.", positive=False)
-        if v < 0 or v >= budget:
-            raise InputError(w, "power.node_other_power", f"must be >= 0 and below power.node_power_budget "
-                             f"({budget:g} W), got {power['node_other_power']!r}")
+        if v < 0 or budget - v < G * least:
+            raise InputError(w, "power.node_other_power", f"{power['node_other_power']!r} must be >= 0 and leave the "
+                             f"{G} GPUs at least their lowest power limit ({G} x {least:g} W) of power.node_power_budget "
+                             f"({budget:g} W)")
         _check_sources(d, w, ["power.node_other_power"])
         return dict(node_other_power_w=v, node_other_power_source=str(d["sources"]["power.node_other_power"]))
-    G = _get_int(d, ("gpus_per_node",), w)
     v = budget - G * gpu.tdp_w
     if v < 0:
         raise InputError(w, "power.node_power_budget", f"{budget:g} W is below the {G} GPUs' TDP ({G} x {gpu.tdp_w:g} "
@@ -573,6 +588,39 @@ def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
     return dict(node_other_power_w=v, node_other_power_source=(
         f"DERIVED: power.node_power_budget {budget / 1e3:g} kW - {G} x {gpu.tdp_w:g} W GPU TDP, the node "
         "rating's non-GPU share (an upper bound where the rating is a datasheet maximum; see that field's source)"))
+
+
+#: a slot's position label (reports only: the inlet rise comes from ``upstream`` and ``preheat_c_per_w``)
+SLOT_ROWS = ("front", "middle", "rear", "coldplate")
+#: the direction air crosses the chassis
+AIRFLOWS = ("front-to-back", "back-to-front")
+
+
+def _upstream_cycle(up: list) -> list:
+    """A circle of slots in the ``upstream`` lists (slot i's list names the slots whose exhaust reaches
+    it), as [a, b, ..., a], or [] when the heating runs one way."""
+    state = [0] * len(up)                       # 0 unseen, 1 on the current path, 2 done
+    path: list = []
+
+    def visit(i):
+        state[i] = 1
+        path.append(i)
+        for j in up[i]:
+            if state[j] == 1:
+                return path[path.index(j):] + [j]
+            if state[j] == 0:
+                found = visit(j)
+                if found:
+                    return found
+        state[i] = 2
+        path.pop()
+        return []
+    for i in range(len(up)):
+        if state[i] == 0:
+            found = visit(i)
+            if found:
+                return found
+    return []
 
 
 def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
@@ -599,7 +647,7 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
             if not isinstance(s, dict):
                 raise InputError(w, f"cooling.slots[{i}]", "expected a mapping with row and r_th_scale")
             scale.append(_get(s, "r_th_scale", w, prefix=f"cooling.slots[{i}].", required=False, default=1.0))
-            rows.append(str(s.get("row", "")))
+            rows.append(_get_str(s, "row", w, SLOT_ROWS, required=False, default="", prefix=f"cooling.slots[{i}]."))
         scale, rows = tuple(scale), tuple(rows)
     up = c.get("upstream", [[] for _ in range(gpus_per_node)])
     if not isinstance(up, list) or len(up) != gpus_per_node or not all(isinstance(u, list) for u in up):
@@ -608,10 +656,17 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
         for j in u:
             if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < gpus_per_node or j == i:
                 raise InputError(w, f"cooling.upstream[{i}]", f"{j!r} is not another slot index 0..{gpus_per_node - 1}")
+    loop = _upstream_cycle(up)
+    if loop:
+        raise InputError(w, "cooling.upstream", f"slots {' -> '.join(map(str, loop))} heat each other in a circle: air "
+                         "(or coolant) runs one way, so a slot cannot be upstream of a slot upstream of it")
     pre = _get(c, "preheat_c_per_w", w, prefix="cooling.", positive=False, required=False, default=0.0)
     if pre < 0:
         raise InputError(w, "cooling.preheat_c_per_w", f"must be >= 0, got {pre}")
     if ctype == "air" and any(up) and pre == 0 and "preheat_c_per_w" not in c:
         raise InputError(w, "cooling.preheat_c_per_w", "missing: air cooling with upstream slots needs it")
-    return CoolingSpec(type=ctype, airflow=c.get("airflow"), inlet_temp_c=inlet, r_th_scale=scale,
+    airflow = _get_str(c, "airflow", w, AIRFLOWS, required=False, prefix="cooling.")
+    if airflow is not None and ctype != "air":
+        raise InputError(w, "cooling.airflow", f"is an air-cooling field; this cluster's cooling is {ctype}")
+    return CoolingSpec(type=ctype, airflow=airflow, inlet_temp_c=inlet, r_th_scale=scale,
                        rows=rows, upstream=tuple(tuple(u) for u in up), preheat_c_per_w=pre)

@@ -126,6 +126,8 @@ def _exists(p: Path) -> bool:
 
 
 def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, flag: str) -> Path:
+    if not name_or_path.strip():
+        raise InputError(flag, "", f"is empty: give a catalog {what} name or a {what} file's path")
     if len(name_or_path) > 4096 or "\0" in name_or_path:
         raise InputError(flag, "", f"{what} {name_or_path[:40]!r}... is neither a catalog name nor a file path "
                          f"({len(name_or_path)} characters)")
@@ -218,6 +220,28 @@ def _sub(d: dict, key: str, where) -> dict:
     if not isinstance(v, dict):
         raise InputError(where, key, "missing section" if v is None else "expected a mapping")
     return v
+
+
+def check_source_keys(d: dict, where) -> None:
+    """Refuse a ``sources:`` entry that names no field of the file (a misspelt path would leave the
+    field it meant unsourced while looking cited).
+
+    Raises:
+        InputError: naming ``sources.KEY`` and the closest dotted path the file has.
+    """
+    def paths(x, pre=""):
+        for k, v in x.items():
+            if k == "sources":
+                continue
+            yield pre + str(k)
+            if isinstance(v, dict):
+                yield from paths(v, pre + str(k) + ".")
+    have = list(paths(d))
+    for k in d.get("sources") or {}:
+        if str(k) not in have:
+            close = difflib.get_close_matches(str(k), have, n=1, cutoff=0.75)
+            raise InputError(where, f"sources.{k}", "names no field of this file"
+                             + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 def _check_sources(d: dict, where, numeric_paths: list[str]):

@@ -5,6 +5,7 @@ mapping the fits build (``costmodel calibrate fit``, ``python -m costmodel.fit.b
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -203,10 +204,13 @@ _GROUP_KEYS = ("protocols", "algorithm", "fit", "note", "derived_from", "kept_fr
 
 
 def _known_keys(d: dict, known: tuple, w: str, pre: str) -> None:
-    """Raises InputError naming the first key of ``d`` not in ``known``."""
+    """Raises InputError naming the first key of ``d`` not in ``known`` (a misspelt key would leave
+    its field at a default, or missing, unseen), with the known key it is closest to."""
     for k in d:
         if k not in known:
-            raise InputError(w, f"{pre}{k}", f"unknown key (known: {', '.join(known)})")
+            close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.75)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise InputError(w, f"{pre}{k}", f"unknown key ({hint}known: {', '.join(known)})")
 
 
 def _short_repr(v, width: int = 80) -> str:
@@ -396,6 +400,12 @@ def _gpu_key(d: dict, w: str) -> str:
 
 _GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "power_limited", "power_check", "fit",
               "note", "derived_from", "kept_from")
+#: the DVFS exponent's physical span (P = P0 + D (f / f_max)^gamma; CMOS dynamic power C V^2 f), with
+#: margin: the built-in profiles hold 2.1-3.7
+GAMMA_RANGE = (0.5, 4.0)
+_POWER_KEYS = ("idle_w", "flop_w", "hbm_w", "link_w", "spin_w", "gamma", "v_floor_clock_ratio", "kernel_limit_w",
+               "basis", "fit", "note", "derived_from", "kept_from")
+_THERMAL_KEYS = ("r_th_c_per_w", "tau_s", "fit", "note", "derived_from", "kept_from")
 _KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
 _KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
 
@@ -458,6 +468,7 @@ def _power(d: dict, w: str):
         return None
     if not isinstance(s, dict):
         raise InputError(w, "power", "expected a mapping")
+    _known_keys(s, _POWER_KEYS, w, "power.")
     g = lambda k, kind="watts", positive=True: _get(s, k, w, kind, prefix="power.", positive=positive)
     vf = _get(s, "v_floor_clock_ratio", w, "number", prefix="power.", required=False, default=0.0, maximum=1.0)
     basis = s.get("basis") or {}
@@ -471,8 +482,14 @@ def _power(d: dict, w: str):
     for t in POWER_TERMS:       # a negative activity term would have a busy GPU draw less than an idle one
         if coeff[t.name] < 0:
             raise InputError(w, f"power.{t.key}", f"must be >= 0, got {coeff[t.name]:g}")
+    gamma = g("gamma", "number")
+    if not GAMMA_RANGE[0] <= gamma <= GAMMA_RANGE[1]:
+        # dynamic power C V^2 f: exponent 1 at a fixed voltage, about 3 where the voltage follows the clock
+        raise InputError(w, "power.gamma", f"{gamma:g} is outside {GAMMA_RANGE[0]:g} .. {GAMMA_RANGE[1]:g}: dynamic "
+                         "power C V^2 f grows with the clock to a power of 1 (fixed voltage) to about 3 (voltage "
+                         "following the clock)")
     return PowerParams(idle_w=g("idle_w"), coeff_w=coeff,
-                       gamma=g("gamma", "number"), min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
+                       gamma=gamma, min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
                        kernel_limit_w=limit, basis={str(k): str(v) for k, v in basis.items()})
 
 
@@ -483,6 +500,7 @@ def _thermal(d: dict, w: str):
         return None
     if not isinstance(s, dict):
         raise InputError(w, "thermal", "expected a mapping")
+    _known_keys(s, _THERMAL_KEYS, w, "thermal.")
     return ThermalParams(r_th_c_per_w=_get(s, "r_th_c_per_w", w, prefix="thermal."),
                          tau_s=_get(s, "tau_s", w, "seconds", prefix="thermal."))
 

@@ -204,7 +204,8 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     fa3 = run(*args, "--stack", "megatron", "--attention-kernel", "fa3")
     assert "--attention-backend flash" in fa3.stdout
     nemo = run(*args, "--stack", "nemo", "--format", "nemo")
-    assert "recipe.model.config.attention_backend = 'fused'" in nemo.stdout
+    assert "recipe.model.config.attention_backend = AttnBackend.fused" in nemo.stdout
+    assert "from megatron.core.transformer.enums import AttnBackend" in nemo.stdout
 
 
 def test_format_prints_the_layout_for_each_stack():

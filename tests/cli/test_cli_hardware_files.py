@@ -1,0 +1,139 @@
+"""A user's own GPU, cluster and profile files (hardware/README.md), as a new user writes and
+breaks them: the answer follows the files' contents, not their names; every defect is one line
+naming the file and the field, exit 2."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.specs import hardware_dir, load_cluster, load_gpu, load_profile
+from costmodel.stacks import get_stack, stack_recipe
+from test_cli import assert_one_line_error, run
+
+GPUS, CLUSTERS, PROFILES = (hardware_dir() / d for d in ("gpus", "clusters", "profiles"))
+H100_CLUSTER = (CLUSTERS / "dgx-h100.yaml").read_text()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_a_renamed_copy_of_a_catalog_gpu_predicts_what_the_catalog_gpu_does(tmp_path):
+    """The H100 file under another name: the same attention kernel (TE's cuDNN default on Hopper),
+    the same step time and the same model-form band, because they follow ``architecture``."""
+    gpu = _write(tmp_path, "my-accelerator.yaml", (GPUS / "h100-sxm-80gb.yaml").read_text())
+    mine = load_cluster(str(_write(tmp_path, "mine.yaml", H100_CLUSTER.replace("gpu: h100-sxm-80gb", f"gpu: {gpu}"))))
+    assert mine.gpu.architecture == "hopper" and mine.gpu.path == str(gpu)
+    assert stack_recipe(get_stack("megatron"), 64, 4096, "bf16", gpu=mine.gpu).attention_kernel == "cudnn"
+    args = ("--model", "llama3-8b", "--tp", "2", "--gbs", "64", "--seq-len", "4096", "--profile", "h100-sxm-80gb",
+            "--json")
+    ours, cat = run("predict", "--cluster", str(tmp_path / "mine.yaml"), *args), run("predict", "--cluster", "dgx-h100",
+                                                                                    "--nodes", "1", *args)
+    assert ours.returncode == 0 and cat.returncode == 0, ours.stderr + cat.stderr
+    a, b = json.loads(ours.stdout), json.loads(cat.stdout)
+    assert a["recipe"]["attention_kernel"] == b["recipe"]["attention_kernel"] == "cudnn"
+    assert a["step_time_s"] == pytest.approx(b["step_time_s"], rel=1e-9)
+    assert a["step_time_band"] == b["step_time_band"]
+
+
+def test_a_gpu_file_without_its_architecture_is_refused(tmp_path):
+    text = re.sub(r"(?m)^architecture:.*\n", "", (GPUS / "h100-sxm-80gb.yaml").read_text())
+    with pytest.raises(InputError, match="architecture: missing: one of volta") as e:
+        load_gpu(str(_write(tmp_path, "g.yaml", text)))
+    assert e.value.where.endswith("g.yaml")
+    with pytest.raises(InputError, match="'hoper' is not one of volta"):
+        load_gpu(str(_write(tmp_path, "h.yaml", text.replace("vendor: nvidia", "vendor: nvidia\narchitecture: hoper"))))
+
+
+def test_a_gpu_file_needs_a_16_bit_peak(tmp_path):
+    text = re.sub(r"(?m)^  (bf16|fp16):.*\n", "", (GPUS / "h100-sxm-80gb.yaml").read_text())
+    with pytest.raises(InputError, match="peak_tflops: needs bf16 or fp16"):
+        load_gpu(str(_write(tmp_path, "g.yaml", text)))
+
+
+def test_a_relative_gpu_path_in_a_cluster_file_is_relative_to_that_file(tmp_path):
+    (tmp_path / "hw").mkdir()
+    _write(tmp_path / "hw", "mygpu.yaml", (GPUS / "h100-sxm-80gb.yaml").read_text())
+    cl = _write(tmp_path / "hw", "c.yaml", H100_CLUSTER.replace("gpu: h100-sxm-80gb", "gpu: ./mygpu.yaml"))
+    p = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "8", "--profile", "h100-sxm-80gb",
+            cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("old, new, field, why", [
+    ("  node_power_budget: 10.2kW", "  node_power_budget: 10.2", "power.node_power_budget",
+     "a bare number reads as watts"),
+    ("  node_power_budget: 10.2kW", "  node_power_budget: 3kW", "power.node_other_power",
+     "leave the 8 GPUs at least their lowest power limit (8 x 200 W)"),
+    ("  upstream: [[], [], [], [], [0], [1], [2], [3]]", "  upstream: [[4], [], [], [], [0], [1], [2], [3]]",
+     "cooling.upstream", "slots 0 -> 4 -> 0 heat each other in a circle"),
+    ("row: front", "row: frnt", "cooling.slots[0].row", "'frnt' is not one of front, middle, rear, coldplate"),
+    ("airflow: front-to-back", "airflow: back-to-frnt", "cooling.airflow", "is not one of front-to-back"),
+    ("  inter_node.bandwidth_per_nic:", "  inter_node.bandwith_per_nic:", "sources.inter_node.bandwith_per_nic",
+     "names no field of this file (did you mean inter_node.bandwidth_per_nic?)")])
+def test_a_broken_cluster_file_is_one_line_naming_the_field(tmp_path, old, new, field, why):
+    assert old in H100_CLUSTER
+    cl = _write(tmp_path, "c.yaml", H100_CLUSTER.replace(old, new, 1))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--tp", "8"),
+                          f"{cl}: {field}", why)
+
+
+def test_the_cluster_flag_refuses_an_empty_name_and_a_gpu_file():
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "", "--tp", "8"), "--cluster: is empty")
+    gpu = GPUS / "h100-sxm-80gb.yaml"
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(gpu), "--tp", "8"),
+                          "--cluster:", "is a GPU file")
+
+
+@pytest.mark.parametrize("old, new, field, why", [
+    ("  kernel_limit_w: 700.0", "  kernel_limt_w: 500.0", "power.kernel_limt_w", "did you mean kernel_limit_w?"),
+    ("  spin_w: 33.91", "  spin_ww: 33.91", "power.spin_ww", "did you mean spin_w?"),
+    ("  gamma: 2.53", "  gamma: 25.3", "power.gamma", "25.3 is outside 0.5 .. 4"),
+    ("  tau_s:", "  tau:", "thermal.tau", "unknown key")])
+def test_a_misspelt_or_impossible_power_coefficient_is_refused(tmp_path, old, new, field, why):
+    text = (PROFILES / "h100-sxm-80gb.yaml").read_text()
+    assert old in text
+    prof = _write(tmp_path, "p.yaml", text.replace(old, new, 1))
+    with pytest.raises(InputError, match=re.escape(why)) as e:
+        load_profile(str(prof))
+    assert e.value.where == str(prof) and e.value.field == field
+
+
+def test_energy_search_with_a_profile_lacking_its_thermal_model_is_one_line(tmp_path):
+    lines, out, skip = (PROFILES / "h100-sxm-80gb.yaml").read_text().split("\n"), [], False
+    for ln in lines:                              # drop the thermal: section
+        skip = ln.startswith("thermal:") or (skip and ln.startswith(" "))
+        if not skip:
+            out.append(ln)
+    prof = _write(tmp_path, "p.yaml", "\n".join(out))
+    for extra in (("--objective", "energy"), ("--power-cap-w", "400"), ("--pareto",)):
+        p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--profile", str(prof),
+                *extra)
+        assert_one_line_error(p, f"{prof}: thermal: missing")
+
+
+def test_recommend_json_says_infeasible_on_stdout():
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "4", "--gbs", "64",
+            "--seq-len", "4096", "--max-temp-c", "40", "--json")
+    assert p.returncode == 3 and "Traceback" not in p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["feasible"] is False and rec["binding"] == "temperature"
+    assert rec["required"]["temperature"] > 40.0
+
+
+def test_predict_says_when_a_nodes_gpus_outdraw_its_rating():
+    """JUPITER's GH200 nodes: four superchips held to 680 W each (2.72 kW), less the Grace side, leave
+    the GPUs 2.39 kW; at the GPU file's 900 W limit they peak above it, and predict says so."""
+    p = run("predict", "--model", "llama3-70b", "--cluster", "jupiter-gh200", "--nodes", "8", "--tp", "4", "--pp", "4",
+            "--gbs", "64", "--seq-len", "4096", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["node_gpu_budget_w"] == pytest.approx(2720 - 327.6)
+    assert rec["node_gpu_peak_w"] > rec["node_gpu_budget_w"]
+    text = run("predict", "--model", "llama3-70b", "--cluster", "jupiter-gh200", "--nodes", "8", "--tp", "4", "--pp",
+               "4", "--gbs", "64", "--seq-len", "4096")
+    assert "NODE OVER BUDGET" in " ".join(text.stdout.split())     # rich wraps the line
