@@ -68,13 +68,16 @@ def run_record(run: RunPrediction) -> dict:
     return rec
 
 
-def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec) -> list[str]:
+def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec,
+            mfu: float | None = None) -> list[str]:
     """Plain-language reasons for the winner (row 0 of ``ranked``): where its time goes, what
-    limits it, and how the best layouts of other shapes compare."""
+    limits it, and how the best layouts of other shapes compare (the time model's steps); ``mfu``:
+    the winner's as predict prints it (under the power limit), else the time model's."""
     L = ranked.layouts
     t0 = ranked.step_time_s[0]
     bd = {k: ranked.breakdown[k][0] for k in BREAKDOWN_TERMS}
-    out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU {100 * ranked.mfu[0]:.1f}%."]
+    out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU "
+           f"{100 * (ranked.mfu[0] if mfu is None else mfu):.1f}%."]
     over = sorted(((v, k) for k, v in bd.items() if k != "compute_s"), reverse=True)
     if over[0][0] > 0.01 * t0:
         v, k = over[0]
@@ -88,8 +91,10 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
         if len(seen) > 3:
             break
         slower = 100 * (ranked.step_time_s[i] / t0 - 1)
+        how = (f"is {slower:.1f}% slower" if slower >= 0 else
+               f"is {-slower:.1f}% faster at full clocks, slower under the power limit")
         out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "
-                   f"mbs={int(L.mbs[i])} recompute={RECOMPUTE[int(L.recompute[i])]}) is {slower:.1f}% slower.")
+                   f"mbs={int(L.mbs[i])} recompute={RECOMPUTE[int(L.recompute[i])]}) {how}.")
     if faster_infeasible is not None:
         f = faster_infeasible
         out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
@@ -97,20 +102,28 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
     return out
 
 
-def ranking_table(pred: Prediction, top: int, title: str) -> Table:
-    """Rich table of the first ``top`` layouts of ``pred`` (already ranked)."""
+def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = None) -> Table:
+    """Rich table of the first ``top`` layouts of ``pred`` (already ranked).  With ``runs`` (their
+    costmodel.predict.RunPrediction, in the same order) the step, throughput and MFU are theirs
+    (under the power limit, what predict prints), beside the time model's step at full clocks."""
     tb = Table(title=title, header_style="bold")
     L = pred.layouts
     moe = bool(len(L)) and bool(np.any(L.ep > 1) or np.any(L.etp != L.tp))
     cols = ("tp", "pp", "dp", "cp", "ep") + (("etp",) if moe else ()) + ("vp", "mbs")
     for c in ("#", *(f.upper() if f != "mbs" else f for f in cols), "recompute", "ZeRO", "step s",
-              "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
+              *(("full-clock s",) if runs else ()), "tok/s/GPU", "TFLOP/s/GPU", "MFU", "mem GiB"):
         tb.add_column(c, justify="right" if c not in ("recompute",) else "left")
     for i in range(min(top, len(L))):
+        if runs:
+            x = runs[i]
+            figures = (f"{x.step_time_s:.3f}", f"{x.uncapped_step_time_s:.3f}", f"{x.tokens_per_s_per_gpu:,.0f}",
+                       f"{x.model_tflops_per_gpu:.1f}", f"{100 * x.mfu:.1f}%")
+        else:
+            figures = (f"{pred.step_time_s[i]:.3f}", f"{pred.tokens_per_s_per_gpu[i]:,.0f}",
+                       f"{pred.model_tflops_per_gpu[i]:.1f}", f"{100 * pred.mfu[i]:.1f}%")
         tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in cols),
-                   RECOMPUTE[int(L.recompute[i])], str(int(L.zero[i])), f"{pred.step_time_s[i]:.3f}",
-                   f"{pred.tokens_per_s_per_gpu[i]:,.0f}", f"{pred.model_tflops_per_gpu[i]:.1f}",
-                   f"{100 * pred.mfu[i]:.1f}%", f"{pred.memory.peak_bytes[i] / GIB:.1f}")
+                   RECOMPUTE[int(L.recompute[i])], str(int(L.zero[i])), *figures,
+                   f"{pred.memory.peak_bytes[i] / GIB:.1f}")
     return tb
 
 

@@ -92,7 +92,6 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                               f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); add nodes or use a GPU with "
                               "more HBM", {"memory": need},
                               {"memory": need / c.gpu.capacity_bytes - 1.0})
-    best = report.run_record(prediction_row(res.ranked, 0, m, r, c, p))
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
     for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):
         if v is not None and objective == "time" and not pareto and all(x is None for x in limits):
@@ -107,11 +106,12 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         return
     if note:
         print(note, file=sys.stderr)
+    res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top)
+    best = report.run_record(runs[0])
     if as_json:
-        # ranked by the time model; each record is predict's for its layout (step_time_s under the
-        # power limit, uncapped_step_time_s the time model's), so the two commands' keys mean one thing
-        recs = [report.run_record(predict_run(m, r, c, p, res.ranked.layouts.row(i)))
-                for i in range(min(top, len(res.ranked.layouts)))]
+        # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
+        # record is predict's for its layout, so the two commands' keys mean one thing
+        recs = [report.run_record(x) for x in runs]
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt)
@@ -121,11 +121,12 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(context_line(m, c, r, p))
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
               f"profile {p.path}")
-    out.print(report.ranking_table(res.ranked, top, "Fastest layouts (step time before the power limit)"))
-    _print_capped_winner(out, m, r, c, p, [res.ranked.layouts.row(i) for i in range(min(top, len(res.ranked.layouts)))])
-    _print_memory_margin(out, res, c)
+    out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the time model's first {len(runs)}, ranked by "
+                                   f"the step under the {c.gpu.tdp_w:.0f} W power limit, as predict prints it)", runs))
+    _print_capped_winner(out, c, runs[0])
+    _print_memory_margin(out, res, c, runs)
     out.print("[bold]Why this layout:[/bold]")
-    for line in report.reasons(res.ranked, res.faster_infeasible, c):
+    for line in report.reasons(res.ranked, res.faster_infeasible, c, runs[0].mfu):
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
@@ -205,9 +206,10 @@ def _switch_text(key: str, value, r0) -> str:
 TIGHT_HBM_SHARE = 0.9
 
 
-def _print_memory_margin(out, res, c) -> None:
+def _print_memory_margin(out, res, c, runs: list) -> None:
     """Where the winner's predicted peak is above :data:`TIGHT_HBM_SHARE` of the HBM, say so and name the
-    fastest ranked layout below it, with its step time."""
+    fastest ranked layout below it, with its step time (under the power limit for the shortlisted
+    ``runs``, at full clocks beyond them)."""
     mem, cap = res.ranked.memory.peak_bytes, c.gpu.capacity_bytes
     if not len(mem) or mem[0] <= TIGHT_HBM_SHARE * cap:
         return
@@ -216,26 +218,36 @@ def _print_memory_margin(out, res, c) -> None:
     roomy = np.flatnonzero(mem <= TIGHT_HBM_SHARE * cap)
     if len(roomy):
         i = int(roomy[0])
-        t0, ti = float(res.ranked.step_time_s[0]), float(res.ranked.step_time_s[i])
+        if i < len(runs):
+            t0, ti, how = runs[0].step_time_s, runs[i].step_time_s, ""
+        else:
+            t0, ti, how = float(res.ranked.step_time_s[0]), float(res.ranked.step_time_s[i]), " at full clocks"
         line += (f"; the fastest layout under {100 * TIGHT_HBM_SHARE:.0f}% is {layout_name(res.ranked.layouts.row(i))} "
-                 f"at {mem[i] / 2**30:.1f} GiB, {ti:.3f} s per step ({100 * (ti / t0 - 1):+.1f}%)")
+                 f"at {mem[i] / 2**30:.1f} GiB, {ti:.3f} s per step{how} ({100 * (ti / t0 - 1):+.1f}%)")
     out.print(line, highlight=False)
 
 
-def _print_capped_winner(out, m, r, c, p, layouts: list) -> None:
-    """Print the winner's step under the GPU's power limit (what ``predict`` prints) where it is slower
-    than the step the ranking table shows (kernel tables measured in bursts, which the limit holds
-    below their clock), and the table's row that is fastest under the limit where it is not the winner."""
-    runs = [predict_run(m, r, c, p, lay) for lay in layouts]
-    if not runs or not runs[0].step_time_s > runs[0].uncapped_step_time_s * (1 + 1e-3):
-        return
-    out.print(f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop: {runs[0].step_time_s:.3f} s "
-              f"per step, the figure predict prints (the table ranks the time model before the power limit)")
-    steps = [x.step_time_s if x.feasible else float("inf") for x in runs]
-    i = min(range(len(steps)), key=steps.__getitem__)
-    if i > 0 and steps[i] < steps[0] * (1 - 1e-3):
-        out.print(f"under the limit row {i + 1} of the table is faster: {layout_name(layouts[i])} takes "
-                  f"{steps[i]:.3f} s per step")
+def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int):
+    """(search result, runs): the time model's first ``top`` layouts predicted as ``predict`` does
+    (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold) and
+    put in the order of that step, the rest of the ranking after them unchanged; runs are their
+    predictions in the new order (a layout that powers a GPU off last)."""
+    k = min(top, len(res.ranked.layouts))
+    runs = [predict_run(m, r, c, p, res.ranked.layouts.row(i)) for i in range(k)]
+    order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
+    if order != list(range(k)):
+        res = dataclasses.replace(res, ranked=res.ranked.take(np.array(order + list(range(k, len(res.ranked.layouts))))))
+        runs = [runs[i] for i in order]
+    return res, runs
+
+
+def _print_capped_winner(out, c, run) -> None:
+    """Where the power limit slows the winner (kernel tables measured in bursts, which the limit holds
+    below their clock), its step at full clocks, the time model's figure its breakdown adds up to."""
+    if run.step_time_s > run.uncapped_step_time_s * (1 + 1e-3):
+        out.print(f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop: {run.step_time_s:.3f} s per "
+                  f"step, against {run.uncapped_step_time_s:.3f} s at the clocks the kernel tables were measured at "
+                  "(the breakdown below)")
 
 
 def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:
