@@ -78,7 +78,7 @@ def test_grand_teton_s_500_w_limit_binds_below_its_average_power():
     for name in ("grand-teton-h100", "dgx-h100"):
         c = load_cluster(name, nodes=1)
         p = load_profile(c.gpu.key)
-        r = stack_recipe(get_stack("torchtitan"), 16, 8192, "bf16", c.gpu.key)
+        r = stack_recipe(get_stack("torchtitan"), 16, 8192, "bf16", c.gpu)
         out[name] = predict_run(m, r, c, p, lay)
     gt, dgx = out["grand-teton-h100"], out["dgx-h100"]
     assert gt.energy.avg_power_w < 500.0 < gt.energy.compute_power_w + 1e-6

@@ -150,7 +150,8 @@ def test_cluster_node_other_power_is_stated_or_derived_and_checked(tmp_path):
     f3.write_text(yaml.safe_dump(typo))
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f3), "--tp", "8"),
                           "cooling.inlet_tmp", "unknown key")
-    low = dict(src, power={"node_power_budget": "4kW"})
+    low = dict(src, power={"node_power_budget": "4kW"},
+               sources={k: v for k, v in src["sources"].items() if k != "power.node_other_power"})
     f2 = tmp_path / "low.yaml"
     f2.write_text(yaml.safe_dump(low))
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", str(f2), "--tp", "8"),
