@@ -24,7 +24,7 @@ from .layouts import LayoutTable, layers_per_stage, layout_name
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .specs.hardware import INLET_RANGE_C
+from .specs.cooling import INLET_RANGE_C
 from .stacks import get_stack
 from .model_error import load_model_form, regime
 from .uncertainty import Band, step_time_band

@@ -6,7 +6,8 @@ field.  Formats: Hugging Face ``config.json`` (or YAML with the same keys) for m
 hardware/README.md for GPU, cluster and profile YAML.  One module per concept:
 
 * :mod:`.model`     ModelSpec, load_model, list_models
-* :mod:`.hardware`  GpuSpec, ClusterSpec, CoolingSpec, load_gpu, load_cluster, list_gpus, list_clusters
+* :mod:`.hardware`  GpuSpec, ClusterSpec, load_gpu, load_cluster, list_gpus, list_clusters
+* :mod:`.cooling`   CoolingSpec: a node's slots, their air or coolant path, the inlet temperature
 * :mod:`.recipe`    Recipe, PRECISIONS
 * :mod:`.params`    the fitted parameter sets: GemmParams, CollectiveParams, PowerParams, ThermalParams
 * :mod:`.profile`   Profile, load_profile (the profile schema)
