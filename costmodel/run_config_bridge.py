@@ -1,0 +1,206 @@
+"""The Megatron-Bridge YAML reader of ``predict --config`` (costmodel.run_config, its module docstring)."""
+from __future__ import annotations
+
+from .errors import InputError
+from .formats import FP8_FORMATS, TE_FP8_RECIPES
+from .run_config import (RunConfig, _bool, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
+                         _take, _unset)
+from .specs import recompute_module_list
+from .stacks import attention_backend_switches
+
+
+_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+#: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as
+_BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as many bytes, but its block-scaled "
+                   "GEMM, slower on Hopper, is not modelled")
+
+
+def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
+    """The sequence length of a Megatron-Bridge config: the dataset's (``sequence_length`` of a GPT
+    dataset, ``seq_length`` of a fine-tuning one: what each sample holds), else the model's
+    ``seq_length`` (its maximum); a disagreement and sequence packing (``packed_sequence_specs``: each
+    sample several documents, each attending to itself, priced as one unless --doc-tokens says) are
+    noted."""
+    R = cfg.recipe
+    ds = d.get("dataset") if isinstance(d.get("dataset"), dict) else {}
+    key = next((k for k in ("sequence_length", "seq_length") if ds.get(k) is not None), None)
+    if key:
+        _take(cfg, path, R, "seq_len", ds, key, _int, "dataset.")
+    if "seq_len" not in R:
+        _take(cfg, path, R, "seq_len", m, "seq_length", _int, "model.")
+    elif isinstance(m.get("seq_length"), int) and m["seq_length"] != R["seq_len"]:
+        cfg.notes.append(f"{path}: dataset.{key} {R['seq_len']} is what a sample holds; model.seq_length "
+                         f"{m['seq_length']} (the model's maximum) is not used")
+    packed = ds.get("packed_sequence_specs")
+    if isinstance(packed, dict) and packed.get("packed_sequence_size"):
+        cfg.notes.append(f"{path}: dataset.packed_sequence_specs: packed sequences of "
+                         f"{packed['packed_sequence_size']} tokens hold several documents, each attending to itself "
+                         "only; priced as one document per sequence unless --doc-tokens gives their length")
+
+
+def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
+    """Precision and fp8 scaling from Megatron-Bridge's ``mixed_precision``: a recipe name or a mapping
+    (``fp8`` e4m3 / hybrid: fp8, its ``fp8_recipe`` the scaling).
+
+    Raises:
+        InputError: a value of another type, an unknown recipe name, an ``fp8`` that is not a format,
+            an ``fp8_recipe`` the model does not know (naming the file and the key).
+    """
+    R = cfg.recipe
+    if _unset(mp):
+        return
+    if isinstance(mp, str):
+        name = mp.lower()
+        R["precision"] = ("nvfp4" if "nvfp4" in name else "mxfp8" if "mxfp8" in name else "fp8" if "fp8" in name
+                          else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name else None)
+        if R["precision"] is None:
+            raise InputError(path, "mixed_precision", f"{mp!r} names no bf16, fp16, fp8, mxfp8 or nvfp4 recipe")
+        if R["precision"] == "fp8":
+            # bf16_with_fp8_current_scaling_mixed: per-tensor current scaling; bf16_with_fp8_mixed: delayed
+            R["fp8_recipe"] = "tensorwise" if "current_scaling" in name else "delayed"
+            cfg.where["fp8_recipe"] = f"{path}: mixed_precision {mp}"
+            if "subchannel" in name or "blockwise" in name:
+                cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
+    elif isinstance(mp, dict):
+        f8 = mp.get("fp8")
+        if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:
+            raise InputError(path, "mixed_precision.fp8", f"expected {' or '.join(FP8_FORMATS)} (or null), got {f8!r}")
+        rec = mp.get("fp8_recipe")
+        if rec is not None and (not isinstance(rec, str) or rec.lower() not in (*TE_FP8_RECIPES, "mxfp8", "blockwise")):
+            raise InputError(path, "mixed_precision.fp8_recipe",
+                             f"expected one of {', '.join((*TE_FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
+        rec = (rec or "").lower()
+        rec4 = mp.get("fp4_recipe")         # Megatron-core's fp4_recipe: nvfp4 (the one priced) or custom
+        if mp.get("fp4") not in (None, False) and rec4 not in (None, "nvfp4"):
+            cfg.notes.append(f"{path}: mixed_precision.fp4_recipe {rec4!r} is priced as NVFP4")
+        R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
+                          ("mxfp8" if rec == "mxfp8" else "fp8") if f8 not in (None, False) else
+                          "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
+        if R["precision"] is None:
+            del R["precision"]
+            return
+        if R["precision"] == "fp8" and rec:
+            R["fp8_recipe"] = "delayed" if rec == "blockwise" else rec
+            cfg.where["fp8_recipe"] = f"{path}: mixed_precision.fp8_recipe"
+            if rec == "blockwise":
+                cfg.notes.append(f"{path}: mixed_precision.fp8_recipe 'blockwise' {_BLOCKWISE_NOTE}")
+    else:
+        raise InputError(path, "mixed_precision", f"expected a recipe name or a mapping, got {mp!r}")
+    cfg.where["precision"] = f"{path}: mixed_precision"
+
+
+def _torch_dtype(v) -> str | None:
+    """'bf16' / 'fp32' of a Megatron-Bridge dtype entry (``{_target_: torch.bfloat16}`` or a string)."""
+    name = str(v.get("_target_") if isinstance(v, dict) else v).rsplit(".", 1)[-1].lower()
+    return {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}.get(name)
+
+
+def _bridge_optimizer(o, path: str, cfg: RunConfig) -> None:
+    """Megatron-Bridge's ``optimizer``: the optimizer and the precision-aware optimizer's main-grad and
+    state dtypes (megatron/core/optimizer/optimizer_config.py OptimizerConfig).
+
+    Raises:
+        InputError: a value of the wrong kind, an optimizer the model does not price, or bf16 dtypes
+            without ``use_precision_aware_optimizer`` (Megatron-core keeps them fp32 then).
+    """
+    if not isinstance(o, dict):
+        return
+    R, W = cfg.recipe, cfg.where
+    name = o.get("optimizer")
+    if name is not None and not _unset(name):
+        if name not in ("adam", "sgd"):
+            raise InputError(path, "optimizer.optimizer", f"{name!r} is not adam or sgd, the optimizers the model "
+                             "prices for Megatron-core")
+        R["optimizer"], W["optimizer"] = name, f"{path}: optimizer.optimizer"
+    pao = o.get("use_precision_aware_optimizer")
+    if pao is not None and not isinstance(pao, bool):
+        raise InputError(path, "optimizer.use_precision_aware_optimizer", f"expected true or false, got {pao!r}")
+    for key, switch in (("main_grads_dtype", "main_grads_dtype"), ("exp_avg_dtype", "optimizer_states_dtype"),
+                        ("exp_avg_sq_dtype", "optimizer_states_dtype")):
+        v = o.get(key)
+        if v is None:
+            continue
+        d = _torch_dtype(v)
+        if d is None:
+            raise InputError(path, f"optimizer.{key}", f"{v!r} is not torch.float32 or torch.bfloat16")
+        if d == "bf16" and pao is not True:
+            raise InputError(path, f"optimizer.{key}", "bf16 needs optimizer.use_precision_aware_optimizer true "
+                             "(Megatron-core keeps it fp32 otherwise)")
+        if pao is not True:
+            continue
+        if switch in R and R[switch] != d:
+            raise InputError(path, f"optimizer.{key}", f"{d} differs from {W[switch].split(': ', 1)[1]} ({R[switch]}): "
+                             "the model prices one dtype for both Adam moments")
+        R[switch], W[switch] = d, f"{path}: optimizer.{key}"
+    if R.get("optimizer_states_dtype") == "bf16" and o.get("store_param_remainders") is False:
+        cfg.notes.append(f"{path}: optimizer.store_param_remainders false: the fp32 master is kept whole, "
+                         "priced as its 16-bit remainder (2 bytes under)")
+
+
+def _bridge(d: dict, path: str) -> RunConfig:
+    m, t = d.get("model") or {}, d.get("train") or {}
+    if not isinstance(m, dict) or not isinstance(t, dict):
+        raise InputError(path, "model" if not isinstance(m, dict) else "train", "expected a mapping")
+    cfg = RunConfig(stack="nemo", kind="Megatron-Bridge YAML")
+    L, R = cfg.layout, cfg.recipe
+    _megatron_parallelism(cfg, path, m)
+    mods = m.get("recompute_modules")
+    if _granularity(cfg, path, m, "recompute_") == "selective" and mods:
+        if not isinstance(mods, (list, tuple)) or not all(isinstance(x, str) for x in mods):
+            raise InputError(path, "model.recompute_modules", f"expected a list of module names, got {mods!r}")
+        if any(x != x.strip() or not x for x in mods):
+            raise InputError(path, "model.recompute_modules", f"{mods!r}: a name with spaces or an empty one")
+        R["recompute_modules"] = ",".join(recompute_module_list(" ".join(mods), f"{path}: model.recompute_modules"))
+        cfg.where["recompute_modules"] = f"{path}: model.recompute_modules"
+    split = {k: m.get(k) for k in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
+                                   "num_layers_in_last_pipeline_stage") if m.get(k) is not None}
+    if split:
+        cfg.custom_pipeline_split = ", ".join(f"{k} {v!r}" for k, v in split.items())
+        cfg.notes.append(f"{path}: model.{cfg.custom_pipeline_split}: the run splits its own layers over the "
+                         "pipeline; modelled by its fullest stage, ceil(num_layers / PP) layers")
+    _take(cfg, path, L, "mbs", t, "micro_batch_size", _int, "train.")
+    _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
+    _bridge_seq_len(d, m, path, cfg)
+    _bridge_precision(d.get("mixed_precision"), path, cfg)
+    if "attention_backend" in m and m["attention_backend"] is not None:
+        sw = attention_backend_switches(m["attention_backend"])
+        if sw is None:
+            raise InputError(path, "model.attention_backend", f"{m['attention_backend']!r} is not a Megatron-core "
+                             "backend (flash, fused, unfused, local, auto)")
+        for k, v in sw.items():
+            R[k] = v
+            cfg.where[k] = f"{path}: model.attention_backend"
+    _megatron_moe(cfg, path, m)
+    _bridge_optimizer(d.get("optimizer"), path, cfg)
+    ddp = d.get("ddp") or {}
+    if isinstance(ddp, dict) and ddp:
+        opt = d.get("optimizer")
+        opt_do = opt.get("use_distributed_optimizer") if isinstance(opt, dict) else None
+        ddp_do = ddp.get("use_distributed_optimizer")
+        if isinstance(opt_do, bool) and isinstance(ddp_do, bool) and opt_do != ddp_do:
+            raise InputError(path, "optimizer.use_distributed_optimizer", f"{opt_do} contradicts "
+                             f"ddp.use_distributed_optimizer {ddp_do}")
+        keys = [k for k in ("use_distributed_optimizer", "use_megatron_fsdp", "data_parallel_sharding_strategy")
+                if ddp.get(k) is not None]
+        if keys:                    # a ddp block that says nothing of sharding leaves it to the optimizer's
+            shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0)
+            L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
+                max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
+            cfg.where["zero"] = f"{path}: " + " / ".join(f"ddp.{k}" for k in keys)
+        _take(cfg, path, R, "dp_overlap", ddp, "overlap_grad_reduce", _bool, "ddp.")
+        if ddp.get("overlap_param_gather") not in (None, ddp.get("overlap_grad_reduce")):
+            cfg.notes.append(f"{path}: ddp.overlap_grad_reduce {ddp.get('overlap_grad_reduce')} and "
+                             f"overlap_param_gather {ddp['overlap_param_gather']}: --dp-overlap follows the grad reduce")
+    opt = d.get("optimizer")
+    if "zero" not in L and isinstance(opt, dict) and opt.get("use_distributed_optimizer") is not None:
+        _take(cfg, path, L, "zero", opt, "use_distributed_optimizer", lambda v: int(_bool(v)), "optimizer.")
+    _model_dims(cfg, m, path)
+    co = d.get("comm_overlap") or {}
+    if isinstance(co, dict):
+        _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", _bool, "comm_overlap.")
+        # null there lets Bridge turn it on with VP; the model section's value is the dataclass
+        # default before that setup runs, so only an explicit comm_overlap value is read
+        _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", _bool, "comm_overlap.")
+    return cfg
+
+

@@ -1,0 +1,113 @@
+"""The torchtitan TOML reader of ``predict --config`` (costmodel.run_config, its module docstring)."""
+from __future__ import annotations
+
+from .errors import InputError
+from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _count, _table, _take
+
+
+def _torchtitan(d: dict, path: str) -> RunConfig:
+    cfg = RunConfig(stack="torchtitan", kind="torchtitan TOML")
+    L, R = cfg.layout, cfg.recipe
+    par, tr = _table(d, path, "parallelism"), _table(d, path, "training")
+    for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
+                      ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree")):
+        _take(cfg, path, L, name, par, key, _count, "parallelism.")
+    shard, rep = par.get("data_parallel_shard_degree", -1), par.get("data_parallel_replicate_degree", 1)
+    for key, v in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1)):
+            raise InputError(path, f"parallelism.{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
+    L["zero"] = 3 if shard != 1 else 0
+    cfg.where["zero"] = f"{path}: parallelism.data_parallel_shard_degree"
+    if shard not in (-1, 1) and rep not in (None, 1):
+        cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
+    if L.get("pp", 1) > 1:
+        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count, "parallelism.")
+    else:
+        _take(cfg, path, L, "mbs", tr, "local_batch_size", _count, "training.")
+    g = tr.get("global_batch_size")
+    if isinstance(g, int) and g > 0:
+        R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
+    elif tr.get("local_batch_size") is not None:                          # x DP, once the world is known
+        try:
+            R["local_batch_size"] = _count(tr["local_batch_size"])
+        except (TypeError, ValueError):
+            raise InputError(path, "training.local_batch_size", f"{tr['local_batch_size']!r} is not a valid "
+                             "value") from None
+    _take(cfg, path, R, "seq_len", tr, "seq_len", _count, "training.")
+    for key, v in TORCHTITAN_TRAINING_DEFAULTS.items():
+        if key not in R and not (key == "local_batch_size" and "gbs" in R):
+            cfg.defaults[key] = v
+    ac = _table(d, path, "activation_checkpoint").get("mode")
+    if ac is not None:
+        if ac not in ("none", "selective", "full"):
+            raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
+        L["recompute"], cfg.where["recompute"] = ac, f"{path}: activation_checkpoint.mode"
+    comp = d.get("compile")
+    if isinstance(comp, dict) and isinstance(comp.get("enable"), bool):     # [compile] enable / components
+        on = comp["enable"] and "model" in (comp.get("components") or ["model"])
+        R["fused_elementwise"], cfg.where["fused_elementwise"] = on, f"{path}: compile.enable"
+    elif isinstance(tr.get("compile"), bool):                              # older: training.compile
+        R["fused_elementwise"], cfg.where["fused_elementwise"] = tr["compile"], f"{path}: training.compile"
+    model = _table(d, path, "model")
+    fl = model.get("flavor")
+    if isinstance(fl, str) and fl.strip():
+        cfg.model["flavor"] = (fl, f"{path}: model.flavor")
+    conv = model.get("converters") or []
+    if not isinstance(conv, list) or not all(isinstance(c, str) for c in conv):
+        raise InputError(path, "model.converters", f"expected a list of converter names, got {conv!r}")
+    mx = [c for c in conv if c in _TORCHTITAN_MX]
+    if mx:
+        raise InputError(path, "model.converters", f"{mx[0]!r} (torchao's MXFP8) is not priced on torchtitan: the "
+                         "model's mxfp8 is Transformer Engine's (--stack megatron or nemo)")
+    for c in conv:
+        if c not in _TORCHTITAN_FLOAT8:
+            cfg.notes.append(f"{path}: model.converters {c!r} is not a converter the model prices: not used")
+    f8 = [c for c in conv if c in _TORCHTITAN_FLOAT8]
+    old_f8 = _table(d, path, "float8").get("enable_float8_linear") is True
+    if f8 or old_f8:
+        R["precision"] = "fp8"
+        cfg.where["precision"] = f"{path}: " + (f"model.converters ({f8[0]!r})" if f8 else "float8.enable_float8_linear")
+        _torchtitan_float8_recipe(d, path, cfg)
+    elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
+        cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
+                         "linears stay 16-bit")
+    return cfg
+
+
+#: torchtitan's float8 converter names: "float8" (2024-25), "quantize.linear.float8" (the
+#: [quantize.linear.float8] configs of 2025); and its MX ones, which the model does not price there
+_TORCHTITAN_FLOAT8 = ("float8", "quantize.linear.float8")
+_TORCHTITAN_MX = ("mx", "quantize.linear.mx", "quantize.grouped_mm.mx")
+
+
+def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
+    """torchao's float8 recipe name (``[quantize.linear.float8]`` or the older ``[float8]``
+    ``recipe_name``): tensorwise and rowwise are the model's recipes of those names;
+    rowwise_with_gw_hp (row-wise, the weight-gradient GEMM in bf16) is noted and priced as rowwise.
+
+    Raises:
+        InputError: a recipe name that is not a string, or not one of torchao's (naming the key)."""
+    names = {k: sec.get("recipe_name") for k, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear",
+                                                                                         "float8")),
+                                                      ("float8", _table(d, path, "float8")))}
+    if len({str(v).lower() for v in names.values() if v is not None}) > 1:
+        cfg.notes.append(f"{path}: quantize.linear.float8.recipe_name {names['quantize.linear.float8']!r} and "
+                         f"float8.recipe_name {names['float8']!r} differ: the first is read")
+    for key, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear", "float8")),
+                     ("float8", _table(d, path, "float8"))):
+        if sec.get("recipe_name") is not None:
+            name = sec["recipe_name"]
+            if not isinstance(name, str):
+                raise InputError(path, f"{key}.recipe_name", f"expected a recipe name, got {name!r}")
+            low = name.lower()
+            if low not in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+                raise InputError(path, f"{key}.recipe_name", f"expected one of tensorwise, rowwise, "
+                                 f"rowwise_with_gw_hp (torchao's float8 recipes), got {name!r}")
+            rec = "tensorwise" if low == "tensorwise" else "rowwise"
+            cfg.recipe["fp8_recipe"], cfg.where["fp8_recipe"] = rec, f"{path}: {key}.recipe_name"
+            if low == "rowwise_with_gw_hp":
+                cfg.notes.append(f"{path}: {key}.recipe_name 'rowwise_with_gw_hp' is priced as rowwise: its "
+                                 "weight-gradient GEMM in bf16 is not modelled")
+            return
+
+
