@@ -411,7 +411,8 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                          "step, the best a model given only these inputs can rank")
     if show_rows:
         lines += [f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
-                  + (" OOM" if r.predicted_oom else "") + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")
+                  + (" OOM" if r.predicted_oom else "") + (f"  on {r.cluster}" if r.cluster else "")
+                  + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")
                   for r in results if not r.skipped]
         lines.append("assumed: what the row does not publish, filled by the stack's recipes (sp), the least "
                      "sharding and recompute that fit (zero, recompute), the fastest micro-batch that fits (mbs) "

@@ -29,8 +29,9 @@ Three formats, recognised by content:
   ``local_batch_size``, ``global_batch_size``, ``seq_len``, ``[activation_checkpoint] mode``, and a
   ``float8`` converter or ``[float8]`` section (fp8).
 
-A value the file leaves to an interpolation (``${...}``) or to ``???`` is not read; what the file does
-not say is left to the flags and the stack's defaults.  torchtitan's current Python configurations
+A value the file leaves to an interpolation (``${...}``) or to ``???`` is resolved only at launch: its
+flag must give it (``RunConfig.unset``); what the file does not say is left to the flags and the
+stack's defaults.  torchtitan's current Python configurations
 are code, not data, and are refused with that reason.
 """
 from __future__ import annotations
@@ -70,6 +71,8 @@ class RunConfig:
             where the file does not say; it overrides the model's own switch.
         defaults: recipe key -> the framework's own default for a value the file leaves out, which the
             run trains with unless its command line (here: the flag) overrides it.
+        unset: field -> ``"FILE: key (value)"`` of a value the file leaves to an interpolation
+            (``${...}``) or to ``???``, resolved only when the run starts: its flag must give it.
     """
 
     layout: dict = field(default_factory=dict)
@@ -84,6 +87,7 @@ class RunConfig:
     model: dict = field(default_factory=dict)
     dropout: bool | None = None
     defaults: dict = field(default_factory=dict)
+    unset: dict = field(default_factory=dict)
 
 
 #: torchtitan's own values for the [training] keys a TOML leaves out (torchtitan/config/job_config.py
@@ -170,11 +174,11 @@ def _unset(v) -> bool:
 
 def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str, conv=lambda v: v, prefix=""):
     """Read ``d[key]`` into ``target[name]`` (converted), recording where it came from; skip an unset or
-    interpolated value (noted)."""
+    interpolated value (recorded in ``cfg.unset``: its flag must give it)."""
     v = d.get(key)
     if _unset(v):
         if isinstance(v, str):
-            cfg.notes.append(f"{path}: {prefix}{key}: {v!r} is interpolated: not read")
+            cfg.unset[name] = f"{path}: {prefix}{key} ({v!r})"
         return
     try:
         target[name] = conv(v)
@@ -310,6 +314,15 @@ def _megatron_moe(cfg: RunConfig, path: str, m: dict) -> None:
                          "flex dispatcher's cost uses")
 
 
+def cuda_graph_note(cfg: RunConfig, path: str, m: dict, keys: tuple) -> None:
+    """Note the CUDA-graph settings of ``m`` that are on: the model prices the kernels' launches as
+    issued one by one (costmodel.stacks CPU dispatch), so a graphed run may be faster than predicted."""
+    for k in keys:
+        v = m.get(k)
+        if v not in (None, False, "none", "None", "") and not _unset(v):
+            cfg.notes.append(f"{path}: model.{k} {v!r}: CUDA graphs are not priced (each kernel's launch is)")
+
+
 def _nemo(d: dict, path: str) -> RunConfig:
     if "training" in d and isinstance(d["training"], dict) and "model" in d["training"]:
         d = d["training"]
@@ -333,7 +346,9 @@ def _nemo(d: dict, path: str) -> RunConfig:
     if "seq_len" not in R and isinstance(m.get("data"), dict):
         _take(cfg, path, R, "seq_len", m["data"], "seq_length", _int, "model.data.")
     _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
-    if m.get("fp8") is True:
+    fp8 = {}
+    _take(cfg, path, fp8, "fp8", m, "fp8", _bool, mp)
+    if fp8.get("fp8") is True:
         R["precision"], cfg.where["precision"] = "fp8", f"{path}: model.fp8"
         rec = m.get("fp8_recipe")
         if rec is not None and not _unset(rec):
@@ -343,6 +358,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
+    cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph"))
     _megatron_moe(cfg, path, m)
     _model_dims(cfg, m, path)
     world = {}
@@ -390,6 +406,20 @@ def read_run_config(path) -> RunConfig:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise InputError(path, "", f"not valid YAML{at} ({str(e).splitlines()[0]})") from None
+    composed = [e for e in (d.get("defaults") if isinstance(d, dict) and isinstance(d.get("defaults"), list) else [])
+                if not (e == "_self_" or (isinstance(e, dict) and all(str(k).startswith("optional ") for k in e)))]
+    if composed:
+        # the launcher's own files list only _self_ and optional overlays (tp_overlap); another entry
+        # brings the run's values from a file --config does not read
+        raise InputError(path, "defaults", f"{composed[0]!r}: a Hydra defaults entry composes this file from another, "
+                         "which --config does not follow: give the composed configuration (the launcher prints it) "
+                         "or the values as flags")
+    foundry = [k for k in ("global_train_batch_size", "device_train_microbatch_size", "fsdp_config", "max_seq_len")
+               if isinstance(d, dict) and k in d]
+    if foundry:
+        raise InputError(path, "", f"an llm-foundry YAML ({', '.join(foundry)}), which --config does not read (NeMo "
+                         "YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, --zero 3 (FSDP FULL_SHARD), "
+                         "--recompute full (activation_checkpointing) and --stack llm-foundry")
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
         raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
                          "Megatron-Bridge YAML or torchtitan TOML are read)")

@@ -1,15 +1,22 @@
 """The Megatron-Bridge YAML reader of ``predict --config`` (costmodel.run_config, its module docstring)."""
 from __future__ import annotations
 
+import re
+
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .run_config import (RunConfig, _bool, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
-                         _take, _unset)
+                         _take, _unset, cuda_graph_note)
 from .specs import recompute_module_list
 from .stacks import attention_backend_switches
 
 
 _SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+#: Megatron-Bridge's mixed-precision recipe names (megatron/bridge/training/mixed_precision.py: bf16_mixed,
+#: fp16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, ...), spelt exactly: a misspelt name is
+#: no recipe Bridge has, not its nearest one
+_BRIDGE_PRECISION_NAME = re.compile(r"(bf16|fp16)(_with_(fp8(_(current|delayed|subchannel|blockwise)_scaling)?|mxfp8|"
+                                    r"nvfp4))?_mixed")
 #: what a block-scaled fp8 recipe (Megatron-Bridge's subchannel / ``fp8_recipe: blockwise``) is priced as
 _BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as many bytes, but its block-scaled "
                    "GEMM, slower on Hopper, is not modelled")
@@ -51,6 +58,10 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
         return
     if isinstance(mp, str):
         name = mp.lower()
+        if not _BRIDGE_PRECISION_NAME.fullmatch(name):
+            raise InputError(path, "mixed_precision", f"{mp!r} is not a Megatron-Bridge mixed-precision recipe name "
+                             "(bf16_mixed, fp16_mixed, bf16_with_fp8_mixed, bf16_with_fp8_current_scaling_mixed, "
+                             "bf16_with_fp8_subchannel_scaling_mixed, bf16_with_mxfp8_mixed, bf16_with_nvfp4_mixed, ...)")
         R["precision"] = ("nvfp4" if "nvfp4" in name else "mxfp8" if "mxfp8" in name else "fp8" if "fp8" in name
                           else "fp16" if name.startswith("fp16") else "bf16" if "bf16" in name else None)
         if R["precision"] is None:
@@ -171,6 +182,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
             R[k] = v
             cfg.where[k] = f"{path}: model.attention_backend"
     _megatron_moe(cfg, path, m)
+    cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl"))
     _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}
     if isinstance(ddp, dict) and ddp:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .errors import InputError
-from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _count, _table, _take
+from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _bool, _count, _table, _take
 
 
 def _torchtitan(d: dict, path: str) -> RunConfig:
@@ -18,6 +18,15 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
             raise InputError(path, f"parallelism.{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
     L["zero"] = 3 if shard != 1 else 0
     cfg.where["zero"] = f"{path}: parallelism.data_parallel_shard_degree"
+    if shard != -1:                 # stated degrees: the layout's DP, checked against the world
+        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: parallelism.data_parallel_shard_degree"
+    if par.get("enable_async_tensor_parallel") is not None:
+        # torch.compile's micro-pipelined all-gather/reduce-scatter matmuls: the TP-comm overlap switch
+        # (torchtitan applies it with the TP plan only: at TP 1 it does nothing)
+        if L.get("tp", 1) > 1:
+            _take(cfg, path, R, "tp_comm_overlap", par, "enable_async_tensor_parallel", _bool, "parallelism.")
+        elif par["enable_async_tensor_parallel"] is True:
+            cfg.notes.append(f"{path}: parallelism.enable_async_tensor_parallel: no TP (degree 1): nothing to overlap")
     if shard not in (-1, 1) and rep not in (None, 1):
         cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
     if L.get("pp", 1) > 1:
@@ -34,14 +43,28 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
             raise InputError(path, "training.local_batch_size", f"{tr['local_batch_size']!r} is not a valid "
                              "value") from None
     _take(cfg, path, R, "seq_len", tr, "seq_len", _count, "training.")
+    mpp = tr.get("mixed_precision_param")
+    if mpp is not None and str(mpp) not in ("bfloat16", "bf16"):
+        raise InputError(path, "training.mixed_precision_param", f"{mpp!r}: only bfloat16 parameters (FSDP2's mixed "
+                         "precision) are modelled; 32-bit training is not")
     for key, v in TORCHTITAN_TRAINING_DEFAULTS.items():
         if key not in R and not (key == "local_batch_size" and "gbs" in R):
             cfg.defaults[key] = v
-    ac = _table(d, path, "activation_checkpoint").get("mode")
+    act = _table(d, path, "activation_checkpoint")
+    ac = act.get("mode")
     if ac is not None:
         if ac not in ("none", "selective", "full"):
             raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
         L["recompute"], cfg.where["recompute"] = ac, f"{path}: activation_checkpoint.mode"
+        opt = act.get("selective_ac_option")
+        if ac == "selective" and opt is not None and str(opt) != "op":
+            # a number N checkpoints every N-th block whole (torchtitan's layer-level SAC); "1" is every block
+            if str(opt) == "1":
+                L["recompute"], cfg.where["recompute"] = "full", f"{path}: activation_checkpoint.selective_ac_option"
+            else:
+                raise InputError(path, "activation_checkpoint.selective_ac_option", f"{opt!r}: checkpointing one block "
+                                 f"in every {opt} is not modelled (op, or 1: every block): give --recompute full "
+                                 "--recompute-num-layers K with K the layers per stage it checkpoints")
     comp = d.get("compile")
     if isinstance(comp, dict) and isinstance(comp.get("enable"), bool):     # [compile] enable / components
         on = comp["enable"] and "model" in (comp.get("components") or ["model"])

@@ -27,7 +27,7 @@ from .predict import predict_table
 from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
                             cell_int as _int, notes_dist_opt, row_family, row_model, row_sp, row_stack, row_switches,
                             row_zero, switch_problem)
-from .specs import ModelSpec, Recipe, load_cluster, load_profile
+from .specs import ModelSpec, Recipe, list_clusters, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
 
@@ -57,6 +57,7 @@ class RowResult:
     regime: tuple | None = None
     band_rel: float | None = None
     assumed: tuple = ()
+    cluster: str = ""           # the catalog cluster it was predicted on (the note's system, or its GPU's reference)
 
     @property
     def covered(self) -> bool:
@@ -72,7 +73,8 @@ class RowResult:
 _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
             "step_time_s",
-            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
+            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu")
+# (mfu is informational, never read: a row is not left out for how it writes it)
 
 
 #: every column a published-run CSV may have (README, 'Validate'; benchmarks/data/dev_set*.csv)
@@ -192,12 +194,16 @@ def _cluster_for(r: dict) -> tuple:
         return None, (f"no catalog GPU {gpu!r} (known: {', '.join(_GPU_CLUSTERS)}, or their hardware/gpus file "
                       "stems)")
     note = r.get("interconnect_note", "")
-    for key, name in _CLUSTERS:
-        if key in note:
-            if _gpu_of(name) != _gpu_of(ref):
-                return None, (f"gpu {gpu!r} contradicts the interconnect note's system {key!r} "
-                              f"({_gpu_of(name)})")
+    # a catalog cluster the note names (its file stem as a word), else the systems it names; a system
+    # of the row's GPU wins over another the note mentions in passing ("vs V100 in prior work")
+    named = [(c, c) for c in list_clusters() if re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", note)]
+    named += [(key, name) for key, name in _CLUSTERS if key in note]
+    for key, name in named:
+        if _gpu_of(name) == _gpu_of(ref):
             return name, None
+    if named:
+        key, name = named[0]
+        return None, f"gpu {gpu!r} contradicts the interconnect note's system {key!r} ({_gpu_of(name)})"
     return ref, None
 
 
@@ -340,7 +346,8 @@ def _prepare(r: dict, cache: dict):
     if model_flops_per_step(model, recipe, causal=True) / (meas * n_gpus) > peak:
         return (f"{metric} with this model, gbs {recipe.gbs} and seq_len {recipe.seq_len} implies more than "
                 f"{cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak (one of them is not the run's)")
-    res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed)
+    res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,
+                    cluster=cluster.key)
     return key, model, recipe, row, res
 
 

@@ -580,3 +580,24 @@ def test_recompute_modules_the_row_lacks_skip_it():
                          dict(base, row_id="b", notes=base["notes"] + "; --recompute-modules bogus")], str(HOPPER))
     assert got[0].skipped.startswith("the notes' --recompute-modules moe_act: ")
     assert "bogus" in got[1].skipped and "is not one of" in got[1].skipped
+
+
+def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
+    """A catalog cluster named in interconnect_note is the one predicted on (and each row says which);
+    a system named in passing beside the row's own ('vs V100 in prior work') is no contradiction; the
+    informational mfu column, however written, never leaves a row out."""
+    import csv
+    src = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
+    with src.open() as f:
+        rows = list(csv.DictReader(f))
+    r = dict(next(x for x in rows if x["row_id"] == "flagperf-002"), mfu="39.3%")
+    a = dict(r, row_id="on-meta", interconnect_note="meta-roce-h100")
+    b = dict(r, row_id="passing", interconnect_note="DGX H100, NDR IB (vs V100 in prior work)")
+    out = tmp_path / "runs.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows([a, b])
+    res = {x.row_id: x for x in validate_rows(read_runs_csv(out), str(out))}
+    assert not res["on-meta"].skipped and res["on-meta"].cluster == "meta-roce-h100"
+    assert not res["passing"].skipped and res["passing"].cluster == "dgx-h100"

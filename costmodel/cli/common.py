@@ -82,6 +82,13 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             merge(scalars, name, v, "--" + name.replace("_", "-"))
         elif name in recipe_flags:
             merge(recipe_flags, name, v, "--" + name.replace("_", "-"))
+    for name, where in cfg.unset.items():
+        # resolved when the run starts (an environment variable, another key, a command-line override):
+        # the framework's or the stack's default would price another run than the one launched
+        if name != "gpus_per_node" and not given(name):
+            file_, key = where.split(": ", 1)
+            raise InputError(file_, key, f"is left to the run's launch (an interpolation): pass "
+                             f"--{'nodes' if name == 'nodes' else name.replace('_', '-')} to say its value")
     if cfg.dropout is not None:
         scalars["dropout"], scalars["dropout_where"] = cfg.dropout, cfg.where["dropout"]
     if not given("stack"):

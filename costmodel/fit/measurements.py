@@ -126,7 +126,8 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     meta = getattr(table, "meta", {}) or {}
     per = meta.get("table_collectives") or []
     content = {c for c in [meta.get("collective")] + list(per) if c}
-    from_name = collective_from_name(p.name)
+    # the capture's own *_perf line says what ran; the file name only where the capture does not
+    from_name = None if content else collective_from_name(p.name)
     if len(content) <= 1:
         said = [(f"the capture ({meta.get('binary') or 'its test line'})", next(iter(content), None)),
                 (f"the file name {p.name!r}", from_name), ("--collective", collective)]
@@ -135,6 +136,10 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
             raise FitError(f"{p}: the collective is named twice and differently: "
                            + ", ".join(f"{who} says {c}" for who, c in said) + ": rename the file or fix the flag")
     default = meta.get("collective") or from_name or collective
+    for c in {default, *per} - {None}:
+        if c not in COLLECTIVES:
+            raise FitError(f"{p}: measures {c}, which no layout's traffic uses: the model prices "
+                           f"{', '.join(COLLECTIVES)}")
     rows0 = table.select()
     nn, k = meta.get("n_nodes"), meta.get("ranks_per_node")
     for flag, given, seen in (("--nodes", nodes, nn), ("--gpus-per-node", gpus_per_node, k)):

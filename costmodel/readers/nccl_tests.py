@@ -212,6 +212,11 @@ def _is_int(tok):
     return re.fullmatch(r"\d+", tok) is not None
 
 
+def _is_num(tok):
+    """A number as nccl-tests prints its columns (N/A for a skipped in-place run counts)."""
+    return tok == "N/A" or re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", tok) is not None
+
+
 def _row_problem(size: int, placement: str, t: float, algbw: float, busbw: float = 0.0):
     """Why a parsed row's time cannot be used, or None.  The time must be a positive number, and
     nccl-tests computes the algbw it prints from it (algBw = size / 1e9 / seconds, src/common.cu):
@@ -313,6 +318,15 @@ def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fie
     redop = tok[3] if len(tok) >= 12 and not re.fullmatch(r"-?\d+", tok[3]) else None
     if any(w for w in wrong):
         out.meta["wrong_lines"].append(lineno)
+    # the same size, element count and type twice in one table: one measurement written twice (excerpts
+    # that run two tests under one header differ in their element counts; nccl-tests itself may print
+    # its 0-byte row twice, which no fit uses)
+    first = None if size == 0 else next((r.line for r in out.rows if r.table == table and r.size_bytes == size
+                                         and r.count == count and r.type == tok[2]), None)
+    if first is not None:
+        out.errors.append(f"{where}: size {size} B again (first at line {first}): a size is measured once per "
+                          f"table, so this row is left out: {raw!r}")
+        return
     for j, placement in enumerate(("out-of-place", "in-place")):
         t, a, b_ = vals[3 * j:3 * j + 3]
         problem = _row_problem(size, placement, t, a, b_)
@@ -409,6 +423,11 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             continue
         tok = line.split()
         if not _is_int(tok[0]) or (len(tok) > 1 and not _is_int(tok[1])):
+            if table >= 0 and 11 <= len(tok) <= 13 and all(_is_num(t) for t in tok[-4:]):
+                # a table's row whose size or count is not a whole number ("8M", "abc"): named, not noise
+                out.errors.append(f"{path}:{lineno}: size {tok[0]!r} / count {tok[1]!r} is not a whole number of "
+                                  f"bytes / elements: {raw!r}")
+                continue
             meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data
             continue
         table = max(table, 0)

@@ -150,3 +150,26 @@ def test_compare_names_every_row_it_leaves_out(tmp_path):
     d = json.loads(p.stdout)
     assert any(f"{bad}:{i + 1}: out-of-place busbw -5.0 GB/s is not a number >= 0" in n for n in d["notes"])
     assert d["summary"]["all"]["n"] == 31 and 16777216 not in {r["size_bytes"] for r in d["rows"]}
+
+
+def test_a_capture_is_what_its_perf_line_says_and_its_bad_rows_are_named(tmp_path):
+    """The capture's own *_perf line says what ran (a file named scatter_test.log holding an all-reduce
+    is an all-reduce); a collective no layout uses is refused in one line; a row whose size is not a
+    whole number, or a size written twice, is left out by name, never dropped unseen."""
+    text = P5.read_text()
+    named = tmp_path / "scatter_test.log"
+    named.write_text(text)
+    assert run("collectives", "--cluster", "aws-p5", "--compare", str(named)).returncode == 0
+    bcast = tmp_path / "x_bcast.log"
+    bcast.write_text(text.replace("all_reduce_perf", "broadcast_perf"))
+    assert_one_line_error(run("collectives", "--cluster", "aws-p5", "--compare", str(bcast)),
+                          f"{bcast}: measures broadcast, which no layout's traffic uses")
+    lines = text.split("\n")
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("0:") and " 67108864 " in ln and "float" in ln)
+    bad, dup = tmp_path / "p5_allreduce_bad.log", tmp_path / "p5_allreduce_dup.log"
+    bad.write_text("\n".join(lines[:i] + [lines[i].replace("67108864", "64M", 1)] + lines[i + 1:]))
+    dup.write_text("\n".join(lines[:i + 1] + [lines[i]] + lines[i + 1:]))
+    p = run("collectives", "--cluster", "aws-p5", "--compare", str(bad))
+    assert p.returncode == 0 and f"{bad}:{i + 1}: size '64M'" in p.stderr and "over 31 sizes" in p.stdout
+    p = run("collectives", "--cluster", "aws-p5", "--compare", str(dup))
+    assert p.returncode == 0 and "size 67108864 B again (first at line" in p.stderr and "over 32 sizes" in p.stdout

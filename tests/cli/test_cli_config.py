@@ -355,7 +355,8 @@ def test_a_config_that_sets_nothing_read_is_refused(tmp_path):
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(other))
     assert_one_line_error(p, f"{other}: sets nothing NeMo YAML is read for", "check its key names")
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(interp))
-    assert_one_line_error(p, "model.tensor_model_parallel_size: '${oc.env:TP}' is interpolated")
+    assert_one_line_error(p, f"{interp}: model.tensor_model_parallel_size ('${{oc.env:TP}}'): is left to the run's "
+                          "launch (an interpolation): pass --tp")
 
 
 def test_a_misspelt_key_among_read_ones_is_refused_by_name(tmp_path):

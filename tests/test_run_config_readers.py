@@ -1,0 +1,123 @@
+"""The run-configuration readers on settings real NeMo, Megatron-Bridge, torchtitan and llm-foundry
+files carry (a new user's trial with published configs): each is read, or refused by name, never
+silently dropped."""
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.run_config import read_run_config
+
+NEMO = """trainer:
+  num_nodes: 2
+  devices: 8
+  precision: bf16
+model:
+  micro_batch_size: 1
+  global_batch_size: 256
+  encoder_seq_length: 4096
+  tensor_model_parallel_size: 1
+  pipeline_model_parallel_size: 1
+  expert_model_parallel_size: 8
+  num_moe_experts: 8
+  moe_router_topk: 2
+  moe_token_dispatcher_type: alltoall
+  moe_expert_capacity_factor: 1.0
+  moe_pad_expert_input_to_capacity: true
+  moe_grouped_gemm: true
+{extra}"""
+
+BRIDGE = """model:
+  tensor_model_parallel_size: 2
+  seq_length: 4096
+train:
+  global_batch_size: 64
+  micro_batch_size: 1
+{extra}"""
+
+TORCHTITAN = """[training]
+local_batch_size = 1
+seq_len = 8192
+{training}
+[parallelism]
+data_parallel_shard_degree = {shard}
+tensor_parallel_degree = {tp}
+{parallelism}
+[activation_checkpoint]
+mode = "selective"
+selective_ac_option = {sac}
+"""
+
+
+def _read(tmp_path, name, text):
+    f = tmp_path / name
+    f.write_text(text)
+    return read_run_config(f)
+
+
+def test_a_nemo_yaml_gives_its_moe_settings(tmp_path):
+    """NeMo-Framework-Launcher's Mixtral file: the all-to-all dispatcher with capacity 1.0, padded, and
+    grouped GEMMs (the Megatron-core keys Megatron-Bridge files carry too)."""
+    cfg = _read(tmp_path, "mixtral.yaml", NEMO.format(extra=""))
+    assert cfg.recipe["moe_dispatcher"] == "alltoall" and cfg.recipe["moe_capacity_factor"] == 1.0
+    assert cfg.recipe["moe_pad_to_capacity"] is True and cfg.recipe["moe_grouped_gemm"] is True
+    assert cfg.layout["ep"] == 8 and cfg.where["moe_dispatcher"].endswith("model.moe_token_dispatcher_type")
+
+
+def test_nemo_switches_of_the_wrong_type_and_cuda_graphs(tmp_path):
+    with pytest.raises(InputError, match="expected true or false") as e:
+        _read(tmp_path, "a.yaml", NEMO.format(extra="  fp8: 'True'\n"))
+    assert e.value.field == "model.fp8"
+    cfg = _read(tmp_path, "b.yaml", NEMO.format(extra="  enable_cuda_graph: true\n"))
+    assert any("CUDA graphs are not priced" in n for n in cfg.notes)
+
+
+def test_a_composed_hydra_file_and_an_llm_foundry_yaml_are_refused(tmp_path):
+    with pytest.raises(InputError, match="'llama/llama3_70b': a Hydra defaults entry composes this file"):
+        _read(tmp_path, "a.yaml", "defaults:\n  - llama/llama3_70b\n" + NEMO.format(extra=""))
+    ok = _read(tmp_path, "b.yaml", "defaults:\n  - _self_\n  - optional tp_overlap@model.ub_tp_comm_overlap_cfg:\n"
+               + NEMO.format(extra=""))
+    assert ok.layout["ep"] == 8
+    foundry = ("max_seq_len: 2048\nglobal_train_batch_size: 1024\ndevice_train_microbatch_size: 8\n"
+               "model:\n  name: mpt_causal_lm\n  d_model: 4096\nfsdp_config:\n  sharding_strategy: FULL_SHARD\n")
+    with pytest.raises(InputError, match="an llm-foundry YAML .*--zero 3"):
+        _read(tmp_path, "mpt.yaml", foundry)
+
+
+@pytest.mark.parametrize("extra, zero", [
+    ("ddp:\n  grad_reduce_in_fp32: true\noptimizer:\n  use_distributed_optimizer: true\n", 1),
+    ("ddp:\n  overlap_grad_reduce: true\n", None),
+    ("optimizer:\n  use_distributed_optimizer: false\n", 0),
+    ("ddp:\n  use_distributed_optimizer: true\n", 1)])
+def test_a_bridge_ddp_block_sets_the_sharding_only_where_it_says_it(tmp_path, extra, zero):
+    cfg = _read(tmp_path, "c.yaml", BRIDGE.format(extra=extra))
+    assert cfg.layout.get("zero") == zero
+
+
+@pytest.mark.parametrize("name, ok", [("bf16_mixed", "bf16"), ("bf16_with_fp8_current_scaling_mixed", "fp8"),
+                                      ("bf16_with_mxfp8_mixed", "mxfp8"), ("bf16_mixd", None),
+                                      ("bf16_with_fp8_current_scalng_mixed", None)])
+def test_bridge_mixed_precision_names_are_spelt_exactly(tmp_path, name, ok):
+    text = BRIDGE.format(extra=f"mixed_precision: {name}\n")
+    if ok is None:
+        with pytest.raises(InputError, match="is not a Megatron-Bridge mixed-precision recipe name"):
+            _read(tmp_path, "m.yaml", text)
+    else:
+        assert _read(tmp_path, "m.yaml", text).recipe["precision"] == ok
+
+
+def _tt(tmp_path, shard=-1, tp=2, sac='"op"', training="", parallelism=""):
+    return _read(tmp_path, "t.toml", TORCHTITAN.format(shard=shard, tp=tp, sac=sac, training=training,
+                                                       parallelism=parallelism))
+
+
+def test_torchtitan_settings_that_change_the_step(tmp_path):
+    assert _tt(tmp_path, parallelism="enable_async_tensor_parallel = true").recipe["tp_comm_overlap"] is True
+    at1 = _tt(tmp_path, tp=1, parallelism="enable_async_tensor_parallel = true")
+    assert "tp_comm_overlap" not in at1.recipe and any("nothing to overlap" in n for n in at1.notes)
+    assert _tt(tmp_path).layout["recompute"] == "selective"
+    assert _tt(tmp_path, sac='"1"').layout["recompute"] == "full"
+    with pytest.raises(InputError, match="one block in every 2 is not modelled"):
+        _tt(tmp_path, sac='"2"')
+    assert _tt(tmp_path, shard=3).layout["dp"] == 3          # checked against the GPUs with the world
+    assert "dp" not in _tt(tmp_path).layout                  # -1: the ranks left
+    with pytest.raises(InputError, match="only bfloat16 parameters"):
+        _tt(tmp_path, training='mixed_precision_param = "float32"')
