@@ -122,7 +122,8 @@ def test_logs_and_configs_name_the_block_scaled_recipes():
     """A Megatron argument dump with fp8 + fp8_recipe mxfp8 is an MXFP8 run, one with fp4 set an NVFP4
     run; Megatron-Bridge's mixed_precision recipe names and mappings likewise."""
     from costmodel.readers.training_logs.dumps import _layout
-    from costmodel.run_config import RunConfig, _bridge_precision
+    from costmodel.run_config import RunConfig
+    from costmodel.run_config_bridge import _bridge_precision
     assert _layout({"fp8": "e4m3", "fp8_recipe": "mxfp8"})["precision"] == "mxfp8"
     assert _layout({"fp8": "hybrid", "fp8_recipe": "delayed"})["precision"] == "fp8"
     assert _layout({"fp8": True, "bf16": True})["precision"] == "fp8"
@@ -277,7 +278,8 @@ def test_logs_and_configs_name_the_fp8_scaling():
     not price is reported, not guessed."""
     from types import SimpleNamespace
     from costmodel.logged_recipe import logged_switches
-    from costmodel.run_config import RunConfig, _bridge_precision
+    from costmodel.run_config import RunConfig
+    from costmodel.run_config_bridge import _bridge_precision
     out, where, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "tensorwise"}), False)
     assert out["fp8_recipe"] == "tensorwise" and not notes
     out, _, notes = logged_switches(SimpleNamespace(args={"fp8": "hybrid", "fp8_recipe": "blockwise"}), False)

@@ -311,3 +311,20 @@ def test_an_unknown_model_type_is_read_as_a_plain_decoder_and_said(tmp_path):
         counts[mt] = (m.params(), known_family(m))
     assert counts == {"qwen2": (7_615_616_512, True), "foo": (7_615_487_488, False)}
     assert all(known_family(load_model(n)) for n in ("llama3-8b", "gpt3-175b", "grok1-314b", "deepseek-v3"))
+
+
+def test_gemma2_alternates_sliding_and_full_layers_without_layer_types(tmp_path):
+    """Gemma-2-9B's hub config.json (no layer_types): Hugging Face's Gemma 2 runs its even layers with
+    the 4096-token window and its odd ones over the whole sequence (modeling_gemma2.py, is_sliding =
+    not bool(layer_idx % 2)): 21 of 42 layers slide; 9.24 B parameters as published."""
+    cfg = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
+           "intermediate_size": 14336, "num_hidden_layers": 42, "num_attention_heads": 16, "num_key_value_heads": 8,
+           "head_dim": 256, "vocab_size": 256000, "max_position_embeddings": 8192, "sliding_window": 4096,
+           "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+           "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "attention_bias": False, "attention_dropout": 0.0,
+           "query_pre_attn_scalar": 256, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    m = load_model(str(f))
+    assert (m.sliding_window, m.sliding_layers) == (4096, 21)
+    assert m.params() / 1e9 == pytest.approx(9.24, rel=0.005)

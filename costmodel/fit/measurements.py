@@ -126,8 +126,11 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     meta = getattr(table, "meta", {}) or {}
     per = meta.get("table_collectives") or []
     content = {c for c in [meta.get("collective")] + list(per) if c}
-    # the capture's own *_perf line says what ran; the file name only where the capture does not
-    from_name = None if content else collective_from_name(p.name)
+    # a file name counts where it names a collective the model prices (a "gather" or "scatter" in a
+    # name is as often a word as nccl-tests' gather_perf); one that names another than the capture's
+    # *_perf line is a mix-up, refused below
+    from_name = collective_from_name(p.name)
+    from_name = from_name if from_name in COLLECTIVES else None
     if len(content) <= 1:
         said = [(f"the capture ({meta.get('binary') or 'its test line'})", next(iter(content), None)),
                 (f"the file name {p.name!r}", from_name), ("--collective", collective)]

@@ -374,8 +374,8 @@ def _routing_groups(d: dict, w: str, experts: int, topk: int) -> dict:
 
 def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
     """Sliding-window attention, as each family's HF attention applies ``sliding_window``: the
-    layers ``layer_types`` marks ``sliding_attention`` (gpt-oss, Gemma 2/3; gpt-oss alternates them
-    when the list is absent); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
+    layers ``layer_types`` marks ``sliding_attention`` (gpt-oss, Gemma 2/3; gpt-oss and Gemma 2
+    alternate them when the list is absent); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
     ``max_window_layers`` on when ``use_sliding_window``; {} otherwise.
 
     Raises:
@@ -385,7 +385,9 @@ def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
     lt = d.get("layer_types")
     if isinstance(lt, list) and len(lt) != layers:
         raise InputError(w, "layer_types", f"lists {len(lt)} layers, the model has {layers}")
-    if model_type == "gpt_oss" and lt is None:
+    if model_type in ("gpt_oss", "gemma2") and lt is None:
+        # both alternate sliding and full layers, the first sliding, where the list is absent (HF
+        # modeling_gemma2.py before layer_types: is_sliding = not bool(layer_idx % 2))
         lt = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     if isinstance(lt, list):
         n = sum(1 for x in lt if x == "sliding_attention")
