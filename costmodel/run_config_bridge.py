@@ -214,5 +214,3 @@ def _bridge(d: dict, path: str) -> RunConfig:
         # default before that setup runs, so only an explicit comm_overlap value is read
         _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", _bool, "comm_overlap.")
     return cfg
-
-

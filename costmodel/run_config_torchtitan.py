@@ -132,5 +132,3 @@ def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
                 cfg.notes.append(f"{path}: {key}.recipe_name 'rowwise_with_gw_hp' is priced as rowwise: its "
                                  "weight-gradient GEMM in bf16 is not modelled")
             return
-
-
