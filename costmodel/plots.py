@@ -23,6 +23,15 @@ def _plt():
     return plt
 
 
+def require_matplotlib() -> None:
+    """Check, before any work, that a --plot can be drawn.
+
+    Raises:
+        InputError: matplotlib is not installed (naming --plot and the extra to install).
+    """
+    _plt()
+
+
 def _save(fig, path) -> str:
     plt = _plt()
     from .files import write_atomically

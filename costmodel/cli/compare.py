@@ -129,6 +129,8 @@ def compare(
     if trace:
         check_output(trace, "--trace")
     if plot:
+        from ..plots import require_matplotlib
+        require_matplotlib()
         output_dir(plot, "--plot")
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)

@@ -317,6 +317,8 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
         if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
             raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
         from ..files import check_output
+        from ..plots import require_matplotlib
+        require_matplotlib()
         check_output(target, "--plot")
         if importlib.util.find_spec("matplotlib") is None:      # fail before a long solve, not after
             raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'")

@@ -17,6 +17,8 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
     from ..validate import read_runs_csv, summarize, validate_rows
     if plot is not None:
         from ..files import output_dir
+        from ..plots import require_matplotlib
+        require_matplotlib()                # before any work and before the folder is made
         output_dir(plot, "--plot")
     results = validate_rows(read_runs_csv(runs), runs)
     summary = summarize(results)
