@@ -270,9 +270,11 @@ def per_gpu_ilp_table(sol, top: int = 16) -> Table:
     return tb
 
 
-def pareto_table(front) -> Table:
-    """Rich table of the time-energy Pareto front [(T s, E J, Solution), ...], fastest first."""
-    tb = Table(title="Time-energy Pareto front", header_style="bold")
+def pareto_table(front, node_power: bool = False) -> Table:
+    """Rich table of the time-energy Pareto front [(T s, E J, Solution), ...], fastest first; the
+    title says whose energy it counts (``node_power``: the nodes' non-GPU power too)."""
+    whose = "the GPUs and the nodes' non-GPU power" if node_power else "the GPUs only"
+    tb = Table(title=f"Time-energy Pareto front (energy of {whose})", header_style="bold")
     for c in ("step s", "kJ/step", "layout", "caps W", "layers"):
         tb.add_column(c, justify="right" if c in ("step s", "kJ/step") else "left")
     for T, E, s in front:

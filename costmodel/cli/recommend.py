@@ -433,7 +433,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                   f"{fastest:.3f} s per step with an even split before the power limit (the time model alone; the "
                   f"step above and predict apply the limit)")
     if front is not None:
-        out.print(report.pareto_table(front))
+        out.print(report.pareto_table(front, node_power))
         if plot:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
             out.print(f"wrote {plot}")
