@@ -251,7 +251,8 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     if not known_family(model):
         what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
         print(f"costmodel: note: {model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its generic keys "
-              "(biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU)",
+              "(biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, full "
+              "attention in every layer whatever its sliding_window says)",
               file=sys.stderr)
     check_recipe_flags(recipe_flags or {})
     given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
