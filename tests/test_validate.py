@@ -601,3 +601,22 @@ def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
     res = {x.row_id: x for x in validate_rows(read_runs_csv(out), str(out))}
     assert not res["on-meta"].skipped and res["on-meta"].cluster == "meta-roce-h100"
     assert not res["passing"].skipped and res["passing"].cluster == "dgx-h100"
+
+
+def test_strict_refuses_a_csv_with_a_skipped_row(tmp_path):
+    """--strict (CI over a user's own CSV): a row skipped for a malformed cell fails the run, naming
+    it, after the report; without it the report alone names it and the run succeeds."""
+    import csv
+    src = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
+    with src.open() as f:
+        rows = list(csv.DictReader(f))
+    good = next(x for x in rows if x["row_id"] == "flagperf-002")
+    bad = dict(good, row_id="typo", recompute="fulll")
+    out = tmp_path / "runs.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows([good, bad])
+    assert cli("validate", str(out))[0] == 0
+    rc, _, err = cli("validate", str(out), "--strict")
+    assert rc == 2 and "--strict: 1 of 2 rows skipped, the first 'typo'" in err

@@ -11,7 +11,9 @@ from .. import report
 def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema: README, 'Validate')."),
              plot: Optional[str] = typer.Option(None, "--plot", help="Directory for predicted_vs_measured.png."),
              rows: bool = typer.Option(False, "--rows", help="Also print every row's error."),
-             as_json: bool = typer.Option(False, "--json", help="Print the summary and rows as JSON.")):
+             as_json: bool = typer.Option(False, "--json", help="Print the summary and rows as JSON."),
+             strict: bool = typer.Option(False, "--strict", help="Exit 2 when any row is skipped (a check of your own "
+                                         "CSV in CI), after the report.")):
     """Predict every published run of a CSV and report the step-time error per source: rows used and
     skipped (with why), mean and max |error|, Spearman rank correlation within each sweep."""
     from ..validate import read_runs_csv, summarize, validate_rows
@@ -32,22 +34,27 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
                                 predicted_oom=r.predicted_oom, assumed=list(r.assumed), cluster=r.cluster or None)
                            for r in results]
         print(report.json_text(summary))
-        _require_a_used_row(results, runs)
+        _require_a_used_row(results, runs, strict)
         return
     out = report.console()
     for x in report.validate_tables(summary, results, rows):
         out.print(x, highlight=False) if isinstance(x, str) else out.print(x)
     if plot is not None:
         out.print(f"wrote {summary['plot']}", highlight=False)
-    _require_a_used_row(results, runs)
+    _require_a_used_row(results, runs, strict)
 
 
-def _require_a_used_row(results, runs: str) -> None:
-    """A file none of whose rows could be predicted is bad input (the reasons are printed above).
+def _require_a_used_row(results, runs: str, strict: bool = False) -> None:
+    """A file none of whose rows could be predicted is bad input (the reasons are printed above); with
+    ``strict``, so is one with any skipped row.
 
     Raises:
-        InputError: every row was skipped.
+        InputError: every row was skipped, or (strict) one was, naming the first and its reason.
     """
     from ..errors import InputError
     if results and all(r.skipped for r in results):
         raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (reasons above)")
+    skipped = [r for r in results if r.skipped]
+    if strict and skipped:
+        raise InputError(runs, "", f"--strict: {len(skipped)} of {len(results)} rows skipped, the first "
+                         f"{skipped[0].row_id!r}: {skipped[0].skipped}")
