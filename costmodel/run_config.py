@@ -343,8 +343,13 @@ def _nemo(d: dict, path: str) -> RunConfig:
             _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", _bool, "model.optim.")
     _take(cfg, path, R, "gbs", m, "global_batch_size", _int, mp)
     _take(cfg, path, R, "seq_len", m, "encoder_seq_length", _int, mp)
-    if "seq_len" not in R and isinstance(m.get("data"), dict):
-        _take(cfg, path, R, "seq_len", m["data"], "seq_length", _int, "model.data.")
+    data = m.get("data") if isinstance(m.get("data"), dict) else {}
+    if "seq_len" not in R:
+        _take(cfg, path, R, "seq_len", data, "seq_length", _int, "model.data.")
+    elif isinstance(data.get("seq_length"), int) and data["seq_length"] != R["seq_len"]:
+        # NeMo trains on model.encoder_seq_length-long sequences; a different data.seq_length is said
+        cfg.notes.append(f"{path}: model.data.seq_length {data['seq_length']} differs from model.encoder_seq_length "
+                         f"{R['seq_len']}: the latter used")
     _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
     fp8 = {}
     _take(cfg, path, fp8, "fp8", m, "fp8", _bool, mp)

@@ -121,3 +121,9 @@ def test_torchtitan_settings_that_change_the_step(tmp_path):
     assert "dp" not in _tt(tmp_path).layout                  # -1: the ranks left
     with pytest.raises(InputError, match="only bfloat16 parameters"):
         _tt(tmp_path, training='mixed_precision_param = "float32"')
+
+
+def test_a_nemo_data_length_beside_the_model_length_is_said(tmp_path):
+    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="  data:\n    seq_length: 8192\n"))
+    assert cfg.recipe["seq_len"] == 4096
+    assert any("model.data.seq_length 8192 differs from model.encoder_seq_length 4096" in n for n in cfg.notes)
