@@ -582,22 +582,27 @@ def test_recompute_modules_the_row_lacks_skip_it():
     assert "bogus" in got[1].skipped and "is not one of" in got[1].skipped
 
 
-def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
-    """A catalog cluster named in interconnect_note is the one predicted on (and each row says which);
-    a system named in passing beside the row's own ('vs V100 in prior work') is no contradiction; the
-    informational mfu column, however written, never leaves a row out."""
+def _flagperf_csv(tmp_path, *changes: dict):
+    """A CSV of flagperf-002 (8 H100, Llama3-8B TP2; benchmarks/data/dev_set_hopper.csv) once per
+    ``changes`` mapping, each applied to the row."""
     import csv
-    src = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
-    with src.open() as f:
+    with (REPO / "benchmarks" / "data" / "dev_set_hopper.csv").open() as f:
         rows = list(csv.DictReader(f))
-    r = dict(next(x for x in rows if x["row_id"] == "flagperf-002"), mfu="39.3%")
-    a = dict(r, row_id="on-meta", interconnect_note="meta-roce-h100")
-    b = dict(r, row_id="passing", interconnect_note="DGX H100, NDR IB (vs V100 in prior work)")
+    base = next(x for x in rows if x["row_id"] == "flagperf-002")
     out = tmp_path / "runs.csv"
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows([a, b])
+        w.writerows([dict(base, **c) for c in changes])
+    return out
+
+
+def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
+    """A catalog cluster named in interconnect_note is the one predicted on (and each row says which);
+    a system named in passing beside the row's own ('vs V100 in prior work') is no contradiction; the
+    informational mfu column, however written, never leaves a row out."""
+    out = _flagperf_csv(tmp_path, dict(row_id="on-meta", interconnect_note="meta-roce-h100", mfu="39.3%"),
+                        dict(row_id="passing", interconnect_note="DGX H100, NDR IB (vs V100 in prior work)", mfu="39.3%"))
     res = {x.row_id: x for x in validate_rows(read_runs_csv(out), str(out))}
     assert not res["on-meta"].skipped and res["on-meta"].cluster == "meta-roce-h100"
     assert not res["passing"].skipped and res["passing"].cluster == "dgx-h100"
@@ -606,17 +611,7 @@ def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
 def test_strict_refuses_a_csv_with_a_skipped_row(tmp_path):
     """--strict (CI over a user's own CSV): a row skipped for a malformed cell fails the run, naming
     it, after the report; without it the report alone names it and the run succeeds."""
-    import csv
-    src = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
-    with src.open() as f:
-        rows = list(csv.DictReader(f))
-    good = next(x for x in rows if x["row_id"] == "flagperf-002")
-    bad = dict(good, row_id="typo", recompute="fulll")
-    out = tmp_path / "runs.csv"
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows([good, bad])
+    out = _flagperf_csv(tmp_path, {}, dict(row_id="typo", recompute="fulll"))
     assert cli("validate", str(out))[0] == 0
     rc, _, err = cli("validate", str(out), "--strict")
     assert rc == 2 and "--strict: 1 of 2 rows skipped, the first 'typo'" in err
