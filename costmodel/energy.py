@@ -451,16 +451,11 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         InputError: missing power/thermal data, a cap outside the GPU's range, or a bad derate
             (:func:`check_derate`).
     """
-    pw = power_params(cluster, profile)
-    th = profile.thermal
-    if th is None:
-        raise InputError(profile.path, "thermal", "missing: this profile has no thermal model")
+    pw = require_energy_inputs(cluster, profile)
+    th, slow = profile.thermal, cluster.gpu.slowdown_temp_c
     cool = cluster.cooling
     if inlet_temp_c is not None:
         cool = replace(cool, inlet_temp_c=inlet_temp_c)
-    slow = cluster.gpu.slowdown_temp_c
-    if slow is None:
-        raise InputError(cluster.gpu.path or cluster.gpu.key, "slowdown_temp", "missing")
     st = stage_terms(model, recipe, cluster, profile, terms, layers)
     pp, S, G = int(terms.layouts.pp[0]), st.stage_gpus, cluster.gpus_per_node
     caps = np.full(pp, pw.max_cap_w) if caps_w is None else np.asarray(caps_w, dtype=np.float64)

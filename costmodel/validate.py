@@ -181,6 +181,13 @@ def _skip_reason(r: dict) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _catalog_cluster_names() -> re.Pattern:
+    """The catalog's cluster file stems as whole words (read once: validate asks for every row)."""
+    names = sorted(list_clusters(), key=len, reverse=True)     # the longest first: dgx-a100-40gb before dgx-a100
+    return re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+
+
 def _cluster_for(r: dict) -> tuple:
     """``(cluster key, None)`` of the catalog cluster a row ran on: a named system of the interconnect
     note, else the reference cluster of its GPU; ``(None, why)`` when the gpu cell is empty, names no
@@ -196,7 +203,7 @@ def _cluster_for(r: dict) -> tuple:
     note = r.get("interconnect_note", "")
     # a catalog cluster the note names (its file stem as a word), else the systems it names; a system
     # of the row's GPU wins over another the note mentions in passing ("vs V100 in prior work")
-    named = [(c, c) for c in list_clusters() if re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", note)]
+    named = [(c, c) for c in _catalog_cluster_names().findall(note)]
     named += [(key, name) for key, name in _CLUSTERS if key in note]
     for key, name in named:
         if _gpu_of(name) == _gpu_of(ref):
