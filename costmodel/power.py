@@ -29,9 +29,16 @@ the voltage stays at its minimum and P_dyn falls only linearly with the clock:
     g(s) = s_v^gamma (s / s_v)     for s <  s_v
 
 (gamma and s_v fitted to locked-clock sweeps of LLM training stages, costmodel/fit/builtin/dvfs.py).
-A phase whose power exceeds the cap runs at the clock ratio where P_idle + (P - P_idle) g(s) meets
-the cap; its compute-bound time grows as 1/s while HBM- and link-bound time does not depend on the
-SM clock.
+Not all of the idle power stays when the clock falls: a GPU held by a job with no kernel running
+keeps its clock and voltage up, so its idle power holds a clock-scaled share (clock tree, leakage at
+the higher voltage) above a clock-independent static power P_static (the intercept P_0 of the same
+locked-clock sweeps: 43-58 W on A100 SXM against 85 W idle; a parked H100 at its lowest clock draws
+72 W against 122 W held).  A phase drawing P at full clock draws
+
+    P(s) = P_static + (P - P_static) g(s)
+
+and one whose power exceeds the cap runs at the clock ratio where P(s) meets the cap; its
+compute-bound time grows as 1/s while HBM- and link-bound time does not depend on the SM clock.
 
 The cap acts on each kernel class of the compute phase apart (:func:`compute_under_cap`): the
 tensor-core kernels (GEMMs, fused attention) and the memory-bound kernels between them draw
@@ -88,24 +95,40 @@ def clock_for_dynamic_ratio(r, gamma: float, v_floor: float = 0.0, min_ratio: fl
     return np.clip(s, min_ratio, 1.0)
 
 
-def power_at_clock_w(p: PowerParams, power_w, s):
-    """Power of a phase drawing ``power_w`` at full clock when it runs at clock ratio ``s``:
-    P_idle + (P - P_idle) g(s) (module docstring).  Arrays broadcast."""
+def power_at_ratio_w(power_w, s, static_w, gamma: float, v_floor: float = 0.0):
+    """P(s) = P_static + (P - P_static) g(s) (module docstring): the power of a phase drawing
+    ``power_w`` at full clock when it runs at clock ratio ``s``; ``static_w`` the clock-independent
+    power, W.  The one DVFS law every capped figure and every fit through a cap uses.  Arrays broadcast."""
     power_w = np.asarray(power_w, dtype=np.float64)
-    return p.idle_w + np.maximum(power_w - p.idle_w, 0.0) * dynamic_power_ratio(s, p.gamma, p.v_floor_clock_ratio)
+    return static_w + np.maximum(power_w - static_w, 0.0) * dynamic_power_ratio(s, gamma, v_floor)
+
+
+def full_clock_power_w(power_w, s, static_w, gamma: float, v_floor: float = 0.0):
+    """The inverse of :func:`power_at_ratio_w` in the power: what a phase measured drawing ``power_w``
+    at clock ratio ``s`` (held there by a limit) would draw at full clock, W.  Arrays broadcast."""
+    return static_w + (np.asarray(power_w, dtype=np.float64) - static_w) / dynamic_power_ratio(s, gamma, v_floor)
+
+
+def ratio_under_cap(power_w, cap_w, static_w, gamma: float, v_floor: float = 0.0, min_ratio: float = 1e-3):
+    """The clock ratio at which :func:`power_at_ratio_w` meets ``cap_w`` (W), clipped to
+    [``min_ratio``, 1]: 1 where ``power_w`` is under the cap.  Arrays broadcast; raises nothing."""
+    head = np.maximum(np.asarray(cap_w, dtype=np.float64) - static_w, 1e-9)
+    dyn = np.maximum(np.asarray(power_w, dtype=np.float64) - static_w, 1e-9)
+    return clock_for_dynamic_ratio(head / dyn, gamma, v_floor, min_ratio)
+
+
+def power_at_clock_w(p: PowerParams, power_w, s):
+    """Power of a phase drawing ``power_w`` at full clock when it runs at clock ratio ``s`` on the GPU
+    of ``p`` (:func:`power_at_ratio_w` with its static power).  Arrays broadcast."""
+    return power_at_ratio_w(power_w, s, p.static_floor_w, p.gamma, p.v_floor_clock_ratio)
 
 
 def clock_ratio(p: PowerParams, power_w, cap_w):
-    """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w``:
-    g(s) = (cap - P_idle) / (P - P_idle) solved for s (module docstring), clipped to (0, 1]; 1 where
-    the phase is under the cap, never below the GPU's lowest clock (``p.min_clock_ratio``; a cap
-    below what the phase draws there is then not met).  Raises nothing.
+    """SM-clock ratio f/f_max at which a phase drawing ``power_w`` uncapped fits under ``cap_w`` on the
+    GPU of ``p`` (:func:`ratio_under_cap`), never below the GPU's lowest clock (``p.min_clock_ratio``;
+    a cap below what the phase draws there is then not met).  Raises nothing.
     """
-    power_w = np.asarray(power_w, dtype=np.float64)
-    head = np.maximum(np.asarray(cap_w, dtype=np.float64) - p.idle_w, 1e-9)
-    dyn = np.maximum(power_w - p.idle_w, 1e-9)
-    return clock_for_dynamic_ratio(head / dyn, p.gamma, p.v_floor_clock_ratio, p.min_clock_ratio)
-
+    return ratio_under_cap(power_w, cap_w, p.static_floor_w, p.gamma, p.v_floor_clock_ratio, p.min_clock_ratio)
 
 
 def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):

@@ -154,18 +154,19 @@ def test_peak_power_is_never_below_the_average():
 
 
 def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
-    """Llama 3 8B on one DGX A100 at its 100 W minimum limit: the DVFS curve alone would need about
-    90 MHz; the clock holds at the A100's lowest, 210 MHz (an idle A100's nvidia-smi -q), where the
-    GPU draws more than the cap it cannot meet; above the floor the cap holds."""
-    c = load_cluster("dgx-a100")
-    p = load_profile(c.gpu.key)
+    """Llama 3 8B on one DGX B200 at its 200 W minimum limit: the clock holds at the B200's lowest,
+    120 MHz, where the GPU draws more than the cap it cannot meet (an idle B200 draws 190 W there,
+    nvidia-smi); on one DGX A100 the 100 W minimum limit holds, at about 250 MHz, above the A100's
+    lowest 210 MHz: of its 85 W idle only the static 57 W stays at a low clock."""
     m = load_model("llama3-8b")
     lay = dict(BASE, tp=1, pp=1, dp=8, recompute="full")
-    floor = predict_run(m, R, c, p, lay, caps_w=100.0).energy
-    assert c.gpu.min_clock_mhz == 210 and floor.sm_clock_mhz == pytest.approx(210.0)
-    assert floor.avg_power_w > 100.0 and floor.cap_unmet
-    mid = predict_run(m, R, c, p, lay, caps_w=250.0).energy
-    assert mid.sm_clock_mhz > 210.0 and mid.peak_power_w <= 250.0 + 1e-6
+    c = load_cluster("dgx-b200", nodes=1)
+    floor = predict_run(m, R, c, load_profile(c.gpu.key), lay, caps_w=200.0).energy
+    assert c.gpu.min_clock_mhz == 120 and floor.sm_clock_mhz == pytest.approx(120.0)
+    assert floor.avg_power_w > 200.0 and floor.cap_unmet
+    c = load_cluster("dgx-a100")
+    low = predict_run(m, R, c, load_profile(c.gpu.key), lay, caps_w=100.0).energy
+    assert 230.0 < low.sm_clock_mhz < 270.0 and low.peak_power_w <= 100.0 + 1e-6 and not low.cap_unmet
 
 
 def test_a_derated_gpu_slows_the_whole_synchronous_step():
@@ -238,9 +239,10 @@ def test_waiting_gpus_draw_spin_power_not_idle_power(h200):
 
 
 def test_a_gpu_past_its_shutdown_temperature_makes_the_layout_infeasible(tmp_path):
-    """A chassis whose slots run 3.8x the rated junction rise: at a 25 C inlet the rear GPUs hold in HW
-    slowdown (about 91 C, below the H100's 95 C shutdown: nvidia-smi -q margin -8 C over 87 C); at 45 C
-    they would pass 95 C even at half clock, so the layout cannot run and the reason names the GPU."""
+    """A chassis whose slots run 3.8x the rated junction rise: at a 25 C inlet the thermal throttle holds
+    the GPUs at their 89 C slowdown temperature; at 30 C the rear GPUs hold in HW slowdown (about 92.5 C,
+    below the H100's 95 C shutdown: nvidia-smi -q margin -8 C over 87 C); at 45 C they would pass 95 C
+    even at half clock, so the layout cannot run and the reason names the GPU."""
     import yaml
     from costmodel.specs import hardware_dir
     src = yaml.safe_load((hardware_dir() / "clusters" / "dgx-h100.yaml").read_text())
@@ -252,7 +254,10 @@ def test_a_gpu_past_its_shutdown_temperature_makes_the_layout_infeasible(tmp_pat
     m = load_model("llama3-8b")
     lay = dict(BASE, tp=4, pp=1, dp=2, recompute="full")
     r = Recipe(gbs=128, seq_len=2048)
-    ok = predict_run(m, r, c, p, lay, inlet_temp_c=25.0)
+    held = predict_run(m, r, c, p, lay, inlet_temp_c=25.0)
+    assert held.feasible and held.energy.throttled and not held.energy.hw_slowdown
+    assert held.energy.max_temp_c == pytest.approx(89.0, abs=0.1)
+    ok = predict_run(m, r, c, p, lay, inlet_temp_c=30.0)
     assert ok.feasible and ok.energy.hw_slowdown and c.gpu.shutdown_temp_c == 95.0
     assert 89.0 < ok.energy.max_temp_c <= 95.0
     hot = predict_run(m, r, c, p, lay, inlet_temp_c=45.0)

@@ -40,11 +40,18 @@ def test_every_catalog_gpu_has_a_power_and_thermal_model():
 
 def _floor_bound(gpu: str) -> bool:
     """Whether ``gpu``'s profile measured its GEMMs below the voltage floor at its own limit
-    (``power.fit.flop_w.per_shape`` clock ratios, costmodel/fit/builtin/capped_gemm.py)."""
+    (``power.fit.flop_w.per_shape`` clock ratios, costmodel/fit/builtin/capped_gemm.py; the B200's
+    sustained GEMMs, ``power.fit.b200.clock_ratio_range``, costmodel/fit/builtin/b200.py), or derives
+    its power from a GPU that did (``power.derived_from``: GB200 from B200)."""
     p = load_profile(gpu)
-    fit = yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())["power"].get("fit", {})
-    shapes = fit.get("flop_w", {}).get("per_shape", [])
-    return bool(shapes) and max(x["clock_ratio"] for x in shapes) < p.power.v_floor_clock_ratio
+    sec = yaml.safe_load((hardware_dir() / "profiles" / f"{gpu}.yaml").read_text())["power"]
+    fit = sec.get("fit", {})
+    ratios = [x["clock_ratio"] for x in fit.get("flop_w", {}).get("per_shape", [])]
+    ratios += list(fit.get("b200", {}).get("clock_ratio_range", []))
+    if ratios:
+        return max(ratios) < p.power.v_floor_clock_ratio
+    src = str(sec.get("derived_from", "")).split(":")[0]
+    return src != gpu and (hardware_dir() / "profiles" / f"{src}.yaml").is_file() and _floor_bound(src)
 
 
 @pytest.mark.parametrize("gpu", _with_power_model())
@@ -56,7 +63,8 @@ def test_energy_against_the_power_cap_is_least_where_the_clock_meets_the_voltage
     that keeps the SM clock at the floor, give or take one level: mid-range on A100 and H100, at or
     next to the TDP on Blackwell, whose GEMMs its 1000-1400 W limits already hold near the floor (the
     B200 note's sustained GEMMs run at 0.55-0.62 of the maximum clock at 1000 W); at the limit itself
-    on the 500 W Grand Teton H100, whose limit holds its GEMMs below the floor."""
+    on the 500 W Grand Teton H100, whose limit holds its GEMMs below the floor.  A step that is mostly
+    exposed communication has its least energy at or below the floor."""
     c = _cluster_of(gpu)
     p = load_profile(gpu)
     v100 = "bf16" not in c.gpu.peak_flops
@@ -76,6 +84,13 @@ def test_energy_against_the_power_cap_is_least_where_the_clock_meets_the_voltage
         assert _floor_bound(gpu) and i == len(caps) - 1 and np.all(np.diff(e) < 0), (caps, e, clock)
         return
     j = int(np.argmax(at_floor))
+    bd = runs[-1].breakdown
+    if float(bd["compute_s"]) < 0.5 * sum(float(v) for v in bd.values()):
+        # a step mostly spent in exposed communication (Llama 3 70B over the L40S's PCIe): those phases
+        # keep their time at a lower clock while their power above the static floor falls with it, so
+        # energy goes on falling through the floor, down to the lowest cap
+        assert i <= j + 1 and e[i] < e[-1] / 1.02, (caps, e, clock)
+        return
     assert abs(i - j) <= 1, (caps, e, clock)
     assert e[0] > e[i] * 1.02, (caps, e)
     if j < len(caps) - 1:

@@ -49,7 +49,8 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
     power-cap or thermal clock event (:data:`THROTTLE_MASK`) or a lowered power limit are left out:
     their power is the cap, not the demand.  Bounded linear least squares (all coefficients >= 0);
     a coefficient whose utilisation never varies in the data is held at the base profile's value.
-    gamma: from the power-limit phases, least squares of log(P - idle) = log k + gamma log(f_sm).
+    static_w: the base profile's share of idle_w (:func:`_static_w`).  gamma: from the power-limit
+    phases, least squares of log(P - static_w) = log k + gamma log(f_sm).
     Without suite phases, idle_w comes from trace samples at 0 % utilisation.
     """
     bp = dict(base.get("power") or {})
@@ -113,17 +114,18 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
                    held_at_base=held, inputs=idle[2])
         report.warnings.append("power: only idle power is measurable from the traces (no benchmark phases): "
                                f"{', '.join(held)} kept from the base profile")
+    static = _static_w(bp, out, basis)
     gamma_fit = None
     pts = [(lim, f, p) for lim, f, p in limit_pts if np.isfinite(f) and p > out["idle_w"] + 5]
     if len(pts) >= 3:
         f = np.array([q[1] for q in pts])
-        pw = np.array([q[2] for q in pts]) - out["idle_w"]
+        pw = np.array([q[2] for q in pts]) - static
         A = np.c_[np.ones(len(f)), np.log(f)]
         (c0, gam), *_ = np.linalg.lstsq(A, np.log(pw), rcond=None)
         res = np.exp(A @ [c0, gam]) / pw - 1
         gamma_fit = dict(n_points=len(pts), max_rel_err=round_sig(np.abs(res).max(), 3),
                          limits_w=[round_sig(q[0]) for q in pts],
-                         method="least squares of log(P - idle) on log(SM clock) over the power-limit phases")
+                         method="least squares of log(P - static_w) on log(SM clock) over the power-limit phases")
         out["gamma"] = round_sig(gam)
         basis["gamma"] = "fitted"
     else:
@@ -140,6 +142,18 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
     report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in NAMES + ("gamma",) if k in out),
                         quality(fit)))
     return out
+
+
+def _static_w(bp: dict, out: dict, basis: dict) -> float:
+    """The section's static_w (W; costmodel/power.py): the base profile's share static_w / idle_w of
+    the idle power just fitted, written into ``out`` and ``basis`` (derived); idle_w itself where the
+    base has none (the whole idle power taken as clock-independent, as the loader does)."""
+    if bp.get("static_w") is None or not bp.get("idle_w"):
+        return out["idle_w"]
+    out["static_w"] = round_sig(out["idle_w"] * bp["static_w"] / bp["idle_w"])
+    basis["static_w"] = "derived" if basis.get("idle_w") == "fitted" else (bp.get("basis") or {}).get("static_w",
+                                                                                                      "borrowed")
+    return out["static_w"]
 
 
 def _trace_idle_w(meas: Measurements):

@@ -217,6 +217,9 @@ class PowerParams:
             GPU's TDP (the default limit a calibration runs at).
         basis: coefficient key (``idle_w``, ``flop_w``, ..., ``gamma``) -> one of :data:`POWER_BASES`;
             empty when the profile does not say.
+        static_w: the clock-independent part of idle_w, W (costmodel/power.py: a capped GPU draws
+            static_w + (P - static_w) g(s)); None where the profile does not give it, and then the
+            whole idle power is taken as clock-independent (:attr:`static_floor_w`).
     """
 
     idle_w: float
@@ -228,6 +231,12 @@ class PowerParams:
     min_clock_ratio: float = 1e-3
     kernel_limit_w: float = float("inf")
     basis: dict = field(default_factory=dict)
+    static_w: float | None = None
+
+    @property
+    def static_floor_w(self) -> float:
+        """The power that does not fall with the SM clock, W: static_w, else idle_w."""
+        return self.idle_w if self.static_w is None else self.static_w
 
     def not_fitted(self) -> list:
         """``coefficient (basis)`` of every coefficient the profile marks derived or borrowed."""

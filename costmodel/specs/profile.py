@@ -403,8 +403,8 @@ _GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "p
 #: the DVFS exponent's physical span (P = P0 + D (f / f_max)^gamma; CMOS dynamic power C V^2 f), with
 #: margin: the built-in profiles hold 2.1-3.7
 GAMMA_RANGE = (0.5, 4.0)
-_POWER_KEYS = ("idle_w", "flop_w", "hbm_w", "link_w", "spin_w", "gamma", "v_floor_clock_ratio", "kernel_limit_w",
-               "basis", "fit", "note", "derived_from", "kept_from")
+_POWER_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "gamma", "v_floor_clock_ratio",
+               "kernel_limit_w", "basis", "fit", "note", "derived_from", "kept_from")
 _THERMAL_KEYS = ("r_th_c_per_w", "tau_s", "fit", "note", "derived_from", "kept_from")
 _KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
 _KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
@@ -478,6 +478,10 @@ def _power(d: dict, w: str):
     if limit <= g("idle_w"):
         raise InputError(w, "power.kernel_limit_w", f"{limit:g} W is not above idle_w ({g('idle_w'):g} W): no kernel "
                          "runs under such a limit")
+    static = _get(s, "static_w", w, "watts", prefix="power.", required=False, default=None, positive=False)
+    if static is not None and not 0 <= static <= g("idle_w"):
+        raise InputError(w, "power.static_w", f"{static:g} W must lie in 0 .. idle_w ({g('idle_w'):g} W): it is the "
+                         "part of the idle power that does not fall with the SM clock")
     coeff = {t.name: g(t.key, positive=t.positive) for t in POWER_TERMS}
     for t in POWER_TERMS:       # a negative activity term would have a busy GPU draw less than an idle one
         if coeff[t.name] < 0:
@@ -490,7 +494,7 @@ def _power(d: dict, w: str):
                          "following the clock)")
     return PowerParams(idle_w=g("idle_w"), coeff_w=coeff,
                        gamma=gamma, min_cap_w=0.0, max_cap_w=float("inf"), v_floor_clock_ratio=vf,
-                       kernel_limit_w=limit, basis={str(k): str(v) for k, v in basis.items()})
+                       kernel_limit_w=limit, basis={str(k): str(v) for k, v in basis.items()}, static_w=static)
 
 
 def _thermal(d: dict, w: str):

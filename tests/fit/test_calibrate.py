@@ -175,6 +175,9 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
     assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "borrowed"
     assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
+    # the static share of the idle power (80.04 of 121.8 W in the built-in profile) carries to the new idle
+    assert prof["power"]["static_w"] == pytest.approx(prof["power"]["idle_w"] * 80.04 / 121.8, rel=1e-3)
+    assert prof["power"]["basis"]["static_w"] == "derived"
     # show says which coefficients the trace fitted, not the whole section (the cell wraps: its words
     # are read off the power row's lines, last column)
     rc, so, se = cli("calibrate", "show", str(out))

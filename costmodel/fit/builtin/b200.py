@@ -5,8 +5,8 @@ temperatures on a DGX B200-class node).
 * ``idle_w``: the median over the 8 GPUs of their power at < 10 % utilisation during live serving
   (a context held, clocks up, no kernel): the state the model's idle_w stands for.
 * ``flop_w``: least squares over the 7 GPUs' sustained BF16 8192^3 GEMMs (the 8th is the note's own
-  artifact), each pinned at the 1000 W limit at its own clock: P = idle_w + g(s) (flop_w u + hbm_w
-  u_hbm), with s = clock / 1965 MHz (the clock the 2250 TFLOP/s dense peak is quoted at), u = the
+  artifact), each pinned at the 1000 W limit at its own clock: P = static_w + g(s) (idle_w - static_w +
+  flop_w u + hbm_w u_hbm) (static_w from the B200's idle capture, costmodel/fit/builtin/static_power.py), with s = clock / 1965 MHz (the clock the 2250 TFLOP/s dense peak is quoted at), u = the
   GEMM's TFLOP/s over the peak at that clock, u_hbm its operand traffic over the HBM bandwidth, g
   the fitted DVFS law (costmodel/power.py).  hbm_w, link_w, spin_w stay the H100's scaled by TDP.
 * Cross-checks (not fitted): the FP8 GEMM on the same shape, and the steady temperature of the
@@ -23,6 +23,7 @@ from costmodel.power import dynamic_power_ratio
 from costmodel.readers.markdown import markdown_tables
 
 from .data import rel
+from .static_power import static_from_capture
 
 #: the clock the B200's dense peaks are quoted at: 1321 TFLOP/s measured at ~1150 MHz scales to
 #: 2257 at 1965 MHz (the note's own check, within 0.3 % of 2250; clocks.max.sm = 1965)
@@ -78,13 +79,13 @@ def read_b200_note(path) -> dict:
 
 
 def _gemm_terms(tflops, clock_mhz, peak, hbm_bps, bytes_per_el, gamma, v_floor):
-    """(g(s) u, g(s) u_hbm) of a sustained square GEMM of side GEMM_N (module docstring)."""
+    """(g(s) u, g(s) u_hbm, g(s)) of a sustained square GEMM of side GEMM_N (module docstring)."""
     s = np.asarray(clock_mhz, float) / PEAK_CLOCK_MHZ
     u = np.asarray(tflops, float) * 1e12 / (peak * s)
     t = 2.0 * GEMM_N ** 3 / (np.asarray(tflops, float) * 1e12)
     uh = 3 * GEMM_N ** 2 * bytes_per_el / t / hbm_bps
     g = dynamic_power_ratio(s, gamma, v_floor)
-    return g * u, g * uh
+    return g * u, g * uh, g
 
 
 def fit_b200(note: dict, derived: dict, sheet, gamma: float, v_floor: float, r_th: float) -> tuple[dict, dict]:
@@ -95,18 +96,22 @@ def fit_b200(note: dict, derived: dict, sheet, gamma: float, v_floor: float, r_t
         sheet: the B200's :class:`costmodel.specs.GpuSpec`.  gamma, v_floor: the DVFS law.
         r_th: the B200 profile's thermal resistance, C/W (for the temperature cross-check).
     Returns:
-        ``(values, record)``: {"idle_w", "flop_w"} and the ``fit`` record for the profile.
+        ``(values, record)``: {"idle_w", "flop_w", "static_w"} and the ``fit`` record for the profile.
     """
     idle = float(np.median(list(note["serving_idle_w"].values())))
+    # the clock-independent part of idle (costmodel/fit/builtin/static_power.py); the rest scales with g(s)
+    static = static_from_capture(sheet, idle, gamma, v_floor)
+    static = idle if static is None else static
     gpu, tf, clk, pw = (np.array(c, float) for c in zip(*note["ladder"]))
-    gu, guh = _gemm_terms(tf, clk, sheet.peak_flops["bf16"], sheet.hbm_bytes_per_s, 2, gamma, v_floor)
-    y = pw - idle - derived["hbm_w"] * guh
+    gu, guh, g = _gemm_terms(tf, clk, sheet.peak_flops["bf16"], sheet.hbm_bytes_per_s, 2, gamma, v_floor)
+    base = static + (idle - static) * g
+    y = pw - base - derived["hbm_w"] * guh
     flop_w = float(np.sum(gu * y) / np.sum(gu * gu))
-    pred = idle + flop_w * gu + derived["hbm_w"] * guh
+    pred = base + flop_w * gu + derived["hbm_w"] * guh
     rel_err = np.abs(pred / pw - 1)
     f_tf, f_clk, f_pw = note["fp8"]
-    fgu, fguh = _gemm_terms(f_tf, f_clk, sheet.peak_flops["fp8"], sheet.hbm_bytes_per_s, 1, gamma, v_floor)
-    p8 = float(idle + flop_w * fgu + derived["hbm_w"] * fguh)
+    fgu, fguh, fg = _gemm_terms(f_tf, f_clk, sheet.peak_flops["fp8"], sheet.hbm_bytes_per_s, 1, gamma, v_floor)
+    p8 = float(static + (idle - static) * fg + flop_w * fgu + derived["hbm_w"] * fguh)
     t_gemm = INLET_C + r_th * pw
     meas_t = np.array([note["gemm_temp_c"][int(g)] for g in gpu])
     even = [note["serving_energy_kj"][g] * 1e3 / 300.06 for g in (0, 2, 4, 6)]
@@ -115,10 +120,11 @@ def fit_b200(note: dict, derived: dict, sheet, gamma: float, v_floor: float, r_t
         data="8x B200 (driver 595.71.05): 45 s sustained BF16 8192^3 matmul per GPU at the 1000 W limit (clock, "
              "power, TFLOP/s per GPU); power at < 10 % utilisation during live serving (AmanSwar/GPU-research)",
         method="idle_w: median over the 8 GPUs of the < 10 % utilisation power while serving (context held, "
-               "clocks up); flop_w: least squares of P = idle_w + g(s) (flop_w u + hbm_w u_hbm) over the 7 GEMM "
+               "clocks up); flop_w: least squares of P = static_w + g(s) (idle_w - static_w + flop_w u + hbm_w u_hbm) "
+               "over the 7 GEMM "
                "rows, s = clock / 1965 MHz, u = TFLOP/s / (2250 s), u_hbm = 3 x 8192^2 x 2 B per GEMM / time / "
                "7.7 TB/s, g the Perseus DVFS law",
-        n_points=len(pw), idle_w_per_gpu=[float(v) for v in note["serving_idle_w"].values()],
+        static_w=round(static, 1), n_points=len(pw), idle_w_per_gpu=[float(v) for v in note["serving_idle_w"].values()],
         clock_ratio_range=[round(float(clk.min() / PEAK_CLOCK_MHZ), 3), round(float(clk.max() / PEAK_CLOCK_MHZ), 3)],
         max_rel_err_power=round(float(rel_err.max()), 4), median_rel_err_power=round(float(np.median(rel_err)), 4),
         fp8_check=dict(measured_w=f_pw, predicted_w=round(p8, 1), rel_err=round(p8 / f_pw - 1, 3),
@@ -130,7 +136,7 @@ def fit_b200(note: dict, derived: dict, sheet, gamma: float, v_floor: float, r_t
                            note="steady T = inlet + R_th P with the derived R_th, at the note's 20 C inlet; the even "
                                 "(upstream) slots while serving, at their mean power over 300 s (energy / time)"),
         inputs=[rel("b200_note")])
-    return dict(idle_w=idle, flop_w=flop_w), rec
+    return dict(idle_w=idle, flop_w=flop_w, static_w=static), rec
 
 
 def b200_note_path(data=None) -> Path:
@@ -145,7 +151,8 @@ def power_b200(derived: dict, gamma: float, v_floor: float, r_th: float, data=No
     from costmodel.specs import load_gpu
     sheet = load_gpu("b200-sxm-180gb")
     vals, rec = fit_b200(read_b200_note(b200_note_path(data)), derived, sheet, gamma, v_floor, r_th)
-    out = dict(derived, idle_w=float(f"{vals['idle_w']:.4g}"), flop_w=float(f"{vals['flop_w']:.4g}"))
+    out = dict(derived, idle_w=float(f"{vals['idle_w']:.4g}"), flop_w=float(f"{vals['flop_w']:.4g}"),
+               static_w=float(f"{vals['static_w']:.4g}"))
     out["basis"] = dict(derived["basis"], idle_w="fitted", flop_w="fitted")
     out["fit"] = dict(b200=rec)
     out["derived_from"] = "idle_w, flop_w: fitted on B200 (fit.b200); hbm_w, link_w, spin_w: " + derived["derived_from"]

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from costmodel.gemm import gemm_bytes, gemm_efficiency
-from costmodel.power import clock_for_dynamic_ratio, dynamic_power_ratio
+from costmodel.power import full_clock_power_w, ratio_under_cap
 from costmodel.specs.params import GemmParams
 
 
@@ -105,12 +105,14 @@ def flop_w_from_capped(rows: list[dict], gemm: dict, power: dict, peak_flops: fl
                              f"burst rate {burst:.1f}: no clock reduction to read")
         u = burst * 1e12 / peak_flops
         u_hbm = gemm_bytes(r["m"], r["n"], r["k"], 1.0, bytes_per_element) / r["time_s"] / hbm_bytes_per_s
-        g = float(dynamic_power_ratio(s, power["gamma"], power["v_floor_clock_ratio"]))
+        full = float(full_clock_power_w(cap_w, s, power.get("static_w", power["idle_w"]), power["gamma"],
+                                        power["v_floor_clock_ratio"]))
         per.append(dict(shape=[r["m"], r["n"], r["k"]], measured_tflops=r["tflops"], burst_tflops=round(burst, 1),
                         clock_ratio=round(s, 4), u=round(u, 4), u_hbm=round(u_hbm, 4),
-                        flop_w=round(((cap_w - power["idle_w"]) / g - power["hbm_w"] * u_hbm) / u, 1)))
+                        flop_w=round((full - power["idle_w"] - power["hbm_w"] * u_hbm) / u, 1)))
     flop_w = float(np.median([p["flop_w"] for p in per]))
-    return flop_w, dict(method="flop_w = ((limit - idle_w) / g(s) - hbm_w u_hbm) / u per shape, s = measured / burst "
+    return flop_w, dict(method="flop_w = (P_full - idle_w - hbm_w u_hbm) / u per shape, P_full = static_w + (limit - "
+                               "static_w) / g(s) the GEMM's power at full clock, s = measured / burst "
                                "rate of the profile's GEMM fit, u = burst / peak, u_hbm = operand bytes / time / HBM "
                                "bandwidth; the median over the shapes", limit_w=cap_w, per_shape=per,
                         value_w=round(flop_w, 1))
@@ -127,10 +129,8 @@ def capped_rate_check(rows: list[dict], gemm: dict, power: dict, peak_flops: flo
     for r in rows:
         rate = burst_tflops(gemm, peak_flops, r["m"], r["n"], r["k"])
         w_full = min(power["idle_w"] + power["flop_w"] * rate * 1e12 / peak_flops, limit)
-        s = 1.0
-        if w_full > cap_w:
-            s = float(clock_for_dynamic_ratio((cap_w - power["idle_w"]) / (w_full - power["idle_w"]), power["gamma"],
-                                              power["v_floor_clock_ratio"]))
+        s = float(ratio_under_cap(w_full, cap_w, power.get("static_w", power["idle_w"]), power["gamma"],
+                                  power["v_floor_clock_ratio"]))
         out.append(dict(shape=[r["m"], r["n"], r["k"]], measured_tflops=r["tflops"],
                         predicted_tflops=round(rate * s, 1), rel_err=round(rate * s / r["tflops"] - 1.0, 4)))
     return out

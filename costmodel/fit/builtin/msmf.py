@@ -19,7 +19,7 @@ the table's B200 MSMF is the measured end.
 """
 from __future__ import annotations
 
-from costmodel.power import dynamic_power_ratio
+from costmodel.power import dynamic_power_ratio, full_clock_power_w
 from costmodel.readers.markdown import markdown_tables
 
 from .variants import capped_clock
@@ -46,8 +46,9 @@ def read_msmf_table(path) -> dict:
     raise ValueError(f"{path}: no table with columns {', '.join(want)}")
 
 
-def flop_w_from_msmf(row: dict, idle_w: float, gamma: float, v_floor: float) -> tuple[float, dict]:
-    """``flop_w`` (W) from one accelerator's MAMF / MSMF / TDP (module docstring), and its fit record.
+def flop_w_from_msmf(row: dict, idle_w: float, gamma: float, v_floor: float, static_w: float) -> tuple[float, dict]:
+    """``flop_w`` (W) from one accelerator's MAMF / MSMF / TDP (module docstring), and its fit record;
+    ``static_w`` the clock-independent power of the DVFS law (costmodel/power.py).
 
     Raises:
         ValueError: MSMF not below MAMF, or a limit not above idle_w (no throttle to read).
@@ -56,10 +57,11 @@ def flop_w_from_msmf(row: dict, idle_w: float, gamma: float, v_floor: float) -> 
     if not (0 < s < 1 and row["tdp"] > idle_w):
         raise ValueError(f"MSMF {row['msmf']} must lie below MAMF {row['mamf']} and the limit above idle_w {idle_w}")
     g = float(dynamic_power_ratio(s, gamma, v_floor))
-    flop_w = (row["tdp"] - idle_w) / (u * g)
-    rec = dict(method="flop_w = (TDP - idle_w) / (u g(s)): u = MAMF / peak (the burst at full clock), s = MSMF / MAMF "
+    flop_w = (float(full_clock_power_w(row["tdp"], s, static_w, gamma, v_floor)) - idle_w) / u
+    rec = dict(method="flop_w = (P_full - idle_w) / u, P_full = static_w + (TDP - static_w) / g(s) the sustained "
+                      "matmul's power at full clock: u = MAMF / peak (the burst at full clock), s = MSMF / MAMF "
                       "(the clock the sustained matmul settles at under the limit), g the DVFS law; the GEMM's HBM "
-                      "term left out (u_hbm < 0.05)",
+                      "term left out (u_hbm < 0.05)", static_w=round(static_w, 1),
                mamf_tflops=row["mamf"], msmf_tflops=row["msmf"], peak_tflops=row["peak"], tdp_w=row["tdp"],
                u_burst=round(u, 4), clock_ratio=round(s, 4), g=round(g, 4), value_w=round(flop_w, 1))
     return flop_w, rec

@@ -7,7 +7,7 @@ copy under ``hardware/profiles/data/`` with its source header.  Model (``costmod
 
 with u_flop = achieved FLOP/s / dense tensor peak of the dtype, u_hbm = achieved HBM B/s / datasheet
 bandwidth, u_link = achieved busbw / link rate; under a cap the SM clock ratio s solves
-idle + (P - idle) g(s) = cap, with g(s) = s^gamma above the voltage-floor clock ratio s_v and linear
+static_w + (P - static_w) g(s) = cap, with g(s) = s^gamma above the voltage-floor clock ratio s_v and linear
 below it (costmodel/power.py), and compute-bound time grows as 1/s.  Thermal (per slot): steady T = T_inlet + R_th P, first order with time constant tau.
 
 What is fitted, from what (details in each function's docstring and in every profile's ``fit:``):
@@ -28,6 +28,10 @@ What is fitted, from what (details in each function's docstring and in every pro
   pipeline stage on A100 SXM (forward and backward, 1410-855 MHz): P = E/t against the clock, fitted
   per sweep (costmodel/fit/builtin/dvfs.py); the medians go to every GPU (borrowed by the others as a
   fraction of their own maximum clock).
+* **static_w** (costmodel/fit/builtin/static_power.py): the part of idle_w that does not fall with the
+  clock, from each GPU file's idle capture (no process, lowest clock) under the DVFS law; GPUs without
+  a capture borrow their source's share static_w / idle_w.  The A100's is checked against the Perseus
+  sweeps' clock-independent intercept and a hung job's no-kernel GPU at 1155 MHz.
 * **gamma check**: Zeus (NSDI'23) time and average power vs power limit for V100, A40, RTX6000, P100
   (whole training runs under power limits, kept out of the fit).  The compute-bound fraction c of
   each workload and gamma are degenerate (stretch ~ c/gamma); with c <= 1 each sweep bounds gamma
@@ -50,25 +54,26 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import least_squares, minimize_scalar
+from scipy.optimize import least_squares
 
 from costmodel.gemm import gemm_bytes
 from costmodel.readers.flagperf import read_flagperf_base_md, read_flagperf_operator_csv
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
 from costmodel.readers.nvidia_smi_q import column as q_column, read_nvidia_smi_q
-from costmodel.power import clock_for_dynamic_ratio
+from costmodel.power import ratio_under_cap
 from costmodel.readers.perseus import read_perseus_stage_profile
 from costmodel.readers.zeus import read_zeus_csv
 from costmodel.specs import load_gpu
 
 from .data import path as _p
 from .dvfs import fit_dvfs
+from .static_power import a100_cross_checks, static_from_capture, static_section
+from .zeus_check import ZEUS_GPUS, fit_zeus_gamma, zeus_record as _zeus_record
 from .data import rel as _rel
 from .b200 import power_b200
 from .msmf import flop_w_from_msmf, read_msmf_table
 from .variants import VARIANTS, idle_w, power_source, same_die_factors
 
-ZEUS_GPUS = ("v100", "a40", "rtx6000", "p100")
 PERSEUS = {"gpt3": "gpt3-175b", "bloom": "bloom"}     # Perseus A100 SXM locked-clock stage sweeps
 
 # FlagPerf's GPU: A100-SXM4-40GB (the A100 profile is the 80GB SXM4 part, same GA100 die and 400 W TDP).
@@ -166,64 +171,6 @@ def fit_a100_wait(q):
 
 # ---------------------------------------------------------------------------------------------- gamma
 
-def fit_zeus_gamma(table, frac=0.5, min_stretch=1.10, max_rms=0.03):
-    """DVFS exponent of one GPU from a Zeus power-limit sweep table.
-
-    Model per workload w and limit L (power.py's DVFS law applied to the epoch average):
-    s = min(1, ((L - idle) / (k_w D_w))^(1/gamma)), P = idle + D_w s^gamma (= idle + (L - idle)/k_w when
-    capped), T = T0_w (c_w / s + 1 - c_w).  idle = the lowest average power in the table (input-bound
-    runs: clocks up, GPU mostly waiting), D_w, k_w (peak-to-average dynamic power) from the power
-    column; gamma from the time column with c_w = 1.  Because T depends on c/gamma to first order, a
-    sweep with c_w < 1 would need a smaller gamma: each sweep gives an upper bound, and gamma is the
-    bound of the most clock-bound sweep.
-
-    Args:
-        table: :class:`costmodel.readers.zeus.ZeusTable`.
-        frac: keep limits >= frac x the sweep's largest limit.
-        min_stretch: keep sweeps whose time grows by at least this factor over the kept limits.
-        max_rms: keep sweeps whose c = 1 fit has an RMS log-time error <= this.
-    Returns:
-        dict gamma, idle_w, n_sweeps (capped), n_used, quantiles of the per-sweep bounds, the workload
-        that sets the bound, its RMS error, and the per-sweep bounds.
-    """
-    idle = min(r.average_power_w for r in table.rows)
-    bounds = []
-    for wk, rows in table.sweeps().items():
-        if len(rows) < 4 or rows[0].average_power_w < 0.9 * rows[0].power_limit_w:
-            continue  # never capped: the limit does not bind
-        lmax = max(r.power_limit_w for r in rows)
-        rows = [r for r in rows if r.power_limit_w >= frac * lmax]
-        L = np.array([r.power_limit_w for r in rows])
-        T = np.array([r.time_per_epoch_s for r in rows])
-        P = np.array([r.average_power_w for r in rows])
-        if len(rows) < 3 or T.max() / T[np.argmax(L)] < min_stretch:
-            continue
-
-        def pres(x):
-            return (idle + np.minimum(np.exp(x[0]), (L - idle) / (1 + np.exp(x[1])))) / P - 1
-
-        px = least_squares(pres, [np.log(max(P.max() - idle, 1.0)), np.log(0.05)]).x
-        kd = np.exp(px[0]) * (1 + np.exp(px[1]))
-
-        def tsse(g):
-            s = np.minimum(1.0, np.maximum((L - idle) / kd, 1e-6) ** (1.0 / g))
-            lr = np.log(T * s)
-            lr = lr - lr.mean()
-            return float(lr @ lr)
-
-        o = minimize_scalar(tsse, bounds=(0.5, 10.0), method="bounded")
-        rms = float(np.sqrt(o.fun / len(T)))
-        if rms <= max_rms:
-            bounds.append((float(o.x), rms, wk, float(T.max() / T[np.argmax(L)])))
-    bounds.sort()
-    g = np.array([b[0] for b in bounds])
-    best = bounds[0]
-    return dict(gamma=best[0], idle_w=idle, n_used=len(bounds), bound_rms_log_time=best[1],
-                bound_workload="/".join(str(x) for x in best[2]), bound_stretch=best[3],
-                q25=float(np.percentile(g, 25)), median=float(np.median(g)), max=float(g.max()), frac=frac,
-                per_sweep=[_r(x, 3) for x in g])
-
-
 # ----------------------------------------------------------------------------------------------- A100
 
 def _loaded_level(avg, std, idle, mx):
@@ -270,7 +217,7 @@ def a100_rows(ops, base):
     return dict(mem=mem, idle=idle_rows, copy=copy_row, allreduce=ar, gemm=gemm)
 
 
-def fit_a100_power(ops, base, gamma, v_floor=0.0):
+def fit_a100_power(ops, base, gamma, v_floor=0.0, static_of=None):
     """Joint least-squares fit of idle_w, hbm_w, link_w, flop_w on FlagPerf A100-40GB-SXM data.
 
     Residual blocks (relative errors, soft_l1 loss):
@@ -288,7 +235,8 @@ def fit_a100_power(ops, base, gamma, v_floor=0.0):
     * flop: torch.mm 8192^3 BF16 and FP16 with random operands run pinned at the 400 W limit; the
       toolkit's cuBLAS 8192^3 GEMM with zero-filled operands stays below it (280-315 W max) and gives
       the full-clock efficiency u_full.  Residual: model-predicted throughput under the cap, u_full x
-      s(P_uncapped, 400 W, gamma), vs the measured one; P_uncapped = idle + flop_w u_full + hbm_w h_full.
+      s(P_uncapped, 400 W, gamma), vs the measured one; P_uncapped = idle + flop_w u_full + hbm_w h_full;
+      ``static_of(idle)`` gives the clock-independent power of the DVFS law (default: idle itself).
     Returns:
         (params dict, fit record dict)
     """
@@ -307,7 +255,7 @@ def fit_a100_power(ops, base, gamma, v_floor=0.0):
         ua = np.array([a["u_link"] for a in R["allreduce"]])
         s_meas = np.array([q["u_meas"] / q["u_full"] for q in g])
         p_unc = idle + np.array([flop_w * q["u_full"] + hbm_w * q["h_meas"] / sm for q, sm in zip(g, s_meas)])
-        s_mod = clock_for_dynamic_ratio((cap - idle) / np.maximum(p_unc - idle, 1e-9), gamma, v_floor)
+        s_mod = ratio_under_cap(p_unc, cap, static_of(idle) if static_of else idle, gamma, v_floor)
         u_mod = np.array([q["u_full"] for q in g]) * s_mod
         return dict(idle_pred=np.full_like(idle_p, idle), mem_pred=idle + hbm_w * mem_u,
                     copy_pred=idle + hbm_w * c["u_hbm"], copy_meas=pc, ar_pred=idle + link_w * ua, ar_meas=pa,
@@ -420,6 +368,7 @@ class _Fits(NamedTuple):
     a100_in: list    # inputs of the A100 fits (FlagPerf, Zeus)
     tdp_a: float     # FlagPerf A100's TDP, W
     tdp_h: float     # H100's TDP (hardware/gpus/h100-sxm-80gb.yaml), W
+    dvfs: dict       # fit_dvfs (per-sweep P_0: the A100 static power's cross-check)
 
 
 def _tdp_hbm(gpus):
@@ -428,25 +377,6 @@ def _tdp_hbm(gpus):
         s = load_gpu(g)
         out[g] = (s.tdp_w, s.hbm_bytes_per_s)
     return out
-
-
-def _zeus_record(zfit):
-    """The ``fit.gamma`` record of every profile from the per-GPU Zeus fits."""
-    return dict(
-        data="Zeus NSDI'23 traces: time per epoch and average power vs NVML power limit (V100, A40, RTX6000, P100; "
-             "6 DNN workloads x batch sizes)",
-        method="per sweep: P = idle + min(D, (L - idle)/k) for the power column, T = T0/s with s = ((L - idle)/(k D))^"
-               "(1/gamma) (compute-bound fraction c = 1) for the time column, limits >= 50 % of the sweep's largest; a "
-               "sweep with c < 1 needs a smaller gamma, so each sweep bounds gamma from above and the GPU's value is "
-               "the bound of its most clock-bound sweep; the catalog uses the median of the four GPUs",
-        per_gpu={g: dict(gamma=_r(z["gamma"], 3), n_sweeps_used=z["n_used"], bound_workload=z["bound_workload"],
-                         bound_time_stretch=_r(z["bound_stretch"], 3), bound_rms_log_time=_r(z["bound_rms_log_time"], 3),
-                         per_sweep_q25_median_max=[_r(z["q25"], 3), _r(z["median"], 3), _r(z["max"], 3)],
-                         idle_w=_r(z["idle_w"])) for g, z in zfit.items()},
-        median_of="v100, a40, rtx6000, p100", inputs=[_rel(f"zeus_{g}") for g in ZEUS_GPUS],
-        note="the data do not identify gamma below the bound (the time stretch depends on c/gamma); physics gives "
-             "gamma >= 1 (P_dyn ~ V^2 f, V non-decreasing in f). Limits under 50 % of the largest give lower local "
-             "exponents (voltage floor); 60 % gives larger ones.")
 
 
 def _thermal_section(gname, tdp, fits: _Fits):
@@ -501,6 +431,22 @@ def _spin_record(fits: _Fits) -> dict:
                 value_w=_r(h["spin_w"]), inputs=[_rel("h100_trace")])
 
 
+def _with_static(power: dict, spec, fits: _Fits, source: tuple | None = None, checks: dict | None = None) -> dict:
+    """``power`` with ``static_w`` (after idle_w), its basis and its ``fit.static_w`` record
+    (costmodel/fit/builtin/static_power.py; ``spec`` the GPU whose idle capture it comes from)."""
+    val, basis, rec = static_section(spec, power["idle_w"], fits.gamma, fits.v_floor, source)
+    out = {}
+    for k, v in power.items():
+        if k == "static_w":
+            continue
+        out[k] = v
+        if k == "idle_w":
+            out["static_w"] = val
+    out["basis"] = dict(power.get("basis") or {}, static_w=basis)
+    out["fit"] = dict(power.get("fit") or {}, static_w=dict(rec, **({"cross_check": checks} if checks else {})))
+    return out
+
+
 def _power_a100(g, fits: _Fits):
     """``power:`` of the A100s: the FlagPerf fit (40GB part) used unchanged."""
     a = fits.a
@@ -523,12 +469,19 @@ def _power_a100(g, fits: _Fits):
                     note="the fitted idle_w (FlagPerf DMA-only runs, an upper bound of idle) is close to the waiting "
                          "level; a GPU with no kernel drops to its default application clock and draws "
                          f"{aw['held_idle_w']:.0f} W, one spinning in NCCL holds the maximum clock")
-    return dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
-                link_w=_r(a["link_w"]), spin_w=_r(spin), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
-                fit=dict(fits.arec, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec, spin_w=spin_rec),
-                basis=dict(idle_w="fitted", flop_w="fitted", hbm_w="fitted", link_w="fitted", spin_w="fitted",
-                           gamma="fitted", v_floor_clock_ratio="fitted"),
-                note=note)
+    power = dict(idle_w=_r(a["idle_w"]), flop_w=_r(a["flop_w"]), hbm_w=_r(a["hbm_w"]),
+                 link_w=_r(a["link_w"]), spin_w=_r(spin), gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
+                 fit=dict(fits.arec, gamma=fits.dvfs_rec, gamma_check=fits.zeus_rec, spin_w=spin_rec),
+                 basis=dict(idle_w="fitted", flop_w="fitted", hbm_w="fitted", link_w="fitted", spin_w="fitted",
+                            gamma="fitted", v_floor_clock_ratio="fitted"),
+                 note=note)
+    # the 40GB part has no idle capture: it borrows the 80GB part's share (same GA100 die, clocks and idle_w)
+    a80 = "a100-sxm-80gb"
+    power = _with_static(power, load_gpu(g), fits,
+                         source=(a80, static_from_capture(load_gpu(a80), a["idle_w"], fits.gamma, fits.v_floor), a["idle_w"]))
+    power["fit"]["static_w"]["cross_check"] = a100_cross_checks(power["static_w"], power["idle_w"], fits.gamma,
+                                                                fits.v_floor, fits.dvfs, aw)
+    return power
 
 
 def _power_hopper(g, tdp, fits: _Fits):
@@ -537,7 +490,10 @@ def _power_hopper(g, tdp, fits: _Fits):
     a, h = fits.a, fits.h
     k = tdp / fits.tdp_a
     hb_w, l_w = a["hbm_w"] * k, a["link_w"] * k
-    f_w, frec = flop_w_from_msmf(read_msmf_table(_p("msmf"))["NVIDIA H200 SXM"], h["idle_w"], fits.gamma, fits.v_floor)
+    # H200 has no idle capture: the H100's (same GH100 board, 700 W, and the same idle_w)
+    static = static_from_capture(load_gpu("h100-sxm-80gb"), h["idle_w"], fits.gamma, fits.v_floor)
+    f_w, frec = flop_w_from_msmf(read_msmf_table(_p("msmf"))["NVIDIA H200 SXM"], h["idle_w"], fits.gamma, fits.v_floor,
+                                 static)
     frec["inputs"] = [_rel("msmf")]
     u_eff = (h["loaded_w"] - h["idle_w"]) / f_w
     idle = dict(data="8x H100 80GB (Azure) GPT-8B PyTorch DDP training, nvidia-smi power.draw at 100 ms "
@@ -554,7 +510,7 @@ def _power_hopper(g, tdp, fits: _Fits):
                        "power); the trace has no FLOP or byte counts, so the split across "
                        "terms cannot be fitted from it")
     own = "fitted" if g == "h100-sxm-80gb" else "borrowed"
-    return dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), spin_w=_r(h["spin_w"]),
+    return _with_static(dict(idle_w=_r(h["idle_w"]), flop_w=_r(f_w), hbm_w=_r(hb_w), link_w=_r(l_w), spin_w=_r(h["spin_w"]),
                 gamma=_r(fits.gamma, 3), v_floor_clock_ratio=_r(fits.v_floor, 3),
                 fit=dict(idle_w=idle, spin_w=_spin_record(fits), flop_w=frec, loaded=loaded, gamma=fits.dvfs_rec,
                          gamma_check=fits.zeus_rec, inputs=[_rel("h100_trace"), _rel("msmf")] + fits.a100_in),
@@ -567,7 +523,8 @@ def _power_hopper(g, tdp, fits: _Fits):
                 note="idle_w is measured on H100 (trace); flop_w from the burst (MAMF) and sustained (MSMF) BF16 "
                      "matmul rates of one H200 at 700 W; hbm_w and link_w are the A100 fit scaled by TDP (700/400)"
                      + (". H200: same GH100 die, board and 700 W TDP as H100, so H100's values (hbm_w per unit "
-                        "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else ""))
+                        "of its own 4.8 TB/s datasheet bandwidth)" if g == "h200-sxm-141gb" else "")),
+                        load_gpu(g), fits, source=("h100-sxm-80gb", static, h["idle_w"]))
 
 
 _TERMS = ("idle_w", "flop_w", "hbm_w", "link_w", "spin_w")
@@ -600,6 +557,7 @@ def _power_from(g, src: str, base: dict, fits: _Fits, rule: str):
                  note=f"DERIVED: no power data for this GPU in the public set; {how}"
                       + ("; per GCD (the 560 W OAM cap split over its two GCDs, gpus/mi250.yaml)" if g == "mi250" else "")
                       + (f"; idle capture: {gs.sources.get('idle_power', '')}" if own_idle else ""))
+    power = _with_static(power, gs, fits, source=(src, base["static_w"], base["idle_w"]))
     return power, ([_rel("h100_trace")] if src == "h100-sxm-80gb" else [_rel("a100_wait")]) + fits.a100_in
 
 
@@ -609,12 +567,14 @@ def _fit_all(data=None):
     zfit = {g: fit_zeus_gamma(D["zeus"][g]) for g in ZEUS_GPUS}
     dv = fit_dvfs(D["perseus"])
     gamma, v_floor = dv["gamma"], dv["v_floor"]
-    a, arec = fit_a100_power(D["ops"], D["base"], gamma, v_floor)
+    a100 = load_gpu("a100-sxm-80gb")      # FlagPerf's 40GB part has no idle capture; the same GA100 die
+    a, arec = fit_a100_power(D["ops"], D["base"], gamma, v_floor,
+                             static_of=lambda idle: static_from_capture(a100, idle, gamma, v_floor))
     pin = [_rel(f"perseus_{k}") for k in PERSEUS]
     return _Fits(h=fit_h100_trace(D["h100"]), aw=fit_a100_wait(D["a100_wait"]), a=a, arec=arec, th=fit_a100_thermal(D["ops"], D["base"]), gamma=gamma,
                  v_floor=v_floor, dvfs_rec=_dvfs_record(dv), zeus_rec=_zeus_record(zfit),
                  a100_in=[_rel("flagperf_ops"), _rel("flagperf_base")] + pin,
-                 tdp_a=A100_40["tdp_w"], tdp_h=load_gpu("h100-sxm-80gb").tdp_w), zfit
+                 tdp_a=A100_40["tdp_w"], tdp_h=load_gpu("h100-sxm-80gb").tdp_w, dvfs=dv), zfit
 
 
 def _dvfs_record(dv):
@@ -665,7 +625,8 @@ def build_power_thermal(gpus, data=None):
         elif derived is not None:
             power, inputs[g] = _power_from(g, derived[0], base[derived[0]], fits, derived[1])
             if g == "b200-sxm-180gb":
-                power = power_b200(power, fits.gamma, fits.v_floor, fits.th["r_th"] * fits.tdp_a / tdp, data)
+                power = _with_static(power_b200(power, fits.gamma, fits.v_floor, fits.th["r_th"] * fits.tdp_a / tdp,
+                                                data), load_gpu(g), fits)
                 inputs[g] = inputs[g] + [_rel("b200_note")]
         else:
             raise ValueError(f"{g}: no power fit and no source in costmodel/fit/builtin/variants.py")
@@ -676,7 +637,7 @@ def build_power_thermal(gpus, data=None):
         base.setdefault(g, power)       # a later same-die variant (GB200 of the B200) derives from it
         sections[g] = dict(power=power, thermal=_thermal_section(g, tdp, fits))
         p = sections[g]["power"]
-        summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
+        summary.append(("power", g, "P coefficients", f"idle {p['idle_w']:.1f} static {p['static_w']:.1f} flop {p['flop_w']:.0f} hbm {p['hbm_w']:.0f} "
                                                       f"link {p['link_w']:.0f} spin {p['spin_w']:.0f} W gamma {p['gamma']:.2f} "
                                                       f"v_floor {p['v_floor_clock_ratio']:.3f}"
                                                       + ("" if g in ("a100-sxm-80gb", "a100-sxm-40gb") else "  (derived)"

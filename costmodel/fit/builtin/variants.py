@@ -158,11 +158,10 @@ MAMF_PAIRS = (("a100-pcie-80gb", A100, "NVIDIA A100 PCIe", "NVIDIA A100 SXM"),
 
 def capped_clock(power: dict, u: float, cap_w: float) -> float:
     """Clock ratio of a GEMM at full-clock tensor utilisation ``u`` under ``cap_w`` (costmodel/power.py)."""
-    from costmodel.power import clock_for_dynamic_ratio
-    dyn = power["flop_w"] * u
-    if power["idle_w"] + dyn <= cap_w:
-        return 1.0
-    return float(clock_for_dynamic_ratio((cap_w - power["idle_w"]) / dyn, power["gamma"], power["v_floor_clock_ratio"]))
+    from costmodel.power import ratio_under_cap
+    full = power["idle_w"] + power["flop_w"] * u
+    return float(ratio_under_cap(full, cap_w, power.get("static_w", power["idle_w"]), power["gamma"],
+                                 power["v_floor_clock_ratio"]))
 
 
 def mamf_under_cap(src_power: dict, src_tdp_w: float, src_peak: float, src_mamf: float,
