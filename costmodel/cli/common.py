@@ -39,6 +39,21 @@ CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo 
                       "refused (costmodel/run_config.py).")
 
 
+def stack_defaults_note(path: str, recipe, recipe_flags: dict, is_moe: bool) -> str:
+    """The note ``predict --config`` prints of the recipe switches neither the file nor a flag set
+    (``recipe_flags``: switch name -> value or None): the values the stack's defaults gave ``recipe``
+    (costmodel/stacks.py), MoE switches only for an MoE model and the fp8 recipe only in fp8.  Empty
+    when every switch was set."""
+    from ..stacks import RECIPE_SWITCHES
+    left = [w for w in RECIPE_SWITCHES if (recipe_flags or {}).get(w.name) is None and (is_moe or not w.moe)
+            and (w.name != "fp8_recipe" or recipe.precision == "fp8")]
+    if not left:
+        return ""
+    vals = ", ".join(f"{w.name}={getattr(recipe, w.name)!r}" for w in left)
+    return (f"--config {path}: not set in the file or by a flag, {recipe.stack}'s defaults: {vals} (pass the flags "
+            "if the run differs)")
+
+
 def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict, recipe_flags: dict,
                      scalars: dict, model_arg: str | None = None) -> list:
     """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did

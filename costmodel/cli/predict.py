@@ -15,7 +15,7 @@ from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
-                     check_format,
+                     stack_defaults_note, check_format,
                      check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
 
@@ -92,7 +92,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
-    for note in config_notes:
+    if config:
+        config_notes.append(stack_defaults_note(config, r, recipe_flags, m.is_moe))
+    for note in filter(None, config_notes):
         print(f"costmodel: note: {note}", file=sys.stderr)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
