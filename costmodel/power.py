@@ -32,8 +32,8 @@ the voltage stays at its minimum and P_dyn falls only linearly with the clock:
 Not all of the idle power stays when the clock falls: a GPU held by a job with no kernel running
 keeps its clock and voltage up, so its idle power holds a clock-scaled share (clock tree, leakage at
 the higher voltage) above a clock-independent static power P_static (the intercept P_0 of the same
-locked-clock sweeps: 43-58 W on A100 SXM against 85 W idle; a parked H100 at its lowest clock draws
-72 W against 122 W held).  A phase drawing P at full clock draws
+locked-clock sweeps: 43-58 W on A100 SXM against 85 W idle; an H100 with no process at its lowest
+clock draws 85 W against 122 W held, costmodel/fit/builtin/static_power.py).  A phase drawing P at full clock draws
 
     P(s) = P_static + (P - P_static) g(s)
 
@@ -149,7 +149,7 @@ def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
     ``clock_max`` bounds that absolute clock.  Raises nothing.
     """
     time_s = energy = 0.0
-    clock, top_w = 1.0, p.idle_w
+    clock, top_w = 1.0, 0.0
     for t_s, stretches, util, *limit in classes.values():
         limit = limit[0] if limit else p.kernel_limit_w
         p_lin = phase_power_w(p, util)
@@ -165,7 +165,9 @@ def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
         w = power_at_clock_w(p, w_full, s)
         t = np.asarray(t_s, dtype=np.float64) / (s if stretches else 1.0)
         time_s, energy = time_s + t, energy + w * t
-        top_w = np.maximum(top_w, np.where(np.asarray(t_s) > 0, w, p.idle_w))
+        # a class that does not run draws nothing of its own (an idle GPU can draw less than idle_w
+        # under a cap: idle_w holds its clock up)
+        top_w = np.maximum(top_w, np.where(np.asarray(t_s) > 0, w, 0.0))
         if stretches:
             clock = np.minimum(clock, np.where(np.asarray(t_s) > 0, s * s_meas, 1.0))
     return time_s, energy, clock, top_w

@@ -223,6 +223,16 @@ def recipe_record(recipe: Recipe) -> dict:
     return rec
 
 
+def unmet_caps(sol) -> dict:
+    """Stage -> the highest busy power of its GPUs (W) where it is above the stage's cap: the GPU's
+    lowest clock cannot hold the cap (costmodel.power.compute_under_cap), so it runs above it."""
+    out = {}
+    for g in sol.gpus:
+        if g.power_w > sol.caps_w[g.stage] + 0.5:
+            out[g.stage] = max(out.get(g.stage, 0.0), g.power_w)
+    return out
+
+
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
                     objective: str) -> dict:
     """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout."""
@@ -239,6 +249,7 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
         # bound of power and temperature; predict reports the time-averaged power)
         "per_gpu": [{"node": g.node, "slot": g.slot, "stage": g.stage, "busy_power_w": g.power_w,
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
+        "cap_unmet_stages": sorted(unmet_caps(sol)),
         "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
         "recipe": recipe_record(recipe),

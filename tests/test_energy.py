@@ -164,6 +164,10 @@ def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
     floor = predict_run(m, R, c, load_profile(c.gpu.key), lay, caps_w=200.0).energy
     assert c.gpu.min_clock_mhz == 120 and floor.sm_clock_mhz == pytest.approx(120.0)
     assert floor.avg_power_w > 200.0 and floor.cap_unmet
+    # 250 W holds, just above the lowest clock: not flagged, and no class reported above the cap (the
+    # B200's 251 W idle_w is no floor once the clock falls)
+    met = predict_run(m, R, c, load_profile(c.gpu.key), lay, caps_w=250.0).energy
+    assert 120.0 < met.sm_clock_mhz < 140.0 and not met.cap_unmet and met.compute_power_w <= 250.0 + 1e-6
     c = load_cluster("dgx-a100")
     low = predict_run(m, R, c, load_profile(c.gpu.key), lay, caps_w=100.0).energy
     assert 230.0 < low.sm_clock_mhz < 270.0 and low.peak_power_w <= 100.0 + 1e-6 and not low.cap_unmet

@@ -423,6 +423,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if edge and len(caps) > 1:
         out.print(f"stage(s) {', '.join(map(str, edge))} sit at the lowest settable cap ({caps[0]:.0f} W, "
                   f"{c.gpu.name}'s minimum power limit): the grid cannot go lower")
+    for s_, w in report.unmet_caps(sol).items():
+        out.print(f"CAP NOT MET: stage {s_}'s GPUs draw {w:.0f} W busy at {c.gpu.name}'s lowest clock, above its "
+                  f"{sol.caps_w[s_]:.0f} W cap: the limit cannot hold them there")
     if sol.reference is None:
         fastest = res.ranked.step_time_s[0]
         out.print(f"the time model's fastest layout ({layout_name(res.ranked.layouts.row(0))}) takes "

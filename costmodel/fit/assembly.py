@@ -102,7 +102,28 @@ def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
     if prof.gpu != gpu.key:
         raise FitError(f"{prof.path}: gpu: the base profile was fitted for {prof.gpu}, the measurements are of "
                        f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")
-    return prof.raw, prof.path
+    return _numeric_power_thermal(prof), prof.path
+
+
+def _numeric_power_thermal(prof) -> dict:
+    """``prof.raw`` with its power and thermal values as the loader parsed them (W, C/W, s): a base
+    written with units ("80W") is kept as numbers, which the fits compute with."""
+    import math
+    raw = dict(prof.raw)
+    if prof.power is not None and isinstance(raw.get("power"), dict):
+        pw, pp = dict(raw["power"]), prof.power
+        pw.update(idle_w=pp.idle_w, gamma=pp.gamma)
+        if "v_floor_clock_ratio" in pw:
+            pw["v_floor_clock_ratio"] = pp.v_floor_clock_ratio
+        pw.update({f"{k}_w": v for k, v in pp.coeff_w.items()})
+        if pp.static_w is not None:
+            pw["static_w"] = pp.static_w
+        if math.isfinite(pp.kernel_limit_w):
+            pw["kernel_limit_w"] = pp.kernel_limit_w
+        raw["power"] = pw
+    if prof.thermal is not None and isinstance(raw.get("thermal"), dict):
+        raw["thermal"] = dict(raw["thermal"], r_th_c_per_w=prof.thermal.r_th_c_per_w, tau_s=prof.thermal.tau_s)
+    return raw
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):

@@ -139,7 +139,8 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
         basis["v_floor_clock_ratio"] = (bp.get("basis") or {}).get("v_floor_clock_ratio", "borrowed")
     out["basis"] = basis
     out["fit"] = fit
-    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in NAMES + ("gamma",) if k in out),
+    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in NAMES[:1] + ("static_w",) + NAMES[1:] + ("gamma",)
+                                          if k in out),
                         quality(fit)))
     return out
 

@@ -288,6 +288,12 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
     d = _read_mapping(path)
     w = str(path)
+    for k in d:
+        for sec, keys in (("power", _POWER_KEYS), ("thermal", _THERMAL_KEYS)):
+            if k in keys and k not in _PROFILE_KEYS:     # a section's key one level too high: ignored before
+                raise InputError(w, str(k), f"a key of the {sec}: section, not of the profile's top level: indent "
+                                 f"it under {sec}:")
+    _known_keys(d, _PROFILE_KEYS, w, "")
     gemm = {}
     for dt, g in _sub(d, "gemm", w).items():
         if not isinstance(g, dict):
@@ -406,6 +412,8 @@ GAMMA_RANGE = (0.5, 4.0)
 _POWER_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "gamma", "v_floor_clock_ratio",
                "kernel_limit_w", "basis", "fit", "note", "derived_from", "kept_from")
 _THERMAL_KEYS = ("r_th_c_per_w", "tau_s", "fit", "note", "derived_from", "kept_from")
+#: the sections of a profile (hardware/README.md); anything else at the top level is a misplaced key
+_PROFILE_KEYS = ("gpu", "provenance", "gemm", "hbm", "attention", "comm", "moe", "overlap", "power", "thermal")
 _KERNEL_FIT_KEYS = ("eta_max", "s_half", "s_max", "fit", "note")
 _KERNEL_KEYS = _KERNEL_FIT_KEYS + ("head_dim", "by_head_dim", "derived_from")
 

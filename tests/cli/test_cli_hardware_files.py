@@ -95,6 +95,8 @@ def test_the_cluster_flag_refuses_an_empty_name_and_a_gpu_file():
     ("  gamma: 2.53", "  gamma: 25.3", "power.gamma", "25.3 is outside 0.5 .. 4"),
     ("  static_w: 80.04", "  static_w: 130.0", "power.static_w", "130 W must lie in 0 .. idle_w (121.8 W)"),
     ("  static_w: 80.04", "  static_w: -5", "power.static_w", "must lie in 0 .. idle_w"),
+    ("\nthermal:\n", "\nstatic_w: 60\nthermal:\n", "static_w", "a key of the power: section, not of the profile's top"),
+    ("\nthermal:\n", "\nfoo: 1\nthermal:\n", "foo", "unknown key (known: gpu, provenance"),
     ("  tau_s:", "  tau:", "thermal.tau", "unknown key")])
 def test_a_misspelt_or_impossible_power_coefficient_is_refused(tmp_path, old, new, field, why):
     text = (PROFILES / "h100-sxm-80gb.yaml").read_text()
@@ -114,6 +116,20 @@ def test_a_profile_without_static_w_keeps_the_whole_idle_power_at_every_clock(tm
     old, new = load_profile(str(prof)).power, load_profile("h100-sxm-80gb").power
     assert old.static_w is None and old.static_floor_w == old.idle_w == 121.8 and new.static_w == 80.04
     assert float(clock_ratio(old, 700.0, 400.0)) < float(clock_ratio(new, 700.0, 400.0))
+
+
+def test_recommend_says_when_its_cap_cannot_be_met():
+    """A B200 draws 190 W idle at its lowest clock (nvidia-smi): under a 220 W limit its busy GPUs
+    stay above the cap; recommend still sets the cap (the fastest under it) but says it is not met."""
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-b200", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "8192", "--power-cap-w", "220", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["stages"][0]["cap_w"] == 220.0 and rec["cap_unmet_stages"] == [0]
+    assert all(g["busy_power_w"] > 225.0 for g in rec["per_gpu"])
+    t = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-b200", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "8192", "--power-cap-w", "220")
+    assert "CAP NOT MET: stage 0's GPUs draw" in " ".join(t.stdout.split())
 
 
 def test_energy_search_with_a_profile_lacking_its_thermal_model_is_one_line(tmp_path):

@@ -164,6 +164,22 @@ def test_gemm_fit_from_suite_records_reproduces_xla_table(tmp_path):
     assert rc == 0 and "gemm.bf16" in so and "fitted" in so and "kept from" in so
 
 
+def test_a_base_profile_written_with_units_is_fitted_from(tmp_path):
+    """A base profile whose power values carry units (idle_w: 121.8W, static_w: "80W") loads as it does
+    in predict; the fit computes with the parsed numbers (it had multiplied strings)."""
+    text = (REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text()
+    assert "  idle_w: 121.8\n" in text and "  static_w: 80.04\n" in text
+    base = tmp_path / "base.yaml"
+    base.write_text(text.replace("  idle_w: 121.8\n", "  idle_w: 121.8W\n").replace("  static_w: 80.04\n",
+                                                                                       '  static_w: "80W"\n'))
+    out = tmp_path / "h100.yaml"
+    trace = PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+    rc, so, se = cli("calibrate", "fit", str(trace), "--gpu", "h100-sxm-80gb", "--base", str(base), "-o", str(out))
+    assert rc == 0, se
+    pw = yaml.safe_load(out.read_text())["power"]
+    assert pw["idle_w"] == pytest.approx(121.8, abs=0.05) and pw["static_w"] == pytest.approx(80.0, rel=1e-3)
+
+
 def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     out = tmp_path / "h100.yaml"
     trace = PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
