@@ -38,6 +38,12 @@ def parse_derate(items: list) -> dict:
     return out
 
 
+def _print_notes(notes: list) -> None:
+    """Print the non-empty notes on stderr, one line each."""
+    for note in filter(None, notes):
+        print(f"costmodel: note: {note}", file=sys.stderr)
+
+
 @with_fabric_flags()
 @with_layout_flags()
 @with_recipe_flags()
@@ -92,10 +98,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
-    if config:
-        config_notes.append(stack_defaults_note(config, r, recipe_flags, m.is_moe))
-    for note in filter(None, config_notes):
-        print(f"costmodel: note: {note}", file=sys.stderr)
+    _print_notes(config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else []))
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
             lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)

@@ -321,6 +321,18 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
         require_matplotlib()                # fail before a long solve, not after
 
 
+def _print_cap_edges(out, sol, caps, gpu_name: str) -> None:
+    """The notes on the chosen caps: stages at the lowest settable cap, and stages whose GPUs stay
+    above their cap at the lowest clock (costmodel.report.unmet_caps)."""
+    edge = [i for i, x in enumerate(sol.caps_w) if x <= caps[0] + 1e-9]
+    if edge and len(caps) > 1:
+        out.print(f"stage(s) {', '.join(map(str, edge))} sit at the lowest settable cap ({caps[0]:.0f} W, "
+                  f"{gpu_name}'s minimum power limit): the grid cannot go lower")
+    for s_, w in report.unmet_caps(sol).items():
+        out.print(f"CAP NOT MET: stage {s_}'s GPUs draw {w:.0f} W busy at {gpu_name}'s lowest clock, above its "
+                  f"{sol.caps_w[s_]:.0f} W cap: the limit cannot hold them there")
+
+
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
                       cap_count=5, fmt=None):
@@ -419,13 +431,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                   f"{'/'.join(f'{x:.0f}' for x in ref.caps_w)} W, {ref.step_time_s:.3f} s, {ref.energy_j / 1e3:,.1f} kJ "
                   f"per step; the choice takes {100 * (sol.step_time_s / ref.step_time_s - 1):+.1f}% time, "
                   f"{100 * (sol.energy_j / ref.energy_j - 1):+.1f}% energy")
-    edge = [i for i, x in enumerate(sol.caps_w) if x <= caps[0] + 1e-9]
-    if edge and len(caps) > 1:
-        out.print(f"stage(s) {', '.join(map(str, edge))} sit at the lowest settable cap ({caps[0]:.0f} W, "
-                  f"{c.gpu.name}'s minimum power limit): the grid cannot go lower")
-    for s_, w in report.unmet_caps(sol).items():
-        out.print(f"CAP NOT MET: stage {s_}'s GPUs draw {w:.0f} W busy at {c.gpu.name}'s lowest clock, above its "
-                  f"{sol.caps_w[s_]:.0f} W cap: the limit cannot hold them there")
+    _print_cap_edges(out, sol, caps, c.gpu.name)
     if sol.reference is None:
         fastest = res.ranked.step_time_s[0]
         out.print(f"the time model's fastest layout ({layout_name(res.ranked.layouts.row(0))}) takes "
