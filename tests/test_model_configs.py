@@ -328,3 +328,110 @@ def test_gemma2_alternates_sliding_and_full_layers_without_layer_types(tmp_path)
     m = load_model(str(f))
     assert (m.sliding_window, m.sliding_layers) == (4096, 21)
     assert m.params() / 1e9 == pytest.approx(9.24, rel=0.005)
+
+
+def test_kimi_k2_is_read_as_the_deepseek_v3_it_is_built_on():
+    """Kimi K2's config.json says model_type kimi_k2 over DeepseekV3ForCausalLM: read as DeepSeek-V3
+    (MLA, 1 dense first layer, 384 routed experts of 2048 + 1 shared, top-8).  By hand: MLA attention
+    per layer 7168x1536 + 1536x(64x192) + 7168x576 + 512x(64x256) + (64x128)x7168 + latent norms,
+    60 MoE layers, 1 dense layer of 18432, untied 163840-token embeddings: 1,026.4B; Moonshot rounds
+    it to 1T (its report's 1.04T is 1.3% above this arithmetic); 32.6B activated (report)."""
+    m = load_model(DATA + "kimi-k2.json")
+    h = 7168
+    attn = h * 1536 + 1536 * 64 * 192 + h * 576 + 512 * 64 * 256 + 64 * 128 * h + 1536 + 512
+    expert = 3 * h * 2048
+    moe_layer = attn + 385 * expert + 384 * h + 2 * h
+    dense_layer = attn + 3 * h * 18432 + 2 * h
+    assert m.family == "deepseek_v3" and m.is_mla and (m.num_dense_layers, m.moe_layers) == (1, 60)
+    assert m.params() == 60 * moe_layer + dense_layer + 2 * 163840 * h + h
+    assert m.params() == pytest.approx(1.04e12, rel=0.015)
+    assert m.params(active=True) == pytest.approx(32.6e9, rel=0.02)
+
+
+def test_glm45_air_reads_shared_experts_qkv_bias_dense_first_layer_and_mtp():
+    """GLM-4.5-Air (glm4_moe): 46 layers, the first dense (10944), 45 MoE of 128 routed experts of
+    1408 + 1 shared, top-8; GQA 96/8 heads of 128 with Q/K/V biases (attention_bias), no Q/K norm
+    (use_qk_norm false); one MTP layer counted apart.  Published 106B total and 12B active (Z.ai
+    counts neither embedding as active): 106.85B and 12.18B by this arithmetic."""
+    m = load_model(DATA + "glm-4.5-air.json")
+    h = 4096
+    attn = h * 96 * 128 + 2 * h * 8 * 128 + 96 * 128 * h + (96 + 16) * 128     # + Q/K/V biases
+    moe_layer = attn + 129 * 3 * h * 1408 + 128 * h + 2 * h
+    assert (m.family, m.qkv_bias, m.qk_norm, m.mtp_layers) == ("glm4_moe", True, False, 1)
+    assert (m.num_dense_layers, m.moe_layers, m.shared_ffn_hidden, m.dense_mlp_width) == (1, 45, 1408, 10944)
+    assert m.params() == 45 * moe_layer + attn + 3 * h * 10944 + 2 * h + 2 * 151552 * h + h
+    assert m.params() == pytest.approx(106e9, rel=0.01)
+    assert m.params(active=True) - 2 * 151552 * h == pytest.approx(12e9, rel=0.02)
+    with pytest.raises(InputError, match="use_qk_norm: expected true or false"):
+        load_dict_model(dict(json.loads(open(DATA + "glm-4.5-air.json").read()), use_qk_norm="yes"))
+    assert load_dict_model(dict(json.loads(open(DATA + "glm-4.5-air.json").read()), use_qk_norm=True)).qk_norm
+
+
+def load_dict_model(d, name="config.json"):
+    """A ModelSpec read from ``d`` written to a temporary ``name``."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / name
+        f.write_text(json.dumps(d))
+        return load_model(str(f))
+
+
+#: google/gemma-3-1b-pt config.json (huggingface.co); Gemma 3 Technical Report (arXiv:2503.19786)
+#: Table 1: 1B = 302M embedding + 698M non-embedding parameters; 27B = 1,416M + 25,600M
+GEMMA3_1B = {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+             "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+             "intermediate_size": 6912, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+             "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1, "query_pre_attn_scalar": 256,
+             "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_theta": 1000000, "sliding_window": 512,
+             "sliding_window_pattern": 6, "vocab_size": 262144}
+
+
+def test_gemma3_reads_hidden_activation_its_defaults_and_five_local_layers_to_one_global():
+    """Gemma 3 1B: GeGLU (hidden_activation), tied embeddings by Gemma's default, Q/K norms, and every
+    6th layer global (4 of 26), the rest in a 512-token window; 302M + 698M as Table 1 gives.  Gemma 3
+    27B's text_config leaves vocab_size and hidden_activation out: Gemma3TextConfig's 262208 and
+    gelu_pytorch_tanh apply; 25,600M non-embedding parameters as Table 1; 10 of 62 layers global."""
+    m = load_dict_model(GEMMA3_1B)
+    assert (m.activation, m.gated, m.tie_embeddings, m.qk_norm) == ("gelu_pytorch_tanh", True, True, True)
+    assert (m.sliding_window, m.sliding_layers) == (512, 22)
+    assert m.embedding_params() == pytest.approx(302e6, rel=0.005)
+    assert m.params() - m.embedding_params() == pytest.approx(698e6, rel=0.005)
+    text_27b = {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024}
+    big = load_dict_model({"model_type": "gemma3", "text_config": text_27b})
+    assert (big.vocab, big.activation, big.sliding_layers) == (262208, "gelu_pytorch_tanh", 52)
+    assert big.params() - big.embedding_params() == pytest.approx(25_600e6, rel=0.005)
+    assert big.embedding_params() == pytest.approx(1_416e6, rel=0.005)
+
+
+def test_tie_word_embeddings_defaults_to_the_familys_own():
+    """Left out, tie_word_embeddings is what the family's HF config class defaults it to: False for
+    Llama (an untied 128256 x 4096 output layer more), True for Gemma; a family this reader does not
+    know must give it.  A hub checkout's config.json is named after its folder."""
+    llama = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    tied = load_dict_model(dict(llama, tie_word_embeddings=True))
+    absent = load_dict_model({k: v for k, v in llama.items() if k not in ("tie_word_embeddings", "_name",
+                                                                        "_display_name")})
+    assert absent.params() - tied.params() == 128256 * 4096
+    unknown = {k: v for k, v in llama.items() if k != "tie_word_embeddings"}
+    with pytest.raises(InputError, match="tie_word_embeddings: missing: model_type 'foo' is not a family"):
+        load_dict_model(dict(unknown, model_type="foo"))
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "Gemma-3-1B").mkdir()
+        f = Path(tmp) / "Gemma-3-1B" / "config.json"
+        f.write_text(json.dumps(GEMMA3_1B))
+        assert load_model(str(f)).name == "Gemma-3-1B"
+
+
+def test_qwen3_next_linear_attention_and_unknown_families_shared_experts_are_refused_by_name():
+    """Qwen3-Next's Gated DeltaNet layers are not modelled (its linear_num_value_heads is named); a
+    shared-expert key under a model_type the reader does not know says so, not that the family has
+    none."""
+    q = json.loads(open("costmodel/catalog/qwen3-30b-a3b.json").read())
+    with pytest.raises(InputError, match="linear_num_value_heads: not modelled: Gated DeltaNet"):
+        load_dict_model(dict(q, model_type="qwen3_next", linear_num_value_heads=32, full_attention_interval=4))
+    with pytest.raises(InputError, match="n_shared_experts: model_type 'bar_moe' is not a family this reader knows"):
+        load_dict_model(dict(q, model_type="bar_moe", n_shared_experts=1))

@@ -261,8 +261,10 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     if seq_len is not None and seq_len < 1:
         raise InputError("--seq-len", "", f"must be >= 1, got {seq_len}")
     if seq_len is None and model.seq_len_assumed:
+        why = (f"min(max_position_embeddings {model.max_positions}, 4096)" if model.max_positions
+               else "4096 (it gives no max_position_embeddings either)")
         print(f"costmodel: note: {model_arg} gives no training length (_seq_len): seq_len {model.seq_len} = "
-              f"min(max_position_embeddings {model.max_positions or '-'}, 4096); pass --seq-len", file=sys.stderr)
+              f"{why}; pass --seq-len", file=sys.stderr)
     if not known_family(model):
         what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
         print(f"costmodel: note: {model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its generic keys "

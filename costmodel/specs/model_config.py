@@ -3,12 +3,15 @@
 Families and the keys read (each is the family's ``configuration_*.py`` in huggingface/transformers):
 
 * Llama/Mistral/Qwen2/Qwen3/Gemma/GPT-2 (dense): num_hidden_layers, hidden_size,
-  intermediate_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size, hidden_act,
-  tie_word_embeddings; Qwen2's Q/K/V biases (its architecture, no key); Qwen3's Q/K norms.
+  intermediate_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size, hidden_act
+  (Gemma: hidden_activation), tie_word_embeddings (absent: the family's HF default,
+  :data:`_TIED_BY_DEFAULT`); Qwen2's Q/K/V biases (its architecture, no key); Qwen3's and Gemma 3's
+  Q/K norms; Gemma 3's defaults for the keys its hub files leave out (:data:`_FAMILY_DEFAULTS`).
 * Mixtral, Grok-1: num_local_experts, num_experts_per_tok.
 * Qwen2-MoE / Qwen3-MoE: num_experts, moe_intermediate_size, shared_expert_intermediate_size,
   decoder_sparse_step, mlp_only_layers.
-* DeepSeek-V2/V3: n_routed_experts, n_shared_experts, moe_intermediate_size, first_k_dense_replace,
+* DeepSeek-V2/V3 (and Kimi K2, a DeepseekV3ForCausalLM), GLM-4.5 (glm4_moe: no MLA, Q/K/V bias
+  from attention_bias, use_qk_norm): n_routed_experts, n_shared_experts, moe_intermediate_size, first_k_dense_replace,
   moe_layer_freq, MLA (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim),
   num_nextn_predict_layers (MTP, counted apart).
 * Llama 4 (its ``text_config``): num_local_experts, interleave_moe_layer_step, intermediate_size
@@ -29,10 +32,25 @@ from .loading import _get_int
 from .model import ModelSpec
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                "gemma", "gemma2", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "grok", "grok-1", "gpt_oss",
-                "dbrx")
+                "gemma", "gemma2", "gemma3_text", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "grok",
+                "grok-1", "gpt_oss", "dbrx")
 #: the model types whose architecture the reader knows (their twists keyed by model_type below)
 _KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "opt", "bloom", "nemotron"))
+#: model types read as a family they reuse the architecture of: Kimi K2's config.json names
+#: ``"architectures": ["DeepseekV3ForCausalLM"]`` and loads DeepseekV3Config (moonshotai/Kimi-K2-Base)
+_ALIASES = {"kimi_k2": "deepseek_v3"}
+#: families whose HF config class defaults tie_word_embeddings to True when the file leaves it out:
+#: PretrainedConfig's default (GPT-2, GPT-Neo, OPT, BLOOM do not override it) and Gemma/Gemma 2/
+#: Gemma 3 (configuration_gemma*.py); Grok-1's remote Grok1Config shares its in/out embedding.
+#: Every other family read here defaults it to False (LlamaConfig, Llama4TextConfig, MistralConfig,
+#: MixtralConfig, Qwen2/Qwen2Moe/Qwen3/Qwen3MoeConfig, DeepseekV2/V3Config, Glm4MoeConfig, GptOssConfig,
+#: DbrxConfig, OlmoConfig, NemotronConfig)
+_TIED_BY_DEFAULT = ("gpt2", "gpt_neo", "opt", "bloom", "gemma", "gemma2", "gemma3_text", "grok", "grok-1")
+#: HF defaults of keys a family's hub files routinely leave out (Gemma3TextConfig.__init__:
+#: vocab_size 262208, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
+#: sliding_window_pattern 6), applied where the file does not give them
+_FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+                                    "sliding_window": 4096, "sliding_window_pattern": 6}}
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -43,6 +61,8 @@ _UNMODELLED = {
     "index_n_heads": "a sparse-attention indexer (DeepSeek-V3.2)",
     "attn_layer_period": "Mamba layers between the attention layers (Jamba)",
     "mamba_d_state": "Mamba layers",
+    "linear_num_value_heads": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
+    "linear_conv_kernel_dim": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
 }
 
 
@@ -59,7 +79,7 @@ _KNOWN_MOE_KEYS = frozenset((
     "moe_router_pre_softmax", "moe_router_load_balancing_type", "moe_layers", "uniform_expert_assignment",
 ))
 #: families whose models have shared experts (DeepSeekMoE; Qwen2-MoE's shared_expert; Llama 4's)
-_SHARED_EXPERT_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "qwen2_moe", "llama4_text")
+_SHARED_EXPERT_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen2_moe", "llama4_text")
 #: keys of one count that several families spell differently: given twice, they must agree
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
              ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
@@ -164,6 +184,11 @@ def read_model_config(d: dict, path) -> ModelSpec:
     """
     w = str(path)
     d, w = _nested(d, w)
+    mt = d.get("model_type")
+    if isinstance(mt, str) and mt in _ALIASES:
+        d = dict(d, model_type=_ALIASES[mt])
+    if isinstance(mt, str) and mt in _FAMILY_DEFAULTS:
+        d = {**_FAMILY_DEFAULTS[mt], **d}
     doc = TrackedMapping(d, "")
     return read_checked(lambda: _read(doc, w, path), doc, w)
 
@@ -181,11 +206,13 @@ def _required_moe_keys(d: dict, w: str, model_type: str) -> None:
     and shared experts (DeepseekV3Config 3 and 1, DeepseekV2Config 0 and None), Qwen2-MoE's shared
     expert (5632).  Every released config of these families sets them (huggingface/transformers
     configuration_qwen2_moe.py, configuration_qwen3_moe.py, configuration_deepseek_v2.py,
-    configuration_deepseek_v3.py); a file without one is not the model it names."""
+    configuration_deepseek_v3.py, configuration_glm4_moe.py); a file without one is not the model it
+    names."""
     need = {"qwen2_moe": ("moe_intermediate_size", "shared_expert_intermediate_size"),
             "qwen3_moe": ("moe_intermediate_size",),
             "deepseek_v2": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts"),
-            "deepseek_v3": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts")}
+            "deepseek_v3": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts"),
+            "glm4_moe": ("moe_intermediate_size", "first_k_dense_replace", "n_shared_experts")}
     for key in need.get(model_type, ()):
         if d.get(key) is None:
             raise InputError(w, key, f"missing: a {model_type} model's count depends on it and Hugging Face's "
@@ -221,7 +248,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     # (a config with neither is told of Hugging Face's key, vocab_size)
     vocab = (_get_int(d, ("padded_vocab_size", "vocab_size"), w, agree=False)
              if d.get("padded_vocab_size") is not None else _get_int(d, ("vocab_size",), w))
-    act = d.get("hidden_act", d.get("activation_function", d.get("activation")))
+    # Gemma's MLP applies hidden_activation where given (GemmaConfig, Gemma2Config, Gemma3TextConfig)
+    act = d.get("hidden_activation") or d.get("hidden_act", d.get("activation_function", d.get("activation")))
     if act is None and d.get("model_type") == "gpt2":
         act = "gelu_new"                   # transformers GPT2Config's activation_function default
     if act is None:
@@ -257,8 +285,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     gated = d.get("_gated")
     if gated is None:
         gated = model_type in _GATED_TYPES or act in ("silu", "swish", "swiglu", "geglu")
-    tie = d.get("tie_word_embeddings", True)
-    for key, val in (("_gated", gated), ("tie_word_embeddings", tie)):
+    tie = _tied(d, w, model_type)
+    for key, val in (("_gated", gated), ("tie_word_embeddings", tie), ("use_qk_norm", d.get("use_qk_norm", False))):
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")
     pos = d.get("_position_embedding", "learned" if model_type in ("gpt2", "gpt_neo", "opt") else "rope")
@@ -277,7 +305,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")
     return ModelSpec(
-        name=d.get("_name", path.stem), display_name=d.get("_display_name", path.stem),
+        name=d.get("_name", _file_name(path)), display_name=d.get("_display_name", _file_name(path)),
         num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
         num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
@@ -288,8 +316,39 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
-        qk_norm=model_type in ("qwen3", "qwen3_moe"), **_sliding(d, w, model_type, layers), **mla,
+        qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers))
+
+
+def _qk_norm(d: dict, model_type: str) -> bool:
+    """Whether each head's Q and K pass a weighted RMSNorm: Qwen3 and Gemma 3 always
+    (modeling_qwen3.py, modeling_gemma3.py), GLM-4.5 with ``use_qk_norm`` (modeling_glm4_moe.py).
+    Llama 4's ``use_qk_norm`` is a weightless L2 norm (Llama4TextL2Norm): no parameters."""
+    return model_type in ("qwen3", "qwen3_moe", "gemma3_text") or (model_type == "glm4_moe" and d.get("use_qk_norm"))
+
+
+def _file_name(path) -> str:
+    """A model's name from its file: the stem, or the folder of a hub checkout's ``config.json``
+    (``Qwen3-8B/config.json`` is Qwen3-8B)."""
+    return path.parent.name if path.stem == "config" and path.parent.name else path.stem
+
+
+def _tied(d: dict, w: str, model_type: str):
+    """``tie_word_embeddings`` as the family's HF config class reads it: the file's value, else the
+    class default (:data:`_TIED_BY_DEFAULT`); a catalog file (no model_type, ``_gated`` set) must give it.
+
+    Raises:
+        InputError: missing for a family this reader does not know (its default is its own, and the
+            output layer is vocab x hidden parameters).
+    """
+    tie = d.get("tie_word_embeddings")
+    if tie is not None:
+        return tie
+    if model_type in _KNOWN_TYPES:
+        return model_type in _TIED_BY_DEFAULT
+    what = f"model_type {model_type!r} is not a family this reader knows" if model_type else "the file has no model_type"
+    raise InputError(w, "tie_word_embeddings", f"missing: {what}, so its default is unknown, and an untied output "
+                                               "layer is vocab x hidden parameters more (give true or false)")
 
 
 #: Hugging Face keys of the attention-dropout probability (Llama/Qwen/Mistral ``attention_dropout``,
@@ -375,7 +434,7 @@ def _routing_groups(d: dict, w: str, experts: int, topk: int) -> dict:
 def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
     """Sliding-window attention, as each family's HF attention applies ``sliding_window``: the
     layers ``layer_types`` marks ``sliding_attention`` (gpt-oss, Gemma 2/3; gpt-oss and Gemma 2
-    alternate them when the list is absent); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
+    alternate them when the list is absent, Gemma 3 makes every ``sliding_window_pattern``-th global); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
     ``max_window_layers`` on when ``use_sliding_window``; {} otherwise.
 
     Raises:
@@ -389,6 +448,11 @@ def _sliding(d: dict, w: str, model_type: str, layers: int) -> dict:
         # both alternate sliding and full layers, the first sliding, where the list is absent (HF
         # modeling_gemma2.py before layer_types: is_sliding = not bool(layer_idx % 2))
         lt = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    elif model_type == "gemma3_text" and lt is None:
+        # every sliding_window_pattern-th layer global, the rest local (Gemma3TextConfig.layer_types:
+        # sliding unless (i + 1) % sliding_window_pattern == 0)
+        every = _get_int(d, ("sliding_window_pattern",), w, minimum=1)
+        lt = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
     if isinstance(lt, list):
         n = sum(1 for x in lt if x == "sliding_attention")
         if n and not win:
@@ -423,6 +487,10 @@ def _shared_width(d: dict, w: str, model_type: str, expert_ffn: int) -> int:
     ``moe_intermediate_size``; Qwen-MoE ``shared_expert_intermediate_size``; Llama 4 one shared
     expert of the experts' width (Llama4TextMoe.shared_expert)."""
     for key in ("n_shared_experts", "num_shared_experts", "shared_expert_intermediate_size"):
+        if d.get(key) and model_type not in _KNOWN_TYPES:
+            raise InputError(w, key, f"model_type {model_type!r} is not a family this reader knows, so how its "
+                                     f"shared experts are built is unknown; shared experts are read for "
+                                     f"{', '.join(_SHARED_EXPERT_TYPES)}")
         if d.get(key) and model_type not in _SHARED_EXPERT_TYPES:
             raise InputError(w, key, f"model_type {model_type!r} has no shared experts (its Hugging Face model "
                                      f"ignores the key); shared experts are read for {', '.join(_SHARED_EXPERT_TYPES)}")
