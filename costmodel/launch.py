@@ -124,9 +124,10 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
     return " \\\n  ".join(a)
 
 
-def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None):
+def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None):
     """How Megatron-core is told the pipeline split of ``layout`` (``layers``: transformer layers per
-    stage, default :func:`costmodel.layouts.uneven_split`):
+    stage, default :func:`costmodel.layouts.uneven_split`; or the run's own
+    :class:`costmodel.pipeline_layout.PipelineLayout`, given back as written):
 
     * ``("accounted", None)``: VP > 1 and PP x VP divides the layers plus the embedding and the loss
       (--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split);
@@ -140,6 +141,8 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     * ``(None, None)``: even stages.
     """
     pp, vp = layout["pp"], layout["vp"]
+    if hasattr(layers, "stages"):
+        return "layout", layers.text
     if layers is None:
         if bool(accounts_embedding_loss(model, LayoutTable.from_rows([layout]))[0]):
             return "accounted", None
@@ -157,7 +160,7 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     return "layout", "|".join(segs)
 
 
-def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
+def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
     ``layers`` (per pipeline stage) adds the uneven-stage options: --decoder-first/last-pipeline-
@@ -271,7 +274,7 @@ _CE_NOTE = ("Megatron-core has no {ce} cross-entropy (its vocab-parallel loss, o
             "the prediction assumed {ce}, these arguments run the vocab-parallel one")
 
 
-def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> list[str]:
+def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -> list[str]:
     """The TransformerConfig fields of :func:`pipeline_split_settings`'s split, as NeMo 2 overrides."""
     split, how = pipeline_split_settings(t, model, recipe, layers)
     c = "recipe.model.config."
@@ -282,7 +285,7 @@ def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers: list | None =
     return [f"{c}pipeline_model_parallel_layout = {how!r}"] if split == "layout" else []
 
 
-def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None) -> str:
+def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
     """NeMo 2 recipe overrides (module docstring) for ``layout`` (``layers``: per pipeline stage, as
     :func:`megatron_args`)."""
     t = layout
@@ -431,7 +434,7 @@ def default_format(recipe: Recipe) -> str:
     return "megatron" if get_stack(recipe.stack).megatron_family else "settings"
 
 
-def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers: list | None = None,
+def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
                     fmt: str | None = None) -> tuple[str, str]:
     """(title, text) of what to set to run ``layout``: ``fmt`` one of :data:`FORMATS` (None: the
     stack's own, :func:`default_format`).

@@ -11,7 +11,8 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
-from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
+from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, layers_per_stage, light_last_stage, pipeline_split
+from ..pipeline_layout import parse_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
@@ -56,6 +57,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             derate: Optional[List[str]] = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock "
                                                        "(a HW-slowdown or power-brake straggler; repeatable); the "
                                                        "synchronous step follows the slowest rank."),
+            pp_layout: Optional[str] = typer.Option(None, "--pp-layout", help="The run's own placement of layers on "
+                                                    "the pipeline (Megatron-core --pipeline-model-parallel-layout, e.g. "
+                                                    "'Et|(tt|)*30mL': E embedding, t layer, m MTP, L loss, | stage "
+                                                    "end); lets PP x VP leave the layer count uneven."),
             fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None, fabric_flags: dict = None):
@@ -97,7 +102,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
+        placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
+    if placed is not None:
+        config_notes.append(_pp_layout_note(placed, m, lay))
     _print_notes(config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else []))
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
@@ -128,8 +136,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:
+        if placed is not None:
+            rec["pp_layout"] = dict(text=placed.text, rank_layers=placed.rank_layers(), rank_mtp=placed.rank_mtp())
         if fmt is not None:
-            title, text = _launch(rec["layout"], m, r, fmt, sc, config)
+            title, text = _launch(rec["layout"], m, r, fmt, sc, config, placed)
             rec["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(rec))
         _exit_if_infeasible(rec)
@@ -139,7 +149,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     lay = rec["layout"]
     out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
     split = pipeline_split(m, lay, light_last_stage(r))
-    if len(set(split)) > 1:
+    if placed is not None:
+        out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as --pp-layout places them")
+    elif len(set(split)) > 1:
         how = ("the embedding and the loss counted as one pipeline layer each (Megatron "
                "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)"
                if bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0])
@@ -162,7 +174,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if energy is not None:
         out.print(report.energy_line(rec))
         out.print(report.per_gpu_table(rec["per_gpu"], top=16, num_gpus=rec["num_gpus"]))
-    title, text = _launch(lay, m, r, fmt, sc, config)
+    title, text = _launch(lay, m, r, fmt, sc, config, placed)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
@@ -185,16 +197,43 @@ def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
             f"costs {cost_s:.3f} s per step: {other}use --recompute none")
 
 
-def _launch(lay: dict, m, r, fmt, sc: dict, config) -> tuple[str, str]:
+def _launch(lay: dict, m, r, fmt, sc: dict, config, placed=None) -> tuple[str, str]:
     """(title, text) of the launch settings: the stack's own format, except for a NeMo or Megatron-Bridge
     YAML given as --config, whose keys NeMo 2's recipe overrides do not address: the settings in the
-    field's terms, to set in that file (costmodel.launch)."""
+    field's terms, to set in that file (costmodel.launch); ``placed``: the --pp-layout given, echoed."""
     kind = sc.get("config_kind")
     if fmt is None and kind in ("NeMo YAML", "Megatron-Bridge YAML"):
         title, text = launch_settings(lay, m, r, fmt="settings")
         return (f"Settings to set in {config} (in words: find each in its {kind} keys; NeMo 2 recipe "
                 "overrides do not apply to it)", text)
-    return launch_settings(lay, m, r, fmt=fmt)
+    return launch_settings(lay, m, r, layers=placed, fmt=fmt)
+
+
+def _pp_layout(text, m, lay: dict, sc: dict):
+    """The parsed ``--pp-layout`` (None when not given); with it the layout may leave PP x VP not
+    dividing the layers (``sc["uneven_pp"]`` "any").
+
+    Raises:
+        InputError: a bad layout (costmodel.pipeline_layout), or a --config that splits the pipeline its own way.
+    """
+    if text is None:
+        return None
+    if sc.get("uneven_pp") == "any":
+        raise InputError("--pp-layout", "", "the --config file sets its own pipeline split: drop the flag or the file's split")
+    placed = parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers)
+    sc["uneven_pp"] = "any"
+    return placed
+
+
+def _pp_layout_note(placed, m, lay: dict) -> str | None:
+    """A note where ``placed`` puts more layers on one pipeline rank than the time and memory model's
+    fullest stage (:func:`costmodel.layouts.layers_per_stage`): the prediction is then optimistic."""
+    priced = float(layers_per_stage(m, LayoutTable.from_rows([lay]))[0])
+    most = max(placed.rank_layers())
+    if most <= priced:
+        return None
+    return (f"--pp-layout puts {most} transformer layers on its fullest pipeline rank; the model prices the fullest "
+            f"stage at {priced:g} layers: this step time and memory are optimistic for that layout")
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

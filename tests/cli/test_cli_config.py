@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 NEMO = REPO / "tests" / "data" / "configs" / "nemo_launcher_llama3_8b.yaml"
 TITAN = REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml"
 BRIDGE_DSV3 = REPO / "tests" / "data" / "configs" / "megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+#: Megatron-Bridge's DeepSeek-V3 pipeline layout (the BRIDGE_DSV3 file's model.pipeline_model_parallel_layout)
+DSV3_LAYOUT = "Et|(tt|)*30mL"
 BRIDGE_L3 = REPO / "tests" / "data" / "configs" / "megatron_bridge_llama3_8b_sft_gb200_fp8_mx_v1.yaml"
 
 
@@ -493,3 +495,19 @@ def test_a_file_without_its_node_count_says_so_when_the_gpus_do_not_fit(tmp_path
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f))
     assert_one_line_error(p, "model.tensor_model_parallel_size", "TP x PP x CP = 16 does not divide the 8 GPUs",
                           "the file gives no node count and --nodes is not given")
+
+
+def test_predict_takes_a_pp_layout_where_pp_x_vp_leaves_the_layers_uneven():
+    """DeepSeek-V3's 61 layers on PP 16 x VP 2: refused without a layout (61 + 2 = 63 is not a multiple of
+    32 either), accepted with Megatron-Bridge's, whose split predict prints and puts in --json and in the
+    Megatron arguments; a layout of the wrong stage count is one line naming --pp-layout."""
+    args = ["predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "256", "--tp", "1", "--pp", "16",
+            "--vp", "2", "--ep", "64", "--mbs", "1", "--gbs", "16384", "--seq-len", "4096"]
+    assert_one_line_error(run(*args), "layout", "must be divisible by PP x VP")
+    p = run(*args, "--pp-layout", DSV3_LAYOUT, "--format", "megatron")
+    assert p.returncode in (0, 3), p.stderr
+    assert "pipeline split: 3|4|4|4|4|4|4|4|4|4|4|4|4|4|4|2+1m transformer layers per pipeline rank" in p.stdout
+    assert f'--pipeline-model-parallel-layout "{DSV3_LAYOUT}"' in p.stdout
+    p = run(*args, "--pp-layout", DSV3_LAYOUT, "--json")
+    assert json.loads(p.stdout)["pp_layout"]["rank_layers"] == [3] + [4] * 14 + [2]
+    assert_one_line_error(run(*args, "--pp-layout", "Et|(tt|)*29mL"), "--pp-layout", "has 31 stages")

@@ -1,0 +1,53 @@
+"""Megatron-core's --pipeline-model-parallel-layout: parsed as Megatron-core reads it, checked against the
+layout and the model, echoed in the launch settings (predict --pp-layout: tests/cli/test_cli_config.py)."""
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.launch import pipeline_split_settings
+from costmodel.pipeline_layout import parse_pipeline_layout
+from costmodel.specs import load_model
+from costmodel.specs.recipe import Recipe
+
+#: Megatron-Bridge's DeepSeek-V3 pre-training recipe (tests/data/configs/megatron_bridge_deepseek_v3_pretrain_h100_fp8_sc_v1.yaml):
+#: 61 layers and one MTP module on PP 8 x VP 4, or PP 16 x VP 2
+DSV3 = "Et|(tt|)*30mL"
+
+
+def test_deepseek_v3_layout_by_rank():
+    """32 virtual stages: the first holds the embedding and one layer, 30 hold two, the last the MTP
+    module and the loss.  On PP 16 x VP 2, rank s runs stages s and s + 16: rank 0 has 1 + 2 layers,
+    rank 15 has 2 and the MTP module, the others 4; on PP 8 x VP 4 rank 0 has 1 + 2 + 2 + 2 = 7 and
+    rank 7 2 + 2 + 2 = 6 with the MTP module, the others 8."""
+    a = parse_pipeline_layout(DSV3, 16, 2, 61, 1)
+    assert a.rank_layers() == [3] + [4] * 14 + [2] and a.rank_mtp() == [0] * 15 + [1]
+    b = parse_pipeline_layout(DSV3, 8, 4, 61, 1)
+    assert b.rank_layers() == [7] + [8] * 6 + [6] and sum(b.rank_layers()) == 61
+    assert b.describe() == "7|8|8|8|8|8|8|6+1m"
+    # nested repeats and a closing '|' read as Megatron writes them
+    assert parse_pipeline_layout("E(t*2|)*3tL", 2, 2, 7, 0).rank_layers() == [4, 3]
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("Et|(tt|)*29mL", "has 31 stages; PP 16 x VP 2 needs 32"),
+    ("Et|(tt|)*30L", "places 0 MTP modules; the model has 1"),
+    ("Et|(tt|)*30tmL", "places 62 transformer layers; the model has 61"),
+    ("t|(tt|)*30mLE", "the embedding 'E' must open the first stage"),
+    ("Et|(tt|)*30Lm", "the loss 'L' must close the last stage"),
+    ("Et|(tt|)*30mLx", "'x' is not a layout symbol"),
+    ("Et|(tt|*30mL", "are not layout symbols"),
+    ("Et||(tt|)*29mL", "virtual stage 1 is empty"),
+    ("Et|(tt|)*0mL", "must be >= 1"),
+    ("t*999999999", "expands to more than"),
+    ("", "empty"),
+])
+def test_bad_layouts_are_refused_naming_what_is_wrong(text, needle):
+    with pytest.raises(InputError) as e:
+        parse_pipeline_layout(text, 16, 2, 61, 1)
+    assert e.value.where == "--pp-layout" and needle in str(e.value)
+
+
+def test_launch_settings_echo_the_layout_given():
+    m = load_model("deepseek-v3")
+    lay = dict(tp=1, pp=16, vp=2)
+    assert pipeline_split_settings(lay, m, Recipe(gbs=16384, seq_len=4096), parse_pipeline_layout(DSV3, 16, 2, 61, 1)) \
+        == ("layout", DSV3)
