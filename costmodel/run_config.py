@@ -66,6 +66,8 @@ class RunConfig:
         notes: what was not read and why.
         custom_pipeline_split: the run's own split of layers over pipeline stages (Megatron-core
             ``pipeline_model_parallel_layout`` or first/last-stage layer counts), None when even.
+        pipeline_layout: the ``pipeline_model_parallel_layout`` string itself, None where not given as
+            one (costmodel.pipeline_layout parses it).
         model: model dimension -> (value, where) the file states, checked against --model.
         dropout: whether the run trains with dropout (its attention or hidden dropout above 0), None
             where the file does not say; it overrides the model's own switch.
@@ -84,6 +86,7 @@ class RunConfig:
     where: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     custom_pipeline_split: str | None = None
+    pipeline_layout: str | None = None
     model: dict = field(default_factory=dict)
     dropout: bool | None = None
     defaults: dict = field(default_factory=dict)

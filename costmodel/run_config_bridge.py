@@ -167,8 +167,13 @@ def _bridge(d: dict, path: str) -> RunConfig:
                                    "num_layers_in_last_pipeline_stage") if m.get(k) is not None}
     if split:
         cfg.custom_pipeline_split = ", ".join(f"{k} {v!r}" for k, v in split.items())
-        cfg.notes.append(f"{path}: model.{cfg.custom_pipeline_split}: the run splits its own layers over the "
-                         "pipeline; modelled by its fullest stage, ceil(num_layers / PP) layers")
+        if isinstance(split.get("pipeline_model_parallel_layout"), str):
+            # parsed against the layout and the model once both are known (costmodel.pipeline_layout)
+            cfg.pipeline_layout = split["pipeline_model_parallel_layout"]
+            cfg.where["pipeline_layout"] = f"{path}: model.pipeline_model_parallel_layout"
+        else:
+            cfg.notes.append(f"{path}: model.{cfg.custom_pipeline_split}: the run splits its own layers over the "
+                             "pipeline; modelled by its fullest stage, ceil(num_layers / PP) layers")
     _take(cfg, path, L, "mbs", t, "micro_batch_size", _int, "train.")
     _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
     _bridge_seq_len(d, m, path, cfg)

@@ -115,6 +115,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                          f"{' or '.join(STACKS_OF_FILE[cfg.stack])}): drop the flag or pass that stack")
     scalars["config_kind"] = cfg.kind
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
+    if cfg.pipeline_layout is not None:
+        scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
     if cfg.gpus_per_node is not None:
         c = load_cluster(cluster_arg)
         if c.gpus_per_node != cfg.gpus_per_node:

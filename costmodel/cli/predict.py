@@ -45,6 +45,13 @@ def _print_notes(notes: list) -> None:
         print(f"costmodel: note: {note}", file=sys.stderr)
 
 
+DERATE = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock (a HW-slowdown or power-brake "
+                      "straggler; repeatable); the synchronous step follows the slowest rank.")
+PP_LAYOUT = typer.Option(None, "--pp-layout", help="The run's own placement of layers on the pipeline (Megatron-core "
+                         "--pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30mL': E embedding, t layer, m MTP, L loss, "
+                         "| stage end); lets PP x VP leave the layer count uneven.")
+
+
 @with_fabric_flags()
 @with_layout_flags()
 @with_recipe_flags()
@@ -54,13 +61,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
-            derate: Optional[List[str]] = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock "
-                                                       "(a HW-slowdown or power-brake straggler; repeatable); the "
-                                                       "synchronous step follows the slowest rank."),
-            pp_layout: Optional[str] = typer.Option(None, "--pp-layout", help="The run's own placement of layers on "
-                                                    "the pipeline (Megatron-core --pipeline-model-parallel-layout, e.g. "
-                                                    "'Et|(tt|)*30mL': E embedding, t layer, m MTP, L loss, | stage "
-                                                    "end); lets PP x VP leave the layer count uneven."),
+            derate: Optional[List[str]] = DERATE, pp_layout: Optional[str] = PP_LAYOUT,
             fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None, fabric_flags: dict = None):
@@ -148,16 +149,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(context_line(m, c, r, p))
     lay = rec["layout"]
     out.print("layout: " + " ".join(f"{k}={v}" for k, v in lay.items()))
-    split = pipeline_split(m, lay, light_last_stage(r))
-    if placed is not None:
-        out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as --pp-layout places them")
-    elif len(set(split)) > 1:
-        how = ("the embedding and the loss counted as one pipeline layer each (Megatron "
-               "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)"
-               if bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0])
-               else ("uneven stages, the last one lighter (it also runs the logits and the loss)" if light_last_stage(r)
-                     else "uneven stages, the last ones fuller (the stack's pipeline partitioner)"))
-        out.print(f"pipeline split: {'|'.join(str(int(x)) for x in split)} transformer layers per stage, {how}")
+    _print_split(out, m, r, lay, placed, sc)
     if not rec["feasible"]:
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
     out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
@@ -178,6 +170,22 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
+
+
+def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:
+    """Print the pipeline split where it is not even: the run's own layout (``placed``) per rank, or the
+    split the model chose and why."""
+    split = pipeline_split(m, lay, light_last_stage(r))
+    if placed is not None:
+        out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as "
+                  f"{sc['pp_layout'][1] if sc.get('pp_layout') else '--pp-layout'} places them", highlight=False)
+    elif len(set(split)) > 1:
+        how = ("the embedding and the loss counted as one pipeline layer each (Megatron "
+               "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)"
+               if bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0])
+               else ("uneven stages, the last one lighter (it also runs the logits and the loss)" if light_last_stage(r)
+                     else "uneven stages, the last ones fuller (the stack's pipeline partitioner)"))
+        out.print(f"pipeline split: {'|'.join(str(int(x)) for x in split)} transformer layers per stage, {how}")
 
 
 def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
@@ -216,8 +224,11 @@ def _pp_layout(text, m, lay: dict, sc: dict):
     Raises:
         InputError: a bad layout (costmodel.pipeline_layout), or a --config that splits the pipeline its own way.
     """
-    if text is None:
+    if text is None and sc.get("pp_layout") is None:
         return None
+    if text is None:                           # the --config file's own layout
+        text, where = sc["pp_layout"]
+        return parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers, where=where)
     if sc.get("uneven_pp") == "any":
         raise InputError("--pp-layout", "", "the --config file sets its own pipeline split: drop the flag or the file's split")
     placed = parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers)
@@ -232,7 +243,7 @@ def _pp_layout_note(placed, m, lay: dict) -> str | None:
     most = max(placed.rank_layers())
     if most <= priced:
         return None
-    return (f"--pp-layout puts {most} transformer layers on its fullest pipeline rank; the model prices the fullest "
+    return (f"the pipeline layout puts {most} transformer layers on its fullest pipeline rank; the model prices the fullest "
             f"stage at {priced:g} layers: this step time and memory are optimistic for that layout")
 
 
