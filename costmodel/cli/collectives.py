@@ -15,7 +15,7 @@ from ..collectives_table import DEFAULT_SIZES, compare_capture, error_summary, p
 from ..comm import inter_node_efficiency_note, needs_ring_all_reduce
 from ..errors import InputError
 from ..specs import cluster_profile, load_cluster, with_fabric
-from .common import with_fabric_flags
+from .common import check_profile_gpu, with_fabric_flags
 
 
 def _group_sizes(ranks: str | None) -> list | None:
@@ -143,6 +143,7 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
             raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
     c = with_fabric(load_cluster(cluster, None if compare else nodes), **(fabric_flags or {}))
     p = cluster_profile(c, profile)
+    check_profile_gpu(p, c)
     notes = []
     if compare:
         if len(colls) > 1 and collective:

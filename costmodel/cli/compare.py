@@ -16,7 +16,7 @@ from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_moe_recipe
-from .common import check_layout_flags, check_recipe_flags, with_layout_flags, with_recipe_flags
+from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
@@ -156,6 +156,7 @@ def compare(
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     p = cluster_profile(c, profile)
+    check_profile_gpu(p, c)
     try:
         check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus,
                      uneven_pp=sc["uneven_pp"])

@@ -407,6 +407,12 @@ def test_a_profile_of_other_silicon_is_refused_a_same_die_variant_noted():
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--profile",
             "hardware/profiles/h200-sxm-141gb.yaml")
     assert p.returncode == 0 and "was fitted for h200-sxm-141gb, the cluster has h100-sxm-80gb" in p.stderr
+    # compare and collectives take --profile too, and refuse it the same way
+    assert_one_line_error(run("compare", "--log", "tests/data/logs/megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log",
+                              "--cluster", "dgx-h100", "--profile", "hardware/profiles/mi300x.yaml",
+                              "--attention-kernel", "fa2"), "--profile: hardware/profiles/mi300x.yaml was fitted for MI300X")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-h100", "--profile", "hardware/profiles/a100-sxm-80gb.yaml"),
+                          "--profile: hardware/profiles/a100-sxm-80gb.yaml was fitted for A100-SXM-80GB")
 
 
 def test_moe_and_cap_values_out_of_reach_are_named():
