@@ -149,8 +149,13 @@ def _check_not_builtin(out: Path, base_path) -> None:
         raise InputError("-o", "", f"{out} is the base profile this fit keeps sections from: writing would "
                          "overwrite it; name another file (and pass it with --profile)")
     builtin = (hardware_dir() / "profiles").resolve()
-    if out.resolve().parent == builtin:
-        raise InputError("-o", "", f"{out} is a built-in profile of the catalog ({builtin}); write the fit "
+    where = out.resolve().parent
+    # an installed costmodel reads its own copy of the catalog; a checkout's hardware/profiles holds the
+    # same files, which the next install or `python -m costmodel.fit.builtin` would read
+    checkout = (where.name == "profiles" and where.parent.name == "hardware"
+                and out.name in {f.name for f in builtin.glob("*.yaml")})
+    if where == builtin or checkout:
+        raise InputError("-o", "", f"{out} is a built-in profile of the catalog ({where}); write the fit "
                          "elsewhere and pass it with --profile")
 
 

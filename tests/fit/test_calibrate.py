@@ -674,6 +674,13 @@ def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
     other = REPO / "hardware" / "profiles" / "a100-sxm-80gb.yaml"
     rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(other))
     assert rc == 2 and "is a built-in profile of the catalog" in se, se
+    # a checkout's copy of the catalog, when the costmodel that runs is an installed one
+    clone = tmp_path / "clone" / "hardware" / "profiles"
+    clone.mkdir(parents=True)
+    (clone / "a100-sxm-80gb.yaml").write_bytes(other.read_bytes())
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(clone / "a100-sxm-80gb.yaml"))
+    assert rc == 2 and "is a built-in profile of the catalog" in se, se
+    assert (clone / "a100-sxm-80gb.yaml").read_bytes() == other.read_bytes()
     base = tmp_path / "mine.yaml"
     base.write_bytes(before)
     rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--base", str(base), "-o", str(base))
