@@ -44,9 +44,11 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
     why = (f"{len(n)} size(s), fewer than the {need} a protocol fit needs" if len(n) < need else
            f"all {len(n)} sizes are >= 1 MiB (bandwidth-bound: the faster protocols never win there)")
-    report.warnings.append(f"comm.{scope}.{coll}: {why}: fitted {what} only (one line); the faster protocols are "
-                           "the base profile's; rerun nccl-tests with -b 8 -e 8G -f 2 to fit them")
-    return fix, k, f"; short sweep: only {what} fitted, the other protocol lines held at the base profile's"
+    report.warnings.append(f"comm.{scope}.{coll}: {why}: fitted {what} only (one line); the faster protocols keep "
+                           "the base profile's latencies and efficiency ratios to Simple (so their efficiencies move "
+                           "with Simple's); rerun nccl-tests with -b 8 -e 8G -f 2 to fit them")
+    return fix, k, (f"; short sweep: only {what} fitted, the other protocols' latencies and efficiency ratios to "
+                    "Simple held at the base profile's")
 
 
 
@@ -181,8 +183,12 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         {scope: {collective: entry}}.
     """
     out = {"intra_node": {}, "inter_node": {}}
-    link = gpu.nvlink_bytes_per_s or (cluster.intra_bytes_per_s if cluster else 0.0)
+    # the link the prediction prices with: the cluster's intra-node bandwidth (a PCIe box's, not its
+    # GPUs' NVLink bridges), the GPU's NVLink without a cluster
+    link = (cluster.intra_bytes_per_s if cluster is not None and cluster.intra_bytes_per_s
+            else gpu.nvlink_bytes_per_s or 0.0)
     intra = _coll_points(meas, "intra_node")
+    nvls = cluster.intra_fabric == "nvswitch" if cluster is not None else gpu.vendor.lower() == "nvidia"
 
     def link_of(k):
         """The link a group of k GPUs uses: all of it through an NVSwitch, its members' links in a
@@ -200,8 +206,9 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         g = max(k[1] for k in keys)
         n, t, src = intra[next(k for k in keys if k[1] == g)]
         gsz = 2 if coll == "send_recv" else g
-        # only a reduction in the switch (NVLS) may beat the link; a 2-GPU all-reduce is a ring
-        eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" else 1.0
+        # only a reduction in an NVSwitch (NVLS) may beat the link; a 2-GPU all-reduce is a ring, and
+        # NCCL runs NVLS only on an NVSwitch fabric (src/transport/nvls.cc: multicast support)
+        eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" and nvls else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
         # a group of another size than the base's entry holds the base's fit of that size where it has one
         base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}

@@ -316,8 +316,9 @@ def quality(fit: dict) -> str:
         parts.append(f"max {fit['max_rel_err']:.1%}")
     if fit.get("max_busbw_rel_err_ge_1MiB") is not None:
         parts.append(f"busbw>=1MiB max {fit['max_busbw_rel_err_ge_1MiB']:.1%}")
-    if isinstance(fit.get("n_points"), int) and fit["n_points"] <= 2:
-        # a line (latency, efficiency) through two points: an exact fit says nothing of its error
+    if isinstance(fit.get("n_points"), int) and fit["n_points"] <= 2 and not (fit.get("median_rel_err") or 0) > 0.005:
+        # a line (latency, efficiency) through two points: an exact fit says nothing of its error; one that
+        # misses them (a parameter held or bounded) has just been shown to
         parts.append("(exact by construction: no error measured)")
     return " ".join(parts)
 

@@ -708,3 +708,24 @@ def test_a_smaller_group_than_the_base_fit_goes_under_its_group_size(tmp_path):
     assert two["algorithm"] == "ring" and two["fit"]["inputs"] == [str(cap)] and two["protocols"] != \
         base["by_group_size"]["2"]["protocols"]
     assert "groups of at most 2 measured, the base profile's fit of 8 is kept" in " ".join((so + se).split())
+
+
+def test_a_fit_normalises_by_the_link_the_prediction_prices_and_nvls_only_on_an_nvswitch(tmp_path):
+    """Two H100 NVL cards on an NVLink bridge, calibrated as the h100-nvl-8x cluster (whose file gives
+    PCIe Gen5, 64 GB/s, between its GPUs): the fit is normalised by that 64 GB/s, as the prediction
+    is, so the 115 GB/s measured shows as the fit's error and a warning instead of a 0 % fit that
+    predicts 4.7x slower; an 8-GPU MI300X all-reduce (xGMI, no NVSwitch: NCCL/RCCL run no NVLS) may
+    not fit a busbw efficiency above 1 (it had reached NVLS's 1.2: 532 GB/s on a 448 GB/s link)."""
+    out = tmp_path / "pcie.yaml"
+    rc, so, se = cli("calibrate", "fit", str(REPO / "tests/data/readers/nccl_tests_h100_pcie_nvlink_bridge_2gpu_2sizes.txt"),
+                     "--nodes", "1", "--gpus-per-node", "2", "--cluster", "h100-nvl-8x", "-o", str(out))
+    assert rc == 0, se
+    fit = yaml.safe_load(out.read_text())["comm"]["intra_node"]["all_reduce"]["fit"]
+    assert fit["link_bytes_per_s"] == 64e9 and fit["median_rel_err"] > 0.5
+    assert "comm.intra_node.all_reduce: busbw efficiency 1.000 sits at its bound 1.0" in so + se
+    mi = tmp_path / "mi.yaml"
+    rc, so, se = cli("calibrate", "fit", str(REPO / "tests/data/readers/rccl_tests_mi300x_8gpu_allreduce_excerpt.txt"),
+                     "-o", str(mi))
+    assert rc == 0, se
+    protos = yaml.safe_load(mi.read_text())["comm"]["intra_node"]["all_reduce"]["protocols"]
+    assert max(p["busbw_efficiency"] for p in protos) <= 1.0
