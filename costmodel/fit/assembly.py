@@ -237,6 +237,9 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
     if gemm and prof.get("power"):
         # the GEMMs measured here ran under this GPU's default power limit, the TDP
         prof["power"] = dict(prof["power"], kernel_limit_w=float(gpu.tdp_w))
+    elif pw and (base.get("power") or {}).get("kernel_limit_w") is not None:
+        # the kernel tables stay the base's, and so does the limit they were measured under
+        prof["power"] = dict(prof["power"], kernel_limit_w=base["power"]["kernel_limit_w"])
     th = fit_thermal_section(meas, base, report)
     if th:
         prof["thermal"] = th

@@ -729,3 +729,16 @@ def test_a_fit_normalises_by_the_link_the_prediction_prices_and_nvls_only_on_an_
     assert rc == 0, se
     protos = yaml.safe_load(mi.read_text())["comm"]["intra_node"]["all_reduce"]["protocols"]
     assert max(p["busbw_efficiency"] for p in protos) <= 1.0
+
+
+def test_a_power_fit_without_gemms_keeps_the_limit_the_base_kernels_were_measured_under(tmp_path):
+    """Fitting power from a training trace refits power, not the GEMM tables: those stay the base's,
+    measured under the base's kernel_limit_w (700 W for the H100 SXM), which the written profile keeps
+    (it had dropped it, and the Grand Teton 500 W H100 then lost its power-limited clock)."""
+    out = tmp_path / "p5pow.yaml"
+    rc, so, se = cli("calibrate", "fit", str(REPO / "hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt"),
+                     str(REPO / "hardware/profiles/data/h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"),
+                     "--cluster", "aws-p5", "-o", str(out))
+    assert rc == 0, se
+    base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())["power"]["kernel_limit_w"]
+    assert yaml.safe_load(out.read_text())["power"]["kernel_limit_w"] == base == 700.0
