@@ -261,6 +261,13 @@ def test_mixtral_recipe_switches_from_the_dump_flags_may_not_contradict(tmp_path
     assert rc == 2 and "--stack: 'torchtitan' contradicts the log" in se and "is a megatron log" in se
     rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--stack", "nemo", "--json")
     assert rc == 0, se
+    out = json.loads(so)       # another of the Megatron family is the user's to say, and is said
+    assert out["recipe"]["stack"] == "nemo" and any(w.startswith("--stack nemo: the log's lines are a megatron run's")
+                                                    for w in out["warnings"])
+    # a Megatron-DeepSpeed log names its framework: Megatron-core's defaults would price another run
+    rc, so, se = cli("compare", "--log", str(LOGS / "megatron_deepspeed_synthetic_zero1_fp16_skipped.log"), "--cluster",
+                     "dgx-a100", "--model", "gpt3-175b", "--stack", "megatron")
+    assert rc == 2 and "--stack: 'megatron' contradicts the log" in se and "is a megatron-deepspeed log" in se, se
     # a field that is not a number is left out of its iteration, whose step time still counts
     rc, so, se = cli("compare", "--log", _mixtral_with(tmp_path, {}, lbl="abc"), *MIXTRAL_FLAGS, "--json")
     assert rc == 0, se

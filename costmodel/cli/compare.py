@@ -195,7 +195,7 @@ def compare(
                iterations_used=int(agg["step_time_s"].n or agg["tokens_per_s_per_gpu"].n), framework=tlog.framework,
                log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
-               recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
+               recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                            **switch_values(recipe)),
                origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
@@ -391,7 +391,11 @@ def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None
     if not stack_name or stack_name == tlog.framework:
         return
     want, have = get_stack(stack_name), get_stack(tlog.framework)
-    if want.megatron_family and have.megatron_family:
+    # a Megatron-LM log does not say which generation or launcher ran it (Megatron-core, 2021-22
+    # Megatron-LM, NeMo): another of the family is the user's to say; DeepSpeed's own lines are not
+    if want.megatron_family and have.megatron_family and "megatron-deepspeed" not in (stack_name, tlog.framework):
+        warnings.append(f"--stack {stack_name}: the log's lines are a {tlog.framework} run's; priced with "
+                        f"{stack_name}'s defaults (fusions, overlaps, recompute vocabulary), as the flag says")
         return
     if not allow_override:
         raise InputError("--stack", "", f"{stack_name!r} contradicts the log ({tlog.path} is a {tlog.framework} log); "
