@@ -537,3 +537,16 @@ def test_a_trace_s_bad_lines_are_named_up_to_five_and_the_rest_counted():
     assert got[:MAX_NAMED_LINES] == warns[:MAX_NAMED_LINES] == got[:5]
     assert got[-1] == "... and 95 more bad line(s) of the trace, each left out" and len(got) == 6
     assert _summarised(warns[:6]) == warns[:6]
+
+
+def test_a_configuration_of_another_framework_than_the_logs_is_refused():
+    """A NeMo YAML beside a torchtitan log (or a torchtitan TOML beside a NeMo log) describes another run:
+    one line naming --config, both files and both frameworks, before any other question."""
+    rc, so, se = cli("compare", "--log", str(LOGS / "torchtitan_pr1287_llama_rank0.log"), "--config",
+                     str(REPO / "tests/data/configs/nemo_launcher_llama3_8b.yaml"), "--cluster", "dgx-h100",
+                     "--model", "llama3-8b")
+    assert rc == 2 and len(se.strip().splitlines()) == 1, se
+    assert "--config:" in se and "is a NeMo YAML (run by nemo or megatron)" in se and "is a torchtitan run's" in se
+    rc, so, se = cli("compare", "--log", str(LOGS / "nemo1_synthetic_config_and_progress_bar.log"), "--config",
+                     str(REPO / "tests/data/configs/torchtitan_llama3_8b.toml"), "--cluster", "dgx-h100", "--model", "llama3-8b")
+    assert rc == 2 and "is a torchtitan TOML (run by torchtitan)" in se and "is a nemo run's" in se, se

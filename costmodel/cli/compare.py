@@ -226,11 +226,15 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
     flags give, in place; returns a warning naming what it filled.
 
     Raises:
-        InputError: a configuration value that contradicts the log (both named), or a flag that
-            contradicts the configuration.
+        InputError: a configuration of another framework than the log's, a configuration value that
+            contradicts the log (both named), or a flag that contradicts the configuration.
     """
     from ..run_config import read_run_config
+    from .common import STACKS_OF_FILE
     cfg = read_run_config(path)
+    if tlog.framework not in STACKS_OF_FILE[cfg.stack]:
+        raise InputError("--config", "", f"{path} is a {cfg.kind} (run by {' or '.join(STACKS_OF_FILE[cfg.stack])}); the "
+                         f"log {tlog.path} is a {tlog.framework} run's: give that run's own configuration")
     ll = tlog.layout()
     filled = []
     for name, v in {**cfg.layout, **cfg.recipe}.items():
