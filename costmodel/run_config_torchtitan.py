@@ -50,6 +50,12 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     for key, v in TORCHTITAN_TRAINING_DEFAULTS.items():
         if key not in R and not (key == "local_batch_size" and "gbs" in R):
             cfg.defaults[key] = v
+    opt = _table(d, path, "optimizer").get("name")
+    if opt is not None:
+        # torchtitan builds torch.optim's Adam or AdamW by this name (torchtitan/components/optimizer.py)
+        if not isinstance(opt, str) or opt.strip().lower() not in ("adam", "adamw"):
+            raise InputError(path, "optimizer.name", f"{opt!r}: torchtitan builds Adam or AdamW")
+        R["optimizer"], cfg.where["optimizer"] = opt.strip().lower(), f"{path}: optimizer.name"
     act = _table(d, path, "activation_checkpoint")
     ac = act.get("mode")
     if ac is not None:

@@ -550,3 +550,17 @@ def test_a_configuration_of_another_framework_than_the_logs_is_refused():
     rc, so, se = cli("compare", "--log", str(LOGS / "nemo1_synthetic_config_and_progress_bar.log"), "--config",
                      str(REPO / "tests/data/configs/torchtitan_llama3_8b.toml"), "--cluster", "dgx-h100", "--model", "llama3-8b")
     assert rc == 2 and "is a torchtitan TOML (run by torchtitan)" in se and "is a nemo run's" in se, se
+
+
+def test_what_a_torchtitan_configuration_fills_is_attributed_to_it():
+    """The torchtitan TOML's [compile] and [optimizer] reach the recipe: their origin is the file, not a flag
+    nor the stack's default; a dense torchtitan run's ETP is no Megatron default."""
+    rc, so, se = cli("compare", "--log", str(LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log"), "--config",
+                     str(REPO / "tests/data/configs/torchtitan_llama3_8b.toml"), "--cluster", "aws-p5", "--model",
+                     "llama3-8b", "--nodes", "4", "--json")
+    assert rc == 0, se
+    o = json.loads(so)["origin"]
+    assert o["fused_elementwise"].endswith("torchtitan_llama3_8b.toml: compile.enable")
+    assert o["optimizer"].endswith("torchtitan_llama3_8b.toml: optimizer.name")
+    assert o["etp"] == "the layout's TP (no expert layers to split)"
+

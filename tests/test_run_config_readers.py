@@ -121,6 +121,11 @@ def test_torchtitan_settings_that_change_the_step(tmp_path):
     assert "dp" not in _tt(tmp_path).layout                  # -1: the ranks left
     with pytest.raises(InputError, match="only bfloat16 parameters"):
         _tt(tmp_path, training='mixed_precision_param = "float32"')
+    # the optimizer torchtitan builds by name: Adam or AdamW (another is named, not guessed)
+    text = TORCHTITAN.format(shard=-1, tp=2, sac='"op"', training="", parallelism="")
+    assert _read(tmp_path, "o.toml", text + '[optimizer]\nname = "AdamW"\n').recipe["optimizer"] == "adamw"
+    with pytest.raises(InputError, match="optimizer.name: 'SGD': torchtitan builds Adam or AdamW"):
+        _read(tmp_path, "o.toml", text + '[optimizer]\nname = "SGD"\n')
 
 
 def test_a_nemo_data_length_beside_the_model_length_is_said(tmp_path):

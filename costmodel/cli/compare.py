@@ -153,8 +153,9 @@ def compare(
     if config:
         from ..run_config import check_model_dims, read_run_config
         check_model_dims(read_run_config(config), m)
-    run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
+    # what the configuration filled reaches the recipe as a flag would: say where it came from
+    run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     p = cluster_profile(c, profile)
     check_profile_gpu(p, c)
     try:
@@ -380,7 +381,9 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                                 "iterations may come from different runs, and the comparison may not be of one run")
         else:
             lay["etp"] = lay["tp"]
-            run.origin["etp"] = "Megatron default (the layout's TP)"
+            run.origin["etp"] = ("Megatron default (the layout's TP)" if get_stack(stack or tlog.framework).megatron_family
+                                 else "the layout's TP (no expert layers to split)" if not m.is_moe
+                                 else f"{stack or tlog.framework}: the experts split over the layout's TP")
     return run, m, c
 
 
