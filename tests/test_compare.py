@@ -564,3 +564,29 @@ def test_what_a_torchtitan_configuration_fills_is_attributed_to_it():
     assert o["optimizer"].endswith("torchtitan_llama3_8b.toml: optimizer.name")
     assert o["etp"] == "the layout's TP (no expert layers to split)"
 
+
+
+def test_a_log_whose_iterations_are_all_refused_says_which_and_why(tmp_path):
+    """Every step time 'nan' or negative, an empty file, a dump's batch size no iteration ran: one line
+    naming the first refused line and the count of the others (not 'no iteration lines found'), the
+    file's emptiness, and the dump's key with both batch sizes (not a --gbs the user never passed)."""
+    import re
+    text = MIXTRAL.read_text()
+    cases = {"nan": (re.sub(r"elapsed time per iteration \(ms\): [0-9.]+", "elapsed time per iteration (ms): nan", text),
+                     "no usable iteration line; line "),
+             "neg": (re.sub(r"elapsed time per iteration \(ms\): ([0-9.]+)", r"elapsed time per iteration (ms): -\1", text),
+                     "no usable step time or tokens/s: line "),
+             "empty": ("", "empty: no lines to read")}
+    for name, (body, needle) in cases.items():
+        f = tmp_path / f"{name}.log"
+        f.write_text(body)
+        rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS)
+        assert rc == 2 and len(se.strip().splitlines()) == 1 and needle in se, (name, se)
+        if name != "empty":
+            assert "(and 7 more)" in se and f"{f}: " in se and f"{f}:" not in se.replace(f"{f}: ", ""), se
+    f = tmp_path / "gbs.log"
+    f.write_text(text.replace("global_batch_size ............................... 128",
+                              "global_batch_size ............................... 64"))
+    rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--tp", "2", "--dp", "8", "--allow-override")
+    assert rc == 2 and f"{f}: global_batch_size: 64 (log), but every logged iteration ran another global batch size " \
+                       "(128)" in se, se

@@ -25,6 +25,14 @@ from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack,
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
 
+def _local(msg: str, path) -> str:
+    """A reader's ``"FILE: ..."`` or ``"FILE:LINE: ..."`` message without the file (the error names it)."""
+    p = str(path)
+    if msg.startswith(p + ": "):
+        return msg[len(p) + 2:]
+    return "line " + msg[len(p) + 1:] if msg.startswith(p + ":") else msg
+
+
 def _read_log(path, warmup_steps, rank):
     from ..readers.training_logs import TrainingLogParseError, read_training_log
     if not Path(path).is_file():
@@ -35,8 +43,15 @@ def _read_log(path, warmup_steps, rank):
                 raise InputError(path, "", "a binary file, not a training log (decompress a .gz log first)")
         return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
     except TrainingLogParseError as e:
-        first = e.errors[0] if e.errors else "no iteration lines"
-        raise InputError(path, "", f"unusable training log: {first.replace(str(path) + ': ', '', 1)}") from None
+        errs = [_local(x, path) for x in e.errors] or ["no iteration lines"]
+        if Path(path).stat().st_size == 0 or not Path(path).read_text(errors="replace").strip():
+            raise InputError(path, "", "empty: no lines to read") from None
+        # iteration lines that were refused say more than 'none found': the first of them, and how many
+        refused = [x for x in errs if not x.startswith("no iteration lines found")]
+        if refused and errs[0].startswith("no iteration lines found"):
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise InputError(path, "", f"unusable training log: no usable iteration line; {refused[0]}{more}") from None
+        raise InputError(path, "", f"unusable training log: {errs[0]}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(path, "", f"cannot read ({e})") from None
 
@@ -170,7 +185,7 @@ def compare(
     if pred.energy_missing and power:
         warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
                         "power metrics are measured only")
-    agg = _aggregate(tlog, recipe, log, warnings)
+    agg = _aggregate(tlog, recipe, log, warnings, run.origin)
     pw, gpu_rows, window, ptrace = None, [], None, None
     if power:
         ptrace, tw = _read_trace(power, c.gpus_per_node)
@@ -480,7 +495,7 @@ def _records_text(tlog, out) -> str:
     return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded"
 
 
-def _aggregate(tlog, recipe, log, warnings) -> dict:
+def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None) -> dict:
     """Median and spread of the kept iterations that ran the recipe's global batch size.
 
     Raises:
@@ -494,13 +509,22 @@ def _aggregate(tlog, recipe, log, warnings) -> dict:
                         f"(batch-size ramp-up?), lines {', '.join(map(str, tlog.iterations.line[other][:5]))}: "
                         "left out")
         if not tlog.kept.any():
-            raise InputError("--gbs", "", f"no logged iteration ran global batch size {recipe.gbs}")
+            src = (origin or {}).get("gbs", "flag")
+            ran = ", ".join(str(int(x)) for x in sorted(set(gb[gb == gb].tolist())))
+            where = (("--gbs", "") if src == "flag" else
+                     (log, src[5:] if src.startswith("log: ") else "global_batch_size"))
+            raise InputError(*where, f"{recipe.gbs} ({src}), but every logged iteration ran another global batch size "
+                             f"({ran}): the dump and the iterations may come from different runs")
     if not tlog.kept.any():
         n = len(tlog.kept)
         raise InputError("--warmup-steps", "", f"discards all {n} logged iteration(s) of {log} as warm-up: keep "
                          f"some (fewer than {n})")
     agg = tlog.aggregate()
     if not agg["step_time_s"].n and not agg["tokens_per_s_per_gpu"].n:
+        bad = [e for e in tlog.errors if "is not a positive finite value" in e]
+        if bad:       # printed, but not a time: name the first such value
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise InputError(log, "", f"no usable step time or tokens/s: {_local(bad[0], log)}{more}")
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
                          "(NeMo: enable log_step_timing; torchtitan: tps)")
     return agg
