@@ -219,7 +219,8 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
             report.warnings.append(f"comm.{scope}: no measurement of {', '.join(kept)}: kept from the base profile")
         if len(kept) < len(missing):
             report.warnings.append(f"comm.{scope}: no measurement of {', '.join(c for c in missing if c not in kept)}: "
-                                   "derived from this fit's collective the base profile derives them from")
+                                   "derived, as the base profile derives them, from the collective this fit "
+                                   "measured")
     mo = fit_moe_section(meas, gpu, prof, report)
     if mo:
         prof["moe"] = mo

@@ -48,6 +48,30 @@ class Measurements:
 
 
 # ------------------------------------------------------------------------------------- loading
+#: per-line reader warnings of one kind shown before the rest are counted
+_SHOWN_PER_KIND = 3
+
+
+def _grouped(warns: list) -> list:
+    """A file's per-line warnings with more than :data:`_SHOWN_PER_KIND` of one kind (the text after
+    ``FILE:LINE:``, numbers aside) cut to the first few and a count, so 199 blank power samples are
+    four lines, not 199, in the report and the profile."""
+    import re
+    kinds: dict = {}
+    for w in warns:
+        mt = re.match(r"(.+?):(\d+): (.*)", w)
+        key = re.sub(r"[-+]?\d[\d.eE+-]*", "#", mt.group(3)) if mt else None
+        kinds.setdefault(key, []).append(w)
+    out = []
+    for key, ws in kinds.items():
+        if key is None or len(ws) <= _SHOWN_PER_KIND + 1:
+            out += ws
+        else:
+            path = re.match(r"(.+?):\d+: ", ws[0]).group(1)
+            out += ws[:_SHOWN_PER_KIND] + [f"{path}: ... and {len(ws) - _SHOWN_PER_KIND} more line(s) like these"]
+    return out
+
+
 def _sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -85,7 +109,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
             first = getattr(e, "errors", None)
             msg = str(e).splitlines()[0] if str(e) else f"{p}: unreadable"
             raise FitError(msg + (f" (first: {first[0]})" if first else "")) from None
-        report.warnings += list(warns)
+        report.warnings += _grouped(list(warns))
         out.files[str(p)] = _sha256(p)
         to_fit = REGISTRY[fmt].to_fit_input
         inputs, notes = to_fit(data, p) if to_fit else ([], [f"{p}: {fmt} is not an input of this fit"])

@@ -450,7 +450,8 @@ def watts_misread(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1)
         return (f"its power samples peak at {float(p.max()):.4g} W, below 5 % of the GPU's {limit:.0f} W limit: "
                 "the column is not in watts (kW under a W header?)")
     if hi > 1.5 * limit:
+        unit = " (mW under a W header?)" if hi > 100 * limit else ""
         return (f"its power samples reach {hi:.4g} W (99th percentile), above 1.5 x the GPU's {limit:.0f} W limit: "
-                "the column is not in watts, or the capture is of another GPU")
+                f"the column is not in watts{unit}, or the capture is of another GPU")
     return None
 

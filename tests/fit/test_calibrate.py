@@ -742,3 +742,21 @@ def test_a_power_fit_without_gemms_keeps_the_limit_the_base_kernels_were_measure
     assert rc == 0, se
     base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())["power"]["kernel_limit_w"]
     assert yaml.safe_load(out.read_text())["power"]["kernel_limit_w"] == base == 700.0
+
+
+def test_many_bad_rows_of_one_kind_are_three_warnings_and_a_count(tmp_path):
+    """A trace with 'nan W' in every tenth row: three of its lines are shown and the rest counted, in the
+    report and in the written profile (199 lines had been copied one by one)."""
+    src = (REPO / "hardware/profiles/data/h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv").read_text().splitlines()
+    head = [ln for ln in src if ln.startswith("#")]
+    body = [ln for ln in src if not ln.startswith("#")][:2000]
+    body = [body[0]] + [ln.replace(ln.split(", ")[1], "nan W") if i % 10 == 9 else ln for i, ln in enumerate(body[1:])]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(head + body) + "\n")
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(REPO / "hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt"),
+                     str(trace), "--cluster", "aws-p5", "-o", str(out))
+    assert rc == 0, se
+    text = so + se
+    assert text.count("not a number in [W] for power.draw: 'nan W'") == 3
+    assert f"{trace}: ... and 196 more line(s) like these" in text
