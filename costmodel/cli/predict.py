@@ -155,9 +155,11 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
               f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
               f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
-    out.print(f"  ± is one sigma: the fit residuals of {p.path} ({100 * band.fit_rel:.1f}%) and the model's "
-              f"error on published runs of its regime {band.model_form_key} ({100 * band.model_form_rel:.1f}%)"
-              + (f"; no fit data for: {', '.join(band.unfitted)}" if band.unfitted else ""), highlight=False)
+    fits = (f"{100 * band.fit_rel:.1f}% over the fitted terms; no fit data for {', '.join(band.unfitted)}, whose "
+            "datasheet-derived values carry only the model's error" if band.unfitted else f"{100 * band.fit_rel:.1f}%")
+    out.print(f"  ± is one sigma: the fit residuals of {p.path} ({fits}) and the model's "
+              f"error on published runs of its regime {band.model_form_key} ({100 * band.model_form_rel:.1f}%)",
+              highlight=False)
     limited = report.power_limit_line(rec, c.gpu.boost_clock_mhz)
     if limited:
         out.print(limited)
