@@ -379,11 +379,19 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a.append(f"    config.parallelism.expert_tensor_parallel_degree = {t.get('etp') or t['tp']}")
     if t["pp"] > 1:
         a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
-        # the interleaved schedule with PP x VP virtual stages of L / (PP x VP) layers each
         a.append(f"    config.parallelism.pipeline_parallel_schedule = {'Interleaved1F1B' if t['vp'] > 1 else '1F1B'!r}")
         if t["vp"] > 1:
-            a.append(f"    config.parallelism.pipeline_parallel_layers_per_stage = "
-                     f"{model.num_layers // (t['pp'] * t['vp'])}")
+            # torchtitan makes ceil((L + 2) / layers_per_stage) virtual stages, the embedding and the
+            # output counted as a layer each (torchtitan/distributed/pipeline_parallel.py, input_weight
+            # and output_weight 1): the per-stage count that gives PP x VP of them, where one does
+            pv, eff = t["pp"] * t["vp"], model.num_layers + 2
+            lps = -(-eff // pv)
+            if -(-eff // lps) == pv:
+                a.append(f"    config.parallelism.pipeline_parallel_layers_per_stage = {lps}")
+            else:
+                a.append(f"    # no pipeline_parallel_layers_per_stage makes PP x VP = {pv} stages of {model.num_layers} "
+                         "layers + the embedding and the output: list each stage's modules in "
+                         "config.parallelism.module_fqns_per_model_part")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
           f"    config.training.max_context_length = {recipe.seq_len}",

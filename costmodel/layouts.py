@@ -220,23 +220,29 @@ def _split_terms(model: ModelSpec, t) -> tuple:
     identity of the table's pp and vp arrays (held here, so no other array can take their identity)
     and L; the arrays handed out are read-only."""
     pp, vp, L = t.pp, t.vp, model.num_layers
+    key = (L, model.pipeline_rank_layers)
     for e in _SPLIT_CACHE:
-        if e[0] is pp and e[1] is vp and e[2] == L:
+        if e[0] is pp and e[1] is vp and e[2] == key:
             return e[3], e[4]
     pv = pp * vp
     acc = np.asarray((vp > 1) & (L % pv != 0) & ((L + 2) % pv == 0))
     per = np.asarray(np.where(acc, (L + 2) / pp, np.ceil(L / pp)))
+    if model.pipeline_rank_layers:
+        # the run's own layout prices its fullest rank, with the embedding and the loss where it put them
+        own = np.asarray(pp) == len(model.pipeline_rank_layers)
+        acc = np.asarray(acc & ~own)
+        per = np.asarray(np.where(own, float(max(model.pipeline_rank_layers)), per))
     for a in (acc, per):
         a.flags.writeable = False
-    _SPLIT_CACHE.insert(0, (pp, vp, L, acc, per))
+    _SPLIT_CACHE.insert(0, (pp, vp, key, acc, per))
     del _SPLIT_CACHE[4:]
     return acc, per
 
 
 def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
-    """Transformer layers on the fullest pipeline stage (float array; reads ``t.pp`` and ``t.vp``).
-
-    L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP chunks
+    """Transformer layers on the fullest pipeline stage (float array; reads ``t.pp`` and ``t.vp``): the
+    fullest rank of the run's own layout where the model carries one (ModelSpec.pipeline_rank_layers);
+    else L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP chunks
     hold L/(PP VP) layers each); (L + 2)/PP on the middle stages of a split that counts the
     embedding and the loss (:func:`accounts_embedding_loss`; the first and last stages hold one
     fewer); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
@@ -249,6 +255,8 @@ def pipeline_split(model: ModelSpec, layout: dict, light_last: bool = False) -> 
     """Transformer layers of each pipeline stage of one layout (length PP, summing to L): the split
     of :func:`accounts_embedding_loss` where it applies, else :func:`uneven_split`."""
     pp, L = layout["pp"], model.num_layers
+    if len(model.pipeline_rank_layers) == pp:
+        return np.asarray(model.pipeline_rank_layers, dtype=np.float64)
     one = LayoutTable.from_rows([layout]) if not isinstance(layout, LayoutTable) else layout
     if bool(accounts_embedding_loss(model, one)[0]):
         per = (L + 2) // pp

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from .errors import InputError
 
 _SYMBOLS = {"E": "embedding", "t": "transformer layer", "m": "MTP module", "L": "loss"}
-_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
-_ONE = re.compile(r"([EtmL])\*(\d+)")
+#: Megatron-core's two expansions, each applied once over the string in this order
+#: (PipelineParallelLayerLayout.parse_str_to_list): a parenthesised group, then a single character
+_GROUP = re.compile(r"\(([^)]+)\)\*(\d+)")
+_ONE = re.compile(r"(.)\*(\d+)")
 #: a layout of more symbols than this is not a pipeline anyone runs (and would only cost memory)
 _MAX_SYMBOLS = 100_000
 
@@ -50,29 +52,26 @@ class PipelineLayout:
 
 
 def _expand(text: str, where: str) -> str:
-    """The layout with every repetition written out.
+    """The layout with its cosmetic commas dropped and its repeats written out, as Megatron-core does
+    (one pass of ``(...)*N``, then one of ``X*N``: a nested group is left unexpanded, as there).
 
     Raises:
-        InputError: a repetition count of 0, or an expansion beyond :data:`_MAX_SYMBOLS`.
+        InputError: an expansion beyond :data:`_MAX_SYMBOLS`.
     """
-    out = text.replace(" ", "")
+    out = text.replace(",", "")
     for pattern in (_GROUP, _ONE):
-        while True:
-            mt = pattern.search(out)
-            if mt is None:
-                break
-            n = int(mt.group(2))
-            if n < 1:
-                raise InputError(where, "", f"repetition '*{mt.group(2)}' in {text!r} must be >= 1")
-            if len(mt.group(1)) * n > _MAX_SYMBOLS:
-                raise InputError(where, "", f"{text!r} expands to more than {_MAX_SYMBOLS:,} symbols")
-            out = out[:mt.start()] + mt.group(1) * n + out[mt.end():]
+        total = len(out) + sum(len(mt.group(1)) * int(mt.group(2)) for mt in pattern.finditer(out))
+        if total > _MAX_SYMBOLS:
+            raise InputError(where, "", f"{text!r} expands to more than {_MAX_SYMBOLS:,} symbols")
+        out = pattern.sub(lambda mt: mt.group(1) * int(mt.group(2)), out)
     return out
 
 
 def parse_pipeline_layout(text: str, pp: int, vp: int, num_layers: int, mtp_layers: int = 0,
                           where: str = "--pp-layout") -> PipelineLayout:
-    """Parse and check a Megatron-core pipeline layout (module docstring for the syntax).
+    """Parse and check a Megatron-core pipeline layout as Megatron-core does (module docstring;
+    PipelineParallelLayerLayout.parse_str_to_list and validate_layer_layout): commas are cosmetic,
+    a stage may be empty (a trailing '|' adds one).
 
     Args:
         text: the layout string.
@@ -82,34 +81,40 @@ def parse_pipeline_layout(text: str, pp: int, vp: int, num_layers: int, mtp_laye
         where: the flag or file key named in messages.
 
     Raises:
-        InputError: an unknown symbol or unbalanced parenthesis, a stage count other than PP x VP, a
-            ``t`` / ``m`` count other than the model's, an embedding not at the start of the first
-            stage or a loss not at the end of the last (or either missing or repeated), or an empty
-            stage (Megatron-core refuses all of these).
+        InputError: a character that is not a layer (a space, a nested or unbalanced parenthesis), a
+            stage count other than PP x VP, a ``t`` / ``m`` count other than the model's, a first layer
+            other than the embedding or a last other than the loss (or either repeated), an MTP module
+            before a transformer layer or outside its rank's last virtual stage, or MTP modules split
+            over stages (Megatron-core refuses all of these).
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError(where, "", "empty: give the layout, e.g. 'Et|(tt|)*30mL'")
     flat = _expand(text, where)
     bad = sorted(set(flat) - set(_SYMBOLS) - {"|"})
     if bad:
+        why = ("; a parenthesis left after the repeats are written out is unbalanced, nested (Megatron-core "
+               "expands one level of (...)*N) or without its *N" if {"(", ")"} & set(bad) else "")
         raise InputError(where, "", f"{text!r}: {', '.join(repr(b) for b in bad)} "
                                     f"{'is not a layout symbol' if len(bad) == 1 else 'are not layout symbols'} "
                                     "(E embedding, t transformer layer, m MTP module, L loss, | stage end, "
-                                    "X*N and (...)*N repeats)")
+                                    f"X*N and (...)*N repeats, ',' cosmetic){why}")
     stages = tuple(flat.split("|"))
-    if len(stages) > 1 and stages[-1] == "":
-        stages = stages[:-1]              # a trailing '|' closes the last stage
     if len(stages) != pp * vp:
-        raise InputError(where, "", f"{text!r} has {len(stages)} stages; PP {pp} x VP {vp} needs {pp * vp}")
-    empty = [i for i, s in enumerate(stages) if not s]
-    if empty:
-        raise InputError(where, "", f"{text!r}: virtual stage {empty[0]} is empty")
+        raise InputError(where, "", f"{text!r} has {len(stages)} stages (a trailing '|' opens an empty one); "
+                                    f"PP {pp} x VP {vp} needs {pp * vp}")
+    layers = flat.replace("|", "")
     for sym, n in (("t", num_layers), ("m", mtp_layers)):
-        got = flat.count(sym)
+        got = layers.count(sym)
         if got != n:
             raise InputError(where, "", f"{text!r} places {got} {_SYMBOLS[sym]}s; the model has {n}")
-    if flat.count("E") != 1 or not stages[0].startswith("E"):
-        raise InputError(where, "", f"{text!r}: the embedding 'E' must open the first stage, once")
-    if flat.count("L") != 1 or not stages[-1].endswith("L"):
-        raise InputError(where, "", f"{text!r}: the loss 'L' must close the last stage, once")
+    if layers.count("E") != 1 or not layers.startswith("E"):
+        raise InputError(where, "", f"{text!r}: the embedding 'E' must be the first layer, once")
+    if layers.count("L") != 1 or not layers.endswith("L"):
+        raise InputError(where, "", f"{text!r}: the loss 'L' must be the last layer, once")
+    if "m" in layers and "t" in layers[layers.index("m"):]:
+        raise InputError(where, "", f"{text!r}: the transformer layers must come before the MTP modules")
+    holding = [i for i, st in enumerate(stages) if "m" in st]
+    if holding and (len(holding) > 1 or holding[0] // pp != vp - 1):
+        raise InputError(where, "", f"{text!r}: the MTP modules must be in one stage, the last virtual stage of its "
+                                    "pipeline rank")
     return PipelineLayout(text=text, stages=stages, pp=pp, vp=vp)

@@ -11,7 +11,7 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
-from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, layers_per_stage, light_last_stage, pipeline_split
+from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..pipeline_layout import parse_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
@@ -104,6 +104,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
         placed = _pp_layout(pp_layout, m, lay, sc)
+        if placed is not None:
+            m = dataclasses.replace(m, pipeline_rank_layers=tuple(placed.rank_layers()))
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
@@ -182,8 +184,9 @@ def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:
         out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as "
                   f"{sc['pp_layout'][1] if sc.get('pp_layout') else '--pp-layout'} places them", highlight=False)
     elif len(set(split)) > 1:
-        how = ("the embedding and the loss counted as one pipeline layer each (Megatron "
-               "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)"
+        by = ("Megatron --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
+              if get_stack(r.stack).megatron_family else f"{r.stack}'s pipeline split")
+        how = (f"the embedding and the loss counted as one pipeline layer each ({by})"
                if bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0])
                else ("uneven stages, the last one lighter (it also runs the logits and the loss)" if light_last_stage(r)
                      else "uneven stages, the last ones fuller (the stack's pipeline partitioner)"))
@@ -239,14 +242,20 @@ def _pp_layout(text, m, lay: dict, sc: dict):
 
 
 def _pp_layout_note(placed, m, lay: dict) -> str | None:
-    """A note where ``placed`` puts more layers on one pipeline rank than the time and memory model's
-    fullest stage (:func:`costmodel.layouts.layers_per_stage`): the prediction is then optimistic."""
-    priced = float(layers_per_stage(m, LayoutTable.from_rows([lay]))[0])
-    most = max(placed.rank_layers())
-    if most <= priced:
-        return None
-    return (f"the pipeline layout puts {most} transformer layers on its fullest pipeline rank; the model prices the fullest "
-            f"stage at {priced:g} layers: this step time and memory are optimistic for that layout")
+    """A note where ``placed`` puts the MTP modules on another pipeline rank than the last, where the
+    model prices them (costmodel.compute), or gives one rank's virtual chunks unequal layer counts,
+    which the interleaved schedule prices as equal (costmodel.schedule)."""
+    notes = []
+    mtp = placed.rank_mtp()
+    if any(mtp[:-1]):
+        notes.append(f"the pipeline layout puts the MTP modules on rank {next(i for i, k in enumerate(mtp) if k)}; "
+                     "the model prices them on the last rank, with the logits")
+    fullest = max(range(lay["pp"]), key=lambda s: placed.rank_layers()[s])
+    chunks = [placed.stages[v * lay["pp"] + fullest].count("t") for v in range(lay["vp"])]
+    if len(set(chunks)) > 1:
+        notes.append(f"the pipeline layout's fullest rank {fullest} holds {'+'.join(map(str, chunks))} layers in its "
+                     f"virtual chunks; the interleaved schedule is priced with its {sum(chunks)} layers spread evenly")
+    return "; ".join(notes) or None
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

@@ -60,6 +60,9 @@ class ModelSpec:
         family: the file's Hugging Face ``model_type`` ('' for a catalog file that states its
             architecture itself with ``_gated``); :func:`costmodel.specs.model_config.known_family`
             says whether the reader knows its twists (Qwen's Q/K/V biases, Qwen3's Q/K norms...).
+        pipeline_rank_layers: transformer layers on each pipeline rank where a run places them itself
+            (Megatron-core --pipeline-model-parallel-layout, costmodel.pipeline_layout); () for the
+            split costmodel.layouts derives.  Layouts of another PP are split as derived.
     """
 
     name: str
@@ -101,6 +104,7 @@ class ModelSpec:
     routing_group_limit: int = 0
     attention_chunk: int = 0
     chunked_layers: int = 0
+    pipeline_rank_layers: tuple = ()
 
     # ------------------------------------------------------------------ shape
     @property

@@ -226,9 +226,15 @@ def test_format_prints_the_layout_for_each_stack():
     assert "pipeline_parallel_schedule = '1F1B'" in tt.stdout
     vp = run(*args[:-2], "--gbs", "64", "--vp", "4", "--etp", "1", "--recompute-num-layers", "2", "--format", "torchtitan")
     assert vp.returncode in (0, 3), vp.stderr                           # 3: it does not fit 80 GB
-    for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "pipeline_parallel_layers_per_stage = 4",
-                 "expert_tensor_parallel_degree = 1", "cannot express"):        # 32 layers / (PP 2 x VP 4)
+    # torchtitan makes ceil((L + 2) / layers_per_stage) stages: 34 / 4 would make 9, not PP 2 x VP 4 = 8
+    for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "no pipeline_parallel_layers_per_stage makes PP x VP "
+                 "= 8 stages of 32 layers", "expert_tensor_parallel_degree = 1", "cannot express"):
         assert line in vp.stdout, line
+    # Qwen3-235B's 94 layers + 2 on PP 4 x VP 24 = 96 stages: one per stage (94 // 96 = 0 had been printed)
+    qw = run("predict", "--model", "qwen3-235b-a22b", "--cluster", "hgx-h200", "--nodes", "32", "--gbs", "512", "--stack",
+             "torchtitan", "--tp", "1", "--pp", "4", "--ep", "8", "--vp", "24", "--mbs", "2", "--recompute", "selective",
+             "--zero", "1")
+    assert "config.parallelism.pipeline_parallel_layers_per_stage = 1" in qw.stdout, qw.stderr
     j = json.loads(run(*args, "--format", "json", "--json").stdout)
     assert j["launch"]["format"] == "json" and json.loads(j["launch"]["text"])["ep"] == 4
     assert_one_line_error(run(*args, "--format", "yaml"), "--format")
