@@ -454,9 +454,13 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
             "tp", "pp", "seq_len"}
     header = set(reader.fieldnames or [])
-    if not need <= header:
-        raise InputError(path, "header", f"missing columns {sorted(need - header)}")
     unknown = sorted(header - set(RUN_COLUMNS))
+    if not need <= header:
+        import difflib
+        slips = [f"{u!r} for {m[0]!r}" for u in unknown for m in [difflib.get_close_matches(u, sorted(need - header), 1, 0.8)]
+                 if m]
+        raise InputError(path, "header", f"missing columns {sorted(need - header)}"
+                         + (f" (misspelt? {', '.join(slips)})" if slips else ""))
     if unknown:                      # a misspelt column would leave its value to a default
         raise InputError(path, "header", f"unknown column(s) {unknown}: the schema's columns are "
                          f"{', '.join(RUN_COLUMNS)} (README, 'Validate')")

@@ -54,6 +54,11 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     bad.write_text("row_id,gpu\nx,A100\n")
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and "missing columns" in se and "Traceback" not in se
+    # a required column misspelt is named beside the one it stands for
+    bad.write_text("row_id,gpu,num_gpus,gpus_per_node,num_layers,hiden,num_heads,gbs,mbs,tp,pp,seq_len,step_time_s\n"
+                   "r1,H100-SXM-80GB,8,8,32,4096,32,8,1,1,1,2048,1\n")
+    rc, so, se = cli("validate", str(bad))
+    assert rc == 2 and "missing columns ['hidden'] (misspelt? 'hiden' for 'hidden')" in se, se
     # a misspelt column (vp as virtual_pp) would leave the row's VP to its default: refused by name
     lines = [ln for ln in DEV.read_text().splitlines() if not ln.startswith("#")][:2]
     bad.write_text(lines[0].replace(",vp,", ",virtual_pp,") + "\n" + lines[1] + "\n")
