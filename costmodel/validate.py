@@ -374,7 +374,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
         short = sum(v is None for k, v in r.items() if k is not None)
         r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
         # a row without an id is named by its place among the data rows, as the file's errors name it
-        rid, src = (r.get("row_id") or "").strip() or f"(row {i + 1})", r.get("source_file", "?")
+        rid, src = (r.get("row_id") or "").strip() or f"data row {i + 1}", r.get("source_file", "?")
         if short:
             out.append(RowResult(rid, src, skipped=f"{short} cell(s) fewer than the header's columns"))
             continue

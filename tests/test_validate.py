@@ -493,7 +493,7 @@ def test_notes_that_contradict_the_row_skip_it_by_name(tmp_path):
     assert "needs sequence parallelism" in res[1].skipped
     assert "gbs 100 is not divisible by DP 48" in res[2].skipped
     # a row without an id is named by its place, as the file's errors name rows
-    assert res[3].skipped == "row_id is empty" and res[3].row_id == "(row 4)"
+    assert res[3].skipped == "row_id is empty" and res[3].row_id == "data row 4"
 
 
 def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
