@@ -23,20 +23,26 @@ def test_deepseek_v3_layout_by_rank():
     b = parse_pipeline_layout(DSV3, 8, 4, 61, 1)
     assert b.rank_layers() == [7] + [8] * 6 + [6] and sum(b.rank_layers()) == 61
     assert b.describe() == "7|8|8|8|8|8|8|6+1m"
-    # nested repeats and a closing '|' read as Megatron writes them
+    # a repeat inside a group, cosmetic commas and an empty stage, read as Megatron-core reads them
+    # (its own docstring's example: 'Ettt|(tt|)*29,m|L')
     assert parse_pipeline_layout("E(t*2|)*3tL", 2, 2, 7, 0).rank_layers() == [4, 3]
+    assert parse_pipeline_layout("Et*3|(tt|)*29,m|L", 16, 2, 61, 1).describe() == "5|" + "4|" * 13 + "2+1m|2"
+    assert parse_pipeline_layout("E|t*4|t*4|L", 2, 2, 8, 0).rank_layers() == [4, 4]
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("Et|(tt|)*29mL", "has 31 stages; PP 16 x VP 2 needs 32"),
+    ("Et|(tt|)*29mL", "has 31 stages"),
+    ("Et|(tt|)*30mL|", "has 33 stages (a trailing '|' opens an empty one)"),
+    ("Et|(tt|)*0mL", "has 2 stages"),                       # *0 writes nothing, as in Megatron-core
     ("Et|(tt|)*30L", "places 0 MTP modules; the model has 1"),
     ("Et|(tt|)*30tmL", "places 62 transformer layers; the model has 61"),
-    ("t|(tt|)*30mLE", "the embedding 'E' must open the first stage"),
-    ("Et|(tt|)*30Lm", "the loss 'L' must close the last stage"),
+    ("t|(tt|)*30mLE", "the embedding 'E' must be the first layer"),
+    ("Et|(tt|)*30Lm", "the loss 'L' must be the last layer"),
+    ("Et|(tt|)*29m|ttL", "the transformer layers must come before the MTP modules"),
     ("Et|(tt|)*30mLx", "'x' is not a layout symbol"),
-    ("Et|(tt|*30mL", "are not layout symbols"),
-    ("Et||(tt|)*29mL", "virtual stage 1 is empty"),
-    ("Et|(tt|)*0mL", "must be >= 1"),
+    ("Et|(tt|)*30 mL", "' ' is not a layout symbol"),
+    ("Et|(tt|*30mL", "unbalanced, nested"),
+    ("Et|((tt|)*15)*2mL", "unbalanced, nested"),
     ("t*999999999", "expands to more than"),
     ("", "empty"),
 ])

@@ -512,3 +512,19 @@ def test_predict_takes_a_pp_layout_where_pp_x_vp_leaves_the_layers_uneven():
     p = run(*args, "--pp-layout", DSV3_LAYOUT, "--json")
     assert json.loads(p.stdout)["pp_layout"]["rank_layers"] == [3] + [4] * 14 + [2]
     assert_one_line_error(run(*args, "--pp-layout", "Et|(tt|)*29mL"), "--pp-layout", "has 31 stages")
+
+
+def test_a_pp_layout_is_priced_by_its_fullest_rank():
+    """Llama 3 70B's 80 layers on PP 4: the layout that spreads them 20 a rank prices as the even split
+    does; one that puts 50 on the first rank paces the pipeline at 50 layers (slower, more memory: the
+    first rank holds 50 layers' activations); the split per rank is in --json."""
+    args = ["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "4", "--pp", "4",
+            "--recompute", "full", "--json"]
+    base = json.loads(run(*args).stdout)
+    even = json.loads(run(*args, "--pp-layout", "Et*20|t*20|t*20|t*20L").stdout)
+    heavy = run(*args, "--pp-layout", "Et*50|t*10|t*10|t*10L")
+    assert heavy.returncode in (0, 3), heavy.stderr
+    heavy = json.loads(heavy.stdout)
+    assert even["step_time_s"] == pytest.approx(base["step_time_s"], rel=1e-9)
+    assert heavy["step_time_s"] > 2 * even["step_time_s"] and heavy["peak_mem_bytes"] > 2 * even["peak_mem_bytes"]
+    assert heavy["pp_layout"]["rank_layers"] == [50, 10, 10, 10]
