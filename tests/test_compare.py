@@ -590,3 +590,34 @@ def test_a_log_whose_iterations_are_all_refused_says_which_and_why(tmp_path):
     rc, so, se = cli("compare", "--log", f, *MIXTRAL_FLAGS, "--tp", "2", "--dp", "8", "--allow-override")
     assert rc == 2 and f"{f}: global_batch_size: 64 (log), but every logged iteration ran another global batch size " \
                        "(128)" in se, se
+
+
+def test_a_logged_pipeline_layout_prices_the_run_s_own_split(tmp_path):
+    """A dump with Megatron-core's pipeline_model_parallel_layout: parsed against the logged PP 4 x VP 4
+    and the 80 layers, its split per rank said, and its fullest rank (8 + 5 + 5 + 5 = 23 layers) paces
+    the predicted step, slower than the even 20 a rank; a layout Megatron-core would refuse is named
+    at the log's key; with it VP 3 (80 not divisible by PP x VP) is a layout Megatron-core runs."""
+    text = (LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log").read_text().splitlines()
+    i = next(j for j, ln in enumerate(text) if "pipeline_model_parallel_size ...." in ln)
+
+    def with_layout(layout, lines=text):
+        f = tmp_path / "layout.log"
+        f.write_text("\n".join(lines[:i + 1] + [f"[rank0]:  pipeline_model_parallel_layout ....... {layout}"]
+                               + lines[i + 1:]) + "\n")
+        return f
+    rc, so, se = cli("compare", "--log", LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log", "--cluster",
+                     "dgx-h100", "--json")
+    even = json.loads(so)
+    f = with_layout("Et*8|(t*5|)*14t*2L")
+    rc, so, se = cli("compare", "--log", f, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    step = lambda o: next(r["predicted"] for r in o["metrics"] if r["name"] == "step_time_s")  # noqa: E731
+    assert 1.05 * step(even) < step(out) <= 23 / 20 * step(even)     # the pace scales with the fullest rank at most
+    assert any(w.startswith("pipeline split 23|20|20|17 transformer layers per pipeline rank") for w in out["warnings"])
+    rc, so, se = cli("compare", "--log", with_layout("Et*8|(t*5|)*13t*2L"), "--cluster", "dgx-h100")
+    assert rc == 2 and f"{f}: pipeline_model_parallel_layout: " in se and "has 15 stages" in se, se
+    vp3 = [ln.replace("virtual_pipeline_model_parallel_size .......... 4", "virtual_pipeline_model_parallel_size "
+                      ".......... 3") for ln in text if "num_layers_per_virtual_pipeline_stage" not in ln]
+    rc, so, se = cli("compare", "--log", with_layout("Et*7|(t*7|)*10t*3L", vp3), "--cluster", "dgx-h100", "--json")
+    assert rc == 0 and json.loads(so)["layout"]["vp"] == 3, se

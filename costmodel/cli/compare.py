@@ -2,6 +2,8 @@
 :mod:`costmodel.compare`, the readers of :mod:`costmodel.readers` and :mod:`costmodel.trace`)."""
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from pathlib import Path
 from typing import Optional
@@ -18,6 +20,7 @@ from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
+from ..pipeline_layout import parse_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
@@ -168,6 +171,7 @@ def compare(
     if config:
         from ..run_config import check_model_dims, read_run_config
         check_model_dims(read_run_config(config), m)
+    m = _own_pipeline_layout(tlog, run, m, sc, warnings)
     recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
     # what the configuration filled reaches the recipe as a flag would: say where it came from
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
@@ -272,6 +276,8 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
         scalars["nodes"] = cfg.nodes
         filled.append(f"nodes={cfg.nodes}")
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
+    if cfg.pipeline_layout is not None:
+        scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
     if "local_batch_size" in cfg.recipe:                 # torchtitan: x DP once the world is known
         scalars["local_batch_size"] = cfg.recipe["local_batch_size"]
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
@@ -400,6 +406,27 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                                  else "the layout's TP (no expert layers to split)" if not m.is_moe
                                  else f"{stack or tlog.framework}: the experts split over the layout's TP")
     return run, m, c
+
+
+def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
+    """The model with the run's own pipeline split where the log's argument dump (or the --config file)
+    gives a Megatron-core ``pipeline_model_parallel_layout``: parsed against the logged PP, VP and the
+    model (costmodel.pipeline_layout), priced by its fullest rank; PP x VP may then leave the layers
+    uneven (``sc["uneven_pp"]`` "any").  The model unchanged otherwise.
+
+    Raises:
+        InputError: a layout Megatron-core would refuse, naming the log's key or the file's.
+    """
+    text = tlog.args.get("pipeline_model_parallel_layout")
+    where = f"{tlog.path}: pipeline_model_parallel_layout"
+    if not isinstance(text, str) or text.strip() in ("", "None"):
+        text, where = sc.get("pp_layout") or (None, None)
+    if text is None:
+        return m
+    placed = parse_pipeline_layout(text, run.layout["pp"], run.layout["vp"] or 1, m.num_layers, m.mtp_layers, where=where)
+    sc["uneven_pp"] = "any"
+    warnings.append(f"pipeline split {placed.describe()} transformer layers per pipeline rank, as {where} places them")
+    return dataclasses.replace(m, pipeline_rank_layers=tuple(placed.rank_layers()))
 
 
 def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None:
