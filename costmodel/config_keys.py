@@ -92,7 +92,8 @@ def misspelt_keys(doc) -> list:
         for key in dict.keys(m):
             if not isinstance(key, str) or key in m.asked or len(key) < MIN_KEY_CHARS:
                 continue
-            near = sorted(k for k in missing if one_edit_apart(key, k))
+            # a file's key is not a slip for a reader's private one ('bias' is not '_bias')
+            near = sorted(k for k in missing if one_edit_apart(key, k) and k.startswith("_") == key.startswith("_"))
             if near:
                 found.append((m.where + key, m.where + near[0]))
     return found

@@ -275,9 +275,27 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
+    if model.pipeline_rank_layers:
+        acts = np.where(np.asarray(t.pp) == len(model.pipeline_rank_layers),
+                        _own_split_activations(model, t, m, stored_layer, working, logits), acts)
     reserved = reserved_bytes(t, model, recipe)
     peak = weights + grads + optim + acts + reserved
     return MemoryBreakdown(weights, grads, optim, acts, peak, reserved)
+
+
+def _own_split_activations(model: ModelSpec, t, m, stored_layer, working, logits) -> np.ndarray:
+    """Peak activation bytes over the pipeline ranks of a run's own split (ModelSpec.pipeline_rank_layers):
+    rank r keeps its layers' activations for the micro-batches its schedule has in flight, min(PP - r, m)
+    in 1F1B (Narayanan et al. SC21) and Megatron-core's interleaved warm-up, (PP - r - 1) x 2 + (VP - 1)
+    x PP + 1 chunks of its VP (at most VP x m); the last rank also holds the logits."""
+    ranks = np.asarray(model.pipeline_rank_layers, dtype=np.float64)
+    pp = len(ranks)
+    r = np.arange(pp)[None, :]
+    vp, mb = np.asarray(t.vp, dtype=np.float64)[:, None], np.asarray(m, dtype=np.float64).reshape(-1, 1)
+    flight = np.where(vp > 1, np.minimum(vp * mb, (pp - r - 1) * 2 + (vp - 1) * pp + 1), np.minimum(pp - r, mb))
+    per_rank = flight * ranks[None, :] / vp * np.asarray(stored_layer).reshape(-1, 1) + np.asarray(working).reshape(-1, 1)
+    per_rank[:, -1] += np.broadcast_to(np.asarray(logits, dtype=np.float64), per_rank[:, -1].shape)
+    return per_rank.max(axis=1)
 
 
 def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:

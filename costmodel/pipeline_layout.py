@@ -100,7 +100,8 @@ def parse_pipeline_layout(text: str, pp: int, vp: int, num_layers: int, mtp_laye
                                     f"X*N and (...)*N repeats, ',' cosmetic){why}")
     stages = tuple(flat.split("|"))
     if len(stages) != pp * vp:
-        raise InputError(where, "", f"{text!r} has {len(stages)} stages (a trailing '|' opens an empty one); "
+        trailing = " (a trailing '|' opens an empty one)" if flat.endswith("|") else ""
+        raise InputError(where, "", f"{text!r} has {len(stages)} stage{'s' if len(stages) != 1 else ''}{trailing}; "
                                     f"PP {pp} x VP {vp} needs {pp * vp}")
     layers = flat.replace("|", "")
     for sym, n in (("t", num_layers), ("m", mtp_layers)):

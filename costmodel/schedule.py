@@ -307,8 +307,18 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # the logits
     last = acc & (ct.logits_fwd_s + ct.logits_bwd_s > lay_f + lay_b + comm_f + comm_b)
     n_comm = L - last                          # layers whose collectives the slowest stage runs
-    comp_f = n_comm * lay_f + np.where(acc & ~last, 0.0, ct.logits_fwd_s)
-    comp_b = n_comm * lay_b + np.where(acc & ~last, 0.0, ct.logits_bwd_s)
+    with_logits = ~(acc & ~last)
+    if model.pipeline_rank_layers:
+        # a run's own split: the slower of its fullest rank before the last and its last rank with the logits
+        own = np.asarray(t.pp) == len(model.pipeline_rank_layers)
+        ranks = model.pipeline_rank_layers
+        l_mid, l_last = float(max(ranks[:-1], default=0)), float(ranks[-1])
+        per = lay_f + lay_b + comm_f + comm_b
+        last_slower = l_last * per + ct.logits_fwd_s + ct.logits_bwd_s >= l_mid * per
+        n_comm = np.where(own, np.where(last_slower, l_last, l_mid), n_comm)
+        with_logits = np.where(own, last_slower, with_logits)
+    comp_f = n_comm * lay_f + np.where(with_logits, ct.logits_fwd_s, 0.0)
+    comp_b = n_comm * lay_b + np.where(with_logits, ct.logits_bwd_s, 0.0)
     fwd = comp_f + n_comm * comm_f
     bwd = comp_b + n_comm * comm_b
     pp_raw, pp_mb = stage_sends_s(recipe, t, cm.pp_p2p_s, fwd, bwd)

@@ -435,3 +435,37 @@ def test_qwen3_next_linear_attention_and_unknown_families_shared_experts_are_ref
         load_dict_model(dict(q, model_type="qwen3_next", linear_num_value_heads=32, full_attention_interval=4))
     with pytest.raises(InputError, match="n_shared_experts: model_type 'bar_moe' is not a family this reader knows"):
         load_dict_model(dict(q, model_type="bar_moe", n_shared_experts=1))
+
+
+@pytest.mark.parametrize("base,change,drop,needle", [
+    # DeepseekV3Config's q_lora_rank default is 1536, not none: an absent key is refused (null means none)
+    ("costmodel/catalog/deepseek-v3.json", {}, "q_lora_rank", "q_lora_rank: missing"),
+    ("costmodel/catalog/llama3-8b.json", {"mlp_bias": True}, None, "mlp_bias: True: MLP biases are not modelled"),
+    # LlamaForCausalLM ignores expert keys: counting 8 experts would read 47B for an 8B model
+    ("costmodel/catalog/llama3-8b.json", {"num_local_experts": 8, "num_experts_per_tok": 2}, None,
+     "num_local_experts: model_type 'llama' has no experts"),
+    ("costmodel/catalog/qwen3-30b-a3b.json", {"model_type": "Qwen3_moe"}, None, "did you mean 'qwen3_moe'?"),
+    ("costmodel/catalog/llama3-8b.json", {"model_type": 5}, None, "model_type: expected a name, got 5"),
+])
+def test_what_would_change_the_count_silently_is_refused_by_name(base, change, drop, needle):
+    d = json.loads(open(base).read())
+    d.pop(drop, None)
+    d.update(change)
+    with pytest.raises(InputError) as e:
+        load_dict_model(d)
+    assert needle in str(e.value)
+
+
+def test_family_defaults_falcon_multi_query_and_a_public_key_never_taken_for_a_private_one():
+    """Gemma 2 without head_dim takes Gemma2Config's 256 (9.24B, not 9.01B); Falcon-7B's multi_query is
+    one K/V head (6.92B published; 8.2B had been read with 71 K/V heads); an unknown family's own
+    'bias' key is not a slip for the reader's '_bias'."""
+    gemma2 = {"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+              "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 256000, "hidden_activation":
+              "gelu_pytorch_tanh", "tie_word_embeddings": True, "sliding_window": 4096}
+    assert load_dict_model(gemma2).params() / 1e9 == pytest.approx(9.24, rel=0.005)
+    falcon = {"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
+              "multi_query": True, "vocab_size": 65024, "intermediate_size": 18176, "hidden_act": "gelu",
+              "tie_word_embeddings": True, "bias": False}
+    m = load_dict_model(falcon)
+    assert m.num_kv_heads == 1 and m.params() / 1e9 == pytest.approx(6.92, rel=0.01)

@@ -109,7 +109,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
-    _print_notes(config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else []))
+    _print_notes(config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
+                 + [_uniform_routing_note(m, r)])
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
             lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
@@ -239,6 +240,19 @@ def _pp_layout(text, m, lay: dict, sc: dict):
     placed = parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers)
     sc["uneven_pp"] = "any"
     return placed
+
+
+def _uniform_routing_note(m, r) -> str | None:
+    """A note where a dropless MoE run is priced with routing as even as random top-k (no measured
+    ``--moe-expert-load-cv``): a trained router's busiest expert carries more, and NVIDIA's own
+    measurement of the gap is quoted so the user can judge it (it is not in the model)."""
+    if not m.is_moe or r.moe_expert_load_cv > 0 or r.moe_capacity_factor > 0:
+        return None
+    return ("MoE routing is priced as random top-k (a balls-into-bins bound on the busiest rank); a trained router "
+            "is less even: Qwen3-235B on 256 H100 ran 9-25% slower dropless than with forced balance at the same "
+            "layout (Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, long-context table; "
+            "benchmarks/data/moe_modelzoo_qwen3_235b_h100_long_context.csv). Pass --moe-expert-load-cv (a Megatron "
+            "log's sqrt(load_balancing_loss - 1) bounds it from below) or a capacity factor to price your router")
 
 
 def _pp_layout_note(placed, m, lay: dict) -> str | None:

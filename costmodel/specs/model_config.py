@@ -50,7 +50,11 @@ _TIED_BY_DEFAULT = ("gpt2", "gpt_neo", "opt", "bloom", "gemma", "gemma2", "gemma
 #: vocab_size 262208, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
 #: sliding_window_pattern 6), applied where the file does not give them
 _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
-                                    "sliding_window": 4096, "sliding_window_pattern": 6}}
+                                    "sliding_window": 4096, "sliding_window_pattern": 6},
+                    "gemma": {"head_dim": 256}, "gemma2": {"head_dim": 256}}     # GemmaConfig, Gemma2Config
+#: dense families whose Hugging Face model has no experts: an expert key there is ignored by HF
+_DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "nemotron", "gpt2",
+                "gpt_neo", "opt", "bloom")
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -185,12 +189,32 @@ def read_model_config(d: dict, path) -> ModelSpec:
     w = str(path)
     d, w = _nested(d, w)
     mt = d.get("model_type")
+    _check_model_type(mt, w)
     if isinstance(mt, str) and mt in _ALIASES:
         d = dict(d, model_type=_ALIASES[mt])
     if isinstance(mt, str) and mt in _FAMILY_DEFAULTS:
         d = {**_FAMILY_DEFAULTS[mt], **d}
     doc = TrackedMapping(d, "")
     return read_checked(lambda: _read(doc, w, path), doc, w)
+
+
+def _check_model_type(mt, w: str) -> None:
+    """Refuse a model_type that is not text, or one a slip away from a family the reader knows ('Qwen3',
+    'mixtrl'): Hugging Face refuses both, and read as a plain decoder it would lose the family's twists.
+
+    Raises:
+        InputError: naming model_type and the family it stands for.
+    """
+    if mt is None:
+        return
+    if not isinstance(mt, str):
+        raise InputError(w, "model_type", f"expected a name, got {mt!r}")
+    if mt in _KNOWN_TYPES or mt in _ALIASES:
+        return
+    import difflib
+    near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
+    if near:
+        raise InputError(w, "model_type", f"{mt!r} is not a Hugging Face model_type; did you mean {near[0]!r}?")
 
 
 def known_family(model: ModelSpec) -> bool:
@@ -234,8 +258,11 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         else:
             raise InputError(w, "intermediate_size", "missing")
     moe_ffn = _get_int(d, ("moe_intermediate_size",), w, required=False)
+    # Falcon's multi_query (one K/V head) where no K/V head count is given (FalconConfig)
+    mq = d.get("multi_query")
     kv = _get_int(d, ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), w,
-                  required=False, default=heads)
+                  required=False, default=1 if mq is True else heads)
+    _unmodelled_twists(d, w, str(d.get("model_type", "")))
     mla = _mla(d, w, heads)
     head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None)
     if head_dim is None:
@@ -325,6 +352,26 @@ def _qk_norm(d: dict, model_type: str) -> bool:
     (modeling_qwen3.py, modeling_gemma3.py), GLM-4.5 with ``use_qk_norm`` (modeling_glm4_moe.py).
     Llama 4's ``use_qk_norm`` is a weightless L2 norm (Llama4TextL2Norm): no parameters."""
     return model_type in ("qwen3", "qwen3_moe", "gemma3_text") or (model_type == "glm4_moe" and d.get("use_qk_norm"))
+
+
+def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
+    """Refuse what would change the count silently: DeepSeek's MLA without ``q_lora_rank`` (HF's default
+    is 1536, not none: give null for none), MLP biases (``mlp_bias``), and expert keys on a dense
+    family whose HF model ignores them (:data:`_DENSE_TYPES`).
+
+    Raises:
+        InputError: naming the key.
+    """
+    if model_type in ("deepseek_v2", "deepseek_v3") and d.get("kv_lora_rank") is not None and "q_lora_rank" not in d:
+        raise InputError(w, "q_lora_rank", f"missing: {model_type}'s Hugging Face default is 1536, not none (give the "
+                                           "model's value, null for no Q compression)")
+    if d.get("mlp_bias") not in (None, False):
+        raise InputError(w, "mlp_bias", f"{d['mlp_bias']!r}: MLP biases are not modelled (only attention_bias)")
+    if model_type in _DENSE_TYPES:
+        for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
+            if d.get(key) not in (None, 0, 1):
+                raise InputError(w, key, f"model_type {model_type!r} has no experts (its Hugging Face model ignores "
+                                         "the key): drop it, or give the MoE family's model_type")
 
 
 def _file_name(path) -> str:
