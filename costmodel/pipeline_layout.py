@@ -10,6 +10,7 @@ virtual chunk i div PP (Megatron's interleaved schedule).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -65,6 +66,17 @@ def _expand(text: str, where: str) -> str:
             raise InputError(where, "", f"{text!r} expands to more than {_MAX_SYMBOLS:,} symbols")
         out = pattern.sub(lambda mt: mt.group(1) * int(mt.group(2)), out)
     return out
+
+
+def with_pipeline_layout(model, text: str, pp: int, vp: int, where: str = "--pp-layout"):
+    """``(model, layout)``: the model carrying the run's own per-rank split
+    (``ModelSpec.pipeline_rank_layers``, which costmodel.layouts prices) and the parsed layout.
+
+    Raises:
+        InputError: as :func:`parse_pipeline_layout`.
+    """
+    placed = parse_pipeline_layout(text, pp, vp, model.num_layers, model.mtp_layers, where=where)
+    return dataclasses.replace(model, pipeline_rank_layers=tuple(placed.rank_layers())), placed
 
 
 def parse_pipeline_layout(text: str, pp: int, vp: int, num_layers: int, mtp_layers: int = 0,

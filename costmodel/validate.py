@@ -9,6 +9,7 @@ executed-FLOPs count, 4/3 of model FLOPs under full recompute), ``model_tflops_p
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import math
 import re
@@ -456,7 +457,6 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     header = set(reader.fieldnames or [])
     unknown = sorted(header - set(RUN_COLUMNS))
     if not need <= header:
-        import difflib
         slips = [f"{u!r} for {m[0]!r}" for u in unknown for m in [difflib.get_close_matches(u, sorted(need - header), 1, 0.8)]
                  if m]
         raise InputError(path, "header", f"missing columns {sorted(need - header)}"

@@ -2,8 +2,6 @@
 :mod:`costmodel.compare`, the readers of :mod:`costmodel.readers` and :mod:`costmodel.trace`)."""
 from __future__ import annotations
 
-import dataclasses
-
 import math
 from pathlib import Path
 from typing import Optional
@@ -20,7 +18,7 @@ from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout
-from ..pipeline_layout import parse_pipeline_layout
+from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
@@ -423,10 +421,10 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
         text, where = sc.get("pp_layout") or (None, None)
     if text is None:
         return m
-    placed = parse_pipeline_layout(text, run.layout["pp"], run.layout["vp"] or 1, m.num_layers, m.mtp_layers, where=where)
+    m, placed = with_pipeline_layout(m, text, run.layout["pp"], run.layout["vp"] or 1, where=where)
     sc["uneven_pp"] = "any"
     warnings.append(f"pipeline split {placed.describe()} transformer layers per pipeline rank, as {where} places them")
-    return dataclasses.replace(m, pipeline_rank_layers=tuple(placed.rank_layers()))
+    return m
 
 
 def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None:

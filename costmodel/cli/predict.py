@@ -12,7 +12,7 @@ from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
-from ..pipeline_layout import parse_pipeline_layout
+from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
@@ -103,9 +103,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
-        placed = _pp_layout(pp_layout, m, lay, sc)
-        if placed is not None:
-            m = dataclasses.replace(m, pipeline_rank_layers=tuple(placed.rank_layers()))
+        m, placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
@@ -224,22 +222,22 @@ def _launch(lay: dict, m, r, fmt, sc: dict, config, placed=None) -> tuple[str, s
 
 
 def _pp_layout(text, m, lay: dict, sc: dict):
-    """The parsed ``--pp-layout`` (None when not given); with it the layout may leave PP x VP not
-    dividing the layers (``sc["uneven_pp"]`` "any").
+    """``(model, layout)``: the model with the split of ``--pp-layout`` or the --config file's layout
+    (costmodel.pipeline_layout.with_pipeline_layout), else ``(m, None)``; with one the layout may leave
+    PP x VP not dividing the layers (``sc["uneven_pp"]`` "any").
 
     Raises:
         InputError: a bad layout (costmodel.pipeline_layout), or a --config that splits the pipeline its own way.
     """
     if text is None and sc.get("pp_layout") is None:
-        return None
+        return m, None
     if text is None:                           # the --config file's own layout
         text, where = sc["pp_layout"]
-        return parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers, where=where)
+        return with_pipeline_layout(m, text, lay["pp"], lay["vp"], where=where)
     if sc.get("uneven_pp") == "any":
         raise InputError("--pp-layout", "", "the --config file sets its own pipeline split: drop the flag or the file's split")
-    placed = parse_pipeline_layout(text, lay["pp"], lay["vp"], m.num_layers, m.mtp_layers)
     sc["uneven_pp"] = "any"
-    return placed
+    return with_pipeline_layout(m, text, lay["pp"], lay["vp"])
 
 
 def _uniform_routing_note(m, r) -> str | None:

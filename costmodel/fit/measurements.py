@@ -3,6 +3,7 @@ reports (:class:`FitReport`)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,7 +57,6 @@ def _grouped(warns: list) -> list:
     """A file's per-line warnings with more than :data:`_SHOWN_PER_KIND` of one kind (the text after
     ``FILE:LINE:``, numbers aside) cut to the first few and a count, so 199 blank power samples are
     four lines, not 199, in the report and the profile."""
-    import re
     kinds: dict = {}
     for w in warns:
         mt = re.match(r"(.+?):(\d+): (.*)", w)

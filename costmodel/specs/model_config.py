@@ -26,6 +26,8 @@ attention indexer) is an error naming it, never a silent default.
 """
 from __future__ import annotations
 
+import difflib
+
 from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
 from .loading import _get_int
@@ -211,7 +213,6 @@ def _check_model_type(mt, w: str) -> None:
         raise InputError(w, "model_type", f"expected a name, got {mt!r}")
     if mt in _KNOWN_TYPES or mt in _ALIASES:
         return
-    import difflib
     near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
     if near:
         raise InputError(w, "model_type", f"{mt!r} is not a Hugging Face model_type; did you mean {near[0]!r}?")
@@ -351,7 +352,7 @@ def _qk_norm(d: dict, model_type: str) -> bool:
     """Whether each head's Q and K pass a weighted RMSNorm: Qwen3 and Gemma 3 always
     (modeling_qwen3.py, modeling_gemma3.py), GLM-4.5 with ``use_qk_norm`` (modeling_glm4_moe.py).
     Llama 4's ``use_qk_norm`` is a weightless L2 norm (Llama4TextL2Norm): no parameters."""
-    return model_type in ("qwen3", "qwen3_moe", "gemma3_text") or (model_type == "glm4_moe" and d.get("use_qk_norm"))
+    return model_type in ("qwen3", "qwen3_moe", "gemma3_text") or (model_type == "glm4_moe" and bool(d.get("use_qk_norm")))
 
 
 def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
