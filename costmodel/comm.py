@@ -362,6 +362,9 @@ class MicrobatchComm:
     ep_layer_bwd_s: np.ndarray
     pp_p2p_s: np.ndarray
     tp_regather_s: np.ndarray
+    tp_ag_s: np.ndarray
+    tp_rs_s: np.ndarray
+    tp_mlp_share: np.ndarray
 
 
 @dataclass
@@ -390,6 +393,10 @@ class CommTimes(DataParallelComm, MicrobatchComm):
         micro-batch, which the backward repeats: for their weight gradients where the stack keeps only
         the sequence shard (costmodel.stacks ``sp_regather_backward``: part of tp_layer_bwd_s), or to
         recompute them under op-level selective checkpointing (costmodel.schedule); 0 without SP.
+    tp_ag_s / tp_rs_s: one of a block's TP collectives: the SP all-gather of the hidden state ahead
+        of its column-parallel GEMMs (0 without SP) and the SP reduce-scatter after its row-parallel
+        ones (without SP the all-reduce); the attention block has one of each, and so has the MLP of
+        each dense layer: ``tp_mlp_share`` of the mean layer (1 - the MoE layers' share).
     dp_grad_s: gradient reduction per step (all-reduce, or reduce-scatter for ZeRO >= 1).
     dp_param_s: parameter all-gather per step (ZeRO 1/2) - 0 otherwise.
     fsdp_mb_s: ZeRO-3 all-gathers (fwd + bwd) and reduce-scatter per micro-batch, whole stage.
@@ -574,7 +581,8 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     # the slowest boundary sets the pace: inter-node as soon as the pipeline spans nodes
     pp_time = group_time_s("send_recv", pp_n, pp_stride, t.pp, cluster, profile, pp_cross)
     pp_p2p = np.where(t.pp > 1, pp_time, 0.0)
-    return MicrobatchComm(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, regather)
+    return MicrobatchComm(tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, pp_p2p, regather, if_sp(ag, 0.0 * ag), if_sp(rs, ar),
+                          (1.0 - f) * one)
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap")

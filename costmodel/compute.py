@@ -153,6 +153,12 @@ class ComputeTimes:
     layer_mlp_fwd_s: the MLP block's part of layer_fwd_s (its GEMMs, routed and shared experts and
         router or the dense MLP, and the token permutation around the experts); the rest is the
         attention block (the windows batch-level EP overlap pairs the all-to-alls with).
+    attn_col_fwd_s, attn_row_fwd_s: forward time of the attention's column-parallel GEMMs on the
+        gathered hidden state (QKV; MLA's are its column-parallel projections of the hidden state) and
+        of its row-parallel ones (the output projection): the windows of the attention block's SP
+        all-gather and reduce-scatter (their input- and weight-gradient GEMMs have the same FLOPs).
+    dense_mlp_col_fwd_s, dense_mlp_row_fwd_s: the same for one dense layer's MLP (FC1, FC2); an MoE
+        layer's routed experts get their tokens through the dispatcher instead.
     """
 
     layer_fwd_s: np.ndarray
@@ -172,6 +178,10 @@ class ComputeTimes:
     layer_attn_recompute_s: np.ndarray
     layer_cpu_wait_s: np.ndarray
     layer_mlp_fwd_s: np.ndarray
+    attn_col_fwd_s: np.ndarray
+    attn_row_fwd_s: np.ndarray
+    dense_mlp_col_fwd_s: np.ndarray
+    dense_mlp_row_fwd_s: np.ndarray
 
 
 def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutTable, tok, tp, gemm3) -> dict:
@@ -182,18 +192,24 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     GEMM each (its own launch and partial wave) without ``moe_grouped_gemm``, either times the
     profile's measured slowdown of routed expert GEMMs.  Also the GEMM input /
     output widths per token, which fp8 recipes cast (keys gemm_in, gemm_out), and the parts of those
-    a sequence-parallel all-gather assembles (gathered_in, gathered_out)."""
+    a sequence-parallel all-gather assembles (gathered_in, gathered_out), and the forward GEMMs each
+    SP collective pairs with (attn_col_f, attn_row_f; one dense layer's mlp_col_f, mlp_row_f)."""
     h, ffn = model.hidden, model.ffn_hidden
     proj_f = proj_b = colpar_f = up_f = 0.0
     gemm_in = gemm_out = 0.0
     stack = get_stack(recipe.stack)
     fused_qkv, fused_up = stack.fused_qkv, stack.fused_gate_up
     ups = (model.q_lora_rank, model.kv_lora_rank) if model.is_mla else ()
+    attn_col_f = attn_row_f = 0.0
     for n, k, split in model.attention_projections(fused_qkv):
         n_l, k_l = (n / tp if split == "col" else n), (k / tp if split == "row" else k)
         f_, b_ = gemm3(tok, n_l, k_l)
         proj_f, proj_b = proj_f + f_, proj_b + b_
         colpar_f = colpar_f + (f_ if split == "col" else 0.0)
+        # the GEMMs a layer's SP all-gather feeds (column-parallel on the hidden state) and the ones
+        # its reduce-scatter drains (row-parallel): the only ones each collective can hide under
+        attn_col_f = attn_col_f + (f_ if split == "col" and k == h else 0.0)
+        attn_row_f = attn_row_f + (f_ if split == "row" else 0.0)
         up_f = up_f + (f_ if split == "col" and k in ups else 0.0)      # MLA's Q / KV up-projections
     # the cast widths do not depend on fusing: Q, K and V cast the layer input once.  Of those, a
     # sequence-parallel all-gather assembles the layer input of the column-parallel (and duplicated
@@ -218,6 +234,7 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
     gathered_in, gathered_out = gathered_in + gathered_mlp, gathered_out + gathered_mlp
     fc1_f, fc1_b = up_gemm(tok, dw / tp)
     fc2_f, fc2_b = gemm3(tok, h, dw / tp)
+    mlp_col_f, mlp_row_f = fc1_f, fc2_f         # one dense layer's (its MLP's SP collectives pair with them)
     mlp_in, mlp_out = h + dw / tp, mats_in * dw / tp + h
     dense_mlp_f, moe_mlp_f, shared_f = (1 - fmoe) * (fc1_f + fc2_f), 0.0, 0.0
     if model.is_moe:
@@ -252,7 +269,8 @@ def _weight_gemms(model: ModelSpec, recipe: Recipe, profile: Profile, t: LayoutT
         mlp_out = mix(mats_in * ffn / tp * k + h * k + (mats_in * sw / tp + h if sw else 0), mlp_out)
     return dict(gemm_f=proj_f + fc1_f + fc2_f, gemm_b=proj_b + fc1_b + fc2_b, colpar_f=colpar_f, fc1_f=fc1_f,
                 gemm_in=gemm_in + mlp_in, gemm_out=gemm_out + mlp_out, up_f=up_f, dense_mlp_f=dense_mlp_f,
-                moe_mlp_f=moe_mlp_f, shared_f=shared_f, gathered_in=gathered_in, gathered_out=gathered_out)
+                moe_mlp_f=moe_mlp_f, shared_f=shared_f, gathered_in=gathered_in, gathered_out=gathered_out,
+                attn_col_f=attn_col_f, attn_row_f=attn_row_f, mlp_col_f=mlp_col_f, mlp_row_f=mlp_row_f)
 
 
 def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_div, mem, perm_s):
@@ -419,6 +437,16 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         one = lambda m, n, k: gemm_time_s(m, n, k, 1.0, peak, hbm, eta_hbm, gp, wbytes)  # noqa: E731
         chunk_f, chunk_b = tp_chunk_extra_s(model, stack, tok, tp, one)
         gemm_f, gemm_b = gemm_f + np.where(tp_overlap, chunk_f, 0.0), gemm_b + np.where(tp_overlap, chunk_b, 0.0)
+        if stack.tp_overlap_sm_margin:
+            # the bulk and pipelined overlaps hold SMs for their kernels for the whole GEMM beside
+            # them (costmodel.stacks): the row-parallel forward GEMMs and the column-parallel input-
+            # and weight-gradient GEMMs run on the rest, at a throughput in proportion
+            sms = float(gpu.num_sms)
+            margin = sms / (sms - stack.tp_overlap_sm_margin) - 1.0
+            dense = 1.0 - model.moe_layer_fraction
+            row_f, col_f = w["attn_row_f"] + dense * w["mlp_row_f"], w["attn_col_f"] + dense * w["mlp_col_f"]
+            gemm_f = gemm_f + np.where(tp_overlap, margin * row_f, 0.0)
+            gemm_b = gemm_b + np.where(tp_overlap, margin * 2.0 * col_f, 0.0)
     fmoe, dw = model.moe_layer_fraction, model.dense_mlp_width
 
     attn_f, attn_b, attn_flops = _attention_core_s(model, recipe, profile, t, tok, peak16, (hbm, eta_hbm), gp, mem,
@@ -474,9 +502,11 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                                  for full, sel in ((layer_f, selective), (attn_f, selective_attn)))
     lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
+    zero = np.zeros(len(t))
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,
                         ew_f, ew_b, flops_f, lg_flops, ce, recompute_attn,
-                        (layer_f - gpu_f) + (layer_b - gpu_b), w["moe_mlp_f"] + w["dense_mlp_f"] + perm_s)
+                        (layer_f - gpu_f) + (layer_b - gpu_b), w["moe_mlp_f"] + w["dense_mlp_f"] + perm_s,
+                        *(zero + w[k] for k in ("attn_col_f", "attn_row_f", "mlp_col_f", "mlp_row_f")))
 
 
 def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:

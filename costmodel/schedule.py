@@ -13,15 +13,18 @@ Exposed communication (DESIGN.md "Overlap"): comm - hideable window, floored at 
 boundary sends of an interleaved schedule hide under the next virtual stage's compute where the
 stack overlaps them (:func:`stage_sends_s`), except in the warm-up and flush.  With overlap on,
 the backward TP collectives of the column-parallel layers hide under their weight-gradient GEMMs
-(Megatron async TP all-reduce; not in BigScience's Megatron-DeepSpeed nor under PyTorch's DTensor
-TP, costmodel.stacks) and, with SP on Megatron and TE, the re-gather of their inputs under their
-input-gradient GEMMs (Stack.sp_regather_backward; the excess over those GEMMs stays exposed), and with
-SP the TP comm hides under the layer's GEMMs (Megatron tp_comm_overlap, torchtitan async TP) as a
-pipeline of TP chunks: each step moves one chunk while the GEMM of the previous one runs, so the
-first chunk of the shorter side stays exposed, max(C, G) + min(C, G) / TP in all (Wang et al.,
-"Overlap Communication with Dependent Computation via Decomposition", ASPLOS 2023; Transformer
-Engine's userbuffers ring exchange and PyTorch's micro-pipelined async TP split by TP rank; the
-latter leaves the backward reduce-scatters alone, Stack.tp_overlap_backward_rs); the CP ring hides
+(Megatron async TP all-reduce, TE userbuffers' bulk overlap; not in BigScience's Megatron-DeepSpeed
+nor under PyTorch's DTensor TP, costmodel.stacks) and, with SP on Megatron and TE, the re-gather of
+their inputs under their input-gradient GEMMs (Stack.sp_regather_backward), and with SP the TP comm
+hides under the GEMMs it feeds or drains (Megatron tp_comm_overlap, torchtitan async TP: the
+attention's all-gather under QKV, its reduce-scatter under the output projection, the MLP's under FC1
+and FC2, the row-parallel gradient all-gathers under those layers' input-gradient GEMMs; one fused
+op ends before the next starts, so no collective borrows another's window) as a pipeline of
+chunks: each step moves one chunk while the GEMM of the previous one runs, so the first chunk of the
+shorter side stays exposed, max(C, G) + min(C, G) / n per pair (Wang et al., "Overlap Communication
+with Dependent Computation via Decomposition", ASPLOS 2023; n = TP for Transformer Engine's
+userbuffers ring exchange and PyTorch's micro-pipelined async TP, Stack.tp_overlap_rs_splits for
+TE's pipelined reduce-scatter); the excess of a collective over its window stays exposed; the CP ring hides
 under attention (always, Megatron-core CP); EP all-to-all is exposed, except under Megatron-core's
 batch-level EP overlap, where each all-to-all of one micro-batch's pass runs beside a block of another
 micro-batch's opposite pass (:func:`exposed_layer_comm`; the windows are not shared out with the TP
@@ -99,29 +102,43 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     """
     full = np.where(t.recompute == 2, 1.0, 0.0) if rec_frac is None else rec_frac
     tp_overlap = t.overlap & t.sp & recipe.tp_comm_overlap
-    n_chunks = t.tp.astype(np.float64)
-    tp_f = np.where(tp_overlap, _pipelined_exposed(cm.tp_layer_fwd_s, ct.layer_gemm_fwd_s, n_chunks),
-                    cm.tp_layer_fwd_s)
-    # backward: half the TP collectives belong to the column-parallel layers' input gradients and
-    # run asynchronously under their weight-gradient GEMMs (Megatron async tensor-parallel
-    # all-reduce / SP reduce-scatter overlap, Korthikanti et al. 2022 sec. 4.2.2); with
-    # tp_comm_overlap the rest hides under the remaining backward GEMMs too; a recomputed forward
-    # repeats its communication
-    # the re-gather of the column-parallel inputs (cm.tp_regather_s) runs under their input-gradient
-    # GEMMs, as long as their forward, the input-gradient reduce-scatter under the weight-gradient ones
     stack = get_stack(recipe.stack)
+    n_chunks = t.tp.astype(np.float64)
+    rs_chunks = np.full_like(n_chunks, stack.tp_overlap_rs_splits) if stack.tp_overlap_rs_splits else n_chunks
+    # each SP collective can hide only under the GEMMs it feeds or drains (the fused or userbuffers
+    # op finishes before the next one starts): the attention block's all-gather under QKV, its
+    # reduce-scatter under the output projection, a dense MLP's under FC1 and FC2
+    ag, rs, w_mlp = cm.tp_ag_s, cm.tp_rs_s, cm.tp_mlp_share
+    g_col, g_row = (ct.attn_col_fwd_s, ct.dense_mlp_col_fwd_s), (ct.attn_row_fwd_s, ct.dense_mlp_row_fwd_s)
+    per_block = lambda fn, c, gs: fn(c, gs[0]) + w_mlp * fn(c, gs[1])      # noqa: E731
+    ring = lambda c, g: _pipelined_exposed(c, g, n_chunks)                  # noqa: E731
+    tp_f = np.where(tp_overlap, per_block(ring, ag, g_col)
+                    + per_block(lambda c, g: _pipelined_exposed(c, g, rs_chunks), rs, g_row), cm.tp_layer_fwd_s)
+    # backward: the column-parallel layers' input gradients are reduced asynchronously under their
+    # weight-gradient GEMMs (Megatron async tensor-parallel all-reduce / SP reduce-scatter overlap,
+    # Korthikanti et al. 2022 sec. 4.2.2; TE userbuffers' bulk overlap; a DTensor reduce-scatter
+    # waited on after the weight gradient), and where the stack re-gathers their inputs for those
+    # weight gradients, the re-gather runs under their input-gradient GEMMs (same FLOPs as the
+    # forward): the excess over each window stays exposed; the row-parallel layers' gradient
+    # all-gathers are exposed, or pipelined with their input-gradient GEMMs under tp_comm_overlap.
+    # Without SP: the two all-reduces, half exposed and half under the column-parallel weight gradients
     regather = cm.tp_regather_s if stack.sp_regather_backward else np.zeros_like(cm.tp_regather_s)
+    bulk = lambda c, g: np.maximum(0.0, c - g)                              # noqa: E731
+    async_ok = t.overlap & stack.async_tp_backward
     half = 0.5 * (cm.tp_layer_bwd_s - regather)
-    async_ok = stack.async_tp_backward
-    colpar_b = np.where(t.overlap & async_ok, np.maximum(0.0, half - ct.layer_colpar_fwd_s)
-                        + np.maximum(0.0, regather - ct.layer_colpar_fwd_s), half + regather)
-    # where the overlap leaves the column-parallel input-gradient reduce-scatters alone (torchtitan's
-    # async TP, costmodel.stacks), only the row-parallel layers' gradient all-gathers pipeline, under
-    # those layers' input-gradient GEMMs (as long as their forward)
-    rs_ok = stack.tp_overlap_backward_rs
-    tp_b_ov = (_pipelined_exposed(cm.tp_layer_bwd_s, 2 * ct.layer_gemm_fwd_s, n_chunks) if rs_ok else
-               _pipelined_exposed(half, ct.layer_gemm_fwd_s - ct.layer_colpar_fwd_s, n_chunks) + colpar_b)
-    tp_b = np.where(tp_overlap, tp_b_ov, np.where(t.overlap & async_ok, half + colpar_b, cm.tp_layer_bwd_s))
+    colpar_sp = per_block(bulk, rs, g_col) + (per_block(bulk, ag, g_col) if stack.sp_regather_backward else 0.0)
+    colpar_b = np.where(async_ok, np.where(t.sp, colpar_sp, np.maximum(0.0, half - ct.layer_colpar_fwd_s)),
+                        np.where(t.sp, (1.0 + w_mlp) * rs, half) + regather)
+    rowpar_b = np.where(tp_overlap, per_block(ring, ag, g_row), np.where(t.sp, (1.0 + w_mlp) * ag, half))
+    tp_b = np.where(async_ok | tp_overlap, rowpar_b + colpar_b, cm.tp_layer_bwd_s)
+    # what the overlap's SM-holding methods hide: their cost is the GEMMs' reserved SMs
+    # (costmodel.compute), not the contention of kernels that share them
+    sm_ov = tp_overlap & (stack.tp_overlap_sm_margin > 0)
+    hid_rs_f = per_block(lambda c, g: c - _pipelined_exposed(c, g, rs_chunks), rs, g_row)
+    hidden = lambda c, g: c - bulk(c, g)                                    # noqa: E731
+    hid_col_b = np.where(async_ok, per_block(hidden, rs, g_col)
+                         + (per_block(hidden, ag, g_col) if stack.sp_regather_backward else 0.0), 0.0)
+    tp_sm_f, tp_sm_b = np.where(sm_ov, hid_rs_f, 0.0), np.where(sm_ov, hid_col_b, 0.0)
     # the ring posts the next chunk's send before the attention on this one; off, every send waits
     cp_f = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s), cm.cp_layer_fwd_s)
     cp_b = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s), cm.cp_layer_bwd_s)
@@ -154,7 +171,8 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
         rec["ep"] = rec["ep"] + np.where(t.recompute == 1, ep_f, 0.0)
     return {"tp_f": tp_f, "tp_b": tp_b + rec["tp"], "cp_f": cp_f, "cp_b": cp_b + rec["cp"],
             "ep_f": ep_f, "ep_b": ep_b + rec["ep"], "rec_tp": rec["tp"], "rec_cp": rec["cp"],
-            "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw, "ep_hid_f": ep_hid_f, "ep_hid_b": ep_hid_b}
+            "rec_ep": rec["ep"], "rec_tp_raw": rec_tp_raw, "ep_hid_f": ep_hid_f, "ep_hid_b": ep_hid_b,
+            "tp_sm_f": tp_sm_f, "tp_sm_b": tp_sm_b + full * tp_sm_f}
 
 
 def ep_overlap_unpaired(recipe: Recipe, t: LayoutTable) -> np.ndarray:
@@ -290,8 +308,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # and so does an unfused gradient accumulation, in every micro-batch but the first (on average)
     accum = grad_accum_s(model, recipe, cluster, profile, t) * (m - 1) / m
     # the EP all-to-all batch-level overlap hides slows the other pass: a forward's under a backward
-    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f) + (cm.cp_layer_fwd_s - cp_f) + e["ep_hid_b"]) + copy_f
-    cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b)
+    cont_f = slow * ((cm.tp_layer_fwd_s - tp_f - e["tp_sm_f"]) + (cm.cp_layer_fwd_s - cp_f) + e["ep_hid_b"]) + copy_f
+    cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b - e["tp_sm_b"])
                      + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b) + e["ep_hid_f"]) + copy_b + accum
     # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
     # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than

@@ -251,7 +251,11 @@ class Stack:
             (torchtitan, llm-foundry): autograd's backward of each linear computes its input and
             weight gradients in one node, and the reduce-scatter of the summed input gradients (Q,
             K and V; gate and up) is issued after them, its result needed by the next node (the
-            norm's backward), so no GEMM runs under it.
+            norm's backward), so no GEMM runs under it; its async TP does not fuse them either (the
+            inductor pass matches matmul + reduce-scatter, and a sum of matmuls feeds each of these:
+            pytorch/pytorch PR 149946, review of torch/_inductor/fx_passes/micro_pipeline_tp.py,
+            2025-03-28: "only valid ...-reduce-scatter patterns in the forward graph, but not in the
+            backward graph").
         pp_scatter_gather: each TP rank sends its 1/TP slice of the stage-boundary activation
             (Megatron-LM's scatter-gather optimisation, Narayanan et al. SC21 sec. 4.1).  False for
             Megatron-DeepSpeed, whose DeepSpeed pipeline engine sends the whole activation from every
@@ -291,14 +295,14 @@ class Stack:
             the all-gather's becomes a view for one sequence a micro-batch.  Megatron keeps
             activations [seq, batch, hidden], gathering on dim 0 without a copy.  Async TP's fused
             all-gather-matmul works on the chunks and skips them.
-        tp_overlap_backward_rs: the TP-communication overlap also pipelines the backward
-            reduce-scatters of the column-parallel layers' input gradients (Transformer Engine's
-            userbuffers overlap every TP collective).  False for torchtitan's async TP: the inductor
-            pass fuses all-gather + matmul and matmul + reduce-scatter, but in the backward graph
-            each such reduce-scatter takes a sum of matmuls (the Q, K and V, or gate and up, input
-            gradients), which it does not match (pytorch/pytorch PR 149946, review of
-            torch/_inductor/fx_passes/micro_pipeline_tp.py, 2025-03-28: "only valid ...-reduce-scatter
-            patterns in the forward graph, but not in the backward graph").
+        tp_overlap_sm_margin: SMs the TP-communication overlap's bulk and pipelined methods reserve
+            for their communication kernels while the GEMM beside them runs on the rest: 16 in
+            Transformer Engine's userbuffers (transformer_engine/pytorch/module/base.py
+            ``initialize_ub`` default config: ``"num_sm": 1 if method == "ring_exchange" else 16``,
+            ``"set_sm_margin": not method == "ring_exchange"``; bulk for QKV's and FC1's input- and
+            weight-gradient GEMMs, pipeline for the output projection's and FC2's forward); its ring
+            exchange moves chunks by copy engine and reserves none.  0 for PyTorch's async TP, whose
+            symmetric-memory all-gathers and reduce-scatters run on the copy engines.
         tp_overlap_rs_splits: chunks the TP-communication overlap splits a row-parallel forward GEMM
             into for its pipelined reduce-scatter: 4, Transformer Engine's ``pipeline`` default
             (transformer_engine/pytorch/module/base.py ``initialize_ub``: ``num_splits`` 4 unless
@@ -391,8 +395,8 @@ class Stack:
     model_parallel: tuple = ("tp", "pp", "cp")
     light_last_stage: bool = False
     sp_gather_copies: bool = False
-    tp_overlap_backward_rs: bool = True
     tp_overlap_rs_splits: int = 4
+    tp_overlap_sm_margin: int = 0
     fused_qkv: bool = True
     fused_gate_up: bool = True
     cp_ring_merge: bool = False
@@ -451,7 +455,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
-                 tp_overlap_backward_rs=name != "torchtitan", tp_overlap_rs_splits=0 if name == "torchtitan" else 4,
+                 tp_overlap_rs_splits=0 if name == "torchtitan" else 4,
+                 tp_overlap_sm_margin=16 if name in ("megatron", "nemo") else 0,
                  fused_qkv=name not in ("torchtitan", "deepspeed"),
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0),

@@ -15,7 +15,7 @@ chunk per communication step:
   ``fused_matmul_reduce_scatter`` run one matmul per rank's shard, TP chunks each
   (torch/distributed/_symmetric_memory/__init__.py, ``_pipelined_all_gather_and_consume`` /
   ``_pipelined_produce_and_all2all``); in the backward only the row-parallel layers' gradient
-  all-gathers are fused (costmodel.stacks.Stack.tp_overlap_backward_rs).
+  all-gathers are fused (costmodel.stacks.Stack.async_tp_backward).
 
 A chunk of M / n rows fills fewer output tiles than the whole GEMM, so its last wave leaves more
 SMs idle, and each chunk pays its own launch: n x t(M / n) > t(M).  The difference is priced with

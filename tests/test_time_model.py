@@ -500,29 +500,51 @@ def test_torchtitan_tp_backward_reduce_scatters_stay_exposed(h200):
     """DTensor TP (torchtitan) issues the input-gradient reduce-scatter after the linears' backward
     nodes, so none of it hides under their weight gradients; its async TP micro-pipelines the forward
     and the backward all-gathers but finds no matmul + reduce-scatter to fuse in the backward (the
-    reduce-scatter takes a sum of matmuls).  Megatron hides the reduce-scatter under the
-    column-parallel weight gradients, and TE's overlap pipelines the whole backward."""
+    reduce-scatter takes a sum of matmuls).  Megatron hides each reduce-scatter under its own
+    column-parallel weight gradient (TE's overlap the same way: bulk), and each collective of the
+    overlap pipelines only with the GEMM it feeds or drains: the attention's all-gather with QKV, its
+    reduce-scatter with the output projection (in TE's 4 splits), the MLP's with FC1 and FC2."""
     from costmodel.comm import comm_times
     from costmodel.compute import compute_times
     from costmodel.schedule import _pipelined_exposed, exposed_layer_comm
     c, p = h200
     m = load_model("llama3-8b")
     t = layout(tp=8, pp=1, dp=1, mbs=2, sp=True, zero=1)
+    ring = lambda c_, g: float(_pipelined_exposed(c_, g, 8.0))        # noqa: E731
+    bulk = lambda c_, g: max(0.0, c_ - g)                             # noqa: E731
     for stack in ("torchtitan", "megatron"):
         for ov in (False, True):
             r = Recipe(gbs=2, seq_len=8192, stack=stack, tp_comm_overlap=ov)
             ct, cm = compute_times(m, r, c, p, t), comm_times(m, r, c, p, t)
-            rg = cm.tp_regather_s[0] if stack == "megatron" else 0.0     # in Megatron's backward only
-            half, colpar, gemm = 0.5 * (cm.tp_layer_bwd_s[0] - rg), ct.layer_colpar_fwd_s[0], ct.layer_gemm_fwd_s[0]
-            got = exposed_layer_comm(r, t, ct, cm)["tp_b"][0]
+            ag, rs = cm.tp_ag_s[0], cm.tp_rs_s[0]
+            cols, rows = (ct.attn_col_fwd_s[0], ct.dense_mlp_col_fwd_s[0]), (ct.attn_row_fwd_s[0], ct.dense_mlp_row_fwd_s[0])
+            assert cm.tp_layer_fwd_s[0] == pytest.approx(2 * (ag + rs), rel=1e-12)
+            e = exposed_layer_comm(r, t, ct, cm)
+            rs_splits = 8.0 if stack == "torchtitan" else 4.0
+            want_f = (sum(ring(ag, g) for g in cols) + sum(float(_pipelined_exposed(rs, g, rs_splits)) for g in rows)
+                      if ov else 2 * (ag + rs))
+            assert e["tp_f"][0] == pytest.approx(want_f, rel=1e-12), (stack, ov)
+            rowpar = sum(ring(ag, g) for g in rows) if ov else 2 * ag
             if stack == "torchtitan":
                 assert cm.tp_layer_bwd_s[0] == cm.tp_layer_fwd_s[0]
-                want = _pipelined_exposed(half, gemm - colpar, 8.0) + half if ov else 2 * half
+                want = rowpar + 2 * rs if ov else 2 * (ag + rs)
             else:
-                assert rg > 0.0
-                want = (_pipelined_exposed(2 * half + rg, 2 * gemm, 8.0) if ov
-                        else half + max(0.0, half - colpar) + max(0.0, rg - colpar))
-            assert got == pytest.approx(want, rel=1e-12), (stack, ov)
+                assert cm.tp_regather_s[0] == pytest.approx(2 * ag, rel=1e-12)
+                want = rowpar + sum(bulk(rs, g) + bulk(ag, g) for g in cols)
+            assert e["tp_b"][0] == pytest.approx(want, rel=1e-12), (stack, ov)
+            # TE's pipelined reduce-scatters and bulk backward collectives hold SMs (priced in the GEMMs):
+            # what they hide is kept out of the contention the other overlaps pay
+            held = stack == "megatron" and ov
+            want_sm_f = sum(rs - float(_pipelined_exposed(rs, g, 4.0)) for g in rows) if held else 0.0
+            want_sm_b = sum(rs - bulk(rs, g) + ag - bulk(ag, g) for g in cols) if held else 0.0
+            assert e["tp_sm_f"][0] == pytest.approx(want_sm_f, rel=1e-12)
+            assert e["tp_sm_b"][0] == pytest.approx(want_sm_b, rel=1e-12)
+    # the attention's collectives outweigh its small GEMMs (GQA's QKV is 1.5 h wide): pairing them
+    # with their own GEMMs exposes more than pooling every collective under every GEMM would
+    r = Recipe(gbs=2, seq_len=8192, stack="megatron", tp_comm_overlap=True)
+    ct, cm = compute_times(m, r, c, p, t), comm_times(m, r, c, p, t)
+    assert cm.tp_ag_s[0] > ct.attn_row_fwd_s[0]
+    assert exposed_layer_comm(r, t, ct, cm)["tp_f"][0] > float(_pipelined_exposed(cm.tp_layer_fwd_s, ct.layer_gemm_fwd_s, 8.0)[0])
 
 
 def test_sequence_parallel_backward_gathers_column_parallel_inputs_again(h200):
@@ -552,9 +574,10 @@ def test_sequence_parallel_backward_gathers_column_parallel_inputs_again(h200):
     on = exposed_layer_comm(r, t, ct, cm)["tp_b"][0]
     off = exposed_layer_comm(r, layout(tp=8, pp=1, dp=1, mbs=1, sp=True, zero=1, overlap=False), ct, cm)["tp_b"][0]
     assert off == pytest.approx(cm.tp_layer_bwd_s[0], rel=1e-12)
-    half = 0.5 * (cm.tp_layer_bwd_s[0] - 2 * ag)
-    colpar = ct.layer_colpar_fwd_s[0]
-    assert on == pytest.approx(half + max(0.0, half - colpar) + max(0.0, 2 * ag - colpar), rel=1e-12)
+    # the row-parallel gradient gathers exposed, each reduce-scatter and re-gather under its own GEMMs
+    rs = cm.tp_rs_s[0]
+    cols = (ct.attn_col_fwd_s[0], ct.dense_mlp_col_fwd_s[0])
+    assert on == pytest.approx(2 * ag + sum(max(0.0, rs - g) + max(0.0, ag - g) for g in cols), rel=1e-12)
 
 
 def test_op_level_sac_gathers_the_recomputed_inputs_again(h200):

@@ -56,7 +56,10 @@ def test_megatron_splits_row_parallel_forward_in_four_torchtitan_in_tp():
 
 def test_compute_times_add_the_chunking_only_where_the_overlap_runs(h200):
     """The chunks' extra time lands in the layer's GEMM window and its forward and backward, with
-    TP > 1, SP and the overlap on; off, or without SP (no overlap then), the GEMMs stay whole."""
+    TP > 1, SP and the overlap on, and so do the SMs Transformer Engine's bulk and pipelined methods
+    hold (16 of the H200's 132: the output projection's and FC2's forward, QKV's and FC1's input- and
+    weight-gradient GEMMs run 132 / 116 as long); off, or without SP (no overlap then), the GEMMs
+    stay whole; torchtitan's async TP reserves no SMs."""
     c, p = h200
     m = load_model("llama3-70b")
     on, off = (Recipe(gbs=1, seq_len=8192, stack="megatron", tp_comm_overlap=v) for v in (True, False))
@@ -67,9 +70,19 @@ def test_compute_times_add_the_chunking_only_where_the_overlap_runs(h200):
     f, bw = tp_chunk_extra_s(m, STACKS["megatron"], 8192.0, np.array([8.0]),
                              lambda mm, n, k: gemm_time_s(mm, n, k, 1.0, gpu.peak_flops["bf16"], gpu.hbm_bytes_per_s,
                                                           p.hbm_efficiency, g))
-    assert a.layer_gemm_fwd_s[0] - b.layer_gemm_fwd_s[0] == pytest.approx(f[0], rel=1e-9)
-    assert a.layer_fwd_s[0] - b.layer_fwd_s[0] == pytest.approx(f[0], rel=1e-9)
-    assert a.layer_bwd_s[0] - b.layer_bwd_s[0] == pytest.approx(bw[0], rel=1e-9)
+    assert c.gpu.num_sms == 132
+    margin = 132.0 / 116.0 - 1.0
+    sm_f, sm_b = margin * (b.attn_row_fwd_s[0] + b.dense_mlp_row_fwd_s[0]), margin * 2 * (b.attn_col_fwd_s[0]
+                                                                                         + b.dense_mlp_col_fwd_s[0])
+    assert a.layer_gemm_fwd_s[0] - b.layer_gemm_fwd_s[0] == pytest.approx(f[0] + sm_f, rel=1e-9)
+    assert a.layer_fwd_s[0] - b.layer_fwd_s[0] == pytest.approx(f[0] + sm_f, rel=1e-9)
+    assert a.layer_bwd_s[0] - b.layer_bwd_s[0] == pytest.approx(bw[0] + sm_b, rel=1e-9)
+    tt_on, tt_off = (Recipe(gbs=1, seq_len=8192, stack="torchtitan", tp_comm_overlap=v) for v in (True, False))
+    f_tt, _ = tp_chunk_extra_s(m, STACKS["torchtitan"], 8192.0, np.array([8.0]),
+                               lambda mm, n, k: gemm_time_s(mm, n, k, 1.0, gpu.peak_flops["bf16"], gpu.hbm_bytes_per_s,
+                                                            p.hbm_efficiency, g))
+    assert (compute_times(m, tt_on, c, p, t).layer_gemm_fwd_s[0] - compute_times(m, tt_off, c, p, t).layer_gemm_fwd_s[0]
+            == pytest.approx(f_tt[0], rel=1e-9))
     assert f[0] > 0.01 * b.layer_gemm_fwd_s[0]
     for same in (layout(tp=8, mbs=1, sp=False), layout(tp=1, mbs=1, sp=True), layout(tp=8, mbs=1, sp=True, overlap=False)):
         assert compute_times(m, on, c, p, same).layer_fwd_s[0] == compute_times(m, off, c, p, same).layer_fwd_s[0]

@@ -150,24 +150,33 @@ def test_cross_entropy_flag_sets_the_logits_bytes():
 
 def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     """Megatron-core leaves TE's TP-comm overlap and the DP overlap off; recommend also tries them on,
-    says so when the winner needs them, and keeps one off when the user pins it."""
+    says so when the winner needs them (GPT-3 175B at TP 4), keeps one off when the user pins it, and
+    leaves the TP-comm overlap off where the SMs it holds cost more than it hides (Llama 3 70B's
+    winner at TP 2: pinned on, its best step is slower)."""
     import json
     import os
     import subprocess
     import sys
     from pathlib import Path
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    base = [sys.executable, "-m", "costmodel.cli", "recommend", "--model", "llama3-70b", "--cluster", "paper-h200",
-            "--json", "--top", "1"]
-    r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    on = json.loads(r.stdout)["ranked"][0]
-    assert on["recipe"]["tp_comm_overlap"] is True and "--tp-comm-overlap" in r.stderr
-    assert on["recipe"]["dp_overlap"] is True and "--dp-overlap" in r.stderr
-    r = subprocess.run(base + ["--no-tp-comm-overlap"], capture_output=True, text=True, env=env, timeout=120)
-    off = json.loads(r.stdout)["ranked"][0]
-    assert off["recipe"]["tp_comm_overlap"] is False and "TP-comm overlap" not in r.stderr
+
+    def best(model, *extra):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", model, "--cluster",
+                            "paper-h200", "--json", "--top", "1", *extra], capture_output=True, text=True, env=env,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["ranked"][0], r.stderr
+    on, err = best("gpt3-175b")
+    assert on["layout"]["tp"] == 4 and on["recipe"]["tp_comm_overlap"] is True and "--tp-comm-overlap" in err
+    off, err = best("gpt3-175b", "--no-tp-comm-overlap")
+    assert off["recipe"]["tp_comm_overlap"] is False and "TP-comm overlap" not in err
     assert on["uncapped_step_time_s"] < off["uncapped_step_time_s"]
+    free, err = best("llama3-70b")
+    assert free["recipe"]["dp_overlap"] is True and "--dp-overlap" in err
+    pinned, _ = best("llama3-70b", "--tp-comm-overlap")
+    assert free["layout"]["tp"] == 2 and free["recipe"]["tp_comm_overlap"] is False
+    assert pinned["recipe"]["tp_comm_overlap"] is True
+    assert free["uncapped_step_time_s"] < pinned["uncapped_step_time_s"]
 
 
 @pytest.mark.parametrize("extra,msg", [
