@@ -43,7 +43,7 @@ from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
 from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_per_stage, light_last_stage,
-                      uses_layout_fields)
+                      stage_moe_layers, uses_layout_fields)
 from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -426,11 +426,12 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     of the embedding on the last stage) and the multi-token-prediction modules, whose experts split
     over ETP x EP like the layers'), a middle stage (the fullest count of layers) and, with PP 1, one
     stage holding everything.  Layers split over TP, experts over ETP x EP; each stage holds as many
-    MoE layers as it can (a model's dense layers sit together: DeepSeek's first ones, Qwen-MoE's
-    mlp_only_layers), so memory is checked where it binds.  The first and last stages hold one layer
+    MoE layers as its place in the model gives it, so memory is checked where it binds.  The first and last stages hold one layer
     fewer than the fullest where the split counts the embedding and the loss as layers
     (:func:`costmodel.layouts.accounts_embedding_loss`), the last one also where an uneven split with
-    VP 1 lightens it (``light_last``, costmodel.layouts.light_last_stage).
+    VP 1 lightens it (``light_last``, costmodel.layouts.light_last_stage).  A stage holds at most
+    :func:`costmodel.layouts.stage_moe_layers` MoE layers (all of its layers where the dense ones
+    come first, as DeepSeek's do; its share where the model interleaves them).
     """
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
@@ -443,8 +444,10 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     last_extra = (np.where(has_out_copy, model.vocab * model.hidden, 0.0) + np.where(t.pp == 1, emb, 0.0)
                   + final_norm + model.mtp_params() - mtp_exp)
 
+    most_moe = stage_moe_layers(model, t)
+
     def stage(n_layers, extra_dense, extra_exp):
-        n_moe = np.minimum(n_layers, model.moe_layers)
+        n_moe = np.minimum(n_layers, most_moe)
         dense = (n_moe * moe_dense_part + (n_layers - n_moe) * model.dense_layer_params() + extra_dense) / t.tp
         return dense, (n_moe * model.expert_params() + extra_exp) / (t.etp * t.ep)
     cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),

@@ -251,6 +251,46 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
     return _split_terms(model, t)[1]
 
 
+@functools.lru_cache(maxsize=64)
+def _stage_moe_table(num_layers: int, dense_at: tuple, rank_layers: tuple) -> np.ndarray:
+    """MoE layers of the fullest stage for every PP x VP that fits ``num_layers``: table[pp, vp]."""
+    L = num_layers
+    moe_before = np.concatenate([[0], np.cumsum(~np.isin(np.arange(L), dense_at))])
+    table = np.zeros((L + 1, L + 1))
+    for pp in range(1, L + 1):
+        for vp in range(1, L // pp + 1):
+            if vp == 1 and len(rank_layers) == pp:
+                ends = np.cumsum(rank_layers).astype(int)
+                starts = ends - np.asarray(rank_layers, dtype=int)
+            else:            # PP x VP chunks in order, the larger ones first (as even as whole layers allow)
+                n, c = pp * vp, np.arange(pp * vp)
+                starts = c * (L // n) + np.minimum(c, L % n)
+                ends = starts + L // n + (c < L % n)
+            per_chunk = moe_before[ends] - moe_before[starts]
+            table[pp, vp] = per_chunk.reshape(vp, pp).sum(axis=0).max()
+    return table
+
+
+def stage_moe_layers(model: ModelSpec, t) -> np.ndarray:
+    """The most MoE layers one pipeline stage holds (float array over layouts; reads ``t.pp`` and
+    ``t.vp``), counted where the model places its dense layers (the first ``num_dense_layers``, as
+    DeepSeek's first_k_dense_replace does, or ModelSpec.dense_layer_indices: Llama 4 Maverick's every
+    second layer): the L layers cut in order into PP x VP chunks, stage s holding chunks s, s + PP, ...
+    (Megatron-core's interleaved assignment; VP 1: one chunk a stage), or the run's own split per
+    rank; at most the stage's layers (:func:`layers_per_stage`).  0 for a dense model."""
+    per = layers_per_stage(model, t)
+    if not model.is_moe:
+        return np.zeros_like(per)
+    if not model.num_dense_layers:
+        return per
+    dense_at = model.dense_layer_indices or tuple(range(model.num_dense_layers))
+    table = _stage_moe_table(model.num_layers, dense_at, tuple(int(x) for x in model.pipeline_rank_layers))
+    pp, vp = np.asarray(t.pp, dtype=np.int64), np.asarray(t.vp, dtype=np.int64)
+    ok = pp * vp <= model.num_layers
+    most = np.where(ok, table[np.where(ok, pp, 1), np.where(ok, vp, 1)], float(model.moe_layers))
+    return np.minimum(per, most)
+
+
 def pipeline_split(model: ModelSpec, layout: dict, light_last: bool = False) -> np.ndarray:
     """Transformer layers of each pipeline stage of one layout (length PP, summing to L): the split
     of :func:`accounts_embedding_loss` where it applies, else :func:`uneven_split`."""

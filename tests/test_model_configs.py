@@ -469,3 +469,49 @@ def test_family_defaults_falcon_multi_query_and_a_public_key_never_taken_for_a_p
               "tie_word_embeddings": True, "bias": False}
     m = load_dict_model(falcon)
     assert m.num_kv_heads == 1 and m.params() / 1e9 == pytest.approx(6.92, rel=0.01)
+
+
+@pytest.mark.parametrize("cfg,total,active", [
+    # allenai/OLMo-2-1124-7B config.json: 7.30B (the model card's count)
+    (dict(model_type="olmo2", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+          intermediate_size=11008, vocab_size=100352, hidden_act="silu", tie_word_embeddings=False,
+          max_position_embeddings=4096), 7.30e9, None),
+    # allenai/OLMoE-1B-7B-0924 config.json: 6.9B total, 1.3B active (Muennighoff et al., OLMoE, arXiv:2409.02060)
+    (dict(model_type="olmoe", hidden_size=2048, num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
+          intermediate_size=1024, num_experts=64, num_experts_per_tok=8, vocab_size=50304, hidden_act="silu",
+          tie_word_embeddings=False, max_position_embeddings=4096), 6.9e9, 1.3e9)])
+def test_olmo2_and_olmoe_are_read_with_their_qk_norms(tmp_path, cfg, total, active):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    m = load_model(str(f))
+    assert m.qk_norm and m.params() == pytest.approx(total, rel=0.005)
+    if active:
+        assert (m.num_experts, m.topk, m.ffn_hidden) == (64, 8, 1024)
+        assert m.params(active=True) == pytest.approx(active, rel=0.02)
+
+
+def test_deepseek_v32_is_refused_for_its_sparse_attention_indexer_not_as_a_typo(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({"model_type": "deepseek_v32", "hidden_size": 7168}))
+    with pytest.raises(InputError, match="model_type: 'deepseek_v32': DeepSeek-V3.2's sparse attention"):
+        load_model(str(f))
+
+
+def test_a_wrapper_s_dimensions_are_its_text_config_s(tmp_path):
+    """Gemma3Config and Llama4Config build the language model from text_config alone: a dimension
+    beside it that says otherwise (or says what text_config leaves to its default) is refused by name;
+    the same value twice is read; a text_config without its own model_type is the wrapper's text class
+    (Gemma 3 27B: 27.0B with the language model's defaults, vocabulary 262,208)."""
+    tc = {"model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62, "intermediate_size": 21504,
+          "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "sliding_window": 1024}
+    f = tmp_path / "config.json"
+    for top, inner, want in (({}, tc, None), ({"hidden_size": 5376}, tc, None),
+                             ({}, {k: v for k, v in tc.items() if k != "model_type"}, None),
+                             ({"hidden_size": 1000}, tc, "hidden_size: 1000 beside text_config, whose hidden_size is 5376"),
+                             ({"vocab_size": 1000}, tc, "vocab_size: 1000 beside text_config: the language model's")):
+        f.write_text(json.dumps({"model_type": "gemma3", **top, "text_config": inner}))
+        if want is None:
+            assert load_model(str(f)).params() == pytest.approx(27.0e9, rel=0.005)
+        else:
+            with pytest.raises(InputError, match=want):
+                load_model(str(f))

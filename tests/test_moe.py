@@ -407,3 +407,64 @@ def test_recommend_tries_ep_overlap_with_the_all_to_all_dispatcher_it_needs():
     assert "(--moe-ep-overlap; off by default in megatron)" in notes
     assert "the EP overlap kept runs with it only" in notes
     assert "--overlap-moe-expert-parallel-comm" in out.stdout and "--moe-token-dispatcher-type alltoall" in out.stdout
+
+
+MAVERICK = {"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48, "num_local_experts": 128,
+    "num_experts_per_tok": 1, "intermediate_size": 8192, "intermediate_size_mlp": 16384, "interleave_moe_layer_step": 2,
+    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048,
+    "tie_word_embeddings": False, "max_position_embeddings": 1048576, "rope_theta": 500000.0, "hidden_act": "silu"}}
+
+
+def _brute_stage_moe(dense_at, L, pp, vp):
+    """MoE layers of the fullest stage, layer by layer: PP x VP chunks in order, stage s takes s, s + PP, ..."""
+    sizes = [L // (pp * vp) + (1 if c < L % (pp * vp) else 0) for c in range(pp * vp)]
+    starts = [sum(sizes[:c]) for c in range(pp * vp)]
+    return max(sum(1 for c in range(s, pp * vp, pp) for i in range(starts[c], starts[c] + sizes[c]) if i not in dense_at)
+               for s in range(pp))
+
+
+def test_interleaved_moe_layers_are_counted_per_stage(tmp_path):
+    """Llama 4 Maverick puts experts in every second layer (interleave_moe_layer_step 2): each of 4
+    pipeline stages holds 6 MoE layers of its 12, so its weights are those of 6 MoE and 6 dense layers,
+    not of 12 MoE layers as for a model whose dense layers come first; an all-MoE variant holds 12."""
+    import json
+    from costmodel.layouts import LayoutTable, stage_moe_layers
+    f = tmp_path / "maverick.json"
+    f.write_text(json.dumps(MAVERICK))
+    m = load_model(str(f))
+    assert m.num_dense_layers == 24 and m.dense_layer_indices == tuple(range(0, 48, 2))
+    assert m.params() == pytest.approx(400e9, rel=0.005) and m.params(active=True) == pytest.approx(17e9, rel=0.02)
+    rows = [dict(tp=4, pp=pp, dp=16, cp=1, ep=16, etp=1, vp=vp, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+            for pp, vp in ((1, 1), (2, 1), (4, 1), (4, 3), (8, 3), (16, 1))]
+    got = stage_moe_layers(m, LayoutTable.from_rows(rows))
+    want = [_brute_stage_moe(set(m.dense_layer_indices), 48, r["pp"], r["vp"]) for r in rows]
+    assert list(got) == want == [24, 12, 6, 6, 3, 2]
+    # memory: the stage's expert weights are its MoE layers' (6 of 12 at PP 4)
+    r = Recipe(gbs=512, seq_len=8192)
+    f1 = tmp_path / "all_moe.json"
+    f1.write_text(json.dumps({**MAVERICK, "text_config": {**MAVERICK["text_config"], "interleave_moe_layer_step": 1}}))
+    m1 = load_model(str(f1))
+    lay = layout(tp=4, pp=4, dp=16, ep=16, etp=1)
+    w, w1 = (memory_bytes(x, r, lay).weights_bytes[0] for x in (m, m1))
+    exp_gpu = m.expert_params() / 16
+    assert w1 - w == pytest.approx(2.0 * 6 * (exp_gpu + (m.moe_layer_params() - m.expert_params()) / 4
+                                            - m.dense_layer_params() / 4), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), min_size=8, max_size=40), st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 1), (4, 2)]))
+def test_stage_moe_layers_match_a_layer_by_layer_count(flags, ppvp):
+    """Any placement of dense layers among MoE ones: the fullest stage's MoE layers, counted layer by layer."""
+    import dataclasses
+    from costmodel.layouts import stage_moe_layers
+    pp, vp = ppvp
+    L = len(flags) - len(flags) % (pp * vp)
+    flags = flags[:L]
+    dense_at = tuple(i for i, f in enumerate(flags) if not f)
+    if L == 0 or len(dense_at) == L:
+        return
+    base = load_model("mixtral-8x7b")
+    m = dataclasses.replace(base, num_layers=L, num_dense_layers=len(dense_at),
+                            dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at)
+    assert stage_moe_layers(m, layout(tp=1, pp=pp, dp=1, vp=vp))[0] == _brute_stage_moe(set(dense_at), L, pp, vp)

@@ -30,6 +30,10 @@ class ModelSpec:
         num_experts, topk: MoE routed experts per layer and experts per token (1, 1 for dense).
         num_dense_layers: layers of an MoE model whose MLP is dense, of width ``dense_ffn_hidden``
             (0 = ``ffn_hidden``).
+        dense_layer_indices: which layers those are where they are not the first ones (MoE every
+            second layer: Llama 4 Maverick's ``interleave_moe_layer_step``, Qwen-MoE's
+            ``decoder_sparse_step``, ``mlp_only_layers``); () = the first ``num_dense_layers``
+            (DeepSeek's ``first_k_dense_replace``).  Decides how many MoE layers a pipeline stage holds.
         shared_ffn_hidden: summed width of the shared experts every token of an MoE layer passes
             (DeepSeekMoE, Dai et al. 2024, arXiv:2401.06066; Qwen-MoE's shared expert).
         q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim: multi-head latent attention
@@ -89,6 +93,7 @@ class ModelSpec:
     seq_len_assumed: bool = False
     family: str = ""
     num_dense_layers: int = 0
+    dense_layer_indices: tuple = ()
     dense_ffn_hidden: int = 0
     shared_ffn_hidden: int = 0
     q_lora_rank: int = 0

@@ -7,6 +7,8 @@ Families and the keys read (each is the family's ``configuration_*.py`` in huggi
   (Gemma: hidden_activation), tie_word_embeddings (absent: the family's HF default,
   :data:`_TIED_BY_DEFAULT`); Qwen2's Q/K/V biases (its architecture, no key); Qwen3's and Gemma 3's
   Q/K norms; Gemma 3's defaults for the keys its hub files leave out (:data:`_FAMILY_DEFAULTS`).
+* OLMo 2 / OLMo 3 (dense) and OLMoE (num_experts, num_experts_per_tok; intermediate_size is the
+  experts' width): their Q/K norms.
 * Mixtral, Grok-1: num_local_experts, num_experts_per_tok.
 * Qwen2-MoE / Qwen3-MoE: num_experts, moe_intermediate_size, shared_expert_intermediate_size,
   decoder_sparse_step, mlp_only_layers.
@@ -34,19 +36,28 @@ from .loading import _get_int
 from .model import ModelSpec
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                "gemma", "gemma2", "gemma3_text", "olmo", "deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "grok",
-                "grok-1", "gpt_oss", "dbrx")
+                "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
+                "deepseek_v3", "glm4_moe", "grok", "grok-1", "gpt_oss", "dbrx")
 #: the model types whose architecture the reader knows (their twists keyed by model_type below)
 _KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "opt", "bloom", "nemotron"))
 #: model types read as a family they reuse the architecture of: Kimi K2's config.json names
 #: ``"architectures": ["DeepseekV3ForCausalLM"]`` and loads DeepseekV3Config (moonshotai/Kimi-K2-Base)
 _ALIASES = {"kimi_k2": "deepseek_v3"}
+#: the text config class a multimodal wrapper builds from its text_config (Llama4Config, Gemma3Config)
+_TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
+#: the language model's dimensions, which a wrapper's text_config holds
+_TEXT_SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "intermediate_size_mlp",
+                    "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "num_local_experts",
+                    "num_experts_per_tok", "interleave_moe_layer_step")
+#: Hugging Face model types whose architecture adds what this reader does not model, with why
+_REFUSED_TYPES = {"deepseek_v32": "DeepSeek-V3.2's sparse attention (DSA) adds a lightning indexer to every layer "
+                                  "(its index_n_heads / index_head_dim / index_topk keys): not modelled"}
 #: families whose HF config class defaults tie_word_embeddings to True when the file leaves it out:
 #: PretrainedConfig's default (GPT-2, GPT-Neo, OPT, BLOOM do not override it) and Gemma/Gemma 2/
 #: Gemma 3 (configuration_gemma*.py); Grok-1's remote Grok1Config shares its in/out embedding.
 #: Every other family read here defaults it to False (LlamaConfig, Llama4TextConfig, MistralConfig,
 #: MixtralConfig, Qwen2/Qwen2Moe/Qwen3/Qwen3MoeConfig, DeepseekV2/V3Config, Glm4MoeConfig, GptOssConfig,
-#: DbrxConfig, OlmoConfig, NemotronConfig)
+#: DbrxConfig, OlmoConfig, Olmo2Config, Olmo3Config, OlmoeConfig, NemotronConfig)
 _TIED_BY_DEFAULT = ("gpt2", "gpt_neo", "opt", "bloom", "gemma", "gemma2", "gemma3_text", "grok", "grok-1")
 #: HF defaults of keys a family's hub files routinely leave out (Gemma3TextConfig.__init__:
 #: vocab_size 262208, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
@@ -55,8 +66,8 @@ _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hid
                                     "sliding_window": 4096, "sliding_window_pattern": 6},
                     "gemma": {"head_dim": 256}, "gemma2": {"head_dim": 256}}     # GemmaConfig, Gemma2Config
 #: dense families whose Hugging Face model has no experts: an expert key there is ignored by HF
-_DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "nemotron", "gpt2",
-                "gpt_neo", "opt", "bloom")
+_DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3",
+                "nemotron", "gpt2", "gpt_neo", "opt", "bloom")
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -105,20 +116,20 @@ def _check_moe_keys(d: dict, w: str) -> None:
                                    "known: see costmodel/specs/model_config.py _KNOWN_MOE_KEYS")
 
 
-def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
-    """Layers of an MoE model whose MLP is dense, by each family's layer rule (HF modeling code):
-    DeepSeek ``i >= first_k_dense_replace and i % moe_layer_freq == 0``; Qwen-MoE
-    ``i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0``; Llama 4
-    ``(i + 1) % interleave_moe_layer_step == 0``."""
+def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
+    """Indices of the layers of an MoE model whose MLP is dense, by each family's layer rule (HF
+    modeling code): a layer is MoE where DeepSeek ``i >= first_k_dense_replace and i % moe_layer_freq
+    == 0``; Qwen-MoE ``i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0``; Llama 4
+    ``(i + 1) % interleave_moe_layer_step == 0`` (or its listed ``moe_layers``)."""
     if experts <= 1:
-        return 0
+        return ()
     listed = d.get("moe_layers")
     if listed is not None:
         # Llama 4's saved configs list the MoE layers explicitly (Llama4TextConfig.moe_layers)
         if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
                                                    for i in listed) or len(set(listed)) != len(listed):
             raise InputError(w, "moe_layers", f"expected distinct layer indices below {layers}, got {listed!r}")
-        return layers - len(listed)
+        return tuple(i for i in range(layers) if i not in set(listed))
     k = _get_int(d, ("first_k_dense_replace",), w, required=False, default=0, minimum=0)
     freq = _get_int(d, ("moe_layer_freq",), w, required=False, default=1)
     step = _get_int(d, ("decoder_sparse_step", "interleave_moe_layer_step"), w, required=False, default=1)
@@ -129,8 +140,7 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> int:
         raise InputError(w, "mlp_only_layers", f"expected a list of layer indices below {layers}, got {only!r}")
     if k > layers:
         raise InputError(w, "first_k_dense_replace", f"{k} exceeds num_hidden_layers {layers}")
-    moe = sum(1 for i in range(layers) if i >= k and i % freq == 0 and (i + 1) % step == 0 and i not in only)
-    return layers - moe
+    return tuple(i for i in range(layers) if not (i >= k and i % freq == 0 and (i + 1) % step == 0 and i not in only))
 
 
 def _nested(d: dict, w: str) -> tuple[dict, str]:
@@ -155,8 +165,15 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
             raise InputError(w, next(iter(given)), f"contradicts {', '.join(f'{k} = {v!r}' for k, v in given.items())}")
     if isinstance(d.get("text_config"), dict):
         inner = dict(d["text_config"])
-        if d.get("model_type") == "llama4":              # HF builds Llama4TextConfig from it either way
-            inner.setdefault("model_type", "llama4_text")
+        # HF builds the text model's config from text_config alone (Llama4Config, Gemma3Config): a
+        # model dimension beside it is not read, so one that is given there must not say otherwise
+        for k in _TEXT_SHAPE_KEYS:
+            if d.get(k) is not None and (k not in inner or inner[k] != d[k]):
+                raise InputError(w, k, f"{d[k]!r} beside text_config" + (f", whose {k} is {inner[k]!r}" if k in inner
+                                 else "") + ": the language model's dimensions are text_config's (Hugging Face "
+                                 "reads them there only): give it there")
+        if d.get("model_type") in _TEXT_TYPES:          # HF builds its text config class from it either way
+            inner.setdefault("model_type", _TEXT_TYPES[d["model_type"]])
         for k in ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
                   "_dropout", "_bias", "tie_word_embeddings"):
             if k in d and k not in inner:
@@ -211,6 +228,8 @@ def _check_model_type(mt, w: str) -> None:
         return
     if not isinstance(mt, str):
         raise InputError(w, "model_type", f"expected a name, got {mt!r}")
+    if mt in _REFUSED_TYPES:
+        raise InputError(w, "model_type", f"{mt!r}: {_REFUSED_TYPES[mt]}")
     if mt in _KNOWN_TYPES or mt in _ALIASES:
         return
     near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
@@ -304,7 +323,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     model_type = str(d.get("model_type", ""))
     if experts > 1:
         _required_moe_keys(d, w, model_type)
-    dense_layers = _moe_dense_layers(d, w, layers, experts)
+    dense_at = _moe_dense_layers(d, w, layers, experts)
+    dense_layers = len(dense_at)
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
     # Llama 4: intermediate_size is the experts' (and shared expert's) width, intermediate_size_mlp
@@ -342,6 +362,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
         family=model_type if model_type or "_gated" in d else "?",
         num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
+        # where the dense layers are not simply the first ones (interleaved MoE), say which they are
+        dense_layer_indices=() if dense_at == tuple(range(dense_layers)) else dense_at,
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
@@ -349,10 +371,14 @@ def _read(d: dict, w: str, path) -> ModelSpec:
 
 
 def _qk_norm(d: dict, model_type: str) -> bool:
-    """Whether each head's Q and K pass a weighted RMSNorm: Qwen3 and Gemma 3 always
-    (modeling_qwen3.py, modeling_gemma3.py), GLM-4.5 with ``use_qk_norm`` (modeling_glm4_moe.py).
-    Llama 4's ``use_qk_norm`` is a weightless L2 norm (Llama4TextL2Norm): no parameters."""
-    return model_type in ("qwen3", "qwen3_moe", "gemma3_text") or (model_type == "glm4_moe" and bool(d.get("use_qk_norm")))
+    """Whether Q and K pass a weighted RMSNorm: Qwen3 and Gemma 3 always, per head (modeling_qwen3.py,
+    modeling_gemma3.py), OLMo 2 / OLMo 3 / OLMoE always, over the whole projection (modeling_olmo2.py
+    ``q_norm = Olmo2RMSNorm(num_attention_heads * head_dim)``: priced as the per-head norm, the
+    difference (h + kv_dim - 2 head_dim weights a layer) below 0.01 % of a 1B model), GLM-4.5 with
+    ``use_qk_norm`` (modeling_glm4_moe.py).  Llama 4's ``use_qk_norm`` is a weightless L2 norm
+    (Llama4TextL2Norm): no parameters."""
+    return (model_type in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmo3", "olmoe")
+            or (model_type == "glm4_moe" and bool(d.get("use_qk_norm"))))
 
 
 def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
