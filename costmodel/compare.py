@@ -25,6 +25,8 @@ Error % = 100 (predicted - measured) / measured.
 """
 from __future__ import annotations
 
+import ast
+
 import math
 from dataclasses import dataclass, field
 
@@ -38,7 +40,8 @@ from .readers.power_trace import watts_misread
 from .specs import ModelSpec
 
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
-MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk")
+MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk",
+              "moe_ffn_hidden")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
 MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layers=0, sp=False, zero=0)
 # what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
@@ -137,9 +140,15 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
     Raises:
         InputError: a printed dimension (layers, hidden, FFN, heads, KV heads, experts, top-k) differs.
     """
+    # Megatron's ffn_hidden_size is the dense MLP's width and moe_ffn_hidden_size the experts' (it
+    # defaults to ffn_hidden_size: a dump without it, or of a dense model, gives the one width)
+    moe_w = log_layout.get("moe_ffn_hidden")
+    dense_w = (model.dense_mlp_width if not model.is_moe or model.num_dense_layers else None) if moe_w else \
+        model.ffn_hidden
     pairs = (("num_layers", model.num_layers), ("hidden", model.hidden), ("num_heads", model.num_heads),
              ("num_kv_heads", model.num_kv_heads), ("num_experts", model.num_experts),
-             ("moe_topk", model.topk if model.is_moe else None), ("ffn_hidden", model.ffn_hidden))
+             ("moe_topk", model.topk if model.is_moe else None), ("ffn_hidden", dense_w),
+             ("moe_ffn_hidden", model.ffn_hidden if model.is_moe else None))
     for k, mv in pairs:
         lv = log_layout.get(k)
         if k == "num_experts" and lv is not None and int(lv) <= 1:
@@ -149,31 +158,97 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
                              f"says {lv}: pick the model that ran")
 
 
-def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
-    """A ModelSpec from the log's argument dump (Megatron names: swiglu, untie_embeddings_and_output_weights,
-    position_embedding_type, add_bias_linear, num_experts, moe_router_topk).
+def _moe_layer_pattern(value, num_layers: int, log_path: str) -> list:
+    """Megatron's ``moe_layer_freq`` as one flag per layer (1 = MoE): an int N puts experts in every Nth
+    layer from the first (``i % N == 0``), a list gives the flags, a string the Python expression
+    Megatron evaluates ("([0]*3+[1]*58)": lists of 0/1, + and * by whole numbers only, read here
+    without evaluating code).
 
     Raises:
-        InputError: a dimension the model needs (layers, hidden, heads, vocab) is not in the dump.
+        InputError: naming the log and moe_layer_freq, for anything else or a pattern of another length.
+    """
+    def bad(why):
+        return InputError(log_path, "moe_layer_freq", f"{value!r}: {why}")
+
+    def ev(node):
+        if isinstance(node, ast.List) and all(isinstance(e, ast.Constant) and e.value in (0, 1) and
+                                              not isinstance(e.value, bool) for e in node.elts):
+            return [e.value for e in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(a, list) and isinstance(b, list):
+                return a + b
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(a, list) and isinstance(b, int):
+                return a * b
+            if isinstance(a, int) and isinstance(b, list):
+                return b * a
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        raise bad("not a layer pattern (an integer, or lists of 0 and 1 joined by + and *)")
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise bad("expected a whole number >= 1")
+        return [1 if i % value == 0 else 0 for i in range(num_layers)]
+    try:
+        flags = ev(ast.parse(str(value), mode="eval").body)
+    except SyntaxError:
+        raise bad("not a layer pattern (an integer, or lists of 0 and 1 joined by + and *)") from None
+    if not isinstance(flags, list):
+        return _moe_layer_pattern(flags, num_layers, log_path)
+    if len(flags) != num_layers:
+        raise bad(f"gives {len(flags)} layers, num_layers is {num_layers}")
+    return flags
+
+
+def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
+    """A ModelSpec from the log's argument dump (Megatron names: swiglu, untie_embeddings_and_output_weights,
+    position_embedding_type, add_bias_linear, kv_channels; for MoE num_experts, moe_router_topk,
+    moe_ffn_hidden_size (the experts' width, ffn_hidden_size then the dense layers'),
+    moe_shared_expert_intermediate_size, moe_layer_freq; multi_latent_attention with q_lora_rank,
+    kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim; mtp_num_layers), with Megatron's
+    defaults (arguments.py / TransformerConfig) for the keys a dump leaves out.
+
+    Raises:
+        InputError: a dimension the model needs (layers, hidden, heads, vocab) is not in the dump, or
+            a moe_layer_freq that is no layer pattern.
     """
     need = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if log_layout.get(k) is None]
     if need:
         raise InputError("--model", "", f"the log ({log_path}) does not print {', '.join(need)}: pass --model "
                          "(catalog name or config.json)")
-    h, heads = int(log_layout["hidden"]), int(log_layout["num_heads"])
+    h, heads, L = int(log_layout["hidden"]), int(log_layout["num_heads"]), int(log_layout["num_layers"])
     gated = bool(args.get("swiglu", False))
     ffn = int(log_layout.get("ffn_hidden") or 4 * h)
     experts = int(log_layout.get("num_experts") or 1)
     pos = str(args.get("position_embedding_type", "learned_absolute"))
+    moe = {}
+    if experts > 1:
+        flags = _moe_layer_pattern(args.get("moe_layer_freq", 1) or 1, L, log_path)
+        dense_at = tuple(i for i, f in enumerate(flags) if not f)
+        moe = dict(ffn_hidden=int(log_layout.get("moe_ffn_hidden") or ffn), num_dense_layers=len(dense_at),
+                   dense_ffn_hidden=ffn if dense_at else 0,
+                   dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at,
+                   shared_ffn_hidden=int(args.get("moe_shared_expert_intermediate_size") or 0))
+    mla = {}
+    if args.get("multi_latent_attention") is True:
+        # Megatron-core MLATransformerConfig defaults: q_lora_rank 512, kv_lora_rank 512, qk_head_dim 128,
+        # qk_pos_emb_head_dim 64, v_head_dim 128 (arguments.py --q-lora-rank defaults to None: no Q bottleneck)
+        mla = dict(q_lora_rank=int(args.get("q_lora_rank") or 0), kv_lora_rank=int(args.get("kv_lora_rank") or 512),
+                   qk_rope_head_dim=int(args.get("qk_pos_emb_head_dim") or 64),
+                   v_head_dim=int(args.get("v_head_dim") or 128))
+    head_dim = int(args.get("qk_head_dim") or 128) if mla else int(args.get("kv_channels") or h // heads)
     return ModelSpec(
-        name="from-log", display_name=f"model of {log_path}", num_layers=int(log_layout["num_layers"]), hidden=h,
-        ffn_hidden=ffn, num_heads=heads, num_kv_heads=int(log_layout.get("num_kv_heads") or heads),
-        head_dim=int(args.get("kv_channels") or h // heads), vocab=int(log_layout["vocab"]), gated=gated,
+        name="from-log", display_name=f"model of {log_path}", num_layers=L, hidden=h,
+        ffn_hidden=moe.pop("ffn_hidden", ffn), num_heads=heads, num_kv_heads=heads if mla else int(log_layout.get("num_kv_heads") or heads),
+        head_dim=head_dim, vocab=int(log_layout["vocab"]), gated=gated,
         activation="swiglu" if gated else "gelu", tie_embeddings=not args.get("untie_embeddings_and_output_weights", False),
         num_experts=experts, topk=int(log_layout.get("moe_topk") or 1), learned_positions=pos == "learned_absolute",
         max_positions=int(args.get("max_position_embeddings") or 0), dropout=float(args.get("hidden_dropout") or 0) > 0,
         bias=bool(args.get("add_bias_linear", True)), seq_len=int(log_layout.get("seq_len") or 0) or 2048,
-        source=f"argument dump of {log_path}")
+        mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
 # ----------------------------------------------------------------------------------- power traces

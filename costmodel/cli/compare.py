@@ -345,10 +345,15 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         # what the dump gave and what Megatron's defaults filled, since no --model says it
         unsaid = [k for k in ("swiglu", "untie_embeddings_and_output_weights", "position_embedding_type",
                               "add_bias_linear") if k not in tlog.args]
+        ffn = (f"{m.num_experts} experts (top {m.topk}) of FFN {m.ffn_hidden}" + (
+            f" in {m.moe_layers} layers, {m.num_dense_layers} dense of FFN {m.dense_mlp_width}" if m.num_dense_layers
+            else "") + (f", shared FFN {m.shared_ffn_hidden}" if m.shared_ffn_hidden else "")
+            if m.is_moe else f"FFN {m.ffn_hidden}")
         warnings.append(f"model from the log's argument dump: {m.num_layers} layers, hidden {m.hidden}, {m.num_heads} "
-                        f"heads ({m.num_kv_heads} KV), FFN {m.ffn_hidden} {m.activation}, vocab {m.vocab}, "
-                        f"{m.params() / 1e9:.2f}B parameters" + (f"; not in the dump, Megatron's defaults: "
-                                                                 f"{', '.join(unsaid)}" if unsaid else ""))
+                        f"heads ({'MLA' if m.is_mla else f'{m.num_kv_heads} KV'}), {ffn} {m.activation}, vocab "
+                        f"{m.vocab}, {m.params() / 1e9:.2f}B parameters"
+                        + (f" ({m.params(active=True) / 1e9:.2f}B active)" if m.is_moe else "")
+                        + (f"; not in the dump, Megatron's defaults: {', '.join(unsaid)}" if unsaid else ""))
     c0 = load_cluster(cluster)
     lay = run.layout
     if nodes is None and not run.world_size and lay["dp"] is not None:     # TP x PP x DP x CP is the world

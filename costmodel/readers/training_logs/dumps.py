@@ -175,7 +175,8 @@ COUNT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "con
               "num_layers_per_virtual_pipeline_stage", "micro_batch_size", "global_batch_size", "seq_length",
               "encoder_seq_length", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
               "num_query_groups", "padded_vocab_size", "vocab_size", "num_experts", "num_moe_experts",
-              "moe_router_topk")
+              "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "kv_lora_rank",
+              "q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
 
 
 def check_logged_counts(args: dict, path) -> None:
@@ -190,6 +191,11 @@ def check_logged_counts(args: dict, path) -> None:
         v = args.get(k)
         if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 1):
             raise InputError(path, k, f"{v!r} is not a whole number >= 1 (no run has it)")
+    experts, topk = (_int_or_none(args.get(k)) for k in ("num_experts", "moe_router_topk"))
+    experts = experts or _int_or_none(args.get("num_moe_experts"))
+    if experts and experts > 1 and topk and topk > experts:
+        raise InputError(path, "moe_router_topk", f"{topk} exceeds the {experts} experts (num_experts): a token "
+                         "cannot pick more experts than there are")
     vp, per, L, pp = (_int_or_none(args.get(k)) for k in ("virtual_pipeline_model_parallel_size",
                                                           "num_layers_per_virtual_pipeline_stage", "num_layers",
                                                           "pipeline_model_parallel_size"))
@@ -301,4 +307,6 @@ def _layout(args, complete=False):
         "vocab": _int_or_none(get("padded_vocab_size", "vocab_size")),
         "num_experts": _int_or_none(get("num_experts", "num_moe_experts")),
         "moe_topk": _int_or_none(get("moe_router_topk")),
+        # Megatron's expert width (moe_ffn_hidden_size; ffn_hidden_size then is the dense layers')
+        "moe_ffn_hidden": _int_or_none(get("moe_ffn_hidden_size")),
     }

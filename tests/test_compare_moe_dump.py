@@ -1,0 +1,106 @@
+"""MoE and MLA models read from a Megatron argument dump (compare without --model), and the checks of a
+dump against a catalog model: Megatron's ffn_hidden_size is the dense layers' width, moe_ffn_hidden_size
+the experts' (Megatron-LM arguments.py: it defaults to ffn_hidden_size), moe_layer_freq places the MoE
+layers (an int or the pattern string Megatron evaluates), MLA's ranks and head dims, the MTP module.
+Published totals: Qwen3-30B-A3B 30.5B (3.3B active, Qwen3 technical report Table 1); DeepSeek-V3 671B
+(37B active, without its 14B MTP module, arXiv:2412.19437)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.compare import _moe_layer_pattern, check_model, model_from_log
+from costmodel.errors import InputError
+from costmodel.readers.training_logs import read_training_log
+from costmodel.specs import load_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+QWEN3_30B = dict(num_layers=48, hidden_size=2048, ffn_hidden_size=6144, moe_ffn_hidden_size=768, num_experts=128,
+                 moe_router_topk=8, num_attention_heads=32, num_query_groups=4, group_query_attention=True,
+                 kv_channels=128, padded_vocab_size=151936, seq_length=4096, global_batch_size=256,
+                 micro_batch_size=1, world_size=16, tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                 context_parallel_size=1, expert_model_parallel_size=8, swiglu=True,
+                 untie_embeddings_and_output_weights=True, position_embedding_type="rope", add_bias_linear=False,
+                 bf16=True, use_distributed_optimizer=True, sequence_parallel=False, qk_layernorm=True,
+                 moe_token_dispatcher_type="alltoall", moe_grouped_gemm=True)
+DEEPSEEK_V3 = dict(QWEN3_30B, num_layers=61, hidden_size=7168, ffn_hidden_size=18432, moe_ffn_hidden_size=2048,
+                   num_experts=256, moe_shared_expert_intermediate_size=2048, moe_layer_freq="([0]*3+[1]*58)",
+                   multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128,
+                   qk_pos_emb_head_dim=64, v_head_dim=128, num_attention_heads=128, num_query_groups=128,
+                   padded_vocab_size=129280, mtp_num_layers=1, world_size=256, expert_model_parallel_size=32,
+                   pipeline_model_parallel_size=8)
+
+
+def _log(tmp_path, args: dict, name="run.log") -> Path:
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(args.items())]
+    lines.append("-------------------- end of arguments ---------------------")
+    lines += [f" [2025-01-01 00:00:{i:02d}] iteration {i:8d}/    1000 | consumed samples: {256 * i:10d} | elapsed time "
+              "per iteration (ms): 7000.0 | learning rate: 1.0E-05 | global batch size:   256 | lm loss: 2.0E+00 | "
+              "loss scale: 1.0 | grad norm: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+              for i in range(1, 11)]
+    f = tmp_path / name
+    f.write_text("\n".join(lines) + "\n")
+    return f
+
+
+def _model(tmp_path, args):
+    f = _log(tmp_path, args)
+    t = read_training_log(f)
+    return model_from_log(t.layout(), t.args, str(f)), t
+
+
+def test_qwen3_moe_dump_gives_its_experts_width_not_the_dense_one(tmp_path):
+    m, t = _model(tmp_path, QWEN3_30B)
+    assert (m.ffn_hidden, m.num_experts, m.topk, m.num_dense_layers) == (768, 128, 8, 0)
+    assert m.params() == pytest.approx(30.5e9, rel=0.005)
+    assert m.params(active=True) == pytest.approx(3.3e9, rel=0.02)
+    # the catalog's Qwen3-30B-A3B is the model of this dump: its 6144-wide ffn_hidden_size is the unused
+    # dense width, its experts' 768 is moe_ffn_hidden_size
+    check_model(load_model("qwen3-30b-a3b"), t.layout(), "qwen3-30b-a3b", "run.log")
+    with pytest.raises(InputError, match="moe_ffn_hidden: qwen3-30b-a3b has moe_ffn_hidden = 768, the log's argument "
+                                         "dump .* says 1024"):
+        check_model(load_model("qwen3-30b-a3b"), dict(t.layout(), moe_ffn_hidden=1024), "qwen3-30b-a3b", "run.log")
+
+
+def test_deepseek_v3_dump_reads_mla_dense_first_layers_shared_experts_and_mtp(tmp_path):
+    m, t = _model(tmp_path, DEEPSEEK_V3)
+    assert (m.num_dense_layers, m.dense_mlp_width, m.shared_ffn_hidden, m.mtp_layers) == (3, 18432, 2048, 1)
+    assert (m.q_lora_rank, m.kv_lora_rank, m.head_dim, m.qk_rope_head_dim, m.v_head_dim) == (1536, 512, 128, 64, 128)
+    assert m.dense_layer_indices == ()                          # the first three: DeepSeek's place for them
+    assert m.params() == pytest.approx(671e9, rel=0.005)
+    assert m.params(active=True) == pytest.approx(37e9, rel=0.02)
+    assert m.params() == pytest.approx(load_model("deepseek-v3").params(), rel=1e-6)
+
+
+@pytest.mark.parametrize("value,want", [
+    (1, [1] * 6), (2, [1, 0, 1, 0, 1, 0]), ("([0]*2+[1]*4)", [0, 0, 1, 1, 1, 1]), ("[1,0]*3", [1, 0] * 3),
+    ("3*[0,1]", [0, 1] * 3)])
+def test_moe_layer_freq_as_megatron_reads_it(value, want):
+    assert _moe_layer_pattern(value, 6, "run.log") == want
+
+
+@pytest.mark.parametrize("value,why", [
+    ("__import__('os')", "not a layer pattern"), ("[0,2]*3", "not a layer pattern"), ("[1]*5", "gives 5 layers"),
+    (0, "whole number >= 1"), ("[True]*6", "not a layer pattern")])
+def test_a_moe_layer_freq_that_is_no_pattern_is_refused_without_running_it(value, why):
+    with pytest.raises(InputError, match=why) as e:
+        _moe_layer_pattern(value, 6, "run.log")
+    assert e.value.where == "run.log" and e.value.field == "moe_layer_freq"
+
+
+def test_interleaved_moe_layers_come_from_the_dump(tmp_path):
+    """moe_layer_freq 2: MoE in layers 0, 2, 4...: half the layers dense, not the first half."""
+    m, _ = _model(tmp_path, dict(QWEN3_30B, moe_layer_freq=2))
+    assert m.num_dense_layers == 24 and m.dense_layer_indices == tuple(range(1, 48, 2))
+
+
+def test_a_dump_whose_top_k_exceeds_its_experts_is_refused_by_name(tmp_path):
+    f = _log(tmp_path, dict(QWEN3_30B, moe_router_topk=200))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "compare", "--log", str(f), "--cluster", "dgx-h100",
+                        "--nodes", "2"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "Warning" not in r.stderr
+    assert r.stderr.strip() == (f"costmodel: error: {f}: moe_router_topk: 200 exceeds the 128 experts (num_experts): "
+                                "a token cannot pick more experts than there are")
