@@ -40,9 +40,10 @@ def run_record(run: RunPrediction) -> dict:
         "tokens_per_s_per_gpu": run.tokens_per_s_per_gpu,
         "model_tflops_per_gpu": run.model_tflops_per_gpu,
         "mfu": run.mfu,
-        "peak_mem_bytes": run.peak_mem_bytes,
-        "hbm_capacity_bytes": run.cluster.gpu.capacity_bytes,
-        "memory": dict(run.memory),
+        # bytes are whole (an expected byte count rounded), as their unit says
+        "peak_mem_bytes": round(run.peak_mem_bytes),
+        "hbm_capacity_bytes": round(run.cluster.gpu.capacity_bytes),
+        "memory": {k: round(v) for k, v in dict(run.memory).items()},
         "layout": dict(run.layout),
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "params": run.model.params(), "active_params": run.model.params(active=True),

@@ -392,7 +392,7 @@ def read_run_config(path) -> RunConfig:
         raise InputError(path, "", "a Python configuration (torchtitan's current format) is code, not data: pass "
                          "its degrees as flags, or a TOML/YAML configuration")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     if p.suffix.lower() == ".toml":

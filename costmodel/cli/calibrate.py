@@ -209,13 +209,13 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         if gpu and cl and g.key != cl.gpu.key:
             raise InputError("--gpu", "", f"{gpu} contradicts --cluster {cl.key}, whose GPUs are {cl.gpu.key}: "
                              "drop one")
+        if not gpu and cl:
+            why = f"--cluster {cl.key}"        # the flag that named the GPU
         _check_named_gpus(meas, g, why)
         for tr in meas.traces:
             bad = watts_misread(tr, g.tdp_w, g.devices_per_package)
             if bad:
                 raise FitError(f"{tr.path or 'a power trace'}: {bad} ({g.key})")
-        if not gpu and cl:
-            why = f"--cluster {cl.key}"
         b, bpath = base_profile(g, base)
         _check_not_builtin(out, bpath)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])

@@ -143,7 +143,7 @@ def read_amd_smi(path, strict=True) -> AmdSmi:
     """
     path = Path(path)
     out = AmdSmi(path=path)
-    lines = list(enumerate(path.read_text(errors="replace").splitlines(), start=1))
+    lines = list(enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1))
     if any(_MONITOR_HEAD.match(s.strip()) for _, s in lines):
         out.layout = "monitor"
         _monitor(lines, path, out)

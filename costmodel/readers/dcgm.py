@@ -204,7 +204,7 @@ def read_dcgmi_dmon(path, strict=True) -> DcgmTable:
     header_raw = None
     cmd_ids = None
     rows = []  # (lineno, entity, id, {short: value})
-    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1):
         s = raw.strip()
         if not s or _SOURCE_LINE.match(s):
             continue

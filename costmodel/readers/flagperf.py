@@ -121,7 +121,7 @@ def read_flagperf_operator_csv(path, strict=True):
         ValueError: the header lacks one of the expected columns.
     """
     path = Path(path)
-    numbered = [(i, ln) for i, ln in enumerate(path.read_text().splitlines(), start=1)
+    numbered = [(i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1)
                 if ln.strip() and not ln.lstrip().startswith("#")]
     recs = list(csv.reader(ln for _, ln in numbered))
     head = recs[0]
@@ -226,7 +226,7 @@ def read_flagperf_base_md(path):
     """
     path = Path(path)
     out, cur, header = [], None, None
-    for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         s = raw.strip()
         m = re.match(r"^## FILE:\s*(base/(toolkits|benchmarks)/([^/]+)/\S+)", s)
         if m:

@@ -79,7 +79,7 @@ def markdown_tables(path):
         whose cells are all empty are dropped.
     """
     tables, heading, context, cur = [], "", [], None
-    for lineno, raw in enumerate(Path(path).read_text().splitlines(), start=1):
+    for lineno, raw in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
         s = raw.strip()
         if s.startswith("|"):
             cells = _cells(s)

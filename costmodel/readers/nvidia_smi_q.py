@@ -142,7 +142,7 @@ def read_nvidia_smi_q(path, strict=True) -> SmiQuery:
     path = Path(path)
     out = SmiQuery(path=path)
     snap, t_unix, gpu, stack, seen_banner = -1, None, None, [], False
-    with open(path, errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for ln, raw in enumerate(fh, 1):
             line = raw.rstrip("\n")
             s = line.strip()

@@ -57,7 +57,7 @@ def read_perseus_stage_profile(path, strict: bool = True) -> list[PerseusRow]:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(p, "", f"cannot read ({e})") from None
     lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip() and not ln.startswith("#")]

@@ -269,7 +269,7 @@ class Measurement(NamedTuple):
 
 def _head(path, limit=_SCAN_LINES) -> Head:
     lines = []
-    with open(path, errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for raw in fh:
             s = raw.strip()
             if s:

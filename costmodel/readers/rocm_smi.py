@@ -130,7 +130,7 @@ def read_rocm_smi(path, strict=True) -> RocmSmi:
     def flush():
         out.gpus.extend(long_recs[i] for i in sorted(long_recs))
         long_recs.clear()
-    with open(path, errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for ln, raw in enumerate(fh, 1):
             line = raw.rstrip("\n")
             s = line.strip()

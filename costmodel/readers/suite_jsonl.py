@@ -162,7 +162,7 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
     """
     path = Path(path)
     out = SuiteRun(path=path)
-    for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         s = raw.strip()
         if not s:
             continue

@@ -26,7 +26,7 @@ def read_vllm_gemm_bench(path) -> dict:
     """
     out: dict[str, list] = {}
     shape = cols = None
-    for i, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
         m = _SHAPE.search(line)
         if m:
             shape, cols = (int(m.group(1)), int(m.group(2))), None

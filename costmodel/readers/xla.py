@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def _csv_rows(path):
-    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [ln for ln in Path(path).read_text(encoding="utf-8-sig").splitlines() if ln.strip() and not ln.startswith("#")]
     return list(csv.DictReader(lines))
 
 

@@ -82,7 +82,7 @@ def read_zeus_csv(path, strict=True) -> ZeusTable:
         ValueError: the header is not the Zeus header.
     """
     path = Path(path)
-    lines = [(i, ln) for i, ln in enumerate(path.read_text().splitlines(), start=1)
+    lines = [(i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1)
              if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ValueError(f"{path}: empty Zeus CSV")

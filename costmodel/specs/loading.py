@@ -95,7 +95,7 @@ def catalog_dir() -> Path:
 
 def _read_mapping(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except IsADirectoryError:
         raise InputError(path, "", "is a directory, not a file") from None
     except OSError as e:

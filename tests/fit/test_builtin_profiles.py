@@ -187,7 +187,7 @@ def test_fa3_fit_follows_the_paper_bars_and_agrees_with_tritonbench_at_training_
     bwd 316 / 501 / 559 scaled by the causal forward's loss) within 5%, above FA2 at every length.
     TritonBench's kernel times (B=4, H=48: 4k-token calls at 1k, so not the paper's scale there) agree
     within 6% at 4k and 8k; H200 carries H100's fit; above 16k the efficiency holds."""
-    from costmodel.specs import load_gpu, load_profile
+    from costmodel.specs import load_profile
     p = load_profile("h100-sxm-80gb")
     k = p.attention_kernels["fa3"][-1]
     assert k.head_dim == 128

@@ -79,7 +79,7 @@ class _Seg:
 
 
 def _segments(path: Path):
-    raw = path.read_text(encoding="utf-8", errors="replace")
+    raw = path.read_text(encoding="utf-8-sig", errors="replace")
     no_newline = bool(raw) and not raw.endswith("\n")
     phys = raw.split("\n")
     if phys and phys[-1] == "":
