@@ -323,6 +323,10 @@ def _prepare(r: dict, cache: dict):
                        if not (r.get(c) or "").strip()))
     row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
     assumed += pp_assumed
+    # params_b is informational, but one far from the architecture's count says a column is not the run's
+    stated = _float(r, "params_b")
+    if stated and not 0.8 <= model.params() / (stated * 1e9) <= 1.25:
+        assumed += (f"params_b={stated:g}(the row's architecture gives {model.params() / 1e9:.1f}B)",)
     mbs_known = row["mbs"] is not None
     if mbs_known:
         code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,

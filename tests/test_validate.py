@@ -160,6 +160,27 @@ def test_a_bad_numeric_cell_skips_its_row_by_name(tmp_path, value, why):
     assert r.skipped.startswith("num_gpus") and why in r.skipped
 
 
+def test_a_params_b_far_from_the_row_s_architecture_is_named(tmp_path):
+    """params_b is informational, yet 5B on a row whose columns make a 175B GPT-3 says one of them is not
+    the run's: the row is predicted from its architecture and names the mismatch; the true count does not."""
+    import csv as _csv
+    import io
+    lines = DEV.read_text().splitlines()
+    head = lines[0].split(",")
+    row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
+    cells = next(_csv.reader(io.StringIO(row)))
+    got = []
+    for stated in ("5", cells[head.index("params_b")]):
+        cells[head.index("params_b")] = stated
+        out = io.StringIO()
+        _csv.writer(out).writerow(cells)
+        f = tmp_path / "runs.csv"
+        f.write_text(lines[0] + "\n" + out.getvalue())
+        (r,) = validate_rows(read_runs_csv(f), str(f))
+        got.append([a for a in r.assumed if a.startswith("params_b")])
+    assert len(got[0]) == 1 and got[0][0].startswith("params_b=5(the row's architecture gives ") and got[1] == []
+
+
 def test_no_published_hopper_run_is_predicted_out_of_memory():
     """Every run of the Hopper/Blackwell dev set ran: none may be predicted not to fit.  FlagPerf's
     Megatron rows do not publish their sharding or SP: the least ZeRO that fits and the stack's SP are
