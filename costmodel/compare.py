@@ -134,12 +134,37 @@ def differs(a, b) -> bool:
     return a != b
 
 
-def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: str) -> None:
-    """The catalog/config model must match the dimensions the log prints.
+def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: str, args: dict | None = None) -> None:
+    """The catalog/config model must match the dimensions the log prints: layers, hidden, FFN widths,
+    heads, KV heads, experts, top-k, and from the raw dump ``args`` the architecture keys (swiglu,
+    multi_latent_attention and its ranks, mtp_num_layers, the shared experts' width, moe_layer_freq's
+    dense layers) where it prints them.
 
     Raises:
-        InputError: a printed dimension (layers, hidden, FFN, heads, KV heads, experts, top-k) differs.
+        InputError: the first printed value that differs, naming it.
     """
+    args = args or {}
+    arch = []
+    if isinstance(args.get("swiglu"), bool):
+        arch.append(("swiglu", model.gated, args["swiglu"]))
+    if isinstance(args.get("multi_latent_attention"), bool):
+        arch.append(("multi_latent_attention", model.is_mla, args["multi_latent_attention"]))
+        if args["multi_latent_attention"] and model.is_mla:
+            arch += [("kv_lora_rank", model.kv_lora_rank, args.get("kv_lora_rank")),
+                     ("q_lora_rank", model.q_lora_rank, args.get("q_lora_rank") or 0)]
+    if "mtp_num_layers" in args:
+        arch.append(("mtp_num_layers", model.mtp_layers, args.get("mtp_num_layers") or 0))
+    if model.is_moe and "moe_shared_expert_intermediate_size" in args:
+        arch.append(("moe_shared_expert_intermediate_size", model.shared_ffn_hidden,
+                     args.get("moe_shared_expert_intermediate_size") or 0))
+    if model.is_moe and args.get("moe_layer_freq") is not None:
+        flags = _moe_layer_pattern(args["moe_layer_freq"], model.num_layers, log_path)
+        arch.append(("moe_layer_freq", f"{model.num_dense_layers} dense layers",
+                     f"{flags.count(0)} dense layers"))
+    for k, mv, lv in arch:
+        if lv is not None and mv != lv:
+            raise InputError("--model", k, f"{model_arg} has {mv!r}, the log's argument dump ({log_path}) says "
+                             f"{lv!r}: pick the model that ran")
     # Megatron's ffn_hidden_size is the dense MLP's width and moe_ffn_hidden_size the experts' (it
     # defaults to ffn_hidden_size: a dump without it, or of a dense model, gives the one width)
     moe_w = log_layout.get("moe_ffn_hidden")
@@ -221,22 +246,33 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
                          "(catalog name or config.json)")
     h, heads, L = int(log_layout["hidden"]), int(log_layout["num_heads"]), int(log_layout["num_layers"])
     gated = bool(args.get("swiglu", False))
-    ffn = int(log_layout.get("ffn_hidden") or 4 * h)
+    # Megatron-LM's ffn_hidden_size when the run left it unset (arguments.py): 4h, or for SwiGLU
+    # 2/3 of it rounded down to a multiple of 64 (its two input projections)
+    ffn = int(log_layout.get("ffn_hidden") or (int(4 * h * 2 / 3 / 64) * 64 if gated else 4 * h))
     experts = int(log_layout.get("num_experts") or 1)
+    if experts > 1 and not log_layout.get("moe_topk"):
+        raise InputError(log_path, "moe_router_topk", f"not printed for a run with {experts} experts: the experts "
+                         "each token takes set its cost (pass --model)")
     pos = str(args.get("position_embedding_type", "learned_absolute"))
     moe = {}
     if experts > 1:
-        flags = _moe_layer_pattern(args.get("moe_layer_freq", 1) or 1, L, log_path)
+        freq = args.get("moe_layer_freq")
+        flags = _moe_layer_pattern(1 if freq is None else freq, L, log_path)     # Megatron's default: every layer
         dense_at = tuple(i for i, f in enumerate(flags) if not f)
+        if len(dense_at) == L:
+            raise InputError(log_path, "moe_layer_freq", f"places no MoE layer, yet the run has {experts} experts")
         moe = dict(ffn_hidden=int(log_layout.get("moe_ffn_hidden") or ffn), num_dense_layers=len(dense_at),
                    dense_ffn_hidden=ffn if dense_at else 0,
                    dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at,
                    shared_ffn_hidden=int(args.get("moe_shared_expert_intermediate_size") or 0))
     mla = {}
     if args.get("multi_latent_attention") is True:
-        # Megatron-core MLATransformerConfig defaults: q_lora_rank 512, kv_lora_rank 512, qk_head_dim 128,
-        # qk_pos_emb_head_dim 64, v_head_dim 128 (arguments.py --q-lora-rank defaults to None: no Q bottleneck)
-        mla = dict(q_lora_rank=int(args.get("q_lora_rank") or 0), kv_lora_rank=int(args.get("kv_lora_rank") or 512),
+        # the KV latent sets the attention's size: no default stands in for it; q_lora_rank None is
+        # Megatron-LM's default (no Q bottleneck), the head dims default to 128 / 64 / 128 (arguments.py)
+        if not args.get("kv_lora_rank"):
+            raise InputError(log_path, "kv_lora_rank", "not printed for a multi_latent_attention run: its KV latent "
+                             "sets the attention's size (pass --model)")
+        mla = dict(q_lora_rank=int(args.get("q_lora_rank") or 0), kv_lora_rank=int(args["kv_lora_rank"]),
                    qk_rope_head_dim=int(args.get("qk_pos_emb_head_dim") or 64),
                    v_head_dim=int(args.get("v_head_dim") or 128))
     head_dim = int(args.get("qk_head_dim") or 128) if mla else int(args.get("kv_channels") or h // heads)

@@ -33,12 +33,12 @@ DEEPSEEK_V3 = dict(QWEN3_30B, num_layers=61, hidden_size=7168, ffn_hidden_size=1
                    pipeline_model_parallel_size=8)
 
 
-def _log(tmp_path, args: dict, name="run.log") -> Path:
+def _log(tmp_path, args: dict, name="run.log", step_ms=7000.0) -> Path:
     lines = ["------------------------ arguments ------------------------"]
     lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(args.items())]
     lines.append("-------------------- end of arguments ---------------------")
     lines += [f" [2025-01-01 00:00:{i:02d}] iteration {i:8d}/    1000 | consumed samples: {256 * i:10d} | elapsed time "
-              "per iteration (ms): 7000.0 | learning rate: 1.0E-05 | global batch size:   256 | lm loss: 2.0E+00 | "
+              f"per iteration (ms): {step_ms:.1f} | learning rate: 1.0E-05 | global batch size:   256 | lm loss: 2.0E+00 | "
               "loss scale: 1.0 | grad norm: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |"
               for i in range(1, 11)]
     f = tmp_path / name
@@ -104,3 +104,81 @@ def test_a_dump_whose_top_k_exceeds_its_experts_is_refused_by_name(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and "Warning" not in r.stderr
     assert r.stderr.strip() == (f"costmodel: error: {f}: moe_router_topk: 200 exceeds the 128 experts (num_experts): "
                                 "a token cannot pick more experts than there are")
+
+
+@pytest.mark.parametrize("edit,field,needle", [
+    (dict(mtp_num_layers="two"), "mtp_num_layers", "'two' is not a whole number >= 0"),
+    (dict(mtp_num_layers=-1), "mtp_num_layers", "-1 is not a whole number >= 0"),
+    (dict(hidden_dropout="abc"), "hidden_dropout", "not a dropout probability"),
+    (dict(kv_channels=0), "kv_channels", "0 is not a whole number >= 1"),
+    (dict(max_position_embeddings=-5), "max_position_embeddings", "not a whole number >= 1"),
+    (dict(num_query_groups=5), "num_query_groups", "5 does not divide num_attention_heads 32"),
+    (dict(recompute_granularity="partial"), "recompute_granularity", "'partial' is not one of full, selective"),
+    (dict(tensor_model_parallel_size=2, world_size=16, tp_comm_overlap=True, sequence_parallel=False),
+     "tp_comm_overlap", "without sequence_parallel"),
+    (dict(moe_router_topk="None"), "moe_router_topk", "not printed for a run with 128 experts"),
+    (dict(moe_layer_freq=0), "moe_layer_freq", "expected a whole number >= 1"),
+    (dict(moe_layer_freq="[0]*48"), "moe_layer_freq", "places no MoE layer"),
+    (dict(multi_latent_attention=True, kv_lora_rank="None"), "kv_lora_rank", "not printed for a multi_latent"),
+])
+def test_a_dump_value_no_run_has_is_refused_by_name(tmp_path, edit, field, needle):
+    """Every model-defining value a dump prints is checked where it is read: one error naming the log and
+    the key (never a traceback, never a silent stand-in such as top-1 routing or MoE in every layer)."""
+    f = _log(tmp_path, dict(QWEN3_30B, **edit))
+    with pytest.raises(InputError) as e:
+        t = read_training_log(f)
+        model_from_log(t.layout(), t.args, str(f))
+    assert e.value.where == str(f) and e.value.field == field and needle in e.value.message
+
+
+def test_a_log_with_two_dumps_that_disagree_is_two_runs(tmp_path):
+    f = _log(tmp_path, QWEN3_30B)
+    g = _log(tmp_path, dict(QWEN3_30B, hidden_size=4096), name="second.log")
+    f.write_text(f.read_text() + g.read_text())
+    with pytest.raises(InputError, match="hidden_size 4096 contradicts 2048 at line .*: two runs in one log"):
+        read_training_log(f)
+
+
+def test_an_unset_ffn_width_is_megatron_s_and_said(tmp_path):
+    """Megatron-LM sets ffn_hidden_size it was not given: 4h, or int(8h/3/64)*64 with SwiGLU (arguments.py)."""
+    m, _ = _model(tmp_path, dict(QWEN3_30B, num_experts="None", moe_router_topk="None", moe_ffn_hidden_size="None",
+                                 expert_model_parallel_size=1, ffn_hidden_size="None"))
+    assert not m.is_moe and m.ffn_hidden == int(4 * 2048 * 2 / 3 / 64) * 64 == 5440
+
+
+def test_model_is_checked_against_the_dump_s_architecture_keys(tmp_path):
+    """--model must be the run's: DeepSeek-V3's catalog model against a dump without MLA, with three MTP
+    modules, a wider shared expert, no dense layers, or (Qwen3) GELU is refused by the key."""
+    ds = load_model("deepseek-v3")
+    for edit, key in ((dict(multi_latent_attention=False), "multi_latent_attention"), (dict(mtp_num_layers=3), "mtp_num_layers"),
+                      (dict(moe_shared_expert_intermediate_size=8192), "moe_shared_expert_intermediate_size"),
+                      (dict(moe_layer_freq=1), "moe_layer_freq")):
+        t = read_training_log(_log(tmp_path, dict(DEEPSEEK_V3, **edit)))
+        with pytest.raises(InputError, match=f"--model: {key}: deepseek-v3 has .*pick the model that ran"):
+            check_model(ds, t.layout(), "deepseek-v3", "run.log", t.args)
+    t = read_training_log(_log(tmp_path, DEEPSEEK_V3))
+    check_model(ds, t.layout(), "deepseek-v3", "run.log", t.args)
+    t = read_training_log(_log(tmp_path, dict(QWEN3_30B, swiglu=False)))
+    with pytest.raises(InputError, match="swiglu: qwen3-30b-a3b has True"):
+        check_model(load_model("qwen3-30b-a3b"), t.layout(), "qwen3-30b-a3b", "run.log", t.args)
+
+
+def test_uneven_first_and_last_stages_are_priced_as_the_dump_gives_them(tmp_path):
+    """decoder_first/last_pipeline_num_layers: 14 | 24 | 24 | 18 of Llama 3 70B's 80 layers at PP 4, the
+    fullest rank (24) pacing the step; a split whose rest does not divide the middle stages is refused."""
+    llama = dict(QWEN3_30B, num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                 num_query_groups=8, padded_vocab_size=128256, tensor_model_parallel_size=8,
+                 pipeline_model_parallel_size=4, world_size=64, sequence_parallel=True, num_experts="None",
+                 moe_router_topk="None", moe_ffn_hidden_size="None", expert_model_parallel_size=1)
+    base = ["compare", "--cluster", "dgx-h100"]
+
+    def run(edit):
+        f = _log(tmp_path, dict(llama, **edit), step_ms=40000.0)
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", *base, "--log", str(f)], capture_output=True,
+                           text=True, cwd=REPO, timeout=120)
+        return r
+    r = run(dict(decoder_first_pipeline_num_layers=14, decoder_last_pipeline_num_layers=18))
+    assert r.returncode == 0, r.stderr
+    assert "pipeline split 14|24|24|18 transformer layers per pipeline rank" in r.stdout + r.stderr
+    r = run(dict(decoder_first_pipeline_num_layers=15, decoder_last_pipeline_num_layers=18))
+    assert r.returncode == 2 and "decoder_first_pipeline_num_layers: first 15, last 18 of 80 layers over PP 4" in r.stderr

@@ -339,12 +339,15 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
     run = resolve_run(ll, flags, log, stack or tlog.framework, sources)
     if model:
         m = load_model(model)
-        check_model(m, ll, model, log)
+        check_model(m, ll, model, log, tlog.args)
     else:
         m = model_from_log(ll, tlog.args, log)
         # what the dump gave and what Megatron's defaults filled, since no --model says it
         unsaid = [k for k in ("swiglu", "untie_embeddings_and_output_weights", "position_embedding_type",
-                              "add_bias_linear") if k not in tlog.args]
+                              "add_bias_linear", "ffn_hidden_size") if tlog.args.get(k) is None]
+        if tlog.args.get("multi_latent_attention") is True:
+            unsaid += [k for k in ("q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
+                       if tlog.args.get(k) is None]
         ffn = (f"{m.num_experts} experts (top {m.topk}) of FFN {m.ffn_hidden}" + (
             f" in {m.moe_layers} layers, {m.num_dense_layers} dense of FFN {m.dense_mlp_width}" if m.num_dense_layers
             else "") + (f", shared FFN {m.shared_ffn_hidden}" if m.shared_ffn_hidden else "")
@@ -356,6 +359,9 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                         + (f"; not in the dump, Megatron's defaults: {', '.join(unsaid)}" if unsaid else ""))
     c0 = load_cluster(cluster)
     lay = run.layout
+    if not m.is_moe and lay.get("etp") is not None and run.origin.get("etp") == "log":
+        # Megatron prints expert_tensor_parallel_size for every run; a dense model has no experts to split
+        lay["etp"], run.origin["etp"] = None, "log's expert_tensor_parallel_size unused (a dense model)"
     if nodes is None and not run.world_size and lay["dp"] is not None:     # TP x PP x DP x CP is the world
         run.world_size = lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
     if nodes is None and run.world_size:
@@ -425,11 +431,47 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     if not isinstance(text, str) or text.strip() in ("", "None"):
         text, where = sc.get("pp_layout") or (None, None)
     if text is None:
+        text, where = _uneven_stages_layout(tlog, run, m)
+    if text is None:
         return m
     m, placed = with_pipeline_layout(m, text, run.layout["pp"], run.layout["vp"] or 1, where=where)
     sc["uneven_pp"] = "any"
     warnings.append(f"pipeline split {placed.describe()} transformer layers per pipeline rank, as {where} places them")
     return m
+
+
+def _uneven_stages_layout(tlog, run, m) -> tuple:
+    """(layout text, where) for a dump's ``decoder_first_pipeline_num_layers`` /
+    ``decoder_last_pipeline_num_layers`` (Megatron-LM's uneven pipeline: the first and last stages hold
+    what they say, the other stages share the rest evenly), written as the equivalent
+    ``pipeline_model_parallel_layout``; (None, None) where the dump gives neither.
+
+    Raises:
+        InputError: naming the key, where Megatron-LM refuses the split (the rest does not divide over
+            the middle stages, or counts beyond the layers) or with VP > 1 (not modelled).
+    """
+    first, last = (tlog.args.get(f"decoder_{k}_pipeline_num_layers") for k in ("first", "last"))
+    if first is None and last is None:
+        return None, None
+    key = "decoder_first_pipeline_num_layers" if first is not None else "decoder_last_pipeline_num_layers"
+    where = f"{tlog.path}: {key}"
+    pp, vp, L = run.layout["pp"], run.layout["vp"] or 1, m.num_layers
+    if vp > 1:
+        raise InputError(tlog.path, key, "with a virtual pipeline (VP > 1) is not modelled: give the run's "
+                         "--pp-layout instead")
+    for k, v in (("first", first), ("last", last)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise InputError(tlog.path, f"decoder_{k}_pipeline_num_layers", f"{v!r} is not a whole number of layers")
+    middle_stages = pp - (first is not None) - (last is not None)
+    rest = L - (first or 0) - (last or 0)
+    if pp < 2 or rest < 0 or (middle_stages and rest % middle_stages) or (not middle_stages and rest):
+        raise InputError(tlog.path, key, f"first {first}, last {last} of {L} layers over PP {pp}: the rest does not "
+                         "split evenly over the other stages (Megatron-LM refuses it)")
+    mid = rest // middle_stages if middle_stages else 0
+    counts = [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
+    stages = ["t" * n for n in counts]
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    return "|".join(stages), where
 
 
 def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None:

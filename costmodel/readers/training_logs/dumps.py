@@ -70,8 +70,12 @@ def _megatron_args(segs, path, warnings):
                 a = _ARG_LINE.match(u)
                 if not a:
                     break
-                args.setdefault(a.group(1), _arg_value(a.group(2)))
-                arg_line.setdefault(a.group(1), segs[j].line)
+                key, v = a.group(1), _arg_value(a.group(2))
+                if key in args and args[key] != v:
+                    errors.append((segs[j].line, f"{key} {v!r} contradicts {args[key]!r} at line {arg_line[key]}: "
+                                   "two runs in one log (split the file)"))
+                args.setdefault(key, v)
+                arg_line.setdefault(key, segs[j].line)
                 j += 1
             complete = complete or closed
             if not closed:
@@ -176,7 +180,12 @@ COUNT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "con
               "encoder_seq_length", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
               "num_query_groups", "padded_vocab_size", "vocab_size", "num_experts", "num_moe_experts",
               "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "kv_lora_rank",
-              "q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
+              "q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "kv_channels",
+              "max_position_embeddings")
+#: counts that may be 0 (Megatron's multi-token-prediction depth: none)
+COUNT_ARGS_FROM_0 = ("mtp_num_layers",)
+#: probabilities the model reads (dropout on: either above 0)
+PROBABILITY_ARGS = ("hidden_dropout", "attention_dropout")
 
 
 def check_logged_counts(args: dict, path) -> None:
@@ -191,6 +200,26 @@ def check_logged_counts(args: dict, path) -> None:
         v = args.get(k)
         if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 1):
             raise InputError(path, k, f"{v!r} is not a whole number >= 1 (no run has it)")
+    for k in COUNT_ARGS_FROM_0:
+        v = args.get(k)
+        if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 0):
+            raise InputError(path, k, f"{v!r} is not a whole number >= 0 (no run has it)")
+    for k in PROBABILITY_ARGS:
+        v = args.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
+            raise InputError(path, k, f"{v!r} is not a dropout probability in [0, 1)")
+    gran = args.get("recompute_granularity")
+    if gran is not None and str(gran).lower() not in ("full", "selective"):
+        raise InputError(path, "recompute_granularity", f"{gran!r} is not one of full, selective (Megatron-LM's "
+                         "choices)")
+    heads, groups = (_int_or_none(args.get(k)) for k in ("num_attention_heads", "num_query_groups"))
+    if heads and groups and args.get("group_query_attention") is not False and heads % groups:
+        raise InputError(path, "num_query_groups", f"{groups} does not divide num_attention_heads {heads} (Megatron "
+                         "asserts it)")
+    if args.get("tp_comm_overlap") is True and args.get("sequence_parallel") is False \
+            and (_int_or_none(args.get("tensor_model_parallel_size")) or 1) > 1:
+        raise InputError(path, "tp_comm_overlap", "True without sequence_parallel, which Megatron-LM refuses "
+                         "(validate_args: TP-comm overlap needs sequence parallelism)")
     experts, topk = (_int_or_none(args.get(k)) for k in ("num_experts", "moe_router_topk"))
     experts = experts or _int_or_none(args.get("num_moe_experts"))
     if experts and experts > 1 and topk and topk > experts:
