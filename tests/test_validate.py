@@ -142,43 +142,41 @@ def test_rows_are_read_with_their_stack_family_and_sharding():
     assert m.params() == pytest.approx(14.3e9, rel=0.005)
 
 
-@pytest.mark.parametrize("value,why", [("nan", "finite positive"), ("1e999", "finite positive"), ("-8", "finite positive"),
-                                       ("eight", "not a number")])
-def test_a_bad_numeric_cell_skips_its_row_by_name(tmp_path, value, why):
+def _selene_row_with(tmp_path, column: str, value: str | None = None):
+    """Validate the dev set's first Selene row alone with ``column`` set to ``value`` (None: as published);
+    returns its RowResult and the published value."""
+    import csv as _csv
+    import io
     lines = DEV.read_text().splitlines()
     head = lines[0].split(",")
     row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
-    import csv as _csv
-    import io
     cells = next(_csv.reader(io.StringIO(row)))
-    cells[head.index("num_gpus")] = value
+    published = cells[head.index(column)]
+    cells[head.index(column)] = published if value is None else value
     out = io.StringIO()
     _csv.writer(out).writerow(cells)
     f = tmp_path / "runs.csv"
     f.write_text(lines[0] + "\n" + out.getvalue())
     (r,) = validate_rows(read_runs_csv(f), str(f))
+    return r, published
+
+
+@pytest.mark.parametrize("value,why", [("nan", "finite positive"), ("1e999", "finite positive"), ("-8", "finite positive"),
+                                       ("eight", "not a number")])
+def test_a_bad_numeric_cell_skips_its_row_by_name(tmp_path, value, why):
+    r, _ = _selene_row_with(tmp_path, "num_gpus", value)
     assert r.skipped.startswith("num_gpus") and why in r.skipped
 
 
 def test_a_params_b_far_from_the_row_s_architecture_is_named(tmp_path):
-    """params_b is informational, yet 5B on a row whose columns make a 175B GPT-3 says one of them is not
-    the run's: the row is predicted from its architecture and names the mismatch; the true count does not."""
-    import csv as _csv
-    import io
-    lines = DEV.read_text().splitlines()
-    head = lines[0].split(",")
-    row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
-    cells = next(_csv.reader(io.StringIO(row)))
-    got = []
-    for stated in ("5", cells[head.index("params_b")]):
-        cells[head.index("params_b")] = stated
-        out = io.StringIO()
-        _csv.writer(out).writerow(cells)
-        f = tmp_path / "runs.csv"
-        f.write_text(lines[0] + "\n" + out.getvalue())
-        (r,) = validate_rows(read_runs_csv(f), str(f))
-        got.append([a for a in r.assumed if a.startswith("params_b")])
-    assert len(got[0]) == 1 and got[0][0].startswith("params_b=5(the row's architecture gives ") and got[1] == []
+    """params_b is informational, yet 5B on a row whose columns make the 1.7B GPT of Megatron's SC21 table
+    says one of them is not the run's: the row is predicted from its architecture and names the mismatch;
+    the published count does not."""
+    off, _ = _selene_row_with(tmp_path, "params_b", "5")
+    named = [a for a in off.assumed if a.startswith("params_b")]
+    assert len(named) == 1 and named[0].startswith("params_b=5(the row's architecture gives ")
+    same, published = _selene_row_with(tmp_path, "params_b")
+    assert published == "1.7" and not [a for a in same.assumed if a.startswith("params_b")]
 
 
 def test_no_published_hopper_run_is_predicted_out_of_memory():
