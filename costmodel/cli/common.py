@@ -4,6 +4,7 @@ recipe-switch flags (generated from costmodel.stacks.RECIPE_SWITCHES) and the la
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import sys
 from typing import Optional
@@ -12,7 +13,7 @@ import typer
 
 from ..errors import InputError
 from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
-from ..specs import (ClusterSpec, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
+from ..specs import (ClusterSpec, Recipe, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_moe_recipe
 from ..specs.model_config import known_family
@@ -375,6 +376,10 @@ def _append_options(fn, param: str, options: list):
     return command
 
 
+#: Recipe field -> its annotated type, for the flags the switches generate
+_RECIPE_TYPES = {f.name: f.type for f in dataclasses.fields(Recipe)}
+
+
 def with_recipe_flags(default_note: str = "the stack's"):
     """Give a command one option per recipe switch (costmodel.stacks.RECIPE_SWITCHES), each
     defaulting to None (= ``default_note``), and pass their values as ``recipe_flags``.
@@ -386,7 +391,10 @@ def with_recipe_flags(default_note: str = "the stack's"):
             return Optional[bool], typer.Option(None, f"{w.cli_flag}/--no-{w.cli_flag[2:]}",
                                                 help=f"{w.help} (default: {default_note}.)")
         if w.kind == "float":
-            return Optional[float], typer.Option(None, w.cli_flag, help=f"{w.help} (default: {default_note}.)")
+            # a Recipe field of whole numbers (doc_tokens) says so in the help; its check names the flag
+            whole = _RECIPE_TYPES.get(w.name) in (int, "int")
+            return Optional[float], typer.Option(None, w.cli_flag, help=f"{w.help} (default: {default_note}.)",
+                                                 **({"metavar": "<int>"} if whole else {}))
         if w.kind == "modules":
             return Optional[str], typer.Option(None, w.cli_flag, help=f"Any of {', '.join(w.choices)}. {w.help} "
                                                f"(default: {default_note}.)")

@@ -272,7 +272,7 @@ class Recipe:
     optimizer_offload: bool = False
     main_grads_dtype: str = "fp32"
     optimizer_states_dtype: str = "fp32"
-    bf16_edge_layers: float = 0
+    bf16_edge_layers: int = 0
     doc_tokens: int = 0
 
     @property

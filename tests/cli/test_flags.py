@@ -305,3 +305,17 @@ def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
     line = text[text.index("the winner's predicted peak"):]
     assert "135.3 of 139.7 GiB (97%)" in line
     assert "the fastest layout under 90% is TP1 PP8 DP1 CP4" in line and "at 105.2 GiB" in line and "(+2.1%)" in line
+
+
+def test_whole_number_switches_say_so_in_their_help():
+    """The recipe switches typed as whole numbers (Recipe.doc_tokens, bf16_edge_layers) show <int>; a
+    fractional value is refused by their own check, naming the flag."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), COLUMNS="200")
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--help"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert "--doc-tokens <int>" in r.stdout and "--bf16-edge-layers <int>" in r.stdout
+    assert "--moe-expert-load-cv <float>" in r.stdout
