@@ -114,6 +114,7 @@ def test_a_dump_whose_top_k_exceeds_its_experts_is_refused_by_name(tmp_path):
     (dict(max_position_embeddings=-5), "max_position_embeddings", "not a whole number >= 1"),
     (dict(num_query_groups=5), "num_query_groups", "5 does not divide num_attention_heads 32"),
     (dict(recompute_granularity="partial"), "recompute_granularity", "'partial' is not one of full, selective"),
+    (dict(data_parallel_size=4, world_size=8), "data_parallel_size", "is not the world_size 8 the dump prints"),
     (dict(tensor_model_parallel_size=2, world_size=16, tp_comm_overlap=True, sequence_parallel=False),
      "tp_comm_overlap", "without sequence_parallel"),
     (dict(moe_router_topk="None"), "moe_router_topk", "not printed for a run with 128 experts"),

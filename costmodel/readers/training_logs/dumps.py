@@ -212,6 +212,12 @@ def check_logged_counts(args: dict, path) -> None:
     if gran is not None and str(gran).lower() not in ("full", "selective"):
         raise InputError(path, "recompute_granularity", f"{gran!r} is not one of full, selective (Megatron-LM's "
                          "choices)")
+    deg = [_int_or_none(args.get(k)) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                "context_parallel_size", "data_parallel_size")]
+    world = _int_or_none(args.get("world_size"))
+    if world and None not in deg and deg[0] * deg[1] * deg[2] * deg[3] != world:
+        raise InputError(path, "data_parallel_size", f"{deg[3]}: TP {deg[0]} x PP {deg[1]} x CP {deg[2]} x DP "
+                         f"{deg[3]} is not the world_size {world} the dump prints (Megatron-LM derives DP from it)")
     heads, groups = (_int_or_none(args.get(k)) for k in ("num_attention_heads", "num_query_groups"))
     if heads and groups and args.get("group_query_attention") is not False and heads % groups:
         raise InputError(path, "num_query_groups", f"{groups} does not divide num_attention_heads {heads} (Megatron "
