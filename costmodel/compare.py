@@ -368,6 +368,36 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
     return out
 
 
+def wall_clock_note(iteration, t_unix, step_time_s) -> str | None:
+    """What the records' wall-clock times say of their printed step times, or None when they agree.
+
+    Over the kept records (arrays: iteration numbers, print times in Unix s, printed step times in s), the
+    clock's seconds per iteration, (last t - first t) / (last iteration - first iteration), against the
+    median printed step: below 2/3 of it the printed steps take longer than the wall clock allows (an
+    edited log, or another run's lines), above 3 times it the run spent time between records that no
+    step counts (evaluation, checkpoints, stalls; the step time printed is the one compared).  None
+    with fewer than 20 s of clock (a one-second timestamp resolution) or no times.
+    """
+    it, t, st = (np.asarray(x, dtype=np.float64) for x in (iteration, t_unix, step_time_s))
+    ok = np.isfinite(it) & np.isfinite(t)
+    st = st[np.isfinite(st) & (st > 0)]
+    if ok.sum() < 2 or not st.size:
+        return None
+    it, t = it[ok], t[ok]
+    span, steps = float(t.max() - t.min()), float(it.max() - it.min())
+    if span < 20.0 or steps <= 0:
+        return None
+    per, step = span / steps, float(np.median(st))
+    if per < step * 2 / 3:
+        return (f"its timestamps advance {per:.3g} s per iteration, the printed step time is {step:.3g} s: the steps "
+                "take longer than the clock allows (an edited log, or lines of another run)")
+    if per > 3 * step:
+        return (f"its timestamps advance {per:.3g} s per iteration, {per / step:.1f}x the printed step time "
+                f"{step:.3g} s: time between the records (evaluation, checkpoints, stalls) is not in the step "
+                "compared")
+    return None
+
+
 def _records_interval(t, step_time_s):
     """Iterations between consecutive log records (log interval), from their spacing; 1 if unknown."""
     if t.size < 2 or not step_time_s > 0:

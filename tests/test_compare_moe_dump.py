@@ -183,3 +183,18 @@ def test_uneven_first_and_last_stages_are_priced_as_the_dump_gives_them(tmp_path
     assert "pipeline split 14|24|24|18 transformer layers per pipeline rank" in r.stdout + r.stderr
     r = run(dict(decoder_first_pipeline_num_layers=15, decoder_last_pipeline_num_layers=18))
     assert r.returncode == 2 and "decoder_first_pipeline_num_layers: first 15, last 18 of 80 layers over PP 4" in r.stderr
+
+
+def test_the_records_wall_clock_is_checked_against_their_printed_steps():
+    """Records 1 s apart that print 150 s steps cannot be one run's; 30 s apart at 7 s steps, the run spent
+    time between them (evaluation, checkpoints) that the compared step leaves out; 7 s apart agree, and
+    under 20 s of clock (one-second timestamps) nothing is said."""
+    import numpy as np
+    from costmodel.compare import wall_clock_note
+    it = np.arange(1, 31)
+    assert "take longer than the clock allows" in wall_clock_note(it, 1e9 + it * 1.0, np.full(30, 150.0))
+    assert "1.0x" not in wall_clock_note(it, 1e9 + it * 30.0, np.full(30, 7.0))
+    assert "4.3x the printed step time 7 s" in wall_clock_note(it, 1e9 + it * 30.0, np.full(30, 7.0))
+    assert wall_clock_note(it, 1e9 + it * 7.0, np.full(30, 7.0)) is None
+    assert wall_clock_note(it[:3], 1e9 + it[:3] * 1.0, np.full(3, 150.0)) is None
+    assert wall_clock_note(it, np.full(30, np.nan), np.full(30, 7.0)) is None

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import report
 from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
+                       wall_clock_note,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
@@ -599,6 +600,10 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None) -> dict:
             raise InputError(log, "", f"no usable step time or tokens/s: {_local(bad[0], log)}{more}")
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
                          "(NeMo: enable log_step_timing; torchtitan: tps)")
+    clock = wall_clock_note(tlog.iterations.iteration[tlog.kept], tlog.iterations.t_unix[tlog.kept],
+                            tlog.iterations.step_time_s[tlog.kept])
+    if clock:
+        warnings.append(f"{log}: {clock}")
     return agg
 
 
