@@ -38,6 +38,7 @@ from .layouts import FIELD_SPECS, FIELDS
 from .readers.clock_events import throttle_shares
 from .readers.power_trace import watts_misread
 from .specs import ModelSpec
+from .specs.model import dense_layer_fields
 
 LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk",
@@ -261,10 +262,9 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         dense_at = tuple(i for i, f in enumerate(flags) if not f)
         if len(dense_at) == L:
             raise InputError(log_path, "moe_layer_freq", f"places no MoE layer, yet the run has {experts} experts")
-        moe = dict(ffn_hidden=int(log_layout.get("moe_ffn_hidden") or ffn), num_dense_layers=len(dense_at),
-                   dense_ffn_hidden=ffn if dense_at else 0,
-                   dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at,
-                   shared_ffn_hidden=int(args.get("moe_shared_expert_intermediate_size") or 0))
+        moe = dict(ffn_hidden=int(log_layout.get("moe_ffn_hidden") or ffn), dense_ffn_hidden=ffn if dense_at else 0,
+                   shared_ffn_hidden=int(args.get("moe_shared_expert_intermediate_size") or 0),
+                   **dense_layer_fields(dense_at))
     mla = {}
     if args.get("multi_latent_attention") is True:
         # the KV latent sets the attention's size: no default stands in for it; q_lora_rank None is

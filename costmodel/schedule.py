@@ -112,8 +112,8 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     g_col, g_row = (ct.attn_col_fwd_s, ct.dense_mlp_col_fwd_s), (ct.attn_row_fwd_s, ct.dense_mlp_row_fwd_s)
     per_block = lambda fn, c, gs: fn(c, gs[0]) + w_mlp * fn(c, gs[1])      # noqa: E731
     ring = lambda c, g: _pipelined_exposed(c, g, n_chunks)                  # noqa: E731
-    tp_f = np.where(tp_overlap, per_block(ring, ag, g_col)
-                    + per_block(lambda c, g: _pipelined_exposed(c, g, rs_chunks), rs, g_row), cm.tp_layer_fwd_s)
+    rs_exposed_f = per_block(lambda c, g: _pipelined_exposed(c, g, rs_chunks), rs, g_row)
+    tp_f = np.where(tp_overlap, per_block(ring, ag, g_col) + rs_exposed_f, cm.tp_layer_fwd_s)
     # backward: the column-parallel layers' input gradients are reduced asynchronously under their
     # weight-gradient GEMMs (Megatron async tensor-parallel all-reduce / SP reduce-scatter overlap,
     # Korthikanti et al. 2022 sec. 4.2.2; TE userbuffers' bulk overlap; a DTensor reduce-scatter
@@ -131,14 +131,13 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
                         np.where(t.sp, (1.0 + w_mlp) * rs, half) + regather)
     rowpar_b = np.where(tp_overlap, per_block(ring, ag, g_row), np.where(t.sp, (1.0 + w_mlp) * ag, half))
     tp_b = np.where(async_ok | tp_overlap, rowpar_b + colpar_b, cm.tp_layer_bwd_s)
-    # what the overlap's SM-holding methods hide: their cost is the GEMMs' reserved SMs
-    # (costmodel.compute), not the contention of kernels that share them
+    # what the overlap's SM-holding methods hide (the pipelined reduce-scatters, the bulk backward
+    # collectives): their cost is the GEMMs' reserved SMs (costmodel.compute), not the contention of
+    # kernels that share them
     sm_ov = tp_overlap & (stack.tp_overlap_sm_margin > 0)
-    hid_rs_f = per_block(lambda c, g: c - _pipelined_exposed(c, g, rs_chunks), rs, g_row)
-    hidden = lambda c, g: c - bulk(c, g)                                    # noqa: E731
-    hid_col_b = np.where(async_ok, per_block(hidden, rs, g_col)
-                         + (per_block(hidden, ag, g_col) if stack.sp_regather_backward else 0.0), 0.0)
-    tp_sm_f, tp_sm_b = np.where(sm_ov, hid_rs_f, 0.0), np.where(sm_ov, hid_col_b, 0.0)
+    colpar_raw = (1.0 + w_mlp) * (rs + (ag if stack.sp_regather_backward else 0.0))
+    tp_sm_f = np.where(sm_ov, (1.0 + w_mlp) * rs - rs_exposed_f, 0.0)
+    tp_sm_b = np.where(sm_ov & async_ok, colpar_raw - colpar_sp, 0.0)
     # the ring posts the next chunk's send before the attention on this one; off, every send waits
     cp_f = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_fwd_s - ct.layer_attn_fwd_s), cm.cp_layer_fwd_s)
     cp_b = np.where(t.overlap, np.maximum(0.0, cm.cp_layer_bwd_s - ct.layer_attn_bwd_s), cm.cp_layer_bwd_s)

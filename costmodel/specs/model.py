@@ -302,6 +302,15 @@ class ModelSpec:
         return self.mtp_layers * (2 * self.hidden + 2 * self.hidden * self.hidden + layer + self.hidden)
 
 
+def dense_layer_fields(dense_at) -> dict:
+    """The ModelSpec fields of an MoE model whose MLP is dense in layers ``dense_at`` (indices):
+    ``num_dense_layers`` and ``dense_layer_indices``, () where they are the first ones (the placement
+    the count alone implies)."""
+    dense_at = tuple(dense_at)
+    return dict(num_dense_layers=len(dense_at),
+                dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at)
+
+
 def list_models() -> list[str]:
     """Names of the built-in catalog models (costmodel/catalog/*.json)."""
     from .loading import catalog_dir

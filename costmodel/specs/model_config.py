@@ -33,7 +33,7 @@ import difflib
 from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
 from .loading import _get_int
-from .model import ModelSpec
+from .model import ModelSpec, dense_layer_fields
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                 "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
@@ -324,7 +324,6 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     if experts > 1:
         _required_moe_keys(d, w, model_type)
     dense_at = _moe_dense_layers(d, w, layers, experts)
-    dense_layers = len(dense_at)
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
     # Llama 4: intermediate_size is the experts' (and shared expert's) width, intermediate_size_mlp
@@ -361,9 +360,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         params_published=float(pp) if isinstance(pp, (int, float)) else None,
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
         family=model_type if model_type or "_gated" in d else "?",
-        num_dense_layers=dense_layers, dense_ffn_hidden=dense_w if dense_layers else 0, shared_ffn_hidden=shared,
-        # where the dense layers are not simply the first ones (interleaved MoE), say which they are
-        dense_layer_indices=() if dense_at == tuple(range(dense_layers)) else dense_at,
+        dense_ffn_hidden=dense_w if dense_at else 0, shared_ffn_hidden=shared, **dense_layer_fields(dense_at),
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
