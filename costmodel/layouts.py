@@ -369,7 +369,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "domain_gpus joins nodes): TP stays within a domain",
          scale_up_gpus % t.tp != 0),
         ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
-        ("num_key_value_heads ({kv}) must be divisible by TP", model.num_kv_heads % t.tp != 0),
+        ("the KV heads ({kv}; num_query_groups in Megatron, num_key_value_heads in Hugging Face) must be divisible "
+         "by TP", model.num_kv_heads % t.tp != 0),
         ("num_layers ({L}) must be divisible by PP x VP (or num_layers + 2, the embedding and the loss "
          "counted as pipeline layers)",
          (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t)

@@ -183,6 +183,20 @@ def test_uneven_first_and_last_stages_are_priced_as_the_dump_gives_them(tmp_path
     assert "pipeline split 14|24|24|18 transformer layers per pipeline rank" in r.stdout + r.stderr
     r = run(dict(decoder_first_pipeline_num_layers=15, decoder_last_pipeline_num_layers=18))
     assert r.returncode == 2 and "decoder_first_pipeline_num_layers: first 15, last 18 of 80 layers over PP 4" in r.stderr
+    # no key sets the split: Megatron asserts PP divides the layers, so 80 layers over PP 3 did not run
+    r = run(dict(pipeline_model_parallel_size=3, world_size=48))
+    assert r.returncode == 2 and "num_layers (80) must be divisible by PP x VP" in r.stderr, r.stderr
+    assert "PP 3 (the log)" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_dump_whose_tp_does_not_divide_its_query_groups_is_refused_in_megatron_words(tmp_path):
+    """Qwen3-30B-A3B's 4 query groups at TP 8: Megatron-core's attention divides num_query_groups by TP
+    (divide() asserts), so the message names Megatron's key beside the Hugging Face one."""
+    f = _log(tmp_path, dict(QWEN3_30B, tensor_model_parallel_size=8, expert_model_parallel_size=2,
+                            sequence_parallel=True))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "compare", "--cluster", "dgx-h100", "--log", str(f)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and "the KV heads (4; num_query_groups in Megatron" in r.stderr, r.stderr
 
 
 def test_the_records_wall_clock_is_checked_against_their_printed_steps():

@@ -422,7 +422,8 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     """The model with the run's own pipeline split where the log's argument dump (or the --config file)
     gives a Megatron-core ``pipeline_model_parallel_layout``: parsed against the logged PP, VP and the
     model (costmodel.pipeline_layout), priced by its fullest rank; PP x VP may then leave the layers
-    uneven (``sc["uneven_pp"]`` "any").  The model unchanged otherwise.
+    uneven (``sc["uneven_pp"]`` "any").  The model unchanged otherwise; a Megatron dump that sets no
+    split then needs PP x VP to divide its layers (``sc["uneven_pp"]`` False: Megatron asserts it).
 
     Raises:
         InputError: a layout Megatron-core would refuse, naming the log's key or the file's.
@@ -434,6 +435,8 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     if text is None:
         text, where = _uneven_stages_layout(tlog, run, m)
     if text is None:
+        if tlog.framework in ("megatron", "nemo") and "num_layers" in tlog.args:
+            sc["uneven_pp"] = False     # no key sets the split: Megatron asserts PP divides the layers
         return m
     m, placed = with_pipeline_layout(m, text, run.layout["pp"], run.layout["vp"] or 1, where=where)
     sc["uneven_pp"] = "any"
