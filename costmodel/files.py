@@ -1,6 +1,6 @@
-"""Writing output files so that a failed write never leaves a half-written file or loses the old one:
-write beside the target, then rename over it (``os.replace`` is atomic on one filesystem); and never
-over a file the same command reads."""
+"""Reading the user's text files one way, and writing output files so that a failed write never leaves
+a half-written file or loses the old one: write beside the target, then rename over it (``os.replace``
+is atomic on one filesystem); and never over a file the same command reads."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,30 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import InputError
+
+
+#: every text input is read as UTF-8 with "utf-8-sig", which drops the byte-order mark that a spreadsheet's
+#: "CSV UTF-8" export and Windows editors write first (it would otherwise glue itself to the first
+#: header, key or line)
+TEXT_ENCODING = "utf-8-sig"
+
+
+def read_text(path, lenient: bool = False) -> str:
+    """The text of the file ``path`` (str or Path) as UTF-8, a leading byte-order mark dropped
+    (:data:`TEXT_ENCODING`); ``lenient`` replaces bytes that are not UTF-8 with U+FFFD (logs and
+    monitoring output, where a stray byte must not lose the rest) instead of raising.
+
+    Raises:
+        OSError: as ``open`` raises (missing file, a directory, no permission).
+        UnicodeDecodeError: bytes that are not UTF-8, unless ``lenient`` (the caller names the file).
+    """
+    return Path(path).read_text(encoding=TEXT_ENCODING, errors="replace" if lenient else "strict")
+
+
+def open_text(path, lenient: bool = False):
+    """``path`` opened for reading text line by line, decoded as :func:`read_text` decodes it (the
+    same ``lenient`` and errors)."""
+    return open(path, encoding=TEXT_ENCODING, errors="replace" if lenient else "strict")
 
 
 #: the long name of each short output option, so that the option's own value is told from the inputs

@@ -25,6 +25,7 @@ import yaml
 
 from .errors import InputError
 from .specs import hardware_dir
+from .files import read_text
 
 ONE_SIGMA_QUANTILE = 68.27   # percent of a normal distribution within one sigma
 MIN_ROWS = 5
@@ -106,7 +107,7 @@ def load_model_form(path: str | None = None) -> ModelFormError:
     """
     p = Path(path) if path else hardware_dir() / "model_form.yaml"
     try:
-        d = yaml.safe_load(p.read_text(encoding="utf-8"))
+        d = yaml.safe_load(read_text(p))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InputError(p, "", f"cannot read the model-form error table ({e})") from None
     table = d.get("sigma") if isinstance(d, dict) else None

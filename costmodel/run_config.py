@@ -50,6 +50,7 @@ from .formats import TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
 from .specs.loading import yaml_load
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
+from .files import read_text
 
 
 @dataclass
@@ -392,7 +393,7 @@ def read_run_config(path) -> RunConfig:
         raise InputError(path, "", "a Python configuration (torchtitan's current format) is code, not data: pass "
                          "its degrees as flags, or a TOML/YAML configuration")
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_text(p)
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     if p.suffix.lower() == ".toml":

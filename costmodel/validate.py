@@ -31,6 +31,7 @@ from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit,
 from .specs import ModelSpec, Recipe, list_clusters, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
+from .files import read_text
 
 # cluster of the catalog that matches each row's GPU and interconnect note
 _CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
@@ -428,8 +429,7 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     try:
-        # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark
-        numbered = [(n, ln) for n, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1)
+        numbered = [(n, ln) for n, ln in enumerate(read_text(path).splitlines(), 1)
                     if not ln.startswith("#")]
         lines = [ln for _, ln in numbered]
     except OSError as e:

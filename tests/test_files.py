@@ -1,8 +1,35 @@
-"""Output files are written through a temporary file and renamed: a failed write keeps the old file."""
+"""Output files are written through a temporary file and renamed: a failed write keeps the old file.
+Text inputs are read through one helper, which drops a UTF-8 byte-order mark."""
+import re
+from pathlib import Path
+
 import pytest
 
 from costmodel.errors import InputError
-from costmodel.files import write_atomically
+from costmodel.files import open_text, read_text, write_atomically
+
+PACKAGE = Path(__file__).resolve().parents[1] / "costmodel"
+
+
+def test_a_byte_order_mark_is_dropped_and_a_lenient_read_keeps_the_lines_after_a_bad_byte(tmp_path):
+    f = tmp_path / "runs.csv"
+    f.write_bytes(b"\xef\xbb\xbfrow_id,step_time_s\nr1,\xff1.5\nr2,2.0\n")
+    assert read_text(f, lenient=True).splitlines() == ["row_id,step_time_s", "r1,\ufffd1.5", "r2,2.0"]
+    with pytest.raises(UnicodeDecodeError):
+        read_text(f)
+    with open_text(f, lenient=True) as fh:
+        assert next(fh) == "row_id,step_time_s\n"
+
+
+def test_the_package_reads_text_inputs_only_through_the_helper():
+    """A reader that decodes a file itself can forget the byte-order mark (a spreadsheet's "CSV UTF-8"
+    writes one, which then glues itself to the first header): outside costmodel.files only the
+    builders under costmodel/fit, which read the repository's own data, name an encoding to read."""
+    reading = re.compile(r"read_text\(\s*encoding=|open\([^)]*encoding=(?![^)]*[\"']w)")
+    offenders = [str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
+                 if f.name != "files.py" and "fit" not in f.relative_to(PACKAGE).parts[:1]
+                 and reading.search(f.read_text())]
+    assert offenders == []
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):

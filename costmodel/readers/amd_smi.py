@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from costmodel.errors import ReaderParseError
+from ..files import read_text
 
 _MONITOR_HEAD = re.compile(r"^GPU\s+(?:\S+\s+)*?(?:POWER|GPU_TEMP|HOTSPOT_TEMP|GFX_UTIL|GFX_CLOCK)\b")
 _VALUE = re.compile(r"N/A|-?\d+(?:\.\d+)?(?:\s*(?:W|°C|C|%|MHz|GB|MB|mV|Mb/s))?")
@@ -143,7 +144,7 @@ def read_amd_smi(path, strict=True) -> AmdSmi:
     """
     path = Path(path)
     out = AmdSmi(path=path)
-    lines = list(enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1))
+    lines = list(enumerate(read_text(path, lenient=True).splitlines(), start=1))
     if any(_MONITOR_HEAD.match(s.strip()) for _, s in lines):
         out.layout = "monitor"
         _monitor(lines, path, out)

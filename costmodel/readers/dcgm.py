@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from costmodel.errors import DcgmParseError
+from ..files import read_text
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def read_dcgmi_dmon(path, strict=True) -> DcgmTable:
     header_raw = None
     cmd_ids = None
     rows = []  # (lineno, entity, id, {short: value})
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path, lenient=True).splitlines(), start=1):
         s = raw.strip()
         if not s or _SOURCE_LINE.match(s):
             continue

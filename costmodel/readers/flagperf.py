@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from costmodel.errors import FlagPerfParseError
+from ..files import read_text
 
 _NUM = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
 _SCALE = {"TFLOPS": 1e12, "TOPS": 1e12, "%": 0.01, "us": 1e-6, "ms": 1e-3, "s": 1.0, "W": 1.0, "°C": 1.0,
@@ -121,7 +122,7 @@ def read_flagperf_operator_csv(path, strict=True):
         ValueError: the header lacks one of the expected columns.
     """
     path = Path(path)
-    numbered = [(i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1)
+    numbered = [(i, ln) for i, ln in enumerate(read_text(path).splitlines(), start=1)
                 if ln.strip() and not ln.lstrip().startswith("#")]
     recs = list(csv.reader(ln for _, ln in numbered))
     head = recs[0]
@@ -226,7 +227,7 @@ def read_flagperf_base_md(path):
     """
     path = Path(path)
     out, cur, header = [], None, None
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
         s = raw.strip()
         m = re.match(r"^## FILE:\s*(base/(toolkits|benchmarks)/([^/]+)/\S+)", s)
         if m:

@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from ..files import read_text
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2.0**10, "mi": 2.0**20,
           "gi": 2.0**30, "ti": 2.0**40}
@@ -79,7 +80,7 @@ def markdown_tables(path):
         whose cells are all empty are dropped.
     """
     tables, heading, context, cur = [], "", [], None
-    for lineno, raw in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(Path(path)).splitlines(), start=1):
         s = raw.strip()
         if s.startswith("|"):
             cells = _cells(s)

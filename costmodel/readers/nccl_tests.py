@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from costmodel.errors import NcclTestsParseError, NoUsableDataError
+from ..files import read_text
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
 _HEADER = re.compile(r"#\s+size\s+count\s+type")
@@ -360,7 +361,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
     seen_ranks, block_ranks, dup = set(), {}, None      # block: the rank lines since the last table header
     cur_coll = None                                      # collective of the test being printed
     binary_from = None  # "starting" > "command" > "comment"
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path, lenient=True).splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).strip()
         if not line or _PROVENANCE.match(line):
             continue
@@ -459,7 +460,7 @@ def read_massaged_nccl_table(path):
         ValueError: a data line does not have 4 numeric fields (message names file and line).
     """
     rows = []
-    for lineno, raw in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(Path(path)).splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#") or line.split()[0] in ("size", "(B)"):
             continue

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from costmodel.errors import InputError, NvidiaSmiDmonParseError, NvidiaSmiParseError
+from ..files import read_text
 
 _MISSING = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", ""}
 # unit-less fields that are numbers: a word there is an error, not text (nvidia-smi --help-query-gpu)
@@ -160,7 +161,7 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
     rows, lines, pos, texts = [], [], [], []
     header_line = None
     n_data = 0  # data lines seen (good or bad): a bad line still occupies its GPU's place in a sample
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
         s = raw.strip()
         if not s or s.startswith("#"):
             continue
@@ -373,7 +374,7 @@ def read_nvidia_smi_dmon(path, strict=True) -> DmonTable:
     header_line = 0
     block_error = None
     rows = []  # (lineno, gpu, t_unix, tod, {col: value})
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig", errors="replace").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path, lenient=True).splitlines(), start=1):
         s = raw.strip()
         if not s:
             continue

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from costmodel.errors import ReaderParseError
+from ..files import open_text
 
 BANNER = "==============NVSMI LOG=============="
 _REASON_SECTIONS = ("Clocks Throttle Reasons", "Clocks Event Reasons")
@@ -142,7 +143,7 @@ def read_nvidia_smi_q(path, strict=True) -> SmiQuery:
     path = Path(path)
     out = SmiQuery(path=path)
     snap, t_unix, gpu, stack, seen_banner = -1, None, None, [], False
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+    with open_text(path, lenient=True) as fh:
         for ln, raw in enumerate(fh, 1):
             line = raw.rstrip("\n")
             s = line.strip()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costmodel.errors import InputError, PerseusParseError
+from ..files import read_text
 
 _COLUMNS = ("stage", "instruction", "frequency", "time", "energy")
 
@@ -57,7 +58,7 @@ def read_perseus_stage_profile(path, strict: bool = True) -> list[PerseusRow]:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_text(p)
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(p, "", f"cannot read ({e})") from None
     lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip() and not ln.startswith("#")]

@@ -48,6 +48,7 @@ from . import amd_smi, dcgm, flagperf, markdown, nccl_tests, nvidia_smi, nvidia_
 from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
                           power_trace_from_nvidia_smi_q, power_trace_from_suite)
 from .training_logs import read_training_log
+from ..files import open_text
 
 _SCAN_LINES = 400
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
@@ -269,7 +270,7 @@ class Measurement(NamedTuple):
 
 def _head(path, limit=_SCAN_LINES) -> Head:
     lines = []
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+    with open_text(path, lenient=True) as fh:
         for raw in fh:
             s = raw.strip()
             if s:

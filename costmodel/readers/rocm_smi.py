@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from costmodel.errors import ReaderParseError
+from ..files import open_text
 
 BANNER = "ROCm System Management Interface"
 _ROW = re.compile(r"^(\d+)\s+(?:\[|\d+(?:\.\d+)?\s*(?:°C|c)\b)")
@@ -130,7 +131,7 @@ def read_rocm_smi(path, strict=True) -> RocmSmi:
     def flush():
         out.gpus.extend(long_recs[i] for i in sorted(long_recs))
         long_recs.clear()
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+    with open_text(path, lenient=True) as fh:
         for ln, raw in enumerate(fh, 1):
             line = raw.rstrip("\n")
             s = line.strip()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel.errors import ReaderParseError
+from ..files import read_text
 
 SUITE = "costmodel-calibration"
 SUITE_VERSION = 1
@@ -162,7 +163,7 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
     """
     path = Path(path)
     out = SuiteRun(path=path)
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
         s = raw.strip()
         if not s:
             continue

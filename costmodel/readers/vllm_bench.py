@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from ..files import read_text
 
 _SHAPE = re.compile(r"N=(\d+)\s+K=(\d+).*TFLOP/s")
 
@@ -26,7 +27,7 @@ def read_vllm_gemm_bench(path) -> dict:
     """
     out: dict[str, list] = {}
     shape = cols = None
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for i, line in enumerate(read_text(Path(path)).splitlines(), start=1):
         m = _SHAPE.search(line)
         if m:
             shape, cols = (int(m.group(1)), int(m.group(2))), None

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from ..files import read_text
 
 
 def _csv_rows(path):
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8-sig").splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [ln for ln in read_text(Path(path)).splitlines() if ln.strip() and not ln.startswith("#")]
     return list(csv.DictReader(lines))
 
 

@@ -16,6 +16,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from costmodel.errors import ZeusParseError
+from ..files import read_text
 
 _COLUMNS = ("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power")
 
@@ -82,7 +83,7 @@ def read_zeus_csv(path, strict=True) -> ZeusTable:
         ValueError: the header is not the Zeus header.
     """
     path = Path(path)
-    lines = [(i, ln) for i, ln in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1)
+    lines = [(i, ln) for i, ln in enumerate(read_text(path).splitlines(), start=1)
              if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ValueError(f"{path}: empty Zeus CSV")

@@ -14,6 +14,7 @@ import yaml
 
 from ..errors import CostmodelError, InputError
 from ..units import parse_quantity
+from ..files import read_text
 
 #: libyaml's safe loader where PyYAML was built with it (the same YAML, parsed about ten times faster:
 #: validate reads a profile and a cluster per row group), else the pure-Python one
@@ -95,7 +96,7 @@ def catalog_dir() -> Path:
 
 def _read_mapping(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_text(path)
     except IsADirectoryError:
         raise InputError(path, "", "is a directory, not a file") from None
     except OSError as e:

@@ -6,6 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from ...files import read_text
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ANSI_PASTED = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m")  # the same with the ESC byte lost in a copy-paste
@@ -79,7 +80,7 @@ class _Seg:
 
 
 def _segments(path: Path):
-    raw = path.read_text(encoding="utf-8-sig", errors="replace")
+    raw = read_text(path, lenient=True)
     no_newline = bool(raw) and not raw.endswith("\n")
     phys = raw.split("\n")
     if phys and phys[-1] == "":
