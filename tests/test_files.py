@@ -25,11 +25,13 @@ def test_the_package_reads_text_inputs_only_through_the_helper():
     """A reader that decodes a file itself can forget the byte-order mark (a spreadsheet's "CSV UTF-8"
     writes one, which then glues itself to the first header): outside costmodel.files only the
     builders under costmodel/fit, which read the repository's own data, name an encoding to read."""
-    reading = re.compile(r"read_text\(\s*encoding=|open\([^)]*encoding=(?![^)]*[\"']w)")
-    offenders = [str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
-                 if f.name != "files.py" and "fit" not in f.relative_to(PACKAGE).parts[:1]
-                 and reading.search(f.read_text())]
+    reading = re.compile(r"read_text\(\s*encoding=|\bopen\([^)]*encoding=")
+    writing = re.compile(r"[\"'][wax]\+?b?[\"']")        # open(path, "w", encoding=...) writes
+    offenders = [f"{f.relative_to(PACKAGE)}: {ln.strip()}" for f in PACKAGE.rglob("*.py")
+                 if f.name != "files.py" and f.relative_to(PACKAGE).parts[0] != "fit"
+                 for ln in f.read_text().splitlines() if reading.search(ln) and not writing.search(ln)]
     assert offenders == []
+    assert reading.search('p.read_text(encoding="utf-8")') and not writing.search('open(p, encoding="utf-8")')
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
