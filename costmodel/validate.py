@@ -328,6 +328,9 @@ def _prepare(r: dict, cache: dict):
     stated = _float(r, "params_b")
     if stated and not 0.8 <= model.params() / (stated * 1e9) <= 1.25:
         assumed += (f"params_b={stated:g}(the row's architecture gives {model.params() / 1e9:.1f}B)",)
+    if model.is_moe and not recipe.moe_expert_load_cv and re.search(r"\bdropless\b", r.get("notes", ""), re.I):
+        # a trained router's uneven expert loads are in the measured step: balanced routing is priced
+        assumed += ("moe_expert_load_cv=0(dropless: the router's imbalance is not published)",)
     mbs_known = row["mbs"] is not None
     if mbs_known:
         code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,

@@ -549,6 +549,41 @@ def test_moe_rows_read_expert_tp_head_dim_and_recompute_modules():
     assert _prepare(rows["modelzoo-qwen3-02"], {})[2].moe_ep_overlap and not recipe.moe_ep_overlap
     lc = _prepare(rows["modelzoo-qwen3-lc-128k"], {})
     assert lc[2].recompute_modules == "layernorm moe" and (lc[3]["cp"], lc[3]["dp"]) == (8, 1)
+    # the 4k table ran dropless with the trained router: its unpriced imbalance is said, the forced-balance rows' is not
+    dropless = "moe_expert_load_cv=0(dropless: the router's imbalance is not published)"
+    assert dropless in out["modelzoo-qwen3-05"].assumed and dropless not in out["modelzoo-qwen3-lc-16k"].assumed
+
+
+def test_one_router_imbalance_gives_the_dropless_penalty_at_every_sequence_length():
+    """The ModelZoo long-context table runs Qwen3-235B-A22B twice per sequence length, with forced balance and
+    dropless (its own router): 295/237 ... 389/357 TFLOP/s, a dropless step 1.245x the balanced one at 16k
+    falling to 1.090x at 128k as attention takes more of the step.  One per-expert load CV
+    (--moe-expert-load-cv), solved on the 16k pair, gives the three longer pairs' ratios within 0.025: the
+    imbalance stretches the expert GEMMs, dispatch and permutation, not the attention."""
+    import csv
+    import dataclasses
+    from scipy.optimize import brentq
+    from costmodel.layouts import LayoutTable
+    from costmodel.predict import predict_table
+    from costmodel.validate import _prepare
+    data = REPO / "benchmarks" / "data"
+    rows = {r["row_id"]: r for r in read_runs_csv(data / "dev_set_moe.csv")}
+    with open(data / "moe_modelzoo_qwen3_235b_h100_long_context.csv") as fh:
+        pairs = {f"modelzoo-qwen3-lc-{int(r['seq_len']) // 1024}k": float(r["tflops_forced_balance"])
+                 / float(r["tflops_dropless"]) for r in csv.DictReader(ln for ln in fh if not ln.startswith("#"))}
+    cache = {}
+
+    def ratio(rid, cv):
+        key, model, recipe, row, _ = _prepare(rows[rid], cache)
+        step = lambda c: float(predict_table(model, dataclasses.replace(recipe, moe_expert_load_cv=c),  # noqa: E731
+                                             *cache[key], LayoutTable.from_rows([row])).step_time_s[0])
+        return step(cv) / step(0.0)
+    assert pairs["modelzoo-qwen3-lc-16k"] == pytest.approx(295 / 237)
+    cv = brentq(lambda c: ratio("modelzoo-qwen3-lc-16k", c) - pairs["modelzoo-qwen3-lc-16k"], 0.05, 3.0)
+    assert 1.2 < cv < 2.0           # a skewed trained router, below sqrt(128/8 - 1) = 3.9 (every token on 8 experts)
+    got = {rid: ratio(rid, cv) for rid in pairs}
+    assert all(abs(got[rid] - m) < 0.025 for rid, m in pairs.items()), (cv, got, pairs)
+    assert got["modelzoo-qwen3-lc-32k"] > got["modelzoo-qwen3-lc-64k"] > got["modelzoo-qwen3-lc-128k"] > 1.05
 
 
 def test_recent_te_runs_on_h100_run_at_the_cudnn_kernel_speed():
