@@ -56,7 +56,7 @@ def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
 
 def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP) and
-    its lowest clock (min_clock_mhz / boost_clock_mhz where the GPU file gives them).
+    its lowest clock (min_clock_mhz over its full clock, GpuSpec.full_clock_mhz, where the GPU file gives them).
 
     Raises:
         InputError: the profile has no ``power:`` section, the GPU no ``power_limit_min``, or the
@@ -70,7 +70,7 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     lo = gpu.power_limit_min_w
     if lo is None:
         raise InputError(gpu.path or gpu.key, "power_limit_min", "missing: needed for power caps")
-    floor = gpu.min_clock_mhz / gpu.boost_clock_mhz if gpu.min_clock_mhz and gpu.boost_clock_mhz else 1e-3
+    floor = gpu.min_clock_mhz / gpu.full_clock_mhz if gpu.min_clock_mhz and gpu.full_clock_mhz else 1e-3
     limit = p.kernel_limit_w if math.isfinite(p.kernel_limit_w) else gpu.tdp_w
     if not lo <= limit <= 2.0 * gpu.tdp_w:
         raise InputError(profile.path, "power.kernel_limit_w", f"{limit:g} W is outside {gpu.name}'s settable "
@@ -422,9 +422,9 @@ def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
         InputError: a GPU outside the layout's nodes and slots, or a clock outside the GPU's lowest to
             maximum clock.
     """
-    G, boost, lo = cluster.gpus_per_node, cluster.gpu.boost_clock_mhz, cluster.gpu.min_clock_mhz or 0.0
+    G, boost, lo = cluster.gpus_per_node, cluster.gpu.full_clock_mhz, cluster.gpu.min_clock_mhz or 0.0
     if derate and not boost:
-        raise InputError("--derate", "", f"{cluster.gpu.name} has no boost_clock_mhz to derate from")
+        raise InputError("--derate", "", f"{cluster.gpu.name} has no max_clock_mhz or boost_clock_mhz to derate from")
     for (node, slot), mhz in derate.items():
         if not (0 <= node < -(-num_gpus // G) and 0 <= slot < G and node * G + slot < num_gpus):
             raise InputError("--derate", "", f"GPU {node}:{slot} is not in the layout ({num_gpus} GPUs, "
@@ -471,7 +471,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     clock_max = np.ones(pp)
     for (node, slot), mhz in derate.items():
         st_ = (node * G + slot) // S
-        clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.boost_clock_mhz)
+        clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.full_clock_mhz)
     # a stage that fills whole nodes runs them alike (same power in the same slots, no heat between
     # nodes): its first node stands for the others, so the thermal model and the per-GPU rows cost
     # O(PP x G), not O(GPUs)
@@ -562,4 +562,5 @@ def _shutdown(cluster: ClusterSpec, temps, ranks, G: int) -> str | None:
 
 
 def _boost_mhz(cluster: ClusterSpec):
-    return cluster.gpu.boost_clock_mhz
+    """The clock the power model's ratio 1 stands for, MHz (GpuSpec.full_clock_mhz)."""
+    return cluster.gpu.full_clock_mhz

@@ -155,14 +155,15 @@ def memory_table(rec: dict) -> Table:
     return tb
 
 
-def power_limit_line(rec: dict, boost_clock_mhz: float | None) -> str | None:
+def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
     """The line that says why a record's step exceeds its breakdown's sum: the power limit holds the
-    clocks of kernels measured above it (costmodel.power.compute_under_cap); None where it does not."""
+    clocks of kernels measured above it (costmodel.power.compute_under_cap), against the GPU's
+    ``full_clock_mhz`` (costmodel.specs.GpuSpec.full_clock_mhz); None where it does not."""
     unc = rec.get("uncapped_step_time_s")
     if unc is None or not rec["step_time_s"] > unc * (1 + 1e-3):
         return None
     caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))
-    clock = (f" and run at {rec['sm_clock_mhz']:.0f} of {boost_clock_mhz:.0f} MHz" if boost_clock_mhz else
+    clock = (f" and run at {rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz else
              f" and run at {rec['sm_clock_mhz']:.0f} MHz")
     return (f"power-limited: under the {'/'.join(str(c) for c in caps)} W limit the compute kernels draw "
             f"{rec['compute_power_w']:.0f} W{clock}: {rec['step_time_s']:.3f} s per step, against "

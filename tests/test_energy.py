@@ -122,7 +122,7 @@ def test_hot_inlets_never_take_the_clock_below_hw_slowdown(h200):
     temperature the report says HW slowdown and the GPU runs hotter than it; the step grows with
     the inlet."""
     c, p = h200
-    boost = c.gpu.boost_clock_mhz
+    boost = c.gpu.full_clock_mhz       # 1980 MHz, not the 1830 the peaks are quoted at
     steps = []
     for inlet in (0.0, 20.0, 40.0, 50.0, 55.0, 60.0):
         e = energy(h200, recompute="full", inlet_temp_c=inlet)
@@ -175,9 +175,10 @@ def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
 
 def test_a_derated_gpu_slows_the_whole_synchronous_step():
     """Llama 3 8B FSDP on 2 x 8 H100 (one stage of 16 GPUs): pinning GPU 0:3 at 400 MHz stretches the
-    compute-bound time of every rank by 1830/400 (they wait for it in every collective), the
-    memory- and communication-bound time not at all; the per-GPU rows name the slow GPU; a GPU outside
-    the layout or a clock outside the GPU's range is refused."""
+    compute-bound time of every rank by at most 1980/400 (they wait for it in every collective; 1980 MHz
+    is the H100's 'Max Clocks: SM', where the unthrottled kernels of the profile ran), the memory- and
+    communication-bound time not at all; a pin at the maximum changes nothing; the per-GPU rows name
+    the slow GPU; a GPU outside the layout or a clock outside the GPU's range is refused."""
     c = load_cluster("dgx-h100", nodes=2)
     p = load_profile(c.gpu.key)
     m = load_model("llama3-8b")
@@ -185,12 +186,14 @@ def test_a_derated_gpu_slows_the_whole_synchronous_step():
     free = predict_run(m, R, c, p, lay).energy
     slow = predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy
     ratio = slow.step_time_s / free.step_time_s
-    assert 1.5 < ratio < 1830 / 400
+    assert 1.5 < ratio < 1980 / 400
     assert slow.sm_clock_mhz == pytest.approx(400.0)
     assert [(g["node"], g["slot"]) for g in slow.per_gpu if g["derated_mhz"]] == [(0, 3)]
     with pytest.raises(InputError, match="not in the layout"):
         predict_run(m, R, c, p, lay, derate={(2, 0): 400.0})
-    with pytest.raises(InputError, match="outside H100-SXM-80GB's clocks 345-1830 MHz"):
+    at_max = predict_run(m, R, c, p, lay, derate={(0, 3): 1980.0}).energy
+    assert at_max.step_time_s == pytest.approx(free.step_time_s, rel=1e-9)
+    with pytest.raises(InputError, match="outside H100-SXM-80GB's clocks 345-1980 MHz"):
         predict_run(m, R, c, p, lay, derate={(0, 0): 100.0})
 
 
@@ -206,7 +209,7 @@ def test_thermal_caps_are_a_fixed_point_a_derate_above_the_thermal_clock_changes
     hot = predict_run(L70, R, c, p, lay, inlet_temp_c=60.0).energy
     slow_stage = max(hot.per_gpu, key=lambda g: -g["sm_clock_mhz"])
     node, slot, mhz = slow_stage["node"], slow_stage["slot"], slow_stage["sm_clock_mhz"]
-    same = predict_run(L70, R, c, p, lay, inlet_temp_c=60.0, derate={(node, slot): min(mhz + 100, 1830.0)}).energy
+    same = predict_run(L70, R, c, p, lay, inlet_temp_c=60.0, derate={(node, slot): min(mhz + 100, 1980.0)}).energy
     assert same.step_time_s == pytest.approx(hot.step_time_s, rel=1e-9)
     assert same.energy_j_per_step == pytest.approx(hot.energy_j_per_step, rel=1e-9)
     free = predict_run(L70, R, c, p, lay).energy

@@ -82,8 +82,8 @@ def test_grand_teton_s_500_w_limit_binds_below_its_average_power():
         out[name] = predict_run(m, r, c, p, lay)
     gt, dgx = out["grand-teton-h100"], out["dgx-h100"]
     assert gt.energy.avg_power_w < 500.0 < gt.energy.compute_power_w + 1e-6
-    assert gt.energy.sm_clock_mhz < 0.9 * 1830 and gt.step_time_s > 1.05 * gt.uncapped_step_time_s
-    assert 0.905 * 1830 < dgx.energy.sm_clock_mhz < 0.96 * 1830
+    assert gt.energy.sm_clock_mhz < 0.9 * 1980 and gt.step_time_s > 1.05 * gt.uncapped_step_time_s
+    assert 0.905 * 1980 < dgx.energy.sm_clock_mhz < 0.96 * 1980
     assert gt.energy.sm_clock_mhz < dgx.energy.sm_clock_mhz
     assert 1.02 * dgx.uncapped_step_time_s < dgx.step_time_s < gt.step_time_s
 

@@ -161,7 +161,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"  ± is one sigma: the fit residuals of {p.path} ({fits}) and the model's "
               f"error on published runs of its regime {band.model_form_key} ({100 * band.model_form_rel:.1f}%)",
               highlight=False)
-    limited = report.power_limit_line(rec, c.gpu.boost_clock_mhz)
+    limited = report.power_limit_line(rec, c.gpu.full_clock_mhz)
     if limited:
         out.print(limited)
     out.print(report.breakdown_table(rec, "Step time breakdown (before the power limit)"))

@@ -20,8 +20,9 @@ class GpuSpec:
     hbm_bytes_per_s, tdp_w, num_sms, nvlink_bytes_per_s (per direction, or 0), sources (field ->
     citation), slowdown_temp_c (thermal slowdown threshold), shutdown_temp_c (the GPU powers off above
     it: a layout that reaches it is infeasible), power_limit_min_w (lowest settable
-    power limit), boost_clock_mhz (max SM clock, at which the peaks are quoted), min_clock_mhz (the
-    lowest SM clock, an idle GPU's), idle_power_w (an idle GPU's power draw at its lowest clock,
+    power limit), boost_clock_mhz (the SM clock the peaks are quoted at), max_clock_mhz (the highest
+    SM clock, nvidia-smi -q 'Max Clocks: SM', where a kernel no limit holds runs: an H100 SXM quotes its
+    peaks at 1830 MHz and boosts to 1980), min_clock_mhz (the lowest SM clock, an idle GPU's), idle_power_w (an idle GPU's power draw at its lowest clock,
     nvidia-smi -q 'Power Draw' / rocm-smi socket power: no process, no context), devices_per_package
     (devices that share one package power limit, set through the first of them: 2 for an MI250 OAM,
     whose two GCDs are two devices; 1 elsewhere) and
@@ -46,6 +47,7 @@ class GpuSpec:
     shutdown_temp_c: float | None = None
     power_limit_min_w: float | None = None
     boost_clock_mhz: float | None = None
+    max_clock_mhz: float | None = None
     min_clock_mhz: float | None = None
     idle_power_w: float | None = None
     devices_per_package: int = 1
@@ -60,6 +62,13 @@ class GpuSpec:
         cites one, else the datasheet capacity (vendor GB, which understates a real device: an
         'H100 80GB' exposes 81106 MiB = 85.0e9 bytes to CUDA)."""
         return self.hbm_cuda_bytes if self.hbm_cuda_bytes is not None else self.hbm_bytes
+
+    @property
+    def full_clock_mhz(self) -> float | None:
+        """The SM clock of a GPU no limit holds, MHz: ``max_clock_mhz``, else ``boost_clock_mhz`` (the GPUs
+        whose peak-quoting clock is their highest, A100).  The power model's clock ratio s is relative to
+        it: the burst microbenchmarks that fit the kernel efficiencies ran there (costmodel/power.py)."""
+        return self.max_clock_mhz if self.max_clock_mhz is not None else self.boost_clock_mhz
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,7 @@ class ClusterSpec:
 
 #: optional numeric fields of a GPU file: each needs a source where present
 OPTIONAL_GPU_NUMBERS = ("hbm_cuda_total", "nvlink_bandwidth_per_gpu", "slowdown_temp", "shutdown_temp",
-                        "power_limit_min", "boost_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth",
+                        "power_limit_min", "boost_clock_mhz", "max_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth",
                         "devices_per_package")
 
 
@@ -222,6 +231,9 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     if g.boost_clock_mhz is not None and g.min_clock_mhz is not None and g.min_clock_mhz >= g.boost_clock_mhz:
         raise InputError(w, "min_clock_mhz", f"{g.min_clock_mhz:g} MHz is not below boost_clock_mhz "
                          f"({g.boost_clock_mhz:g} MHz)")
+    if g.max_clock_mhz is not None and g.boost_clock_mhz is not None and g.max_clock_mhz < g.boost_clock_mhz:
+        raise InputError(w, "max_clock_mhz", f"{g.max_clock_mhz:g} MHz is below boost_clock_mhz "
+                         f"({g.boost_clock_mhz:g} MHz): the highest clock is at least the one the peaks are quoted at")
     for field_, v in (("idle_power", g.idle_power_w), ("power_limit_min", g.power_limit_min_w)):
         if v is not None and v >= g.tdp_w:
             raise InputError(w, field_, f"{d[field_]!r} is not below the TDP ({d['tdp']!r})")
@@ -268,6 +280,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         shutdown_temp_c=_shutdown(d, w),
         power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
+        max_clock_mhz=_get(d, "max_clock_mhz", w, required=False),
         min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
         idle_power_w=_get(d, "idle_power", w, "watts", required=False),
         devices_per_package=_get_int(d, ("devices_per_package",), w, required=False, default=1, maximum=8),

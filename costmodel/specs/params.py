@@ -209,8 +209,8 @@ class PowerParams:
         min_cap_w, max_cap_w: the GPU's settable power-limit range, W (datasheet / nvidia-smi -q).
         v_floor_clock_ratio: SM-clock ratio f/f_max below which the voltage stays at its minimum and
             dynamic power falls only linearly with the clock (costmodel/power.py); 0 = none known.
-        min_clock_ratio: the lowest SM clock over the maximum (the GPU file's min_clock_mhz /
-            boost_clock_mhz); a cap never takes the clock below it.
+        min_clock_ratio: the lowest SM clock over the maximum (the GPU file's min_clock_mhz over
+            GpuSpec.full_clock_mhz); a cap never takes the clock below it.
         kernel_limit_w: the power limit the profile's kernel efficiencies (GEMM, attention) were
             measured under, W: a kernel class's power at those efficiencies is at most this
             (costmodel.power.compute_under_cap); the profile's ``power.kernel_limit_w``, else the

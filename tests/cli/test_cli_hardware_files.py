@@ -93,8 +93,8 @@ def test_the_cluster_flag_refuses_an_empty_name_and_a_gpu_file():
     ("  kernel_limit_w: 700.0", "  kernel_limt_w: 500.0", "power.kernel_limt_w", "did you mean kernel_limit_w?"),
     ("  spin_w: 33.91", "  spin_ww: 33.91", "power.spin_ww", "did you mean spin_w?"),
     ("  gamma: 2.53", "  gamma: 25.3", "power.gamma", "25.3 is outside 0.5 .. 4"),
-    ("  static_w: 80.04", "  static_w: 130.0", "power.static_w", "130 W must lie in 0 .. idle_w (121.8 W)"),
-    ("  static_w: 80.04", "  static_w: -5", "power.static_w", "must lie in 0 .. idle_w"),
+    ("  static_w: 80.5", "  static_w: 130.0", "power.static_w", "130 W must lie in 0 .. idle_w (121.8 W)"),
+    ("  static_w: 80.5", "  static_w: -5", "power.static_w", "must lie in 0 .. idle_w"),
     ("\nthermal:\n", "\nstatic_w: 60\nthermal:\n", "static_w", "a key of the power: section, not of the profile's top"),
     ("\nthermal:\n", "\nfoo: 1\nthermal:\n", "foo", "unknown key (known: gpu, provenance"),
     ("  tau_s:", "  tau:", "thermal.tau", "unknown key")])
@@ -112,9 +112,9 @@ def test_a_profile_without_static_w_keeps_the_whole_idle_power_at_every_clock(tm
     clock-independent, as the power law was before, and a capped GPU holds a lower clock."""
     from costmodel.power import clock_ratio
     text = (PROFILES / "h100-sxm-80gb.yaml").read_text()
-    prof = _write(tmp_path, "p.yaml", text.replace("  static_w: 80.04\n", "", 1))
+    prof = _write(tmp_path, "p.yaml", text.replace("  static_w: 80.5\n", "", 1))
     old, new = load_profile(str(prof)).power, load_profile("h100-sxm-80gb").power
-    assert old.static_w is None and old.static_floor_w == old.idle_w == 121.8 and new.static_w == 80.04
+    assert old.static_w is None and old.static_floor_w == old.idle_w == 121.8 and new.static_w == 80.5
     assert float(clock_ratio(old, 700.0, 400.0)) < float(clock_ratio(new, 700.0, 400.0))
 
 

@@ -297,12 +297,12 @@ def test_cluster_cooling_slots_and_sources():
 
 
 def test_gh100_flop_w_from_the_h200_burst_and_sustained_matmul():
-    """(80.0 + (700 - 80.0) W / (755/834)^2.53 - 121.8 W) / (834/989) = 896 W: the power a burst at full
-    clock would draw, so that held at 700 W it settles at MSMF (the static 80 W not falling with the
+    """(80.5 + (700 - 80.5) W / (755/834)^2.53 - 121.8 W) / (834/989) = 896 W: the power a burst at full
+    clock would draw, so that held at 700 W it settles at MSMF (the static 80.5 W not falling with the
     clock); by hand with the fitted DVFS law."""
     h = yaml.safe_load((REPO / "hardware" / "profiles" / "h200-sxm-141gb.yaml").read_text())["power"]
     u, s = 834 / 989, 755 / 834
-    assert s > h["v_floor_clock_ratio"] and h["static_w"] == pytest.approx(80.0, abs=0.1)
+    assert s > h["v_floor_clock_ratio"] and h["static_w"] == pytest.approx(80.5, abs=0.1)
     want = (h["static_w"] + (700 - h["static_w"]) / s ** h["gamma"] - h["idle_w"]) / u
     assert h["flop_w"] == pytest.approx(want, rel=2e-3) and 890 < h["flop_w"] < 900
     assert h["fit"]["flop_w"]["inputs"] == ["hardware/profiles/data/mlengineering_mamf_vs_msmf_h200_b200.md"]
@@ -366,11 +366,11 @@ def test_the_a100_static_power_from_its_idle_capture_by_hand():
 
 
 def test_a_gpu_without_an_idle_capture_borrows_its_sources_static_share():
-    """The H200 file has no idle capture: its static_w is the H100's share of the same idle_w (80.0 of
+    """The H200 file has no idle capture: its static_w is the H100's share of the same idle_w (80.5 of
     121.8 W); the GB200 takes the B200's share (187.8 / 251.0) of its own idle_w."""
     prof = lambda g: yaml.safe_load((REPO / "hardware" / "profiles" / f"{g}.yaml").read_text())["power"]  # noqa: E731
     h, h2, b, gb = prof("h100-sxm-80gb"), prof("h200-sxm-141gb"), prof("b200-sxm-180gb"), prof("gb200-186gb")
     assert h["basis"]["static_w"] == "derived" and h2["basis"]["static_w"] == "borrowed"
-    assert h2["static_w"] == pytest.approx(h["static_w"], rel=1e-3) and h["static_w"] == pytest.approx(80.0, abs=0.1)
+    assert h2["static_w"] == pytest.approx(h["static_w"], rel=1e-3) and h["static_w"] == pytest.approx(80.5, abs=0.1)
     assert gb["basis"]["static_w"] == "borrowed"
     assert gb["static_w"] == pytest.approx(gb["idle_w"] * b["static_w"] / b["idle_w"], rel=2e-3)

@@ -168,9 +168,9 @@ def test_a_base_profile_written_with_units_is_fitted_from(tmp_path):
     """A base profile whose power values carry units (idle_w: 121.8W, static_w: "80W") loads as it does
     in predict; the fit computes with the parsed numbers (it had multiplied strings)."""
     text = (REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text()
-    assert "  idle_w: 121.8\n" in text and "  static_w: 80.04\n" in text
+    assert "  idle_w: 121.8\n" in text and "  static_w: 80.5\n" in text
     base = tmp_path / "base.yaml"
-    base.write_text(text.replace("  idle_w: 121.8\n", "  idle_w: 121.8W\n").replace("  static_w: 80.04\n",
+    base.write_text(text.replace("  idle_w: 121.8\n", "  idle_w: 121.8W\n").replace("  static_w: 80.5\n",
                                                                                        '  static_w: "80W"\n'))
     out = tmp_path / "h100.yaml"
     trace = PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
@@ -191,8 +191,8 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
     assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "borrowed"
     assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
-    # the static share of the idle power (80.04 of 121.8 W in the built-in profile) carries to the new idle
-    assert prof["power"]["static_w"] == pytest.approx(prof["power"]["idle_w"] * 80.04 / 121.8, rel=1e-3)
+    # the static share of the idle power (80.5 of 121.8 W in the built-in profile) carries to the new idle
+    assert prof["power"]["static_w"] == pytest.approx(prof["power"]["idle_w"] * 80.5 / 121.8, rel=1e-3)
     assert prof["power"]["basis"]["static_w"] == "derived"
     # show says which coefficients the trace fitted, not the whole section (the cell wraps: its words
     # are read off the power row's lines, last column)

@@ -7,7 +7,7 @@ the idle GPU at its lowest clock ratio s_min draws
 
     idle_power = P_static + (idle_w - P_static) g(s_min)   =>   P_static = (idle_power - idle_w g) / (1 - g)
 
-with s_min = min_clock_mhz / boost_clock_mhz of the GPU file and g the fitted DVFS law.  A GPU whose
+with s_min = min_clock_mhz / the full clock (max_clock_mhz, else boost_clock_mhz) of the GPU file and g the fitted DVFS law.  A GPU whose
 file has no idle capture takes the static share P_static / idle_w of the GPU its power section comes
 from (``borrowed``).
 
@@ -29,13 +29,13 @@ def _r(x, sig=4):
 
 def static_from_capture(gpu: GpuSpec, idle_w: float, gamma: float, v_floor: float):
     """P_static (W) of ``gpu`` from its idle capture and ``idle_w`` (module docstring), or None where the
-    GPU file has no ``idle_power`` or no min/boost clock.  Clipped to [0, idle_w] (a capture above
+    GPU file has no ``idle_power`` or no min/full clock.  Clipped to [0, idle_w] (a capture above
     idle_w would mean the parked GPU draws more than a held one: then nothing of idle falls with the
     clock).
     """
-    if gpu.idle_power_w is None or not (gpu.min_clock_mhz and gpu.boost_clock_mhz):
+    if gpu.idle_power_w is None or not (gpu.min_clock_mhz and gpu.full_clock_mhz):
         return None
-    g = float(dynamic_power_ratio(gpu.min_clock_mhz / gpu.boost_clock_mhz, gamma, v_floor))
+    g = float(dynamic_power_ratio(gpu.min_clock_mhz / gpu.full_clock_mhz, gamma, v_floor))
     return float(np.clip((gpu.idle_power_w - idle_w * g) / (1.0 - g), 0.0, idle_w))
 
 
@@ -43,7 +43,7 @@ def static_section(gpu: GpuSpec, idle_w: float, gamma: float, v_floor: float, so
     """``(static_w, basis, record)`` of one GPU's power section.
 
     Args:
-        gpu: the GPU's spec (its ``idle_power``, ``min_clock_mhz``, ``boost_clock_mhz``).
+        gpu: the GPU's spec (its ``idle_power``, ``min_clock_mhz``, ``full_clock_mhz``).
         idle_w: the section's idle_w, W.  gamma, v_floor: the section's DVFS law.
         source: ``(name, static_w, idle_w)`` of the GPU whose static share a GPU without a capture
             borrows.
@@ -52,10 +52,10 @@ def static_section(gpu: GpuSpec, idle_w: float, gamma: float, v_floor: float, so
     """
     own = static_from_capture(gpu, idle_w, gamma, v_floor)
     if own is not None:
-        s_min = gpu.min_clock_mhz / gpu.boost_clock_mhz
+        s_min = gpu.min_clock_mhz / gpu.full_clock_mhz
         return _r(own), "derived", dict(
             method="P_static = (idle_power - idle_w g(s_min)) / (1 - g(s_min)): the GPU file's idle capture "
-                   "(no process, lowest clock) under the DVFS law, s_min = min_clock / boost_clock",
+                   "(no process, lowest clock) under the DVFS law, s_min = min_clock / full clock (max_clock_mhz, else boost_clock_mhz)",
             idle_power_w=gpu.idle_power_w, min_clock_ratio=_r(s_min, 3),
             g_min=_r(dynamic_power_ratio(s_min, gamma, v_floor), 3), value_w=_r(own),
             source=str(gpu.sources.get("idle_power", "")))
