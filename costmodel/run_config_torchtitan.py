@@ -10,16 +10,19 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     L, R = cfg.layout, cfg.recipe
     par, tr = _table(d, path, "parallelism"), _table(d, path, "training")
     for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
-                      ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree")):
+                      ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree"),
+                      ("etp", "expert_tensor_parallel_degree")):
         _take(cfg, path, L, name, par, key, _count, "parallelism.")
-    shard, rep = par.get("data_parallel_shard_degree", -1), par.get("data_parallel_replicate_degree", 1)
-    for key, v in (("data_parallel_shard_degree", shard), ("data_parallel_replicate_degree", rep)):
+    shard_key = "data_parallel_degree" if "data_parallel_degree" in par else "data_parallel_shard_degree"
+    shard, rep = par.get(shard_key, -1), par.get("data_parallel_replicate_degree", 1)
+    for key, v in ((shard_key, shard), ("data_parallel_replicate_degree", rep)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1)):
             raise InputError(path, f"parallelism.{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
     L["zero"] = 3 if shard != 1 else 0
-    cfg.where["zero"] = f"{path}: parallelism.data_parallel_shard_degree"
+    cfg.where["zero"] = f"{path}: parallelism.{shard_key}"
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
-        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: parallelism.data_parallel_shard_degree"
+        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: parallelism.{shard_key}"
+    _fsdp_resharding(par, path, cfg)
     if par.get("enable_async_tensor_parallel") is not None:
         # torch.compile's micro-pipelined all-gather/reduce-scatter matmuls: the TP-comm overlap switch
         # (torchtitan applies it with the TP plan only: at TP 1 it does nothing)
@@ -100,7 +103,75 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
         cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
                          "linears stay 16-bit")
+    # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)
+    _check_parallelism_keys(par, path, cfg)
     return cfg
+
+
+#: torchtitan's [parallelism] keys (torchtitan/config/job_config.py Parallelism, 2024-2025 releases;
+#: data_parallel_degree is the 2024 name of data_parallel_shard_degree): a ``*_degree`` key beyond
+#: them is refused (it would change the layout unread), the others not read are noted; the first
+#: tuple holds the keys the model reads
+_TORCHTITAN_READ = (
+    "data_parallel_degree", "data_parallel_shard_degree", "data_parallel_replicate_degree", "tensor_parallel_degree",
+    "pipeline_parallel_degree", "context_parallel_degree", "expert_parallel_degree", "expert_tensor_parallel_degree",
+    "fsdp_reshard_after_forward", "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size")
+_TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
+    "enable_compiled_autograd", "disable_loss_parallel", "pipeline_parallel_split_points",
+    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv",
+    "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+    "module_fqns_per_model_part", "context_parallel_rotate_method")
+
+
+def _check_parallelism_keys(par: dict, path: str, cfg: RunConfig) -> None:
+    """Refuse a ``[parallelism]`` degree torchtitan does not have (a misspelt one would leave the layout
+    unread) or the 2024 and 2025 names of the shard degree together; note the known keys the model
+    does not read.
+
+    Raises:
+        InputError: naming the key."""
+    if "data_parallel_degree" in par and "data_parallel_shard_degree" in par:
+        raise InputError(path, "parallelism.data_parallel_degree", "and data_parallel_shard_degree both given: the "
+                         "first is the 2024 name of the second; keep one")
+    for key in par:
+        if key not in _TORCHTITAN_PARALLELISM and key.endswith("_degree"):
+            raise InputError(path, f"parallelism.{key}", "is not a torchtitan parallelism degree (tensor, pipeline, "
+                             "context, expert, expert_tensor, data_parallel_shard, data_parallel_replicate)")
+    skipped = [k for k in par if k not in _TORCHTITAN_READ]
+    if skipped:
+        cfg.notes.append(f"{path}: parallelism." + ", parallelism.".join(skipped) + " not read (no term of the model "
+                         f"depends on {'it' if len(skipped) == 1 else 'them'})")
+
+
+def _fsdp_resharding(par: dict, path: str, cfg: RunConfig) -> None:
+    """FSDP2's parameter resharding as torchtitan applies it (parallelize.py apply_fsdp): under a
+    pipeline ("default") each stage keeps its parameters gathered across its micro-batches and
+    reduce-scatters once, ZeRO-1's traffic and memory; "always" reshards there too (ZeRO-3 under a
+    pipeline: refused, not modelled); "never" without a pipeline keeps them gathered from the forward
+    to the backward, priced as ZeRO-3 (one all-gather more a micro-batch, noted).
+
+    Raises:
+        InputError: a value other than default, always or never, or "always" with a pipeline."""
+    L = cfg.layout
+    mode = par.get("fsdp_reshard_after_forward", "default")
+    key = f"{path}: parallelism.fsdp_reshard_after_forward"
+    if mode not in ("default", "always", "never"):
+        raise InputError(path, "parallelism.fsdp_reshard_after_forward", f"{mode!r} is not default, always or never")
+    if L.get("zero") != 3:
+        return
+    if L.get("pp", 1) > 1:
+        if mode == "always":
+            raise InputError(path, "parallelism.fsdp_reshard_after_forward", "'always' under a pipeline re-gathers "
+                             "every stage's parameters each micro-batch: ZeRO-3 with pipeline parallelism is not "
+                             "modelled (the default keeps them gathered, ZeRO-1)")
+        L["zero"], cfg.where["zero"] = 1, key + " (default: kept gathered under the pipeline)"
+        cfg.notes.append(f"{path}: FSDP under a pipeline keeps each stage's parameters gathered across its "
+                         "micro-batches and reduce-scatters once (torchtitan apply_fsdp: reshard_after_forward = "
+                         "not pp_enabled): priced as ZeRO-1")
+    elif mode == "never":
+        cfg.notes.append(f"{key}: 'never' keeps the parameters gathered from the forward to the backward; priced as "
+                         "resharding after the forward (one all-gather a micro-batch more, the gathered parameters "
+                         "not held)")
 
 
 #: torchtitan's float8 converter names: "float8" (2024-25), "quantize.linear.float8" (the

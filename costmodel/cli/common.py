@@ -86,8 +86,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                 if spec is not None:                # the switch as typed: --sp or --no-sp
                     flag = spec.flag_for(mine)
                 said = "" if isinstance(mine, bool) else f"{mine!r} "
-                raise InputError(flag, "", f"{said}contradicts {cfg.where.get(name, path)} ({value!r}): "
-                                 "drop the flag or edit the file")
+                raise InputError(flag, "", f"{said}contradicts {cfg.where.get(name, path)}, which gives {name} "
+                                 f"{value!r}: drop the flag or edit the file")
             return
         target[name] = value
         scalars.setdefault("config_where", {})[flag] = cfg.where.get(name, f"{path}: {name}")
@@ -166,8 +166,8 @@ STACKS_OF_FILE = {"nemo": ("nemo", "megatron"), "torchtitan": ("torchtitan",)}
 
 
 #: the names a layout rule's message uses (costmodel.layouts.validity) -> the flag a run configuration fills
-_RULE_NAMES = (("gbs", "--gbs"), ("mbs", "--mbs"), ("TP", "--tp"), ("PP", "--pp"), ("CP", "--cp"), ("EP", "--ep"),
-               ("VP", "--vp"), ("ETP", "--etp"), ("seq_len", "--seq-len"))
+_RULE_NAMES = (("gbs", "--gbs"), ("mbs", "--mbs"), ("DP", "--dp"), ("TP", "--tp"), ("PP", "--pp"), ("CP", "--cp"),
+               ("EP", "--ep"), ("VP", "--vp"), ("ETP", "--etp"), ("seq_len", "--seq-len"))
 
 
 def _layout_error_from_config(e: InputError, cw: dict) -> None:

@@ -118,9 +118,10 @@ class Profile:
         """
         d_v = head_dim if head_dim_v is None else head_dim_v
         if through_te and (head_dim % 8 or d_v % 8):
-            raise InputError("--attention-kernel", "", f"Transformer Engine runs {kernel} only at head dims that are "
-                             f"multiples of 8, not {head_dim:g}" + (f"/{d_v:g}" if d_v != head_dim else "")
-                             + " (it then falls back to unfused attention): give --no-flash-attention")
+            raise InputError("--attention-kernel", "", f"the model's head dim {head_dim:g}"
+                             + (f"/{d_v:g}" if d_v != head_dim else "") + f" is not a multiple of 8: Transformer "
+                             f"Engine hands the {kernel} kernel (given, or the stack's default) only multiples of 8 "
+                             "and runs unfused attention otherwise: give --no-flash-attention to price that")
         try:
             if kernel in ("fa1", "fa2"):
                 pad = pad_v = kernel_head_dim(kernel, max(head_dim, d_v))

@@ -337,6 +337,44 @@ def test_torchtitan_data_parallelism_is_fsdp_or_ddp():
     assert "zero=1" in p.stdout and "data_parallel_shard_degree = 2" in p.stdout
 
 
+def test_a_torchtitan_pipeline_with_fsdp_its_resharding_and_its_unknown_degrees(tmp_path):
+    """The Llama 3 8B preset with pipeline_parallel_degree 2: FSDP under a pipeline is priced as ZeRO-1
+    (torchtitan keeps each stage's parameters gathered), said in a note, and --zero 1 agrees with it;
+    fsdp_reshard_after_forward 'always' there is refused, 'never' without a pipeline noted; a degree
+    torchtitan does not have is refused by name, the 2024 name data_parallel_degree read as the shard
+    degree; a DP that does not fill the GPUs is named at the shard degree, the TP key listed after."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    text = TITAN.read_text()
+    pp2 = text.replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 2", 1)
+    f = tmp_path / "pp2.toml"
+    f.write_text(pp2)
+    cfg = read_run_config(f)
+    assert cfg.layout["zero"] == 1 and any("priced as ZeRO-1" in n for n in cfg.notes)
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", "8", "--config", str(f), "--zero", "1",
+            "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["layout"]["zero"] == 1, p.stderr
+    f.write_text(pp2.replace("[parallelism]\n", '[parallelism]\nfsdp_reshard_after_forward = "always"\n', 1))
+    with pytest.raises(InputError) as e:
+        read_run_config(f)
+    assert e.value.field == "parallelism.fsdp_reshard_after_forward" and "not modelled" in e.value.message
+    f.write_text(text.replace("[parallelism]\n", '[parallelism]\nfsdp_reshard_after_forward = "never"\n'
+                              'enable_compiled_autograd = true\n', 1))
+    cfg = read_run_config(f)
+    assert cfg.layout["zero"] == 3 and any("'never' keeps the parameters gathered" in n for n in cfg.notes)
+    assert any("parallelism.enable_compiled_autograd not read" in n for n in cfg.notes)
+    f.write_text(text.replace("[parallelism]\n", "[parallelism]\nfoo_degree = 4\n", 1))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", "8", "--config",
+                              str(f)), "parallelism.foo_degree", "is not a torchtitan parallelism degree")
+    f.write_text(text.replace("data_parallel_shard_degree = -1", "data_parallel_degree = 16", 1))
+    cfg = read_run_config(f)
+    assert cfg.layout["dp"] == 16 and cfg.where["dp"].endswith("parallelism.data_parallel_degree")
+    f.write_text(text.replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 7", 1))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", "8", "--config",
+                              str(f)), "parallelism.data_parallel_shard_degree",
+                          "TP x PP x DP x CP must equal the number of GPUs (64)")
+
+
 def test_a_config_contradiction_names_the_file_s_key_not_a_flag(tmp_path):
     """TP 2 without sequence parallelism and ub_tp_comm_overlap true in a NeMo YAML: Megatron-LM refuses
     the pair; the error names the file and its key, the user having typed no --tp-comm-overlap."""

@@ -291,8 +291,8 @@ def test_cudnn_runs_head_dims_that_are_multiples_of_8_without_padding():
     assert p.attention_efficiency("fa2", 8192, 100) == pytest.approx(p.attention_efficiency("fa2", 8192, 128) * 100 / 128)
     # called by Transformer Engine, FlashAttention too gets multiples of 8 only (TE pads nothing), and a
     # multiple of 8 is padded by the flash kernel itself as outside TE
-    with pytest.raises(InputError, match="Transformer Engine runs fa2 only at head dims that are multiples of 8, "
-                                         "not 100") as e:
+    with pytest.raises(InputError, match="the model's head dim 100 is not a multiple of 8: Transformer Engine hands "
+                                         "the fa2 kernel") as e:
         p.attention_efficiency("fa2", 8192, 100, through_te=True)
     assert e.value.where == "--attention-kernel" and "--no-flash-attention" in str(e.value)
     assert p.attention_efficiency("fa2", 8192, 120, through_te=True) == pytest.approx(
