@@ -428,6 +428,13 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          + ("; with a pipeline torchtitan's FSDP2 keeps its parameters gathered: --zero 1"
             if recipe.stack == "torchtitan" else ""), (t.zero == 3) & (t.pp > 1)),
         ("ZeRO stage must be 0-3", (t.zero < 0) | (t.zero > 3)),
+        # DeepSpeed's engine asserts these (deepspeed/runtime/engine.py, deepspeed/runtime/pipe/engine.py)
+        ("the {stack} stack's DeepSpeed engine refuses MoE under ZeRO-3 ('MoE not supported with Stage 3')",
+         (st.fsdp_copies == "deepspeed") & (model.num_experts > 1) & (t.zero == 3)),
+        ("the {stack} stack's DeepSpeed pipeline refuses ZeRO-2 and ZeRO-3 ('ZeRO-2 and ZeRO-3 are incompatible with "
+         "pipeline parallelism')", (st.fsdp_copies == "deepspeed") & (t.pp > 1) & (t.zero >= 2)),
+        ("Megatron-LM 2021-22 (the {stack} stack) has no MoE layers: price {name} with --stack megatron",
+         np.full(len(t), recipe.stack == "megatron-legacy" and model.num_experts > 1)),
         ("the {stack} stack's data parallelism has ZeRO stages {zs} only (torchtitan: FSDP2 or DDP; llm-foundry: "
          "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)", ~np.isin(t.zero, stages)),
         ("torchtitan runs ZeRO-1 only with a pipeline: it stands for FSDP2 keeping its parameters gathered "

@@ -67,6 +67,23 @@ def test_moe_rules():
     assert "ETP applies to MoE models" in msgs[code[0]]
 
 
+def test_each_stack_refuses_what_its_framework_asserts():
+    """DeepSpeed's engine refuses MoE under ZeRO-3 and its pipeline ZeRO-2/3 (runtime/engine.py, runtime/pipe/
+    engine.py asserts); Megatron-LM 2021-22 has no MoE layers.  ZeRO-2 with MoE, and ZeRO-1 under a
+    DeepSpeed pipeline (BLOOM's layout), stay valid."""
+    from dataclasses import replace
+    ds, mds, legacy = (replace(R, stack=s) for s in ("deepspeed", "megatron-deepspeed", "megatron-legacy"))
+    code, msgs = validity(layout(dp=32, ep=2, zero=3), MIX, ds, 32, 8)
+    assert "refuses MoE under ZeRO-3" in msgs[code[0]]
+    assert validity(layout(dp=32, ep=2, zero=2), MIX, ds, 32, 8)[0][0] == -1
+    code, msgs = validity(layout(tp=2, pp=2, dp=8, zero=2), L70, mds, 32, 8)
+    assert "refuses ZeRO-2 and ZeRO-3" in msgs[code[0]]
+    assert validity(layout(tp=2, pp=2, dp=8, zero=1), L70, mds, 32, 8)[0][0] == -1
+    code, msgs = validity(layout(dp=32, ep=8), MIX, legacy, 32, 8)
+    assert "has no MoE layers" in msgs[code[0]]
+    assert validity(layout(dp=32), L70, legacy, 32, 8)[0][0] == -1
+
+
 def test_enumeration_is_exactly_the_valid_grid():
     t = enumerate_layouts(L70, R, 32, 8)
     code, _ = validity(t, L70, R, 32, 8, uneven_pp=True)
