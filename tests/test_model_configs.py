@@ -157,7 +157,7 @@ def test_decoder_sparse_step_and_mlp_only_layers_make_dense_layers(tmp_path):
 def test_configs_without_experts_refuse_moe_keys_and_dbrx_nesting_is_checked(tmp_path):
     """A dense config carrying moe_intermediate_size (or top-k) is refused rather than read as a tiny
     MLP; DBRX's ffn_config must be a mapping whose MoE keys the reader knows; Llama 4's saved
-    moe_layers list sets the MoE layers."""
+    moe_layers list sets the MoE layers, and a Qwen-MoE config, whose model ignores it, is refused it."""
     def load(d):
         f = tmp_path / "config.json"
         f.write_text(json.dumps(d))
@@ -171,9 +171,12 @@ def test_configs_without_experts_refuse_moe_keys_and_dbrx_nesting_is_checked(tmp
         load(dict(dbrx, ffn_config="bad"))
     with pytest.raises(InputError, match="moe_num_shared_experts: an MoE key"):
         load(dict(dbrx, ffn_config=dict(dbrx["ffn_config"], moe_num_shared_experts=2)))
+    scout = json.loads(open("costmodel/catalog/llama4-scout.json").read())
+    m = load(dict(scout, moe_layers=list(range(0, 48, 2))))   # 24 listed MoE layers, 24 dense
+    assert (m.moe_layers, m.num_dense_layers) == (24, 24)
     q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
-    m = load(dict(q, moe_layers=list(range(0, 24, 2))))       # 12 listed MoE layers, 12 dense
-    assert (m.moe_layers, m.num_dense_layers) == (12, 12)
+    with pytest.raises(InputError, match="moe_layers: model_type 'qwen2_moe' does not read it"):
+        load(dict(q, moe_layers=list(range(0, 24, 2))))      # Qwen2MoeModel places them by decoder_sparse_step
 
 
 def test_sliding_window_layers_attend_to_fewer_keys():
@@ -200,6 +203,11 @@ def test_family_rules_for_windows_shared_experts_and_nested_defaults(tmp_path):
     assert (load(dict(mix, sliding_window=4096)).sliding_layers, load(mix).sliding_layers) == (32, 0)
     with pytest.raises(InputError, match="n_shared_experts: model_type 'mixtral' has no shared experts"):
         load(dict(mix, n_shared_experts=1))
+    # every Mixtral layer is MoE whatever another family's layer-placement key says (MixtralModel reads none)
+    for key, v in (("first_k_dense_replace", 3), ("moe_layer_freq", 2), ("decoder_sparse_step", 2),
+                   ("interleave_moe_layer_step", 2), ("mlp_only_layers", [0])):
+        with pytest.raises(InputError, match=f"{key}: model_type 'mixtral' does not read it"):
+            load(dict(mix, **{key: v}))
     q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
     assert load(dict(q, use_sliding_window=True, sliding_window=4096, max_window_layers=20)).sliding_layers == 4
     oss = {k: v for k, v in json.loads(open("costmodel/catalog/gpt-oss-120b.json").read()).items() if k != "layer_types"}

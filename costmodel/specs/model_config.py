@@ -97,6 +97,16 @@ _KNOWN_MOE_KEYS = frozenset((
 ))
 #: families whose models have shared experts (DeepSeekMoE; Qwen2-MoE's shared_expert; Llama 4's)
 _SHARED_EXPERT_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen2_moe", "llama4_text")
+#: the keys that place the MoE layers, by the families whose Hugging Face modeling code reads them
+#: (:func:`_moe_dense_layers`); a known family outside a key's list builds every layer without it
+_LAYER_RULE_TYPES = {
+    "first_k_dense_replace": ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe"),
+    "moe_layer_freq": ("deepseek", "deepseek_v2", "deepseek_v3"),
+    "decoder_sparse_step": ("qwen2_moe", "qwen3_moe"),
+    "mlp_only_layers": ("qwen2_moe", "qwen3_moe"),
+    "interleave_moe_layer_step": ("llama4_text",),
+    "moe_layers": ("llama4_text",),
+}
 #: keys of one count that several families spell differently: given twice, they must agree
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
              ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
@@ -123,6 +133,11 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
     ``(i + 1) % interleave_moe_layer_step == 0`` (or its listed ``moe_layers``)."""
     if experts <= 1:
         return ()
+    model_type = str(d.get("model_type", ""))
+    for key, types in _LAYER_RULE_TYPES.items():
+        if d.get(key) is not None and model_type in _KNOWN_TYPES and model_type not in types:
+            raise InputError(w, key, f"model_type {model_type!r} does not read it (its Hugging Face model makes "
+                                     f"every layer alike); it places the MoE layers of {', '.join(types)}")
     listed = d.get("moe_layers")
     if listed is not None:
         # Llama 4's saved configs list the MoE layers explicitly (Llama4TextConfig.moe_layers)
