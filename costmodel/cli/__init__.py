@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from .argv import check_repeated_options
 from .calibrate import app as calibrate_app
 from .collectives import collectives
 from .compare import compare
@@ -39,6 +40,7 @@ app.add_typer(calibrate_app, name="calibrate", short_help="Run the suite, fit a 
 def main() -> None:
     """Console entry point: run the typer app; a CostmodelError becomes one line and its exit code."""
     try:
+        check_repeated_options(typer.main.get_command(app), sys.argv[1:])
         rc = app(standalone_mode=False)   # returns the code of a typer.Exit raised by a command
         if isinstance(rc, int) and rc:
             sys.exit(rc)

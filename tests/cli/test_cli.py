@@ -434,3 +434,14 @@ def test_moe_and_cap_values_out_of_reach_are_named():
                           "--moe-expert-load-cv: 50 exceeds sqrt(E/k - 1) = 1.73")
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2",
                               "--power-cap-w", "nan"), "--power-cap-w: must be a finite number, got nan")
+
+
+def test_an_option_given_twice_is_refused_naming_both_values():
+    """click keeps the last of two values silently: --tp 8 ... --tp 4 would run at TP 4 and --sp --no-sp
+    without SP. Both are refused in one line naming the two; a repeatable option (--derate) is not."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gbs", "64", "--seq-len", "4096",
+            "--mbs", "1")
+    assert_one_line_error(run(*base, "--tp", "8", "--pp", "1", "--tp=4"), "--tp: given twice (--tp 8, then --tp 4)")
+    assert_one_line_error(run(*base, "--tp", "2", "--sp", "--no-sp"), "--no-sp: given twice (--sp, then --no-sp)")
+    p = run(*base, "--tp", "1", "--pp", "1", "--derate", "0:1=1500", "--derate", "0:2=1500", "--json")
+    assert p.returncode == 0, p.stderr

@@ -1,0 +1,57 @@
+"""A command line that gives one option twice is refused: click keeps the last value silently
+(``--tp 8 --tp 4`` ran at TP 4, ``--sp --no-sp`` without SP), and a run priced on the value the user
+did not mean is worse than an error.  Repeatable options (``multiple=True``: ``--derate``) and
+counters are exempt."""
+from __future__ import annotations
+
+from ..errors import InputError
+
+
+def _leaf(group, argv: list):
+    """(the click command ``argv`` runs, the index of its first argument); (None, 0) where ``argv``
+    names no command of ``group``."""
+    cmd, i = group, 0
+    while hasattr(cmd, "commands") and i < len(argv):
+        sub = cmd.commands.get(argv[i]) if not argv[i].startswith("-") else None
+        if sub is None:
+            return None, 0
+        cmd, i = sub, i + 1
+    return (None, 0) if hasattr(cmd, "commands") else (cmd, i)
+
+
+def check_repeated_options(group, argv: list) -> None:
+    """Refuse an option ``argv`` (the arguments after the program name) gives twice to the command it
+    runs, its on and off spellings counting as one option.
+
+    Args:
+        group: the click group of the app (``typer.main.get_command``).
+        argv: the command-line arguments, e.g. ``sys.argv[1:]``.
+    Raises:
+        InputError: naming the option and both values.
+    """
+    cmd, start = _leaf(group, list(argv))
+    if cmd is None:
+        return
+    names, takes_value = {}, {}
+    for p in cmd.params:
+        if getattr(p, "multiple", False) or getattr(p, "count", False) or not hasattr(p, "opts"):
+            continue
+        for spelling in list(p.opts) + list(getattr(p, "secondary_opts", [])):
+            names[spelling] = p.name
+            takes_value[spelling] = not getattr(p, "is_flag", False)
+    seen: dict = {}
+    i = start
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            break
+        flag, eq, inline = tok.partition("=")
+        if flag in names:
+            value = inline if eq else (argv[i + 1] if takes_value[flag] and i + 1 < len(argv) else None)
+            said = f"{flag} {value}" if value is not None else flag
+            if names[flag] in seen:
+                raise InputError(flag, "", f"given twice ({seen[names[flag]]}, then {said}): give it once")
+            seen[names[flag]] = said
+            i += 1 if eq or not takes_value[flag] else 2
+            continue
+        i += 1
