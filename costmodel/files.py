@@ -143,16 +143,21 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
 
 
 def output_dir(path, flag: str) -> Path:
-    """The folder an option names for the files it writes, created when missing.
+    """The folder an option names for the files it writes, created when missing inside a folder that
+    exists (as :func:`check_output` wants the folder of an output file to exist: a mistyped parent is
+    an error, not a new tree).
 
     Raises:
-        InputError: ``path`` is a file, or the folder cannot be created (names ``flag``).
+        InputError: ``path`` is a file, its parent folder does not exist, or the folder cannot be
+            created (names ``flag``).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(flag, "", f"{path} is a file; name a folder for the plots")
+    if not path.exists() and not path.absolute().parent.is_dir():
+        raise InputError(flag, "", f"cannot create {path}: the folder {path.absolute().parent} does not exist")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(exist_ok=True)
     except OSError as e:
         raise InputError(flag, "", f"cannot create the folder {path}: {e.strerror or e}") from None
     return path

@@ -124,3 +124,13 @@ def test_a_symbolic_link_stays_a_link_and_its_target_is_written(tmp_path):
     with pytest.raises(InputError, match="is also an input of this command"):
         write_atomically(link, "x", "-o", inputs=[target])
     assert target.read_text() == "new"
+
+
+def test_a_plot_folder_is_made_in_a_folder_that_exists_never_a_new_tree(tmp_path):
+    """--plot DIR makes DIR where its parent exists; a mistyped parent is refused (it had created the whole
+    tree, e.g. under /), as an output file's missing folder is."""
+    from costmodel.files import output_dir
+    assert output_dir(tmp_path / "plots", "--plot").is_dir()
+    with pytest.raises(InputError, match="--plot: cannot create .*: the folder .*nodir does not exist"):
+        output_dir(tmp_path / "nodir" / "plots", "--plot")
+    assert not (tmp_path / "nodir").exists()
