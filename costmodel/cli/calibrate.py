@@ -160,7 +160,7 @@ def _check_not_builtin(out: Path, base_path) -> None:
 
 
 @app.command(short_help="Fit a profile from measurement files.")
-def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV/dmon, dcgmi dmon."),
+def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi (each told by its content; Zeus power-limit CSVs are read and noted unused)."),
         output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU (default: from the suite's provenance)."),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML or name: NIC bandwidth for "

@@ -10,11 +10,18 @@ from .. import report
 from ..specs import ModelSpec, list_models, load_model
 
 
+def attention_kind(s: ModelSpec) -> str:
+    """mla (DeepSeek's latent attention), mha (a key/value head per query head), mqa (one shared) or gqa."""
+    if s.is_mla:
+        return "mla"
+    return "mha" if s.num_kv_heads == s.num_heads else "mqa" if s.num_kv_heads == 1 else "gqa"
+
+
 def model_record(s: ModelSpec) -> dict:
     """JSON-ready facts of one model: its shape, ``params`` and ``active_params`` (per token: top-k
     routed experts; MTP modules excluded, their count in ``mtp_params``) and the published total."""
     return {"name": s.name, "display_name": s.display_name, "layers": s.num_layers, "hidden": s.hidden,
-            "heads": s.num_heads, "kv_heads": s.num_kv_heads, "attention": "mla" if s.is_mla else "gqa",
+            "heads": s.num_heads, "kv_heads": s.num_kv_heads, "attention": attention_kind(s),
             "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
             "shared_ffn_hidden": s.shared_ffn_hidden, "params": s.params(), "active_params": s.params(active=True),
             "mtp_params": s.mtp_params(), "params_published": s.params_published, "seq_len": s.seq_len,

@@ -32,7 +32,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
               max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
-              no_overlap: bool = typer.Option(False, "--no-overlap", help="Disable DP/TP/PP comm overlap."),
+              no_overlap: bool = typer.Option(False, "--no-overlap", help="Search only layouts with every collective exposed (a what-if; predict --no-overlap)."),
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
               power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
               node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating less its non-GPU power)."),

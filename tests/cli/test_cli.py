@@ -445,3 +445,10 @@ def test_an_option_given_twice_is_refused_naming_both_values():
     assert_one_line_error(run(*base, "--tp", "2", "--sp", "--no-sp"), "--no-sp: given twice (--sp, then --no-sp)")
     p = run(*base, "--tp", "1", "--pp", "1", "--derate", "0:1=1500", "--derate", "0:2=1500", "--json")
     assert p.returncode == 0, p.stderr
+
+
+def test_models_json_names_each_attention_kind():
+    """BLOOM and GPT-3 have a key/value head per query head (mha), Llama 3 8B 8 groups of 4 (gqa),
+    DeepSeek-V3 latent attention (mla)."""
+    got = {r["name"]: r["attention"] for r in json.loads(run("models", "--json").stdout)}
+    assert (got["bloom-176b"], got["gpt3-175b"], got["llama3-8b"], got["deepseek-v3"]) == ("mha", "mha", "gqa", "mla")
