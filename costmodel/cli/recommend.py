@@ -123,6 +123,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the time model's first {len(runs)}, ranked by "
                                    f"the step under the {c.gpu.tdp_w:.0f} W power limit, as predict prints it)", runs))
     _print_capped_winner(out, c, runs[0])
+    _print_band(out, runs)
     _print_memory_margin(out, res, c, runs)
     out.print("[bold]Why this layout:[/bold]")
     for line in report.reasons(res.ranked, res.faster_infeasible, c, runs[0].mfu):
@@ -247,6 +248,24 @@ def _print_capped_winner(out, c, run) -> None:
         out.print(f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop: {run.step_time_s:.3f} s per "
                   f"step, against {run.uncapped_step_time_s:.3f} s at the clocks the kernel tables were measured at "
                   "(the breakdown below)")
+
+
+def _print_band(out, runs) -> None:
+    """The winner's one-sigma band (fit residuals and the model's error on published runs of its regime,
+    costmodel.uncertainty) and whether the listed layouts lie inside it: there the order among them is
+    the model's, which its error cannot confirm."""
+    w = runs[0]
+    if w.band is None or not w.feasible:
+        return
+    rel = w.band.rel
+    fine = [r for r in runs if r.feasible]
+    spread = fine[-1].step_time_s / w.step_time_s - 1.0
+    within = (f"all {len(fine)} listed lie within {100 * spread:.1f}% of it, inside that band: their order is the "
+              "model's, for a short measured run to settle" if spread < rel else
+              f"the listed steps span {100 * spread:.1f}%, beyond it")
+    out.print(f"the winner's step {w.step_time_s:.3f} ± {rel * w.step_time_s:.3f} s at one sigma (fit residuals "
+              f"{100 * w.band.fit_rel:.1f}%, the model's error on published runs of its regime "
+              f"{w.band.model_form_key} {100 * w.band.model_form_rel:.1f}%); {within}", highlight=False)
 
 
 def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:

@@ -452,3 +452,16 @@ def test_models_json_names_each_attention_kind():
     DeepSeek-V3 latent attention (mla)."""
     got = {r["name"]: r["attention"] for r in json.loads(run("models", "--json").stdout)}
     assert (got["bloom-176b"], got["gpt3-175b"], got["llama3-8b"], got["deepseek-v3"]) == ("mha", "mha", "gqa", "mla")
+
+
+def test_recommend_prints_the_winner_s_band_and_whether_the_list_lies_inside_it():
+    """The one-sigma band predict prints is the winner's here too, with the spread of the listed steps
+    against it: layouts inside one sigma of each other are ranked by the model alone."""
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "4096", "--top", "3")
+    assert p.returncode == 0, p.stderr
+    import re
+    line = p.stdout.replace("\n", " ")
+    m = re.search(r"the winner's step ([\d.]+) ± ([\d.]+) s at one sigma .*?(all 3 listed lie within|the listed "
+                  r"steps span)", line)
+    assert m and 0 < float(m.group(2)) < float(m.group(1)), line
