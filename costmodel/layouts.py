@@ -182,6 +182,22 @@ class LayoutTable:
         return LayoutTable(**arr)
 
 
+def pinned(t: LayoutTable, pins: dict) -> np.ndarray:
+    """Boolean mask of the layouts of ``t`` whose fields equal ``pins`` (field -> value, choices by
+    name: ``{"tp": 8, "recompute": "full"}``); all True for no pins.
+
+    Raises:
+        KeyError: a pin that is not a layout field.
+    """
+    keep = np.ones(len(t), dtype=bool)
+    for f, v in pins.items():
+        if f not in FIELD_SPECS:
+            raise KeyError(f)
+        v = _CHOICE_FIELDS[f].index(v) if f in _CHOICE_FIELDS and isinstance(v, str) else v
+        keep &= getattr(t, f) == v
+    return keep
+
+
 def layout_name(lay: dict) -> str:
     """Short text of a layout dict: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1' (+ ' no-SP',
     ' no-overlap' where TP > 1 runs without SP, or overlap is off; 'EP8 ETP1' where the experts' TP

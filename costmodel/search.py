@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layouts import LayoutTable, enumerate_layouts
+from .layouts import LayoutTable, enumerate_layouts, pinned
 from .predict import Prediction, predict_table
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 
@@ -36,16 +36,19 @@ class SearchResult:
 
 
 def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, *,
-           progress=None, **enum_kwargs) -> SearchResult:
+           progress=None, pins: dict | None = None, **enum_kwargs) -> SearchResult:
     """Enumerate, predict and rank every layout of ``model`` on ``cluster``.
 
     Args:
         progress: optional callable(done, total) called after each chunk (the CLI's progress bar).
+        pins: layout fields the search holds fixed (:func:`costmodel.layouts.pinned`).
         enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts`.
     Returns:
         :class:`SearchResult`.
     """
     table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, **enum_kwargs)
+    if pins:
+        table = table.take(pinned(table, pins))
     n = len(table)
     parts = []
     for start in range(0, max(n, 1), CHUNK):

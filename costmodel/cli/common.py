@@ -417,28 +417,34 @@ def check_recipe_flags(flags: dict) -> None:
             recompute_module_list(v, w.cli_flag)
 
 
-def _layout_option(f, from_log: bool) -> tuple:
-    """(annotation, typer.Option) of one layout field: ``predict`` defaults, or ``compare``'s None
-    (the value then comes from the log)."""
+def _layout_option(f, from_log: bool, pin: bool = False) -> tuple:
+    """(annotation, typer.Option) of one layout field: ``predict`` defaults, ``compare``'s None (the
+    value then comes from the log), or ``recommend``'s None (``pin``: the search tries every value)."""
+    unset = from_log or pin
     if f.kind == "bool":
-        default = None if from_log else f.default
-        return Optional[bool], typer.Option(default, f"--{f.name}/--no-{f.name}", help=f"{f.help}"
-                                            + (" (default: from the log)." if from_log else "."))
+        return Optional[bool], typer.Option(None if unset else f.default, f"--{f.name}/--no-{f.name}",
+                                            help=f"{f.help}" + (" (default: from the log)." if from_log else "."))
+    helptext = f"{f.help} Given, the search keeps it fixed (default: searched)." if pin else f.help
     if f.kind == "choice":
-        return Optional[str], typer.Option(None if from_log else f.default, f.cli_flag, help=f.help)
-    default = None if from_log else f.default
-    return Optional[int], typer.Option(default, f.cli_flag, help=f.help)
+        return Optional[str], typer.Option(None if unset else f.default, f.cli_flag, help=helptext)
+    return Optional[int], typer.Option(None if unset else f.default, f.cli_flag, help=helptext)
 
 
-def with_layout_flags(from_log: bool = False):
-    """Give a command one option per layout field (costmodel.layouts.LAYOUT_FIELDS) and pass their
-    values to it as ``layout_flags`` (field -> value; None where not given and ``from_log``).
+#: the layout fields recommend can pin: its own --no-sp / --no-overlap set the other two, and the
+#: search does not vary the recomputed layer count
+PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "zero")
+
+
+def with_layout_flags(from_log: bool = False, pin: bool = False):
+    """Give a command one option per layout field (costmodel.layouts.LAYOUT_FIELDS; with ``pin``, the
+    :data:`PIN_FIELDS`) and pass their values to it as ``layout_flags`` (field -> value; None where not
+    given and ``from_log`` or ``pin``).
 
     The command's own parameters stay as they are; the layout options are appended to its signature.
     Raises (at import): the command has no ``layout_flags`` parameter.
     """
-    return lambda fn: _append_options(fn, "layout_flags",
-                                      [(f.name, *_layout_option(f, from_log)) for f in LAYOUT_FIELDS])
+    fields_ = [f for f in LAYOUT_FIELDS if not pin or f.name in PIN_FIELDS]
+    return lambda fn: _append_options(fn, "layout_flags", [(f.name, *_layout_option(f, from_log, pin)) for f in fields_])
 
 
 def check_layout_flags(flags: dict) -> None:

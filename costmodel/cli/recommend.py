@@ -20,12 +20,13 @@ from ..optimize import OBJECTIVES
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
-from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format,
-                     context_line, fabric_notes, setup, with_fabric_flags, with_recipe_flags)
+from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
+                     context_line, fabric_notes, setup, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
 
 @with_fabric_flags()
 @with_recipe_flags()
+@with_layout_flags(pin=True)
 def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
               seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
               stack: str = STACK,
@@ -48,12 +49,12 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                                                          help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
               fmt: Optional[str] = FORMAT,
               as_json: bool = typer.Option(False, "--json", help="Print the ranked records as JSON."),
-              recipe_flags: dict = None, fabric_flags: dict = None):
+              recipe_flags: dict = None, fabric_flags: dict = None, layout_flags: dict = None):
     """Enumerate every valid layout, predict each, and print the best ones with the reasons.
 
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
-    layout meets the limits)."""
+    layout meets the limits).  A layout option (--tp, --ep, --recompute, ...) holds that field fixed."""
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
                    objective, solver)
@@ -61,6 +62,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         raise InputError("--candidates", "", f"must be >= 1, got {candidates_k}")
     _check_plot(plot, pareto)
     check_format(fmt)
+    pins = {k: v for k, v in (layout_flags or {}).items() if v is not None}
+    check_layout_flags(pins)
     if no_sp and (recipe_flags or {}).get("tp_comm_overlap"):
         # as predict refuses it (Megatron-LM validate_args); TP = 1 layouts have no TP comm to overlap
         raise InputError("--tp-comm-overlap", "", "needs sequence parallelism (Megatron-LM validate_args: 'Tensor "
@@ -73,7 +76,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   disable=as_json or not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
-                  max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,))
+                  max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,), pins=pins)
         if r.precision_aware:
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
         elif r.optimizer_offload:
@@ -82,6 +85,10 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes + fabric_notes(p, c)) or None
     if res.n_valid == 0:
+        if pins:
+            raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs} has "
+                             + ", ".join(f"{k}={v}" for k, v in pins.items()) + ": predict that layout to see "
+                             "the rule it breaks")
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
     if res.n_feasible == 0:

@@ -465,3 +465,18 @@ def test_recommend_prints_the_winner_s_band_and_whether_the_list_lies_inside_it(
     m = re.search(r"the winner's step ([\d.]+) ± ([\d.]+) s at one sigma .*?(all 3 listed lie within|the listed "
                   r"steps span)", line)
     assert m and 0 < float(m.group(2)) < float(m.group(1)), line
+
+
+def test_recommend_holds_the_layout_options_it_is_given_fixed():
+    """--tp 2 --recompute full pins the search: every ranked layout has them, and the best of them is
+    no faster than the unpinned winner; a pin no valid layout has is one line naming it."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "4096", "--top", "5", "--json")
+    free = json.loads(run(*base).stdout)["ranked"]
+    p = run(*base, "--tp", "2", "--recompute", "full")
+    assert p.returncode == 0, p.stderr
+    ranked = json.loads(p.stdout)["ranked"]
+    assert ranked and all(r["layout"]["tp"] == 2 and r["layout"]["recompute"] == "full" for r in ranked)
+    assert ranked[0]["step_time_s"] >= free[0]["step_time_s"]
+    assert_one_line_error(run(*base[:-1], "--tp", "3"), "no valid layout of llama3-8b", "tp=3")
+    assert_one_line_error(run(*base[:-1], "--recompute", "auto"), "--recompute", "'auto' is not one of")
