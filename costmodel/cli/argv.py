@@ -1,4 +1,4 @@
-"""A command line that gives one option twice is refused: click keeps the last value silently
+"""A command line that gives one option two values is refused: click keeps the last value silently
 (``--tp 8 --tp 4`` ran at TP 4, ``--sp --no-sp`` without SP), and a run priced on the value the user
 did not mean is worse than an error.  Repeatable options (``multiple=True``: ``--derate``) and
 counters are exempt."""
@@ -20,8 +20,8 @@ def _leaf(group, argv: list):
 
 
 def check_repeated_options(group, argv: list) -> None:
-    """Refuse an option ``argv`` (the arguments after the program name) gives twice to the command it
-    runs, its on and off spellings counting as one option.
+    """Refuse an option ``argv`` (the arguments after the program name) gives two different values to the
+    command it runs, its on and off spellings counting as one option (the same value twice is harmless).
 
     Args:
         group: the click group of the app (``typer.main.get_command``).
@@ -49,7 +49,7 @@ def check_repeated_options(group, argv: list) -> None:
         if flag in names:
             value = inline if eq else (argv[i + 1] if takes_value[flag] and i + 1 < len(argv) else None)
             said = f"{flag} {value}" if value is not None else flag
-            if names[flag] in seen:
+            if names[flag] in seen and seen[names[flag]] != said:
                 raise InputError(flag, "", f"given twice ({seen[names[flag]]}, then {said}): give it once")
             seen[names[flag]] = said
             i += 1 if eq or not takes_value[flag] else 2

@@ -5,7 +5,7 @@ import json
 import pytest
 from pathlib import Path
 
-from test_cli import assert_one_line_error, run
+from test_cli import assert_one_line_error, override, run
 
 REPO = Path(__file__).resolve().parents[2]
 NEMO = REPO / "tests" / "data" / "configs" / "nemo_launcher_llama3_8b.yaml"
@@ -331,7 +331,8 @@ def test_torchtitan_data_parallelism_is_fsdp_or_ddp():
     assert r["layout"]["zero"] == 3
     for z in ("1", "2"):
         assert_one_line_error(run(*base, "--pp", "1", "--zero", z), "layout", "ZeRO")
-    assert_one_line_error(run(*base, "--pp", "1", "--tp", "8", "--no-sp"), "layout", "torchtitan runs sequence parallelism")
+    assert_one_line_error(run(*override(base, "--pp", "1", "--tp", "8", "--no-sp")), "layout",
+                          "torchtitan runs sequence parallelism")
     p = run(*base[:-4], "--mbs", "1", "--gbs", "64", "--seq-len", "8192", "--pp", "4", "--format", "torchtitan")
     assert p.returncode == 0, p.stderr
     assert "zero=1" in p.stdout and "data_parallel_shard_degree = 2" in p.stdout

@@ -76,7 +76,9 @@ def test_the_stack_sets_what_the_flags_leave_open():
     got = {}
     # llm-foundry runs no pipeline (Composer FSDP): its layout is PP 1 with FSDP
     for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"], ["--stack", "llm-foundry", "--pp", "1", "--zero", "3"]):
-        r = subprocess.run(base + extra, capture_output=True, text=True, env=env, timeout=120)
+        # an option given twice is refused: the extra --pp replaces the base's
+        args = [w for i, w in enumerate(base) if not ("--pp" in extra and (w == "--pp" or base[i - 1] == "--pp"))]
+        r = subprocess.run(args + extra, capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         got[" ".join(extra)] = json.loads(r.stdout)
     assert got[""]["recipe"]["tp_comm_overlap"] is False and got[""]["breakdown"]["tp_comm_s"] > 0
@@ -292,7 +294,7 @@ def test_nemo_tp_comm_overlap_is_off_without_sequence_parallelism(capsys):
 def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
     """Llama 2 70B on the paper's H200 cluster: the fastest layout's predicted peak is 97% of the HBM,
     above the 90% the memory model's missing fragmentation leaves safe (README, Memory); the note names
-    the fastest layout under it, 2.1% slower under the 700 W limit (as predict prints both)."""
+    the fastest layout under it, 2.2% slower under the 700 W limit (as predict prints both)."""
     import os
     import subprocess
     import sys
@@ -304,7 +306,7 @@ def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
     text = " ".join(r.stdout.split())                  # rich wraps long lines at the console width
     line = text[text.index("the winner's predicted peak"):]
     assert "135.3 of 139.7 GiB (97%)" in line
-    assert "the fastest layout under 90% is TP1 PP8 DP1 CP4" in line and "at 105.2 GiB" in line and "(+2.1%)" in line
+    assert "the fastest layout under 90% is TP1 PP8 DP1 CP4" in line and "at 105.2 GiB" in line and "(+2.2%)" in line
 
 
 def test_whole_number_switches_say_so_in_their_help():
