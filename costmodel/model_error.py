@@ -66,11 +66,16 @@ def estimate(regimes: list, rel_errors: list) -> dict:
     Returns:
         ``{key: {"sigma_rel": s, "n": n}}`` with keys ``"stack/generation/size"``,
         ``"stack/generation"``, ``"generation"`` and ``"all"``, and ``"moe"`` (every MoE row) (levels
-        with >= MIN_ROWS rows).
+        with >= MIN_ROWS rows); the dense levels (stack/generation, generation) count dense rows only.
     """
     groups: dict = {}
     for reg, e in zip(regimes, rel_errors):
-        for key in _levels(reg):
+        # an MoE row measures routing costs a dense model has not: it sets the MoE levels and the
+        # overall one, never a dense model's stack/generation or generation level
+        keys = _levels(reg)
+        if reg[2] == "moe":
+            keys = [k for k in keys if k in (f"{reg[0]}/{reg[1]}/moe", "moe", "all")]
+        for key in keys:
             groups.setdefault(key, []).append(abs(e))
     return {k: {"sigma_rel": round(float(np.percentile(v, ONE_SIGMA_QUANTILE)), 4), "n": len(v)}
             for k, v in sorted(groups.items()) if len(v) >= MIN_ROWS}

@@ -41,6 +41,9 @@ def test_regimes_and_fallbacks(tmp_path):
     assert tab["moe"] == {"sigma_rel": 0.4, "n": 6} and "s/g/moe" not in tab
     mf = ModelFormError(tab, "x")
     assert mf.sigma(("s", "g", "moe"))[:2] == (0.4, "moe") and mf.sigma(("s", "g", "3-30B"))[1] == "s/g"
+    # and a dense model's stack/generation level is its dense rows' alone: the MoE rows' routing errors
+    # (0.4) do not widen it; they count in the overall level
+    assert tab["s/g"] == {"sigma_rel": 0.01, "n": 6} and tab["all"]["n"] == 12
 
 
 def test_the_shipped_table_is_what_the_model_gives_today():
