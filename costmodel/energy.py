@@ -120,7 +120,9 @@ class StageTerms:
     layer / the output layer per micro-batch) and pp_mb_s (stage-boundary sends per micro-batch);
     pp_fill_s: what the warm-up and flush add to the bubble of per-stage periods for sends hidden
     in the steady state (they are exposed there, costmodel.schedule.step_times; 0 where sends block);
-    burst: the classes whose efficiencies were measured unthrottled (:func:`burst_classes`).
+    burst: the classes whose efficiencies were measured unthrottled (:func:`burst_classes`);
+    dp_s: the exposed DP reduction of const_s, and dp_util its utilisations (:func:`dp_comm_util`;
+    None: comm_util's).
     """
 
     compute_s: np.ndarray
@@ -140,6 +142,8 @@ class StageTerms:
     vp: int = 1
     burst: tuple = ()
     pp_fill_s: float = 0.0
+    dp_s: float = 0.0
+    dp_util: dict | None = None
 
 
 #: the compute phase's kernel classes, each capped on its own (costmodel.power.compute_under_cap), and
@@ -235,7 +239,8 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                                            hidden, hbm_eff, u_link)),
                 logits=block(ce, lg_comp, zero, zero,
                              kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, zero, hbm_eff, u_link)),
-                m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s,
+                m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s, dp_s=bd["dp_comm_s"],
+                dp_util=dp_comm_util(cluster, t, u_link),
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
                 pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak,
                 # every stage's hidden sends are exposed in the warm-up and flush; the steady period's
@@ -284,7 +289,8 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
     hidden = layers * ly["hidden_s"]
     return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
-                      ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe), float(b["pp_fill_s"][0]))
+                      ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe), float(b["pp_fill_s"][0]),
+                      float(b["dp_s"][0]), {k: row(v) for k, v in b["dp_util"].items()})
 
 
 @dataclass
@@ -311,6 +317,7 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(st.classes, st.burst), caps_w, clock_max)
     p_busy = e_comp / np.where(comp > 0, comp, 1.0)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
+    p_dp = np.minimum(phase_power_w(pw, st.dp_util or st.comm_util), caps_w)
     t_mb = comp + st.exposed_comm_s
     # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
     T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.pp_fill_s + st.const_s
@@ -318,7 +325,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     comm = st.m * st.exposed_comm_s + st.const_s
     wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage
     # the cap binds a waiting GPU too, though a spinning kernel rarely reaches it
-    energy = p_busy * busy + p_comm * comm + np.minimum(wait_power_w(pw), caps_w) * wait
+    energy = (p_busy * busy + p_comm * (comm - st.dp_s) + p_dp * st.dp_s
+              + np.minimum(wait_power_w(pw), caps_w) * wait)
     avg = energy / T
     # the densest window a meter sees is the steady 1F1B period; never below the step's average
     # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its
@@ -371,6 +379,20 @@ class EnergyReport:
         """GPU energy plus the nodes' non-GPU energy per step, J (race-to-idle: a slower step costs the
         CPUs, NICs, switches and fans their baseline for longer)."""
         return self.energy_j_per_step + self.node_energy_j_per_step
+
+
+def dp_comm_util(cluster: ClusterSpec, t, u_link: float) -> dict:
+    """Utilisations while only the DP reduction runs (arrays over the layouts of ``t``): where the DP
+    group stays in a node, NVLink at the fitted all-reduce efficiency ``u_link``; where it spans
+    nodes the NICs pace it, so the GPU's links carry the NIC rate (the node's NIC bandwidth per GPU
+    over its scale-up bandwidth, times ``u_link``) while NCCL's kernels run on every GPU between the
+    transfers (the ``spin`` term: an 8x H100 DDP trace's waiting level, costmodel/fit/builtin/power.py).
+    A slow scale-out fabric then costs the GPU about idle + spin, not NVLink's full-rate power."""
+    across = t.tp * t.cp * t.dp > cluster.gpus_per_node
+    nic = cluster.node_nic_bytes_per_s / cluster.gpus_per_node
+    share = min(1.0, nic / cluster.intra_bytes_per_s) if cluster.intra_bytes_per_s > 0 else 1.0
+    link = np.where(across, u_link * share, u_link)
+    return {"link": link, "spin": np.where(across, 1.0, 0.0)}
 
 
 def _u_link(profile: Profile) -> float:

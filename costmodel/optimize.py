@@ -80,8 +80,13 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     # (costmodel.energy.stage_state: the micro-batches' stage-boundary sends and the DP reduction with
     # the optimizer step), above the waiting power const_time_s is charged at
     p_wait = min(wait_power_w(pw), float(min(caps)))
-    comm_s = np.asarray(b["const_s"] + b["m"] * b["pp_mb_s"], dtype=np.float64) * np.ones(len(terms.layouts))
-    stage_comm = np.asarray(b["stage_gpus"])[:, None] * np.maximum(p_comm - p_wait, 0.0) * comm_s[:, None]
+    ones = np.ones(len(terms.layouts))
+    comm_s = np.asarray(b["const_s"] + b["m"] * b["pp_mb_s"], dtype=np.float64) * ones
+    # the DP reduction at its own utilisations (costmodel.energy.dp_comm_util: NIC-paced across nodes)
+    dp_s = np.asarray(b["dp_s"], dtype=np.float64) * ones
+    p_dp = np.minimum(np.asarray(phase_power_w(pw, b["dp_util"]), dtype=np.float64)[:, None] * ones[:, None], cap)
+    stage_comm = np.asarray(b["stage_gpus"])[:, None] * (np.maximum(p_comm - p_wait, 0.0) * (comm_s - dp_s)[:, None]
+                                                         + np.maximum(p_dp - p_wait, 0.0) * dp_s[:, None])
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
                 const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"], t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,

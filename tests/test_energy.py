@@ -279,7 +279,8 @@ def test_ilp_option_prices_the_step_communication_as_the_stage_model_does(nic_gb
     power held at the stage's cap in both (the option's stage_comm_energy_j), not the waiting power;
     Llama 3 70B TP4 PP4 VP10 over 1,024-way DP, on NDR NICs and on 100 Gb/s ones, where that
     communication is a large share of a 4-micro-batch step (a cap-independent charge at the lowest
-    cap's power once left the ILP 10% short there)."""
+    cap's power once left the ILP 10% short there; the NIC-paced DP reduction now draws about idle +
+    spin, under every cap, so the stage-boundary sends and the optimizer carry the cap's share)."""
     from costmodel.ilp.evaluation import _times_energy
     from costmodel.optimize import build_option, cap_levels
     from costmodel.specs import with_fabric
@@ -301,7 +302,7 @@ def test_ilp_option_prices_the_step_communication_as_the_stage_model_does(nic_gb
     assert float(E[0]) == pytest.approx(run.energy.energy_j_per_step, rel=0.002)
     # charged at the lowest cap's link power instead, the communication-heavy step falls short
     low = float(E[0]) - 4 * (e[-1] - e[0])
-    assert abs(low / run.energy.energy_j_per_step - 1) > (0.05 if nic_gbps == 100 else 0.002)
+    assert abs(low / run.energy.energy_j_per_step - 1) > (0.02 if nic_gbps == 100 else 0.002)
 
 
 def test_stages_straddling_nodes_are_evaluated_on_representative_nodes(h200, monkeypatch):
@@ -363,3 +364,28 @@ def test_fsdp_copies_and_gradient_accumulation_are_memory_bound_kernels(h200):
         ew = ct.layer_ew_fwd_s * (1 + recomputed_fraction(m, t)) + ct.layer_ew_bwd_s
         mem_s = layer_blocks(m, r, c, p, pred.terms)["layer"]["classes"]["memory"][0]
         assert mem_s[0] == pytest.approx(ew[0] + st.layer_memory_pass_s[0], rel=1e-12)
+
+
+def test_a_nic_paced_dp_reduction_draws_the_nccl_kernel_s_power_not_nvlink_s():
+    """Llama 3 8B over 32-way DP on the paper's H200 cluster (100 Gb/s InfiniBand a node), where the
+    exposed all-reduce is most of the step: across nodes the GPU's links carry the NIC's rate (1.6 of
+    450 GB/s a GPU) while NCCL's kernels run (idle + spin + a sliver of link power), inside a node NVLink
+    runs at the fitted all-reduce efficiency.  GPU energy against the power cap is then one U (it had
+    a second hump where the cap met the reduction's NVLink-rate power)."""
+    from costmodel.energy import _u_link, dp_comm_util
+    c = load_cluster("paper-h200")
+    p = load_profile(c.gpu.key)
+    u = _u_link(p)
+    t = LayoutTable.from_rows([dict(BASE, tp=1, pp=1, dp=32, sp=False), dict(BASE, tp=1, pp=1, dp=8, sp=False)])
+    got = dp_comm_util(c, t, u)
+    share = c.node_nic_bytes_per_s / c.gpus_per_node / c.intra_bytes_per_s
+    assert got["link"][0] == pytest.approx(u * share) and share < 0.01 and got["spin"][0] == 1.0
+    assert got["link"][1] == pytest.approx(u) and got["spin"][1] == 0.0
+    m = load_model("llama3-8b")
+    lay = dict(BASE, tp=1, pp=1, dp=32, sp=False)
+    r = Recipe(gbs=64, seq_len=8192)
+    runs = [predict_run(m, r, c, p, lay, caps_w=float(w)) for w in (200, 250, 300, 350, 400, 460, 550, 620, 700)]
+    assert runs[-1].breakdown["dp_comm_s"] > 0.5 * runs[-1].step_time_s
+    e = np.array([x.energy.energy_j_per_step for x in runs])
+    turns = np.flatnonzero(np.diff(np.sign(np.diff(e))) != 0)
+    assert len(turns) == 1 and e[turns[0] + 1] < min(e[0], e[-1]), e       # one minimum, inside the range
