@@ -347,6 +347,27 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
         require_matplotlib()                # fail before a long solve, not after
 
 
+def node_cap_sums_w(caps_w, stage_gpus: int, gpus_per_node: int) -> list:
+    """The sum of the per-GPU caps on each node, W: stage s holds ranks s x stage_gpus onwards (the
+    pipeline outermost, Megatron's rank order), node k ranks k x gpus_per_node onwards."""
+    n = len(caps_w) * stage_gpus
+    sums = [0.0] * (-(-n // gpus_per_node))
+    for r in range(n):
+        sums[r // gpus_per_node] += float(caps_w[r // stage_gpus])
+    return sums
+
+
+def _print_cap_budget(out, sol, lay: dict, c, node_w: float) -> None:
+    """A note where the caps set on a node add to more than its GPU budget: the ILP keeps the predicted
+    draw within the budget, which the caps alone do not guarantee (a kernel may draw up to its cap)."""
+    sums = node_cap_sums_w(sol.caps_w, lay["tp"] * lay["dp"] * lay["cp"], c.gpus_per_node)
+    k = max(range(len(sums)), key=sums.__getitem__)
+    if sums[k] > node_w * (1 + 1e-9):
+        out.print(f"the caps of node {k} add to {sums[k] / 1e3:.2f} kW, above its {node_w / 1e3:.2f} kW GPU budget: the "
+                  "predicted draw stays within the budget (the ILP's constraint), a kernel drawing up to its cap "
+                  "would not; lower --power-cap-w to guarantee it", highlight=False)
+
+
 def _print_cap_edges(out, sol, caps, gpu_name: str) -> None:
     """The notes on the chosen caps: stages at the lowest settable cap, and stages whose GPUs stay
     above their cap at the lowest clock (costmodel.report.unmet_caps)."""
@@ -458,6 +479,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                   f"per step; the choice takes {100 * (sol.step_time_s / ref.step_time_s - 1):+.1f}% time, "
                   f"{100 * (sol.energy_j / ref.energy_j - 1):+.1f}% energy")
     _print_cap_edges(out, sol, caps, c.gpu.name)
+    _print_cap_budget(out, sol, lay, c, node_w)
     if sol.reference is None:
         fastest = res.ranked.step_time_s[0]
         out.print(f"the time model's fastest layout ({layout_name(res.ranked.layouts.row(0))}) takes "
