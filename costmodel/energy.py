@@ -508,6 +508,11 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         ranks = ranks[ranks < n]
     else:
         ranks = np.arange(n)
+    extra = sorted({node for node, _ in derate} - set((ranks // G).tolist()))
+    if extra:
+        # a derated GPU's node is listed whatever node stands for its stage: the rows name it
+        whole = (np.asarray(extra)[:, None] * G + np.arange(G)[None, :]).reshape(-1)
+        ranks = np.unique(np.concatenate([ranks, whole[whole < n]]))
     stage_of = ranks // S
     rep_nodes = -(-len(ranks) // G)
 

@@ -156,12 +156,20 @@ def memory_table(rec: dict) -> Table:
 
 
 def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
-    """The line that says why a record's step exceeds its breakdown's sum: the power limit holds the
-    clocks of kernels measured above it (costmodel.power.compute_under_cap), against the GPU's
-    ``full_clock_mhz`` (costmodel.specs.GpuSpec.full_clock_mhz); None where it does not."""
+    """The line that says why a record's step exceeds its breakdown's sum: a GPU the record derates
+    (its per_gpu rows' derated_mhz), else the power limit holding the clocks of kernels measured above
+    it (costmodel.power.compute_under_cap), against the GPU's ``full_clock_mhz``
+    (costmodel.specs.GpuSpec.full_clock_mhz); None where neither does."""
     unc = rec.get("uncapped_step_time_s")
     if unc is None or not rec["step_time_s"] > unc * (1 + 1e-3):
         return None
+    pinned = [g for g in rec.get("per_gpu") or [] if g.get("derated_mhz")]
+    if pinned:
+        # a pinned clock, not the power limit, holds the slowest stage (and the synchronous step)
+        said = ", ".join(f"GPU {g['node']}:{g['slot']} at {g['derated_mhz']:.0f} MHz" for g in pinned)
+        return (f"derated: {said} holds its stage's clock, and the synchronous step waits for it: "
+                f"{rec['step_time_s']:.3f} s per step, against {unc:.3f} s at the clocks the profile's kernel "
+                "tables were measured at (the breakdown)")
     caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))
     clock = (f" and run at {rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz else
              f" and run at {rec['sm_clock_mhz']:.0f} MHz")

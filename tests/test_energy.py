@@ -389,3 +389,19 @@ def test_a_nic_paced_dp_reduction_draws_the_nccl_kernel_s_power_not_nvlink_s():
     e = np.array([x.energy.energy_j_per_step for x in runs])
     turns = np.flatnonzero(np.diff(np.sign(np.diff(e))) != 0)
     assert len(turns) == 1 and e[turns[0] + 1] < min(e[0], e[-1]), e       # one minimum, inside the range
+
+
+def test_a_derated_gpu_is_listed_whatever_node_stands_for_its_stage():
+    """GPT-3 175B at TP 8 PP 2 on the paper's H100 cluster: a stage fills whole nodes, so its first
+    node stands for the others in the per-GPU rows; derating GPU 5:3 lists node 5 too, naming the GPU,
+    and the line under the breakdown blames the pin, not the power limit."""
+    from costmodel import report
+    c = load_cluster("paper-h100")
+    p = load_profile(c.gpu.key)
+    lay = dict(BASE, tp=8, pp=2, dp=c.num_gpus // 16, recompute="full")
+    run = predict_run(load_model("gpt3-175b"), Recipe(gbs=256, seq_len=2048), c, p, lay, derate={(5, 3): 1200.0})
+    rows = [g for g in run.energy.per_gpu if g["derated_mhz"]]
+    assert [(g["node"], g["slot"], g["derated_mhz"]) for g in rows] == [(5, 3, 1200.0)]
+    assert rows[0]["sm_clock_mhz"] == pytest.approx(1200.0)
+    line = report.power_limit_line(report.run_record(run), c.gpu.full_clock_mhz)
+    assert line.startswith("derated: GPU 5:3 at 1200 MHz holds its stage's clock")
