@@ -351,11 +351,14 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
         if not allow_override:
             raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
         out.append("--power: " + msg)
-    bad = watts_misread(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
-    if bad:
-        raise InputError("--power", "", f"{trace.path or 'the capture'}: {bad}")
-    for name in trace.device_names:
-        key = gpu_key_for(name)
+    keys = {name: gpu_key_for(name) for name in trace.device_names}
+    # only a capture of the cluster's GPU (or an unnamed one) has its watts read against this GPU's TDP:
+    # an A10's 150 W under an H100's 700 W is another GPU, not a kW column
+    if all(k == cluster.gpu.key for k in keys.values()):
+        bad = watts_misread(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
+        if bad:
+            raise InputError("--power", "", f"{trace.path or 'the capture'}: {bad}")
+    for name, key in keys.items():
         if key is None:
             out.append(f"--power: the capture's GPU {name!r} matches no catalog GPU; compared with the cluster's "
                        f"{cluster.gpu.key}")
@@ -365,6 +368,21 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
             if not allow_override:
                 raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
             out.append("--power: " + msg)
+    return out
+
+
+def trace_coverage_notes(n_gpus: int, span_s: float, step_time_s: float, cluster) -> list:
+    """What a power capture aligned with a run covers, where too little to stand for it: fewer GPUs than
+    the run has on a node (its figures are those GPUs', not the node's), or under 3 of the run's steps
+    (its average is not a step's: a step's phases draw apart).  ``cluster``: the run's ClusterSpec."""
+    out = []
+    per_node = min(cluster.gpus_per_node, cluster.num_gpus)
+    if 0 < n_gpus < per_node:
+        out.append(f"--power: the capture holds {n_gpus} GPU(s) of the run's {per_node} a node: its figures are "
+                   "those GPUs', not the run's (capture every GPU of a node)")
+    if math.isfinite(step_time_s) and step_time_s > 0 and span_s < 3 * step_time_s:
+        out.append(f"--power: the aligned capture spans {span_s:.0f} s, under 3 steps of {step_time_s:.1f} s: its "
+                   "average is not a step's (capture several steps)")
     return out
 
 

@@ -621,3 +621,18 @@ def test_a_logged_pipeline_layout_prices_the_run_s_own_split(tmp_path):
                       ".......... 3") for ln in text if "num_layers_per_virtual_pipeline_stage" not in ln]
     rc, so, se = cli("compare", "--log", with_layout("Et*7|(t*7|)*10t*3L", vp3), "--cluster", "dgx-h100", "--json")
     assert rc == 0 and json.loads(so)["layout"]["vp"] == 3, se
+
+
+def test_a_capture_too_small_for_the_run_or_of_another_gpu_is_said(tmp_path):
+    """A one-GPU, few-second gpu-burn capture against the 8-GPU GPT-8B run: scored, but the warnings say it
+    holds 1 GPU of the node's 8 and spans under 3 steps; an A10's nvidia-smi -q against the H100 cluster is
+    not diagnosed as a kW column (its 150 W are another GPU's)."""
+    from costmodel.compare import trace_coverage_notes
+    from costmodel.specs import load_cluster
+    c = load_cluster("dgx-h100")
+    notes = trace_coverage_notes(1, 4.0, 6.0, c)
+    assert "holds 1 GPU(s) of the run's 8 a node" in notes[0] and "under 3 steps of 6.0 s" in notes[1]
+    assert trace_coverage_notes(8, 600.0, 6.0, c) == []
+    a10 = REPO / "tests" / "data" / "readers" / "nvidia_smi_q_a10_driver550_clocks_event_reasons.txt"
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--power", a10)
+    assert rc == 2 and "not in watts" not in se and "do not overlap" in se, se      # another run's capture

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import report
 from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
+                       trace_coverage_notes,
                        wall_clock_note,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..compare import REQUIRED, STACK_DEFAULTS
@@ -200,7 +201,7 @@ def compare(
         pw, rows = trace_metrics(ptrace, t0, t1)
         warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
                         f"over {t1 - t0:.0f} s")
-        warnings += throttle_warnings(rows)
+        warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
     _check_measured_rate(m, recipe, c, metrics)
