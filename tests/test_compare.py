@@ -468,6 +468,9 @@ def test_a_power_column_not_in_watts_is_refused(tmp_path):
     assert rc == 2 and "kw.csv" in se and "not in watts" in se and "Traceback" not in se
     rc, so, se = cli("calibrate", "fit", kw, "--gpu", "h100-sxm-80gb", "-o", tmp_path / "p.yaml")
     assert rc == 2 and "not in watts" in se and not (tmp_path / "p.yaml").exists()
+    # the H100 trace itself as an A100's: its 576 W 99th percentile is past 1.25 x the A100's 400 W
+    rc, so, se = cli("calibrate", "fit", H100_TRACE, "--gpu", "a100-sxm-80gb", "-o", tmp_path / "a.yaml")
+    assert rc == 2 and "above 1.25 x the GPU's 400 W limit" in se and not (tmp_path / "a.yaml").exists()
 
 
 def test_a_trace_covering_part_of_the_run_says_how_much(tmp_path):
