@@ -98,6 +98,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                               f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); add nodes or use a GPU with "
                               "more HBM", {"memory": need},
                               {"memory": need / c.gpu.capacity_bytes - 1.0})
+    if step_time_slack is not None and objective == "time":
+        raise InputError("--step-time-slack", "", "bounds the step of an energy or edp answer (--objective energy or "
+                         "edp); the time objective takes the fastest")
     limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
     for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):
         if v is not None and objective == "time" and not pareto and all(x is None for x in limits):

@@ -270,3 +270,10 @@ def test_caps_that_add_to_more_than_the_node_budget_are_said():
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
     assert "the caps of node 3 add to 4.10 kW, above its 4.00 kW GPU budget" in text
+
+
+def test_a_step_time_slack_without_an_energy_objective_is_refused():
+    """--step-time-slack bounds an energy or edp answer's step; with the time objective it would change
+    nothing, so it is refused by name rather than echoed and ignored."""
+    assert_one_line_error(run("recommend", *ARGS, "--step-time-slack", "0.2"), "--step-time-slack",
+                          "--objective energy or edp")
