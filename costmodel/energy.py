@@ -101,7 +101,7 @@ def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "
     if not math.isfinite(cap_w):
         raise InputError(flag, "", f"must be a finite number, got {cap_w}")
     if not pp.min_cap_w <= cap_w <= pp.max_cap_w:
-        raise InputError(flag, "", f"{cap_w:g} W is outside {cluster.gpu.name}'s power-limit range "
+        raise InputError(flag, "", f"{cap_w} W is outside {cluster.gpu.name}'s power-limit range "
                          f"{pp.min_cap_w:g}-{pp.max_cap_w:g} W")
 
 

@@ -30,6 +30,12 @@ def read_text(path, lenient: bool = False) -> str:
     return Path(path).read_text(encoding=TEXT_ENCODING, errors="replace" if lenient else "strict")
 
 
+def not_a_file(path) -> str:
+    """Why ``path``, which is not a regular file or a directory, cannot be read as an input: missing, or
+    a device, pipe or socket (``/dev/null`` is no capture)."""
+    return "no such file" if not Path(path).exists() else "is not a regular file (a device, pipe or socket)"
+
+
 def open_text(path, lenient: bool = False):
     """``path`` opened for reading text line by line, decoded as :func:`read_text` decodes it (the
     same ``lenient`` and errors)."""

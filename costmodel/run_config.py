@@ -51,6 +51,7 @@ from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
 from .specs.loading import yaml_load
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 from .files import read_text
+from .files import not_a_file
 
 
 @dataclass
@@ -388,7 +389,7 @@ def read_run_config(path) -> RunConfig:
     if p.is_dir():
         raise InputError(path, "", "is a directory, not a run configuration")
     if not p.is_file():
-        raise InputError(path, "", "no such file")
+        raise InputError(path, "", not_a_file(p))
     if p.suffix.lower() == ".py":
         raise InputError(path, "", "a Python configuration (torchtitan's current format) is code, not data: pass "
                          "its degrees as flags, or a TOML/YAML configuration")

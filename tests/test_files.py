@@ -134,3 +134,10 @@ def test_a_plot_folder_is_made_in_a_folder_that_exists_never_a_new_tree(tmp_path
     with pytest.raises(InputError, match="--plot: cannot create .*: the folder .*nodir does not exist"):
         output_dir(tmp_path / "nodir" / "plots", "--plot")
     assert not (tmp_path / "nodir").exists()
+
+
+def test_a_device_is_not_called_a_missing_file(tmp_path):
+    """/dev/null exists but is no capture: refused as not a regular file, a missing path as no such file."""
+    from costmodel.files import not_a_file
+    assert not_a_file("/dev/null").startswith("is not a regular file")
+    assert not_a_file(tmp_path / "gone.log") == "no such file"

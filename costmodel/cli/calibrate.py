@@ -19,6 +19,7 @@ from rich.table import Table
 
 from .. import report
 from ..errors import InputError
+from ..files import not_a_file
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Calibrate the model against a cluster: run the microbenchmark suite on the GPUs "
@@ -185,7 +186,7 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         if Path(f).is_dir():
             raise InputError(f, "", "is a directory, not a measurement file")
         if not Path(f).is_file():
-            raise InputError(f, "", "no such file")
+            raise InputError(f, "", not_a_file(f))
     seen = {}
     for f in files:          # one capture given twice (or a copy of it) would weigh its rows twice
         key = hashlib.sha256(Path(f).read_bytes()).hexdigest()

@@ -16,6 +16,7 @@ from ..comm import inter_node_efficiency_note, needs_ring_all_reduce
 from ..errors import InputError
 from ..specs import cluster_profile, load_cluster, with_fabric
 from .common import check_profile_gpu, with_fabric_flags
+from ..files import not_a_file
 
 
 def _group_sizes(ranks: str | None) -> list | None:
@@ -70,7 +71,7 @@ def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gp
     if p.is_dir():
         raise InputError(path, "", "is a directory, not an nccl-tests capture")
     if not p.is_file():
-        raise InputError(path, "", "no such file")
+        raise InputError(path, "", not_a_file(p))
     if detect_format(p) != "nccl-tests":      # (an unrecognised file raises, naming it and the formats known)
         raise InputError(path, "", "is not nccl-tests / rccl-tests output (no size/time/algbw/busbw table)")
     t = read_nccl_tests(p, strict=False)

@@ -24,6 +24,7 @@ from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
+from ..files import not_a_file
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -39,7 +40,7 @@ def _local(msg: str, path) -> str:
 def _read_log(path, warmup_steps, rank):
     from ..readers.training_logs import TrainingLogParseError, read_training_log
     if not Path(path).is_file():
-        raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else "no such file")
+        raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else not_a_file(path))
     try:
         with open(path, "rb") as fh:
             if b"\x00" in fh.read(4096):            # text logs hold no NUL byte; gzip, ELF and images do
@@ -67,7 +68,7 @@ def _read_trace(path, gpus_per_node):
     if Path(path).is_dir():
         raise InputError("--power", "", f"{path} is a directory; name the trace file")
     if not Path(path).is_file():
-        raise InputError(path, "", "no such file")
+        raise InputError(path, "", not_a_file(path))
     try:
         fmt, data, warns = read_power_trace(path, gpus_per_node)
     except (ReaderParseError, ValueError, OSError) as e:
