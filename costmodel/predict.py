@@ -282,15 +282,17 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     and the power/thermal model can run, its power, energy and temperature.
 
     Args:
-        caps_w: per-GPU power cap, W (one value for every stage), or None for the TDP.
+        caps_w: per-GPU power cap, W: one value for every stage, a sequence of one per pipeline stage
+            (an ILP answer's per-stage caps), or None for the TDP.
         warm_steps: also report the hottest GPU after this many steps from a cold start.
         inlet_temp_c: override the cluster's cooling inlet temperature, C.
         derate: (node, slot) -> SM clock, MHz, pinned on those GPUs (costmodel.energy.layout_energy).
     Returns:
         one :class:`RunPrediction` per row, in order.
     Raises:
-        InputError: precision unsupported, a cap outside the GPU's range, or power flags given when
-            the power/thermal model lacks inputs (their list names what is missing).
+        InputError: precision unsupported, a cap outside the GPU's range, per-stage caps not one per
+            stage, or power flags given when the power/thermal model lacks inputs (their list names
+            what is missing).
     """
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
@@ -309,7 +311,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         run.band = step_time_band(run.breakdown, run.layout, cluster.gpus_per_node, profile, dtype, mf)
         run.energy_missing = missing
         if energy and not missing:
-            caps = None if caps_w is None else [caps_w] * run.layout["pp"]
+            caps = (None if caps_w is None else [float(x) for x in caps_w] if np.ndim(caps_w)
+                    else [caps_w] * run.layout["pp"])
             run.energy = layout_energy(model, recipe, cluster, profile, run.terms, caps_w=caps,
                                        warm_steps=warm_steps, inlet_temp_c=inlet_temp_c, derate=derate)
             if run.energy.shutdown:

@@ -39,6 +39,27 @@ def parse_derate(items: list) -> dict:
     return out
 
 
+def parse_caps(text: str | None, pp: int):
+    """``--power-cap-w``: one cap (float) for every stage, or PP caps, comma-separated (list); None for
+    the TDP.  Their range is the energy model's check (costmodel.energy.check_cap).
+
+    Raises:
+        InputError: a value that is not a number, or neither one cap nor one per pipeline stage.
+    """
+    if text is None:
+        return None
+    try:
+        caps = [float(x) for x in str(text).split(",")]
+    except ValueError:
+        raise InputError("--power-cap-w", "", f"{text!r} is not a number of watts, or one per pipeline stage "
+                         "comma-separated (e.g. 450,450,575)") from None
+    if len(caps) == 1:
+        return caps[0]
+    if len(caps) != pp:
+        raise InputError("--power-cap-w", "", f"{len(caps)} caps for {pp} pipeline stages: give one, or one per stage")
+    return caps
+
+
 def _print_notes(notes: list) -> None:
     """Print the non-empty notes on stderr, one line each."""
     for note in filter(None, notes):
@@ -58,7 +79,9 @@ PP_LAYOUT = typer.Option(None, "--pp-layout", help="The run's own placement of l
 def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
             seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
             stack: str = STACK,
-            power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W (default: TDP)."),
+            power_cap_w: Optional[str] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W: one value, or "
+                                                      "one per pipeline stage as recommend's ILP prints them, "
+                                                      "comma-separated (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
             derate: Optional[List[str]] = DERATE, pp_layout: Optional[str] = PP_LAYOUT,
@@ -121,8 +144,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                   if lay["recompute"] == "full" else
                   f"costmodel: note: --recompute auto: nothing fits; {chose} is the most recomputation "
                   "--moe-ep-overlap runs (Megatron-core refuses full recompute with it)", file=sys.stderr)
-        run = predict_run(m, r, c, p, lay, caps_w=power_cap_w, warm_steps=warm_steps, inlet_temp_c=inlet_temp_c,
-                          derate=parse_derate(derate or []))
+        run = predict_run(m, r, c, p, lay, caps_w=parse_caps(power_cap_w, lay["pp"]), warm_steps=warm_steps,
+                          inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []))
     for n in fabric_notes(p, c):
         print(n, file=sys.stderr)
     if run.energy_missing:

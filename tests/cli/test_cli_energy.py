@@ -277,3 +277,17 @@ def test_a_step_time_slack_without_an_energy_objective_is_refused():
     nothing, so it is refused by name rather than echoed and ignored."""
     assert_one_line_error(run("recommend", *ARGS, "--step-time-slack", "0.2"), "--step-time-slack",
                           "--objective energy or edp")
+
+
+def test_predict_takes_one_cap_per_stage_as_the_ilp_prints_them():
+    """--power-cap-w 700,700,700,700 at PP 4 is the TDP everywhere; mixed caps reach the stages in
+    order; a count that is neither 1 nor PP, or a word, is one line naming the flag."""
+    base = ["predict", *ARGS, "--tp", "4", "--pp", "4", "--mbs", "1", "--gbs", "128", "--seq-len", "8192",
+            "--recompute", "full", "--json"]
+    tdp = json.loads(run(*base).stdout)
+    same = json.loads(run(*base, "--power-cap-w", "700,700,700,700").stdout)
+    assert same["step_time_s"] == pytest.approx(tdp["step_time_s"], rel=1e-12) and same["caps_w"] == [700.0] * 4
+    mixed = json.loads(run(*base, "--power-cap-w", "450,450,450,575").stdout)
+    assert mixed["caps_w"] == [450.0, 450.0, 450.0, 575.0] and mixed["step_time_s"] > tdp["step_time_s"]
+    assert_one_line_error(run(*base, "--power-cap-w", "450,575"), "--power-cap-w", "2 caps for 4 pipeline stages")
+    assert_one_line_error(run(*base, "--power-cap-w", "lots"), "--power-cap-w", "is not a number of watts")
