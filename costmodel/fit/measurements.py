@@ -128,7 +128,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                 out.traces.append(item)
     if not (out.suites or out.nccl or out.traces):
         # the readers' own reasons (a format this fit does not use, skipped lines) say why
-        why = f": {'; '.join(report.warnings[:3])}" if report.warnings else ""
+        # one file: its name leads the message once, not again before each of its reasons
+        said = [w.removeprefix(f"{Path(paths[0])}: ") if len(paths) == 1 else w for w in report.warnings[:3]]
+        why = f": {'; '.join(said)}" if said else ""
         raise FitError("no usable measurement in " + ", ".join(map(str, paths)) + why)
     return out
 

@@ -760,3 +760,12 @@ def test_many_bad_rows_of_one_kind_are_three_warnings_and_a_count(tmp_path):
     text = so + se
     assert text.count("not a number in [W] for power.draw: 'nan W'") == 3
     assert f"{trace}: ... and 196 more line(s) like these" in text
+
+
+def test_a_single_unusable_file_is_named_once(tmp_path):
+    """A Zeus power-limit summary alone: the refusal names the file once, then the reader's reason."""
+    import shutil
+    f = tmp_path / "zeus.csv"
+    shutil.copy(REPO / "hardware" / "profiles" / "data" / "zeus_nsdi23_power_vs_powerlimit_a40.csv", f)
+    rc, so, se = cli("calibrate", "fit", f, "--gpu", "a100-sxm-80gb", "-o", tmp_path / "p.yaml")
+    assert rc == 2 and se.count(str(f)) == 1 and "Zeus power-limit summaries carry no per-sample trace" in se, se
