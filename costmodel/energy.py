@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import metrics
+from .comm import group_span
 from .compute import dense_peak_flops, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
@@ -383,12 +384,14 @@ class EnergyReport:
 
 def dp_comm_util(cluster: ClusterSpec, t, u_link: float) -> dict:
     """Utilisations while only the DP reduction runs (arrays over the layouts of ``t``): where the DP
-    group stays in a node, NVLink at the fitted all-reduce efficiency ``u_link``; where it spans
-    nodes the NICs pace it, so the GPU's links carry the NIC rate (the node's NIC bandwidth per GPU
+    group stays in an NVLink domain, NVLink at the fitted all-reduce efficiency ``u_link``; where it
+    spans domains the NICs pace it, so the GPU's links carry the NIC rate (the node's NIC bandwidth per GPU
     over its scale-up bandwidth, times ``u_link``) while NCCL's kernels run on every GPU between the
     transfers (the ``spin`` term: an 8x H100 DDP trace's waiting level, costmodel/fit/builtin/power.py).
     A slow scale-out fabric then costs the GPU about idle + spin, not NVLink's full-rate power."""
-    across = t.tp * t.cp * t.dp > cluster.gpus_per_node
+    # the DP group (stride TP, DP x CP ranks, costmodel.comm) leaves its NVLink domain: an NVL72 rack's
+    # nodes share one, an HGX node is its own
+    across = group_span(t.tp, t.dp * t.cp, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1
     nic = cluster.node_nic_bytes_per_s / cluster.gpus_per_node
     share = min(1.0, nic / cluster.intra_bytes_per_s) if cluster.intra_bytes_per_s > 0 else 1.0
     link = np.where(across, u_link * share, u_link)

@@ -381,6 +381,10 @@ def test_a_nic_paced_dp_reduction_draws_the_nccl_kernel_s_power_not_nvlink_s():
     share = c.node_nic_bytes_per_s / c.gpus_per_node / c.intra_bytes_per_s
     assert got["link"][0] == pytest.approx(u * share) and share < 0.01 and got["spin"][0] == 1.0
     assert got["link"][1] == pytest.approx(u) and got["spin"][1] == 0.0
+    # an NVL72 rack's nodes share one NVLink domain: 16-way DP over 4 of its nodes stays NVLink-paced
+    nvl = load_cluster("gb200-nvl72", nodes=18)
+    inside = dp_comm_util(nvl, LayoutTable.from_rows([dict(BASE, tp=1, pp=1, dp=16, sp=False)]), u)
+    assert inside["link"][0] == pytest.approx(u) and inside["spin"][0] == 0.0
     m = load_model("llama3-8b")
     lay = dict(BASE, tp=1, pp=1, dp=32, sp=False)
     r = Recipe(gbs=64, seq_len=8192)

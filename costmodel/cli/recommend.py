@@ -353,11 +353,8 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
 def node_cap_sums_w(caps_w, stage_gpus: int, gpus_per_node: int) -> list:
     """The sum of the per-GPU caps on each node, W: stage s holds ranks s x stage_gpus onwards (the
     pipeline outermost, Megatron's rank order), node k ranks k x gpus_per_node onwards."""
-    n = len(caps_w) * stage_gpus
-    sums = [0.0] * (-(-n // gpus_per_node))
-    for r in range(n):
-        sums[r // gpus_per_node] += float(caps_w[r // stage_gpus])
-    return sums
+    per_rank = np.repeat(np.asarray(caps_w, dtype=np.float64), stage_gpus)
+    return np.bincount(np.arange(len(per_rank)) // gpus_per_node, weights=per_rank).tolist()
 
 
 def _print_cap_budget(out, sol, lay: dict, c, node_w: float) -> None:
