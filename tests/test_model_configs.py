@@ -177,6 +177,12 @@ def test_configs_without_experts_refuse_moe_keys_and_dbrx_nesting_is_checked(tmp
     q = json.loads(open(DATA + "qwen1.5-moe-a2.7b.json").read())
     with pytest.raises(InputError, match="moe_layers: model_type 'qwen2_moe' does not read it"):
         load(dict(q, moe_layers=list(range(0, 24, 2))))      # Qwen2MoeModel places them by decoder_sparse_step
+    # MixtralSparseMoeBlock sizes its experts by intermediate_size: a moe_intermediate_size there would
+    # have shrunk the 46.7B model to 8B unseen
+    mixtral = json.loads(open("costmodel/catalog/mixtral-8x7b.json").read())
+    with pytest.raises(InputError, match="moe_intermediate_size: model_type 'mixtral' does not read it"):
+        load(dict(mixtral, moe_intermediate_size=2048))
+    assert load(mixtral).params() == pytest.approx(46.7e9, rel=0.005)
 
 
 def test_sliding_window_layers_attend_to_fewer_keys():

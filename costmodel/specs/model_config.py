@@ -107,6 +107,11 @@ _LAYER_RULE_TYPES = {
     "interleave_moe_layer_step": ("llama4_text",),
     "moe_layers": ("llama4_text",),
 }
+#: the families whose Hugging Face model sizes its routed experts by ``moe_intermediate_size``
+#: (Qwen2MoeConfig, Qwen3MoeConfig, DeepseekV2/V3Config, Glm4MoeConfig, DeepSeekMoE's remote config);
+#: the other known MoE families (Mixtral, Llama 4, OLMoE, GPT-OSS, DBRX, Grok) size them by
+#: ``intermediate_size`` (or their own ffn key) and ignore it
+_MOE_WIDTH_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen2_moe", "qwen3_moe")
 #: keys of one count that several families spell differently: given twice, they must agree
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
              ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
@@ -338,6 +343,10 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     model_type = str(d.get("model_type", ""))
     if experts > 1:
         _required_moe_keys(d, w, model_type)
+        if moe_ffn is not None and model_type in _KNOWN_TYPES and model_type not in _MOE_WIDTH_TYPES:
+            raise InputError(w, "moe_intermediate_size", f"model_type {model_type!r} does not read it (its Hugging "
+                             "Face model sizes the experts by intermediate_size); it sizes the experts of "
+                             f"{', '.join(_MOE_WIDTH_TYPES)}")
     dense_at = _moe_dense_layers(d, w, layers, experts)
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
