@@ -451,8 +451,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "pipeline parallelism')", (st.fsdp_copies == "deepspeed") & (t.pp > 1) & (t.zero >= 2)),
         ("Megatron-LM 2021-22 (the {stack} stack) has no MoE layers: price {name} with --stack megatron",
          np.full(len(t), recipe.stack == "megatron-legacy" and model.num_experts > 1)),
-        ("the {stack} stack's data parallelism has ZeRO stages {zs} only (torchtitan: FSDP2 or DDP; llm-foundry: "
-         "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)", ~np.isin(t.zero, stages)),
+        ("the {stack} stack's data parallelism has ZeRO stages {zs} only (Megatron-core: DDP, the distributed "
+         "optimizer, which shards the optimizer states but keeps the whole gradient buffer (ZeRO-1), or FSDP; "
+         "torchtitan: FSDP2 or DDP; llm-foundry: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)", ~np.isin(t.zero, stages)),
         ("torchtitan runs ZeRO-1 only with a pipeline: it stands for FSDP2 keeping its parameters gathered "
          "through the step (reshard_after_forward False, torchtitan's default with PP); without one, --zero 3",
          (recipe.stack == "torchtitan") & (t.zero == 1) & (t.pp == 1)),

@@ -353,7 +353,10 @@ class Stack:
             the step (``reshard_after_forward`` False, its default with PP: priced as 1, the
             gradients and states sharded), or replicates (0); llm-foundry's Composer FSDP has
             FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0); Megatron-LM 2021-22 has DDP and its
-            distributed optimizer (0-2) but no FSDP.
+            distributed optimizer (0-2) but no FSDP; Megatron-core (megatron, nemo) has DDP (0), the
+            distributed optimizer (1: it shards the optimizer states and reduce-scatters the gradients
+            but keeps the whole gradient buffer on every rank, megatron/core/distributed
+            param_and_grad_buffer.py) and FSDP (3), no ZeRO-2.
         fsdp_copies: the ZeRO-3 implementation whose memory passes around its collectives run on the
             compute stream (costmodel.fsdp_copies): 'fsdp2' (torchtitan's ``fully_shard``), 'fsdp1'
             (llm-foundry's Composer FSDP), 'deepspeed' (ZeRO-3); '' where the buffers are the
@@ -461,8 +464,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  tp_overlap_sm_margin=16 if name in ("megatron", "nemo") else 0,
                  fused_qkv=name not in ("torchtitan", "deepspeed"),
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
-                 zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0),
-                              "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
+                 zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0), "megatron": (0, 1, 3),
+                              "nemo": (0, 1, 3), "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
                  sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"),
                  fp8_sp_gather={"megatron": ("delayed", "tensorwise"), "nemo": ("delayed", "tensorwise"),
                                 "torchtitan": ("tensorwise",)}.get(name, ()),

@@ -82,6 +82,13 @@ def test_each_stack_refuses_what_its_framework_asserts():
     code, msgs = validity(layout(dp=32, ep=8), MIX, legacy, 32, 8)
     assert "has no MoE layers" in msgs[code[0]]
     assert validity(layout(dp=32), L70, legacy, 32, 8)[0][0] == -1
+    # Megatron-core's distributed optimizer keeps the whole gradient buffer: a ZeRO-2 priced with sharded
+    # gradients would run as ZeRO-1 under the flags printed for it (--use-distributed-optimizer)
+    for stack in ("megatron", "nemo"):
+        code, msgs = validity(layout(dp=32, zero=2), L70, replace(R, stack=stack), 32, 8)
+        assert "ZeRO stages 0, 1, 3 only (Megatron-core" in msgs[code[0]]
+        assert all(validity(layout(dp=32, zero=z), L70, replace(R, stack=stack), 32, 8)[0][0] == -1 for z in (0, 1, 3))
+    assert validity(layout(dp=32, zero=2), L70, ds, 32, 8)[0][0] == -1
 
 
 def test_enumeration_is_exactly_the_valid_grid():
