@@ -504,7 +504,7 @@ def _divisors(n: int) -> tuple[int, ...]:
 
 def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int, *,
                       max_mbs: int = 16, sp_choices=(True,),
-                      zero_stages=(0, 1, 3), overlaps=(True,)) -> LayoutTable:
+                      zero_stages=(0, 1, 3), overlaps=(True,), pins: dict | None = None) -> LayoutTable:
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
     The candidate grid is the outer product of TP (divisors of the NVLink domain's GPUs), CP (divisors of the GPU
@@ -516,7 +516,9 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     ``overlaps`` list the options tried; overlap on is never slower in this model, so it is the
     default alone.  Layouts whose cost equals another's are dropped (ZeRO > 0 at
     DP x CP = 1; selective recompute under flash attention).  Stage 2 is omitted by default because Megatron-LM has no ZeRO-2 (its
-    communication equals stage 1's); pass ``zero_stages`` to include it.
+    communication equals stage 1's); pass ``zero_stages`` to include it.  ``pins`` (field -> value, as
+    :func:`pinned` takes them) are values the caller holds fixed: a pinned mbs or ZeRO stage is
+    enumerated whether or not the defaults list it, and a pinned value is never dropped as dominated.
 
     Returns:
         :class:`LayoutTable` of the valid layouts (possibly empty).
@@ -531,7 +533,10 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
     # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)
     pps = [d for d in _divisors(num_gpus) if d <= L]
-    mbss = [m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs]
+    pins = pins or {}
+    mbss = [int(pins["mbs"])] if "mbs" in pins else [m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs]
+    if "zero" in pins:
+        zero_stages = (int(pins["zero"]),)
     rows = []
     for tp in tps:
         for cp in cps:
@@ -577,6 +582,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     # checkpointing is its own (torchtitan's op-level SAC)
     stack = get_stack(recipe.stack)
     own_sac = stack.selective_recompute == "op-sac"
-    dominated = recipe.flash_attention and recipe.recomputed == ("core_attn",) and not own_sac
+    dominated = (recipe.flash_attention and recipe.recomputed == ("core_attn",) and not own_sac
+                 and pins.get("recompute") != "selective")
     dup = ((t.dp * t.cp == 1) & (t.zero > min(zero_stages))) | ((t.recompute == 1) & dominated)
     return t.take((code < 0) & ~dup)

@@ -46,7 +46,7 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
     Returns:
         :class:`SearchResult`.
     """
-    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, **enum_kwargs)
+    table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, pins=pins, **enum_kwargs)
     if pins:
         table = table.take(pinned(table, pins))
     n = len(table)

@@ -81,6 +81,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
         elif r.optimizer_offload:
             kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one
+        else:
+            kw["zero_stages"] = get_stack(r.stack).zero_stages     # the stages the stack's framework has
         res = search(m, r, c, p, **kw)
         res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes + fabric_notes(p, c)) or None

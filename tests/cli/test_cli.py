@@ -504,3 +504,19 @@ def test_recommend_holds_the_layout_options_it_is_given_fixed():
     assert ranked[0]["step_time_s"] >= free[0]["step_time_s"]
     assert_one_line_error(run(*base[:-1], "--tp", "3"), "no valid layout of llama3-8b", "tp=3")
     assert_one_line_error(run(*base[:-1], "--recompute", "auto"), "--recompute", "'auto' is not one of")
+
+
+
+def test_recommend_searches_a_pinned_value_its_default_grid_leaves_out():
+    """A pin outside the default grid is searched, not reported as invalid: selective recompute (dropped
+    as dominated under flash attention), mbs 3 (not a power of two), and the DeepSpeed stack's ZeRO-2
+    (the stack's own stages are searched); Megatron-core has no ZeRO-2 and says so through predict."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "96",
+            "--seq-len", "4096", "--top", "3", "--json")
+    for pin, field, value in ((("--recompute", "selective"), "recompute", "selective"), (("--mbs", "3"), "mbs", 3),
+                              (("--stack", "deepspeed", "--zero", "2"), "zero", 2)):
+        p = run(*base, *pin)
+        assert p.returncode == 0, p.stderr
+        ranked = json.loads(p.stdout)["ranked"]
+        assert ranked and all(r["layout"][field] == value for r in ranked)
+    assert_one_line_error(run(*base[:-1], "--zero", "2"), "no valid layout of llama3-8b", "zero=2")
