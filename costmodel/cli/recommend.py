@@ -103,7 +103,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if step_time_slack is not None and objective == "time":
         raise InputError("--step-time-slack", "", "bounds the step of an energy or edp answer (--objective energy or "
                          "edp); the time objective takes the fastest")
-    limits = (power_cap_w, node_power_kw, max_temp_c, inlet_temp_c, step_time_slack)
+    # the limits the ILP answers; the inlet temperature is a condition each layout is predicted under
+    limits = (power_cap_w, node_power_kw, max_temp_c, step_time_slack)
     for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):
         if v is not None and objective == "time" and not pareto and all(x is None for x in limits):
             raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
@@ -117,7 +118,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         return
     if note:
         print(note, file=sys.stderr)
-    res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top)
+    if inlet_temp_c is not None:
+        check_inlet_temp_c(inlet_temp_c, c)
+    res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top, inlet_temp_c)
     best = report.run_record(runs[0])
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
@@ -131,7 +134,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         return
     out.print(context_line(m, c, r, p))
     out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
-              f"profile {p.path}")
+              f"profile {p.path}" + (f"; cooling inlet {inlet_temp_c:g} C (--inlet-temp-c)" if inlet_temp_c is not None
+                                     else ""))
     out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the time model's first {len(runs)}, ranked by "
                                    f"the step under the {c.gpu.tdp_w:.0f} W power limit, as predict prints it)", runs))
     _print_capped_winner(out, c, runs[0])
@@ -239,13 +243,14 @@ def _print_memory_margin(out, res, c, runs: list) -> None:
     out.print(line, highlight=False)
 
 
-def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int):
+def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float | None = None):
     """(search result, runs): the time model's first ``top`` layouts predicted as ``predict`` does
-    (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold) and
-    put in the order of that step, the rest of the ranking after them unchanged; runs are their
-    predictions in the new order (a layout that powers a GPU off last)."""
+    (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold, and
+    its thermal throttle at the cooling inlet ``inlet_temp_c``, C, or the cluster's) and put in the
+    order of that step, the rest of the ranking after them unchanged; runs are their predictions in
+    the new order (a layout that powers a GPU off last)."""
     k = min(top, len(res.ranked.layouts))
-    runs = [predict_run(m, r, c, p, res.ranked.layouts.row(i)) for i in range(k)]
+    runs = [predict_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c=inlet_temp_c) for i in range(k)]
     order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
     if order != list(range(k)):
         res = dataclasses.replace(res, ranked=res.ranked.take(np.array(order + list(range(k, len(res.ranked.layouts))))))

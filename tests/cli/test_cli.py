@@ -520,3 +520,17 @@ def test_recommend_searches_a_pinned_value_its_default_grid_leaves_out():
         ranked = json.loads(p.stdout)["ranked"]
         assert ranked and all(r["layout"][field] == value for r in ranked)
     assert_one_line_error(run(*base[:-1], "--zero", "2"), "no valid layout of llama3-8b", "zero=2")
+
+
+def test_recommend_at_an_inlet_temperature_ranks_as_predict_does_there():
+    """--inlet-temp-c is a condition, not a limit: alone it keeps the time objective's ranking (no ILP,
+    whose discrete caps under the slowdown temperature had answered 450 W and a slower step), each
+    ranked layout predicted at that inlet: a 55 C inlet holds an 8-GPU H100 node at its 89 C slowdown
+    temperature, throttled, where the cluster's 25 C inlet leaves it cooler and faster."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "4096", "--top", "2", "--json")
+    p = run(*base, "--inlet-temp-c", "55")
+    assert p.returncode == 0, p.stderr
+    hot, cool = json.loads(p.stdout)["ranked"][0], json.loads(run(*base).stdout)["ranked"][0]
+    assert hot["max_temp_c"] == pytest.approx(89.0, abs=0.01) and hot["throttled"]
+    assert cool["max_temp_c"] < 80 and hot["step_time_s"] > cool["step_time_s"] * 1.05
