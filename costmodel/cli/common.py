@@ -266,7 +266,8 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     if seq_len is None and model.seq_len_assumed:
         why = (f"min(max_position_embeddings {model.max_positions}, 4096)" if model.max_positions
                else "4096 (it gives no max_position_embeddings either)")
-        print(f"costmodel: note: {model_arg} gives no training length (_seq_len): seq_len {model.seq_len} = "
+        print(f"costmodel: note: {model_arg} gives no training length (a catalog file's _seq_len; a Hugging Face "
+              f"config.json has none): seq_len {model.seq_len} = "
               f"{why}; pass --seq-len", file=sys.stderr)
     if not known_family(model):
         what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"

@@ -43,7 +43,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
-              solver: str = typer.Option("cbc", "--solver", help="ILP solver: cbc or highs."),
+              solver: Optional[str] = typer.Option(None, "--solver", help="ILP solver: cbc (the default) or highs."),
               cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21; more: finer caps, slower ILP)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
@@ -105,7 +105,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "edp); the time objective takes the fastest")
     # the limits the ILP answers; the inlet temperature is a condition each layout is predicted under
     limits = (power_cap_w, node_power_kw, max_temp_c, step_time_slack)
-    for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count)):
+    for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver)):
         if v is not None and objective == "time" and not pareto and all(x is None for x in limits):
             raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
                              "or thermal limit, or --pareto")
@@ -298,7 +298,7 @@ def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: s
         raise InputError("--cap-levels", "", f"must be between 2 and 21, got {cap_count}")
     if objective not in OBJECTIVES:
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if solver not in ("cbc", "highs"):
+    if solver not in (None, "cbc", "highs"):
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
 
 
@@ -392,6 +392,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                       cap_count=5, fmt=None):
     from .. import ilp
     from ..optimize import cap_levels, solve_space
+    solver = solver or "cbc"
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
     if k is None:

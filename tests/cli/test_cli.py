@@ -534,3 +534,15 @@ def test_recommend_at_an_inlet_temperature_ranks_as_predict_does_there():
     hot, cool = json.loads(p.stdout)["ranked"][0], json.loads(run(*base).stdout)["ranked"][0]
     assert hot["max_temp_c"] == pytest.approx(89.0, abs=0.01) and hot["throttled"]
     assert cool["max_temp_c"] < 80 and hot["step_time_s"] > cool["step_time_s"] * 1.05
+
+
+def test_recommend_refuses_an_ilp_solver_without_the_ilp():
+    """--solver chooses the ILP's solver: without the ILP (the time objective, no limit) it would do
+    nothing, and is refused as --cap-levels is; with one it runs."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64",
+            "--seq-len", "4096")
+    assert_one_line_error(run(*base, "--solver", "highs"), "--solver", "applies to the energy ILP")
+    assert_one_line_error(run(*base, "--solver", "glpk"), "--solver", "'glpk' is not one of cbc, highs")
+    p = run(*base, "--objective", "energy", "--solver", "cbc", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["objective"] == "energy"
