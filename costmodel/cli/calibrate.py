@@ -149,13 +149,14 @@ def _check_not_builtin(out: Path, base_path) -> None:
     if base_path and os.path.samefile(out, base_path):
         raise InputError("-o", "", f"{out} is the base profile this fit keeps sections from: writing would "
                          "overwrite it; name another file (and pass it with --profile)")
+    from ..fit.builtin.data import GPUS
     builtin = (hardware_dir() / "profiles").resolve()
     where = out.resolve().parent
-    # an installed costmodel reads its own copy of the catalog; a checkout's hardware/profiles holds the
-    # same files, which the next install or `python -m costmodel.fit.builtin` would read
-    checkout = (where.name == "profiles" and where.parent.name == "hardware"
-                and out.name in {f.name for f in builtin.glob("*.yaml")})
-    if where == builtin or checkout:
+    # the catalog's profiles are the files `python -m costmodel.fit.builtin` writes, in this install's
+    # hardware/profiles or a checkout's (which the next install reads); a fit of the user's own there
+    # (the README's hardware/profiles/mycluster.yaml) may be refitted
+    in_catalog_dir = where == builtin or (where.name == "profiles" and where.parent.name == "hardware")
+    if in_catalog_dir and out.name in {f"{g}.yaml" for g in GPUS}:
         raise InputError("-o", "", f"{out} is a built-in profile of the catalog ({where}); write the fit "
                          "elsewhere and pass it with --profile")
 

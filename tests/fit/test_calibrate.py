@@ -688,6 +688,12 @@ def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
     rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--gpu", "a100-sxm-80gb", "-o",
                      str(tmp_path / "x.yaml"))
     assert rc == 2 and "--gpu: a100-sxm-80gb contradicts --cluster aws-p5" in se, se
+    # a fit of the user's own beside the catalog's (the README's hardware/profiles/mycluster.yaml) is
+    # theirs to refit
+    mine = clone / "mycluster.yaml"
+    for _ in range(2):
+        rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(mine))
+        assert rc == 0 and mine.exists(), se
     assert builtin.read_bytes() == before and base.read_bytes() == before and not (tmp_path / "x.yaml").exists()
 
 
