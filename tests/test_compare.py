@@ -639,3 +639,24 @@ def test_a_capture_too_small_for_the_run_or_of_another_gpu_is_said(tmp_path):
     a10 = REPO / "tests" / "data" / "readers" / "nvidia_smi_q_a10_driver550_clocks_event_reasons.txt"
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--power", a10)
     assert rc == 2 and "not in watts" not in se and "do not overlap" in se, se      # another run's capture
+
+
+def test_a_nemo_log_without_a_dump_takes_nemos_layout_defaults_as_predict_does(tmp_path):
+    """A NeMo log prints no argument dump: the layout fields no flag gives are NeMo's (the distributed
+    optimizer and sequence parallelism of its pre-training configurations), not Megatron-LM's argparse
+    defaults (ZeRO 0, no SP), so compare and predict --stack nemo price the same run.  Llama 3 70B at
+    TP4 PP4 CP2 VP5 on 64 DGX H100 had been predicted at 118.9 GiB (out of memory) by compare alone."""
+    log = tmp_path / "nemo.log"
+    log.write_text("".join(f"Training epoch 0, iteration {i}/1000 | lr: 3e-05 | consumed_samples: {128 * (i + 1)} | "
+                           f"global_batch_size: 128 | global_step: {i} | reduced_train_loss: 2.0 | "
+                           "train_step_timing in s: 1.9\n" for i in range(20)))
+    flags = ("--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "64", "--tp", "4", "--pp", "4", "--cp", "2",
+             "--vp", "5", "--mbs", "1", "--gbs", "128", "--seq-len", "8192")
+    rc, so, se = cli("compare", "--log", str(log), *flags, "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["layout"]["zero"] == 1 and out["layout"]["sp"] is True
+    assert out["origin"]["zero"] == "nemo default" and out["origin"]["sp"] == "nemo default"
+    rc, so, se = cli("predict", *flags, "--stack", "nemo", "--json")
+    assert rc == 0, se
+    assert metrics(out)["step_time_s"]["predicted"] == pytest.approx(json.loads(so)["step_time_s"], rel=1e-9)
