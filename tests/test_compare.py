@@ -41,7 +41,8 @@ def metrics(out: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def bloom(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bloom")
+    # as the README writes it: --plot makes a new folder and --trace writes into it
+    d = tmp_path_factory.mktemp("bloom") / "out"
     rc, so, se = cli("compare", "--log", BLOOM, *BLOOM_FLAGS, "--json", "--plot", d, "--trace", d / "schedule.json")
     assert rc == 0, se
     return json.loads(so), d

@@ -145,12 +145,12 @@ def compare(
     check_recipe_flags(recipe_flags)
     load_cluster(cluster)       # an unknown --cluster is named before the flags the log leaves to give
     from ..files import check_output, output_dir
-    if trace:
-        check_output(trace, "--trace")
     if plot:
         from ..plots import require_matplotlib
         require_matplotlib()
         output_dir(plot, "--plot")
+    if trace:       # after --plot made its folder: the README writes the trace into it
+        check_output(trace, "--trace")
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     sc = dict(uneven_pp=True)
