@@ -19,7 +19,8 @@ def _plt():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+        raise InputError("--plot", "", "needs matplotlib: pip install '.[plot]' in the costmodel "
+                         "checkout (or pip install matplotlib)") from None
     return plt
 
 

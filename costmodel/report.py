@@ -328,7 +328,8 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         from .errors import InputError
-        raise InputError("--plot", "", "needs matplotlib: pip install 'costmodel[plot]'") from None
+        raise InputError("--plot", "", "needs matplotlib: pip install '.[plot]' in the costmodel "
+                         "checkout (or pip install matplotlib)") from None
     pts = non_dominated(front)
     T = [t for t, _, _ in pts]
     E = [e / 1e3 for _, e, _ in pts]

@@ -48,7 +48,7 @@ from .config_keys import one_edit_apart, read_checked, track
 from .errors import InputError
 from .formats import TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
-from .specs.loading import yaml_load
+from .specs.loading import yaml_error_text, yaml_load
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 from .files import read_text
 from .files import not_a_file
@@ -413,9 +413,7 @@ def read_run_config(path) -> RunConfig:
     try:
         d = yaml_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise InputError(path, "", f"not valid YAML{at} ({str(e).splitlines()[0]})") from None
+        raise InputError(path, "", f"not valid YAML: {yaml_error_text(e)}") from None
     composed = [e for e in (d.get("defaults") if isinstance(d, dict) and isinstance(d.get("defaults"), list) else [])
                 if not (e == "_self_" or (isinstance(e, dict) and all(str(k).startswith("optional ") for k in e)))]
     if composed:

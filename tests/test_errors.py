@@ -43,3 +43,19 @@ def test_a_name_the_os_cannot_look_up_is_one_clear_error(name):
     with pytest.raises(InputError) as e:
         load_model(name)
     assert e.value.where == "--model"
+
+
+@pytest.mark.parametrize("text,where,why", [
+    ("name: x\n\tgpu: h100\n", "line 2, column 1", "found a tab character that violates indentation"),
+    ("name: x\ngpu: [h100\n", "line 3, column 1", "did not find expected ',' or ']'"),
+])
+def test_a_yaml_syntax_error_names_its_line_and_cause(tmp_path, text, where, why):
+    """A tab or an unclosed bracket in a hardware file: the one-line error says where the parser
+    stopped and why, not only PyYAML's context ('while scanning a plain scalar')."""
+    from costmodel.errors import InputError
+    from costmodel.specs import load_cluster
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_cluster(str(f))
+    assert f"not valid YAML: {where}: {why}" in str(e.value)

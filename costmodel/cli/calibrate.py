@@ -84,7 +84,8 @@ def run(ctx: typer.Context,
     if dry_run:
         return
     if importlib.util.find_spec("torch") is None:
-        raise InputError("costmodel calibrate run", "", "needs torch: pip install 'costmodel[calibrate]'")
+        raise InputError("costmodel calibrate run", "", "needs torch: pip install '.[calibrate]' in the costmodel "
+                         "checkout (or pip install torch)")
     rc = subprocess.call(cmd)
     if rc:
         raise typer.Exit(rc)

@@ -110,12 +110,22 @@ def _read_mapping(path: Path) -> dict:
     except DuplicateKeyError as e:
         raise InputError(path, e.key, "written twice in one object: Python's JSON reader (and Hugging Face's) "
                          "keeps only the second; give it once") from None
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise InputError(path, "", f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                         f"{str(e).splitlines()[0]}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, "", f"not valid JSON: {str(e).splitlines()[0]}") from None
+    except yaml.YAMLError as e:
+        raise InputError(path, "", f"not valid YAML: {yaml_error_text(e)}") from None
     if not isinstance(data, dict):
         raise InputError(path, "", "expected a mapping of keys to values at the top level")
     return data
+
+
+def yaml_error_text(e: yaml.YAMLError) -> str:
+    """A YAML parse error as one line: where it stopped (line and column, 1-based) and why (PyYAML's
+    problem, e.g. "found character '\\t' that cannot start any token"), then its context."""
+    mark = getattr(e, "problem_mark", None)
+    why = "; ".join(x for x in (getattr(e, "problem", None), getattr(e, "context", None)) if x)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + (why or str(e).splitlines()[0])
 
 
 def _exists(p: Path) -> bool:

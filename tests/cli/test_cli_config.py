@@ -230,7 +230,7 @@ def test_a_backend_the_profile_has_no_kernel_for_names_the_config_key(tmp_path):
     ("  tensor_model_parallel_size: 1\n", "  tensor_model_parallel_size: 3\n", "model.tensor_model_parallel_size",
      "TP x PP x CP = 3 does not divide the 8 GPUs of gb200-nvl72"),
     ("  tensor_model_parallel_size: 1\n", "  tensor_model_parallel_size: [1\n", "",
-     "not valid YAML at line 492, column 12 (while parsing a flow sequence)"),
+     "not valid YAML: line 492, column 12: did not find expected ',' or ']'; while parsing a flow sequence"),
 ])
 def test_a_bad_value_in_the_config_names_its_key_not_a_flag(tmp_path, old, new, key, msg):
     """Values the Bridge Llama-3-8B recipe sets, made bad: one line naming the file and its key (the user
