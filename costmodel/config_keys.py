@@ -109,7 +109,7 @@ def check_misspelt(doc, path: str) -> None:
     if found:
         what = "; ".join(f"{k}: did you mean {near}?" for k, near in found[1:])
         raise InputError(path, found[0][0], f"not a key the reader knows; did you mean {found[0][1]}? (one edit "
-                         "away; as written it is ignored and the default is taken)" + (f"; also {what}" if what else ""))
+                         "away; read as written it would be ignored and the default taken)" + (f"; also {what}" if what else ""))
 
 
 def read_checked(read, doc, path: str):

@@ -449,18 +449,26 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     if dup:                          # a repeated column: which copy a row means is ambiguous
         raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
     # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
+    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
+            "tp", "pp", "seq_len"}
+    if not need & set(head):         # a README or another table: no column of the schema at all
+        raise InputError(path, "header", f"not a runs CSV: its first line has none of the schema's columns "
+                         f"({', '.join(sorted(need))}; README, 'Validate')")
     reader = csv.DictReader(lines, strict=True)
+    rows, ends = [], []
     try:
-        rows = list(reader)
+        for r in reader:
+            rows.append(r)
+            ends.append(reader.reader.line_num)
     except csv.Error as e:
         at = numbered[min(reader.reader.line_num, len(numbered)) - 1][0]
         raise InputError(path, f"line {at}", f"malformed CSV ({e}): a quoted cell is not closed or holds a stray "
                          "quote (a truncated file?)") from None
-    for i, r in enumerate(rows):
+    for r, end in zip(rows, ends):
         if None in r:                # DictReader keeps cells beyond the header under None
-            raise InputError(path, f"row {i + 1}", f"{len(r[None])} cell(s) more than the header's columns")
-    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
-            "tp", "pp", "seq_len"}
+            rid = f" (row_id {r['row_id']!r})" if r.get("row_id") else ""
+            raise InputError(path, f"line {numbered[end - 1][0]}{rid}", f"{len(r[None])} cell(s) more than the "
+                             "header's columns (a comma inside a cell needs quotes)")
     header = set(reader.fieldnames or [])
     unknown = sorted(header - set(RUN_COLUMNS))
     if not need <= header:

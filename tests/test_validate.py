@@ -308,7 +308,7 @@ def test_moe_rows_without_a_usable_top_k_are_skipped_and_an_unpublished_ep_is_li
 
 
 def test_malformed_files_and_moe_rows_are_named(tmp_path):
-    """A byte-order mark is read through; a row with more cells than the header is refused by row;
+    """A byte-order mark is read through; a row with more cells than the header is refused by its line and row_id;
     an empty row_id, top-k on a row without experts and an unreadable shared-expert note skip their
     row; a file none of whose rows is usable exits 2 after printing why."""
     import subprocess
@@ -321,7 +321,7 @@ def test_malformed_files_and_moe_rows_are_named(tmp_path):
     assert not validate_rows(read_runs_csv(bom))[0].skipped
     ragged = tmp_path / "ragged.csv"
     ragged.write_text(head + "\n" + row + ",x,y\n")
-    with pytest.raises(InputError, match="row 1: 2 cell"):
+    with pytest.raises(InputError, match="line 2 \\(row_id .flagperf-019.\\): 2 cell"):
         read_runs_csv(ragged)
     rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
     q = rows["flagperf-019"]
@@ -397,6 +397,13 @@ def test_csv_shapes_a_spreadsheet_produces_are_named(tmp_path):
     f.write_text(",".join(h for h in head if h not in METRICS) + "\n")
     with pytest.raises(InputError, match="no measured column"):
         read_runs_csv(f)
+    # an unquoted comma in a cell: the extra cell is named by its line in the file (comments counted) and
+    # its row_id; a file with none of the schema's columns (a README) is not read as a CSV with bad rows
+    f.write_text("# my runs\n" + ",".join(head) + "\n" + ",".join(row) + "\n" + ",".join(row + ["x"]) + "\n")
+    with pytest.raises(InputError, match=rf"line 4 \(row_id '{row[0]}'\): 1 cell\(s\) more than the header"):
+        read_runs_csv(f)
+    with pytest.raises(InputError, match="header: not a runs CSV: its first line has none of the schema's columns"):
+        read_runs_csv(REPO / "README.md")
 
 
 def test_a_file_cut_inside_a_quoted_cell_names_its_line(tmp_path):
