@@ -131,8 +131,9 @@ def compare(
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
         plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
-        config: Optional[str] = _O("--config", "The run's NeMo YAML or torchtitan TOML: fills what the log and the "
-                                   "flags do not say; a value that contradicts the log is refused."),
+        config: Optional[str] = _O("--config", "The run's NeMo YAML, Megatron-Bridge YAML or torchtitan TOML: "
+                                   "fills what the log and the flags do not say; a value that contradicts the log "
+                                   "is refused."),
         allow_override: bool = typer.Option(False, "--allow-override", help="Let flags override the log's "
                                             "argument dump (each difference is listed) instead of refusing."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
