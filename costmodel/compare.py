@@ -383,6 +383,9 @@ def trace_coverage_notes(n_gpus: int, span_s: float, step_time_s: float, cluster
     if 0 < n_gpus < per_node:
         out.append(f"--power: the capture holds {n_gpus} GPU(s) of the run's {per_node} a node: its figures are "
                    "those GPUs', not the run's (capture every GPU of a node)")
+    elif 0 < n_gpus < cluster.num_gpus:
+        out.append(f"--power: the capture holds {n_gpus} of the run's {cluster.num_gpus} GPUs: the measured energy "
+                   f"per token and samples/(s.MJ) take their mean power for every GPU of the run")
     if math.isfinite(step_time_s) and step_time_s > 0 and span_s < 3 * step_time_s:
         out.append(f"--power: the aligned capture spans {span_s:.0f} s, under 3 steps of {step_time_s:.1f} s: its "
                    "average is not a step's (capture several steps)")
@@ -481,12 +484,20 @@ def _nanpct(x, q):
 
 
 # ------------------------------------------------------------------------------------------ metrics
+#: units on an interval scale, whose zero is not "none of it": a percentage of a Celsius reading means
+#: nothing, so their error is the difference (``error_abs``, in the unit) and ``error_pct`` is None
+INTERVAL_UNITS = ("C",)
+
+
 def _metric(name, unit, measured, predicted, band=None, note=None):
     ok = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
     meas = float(measured) if ok(measured) else None
     pred = float(predicted) if ok(predicted) else None
-    err = 100.0 * (pred - meas) / meas if meas not in (None, 0.0) and pred is not None else None
+    both = meas is not None and pred is not None
+    err = 100.0 * (pred - meas) / meas if both and meas != 0.0 and unit not in INTERVAL_UNITS else None
     d = dict(name=name, unit=unit, measured=meas, predicted=pred, error_pct=err)
+    if unit in INTERVAL_UNITS:
+        d["error_abs"] = pred - meas if both else None
     if band is not None:
         d["predicted_band"] = float(band)
     if note:
@@ -556,13 +567,18 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
         e = run.energy
         avg = power["avg_power_w"]
         e_meas = avg * num_gpus * st if avg == avg else None
+        seen = power.get("n_gpus")
+        # a trace of some of the run's GPUs (one node of several) stands for all of them
+        scaled = (f"measured: the mean power of the trace's {seen} GPUs times the run's {num_gpus}"
+                  if seen and seen < num_gpus else None)
         out += [_metric("avg_power_w", "W", avg, e and e.avg_power_w),
                 _metric("peak_power_w", "W", power["peak_power_w"], e and e.peak_power_w,
                         note=f"measured: {PEAK_PERCENTILE:.0f}th percentile of samples"),
                 _metric("energy_j_per_token", "J/token", e_meas and metrics.energy_j_per_token(recipe, e_meas),
-                        e and metrics.energy_j_per_token(recipe, e.energy_j_per_step)),
+                        e and metrics.energy_j_per_token(recipe, e.energy_j_per_step), note=scaled),
                 _metric("samples_per_s_per_mj", "samples/(s.MJ)",
-                        e_meas and metrics.samples_per_s_per_mj(recipe, st, e_meas), e and e.samples_per_s_per_mj),
+                        e_meas and metrics.samples_per_s_per_mj(recipe, st, e_meas), e and e.samples_per_s_per_mj,
+                        note=scaled),
                 _metric("max_temp_c", "C", power["max_temp_c"], e and e.max_temp_c),
                 _metric("sm_clock_mhz", "MHz", power["sm_clock_mhz"], e and e.sm_clock_mhz)]
     return out

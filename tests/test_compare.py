@@ -637,6 +637,10 @@ def test_a_capture_too_small_for_the_run_or_of_another_gpu_is_said(tmp_path):
     notes = trace_coverage_notes(1, 4.0, 6.0, c)
     assert "holds 1 GPU(s) of the run's 8 a node" in notes[0] and "under 3 steps of 6.0 s" in notes[1]
     assert trace_coverage_notes(8, 600.0, 6.0, c) == []
+    # one node's capture of a two-node run: its mean power stands for all 16 GPUs, and says so
+    from dataclasses import replace
+    two = trace_coverage_notes(8, 600.0, 6.0, replace(c, nodes=2))
+    assert len(two) == 1 and "holds 8 of the run's 16 GPUs" in two[0]
     a10 = REPO / "tests" / "data" / "readers" / "nvidia_smi_q_a10_driver550_clocks_event_reasons.txt"
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--power", a10)
     assert rc == 2 and "not in watts" not in se and "do not overlap" in se, se      # another run's capture
@@ -661,3 +665,14 @@ def test_a_nemo_log_without_a_dump_takes_nemos_layout_defaults_as_predict_does(t
     rc, so, se = cli("predict", *flags, "--stack", "nemo", "--json")
     assert rc == 0, se
     assert metrics(out)["step_time_s"]["predicted"] == pytest.approx(json.loads(so)["step_time_s"], rel=1e-9)
+
+
+def test_a_temperature_error_is_a_difference_not_a_percentage():
+    """67 C measured against 71 C predicted is 4 C too hot, not '+6.0%': a Celsius reading has no zero of
+    'no heat', so its error is the difference; watts keep their percentage."""
+    from costmodel.compare import _metric
+    t = _metric("max_temp_c", "C", 67.0, 71.0)
+    assert t["error_pct"] is None and t["error_abs"] == pytest.approx(4.0)
+    w = _metric("avg_power_w", "W", 500.0, 550.0)
+    assert w["error_pct"] == pytest.approx(10.0) and "error_abs" not in w
+    assert _metric("max_temp_c", "C", None, 71.0)["error_abs"] is None

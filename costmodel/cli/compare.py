@@ -662,7 +662,8 @@ def _print(out, rec, tlog, band):
         pred = _fmt(mt["predicted"], mt["unit"])
         if mt.get("predicted_band") is not None:
             pred += f" ± {_fmt(mt['predicted_band'], mt['unit'])}"
-        err = "-" if mt["error_pct"] is None else f"{mt['error_pct']:+.1f}%"
+        err = (f"{mt['error_abs']:+.1f} {mt['unit']}" if mt.get("error_abs") is not None
+               else "-" if mt["error_pct"] is None else f"{mt['error_pct']:+.1f}%")
         tb.add_row(f"{mt['name']} [{mt['unit']}]", _fmt(mt["measured"], mt["unit"]), pred, err)
     con.print(tb)
     if out["spread"]:
