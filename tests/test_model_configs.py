@@ -529,3 +529,18 @@ def test_a_wrapper_s_dimensions_are_its_text_config_s(tmp_path):
         else:
             with pytest.raises(InputError, match=want):
                 load_model(str(f))
+
+
+def test_a_config_without_hidden_act_names_its_family_default(tmp_path):
+    """A hand-written Llama config without hidden_act is refused (never a silent default), naming the
+    silu Hugging Face's LlamaConfig would take; a family without such a default gets no hint."""
+    llama = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    llama.pop("hidden_act")
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(llama))
+    with pytest.raises(InputError, match="hidden_act: missing \\(Hugging Face's llama config class would default it "
+                                         "to silu"):
+        load_model(str(f))
+    f.write_text(json.dumps(dict(llama, model_type="bloom")))
+    with pytest.raises(InputError, match="hidden_act: missing$"):
+        load_model(str(f))

@@ -107,6 +107,11 @@ _LAYER_RULE_TYPES = {
     "interleave_moe_layer_step": ("llama4_text",),
     "moe_layers": ("llama4_text",),
 }
+#: families whose Hugging Face config class defaults hidden_act to "silu" (LlamaConfig, MistralConfig,
+#: MixtralConfig, Qwen2/Qwen2Moe/Qwen3/Qwen3MoeConfig, DeepseekV2/V3Config, OlmoConfig, Olmo2Config,
+#: OlmoeConfig): a config without it is hand-written, and the message names the default
+_SILU_BY_DEFAULT = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
+                    "deepseek_v3", "olmo", "olmo2", "olmoe")
 #: the families whose Hugging Face model sizes its routed experts by ``moe_intermediate_size``
 #: (Qwen2MoeConfig, Qwen3MoeConfig, DeepseekV2/V3Config, Glm4MoeConfig, DeepSeekMoE's remote config);
 #: the other known MoE families (Mixtral, Llama 4, OLMoE, GPT-OSS, DBRX, Grok) size them by
@@ -320,7 +325,10 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     if act is None and d.get("model_type") == "gpt2":
         act = "gelu_new"                   # transformers GPT2Config's activation_function default
     if act is None:
-        raise InputError(w, "hidden_act", "missing")
+        mt = d.get("model_type")
+        hint = (f" (Hugging Face's {mt} config class would default it to silu, as every {mt} release sets it: "
+                "give \"hidden_act\": \"silu\" if that is the model)" if mt in _SILU_BY_DEFAULT else "")
+        raise InputError(w, "hidden_act", "missing" + hint)
     if not isinstance(act, str) or act not in _ACTS:
         raise InputError(w, "hidden_act", f"{act!r} is not one of {', '.join(_ACTS)}")
     experts = _get_int(d, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
