@@ -76,7 +76,10 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
         k = keys.pop()
         return load_gpu(k), f"the GPU the inputs name {sorted(names)}"
     if not names:
-        raise FitError("the inputs name no GPU model (no suite provenance, rank line or device name): pass --gpu "
+        cpu = any(s["provenance"] for s in meas.suites)      # a provenance record whose gpu_name is null
+        why = ("the suite's provenance has gpu_name null, a CPU run, which measures no GPU" if cpu
+               else "no suite provenance, rank line or device name")
+        raise FitError(f"the inputs name no GPU model: {why}; pass --gpu "
                        f"(one of {', '.join(list_gpus())}) or --cluster (its GPU is used)")
     raise FitError(f"cannot match GPU names {sorted(names)} to one catalog GPU: pass --gpu with one of "
                    f"{', '.join(list_gpus())}")

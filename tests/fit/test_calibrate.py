@@ -347,6 +347,9 @@ def test_cpu_suite_to_profile_to_prediction(tmp_path):
                         "--quick", "--out", str(raw)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     out = tmp_path / "cpu.yaml"
+    # without --gpu: the provenance is there, its gpu_name null (a CPU run), and the message says that
+    rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(out))
+    assert rc == 2 and "the suite's provenance has gpu_name null, a CPU run" in se and not out.exists(), se
     rc, so, se = cli("calibrate", "fit", str(raw), "--gpu", "h200-sxm-141gb", "-o", str(out))
     assert rc == 0, se
     assert "the suite ran on CPU" in so + se                      # said loudly, not hidden
