@@ -104,6 +104,30 @@ _SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention
 _SP_WITH_TP = ("megatron", "nemo", "torchtitan")
 
 
+#: the Megatron flags the notes are read for (recipe switches by their Megatron key, the attention
+#: backend, the distributed optimizer): a flag one slip away from one of them is a typo whose switch
+#: would otherwise be dropped unseen (:func:`misspelt_note_flags`)
+_READ_FLAGS = frozenset(["--" + s.megatron_key.replace("_", "-") for s in RECIPE_SWITCHES if s.megatron_key]
+                        + ["--attention-backend", "--use-distributed-optimizer", "--overlap-param-gather"])
+_FLAG_TOKEN = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", re.IGNORECASE)
+
+
+def misspelt_note_flags(notes: str) -> list:
+    """(written, meant) for each ``--flag`` in ``notes`` that is not one the reader reads (nor its ``--no-``
+    form) but lies within a slip of one (difflib ratio >= 0.9: a letter dropped, doubled or swapped in a
+    name of 20 letters); flags far from every read one (``--finetune``, ``--load``) are prose."""
+    import difflib
+    out = []
+    for tok in dict.fromkeys(t.lower() for t in _FLAG_TOKEN.findall(notes or "")):
+        bare = "--" + tok[5:] if tok.startswith("--no-") else tok
+        if bare in _READ_FLAGS:
+            continue
+        near = difflib.get_close_matches(bare, sorted(_READ_FLAGS), 1, 0.9)
+        if near:
+            out.append((tok, near[0]))
+    return out
+
+
 def row_switches(r: dict) -> dict:
     """Recipe switches the row's source fixes (:data:`_SOURCE_SWITCHES`) or its notes name
     (:data:`_NOTE_SWITCHES`), e.g. Liger-Kernel's chunked loss."""

@@ -26,8 +26,8 @@ from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
-                            cell_int as _int, notes_dist_opt, row_family, row_model, row_sp, row_stack, row_switches,
-                            row_zero, switch_problem)
+                            cell_int as _int, misspelt_note_flags, notes_dist_opt, row_family, row_model, row_sp,
+                            row_stack, row_switches, row_zero, switch_problem)
 from .specs import ModelSpec, Recipe, list_clusters, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
@@ -250,6 +250,9 @@ def _row_problem(r: dict) -> str | None:
         return f"hidden {h} is not a multiple of num_heads {heads} (no whole head dimension)"
     if heads and kv and heads % kv:
         return f"num_heads {heads} is not a multiple of num_kv_heads {kv} (GQA groups must be whole)"
+    slips = misspelt_note_flags(r.get("notes", ""))
+    if slips:
+        return "notes: " + "; ".join(f"{a} is not a flag the reader knows; did you mean {b}?" for a, b in slips)
     return None
 
 
