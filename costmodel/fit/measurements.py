@@ -135,6 +135,31 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     return out
 
 
+def _check_time_units(p, table) -> None:
+    """Refuse a capture most of whose rows have a time that disagrees with its own algbw column (the
+    reader leaves such rows out, naming each): its times are in another unit than the header's (us),
+    and the rows left (the few too small to check) would be fitted as if the capture were whole.
+
+    Raises:
+        FitError: naming the file, the count and the factor between the columns (1000: ms).
+    """
+    bad = [e for e in getattr(table, "errors", []) if "disagree" in e]
+    if not bad or len(bad) < len(table.rows):
+        return
+    factors = []
+    for e in bad:
+        m = re.search(r"is ([\d.e+-]+) GB/s", e)
+        a = re.search(r"algbw ([\d.e+-]+) GB/s disagree", e)
+        if m and a and float(a.group(1)) > 0:
+            factors.append(float(m.group(1)) / float(a.group(1)))
+    f = float(np.median(factors)) if factors else float("nan")
+    unit = " (milliseconds under the us header?)" if 300 < f < 3000 else ""
+    eg = re.search(r"(?:out-of-place|in-place) time .*? GB/s disagree: .*? GB/s", bad[-1])
+    raise FitError(f"{p}: {len(bad)} of {len(bad) + len(table.rows)} rows have a time that disagrees with their own "
+                   f"algbw column (the time implies {f:.3g}x the printed bandwidth{unit})"
+                   + (f", e.g. {eg.group(0)}" if eg else "") + ": fix the capture's time unit")
+
+
 def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None):
     """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
     test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
@@ -149,6 +174,7 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
         FitError: the sources of the collective disagree, ``nodes`` or ``gpus_per_node`` contradict the
             rank lines, or the collective or topology cannot be told.
     """
+    _check_time_units(p, table)
     meta = getattr(table, "meta", {}) or {}
     per = meta.get("table_collectives") or []
     content = {c for c in [meta.get("collective")] + list(per) if c}

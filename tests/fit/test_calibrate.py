@@ -523,24 +523,32 @@ def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path)
 
 
 def test_a_fit_that_misses_its_own_data_is_not_written(tmp_path):
-    """The p5 capture with its times written in ms under the us header (divided by 1000, bandwidths
-    left): faster than the links allow, no latency-bandwidth line describes it; the fit says so and
-    writes nothing."""
+    """The p5 capture with its times divided by 1000 and its bandwidths multiplied by 1000, each row
+    consistent with itself: faster than the links allow, no latency-bandwidth line describes it; the
+    fit says so and writes nothing.  With the times alone divided (ms under the us header) the rows
+    disagree with their own algbw, and that is named first."""
     import re
-    rows = []
-    for line in P5.read_text().splitlines():
-        c = line.split()
-        if len(c) >= 13 and re.fullmatch(r"\d+", c[1]):                 # '0:' rank prefix, then the size
-            c[6], c[10] = f"{float(c[6]) / 1e3:.5f}", f"{float(c[10]) / 1e3:.5f}"
-            line = " ".join(c)
-        rows.append(line)
-    ms = tmp_path / "ms.txt"
-    ms.write_text("\n".join(rows) + "\n")
+
+    def scaled(bw: float):
+        rows = []
+        for line in P5.read_text().splitlines():
+            c = line.split()
+            if len(c) >= 13 and re.fullmatch(r"\d+", c[1]):                 # '0:' rank prefix, then the size
+                for i in (6, 10):
+                    c[i] = f"{float(c[i]) / 1e3:.5f}"
+                for i in (7, 8, 11, 12):
+                    c[i] = f"{float(c[i]) * bw:.2f}"
+                line = " ".join(c)
+            rows.append(line)
+        return "\n".join(rows) + "\n"
     out = tmp_path / "ms.yaml"
-    rc, so, se = cli("calibrate", "fit", str(ms), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
-                     "-o", str(out))
-    assert rc == 2 and "misses its own data" in se and "nothing written" in se, se
-    assert not out.exists()
+    for bw, why in ((1e3, "misses its own data"), (1.0, "have a time that disagrees with their own algbw column")):
+        ms = tmp_path / "ms.txt"
+        ms.write_text(scaled(bw))
+        rc, so, se = cli("calibrate", "fit", str(ms), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                         "-o", str(out))
+        assert rc == 2 and why in se, se
+        assert not out.exists()
 
 
 def test_an_input_the_fit_cannot_use_says_why():
@@ -778,3 +786,30 @@ def test_a_single_unusable_file_is_named_once(tmp_path):
     shutil.copy(REPO / "hardware" / "profiles" / "data" / "zeus_nsdi23_power_vs_powerlimit_a40.csv", f)
     rc, so, se = cli("calibrate", "fit", f, "--gpu", "a100-sxm-80gb", "-o", tmp_path / "p.yaml")
     assert rc == 2 and se.count(str(f)) == 1 and "Zeus power-limit summaries carry no per-sample trace" in se, se
+
+
+MS_CAPTURE = """# nThread 1 nGpus 8 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1   0.0201    0.00    0.00      0   0.0201    0.00    0.00      0
+     1048576        262144     float     sum      -1   0.0400   26.21   45.88      0   0.0400   26.21   45.88      0
+    16777216       4194304     float     sum      -1   0.1200  139.81  244.67      0   0.1200  139.81  244.67      0
+   134217728      33554432     float     sum      -1   0.7000  191.74  335.54      0   0.7000  191.74  335.54      0
+  1073741824     268435456     float     sum      -1   5.0000  214.75  375.81      0   5.0000  214.75  375.81      0
+"""
+
+
+def test_a_capture_timed_in_ms_under_the_us_header_is_named_first(tmp_path):
+    """An 8-GPU all-reduce whose times were written in ms under nccl-tests' (us) header: every row but the
+    tiny one disagrees with its own algbw by 1000x.  The first message names that (not a missing
+    collective or topology), for calibrate fit and collectives --compare alike; nothing is written."""
+    f = tmp_path / "ar_ms.log"
+    f.write_text(MS_CAPTURE)
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-sxm-80gb", "-o", str(out))
+    assert rc == 2 and "8 of 10 rows have a time that disagrees with their own algbw column" in se, se
+    assert "1e+03x the printed bandwidth (milliseconds under the us header?)" in se and not out.exists()
+    rc, so, se = cli("collectives", "--cluster", "dgx-h100", "--compare", str(f))
+    assert rc == 2 and "milliseconds under the us header" in se, se
