@@ -139,7 +139,7 @@ def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, b
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
                         link_bytes_per_s=round_sig(link_of(k)), method=FIT_METHOD + how)
         warn_outliers(name, tmk, tk, srck, report)
-        warn_at_bound(name, pk, ek, report)
+        warn_at_bound(name, pk, ek, report, nk)
         by[k] = coll_entry(pk, fit, algorithm=_algorithm(coll, k))
         report.rows.append((name, protocol_text(pk), quality(fit)))
     base_by = ((base.get("comm") or {}).get("intra_node") or {}).get(coll, {}).get("by_group_size") or {}
@@ -225,7 +225,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
                         link_bytes_per_s=round_sig(link_of(gsz)), method=FIT_METHOD + how, **cross)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
-        warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report)
+        warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report, n)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
         if coll == "send_recv":
@@ -268,7 +268,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
                         method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1" + how)
         warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
-        warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report)
+        warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report, n)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",
                                              fabric=cluster.inter_fabric)
         report.rows.append((f"comm.inter_node.{coll}", protocol_text(p), quality(fit)))

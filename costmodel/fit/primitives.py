@@ -334,21 +334,27 @@ def warn_outliers(section, t_model, t_meas, labels, report):
         report.warnings.append(f"{section}: {len(bad)} outlier(s), measured vs fit: {shown}{more}")
 
 
-def warn_at_bound(section, p, eff_max, report):
+def warn_at_bound(section, p, eff_max, report, sizes=None):
     """Warn when the fit is implausible: the best protocol's busbw efficiency at its upper bound (the data
     are faster than the link the fit normalises by: the topology or the link bandwidth given is likely
-    wrong) or under 5 % of it (the link given is far faster than the one measured), or the smallest
-    latency outside 0.5-500 us."""
+    wrong; or, with fewer than 3 message sizes (``sizes``, B), too few points to tell the latency from the
+    bandwidth) or under 5 % of it (the link given is far faster than the one measured), or a protocol's
+    latency outside 0.5-500 us (each protocol: a large one prices every small message of the layout)."""
     best = max(e for _, e in p.absolute_protocols)
+    few = sizes is not None and len(set(np.asarray(sizes, dtype=float).tolist())) < 3
     if best >= 0.995 * eff_max:
-        report.warnings.append(f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement "
-                               "is faster than the link it is normalised by (check --nodes/--gpus-per-node, the "
-                               "collective, or the cluster's link bandwidth)")
-    lat = min(a for a, _ in p.absolute_protocols)
-    if lat < 0.5e-6 or lat > 500e-6:
-        report.warnings.append(f"{section}: the smallest protocol latency is {lat * 1e6:.2f} us, outside 0.5-500 us "
-                               "(NCCL's own tuner assumes 0.6-14 us per hop: src/graph/tuning.cc): check the capture's "
-                               "small sizes and its topology")
+        report.warnings.append(
+            f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: " + (
+                f"the capture's {len(set(np.asarray(sizes, dtype=float).tolist()))} message size(s) cannot tell the "
+                "latency from the bandwidth (measure a sweep: nccl-tests -b 8 -e 8G -f 2)" if few else
+                "the measurement is faster than the link it is normalised by (check --nodes/--gpus-per-node, the "
+                "collective, or the cluster's link bandwidth)"))
+    pr = p.absolute_protocols
+    odd = [(nm, a) for nm, (a, _) in zip(NAMES[len(pr)], pr) if a < 0.5e-6 or a > 500e-6]
+    if odd:
+        report.warnings.append(f"{section}: protocol latency {', '.join(f'{nm} {a * 1e6:.2f} us' for nm, a in odd)} "
+                               "outside 0.5-500 us (NCCL's own tuner assumes 0.6-14 us per hop: src/graph/tuning.cc): "
+                               "check the capture's small sizes and its topology")
     if best < 0.05 * eff_max:
         report.warnings.append(f"{section}: busbw efficiency {best:.3f} is under 5 % of the link: the link given is "
                                "likely far faster than what the capture ran on (check --cluster and the GPUs per node)")

@@ -477,6 +477,17 @@ def test_implausible_protocol_fits_are_flagged():
     ok = FitReport()
     warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2e-5, 0.8))), 1.0, ok)
     assert ok.warnings == []
+    # every protocol's latency is checked: an OCI A100 capture's Simple line at 2011 us had passed, its LL
+    # line being in range
+    slow = FitReport()
+    warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2.006e-3, 0.8))), 1.0, slow)
+    assert len(slow.warnings) == 1 and "Simple 2011.00 us outside 0.5-500 us" in slow.warnings[0]
+    # at its bound with one message size: too few points to tell latency from bandwidth, not a fast link
+    one = FitReport()
+    warn_at_bound("comm.intra_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2e-5, 1.0))), 1.0, one,
+                  sizes=[2 ** 30, 2 ** 30])
+    assert "1 message size(s) cannot tell the latency from the bandwidth" in one.warnings[0]
+    assert "faster than the link" not in one.warnings[0]
 
 
 @pytest.mark.parametrize("sustained_tflops,power_limited", [(600.0, False), (1000.0, True)])
