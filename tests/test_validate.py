@@ -694,3 +694,16 @@ def test_a_misspelt_megatron_flag_in_the_notes_skips_its_row_by_name():
     assert why and "notes: --tp-comm-overlp is not a flag the reader knows; did you mean --tp-comm-overlap?" in why
     ok = dict(q, notes=q["notes"] + "; --tp-comm-overlap --finetune --pp-partition-method x")
     assert not validate_rows([ok])[0].skipped
+
+
+def test_a_step_far_slower_than_any_published_run_is_skipped_as_a_unit_slip():
+    """FlagPerf's Llama 3 8B row with its step written 1000x too long (ms read as s) implies 0.05% of the
+    H100's dense peak: skipped naming the units, where it had been scored at -99.9% and pulled its source's
+    mean error up; the slowest real dev-set row (2.4%) stays above the bound."""
+    from costmodel.validate import MIN_PEAK_FRACTION
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    q = rows["flagperf-002"]
+    slow = dict(q, tokens_per_s_per_gpu=str(float(q["tokens_per_s_per_gpu"]) / 1000))
+    why = validate_rows([slow])[0].skipped
+    assert why and "under 0.5%: a value in other units (a step in ms?)" in why
+    assert not validate_rows([q])[0].skipped and MIN_PEAK_FRACTION * 4 < 0.0237
