@@ -100,16 +100,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                               f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); add nodes or use a GPU with "
                               "more HBM", {"memory": need},
                               {"memory": need / c.gpu.capacity_bytes - 1.0})
-    if step_time_slack is not None and objective == "time":
-        raise InputError("--step-time-slack", "", "bounds the step of an energy or edp answer (--objective energy or "
-                         "edp); the time objective takes the fastest")
-    # the limits the ILP answers; the inlet temperature is a condition each layout is predicted under
-    limits = (power_cap_w, node_power_kw, max_temp_c, step_time_slack)
-    for flag, v in (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver)):
-        if v is not None and objective == "time" and not pareto and all(x is None for x in limits):
-            raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
-                             "or thermal limit, or --pareto")
-    if objective != "time" or pareto or any(v is not None for v in limits):
+    if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
+                 (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver))):
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
@@ -118,8 +110,6 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         return
     if note:
         print(note, file=sys.stderr)
-    if inlet_temp_c is not None:
-        check_inlet_temp_c(inlet_temp_c, c)
     res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top, inlet_temp_c)
     best = report.run_record(runs[0])
     if as_json:
@@ -243,12 +233,34 @@ def _print_memory_margin(out, res, c, runs: list) -> None:
     out.print(line, highlight=False)
 
 
+def _uses_ilp(objective: str, pareto: bool, limits: tuple, ilp_flags: tuple) -> bool:
+    """Whether recommend answers with the energy ILP: an energy or edp objective, --pareto, or a limit
+    it answers (``limits``: power cap, node power, temperature, step-time slack; the inlet temperature
+    is a condition every layout is predicted under, not a limit).
+
+    Raises:
+        InputError: --step-time-slack with the time objective, or one of ``ilp_flags`` ((flag, value)
+            pairs that only the ILP reads) given where no ILP runs.
+    """
+    if limits[-1] is not None and objective == "time":
+        raise InputError("--step-time-slack", "", "bounds the step of an energy or edp answer (--objective energy or "
+                         "edp); the time objective takes the fastest")
+    ilp = objective != "time" or pareto or any(v is not None for v in limits)
+    for flag, v in ilp_flags:
+        if v is not None and not ilp:
+            raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
+                             "or thermal limit, or --pareto")
+    return ilp
+
+
 def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float | None = None):
     """(search result, runs): the time model's first ``top`` layouts predicted as ``predict`` does
     (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold, and
     its thermal throttle at the cooling inlet ``inlet_temp_c``, C, or the cluster's) and put in the
     order of that step, the rest of the ranking after them unchanged; runs are their predictions in
     the new order (a layout that powers a GPU off last)."""
+    if inlet_temp_c is not None:
+        check_inlet_temp_c(inlet_temp_c, c)
     k = min(top, len(res.ranked.layouts))
     runs = [predict_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c=inlet_temp_c) for i in range(k)]
     order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
