@@ -299,8 +299,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):
         raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps/--derate", "",
                          f"need a power and thermal model; missing: {', '.join(missing)}")
-    if warm_steps is not None and warm_steps < 0:
-        raise InputError("--warm-steps", "", f"must be >= 0, got {warm_steps}")
+    if warm_steps is not None and warm_steps < 1:
+        raise InputError("--warm-steps", "", f"must be >= 1 (the steps run from a cold start), got {warm_steps}")
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, cluster)
     dtype = gemm_dtype(recipe)

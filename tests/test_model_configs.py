@@ -87,12 +87,14 @@ def test_mla_without_a_q_latent_and_two_shared_experts():
     ("vision_config", {"hidden_size": 1408}, "vision encoder"),
     ("layer_types", ["full_attention", "linear_attention"], "linear_attention"),
     ("index_n_heads", 64, "sparse-attention indexer"),
+    ("index_topk", 2048, "sparse-attention indexer"),     # alone, it had been priced as V3
+    ("index_head_dim", 128, "sparse-attention indexer"),
     ("mlp_only_layers", [99], "mlp_only_layers"),
     ("first_k_dense_replace", 80, "exceeds num_hidden_layers"),
     ("num_experts_per_tok", 300, "exceeds the 256 experts"),
     ("expert_group_size", 4, "MoE key this reader does not model"),
     ("moe_layer_start_index", 2, "MoE key this reader does not model"),
-    ("num_experts", 16, "contradicts"),                   # beside n_routed_experts 256
+    ("num_experts", 16, "16 contradicts n_routed_experts = 256 (one count spelt two ways"),
     ("shared_expert_intermediate_size", 5632, "contradicts n_shared_experts"),
     ("kv_lora_rank", 0, "must be >= 1"),
     ("attention_bias", "false", "expected true or false"),

@@ -76,6 +76,8 @@ _UNMODELLED = {
     "audio_config": "an audio encoder",
     "linear_attn_config": "linear-attention layers",
     "index_n_heads": "a sparse-attention indexer (DeepSeek-V3.2)",
+    "index_head_dim": "a sparse-attention indexer (DeepSeek-V3.2)",
+    "index_topk": "a sparse-attention indexer (DeepSeek-V3.2)",
     "attn_layer_period": "Mamba layers between the attention layers (Jamba)",
     "mamba_d_state": "Mamba layers",
     "linear_num_value_heads": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
@@ -187,7 +189,9 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
     for group in _SYNONYMS:
         given = {k: d[k] for k in group if d.get(k) is not None}
         if len(set(map(str, given.values()))) > 1:
-            raise InputError(w, next(iter(given)), f"contradicts {', '.join(f'{k} = {v!r}' for k, v in given.items())}")
+            (k0, v0), *rest = given.items()
+            raise InputError(w, k0, f"{v0!r} contradicts " + ", ".join(f"{k} = {v!r}" for k, v in rest)
+                             + " (one count spelt two ways: give one)")
     if isinstance(d.get("text_config"), dict):
         inner = dict(d["text_config"])
         # HF builds the text model's config from text_config alone (Llama4Config, Gemma3Config): a

@@ -291,3 +291,11 @@ def test_predict_takes_one_cap_per_stage_as_the_ilp_prints_them():
     assert mixed["caps_w"] == [450.0, 450.0, 450.0, 575.0] and mixed["step_time_s"] > tdp["step_time_s"]
     assert_one_line_error(run(*base, "--power-cap-w", "450,575"), "--power-cap-w", "2 caps for 4 pipeline stages")
     assert_one_line_error(run(*base, "--power-cap-w", "lots"), "--power-cap-w", "is not a number of watts")
+
+
+def test_warm_steps_counts_steps_from_a_cold_start():
+    """--warm-steps 0 would report the cold start as 'after the warm-up steps': refused, 1 and up run."""
+    assert_one_line_error(run("predict", *ARGS, "--tp", "4", "--pp", "4", "--warm-steps", "0"), "--warm-steps",
+                          "must be >= 1")
+    p = run("predict", *ARGS, "--tp", "4", "--pp", "4", "--warm-steps", "1", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["warm_max_temp_c"] > 25, p.stderr
