@@ -17,6 +17,7 @@ from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
+from ..pipeline_layout import with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
@@ -115,10 +116,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
         # record is predict's for its layout, so the two commands' keys mean one thing
-        recs = [report.run_record(x) for x in runs]
+        recs = [dict(report.run_record(x), **({"pipeline_rank_layers": list(x.model.pipeline_rank_layers)}
+                                              if x.model.pipeline_rank_layers else {})) for x in runs]
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
         if fmt is not None and recs:
-            title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt)
+            title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
             out_json["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(out_json))
         return
@@ -136,7 +138,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
-    title, text = launch_settings(best["layout"], m, r, fmt=fmt)
+    title, text = launch_settings(best["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
 
@@ -262,12 +264,45 @@ def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float 
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, c)
     k = min(top, len(res.ranked.layouts))
-    runs = [predict_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c=inlet_temp_c) for i in range(k)]
+    runs = [_best_split_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c) for i in range(k)]
     order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
     if order != list(range(k)):
         res = dataclasses.replace(res, ranked=res.ranked.take(np.array(order + list(range(k, len(res.ranked.layouts))))))
         runs = [runs[i] for i in order]
     return res, runs
+
+
+def _split_of(run):
+    """The layers per stage of a run whose model carries its own split (:func:`_best_split_run`), else None."""
+    return [int(n) for n in run.model.pipeline_rank_layers] or None
+
+
+def _best_split_run(m, r, c, p, lay: dict, inlet_temp_c=None):
+    """``predict_run`` of ``lay`` at its default pipeline split, or at the split that balances its stages
+    (costmodel.pipeline_balance: the embedding, logits, loss and MTP weigh on the end stages) where that
+    one is faster and fits; such a run's model carries the split (``pipeline_rank_layers``), which the
+    printed launcher flags set.  1F1B stages only (VP 1); a model with its own placement keeps it."""
+    from ..layouts import light_last_stage, pipeline_split
+    from ..memory import stage_memory_terms
+    from ..optimize import build_option
+    from ..pipeline_balance import balanced_split
+    run = predict_run(m, r, c, p, lay, inlet_temp_c=inlet_temp_c)
+    if lay["pp"] < 2 or lay["vp"] > 1 or m.pipeline_rank_layers or not run.feasible:
+        return run
+    o = build_option(run, (c.gpu.tdp_w,))
+    extra = np.zeros(lay["pp"])
+    extra[0] += float(np.ravel(o.t_first_s)[0])
+    extra[-1] += float(np.ravel(o.t_last_s)[0])
+    fixed, per_layer = stage_memory_terms(m, r, lay)
+    room = np.where(per_layer > 0, (c.gpu.capacity_bytes - fixed) / np.where(per_layer > 0, per_layer, 1.0), np.inf)
+    split = balanced_split(m.num_layers, float(np.ravel(o.t_layer_s)[0]), extra, room)
+    if split is None or np.array_equal(split, pipeline_split(m, lay, light_last_stage(r))):
+        return run
+    segs = ["t" * int(n) for n in split]
+    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * m.mtp_layers + "L"
+    m2, _ = with_pipeline_layout(m, "|".join(segs), lay["pp"], 1, where="recommend")
+    alt = predict_run(m2, r, c, p, lay, inlet_temp_c=inlet_temp_c)
+    return alt if alt.feasible and alt.step_time_s < run.step_time_s * (1 - 1e-3) else run
 
 
 def _print_capped_winner(out, c, run) -> None:
