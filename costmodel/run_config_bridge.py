@@ -197,6 +197,9 @@ def _bridge(d: dict, path: str) -> RunConfig:
         if isinstance(opt_do, bool) and isinstance(ddp_do, bool) and opt_do != ddp_do:
             raise InputError(path, "optimizer.use_distributed_optimizer", f"{opt_do} contradicts "
                              f"ddp.use_distributed_optimizer {ddp_do}")
+        for k in ("use_distributed_optimizer", "use_megatron_fsdp"):
+            if not _unset(ddp.get(k)) and not isinstance(ddp.get(k), bool):
+                raise InputError(path, f"ddp.{k}", f"{ddp[k]!r} is not a valid value: expected true or false")
         keys = [k for k in ("use_distributed_optimizer", "use_megatron_fsdp", "data_parallel_sharding_strategy")
                 if ddp.get(k) is not None]
         if keys:                    # a ddp block that says nothing of sharding leaves it to the optimizer's
@@ -215,6 +218,12 @@ def _bridge(d: dict, path: str) -> RunConfig:
     co = d.get("comm_overlap") or {}
     if isinstance(co, dict):
         _take(cfg, path, R, "tp_comm_overlap", co, "tp_comm_overlap", _bool, "comm_overlap.")
+    model_sec = d.get("model")
+    if "tp_comm_overlap" not in R and isinstance(model_sec, dict):
+        # without a comm_overlap setting Bridge's CommOverlapConfig.setup never runs, and the model's own
+        # tp_comm_overlap (the TransformerConfig field Megatron-core reads) is what trains
+        _take(cfg, path, R, "tp_comm_overlap", model_sec, "tp_comm_overlap", _bool, "model.")
+    if isinstance(co, dict):
         # null there lets Bridge turn it on with VP; the model section's value is the dataclass
         # default before that setup runs, so only an explicit comm_overlap value is read
         _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", _bool, "comm_overlap.")

@@ -88,6 +88,8 @@ def test_megatron_bridge_config_container_dense():
         dict(tp=1, pp=1, cp=1, vp=1, mbs=1, zero=1, recompute="none", sp=False)
     # a sample holds the dataset's 4096 tokens (model.seq_length 16384 is the model's maximum), packed
     assert (c.recipe["gbs"], c.recipe["seq_len"], c.recipe["precision"], c.recipe["dp_overlap"]) == (8, 4096, "mxfp8", False)
+    # comm_overlap: null: Bridge's overlap setup never runs, and the model's own tp_comm_overlap false trains
+    assert c.recipe["tp_comm_overlap"] is False and c.where["tp_comm_overlap"].endswith("model.tp_comm_overlap")
     assert any("model.seq_length 16384 (the model's maximum) is not used" in n for n in c.notes)
     assert any("packed sequences of 4096 tokens" in n for n in c.notes)
     h = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--config", str(BRIDGE_L3))
@@ -583,3 +585,18 @@ def test_a_pp_layout_prices_each_rank_where_it_differs():
              "--vp", "2", "--ep", "64", "--gbs", "1024", "--pp-layout", DSV3_LAYOUT, "--json")
     r = json.loads(ds.stdout)
     assert r["step_time_s"] >= r["uncapped_step_time_s"]
+
+
+def test_a_bridge_sharding_switch_that_is_not_a_boolean_is_refused(tmp_path):
+    """ddp.use_distributed_optimizer "yes" had been read as off (ZeRO 0, MFU 45% -> 35%) while a string
+    elsewhere is refused: it names the key and wants true or false."""
+    text = BRIDGE_L3.read_text()
+    old = "  use_distributed_optimizer: true\n"
+    assert text.count(old) == 2
+    i = text.index(old)                      # the ddp section's (the optimizer's comes later)
+    f = tmp_path / "b.yaml"
+    f.write_text(text[:i] + '  use_distributed_optimizer: "yes"\n' + text[i + len(old):])
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    with pytest.raises(InputError, match="ddp.use_distributed_optimizer: 'yes' is not a valid value: expected true"):
+        read_run_config(f)
