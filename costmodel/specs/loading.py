@@ -252,7 +252,8 @@ def check_source_keys(d: dict, where) -> None:
         if str(k) not in have:
             close = difflib.get_close_matches(str(k), have, n=1, cutoff=0.75)
             raise InputError(where, f"sources.{k}", "names no field of this file"
-                             + (f" (did you mean {close[0]}?)" if close else ""))
+                             + (f" (did you mean {close[0]}?)" if close else
+                                f": the file gives no {k} (give its value, or drop its source)"))
 
 
 def _check_sources(d: dict, where, numeric_paths: list[str]):
@@ -261,5 +262,15 @@ def _check_sources(d: dict, where, numeric_paths: list[str]):
         raise InputError(where, "sources", "missing: every number needs its source")
     for p in numeric_paths:
         top = p.split(".")[0]
-        if p not in src and top not in src:
+        if p not in src and top not in src and _has_path(d, p):
             raise InputError(where, f"sources.{p}", "missing: every number needs its source")
+
+
+def _has_path(d: dict, dotted: str) -> bool:
+    """Whether the mapping ``d`` holds the dotted key (a field the file leaves out is named by the
+    reader that needs it, as missing, not as an unsourced number)."""
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or d.get(part) is None:
+            return False
+        d = d[part]
+    return True

@@ -166,3 +166,20 @@ def test_predict_says_when_a_nodes_gpus_outdraw_its_rating():
     text = run("predict", "--model", "llama3-70b", "--cluster", "jupiter-gh200", "--nodes", "8", "--tp", "4", "--pp",
                "4", "--gbs", "64", "--seq-len", "4096")
     assert "NODE OVER BUDGET" in " ".join(text.stdout.split())     # rich wraps the line
+
+
+def test_a_required_field_left_out_is_named_missing_not_as_its_source(tmp_path):
+    """A GPU file without its tdp: with the source kept, the message says the file gives no tdp; without
+    either, 'tdp: missing' (it had said 'sources.tdp: missing: every number needs its source')."""
+    from costmodel.errors import InputError
+    from costmodel.specs import hardware_dir, load_gpu
+    text = (hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text()
+    lines = text.splitlines(keepends=True)
+    no_value = "".join(ln for ln in lines if not ln.startswith("tdp:"))
+    f = tmp_path / "g.yaml"
+    f.write_text(no_value)
+    with pytest.raises(InputError, match="sources.tdp: names no field of this file: the file gives no tdp"):
+        load_gpu(str(f))
+    f.write_text("".join(ln for ln in no_value.splitlines(keepends=True) if not ln.lstrip().startswith("tdp:")))
+    with pytest.raises(InputError, match=r"g.yaml: tdp: missing$"):
+        load_gpu(str(f))
