@@ -206,8 +206,12 @@ def config_origin(scalars: dict):
         if e.where == "layout" and cw:
             e = InputError(e.where, e.field, e.message + hint)
             _layout_error_from_config(e, cw)
-        # a flag the file set, or the first of a combined '--tp/--pp/--cp' that it set
-        w = next((cw[f] for f in (e.where.split("/") if e.where.startswith("--") else [e.where]) if f in cw), None)
+        # a flag the file set, or the keys of a combined '--tp/--pp/--cp' that it set, all of them (a CP of
+        # 3 is as much the culprit as the TP beside it)
+        set_ = [cw[f] for f in (e.where.split("/") if e.where.startswith("--") else [e.where]) if f in cw]
+        files = {x.split(": ", 1)[0] for x in set_ if ": " in x}
+        w = (f"{files.pop()}: " + " / ".join(x.split(": ", 1)[1] for x in set_)) if len(set_) > 1 and len(files) == 1 \
+            else next(iter(set_), None)
         kernel_from = cw.get("--attention-kernel", "")
         if w is None and e.field.startswith("attention.kernels.") and ": " in kernel_from:
             # the profile has no fit for the kernel the file's attention backend picks
