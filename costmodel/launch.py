@@ -392,6 +392,12 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 a.append(f"    # no pipeline_parallel_layers_per_stage makes PP x VP = {pv} stages of {model.num_layers} "
                          "layers + the embedding and the output: list each stage's modules in "
                          "config.parallelism.module_fqns_per_model_part")
+    # the switches the prediction priced that torchtitan sets here: async TP (tp_comm_overlap, which runs
+    # under torch.compile) and torch.compile's fused elementwise kernels (fused_elementwise)
+    if recipe.tp_comm_overlap and t["tp"] > 1:
+        a.append("    config.parallelism.enable_async_tensor_parallel = True")
+    if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
+        a.append("    config.compile.enable = True")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
           f"    config.training.max_context_length = {recipe.seq_len}",
