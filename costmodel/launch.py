@@ -229,7 +229,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if layout["zero"] == 3:
         a.append("--use-torch-fsdp2")
     notes = []
-    if dp_overlap_on(recipe, layout["zero"], layout["overlap"]):
+    # FSDP2 overlaps its own gathers (costmodel.stacks.Stack.zero3_overlap): the flag only where asked for
+    fsdp2_own = layout["zero"] == 3 and not recipe.dp_overlap
+    if dp_overlap_on(recipe, layout["zero"], layout["overlap"]) and not fsdp2_own:
         if recipe.stack == "megatron-legacy":
             # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped
             if layout["zero"] == 0:

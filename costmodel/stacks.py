@@ -386,6 +386,9 @@ class Stack:
             partitioned_param_coordinator.py) and its ``overlap_comm`` defaults to on at stage 3 and
             off below (deepspeed/runtime/zero/config.py ``overlap_comm_valid``: ``self.stage ==
             ZeroStageEnum.weights``), so ``dp_overlap`` (``overlap_comm``) decides ZeRO 0-2 only.
+            Megatron-LM's ZeRO-3 is PyTorch FSDP2 (``--use-torch-fsdp2``), whose ``fully_shard``
+            prefetches the next module's all-gather while the current one computes (implicit
+            prefetching, torch/distributed/fsdp/_fully_shard) whatever ``--overlap-grad-reduce`` says.
     """
 
     name: str
@@ -473,7 +476,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
-                 pp_default_microbatches=name == "torchtitan", zero3_overlap=name == "deepspeed")
+                 pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"))
 
 
 STACKS = {s.name: s for s in (
