@@ -99,12 +99,38 @@ def misspelt_keys(doc) -> list:
     return found
 
 
-def check_misspelt(doc, path: str) -> None:
-    """Refuse the keys :func:`misspelt_keys` finds, all of them in one message.
+def misplaced_keys(doc) -> list:
+    """``(dotted key as written, dotted key the reader looked for)`` for every key of ``doc`` that nobody
+    looked up where it stands but that the reader looked up, and did not find, in another mapping: a
+    real key in the wrong section (torchtitan's ``tensor_parallel_degree`` under ``[training]``, NeMo's
+    ``tensor_model_parallel_size`` under ``trainer``), which its framework would refuse and which read
+    as written would leave the default in force."""
+    wanted: dict = {}
+    for m in _mappings(doc):
+        for k in m.asked:
+            if isinstance(k, str) and len(k) >= MIN_KEY_CHARS and not dict.__contains__(m, k):
+                wanted.setdefault(k, m.where + k)
+    found = []
+    for m in _mappings(doc):
+        for key in dict.keys(m):
+            if isinstance(key, str) and key not in m.asked and key in wanted and wanted[key] != m.where + key:
+                found.append((m.where + key, wanted[key]))
+    return found
+
+
+def check_misspelt(doc, path: str, misplaced: bool = True) -> None:
+    """Refuse the keys :func:`misspelt_keys` and (with ``misplaced``) :func:`misplaced_keys` find, all of
+    them in one message.
 
     Raises:
         InputError: naming the file and the first such key, and each key with the one it stands for.
     """
+    moved = misplaced_keys(doc) if misplaced else []
+    if moved:
+        what = "; ".join(f"{k}: read as {near}" for k, near in moved[1:])
+        raise InputError(path, moved[0][0], f"in the wrong section: the reader (and the framework) reads it as "
+                         f"{moved[0][1]}; read where it stands it would be ignored and the default taken"
+                         + (f"; also {what}" if what else ""))
     found = misspelt_keys(doc)
     if found:
         what = "; ".join(f"{k}: did you mean {near}?" for k, near in found[1:])
@@ -123,7 +149,8 @@ def read_checked(read, doc, path: str):
     try:
         out = read()
     except InputError:
-        check_misspelt(doc, path)
+        # a slip may have caused the refusal; a key in another section is said once the reader got through
+        check_misspelt(doc, path, misplaced=False)
         raise
     check_misspelt(doc, path)
     return out

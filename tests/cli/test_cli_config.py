@@ -604,3 +604,24 @@ def test_a_bridge_sharding_switch_that_is_not_a_boolean_is_refused(tmp_path):
     from costmodel.run_config import read_run_config
     with pytest.raises(InputError, match="ddp.use_distributed_optimizer: 'yes' is not a valid value: expected true"):
         read_run_config(f)
+
+
+def test_a_real_key_in_the_wrong_section_is_refused_naming_where_it_belongs(tmp_path):
+    """torchtitan's tensor_parallel_degree moved under [training], NeMo's tensor_model_parallel_size under
+    trainer: each had run as TP 1 (the framework itself would refuse the key there).  The one-line error
+    names the key as written and where the reader looks for it."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    t = TITAN.read_text().replace("tensor_parallel_degree = 1\n", "", 1)
+    t = t.replace("[training]\n", "[training]\ntensor_parallel_degree = 4\n", 1)
+    f = tmp_path / "t.toml"
+    f.write_text(t)
+    with pytest.raises(InputError, match="training.tensor_parallel_degree: in the wrong section: the reader "
+                                         r"\(and the framework\) reads it as parallelism.tensor_parallel_degree"):
+        read_run_config(f)
+    n = NEMO.read_text().replace("  tensor_model_parallel_size: 1\n", "", 1)
+    n = n.replace("trainer:\n  num_nodes: 16\n", "trainer:\n  tensor_model_parallel_size: 4\n  num_nodes: 16\n", 1)
+    g = tmp_path / "n.yaml"
+    g.write_text(n)
+    with pytest.raises(InputError, match="trainer.tensor_model_parallel_size: in the wrong section"):
+        read_run_config(g)
