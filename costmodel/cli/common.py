@@ -148,6 +148,9 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                                                                   if keys[1:] else ""))
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
             f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
+    elif "gbs" not in cfg.recipe and "local_batch_size" not in cfg.recipe and not given("gbs"):
+        cfg.notes.append(f"{path}: gives no global batch size: the --gbs default {scalars.get('gbs')} is used "
+                         "(pass --gbs)")
     switches = {w.name for w in RECIPE_SWITCHES}
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
                                                                                          "nodes") if k in cfg.where},

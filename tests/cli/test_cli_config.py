@@ -625,3 +625,18 @@ def test_a_real_key_in_the_wrong_section_is_refused_naming_where_it_belongs(tmp_
     g.write_text(n)
     with pytest.raises(InputError, match="trainer.tensor_model_parallel_size: in the wrong section"):
         read_run_config(g)
+
+
+def test_a_config_without_a_global_batch_says_the_default_it_takes(tmp_path):
+    """The Bridge recipe without train.global_batch_size: predict runs on the --gbs default and says so
+    (torchtitan's files, whose local batch sets it, get their own note)."""
+    text = BRIDGE_L3.read_text()
+    assert text.count("  global_batch_size: 8\n") == 1
+    f = tmp_path / "b.yaml"
+    f.write_text(text.replace("  global_batch_size: 8\n", "", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(f), "--json")
+    assert p.returncode == 0, p.stderr
+    assert "gives no global batch size: the --gbs default 128 is used (pass --gbs)" in p.stderr
+    assert json.loads(p.stdout)["recipe"]["gbs"] == 128
+    q = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(BRIDGE_L3))
+    assert q.returncode == 0 and "gives no global batch size" not in q.stderr, q.stderr
