@@ -148,9 +148,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                                                                   if keys[1:] else ""))
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
             f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
-    elif "gbs" not in cfg.recipe and "local_batch_size" not in cfg.recipe and not given("gbs"):
-        cfg.notes.append(f"{path}: gives no global batch size: the --gbs default {scalars.get('gbs')} is used "
-                         "(pass --gbs)")
+    no_gbs = ([f"{path}: gives no global batch size: the --gbs default {scalars.get('gbs')} is used (pass --gbs)"]
+              if "gbs" not in cfg.recipe and "local_batch_size" not in cfg.recipe and not given("gbs") else [])
     switches = {w.name for w in RECIPE_SWITCHES}
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
                                                                                          "nodes") if k in cfg.where},
@@ -160,7 +159,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         raise InputError(path, "", f"sets nothing {cfg.kind} is read for (parallel degrees, batch sizes, "
                          "sequence length, precision, recipe switches, model dimensions)"
                          + (f": {'; '.join(cfg.notes)}" if cfg.notes else ": check its key names (README, 'Use', predict --config; costmodel/run_config.py)"))
-    return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes
+    return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes + no_gbs
 
 
 #: the stacks that run a configuration file's framework: NeMo and Megatron-Bridge files are Megatron-core
