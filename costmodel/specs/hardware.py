@@ -207,6 +207,10 @@ def _cuda_total(d: dict, w: str):
 #: GPU architectures (the vendor's generation names): which attention kernels, number formats and
 #: communication libraries run on a GPU follows from its architecture, not from its file's name
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4")
+#: the vendor of each architecture (a file naming another would take the other vendor's kernels and libraries)
+ARCHITECTURE_VENDOR = {a: ("amd" if a.startswith("cdna") else "nvidia") for a in ARCHITECTURES}
+#: the number formats a GPU file quotes dense peaks for (what the model's GEMMs and cast costs read)
+PEAK_FORMATS = ("bf16", "fp16", "fp8", "fp4", "tf32", "fp32", "fp64", "int8")
 GPU_KEYS = ("name", "vendor", "architecture", "peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "sources",
             *OPTIONAL_GPU_NUMBERS)
 
@@ -255,6 +259,9 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     peaks = _sub(d, "peak_tflops", w)
     peak_flops = {}
     for dt, v in peaks.items():
+        if dt not in PEAK_FORMATS:
+            raise InputError(w, f"peak_tflops.{dt}", f"not a number format the model reads (known: "
+                             f"{', '.join(PEAK_FORMATS)})")
         peak_flops[dt] = parse_quantity(v, "number", w, f"peak_tflops.{dt}") * 1e12
         if not peak_flops[dt] > 0:
             raise InputError(w, f"peak_tflops.{dt}", f"must be positive, got {v!r}")
@@ -265,6 +272,9 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     if d.get("architecture") is None:
         raise InputError(w, "architecture", f"missing: one of {', '.join(ARCHITECTURES)} (it decides which attention "
                          "kernels, number formats and expert-parallel kernels the GPU runs)")
+    arch, vendor = str(d.get("architecture")), d.get("vendor")
+    if arch in ARCHITECTURE_VENDOR and vendor in ("nvidia", "amd") and ARCHITECTURE_VENDOR[arch] != vendor:
+        raise InputError(w, "architecture", f"{arch} is an {ARCHITECTURE_VENDOR[arch]} architecture; vendor says {vendor}")
     check_source_keys(d, w)
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
                    + [f for f in OPTIONAL_GPU_NUMBERS if f in d])

@@ -264,6 +264,10 @@ def _check_sources(d: dict, where, numeric_paths: list[str]):
         top = p.split(".")[0]
         if p not in src and top not in src and _has_path(d, p):
             raise InputError(where, f"sources.{p}", "missing: every number needs its source")
+        cite = src.get(p, src.get(top))
+        if _has_path(d, p) and not (isinstance(cite, str) and cite.strip()):
+            raise InputError(where, f"sources.{p if p in src else top}", f"{cite!r} is not a source: give the "
+                             "datasheet, capture or paper the number comes from")
 
 
 def _has_path(d: dict, dotted: str) -> bool:

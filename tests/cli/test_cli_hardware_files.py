@@ -183,3 +183,28 @@ def test_a_required_field_left_out_is_named_missing_not_as_its_source(tmp_path):
     f.write_text("".join(ln for ln in no_value.splitlines(keepends=True) if not ln.lstrip().startswith("tdp:")))
     with pytest.raises(InputError, match=r"g.yaml: tdp: missing$"):
         load_gpu(str(f))
+
+
+@pytest.mark.parametrize("old,new,field,why", [
+    ("  bf16: 989.4\n", "  bf16: 989.4\n  fp9: 1000\n", "peak_tflops.fp9", "not a number format the model reads"),
+    ("architecture: hopper\n", "architecture: cdna3\n", "architecture", "cdna3 is an amd architecture; vendor says nvidia"),
+])
+def test_a_gpu_file_with_a_peak_or_architecture_it_cannot_have_is_refused(tmp_path, old, new, field, why):
+    """An unknown format's peak had been ignored; an NVIDIA GPU of an AMD architecture had taken AMD's
+    kernels and error band."""
+    text = (hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text()
+    assert text.count(old) == 1, old
+    f = tmp_path / "g.yaml"
+    f.write_text(text.replace(old, new, 1))
+    with pytest.raises(InputError, match=re.escape(f"{field}: {why}")):
+        load_gpu(str(f))
+
+
+def test_an_empty_source_is_no_source(tmp_path):
+    """Every number needs its source: an empty string had passed for one."""
+    text = (hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text()
+    line = next(ln for ln in text.splitlines(keepends=True) if ln.startswith("  tdp: "))
+    f = tmp_path / "g.yaml"
+    f.write_text(text.replace(line, '  tdp: ""\n', 1))
+    with pytest.raises(InputError, match=r"sources.tdp: '' is not a source"):
+        load_gpu(str(f))
