@@ -276,6 +276,9 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
     cfg.where["recompute"] = f"{path}: model.{key}"
     if gran == "full" and m.get(prefix + "method") == "block":
         _take(cfg, path, L, "recompute_num_layers", m, prefix + "num_layers", _int, "model.")
+        if L.get("recompute_num_layers", 0) < 0:
+            raise InputError(path, f"model.{prefix}num_layers", f"{L['recompute_num_layers']} is below 0: the layers "
+                             "per chunk a block recompute checkpoints")
     return gran
 
 

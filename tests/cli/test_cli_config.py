@@ -640,3 +640,21 @@ def test_a_config_without_a_global_batch_says_the_default_it_takes(tmp_path):
     assert json.loads(p.stdout)["recipe"]["gbs"] == 128
     q = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(BRIDGE_L3))
     assert q.returncode == 0 and "gives no global batch size" not in q.stderr, q.stderr
+
+
+def test_a_negative_block_recompute_count_in_the_config_is_refused(tmp_path):
+    """recompute_num_layers -1 under block recompute had been taken (the flag refuses it)."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    text = BRIDGE_L3.read_text()
+    for old, new in (("  recompute_granularity: null\n", "  recompute_granularity: full\n"),
+                     ("  recompute_method: null\n", "  recompute_method: block\n"),
+                     ("  recompute_num_layers: null\n", "  recompute_num_layers: -1\n")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    f = tmp_path / "b.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError, match="model.recompute_num_layers: -1 is below 0"):
+        read_run_config(f)
+    f.write_text(text.replace("  recompute_num_layers: -1\n", "  recompute_num_layers: 2\n"))
+    assert read_run_config(f).layout["recompute_num_layers"] == 2
