@@ -37,6 +37,7 @@ are code, not data, and are refused with that reason.
 from __future__ import annotations
 
 import math
+import re
 
 import sys
 from dataclasses import dataclass, field
@@ -191,6 +192,17 @@ def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str,
         raise InputError(path, prefix + key, f"{v!r} is not a valid value"
                          + (f": expected {conv.expect}" if hasattr(conv, "expect") else "")) from None
     cfg.where[name] = f"{path}: {prefix}{key}"
+
+
+def _toml_key_at(text: str, err: str) -> str:
+    """The key written on the line a TOML error names (``(at line N, column C)``), where the line assigns
+    one (``Cannot overwrite a value``: a key written twice), else ''."""
+    m = re.search(r"at line (\d+)", err)
+    lines = text.splitlines()
+    if not m or not 0 < int(m.group(1)) <= len(lines):
+        return ""
+    k = re.match(r"\s*([A-Za-z0-9_.\-\"']+)\s*=", lines[int(m.group(1)) - 1])
+    return k.group(1).strip("\"'") if k else ""
 
 
 def _bool(v) -> bool:
@@ -408,7 +420,8 @@ def read_run_config(path) -> RunConfig:
         try:
             d = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
-            raise InputError(path, "", f"not valid TOML ({e})") from None
+            twice = ": a key written twice in one table; give it once" if "overwrite" in str(e) else ""
+            raise InputError(path, _toml_key_at(text, str(e)), f"not valid TOML ({e}){twice}") from None
         if "parallelism" not in d and "training" not in d:
             raise InputError(path, "", "a TOML file without [parallelism] or [training]: not a torchtitan configuration")
         from .run_config_torchtitan import _torchtitan

@@ -658,3 +658,15 @@ def test_a_negative_block_recompute_count_in_the_config_is_refused(tmp_path):
         read_run_config(f)
     f.write_text(text.replace("  recompute_num_layers: -1\n", "  recompute_num_layers: 2\n"))
     assert read_run_config(f).layout["recompute_num_layers"] == 2
+
+
+def test_a_toml_key_written_twice_is_named(tmp_path):
+    """tomllib says 'Cannot overwrite a value (at line N, column C)': the message names the key on that
+    line, as a YAML key written twice is named."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    f = tmp_path / "t.toml"
+    f.write_text(TITAN.read_text().replace("tensor_parallel_degree = 1\n",
+                                           "tensor_parallel_degree = 1\ntensor_parallel_degree = 4\n", 1))
+    with pytest.raises(InputError, match="tensor_parallel_degree: not valid TOML .*a key written twice in one table"):
+        read_run_config(f)
