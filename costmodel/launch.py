@@ -16,6 +16,7 @@ import json
 
 from .errors import InputError
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
+from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
@@ -153,11 +154,8 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
         return None, None
     if vp == 1 and len(set(layers[1:-1])) <= 1:
         return "first_last", (layers[0], layers[-1])
-    chunks = [[n // vp + (1 if j < n % vp else 0) for j in range(vp)] for n in layers]
-    segs = ["t" * chunks[s][v] for v in range(vp) for s in range(pp)]
     # the multi-token-prediction modules run on the last stage, before the loss ('m')
-    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * model.mtp_layers + "L"
-    return "layout", "|".join(segs)
+    return "layout", layout_text(layers, pp, vp, model.mtp_layers)
 
 
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:

@@ -68,6 +68,17 @@ def _expand(text: str, where: str) -> str:
     return out
 
 
+def layout_text(layers, pp: int, vp: int = 1, mtp_layers: int = 0) -> str:
+    """The ``--pipeline-model-parallel-layout`` text of ``layers`` transformer layers per pipeline rank
+    (length PP): one '|' segment per virtual stage in model order (virtual stage v of rank s is segment
+    v x PP + s), each rank's layers spread over its VP chunks, 'E' the embedding before the first, the
+    MTP modules ('m') and the loss ('L') after the last (Megatron-core PipelineParallelLayerLayout)."""
+    chunks = [[n // vp + (1 if j < n % vp else 0) for j in range(vp)] for n in layers]
+    segs = ["t" * chunks[s][v] for v in range(vp) for s in range(pp)]
+    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * mtp_layers + "L"
+    return "|".join(segs)
+
+
 def with_pipeline_layout(model, text: str, pp: int, vp: int, where: str = "--pp-layout"):
     """``(model, layout)``: the model carrying the run's own per-rank split
     (``ModelSpec.pipeline_rank_layers``, which costmodel.layouts prices) and the parsed layout.

@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from .config_keys import one_edit_apart
 from .layouts import LayoutTable, validity
 from .memory import memory_bytes
 from .predict import predict_table, recompute_options
@@ -114,15 +115,12 @@ _FLAG_TOKEN = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", re.IGNORECASE)
 
 def misspelt_note_flags(notes: str) -> list:
     """(written, meant) for each ``--flag`` in ``notes`` that is not one the reader reads (nor its ``--no-``
-    form) but lies within a slip of one (difflib ratio >= 0.9: a letter dropped, doubled or swapped in a
-    name of 20 letters); flags far from every read one (``--finetune``, ``--load``) are prose."""
-    import difflib
+    form) but is one edit from one (costmodel.config_keys.one_edit_apart, as for a configuration's
+    keys); flags farther from every read one (``--finetune``, ``--load``) are prose."""
     out = []
     for tok in dict.fromkeys(t.lower() for t in _FLAG_TOKEN.findall(notes or "")):
         bare = "--" + tok[5:] if tok.startswith("--no-") else tok
-        if bare in _READ_FLAGS:
-            continue
-        near = difflib.get_close_matches(bare, sorted(_READ_FLAGS), 1, 0.9)
+        near = [f for f in sorted(_READ_FLAGS) if one_edit_apart(bare, f)] if bare not in _READ_FLAGS else []
         if near:
             out.append((tok, near[0]))
     return out

@@ -463,12 +463,12 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     dup = sorted({c for c in head if head.count(c) > 1})
     if dup:                          # a repeated column: which copy a row means is ambiguous
         raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
-    # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
     need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
             "tp", "pp", "seq_len"}
     if not need & set(head):         # a README or another table: no column of the schema at all
         raise InputError(path, "header", f"not a runs CSV: its first line has none of the schema's columns "
                          f"({', '.join(sorted(need))}; README, 'Validate')")
+    # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
     reader = csv.DictReader(lines, strict=True)
     rows, ends = [], []
     try:

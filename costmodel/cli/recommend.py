@@ -17,7 +17,7 @@ from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
 from ..layouts import layout_name
 from ..optimize import OBJECTIVES
-from ..pipeline_layout import with_pipeline_layout
+from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
@@ -298,9 +298,7 @@ def _best_split_run(m, r, c, p, lay: dict, inlet_temp_c=None):
     split = balanced_split(m.num_layers, float(np.ravel(o.t_layer_s)[0]), extra, room)
     if split is None or np.array_equal(split, pipeline_split(m, lay, light_last_stage(r))):
         return run
-    segs = ["t" * int(n) for n in split]
-    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * m.mtp_layers + "L"
-    m2, _ = with_pipeline_layout(m, "|".join(segs), lay["pp"], 1, where="recommend")
+    m2, _ = with_pipeline_layout(m, layout_text(split, lay["pp"], 1, m.mtp_layers), lay["pp"], 1, where="recommend")
     alt = predict_run(m2, r, c, p, lay, inlet_temp_c=inlet_temp_c)
     return alt if alt.feasible and alt.step_time_s < run.step_time_s * (1 - 1e-3) else run
 

@@ -341,12 +341,12 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
     bandwidth) or under 5 % of it (the link given is far faster than the one measured), or a protocol's
     latency outside 0.5-500 us (each protocol: a large one prices every small message of the layout)."""
     best = max(e for _, e in p.absolute_protocols)
-    few = sizes is not None and len(set(np.asarray(sizes, dtype=float).tolist())) < 3
+    n_sizes = len(np.unique(np.asarray(sizes, dtype=float))) if sizes is not None else None
     if best >= 0.995 * eff_max:
         report.warnings.append(
             f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: " + (
-                f"the capture's {len(set(np.asarray(sizes, dtype=float).tolist()))} message size(s) cannot tell the "
-                "latency from the bandwidth (measure a sweep: nccl-tests -b 8 -e 8G -f 2)" if few else
+                f"the capture's {n_sizes} message size(s) cannot tell the latency from the bandwidth (measure a "
+                "sweep: nccl-tests -b 8 -e 8G -f 2)" if n_sizes is not None and n_sizes < 3 else
                 "the measurement is faster than the link it is normalised by (check --nodes/--gpus-per-node, the "
                 "collective, or the cluster's link bandwidth)"))
     pr = p.absolute_protocols

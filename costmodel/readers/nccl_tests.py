@@ -153,7 +153,7 @@ def _empty_meta():
     return dict(collective=None, binary=None, command=None, nccl_version=None, cuda_version=None,
                 nccl_tests_version=None, params={}, ranks=[], n_ranks=None, hosts=[], n_nodes=None,
                 ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0,
-                table_collectives=[], ranks_truncated=False)
+                table_collectives=[], ranks_truncated=False, time_algbw_ratios=[])
 
 
 @dataclass
@@ -188,6 +188,8 @@ class NcclTable:
               count of non-data, non-comment lines skipped (NCCL INFO, launcher messages).
             * ``table_collectives``: per table (by index), the collective of the test printing it
               (its ``# Collective test starting`` line or ``*_perf`` command line), None when unsaid.
+            * ``time_algbw_ratios``: for each row left out because its time and algbw disagree, the
+              bandwidth its time implies over the printed algbw (1000: a time in ms under the us header).
     """
 
     rows: list = field(default_factory=list)
@@ -333,6 +335,8 @@ def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fie
         problem = _row_problem(size, placement, t, a, b_)
         if problem:
             out.errors.append(f"{where}: {problem}: {raw!r}")
+            if "disagree" in problem:
+                out.meta["time_algbw_ratios"].append(size / (t * 1e3) / a)
             continue
         out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))
 
