@@ -11,8 +11,10 @@ assumption per row.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -311,8 +313,46 @@ def row_family(r: dict) -> str:
     return "gpt" if re.search(r"GPT|MEGATRON|MT-NLG", name.upper()) else "unrecognised"
 
 
+#: architecture columns a row shares with a catalog model, and the ModelSpec field each one gives
+_CATALOG_COLUMNS = (("num_layers", "num_layers"), ("hidden", "hidden"), ("ffn_hidden", "ffn_hidden"),
+                    ("num_heads", "num_heads"), ("num_kv_heads", "num_kv_heads"), ("head_dim", "head_dim"),
+                    ("vocab", "vocab"), ("num_experts", "num_experts"), ("moe_topk", "topk"))
+
+
+def _name_key(name: str) -> str:
+    """A model name without case, spaces, hyphens or underscores: 'GPT OSS 120B' and 'gpt-oss-120b' agree."""
+    return re.sub(r"[^a-z0-9.]", "", name.lower())
+
+
+@functools.lru_cache(maxsize=None)
+def _catalog_model(key: str) -> ModelSpec | None:
+    """The catalog ModelSpec whose name has :func:`_name_key` ``key``, None when the catalog has none
+    (read once per name)."""
+    from .specs import list_models, load_model
+    names = {_name_key(n): n for n in list_models()}
+    return load_model(names[key]) if key in names else None
+
+
+def catalog_row_model(r: dict) -> ModelSpec | None:
+    """The catalog model a row names (its ``model`` cell, case, spaces, hyphens and underscores aside:
+    ``GPT OSS 120B`` is ``gpt-oss-120b``) when every architecture column the row fills agrees with it, else None.
+
+    The catalog knows what a row's columns cannot say (MLA, sliding-window layers, attention sinks,
+    biases, QK norms, dense-first layers, shared experts), so a row of a catalog model is priced as that
+    model; a row whose columns differ from it ran something else and is read from its columns."""
+    spec = _catalog_model(_name_key(r.get("model") or ""))
+    if spec is None:
+        return None
+    for col, attr in _CATALOG_COLUMNS:
+        v = _int(r, col)
+        if v is not None and v != getattr(spec, attr) and not (col == "num_experts" and v <= 1 == spec.num_experts):
+            return None
+    return spec
+
+
 def row_model(r: dict, stack: Stack) -> ModelSpec:
-    """The ModelSpec of a dev-set row, by architecture family of its model name.
+    """The ModelSpec of a dev-set row: the catalog model it names (:func:`catalog_row_model`), else one
+    built by the architecture family of its model name.
 
     * Llama, Mistral, Mixtral, Qwen: SwiGLU MLP of the row's ``ffn_hidden``, RoPE, untied output
       layer, no biases, no dropout (the families' Hugging Face configs).
@@ -333,10 +373,13 @@ def row_model(r: dict, stack: Stack) -> ModelSpec:
     family = row_family(r)
     bloom, llama, mpt, nemotron = (family == f for f in ("bloom", "llama", "mpt", "nemotron"))
     tp = _int(r, "tp") or 1
-    vocab = _int(r, "vocab")
+    catalog = catalog_row_model(r)
+    vocab = catalog.vocab if catalog else _int(r, "vocab")
     if stack.pads_vocab:
         mult = 128 * tp
         vocab = int(math.ceil(vocab / mult) * mult)
+    if catalog:
+        return replace(catalog, vocab=vocab, seq_len=_int(r, "seq_len") or catalog.seq_len)
     h, heads = _int(r, "hidden"), _int(r, "num_heads")
     experts = _int(r, "num_experts") or 1
     gpt = family in ("gpt", "unrecognised")

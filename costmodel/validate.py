@@ -26,7 +26,7 @@ from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
-                            cell_int as _int, misspelt_note_flags, notes_dist_opt, row_family, row_model, row_sp,
+                            cell_int as _int, misspelt_note_flags, notes_dist_opt, catalog_row_model, row_family, row_model, row_sp,
                             row_stack, row_switches, row_zero, switch_problem)
 from .specs import ModelSpec, Recipe, list_clusters, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
@@ -321,7 +321,8 @@ def _prepare(r: dict, cache: dict):
                   else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
-               + (("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
+               + ((f"arch=catalog {model.name}",) if catalog_row_model(r)
+                  else ("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
                + tuple(f"{c}={v}({why})" for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
                                                            ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
                        if not (r.get(c) or "").strip()))

@@ -550,7 +550,8 @@ def test_moe_rows_read_expert_tp_head_dim_and_recompute_modules():
     assert (row["tp"], row["ep"], row["etp"], row["vp"]) == (2, 32, 1, 4)
     assert recipe.recompute_modules == "layernorm moe_act" and recipe.moe_dispatcher == "flex"
     assert _prepare(rows["modelzoo-qwen3-04"], {})[2].moe_dispatcher == "alltoall"
-    out = {r.row_id: r for r in validate_rows(list(rows.values()), str(path))}
+    zoo = [r for r in rows.values() if r["row_id"].startswith("modelzoo-")]
+    out = {r.row_id: r for r in validate_rows(zoo, str(path))}
     assert len(out) == 9 and all(not r.skipped and not r.predicted_oom for r in out.values())
     # '+1f1b overlap': the notes' --overlap-moe-expert-parallel-comm turns the batch-level EP overlap on
     assert _prepare(rows["modelzoo-qwen3-02"], {})[2].moe_ep_overlap and not recipe.moe_ep_overlap
@@ -707,3 +708,28 @@ def test_a_step_far_slower_than_any_published_run_is_skipped_as_a_unit_slip():
     why = validate_rows([slow])[0].skipped
     assert why and "under 0.5%: a value in other units (a step in ms?)" in why
     assert not validate_rows([q])[0].skipped and MIN_PEAK_FRACTION * 4 < 0.0237
+
+
+def test_a_row_of_a_catalog_model_is_priced_as_that_model():
+    """Megatron-Bridge 26.04.01's H100 MoE rows name catalog models: GPT-OSS 120B is priced with the
+    catalog's architecture (gated experts, RoPE, alternating 128-token windows: 116.8B parameters),
+    not as a Megatron GPT of its columns (ungated, learned positions: 78B); its step time is the
+    table's 5,824 tokens/s/GPU over 1280 x 4096 tokens on 64 GPUs.  A row whose columns differ from
+    the model it names ran something else and is read from its columns."""
+    from costmodel.published_row import catalog_row_model
+    from costmodel.validate import _prepare
+    path = REPO / "benchmarks" / "data" / "dev_set_moe.csv"
+    rows = {r["row_id"]: r for r in read_runs_csv(path)}
+    oss = rows["mbridge2604-003"]
+    model = _prepare(oss, {})[1]
+    assert model.name == "gpt-oss-120b" and model.gated and not model.learned_positions
+    assert model.params() == pytest.approx(116.83e9, rel=0.005)
+    assert catalog_row_model(dict(oss, model="GPT-OSS 120B")).name == "gpt-oss-120b"
+    assert catalog_row_model(dict(oss, hidden="2048")) is None
+    other = _prepare(dict(oss, hidden="2048"), {})[1]
+    assert other.name == "gpt-oss-120b" and not other.gated and other.learned_positions    # the columns' Megatron GPT
+    out = {r.row_id: r for r in validate_rows([r for k, r in rows.items() if k.startswith("mbridge")], str(path))}
+    assert len(out) == 3 and not any(r.skipped for r in out.values())
+    assert out["mbridge2604-003"].measured_s == pytest.approx(1280 * 4096 / (5824 * 64), rel=1e-3)
+    assert "arch=catalog gpt-oss-120b" in out["mbridge2604-003"].assumed
+    assert "arch=catalog qwen3-30b-a3b" in out["mbridge2604-004"].assumed
