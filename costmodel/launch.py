@@ -225,7 +225,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         a.append("--optimizer sgd")
 
     if layout["zero"] == 3:
-        a.append("--use-torch-fsdp2")
+        # validate_args: "--use-torch-fsdp2 is not supported with gradient accumulation fusion", which is on
+        # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
+        a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = []
     # FSDP2 overlaps its own gathers (costmodel.stacks.Stack.zero3_overlap): the flag only where asked for
     fsdp2_own = layout["zero"] == 3 and not recipe.dp_overlap
@@ -275,9 +277,11 @@ _CE_NOTE = ("Megatron-core has no {ce} cross-entropy (its vocab-parallel loss, o
 
 
 def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -> list[str]:
-    """The TransformerConfig fields of :func:`pipeline_split_settings`'s split, as NeMo 2 overrides."""
+    """The split of :func:`pipeline_split_settings` as NeMo 2 overrides of the strategy's ParallelismConfig."""
     split, how = pipeline_split_settings(t, model, recipe, layers)
-    c = "recipe.model.config."
+    # ParallelismConfig fields: MegatronStrategy copies its own values over model.config at setup
+    # (nemo/lightning/pytorch/strategies/megatron_strategy.py, _strategy_lib.set_model_parallel_attributes)
+    c = "recipe.trainer.strategy."
     if split == "accounted":
         return [f"{c}account_for_embedding_in_pipeline_split = True", f"{c}account_for_loss_in_pipeline_split = True"]
     if split == "first_last":
@@ -323,11 +327,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
             a.append(f"recipe.model.config.recompute_modules = {list(recipe.recomputed)!r}")
     else:
         a.append("recipe.model.config.recompute_granularity = None")
-    a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2)}")
+    a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2, 3)}")
     a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
           for k, v in optimizer_config(recipe)]
     if t["zero"] == 3:
-        a.append("recipe.trainer.strategy.fsdp = 'megatron'")
+        # Megatron-FSDP shards by ddp.data_parallel_sharding_strategy, 'no_shard' unless set
+        # (megatron/core/distributed/distributed_data_parallel_config.py), with the distributed optimizer
+        a += ["recipe.trainer.strategy.fsdp = 'megatron'",
+              "recipe.trainer.strategy.ddp.data_parallel_sharding_strategy = 'optim_grads_params'"]
     if t["overlap"]:
         a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
               f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
@@ -375,8 +382,11 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
          f"    config.parallelism.context_parallel_degree = {t['cp']}"]
     if model.is_moe:
         a.append(f"    config.parallelism.expert_parallel_degree = {t['ep']}")
-        # torchtitan's default keeps the experts unsplit (1), Megatron's splits them at TP
-        a.append(f"    config.parallelism.expert_tensor_parallel_degree = {t.get('etp') or t['tp']}")
+        etp = t.get("etp") or t["tp"]
+        if etp != 1:
+            # ParallelismConfig has no expert TP: EP borrows ranks from FSDP and TP, the experts unsplit
+            a.append(f"    # torchtitan has no expert tensor parallelism (its experts run whole on each EP rank): "
+                     f"the prediction assumed ETP {etp}")
     if t["pp"] > 1:
         a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
         a.append(f"    config.parallelism.pipeline_parallel_schedule = {'Interleaved1F1B' if t['vp'] > 1 else '1F1B'!r}")
@@ -395,7 +405,7 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     # the switches the prediction priced that torchtitan sets here: async TP (tp_comm_overlap, which runs
     # under torch.compile) and torch.compile's fused elementwise kernels (fused_elementwise)
     if recipe.tp_comm_overlap and t["tp"] > 1:
-        a.append("    config.parallelism.enable_async_tensor_parallel = True")
+        a.append("    config.compile.enable_async_tensor_parallel = True")
     if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
         a.append("    config.compile.enable = True")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",

@@ -611,3 +611,40 @@ def get_stack(name: str, where: str = "--stack") -> Stack:
         return STACKS[name]
     except KeyError:
         raise InputError(where, "", f"{name!r} is not one of {', '.join(STACKS)}") from None
+
+
+def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
+    """Combinations Megatron-LM refuses at start-up, refused here on the stacks that run its code
+    (megatron, nemo: :data:`TE_STACKS`) so a printed launch never fails:
+
+    * ``--optimizer-offload`` with ZeRO-3: the offload is the distributed optimizer's
+      (``--use-precision-aware-optimizer``, megatron/core/optimizer/__init__.py), which FSDP2 excludes
+      (megatron/training/arguments.py: ``--use-torch-fsdp2`` asserts no distributed optimizer);
+    * delayed FP8 scaling with BF16 first/last layers or with ``moe_act`` / ``layernorm`` recomputation
+      (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ...");
+    * ``moe_act`` recomputation without grouped GEMM (transformer_config.py);
+    * the interleaved schedule (VP > 1) without P2P overlap at PP <= 2 (arguments.py validate_args).
+
+    Raises:
+        InputError: naming the flag and the Megatron-LM rule.
+    """
+    if recipe.stack not in TE_STACKS:
+        return
+    if recipe.optimizer_offload and layout.get("zero") == 3:
+        raise InputError("--optimizer-offload", "", "is Megatron's distributed-optimizer offload (--optimizer-cpu-"
+                         "offload needs --use-precision-aware-optimizer, which needs the distributed optimizer), and "
+                         "ZeRO-3 (--use-torch-fsdp2) excludes the distributed optimizer: use --zero 1 or 2")
+    delayed = recipe.precision == "fp8" and recipe.fp8_recipe == "delayed"
+    if delayed and recipe.bf16_edge_layers:
+        raise InputError("--bf16-edge-layers", "", "Megatron-LM's delayed FP8 scaling does not support BF16 first/last "
+                         "layers (TransformerConfig): add --fp8-recipe tensorwise or drop --bf16-edge-layers")
+    mods = set(recipe.recomputed) if layout.get("recompute") == "selective" else set()
+    if delayed and mods & {"moe_act", "layernorm"}:
+        raise InputError("--recompute-modules", "", "Megatron-LM's delayed FP8 scaling does not support moe_act or "
+                         "layernorm recomputation (TransformerConfig): add --fp8-recipe tensorwise or drop those modules")
+    if is_moe and "moe_act" in mods and not recipe.moe_grouped_gemm:
+        raise InputError("--recompute-modules", "", "moe_act recomputation runs on grouped GEMM experts only "
+                         "(Megatron-LM TransformerConfig): add --moe-grouped-gemm or drop moe_act")
+    if (layout.get("vp") or 1) > 1 and layout.get("pp", 1) <= 2 and not recipe.pp_overlap:
+        raise InputError("--no-pp-overlap", "", f"Megatron-LM runs the interleaved schedule without P2P overlap only "
+                         f"at PP > 2 (validate_args), not PP {layout.get('pp')}: drop --no-pp-overlap or raise --pp")

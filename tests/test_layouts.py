@@ -347,16 +347,16 @@ def test_an_uneven_interleaved_split_is_one_layout_string_on_both_command_lines(
     args = megatron_args(row, m, r)
     assert f'--pipeline-model-parallel-layout "{text}"' in args and "--num-layers-per-virtual-pipeline-stage" not in args
     nemo = nemo_overrides(row, m, r)
-    assert f"recipe.model.config.pipeline_model_parallel_layout = {text!r}" in nemo
+    assert f"recipe.trainer.strategy.pipeline_model_parallel_layout = {text!r}" in nemo
     assert "recipe.model.config.moe_enable_deepep = True" in nemo
     acc = dict(row, pp=7, vp=3, dp=73)
     assert pipeline_split_settings(acc, m, r) == ("accounted", None)
-    assert "recipe.model.config.account_for_loss_in_pipeline_split = True" in nemo_overrides(acc, m, r)
+    assert "recipe.trainer.strategy.account_for_loss_in_pipeline_split = True" in nemo_overrides(acc, m, r)
     # a split the ILP chose (layers per stage) reaches both command lines
     ilp = dict(row, vp=1)
     nemo = nemo_overrides(ilp, m, r, layers=[7, 8, 8, 8, 8, 8, 8, 6])
-    assert ("recipe.model.config.num_layers_in_first_pipeline_stage = 7" in nemo
-            and "recipe.model.config.num_layers_in_last_pipeline_stage = 6" in nemo)
+    assert ("recipe.trainer.strategy.num_layers_in_first_pipeline_stage = 7" in nemo
+            and "recipe.trainer.strategy.num_layers_in_last_pipeline_stage = 6" in nemo)
     assert "--decoder-first-pipeline-num-layers 7" in megatron_args(ilp, m, r, layers=[7, 8, 8, 8, 8, 8, 8, 6])
     even = dict(row, pp=8, vp=1)
     assert pipeline_split_settings(dict(even), load_model("llama3-70b"), Recipe(gbs=8, seq_len=8192)) == (None, None)
@@ -397,7 +397,7 @@ def test_a_torchtitan_configuration_says_when_it_cannot_shard_as_predicted():
     # what the prediction priced is set: async TP at TP > 1 (under torch.compile), compile where fused
     from dataclasses import replace
     on = torchtitan_config(row, m, replace(r, tp_comm_overlap=True, fused_elementwise=False))
-    assert "config.parallelism.enable_async_tensor_parallel = True" in on and "config.compile.enable = True" in on
+    assert "config.compile.enable_async_tensor_parallel = True" in on and "config.compile.enable = True" in on
     off = torchtitan_config(row, m, replace(r, tp_comm_overlap=False, fused_elementwise=False))
     assert "enable_async_tensor_parallel" not in off and "compile.enable" not in off
     assert "compile.enable = True" in torchtitan_config(row, m, replace(r, fused_elementwise=True))

@@ -14,7 +14,7 @@ from ..launch import launch_settings
 from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
-from ..stacks import get_stack
+from ..stacks import check_megatron_rules, get_stack
 from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -126,6 +126,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
                              (recipe_flags or {}).get("recompute_modules") is not None)
+        check_megatron_rules(r, lay, m.is_moe)
         m, placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is not None:

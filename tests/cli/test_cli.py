@@ -221,7 +221,7 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded): 32" in ds.stdout
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
-    assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2" in mc.stdout
+    assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2 \\\n  --no-gradient-accumulation-fusion" in mc.stdout
     # Transformer Engine runs cuDNN's fused attention on Hopper: Megatron-core's "fused" backend
     assert "--attention-backend fused" in mc.stdout and "--use-flash-attn" not in mc.stdout
     fa3 = run(*args, "--stack", "megatron", "--attention-kernel", "fa3")
@@ -245,14 +245,16 @@ def test_format_prints_the_layout_for_each_stack():
     tt = run(*args, "--format", "torchtitan")
     assert "config.parallelism.expert_parallel_degree = 4" in tt.stdout
     assert "config.parallelism.num_pp_microbatches = 16" in tt.stdout        # 64 / (DP 4 x mbs 1)
-    assert "config.parallelism.expert_tensor_parallel_degree = 2" in tt.stdout   # Megatron's default: ETP = TP
+    # torchtitan's ParallelismConfig has no expert TP field: the ETP the prediction assumed is a comment
+    assert "expert_tensor_parallel_degree" not in tt.stdout and "the prediction assumed ETP 2" in tt.stdout
     assert "pipeline_parallel_schedule = '1F1B'" in tt.stdout
     vp = run(*args[:-2], "--gbs", "64", "--vp", "4", "--etp", "1", "--recompute-num-layers", "2", "--format", "torchtitan")
     assert vp.returncode in (0, 3), vp.stderr                           # 3: it does not fit 80 GB
     # torchtitan makes ceil((L + 2) / layers_per_stage) stages: 34 / 4 would make 9, not PP 2 x VP 4 = 8
     for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "no pipeline_parallel_layers_per_stage makes PP x VP "
-                 "= 8 stages of 32 layers", "expert_tensor_parallel_degree = 1", "cannot express"):
+                 "= 8 stages of 32 layers", "cannot express"):
         assert line in vp.stdout, line
+    assert "expert_tensor_parallel_degree" not in vp.stdout and "assumed ETP" not in vp.stdout     # ETP 1: nothing to say
     # Qwen3-235B's 94 layers + 2 on PP 4 x VP 24 = 96 stages: one per stage (94 // 96 = 0 had been printed)
     qw = run("predict", "--model", "qwen3-235b-a22b", "--cluster", "hgx-h200", "--nodes", "32", "--gbs", "512", "--stack",
              "torchtitan", "--tp", "1", "--pp", "4", "--ep", "8", "--vp", "24", "--mbs", "2", "--recompute", "selective",
@@ -573,3 +575,49 @@ def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
     even = json.loads(run("predict", *base, *flags, "--json").stdout)
     assert same["step_time_s"] == pytest.approx(won["step_time_s"], rel=1e-6)
     assert won["step_time_s"] < even["step_time_s"] * 0.97
+
+
+def test_predict_refuses_what_megatron_lm_refuses_at_start_up():
+    """Combinations Megatron-LM's validate_args or TransformerConfig refuse are refused before a launch
+    is printed: offload with ZeRO-3 (FSDP2 has no distributed optimizer), delayed FP8 with BF16 edge
+    layers or moe_act/layernorm recomputation, moe_act without grouped GEMM, VP > 1 without P2P overlap
+    at PP 2; the tensorwise FP8 recipe and grouped GEMM run."""
+    base = ["predict", "--cluster", "dgx-h100", "--mbs", "1", "--gbs", "128"]
+    cases = [
+        (["--model", "llama3-70b", "--nodes", "8", "--tp", "8", "--recompute", "full", "--zero", "3", "--optimizer-offload"],
+         "--optimizer-offload", "excludes the distributed optimizer"),
+        (["--model", "llama3-70b", "--nodes", "8", "--tp", "4", "--pp", "4", "--precision", "fp8", "--bf16-edge-layers",
+          "1"],
+         "--bf16-edge-layers", "delayed FP8 scaling does not support BF16 first/last"),
+        (["--model", "mixtral-8x7b", "--nodes", "4", "--tp", "2", "--ep", "8", "--seq-len", "4096", "--recompute",
+          "selective", "--recompute-modules", "moe_act,layernorm", "--no-moe-grouped-gemm"],
+         "--recompute-modules", "grouped GEMM experts only"),
+        (["--model", "mixtral-8x7b", "--nodes", "4", "--tp", "2", "--ep", "8", "--seq-len", "4096", "--recompute",
+          "selective", "--recompute-modules", "moe_act,layernorm", "--moe-grouped-gemm", "--precision", "fp8"],
+         "--recompute-modules", "does not support moe_act or layernorm"),
+        (["--model", "llama3-8b", "--nodes", "1", "--tp", "2", "--pp", "2", "--vp", "4", "--no-pp-overlap"],
+         "--no-pp-overlap", "only at PP > 2"),
+    ]
+    for extra, flag, why in cases:
+        r = run(*base, *extra)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and flag in r.stderr and why in r.stderr, (extra, r.stderr)
+    ok = run(*base, "--model", "llama3-70b", "--nodes", "8", "--tp", "4", "--pp", "4", "--precision", "fp8", "--bf16-edge-layers", "1",
+             "--fp8-recipe", "tensorwise")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_nemo_zero3_shards_and_splits_pipelines_on_the_strategy():
+    """NeMo 2: Megatron-FSDP shards only with data_parallel_sharding_strategy optim_grads_params (its
+    default is no_shard) and runs the distributed optimizer; the pipeline split is the strategy's
+    ParallelismConfig (copied over model.config at setup), not model.config's."""
+    z3 = run("predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--mbs", "1",
+             "--gbs", "128", "--recompute", "full", "--zero", "3", "--stack", "nemo")
+    assert z3.returncode == 0, z3.stderr
+    assert "recipe.trainer.strategy.ddp.data_parallel_sharding_strategy = 'optim_grads_params'" in z3.stdout
+    assert "recipe.optim.config.use_distributed_optimizer = True" in z3.stdout
+    pp = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "3", "--pp", "3", "--mbs", "1",
+             "--gbs", "96", "--stack", "nemo")
+    assert pp.returncode == 0, pp.stderr
+    assert "recipe.trainer.strategy.num_layers_in_first_pipeline_stage" in pp.stdout or \
+        "recipe.trainer.strategy.account_for_embedding_in_pipeline_split" in pp.stdout, pp.stdout
+    assert "recipe.model.config.num_layers_in" not in pp.stdout and "recipe.model.config.account_for" not in pp.stdout
