@@ -63,6 +63,8 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
              f"communication overlap: {'on' if layout['overlap'] else 'off'}"
              + (f", DP gradient reduce under the backward: "
                 f"{'on' if dp_overlap_on(recipe, layout['zero'], True) else 'off'}"
+                + (f" (zero_optimization.overlap_comm: {str(bool(dp_overlap_on(recipe, layout['zero'], True))).lower()})"
+                   if recipe.stack == "deepspeed" else "")
                 if layout["overlap"] else "")
              + (f", pipeline sends under the next virtual stage: {'on' if recipe.pp_overlap else 'off'}"
                 if layout["vp"] > 1 and layout["overlap"] else "")]
@@ -78,6 +80,14 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                      + (", the EP all-to-all under the other micro-batch's compute (batch-level EP overlap)"
                         if recipe.moe_ep_overlap else ""))
     return "\n".join(lines)
+
+
+def packed_note(recipe: Recipe) -> str:
+    """The comment a format that cannot set packed-sequence attention prints for it ('' when the recipe
+    has none)."""
+    return (f"the prediction assumed packed sequences: documents of {recipe.doc_tokens} tokens, each attending to "
+            "itself only (variable-length fused attention): give the data loader's document boundaries to the "
+            "attention" if recipe.doc_tokens else "")
 
 
 def optimizer_config(recipe: Recipe) -> list[tuple]:
@@ -112,8 +122,11 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
         notes.append("this fork has no selective recompute: the prediction assumed it")
     a.append(f"--deepspeed --deepspeed_config ds_config.json --zero-stage {layout['zero']}"
              + (" --deepspeed-activation-checkpointing" if layout["recompute"] == "full" else ""))
-    if model.is_moe and layout["ep"] > 1:
-        a.append(f"--num-experts {model.num_experts} --ep-world-size {layout['ep']}")
+    if model.is_moe:
+        # bigscience-workshop/Megatron-DeepSpeed's arguments.py has no MoE flags (microsoft's fork adds
+        # --num-experts and --ep-world-size)
+        notes.append(f"this fork has no MoE layers (microsoft/Megatron-DeepSpeed's --num-experts {model.num_experts} "
+                     f"--ep-world-size {layout['ep']}): the prediction assumed them")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
     a.append({"bf16": "--bf16", "fp16": "--fp16"}.get(recipe.precision, "--bf16"))
     if recipe.precision not in ("bf16", "fp16"):
@@ -233,12 +246,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     fsdp2_own = layout["zero"] == 3 and not recipe.dp_overlap
     if dp_overlap_on(recipe, layout["zero"], layout["overlap"]) and not fsdp2_own:
         if recipe.stack == "megatron-legacy":
-            # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped
-            if layout["zero"] == 0:
-                a.append("--DDP-impl torch")
-            else:
-                notes.append("Megatron-LM 2022's distributed optimizer reduces after the backward: the prediction "
-                             "assumed an overlapped reduction")
+            # before --overlap-grad-reduce (2023), PyTorch's DDP was the one that overlapped (ZeRO 0 only:
+            # dp_overlap_on)
+            a.append("--DDP-impl torch")
         else:
             a.append("--overlap-grad-reduce")
             if layout["zero"] in (1, 2):
@@ -264,6 +274,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
                      f"{recipe.optimizer}, these arguments train with Adam")
+    if recipe.doc_tokens:
+        notes.append(packed_note(recipe))
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
@@ -358,6 +370,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
     if recipe.tp_comm_overlap and t["sp"]:
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
+    if recipe.doc_tokens:
+        a.append("# " + packed_note(recipe))
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
     if any("torch." in line for line in a):
@@ -428,6 +442,11 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if t["recompute"] == "full" and t.get("recompute_num_layers"):
         a.append(f"# torchtitan checkpoints every layer: the prediction recomputed {t['recompute_num_layers']} per "
                  "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")
+    if recipe.doc_tokens:
+        a.append("# " + packed_note(recipe))
+    if recipe.optimizer_offload:
+        a.append("# the prediction assumed the optimizer offloaded to the host CPU: torchtitan has no optimizer-only "
+                 "offload (training.enable_cpu_offload is FSDP2's parameter offload, not priced here)")
     if recipe.precision != "bf16" and recipe.precision != "fp16":
         rec = f' (recipe_name = "{recipe.fp8_recipe}")' if recipe.fp8_recipe == "rowwise" else ""
         a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")

@@ -389,6 +389,9 @@ class Stack:
             Megatron-LM's ZeRO-3 is PyTorch FSDP2 (``--use-torch-fsdp2``), whose ``fully_shard``
             prefetches the next module's all-gather while the current one computes (implicit
             prefetching, torch/distributed/fsdp/_fully_shard) whatever ``--overlap-grad-reduce`` says.
+        sharded_dp_overlap: the DP reduction of a sharded optimizer (ZeRO >= 1) may overlap the backward.
+            False for Megatron-LM 2021-22, whose distributed optimizer reduces after the backward and
+            whose only overlap was PyTorch DDP's (``--DDP-impl torch``, ZeRO 0).
     """
 
     name: str
@@ -416,6 +419,7 @@ class Stack:
     grad_accum_bytes: tuple = (0.0, 0.0)
     pp_default_microbatches: bool = False
     zero3_overlap: bool = False
+    sharded_dp_overlap: bool = True
 
     @property
     def megatron_family(self) -> bool:
@@ -476,7 +480,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fsdp_copies={"torchtitan": "fsdp2", "llm-foundry": "fsdp1", "deepspeed": "deepspeed",
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
-                 pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"))
+                 pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"),
+                 sharded_dp_overlap=name != "megatron-legacy")
 
 
 STACKS = {s.name: s for s in (
@@ -589,6 +594,8 @@ def dp_overlap_on(recipe: Recipe, zero, overlap):
     """
     st = get_stack(recipe.stack)
     want = np.logical_or(recipe.dp_overlap, st.zero3_overlap & (np.asarray(zero) == 3))
+    if not st.sharded_dp_overlap:          # only its DDP (ZeRO 0) overlaps
+        want = np.logical_and(want, np.asarray(zero) == 0)
     return np.logical_and(np.asarray(overlap, dtype=bool), st.dp_overlap & want)
 
 

@@ -621,3 +621,39 @@ def test_nemo_zero3_shards_and_splits_pipelines_on_the_strategy():
     assert "recipe.trainer.strategy.num_layers_in_first_pipeline_stage" in pp.stdout or \
         "recipe.trainer.strategy.account_for_embedding_in_pipeline_split" in pp.stdout, pp.stdout
     assert "recipe.model.config.num_layers_in" not in pp.stdout and "recipe.model.config.account_for" not in pp.stdout
+
+
+def test_printed_settings_say_what_their_format_cannot_set():
+    """What a prediction priced and a printed format cannot set is a comment, never dropped: packed
+    documents in every format, the optimizer offload in torchtitan's; DeepSpeed's overlap switch is
+    named (overlap_comm is off below ZeRO-3 by default); BigScience's Megatron-DeepSpeed has no MoE
+    flags (microsoft's fork does), so none are printed."""
+    base = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--mbs", "1", "--gbs", "64"]
+    for fmt in ("megatron", "nemo", "torchtitan"):
+        r = run(*base, "--doc-tokens", "1024", "--recompute", "full", "--format", fmt)
+        assert r.returncode == 0 and "packed sequences: documents of 1024 tokens" in r.stdout, (fmt, r.stderr)
+    tt = run(*base, "--stack", "deepspeed", "--format", "torchtitan", "--zero", "3", "--optimizer-offload")
+    assert tt.returncode == 0 and "assumed the optimizer offloaded to the host CPU" in tt.stdout, tt.stderr
+    ds = run("predict", "--model", "llama3-8b", "--cluster", "hgx-h200", "--nodes", "2", "--stack", "deepspeed", "--mbs",
+             "1", "--gbs", "64", "--zero", "1", "--dp-overlap")
+    assert ds.returncode == 0 and "(zero_optimization.overlap_comm: true)" in ds.stdout, ds.stderr
+    md = run("predict", "--model", "mixtral-8x7b", "--cluster", "dgx-a100", "--nodes", "4", "--stack", "megatron-deepspeed",
+             "--ep", "8", "--mbs", "1", "--gbs", "128", "--seq-len", "4096")
+    assert md.returncode in (0, 3), md.stderr
+    assert "--num-experts 8 --ep-world-size 8" not in md.stdout.replace("microsoft/Megatron-DeepSpeed's --num-experts 8 "
+                                                                        "--ep-world-size 8", "")
+    assert "this fork has no MoE layers" in md.stdout
+
+
+def test_megatron_2022_overlaps_only_ddp():
+    """Megatron-LM 2021-22 overlapped the DP reduction only through PyTorch DDP (ZeRO 0); its
+    distributed optimizer reduced after the backward, so a ZeRO-1/2 layout is priced with the
+    reduction exposed and recommend cannot rank on an overlap the stack lacks."""
+    import numpy as np
+    from costmodel.specs import Recipe
+    from costmodel.stacks import dp_overlap_on, get_stack, stack_recipe
+    r = stack_recipe(get_stack("megatron-legacy"), 1536, 2048, "bf16", dp_overlap=True)
+    assert list(dp_overlap_on(r, np.array([0, 1, 2]), True)) == [True, False, False]
+    r = stack_recipe(get_stack("megatron"), 1536, 2048, "bf16", dp_overlap=True)
+    assert list(dp_overlap_on(r, np.array([0, 1, 3]), True)) == [True, True, True]
+    assert isinstance(r, Recipe)
