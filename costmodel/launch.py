@@ -358,8 +358,12 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current
-              else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}[recipe.precision]
+              else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_mixed"}[recipe.precision]
     a.append(f"recipe.trainer.plugins = {plugin}()")
+    if recipe.precision == "nvfp4":
+        # NeMo 2 has no NVFP4 recipe function: MegatronMixedPrecision's fp4 / fp4_recipe arguments
+        # (nemo/lightning/pytorch/plugins/mixed_precision.py)
+        a += ["recipe.trainer.plugins.fp4 = 'e2m1'", "recipe.trainer.plugins.fp4_recipe = 'nvfp4'"]
     n = int(recipe.bf16_edge_layers)
     if n and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
         a += ["recipe.trainer.plugins.first_last_layers_bf16 = True",

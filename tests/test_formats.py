@@ -103,8 +103,10 @@ def test_launch_flags_name_the_recipe():
                zero=1, sp=False, overlap=True)
     assert "--fp8-format e4m3 --fp8-recipe mxfp8" in megatron_args(lay, m, Recipe(gbs=8, seq_len=4096, precision="mxfp8"))
     assert "--fp4-format e2m1" in megatron_args(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4"))
-    assert "bf16_with_nvfp4_mixed()" in nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4",
-                                                                        stack="nemo"))
+    # NeMo 2 has no NVFP4 recipe function (that one is Megatron-Bridge's): MegatronMixedPrecision's fp4 arguments
+    nv = nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="nvfp4", stack="nemo"))
+    assert "bf16_with_nvfp4_mixed" not in nv and "recipe.trainer.plugins = bf16_mixed()" in nv
+    assert "recipe.trainer.plugins.fp4 = 'e2m1'" in nv and "recipe.trainer.plugins.fp4_recipe = 'nvfp4'" in nv
     # the cross-entropy the prediction assumed: Megatron's fused loss by its flag, one it lacks by a note
     ce = {c: Recipe(gbs=8, seq_len=4096, cross_entropy=c) for c in ("megatron", "fused", "eager", "chunked")}
     assert "--cross-entropy-loss-fusion" in megatron_args(lay, m, ce["fused"])
