@@ -376,7 +376,10 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     partial, dims, stages, has_sp = st.partial_recompute, st.model_parallel, st.zero_stages, st.sequence_parallel
     ep_ov = np.full(len(t.tp), bool(recipe.moe_ep_overlap and model.num_experts > 1))
     rules = [
-        ("the {stack} stack runs no tensor parallelism (TP must be 1)", ("tp" not in dims) & (t.tp > 1)),
+        ("the {stack} stack runs no tensor parallelism the model prices (TP must be 1)" + (
+            ": llm-foundry's tp_config shards only the FFN, its inputs split by batch (llmfoundry/tp/"
+            "ffn_tp_strategy.py), not Megatron's TP" if st.name == "llm-foundry" else ""),
+         ("tp" not in dims) & (t.tp > 1)),
         ("the {stack} stack runs no pipeline parallelism (PP must be 1)", ("pp" not in dims) & (t.pp > 1)),
         ("the {stack} stack runs no context parallelism (CP must be 1)", ("cp" not in dims) & (t.cp > 1)),
         ("TP x PP x DP x CP must equal the number of GPUs ({n})",

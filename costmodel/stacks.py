@@ -278,8 +278,9 @@ class Stack:
         model_parallel: the model-parallel dimensions the stack can run (besides data and expert
             parallelism): Megatron-core, NeMo and torchtitan all of TP, PP and CP; Megatron-LM
             2021-22 and BigScience's Megatron-DeepSpeed TP and PP (context parallelism came with
-            Megatron-core 0.5, 2024); llm-foundry TP (its ``tp_config``) but no pipeline or context
-            parallelism (Composer FSDP); DeepSpeed with HF transformers ZeRO data parallelism only.
+            Megatron-core 0.5, 2024); llm-foundry none (Composer FSDP: its ``tp_config`` shards only
+            the FFN, inputs split by batch, llmfoundry/tp/ffn_tp_strategy.py, which is not Megatron's TP
+            and not priced); DeepSpeed with HF transformers ZeRO data parallelism only.
         light_last_stage: when PP does not divide the layers (VP 1), the extra layers go to the
             first stages and the last stage, which runs the logits and the loss, holds one fewer
             (Megatron-LM's --decoder-first/last-pipeline-num-layers are set that way); False: the
@@ -490,7 +491,7 @@ STACKS = {s.name: s for s in (
     _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED, ("tp", "pp")),
     _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_MEGATRON),
     _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
-    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ("tp",)),
+    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ()),
     _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED, ()),
 )}
 

@@ -212,15 +212,22 @@ def test_405b_pp8_vp8_counts_embedding_and_loss_as_pipeline_layers():
 
 
 def test_stacks_offer_only_the_parallelism_they_run_and_interleaving_uses_the_embedding_split():
-    """Megatron-LM 2021-22 has no context parallelism, llm-foundry no pipeline or context parallelism,
-    HF + DeepSpeed ZeRO data parallelism only: the enumeration never offers the others.  Llama 3.1
+    """Megatron-LM 2021-22 has no context parallelism, llm-foundry no pipeline or context parallelism
+    and no Megatron TP (its tp_config shards the FFN only), HF + DeepSpeed ZeRO data parallelism only:
+    the enumeration never offers the others, and a pinned one is refused naming why.  Llama 3.1
     405B's 126 layers interleave at PP 16 VP 8 by counting the embedding and the loss (128 = 16 x 8)."""
     from dataclasses import replace
-    for stack, allowed in (("megatron-legacy", ("tp", "pp")), ("llm-foundry", ("tp",)), ("deepspeed", ())):
+    for stack, allowed in (("megatron-legacy", ("tp", "pp")), ("llm-foundry", ()), ("deepspeed", ())):
         t = enumerate_layouts(L70, replace(R, stack=stack), 32, 8)
         assert len(t) > 0
         for dim in ("tp", "pp", "cp"):
             assert dim in allowed or (getattr(t, dim) == 1).all(), (stack, dim)
+    from costmodel.errors import InputError
+    from costmodel.layouts import LayoutTable
+    bad = LayoutTable.from_rows([dict(tp=2, pp=1, dp=16, cp=1, ep=1, etp=2, vp=1, mbs=1, recompute="full",
+                                      recompute_num_layers=0, zero=3, sp=False, overlap=True)])
+    with pytest.raises(InputError, match="llm-foundry's tp_config shards only the FFN"):
+        check_layout(bad, L70, replace(R, stack="llm-foundry"), 32, 8)
     from costmodel.specs import load_model
     big = load_model("llama3.1-405b")
     t = enumerate_layouts(big, replace(R, gbs=2048), 16384, 8)

@@ -74,10 +74,12 @@ def test_the_stack_sets_what_the_flags_leave_open():
     base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-70b", "--cluster", "paper-h200",
             "--tp", "4", "--pp", "4", "--recompute", "full", "--json"]
     got = {}
-    # llm-foundry runs no pipeline (Composer FSDP): its layout is PP 1 with FSDP
-    for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"], ["--stack", "llm-foundry", "--pp", "1", "--zero", "3"]):
-        # an option given twice is refused: the extra --pp replaces the base's
-        args = [w for i, w in enumerate(base) if not ("--pp" in extra and (w == "--pp" or base[i - 1] == "--pp"))]
+    # llm-foundry runs no pipeline and no Megatron TP (Composer FSDP): its layout is TP 1, PP 1 with FSDP
+    for extra in ([], ["--stack", "nemo"], ["--tp-comm-overlap"],
+                  ["--stack", "llm-foundry", "--tp", "1", "--pp", "1", "--zero", "3"]):
+        # an option given twice is refused: the extra --tp / --pp replace the base's
+        args = [w for i, w in enumerate(base)
+                if not any(f in extra and (w == f or base[i - 1] == f) for f in ("--tp", "--pp"))]
         r = subprocess.run(args + extra, capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         got[" ".join(extra)] = json.loads(r.stdout)
@@ -89,7 +91,7 @@ def test_the_stack_sets_what_the_flags_leave_open():
     ov = got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
     assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == ov
     assert 0.0 < ov < 0.35 * got[""]["breakdown"]["tp_comm_s"]
-    assert got["--stack llm-foundry --pp 1 --zero 3"]["recipe"]["optimizer"] == "lionw"
+    assert got["--stack llm-foundry --tp 1 --pp 1 --zero 3"]["recipe"]["optimizer"] == "lionw"
     r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
 
