@@ -287,7 +287,7 @@ def _prepare(r: dict, cache: dict):
     stack = row_stack(r)
     if stack is None:
         return "stack unknown: add a stack column"
-    model = row_model(r, stack)
+    model, catalog = row_model(r, stack), catalog_row_model(r) is not None
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
     sp, sp_assumed = row_sp(r, stack, tp)
@@ -321,10 +321,11 @@ def _prepare(r: dict, cache: dict):
                   else ())
                + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
                + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
-               + ((f"arch=catalog {model.name}",) if catalog_row_model(r)
+               + ((f"arch=catalog {model.name}",) if catalog
                   else ("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
-               + tuple(f"{c}={v}({why})" for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
-                                                           ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
+               + tuple(f"{c}={v}({f'catalog {model.name}' if catalog else why})"
+                       for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
+                                         ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
                        if not (r.get(c) or "").strip()))
     row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
     assumed += pp_assumed

@@ -187,9 +187,9 @@ def test_no_published_hopper_run_is_predicted_out_of_memory():
     used = [r for r in res if not r.skipped]
     assert len(used) >= 166 and [r.row_id for r in used if r.predicted_oom] == []
     fp = {r.row_id: r for r in used}
-    assert fp["flagperf-002"].assumed == ("sp=True", "zero=1")      # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
+    assert fp["flagperf-002"].assumed == ("sp=True", "arch=catalog llama3-8b", "zero=1")   # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
     assert fp["mleng-011"].assumed == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
-                                       "attention_kernel=fa3", "optimizer_offload=True")
+                                       "attention_kernel=fa3", "optimizer_offload=True", "arch=catalog llama3.1-8b")
 
 
 def test_torchtitan_tp_rows_run_sequence_parallel_on_the_500w_grand_teton_h100():
@@ -627,15 +627,18 @@ def test_the_notes_attention_backend_names_the_kernel():
 def test_an_unpublished_architecture_cell_is_skipped_or_listed():
     """An empty num_gpus skips the row by name (never a traceback); an empty ffn_hidden skips a
     Llama-family row (a SwiGLU width is no fixed multiple of hidden); an empty num_kv_heads is read
-    as multi-head attention and listed with the row's assumptions."""
+    as multi-head attention and listed with the row's assumptions, unless the row names a catalog
+    model, whose own count fills it (said too)."""
     rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
-    base = rows["flagperf-002"]
+    base = dict(rows["flagperf-002"], model="Llama3-8B-variant")        # no catalog model of that name
     got = validate_rows([dict(base, row_id="a", num_gpus=""), dict(base, row_id="b", ffn_hidden=""),
-                         dict(base, row_id="c", num_kv_heads="")], str(HOPPER))
+                         dict(base, row_id="c", num_kv_heads=""),
+                         dict(rows["flagperf-002"], row_id="d", num_kv_heads="")], str(HOPPER))
     assert got[0].skipped == "num_gpus not published"
     assert got[1].skipped.startswith("ffn_hidden not published")
     assert not got[2].skipped and "num_kv_heads=32(MHA: num_heads)" in got[2].assumed
     assert got[2].predicted_s > validate_rows([base], str(HOPPER))[0].predicted_s     # 32 KV heads, not 8
+    assert not got[3].skipped and "num_kv_heads=8(catalog llama3-8b)" in got[3].assumed
 
 
 def test_recompute_modules_the_row_lacks_skip_it():

@@ -67,9 +67,9 @@ def test_flags_the_layout_cannot_honour_are_refused_not_dropped():
     assert isinstance(r.exception, CostmodelError) and "sequence parallelism needs TP > 1" in str(r.exception)
     r = _check(["predict", *BASE, "--tp", "1"])
     assert r.exception is None or isinstance(r.exception, SystemExit)
-    r = _check(["predict", *BASE, "--precision", "fp8", "--bf16-edge-layers", "17"])
+    r = _check(["predict", *BASE, "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "17"])
     assert isinstance(r.exception, CostmodelError) and "num_layers (32)" in str(r.exception)
-    r = _check(["predict", *BASE, "--precision", "fp8", "--bf16-edge-layers", "16"])
+    r = _check(["predict", *BASE, "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "16"])
     assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
