@@ -392,6 +392,30 @@ def trace_coverage_notes(n_gpus: int, span_s: float, step_time_s: float, cluster
     return out
 
 
+def check_measured_rate(m, recipe, c, metrics: list, log: str) -> None:
+    """Refuse a log whose measured step no run of this model could have made on this cluster: more
+    model FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's
+    GEMM dtype (the run ran on other GPUs), or under validate's MIN_PEAK_FRACTION of it (a step in
+    other units, or an edited log), as validate does for a published row.
+
+    Raises:
+        InputError: naming --cluster (above the peak) or the log (below the floor).
+    """
+    from .compute import gemm_dtype, model_flops_per_step
+    from .validate import MIN_PEAK_FRACTION
+    st = next((x["measured"] for x in metrics if x["name"] == "step_time_s"), None)
+    peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
+    rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
+    if peak and rate > peak:
+        raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
+                         f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
+                         "not run on these GPUs; name the cluster it ran on")
+    if peak and st and rate < MIN_PEAK_FRACTION * peak:
+        raise InputError(log, "", f"its step time ({st:.4g} s) makes {rate / 1e12:.3g} TFLOP/s per GPU, under "
+                         f"{100 * MIN_PEAK_FRACTION:g}% of {c.gpu.name}'s dense {gemm_dtype(recipe)} peak: not a step of "
+                         "this model and batch on these GPUs (a time in other units, or an edited log)")
+
+
 def wall_clock_note(iteration, t_unix, step_time_s) -> str | None:
     """What the records' wall-clock times say of their printed step times, or None when they agree.
 

@@ -75,8 +75,10 @@ class RowResult:
 _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
             "step_time_s",
-            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu")
+            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "params_b")
 # (mfu is informational, never read: a row is not left out for how it writes it)
+#: two published measurements of one step that differ by more than this fraction are not of one run
+_MEASURES_AGREE = 0.05
 
 
 #: every column a published-run CSV may have (README, 'Validate'; benchmarks/data/dev_set*.csv)
@@ -103,8 +105,23 @@ def _bad_number(r: dict) -> str | None:
             return f"{k} is not a number ({v!r})"
         if not math.isfinite(x) or x <= 0:
             return f"{k} must be a finite positive number, got {v!r}"
-        if k not in _MEASURED and (not x.is_integer() or x > _MAX_COUNT):
+        if k not in _MEASURED + ("params_b",) and (not x.is_integer() or x > _MAX_COUNT):
             return f"{k} must be a whole number up to 2^53, got {v!r}"
+    return _measures_disagree(r)
+
+
+def _measures_disagree(r: dict) -> str | None:
+    """Why a row's step time and tokens/s/GPU cannot both be its run's: the step they imply differs by
+    more than :data:`_MEASURES_AGREE` (validate reads the first; a second that contradicts it says a
+    cell is not the run's).  None when either is absent."""
+    step, tps = _float(r, "step_time_s"), _float(r, "tokens_per_s_per_gpu")
+    gbs, seq, n = _float(r, "gbs"), _float(r, "seq_len"), _float(r, "num_gpus")
+    if None in (step, tps, gbs, seq, n):
+        return None
+    implied = gbs * seq / (tps * n)
+    if abs(step / implied - 1) > _MEASURES_AGREE:
+        return (f"step_time_s {step:g} and tokens_per_s_per_gpu {tps:g} ({implied:.4g} s a step at gbs x seq_len / "
+                "GPUs) disagree: one of them is not this run's")
     return None
 
 

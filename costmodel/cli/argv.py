@@ -1,7 +1,8 @@
 """A command line that gives one option two values is refused: click keeps the last value silently
 (``--tp 8 --tp 4`` ran at TP 4, ``--sp --no-sp`` without SP), and a run priced on the value the user
 did not mean is worse than an error.  Repeatable options (``multiple=True``: ``--derate``) and
-counters are exempt."""
+counters are exempt.  An empty value (``--profile ''``) is refused too: read as not given, it would
+fall back to a default the user did not ask for."""
 from __future__ import annotations
 
 from ..errors import InputError
@@ -54,4 +55,32 @@ def check_repeated_options(group, argv: list) -> None:
             seen[names[flag]] = said
             i += 1 if eq or not takes_value[flag] else 2
             continue
+        i += 1
+
+
+def check_empty_values(group, argv: list) -> None:
+    """Refuse an empty (or blank) value or argument on the command line: ``--profile ''`` had run on the
+    built-in profile and ``compare --trace ''`` written nothing, silently.
+
+    Args:
+        group: the click group of the app.  argv: the arguments after the program name.
+    Raises:
+        InputError: naming the option (or the argument's position) that is empty.
+    """
+    cmd, start = _leaf(group, list(argv))
+    if cmd is None:
+        return
+    takes_value = {s: not getattr(p, "is_flag", False) for p in cmd.params if hasattr(p, "opts")
+                   for s in list(p.opts) + list(getattr(p, "secondary_opts", []))}
+    i = start
+    while i < len(argv):
+        flag, eq, inline = argv[i].partition("=")
+        if flag in takes_value and takes_value[flag]:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            if value is not None and not value.strip():
+                raise InputError(flag, "", "is empty: give a value")
+            i += 1 if eq else 2
+            continue
+        if not argv[i].strip():
+            raise InputError(f"argument {i - start + 1}", "", "is empty: give a value")
         i += 1

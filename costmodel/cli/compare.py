@@ -12,7 +12,7 @@ from rich.table import Table
 from .. import report
 from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
                        trace_coverage_notes,
-                       wall_clock_note,
+                       wall_clock_note, check_measured_rate,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
@@ -94,24 +94,6 @@ def _summarised(warns: list) -> list:
         return warns
     return warns[:MAX_NAMED_LINES] + [f"... and {len(warns) - MAX_NAMED_LINES} more bad line(s) of the trace, "
                                       "each left out"]
-
-
-def _check_measured_rate(m, recipe, c, metrics: list) -> None:
-    """Refuse a cluster whose GPUs could not have run the log: the measured step makes more model
-    FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's GEMM
-    dtype (as validate does for a published row).
-
-    Raises:
-        InputError: naming --cluster.
-    """
-    from ..compute import gemm_dtype, model_flops_per_step
-    st = next((x["measured"] for x in metrics if x["name"] == "step_time_s"), None)
-    peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
-    rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
-    if peak and rate > peak:
-        raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
-                         f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
-                         "not run on these GPUs; name the cluster it ran on")
 
 
 @with_layout_flags(from_log=True)
@@ -206,7 +188,7 @@ def compare(
         warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
     metrics = build_metrics(pred, agg, tlog.framework, pw)
-    _check_measured_rate(m, recipe, c, metrics)
+    check_measured_rate(m, recipe, c, metrics, log)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))

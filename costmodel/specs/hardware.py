@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..units import parse_quantity
-from .loading import _check_sources, check_source_keys, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir
+from .loading import (_check_sources, check_source_keys, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir,
+                      refuse_nulls)
 from .params import SCALE_OUT_FABRICS
 from .cooling import CoolingSpec, _cooling
 
@@ -253,6 +254,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     path = _resolve(name_or_path, hardware_dir() / "gpus", (".yaml", ".yml"), "GPU", flag)
     d = _read_mapping(path)
     w = str(path)
+    refuse_nulls(d, w)
     for k in d:
         if k not in GPU_KEYS:
             raise InputError(w, str(k), f"unknown key (known: {', '.join(GPU_KEYS)})")
@@ -307,6 +309,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     path = _resolve(name_or_path, hardware_dir() / "clusters", (".yaml", ".yml"), "cluster", flag)
     d = _read_mapping(path)
     w = str(path)
+    refuse_nulls(d, w)
     if "gpu" not in d and "peak_tflops" in d:
         raise InputError(flag, "", f"{w} is a GPU file (it has peak_tflops): {flag} takes a cluster file, whose gpu: "
                          "names the GPU (hardware/README.md)")

@@ -107,16 +107,39 @@ def _read_mapping(path: Path) -> dict:
         raise InputError(path, "", "file is empty")
     try:
         data = json_load(text) if path.suffix == ".json" else yaml_load(text)
+    except RecursionError:
+        raise InputError(path, "", "nested too deeply to read (a spec file is a few levels of mappings)") from None
     except DuplicateKeyError as e:
         raise InputError(path, e.key, "written twice in one object: Python's JSON reader (and Hugging Face's) "
                          "keeps only the second; give it once") from None
     except json.JSONDecodeError as e:
         raise InputError(path, "", f"not valid JSON: {str(e).splitlines()[0]}") from None
+    except ValueError as e:
+        # PyYAML and json refuse an integer of over 4,300 digits (sys.set_int_max_str_digits)
+        why = ("holds an integer of over 4,300 digits, which no spec value is" if "digits" in str(e)
+               else f"not readable: {str(e).splitlines()[0]}")
+        raise InputError(path, "", why) from None
     except yaml.YAMLError as e:
         raise InputError(path, "", f"not valid YAML: {yaml_error_text(e)}") from None
     if not isinstance(data, dict):
         raise InputError(path, "", "expected a mapping of keys to values at the top level")
     return data
+
+
+def refuse_nulls(d, where, path: str = "", skip: tuple = ()) -> None:
+    """Refuse a key written with no value (``key:``, ``null``, ``~``) anywhere in ``d`` but under the
+    keys ``skip`` names: read as absent, it would take a default that a missing key is refused for.
+
+    Raises:
+        InputError: naming the file and the dotted key.
+    """
+    items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
+    for k, v in items:
+        at = f"{path}[{k}]" if isinstance(d, list) else (f"{path}.{k}" if path else str(k))
+        if v is None:
+            raise InputError(where, at, "has no value (null): give one, or leave the key out where it is optional")
+        if not (isinstance(d, dict) and k in skip):
+            refuse_nulls(v, where, at, skip)
 
 
 def yaml_error_text(e: yaml.YAMLError) -> str:
@@ -163,20 +186,40 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
     raise InputError(flag, "", f"unknown {what} {name_or_path!r}{hint}")
 
 
+#: the least fraction of a peak a fitted efficiency may be: below it the value is a typo, and its
+#: reciprocal's powers overflow the uncertainty and power arithmetic
+MIN_PEAK_FRACTION = 1e-3
+
+
 def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
-         default=None, prefix="", maximum=None):
+         default=None, prefix="", maximum=None, minimum=None):
+    """The number under ``key`` (``kind`` a unit kind of :func:`parse_quantity`), in (0, maximum]
+    (``positive``), at least ``minimum``; a fraction of a peak (``maximum`` 1) at least
+    :data:`MIN_PEAK_FRACTION`.
+
+    Raises:
+        InputError: missing when ``required``, not a finite number, out of range (naming the field).
+    """
     name = prefix + key
+    if minimum is None and maximum == 1.0:
+        minimum = MIN_PEAK_FRACTION
     if key not in d or d[key] is None:
         if required:
             raise InputError(where, name, "missing")
         return default
-    x = parse_quantity(d[key], kind, where, name)
+    try:
+        x = parse_quantity(d[key], kind, where, name)
+    except OverflowError:
+        raise InputError(where, name, f"must be a finite number, got an integer of {len(str(d[key]))} digits") from None
     if not math.isfinite(x):
         raise InputError(where, name, f"must be a finite number, got {d[key]!r}")
     if positive and not x > 0:
         raise InputError(where, name, f"must be positive, got {d[key]!r}")
     if maximum is not None and x > maximum:
         raise InputError(where, name, f"must be at most {maximum:g} (a fraction of the peak), got {d[key]!r}")
+    if minimum is not None and x < minimum:
+        raise InputError(where, name, f"must be at least {minimum:g}" + (" (a fraction of the peak)" if maximum == 1.0
+                                                                          else "") + f", got {d[key]!r}")
     return x
 
 
@@ -195,8 +238,11 @@ def _get_int(d: dict, keys: tuple[str, ...], where, *, required=True, default=No
     for k in keys:
         if k in d and d[k] is not None:
             v = d[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and (
+                    not math.isfinite(v) or int(v) != v)):
                 raise InputError(where, k, f"expected an integer, got {v!r}")
+            if isinstance(v, int) and abs(v) > 10 ** 30:          # compared without a float, which would overflow
+                raise InputError(where, k, f"must be <= {maximum}, got an integer of {len(str(abs(v)))} digits")
             if v < minimum:
                 raise InputError(where, k, f"must be >= {minimum}, got {v!r}")
             if v > maximum:

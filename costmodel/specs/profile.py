@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from ..errors import InputError
-from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir, yaml_load
+from .loading import _get, _get_int, _read_mapping, _resolve, _sub, hardware_dir, refuse_nulls, yaml_load
 from .recipe import ATTENTION_KERNELS, kernel_head_dim
 from .params import (COLLECTIVES, NVLS_EFF_MAX, POWER_BASES, POWER_TERMS, PROTOCOLS, SCALE_OUT_FABRICS,
                      AttentionKernelParams, CollectiveParams, GroupFit,
@@ -289,6 +289,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
     d = _read_mapping(path)
     w = str(path)
+    refuse_nulls(d, w, skip=("fit", "provenance"))      # a fit's statistics may be null (r2 of one point)
     for k in d:
         for sec, keys in (("power", _POWER_KEYS), ("thermal", _THERMAL_KEYS)):
             if k in keys and k not in _PROFILE_KEYS:     # a section's key one level too high: ignored before
@@ -428,7 +429,8 @@ def _attention_kernel_fit(k, w: str, pre: str, head_dim, known=_KERNEL_FIT_KEYS)
             raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(known)})")
     return AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
                                  s_half=_nonnegative(k, "s_half", w, pre),
-                                 s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf")),
+                                 s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf"),
+                                            minimum=1.0),
                                  head_dim=head_dim)
 
 

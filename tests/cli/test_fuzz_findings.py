@@ -1,0 +1,95 @@
+"""Inputs a fuzzing trial found passing the contract's gate: each is now one line naming the file or
+flag and field, exit 2 (never a traceback, never a default taken silently, never nonsense with exit 0)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+HW = REPO / "hardware"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "costmodel.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+
+
+def one_line(r, *needles):
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in r.stderr, r.stderr
+
+
+def test_spec_files_with_unreadable_numbers_are_named(tmp_path):
+    """A 5,000-digit YAML integer, a 400-digit JSON one, JSON nested 100,000 deep: one line each."""
+    cl = tmp_path / "huge_int.yaml"
+    cl.write_text((HW / "clusters" / "dgx-h100.yaml").read_text().replace("nodes: 1", "nodes: " + "9" * 5000, 1))
+    one_line(run("predict", "--model", "llama3-8b", "--cluster", cl), "integer of over 4,300 digits")
+    cfg = json.loads((REPO / "costmodel" / "catalog" / "llama3-8b.json").read_text())
+    cfg["hidden_size"] = int("9" * 400)
+    md = tmp_path / "big.json"
+    md.write_text(json.dumps(cfg))
+    one_line(run("predict", "--model", md, "--cluster", "dgx-h100"), "hidden_size", "400 digits")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    one_line(run("predict", "--model", deep, "--cluster", "dgx-h100"), "nested too deeply")
+
+
+def test_a_null_in_a_hardware_file_is_not_a_missing_key_read_as_a_default(tmp_path):
+    """``max_clock_mhz: null`` had run at another clock, ``preheat_c_per_w: null`` as no preheat; a fit's
+    own null statistics (r2 of a one-point fit) stay allowed in a profile."""
+    from costmodel.specs import load_cluster, load_gpu, load_profile
+    gpu = tmp_path / "g.yaml"
+    gpu.write_text((HW / "gpus" / "h100-sxm-80gb.yaml").read_text().replace("max_clock_mhz:", "max_clock_mhz: null #", 1))
+    with pytest.raises(InputError, match="max_clock_mhz: has no value"):
+        load_gpu(str(gpu))
+    text = (HW / "clusters" / "dgx-h100.yaml").read_text()
+    cl = tmp_path / "c.yaml"
+    cl.write_text(text.replace("nodes:", "nodes: null #", 1))
+    with pytest.raises(InputError, match="nodes: has no value"):
+        load_cluster(str(cl))
+    assert load_profile("b200-sxm-180gb").gpu        # its fa4 fit's r2 is null
+
+
+@pytest.mark.parametrize("key, line", [("hbm.efficiency", ("hbm:", "efficiency:")),
+                                       ("gemm.bf16.eta_max", ("bf16:", "eta_max:"))])
+def test_a_vanishing_efficiency_is_refused_not_overflowed(tmp_path, key, line):
+    from costmodel.specs import load_profile
+    lines = (HW / "profiles" / "h100-sxm-80gb.yaml").read_text().splitlines()
+    sec = next(i for i, ln in enumerate(lines) if ln.strip() == line[0])
+    i = next(j for j in range(sec, len(lines)) if lines[j].strip().startswith(line[1]))
+    lines[i] = lines[i].split(":")[0] + ": 1.0e-300"
+    p = tmp_path / "p.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=f"{key}: must be at least 0.001"):
+        load_profile(str(p))
+
+
+def test_empty_values_and_arguments_are_refused():
+    """``--profile ''`` had run on the built-in profile; ``validate ''`` read the working directory."""
+    one_line(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--profile", ""), "--profile: is empty")
+    one_line(run("predict", "--model=", "--cluster", "dgx-h100"), "--model: is empty")
+    one_line(run("validate", " "), "argument 1: is empty")
+
+
+def test_validate_skips_rows_whose_cells_contradict_or_are_not_numbers(tmp_path):
+    from costmodel.validate import read_runs_csv, validate_rows
+    path = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
+    base = {r["row_id"]: r for r in read_runs_csv(path)}["flagperf-002"]
+    got = validate_rows([dict(base, row_id="a", params_b="abc"),
+                         dict(base, row_id="b", step_time_s="100", tokens_per_s_per_gpu="8103")], str(path))
+    assert got[0].skipped == "params_b is not a number ('abc')"
+    assert "step_time_s 100 and tokens_per_s_per_gpu 8103" in got[1].skipped and "64.7 s a step" in got[1].skipped
+
+
+def test_compare_refuses_a_step_no_run_could_take(tmp_path):
+    log = REPO / "tests" / "data" / "logs" / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    import re
+    bad = tmp_path / "huge.log"
+    bad.write_text(re.sub(r"elapsed time per iteration \(ms\): [0-9.]+", "elapsed time per iteration (ms): 1e300",
+                          log.read_text()))
+    one_line(run("compare", "--log", bad, "--cluster", "dgx-h100"), str(bad), "under 0.5% of H100-SXM-80GB")
