@@ -187,8 +187,9 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
 
 
 #: the least fraction of a peak a fitted efficiency may be: below it the value is a typo, and its
-#: reciprocal's powers overflow the uncertainty and power arithmetic
-MIN_PEAK_FRACTION = 1e-3
+#: reciprocal's powers overflow the uncertainty and power arithmetic (a CPU suite's gloo collectives
+#: fit about 5e-5 of the NVLink they are normalised by)
+MIN_PEAK_FRACTION = 1e-6
 
 
 def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
