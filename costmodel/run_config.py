@@ -78,6 +78,8 @@ class RunConfig:
             run trains with unless its command line (here: the flag) overrides it.
         unset: field -> ``"FILE: key (value)"`` of a value the file leaves to an interpolation
             (``${...}``) or to ``???``, resolved only when the run starts: its flag must give it.
+        dp_replicate: torchtitan's ``data_parallel_replicate_degree`` where its shard degree is left to
+            the world (-1): the DP it must divide is known only with the cluster (1: none).
     """
 
     layout: dict = field(default_factory=dict)
@@ -93,6 +95,7 @@ class RunConfig:
     model: dict = field(default_factory=dict)
     dropout: bool | None = None
     defaults: dict = field(default_factory=dict)
+    dp_replicate: int = 1
     unset: dict = field(default_factory=dict)
 
 

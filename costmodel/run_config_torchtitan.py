@@ -32,6 +32,8 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
             cfg.notes.append(f"{path}: parallelism.enable_async_tensor_parallel: no TP (degree 1): nothing to overlap")
     if shard not in (-1, 1) and rep not in (None, 1):
         cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
+    elif shard == -1 and rep not in (None, 1):
+        cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
     if L.get("pp", 1) > 1:
         _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count, "parallelism.")
     else:

@@ -138,6 +138,15 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             cfg.recipe["local_batch_size"] = v
             if (layout_flags.get("pp") or 1) == 1 and not given("mbs") and "mbs" not in cfg.layout:
                 layout_flags["mbs"] = v
+    if cfg.dp_replicate > 1:             # torchtitan HSDP with the shard degree left to the world (-1)
+        c = load_cluster(cluster_arg, scalars.get("nodes"))
+        mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
+        dp = c.num_gpus // mp if c.num_gpus % mp == 0 else 0
+        if not dp or dp % cfg.dp_replicate:
+            raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
+                             f"the data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP {mp})")
+        cfg.notes.append(f"{path}: HSDP (replicate {cfg.dp_replicate} x shard {dp // cfg.dp_replicate}) is modelled "
+                         "as FSDP over all of DP")
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
         c = load_cluster(cluster_arg, scalars.get("nodes"))
         mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)

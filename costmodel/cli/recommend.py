@@ -71,6 +71,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "parallel communication/GEMM overlap can happen only when sequence parallelism is "
                          "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
+    if inlet_temp_c is not None:            # before the search, as predict does
+        check_inlet_temp_c(inlet_temp_c, c)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,

@@ -113,3 +113,32 @@ def test_a_fit_whose_predictions_vanish_beside_its_times_is_not_written(tmp_path
     r = run("calibrate", "fit", bad, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "-o", out)
     one_line(r, "misses its own data", "nothing written")
     assert not out.exists()
+
+
+def test_torchtitan_replicate_degree_is_checked_and_said(tmp_path):
+    """HSDP with the shard degree left to the world: a replicate degree that does not divide the DP
+    ranks is refused naming the key; one that does is said (modelled as FSDP over all of DP)."""
+    src = (REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
+    assert "data_parallel_replicate_degree = 1" in src
+    for rep, ok in ((3, False), (2, True)):
+        cfg = tmp_path / f"rep{rep}.toml"
+        cfg.write_text(src.replace("data_parallel_replicate_degree = 1", f"data_parallel_replicate_degree = {rep}"))
+        r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan")
+        if ok:
+            assert r.returncode in (0, 3) and "HSDP (replicate 2 x shard 4) is modelled as FSDP" in r.stderr, r.stderr
+        else:
+            one_line(r, "parallelism.data_parallel_replicate_degree: 3 does not divide")
+
+
+def test_a_logged_count_past_2_53_names_the_log_not_a_flag(tmp_path):
+    """A dump's global_batch_size of 1e30 had been refused as '--gbs', a flag the user never gave."""
+    log = REPO / "tests" / "data" / "logs" / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    bad = tmp_path / "gbs.log"
+    bad.write_text(log.read_text().replace("  global_batch_size ............................... 32",
+                                           "  global_batch_size ............................... 1e30", 1))
+    one_line(run("compare", "--log", bad, "--cluster", "dgx-h100"), f"{bad}: global_batch_size: 1e+30 is above 2^53")
+
+
+def test_recommend_checks_the_inlet_before_searching():
+    r = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--inlet-temp-c", "61")
+    one_line(r, "--inlet-temp-c: 61 C is not a coolant temperature")

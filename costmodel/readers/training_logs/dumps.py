@@ -182,6 +182,8 @@ COUNT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "con
               "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "kv_lora_rank",
               "q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "kv_channels",
               "max_position_embeddings")
+#: the largest logged count taken: 2^53, past which float64 arithmetic loses units
+MAX_LOGGED_COUNT = 2 ** 53
 #: counts that may be 0 (Megatron's multi-token-prediction depth: none)
 COUNT_ARGS_FROM_0 = ("mtp_num_layers",)
 #: probabilities the model reads (dropout on: either above 0)
@@ -200,6 +202,8 @@ def check_logged_counts(args: dict, path) -> None:
         v = args.get(k)
         if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 1):
             raise InputError(path, k, f"{v!r} is not a whole number >= 1 (no run has it)")
+        if v is not None and _int_or_none(v) > MAX_LOGGED_COUNT:
+            raise InputError(path, k, f"{v!r} is above 2^53, a count the model cannot compute with (no run has it)")
     for k in COUNT_ARGS_FROM_0:
         v = args.get(k)
         if v is not None and (isinstance(v, bool) or _int_or_none(v) is None or _int_or_none(v) < 0):
