@@ -94,7 +94,9 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
         for i, s in enumerate(slots):
             if not isinstance(s, dict):
                 raise InputError(w, f"cooling.slots[{i}]", "expected a mapping with row and r_th_scale")
-            scale.append(_get(s, "r_th_scale", w, prefix=f"cooling.slots[{i}].", required=False, default=1.0))
+            # a slot runs at most a few times the reference resistance (measured rear slots: 1.1-1.3x)
+            scale.append(_get(s, "r_th_scale", w, prefix=f"cooling.slots[{i}].", required=False, default=1.0,
+                              maximum=10.0))
             rows.append(_get_str(s, "row", w, SLOT_ROWS, required=False, default="", prefix=f"cooling.slots[{i}]."))
         scale, rows = tuple(scale), tuple(rows)
     up = c.get("upstream", [[] for _ in range(gpus_per_node)])
@@ -108,7 +110,8 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
     if loop:
         raise InputError(w, "cooling.upstream", f"slots {' -> '.join(map(str, loop))} heat each other in a circle: air "
                          "(or coolant) runs one way, so a slot cannot be upstream of a slot upstream of it")
-    pre = _get(c, "preheat_c_per_w", w, prefix="cooling.", positive=False, required=False, default=0.0)
+    # an upstream GPU's watt warms the air behind it by hundredths of a C: above 1 C/W is a typo
+    pre = _get(c, "preheat_c_per_w", w, prefix="cooling.", positive=False, required=False, default=0.0, maximum=1.0)
     if pre < 0:
         raise InputError(w, "cooling.preheat_c_per_w", f"must be >= 0, got {pre}")
     if ctype == "air" and any(up) and pre == 0 and "preheat_c_per_w" not in c:

@@ -242,6 +242,15 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     for field_, v in (("idle_power", g.idle_power_w), ("power_limit_min", g.power_limit_min_w)):
         if v is not None and v >= g.tdp_w:
             raise InputError(w, field_, f"{d[field_]!r} is not below the TDP ({d['tdp']!r})")
+    # SM clocks of any GPU built stay in 100 MHz .. 5 GHz; temperatures a junction reports in 40 .. 150 C
+    for field_, v in (("boost_clock_mhz", g.boost_clock_mhz), ("max_clock_mhz", g.max_clock_mhz),
+                      ("min_clock_mhz", g.min_clock_mhz)):
+        if v is not None and not (10.0 if field_ == "min_clock_mhz" else 100.0) <= v <= 5000.0:
+            raise InputError(w, field_, f"{d[field_]!r} MHz is outside the SM clocks GPUs run ("
+                             f"{'10' if field_ == 'min_clock_mhz' else '100'} .. 5000 MHz)")
+    for field_, v in (("slowdown_temp", g.slowdown_temp_c), ("shutdown_temp", g.shutdown_temp_c)):
+        if v is not None and not 40.0 <= v <= 150.0:
+            raise InputError(w, field_, f"{d[field_]!r} is outside the junction temperatures GPUs act at (40 .. 150 C)")
     return g
 
 

@@ -195,14 +195,15 @@ MIN_PEAK_FRACTION = 1e-6
 def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
          default=None, prefix="", maximum=None, minimum=None):
     """The number under ``key`` (``kind`` a unit kind of :func:`parse_quantity`), in (0, maximum]
-    (``positive``), at least ``minimum``; a fraction of a peak (``maximum`` 1) at least
+    (``positive``), at least ``minimum``; a positive fraction of a peak (``maximum`` 1) at least
     :data:`MIN_PEAK_FRACTION`.
 
     Raises:
         InputError: missing when ``required``, not a finite number, out of range (naming the field).
     """
     name = prefix + key
-    if minimum is None and maximum == 1.0:
+    fraction = maximum == 1.0 and positive          # an efficiency: a fraction of a peak
+    if minimum is None and fraction:
         minimum = MIN_PEAK_FRACTION
     if key not in d or d[key] is None:
         if required:
@@ -217,9 +218,10 @@ def _get(d: dict, key: str, where, kind: str = "number", *, required=True, posit
     if positive and not x > 0:
         raise InputError(where, name, f"must be positive, got {d[key]!r}")
     if maximum is not None and x > maximum:
-        raise InputError(where, name, f"must be at most {maximum:g} (a fraction of the peak), got {d[key]!r}")
+        raise InputError(where, name, f"must be at most {maximum:g}" + (" (a fraction of the peak)" if fraction
+                                                                         else "") + f", got {d[key]!r}")
     if minimum is not None and x < minimum:
-        raise InputError(where, name, f"must be at least {minimum:g}" + (" (a fraction of the peak)" if maximum == 1.0
+        raise InputError(where, name, f"must be at least {minimum:g}" + (" (a fraction of the peak)" if fraction
                                                                           else "") + f", got {d[key]!r}")
     return x
 

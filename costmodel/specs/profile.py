@@ -255,7 +255,7 @@ def _protocols(p: dict, w: str, pre: str, maximum: float = NVLS_EFF_MAX) -> list
         if name not in PROTOCOLS or name in seen:
             raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
         seen.add(name)
-        out.append((_get(q, "alpha_s", w, "seconds", prefix=at),
+        out.append((_get(q, "alpha_s", w, "seconds", prefix=at, maximum=1.0 - 1e-12),
                     _get(q, "busbw_efficiency", w, prefix=at, maximum=maximum)))
     return out
 
@@ -274,7 +274,7 @@ def _moe_slowdowns(d: dict, w: str) -> dict:
         if key in m:
             out[field_] = _get(m, key, w, prefix="moe.")
     if "grouped_gemm_group_s" in m:
-        out["moe_grouped_group_s"] = _get(m, "grouped_gemm_group_s", w, "seconds", prefix="moe.")
+        out["moe_grouped_group_s"] = _get(m, "grouped_gemm_group_s", w, "seconds", prefix="moe.", maximum=1e-3)
     return out
 
 
@@ -306,9 +306,12 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                 raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(_GEMM_KEYS)})")
         k_half, launch_s = (_get(g, k, w, kind, positive=False, prefix=pre)
                             for k, kind in (("k_half", "number"), ("launch_s", "seconds")))
-        for k, v in (("k_half", k_half), ("launch_s", launch_s)):
+        for k, v, hi in (("k_half", k_half, 1e6), ("launch_s", launch_s, 1e-3)):
             if v < 0:       # a fixed cost per tile and per launch: never negative
                 raise InputError(w, pre + k, f"must be >= 0, got {g[k]!r}")
+            if v > hi:      # a GEMM's half-efficiency depth of a million, a launch of a millisecond: a typo
+                raise InputError(w, pre + k, f"must be at most {hi:g}" + (" s" if k == "launch_s" else "")
+                                 + f", got {g[k]!r}")
         ints = {}
         for k in ("tile_m", "tile_n", "num_sms"):
             try:
@@ -390,13 +393,6 @@ def _get_bool(d: dict, key: str, w: str, pre: str, default: bool = True) -> bool
     return v
 
 
-def _nonnegative(d: dict, key: str, w: str, pre: str) -> float:
-    v = _get(d, key, w, positive=False, prefix=pre)
-    if v < 0:
-        raise InputError(w, pre + key, f"must be >= 0, got {v}")
-    return v
-
-
 def _gpu_key(d: dict, w: str) -> str:
     """The profile's ``gpu`` (the GPU file stem it was fitted for): required, as a profile applied to
     another GPU than its own is what the users' notes and checks compare against."""
@@ -411,6 +407,8 @@ _GEMM_KEYS = ("eta_max", "k_half", "launch_s", "tile_m", "tile_n", "num_sms", "p
 #: the DVFS exponent's physical span (P = P0 + D (f / f_max)^gamma; CMOS dynamic power C V^2 f), with
 #: margin: the built-in profiles hold 2.1-3.7
 GAMMA_RANGE = (0.5, 4.0)
+#: no GPU's power term reaches this, W (a board draws at most a few kW)
+MAX_GPU_W = 1e4
 _POWER_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "gamma", "v_floor_clock_ratio",
                "kernel_limit_w", "basis", "fit", "note", "derived_from", "kept_from")
 _THERMAL_KEYS = ("r_th_c_per_w", "tau_s", "fit", "note", "derived_from", "kept_from")
@@ -428,7 +426,7 @@ def _attention_kernel_fit(k, w: str, pre: str, head_dim, known=_KERNEL_FIT_KEYS)
         if key not in known:
             raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(known)})")
     return AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
-                                 s_half=_nonnegative(k, "s_half", w, pre),
+                                 s_half=_get(k, "s_half", w, prefix=pre, positive=False, maximum=1e6, minimum=0.0),
                                  s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf"),
                                             minimum=1.0),
                                  head_dim=head_dim)
@@ -497,6 +495,9 @@ def _power(d: dict, w: str):
     for t in POWER_TERMS:       # a negative activity term would have a busy GPU draw less than an idle one
         if coeff[t.name] < 0:
             raise InputError(w, f"power.{t.key}", f"must be >= 0, got {coeff[t.name]:g}")
+        if coeff[t.name] > MAX_GPU_W:
+            raise InputError(w, f"power.{t.key}", f"{coeff[t.name]:g} W is above {MAX_GPU_W:g} W, more than any GPU "
+                             "draws")
     gamma = g("gamma", "number")
     if not GAMMA_RANGE[0] <= gamma <= GAMMA_RANGE[1]:
         # dynamic power C V^2 f: exponent 1 at a fixed voltage, about 3 where the voltage follows the clock
@@ -516,8 +517,10 @@ def _thermal(d: dict, w: str):
     if not isinstance(s, dict):
         raise InputError(w, "thermal", "expected a mapping")
     _known_keys(s, _THERMAL_KEYS, w, "thermal.")
-    return ThermalParams(r_th_c_per_w=_get(s, "r_th_c_per_w", w, prefix="thermal."),
-                         tau_s=_get(s, "tau_s", w, "seconds", prefix="thermal."))
+    # a GPU's junction-to-inlet resistance is a few hundredths to tenths of a C per W; its time
+    # constant seconds to minutes: beyond these bounds a value is a typo that heats GPUs past the sun
+    return ThermalParams(r_th_c_per_w=_get(s, "r_th_c_per_w", w, prefix="thermal.", maximum=2.0),
+                         tau_s=_get(s, "tau_s", w, "seconds", prefix="thermal.", maximum=3600.0))
 
 
 def _fit_sigmas(d: dict, gemm: dict, comm: dict, w: str = "profile") -> dict:
@@ -537,8 +540,9 @@ def _fit_sigmas(d: dict, gemm: dict, comm: dict, w: str = "profile") -> dict:
         f = e.get("fit") if isinstance(e, dict) else None
         for k in ("median_rel_err_ge_1MiB", "median_rel_err"):
             v = f.get(k) if isinstance(f, dict) else None
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf")):
-                raise InputError(w, f"{name}.fit.{k}", f"must be a finite number >= 0, got {v!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 10):
+                # above 10 (1000 %) no prediction rests on the fit: calibrate refuses 100 %
+                raise InputError(w, f"{name}.fit.{k}", f"must be a number in 0 .. 10 (a relative error), got {v!r}")
     return {name: fit_sigma(e) for name, e in entries.items()}
 
 

@@ -142,3 +142,20 @@ def test_a_logged_count_past_2_53_names_the_log_not_a_flag(tmp_path):
 def test_recommend_checks_the_inlet_before_searching():
     r = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--inlet-temp-c", "61")
     one_line(r, "--inlet-temp-c: 61 C is not a coolant temperature")
+
+
+@pytest.mark.parametrize("where, old, new, field", [
+    ("gpus/h100-sxm-80gb.yaml", "max_clock_mhz: 1980", "max_clock_mhz: 1e30", "max_clock_mhz"),
+    ("profiles/h100-sxm-80gb.yaml", "launch_s: ", "launch_s: 1.0e+30 #", "launch_s"),
+    ("profiles/h100-sxm-80gb.yaml", "r_th_c_per_w: ", "r_th_c_per_w: 1.0e+30 #", "thermal.r_th_c_per_w"),
+    ("profiles/h100-sxm-80gb.yaml", "  flop_w: ", "  flop_w: 1.0e+30 #", "power.flop_w"),
+])
+def test_a_physical_value_no_gpu_has_is_refused(tmp_path, where, old, new, field):
+    """Values that had given a 9e29 MHz clock, a 3e34 s step or a GPU at 1.7e31 C with exit 0 or 3."""
+    from costmodel.specs import load_gpu, load_profile
+    text = (HW / where).read_text()
+    assert old in text
+    p = tmp_path / Path(where).name
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(InputError, match=field):
+        (load_gpu if where.startswith("gpus") else load_profile)(str(p))
