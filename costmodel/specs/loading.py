@@ -126,20 +126,25 @@ def _read_mapping(path: Path) -> dict:
     return data
 
 
-def refuse_nulls(d, where, path: str = "", skip: tuple = ()) -> None:
+def refuse_nulls(d, where, path: str = "", skip: tuple = (), _seen=None) -> None:
     """Refuse a key written with no value (``key:``, ``null``, ``~``) anywhere in ``d`` but under the
     keys ``skip`` names: read as absent, it would take a default that a missing key is refused for.
+    A YAML alias (``*id``) of a mapping already walked is not walked again (an anchor may hold itself).
 
     Raises:
         InputError: naming the file and the dotted key.
     """
+    seen = set() if _seen is None else _seen
+    if id(d) in seen:
+        return
+    seen.add(id(d))
     items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
     for k, v in items:
         at = f"{path}[{k}]" if isinstance(d, list) else (f"{path}.{k}" if path else str(k))
         if v is None:
             raise InputError(where, at, "has no value (null): give one, or leave the key out where it is optional")
         if not (isinstance(d, dict) and k in skip):
-            refuse_nulls(v, where, at, skip)
+            refuse_nulls(v, where, at, skip, seen)
 
 
 def yaml_error_text(e: yaml.YAMLError) -> str:

@@ -126,7 +126,7 @@ def test_what_the_battery_found_stays_fixed(tmp_path):
     i = text.index("median_rel_err:")
     p = tmp_path / "bad.yaml"
     p.write_text(text[:i] + "median_rel_err: x" + text[text.index("\n", i):])
-    with pytest.raises(InputError, match=r"fit\.median_rel_err: must be a finite number >= 0, got 'x'"):
+    with pytest.raises(InputError, match=r"fit\.median_rel_err: must be a number in 0 .. 10 \(a relative error\), got 'x'"):
         _profile(p)
     csv = _edit(D / "readers" / "nvidia_smi_csv_pstate_power_clocks.csv", tmp_path, "\n0, 56, 26 %", "\n[N/A], 56, 26 %")
     t = read_nvidia_smi_csv(csv, strict=False)
