@@ -345,7 +345,8 @@ def catalog_row_model(r: dict) -> ModelSpec | None:
         return None
     for col, attr in _CATALOG_COLUMNS:
         v = _int(r, col)
-        if v is not None and v != getattr(spec, attr) and not (col == "num_experts" and v <= 1 == spec.num_experts):
+        dense_either_way = col == "num_experts" and v is not None and v <= 1 and spec.num_experts == 1
+        if v is not None and v != getattr(spec, attr) and not dense_either_way:
             return None
     return spec
 
