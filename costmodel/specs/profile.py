@@ -255,7 +255,9 @@ def _protocols(p: dict, w: str, pre: str, maximum: float = NVLS_EFF_MAX) -> list
         if name not in PROTOCOLS or name in seen:
             raise InputError(w, at + "name", f"expected one of {', '.join(PROTOCOLS)} (each once), got {name!r}")
         seen.add(name)
-        out.append((_get(q, "alpha_s", w, "seconds", prefix=at, maximum=1.0 - 1e-12),
+        # a collective's fixed latency is microseconds on GPUs, up to seconds for gloo on a loaded CPU
+        # (the suite's CPU run): an hour is a typo
+        out.append((_get(q, "alpha_s", w, "seconds", prefix=at, maximum=3600.0),
                     _get(q, "busbw_efficiency", w, prefix=at, maximum=maximum)))
     return out
 
@@ -306,10 +308,10 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                 raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(_GEMM_KEYS)})")
         k_half, launch_s = (_get(g, k, w, kind, positive=False, prefix=pre)
                             for k, kind in (("k_half", "number"), ("launch_s", "seconds")))
-        for k, v, hi in (("k_half", k_half, 1e6), ("launch_s", launch_s, 1e-3)):
+        for k, v, hi in (("k_half", k_half, 1e9), ("launch_s", launch_s, 1.0)):
             if v < 0:       # a fixed cost per tile and per launch: never negative
                 raise InputError(w, pre + k, f"must be >= 0, got {g[k]!r}")
-            if v > hi:      # a GEMM's half-efficiency depth of a million, a launch of a millisecond: a typo
+            if v > hi:      # a half-efficiency depth of 1e9, a launch of a second (even a CPU's): a typo
                 raise InputError(w, pre + k, f"must be at most {hi:g}" + (" s" if k == "launch_s" else "")
                                  + f", got {g[k]!r}")
         ints = {}
@@ -426,7 +428,7 @@ def _attention_kernel_fit(k, w: str, pre: str, head_dim, known=_KERNEL_FIT_KEYS)
         if key not in known:
             raise InputError(w, f"{pre}{key}", f"unknown key (known: {', '.join(known)})")
     return AttentionKernelParams(eta_max=_get(k, "eta_max", w, prefix=pre, maximum=1.0),
-                                 s_half=_get(k, "s_half", w, prefix=pre, positive=False, maximum=1e6, minimum=0.0),
+                                 s_half=_get(k, "s_half", w, prefix=pre, positive=False, maximum=1e9, minimum=0.0),
                                  s_max=_get(k, "s_max", w, prefix=pre, required=False, default=float("inf"),
                                             minimum=1.0),
                                  head_dim=head_dim)

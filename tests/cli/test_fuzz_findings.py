@@ -159,3 +159,13 @@ def test_a_physical_value_no_gpu_has_is_refused(tmp_path, where, old, new, field
     p.write_text(text.replace(old, new, 1))
     with pytest.raises(InputError, match=field):
         (load_gpu if where.startswith("gpus") else load_profile)(str(p))
+
+
+def test_a_rank_count_the_capture_contradicts_is_refused(tmp_path):
+    """The p5 capture's busbw/algbw of 1.875 is 16 ranks of all_reduce; --nodes 3 x 8 (24 ranks, 1.917,
+    within the ratio's 3% tolerance) had been fitted as 24 ranks; --nodes 2 fits."""
+    cap = HW / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
+    args = ("calibrate", "fit", cap, "--cluster", "aws-p5", "--gpus-per-node", "8")
+    one_line(run(*args, "--nodes", "3", "-o", tmp_path / "n3.yaml"), "says 16 ranks of all_reduce, not the 24 given")
+    ok = run(*args, "--nodes", "2", "-o", tmp_path / "n2.yaml")
+    assert ok.returncode == 0 and (tmp_path / "n2.yaml").exists(), ok.stderr
