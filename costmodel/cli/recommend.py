@@ -20,7 +20,7 @@ from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
-from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
+from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      context_line, fabric_notes, setup, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -73,6 +73,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
     if inlet_temp_c is not None:            # before the search, as predict does
         check_inlet_temp_c(inlet_temp_c, c)
+    # the recipe's own Megatron-LM start-up rules (those of its switches, whatever layout wins)
+    check_megatron_rules(r, {"recompute": "selective" if r.recomputed != ("core_attn",) else None}, m.is_moe)
     out = report.console()
     with Progress(TextColumn("searching layouts"), BarColumn(), TextColumn("{task.completed}/{task.total} layouts"),
                   TimeElapsedColumn(), console=report.console(stderr=True), transient=True,
@@ -83,7 +85,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         if r.precision_aware:
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
         elif r.optimizer_offload:
-            kw["zero_stages"] = (1, 3)    # an offloaded optimizer is a sharded one
+            # an offloaded optimizer is a sharded one; Megatron's is the distributed optimizer's, not FSDP2's
+            kw["zero_stages"] = (1,) if r.stack in TE_STACKS else (1, 3)
         else:
             kw["zero_stages"] = get_stack(r.stack).zero_stages     # the stages the stack's framework has
         res = search(m, r, c, p, **kw)

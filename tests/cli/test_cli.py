@@ -657,3 +657,16 @@ def test_megatron_2022_overlaps_only_ddp():
     r = stack_recipe(get_stack("megatron"), 1536, 2048, "bf16", dp_overlap=True)
     assert list(dp_overlap_on(r, np.array([0, 1, 3]), True)) == [True, True, True]
     assert isinstance(r, Recipe)
+
+
+def test_recommend_keeps_to_what_megatron_lm_starts():
+    """recommend checks the recipe's Megatron-LM start-up rules before its search (delayed FP8 with BF16
+    edge layers), and an offloaded optimizer on Megatron searches ZeRO-1 only: its offload is the
+    distributed optimizer's, which FSDP2 (ZeRO-3) excludes."""
+    r = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--precision", "fp8",
+            "--bf16-edge-layers", "1")
+    assert r.returncode == 2 and "--bf16-edge-layers: Megatron-LM's delayed FP8 scaling" in r.stderr, r.stderr
+    off = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--optimizer-offload",
+              "--top", "3", "--json")
+    assert off.returncode == 0, off.stderr
+    assert {x["layout"]["zero"] for x in json.loads(off.stdout)["ranked"]} == {1}
