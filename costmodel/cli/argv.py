@@ -20,6 +20,18 @@ def _leaf(group, argv: list):
     return (None, 0) if hasattr(cmd, "commands") else (cmd, i)
 
 
+def _spellings(cmd, repeatable: bool = False) -> dict:
+    """Every spelling of ``cmd``'s options (on and off) -> (parameter name, whether it takes a value);
+    repeatable options (``multiple``, counters) only when ``repeatable``."""
+    out = {}
+    for p in cmd.params:
+        if not hasattr(p, "opts") or (not repeatable and (getattr(p, "multiple", False) or getattr(p, "count", False))):
+            continue
+        for spelling in list(p.opts) + list(getattr(p, "secondary_opts", [])):
+            out[spelling] = (p.name, not getattr(p, "is_flag", False))
+    return out
+
+
 def check_repeated_options(group, argv: list) -> None:
     """Refuse an option ``argv`` (the arguments after the program name) gives two different values to the
     command it runs, its on and off spellings counting as one option (the same value twice is harmless).
@@ -33,13 +45,9 @@ def check_repeated_options(group, argv: list) -> None:
     cmd, start = _leaf(group, list(argv))
     if cmd is None:
         return
-    names, takes_value = {}, {}
-    for p in cmd.params:
-        if getattr(p, "multiple", False) or getattr(p, "count", False) or not hasattr(p, "opts"):
-            continue
-        for spelling in list(p.opts) + list(getattr(p, "secondary_opts", [])):
-            names[spelling] = p.name
-            takes_value[spelling] = not getattr(p, "is_flag", False)
+    spell = _spellings(cmd)
+    names = {k: n for k, (n, _) in spell.items()}
+    takes_value = {k: v for k, (_, v) in spell.items()}
     seen: dict = {}
     i = start
     while i < len(argv):
@@ -70,8 +78,7 @@ def check_empty_values(group, argv: list) -> None:
     cmd, start = _leaf(group, list(argv))
     if cmd is None:
         return
-    takes_value = {s: not getattr(p, "is_flag", False) for p in cmd.params if hasattr(p, "opts")
-                   for s in list(p.opts) + list(getattr(p, "secondary_opts", []))}
+    takes_value = {s: v for s, (_, v) in _spellings(cmd, repeatable=True).items()}
     i = start
     while i < len(argv):
         flag, eq, inline = argv[i].partition("=")

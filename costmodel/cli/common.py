@@ -55,6 +55,22 @@ def stack_defaults_note(path: str, recipe, recipe_flags: dict, is_moe: bool) -> 
             "if the run differs)")
 
 
+def _world_dp(path: str, cfg, cluster_arg: str, scalars: dict, layout_flags: dict):
+    """(cluster, DP) of a run configuration whose DP is the world's ranks left over by TP x PP x CP.
+
+    Raises:
+        InputError: TP x PP x CP does not divide the cluster's GPUs (naming the file's keys that set them).
+    """
+    c = load_cluster(cluster_arg, scalars.get("nodes"))
+    mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
+    if c.num_gpus % mp:
+        keys = [cfg.where[d].split(": ", 1)[1] for d in ("tp", "pp", "cp") if d in cfg.where]
+        raise InputError(path, keys[0] if keys else "parallelism", f"TP x PP x CP = {mp} does not divide the "
+                         f"{c.num_gpus} GPUs of {c.key}" + (f"; {', '.join(keys[1:])} also set there"
+                                                              if keys[1:] else ""))
+    return c, c.num_gpus // mp
+
+
 def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict, recipe_flags: dict,
                      scalars: dict, model_arg: str | None = None) -> list:
     """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did
@@ -139,24 +155,16 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             if (layout_flags.get("pp") or 1) == 1 and not given("mbs") and "mbs" not in cfg.layout:
                 layout_flags["mbs"] = v
     if cfg.dp_replicate > 1:             # torchtitan HSDP with the shard degree left to the world (-1)
-        c = load_cluster(cluster_arg, scalars.get("nodes"))
-        mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
-        dp = c.num_gpus // mp if c.num_gpus % mp == 0 else 0
-        if not dp or dp % cfg.dp_replicate:
+        c, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
+        if dp % cfg.dp_replicate:
             raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
-                             f"the data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP {mp})")
+                             f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
         cfg.notes.append(f"{path}: HSDP (replicate {cfg.dp_replicate} x shard {dp // cfg.dp_replicate}) is modelled "
                          "as FSDP over all of DP")
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
-        c = load_cluster(cluster_arg, scalars.get("nodes"))
-        mp = (layout_flags.get("tp") or 1) * (layout_flags.get("pp") or 1) * (layout_flags.get("cp") or 1)
-        if c.num_gpus % mp:
-            keys = [cfg.where[d].split(": ", 1)[1] for d in ("tp", "pp", "cp") if d in cfg.where]
-            raise InputError(path, keys[0] if keys else "parallelism", f"TP x PP x CP = {mp} does not divide the "
-                             f"{c.num_gpus} GPUs of {c.key}" + (f"; {', '.join(keys[1:])} also set there"
-                                                                  if keys[1:] else ""))
-        scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * (c.num_gpus // mp), \
-            f"{path}: training.local_batch_size x DP {c.num_gpus // mp}"
+        _, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
+        scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * dp, \
+            f"{path}: training.local_batch_size x DP {dp}"
     no_gbs = ([f"{path}: gives no global batch size: the --gbs default {scalars.get('gbs')} is used (pass --gbs)"]
               if "gbs" not in cfg.recipe and "local_batch_size" not in cfg.recipe and not given("gbs") else [])
     switches = {w.name for w in RECIPE_SWITCHES}

@@ -194,14 +194,14 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
 #: the least fraction of a peak a fitted efficiency may be: below it the value is a typo, and its
 #: reciprocal's powers overflow the uncertainty and power arithmetic (a CPU suite's gloo collectives
 #: fit about 5e-5 of the NVLink they are normalised by)
-MIN_PEAK_FRACTION = 1e-6
+MIN_EFFICIENCY = 1e-6
 
 
 def _get(d: dict, key: str, where, kind: str = "number", *, required=True, positive=True,
          default=None, prefix="", maximum=None, minimum=None):
     """The number under ``key`` (``kind`` a unit kind of :func:`parse_quantity`), in (0, maximum]
     (``positive``), at least ``minimum``; a positive fraction of a peak (``maximum`` 1) at least
-    :data:`MIN_PEAK_FRACTION`.
+    :data:`MIN_EFFICIENCY`.
 
     Raises:
         InputError: missing when ``required``, not a finite number, out of range (naming the field).
@@ -209,7 +209,7 @@ def _get(d: dict, key: str, where, kind: str = "number", *, required=True, posit
     name = prefix + key
     fraction = maximum == 1.0 and positive          # an efficiency: a fraction of a peak
     if minimum is None and fraction:
-        minimum = MIN_PEAK_FRACTION
+        minimum = MIN_EFFICIENCY
     if key not in d or d[key] is None:
         if required:
             raise InputError(where, name, "missing")
