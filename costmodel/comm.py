@@ -562,8 +562,9 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
     regather = np.where(t.sp & (t.tp > 1), (2 - f) * ag, 0.0)
     tp_b = tp_f + (regather if stack.sp_regather_backward else 0.0)
 
-    # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps)
-    kv_chunk = tok * (model.k_dim + model.v_dim) / t.tp * ACT_BYTES
+    # CP: stride TP, ring send/recv of the local K,V chunk (cp - 1 steps), repeated heads where the
+    # stack repeats them before attention (the ring rotates the kernel's inputs)
+    kv_chunk = tok * model.attention_kv_width(recipe.kv_repeat) / t.tp * ACT_BYTES
     k_cp, nn_cp = group_span(t.tp, t.cp, cluster.scale_up_gpus, cluster.num_gpus)
     cp_cross = np.where(nn_cp > 1, G / np.maximum(k_cp, 1), 1)   # one boundary GPU per group per node
     p2p_cp = group_time_s("send_recv", kv_chunk, t.tp, t.cp, cluster, profile, cp_cross)

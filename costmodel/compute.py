@@ -389,6 +389,25 @@ def _low_precision_casts_s(model: ModelSpec, recipe: Recipe, stack, t: LayoutTab
     return add_f, add_b
 
 
+def _attention_copies_s(model: ModelSpec, recipe: Recipe, stack, tok, tp, cp, mem):
+    """(forward, backward) seconds of the memory-bound copies around the attention kernel per micro-batch
+    (arrays): ``repeat_kv`` where the recipe repeats GQA's K/V heads, and PyTorch's ring-attention merges
+    and fp32 accumulations under CP (costmodel.ring_attention).  ``mem(bytes, kernels)`` prices a pass."""
+    f = b = 0.0
+    kv_in = tok * model.attention_kv_width(recipe.kv_repeat) / tp     # K and V elements the kernel reads
+    if recipe.kv_repeat and model.kv_repeat_factor > 1:
+        # the copy (expand + reshape) reads K and V and writes their repeated heads; its backward sums
+        # the repeated gradients back (read the repeated, write one): one kernel each for K and V
+        rep_b = (tok * (model.k_dim + model.v_dim) / tp + kv_in) * ACT_BYTES
+        f, b = f + mem(rep_b, 2), b + mem(rep_b, 2)
+    if stack.cp_ring_merge:
+        mf, mb = ring_merge_bytes(cp, tok * model.attn_out_dim / tp, kv_in)
+        ring = np.where(cp > 1, 1.0, 0.0)
+        f = f + ring * mem(mf, RING_KERNELS_PER_STEP * cp)
+        b = b + ring * mem(mb, RING_KERNELS_PER_STEP * cp)
+    return f, b
+
+
 @uses_layout_fields("tp", "cp", "mbs", "ep", "etp", "sp", "recompute", "overlap")
 def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   t: LayoutTable) -> ComputeTimes:
@@ -480,12 +499,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         cast_f, cast_b = _low_precision_casts_s(model, recipe, stack, t, tok, tp, w, mem, peak16)
         ew_f, ew_b = ew_f + cast_f, ew_b + cast_b
 
-    if stack.cp_ring_merge:
-        # PyTorch's ring attention merges and accumulates in eager fp32 ops (costmodel.ring_attention)
-        mf, mb = ring_merge_bytes(cp, tok * model.attn_out_dim / tp, tok * (model.k_dim + model.v_dim) / tp)
-        ring = np.where(cp > 1, 1.0, 0.0)
-        ew_f = ew_f + ring * mem(mf, RING_KERNELS_PER_STEP * cp)
-        ew_b = ew_b + ring * mem(mb, RING_KERNELS_PER_STEP * cp)
+    side_f, side_b = _attention_copies_s(model, recipe, stack, tok, tp, cp, mem)
+    ew_f, ew_b = ew_f + side_f, ew_b + side_b
 
     cpu = stack.layer_ops * EAGER_OP_OVERHEAD_S
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b

@@ -71,6 +71,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if recipe.doc_tokens:
         lines.append(f"packed sequences: documents of {recipe.doc_tokens} tokens, each attending to itself only "
                      "(variable-length fused attention)")
+    if recipe.kv_repeat and model.kv_repeat_factor > 1:
+        lines.append(f"GQA: K and V repeated {model.kv_repeat_factor:g}x to the query heads before attention "
+                     "(repeat_kv; a kernel given enable_gqa reads them unrepeated)")
     if model.is_moe:
         cap = (f"capacity factor {recipe.moe_capacity_factor:g}" + (", padded" if recipe.moe_pad_to_capacity else "")
                if recipe.moe_capacity_factor > 0 else "dropless")
@@ -426,6 +429,9 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a.append("    config.compile.enable_async_tensor_parallel = True")
     if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
         a.append("    config.compile.enable = True")
+    if recipe.kv_repeat and model.kv_repeat_factor > 1:
+        a.append("    # priced with K and V repeated to the query heads (repeat_kv): torchtitan before pytorch/"
+                 "torchtitan#2259 (2026-01-27); later versions pass enable_gqa and run faster")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
           f"    config.training.max_context_length = {recipe.seq_len}",
@@ -467,7 +473,7 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                recompute_modules=list(recipe.recomputed), fused_elementwise=recipe.fused_elementwise,
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
                optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap,
-               doc_tokens=recipe.doc_tokens)
+               doc_tokens=recipe.doc_tokens, kv_repeat=recipe.kv_repeat)
     if model.is_moe:
         out.update({k: getattr(recipe, k) for k in MOE_SWITCHES})
     return out

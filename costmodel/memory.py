@@ -68,9 +68,10 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     drop = 1.0 if model.dropout else 0.0
     # replicated-or-SP-sharded: 2 norm inputs, QKV input, FC1 input, 2 dropout masks
     sharded = tok * (2 * h * B + h * B + h * B + 2 * drop * h) / sp_div
-    # TP-sharded: Q, K, V, attention output (out-proj input); MLA also keeps the Q and KV latents
-    # (inputs of the up-projections, duplicated over TP)
-    qkvo = model.q_dim + model.k_dim + model.v_dim + model.attn_out_dim
+    # TP-sharded: Q, K, V (the kernel's inputs: repeated heads where the stack repeats them), attention
+    # output (out-proj input); MLA also keeps the Q and KV latents (inputs of the up-projections,
+    # duplicated over TP)
+    qkvo = model.q_dim + model.attention_kv_width(recipe.kv_repeat) + model.attn_out_dim
     attn = tok * qkvo * B / tp
     if model.is_mla:
         attn = attn + tok * (model.q_lora_rank + model.kv_lora_rank) * B

@@ -94,8 +94,14 @@ _PARAM_GATHER = re.compile(r"(?<![\w-])--overlap-param-gather(?![\w-])")
 # sets ``NVTE_FUSED_ATTN: 0  # Disable cudnn FA until we've tested it more`` for every job
 # (NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/config.yaml env_vars at tags 24.01, 24.03,
 # 24.03.01, 24.05 and 24.07, from commit 562dcb45 of 2024-02-13; removed for 24.09), and Transformer
-# Engine then falls back to the flash-attn package (TE v1.8 DotProductAttention backend selection)
-_SOURCE_SWITCHES = (("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
+# Engine then falls back to the flash-attn package (TE v1.8 DotProductAttention backend selection);
+# torchtitan's Llama attention repeated the GQA K/V heads (``repeat_kv``) before the kernel until
+# pytorch/torchtitan#2259 (commit ff0829c1, 2026-01-27): its end-2024 (commit 9dec370), June-2025
+# async-TP (820504e) and Trainy June-2025 benchmark tables ran before it
+_SOURCE_SWITCHES = (("torchtitan_llama3_h100_202412", "", {"kv_repeat": True}),
+                    ("torchtitan_asyncTP_llama3_h100_2025-06", "", {"kv_repeat": True}),
+                    ("torchtitan_llama3-8b_h200_202506", "", {"kv_repeat": True}),
+                    ("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
                     ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}),
                     ("nemo_24.07_performance", "nemo 24.03", {"attention_kernel": "fa2"}),
                     ("nemo_24.07_performance", "nemo 24.07", {"attention_kernel": "fa2"}))

@@ -217,6 +217,10 @@ RECIPE_SWITCHES = (
     RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens (up to --seq-len), "
                  "each attending to itself only (fused attention's variable-length kernels; unfused attention "
                  "still computes the whole masked s x s scores); 0 = one document per sequence."),
+    RecipeSwitch("kv_repeat", "bool", "GQA keys and values repeated to the query heads before the attention kernel "
+                 "(torchtitan before pytorch/torchtitan#2259 of 2026-01-27; Hugging Face's eager and SDPA attention "
+                 "without enable_gqa): a copy of K and V each way, the repeated K and V stored for the backward, and "
+                 "a context-parallel ring rotating the repeated heads."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor.  A trained router, run dropless, can sit far above it: Qwen3-235B-A22B's "
@@ -462,7 +466,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
                             main_grads_dtype="fp32", optimizer_states_dtype="fp32",
                             fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
-                            bf16_edge_layers=0, doc_tokens=0,
+                            bf16_edge_layers=0, doc_tokens=0, kv_repeat=False,
                             **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, pads_vocab and name != "megatron-deepspeed",
                  *(2 * (name != "megatron-deepspeed",)),

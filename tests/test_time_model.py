@@ -333,6 +333,49 @@ def test_torchtitan_ring_attention_merges_and_accumulates_in_fp32(h200):
         assert float(e["cp_f"][0]) == pytest.approx(want, abs=1e-12)
 
 
+def test_repeated_kv_heads_cost_a_copy_each_way_and_grow_the_ring_and_the_saved_inputs(h200):
+    """torchtitan's Llama attention before pytorch/torchtitan#2259 repeats GQA's K and V to the query
+    heads (``repeat_kv``) before SDPA: Llama 3 8B's 8 K/V heads become 32, so the kernel reads 4 x 2048
+    elements per token.  The copy reads K and V and writes the repeated ones (2048 + 8192 elements of 2
+    bytes a token, 2 kernels), its backward sums them back (the same bytes); a CP ring rotates the
+    repeated blocks (4x the bytes a send), merges 4x the key/value
+    elements, and the layer stores the repeated K and V (6,144 more elements a token) where it keeps
+    the kernel's inputs.  MLA's K and V are per head already."""
+    from costmodel.comm import microbatch_comm_times
+    from costmodel.compute import compute_times
+    from costmodel.memory import activation_bytes_per_layer
+    from costmodel.ring_attention import merge_bytes
+    c, p = h200
+    m = load_model("llama3-8b")
+    assert m.kv_repeat_factor == 4 and m.attention_kv_width(False) == 2048 and m.attention_kv_width(True) == 8192
+    ds = load_model("deepseek-v3")
+    assert ds.attention_kv_width(True) == ds.attention_kv_width(False) == ds.k_dim + ds.v_dim
+    tok = 8192
+    bw, launch = c.gpu.hbm_bytes_per_s * p.hbm_efficiency, p.gemm["bf16"].launch_s
+    rec = {k: Recipe(gbs=8, seq_len=tok, stack="torchtitan", kv_repeat=k) for k in (False, True)}
+    one = {k: compute_times(m, r, c, p, layout(tp=1, cp=1, mbs=1)) for k, r in rec.items()}
+    copy = tok * (2048 + 8192) * 2
+    for d in ("fwd", "bwd"):
+        diff = float(getattr(one[True], f"layer_ew_{d}_s")[0] - getattr(one[False], f"layer_ew_{d}_s")[0])
+        assert diff == pytest.approx(copy / bw + 2 * launch, rel=1e-9)
+    assert one[True].layer_attn_fwd_s[0] == one[False].layer_attn_fwd_s[0]
+    full = layout(tp=1, cp=1, mbs=1, recompute="none")
+    saved = [float(activation_bytes_per_layer(m, r, full)[0]) for r in rec.values()]
+    assert saved[1] - saved[0] == tok * (8192 - 2048) * 2
+    sac = layout(tp=1, cp=1, mbs=1, recompute="selective")       # op-SAC keeps V as wv's output, not the kernel's
+    assert float(activation_bytes_per_layer(m, rec[True], sac)[0]) == float(activation_bytes_per_layer(m, rec[False], sac)[0])
+    ring = {k: Recipe(gbs=8, seq_len=4 * tok, stack="torchtitan", kv_repeat=k) for k in (False, True)}
+    lay = layout(tp=1, cp=4, mbs=1)
+    cp = {k: compute_times(m, r, c, p, lay) for k, r in ring.items()}
+    rep_f = float(merge_bytes(4, 0.0, tok * 8192)[0] - merge_bytes(4, 0.0, tok * 2048)[0])
+    assert float(cp[True].layer_ew_fwd_s[0] - cp[False].layer_ew_fwd_s[0]) == pytest.approx(
+        copy / bw + 2 * launch + rep_f / bw, rel=1e-9)
+    for r, width in zip(ring.values(), (2048, 8192)):        # CP - 1 = 3 sends of the kernel's K and V
+        step = group_time_s("send_recv", np.array([tok * width * 2.0]), np.array([1]), np.array([4]), c, p, 1)
+        assert float(microbatch_comm_times(m, r, c, p, lay).cp_layer_fwd_s[0]) == pytest.approx(3 * float(step[0]),
+                                                                                                 rel=1e-12)
+
+
 def test_a_hop_across_nodes_gets_one_nic_however_few_gpus_cross():
     """A CP ring or pipeline boundary that crosses nodes with one GPU per node is one GPU's stream to one
     peer: NCCL runs it over that GPU's closest NIC, so it moves no faster than one NIC (50 GB/s on a DGX

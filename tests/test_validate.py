@@ -267,6 +267,22 @@ def test_nemo_24_launcher_ran_flash_attention_2():
         assert abs(r.error_pct) < 10, (r.row_id, r.error_pct)
 
 
+def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
+    """torchtitan repeated GQA's K/V heads before SDPA until pytorch/torchtitan#2259 (2026-01-27): its
+    end-2024 (commit 9dec370), June-2025 async-TP (820504e) and Trainy June-2025 tables are priced with
+    the repeat, which a 405B CP-8 row feels most (16 K/V copies rotate the ring across nodes); a torchtitan
+    row of another source is not."""
+    from costmodel.published_row import row_switches
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    for rid in ("torchtitan-001", "torchtitan-018", "torchtitan-020", "torchtitan-031"):
+        assert row_switches(rows[rid]).get("kv_repeat") is True, rid
+    assert "kv_repeat" not in row_switches(dict(rows["torchtitan-001"], source_file="throughput/torchtitan_2026.md"))
+    (res,) = validate_rows([rows["torchtitan-018"]], str(HOPPER))
+    assert "kv_repeat=True" in res.assumed
+    (bare,) = validate_rows([dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")], str(HOPPER))
+    assert res.predicted_s > 1.05 * bare.predicted_s
+
+
 @pytest.mark.parametrize("column,value,why", [
     ("recompute", "sometimes", "recompute 'sometimes' is not one of"),
     ("fsdp_or_zero", "zero-7", "fsdp_or_zero 'zero-7'"),

@@ -163,6 +163,18 @@ class ModelSpec:
         return self.num_heads * self.v_head_dim if self.is_mla else self.num_kv_heads * self.head_dim
 
     @property
+    def kv_repeat_factor(self) -> float:
+        """Query heads per K/V head: what repeating GQA's K and V to the query heads multiplies their
+        width by (1 for MHA and for MLA, whose K and V are per head already)."""
+        return 1.0 if self.is_mla else self.num_heads / self.num_kv_heads
+
+    def attention_kv_width(self, kv_repeat: bool = False) -> float:
+        """Width of K and V together as the attention kernel reads them, elements per token:
+        ``k_dim + v_dim``, times :attr:`kv_repeat_factor` where the stack repeats the K/V heads before
+        the kernel (``Recipe.kv_repeat``: torchtitan's ``repeat_kv`` before pytorch/torchtitan#2259)."""
+        return (self.k_dim + self.v_dim) * (self.kv_repeat_factor if kv_repeat else 1.0)
+
+    @property
     def kv_dim(self) -> int:
         """Width of K (GQA: also of V): see :attr:`k_dim`."""
         return self.k_dim

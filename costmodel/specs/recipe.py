@@ -246,6 +246,11 @@ class Recipe:
     optimizer_config.py).  ``doc_tokens`` > 0: each sequence packs documents of that many tokens,
     each attending to itself only (packed sequences: FlashAttention's variable-length kernels,
     Megatron-core and NeMo packed sequences with cu_seqlens); 0: a sequence is one document.
+    ``kv_repeat`` repeats GQA's K and V heads to the query heads before the attention kernel, as
+    torchtitan did until pytorch/torchtitan#2259 (2026-01-27, ``repeat_kv`` in its Llama attention) and
+    Hugging Face's eager and SDPA attention do without ``enable_gqa``: the copy costs HBM traffic each way,
+    the kernel's saved inputs and a context-parallel ring's rotated blocks grow by the repeat factor
+    (:meth:`costmodel.specs.model.ModelSpec.attention_kv_width`).
     """
 
     gbs: int
@@ -274,6 +279,7 @@ class Recipe:
     optimizer_states_dtype: str = "fp32"
     bf16_edge_layers: int = 0
     doc_tokens: int = 0
+    kv_repeat: bool = False
 
     @property
     def precision_label(self) -> str:
