@@ -40,8 +40,7 @@ COMPARES = (
       "--moe-dispatcher", "alltoall", "--moe-grouped-gemm"]),
     ("Llama-3-8B, 32 H100 (torchtitan defaults)", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log",
      ["--model", "llama3-8b", "--cluster", "aws-p5", "--nodes", "4", "--tp", "1", "--pp", "1", "--mbs", "1",
-      "--gbs", "32", "--seq-len", "8192", "--recompute", "selective",
-      "--kv-repeat"]),    # the log is of 2025-03: torchtitan repeated K/V heads until pytorch/torchtitan#2259
+      "--gbs", "32", "--seq-len", "8192", "--recompute", "selective"]),
 )
 
 

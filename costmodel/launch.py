@@ -85,6 +85,16 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     return "\n".join(lines)
 
 
+def kv_repeat_note(model: ModelSpec, recipe: Recipe) -> str:
+    """The comment a format prints where the prediction repeated GQA's K/V heads before attention ('' when
+    it did not, or the model has no heads to repeat): no framework flag sets it, its code version does."""
+    if not (recipe.kv_repeat and model.kv_repeat_factor > 1):
+        return ""
+    return (f"the prediction assumed K and V repeated {model.kv_repeat_factor:g}x to the query heads before attention "
+            "(repeat_kv, as torchtitan ran before pytorch/torchtitan#2259 of 2026-01-27): a kernel given the "
+            "unrepeated heads (enable_gqa, Transformer Engine) runs faster")
+
+
 def packed_note(recipe: Recipe) -> str:
     """The comment a format that cannot set packed-sequence attention prints for it ('' when the recipe
     has none)."""
@@ -136,6 +146,8 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
         notes.append(f"this fork has no {recipe.precision} training: the prediction assumed it")
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"no {recipe.optimizer} optimizer here: the prediction assumed it")
+    if kv_repeat_note(model, recipe):
+        notes.append(kv_repeat_note(model, recipe))
     if notes:           # last, so the comment ends the pasted command
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
@@ -240,7 +252,14 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
         a.append("--optimizer sgd")
 
-    if layout["zero"] == 3:
+    if layout["zero"] == 3 and layout.get("ep", 1) > 1:
+        # torch FSDP2 refuses expert parallelism (validate_args: "--use-torch-fsdp2 is not supported with
+        # expert parallelism"); Megatron-FSDP shards the experts too, fully sharded with
+        # optim_grads_params, on the distributed optimizer, with its own checkpoint format
+        # (docs/user-guide/features/megatron_fsdp.md, examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh)
+        a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--use-distributed-optimizer",
+              "--no-gradient-accumulation-fusion", "--ckpt-format fsdp_dtensor"]
+    elif layout["zero"] == 3:
         # validate_args: "--use-torch-fsdp2 is not supported with gradient accumulation fusion", which is on
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
@@ -279,6 +298,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
                      f"{recipe.optimizer}, these arguments train with Adam")
     if recipe.doc_tokens:
         notes.append(packed_note(recipe))
+    if kv_repeat_note(model, recipe):
+        notes.append(kv_repeat_note(model, recipe))
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
@@ -379,6 +400,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
+    if kv_repeat_note(model, recipe):
+        a.append("# " + kv_repeat_note(model, recipe))
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
     if any("torch." in line for line in a):
@@ -429,9 +452,11 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a.append("    config.compile.enable_async_tensor_parallel = True")
     if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
         a.append("    config.compile.enable = True")
-    if recipe.kv_repeat and model.kv_repeat_factor > 1:
-        a.append("    # priced with K and V repeated to the query heads (repeat_kv): torchtitan before pytorch/"
-                 "torchtitan#2259 (2026-01-27); later versions pass enable_gqa and run faster")
+    if kv_repeat_note(model, recipe):
+        # the torchtitan that repeated them read a TOML ([parallelism] with these degrees); one that reads
+        # this config format passes enable_gqa
+        a.append("    # " + kv_repeat_note(model, recipe) + "; that torchtitan takes these degrees in its TOML "
+                 "[parallelism] section")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",
           f"    config.training.max_context_length = {recipe.seq_len}",

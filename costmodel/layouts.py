@@ -358,6 +358,27 @@ def light_last_stage(recipe: Recipe) -> bool:
     return bool(get_stack(recipe.stack).light_last_stage)
 
 
+def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
+    """(message, mask) rules of Megatron-core's batch-level EP overlap (``--moe-ep-overlap``): its
+    TransformerConfig.__post_init__ asserts, for :func:`validity`."""
+    ep_ov = np.full(len(t.tp), bool(recipe.moe_ep_overlap and model.num_experts > 1))
+    return [
+        ("--moe-ep-overlap needs EP > 1 ('overlap_moe_expert_parallel_comm is only supported with expert model "
+         "parallelism')", ep_ov & (t.ep < 2)),
+        ("--moe-ep-overlap is Megatron-core's (the megatron and nemo stacks), not the {stack} stack's",
+         ep_ov & (recipe.stack not in TE_STACKS)),
+        (f"--moe-ep-overlap runs with the alltoall or flex dispatcher, not {recipe.moe_dispatcher} (give "
+         "--moe-dispatcher alltoall or flex; allgather is Megatron-core's default)",
+         ep_ov & (recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS)),
+        ("--moe-ep-overlap cannot run under full recompute ('disable full recomputation when enabling "
+         "overlap_moe_expert_parallel_comm')", ep_ov & (t.recompute == 2)),
+        ("--moe-ep-overlap cannot recompute the MoE layer (--recompute-modules moe)",
+         ep_ov & (t.recompute == 1) & ("moe" in recipe.recomputed)),
+        ("--moe-ep-overlap with PP > 1 needs VP > 1 ('virtual_pipeline_model_parallel_size must be specified "
+         "when pipeline_model_parallel_size > 1')", ep_ov & (t.pp > 1) & (t.vp < 2)),
+    ]
+
+
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
              scale_up_gpus: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
     """Check every Megatron-core divisibility rule on every layout (``scale_up_gpus``: the GPUs of one
@@ -374,7 +395,6 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     """
     st = get_stack(recipe.stack)
     partial, dims, stages, has_sp = st.partial_recompute, st.model_parallel, st.zero_stages, st.sequence_parallel
-    ep_ov = np.full(len(t.tp), bool(recipe.moe_ep_overlap and model.num_experts > 1))
     rules = [
         ("the {stack} stack runs no tensor parallelism the model prices (TP must be 1)" + (
             ": llm-foundry's tp_config shards only the FFN, its inputs split by batch (llmfoundry/tp/"
@@ -401,6 +421,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the {stack} stack's pipeline (DeepSpeed's PipelineEngine, 1F1B) has no interleaved schedule: VP must be 1",
          (recipe.stack == "megatron-deepspeed") & (t.vp > 1)),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
+        ("--no-pp-overlap: Megatron-LM runs the interleaved schedule (VP > 1) without P2P overlap only at PP > 2 "
+         "(validate_args): drop --no-pp-overlap or raise PP",
+         (recipe.stack in TE_STACKS) & (not recipe.pp_overlap) & (t.vp > 1) & (t.pp <= 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
         ("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",
          (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
@@ -420,20 +443,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
-        # batch-level EP overlap: Megatron-core TransformerConfig.__post_init__'s asserts
-        ("--moe-ep-overlap needs EP > 1 ('overlap_moe_expert_parallel_comm is only supported with expert model "
-         "parallelism')", ep_ov & (t.ep < 2)),
-        ("--moe-ep-overlap is Megatron-core's (the megatron and nemo stacks), not the {stack} stack's",
-         ep_ov & (recipe.stack not in TE_STACKS)),
-        (f"--moe-ep-overlap runs with the alltoall or flex dispatcher, not {recipe.moe_dispatcher} (give "
-         "--moe-dispatcher alltoall or flex; allgather is Megatron-core's default)",
-         ep_ov & (recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS)),
-        ("--moe-ep-overlap cannot run under full recompute ('disable full recomputation when enabling "
-         "overlap_moe_expert_parallel_comm')", ep_ov & (t.recompute == 2)),
-        ("--moe-ep-overlap cannot recompute the MoE layer (--recompute-modules moe)",
-         ep_ov & (t.recompute == 1) & ("moe" in recipe.recomputed)),
-        ("--moe-ep-overlap with PP > 1 needs VP > 1 ('virtual_pipeline_model_parallel_size must be specified "
-         "when pipeline_model_parallel_size > 1')", ep_ov & (t.pp > 1) & (t.vp < 2)),
+        *_ep_overlap_rules(t, model, recipe),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),

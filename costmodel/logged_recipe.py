@@ -106,7 +106,31 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     where = {k: dump_key(k, a) + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
                                   if k == "moe_expert_load_cv" else f" = {a.get(dump_key(k, a))!r}")
              for k in out}
+    dated = _torchtitan_repeat_kv(tlog)
+    if dated:
+        out["kv_repeat"], where["kv_repeat"] = True, dated
     return out, where, notes
+
+
+#: when torchtitan's attention stopped repeating GQA's K/V heads: pytorch/torchtitan#2259, "GQA without kv
+#: repeats", merged as commit ff0829c1 on 2026-01-27 (its Llama, Qwen 3, Llama 4 and GPT-OSS attention)
+TORCHTITAN_GQA_NATIVE_UNIX = 1769472000.0          # 2026-01-27 00:00 UTC
+
+
+def _torchtitan_repeat_kv(tlog) -> str:
+    """Where a torchtitan log says its run repeated the K/V heads ('' when it does not): every record
+    dated before :data:`TORCHTITAN_GQA_NATIVE_UNIX` ran a torchtitan that did (a later date says
+    nothing of the version, and the stack's default holds)."""
+    if tlog.framework != "torchtitan" or tlog.iterations is None:
+        return ""
+    t = np.asarray(tlog.iterations.t_unix, dtype=np.float64)
+    t = t[np.isfinite(t)]
+    if not t.size or t.max() >= TORCHTITAN_GQA_NATIVE_UNIX:
+        return ""
+    from datetime import datetime, timezone
+    day = datetime.fromtimestamp(float(t.max()), tz=timezone.utc).strftime("%Y-%m-%d")
+    return (f"records dated {day}, before pytorch/torchtitan#2259 (2026-01-27) dropped repeat_kv: that "
+            "torchtitan repeated the K/V heads")
 
 
 def dump_key(switch: str, args: dict) -> str:

@@ -62,7 +62,11 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
                   # Parallelism in PyTorch", 2024) hides TP collectives under their GEMMs as TE's
                   # userbuffer overlap does; its tables write "mode=async TP" or "+ AsyncTP"
                   ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
-                  ("float8 rowwise", {"fp8_recipe": "rowwise"}))
+                  ("float8 rowwise", {"fp8_recipe": "rowwise"}),
+                  # GQA's K/V heads repeated before the attention kernel (costmodel.stacks kv_repeat): the
+                  # code's name for it, or the flag; the flag's --no- form last, so it wins
+                  ("repeat_kv", {"kv_repeat": True}), ("--kv-repeat", {"kv_repeat": True}),
+                  ("--no-kv-repeat", {"kv_repeat": False}))
 # a recipe switch named by its Megatron flag in the notes.  On/off: ``--overlap-grad-reduce`` or the
 # bare ``moe-grouped-gemm`` turns it on; ``--no-X``, ``without X``, ``no X`` or ``X off|false|disabled``
 # turns it off.  Valued (``--moe-token-dispatcher-type alltoall``, ``--moe-expert-capacity-factor 1.0``):
@@ -113,11 +117,11 @@ _SOURCE_SWITCHES = (("torchtitan_llama3_h100_202412", "", {"kv_repeat": True}),
 _SP_WITH_TP = ("megatron", "nemo", "torchtitan")
 
 
-#: the Megatron flags the notes are read for (recipe switches by their Megatron key, the attention
+#: the flags the notes are read for (recipe switches by their Megatron key, --kv-repeat, the attention
 #: backend, the distributed optimizer): a flag one slip away from one of them is a typo whose switch
 #: would otherwise be dropped unseen (:func:`misspelt_note_flags`)
 _READ_FLAGS = frozenset(["--" + s.megatron_key.replace("_", "-") for s in RECIPE_SWITCHES if s.megatron_key]
-                        + ["--attention-backend", "--use-distributed-optimizer", "--overlap-param-gather"])
+                        + ["--attention-backend", "--use-distributed-optimizer", "--overlap-param-gather", "--kv-repeat"])
 _FLAG_TOKEN = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", re.IGNORECASE)
 
 

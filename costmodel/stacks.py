@@ -217,10 +217,10 @@ RECIPE_SWITCHES = (
     RecipeSwitch("doc_tokens", "float", "Packed sequences: documents of this many tokens (up to --seq-len), "
                  "each attending to itself only (fused attention's variable-length kernels; unfused attention "
                  "still computes the whole masked s x s scores); 0 = one document per sequence."),
-    RecipeSwitch("kv_repeat", "bool", "GQA keys and values repeated to the query heads before the attention kernel "
-                 "(torchtitan before pytorch/torchtitan#2259 of 2026-01-27; Hugging Face's eager and SDPA attention "
-                 "without enable_gqa): a copy of K and V each way, the repeated K and V stored for the backward, and "
-                 "a context-parallel ring rotating the repeated heads."),
+    RecipeSwitch("kv_repeat", "bool", "GQA keys and values repeated to the query heads before the attention kernel, "
+                 "as torchtitan did before pytorch/torchtitan#2259 of 2026-01-27 (off by default on every stack): a "
+                 "copy of K and V each way, the repeated K and V kept for the backward where the layer keeps the "
+                 "kernel's inputs (no recomputation), and a context-parallel ring rotating the repeated heads."),
     RecipeSwitch("moe_expert_load_cv", "float", "MoE: measured coefficient of variation of the tokens per expert "
                  "(e.g. sqrt(load_balancing_loss - 1) from a Megatron log, a lower bound); 0 = uniform routing, "
                  "the balls-into-bins floor.  A trained router, run dropless, can sit far above it: Qwen3-235B-A22B's "
@@ -634,8 +634,10 @@ def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
       (megatron/training/arguments.py: ``--use-torch-fsdp2`` asserts no distributed optimizer);
     * delayed FP8 scaling with BF16 first/last layers or with ``moe_act`` / ``layernorm`` recomputation
       (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ...");
-    * ``moe_act`` recomputation without grouped GEMM (transformer_config.py);
-    * the interleaved schedule (VP > 1) without P2P overlap at PP <= 2 (arguments.py validate_args).
+    * ``moe_act`` recomputation without grouped GEMM (transformer_config.py).
+
+    Rules that depend on the layout's degrees (the interleaved schedule without P2P overlap at PP <= 2)
+    are layout rules (:func:`costmodel.layouts.validity`), which the search applies too.
 
     Raises:
         InputError: naming the flag and the Megatron-LM rule.
@@ -657,6 +659,3 @@ def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
     if is_moe and "moe_act" in mods and not recipe.moe_grouped_gemm:
         raise InputError("--recompute-modules", "", "moe_act recomputation runs on grouped GEMM experts only "
                          "(Megatron-LM TransformerConfig): add --moe-grouped-gemm or drop moe_act")
-    if (layout.get("vp") or 1) > 1 and layout.get("pp", 1) <= 2 and not recipe.pp_overlap:
-        raise InputError("--no-pp-overlap", "", f"Megatron-LM runs the interleaved schedule without P2P overlap only "
-                         f"at PP > 2 (validate_args), not PP {layout.get('pp')}: drop --no-pp-overlap or raise --pp")

@@ -311,6 +311,8 @@ def _prepare(r: dict, cache: dict):
     switches = row_switches(r)
     if tp == 1:                        # no TP collectives: an overlap of them changes nothing
         switches.pop("tp_comm_overlap", None)
+    if model.kv_repeat_factor == 1:    # as many K/V heads as query heads (or MLA): nothing to repeat
+        switches.pop("kv_repeat", None)
     why = switch_problem(model, switches, tp, sp)
     if why:
         return why

@@ -423,6 +423,26 @@ def test_a_torchtitan_config_gives_compare_its_global_batch_and_labels_what_it_f
     assert out["origin"]["dp"] == "GPUs / (TP x PP x CP)"
 
 
+def test_a_torchtitan_log_dated_before_gqa_without_repeats_repeats_the_kv_heads():
+    """torchtitan dropped repeat_kv on 2026-01-27 (pytorch/torchtitan#2259): the awsome log's records of
+    2025-03-04 ran a torchtitan that repeated Llama 3's 8 K/V heads to 32, priced as such with the date
+    as its origin; the 2026-02-24 log of PR 2389 says nothing of its version, so the stack's default
+    (off) holds; a flag against the dated log contradicts it."""
+    base = ("--cluster", "aws-p5", "--model", "llama3-8b", "--nodes", "4", "--tp", "1", "--pp", "1", "--mbs", "1",
+            "--gbs", "32", "--seq-len", "8192", "--recompute", "selective", "--json")
+    rc, so, se = cli("compare", "--log", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log", *base)
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["kv_repeat"] is True and "records dated 2025-03-04" in out["origin"]["kv_repeat"]
+    rc, so, se = cli("compare", "--log", LOGS / "torchtitan_pr2389_repeated_ranks_truncated.log", *base)
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["kv_repeat"] is False and out["origin"]["kv_repeat"] == "torchtitan default"
+    rc, so, se = cli("compare", "--log", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log", *base,
+                     "--no-kv-repeat")
+    assert rc == 2 and "--no-kv-repeat" in se and "contradicts the log" in se
+
+
 def test_a_zero_or_negative_step_time_is_ignored_by_line_and_json_is_strict(tmp_path):
     """A Megatron record with 'elapsed time per iteration (ms): 0.0' or a negative one is not a
     measurement (it divided by zero): ignored naming its line. --json never prints NaN (the H100 trace

@@ -13,7 +13,7 @@ from conftest import layout
 
 L70 = load_model("llama3-70b")
 MIX = load_model("mixtral-8x7b")
-R = Recipe(gbs=128, seq_len=8192)
+R = Recipe(gbs=128, seq_len=8192, pp_overlap=True)      # Megatron-core runs interleaving with P2P overlap
 
 
 @pytest.mark.parametrize("kw,rule", [
@@ -89,6 +89,16 @@ def test_each_stack_refuses_what_its_framework_asserts():
         assert "ZeRO stages 0, 1, 3 only (Megatron-core" in msgs[code[0]]
         assert all(validity(layout(dp=32, zero=z), L70, replace(R, stack=stack), 32, 8)[0][0] == -1 for z in (0, 1, 3))
     assert validity(layout(dp=32, zero=2), L70, ds, 32, 8)[0][0] == -1
+    # Megatron-LM's validate_args: the interleaved schedule without P2P overlap only at PP > 2; the search
+    # applies it too, so recommend never prints a launch Megatron refuses; torchtitan interleaves at PP 2
+    no_p2p = replace(R, pp_overlap=False)
+    code, msgs = validity(layout(pp=2, vp=4, dp=16), L70, no_p2p, 32, 8)
+    assert "--no-pp-overlap" in msgs[code[0]] and "only at PP > 2" in msgs[code[0]]
+    assert validity(layout(pp=4, vp=4, dp=8), L70, no_p2p, 32, 8)[0][0] == -1
+    assert validity(layout(pp=2, vp=4, dp=16), L70, R, 32, 8)[0][0] == -1
+    assert validity(layout(pp=2, vp=4, dp=16, zero=1), L70, replace(no_p2p, stack="torchtitan"), 32, 8)[0][0] == -1
+    t = enumerate_layouts(L70, no_p2p, 32, 8)
+    assert len(t) and not ((t.vp > 1) & (t.pp <= 2)).any() and ((t.vp > 1) & (t.pp > 2)).any()
 
 
 def test_enumeration_is_exactly_the_valid_grid():

@@ -281,6 +281,16 @@ def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
     assert "kv_repeat=True" in res.assumed
     (bare,) = validate_rows([dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")], str(HOPPER))
     assert res.predicted_s > 1.05 * bare.predicted_s
+    # a table of one's own says it in its notes (the flag, or the code's repeat_kv); a slip of the flag is
+    # named; an MHA row has no heads to repeat, so none is assumed
+    own = dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")
+    for notes, want in (("ran --kv-repeat", True), ("llama attention with repeat_kv", True),
+                        ("repeat_kv then --no-kv-repeat", False)):
+        assert row_switches(dict(own, notes=notes)).get("kv_repeat") is want, notes
+    (slip,) = validate_rows([dict(own, notes="ran --kv-repaet")], str(HOPPER))
+    assert slip.skipped and "--kv-repeat" in slip.skipped
+    (mha,) = validate_rows([dict(rows["torchtitan-001"], num_kv_heads="32")], str(HOPPER))
+    assert mha.error_pct is not None and not any(a.startswith("kv_repeat") for a in mha.assumed)
 
 
 @pytest.mark.parametrize("column,value,why", [

@@ -222,6 +222,12 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
     assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2 \\\n  --no-gradient-accumulation-fusion" in mc.stdout
+    # FSDP2 refuses expert parallelism (validate_args): an EP layout shards with Megatron-FSDP
+    moe = run("predict", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--ep", "8",
+              "--zero", "3", "--mbs", "1", "--gbs", "64", "--seq-len", "4096", "--recompute", "full")
+    assert moe.returncode == 0, moe.stderr
+    assert "--use-torch-fsdp2" not in moe.stdout and "--use-megatron-fsdp" in moe.stdout
+    assert "--data-parallel-sharding-strategy optim_grads_params" in moe.stdout and "--ckpt-format fsdp_dtensor" in moe.stdout
     # Transformer Engine runs cuDNN's fused attention on Hopper: Megatron-core's "fused" backend
     assert "--attention-backend fused" in mc.stdout and "--use-flash-attn" not in mc.stdout
     fa3 = run(*args, "--stack", "megatron", "--attention-kernel", "fa3")
@@ -625,13 +631,16 @@ def test_nemo_zero3_shards_and_splits_pipelines_on_the_strategy():
 
 def test_printed_settings_say_what_their_format_cannot_set():
     """What a prediction priced and a printed format cannot set is a comment, never dropped: packed
-    documents in every format, the optimizer offload in torchtitan's; DeepSpeed's overlap switch is
+    documents and repeated K/V heads in every format, the optimizer offload in torchtitan's; DeepSpeed's overlap switch is
     named (overlap_comm is off below ZeRO-3 by default); BigScience's Megatron-DeepSpeed has no MoE
     flags (microsoft's fork does), so none are printed."""
     base = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--mbs", "1", "--gbs", "64"]
     for fmt in ("megatron", "nemo", "torchtitan"):
         r = run(*base, "--doc-tokens", "1024", "--recompute", "full", "--format", fmt)
         assert r.returncode == 0 and "packed sequences: documents of 1024 tokens" in r.stdout, (fmt, r.stderr)
+        # repeated K/V heads are a code version, not a flag: every format says it was priced
+        kv = run(*base, "--kv-repeat", "--recompute", "full", "--format", fmt)
+        assert kv.returncode == 0 and "K and V repeated 4x to the query heads" in kv.stdout, (fmt, kv.stderr)
     tt = run(*base, "--stack", "deepspeed", "--format", "torchtitan", "--zero", "3", "--optimizer-offload")
     assert tt.returncode == 0 and "assumed the optimizer offloaded to the host CPU" in tt.stdout, tt.stderr
     ds = run("predict", "--model", "llama3-8b", "--cluster", "hgx-h200", "--nodes", "2", "--stack", "deepspeed", "--mbs",
