@@ -273,6 +273,17 @@ def _row_problem(r: dict) -> str | None:
     return None
 
 
+def _effective_switches(r: dict, model, tp: int) -> dict:
+    """The recipe switches a row names (costmodel.published_row.row_switches) less those that cannot act
+    on it: a TP-comm overlap at TP 1, repeated K/V heads where there are as many as query heads (or MLA)."""
+    switches = row_switches(r)
+    if tp == 1:
+        switches.pop("tp_comm_overlap", None)
+    if model.kv_repeat_factor == 1:
+        switches.pop("kv_repeat", None)
+    return switches
+
+
 def _prepare(r: dict, cache: dict):
     """A usable row as (cluster key, model, recipe, layout row, RowResult), or the reason to skip it.
 
@@ -308,11 +319,7 @@ def _prepare(r: dict, cache: dict):
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
     sp, sp_assumed = row_sp(r, stack, tp)
-    switches = row_switches(r)
-    if tp == 1:                        # no TP collectives: an overlap of them changes nothing
-        switches.pop("tp_comm_overlap", None)
-    if model.kv_repeat_factor == 1:    # as many K/V heads as query heads (or MLA): nothing to repeat
-        switches.pop("kv_repeat", None)
+    switches = _effective_switches(r, model, tp)
     why = switch_problem(model, switches, tp, sp)
     if why:
         return why
