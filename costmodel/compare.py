@@ -536,6 +536,27 @@ def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
     return 1.0, "model FLOPs"
 
 
+#: the logged peak reserved memory over the predicted tensors' peak beyond which compare warns (a bound
+#: for a message, not a model constant): PyTorch's caching allocator reserves its cache and fragmentation
+#: above the tensors (PyTorch docs, "CUDA semantics: memory management"), so a little above is expected
+MEMORY_RATIO_WARN = (0.9, 1.5)
+
+
+def logged_memory_check(rows: list) -> list[str]:
+    """A warning when the log's peak memory is outside :data:`MEMORY_RATIO_WARN` times the predicted
+    peak: a batch, recompute or sharding setting is likely not the run's (or the model misses memory)."""
+    m = next((r for r in rows if r["name"] == "peak_memory_gib"), None)
+    if not m or not m["measured"] or not m["predicted"]:
+        return []
+    ratio = m["measured"] / m["predicted"]
+    lo, hi = MEMORY_RATIO_WARN
+    if lo <= ratio <= hi:
+        return []
+    return [f"the log's peak memory {m['measured']:.1f} GiB is {ratio:.2f}x the predicted {m['predicted']:.1f} GiB "
+            f"(outside {lo:g}-{hi:g}x, what the allocator's cache explains): check --mbs, --recompute and --zero "
+            "against the run; if they are its own, the memory model misses what this run holds"]
+
+
 def logged_flops_check(rows: list, framework: str, recompute: str, origin: dict | None = None) -> list[str]:
     """A warning when the log's own TFLOP/s/GPU disagrees by more than 10% with the model FLOPs per
     measured step of the model, sequence length and batch used: one of them is not the run's.  The
@@ -587,6 +608,11 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
         f, conv = logged_tflops_factor(framework, run.layout["recompute"])
         out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * run.model_tflops_per_gpu,
                            note=f"as the log prints it: {conv}"))
+    mem = agg.get("memory_gib")
+    if mem is not None and mem.n:
+        out.append(_metric("peak_memory_gib", "GiB", mem.median, run.peak_mem_bytes / 2**30,
+                           note="measured: the peak the log prints (torchtitan: the caching allocator's peak "
+                                "reserved, which holds its cache and fragmentation above the tensors priced)"))
     if power is not None:
         e = run.energy
         avg = power["avg_power_w"]

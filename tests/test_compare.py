@@ -427,13 +427,18 @@ def test_a_torchtitan_log_dated_before_gqa_without_repeats_repeats_the_kv_heads(
     """torchtitan dropped repeat_kv on 2026-01-27 (pytorch/torchtitan#2259): the awsome log's records of
     2025-03-04 ran a torchtitan that repeated Llama 3's 8 K/V heads to 32, priced as such with the date
     as its origin; the 2026-02-24 log of PR 2389 says nothing of its version, so the stack's default
-    (off) holds; a flag against the dated log contradicts it."""
+    (off) holds; a flag against the dated log contradicts it.  The peak memory the log prints is a
+    compared metric."""
     base = ("--cluster", "aws-p5", "--model", "llama3-8b", "--nodes", "4", "--tp", "1", "--pp", "1", "--mbs", "1",
             "--gbs", "32", "--seq-len", "8192", "--recompute", "selective", "--json")
     rc, so, se = cli("compare", "--log", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log", *base)
     assert rc == 0, se
     out = json.loads(so)
     assert out["recipe"]["kv_repeat"] is True and "records dated 2025-03-04" in out["origin"]["kv_repeat"]
+    # the memory it prints (68.57 GiB reserved) is compared, and a peak over 1.5x the prediction is said
+    mem = next(m for m in out["metrics"] if m["name"] == "peak_memory_gib")
+    assert mem["measured"] == 68.57 and mem["predicted"] == pytest.approx(out["peak_mem_bytes"] / 2**30)
+    assert any("peak memory 68.6 GiB" in w and "--mbs" in w for w in out["warnings"])
     rc, so, se = cli("compare", "--log", LOGS / "torchtitan_pr2389_repeated_ranks_truncated.log", *base)
     assert rc == 0, se
     out = json.loads(so)

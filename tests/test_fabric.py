@@ -152,6 +152,22 @@ def test_sharp_is_a_sourced_boolean(tmp_path, value, why):
     assert "inter_node.sharp" in str(e.value)
 
 
+def test_sharp_is_infiniband_only(tmp_path):
+    """SHARP reduces on InfiniBand switches (NCCL CollNet): asked of AWS p5's EFA, as a what-if or in a
+    cluster file whose fabric is RoCE, it is refused naming the flag or the file's field."""
+    with pytest.raises(InputError, match="fabric is efa") as e:
+        with_fabric(load_cluster("aws-p5", nodes=4), sharp=True)
+    assert e.value.where == "--sharp"
+    assert with_fabric(load_cluster("aws-p5", nodes=4), sharp=False).sharp is False
+    f = tmp_path / "roce_sharp.yaml"
+    text = POD.read_text().replace("  latency: 2.7us\n", "  latency: 2.7us\n  sharp: true\n", 1)
+    f.write_text(text.replace("fabric: infiniband", "fabric: roce", 1).replace(
+        "sources:\n", "sources:\n  inter_node.sharp: a test\n", 1))
+    with pytest.raises(InputError, match="fabric is roce") as e:
+        load_cluster(str(f))
+    assert "inter_node.sharp" in str(e.value)
+
+
 @pytest.mark.parametrize("old,new,field", [("bandwidth_per_nic: 400Gbps", "bandwidth_per_nic: 400", "bandwidth_per_nic"),
                                            ("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 450", "bandwidth_per_gpu")])
 def test_a_link_bandwidth_without_its_unit_is_refused(tmp_path, old, new, field):

@@ -300,6 +300,19 @@ def test_dropout_comes_from_the_attention_dropout_probability(tmp_path):
         load({**llama, "_dropout": "no"})
 
 
+def test_a_head_dim_no_model_has_is_refused_by_its_key(tmp_path):
+    """A head_dim of 1e9 (a slip) is refused naming the file's key, before any kernel check blames the
+    attention kernel for it; Gemma's 256 reads."""
+    d = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(dict(d, head_dim=10**9)))
+    with pytest.raises(InputError, match="must be <= 16384") as e:
+        load_model(str(f))
+    assert "head_dim" in str(e.value)
+    f.write_text(json.dumps(dict(d, head_dim=256)))
+    assert load_model(str(f)).head_dim == 256
+
+
 def test_a_key_written_twice_in_a_config_json_is_refused(tmp_path):
     """Python's JSON reader (and Hugging Face's) keeps the last of two equal keys: vocab_size 100 after
     152064 would count 1.09B parameters fewer, silently."""

@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 
 from .. import report
-from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, model_from_log, per_gpu_rows,
+from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, logged_memory_check,
+                       model_from_log, per_gpu_rows,
                        trace_coverage_notes,
                        wall_clock_note, check_measured_rate,
                        resolve_run, throttle_warnings, trace_metrics, training_window)
@@ -190,6 +191,7 @@ def compare(
     metrics = build_metrics(pred, agg, tlog.framework, pw)
     check_measured_rate(m, recipe, c, metrics, log)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
+    warnings += logged_memory_check(metrics)
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))
     out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],

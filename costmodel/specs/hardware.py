@@ -401,14 +401,28 @@ def _sharp(inter: dict, d: dict, w: str) -> bool:
     """``inter_node.sharp``: true or false (absent: false), with its source when true.
 
     Raises:
-        InputError: not a boolean, or true without a ``sources`` line.
+        InputError: not a boolean, true without a ``sources`` line, or true on a fabric other than
+            InfiniBand.
     """
     v = inter.get("sharp", False)
     if not isinstance(v, bool):
         raise InputError(w, "inter_node.sharp", f"expected true or false, got {v!r}")
     if v:
         _check_sources(d, w, ["inter_node.sharp"])
+        why = sharp_fabric_problem(inter.get("fabric"))
+        if why:
+            raise InputError(w, "inter_node.sharp", why)
     return v
+
+
+def sharp_fabric_problem(fabric) -> str:
+    """Why a scale-out ``fabric`` cannot reduce in the network ('' for InfiniBand): SHARP runs on NVIDIA's
+    InfiniBand (Quantum) switches, driven by NCCL's CollNet through the SHARP plugin (NVIDIA docs "NCCL:
+    CollNet"); EFA, RoCE and Ethernet switches have no NCCL in-network reduction."""
+    if fabric == "infiniband":
+        return ""
+    return (f"SHARP (in-network all-reduce) runs on InfiniBand switches through NCCL's CollNet; the scale-out "
+            f"fabric is {fabric}")
 
 
 #: how a tier's flows pick uplinks (FabricTier.routing)
@@ -471,8 +485,9 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
     ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's).
 
     Raises:
-        InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, or an
-            oversubscription asked of a cluster file with no ``inter_node.tiers``.
+        InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, an
+            oversubscription asked of a cluster file with no ``inter_node.tiers``, or SHARP asked of a
+            fabric other than InfiniBand.
     """
     c = cluster
     if scale_out_gbps is not None:
@@ -489,6 +504,8 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
                              "tiers such as dgx-h100-superpod")
         c = replace(c, tiers=tuple(replace(t, oversubscription=oversubscription) for t in c.tiers),
                     what_if=", ".join(x for x in (c.what_if, f"every switch tier {oversubscription:g}:1") if x))
+    if sharp and sharp_fabric_problem(c.inter_fabric):
+        raise InputError("--sharp", "", f"{sharp_fabric_problem(c.inter_fabric)} ({c.path} inter_node.fabric)")
     if sharp is not None and sharp != c.sharp:
         c = replace(c, sharp=sharp, what_if=", ".join(
             x for x in (c.what_if, "in-network all-reduce (SHARP)" if sharp else "no in-network all-reduce") if x))

@@ -313,7 +313,9 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                   required=False, default=1 if mq is True else heads)
     _unmodelled_twists(d, w, str(d.get("model_type", "")))
     mla = _mla(d, w, heads)
-    head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None)
+    # heads are at most 256 wide in today's models (Gemma): 16,384 refuses a slip before a kernel check blames it
+    head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None,
+                                                     maximum=16384)
     if head_dim is None:
         if hidden % heads:
             raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}")
