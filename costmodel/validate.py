@@ -273,6 +273,14 @@ def _row_problem(r: dict) -> str | None:
     return None
 
 
+def _no_metric(r: dict) -> str:
+    """Why a row has no measured step: none of the columns a step is read from; an MFU alone is not
+    read back into one, as the peak and FLOP convention it divides by are the source's."""
+    return "no throughput metric (step_time_s, tokens_per_s_per_gpu or model_tflops_per_gpu)" + (
+        "; mfu alone is not used: the peak and FLOP convention it divides by are the source's"
+        if (r.get("mfu") or "").strip() else "")
+
+
 def _effective_switches(r: dict, model, tp: int) -> dict:
     """The recipe switches a row names (costmodel.published_row.row_switches) less those that cannot act
     on it: a TP-comm overlap at TP 1, repeated K/V heads where there are as many as query heads (or MLA)."""
@@ -387,7 +395,7 @@ def _prepare(r: dict, cache: dict):
         return f"layout not representable: {msgs[code[0]]}"
     meas, metric = measured_step_s(r, model, recipe, n_gpus, row["recompute"])
     if meas is None:
-        return "no throughput metric"
+        return _no_metric(r)
     # a measurement above the GPU's dense peak cannot be a step of this run; one far below any published
     # run's is a value in other units (a step in ms read as s)
     peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)

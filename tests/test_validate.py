@@ -267,6 +267,16 @@ def test_nemo_24_launcher_ran_flash_attention_2():
         assert abs(r.error_pct) < 10, (r.row_id, r.error_pct)
 
 
+def test_a_row_with_only_an_mfu_says_why_it_is_not_used():
+    """FlagPerf publishes token/p/s and an MFU of its own convention (PaLM's, over 989 TFLOP/s): without
+    the throughput the MFU is not turned back into a step, and the skip says so."""
+    rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
+    (res,) = validate_rows([dict(rows["flagperf-002"], tokens_per_s_per_gpu="")], str(HOPPER))
+    assert res.skipped.startswith("no throughput metric") and "mfu alone is not used" in res.skipped
+    (used,) = validate_rows([rows["flagperf-002"]], str(HOPPER))
+    assert used.error_pct is not None and used.metric == "tokens_per_s_per_gpu"
+
+
 def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
     """torchtitan repeated GQA's K/V heads before SDPA until pytorch/torchtitan#2259 (2026-01-27): its
     end-2024 (commit 9dec370), June-2025 async-TP (820504e) and Trainy June-2025 tables are priced with
