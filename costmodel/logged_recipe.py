@@ -121,9 +121,10 @@ def _torchtitan_repeat_kv(tlog) -> str:
     """Where a torchtitan log says its run repeated the K/V heads ('' when it does not): every record
     dated before :data:`TORCHTITAN_GQA_NATIVE_UNIX` ran a torchtitan that did (a later date says
     nothing of the version, and the stack's default holds)."""
-    if tlog.framework != "torchtitan" or tlog.iterations is None:
+    its = getattr(tlog, "iterations", None)
+    if getattr(tlog, "framework", None) != "torchtitan" or its is None:
         return ""
-    t = np.asarray(tlog.iterations.t_unix, dtype=np.float64)
+    t = np.asarray(its.t_unix, dtype=np.float64)
     t = t[np.isfinite(t)]
     if not t.size or t.max() >= TORCHTITAN_GQA_NATIVE_UNIX:
         return ""
