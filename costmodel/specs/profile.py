@@ -162,6 +162,9 @@ FA2_OVER_FA1 = 2.0
 #: time, 18.9% (max 40.0%): "Characterizing Compute-Communication Overlap in GPU-Accelerated
 #: Distributed Deep Learning: Performance and Power Implications", arXiv:2507.03114 (2025), abstract.
 PUBLISHED_OVERLAP_SLOWDOWN = 1.189
+#: the largest ``overlap.compute_slowdown`` a profile may state: overlapped compute never runs faster than
+#: alone (>= 1), and the same study's worst kernel lost 40%; 3x is far beyond any measured contention
+MAX_OVERLAP_SLOWDOWN = 3.0
 
 
 def _group_fits(p: dict, g0: int, names: tuple, w: str, pre: str) -> tuple:
@@ -359,7 +362,8 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, comm_groups=groups,
         raw=d, path=w,
         power=_power(d, w), thermal=_thermal(d, w),
-        overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.") if isinstance(d.get("overlap"), dict)
+        overlap_slowdown=_get(d["overlap"], "compute_slowdown", w, prefix="overlap.", minimum=1.0,
+                              maximum=MAX_OVERLAP_SLOWDOWN) if isinstance(d.get("overlap"), dict)
         else PUBLISHED_OVERLAP_SLOWDOWN, fit_sigma=_fit_sigmas(d, gemm, comm, w),
         **_moe_slowdowns(d, w),
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))

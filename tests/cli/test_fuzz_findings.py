@@ -161,6 +161,20 @@ def test_a_physical_value_no_gpu_has_is_refused(tmp_path, where, old, new, field
         (load_gpu if where.startswith("gpus") else load_profile)(str(p))
 
 
+@pytest.mark.parametrize("value, why", [("0.5", "must be at least 1"), ("1.0e+9", "must be at most 3")])
+def test_an_overlap_slowdown_below_one_or_far_above_any_measured_is_refused(tmp_path, value, why):
+    """Overlapped compute never runs faster than alone (0.5 had given 77% MFU) nor a billion times slower
+    (a 6.8e8 s step); the published mean is 1.19, the worst kernel 1.4."""
+    from costmodel.specs import load_profile
+    p = tmp_path / "h100-sxm-80gb.yaml"
+    p.write_text((HW / "profiles/h100-sxm-80gb.yaml").read_text() + f"\noverlap:\n  compute_slowdown: {value}\n")
+    with pytest.raises(InputError, match="overlap.compute_slowdown") as e:
+        load_profile(str(p))
+    assert why in str(e.value)
+    p.write_text((HW / "profiles/h100-sxm-80gb.yaml").read_text() + "\noverlap:\n  compute_slowdown: 1.25\n")
+    assert load_profile(str(p)).overlap_slowdown == 1.25
+
+
 def test_a_rank_count_the_capture_contradicts_is_refused(tmp_path):
     """The p5 capture's busbw/algbw of 1.875 is 16 ranks of all_reduce; --nodes 3 x 8 (24 ranks, 1.917,
     within the ratio's 3% tolerance) had been fitted as 24 ranks; --nodes 2 fits."""

@@ -410,6 +410,12 @@ def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
     assert pw["basis"]["hbm_w"] == "borrowed"                # held at a base that does not say
     ov = fit_overlap_section(meas, rep)
     assert ov["compute_slowdown"] == pytest.approx(1.12) and ov["fit"]["comm_slowdown"] == pytest.approx(1.03)
+    # a median below 1 is timing noise (overlap cannot speed compute up): 1 is written, the median kept
+    noisy = [make_record("overlap", "n0", 0, dtype="bf16", m=8192, n=8192, k=8192, collective="all_reduce",
+                         size_bytes=2 ** 28, group_size=8, gemm_alone_s=1e-3, gemm_overlapped_s=g * 1e-3,
+                         comm_alone_s=1e-3, comm_overlapped_s=1e-3) for g in (0.97, 0.98, 1.01)]
+    ov = fit_overlap_section(Measurements(suites=[_suite(noisy)]), FitReport())
+    assert ov["compute_slowdown"] == 1.0 and ov["fit"]["measured_median"] == pytest.approx(0.98)
 
 
 def test_efficiency_at_its_bound_is_reported():
