@@ -78,8 +78,8 @@ def run(ctx: typer.Context,
         raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
     n = nproc_per_node or _gpu_count()
     cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
-    shown = ["torchrun"] + cmd[3:]
-    print(f"costmodel: {'would run' if dry_run else 'running'}: " + " ".join(shlex.quote(c) for c in shown),
+    # torchrun's module under this interpreter, shown as run: a torchrun on PATH may be another Python's
+    print(f"costmodel: {'would run' if dry_run else 'running'}: " + " ".join(shlex.quote(c) for c in cmd),
           file=sys.stderr)
     if dry_run:
         return
@@ -206,6 +206,11 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         raise InputError("--collective", "", f"{collective!r} is not one of {', '.join(COLLECTIVES)}")
     rep = FitReport()
     cl = load_cluster(cluster) if cluster else None
+    if cl is not None and gpus_per_node is not None and gpus_per_node != cl.gpus_per_node:
+        raise InputError("--gpus-per-node", "", f"{gpus_per_node} contradicts --cluster {cl.key}, whose nodes hold "
+                         f"{cl.gpus_per_node} GPUs (gpus_per_node): drop one")
+    if cl is not None and nodes is not None and gpus_per_node is None:
+        gpus_per_node = cl.gpus_per_node     # --nodes counts the cluster's nodes: their ranks are fixed
     try:
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))

@@ -296,9 +296,12 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
 
 
 def test_run_prints_the_torchrun_line():
+    """The suite runs under torchrun's module of this interpreter (a torchrun on PATH may be another
+    Python's), and the line printed is the line run."""
     rc, so, se = cli("calibrate", "run", "--nproc-per-node", "8", "--dry-run", "--out", "raw.jsonl", "--quick")
     assert rc == 0
-    assert "torchrun --nproc-per-node=8 -m costmodel.calibration.run --out raw.jsonl --quick" in se
+    assert (f"{sys.executable} -m torch.distributed.run --nproc-per-node=8 -m costmodel.calibration.run --out raw.jsonl "
+            "--quick") in se
     rc, so, se = cli("calibrate", "run", "--nnodes", "2", "--dry-run")
     assert rc == 2 and "--rdzv-endpoint" in se
 
