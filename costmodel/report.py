@@ -32,7 +32,8 @@ def run_record(run: RunPrediction) -> dict:
     (seconds per term, uncapped), model, params and active_params (MTP modules excluded), cluster,
     num_gpus, recipe, and reason when infeasible;
     with a band: step_time_band (rel, sigma, unfitted_terms, profile) and step_time_band_s; with an
-    energy report: its fields (costmodel.energy.EnergyReport) and uncapped_step_time_s.
+    energy report: its fields (costmodel.energy.EnergyReport), uncapped_step_time_s and
+    node_over_budget (a node's GPUs peak above node_gpu_budget_w).
     """
     rec = {
         "feasible": run.feasible,
@@ -64,6 +65,9 @@ def run_record(run: RunPrediction) -> dict:
         rec["total_energy_j_per_step"] = run.energy.total_energy_j_per_step
         rec["node_other_power_source"] = run.cluster.node_other_power_source
         rec["uncapped_step_time_s"] = run.uncapped_step_time_s
+        # a node whose GPUs peak above what its rating leaves them (the text's NODE OVER BUDGET)
+        rec["node_over_budget"] = bool(run.energy.node_gpu_budget_w and
+                                       run.energy.node_gpu_peak_w > run.energy.node_gpu_budget_w * (1 + 1e-9))
     if run.band is not None:
         rec["step_time_band_s"] = run.step_time_band_s
     return rec
