@@ -30,6 +30,12 @@ def reasons_of_mask(mask: int) -> frozenset:
     return frozenset(r for bit, r in REASON_BITS.items() if mask & bit)
 
 
+def _missing(text) -> bool:
+    """nvidia-smi's no-reading spellings ([N/A], N/A, [Not Supported])."""
+    t = str(text).strip()
+    return t.lower() in ("n/a", "na", "") or (t.startswith("[") and t.endswith("]"))
+
+
 def _mask(text) -> int | None:
     try:
         return int(str(text).strip(), 16) if text is not None else None
@@ -49,10 +55,20 @@ def reasons_per_row(smi) -> list | None:
         name = f.split(".", 1)[1]
         vals = smi.text[f]
         if name == "active":
+            bad = []
             for i, v in enumerate(vals):
                 m = _mask(v)
                 if m is not None:
                     out[i] |= reasons_of_mask(m)
+                elif v is not None and str(v).strip() and not _missing(v):
+                    bad.append(i)
+            if bad:
+                # said, never read as "no reason active": the trace's errors list carries it to the report
+                lines = getattr(smi, "lines", None)
+                at = f":{int(lines[bad[0]])}" if lines is not None and len(lines) > bad[0] else ""
+                smi.errors.append(f"{getattr(smi, 'path', '')}{at}: {f}: {vals[bad[0]]!r} is not a clock-event bit "
+                                  f"mask (hex, e.g. 0x0000000000000004); {len(bad)} row(s) like it, the first here: "
+                                  "their reasons left out")
         elif name in _FIELDS:
             for i, v in enumerate(vals):
                 if v is not None and str(v).strip().lower() == "active":

@@ -205,6 +205,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
     if na.any() and not na.all():        # nvidia-smi prints [N/A] where it has no reading: counted, not silent
         trace.errors.append(f"{path}:{int(trace.lines[na][0])}: {int(na.sum())} row(s) without a power reading "
                             "([N/A]), the first here: left out of the power figures")
+    events = reasons_per_row(trace)          # before the errors are copied: an unreadable mask is one
     if "timestamp" in trace.columns and trace.t0_unix is not None:
         t, absolute = trace.columns["timestamp"] + trace.t0_unix, True
     else:
@@ -218,7 +219,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
         sm_clock_mhz=col(("clocks.sm", "clocks.current.sm"), _CLOCK_UNITS, "SM clock"),
         util_gpu_pct=col(("utilization.gpu",), _PCT_UNITS, "utilisation"),
         source_format="nvidia-smi-csv", path=path, errors=list(trace.errors), absolute_time=absolute,
-        lines=np.asarray(trace.lines, dtype=np.int64), table=trace, clock_events=reasons_per_row(trace),
+        lines=np.asarray(trace.lines, dtype=np.int64), table=trace, clock_events=events,
         device_names=tuple(dict.fromkeys(v.strip() for v in (trace.text or {}).get("name") or [] if v and v.strip())))
 
 

@@ -46,3 +46,19 @@ def test_the_older_throttle_naming_and_captures_without_the_field(tmp_path):
     g.write_text("index, power.draw [W]\n0, 300.00 W\n")
     assert reasons_per_row(read_nvidia_smi_csv(g)) is None
     assert REASON_BITS[0x40] == "HW thermal slowdown" and REASON_BITS[0x80] == "HW power brake slowdown"
+
+
+def test_an_unreadable_mask_is_said_by_line_not_read_as_no_throttle(tmp_path):
+    """A clocks_event_reasons.active cell that is no hex mask (a spreadsheet's 'garbage') had left every
+    GPU 'never throttled'; the trace's errors now name its line and count its rows; [N/A] stays missing."""
+    f = tmp_path / "bad.csv"
+    lines = CSV.splitlines()
+    lines[2] = lines[2].replace("0x0000000000000004", "garbage")
+    lines[4] = lines[4].replace("0x0000000000000004", "garbage")
+    lines[8] = lines[8].replace("0x0000000000000004", "[N/A]")
+    f.write_text("\n".join(lines) + "\n")
+    trace = power_trace_from_nvidia_smi_csv(read_nvidia_smi_csv(f))
+    (err,) = [e for e in trace.errors if "clock-event" in e]
+    assert err.startswith(f"{f}:3: clocks_event_reasons.active: 'garbage' is not a clock-event bit mask")
+    assert "2 row(s) like it" in err
+    assert trace.clock_events[5] == {"SW power cap", "HW slowdown", "HW thermal slowdown"}
