@@ -457,7 +457,7 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
     """Measured power/temperature metrics over [t0, t1] and a per-GPU table (hottest first).
 
     Returns:
-        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus}, per-GPU rows
+        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus, gpus (the captured indices)}, per-GPU rows
         {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n, throttle}); NaN where the trace
         lacks a column; ``throttle``: throttling reason -> share of the GPU's samples it was active in
         (costmodel.readers.clock_events), None when the trace has no clock-event field.
@@ -478,7 +478,8 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
     rows.sort(key=lambda r: (-(r["max_temp_c"] if np.isfinite(r["max_temp_c"]) else -1e9), -r["avg_power_w"]))
     agg = dict(avg_power_w=_nanmean([r["avg_power_w"] for r in rows]),
                peak_power_w=_nanpct(trace.power_w[m], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[m]),
-               sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[m]), n_samples=int(m.sum()), n_gpus=len(rows))
+               sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[m]), n_samples=int(m.sum()), n_gpus=len(rows),
+               gpus=sorted(r["gpu"] for r in rows))
     return agg, rows
 
 
@@ -629,9 +630,24 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
                 _metric("samples_per_s_per_mj", "samples/(s.MJ)",
                         e_meas and metrics.samples_per_s_per_mj(recipe, st, e_meas), e and e.samples_per_s_per_mj,
                         note=scaled),
-                _metric("max_temp_c", "C", power["max_temp_c"], e and e.max_temp_c),
+                _metric("max_temp_c", "C", power["max_temp_c"], _captured_max_temp_c(e, power.get("gpus"), num_gpus),
+                        note="predicted: the hottest of the captured slots (node 0's, as the per-GPU table)"
+                        if power.get("gpus") and len(power["gpus"]) < num_gpus else None),
                 _metric("sm_clock_mhz", "MHz", power["sm_clock_mhz"], e and e.sm_clock_mhz)]
     return out
+
+
+def _captured_max_temp_c(energy, captured, num_gpus: int):
+    """The predicted temperature to score a capture's hottest GPU against: the run's hottest GPU when the
+    capture holds every GPU, else the hottest of node 0's slots it captured (the slots the per-GPU table
+    pairs it with: a one-GPU capture of a front slot is not the rear slot's temperature); None without
+    an energy report or a captured slot the prediction has."""
+    if energy is None:
+        return None
+    if not captured or len(captured) >= num_gpus:
+        return energy.max_temp_c
+    temps = [r["temp_c"] for r in energy.per_gpu if r.get("node") == 0 and r.get("slot") in set(captured)]
+    return max(temps) if temps else None
 
 
 def per_gpu_rows(measured_rows: list, predicted_rows: list | None, node: int = 0) -> list:

@@ -701,3 +701,18 @@ def test_a_temperature_error_is_a_difference_not_a_percentage():
     w = _metric("avg_power_w", "W", 500.0, 550.0)
     assert w["error_pct"] == pytest.approx(10.0) and "error_abs" not in w
     assert _metric("max_temp_c", "C", None, 71.0)["error_abs"] is None
+
+
+def test_a_partial_capture_scores_its_hottest_gpu_against_the_slots_it_captured():
+    """A one-GPU dmon capture (slot 0, a front slot) is scored against slot 0's predicted temperature, the
+    one the per-GPU table pairs it with, not the run's hottest rear slot (67 C against 65 C had read as a
+    2 C miss where the slot's own prediction is 4 C below)."""
+    rc, so, se = cli("compare", "--log", LOGS / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log", "--power",
+                     REPO / "tests" / "data" / "readers" / "nvidia_smi_dmon_h100_idle_load.txt", "--cluster", "dgx-h100",
+                     "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    (t,) = [m for m in out["metrics"] if m["name"] == "max_temp_c"]
+    (g,) = out["per_gpu"]
+    assert g["gpu"] == 0 and t["predicted"] == pytest.approx(g["predicted_temp_c"]) and "captured slots" in t["note"]
+    assert t["measured"] == 65.0 and t["error_abs"] < -3.0        # the front slot is predicted cooler than measured
