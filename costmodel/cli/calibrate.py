@@ -206,11 +206,6 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         raise InputError("--collective", "", f"{collective!r} is not one of {', '.join(COLLECTIVES)}")
     rep = FitReport()
     cl = load_cluster(cluster) if cluster else None
-    if cl is not None and gpus_per_node is not None and gpus_per_node != cl.gpus_per_node:
-        raise InputError("--gpus-per-node", "", f"{gpus_per_node} contradicts --cluster {cl.key}, whose nodes hold "
-                         f"{cl.gpus_per_node} GPUs (gpus_per_node): drop one")
-    if cl is not None and nodes is not None and gpus_per_node is None:
-        gpus_per_node = cl.gpus_per_node     # --nodes counts the cluster's nodes: their ranks are fixed
     try:
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
         g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
