@@ -87,26 +87,48 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     p_dp = np.minimum(np.asarray(phase_power_w(pw, b["dp_util"]), dtype=np.float64)[:, None] * ones[:, None], cap)
     stage_comm = np.asarray(b["stage_gpus"])[:, None] * (np.maximum(p_comm - p_wait, 0.0) * (comm_s - dp_s)[:, None]
                                                          + np.maximum(p_dp - p_wait, 0.0) * dp_s[:, None])
+    const_s = b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"]
+    p_heat = _thermal_power_w(model, t, b["m"], b["stage_gpus"], const_s, t_layer, t_last, p_busy, p_wait, stage_comm)
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
-                const_time_s=b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"], t_layer_s=t_layer,
-                t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy,
+                const_time_s=const_s, t_layer_s=t_layer,
+                t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy, p_thermal_w=p_heat,
                 p_idle_w=np.full(len(t), p_wait), stage_comm_energy_j=stage_comm,
                 p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
 
 
+def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, t_last, p_busy, p_wait, stage_comm):
+    """(N, C) the power a GPU's steady temperature follows at each cap level, W: the busiest stage's
+    (the last: ceil(L/p) layers and the logits) average over a step with every stage at that cap,
+    p_wait + ((p_busy - p_wait) x its busy time + its communication energy above waiting per GPU) / T,
+    T = (m + (p - 1)/v) x its period + the step's constant time (the schedule of
+    :func:`_uniform_cap_values`).  A slot's temperature settles on its average power over a step (the
+    first-order RC of costmodel.thermal with tau ~ a minute; predict prices throttling on the same
+    average), so a cap whose busy power would pass the limit only in the compute phase is not excluded;
+    a stage slower than the rest stretches T and cools the others, which this uniform-cap figure
+    bounds from above."""
+    pp, vp = t.pp[:, None].astype(np.float64), t.vp[:, None].astype(np.float64)
+    m = np.asarray(m, dtype=np.float64) * np.ones(len(t))
+    period = np.ceil(model.num_layers / pp) * t_layer + t_last
+    T = (m[:, None] + (pp - 1.0) / vp) * period + np.asarray(const_s, dtype=np.float64)[:, None] * np.ones_like(period)
+    busy = m[:, None] * period
+    S = np.asarray(stage_gpus, dtype=np.float64)[:, None] * np.ones_like(period)
+    heat = p_wait + ((p_busy - p_wait) * busy + stage_comm / S) / np.where(T > 0, T, 1.0)
+    return np.clip(heat, p_wait, p_busy)
+
+
 def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power_w: float,
                        inlet_temp_c: float | None) -> np.ndarray:
     """(N, C) mask of the cap levels each layout may use: False where its stages fill whole nodes
-    and every slot at the level's busy power would pass ``max_temp_c`` (steady, with the air
-    preheating of the slots upstream) or the node's GPU power budget; True otherwise (stages
-    sharing a node are not filtered here)."""
+    and every slot at the level's thermal power (:func:`_thermal_power_w`) would pass ``max_temp_c``
+    (steady, with the air preheating of the slots upstream) or its busy power the node's GPU power
+    budget; True otherwise (stages sharing a node are not filtered here)."""
     cool = cluster.cooling
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
     r = profile.thermal.r_th_c_per_w * np.asarray(cool.r_th_scale) + preheat_matrix(cool).T.sum(axis=0)
     pb = tb["p_busy_w"]
-    hot = inlet + pb[:, :, None] * r[None, None, :]
+    hot = inlet + tb["p_thermal_w"][:, :, None] * r[None, None, :]
     bad = (hot.max(axis=2) > max_temp_c * (1 + 1e-9)) | (G * pb > node_power_w * (1 + 1e-9))
     whole = (tb["stage_gpus"] % G == 0)[:, None]
     return ~(bad & whole)

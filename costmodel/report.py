@@ -259,8 +259,8 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
         "stages": [{"stage": s, "cap_w": sol.caps_w[s], "layers": sol.layers[s], "slots": list(sol.slot_blocks[s]),
                     "nodes": list(sol.stage_nodes[s]), "time_per_microbatch_s": sol.stage_time_s[s]}
                    for s in range(len(sol.layers))],
-        # the ILP's thermal constraint: each GPU busy all step at its stage's capped power (an upper
-        # bound of power and temperature; predict reports the time-averaged power)
+        # the ILP's checks: each GPU's busy power at its stage's cap (the node budget's) and the steady
+        # temperature of its power averaged over a step at that cap (the thermal constraint's)
         "per_gpu": [{"node": g.node, "slot": g.slot, "stage": g.stage, "busy_power_w": g.power_w,
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
         "cap_unmet_stages": sorted(unmet_caps(sol)),
@@ -283,12 +283,13 @@ def solution_table(sol, layouts: list[dict]) -> Table:
 
 
 def per_gpu_ilp_table(sol, top: int = 16) -> Table:
-    """Rich table of the ILP solution's per-GPU busy power and temperature bound (each GPU busy all step
-    at its stage's capped power: what the thermal constraint checks), hottest first."""
-    tb = Table(title=f"Per-GPU busy power and temperature bound, the ILP's thermal check (hottest "
-                     f"{min(top, len(sol.gpus))} of {len(sol.gpus)}; predict gives time-averaged power)",
-               header_style="bold")
-    for c in ("node", "slot", "stage", "busy W", "bound C"):
+    """Rich table of the ILP solution's per-GPU busy power (what the node budget checks) and steady
+    temperature (of the power averaged over a step at the stage's cap: what the thermal constraint
+    checks), hottest first."""
+    tb = Table(title=f"Per-GPU busy power and steady temperature, the ILP's checks (hottest "
+                     f"{min(top, len(sol.gpus))} of {len(sol.gpus)}; the temperature from the step-averaged "
+                     "power at uniform caps)", header_style="bold")
+    for c in ("node", "slot", "stage", "busy W", "steady C"):
         tb.add_column(c, justify="right")
     for g in sorted(sol.gpus, key=lambda g: -g.temp_c)[:top]:
         tb.add_row(str(g.node), str(g.slot), str(g.stage), f"{g.power_w:.0f}", f"{g.temp_c:.1f}")

@@ -57,6 +57,10 @@ class LayoutOption:
             step's exposed communication (DP, optimizer, stage-boundary sends) they draw their
             communication phase's power held at their stage's cap (costmodel.energy.stage_state), not
             the waiting power ``const_time_s`` is charged.
+        p_thermal_w: shape (C,), the power a GPU's steady temperature follows at each cap level, W:
+            its average over the step (busy, exposed communication, waiting), between p_idle_w and
+            p_busy_w; default p_busy_w (busy all step: a bound).  The node power budget, an
+            electrical limit, reads p_busy_w.
         max_layers_per_stage: most layers a stage may take (0: no limit); L / p forces the even
             split an interleaved schedule (v > 1) needs.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
@@ -85,6 +89,7 @@ class LayoutOption:
     p_node_w: float = 0.0
     max_layers_per_stage: int = 0
     stage_comm_energy_j: np.ndarray | None = None
+    p_thermal_w: np.ndarray | None = None
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -125,6 +130,13 @@ class LayoutOption:
             raise ValueError(f"{w}p_busy_w must be > 0 at every cap level")
         if np.any(self.p_busy_w < self.p_idle_w):
             raise ValueError(f"{w}p_busy_w must be >= p_idle_w at every cap level")
+        h = (self.p_busy_w.copy() if self.p_thermal_w is None
+             else _arr("p_thermal_w", self.p_thermal_w, self.p_busy_w.shape, where=w))
+        tol = 1e-9 * float(self.p_busy_w.max())
+        if np.any(h < self.p_idle_w - tol) or np.any(h > self.p_busy_w + tol):
+            raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_busy_w at every cap level")
+        h.setflags(write=False)
+        object.__setattr__(self, "p_thermal_w", h)
         for f in ("mem_fixed_bytes", "mem_per_layer_bytes"):
             a = _arr(f, getattr(self, f), (self.pp,), where=w)
             if np.any(a < 0):

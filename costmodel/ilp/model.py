@@ -310,14 +310,14 @@ class _Model:
         """Caps allowed by the thermal / power pre-filters (exact; skipped for a relaxed family)."""
         inst = self.inst
         C, G = len(inst.cap_levels_w), inst.gpus_per_node
-        S, pb = o.stage_gpus, o.p_busy_w
+        S, pb, ph = o.stage_gpus, o.p_busy_w, o.p_thermal_w
         tlim, blim = self.tlim, self.blim
         allowed = []
-        pmin = float(pb.min())
+        pmin, hmin = float(pb.min()), float(ph.min())
         for c in range(C):
             ok = True
             if g.whole:
-                need_t = float(np.max(inst.inlet_c + (self.colsum + inst.r_th_c_per_w) * pb[c]))
+                need_t = float(np.max(inst.inlet_c + (self.colsum + inst.r_th_c_per_w) * ph[c]))
                 if "temperature" not in self.relax and need_t > tlim:
                     ok = False
                 if "node_power" not in self.relax and G * pb[c] > blim:
@@ -326,8 +326,8 @@ class _Model:
                 if "temperature" not in self.relax:
                     fits = False
                     for b in range(g.Q):
-                        ps = np.full(G, pmin)
-                        ps[list(g.blocks[b])] = pb[c]
+                        ps = np.full(G, hmin)
+                        ps[list(g.blocks[b])] = ph[c]
                         if np.all(_node_temps(inst, ps) <= tlim):
                             fits = True
                             break
@@ -340,11 +340,11 @@ class _Model:
 
     def _placement_free(self, o: LayoutOption, g: _Geom, allowed: list) -> bool:
         """S < G and (strict mode) no thermal or node-power row can bind at the highest allowed cap."""
-        inst, S, pb = self.inst, o.stage_gpus, o.p_busy_w
+        inst, S, pb, ph = self.inst, o.stage_gpus, o.p_busy_w, o.p_thermal_w
         Tmax, B, G = inst.max_temp_c, inst.node_power_budget_w, inst.gpus_per_node
         return (not g.whole and self.strict
                 and g.Q * S * max(pb[c] for c in allowed) <= B * (1 + _ROW_SLACK)
-                and bool(np.all(_node_temps(inst, np.full(G, max(pb[c] for c in allowed)))
+                and bool(np.all(_node_temps(inst, np.full(G, max(ph[c] for c in allowed)))
                                 <= Tmax + _ROW_SLACK * abs(Tmax))))
 
     def _add_period_levels(self, k: int, x, tau, ts: float, tau_lb: float, window: list) -> dict:
@@ -446,11 +446,11 @@ class _Model:
         """S >= G: every slot of a stage's nodes runs at its cap; the caps were pre-filtered, so rows
         are needed only for a relaxed family (temperature, node power) with its slack."""
         inst, prob, k, x, o, Yv = self.inst, self.prob, lay.k, lay.x, lay.o, lay.Yv
-        G, pb = inst.gpus_per_node, o.p_busy_w
+        G, pb, ph = inst.gpus_per_node, o.p_busy_w, o.p_thermal_w
         Tmax, B = inst.max_temp_c, inst.node_power_budget_w
         for s in range(o.pp):
             if "temperature" in self.relax:
-                need = {c: float(np.max(inst.inlet_c + (self.colsum + inst.r_th_c_per_w) * pb[c]))
+                need = {c: float(np.max(inst.inlet_c + (self.colsum + inst.r_th_c_per_w) * ph[c]))
                         for c in Yv[s]}
                 prob += (pulp.LpAffineExpression([t for c in Yv[s] for t in _yterms(Yv, s, c, need[c] / Tmax)]
                                                  + [(x, -1.0), (self.sig["temperature"], -1.0 / Tmax)])
@@ -465,7 +465,7 @@ class _Model:
         a temperature row per slot and a node-power row (those that can bind), block symmetry.
         Returns u_q: per block, cap -> binary."""
         inst, prob, k, x, o, g, Yv = self.inst, self.prob, lay.k, lay.x, lay.o, lay.g, lay.Yv
-        G, S, pb = inst.gpus_per_node, o.stage_gpus, o.p_busy_w
+        G, S, pb, ph = inst.gpus_per_node, o.stage_gpus, o.p_busy_w, o.p_thermal_w
         Tmax, B = inst.max_temp_c, inst.node_power_budget_w
         st = [s for s in st if Yv[s] is not None]
         ucaps = sorted({c for s in st for c in Yv[s]})
@@ -484,8 +484,8 @@ class _Model:
                 hsum = float(sum(inst.preheat_c_per_w[i, j] for i in g.blocks[b]))
                 coef_b = hsum + (float(inst.r_th_c_per_w[j]) if b == bj else 0.0)
                 if coef_b:
-                    terms += [(uq[b][c], pb[c] * coef_b / Tmax) for c in ucaps]
-                    hi += max(pb[c] for c in ucaps) * coef_b / Tmax
+                    terms += [(uq[b][c], ph[c] * coef_b / Tmax) for c in ucaps]
+                    hi += max(ph[c] for c in ucaps) * coef_b / Tmax
             rhs = (Tmax + _ROW_SLACK * abs(Tmax) - float(inst.inlet_c[j])) / Tmax
             terms.append((x, -rhs))
             if "temperature" in self.relax:

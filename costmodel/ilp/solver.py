@@ -61,14 +61,16 @@ def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list
     p, L = o.pp, o.num_layers
     if g.whole:
         for c in set(caps):
-            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c])), _ROW_SLACK):
+            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c])), _ROW_SLACK,
+                            np.full(g.G, float(o.p_thermal_w[c]))):
                 return None
     else:
         for st in g.node_stages:
-            ps = np.empty(g.G)
+            ps, ph = np.empty(g.G), np.empty(g.G)
             for s in st:
                 ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-            if not _node_ok(inst, ps, _ROW_SLACK):
+                ph[list(g.blocks[s % g.Q])] = o.p_thermal_w[caps[s]]
+            if not _node_ok(inst, ps, _ROW_SLACK, ph):
                 return None
     tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
     extra = [(o.t_first_s[caps[s]] if s == 0 else 0.0) + (o.t_last_s[caps[s]] if s == p - 1 else 0.0)
@@ -96,13 +98,14 @@ def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | N
         return caps
     for st in g.node_stages:
         while True:
-            ps = np.empty(g.G)
+            ps, ph = np.empty(g.G), np.empty(g.G)
             for s in st:
                 ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-            if _node_ok(inst, ps, _ROW_SLACK):             # the MIP's row slack (see _split_layers)
+                ph[list(g.blocks[s % g.Q])] = o.p_thermal_w[caps[s]]
+            if _node_ok(inst, ps, _ROW_SLACK, ph):             # the MIP's row slack (see _split_layers)
                 break
             over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + _ROW_SLACK)
-            j = int(np.argmax(_node_temps(inst, ps) - inst.max_temp_c))
+            j = int(np.argmax(_node_temps(inst, ph) - inst.max_temp_c))
             cand = [s for s in st if caps[s] > 0]
             if not cand:
                 return None
@@ -111,8 +114,8 @@ def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | N
                 blk = list(g.blocks[s % g.Q])
                 if over_power:
                     return float(o.p_busy_w[caps[s]])
-                return float(o.p_busy_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
-                                                     + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
+                return float(o.p_thermal_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
+                                                        + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
             caps[max(cand, key=contrib)] -= 1
     return caps
 
