@@ -103,10 +103,10 @@ def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, t_last, p_busy, 
     p_wait + ((p_busy - p_wait) x its busy time + its communication energy above waiting per GPU) / T,
     T = (m + (p - 1)/v) x its period + the step's constant time (the schedule of
     :func:`_uniform_cap_values`).  A slot's temperature settles on its average power over a step (the
-    first-order RC of costmodel.thermal with tau ~ a minute; predict prices throttling on the same
-    average), so a cap whose busy power would pass the limit only in the compute phase is not excluded;
-    a stage slower than the rest stretches T and cools the others, which this uniform-cap figure
-    bounds from above."""
+    first-order RC of costmodel.thermal, tau about two minutes in the built-in profiles; predict prices
+    throttling on the same average), so a cap whose busy power would pass the limit only in the compute
+    phase is not excluded; a stage slower than the rest stretches T and cools the others, which this
+    uniform-cap figure bounds from above."""
     pp, vp = t.pp[:, None].astype(np.float64), t.vp[:, None].astype(np.float64)
     m = np.asarray(m, dtype=np.float64) * np.ones(len(t))
     period = np.ceil(model.num_layers / pp) * t_layer + t_last
