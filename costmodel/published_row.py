@@ -64,9 +64,10 @@ _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": Tr
                   ("mode=async tp", {"tp_comm_overlap": True}), ("+ asynctp", {"tp_comm_overlap": True}),
                   ("float8 rowwise", {"fp8_recipe": "rowwise"}),
                   # GQA's K/V heads repeated before the attention kernel (costmodel.stacks kv_repeat): the
-                  # code's name for it, or the flag; the flag's --no- form last, so it wins
-                  ("repeat_kv", {"kv_repeat": True}), ("--kv-repeat", {"kv_repeat": True}),
-                  ("--no-kv-repeat", {"kv_repeat": False}))
+                  # flag, its --no- form last so it wins (the code's name, repeat_kv: _REPEAT_KV)
+                  ("--kv-repeat", {"kv_repeat": True}), ("--no-kv-repeat", {"kv_repeat": False}))
+# a note naming the code that repeats the K/V heads, not its absence ("without repeat_kv", "no repeat_kv")
+_REPEAT_KV = re.compile(r"(?<!without )(?<!no )\brepeat_kv\b")
 # a recipe switch named by its Megatron flag in the notes.  On/off: ``--overlap-grad-reduce`` or the
 # bare ``moe-grouped-gemm`` turns it on; ``--no-X``, ``without X``, ``no X`` or ``X off|false|disabled``
 # turns it off.  Valued (``--moe-token-dispatcher-type alltoall``, ``--moe-expert-capacity-factor 1.0``):
@@ -146,6 +147,8 @@ def row_switches(r: dict) -> dict:
     for source, key, switches in _SOURCE_SWITCHES:
         if source in r.get("source_file", "") and key in notes:
             out.update(switches)
+    if _REPEAT_KV.search(notes) and "--no-kv-repeat" not in notes:
+        out["kv_repeat"] = True
     for key, switches in _NOTE_SWITCHES:
         if key in notes:
             out.update(switches)

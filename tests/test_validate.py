@@ -295,7 +295,7 @@ def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
     # named; an MHA row has no heads to repeat, so none is assumed
     own = dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")
     for notes, want in (("ran --kv-repeat", True), ("llama attention with repeat_kv", True),
-                        ("repeat_kv then --no-kv-repeat", False)):
+                        ("repeat_kv then --no-kv-repeat", False), ("gqa without repeat_kv", None)):
         assert row_switches(dict(own, notes=notes)).get("kv_repeat") is want, notes
     (slip,) = validate_rows([dict(own, notes="ran --kv-repaet")], str(HOPPER))
     assert slip.skipped and "--kv-repeat" in slip.skipped
