@@ -646,7 +646,8 @@ def _captured_max_temp_c(energy, captured, num_gpus: int):
         return None
     if not captured or len(captured) >= num_gpus:
         return energy.max_temp_c
-    temps = [r["temp_c"] for r in energy.per_gpu if r.get("node") == 0 and r.get("slot") in set(captured)]
+    slots = set(captured)
+    temps = [r["temp_c"] for r in energy.per_gpu if r.get("node") == 0 and r.get("slot") in slots]
     return max(temps) if temps else None
 
 

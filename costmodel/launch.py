@@ -146,8 +146,8 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
         notes.append(f"this fork has no {recipe.precision} training: the prediction assumed it")
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"no {recipe.optimizer} optimizer here: the prediction assumed it")
-    if kv_repeat_note(model, recipe):
-        notes.append(kv_repeat_note(model, recipe))
+    if kv := kv_repeat_note(model, recipe):
+        notes.append(kv)
     if notes:           # last, so the comment ends the pasted command
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
@@ -298,8 +298,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
                      f"{recipe.optimizer}, these arguments train with Adam")
     if recipe.doc_tokens:
         notes.append(packed_note(recipe))
-    if kv_repeat_note(model, recipe):
-        notes.append(kv_repeat_note(model, recipe))
+    if kv := kv_repeat_note(model, recipe):
+        notes.append(kv)
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
     return " \\\n  ".join(a)
@@ -400,8 +400,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
-    if kv_repeat_note(model, recipe):
-        a.append("# " + kv_repeat_note(model, recipe))
+    if kv := kv_repeat_note(model, recipe):
+        a.append("# " + kv)
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
     if any("torch." in line for line in a):
@@ -452,10 +452,10 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a.append("    config.compile.enable_async_tensor_parallel = True")
     if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
         a.append("    config.compile.enable = True")
-    if kv_repeat_note(model, recipe):
+    if kv := kv_repeat_note(model, recipe):
         # the torchtitan that repeated them read a TOML ([parallelism] with these degrees); one that reads
         # this config format passes enable_gqa
-        a.append("    # " + kv_repeat_note(model, recipe) + "; that torchtitan takes these degrees in its TOML "
+        a.append("    # " + kv + "; that torchtitan takes these degrees in its TOML "
                  "[parallelism] section")
     a += [f"    config.training.num_tokens_per_microbatch_per_dp_rank = {t['mbs'] * recipe.seq_len}",
           f"    config.training.num_tokens_per_train_step = {recipe.gbs * recipe.seq_len}",

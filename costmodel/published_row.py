@@ -147,7 +147,7 @@ def row_switches(r: dict) -> dict:
     for source, key, switches in _SOURCE_SWITCHES:
         if source in r.get("source_file", "") and key in notes:
             out.update(switches)
-    if _REPEAT_KV.search(notes) and "--no-kv-repeat" not in notes:
+    if _REPEAT_KV.search(notes):          # before the note switches, so a --no-kv-repeat there wins
         out["kv_repeat"] = True
     for key, switches in _NOTE_SWITCHES:
         if key in notes:

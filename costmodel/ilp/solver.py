@@ -51,6 +51,16 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
     raise ValueError(f"unknown solver {solver!r}: expected 'cbc' or 'highs'")
 
 
+def _slot_powers(o: LayoutOption, g: _Geom, stages, caps: list) -> tuple:
+    """(busy, thermal) power of every slot of a node holding ``stages`` at their cap levels ``caps``
+    (default placement: stage s on block s mod Q), W, arrays (G,)."""
+    ps, ph = np.empty(g.G), np.empty(g.G)
+    for s in stages:
+        blk = list(g.blocks[s % g.Q])
+        ps[blk], ph[blk] = o.p_busy_w[caps[s]], o.p_thermal_w[caps[s]]
+    return ps, ph
+
+
 def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list):
     """(T, E) of layout ``o`` with per-stage cap levels ``caps`` (default placement) and the layer
     split that minimises the period (each layer goes to the stage whose time grows least: optimal
@@ -66,10 +76,7 @@ def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list
                 return None
     else:
         for st in g.node_stages:
-            ps, ph = np.empty(g.G), np.empty(g.G)
-            for s in st:
-                ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-                ph[list(g.blocks[s % g.Q])] = o.p_thermal_w[caps[s]]
+            ps, ph = _slot_powers(o, g, st, caps)
             if not _node_ok(inst, ps, _ROW_SLACK, ph):
                 return None
     tl = [float(o.t_layer_s[caps[s]]) for s in range(p)]
@@ -98,10 +105,7 @@ def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | N
         return caps
     for st in g.node_stages:
         while True:
-            ps, ph = np.empty(g.G), np.empty(g.G)
-            for s in st:
-                ps[list(g.blocks[s % g.Q])] = o.p_busy_w[caps[s]]
-                ph[list(g.blocks[s % g.Q])] = o.p_thermal_w[caps[s]]
+            ps, ph = _slot_powers(o, g, st, caps)
             if _node_ok(inst, ps, _ROW_SLACK, ph):             # the MIP's row slack (see _split_layers)
                 break
             over_power = float(ps.sum()) > inst.node_power_budget_w * (1 + _ROW_SLACK)

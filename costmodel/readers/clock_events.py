@@ -9,6 +9,8 @@ a hex mask such as ``0x0000000000000004``, and each reason as its own field
 """
 from __future__ import annotations
 
+from .nvidia_smi import _is_missing
+
 #: NVML clock-event reason bits (nvml.h) and the names this project reports
 REASON_BITS = {
     0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "SW power cap", 0x8: "HW slowdown",
@@ -28,12 +30,6 @@ _PREFIXES = ("clocks_event_reasons.", "clocks_throttle_reasons.")
 def reasons_of_mask(mask: int) -> frozenset:
     """The reason names of an NVML clock-event bit mask (:data:`REASON_BITS`)."""
     return frozenset(r for bit, r in REASON_BITS.items() if mask & bit)
-
-
-def _missing(text) -> bool:
-    """nvidia-smi's no-reading spellings ([N/A], N/A, [Not Supported])."""
-    t = str(text).strip()
-    return t.lower() in ("n/a", "na", "") or (t.startswith("[") and t.endswith("]"))
 
 
 def _mask(text) -> int | None:
@@ -60,7 +56,7 @@ def reasons_per_row(smi) -> list | None:
                 m = _mask(v)
                 if m is not None:
                     out[i] |= reasons_of_mask(m)
-                elif v is not None and str(v).strip() and not _missing(v):
+                elif v is not None and not _is_missing(str(v)):
                     bad.append(i)
             if bad:
                 # said, never read as "no reason active": the trace's errors list carries it to the report
