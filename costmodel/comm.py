@@ -44,7 +44,8 @@ from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
 from .layouts import (LayoutTable, accounts_embedding_loss, expert_dp, layers_per_stage, light_last_stage,
                       stage_moe_layers, uses_layout_fields)
-from .moe import DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, run_rank_load, remote_nodes_per_token
+from .moe import (DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, destinations_per_token, run_rank_load,
+                  remote_nodes_per_token)
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import dp_overlap_on, get_stack
@@ -475,8 +476,8 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     ETP) of this rank's tokens x top-k x h (SP shards the tokens over TP), then the experts' TP
     group gathers those and reduce-scatters the output, all at the busiest rank's load.  flex
     (DeepEP): each token crosses the network once per remote node holding one of its experts, and
-    NVLink carries every routed copy, at DeepEP's measured bandwidths; the slower of the two sets the
-    pace, plus one hop latency each (costmodel.moe); the ETP gather as for alltoall.
+    NVLink once per GPU holding one of them, at DeepEP's measured bandwidths; the slower of the two
+    sets the pace, plus one hop latency each (costmodel.moe); the ETP gather as for alltoall.
     """
     one = np.ones(len(t))
     act = tok * model.hidden * ACT_BYTES
@@ -493,11 +494,16 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
         return 2 * group_time_s("all_to_all", copies, t.etp, t.ep, cluster, profile) + etp_t
     G = cluster.gpus_per_node
     k, nodes = group_span(t.etp, t.ep, cluster.scale_up_gpus, cluster.num_gpus)     # nodes: NVLink domains
-    t_nvl = copies * (k - 1) / np.maximum(k, 1) / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s) + cluster.intra_latency_s
     # group-limited routing: a group's experts sit on nodes / groups nodes (EP ranks hold contiguous
-    # experts), so a token reaches at most limit x that many (DeepSeek-V3 sec. 3.2.2: 4 nodes)
-    limit = (model.routing_group_limit * np.maximum(1.0, nodes / model.routing_groups)
-             if model.routing_groups else None)
+    # experts), so a token reaches at most limit x that many (DeepSeek-V3 sec. 3.2.2: 4 nodes), and
+    # likewise at most limit x EP / groups ranks
+    grouped = model.routing_groups > 0
+    limit = model.routing_group_limit * np.maximum(1.0, nodes / model.routing_groups) if grouped else None
+    rank_limit = model.routing_group_limit * np.maximum(1.0, t.ep / model.routing_groups) if grouped else None
+    # NVLink: each GPU receives a token once however many of its experts it holds, and DeepEP's
+    # measured bandwidth counts those received rows, its own included (costmodel.moe)
+    nvl = tok_sp * model.hidden * ACT_BYTES * destinations_per_token(t.ep, model.topk, rank_limit) * load
+    t_nvl = np.where(k > 1, nvl / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s), 0.0) + cluster.intra_latency_s
     rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk, limit) * load
     pen, tier_lat = tier_penalty("all_to_all", t.etp, t.ep, cluster)
     t_rdma = np.where(nodes > 1, rdma * pen / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)

@@ -47,7 +47,10 @@ memory traffic of moving tokens to and from their experts.
   (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding";
   hardware/profiles/data/deepep_normal_kernels_h800_b200.md); V2 reaches 726 / 740 GB/s on B200's
   900 GB/s NVLink (DeepEP README).  A token goes once to each remote node holding one of its
-  experts, then over NVLink to the expert's GPU (DeepSeek-V3 sec. 3.2.2, node-limited routing).
+  experts, then over NVLink once to each GPU holding one of them, however many of its experts that
+  GPU holds (DeepSeek-V3 sec. 3.2.2, node-limited routing; DeepEP's ``is_token_in_rank`` layout).
+  Measured against NVIDIA's HybridEP, which routes the same way, on H100 (Megatron-Core MoE report,
+  arXiv:2603.07685, Table 7; hardware/profiles/data/megatron_moe_report_ep_dispatch_latency.md).
 """
 from __future__ import annotations
 
@@ -204,8 +207,21 @@ def remote_nodes_per_token(nodes, topk: int, node_limit=None):
     with probability (1 - 1/n)^k), of which (N - 1)/N are remote.  Unlimited: (N - 1)(1 - (1 - 1/N)^k).
     Arrays broadcast; 0 for one node."""
     n_all = np.asarray(nodes, dtype=np.float64)
-    n = n_all if node_limit is None else np.clip(np.asarray(node_limit, dtype=np.float64), 1.0, n_all)
-    return n * (1.0 - (1.0 - 1.0 / n) ** topk) * (n_all - 1.0) / n_all
+    return destinations_per_token(n_all, topk, node_limit) * (n_all - 1.0) / n_all
+
+
+def destinations_per_token(dests, topk: int, dest_limit=None):
+    """Expected destinations (EP ranks or nodes, the token's own included) that a token's ``topk``
+    experts land on, experts spread uniformly over ``dests`` (or over ``dest_limit`` of them under
+    group-limited routing): n (1 - (1 - 1/n)^k), the n allowed each missed by all k independent picks
+    with probability (1 - 1/n)^k.  DeepEP sends a token once to each such rank over NVLink (its
+    dispatch layout is ``is_token_in_rank``, [num_tokens, num_ranks]; deep_ep/buffer.py
+    get_dispatch_layout) and counts the received rows, its own included, in its NVLink bandwidth
+    (tests/test_intranode.py: ``dispatch_bf16_nvl_recv_bytes = recv_x.numel() * 2``).  Arrays
+    broadcast."""
+    n_all = np.asarray(dests, dtype=np.float64)
+    n = n_all if dest_limit is None else np.clip(np.asarray(dest_limit, dtype=np.float64), 1.0, n_all)
+    return n * (1.0 - (1.0 - 1.0 / n) ** topk)
 
 
 def expected_max_normal(n):
