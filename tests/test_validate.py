@@ -769,7 +769,7 @@ def test_a_row_of_a_catalog_model_is_priced_as_that_model():
     assert catalog_row_model(dict(oss, hidden="2048")) is None
     other = _prepare(dict(oss, hidden="2048"), {})[1]
     assert other.name == "gpt-oss-120b" and not other.gated and other.learned_positions    # the columns' Megatron GPT
-    out = {r.row_id: r for r in validate_rows([r for k, r in rows.items() if k.startswith("mbridge")], str(path))}
+    out = {r.row_id: r for r in validate_rows([r for k, r in rows.items() if k.startswith("mbridge2604")], str(path))}
     assert len(out) == 3 and not any(r.skipped for r in out.values())
     assert out["mbridge2604-003"].measured_s == pytest.approx(1280 * 4096 / (5824 * 64), rel=1e-3)
     assert "arch=catalog gpt-oss-120b" in out["mbridge2604-003"].assumed
