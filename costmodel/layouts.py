@@ -376,6 +376,22 @@ def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
          ep_ov & (t.recompute == 1) & ("moe" in recipe.recomputed)),
         ("--moe-ep-overlap with PP > 1 needs VP > 1 ('virtual_pipeline_model_parallel_size must be specified "
          "when pipeline_model_parallel_size > 1')", ep_ov & (t.pp > 1) & (t.vp < 2)),
+        (f"--moe-ep-overlap runs at most one MTP layer ({model.mtp_layers} here: 'MTP supports at most one layer "
+         "when enabling overlap_moe_expert_parallel_comm')", ep_ov & (model.mtp_layers > 1)),
+    ]
+
+
+def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
+    """(message, mask) rules of context parallelism, for :func:`validity`.  Transformer Engine's CP
+    attention (the megatron and nemo stacks) runs sliding-window layers only with the a2a or
+    all_gather exchange (transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py: 'Context parallelism does not support sliding window attention with
+    cp_comm_type=...'); Megatron's default --cp-comm-type p2p is the ring the model prices."""
+    windowed = bool(model.sliding_window and model.sliding_layers)
+    return [
+        (f"CP > 1 with {model.name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
+         "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",
+         np.full(len(t.tp), windowed and recipe.stack in TE_STACKS) & (t.cp > 1)),
     ]
 
 
@@ -429,6 +445,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
+        *_cp_rules(t, model, recipe),
         ("with sequence parallelism seq_len / CP must be divisible by TP (Megatron-core splits the sequence "
          "evenly over the TP group: tensor_parallel/mappings.py _split_along_first_dim asserts it)",
          t.sp & ((recipe.seq_len // t.cp) % t.tp != 0) & st.megatron_family),

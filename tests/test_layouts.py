@@ -67,6 +67,27 @@ def test_moe_rules():
     assert "ETP applies to MoE models" in msgs[code[0]]
 
 
+def test_context_parallelism_skips_sliding_window_models_on_transformer_engine():
+    """Transformer Engine's CP attention asserts 'Context parallelism does not support sliding window
+    attention with cp_comm_type=p2p' (a2a and all_gather only), and the model prices the p2p ring: a
+    Megatron or NeMo layout of GPT-OSS (alternating 128-token windows) or Mistral 7B (every layer
+    windowed) with CP > 1 is refused by name and recommend offers none; a full-attention model's CP
+    stays, as does CP 1."""
+    for name in ("gpt-oss-120b", "mistral-7b"):
+        m = load_model(name)
+        assert m.sliding_window and m.sliding_layers
+        for stack in ("megatron", "nemo"):
+            r = Recipe(gbs=64, seq_len=8192, stack=stack)
+            code, msgs = validity(layout(tp=1, dp=8, cp=2, ep=8 if m.is_moe else 1, etp=1 if m.is_moe else None),
+                                  m, r, 16, 8)
+            assert "sliding-window layers" in msgs[code[0]] and "--cp-comm-type a2a or all_gather" in msgs[code[0]]
+        ok = layout(tp=1, dp=16, ep=8 if m.is_moe else 1, etp=1 if m.is_moe else None)
+        assert validity(ok, m, Recipe(gbs=64, seq_len=8192), 16, 8)[0][0] == -1
+        grid = enumerate_layouts(m, Recipe(gbs=64, seq_len=8192), 64, 8)
+        assert len(grid) and (np.asarray(grid.cp) == 1).all()
+    assert validity(layout(tp=1, dp=8, cp=2), L70, Recipe(gbs=64, seq_len=8192), 16, 8)[0][0] == -1
+
+
 def test_each_stack_refuses_what_its_framework_asserts():
     """DeepSpeed's engine refuses MoE under ZeRO-3 and its pipeline ZeRO-2/3 (runtime/engine.py, runtime/pipe/
     engine.py asserts); Megatron-LM 2021-22 has no MoE layers.  ZeRO-2 with MoE, and ZeRO-1 under a

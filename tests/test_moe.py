@@ -347,6 +347,22 @@ def test_batch_level_ep_overlap_is_refused_where_megatron_asserts_it(recipe_kw, 
     check_layout(layout(tp=1, dp=8, ep=8, etp=1), m, Recipe(gbs=64, seq_len=4096, moe_ep_overlap=True), 8, 8)
 
 
+def test_batch_level_ep_overlap_runs_at_most_one_mtp_layer():
+    """Megatron-core asserts 'MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm':
+    DeepSeek-V3's one MTP module passes, three are refused by name, and recommend does not offer them."""
+    from dataclasses import replace
+    from costmodel.errors import InputError
+    from costmodel.layouts import check_layout
+    d = load_model("deepseek-v3")
+    assert d.mtp_layers == 1
+    r = Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall", moe_ep_overlap=True)
+    lay = layout(tp=1, dp=64, ep=64, etp=1)
+    check_layout(lay, d, r, 64, 8)
+    with pytest.raises(InputError, match=r"at most one MTP layer \(3 here"):
+        check_layout(lay, replace(d, mtp_layers=3), r, 64, 8)
+    check_layout(lay, replace(d, mtp_layers=3), replace(r, moe_ep_overlap=False), 64, 8)
+
+
 def test_batch_level_ep_overlap_is_printed_and_read_as_megatron_names_it():
     """The Megatron-LM arguments carry --overlap-moe-expert-parallel-comm with --delay-wgrad-compute (the
     pairing the MoE README gives it), NeMo 2 the two TransformerConfig fields; a published row's
