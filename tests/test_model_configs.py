@@ -141,6 +141,48 @@ def test_moe_keys_a_config_must_give_or_misspells_are_named(tmp_path, base, drop
     assert e.value.field == key and needle in str(e.value)
 
 
+@pytest.mark.parametrize("base, change, key, needle", [
+    # every layer dense: an MoE config with no MoE layer is refused by the key that emptied it
+    ("costmodel/catalog/qwen3-30b-a3b.json", {"mlp_only_layers": list(range(48))}, "mlp_only_layers",
+     "leaves none of the 48 layers an MoE layer"),
+    ("costmodel/catalog/qwen3-30b-a3b.json", {"decoder_sparse_step": 100}, "decoder_sparse_step", "the model is dense"),
+    ("costmodel/catalog/deepseek-v3.json", {"first_k_dense_replace": 61}, "first_k_dense_replace", "is dense"),
+    # top-k named by the key the file gives
+    ("costmodel/catalog/gpt-oss-120b.json", {"experts_per_token": 129, "num_experts_per_tok": None},
+     "experts_per_token", "129 exceeds the 128"),
+    # an unknown MoE key: the reader's nearest keys, not a path inside the package
+    ("costmodel/catalog/qwen3-30b-a3b.json", {"num_expert_groups": 4}, "num_expert_groups", "the nearest it reads: "),
+])
+def test_an_moe_config_is_refused_by_the_key_it_gives(tmp_path, base, change, key, needle):
+    d = json.loads(open(base).read())
+    d.update(change)
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(InputError) as e:
+        load_model(str(f))
+    assert e.value.field == key and needle in str(e.value), str(e.value)
+    assert "costmodel/specs" not in str(e.value)
+
+
+def test_llama4_dense_layers_need_their_own_width(tmp_path):
+    """Llama 4 interleaves dense layers (interleave_moe_layer_step 2, as Maverick) sized by
+    intermediate_size_mlp, which Llama4TextConfig defaults to 16384, not the experts'
+    intermediate_size: a file without it is refused by that key; with it, the dense layers take it."""
+    d = json.loads(open("costmodel/catalog/llama4-scout.json").read())
+    inner = d.get("text_config", d)
+    inner["interleave_moe_layer_step"] = 2
+    inner.pop("intermediate_size_mlp", None)
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(InputError) as e:
+        load_model(str(f))
+    assert e.value.field == "intermediate_size_mlp" and "16384" in str(e.value)
+    inner["intermediate_size_mlp"] = 16384
+    f.write_text(json.dumps(d))
+    m = load_model(str(f))
+    assert m.num_dense_layers == 24 and m.dense_mlp_width == 16384
+
+
 def test_decoder_sparse_step_and_mlp_only_layers_make_dense_layers(tmp_path):
     """Qwen-MoE's rule: layer i is MoE when (i + 1) % decoder_sparse_step == 0 and i is not in
     mlp_only_layers; its dense layers take intermediate_size."""

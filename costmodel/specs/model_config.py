@@ -134,8 +134,10 @@ def _check_moe_keys(d: dict, w: str) -> None:
             raise InputError(w, k, "an expert capacity is the run's setting, not the model's (no Hugging Face "
                                    "config of the families read here has one): give --moe-capacity-factor")
         if not k.startswith("_") and ("expert" in low or "moe" in low or "router" in low) and k not in _KNOWN_MOE_KEYS:
+            near = difflib.get_close_matches(k, sorted(_KNOWN_MOE_KEYS), n=3)
             raise InputError(w, k, "an MoE key this reader does not model (it may change the parameter count); "
-                                   "known: see costmodel/specs/model_config.py _KNOWN_MOE_KEYS")
+                                   + (f"the nearest it reads: {', '.join(near)}" if near else
+                                      "it reads the MoE keys of the families the README lists under --model"))
 
 
 def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
@@ -353,7 +355,9 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                 raise InputError(w, key, "set, but the model has no routed experts (num_local_experts / "
                                          "num_experts / n_routed_experts missing or 1)")
     if topk > experts:
-        raise InputError(w, "num_experts_per_tok", f"{topk} exceeds the {experts} experts")
+        given = next((k for k in ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token",
+                                  "top_k") if d.get(k) is not None), "num_experts_per_tok")
+        raise InputError(w, given, f"{topk} exceeds the {experts} experts")
     model_type = str(d.get("model_type", ""))
     if experts > 1:
         _required_moe_keys(d, w, model_type)
@@ -362,6 +366,19 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                              "Face model sizes the experts by intermediate_size); it sizes the experts of "
                              f"{', '.join(_MOE_WIDTH_TYPES)}")
     dense_at = _moe_dense_layers(d, w, layers, experts)
+    if experts > 1 and len(dense_at) == layers:
+        # the key that made the layers dense: a non-empty list, or a count other than its default
+        key = next((k for k, default in (("mlp_only_layers", []), ("moe_layers", None), ("first_k_dense_replace", 0),
+                                         ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
+                                         ("moe_layer_freq", 1)) if d.get(k) not in (None, default)), "num_experts")
+        raise InputError(w, key, f"leaves none of the {layers} layers an MoE layer: the model is dense (give its "
+                                 "dense config, without experts)")
+    if model_type == "llama4_text" and dense_at and d.get("intermediate_size_mlp") is None:
+        # Llama4TextConfig sizes the dense layers by intermediate_size_mlp (default 16384), not by the
+        # experts' intermediate_size (huggingface/transformers configuration_llama4.py)
+        raise InputError(w, "intermediate_size_mlp", f"missing: the {len(dense_at)} dense layers' width; Hugging "
+                                                     "Face's default (16384) is not the experts' intermediate_size "
+                                                     "(give the model's own value)")
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
     # Llama 4: intermediate_size is the experts' (and shared expert's) width, intermediate_size_mlp
