@@ -564,21 +564,35 @@ def logged_flops_check(rows: list, framework: str, recompute: str, origin: dict 
     warning says where the sequence length and the global batch came from (``origin``: "flag", "log:
     ..." or a default), so the suspect is the one the log did not give."""
     by = {r["name"]: r for r in rows}
+    src = lambda k: ("the log" if str((origin or {}).get(k, "")).startswith("log") else     # noqa: E731
+                     f"--{k.replace('_', '-')}" if (origin or {}).get(k) == "flag" else str((origin or {}).get(k, "?")))
     logged, model = by.get("logged_tflops_per_gpu"), by.get("model_tflops_per_gpu")
     if not logged or not model or not logged["measured"] or not model["measured"] == model["measured"]:
-        return []
+        return _logged_mfu_check(by, src)
     f, _ = logged_tflops_factor(framework, recompute)
     ratio = f * model["measured"] / logged["measured"]
     if abs(ratio - 1) <= 0.10:
         return []
-    src = lambda k: ("the log" if str((origin or {}).get(k, "")).startswith("log") else
-                     f"--{k.replace('_', '-')}" if (origin or {}).get(k) == "flag" else str((origin or {}).get(k, "?")))
     # Megatron-DeepSpeed counts a full recompute's extra forward (4/3): a ratio of 3/4 says the run recomputed
     hint = ("; the log's figure is 4/3 of it, as Megatron-DeepSpeed counts full recomputation: pass --recompute full"
             if framework == "megatron-deepspeed" and recompute != "full" and abs(ratio - 0.75) <= 0.02 else "")
     return [f"the log prints {logged['measured']:.1f} TFLOP/s/GPU, but the model with seq_len from {src('seq_len')} and "
             f"gbs from {src('gbs')} makes {f * model['measured']:.1f} at the measured step ({100 * (ratio - 1):+.0f}%): "
             "one of them is not the run's" + hint]
+
+
+def _logged_mfu_check(by: dict, src) -> list[str]:
+    """:func:`logged_flops_check` for a log that prints an MFU and no TFLOP/s (torchtitan without
+    ``tflops``): the model's MFU at the measured step against the log's, the same 10%."""
+    logged, ours = by.get("logged_mfu"), by.get("mfu")
+    if not logged or not ours or not logged["measured"] or not ours["measured"] == ours["measured"]:
+        return []
+    ratio = ours["measured"] / logged["measured"]
+    if abs(ratio - 1) <= 0.10:
+        return []
+    return [f"the log prints an MFU of {100 * logged['measured']:.1f}%, but the model with seq_len from "
+            f"{src('seq_len')} and gbs from {src('gbs')} makes {100 * ours['measured']:.1f}% at the measured step "
+            f"({100 * (ratio - 1):+.0f}%): one of them, or the model, is not the run's"]
 
 
 def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
@@ -609,6 +623,10 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
         f, conv = logged_tflops_factor(framework, run.layout["recompute"])
         out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * run.model_tflops_per_gpu,
                            note=f"as the log prints it: {conv}"))
+    lm = agg.get("mfu")
+    if lm is not None and lm.n:
+        out.append(_metric("logged_mfu", "fraction", lm.median, run.mfu,
+                           note="as the log prints it: model FLOPs over the framework's own peak"))
     mem = agg.get("memory_gib")
     if mem is not None and mem.n:
         out.append(_metric("peak_memory_gib", "GiB", mem.median, run.peak_mem_bytes / 2**30,

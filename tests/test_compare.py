@@ -716,3 +716,25 @@ def test_a_partial_capture_scores_its_hottest_gpu_against_the_slots_it_captured(
     (g,) = out["per_gpu"]
     assert g["gpu"] == 0 and t["predicted"] == pytest.approx(g["predicted_temp_c"]) and "captured slots" in t["note"]
     assert t["measured"] == 65.0 and t["error_abs"] < -3.0        # the front slot is predicted cooler than measured
+
+
+def test_a_torchtitan_log_s_own_mfu_checks_the_model_and_batch(tmp_path):
+    """The awsome torchtitan log prints tps and mfu (39.73%), no TFLOP/s: compare shows the logged MFU
+    and, with the run's model (Llama 3 8B), its own MFU at the measured step agrees (39.7%) and nothing
+    is warned of; a Qwen3-30B-A3B config given as --model makes 25.8% of that step, and compare says the
+    log disagrees by -35% instead of scoring a 1% match silently."""
+    base = ["compare", "--log", LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log", "--cluster", "aws-p5",
+            "--nodes", "4", "--tp", "1", "--pp", "1", "--mbs", "1", "--gbs", "32", "--seq-len", "8192",
+            "--recompute", "selective", "--json"]
+    rc, so, se = cli(*base, "--model", "llama3-8b")
+    assert rc == 0, se
+    out = json.loads(so)
+    m = metrics(out)
+    assert m["logged_mfu"]["measured"] == pytest.approx(0.3973, abs=1e-4)
+    assert m["mfu"]["measured"] == pytest.approx(0.3973, rel=0.02)
+    assert not any("prints an MFU" in w for w in out["warnings"])
+    rc, so, se = cli(*base, "--model", REPO / "costmodel" / "catalog" / "qwen3-30b-a3b.json", "--ep", "8")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert any("the log prints an MFU of 39.7%" in w and "(-35%)" in w and "is not the run's" in w
+               for w in out["warnings"]), out["warnings"]

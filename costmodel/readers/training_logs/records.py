@@ -167,13 +167,14 @@ class TrainingLog:
 
         Returns:
             ``{"n": rows kept, "step_time_s": Spread (s), "tflops_per_gpu": Spread (TFLOP/s per GPU),
-            "tokens_per_s_per_gpu": Spread, "samples_per_s": Spread, "memory_gib": Spread (GiB)}``; a metric
-            the log does not print has ``n == 0`` and NaN values.
+            "tokens_per_s_per_gpu": Spread, "samples_per_s": Spread, "memory_gib": Spread (GiB), "mfu": Spread
+            (fraction)}``; a metric the log does not print has ``n == 0`` and NaN values.
         """
         it = self.kept_iterations
         return {"n": len(it), "step_time_s": Spread.of(it.step_time_s), "tflops_per_gpu": Spread.of(it.tflops_per_gpu),
                 "tokens_per_s_per_gpu": Spread.of(it.tokens_per_s_per_gpu),
-                "samples_per_s": Spread.of(it.samples_per_s), "memory_gib": Spread.of(it.memory_gib)}
+                "samples_per_s": Spread.of(it.samples_per_s), "memory_gib": Spread.of(it.memory_gib),
+                "mfu": Spread.of(it.mfu)}
 
     def layout_sources(self) -> dict:
         """Where each value of :meth:`layout` was read, for messages: layout key -> ``"argument dump"``
