@@ -349,7 +349,7 @@ def test_batch_level_ep_overlap_is_refused_where_megatron_asserts_it(recipe_kw, 
 
 def test_batch_level_ep_overlap_runs_at_most_one_mtp_layer():
     """Megatron-core asserts 'MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm':
-    DeepSeek-V3's one MTP module passes, three are refused by name, and recommend does not offer them."""
+    DeepSeek-V3's one MTP module passes, three are refused by name, and without the overlap pass."""
     from dataclasses import replace
     from costmodel.errors import InputError
     from costmodel.layouts import check_layout
@@ -529,3 +529,23 @@ def test_dispatch_matches_the_megatron_moe_report_ep_scaling_table(gpu, cluster,
         r = Recipe(gbs=8, seq_len=4096, moe_dispatcher="flex")
         one = comm_times(d, r, c, load_profile(c.gpu.key), layout(tp=1, dp=8, ep=8, etp=1)).ep_layer_fwd_s[0] / 2
         assert one == pytest.approx(table["h100", "flex", "dispatch", 8], rel=0.15)
+
+
+def test_recommend_s_winner_does_not_depend_on_the_length_of_its_table():
+    """recommend re-ranks the time model's first layouts under the power limit: at least ten of them, so
+    --top 1 answers the winner --top 10 lists first (re-ranking only the first --top, it had answered
+    DeepSeek-V3 on 36 GB200 NVL72 trays with TP 1 CP 2 at 12.225 s, where TP 2 takes 12.168 s), and
+    --json lists --top records."""
+    import json
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "costmodel.cli", "recommend", "--model", "deepseek-v3", "--cluster",
+            "gb200-nvl72", "--nodes", "36", "--gbs", "1024", "--json"]
+    got = {}
+    for top in ("1", "10"):
+        out = subprocess.run([*base, "--top", top], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        got[top] = json.loads(out.stdout)["ranked"]
+    assert len(got["1"]) == 1 and len(got["10"]) == 10
+    assert got["1"][0]["layout"] == got["10"][0]["layout"] and got["1"][0]["layout"]["tp"] == 2
+    assert got["1"][0]["step_time_s"] == pytest.approx(got["10"][0]["step_time_s"], rel=1e-9)

@@ -122,7 +122,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
         # record is predict's for its layout, so the two commands' keys mean one thing
         recs = [dict(report.run_record(x), **({"pipeline_rank_layers": list(x.model.pipeline_rank_layers)}
-                                              if x.model.pipeline_rank_layers else {})) for x in runs]
+                                              if x.model.pipeline_rank_layers else {})) for x in runs[:top]]
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
@@ -136,7 +136,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the time model's first {len(runs)}, ranked by "
                                    f"the step under the {c.gpu.tdp_w:.0f} W power limit, as predict prints it)", runs))
     _print_capped_winner(out, c, runs[0])
-    _print_band(out, runs)
+    _print_band(out, runs[:top])
     _print_memory_margin(out, res, c, runs)
     out.print("[bold]Why this layout:[/bold]")
     for line in report.reasons(res.ranked, res.faster_infeasible, c, runs[0].mfu):
@@ -260,15 +260,20 @@ def _uses_ilp(objective: str, pareto: bool, limits: tuple, ilp_flags: tuple) -> 
     return ilp
 
 
+#: layouts the power limit re-ranks at least (the default --top), so that a shorter table (--top 1) shows
+#: the same winner: a search setting, not a model constant
+RERANK_MIN = 10
+
+
 def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float | None = None):
-    """(search result, runs): the time model's first ``top`` layouts predicted as ``predict`` does
+    """(search result, runs): the time model's first max(``top``, :data:`RERANK_MIN`) layouts predicted as ``predict`` does
     (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold, and
     its thermal throttle at the cooling inlet ``inlet_temp_c``, C, or the cluster's) and put in the
     order of that step, the rest of the ranking after them unchanged; runs are their predictions in
     the new order (a layout that powers a GPU off last)."""
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, c)
-    k = min(top, len(res.ranked.layouts))
+    k = min(max(top, RERANK_MIN), len(res.ranked.layouts))
     runs = [_best_split_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c) for i in range(k)]
     order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
     if order != list(range(k)):
