@@ -216,7 +216,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         if recipe.moe_dispatcher == "flex":
             a.append("--moe-enable-deepep")
         if recipe.moe_capacity_factor > 0:
-            a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor:g}")
+            a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor!r}")
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
         if recipe.moe_ep_overlap:       # the weight gradients fill the backward's window (Megatron MoE README)
             a.append("--delay-wgrad-compute")
@@ -293,6 +293,14 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         a.append("--cross-entropy-loss-fusion")
     elif recipe.cross_entropy != "megatron":
         notes.append(_CE_NOTE.format(ce=recipe.cross_entropy))
+    if not recipe.fused_elementwise and recipe.stack not in PRE_TE_MEGATRON_STACKS:
+        # --no-fused-elementwise: Megatron-core's switches for its activation and rotary fusions
+        # (megatron/training/arguments.py); Transformer Engine fuses the norms into its linear layers
+        a.append("--no-bias-swiglu-fusion" if model.gated else "--no-bias-gelu-fusion")
+        if not model.learned_positions:
+            a.append("--no-rope-fusion")
+        notes.append("the prediction priced the norms unfused too (--no-fused-elementwise); Transformer Engine "
+                     "fuses them into its linear layers whatever the flags")
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
                      f"{recipe.optimizer}, these arguments train with Adam")
@@ -344,7 +352,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
               *(["recipe.model.config.moe_enable_deepep = True"] if recipe.moe_dispatcher == "flex" else []),
               "recipe.model.config.moe_expert_capacity_factor = "
-              + (f"{recipe.moe_capacity_factor:g}" if recipe.moe_capacity_factor > 0 else "None"),
+              + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
               *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else [])]
     if model.mtp_layers:
@@ -378,6 +386,11 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
     # compared by identity: a string would leave Megatron-core's automatic choice in force
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
     a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy == 'fused'}")
+    if not recipe.fused_elementwise:
+        # TransformerConfig's activation and rotary fusions (the norms stay fused in TE's linear layers)
+        a.append("recipe.model.config.bias_activation_fusion = False")
+        if not model.learned_positions:
+            a.append("recipe.model.config.apply_rope_fusion = False")
     if recipe.cross_entropy not in ("megatron", "fused"):
         a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"

@@ -440,3 +440,26 @@ def test_a_torchtitan_configuration_says_when_it_cannot_shard_as_predicted():
     assert "enable_async_tensor_parallel" not in off and "compile.enable" not in off
     assert "compile.enable = True" in torchtitan_config(row, m, replace(r, fused_elementwise=True))
     assert "enable_async" not in torchtitan_config(dict(row, tp=1, dp=8), m, replace(r, tp_comm_overlap=True))
+
+
+def test_unfused_elementwise_ops_and_an_exact_capacity_factor_reach_the_launch():
+    """--no-fused-elementwise prices unfused SwiGLU, RoPE and norms: Megatron-LM's arguments turn its
+    activation and rotary fusions off (--no-bias-swiglu-fusion, --no-rope-fusion; a GELU model's
+    --no-bias-gelu-fusion and no rotary flag for learned positions) and say the norms stay fused in TE;
+    NeMo's overrides set the two TransformerConfig fields.  A capacity factor is printed as given, not
+    rounded to six digits."""
+    from dataclasses import replace
+    from costmodel.launch import megatron_args, nemo_overrides
+    row = dict(tp=2, pp=2, dp=2, cp=1, ep=2, etp=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    r = Recipe(gbs=64, seq_len=4096, fused_elementwise=False, moe_dispatcher="alltoall", moe_capacity_factor=1.123456789)
+    args = megatron_args(row, MIX, r)
+    assert "--no-bias-swiglu-fusion" in args and "--no-rope-fusion" in args and "norms unfused too" in args
+    assert "--moe-expert-capacity-factor 1.123456789" in args
+    assert "no-bias-swiglu-fusion" not in megatron_args(row, MIX, replace(r, fused_elementwise=True))
+    nemo = nemo_overrides(row, MIX, r)
+    assert "bias_activation_fusion = False" in nemo and "apply_rope_fusion = False" in nemo
+    assert "moe_expert_capacity_factor = 1.123456789" in nemo
+    gpt = load_model("gpt3-175b")
+    dense = dict(row, ep=1, etp=None, dp=2)
+    g = megatron_args(dense, gpt, Recipe(gbs=64, seq_len=2048, fused_elementwise=False))
+    assert "--no-bias-gelu-fusion" in g and "--no-rope-fusion" not in g
