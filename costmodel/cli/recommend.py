@@ -94,9 +94,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         note = "\n".join(notes + fabric_notes(p, c)) or None
     if res.n_valid == 0:
         if pins:
-            raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs} has "
-                             + ", ".join(f"{k}={v}" for k, v in pins.items()) + ": predict that layout to see "
-                             "the rule it breaks")
+            raise InputError("layout", "", _no_pinned_layout(m, r, c, pins))
         raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
                          "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
     if res.n_feasible == 0:
@@ -258,6 +256,21 @@ def _uses_ilp(objective: str, pareto: bool, limits: tuple, ilp_flags: tuple) -> 
             raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
                              "or thermal limit, or --pareto")
     return ilp
+
+
+def _no_pinned_layout(m, r, c, pins: dict) -> str:
+    """The message for pinned degrees no valid layout has: the rule the plainest layout with those pins
+    breaks (the other degrees 1, DP the rest of the GPUs), as predict would name it."""
+    from ..layouts import LayoutTable, validity
+    head = (f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs} has "
+            + ", ".join(f"{k}={v}" for k, v in pins.items()))
+    row = {**dict(tp=1, pp=1, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, overlap=True), **pins}
+    row.setdefault("sp", row["tp"] > 1)
+    row["dp"] = max(c.num_gpus // max(row["tp"] * row["pp"] * row["cp"], 1), 1)
+    code, msgs = validity(LayoutTable.from_rows([row]), m, r, c.num_gpus, c.scale_up_gpus)
+    if code[0] >= 0:
+        return f"{head}: {msgs[code[0]]} (for {layout_name(row)})"
+    return head + ": predict that layout to see the rule it breaks"
 
 
 #: layouts the power limit re-ranks at least (the default --top), so that a shorter table (--top 1) shows

@@ -510,8 +510,12 @@ def test_recommend_holds_the_layout_options_it_is_given_fixed():
     ranked = json.loads(p.stdout)["ranked"]
     assert ranked and all(r["layout"]["tp"] == 2 and r["layout"]["recompute"] == "full" for r in ranked)
     assert ranked[0]["step_time_s"] >= free[0]["step_time_s"]
-    assert_one_line_error(run(*base[:-1], "--tp", "3"), "no valid layout of llama3-8b", "tp=3")
+    assert_one_line_error(run(*base[:-1], "--tp", "3"), "no valid layout of llama3-8b", "tp=3",
+                          "TP x PP x DP x CP must equal the number of GPUs (8)")
     assert_one_line_error(run(*base[:-1], "--recompute", "auto"), "--recompute", "'auto' is not one of")
+    # the rule the pinned degree breaks, as predict names it
+    assert_one_line_error(run("recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4",
+                              "--ep", "3"), "has ep=3: EP must divide the number of experts (8)")
 
 
 
