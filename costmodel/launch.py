@@ -19,7 +19,7 @@ from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, une
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
+from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, RECIPE_SWITCHES, dp_overlap_on, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
@@ -512,6 +512,10 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                main_grads_dtype=recipe.main_grads_dtype, optimizer_states_dtype=recipe.optimizer_states_dtype,
                optimizer_offload=recipe.optimizer_offload, pp_overlap=recipe.pp_overlap,
                doc_tokens=recipe.doc_tokens, kv_repeat=recipe.kv_repeat)
+    # every other switch the prediction priced (dp_overlap, tp_comm_overlap, cross_entropy, ...), so the
+    # record reproduces it; the MoE ones for MoE models
+    out.update({sw.name: getattr(recipe, sw.name) for sw in RECIPE_SWITCHES
+                if sw.name not in out and not sw.moe and hasattr(recipe, sw.name)})
     if model.is_moe:
         out.update({k: getattr(recipe, k) for k in MOE_SWITCHES})
     return out
