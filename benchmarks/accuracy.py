@@ -63,6 +63,9 @@ def _compares() -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__.strip())
+        sys.exit(0)
     has_csv = any(not a.startswith("--") and not (i and args[i - 1] == "--plot") for i, a in enumerate(args))
     if has_csv:
         sys.argv = ["costmodel", "validate"] + args

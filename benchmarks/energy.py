@@ -111,4 +111,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--candidates", type=int, default=6, help="layouts per case handed to the ILP (default 6)")
+    ap.parse_args()
     sys.exit(main(sys.argv[1:]))

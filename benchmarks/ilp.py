@@ -128,4 +128,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=6, help="random instances per large case (default 6)")
+    ap.add_argument("--costmodel", action="store_true", help="also solve the cost model's own instances")
+    ap.parse_args()
     sys.exit(main(sys.argv[1:]))

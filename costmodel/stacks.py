@@ -200,7 +200,7 @@ RECIPE_SWITCHES = (
                  "recompute and, with PP > 1, VP > 1.", megatron_key="overlap_moe_expert_parallel_comm", moe=True,
                  summary="EP all-to-all under the other micro-batch's compute"),
     RecipeSwitch("recompute_modules", "modules", "What --recompute selective re-runs on Megatron-family stacks "
-                 "(Megatron-core --recompute-modules), comma-separated.", tuple(RECOMPUTE_MODULES),
+                 "(Megatron-core --recompute-modules), comma- or space-separated.", tuple(RECOMPUTE_MODULES),
                  megatron_key="recompute_modules"),
     RecipeSwitch("fused_elementwise", "bool", "RMSNorm, rotary embedding and SwiGLU as fused kernels (TE, Apex, "
                  "Liger-Kernel, torch.compile); off: eager PyTorch op sequences, each op a pass over HBM."),

@@ -219,7 +219,8 @@ def run(rec, ctx, collectives, sizes, dtype: str, iters: int, warmup: int, intra
     import torch.distributed as dist
     from costmodel.collective import busbw_factor
     if not ctx.distributed:
-        rec.note("collectives skipped: one process (world size 1); launch with torchrun or srun")
+        rec.note("collectives skipped: one process (world size 1); launch two or more (costmodel calibrate run "
+                 "--nproc-per-node 2, torchrun or srun)")
         return
     elem = torch.empty((), dtype=getattr(torch, _TORCH[dtype])).element_size()
     for step in plan_groups(ctx.node_members, intra_sizes):

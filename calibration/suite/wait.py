@@ -28,7 +28,8 @@ def run(rec, ctx, seconds: float, n_elem: int = 1024):
     import torch
     import torch.distributed as dist
     if not ctx.distributed or ctx.world_size < 2:
-        rec.note("wait skipped: one process (world size 1) has no peer to wait for; launch with torchrun or srun")
+        rec.note("wait skipped: one process (world size 1) has no peer to wait for; launch two or more "
+                 "(costmodel calibrate run --nproc-per-node 2, torchrun or srun)")
         return
     if seconds <= 0:
         rec.note("wait skipped (--wait-s 0)")

@@ -27,8 +27,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "profile with its fit quality and provenance (show).")
 
 
+#: processes a GPU-less run starts (CPU, gloo): two, so the collectives and the wait have a peer
+CPU_PROCESSES = 2
+
+
 def _gpu_count() -> int:
-    """Visible GPUs (torch, else nvidia-smi -L), 1 when neither answers."""
+    """Visible GPUs (torch, else nvidia-smi -L); :data:`CPU_PROCESSES` when neither finds one."""
     try:
         import torch
         if torch.cuda.is_available():
@@ -38,9 +42,9 @@ def _gpu_count() -> int:
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
         n = sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
-        return n or 1
+        return n or CPU_PROCESSES
     except (OSError, subprocess.SubprocessError):
-        return 1
+        return CPU_PROCESSES
 
 
 def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint: str | None = None,
@@ -65,7 +69,7 @@ def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint
 @app.command(short_help="Run the calibration suite on this machine (torchrun).", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(ctx: typer.Context,
         out: str = typer.Option("calibration-raw.jsonl", "--out", "-o", help="JSONL file the suite writes (rank 0)."),
-        nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="(default: visible GPUs)"),
+        nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="(default: visible GPUs; 2 CPU processes without one)"),
         nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the same command on each)."),
         rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):

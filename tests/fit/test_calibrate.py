@@ -306,6 +306,19 @@ def test_run_prints_the_torchrun_line():
     assert rc == 2 and "--rdzv-endpoint" in se
 
 
+def test_a_machine_without_gpus_runs_two_cpu_processes(monkeypatch):
+    """Without a visible GPU (no CUDA torch, no nvidia-smi) calibrate run starts two processes, so the
+    suite's gloo collectives and wait have a peer (one process skips them)."""
+    import subprocess
+    from costmodel.cli import calibrate
+    monkeypatch.setitem(sys.modules, "torch", None)            # import torch fails
+    def no_smi(*a, **k):
+        raise OSError("nvidia-smi: not found")
+    monkeypatch.setattr(subprocess, "run", no_smi)
+    assert calibrate._gpu_count() == calibrate.CPU_PROCESSES == 2
+    assert "--nproc-per-node=2" in calibrate.launch_command("raw.jsonl", calibrate._gpu_count())
+
+
 # ---------------------------------------------------------------------- band and overlap factor
 def test_band_is_the_root_sum_square_of_fitted_terms(h200):
     c, p = h200
