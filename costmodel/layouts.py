@@ -386,8 +386,9 @@ def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     attention (the megatron and nemo stacks) runs sliding-window layers only with the a2a or
     all_gather exchange (transformer_engine/pytorch/attention/dot_product_attention/
     context_parallel.py: 'Context parallelism does not support sliding window attention with
-    cp_comm_type=...'); Megatron's default --cp-comm-type p2p is the ring the model prices."""
-    windowed = bool(model.sliding_window and model.sliding_layers)
+    cp_comm_type=...'); Megatron's default --cp-comm-type p2p is the ring the model prices.  A window
+    no shorter than the sequence is full attention, which a run sets without the window."""
+    windowed = bool(model.sliding_window and model.sliding_layers and recipe.seq_len > model.sliding_window)
     return [
         (f"CP > 1 with {model.name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
          "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",

@@ -86,6 +86,8 @@ def test_context_parallelism_skips_sliding_window_models_on_transformer_engine()
         grid = enumerate_layouts(m, Recipe(gbs=64, seq_len=8192), 64, 8)
         assert len(grid) and (np.asarray(grid.cp) == 1).all()
     assert validity(layout(tp=1, dp=8, cp=2), L70, Recipe(gbs=64, seq_len=8192), 16, 8)[0][0] == -1
+    # Mistral's 4096-token window over a 4096-token sequence is full attention: its CP stays
+    assert validity(layout(tp=1, dp=8, cp=2), load_model("mistral-7b"), Recipe(gbs=64, seq_len=4096), 16, 8)[0][0] == -1
 
 
 def test_each_stack_refuses_what_its_framework_asserts():
