@@ -284,6 +284,23 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if recipe.bf16_edge_layers:
         n = int(recipe.bf16_edge_layers)
         a.append(f"--first-last-layers-bf16 --num-layers-at-start-in-bf16 {n} --num-layers-at-end-in-bf16 {n}")
+    a += _megatron_kernel_args(model, recipe, notes)
+    if recipe.optimizer not in ("adam", "adamw", "sgd"):
+        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
+                     f"{recipe.optimizer}, these arguments train with Adam")
+    if recipe.doc_tokens:
+        notes.append(packed_note(recipe))
+    if kv := kv_repeat_note(model, recipe):
+        notes.append(kv)
+    if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
+        a.append("# " + "; ".join(notes))
+    return " \\\n  ".join(a)
+
+
+def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list[str]:
+    """The attention, loss and elementwise-fusion arguments of :func:`megatron_args` (appending to
+    ``notes`` what the arguments cannot say)."""
+    a = []
     if recipe.stack in PRE_TE_MEGATRON_STACKS:
         if recipe.flash_attention:               # these predate --attention-backend
             a.append("--use-flash-attn")
@@ -301,16 +318,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
             a.append("--no-rope-fusion")
         notes.append("the prediction priced the norms unfused too (--no-fused-elementwise); Transformer Engine "
                      "fuses them into its linear layers whatever the flags")
-    if recipe.optimizer not in ("adam", "adamw", "sgd"):
-        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
-                     f"{recipe.optimizer}, these arguments train with Adam")
-    if recipe.doc_tokens:
-        notes.append(packed_note(recipe))
-    if kv := kv_repeat_note(model, recipe):
-        notes.append(kv)
-    if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
-        a.append("# " + "; ".join(notes))
-    return " \\\n  ".join(a)
+    return a
 
 
 #: the note for a cross-entropy Megatron-core cannot run: it has its vocab-parallel loss and the fused

@@ -294,6 +294,24 @@ def _required_moe_keys(d: dict, w: str, model_type: str) -> None:
                                      "default for it is not this reader's (give the model's own value)")
 
 
+def _check_dense_layers(d: dict, w: str, layers: int, experts: int, dense_at: tuple, model_type: str) -> None:
+    """Refuse an MoE config whose keys leave no MoE layer (named by the key that emptied it), and a
+    Llama 4 config with dense layers that does not give their width."""
+    if experts > 1 and len(dense_at) == layers:
+        # the key that made the layers dense: a non-empty list, or a count other than its default
+        key = next((k for k, default in (("mlp_only_layers", []), ("moe_layers", None), ("first_k_dense_replace", 0),
+                                         ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
+                                         ("moe_layer_freq", 1)) if d.get(k) not in (None, default)), "num_experts")
+        raise InputError(w, key, f"leaves none of the {layers} layers an MoE layer: the model is dense (give its "
+                                 "dense config, without experts)")
+    if model_type == "llama4_text" and dense_at and d.get("intermediate_size_mlp") is None:
+        # Llama4TextConfig sizes the dense layers by intermediate_size_mlp (default 16384), not by the
+        # experts' intermediate_size (huggingface/transformers configuration_llama4.py)
+        raise InputError(w, "intermediate_size_mlp", f"missing: the {len(dense_at)} dense layers' width; Hugging "
+                                                     "Face's default (16384) is not the experts' intermediate_size "
+                                                     "(give the model's own value)")
+
+
 def _read(d: dict, w: str, path) -> ModelSpec:
     """:func:`read_model_config` on the flattened mapping ``d`` (``w``: where, for messages)."""
     _check_moe_keys(d, w)
@@ -366,19 +384,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                              "Face model sizes the experts by intermediate_size); it sizes the experts of "
                              f"{', '.join(_MOE_WIDTH_TYPES)}")
     dense_at = _moe_dense_layers(d, w, layers, experts)
-    if experts > 1 and len(dense_at) == layers:
-        # the key that made the layers dense: a non-empty list, or a count other than its default
-        key = next((k for k, default in (("mlp_only_layers", []), ("moe_layers", None), ("first_k_dense_replace", 0),
-                                         ("decoder_sparse_step", 1), ("interleave_moe_layer_step", 1),
-                                         ("moe_layer_freq", 1)) if d.get(k) not in (None, default)), "num_experts")
-        raise InputError(w, key, f"leaves none of the {layers} layers an MoE layer: the model is dense (give its "
-                                 "dense config, without experts)")
-    if model_type == "llama4_text" and dense_at and d.get("intermediate_size_mlp") is None:
-        # Llama4TextConfig sizes the dense layers by intermediate_size_mlp (default 16384), not by the
-        # experts' intermediate_size (huggingface/transformers configuration_llama4.py)
-        raise InputError(w, "intermediate_size_mlp", f"missing: the {len(dense_at)} dense layers' width; Hugging "
-                                                     "Face's default (16384) is not the experts' intermediate_size "
-                                                     "(give the model's own value)")
+    _check_dense_layers(d, w, layers, experts, dense_at, model_type)
     expert_ffn = moe_ffn or ffn
     shared = _shared_width(d, w, model_type, expert_ffn) if experts > 1 else 0
     # Llama 4: intermediate_size is the experts' (and shared expert's) width, intermediate_size_mlp
