@@ -141,9 +141,7 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
         notes.append(f"this fork has no MoE layers (microsoft/Megatron-DeepSpeed's --num-experts {model.num_experts} "
                      f"--ep-world-size {layout['ep']}): the prediction assumed them")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
-    a.append({"bf16": "--bf16", "fp16": "--fp16"}.get(recipe.precision, "--bf16"))
-    if recipe.precision not in ("bf16", "fp16"):
-        notes.append(f"this fork has no {recipe.precision} training: the prediction assumed it")
+    a.append({"bf16": "--bf16", "fp16": "--fp16"}[recipe.precision])    # stack_recipe refuses the rest
     if recipe.optimizer not in ("adam", "adamw", "sgd"):
         notes.append(f"no {recipe.optimizer} optimizer here: the prediction assumed it")
     if kv := kv_repeat_note(model, recipe):

@@ -477,7 +477,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  fused_qkv=name not in ("torchtitan", "deepspeed"),
                  fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0), "megatron": (0, 1, 3),
-                              "nemo": (0, 1, 3), "megatron-legacy": (0, 1, 2)}.get(name, (0, 1, 2, 3)),
+                              "nemo": (0, 1, 3), "megatron-legacy": (0, 1)}.get(name, (0, 1, 2, 3)),
                  sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"),
                  fp8_sp_gather={"megatron": ("delayed", "tensorwise"), "nemo": ("delayed", "tensorwise"),
                                 "torchtitan": ("tensorwise",)}.get(name, ()),
@@ -545,8 +545,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     Raises:
         InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
             unfused attention, ``flash_attention`` asked for on a GPU no fused kernel runs on, a
-            precision the GPU's tensor cores do not run (costmodel.formats), or an ``fp8_recipe``
-            given with a precision other than fp8.
+            precision the GPU's tensor cores do not run (costmodel.formats), an ``fp8_recipe``
+            given with a precision other than fp8, or FP8/FP4 precision or TP-communication overlap
+            on a stack that predates Transformer Engine (:data:`PRE_TE_MEGATRON_STACKS`).
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
     from .formats import check_format_on_gpu
@@ -581,6 +582,12 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
+    if stack.name in PRE_TE_MEGATRON_STACKS and precision not in ("bf16", "fp16"):
+        raise InputError("--precision", "", f"{precision}: the {stack.name} stack predates Transformer Engine's "
+                         "low-precision training (bf16 or fp16 there): --stack megatron runs it")
+    if stack.name in PRE_TE_MEGATRON_STACKS and values["tp_comm_overlap"]:
+        raise InputError("--tp-comm-overlap", "", f"is Transformer Engine's userbuffer overlap, which the {stack.name} "
+                         "stack predates: --stack megatron runs it")
     if switches.get("attention_kernel") == "cudnn" and stack.name in PRE_TE_MEGATRON_STACKS:
         raise InputError("--attention-kernel", "", f"cudnn is Transformer Engine's fused attention; the {stack.name} "
                          "stack runs flash-attn (--use-flash-attn) or unfused attention: name fa2, or --stack megatron")

@@ -90,6 +90,24 @@ def test_context_parallelism_skips_sliding_window_models_on_transformer_engine()
     assert validity(layout(tp=1, dp=8, cp=2), load_model("mistral-7b"), Recipe(gbs=64, seq_len=4096), 16, 8)[0][0] == -1
 
 
+def test_the_stacks_before_transformer_engine_refuse_what_it_brought():
+    """Megatron-LM 2021-22 and BigScience's Megatron-DeepSpeed train in bf16 or fp16: FP8 and TE's
+    userbuffer TP overlap are refused by flag; 2021-22 Megatron-LM's distributed optimizer keeps the
+    whole gradient buffer (ZeRO-1), so ZeRO-2 is refused and recommend never answers it."""
+    from dataclasses import replace
+    from costmodel.stacks import get_stack, stack_recipe
+    for name in ("megatron-legacy", "megatron-deepspeed"):
+        with pytest.raises(InputError, match="predates Transformer Engine's low-precision training"):
+            stack_recipe(get_stack(name), 64, 2048, "fp8")
+        with pytest.raises(InputError, match="userbuffer overlap"):
+            stack_recipe(get_stack(name), 64, 2048, "bf16", tp_comm_overlap=True)
+        assert stack_recipe(get_stack(name), 64, 2048, "fp16").precision == "fp16"
+    legacy = replace(R, stack="megatron-legacy")
+    assert get_stack("megatron-legacy").zero_stages == (0, 1)
+    code, msgs = validity(layout(tp=4, pp=4, dp=2, zero=2), load_model("gpt3-175b"), legacy, 32, 8)
+    assert "ZeRO stages 0, 1 only" in msgs[code[0]]
+
+
 def test_each_stack_refuses_what_its_framework_asserts():
     """DeepSpeed's engine refuses MoE under ZeRO-3 and its pipeline ZeRO-2/3 (runtime/engine.py, runtime/pipe/
     engine.py asserts); Megatron-LM 2021-22 has no MoE layers.  ZeRO-2 with MoE, and ZeRO-1 under a
