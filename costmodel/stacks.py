@@ -52,10 +52,11 @@ defaults to delayed, megatron/training/arguments.py), NeMo's ``bf16_with_fp8_mix
 whose torchao float8 linears scale every cast dynamically from the tensor's own amax.
 
 Attention kernel (``attention_kernel``): FlashAttention-2 (flash-attn 2.x, PyTorch SDPA's flash backend),
-except on the Transformer Engine stacks (megatron, nemo) on Hopper: TE has run its cuDNN FusedAttention
+except on the Transformer Engine stacks (megatron, nemo) on Hopper and Blackwell: TE has run its cuDNN FusedAttention
 instead of FlashAttention there since v1.2 (2023-12; get_attention_backend: "Disabling FlashAttention to give
-FusedAttention preference on Hopper+"), priced from the FlashAttention-3 paper's cuDNN bars on an H100
-(:data:`TE_CUDNN_GENERATIONS`; hardware/profiles/data/flash_attention_kernel_times_h100_b200.md).  The speed
+FusedAttention preference on Hopper+"), priced from the FlashAttention-3 paper's cuDNN bars on an H100 and
+cuDNN 9.19.1's times on a GB200 for Blackwell (:data:`TE_CUDNN_GENERATIONS`;
+hardware/profiles/data/flash_attention_kernel_times_h100_b200.md).  The speed
 differs by cuDNN release: a 2026 release's microbenchmark runs up to 23% faster.  A run can switch it off:
 NeMo 24.01-24.07's launcher set NVTE_FUSED_ATTN=0 for every job, so those releases' tables ran
 FlashAttention-2 (costmodel.published_row, ``_SOURCE_SWITCHES``).
@@ -523,10 +524,11 @@ def attention_backend_switches(value) -> dict | None:
 
 
 #: GPU generations on which Transformer Engine runs its cuDNN FusedAttention rather than FlashAttention
-#: (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, since TE v1.2).
-#: Blackwell keeps its FlashAttention-2 entry (derived from FlashAttention-4's speed): no cuDNN kernel times of
-#: a Blackwell GPU were found to fit.
-TE_CUDNN_GENERATIONS = ("hopper",)
+#: (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, since TE v1.2:
+#: "FusedAttention preference on Hopper+"), each priced from cuDNN's own kernel times on that generation (H100:
+#: the FlashAttention-3 paper's cuDNN bars; Blackwell: cuDNN 9.19.1 on a GB200, cudnn-frontend's benchmark;
+#: hardware/profiles/data/flash_attention_kernel_times_h100_b200.md).
+TE_CUDNN_GENERATIONS = ("hopper", "blackwell")
 
 
 def te_prefers_cudnn(stack: Stack, gpu) -> bool:

@@ -226,8 +226,8 @@ def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
     fwd + bwd efficiency at 512 and 8k (causal fwd 315 / 529 TFLOP/s, non-causal 497 / 600, bwd 305 / 518)
     and head dim 64 at 8k (379, 412, 432) within 5%; between FlashAttention-2 and -3 at 8k.  cuDNN 9.19.1's
     own benchmark on an H200 (causal fwd 673, bwd 579 TFLOP/s at 16k) runs faster than the fit: a later
-    release.  Transformer Engine picks it on Hopper, so the megatron and nemo stacks default to it there;
-    torchtitan, the A100 and Blackwell keep FlashAttention-2, and a kernel the user names wins."""
+    release.  Transformer Engine picks it on Hopper and Blackwell, so the megatron and nemo stacks default to
+    it there; torchtitan and the A100 keep FlashAttention-2, and a kernel the user names wins."""
     from costmodel.specs import load_gpu, load_profile
     from costmodel.stacks import get_stack, stack_recipe
     p = load_profile("h100-sxm-80gb")
@@ -244,7 +244,7 @@ def test_cudnn_hopper_fit_follows_the_paper_bars_and_is_the_te_stacks_default():
         return stack_recipe(get_stack(stack), 8, 4096, "bf16", gpu=load_gpu(gpu), **kw).attention_kernel
     assert kernel("megatron", "h100-sxm-80gb") == kernel("nemo", "h200-sxm-141gb") == "cudnn"
     assert kernel("torchtitan", "h100-sxm-80gb") == kernel("megatron", "a100-sxm-80gb") == "fa2"
-    assert kernel("megatron", "b200-sxm-180gb") == "fa2"
+    assert kernel("megatron", "b200-sxm-180gb") == kernel("nemo", "gb200-186gb") == "cudnn"
     assert kernel("megatron", "h100-sxm-80gb", attention_kernel="fa3") == "fa3"
     from costmodel.errors import InputError
     with pytest.raises(InputError, match="cudnn is Transformer Engine's fused attention; the megatron-legacy stack"):
@@ -361,3 +361,21 @@ def test_attention_head_dim_entries_that_cannot_be_read_name_their_field(tmp_pat
     with pytest.raises(InputError) as ei:
         load_profile(str(path))
     assert ei.value.field == field
+
+
+def test_cudnn_blackwell_fit_follows_cudnn_frontend_s_gb200_benchmark():
+    """cuDNN 9.19.1 on a GB200 (cudnn-frontend's Llama 3.1 benchmark: 64 query / 8 KV heads of 128, causal,
+    bf16, B = 1): fwd + bwd at 2k-32k within 3% of the fit as a fraction of GB200's 2.5 PFLOP/s (at 32k: fwd
+    10.226 ms, bwd 29.863 ms); the B200 and the GB200/B300/GB300 profiles carry it.  It matches the
+    B200's FlashAttention-4 entry at 8k within 5% (0.543 vs 0.561 of the peak): Blackwell's two fused kernels
+    run alike, where FlashAttention-2, which the Megatron stacks had been priced with there, runs at half."""
+    from costmodel.specs import load_profile
+    p = load_profile("b200-sxm-180gb")
+    k = p.attention_kernels["cudnn"][-1]
+    for s, fwd_ms, bwd_ms in ((2048, 0.066, 0.206), (8192, 0.688, 2.097), (32768, 10.226, 29.863)):
+        flops = 3.5 * 2 * 64 * s * s * 128               # causal fwd 2 B H S^2 D, bwd 2.5x
+        assert k.efficiency(s) == pytest.approx(flops / ((fwd_ms + bwd_ms) * 1e-3) / 2.5e15, rel=0.03)
+    for g in ("gb200-186gb", "b300-sxm-288gb", "gb300-288gb"):
+        assert load_profile(g).attention_kernels["cudnn"][-1] == k
+    assert p.attention_efficiency("cudnn", 8192) == pytest.approx(p.attention_efficiency("fa4", 8192), rel=0.05)
+    assert p.attention_efficiency("fa2", 8192) < 0.6 * p.attention_efficiency("cudnn", 8192)

@@ -306,8 +306,15 @@ def fit_attention(b: Build, a100: GemmParams, eta_mi: float) -> None:
             "cudnn": dict(cudnn, **same,
                           **({} if not same else dict(derived_from="h100-sxm-80gb:attention.kernels.cudnn")))}
         b.use(g, "fa_kernels")
+    # cuDNN on a GB200 (its 2.5 PFLOP/s dense peak): the efficiency carries to the B200, the same die run at
+    # its own peak, as the rest of the Blackwell profiles do
+    cudnn_bw = _fit_fa_kernel(b.D["fa_kernels"]["cudnn_gb200"], GB200_BF16_FLOPS, rel("fa_kernels"))
+    cudnn_bw["note"] = ("Causal cuDNN 9.19.1 fused attention on a GB200 (cudnn-frontend's Llama 3.1 benchmark, 64 query / 8 "
+                        "KV heads of 128, clocks not stated), as a fraction of GB200's 2.5 PFLOP/s: the kernel of "
+                        "Transformer Engine's FusedAttention, which TE selects over FlashAttention on Hopper and newer.")
     b.prof["b200-sxm-180gb"]["attention"]["kernels"] = {
-        "fa4": _fit_fa_kernel(b.D["fa_kernels"]["fa4_b200"], b.sheet["b200-sxm-180gb"].peak["bf16"], rel("fa_kernels"))}
+        "fa4": _fit_fa_kernel(b.D["fa_kernels"]["fa4_b200"], b.sheet["b200-sxm-180gb"].peak["bf16"], rel("fa_kernels")),
+        "cudnn": cudnn_bw}
     b.use("b200-sxm-180gb", "fa_kernels")
     b.summary.append(("attention", "h100-sxm-80gb", "fa3", f"eta_max {fa3['eta_max']}, s_half {fa3['s_half']}"))
     b.summary.append(("attention", "h100-sxm-80gb", "fa2", f"eta_max {fa2['eta_max']}, s_half {fa2['s_half']}"))

@@ -121,7 +121,7 @@ def fa_kernel_times(text: str) -> dict:
 
     Returns {"fa3_h100": {"shape": (B, H, D), "s": [...], "fwd_s": [...], "bwd_s": [...]},
     "fa4_b200": {"shape": (B, H, D), "s": [8192], "fwd_s": [...], "bwd_s": [...]},
-    "cudnn_h200": {...} (cuDNN 9.19.1's causal times), "fa2_h100", "fa2_h100_d64", "fa3_paper_h100_d64",
+    "cudnn_h200", "cudnn_gb200": {...} (cuDNN 9.19.1's causal times on H200 and GB200), "fa2_h100", "fa2_h100_d64", "fa3_paper_h100_d64",
     "fa3_paper_h100_d128", "cudnn_h100", "cudnn_h100_d64": (see :func:`_fa_paper`)}
     (seconds).
     Raises:
@@ -138,6 +138,8 @@ def fa_kernel_times(text: str) -> dict:
     if s != s2:
         raise ValueError("FA3 forward and backward tables differ in S")
     s3, times = _ms_table(text, "## [cudnn_h200] cuDNN 9.19.1, causal, bf16, B=1, 64 query heads, 8 KV heads, head dim 128")
+    s4, times4 = _ms_table(text, "## [cudnn_gb200] cuDNN 9.19.1, causal, bf16, B=1, 64 query heads, 8 KV heads, "
+                                 "head dim 128")
     f4 = re.search(r"FA Python fwd: ([\d.]+)ms.*?\[2CTA\] FA Python bwd: ([\d.]+)ms", text, re.S)
     if not f4:
         raise ValueError("no FA4 fwd / [2CTA] bwd lines")
@@ -145,7 +147,9 @@ def fa_kernel_times(text: str) -> dict:
             "fa4_b200": dict(shape=(4, 16, 128), s=[8192], fwd_s=[float(f4.group(1)) * 1e-3],
                              bwd_s=[float(f4.group(2)) * 1e-3]),
             "cudnn_h200": dict(shape=(1, 64, 128), s=s3, fwd_s=[f * 1e-3 for f, _ in times],
-                               bwd_s=[b * 1e-3 for _, b in times])}
+                               bwd_s=[b * 1e-3 for _, b in times]),
+            "cudnn_gb200": dict(shape=(1, 64, 128), s=s4, fwd_s=[f * 1e-3 for f, _ in times4],
+                                bwd_s=[b * 1e-3 for _, b in times4])}
 
 
 def _numeric_table(text: str, title: str) -> list:
