@@ -56,6 +56,8 @@ _CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload:
 # fuse the norms, the rotary embedding and SwiGLU
 _NOTE_SWITCHES = (("liger", {"cross_entropy": "chunked", "fused_elementwise": True}),
                   ("torch.compile", {"fused_elementwise": True}),
+                  # torchtitan's tables name it "+ compile" ("3D FSDP8 x TP8 x PP8 + compile + Float8")
+                  ("+ compile", {"fused_elementwise": True}),
                   ("flash-attn-3", {"attention_kernel": "fa3"}), ("flash-attn-4", {"attention_kernel": "fa4"}),
                   # torchtitan's async TP (torch.compile's micro-pipelined all-gather/reduce-scatter
                   # matmuls over symmetric memory, PyTorch dev-discuss "Introducing Async Tensor

@@ -584,6 +584,13 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")
+    if stack.name == "torchtitan" and values["tp_comm_overlap"]:
+        # torchtitan's async TP runs only under torch.compile of the model (config/configs.py: "Async TP
+        # requires 'model' in --compile.components and --compile.enable"), whose kernels are fused
+        if "fused_elementwise" in given and not values["fused_elementwise"]:
+            raise InputError("--no-fused-elementwise", "", "torchtitan's async TP (--tp-comm-overlap) runs only under "
+                             "torch.compile, which fuses the elementwise ops: drop one of the two")
+        values["fused_elementwise"] = True
     if stack.name in PRE_TE_MEGATRON_STACKS and precision not in ("bf16", "fp16"):
         raise InputError("--precision", "", f"{precision}: the {stack.name} stack predates Transformer Engine's "
                          "low-precision training (bf16 or fp16 there): --stack megatron runs it")

@@ -490,3 +490,16 @@ def test_unfused_elementwise_ops_and_an_exact_capacity_factor_reach_the_launch()
     assert all(sw.name in js for sw in RECIPE_SWITCHES)
     assert js["fused_elementwise"] is False and js["moe_capacity_factor"] == 1.123456789
     assert {"dp_overlap", "tp_comm_overlap", "cross_entropy", "attention_kernel"} <= set(js)
+
+
+def test_torchtitan_async_tp_is_priced_compiled():
+    """torchtitan runs async TP only under torch.compile of the model (torchtitan/config/configs.py: 'Async TP
+    requires 'model' in --compile.components and --compile.enable'), whose kernels fuse the elementwise ops:
+    --tp-comm-overlap on the torchtitan stack prices them fused, as the printed configuration compiles, and
+    --no-fused-elementwise beside it is refused by flag.  Without async TP the eager default stays."""
+    from costmodel.stacks import get_stack, stack_recipe
+    tt = get_stack("torchtitan")
+    assert stack_recipe(tt, 64, 8192, "bf16", tp_comm_overlap=True).fused_elementwise is True
+    assert stack_recipe(tt, 64, 8192, "bf16").fused_elementwise is False
+    with pytest.raises(InputError, match="runs only under torch.compile"):
+        stack_recipe(tt, 64, 8192, "bf16", tp_comm_overlap=True, fused_elementwise=False)
