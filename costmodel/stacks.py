@@ -591,6 +591,10 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
             raise InputError("--no-fused-elementwise", "", "torchtitan's async TP (--tp-comm-overlap) runs only under "
                              "torch.compile, which fuses the elementwise ops: drop one of the two")
         values["fused_elementwise"] = True
+    if stack.name == "torchtitan" and precision == "fp16":
+        # torchtitan/config/configs.py: mixed_precision_param: Literal["bfloat16", "float32"]
+        raise InputError("--precision", "", "fp16: torchtitan trains in bfloat16 (its mixed_precision_param takes "
+                         "bfloat16 or float32): bf16, or fp8 (its float8 converter)")
     if stack.name in PRE_TE_MEGATRON_STACKS and precision not in ("bf16", "fp16"):
         raise InputError("--precision", "", f"{precision}: the {stack.name} stack predates Transformer Engine's "
                          "low-precision training (bf16 or fp16 there): --stack megatron runs it")

@@ -503,3 +503,6 @@ def test_torchtitan_async_tp_is_priced_compiled():
     assert stack_recipe(tt, 64, 8192, "bf16").fused_elementwise is False
     with pytest.raises(InputError, match="runs only under torch.compile"):
         stack_recipe(tt, 64, 8192, "bf16", tp_comm_overlap=True, fused_elementwise=False)
+    # and it trains in bfloat16 (mixed_precision_param: "bfloat16" or "float32"), not fp16
+    with pytest.raises(InputError, match="torchtitan trains in bfloat16"):
+        stack_recipe(tt, 64, 8192, "fp16")
