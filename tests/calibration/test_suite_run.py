@@ -159,7 +159,8 @@ def test_single_process_in_process(tmp_path, monkeypatch):
     (prov,) = run["provenance"]
     assert prov["world_size"] == 1 and prov["backend"] is None and prov["args"]["launcher"] == "auto"
     msgs = [n["message"] for n in run["note"]]
-    assert "collectives skipped: one process (world size 1); launch two or more (costmodel calibrate run --nproc-per-node 2" in msgs
+    assert ("collectives skipped: one process (world size 1); launch two or more (costmodel calibrate run "
+            "--nproc-per-node 2, torchrun or srun)") in msgs
     assert run["collective"] == [] and run["gemm"] and {g["source"] for g in run["gemm"]} == {"model"}
     (sus,) = [p for p in run["phase"] if p["name"] == "sustained_gemm"]
     assert sus["t_end_unix"] - sus["t_start_unix"] >= 0.2 and sus["flops_per_s"] > 0

@@ -212,16 +212,23 @@ def test_an_error_about_a_value_the_config_set_names_its_key(tmp_path):
 
 
 def test_a_backend_the_profile_has_no_kernel_for_names_the_config_key(tmp_path):
-    """The Bridge Llama-3-8B recipe edited to attention_backend fused on GB200, whose profile has no cuDNN
-    attention fit: the error names the file's model.attention_backend (the user typed no --attention-kernel;
-    a flag contradicting the file would be refused) and the profile's missing entry."""
+    """The Bridge Llama-3-8B recipe edited to attention_backend fused on GB200, with a GB200 profile that
+    has no cuDNN attention fit (the built-in one's removed): the error names the file's
+    model.attention_backend (the user typed no --attention-kernel; a flag contradicting the file would be
+    refused) and the profile's missing entry."""
+    import yaml
     odd = tmp_path / "l3.yaml"
     odd.write_text(BRIDGE_L3.read_text().replace("  attention_backend: null\n", "  attention_backend: fused\n"))
-    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(odd))
+    prof = yaml.safe_load((REPO / "hardware" / "profiles" / "gb200-186gb.yaml").read_text())
+    del prof["attention"]["kernels"]["cudnn"]
+    bare = tmp_path / "gb200-no-cudnn.yaml"
+    bare.write_text(yaml.safe_dump(prof))
+    p = run("predict", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "2", "--config", str(odd),
+            "--profile", str(bare))
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("costmodel: error:")]
     assert p.returncode == 2 and len(errors) == 1, p.stderr
     assert f"{odd}: model.attention_backend: asks for the cudnn attention kernel" in errors[0]
-    assert "gb200-186gb.yaml has no fit for (attention.kernels.cudnn)" in errors[0] and "Traceback" not in p.stderr
+    assert "gb200-no-cudnn.yaml has no fit for (attention.kernels.cudnn)" in errors[0] and "Traceback" not in p.stderr
 
 
 @pytest.mark.parametrize("old,new,key,msg", [
