@@ -548,8 +548,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
         InputError: a bad recipe value (costmodel.specs.Recipe), an attention kernel named for
             unfused attention, ``flash_attention`` asked for on a GPU no fused kernel runs on, a
             precision the GPU's tensor cores do not run (costmodel.formats), an ``fp8_recipe``
-            given with a precision other than fp8, or FP8/FP4 precision or TP-communication overlap
-            on a stack that predates Transformer Engine (:data:`PRE_TE_MEGATRON_STACKS`).
+            given with a precision other than fp8, FP8/FP4 precision or TP-communication overlap
+            on a stack that predates Transformer Engine (:data:`PRE_TE_MEGATRON_STACKS`), fp16 on
+            torchtitan, or torchtitan's async TP without its compiled (fused) elementwise ops.
         TypeError: a keyword that is not one of :data:`RECIPE_SWITCHES`.
     """
     from .formats import check_format_on_gpu
