@@ -390,7 +390,7 @@ def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     no shorter than the sequence is full attention, which a run sets without the window."""
     windowed = bool(model.sliding_window and model.sliding_layers and recipe.seq_len > model.sliding_window)
     return [
-        (f"CP > 1 with {model.name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
+        ("CP > 1 with {name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
          "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",
          np.full(len(t.tp), windowed and recipe.stack in TE_STACKS) & (t.cp > 1)),
     ]
