@@ -592,7 +592,8 @@ def _logged_mfu_check(by: dict, src) -> list[str]:
         return []
     return [f"the log prints an MFU of {100 * logged['measured']:.1f}%, but the model with seq_len from "
             f"{src('seq_len')} and gbs from {src('gbs')} makes {100 * ours['measured']:.1f}% at the measured step "
-            f"({100 * (ratio - 1):+.0f}%): one of them, or the model, is not the run's"]
+            f"({100 * (ratio - 1):+.0f}%): one of them, or the model, is not the run's (or the framework divides by "
+            "another peak than the GPU's dense BF16 datasheet figure)"]
 
 
 def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
