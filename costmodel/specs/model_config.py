@@ -120,8 +120,9 @@ _SILU_BY_DEFAULT = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3"
 #: ``intermediate_size`` (or their own ffn key) and ignore it
 _MOE_WIDTH_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen2_moe", "qwen3_moe")
 #: keys of one count that several families spell differently: given twice, they must agree
-_SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-             ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "experts_per_token"))
+#: the router's top-k, as the families spell it (a bare top_k last: older configs serialise a generation one)
+_TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token")
+_SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), _TOPK_KEYS + ("top_k",))
 
 
 def _check_moe_keys(d: dict, w: str) -> None:
@@ -359,8 +360,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         raise InputError(w, "hidden_act", f"{act!r} is not one of {', '.join(_ACTS)}")
     experts = _get_int(d, ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
                        w, required=False, default=1)
-    topk = _get_int(d, ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token"), w,
-                    required=False, default=None)
+    topk = _get_int(d, _TOPK_KEYS, w, required=False, default=None)
     if topk is None:
         # a bare top_k is the router's only in an MoE config; older configs serialise a generation top_k
         topk = _get_int(d, ("top_k",), w, required=False, default=None) if experts > 1 else 1
@@ -373,8 +373,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                 raise InputError(w, key, "set, but the model has no routed experts (num_local_experts / "
                                          "num_experts / n_routed_experts missing or 1)")
     if topk > experts:
-        given = next((k for k in ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token",
-                                  "top_k") if d.get(k) is not None), "num_experts_per_tok")
+        given = next((k for k in _TOPK_KEYS + ("top_k",) if d.get(k) is not None), "num_experts_per_tok")
         raise InputError(w, given, f"{topk} exceeds the {experts} experts")
     model_type = str(d.get("model_type", ""))
     if experts > 1:
