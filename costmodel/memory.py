@@ -6,7 +6,8 @@
   second moment; costmodel.specs.recipe.OPTIMIZERS).  ZeRO-1 (Megatron distributed optimizer) shards
   the optimizer bytes over DP x CP, ZeRO-2 also the
   gradients, ZeRO-3/FSDP everything (plus two gathered layers in flight).  Expert parameters shard
-  over the expert-data-parallel group DP x CP / EP.
+  over the expert-data-parallel group DP x CP / EP.  DeepSpeed's ZeRO-Offload moves the gradients
+  to the host as they are reduced (:func:`offloaded_grad_bytes`): the GPU keeps its reduce bucket.
 * Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models", section 4): s b h (34 + 5 a s / h) bytes for GPT
   with dropout, generalised here term by term to GQA (K and V of width kv), gated MLPs, MoE top-k
@@ -224,6 +225,26 @@ def optimizer_bytes_per_param(recipe: Recipe) -> float:
     return per * (1 + recipe.optimizer_spec.fp32_states)
 
 
+#: DeepSpeed's ZeRO reduce bucket, elements: ``reduce_bucket_size`` default 5e8
+#: (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig)
+DS_REDUCE_BUCKET_ELEMS = 5e8
+
+
+def offloaded_grad_bytes(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
+    """GPU bytes of the gradients under DeepSpeed's ZeRO-Offload (``offload_optimizer``; array over
+    layouts, reads ``t.zero`` and ``t.tp``): the gradients go to pinned host buffers as each bucket is
+    reduced, so the GPU holds the reduce bucket, ``reduce_bucket_size`` elements in the model's 16-bit
+    dtype (ZeRO-3: deepspeed/runtime/zero/stage3.py, the ipg bucket on the GPU and
+    ``grad_partitions_flat_buffer`` on ``self.device``, the CPU under offload); ZeRO-1/2 add a
+    staging copy of their largest parameter (stage_1_and_2.py ``temp_grad_buffer_for_gpu_offload``,
+    ``largest_param_numel``), the embedding (vocab x hidden / TP) or a layer's widest matrix.
+    Megatron's optimizer offload keeps its gradient buffer on the GPU (not this function)."""
+    widest = max(model.vocab * model.hidden, model.hidden * max(model.ffn_hidden, model.dense_mlp_width,
+                                                               model.q_dim))
+    staging = np.where(t.zero == 3, 0.0, ACT_BYTES * widest / np.asarray(t.tp, dtype=np.float64))
+    return ACT_BYTES * DS_REDUCE_BUCKET_ELEMS + staging
+
+
 @dataclass
 class MemoryBreakdown:
     """Peak bytes per GPU (arrays over layouts): weights, grads, optimizer, activations, reserved
@@ -253,6 +274,8 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     shard_o = lambda d: np.where(z >= 1, d, 1.0)
     weights = ACT_BYTES * (dense / shard_w(dpcp) + exp / shard_w(edp))
     grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
+    if recipe.optimizer_offload and recipe.stack == "deepspeed":
+        grads = offloaded_grad_bytes(model, recipe, t)
     optim = optimizer_bytes_per_param(recipe) * (dense / shard_o(dpcp) + exp / shard_o(edp))
     L_stage = layers_per_stage(model, t)
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)

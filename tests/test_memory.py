@@ -334,3 +334,20 @@ def test_moe_dispatch_holds_its_buffer_beside_the_saved_activations():
     diff = memory_bytes(m, ag, t).peak_bytes[0] - memory_bytes(m, a2a, t).peak_bytes[0]
     assert diff == pytest.approx(2048 * 4096 * 2 * (8 - 2 * load), rel=1e-9)
     assert dispatch_transient_bytes(load_model("llama3-8b"), ag, t)[0] == 0.0
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_deepspeed_zero_offload_keeps_the_reduce_bucket_not_the_gradients(zero):
+    """DeepSpeed's offload_optimizer copies each reduced bucket to pinned host memory: the GPU holds
+    its 5e8-element bf16 reduce bucket (1e9 bytes) and, under ZeRO-1/2, a staging copy of the largest
+    parameter (Llama 3 8B's 128,256 x 4,096 embedding); Megatron's offload keeps its gradient buffer."""
+    m = load_model("llama3-8b")
+    t = layout(dp=8, zero=zero)
+    ds = memory_bytes(m, Recipe(gbs=64, seq_len=8192, stack="deepspeed", optimizer="adamw", optimizer_offload=True), t)
+    staging = 0 if zero == 3 else 2 * 128256 * 4096
+    assert ds.grads_bytes[0] == pytest.approx(2 * 5e8 + staging)
+    assert ds.optimizer_bytes[0] == 0
+    if zero < 3:
+        mg = memory_bytes(m, Recipe(gbs=64, seq_len=8192, optimizer_offload=True), t)
+        full = m.params() / (8 if zero == 2 else 1)
+        assert mg.grads_bytes[0] == pytest.approx(4 * full, rel=0.02)
