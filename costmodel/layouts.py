@@ -381,6 +381,20 @@ def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     ]
 
 
+def _interleaved_microbatch_rules(recipe, t) -> tuple:
+    """The interleaved schedule's rule on the micro-batch count m = gbs / (DP x mbs) (VP > 1):
+    Megatron-LM's, m a multiple of PP (schedules.py forward_backward_pipelining_with_interleaving);
+    PyTorch's pipelining (torchtitan), m a multiple of its rounds max(1, m // PP)
+    (torch/distributed/pipelining/schedules.py ScheduleInterleaved1F1B)."""
+    m = recipe.gbs // np.maximum(t.dp * t.mbs, 1)
+    if recipe.stack == "torchtitan":
+        rounds = np.maximum(1, m // np.maximum(t.pp, 1))
+        return (("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of its rounds, "
+                 "max(1, micro-batches // PP) (PyTorch's ScheduleInterleaved1F1B)", (t.vp > 1) & (m % rounds != 0)),)
+    return (("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",
+             (t.vp > 1) & (m % t.pp != 0)),)
+
+
 def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     """(message, mask) rules of context parallelism, for :func:`validity`.  Transformer Engine's CP
     attention (the megatron and nemo stacks) runs sliding-window layers only with the a2a or
@@ -442,8 +456,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "(validate_args): drop --no-pp-overlap or raise PP",
          (recipe.stack in TE_STACKS) & (not recipe.pp_overlap) & (t.vp > 1) & (t.pp <= 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
-        ("with VP > 1 the number of micro-batches gbs/(DP x mbs) must be a multiple of PP",
-         (t.vp > 1) & ((recipe.gbs // np.maximum(t.dp * t.mbs, 1)) % t.pp != 0)),
+        *_interleaved_microbatch_rules(recipe, t),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
         *_cp_rules(t, model, recipe),

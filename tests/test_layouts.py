@@ -506,3 +506,18 @@ def test_torchtitan_async_tp_is_priced_compiled():
     # and it trains in bfloat16 (mixed_precision_param: "bfloat16" or "float32"), not fp16
     with pytest.raises(InputError, match="torchtitan trains in bfloat16"):
         stack_recipe(tt, 64, 8192, "fp16")
+
+
+@pytest.mark.parametrize("m,torchtitan_ok", [(6, True), (9, False), (10, True), (8, True)])
+def test_interleaved_microbatch_count_follows_each_stacks_schedule(m, torchtitan_ok):
+    """VP > 1 at PP 4, DP 2: Megatron-LM needs the micro-batch count to be a multiple of PP; PyTorch's
+    ScheduleInterleaved1F1B (torchtitan) a multiple of its rounds max(1, m // PP): 6 (one round) and 10
+    (two rounds of 5) run there, 9 (two rounds) does not."""
+    t = layout(pp=4, dp=2, vp=2)
+    L8 = load_model("llama3-8b")
+    code, msgs = validity(t, L8, Recipe(gbs=2 * m, seq_len=8192, stack="torchtitan"), 8, 8)
+    assert (code[0] == -1) == torchtitan_ok
+    if not torchtitan_ok:
+        assert "ScheduleInterleaved1F1B" in msgs[code[0]]
+    code, _ = validity(t, L8, Recipe(gbs=2 * m, seq_len=8192), 8, 8)
+    assert (code[0] == -1) == (m % 4 == 0)
