@@ -381,6 +381,12 @@ def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     ]
 
 
+def job_domain_gpus(scale_up_gpus: int, num_gpus: int) -> int:
+    """The job's GPUs in one NVLink domain: the domain's (``ClusterSpec.scale_up_gpus``), or all the
+    job's GPUs when it takes part of one domain (64 GPUs of a GB200 NVL72 rack: TP 16 stays inside)."""
+    return min(scale_up_gpus, num_gpus) if num_gpus > 0 else scale_up_gpus
+
+
 def _interleaved_microbatch_rules(recipe, t) -> tuple:
     """The interleaved schedule's rule on the micro-batch count m = gbs / (DP x mbs) (VP > 1):
     Megatron-LM's, m a multiple of PP (schedules.py forward_backward_pipelining_with_interleaving);
@@ -426,6 +432,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     """
     st = get_stack(recipe.stack)
     partial, dims, stages, has_sp = st.partial_recompute, st.model_parallel, st.zero_stages, st.sequence_parallel
+    scale_up_gpus = job_domain_gpus(scale_up_gpus, num_gpus)
     rules = [
         ("the {stack} stack runs no tensor parallelism the model prices (TP must be 1)" + (
             ": llm-foundry's tp_config shards only the FFN, its inputs split by batch (llmfoundry/tp/"
@@ -436,7 +443,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("TP x PP x DP x CP must equal the number of GPUs ({n})",
          t.tp * t.pp * t.dp * t.cp != num_gpus),
         ("TP must divide the GPUs of one NVLink domain ({g}; the GPUs per node unless the cluster's "
-         "domain_gpus joins nodes): TP stays within a domain",
+         "domain_gpus joins nodes; the job's GPUs when fewer): TP stays within a domain",
          scale_up_gpus % t.tp != 0),
         ("num_attention_heads ({a}) must be divisible by TP", model.num_heads % t.tp != 0),
         ("the KV heads ({kv}; num_query_groups in Megatron, num_key_value_heads in Hugging Face) must be divisible "
@@ -572,7 +579,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     if num_gpus < 1:
         raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
     L, E = model.num_layers, model.num_experts
-    tps = [d for d in _divisors(scale_up_gpus) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
+    tps = [d for d in _divisors(job_domain_gpus(scale_up_gpus, num_gpus)) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
     cps = [d for d in _divisors(num_gpus) if d == 1 or recipe.seq_len % (2 * d) == 0]
     # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
     # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)

@@ -521,3 +521,15 @@ def test_interleaved_microbatch_count_follows_each_stacks_schedule(m, torchtitan
         assert "ScheduleInterleaved1F1B" in msgs[code[0]]
     code, _ = validity(t, L8, Recipe(gbs=2 * m, seq_len=8192), 8, 8)
     assert (code[0] == -1) == (m % 4 == 0)
+
+
+def test_tp_may_span_all_of_a_jobs_gpus_inside_one_nvlink_domain():
+    """64 GPUs of a 72-GPU GB200 NVL72 domain: TP 16 groups stay inside the rack and are valid (and
+    enumerated); over two racks (144 GPUs) a TP 16 group would straddle the 72-GPU boundary."""
+    g3 = load_model("gpt3-175b")
+    r = Recipe(gbs=64, seq_len=2048)
+    code, _ = validity(layout(tp=16, pp=4, dp=1), g3, r, 64, 72)
+    assert code[0] == -1
+    assert 16 in set(enumerate_layouts(g3, r, 64, 72).tp.tolist())
+    code, msgs = validity(layout(tp=16, pp=3, dp=3), g3, Recipe(gbs=72, seq_len=2048), 144, 72)
+    assert "NVLink domain (72" in msgs[code[0]]
