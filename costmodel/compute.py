@@ -38,7 +38,7 @@ from .layouts import LayoutTable, uses_layout_fields
 from .moe import ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, run_rank_load, permute_rows
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .tp_overlap import tp_chunk_extra_s
+from .tp_overlap import rs_partials_reduce_s, tp_chunk_extra_s
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
                      FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, TE_STACKS, get_stack)
 
@@ -451,11 +451,13 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     w = _weight_gemms(model, recipe, profile, t, tok, tp, gemm3)
     fc1_f, colpar_f, gemm_f, gemm_b = w["fc1_f"], w["colpar_f"], w["gemm_f"], w["gemm_b"]
     tp_overlap = t.overlap & t.sp & (t.tp > 1) & recipe.tp_comm_overlap
+    rs_reduce_f = 0.0
     if np.any(tp_overlap):
         # the overlap runs the GEMMs under it in chunks, each with its own partial wave and launch
         one = lambda m, n, k: gemm_time_s(m, n, k, 1.0, peak, hbm, eta_hbm, gp, wbytes)  # noqa: E731
         chunk_f, chunk_b = tp_chunk_extra_s(model, stack, tok, tp, one)
         gemm_f, gemm_b = gemm_f + np.where(tp_overlap, chunk_f, 0.0), gemm_b + np.where(tp_overlap, chunk_b, 0.0)
+        rs_reduce_f = np.where(tp_overlap, rs_partials_reduce_s(model, stack, tok, tp, hbm, ACT_BYTES, launch), 0.0)
         if stack.tp_overlap_sm_margin:
             # the bulk and pipelined overlaps hold SMs for their kernels for the whole GEMM beside
             # them (costmodel.stacks): the row-parallel forward GEMMs and the column-parallel input-
@@ -500,14 +502,15 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         ew_f, ew_b = ew_f + cast_f, ew_b + cast_b
 
     side_f, side_b = _attention_copies_s(model, recipe, stack, tok, tp, cp, mem)
-    ew_f, ew_b = ew_f + side_f, ew_b + side_b
+    ew_f, ew_b = ew_f + side_f + rs_reduce_f, ew_b + side_b
 
     cpu = stack.layer_ops * EAGER_OP_OVERHEAD_S
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
     layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
     if stack.selective_recompute == "op-sac":
-        # torchtitan op-level SAC: every second matmul and the memory-bound ops run again
-        selective, selective_attn = 0.5 * gemm_f + ew_f, 0.0
+        # torchtitan op-level SAC: every second matmul and the memory-bound ops run again, not the
+        # reductions after the fused reduce-scatters, whose outputs it saves
+        selective, selective_attn = 0.5 * gemm_f + ew_f - rs_reduce_f, 0.0
     else:
         # Megatron: a checkpointed attention core re-runs its forward in the backward, the fused
         # (flash) kernel too (megatron/core/transformer/attention.py _checkpointed_attention_forward)

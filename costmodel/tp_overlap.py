@@ -22,6 +22,16 @@ SMs idle, and each chunk pays its own launch: n x t(M / n) > t(M).  The differen
 the profile's fitted GEMM model (costmodel.gemm: tile and wave quantisation, launch), no constant
 of its own.  The schedule's pipelined exposure (costmodel.schedule) then hides the collective under
 these chunked GEMMs.
+
+PyTorch's ``fused_matmul_reduce_scatter`` reduces after the pipeline, not inside it: each rank
+writes its M / n-row partial for every destination into ``stacked_partials`` (the whole M x N
+output, 16-bit), the copy engines exchange them, and one ``torch.sum`` over the n stacked partials
+(reading M x N, writing M / n x N) runs after the GEMMs and the copies have finished, exposed on the
+critical path, at 23-43% of HBM peak: ATen's reduce_kernel is instruction-bound for a reduction of
+extent 2-8 (pytorch/pytorch PR 191803 and PR 191801, 2026-07, which replace it; the sum at
+torch/distributed/_symmetric_memory/__init__.py ``_fused_matmul_reduce_scatter_impl``,
+``reduce_fn(stacked_partials_view, dim=0)``).  :func:`rs_partials_reduce_s` prices it at the middle
+of that range.  Transformer Engine's pipelined reduce-scatter reduces in its communication kernels.
 """
 from __future__ import annotations
 
@@ -29,6 +39,10 @@ import numpy as np
 
 from .specs import ModelSpec
 from .stacks import Stack
+
+#: HBM efficiency of the final ``torch.sum`` of PyTorch's ``fused_matmul_reduce_scatter``: the middle
+#: of the 23-43% of HBM peak pytorch/pytorch PR 191803 measured for it (module docstring)
+SYMM_MEM_RS_REDUCE_HBM_EFFICIENCY = 0.5 * (0.23 + 0.43)
 
 
 def chunked_extra(gemm_s, m, n, k, chunks):
@@ -77,3 +91,31 @@ def tp_chunk_extra_s(model: ModelSpec, stack: Stack, tok, tp, gemm_s) -> tuple:
                                  + chunked_extra(gemm_s, tok, h, width / tp, rs))
         ext_b = ext_b + share * chunked_extra(gemm_s, tok, width / tp, h, tp)
     return ext_f, ext_b
+
+
+def rs_partials_reduce_s(model: ModelSpec, stack: Stack, tok, tp, hbm_bytes_per_s: float, out_bytes: float,
+                         launch_s: float):
+    """Exposed seconds of one layer's forward spent reducing the stacked partials of PyTorch's
+    ``fused_matmul_reduce_scatter`` (module docstring); 0 for stacks whose reduce-scatter overlap
+    reduces inside the collective (``stack.tp_overlap_rs_splits`` > 0: Transformer Engine).
+
+    Args:
+        model: its row-parallel forward GEMMs: the attention output projection, the dense MLP's
+            down projection (its layers' share) and the shared experts' (the MoE layers' share).
+        stack: the training stack.
+        tok: tokens of the micro-batch on this CP rank (the GEMMs' M); tp: TP degree (arrays).
+        hbm_bytes_per_s: the GPU's datasheet HBM bandwidth, bytes/s.
+        out_bytes: bytes per element of the partials (the GEMM's 16-bit output).
+        launch_s: one kernel launch, s.
+    Returns:
+        seconds per micro-batch (array like ``tok``).
+    """
+    if stack.tp_overlap_rs_splits:
+        return np.zeros_like(np.asarray(tok, dtype=np.float64))
+    tp = np.asarray(tp, dtype=np.float64)
+    fmoe = model.moe_layer_fraction
+    n_out = sum(n for n, _, split in model.attention_projections(stack.fused_qkv) if split == "row")
+    n_out += model.hidden * ((1.0 - fmoe) * bool(model.dense_mlp_width) + fmoe * bool(model.shared_ffn_hidden))
+    reductions = 1.0 + (1.0 - fmoe) * bool(model.dense_mlp_width) + fmoe * bool(model.shared_ffn_hidden)
+    moved = out_bytes * tok * n_out * (1.0 + 1.0 / tp)
+    return moved / (hbm_bytes_per_s * SYMM_MEM_RS_REDUCE_HBM_EFFICIENCY) + reductions * launch_s

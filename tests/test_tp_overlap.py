@@ -7,7 +7,7 @@ from costmodel.gemm import gemm_time_s
 from costmodel.specs import Recipe, load_model
 from costmodel.specs.params import GemmParams
 from costmodel.stacks import STACKS
-from costmodel.tp_overlap import chunked_extra, tp_chunk_extra_s
+from costmodel.tp_overlap import SYMM_MEM_RS_REDUCE_HBM_EFFICIENCY, chunked_extra, rs_partials_reduce_s, tp_chunk_extra_s
 
 from conftest import layout
 
@@ -86,3 +86,24 @@ def test_compute_times_add_the_chunking_only_where_the_overlap_runs(h200):
     assert f[0] > 0.01 * b.layer_gemm_fwd_s[0]
     for same in (layout(tp=8, mbs=1, sp=False), layout(tp=1, mbs=1, sp=True), layout(tp=8, mbs=1, sp=True, overlap=False)):
         assert compute_times(m, on, c, p, same).layer_fwd_s[0] == compute_times(m, off, c, p, same).layer_fwd_s[0]
+
+
+def test_torchtitan_async_tp_reduces_its_stacked_partials_after_the_pipeline(h200):
+    """PyTorch's fused_matmul_reduce_scatter sums the TP stacked 16-bit partials after the pipeline
+    at 23-43% of HBM peak (pytorch/pytorch PR 191803): Llama 3 70B at TP 8, 131,072 tokens, reads the
+    whole 131,072 x 8,192 output of the output projection and of FC2 and writes an eighth of each,
+    2 x 2 x 131,072 x 8,192 x 1.125 bytes at 0.33 x 4.8 TB/s on an H200, 3.1 ms a layer's forward;
+    Transformer Engine reduces inside its collective (none); the forward's memory-bound time carries it."""
+    c, p = h200
+    m = load_model("llama3-70b")
+    hbm, launch = c.gpu.hbm_bytes_per_s, p.gemm["bf16"].launch_s
+    assert SYMM_MEM_RS_REDUCE_HBM_EFFICIENCY == pytest.approx(0.33)
+    got = rs_partials_reduce_s(m, STACKS["torchtitan"], np.array([131072.0]), np.array([8.0]), hbm, 2.0, launch)
+    moved = 2 * 2 * 131072 * 8192 * 1.125
+    assert got[0] == pytest.approx(moved / (0.33 * hbm) + 2 * launch, rel=1e-9)
+    assert got[0] == pytest.approx(3.06e-3, rel=0.01)
+    assert rs_partials_reduce_s(m, STACKS["megatron"], np.array([131072.0]), np.array([8.0]), hbm, 2.0, launch)[0] == 0
+    on, off = (Recipe(gbs=16, seq_len=8192, stack="torchtitan", tp_comm_overlap=v) for v in (True, False))
+    t = layout(tp=8, mbs=16, sp=True)
+    a, b = compute_times(m, on, c, p, t), compute_times(m, off, c, p, t)
+    assert a.layer_ew_fwd_s[0] - b.layer_ew_fwd_s[0] == pytest.approx(got[0], rel=1e-9)
