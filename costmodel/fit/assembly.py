@@ -149,13 +149,16 @@ def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, 
 def _rederived(entry: dict, fitted: dict, gpu_key: str, scope: str, base_path) -> dict:
     """An unmeasured collective's base entry after the fit: one that copies a collective of this GPU and
     scope (``derived_from: "<gpu>:comm.<scope>.<collective>"``) that this fit measured takes the new
-    fit's protocols, so a fitted all-reduce reaches the reduce-scatter and all-gather copied from it;
+    fit's protocols and fabric, so a fitted all-reduce reaches the reduce-scatter and all-gather copied
+    from it (an InfiniBand capture relabels copies made from an EFA one);
     any other is kept from the base profile, marked ``kept_from``."""
     src = entry.get("derived_from") if isinstance(entry, dict) else None
     prefix = f"{gpu_key}:comm.{scope}."
     coll = src[len(prefix):] if isinstance(src, str) and src.startswith(prefix) else None
     if coll in fitted and "protocols" in fitted[coll]:
-        out = {k: v for k, v in entry.items() if k not in ("protocols", "kept_from", "fit", "note")}
+        out = {k: v for k, v in entry.items() if k not in ("protocols", "kept_from", "fit", "note", "fabric")}
+        if "fabric" in fitted[coll]:            # the copy describes the links its source was measured on
+            out["fabric"] = fitted[coll]["fabric"]
         return dict(out, protocols=copy.deepcopy(fitted[coll]["protocols"]),
                     note=f"No measurement of this collective: this fit's {scope} {coll} parameters (same links; "
                          "busbw normalisation makes ring collectives comparable).")

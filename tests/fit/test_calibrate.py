@@ -114,6 +114,20 @@ def test_a_fitted_all_reduce_reaches_the_collectives_derived_from_it(tmp_path):
     assert predict_one(m, c, load_profile(str(out)), **kw).breakdown["dp_comm_s"][0] > 1.3 * fast
 
 
+def test_copies_of_a_fitted_collective_take_its_fabric(tmp_path):
+    """The H100 profile's inter-node copies say ``fabric: efa`` (from the p5 capture); fitted on Azure's
+    InfiniBand capture for a dgx-h100 cluster, the copies take the fitted all-reduce's fabric, or
+    predictions on InfiniBand would skip them and keep the datasheet pricing."""
+    ib = REPO / "tests" / "data" / "readers" / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"
+    out = tmp_path / "ib.yaml"
+    rc, so, se = cli("calibrate", "fit", str(ib), "--cluster", "dgx-h100", "-o", str(out))
+    assert rc == 0, se
+    prof = yaml.safe_load(out.read_text())["comm"]["inter_node"]
+    assert prof["all_reduce"]["fabric"] == "infiniband"
+    for coll in ("all_gather", "reduce_scatter", "all_to_all", "send_recv"):
+        assert prof[coll]["fabric"] == "infiniband" and prof[coll]["protocols"] == prof["all_reduce"]["protocols"]
+
+
 def _xla_h100_gemm_records():
     """XLA's sm_90 BF16 matmul table as suite GEMM records (one per shape), after a provenance record."""
     rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
