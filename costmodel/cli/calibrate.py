@@ -212,7 +212,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     cl = load_cluster(cluster) if cluster else None
     try:
         meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
-        g, why = resolve_gpu(meas, gpu or (cl.gpu.key if cl else None))
+        # the cluster's own GPU spec (its file may name a GPU outside the catalog), else the flag or the inputs
+        g, why = (cl.gpu, f"--cluster {cl.key}") if cl and not gpu else resolve_gpu(meas, gpu)
         if gpu and cl and g.key != cl.gpu.key:
             raise InputError("--gpu", "", f"{gpu} contradicts --cluster {cl.key}, whose GPUs are {cl.gpu.key}: "
                              "drop one")
@@ -224,6 +225,12 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             if bad:
                 raise FitError(f"{tr.path or 'a power trace'}: {bad} ({g.key})")
         b, bpath = base_profile(g, base)
+        if b.get("gpu") != g.key:
+            # the limit the base's kernels ran under is another GPU's: this GPU's own TDP stands for it
+            (b.get("power") or {}).pop("kernel_limit_w", None)
+            rep.warnings.append(f"the base profile {bpath} was fitted for {b.get('gpu')}: the sections these inputs do "
+                                f"not measure price {g.key} with {b.get('gpu')}'s efficiencies, relative to {g.key}'s "
+                                "own peaks and bandwidths (borrowed: measure them to replace them)")
         _check_not_builtin(out, bpath)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
         # an entry kept from the base keeps the base's (poor) error; one fitted here at the same path

@@ -93,15 +93,25 @@ def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
 
     Raises:
         FitError: the base profile cannot be read or has a bad field (naming it), or was fitted for
-            another GPU than ``gpu`` (its kept sections would price this GPU with another's GEMMs and
-            power).
+            another catalog GPU than ``gpu`` (its kept sections would price this GPU with another's GEMMs
+            and power; a GPU outside the catalog, which has no profile of its own, may borrow one); or a
+            GPU outside the catalog has no ``base``.
     """
     from ..errors import InputError
-    from ..specs import load_profile
+    from ..specs import hardware_dir, load_profile
+    builtin = any((hardware_dir() / "profiles" / f"{gpu.key}{ext}").is_file() for ext in (".yaml", ".yml"))
+    if base is None and not builtin:
+        raise FitError(f"{gpu.key} has no built-in profile to keep the sections the inputs do not measure from "
+                       "(fused attention always): pass --base with a profile of this GPU, or the built-in profile "
+                       "of the catalog GPU nearest it, whose efficiencies the kept sections then borrow")
     try:
         prof = load_profile(base or gpu.key, flag="--base")
     except InputError as e:
         raise FitError(f"the base profile is not usable: {e}") from None
+    if prof.gpu != gpu.key and not builtin:
+        # a GPU outside the catalog has no profile of its own: the kept sections borrow another GPU's
+        # efficiencies, relative to this GPU's own peaks and bandwidths (as the derived built-in profiles do)
+        return _numeric_power_thermal(prof), prof.path
     if prof.gpu != gpu.key:
         raise FitError(f"{prof.path}: gpu: the base profile was fitted for {prof.gpu}, the measurements are of "
                        f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")

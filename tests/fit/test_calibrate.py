@@ -128,6 +128,65 @@ def test_copies_of_a_fitted_collective_take_its_fabric(tmp_path):
         assert prof[coll]["fabric"] == "infiniband" and prof[coll]["protocols"] == prof["all_reduce"]["protocols"]
 
 
+GPU_OUTSIDE_CATALOG = """name: RTX6000-Ada
+vendor: nvidia
+architecture: ada
+peak_tflops: {bf16: 364.2, fp16: 364.2, fp8: 728.5}
+hbm_capacity: 48GB
+hbm_bandwidth: 960GB/s
+tdp: 300W
+num_sms: 142
+slowdown_temp: 90C
+power_limit_min: 100W
+boost_clock_mhz: 2505
+sources:
+  peak_tflops: "NVIDIA RTX 6000 Ada datasheet (sparsity halved)"
+  hbm_capacity: "NVIDIA RTX 6000 Ada datasheet"
+  hbm_bandwidth: "NVIDIA RTX 6000 Ada datasheet"
+  tdp: "NVIDIA RTX 6000 Ada datasheet"
+  num_sms: "Ada whitepaper"
+  slowdown_temp: "nvidia-smi -q"
+  power_limit_min: "nvidia-smi -q"
+  boost_clock_mhz: "NVIDIA RTX 6000 Ada datasheet"
+"""
+
+
+def test_a_gpu_outside_the_catalog_calibrates_on_a_borrowed_base(tmp_path):
+    """A cluster of a GPU the catalog lacks (its own GPU file): the fit normalises by that file, asks for a
+    base to keep the unmeasured sections from (it has no profile of its own), takes the nearest catalog
+    GPU's with a warning that those sections are borrowed, drops the limit that GPU's kernels ran under,
+    and the profile it writes prices the cluster."""
+    (tmp_path / "rtx6000ada.yaml").write_text(GPU_OUTSIDE_CATALOG)
+    cl = tmp_path / "ws.yaml"
+    cl.write_text("""name: ws\ngpu: rtx6000ada.yaml\ngpus_per_node: 8\nnodes: 1
+intra_node: {fabric: pcie, bandwidth_per_gpu: 32GB/s, latency: 1us}
+inter_node: {fabric: roce, nics_per_node: 1, bandwidth_per_nic: 100Gbps, latency: 2.7us}
+power: {node_power_budget: 4kW}
+cooling: {type: air, airflow: front-to-back, inlet_temp: 25C}
+sources: {gpus_per_node: ours, nodes: ours, intra_node.bandwidth_per_gpu: PCIe Gen4 x16, intra_node.latency: ours,
+  inter_node.nics_per_node: ours, inter_node.bandwidth_per_nic: ConnectX-6, inter_node.latency: ours,
+  power.node_power_budget: PSU rating, cooling.inlet_temp: setpoint}
+""")
+    trace = tmp_path / "ws_power.csv"
+    rows = (PUBLIC / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv").read_text().splitlines()
+    keep = [r for r in rows if r.startswith("#") or not r[:1].isdigit()][:40]
+    data = [r for r in rows if r[:1].isdigit()][:4000]
+    scaled = [",".join(f"{float(v.split()[0]) * 300 / 700:.2f} W" if i == 1 else v for i, v in enumerate(r.split(",")))
+              for r in data]
+    trace.write_text("\n".join([k for k in keep if not k.startswith("#")] + scaled) + "\n")
+    out = tmp_path / "ws.yaml.fit"
+    rc, so, se = cli("calibrate", "fit", str(trace), "--cluster", str(cl), "-o", str(out))
+    assert rc == 2 and "rtx6000ada has no built-in profile" in se and "--base" in se, se
+    rc, so, se = cli("calibrate", "fit", str(trace), "--cluster", str(cl), "--base", "l40s", "-o", str(out))
+    assert rc == 0, se
+    assert "fitted for l40s" in so and "borrowed" in so
+    prof = yaml.safe_load(out.read_text())
+    assert prof["gpu"] == "rtx6000ada" and "kernel_limit_w" not in prof["power"]
+    rc, so, se = cli("predict", "--model", "llama3-8b", "--cluster", str(cl), "--profile", str(out), "--tp", "1",
+                     "--pp", "1", "--mbs", "1", "--gbs", "64", "--seq-len", "4096", "--zero", "3", "--recompute", "full")
+    assert rc == 0 and "step time" in so, se
+
+
 def _xla_h100_gemm_records():
     """XLA's sm_90 BF16 matmul table as suite GEMM records (one per shape), after a provenance record."""
     rows = read_xla_matmul_table(PUBLIC / "xla_matmul_perf_table_sm90_sm100.csv", "sm_90", "bf16xbf16->bf16")
