@@ -176,9 +176,8 @@ class ClusterSpec:
 
 
 #: optional numeric fields of a GPU file: each needs a source where present
-OPTIONAL_GPU_NUMBERS = ("hbm_cuda_total", "nvlink_bandwidth_per_gpu", "slowdown_temp", "shutdown_temp",
-                        "power_limit_min", "boost_clock_mhz", "max_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth",
-                        "devices_per_package")
+OPTIONAL_GPU_NUMBERS = ("hbm_cuda_total", "nvlink_bandwidth_per_gpu", "shutdown_temp", "boost_clock_mhz",
+                        "max_clock_mhz", "min_clock_mhz", "idle_power", "fit_hbm_bandwidth", "devices_per_package")
 
 
 def list_gpus() -> list[str]:
@@ -213,7 +212,7 @@ ARCHITECTURE_VENDOR = {a: ("amd" if a.startswith("cdna") else "nvidia") for a in
 #: the number formats a GPU file quotes dense peaks for (what the model's GEMMs and cast costs read)
 PEAK_FORMATS = ("bf16", "fp16", "fp8", "fp4", "tf32", "fp32", "fp64", "int8")
 GPU_KEYS = ("name", "vendor", "architecture", "peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "sources",
-            *OPTIONAL_GPU_NUMBERS)
+            "slowdown_temp", "power_limit_min", *OPTIONAL_GPU_NUMBERS)
 
 
 def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
@@ -287,8 +286,8 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     if arch in ARCHITECTURE_VENDOR and vendor in ("nvidia", "amd") and ARCHITECTURE_VENDOR[arch] != vendor:
         raise InputError(w, "architecture", f"{arch} is an {ARCHITECTURE_VENDOR[arch]} architecture; vendor says {vendor}")
     check_source_keys(d, w)
-    _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms"]
-                   + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
+    _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "slowdown_temp",
+                          "power_limit_min"] + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
     return _check_gpu(GpuSpec(
         key=path.stem, name=_get_str(d, "name", w), vendor=_get_str(d, "vendor", w, ("nvidia", "amd")),
         architecture=_get_str(d, "architecture", w, ARCHITECTURES), path=w, peak_flops=peak_flops, hbm_bytes=_get(d, "hbm_capacity", w, "bytes"),
@@ -297,9 +296,10 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
         nvlink_bytes_per_s=_get(d, "nvlink_bandwidth_per_gpu", w, "bytes_per_s", required=False,
                                 default=0.0),
         sources=dict(d["sources"]),
-        slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius", required=False),
+        # both price the step under the power limit (the thermal and power model), so neither defaults
+        slowdown_temp_c=_get(d, "slowdown_temp", w, "celsius"),
         shutdown_temp_c=_shutdown(d, w),
-        power_limit_min_w=_get(d, "power_limit_min", w, "watts", required=False),
+        power_limit_min_w=_get(d, "power_limit_min", w, "watts"),
         boost_clock_mhz=_get(d, "boost_clock_mhz", w, required=False),
         max_clock_mhz=_get(d, "max_clock_mhz", w, required=False),
         min_clock_mhz=_get(d, "min_clock_mhz", w, required=False),
