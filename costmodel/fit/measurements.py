@@ -166,7 +166,8 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     busbw / algbw implies with one of the two (or the cluster's GPUs per node).
 
     Raises:
-        FitError: the sources of the collective disagree, ``nodes`` or ``gpus_per_node`` contradict the
+        FitError: the sources of the collective disagree, the ``# Rank`` lines put more ranks on a node
+            than ``cluster_gpus_per_node``, ``nodes`` or ``gpus_per_node`` contradict the
             rank lines, or the collective or topology cannot be told.
     """
     _check_time_units(p, table)
@@ -196,6 +197,9 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
         if given is not None and seen is not None and int(given) != int(seen):
             raise FitError(f"{p}: {flag} {given} contradicts the capture's # Rank lines ({int(nn)} node(s) x "
                            f"{int(k)} ranks each): drop the flag or fit the capture of that run")
+    if k is not None and cluster_gpus_per_node and int(k) > int(cluster_gpus_per_node):
+        raise FitError(f"{p}: the capture's # Rank lines put {int(k)} ranks on each node, more than the cluster's "
+                       f"{int(cluster_gpus_per_node)} GPUs per node: it ran on other nodes; pass the cluster it ran on")
     if (nn is None or k is None) and nodes is not None and gpus_per_node is not None:
         nn, k = nodes, gpus_per_node
     if default is None and not any(per):

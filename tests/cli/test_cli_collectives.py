@@ -173,3 +173,24 @@ def test_a_capture_is_what_its_perf_line_says_and_its_bad_rows_are_named(tmp_pat
     assert p.returncode == 0 and f"{bad}:{i + 1}: size '64M'" in p.stderr and "over 31 sizes" in p.stdout
     p = run("collectives", "--cluster", "aws-p5", "--compare", str(dup))
     assert p.returncode == 0 and "size 67108864 B again (first at line" in p.stderr and "over 32 sizes" in p.stdout
+
+
+def test_a_capture_with_more_ranks_per_node_than_the_cluster_has_gpus_is_refused(tmp_path):
+    """Azure's capture puts 8 ranks on each of 2 nodes (its # Rank lines); a cluster file of 4 GPUs
+    per node cannot have run it: compare and fit refuse it, where they used to normalise 8 ranks by
+    the file's 4 NICs."""
+    cl = tmp_path / "four.yaml"
+    cl.write_text("""name: four\ngpu: h100-sxm-80gb\ngpus_per_node: 4\nnodes: 2
+intra_node: {fabric: nvswitch, bandwidth_per_gpu: 450GB/s, latency: 0.6us}
+inter_node: {fabric: infiniband, nics_per_node: 4, bandwidth_per_nic: 400Gbps, latency: 2.7us}
+power: {node_power_budget: 6kW}
+cooling: {type: air, airflow: front-to-back, inlet_temp: 25C}
+sources: {gpus_per_node: ours, nodes: ours, intra_node.bandwidth_per_gpu: ours, intra_node.latency: ours,
+  inter_node.nics_per_node: ours, inter_node.bandwidth_per_nic: ours, inter_node.latency: ours,
+  power.node_power_budget: ours, cooling.inlet_temp: ours}
+""")
+    log = REPO / "tests" / "data" / "readers" / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"
+    assert_one_line_error(run("collectives", "--cluster", str(cl), "--compare", str(log)),
+                          "8 ranks on each node", "4 GPUs per node")
+    assert_one_line_error(run("calibrate", "fit", str(log), "--cluster", str(cl), "-o", str(tmp_path / "p.yaml")),
+                          "8 ranks on each node", "4 GPUs per node")
