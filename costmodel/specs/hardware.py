@@ -351,6 +351,9 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         if v is not None and not 1e9 <= v <= 1e14:
             raise InputError(w, f"host.{k}", f"{host[k]!r} is outside 1 GB/s .. 100 TB/s")
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])
+    # the per-slot resistances and the preheat move every temperature: numbers with a source, as the rest
+    _check_sources(d, w, [f"cooling.{k}" for k in ("slots", "preheat_c_per_w", "upstream")
+                          if isinstance(cooling, dict) and k in cooling])
     domain = _domain_gpus(intra, _get_int(d, ("gpus_per_node",), w), d, w)
     tiers = _tiers(inter, d, w)
     if tiers and n_nodes > tiers[-1].nodes:

@@ -210,3 +210,13 @@ def test_an_empty_source_is_no_source(tmp_path):
     f.write_text(text.replace(line, '  tdp: ""\n', 1))
     with pytest.raises(InputError, match=r"sources.tdp: '' is not a source"):
         load_gpu(str(f))
+
+
+@pytest.mark.parametrize("key", ["cooling.slots", "cooling.preheat_c_per_w", "cooling.upstream"])
+def test_the_cooling_layout_needs_its_source_like_every_other_number(tmp_path, key):
+    """The slots' resistances, the preheat and the upstream map move every predicted temperature (a
+    rear slot's 1.5 x resistance: 55 -> 70 C): unsourced, they are refused like any number."""
+    text = re.sub(rf"(?m)^  {re.escape(key)}:.*\n", "", H100_CLUSTER)
+    with pytest.raises(InputError, match="every number needs its source") as e:
+        load_cluster(str(_write(tmp_path, "c.yaml", text)))
+    assert e.value.field == f"sources.{key}"
