@@ -321,9 +321,19 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     H100 predicts 74 % MFU at 373 W); a variant of the same die (H100 SXM vs its 96 GB HBM2e part at
     the same peak and TDP) only gets :func:`profile_notes`' note.
 
+    A profile must count the SMs as the cluster's GPU file does: the GEMM model's waves run on the
+    profile's ``num_sms`` (costmodel.gemm), so a GPU file that says otherwise would be ignored.
+
     Raises:
-        InputError: naming ``--profile``, both GPUs and their peaks and TDPs.
+        InputError: naming ``--profile``, both GPUs and their peaks and TDPs; or naming the GPU file's
+            ``num_sms`` and the profile entry that contradicts it.
     """
+    for dt, g in profile.gemm.items():
+        if g.num_sms != cluster.gpu.num_sms:
+            raise InputError(cluster.gpu.path or cluster.gpu.key, "num_sms",
+                             f"{cluster.gpu.num_sms} contradicts {profile.path}'s gemm.{dt}.num_sms {g.num_sms}, on "
+                             "which its GEMM waves were fitted: correct the GPU file, or fit a profile on this GPU "
+                             "(costmodel calibrate fit)")
     if profile.gpu == cluster.gpu.key:
         return
     try:

@@ -220,3 +220,13 @@ def test_the_cooling_layout_needs_its_source_like_every_other_number(tmp_path, k
     with pytest.raises(InputError, match="every number needs its source") as e:
         load_cluster(str(_write(tmp_path, "c.yaml", text)))
     assert e.value.field == f"sources.{key}"
+
+
+def test_a_gpu_file_whose_sm_count_contradicts_the_profile_is_refused(tmp_path):
+    """The GEMM model's waves run on the profile's num_sms: an H200 file saying 66 SMs with the H200
+    profile (132) would be ignored silently; it is refused naming the GPU file's num_sms."""
+    gpu = _write(tmp_path, "half.yaml", re.sub(r"(?m)^num_sms:.*$", "num_sms: 66", (GPUS / "h200-sxm-141gb.yaml").read_text()))
+    cl = _write(tmp_path, "c.yaml", (CLUSTERS / "paper-h200.yaml").read_text().replace("gpu: h200-sxm-141gb", f"gpu: {gpu}"))
+    p = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--profile", "h200-sxm-141gb", "--tp", "1", "--gbs", "64",
+            "--seq-len", "4096")
+    assert_one_line_error(p, "half.yaml", "num_sms: 66 contradicts", "gemm.bf16.num_sms 132")
