@@ -92,14 +92,15 @@ def warn_sweep_span(name: str, n, report) -> None:
     """Warn when a sweep cannot identify what the protocol fit returns: its smallest size is >= 1 MiB
     (bandwidth-bound throughout: the latencies and the LL/LL128 lines rest on the fit's starting
     values), its largest is under :data:`BANDWIDTH_BOUND_BYTES` (the bandwidth rests on rows where the
-    latency still weighs), or it spans less than 3 decades of sizes."""
+    latency still weighs), or it spans less than 3 decades of sizes: each that applies, so a short
+    sweep of large sizes hears all three."""
     n = np.asarray(n, dtype=np.float64)
     lo, hi = float(n.min()), float(n.max())
     if lo >= LATENCY_BOUND_BYTES:
         report.warnings.append(f"{name}: the smallest of the {len(n)} sizes is {lo / 2**20:g} MiB: the sweep is "
                                "bandwidth-bound throughout, so the latencies and the LL/LL128 lines are not measured "
                                "(small messages will be off); rerun nccl-tests from -b 8")
-    elif hi < LATENCY_BOUND_BYTES:
+    if hi < LATENCY_BOUND_BYTES:
         report.warnings.append(f"{name}: the largest of the {len(n)} sizes is {hi / 2**10:g} KiB: the sweep is "
                                "latency-bound throughout, so the bandwidth (Simple's line) is not measured: held at "
                                "the base profile's; rerun nccl-tests to -e 8G to fit it")
@@ -108,7 +109,7 @@ def warn_sweep_span(name: str, n, report) -> None:
                                f"{BANDWIDTH_BOUND_BYTES // 2**20} MiB: Simple's bandwidth is fitted from rows its "
                                "latency still weighs on, so messages of hundreds of MB to GBs (gradient buckets, "
                                "FSDP gathers) may be far off; rerun nccl-tests to -e 8G")
-    elif hi / max(lo, 1.0) < 1e3:
+    if hi / max(lo, 1.0) < 1e3:
         report.warnings.append(f"{name}: the {len(n)} sizes span {lo:g}..{hi:g} B, under 3 decades: the protocol "
                                "lines are poorly identified; rerun nccl-tests with -b 8 -e 8G -f 2")
 

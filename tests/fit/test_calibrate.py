@@ -919,3 +919,17 @@ def test_a_capture_timed_in_ms_under_the_us_header_is_named_first(tmp_path):
     assert "1e+03x the printed bandwidth (milliseconds under the us header?)" in se and not out.exists()
     rc, so, se = cli("collectives", "--cluster", "dgx-h100", "--compare", str(f))
     assert rc == 2 and "milliseconds under the us header" in se, se
+
+
+def test_a_short_sweep_of_large_sizes_hears_every_warning_that_applies():
+    """8-32 MiB in three rows: bandwidth-bound throughout (no latency), under 64 MiB (Simple's line
+    rests on rows its latency weighs on) and under three decades: three warnings, not the first alone;
+    a full 8 B - 8 GiB sweep hears none."""
+    from costmodel.fit.comm import warn_sweep_span
+    rep = FitReport()
+    warn_sweep_span("comm.inter_node.all_reduce", [8 * MiB, 16 * MiB, 32 * MiB], rep)
+    assert len(rep.warnings) == 3
+    assert "smallest" in rep.warnings[0] and "under 64 MiB" in rep.warnings[1] and "under 3 decades" in rep.warnings[2]
+    full = FitReport()
+    warn_sweep_span("comm.inter_node.all_reduce", [8 * 2.0 ** i for i in range(31)], full)
+    assert full.warnings == []
