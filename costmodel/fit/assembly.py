@@ -153,6 +153,14 @@ def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, 
                              cuda=pick("cuda_version"), rocm=pick("rocm_version"), nccl=pick("nccl_version"),
                              torch=pick("torch_version"), world_size=max(r["world_size"] for r in prov),
                              started_unix=min(t) if t else None)
+    elif meas.captures or meas.device_names:
+        # nccl-tests captures and traces: what their rank lines and device columns print
+        caps = meas.captures
+        vals = lambda k: sorted({str(c[k]) for c in caps if c.get(k)})       # noqa: E731
+        d["measured"] = dict(hosts=sorted({h for c in caps for h in (c.get("hosts") or [])}),
+                             gpu_names=sorted(set(meas.device_names)), nccl=vals("nccl_version"),
+                             cuda=vals("cuda_version"), world_size=max((c.get("n_ranks") or 0 for c in caps), default=None)
+                             or None)
     return d
 
 

@@ -39,6 +39,8 @@ class Measurements:
         traces: list of :class:`costmodel.readers.power_trace.PowerTrace`.
         files: path -> sha256 of every input (provenance).
         device_names: the GPU names the nccl-tests captures (rank lines) and traces print.
+        captures: the nccl-tests captures' own metadata for the provenance: ``hosts`` (rank lines),
+            ``nccl_version``, ``cuda_version``, ``n_ranks``, one mapping per capture.
     """
 
     suites: list = field(default_factory=list)
@@ -46,6 +48,7 @@ class Measurements:
     traces: list = field(default_factory=list)
     files: dict = field(default_factory=dict)
     device_names: list = field(default_factory=list)
+    captures: list = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------- loading
@@ -120,7 +123,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
-                out.device_names += list((getattr(item, "meta", {}) or {}).get("gpu_names") or [])
+                meta = getattr(item, "meta", {}) or {}
+                out.device_names += list(meta.get("gpu_names") or [])
+                out.captures.append({k: meta.get(k) for k in ("hosts", "nccl_version", "cuda_version", "n_ranks")})
                 out.nccl.extend(capture_inputs(p, item, collective, nodes, gpus_per_node, report,
                                              cluster_gpus_per_node))
             else:

@@ -117,7 +117,8 @@ def test_a_fitted_all_reduce_reaches_the_collectives_derived_from_it(tmp_path):
 def test_copies_of_a_fitted_collective_take_its_fabric(tmp_path):
     """The H100 profile's inter-node copies say ``fabric: efa`` (from the p5 capture); fitted on Azure's
     InfiniBand capture for a dgx-h100 cluster, the copies take the fitted all-reduce's fabric, or
-    predictions on InfiniBand would skip them and keep the datasheet pricing."""
+    predictions on InfiniBand would skip them and keep the datasheet pricing; the provenance records
+    the capture's hosts, GPU and NCCL version."""
     ib = REPO / "tests" / "data" / "readers" / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"
     out = tmp_path / "ib.yaml"
     rc, so, se = cli("calibrate", "fit", str(ib), "--cluster", "dgx-h100", "-o", str(out))
@@ -126,6 +127,10 @@ def test_copies_of_a_fitted_collective_take_its_fabric(tmp_path):
     assert prof["all_reduce"]["fabric"] == "infiniband"
     for coll in ("all_gather", "reduce_scatter", "all_to_all", "send_recv"):
         assert prof[coll]["fabric"] == "infiniband" and prof[coll]["protocols"] == prof["all_reduce"]["protocols"]
+    # the provenance says where it was measured, from the capture's rank lines and NCCL banner
+    measured = yaml.safe_load(out.read_text())["provenance"]["measured"]
+    assert measured["hosts"] == ["h100a-gpu-0001", "h100a-gpu-0002"] and measured["world_size"] == 16
+    assert measured["gpu_names"] == ["NVIDIA H100 80GB HBM3"] and measured["nccl"] == ["2.29.7"]
 
 
 GPU_OUTSIDE_CATALOG = """name: RTX6000-Ada
