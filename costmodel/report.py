@@ -263,6 +263,7 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
         # temperature of its power averaged over a step at that cap (the thermal constraint's)
         "per_gpu": [{"node": g.node, "slot": g.slot, "stage": g.stage, "busy_power_w": g.power_w,
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
+        "device_order_by_node": {str(k): list(v) for k, v in device_orders(sol, cluster.gpus_per_node).items()},
         "cap_unmet_stages": sorted(unmet_caps(sol)),
         "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
@@ -353,6 +354,45 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
         write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches="tight"), "--plot")
     finally:
         plt.close(fig)
+
+
+def device_orders(sol, gpus_per_node: int) -> dict:
+    """Per node whose slots the solution fills out of Megatron's rank order (PP outermost: local rank r
+    of node q is global rank q G + r, stage (q G + r) // S), the physical slot each local rank must run
+    on: node -> tuple (slot of local rank 0, 1, ...).  Nodes in rank order are left out.  The ILP may
+    give a node's hotter stage its cooler slots (costmodel.ilp); exported as ``CUDA_VISIBLE_DEVICES``
+    on that node, the order makes local rank r open the slot the answer priced."""
+    G = gpus_per_node
+    by_node: dict = {}
+    for g in sol.gpus:
+        by_node.setdefault(g.node, []).append(g)
+    out = {}
+    for node, rows in by_node.items():
+        slots_of = {}
+        for g in sorted(rows, key=lambda g: g.slot):
+            slots_of.setdefault(g.stage, []).append(g.slot)
+        # Megatron's order: the node's stages in turn, each its S consecutive local ranks
+        order = tuple(slot for stage in sorted(slots_of) for slot in slots_of[stage])
+        if len(order) == G and order != tuple(range(G)):
+            out[node] = order
+    return out
+
+
+def device_order_lines(sol, gpu, gpus_per_node: int) -> str:
+    """``export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=...`` (``HIP_VISIBLE_DEVICES`` on
+    AMD) per node that
+    :func:`device_orders` reorders, consecutive nodes with the same order in one block; '' when every
+    node runs in rank order."""
+    # CUDA numbers devices fastest first unless told PCI order, nvidia-smi's (and the caps') order
+    var = "HIP_VISIBLE_DEVICES" if gpu.vendor == "amd" else "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES"
+    blocks = []
+    for node, order in sorted(device_orders(sol, gpus_per_node).items()):
+        line = f"export {var}={','.join(map(str, order))}"
+        if blocks and blocks[-1][2] == line and blocks[-1][1] == node - 1:
+            blocks[-1][1] = node
+        else:
+            blocks.append([node, node, line])
+    return "\n".join(f"# node {a}\n{ln}" if a == b else f"# nodes {a}-{b} (each)\n{ln}" for a, b, ln in blocks)
 
 
 def power_cap_lines(sol, gpu) -> str:

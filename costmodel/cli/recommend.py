@@ -532,6 +532,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
             summary["launch"] = dict(format=fmt, title=title, text=text)
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
+        summary["device_order_commands"] = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
         print(report.json_text(summary))
         return
     out.print(context_line(m, c, r, p))
@@ -570,5 +571,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
-    out.print("[bold]Power caps (run on each node; GPU index = local rank):[/bold]")
+    order = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
+    if order:
+        out.print("[bold]Placement (export on these nodes before the launch: local rank r runs on the r-th "
+                  "device listed, so each stage lands in the slots priced above):[/bold]")
+        out.print(order, markup=False, highlight=False, soft_wrap=True)
+    out.print("[bold]Power caps (run on each node; GPU index = nvidia-smi's device index, the slot):[/bold]")
     out.print(report.power_cap_lines(sol, c.gpu), markup=False, highlight=False, soft_wrap=True)

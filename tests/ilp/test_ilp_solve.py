@@ -139,3 +139,21 @@ def test_ilp_matches_brute_force(seed, G, nodes, layouts, slack):
         if slack is not None:
             fastest = brute_force(inst, "time").step_time_s
             assert got.step_time_s <= (1 + slack) * fastest * (1 + 1e-6)
+
+
+def test_a_placement_out_of_rank_order_is_exported_per_node():
+    """Two 4-GPU stages per 8-GPU node: Megatron's rank order puts stage 6 on local ranks 0-3 and stage
+    7 on 4-7; an answer that gives stage 7 the front slots 0-3 must export the device order that makes
+    local ranks 4-7 open them (in nvidia-smi's PCI order, the caps' indices); nodes in rank order get no
+    line, and an AMD node the HIP variable."""
+    from types import SimpleNamespace
+    from costmodel.ilp import GpuRow
+    from costmodel.report import device_order_lines, device_orders
+    rows = [GpuRow(2, sl, 4 + sl // 4, 450.0, 80.0) for sl in range(8)]
+    rows += [GpuRow(3, sl, 7 if sl < 4 else 6, 450.0, 80.0) for sl in range(8)]
+    sol = SimpleNamespace(gpus=rows)
+    assert device_orders(sol, 8) == {3: (4, 5, 6, 7, 0, 1, 2, 3)}
+    assert device_order_lines(sol, SimpleNamespace(vendor="nvidia"), 8) == (
+        "# node 3\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=4,5,6,7,0,1,2,3")
+    assert "HIP_VISIBLE_DEVICES=4,5,6,7,0,1,2,3" in device_order_lines(sol, SimpleNamespace(vendor="amd"), 8)
+    assert device_order_lines(SimpleNamespace(gpus=rows[:8]), SimpleNamespace(vendor="nvidia"), 8) == ""
