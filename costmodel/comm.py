@@ -437,6 +437,18 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
     lighter_last = acc | (light_last & (model.num_layers % t.pp != 0) & (t.vp == 1))
+    stage, emb, last_extra, mtp_exp = _stage_param_parts(model, t)
+    cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),
+             stage(per_stage - lighter_last, last_extra, mtp_exp),
+             stage(per_stage, 0.0, 0.0)]
+    pick = np.argmax(np.stack([d + e for d, e in cands]), axis=0)
+    return (np.choose(pick, [np.broadcast_to(d, pick.shape) for d, _ in cands]),
+            np.choose(pick, [np.broadcast_to(e, pick.shape) for _, e in cands]))
+
+
+def _stage_param_parts(model: ModelSpec, t: LayoutTable):
+    """(stage(n_layers, extra_dense, extra_expert) -> (dense, expert) per GPU, the embedding, the last
+    stage's extra dense and expert parameters) of :func:`stage_params` (its docstring)."""
     moe_dense_part = model.moe_layer_params() - model.expert_params() if model.is_moe else 0
     emb = model.embedding_params()
     has_out_copy = (~np.asarray(model.tie_embeddings)) | (t.pp > 1)
@@ -444,19 +456,27 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     mtp_exp = model.mtp_layers * model.expert_params()
     last_extra = (np.where(has_out_copy, model.vocab * model.hidden, 0.0) + np.where(t.pp == 1, emb, 0.0)
                   + final_norm + model.mtp_params() - mtp_exp)
-
     most_moe = stage_moe_layers(model, t)
 
     def stage(n_layers, extra_dense, extra_exp):
         n_moe = np.minimum(n_layers, most_moe)
         dense = (n_moe * moe_dense_part + (n_layers - n_moe) * model.dense_layer_params() + extra_dense) / t.tp
         return dense, (n_moe * model.expert_params() + extra_exp) / (t.etp * t.ep)
-    cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),
-             stage(per_stage - lighter_last, last_extra, mtp_exp),
-             stage(per_stage, 0.0, 0.0)]
-    pick = np.argmax(np.stack([d + e for d, e in cands]), axis=0)
-    return (np.choose(pick, [np.broadcast_to(d, pick.shape) for d, _ in cands]),
-            np.choose(pick, [np.broadcast_to(e, pick.shape) for _, e in cands]))
+    return stage, emb, last_extra, mtp_exp
+
+
+def rank_params(model: ModelSpec, t: LayoutTable, rank_layers) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, expert) parameters per GPU of each pipeline rank of a run's own split, arrays
+    (layouts x ranks): rank r holds ``rank_layers[r]`` layers, the first also the embedding, the last
+    the output layer, the final norm and the MTP modules (as :func:`stage_params` counts them)."""
+    stage, emb, last_extra, mtp_exp = _stage_param_parts(model, t)
+    pp, dense, exp = len(rank_layers), [], []
+    for r, n in enumerate(rank_layers):
+        extra_d = (emb if r == 0 and pp > 1 else 0.0) + (last_extra if r == pp - 1 else 0.0)
+        d, e = stage(float(n), extra_d, mtp_exp if r == pp - 1 else 0.0)
+        dense.append(np.broadcast_to(d, (len(t),)))
+        exp.append(np.broadcast_to(e, (len(t),)))
+    return np.stack(dense, axis=1), np.stack(exp, axis=1)
 
 
 def layer_params_per_gpu(model: ModelSpec, t: LayoutTable):

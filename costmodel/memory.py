@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import grad_bytes, layer_params_per_gpu, stage_params
+from .comm import grad_bytes, layer_params_per_gpu, rank_params, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
@@ -299,16 +299,31 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
-    if model.pipeline_rank_layers:
-        acts = np.where(np.asarray(t.pp) == len(model.pipeline_rank_layers),
-                        _own_split_activations(model, t, m, stored_layer, working, logits), acts)
     reserved = reserved_bytes(t, model, recipe)
+    if model.pipeline_rank_layers and np.any(np.asarray(t.pp) == len(model.pipeline_rank_layers)):
+        # a run's own split: each rank's states and activations together, the fullest rank's peak
+        own = np.asarray(t.pp) == len(model.pipeline_rank_layers)
+        rd, re_ = rank_params(model, t, model.pipeline_rank_layers)
+        col = lambda f, a: f(np.asarray(a, dtype=np.float64)[:, None])       # noqa: E731
+        rw = ACT_BYTES * (rd / col(shard_w, dpcp) + re_ / col(shard_w, edp))
+        rw = rw + np.where(col(lambda z_: z_, z) == 3, col(lambda a: 2 * ACT_BYTES * a, layer_params_per_gpu(model, t)),
+                           0.0)
+        rg = (np.broadcast_to(offloaded_grad_bytes(model, recipe, t)[:, None], rd.shape)
+              if recipe.optimizer_offload and recipe.stack == "deepspeed"
+              else gb * (rd / col(shard_g, dpcp) + re_ / col(shard_g, edp)))
+        ro = optimizer_bytes_per_param(recipe) * (rd / col(shard_o, dpcp) + re_ / col(shard_o, edp))
+        ra = _own_split_activations(model, t, m, stored_layer, working, logits)
+        i = np.argmax(rw + rg + ro + ra, axis=1)
+        at = lambda a: a[np.arange(len(i)), i]                              # noqa: E731
+        weights, grads, optim, acts = (np.where(own, at(a), b) for a, b in
+                                       ((rw, weights), (rg, grads), (ro, optim), (ra, acts)))
     peak = weights + grads + optim + acts + reserved
     return MemoryBreakdown(weights, grads, optim, acts, peak, reserved)
 
 
 def _own_split_activations(model: ModelSpec, t, m, stored_layer, working, logits) -> np.ndarray:
-    """Peak activation bytes over the pipeline ranks of a run's own split (ModelSpec.pipeline_rank_layers):
+    """Activation bytes of each pipeline rank of a run's own split (ModelSpec.pipeline_rank_layers;
+    layouts x ranks):
     rank r keeps its layers' activations for the micro-batches its schedule has in flight, min(PP - r, m)
     in 1F1B (Narayanan et al. SC21) and Megatron-core's interleaved warm-up, (PP - r - 1) x 2 + (VP - 1)
     x PP + 1 chunks of its VP (at most VP x m); the last rank also holds the logits."""
@@ -319,7 +334,7 @@ def _own_split_activations(model: ModelSpec, t, m, stored_layer, working, logits
     flight = np.where(vp > 1, np.minimum(vp * mb, (pp - r - 1) * 2 + (vp - 1) * pp + 1), np.minimum(pp - r, mb))
     per_rank = flight * ranks[None, :] / vp * np.asarray(stored_layer).reshape(-1, 1) + np.asarray(working).reshape(-1, 1)
     per_rank[:, -1] += np.broadcast_to(np.asarray(logits, dtype=np.float64), per_rank[:, -1].shape)
-    return per_rank.max(axis=1)
+    return per_rank
 
 
 def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -351,3 +351,20 @@ def test_deepspeed_zero_offload_keeps_the_reduce_bucket_not_the_gradients(zero):
         mg = memory_bytes(m, Recipe(gbs=64, seq_len=8192, optimizer_offload=True), t)
         full = m.params() / (8 if zero == 2 else 1)
         assert mg.grads_bytes[0] == pytest.approx(4 * full, rel=0.02)
+
+
+def test_a_runs_own_split_peaks_on_its_fullest_rank_states_and_activations_together():
+    """Llama 3 70B at TP 2, PP 8 (64 micro-batches), layers 10, 11 x 6, 4 (the energy ILP's split): rank 0
+    holds 10 layers, the embedding and 8 micro-batches in flight, rank 1 11 layers and 7; the peak is
+    the larger of the ranks' own totals, here rank 0's, which the even split of 10 a stage has too.
+    Adding the 11-layer rank's states to rank 0's activations had reported 4.7 GiB more."""
+    from costmodel.pipeline_layout import with_pipeline_layout
+    m = load_model("llama3-70b")
+    r = Recipe(gbs=128, seq_len=8192)
+    t = layout(tp=2, pp=8, dp=2, mbs=1, zero=1, sp=True)
+    own, _ = with_pipeline_layout(m, "E" + "t" * 10 + "|" + "|".join(["t" * 11] * 6) + "|ttttL", 8, 1)
+    even = memory_bytes(m, r, t)
+    got = memory_bytes(own, r, t)
+    assert got.peak_bytes[0] == pytest.approx(even.peak_bytes[0], rel=1e-6)      # but the final norm
+    # rank 1 (11 layers, 7 in flight) reports its own states: one layer more than rank 0's, no embedding
+    assert got.peak_bytes[0] < 139.7 * 2 ** 30 < (even.peak_bytes[0] + 4.7 * 2 ** 30)
