@@ -480,6 +480,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if stop is not None and limit_t >= stop:
         raise InputError("--max-temp-c", "", f"{limit_t:g} C is at or above {c.gpu.name}'s shutdown temperature "
                          f"{stop:g} C: the GPU would power off")
+    if slow is not None and limit_t > slow:
+        raise InputError("--max-temp-c", "", f"{limit_t:g} C is above {c.gpu.name}'s slowdown temperature {slow:g} C: "
+                         "a GPU held there throttles its clocks, which the ILP's step time does not price; give at "
+                         f"most {slow:g} C (the default), and predict shows what throttling costs")
     if limit_t <= inlet:
         raise InputError("--max-temp-c", "", f"{limit_t:g} C is not above the inlet temperature {inlet:g} C")
     node_w = c.gpu_power_budget_w if node_power_kw is None else node_power_kw * 1e3

@@ -312,3 +312,11 @@ def test_the_ilp_thermal_limit_agrees_with_predicts_throttled_step():
     assert s["step_time_s"] < 1.02 * p["step_time_s"] and max(st["cap_w"] for st in s["stages"]) > 450
     assert s["energy_j_per_step"] <= p["total_energy_j_per_step"] * 1.001
     assert s["max_temp_c"] <= 89.0 + 1e-6
+
+
+def test_a_temperature_limit_above_the_slowdown_temperature_is_refused():
+    """Between the slowdown (89 C) and the shutdown (95 C) temperature an H200 throttles, which the
+    ILP's step time does not price (it had reported 92.8 C steady, unthrottled, 6.7% faster than
+    predict): refused in one line naming the flag and the slowdown temperature."""
+    assert_one_line_error(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy",
+                              "--max-temp-c", "94"), "--max-temp-c", "slowdown temperature 89 C")
