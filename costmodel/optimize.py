@@ -122,7 +122,8 @@ def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power
     """(N, C) mask of the cap levels each layout may use: False where its stages fill whole nodes
     and every slot at the level's thermal power (:func:`_thermal_power_w`) would pass ``max_temp_c``
     (steady, with the air preheating of the slots upstream) or its busy power the node's GPU power
-    budget; True otherwise (stages sharing a node are not filtered here)."""
+    budget; every level of a layout that breaks them with all its GPUs at its lowest level's power (no
+    decision draws less); True otherwise."""
     cool = cluster.cooling
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
@@ -131,7 +132,11 @@ def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power
     hot = inlet + tb["p_thermal_w"][:, :, None] * r[None, None, :]
     bad = (hot.max(axis=2) > max_temp_c * (1 + 1e-9)) | (G * pb > node_power_w * (1 + 1e-9))
     whole = (tb["stage_gpus"] % G == 0)[:, None]
-    return ~(bad & whole)
+    # every GPU draws at least its lowest level's power whatever the decision: a layout too hot or too
+    # hungry with all its GPUs there meets the limits at no level, stages sharing nodes included
+    none = np.argmin(np.where(np.isfinite(pb), pb, np.inf), axis=1)
+    hopeless = bad[np.arange(len(none)), none][:, None]
+    return ~((bad & whole) | hopeless)
 
 
 def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
@@ -249,12 +254,12 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     fastest layout (so the ILP's own reference is the global one).  After each ILP every option
     whose bound is below the optimum found joins (``3 k`` at a time) and the ILP runs again, until
     none is left: the result is the optimum over the whole space.  When no option meets the limits
-    the search widens once, to the ``4 k`` options of least bound, and then raises the ILP's
-    diagnosis for those.
+    the search widens, doubling, over every option with a cap level the limits leave usable, and
+    then raises the ILP's diagnosis for those.
 
     Raises:
         InputError: no layout in the space, or missing power/thermal inputs.
-        InfeasibleError: none of the ``4 k`` layouts of least bound meets the limits.
+        InfeasibleError: no layout meets the limits.
     """
     rows = space_rows(model, res)
     if not len(rows):
@@ -300,12 +305,13 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
             try:
                 sol = ilp.solve(inst, obj, solver=solver)
             except ilp.InfeasibleError:
-                # the limits bind: widen once to the 4k options of least bound, then report the
-                # ILP's diagnosis (which limit, how far to relax it) for those
-                rest = [i for i in order if i not in seen]
-                if not rest or len(chosen) >= 4 * k:
+                # the limits bind: widen, doubling, over every option some cap level of which the
+                # limits leave usable (finite bound: the fastest layouts run hot, the ones that meet
+                # a tight limit are often slow), then report the ILP's diagnosis for them all
+                rest = [i for i in order if i not in seen and np.isfinite(bound[i])]
+                if not rest:
                     raise
-                chosen += rest[:4 * k - len(chosen)]
+                chosen += rest[:max(4 * k, len(chosen)) - (len(chosen) if len(chosen) < 4 * k else 0)]
                 continue
             best = sol.value(obj) * (1 + 1e-9)
             join = [i for i in order if bound[i] < best and i not in seen]

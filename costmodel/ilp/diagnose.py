@@ -12,16 +12,24 @@ from .model import _Model
 _FAMILIES = ("temperature", "node_power", "memory")
 
 
+def _temp_digits(inst: Instance) -> int:
+    """Decimals of the temperatures a diagnosis prints: 2 where the limit has them (42.55 C), else 1."""
+    return 2 if abs(inst.max_temp_c * 10 - round(inst.max_temp_c * 10)) > 1e-9 else 1
+
+
 def _diagnose(inst: Instance, solver) -> InfeasibleError:
     """Relax each limit family alone (then all together) with a minimised slack; build the error."""
     names = {"temperature": "max temperature", "node_power": "node power budget", "memory": "HBM capacity"}
 
+    # a limit given to the hundredth is printed so, with what it must rise to
     def fmt(f, v):
-        return f"{v:.1f} C" if f == "temperature" else f"{v:.0f} W" if f == "node_power" else f"{v / 1e9:.3f} GB"
+        return (f"{v:.{_temp_digits(inst)}f} C" if f == "temperature" else f"{v:.0f} W" if f == "node_power"
+                else f"{v / 1e9:.3f} GB")
 
     def rise(f, rel):
         # a temperature rises by degrees (a percentage of degrees Celsius means nothing); the others by share
-        return f"+{rel * _limit(inst, f):.1f} C" if f == "temperature" else f"+{100 * rel:.2f}%"
+        return (f"+{rel * _limit(inst, f):.{_temp_digits(inst)}f} C" if f == "temperature"
+                else f"+{100 * rel:.2f}%")
 
     def required_by(sol: Solution, fams):
         o = inst.options[sol.layout_index]

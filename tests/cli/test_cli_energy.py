@@ -320,3 +320,14 @@ def test_a_temperature_limit_above_the_slowdown_temperature_is_refused():
     predict): refused in one line naming the flag and the slowdown temperature."""
     assert_one_line_error(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy",
                               "--max-temp-c", "94"), "--max-temp-c", "slowdown temperature 89 C")
+
+
+def test_a_tight_temperature_limit_searches_past_the_fast_hot_layouts():
+    """At 42.55 C (30 C inlet) the fastest layouts all run too hot; the ILP had stopped after the 24 of
+    least time bound and declared 'no layout meets the limits' although TP 4 PP 2 VP 2 at 200 W holds
+    42.52 C: the search widens over every layout some cap level leaves usable, and finds it."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy",
+            "--max-temp-c", "42.55", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["max_temp_c"] <= 42.55 and d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 32
