@@ -247,13 +247,24 @@ def unmet_caps(sol) -> dict:
     return out
 
 
+def energy_split(total_j, step_time_s, cluster: ClusterSpec, node_power: bool) -> dict:
+    """An ILP energy (``total_j``, J per step: with the nodes' non-GPU power when ``node_power``) as
+    ``predict`` names its parts: ``energy_j_per_step`` (the GPUs), ``node_energy_j_per_step`` (every
+    node's non-GPU power over the step) and ``total_energy_j_per_step``."""
+    node_j = cluster.nodes * cluster.node_other_power_w * step_time_s if node_power else 0.0
+    return {"energy_j_per_step": total_j - node_j, "node_energy_j_per_step": node_j, "total_energy_j_per_step": total_j}
+
+
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
-                    objective: str) -> dict:
-    """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout."""
+                    objective: str, node_power: bool = False) -> dict:
+    """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout; its energy split
+    as ``predict --json`` names it (:func:`energy_split`: ``energy_j_per_step`` and ``tokens_per_joule``
+    the GPUs', ``total_energy_j_per_step`` what the ILP minimised with ``node_power``)."""
+    e = energy_split(sol.energy_j, sol.step_time_s, cluster, node_power)
     return {
-        "objective": objective, "layout": lay, "step_time_s": sol.step_time_s,
-        "energy_j_per_step": sol.energy_j, "tokens_per_joule": metrics.tokens_per_joule(recipe, sol.energy_j),
-        "samples_per_s_per_mj": metrics.samples_per_s_per_mj(recipe, sol.step_time_s, sol.energy_j),
+        "objective": objective, "layout": lay, "step_time_s": sol.step_time_s, **e,
+        "tokens_per_joule": metrics.tokens_per_joule(recipe, e["energy_j_per_step"]),
+        "samples_per_s_per_mj": metrics.samples_per_s_per_mj(recipe, sol.step_time_s, e["energy_j_per_step"]),
         "tokens_per_s_per_gpu": metrics.tokens_per_s_per_gpu(recipe, sol.step_time_s, cluster.num_gpus),
         "cap_levels_w": list(caps),
         "stages": [{"stage": s, "cap_w": sol.caps_w[s], "layers": sol.layers[s], "slots": list(sol.slot_blocks[s]),

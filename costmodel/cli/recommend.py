@@ -509,7 +509,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
-    summary = report.solution_record(sol, lay, m, c, r, caps, objective)
+    summary = report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power))
     summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
                                  source=c.node_other_power_source)
     if space is not None:
@@ -518,7 +518,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if sol.reference is not None:
         ref = sol.reference
         summary["reference"] = dict(layout=ref.layout_name, caps_w=list(ref.caps_w), layers=list(ref.layers),
-                                    step_time_s=ref.step_time_s, energy_j_per_step=ref.energy_j,
+                                    step_time_s=ref.step_time_s,
+                                    **report.energy_split(ref.energy_j, ref.step_time_s, c, bool(node_power)),
                                     what="the fastest layout under the same limits")
     if note:
         print(note, file=sys.stderr)
@@ -528,8 +529,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
               file=sys.stderr)
     if as_json:
         if front is not None:
-            summary["pareto"] = [{"step_time_s": T, "energy_j_per_step": E, "layout": f.layout_name,
-                                  "caps_w": list(f.caps_w), "layers": list(f.layers)} for T, E, f in front]
+            summary["pareto"] = [{"step_time_s": T, **report.energy_split(E, T, c, bool(node_power)),
+                                  "layout": f.layout_name, "caps_w": list(f.caps_w), "layers": list(f.layers)}
+                                 for T, E, f in front]
         if plot and front is not None:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
         if fmt is not None:         # as in time mode: the launch text only when --format asks for it
@@ -551,8 +553,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         out.print(f"ILP over {len(lays)} candidate layouts ({solver}, {sol.status}, {sol.solve_time_s:.2f} s)")
     out.print(report.solution_table(sol, [x.layout for x in lays]))
     what = ("GPUs and nodes (non-GPU " + f"{c.node_other_power_w / 1e3:.2f} kW per node)" if node_power else "GPUs only")
-    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step ({what}), "
-              f"{summary['tokens_per_joule']:.3f} tokens/J, {summary['samples_per_s_per_mj']:.2f} samples/(s MJ)")
+    out.print(f"step time {sol.step_time_s:.3f} s, {sol.energy_j / 1e3:,.1f} kJ per step ({what}); the GPUs "
+              f"{summary['energy_j_per_step'] / 1e3:,.1f} kJ, {summary['tokens_per_joule']:.3f} tokens/J, "
+              f"{summary['samples_per_s_per_mj']:.2f} samples/(s MJ)")
     if sol.reference is not None:
         ref = sol.reference
         out.print(f"reference, the fastest under the same limits: {ref.layout_name} at caps "

@@ -119,7 +119,14 @@ def test_energy_recommend_counts_node_power_and_names_its_reference():
         sum(s["cap_w"] for s in off["stages"]) / len(off["stages"])
     for rec in (on, off):
         ref = rec["reference"]
-        assert ref["step_time_s"] <= rec["step_time_s"] + 1e-9 and ref["energy_j_per_step"] >= rec["energy_j_per_step"] - 1e-6
+        assert ref["step_time_s"] <= rec["step_time_s"] + 1e-9
+        assert ref["total_energy_j_per_step"] >= rec["total_energy_j_per_step"] - 1e-6
+        # the energy split as predict names it: the GPUs', every node's non-GPU power, their sum
+        for x in (rec, ref):
+            nodes = 2880.0 * 4 * x["step_time_s"] if rec["node_power"]["included"] else 0.0
+            assert x["node_energy_j_per_step"] == pytest.approx(nodes, rel=1e-9, abs=1e-9)
+            assert x["total_energy_j_per_step"] == pytest.approx(x["energy_j_per_step"] + nodes, rel=1e-12)
+        assert rec["tokens_per_joule"] * rec["energy_j_per_step"] == pytest.approx(128 * 8192, rel=1e-9)
 
 
 def test_predict_reports_node_energy_apart_from_the_gpus():
@@ -182,7 +189,7 @@ def test_cap_levels_refine_the_grid():
     five = json.loads(run("recommend", *ARGS, "--objective", "energy", "--no-node-power", "--json").stdout)
     nine = json.loads(run("recommend", *ARGS, "--objective", "energy", "--no-node-power", "--cap-levels", "9",
                           "--json").stdout)
-    assert nine["energy_j_per_step"] <= five["energy_j_per_step"] * (1 + 1e-9)
+    assert nine["total_energy_j_per_step"] <= five["total_energy_j_per_step"] * (1 + 1e-9)
     assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--cap-levels", "1"), "--cap-levels", "2 and 21")
 
 
@@ -310,7 +317,7 @@ def test_the_ilp_thermal_limit_agrees_with_predicts_throttled_step():
     assert ilp.returncode == 0, ilp.stderr
     s = json.loads(ilp.stdout)
     assert s["step_time_s"] < 1.02 * p["step_time_s"] and max(st["cap_w"] for st in s["stages"]) > 450
-    assert s["energy_j_per_step"] <= p["total_energy_j_per_step"] * 1.001
+    assert s["total_energy_j_per_step"] <= p["total_energy_j_per_step"] * 1.001
     assert s["max_temp_c"] <= 89.0 + 1e-6
 
 
