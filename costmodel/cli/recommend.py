@@ -45,7 +45,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
               solver: Optional[str] = typer.Option(None, "--solver", help="ILP solver: cbc (the default) or highs (needs the highspy package)."),
-              cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21, default 5; more: finer caps, slower ILP)."),
+              cap_count: Optional[int] = typer.Option(None, "--cap-levels", help="Power-cap levels per stage, evenly spaced from the GPU's minimum limit to the top cap (2-21, default 9; 3, 5, 9 and 17 nest, each the previous one's levels and their midpoints: more is never worse, only slower)."),
               candidates_k: Optional[int] = typer.Option(None, "--candidates",
                                                          help="Layouts the ILP starts from and adds per round of the branch and bound (default 6)."),
               fmt: Optional[str] = FORMAT,
@@ -467,7 +467,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         k = 6
     if k < 1:
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
-    caps = cap_levels(c, p, power_cap_w, n=cap_count or 5)
+    # 9: the 5 levels' midpoints too (at 55 C on paper-h200 Llama 3 70B takes 11% less energy than at 5,
+    # in less time); 5, 9, 17 nest, so a finer grid never answers worse
+    caps = cap_levels(c, p, power_cap_w, n=cap_count or 9)
     slow = c.gpu.slowdown_temp_c
     limit_t = max_temp_c if max_temp_c is not None else slow
     if limit_t is None:

@@ -261,13 +261,13 @@ def test_recommend_ranks_its_shortlist_by_the_step_predict_prints():
 
 
 def test_caps_that_add_to_more_than_the_node_budget_are_said():
-    """Llama 3 70B on the paper's H200 cluster under a 4 kW node budget: the ILP keeps the predicted draw
+    """Llama 3 70B on the paper's H200 cluster under a 4 kW node budget, 5 cap levels: the ILP keeps the predicted draw
     within it, but node 3's caps (4 x 450 + 4 x 575 W) add to 4.1 kW; recommend says so.  The sum walks
     the ranks in Megatron's order, the pipeline outermost."""
     from costmodel.cli.recommend import node_cap_sums_w
     assert node_cap_sums_w([450.0] * 7 + [575.0], 4, 8) == [3600.0, 3600.0, 3600.0, 4100.0]
     assert node_cap_sums_w([700.0, 500.0], 16, 8) == [5600.0, 5600.0, 4000.0, 4000.0]
-    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--node-power-kw", "4.0")
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--node-power-kw", "4.0", "--cap-levels", "5")
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
     assert "the caps of node 3 add to 4.10 kW, above its 4.00 kW GPU budget" in text
