@@ -328,26 +328,25 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
         InputError: naming ``--profile``, both GPUs and their peaks and TDPs; or naming the GPU file's
             ``num_sms`` and the profile entry that contradicts it.
     """
+    if profile.gpu != cluster.gpu.key:
+        try:
+            other = load_gpu(profile.gpu)
+        except InputError:
+            other = None                        # a GPU outside the catalog: only the note
+        mine = cluster.gpu
+        apart = lambda a, b: a is not None and b is not None and abs(a / b - 1) > 0.10   # noqa: E731
+        pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731
+        if other is not None and (apart(pk(other), pk(mine)) or apart(other.tdp_w, mine.tdp_w)):
+            raise InputError("--profile", "", f"{profile.path} was fitted for {other.name} ({pk(other) / 1e12:.0f} "
+                             f"TFLOP/s, {other.tdp_w:.0f} W), the cluster has {mine.name} ({pk(mine) / 1e12:.0f} "
+                             f"TFLOP/s, {mine.tdp_w:.0f} W): its fits describe other silicon; fit one on this cluster "
+                             "(costmodel calibrate fit ... --cluster) or drop --profile")
     for dt, g in profile.gemm.items():
         if g.num_sms != cluster.gpu.num_sms:
             raise InputError(cluster.gpu.path or cluster.gpu.key, "num_sms",
                              f"{cluster.gpu.num_sms} contradicts {profile.path}'s gemm.{dt}.num_sms {g.num_sms}, on "
                              "which its GEMM waves were fitted: correct the GPU file, or fit a profile on this GPU "
                              "(costmodel calibrate fit)")
-    if profile.gpu == cluster.gpu.key:
-        return
-    try:
-        other = load_gpu(profile.gpu)
-    except InputError:
-        return                                  # a GPU outside the catalog: only the note
-    mine = cluster.gpu
-    apart = lambda a, b: a is not None and b is not None and abs(a / b - 1) > 0.10   # noqa: E731
-    pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731
-    if apart(pk(other), pk(mine)) or apart(other.tdp_w, mine.tdp_w):
-        raise InputError("--profile", "", f"{profile.path} was fitted for {other.name} ({pk(other) / 1e12:.0f} "
-                         f"TFLOP/s, {other.tdp_w:.0f} W), the cluster has {mine.name} ({pk(mine) / 1e12:.0f} TFLOP/s, "
-                         f"{mine.tdp_w:.0f} W): its fits describe other silicon; fit one on this cluster "
-                         "(costmodel calibrate fit ... --cluster) or drop --profile")
 
 
 def profile_notes(profile, cluster: ClusterSpec) -> list:

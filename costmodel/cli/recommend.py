@@ -36,7 +36,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Search only layouts with every collective exposed (a what-if; predict --no-overlap)."),
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
-              power_cap_w: Optional[float] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP)."),
+              power_cap_w: Optional[str] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP); the ILP chooses each stage's cap up to it."),
               node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating less its non-GPU power)."),
               node_power: Optional[bool] = typer.Option(None, "--node-power/--no-node-power", help="Count the nodes' non-GPU power (CPUs, NICs, switches, fans) in the energy (default: on for --objective energy and edp)."),
               max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
@@ -56,6 +56,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits).  A layout option (--tp, --ep, --recompute, ...) holds that field fixed."""
+    power_cap_w = _one_cap_w(power_cap_w)
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
                    objective, solver)
@@ -105,7 +106,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                               "more HBM", {"memory": need},
                               {"memory": need / c.gpu.capacity_bytes - 1.0})
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
-                 (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver))):
+                 (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),
+                  ("--candidates", candidates_k))):
         _energy_recommend(m, c, r, p, res, out, objective=objective, power_cap_w=power_cap_w,
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
@@ -351,6 +353,23 @@ def _print_band(out, runs) -> None:
     out.print(f"the winner's step {w.step_time_s:.3f} ± {rel * w.step_time_s:.3f} s at one sigma (fit residuals "
               f"{100 * w.band.fit_rel:.1f}%, the model's error on published runs of its regime "
               f"{w.band.model_form_key} {100 * w.band.model_form_rel:.1f}%); {within}", highlight=False)
+
+
+def _one_cap_w(text: str | None) -> float | None:
+    """recommend's --power-cap-w: one number, W (predict takes one per stage; here the ILP chooses them).
+
+    Raises:
+        InputError: a list or a word, naming the flag.
+    """
+    if text is None:
+        return None
+    if "," in text:
+        raise InputError("--power-cap-w", "", f"{text!r}: recommend takes one cap, the highest any stage may get (the "
+                         "ILP chooses each stage's); one cap per stage is predict's --power-cap-w")
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError("--power-cap-w", "", f"{text!r} is not a number of watts") from None
 
 
 def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:

@@ -338,3 +338,14 @@ def test_a_tight_temperature_limit_searches_past_the_fast_hot_layouts():
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["max_temp_c"] <= 42.55 and d["layout"]["tp"] * d["layout"]["pp"] * d["layout"]["dp"] == 32
+
+
+def test_recommend_takes_one_cap_and_candidates_only_with_its_ilp():
+    """recommend's --power-cap-w is the highest cap a stage may get (a list is predict's), said in one line
+    rather than a parser's message; --candidates, read only by the energy ILP, is refused without it, as
+    --cap-levels is."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert_one_line_error(run(*base, "--power-cap-w", "450,500"), "--power-cap-w", "recommend takes one cap",
+                          "predict's --power-cap-w")
+    assert_one_line_error(run(*base, "--power-cap-w", "lots"), "--power-cap-w", "not a number of watts")
+    assert_one_line_error(run(*base, "--candidates", "3"), "--candidates", "applies to the energy ILP")
