@@ -175,10 +175,13 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
                 f"{rec['step_time_s']:.3f} s per step, against {unc:.3f} s at the clocks the profile's kernel "
                 "tables were measured at (the breakdown)")
     caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))
-    clock = (f" and run at {rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz else
-             f" and run at {rec['sm_clock_mhz']:.0f} MHz")
-    return (f"power-limited: under the {'/'.join(str(c) for c in caps)} W limit the compute kernels draw "
-            f"{rec['compute_power_w']:.0f} W{clock}: {rec['step_time_s']:.3f} s per step, against "
+    mhz = f"{rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz else f"{rec['sm_clock_mhz']:.0f} MHz"
+    # with several caps the power is the busiest stage's and the clock the slowest stage's: said apart
+    said = (f"the {caps[0]} W limit the compute kernels draw {rec['compute_power_w']:.0f} W and run at {mhz}"
+            if len(caps) < 2 else
+            f"the {'/'.join(str(c) for c in caps)} W limits the compute kernels draw up to "
+            f"{rec['compute_power_w']:.0f} W and the slowest stage's run at {mhz}")
+    return (f"power-limited: under {said}: {rec['step_time_s']:.3f} s per step, against "
             f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown)")
 
 

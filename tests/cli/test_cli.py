@@ -369,6 +369,11 @@ def test_predict_says_when_the_power_limit_sets_the_step():
     q = run(*args, "--precision", "fp8")
     assert q.returncode == 0, q.stderr
     assert "power-limited:" not in q.stdout
+    # caps per stage: the busiest stage's power and the slowest stage's clock are said apart
+    m = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "2", "--pp", "4", "--cp", "2", "--vp",
+            "2", "--mbs", "1", "--zero", "1", "--power-cap-w", "450,450,450,575")
+    line = " ".join(ln for ln in m.stdout.splitlines() if ln.startswith("power-limited:"))
+    assert "450/575 W limits" in line and "draw up to" in line and "the slowest stage's run at" in line
 
 
 def test_recommend_gives_the_winners_power_limited_step_predict_prints():
