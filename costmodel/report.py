@@ -317,7 +317,9 @@ def pareto_table(front, node_power: bool = False) -> Table:
     whose = "the GPUs and the nodes' non-GPU power" if node_power else "the GPUs only"
     tb = Table(title=f"Time-energy Pareto front (energy of {whose})", header_style="bold")
     for c in ("step s", "kJ/step", "layout", "caps W", "layers"):
-        tb.add_column(c, justify="right" if c in ("step s", "kJ/step") else "left")
+        # caps and layers fold onto more lines rather than end in an ellipsis: the last stage's often differs
+        tb.add_column(c, justify="right" if c in ("step s", "kJ/step") else "left",
+                      overflow="fold" if c in ("caps W", "layers") else "ellipsis")
     for T, E, s in front:
         tb.add_row(f"{T:.3f}", f"{E / 1e3:,.1f}", s.layout_name, ",".join(f"{c:.0f}" for c in s.caps_w),
                    ",".join(map(str, s.layers)))
