@@ -62,7 +62,8 @@ Approximations (also listed in the trace's metadata):
   likewise from the start of the step.  Every stage then waits for the slowest before the
   optimizer (the global gradient-norm all-reduce of the clip synchronises them).
 * compute slowed by contention with hidden communication: inside F / B it is part of fwd_s /
-  bwd_s; the per-step part the schedule model adds for the *DP* communication hidden under compute
+  bwd_s, and the interleaved schedule's overlapped stage sends slow each chunk's slot by their share
+  (``StepTimes.pp_contention_s`` over the 2 VP chunks of a micro-batch); the per-step part the schedule model adds for the *DP* communication hidden under compute
   (whatever of ``step_time_s`` the pipeline, exposed DP and optimizer terms leave over) is drawn as
   one ``overlap slowdown`` block after each stage's last backward, not spread over the ops it slows.
 * power capping and thermal slowdown (``costmodel.energy``) are not applied: this is the
@@ -143,6 +144,8 @@ class _Terms:
     breakdown: dict
     other_fwd_s: float = 0.0  # forward / backward per micro-batch of each stage before the last
     other_bwd_s: float = 0.0
+    pp_slow_s: float = 0.0    # per micro-batch: compute slowed by the stage sends hidden under it
+    dp_slow_s: float = 0.0    # per step: compute slowed by the DP communication hidden under it
 
     def stage_fwd_bwd(self, k: int) -> tuple[float, float]:
         """(forward, backward) per micro-batch of stage ``k``, s."""
@@ -153,8 +156,10 @@ class _Terms:
     def slots(self) -> tuple[list, list]:
         """Per stage, the time a forward / backward chunk holds it with its transfer (and FSDP), s."""
         fb = [self.stage_fwd_bwd(k) for k in range(self.pp)]
-        return ([f / self.vp + self.p2p_s for f, _ in fb],
-                [b / self.vp + self.p2p_s + self.fsdp_s for _, b in fb])
+        # the overlapped sends slow the chunks they run under: spread over the 2 VP chunks of a micro-batch
+        slow = self.pp_slow_s / (2 * self.vp)
+        return ([f / self.vp + self.p2p_s + slow for f, _ in fb],
+                [b / self.vp + self.p2p_s + self.fsdp_s + slow for _, b in fb])
 
 
 def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: CommTimes,
@@ -208,7 +213,8 @@ def _terms(model: ModelSpec, recipe: Recipe, t: LayoutTable, ct: ComputeTimes, c
     other = step - drawn if step - drawn > 1e-12 * step else 0.0
     return _Terms(pp, vp, m, fwd, bwd, rec, p2p, fsdp, exp_f, exp_r, exp_b, raw_f, raw_b,
                   float(cm.fsdp_mb_s[0]), param, param_raw, grad, float(cm.dp_grad_s[0]),
-                  bd["optimizer_s"], other, bd["bubble_s"], step, bd, o_f, o_b)
+                  bd["optimizer_s"], other, bd["bubble_s"], step, bd, o_f, o_b, float(st.pp_contention_s[0]),
+                  float(st.step_contention_s[0]) - m * float(st.pp_contention_s[0]))
 
 
 def stage_ops(pp: int, vp: int, m: int, stage: int) -> list[tuple[str, int, int]]:
@@ -445,9 +451,12 @@ def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict
         pid = k + 1
         ev.x("DP all-gather (params)", "comm.dp", pid, TID_DP, 0.0, T.dp_param_raw_s,
              exposed_s=T.dp_param_s, raw_s=T.dp_param_raw_s)
+        dp_slow = min(max(T.dp_slow_s, 0.0), T.other_s)
         ev.x("overlap slowdown", "compute", pid, TID_COMPUTE, ends[k], T.other_s, slowdown_s=T.other_s,
-             note="compute slowed by the DP communication hidden under it (profile overlap_slowdown); "
-                  "the step-time term the schedule places nowhere else")
+             dp_slowdown_s=dp_slow, warmup_flush_sends_s=T.other_s - dp_slow,
+             note="the step-time the schedule places nowhere else: compute slowed by the DP communication "
+                  "hidden under it (profile overlap_slowdown; dp_slowdown_s) and the overlapped stage sends "
+                  "that the warm-up and flush still expose (warmup_flush_sends_s)")
         g0 = max(0.0, ends[k] + tail - T.dp_grad_raw_s)
         ev.x(dp_grad_name, "comm.dp", pid, TID_DP, g0, ends[k] + tail - g0,
              exposed_s=T.dp_grad_s, raw_s=T.dp_grad_raw_s)
