@@ -439,6 +439,11 @@ def test_a_torchtitan_log_dated_before_gqa_without_repeats_repeats_the_kv_heads(
     mem = next(m for m in out["metrics"] if m["name"] == "peak_memory_gib")
     assert mem["measured"] == 68.57 and mem["predicted"] == pytest.approx(out["peak_mem_bytes"] / 2**30)
     assert any("peak memory 68.6 GiB" in w and "--mbs" in w for w in out["warnings"])
+    # the breakdown sums to the uncapped step; the power limit makes the predicted one, and compare says so
+    step = next(m for m in out["metrics"] if m["name"] == "step_time_s")["predicted"]
+    assert sum(out["breakdown"].values()) == pytest.approx(out["uncapped_step_time_s"], rel=1e-9)
+    assert step > out["uncapped_step_time_s"] and out["sm_clock_mhz"] < 1980
+    assert out["power_limit_line"].startswith("power-limited: under the 700 W limit")
     rc, so, se = cli("compare", "--log", LOGS / "torchtitan_pr2389_repeated_ranks_truncated.log", *base)
     assert rc == 0, se
     out = json.loads(so)

@@ -204,7 +204,10 @@ def compare(
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                            **switch_values(recipe)),
                origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
-               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path)
+               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
+               # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
+               **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
+               power_limit_line=report.power_limit_line(rec, c.gpu.full_clock_mhz))
     out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
     if as_json:
         print(report.json_text(out))
@@ -659,6 +662,8 @@ def _print(out, rec, tlog, band):
                   f"runs of its regime ({band.model_form_key}, {100 * band.model_form_rel:.0f}%)"
                   + (f" (no fit data: {', '.join(band.unfitted)})" if band.unfitted else ""), highlight=False)
     con.print(report.breakdown_table(rec, "Predicted step time breakdown (uncapped)"))
+    if out.get("power_limit_line"):
+        con.print(out["power_limit_line"], highlight=False)
     if out["per_gpu"]:
         tg = Table(title="Per GPU (hottest first), measured | predicted for the same slot of node 0", header_style="bold")
         for col in ("GPU", "stage", "avg W", "pred avg W", "peak W", "pred peak W", "max C", "pred C", "SM MHz",
