@@ -474,21 +474,14 @@ def _print_cap_edges(out, sol, caps, gpu_name: str) -> None:
                   f"{sol.caps_w[s_]:.0f} W cap: the limit cannot hold them there")
 
 
-def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
-                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
-                      cap_count=5, fmt=None):
-    from .. import ilp
-    from ..optimize import cap_levels, solve_space
-    solver = solver or "cbc"
-    if step_time_slack is not None and step_time_slack < 0:
-        raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
-    if k is None:
-        k = 6
-    if k < 1:
-        raise InputError("--candidates", "", f"must be >= 1, got {k}")
-    # 9: the 5 levels' midpoints too (at 55 C on paper-h200 Llama 3 70B takes 11% less energy than at 5,
-    # in less time); 5, 9, 17 nest, so a finer grid never answers worse
-    caps = cap_levels(c, p, power_cap_w, n=cap_count or 9)
+def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
+    """(temperature limit C, inlet C, node GPU budget W) of the energy ILP, each checked.
+
+    Raises:
+        InputError: a temperature limit missing, at or above the shutdown temperature, above the
+            slowdown temperature or not above the inlet; a node budget not positive or below the
+            GPUs' lowest caps.
+    """
     slow = c.gpu.slowdown_temp_c
     limit_t = max_temp_c if max_temp_c is not None else slow
     if limit_t is None:
@@ -514,6 +507,25 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if node_power_kw is not None and node_w < c.gpus_per_node * caps[0]:
         raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
                          f"their lowest power limit ({caps[0]:g} W each)")
+    return limit_t, inlet, node_w
+
+
+def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
+                      inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
+                      cap_count=5, fmt=None):
+    from .. import ilp
+    from ..optimize import cap_levels, solve_space
+    solver = solver or "cbc"
+    if step_time_slack is not None and step_time_slack < 0:
+        raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
+    if k is None:
+        k = 6
+    if k < 1:
+        raise InputError("--candidates", "", f"must be >= 1, got {k}")
+    # 9: the 5 levels' midpoints too (at 55 C on paper-h200 Llama 3 70B takes 11% less energy than at 5,
+    # in less time); 5, 9, 17 nest, so a finer grid never answers worse
+    caps = cap_levels(c, p, power_cap_w, n=cap_count or 9)
+    limit_t, inlet, node_w = _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw)
     if node_power is None:
         node_power = objective in ("energy", "edp")
     space = None
