@@ -50,6 +50,11 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     row = next(r for r in d["rows"] if r["row_id"] == "korthikanti-001")
     assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] - row["measured_s"]) / row["measured_s"])
+    # each used row carries its band: the coverage recomputes from the rows
+    used = [r for r in d["rows"] if not r["skipped"]]
+    for r in used:
+        assert r["in_band"] == (abs(r["predicted_s"] - r["measured_s"]) <= r["band_rel"] * r["predicted_s"])
+    assert d["overall"]["band_coverage"] == pytest.approx(sum(r["in_band"] for r in used) / len(used))
     bad = tmp_path / "bad.csv"
     bad.write_text("row_id,gpu\nx,A100\n")
     rc, so, se = cli("validate", str(bad))

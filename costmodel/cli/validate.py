@@ -31,7 +31,9 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
     if as_json:
         summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
                                 error_pct=None if r.skipped else r.error_pct, metric=r.metric, skipped=r.skipped,
-                                predicted_oom=r.predicted_oom, assumed=list(r.assumed), cluster=r.cluster or None)
+                                predicted_oom=r.predicted_oom, assumed=list(r.assumed), cluster=r.cluster or None,
+                                # the one-sigma band (relative to the prediction) and whether the measurement lies in it
+                                band_rel=None if r.skipped else r.band_rel, in_band=None if r.skipped else r.covered)
                            for r in results]
         print(report.json_text(summary))
         _require_a_used_row(results, runs, strict)
