@@ -233,11 +233,8 @@ def per_gpu_table(rows: list[dict], top: int = 16, num_gpus: int | None = None) 
 def recipe_record(recipe: Recipe) -> dict:
     """JSON-ready recipe: batch, length, precision, stack and every recipe switch (costmodel.stacks);
     ``attention_kernel`` is null under unfused attention (``flash_attention`` false), which runs none."""
-    rec = {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
-           **switch_values(recipe)}
-    if not recipe.flash_attention:
-        rec["attention_kernel"] = None
-    return rec
+    return {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
+            **switch_values(recipe)}
 
 
 def unmet_caps(sol) -> dict:

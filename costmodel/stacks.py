@@ -627,10 +627,13 @@ def dp_overlap_on(recipe: Recipe, zero, overlap):
 
 def switch_values(recipe: Recipe) -> dict:
     """Every recipe switch (:data:`RECIPE_SWITCHES`) -> its value in ``recipe``, for reports; a switch
-    the recipe's precision does not read (``fp8_recipe`` outside fp8) is None."""
+    the recipe does not read is None: ``fp8_recipe`` outside fp8, ``attention_kernel`` under unfused
+    attention (as ``predict --json`` reports it)."""
     out = {w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}
     if recipe.precision != "fp8":
         out["fp8_recipe"] = None
+    if not recipe.flash_attention:
+        out["attention_kernel"] = None
     return out
 
 
