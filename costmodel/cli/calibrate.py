@@ -228,9 +228,9 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         if b.get("gpu") != g.key:
             # the limit the base's kernels ran under is another GPU's: this GPU's own TDP stands for it
             (b.get("power") or {}).pop("kernel_limit_w", None)
-            for e in (b.get("gemm") or {}).values():         # its GEMM waves run on this GPU's SMs
-                if isinstance(e, dict):
-                    e["num_sms"] = g.num_sms
+            # its GEMM waves run on this GPU's SMs (new mappings: the base's own stay as they were read)
+            b["gemm"] = {dt: dict(e, num_sms=g.num_sms) if isinstance(e, dict) else e
+                         for dt, e in (b.get("gemm") or {}).items()}
             rep.warnings.append(f"the base profile {bpath} was fitted for {b.get('gpu')}: the sections these inputs do "
                                 f"not measure price {g.key} with {b.get('gpu')}'s efficiencies, relative to {g.key}'s "
                                 "own peaks and bandwidths (borrowed: measure them to replace them)")
