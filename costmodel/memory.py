@@ -305,9 +305,9 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
         own = np.asarray(t.pp) == len(model.pipeline_rank_layers)
         rd, re_ = rank_params(model, t, model.pipeline_rank_layers)
         col = lambda f, a: f(np.asarray(a, dtype=np.float64)[:, None])       # noqa: E731
+        z3 = (np.asarray(z) == 3)[:, None]
         rw = ACT_BYTES * (rd / col(shard_w, dpcp) + re_ / col(shard_w, edp))
-        rw = rw + np.where(col(lambda z_: z_, z) == 3, col(lambda a: 2 * ACT_BYTES * a, layer_params_per_gpu(model, t)),
-                           0.0)
+        rw = rw + np.where(z3, 2 * ACT_BYTES * np.asarray(layer_params_per_gpu(model, t), dtype=np.float64)[:, None], 0.0)
         rg = (np.broadcast_to(offloaded_grad_bytes(model, recipe, t)[:, None], rd.shape)
               if recipe.optimizer_offload and recipe.stack == "deepspeed"
               else gb * (rd / col(shard_g, dpcp) + re_ / col(shard_g, edp)))

@@ -134,8 +134,8 @@ def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power
     whole = (tb["stage_gpus"] % G == 0)[:, None]
     # every GPU draws at least its lowest level's power whatever the decision: a layout too hot or too
     # hungry with all its GPUs there meets the limits at no level, stages sharing nodes included
-    none = np.argmin(np.where(np.isfinite(pb), pb, np.inf), axis=1)
-    hopeless = bad[np.arange(len(none)), none][:, None]
+    lowest = np.argmin(np.where(np.isfinite(pb), pb, np.inf), axis=1)
+    hopeless = bad[np.arange(len(lowest)), lowest][:, None]
     return ~((bad & whole) | hopeless)
 
 
@@ -311,7 +311,8 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
                 rest = [i for i in order if i not in seen and np.isfinite(bound[i])]
                 if not rest:
                     raise
-                chosen += rest[:max(4 * k, len(chosen)) - (len(chosen) if len(chosen) < 4 * k else 0)]
+                grow = 4 * k - len(chosen) if len(chosen) < 4 * k else len(chosen)      # to 4 k, then doubling
+                chosen += rest[:grow]
                 continue
             best = sol.value(obj) * (1 + 1e-9)
             join = [i for i in order if bound[i] < best and i not in seen]
