@@ -512,7 +512,7 @@ def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
-                      cap_count=5, fmt=None):
+                      cap_count=None, fmt=None):
     from .. import ilp
     from ..optimize import cap_levels, solve_space
     solver = solver or "cbc"
