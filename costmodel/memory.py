@@ -264,22 +264,25 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes.  See the module docstring for the formulas and their sources.
     """
-    dense, exp = stage_params(model, t, light_last_stage(recipe))
     dpcp = (t.dp * t.cp).astype(np.float64)
     edp = expert_dp(t)
     gb = grad_bytes(recipe)
-    z = t.zero
-    shard_w = lambda d: np.where(z == 3, d, 1.0)
-    shard_g = lambda d: np.where(z >= 2, d, 1.0)
-    shard_o = lambda d: np.where(z >= 1, d, 1.0)
-    weights = ACT_BYTES * (dense / shard_w(dpcp) + exp / shard_w(edp))
-    grads = gb * (dense / shard_g(dpcp) + exp / shard_g(edp))
-    if recipe.optimizer_offload and recipe.stack == "deepspeed":
-        grads = offloaded_grad_bytes(model, recipe, t)
-    optim = optimizer_bytes_per_param(recipe) * (dense / shard_o(dpcp) + exp / shard_o(edp))
-    L_stage = layers_per_stage(model, t)
+    z = np.asarray(t.zero)
+    offloaded = offloaded_grad_bytes(model, recipe, t) if recipe.optimizer_offload and recipe.stack == "deepspeed" \
+        else None
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
-    weights = weights + np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
+    gathered = np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
+
+    def states(dense, exp, col=lambda a: a):
+        """(weights, grads, optimizer) bytes of ``dense`` / ``exp`` parameters per GPU; ``col`` lays
+        a per-layout array beside them (a column for the ranks of an own split)."""
+        shard = lambda on, d: col(np.where(on, d, 1.0))                   # noqa: E731
+        per = lambda b, on: b * (dense / shard(on, dpcp) + exp / shard(on, edp))   # noqa: E731
+        grads = per(gb, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
+        return per(ACT_BYTES, z == 3) + col(gathered), grads, per(optimizer_bytes_per_param(recipe), z >= 1)
+
+    weights, grads, optim = states(*stage_params(model, t, light_last_stage(recipe)))
+    L_stage = layers_per_stage(model, t)
 
     m = microbatches(recipe, t.dp, t.mbs)
     act_layer = activation_bytes_per_layer(model, recipe, t)
@@ -303,15 +306,8 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     if model.pipeline_rank_layers and np.any(np.asarray(t.pp) == len(model.pipeline_rank_layers)):
         # a run's own split: each rank's states and activations together, the fullest rank's peak
         own = np.asarray(t.pp) == len(model.pipeline_rank_layers)
-        rd, re_ = rank_params(model, t, model.pipeline_rank_layers)
-        col = lambda f, a: f(np.asarray(a, dtype=np.float64)[:, None])       # noqa: E731
-        z3 = (np.asarray(z) == 3)[:, None]
-        rw = ACT_BYTES * (rd / col(shard_w, dpcp) + re_ / col(shard_w, edp))
-        rw = rw + np.where(z3, 2 * ACT_BYTES * np.asarray(layer_params_per_gpu(model, t), dtype=np.float64)[:, None], 0.0)
-        rg = (np.broadcast_to(offloaded_grad_bytes(model, recipe, t)[:, None], rd.shape)
-              if recipe.optimizer_offload and recipe.stack == "deepspeed"
-              else gb * (rd / col(shard_g, dpcp) + re_ / col(shard_g, edp)))
-        ro = optimizer_bytes_per_param(recipe) * (rd / col(shard_o, dpcp) + re_ / col(shard_o, edp))
+        rw, rg, ro = states(*rank_params(model, t, model.pipeline_rank_layers),
+                            col=lambda a: np.asarray(a, dtype=np.float64)[:, None])
         ra = _own_split_activations(model, t, m, stored_layer, working, logits)
         i = np.argmax(rw + rg + ro + ra, axis=1)
         at = lambda a: a[np.arange(len(i)), i]                              # noqa: E731

@@ -114,8 +114,9 @@ def rs_partials_reduce_s(model: ModelSpec, stack: Stack, tok, tp, hbm_bytes_per_
         return np.zeros_like(np.asarray(tok, dtype=np.float64))
     tp = np.asarray(tp, dtype=np.float64)
     fmoe = model.moe_layer_fraction
-    n_out = sum(n for n, _, split in model.attention_projections(stack.fused_qkv) if split == "row")
-    n_out += model.hidden * ((1.0 - fmoe) * bool(model.dense_mlp_width) + fmoe * bool(model.shared_ffn_hidden))
-    reductions = 1.0 + (1.0 - fmoe) * bool(model.dense_mlp_width) + fmoe * bool(model.shared_ffn_hidden)
+    # the output projection, and the down projection of a layer's dense MLP or shared experts (a share)
+    mlp = (1.0 - fmoe) * bool(model.dense_mlp_width) + fmoe * bool(model.shared_ffn_hidden)
+    n_out = sum(n for n, _, split in model.attention_projections(stack.fused_qkv) if split == "row") + mlp * model.hidden
+    reductions = 1.0 + mlp
     moved = out_bytes * tok * n_out * (1.0 + 1.0 / tp)
     return moved / (hbm_bytes_per_s * SYMM_MEM_RS_REDUCE_HBM_EFFICIENCY) + reductions * launch_s
