@@ -258,12 +258,23 @@ class MemoryBreakdown:
     reserved_bytes: np.ndarray
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
-                    "sp")
-def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
-    """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
-    stage (logits), in bytes.  See the module docstring for the formulas and their sources.
-    """
+@dataclass
+class _MemoryParts:
+    """What every pipeline rank's memory is built from (arrays over layouts): ``states(dense, expert,
+    col)`` -> (weights, grads, optimizer) bytes of those parameters per GPU, the stored activation bytes
+    of one layer and micro-batch, the working set one layer adds while it runs, the last stage's logits,
+    the micro-batches per step and the reserved bytes."""
+
+    states: object
+    stored_layer: np.ndarray
+    working: np.ndarray
+    logits: np.ndarray
+    microbatches: np.ndarray
+    reserved: np.ndarray
+
+
+def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryParts:
+    """The parts :func:`memory_bytes` and :func:`rank_memory_bytes` share (see :class:`_MemoryParts`)."""
     dpcp = (t.dp * t.cp).astype(np.float64)
     edp = expert_dp(t)
     gb = grad_bytes(recipe)
@@ -281,10 +292,6 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
         grads = per(gb, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
         return per(ACT_BYTES, z == 3) + col(gathered), grads, per(optimizer_bytes_per_param(recipe), z >= 1)
 
-    weights, grads, optim = states(*stage_params(model, t, light_last_stage(recipe)))
-    L_stage = layers_per_stage(model, t)
-
-    m = microbatches(recipe, t.dp, t.mbs)
     act_layer = activation_bytes_per_layer(model, recipe, t)
     tok = t.mbs * recipe.seq_len / t.cp
     sp_div = np.where(t.sp, t.tp, 1)
@@ -293,88 +300,90 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     frac = recomputed_fraction(model, t)
     stored_layer = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act_layer
     working = np.where(t.recompute == 2, act_layer, 0.0) + dispatch_transient_bytes(model, recipe, t)
+    logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
+    return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
+                        reserved_bytes(t, model, recipe))
+
+
+def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> tuple:
+    """(weights, grads, optimizer, activations) bytes of each pipeline rank holding ``rank_layers[r]``
+    layers (arrays, layouts x ranks)."""
+    col = lambda a: np.asarray(a, dtype=np.float64)[:, None]                # noqa: E731
+    rw, rg, ro = parts.states(*rank_params(model, t, rank_layers), col=col)
+    ra = _split_activations(t, rank_layers, parts)
+    return rw, rg, ro, ra
+
+
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
+                    "sp")
+def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
+    """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
+    stage (logits), in bytes; with a run's own split (``model.pipeline_rank_layers``) the fullest of
+    its ranks (:func:`rank_memory_bytes`).  See the module docstring for the formulas and their sources.
+    """
+    parts = _memory_parts(model, recipe, t)
+    weights, grads, optim = parts.states(*stage_params(model, t, light_last_stage(recipe)))
+    L_stage = layers_per_stage(model, t)
+    m, stored_layer, working, logits = parts.microbatches, parts.stored_layer, parts.working, parts.logits
     chunks = np.where(t.vp > 1,
                       np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
                       np.minimum(t.pp, m))
     layers_per_chunk = L_stage / t.vp
     first = chunks * layers_per_chunk * stored_layer + working
-    logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     last = L_stage * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
-    reserved = reserved_bytes(t, model, recipe)
     if model.pipeline_rank_layers and np.any(np.asarray(t.pp) == len(model.pipeline_rank_layers)):
         # a run's own split: each rank's states and activations together, the fullest rank's peak
         own = np.asarray(t.pp) == len(model.pipeline_rank_layers)
-        rw, rg, ro = states(*rank_params(model, t, model.pipeline_rank_layers),
-                            col=lambda a: np.asarray(a, dtype=np.float64)[:, None])
-        ra = _own_split_activations(model, t, m, stored_layer, working, logits)
+        rw, rg, ro, ra = _rank_parts(model, t, parts, model.pipeline_rank_layers)
         i = np.argmax(rw + rg + ro + ra, axis=1)
         at = lambda a: a[np.arange(len(i)), i]                              # noqa: E731
         weights, grads, optim, acts = (np.where(own, at(a), b) for a, b in
                                        ((rw, weights), (rg, grads), (ro, optim), (ra, acts)))
-    peak = weights + grads + optim + acts + reserved
-    return MemoryBreakdown(weights, grads, optim, acts, peak, reserved)
+    peak = weights + grads + optim + acts + parts.reserved
+    return MemoryBreakdown(weights, grads, optim, acts, peak, parts.reserved)
 
 
-def _own_split_activations(model: ModelSpec, t, m, stored_layer, working, logits) -> np.ndarray:
-    """Activation bytes of each pipeline rank of a run's own split (ModelSpec.pipeline_rank_layers;
-    layouts x ranks):
+def rank_memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, rank_layers) -> np.ndarray:
+    """Peak bytes per GPU of each pipeline rank when rank r holds ``rank_layers[r]`` layers (array,
+    layouts x ranks; the layouts' PP is ``len(rank_layers)``): its model states (the first rank also
+    the embedding, the last the output layer, final norm and MTP modules), its layers' activations for
+    the micro-batches its schedule has in flight, the working set, the last rank's logits and the
+    reserved bytes, by the formulas of :func:`memory_bytes` (whose fullest rank this is)."""
+    parts = _memory_parts(model, recipe, t)
+    return sum(_rank_parts(model, t, parts, rank_layers)) + np.asarray(parts.reserved, dtype=np.float64)[:, None]
+
+
+def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
+    """Activation bytes of each pipeline rank of a split (layouts x ranks):
     rank r keeps its layers' activations for the micro-batches its schedule has in flight, min(PP - r, m)
     in 1F1B (Narayanan et al. SC21) and Megatron-core's interleaved warm-up, (PP - r - 1) x 2 + (VP - 1)
     x PP + 1 chunks of its VP (at most VP x m); the last rank also holds the logits."""
-    ranks = np.asarray(model.pipeline_rank_layers, dtype=np.float64)
+    ranks = np.asarray(rank_layers, dtype=np.float64)
     pp = len(ranks)
     r = np.arange(pp)[None, :]
-    vp, mb = np.asarray(t.vp, dtype=np.float64)[:, None], np.asarray(m, dtype=np.float64).reshape(-1, 1)
+    vp = np.asarray(t.vp, dtype=np.float64)[:, None]
+    mb = np.asarray(parts.microbatches, dtype=np.float64).reshape(-1, 1)
     flight = np.where(vp > 1, np.minimum(vp * mb, (pp - r - 1) * 2 + (vp - 1) * pp + 1), np.minimum(pp - r, mb))
-    per_rank = flight * ranks[None, :] / vp * np.asarray(stored_layer).reshape(-1, 1) + np.asarray(working).reshape(-1, 1)
-    per_rank[:, -1] += np.broadcast_to(np.asarray(logits, dtype=np.float64), per_rank[:, -1].shape)
+    per_rank = (flight * ranks[None, :] / vp * np.asarray(parts.stored_layer).reshape(-1, 1)
+                + np.asarray(parts.working).reshape(-1, 1))
+    per_rank[:, -1] += np.broadcast_to(np.asarray(parts.logits, dtype=np.float64), per_rank[:, -1].shape)
     return per_rank
 
 
 def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Memory of each 1F1B stage as fixed + n_s x per_layer bytes per GPU (arrays of length PP).
+    """Memory of each 1F1B stage as fixed + n_s x per_layer bytes per GPU (arrays of length PP), the
+    form the energy ILP's memory constraint takes: :func:`rank_memory_bytes` (the same formulas as
+    ``predict``), which is affine in each rank's layer count n_s, read at one and at two layers a rank.
+    A layer counts as the model's heaviest (an MoE layer where the model has any), as the fullest
+    stage of :func:`memory_bytes` does.
 
-    per_layer[s]: model states of one layer (bytes per parameter by ZeRO stage, as
-    :func:`memory_bytes`) + its stored activations x the micro-batches in flight at stage s,
-    min(PP - s, m) (Narayanan et al. SC21: stage s holds PP - s micro-batches in 1F1B).
-    fixed[s]: embedding states on the first stage; final norm, output-layer states and the fp32
-    logits on the last; the working set of a recomputed layer; ZeRO-3's gathered layers; the
-    CUDA context and NCCL buffers (:func:`reserved_bytes`).
     Raises:
         ValueError: VP > 1 (interleaved stages are not split per stage here).
     """
     if layout["vp"] != 1:
         raise ValueError("stage_memory_terms models 1F1B (VP = 1) stages only")
     t = LayoutTable.from_rows([layout])
-    pp, tp = layout["pp"], layout["tp"]
-    dpcp = layout["dp"] * layout["cp"]
-    etp = layout.get("etp") or tp
-    edp = tp * dpcp / (layout["ep"] * etp)
-    z = layout["zero"]
-    gb = grad_bytes(recipe)
-    opt_bytes = optimizer_bytes_per_param(recipe)
-    per_param = lambda d: (ACT_BYTES / (d if z == 3 else 1) + gb / (d if z >= 2 else 1)
-                           + opt_bytes / (d if z >= 1 else 1))
-    expert = model.mean_expert_params()
-    layer_states = ((model.layer_params() - expert) / tp * per_param(dpcp)
-                    + expert / (etp * layout["ep"]) * per_param(edp))
-    act = activation_bytes_per_layer(model, recipe, t)[0]
-    tok = layout["mbs"] * recipe.seq_len / layout["cp"]
-    sp_div = tp if layout["sp"] else 1
-    full = layout["recompute"] == "full"
-    frac = float(recomputed_fraction(model, t)[0])
-    stored = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act
-    m = microbatches(recipe, layout["dp"], layout["mbs"])
-    s = np.arange(pp)
-    inflight = np.minimum(pp - s, m)
-    per_layer = layer_states + inflight * stored
-    fixed = np.full(pp, (act if full else 0.0) + float(reserved_bytes(t, model, recipe)[0])
-                    + (2 * ACT_BYTES * float(layer_params_per_gpu(model, t)[0]) if z == 3 else 0.0))
-    fixed[0] += model.embedding_params() / tp * per_param(dpcp)
-    out = (0 if (model.tie_embeddings and pp == 1) else model.vocab * model.hidden)
-    final_norm = 2 * model.hidden if model.bias else model.hidden
-    fixed[-1] += ((out / tp + final_norm) * per_param(dpcp)
-                  + tok * model.vocab / tp * recipe.cross_entropy_spec.bytes_per_logit)
-    return fixed, per_layer
+    one, two = (rank_memory_bytes(model, recipe, t, [n] * layout["pp"])[0] for n in (1, 2))
+    return one - (two - one), two - one

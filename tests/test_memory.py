@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from costmodel.layouts import LayoutTable
 from costmodel.memory import activation_bytes_per_layer, memory_bytes
 from costmodel.specs import Recipe, load_model
 
@@ -368,3 +369,50 @@ def test_a_runs_own_split_peaks_on_its_fullest_rank_states_and_activations_toget
     assert got.peak_bytes[0] == pytest.approx(even.peak_bytes[0], rel=1e-6)      # but the final norm
     # rank 1 (11 layers, 7 in flight) reports its own states: one layer more than rank 0's, no embedding
     assert got.peak_bytes[0] < 139.7 * 2 ** 30 < (even.peak_bytes[0] + 4.7 * 2 ** 30)
+
+
+def _row(**kw):
+    row = dict(tp=1, pp=1, dp=1, cp=1, ep=1, etp=None, vp=1, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    row.update(kw)
+    row["etp"] = row["etp"] or row["tp"]
+    return row
+
+
+def test_the_ilps_stage_terms_hold_the_embedding_states_on_the_first_stage():
+    """Llama 3 70B at TP 8, PP 4, DP 2, ZeRO-1: the first stage's fixed bytes exceed a middle stage's by
+    the vocab-parallel embedding's states, 128256 x 8192 / 8 parameters at 2 + 4 + 12 / 2 bytes each
+    (bf16 weight, fp32 main gradient, Adam's 12 bytes sharded over DP 2); a layer adds its states and its
+    activations once more per micro-batch in flight, so stage s's per-layer bytes fall by one layer's
+    stored activations from one stage to the next."""
+    from costmodel.memory import stage_memory_terms
+    m = load_model("llama3-70b")
+    r = Recipe(gbs=1024, seq_len=4096)
+    lay = _row(tp=8, pp=4, dp=2, recompute="selective", sp=True)
+    fixed, per_layer = stage_memory_terms(m, r, lay)
+    assert fixed[0] - fixed[1] == pytest.approx(128256 * 8192 / 8 * 12, rel=1e-9)
+    stored = activation_bytes_per_layer(m, r, LayoutTable.from_rows([lay]))[0]
+    assert np.diff(per_layer) == pytest.approx([-stored] * 3, rel=1e-9)
+
+
+@pytest.mark.parametrize("name,lay", [
+    ("mixtral-8x7b", dict(tp=2, pp=4, dp=4, ep=4, etp=1, sp=True)),
+    ("deepseek-v3", dict(tp=1, pp=16, dp=32, ep=32, etp=1, recompute="selective")),
+    ("llama3-70b", dict(tp=4, pp=8, dp=2, mbs=2, recompute="full", zero=3, sp=True)),
+])
+def test_the_ilps_stage_terms_are_predicts_memory_at_the_split_the_ilp_picks(name, lay):
+    """The energy ILP's memory constraint (fixed + n_s x per_layer, costmodel.memory.stage_memory_terms)
+    and ``predict``'s peak (memory_bytes of the run's own split) are one computation: the fullest stage's
+    terms give predict's peak, DeepSeek-V3's MTP module on its last stage, its MoE layers (each stage
+    holding as many as its layers allow, an upper bound for the dense first three) and the dispatchers'
+    transient buffers included."""
+    from costmodel.memory import stage_memory_terms
+    from costmodel.pipeline_layout import layout_text, with_pipeline_layout
+    m = load_model(name)
+    lay = _row(**lay)
+    r = Recipe(gbs=1024, seq_len=4096)
+    fixed, per_layer = stage_memory_terms(m, r, lay)
+    pp = lay["pp"]
+    n = [m.num_layers // pp + (1 if s < m.num_layers % pp else 0) for s in range(pp)]
+    own, _ = with_pipeline_layout(m, layout_text(np.asarray(n), pp, 1, m.mtp_layers), pp, 1)
+    got = memory_bytes(own, r, LayoutTable.from_rows([lay])).peak_bytes[0]
+    assert got == pytest.approx(max(fixed + np.asarray(n) * per_layer), rel=1e-9)
