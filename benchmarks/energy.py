@@ -3,8 +3,8 @@ step time it costs, for the seed characterization's models (GPT-3 175B, Llama-3 
 gbs 128) on the paper clusters (32x H200, 64x H100 on 100 Gb/s InfiniBand, 32 MI250 GCDs), with the nodes'
 non-GPU power counted (race-to-idle) and without it (GPU energy only).
 
-For each case: the search, then the ILP over the whole layout space (costmodel.optimize.solve_space)
-with objective 'time', 'energy' unconstrained, and 'energy' within a 5% step-time slack of the
+For each case: the search, then the ILP over the whole layout space (costmodel.optimize.solve_space,
+at recommend's default power-cap levels, costmodel.optimize.DEFAULT_CAP_LEVELS) with objective 'time', 'energy' unconstrained, and 'energy' within a 5% step-time slack of the
 fastest under the same limits.  The seed study's target: >= 10% energy saved at <= 5% slowdown.
 Not a test: prints a table.
 

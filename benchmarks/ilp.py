@@ -94,7 +94,7 @@ def costmodel_cases() -> None:
     from costmodel.optimize import build_instance, cap_levels, candidates
     from costmodel.search import search
     from costmodel.specs import Recipe, load_cluster, load_model, load_profile
-    print("4. cost-model instances (6 candidate layouts, 5 cap levels, catalog thermal model)")
+    print("4. cost-model instances (6 candidate layouts, the default 9 cap levels, catalog thermal model)")
     print(f"   {'model':<13} {'cluster':<16} {'energy s':>9} {'time s':>8} {'edp s':>8} {'5%-slack energy s':>18}")
     cases = [(name, seq, cn, None, 128) for name, seq in (("gpt3-175b", 2048), ("llama3-70b", 8192),
                                                           ("mixtral-8x7b", 4096))

@@ -289,7 +289,7 @@ def test_ilp_option_prices_the_step_communication_as_the_stage_model_does(nic_gb
     r = Recipe(gbs=4096, seq_len=8192, dp_overlap=True, tp_comm_overlap=True)
     lay = dict(tp=4, pp=4, dp=1024, cp=1, ep=1, vp=10, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
     run = predict_run(m, r, c, p, lay)
-    caps = cap_levels(c, p, None)
+    caps = cap_levels(c, p, None, n=5)
     o = build_option(run, caps)
     e = o.stage_comm_energy_j
     assert e[0] > 0 and np.all(np.diff(e) >= 0) and e[-1] > e[0]      # the link phase held at each cap

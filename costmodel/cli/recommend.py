@@ -514,7 +514,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
                       cap_count=None, fmt=None):
     from .. import ilp
-    from ..optimize import cap_levels, solve_space
+    from ..optimize import DEFAULT_CAP_LEVELS, cap_levels, solve_space
     solver = solver or "cbc"
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
@@ -524,7 +524,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         raise InputError("--candidates", "", f"must be >= 1, got {k}")
     # 9: the 5 levels' midpoints too (at 55 C on paper-h200 Llama 3 70B takes 11% less energy than at 5,
     # in less time); 5, 9, 17 nest, so a finer grid never answers worse
-    caps = cap_levels(c, p, power_cap_w, n=cap_count or 9)
+    caps = cap_levels(c, p, power_cap_w, n=cap_count or DEFAULT_CAP_LEVELS)
     limit_t, inlet, node_w = _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw)
     if node_power is None:
         node_power = objective in ("energy", "edp")

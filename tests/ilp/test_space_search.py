@@ -22,7 +22,7 @@ def small():
     res = search(m, r, c, p)
     rows = space_rows(m, res)[::3][:24]
     sub = replace(res, ranked=res.ranked.take(rows))
-    return m, r, c, p, sub, cap_levels(c, p, None)
+    return m, r, c, p, sub, cap_levels(c, p, None, n=5)
 
 
 def _alone(m, r, c, p, sub, caps, objective, node_power):
