@@ -41,11 +41,22 @@ def cell_float(r: dict, k: str):
 
 _int, _float = cell_int, cell_float
 
-# the stack a source ran on, by a token of its file name, where the row has no ``stack`` column
-_SOURCE_STACKS = (("megatron_sc21", "megatron-legacy"), ("korthikanti", "megatron-legacy"),
-                  ("bloom", "megatron-deepspeed"), ("bigscience", "megatron-deepspeed"),
-                  ("megatron_lm_h100", "megatron"), ("flagperf_megatron", "megatron"), ("nemo", "nemo"),
-                  ("torchtitan", "torchtitan"), ("llmfoundry", "llm-foundry"), ("mlengineering", "deepspeed"))
+#: the stack each shipped dev-set source ran on (its file name, without folders), for rows without a
+#: ``stack`` cell; a file of one's own names its stack in that column (a word of a file name says nothing)
+_SOURCE_STACKS = {
+    "megatron_sc21_a100_weak_scaling_table1.md": "megatron-legacy",
+    "megatron_korthikanti2022_a100_seqpar_selective_recompute.md": "megatron-legacy",
+    "bloom_176B_tr11_training_log_excerpts_a100.md": "megatron-deepspeed",
+    "bloom_tr11_176B_prequel_config_sweep_a100.md": "megatron-deepspeed",
+    "bigscience_v100_megatron_pipeline_scaling_logs.md": "megatron-deepspeed",
+    "megatron_lm_h100_weak_strong_scaling.md": "megatron",
+    "flagperf_megatron_llm_a800_h100_h800.md": "megatron",
+    "nemo_24.07_performance_summary_h100_fp8.md": "nemo",
+    "torchtitan_llama3_h100_202412_torchtitan.md": "torchtitan",
+    "torchtitan_asyncTP_llama3_h100_2025-06_torchtitan.md": "torchtitan",
+    "torchtitan_llama3-8b_h200_202506_trainy-whitefiber.md": "torchtitan",
+    "llmfoundry_mpt_throughput_mfu_h100_a100.md": "llm-foundry",
+    "mlengineering_llama31_8b_h200_vs_b200_deepspeed.md": "deepspeed"}
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
 _MAX_ASSUMED_MBS = 16   # the largest unpublished micro-batch size tried (:func:`_fastest_mbs`)
@@ -278,6 +289,12 @@ def switch_problem(model: ModelSpec, switches: dict, tp: int, sp: bool) -> str |
     return None
 
 
+def notes_name_dist_opt(r: dict) -> bool:
+    """Whether the row's notes name Megatron's distributed optimizer (``--use-distributed-optimizer``, or
+    ``--overlap-param-gather``, which needs it), whatever its ``fsdp_or_zero`` says."""
+    return _DIST_OPT.search(r.get("notes", "")) is not None
+
+
 def notes_dist_opt(r: dict) -> bool:
     """Whether the row's ZeRO stage comes from its notes naming Megatron's distributed optimizer (an
     empty ``fsdp_or_zero``; :func:`row_zero`)."""
@@ -285,18 +302,19 @@ def notes_dist_opt(r: dict) -> bool:
 
 
 def row_stack(r: dict) -> Stack | None:
-    """The row's training stack: its ``stack`` column, else the stack of its source (by file name);
-    None when neither says (the row is skipped)."""
+    """The row's training stack: its ``stack`` column, else the stack of its source where that is a
+    shipped dev-set source (:data:`_SOURCE_STACKS`, by file name); None when neither says (the row is
+    skipped)."""
     name = (r.get("stack") or "").strip()
     if name:
         return STACKS.get(name)
-    src = r.get("source_file", "").lower()
-    return next((STACKS[s] for key, s in _SOURCE_STACKS if key in src), None)
+    src = (r.get("source_file") or "").strip().replace("\\", "/").rsplit("/", 1)[-1]
+    return STACKS[_SOURCE_STACKS[src]] if src in _SOURCE_STACKS else None
 
 
 def row_zero(r: dict) -> int | None:
     """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
-    or FSDP (FULL_SHARD, PyTorch's default sharding strategy) -> 3; empty with notes naming Megatron's
+    or FSDP (FULL_SHARD, PyTorch's default sharding strategy, also alone) -> 3; empty with notes naming Megatron's
     distributed optimizer (``--use-distributed-optimizer``, or ``--overlap-param-gather``, which needs
     it) -> 1; empty, none or zero-0 -> 0; None for any other value."""
     if notes_dist_opt(r):
@@ -308,17 +326,17 @@ def row_zero(r: dict) -> int | None:
         return 1
     if re.fullmatch(r"zero-2\b.*", v) or "shard_grad_op" in v:
         return 2
-    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp"):
+    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp") or v == "full_shard":
         return 3
     return None
 
 
 def row_family(r: dict) -> str:
-    """The architecture family :func:`row_model` prices a row as, from its model name (and source):
+    """The architecture family :func:`row_model` prices a row as, from its model name:
     bloom, llama (Llama, Mistral, Mixtral, Qwen), mpt, nemotron, gpt (GPT, Megatron, MT-NLG), or
     ``unrecognised`` (priced as Megatron GPT too, an assumption the row report lists)."""
     name = r.get("model") or ""
-    if "BLOOM" in name or "bloom" in (r.get("source_file") or ""):
+    if "BLOOM" in name.upper():
         return "bloom"
     if _LLAMA_FAMILY.search(name):
         return "llama"
@@ -346,6 +364,19 @@ def _catalog_model(key: str) -> ModelSpec | None:
     from .specs import list_models, load_model
     names = {_name_key(n): n for n in list_models()}
     return load_model(names[key]) if key in names else None
+
+
+def catalog_mismatch(r: dict) -> str | None:
+    """Where a row naming a catalog model departs from it (``num_layers 81, catalog 80``), None when it
+    names none or agrees (:func:`catalog_row_model`)."""
+    spec = _catalog_model(_name_key(r.get("model") or ""))
+    if spec is None or catalog_row_model(r) is not None:
+        return None
+    for col, attr in _CATALOG_COLUMNS:
+        v = _int(r, col)
+        if v is not None and v != getattr(spec, attr):
+            return f"{col} {v}, catalog {spec.name} {getattr(spec, attr)}"
+    return None
 
 
 def catalog_row_model(r: dict) -> ModelSpec | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import functools
 import math
 import re
 from dataclasses import dataclass
@@ -26,23 +25,13 @@ from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
-                            cell_int as _int, misspelt_note_flags, notes_dist_opt, catalog_row_model, row_family, row_model, row_sp,
+                            cell_int as _int, misspelt_note_flags, notes_dist_opt, notes_name_dist_opt, catalog_mismatch, catalog_row_model, row_family, row_model, row_sp,
                             row_stack, row_switches, row_zero, switch_problem)
-from .specs import ModelSpec, Recipe, list_clusters, load_cluster, load_profile
+from .published_cluster import row_cluster
+from .specs import ModelSpec, Recipe, cluster_profile, load_cluster
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
 from .files import read_text
-
-# cluster of the catalog that matches each row's GPU and interconnect note
-_CLUSTERS = (("Selene", "dgx-a100"), ("Jean Zay A100", "jean-zay-a100"), ("V100", "v100-4x"),
-             ("DGX H100", "dgx-h100"))
-# otherwise the catalog's reference cluster of the row's GPU (8-GPU NVSwitch nodes, 8 NICs per node; GB200:
-# the NVL72 rack, trays of 4 GPUs in one 72-GPU NVLink domain)
-_GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "A800": "hgx-a800",
-                 "H100-SXM-80GB": "dgx-h100", "H100-HBM2e-96GB": "grand-teton-h100", "H800": "hgx-h800", "H200-SXM-141GB": "hgx-h200", "B200": "dgx-b200",
-                 "GB200": "gb200-nvl72",
-                 "MI300X": "azure-nd-mi300x", "V100-32GB": "v100-4x"}
-
 
 @dataclass
 class RowResult:
@@ -90,6 +79,7 @@ RUN_COLUMNS = ("row_id", "source_file", "source_url", "gpu", "num_gpus", "gpus_p
 
 _MEASURED = ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 _MAX_COUNT = 2 ** 53        # counts the model computes exactly in float64
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _bad_number(r: dict) -> str | None:
@@ -100,6 +90,8 @@ def _bad_number(r: dict) -> str | None:
         if not v:
             continue
         try:
+            if not _DECIMAL.fullmatch(v):       # float() also takes '1_28', 'inf' and 'nan'
+                raise ValueError(v)
             x = float(v)
         except ValueError:
             return f"{k} is not a number ({v!r})"
@@ -107,25 +99,35 @@ def _bad_number(r: dict) -> str | None:
             return f"{k} must be a finite positive number, got {v!r}"
         if k not in _MEASURED + ("params_b",) and (not x.is_integer() or x > _MAX_COUNT):
             return f"{k} must be a whole number up to 2^53, got {v!r}"
-    return _measures_disagree(r)
+    return None
 
 
-def _measures_disagree(r: dict) -> str | None:
-    """Why a row's step time and tokens/s/GPU cannot both be its run's: the step they imply differs by
-    more than :data:`_MEASURES_AGREE` (validate reads the first; a second that contradicts it says a
-    cell is not the run's).  None when either is absent."""
-    step, tps = _float(r, "step_time_s"), _float(r, "tokens_per_s_per_gpu")
-    gbs, seq, n = _float(r, "gbs"), _float(r, "seq_len"), _float(r, "num_gpus")
-    if None in (step, tps, gbs, seq, n):
-        return None
-    implied = gbs * seq / (tps * n)
-    if abs(step / implied - 1) > _MEASURES_AGREE:
-        return (f"step_time_s {step:g} and tokens_per_s_per_gpu {tps:g} ({implied:.4g} s a step at gbs x seq_len / "
-                "GPUs) disagree: one of them is not this run's")
+#: two columns that need a FLOP convention (a TFLOP/s and another measure) agree within this factor when
+#: they are of one run: the attention's s x s or causal count and the 4/3 of recomputation move them by up
+#: to 21 % on the dev sets' published pairs (benchmarks/data/dev_set*.csv)
+_FLOP_MEASURES_AGREE = 1.5
+
+
+def _measures_disagree(steps: dict) -> str | None:
+    """Why the row's measured columns cannot all be its run's (``steps``: :func:`implied_steps_s`): two
+    that need no FLOP convention (step time, tokens/s/GPU) imply steps more than :data:`_MEASURES_AGREE`
+    apart, or a TFLOP/s column one more than :data:`_FLOP_MEASURES_AGREE` times another's; None when
+    they agree (validate reads the first)."""
+    cols = list(steps)
+    for i, a in enumerate(cols):
+        for b in cols[i + 1:]:
+            x, y = steps[a], steps[b]
+            flops = "tflops" in a or "tflops" in b
+            if (max(x, y) / min(x, y) > _FLOP_MEASURES_AGREE) if flops else abs(y / x - 1) > _MEASURES_AGREE:
+                return (f"{a} and {b} imply {x:.4g} s and {y:.4g} s a step (more than "
+                        f"{f'{_FLOP_MEASURES_AGREE:g}x' if flops else f'{100 * _MEASURES_AGREE:g}%'} apart): one "
+                        "of them is not this run's")
     return None
 
 
 _CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
+#: the architecture columns a catalog model fills where a row leaves them empty
+_ARCH_COLUMNS = ("num_layers", "hidden", "num_heads", "vocab")
 
 METRICS = {
     "step_time_s": "step time as published",
@@ -137,39 +139,39 @@ METRICS = {
 }
 
 
-def measured_step_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str):
-    """The row's measured step time in seconds and the column it came from (``(None, None)`` if none).
-
-    Order of preference (:data:`METRICS`): the columns that need no FLOP convention first,
-    ``step_time_s``, then ``tokens_per_s_per_gpu``; else ``hardware_tflops_per_gpu`` (executed FLOPs:
-    the model FLOPs of Narayanan et al. SC21 times 4/3 under full recomputation, the convention of
-    Megatron-DeepSpeed's "TFLOPs" log field); ``model_tflops_per_gpu`` (model FLOPs, whose attention
-    convention differs between sources).
-    """
-    st = _float(r, "step_time_s")
+def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str) -> dict:
+    """The step time, s, each measured column of the row implies, in :data:`METRICS`' order of preference
+    (column -> seconds; the row's empty columns absent): ``step_time_s`` as published;
+    ``tokens_per_s_per_gpu`` as gbs x seq_len / (tokens/s x GPUs); ``hardware_tflops_per_gpu`` from
+    executed FLOPs (the model FLOPs of Narayanan et al. SC21 times 4/3 under full recomputation, the
+    convention of Megatron-DeepSpeed's "TFLOPs" log field); ``model_tflops_per_gpu`` from model FLOPs
+    (whose attention convention differs between sources: a row whose notes say 'causal attention'
+    counts half the s x s scores)."""
+    out = {}
+    st, tk = _float(r, "step_time_s"), _float(r, "tokens_per_s_per_gpu")
     if st:
-        return st, "step_time_s"
-    tk = _float(r, "tokens_per_s_per_gpu")
+        out["step_time_s"] = st
     if tk:
-        return metrics.tokens_per_step(recipe) / (tk * n_gpus), "tokens_per_s_per_gpu"
-    # a source that says its FLOPs count causal attention counts half the s x s scores
-    mflops = model_flops_per_step(model, recipe, causal=_CAUSAL.search(r.get("notes", "")) is not None)
-    hw = _float(r, "hardware_tflops_per_gpu")
-    if hw:
-        factor = 4.0 / 3.0 if recompute == "full" else 1.0
-        return mflops * factor / (hw * 1e12 * n_gpus), "hardware_tflops_per_gpu"
-    mt = _float(r, "model_tflops_per_gpu")
-    if mt:
-        return mflops / (mt * 1e12 * n_gpus), "model_tflops_per_gpu"
-    return None, None
+        out["tokens_per_s_per_gpu"] = metrics.tokens_per_step(recipe) / (tk * n_gpus)
+    hw, mt = _float(r, "hardware_tflops_per_gpu"), _float(r, "model_tflops_per_gpu")
+    if hw or mt:
+        mflops = model_flops_per_step(model, recipe, causal=_CAUSAL.search(r.get("notes", "")) is not None)
+        if hw:
+            out["hardware_tflops_per_gpu"] = mflops * (4.0 / 3.0 if recompute == "full" else 1.0) / (hw * 1e12 * n_gpus)
+        if mt:
+            out["model_tflops_per_gpu"] = mflops / (mt * 1e12 * n_gpus)
+    return out
 
 
 def _skip_reason(r: dict) -> str | None:
     notes = r.get("notes", "")
+    # a row naming a catalog model (its filled columns agreeing) takes the architecture from it
+    catalog = catalog_row_model(r) is not None
     for need in ("num_gpus", "num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "tp", "pp"):
-        if not r.get(need, "").strip():
-            return f"{need} not published"
-    if not r.get("ffn_hidden", "").strip() and row_family(r) == "llama":
+        if not r.get(need, "").strip() and not (catalog and need in _ARCH_COLUMNS):
+            return f"{need} not published" + ("" if need not in _ARCH_COLUMNS else
+                                              " (or name a catalog model: `costmodel models`)")
+    if not r.get("ffn_hidden", "").strip() and row_family(r) == "llama" and not catalog:
         return "ffn_hidden not published (a SwiGLU MLP's width is no fixed multiple of hidden)"
     if r.get("precision", "") == "":
         return "precision not published"
@@ -200,54 +202,6 @@ def _skip_reason(r: dict) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def _catalog_cluster_names() -> re.Pattern:
-    """The catalog's cluster file stems as whole words (read once: validate asks for every row)."""
-    names = sorted(list_clusters(), key=len, reverse=True)     # the longest first: dgx-a100-40gb before dgx-a100
-    return re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-
-
-def _cluster_for(r: dict) -> tuple:
-    """``(cluster key, None)`` of the catalog cluster a row ran on: a named system of the interconnect
-    note, else the reference cluster of its GPU; ``(None, why)`` when the gpu cell is empty, names no
-    catalog GPU, or names another GPU than the note's system (the row is skipped, never predicted on
-    another GPU)."""
-    gpu = (r.get("gpu") or "").strip()
-    if not gpu:
-        return None, "gpu is empty"
-    ref = _reference_cluster(gpu)
-    if ref is None:
-        return None, (f"no catalog GPU {gpu!r} (known: {', '.join(_GPU_CLUSTERS)}, or their hardware/gpus file "
-                      "stems)")
-    note = r.get("interconnect_note", "")
-    # a catalog cluster the note names (its file stem as a word), else the systems it names; a system
-    # of the row's GPU wins over another the note mentions in passing ("vs V100 in prior work")
-    named = [(c, c) for c in _catalog_cluster_names().findall(note)]
-    named += [(key, name) for key, name in _CLUSTERS if key in note]
-    for key, name in named:
-        if _gpu_of(name) == _gpu_of(ref):
-            return name, None
-    if named:
-        key, name = named[0]
-        return None, f"gpu {gpu!r} contradicts the interconnect note's system {key!r} ({_gpu_of(name)})"
-    return ref, None
-
-
-@functools.lru_cache(maxsize=None)
-def _reference_cluster(gpu: str) -> str | None:
-    """The reference cluster of a gpu cell: a dev-set name (``A100-SXM-80GB``, any case) or the catalog's
-    GPU file stem (``a100-sxm-80gb``); None when neither."""
-    for name, ref in _GPU_CLUSTERS.items():
-        if gpu.lower() in (name.lower(), _gpu_of(ref)):
-            return ref
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _gpu_of(cluster: str) -> str:
-    return load_cluster(cluster).gpu.key
-
-
 def _row_problem(r: dict) -> str | None:
     """Why a row's categorical cells cannot be read (an unknown recompute, sharding or SP value)."""
     rc = (r.get("recompute") or "").strip()
@@ -256,6 +210,9 @@ def _row_problem(r: dict) -> str | None:
     z = (r.get("fsdp_or_zero") or "").strip()
     if z and row_zero(r) is None:
         return f"fsdp_or_zero {z!r} is not none, zero-0/1/2/3 or fsdp[-strategy]"
+    if z.lower() in ("none", "zero-0") and notes_name_dist_opt(r):
+        return (f"fsdp_or_zero {z!r} contradicts the notes, which name Megatron's distributed optimizer "
+                "(--use-distributed-optimizer or --overlap-param-gather: ZeRO-1)")
     spv = (r.get("sequence_parallel") or "").strip().lower()
     if spv not in ("", "true", "false"):
         return f"sequence_parallel {spv!r} is not true, false or empty"
@@ -276,7 +233,7 @@ def _row_problem(r: dict) -> str | None:
 def _no_metric(r: dict) -> str:
     """Why a row has no measured step: none of the columns a step is read from; an MFU alone is not
     read back into one, as the peak and FLOP convention it divides by are the source's."""
-    return "no throughput metric (step_time_s, tokens_per_s_per_gpu or model_tflops_per_gpu)" + (
+    return "no throughput metric (step_time_s, tokens_per_s_per_gpu, hardware_tflops_per_gpu or model_tflops_per_gpu)" + (
         "; mfu alone is not used: the peak and FLOP convention it divides by are the source's"
         if (r.get("mfu") or "").strip() else "")
 
@@ -292,8 +249,41 @@ def _effective_switches(r: dict, model, tp: int) -> dict:
     return switches
 
 
-def _prepare(r: dict, cache: dict):
-    """A usable row as (cluster key, model, recipe, layout row, RowResult), or the reason to skip it.
+def _row_assumptions(r: dict, stack, model: ModelSpec, recipe: Recipe, catalog: bool, switches: dict, sp_assumed,
+                     stack_zero: bool, fsdp_pp: bool) -> tuple:
+    """What :func:`_prepare` assumes of a row beyond its cells, as ``name=value(why)`` strings: the stack of
+    its source file, the stack's default sharding, the switches its notes name, SP (``sp_assumed``: the
+    assumed value, or None when published), FSDP2 under a pipeline, the distributed optimizer of its
+    notes, EP 1, the shared expert, the catalog model or family, the widths a missing column leaves,
+    a stated size its architecture contradicts, and balanced routing for a dropless run."""
+    stated = _float(r, "params_b")
+    mis = catalog_mismatch(r)
+    return (((f"stack={stack.name}(its source file)",) if not (r.get("stack") or "").strip() else ())
+            + ((f"zero={stack.zero_stages[0]}({stack.name}'s default data parallelism)",) if stack_zero else ())
+            + tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp_assumed}",) if sp_assumed is not None else ())
+            + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ("zero=1(distributed optimizer)",) if notes_dist_opt(r)
+               else ())
+            + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
+            + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
+            + ((f"arch=catalog {model.name}",) if catalog
+               else ("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
+            + ((f"arch={row_family(r)} from the row's columns ({mis})",) if mis else ())
+            + tuple(f"{c}={v}({f'catalog {model.name}' if catalog else why})"
+                    for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
+                                      ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
+                    if not (r.get(c) or "").strip())
+            # params_b is informational, but one far from the architecture's count says a column is not the run's
+            + ((f"params_b={stated:g}(the row's architecture gives {model.params() / 1e9:.1f}B)",)
+               if stated and not 0.8 <= model.params() / (stated * 1e9) <= 1.25 else ())
+            # a trained router's uneven expert loads are in the measured step: balanced routing is priced
+            + (("moe_expert_load_cv=0(dropless: the router's imbalance is not published)",)
+               if model.is_moe and not recipe.moe_expert_load_cv and re.search(r"\bdropless\b", r.get("notes", ""), re.I)
+               else ()))
+
+
+def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
+    """A usable row as (cluster key, model, recipe, layout row, RowResult), or the reason to skip it;
+    ``hw``: the ``--cluster`` and ``--profile`` every row runs on (None: the row's own, costmodel.published_cluster).
 
     Raises:
         InputError: a recipe value the model refuses (caught by :func:`validate_rows`, which skips
@@ -301,7 +291,7 @@ def _prepare(r: dict, cache: dict):
     """
     rid, src = r.get("row_id", "?"), r.get("source_file", "?")
     why = _bad_number(r) or _skip_reason(r) or _row_problem(r)
-    cname, gpu_why = _cluster_for(r)
+    cname, gpu_why, hw_assumed = row_cluster(r, hw[0])
     why = why or gpu_why
     if why:
         return why
@@ -310,7 +300,7 @@ def _prepare(r: dict, cache: dict):
     if key not in cache:
         per_node = load_cluster(cname).gpus_per_node       # a row may count a whole NVLink domain as its node
         c = load_cluster(cname, nodes=max(1, n_gpus // per_node))
-        cache[key] = (c, load_profile(c.gpu.key))
+        cache[key] = (c, cluster_profile(c, hw[1]))
     cluster, profile = cache[key]
     if gpn is None:
         return "gpus_per_node missing"
@@ -331,7 +321,7 @@ def _prepare(r: dict, cache: dict):
     why = switch_problem(model, switches, tp, sp)
     if why:
         return why
-    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"], gpu=cluster.gpu,
+    recipe = stack_recipe(stack, _int(r, "gbs"), _int(r, "seq_len"), r["precision"].strip().lower(), gpu=cluster.gpu,
                           **switches)
     if recipe.flash_attention:
         # raises for an unfitted kernel or a head dim the kernel does not run
@@ -341,42 +331,31 @@ def _prepare(r: dict, cache: dict):
     # buckets, async tensor-parallel all-reduce); the runs logged with DDP_impl=local had none
     ddp_local = re.search(r"DDP[_ ]impl[= ]local", r.get("notes", "")) is not None
     rc_known = r.get("recompute") not in ("", "unknown", None)
+    # an unpublished sharding on a stack whose data parallelism shards by default (FSDP: torchtitan,
+    # llm-foundry) is that default; elsewhere the cheapest stage that fits (below)
+    zero_given = bool((r.get("fsdp_or_zero") or "").strip()) or notes_dist_opt(r)
+    stack_zero = not zero_given and dp * cp > 1 and stack.zero_stages[0] != 0
     row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, etp=_int(r, "etp"), vp=_int(r, "vp") or 1,
-               mbs=_int(r, "mbs"),
-               recompute=r["recompute"] if rc_known else "none", zero=row_zero(r), sp=sp, overlap=not ddp_local)
+               mbs=_int(r, "mbs"), recompute=r["recompute"] if rc_known else "none",
+               zero=stack.zero_stages[0] if stack_zero else row_zero(r), sp=sp, overlap=not ddp_local)
     # torchtitan's FSDP2 under a pipeline keeps each stage's parameters gathered across its micro-batches
     # and reduce-scatters once (torchtitan/models/llama3/infra/parallelize.py apply_fsdp: reshard_after_
     # forward = not pp_enabled): ZeRO-1's traffic and memory
     fsdp_pp = row["zero"] == 3 and pp > 1 and stack.name == "torchtitan"
     if fsdp_pp:
         row["zero"] = 1
-    assumed = (tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp}",) if sp_assumed else ())
-               + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ("zero=1(distributed optimizer)",) if notes_dist_opt(r)
-                  else ())
-               + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())
-               + ((f"shared_expert={model.shared_ffn_hidden}",) if model.shared_ffn_hidden else ())
-               + ((f"arch=catalog {model.name}",) if catalog
-                  else ("arch=megatron-gpt(unrecognised model name)",) if row_family(r) == "unrecognised" else ())
-               + tuple(f"{c}={v}({f'catalog {model.name}' if catalog else why})"
-                       for c, v, why in (("ffn_hidden", model.ffn_hidden, "4 x hidden"),
-                                         ("num_kv_heads", model.num_kv_heads, "MHA: num_heads"))
-                       if not (r.get(c) or "").strip()))
+    assumed = hw_assumed + _row_assumptions(r, stack, model, recipe, catalog, switches, sp if sp_assumed else None,
+                                            stack_zero, fsdp_pp)
     row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
     assumed += pp_assumed
     # params_b is informational, but one far from the architecture's count says a column is not the run's
-    stated = _float(r, "params_b")
-    if stated and not 0.8 <= model.params() / (stated * 1e9) <= 1.25:
-        assumed += (f"params_b={stated:g}(the row's architecture gives {model.params() / 1e9:.1f}B)",)
-    if model.is_moe and not recipe.moe_expert_load_cv and re.search(r"\bdropless\b", r.get("notes", ""), re.I):
-        # a trained router's uneven expert loads are in the measured step: balanced routing is priced
-        assumed += ("moe_expert_load_cv=0(dropless: the router's imbalance is not published)",)
     mbs_known = row["mbs"] is not None
     if mbs_known:
         code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
                               recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
         if code[0] >= 0:
             return f"layout not representable: {msgs[code[0]]}"
-    zero_known = bool((r.get("fsdp_or_zero") or "").strip()) or notes_dist_opt(r) or dp * cp == 1
+    zero_known = zero_given or stack_zero or dp * cp == 1
     zeros = (row["zero"],) if zero_known else (0, 1)
     recomputes = (row["recompute"],) if rc_known else ("none", "selective", "full")
     if not mbs_known:
@@ -393,9 +372,10 @@ def _prepare(r: dict, cache: dict):
                           uneven_pp=True)
     if code[0] >= 0:
         return f"layout not representable: {msgs[code[0]]}"
-    meas, metric = measured_step_s(r, model, recipe, n_gpus, row["recompute"])
-    if meas is None:
+    steps = implied_steps_s(r, model, recipe, n_gpus, row["recompute"])
+    if not steps:
         return _no_metric(r)
+    metric, meas = next(iter(steps.items()))
     # a measurement above the GPU's dense peak cannot be a step of this run; one far below any published
     # run's is a value in other units (a step in ms read as s)
     peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
@@ -407,6 +387,9 @@ def _prepare(r: dict, cache: dict):
         return (f"{metric} with this model, gbs {recipe.gbs} and seq_len {recipe.seq_len} implies "
                 f"{100 * used:.2g}% of {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak, under "
                 f"{100 * MIN_PEAK_FRACTION:g}%: a value in other units (a step in ms?) or another run's")
+    why = _measures_disagree(steps)
+    if why:
+        return why
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,
                     cluster=cluster.key)
     return key, model, recipe, row, res
@@ -418,15 +401,24 @@ def _prepare(r: dict, cache: dict):
 MIN_PEAK_FRACTION = 0.005
 
 
-def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
+def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None = None,
+                  profile: str | None = None) -> list[RowResult]:
     """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why: a
-    bad or unknown cell names its column, a repeated ``row_id`` keeps the first row).
+    bad or unknown cell names its column, a repeated ``row_id`` keeps the first row).  ``cluster``
+    (a catalog name or cluster file) and ``profile`` (a profile file): what every row ran on and is
+    priced with, instead of each row's catalog cluster (costmodel.published_cluster) and its GPU's
+    built-in profile; a row of another GPU is skipped.
+
+    Raises:
+        InputError: ``cluster`` or ``profile`` cannot be read (named as ``--cluster`` / ``--profile``).
 
     Rows of the same model, recipe and cluster are predicted as one layout table (one vectorised
     pass each).  The predicted step is the one ``predict`` prints: the power-limited step of the
     energy model (clocks under the TDP, costmodel.energy) where the GPU has a power model, else the
     time model's step at full clocks.
     """
+    if cluster:
+        load_cluster(cluster)                   # a bad --cluster is the command's error, not every row's
     out: list = []
     cache, groups, seen = {}, {}, set()
     for i, r in enumerate(rows):
@@ -444,7 +436,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv") -> list[RowResult]:
             continue
         seen.add(rid)
         try:
-            got = _prepare(r, cache)
+            got = _prepare(r, cache, (cluster, profile))
         except InputError as e:     # a recipe flag's value names the row's column; a file names itself
             got = (f"{e.where[2:].replace('-', '_')}: {e.message}" if e.where.startswith("--") else str(e))
         if isinstance(got, str):
@@ -507,8 +499,11 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
     reader = csv.DictReader(lines, strict=True)
     rows, ends = [], []
+    blank = lambda v: v is None or not (" ".join(v) if isinstance(v, list) else v).strip()   # noqa: E731
     try:
         for r in reader:
+            if all(blank(v) for v in r.values()):   # a spreadsheet's empty line (",,,,") or one of spaces
+                continue
             rows.append(r)
             ends.append(reader.reader.line_num)
     except csv.Error as e:
@@ -608,7 +603,8 @@ def summarize(results: list[RowResult]) -> dict:
         e = s.pop("abs_err")
         s["mean_abs_err_pct"] = float(np.mean(e)) if e else None
         s["max_abs_err_pct"] = float(np.max(e)) if e else None
-        s["band_coverage"] = s.pop("covered") / s["used"] if s["used"] else None
+        covered = s.pop("covered")
+        s["band_coverage"] = covered / s["used"] if s["used"] else None
     used = [abs(r.error_pct) for r in results if not r.skipped]
     sweeps: dict = {}
     for r in results:

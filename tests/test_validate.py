@@ -85,7 +85,7 @@ def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
     f = tmp_path / "runs.csv"
     f.write_text(head + "\n" + odd + "\n")
     (r,) = validate_rows(read_runs_csv(f), str(f))
-    assert r.skipped.startswith("no catalog GPU 'Gaudi3' (known: A100-SXM-80GB,")
+    assert r.skipped.startswith("no catalog GPU 'Gaudi3' with a catalog cluster (known: A100-SXM-80GB,")
 
 
 @pytest.mark.parametrize("gpu, why", [("Z9000-SXM", "no catalog GPU 'Z9000-SXM'"), ("", "gpu is empty"),
@@ -192,8 +192,10 @@ def test_no_published_hopper_run_is_predicted_out_of_memory():
     used = [r for r in res if not r.skipped]
     assert len(used) >= 166 and [r.row_id for r in used if r.predicted_oom] == []
     fp = {r.row_id: r for r in used}
-    assert fp["flagperf-002"].assumed == ("sp=True", "arch=catalog llama3-8b", "zero=1")   # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
-    assert fp["mleng-011"].assumed == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
+    # its note names the system (DGX H100); its source file, the stack
+    assert fp["flagperf-002"].assumed == ("stack=megatron(its source file)", "sp=True", "arch=catalog llama3-8b",
+                                          "zero=1")   # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
+    assert fp["mleng-011"].assumed[2:] == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
                                        "attention_kernel=fa3", "optimizer_offload=True", "arch=catalog llama3.1-8b")
 
 
@@ -243,9 +245,13 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     are skipped by name."""
     rows = [r for r in read_runs_csv(HOPPER) if r["source_file"].startswith("throughput/nemo_24.07")]
     res = {r.row_id: r for r in validate_rows(rows, str(HOPPER))}
-    assert res["nemo2407-003"].assumed == ("attention_kernel=fa2", "sp=True", "zero=1", "recompute=none")
+    assert res["nemo2407-003"].assumed[2:] == ("attention_kernel=fa2", "sp=True",
+                                               "arch=gpt from the row's columns (vocab 50257, catalog gpt3-175b 51200)",
+                                               "zero=1", "recompute=none")
     # GPT-3 175B at TP4 PP8 VP6 fits without recomputation once TE keeps its GEMM inputs in fp8
-    assert res["nemo2407-004"].assumed == ("attention_kernel=fa2", "sp=True", "zero=1", "recompute=none")
+    assert res["nemo2407-004"].assumed[2:] == ("attention_kernel=fa2", "sp=True",
+                                               "arch=gpt from the row's columns (vocab 50257, catalog gpt3-175b 51200)",
+                                               "zero=1", "recompute=none")
     # Llama 2 70B on 16 GPUs (TP4 PP4 DP1) fits only recomputing 16 of each stage's 20 layers (block method)
     sft70 = dict(next(r for r in rows if r["row_id"] == "nemo2407-015"), notes="task=pretrain")
     assert "recompute=full(16 layers)" in validate_rows([sft70], str(HOPPER))[0].assumed
@@ -291,14 +297,14 @@ def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
     rows = {r["row_id"]: r for r in read_runs_csv(HOPPER)}
     for rid in ("torchtitan-001", "torchtitan-018", "torchtitan-020", "torchtitan-031"):
         assert row_switches(rows[rid]).get("kv_repeat") is True, rid
-    assert "kv_repeat" not in row_switches(dict(rows["torchtitan-001"], source_file="throughput/torchtitan_2026.md"))
+    assert "kv_repeat" not in row_switches(dict(rows["torchtitan-001"], source_file="throughput/torchtitan_2026.md", stack="torchtitan"))
     (res,) = validate_rows([rows["torchtitan-018"]], str(HOPPER))
     assert "kv_repeat=True" in res.assumed
-    (bare,) = validate_rows([dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")], str(HOPPER))
+    (bare,) = validate_rows([dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md", stack="torchtitan")], str(HOPPER))
     assert res.predicted_s > 1.05 * bare.predicted_s
     # a table of one's own says it in its notes (the flag, or the code's repeat_kv); a slip of the flag is
     # named; an MHA row has no heads to repeat, so none is assumed
-    own = dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md")
+    own = dict(rows["torchtitan-018"], source_file="throughput/torchtitan_2026.md", stack="torchtitan")
     for notes, want in (("ran --kv-repeat", True), ("llama attention with repeat_kv", True),
                         ("repeat_kv then --no-kv-repeat", False), ("gqa without repeat_kv", None)):
         assert row_switches(dict(own, notes=notes)).get("kv_repeat") is want, notes

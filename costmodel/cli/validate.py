@@ -13,16 +13,29 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
              rows: bool = typer.Option(False, "--rows", help="Also print every row's error."),
              as_json: bool = typer.Option(False, "--json", help="Print the summary and rows as JSON."),
              strict: bool = typer.Option(False, "--strict", help="Exit 2 when any row is skipped (a check of your own "
-                                         "CSV in CI), after the report.")):
+                                         "CSV in CI), after the report."),
+             cluster: Optional[str] = typer.Option(None, "--cluster", help="Catalog name or cluster YAML every row ran "
+                                                   "on (default: each row's catalog cluster, from its gpu and "
+                                                   "interconnect_note); rows of another GPU are skipped."),
+             profile: Optional[str] = typer.Option(None, "--profile", help="Calibrated profile YAML to price the rows "
+                                                   "with (default: the GPU's built-in one).")):
     """Predict every published run of a CSV and report the step-time error per source: rows used and
     skipped (with why), mean and max |error|, Spearman rank correlation within each sweep."""
+    from ..errors import InputError
     from ..validate import read_runs_csv, summarize, validate_rows
     if plot is not None:
         from ..files import output_dir
         from ..plots import require_matplotlib
         require_matplotlib()                # before any work and before the folder is made
         output_dir(plot, "--plot")
-    results = validate_rows(read_runs_csv(runs), runs)
+    if profile is not None:
+        from ..specs import cluster_profile, load_cluster
+        from .common import check_profile_gpu
+        if cluster is None:
+            raise InputError("--profile", "", "needs --cluster: a profile is fitted for one GPU, the cluster says "
+                             "which the rows ran on")
+        check_profile_gpu(cluster_profile(load_cluster(cluster), profile), load_cluster(cluster))
+    results = validate_rows(read_runs_csv(runs), runs, cluster, profile)
     summary = summarize(results)
     if plot is not None:
         from ..plots import validate_scatter
