@@ -476,6 +476,16 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "ETP defaults to TP, --etp 1 runs the experts unsplit)",
          (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
+        ("Megatron-core refuses biased expert layers ({name}: add_bias_linear) with ETP > 1 ('Bias in Moe is only "
+         "supported when ETP==1', TransformerConfig): --etp 1",
+         (model.num_experts > 1) & model.bias & (t.etp > 1) & st.megatron_family),
+        ("torchtitan's EP borrows its ranks from the sharded data-parallel, CP and TP dimensions (ParallelDims: "
+         "expert_parallel_degree must divide dp_shard x cp x tp; DDP, --zero 0, shards no data-parallel rank)",
+         (recipe.stack == "torchtitan") & (t.ep > 1)
+         & ((np.where(t.zero == 0, 1, t.dp) * t.cp * t.tp) % t.ep != 0)),
+        ("torchtitan splits no expert over TP under EP (its experts run whole on each EP rank; "
+         "expert_tensor_parallel_degree is gone, pytorch/torchtitan#3167): --etp 1",
+         (recipe.stack == "torchtitan") & (t.ep > 1) & (t.etp > 1)),
         ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "
          "'When using MoE and tensor parallelism, sequence parallelism must be used')",
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),

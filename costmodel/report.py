@@ -74,13 +74,16 @@ def run_record(run: RunPrediction) -> dict:
 
 
 def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: ClusterSpec,
-            mfu: float | None = None) -> list[str]:
+            mfu: float | None = None, runs: list | None = None) -> list[str]:
     """Plain-language reasons for the winner (row 0 of ``ranked``): where its time goes, what
-    limits it, and how the best layouts of other shapes compare (the time model's steps); ``mfu``:
-    the winner's as predict prints it (under the power limit), else the time model's."""
+    limits it, and how the best layouts of other shapes compare; ``mfu``: the winner's as predict
+    prints it (under the power limit), else the time model's.  With ``runs`` (costmodel.predict.
+    RunPrediction of the first layouts, in ranking order, at the pipeline split each runs) the shares
+    are the winner's printed breakdown and the comparisons their steps under the power limit, as the
+    ranking table shows them; else the time model's at the default split."""
     L = ranked.layouts
-    t0 = ranked.step_time_s[0]
-    bd = {k: ranked.breakdown[k][0] for k in BREAKDOWN_TERMS}
+    t0 = runs[0].uncapped_step_time_s if runs else ranked.step_time_s[0]
+    bd = {k: (runs[0].breakdown[k] if runs else ranked.breakdown[k][0]) for k in BREAKDOWN_TERMS}
     out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU "
            f"{100 * (ranked.mfu[0] if mfu is None else mfu):.1f}%."]
     over = sorted(((v, k) for k, v in bd.items() if k != "compute_s"), reverse=True)
@@ -95,7 +98,8 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
         seen.add(key)
         if len(seen) > 3:
             break
-        slower = 100 * (ranked.step_time_s[i] / t0 - 1)
+        slower = 100 * (runs[i].step_time_s / runs[0].step_time_s - 1 if runs and i < len(runs)
+                        else ranked.step_time_s[i] / ranked.step_time_s[0] - 1)
         how = (f"is {slower:.1f}% slower" if slower >= 0 else
                f"is {-slower:.1f}% faster at full clocks, slower under the power limit")
         out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "

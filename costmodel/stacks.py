@@ -576,10 +576,8 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     # capacity the caller gives takes the dependent defaults with it
     if "moe_capacity_factor" not in given and ("moe_dispatcher" in given and values["moe_dispatcher"] != "alltoall"):
         values["moe_capacity_factor"] = 0.0
-    # and a capacity factor given without a dispatcher takes the one Megatron-core allows with it
-    cf = values["moe_capacity_factor"]
-    if "moe_dispatcher" not in given and "moe_capacity_factor" in given and isinstance(cf, (int, float)) and cf > 0:
-        values["moe_dispatcher"] = "alltoall"
+    # (a capacity factor runs under every dispatcher: Megatron-core dropped its alltoall-only check with
+    # DeepEP's integration, NVIDIA/Megatron-LM 0d389f5, 2025-02; the router drops the tokens)
     if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
         values["moe_pad_to_capacity"] = False
     if "fp8_recipe" in given and precision != "fp8":

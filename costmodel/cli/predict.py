@@ -101,6 +101,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         m = dataclasses.replace(m, dropout=sc["dropout"])
         config_notes.append(f"dropout {'on' if m.dropout else 'off'}, as {sc['dropout_where']} says "
                             f"({m.name}'s own default is the other)")
+    etp_src = ctx.get_parameter_source("etp")
+    if layout_flags.get("etp") is not None and not m.is_moe and etp_src is not None and etp_src.name == "COMMANDLINE":
+        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at --tp)")
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     with config_origin(sc):
@@ -118,6 +121,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                 raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs "
                                  f"of {c.key}")
         lay["dp"] = c.num_gpus // n
+    if r.stack == "torchtitan" and m.is_moe and lay.get("etp") is None and lay["ep"] > 1:
+        lay["etp"] = 1          # torchtitan runs each expert whole on its EP rank (no expert TP)
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
         # the default: on wherever TP > 1 and the stack runs it

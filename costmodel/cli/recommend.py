@@ -72,6 +72,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "parallel communication/GEMM overlap can happen only when sequence parallelism is "
                          "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
+    if "etp" in pins and not m.is_moe:      # as predict refuses it: a dense model's ETP is its TP
+        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at the layout's TP: "
+                         "pin --tp)")
     if inlet_temp_c is not None:            # before the search, as predict does
         check_inlet_temp_c(inlet_temp_c, c)
     # the recipe's own Megatron-LM start-up rules (those of its switches, whatever layout wins)
@@ -139,7 +142,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     _print_band(out, runs[:top])
     _print_memory_margin(out, res, c, runs)
     out.print("[bold]Why this layout:[/bold]")
-    for line in report.reasons(res.ranked, res.faster_infeasible, c, runs[0].mfu):
+    for line in report.reasons(res.ranked, res.faster_infeasible, c, runs[0].mfu, runs):
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
@@ -272,6 +275,9 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
     code, msgs = validity(LayoutTable.from_rows([row]), m, r, c.num_gpus, c.scale_up_gpus)
     if code[0] >= 0:
         return f"{head}: {msgs[code[0]]} (for {layout_name(row)})"
+    if "etp" in pins and pins["etp"] != 1 and pins.get("tp") != pins["etp"]:
+        return (f"{head}: the search runs the experts at the layout's TP or unsplit (ETP = TP or 1, Megatron-core's "
+                f"default and DeepSeek's): pin --tp {pins['etp']} with it, or --etp 1")
     return head + ": predict that layout to see the rule it breaks"
 
 

@@ -376,10 +376,6 @@ class Recipe:
             raise InputError("--moe-capacity-factor", "", f"{cf:g} is below 1: every expert would drop tokens even "
                              "under perfect balance, work the model's FLOP count still includes; use 0 (dropless) "
                              "or a factor >= 1")
-        if cf > 0 and self.moe_dispatcher != "alltoall":
-            raise InputError("--moe-capacity-factor", "", f"needs --moe-dispatcher alltoall, not "
-                             f"{self.moe_dispatcher} (Megatron-core: 'moe_expert_capacity_factor only works with "
-                             "alltoall token dispatcher')")
         recompute_module_list(self.recompute_modules)
         for flag, v in (("--main-grads-dtype", self.main_grads_dtype), ("--optimizer-states-dtype",
                                                                         self.optimizer_states_dtype)):

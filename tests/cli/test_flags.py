@@ -226,16 +226,18 @@ def test_recommend_refuses_tp_comm_overlap_without_sp_as_predict_does():
     assert r.returncode == 2 and len(lines) == 1 and "--tp-comm-overlap: needs sequence parallelism" in lines[0]
 
 
-def test_a_capacity_factor_without_a_dispatcher_takes_all_to_all():
-    """Megatron-core runs a capacity factor only with the all-to-all dispatcher: given alone it takes
-    that one (the stack's allgather default would be refused); an explicit other dispatcher is refused."""
+def test_a_capacity_factor_keeps_the_stacks_dispatcher():
+    """Megatron-core runs a capacity factor under every dispatcher since its DeepEP integration (NVIDIA/
+    Megatron-LM 0d389f5, 2025-02, dropped 'moe_expert_capacity_factor only works with alltoall token
+    dispatcher'): given alone it keeps the stack's allgather default; the flex dispatcher still pads to no
+    capacity."""
     from costmodel.errors import InputError
     from costmodel.stacks import get_stack, stack_recipe
     r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_capacity_factor=1.25, moe_pad_to_capacity=True)
-    assert (r.moe_dispatcher, r.moe_capacity_factor, r.moe_pad_to_capacity) == ("alltoall", 1.25, True)
-    assert get_stack("megatron").defaults["moe_dispatcher"] == "allgather"
-    with pytest.raises(InputError, match="needs --moe-dispatcher alltoall, not allgather"):
-        stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_capacity_factor=1.25, moe_dispatcher="allgather")
+    assert (r.moe_dispatcher, r.moe_capacity_factor, r.moe_pad_to_capacity) == ("allgather", 1.25, True)
+    with pytest.raises(InputError, match="--moe-pad-to-capacity: the flex"):
+        stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_capacity_factor=1.25, moe_dispatcher="flex",
+                     moe_pad_to_capacity=True)
 
 
 def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
