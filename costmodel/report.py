@@ -13,6 +13,7 @@ from rich.table import Table
 from . import metrics
 from .layouts import RECOMPUTE, layout_name
 from .predict import Prediction, RunPrediction
+from .specs.model_config import known_family
 from .schedule import BREAKDOWN_TERMS
 from .specs import ClusterSpec, ModelSpec, Recipe
 from .stacks import switch_values
@@ -29,7 +30,8 @@ def run_record(run: RunPrediction) -> dict:
 
     Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, peak_mem_bytes,
     hbm_capacity_bytes, memory (weights/grads/optimizer/activations bytes), layout, breakdown
-    (seconds per term, uncapped), model, params and active_params (MTP modules excluded), cluster,
+    (seconds per term, uncapped), model, params and active_params (MTP modules excluded),
+    model_read_as_plain_decoder (a config of a family the reader does not know), cluster,
     num_gpus, recipe, and reason when infeasible;
     with a band: step_time_band (rel, sigma, unfitted_terms, profile) and step_time_band_s; with an
     energy report: its fields (costmodel.energy.EnergyReport), uncapped_step_time_s and
@@ -48,6 +50,8 @@ def run_record(run: RunPrediction) -> dict:
         "layout": dict(run.layout),
         "breakdown": dict(run.breakdown),
         "model": run.model.name, "params": run.model.params(), "active_params": run.model.params(active=True),
+        # a config of a family the reader does not know, read from its generic keys (an approximation)
+        "model_read_as_plain_decoder": not known_family(run.model),
         "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
         "recipe": recipe_record(run.recipe),
     }

@@ -598,6 +598,83 @@ def test_a_config_without_hidden_act_names_its_family_default(tmp_path):
     with pytest.raises(InputError, match="hidden_act: missing \\(Hugging Face's llama config class would default it "
                                          "to silu"):
         load_model(str(f))
-    f.write_text(json.dumps(dict(llama, model_type="bloom")))
+    f.write_text(json.dumps(dict(llama, model_type="opt")))
     with pytest.raises(InputError, match="hidden_act: missing$"):
         load_model(str(f))
+
+
+def _cfg(tmp_path, d: dict):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(d))
+    return load_model(str(f))
+
+
+def test_hugging_face_family_defaults_of_keys_a_file_leaves_out(tmp_path):
+    """Keys Hugging Face's config classes default to a value of their own, not to what a plain reading would
+    assume: MistralConfig's and MixtralConfig's num_key_value_heads 8 (Mistral-7B 7,241,732,096 parameters;
+    read as MHA it was 8.05B), Qwen3Config's head_dim 128 (Qwen3-0.6B 596,049,920; hidden / heads gave
+    508M), Gemma3TextConfig's 8 heads and 4 KV heads (Gemma 3 4B's text model), BLOOM's 4h GELU MLP
+    with biases (BloomConfig has no MLP keys; bloom-560m 559.21M, HF 559.21M less its embedding norm)."""
+    mistral = dict(model_type="mistral", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                   intermediate_size=14336, vocab_size=32000, hidden_act="silu", tie_word_embeddings=False)
+    assert _cfg(tmp_path, mistral).params() == 7_241_732_096
+    assert _cfg(tmp_path, dict(mistral, num_key_value_heads=None)).num_kv_heads == 32     # HF: None is MHA
+    qwen3 = dict(model_type="qwen3", hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+                 num_key_value_heads=8, intermediate_size=3072, vocab_size=151936, hidden_act="silu",
+                 tie_word_embeddings=True)
+    assert _cfg(tmp_path, qwen3).params() == 596_049_920
+    g3 = _cfg(tmp_path, dict(model_type="gemma3", text_config=dict(
+        model_type="gemma3_text", hidden_size=2560, intermediate_size=10240, num_hidden_layers=34, sliding_window=1024)))
+    assert (g3.num_heads, g3.num_kv_heads, g3.head_dim) == (8, 4, 256)
+    bloom = _cfg(tmp_path, dict(model_type="bloom", hidden_size=1024, n_layer=24, n_head=16, vocab_size=250880))
+    assert (bloom.ffn_hidden, bloom.activation, bloom.bias) == (4096, "gelu", True)
+    assert bloom.params() == pytest.approx(559_214_592, abs=2 * 1024)
+
+
+def test_wrappers_without_their_text_model_and_unmodelled_projections_are_named(tmp_path):
+    """A llama4 or gemma3 file without text_config names text_config (it had suggested reading it as
+    'llama'); OPT-350m's 512-wide embedding projected to 1024 is refused by its key (it was counted as a
+    1024-wide embedding, +7.4%)."""
+    for mt in ("llama4", "gemma3"):
+        with pytest.raises(InputError, match=f"text_config: missing: a {mt} file"):
+            _cfg(tmp_path, {"model_type": mt})
+    opt = dict(model_type="opt", hidden_size=1024, ffn_dim=4096, num_hidden_layers=24, num_attention_heads=16,
+               vocab_size=50272, max_position_embeddings=2048, activation_function="relu", word_embed_proj_dim=512)
+    with pytest.raises(InputError, match="word_embed_proj_dim: 512 is not hidden_size 1024"):
+        _cfg(tmp_path, opt)
+    assert _cfg(tmp_path, dict(opt, word_embed_proj_dim=1024)).bias
+
+
+@pytest.mark.parametrize("key,value,on", [("dropout", 0.1, True), ("resid_pdrop", 0.1, True),
+                                          ("hidden_dropout", 0.1, True), ("attention_dropout", 0.0, False),
+                                          ("hidden_dropout", 0.0, False)])
+def test_residual_dropout_turns_dropout_on_as_attention_dropout_does(tmp_path, key, value, on):
+    """OPT's dropout 0.1 beside attention_dropout 0.0 trains with residual dropout masks: dropout is one
+    switch, on when either probability is above 0 (as a run's own configuration sets it)."""
+    base = dict(model_type="llama", hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
+                intermediate_size=4096, vocab_size=32000, hidden_act="silu", tie_word_embeddings=False,
+                attention_dropout=0.0)
+    assert _cfg(tmp_path, dict(base, **{key: value})).dropout is on
+
+
+def test_json_outputs_say_what_the_text_says_of_a_model(tmp_path):
+    """models --json carries head_dim, vocab, the gated MLP and its activation (the text's FFN column says
+    'gated'); predict --json says when a config was read as a plain decoder (a family the reader does not
+    know: Falcon), which only stderr had said."""
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "models", "--json"], capture_output=True, text=True,
+                       cwd=repo, timeout=120)
+    rec = {x["name"]: x for x in json.loads(r.stdout)}["llama3-8b"]
+    assert (rec["head_dim"], rec["vocab"], rec["gated"], rec["activation"]) == (128, 128256, True, "silu")
+    f = tmp_path / "falcon.json"
+    f.write_text(json.dumps(dict(model_type="falcon", hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
+                                 intermediate_size=4096, vocab_size=32000, hidden_act="gelu", tie_word_embeddings=True)))
+    out = {}
+    for m in (str(f), "llama3-8b"):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--model", m, "--cluster", "dgx-h100",
+                            "--nodes", "1", "--seq-len", "2048", "--gbs", "8", "--json"], capture_output=True, text=True,
+                           cwd=repo, timeout=120)
+        out[m] = json.loads(r.stdout)["model_read_as_plain_decoder"]
+    assert out == {str(f): True, "llama3-8b": False}

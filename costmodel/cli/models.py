@@ -18,11 +18,12 @@ def attention_kind(s: ModelSpec) -> str:
 
 
 def model_record(s: ModelSpec) -> dict:
-    """JSON-ready facts of one model: its shape, ``params`` and ``active_params`` (per token: top-k
+    """JSON-ready facts of one model: its shape (head_dim, vocab, a gated MLP and its activation among
+    them), ``params`` and ``active_params`` (per token: top-k
     routed experts; MTP modules excluded, their count in ``mtp_params``) and the published total."""
     return {"name": s.name, "display_name": s.display_name, "layers": s.num_layers, "hidden": s.hidden,
-            "heads": s.num_heads, "kv_heads": s.num_kv_heads, "attention": attention_kind(s),
-            "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
+            "heads": s.num_heads, "kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "attention": attention_kind(s),
+            "vocab": s.vocab, "gated": s.gated, "activation": s.activation, "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
             "shared_ffn_hidden": s.shared_ffn_hidden, "params": s.params(), "active_params": s.params(active=True),
             "mtp_params": s.mtp_params(), "params_published": s.params_published, "seq_len": s.seq_len,
             "source": s.source}

@@ -63,8 +63,15 @@ _TIED_BY_DEFAULT = ("gpt2", "gpt_neo", "opt", "bloom", "gemma", "gemma2", "gemma
 #: vocab_size 262208, head_dim 256, hidden_activation gelu_pytorch_tanh, sliding_window 4096,
 #: sliding_window_pattern 6), applied where the file does not give them
 _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
-                                    "sliding_window": 4096, "sliding_window_pattern": 6},
-                    "gemma": {"head_dim": 256}, "gemma2": {"head_dim": 256}}     # GemmaConfig, Gemma2Config
+                                    "sliding_window": 4096, "sliding_window_pattern": 6,
+                                    "num_attention_heads": 8, "num_key_value_heads": 4},
+                    "gemma": {"head_dim": 256}, "gemma2": {"head_dim": 256},     # GemmaConfig, Gemma2Config
+                    # MistralConfig, MixtralConfig: num_key_value_heads 8 (not num_attention_heads); Qwen3Config:
+                    # head_dim 128 (not hidden / heads); BloomConfig has no MLP keys (BloomMLP: 4h, BloomGelu);
+                    # GPTNeoConfig: activation_function gelu_new
+                    "mistral": {"num_key_value_heads": 8}, "mixtral": {"num_key_value_heads": 8},
+                    "qwen3": {"head_dim": 128}, "bloom": {"hidden_act": "gelu"},
+                    "gpt_neo": {"activation_function": "gelu_new"}}
 #: dense families whose Hugging Face model has no experts: an expert key there is ignored by HF
 _DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3",
                 "nemotron", "gpt2", "gpt_neo", "opt", "bloom")
@@ -189,6 +196,9 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
     for name in ("ffn_config", "attn_config", "text_config"):
         if d.get(name) is not None and not isinstance(d[name], dict):
             raise InputError(w, name, f"expected a mapping, got {d[name]!r}")
+    if d.get("model_type") in _TEXT_TYPES and not isinstance(d.get("text_config"), dict):
+        raise InputError(w, "text_config", f"missing: a {d['model_type']} file (a multimodal wrapper, "
+                                           f"{_TEXT_TYPES[d['model_type']]} inside) holds its language model there")
     for group in _SYNONYMS:
         given = {k: d[k] for k in group if d.get(k) is not None}
         if len(set(map(str, given.values()))) > 1:
@@ -323,7 +333,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     if ffn is None:
         # GPT-2 configs: n_inner null or absent (the hub's original files predate it) is 4 * n_embd
         # (transformers GPT2Config: n_inner=None, "the inner feed-forward layers: None sets it to 4 times n_embd")
-        if "n_inner" in d or d.get("model_type") == "gpt2":
+        if "n_inner" in d or d.get("model_type") in ("gpt2", "bloom", "gpt_neo"):
+            # BloomMLP's dense_h_to_4h; GPTNeoConfig's intermediate_size None is 4 x hidden_size too
             ffn = 4 * hidden
         else:
             raise InputError(w, "intermediate_size", "missing")
@@ -406,8 +417,9 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     if assumed:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
-    # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py)
-    bias = d.get("_bias", model_type in ("gpt_oss", "gpt2"))
+    # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py), as BLOOM's and
+    # OPT's linear layers do (modeling_bloom.py, modeling_opt.py: bias=True, enable_bias default True)
+    bias = d.get("_bias", model_type in ("gpt_oss", "gpt2", "bloom", "opt"))
     for key, val in (("_bias", bias), ("attention_bias", d.get("attention_bias", False))):
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")
@@ -451,6 +463,10 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
                                            "model's value, null for no Q compression)")
     if d.get("mlp_bias") not in (None, False):
         raise InputError(w, "mlp_bias", f"{d['mlp_bias']!r}: MLP biases are not modelled (only attention_bias)")
+    wp, hs = d.get("word_embed_proj_dim"), d.get("hidden_size")
+    if model_type == "opt" and wp is not None and wp != hs:
+        raise InputError(w, "word_embed_proj_dim", f"{wp!r} is not hidden_size {hs!r}: OPT's project_in / project_out "
+                                                   "between the embedding and the layers are not modelled")
     if model_type in _DENSE_TYPES:
         for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
             if d.get(key) not in (None, 0, 1):
@@ -486,12 +502,17 @@ def _tied(d: dict, w: str, model_type: str):
 #: GPT-2 ``attn_pdrop``, BERT ``attention_probs_dropout_prob``); transformers' GPT2Config defaults
 #: attn_pdrop to 0.1 (configuration_gpt2.py), the other families' configs to 0.0
 _ATTN_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
+#: and of the residual (hidden) dropout: Falcon/BLOOM ``hidden_dropout``, GPT-2/DBRX ``resid_pdrop``, GPT-Neo
+#: ``resid_dropout``, OPT ``dropout``, BERT ``hidden_dropout_prob``; dropout is one switch, on when either
+#: probability is above 0 (as a run's own configuration sets it, costmodel.run_config)
+_RESID_DROPOUT_KEYS = ("hidden_dropout", "resid_pdrop", "resid_dropout", "dropout", "hidden_dropout_prob")
 
 
 def _dropout(d: dict, w: str, model_type: str) -> bool:
     """Whether the model trains with dropout (its masks stored, its attention draws priced): the
-    catalog's ``_dropout`` where given, else an attention-dropout probability above 0
-    (:data:`_ATTN_DROPOUT_KEYS`), else GPT2Config's default for ``gpt2`` configs.
+    catalog's ``_dropout`` where given, else an attention- or residual-dropout probability above 0
+    (:data:`_ATTN_DROPOUT_KEYS`, :data:`_RESID_DROPOUT_KEYS`), else GPT2Config's default for ``gpt2``
+    configs.
 
     Raises:
         InputError: ``_dropout`` not true/false, or a probability outside [0, 1).
@@ -501,14 +522,15 @@ def _dropout(d: dict, w: str, model_type: str) -> bool:
         if not isinstance(given, bool):
             raise InputError(w, "_dropout", f"expected true or false, got {given!r}")
         return given
-    for key in _ATTN_DROPOUT_KEYS:
+    probs = []
+    for key in _ATTN_DROPOUT_KEYS + _RESID_DROPOUT_KEYS:
         v = d.get(key)
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
             raise InputError(w, key, f"expected a dropout probability in [0, 1), got {v!r}")
-        return v > 0
-    return model_type == "gpt2"
+        probs.append(v)
+    return any(v > 0 for v in probs) if probs else model_type == "gpt2"
 
 
 def _chunked(d: dict, w: str, model_type: str, layers: int) -> dict:
