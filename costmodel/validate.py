@@ -79,7 +79,6 @@ RUN_COLUMNS = ("row_id", "source_file", "source_url", "gpu", "num_gpus", "gpus_p
 
 _MEASURED = ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 _MAX_COUNT = 2 ** 53        # counts the model computes exactly in float64
-_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _bad_number(r: dict) -> str | None:
@@ -90,7 +89,7 @@ def _bad_number(r: dict) -> str | None:
         if not v:
             continue
         try:
-            if not _DECIMAL.fullmatch(v):       # float() also takes '1_28', 'inf' and 'nan'
+            if "_" in v:                        # float() reads '1_28' as 128
                 raise ValueError(v)
             x = float(v)
         except ValueError:
@@ -316,6 +315,9 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     model, catalog = row_model(r, stack), catalog_row_model(r) is not None
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
+    if tp * pp * dp * cp != n_gpus:
+        return (f"TP {tp} x PP {pp} x DP {dp}{'' if _int(r, 'dp') else ' (num_gpus / TP x PP x CP)'} x CP {cp} = "
+                f"{tp * pp * dp * cp}, not num_gpus {n_gpus}")
     sp, sp_assumed = row_sp(r, stack, tp)
     switches = _effective_switches(r, model, tp)
     why = switch_problem(model, switches, tp, sp)

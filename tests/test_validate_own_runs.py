@@ -125,3 +125,10 @@ def test_spreadsheet_blank_lines_are_not_rows_and_cells_read_as_people_write_the
     assert bad.skipped.startswith("fsdp_or_zero 'none' contradicts the notes")
     s = summarize([bad])
     assert "covered" not in s["sources"]["acme_h100_runs"]
+
+
+def test_a_layout_that_is_not_the_gpu_count_shows_its_product(tmp_path):
+    """TP 4 x PP 4 x DP 8 on 64 GPUs: the message gives the product (it named only the GPU count)."""
+    assert _one(tmp_path, dp="8").skipped == "TP 4 x PP 4 x DP 8 x CP 1 = 128, not num_gpus 64"
+    assert _one(tmp_path, dp="", tp="3").skipped == ("TP 3 x PP 4 x DP 5 (num_gpus / TP x PP x CP) x CP 1 = 60, "
+                                                      "not num_gpus 64")

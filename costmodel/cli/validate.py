@@ -68,7 +68,7 @@ def _require_a_used_row(results, runs: str, strict: bool = False) -> None:
     """
     from ..errors import InputError
     if results and all(r.skipped for r in results):
-        raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (reasons above)")
+        raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (the report gives each reason)")
     skipped = [r for r in results if r.skipped]
     if strict and skipped:
         raise InputError(runs, "", f"--strict: {len(skipped)} of {len(results)} rows skipped, the first "
