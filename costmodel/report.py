@@ -474,7 +474,10 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
     out = [tb]
     def ids(s, why):
         got = s.get("skip_rows", {}).get(why, [])
-        return f" (rows {', '.join(got[:4])}{', ...' if len(got) > 4 else ''})" if got else ""
+        # --rows lists every skipped row; the summary names four and counts the rest
+        shown = got if show_rows else got[:4]
+        return (f" (rows {', '.join(shown)}{f', and {len(got) - 4} more (--rows lists them)' if len(got) > len(shown) else ''})"
+                if got else "")
     lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}{ids(s, why)}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}

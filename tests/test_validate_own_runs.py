@@ -132,3 +132,16 @@ def test_a_layout_that_is_not_the_gpu_count_shows_its_product(tmp_path):
     assert _one(tmp_path, dp="8").skipped == "TP 4 x PP 4 x DP 8 x CP 1 = 128, not num_gpus 64"
     assert _one(tmp_path, dp="", tp="3").skipped == ("TP 3 x PP 4 x DP 5 (num_gpus / TP x PP x CP) x CP 1 = 60, "
                                                       "not num_gpus 64")
+
+
+def test_rows_lists_every_skipped_row_the_summary_counts():
+    """The summary names four skipped rows of a reason and counts the rest; --rows names them all (the
+    nine Megatron-LM H100 scaling rows without a precision)."""
+    csv = REPO / "benchmarks" / "data" / "dev_set_hopper.csv"
+    out = {}
+    for extra in ((), ("--rows",)):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(csv), *extra], capture_output=True,
+                           text=True, cwd=REPO, timeout=300)
+        out[extra] = " ".join(r.stdout.split())
+    assert "megatronh100-004, and 5 more (--rows lists them)" in out[()] and "megatronh100-009" not in out[()]
+    assert "megatronh100-009" in out[("--rows",)]
