@@ -543,6 +543,15 @@ def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
                       data_parallel_comm_times(model, recipe, cluster, profile, t))
 
 
+def blend_edge_comm(mb: MicrobatchComm, mb16: MicrobatchComm, share) -> MicrobatchComm:
+    """The per-layer collectives of ``mb`` (the recipe's low-precision format) with ``share`` of the
+    layers at ``mb16``'s (BF16: Megatron's --first-last-layers-bf16 layers gather 16-bit operands); the
+    stage-boundary send and the MLP share are the same in both."""
+    keep = ("pp_p2p_s", "tp_mlp_share")
+    mix = lambda a, b: (1.0 - share) * a + share * b  # noqa: E731
+    return MicrobatchComm(**{k: (v if k in keep else mix(v, getattr(mb16, k))) for k, v in vars(mb).items()})
+
+
 def merge_comm(mb: MicrobatchComm, dp: DataParallelComm) -> CommTimes:
     """The :class:`CommTimes` of its two parts."""
     return CommTimes(**vars(mb), **vars(dp))

@@ -420,7 +420,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     gpu = cluster.gpu
     dt = gemm_dtype(recipe)
     if dt not in profile.gemm:
-        raise InputError(profile.path, f"gemm.{dt}", f"no {dt} GEMM fit for {gpu.name}")
+        raise InputError("--precision", "", f"{recipe.precision} runs its GEMMs on {dt} tensor cores, which "
+                         f"{profile.path} has no fit for (gemm.{dt}) on {gpu.name}: give a calibrated profile that "
+                         f"measured them (costmodel calibrate) with --profile, or another --precision")
     gp = profile.gemm[dt]
     peak = _peak(cluster, dt)
     peak16 = gpu.peak_flops.get("bf16", gpu.peak_flops.get("fp16"))
@@ -537,6 +539,12 @@ def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
     n = float(recipe.bf16_edge_layers)
     per = layers_per_stage(model, t)
     return np.where(t.pp > 1, np.minimum(n, per) / per, min(2.0 * n, model.num_layers) / model.num_layers)
+
+
+def edge_recipe16(recipe: Recipe) -> Recipe:
+    """The BF16 recipe of the layers ``recipe.bf16_edge_layers`` keeps out of the low-precision format."""
+    from dataclasses import replace
+    return replace(recipe, precision="bf16", bf16_edge_layers=0)
 
 
 def blend_edge_layers(ct: ComputeTimes, ct16: ComputeTimes, share) -> ComputeTimes:

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import metrics
 from .comm import group_span
-from .compute import dense_peak_flops, gemm_dtype, layer_matmul_flops_per_token
+from .compute import dense_peak_flops, edge_layer_share, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
 from .power import PowerParams, compute_under_cap, phase_power_w, wait_power_w
@@ -214,6 +214,10 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     # GEMM at 75% of the fp8 peak draws what a bf16 GEMM at 75% of its peak draws (the B200's FP8 power
     # point, profiles/b200-sxm-180gb.yaml fit.fp8_check: 902 W measured, 830 W predicted this way)
     fmt_peak = cluster.gpu.peak_flops.get(gemm_dtype(recipe), peak)
+    if recipe.bf16_edge_layers:
+        # the BF16 edge layers' GEMM FLOPs hold the tensor cores at the 16-bit rate: the harmonic blend
+        share = edge_layer_share(model, recipe, t)
+        fmt_peak = 1.0 / ((1.0 - share) / fmt_peak + share / peak)
     tok = t.mbs * recipe.seq_len / t.cp
     gemm_share = np.clip(tok * layer_matmul_flops_per_token(model) / t.tp
                          / np.maximum(ct.layer_flops_fwd, 1.0), 0.0, 1.0)

@@ -492,6 +492,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
         *_ep_overlap_rules(t, model, recipe),
+        ("Megatron-core's unfused attention refuses CP > 1 (DotProductAttention: 'Context parallelism is only supported "
+         "by TEDotProductAttention!'): drop --no-flash-attention or --cp",
+         (t.cp > 1) & (not recipe.flash_attention) & st.megatron_family),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),

@@ -31,7 +31,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,8 +58,20 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
 
     Returns the no-recompute / selective figure by layout (full recompute is handled by
     :func:`memory_bytes`).  Korthikanti et al. 2022 eq. (1)-(4), term by term; selective on a stack
-    with op-level SAC (torchtitan, costmodel.stacks) keeps only what its policy saves.
+    with op-level SAC (torchtitan, costmodel.stacks) keeps only what its policy saves.  With
+    ``bf16_edge_layers`` the fullest stage's share of BF16 layers (costmodel.compute.edge_layer_share)
+    stores their 16-bit activations (no fp8 copies of the GEMM inputs).
     """
+    if recipe.bf16_edge_layers:
+        from .compute import edge_layer_share, edge_recipe16
+        share = edge_layer_share(model, recipe, t)
+        return ((1.0 - share) * _activation_bytes(model, replace(recipe, bf16_edge_layers=0), t)
+                + share * _activation_bytes(model, edge_recipe16(recipe), t))
+    return _activation_bytes(model, recipe, t)
+
+
+def _activation_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable):
+    """:func:`activation_bytes_per_layer` of a recipe whose layers all run its format."""
     s = recipe.seq_len
     tok = t.mbs * s / t.cp
     tp = t.tp.astype(np.float64)
@@ -79,10 +91,7 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     heads_local = model.num_heads / tp
     if recipe.flash_attention:
         attn = attn + t.mbs * heads_local * (s / t.cp) * 4.0          # fp32 log-sum-exp
-        s2 = 0.0
-    else:
-        scores = t.mbs * heads_local * (s / t.cp) * s
-        s2 = scores * (B + drop * (1 + B))                          # softmax out, dropout mask+out
+    s2 = score_bytes(model, recipe, t)
     # activation input and FC2 input of each MLP a token passes: the mean of MoE layers (top-k
     # routed experts, shared experts, dispatched and combined tokens) and dense layers
     mats_in = 2 if model.gated else 1
@@ -97,8 +106,9 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     else:
         mlp = dense_mlp
     selective = t.recompute == 1
-    # selective recompute drops the s^2 scores only where the attention core is recomputed
-    core = (t.recompute == 2) | (selective & ("core_attn" in recipe.recomputed))
+    # selective recompute drops the s^2 scores where the attention core is recomputed; under full
+    # recompute the layers it keeps hold them, and the one it re-runs does while it runs (memory_bytes)
+    core = selective & ("core_attn" in recipe.recomputed)
     full_store = sharded + attn + mlp + np.where(core, 0.0, s2)
     stack = get_stack(recipe.stack)
     if stack.selective_recompute != "op-sac":
@@ -113,6 +123,18 @@ def activation_bytes_per_layer(model: ModelSpec, recipe: Recipe, t: LayoutTable)
     sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
            + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
+
+
+def score_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable):
+    """Bytes of one layer's materialised attention scores per micro-batch on one GPU (array; 0 under fused
+    attention, which keeps none): the softmax output, and with dropout its mask and output, of the
+    local heads' (s / CP) x s scores (Korthikanti et al. 2022: the 5 a s^2 b term with dropout, 2 a s^2 b
+    without)."""
+    if recipe.flash_attention:
+        return np.zeros(len(t))
+    drop = 1.0 if model.dropout else 0.0
+    scores = t.mbs * (model.num_heads / t.tp) * (recipe.seq_len / t.cp) * recipe.seq_len
+    return scores * (ACT_BYTES + drop * (1 + ACT_BYTES))
 
 
 def _module_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, f, load):
@@ -299,7 +321,11 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryPa
     # share of each chunk), the rest their activations; one layer's working set at a time
     frac = recomputed_fraction(model, t)
     stored_layer = frac * tok * model.hidden * ACT_BYTES / sp_div + (1.0 - frac) * act_layer
-    working = np.where(t.recompute == 2, act_layer, 0.0) + dispatch_transient_bytes(model, recipe, t)
+    # the re-run layer's activations (its scores too) under full recompute; a recomputed unfused
+    # attention core's scores while it re-runs under selective
+    selective_core = (t.recompute == 1) & ("core_attn" in recipe.recomputed)
+    working = (np.where(t.recompute == 2, act_layer, 0.0) + np.where(selective_core, score_bytes(model, recipe, t), 0.0)
+               + dispatch_transient_bytes(model, recipe, t))
     logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
                         reserved_bytes(t, model, recipe))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import metrics
-from .comm import data_parallel_comm_times, merge_comm, microbatch_comm_times
-from .compute import blend_edge_layers, compute_times, edge_layer_share, gemm_dtype
+from .comm import blend_edge_comm, data_parallel_comm_times, merge_comm, microbatch_comm_times
+from .compute import blend_edge_layers, compute_times, edge_layer_share, edge_recipe16, gemm_dtype
 from .energy import EnergyReport, layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage, layout_name
@@ -142,12 +142,13 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     """
     L = layouts
     ct = _distinct(compute_times, L, model, recipe, cluster, profile)
-    if recipe.bf16_edge_layers:          # Megatron --first-last-layers-bf16: some layers at the BF16 rate
-        r16 = replace(recipe, precision="bf16", bf16_edge_layers=0)
-        ct = blend_edge_layers(ct, _distinct(compute_times, L, model, r16, cluster, profile),
-                               edge_layer_share(model, recipe, L))
-    cm = merge_comm(_distinct(microbatch_comm_times, L, model, recipe, cluster, profile),
-                    _distinct(data_parallel_comm_times, L, model, recipe, cluster, profile))
+    mb = _distinct(microbatch_comm_times, L, model, recipe, cluster, profile)
+    if recipe.bf16_edge_layers:
+        # Megatron --first-last-layers-bf16: those layers compute and gather their operands in BF16
+        r16, share = edge_recipe16(recipe), edge_layer_share(model, recipe, L)
+        ct = blend_edge_layers(ct, _distinct(compute_times, L, model, r16, cluster, profile), share)
+        mb = blend_edge_comm(mb, _distinct(microbatch_comm_times, L, model, r16, cluster, profile), share)
+    cm = merge_comm(mb, _distinct(data_parallel_comm_times, L, model, recipe, cluster, profile))
     st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm)
     mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields))
     n_gpus = L.tp * L.pp * L.dp * L.cp

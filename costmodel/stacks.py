@@ -580,6 +580,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     # DeepEP's integration, NVIDIA/Megatron-LM 0d389f5, 2025-02; the router drops the tokens)
     if "moe_pad_to_capacity" not in given and (values["moe_capacity_factor"] == 0.0 or values["moe_dispatcher"] == "flex"):
         values["moe_pad_to_capacity"] = False
+    if values.get("bf16_edge_layers") and stack.name not in TE_STACKS:
+        raise InputError("--bf16-edge-layers", "", f"is Megatron-core's --first-last-layers-bf16 (the megatron and nemo "
+                         f"stacks); the {stack.name} stack has no such switch, so no run of it can be priced with one")
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")

@@ -77,17 +77,17 @@ Using Megatron-LM", SC21, sections 2.2.1-2.2.2 and 4.1; Megatron-LM
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .comm import CommTimes, comm_times
-from .compute import ComputeTimes, blend_edge_layers, compute_times, edge_layer_share
+from .comm import CommTimes
+from .compute import ComputeTimes
 from .errors import InputError
 from .layouts import LayoutTable, layers_per_stage, recomputed_fraction
-from .predict import Prediction
-from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, exposed_layer_comm, pipeline_bubble_s, step_times
+from .predict import Prediction, predict_table
+from .schedule import BREAKDOWN_TERMS, LayoutTerms, StepTimes, exposed_layer_comm, pipeline_bubble_s
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import dp_overlap_on
 
@@ -342,7 +342,7 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
         IndexError: ``index`` outside the table.
         InputError: gbs not divisible by DP x mbs, or VP > 1 with micro-batches not a multiple of PP.
         ValueError: a Prediction whose step time disagrees with these specs (made with others).
-        InputError from compute_times: the GPU / profile lack the recipe's precision.
+        InputError from predict_table: the GPU / profile lack the recipe's precision.
     """
     pred = layouts if isinstance(layouts, Prediction) else None
     given = layouts if isinstance(layouts, LayoutTerms) else None
@@ -355,13 +355,9 @@ def schedule_trace(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
         one = given.take(np.array([index]))
         t, ct, cm, st = one.layouts, one.compute, one.comm, one.step
     else:
-        t = table.take(np.array([index]))
-        ct = compute_times(model, recipe, cluster, profile, t)
-        if recipe.bf16_edge_layers:
-            r16 = replace(recipe, precision="bf16", bf16_edge_layers=0)
-            ct = blend_edge_layers(ct, compute_times(model, r16, cluster, profile, t), edge_layer_share(model, recipe, t))
-        cm = comm_times(model, recipe, cluster, profile, t)
-        st = step_times(model, recipe, cluster, profile, t, ct, cm)
+        # predict's own terms (the BF16 edge layers blended as it blends them)
+        one = predict_table(model, recipe, cluster, profile, table.take(np.array([index]))).terms
+        t, ct, cm, st = one.layouts, one.compute, one.comm, one.step
     T = _terms(model, recipe, t, ct, cm, st)
     if pred is not None:
         given = float(pred.step_time_s[index])

@@ -416,3 +416,43 @@ def test_the_ilps_stage_terms_are_predicts_memory_at_the_split_the_ilp_picks(nam
     own, _ = with_pipeline_layout(m, layout_text(np.asarray(n), pp, 1, m.mtp_layers), pp, 1)
     got = memory_bytes(own, r, LayoutTable.from_rows([lay])).peak_bytes[0]
     assert got == pytest.approx(max(fixed + np.asarray(n) * per_layer), rel=1e-9)
+
+
+def test_unfused_attention_scores_stay_with_the_layers_full_recompute_keeps():
+    """Llama 3 8B at TP 8 and 32k tokens with unfused attention: recomputing 1 of 32 layers (Megatron
+    --recompute-num-layers 1) leaves 31 holding their s x s scores (2 a s^2 b / t bytes each, 8 GiB),
+    so the stored activations are within one layer's of no recompute (they had dropped to flash
+    attention's 20 GiB); under full recompute of every layer the re-run layer's scores are its working
+    set, one layer's score_bytes above flash attention's peak."""
+    from costmodel.memory import score_bytes
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=8, seq_len=32768, flash_attention=False)
+    none = memory_bytes(m, r, layout(tp=8, sp=True))
+    part = memory_bytes(m, r, layout(tp=8, sp=True, recompute="full", recompute_num_layers=1))
+    t = layout(tp=8, sp=True, recompute="full")
+    s2 = score_bytes(m, r, t)[0]
+    assert s2 == 2 * (32 / 8) * 32768 ** 2                                  # 2 a s^2 b / t, no dropout
+    assert none.activations_bytes[0] - part.activations_bytes[0] < 1.01 * (none.activations_bytes[0] / 32)
+    assert part.activations_bytes[0] > 250 * 2 ** 30
+    full = memory_bytes(m, r, t)
+    flash = memory_bytes(m, Recipe(gbs=8, seq_len=32768), t)
+    assert full.peak_bytes[0] - flash.peak_bytes[0] == pytest.approx(s2, rel=0.01)
+
+
+def test_bf16_edge_layers_are_priced_as_bf16_layers_in_time_traffic_and_memory():
+    """Megatron --first-last-layers-bf16 with every layer of Llama 3 8B kept in BF16 (16 first, 16 last)
+    prices as the BF16 recipe: the same step at full clocks, TP traffic (16-bit SP gathers, not fp8) and
+    stored activations (no fp8 copies), where only the GEMM time had been switched."""
+    from costmodel.predict import predict_table
+    from costmodel.specs import load_cluster, load_profile
+    m, c = load_model("llama3-8b"), load_cluster("dgx-h100")
+    p = load_profile(c.gpu.key)
+    t = layout(tp=2, dp=4, sp=True)
+    bf16 = predict_table(m, Recipe(gbs=64, seq_len=4096), c, p, t)
+    edge = predict_table(m, Recipe(gbs=64, seq_len=4096, precision="fp8", fp8_recipe="tensorwise",
+                                   bf16_edge_layers=16), c, p, t)
+    fp8 = predict_table(m, Recipe(gbs=64, seq_len=4096, precision="fp8", fp8_recipe="tensorwise"), c, p, t)
+    assert edge.step_time_s[0] == pytest.approx(bf16.step_time_s[0], rel=1e-9)
+    assert edge.breakdown["tp_comm_s"][0] == pytest.approx(bf16.breakdown["tp_comm_s"][0], rel=1e-9)
+    assert edge.memory.activations_bytes[0] == pytest.approx(bf16.memory.activations_bytes[0], rel=1e-9)
+    assert fp8.memory.activations_bytes[0] < 0.95 * bf16.memory.activations_bytes[0]

@@ -72,6 +72,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "parallel communication/GEMM overlap can happen only when sequence parallelism is "
                          "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
+    if 2 * r.bf16_edge_layers > m.num_layers:        # no layout holds them: name the flag, not the search
+        raise InputError("--bf16-edge-layers", "", f"{r.bf16_edge_layers:g} keeps the first and the last "
+                         f"{r.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({m.num_layers})")
     if "etp" in pins and not m.is_moe:      # as predict refuses it: a dense model's ETP is its TP
         raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at the layout's TP: "
                          "pin --tp)")

@@ -1,0 +1,48 @@
+"""Low-precision recipes and long-context attention a user found priced or refused wrongly, each now one
+line naming the flag and the rule (exit 2)."""
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "costmodel.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+
+
+def one_line(r, *needles):
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in r.stderr, r.stderr
+
+
+L8 = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64", "--seq-len", "4096")
+
+
+def test_bf16_edge_layers_are_megatrons_switch_and_recommend_names_it():
+    """--bf16-edge-layers is Megatron-core's --first-last-layers-bf16: on torchtitan, llm-foundry or DeepSpeed
+    no printed configuration could run it (it had been priced there); 17 edge layers of a 32-layer model
+    are refused by recommend by the flag (it had blamed the gbs and the GPU count)."""
+    fp8 = ("--precision", "fp8", "--fp8-recipe", "tensorwise")
+    for stack in ("torchtitan", "llm-foundry", "deepspeed"):
+        one_line(run("predict", *L8, "--tp", "1", *fp8, "--bf16-edge-layers", "4", "--stack", stack),
+                 "--bf16-edge-layers: is Megatron-core's --first-last-layers-bf16", f"the {stack} stack")
+    one_line(run("recommend", *L8, *fp8, "--bf16-edge-layers", "17"),
+             "--bf16-edge-layers: 17 keeps the first and the last 17 layers", "num_layers (32)")
+
+
+def test_a_precision_the_profile_never_measured_names_the_flag():
+    """MI300X lists an fp8 peak but its built-in profile has no fp8 GEMM fit: the refusal names --precision
+    and what to do (it named only the profile's key)."""
+    one_line(run("predict", "--model", "llama3-8b", "--cluster", "azure-nd-mi300x", "--tp", "2", "--gbs", "64",
+                 "--precision", "fp8"), "--precision: fp8 runs its GEMMs on fp8 tensor cores", "--profile")
+
+
+def test_context_parallelism_needs_fused_attention_on_megatron():
+    """Megatron-core's unfused DotProductAttention asserts CP 1 ('Context parallelism is only supported by
+    TEDotProductAttention!', megatron/core/transformer/dot_product_attention.py)."""
+    one_line(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "8", "--cp", "4",
+                 "--seq-len", "131072", "--gbs", "8", "--no-flash-attention", "--recompute", "selective"),
+             "Context parallelism is only supported by TEDotProductAttention")
