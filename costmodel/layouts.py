@@ -402,7 +402,8 @@ def _interleaved_microbatch_rules(recipe, t) -> tuple:
 
 
 def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
-    """(message, mask) rules of context parallelism, for :func:`validity`.  Transformer Engine's CP
+    """(message, mask) rules of context parallelism, for :func:`validity`: Megatron-core runs it through
+    Transformer Engine's attention only (its unfused attention asserts CP 1).  Transformer Engine's CP
     attention (the megatron and nemo stacks) runs sliding-window layers only with the a2a or
     all_gather exchange (transformer_engine/pytorch/attention/dot_product_attention/
     context_parallel.py: 'Context parallelism does not support sliding window attention with
@@ -413,6 +414,10 @@ def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
         ("CP > 1 with {name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
          "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",
          np.full(len(t.tp), windowed and recipe.stack in TE_STACKS) & (t.cp > 1)),
+        # megatron/core/transformer/dot_product_attention.py DotProductAttention.__init__
+        ("Megatron-core's unfused attention refuses CP > 1 (DotProductAttention: 'Context parallelism is only supported "
+         "by TEDotProductAttention!'): drop --no-flash-attention or --cp",
+         (t.cp > 1) & (not recipe.flash_attention) & get_stack(recipe.stack).megatron_family),
     ]
 
 
@@ -476,25 +481,13 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "ETP defaults to TP, --etp 1 runs the experts unsplit)",
          (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
-        ("Megatron-core refuses biased expert layers ({name}: add_bias_linear) with ETP > 1 ('Bias in Moe is only "
-         "supported when ETP==1', TransformerConfig): --etp 1",
-         (model.num_experts > 1) & model.bias & (t.etp > 1) & st.megatron_family),
-        ("torchtitan's EP borrows its ranks from the sharded data-parallel, CP and TP dimensions (ParallelDims: "
-         "expert_parallel_degree must divide dp_shard x cp x tp; DDP, --zero 0, shards no data-parallel rank)",
-         (recipe.stack == "torchtitan") & (t.ep > 1)
-         & ((np.where(t.zero == 0, 1, t.dp) * t.cp * t.tp) % t.ep != 0)),
-        ("torchtitan splits no expert over TP under EP (its experts run whole on each EP rank; "
-         "expert_tensor_parallel_degree is gone, pytorch/torchtitan#3167): --etp 1",
-         (recipe.stack == "torchtitan") & (t.ep > 1) & (t.etp > 1)),
+        *_expert_grid_rules(t, model, recipe),
         ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "
          "'When using MoE and tensor parallelism, sequence parallelism must be used')",
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
         *_ep_overlap_rules(t, model, recipe),
-        ("Megatron-core's unfused attention refuses CP > 1 (DotProductAttention: 'Context parallelism is only supported "
-         "by TEDotProductAttention!'): drop --no-flash-attention or --cp",
-         (t.cp > 1) & (not recipe.flash_attention) & st.megatron_family),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),
@@ -537,6 +530,26 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     for i, (_, bad) in reversed(list(enumerate(rules))):
         code = np.where(bad, i, code)
     return code, [msg.format(**fmt) for msg, _ in rules]
+
+
+def _expert_grid_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
+    """(message, bad) rules of :func:`validity` for the experts' grid as the frameworks build it: Megatron-core
+    refuses biased experts split over TP (TransformerConfig: 'Bias in Moe is only supported when ETP==1');
+    torchtitan's EP takes its ranks from the sharded DP, CP and TP dimensions (ParallelDims) and runs each
+    expert whole (pytorch/torchtitan#3167 removed expert_tensor_parallel_degree)."""
+    megatron = get_stack(recipe.stack).megatron_family
+    titan = recipe.stack == "torchtitan"
+    return [
+        ("Megatron-core refuses biased expert layers ({name}: add_bias_linear) with ETP > 1 ('Bias in Moe is only "
+         "supported when ETP==1', TransformerConfig): --etp 1",
+         (model.num_experts > 1) & model.bias & (t.etp > 1) & megatron),
+        ("torchtitan's EP borrows its ranks from the sharded data-parallel, CP and TP dimensions (ParallelDims: "
+         "expert_parallel_degree must divide dp_shard x cp x tp; DDP, --zero 0, shards no data-parallel rank)",
+         titan & (t.ep > 1) & ((np.where(t.zero == 0, 1, t.dp) * t.cp * t.tp) % t.ep != 0)),
+        ("torchtitan splits no expert over TP under EP (its experts run whole on each EP rank; "
+         "expert_tensor_parallel_degree is gone, pytorch/torchtitan#3167): --etp 1",
+         titan & (t.ep > 1) & (t.etp > 1)),
+    ]
 
 
 def check_layout(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,

@@ -512,7 +512,6 @@ def test_dispatch_matches_the_megatron_moe_report_ep_scaling_table(gpu, cluster,
     H100 at EP 8 (one node) HybridEP takes 661 us: a token crosses NVLink once per GPU holding its
     experts (3.6 GPUs under group-limited routing), not once per expert (7 of 8), which priced it at
     1.15 ms."""
-    from dataclasses import replace
     from costmodel.comm import comm_times
     table = _ep_latency_table()
     d = load_model("deepseek-v3")

@@ -101,28 +101,12 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         m = dataclasses.replace(m, dropout=sc["dropout"])
         config_notes.append(f"dropout {'on' if m.dropout else 'off'}, as {sc['dropout_where']} says "
                             f"({m.name}'s own default is the other)")
-    etp_src = ctx.get_parameter_source("etp")
-    if layout_flags.get("etp") is not None and not m.is_moe and etp_src is not None and etp_src.name == "COMMANDLINE":
-        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at --tp)")
+    _check_etp(ctx, m, layout_flags)
     auto = layout_flags.get("recompute") == "auto"
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     with config_origin(sc):
         check_layout_flags(lay)
-    stages = get_stack(r.stack).zero_stages
-    src = ctx.get_parameter_source("zero")
-    if (lay["zero"] not in stages or (r.stack == "torchtitan" and lay["zero"] == 1 and lay["pp"] == 1)) and \
-            (src is None or src.name in ("DEFAULT", "DEFAULT_MAP")):
-        # the stack's own default where Megatron's (1) is not one of its stages, or not with this PP
-        lay["zero"] = 1 if lay["pp"] > 1 and 1 in stages else stages[0]
-    if lay["dp"] is None:
-        n = lay["tp"] * lay["pp"] * lay["cp"]
-        if c.num_gpus % n:
-            with config_origin(sc):
-                raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs "
-                                 f"of {c.key}")
-        lay["dp"] = c.num_gpus // n
-    if r.stack == "torchtitan" and m.is_moe and lay.get("etp") is None and lay["ep"] > 1:
-        lay["etp"] = 1          # torchtitan runs each expert whole on its EP rank (no expert TP)
+    _stack_layout_defaults(ctx, m, c, r, lay, sc)
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
         # the default: on wherever TP > 1 and the stack runs it
@@ -201,6 +185,42 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
+
+
+def _stack_layout_defaults(ctx, m, c, r, lay: dict, sc: dict) -> None:
+    """Fill ``lay`` in place with what the stack runs where the command line leaves it: its own ZeRO stage
+    where Megatron's default (1) is not one of its stages or not with this PP, DP from the GPUs left, and
+    torchtitan's whole experts (ETP 1) under EP.
+
+    Raises:
+        InputError: TP x PP x CP does not divide the cluster's GPUs.
+    """
+    stages = get_stack(r.stack).zero_stages
+    src = ctx.get_parameter_source("zero")
+    if (lay["zero"] not in stages or (r.stack == "torchtitan" and lay["zero"] == 1 and lay["pp"] == 1)) and \
+            (src is None or src.name in ("DEFAULT", "DEFAULT_MAP")):
+        lay["zero"] = 1 if lay["pp"] > 1 and 1 in stages else stages[0]
+    if lay["dp"] is None:
+        n = lay["tp"] * lay["pp"] * lay["cp"]
+        if c.num_gpus % n:
+            with config_origin(sc):
+                raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs "
+                                 f"of {c.key}")
+        lay["dp"] = c.num_gpus // n
+    if r.stack == "torchtitan" and m.is_moe and lay.get("etp") is None and lay["ep"] > 1:
+        lay["etp"] = 1          # torchtitan runs each expert whole on its EP rank (no expert TP)
+
+
+def _check_etp(ctx, m, layout_flags: dict) -> None:
+    """Refuse an --etp typed for a dense model (its MLP runs at --tp); a configuration file's expert TP of a
+    dense model is left to the file reader, which ignores it.
+
+    Raises:
+        InputError: naming --etp.
+    """
+    src = ctx.get_parameter_source("etp")
+    if layout_flags.get("etp") is not None and not m.is_moe and src is not None and src.name == "COMMANDLINE":
+        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at --tp)")
 
 
 def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:

@@ -72,12 +72,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "parallel communication/GEMM overlap can happen only when sequence parallelism is "
                          "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
-    if 2 * r.bf16_edge_layers > m.num_layers:        # no layout holds them: name the flag, not the search
-        raise InputError("--bf16-edge-layers", "", f"{r.bf16_edge_layers:g} keeps the first and the last "
-                         f"{r.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({m.num_layers})")
-    if "etp" in pins and not m.is_moe:      # as predict refuses it: a dense model's ETP is its TP
-        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at the layout's TP: "
-                         "pin --tp)")
+    _check_model_flags(m, r, pins)
     if inlet_temp_c is not None:            # before the search, as predict does
         check_inlet_temp_c(inlet_temp_c, c)
     # the recipe's own Megatron-LM start-up rules (those of its switches, whatever layout wins)
@@ -264,6 +259,21 @@ def _uses_ilp(objective: str, pareto: bool, limits: tuple, ilp_flags: tuple) -> 
             raise InputError(flag, "", "applies to the energy ILP: use it with --objective energy or edp, a power "
                              "or thermal limit, or --pareto")
     return ilp
+
+
+def _check_model_flags(m, r, pins: dict) -> None:
+    """Refuse, before the search, what no layout of ``m`` can hold: more BF16 edge layers than half its
+    layers, and an --etp pin on a dense model (its MLP runs at the layout's TP), as predict refuses them.
+
+    Raises:
+        InputError: naming --bf16-edge-layers or --etp.
+    """
+    if 2 * r.bf16_edge_layers > m.num_layers:
+        raise InputError("--bf16-edge-layers", "", f"{r.bf16_edge_layers:g} keeps the first and the last "
+                         f"{r.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({m.num_layers})")
+    if "etp" in pins and not m.is_moe:
+        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at the layout's TP: "
+                         "pin --tp)")
 
 
 def _no_pinned_layout(m, r, c, pins: dict) -> str:
