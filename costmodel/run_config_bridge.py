@@ -70,6 +70,13 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
             # bf16_with_fp8_current_scaling_mixed: per-tensor current scaling; bf16_with_fp8_mixed: delayed
             R["fp8_recipe"] = "tensorwise" if "current_scaling" in name else "delayed"
             cfg.where["fp8_recipe"] = f"{path}: mixed_precision {mp}"
+            if "current_scaling" in name:
+                # the recipe keeps the first and the last layer in BF16 (megatron/bridge/training/
+                # mixed_precision.py: first_last_layers_bf16=True, num_layers_at_start/end_in_bf16=1)
+                R["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = 1, f"{path}: mixed_precision {mp}"
+        if R["precision"] in ("fp8", "mxfp8"):
+            cfg.notes.append(f"{path}: mixed_precision {mp!r} gathers its parameters in fp8 (fp8_param_gather): "
+                             "priced as 16-bit gathers and weights")
             if "subchannel" in name or "blockwise" in name:
                 cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
     elif isinstance(mp, dict):
@@ -90,6 +97,7 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
         if R["precision"] is None:
             del R["precision"]
             return
+        _bridge_edge_layers(mp, path, cfg)
         if R["precision"] == "fp8" and rec:
             R["fp8_recipe"] = "delayed" if rec == "blockwise" else rec
             cfg.where["fp8_recipe"] = f"{path}: mixed_precision.fp8_recipe"
@@ -98,6 +106,29 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
     else:
         raise InputError(path, "mixed_precision", f"expected a recipe name or a mapping, got {mp!r}")
     cfg.where["precision"] = f"{path}: mixed_precision"
+
+
+def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig) -> None:
+    """The BF16 first and last layers of a ``mixed_precision`` mapping (``first_last_layers_bf16`` with
+    ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``, Megatron-core's names), priced as N of
+    each (the larger where they differ, noted); its ``fp8_param_gather``, which is not priced, noted.
+
+    Raises:
+        InputError: a layer count that is not a whole number >= 0 (naming the key)."""
+    if mp.get("fp8_param_gather") is True:
+        cfg.notes.append(f"{path}: mixed_precision.fp8_param_gather: priced as 16-bit parameter gathers and weights")
+    if mp.get("first_last_layers_bf16") is not True:
+        return
+    n = []
+    for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+        v = mp.get(key, 1)          # Megatron-core's TransformerConfig default
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(path, f"mixed_precision.{key}", f"expected a whole number of layers >= 0, got {v!r}")
+        n.append(v)
+    if n[0] != n[1]:
+        cfg.notes.append(f"{path}: mixed_precision keeps {n[0]} first and {n[1]} last layers in BF16: priced as "
+                         f"{max(n)} of each")
+    cfg.recipe["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = max(n), f"{path}: mixed_precision.first_last_layers_bf16"
 
 
 def _torch_dtype(v) -> str | None:

@@ -197,6 +197,11 @@ def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:
                          f"float8.recipe_name {names['float8']!r} differ: the first is read")
     for key, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear", "float8")),
                      ("float8", _table(d, path, "float8"))):
+        if sec.get("enable_fsdp_float8_all_gather") is True:
+            cfg.notes.append(f"{path}: {key}.enable_fsdp_float8_all_gather: FSDP's float8 weight all-gather is "
+                             "priced as a bf16 one")
+    for key, sec in (("quantize.linear.float8", _table(d, path, "quantize", "linear", "float8")),
+                     ("float8", _table(d, path, "float8"))):
         if sec.get("recipe_name") is not None:
             name = sec["recipe_name"]
             if not isinstance(name, str):
