@@ -21,6 +21,7 @@ def _gpu_record(key: str) -> dict:
     pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
     rec = dict(gpu=key, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
                peak_fp8_tflops=g.peak_flops["fp8"] / 1e12 if "fp8" in g.peak_flops else None,
+               peak_fp4_tflops=g.peak_flops["fp4"] / 1e12 if "fp4" in g.peak_flops else None,
                hbm_gib=g.capacity_bytes / 2**30, hbm_tb_per_s=g.hbm_bytes_per_s / 1e12, tdp_w=g.tdp_w,
                power_limit_min_w=g.power_limit_min_w, slowdown_temp_c=g.slowdown_temp_c,
                shutdown_temp_c=g.shutdown_temp_c, num_sms=g.num_sms, sources=dict(g.sources))
@@ -72,14 +73,15 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
         return
     out = report.console(min_width=120)      # narrower terminals wrap the lines rather than cut every cell
     tb = Table(title="GPUs (datasheet) and fitted profiles", header_style="bold")
-    for col in ("gpu", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
+    for col in ("gpu", "bf16/fp16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "HBM GiB (CUDA)", "HBM TB/s", "TDP W", "SMs",
                 "GEMM eta_max", "HBM eff", "attention eff (8k)", "power W (idle + flop u)", "R_th C/W"):
         tb.add_column(col, no_wrap=col == "gpu", overflow="fold")    # the id users type is never cut
     prov = []
     for r in gpus:
         attn = ", ".join(f"{k} {v:.2f}" for k, v in (r.get("attention_efficiency_8k") or {}).items()) or "-"
         power = f"{r['idle_w']:.0f} + {r['flop_w']:.0f} u" if r.get("idle_w") is not None else "none"
-        tb.add_row(r["gpu"], f"{r['peak_16bit_tflops']:.1f}", _f(r["peak_fp8_tflops"], ".1f"), f"{r['hbm_gib']:.1f}",
+        tb.add_row(r["gpu"], f"{r['peak_16bit_tflops']:.1f}", _f(r["peak_fp8_tflops"], ".1f"),
+                   _f(r["peak_fp4_tflops"], ".1f"), f"{r['hbm_gib']:.1f}",
                    f"{r['hbm_tb_per_s']:.2f}", f"{r['tdp_w']:.0f}", str(r["num_sms"]), _f(r.get("gemm_eta_max"), ".3f"),
                    _f(r.get("hbm_efficiency"), ".3f"), attn, power, _f(r.get("r_th_c_per_w"), ".3f"))
         prov += [(r["gpu"], sec, text) for sec, text in (r.get("provenance") or {}).items()]

@@ -390,7 +390,9 @@ class Recipe:
         object.__setattr__(self, "doc_tokens", int(d))        # -0.0 and 512.0 read as 0 and 512
         n = self.bf16_edge_layers
         if not (isinstance(n, (int, float)) and float(n).is_integer() and 0 <= n <= 1024):
-            raise InputError("--bf16-edge-layers", "", f"must be a whole number of layers 0 .. 1024, got {n}")
+            raise InputError("--bf16-edge-layers", "", f"must be a whole number of layers 0 .. 1024, got {n:g}"
+                             if isinstance(n, (int, float)) else f"must be a whole number of layers, got {n!r}")
+        object.__setattr__(self, "bf16_edge_layers", int(n))   # a layer count: 2.0 reads as 2
         if n and not gemm_format_low(self.precision):
             raise InputError("--bf16-edge-layers", "", f"keeps edge layers in BF16 under an fp8 or fp4 recipe; "
                              f"--precision is {self.precision}")

@@ -46,3 +46,17 @@ def test_context_parallelism_needs_fused_attention_on_megatron():
     one_line(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "8", "--cp", "4",
                  "--seq-len", "131072", "--gbs", "8", "--no-flash-attention", "--recompute", "selective"),
              "Context parallelism is only supported by TEDotProductAttention")
+
+
+def test_fp4_peaks_are_listed_and_edge_layers_are_a_layer_count():
+    """costmodel hardware shows the FP4 peak --precision nvfp4 runs at (B200's 9 PFLOP/s dense, NVIDIA DGX
+    B200 datasheet via hardware/gpus); --bf16-edge-layers is a whole count in JSON and messages (2, not 2.0)."""
+    import json
+    r = run("hardware", "--json")
+    gpus = {g["gpu"]: g for g in json.loads(r.stdout)["gpus"]}
+    assert gpus["b200-sxm-180gb"]["peak_fp4_tflops"] == 9000.0 and gpus["h100-sxm-80gb"]["peak_fp4_tflops"] is None
+    r = run("predict", *L8, "--tp", "2", "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "2",
+            "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["recipe"]["bf16_edge_layers"] == 2
+    one_line(run("predict", *L8, "--tp", "2", "--precision", "fp8", "--fp8-recipe", "tensorwise",
+                 "--bf16-edge-layers", "-1"), "got -1")
