@@ -103,6 +103,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                             f"({m.name}'s own default is the other)")
     _check_etp(ctx, m, layout_flags)
     auto = layout_flags.get("recompute") == "auto"
+    if auto and layout_flags.get("recompute_num_layers"):
+        raise InputError("--recompute-num-layers", "", "--recompute auto chooses how many layers it recomputes: drop "
+                         "one of the two")
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     with config_origin(sc):
         check_layout_flags(lay)

@@ -385,7 +385,8 @@ class Recipe:
         d = self.doc_tokens
         if not (isinstance(d, (int, float)) and float(d).is_integer() and 0 <= d <= self.seq_len):
             raise InputError("--doc-tokens", "", f"must be a whole number of tokens from 0 (one document per "
-                             f"sequence) to --seq-len {self.seq_len}, got {d:g}" if isinstance(d, (int, float))
+                             f"sequence) to --seq-len {self.seq_len}, got "
+                             f"{int(d) if math.isfinite(d) and float(d).is_integer() else d}" if isinstance(d, (int, float))
                              else f"must be a whole number of tokens, got {d!r}")
         object.__setattr__(self, "doc_tokens", int(d))        # -0.0 and 512.0 read as 0 and 512
         n = self.bf16_edge_layers

@@ -60,3 +60,12 @@ def test_fp4_peaks_are_listed_and_edge_layers_are_a_layer_count():
     assert r.returncode == 0 and json.loads(r.stdout)["recipe"]["bf16_edge_layers"] == 2
     one_line(run("predict", *L8, "--tp", "2", "--precision", "fp8", "--fp8-recipe", "tensorwise",
                  "--bf16-edge-layers", "-1"), "got -1")
+
+
+def test_auto_recompute_refuses_a_layer_count_and_counts_print_whole():
+    """--recompute auto with --recompute-num-layers names the clash (the layout had printed 'none(3)');
+    a document length above the sequence prints as the count typed (2000000, not 2e+06)."""
+    one_line(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--seq-len", "8192",
+                 "--gbs", "64", "--recompute", "auto", "--recompute-num-layers", "3"),
+             "--recompute-num-layers: --recompute auto chooses")
+    one_line(run("predict", *L8, "--doc-tokens", "2000000"), "got 2000000")
