@@ -74,11 +74,11 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
                 # the recipe keeps the first and the last layer in BF16 (megatron/bridge/training/
                 # mixed_precision.py: first_last_layers_bf16=True, num_layers_at_start/end_in_bf16=1)
                 R["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = 1, f"{path}: mixed_precision {mp}"
+            if "subchannel" in name or "blockwise" in name:
+                cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
         if R["precision"] in ("fp8", "mxfp8"):
             cfg.notes.append(f"{path}: mixed_precision {mp!r} gathers its parameters in fp8 (fp8_param_gather): "
                              "priced as 16-bit gathers and weights")
-            if "subchannel" in name or "blockwise" in name:
-                cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
     elif isinstance(mp, dict):
         f8 = mp.get("fp8")
         if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:
