@@ -71,14 +71,15 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
             R["fp8_recipe"] = "tensorwise" if "current_scaling" in name else "delayed"
             cfg.where["fp8_recipe"] = f"{path}: mixed_precision {mp}"
             if "current_scaling" in name:
-                # the recipe keeps the first and the last layer in BF16 (megatron/bridge/training/
-                # mixed_precision.py: first_last_layers_bf16=True, num_layers_at_start/end_in_bf16=1)
+                # the recipe keeps its first and last layer in BF16 (megatron/bridge/training/
+                # mixed_precision.py: first_last_layers_bf16=True, num_layers_at_start/end_in_bf16 1)
                 R["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = 1, f"{path}: mixed_precision {mp}"
             if "subchannel" in name or "blockwise" in name:
                 cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
-        if R["precision"] in ("fp8", "mxfp8"):
-            cfg.notes.append(f"{path}: mixed_precision {mp!r} gathers its parameters in fp8 (fp8_param_gather): "
-                             "priced as 16-bit gathers and weights")
+            else:
+                # its delayed and current-scaling recipes set fp8_param_gather=True (the same file)
+                cfg.notes.append(f"{path}: mixed_precision {mp!r} gathers its parameters in fp8 (fp8_param_gather): "
+                                 "priced as 16-bit gathers and weights")
     elif isinstance(mp, dict):
         f8 = mp.get("fp8")
         if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:

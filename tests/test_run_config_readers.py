@@ -141,8 +141,10 @@ def test_bridge_mixed_precision_keeps_its_bf16_edge_layers_and_says_what_is_not_
     torchtitan's float8 FSDP all-gather are noted as priced at 16 bits (they had been dropped silently)."""
     cs = _read(tmp_path, "m.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_fp8_current_scaling_mixed\n"))
     assert cs.recipe["bf16_edge_layers"] == 1 and any("fp8_param_gather" in n for n in cs.notes)
-    assert "bf16_edge_layers" not in _read(tmp_path, "d.yaml", BRIDGE.format(
-        extra="mixed_precision: bf16_with_fp8_mixed\n")).recipe
+    delayed = _read(tmp_path, "d.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_fp8_mixed\n"))
+    assert "bf16_edge_layers" not in delayed.recipe and any("fp8_param_gather" in n for n in delayed.notes)
+    mx = _read(tmp_path, "x.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_mxfp8_mixed\n"))
+    assert not any("fp8_param_gather" in n for n in mx.notes)       # its recipe gathers 16-bit parameters
     for start, end, want in ((3, 3, 3), (2, 4, 4)):
         m = _read(tmp_path, "m.yaml", BRIDGE.format(extra=(
             f"mixed_precision:\n  fp8: hybrid\n  fp8_recipe: tensorwise\n  first_last_layers_bf16: true\n"
