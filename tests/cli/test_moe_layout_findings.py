@@ -2,23 +2,8 @@
 paths found, each checked against the framework's source (Megatron-LM d98e8a6, torchtitan b5bcd76)."""
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "costmodel.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
-
-
-def one_line(r, *needles):
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
-    for n in needles:
-        assert n in r.stderr, r.stderr
-
+from cli_run import one_line, run
 
 MIXTRAL_TT = ("--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--stack", "torchtitan",
               "--seq-len", "4096", "--recompute", "full")

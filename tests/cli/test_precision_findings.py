@@ -1,22 +1,6 @@
 """Low-precision recipes and long-context attention a user found priced or refused wrongly, each now one
 line naming the flag and the rule (exit 2)."""
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "costmodel.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
-
-
-def one_line(r, *needles):
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
-    for n in needles:
-        assert n in r.stderr, r.stderr
-
+from cli_run import one_line, run
 
 L8 = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "64", "--seq-len", "4096")
 
