@@ -27,7 +27,7 @@ backward = 2x forward, no recomputation; per step 72 B s l h^2 (1 + s/(6h) + V/(
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -543,7 +543,6 @@ def edge_layer_share(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
 
 def edge_recipe16(recipe: Recipe) -> Recipe:
     """The BF16 recipe of the layers ``recipe.bf16_edge_layers`` keeps out of the low-precision format."""
-    from dataclasses import replace
     return replace(recipe, precision="bf16", bf16_edge_layers=0)
 
 

@@ -28,7 +28,7 @@ from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit,
                             cell_int as _int, misspelt_note_flags, notes_dist_opt, notes_name_dist_opt, catalog_mismatch, catalog_row_model, row_family, row_model, row_sp,
                             row_stack, row_switches, row_zero, switch_problem)
 from .published_cluster import row_cluster
-from .specs import ModelSpec, Recipe, cluster_profile, load_cluster
+from .specs import ModelSpec, Recipe, cluster_profile, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
 from .files import read_text
@@ -412,7 +412,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
     built-in profile; a row of another GPU is skipped.
 
     Raises:
-        InputError: ``cluster`` or ``profile`` cannot be read (named as ``--cluster`` / ``--profile``).
+        InputError: ``cluster`` or ``profile`` cannot be read (named as ``--cluster`` / the profile file).
 
     Rows of the same model, recipe and cluster are predicted as one layout table (one vectorised
     pass each).  The predicted step is the one ``predict`` prints: the power-limited step of the
@@ -420,7 +420,9 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
     time model's step at full clocks.
     """
     if cluster:
-        load_cluster(cluster)                   # a bad --cluster is the command's error, not every row's
+        load_cluster(cluster)                   # a bad --cluster or --profile is the command's error, not every row's
+    if profile:
+        load_profile(profile)
     out: list = []
     cache, groups, seen = {}, {}, set()
     for i, r in enumerate(rows):

@@ -81,6 +81,9 @@ def test_validate_cluster_prices_every_row_on_the_named_cluster(tmp_path):
     assert ours[0].skipped is None and ours[0].cluster == "ours" and ref_rows[0].cluster == "dgx-h100"
     assert ours[0].predicted_s > ref_rows[0].predicted_s
     assert ours[1].skipped == f"gpu 'H200-SXM-141GB' is not --cluster {mine}'s GPU (H100-SXM-80GB)"
+    from costmodel.errors import InputError
+    with pytest.raises(InputError):           # the call's error, not a skip of every row
+        validate_rows(read_runs_csv(f), str(f), cluster=str(mine), profile=str(tmp_path / "missing.yaml"))
     for args, want in ((["--profile", "x.yaml"], "--profile: needs --cluster"),
                        (["--cluster", "no-such-cluster"], "--cluster")):
         r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), *args], capture_output=True,
