@@ -491,9 +491,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),
-        (f"--bf16-edge-layers {recipe.bf16_edge_layers:g} keeps the first and the last "
-         f"{recipe.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({{L}})",
-         np.full(len(t.tp), 2 * recipe.bf16_edge_layers > model.num_layers)),
+        ("--bf16-edge-layers " + (bf16_edge_layers_problem(recipe, model.num_layers) or ""),
+         np.full(len(t.tp), bf16_edge_layers_problem(recipe, model.num_layers) is not None)),
         ("torchtitan runs sequence parallelism whenever TP > 1 (its TP plan shards the norms on the sequence: "
          "SequenceParallel, torchtitan/models/llama3/infra/parallelize.py): drop --no-sp",
          (recipe.stack == "torchtitan") & (t.tp > 1) & ~t.sp),
@@ -530,6 +529,22 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
     for i, (_, bad) in reversed(list(enumerate(rules))):
         code = np.where(bad, i, code)
     return code, [msg.format(**fmt) for msg, _ in rules]
+
+
+def bf16_edge_layers_problem(recipe: Recipe, num_layers: int) -> str | None:
+    """Why no layout holds ``recipe.bf16_edge_layers`` BF16 first and last layers of a ``num_layers`` model
+    (twice the count exceeds the layers), or None; the message of ``--bf16-edge-layers``."""
+    n = recipe.bf16_edge_layers
+    if 2 * n <= num_layers:
+        return None
+    return f"{n} keeps the first and the last {n} layers in BF16: twice it must not exceed num_layers ({num_layers})"
+
+
+def stack_default_etp(stack: str, tp: int, ep: int) -> int:
+    """The experts' TP a run of ``stack`` has where it sets none: torchtitan runs each expert whole under EP
+    (pytorch/torchtitan#3167 removed expert_tensor_parallel_degree), Megatron-core splits them over the
+    layout's TP (expert_tensor_parallel_size defaults to tensor_model_parallel_size)."""
+    return 1 if stack == "torchtitan" and ep > 1 else tp
 
 
 def _expert_grid_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:

@@ -377,7 +377,11 @@ def rank_memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, rank_lay
     the embedding, the last the output layer, final norm and MTP modules), its layers' activations for
     the micro-batches its schedule has in flight, the working set, the last rank's logits and the
     reserved bytes, by the formulas of :func:`memory_bytes` (whose fullest rank this is)."""
-    parts = _memory_parts(model, recipe, t)
+    return _rank_peaks(model, t, _memory_parts(model, recipe, t), rank_layers)
+
+
+def _rank_peaks(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> np.ndarray:
+    """:func:`rank_memory_bytes` from its parts (computed once for several splits)."""
     return sum(_rank_parts(model, t, parts, rank_layers)) + np.asarray(parts.reserved, dtype=np.float64)[:, None]
 
 
@@ -411,5 +415,6 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     if layout["vp"] != 1:
         raise ValueError("stage_memory_terms models 1F1B (VP = 1) stages only")
     t = LayoutTable.from_rows([layout])
-    one, two = (rank_memory_bytes(model, recipe, t, [n] * layout["pp"])[0] for n in (1, 2))
+    parts = _memory_parts(model, recipe, t)
+    one, two = (_rank_peaks(model, t, parts, [n] * layout["pp"])[0] for n in (1, 2))
     return one - (two - one), two - one

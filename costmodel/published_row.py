@@ -296,7 +296,7 @@ def notes_name_dist_opt(r: dict) -> bool:
 def notes_dist_opt(r: dict) -> bool:
     """Whether the row's ZeRO stage comes from its notes naming Megatron's distributed optimizer (an
     empty ``fsdp_or_zero``; :func:`row_zero`)."""
-    return not (r.get("fsdp_or_zero") or "").strip() and _DIST_OPT.search(r.get("notes", "")) is not None
+    return not (r.get("fsdp_or_zero") or "").strip() and notes_name_dist_opt(r)
 
 
 def row_stack(r: dict) -> Stack | None:

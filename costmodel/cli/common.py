@@ -315,6 +315,18 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     return model, cluster, recipe, profile
 
 
+def refuse_dense_etp(model, given: bool) -> None:
+    """Refuse an --etp the user gave for a dense model, whose MLP runs at the layout's TP (``given``: the
+    flag was typed or pinned).
+
+    Raises:
+        InputError: naming --etp.
+    """
+    if given and not model.is_moe:
+        raise InputError("--etp", "", f"applies to MoE models: {model.name} is dense (its MLP runs at the layout's "
+                         "TP: set --tp)")
+
+
 def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     """Refuse a profile fitted for a catalog GPU of another class than the cluster's: a dense BF16 peak or
     a TDP more than 10 % apart.  Its efficiencies and powers describe other silicon (an A100 fit on an

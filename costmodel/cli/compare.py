@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_moe_recipe
 from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
-from ..layouts import LayoutTable, check_layout
+from ..layouts import LayoutTable, check_layout, stack_default_etp
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
@@ -401,10 +401,12 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                                 "before MoE parallel folding (EP must divide DP): its dump, its layout line and its "
                                 "iterations may come from different runs, and the comparison may not be of one run")
         else:
-            lay["etp"] = lay["tp"]
-            run.origin["etp"] = ("Megatron default (the layout's TP)" if get_stack(stack or tlog.framework).megatron_family
+            name = stack or tlog.framework
+            lay["etp"] = stack_default_etp(name, lay["tp"], lay["ep"]) if m.is_moe else lay["tp"]
+            run.origin["etp"] = ("Megatron default (the layout's TP)" if get_stack(name).megatron_family
                                  else "the layout's TP (no expert layers to split)" if not m.is_moe
-                                 else f"{stack or tlog.framework}: the experts split over the layout's TP")
+                                 else f"{name}: the experts run whole under EP" if lay["etp"] == 1 < lay["tp"]
+                                 else f"{name}: the experts split over the layout's TP")
     return run, m, c
 
 

@@ -11,11 +11,12 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
-from ..layouts import LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split
+from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
+                       stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import check_megatron_rules, get_stack
-from .common import (CLUSTER, CONFIG, config_origin, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
+from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
@@ -193,7 +194,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
 def _stack_layout_defaults(ctx, m, c, r, lay: dict, sc: dict) -> None:
     """Fill ``lay`` in place with what the stack runs where the command line leaves it: its own ZeRO stage
     where Megatron's default (1) is not one of its stages or not with this PP, DP from the GPUs left, and
-    torchtitan's whole experts (ETP 1) under EP.
+    the stack's expert TP (costmodel.layouts.stack_default_etp).
 
     Raises:
         InputError: TP x PP x CP does not divide the cluster's GPUs.
@@ -210,8 +211,8 @@ def _stack_layout_defaults(ctx, m, c, r, lay: dict, sc: dict) -> None:
                 raise InputError("--tp/--pp/--cp", "", f"TP x PP x CP = {n} does not divide the {c.num_gpus} GPUs "
                                  f"of {c.key}")
         lay["dp"] = c.num_gpus // n
-    if r.stack == "torchtitan" and m.is_moe and lay.get("etp") is None and lay["ep"] > 1:
-        lay["etp"] = 1          # torchtitan runs each expert whole on its EP rank (no expert TP)
+    if m.is_moe and lay.get("etp") is None:
+        lay["etp"] = stack_default_etp(r.stack, lay["tp"], lay["ep"])
 
 
 def _check_etp(ctx, m, layout_flags: dict) -> None:
@@ -222,8 +223,8 @@ def _check_etp(ctx, m, layout_flags: dict) -> None:
         InputError: naming --etp.
     """
     src = ctx.get_parameter_source("etp")
-    if layout_flags.get("etp") is not None and not m.is_moe and src is not None and src.name == "COMMANDLINE":
-        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at --tp)")
+    if src is not None and src.name == "COMMANDLINE":
+        refuse_dense_etp(m, layout_flags.get("etp") is not None)
 
 
 def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:

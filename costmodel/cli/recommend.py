@@ -22,6 +22,7 @@ from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
+                     refuse_dense_etp,
                      context_line, fabric_notes, setup, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
 
@@ -268,12 +269,11 @@ def _check_model_flags(m, r, pins: dict) -> None:
     Raises:
         InputError: naming --bf16-edge-layers or --etp.
     """
-    if 2 * r.bf16_edge_layers > m.num_layers:
-        raise InputError("--bf16-edge-layers", "", f"{r.bf16_edge_layers:g} keeps the first and the last "
-                         f"{r.bf16_edge_layers:g} layers in BF16: twice it must not exceed num_layers ({m.num_layers})")
-    if "etp" in pins and not m.is_moe:
-        raise InputError("--etp", "", f"applies to MoE models: {m.name} is dense (its MLP runs at the layout's TP: "
-                         "pin --tp)")
+    from ..layouts import bf16_edge_layers_problem
+    why = bf16_edge_layers_problem(r, m.num_layers)
+    if why:
+        raise InputError("--bf16-edge-layers", "", why)
+    refuse_dense_etp(m, "etp" in pins)
 
 
 def _no_pinned_layout(m, r, c, pins: dict) -> str:
