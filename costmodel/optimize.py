@@ -241,9 +241,11 @@ class SpaceSolution:
 
 def space_rows(model, res: SearchResult) -> np.ndarray:
     """Rows of ``res.ranked`` the energy search considers: VP = 1, or VP > 1 with L divisible by
-    PP x VP (the ILP holds those at the even split)."""
+    PP x VP (the ILP holds those at the even split); full recompute on every layer of a chunk only
+    (the ILP's stages change their layer counts, which a fixed ``--recompute-num-layers`` N per chunk
+    does not follow: its layouts with N > 0 are the search's, costmodel.search.partial_recompute)."""
     L = res.ranked.layouts
-    return np.flatnonzero((L.vp == 1) | (model.num_layers % (L.pp * L.vp) == 0))
+    return np.flatnonzero(((L.vp == 1) | (model.num_layers % (L.pp * L.vp) == 0)) & (L.recompute_num_layers == 0))
 
 
 def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: str, caps: tuple, *,

@@ -25,6 +25,13 @@ _TERM_NAMES = {"compute_s": "compute", "tp_comm_s": "TP comm exposed", "cp_comm_
                "dp_comm_s": "DP/FSDP comm exposed", "optimizer_s": "optimizer"}
 
 
+def recompute_name(L, i: int) -> str:
+    """Row ``i``'s recompute as :func:`costmodel.layouts.layout_name` writes it: 'full(3)' for full
+    recompute on 3 layers of each pipeline chunk, else the choice's name."""
+    n = int(L.recompute_num_layers[i])
+    return RECOMPUTE[int(L.recompute[i])] + (f"({n})" if n else "")
+
+
 def run_record(run: RunPrediction) -> dict:
     """The JSON-ready record of one prediction; its names are stable (README, ``predict --json``).
 
@@ -107,7 +114,7 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
         how = (f"is {slower:.1f}% slower" if slower >= 0 else
                f"is {-slower:.1f}% faster at full clocks, slower under the power limit")
         out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "
-                   f"mbs={int(L.mbs[i])} recompute={RECOMPUTE[int(L.recompute[i])]}) {how}.")
+                   f"mbs={int(L.mbs[i])} recompute={recompute_name(L, i)}) {how}.")
     if faster_infeasible is not None:
         f = faster_infeasible
         out.append(f"{layout_name(f.layouts.row(0))} would be {100 * (1 - f.step_time_s[0] / t0):.1f}% faster but needs "
@@ -135,7 +142,7 @@ def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = No
             figures = (f"{pred.step_time_s[i]:.3f}", f"{pred.tokens_per_s_per_gpu[i]:,.0f}",
                        f"{pred.model_tflops_per_gpu[i]:.1f}", f"{100 * pred.mfu[i]:.1f}%")
         tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in cols),
-                   RECOMPUTE[int(L.recompute[i])], str(int(L.zero[i])), *figures,
+                   recompute_name(L, i), str(int(L.zero[i])), *figures,
                    f"{pred.memory.peak_bytes[i] / GIB:.1f}")
     return tb
 

@@ -4,15 +4,19 @@ The ILP (costmodel.optimize, costmodel.ilp) consumes the ranked survivors; ranki
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .layouts import LayoutTable, enumerate_layouts, pinned
+from .layouts import LayoutTable, enumerate_layouts, layers_per_stage, pinned
 from .predict import Prediction, predict_table
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stacks import get_stack
 
 CHUNK = 262_144  # layouts per vectorised batch: bounds peak memory, drives the progress bar
+#: ranked layouts whose full recompute the search tries to narrow to N layers per chunk by default:
+#: recommend's re-ranked shortlist and more (it passes its own --top)
+PARTIAL_REACH = 32
 
 
 @dataclass
@@ -36,12 +40,17 @@ class SearchResult:
 
 
 def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, *,
-           progress=None, pins: dict | None = None, **enum_kwargs) -> SearchResult:
-    """Enumerate, predict and rank every layout of ``model`` on ``cluster``.
+           progress=None, pins: dict | None = None, partial_reach: int = PARTIAL_REACH,
+           **enum_kwargs) -> SearchResult:
+    """Enumerate, predict and rank every layout of ``model`` on ``cluster``; then give the full-recompute
+    layouts that could reach the first ``partial_reach`` places their least partial recompute
+    (:func:`partial_recompute`).
 
     Args:
         progress: optional callable(done, total) called after each chunk (the CLI's progress bar).
-        pins: layout fields the search holds fixed (:func:`costmodel.layouts.pinned`).
+        pins: layout fields the search holds fixed (:func:`costmodel.layouts.pinned`); pinning
+            ``recompute`` or ``recompute_num_layers`` leaves the recompute as pinned.
+        partial_reach: the ranked places partial recompute may enter (0: none).
         enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts`.
     Returns:
         :class:`SearchResult`.
@@ -68,7 +77,64 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
     order = feas[np.argsort(pred.step_time_s[feas], kind="stable")]
     fastest = int(np.argmin(pred.step_time_s))
     faster = pred.take(np.array([fastest])) if not pred.feasible[fastest] else None
-    return SearchResult(pred.take(order), n, len(feas), None, faster)
+    ranked = pred.take(order)
+    if partial_reach > 0 and not {"recompute", "recompute_num_layers"} & set(pins or ()):
+        part = partial_recompute(model, recipe, cluster, profile, ranked, partial_reach)
+        if part is not None:
+            both = _concat([ranked, part])
+            ranked = both.take(np.argsort(both.step_time_s, kind="stable"))
+    return SearchResult(ranked, n, len(feas), None, faster)
+
+
+def partial_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
+                      ranked: Prediction, reach: int) -> Prediction | None:
+    """The least partial full recompute of the ranked full-recompute layouts that could enter the first
+    ``reach`` places: Megatron's ``--recompute-method block --recompute-num-layers N`` recomputes N
+    layers of each pipeline chunk and keeps the others' activations, so it runs faster than full
+    recompute on every layer where the memory allows it.
+
+    A layout is a candidate when its step less a third of its compute and bubble (the recomputed
+    forward: under full recompute compute = forward + recomputed forward + backward, and backward >=
+    forward, so the forward is at most a third; the bubble scales with the stage's time) is below the
+    step of place ``reach`` (no N can take it further), and it does not fit without recompute (which
+would run faster still).  Peak memory falls as N grows, so the least N
+    that fits is found by bisection over 1 .. layers per chunk (each pass one vectorised prediction of
+    the candidates left).  Only stacks with the block method (``Stack.partial_recompute``) take part.
+
+    Args:
+        ranked: the feasible layouts, fastest first (each with N = 0: every layer of a chunk).
+        reach: places of ``ranked`` the partial layouts may enter.
+    Returns:
+        the predictions of the partial layouts that fit (N below the chunk's layers), or None.
+    """
+    if not get_stack(recipe.stack).partial_recompute or not len(ranked.step_time_s):
+        return None
+    L = ranked.layouts
+    bar = ranked.step_time_s[min(reach, len(L)) - 1]
+    saved = (ranked.breakdown["compute_s"] + ranked.breakdown["bubble_s"]) / 3.0
+    per_chunk = (layers_per_stage(model, L) // L.vp).astype(np.int64)
+    cand = np.flatnonzero((L.recompute == 2) & (L.recompute_num_layers == 0) & (per_chunk > 1)
+                          & (ranked.step_time_s - saved < bar))
+    if not len(cand):
+        return None
+    # a layout that fits without recompute runs faster so: no N is worth it
+    cand = cand[~predict_table(model, recipe, cluster, profile, replace(L.take(cand), recompute=np.zeros_like(
+        cand))).feasible]
+    if not len(cand):
+        return None
+    base = L.take(cand)
+    lo, hi = np.ones(len(cand), dtype=np.int64), per_chunk[cand].copy()    # N = layers per chunk fits
+    while np.any(lo < hi):
+        act = np.flatnonzero(lo < hi)
+        mid = (lo[act] + hi[act]) // 2
+        trial = replace(base.take(act), recompute_num_layers=mid)
+        fits = predict_table(model, recipe, cluster, profile, trial).feasible
+        hi[act] = np.where(fits, mid, hi[act])
+        lo[act] = np.where(fits, lo[act], mid + 1)
+    keep = np.flatnonzero(lo < per_chunk[cand])
+    if not len(keep):
+        return None
+    return predict_table(model, recipe, cluster, profile, replace(base.take(keep), recompute_num_layers=lo[keep]))
 
 
 def _concat(parts: list[Prediction]) -> Prediction:

@@ -19,7 +19,7 @@ from ..layouts import layout_name
 from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
-from ..search import search
+from ..search import PARTIAL_REACH, search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp,
@@ -84,7 +84,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   disable=as_json or not sys.stderr.isatty()) as bar:
         task = bar.add_task("search", total=None)
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
-                  max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,), pins=pins)
+                  max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,), pins=pins,
+                  partial_reach=max(top, RERANK_MIN, PARTIAL_REACH))
         if r.precision_aware:
             kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
         elif r.optimizer_offload:
