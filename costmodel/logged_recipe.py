@@ -23,7 +23,7 @@ from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switch
 #: switch's ``megatron_key`` (costmodel.stacks), else the argument that implies it
 DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_key},
              "flash_attention": "use_flash_attn", "cross_entropy": "cross_entropy_loss_fusion",
-             "moe_expert_load_cv": "load_balancing_loss"}
+             "moe_expert_load_cv": "load_balancing_loss", "bf16_edge_layers": "first_last_layers_bf16"}
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
@@ -85,7 +85,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                     notes.append(f"argument dump: {key} = {a[key]!r} is not fp32 or bf16: not used")
                 else:
                     out[switch] = d
-    mods = a.get("recompute_modules")
+    mods = _dump_list(a.get("recompute_modules"))
     if isinstance(mods, (list, tuple)) and mods and all(isinstance(x, str) for x in mods):
         known = [x for x in mods if x in RECOMPUTE_MODULES]
         if len(known) == len(mods) and len(set(known)) == len(known):
@@ -93,6 +93,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         else:
             notes.append(f"argument dump: recompute_modules = {mods!r} names modules the model does not price "
                          f"({', '.join(RECOMPUTE_MODULES)}): the default core_attn used")
+    _edge_layers(a, out, notes)
     if moe:
         _moe_switches(a, out, notes)
         lbl = load_balancing_loss(tlog, num_experts, notes)
@@ -132,6 +133,36 @@ def _torchtitan_repeat_kv(tlog) -> str:
     day = datetime.fromtimestamp(float(t.max()), tz=timezone.utc).strftime("%Y-%m-%d")
     return (f"records dated {day}, before pytorch/torchtitan#2259 (2026-01-27) dropped repeat_kv: that "
             "torchtitan repeated the K/V heads")
+
+
+def _dump_list(v):
+    """A list the argument dump prints as Python's repr ("['core_attn', 'mlp']") as a list; any other
+    value as it is.  ``ast.literal_eval`` reads literals only, never code."""
+    if isinstance(v, str) and v.strip().startswith("[") and v.strip().endswith("]"):
+        import ast
+        try:
+            return ast.literal_eval(v.strip())
+        except (ValueError, SyntaxError):
+            return v
+    return v
+
+
+def _edge_layers(a: dict, out: dict, notes: list) -> None:
+    """Megatron-core's ``first_last_layers_bf16`` under fp8 or fp4: the first num_layers_at_start_in_bf16
+    and the last num_layers_at_end_in_bf16 layers in BF16 (TransformerConfig defaults: 1 each), as
+    one count, the larger (the model keeps as many at each end)."""
+    low = a.get("fp8") not in (None, False, "None") or a.get("fp4") not in (None, False, "None")
+    if a.get("first_last_layers_bf16") is not True or not low:
+        return
+    ends = [a.get(k, 1) for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in ends):
+        notes.append(f"argument dump: num_layers_at_start/end_in_bf16 = {ends[0]!r}/{ends[1]!r} are not layer "
+                     "counts: the BF16 edge layers not used")
+        return
+    out["bf16_edge_layers"] = max(ends)
+    if ends[0] != ends[1]:
+        notes.append(f"argument dump: {ends[0]} BF16 layers at the start, {ends[1]} at the end: priced as "
+                     f"{max(ends)} at each end")
 
 
 def dump_key(switch: str, args: dict) -> str:

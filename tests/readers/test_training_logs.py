@@ -226,7 +226,7 @@ def test_megatron_core_synthetic_full_dump_layout_and_rank_prefix():
     log = read_training_log(MCORE_SYN)
     assert log.framework == "megatron" and log.args_complete
     assert set(log.iterations.rank) == {"rank63"}
-    assert log.layout() == dict(tp=4, pp=4, dp=2, cp=2, ep=1, etp=None, vp=4, mbs=1, gbs=128, seq_len=8192, recompute="selective",
+    assert log.layout() == dict(tp=4, pp=4, dp=2, cp=2, ep=1, etp=None, vp=4, mbs=1, gbs=128, seq_len=8192, recompute="selective", recompute_num_layers=0,
                                 sp=True, zero=1, precision="bf16", world_size=64, num_layers=80, hidden=8192,
                                 ffn_hidden=28672, num_heads=64, num_kv_heads=8, vocab=128256, num_experts=None,
                                 moe_topk=2, moe_ffn_hidden=None)
@@ -285,7 +285,7 @@ def test_nemo_bar_without_step_timing_warns():
 def test_nemo_synthetic_config_and_carriage_return_refreshes():
     log = read_nemo_log(NEMO_SYN)
     assert log.config["trainer"]["devices"] == 8 and log.config["model"]["optim"]["name"] == "distributed_fused_adam"
-    assert log.layout() == dict(tp=4, pp=2, dp=4, cp=1, ep=1, etp=None, vp=5, mbs=1, gbs=256, seq_len=4096, recompute="selective",
+    assert log.layout() == dict(tp=4, pp=2, dp=4, cp=1, ep=1, etp=None, vp=5, mbs=1, gbs=256, seq_len=4096, recompute="selective", recompute_num_layers=0,
                                 sp=True, zero=1, precision="bf16", world_size=32, num_layers=40, hidden=5120,
                                 ffn_hidden=13824, num_heads=40, num_kv_heads=40, vocab=None, num_experts=None,
                                 moe_topk=None, moe_ffn_hidden=None)

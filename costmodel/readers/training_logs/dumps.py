@@ -6,7 +6,7 @@ import re
 
 from ...errors import InputError
 from ...formats import FP8_FORMATS
-from .lines import _TIMESTAMP
+from .lines import _short, _TIMESTAMP
 
 _ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
 _ARGS_END = re.compile(r"^\s*-{3,}\s*end of arguments\s*-{3,}\s*$")
@@ -43,6 +43,16 @@ def _arg_value(s: str):
         return s
 
 
+def _stray_in_dump(segs, begin: int, j: int) -> bool:
+    """Whether segment ``j``, not an argument line, is a stray line inside the dump that starts at
+    ``begin`` rather than its end: a line of another rank (their output interleaves), or one followed
+    by an argument line or the dump's end."""
+    if segs[j].rank is not None and segs[begin].rank is not None and segs[j].rank != segs[begin].rank:
+        return True
+    nxt = segs[j + 1].text if j + 1 < len(segs) else ""
+    return bool(_ARG_LINE.match(nxt) or _ARGS_END.match(nxt))
+
+
 def _megatron_args(segs, path, warnings):
     """``(args, complete, startup)`` from the argument dump and the start-up summary lines; ``startup``:
     the names only the start-up lines gave.
@@ -68,6 +78,12 @@ def _megatron_args(segs, path, warnings):
                     closed = True
                     break
                 a = _ARG_LINE.match(u)
+                if not a and _stray_in_dump(segs, i, j):
+                    warnings.append(f"{path}:{segs[j].line}: a line inside the argument dump that starts at line "
+                                    f"{segs[i].line} is not an argument ({'another rank' if segs[j].rank != segs[i].rank else 'a stray line'}"
+                                    f": {_short(u, 60)}): skipped, the dump read on")
+                    j += 1
+                    continue
                 if not a:
                     break
                 key, v = a.group(1), _arg_value(a.group(2))
@@ -301,6 +317,17 @@ def _layout(args, complete=False):
     else:
         recompute = None
 
+    # Megatron's block method recomputes N layers of each chunk; the uniform one (its default) recomputes
+    # every layer, checkpointing groups of N (NeMo: activations_checkpoint_method / _num_layers)
+    method = get("recompute_method", "activations_checkpoint_method")
+    n_block = _int_or_none(get("recompute_num_layers", "activations_checkpoint_num_layers"))
+    if recompute != "full":
+        recompute_num_layers = 0 if recompute is not None else None
+    elif str(method).lower() == "block" and n_block is not None and n_block > 0:
+        recompute_num_layers = n_block
+    else:
+        recompute_num_layers = 0
+
     sp = get("sequence_parallel")
     sp = bool(sp) if isinstance(sp, bool) else None
 
@@ -340,7 +367,7 @@ def _layout(args, complete=False):
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "vp": vp,
         "mbs": _int_or_none(get("micro_batch_size")), "gbs": _int_or_none(get("global_batch_size")),
         "seq_len": _int_or_none(get("seq_length", "encoder_seq_length")),
-        "recompute": recompute, "sp": sp, "zero": zero, "precision": precision, "world_size": world,
+        "recompute": recompute, "recompute_num_layers": recompute_num_layers, "sp": sp, "zero": zero, "precision": precision, "world_size": world,
         "num_layers": num_layers, "hidden": _int_or_none(get("hidden_size")),
         "ffn_hidden": _int_or_none(get("ffn_hidden_size")), "num_heads": heads, "num_kv_heads": kv,
         "vocab": _int_or_none(get("padded_vocab_size", "vocab_size")),

@@ -79,6 +79,24 @@ class _Seg:
     no_newline: bool = False
 
 
+# where a record starts: Megatron's "[date time] iteration N/ M |", a NeMo progress bar's "Epoch N:",
+# torchtitan's "step: N"; a line holding two of one kind holds two records (a progress bar whose
+# refreshes lost their carriage returns, a record cut short and the next printed after it)
+_RECORD_HEAD = re.compile(r"(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*)?\biteration\s+\d+\s*/\s*\d+\s*\|"
+                          r"|\bEpoch \d+:|\bstep:\s*\d+\s+loss:")
+
+
+def _records_of(text: str) -> list:
+    """``text`` split before each record head after the first of its kind (:data:`_RECORD_HEAD`)."""
+    heads = list(_RECORD_HEAD.finditer(text))
+    if len(heads) < 2:
+        return [text]
+    kind = lambda m: next(k for k in ("iteration", "Epoch", "step:") if k in m.group(0))
+    cuts = [m.start() for m in heads[1:] if kind(m) == kind(heads[0])]
+    bounds = [0] + cuts + [len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if text[a:b].strip()]
+
+
 def _segments(path: Path):
     raw = read_text(path, lenient=True)
     no_newline = bool(raw) and not raw.endswith("\n")
@@ -97,7 +115,7 @@ def _segments(path: Path):
             text, rank = _strip_prefixes(part)
             if not text.strip() or _ELISION.match(text):
                 continue
-            segs.append(_Seg(i, text, rank, end_line=i))
+            segs.extend(_Seg(i, piece, rank, end_line=i) for piece in _records_of(text))
     if segs:
         segs[-1].last = True
         segs[-1].no_newline = no_newline

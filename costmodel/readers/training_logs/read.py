@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from costmodel.errors import TrainingLogParseError
+from costmodel.errors import InputError, TrainingLogParseError
 
 from .dumps import _megatron_args, _nemo_args, _nemo_config, check_logged_counts
 from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan
@@ -114,6 +114,26 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
     return out
 
 
+def _refuse_restart(records, starts, path) -> None:
+    """Refuse a log holding a restarted run: a start-of-training marker after which the iterations
+    count again from at most the last one before it (a job resumed from a checkpoint, or another run
+    appended): its steps ran on another start, perhaps other nodes, and one median over both would
+    mix them.
+
+    Raises:
+        InputError: naming the marker's line and the last record before it.
+    """
+    for at in starts:
+        before = [r for r in records if r["line"] < at]
+        after = [r for r in records if r["line"] > at]
+        if before and after and min(r["iteration"] for r in after) <= max(r["iteration"] for r in before):
+            last = max(before, key=lambda r: r["iteration"])
+            first = min(after, key=lambda r: r["line"])
+            raise InputError(f"{path}:{at}", "", f"the run starts again here: iteration {first['iteration']} "
+                             f"(line {first['line']}) follows iteration {last['iteration']} (line {last['line']}), a "
+                             "restart or a second run in one log; split the file and compare each run")
+
+
 def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> TrainingLog:
     path = Path(path)
     segs = _segments(path)
@@ -173,6 +193,9 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
             warnings.append(f"{path}: NeMo progress lines carry no 'train_step_timing in s' (enable "
                             f"exp_manager.log_step_timing); step_time_s is NaN")
 
+    starts = [s.line for s in segs
+              if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
+    _refuse_restart(records, starts, path)
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
     for r in records:                   # a time or rate <= 0 (or inf) measures nothing: dropped, named
@@ -182,8 +205,6 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                 errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
                 r[c] = math.nan
     log.iterations = Iterations.from_records(records)
-    starts = [s.line for s in segs
-              if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
     if fell_back:
         warnings.append(f"{path}: the warm-up rule would discard all {len(records)} iteration record(s); all kept")

@@ -1,0 +1,85 @@
+"""Training logs as real runs print them, beyond the tidy copies: a stray line of another rank inside
+the argument dump, records glued on one line, a restarted run, block recompute, a recompute-module
+list and BF16 edge layers in the dump.  Each variant is the synthetic Megatron-core log of
+tests/data/logs with the lines a test names changed."""
+from pathlib import Path
+
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.logged_recipe import logged_switches
+from costmodel.readers.training_logs import read_training_log
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+MCORE_SYN = LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log"
+
+
+def _variant(tmp_path, args=None, after_dump=(), tail=None, name="run.log") -> Path:
+    """The synthetic log with the argument lines ``args`` (key -> value, None to add a raw line of
+    ``after_dump``) set, ``after_dump`` lines inserted after its first argument line, and the
+    iteration lines replaced by ``tail`` (a function of them) where given."""
+    lines = MCORE_SYN.read_text().splitlines()
+    end = next(i for i, ln in enumerate(lines) if "end of arguments" in ln)
+    dump = [f"[rank0]:  {k} {'.' * (40 - len(k))} {v}" for k, v in (args or {}).items()]
+    lines = lines[:end] + dump + lines[end:]
+    begin = next(i for i, ln in enumerate(lines) if "-- arguments --" in ln)
+    lines = lines[:begin + 2] + list(after_dump) + lines[begin + 2:]
+    if tail is not None:
+        first = next(i for i, ln in enumerate(lines) if " iteration " in ln)
+        lines = lines[:first] + tail(lines[first:])
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_another_rank_s_line_inside_the_dump_is_skipped_and_the_dump_read_on(tmp_path):
+    p = _variant(tmp_path, after_dump=["[rank5]:/usr/lib/python3/dist-packages/torch/distributed/c10d.py:123: "
+                                       "UserWarning: barrier() using device under current context"])
+    log = read_training_log(p)
+    whole = read_training_log(MCORE_SYN)
+    assert log.args_complete and log.layout() == whole.layout()
+    assert any(":8: a line inside the argument dump" in w and "another rank" in w for w in log.warnings)
+
+
+def test_records_glued_on_one_line_are_each_read(tmp_path):
+    def glue(its):
+        recs = [ln for ln in its if " iteration " in ln]
+        # the 30 and 40 records on one physical line, the 50 record cut short before the 60 one
+        return [recs[0], recs[1], recs[2] + recs[3].split("]:", 1)[1], recs[4].split("| learning")[0]
+                + recs[5].split("]:", 1)[1]]
+    log = read_training_log(_variant(tmp_path, tail=glue), strict=False)
+    assert list(log.iterations.iteration) == [10, 20, 30, 40, 60]
+    assert any("iteration 50 record is incomplete" in w for w in log.warnings + log.errors)
+
+
+def test_a_restarted_run_in_one_log_is_refused_naming_the_restart(tmp_path):
+    def restart(its):
+        again = ["[rank0]:[before the start of training step] datetime: 2025-01-15 11:00:00 "]
+        return its + again + [ln.replace("10:0", "11:0") for ln in its if " iteration " in ln][2:]
+    p = _variant(tmp_path, tail=restart)
+    with pytest.raises(InputError, match=r"run\.log:48.*iteration 30 \(line 49\) follows iteration 60"):
+        read_training_log(p)
+
+
+def test_block_recompute_depth_comes_from_the_dump(tmp_path):
+    p = _variant(tmp_path, {"recompute_method": "block", "recompute_num_layers": 3})
+    lay = read_training_log(p).layout()
+    assert lay["recompute"] == "selective" and lay["recompute_num_layers"] == 0    # the dump's selective wins
+    text = p.read_text().replace("recompute_granularity ......................... selective",
+                                 "recompute_granularity ......................... full")
+    p.write_text(text)
+    assert read_training_log(p).layout()["recompute_num_layers"] == 3
+    p.write_text(text.replace("block", "uniform"))          # uniform recomputes every layer, in groups of N
+    assert read_training_log(p).layout()["recompute_num_layers"] == 0
+
+
+def test_the_dump_s_recompute_module_list_and_bf16_edge_layers_are_read(tmp_path):
+    p = _variant(tmp_path, {"recompute_modules": "['core_attn', 'mlp']", "first_last_layers_bf16": True,
+                            "num_layers_at_start_in_bf16": 2, "num_layers_at_end_in_bf16": 2})
+    out, where, notes = logged_switches(read_training_log(p), moe=False)
+    assert out["recompute_modules"] == "core_attn,mlp"
+    assert "bf16_edge_layers" not in out            # a bf16 run has no low-precision layers to keep
+    p.write_text(p.read_text().replace("fp8 ........................................... None",
+                                       "fp8 ........................................... hybrid"))
+    out, where, notes = logged_switches(read_training_log(p), moe=False)
+    assert out["bf16_edge_layers"] == 2 and where["bf16_edge_layers"].startswith("first_last_layers_bf16")
