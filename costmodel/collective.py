@@ -55,10 +55,11 @@ def _bus_time_s(bus_bytes, link_bytes_per_s, p: CollectiveParams):
     """alpha_s + min over protocols of (alpha_p + bus_bytes / (eff_p link)), seconds (arrays)."""
     x = np.asarray(bus_bytes / np.asarray(link_bytes_per_s, dtype=np.float64), dtype=np.float64)
     if x.ndim == 0:
-        return p.alpha_s + min(a + float(x) / e for a, e in p.protocols)
+        return p.alpha_s + min((a + float(x) / e for a, e in p.protocols if e > 0), default=np.inf)
     t = None                    # one division above, then in place per protocol: a + x / e
     for a, e in p.protocols:
-        tp = x * (1.0 / e)
+        with np.errstate(divide="ignore"):      # efficiency 0: a protocol a group size lacks, time inf
+            tp = x * (1.0 / np.asarray(e, dtype=np.float64))
         tp += a
         t = tp if t is None else np.minimum(t, tp, out=t)
     return p.alpha_s + t

@@ -153,6 +153,13 @@ def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | 
             "calibrate this cluster to replace it")
 
 
+
+def _between(a, b, w):
+    """(1 - w) a + w b where w > 0, else a; inf (a protocol a size lacks) wherever an end used is inf,
+    never the NaN of 0 x inf."""
+    fa, fb = np.where(np.isfinite(a), a, 0.0), np.where(np.isfinite(b), b, 0.0)
+    return np.where(w > 0, np.where(np.isfinite(a) & np.isfinite(b), (1 - w) * fa + w * fb, np.inf), a)
+
 def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> CollectiveParams:
     """Lines of a collective measured at several group sizes (``Profile.comm_groups``), per layout.
 
@@ -187,7 +194,7 @@ def _group_params(fits: tuple, g0: int, coll: str, g, latency_s: float) -> Colle
     cols = {}
     for nm in names:
         t = np.array([lines(f, nm) for f in same])          # (latency s, 1 / efficiency) per measured size
-        cols[nm] = [np.where(w > 0, (1 - w) * t[lo, j] + w * t[hi, j], t[lo, j]) for j in (0, 1)]
+        cols[nm] = [_between(t[lo, j], t[hi, j], w) for j in (0, 1)]
     for f in fits:
         if f.algorithm != own and f.group_size < ks.size:       # exact-size override
             base[f.group_size] = f.group_size

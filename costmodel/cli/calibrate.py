@@ -102,14 +102,15 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _check_named_gpus(meas, g, why: str) -> None:
-    """The GPUs the inputs name (rank lines, trace device names) must be the one fitted.
+    """The GPUs the inputs name (suite provenance, rank lines, trace device names) must be the one fitted.
 
     Raises:
         FitError: an input names another catalog GPU, or a GPU outside the catalog.
     """
     from ..errors import FitError
     from ..fit.assembly import gpu_key_for
-    for name in dict.fromkeys(getattr(meas, "device_names", []) or []):
+    suite = [r.get("gpu_name") for s in meas.suites for r in s["provenance"] if r.get("gpu_name")]
+    for name in dict.fromkeys(suite + list(getattr(meas, "device_names", []) or [])):
         key = gpu_key_for(name)
         if key != g.key:
             raise FitError(f"the inputs were measured on {name!r} ({key or 'not a catalog GPU'}), but the profile is "

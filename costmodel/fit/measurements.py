@@ -119,6 +119,12 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         report.warnings += notes
         for kind, item in inputs:
             if kind == "suite":
+                lost = [k for k, bad in item.rejected.items() if not item.records[k]]
+                if lost:
+                    # a measured section whose every record is bad is no gap the base profile may fill
+                    k = lost[0]
+                    raise FitError(f"{p}: all {len(item.rejected[k])} {k} record(s) rejected, none usable "
+                                   f"(first: {item.rejected[k][0]}): fix or drop them")
                 if not item.complete:
                     report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
@@ -315,15 +321,31 @@ def _topology_from_ratio(p, rows, coll, nodes, gpus_per_node, meta, report, clus
 
 
 def _check_ratio(p, rows, coll: str, g: int) -> None:
-    """Refuse a capture whose busbw / algbw is not the named collective's factor over ``g`` ranks, or
-    pins another whole rank count than ``g`` (:func:`_ranks_from_ratio`).
+    """Refuse a capture whose redop column is not the named collective's (a reduction op for
+    all_reduce and reduce_scatter, ``none`` for the others), whose busbw / algbw is not its factor
+    over ``g`` ranks, or pins another whole rank count than ``g`` (:func:`_ranks_from_ratio`).
 
     Raises:
         FitError: naming the ratio, the collectives it fits, and what to check.
     """
     r = _ratio(rows)
-    if r is None or g < 2:
-        return
+    if r is not None and g >= 2:
+        _check_factor(p, rows, coll, g, r)
+    redops = {x.redop for x in rows if x.redop}
+    reduces = coll in ("all_reduce", "reduce_scatter")
+    if redops and (redops == {"none"} if reduces else redops <= set(_REDUCING)):
+        # nccl-tests prints the reduction op of all_reduce and reduce_scatter, 'none' for the others
+        raise FitError(f"{p}: its rows print redop {'/'.join(sorted(redops))}, which {coll} "
+                       f"{'never prints (it reduces)' if reduces else 'does not (it reduces nothing)'}: the "
+                       "collective (file name, --collective) is wrong")
+
+
+def _check_factor(p, rows, coll: str, g: int, r: float) -> None:
+    """:func:`_check_ratio`'s busbw / algbw part: ``r`` against ``coll``'s factor over ``g`` ranks.
+
+    Raises:
+        FitError: naming the ratio and the collectives it fits.
+    """
     # where the large messages' ratio pins a whole rank count (within 0.2 of one), it must be g: 16 and
     # 24 ranks of all_reduce print 1.875 and 1.917, within the 3% the ratio is allowed otherwise
     implied = _ranks_from_ratio(rows, coll)

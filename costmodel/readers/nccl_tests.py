@@ -91,10 +91,14 @@ def collective_from_name(text):
         return None
     if isinstance(text, Path):
         text = text.name
-    t = str(text).lower().replace("-", "_")
+    raw = str(text).replace("-", "_")
+    t = raw.lower()
+    # a name starts a word: after a non-letter, or at a capital (ncclAllReduce), never inside one
+    # (the "all_reduce" of small_reduce_scatter)
+    starts = lambda m: m.start() == 0 or not t[m.start() - 1].isalpha() or raw[m.start()].isupper()
     best = None
     for name, pat in _COLLECTIVE_PATTERNS:
-        m = re.search(pat, t)
+        m = next((x for x in re.finditer(pat, t) if starts(x)), None)
         if m and (best is None or m.start() < best[0] or (m.start() == best[0] and m.end() - m.start() > best[1])):
             best = (m.start(), m.end() - m.start(), name)
     return best[2] if best else None
@@ -230,8 +234,13 @@ def _row_problem(size: int, placement: str, t: float, algbw: float, busbw: float
     for name, v in (("algbw", algbw), ("busbw", busbw)):
         if not (math.isfinite(v) and v >= 0):
             return f"{placement} {name} {v!r} GB/s is not a number >= 0"
+    implied = size / (t * 1e3) if size > 0 else 0.0
+    if algbw < 0.005 and size >= 2 ** 20 and implied >= 0.01:
+        # printed 0.00 (under 0.005 GB/s) where the size and time give twice that or more; from 1 MiB up
+        # (0.00 there would take 200 ms or more), where no unit slip of a tiny row explains it
+        return (f"{placement} time {t:g} us and algbw {algbw:g} GB/s disagree: {size} B in {t:g} us is "
+                f"{implied:.4g} GB/s (an edited column, or a failed measurement)")
     if algbw >= 0.05 and size > 0:
-        implied = size / (t * 1e3)
         tol = 0.02 + 0.006 / t + 0.006 / algbw
         if abs(implied / algbw - 1) > tol:
             return (f"{placement} time {t:g} us and algbw {algbw:g} GB/s disagree: {size} B in {t:g} us is "
@@ -335,7 +344,7 @@ def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fie
         problem = _row_problem(size, placement, t, a, b_)
         if problem:
             out.errors.append(f"{where}: {problem}: {raw!r}")
-            if "disagree" in problem:
+            if "disagree" in problem and a > 0:         # a unit's ratio; a printed 0.00 says none
                 out.meta["time_algbw_ratios"].append(size / (t * 1e3) / a)
             continue
         out.rows.append(NcclRow(size, count, tok[2], placement, t, a, b_, table, lineno, wrong[j], redop))

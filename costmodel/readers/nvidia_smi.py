@@ -135,6 +135,31 @@ def detect_csv(head) -> bool:
         any("." in c.split()[0] or c.split()[0] == "timestamp" for c in cells)
 
 
+#: the query fields the traces read (costmodel.readers.power_trace.power_trace_from_smi): a header field
+#: one typo away from one of them is a misspelling that would lose its column, not another field
+READ_FIELDS = ("timestamp", "index", "name", "power.draw", "power.draw.average", "power.draw.instant",
+               "temperature.gpu", "temperature.memory", "clocks.sm", "clocks.current.sm", "utilization.gpu",
+               "clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+
+def _check_field_names(fields, path, lineno) -> None:
+    """Refuse a header field that is not one :data:`READ_FIELDS` names but nearly is (a similarity of
+    0.85 or more: ``power.drw``), naming it and the field it misspells; other fields pass (nvidia-smi
+    has many this model does not read).
+
+    Raises:
+        ValueError: naming the file, line and field.
+    """
+    import difflib
+    for f in fields:
+        if f in READ_FIELDS or f.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")):
+            continue
+        near = difflib.get_close_matches(f, READ_FIELDS, n=1, cutoff=0.85)
+        if near:
+            raise ValueError(f"{path}:{lineno}: header field {f!r} is not an nvidia-smi query field; did you mean "
+                             f"{near[0]!r}? (its column would be lost)")
+
+
 def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
     """Parse an ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` capture.
 
@@ -172,6 +197,7 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
                 raise ValueError(f"{path}:{lineno}: expected an nvidia-smi CSV header "
                                  f"('timestamp, power.draw [W], ...'), got {raw!r}")
             out.fields = [h.group(1) for h in heads]
+            _check_field_names(out.fields, path, lineno)
             out.units = {h.group(1): (h.group(2) or "") for h in heads}
             header_line = s
             continue

@@ -64,6 +64,11 @@ REQUIRED = {
     "end": ("finished_unix", "n_records"),
 }
 KINDS = tuple(REQUIRED)
+# the fields of a kind that are counts (shapes, group sizes) and names, checked before any arithmetic
+_WHOLE = {"gemm": ("b", "m", "n", "k"), "moe_gemm": ("ep", "tokens", "topk", "n", "k"),
+          "collective": ("group_size", "ranks_per_node", "n_nodes")}
+_NAMES = {"gemm": ("dtype",), "moe_gemm": ("model", "mode", "dtype"), "hbm": ("op",),
+          "collective": ("collective", "scope", "dtype")}
 SCOPES = ("intra_node", "inter_node")
 
 
@@ -96,6 +101,17 @@ def check_record(rec) -> str | None:
     missing = [f for f in COMMON + REQUIRED[kind] if f not in rec]
     if missing:
         return f"{kind} record lacks {', '.join(missing)}"
+    for f in _WHOLE.get(kind, ()):
+        v = rec.get(f)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            return f"{kind} record: {f} {v!r} is not a whole number >= 1"
+    for f in _NAMES.get(kind, ()):
+        if not isinstance(rec.get(f), str):
+            return f"{kind} record: {f} {rec.get(f)!r} is not a name (a JSON string)"
+    for f in {"collective": ("size_bytes",), "hbm": ("bytes",)}.get(kind, ()):
+        v = rec.get(f)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return f"{kind} record: {f} {v!r} is not a positive finite number"
     for f in ("time_s", "flops_per_s", "bytes_per_s") if kind in ("gemm", "moe_gemm", "hbm", "collective") else ():
         v = rec.get(f)
         if f in REQUIRED[kind] and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
@@ -121,10 +137,12 @@ class SuiteRun:
         errors: ``"FILE:LINE: reason"`` for every skipped line.
         path: the file read.
         complete: True when the file ends with an ``end`` record (False: the run was cut short).
+        rejected: kind -> the ``"FILE:LINE: reason"`` of each skipped record of that kind.
     """
 
     records: dict = field(default_factory=lambda: {k: [] for k in KINDS})
     errors: list = field(default_factory=list)
+    rejected: dict = field(default_factory=dict)
     path: Path | None = None
     complete: bool = False
 
@@ -133,6 +151,20 @@ class SuiteRun:
 
     def __len__(self):
         return sum(len(v) for v in self.records.values())
+
+
+def _measurement_key(rec: dict):
+    """What one gemm, hbm or collective record measures (kind, then (field, value) pairs), which one
+    rank (host, rank; a collective's group too: concurrent groups each write theirs) measures once in
+    a run; None for the other kinds."""
+    fields = {"gemm": ("dtype", "b", "m", "n", "k"), "hbm": ("op", "bytes"),
+              "collective": ("collective", "scope", "group_size", "ranks_per_node", "n_nodes", "size_bytes", "dtype")}
+    f = fields.get(rec["kind"])
+    if f is None:
+        return None
+    group = rec.get("group_ranks")
+    group = tuple(group) if isinstance(group, list) else group
+    return (rec["kind"], *((k, rec[k]) for k in f), ("host", rec["host"]), ("rank", rec["rank"]), ("group", group))
 
 
 def detect(head) -> bool:
@@ -158,16 +190,21 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
         :class:`SuiteRun`.
     Raises:
         ReaderParseError: (strict) bad lines: not JSON, another suite or version, unknown kind,
-            missing fields; the message names file and line.
+            missing fields, a measurement made twice; the message names file and line.
+        ValueError: a record after the ``end`` record (two runs in one file), naming the line.
         OSError: the file cannot be read.
     """
     path = Path(path)
     out = SuiteRun(path=path)
+    end_line, shapes = None, {}
     for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
         s = raw.strip()
         if not s:
             continue
         where = f"{path}:{lineno}"
+        if end_line is not None:
+            raise ValueError(f"{where}: a record after the run's 'end' record (line {end_line}): two runs in one "
+                             "file (concatenated?); give each run its own file")
         try:
             rec = json.loads(s)
         except json.JSONDecodeError as e:
@@ -176,11 +213,21 @@ def read_suite_jsonl(path, strict=False) -> SuiteRun:
         why = check_record(rec)
         if why:
             out.errors.append(f"{where}: {why}")
+            if isinstance(rec, dict) and rec.get("kind") in REQUIRED:
+                out.rejected.setdefault(rec["kind"], []).append(f"{where}: {why}")
             continue
+        key = _measurement_key(rec)
+        if key is not None and key in shapes:
+            said = ", ".join(f"{k} {v}" for k, v in key[1:] if k not in ("host", "rank", "group"))
+            out.errors.append(f"{where}: {rec['kind']} {said} of rank {rec['rank']} again (first at "
+                              f"line {shapes[key]}): the suite measures each once, so this record is left out")
+            continue
+        if key is not None:
+            shapes[key] = lineno
         rec["_line"] = lineno
         out.records[rec["kind"]].append(rec)
         if rec["kind"] == "end":
-            out.complete = True
+            out.complete, end_line = True, lineno
     if strict and out.errors:
         raise ReaderParseError(out.errors, out, "suite JSONL lines")
     return out

@@ -641,7 +641,7 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     body = "\n".join(ln for ln in src.splitlines()[1:])
     f = tmp_path / "multi.txt"
     f.write_text(body + "\n# Collective test starting: all_gather_perf\n" + _halve_busbw(body.replace(
-        "Collective test starting: all_reduce_perf", "Collective test starting: all_gather_perf")) + "\n")
+        "Collective test starting: all_reduce_perf", "Collective test starting: all_gather_perf"), "none") + "\n")
     t = read_nccl_tests(f, strict=False)
     assert t.meta["table_collectives"][:1] == ["all_reduce"] and t.meta["table_collectives"][-1] == "all_gather"
     rep = FitReport()
@@ -651,13 +651,14 @@ def test_each_test_of_a_multi_test_file_keeps_its_collective(tmp_path):
     assert len(got[0][4]) == len(got[1][4]) == 22
 
 
-def _halve_busbw(text: str) -> str:
-    """Rows of an nccl-tests table with both busbw columns (8th and 12th fields) halved."""
+def _halve_busbw(text: str, redop: str | None = None) -> str:
+    """Rows of an nccl-tests table with both busbw columns (8th and 12th fields) halved, and the redop
+    column set to ``redop`` where given ('none' for an all-reduce table relabelled as all_gather)."""
     out = []
     for ln in text.splitlines():
         f = ln.split()
         if len(f) == 13 and f[0].isdigit():
-            f[7], f[11] = f"{float(f[7]) / 2:.2f}", f"{float(f[11]) / 2:.2f}"
+            f[3], f[7], f[11] = redop or f[3], f"{float(f[7]) / 2:.2f}", f"{float(f[11]) / 2:.2f}"
             ln = "  ".join(f)
         out.append(ln)
     return "\n".join(out)
