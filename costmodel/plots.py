@@ -83,10 +83,13 @@ def metric_bars(metrics, path) -> str:
     """Measured and predicted value of each comparable metric, normalised to the measured value.
 
     Args:
-        metrics: list of dicts with name, measured, predicted, error_pct (``compare --json`` rows).
+        metrics: list of dicts with name, measured, predicted, error_pct (``compare --json`` rows); a
+            metric without ``error_pct`` (a temperature, scored by its absolute error: a ratio of Celsius
+            readings means nothing) is left out.
     """
     plt = _plt()
-    rows = [m for m in metrics if m.get("measured") is not None and m.get("predicted") is not None and m["measured"]]
+    rows = [m for m in metrics if m.get("measured") is not None and m.get("predicted") is not None and m["measured"]
+            and m.get("error_pct") is not None]
     if not rows:
         raise InputError("--plot", "", "no metric has both a measured and a predicted value")
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))

@@ -335,7 +335,7 @@ def test_compare_messages_name_the_real_cause(tmp_path):
 def test_a_capture_from_another_gpu_is_refused_unless_overridden():
     """The m4-logs capture is 8x 'NVIDIA A100-SXM4-80GB': against an H100 cluster it would compare
     A100 power with an H100 prediction."""
-    from costmodel.compare import capture_gpu_check
+    from costmodel.trace_window import capture_gpu_check
     from costmodel.errors import InputError
     from costmodel.readers.power_trace import power_trace_from_nvidia_smi_q
     from costmodel.specs import load_cluster
@@ -353,7 +353,7 @@ def test_an_amd_tool_s_capture_is_refused_on_an_nvidia_cluster_and_alignment_fai
     """amd-smi monitor prints no device name, but only AMD GPUs answer it: the ROCm blog's 8x MI300X
     table against an H100 cluster is refused (it was compared: +336 % power). A dcgmi capture with
     relative times and no busy sample says exactly that, not that the log lacks timestamps."""
-    from costmodel.compare import capture_gpu_check, training_window
+    from costmodel.trace_window import capture_gpu_check, training_window
     from costmodel.errors import InputError
     from costmodel.readers.power_trace import power_trace_from_amd_smi
     from costmodel.specs import load_cluster
@@ -565,7 +565,7 @@ def test_a_logged_tflops_four_thirds_of_the_model_s_says_full_recompute():
 
 def test_a_trace_s_bad_lines_are_named_up_to_five_and_the_rest_counted():
     """A column in another unit fails on every row: compare names five and counts the rest in one line."""
-    from costmodel.cli.compare import MAX_NAMED_LINES, _summarised
+    from costmodel.cli.compare_inputs import MAX_NAMED_LINES, _summarised
     warns = [f"trace.csv:{i}: unit 'kW' differs from the header's [W]" for i in range(2, 102)]
     got = _summarised(warns)
     assert got[:MAX_NAMED_LINES] == warns[:MAX_NAMED_LINES] == got[:5]
@@ -661,7 +661,7 @@ def test_a_capture_too_small_for_the_run_or_of_another_gpu_is_said(tmp_path):
     """A one-GPU, few-second gpu-burn capture against the 8-GPU GPT-8B run: scored, but the warnings say it
     holds 1 GPU of the node's 8 and spans under 3 steps; an A10's nvidia-smi -q against the H100 cluster is
     not diagnosed as a kW column (its 150 W are another GPU's)."""
-    from costmodel.compare import trace_coverage_notes
+    from costmodel.trace_window import trace_coverage_notes
     from costmodel.specs import load_cluster
     c = load_cluster("dgx-h100")
     notes = trace_coverage_notes(1, 4.0, 6.0, c)

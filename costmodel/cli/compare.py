@@ -10,11 +10,9 @@ import typer
 from rich.table import Table
 
 from .. import report
-from ..compare import (build_metrics, capture_gpu_check, check_model, differs, logged_flops_check, logged_memory_check,
-                       model_from_log, per_gpu_rows,
-                       trace_coverage_notes,
-                       wall_clock_note, check_measured_rate,
-                       resolve_run, throttle_warnings, trace_metrics, training_window)
+from ..compare import (build_metrics, check_model, differs, logged_flops_check, logged_memory_check, model_from_log,
+                       per_gpu_rows, wall_clock_note, check_measured_rate, resolve_run, throttle_warnings)
+from ..trace_window import capture_gpu_check, trace_coverage_notes, trace_metrics, training_window
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
@@ -25,76 +23,25 @@ from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
-from ..files import not_a_file
+from .compare_inputs import _local, _read_log, _read_trace
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
 
-def _local(msg: str, path) -> str:
-    """A reader's ``"FILE: ..."`` or ``"FILE:LINE: ..."`` message without the file (the error names it)."""
-    p = str(path)
-    if msg.startswith(p + ": "):
-        return msg[len(p) + 2:]
-    return "line " + msg[len(p) + 1:] if msg.startswith(p + ":") else msg
+def _recipe_of_log(tlog, run, c, recipe_flags, stack, m, allow_override, warnings, log):
+    """:func:`_recipe`, whose refusal of a value the log gave names the log, not a flag never typed.
 
-
-def _read_log(path, warmup_steps, rank):
-    from ..readers.training_logs import TrainingLogParseError, read_training_log
-    if not Path(path).is_file():
-        raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else not_a_file(path))
+    Raises:
+        InputError: as :func:`_recipe`, naming ``log`` and the key where the value came from the log.
+    """
     try:
-        with open(path, "rb") as fh:
-            if b"\x00" in fh.read(4096):            # text logs hold no NUL byte; gzip, ELF and images do
-                raise InputError(path, "", "a binary file, not a training log (decompress a .gz log first)")
-        return read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
-    except TrainingLogParseError as e:
-        errs = [_local(x, path) for x in e.errors] or ["no iteration lines"]
-        if Path(path).stat().st_size == 0 or not Path(path).read_text(errors="replace").strip():
-            raise InputError(path, "", "empty: no lines to read") from None
-        # iteration lines that were refused say more than 'none found': the first of them, and how many
-        refused = [x for x in errs if not x.startswith("no iteration lines found")]
-        if refused and errs[0].startswith("no iteration lines found"):
-            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-            raise InputError(path, "", f"unusable training log: no usable iteration line; {refused[0]}{more}") from None
-        raise InputError(path, "", f"unusable training log: {errs[0]}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, "", f"cannot read ({e})") from None
-
-
-def _read_trace(path, gpus_per_node):
-    """The run's power trace, read through the format registry; an nvidia-smi CSV without an ``index``
-    column is numbered with the cluster's GPUs per node."""
-    from ..errors import ReaderParseError
-    from ..readers.registry import read_power_trace
-    if Path(path).is_dir():
-        raise InputError("--power", "", f"{path} is a directory; name the trace file")
-    if not Path(path).is_file():
-        raise InputError(path, "", not_a_file(path))
-    try:
-        fmt, data, warns = read_power_trace(path, gpus_per_node)
-    except (ReaderParseError, ValueError, OSError) as e:
-        first = (getattr(e, "errors", None) or [None])[0]      # one line: the first bad line says why
-        raise InputError("--power", "", str(e).split("\n")[0] + (f" (the first: {first})" if first else "")) from None
-    if data is None:
-        raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
-                                        "dcgmi dmon, the suite's JSONL)")
-    if data.t_unix.size == 0 or not (data.power_w == data.power_w).any():
-        why = (f"; {len(warns)} bad line(s), the first: {warns[0]}" if warns else
-               " (a suite run on CPU samples none)" if fmt == "suite-jsonl" else "")
-        raise InputError("--power", "", f"{path} ({fmt}) has no power samples{why}")
-    return data, _summarised(list(warns))
-
-
-#: bad lines of a trace named one by one, the rest counted (a column in another unit fails on every row)
-MAX_NAMED_LINES = 5
-
-
-def _summarised(warns: list) -> list:
-    """``warns`` with at most :data:`MAX_NAMED_LINES` named and one more line counting the rest."""
-    if len(warns) <= MAX_NAMED_LINES + 1:
-        return warns
-    return warns[:MAX_NAMED_LINES] + [f"... and {len(warns) - MAX_NAMED_LINES} more bad line(s) of the trace, "
-                                      "each left out"]
+        return _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
+    except InputError as e:
+        key = e.where[2:].replace("-", "_") if e.where.startswith("--") else None
+        if key is None or run.origin.get(key) != "log":
+            raise
+        said = {"precision": "its argument dump's fp8 / fp8_recipe / bf16"}.get(key, f"its {key}")
+        raise InputError(log, key, f"{e.message} ({said}, not a flag)") from None
 
 
 @with_layout_flags(from_log=True)
@@ -157,7 +104,7 @@ def compare(
         from ..run_config import check_model_dims, read_run_config
         check_model_dims(read_run_config(config), m)
     m = _own_pipeline_layout(tlog, run, m, sc, warnings)
-    recipe = _recipe(tlog, run, c, recipe_flags, stack, m, allow_override, warnings)
+    recipe = _recipe_of_log(tlog, run, c, recipe_flags, stack, m, allow_override, warnings, log)
     # what the configuration filled reaches the recipe as a flag would: say where it came from
     run.origin.update({k: f"--config {w}" for k, w in sc.get("config_where", {}).items() if k in run.origin})
     p = cluster_profile(c, profile)
@@ -184,6 +131,10 @@ def compare(
         t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
         window = (t0, t1)
         pw, rows = trace_metrics(ptrace, t0, t1)
+        if pw["gpus"] and max(pw["gpus"]) >= c.gpus_per_node:
+            raise InputError("--power", "", f"the capture holds GPU indices up to {max(pw['gpus'])}, but a {c.key} node "
+                             f"has {c.gpus_per_node} GPUs (indices 0..{c.gpus_per_node - 1}): a capture of another "
+                             "machine, or of several nodes without a host column")
         warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
                         f"over {t1 - t0:.0f} s")
         warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)

@@ -186,7 +186,7 @@ def read_nvidia_smi_csv(path, n_gpus=None, strict=True) -> SmiTrace:
     rows, lines, pos, texts = [], [], [], []
     header_line = None
     n_data = 0  # data lines seen (good or bad): a bad line still occupies its GPU's place in a sample
-    for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path, lenient=True).splitlines(), start=1):
         s = raw.strip()
         if not s or s.startswith("#"):
             continue

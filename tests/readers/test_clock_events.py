@@ -1,5 +1,6 @@
 """Clock-event (throttle) reasons of nvidia-smi --query-gpu captures, in both namings."""
-from costmodel.compare import throttle_warnings, trace_metrics
+from costmodel.compare import throttle_warnings
+from costmodel.trace_window import trace_metrics
 from costmodel.readers.clock_events import REASON_BITS, reasons_per_row, throttle_shares
 from costmodel.readers.nvidia_smi import read_nvidia_smi_csv
 from costmodel.readers.power_trace import power_trace_from_nvidia_smi_csv

@@ -530,7 +530,8 @@ def test_nvidia_smi_q_both_namings_of_the_clock_reasons():
 
 
 def test_nvidia_smi_q_names_the_throttled_gpu_in_compare():
-    from costmodel.compare import throttle_warnings, trace_metrics
+    from costmodel.compare import throttle_warnings
+    from costmodel.trace_window import trace_metrics
     fmt, trace, warnings = read_measurement(Q_A10_BRAKE)
     assert fmt == "nvidia-smi-q" and trace.absolute_time and warnings == []
     _, per_gpu = trace_metrics(trace, trace.t_unix[0] - 1, trace.t_unix[0] + 1)
@@ -555,8 +556,8 @@ def test_nvidia_smi_q_bad_values_and_snapshots(tmp_path):
 def test_compare_takes_one_nvidia_smi_q_snapshot_and_names_bad_lines(tmp_path):
     """A single `nvidia-smi -q` taken during the run is a trace of one instant inside the log's window;
     a capture whose every power value is bad names its first bad line; a folder is not a trace."""
-    from costmodel.cli.compare import _read_trace
-    from costmodel.compare import training_window
+    from costmodel.cli.compare_inputs import _read_trace
+    from costmodel.trace_window import training_window
     from costmodel.errors import InputError
     t0, t1, how = training_window([1000.0, 1010.0, 1020.0], 10.0, [1005.0], True)
     assert how == "log timestamps" and t0 == 1005.0 and 0 < t1 - t0 <= 1e-3

@@ -83,3 +83,14 @@ def test_the_dump_s_recompute_module_list_and_bf16_edge_layers_are_read(tmp_path
                                        "fp8 ........................................... hybrid"))
     out, where, notes = logged_switches(read_training_log(p), moe=False)
     assert out["bf16_edge_layers"] == 2 and where["bf16_edge_layers"].startswith("first_last_layers_bf16")
+
+
+def test_a_record_of_nan_iterations_is_left_out_and_a_nan_loss_is_said(tmp_path):
+    def nan(its):
+        recs = [ln for ln in its if " iteration " in ln]
+        return [recs[0], recs[1], recs[2].replace("number of nan iterations:   0", "number of nan iterations:   2"),
+                recs[3].replace("lm loss: 8.311000E+00", "lm loss: nan"), recs[4], recs[5]]
+    log = read_training_log(_variant(tmp_path, tail=nan))
+    kept = list(log.iterations.iteration[log.kept])
+    assert 30 not in kept and 40 in kept and "skipped or NaN iterations > 0" in log.warmup
+    assert any("1 kept record(s) print a NaN loss" in w for w in log.warnings)

@@ -26,7 +26,9 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
       CUDA context, NCCL communicators, allocator growth, ``torch.compile``);
     * the first record after each start-of-training marker (Megatron ``[before the start of training step]``,
       torchtitan ``Training starts at step``): it averages over the start-up of a (re)started job;
-    * records with ``number of skipped iterations > 0`` (fp16 loss-scale search at the start of a run).
+    * records with ``number of skipped iterations > 0`` (fp16 loss-scale search at the start of a run) or
+      ``number of nan iterations > 0`` (Megatron skips the optimizer step of an iteration whose gradients
+      are NaN: its record times a shorter step).
 
     If the default rule would discard every record, all are kept and ``fell_back`` is True.
 
@@ -51,10 +53,10 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
         after = [i for i in order if iterations.line[i] > s]
         if after:
             keep[after[0]] = False
-    skipped = iterations.skipped_iterations
-    keep &= ~(np.isfinite(skipped) & (skipped > 0))
+    skipped, nan_its = iterations.skipped_iterations, iterations.nan_iterations
+    keep &= ~(np.isfinite(skipped) & (skipped > 0)) & ~(np.isfinite(nan_its) & (nan_its > 0))
     desc = ("default rule: iterations < " + str(first + 2) + ", the first record after a start-of-training marker, "
-            "records with skipped iterations > 0")
+            "records with skipped or NaN iterations > 0")
     if n and not keep.any():
         return np.ones(n, dtype=bool), desc + " (would discard every record: all kept)", True
     return keep, desc, False
@@ -206,8 +208,14 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                 r[c] = math.nan
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
+    log.warmup_only = fell_back
     if fell_back:
         warnings.append(f"{path}: the warm-up rule would discard all {len(records)} iteration record(s); all kept")
+    nan_loss = [r["line"] for i, r in enumerate(records) if log.kept[i] and isinstance(r.get("loss"), float)
+                and math.isnan(r["loss"])]
+    if nan_loss:
+        warnings.append(f"{path}:{nan_loss[0]}: {len(nan_loss)} kept record(s) print a NaN loss, the first here: a "
+                        "diverged run; its step times are used as printed")
 
     if n_parsed and not records:
         raise TrainingLogParseError(errors, log)

@@ -134,6 +134,7 @@ class TrainingLog:
         iterations: every parsed iteration record (after dropping repeated ranks and a truncated last line).
         kept: boolean mask over ``iterations``: the rows left after warm-up (see :func:`warmup_mask`).
         warmup: how the warm-up rows were chosen (a sentence, for reports).
+        warmup_only: the default rule would have discarded every record (all were kept instead).
         errors: ``"FILE:LINE: reason"`` for every record-like line that could not be parsed.
         warnings: ``"FILE[:LINE]: reason"`` for a truncated last line, repeated ranks, wrapped records,
             an unclosed argument dump or a warm-up rule that would have discarded everything.
@@ -149,6 +150,7 @@ class TrainingLog:
     iterations: Iterations = None
     kept: np.ndarray = None
     warmup: str = ""
+    warmup_only: bool = False
     args_complete: bool = False
     startup_args: frozenset = frozenset()
     errors: list = field(default_factory=list)

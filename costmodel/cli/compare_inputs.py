@@ -1,0 +1,82 @@
+"""``costmodel compare``'s inputs read as files: the training log (warm-up only refused) and the power
+trace, each error naming the file or ``--power``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from ..files import not_a_file
+
+
+def _local(msg: str, path) -> str:
+    """A reader's ``"FILE: ..."`` or ``"FILE:LINE: ..."`` message without the file (the error names it)."""
+    p = str(path)
+    if msg.startswith(p + ": "):
+        return msg[len(p) + 2:]
+    return "line " + msg[len(p) + 1:] if msg.startswith(p + ":") else msg
+
+
+def _read_log(path, warmup_steps, rank):
+    from ..readers.training_logs import TrainingLogParseError, read_training_log
+    if not Path(path).is_file():
+        raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else not_a_file(path))
+    try:
+        with open(path, "rb") as fh:
+            if b"\x00" in fh.read(4096):            # text logs hold no NUL byte; gzip, ELF and images do
+                raise InputError(path, "", "a binary file, not a training log (decompress a .gz log first)")
+        tlog = read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
+    except TrainingLogParseError as e:
+        errs = [_local(x, path) for x in e.errors] or ["no iteration lines"]
+        if Path(path).stat().st_size == 0 or not Path(path).read_text(errors="replace").strip():
+            raise InputError(path, "", "empty: no lines to read") from None
+        # iteration lines that were refused say more than 'none found': the first of them, and how many
+        refused = [x for x in errs if not x.startswith("no iteration lines found")]
+        if refused and errs[0].startswith("no iteration lines found"):
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise InputError(path, "", f"unusable training log: no usable iteration line; {refused[0]}{more}") from None
+        raise InputError(path, "", f"unusable training log: {errs[0]}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, "", f"cannot read ({e})") from None
+    if tlog.warmup_only:
+        its = sorted({int(i) for i in tlog.iterations.iteration})
+        raise InputError(path, "", f"every logged record is warm-up (iterations {', '.join(map(str, its[:6]))}"
+                         f"{', ...' if len(its) > 6 else ''}: the first steps and the first after a start build "
+                         "communicators, allocate and compile): their steps are not the run's; log more iterations, "
+                         "or pass --warmup-steps 0 to compare them anyway")
+    return tlog
+
+
+def _read_trace(path, gpus_per_node):
+    """The run's power trace, read through the format registry; an nvidia-smi CSV without an ``index``
+    column is numbered with the cluster's GPUs per node."""
+    from ..errors import ReaderParseError
+    from ..readers.registry import read_power_trace
+    if Path(path).is_dir():
+        raise InputError("--power", "", f"{path} is a directory; name the trace file")
+    if not Path(path).is_file():
+        raise InputError(path, "", not_a_file(path))
+    try:
+        fmt, data, warns = read_power_trace(path, gpus_per_node)
+    except (ReaderParseError, ValueError, OSError) as e:
+        first = (getattr(e, "errors", None) or [None])[0]      # one line: the first bad line says why
+        raise InputError("--power", "", str(e).split("\n")[0] + (f" (the first: {first})" if first else "")) from None
+    if data is None:
+        raise InputError("--power", "", f"{path} is {fmt}, not a power/temperature trace (nvidia-smi CSV or dmon, "
+                                        "dcgmi dmon, the suite's JSONL)")
+    if data.t_unix.size == 0 or not (data.power_w == data.power_w).any():
+        why = (f"; {len(warns)} bad line(s), the first: {warns[0]}" if warns else
+               " (a suite run on CPU samples none)" if fmt == "suite-jsonl" else "")
+        raise InputError("--power", "", f"{path} ({fmt}) has no power samples{why}")
+    return data, _summarised(list(warns))
+
+
+#: bad lines of a trace named one by one, the rest counted (a column in another unit fails on every row)
+MAX_NAMED_LINES = 5
+
+
+def _summarised(warns: list) -> list:
+    """``warns`` with at most :data:`MAX_NAMED_LINES` named and one more line counting the rest."""
+    if len(warns) <= MAX_NAMED_LINES + 1:
+        return warns
+    return warns[:MAX_NAMED_LINES] + [f"... and {len(warns) - MAX_NAMED_LINES} more bad line(s) of the trace, "
+                                      "each left out"]

@@ -1,0 +1,193 @@
+"""A power or temperature trace beside a training log: the window of the log's kept iterations in the
+trace's time base, the capture's GPUs against the cluster's, and the measured figures over the window.
+
+Split from :mod:`costmodel.compare`, which builds the metrics from them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import InputError
+from .readers.clock_events import throttle_shares
+from .readers.power_trace import watts_misread
+
+PEAK_PERCENTILE = 95.0
+
+
+def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: bool, util=None):
+    """(t0, t1, how) of the kept training iterations in the trace's time base.
+
+    With wall-clock times on both sides: from the first kept record minus one logged interval (a
+    Megatron record is printed at the end of its interval) to the last kept record.  Otherwise (a
+    log without timestamps, or a trace in seconds from its start): the span of samples with GPU
+    utilisation >= 50 % (``util``), which is what a run's steady phase looks like from the GPU.
+    Raises:
+        InputError: absolute times that do not overlap (names both ranges), or no way to align.
+    """
+    t = np.asarray(iter_t_unix, float)
+    tt = np.asarray(trace_t_unix, float)
+    if absolute and t.size and np.isfinite(t).all():
+        lo = float(t.min()) - step_time_s * max(1.0, _records_interval(t, step_time_s))
+        hi = float(t.max())
+        a, b = max(lo, float(np.nanmin(tt))), min(hi, float(np.nanmax(tt)))
+        if b < a:
+            from datetime import datetime
+            f = lambda x: datetime.fromtimestamp(x).strftime("%Y-%m-%d %H:%M:%S")
+            raise InputError("--power", "", f"the power trace covers {f(np.nanmin(tt))} .. {f(np.nanmax(tt))}, the log's "
+                             f"kept iterations {f(lo)} .. {f(hi)}: they do not overlap (wrong file, or clocks in "
+                             "different time zones)")
+        # one snapshot inside the window (nvidia-smi -q taken once): the window is that instant
+        share = (b - a) / (hi - lo) if hi > lo else 1.0
+        part = (f"; the trace covers only {share:.0%} of the kept iterations' {hi - lo:.0f} s: its power is of "
+                "that part" if b > a and share < 0.9 else "")
+        return a, (b if b > a else a + 1e-3), "log timestamps" + part
+    if util is not None and np.isfinite(util).any():
+        busy = np.asarray(util, float) >= 50
+        if busy.any():
+            return float(tt[busy].min()), float(tt[busy].max()), "samples at >= 50 % GPU utilisation (no common clock)"
+    clock = ("the log has no timestamps" if not (t.size and np.isfinite(t).all()) else
+             "the trace's times count from its start, not wall-clock")
+    busy = ("the trace has no utilisation column" if util is None or not np.isfinite(util).any() else
+            f"no trace sample reaches 50 % GPU utilisation (at most {float(np.nanmax(util)):.0f} %)")
+    raise InputError("--power", "", f"cannot align the trace with the log: {clock}, and {busy}")
+
+
+#: the vendor whose GPUs a capture format comes from (its tool reads only that vendor's driver)
+_FORMAT_VENDOR = {"rocm-smi": "amd", "amd-smi": "amd", "nvidia-smi-csv": "nvidia", "nvidia-smi-dmon": "nvidia",
+                  "nvidia-smi-q": "nvidia", "dcgmi-dmon": "nvidia"}
+
+
+def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
+    """The capture's tool's vendor and its device names against the cluster's GPU
+    (costmodel.fit.assembly.gpu_key_for).
+
+    Returns:
+        warnings: a device name that matches no catalog GPU; with ``allow_override``, a mismatch.
+    Raises:
+        InputError: the capture comes from another vendor's tool (amd-smi on an NVIDIA cluster) or names
+            another catalog GPU than the cluster's (its measured power would be compared with another
+            GPU's prediction), unless ``allow_override``.
+    """
+    from .fit.assembly import gpu_key_for
+    out = []
+    vendor = _FORMAT_VENDOR.get(trace.source_format)
+    if vendor and vendor != cluster.gpu.vendor:
+        msg = (f"{trace.path or 'the capture'} is {trace.source_format} output, from an {vendor.upper()} GPU; the "
+               f"cluster {cluster.key} has {cluster.gpu.key} ({cluster.gpu.vendor.upper()})")
+        if not allow_override:
+            raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
+        out.append("--power: " + msg)
+    keys = {name: gpu_key_for(name) for name in trace.device_names}
+    # only a capture of the cluster's GPU (or an unnamed one) has its watts read against this GPU's TDP:
+    # an A10's 150 W under an H100's 700 W is another GPU, not a kW column
+    if all(k == cluster.gpu.key for k in keys.values()):
+        bad = watts_misread(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
+        if bad:
+            raise InputError("--power", "", f"{trace.path or 'the capture'}: {bad}")
+    for name, key in keys.items():
+        if key is None:
+            out.append(f"--power: the capture's GPU {name!r} matches no catalog GPU; compared with the cluster's "
+                       f"{cluster.gpu.key}")
+        elif key != cluster.gpu.key:
+            msg = (f"{trace.path or 'the capture'} was taken on {name!r} ({key}), the cluster {cluster.key} has "
+                   f"{cluster.gpu.key}")
+            if not allow_override:
+                raise InputError("--power", "", msg + ": pass the capture's cluster, or --allow-override to compare anyway")
+            out.append("--power: " + msg)
+    return out
+
+
+def trace_coverage_notes(n_gpus: int, span_s: float, step_time_s: float, cluster) -> list:
+    """What a power capture aligned with a run covers, where too little to stand for it: fewer GPUs than
+    the run has on a node (its figures are those GPUs', not the node's), or under 3 of the run's steps
+    (its average is not a step's: a step's phases draw apart).  ``cluster``: the run's ClusterSpec."""
+    out = []
+    per_node = min(cluster.gpus_per_node, cluster.num_gpus)
+    if 0 < n_gpus < per_node:
+        out.append(f"--power: the capture holds {n_gpus} GPU(s) of the run's {per_node} a node: its figures are "
+                   "those GPUs', not the run's (capture every GPU of a node)")
+    elif 0 < n_gpus < cluster.num_gpus:
+        out.append(f"--power: the capture holds {n_gpus} of the run's {cluster.num_gpus} GPUs: the measured energy "
+                   f"per token and samples/(s.MJ) take their mean power for every GPU of the run")
+    if math.isfinite(step_time_s) and step_time_s > 0 and span_s < 3 * step_time_s:
+        out.append(f"--power: the aligned capture spans {span_s:.0f} s, under 3 steps of {step_time_s:.1f} s: its "
+                   "average is not a step's (capture several steps)")
+    return out
+
+
+def _records_interval(t, step_time_s):
+    """Iterations between consecutive log records (log interval), from their spacing; 1 if unknown."""
+    if t.size < 2 or not step_time_s > 0:
+        return 1.0
+    return max(1.0, round(float(np.median(np.diff(np.sort(t)))) / step_time_s))
+
+
+#: median GPU utilisation (nvidia-smi's utilization.gpu: the share of time a kernel ran) under which a
+#: capture aligned with training steps is taken as idle: every step launches kernels back to back
+IDLE_UTIL_PCT = 5.0
+#: utilisation readings the idle rule needs: a snapshot or two (nvidia-smi -q) may fall in a pause
+IDLE_MIN_SAMPLES = 10
+
+
+def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
+    """Measured power/temperature metrics over [t0, t1] and a per-GPU table (hottest first).
+
+    Returns:
+        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus, gpus (the captured indices)}, per-GPU rows
+        {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n, throttle}); NaN where the trace
+        lacks a column; ``throttle``: throttling reason -> share of the GPU's samples it was active in
+        (costmodel.readers.clock_events), None when the trace has no clock-event field.
+    Raises:
+        InputError: no sample in the window, or the captured GPUs idle in it (median utilisation under
+            :data:`IDLE_UTIL_PCT` over :data:`IDLE_MIN_SAMPLES` readings or more).
+    """
+    m = (trace.t_unix >= t0) & (trace.t_unix <= t1)
+    if not m.any():
+        raise InputError("--power", "", "no power sample inside the training window")
+    util = _finite(trace.util_gpu_pct[m]) if trace.util_gpu_pct is not None else np.array([])
+    if util.size >= IDLE_MIN_SAMPLES and float(np.median(util)) < IDLE_UTIL_PCT:
+        # a training step keeps its GPUs busy: a capture idle throughout was taken elsewhere or at another time
+        raise InputError("--power", "", f"the captured GPUs sat idle while the log's kept iterations ran (median "
+                         f"utilisation {float(np.median(util)):.0f}% over {int(m.sum())} samples, mean power "
+                         f"{_nanmean(trace.power_w[m]):.0f} W): the trace is of other GPUs or another time")
+    rows = []
+    for g in np.unique(trace.gpu[m]):
+        k = m & (trace.gpu == g)
+        rows.append(dict(gpu=int(g), avg_power_w=_nanmean(trace.power_w[k]),
+                         peak_power_w=_nanpct(trace.power_w[k], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[k]),
+                         sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[k]), n=int(k.sum()),
+                         throttle=(throttle_shares([trace.clock_events[i] for i in np.flatnonzero(k)])
+                                   if trace.clock_events is not None else None)))
+    rows.sort(key=lambda r: (-(r["max_temp_c"] if np.isfinite(r["max_temp_c"]) else -1e9), -r["avg_power_w"]))
+    agg = dict(avg_power_w=_nanmean([r["avg_power_w"] for r in rows]),
+               peak_power_w=_nanpct(trace.power_w[m], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[m]),
+               sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[m]), n_samples=int(m.sum()), n_gpus=len(rows),
+               gpus=sorted(r["gpu"] for r in rows))
+    return agg, rows
+
+
+def _finite(x):
+    x = np.asarray(x, float)
+    return x[np.isfinite(x)]
+
+
+def _nanmean(x):
+    f = _finite(x)
+    return float(f.mean()) if f.size else float("nan")
+
+
+def _nanmax(x):
+    f = _finite(x)
+    return float(f.max()) if f.size else float("nan")
+
+
+def _nanmedian(x):
+    f = _finite(x)
+    return float(np.median(f)) if f.size else float("nan")
+
+
+def _nanpct(x, q):
+    f = _finite(x)
+    return float(np.percentile(f, q)) if f.size else float("nan")

@@ -1,0 +1,75 @@
+"""compare on runs as users bring them: a power trace with temperatures plotted, a trace of idle GPUs
+or of more GPUs than a node has, a log of warm-up steps only, a value the log gives that the GPU
+cannot run, a stray byte in a power trace."""
+from pathlib import Path
+
+from cli_run import REPO, one_line, run
+
+LOGS = REPO / "tests" / "data" / "logs"
+GPT8B = LOGS / "megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+H100_TRACE = REPO / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
+MCORE_SYN = LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log"
+
+
+def _trace(tmp_path, edit, name="t.csv") -> Path:
+    """The public 8 x H100 trace with ``edit`` applied to each data row's cells (header kept)."""
+    lines = H100_TRACE.read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("timestamp"))
+    out = lines[:head + 1] + [edit(i, ln) for i, ln in enumerate(lines[head + 1:])]
+    p = tmp_path / name
+    p.write_text("\n".join(out) + "\n")
+    return p
+
+
+def test_a_trace_with_temperatures_plots_every_figure(tmp_path):
+    lines = H100_TRACE.read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("timestamp"))
+    p = tmp_path / "t.csv"
+    p.write_text("\n".join(lines[:head] + [lines[head] + ", temperature.gpu"]
+                           + [ln + f", {40 + (i % 8)}" for i, ln in enumerate(lines[head + 1:])]) + "\n")
+    r = run("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1", "--power", p, "--plot", tmp_path / "fig")
+    assert r.returncode == 0, r.stderr
+    assert sorted(f.name for f in (tmp_path / "fig").iterdir()) == ["breakdown.png", "metrics.png", "power.png",
+                                                                     "temperature.png"]
+
+
+def test_a_trace_of_idle_gpus_or_of_more_gpus_than_a_node_is_refused(tmp_path):
+    idle = _trace(tmp_path, lambda i, ln: ", ".join(ln.split(", ")[:1] + ["72.00 W", "0 %"] + ln.split(", ")[3:]))
+    one_line(run("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1", "--power", idle),
+             "--power", "the captured GPUs sat idle", "median utilisation 0%")
+    lines = H100_TRACE.read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("timestamp"))
+    wide = tmp_path / "w.csv"           # the same rows numbered as 16 GPUs: 0..15
+    wide.write_text("\n".join(lines[:head] + ["timestamp, index, power.draw [W], utilization.gpu [%], memory.used [MiB]"]
+                              + [(lambda c: ", ".join([c[0], str(i % 16)] + c[1:]))(ln.split(", "))
+                                 for i, ln in enumerate(lines[head + 1:])]) + "\n")
+    one_line(run("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1", "--power", wide),
+             "--power", "GPU indices up to 15", "has 8 GPUs")
+
+
+def test_a_stray_byte_in_a_trace_costs_its_row_only(tmp_path):
+    p = _trace(tmp_path, lambda i, ln: ln)
+    raw = p.read_bytes().splitlines(keepends=True)
+    raw[20] = raw[20].rstrip(b"\n") + b"\xff\n"
+    p.write_bytes(b"".join(raw))
+    r = run("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1", "--power", p)
+    assert r.returncode == 0 and f"{p.name}:21:" in r.stderr + r.stdout, r.stderr
+
+
+def test_a_log_of_warm_up_steps_only_is_refused_unless_asked(tmp_path):
+    lines = MCORE_SYN.read_text().splitlines()
+    first = next(i for i, ln in enumerate(lines) if " iteration " in ln)
+    p = tmp_path / "warm.log"
+    p.write_text("\n".join(lines[:first + 1]) + "\n")           # the first record after the start marker only
+    one_line(run("compare", "--log", p, "--cluster", "dgx-h100"), "warm.log", "every logged record is warm-up",
+             "--warmup-steps 0")
+    r = run("compare", "--log", p, "--cluster", "dgx-h100", "--warmup-steps", "0")
+    assert r.returncode == 0 and "1 logged record used" in r.stdout, r.stderr
+
+
+def test_a_precision_from_the_log_the_gpu_cannot_run_names_the_log(tmp_path):
+    p = tmp_path / "mx.log"
+    p.write_text(MCORE_SYN.read_text().replace("fp8 ........................................... None",
+                                               "fp8 ........................................... e4m3\n"
+                                               "[rank0]:  fp8_recipe .................................... mxfp8"))
+    one_line(run("compare", "--log", p, "--cluster", "dgx-h100"), "mx.log: precision: mxfp8", "not a flag")
