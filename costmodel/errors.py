@@ -173,9 +173,14 @@ class InfeasibleError(CostmodelError):
 
     def record(self) -> dict:
         """The answer as ``--json`` prints it: feasible false, the binding limit family, the message,
-        and per family the least limit that suffices (``required``) and its excess (``relative``)."""
+        and per family the least limit that suffices (``required``), how far above the limit it is in
+        the family's unit (``excess``: C, W, bytes) and, for the ratio-scale families (power, memory),
+        as a fraction of the limit (``relative``; a fraction of a Celsius reading means nothing)."""
+        limit = {f: self.required[f] / (1.0 + r) for f, r in self.relative.items()
+                 if f in self.required and 1.0 + r > 0}
         return dict(feasible=False, binding=self.binding, message=self.message, required=self.required,
-                    relative=self.relative)
+                    excess={f: self.required[f] - v for f, v in limit.items()},
+                    relative={f: r for f, r in self.relative.items() if f != "temperature"})
 
 
 class SolverUnavailableError(CostmodelError):

@@ -78,7 +78,8 @@ def check_output(path, flag: str, inputs=(), argv=None) -> Path:
     Returns:
         ``path`` as a Path.
     Raises:
-        InputError: ``path`` is a directory, is (or links to) an input, or its folder does not exist.
+        InputError: ``path`` is a directory, is (or links to) an input, or its folder does not exist
+            or takes no new file (read-only, /proc).
     """
     path = Path(path)
     if path.is_dir():
@@ -93,6 +94,13 @@ def check_output(path, flag: str, inputs=(), argv=None) -> Path:
                 raise InputError(flag, "", f"{path} is also an input of this command ({f}): writing would overwrite it")
     if not path.parent.is_dir():
         raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} does not exist")
+    try:            # outputs are written beside their target, then renamed: the folder must take a file
+        import tempfile
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as e:
+        raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} takes no file "
+                         f"({e.strerror or e})") from None
     return path
 
 

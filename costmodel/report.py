@@ -178,7 +178,8 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
     """The line that says why a record's step exceeds its breakdown's sum: a GPU the record derates
     (its per_gpu rows' derated_mhz), else the power limit holding the clocks of kernels measured above
     it (costmodel.power.compute_under_cap), against the GPU's ``full_clock_mhz``
-    (costmodel.specs.GpuSpec.full_clock_mhz); None where neither does."""
+    (costmodel.specs.GpuSpec.full_clock_mhz), led by the hottest throttled GPU where the heat holds the
+    clock; None where neither does."""
     unc = rec.get("uncapped_step_time_s")
     if unc is None or not rec["step_time_s"] > unc * (1 + 1e-3):
         return None
@@ -196,7 +197,12 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
             if len(caps) < 2 else
             f"the {'/'.join(str(c) for c in caps)} W limits the compute kernels draw up to "
             f"{rec['compute_power_w']:.0f} W and the slowest stage's run at {mhz}")
-    return (f"power-limited: under {said}: {rec['step_time_s']:.3f} s per step, against "
+    hot = [g for g in rec.get("per_gpu") or [] if g.get("throttled")]
+    # a GPU at its slowdown temperature lowers its clock below what the power limit leaves: the heat,
+    # not the watts, holds the step (costmodel.energy's thermal clocks)
+    lead = (f"thermally throttled: GPU {hot[0]['node']}:{hot[0]['slot']} at {hot[0]['temp_c']:.0f} C holds its "
+            f"stage's clock down (and the synchronous step with it); under" if hot else "power-limited: under")
+    return (f"{lead} {said}: {rec['step_time_s']:.3f} s per step, against "
             f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown)")
 
 
@@ -265,16 +271,19 @@ def unmet_caps(sol) -> dict:
 def energy_split(total_j, step_time_s, cluster: ClusterSpec, node_power: bool) -> dict:
     """An ILP energy (``total_j``, J per step: with the nodes' non-GPU power when ``node_power``) as
     ``predict`` names its parts: ``energy_j_per_step`` (the GPUs), ``node_energy_j_per_step`` (every
-    node's non-GPU power over the step) and ``total_energy_j_per_step``."""
-    node_j = cluster.nodes * cluster.node_other_power_w * step_time_s if node_power else 0.0
-    return {"energy_j_per_step": total_j - node_j, "node_energy_j_per_step": node_j, "total_energy_j_per_step": total_j}
+    node's non-GPU power over the step, which the nodes draw whether or not the ILP counted it) and
+    ``total_energy_j_per_step`` (their sum)."""
+    node_j = cluster.nodes * (cluster.node_other_power_w or 0.0) * step_time_s
+    gpu_j = total_j - node_j if node_power else total_j
+    return {"energy_j_per_step": gpu_j, "node_energy_j_per_step": node_j, "total_energy_j_per_step": gpu_j + node_j}
 
 
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
                     objective: str, node_power: bool = False) -> dict:
     """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout; its energy split
     as ``predict --json`` names it (:func:`energy_split`: ``energy_j_per_step`` and ``tokens_per_joule``
-    the GPUs', ``total_energy_j_per_step`` what the ILP minimised with ``node_power``)."""
+    the GPUs', ``total_energy_j_per_step`` with the nodes' non-GPU power, what the ILP minimised with
+    ``node_power``)."""
     e = energy_split(sol.energy_j, sol.step_time_s, cluster, node_power)
     return {
         "objective": objective, "layout": lay, "step_time_s": sol.step_time_s, **e,

@@ -32,7 +32,7 @@ from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STA
 def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
               seq_len: Optional[int] = SEQ, precision: Optional[str] = PREC, profile: Optional[str] = PROFILE,
               stack: str = STACK,
-              top: int = typer.Option(10, "--top", help="Rows of the ranking table."),
+              top: Optional[int] = typer.Option(None, "--top", help="Rows of the time objective's ranking table (default 10; the energy ILP answers one layout)."),
               max_mbs: int = typer.Option(16, "--max-mbs", help="Largest micro-batch size tried."),
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Search only layouts with every collective exposed (a what-if; predict --no-overlap)."),
@@ -58,6 +58,11 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits).  A layout option (--tp, --ep, --recompute, ...) holds that field fixed."""
     power_cap_w = _one_cap_w(power_cap_w)
+    if top is not None and (objective != "time" or pareto or any(
+            v is not None for v in (power_cap_w, node_power_kw, max_temp_c, step_time_slack))):
+        raise InputError("--top", "", "sizes the time objective's ranking table; the energy ILP (an energy or edp "
+                         "objective, a limit, --pareto) answers one layout: drop --top")
+    top = TOP_DEFAULT if top is None else top
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
                    objective, solver)
@@ -298,6 +303,8 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
 #: layouts the power limit re-ranks at least (the default --top), so that a shorter table (--top 1) shows
 #: the same winner: a search setting, not a model constant
 RERANK_MIN = 10
+#: rows of the ranking table by default
+TOP_DEFAULT = 10
 
 
 def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float | None = None):
@@ -352,9 +359,11 @@ def _print_capped_winner(out, c, run) -> None:
     """Where the power limit slows the winner (kernel tables measured in bursts, which the limit holds
     below their clock), its step at full clocks, the time model's figure its breakdown adds up to."""
     if run.step_time_s > run.uncapped_step_time_s * (1 + 1e-3):
-        out.print(f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop: {run.step_time_s:.3f} s per "
-                  f"step, against {run.uncapped_step_time_s:.3f} s at the clocks the kernel tables were measured at "
-                  "(the breakdown below)")
+        e = getattr(run, "energy", None)
+        why = ("GPUs at their slowdown temperature throttle the winner's clocks" if e is not None and e.throttled
+               else f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop")
+        out.print(f"{why}: {run.step_time_s:.3f} s per step, against {run.uncapped_step_time_s:.3f} s at the clocks the "
+                  "kernel tables were measured at (the breakdown below)")
 
 
 def _print_band(out, runs) -> None:

@@ -76,7 +76,8 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
 
     Raises:
         InputError: a slot list whose length is not gpus_per_node, a bad upstream index, a negative
-            preheat, or air cooling with upstream slots but no preheat coefficient.
+            preheat, air cooling with upstream slots but no preheat coefficient, or a preheat
+            coefficient without upstream slots.
     """
     inlet = _get(c, "inlet_temp", w, "celsius", prefix="cooling.", positive=False)
     if not INLET_RANGE_C[0] <= inlet <= INLET_RANGE_C[1]:
@@ -116,6 +117,11 @@ def _cooling(c: dict, ctype: str, gpus_per_node: int, w: str) -> CoolingSpec:
         raise InputError(w, "cooling.preheat_c_per_w", f"must be >= 0, got {pre}")
     if ctype == "air" and any(up) and pre == 0 and "preheat_c_per_w" not in c:
         raise InputError(w, "cooling.preheat_c_per_w", "missing: air cooling with upstream slots needs it")
+    if pre > 0 and "upstream" not in c:
+        # a coefficient without the slots it applies to would preheat nothing, silently (an explicit list
+        # of empty lists says no slot is behind another)
+        raise InputError(w, "cooling.upstream", f"missing: preheat_c_per_w {pre:g} C/W needs the slots whose exhaust "
+                         "reaches each slot (one list per slot; [] for a front slot)")
     airflow = _get_str(c, "airflow", w, AIRFLOWS, required=False, prefix="cooling.")
     if airflow is not None and ctype != "air":
         raise InputError(w, "cooling.airflow", f"is an air-cooling field; this cluster's cooling is {ctype}")

@@ -230,3 +230,14 @@ def test_a_gpu_file_whose_sm_count_contradicts_the_profile_is_refused(tmp_path):
     p = run("predict", "--model", "llama3-8b", "--cluster", str(cl), "--profile", "h200-sxm-141gb", "--tp", "1", "--gbs", "64",
             "--seq-len", "4096")
     assert_one_line_error(p, "half.yaml", "num_sms: 66 contradicts", "gemm.bf16.num_sms 132")
+
+
+def test_a_preheat_coefficient_without_its_upstream_slots_is_refused(tmp_path):
+    """paper-h200 without ``cooling.upstream`` (and its source line) had run every slot at the front
+    slots' temperature, its rear slots' preheat silently gone; an explicit list of empty lists (no slot
+    behind another, as azure-nd-mi300x says) still loads."""
+    text = (CLUSTERS / "paper-h200.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.strip().startswith(("upstream:", "cooling.upstream:"))]
+    with pytest.raises(InputError, match=r"cooling\.upstream: missing: preheat_c_per_w 0\.0107"):
+        load_cluster(str(_write(tmp_path, "no-upstream.yaml", "\n".join(lines) + "\n")))
+    assert not any(load_cluster("azure-nd-mi300x").cooling.upstream)

@@ -1,0 +1,37 @@
+"""The energy and thermal answers as a user checks them: the cause a slow step is put down to, a
+relative excess of a temperature, --top where one layout is answered, a plot path that cannot be
+written."""
+import pytest
+
+from costmodel.errors import InfeasibleError
+from costmodel.report import power_limit_line
+
+from cli_run import one_line, run
+
+
+def test_a_step_held_by_heat_is_said_to_be_thermally_throttled():
+    r = run("predict", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "2", "--pp", "4", "--cp", "2",
+            "--vp", "2", "--inlet-temp-c", "58")
+    assert r.returncode == 0, r.stderr
+    assert "thermally throttled: GPU 0:4 at 89 C holds its stage's clock down" in " ".join(r.stdout.split())
+    rec = dict(step_time_s=2.0, uncapped_step_time_s=1.5, caps_w=[700.0], sm_clock_mhz=1600.0, compute_power_w=690.0,
+               per_gpu=[dict(node=0, slot=1, temp_c=70.0, throttled=False)])
+    assert power_limit_line(rec, 1980.0).startswith("power-limited: under the 700 W limit")
+
+
+def test_an_infeasible_temperature_is_exceeded_in_c_not_by_a_fraction():
+    e = InfeasibleError("temperature+node_power", "m", {"temperature": 42.8, "node_power": 6000.0},
+                        {"temperature": 11.8 / 31.0, "node_power": 0.2})
+    rec = e.record()
+    assert rec["excess"]["temperature"] == pytest.approx(11.8) and rec["excess"]["node_power"] == pytest.approx(1000.0)
+    assert rec["relative"] == {"node_power": 0.2}
+
+
+def test_top_is_refused_where_the_energy_ilp_answers_one_layout():
+    one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--objective", "edp", "--top", "2"),
+             "--top", "answers one layout")
+
+
+def test_a_plot_into_a_folder_that_takes_no_file_is_refused_before_the_solve():
+    one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--pareto", "--plot", "/proc/front.png"),
+             "--plot", "cannot write /proc/front.png")
