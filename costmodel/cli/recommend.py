@@ -643,7 +643,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     order = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
     if order:
         out.print("[bold]Placement (export on these nodes before the launch: local rank r runs on the r-th "
-                  "device listed, so each stage lands in the slots priced above):[/bold]")
+                  "device listed, so each stage lands in the slots priced above; predict prices Megatron's rank "
+                  "order, so its temperatures on these nodes differ from these):[/bold]")
         out.print(order, markup=False, highlight=False, soft_wrap=True)
-    out.print("[bold]Power caps (run on each node; GPU index = nvidia-smi's device index, the slot):[/bold]")
+    tool = "amd-smi" if c.gpu.vendor == "amd" else "nvidia-smi"
+    out.print(f"[bold]Power caps (run on each node; GPU index = {tool}'s device index, the slot):[/bold]")
     out.print(report.power_cap_lines(sol, c.gpu), markup=False, highlight=False, soft_wrap=True)
