@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -121,7 +122,7 @@ def compare(
     if pred.energy_missing and power:
         warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
                         "power metrics are measured only")
-    agg = _aggregate(tlog, recipe, log, warnings, run.origin)
+    agg = _aggregate(tlog, recipe, log, warnings, run.origin, c.num_gpus)
     pw, gpu_rows, window, ptrace = None, [], None, None
     if power:
         ptrace, tw = _read_trace(power, c.gpus_per_node)
@@ -514,8 +515,9 @@ def _records_text(tlog, out) -> str:
     return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded"
 
 
-def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None) -> dict:
-    """Median and spread of the kept iterations that ran the recipe's global batch size.
+def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus: int = 0) -> dict:
+    """Median and spread of the kept iterations that ran the recipe's global batch size; the records'
+    wall clock against their steps (``num_gpus`` times the step of a log printing tokens/s per GPU).
 
     Raises:
         InputError: no kept iteration at that batch size, or no step time nor tokens/s logged.
@@ -546,8 +548,11 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None) -> dict:
             raise InputError(log, "", f"no usable step time or tokens/s: {_local(bad[0], log)}{more}")
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
                          "(NeMo: enable log_step_timing; torchtitan: tps)")
-    clock = wall_clock_note(tlog.iterations.iteration[tlog.kept], tlog.iterations.t_unix[tlog.kept],
-                            tlog.iterations.step_time_s[tlog.kept])
+    # a log printing tokens/s per GPU (torchtitan) times its step as gbs x seq_len / (tokens/s x GPUs)
+    its, gpus = tlog.iterations, num_gpus
+    steps = np.where(np.isfinite(its.step_time_s), its.step_time_s,
+                     recipe.gbs * recipe.seq_len / (its.tokens_per_s_per_gpu * gpus) if gpus else np.nan)
+    clock = wall_clock_note(its.iteration[tlog.kept], its.t_unix[tlog.kept], steps[tlog.kept])
     if clock:
         warnings.append(f"{log}: {clock}")
     return agg

@@ -73,3 +73,25 @@ def test_a_precision_from_the_log_the_gpu_cannot_run_names_the_log(tmp_path):
                                                "fp8 ........................................... e4m3\n"
                                                "[rank0]:  fp8_recipe .................................... mxfp8"))
     one_line(run("compare", "--log", p, "--cluster", "dgx-h100"), "mx.log: precision: mxfp8", "not a flag")
+
+
+def test_a_torchtitan_log_s_clock_is_checked_against_the_step_its_tokens_per_s_give(tmp_path):
+    """torchtitan prints tokens/s, not a step time: its step (gbs x seq_len / (tps x GPUs): 8 x 8192 /
+    (6,000 x 8) = 1.365 s) is what the timestamps are checked against.  Records 10 steps apart printed
+    13.65 s apart agree; printed 1.365 s apart, the steps take longer than the clock allows."""
+    from datetime import datetime, timedelta
+    flags = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "1", "--pp", "1", "--mbs", "1",
+             "--gbs", "8", "--seq-len", "8192", "--recompute", "none"]
+    t0 = datetime(2025, 5, 10, 8, 0, 0)
+
+    def log(spacing_s, name):
+        rows = [f"[rank0]:[titan] {(t0 + timedelta(seconds=k * spacing_s)).strftime('%Y-%m-%d %H:%M:%S')},000 - root "
+                f"- INFO - step: {10 * k + 10}  loss:  9.0000  memory: 61.20GiB(64.42%)  tps: 6,000  tflops: 300.00  "
+                f"mfu: 30.33%" for k in range(30)]
+        p = tmp_path / name
+        p.write_text("\n".join(rows) + "\n")
+        return p
+    ok, bad = run("compare", "--log", log(13.65, "ok.log"), *flags), run("compare", "--log", log(1.365, "fast.log"), *flags)
+    assert ok.returncode == 0 and bad.returncode == 0, ok.stderr + bad.stderr
+    assert "the steps take longer than the clock allows" not in " ".join((ok.stdout + ok.stderr).split())
+    assert "the steps take longer than the clock allows" in " ".join((bad.stdout + bad.stderr).split())
