@@ -58,8 +58,9 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         out["tp_comm_overlap"] = bool(a[keys[0]])
     if str(a.get("optimizer", "")).lower() in OPTIMIZERS:       # Megatron-LM's adam (AdamW) or sgd
         out["optimizer"] = str(a["optimizer"]).lower()
-    if a.get("cross_entropy_loss_fusion"):
-        out["cross_entropy"] = "fused"
+    if isinstance(a.get("cross_entropy_loss_fusion"), bool):
+        # False: Megatron's vocab-parallel cross-entropy, unfused (its default), as the dump says
+        out["cross_entropy"] = "fused" if a["cross_entropy_loss_fusion"] else "megatron"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
     if a.get("fp8") not in (None, False, True, "None") and str(a["fp8"]).lower() not in FP8_FORMATS:

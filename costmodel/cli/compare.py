@@ -58,7 +58,7 @@ def compare(
         profile: Optional[str] = _O("--profile", "Calibrated profile YAML (default: the GPU's built-in one)."),
         stack: Optional[str] = _O("--stack", "Training stack whose defaults fill what the log does not say "
                                   "(default: the log's framework; costmodel/stacks.py)."),
-        warmup_steps: Optional[int] = _O("--warmup-steps", "Logged iterations to discard (default: the reader's rule)."),
+        warmup_steps: Optional[int] = _O("--warmup-steps", "Logged records (iteration lines, whatever the log interval) to discard from the start (default: the reader's rule)."),
         rank: Optional[str] = _O("--rank", "Rank label to keep when several ranks print iterations."),
         plot: Optional[str] = _O("--plot", "Directory for PNG plots (needs the [plot] extra)."),
         trace: Optional[str] = _O("--trace", "Write the predicted schedule as Perfetto/Chrome trace JSON."),
@@ -592,8 +592,10 @@ def _print(out, rec, tlog, band):
     con = report.console()
     lay = out["layout"]
     con.print(f"{tlog.framework} log {out['log']}: {_records_text(tlog, out)} ({tlog.warmup})", highlight=False)
+    rc = out["recipe"]
     con.print(f"{out['model']} on {out['cluster']} ({out['num_gpus']} GPUs): "
-              + " ".join(f"{k}={v}" for k, v in lay.items()), highlight=False)
+              + " ".join(f"{k}={v}" for k, v in lay.items())
+              + f" gbs={rc['gbs']} seq_len={rc['seq_len']} precision={rc['precision']}", highlight=False)
     given = ", ".join(f"{k} ({v})" for k, v in out["origin"].items() if not v.startswith("log"))
     derived = ", ".join(f"{k} ({v[5:]})" for k, v in out["origin"].items() if v.startswith("log: "))
     if derived:

@@ -94,3 +94,9 @@ def test_a_record_of_nan_iterations_is_left_out_and_a_nan_loss_is_said(tmp_path)
     kept = list(log.iterations.iteration[log.kept])
     assert 30 not in kept and 40 in kept and "skipped or NaN iterations > 0" in log.warmup
     assert any("1 kept record(s) print a NaN loss" in w for w in log.warnings)
+
+
+def test_an_explicit_unfused_cross_entropy_is_read_from_the_dump(tmp_path):
+    out, where, _ = logged_switches(read_training_log(_variant(tmp_path, {"cross_entropy_loss_fusion": False})),
+                                    moe=False)
+    assert out["cross_entropy"] == "megatron" and where["cross_entropy"] == "cross_entropy_loss_fusion = False"
