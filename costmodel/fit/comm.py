@@ -38,7 +38,8 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
         x = vector_of(params_of(entry))
         k = len(x) // 2
         return {k - 1: float(x[k - 1]), k: float(x[k])}, k, \
-            "; latency-bound sweep: Simple's line held at the base profile's"
+            "; latency-bound sweep: Simple's efficiency and its latency step over the next protocol held at the " \
+            "base profile's (its latency follows the fitted faster protocols')"
     fix, k = short_sweep_fix(params_of(entry), len(n))
     coll = f"{coll} (groups of {group})" if group else coll
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from costmodel.collective import (CollectiveParams, busbw_factor, collective_time_s, hierarchical_time_s)
+from costmodel.errors import FitError
 from costmodel.gemm import GemmParams, gemm_time_s
 from costmodel.specs.profile import Flow
 
@@ -133,6 +134,10 @@ def _winners(p, line_s):
     return set(np.argmin([a + grid / e for a, e in p.protocols], axis=0).tolist())
 
 
+#: the least busbw efficiency a protocol fit may reach (its lower bound): a fit there is pinned, not fitted
+EFF_MIN = 0.05
+
+
 def fit_protocols(time_of, t, k=3, eff_max=1.0, fix=None):
     """Fit NCCL protocol lines ``(alpha_p, eff_p)`` so that ``time_of(CollectiveParams)`` matches ``t``.
 
@@ -155,7 +160,7 @@ def fit_protocols(time_of, t, k=3, eff_max=1.0, fix=None):
     if len(t) < 2 * k - len(fix or {}):
         raise ValueError(f"protocol fit needs >= {2 * k - len(fix or {})} points, got {len(t)}")
     fix = fix or {}
-    lo = np.r_[-7.0, [0.0] * (k - 1), 0.05, [0.005] * (k - 1)]
+    lo = np.r_[-7.0, [0.0] * (k - 1), EFF_MIN, [0.005] * (k - 1)]
     hi = np.r_[-3.0, [3.0] * (k - 1), eff_max, [1.0] * (k - 1)]
     free = np.array([i for i in range(2 * k) if i not in fix], int)
 
@@ -339,7 +344,11 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
     are faster than the link the fit normalises by: the topology or the link bandwidth given is likely
     wrong; or, with fewer than 3 message sizes (``sizes``, B), too few points to tell the latency from the
     bandwidth) or under 5 % of it (the link given is far faster than the one measured), or a protocol's
-    latency outside 0.5-500 us (each protocol: a large one prices every small message of the layout)."""
+    latency outside 0.5-500 us (each protocol: a large one prices every small message of the layout).
+
+    Raises:
+        FitError: the best efficiency under 5 % of the link's, or at the fit's lower bound
+            (:data:`EFF_MIN`): the capture is not of this cluster's links."""
     best = max(e for _, e in p.absolute_protocols)
     n_sizes = len(np.unique(np.asarray(sizes, dtype=float))) if sizes is not None else None
     if best >= 0.995 * eff_max:
@@ -355,6 +364,9 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
         report.warnings.append(f"{section}: protocol latency {', '.join(f'{nm} {a * 1e6:.2f} us' for nm, a in odd)} "
                                "outside 0.5-500 us (NCCL's own tuner assumes 0.6-14 us per hop: src/graph/tuning.cc): "
                                "check the capture's small sizes and its topology")
-    if best < 0.05 * eff_max:
-        report.warnings.append(f"{section}: busbw efficiency {best:.3f} is under 5 % of the link: the link given is "
-                               "likely far faster than what the capture ran on (check --cluster and the GPUs per node)")
+    if best < 0.05 * eff_max or best <= EFF_MIN * (1 + 1e-3):
+        # no fabric a catalog cluster names runs its collectives at a twentieth of its links: a fit pinned
+        # there prices every layout with the capture's fault (a time unit, another cluster), so none is written
+        raise FitError(f"{section}: busbw efficiency {best:.4f} is under 5 % of the link: the capture ran far slower "
+                       "than this cluster's links allow (times in another unit, or another cluster: check --cluster, "
+                       "the GPUs per node and the capture's time column)")

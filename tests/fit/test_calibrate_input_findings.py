@@ -115,3 +115,24 @@ def test_a_protocol_a_group_size_lacks_prices_as_unusable_without_numpy_warnings
         t = collective_time_s("all_reduce", np.array([1e8]), np.array([8.0]), np.array([450e9]), p)
     assert list(got) == [2.0, inf, 1.0, 2.0]
     assert np.isfinite(t).all() and t[0] > 0
+
+
+def test_a_capture_a_thousand_times_slower_than_the_links_writes_no_profile(tmp_path):
+    """The p5 all-reduce capture with every time x1000 and its bandwidths /1000 (consistent columns: a
+    capture in ms relabelled, or of another machine): a fit pinned at 5 % of the link would price every
+    layout with it; it is refused and nothing is written."""
+    def slow(line):
+        f = line.split()
+        if len(f) == 14 and f[1].isdigit():
+            f[6], f[10] = f"{float(f[6]) * 1e3:.1f}", f"{float(f[10]) * 1e3:.1f}"
+            for j in (7, 8, 11, 12):
+                f[j] = f"{float(f[j]) / 1e3:.4f}"
+            return "  ".join(f)
+        return line
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_text("\n".join(slow(ln) for ln in P5.read_text().splitlines()) + "\n")
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(p), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "-o",
+                     str(out))
+    assert rc == 2 and "comm.inter_node.all_reduce: busbw efficiency" in se and "under 5 % of the link" in se, se
+    assert not out.exists()
