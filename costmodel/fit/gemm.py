@@ -15,6 +15,18 @@ from .primitives import GEMM_BYTES, fit_gemm, fit_stats, gemm_entry, quality, wa
 NO_FIT_MEDIAN_ERR = 0.5
 
 
+#: spellings of a dtype that torch and NumPy use, and the name the catalog's peak tables give it
+_DTYPE_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+                    "tfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
+
+
+def _catalog_dtypes() -> set:
+    """The dtype names the catalog GPUs' dense peaks are given in (hardware/gpus/*.yaml peak_tflops), and
+    those the suite times (calibration/suite/gemm.py DTYPES: bf16, fp16, fp32, fp8)."""
+    from ..specs import list_gpus, load_gpu
+    return {dt for key in list_gpus() for dt in load_gpu(key).peak_flops} | {"bf16", "fp16", "fp32", "fp8"}
+
+
 def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: FitReport) -> dict:
     """``gemm:`` entries per dtype fitted to the suite's GEMM records (:func:`costmodel.fit.primitives.fit_gemm`).
 
@@ -31,6 +43,13 @@ def fit_gemm_section(meas: Measurements, gpu: GpuSpec, hbm_eff: float, report: F
     for dt in sorted({r["dtype"] for r in recs}):
         rows = [r for r in recs if r["dtype"] == dt]
         peak = gpu.peak_flops.get(dt)
+        if peak is None and dt not in _catalog_dtypes():
+            # a spelling no GPU's peak table uses ('bfloat16'): its records would be lost unseen
+            first = rows[0]
+            where = next((str(su.path) for su in meas.suites if any(r is first for r in su["gemm"])), "suite JSONL")
+            raise FitError(f"{where}:{first['_line']}: gemm dtype {dt!r} is no dtype "
+                           f"name of the catalog ({', '.join(sorted(_catalog_dtypes()))}): write "
+                           f"{_DTYPE_SPELLINGS.get(dt.lower(), 'one of them')!r}")
         if peak is None:
             report.warnings.append(f"gemm.{dt}: {gpu.key} has no datasheet peak for {dt}: {len(rows)} records unused")
             continue

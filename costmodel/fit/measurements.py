@@ -125,8 +125,6 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     k = lost[0]
                     raise FitError(f"{p}: all {len(item.rejected[k])} {k} record(s) rejected, none usable "
                                    f"(first: {item.rejected[k][0]}): fix or drop them")
-                if not item.complete:
-                    report.warnings.append(f"{p}: no 'end' record: the run was cut short; using the records it has")
                 out.suites.append(item)
             elif kind == "nccl":
                 meta = getattr(item, "meta", {}) or {}

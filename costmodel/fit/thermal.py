@@ -92,7 +92,8 @@ def fit_thermal_section(meas: Measurements, base: dict, report: FitReport) -> di
                 files.add(str(tr.path))
     if short:
         report.warnings.append(f"thermal: {len(short)} GPU capture(s) shorter than 3 x the base profile's tau "
-                               f"({float(tau_base):.0f} s), not at steady temperature, not used: {', '.join(short[:3])}")
+                               f"({float(tau_base):.0f} s), not at steady temperature, not used: {', '.join(short[:3])}"
+                               + (f" and {len(short) - 3} more" if len(short) > 3 else ""))
     if not slopes:
         return None
     r = float(np.median([b for _, b in slopes]))

@@ -305,6 +305,12 @@ def detect_format(path) -> str:
         if f.detect(head):
             return f.name
     first = head.first or head.lines[0]
+    with open(path, "rb") as fh:
+        bom = fh.read(2)
+    if bom in (b"\xff\xfe", b"\xfe\xff"):
+        # PowerShell's '>' and some editors write UTF-16: every other byte NUL, read as binary otherwise
+        raise _unknown(path, "UTF-16 text (PowerShell's '>' writes it): convert it to UTF-8 first "
+                             "(iconv -f UTF-16 -t UTF-8, or Out-File -Encoding utf8)")
     if "\x00" in first or "\ufffd" in first or sum(not (c.isprintable() or c == "\t") for c in first) > len(first) // 10:
         raise _unknown(path, "a binary file, not a text capture")
     raise _unknown(path, f"unrecognised content (first line: {first[:80]!r})")

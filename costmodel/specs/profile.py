@@ -283,6 +283,22 @@ def _moe_slowdowns(d: dict, w: str) -> dict:
     return out
 
 
+def _not_a_hardware_file(d: dict, w: str) -> None:
+    """Refuse a cluster or GPU file given where a profile goes, naming what it is (its keys would each
+    be an unknown profile key, which says less).
+
+    Raises:
+        InputError: naming the file and the keys that make it a cluster or GPU file.
+    """
+    from .hardware import GPU_KEYS
+    cluster = [k for k in ("gpus_per_node", "nodes", "intra_node", "inter_node", "cooling") if k in d]
+    gpu = [k for k in ("tdp", "hbm_capacity", "hbm_bandwidth", "peak_tflops", "architecture") if k in d and k in GPU_KEYS]
+    for what, keys, flag in (("a cluster file", cluster, "--cluster"), ("a GPU file", gpu, "a cluster's gpu:")):
+        if len(keys) >= 2 and not any(k in d for k in ("gemm", "comm")):
+            raise InputError(w, "", f"is {what} ({', '.join(keys)}), not a calibrated profile (gpu, gemm, comm, "
+                             f"power, thermal): give it as {flag}")
+
+
 def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     """Load a profile by path or by GPU file stem (hardware/profiles/<stem>.yaml).
 
@@ -300,6 +316,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
             if k in keys and k not in _PROFILE_KEYS:     # a section's key one level too high: ignored before
                 raise InputError(w, str(k), f"a key of the {sec}: section, not of the profile's top level: indent "
                                  f"it under {sec}:")
+    _not_a_hardware_file(d, w)
     _known_keys(d, _PROFILE_KEYS, w, "")
     gemm = {}
     for dt, g in _sub(d, "gemm", w).items():

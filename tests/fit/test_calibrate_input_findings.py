@@ -136,3 +136,24 @@ def test_a_capture_a_thousand_times_slower_than_the_links_writes_no_profile(tmp_
                      str(out))
     assert rc == 2 and "comm.inter_node.all_reduce: busbw efficiency" in se and "under 5 % of the link" in se, se
     assert not out.exists()
+
+
+def test_a_gemm_dtype_spelt_as_torch_spells_it_is_refused_naming_the_catalog_s_name(tmp_path):
+    f = write_jsonl(tmp_path / "s.jsonl", [provenance(), _gemm(bad={"dtype": "bfloat16"})])
+    rc, so, se = cli("calibrate", "fit", str(f), "--cluster", "aws-p5", "-o", str(tmp_path / "p.yaml"))
+    assert rc == 2 and f"{f}:2: gemm dtype 'bfloat16' is no dtype name of the catalog" in se and "write 'bf16'" in se
+
+
+def test_a_cluster_or_gpu_file_given_as_a_profile_is_named_for_what_it_is():
+    rc, so, se = cli("calibrate", "show", "hardware/clusters/dgx-h100.yaml")
+    assert rc == 2 and "is a cluster file (gpus_per_node" in se and "give it as --cluster" in se
+    rc, so, se = cli("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--profile",
+                     "hardware/gpus/h100-sxm-80gb.yaml")
+    assert rc == 2 and "is a GPU file" in se
+
+
+def test_a_utf16_capture_is_named_as_such(tmp_path):
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_bytes(P5.read_text().encode("utf-16"))
+    rc, so, se = cli("calibrate", "fit", str(p), "--cluster", "aws-p5", "-o", str(tmp_path / "p.yaml"))
+    assert rc == 2 and "UTF-16 text" in se and "convert it to UTF-8" in se
