@@ -168,10 +168,13 @@ def _edge_layers(a: dict, out: dict, notes: list) -> None:
 
 def dump_key(switch: str, args: dict) -> str:
     """The argument-dump key (or iteration field) ``switch`` is read from in ``args``: a known
-    ``attention_backend`` sets the attention switches, else :data:`DUMP_KEYS`."""
+    ``attention_backend`` sets the attention switches, NeMo's ``ub_tp_comm_overlap`` the TP-comm
+    overlap where the dump has no ``tp_comm_overlap``, else :data:`DUMP_KEYS`."""
     if switch in ("flash_attention", "attention_kernel") and attention_backend_switches(
             args.get("attention_backend")) is not None:
         return "attention_backend"
+    if switch == "tp_comm_overlap" and "tp_comm_overlap" not in args and "ub_tp_comm_overlap" in args:
+        return "ub_tp_comm_overlap"             # NeMo's configuration key
     return DUMP_KEYS[switch]
 
 

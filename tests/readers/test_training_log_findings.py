@@ -100,3 +100,9 @@ def test_an_explicit_unfused_cross_entropy_is_read_from_the_dump(tmp_path):
     out, where, _ = logged_switches(read_training_log(_variant(tmp_path, {"cross_entropy_loss_fusion": False})),
                                     moe=False)
     assert out["cross_entropy"] == "megatron" and where["cross_entropy"] == "cross_entropy_loss_fusion = False"
+
+
+def test_nemo_s_tp_comm_overlap_key_is_named_where_it_was_read():
+    from types import SimpleNamespace
+    out, where, _ = logged_switches(SimpleNamespace(args={"ub_tp_comm_overlap": False}, framework="nemo"), moe=False)
+    assert out["tp_comm_overlap"] is False and where["tp_comm_overlap"] == "ub_tp_comm_overlap = False"
