@@ -465,8 +465,9 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
     mem = agg.get("memory_gib")
     if mem is not None and mem.n:
         out.append(_metric("peak_memory_gib", "GiB", mem.median, run.peak_mem_bytes / 2**30,
-                           note="measured: the peak the log prints (torchtitan: the caching allocator's peak "
-                                "reserved, which holds its cache and fragmentation above the tensors priced)"))
+                           note="measured: the peak the log prints (torchtitan's memory, Megatron's report_memory "
+                                "max reserved of its fullest rank: the caching allocator's peak reserved, which holds "
+                                "its cache and fragmentation above the tensors priced)"))
     if power is not None:
         e = run.energy
         avg = power["avg_power_w"]

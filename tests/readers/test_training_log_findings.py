@@ -106,3 +106,9 @@ def test_nemo_s_tp_comm_overlap_key_is_named_where_it_was_read():
     from types import SimpleNamespace
     out, where, _ = logged_switches(SimpleNamespace(args={"ub_tp_comm_overlap": False}, framework="nemo"), moe=False)
     assert out["tp_comm_overlap"] is False and where["tp_comm_overlap"] == "ub_tp_comm_overlap = False"
+
+
+def test_megatron_s_memory_report_gives_the_peak_memory_compared():
+    # the synthetic log's report_memory lines: max reserved 66080.0 MiB on its fullest printed rank
+    log = read_training_log(MCORE_SYN)
+    assert log.aggregate()["memory_gib"].median == pytest.approx(66080.0 / 1024)

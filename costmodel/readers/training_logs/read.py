@@ -116,6 +116,10 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
     return out
 
 
+# Megatron-LM's report_memory line: "[Rank 3] (after 10 iterations) memory (MB) | ... | max reserved: 66080.0"
+_MEMORY_REPORT = re.compile(r"\bmemory \(MB\)\s*\|.*\bmax reserved:\s*([\d.]+)")
+
+
 def _refuse_restart(records, starts, path) -> None:
     """Refuse a log holding a restarted run: a start-of-training marker after which the iterations
     count again from at most the last one before it (a job resumed from a checkpoint, or another run
@@ -198,6 +202,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     starts = [s.line for s in segs
               if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
     _refuse_restart(records, starts, path)
+    log.memory_reports_gib = [float(m.group(1)) / 1024.0 for s in segs for m in [_MEMORY_REPORT.search(s.text)] if m]
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
     for r in records:                   # a time or rate <= 0 (or inf) measures nothing: dropped, named

@@ -135,6 +135,9 @@ class TrainingLog:
         kept: boolean mask over ``iterations``: the rows left after warm-up (see :func:`warmup_mask`).
         warmup: how the warm-up rows were chosen (a sentence, for reports).
         warmup_only: the default rule would have discarded every record (all were kept instead).
+        memory_reports_gib: the peak reserved memory of each of Megatron's ``memory (MB) | ... | max
+            reserved: X`` lines, GiB (torch.cuda.max_memory_reserved in MiB, megatron/training/utils.py
+            report_memory); :meth:`aggregate` takes their largest where the records print none.
         errors: ``"FILE:LINE: reason"`` for every record-like line that could not be parsed.
         warnings: ``"FILE[:LINE]: reason"`` for a truncated last line, repeated ranks, wrapped records,
             an unclosed argument dump or a warm-up rule that would have discarded everything.
@@ -151,6 +154,7 @@ class TrainingLog:
     kept: np.ndarray = None
     warmup: str = ""
     warmup_only: bool = False
+    memory_reports_gib: list = field(default_factory=list)
     args_complete: bool = False
     startup_args: frozenset = frozenset()
     errors: list = field(default_factory=list)
@@ -173,9 +177,13 @@ class TrainingLog:
             (fraction)}``; a metric the log does not print has ``n == 0`` and NaN values.
         """
         it = self.kept_iterations
+        mem = it.memory_gib
+        if not np.isfinite(mem).any() and self.memory_reports_gib:
+            # Megatron prints the memory apart from its records: the fullest rank's peak reserved
+            mem = [max(self.memory_reports_gib)]
         return {"n": len(it), "step_time_s": Spread.of(it.step_time_s), "tflops_per_gpu": Spread.of(it.tflops_per_gpu),
                 "tokens_per_s_per_gpu": Spread.of(it.tokens_per_s_per_gpu),
-                "samples_per_s": Spread.of(it.samples_per_s), "memory_gib": Spread.of(it.memory_gib),
+                "samples_per_s": Spread.of(it.samples_per_s), "memory_gib": Spread.of(mem),
                 "mfu": Spread.of(it.mfu)}
 
     def layout_sources(self) -> dict:
