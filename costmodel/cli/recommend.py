@@ -58,11 +58,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits).  A layout option (--tp, --ep, --recompute, ...) holds that field fixed."""
     power_cap_w = _one_cap_w(power_cap_w)
-    if top is not None and (objective != "time" or pareto or any(
-            v is not None for v in (power_cap_w, node_power_kw, max_temp_c, step_time_slack))):
-        raise InputError("--top", "", "sizes the time objective's ranking table; the energy ILP (an energy or edp "
-                         "objective, a limit, --pareto) answers one layout: drop --top")
-    top = TOP_DEFAULT if top is None else top
+    top = _top_rows(top, objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack))
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
                    objective, solver)
@@ -399,6 +395,19 @@ def _one_cap_w(text: str | None) -> float | None:
         return float(text)
     except ValueError:
         raise InputError("--power-cap-w", "", f"{text!r} is not a number of watts") from None
+
+
+def _top_rows(top, objective: str, pareto: bool, limits: tuple) -> int:
+    """The ranking table's rows: ``--top``, else :data:`TOP_DEFAULT`.
+
+    Raises:
+        InputError: --top where the energy ILP answers (an energy or edp objective, a limit, --pareto):
+            it answers one layout, no table to size.
+    """
+    if top is not None and (objective != "time" or pareto or any(v is not None for v in limits)):
+        raise InputError("--top", "", "sizes the time objective's ranking table; the energy ILP (an energy or edp "
+                         "objective, a limit, --pareto) answers one layout: drop --top")
+    return TOP_DEFAULT if top is None else top
 
 
 def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:

@@ -566,14 +566,19 @@ def test_a_capture_with_fewer_gpus_per_node_uses_only_their_nics():
 
 
 def test_implausible_protocol_fits_are_flagged():
-    """A latency under 0.5 us (below any NCCL hop) or a busbw efficiency under 5 % of the link given
-    is reported: the capture's topology or the cluster named is likely wrong."""
+    """A latency under 0.5 us (below any NCCL hop) is reported, and a busbw efficiency under 5 % of the
+    link given refused: the capture's topology or the cluster named is likely wrong."""
     from costmodel.fit.measurements import FitReport
     from costmodel.fit.primitives import warn_at_bound
     from costmodel.specs.params import CollectiveParams
+    from costmodel.errors import FitError
     rep = FitReport()
-    warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(2e-7, ((0.0, 0.004), (1e-5, 0.02))), 1.0, rep)
-    assert len(rep.warnings) == 2 and "0.20 us" in rep.warnings[0] and "under 5 %" in rep.warnings[1]
+    warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(2e-7, ((0.0, 0.2), (1e-5, 0.8))), 1.0, rep)
+    assert len(rep.warnings) == 1 and "0.20 us" in rep.warnings[0]
+    # under 5 % of the link (or at the fit's least efficiency): the capture is not of these links, no profile
+    with pytest.raises(FitError, match="busbw efficiency 0.0200 is under 5 % of the link"):
+        warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.004), (1e-5, 0.02))), 1.0,
+                      FitReport())
     ok = FitReport()
     warn_at_bound("comm.inter_node.all_reduce", CollectiveParams(5e-6, ((0.0, 0.3), (2e-5, 0.8))), 1.0, ok)
     assert ok.warnings == []
