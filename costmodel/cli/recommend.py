@@ -86,14 +86,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         task = bar.add_task("search", total=None)
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,), pins=pins,
-                  partial_reach=max(top, RERANK_MIN, PARTIAL_REACH))
-        if r.precision_aware:
-            kw["zero_stages"] = (1,)      # the precision-aware optimizer is the distributed optimizer's
-        elif r.optimizer_offload:
-            # an offloaded optimizer is a sharded one; Megatron's is the distributed optimizer's, not FSDP2's
-            kw["zero_stages"] = (1,) if r.stack in TE_STACKS else (1, 3)
-        else:
-            kw["zero_stages"] = get_stack(r.stack).zero_stages     # the stages the stack's framework has
+                  partial_reach=max(top, RERANK_MIN, PARTIAL_REACH), zero_stages=_zero_stages(r))
         res = search(m, r, c, p, **kw)
         res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes + fabric_notes(p, c)) or None
@@ -395,6 +388,17 @@ def _one_cap_w(text: str | None) -> float | None:
         return float(text)
     except ValueError:
         raise InputError("--power-cap-w", "", f"{text!r} is not a number of watts") from None
+
+
+def _zero_stages(r) -> tuple:
+    """The ZeRO stages the search tries for recipe ``r``: the distributed optimizer's (1) under the
+    precision-aware optimizer; a sharded one under optimizer offload (Megatron's distributed optimizer,
+    not FSDP2, on the TE stacks); else the stages the stack's framework has."""
+    if r.precision_aware:
+        return (1,)
+    if r.optimizer_offload:
+        return (1,) if r.stack in TE_STACKS else (1, 3)
+    return get_stack(r.stack).zero_stages
 
 
 def _top_rows(top, objective: str, pareto: bool, limits: tuple) -> int:
