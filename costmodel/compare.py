@@ -52,7 +52,9 @@ MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layer
 # not defaulted); NeMo's pre-training configurations run the distributed optimizer and sequence
 # parallelism (NeMo-Framework-Launcher conf/training/llama/llama2_70b.yaml and its siblings: optim.name
 # distributed_fused_adam, sequence_parallel true), where Megatron-LM's arguments default both off
-STACK_DEFAULTS = {"torchtitan": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=True, zero=3), "llm-foundry": dict(zero=3),
+STACK_DEFAULTS = {"torchtitan": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=True, zero=3),
+                  # llm-foundry shards with FSDP and runs no model parallelism (costmodel.stacks: model_parallel ())
+                  "llm-foundry": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=False, zero=3),
                   "nemo": dict(zero=1, sp=True)}
 # a field neither the dump nor a flag gives: the layout's ``overlap`` lets communication hide under
 # compute at all (Megatron's async TP backward all-reduce is on by default); the DP overlap itself is

@@ -95,3 +95,14 @@ def test_a_torchtitan_log_s_clock_is_checked_against_the_step_its_tokens_per_s_g
     assert ok.returncode == 0 and bad.returncode == 0, ok.stderr + bad.stderr
     assert "the steps take longer than the clock allows" not in " ".join((ok.stdout + ok.stderr).split())
     assert "the steps take longer than the clock allows" in " ".join((bad.stdout + bad.stderr).split())
+
+
+def test_an_llm_foundry_log_is_compared_on_the_stack_s_fsdp_layout():
+    r = run("compare", "--log", LOGS / "llm_foundry_synthetic_composer_console.log", "--model", "llama2-7b", "--cluster",
+            "dgx-h100", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    out = json.loads(r.stdout)
+    assert out["framework"] == "llm-foundry" and out["recipe"]["stack"] == "llm-foundry"
+    assert {k: out["layout"][k] for k in ("tp", "pp", "dp", "mbs", "zero")} == dict(tp=1, pp=1, dp=8, mbs=8, zero=3)
+    assert {m["name"] for m in out["metrics"]} >= {"step_time_s", "logged_mfu", "peak_memory_gib"}

@@ -112,3 +112,25 @@ def test_megatron_s_memory_report_gives_the_peak_memory_compared():
     # the synthetic log's report_memory lines: max reserved 66080.0 MiB on its fullest printed rank
     log = read_training_log(MCORE_SYN)
     assert log.aggregate()["memory_gib"].median == pytest.approx(66080.0 / 1024)
+
+
+FOUNDRY = LOGS / "llm_foundry_synthetic_composer_console.log"
+
+
+def test_an_llm_foundry_composer_log_gives_its_steps_batch_and_world():
+    log = read_training_log(FOUNDRY)
+    assert log.framework == "llm-foundry"
+    lay = log.layout()
+    assert (lay["mbs"], lay["gbs"], lay["seq_len"], lay["world_size"]) == (8, 256, 2048, 8)
+    agg = log.aggregate()
+    # 1 / throughput/batches_per_sec over the 10 records whose window is full (batches 11-20)
+    assert agg["step_time_s"].n == 10 and agg["step_time_s"].median == pytest.approx(1 / 0.2110, rel=1e-3)
+    assert agg["memory_gib"].median == pytest.approx(71.2310e9 / 2 ** 30)       # GB as Composer prints it
+
+
+def test_a_composer_record_with_a_bad_number_is_named(tmp_path):
+    p = tmp_path / "f.log"
+    p.write_text(FOUNDRY.read_text().replace("Train throughput/batches_per_sec: 0.2115",
+                                             "Train throughput/batches_per_sec: 0,2115", 1))
+    log = read_training_log(p, strict=False)
+    assert any("Composer record: not a number: throughput/batches_per_sec: '0,2115'" in e for e in log.errors)

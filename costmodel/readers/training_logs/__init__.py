@@ -1,4 +1,5 @@
-"""Readers of real training logs: Megatron-LM, Megatron-DeepSpeed, NeMo and torchtitan (``costmodel compare``).
+"""Readers of real training logs: Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan and llm-foundry's
+Composer console (``costmodel compare``; the last in :mod:`.composer`).
 
 ``costmodel compare --log train.log`` needs the measured step time and TFLOP/s of a run and the layout it
 ran with.  :func:`read_training_log` detects the framework from the content and returns a

@@ -10,6 +10,7 @@ import numpy as np
 from costmodel.errors import InputError, TrainingLogParseError
 
 from .dumps import _megatron_args, _nemo_args, _nemo_config, check_logged_counts
+from .composer import composer_args, parse_composer
 from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan
 from .lines import _segments
 from .records import FRAMEWORKS, Iterations, TrainingLog
@@ -150,7 +151,8 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     else:
         segs_m = segs
 
-    found = {"megatron": ([], [], []), "nemo": ([], [], []), "torchtitan": ([], [], [])}  # records, errors, truncs
+    found = {"megatron": ([], [], []), "nemo": ([], [], []), "torchtitan": ([], [], []),
+             "llm-foundry": ([], [], [])}  # records, errors, truncs
     mds_keys = False
     bar_lines = 0
     if framework in (None, "megatron", "megatron-deepspeed"):
@@ -167,9 +169,11 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         for s in segs:
             rec, err, trunc = _parse_torchtitan(s, path)
             _collect(found["torchtitan"], rec, err, trunc)
+    if framework in (None, "llm-foundry"):
+        found["llm-foundry"] = parse_composer(segs, path)
 
     if framework is None:
-        order = ("torchtitan", "nemo", "megatron")
+        order = ("llm-foundry", "torchtitan", "nemo", "megatron")
         kind = max(order, key=lambda k: (len(found[k][0]), len(found[k][1]) + len(found[k][2]), -order.index(k)))
     else:
         kind = "megatron" if framework == "megatron-deepspeed" else framework
@@ -190,6 +194,10 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         if (mds_keys or log.args.get("deepspeed") is True or "zero_stage" in log.args
                 or framework == "megatron-deepspeed"):
             log.framework = "megatron-deepspeed"
+    elif kind == "llm-foundry":
+        log.args = composer_args(records)
+        for r in records:
+            r.pop("_sizes", None)
     elif kind == "nemo":
         log.config = _nemo_config(segs, path, warnings)
         log.args = _nemo_args(log.config)
@@ -227,7 +235,8 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     if not records:
         what = {"megatron": "Megatron 'iteration N/ M | ... elapsed time per iteration ... |'",
                 "nemo": "NeMo 'train_step_timing in s' / 'global_step='",
-                "torchtitan": "torchtitan 'step: N  loss: ...'"}
+                "torchtitan": "torchtitan 'step: N  loss: ...'",
+                "llm-foundry": "Composer '[batch=N/M]:' blocks of 'Train throughput/...' lines"}
         looked = what[kind] if framework else "; ".join(what.values())
         raise TrainingLogParseError([f"{path}: no iteration lines found (looked for {looked})"] + errors
                                     + trunc_warnings, log)
@@ -245,7 +254,8 @@ def _collect(bucket, rec, err, trunc):
 
 
 def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict=True) -> TrainingLog:
-    """Read a Megatron-LM, Megatron-DeepSpeed, NeMo or torchtitan training log, detecting the framework.
+    """Read a Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan or llm-foundry (Composer) training log,
+    detecting the framework.
 
     Formats, units and the bad-input policy: see the module docstring.  Detection: the framework whose
     iteration-record format matches the most lines (ties: torchtitan, NeMo, Megatron); Megatron logs are
