@@ -48,7 +48,7 @@ def _recipe_of_log(tlog, run, c, recipe_flags, stack, m, allow_override, warning
 @with_layout_flags(from_log=True)
 @with_recipe_flags("from the log, else the stack's")
 def compare(
-        log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan log."),
+        log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan / llm-foundry (Composer console) log."),
         power: Optional[str] = _O("--power", "nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi or suite JSONL of the run."),
         model: Optional[str] = _O("--model", "Catalog name or config (default: from the log's argument dump)."),
         cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),
@@ -547,7 +547,7 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise InputError(log, "", f"no usable step time or tokens/s: {_local(bad[0], log)}{more}")
         raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in its kept iterations "
-                         "(NeMo: enable log_step_timing; torchtitan: tps)")
+                         "(NeMo: enable log_step_timing; torchtitan: tps; llm-foundry: the speed_monitor callback)")
     # a log printing tokens/s per GPU (torchtitan) times its step as gbs x seq_len / (tokens/s x GPUs)
     its, gpus = tlog.iterations, num_gpus
     steps = np.where(np.isfinite(its.step_time_s), its.step_time_s,
