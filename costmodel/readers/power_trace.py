@@ -201,10 +201,7 @@ def power_trace_from_nvidia_smi_csv(trace, n_gpus=None, strict=True) -> PowerTra
                           for f in names if f in trace.columns], n)
 
     power = col(("power.draw", "power.draw.average", "power.draw.instant"), _POWER_UNITS, "power")
-    na = ~np.isfinite(power)
-    if na.any() and not na.all():        # nvidia-smi prints [N/A] where it has no reading: counted, not silent
-        trace.errors.append(f"{path}:{int(trace.lines[na][0])}: {int(na.sum())} row(s) without a power reading "
-                            "([N/A]), the first here: left out of the power figures")
+    trace.errors.extend(_missing_power(power, trace.lines, path))
     events = reasons_per_row(trace)          # before the errors are copied: an unreadable mask is one
     if "timestamp" in trace.columns and trace.t0_unix is not None:
         t, absolute = trace.columns["timestamp"] + trace.t0_unix, True
@@ -259,13 +256,27 @@ def power_trace_from_dmon(table, interval_s=None, strict=True) -> PowerTrace:
         t, absolute = tod + 86400.0 * days - tod[0], False
     else:
         t, absolute = table.sample.astype(np.float64) * (float(interval_s) if interval_s else 1.0), False
+    power = col(("pwr",), _POWER_UNITS, "power")
     return PowerTrace(
         t_unix=np.asarray(t, dtype=np.float64), gpu=table.gpu.copy(),
-        power_w=col(("pwr",), _POWER_UNITS, "power"), temp_c=col(("gtemp", "temp"), _TEMP_UNITS, "temperature"),
+        power_w=power, temp_c=col(("gtemp", "temp"), _TEMP_UNITS, "temperature"),
         mem_temp_c=col(("mtemp",), _TEMP_UNITS, "memory temperature"),
         sm_clock_mhz=col(("pclk",), _CLOCK_UNITS, "SM clock"), util_gpu_pct=col(("sm",), _PCT_UNITS, "utilisation"),
-        source_format="nvidia-smi-dmon", path=path, errors=list(table.errors), absolute_time=absolute,
+        source_format="nvidia-smi-dmon", path=path,
+        errors=list(table.errors) + _missing_power(power, table.lines, path), absolute_time=absolute,
         lines=table.lines.copy(), table=table)
+
+
+def _missing_power(power, lines, path) -> list:
+    """The note on rows without a power reading (nvidia-smi's [N/A], dmon's and dcgmi's N/A or '-'),
+    counted with the first one's line, where some rows have one: they are left out of the power
+    figures, never silently.  None where every row lacks it (the trace has no power at all, which
+    its reader's caller reports)."""
+    na = ~np.isfinite(power)
+    if not na.any() or na.all():
+        return []
+    return [f"{path}:{int(np.asarray(lines)[na][0])}: {int(na.sum())} row(s) without a power reading (N/A), the "
+            "first here: left out of the power figures"]
 
 
 def power_trace_from_dcgmi(table, interval_s=None, strict=True) -> PowerTrace:
@@ -299,12 +310,14 @@ def power_trace_from_dcgmi(table, interval_s=None, strict=True) -> PowerTrace:
         return _scaled(v[sel], table.units.get(short, ""), units, f"{what} (DCGM field {fid})", path)
 
     t = table.sample[sel].astype(np.float64) * (float(interval_s) if interval_s else 1.0)
+    power = col(155, _POWER_UNITS, "power")
     return PowerTrace(
         t_unix=t, gpu=table.entity_id[sel].astype(np.int64),
-        power_w=col(155, _POWER_UNITS, "power"), temp_c=col(150, _TEMP_UNITS, "temperature"),
+        power_w=power, temp_c=col(150, _TEMP_UNITS, "temperature"),
         mem_temp_c=col(140, _TEMP_UNITS, "memory temperature"), sm_clock_mhz=col(100, _CLOCK_UNITS, "SM clock"),
         util_gpu_pct=col(203, _PCT_UNITS, "utilisation"), source_format="dcgmi-dmon", path=path,
-        errors=list(table.errors), absolute_time=False, lines=table.lines[sel].copy(), table=table,
+        errors=list(table.errors) + _missing_power(power, table.lines[sel], path), absolute_time=False,
+        lines=table.lines[sel].copy(), table=table,
         clock_events=_dcgm_reasons(table, sel))
 
 

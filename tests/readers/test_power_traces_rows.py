@@ -20,3 +20,22 @@ def test_a_four_gpu_capture_numbered_as_eight_is_flagged(tmp_path):
     assert any("group the rows 4 at a time, not 8" in n for n in notes)
     _, _, notes = read_measurement(f, 4)
     assert not any("at a time" in n for n in notes)
+
+
+def test_dmon_and_dcgmi_rows_without_power_are_counted_not_dropped_silently(tmp_path):
+    """A dcgmi or dmon row whose power reads N/A (or '-') is left out of the power figures with a note
+    naming its line and the count, as the nvidia-smi CSV reader does."""
+    from costmodel.readers import read_measurement
+    data = Path(__file__).resolve().parents[1] / "data" / "readers"
+    dc = (data / "dcgmi_dmon_rtx2080ti_power_temp.txt").read_text().splitlines()
+    dc[4] = dc[4].replace("20.891  ", "N/A     ", 1)
+    p = tmp_path / "dcgm.txt"
+    p.write_text("\n".join(dc) + "\n")
+    fmt, trace, warns = read_measurement(p)
+    assert fmt == "dcgmi-dmon" and any(f"{p}:5: 1 row(s) without a power reading" in w for w in warns)
+    dm = (data / "nvidia_smi_dmon_4gpu_pucvmet.txt").read_text().splitlines()
+    dm[3] = dm[3].replace("    0   111 ", "    0     - ", 1)
+    q = tmp_path / "dmon.txt"
+    q.write_text("\n".join(dm) + "\n")
+    fmt, trace, warns = read_measurement(q)
+    assert fmt == "nvidia-smi-dmon" and any(f"{q}:4: 1 row(s) without a power reading" in w for w in warns)
