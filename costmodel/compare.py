@@ -55,6 +55,8 @@ MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layer
 STACK_DEFAULTS = {"torchtitan": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=True, zero=3),
                   # llm-foundry shards with FSDP and runs no model parallelism (costmodel.stacks: model_parallel ())
                   "llm-foundry": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=False, zero=3),
+                  # DeepSpeed's own engine: ZeRO data parallelism only (its zero stage from the config print)
+                  "deepspeed": dict(tp=1, pp=1, cp=1, ep=1, vp=1, sp=False),
                   "nemo": dict(zero=1, sp=True)}
 # a field neither the dump nor a flag gives: the layout's ``overlap`` lets communication hide under
 # compute at all (Megatron's async TP backward all-reduce is on by default); the DP overlap itself is

@@ -48,7 +48,7 @@ def _recipe_of_log(tlog, run, c, recipe_flags, stack, m, allow_override, warning
 @with_layout_flags(from_log=True)
 @with_recipe_flags("from the log, else the stack's")
 def compare(
-        log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan / llm-foundry (Composer console) log."),
+        log: str = typer.Option(..., "--log", help="Megatron-LM / Megatron-DeepSpeed / NeMo / torchtitan / llm-foundry (Composer console) / DeepSpeed log."),
         power: Optional[str] = _O("--power", "nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi or suite JSONL of the run."),
         model: Optional[str] = _O("--model", "Catalog name or config (default: from the log's argument dump)."),
         cluster: str = typer.Option(..., "--cluster", help="Catalog name or cluster YAML."),

@@ -106,3 +106,14 @@ def test_an_llm_foundry_log_is_compared_on_the_stack_s_fsdp_layout():
     assert out["framework"] == "llm-foundry" and out["recipe"]["stack"] == "llm-foundry"
     assert {k: out["layout"][k] for k in ("tp", "pp", "dp", "mbs", "zero")} == dict(tp=1, pp=1, dp=8, mbs=8, zero=3)
     assert {m["name"] for m in out["metrics"]} >= {"step_time_s", "logged_mfu", "peak_memory_gib"}
+
+
+def test_a_deepspeed_log_is_compared_with_its_zero_stage_and_batch():
+    r = run("compare", "--log", LOGS / "deepspeed_synthetic_zero3_throughput_timer.log", "--model", "llama3-8b",
+            "--cluster", "dgx-h100", "--seq-len", "2048", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    out = json.loads(r.stdout)
+    assert out["framework"] == "deepspeed" and out["recipe"]["stack"] == "deepspeed"
+    assert {k: out["layout"][k] for k in ("tp", "pp", "dp", "mbs", "zero")} == dict(tp=1, pp=1, dp=8, mbs=4, zero=3)
+    assert out["recipe"]["gbs"] == 256 and out["origin"]["zero"] == "log"

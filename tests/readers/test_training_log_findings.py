@@ -134,3 +134,25 @@ def test_a_composer_record_with_a_bad_number_is_named(tmp_path):
                                              "Train throughput/batches_per_sec: 0,2115", 1))
     log = read_training_log(p, strict=False)
     assert any("Composer record: not a number: throughput/batches_per_sec: '0,2115'" in e for e in log.errors)
+
+
+DEEPSPEED = LOGS / "deepspeed_synthetic_zero3_throughput_timer.log"
+
+
+def test_a_deepspeed_log_gives_its_steps_from_the_global_batch_over_samples_per_s():
+    log = read_training_log(DEEPSPEED)
+    assert log.framework == "deepspeed"
+    lay = log.layout()
+    assert (lay["mbs"], lay["gbs"], lay["zero"], lay["world_size"], lay["precision"]) == (4, 256, 3, 8, "bf16")
+    # iterations 10 .. 60, every one past the timer's two warm-up steps
+    assert list(log.iterations.iteration) == [10, 20, 30, 40, 50, 60] and log.kept.all()
+    assert log.aggregate()["step_time_s"].median == pytest.approx(256 / 41.5 / 2 + 256 / 41.2 / 2, rel=1e-6)
+
+
+def test_a_megatron_deepspeed_log_with_deepspeed_s_timer_lines_stays_megatron_deepspeed(tmp_path):
+    src = LOGS / "megatron_deepspeed_synthetic_zero1_fp16_skipped.log"
+    p = tmp_path / "mds.log"
+    p.write_text(src.read_text() + "[2024-08-01 12:01:00,001] [INFO] [timer.py:264:stop] epoch=0/micro_step=80/"
+                 "global_step=10, RunningAvgSamplesPerSec=41.2, CurrSamplesPerSec=41.5, MemAllocated=30.1GB, "
+                 "MaxMemAllocated=61.8GB\n")
+    assert read_training_log(p, strict=False).framework == "megatron-deepspeed"

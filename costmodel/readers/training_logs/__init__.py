@@ -1,5 +1,6 @@
-"""Readers of real training logs: Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan and llm-foundry's
-Composer console (``costmodel compare``; the last in :mod:`.composer`).
+"""Readers of real training logs: Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan, llm-foundry's
+Composer console and DeepSpeed's engine (``costmodel compare``; the last two in :mod:`.composer` and
+:mod:`.deepspeed`).
 
 ``costmodel compare --log train.log`` needs the measured step time and TFLOP/s of a run and the layout it
 ran with.  :func:`read_training_log` detects the framework from the content and returns a

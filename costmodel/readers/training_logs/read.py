@@ -11,6 +11,7 @@ from costmodel.errors import InputError, TrainingLogParseError
 
 from .dumps import _megatron_args, _nemo_args, _nemo_config, check_logged_counts
 from .composer import composer_args, parse_composer
+from .deepspeed import deepspeed_args, parse_deepspeed
 from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan
 from .lines import _segments
 from .records import FRAMEWORKS, Iterations, TrainingLog
@@ -152,7 +153,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         segs_m = segs
 
     found = {"megatron": ([], [], []), "nemo": ([], [], []), "torchtitan": ([], [], []),
-             "llm-foundry": ([], [], [])}  # records, errors, truncs
+             "llm-foundry": ([], [], []), "deepspeed": ([], [], [])}  # records, errors, truncs
     mds_keys = False
     bar_lines = 0
     if framework in (None, "megatron", "megatron-deepspeed"):
@@ -171,9 +172,12 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
             _collect(found["torchtitan"], rec, err, trunc)
     if framework in (None, "llm-foundry"):
         found["llm-foundry"] = parse_composer(segs, path)
+    if framework in (None, "deepspeed"):
+        found["deepspeed"] = parse_deepspeed(segs, path)
 
     if framework is None:
-        order = ("llm-foundry", "torchtitan", "nemo", "megatron")
+        # Megatron-DeepSpeed prints DeepSpeed's throughput lines beside its own records: its own win
+        order = ("llm-foundry", "torchtitan", "nemo", "megatron") + (() if found["megatron"][0] else ("deepspeed",))
         kind = max(order, key=lambda k: (len(found[k][0]), len(found[k][1]) + len(found[k][2]), -order.index(k)))
     else:
         kind = "megatron" if framework == "megatron-deepspeed" else framework
@@ -198,6 +202,12 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         log.args = composer_args(records)
         for r in records:
             r.pop("_sizes", None)
+    elif kind == "deepspeed":
+        log.args = deepspeed_args(segs)
+        check_logged_counts(log.args, path)
+        for r in records:           # CurrSamplesPerSec is the global batch over the step's time
+            if log.args.get("global_batch_size") and r.get("samples_per_s"):
+                r["step_time_s"] = log.args["global_batch_size"] / r["samples_per_s"]
     elif kind == "nemo":
         log.config = _nemo_config(segs, path, warnings)
         log.args = _nemo_args(log.config)
@@ -236,7 +246,8 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         what = {"megatron": "Megatron 'iteration N/ M | ... elapsed time per iteration ... |'",
                 "nemo": "NeMo 'train_step_timing in s' / 'global_step='",
                 "torchtitan": "torchtitan 'step: N  loss: ...'",
-                "llm-foundry": "Composer '[batch=N/M]:' blocks of 'Train throughput/...' lines"}
+                "llm-foundry": "Composer '[batch=N/M]:' blocks of 'Train throughput/...' lines",
+                "deepspeed": "DeepSpeed 'epoch=E/micro_step=M/global_step=N, ... CurrSamplesPerSec=...'"}
         looked = what[kind] if framework else "; ".join(what.values())
         raise TrainingLogParseError([f"{path}: no iteration lines found (looked for {looked})"] + errors
                                     + trunc_warnings, log)
@@ -254,8 +265,8 @@ def _collect(bucket, rec, err, trunc):
 
 
 def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict=True) -> TrainingLog:
-    """Read a Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan or llm-foundry (Composer) training log,
-    detecting the framework.
+    """Read a Megatron-LM, Megatron-DeepSpeed, NeMo, torchtitan, llm-foundry (Composer) or DeepSpeed
+    training log, detecting the framework.
 
     Formats, units and the bad-input policy: see the module docstring.  Detection: the framework whose
     iteration-record format matches the most lines (ties: torchtitan, NeMo, Megatron); Megatron logs are

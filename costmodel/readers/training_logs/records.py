@@ -8,7 +8,7 @@ import numpy as np
 
 from .dumps import _layout
 
-FRAMEWORKS = ("megatron", "megatron-deepspeed", "nemo", "torchtitan", "llm-foundry")
+FRAMEWORKS = ("megatron", "megatron-deepspeed", "nemo", "torchtitan", "llm-foundry", "deepspeed")
 
 _FLOAT_COLS = ("step_time_s", "tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu", "consumed_samples",
                "consumed_tokens", "lr", "loss", "grad_norm", "loss_scale", "skipped_iterations", "nan_iterations",

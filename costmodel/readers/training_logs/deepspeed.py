@@ -1,0 +1,76 @@
+"""DeepSpeed's own training log: its engine's throughput lines and its configuration print.
+
+At every ``steps_per_print`` optimizer steps rank 0's ``ThroughputTimer.stop`` (deepspeed/utils/timer.py,
+DeepSpeed commit edaa72212) logs::
+
+    [2024-08-01 12:01:00,001] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=10,
+    RunningAvgSamplesPerSec=41.2, CurrSamplesPerSec=41.5, MemAllocated=30.1GB, MaxMemAllocated=61.8GB
+
+(one line).  The timer runs from each micro-step's forward (or the DeepSpeed data loader's fetch) to its
+``step()``, so ``CurrSamplesPerSec`` is the engine's ``train_batch_size`` (the global batch) over the
+summed micro-step times of the last optimizer step: the step time is the global batch over it; the
+running average leaves out the first ``start_step`` (2) steps.  The memory figures are
+``memory_allocated`` / ``max_memory_allocated`` over 1024**3 (GiB), not reserved memory.
+
+At start-up ``DeepSpeedConfig.print`` (deepspeed/runtime/config.py) logs ``  <attribute> <dots>
+<value>`` for every attribute of the configuration: ``train_batch_size``,
+``train_micro_batch_size_per_gpu``, ``zero_optimization_stage``, ``world_size``, ``bfloat16_enabled``
+(``bfloat16_config`` in later versions, printed as ``enabled=True ...``) and ``fp16_enabled``.
+"""
+from __future__ import annotations
+
+import re
+
+from .lines import _num, _short, _wall_time, _where
+
+_STEP = re.compile(r"\bepoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), "
+                   r"CurrSamplesPerSec=([^,\s]+)")
+_CONFIG = re.compile(r"\[config\.py:\d+:print\]\s+(\w+)\s*\.*\s+(\S.*?)\s*$")
+#: the configuration attributes read, as the argument-dump keys the layout reader takes
+_KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
+         "zero_optimization_stage": "zero_stage", "world_size": "world_size"}
+
+
+def parse_deepspeed(segs, path):
+    """The optimizer-step records of DeepSpeed's throughput lines: ``(records, errors, truncated)`` as
+    the other parsers give them; ``samples_per_s`` is the job's (the global batch per step)."""
+    records, errors, truncs = [], [], []
+    for s in segs:
+        m = _STEP.search(s.text)
+        if not m:
+            continue
+        try:
+            rate = _num(m.group(5))
+        except ValueError:
+            errors.append(f"{_where(path, s)}: DeepSpeed step {m.group(3)}: CurrSamplesPerSec is not a number: "
+                          f"{_short(s.text)}")
+            continue
+        rec = {"iteration": int(m.group(3)), "line": s.line, "rank": s.rank, "t_unix": _wall_time(s.text)}
+        if rate > 0:
+            rec["samples_per_s"] = rate
+        records.append(rec)
+    return records, errors, truncs
+
+
+def deepspeed_args(segs) -> dict:
+    """The configuration print's layout as argument-dump keys (``global_batch_size``,
+    ``micro_batch_size``, ``zero_stage``, ``world_size``, ``bf16`` / ``fp16``), with ``deepspeed``
+    True; the first print of each attribute."""
+    args = {"deepspeed": True}
+    for s in segs:
+        m = _CONFIG.search(s.text)
+        if not m:
+            continue
+        key, val = m.group(1), m.group(2)
+        if key in _KEYS and _KEYS[key] not in args:
+            try:
+                v = _num(val)
+            except ValueError:
+                continue
+            if v.is_integer():
+                args[_KEYS[key]] = int(v)
+        elif key in ("bfloat16_enabled", "fp16_enabled") and val in ("True", "False"):
+            args.setdefault("bf16" if key.startswith("bfloat16") else "fp16", val == "True")
+        elif key == "bfloat16_config" and "enabled=" in val:
+            args.setdefault("bf16", "enabled=True" in val)
+    return args
