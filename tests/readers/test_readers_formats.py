@@ -836,6 +836,6 @@ def test_rows_without_a_power_reading_are_counted(tmp_path):
     f.write_text("\n".join(lines) + "\n")
     t = power_trace_from_nvidia_smi_csv(f, strict=False)
     said = [e for e in t.errors if "without a power reading" in e]
-    assert said == [f"{f}:{data[100] + 1}: 3 row(s) without a power reading ([N/A]), the first here: left out of "
+    assert said == [f"{f}:{data[100] + 1}: 3 row(s) without a power reading (N/A), the first here: left out of "
                     "the power figures"]
     assert int((~np.isfinite(t.power_w)).sum()) == 3

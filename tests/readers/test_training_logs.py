@@ -368,6 +368,8 @@ def test_forced_framework_and_detection():
     with pytest.raises(TrainingLogParseError, match="no iteration lines found.*torchtitan 'step: N"):
         read_torchtitan_log(MIXTRAL)
     with pytest.raises(ValueError, match="unknown framework"):
+        read_training_log(MIXTRAL, framework="jax")
+    with pytest.raises(TrainingLogParseError, match="no iteration lines found.*DeepSpeed 'epoch=E/micro_step"):
         read_training_log(MIXTRAL, framework="deepspeed")
     with pytest.raises(OSError):
         read_training_log(LOGS / "missing.log")
