@@ -258,6 +258,18 @@ _bool.expect, _int.expect, _count.expect = "true or false", "a whole number", "a
 _precision.expect = "bf16, bf16-mixed, 16, 16-mixed or fp16 (32-bit training is not modelled)"
 
 
+def _cross_entropy(cfg: RunConfig, path: str, m: dict) -> None:
+    """Megatron-core's ``cross_entropy_loss_fusion`` of a ``model`` mapping (NeMo, Megatron-Bridge): the
+    fused cross-entropy, or Megatron's vocab-parallel one (as compare reads it from a log)."""
+    v = m.get("cross_entropy_loss_fusion")
+    if v is None or _unset(v):
+        return
+    if not isinstance(v, bool):
+        raise InputError(path, "model.cross_entropy_loss_fusion", f"{v!r} is not a valid value: expected true or false")
+    cfg.recipe["cross_entropy"] = "fused" if v else "megatron"
+    cfg.where["cross_entropy"] = f"{path}: model.cross_entropy_loss_fusion"
+
+
 def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
     """The parallel sizes of a Megatron-style ``model`` mapping (NeMo, Megatron-Bridge) into the layout:
     TP, PP, CP, EP, ETP, VP (null: no interleaving) and sequence parallelism."""
@@ -282,6 +294,9 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
     """
     key = prefix + "granularity"
     gran = m.get(key)
+    method = m.get(prefix + "method")
+    if method is not None and not (isinstance(method, str) and _unset(method)) and method not in ("uniform", "block"):
+        raise InputError(path, f"model.{prefix}method", f"{method!r} is not null, uniform or block")
     if key not in m or (isinstance(gran, str) and _unset(gran)):
         return None
     L = cfg.layout
@@ -289,7 +304,10 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
     if L["recompute"] is None:
         raise InputError(path, f"model.{key}", f"{gran!r} is not null, selective or full")
     cfg.where["recompute"] = f"{path}: model.{key}"
-    if gran == "full" and m.get(prefix + "method") == "block":
+    if gran == "full" and method == "block":
+        if m.get(prefix + "num_layers") is None:
+            raise InputError(path, f"model.{prefix}num_layers", "missing: the block method recomputes this many layers "
+                             "of each pipeline chunk")
         _take(cfg, path, L, "recompute_num_layers", m, prefix + "num_layers", _int, "model.")
         if L.get("recompute_num_layers", 0) < 0:
             raise InputError(path, f"model.{prefix}num_layers", f"{L['recompute_num_layers']} is below 0: the layers "
@@ -353,8 +371,12 @@ def _nemo(d: dict, path: str) -> RunConfig:
     if "training" in d and isinstance(d["training"], dict) and "model" in d["training"]:
         d = d["training"]
     m, t = d.get("model") or {}, d.get("trainer") or {}
-    if not isinstance(m, dict):
-        raise InputError(path, "model", "expected a mapping")
+    for key, sec in (("model", m), ("trainer", t)):
+        if not isinstance(sec, dict):
+            raise InputError(path, key, f"expected a mapping, got {sec!r}")
+    for key in ("optim", "data"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise InputError(path, f"model.{key}", f"expected a mapping, got {m[key]!r}")
     cfg = RunConfig(stack="nemo", kind="NeMo YAML")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
@@ -389,6 +411,11 @@ def _nemo(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
+    if "overlap_p2p_comm" not in m and (L.get("vp") or 1) > 1:
+        # NeMo 1's models read cfg.get('overlap_p2p_comm', False): its example configurations write False
+        # (examples/nlp/language_modeling/conf/megatron_gpt_config.yaml); it matters to interleaving only
+        R["pp_overlap"], cfg.where["pp_overlap"] = False, f"{path}: NeMo's default when model.overlap_p2p_comm is absent"
+    _cross_entropy(cfg, path, m)
     cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph"))
     _megatron_moe(cfg, path, m)
     _model_dims(cfg, m, path)

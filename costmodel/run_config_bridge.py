@@ -5,7 +5,7 @@ import re
 
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
-from .run_config import (RunConfig, _bool, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
+from .run_config import (RunConfig, _bool, _cross_entropy, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
                          _take, _unset, cuda_graph_note)
 from .specs import recompute_module_list
 from .stacks import attention_backend_switches
@@ -182,8 +182,9 @@ def _bridge_optimizer(o, path: str, cfg: RunConfig) -> None:
 
 def _bridge(d: dict, path: str) -> RunConfig:
     m, t = d.get("model") or {}, d.get("train") or {}
-    if not isinstance(m, dict) or not isinstance(t, dict):
-        raise InputError(path, "model" if not isinstance(m, dict) else "train", "expected a mapping")
+    for key in ("model", "train", "ddp", "dataset", "comm_overlap"):
+        if d.get(key) is not None and not isinstance(d[key], dict):
+            raise InputError(path, key, f"expected a mapping, got {d[key]!r}")
     cfg = RunConfig(stack="nemo", kind="Megatron-Bridge YAML")
     L, R = cfg.layout, cfg.recipe
     _megatron_parallelism(cfg, path, m)
@@ -219,6 +220,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
             R[k] = v
             cfg.where[k] = f"{path}: model.attention_backend"
     _megatron_moe(cfg, path, m)
+    _cross_entropy(cfg, path, m)
     cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl"))
     _bridge_optimizer(d.get("optimizer"), path, cfg)
     ddp = d.get("ddp") or {}
@@ -235,7 +237,14 @@ def _bridge(d: dict, path: str) -> RunConfig:
         keys = [k for k in ("use_distributed_optimizer", "use_megatron_fsdp", "data_parallel_sharding_strategy")
                 if ddp.get(k) is not None]
         if keys:                    # a ddp block that says nothing of sharding leaves it to the optimizer's
-            shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0)
+            # the strategy is Megatron-FSDP's ("Sharding strategy for FSDP", Megatron-core
+            # DistributedDataParallelConfig): without use_megatron_fsdp it shards nothing
+            fsdp = ddp.get("use_megatron_fsdp") is True
+            shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0) if fsdp else 0
+            if not fsdp and ddp.get("data_parallel_sharding_strategy") not in (None, "no_shard"):
+                cfg.notes.append(f"{path}: ddp.data_parallel_sharding_strategy "
+                                 f"{ddp['data_parallel_sharding_strategy']!r} applies under Megatron-FSDP only "
+                                 "(ddp.use_megatron_fsdp is not true): not read")
             L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
                 max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
             cfg.where["zero"] = f"{path}: " + " / ".join(f"ddp.{k}" for k in keys)

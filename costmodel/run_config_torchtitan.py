@@ -9,36 +9,45 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="torchtitan", kind="torchtitan TOML")
     L, R = cfg.layout, cfg.recipe
     par, tr = _table(d, path, "parallelism"), _table(d, path, "training")
+    par, sec = _parallel_keys(d, path, par, tr, cfg)
+    pre = lambda key: f"{sec.get(key, 'parallelism')}."      # noqa: E731 - the table a key was read from
     for name, key in (("tp", "tensor_parallel_degree"), ("pp", "pipeline_parallel_degree"),
                       ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree"),
                       ("etp", "expert_tensor_parallel_degree")):
-        _take(cfg, path, L, name, par, key, _count, "parallelism.")
+        _take(cfg, path, L, name, par, key, _count, pre(key))
     shard_key = "data_parallel_degree" if "data_parallel_degree" in par else "data_parallel_shard_degree"
     shard, rep = par.get(shard_key, -1), par.get("data_parallel_replicate_degree", 1)
     for key, v in ((shard_key, shard), ("data_parallel_replicate_degree", rep)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1)):
-            raise InputError(path, f"parallelism.{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
+            raise InputError(path, f"{pre(key)}{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
     L["zero"] = 3 if shard != 1 else 0
-    cfg.where["zero"] = f"{path}: parallelism.{shard_key}"
+    cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
-        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: parallelism.{shard_key}"
+        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
     _fsdp_resharding(par, path, cfg)
     if par.get("enable_async_tensor_parallel") is not None:
         # torch.compile's micro-pipelined all-gather/reduce-scatter matmuls: the TP-comm overlap switch
         # (torchtitan applies it with the TP plan only: at TP 1 it does nothing)
         if L.get("tp", 1) > 1:
-            _take(cfg, path, R, "tp_comm_overlap", par, "enable_async_tensor_parallel", _bool, "parallelism.")
+            _take(cfg, path, R, "tp_comm_overlap", par, "enable_async_tensor_parallel", _bool,
+                  pre("enable_async_tensor_parallel"))
         elif par["enable_async_tensor_parallel"] is True:
-            cfg.notes.append(f"{path}: parallelism.enable_async_tensor_parallel: no TP (degree 1): nothing to overlap")
+            cfg.notes.append(f"{path}: {pre('enable_async_tensor_parallel')}enable_async_tensor_parallel: no TP (degree "
+                             "1): nothing to overlap")
     if shard not in (-1, 1) and rep not in (None, 1):
         cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
     elif shard == -1 and rep not in (None, 1):
         cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
     if L.get("pp", 1) > 1:
-        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count, "parallelism.")
+        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count,
+              pre("pipeline_parallel_microbatch_size"))
     else:
         _take(cfg, path, L, "mbs", tr, "local_batch_size", _count, "training.")
     g = tr.get("global_batch_size")
+    if g is not None and g != -1 and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+        # torchtitan's -1 (the default) means local batch x DP; anything else must be a batch
+        raise InputError(path, "training.global_batch_size", f"{g!r} is not a valid value: expected a whole number "
+                         ">= 1, or -1 (local_batch_size x DP)")
     if isinstance(g, int) and g > 0:
         R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
     elif tr.get("local_batch_size") is not None:                          # x DP, once the world is known
@@ -105,9 +114,50 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
         cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
                          "linears stay 16-bit")
+    _pipeline_schedule(par, L, path, cfg, pre)
     # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)
-    _check_parallelism_keys(par, path, cfg)
+    if not sec:
+        _check_parallelism_keys(par, path, cfg)
     return cfg
+
+
+#: torchtitan's single-stage pipeline schedules (torch.distributed.pipelining): one stage per rank
+_SINGLE_STAGE_SCHEDULES = ("1f1b", "gpipe")
+
+
+def _pipeline_schedule(par: dict, L: dict, path: str, cfg: RunConfig, pre) -> None:
+    """A multi-stage schedule (Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, ...) runs several
+    virtual stages per rank, which the file sets through the layers per stage: not read here, so the
+    run is priced as one stage per rank (1F1B) with a note naming --vp, which prices it."""
+    sched = par.get("pipeline_parallel_schedule")
+    if sched is None or L.get("pp", 1) <= 1 or str(sched).lower() in _SINGLE_STAGE_SCHEDULES:
+        return
+    cfg.notes.append(f"{path}: {pre('pipeline_parallel_schedule')}pipeline_parallel_schedule {sched!r} runs several "
+                     "stages per rank, which the file sets through its layers per stage: priced as one stage per rank "
+                     "(1F1B) unless --vp gives the stages per rank")
+
+
+#: where torchtitan's 2024 configurations put the parallel degrees: [training] and [experimental]
+#: (torchtitan/config_manager.py of that year), before the [parallelism] table took them
+_OLD_PARALLEL_TABLES = ("training", "experimental")
+
+
+def _parallel_keys(d: dict, path: str, par: dict, tr: dict, cfg: RunConfig) -> tuple:
+    """``(degrees, table of each)``: the ``[parallelism]`` table, or, in a file without one, the
+    degrees a 2024 configuration gives under ``[training]`` and ``[experimental]`` (noted); the second
+    maps each key read from an old table to that table's name."""
+    if "parallelism" in d:
+        return par, {}
+    old, sec = {}, {}
+    for name in _OLD_PARALLEL_TABLES:
+        t = tr if name == "training" else _table(d, path, name)
+        for key in _TORCHTITAN_PARALLELISM:
+            if t.get(key) is not None:
+                old[key], sec[key] = t[key], name
+    if sec:
+        cfg.notes.append(f"{path}: torchtitan's 2024 layout (no [parallelism] table): "
+                         + ", ".join(f"{sec[k]}.{k}" for k in old) + " read as its parallel degrees")
+    return old, sec
 
 
 #: torchtitan's [parallelism] keys (torchtitan/config/job_config.py Parallelism, 2024-2025 releases;
@@ -117,10 +167,11 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
 _TORCHTITAN_READ = (
     "data_parallel_degree", "data_parallel_shard_degree", "data_parallel_replicate_degree", "tensor_parallel_degree",
     "pipeline_parallel_degree", "context_parallel_degree", "expert_parallel_degree", "expert_tensor_parallel_degree",
-    "fsdp_reshard_after_forward", "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size")
+    "fsdp_reshard_after_forward", "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size",
+    "pipeline_parallel_schedule")
 _TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
     "enable_compiled_autograd", "disable_loss_parallel", "pipeline_parallel_split_points",
-    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv",
+    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv",
     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
     "module_fqns_per_model_part", "context_parallel_rotate_method")
 

@@ -1,6 +1,8 @@
 """The run-configuration readers on settings real NeMo, Megatron-Bridge, torchtitan and llm-foundry
 files carry (a new user's trial with published configs): each is read, or refused by name, never
 silently dropped."""
+import re
+
 import pytest
 
 from costmodel.errors import InputError
@@ -154,3 +156,61 @@ def test_bridge_mixed_precision_keeps_its_bf16_edge_layers_and_says_what_is_not_
         assert any("priced as 4 of each" in n for n in m.notes) == (start != end)
     tt = _tt(tmp_path, training='\n[model]\nconverters = ["float8"]\n[float8]\nenable_fsdp_float8_all_gather = true\n')
     assert any("enable_fsdp_float8_all_gather" in n and "bf16" in n for n in tt.notes)
+
+
+@pytest.mark.parametrize("extra, field, said", [
+    ("trainer: [1, 2]\n", "trainer", "expected a mapping, got [1, 2]"),
+    ("  optim: adam\n", "model.optim", "expected a mapping, got 'adam'"),
+    ("  activations_checkpoint_granularity: full\n  activations_checkpoint_method: unifrom\n",
+     "model.activations_checkpoint_method", "'unifrom' is not null, uniform or block"),
+    ("  activations_checkpoint_granularity: full\n  activations_checkpoint_method: block\n",
+     "model.activations_checkpoint_num_layers", "missing: the block method")])
+def test_a_nemo_value_or_section_of_the_wrong_kind_is_refused_by_name(tmp_path, extra, field, said):
+    text = NEMO.format(extra="") + extra if extra.startswith("trainer") else NEMO.format(extra=extra)
+    if extra.startswith("trainer"):
+        text = text.replace("trainer:\n  num_nodes: 2\n  devices: 8\n  precision: bf16\n", "")
+    with pytest.raises(InputError, match=re.escape(said)) as e:
+        _read(tmp_path, "n.yaml", text)
+    assert e.value.field == field
+
+
+def test_nemo_and_bridge_cross_entropy_fusion_and_nemo_s_p2p_default(tmp_path):
+    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="  cross_entropy_loss_fusion: true\n"
+                                                      "  virtual_pipeline_model_parallel_size: 2\n"))
+    assert cfg.recipe["cross_entropy"] == "fused" and cfg.where["cross_entropy"].endswith("cross_entropy_loss_fusion")
+    # NeMo 1 reads cfg.get('overlap_p2p_comm', False): the interleaved run's p2p stays exposed
+    assert cfg.recipe["pp_overlap"] is False and "default" in cfg.where["pp_overlap"]
+    bridge = BRIDGE.format(extra="").replace("model:\n", "model:\n  cross_entropy_loss_fusion: false\n")
+    assert _read(tmp_path, "b.yaml", bridge).recipe["cross_entropy"] == "megatron"
+
+
+def test_a_bridge_sharding_strategy_counts_under_megatron_fsdp_only(tmp_path):
+    ddp = "ddp:\n  use_distributed_optimizer: true\n  data_parallel_sharding_strategy: optim_grads_params\n"
+    cfg = _read(tmp_path, "a.yaml", BRIDGE.format(extra=ddp + "  use_megatron_fsdp: false\n"))
+    assert cfg.layout["zero"] == 1 and any("applies under Megatron-FSDP only" in n for n in cfg.notes)
+    assert _read(tmp_path, "b.yaml", BRIDGE.format(extra=ddp + "  use_megatron_fsdp: true\n")).layout["zero"] == 3
+    with pytest.raises(InputError, match="expected a mapping, got \\[1\\]") as e:
+        _read(tmp_path, "c.yaml", BRIDGE.format(extra="ddp: [1]\n"))
+    assert e.value.field == "ddp"
+
+
+def test_a_2024_torchtitan_file_gives_its_degrees_from_training_and_experimental(tmp_path):
+    old = ('[training]\nbatch_size = 8\nseq_len = 8192\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
+           '[experimental]\npipeline_parallel_degree = 2\ncontext_parallel_degree = 1\n')
+    cfg = _read(tmp_path, "old.toml", old)
+    assert cfg.layout["tp"] == 8 and cfg.layout["pp"] == 2 and cfg.where["tp"].endswith("training.tensor_parallel_degree")
+    assert any("torchtitan's 2024 layout" in n for n in cfg.notes)
+    with pytest.raises(InputError, match="'big' is not a valid value") as e:
+        _read(tmp_path, "g.toml", TORCHTITAN.format(training='global_batch_size = "big"', shard=-1, tp=1, parallelism="",
+                                                    sac='"op"'))
+    assert e.value.field == "training.global_batch_size"
+    sched = _read(tmp_path, "s.toml", TORCHTITAN.format(training="", shard=-1, tp=1, sac='"op"', parallelism=(
+        'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "Interleaved1F1B"')))
+    assert any("'Interleaved1F1B' runs several stages per rank" in n for n in sched.notes)
+
+
+def test_a_yaml_alias_bomb_is_refused_before_any_walk(tmp_path):
+    rows = ["a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]"] + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join(
+        [f"*{chr(97 + i)}"] * 9) + "]" for i in range(7)] + ["model:\n  tensor_model_parallel_size: 1"]
+    with pytest.raises(InputError, match="aliases expand it to .* values, over 1,000,000"):
+        _read(tmp_path, "bomb.yaml", "\n".join(rows) + "\n")

@@ -213,6 +213,9 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
             target[name] = v
             filled.append(f"{name}={v}")
             scalars.setdefault("config_where", {})[name] = cfg.where.get(name, str(path))
+    if cfg.nodes is not None and scalars.get("nodes") not in (None, cfg.nodes):
+        raise InputError("--nodes", "", f"{scalars['nodes']} contradicts {path} ({cfg.nodes} nodes: trainer.num_nodes): "
+                         "drop the flag or give the run's own configuration")
     if cfg.nodes is not None and scalars.get("nodes") is None:
         scalars["nodes"] = cfg.nodes
         filled.append(f"nodes={cfg.nodes}")

@@ -40,10 +40,34 @@ class _UniqueKeyLoader(_YAML_LOADER):
         return super().construct_mapping(node, deep)
 
 
+#: values a YAML document may expand to through its aliases: a run configuration holds thousands; a few
+#: lines of nested aliases can stand for billions (an alias bomb), which every later walk would expand
+MAX_YAML_VALUES = 1_000_000
+
+
+def _expanded_size(obj, memo: dict) -> int:
+    """Values ``obj`` holds counted as a reader walking it meets them (a shared node once per
+    reference), memoised per node so that the count itself never walks the expansion."""
+    if not isinstance(obj, (dict, list)):
+        return 1
+    key = id(obj)
+    if key not in memo:
+        memo[key] = 0                       # a cycle (YAML allows one) counts once
+        items = obj.values() if isinstance(obj, dict) else obj
+        memo[key] = 1 + sum(_expanded_size(v, memo) for v in items)
+    return memo[key]
+
+
 def yaml_load(text: str):
     """``yaml.safe_load`` through :data:`_YAML_LOADER`, refusing a key written twice in one mapping
-    (:class:`_UniqueKeyLoader`).  Raises yaml.YAMLError on malformed text or a repeated key."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)
+    (:class:`_UniqueKeyLoader`) and a document that expands beyond :data:`MAX_YAML_VALUES` values
+    through its aliases.  Raises yaml.YAMLError on malformed text, a repeated key or such a document."""
+    d = yaml.load(text, Loader=_UniqueKeyLoader)
+    n = _expanded_size(d, {})
+    if n > MAX_YAML_VALUES:
+        raise yaml.YAMLError(f"its aliases expand it to {n:,} values, over {MAX_YAML_VALUES:,} (a YAML alias bomb?): "
+                             "write the values out")
+    return d
 
 
 class DuplicateKeyError(CostmodelError, ValueError):
