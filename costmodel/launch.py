@@ -41,6 +41,9 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     rc = layout["recompute"]
     ckpt = {"none": "off", "selective": "selective (op-level SAC)" if stack.selective_recompute == "op-sac"
             else "selective", "full": "full (every transformer block)"}[rc]
+    n = layout.get("recompute_num_layers") or 0
+    if rc == "full" and n:
+        ckpt = f"full on {n} transformer block{'s' if n > 1 else ''} of each pipeline chunk (the others keep their activations)"
     dp = {0: "DP (replicated, DDP)", 1: "DP with ZeRO-1 (optimizer states sharded)",
           2: "DP with ZeRO-2 (gradients and optimizer states sharded)",
           3: "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded)"}[layout["zero"]]
@@ -386,8 +389,13 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a += ["recipe.trainer.strategy.fsdp = 'megatron'",
               "recipe.trainer.strategy.ddp.data_parallel_sharding_strategy = 'optim_grads_params'"]
     if t["overlap"]:
-        a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap)}",
-              f"recipe.trainer.strategy.ddp.overlap_param_gather = {bool(recipe.dp_overlap and t['zero'] in (1, 2))}"]
+        # the prediction hides ZeRO-3's gathers and reduce-scatters (FSDP overlaps its own,
+        # costmodel.stacks.Stack.zero3_overlap); Megatron-FSDP does so only with both switches on, which
+        # NeMo passes to it as given
+        fsdp = t["zero"] == 3
+        a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap or fsdp)}",
+              f"recipe.trainer.strategy.ddp.overlap_param_gather = "
+              f"{bool((recipe.dp_overlap and t['zero'] in (1, 2)) or fsdp)}"]
     # TransformerConfig.attention_backend is an AttnBackend enum (megatron/core/transformer/enums.py),
     # compared by identity: a string would leave Megatron-core's automatic choice in force
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")

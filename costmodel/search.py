@@ -48,8 +48,9 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
 
     Args:
         progress: optional callable(done, total) called after each chunk (the CLI's progress bar).
-        pins: layout fields the search holds fixed (:func:`costmodel.layouts.pinned`); pinning
-            ``recompute`` or ``recompute_num_layers`` leaves the recompute as pinned.
+        pins: layout fields the search holds fixed (:func:`costmodel.layouts.pinned`); a ``recompute``
+            pin other than full, or a ``recompute_num_layers`` one, leaves the recompute as pinned (full
+            keeps its partial variants: full recompute still, on fewer layers).
         partial_reach: the ranked places partial recompute may enter (0: none).
         enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts`.
     Returns:
@@ -78,7 +79,8 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
     fastest = int(np.argmin(pred.step_time_s))
     faster = pred.take(np.array([fastest])) if not pred.feasible[fastest] else None
     ranked = pred.take(order)
-    if partial_reach > 0 and not {"recompute", "recompute_num_layers"} & set(pins or ()):
+    pinned_rc = (pins or {}).get("recompute")
+    if partial_reach > 0 and "recompute_num_layers" not in (pins or {}) and pinned_rc in (None, "full"):
         part = partial_recompute(model, recipe, cluster, profile, ranked, partial_reach)
         if part is not None:
             both = _concat([ranked, part])

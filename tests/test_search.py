@@ -44,11 +44,15 @@ def test_partial_layouts_are_the_least_recompute_that_fits_and_beat_full(nemotro
     assert np.all(res.ranked.feasible)
 
 
-def test_no_partial_recompute_where_pinned_switched_off_or_the_stack_has_none(nemotron):
+def test_no_partial_recompute_where_pinned_otherwise_switched_off_or_the_stack_has_none(nemotron):
     m, r, c, p = nemotron
-    for res in (search(m, r, c, p, partial_reach=0), search(m, r, c, p, pins={"recompute": "full"}),
+    for res in (search(m, r, c, p, partial_reach=0), search(m, r, c, p, pins={"recompute": "selective"}),
                 search(m, replace(r, stack="torchtitan"), c, p, zero_stages=(3,))):
         assert not np.any(res.ranked.layouts.recompute_num_layers)
+    # a full pin keeps full recompute, on fewer layers where they fit
+    full = search(m, r, c, p, pins={"recompute": "full"})
+    assert np.all(full.ranked.layouts.recompute == RECOMPUTE.index("full"))
+    assert np.any(full.ranked.layouts.recompute_num_layers)
 
 
 def test_the_energy_search_leaves_partial_layouts_out(nemotron):

@@ -129,9 +129,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         if auto:
             lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
             fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
-            chose = lay["recompute"] + (f" on {lay['recompute_num_layers']} layers per chunk (--recompute-method "
-                                        f"block --recompute-num-layers {lay['recompute_num_layers']})"
-                                        if lay["recompute_num_layers"] else "")
+            n = lay["recompute_num_layers"]
+            chose = lay["recompute"] + (f" on {n} layer{'s' if n > 1 else ''} per chunk (--recompute-method "
+                                        f"block --recompute-num-layers {n})" if n else "")
             print(f"costmodel: note: --recompute auto chose {chose}" if fits else
                   "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory"
                   if lay["recompute"] == "full" else

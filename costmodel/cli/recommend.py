@@ -61,7 +61,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     top = _top_rows(top, objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack))
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
                         inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack), top, max_mbs, cap_count,
-                   objective, solver)
+                   objective, solver, (layout_flags or {}).get("mbs"))
     if candidates_k is not None and candidates_k < 1:      # refused in either mode, before any work
         raise InputError("--candidates", "", f"must be >= 1, got {candidates_k}")
     _check_plot(plot, pareto)
@@ -90,18 +90,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res = search(m, r, c, p, **kw)
         res, r, notes = _search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes + fabric_notes(p, c)) or None
-    if res.n_valid == 0:
-        if pins:
-            raise InputError("layout", "", _no_pinned_layout(m, r, c, pins))
-        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
-                         "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
-    if res.n_feasible == 0:
-        rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
-        need = rec["peak_mem_bytes"]
-        raise InfeasibleError("memory", f"none of the {res.n_valid:,} valid layouts fits in memory; the smallest "
-                              f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); add nodes or use a GPU with "
-                              "more HBM", {"memory": need},
-                              {"memory": need / c.gpu.capacity_bytes - 1.0})
+    _refuse_empty(res, m, r, c, p, pins)
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
                  (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),
                   ("--candidates", candidates_k))):
@@ -127,11 +116,13 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         print(report.json_text(out_json))
         return
     out.print(context_line(m, c, r, p))
-    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.0f} GiB; "
+    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.1f} GiB; "
               f"profile {p.path}" + (f"; cooling inlet {inlet_temp_c:g} C (--inlet-temp-c)" if inlet_temp_c is not None
                                      else ""))
-    out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the time model's first {len(runs)}, ranked by "
-                                   f"the step under the {c.gpu.tdp_w:.0f} W power limit, as predict prints it)", runs))
+    shown = min(top, len(runs))
+    out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the first {shown} of the time model's "
+                                   f"{len(runs)} re-ranked by the step under the {c.gpu.tdp_w:.0f} W power limit, "
+                                   "as predict prints it)", runs))
     _print_capped_winner(out, c, runs[0])
     _print_band(out, runs[:top])
     _print_memory_margin(out, res, c, runs)
@@ -390,6 +381,27 @@ def _one_cap_w(text: str | None) -> float | None:
         raise InputError("--power-cap-w", "", f"{text!r} is not a number of watts") from None
 
 
+def _refuse_empty(res, m, r, c, p, pins: dict) -> None:
+    """Refuse a search with no valid layout, or none that fits in memory (naming the pinned fields, which
+    a user may relax, beside nodes and HBM).
+
+    Raises:
+        InputError: no valid layout.  InfeasibleError: none fits (the least memory one needs).
+    """
+    if res.n_valid == 0:
+        if pins:
+            raise InputError("layout", "", _no_pinned_layout(m, r, c, pins))
+        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
+                         "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
+    if res.n_feasible == 0:
+        rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
+        need = rec["peak_mem_bytes"]
+        relax = f"relax the pinned {', '.join('--' + k.replace('_', '-') for k in pins)}, " if pins else ""
+        raise InfeasibleError("memory", f"none of the {res.n_valid:,} valid layouts fits in memory; the smallest "
+                              f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); {relax}add nodes or use a GPU "
+                              "with more HBM", {"memory": need}, {"memory": need / c.gpu.capacity_bytes - 1.0})
+
+
 def _zero_stages(r) -> tuple:
     """The ZeRO stages the search tries for recipe ``r``: the distributed optimizer's (1) under the
     precision-aware optimizer; a sharded one under optimizer offload (Megatron's distributed optimizer,
@@ -414,9 +426,13 @@ def _top_rows(top, objective: str, pareto: bool, limits: tuple) -> int:
     return TOP_DEFAULT if top is None else top
 
 
-def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str) -> None:
+def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: str, solver: str,
+                   mbs: int | None = None) -> None:
     """Refuse a non-finite limit, a count below 1, a cap grid outside 2..21 levels, an unknown objective
-    or solver, each naming its flag, before any work."""
+    or solver, a pinned --mbs above --max-mbs, each naming its flag, before any work."""
+    if mbs is not None and mbs > max_mbs:
+        raise InputError("--mbs", "", f"{mbs} is above --max-mbs {max_mbs}, the largest micro-batch the search "
+                         "tries: raise --max-mbs or drop one")
     for name, v in limits.items():
         if v is not None and not math.isfinite(v):
             raise InputError("--" + name.replace("_", "-"), "", f"must be a finite number, got {v}")

@@ -1,0 +1,27 @@
+"""recommend and predict as an engineer plans a run with them: the launch settings of each format
+say what the prediction assumed, and refusals name what the user can change."""
+from cli_run import one_line, run
+
+
+def test_nemo_settings_of_a_zero3_layout_overlap_the_fsdp_gathers_the_prediction_hides():
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1", "--zero", "3",
+            "--format", "nemo")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "recipe.trainer.strategy.fsdp = 'megatron'" in text
+    assert "ddp.overlap_grad_reduce = True" in text and "ddp.overlap_param_gather = True" in text
+
+
+def test_generic_settings_state_a_partial_recompute():
+    r = run("predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp", "4",
+            "--recompute", "full", "--recompute-num-layers", "1", "--format", "settings")
+    assert r.returncode == 0, r.stderr
+    assert "activation checkpointing: full on 1 transformer block of each pipeline chunk" in r.stdout
+
+
+def test_a_pinned_mbs_above_max_mbs_and_pins_that_cannot_fit_are_named():
+    one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--mbs", "32", "--max-mbs", "8"),
+             "--mbs", "above --max-mbs 8")
+    r = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp", "8",
+            "--recompute", "none", "--zero", "0", "--mbs", "16", "--vp", "10")
+    assert r.returncode == 3 and "relax the pinned --tp, --pp, --vp, --mbs, --recompute, --zero" in r.stderr, r.stderr
