@@ -153,7 +153,14 @@ def check_model_dims(cfg: RunConfig, model) -> None:
         InputError: the first dimension that differs, naming the file, its key and both values.
     """
     for attr, (v, where) in cfg.model.items():
+        if attr == "family":                   # torchtitan's model.name: the architecture ("llama3", "qwen3")
+            _check_family(v, where, model)
+            continue
         if attr == "flavor":                   # torchtitan's model.flavor: a parameter count such as "8B"
+            if "debug" in str(v).lower():
+                file, key = where.split(": ", 1)
+                raise InputError(file, key, f"{v!r} is torchtitan's debug model (a few small layers for tests), not "
+                                 f"{model.name}: give the run's own configuration")
             n = _flavor_params(v)
             if n is not None and not 0.75 <= model.params() / n <= 1.33:
                 file, key = where.split(": ", 1)
@@ -165,6 +172,23 @@ def check_model_dims(cfg: RunConfig, model) -> None:
             file, key = where.split(": ", 1)
             raise InputError(file, key, f"{v} is not {model.name}'s {mine}: the configuration is of another model "
                              "(pass its --model, or a config.json of it)")
+
+
+def _check_family(family: str, where: str, model) -> None:
+    """A torchtitan ``model.name`` (its architecture: llama3, qwen3, deepseek_v3, llama4, gpt_oss) must
+    be the catalog model's family (its name starts with it, separators aside); a model from a
+    config.json is not checked (its name is the user's).
+
+    Raises:
+        InputError: naming the file, the key and both names.
+    """
+    from .specs import list_models
+    norm = lambda x: "".join(ch for ch in str(x).lower() if ch.isalnum())       # noqa: E731
+    if model.name not in list_models() or norm(model.name).startswith(norm(family)):
+        return
+    file, key = where.split(": ", 1)
+    raise InputError(file, key, f"{family!r} is not the family of {model.name}: the configuration is of another "
+                     "model (pass its --model)")
 
 
 def _flavor_params(flavor) -> float | None:

@@ -95,6 +95,8 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     fl = model.get("flavor")
     if isinstance(fl, str) and fl.strip():
         cfg.model["flavor"] = (fl, f"{path}: model.flavor")
+    if isinstance(model.get("name"), str) and model["name"].strip():
+        cfg.model["family"] = (model["name"], f"{path}: model.name")
     conv = model.get("converters") or []
     if not isinstance(conv, list) or not all(isinstance(c, str) for c in conv):
         raise InputError(path, "model.converters", f"expected a list of converter names, got {conv!r}")

@@ -214,3 +214,16 @@ def test_a_yaml_alias_bomb_is_refused_before_any_walk(tmp_path):
         [f"*{chr(97 + i)}"] * 9) + "]" for i in range(7)] + ["model:\n  tensor_model_parallel_size: 1"]
     with pytest.raises(InputError, match="aliases expand it to .* values, over 1,000,000"):
         _read(tmp_path, "bomb.yaml", "\n".join(rows) + "\n")
+
+
+def test_a_torchtitan_file_of_another_model_family_or_its_debug_model_is_refused(tmp_path):
+    from costmodel.run_config import check_model_dims
+    from costmodel.specs import load_model
+    base = TORCHTITAN.format(training="", shard=-1, tp=1, parallelism="", sac='"op"')
+    for model_table, said in (('[model]\nname = "deepseek_v3"\nflavor = "671B"\n', "'deepseek_v3' is not the family"),
+                              ('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "torchtitan's debug model")):
+        cfg = _read(tmp_path, "m.toml", model_table + base)
+        with pytest.raises(InputError, match=said):
+            check_model_dims(cfg, load_model("llama3-70b"))
+    ok = _read(tmp_path, "ok.toml", '[model]\nname = "llama3"\nflavor = "8B"\n' + base)
+    check_model_dims(ok, load_model("llama3.1-8b"))
