@@ -220,7 +220,7 @@ def test_a_torchtitan_file_of_another_model_family_or_its_debug_model_is_refused
     from costmodel.run_config import check_model_dims
     from costmodel.specs import load_model
     base = TORCHTITAN.format(training="", shard=-1, tp=1, parallelism="", sac='"op"')
-    for model_table, said in (('[model]\nname = "deepseek_v3"\nflavor = "671B"\n', "'deepseek_v3' is not the family"),
+    for model_table, said in (('[model]\nname = "deepseek_v3"\n', "'deepseek_v3' is not the family"),
                               ('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "torchtitan's debug model")):
         cfg = _read(tmp_path, "m.toml", model_table + base)
         with pytest.raises(InputError, match=said):
