@@ -504,6 +504,12 @@ def read_run_config(path) -> RunConfig:
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
         raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
                          "Megatron-Bridge YAML or torchtitan TOML are read)")
+    strategy = d.get("trainer", {}).get("strategy") if isinstance(d.get("trainer"), dict) else None
+    if isinstance(strategy, dict) and any(k.endswith("_parallel_size") for k in strategy if isinstance(k, str)):
+        # NeMo 2's serialised recipe (NeMo-Run / fiddle): the layout sits in MegatronStrategy's arguments
+        raise InputError(path, "trainer.strategy", "a NeMo 2 (NeMo-Run) configuration, whose parallel sizes sit in "
+                         "trainer.strategy: --config reads NeMo 1 YAML (model:), Megatron-Bridge YAML and torchtitan "
+                         "TOML; give its degrees, batch and sequence length as flags")
     if "ConfigContainer" in str(d.get("_target_", "")) or ("train" in d and "trainer" not in d):
         from .run_config_bridge import _bridge
         return _checked(_bridge, d, str(path))

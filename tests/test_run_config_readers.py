@@ -227,3 +227,11 @@ def test_a_torchtitan_file_of_another_model_family_or_its_debug_model_is_refused
             check_model_dims(cfg, load_model("llama3-70b"))
     ok = _read(tmp_path, "ok.toml", '[model]\nname = "llama3"\nflavor = "8B"\n' + base)
     check_model_dims(ok, load_model("llama3.1-8b"))
+
+
+def test_a_nemo2_run_configuration_is_named_as_such(tmp_path):
+    nemo2 = ("_target_: nemo.collections.llm.api.pretrain\ntrainer:\n  devices: 8\n  num_nodes: 2\n  strategy:\n"
+             "    tensor_model_parallel_size: 2\n    context_parallel_size: 2\nmodel:\n  config:\n    num_layers: 32\n")
+    with pytest.raises(InputError, match="a NeMo 2 \\(NeMo-Run\\) configuration") as e:
+        _read(tmp_path, "n2.yaml", nemo2)
+    assert e.value.field == "trainer.strategy"
