@@ -302,6 +302,8 @@ def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
                       ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
                       ("etp", "expert_tensor_parallel_size")):
         _take(cfg, path, L, name, m, key, _int, mp)
+        if key in m and m[key] is None and name != "etp":    # ETP's null is Megatron's "the layout's TP"
+            cfg.notes.append(f"{path}: model.{key} is null: not read ({name.upper()} from --{name} or its default 1)")
     if "virtual_pipeline_model_parallel_size" in m and m["virtual_pipeline_model_parallel_size"] is None:
         L["vp"], cfg.where["vp"] = 1, f"{path}: model.virtual_pipeline_model_parallel_size"
     else:

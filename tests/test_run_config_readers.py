@@ -235,3 +235,10 @@ def test_a_nemo2_run_configuration_is_named_as_such(tmp_path):
     with pytest.raises(InputError, match="a NeMo 2 \\(NeMo-Run\\) configuration") as e:
         _read(tmp_path, "n2.yaml", nemo2)
     assert e.value.field == "trainer.strategy"
+
+
+def test_a_null_parallel_size_is_said_not_read(tmp_path):
+    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="").replace("  tensor_model_parallel_size: 1\n",
+                                                                  "  tensor_model_parallel_size: null\n"))
+    assert "tp" not in cfg.layout
+    assert any("model.tensor_model_parallel_size is null: not read" in n for n in cfg.notes)
