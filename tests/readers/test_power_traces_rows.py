@@ -2,6 +2,8 @@
 node, and a capture whose timestamps group its rows otherwise says so."""
 from pathlib import Path
 
+import pytest
+
 from costmodel.readers.registry import read_measurement
 
 TRACE = Path(__file__).resolve().parents[2] / "hardware" / "profiles" / "data" / "h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"
@@ -22,20 +24,15 @@ def test_a_four_gpu_capture_numbered_as_eight_is_flagged(tmp_path):
     assert not any("at a time" in n for n in notes)
 
 
-def test_dmon_and_dcgmi_rows_without_power_are_counted_not_dropped_silently(tmp_path):
+@pytest.mark.parametrize("name, row, old, new, fmt", [
+    ("dcgmi_dmon_rtx2080ti_power_temp.txt", 4, "20.891  ", "N/A     ", "dcgmi-dmon"),
+    ("nvidia_smi_dmon_4gpu_pucvmet.txt", 3, "    0   111 ", "    0     - ", "nvidia-smi-dmon")])
+def test_dmon_and_dcgmi_rows_without_power_are_counted_not_dropped_silently(tmp_path, name, row, old, new, fmt):
     """A dcgmi or dmon row whose power reads N/A (or '-') is left out of the power figures with a note
     naming its line and the count, as the nvidia-smi CSV reader does."""
-    from costmodel.readers import read_measurement
-    data = Path(__file__).resolve().parents[1] / "data" / "readers"
-    dc = (data / "dcgmi_dmon_rtx2080ti_power_temp.txt").read_text().splitlines()
-    dc[4] = dc[4].replace("20.891  ", "N/A     ", 1)
-    p = tmp_path / "dcgm.txt"
-    p.write_text("\n".join(dc) + "\n")
-    fmt, trace, warns = read_measurement(p)
-    assert fmt == "dcgmi-dmon" and any(f"{p}:5: 1 row(s) without a power reading" in w for w in warns)
-    dm = (data / "nvidia_smi_dmon_4gpu_pucvmet.txt").read_text().splitlines()
-    dm[3] = dm[3].replace("    0   111 ", "    0     - ", 1)
-    q = tmp_path / "dmon.txt"
-    q.write_text("\n".join(dm) + "\n")
-    fmt, trace, warns = read_measurement(q)
-    assert fmt == "nvidia-smi-dmon" and any(f"{q}:4: 1 row(s) without a power reading" in w for w in warns)
+    lines = (Path(__file__).resolve().parents[1] / "data" / "readers" / name).read_text().splitlines()
+    lines[row] = lines[row].replace(old, new, 1)
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    got, trace, warns = read_measurement(p)
+    assert got == fmt and any(f"{p}:{row + 1}: 1 row(s) without a power reading" in w for w in warns)
