@@ -156,3 +156,18 @@ def test_a_megatron_deepspeed_log_with_deepspeed_s_timer_lines_stays_megatron_de
                  "global_step=10, RunningAvgSamplesPerSec=41.2, CurrSamplesPerSec=41.5, MemAllocated=30.1GB, "
                  "MaxMemAllocated=61.8GB\n")
     assert read_training_log(p, strict=False).framework == "megatron-deepspeed"
+
+
+def test_ranks_printing_their_start_markers_between_records_are_no_restart(tmp_path):
+    """torchtitan prints 'Training starts at step' on every rank: a second rank's marker after the first
+    rank's first records (interleaved output) is no restart of that rank's run."""
+    rows = ["[rank0]:[titan] 2025-05-10 08:00:00,000 - root - INFO - Training starts at step 1."]
+    rows += [f"[rank0]:[titan] 2025-05-10 08:0{k}:00,000 - root - INFO - step: {10 * k}  loss:  9.0000  "
+             f"memory: 61.20GiB(64.42%)  tps: 6,000  tflops: 300.00  mfu: 30.33%" for k in (1, 2)]
+    rows.insert(2, "[rank1]:[titan] 2025-05-10 08:01:00,500 - root - INFO - Training starts at step 1.")
+    rows.append("[rank1]:[titan] 2025-05-10 08:02:00,500 - root - INFO - step: 10  loss:  9.0000  "
+                "memory: 61.20GiB(64.42%)  tps: 6,000  tflops: 300.00  mfu: 30.33%")
+    p = tmp_path / "tt.log"
+    p.write_text("\n".join(rows) + "\n")
+    log = read_training_log(p, strict=False)
+    assert log.framework == "torchtitan" and sorted(set(log.iterations.iteration)) == [10, 20]

@@ -123,17 +123,21 @@ _MEMORY_REPORT = re.compile(r"\bmemory \(MB\)\s*\|.*\bmax reserved:\s*([\d.]+)")
 
 
 def _refuse_restart(records, starts, path) -> None:
-    """Refuse a log holding a restarted run: a start-of-training marker after which the iterations
-    count again from at most the last one before it (a job resumed from a checkpoint, or another run
+    """Refuse a log holding a restarted run: a start-of-training marker (``starts``: its line and rank
+    label) after which the iterations of that rank count again from at most the last one before it (a job resumed from a checkpoint, or another run
     appended): its steps ran on another start, perhaps other nodes, and one median over both would
     mix them.
 
     Raises:
         InputError: naming the marker's line and the last record before it.
     """
-    for at in starts:
-        before = [r for r in records if r["line"] < at]
-        after = [r for r in records if r["line"] > at]
+    for at, rank in starts:
+        # a rank that prints records and its own marker (torchtitan): its records alone tell a restart from
+        # interleaved output; a marker of a rank printing none (Megatron's rank 0) speaks for every rank
+        mine = [r for r in records if r.get("rank") == rank] if rank is not None else []
+        mine = mine or records
+        before = [r for r in mine if r["line"] < at]
+        after = [r for r in mine if r["line"] > at]
         if before and after and min(r["iteration"] for r in after) <= max(r["iteration"] for r in before):
             last = max(before, key=lambda r: r["iteration"])
             first = min(after, key=lambda r: r["line"])
@@ -217,9 +221,9 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
             warnings.append(f"{path}: NeMo progress lines carry no 'train_step_timing in s' (enable "
                             f"exp_manager.log_step_timing); step_time_s is NaN")
 
-    starts = [s.line for s in segs
-              if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
-    _refuse_restart(records, starts, path)
+    markers = [s for s in segs if any(k in s.text for k in _START_MARKERS) or s.text.strip() == "training ..."]
+    starts = [s.line for s in markers]
+    _refuse_restart(records, [(s.line, s.rank) for s in markers], path)
     log.memory_reports_gib = [float(m.group(1)) / 1024.0 for s in segs for m in [_MEMORY_REPORT.search(s.text)] if m]
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
@@ -269,7 +273,8 @@ def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict
     training log, detecting the framework.
 
     Formats, units and the bad-input policy: see the module docstring.  Detection: the framework whose
-    iteration-record format matches the most lines (ties: torchtitan, NeMo, Megatron); Megatron logs are
+    iteration-record format matches the most lines (ties: llm-foundry, torchtitan, NeMo, Megatron, then
+    DeepSpeed, which a log with Megatron records never is: Megatron-DeepSpeed prints both); Megatron logs are
     reported as ``"megatron-deepspeed"`` when the records carry ``TFLOPs`` / ``samples per second`` /
     ``consumed tokens`` or the dump has ``deepspeed`` / ``zero_stage``.
 
