@@ -123,8 +123,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
-    _print_notes(config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
-                 + [_uniform_routing_note(m, r)])
+    notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
+             + [_uniform_routing_note(m, r)] if n]
+    _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
             lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
@@ -154,6 +155,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:
+        rec["notes"] = notes             # what the configuration and the defaults said, as stderr says it
         if placed is not None:
             rec["pp_layout"] = dict(text=placed.text, rank_layers=placed.rank_layers(), rank_mtp=placed.rank_mtp())
         if fmt is not None:

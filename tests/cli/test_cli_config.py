@@ -50,6 +50,9 @@ def test_torchtitan_toml_takes_fsdp_and_local_batch_times_dp():
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["layout"]["zero"] == 3 and r["layout"]["recompute"] == "selective" and r["recipe"]["gbs"] == 64
+    # the notes stderr prints are in the object too: what the file gave and the defaults assumed
+    said = [ln.removeprefix("costmodel: note: ") for ln in p.stderr.splitlines() if ln.startswith("costmodel: note: ")]
+    assert r["notes"] and all(n in said for n in r["notes"]) and any(n.startswith(f"--config {TITAN}") for n in r["notes"])
 
 
 def test_flags_that_agree_pass_and_flags_that_contradict_are_refused(tmp_path):
