@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .layouts import LayoutTable, enumerate_layouts, layers_per_stage, pinned
+from .layouts import LayoutTable, enumerate_layouts, layers_per_stage, pinned, validity
 from .predict import Prediction, predict_table
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import get_stack
@@ -57,6 +57,13 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
         :class:`SearchResult`.
     """
     table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, pins=pins, **enum_kwargs)
+    if (pins or {}).get("recompute_num_layers"):
+        # the enumeration recomputes every layer it recomputes: a pinned N applies to its full-recompute
+        # layouts, kept where the rules allow it (N within a chunk, a stack with the block method)
+        n = pins["recompute_num_layers"]
+        table = replace(table, recompute_num_layers=np.where(table.recompute == 2, n, 0).astype(np.int64))
+        table = table.take(validity(table, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)[0]
+                           == -1)
     if pins:
         table = table.take(pinned(table, pins))
     n = len(table)

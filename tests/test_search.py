@@ -61,3 +61,14 @@ def test_the_energy_search_leaves_partial_layouts_out(nemotron):
     rows = space_rows(m, res)
     assert np.any(res.ranked.layouts.recompute_num_layers)
     assert not np.any(res.ranked.layouts.recompute_num_layers[rows])
+
+
+def test_a_pinned_recompute_num_layers_prices_that_block_recompute_everywhere():
+    m, c = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=8)
+    p, r = load_profile(c.gpu.key), Recipe(gbs=128, seq_len=8192)
+    res = search(m, r, c, p, pins={"recompute_num_layers": 4})
+    L = res.ranked.layouts
+    assert len(L) and np.all(L.recompute == RECOMPUTE.index("full")) and np.all(L.recompute_num_layers == 4)
+    # the winner prices as predict prices that layout
+    one = predict_table(m, r, c, p, L.take(np.array([0])))
+    assert one.step_time_s[0] == pytest.approx(res.ranked.step_time_s[0], rel=1e-12)

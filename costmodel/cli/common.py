@@ -477,7 +477,7 @@ def _layout_option(f, from_log: bool, pin: bool = False) -> tuple:
 
 #: the layout fields recommend can pin: its own --no-sp / --no-overlap set the other two, and the
 #: search does not vary the recomputed layer count
-PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "zero")
+PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero")
 
 
 def with_layout_flags(from_log: bool = False, pin: bool = False):
