@@ -143,18 +143,18 @@ READ_FIELDS = ("timestamp", "index", "name", "power.draw", "power.draw.average",
 
 
 def _check_field_names(fields, path, lineno) -> None:
-    """Refuse a header field that is not one :data:`READ_FIELDS` names but nearly is (a similarity of
-    0.85 or more: ``power.drw``), naming it and the field it misspells; other fields pass (nvidia-smi
-    has many this model does not read).
+    """Refuse a header field that is not one :data:`READ_FIELDS` names but is one edit from one
+    (``power.drw``; costmodel.config_keys.one_edit_apart, the rule run configurations' keys follow),
+    naming it and the field it misspells; other fields pass (nvidia-smi has many this model does not read).
 
     Raises:
         ValueError: naming the file, line and field.
     """
-    import difflib
+    from ..config_keys import one_edit_apart
     for f in fields:
         if f in READ_FIELDS or f.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")):
             continue
-        near = difflib.get_close_matches(f, READ_FIELDS, n=1, cutoff=0.85)
+        near = [k for k in READ_FIELDS if one_edit_apart(f, k)]
         if near:
             raise ValueError(f"{path}:{lineno}: header field {f!r} is not an nvidia-smi query field; did you mean "
                              f"{near[0]!r}? (its column would be lost)")
