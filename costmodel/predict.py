@@ -233,10 +233,12 @@ class RunPrediction:
             return None
         if self.energy is not None and self.energy.shutdown:
             return self.energy.shutdown
-        cap = self.cluster.gpu.capacity_bytes
+        g = self.cluster.gpu
+        cap = g.capacity_bytes
         over = self.peak_mem_bytes - cap
-        return (f"peak memory {self.peak_mem_bytes / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB "
-                f"HBM of {self.cluster.gpu.name} by {over / GIB:.1f} GiB")
+        hbm = (f"HBM of {g.name}" if not g.mem_headroom else f"usable of {g.name}'s {g.total_capacity_bytes / GIB:.1f} "
+               f"GiB HBM (--mem-headroom {g.mem_headroom:g})")
+        return f"peak memory {self.peak_mem_bytes / GIB:.1f} GiB exceeds the {cap / GIB:.1f} GiB {hbm} by {over / GIB:.1f} GiB"
 
     @property
     def name(self) -> str:

@@ -64,6 +64,9 @@ def run_record(run: RunPrediction) -> dict:
     }
     if run.cluster.what_if:
         rec["cluster_what_if"] = run.cluster.what_if
+    if run.cluster.gpu.mem_headroom:        # hbm_capacity_bytes is then what the headroom leaves
+        rec["mem_headroom"] = run.cluster.gpu.mem_headroom
+        rec["hbm_total_bytes"] = round(run.cluster.gpu.total_capacity_bytes)
     if not run.feasible:
         rec["reason"] = run.reason
     if run.band is not None:
@@ -170,7 +173,11 @@ def memory_table(rec: dict) -> Table:
     for k, v in rec["memory"].items():
         tb.add_row(k.replace("_bytes", ""), f"{v / GIB:.2f}")
     tb.add_row("[bold]peak", f"[bold]{rec['peak_mem_bytes'] / GIB:.2f}")
-    tb.add_row("HBM capacity", f"{rec['hbm_capacity_bytes'] / GIB:.2f}")
+    if "mem_headroom" in rec:
+        tb.add_row("HBM capacity", f"{rec['hbm_total_bytes'] / GIB:.2f}")
+        tb.add_row(f"usable (--mem-headroom {rec['mem_headroom']:g})", f"{rec['hbm_capacity_bytes'] / GIB:.2f}")
+    else:
+        tb.add_row("HBM capacity", f"{rec['hbm_capacity_bytes'] / GIB:.2f}")
     return tb
 
 

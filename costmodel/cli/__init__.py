@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from .argv import check_empty_values, check_repeated_options
+from .argv import check_empty_values, check_integer_values, check_repeated_options
 from .calibrate import app as calibrate_app
 from .collectives import collectives
 from .compare import compare
@@ -42,6 +42,7 @@ def main() -> None:
     try:
         check_repeated_options(typer.main.get_command(app), sys.argv[1:])
         check_empty_values(typer.main.get_command(app), sys.argv[1:])
+        check_integer_values(typer.main.get_command(app), sys.argv[1:])
         rc = app(standalone_mode=False)   # returns the code of a typer.Exit raised by a command
         if isinstance(rc, int) and rc:
             sys.exit(rc)

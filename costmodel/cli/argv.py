@@ -2,10 +2,17 @@
 (``--tp 8 --tp 4`` ran at TP 4, ``--sp --no-sp`` without SP), and a run priced on the value the user
 did not mean is worse than an error.  Repeatable options (``multiple=True``: ``--derate``) and
 counters are exempt.  An empty value (``--profile ''``) is refused too: read as not given, it would
-fall back to a default the user did not ask for."""
+fall back to a default the user did not ask for.  So is a whole-number option given a decimal
+(``--nodes 1.0``): typer >= 0.29 converts through pydantic's lax mode, which takes "1.0" and refuses
+"1.5", so a value's spelling decided whether it ran."""
 from __future__ import annotations
 
+import re
+from typing import get_args
+
 from ..errors import InputError
+
+_WHOLE = re.compile(r"^[+-]?[0-9]+$")
 
 
 def _leaf(group, argv: list):
@@ -90,4 +97,44 @@ def check_empty_values(group, argv: list) -> None:
             continue
         if not argv[i].strip():
             raise InputError(f"argument {i - start + 1}", "", "is empty: give a value")
+        i += 1
+
+
+def _takes_int(p) -> bool:
+    """Whether click parameter ``p`` converts its value to an int: the annotation of typer >= 0.29's
+    ``type_descriptor`` (``Optional[int]`` or ``int``), or click's ``INT`` type (named "integer") in
+    earlier typer."""
+    td = getattr(p, "type_descriptor", None)
+    if td is not None:
+        ann = getattr(td, "annotation", None)
+        return ann is int or (type(None) in get_args(ann) and int in get_args(ann))
+    return getattr(getattr(p, "type", None), "name", "") == "integer"
+
+
+def check_integer_values(group, argv: list) -> None:
+    """Refuse a whole-number option whose value is written otherwise (``--nodes 1.0``, ``--tp 8.``):
+    the value must be digits with an optional sign.
+
+    Args:
+        group: the click group of the app.  argv: the arguments after the program name.
+    Raises:
+        InputError: naming the option and its value.
+    """
+    cmd, start = _leaf(group, list(argv))
+    if cmd is None:
+        return
+    ints = {s for p in cmd.params if hasattr(p, "opts") and not getattr(p, "is_flag", False)
+            and not getattr(p, "count", False) and _takes_int(p) for s in p.opts}
+    takes_value = {s: v for s, (_, v) in _spellings(cmd, repeatable=True).items()}
+    i = start
+    while i < len(argv):
+        if argv[i] == "--":
+            break
+        flag, eq, inline = argv[i].partition("=")
+        if flag in takes_value and takes_value[flag]:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            if flag in ints and value is not None and value.strip() and not _WHOLE.match(value.strip()):
+                raise InputError(flag, "", f"{value!r} is not a whole number")
+            i += 1 if eq else 2
+            continue
         i += 1

@@ -250,13 +250,14 @@ def check_format(fmt: str | None) -> None:
         raise InputError("--format", "", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
-def with_fabric_flags():
-    """Give a command the scale-out what-if options (``--scale-out-gbps``, ``--oversubscription``, ``--sharp``) and
-    pass their values as ``fabric_flags`` (costmodel.specs.with_fabric).
+def with_fabric_flags(memory: bool = False):
+    """Give a command the scale-out what-if options (``--scale-out-gbps``, ``--oversubscription``, ``--sharp``),
+    with ``memory`` also ``--mem-headroom``, and pass their values as ``fabric_flags``
+    (costmodel.specs.with_fabric).
 
     Raises (at import): the command has no ``fabric_flags`` parameter.
     """
-    return lambda fn: _append_options(fn, "fabric_flags", [
+    options = [
         ("scale_out_gbps", Optional[float], typer.Option(
             None, "--scale-out-gbps", help="What-if: every NIC at this line rate, Gb/s (default: the cluster file's).")),
         ("oversubscription", Optional[float], typer.Option(
@@ -265,7 +266,13 @@ def with_fabric_flags():
         ("sharp", Optional[bool], typer.Option(
             None, "--sharp/--no-sharp", help="What-if: the scale-out switches reduce all-reduces in the network "
                                              "(InfiniBand SHARP through NCCL CollNet; default: the cluster file's "
-                                             "inter_node.sharp)."))])
+                                             "inter_node.sharp)."))]
+    if memory:
+        options.append(("mem_headroom", Optional[float], typer.Option(
+            None, "--mem-headroom", help="Share of each GPU's memory to keep free, 0 .. 0.9 (0.1 = 10%): a layout "
+                                         "must fit in the rest (room for the caching allocator's fragmentation, "
+                                         "which the memory model leaves out; default 0).")))
+    return lambda fn: _append_options(fn, "fabric_flags", options)
 
 
 def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, stack="megatron",

@@ -74,7 +74,7 @@ PP_LAYOUT = typer.Option(None, "--pp-layout", help="The run's own placement of l
                          "| stage end); lets PP x VP leave the layer count uneven.")
 
 
-@with_fabric_flags()
+@with_fabric_flags(memory=True)
 @with_layout_flags()
 @with_recipe_flags()
 def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,

@@ -26,7 +26,7 @@ from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STA
                      context_line, fabric_notes, setup, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
 
-@with_fabric_flags()
+@with_fabric_flags(memory=True)
 @with_recipe_flags()
 @with_layout_flags(pin=True)
 def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] = NODES, gbs: int = GBS,
@@ -210,12 +210,12 @@ TIGHT_HBM_SHARE = 0.9
 def _print_memory_margin(out, res, c, runs: list) -> None:
     """Where the winner's predicted peak is above :data:`TIGHT_HBM_SHARE` of the HBM, say so and name the
     fastest ranked layout below it, with its step time (under the power limit for the shortlisted
-    ``runs``, at full clocks beyond them)."""
+    ``runs``, at full clocks beyond them).  Silent under ``--mem-headroom``: the user set the margin."""
     mem, cap = res.ranked.memory.peak_bytes, c.gpu.capacity_bytes
-    if not len(mem) or mem[0] <= TIGHT_HBM_SHARE * cap:
+    if not len(mem) or mem[0] <= TIGHT_HBM_SHARE * cap or c.gpu.mem_headroom:
         return
     line = (f"the winner's predicted peak is {mem[0] / 2**30:.1f} of {cap / 2**30:.1f} GiB "
-            f"({100 * mem[0] / cap:.0f}%): fragmentation the model leaves out may not fit it")
+            f"({100 * mem[0] / cap:.0f}%): fragmentation the model leaves out may not fit it (--mem-headroom keeps room)")
     roomy = np.flatnonzero(mem <= TIGHT_HBM_SHARE * cap)
     if len(roomy):
         i = int(roomy[0])

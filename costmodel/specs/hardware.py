@@ -31,7 +31,8 @@ class GpuSpec:
     from hbm_bytes_per_s), each None when the file does not give it; hbm_cuda_bytes, the
     CUDA-visible total (nvidia-smi -q 'FB Memory Usage' Total minus the driver's Reserved, i.e.
     cudaMemGetInfo's total), None when no capture is cited; architecture (one of :data:`ARCHITECTURES`:
-    which kernels and number formats run on it) and path (the file it was read from).
+    which kernels and number formats run on it) and path (the file it was read from); mem_headroom, the
+    fraction of that total a run keeps free (``--mem-headroom``; 0 in a GPU file).
     """
 
     key: str
@@ -56,13 +57,21 @@ class GpuSpec:
     hbm_cuda_bytes: float | None = None
     architecture: str = ""
     path: str = ""
+    mem_headroom: float = 0.0
 
     @property
-    def capacity_bytes(self) -> float:
+    def total_capacity_bytes(self) -> float:
         """Bytes a training process can hold in total: the CUDA-visible total where the GPU file
         cites one, else the datasheet capacity (vendor GB, which understates a real device: an
         'H100 80GB' exposes 81106 MiB = 85.0e9 bytes to CUDA)."""
         return self.hbm_cuda_bytes if self.hbm_cuda_bytes is not None else self.hbm_bytes
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Bytes a layout may use: :attr:`total_capacity_bytes` less the ``mem_headroom`` share kept
+        free (room for what the model leaves out: the caching allocator's fragmentation, other
+        processes on the GPU)."""
+        return self.total_capacity_bytes * (1.0 - self.mem_headroom)
 
     @property
     def full_clock_mhz(self) -> float | None:
@@ -481,18 +490,33 @@ def _tiers(inter: dict, d: dict, w: str) -> tuple:
     return tuple(out)
 
 
+#: the largest share of a GPU's memory ``--mem-headroom`` may keep free
+MAX_MEM_HEADROOM = 0.9
+
+
 def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
-                oversubscription: float | None = None, sharp: bool | None = None) -> ClusterSpec:
+                oversubscription: float | None = None, sharp: bool | None = None,
+                mem_headroom: float | None = None) -> ClusterSpec:
     """The cluster with a what-if scale-out fabric: every NIC at ``scale_out_gbps`` Gb/s, every switch
     tier's uplinks at ``oversubscription``, in-network all-reduce on or off (``--scale-out-gbps``,
-    ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's).
+    ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's); and with ``mem_headroom``
+    of each GPU's memory kept free (``--mem-headroom``, a fraction: layouts must fit in the rest).
 
     Raises:
         InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, an
-            oversubscription asked of a cluster file with no ``inter_node.tiers``, or SHARP asked of a
-            fabric other than InfiniBand.
+            oversubscription asked of a cluster file with no ``inter_node.tiers``, SHARP asked of a
+            fabric other than InfiniBand, or a headroom outside 0 .. :data:`MAX_MEM_HEADROOM`.
     """
     c = cluster
+    if mem_headroom is not None:
+        if not 0.0 <= mem_headroom <= MAX_MEM_HEADROOM:
+            raise InputError("--mem-headroom", "", f"{mem_headroom:g} is outside 0 .. {MAX_MEM_HEADROOM:g}: the "
+                             "share of each GPU's memory to keep free (0.1 = 10%)")
+        if mem_headroom > 0:
+            g = replace(c.gpu, mem_headroom=mem_headroom)
+            c = replace(c, gpu=g, what_if=", ".join(x for x in (c.what_if, (
+                f"{100 * mem_headroom:g}% of the HBM kept free, {g.capacity_bytes / 2**30:.1f} of "
+                f"{g.total_capacity_bytes / 2**30:.1f} GiB usable")) if x))
     if scale_out_gbps is not None:
         if not 1.0 <= scale_out_gbps <= 1e5:
             raise InputError("--scale-out-gbps", "", f"{scale_out_gbps:g} is outside 1 .. 100,000 Gb/s per NIC")
