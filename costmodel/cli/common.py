@@ -322,16 +322,18 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     return model, cluster, recipe, profile
 
 
-def refuse_dense_etp(model, given: bool) -> None:
-    """Refuse an --etp the user gave for a dense model, whose MLP runs at the layout's TP (``given``: the
-    flag was typed or pinned).
+def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
+    """Refuse an --etp the user gave for a dense model, whose MLP runs at the layout's TP, unless it is
+    that TP (``etp``: the typed or pinned value, None when not given; ``tp``: the layout's TP, None
+    where the search chooses it): predict --json writes a dense layout's ``etp`` as its TP, and a
+    record passed back as flags must run.
 
     Raises:
         InputError: naming --etp.
     """
-    if given and not model.is_moe:
+    if etp is not None and not model.is_moe and etp != tp:
         raise InputError("--etp", "", f"applies to MoE models: {model.name} is dense (its MLP runs at the layout's "
-                         "TP: set --tp)")
+                         "TP: set --tp; --etp equal to --tp is accepted, as predict --json writes it)")
 
 
 def check_profile_gpu(profile, cluster: ClusterSpec) -> None:

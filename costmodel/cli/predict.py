@@ -226,7 +226,7 @@ def _check_etp(ctx, m, layout_flags: dict) -> None:
     """
     src = ctx.get_parameter_source("etp")
     if src is not None and src.name == "COMMANDLINE":
-        refuse_dense_etp(m, layout_flags.get("etp") is not None)
+        refuse_dense_etp(m, layout_flags.get("etp"), layout_flags.get("tp"))
 
 
 def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:

@@ -259,7 +259,7 @@ def _check_model_flags(m, r, pins: dict) -> None:
     why = bf16_edge_layers_problem(r, m.num_layers)
     if why:
         raise InputError("--bf16-edge-layers", "", why)
-    refuse_dense_etp(m, "etp" in pins)
+    refuse_dense_etp(m, pins.get("etp"), pins.get("tp"))
 
 
 def _no_pinned_layout(m, r, c, pins: dict) -> str:

@@ -58,11 +58,19 @@ def test_a_capacity_factor_runs_under_every_dispatcher():
 
 
 def test_etp_on_a_dense_model_is_refused_and_an_etp_the_search_never_pairs_is_named():
-    """--etp on Llama 3 8B was read as a TP pin by recommend (and taken by predict at ETP = TP); an ETP the
-    search never pairs with a TP (16 on 8-GPU nodes) names the pairs it tries."""
+    """--etp on Llama 3 8B was read as a TP pin by recommend; one other than the layout's TP is refused.
+    The TP itself is taken: predict --json writes a dense layout's etp as its TP, and its layout passed
+    back as flags must run.  An ETP the search never pairs with a TP (16 on 8-GPU nodes) names the
+    pairs it tries."""
     dense = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2")
     one_line(run("recommend", *dense, "--etp", "4"), "--etp: applies to MoE models")
-    one_line(run("predict", *dense, "--tp", "2", "--etp", "2"), "--etp: applies to MoE models")
+    one_line(run("predict", *dense, "--tp", "2", "--etp", "4"), "--etp: applies to MoE models")
+    rec = json.loads(run("predict", *dense, "--tp", "2", "--json").stdout)
+    back = [f"--{k.replace('_', '-')}={v}" for k, v in rec["layout"].items() if not isinstance(v, bool)]
+    back += [f"--{'' if v else 'no-'}{k}" for k, v in rec["layout"].items() if isinstance(v, bool)]
+    again = run("predict", *dense, *back, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["step_time_s"] == rec["step_time_s"]
     one_line(run("recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--etp", "16"),
              "ETP = TP or 1")
 
