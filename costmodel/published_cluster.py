@@ -80,8 +80,12 @@ def row_cluster(r: dict, cluster_arg: str | None = None) -> tuple:
     for key, name in named:
         if gpu_of(name) == gpu_of(ref):
             return name, None, ()
-    if named:
+    # a note that also names the row's own GPU ("H100 nodes that replaced our V100 cluster") mentions the
+    # other system in passing; one that names only another GPU's system contradicts the gpu cell
+    own = re.split(r"[-_ ]", gpu)[0]
+    if named and not re.search(rf"(?<![\w-]){re.escape(own)}(?![\w])", note, re.IGNORECASE):
         key, name = named[0]
         return None, f"gpu {gpu!r} contradicts the interconnect note's system {key!r} ({gpu_of(name)})", ()
-    return ref, None, (f"cluster={ref}(the reference cluster of {gpu}: the interconnect note names no catalog "
-                       "cluster; validate --cluster names yours)",)
+    why = (f"the interconnect note's {named[0][0]!r} is another GPU's system, named beside {own}" if named
+           else "the interconnect note names no catalog cluster")
+    return ref, None, (f"cluster={ref}(the reference cluster of {gpu}: {why}; validate --cluster names yours)",)

@@ -60,7 +60,17 @@ _SOURCE_STACKS = {
 _LLAMA_FAMILY = re.compile(r"llama|mistral|mixtral|qwen", re.IGNORECASE)
 _SHARED_EXPERT = re.compile(r"shared expert \((\d+)\)", re.IGNORECASE)   # an MoE row's shared-expert width
 _MAX_ASSUMED_MBS = 16   # the largest unpublished micro-batch size tried (:func:`_fastest_mbs`)
-_CPU_OFFLOAD = re.compile(r"CPU \w*\s*offload", re.IGNORECASE)   # ZeRO-Offload: optimizer step on the host
+_CPU_OFFLOAD = r"CPU \w*\s*offload"   # ZeRO-Offload: optimizer step on the host
+#: what, right before a phrase, says the run did not have it: "no CPU offload", "not LoRA",
+#: "non-causal attention", "without liger", one word allowed between ("not using LoRA")
+_NEGATED = re.compile(r"(?:\b(?:no|not|non|without|w/o|never)[\s-]+(?:[\w.]+[\s-]+)?|\bnon-)$", re.IGNORECASE)
+
+
+def note_says(notes: str, pattern: str, flags: int = re.IGNORECASE) -> bool:
+    """Whether ``notes`` (a row's free text) states ``pattern`` (a regular expression) positively: a
+    match not preceded by a negation (:data:`_NEGATED`: "no degraded GPUs" does not say "degraded")."""
+    return any(not _NEGATED.search(notes[max(0, m.start() - 40):m.start()])
+               for m in re.finditer(pattern, notes, flags))
 # recipe switches a row's notes name, the CSV having no column for them
 # Liger-Kernel's apply_liger_kernel_to_llama (defaults rope, rms_norm, swiglu and fused linear cross-
 # entropy on: linkedin/Liger-Kernel src/liger_kernel/transformers/monkey_patch.py) and torch.compile
@@ -163,10 +173,10 @@ def row_switches(r: dict) -> dict:
     if _REPEAT_KV.search(notes):          # before the note switches, so a --no-kv-repeat there wins
         out["kv_repeat"] = True
     for key, switches in _NOTE_SWITCHES:
-        if key in notes:
+        if note_says(notes, re.escape(key), 0):
             out.update(switches)
     out.update(_flag_switches(r.get("notes", "")))
-    if _CPU_OFFLOAD.search(r.get("notes", "")):      # ZeRO-Offload: the step runs on the host CPU
+    if note_says(r.get("notes", ""), _CPU_OFFLOAD):      # ZeRO-Offload: the step runs on the host CPU
         out["optimizer_offload"] = True
     return out
 
@@ -200,10 +210,13 @@ def _flag_switches(notes: str) -> dict:
     return out
 
 
-def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool]:
-    """(sequence parallelism, assumed): the ``sequence_parallel`` column where it says true/false,
-    else on with TP > 1 for the stacks of :data:`_SP_WITH_TP` (assumed = True)."""
+def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool | str]:
+    """(sequence parallelism, assumed): the ``sequence_parallel`` column where it says true/false (true
+    at TP 1 is off, as Megatron-LM turns it off there: assumed is then the reason), else on with TP > 1
+    for the stacks of :data:`_SP_WITH_TP` (assumed = True)."""
     v = (r.get("sequence_parallel") or "").strip().lower()
+    if v == "true" and tp == 1:
+        return False, "Megatron-LM turns sequence parallelism off at TP 1"
     if v in ("true", "false"):
         return v == "true", False
     return tp > 1 and stack.name in _SP_WITH_TP, tp > 1

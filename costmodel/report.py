@@ -505,7 +505,8 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
     lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept); "
-                 "in band: used rows whose measured step lies inside the one-sigma band")
+                 "in band: used rows whose measured step lies inside the one-sigma band; Spearman: the rank "
+                 "correlation of all of a source's used rows (4 or more), whatever their configurations")
     if used_metrics:
         lines += ["FLOP conventions: " + "; ".join(f"{k} = {METRICS[k]}" for k in sorted(used_metrics))]
     rep = summary.get("spearman_repeats", {})
@@ -526,10 +527,11 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
             lines.append("  ceiling: Spearman of the measured steps against each configuration's mean measured "
                          "step, the best a model given only these inputs can rank")
     if show_rows:
-        lines += [f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
-                  + (" OOM" if r.predicted_oom else "") + (f"  on {r.cluster}" if r.cluster else "")
-                  + (f"  assumed {' '.join(r.assumed)}" if r.assumed else "")
-                  for r in results if not r.skipped]
+        lines += [(f"{r.row_id:22s} skipped: {r.skipped}" if r.skipped else
+                   f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
+                   + (" OOM" if r.predicted_oom else "") + (f"  on {r.cluster}" if r.cluster else "")
+                   + (f"  assumed {' '.join(r.assumed)}" if r.assumed else ""))
+                  for r in results]
         lines.append("assumed: what the row does not publish, filled by the stack's recipes (sp), the least "
                      "sharding and recompute that fit (zero, recompute), the fastest micro-batch that fits (mbs) "
                      "or the notes (switches, the distributed optimizer); *-not-modelled: a cost in the "

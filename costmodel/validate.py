@@ -24,7 +24,7 @@ from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
-from .published_row import (_fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
+from .published_row import (note_says, _fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,
                             cell_int as _int, misspelt_note_flags, notes_dist_opt, notes_name_dist_opt, catalog_mismatch, catalog_row_model, row_family, row_model, row_sp,
                             row_stack, row_switches, row_zero, switch_problem)
 from .published_cluster import row_cluster
@@ -124,7 +124,7 @@ def _measures_disagree(steps: dict) -> str | None:
     return None
 
 
-_CAUSAL = re.compile(r"causal attention", re.IGNORECASE)
+_CAUSAL = r"causal attention"     # "non-causal attention" is not (published_row.note_says)
 #: the architecture columns a catalog model fills where a row leaves them empty
 _ARCH_COLUMNS = ("num_layers", "hidden", "num_heads", "vocab")
 
@@ -138,14 +138,15 @@ METRICS = {
 }
 
 
-def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str) -> dict:
+def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str | None) -> dict:
     """The step time, s, each measured column of the row implies, in :data:`METRICS`' order of preference
     (column -> seconds; the row's empty columns absent): ``step_time_s`` as published;
     ``tokens_per_s_per_gpu`` as gbs x seq_len / (tokens/s x GPUs); ``hardware_tflops_per_gpu`` from
     executed FLOPs (the model FLOPs of Narayanan et al. SC21 times 4/3 under full recomputation, the
     convention of Megatron-DeepSpeed's "TFLOPs" log field); ``model_tflops_per_gpu`` from model FLOPs
     (whose attention convention differs between sources: a row whose notes say 'causal attention'
-    counts half the s x s scores)."""
+    counts half the s x s scores).  ``recompute`` None (the row does not publish it): no step from
+    hardware TFLOP/s, whose executed FLOPs depend on it."""
     out = {}
     st, tk = _float(r, "step_time_s"), _float(r, "tokens_per_s_per_gpu")
     if st:
@@ -154,8 +155,8 @@ def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, reco
         out["tokens_per_s_per_gpu"] = metrics.tokens_per_step(recipe) / (tk * n_gpus)
     hw, mt = _float(r, "hardware_tflops_per_gpu"), _float(r, "model_tflops_per_gpu")
     if hw or mt:
-        mflops = model_flops_per_step(model, recipe, causal=_CAUSAL.search(r.get("notes", "")) is not None)
-        if hw:
+        mflops = model_flops_per_step(model, recipe, causal=note_says(r.get("notes", ""), _CAUSAL))
+        if hw and recompute is not None:
             out["hardware_tflops_per_gpu"] = mflops * (4.0 / 3.0 if recompute == "full" else 1.0) / (hw * 1e12 * n_gpus)
         if mt:
             out["model_tflops_per_gpu"] = mflops / (mt * 1e12 * n_gpus)
@@ -168,7 +169,10 @@ def _skip_reason(r: dict) -> str | None:
     catalog = catalog_row_model(r) is not None
     for need in ("num_gpus", "num_layers", "hidden", "num_heads", "vocab", "seq_len", "gbs", "tp", "pp"):
         if not r.get(need, "").strip() and not (catalog and need in _ARCH_COLUMNS):
+            mis = catalog_mismatch(r) if need in _ARCH_COLUMNS else None
             return f"{need} not published" + ("" if need not in _ARCH_COLUMNS else
+                                              f" (the row departs from the catalog model it names: {mis}, so it is "
+                                              "read from its own columns)" if mis else
                                               " (or name a catalog model: `costmodel models`)")
     if not r.get("ffn_hidden", "").strip() and row_family(r) == "llama" and not catalog:
         return "ffn_hidden not published (a SwiGLU MLP's width is no fixed multiple of hidden)"
@@ -191,9 +195,9 @@ def _skip_reason(r: dict) -> str | None:
         return "logged interval includes warm-up iterations"
     if "pipeline not filled" in notes:
         return "batch-size ramp-up: the published config is not the one that ran"
-    if "degraded" in notes.lower():
+    if note_says(notes, r"degraded"):
         return "measured during a degraded-GPU period"
-    if re.search(r"task=lora\b|\bLoRA\b", notes):
+    if note_says(notes, r"task=lora\b|\bLoRA\b", 0):
         return "LoRA fine-tuning is not modelled (frozen base weights: no base gradients or optimizer states)"
     if re.search(r"task=sft\b", notes) and re.search(r"\bpacked\b", notes):
         # each packed sequence holds many short documents, each attending to itself only
@@ -229,9 +233,13 @@ def _row_problem(r: dict) -> str | None:
     return None
 
 
-def _no_metric(r: dict) -> str:
-    """Why a row has no measured step: none of the columns a step is read from; an MFU alone is not
-    read back into one, as the peak and FLOP convention it divides by are the source's."""
+def _no_metric(r: dict, recompute_known: bool = True) -> str:
+    """Why a row has no measured step: none of the columns a step is read from, or hardware TFLOP/s
+    without the recompute that sets its executed FLOPs; an MFU alone is not read back into one, as the
+    peak and FLOP convention it divides by are the source's."""
+    if not recompute_known and (r.get("hardware_tflops_per_gpu") or "").strip():
+        return ("hardware_tflops_per_gpu without its recompute: the executed FLOPs it counts depend on it "
+                "(4/3 of the model FLOPs under full recompute); give the recompute column or another measure")
     return "no throughput metric (step_time_s, tokens_per_s_per_gpu, hardware_tflops_per_gpu or model_tflops_per_gpu)" + (
         "; mfu alone is not used: the peak and FLOP convention it divides by are the source's"
         if (r.get("mfu") or "").strip() else "")
@@ -288,7 +296,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         InputError: a recipe value the model refuses (caught by :func:`validate_rows`, which skips
             the row naming the field).
     """
-    rid, src = r.get("row_id", "?"), r.get("source_file", "?")
+    rid, src = r.get("row_id", "?"), source_name(r)
     why = _bad_number(r) or _skip_reason(r) or _row_problem(r)
     cname, gpu_why, hw_assumed = row_cluster(r, hw[0])
     why = why or gpu_why
@@ -346,7 +354,9 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     fsdp_pp = row["zero"] == 3 and pp > 1 and stack.name == "torchtitan"
     if fsdp_pp:
         row["zero"] = 1
-    assumed = hw_assumed + _row_assumptions(r, stack, model, recipe, catalog, switches, sp if sp_assumed else None,
+    assumed = hw_assumed + _row_assumptions(r, stack, model, recipe, catalog, switches,
+                                             (f"{sp}({sp_assumed})" if isinstance(sp_assumed, str) else sp)
+                                             if sp_assumed else None,
                                             stack_zero, fsdp_pp)
     row, pp_assumed = stack_pipeline_mbs(r, stack, row, _int(r, "gbs"))
     assumed += pp_assumed
@@ -374,9 +384,9 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
                           uneven_pp=True)
     if code[0] >= 0:
         return f"layout not representable: {msgs[code[0]]}"
-    steps = implied_steps_s(r, model, recipe, n_gpus, row["recompute"])
+    steps = implied_steps_s(r, model, recipe, n_gpus, row["recompute"] if rc_known else None)
     if not steps:
-        return _no_metric(r)
+        return _no_metric(r, rc_known)
     metric, meas = next(iter(steps.items()))
     # a measurement above the GPU's dense peak cannot be a step of this run; one far below any published
     # run's is a value in other units (a step in ms read as s)
@@ -430,7 +440,7 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
         short = sum(v is None for k, v in r.items() if k is not None)
         r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
         # a row without an id is named by its place among the data rows, as the file's errors name it
-        rid, src = (r.get("row_id") or "").strip() or f"data row {i + 1}", r.get("source_file", "?")
+        rid, src = (r.get("row_id") or "").strip() or f"data row {i + 1}", source_name(r)
         if short:
             out.append(RowResult(rid, src, skipped=f"{short} cell(s) fewer than the header's columns"))
             continue
@@ -442,7 +452,8 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
         try:
             got = _prepare(r, cache, (cluster, profile))
         except InputError as e:     # a recipe flag's value names the row's column; a file names itself
-            got = (f"{e.where[2:].replace('-', '_')}: {e.message}" if e.where.startswith("--") else str(e))
+            got = (f"{e.where[2:].replace('-', '_')}: {_flags_as_columns(e.message)}" if e.where.startswith("--")
+                   else str(e))
         if isinstance(got, str):
             out.append(RowResult(rid, src, skipped=got))
             continue
@@ -468,6 +479,23 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
     return out
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_name(r: dict) -> str:
+    """The row's source as the report groups it: its ``source_file``, or "(no source_file)"."""
+    return (r.get("source_file") or "").strip() or "(no source_file)"
+
+
+def _flags_as_columns(message: str) -> str:
+    """``message`` with each ``--flag`` that is a column of the schema named as that column (a row's
+    precision is its cell, not a flag validate takes)."""
+    def col(m):
+        name = m.group(1).replace("-", "_")
+        return f"the {name} column" if name in RUN_COLUMNS else m.group(0)
+    return re.sub(r"--([a-z0-9][a-z0-9-]*)", col, message)
+
+
 def read_runs_csv(path: str | Path) -> list[dict]:
     """Read a throughput CSV (dev-set schema), skipping '#' comment lines.
 
@@ -479,7 +507,9 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     try:
-        numbered = [(n, ln) for n, ln in enumerate(read_text(path).splitlines(), 1)
+        # lines end at \n, \r\n or \r only, as the csv module reads them: str.splitlines also splits
+        # at \v, \f, U+0085 and U+2028, which a cell may hold, and cut its row in two
+        numbered = [(n, ln) for n, ln in enumerate(_LINE_BREAK.split(read_text(path)), 1)
                     if not ln.startswith("#")]
         lines = [ln for _, ln in numbered]
     except OSError as e:
@@ -488,7 +518,7 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     if not any(ln.strip() for ln in lines):
         raise InputError(path, "", "is empty (no header, no row)")
-    head = next(csv.reader(lines[:1]), [])
+    head = next(csv.reader(lines[:1], skipinitialspace=True), [])
     for sep, name in ((";", "semicolons"), ("\t", "tabs")):
         if len(head) == 1 and sep in head[0]:
             raise InputError(path, "header", f"its columns are separated by {name}: save it as a comma-separated CSV")
@@ -501,7 +531,7 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "header", f"not a runs CSV: its first line has none of the schema's columns "
                          f"({', '.join(sorted(need))}; README, 'Validate')")
     # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
-    reader = csv.DictReader(lines, strict=True)
+    reader = csv.DictReader(lines, strict=True, skipinitialspace=True)     # "a, b": spaces after commas
     rows, ends = [], []
     blank = lambda v: v is None or not (" ".join(v) if isinstance(v, list) else v).strip()   # noqa: E731
     try:
@@ -521,9 +551,13 @@ def read_runs_csv(path: str | Path) -> list[dict]:
                              "header's columns (a comma inside a cell needs quotes)")
     header = set(reader.fieldnames or [])
     unknown = sorted(header - set(RUN_COLUMNS))
+    if "" in header:                 # an Excel-style trailing comma, or two commas in a row
+        raise InputError(path, "header", "a column without a name (a trailing comma, or two commas in a row?)")
     if not need <= header:
-        slips = [f"{u!r} for {m[0]!r}" for u in unknown for m in [difflib.get_close_matches(u, sorted(need - header), 1, 0.8)]
-                 if m]
+        # the schema's names are lower-case: 'GBS' for 'gbs' is a slip as much as 'gbss' is
+        slips = [f"{u!r} for {m[0]!r}" for u in unknown
+                 for m in [[u.lower()] if u.lower() in need - header else
+                           difflib.get_close_matches(u.lower(), sorted(need - header), 1, 0.8)] if m]
         raise InputError(path, "header", f"missing columns {sorted(need - header)}"
                          + (f" (misspelt? {', '.join(slips)})" if slips else ""))
     if unknown:                      # a misspelt column would leave its value to a default
@@ -533,6 +567,10 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "header", f"no measured column: one of {', '.join(METRICS)}")
     if not rows:
         raise InputError(path, "", "has a header but no row")
+    for r in rows:                   # categorical cells in any case, as precision and fsdp_or_zero are read
+        for k in ("recompute", "stack", "sequence_parallel"):
+            if isinstance(r.get(k), str):
+                r[k] = r[k].strip().lower()
     return rows
 
 

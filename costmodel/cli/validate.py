@@ -20,7 +20,8 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
              profile: Optional[str] = typer.Option(None, "--profile", help="Calibrated profile YAML to price the rows "
                                                    "with (default: the GPU's built-in one).")):
     """Predict every published run of a CSV and report the step-time error per source: rows used and
-    skipped (with why), mean and max |error|, Spearman rank correlation within each sweep."""
+    skipped (with why), mean and max |error|, Spearman rank correlation of each source's rows and, listed
+    below the table, within each sweep (one source, model and GPU count)."""
     from ..errors import InputError
     from ..validate import read_runs_csv, summarize, validate_rows
     if plot is not None:
@@ -37,7 +38,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         check_profile_gpu(cluster_profile(load_cluster(cluster), profile), load_cluster(cluster))
     results = validate_rows(read_runs_csv(runs), runs, cluster, profile)
     summary = summarize(results)
-    if plot is not None:
+    if plot is not None and any(not r.skipped for r in results):   # else the skip reasons come first, then the error
         from ..plots import validate_scatter
         from pathlib import Path
         summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
@@ -54,7 +55,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
     out = report.console()
     for x in report.validate_tables(summary, results, rows):
         out.print(x, highlight=False) if isinstance(x, str) else out.print(x)
-    if plot is not None:
+    if "plot" in summary:
         out.print(f"wrote {summary['plot']}", highlight=False)
     _require_a_used_row(results, runs, strict)
 

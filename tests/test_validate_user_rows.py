@@ -1,0 +1,132 @@
+"""validate on a user's own CSV: what its free-text notes, its spelling and its odd characters may and
+may not decide (a new user's findings, each with the row that showed it)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel import report
+from costmodel.errors import InputError
+from costmodel.validate import read_runs_csv, summarize, validate_rows
+
+REPO = Path(__file__).resolve().parents[1]
+COLS = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,num_heads,seq_len,gbs,"
+        "mbs,tp,pp,dp,cp,sequence_parallel,recompute,fsdp_or_zero,precision,stack,tokens_per_s_per_gpu,"
+        "hardware_tflops_per_gpu,model_tflops_per_gpu,notes").split(",")
+#: Llama 3 8B on 8 H100, DP 8, Megatron, 8000 tokens/s/GPU at seq 8192 and gbs 512: 65.536 s a step
+BASE = dict(row_id="a1", source_file="mine", gpu="H100-SXM-80GB", num_gpus="8", gpus_per_node="8", model="llama3-8b",
+            seq_len="8192", gbs="512", mbs="1", tp="1", pp="1", dp="8", cp="1", sequence_parallel="false",
+            recompute="full", fsdp_or_zero="zero-1", precision="bf16", stack="megatron", tokens_per_s_per_gpu="8000")
+
+
+def _cell(v: str) -> str:
+    return '"' + v.replace('"', '""') + '"' if any(c in v for c in ',"\n') else v
+
+
+def _rows(tmp_path, *rows, header=None, name="runs.csv"):
+    f = tmp_path / name
+    lines = [header or ",".join(COLS)] + [",".join(_cell(r.get(c, "")) for c in COLS) for r in rows]
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return validate_rows(read_runs_csv(f), str(f))
+
+
+def _one(tmp_path, **kw):
+    (res,) = _rows(tmp_path, dict(BASE, **kw))
+    return res
+
+
+def test_a_line_separator_inside_a_cell_keeps_the_row_whole(tmp_path):
+    """U+2028, U+0085, \\v and \\f are not line ends in a CSV: str.splitlines had cut the row in two and
+    made a phantom row of its end."""
+    for ch in ("\u2028", "\x85", "\x0b", "\x0c"):
+        res = _rows(tmp_path, dict(BASE, interconnect_note=f"DGX H100{ch}IB NDR"), dict(BASE, row_id="a2"))
+        assert [r.row_id for r in res] == ["a1", "a2"] and not any(r.skipped for r in res), [r.skipped for r in res]
+        assert res[0].measured_s == pytest.approx(65.536)
+
+
+def test_negated_notes_say_the_opposite(tmp_path):
+    """'non-causal attention' counts the whole s x s scores (it had been read as causal), and 'no degraded
+    GPUs', 'not LoRA' and 'no CPU offload' are not the things they negate."""
+    flops = dict(tokens_per_s_per_gpu="", model_tflops_per_gpu="400")
+    plain, non, causal = (_one(tmp_path, **flops, notes=n).measured_s
+                          for n in ("x", "non-causal attention", "causal attention"))
+    assert non == pytest.approx(plain, rel=1e-12) and causal < 0.9 * plain
+    assert _one(tmp_path, **flops, notes="not causal attention").measured_s == pytest.approx(plain, rel=1e-12)
+    base = _one(tmp_path)
+    for n in ("no degraded GPUs (dcgm checked)", "full pretraining; not LoRA", "no CPU offload",
+              "without torch.compile"):
+        got = _one(tmp_path, notes=n)
+        assert not got.skipped and got.predicted_s == pytest.approx(base.predicted_s, rel=1e-12), (n, got.skipped)
+    assert _one(tmp_path, notes="measured on degraded GPUs").skipped == "measured during a degraded-GPU period"
+    assert _one(tmp_path, notes="ZeRO CPU offload").predicted_s > base.predicted_s
+
+
+def test_hardware_tflops_without_the_recompute_is_not_converted_on_a_guess(tmp_path):
+    """Executed FLOPs count the recomputed forward: the step they imply depends on a recompute the row
+    does not give (it had been converted at full recompute of every layer while the prediction assumed
+    another)."""
+    got = _one(tmp_path, tokens_per_s_per_gpu="", hardware_tflops_per_gpu="400", recompute="")
+    assert got.skipped.startswith("hardware_tflops_per_gpu without its recompute")
+    full = _one(tmp_path, tokens_per_s_per_gpu="", hardware_tflops_per_gpu="400", recompute="full")
+    assert full.measured_s == pytest.approx(4 / 3 * _one(tmp_path, tokens_per_s_per_gpu="", model_tflops_per_gpu="400",
+                                                         recompute="full").measured_s, rel=1e-9)
+
+
+def test_a_row_departing_from_its_catalog_model_says_so(tmp_path):
+    got = _one(tmp_path, num_layers="40")
+    assert got.skipped.startswith("hidden not published (the row departs from the catalog model it names: "
+                                  "num_layers 40, catalog llama3-8b 32")
+
+
+def test_another_gpu_named_beside_the_row_s_own_is_prose(tmp_path):
+    """'H100 nodes that replaced our V100 cluster' is an H100 row on the H100 reference cluster (it had been
+    skipped as contradicting the note's V100 system); a note naming only another GPU's system still is."""
+    got = _one(tmp_path, interconnect_note="H100 nodes that replaced our V100 cluster; NDR IB")
+    assert not got.skipped and got.cluster == "dgx-h100"
+    assert any("'V100' is another GPU's system, named beside H100" in a for a in got.assumed)
+    assert _one(tmp_path, interconnect_note="Selene DGX A100").skipped.startswith("gpu 'H100-SXM-80GB' contradicts")
+
+
+def test_sequence_parallel_at_tp_1_is_off_as_megatron_turns_it_off(tmp_path):
+    got = _one(tmp_path, sequence_parallel="true")
+    assert not got.skipped and "sp=False(Megatron-LM turns sequence parallelism off at TP 1)" in got.assumed
+    assert got.predicted_s == pytest.approx(_one(tmp_path).predicted_s, rel=1e-12)
+
+
+def test_categorical_cells_take_any_case_and_precision_errors_name_the_column(tmp_path):
+    base = _one(tmp_path)
+    got = _one(tmp_path, stack="Megatron", recompute="Full", sequence_parallel="FALSE")
+    assert not got.skipped and got.predicted_s == pytest.approx(base.predicted_s, rel=1e-12)
+    fp8 = _one(tmp_path, gpu="A100-SXM-80GB", interconnect_note="", precision="fp8")
+    assert "give the precision column bf16 or fp16" in fp8.skipped and "--precision" not in fp8.skipped
+
+
+def test_header_spacing_case_and_trailing_commas(tmp_path):
+    """'a, b' headers (spaces after commas) are read; 'GBS' is named as the slip for 'gbs'; a trailing comma
+    is said to be one."""
+    spaced = ", ".join(COLS)
+    (got,) = _rows(tmp_path, BASE, header=spaced)
+    assert not got.skipped and got.measured_s == pytest.approx(65.536)
+    with pytest.raises(InputError, match=r"missing columns \['gbs'\] \(misspelt\? 'GBS' for 'gbs'\)"):
+        _rows(tmp_path, BASE, header=",".join(c.upper() if c == "gbs" else c for c in COLS))
+    with pytest.raises(InputError, match="a column without a name"):
+        _rows(tmp_path, BASE, header=",".join(COLS) + ",")
+
+
+def test_rows_lists_skipped_rows_and_a_sourceless_row_is_named(tmp_path):
+    res = _rows(tmp_path, BASE, dict(BASE, row_id="a2", gbs="0"), dict(BASE, row_id="a3", source_file=""))
+    lines = [x for x in report.validate_tables(summarize(res), res, show_rows=True) if isinstance(x, str)]
+    assert any(x.startswith("a2") and " skipped: " in x for x in lines), lines
+    assert any(x.startswith("a1") and "measured" in x for x in lines)
+    assert "(no source_file)" in summarize(res)["sources"]
+
+
+def test_plot_of_a_file_whose_rows_are_all_skipped_prints_their_reasons_first(tmp_path):
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "bad.csv"
+    f.write_text(",".join(COLS) + "\n" + ",".join(_cell(dict(BASE, stack="megatron-lm").get(c, "")) for c in COLS) + "\n")
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), "--plot", str(tmp_path / "p")],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 2 and "stack 'megatron-lm' is not one of" in r.stdout, (r.stdout, r.stderr)
+    assert "no usable row" in r.stderr and "Traceback" not in r.stderr
