@@ -169,14 +169,30 @@ class LayoutTable:
     def from_rows(rows: list[dict]) -> "LayoutTable":
         """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index); a row
         without ``recompute_num_layers`` recomputes every layer it recomputes (0), one without
-        ``etp`` (or with None) runs its experts at its TP (Megatron's default)."""
+        ``etp`` (or with None) runs its experts at its TP (Megatron's default).
+
+        Raises:
+            InputError: a row without a field, a choice not among its names, a switch that is not a
+                bool, or a degree (or micro-batch) that is not a whole number >= 1.
+        """
         cols = {f: [] for f in FIELDS}
         for r in rows:
             for f in FIELDS:
+                if f not in ("recompute_num_layers", "etp") and f not in r:
+                    raise InputError("layout", f, f"missing (a layout gives {', '.join(FIELDS)})")
                 v = (r.get(f, 0) if f == "recompute_num_layers" else (r.get("etp") or r["tp"]) if f == "etp"
                      else r[f])
                 if f in _CHOICE_FIELDS and isinstance(v, str):
+                    if v not in _CHOICE_FIELDS[f]:
+                        raise InputError("layout", f, f"{v!r} is not one of {', '.join(_CHOICE_FIELDS[f])}"
+                                         + (" (predict's 'auto' is a CLI choice: it tries each)" if v == "auto" else ""))
                     v = _CHOICE_FIELDS[f].index(v)
+                elif f in _BOOL_FIELDS and not isinstance(v, (bool, np.bool_)):
+                    raise InputError("layout", f, f"must be True or False, got {v!r}")
+                elif f not in _BOOL_FIELDS and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                    raise InputError("layout", f, f"must be a whole number, got {v!r}")
+                elif f not in _BOOL_FIELDS and f not in ("recompute_num_layers", "zero") and v < 1:
+                    raise InputError("layout", f, f"must be >= 1, got {v}")
                 cols[f].append(v)
         arr = {f: np.asarray(v, dtype=bool if f in _BOOL_FIELDS else np.int64) for f, v in cols.items()}
         return LayoutTable(**arr)

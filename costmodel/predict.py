@@ -20,7 +20,7 @@ from .comm import blend_edge_comm, data_parallel_comm_times, merge_comm, microba
 from .compute import blend_edge_layers, compute_times, edge_layer_share, edge_recipe16, gemm_dtype
 from .energy import EnergyReport, layout_energy, missing_inputs
 from .errors import InputError
-from .layouts import LayoutTable, layers_per_stage, layout_name
+from .layouts import LayoutTable, layers_per_stage, layout_name, validity
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -281,8 +281,9 @@ def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
                  inlet_temp_c: float | None = None, derate: dict | None = None) -> list[RunPrediction]:
-    """Predict each layout of a valid table (one vectorised pass), with its band and, when ``energy``
-    and the power/thermal model can run, its power, energy and temperature.
+    """Predict each layout of a table (one vectorised pass), with its band and, when ``energy``
+    and the power/thermal model can run, its power, energy and temperature.  Every layout must be
+    valid on this cluster (costmodel.layouts.validity, uneven pipeline splits allowed).
 
     Args:
         caps_w: per-GPU power cap, W: one value for every stage, a sequence of one per pipeline stage
@@ -297,6 +298,12 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
             stage, or power flags given when the power/thermal model lacks inputs (their list names
             what is missing).
     """
+    code, msgs = validity(layouts, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
+    bad = np.flatnonzero(code >= 0)
+    if len(bad):        # a layout no run can have: its numbers would look plausible and mean nothing
+        i = int(bad[0])
+        raise InputError("layout", "", f"invalid: {msgs[code[i]]} (got {layout_name(layouts.row(i))}"
+                         + (f", row {i} of {len(layouts)}" if len(layouts) > 1 else "") + ")")
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
     if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):
@@ -355,5 +362,10 @@ def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, prof
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
                 **kw) -> RunPrediction:
     """Predict one layout (a dict with the keys of costmodel.layouts.FIELDS): :func:`predict_runs`
-    on a table of one.  The layout must be valid (costmodel.layouts.check_layout)."""
+    on a table of one.
+
+    Raises:
+        InputError: a field missing or of the wrong kind (costmodel.layouts.LayoutTable.from_rows), a
+            layout no run can have (the rule it breaks), or what :func:`predict_runs` raises.
+    """
     return predict_runs(model, recipe, cluster, profile, LayoutTable.from_rows([layout]), **kw)[0]

@@ -24,8 +24,10 @@ class SearchResult:
     """Outcome of a search.
 
     Attributes:
-        ranked: predictions of the feasible layouts, fastest first.
-        n_valid: layouts passing the divisibility rules.
+        ranked: predictions of the feasible layouts, fastest first, with the partial-recompute
+            variants (full recompute on fewer layers, :func:`partial_recompute`) added to them: it
+            can hold more rows than ``n_feasible``.
+        n_valid: layouts passing the divisibility rules (the enumerated ones, variants aside).
         n_feasible: of those, layouts fitting in HBM.
         closest_infeasible: when nothing fits, the prediction with the smallest peak memory (else None).
         faster_infeasible: the fastest layout overall when it does not fit in memory and beats the

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import sys
 from typing import Optional
 
 import typer
 
 from ..errors import InputError
+from .notes import note
 from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, Recipe, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
@@ -296,15 +296,13 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     if seq_len is None and model.seq_len_assumed:
         why = (f"min(max_position_embeddings {model.max_positions}, 4096)" if model.max_positions
                else "4096 (it gives no max_position_embeddings either)")
-        print(f"costmodel: note: {model_arg} gives no training length (a catalog file's _seq_len; a Hugging Face "
-              f"config.json has none): seq_len {model.seq_len} = "
-              f"{why}; pass --seq-len", file=sys.stderr)
+        note(f"{model_arg} gives no training length (a catalog file's _seq_len; a Hugging Face "
+             f"config.json has none): seq_len {model.seq_len} = {why}; pass --seq-len")
     if not known_family(model):
         what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
-        print(f"costmodel: note: {model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its generic keys "
-              "(biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, full "
-              "attention in every layer whatever its sliding_window says)",
-              file=sys.stderr)
+        note(f"{model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its "
+             "generic keys (biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, "
+             "full attention in every layer whatever its sliding_window says)")
     check_recipe_flags(recipe_flags or {})
     given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
     if not model.is_moe:        # a dense model's MoE flags first: before the recipe checks their values
@@ -317,8 +315,8 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
         raise InputError("--recompute-modules", "", why)
     profile = cluster_profile(cluster, profile_arg)
     check_profile_gpu(profile, cluster)
-    for note in profile_notes(profile, cluster):
-        print(f"costmodel: note: {note}", file=sys.stderr)
+    for n in profile_notes(profile, cluster):
+        note(n)
     return model, cluster, recipe, profile
 
 

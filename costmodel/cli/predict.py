@@ -16,6 +16,7 @@ from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import check_megatron_rules, get_stack
+from .notes import note, said, start
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -62,9 +63,9 @@ def parse_caps(text: str | None, pp: int):
 
 
 def _print_notes(notes: list) -> None:
-    """Print the non-empty notes on stderr, one line each."""
-    for note in filter(None, notes):
-        print(f"costmodel: note: {note}", file=sys.stderr)
+    """Print the non-empty notes on stderr, one line each (costmodel.cli.notes keeps them)."""
+    for n in filter(None, notes):
+        note(n)
 
 
 DERATE = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock (a HW-slowdown or power-brake "
@@ -91,6 +92,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             recipe_flags: dict = None, fabric_flags: dict = None):
     """Predict one layout: step time, throughput, MFU, memory, power, temperature and energy (exit 3, after the
     full report, when the layout does not fit)."""
+    start()
     check_format(fmt)
     sc = dict(gbs=gbs, seq_len=seq_len, precision=precision, nodes=nodes, stack=stack)
     # the configuration's notes wait until the layout is known good: a refusal stays one line
@@ -133,29 +135,25 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             n = lay["recompute_num_layers"]
             chose = lay["recompute"] + (f" on {n} layer{'s' if n > 1 else ''} per chunk (--recompute-method "
                                         f"block --recompute-num-layers {n})" if n else "")
-            print(f"costmodel: note: --recompute auto chose {chose}" if fits else
-                  "costmodel: note: --recompute auto: no recomputation fits; full needs the least memory"
-                  if lay["recompute"] == "full" else
-                  f"costmodel: note: --recompute auto: nothing fits; {chose} is the most recomputation "
-                  "--moe-ep-overlap runs (Megatron-core refuses full recompute with it)", file=sys.stderr)
+            note(f"--recompute auto chose {chose}" if fits else
+                 "--recompute auto: no recomputation fits; full needs the least memory"
+                 if lay["recompute"] == "full" else
+                 f"--recompute auto: nothing fits; {chose} is the most recomputation "
+                 "--moe-ep-overlap runs (Megatron-core refuses full recompute with it)")
         run = predict_run(m, r, c, p, lay, caps_w=parse_caps(power_cap_w, lay["pp"]), warm_steps=warm_steps,
                           inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []))
     for n in fabric_notes(p, c):
-        print(n, file=sys.stderr)
+        note(n)
     if run.energy_missing:
-        print(f"costmodel: note: no power/thermal prediction (missing: {', '.join(run.energy_missing)})",
-              file=sys.stderr)
+        note(f"no power/thermal prediction (missing: {', '.join(run.energy_missing)})")
     if run.energy is not None and p.power is not None and p.power.not_fitted():
-        print(f"costmodel: note: the energy answer rests on power coefficients of {p.path} that were not fitted on "
-              f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)",
-              file=sys.stderr)
-    note = _selective_attention_note(m, r, c, p, lay, run)
-    if note:
-        print(f"costmodel: note: {note}", file=sys.stderr)
+        note(f"the energy answer rests on power coefficients of {p.path} that were not fitted on "
+             f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)")
+    note(_selective_attention_note(m, r, c, p, lay, run))
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:
-        rec["notes"] = notes             # what the configuration and the defaults said, as stderr says it
+        rec["notes"] = said()            # every note stderr printed, in order
         if placed is not None:
             rec["pp_layout"] = dict(text=placed.text, rank_layers=placed.rank_layers(), rank_mtp=placed.rank_mtp())
         if fmt is not None:
@@ -349,8 +347,7 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
            "happen only when sequence parallelism is enabled')")
     if given:
         raise InputError("--tp-comm-overlap", "", f"{why}: add --sp or drop --tp-comm-overlap")
-    print(f"costmodel: note: the {r.stack} stack's TP-communication overlap {why}: off for this --no-sp layout",
-          file=sys.stderr)
+    note(f"the {r.stack} stack's TP-communication overlap {why}: off for this --no-sp layout")
     return dataclasses.replace(r, tp_comm_overlap=False)
 
 

@@ -200,8 +200,11 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
             is_dir, is_file = p.is_dir(), p.is_file()
         except (OSError, ValueError) as e:
             raise InputError(flag, "", f"{what} file {name_or_path[:80]!r}: {e.strerror or e}") from None
+        if is_dir and what == "model" and (p / "config.json").is_file():
+            return p / "config.json"        # a Hugging Face snapshot folder, as from_pretrained takes it
         if is_dir:
-            raise InputError(flag, "", f"{what} file {name_or_path!r} is a directory, not a file")
+            raise InputError(flag, "", f"{what} file {name_or_path!r} is a directory, not a file"
+                             + (" (nor a folder with a config.json)" if what == "model" else ""))
         if not is_file:
             raise InputError(flag, "", f"{what} file {name_or_path!r} does not exist")
         return p

@@ -32,6 +32,7 @@ import difflib
 
 from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
+from .hf_model_types import HF_MODEL_TYPES
 from .loading import _get_int
 from .model import ModelSpec, dense_layer_fields
 
@@ -79,7 +80,8 @@ _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", 
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
 _UNMODELLED = {
-    "vision_config": "a vision encoder (pass the language model's text_config instead)",
+    "vision_config": ("a vision encoder: the reader prices the language model alone; pass its text_config as "
+                      "a file of its own (jq .text_config config.json > text_config.json)"),
     "audio_config": "an audio encoder",
     "linear_attn_config": "linear-attention layers",
     "index_n_heads": "a sparse-attention indexer (DeepSeek-V3.2)",
@@ -87,6 +89,19 @@ _UNMODELLED = {
     "index_topk": "a sparse-attention indexer (DeepSeek-V3.2)",
     "attn_layer_period": "Mamba layers between the attention layers (Jamba)",
     "mamba_d_state": "Mamba layers",
+    # hybrids of state-space and attention layers (Nemotron-H, Falcon-H1, Zamba, Granite 4, Bamba), and
+    # recurrent blocks (RecurrentGemma): their layers are not transformer layers
+    "hybrid_override_pattern": "Mamba-2 and MLP-only layers among the attention layers (Nemotron-H)",
+    "mamba_num_heads": "Mamba-2 layers",
+    "mamba_n_heads": "Mamba-2 layers",
+    "mamba_head_dim": "Mamba-2 layers",
+    "mamba_d_ssm": "Mamba-2 layers",
+    "mamba_expand": "Mamba layers",
+    "ssm_state_size": "state-space (Mamba) layers",
+    "layers_block_type": "Mamba layers between the attention layers",
+    "block_types": "recurrent (RG-LRU) blocks (RecurrentGemma)",
+    "altup_num_inputs": "AltUp's parallel streams and LAuReL (Gemma 3n)",
+    "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n)",
     "linear_num_value_heads": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
     "linear_conv_kernel_dim": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
 }
@@ -250,7 +265,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
     w = str(path)
     d, w = _nested(d, w)
     mt = d.get("model_type")
-    _check_model_type(mt, w)
+    _check_model_type(mt, w, remote="auto_map" in d)
     if isinstance(mt, str) and mt in _ALIASES:
         d = dict(d, model_type=_ALIASES[mt])
     if isinstance(mt, str) and mt in _FAMILY_DEFAULTS:
@@ -259,9 +274,11 @@ def read_model_config(d: dict, path) -> ModelSpec:
     return read_checked(lambda: _read(doc, w, path), doc, w)
 
 
-def _check_model_type(mt, w: str) -> None:
+def _check_model_type(mt, w: str, remote: bool = False) -> None:
     """Refuse a model_type that is not text, or one a slip away from a family the reader knows ('Qwen3',
     'mixtrl'): Hugging Face refuses both, and read as a plain decoder it would lose the family's twists.
+    A Hugging Face model_type of its own (:data:`HF_MODEL_TYPES`: ``gpt_neox`` beside ``gpt_neo``) or a
+    remote-code one (``remote``: the file has an ``auto_map``) is no slip.
 
     Raises:
         InputError: naming model_type and the family it stands for.
@@ -272,11 +289,12 @@ def _check_model_type(mt, w: str) -> None:
         raise InputError(w, "model_type", f"expected a name, got {mt!r}")
     if mt in _REFUSED_TYPES:
         raise InputError(w, "model_type", f"{mt!r}: {_REFUSED_TYPES[mt]}")
-    if mt in _KNOWN_TYPES or mt in _ALIASES:
+    if mt in _KNOWN_TYPES or mt in _ALIASES or mt in HF_MODEL_TYPES or remote:
         return
     near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
     if near:
-        raise InputError(w, "model_type", f"{mt!r} is not a Hugging Face model_type; did you mean {near[0]!r}?")
+        raise InputError(w, "model_type", f"{mt!r} is not a Hugging Face model_type (transformers registers no "
+                         f"such name, and the file has no auto_map of remote code); did you mean {near[0]!r}?")
 
 
 def known_family(model: ModelSpec) -> bool:

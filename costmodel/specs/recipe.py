@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
+
+import numpy as np
 
 from ..errors import InputError
 from ..formats import FORMATS, FP8_RECIPE_STACKS, FP8_RECIPES
@@ -204,6 +207,12 @@ def megatron_capacity_factor(v) -> float:
 class Recipe:
     """The training recipe: global batch (sequences), sequence length (tokens), precision.
 
+    The field defaults below are no stack's own: a run of a stack takes that stack's defaults (and
+    its GPU's attention kernel) from ``costmodel.stacks.stack_recipe(get_stack(name), gbs, seq_len,
+    precision, gpu=cluster.gpu, **switches)``, as every command does; ``stack`` here only names it.
+    Raises :class:`costmodel.errors.InputError` (naming the CLI flag of the field) for a value of the
+    wrong kind or outside its choices.
+
     ``optimizer`` names one of :data:`OPTIMIZERS`, kept with fp32 master weights (Megatron-LM mixed
     precision; Adam by default); ``stack`` names the training stack whose defaults the recipe took
     (costmodel.stacks; it selects the regime of the model-form error); ``fp8_recipe`` (delayed |
@@ -352,6 +361,19 @@ class Recipe:
         return CROSS_ENTROPIES[self.cross_entropy]
 
     def __post_init__(self):
+        # a library caller's values are typed as the CLI's are: "no" is not False, 128.5 not a batch
+        for f in fields(self):
+            v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if f.type in ("bool", bool) and not isinstance(v, (bool, np.bool_)):
+                raise InputError(flag, "", f"must be True or False, got {v!r}")
+            if f.type in ("int", int) and (isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)) and not (
+                    isinstance(v, float) and v.is_integer() and f.name in ("doc_tokens", "bf16_edge_layers")):
+                raise InputError(flag, "", f"must be a whole number, got {v!r}")
+            if f.type in ("str", str) and not isinstance(v, str):
+                raise InputError(flag, "", f"must be a name, got {v!r}")
+        from ..stacks import STACKS        # stacks builds on this module: imported when a recipe is made
+        if self.stack not in STACKS:
+            raise InputError("--stack", "", f"{self.stack!r} is not one of {', '.join(STACKS)}")
         # the model computes in float64, exact for integers up to 2^53: larger counts are not a batch
         for flag, v in (("--gbs", self.gbs), ("--seq-len", self.seq_len)):
             if not 1 <= v <= _MAX_COUNT:

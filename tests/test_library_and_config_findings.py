@@ -1,0 +1,119 @@
+"""The library as a notebook uses it, and Hugging Face configs of families the reader does not know (a
+new user's findings, each with the input that showed it)."""
+import json
+import shutil
+
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.predict import predict_run
+from costmodel.specs import Recipe, cluster_profile, load_cluster, load_model
+from costmodel.stacks import get_stack, stack_recipe
+
+DATA = "tests/data/models/"
+LAYOUT = dict(tp=4, pp=4, dp=4, cp=1, ep=1, vp=1, mbs=1, recompute="selective", zero=1, sp=True, overlap=True)
+
+
+@pytest.fixture(scope="module")
+def setup70b():
+    m, c = load_model("llama3-70b"), load_cluster("dgx-h100", 8)
+    return m, stack_recipe(get_stack("megatron"), 128, 8192, "bf16", gpu=c.gpu), c, cluster_profile(c, None)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(dp=2), "TP x PP x DP x CP must equal the number of GPUs (64)"),
+    (dict(tp=16, dp=1), "TP must divide the GPUs of one NVLink domain"),
+    (dict(zero=5), "ZeRO stage must be 0-3"),
+    (dict(ep=2), "EP > 1 needs an MoE model"),
+    (dict(mbs=0), "mbs: must be >= 1, got 0"),
+    (dict(recompute="auto"), "recompute: 'auto' is not one of none, selective, full"),
+    (dict(tp=4.0), "tp: must be a whole number, got 4.0"),
+    (dict(sp="yes"), "sp: must be True or False, got 'yes'")])
+def test_predict_run_refuses_a_layout_no_run_can_have(setup70b, change, needle):
+    """predict_run had priced these (a 32-GPU layout on 64 GPUs, TP 16 across nodes, ZeRO 5) or failed
+    with a bare ValueError / KeyError."""
+    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        predict_run(*setup70b, dict(LAYOUT, **change))
+
+
+def test_predict_run_names_a_missing_field(setup70b):
+    lay = dict(LAYOUT)
+    del lay["dp"]
+    with pytest.raises(InputError, match="dp: missing"):
+        predict_run(*setup70b, lay)
+
+
+def test_the_library_s_stack_recipe_is_the_cli_s(setup70b):
+    """The README's library example: stack_recipe gives the stack's defaults (Megatron's DP overlap off,
+    cuDNN attention on Hopper), and its step is predict's."""
+    import subprocess
+    import sys
+    m, r, c, p = setup70b
+    assert (r.dp_overlap, r.attention_kernel, r.moe_dispatcher) == (False, "cudnn", "allgather")
+    cli = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-70b", "--cluster",
+                          "dgx-h100", "--nodes", "8", "--gbs", "128", "--seq-len", "8192", "--tp", "4", "--pp", "4",
+                          "--mbs", "1", "--recompute", "selective", "--zero", "1", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    rec, run = json.loads(cli.stdout), predict_run(m, r, c, p, LAYOUT)
+    assert cli.returncode == (0 if rec["feasible"] else 3) and run.feasible == rec["feasible"]
+    assert run.step_time_s == pytest.approx(rec["step_time_s"], rel=1e-9)
+    assert run.peak_mem_bytes == pytest.approx(rec["peak_mem_bytes"], rel=1e-9)
+
+
+@pytest.mark.parametrize("kw, needle", [(dict(gbs=128.5), "--gbs: must be a whole number"),
+                                        (dict(gbs="128"), "--gbs: must be a whole number"),
+                                        (dict(dp_overlap="no"), "--dp-overlap: must be True or False"),
+                                        (dict(stack="foo"), "--stack: 'foo' is not one of megatron")])
+def test_a_recipe_of_the_wrong_kind_is_refused(kw, needle):
+    with pytest.raises(InputError, match=needle):
+        Recipe(**dict(dict(gbs=128, seq_len=4096), **kw))
+
+
+def test_a_hugging_face_model_type_of_its_own_is_no_slip(tmp_path):
+    """gpt_neox is GPT-NeoX (Pythia), not a misspelt gpt_neo: read as a plain decoder, within 0.1% of its
+    published count (its biases aside); a name Hugging Face does not register, one edit from a known
+    family, is still a slip."""
+    m = load_model(DATA + "pythia-1b.json")
+    assert m.params() == pytest.approx(1_011_781_632, rel=1e-3)
+    d = json.load(open(DATA + "pythia-1b.json"))
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(dict(d, model_type="gpt_neoo")))
+    with pytest.raises(InputError, match="'gpt_neoo' is not a Hugging Face model_type .* did you mean 'gpt_neo'"):
+        load_model(str(f))
+    f.write_text(json.dumps(dict(d, model_type="gpt_neoo", auto_map={"AutoConfig": "x.Config"})))
+    assert load_model(str(f)).params() == m.params()          # remote code names its own type
+
+
+@pytest.mark.parametrize("key, value, needle", [("hybrid_override_pattern", "M-M*-", "Nemotron-H"),
+                                                ("ssm_state_size", 128, "state-space"),
+                                                ("altup_num_inputs", 4, "Gemma 3n")])
+def test_state_space_and_gemma3n_layers_are_refused_by_key(tmp_path, key, value, needle):
+    """Nemotron-H's Mamba-2 layers had been counted as 52 transformer layers (+55%)."""
+    d = json.load(open(DATA + "pythia-1b.json"))
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(dict(d, model_type="nemotron_h", **{key: value})))
+    with pytest.raises(InputError, match=f"{key}: not modelled: .*{needle}"):
+        load_model(str(f))
+
+
+def test_a_snapshot_folder_is_read_by_its_config_json(tmp_path):
+    shutil.copy(DATA + "pythia-1b.json", tmp_path / "config.json")
+    assert load_model(str(tmp_path)).params() == load_model(DATA + "pythia-1b.json").params()
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(InputError, match="is a directory, not a file .nor a folder with a config.json."):
+        load_model(str(tmp_path))
+
+
+def test_predict_json_notes_are_every_note_stderr_printed():
+    """--json's notes had left out the assumed training length, the plain-decoder reading and what
+    --recompute auto chose, which stderr printed."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--model", DATA + "pythia-1b.json",
+                        "--cluster", "dgx-h100", "--recompute", "auto", "--json"], capture_output=True, text=True,
+                       timeout=300)
+    notes = json.loads(r.stdout)["notes"]
+    said = [ln[len("costmodel: note: "):] for ln in r.stderr.splitlines() if ln.startswith("costmodel: note: ")]
+    assert notes == said and len(notes) >= 3
+    assert any("gives no training length" in n for n in notes) and any("plain decoder" in n for n in notes)
+    assert any(n.startswith("--recompute auto chose") for n in notes)
