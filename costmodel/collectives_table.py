@@ -49,7 +49,10 @@ class CollectiveRow:
 
 def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster: ClusterSpec,
           profile: Profile) -> list:
-    c = dataclasses.replace(cluster, gpus_per_node=ranks_per_node, nodes=nodes)
+    # a group of fewer ranks than a node's GPUs stays in one node of the cluster as it is (a mesh node's
+    # pair of GPUs gets one pair's link, as in the step-time model), not a node of that many GPUs
+    c = dataclasses.replace(cluster, nodes=nodes) if nodes == 1 else \
+        dataclasses.replace(cluster, gpus_per_node=ranks_per_node, nodes=nodes)
     g = ranks_per_node * nodes
     n = np.asarray(sizes, dtype=np.float64)
     t = np.asarray(group_time_s(coll, n, np.ones_like(n), np.full_like(n, g), c, profile), dtype=np.float64)

@@ -273,6 +273,10 @@ def _ring_all_reduce_params(profile: Profile, g, latency_s: float) -> Collective
     return CollectiveParams.lines(0.0, tuple(out.values()))
 
 
+#: intra-node fabrics of one direct link per GPU pair, no forwarding (:func:`group_link_bytes_per_s`)
+MESH_FABRICS = ("nvlink-mesh", "xgmi-mesh")
+
+
 def group_link_bytes_per_s(cluster: ClusterSpec, k):
     """The intra-node bandwidth per GPU (B/s, per direction) a group of ``k`` GPUs of one node can use.
 
@@ -280,10 +284,12 @@ def group_link_bytes_per_s(cluster: ClusterSpec, k):
     (``intra_node.fabric: nvlink-mesh``) each link joins one pair of GPUs and GPUs do not forward
     NVLink traffic, so a group reaches only the links to its own members: (k - 1) / (n - 1) of the
     GPU's bandwidth in an n-GPU full mesh (JUPITER's GH200 node: 450 GB/s over three peers, 150 GB/s
-    per pair, the cluster file's source).  PCIe and xGMI files give the bandwidth a group gets.
+    per pair, the cluster file's source; an MI300X platform's Infinity Fabric, ``xgmi-mesh``: 7 links of
+    64 GB/s, one to each other GPU, AMD's MI300 microarchitecture doc).  PCIe and ``xgmi`` (MI250's
+    uneven links) files give the bandwidth a group gets.
     """
     bw = cluster.intra_bytes_per_s
-    if cluster.intra_fabric != "nvlink-mesh":
+    if cluster.intra_fabric not in MESH_FABRICS:
         return bw
     peers = max(cluster.scale_up_gpus - 1, 1)
     return bw * np.minimum(1.0, np.maximum(np.asarray(k, dtype=np.float64) - 1.0, 1.0) / peers)

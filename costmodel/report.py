@@ -198,7 +198,10 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
                 f"{rec['step_time_s']:.3f} s per step, against {unc:.3f} s at the clocks the profile's kernel "
                 "tables were measured at (the breakdown)")
     caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))
-    mhz = f"{rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz else f"{rec['sm_clock_mhz']:.0f} MHz"
+    # a GPU file without max_clock_mhz / boost_clock_mhz gives the power model a clock ratio, not MHz
+    mhz = (f"{rec['sm_clock_mhz']:.0f} of {full_clock_mhz:.0f} MHz" if full_clock_mhz and rec.get("sm_clock_mhz")
+           else f"{rec['sm_clock_mhz']:.0f} MHz" if rec.get("sm_clock_mhz") else
+           "a lower SM clock (the GPU file gives no max_clock_mhz to say which)")
     # with several caps the power is the busiest stage's and the clock the slowest stage's: said apart
     said = (f"the {caps[0]} W limit the compute kernels draw {rec['compute_power_w']:.0f} W and run at {mhz}"
             if len(caps) < 2 else

@@ -320,6 +320,15 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     return model, cluster, recipe, profile
 
 
+def unfitted_power_note(p, c) -> str | None:
+    """The note that the power coefficients of profile ``p`` were not all fitted on cluster ``c``'s GPU: the
+    energy and the step under the power limit (the clock a kernel may draw) rest on them; None when all were."""
+    if p.power is None or not p.power.not_fitted():
+        return None
+    return (f"the energy answer and the step under the power limit rest on power coefficients of {p.path} that were "
+            f"not fitted on {c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)")
+
+
 def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
     """Refuse an --etp the user gave for a dense model, whose MLP runs at the layout's TP, unless it is
     that TP (``etp``: the typed or pinned value, None when not given; ``tp``: the layout's TP, None

@@ -19,7 +19,7 @@ from ..stacks import check_megatron_rules, get_stack
 from .notes import note, said, start
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
-                     check_layout_flags, context_line, fabric_notes, setup, with_layout_flags, with_fabric_flags, with_recipe_flags)
+                     check_layout_flags, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
 
 def parse_derate(items: list) -> dict:
@@ -146,9 +146,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         note(n)
     if run.energy_missing:
         note(f"no power/thermal prediction (missing: {', '.join(run.energy_missing)})")
-    if run.energy is not None and p.power is not None and p.power.not_fitted():
-        note(f"the energy answer rests on power coefficients of {p.path} that were not fitted on "
-             f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)")
+    if run.energy is not None:
+        note(unfitted_power_note(p, c))
     note(_selective_attention_note(m, r, c, p, lay, run))
     rec = report.run_record(run)
     band, energy = run.band, run.energy

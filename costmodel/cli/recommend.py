@@ -23,7 +23,7 @@ from ..search import PARTIAL_REACH, search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp,
-                     context_line, fabric_notes, setup, with_fabric_flags, with_layout_flags, with_recipe_flags)
+                     context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
 
 @with_fabric_flags(memory=True)
@@ -103,6 +103,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if note:
         print(note, file=sys.stderr)
     res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top, inlet_temp_c)
+    if runs[0].energy is not None and unfitted_power_note(p, c):     # the ranking's steps are under the limit
+        print(f"costmodel: note: {unfitted_power_note(p, c)}", file=sys.stderr)
     best = report.run_record(runs[0])
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
@@ -614,10 +616,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                     what="the fastest layout under the same limits")
     if note:
         print(note, file=sys.stderr)
-    if p.power is not None and p.power.not_fitted():
-        print(f"costmodel: note: the energy answer rests on power coefficients of {p.path} that were not fitted on "
-              f"{c.gpu.name}: {', '.join(p.power.not_fitted())} (calibrate this cluster to replace them)",
-              file=sys.stderr)
+    if unfitted_power_note(p, c):
+        print(f"costmodel: note: {unfitted_power_note(p, c)}", file=sys.stderr)
     if as_json:
         if front is not None:
             summary["pareto"] = [{"step_time_s": T, **report.energy_split(E, T, c, bool(node_power)),

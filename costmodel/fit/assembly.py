@@ -111,7 +111,7 @@ def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
     if prof.gpu != gpu.key and not builtin:
         # a GPU outside the catalog has no profile of its own: the kept sections borrow another GPU's
         # efficiencies, relative to this GPU's own peaks and bandwidths (as the derived built-in profiles do)
-        return _numeric_power_thermal(prof), prof.path
+        return _tdp_scaled_power(_numeric_power_thermal(prof), prof.gpu, gpu), prof.path
     if prof.gpu != gpu.key:
         raise FitError(f"{prof.path}: gpu: the base profile was fitted for {prof.gpu}, the measurements are of "
                        f"{gpu.key}: pass that GPU's profile as --base (or none: the built-in one)")
@@ -137,6 +137,31 @@ def _numeric_power_thermal(prof) -> dict:
     if prof.thermal is not None and isinstance(raw.get("thermal"), dict):
         raw["thermal"] = dict(raw["thermal"], r_th_c_per_w=prof.thermal.r_th_c_per_w, tau_s=prof.thermal.tau_s)
     return raw
+
+
+#: the power section's terms in watts, which scale with the board's power limit when borrowed
+_WATT_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "kernel_limit_w")
+
+
+def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
+    """``raw`` (a base profile's mapping) with its power section borrowed for ``gpu``, another die: every
+    term in watts times the TDP ratio, each coefficient marked borrowed.  The rule the built-in profiles
+    of dies without power data follow (costmodel/fit/builtin/variants.py: a datacenter GPU draws its
+    TDP under a dense GEMM at its boost clock); copied unscaled, an H100's 896 W of GEMM power had
+    throttled a 400 W part to 63% of its clock."""
+    if not isinstance(raw.get("power"), dict):
+        return raw
+    src = load_gpu(src_key)
+    ratio = float(gpu.tdp_w) / float(src.tdp_w)
+    pw = dict(raw["power"])
+    for k in _WATT_KEYS:
+        if isinstance(pw.get(k), (int, float)) and not isinstance(pw.get(k), bool):
+            pw[k] = pw[k] * ratio
+    pw["basis"] = {k: "borrowed" for k in ("idle_w", "spin_w", "flop_w", "hbm_w", "link_w", "gamma",
+                                           "v_floor_clock_ratio", "static_w") if k in pw}
+    pw["note"] = (f"borrowed from {src_key}: its terms in watts x the TDP ratio {gpu.tdp_w:g} / {src.tdp_w:g} W "
+                  "(costmodel/fit/builtin/variants.py, other dies)")
+    return dict(raw, power=pw)
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):

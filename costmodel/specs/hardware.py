@@ -373,7 +373,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
-        intra_fabric=_get_str(intra, "fabric", w, ("nvswitch", "nvlink-mesh", "xgmi", "pcie"),
+        intra_fabric=_get_str(intra, "fabric", w, ("nvswitch", "nvlink-mesh", "xgmi-mesh", "xgmi", "pcie"),
                               prefix="intra_node."),
         inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS, prefix="inter_node."),
         nics_per_node=_get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w),

@@ -183,7 +183,7 @@ def test_usage_errors_exit_2_without_traceback():
     other error (typer >= 0.29 vendors click, so the CLI must not need the click package)."""
     import subprocess
     import sys
-    for args, needle in ((["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "abc"], "'--tp'"),
+    for args, needle in ((["predict", "--model", "llama3-8b", "--cluster", "dgx-a100", "--tp", "abc"], "--tp: 'abc' is not a whole number"),
                          (["predikt"], "No such command 'predikt'"), (["predict", "--bogus"], "--bogus"),
                          (["predict", "--cluster", "dgx-a100"], "Missing option '--model'")):
         r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, timeout=120)
