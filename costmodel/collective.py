@@ -58,8 +58,12 @@ def _bus_time_s(bus_bytes, link_bytes_per_s, p: CollectiveParams):
         return p.alpha_s + min((a + float(x) / e for a, e in p.protocols if e > 0), default=np.inf)
     t = None                    # one division above, then in place per protocol: a + x / e
     for a, e in p.protocols:
-        with np.errstate(divide="ignore"):      # efficiency 0: a protocol a group size lacks, time inf
-            tp = x * (1.0 / np.asarray(e, dtype=np.float64))
+        # efficiency 0: a protocol a group size lacks, time inf (also where no byte moves: 0 x inf)
+        e = np.asarray(e, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tp = x * (1.0 / e)
+        if not np.all(e > 0):
+            tp = np.where(e > 0, tp, np.inf)
         tp += a
         t = tp if t is None else np.minimum(t, tp, out=t)
     return p.alpha_s + t

@@ -102,7 +102,9 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _check_named_gpus(meas, g, why: str) -> None:
-    """The GPUs the inputs name (suite provenance, rank lines, trace device names) must be the one fitted.
+    """The GPUs the inputs name (suite provenance, rank lines, trace device names) must be the one fitted: a
+    catalog GPU by :func:`costmodel.fit.assembly.gpu_key_for`, a GPU file outside the catalog by its key's
+    or name's model token as a word of the device name.
 
     Raises:
         FitError: an input names another catalog GPU, or a GPU outside the catalog.
@@ -110,8 +112,12 @@ def _check_named_gpus(meas, g, why: str) -> None:
     from ..errors import FitError
     from ..fit.assembly import gpu_key_for
     suite = [r.get("gpu_name") for s in meas.suites for r in s["provenance"] if r.get("gpu_name")]
+    own = {t for t in (g.key.upper().split("-")[0], str(g.name).upper().split("-")[0]) if t}
     for name in dict.fromkeys(suite + list(getattr(meas, "device_names", []) or [])):
         key = gpu_key_for(name)
+        # a GPU file outside the catalog ('h20-96gb', name 'H20-96GB') is named by its model token ("NVIDIA H20")
+        if key is None and own & set(name.upper().replace("-", " ").split()):
+            continue
         if key != g.key:
             raise FitError(f"the inputs were measured on {name!r} ({key or 'not a catalog GPU'}), but the profile is "
                            f"for {g.key} ({why}): pass the inputs' --gpu / --cluster, or fit each GPU's files apart")

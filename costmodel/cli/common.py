@@ -343,6 +343,12 @@ def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
                          "TP: set --tp; --etp equal to --tp is accepted, as predict --json writes it)")
 
 
+def _has_builtin_profile(gpu) -> bool:
+    """Whether ``gpu`` has a built-in profile (hardware/profiles/<key>.yaml)."""
+    from ..specs import hardware_dir
+    return any((hardware_dir() / "profiles" / f"{gpu.key}{ext}").is_file() for ext in (".yaml", ".yml"))
+
+
 def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     """Refuse a profile fitted for a catalog GPU of another class than the cluster's: a dense BF16 peak or
     a TDP more than 10 % apart.  Its efficiencies and powers describe other silicon (an A100 fit on an
@@ -368,7 +374,9 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
             raise InputError("--profile", "", f"{profile.path} was fitted for {other.name} ({pk(other) / 1e12:.0f} "
                              f"TFLOP/s, {other.tdp_w:.0f} W), the cluster has {mine.name} ({pk(mine) / 1e12:.0f} "
                              f"TFLOP/s, {mine.tdp_w:.0f} W): its fits describe other silicon; fit one on this cluster "
-                             "(costmodel calibrate fit ... --cluster) or drop --profile")
+                             "(costmodel calibrate fit ... --cluster"
+                             + (f" --base {profile.gpu}: its kept sections are then scaled to this GPU's peaks, "
+                                "bandwidths and TDP)" if not _has_builtin_profile(mine) else ") or drop --profile"))
     for dt, g in profile.gemm.items():
         if g.num_sms != cluster.gpu.num_sms:
             raise InputError(cluster.gpu.path or cluster.gpu.key, "num_sms",

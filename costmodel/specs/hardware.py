@@ -238,6 +238,11 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
             why = (f"a bare number reads in base units: give a unit (e.g. {eg})" if isinstance(d[field_], (int, float))
                    else f"check the number and its unit (e.g. {eg})")
             raise InputError(w, field_, f"{d[field_]!r} is outside {span}: {why}")
+    if g.nvlink_bytes_per_s and not 1e9 <= g.nvlink_bytes_per_s <= 1e13:     # 0: the GPU has no NVLink
+        v = d["nvlink_bandwidth_per_gpu"]
+        raise InputError(w, "nvlink_bandwidth_per_gpu", f"{v!r} is outside 1 GB/s .. 10 TB/s per direction (or 0: "
+                         "no NVLink): " + ("a bare number reads as bytes/s: give a unit (e.g. 450GB/s)"
+                                           if isinstance(v, (int, float)) else "check the number and its unit"))
     for dt, v in g.peak_flops.items():
         if not 1e12 <= v <= 1e17:
             raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is outside 1 .. 100,000 (the unit is TFLOP/s)")
@@ -272,6 +277,9 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     d = _read_mapping(path)
     w = str(path)
     refuse_nulls(d, w)
+    if "intra_node" in d and "gpus_per_node" in d:
+        raise InputError(flag, "", f"{w} is a cluster file (it has intra_node and gpus_per_node): {flag} takes a GPU "
+                         "file (hardware/gpus/*.yaml, with peak_tflops) or a catalog GPU name")
     for k in d:
         if k not in GPU_KEYS:
             raise InputError(w, str(k), f"unknown key (known: {', '.join(GPU_KEYS)})")
@@ -294,7 +302,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
     arch, vendor = str(d.get("architecture")), d.get("vendor")
     if arch in ARCHITECTURE_VENDOR and vendor in ("nvidia", "amd") and ARCHITECTURE_VENDOR[arch] != vendor:
         raise InputError(w, "architecture", f"{arch} is an {ARCHITECTURE_VENDOR[arch]} architecture; vendor says {vendor}")
-    check_source_keys(d, w)
+    check_source_keys(d, w, GPU_KEYS)
     _check_sources(d, w, ["peak_tflops", "hbm_capacity", "hbm_bandwidth", "tdp", "num_sms", "slowdown_temp",
                           "power_limit_min"] + [f for f in OPTIONAL_GPU_NUMBERS if f in d])
     return _check_gpu(GpuSpec(
@@ -344,13 +352,13 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     intra, inter = _sub(d, "intra_node", w), _sub(d, "inter_node", w)
     power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
     _check_keys(d, w)
-    check_source_keys(d, w)
+    check_source_keys(d, w, tuple(f"{sec}.{k}" if sec else k for sec, ks in CLUSTER_KEYS.items() for k in ks))
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
         if nodes < 1 or nodes > 2**24:
             raise InputError("--nodes", "", f"must be between 1 and 2^24, got {nodes}")
         n_nodes = nodes
-    _check_sources(d, w, ["intra_node.bandwidth_per_gpu", "intra_node.latency",
+    _check_sources(d, w, ["gpus_per_node", "nodes", "intra_node.bandwidth_per_gpu", "intra_node.latency",
                           "inter_node.bandwidth_per_nic", "inter_node.latency",
                           "inter_node.nics_per_node", "power.node_power_budget", "cooling.inlet_temp"])
     ctype = _get_str(cooling, "type", w, ("air", "liquid"), prefix="cooling.")
@@ -370,6 +378,7 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                          f"{n_nodes} nodes exceed the {tiers[-1].nodes} that {w}'s top switch tier "
                          f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
     links = _links(intra, inter, w)
+    _check_intra_link(intra, links["intra_bytes_per_s"], gpu, _get_int(d, ("gpus_per_node",), w), domain, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
@@ -384,6 +393,42 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
         host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
         domain_gpus=domain, tiers=tiers, sharp=_sharp(inter, d, w))
+
+
+#: the most GPUs one node (or NVLink domain) joins: NVLink 5's largest domain (NVIDIA GB200 NVL72 page: 'up
+#: to 576 GPUs')
+MAX_DOMAIN_GPUS = 576
+#: PCIe 6.0 x16, per direction (PCI-SIG: 64 GT/s x 16 lanes = 128 GB/s): no GPU's PCIe link is faster
+MAX_PCIE_BYTES_PER_S = 128e9
+
+
+def _check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: int | None, w: str) -> None:
+    """The intra-node fabric must be one the GPU has: NVLink fabrics an NVIDIA GPU with NVLink, at most its
+    own NVLink bandwidth (the GPU file's ``nvlink_bandwidth_per_gpu``); xGMI an AMD GPU; PCIe at most
+    PCIe 6.0 x16; an NVLink domain of several nodes an NVSwitch; a node at most :data:`MAX_DOMAIN_GPUS`.
+
+    Raises:
+        InputError: naming the cluster file's field and the GPU file's value it contradicts.
+    """
+    fabric, vendor = intra.get("fabric"), str(gpu.vendor).lower()
+    if not 1 <= gpus_per_node <= MAX_DOMAIN_GPUS:
+        raise InputError(w, "gpus_per_node", f"{gpus_per_node} is outside 1 .. {MAX_DOMAIN_GPUS} (NVLink's largest "
+                         "domain); a node is the unit that owns NICs")
+    if fabric in ("nvswitch", "nvlink-mesh"):
+        if vendor != "nvidia" or not gpu.nvlink_bytes_per_s:
+            raise InputError(w, "intra_node.fabric", f"{fabric}, but {gpu.name} ({gpu.path or gpu.key}) has no NVLink "
+                             "(its nvlink_bandwidth_per_gpu): give pcie or its own fabric")
+        if bw > gpu.nvlink_bytes_per_s * 1.01:
+            raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s exceeds {gpu.name}'s own NVLink "
+                             f"bandwidth, {gpu.nvlink_bytes_per_s / 1e9:g} GB/s per direction ({gpu.path or gpu.key})")
+    if fabric in ("xgmi", "xgmi-mesh") and vendor != "amd":
+        raise InputError(w, "intra_node.fabric", f"{fabric} is AMD's Infinity Fabric; {gpu.name} is {gpu.vendor}'s")
+    if fabric == "pcie" and bw > MAX_PCIE_BYTES_PER_S:
+        raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s is above PCIe 6.0 x16's "
+                         f"{MAX_PCIE_BYTES_PER_S / 1e9:g} GB/s per direction")
+    if domain is not None and domain > gpus_per_node and fabric != "nvswitch":
+        raise InputError(w, "intra_node.domain_gpus", f"{domain} GPUs over several nodes need an NVSwitch fabric "
+                         f"(NVLink domains such as GB200 NVL72); {fabric} joins the GPUs of one node only")
 
 
 def _links(intra: dict, inter: dict, w: str) -> dict:

@@ -5,6 +5,7 @@ mapping, resolving a catalog name or a path, and typed field access that raises
 from __future__ import annotations
 
 import difflib
+import re
 import json
 import math
 from importlib import resources
@@ -62,11 +63,20 @@ def yaml_load(text: str):
     """``yaml.safe_load`` through :data:`_YAML_LOADER`, refusing a key written twice in one mapping
     (:class:`_UniqueKeyLoader`) and a document that expands beyond :data:`MAX_YAML_VALUES` values
     through its aliases.  Raises yaml.YAMLError on malformed text, a repeated key or such a document."""
+    # a flow list's commas and a block list's dashes bound its written values from below: a file that
+    # writes more than the limit is refused before PyYAML spends seconds building it
+    written = text.count(",") + text.count("\n-") + text.count("\n  -")
+    if written > MAX_YAML_VALUES:
+        raise yaml.YAMLError(f"it writes over {MAX_YAML_VALUES:,} values: too large for a hardware or configuration "
+                             "file")
     d = yaml.load(text, Loader=_UniqueKeyLoader)
     n = _expanded_size(d, {})
     if n > MAX_YAML_VALUES:
-        raise yaml.YAMLError(f"its aliases expand it to {n:,} values, over {MAX_YAML_VALUES:,} (a YAML alias bomb?): "
-                             "write the values out")
+        aliased = re.search(r"&[\w-]+", text) is not None and re.search(r"\*[\w-]+", text) is not None
+        raise yaml.YAMLError((f"its aliases expand it to {n:,} values, over {MAX_YAML_VALUES:,} (a YAML alias bomb?): "
+                              "write the values out") if aliased else
+                             f"it holds {n:,} values, over {MAX_YAML_VALUES:,}: too large for a hardware or "
+                             "configuration file")
     return d
 
 
@@ -314,13 +324,17 @@ def _sub(d: dict, key: str, where) -> dict:
     return v
 
 
-def check_source_keys(d: dict, where) -> None:
+def check_source_keys(d: dict, where, schema=()) -> None:
     """Refuse a ``sources:`` entry that names no field of the file (a misspelt path would leave the
-    field it meant unsourced while looking cited).
+    field it meant unsourced while looking cited).  ``schema``: the dotted fields the file kind has; a
+    source of one of them that the file leaves out says the field is missing, not misspelt.
 
     Raises:
-        InputError: naming ``sources.KEY`` and the closest dotted path the file has.
+        InputError: ``sources`` not a mapping, or naming ``sources.KEY`` and the closest dotted path the
+            file has (or the schema field it leaves out).
     """
+    if d.get("sources") is not None and not isinstance(d["sources"], dict):
+        raise InputError(where, "sources", f"expected a mapping of field -> its source, got {type(d['sources']).__name__}")
     def paths(x, pre=""):
         for k, v in x.items():
             if k == "sources":
@@ -330,6 +344,8 @@ def check_source_keys(d: dict, where) -> None:
                 yield from paths(v, pre + str(k) + ".")
     have = list(paths(d))
     for k in d.get("sources") or {}:
+        if str(k) not in have and str(k) in schema:
+            raise InputError(where, str(k), "missing (its source is given): give its value")
         if str(k) not in have:
             close = difflib.get_close_matches(str(k), have, n=1, cutoff=0.75)
             raise InputError(where, f"sources.{k}", "names no field of this file"

@@ -171,8 +171,9 @@ def test_predict_says_when_a_nodes_gpus_outdraw_its_rating():
 
 
 def test_a_required_field_left_out_is_named_missing_not_as_its_source(tmp_path):
-    """A GPU file without its tdp: with the source kept, the message says the file gives no tdp; without
-    either, 'tdp: missing' (it had said 'sources.tdp: missing: every number needs its source')."""
+    """A GPU file without its tdp: with the source kept, the message says tdp is missing, its source given
+    (it had suggested dropping the source); without either, 'tdp: missing' (it had said 'sources.tdp:
+    missing: every number needs its source')."""
     from costmodel.errors import InputError
     from costmodel.specs import hardware_dir, load_gpu
     text = (hardware_dir() / "gpus" / "h100-sxm-80gb.yaml").read_text()
@@ -180,7 +181,7 @@ def test_a_required_field_left_out_is_named_missing_not_as_its_source(tmp_path):
     no_value = "".join(ln for ln in lines if not ln.startswith("tdp:"))
     f = tmp_path / "g.yaml"
     f.write_text(no_value)
-    with pytest.raises(InputError, match="sources.tdp: names no field of this file: the file gives no tdp"):
+    with pytest.raises(InputError, match=r"g.yaml: tdp: missing \(its source is given\): give its value"):
         load_gpu(str(f))
     f.write_text("".join(ln for ln in no_value.splitlines(keepends=True) if not ln.lstrip().startswith("tdp:")))
     with pytest.raises(InputError, match=r"g.yaml: tdp: missing$"):

@@ -1,0 +1,144 @@
+"""A cluster operator's own hardware files, as a new user writes them (a new user's findings, each with
+the file that showed it): what the model prices follows the hardware the files describe."""
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.specs import hardware_dir, load_cluster, load_gpu
+from test_cli import assert_one_line_error, run
+
+GPUS, CLUSTERS = hardware_dir() / "gpus", hardware_dir() / "clusters"
+H100, DGX = (GPUS / "h100-sxm-80gb.yaml").read_text(), (CLUSTERS / "dgx-h100.yaml").read_text()
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def _without(text: str, *keys) -> str:
+    return "".join(ln for ln in text.splitlines(keepends=True) if not any(ln.lstrip().startswith(f"{k}:") for k in keys))
+
+
+def test_a_gpu_file_without_clocks_says_its_power_limit_without_mhz(tmp_path):
+    """boost_clock_mhz and max_clock_mhz are optional: a power-limited step had crashed the report."""
+    gpu = _write(tmp_path, "my-h100.yaml", _without(H100, "boost_clock_mhz", "max_clock_mhz", "min_clock_mhz"))
+    cl = _write(tmp_path, "c.yaml", DGX.replace("gpu: h100-sxm-80gb", f"gpu: {gpu}"))
+    r = run("predict", "--model", "llama3-8b", "--cluster", cl, "--profile", "h100-sxm-80gb", "--tp", "1",
+            "--gbs", "128", "--seq-len", "4096")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-800:]
+    assert "a lower SM clock (the GPU file gives no max_clock_mhz to say which)" in r.stdout
+
+
+def _busbw(cluster: str, ranks: int) -> float:
+    r = run("collectives", "--cluster", cluster, "--ranks", str(ranks), "--collective", "all_reduce", "--json")
+    assert r.returncode == 0, r.stderr
+    return next(x["busbw_gb_s"] for x in json.loads(r.stdout)["rows"] if x["ranks"] == ranks and x["size_bytes"] == 2**30)
+
+
+def test_a_mesh_pair_gets_one_link_in_the_table_as_in_the_step_model():
+    """JUPITER's GH200 mesh (150 GB/s a pair) and MI300X's Infinity Fabric (64 GB/s a pair): a 2-rank
+    all-reduce had been priced over all of a GPU's links (243 and 322 GB/s busbw)."""
+    from costmodel.collective import busbw_factor
+    from costmodel.comm import group_time_s
+    from costmodel.specs import cluster_profile
+    gh = _busbw("jupiter-gh200", 2)
+    c = load_cluster("jupiter-gh200", 1)
+    t = float(group_time_s("all_reduce", np.array([2.0**30]), np.ones(1), np.full(1, 2), c, cluster_profile(c, None))[0])
+    assert gh == pytest.approx(2**30 / t * float(busbw_factor("all_reduce", 2)) / 1e9, rel=1e-6) and gh < 150
+    assert _busbw("azure-nd-mi300x", 2) < 64 < _busbw("azure-nd-mi300x", 8)
+
+
+@pytest.mark.parametrize("edit, field, why", [
+    (lambda t: t.replace("gpu: h100-sxm-80gb", "gpu: l40s"), "intra_node.fabric", "L40S"),
+    (lambda t: t.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 1800GB/s"), "intra_node.bandwidth_per_gpu",
+     "exceeds H100-SXM-80GB's own NVLink bandwidth"),
+    (lambda t: t.replace("fabric: nvswitch", "fabric: xgmi"), "intra_node.fabric", "AMD's Infinity Fabric"),
+    (lambda t: t.replace("fabric: nvswitch", "fabric: pcie").replace("bandwidth_per_gpu: 450GB/s",
+                                                                      "bandwidth_per_gpu: 900GB/s"),
+     "intra_node.bandwidth_per_gpu", "above PCIe 6.0 x16"),
+    (lambda t: t.replace("gpus_per_node: 8", "gpus_per_node: 1000"), "gpus_per_node", "outside 1 .. 576")])
+def test_an_intra_node_fabric_the_gpu_cannot_have_is_refused(tmp_path, edit, field, why):
+    f = _write(tmp_path, "c.yaml", edit(DGX))
+    with pytest.raises(InputError, match=why) as e:
+        load_cluster(f)
+    assert e.value.field == field
+
+
+def test_a_multi_node_domain_needs_an_nvswitch(tmp_path):
+    text = (CLUSTERS / "l40s-8x-pcie.yaml").read_text().replace("  latency:", "  domain_gpus: 16\n  latency:", 1)
+    text = text.replace("sources:\n", "sources:\n  intra_node.domain_gpus: \"a user's claim\"\n", 1)
+    with pytest.raises(InputError, match="need an NVSwitch fabric"):
+        load_cluster(_write(tmp_path, "c.yaml", text))
+
+
+@pytest.mark.parametrize("text_of, needle", [
+    (lambda: _without(DGX, "gpus_per_node").replace("nodes: 1\n", "gpus_per_node: 8\nnodes: 1\n", 1),
+     "sources.gpus_per_node: missing"),
+    (lambda: DGX.replace("  latency: 0.6us\n", "", 1) if "  latency: 0.6us\n" in DGX else None,
+     "intra_node.latency: missing (its source is given)"),
+    (lambda: DGX.split("sources:")[0] + "sources:\n  - everything from the datasheet\n",
+     "sources: expected a mapping of field -> its source")])
+def test_cluster_file_slips_are_named_for_what_they_are(tmp_path, text_of, needle):
+    text = text_of()
+    if text is None:
+        pytest.skip("the catalog file's intra-node latency line changed")
+    with pytest.raises(InputError) as e:
+        load_cluster(_write(tmp_path, "c.yaml", text))
+    assert needle in str(e.value), str(e.value)
+
+
+def test_a_cluster_file_given_as_a_gpu_and_a_bare_nvlink_number(tmp_path):
+    cl = _write(tmp_path, "other.yaml", DGX)
+    with pytest.raises(InputError, match="is a cluster file .* takes a GPU file"):
+        load_cluster(_write(tmp_path, "c.yaml", DGX.replace("gpu: h100-sxm-80gb", f"gpu: {cl}")))
+    bare = H100.replace("nvlink_bandwidth_per_gpu: 450GB/s", "nvlink_bandwidth_per_gpu: 450")
+    assert bare != H100
+    with pytest.raises(InputError, match="nvlink_bandwidth_per_gpu: 450 is outside 1 GB/s .. 10 TB/s"):
+        load_gpu(_write(tmp_path, "g.yaml", bare))
+
+
+def test_a_huge_flat_file_is_refused_as_too_large_not_as_an_alias_bomb(tmp_path):
+    f = _write(tmp_path, "big.yaml", "a: [" + ",".join(["1"] * 1_200_000) + "]\n")
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", f), "too large for a hardware")
+
+
+def test_a_borrowed_power_section_scales_with_the_gpu_s_tdp(tmp_path):
+    """calibrate fit --base of another GPU: the base's watts had been kept as they are (an H100's 896 W of
+    GEMM power on a 400 W part, which then ran at 63% of its clock)."""
+    from costmodel.fit.assembly import base_profile
+    from costmodel.specs import load_profile
+    gpu = load_gpu(_write(tmp_path, "h20-96gb.yaml", H100.replace("tdp: 700W", "tdp: 400W").replace(
+        "name: H100-SXM-80GB", "name: H20-96GB")))
+    raw, _ = base_profile(gpu, "h100-sxm-80gb")
+    h100 = load_profile("h100-sxm-80gb").power
+    assert raw["power"]["flop_w"] == pytest.approx(h100.coeff_w["flop"] * 400 / 700)
+    assert raw["power"]["idle_w"] == pytest.approx(h100.idle_w * 400 / 700)
+    assert set(raw["power"]["basis"].values()) == {"borrowed"}
+
+
+def test_a_gpu_outside_the_catalog_is_named_by_its_model_token_in_rank_lines(tmp_path):
+    from types import SimpleNamespace
+    from costmodel.cli.calibrate import _check_named_gpus
+    from costmodel.errors import FitError
+    gpu = load_gpu(_write(tmp_path, "h20-96gb.yaml", H100.replace("name: H100-SXM-80GB", "name: H20-96GB")))
+    _check_named_gpus(SimpleNamespace(suites=[], device_names=["NVIDIA H20"]), gpu, "--cluster c")
+    with pytest.raises(FitError, match="'NVIDIA H100 80GB HBM3' .h100-sxm-80gb."):
+        _check_named_gpus(SimpleNamespace(suites=[], device_names=["NVIDIA H100 80GB HBM3"]), gpu, "--cluster c")
+
+
+def test_a_protocol_a_group_lacks_moving_no_bytes_warns_nothing():
+    """A per-layout protocol efficiency of 0 (a protocol a group size lacks) met a 0-byte collective (a TP
+    group of one): 0 x inf had printed numpy's RuntimeWarning on stderr."""
+    from types import SimpleNamespace
+    from costmodel.collective import _bus_time_s
+    p = SimpleNamespace(alpha_s=1e-6, protocols=((2e-6, np.array([0.0, 0.9])), (5e-6, np.array([0.8, 0.8]))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = _bus_time_s(np.array([0.0, 1e6]), np.array([1e9, 1e9]), p)
+    assert t[0] == pytest.approx(1e-6 + 5e-6) and t[1] == pytest.approx(1e-6 + min(2e-6 + 1e-3 / 0.9, 5e-6 + 1e-3 / 0.8))
