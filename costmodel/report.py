@@ -506,6 +506,11 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                 if got else "")
     lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}{ids(s, why)}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
+    gpt = [r.row_id for r in results if not r.skipped and "arch=megatron-gpt(unrecognised model name)" in r.assumed]
+    if gpt:     # a Llama-like row under a name of its own would be priced with a GELU MLP, silently
+        lines.append(f"  {len(gpt)} row(s) priced as Megatron GPT (a GELU MLP of ffn_hidden, learned positions, "
+                     f"biases, dropout 0.1): their model names no family the reader knows ({', '.join(gpt[:4])}{', ...' if len(gpt) > 4 else ''}); "
+                     "name a catalog model or a family (llama, mistral, qwen, mpt, bloom) in the model column")
     used_metrics = {k for s in summary["sources"].values() for k in s.get("metrics", {})}
     lines.append("OOM: used rows predicted not to fit in HBM (a published run ran: counted apart, errors kept); "
                  "in band: used rows whose measured step lies inside the one-sigma band; Spearman: the rank "

@@ -313,10 +313,12 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         return "gpus_per_node missing"
     if cluster.num_gpus != n_gpus:
         return (f"num_gpus {n_gpus} is not a whole number of {cluster.key}'s {cluster.gpus_per_node}-GPU nodes "
-                "(partial nodes are not modelled)")
+                f"(partial nodes are not modelled; --cluster takes a cluster file of {gpn or 'fewer'}-GPU nodes: "
+                "hardware/README.md)")
     if gpn not in (cluster.gpus_per_node, cluster.scale_up_gpus):
         return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}" + (
-            f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "")
+            f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "") + (
+            f" (--cluster takes a cluster file of {gpn}-GPU nodes: hardware/README.md)")
     stack = row_stack(r)
     if stack is None:
         return "stack unknown: add a stack column"

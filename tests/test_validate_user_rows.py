@@ -11,7 +11,8 @@ from costmodel.errors import InputError
 from costmodel.validate import read_runs_csv, summarize, validate_rows
 
 REPO = Path(__file__).resolve().parents[1]
-COLS = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,num_heads,seq_len,gbs,"
+COLS = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,ffn_hidden,num_heads,"
+        "num_kv_heads,vocab,seq_len,gbs,"
         "mbs,tp,pp,dp,cp,sequence_parallel,recompute,fsdp_or_zero,precision,stack,tokens_per_s_per_gpu,"
         "hardware_tflops_per_gpu,model_tflops_per_gpu,notes").split(",")
 #: Llama 3 8B on 8 H100, DP 8, Megatron, 8000 tokens/s/GPU at seq 8192 and gbs 512: 65.536 s a step
@@ -130,3 +131,18 @@ def test_plot_of_a_file_whose_rows_are_all_skipped_prints_their_reasons_first(tm
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 2 and "stack 'megatron-lm' is not one of" in r.stdout, (r.stdout, r.stderr)
     assert "no usable row" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_row_of_an_unknown_model_name_is_said_to_be_priced_as_megatron_gpt(tmp_path):
+    """'acme-8b' with Llama 3 8B's columns is priced with a GELU MLP: the summary says so, with the row."""
+    res = _rows(tmp_path, dict(BASE, model="acme-8b", num_layers="32", hidden="4096", ffn_hidden="14336",
+                               num_heads="32", num_kv_heads="8", vocab="128256"))
+    assert not res[0].skipped
+    lines = [x for x in report.validate_tables(summarize(res), res) if isinstance(x, str)]
+    assert any("1 row(s) priced as Megatron GPT" in x and "a1" in x for x in lines), lines
+
+
+def test_a_partial_node_row_points_to_a_cluster_file(tmp_path):
+    got = _one(tmp_path, num_gpus="4", gpus_per_node="4", dp="4")
+    assert got.skipped.startswith("num_gpus 4 is not a whole number of dgx-h100")
+    assert "--cluster takes a cluster file of 4-GPU nodes" in got.skipped

@@ -1,6 +1,8 @@
 """``costmodel hardware``: the GPUs and clusters of the catalog, their profiles and sources."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 from rich.table import Table
 
@@ -16,8 +18,9 @@ def _tier_text(t: dict) -> str:
 
 
 def _gpu_record(key: str) -> dict:
-    """One catalog GPU: datasheet values, the fitted profile's headline numbers, power/thermal provenance."""
-    g = load_gpu(key)
+    """One GPU (a catalog name or a GPU file): datasheet values, the fitted profile's headline numbers,
+    power/thermal provenance."""
+    g = load_gpu(key, flag="--gpu")
     pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
     rec = dict(gpu=key, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
                peak_fp8_tflops=g.peak_flops["fp8"] / 1e12 if "fp8" in g.peak_flops else None,
@@ -26,7 +29,7 @@ def _gpu_record(key: str) -> dict:
                power_limit_min_w=g.power_limit_min_w, slowdown_temp_c=g.slowdown_temp_c,
                shutdown_temp_c=g.shutdown_temp_c, num_sms=g.num_sms, sources=dict(g.sources))
     try:
-        p = load_profile(key)
+        p = load_profile(g.key)
     except InputError as e:
         return dict(rec, profile=None, profile_error=e.message)
     d = "bf16" if "bf16" in p.gemm else next(iter(p.gemm))
@@ -63,10 +66,20 @@ def _f(x, fmt: str) -> str:
 
 
 def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", help="Print each number's source."),
-             as_json: bool = typer.Option(False, "--json", help="Print one JSON object: gpus and clusters.")):
-    """GPUs and clusters of the catalog, with the numbers the model uses and their sources."""
-    gpus = [_gpu_record(k) for k in list_gpus()]
-    clusters = [_cluster_record(k) for k in list_clusters()]
+             as_json: bool = typer.Option(False, "--json", help="Print one JSON object: gpus and clusters."),
+             cluster: Optional[str] = typer.Option(None, "--cluster", help="Show this cluster (a catalog name or "
+                                                   "your cluster YAML) and its GPU only, as the model reads them."),
+             gpu: Optional[str] = typer.Option(None, "--gpu", help="Show this GPU (a catalog name or your GPU "
+                                               "YAML) only, as the model reads it.")):
+    """GPUs and clusters of the catalog, with the numbers the model uses and their sources (--cluster or
+    --gpu: one file of your own, as the model reads it)."""
+    if cluster is not None or gpu is not None:
+        mine = load_cluster(cluster) if cluster is not None else None
+        clusters = [_cluster_record(cluster)] if cluster is not None else []
+        gpus = [_gpu_record(gpu if gpu is not None else (mine.gpu.path or mine.gpu.key))]
+    else:
+        gpus = [_gpu_record(k) for k in list_gpus()]
+        clusters = [_cluster_record(k) for k in list_clusters()]
     if as_json:
         strip = (lambda r: r) if show_sources else (lambda r: {k: v for k, v in r.items() if k != "sources"})
         print(report.json_text(dict(gpus=[strip(r) for r in gpus], clusters=[strip(r) for r in clusters])))

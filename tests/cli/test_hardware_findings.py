@@ -142,3 +142,16 @@ def test_a_protocol_a_group_lacks_moving_no_bytes_warns_nothing():
         warnings.simplefilter("error")
         t = _bus_time_s(np.array([0.0, 1e6]), np.array([1e9, 1e9]), p)
     assert t[0] == pytest.approx(1e-6 + 5e-6) and t[1] == pytest.approx(1e-6 + min(2e-6 + 1e-3 / 0.9, 5e-6 + 1e-3 / 0.8))
+
+
+def test_hardware_shows_one_s_own_cluster_file_as_the_model_reads_it(tmp_path):
+    gpu = _write(tmp_path, "my-h100.yaml", H100.replace("name: H100-SXM-80GB", "name: MY-H100"))
+    cl = _write(tmp_path, "mine.yaml", DGX.replace("gpu: h100-sxm-80gb", f"gpu: {gpu}").replace("nodes: 1", "nodes: 4"))
+    r = run("hardware", "--cluster", cl, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [c["cluster"] for c in d["clusters"]] == [cl] and d["clusters"][0]["nodes"] == 4
+    assert [g["gpu"] for g in d["gpus"]] == [gpu] and d["gpus"][0]["name"] == "MY-H100"
+    assert d["gpus"][0]["profile"] is None            # no built-in profile for a GPU of one's own
+    assert [g["gpu"] for g in json.loads(run("hardware", "--gpu", "h100-sxm-80gb", "--json").stdout)["gpus"]] == [
+        "h100-sxm-80gb"]
