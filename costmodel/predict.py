@@ -283,7 +283,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                  inlet_temp_c: float | None = None, derate: dict | None = None) -> list[RunPrediction]:
     """Predict each layout of a table (one vectorised pass), with its band and, when ``energy``
     and the power/thermal model can run, its power, energy and temperature.  Every layout must be
-    valid on this cluster (costmodel.layouts.validity, uneven pipeline splits allowed).
+    valid on this cluster (costmodel.layouts.validity; a pipeline may split its layers unevenly, as
+    a run's own layout does).
 
     Args:
         caps_w: per-GPU power cap, W: one value for every stage, a sequence of one per pipeline stage
@@ -298,7 +299,9 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
             stage, or power flags given when the power/thermal model lacks inputs (their list names
             what is missing).
     """
-    code, msgs = validity(layouts, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
+    # "any": a run may split its pipeline layers its own way (Megatron-core --pipeline-model-parallel-layout,
+    # which the commands check before they get here); every other rule holds
+    code, msgs = validity(layouts, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp="any")
     bad = np.flatnonzero(code >= 0)
     if len(bad):        # a layout no run can have: its numbers would look plausible and mean nothing
         i = int(bad[0])
