@@ -278,13 +278,40 @@ def check_inlet_temp_c(inlet_temp_c: float, cluster: ClusterSpec) -> None:
                          + (f"; {cluster.gpu.name} slows down at {slow:g} C" if slow is not None and slow < 60 else ""))
 
 
+def _checked(layouts: LayoutTable, model: ModelSpec, recipe: Recipe, cluster: ClusterSpec) -> LayoutTable:
+    """``layouts`` as :func:`predict_runs` prices them: sequence parallelism off at TP 1 (Megatron-LM turns
+    it off there), each layout on its own GPUs, at most the cluster's, and otherwise valid.
+
+    Raises:
+        InputError: a layout that needs more GPUs than the cluster has, or breaks a rule of
+            costmodel.layouts.validity (its pipeline may split the layers its own way: "any", as a
+            run's --pipeline-model-parallel-layout does; the commands check theirs first).
+    """
+    import dataclasses
+    layouts = dataclasses.replace(layouts, sp=layouts.sp & (layouts.tp > 1))
+    gpus = layouts.tp * layouts.pp * layouts.dp * layouts.cp
+    for n in np.unique(gpus):
+        rows = np.flatnonzero(gpus == n)
+        sub = layouts.take(rows)
+        code, msgs = validity(sub, model, recipe, int(n), cluster.scale_up_gpus, uneven_pp="any")
+        bad = [(int(rows[j]), msgs[code[j]]) for j in np.flatnonzero(code >= 0)]
+        if n > cluster.num_gpus:
+            bad = [(int(rows[0]), f"it needs {int(n)} GPUs, the cluster has {cluster.num_gpus}")] + bad
+        if bad:         # a layout no run can have: its numbers would look plausible and mean nothing
+            i, why = min(bad)
+            raise InputError("layout", "", f"invalid: {why} (got {layout_name(layouts.row(i))}"
+                             + (f", row {i} of {len(layouts)}" if len(layouts) > 1 else "") + ")")
+    return layouts
+
+
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
                  inlet_temp_c: float | None = None, derate: dict | None = None) -> list[RunPrediction]:
     """Predict each layout of a table (one vectorised pass), with its band and, when ``energy``
-    and the power/thermal model can run, its power, energy and temperature.  Every layout must be
-    valid on this cluster (costmodel.layouts.validity; a pipeline may split its layers unevenly, as
-    a run's own layout does).
+    and the power/thermal model can run, its power, energy and temperature.  Each layout runs on its
+    own GPUs (TP x PP x DP x CP, at most the cluster's) and must be valid there (costmodel.layouts.validity;
+    a pipeline may split its layers unevenly, as a run's own layout does); sequence parallelism at TP 1
+    is off, as Megatron-LM turns it off.
 
     Args:
         caps_w: per-GPU power cap, W: one value for every stage, a sequence of one per pipeline stage
@@ -299,14 +326,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
             stage, or power flags given when the power/thermal model lacks inputs (their list names
             what is missing).
     """
-    # "any": a run may split its pipeline layers its own way (Megatron-core --pipeline-model-parallel-layout,
-    # which the commands check before they get here); every other rule holds
-    code, msgs = validity(layouts, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp="any")
-    bad = np.flatnonzero(code >= 0)
-    if len(bad):        # a layout no run can have: its numbers would look plausible and mean nothing
-        i = int(bad[0])
-        raise InputError("layout", "", f"invalid: {msgs[code[i]]} (got {layout_name(layouts.row(i))}"
-                         + (f", row {i} of {len(layouts)}" if len(layouts) > 1 else "") + ")")
+    layouts = _checked(layouts, model, recipe, cluster)
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
     if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):

@@ -312,6 +312,7 @@ def test_stages_straddling_nodes_are_evaluated_on_representative_nodes(h200, mon
     once built 25M rows and ran out of memory."""
     import costmodel.energy as en
     c, p = h200
+    c = load_cluster("paper-h200", 15)          # 120 GPUs: the layout's
     lay = dict(BASE, tp=4, pp=2, dp=15)
     m = load_model("llama3-8b")
     r = Recipe(gbs=120, seq_len=4096)

@@ -21,7 +21,7 @@ def setup70b():
 
 
 @pytest.mark.parametrize("change, needle", [
-    (dict(dp=2), "TP x PP x DP x CP must equal the number of GPUs (64)"),
+    (dict(dp=8), "it needs 128 GPUs, the cluster has 64"),
     (dict(tp=16, dp=1), "TP must divide the GPUs of one NVLink domain"),
     (dict(zero=5), "ZeRO stage must be 0-3"),
     (dict(ep=2), "EP > 1 needs an MoE model"),
@@ -30,10 +30,20 @@ def setup70b():
     (dict(tp=4.0), "tp: must be a whole number, got 4.0"),
     (dict(sp="yes"), "sp: must be True or False, got 'yes'")])
 def test_predict_run_refuses_a_layout_no_run_can_have(setup70b, change, needle):
-    """predict_run had priced these (a 32-GPU layout on 64 GPUs, TP 16 across nodes, ZeRO 5) or failed
+    """predict_run had priced these (a 128-GPU layout on 64 GPUs, TP 16 across nodes, ZeRO 5) or failed
     with a bare ValueError / KeyError."""
     with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         predict_run(*setup70b, dict(LAYOUT, **change))
+
+
+def test_a_layout_runs_on_its_own_gpus_and_sp_at_tp_1_is_off(setup70b):
+    """A 32-GPU layout on a 64-GPU cluster is priced on its 32 GPUs (a job on part of the cluster), and
+    SP at TP 1 is off, as Megatron-LM turns it off."""
+    m, r, c, p = setup70b
+    run = predict_run(m, r, c, p, dict(LAYOUT, dp=2))
+    assert run.layout["dp"] == 2 and run.num_gpus == 32
+    sp = predict_run(m, r, c, p, dict(LAYOUT, tp=1, pp=8, dp=8, sp=True, recompute="full"))
+    assert sp.layout["sp"] is False or sp.layout["sp"] == 0
 
 
 def test_predict_run_names_a_missing_field(setup70b):

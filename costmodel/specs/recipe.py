@@ -366,8 +366,9 @@ class Recipe:
             v, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
             if f.type in ("bool", bool) and not isinstance(v, (bool, np.bool_)):
                 raise InputError(flag, "", f"must be True or False, got {v!r}")
-            if f.type in ("int", int) and (isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)) and not (
-                    isinstance(v, float) and v.is_integer() and f.name in ("doc_tokens", "bf16_edge_layers")):
+            # (doc_tokens and bf16_edge_layers come as floats from their flags: checked below with their range)
+            if f.type in ("int", int) and f.name not in ("doc_tokens", "bf16_edge_layers") and (
+                    isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)):
                 raise InputError(flag, "", f"must be a whole number, got {v!r}")
             if f.type in ("str", str) and not isinstance(v, str):
                 raise InputError(flag, "", f"must be a name, got {v!r}")
