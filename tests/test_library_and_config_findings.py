@@ -127,3 +127,14 @@ def test_predict_json_notes_are_every_note_stderr_printed():
     assert notes == said and len(notes) >= 3
     assert any("gives no training length" in n for n in notes) and any("plain decoder" in n for n in notes)
     assert any(n.startswith("--recompute auto chose") for n in notes)
+
+
+def test_the_readme_library_example_runs_as_written(capsys):
+    """README 'As a library': its code block, run as a user pastes it, predicts a layout that fits."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = text.split("## As a library", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    assert scope["run"].feasible and scope["run"].step_time_s > 0 and len(scope["best"].ranked.step_time_s) > 0
+    assert capsys.readouterr().out.startswith("True ")
