@@ -63,8 +63,7 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
     not line up with the domain the slowest group straddles a boundary (costmodel.fabric.blocks_touched)
     and its members split about evenly over the domains it touches.
     """
-    stride = np.asarray(stride, dtype=np.float64)
-    size = np.asarray(size, dtype=np.float64)
+    stride, size = np.asarray(stride, dtype=np.float64), np.asarray(size, dtype=np.float64)
     per_node = np.clip(np.floor(domain_gpus / stride), 1.0, None)
     k = np.minimum(size, per_node)
     nn = np.ceil(size / k)
@@ -151,7 +150,6 @@ def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | 
     return (f"inter-node: no {cluster.inter_fabric} measurement at {rate}: {profile.path}'s {measured} capture lends "
             f"its efficiency ({simple:.0%} of line rate at large messages), latency from NCCL's ring model; "
             "calibrate this cluster to replace it")
-
 
 
 def _between(a, b, w):
@@ -512,8 +510,7 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     NVLink once per GPU holding one of them, at DeepEP's measured bandwidths; the slower of the two
     sets the pace, plus one hop latency each (costmodel.moe); the ETP gather as for alltoall.
     """
-    one = np.ones(len(t))
-    act = tok * model.hidden * ACT_BYTES
+    one, act = np.ones(len(t)), tok * model.hidden * ACT_BYTES
     if recipe.moe_dispatcher == "allgather":
         grp, gathered = t.etp * t.ep, act * t.etp * t.ep / t.tp
         return np.where(grp > 1, group_time_s("all_gather", gathered, one, grp, cluster, profile)
@@ -539,9 +536,19 @@ def _ep_dispatch_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profi
     t_nvl = np.where(k > 1, nvl / (DEEPEP_NVLINK_EFFICIENCY * cluster.intra_bytes_per_s), 0.0) + cluster.intra_latency_s
     rdma = tok_sp * model.hidden * ACT_BYTES * remote_nodes_per_token(nodes, model.topk, limit) * load
     pen, tier_lat = tier_penalty("all_to_all", t.etp, t.ep, cluster)
-    t_rdma = np.where(nodes > 1, rdma * pen / (DEEPEP_RDMA_EFFICIENCY * cluster.node_nic_bytes_per_s / G)
+    t_rdma = np.where(nodes > 1, rdma * pen / (_deepep_rdma_efficiency(cluster, profile) * cluster.node_nic_bytes_per_s / G)
                       + cluster.inter_latency_s + tier_lat, 0.0)
     return np.where(t.ep > 1, 2 * np.maximum(t_nvl, t_rdma), 0.0) + etp_t
+
+
+def _deepep_rdma_efficiency(cluster: ClusterSpec, profile: Profile) -> float:
+    """DeepEP's RDMA share of the NIC line rate: its 43 of 50 GB/s on InfiniBand (costmodel.moe), at most
+    what the fabric gives NCCL's all-to-all (the profile's, its best protocol): DeepEP V2 runs on AWS EFA
+    through NCCL's GIN plugin (deepseek-ai/DeepEP PR 612), with no bandwidth of its own published."""
+    inter = profile.comm.get("inter_node", {})
+    p = inter.get("all_to_all") and _params(profile, "inter_node", "all_to_all", 2, cluster.inter_latency_s,
+                                            cluster.inter_fabric, cluster.nic_bytes_per_s)
+    return min(DEEPEP_RDMA_EFFICIENCY, max(float(np.max(e)) for _, e in p.protocols)) if p else DEEPEP_RDMA_EFFICIENCY
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap")

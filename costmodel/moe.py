@@ -261,12 +261,27 @@ def run_rank_load(model, recipe, tokens, tp, etp, ep):
                              model.num_experts, recipe.moe_expert_load_cv)
 
 
+def check_flex_fabric(model, recipe, cluster) -> None:
+    """Refuse the flex dispatcher (DeepEP) on a node whose GPUs no NVLink joins: its normal (training)
+    kernels forward tokens over NVLink inside a node (deepseek-ai/DeepEP issue 216, a maintainer: 'For
+    normal mode, NVLink is a must').
+
+    Raises:
+        InputError: naming --moe-dispatcher and the cluster's intra-node fabric.
+    """
+    if model.is_moe and recipe.moe_dispatcher == "flex" and cluster.intra_fabric not in ("nvswitch", "nvlink-mesh"):
+        raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need NVLink inside a node "
+                         f"(deepseek-ai/DeepEP issue 216); {cluster.key}'s GPUs are joined by {cluster.intra_fabric}: "
+                         "give alltoall or allgather")
+
+
 def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
     token on the same k experts), batch-level EP overlap off Megatron-core or with the allgather
-    dispatcher (Megatron-core asserts alltoall or flex), and the flex dispatcher on a GPU DeepEP does
-    not run on (its requirements: Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
+    dispatcher (Megatron-core asserts alltoall or flex), a dispatcher other than all-to-all on the
+    DeepSpeed stacks, and the flex dispatcher on a GPU DeepEP does not run on (its requirements:
+    Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
 
     Raises:
         InputError: naming the flag.
@@ -292,6 +307,10 @@ def check_moe_recipe(model, recipe, gpu, given=()) -> None:
         raise InputError("--moe-ep-overlap", "", f"runs with the alltoall or flex dispatcher, not "
                          f"{recipe.moe_dispatcher}: give --moe-dispatcher alltoall or flex (Megatron-core's default "
                          "is allgather)")
+    if recipe.moe_dispatcher != "alltoall" and recipe.stack in ("deepspeed", "megatron-deepspeed"):
+        # DeepSpeed-MoE sends the tokens with its all-to-all (deepspeed/moe/sharded_moe.py, _AllToAll)
+        raise InputError("--moe-dispatcher", "", f"{recipe.moe_dispatcher}: the {recipe.stack} stack's MoE "
+                         "(DeepSpeed-MoE) dispatches with its all-to-all only")
     if recipe.moe_dispatcher == "flex" and generation(gpu) not in ("hopper", "blackwell"):
         raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need a Hopper or Blackwell "
                          f"GPU (deepseek-ai/DeepEP requirements); {gpu.name} is {generation(gpu)}")

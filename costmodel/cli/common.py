@@ -15,7 +15,7 @@ from .notes import note
 from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, Recipe, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
-from ..moe import check_moe_recipe
+from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 
@@ -310,6 +310,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu=cluster.gpu,
                           **(recipe_flags or {}))
     check_moe_recipe(model, recipe, cluster.gpu, given)
+    check_flex_fabric(model, recipe, cluster)
     why = recompute_modules_problem(model, recipe.recomputed) if "recompute_modules" in given else None
     if why:
         raise InputError("--recompute-modules", "", why)

@@ -17,7 +17,7 @@ from ..trace_window import capture_gpu_check, trace_coverage_notes, trace_metric
 from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
-from ..moe import check_moe_recipe
+from ..moe import check_flex_fabric, check_moe_recipe
 from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
 from ..layouts import LayoutTable, check_layout, stack_default_etp
 from ..pipeline_layout import with_pipeline_layout
@@ -497,6 +497,7 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
             raise
         raise InputError(tlog.path, dump_key(k, tlog.args), f"{logged[k]!r}: {e.message}") from None
     check_moe_recipe(model, recipe, c.gpu, given)
+    check_flex_fabric(model, recipe, c)
     # the attention kernel priced, and whence: a stack's default differs by GPU (costmodel.stacks)
     kernel = recipe.attention_kernel if recipe.flash_attention else "unfused"
     src = next((k for k in ("attention_kernel", "flash_attention") if k in logged), None)

@@ -3,6 +3,8 @@ paths found, each checked against the framework's source (Megatron-LM d98e8a6, t
 import json
 import re
 
+import pytest
+
 from cli_run import one_line, run
 
 MIXTRAL_TT = ("--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--stack", "torchtitan",
@@ -84,3 +86,34 @@ def test_recommends_reasons_quote_the_winner_as_printed():
     said = re.search(r"the largest overhead is EP comm exposed: ([\d.]+) s", r.stdout)
     table = re.search(r"EP comm exposed\s*│\s*([\d.]+)", r.stdout)
     assert said and table and abs(float(said.group(1)) - float(table.group(1))) < 1e-3, r.stdout
+
+
+QWEN = ("--model", "qwen3-30b-a3b", "--nodes", "2", "--gbs", "256", "--seq-len", "4096", "--recompute", "full")
+
+
+def test_flex_needs_nvlink_and_the_deepspeed_stacks_dispatch_all_to_all():
+    """DeepEP's normal kernels need NVLink inside a node (deepseek-ai/DeepEP issue 216): flex on a PCIe
+    node had been priced at the PCIe bandwidth; DeepSpeed-MoE has its all-to-all only, and flex or
+    allgather had silently turned its padded capacity-1 default into a dropless run."""
+    one_line(run("predict", *QWEN, "--cluster", "h100-nvl-8x", "--ep", "8", "--moe-dispatcher", "flex"),
+             "--moe-dispatcher", "need NVLink inside a node", "pcie")
+    for d in ("flex", "allgather"):
+        one_line(run("predict", "--model", "mixtral-8x22b", "--cluster", "dgx-h100", "--nodes", "8", "--ep", "8",
+                     "--stack", "deepspeed", "--moe-dispatcher", d), "--moe-dispatcher", "all-to-all only")
+
+
+def test_deepep_over_a_fabric_slower_than_infiniband_runs_at_that_fabric_s_rate():
+    """flex on AWS EFA had been priced at DeepEP's InfiniBand RDMA rate (the same EP time as on a DGX
+    H100): it is capped by what the fabric gives NCCL's all-to-all."""
+    from costmodel.comm import _deepep_rdma_efficiency
+    from costmodel.moe import DEEPEP_RDMA_EFFICIENCY
+    from costmodel.specs import cluster_profile, load_cluster
+    ib, efa = load_cluster("dgx-h100", 2), load_cluster("aws-p5", 2)
+    assert _deepep_rdma_efficiency(ib, cluster_profile(ib, None)) == DEEPEP_RDMA_EFFICIENCY
+    assert _deepep_rdma_efficiency(efa, cluster_profile(efa, None)) == pytest.approx(0.63)     # the p5 capture
+    ep = {}
+    for c in ("dgx-h100", "aws-p5"):
+        r = run("predict", *QWEN, "--cluster", c, "--ep", "16", "--moe-dispatcher", "flex", "--json")
+        assert r.returncode in (0, 3), r.stderr
+        ep[c] = json.loads(r.stdout)["breakdown"]["ep_comm_s"]
+    assert ep["aws-p5"] > 1.2 * ep["dgx-h100"]
