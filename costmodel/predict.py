@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -287,8 +287,7 @@ def _checked(layouts: LayoutTable, model: ModelSpec, recipe: Recipe, cluster: Cl
             costmodel.layouts.validity (its pipeline may split the layers its own way: "any", as a
             run's --pipeline-model-parallel-layout does; the commands check theirs first).
     """
-    import dataclasses
-    layouts = dataclasses.replace(layouts, sp=layouts.sp & (layouts.tp > 1))
+    layouts = replace(layouts, sp=layouts.sp & (layouts.tp > 1))
     gpus = layouts.tp * layouts.pp * layouts.dp * layouts.cp
     for n in np.unique(gpus):
         rows = np.flatnonzero(gpus == n)

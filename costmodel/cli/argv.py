@@ -73,6 +73,22 @@ def check_repeated_options(group, argv: list) -> None:
         i += 1
 
 
+def _words(cmd, start: int, argv: list):
+    """``argv``'s words after ``start`` as ``cmd`` reads them: (index, option, its value) for an option
+    that takes one (``--x v`` or ``--x=v``; value None at the end of the line), (index, None, word) for
+    any other."""
+    takes_value = {s: v for s, (_, v) in _spellings(cmd, repeatable=True).items()}
+    i = start
+    while i < len(argv):
+        flag, eq, inline = argv[i].partition("=")
+        if takes_value.get(flag):
+            yield i, flag, (inline if eq else (argv[i + 1] if i + 1 < len(argv) else None))
+            i += 1 if eq else 2
+        else:
+            yield i, None, argv[i]
+            i += 1
+
+
 def check_empty_values(group, argv: list) -> None:
     """Refuse an empty (or blank) value or argument on the command line: ``--profile ''`` had run on the
     built-in profile and ``compare --trace ''`` written nothing, silently.
@@ -85,19 +101,11 @@ def check_empty_values(group, argv: list) -> None:
     cmd, start = _leaf(group, list(argv))
     if cmd is None:
         return
-    takes_value = {s: v for s, (_, v) in _spellings(cmd, repeatable=True).items()}
-    i = start
-    while i < len(argv):
-        flag, eq, inline = argv[i].partition("=")
-        if flag in takes_value and takes_value[flag]:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-            if value is not None and not value.strip():
-                raise InputError(flag, "", "is empty: give a value")
-            i += 1 if eq else 2
-            continue
-        if not argv[i].strip():
+    for i, flag, value in _words(cmd, start, list(argv)):
+        if flag is not None and value is not None and not value.strip():
+            raise InputError(flag, "", "is empty: give a value")
+        if flag is None and not value.strip():
             raise InputError(f"argument {i - start + 1}", "", "is empty: give a value")
-        i += 1
 
 
 def _takes_int(p) -> bool:
@@ -125,16 +133,6 @@ def check_integer_values(group, argv: list) -> None:
         return
     ints = {s for p in cmd.params if hasattr(p, "opts") and not getattr(p, "is_flag", False)
             and not getattr(p, "count", False) and _takes_int(p) for s in p.opts}
-    takes_value = {s: v for s, (_, v) in _spellings(cmd, repeatable=True).items()}
-    i = start
-    while i < len(argv):
-        if argv[i] == "--":
-            break
-        flag, eq, inline = argv[i].partition("=")
-        if flag in takes_value and takes_value[flag]:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-            if flag in ints and value is not None and value.strip() and not _WHOLE.match(value.strip()):
-                raise InputError(flag, "", f"{value!r} is not a whole number")
-            i += 1 if eq else 2
-            continue
-        i += 1
+    for _, flag, value in _words(cmd, start, list(argv)):
+        if flag in ints and value is not None and value.strip() and not _WHOLE.match(value.strip()):
+            raise InputError(flag, "", f"{value!r} is not a whole number")

@@ -13,7 +13,7 @@ import typer
 from ..errors import InputError
 from .notes import note
 from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
-from ..specs import (ClusterSpec, Recipe, cluster_profile, load_cluster, load_gpu, load_model, recompute_module_list,
+from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
@@ -344,12 +344,6 @@ def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
                          "TP: set --tp; --etp equal to --tp is accepted, as predict --json writes it)")
 
 
-def _has_builtin_profile(gpu) -> bool:
-    """Whether ``gpu`` has a built-in profile (hardware/profiles/<key>.yaml)."""
-    from ..specs import hardware_dir
-    return any((hardware_dir() / "profiles" / f"{gpu.key}{ext}").is_file() for ext in (".yaml", ".yml"))
-
-
 def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     """Refuse a profile fitted for a catalog GPU of another class than the cluster's: a dense BF16 peak or
     a TDP more than 10 % apart.  Its efficiencies and powers describe other silicon (an A100 fit on an
@@ -377,7 +371,7 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
                              f"TFLOP/s, {mine.tdp_w:.0f} W): its fits describe other silicon; fit one on this cluster "
                              "(costmodel calibrate fit ... --cluster"
                              + (f" --base {profile.gpu}: its kept sections are then scaled to this GPU's peaks, "
-                                "bandwidths and TDP)" if not _has_builtin_profile(mine) else ") or drop --profile"))
+                                "bandwidths and TDP)" if not has_builtin_profile(mine.key) else ") or drop --profile"))
     for dt, g in profile.gemm.items():
         if g.num_sms != cluster.gpu.num_sms:
             raise InputError(cluster.gpu.path or cluster.gpu.key, "num_sms",

@@ -103,8 +103,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if note:
         print(note, file=sys.stderr)
     res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top, inlet_temp_c)
-    if runs[0].energy is not None and unfitted_power_note(p, c):     # the ranking's steps are under the limit
-        print(f"costmodel: note: {unfitted_power_note(p, c)}", file=sys.stderr)
+    unfitted = unfitted_power_note(p, c)
+    if runs[0].energy is not None and unfitted:     # the ranking's steps are under the limit
+        print(f"costmodel: note: {unfitted}", file=sys.stderr)
     best = report.run_record(runs[0])
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
@@ -616,8 +617,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                     what="the fastest layout under the same limits")
     if note:
         print(note, file=sys.stderr)
-    if unfitted_power_note(p, c):
-        print(f"costmodel: note: {unfitted_power_note(p, c)}", file=sys.stderr)
+    unfitted = unfitted_power_note(p, c)
+    if unfitted:
+        print(f"costmodel: note: {unfitted}", file=sys.stderr)
     if as_json:
         if front is not None:
             summary["pareto"] = [{"step_time_s": T, **report.energy_split(E, T, c, bool(node_power)),

@@ -98,8 +98,8 @@ def base_profile(gpu: GpuSpec, base: str | None = None) -> tuple[dict, str]:
             GPU outside the catalog has no ``base``.
     """
     from ..errors import InputError
-    from ..specs import hardware_dir, load_profile
-    builtin = any((hardware_dir() / "profiles" / f"{gpu.key}{ext}").is_file() for ext in (".yaml", ".yml"))
+    from ..specs import has_builtin_profile, load_profile
+    builtin = has_builtin_profile(gpu.key)
     if base is None and not builtin:
         raise FitError(f"{gpu.key} has no built-in profile to keep the sections the inputs do not measure from "
                        "(fused attention always): pass --base with a profile of this GPU, or the built-in profile "
@@ -145,10 +145,12 @@ _WATT_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "kern
 
 def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
     """``raw`` (a base profile's mapping) with its power section borrowed for ``gpu``, another die: every
-    term in watts times the TDP ratio, each coefficient marked borrowed.  The rule the built-in profiles
+    term in watts times the TDP ratio (idle_w by costmodel.fit.builtin.variants.idle_w), each
+    coefficient marked borrowed.  The rule the built-in profiles
     of dies without power data follow (costmodel/fit/builtin/variants.py: a datacenter GPU draws its
     TDP under a dense GEMM at its boost clock); copied unscaled, an H100's 896 W of GEMM power had
     throttled a 400 W part to 63% of its clock."""
+    from .builtin.variants import idle_w
     if not isinstance(raw.get("power"), dict):
         return raw
     src = load_gpu(src_key)
@@ -157,6 +159,10 @@ def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
     for k in _WATT_KEYS:
         if isinstance(pw.get(k), (int, float)) and not isinstance(pw.get(k), bool):
             pw[k] = pw[k] * ratio
+    # idle as the built-in profiles derive it: the part's own idle capture where both GPU files give one
+    pw["idle_w"] = idle_w(gpu, src, raw["power"]["idle_w"])[0]
+    if isinstance(pw.get("static_w"), (int, float)):
+        pw["static_w"] = min(pw["static_w"], pw["idle_w"])
     pw["basis"] = {k: "borrowed" for k in ("idle_w", "spin_w", "flop_w", "hbm_w", "link_w", "gamma",
                                            "v_floor_clock_ratio", "static_w") if k in pw}
     pw["note"] = (f"borrowed from {src_key}: its terms in watts x the TDP ratio {gpu.tdp_w:g} / {src.tdp_w:g} W "

@@ -398,6 +398,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
 #: the most GPUs one node (or NVLink domain) joins: NVLink 5's largest domain (NVIDIA GB200 NVL72 page: 'up
 #: to 576 GPUs')
 MAX_DOMAIN_GPUS = 576
+#: intra-node fabrics of NVLink (an NVSwitch, or direct links between GPU pairs)
+NVLINK_FABRICS = ("nvswitch", "nvlink-mesh")
 #: PCIe 6.0 x16, per direction (PCI-SIG: 64 GT/s x 16 lanes = 128 GB/s): no GPU's PCIe link is faster
 MAX_PCIE_BYTES_PER_S = 128e9
 
@@ -414,7 +416,7 @@ def _check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: i
     if not 1 <= gpus_per_node <= MAX_DOMAIN_GPUS:
         raise InputError(w, "gpus_per_node", f"{gpus_per_node} is outside 1 .. {MAX_DOMAIN_GPUS} (NVLink's largest "
                          "domain); a node is the unit that owns NICs")
-    if fabric in ("nvswitch", "nvlink-mesh"):
+    if fabric in NVLINK_FABRICS:
         if vendor != "nvidia" or not gpu.nvlink_bytes_per_s:
             raise InputError(w, "intra_node.fabric", f"{fabric}, but {gpu.name} ({gpu.path or gpu.key}) has no NVLink "
                              "(its nvlink_bandwidth_per_gpu): give pcie or its own fabric")

@@ -386,6 +386,11 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         attention_kernels=_attention_kernels(_sub(d, "attention", w), w))
 
 
+def has_builtin_profile(gpu_key: str) -> bool:
+    """Whether the catalog has a profile of GPU ``gpu_key`` (hardware/profiles/<key>.yaml or .yml)."""
+    return any((hardware_dir() / "profiles" / f"{gpu_key}{ext}").is_file() for ext in (".yaml", ".yml"))
+
+
 def cluster_profile(cluster, profile_arg: str | None = None) -> Profile:
     """The profile a run on ``cluster`` uses: ``profile_arg`` (``--profile``) when given, else the
     built-in ``hardware/profiles/<gpu>.yaml`` of the cluster's GPU.
@@ -397,7 +402,7 @@ def cluster_profile(cluster, profile_arg: str | None = None) -> Profile:
     if profile_arg:
         return load_profile(profile_arg)
     key = cluster.gpu.key
-    if not any((hardware_dir() / "profiles" / f"{key}{ext}").is_file() for ext in (".yaml", ".yml")):
+    if not has_builtin_profile(key):
         known = sorted(p.stem for p in (hardware_dir() / "profiles").glob("*.yaml"))
         raise InputError(cluster.path or cluster.key, "gpu", f"GPU {key!r} has no built-in profile; pass --profile FILE "
                          f"(a calibrated profile: `costmodel calibrate fit`) or use a catalog GPU ({', '.join(known)})")

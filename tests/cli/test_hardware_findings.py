@@ -113,8 +113,9 @@ def test_a_borrowed_power_section_scales_with_the_gpu_s_tdp(tmp_path):
     GEMM power on a 400 W part, which then ran at 63% of its clock)."""
     from costmodel.fit.assembly import base_profile
     from costmodel.specs import load_profile
-    gpu = load_gpu(_write(tmp_path, "h20-96gb.yaml", H100.replace("tdp: 700W", "tdp: 400W").replace(
-        "name: H100-SXM-80GB", "name: H20-96GB")))
+    # without an idle capture of its own the part's idle scales with TDP too (variants.idle_w)
+    gpu = load_gpu(_write(tmp_path, "h20-96gb.yaml", _without(H100, "idle_power").replace("tdp: 700W", "tdp: 400W")
+                          .replace("name: H100-SXM-80GB", "name: H20-96GB")))
     raw, _ = base_profile(gpu, "h100-sxm-80gb")
     h100 = load_profile("h100-sxm-80gb").power
     assert raw["power"]["flop_w"] == pytest.approx(h100.coeff_w["flop"] * 400 / 700)
