@@ -1,4 +1,5 @@
-"""Parse quantities with units (``80GiB``, ``3.35TB/s``, ``400Gbps``, ``700W``, ``2us``) into SI floats.
+"""Parse quantities with units (``80GiB``, ``3.35TB/s``, ``400Gbps``, ``700W``, ``2us``) into SI floats
+(clocks into MHz, ``1.98GHz``: the unit their fields are named in).
 
 Decimal prefixes are powers of 1000, binary prefixes (Ki, Mi, Gi, Ti) powers of 1024, ``b``/``bps``
 are bits (IEC 80000-13).  Used once, at the edge where YAML is read (hardware/README.md).
@@ -16,7 +17,7 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _RX = re.compile(rf"^\s*{_NUM}\s*([A-Za-zµ/]*)\s*$")
 
 #: the SI dimension each kind of field is converted into
-KINDS = ("bytes", "bytes_per_s", "watts", "seconds", "celsius", "number")
+KINDS = ("bytes", "bytes_per_s", "watts", "seconds", "celsius", "megahertz", "number")
 
 
 def parse_quantity(value, kind: str, where: str, field: str) -> float:
@@ -27,7 +28,7 @@ def parse_quantity(value, kind: str, where: str, field: str) -> float:
         kind: one of :data:`KINDS`.
         where, field: file and field named in the error message.
     Returns:
-        float in bytes, bytes/s, W, s, degrees C or a plain number.
+        float in bytes, bytes/s, W, s, degrees C, MHz (the clock fields' unit) or a plain number.
     Raises:
         InputError: not a number, unknown unit, or a unit of the wrong dimension.
     """
@@ -50,7 +51,9 @@ def parse_quantity(value, kind: str, where: str, field: str) -> float:
 
 #: the units each kind of field takes, as an error message lists them
 _EXAMPLES = {"watts": "W, kW, MW", "seconds": "s, ms, us, ns", "celsius": "C", "bytes": "B, KB, MB, GB, KiB, ...",
-             "bytes_per_s": "B/s, GB/s, Gbps, Gb/s, ..."}
+             "bytes_per_s": "B/s, GB/s, Gbps, Gb/s, ...", "megahertz": "MHz, GHz"}
+#: clock units in MHz
+_CLOCK = {"Hz": 1e-6, "kHz": 1e-3, "MHz": 1.0, "GHz": 1e3}
 
 
 def _unit_scale(unit: str, kind: str):
@@ -65,6 +68,8 @@ def _unit_scale(unit: str, kind: str):
         return None
     if kind == "celsius":
         return 1.0 if unit in ("C", "degC") else None
+    if kind == "megahertz":
+        return _CLOCK.get(unit)
     if kind == "bytes":
         for p, s in _PREFIX.items():
             if unit == p + "B":

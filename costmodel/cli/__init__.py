@@ -70,7 +70,11 @@ def main() -> None:
                 e.show()                      # a bare command: its help is the answer
             else:                             # one line, like every other error
                 ctx = getattr(e, "ctx", None)
-                cmd = f" (costmodel {ctx.info_name} --help)" if ctx is not None and ctx.parent is not None else ""
+                names, c = [], ctx
+                while c is not None and c.parent is not None:      # the command path below the program
+                    names.append(c.info_name)
+                    c = c.parent
+                cmd = f" (costmodel {' '.join(reversed(names))} --help)" if names else ""
                 print(f"costmodel: error: {' '.join(fmt().split())}{cmd}", file=sys.stderr)
             sys.exit(e.exit_code)
         raise

@@ -174,7 +174,7 @@ def _check_not_builtin(out: Path, base_path) -> None:
 
 
 @app.command(short_help="Fit a profile from measurement files.")
-def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests logs, nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi (each told by its content; Zeus power-limit CSVs are read and noted unused)."),
+def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests logs, nvidia-smi CSV, dmon or -q, dcgmi dmon, rocm-smi, amd-smi (each told by its content; Zeus power-limit CSVs are read and noted unused)."),
         output: str = typer.Option(..., "--output", "-o", help="Profile YAML to write."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Catalog GPU (default: from the suite's provenance)."),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster YAML or name: NIC bandwidth for "
@@ -191,10 +191,17 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from ..errors import FitError
     from ..fit import FitReport, base_profile, fit_profile, load_measurements, poor_fits, resolve_gpu
+    from ..fit.measurements import Measurements
     from ..readers.power_trace import watts_misread
     from costmodel.collective import COLLECTIVES
     from ..specs import load_cluster
     from ..specs.profile import dump_profile
+    files = list(files or [])
+    if not files and not base:
+        raise InputError("FILES", "", "give the measurement files to fit, or --base PROFILE alone for a profile of "
+                         "the cluster's GPU that borrows every section from that one")
+    if not files and not (gpu or cluster):
+        raise InputError("--base", "", "without measurement files, --cluster or --gpu names the GPU the profile is for")
     for f in files:
         if Path(f).is_dir():
             raise InputError(f, "", "is a directory, not a measurement file")
@@ -218,7 +225,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
     rep = FitReport()
     cl = load_cluster(cluster) if cluster else None
     try:
-        meas = load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
+        meas = (load_measurements(files, collective, nodes, gpus_per_node, rep, cl.gpus_per_node if cl else None)
+                if files else Measurements())
         # the cluster's own GPU spec (its file may name a GPU outside the catalog), else the flag or the inputs
         g, why = (cl.gpu, f"--cluster {cl.key}") if cl and not gpu else resolve_gpu(meas, gpu)
         if gpu and cl and g.key != cl.gpu.key:
@@ -241,6 +249,10 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
             rep.warnings.append(f"the base profile {bpath} was fitted for {b.get('gpu')}: the sections these inputs do "
                                 f"not measure price {g.key} with {b.get('gpu')}'s efficiencies, relative to {g.key}'s "
                                 "own peaks and bandwidths (borrowed: measure them to replace them)")
+        if not files:
+            rep.warnings.append(f"no measurement file: every section is {bpath}'s, priced against {g.key}'s datasheet "
+                                "peaks and bandwidths (power by the TDP ratio); predictions rest on the datasheet "
+                                "until the suite's measurements replace them")
         _check_not_builtin(out, bpath)
         prof, rep = fit_profile(meas, g, why, b, bpath, cl, rep, argv=["costmodel", "calibrate", "fit"] + sys.argv[3:])
         # an entry kept from the base keeps the base's (poor) error; one fitted here at the same path
@@ -263,7 +275,8 @@ def fit(files: List[str] = typer.Argument(..., help="Suite JSONL, nccl-tests log
         tb.add_column(col)
     for row in rep.rows:
         tb.add_row(*row)
-    con.print(tb)
+    if rep.rows:                         # a profile borrowed whole fits nothing (its warnings say so)
+        con.print(tb)
     for w in rep.warnings:
         con.print(f"[yellow]warning:[/] {w}", highlight=False)
     con.print(f"wrote {out}  (use: costmodel predict ... --profile {out})", highlight=False)

@@ -225,7 +225,8 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
     Returns:
         (profile mapping in the hardware/README.md schema, :class:`FitReport`).
     Raises:
-        FitError: nothing in ``meas`` produced a fitted section.
+        FitError: nothing in ``meas`` produced a fitted section (``meas`` of no file at all: the base
+            borrowed whole, every section kept).
     """
     report = report if report is not None else FitReport()
     if base is None:
@@ -305,7 +306,7 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
     if not fitted and any("no --cluster" in w for w in report.warnings):
         raise FitError("the inputs hold inter-node measurements only, and these need --cluster (the NIC bandwidth "
                        "they are normalised by)")
-    if not fitted:
+    if not fitted and meas.files:          # no input at all: a profile borrowed whole, as asked
         why = [w for w in report.warnings if not w.endswith("kept from the base profile") and "kept from the base" not in w]
         raise FitError("the inputs cover no profile section (no GEMM, HBM, collective, power or temperature data "
                        "usable for " + gpu.key + ")" + (": " + "; ".join(why[:4]) if why else ""))

@@ -9,6 +9,9 @@ Llama 4's interleaving); the cost terms see the per-layer mean of the two kinds
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
 
 #: GEMM roles of a projection under Megatron-style tensor parallelism: column-parallel splits the
 #: output width over TP, row-parallel the input width, duplicated runs whole on every TP rank
@@ -323,6 +326,32 @@ def dense_layer_fields(dense_at) -> dict:
                 dense_layer_indices=() if dense_at == tuple(range(len(dense_at))) else dense_at)
 
 
+#: Largest gap between the parameter count a config's architecture gives and its ``_params_published``
+#: that is still a rounding of the same count (two significant digits are within 5 %, the catalog's
+#: models within 1 %): a wider gap means the architecture was read wrong or the count is another model's
+PUBLISHED_PARAMS_TOLERANCE = 0.10
+
+
+def checked_count(spec: ModelSpec, pp, w: str) -> ModelSpec:
+    """``spec`` once ``pp``, the ``_params_published`` of its file ``w`` (a positive number, or None),
+    agrees with the count its architecture gives (:meth:`ModelSpec.params`) within
+    :data:`PUBLISHED_PARAMS_TOLERANCE`.
+
+    Raises:
+        InputError: naming ``_params_published``: not a positive number, or both counts when they disagree.
+    """
+    if pp is None:
+        return spec
+    if isinstance(pp, bool) or not isinstance(pp, (int, float)) or not pp > 0 or pp == float("inf"):
+        raise InputError(w, "_params_published", f"expected a positive number of parameters (e.g. 14.7e9), got {pp!r}")
+    got = spec.params()
+    if abs(got / pp - 1) > PUBLISHED_PARAMS_TOLERANCE:
+        raise InputError(w, "_params_published", f"{pp:.4g} disagrees with the {got:.4g} parameters this architecture "
+                         f"has ({100 * (got / pp - 1):+.0f}%; more than {PUBLISHED_PARAMS_TOLERANCE:.0%} apart): "
+                         "check the dimensions, or the count (the total, MTP modules apart)")
+    return spec
+
+
 def list_models() -> list[str]:
     """Names of the built-in catalog models (costmodel/catalog/*.json)."""
     from .loading import catalog_dir
@@ -334,12 +363,18 @@ def load_model(name_or_path: str, flag: str = "--model") -> ModelSpec:
     (:func:`costmodel.specs.model_config.read_model_config` for the keys).
 
     Raises:
-        InputError: unknown name (with close matches), unreadable file, missing, bad or unmodelled key.
+        InputError: unknown name (with close matches), unreadable file, missing, bad or unmodelled key,
+            a catalog file whose ``_name`` is not its file name.
     """
     from .loading import _read_mapping, _resolve, catalog_dir
     from .model_config import read_model_config
     path = _resolve(name_or_path, catalog_dir(), (".json",), "model", flag)
-    return read_model_config(_read_mapping(path), path)
+    spec = read_model_config(_read_mapping(path), path)
+    # the catalog is looked up by file name: a model listed under another name could not be asked for
+    if Path(path).parent.resolve() == catalog_dir().resolve() and spec.name != Path(path).stem:
+        raise InputError(str(path), "_name", f"{spec.name!r} differs from the file's name {Path(path).stem!r} "
+                         "(catalog models are asked for by file name): make them the same")
+    return spec
 
 
 def _blockwise_mean(seq_len, block, keys) -> float:

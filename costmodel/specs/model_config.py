@@ -34,7 +34,7 @@ from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
 from .hf_model_types import HF_MODEL_TYPES
 from .loading import _get_int
-from .model import ModelSpec, dense_layer_fields
+from .model import ModelSpec, checked_count, dense_layer_fields
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                 "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
@@ -47,6 +47,10 @@ _ALIASES = {"kimi_k2": "deepseek_v3"}
 #: the text config class a multimodal wrapper builds from its text_config (Llama4Config, Gemma3Config)
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 #: the language model's dimensions, which a wrapper's text_config holds
+#: The keys costmodel itself reads from a model file, beside Hugging Face's (README, 'A catalog model');
+#: other keys that start with '_' are Hugging Face's own bookkeeping (``_name_or_path``) and not read
+OWN_KEYS = ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
+            "_dropout", "_bias")
 _TEXT_SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "intermediate_size_mlp",
                     "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "num_local_experts",
                     "num_experts_per_tok", "interleave_moe_layer_step")
@@ -231,8 +235,7 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
                                  "reads them there only): give it there")
         if d.get("model_type") in _TEXT_TYPES:          # HF builds its text config class from it either way
             inner.setdefault("model_type", _TEXT_TYPES[d["model_type"]])
-        for k in ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
-                  "_dropout", "_bias", "tie_word_embeddings"):
+        for k in OWN_KEYS + ("tie_word_embeddings",):
             if k in d and k not in inner:
                 inner[k] = d[k]
         return _nested(inner, w + " text_config")
@@ -435,26 +438,27 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     if assumed:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
+    pp = float(pp) if isinstance(pp, (int, float)) and not isinstance(pp, bool) else None
     # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py), as BLOOM's and
     # OPT's linear layers do (modeling_bloom.py, modeling_opt.py: bias=True, enable_bias default True)
     bias = d.get("_bias", model_type in ("gpt_oss", "gpt2", "bloom", "opt"))
     for key, val in (("_bias", bias), ("attention_bias", d.get("attention_bias", False))):
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")
-    return ModelSpec(
+    return checked_count(ModelSpec(
         name=d.get("_name", _file_name(path)), display_name=d.get("_display_name", _file_name(path)),
         num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
         num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
         dropout=_dropout(d, w, model_type), bias=bias, seq_len=seq_len,
-        params_published=float(pp) if isinstance(pp, (int, float)) else None,
+        params_published=pp,
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
         family=model_type if model_type or "_gated" in d else "?",
         dense_ffn_hidden=dense_w if dense_at else 0, shared_ffn_hidden=shared, **dense_layer_fields(dense_at),
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
-        **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers))
+        **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers)), d.get("_params_published"), w)
 
 
 def _qk_norm(d: dict, model_type: str) -> bool:

@@ -35,6 +35,10 @@ class Build:
     """
 
     def __init__(self, D, gpus=GPUS):
+        lost = [g for g in VARIANTS if g not in gpus]
+        if lost:        # each step fills the profiles of the GPUs listed here, variants included
+            raise ValueError(f"variant {lost[0]} (costmodel/fit/builtin/variants.py) is not among the GPUs built: "
+                             "add it to GPUS in costmodel/fit/builtin/data.py")
         self.D = D
         self.sheet = {g: datasheet(g) for g in gpus}
         self.prof = {g: _skeleton(g, self.sheet[g]) for g in gpus}
