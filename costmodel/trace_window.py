@@ -54,11 +54,6 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
     raise InputError("--power", "", f"cannot align the trace with the log: {clock}, and {busy}")
 
 
-#: the vendor whose GPUs a capture format comes from (its tool reads only that vendor's driver)
-_FORMAT_VENDOR = {"rocm-smi": "amd", "amd-smi": "amd", "nvidia-smi-csv": "nvidia", "nvidia-smi-dmon": "nvidia",
-                  "nvidia-smi-q": "nvidia", "dcgmi-dmon": "nvidia"}
-
-
 def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
     """The capture's tool's vendor and its device names against the cluster's GPU
     (costmodel.fit.assembly.gpu_key_for).
@@ -71,8 +66,11 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
             GPU's prediction), unless ``allow_override``.
     """
     from .fit.assembly import gpu_key_for
+    from .readers.registry import REGISTRY
     out = []
-    vendor = _FORMAT_VENDOR.get(trace.source_format)
+    # the vendor whose GPUs the capture's tool reads (its Format's): it reads only that vendor's driver
+    fmt = REGISTRY.get(trace.source_format)
+    vendor = fmt.vendor if fmt else None
     if vendor and vendor != cluster.gpu.vendor:
         msg = (f"{trace.path or 'the capture'} is {trace.source_format} output, from an {vendor.upper()} GPU; the "
                f"cluster {cluster.key} has {cluster.gpu.key} ({cluster.gpu.vendor.upper()})")

@@ -101,6 +101,8 @@ class Format:
         to_fit_input: ``to_fit_input(data, path) -> ([FitInput, ...], notes)``: what ``costmodel
             calibrate fit`` takes from the file; None when it takes nothing.
         options: names of the options ``read`` needs (formats read by name).
+        vendor: the GPU vendor a monitor format's tool reads (``nvidia``, ``amd``), checked against the
+            cluster's GPU (costmodel.trace_window.capture_gpu_check); None for the others.
     """
 
     name: str
@@ -113,6 +115,7 @@ class Format:
     trace_is_data: bool = False
     to_fit_input: Callable[[Any, Path], tuple] | None = None
     options: tuple = ()
+    vendor: str | None = None
 
 
 # ------------------------------------------------------------------------------- format adapters
@@ -209,9 +212,9 @@ def _zeus_fit(table, path):
                 "(python -m costmodel.fit.builtin fits gamma from them)"]
 
 
-def _monitor(name, rank, detect, reader, to_trace):
+def _monitor(name, rank, detect, reader, to_trace, vendor):
     return Format(name, read=lambda p: reader(p, strict=False), detect=detect, rank=rank, to_power_trace=to_trace,
-                  trace_is_data=True, to_fit_input=_trace_fit)
+                  trace_is_data=True, to_fit_input=_trace_fit, vendor=vendor)
 
 
 # ------------------------------------------------------------------------------------ the registry
@@ -220,12 +223,12 @@ REGISTRY = {f.name: f for f in (
            rank=0, notes=_suite_notes, to_power_trace=_suite_trace, to_fit_input=_suite_fit),
     Format("nccl-tests", read=lambda p: nccl_tests.read_nccl_tests(p, strict=False), detect=nccl_tests.detect,
            rank=3, rows=lambda t: len(t.rows), notes=_nccl_notes, to_fit_input=_nccl_fit),
-    _monitor("nvidia-smi-csv", 5, nvidia_smi.detect_csv, nvidia_smi.read_nvidia_smi_csv, _smi_csv_trace),
-    _monitor("nvidia-smi-dmon", 2, nvidia_smi.detect_dmon, nvidia_smi.read_nvidia_smi_dmon, _dmon_trace),
-    _monitor("dcgmi-dmon", 1, dcgm.detect, dcgm.read_dcgmi_dmon, _dcgmi_trace),
-    _monitor("nvidia-smi-q", 6, nvidia_smi_q.detect, nvidia_smi_q.read_nvidia_smi_q, _smi_q_trace),
-    _monitor("rocm-smi", 7, rocm_smi.detect, rocm_smi.read_rocm_smi, _rocm_smi_trace),
-    _monitor("amd-smi", 8, amd_smi.detect, amd_smi.read_amd_smi, _amd_smi_trace),
+    _monitor("nvidia-smi-csv", 5, nvidia_smi.detect_csv, nvidia_smi.read_nvidia_smi_csv, _smi_csv_trace, "nvidia"),
+    _monitor("nvidia-smi-dmon", 2, nvidia_smi.detect_dmon, nvidia_smi.read_nvidia_smi_dmon, _dmon_trace, "nvidia"),
+    _monitor("dcgmi-dmon", 1, dcgm.detect, dcgm.read_dcgmi_dmon, _dcgmi_trace, "nvidia"),
+    _monitor("nvidia-smi-q", 6, nvidia_smi_q.detect, nvidia_smi_q.read_nvidia_smi_q, _smi_q_trace, "nvidia"),
+    _monitor("rocm-smi", 7, rocm_smi.detect, rocm_smi.read_rocm_smi, _rocm_smi_trace, "amd"),
+    _monitor("amd-smi", 8, amd_smi.detect, amd_smi.read_amd_smi, _amd_smi_trace, "amd"),
     Format("zeus-csv", read=lambda p: zeus.read_zeus_csv(p, strict=False), detect=zeus.detect, rank=4,
            rows=lambda t: len(t.rows), to_fit_input=_zeus_fit),
     # chosen by name, never detected: training logs (costmodel compare --log) and the published tables of

@@ -839,3 +839,12 @@ def test_rows_without_a_power_reading_are_counted(tmp_path):
     assert said == [f"{f}:{data[100] + 1}: 3 row(s) without a power reading (N/A), the first here: left out of "
                     "the power figures"]
     assert int((~np.isfinite(t.power_w)).sum()) == 3
+
+
+def test_every_monitor_format_names_the_vendor_its_tool_reads():
+    """A GPU monitor capture is checked against the cluster's GPU vendor by its Format's vendor: a new
+    monitor format without one would skip that check silently."""
+    from costmodel.readers.registry import REGISTRY
+    monitors = {n: f.vendor for n, f in REGISTRY.items() if f.trace_is_data}
+    assert monitors == {"nvidia-smi-csv": "nvidia", "nvidia-smi-dmon": "nvidia", "dcgmi-dmon": "nvidia",
+                        "nvidia-smi-q": "nvidia", "rocm-smi": "amd", "amd-smi": "amd"}
