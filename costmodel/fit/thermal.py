@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import curve_fit
+from scipy.optimize import curve_fit, least_squares
 
 from .measurements import FitReport, Measurements
 from .primitives import median_of, round_sig
@@ -20,8 +20,8 @@ def fit_thermal_section(meas: Measurements, base: dict, report: FitReport) -> di
     ``scipy.optimize.curve_fit``; P_idle is the median power of the slot's idle phase (or of the
     first second of the step), P_load the median over the step.  The profile keeps the median over
     slots and lists every slot (``per_slot``) so a cluster file can set ``cooling.slots[].r_th_scale``.
-    Without a step response, traces with a power range of >= 50 W give R_th alone, as the slope of
-    T on P over their samples (steady-state assumption), and tau is kept from the base.
+    Without a step response, monitor traces with a power range of >= 50 W give R_th and tau by the
+    RC fit of :func:`_trace_fit`.
     """
     per_slot = []
     for s in meas.suites:
@@ -76,31 +76,104 @@ def fit_thermal_section(meas: Measurements, base: dict, report: FitReport) -> di
                     fit=dict(method="curve_fit of T0 + dT (1 - exp(-t/tau)) per slot over the sustained GEMM; "
                                     "R_th = dT / (P_load - P_idle); profile value = median over slots",
                              per_slot=per_slot, inputs=files))
-    slopes, files, short = [], set(), []
+    return _trace_fit(meas, base, report)
+
+
+def rc_response(t, P, T_start, t_amb_c, r_th, tau_s):
+    """Temperature of a first-order RC (costmodel/thermal.py) driven by the power samples ``P`` (W) at
+    times ``t`` (s), from ``T_start`` (C): each interval holds the mean of its two samples' power and
+    relaxes towards ``t_amb_c + r_th P`` with time constant ``tau_s`` (exact for a piecewise-linear
+    hold at the interval's mean).  Arrays of one GPU's samples, in time order; returns C."""
+    out = np.empty(len(t))
+    out[0] = T_start
+    a = np.exp(-np.diff(t) / tau_s)
+    target = t_amb_c + r_th * 0.5 * (P[1:] + P[:-1])
+    for i in range(1, len(t)):
+        out[i] = target[i - 1] + (out[i - 1] - target[i - 1]) * a[i - 1]
+    return out
+
+
+#: samples per GPU the RC fit integrates over at most: a longer trace is averaged into this many
+#: equal time bins (an hour at 1 Hz: 0.9 s bins, far below any GPU's thermal time constant)
+MAX_RC_POINTS = 4000
+
+
+def _binned(t, P, T):
+    """``(t, P, T)`` averaged into at most :data:`MAX_RC_POINTS` equal time bins (the empty ones dropped)."""
+    if len(t) <= MAX_RC_POINTS:
+        return t, P, T
+    idx = np.minimum((t / (t[-1] / MAX_RC_POINTS)).astype(int), MAX_RC_POINTS - 1)
+    n = np.bincount(idx, minlength=MAX_RC_POINTS)
+    ok = n > 0
+    return tuple((np.bincount(idx, weights=x, minlength=MAX_RC_POINTS) / np.maximum(n, 1))[ok] for x in (t, P, T))
+
+
+def _fit_rc(t, P, T, tau_base):
+    """(r_th, tau, t_amb, fitted T, tau fitted?) of one GPU's trace: least squares of
+    :func:`rc_response` on its temperatures; tau kept at ``tau_base`` when the trace does not pin it
+    (the fit runs into a bound: a trace with no transient)."""
+    def resid(x, tau=None):
+        return rc_response(t, P, T[0], x[0], x[1], tau if tau is not None else x[2]) - T
+    lo, hi = [-40.0, 1e-4, 1.0], [100.0, 1.0, 3600.0]
+    x0 = [float(np.min(T)), 0.05, float(tau_base or 100.0)]
+    r = least_squares(resid, x0, bounds=(lo, hi))
+    tau = float(r.x[2])
+    if not (1.05 * lo[2] < tau < 0.95 * hi[2]) and tau_base:
+        r = least_squares(lambda x: resid(x, float(tau_base)), x0[:2], bounds=(lo[:2], hi[:2]))
+        return float(r.x[1]), float(tau_base), float(r.x[0]), resid(r.x, float(tau_base)) + T, False
+    return float(r.x[1]), tau, float(r.x[0]), resid(r.x) + T, True
+
+
+def _trace_fit(meas: Measurements, base: dict, report: FitReport) -> dict | None:
+    """``thermal:`` from monitor traces (nvidia-smi, DCGM, rocm-smi): per GPU, R_th, tau and the inlet
+    temperature of the first-order RC (:func:`rc_response`) fitted by least squares to the whole trace,
+    its warm-up and cool-down included (a slope of temperature on power over such a trace reads about
+    half the true R_th); a GPU whose power spans < 50 W is not used (no excitation).  The profile keeps
+    the median over GPUs."""
+    per_gpu, files, short = [], set(), []
     tau_base = (base.get("thermal") or {}).get("tau_s")
     for tr in meas.traces:
         for g in np.unique(tr.gpu):
             m = (tr.gpu == g) & np.isfinite(tr.power_w) & np.isfinite(tr.temp_c)
-            # the slope reads steady temperatures: a capture shorter than 3 time constants has not
-            # levelled off (its slope would make the GPU look 5-10x better cooled than it is)
-            if m.sum() >= 20 and tau_base and float(np.ptp(tr.t_unix[m])) < 3 * float(tau_base):
-                short.append(f"{tr.path} GPU {int(g)} ({float(np.ptp(tr.t_unix[m])):.0f} s)")
+            order = np.argsort(tr.t_unix[m], kind="stable")
+            t, P, T = (np.asarray(x[m], float)[order] for x in (tr.t_unix, tr.power_w, tr.temp_c))
+            # a capture shorter than 3 time constants has not levelled off: its R_th rests on the
+            # time constant the fit guesses with it
+            if len(t) < 20:
                 continue
-            if m.sum() >= 20 and np.ptp(tr.power_w[m]) >= 50:
-                b, a = np.polyfit(tr.power_w[m], tr.temp_c[m], 1)
-                slopes.append((int(g), float(b)))
-                files.add(str(tr.path))
+            if tau_base and float(np.ptp(t)) < 3 * float(tau_base):
+                short.append(f"{tr.path} GPU {int(g)} ({float(np.ptp(t)):.0f} s)")
+                continue
+            keep = np.concatenate(([True], np.diff(t) > 0))       # one sample per instant
+            t, P, T = _binned(t[keep] - t[0], P[keep], T[keep])
+            if len(t) < 20 or np.ptp(P) < 50:
+                continue
+            r_th, tau, t_amb, Tm, tau_fitted = _fit_rc(t, P, T, tau_base)
+            ss = float(np.sum((T - T.mean()) ** 2))
+            per_gpu.append(dict(gpu=int(g), r_th_c_per_w=round_sig(r_th), tau_s=round_sig(tau), tau_fitted=tau_fitted,
+                                t_amb_c=round_sig(t_amb), n_points=len(t),
+                                r2=round_sig(1 - float(np.sum((T - Tm) ** 2)) / ss, 4) if ss > 0 else None,
+                                max_abs_err_c=round_sig(float(np.abs(T - Tm).max()), 3)))
+            files.add(str(tr.path))
     if short:
         report.warnings.append(f"thermal: {len(short)} GPU capture(s) shorter than 3 x the base profile's tau "
                                f"({float(tau_base):.0f} s), not at steady temperature, not used: {', '.join(short[:3])}"
                                + (f" and {len(short) - 3} more" if len(short) > 3 else ""))
-    if not slopes:
+    if not per_gpu:
         return None
-    r = float(np.median([b for _, b in slopes]))
-    report.warnings.append("thermal.tau_s: no step response in the inputs (run the suite's sustained GEMM): kept "
-                           "from the base; R_th is the slope of temperature on power (steady-state assumption)")
-    report.rows.append(("thermal", f"r_th_c_per_w {r:.4f} (T-vs-P slope, {len(slopes)} GPUs)", "tau kept"))
-    return dict(r_th_c_per_w=round_sig(r), tau_s=(base.get("thermal") or {}).get("tau_s"),
-                fit=dict(method="least squares slope of temperature on power per GPU over the trace; median",
-                         per_gpu=[dict(gpu=g, r_th_c_per_w=round_sig(b)) for g, b in slopes],
-                         tau_s="kept from the base profile", inputs=sorted(files)))
+    r = float(np.median([x["r_th_c_per_w"] for x in per_gpu]))
+    fitted_tau = [x["tau_s"] for x in per_gpu if x["tau_fitted"]]
+    tau = float(np.median(fitted_tau)) if fitted_tau else tau_base
+    if not fitted_tau:
+        report.warnings.append("thermal.tau_s: the traces hold no transient that pins the time constant: kept from "
+                               "the base (run the suite's sustained GEMM for a step response)")
+    r2 = [x["r2"] for x in per_gpu if x["r2"] is not None]
+    report.rows.append(("thermal", f"r_th_c_per_w {r:.4f} tau_s {float(tau):.0f} (RC fit of {len(per_gpu)} GPU "
+                                   f"trace(s){'' if fitted_tau else '; tau kept'})",
+                        f"n {sum(x['n_points'] for x in per_gpu)} R2 {min(r2) if r2 else '-'}.."
+                        f"{max(r2) if r2 else '-'} max {max(x['max_abs_err_c'] for x in per_gpu):.2g} C"))
+    return dict(r_th_c_per_w=round_sig(r), tau_s=round_sig(float(tau)) if tau is not None else None,
+                fit=dict(method="least squares of a first-order RC driven by the sampled power (T_amb, R_th, tau per "
+                                "GPU) over the whole trace; median over GPUs",
+                         per_gpu=per_gpu, tau_s="fitted" if fitted_tau else "kept from the base profile",
+                         inputs=sorted(files)))
