@@ -313,9 +313,12 @@ class StageState:
     step_time_s: float
 
 
-def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=None) -> StageState:
+def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=None,
+                step_time_s: float | None = None) -> StageState:
     """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP) and
-    clocks at most ``clock_max`` (ratio of the maximum, length PP: a stage holding a derated GPU)."""
+    clocks at most ``clock_max`` (ratio of the maximum, length PP: a stage holding a derated GPU).
+    ``step_time_s``: the job's step when a slower rank than these clocks give sets it (a derated
+    GPU's stage-mates, which run at their own clock and wait for it at the waiting power)."""
     caps_w = np.asarray(caps_w, dtype=np.float64)
     # each kernel class at the clock it reaches under the cap (above it only where the GPU's lowest
     # clock cannot meet it)
@@ -326,6 +329,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     t_mb = comp + st.exposed_comm_s
     # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
     T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.pp_fill_s + st.const_s
+    if step_time_s is not None:
+        T = max(T, float(step_time_s))
     busy = st.m * comp
     comm = st.m * st.exposed_comm_s + st.const_s
     wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage
@@ -474,8 +479,9 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                   inlet_temp_c: float | None = None, derate: dict | None = None) -> EnergyReport:
     """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
     TDP), thermal slowdown included.  ``derate`` pins GPUs' clocks ((node, slot) -> MHz): a
-    synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's clock (its
-    TP, CP and DP peers wait in their collectives) and the pipeline follows the slowest stage.
+    synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's pace and the
+    pipeline follows the slowest stage; its TP, CP and DP peers run their kernels at their own clock
+    and wait in their collectives for it, drawing the waiting power (idle + spin) meanwhile.
 
     Raises:
         InputError: missing power/thermal data, a cap outside the GPU's range, or a bad derate
@@ -529,14 +535,27 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         p_gpu[:len(ranks)] = p_rank
         return p_gpu.reshape(rep_nodes, G)
 
+    slow_rank = np.array([(r // G, r % G) in derate for r in ranks.tolist()], dtype=bool)
+    pinned = clock_max < 1.0
+
+    def states(ceiling):
+        """(the stages' state at ``ceiling``, which sets the step; the state of a derated stage's other
+        GPUs: their own clock, then waiting for the derated one; per-rank average power)."""
+        state = stage_state(st, pw, caps, ceiling)
+        if not pinned.any():
+            return state, state, state.avg_power_w[stage_of]
+        # a derated stage's other GPUs run unpinned unless the heat holds the stage below the pin
+        mates = stage_state(st, pw, caps, np.where(pinned & (ceiling >= clock_max - 1e-9), 1.0, ceiling),
+                            step_time_s=state.step_time_s)
+        return state, mates, np.where(slow_rank, state.avg_power_w[stage_of], mates.avg_power_w[stage_of])
+
     def temps_of(ceiling):
-        p_rank = stage_state(st, pw, caps, ceiling).avg_power_w[stage_of]
-        return steady_temp_c(cool, th.r_th_c_per_w, by_node(p_rank)).reshape(-1)[:len(ranks)]
+        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling)[2])).reshape(-1)[:len(ranks)]
 
     eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
     throttled = bool(np.any(eff < clock_max - 1e-6))
-    state = stage_state(st, pw, caps, eff)
-    p_nodes = by_node(state.avg_power_w[stage_of])
+    state, mates, p_rank = states(eff)
+    p_nodes = by_node(p_rank)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[:len(ranks)]
     warm = None
     if warm_steps is not None:
@@ -544,14 +563,15 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_nodes, idle,
                                   warm_steps * state.step_time_s).reshape(-1)[:len(ranks)].max())
     T = state.step_time_s
-    energy = float(state.avg_power_w.sum() * S * T)
+    n_slow = np.bincount([(node * G + slot) // S for node, slot in derate], minlength=pp)
+    energy = float(((S - n_slow) * mates.avg_power_w + n_slow * state.avg_power_w).sum() * T)
     boost = _boost_mhz(cluster)
     rows = []
     for i, r in enumerate(int(x) for x in ranks):
-        s = stage_of[i]
-        rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(state.avg_power_w[s]),
-                         peak_power_w=float(state.peak_power_w[s]), temp_c=float(temps[i]),
-                         sm_clock_mhz=float(boost * state.clock[s]) if boost else None,
+        s, own = stage_of[i], state if slow_rank[i] else mates
+        rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(own.avg_power_w[s]),
+                         peak_power_w=float(own.peak_power_w[s]), temp_c=float(temps[i]),
+                         sm_clock_mhz=float(boost * own.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
                          # stage-mates run at the same clock because they wait for it)
                          throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[i] >= slow - 0.05),
@@ -560,8 +580,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          derated_mhz=derate.get((r // G, r % G))))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
-        step_time_s=T, avg_power_w=float(state.avg_power_w.mean()),
-        peak_power_w=float(state.peak_power_w.max()), energy_j_per_step=energy,
+        step_time_s=T, avg_power_w=energy / (n * T),
+        peak_power_w=float(max(state.peak_power_w.max(), mates.peak_power_w.max())), energy_j_per_step=energy,
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
         max_temp_c=float(temps.max()), throttled=throttled, hw_slowdown=bool(temps.max() > slow + 0.05),

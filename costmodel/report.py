@@ -194,7 +194,7 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
     if pinned:
         # a pinned clock, not the power limit, holds the slowest stage (and the synchronous step)
         said = ", ".join(f"GPU {g['node']}:{g['slot']} at {g['derated_mhz']:.0f} MHz" for g in pinned)
-        return (f"derated: {said} holds its stage's clock, and the synchronous step waits for it: "
+        return (f"derated: {said} sets its stage's pace, and the synchronous step waits for it: "
                 f"{rec['step_time_s']:.3f} s per step, against {unc:.3f} s at the clocks the profile's kernel "
                 "tables were measured at (the breakdown)")
     caps = sorted(set(round(float(x)) for x in rec.get("caps_w") or []))

@@ -197,6 +197,28 @@ def test_a_derated_gpu_slows_the_whole_synchronous_step():
         predict_run(m, R, c, p, lay, derate={(0, 0): 100.0})
 
 
+def test_a_derated_gpus_stage_mates_run_at_their_own_clock_and_wait_drawing_power():
+    """The 15 other GPUs of that stage run their kernels at the clock they had, then wait in the
+    collectives for the slow one at the waiting power (idle + spin, README 'Power'): each draws more
+    than the derated GPU and more than waiting alone; the step's energy rises with its length
+    (a straggler costs energy, it saves none), and is the sum of the 16 GPUs' average powers x step."""
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    m = load_model("llama3-8b")
+    lay = dict(BASE, tp=1, pp=1, dp=16, zero=3)
+    free = predict_run(m, R, c, p, lay).energy
+    slow = predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy
+    pinned = [g for g in slow.per_gpu if g["derated_mhz"]]
+    mates = [g for g in slow.per_gpu if not g["derated_mhz"]]
+    assert all(g["sm_clock_mhz"] == pytest.approx(free.per_gpu[0]["sm_clock_mhz"]) for g in mates)
+    wait_w = p.power.idle_w + p.power.coeff_w["spin"]
+    assert all(g["power_w"] > max(pinned[0]["power_w"], wait_w) for g in mates)
+    assert slow.energy_j_per_step > free.energy_j_per_step
+    rows = {(g["node"], g["slot"]): g["power_w"] for g in slow.per_gpu}
+    listed = rows[(0, 3)] + 7 * rows[(0, 0)] + 8 * rows[(1, 0)] if (1, 0) in rows else rows[(0, 3)] + 15 * rows[(0, 0)]
+    assert slow.energy_j_per_step == pytest.approx(listed * slow.step_time_s, rel=1e-9)
+
+
 def test_thermal_caps_are_a_fixed_point_a_derate_above_the_thermal_clock_changes_nothing():
     """Llama 3 70B on 2 x 8 H100 at a 60 C inlet: the rear-row stages throttle; derating a GPU of a
     throttled stage above the clock that stage already runs at changes nothing (the stages are
@@ -409,4 +431,4 @@ def test_a_derated_gpu_is_listed_whatever_node_stands_for_its_stage():
     assert [(g["node"], g["slot"], g["derated_mhz"]) for g in rows] == [(5, 3, 1200.0)]
     assert rows[0]["sm_clock_mhz"] == pytest.approx(1200.0)
     line = report.power_limit_line(report.run_record(run), c.gpu.full_clock_mhz)
-    assert line.startswith("derated: GPU 5:3 at 1200 MHz holds its stage's clock")
+    assert line.startswith("derated: GPU 5:3 at 1200 MHz sets its stage's pace")
