@@ -33,13 +33,14 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     if group:                       # YAML keys read back as strings
         entry = {int(k): e for k, e in (entry.get("by_group_size") or {}).items()}.get(group, entry)
     if len(n) >= need and latency_only:
-        # no size reaches the bandwidth, and Simple never wins below it: its line (its latency over the
-        # next protocol's, and its efficiency) is held at the base profile's, the faster lines fitted
+        # no size reaches a bandwidth, and which protocols win below 1 MiB depends on where the sweep
+        # stops: only the latency is fitted, every protocol's efficiency and its latency relative to
+        # LL's held at the base profile's (a sweep of 8..128 B had fitted LL128 at 0.3% of the NIC)
         x = vector_of(params_of(entry))
         k = len(x) // 2
-        return {k - 1: float(x[k - 1]), k: float(x[k])}, k, \
-            "; latency-bound sweep: Simple's efficiency and its latency step over the next protocol held at the " \
-            "base profile's (its latency follows the fitted faster protocols')"
+        return {i: float(x[i]) for i in range(1, 2 * k)}, k, \
+            "; latency-bound sweep: LL's latency fitted, every protocol's efficiency and latency relative to LL's " \
+            "held at the base profile's"
     fix, k = short_sweep_fix(params_of(entry), len(n))
     coll = f"{coll} (groups of {group})" if group else coll
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
