@@ -12,7 +12,7 @@ from costmodel.specs import ClusterSpec, GpuSpec
 from .measurements import FitReport, Measurements
 from costmodel.specs.params import NVLS_EFF_MAX
 
-from .primitives import (FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
+from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
                          protocol_text, quality, round_sig, short_sweep_fix, vector_of, warn_at_bound, warn_outliers)
 
 #: fewest sizes of a full protocol fit per scope (3 protocols x 2 intra; 2 x 2 inter, costmodel/fit/primitives.py)
@@ -85,9 +85,6 @@ def nic_bytes_per_gpu(cluster, ranks_per_node: int) -> float:
 
 #: a sweep whose smallest message is at least this large never sees the latency-bound regime
 LATENCY_BOUND_BYTES = 2 ** 20
-#: a sweep must reach this size for Simple's bandwidth to dominate its fitted latency: a NIC's 25-50 GB/s
-#: times the 0.1-2 ms inter-node Simple latencies of the built-in fits is 2.5-100 MB
-BANDWIDTH_BOUND_BYTES = 2 ** 26
 
 
 def warn_sweep_span(name: str, n, report) -> None:

@@ -339,6 +339,11 @@ def warn_outliers(section, t_model, t_meas, labels, report):
         report.warnings.append(f"{section}: {len(bad)} outlier(s), measured vs fit: {shown}{more}")
 
 
+#: a sweep must reach this size for Simple's bandwidth to dominate its fitted latency: a NIC's 25-50 GB/s
+#: times the 0.1-2 ms inter-node Simple latencies of the built-in fits is 2.5-100 MB
+BANDWIDTH_BOUND_BYTES = 2 ** 26
+
+
 def warn_at_bound(section, p, eff_max, report, sizes=None):
     """Warn when the fit is implausible: the best protocol's busbw efficiency at its upper bound (the data
     are faster than the link the fit normalises by: the topology or the link bandwidth given is likely
@@ -348,9 +353,17 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
 
     Raises:
         FitError: the best efficiency under 5 % of the link's, or at the fit's lower bound
-            (:data:`EFF_MIN`): the capture is not of this cluster's links."""
+            (:data:`EFF_MIN`), or at its upper bound over 3 or more sizes reaching
+            :data:`BANDWIDTH_BOUND_BYTES`: the capture is not of this cluster's links."""
     best = max(e for _, e in p.absolute_protocols)
     n_sizes = len(np.unique(np.asarray(sizes, dtype=float))) if sizes is not None else None
+    measured = n_sizes is not None and n_sizes >= 3 and float(np.max(sizes)) >= BANDWIDTH_BOUND_BYTES
+    if best >= 0.995 * eff_max and measured:
+        # a sweep that reaches the bandwidth ran faster than the link allows: the capture is of other
+        # links (or ranks), and a line pinned at the bound would price them
+        raise FitError(f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement over "
+                       f"{n_sizes} sizes is faster than the link it is normalised by (check --nodes/--gpus-per-node, "
+                       "the collective, or the cluster's link bandwidth); nothing written")
     if best >= 0.995 * eff_max:
         report.warnings.append(
             f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: " + (

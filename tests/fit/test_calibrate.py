@@ -640,7 +640,7 @@ def test_the_base_profile_must_be_of_the_measured_gpu_and_may_be_named(tmp_path)
 
 def test_a_fit_that_misses_its_own_data_is_not_written(tmp_path):
     """The p5 capture with its times divided by 1000 and its bandwidths multiplied by 1000, each row
-    consistent with itself: faster than the links allow, no latency-bandwidth line describes it; the
+    consistent with itself: faster than the links allow (its busbw efficiency at the fit's bound); the
     fit says so and writes nothing.  With the times alone divided (ms under the us header) the rows
     disagree with their own algbw, and that is named first."""
     import re
@@ -658,7 +658,8 @@ def test_a_fit_that_misses_its_own_data_is_not_written(tmp_path):
             rows.append(line)
         return "\n".join(rows) + "\n"
     out = tmp_path / "ms.yaml"
-    for bw, why in ((1e3, "misses its own data"), (1.0, "have a time that disagrees with their own algbw column")):
+    for bw, why in ((1e3, "is faster than the link it is normalised by"),
+                    (1.0, "have a time that disagrees with their own algbw column")):
         ms = tmp_path / "ms.txt"
         ms.write_text(scaled(bw))
         rc, so, se = cli("calibrate", "fit", str(ms), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",

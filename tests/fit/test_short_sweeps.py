@@ -172,3 +172,15 @@ def test_a_sweep_cut_at_128_bytes_fits_the_latency_only(tmp_path):
         worst[prof] = max(abs(r["time_rel_err"]) for r in json.loads(so)["rows"] if r["size_bytes"] >= 2 ** 17)
     # from 128 KiB up, within 3 points of the base profile's own error on the capture it was fitted to
     assert worst[str(out)] < worst["h100-sxm-80gb"] + 0.03
+
+
+def test_a_sweep_faster_than_the_clusters_links_writes_nothing(tmp_path):
+    """The AWS p5 capture (32 x 100 Gb/s EFA a node) fitted as the MICRO'25 H100 cluster's (one
+    100 Gb/s NIC a node): its 32 sizes ran 8x faster than that NIC allows, a busbw efficiency pinned
+    at the bound 1.0, so the fit stops with one line and writes nothing (a warning had let the
+    pinned line price every layout)."""
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(REPO / "hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt"),
+                     "--cluster", "paper-h100", "--nodes", "2", "--gpus-per-node", "8", "-o", str(out))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists()
+    assert "comm.inter_node.all_reduce: busbw efficiency 1.000 sits at its bound 1.0" in se and "nothing written" in se
