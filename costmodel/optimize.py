@@ -258,9 +258,9 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     EDP).  Branch and bound, twice: first the fastest layout under the limits (the reference of a
     step-time slack, of EDP and of the report), from the ``k`` options of least time bound; then the
     objective, from the options whose bound is below a quick estimate of the optimum, plus the
-    fastest layout (so the ILP's own reference is the global one).  After each ILP every option
-    whose bound is below the optimum found joins (``3 k`` at a time) and the ILP runs again, until
-    none is left: the result is the optimum over the whole space.  When no option meets the limits
+    fastest layout (so the ILP's own reference is the global one).  After each ILP the options
+    whose bound is below the optimum found join (``3 k`` at a time or as many as it saw, whichever is
+    more, least bound first) and the ILP runs again, until none is left: the result is the optimum over the whole space.  When no option meets the limits
     the search widens, doubling, over every option with a cap level the limits leave usable, and
     then raises the ILP's diagnosis for those.
 
@@ -325,7 +325,9 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
             join = [i for i in order if bound[i] < best and i not in seen]
             if not join:
                 return sol, chosen, inst
-            chosen += join[:3 * k]
+            # at least 3 k, then doubling: under a tight limit hundreds of bounds undercut the optimum,
+            # and a fixed step re-solved a growing ILP once per step (58 solves, minutes)
+            chosen += join[:max(3 * k, len(chosen))]
 
     # 1. the fastest layout under the limits: the reference of a slack, of EDP and of the report
     by_time = [int(i) for i in np.argsort(t_lb, kind="stable")]
