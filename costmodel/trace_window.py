@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import InputError
 from .readers.clock_events import throttle_shares
-from .readers.power_trace import watts_misread
+from .readers.power_trace import misread_units
 
 PEAK_PERCENTILE = 95.0
 
@@ -81,7 +81,7 @@ def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:
     # only a capture of the cluster's GPU (or an unnamed one) has its watts read against this GPU's TDP:
     # an A10's 150 W under an H100's 700 W is another GPU, not a kW column
     if all(k == cluster.gpu.key for k in keys.values()):
-        bad = watts_misread(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
+        bad = misread_units(trace, cluster.gpu.tdp_w, cluster.gpu.devices_per_package)
         if bad:
             raise InputError("--power", "", f"{trace.path or 'the capture'}: {bad}")
     for name, key in keys.items():

@@ -192,7 +192,7 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
     from ..errors import FitError
     from ..fit import FitReport, base_profile, fit_profile, load_measurements, poor_fits, resolve_gpu
     from ..fit.measurements import Measurements
-    from ..readers.power_trace import watts_misread
+    from ..readers.power_trace import misread_units
     from costmodel.collective import COLLECTIVES
     from ..specs import load_cluster
     from ..specs.profile import dump_profile
@@ -236,7 +236,7 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
             why = f"--cluster {cl.key}"        # the flag that named the GPU
         _check_named_gpus(meas, g, why)
         for tr in meas.traces:
-            bad = watts_misread(tr, g.tdp_w, g.devices_per_package)
+            bad = misread_units(tr, g.tdp_w, g.devices_per_package)
             if bad:
                 raise FitError(f"{tr.path or 'a power trace'}: {bad} ({g.key})")
         b, bpath = base_profile(g, base)

@@ -76,6 +76,8 @@ class PowerTrace:
             (costmodel.readers.clock_events), or None when the capture has none.
         device_names: the distinct device names the capture prints (nvidia-smi -q 'Product Name', the
             query CSV's ``name`` column), in order of appearance; empty when it prints none.
+        out_of_range: column -> (readings outside the physical range and set to NaN, readings given),
+            the counts :func:`misread_units` judges a column's unit by.
         table: the parsed source (:class:`~costmodel.readers.nvidia_smi.SmiTrace`,
             :class:`~costmodel.readers.nvidia_smi.DmonTable`, :class:`~costmodel.readers.dcgm.DcgmTable`
             or :class:`~costmodel.readers.suite_jsonl.SuiteRun`) with every column of the capture, or None.
@@ -98,6 +100,7 @@ class PowerTrace:
     table: Any = field(default=None, repr=False)
     clock_events: list | None = None
     device_names: tuple = ()
+    out_of_range: dict = field(default_factory=dict)
 
     def __post_init__(self):
         n = len(self.t_unix)
@@ -112,6 +115,7 @@ class PowerTrace:
             v = np.asarray(getattr(self, a), dtype=np.float64)
             bad = np.isfinite(v) & ((v < lo) | (v > hi))
             if bad.any():
+                self.out_of_range[a] = (int(bad.sum()), int(np.isfinite(v).sum()))
                 setattr(self, a, np.where(bad, np.nan, v))
                 where = ", ".join(f"{self.path}:{ln}" if ln else str(self.path) for ln in self.lines[bad][:3])
                 self.errors.append(f"{where}: {int(bad.sum())} {a} reading(s) outside {lo:g}..{hi:g} {unit} "
@@ -123,7 +127,8 @@ class PowerTrace:
     def _take(self, idx):
         kw = {a: getattr(self, a)[idx] for a in _ARRAYS}
         return PowerTrace(source_format=self.source_format, path=self.path, errors=list(self.errors),
-                          absolute_time=self.absolute_time, table=self.table, **kw)
+                          absolute_time=self.absolute_time, table=self.table, out_of_range=dict(self.out_of_range),
+                          **kw)
 
     def per_gpu(self, by_host=False):
         """Split into one trace per GPU, each sorted by time.
@@ -449,14 +454,27 @@ def power_trace_from_suite(run) -> PowerTrace:
         source_format="suite-jsonl", path=run.path, errors=list(run.errors), absolute_time=True, table=run)
 
 
-def watts_misread(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1) -> str | None:
+#: share of a temperature column's readings outside -40..150 C above which the column is not in C:
+#: a GPU's own sensor never reads there, so a few such readings are glitches and more are a unit
+#: (degrees F: 34 C idle reads 93, 85 C under load 185)
+MISREAD_TEMP_SHARE = 0.01
+
+
+def misread_units(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1) -> str | None:
     """Why the capture's power samples cannot be watts of a GPU of ``tdp_w`` (its package limit over
-    ``devices_per_package`` devices), or None when they can: every sample below 5 % of the TDP, which
+    ``devices_per_package`` devices), or its temperatures degrees C, or None when they can: more than
+    :data:`MISREAD_TEMP_SHARE` of the temperature readings outside -40..150 C (the rest of such a
+    column, read as C, would price the thermal model wrong); every power sample below 5 % of the TDP, which
     no GPU with a context open draws (an idle H100 draws 70 W of 700: kW written under a W header),
     or a 99th percentile above 1.25 x the TDP, which the power limiter does not let through (NVML's
     power.draw averages over its window, where the limiter holds the limit; the brief excursions it
     lets through stay off the 99th percentile): mW, or another GPU's capture (an H100's 590 W read as
     an A100's, whose limit is 400 W)."""
+    for col in ("temp_c", "mem_temp_c"):
+        bad, given = trace.out_of_range.get(col, (0, 0))
+        if given and bad > MISREAD_TEMP_SHARE * given:
+            return (f"{bad} of its {given} {col} readings lie outside -40..150 C: the column is not in degrees C "
+                    "(degrees F?)")
     p = trace.power_w[np.isfinite(trace.power_w)]
     if p.size == 0:
         return None

@@ -19,11 +19,13 @@ R_TH = {0: 0.055, 1: 0.075}      # C/W, the two GPUs' thermal resistances
 TAU_S, INLET_C = 120.0, 30.0
 
 
-def _trace(path):
+def _trace(path, fahrenheit=False):
     t = np.arange(900.0)
     P = np.where((t >= 100) & (t < 800), 590.0, 70.0)      # idle, a 700 s job, cool-down
     lines = ["timestamp, index, name, power.draw [W], temperature.gpu, clocks.sm [MHz], utilization.gpu [%]"]
     temps = {g: rc_response(t, P, INLET_C + r * 70.0, INLET_C, r, TAU_S) for g, r in R_TH.items()}
+    if fahrenheit:
+        temps = {g: 32.0 + 1.8 * T for g, T in temps.items()}
     for i, ti in enumerate(t):
         for g in R_TH:
             # nvidia-smi prints whole degrees
@@ -49,3 +51,14 @@ def test_the_rc_fit_of_a_warm_up_and_cool_down_trace_gives_back_r_th_and_tau(tmp
     P = np.where((t >= 100) & (t < 800), 590.0, 70.0)
     T = rc_response(t, P, INLET_C + 0.055 * 70.0, INLET_C, 0.055, TAU_S)
     assert np.polyfit(P, T, 1)[0] < 0.8 * 0.055
+
+
+def test_a_temperature_column_in_fahrenheit_is_refused_whole(tmp_path):
+    """The same trace in degrees F: the hotter GPU's loaded samples (up to 165 F) lie above 150, every
+    other sample (93..145 F) below, where read as C it would have been fitted. The fit stops with one
+    line naming the column, nothing written."""
+    _trace(tmp_path / "smi.csv", fahrenheit=True)
+    r = run("calibrate", "fit", tmp_path / "smi.csv", "-o", tmp_path / "p.yaml")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "temp_c readings lie outside -40..150 C: the column is not in degrees C" in r.stderr
+    assert not (tmp_path / "p.yaml").exists()
