@@ -308,10 +308,17 @@ def _rank_line(line, meta, seen_ranks, block_ranks):
     return True, clash
 
 
-def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fields: int, out: NcclTable) -> None:
+#: the time unit of a table's units line, and microseconds per unit
+_UNITS = re.compile(r"\((us|ms|ns|s)\)")
+_TIME_US = {"us": 1.0, "ms": 1e3, "ns": 1e-3, "s": 1e6}
+
+
+def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fields: int, out: NcclTable,
+              time_scale: float = 1.0) -> None:
     """One data line (its fields ``tok``) into ``out``: its two rows (out-of-place, in-place), or a named
     error for a row that is truncated, has more or fewer fields than its table's header names
-    (``head_fields``, 0 when unknown), has a non-numeric field, or a value :func:`_row_problem` refuses."""
+    (``head_fields``, 0 when unknown), has a non-numeric field, or a value :func:`_row_problem` refuses.
+    ``time_scale``: microseconds per unit of the table's time columns (its header's units line)."""
     if head_fields and len(tok) != head_fields and 11 <= len(tok) <= 13:
         out.errors.append(f"{where}: {len(tok)} fields, but the table's header names {head_fields} columns (a "
                           f"column missing or added: its values would be read as the next column's): {raw!r}")
@@ -341,6 +348,7 @@ def _data_row(tok: list, raw: str, where: str, lineno: int, table: int, head_fie
         return
     for j, placement in enumerate(("out-of-place", "in-place")):
         t, a, b_ = vals[3 * j:3 * j + 3]
+        t = t * time_scale
         problem = _row_problem(size, placement, t, a, b_)
         if problem:
             out.errors.append(f"{where}: {problem}: {raw!r}")
@@ -364,13 +372,14 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
         NcclTestsParseError: (strict) a data line is truncated or has a non-numeric field; the
             message names the file and line of every bad line.
         OSError: the file cannot be read.
-    Units: size in bytes, time in us, algbw/busbw in GB/s, exactly as printed.
+    Units: size in bytes, time in us (a table whose units line says (ms), (ns) or (s) converted from
+    it), algbw/busbw in GB/s, exactly as printed.
     Format source: NVIDIA nccl-tests doc/PERFORMANCE.md and src/common.cu (https://github.com/NVIDIA/nccl-tests).
     """
     path = Path(path)
     out = NcclTable()
     meta = out.meta
-    table, head_fields = -1, 0
+    table, head_fields, time_scale = -1, 0, 1.0
     seen_ranks, block_ranks, dup = set(), {}, None      # block: the rank lines since the last table header
     cur_coll = None                                      # collective of the test being printed
     binary_from = None  # "starting" > "command" > "comment"
@@ -409,15 +418,16 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
                     if kind == "command":
                         meta["command"] = line
         if line.startswith("#"):
-            if not (_HEADER.match(line) or "(us)" in line):
+            unit = _UNITS.search(line) if "(B)" in line else None
+            if not (_HEADER.match(line) or unit):
                 head_fields = 0          # another comment: the rows below may be another table's
             if _HEADER.match(line):
                 table += 1
                 block_ranks = {}
                 head_fields = len(line.lstrip("#").split())      # the columns this table's rows carry
                 meta["table_collectives"].append(cur_coll)
-            elif "(us)" in line:          # the header's units line
-                pass
+            elif unit:                    # the header's units line: nccl-tests prints (us); an edited
+                time_scale = _TIME_US[unit.group(1)]      # one that says another unit is read in it
             elif re.match(r"#\s*nThread\b", line):
                 meta["params"] = _params(line)
             else:
@@ -445,7 +455,7 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
             meta["noise_lines"] += 1  # NCCL INFO / launcher / prompt lines: not data
             continue
         table = max(table, 0)
-        _data_row(tok, raw, f"{path}:{lineno}", lineno, table, head_fields, out)
+        _data_row(tok, raw, f"{path}:{lineno}", lineno, table, head_fields, out, time_scale)
     _finish_meta(meta)
     if dup is not None:
         # a binary built without MPI, launched by mpirun/srun: every process runs its own 1-rank test

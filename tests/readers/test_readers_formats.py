@@ -848,3 +848,28 @@ def test_every_monitor_format_names_the_vendor_its_tool_reads():
     monitors = {n: f.vendor for n, f in REGISTRY.items() if f.trace_is_data}
     assert monitors == {"nvidia-smi-csv": "nvidia", "nvidia-smi-dmon": "nvidia", "dcgmi-dmon": "nvidia",
                         "nvidia-smi-q": "nvidia", "rocm-smi": "amd", "amd-smi": "amd"}
+
+
+def test_an_nccl_tests_table_whose_units_line_says_ms_is_read_in_ms(tmp_path):
+    """The AWS p5 capture with its time columns rewritten in milliseconds and its units line saying
+    (ms): read in the unit its header gives, the same times as the original in us (a header saying
+    (us) over such times stays refused: the times disagree with their algbw)."""
+    import re
+    from costmodel.readers.nccl_tests import read_nccl_tests
+    from costmodel.specs import hardware_dir
+    src = hardware_dir() / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
+    lines = []
+    for line in src.read_text().splitlines():
+        c = line.split()
+        if len(c) >= 13 and re.fullmatch(r"\d+", c[1]) and c[0] == "0:":
+            for i in (6, 10):
+                c[i] = f"{float(c[i]) / 1e3:.6f}"
+            line = " ".join(c)
+        elif line.lstrip("0: ").startswith("#") and "(us)" in line:
+            line = line.replace("(us)", "(ms)")
+        lines.append(line)
+    ms = tmp_path / "ms.txt"
+    ms.write_text("\n".join(lines) + "\n")
+    a, b = read_nccl_tests(src, strict=False), read_nccl_tests(ms, strict=False)
+    assert len(b.rows) == len(a.rows) > 0
+    assert [r.time_us for r in b.rows] == pytest.approx([r.time_us for r in a.rows], rel=1e-4)
