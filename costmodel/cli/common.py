@@ -354,14 +354,21 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     profile's ``num_sms`` (costmodel.gemm), so a GPU file that says otherwise would be ignored.
 
     Raises:
-        InputError: naming ``--profile``, both GPUs and their peaks and TDPs; or naming the GPU file's
-            ``num_sms`` and the profile entry that contradicts it.
+        InputError: naming ``--profile``, both GPUs and their peaks and TDPs; naming the profile's ``gpu``
+            where it is a slip for a catalog GPU; or naming the GPU file's ``num_sms`` and the profile
+            entry that contradicts it.
     """
     if profile.gpu != cluster.gpu.key:
         try:
             other = load_gpu(profile.gpu)
         except InputError:
             other = None                        # a GPU outside the catalog: only the note
+            import difflib
+            from ..specs.hardware import list_gpus
+            near = difflib.get_close_matches(str(profile.gpu), list_gpus(), n=1, cutoff=0.85)
+            if near:                            # a slip for a catalog GPU would dodge the check below
+                raise InputError(profile.path, "gpu", f"{profile.gpu!r} is no GPU of the catalog; did you mean "
+                                 f"{near[0]}? (the GPU the profile was fitted for)")
         mine = cluster.gpu
         apart = lambda a, b: a is not None and b is not None and abs(a / b - 1) > 0.10   # noqa: E731
         pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731

@@ -242,3 +242,13 @@ def test_a_preheat_coefficient_without_its_upstream_slots_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"cooling\.upstream: missing: preheat_c_per_w 0\.0107"):
         load_cluster(str(_write(tmp_path, "no-upstream.yaml", "\n".join(lines) + "\n")))
     assert not any(load_cluster("azure-nd-mi300x").cooling.upstream)
+
+
+def test_a_profile_whose_gpu_is_a_slip_for_a_catalog_gpu_is_refused(tmp_path):
+    """A hand-edited profile saying ``gpu: h100-sxm-8gb``: no catalog GPU, so the check of its peaks and
+    TDP against the cluster's could not run; one edit from h100-sxm-80gb, it is named as a slip."""
+    prof = _write(tmp_path, "p.yaml", (PROFILES / "h100-sxm-80gb.yaml").read_text().replace(
+        "gpu: h100-sxm-80gb", "gpu: h100-sxm-8gb", 1))
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1", "--mbs", "1",
+            "--gbs", "64", "--profile", str(prof))
+    assert_one_line_error(r, f"{prof}: gpu: 'h100-sxm-8gb' is no GPU of the catalog; did you mean h100-sxm-80gb?")
