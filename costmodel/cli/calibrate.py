@@ -363,8 +363,8 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     tp.add_column("field")
     tp.add_column("value", overflow="fold")
     for k, v in _flat(pv):
-        if k.startswith("warnings") or k.startswith("notes"):
-            continue
+        if k.startswith("warnings") or k.startswith("notes") or v is None or v == []:
+            continue                 # what the inputs did not record (an nccl-tests log prints no driver)
         tp.add_row(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v))
     con.print(tp)
     for w in pv.get("warnings") or []:
