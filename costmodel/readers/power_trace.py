@@ -482,7 +482,7 @@ def misread_units(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1)
     hi = float(np.percentile(p, 99))
     if float(p.max()) < 0.05 * limit:
         return (f"its power samples peak at {float(p.max()):.4g} W, below 5 % of the GPU's {limit:.0f} W limit: "
-                "the column is not in the unit its header gives (kW under a W header, or W under a mW one?)")
+                "the column is not in watts (kW under a W header, or W under a mW one?)")
     if hi > 1.25 * limit:
         unit = " (mW under a W header?)" if hi > 100 * limit else ""
         return (f"its power samples reach {hi:.4g} W (99th percentile), above 1.25 x the GPU's {limit:.0f} W limit: "
