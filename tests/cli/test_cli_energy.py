@@ -264,16 +264,27 @@ def test_recommend_ranks_its_shortlist_by_the_step_predict_prints():
 
 
 def test_caps_that_add_to_more_than_the_node_budget_are_said():
-    """Llama 3 70B on the paper's H200 cluster under a 4 kW node budget, 5 cap levels: the ILP keeps the predicted draw
-    within it, but node 3's caps (4 x 450 + 4 x 575 W) add to 4.1 kW; recommend says so.  The sum walks
-    the ranks in Megatron's order, the pipeline outermost."""
-    from costmodel.cli.recommend import node_cap_sums_w
+    """The ILP keeps the predicted draw within a node's budget, which caps drawn from a grid need not:
+    node 3's caps (4 x 450 + 4 x 575 W) add to 4.1 kW over a 4 kW budget, and recommend says so.  The
+    sum walks the ranks in Megatron's order, the pipeline outermost.  Llama 3 70B on the paper's H200
+    cluster under that 4 kW budget with 5 levels (200, 325, 450, 575, 700 W) had answered those caps;
+    the budget's even share, 500 W, is a level now, and the answer's caps fit."""
+    import io
+    from types import SimpleNamespace
+    from rich.console import Console
+    from costmodel.cli.recommend import _print_cap_budget, node_cap_sums_w
+    from costmodel.specs import load_cluster
     assert node_cap_sums_w([450.0] * 7 + [575.0], 4, 8) == [3600.0, 3600.0, 3600.0, 4100.0]
     assert node_cap_sums_w([700.0, 500.0], 16, 8) == [5600.0, 5600.0, 4000.0, 4000.0]
-    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--node-power-kw", "4.0", "--cap-levels", "5")
+    buf = io.StringIO()
+    _print_cap_budget(Console(file=buf, width=200), SimpleNamespace(caps_w=[450.0] * 7 + [575.0]),
+                      dict(tp=2, dp=2, cp=1), load_cluster("paper-h200"), 4000.0)
+    assert "the caps of node 3 add to 4.10 kW, above its 4.00 kW GPU budget" in buf.getvalue()
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--node-power-kw", "4.0", "--cap-levels", "5",
+            "--json")
     assert p.returncode == 0, p.stderr
-    text = " ".join(p.stdout.split())
-    assert "the caps of node 3 add to 4.10 kW, above its 4.00 kW GPU budget" in text
+    rec = json.loads(p.stdout)
+    assert 500.0 in rec["cap_levels_w"] and max(st["cap_w"] for st in rec["stages"]) <= 500.0
 
 
 def test_a_step_time_slack_without_an_energy_objective_is_refused():

@@ -35,3 +35,13 @@ def test_top_is_refused_where_the_energy_ilp_answers_one_layout():
 def test_a_plot_into_a_folder_that_takes_no_file_is_refused_before_the_solve():
     one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--pareto", "--plot", "/proc/front.png"),
              "--plot", "cannot write /proc/front.png")
+
+
+def test_the_node_budgets_even_share_is_a_cap_level():
+    """8 H100 under a 3.9 kW GPU budget: 487 W each, between the default grid's 450 and 512 W, is a
+    level of its own (a budget a grid step above it would leave part of unused)."""
+    import json
+    r = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "32", "--seq-len",
+            "4096", "--objective", "energy", "--node-power-kw", "3.9", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cap_levels_w"] == [200.0, 262.0, 325.0, 388.0, 450.0, 487.0, 512.0, 575.0, 638.0, 700.0]
