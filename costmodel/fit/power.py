@@ -100,9 +100,10 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
             report.warnings.append(f"power: {', '.join(names[j] for j in fixed)} not identifiable from the measured "
                                    "phases (utilisation never varied): kept from the base profile")
     else:
-        idle = _trace_idle_w(meas)
+        said = len(report.warnings)
+        idle = _trace_idle_w(meas, gpu, report)
         if idle is None:
-            if meas.traces:
+            if meas.traces and len(report.warnings) == said:       # no reason of its own given
                 n = sum(int(((tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)).sum()) for tr in meas.traces)
                 report.warnings.append(f"power: the traces hold no benchmark phases and {n} idle sample(s) "
                                        f"(utilisation 0 % with a power reading): idle power needs >= {MIN_IDLE_SAMPLES}")
@@ -110,7 +111,8 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
         held = [k for k in NAMES[1:] if k in bp]
         out = dict(idle_w=round_sig(idle[0]), **{k: bp[k] for k in held})
         basis = dict({k: (bp.get("basis") or {}).get(k, "borrowed") for k in held}, idle_w="fitted")
-        fit = dict(n_points=idle[1], method="median power of samples at utilization.gpu == 0",
+        fit = dict(n_points=idle[1], method="median power of samples at utilization.gpu == 0 above the lowest SM "
+                                            "clock (a GPU a process holds)",
                    held_at_base=held, inputs=idle[2])
         report.warnings.append("power: only idle power is measurable from the traces (no benchmark phases): "
                                f"{', '.join(held)} kept from the base profile")
@@ -157,14 +159,26 @@ def _static_w(bp: dict, out: dict, basis: dict) -> float:
     return out["static_w"]
 
 
-def _trace_idle_w(meas: Measurements):
+def _trace_idle_w(meas: Measurements, gpu: GpuSpec, report: FitReport | None = None):
     """(median power at 0 % utilisation, n samples, files) over the traces, or None (fewer than
-    :data:`MIN_IDLE_SAMPLES`)."""
-    vals, files = [], set()
+    :data:`MIN_IDLE_SAMPLES`).  idle_w is a GPU inside a job between kernels (a process holds it, its
+    clocks up: costmodel/power.py); a sample at the GPU's lowest SM clock (within 10 % of
+    ``min_clock_mhz``) is a GPU no process holds (an H100's 70 W against 122 W in a job), left out,
+    and said when that leaves too few."""
+    vals, files, deep = [], set(), 0
+    lowest = 1.1 * gpu.min_clock_mhz if gpu.min_clock_mhz else None
     for tr in meas.traces:
         m = (tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)
+        if lowest is not None:
+            asleep = m & np.isfinite(tr.sm_clock_mhz) & (tr.sm_clock_mhz <= lowest)
+            deep += int(asleep.sum())
+            m &= ~asleep
         if m.any():
             vals.append(tr.power_w[m])
             files.add(str(tr.path))
     v = np.concatenate(vals) if vals else np.array([])
+    if v.size < MIN_IDLE_SAMPLES and deep >= MIN_IDLE_SAMPLES and report is not None:
+        report.warnings.append(f"power: the traces' {deep} idle sample(s) are at the lowest SM clock ({gpu.min_clock_mhz:g} "
+                               "MHz): a GPU no process holds, below what a GPU waiting inside a job draws (the model's "
+                               "idle_w): kept from the base profile (capture idle samples while the job runs)")
     return (float(np.median(v)), int(v.size), sorted(files)) if v.size >= MIN_IDLE_SAMPLES else None

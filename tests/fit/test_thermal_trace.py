@@ -19,7 +19,7 @@ R_TH = {0: 0.055, 1: 0.075}      # C/W, the two GPUs' thermal resistances
 TAU_S, INLET_C = 120.0, 30.0
 
 
-def _trace(path, fahrenheit=False):
+def _trace(path, fahrenheit=False, idle_mhz=345):
     t = np.arange(900.0)
     P = np.where((t >= 100) & (t < 800), 590.0, 70.0)      # idle, a 700 s job, cool-down
     lines = ["timestamp, index, name, power.draw [W], temperature.gpu, clocks.sm [MHz], utilization.gpu [%]"]
@@ -30,7 +30,7 @@ def _trace(path, fahrenheit=False):
         for g in R_TH:
             # nvidia-smi prints whole degrees
             lines.append(f"2026/11/03 12:{int(ti) // 60:02d}:{int(ti) % 60:02d}.000, {g}, NVIDIA H100 80GB HBM3, "
-                         f"{P[i]:.2f} W, {round(temps[g][i])}, {1980 if P[i] > 100 else 345} MHz, "
+                         f"{P[i]:.2f} W, {round(temps[g][i])}, {1980 if P[i] > 100 else idle_mhz} MHz, "
                          f"{100 if P[i] > 100 else 0} %")
     path.write_text("\n".join(lines) + "\n")
 
@@ -62,3 +62,20 @@ def test_a_temperature_column_in_fahrenheit_is_refused_whole(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "temp_c readings lie outside -40..150 C: the column is not in degrees C" in r.stderr
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_idle_samples_at_the_lowest_clock_are_not_the_models_idle_power(tmp_path):
+    """The trace's 0 % samples at 345 MHz, the H100's lowest clock, are GPUs no process holds (70 W):
+    idle_w (a GPU waiting inside a job, 121.8 W in the built-in fit) is kept from the base and the fit
+    says why; the same samples with the clocks up (a GPU a job holds between kernels) are fitted."""
+    from costmodel.specs import load_profile
+    _trace(tmp_path / "smi.csv")
+    r = run("calibrate", "fit", tmp_path / "smi.csv", "-o", tmp_path / "p.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "idle sample(s) are at the lowest SM clock (345 MHz)" in " ".join((r.stdout + r.stderr).split())
+    power = yaml.safe_load((tmp_path / "p.yaml").read_text())["power"]
+    assert power["idle_w"] == pytest.approx(load_profile("h100-sxm-80gb").power.idle_w)
+    _trace(tmp_path / "smi.csv", idle_mhz=1980)
+    r = run("calibrate", "fit", tmp_path / "smi.csv", "-o", tmp_path / "q.yaml")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load((tmp_path / "q.yaml").read_text())["power"]["idle_w"] == pytest.approx(70.0)
