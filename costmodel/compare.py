@@ -368,11 +368,32 @@ def _metric(name, unit, measured, predicted, band=None, note=None):
     return d
 
 
-def logged_tflops_factor(framework: str, recompute: str) -> tuple[float, str]:
-    """Factor from model FLOPs to the FLOPs a framework's logged TFLOP/s counts, with its convention."""
+#: Megatron-LM's logged TFLOP/s counts causal attention, half the s x s scores, since commit 8873b55d
+#: (2025-03-06, megatron/training/training.py num_floating_point_operations: "Only half of the
+#: attention matrix is non-zero and needs to be multiplied with V"); before it, the whole s x s
+MEGATRON_CAUSAL_FLOPS_SINCE_UNIX = 1741219200.0       # 2025-03-06 00:00 UTC
+
+
+def logged_tflops_factor(framework: str, recompute: str, model=None, recipe=None, log_unix=None,
+                         measured_ratio=None) -> tuple[float, str]:
+    """Factor from model FLOPs (full s x s attention) to the FLOPs a framework's logged TFLOP/s counts,
+    with its convention.  Megatron-LM's depends on its version (:data:`MEGATRON_CAUSAL_FLOPS_SINCE_UNIX`):
+    told by the log's first timestamp (``log_unix``, s), else by the convention nearer the logged
+    figure (``measured_ratio``: model FLOPs at the measured step over the logged ones); ``model`` and
+    ``recipe`` price the causal count (costmodel.compute.model_flops_per_step)."""
     if framework == "megatron-deepspeed":
         return (4.0 / 3.0 if recompute == "full" else 1.0), "executed FLOPs (Megatron-DeepSpeed 'TFLOPs')"
-    return 1.0, "model FLOPs"
+    if framework != "megatron" or model is None or recipe is None:
+        return 1.0, "model FLOPs"
+    from .compute import model_flops_per_step
+    causal = model_flops_per_step(model, recipe, causal=True) / model_flops_per_step(model, recipe)
+    if log_unix is not None and log_unix == log_unix:
+        if log_unix >= MEGATRON_CAUSAL_FLOPS_SINCE_UNIX:
+            return causal, "model FLOPs, causal attention (Megatron-LM since 2025-03-06, the log's date)"
+        return 1.0, "model FLOPs, the whole s x s attention (Megatron-LM before 2025-03-06, the log's date)"
+    if measured_ratio is not None and abs(causal * measured_ratio - 1) < abs(measured_ratio - 1):
+        return causal, "model FLOPs, causal attention (Megatron-LM since 2025-03-06: the nearer to the logged figure)"
+    return 1.0, "model FLOPs, the whole s x s attention (Megatron-LM before 2025-03-06: the nearer to the logged figure)"
 
 
 #: the logged peak reserved memory over the predicted tensors' peak beyond which compare warns (a bound
@@ -407,7 +428,8 @@ def logged_flops_check(rows: list, framework: str, recompute: str, origin: dict 
     logged, model = by.get("logged_tflops_per_gpu"), by.get("model_tflops_per_gpu")
     if not logged or not model or not logged["measured"] or not model["measured"] == model["measured"]:
         return _logged_mfu_check(by, src)
-    f, _ = logged_tflops_factor(framework, recompute)
+    # the convention build_metrics priced the logged figure in: its predicted over the model FLOPs'
+    f = logged["predicted"] / model["predicted"] if model["predicted"] else logged_tflops_factor(framework, recompute)[0]
     ratio = f * model["measured"] / logged["measured"]
     if abs(ratio - 1) <= 0.10:
         return []
@@ -434,13 +456,14 @@ def _logged_mfu_check(by: dict, src) -> list[str]:
             "another peak than the GPU's dense BF16 datasheet figure)"]
 
 
-def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
+def build_metrics(run, agg: dict, framework: str, power: dict | None, log_unix=None) -> list:
     """The comparison rows (names stable: the ``--json`` contract in the README).
 
     Args:
         run: the :class:`costmodel.predict.RunPrediction` of the logged run (band and energy when the
             profile has them).
         agg: ``TrainingLog.aggregate()``.  power: :func:`costmodel.trace_window.trace_metrics` aggregate or None.
+        log_unix: the log's first timestamp (s), which tells Megatron-LM's FLOP convention (or None).
     Measured and predicted figures both come from costmodel.metrics.
     """
     model, recipe, cluster, num_gpus = run.model, run.recipe, run.cluster, run.cluster.num_gpus
@@ -459,7 +482,9 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None) -> list:
     ]
     lt = agg["tflops_per_gpu"]
     if lt.n:
-        f, conv = logged_tflops_factor(framework, run.layout["recompute"])
+        mt = metrics.model_tflops_per_gpu(model, recipe, st, num_gpus)
+        f, conv = logged_tflops_factor(framework, run.layout["recompute"], model, recipe, log_unix,
+                                       mt / lt.median if lt.median else None)
         out.append(_metric("logged_tflops_per_gpu", "TFLOP/s", lt.median, f * run.model_tflops_per_gpu,
                            note=f"as the log prints it: {conv}"))
     lm = agg.get("mfu")

@@ -153,6 +153,25 @@ def test_mixtral_log_reproduces_megatron_flops_and_refuses_contradictions():
     assert m["model_tflops_per_gpu"]["measured"] == pytest.approx(m["logged_tflops_per_gpu"]["measured"], rel=0.02)
 
 
+def test_megatron_s_logged_flops_count_causal_attention_from_march_2025():
+    """Megatron-LM's num_floating_point_operations halves the attention scores since 8873b55d
+    (2025-03-06): a log of that date or later prints Llama 3 8B at seq 8192 with 51.47 GFLOP a token,
+    0.889 of the full s x s count; an older log prints the full count; a log without dates takes the
+    convention nearer its figure."""
+    from costmodel.compare import MEGATRON_CAUSAL_FLOPS_SINCE_UNIX, logged_tflops_factor
+    from costmodel.compute import model_flops_per_step
+    from costmodel.specs import Recipe, load_model
+    m, r = load_model("llama3-8b"), Recipe(gbs=128, seq_len=8192)
+    causal = model_flops_per_step(m, r, causal=True) / model_flops_per_step(m, r)
+    assert model_flops_per_step(m, r, causal=True) / (128 * 8192) == pytest.approx(51.47e9, rel=1e-3)
+    f, conv = logged_tflops_factor("megatron", "none", m, r, MEGATRON_CAUSAL_FLOPS_SINCE_UNIX + 86400 * 57)
+    assert f == pytest.approx(causal) and f == pytest.approx(0.889, abs=1e-3) and "causal attention" in conv
+    f, conv = logged_tflops_factor("megatron", "none", m, r, MEGATRON_CAUSAL_FLOPS_SINCE_UNIX - 86400 * 330)
+    assert f == 1.0 and "whole s x s" in conv
+    assert logged_tflops_factor("megatron", "none", m, r, None, 1.0 / 0.889)[0] == pytest.approx(causal)
+    assert logged_tflops_factor("megatron", "none", m, r, None, 1.01)[0] == 1.0
+
+
 def test_mixtral_retest_takes_its_layout_from_its_start_up_line():
     """The author's retest (issue 756): TP 2 and DP 8 from its start-up line, the global batch size
     from its iteration lines, EP 8 with the experts split over TP (Megatron at ba773259: expert TP =

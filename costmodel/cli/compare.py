@@ -140,7 +140,9 @@ def compare(
                         f"over {t1 - t0:.0f} s")
         warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
         gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
-    metrics = build_metrics(pred, agg, tlog.framework, pw)
+    stamps = tlog.iterations.t_unix[tlog.kept]
+    stamps = stamps[np.isfinite(stamps)]
+    metrics = build_metrics(pred, agg, tlog.framework, pw, float(stamps[0]) if len(stamps) else None)
     check_measured_rate(m, recipe, c, metrics, log)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     warnings += logged_memory_check(metrics)
