@@ -482,3 +482,14 @@ def test_a_nemo_config_count_no_run_has_is_refused_naming_its_key(tmp_path, old,
     naming the key (an infinite degree was an OverflowError)."""
     f, err = _refused_edit(tmp_path, NEMO_SYN, old, new)
     assert f"{f}: {key}: " in err and "is not a whole number >= 1" in err, err
+
+
+def test_a_nemo_progress_bar_gives_the_global_batch_by_its_consumed_samples(tmp_path):
+    """NeMo's progress bar alone (no config dump): consumed_samples grows by 256 a global step, the
+    global batch; a bar whose steps add different counts (a ramp-up) gives none."""
+    bars = (LOGS / "nemo1_synthetic_config_and_progress_bar.log").read_text().splitlines()[46:49]
+    f = tmp_path / "bar.log"
+    f.write_text("\n".join(bars) + "\n")
+    assert read_training_log(f).layout()["gbs"] == 256
+    f.write_text("\n".join(bars).replace("consumed_samples=768.0", "consumed_samples=640.0") + "\n")
+    assert read_training_log(f).layout()["gbs"] is None

@@ -217,7 +217,8 @@ class TrainingLog:
             (context_parallel_size), ``ep`` (expert_model_parallel_size), ``vp`` (virtual_pipeline_model_parallel_size,
             else num_layers / (PP * num_layers_per_virtual_pipeline_stage), else 1 when the dump shows no
             interleaving), ``dp`` (data_parallel_size, else world_size / (TP * PP * CP)), ``mbs``, ``gbs``
-            (global_batch_size, else the one global batch size every iteration line prints), ``seq_len`` (seq_length / encoder_seq_length), ``recompute`` (``"none" | "selective" | "full"`` from
+            (global_batch_size, else the one global batch size every iteration line prints, else the one
+            number of samples consumed_samples grows by per iteration), ``seq_len`` (seq_length / encoder_seq_length), ``recompute`` (``"none" | "selective" | "full"`` from
             recompute_granularity, else recompute_activations -> selective, else checkpoint_activations -> full),
             ``sp`` (sequence_parallel), ``zero`` (DeepSpeed zero_stage; use_distributed_optimizer or NeMo's
             distributed_fused_adam -> 1; else 0), ``precision`` (``"fp8" | "bf16" | "fp16" | "fp32"``),
@@ -231,4 +232,14 @@ class TrainingLog:
             g = np.unique(self.iterations.global_batch_size[np.isfinite(self.iterations.global_batch_size)])
             if len(g) == 1 and g[0] >= 1 and g[0] == int(g[0]):
                 out["gbs"] = int(g[0])
+        if (out.get("gbs") is None and self.iterations is not None
+                and not np.isfinite(self.iterations.global_batch_size).any()):
+            # NeMo's progress bar prints consumed_samples and global_step, no batch size: the samples each
+            # step adds, where every pair of records agrees (a ramp-up or a resume with another batch does not)
+            it, cs = self.iterations.iteration, self.iterations.consumed_samples
+            ok = np.isfinite(cs)
+            d_it, d_cs = np.diff(it[ok].astype(np.float64)), np.diff(cs[ok])
+            per = np.unique(d_cs[d_it > 0] / d_it[d_it > 0])
+            if len(per) == 1 and per[0] >= 1 and per[0] == int(per[0]):
+                out["gbs"] = int(per[0])
         return out
