@@ -295,7 +295,21 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         notes.append(kv)
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
-    return " \\\n  ".join(a)
+    return _device_connections_env(layout, recipe) + " \\\n  ".join(a)
+
+
+def _device_connections_env(layout: dict, recipe: Recipe) -> str:
+    """The environment line Megatron-core's arguments need before them: with TP or CP > 1 on Hopper and
+    earlier it asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue keeps the TP collectives in
+    launch order under the GEMMs), unless FSDP shards the model, which wants it unset (several queues
+    overlap its gathers) (megatron/training/arguments.py validate_args)."""
+    if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
+        return ""
+    if layout["tp"] == 1 and layout["cp"] == 1:
+        return ""
+    if layout["zero"] == 3:
+        return "unset CUDA_DEVICE_MAX_CONNECTIONS   # FSDP's gathers overlap on several queues\n"
+    return "export CUDA_DEVICE_MAX_CONNECTIONS=1   # TP or CP > 1: Megatron asserts it on Hopper and earlier\n"
 
 
 def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list[str]:

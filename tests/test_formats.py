@@ -433,3 +433,16 @@ def test_sequence_parallel_gathers_move_fp8_where_the_stack_casts_before_gatheri
     # two all-gathers a layer forward; the tensor is tok x h, copied around each (mbs 1: the
     # all-gather's copy is a view), at 1 byte an element instead of 2
     assert tp["rowwise"] - tp["tensorwise"] == pytest.approx(2 * (ag(2.0 * tok * h) - ag(1.0 * tok * h)), rel=1e-9)
+
+
+def test_megatron_arguments_come_with_the_device_connections_megatron_asserts():
+    """Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP > 1 on Hopper and
+    earlier, and FSDP wants it unset: the arguments lead with that line, and without TP or CP none."""
+    m = load_model("llama3-8b")
+    r = stack_recipe(get_stack("megatron"), 64, 8192, "bf16")
+    base = dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    first = lambda **kw: megatron_args(dict(base, **kw), m, r).splitlines()[0]      # noqa: E731
+    assert first(tp=2, sp=True).startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1")
+    assert first(cp=2).startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1")
+    assert first(tp=2, sp=True, zero=3).startswith("unset CUDA_DEVICE_MAX_CONNECTIONS")
+    assert first().startswith("--tensor-model-parallel-size 1")
