@@ -492,12 +492,15 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 a.append(f"    # no pipeline_parallel_layers_per_stage makes PP x VP = {pv} stages of {model.num_layers} "
                          "layers + the embedding and the output: list each stage's modules in "
                          "config.parallelism.module_fqns_per_model_part")
-    # the switches the prediction priced that torchtitan sets here: async TP (tp_comm_overlap, which runs
-    # under torch.compile) and torch.compile's fused elementwise kernels (fused_elementwise)
-    if recipe.tp_comm_overlap and t["tp"] > 1:
-        a.append("    config.compile.enable_async_tensor_parallel = True")
-    if recipe.fused_elementwise or (recipe.tp_comm_overlap and t["tp"] > 1):
-        a.append("    config.compile.enable = True")
+    # the switches the prediction priced, set either way (a recipe's base_config() may turn them on):
+    # async TP (tp_comm_overlap, which runs under torch.compile), torch.compile's fused elementwise
+    # kernels (fused_elementwise); and eager launches, one per kernel, as the stack is priced: torchtitan's
+    # CUDA graphs of the forward and backward (TrainingConfig.disable_cuda_graphs, on by default since
+    # 2026) also refuse pipeline parallelism and CPU-synchronising EP dispatchers (trainer.py)
+    async_tp = bool(recipe.tp_comm_overlap and t["tp"] > 1)
+    a += [f"    config.compile.enable = {bool(recipe.fused_elementwise or async_tp)}",
+          f"    config.compile.enable_async_tensor_parallel = {async_tp}",
+          "    config.training.disable_cuda_graphs = True   # priced as eager launches, one per kernel"]
     if kv := kv_repeat_note(model, recipe):
         # the torchtitan that repeated them read a TOML ([parallelism] with these degrees); one that reads
         # this config format passes enable_gqa
@@ -531,6 +534,10 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if recipe.precision != "bf16" and recipe.precision != "fp16":
         rec = f' (recipe_name = "{recipe.fp8_recipe}")' if recipe.fp8_recipe == "rowwise" else ""
         a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")
+    else:
+        a.insert(2, f"    # priced in {recipe.precision} with the {recipe.cross_entropy} cross-entropy: a base_config() "
+                    "whose model_spec carries a float8 converter, or whose loss is a ChunkedLossWrapper (the "
+                    "405B recipe's), runs otherwise: build it without them")
     return "\n".join(a)
 
 

@@ -452,14 +452,18 @@ def test_a_torchtitan_configuration_says_when_it_cannot_shard_as_predicted():
     for fine in (dict(row, zero=3), dict(row, zero=0), dict(row, zero=1, pp=2, dp=2)):
         assert "# torchtitan has no ZeRO" not in torchtitan_config(fine, m, r)
 
-    # what the prediction priced is set: async TP at TP > 1 (under torch.compile), compile where fused
+    # what the prediction priced is set either way (a recipe's base_config() may turn it on, as the
+    # 405B one does): async TP at TP > 1 (under torch.compile), compile where fused, eager launches
+    # (torchtitan's CUDA graphs off: they also refuse PP)
     from dataclasses import replace
     on = torchtitan_config(row, m, replace(r, tp_comm_overlap=True, fused_elementwise=False))
     assert "config.compile.enable_async_tensor_parallel = True" in on and "config.compile.enable = True" in on
     off = torchtitan_config(row, m, replace(r, tp_comm_overlap=False, fused_elementwise=False))
-    assert "enable_async_tensor_parallel" not in off and "compile.enable" not in off
+    assert "config.compile.enable_async_tensor_parallel = False" in off and "config.compile.enable = False" in off
     assert "compile.enable = True" in torchtitan_config(row, m, replace(r, fused_elementwise=True))
-    assert "enable_async" not in torchtitan_config(dict(row, tp=1, dp=8), m, replace(r, tp_comm_overlap=True))
+    assert "enable_async_tensor_parallel = False" in torchtitan_config(dict(row, tp=1, dp=8), m,
+                                                                       replace(r, tp_comm_overlap=True))
+    assert "config.training.disable_cuda_graphs = True" in torchtitan_config(dict(row, pp=2, dp=2), m, r)
 
 
 def test_unfused_elementwise_ops_and_an_exact_capacity_factor_reach_the_launch():
