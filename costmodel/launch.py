@@ -425,11 +425,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current
               else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_mixed"}[recipe.precision]
     a.append(f"recipe.trainer.plugins = {plugin}()")
-    if recipe.precision == "fp8":
-        # NeMo's delayed and current-scaling fp8 plugins gather and keep the parameters in fp8
-        # (fp8_param_gather=True, nemo/collections/llm/recipes/precision/mixed_precision.py); the
-        # prediction prices 16-bit ones
+    if recipe.precision in ("fp8", "mxfp8"):
+        # NeMo's delayed, current-scaling and MXFP8 plugins gather and keep the parameters in fp8
+        # (fp8_param_gather=True; MXFP8 also gathers into the gradient buffer,
+        # reuse_grad_buf_for_mxfp8_param_ag: nemo/collections/llm/recipes/precision/mixed_precision.py);
+        # the prediction prices 16-bit ones
         a.append("recipe.trainer.plugins.fp8_param_gather = False")
+        if recipe.precision == "mxfp8":
+            a.append("recipe.trainer.plugins.reuse_grad_buf_for_mxfp8_param_ag = False")
     if recipe.precision == "nvfp4":
         # NeMo 2 has no NVFP4 recipe function: MegatronMixedPrecision's fp4 / fp4_recipe arguments
         # (nemo/lightning/pytorch/plugins/mixed_precision.py)

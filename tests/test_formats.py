@@ -446,3 +446,14 @@ def test_megatron_arguments_come_with_the_device_connections_megatron_asserts():
     assert first(cp=2).startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1")
     assert first(tp=2, sp=True, zero=3).startswith("unset CUDA_DEVICE_MAX_CONNECTIONS")
     assert first().startswith("--tensor-model-parallel-size 1")
+
+
+def test_nemo_mxfp8_gathers_16_bit_parameters_as_priced():
+    """NeMo's bf16_with_mxfp8_mixed() gathers the parameters in fp8 into the gradient buffer
+    (fp8_param_gather, reuse_grad_buf_for_mxfp8_param_ag): the overrides turn both off, as for fp8."""
+    m = load_model("llama3-8b")
+    lay = dict(tp=2, pp=1, dp=4, cp=1, ep=1, etp=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0,
+               zero=1, sp=True, overlap=True)
+    text = nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="mxfp8", stack="nemo"))
+    assert "recipe.trainer.plugins.fp8_param_gather = False" in text
+    assert "recipe.trainer.plugins.reuse_grad_buf_for_mxfp8_param_ag = False" in text
