@@ -445,14 +445,27 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
     elif current:
         # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
-    if recipe.tp_comm_overlap and t["sp"]:
-        a.append("# TP communication overlap: MegatronCommOverlapCallback(tp_comm_overlap=True) in recipe.trainer.callbacks")
+    callback = recipe.tp_comm_overlap and t["sp"]
+    if callback:
+        # TP overlap is NeMo's MegatronCommOverlapCallback, whose setup() also writes its own p2p and DP
+        # overlap defaults over the model and DDP configs (VP > 1: overlap_p2p_comm on; DP overlap on with
+        # the distributed optimizer; nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py): each one
+        # the prediction priced is passed, so the callback keeps them
+        fsdp = t["zero"] == 3
+        dp = dict(overlap_grad_reduce=bool(t["overlap"] and (recipe.dp_overlap or fsdp)),
+                  overlap_param_gather=bool(t["overlap"] and ((recipe.dp_overlap and t["zero"] in (1, 2)) or fsdp)))
+        p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
+        kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
+        a.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
     if kv := kv_repeat_note(model, recipe):
         a.append("# " + kv)
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
+    if callback:
+        imports = ["import nemo_run as run", *imports,
+                   "from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback"]
     if any("torch." in line for line in a):
         imports.insert(0, "import torch")
     return "\n".join(imports + a)

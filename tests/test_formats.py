@@ -457,3 +457,19 @@ def test_nemo_mxfp8_gathers_16_bit_parameters_as_priced():
     text = nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, precision="mxfp8", stack="nemo"))
     assert "recipe.trainer.plugins.fp8_param_gather = False" in text
     assert "recipe.trainer.plugins.reuse_grad_buf_for_mxfp8_param_ag = False" in text
+
+
+def test_nemo_tp_overlap_is_a_callback_that_keeps_the_priced_p2p_and_dp_overlaps():
+    """TP overlap in NeMo 2 is MegatronCommOverlapCallback, whose setup() writes overlap_p2p_comm on at
+    VP > 1 and the DP overlaps over the printed configs: the callback line passes the priced values
+    (here the pipeline sends exposed, --no-pp-overlap), so it keeps them."""
+    from dataclasses import replace
+    m = load_model("llama3.1-70b")
+    lay = dict(tp=4, pp=4, dp=4, cp=1, ep=1, etp=4, vp=4, mbs=1, recompute="none", recompute_num_layers=0,
+               zero=1, sp=True, overlap=True)
+    r = replace(stack_recipe(get_stack("nemo"), 128, 8192, "bf16"), tp_comm_overlap=True, pp_overlap=False)
+    text = nemo_overrides(lay, m, r)
+    assert ("recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, tp_comm_overlap=True, "
+            "overlap_p2p_comm=False, batch_p2p_comm=True, overlap_grad_reduce=True, overlap_param_gather=True))") in text
+    assert "recipe.model.config.overlap_p2p_comm = False" in text
+    assert text.startswith("import nemo_run as run") and "import MegatronCommOverlapCallback" in text
