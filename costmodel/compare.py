@@ -144,7 +144,7 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
     """The catalog/config model must match the dimensions the log prints: layers, hidden, FFN widths,
     heads, KV heads, experts, top-k, and from the raw dump ``args`` the architecture keys (swiglu,
     multi_latent_attention and its ranks, mtp_num_layers, the shared experts' width, moe_layer_freq's
-    dense layers) where it prints them.
+    dense layers) where it prints them, and the parameter count a torchtitan log prints (within 1 %).
 
     Raises:
         InputError: the first printed value that differs, naming it.
@@ -167,6 +167,10 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
         flags = _moe_layer_pattern(args["moe_layer_freq"], model.num_layers, log_path)
         arch.append(("moe_layer_freq", f"{model.num_dense_layers} dense layers",
                      f"{flags.count(0)} dense layers"))
+    logged = args.get("total_parameters")          # torchtitan's model-size line: all parameters
+    if isinstance(logged, int) and logged > 0 and abs(model.params() / logged - 1) > 0.01:
+        raise InputError("--model", "total_parameters", f"{model_arg} has {model.params():,} parameters, the log "
+                         f"({log_path}) prints {logged:,}: pick the model that ran")
     for k, mv, lv in arch:
         if lv is not None and mv != lv:
             raise InputError("--model", k, f"{model_arg} has {mv!r}, the log's argument dump ({log_path}) says "
@@ -429,7 +433,8 @@ def logged_flops_check(rows: list, framework: str, recompute: str, origin: dict 
     if not logged or not model or not logged["measured"] or not model["measured"] == model["measured"]:
         return _logged_mfu_check(by, src)
     # the convention build_metrics priced the logged figure in: its predicted over the model FLOPs'
-    f = logged["predicted"] / model["predicted"] if model["predicted"] else logged_tflops_factor(framework, recompute)[0]
+    f = (logged["predicted"] / model["predicted"] if logged.get("predicted") and model.get("predicted")
+         else logged_tflops_factor(framework, recompute)[0])
     ratio = f * model["measured"] / logged["measured"]
     if abs(ratio - 1) <= 0.10:
         return []

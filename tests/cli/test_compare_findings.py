@@ -123,6 +123,6 @@ def test_compare_refuses_nodes_that_contradict_the_run_configuration(tmp_path):
     cfg = REPO / "tests" / "data" / "configs" / "nemo_launcher_llama3_8b.yaml"
     log = tmp_path / "nemo.log"         # Lightning's progress bar, as NeMo prints it (no configuration dump)
     log.write_text("".join(f"Epoch 0: : {k}%|#| {k}/100 [01:00<01:00, reduced_train_loss=2.100, global_step={k}.00, "
-                           f"consumed_samples={128 * k}.0, train_step_timing in s=3.00]\n" for k in range(1, 12)))
+                           f"consumed_samples={2048 * (k + 1)}.0, train_step_timing in s=3.00]\n" for k in range(1, 12)))
     one_line(run("compare", "--log", log, "--config", cfg, "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "32"),
              "--nodes", "32 contradicts", "16 nodes: trainer.num_nodes")

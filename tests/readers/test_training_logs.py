@@ -493,3 +493,23 @@ def test_a_nemo_progress_bar_gives_the_global_batch_by_its_consumed_samples(tmp_
     assert read_training_log(f).layout()["gbs"] == 256
     f.write_text("\n".join(bars).replace("consumed_samples=768.0", "consumed_samples=640.0") + "\n")
     assert read_training_log(f).layout()["gbs"] is None
+
+
+def test_a_torchtitan_log_states_its_batch_sequence_and_parameter_count(tmp_path):
+    """torchtitan of 2025-02..03 prints 'Training starts at step 1, with local batch size 1, global batch
+    size 8, sequence length 8192' and every version 'Model llama3 8B size: 8,030,261,248 total
+    parameters' (train.py): the global batch and sequence come from the log, and a --model of another
+    size is refused naming the count."""
+    from costmodel.compare import check_model
+    from costmodel.specs import load_model
+    steps = [ln for ln in TT_1287.read_text().splitlines() if "step:" in ln][:6]
+    head = ["[rank0]:[titan] 2025-03-01 09:59:50,001 - root - INFO - Model llama3 8B size: 8,030,261,248 total parameters",
+            "[rank0]:[titan] 2025-03-01 09:59:59,001 - root - INFO - Training starts at step 1, with local batch size 1, "
+            "global batch size 8, sequence length 8192, total steps 100 (warmup 200)"]
+    f = tmp_path / "tt.log"
+    f.write_text("\n".join(head + steps) + "\n")
+    log = read_training_log(f)
+    assert log.framework == "torchtitan" and (log.layout()["gbs"], log.layout()["seq_len"]) == (8, 8192)
+    check_model(load_model("llama3-8b"), log.layout(), "llama3-8b", str(f), log.args)
+    with pytest.raises(InputError, match="llama3-70b has 70,553,706,496 parameters, the log .* prints 8,030,261,248"):
+        check_model(load_model("llama3-70b"), log.layout(), "llama3-70b", str(f), log.args)

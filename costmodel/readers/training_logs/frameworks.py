@@ -233,3 +233,25 @@ def _parse_torchtitan(seg, path):
     if not any(c in rec for c in ("tokens_per_s_per_gpu", "tflops_per_gpu", "step_time_s")):
         return None, f"{_where(path, seg)}: torchtitan step {m.group(1)} has no tps, tflops or step time", False
     return rec, None, False
+
+
+#: torchtitan's start-up line of 2025-02..03 (train.py, commits 3aff9bd9e..12983cc48) and its model
+#: size line (train.py / trainer.py ``Model <name> <flavor> size: N total parameters``)
+_TT_START = re.compile(r"Training starts at step \d+, with local batch size (\d+), global batch size (\d+), "
+                       r"sequence length (\d+)")
+_TT_SIZE = re.compile(r"\bsize:\s*([\d,]+) total parameters")
+
+
+def torchtitan_args(segs) -> dict:
+    """What a torchtitan log states of its run, as argument-dump keys: ``global_batch_size`` and
+    ``seq_length`` from its start-up line (the local batch is per DP rank, a micro-batch only without
+    a pipeline: not read as one), ``total_parameters`` from its model-size line; the first of each."""
+    args: dict = {}
+    for s in segs:
+        m = _TT_START.search(s.text)
+        if m and "global_batch_size" not in args:
+            args.update(global_batch_size=int(m.group(2)), seq_length=int(m.group(3)))
+        m = _TT_SIZE.search(s.text)
+        if m and "total_parameters" not in args:
+            args["total_parameters"] = int(m.group(1).replace(",", ""))
+    return args
