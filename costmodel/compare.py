@@ -501,7 +501,8 @@ def build_metrics(run, agg: dict, framework: str, power: dict | None, log_unix=N
         out.append(_metric("peak_memory_gib", "GiB", mem.median, run.peak_mem_bytes / 2**30,
                            note="measured: the peak the log prints (torchtitan's memory, Megatron's report_memory "
                                 "max reserved of its fullest rank: the caching allocator's peak reserved, which holds "
-                                "its cache and fragmentation above the tensors priced)"))
+                                "its cache and fragmentation above the tensors priced; DeepSpeed's MaxMemAllocated: "
+                                "the tensors' own peak)"))
     if power is not None:
         e = run.energy
         avg = power["avg_power_w"]

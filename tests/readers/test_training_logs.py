@@ -513,3 +513,10 @@ def test_a_torchtitan_log_states_its_batch_sequence_and_parameter_count(tmp_path
     check_model(load_model("llama3-8b"), log.layout(), "llama3-8b", str(f), log.args)
     with pytest.raises(InputError, match="llama3-70b has 70,553,706,496 parameters, the log .* prints 8,030,261,248"):
         check_model(load_model("llama3-70b"), log.layout(), "llama3-70b", str(f), log.args)
+
+
+def test_deepspeed_s_timer_line_gives_its_peak_allocated_memory():
+    """DeepSpeed's ThroughputTimer prints MaxMemAllocated (max_memory_allocated() / 1024**3, 'GB'):
+    read as the records' peak memory in GiB, 61.84 on every line of the synthetic ZeRO-3 log."""
+    log = read_training_log(LOGS / "deepspeed_synthetic_zero3_throughput_timer.log")
+    assert log.framework == "deepspeed" and log.aggregate()["memory_gib"].median == pytest.approx(61.84)

@@ -25,6 +25,9 @@ from .lines import _num, _short, _wall_time, _where
 
 _STEP = re.compile(r"\bepoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), "
                    r"CurrSamplesPerSec=([^,\s]+)")
+#: the timer line's peak allocated memory: max_memory_allocated() / 1024**3, printed as "GB"
+#: (deepspeed/utils/timer.py ThroughputTimer.stop): GiB of tensors, not the allocator's reserved cache
+_MAX_MEM = re.compile(r"\bMaxMemAllocated=([\d.]+)GB")
 _CONFIG = re.compile(r"\[config\.py:\d+:print\]\s+(\w+)\s*\.*\s+(\S.*?)\s*$")
 #: the configuration attributes read, as the argument-dump keys the layout reader takes
 _KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
@@ -33,7 +36,8 @@ _KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gp
 
 def parse_deepspeed(segs, path):
     """The optimizer-step records of DeepSpeed's throughput lines: ``(records, errors, truncated)`` as
-    the other parsers give them; ``samples_per_s`` is the job's (the global batch per step)."""
+    the other parsers give them; ``samples_per_s`` is the job's (the global batch per step),
+    ``memory_gib`` its peak allocated memory (:data:`_MAX_MEM`)."""
     records, errors, truncs = [], [], []
     for s in segs:
         m = _STEP.search(s.text)
@@ -48,6 +52,9 @@ def parse_deepspeed(segs, path):
         rec = {"iteration": int(m.group(3)), "line": s.line, "rank": s.rank, "t_unix": _wall_time(s.text)}
         if rate > 0:
             rec["samples_per_s"] = rate
+        mem = _MAX_MEM.search(s.text, m.end())
+        if mem:
+            rec["memory_gib"] = float(mem.group(1))
         records.append(rec)
     return records, errors, truncs
 

@@ -63,7 +63,8 @@ class Iterations:
         skipped_iterations, nan_iterations: counts over the logged interval (Megatron).
         global_batch_size: sequences per iteration.
         mfu: model FLOPs utilisation as a fraction (torchtitan prints %).
-        memory_gib: peak reserved device memory, GiB (torchtitan).
+        memory_gib: peak device memory, GiB: reserved (torchtitan, Composer), allocated (DeepSpeed's
+            MaxMemAllocated).
         load_balancing_loss: Megatron-core's MoE auxiliary loss over its coefficient, the layers' mean
             of E sum_i P_i f_i (1 when routing is balanced; moe_utils.switch_load_balancing_loss_func).
         t_unix: wall-clock time the record was printed, Unix s (Megatron-LM's ``[YYYY-MM-DD hh:mm:ss]``
