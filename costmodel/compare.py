@@ -328,7 +328,8 @@ def wall_clock_note(iteration, t_unix, step_time_s) -> str | None:
     median printed step: below 2/3 of it the printed steps take longer than the wall clock allows (an
     edited log, or another run's lines), above 3 times it the run spent time between records that no
     step counts (evaluation, checkpoints, stalls; the step time printed is the one compared).  None
-    with fewer than 20 s of clock (a one-second timestamp resolution) or no times.
+    with fewer than 20 s of clock (a one-second timestamp resolution) where the printed steps add to
+    under a minute, or with no times.
     """
     it, t, st = (np.asarray(x, dtype=np.float64) for x in (iteration, t_unix, step_time_s))
     ok = np.isfinite(it) & np.isfinite(t)
@@ -337,9 +338,12 @@ def wall_clock_note(iteration, t_unix, step_time_s) -> str | None:
         return None
     it, t = it[ok], t[ok]
     span, steps = float(t.max() - t.min()), float(it.max() - it.min())
-    if span < 20.0 or steps <= 0:
+    step = float(np.median(st))
+    # under 20 s of clock the timestamps' resolution decides, unless the printed steps add to three
+    # times that (a clock that stood still through a minute of printed steps)
+    if steps <= 0 or (span < 20.0 and steps * step < 60.0):
         return None
-    per, step = span / steps, float(np.median(st))
+    per = span / steps
     if per < step * 2 / 3:
         return (f"its timestamps advance {per:.3g} s per iteration, the printed step time is {step:.3g} s: the steps "
                 "take longer than the clock allows (an edited log, or lines of another run)")

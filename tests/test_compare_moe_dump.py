@@ -202,7 +202,7 @@ def test_a_dump_whose_tp_does_not_divide_its_query_groups_is_refused_in_megatron
 def test_the_records_wall_clock_is_checked_against_their_printed_steps():
     """Records 1 s apart that print 150 s steps cannot be one run's; 30 s apart at 7 s steps, the run spent
     time between them (evaluation, checkpoints) that the compared step leaves out; 7 s apart agree, and
-    under 20 s of clock (one-second timestamps) nothing is said."""
+    under 20 s of clock (one-second timestamps) nothing is said unless the printed steps add to a minute."""
     import numpy as np
     from costmodel.compare import wall_clock_note
     it = np.arange(1, 31)
@@ -210,5 +210,9 @@ def test_the_records_wall_clock_is_checked_against_their_printed_steps():
     assert "1.0x" not in wall_clock_note(it, 1e9 + it * 30.0, np.full(30, 7.0))
     assert "4.3x the printed step time 7 s" in wall_clock_note(it, 1e9 + it * 30.0, np.full(30, 7.0))
     assert wall_clock_note(it, 1e9 + it * 7.0, np.full(30, 7.0)) is None
-    assert wall_clock_note(it[:3], 1e9 + it[:3] * 1.0, np.full(3, 150.0)) is None
+    # under 20 s of clock, one-second timestamps decide nothing where the printed steps add to under a
+    # minute; a clock that stands still through 2 x 150 s of printed steps does
+    assert wall_clock_note(it[:3], 1e9 + it[:3] * 1.0, np.full(3, 5.0)) is None
+    assert "take longer than the clock allows" in wall_clock_note(it[:3], 1e9 + it[:3] * 1.0, np.full(3, 150.0))
+    assert "advance 0 s per iteration" in wall_clock_note(it, np.full(30, 1e9), np.full(30, 17.0))
     assert wall_clock_note(it, np.full(30, np.nan), np.full(30, 7.0)) is None
