@@ -513,7 +513,11 @@ def _records_text(tlog, out) -> str:
     which may average several iterations (a log interval)."""
     def n(k, word):
         return f"{k} {word}{'' if k == 1 else 's'}"
-    it = tlog.iterations.iteration[tlog.kept]
+    its = tlog.iterations
+    # the records the figures come from: kept, with a step time or a throughput (a Composer block
+    # printed before its first throughput window has neither)
+    used = tlog.kept & (np.isfinite(its.step_time_s) | np.isfinite(its.tokens_per_s_per_gpu))
+    it = its.iteration[used]
     span = ""
     if it.size:
         lo, hi = int(it.min()), int(it.max())

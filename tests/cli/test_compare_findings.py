@@ -126,3 +126,16 @@ def test_compare_refuses_nodes_that_contradict_the_run_configuration(tmp_path):
                            f"consumed_samples={2048 * (k + 1)}.0, train_step_timing in s=3.00]\n" for k in range(1, 12)))
     one_line(run("compare", "--log", log, "--config", cfg, "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "32"),
              "--nodes", "32 contradicts", "16 nodes: trainer.num_nodes")
+
+
+def test_the_records_summary_spans_the_records_the_figures_come_from():
+    """A Composer block printed before its first throughput window (batch 10 of a log at interval 10)
+    has no step time: the summary's range starts at the record used, not at it."""
+    from types import SimpleNamespace
+    import numpy as np
+    from costmodel.cli.compare import _records_text
+    its = SimpleNamespace(iteration=np.array([10, 20]), step_time_s=np.array([np.nan, 1.2]),
+                          tokens_per_s_per_gpu=np.array([np.nan, np.nan]))
+    text = _records_text(SimpleNamespace(iterations=its, kept=np.array([True, True])),
+                         dict(iterations_used=1, warmup_steps_discarded=0))
+    assert text == "1 logged record used (iteration 20), 0 discarded"
