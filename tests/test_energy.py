@@ -173,18 +173,24 @@ def test_a_cap_never_takes_the_clock_below_the_gpus_lowest():
     assert 230.0 < low.sm_clock_mhz < 270.0 and low.peak_power_w <= 100.0 + 1e-6 and not low.cap_unmet
 
 
+def _fsdp_16_h100_gpu_0_3_at_400_mhz():
+    """(cluster, profile, model, layout, energy unpinned, energy with GPU 0:3 at 400 MHz) of Llama 3 8B
+    FSDP on 2 x 8 H100."""
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    m = load_model("llama3-8b")
+    lay = dict(BASE, tp=1, pp=1, dp=16, zero=3)
+    return (c, p, m, lay, predict_run(m, R, c, p, lay).energy,
+            predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy)
+
+
 def test_a_derated_gpu_slows_the_whole_synchronous_step():
     """Llama 3 8B FSDP on 2 x 8 H100 (one stage of 16 GPUs): pinning GPU 0:3 at 400 MHz stretches the
     compute-bound time of every rank by at most 1980/400 (they wait for it in every collective; 1980 MHz
     is the H100's 'Max Clocks: SM', where the unthrottled kernels of the profile ran), the memory- and
     communication-bound time not at all; a pin at the maximum changes nothing; the per-GPU rows name
     the slow GPU; a GPU outside the layout or a clock outside the GPU's range is refused."""
-    c = load_cluster("dgx-h100", nodes=2)
-    p = load_profile(c.gpu.key)
-    m = load_model("llama3-8b")
-    lay = dict(BASE, tp=1, pp=1, dp=16, zero=3)
-    free = predict_run(m, R, c, p, lay).energy
-    slow = predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy
+    c, p, m, lay, free, slow = _fsdp_16_h100_gpu_0_3_at_400_mhz()
     ratio = slow.step_time_s / free.step_time_s
     assert 1.5 < ratio < 1980 / 400
     assert slow.sm_clock_mhz == pytest.approx(400.0)
@@ -202,12 +208,7 @@ def test_a_derated_gpus_stage_mates_run_at_their_own_clock_and_wait_drawing_powe
     collectives for the slow one at the waiting power (idle + spin, README 'Power'): each draws more
     than the derated GPU and more than waiting alone; the step's energy rises with its length
     (a straggler costs energy, it saves none), and is the sum of the 16 GPUs' average powers x step."""
-    c = load_cluster("dgx-h100", nodes=2)
-    p = load_profile(c.gpu.key)
-    m = load_model("llama3-8b")
-    lay = dict(BASE, tp=1, pp=1, dp=16, zero=3)
-    free = predict_run(m, R, c, p, lay).energy
-    slow = predict_run(m, R, c, p, lay, derate={(0, 3): 400.0}).energy
+    c, p, m, lay, free, slow = _fsdp_16_h100_gpu_0_3_at_400_mhz()
     pinned = [g for g in slow.per_gpu if g["derated_mhz"]]
     mates = [g for g in slow.per_gpu if not g["derated_mhz"]]
     assert all(g["sm_clock_mhz"] == pytest.approx(free.per_gpu[0]["sm_clock_mhz"]) for g in mates)

@@ -123,18 +123,24 @@ def test_nodes_that_contradict_the_rank_lines_are_refused(tmp_path):
     assert rc == 0, se
 
 
+def _fit_p5_cut(tmp_path, max_bytes: int):
+    """(the AWS p5 capture, the profile written, (rc, stdout, stderr)) of calibrate fit on that capture's
+    rows up to ``max_bytes``."""
+    src = REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
+    keep = [ln for ln in src.read_text().splitlines()
+            if not (ln.split()[1:2] and ln.split()[0] == "0:" and ln.split()[1].isdigit() and int(ln.split()[1]) > max_bytes)]
+    cut = tmp_path / f"p5_{max_bytes}.txt"
+    cut.write_text("\n".join(keep) + "\n")
+    out = tmp_path / "p.yaml"
+    return src, out, cli("calibrate", "fit", str(cut), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                         "-o", str(out))
+
+
 def test_a_latency_bound_sweep_holds_simple_s_line_at_the_base(tmp_path):
     """The AWS p5 capture cut at 64 KiB never reaches Simple's bandwidth (nor Simple at all): its line is
     held at the base profile's and the faster lines fitted, so the full capture's large messages come back
     within 10 % (a free fit put Simple's efficiency at 0.08: 1 GiB 7.6 x too slow)."""
-    src = REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
-    keep = [ln for ln in src.read_text().splitlines()
-            if not (ln.split()[1:2] and ln.split()[0] == "0:" and ln.split()[1].isdigit() and int(ln.split()[1]) > 65536)]
-    cut = tmp_path / "p5_64k.txt"
-    cut.write_text("\n".join(keep) + "\n")
-    out = tmp_path / "p.yaml"
-    rc, so, se = cli("calibrate", "fit", str(cut), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
-                     "-o", str(out))
+    src, out, (rc, so, se) = _fit_p5_cut(tmp_path, 65536)
     assert rc == 0, se
     assert "latency-bound throughout, so the bandwidth (Simple's line) is not measured: held at" in " ".join((so + se).split())
     fit = yaml.safe_load(out.read_text())["comm"]["inter_node"]["all_reduce"]
@@ -153,14 +159,7 @@ def test_a_sweep_cut_at_128_bytes_fits_the_latency_only(tmp_path):
     the full capture comes back as the base profile gives it (a fit of each line had put LL128 at 0.3%
     of the NIC: +41..61% from 128 KiB to 1 MiB)."""
     import json
-    src = REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt"
-    keep = [ln for ln in src.read_text().splitlines()
-            if not (ln.split()[1:2] and ln.split()[0] == "0:" and ln.split()[1].isdigit() and int(ln.split()[1]) > 128)]
-    cut = tmp_path / "p5_128.txt"
-    cut.write_text("\n".join(keep) + "\n")
-    out = tmp_path / "p.yaml"
-    rc, so, se = cli("calibrate", "fit", str(cut), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
-                     "-o", str(out))
+    src, out, (rc, so, se) = _fit_p5_cut(tmp_path, 128)
     assert rc == 0, se
     fit = yaml.safe_load(out.read_text())["comm"]["inter_node"]["all_reduce"]
     base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())["comm"]["inter_node"]["all_reduce"]
