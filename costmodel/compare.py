@@ -400,8 +400,10 @@ def logged_tflops_factor(framework: str, recompute: str, model=None, recipe=None
             return causal, "model FLOPs, causal attention (Megatron-LM since 2025-03-06, the log's date)"
         return 1.0, "model FLOPs, the whole s x s attention (Megatron-LM before 2025-03-06, the log's date)"
     if measured_ratio is not None and abs(causal * measured_ratio - 1) < abs(measured_ratio - 1):
-        return causal, "model FLOPs, causal attention (Megatron-LM since 2025-03-06: the nearer to the logged figure)"
-    return 1.0, "model FLOPs, the whole s x s attention (Megatron-LM before 2025-03-06: the nearer to the logged figure)"
+        return causal, ("model FLOPs, causal attention (Megatron-LM since 2025-03-06: the nearer to the logged "
+                        "figure)")
+    return 1.0, ("model FLOPs, the whole s x s attention (Megatron-LM before 2025-03-06: the nearer to the "
+                 "logged figure)")
 
 
 #: the logged peak reserved memory over the predicted tensors' peak beyond which compare warns (a bound

@@ -260,7 +260,8 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     objective, from the options whose bound is below a quick estimate of the optimum, plus the
     fastest layout (so the ILP's own reference is the global one).  After each ILP the options
     whose bound is below the optimum found join (``3 k`` at a time or as many as it saw, whichever is
-    more, least bound first) and the ILP runs again, until none is left: the result is the optimum over the whole space.  When no option meets the limits
+    more, least bound first) and the ILP runs again, until none is left: the result is the optimum
+    over the whole space.  When no option meets the limits
     the search widens, doubling, over every option with a cap level the limits leave usable, and
     then raises the ILP's diagnosis for those.
 

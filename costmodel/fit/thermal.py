@@ -82,8 +82,8 @@ def fit_thermal_section(meas: Measurements, base: dict, report: FitReport) -> di
 def rc_response(t, P, T_start, t_amb_c, r_th, tau_s):
     """Temperature of a first-order RC (costmodel/thermal.py) driven by the power samples ``P`` (W) at
     times ``t`` (s), from ``T_start`` (C): each interval holds the mean of its two samples' power and
-    relaxes towards ``t_amb_c + r_th P`` with time constant ``tau_s`` (exact for a piecewise-linear
-    hold at the interval's mean).  Arrays of one GPU's samples, in time order; returns C."""
+    relaxes towards ``t_amb_c + r_th P`` with time constant ``tau_s`` (exact where the power holds
+    that mean through the interval).  Arrays of one GPU's samples, in time order; returns C."""
     out = np.empty(len(t))
     out[0] = T_start
     a = np.exp(-np.diff(t) / tau_s)
