@@ -552,8 +552,8 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
         a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")
     else:
         a.insert(2, f"    # priced in {recipe.precision} with the {recipe.cross_entropy} cross-entropy: a "
-                    "base_config() whose model_spec carries a float8 converter, or whose loss is a ChunkedLossWrapper (the "
-                    "405B recipe's), runs otherwise: build it without them")
+                    "base_config() whose model_spec carries a float8 converter, or whose loss is a "
+                    "ChunkedLossWrapper (the 405B recipe's), runs otherwise: build it without them")
     return "\n".join(a)
 
 

@@ -12,8 +12,9 @@ from costmodel.specs import ClusterSpec, GpuSpec
 from .measurements import FitReport, Measurements
 from costmodel.specs.params import NVLS_EFF_MAX
 
-from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats, params_of,
-                         protocol_text, quality, round_sig, short_sweep_fix, vector_of, warn_at_bound, warn_outliers)
+from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats,
+                         params_of, protocol_text, quality, round_sig, short_sweep_fix, vector_of, warn_at_bound,
+                         warn_outliers)
 
 #: fewest sizes of a full protocol fit per scope (3 protocols x 2 intra; 2 x 2 inter, costmodel/fit/primitives.py)
 FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}

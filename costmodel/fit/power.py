@@ -179,6 +179,7 @@ def _trace_idle_w(meas: Measurements, gpu: GpuSpec, report: FitReport | None = N
     v = np.concatenate(vals) if vals else np.array([])
     if v.size < MIN_IDLE_SAMPLES and deep >= MIN_IDLE_SAMPLES and report is not None:
         report.warnings.append(f"power: the traces' {deep} idle sample(s) are at the lowest SM clock "
-                               f"({gpu.min_clock_mhz:g} MHz): a GPU no process holds, below what a GPU waiting inside a job draws (the model's "
-                               "idle_w): kept from the base profile (capture idle samples while the job runs)")
+                               f"({gpu.min_clock_mhz:g} MHz): a GPU no process holds, below what a GPU waiting "
+                               "inside a job draws (the model's idle_w): kept from the base profile (capture idle "
+                               "samples while the job runs)")
     return (float(np.median(v)), int(v.size), sorted(files)) if v.size >= MIN_IDLE_SAMPLES else None
