@@ -402,14 +402,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         # (megatron/core/distributed/distributed_data_parallel_config.py), with the distributed optimizer
         a += ["recipe.trainer.strategy.fsdp = 'megatron'",
               "recipe.trainer.strategy.ddp.data_parallel_sharding_strategy = 'optim_grads_params'"]
+    # the prediction hides ZeRO-3's gathers and reduce-scatters (FSDP overlaps its own,
+    # costmodel.stacks.Stack.zero3_overlap); Megatron-FSDP does so only with both switches on, which
+    # NeMo passes to it as given
+    fsdp = t["zero"] == 3
+    dp = dict(overlap_grad_reduce=bool(t["overlap"] and (recipe.dp_overlap or fsdp)),
+              overlap_param_gather=bool(t["overlap"] and ((recipe.dp_overlap and t["zero"] in (1, 2)) or fsdp)))
     if t["overlap"]:
-        # the prediction hides ZeRO-3's gathers and reduce-scatters (FSDP overlaps its own,
-        # costmodel.stacks.Stack.zero3_overlap); Megatron-FSDP does so only with both switches on, which
-        # NeMo passes to it as given
-        fsdp = t["zero"] == 3
-        a += [f"recipe.trainer.strategy.ddp.overlap_grad_reduce = {bool(recipe.dp_overlap or fsdp)}",
-              f"recipe.trainer.strategy.ddp.overlap_param_gather = "
-              f"{bool((recipe.dp_overlap and t['zero'] in (1, 2)) or fsdp)}"]
+        a += [f"recipe.trainer.strategy.ddp.{k} = {v}" for k, v in dp.items()]
     # TransformerConfig.attention_backend is an AttnBackend enum (megatron/core/transformer/enums.py),
     # compared by identity: a string would leave Megatron-core's automatic choice in force
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
@@ -451,9 +451,6 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         # overlap defaults over the model and DDP configs (VP > 1: overlap_p2p_comm on; DP overlap on with
         # the distributed optimizer; nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py): each one
         # the prediction priced is passed, so the callback keeps them
-        fsdp = t["zero"] == 3
-        dp = dict(overlap_grad_reduce=bool(t["overlap"] and (recipe.dp_overlap or fsdp)),
-                  overlap_param_gather=bool(t["overlap"] and ((recipe.dp_overlap and t["zero"] in (1, 2)) or fsdp)))
         p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
         kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
         a.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")

@@ -54,6 +54,14 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     return tuple(levels) if top > pw.min_cap_w else (top,)
 
 
+def with_budget_share(caps: tuple, node_gpu_budget_w: float, gpus_per_node: int) -> tuple:
+    """``caps`` (W, ascending) with the node GPU budget's even share per GPU, whole watts down, as one
+    more level where it falls strictly between two: a grid step below it would leave part of the
+    budget unused (8 GPUs under 3.0 kW: 375 W, between the 9-level grid's 325 and 388 W)."""
+    share = float(np.floor(node_gpu_budget_w / gpus_per_node))
+    return tuple(sorted(caps + (share,))) if caps[0] < share < caps[-1] and share not in caps else caps
+
+
 def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power: bool = False) -> dict:
     """The fields of the ILP options (``ilp.LayoutOption`` keyword arguments) but their memory, for
     every layout of ``terms`` at once: per-cap layer and logits times (DVFS: compute-bound time /

@@ -575,7 +575,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
                       cap_count=None, fmt=None):
     from .. import ilp
-    from ..optimize import DEFAULT_CAP_LEVELS, cap_levels, solve_space
+    from ..optimize import DEFAULT_CAP_LEVELS, cap_levels, solve_space, with_budget_share
     solver = solver or "cbc"
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
@@ -587,11 +587,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     # in less time); 5, 9, 17 nest, so a finer grid never answers worse
     caps = cap_levels(c, p, power_cap_w, n=cap_count or DEFAULT_CAP_LEVELS)
     limit_t, inlet, node_w = _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw)
-    # the node budget's even share, whole watts down, as one more level: a grid step below it would
-    # leave the budget part unused (8 GPUs under 3.0 kW: 375 W, between the levels 325 and 388)
-    share = float(np.floor(node_w / c.gpus_per_node))
-    if caps[0] < share < caps[-1] and share not in caps:
-        caps = tuple(sorted(caps + (share,)))
+    caps = with_budget_share(caps, node_w, c.gpus_per_node)
     if node_power is None:
         node_power = objective in ("energy", "edp")
     space = None
