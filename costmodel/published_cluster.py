@@ -20,11 +20,25 @@ GPU_CLUSTERS = {"A100-SXM-80GB": "dgx-a100", "A100-SXM-40GB": "dgx-a100-40gb", "
                 "MI300X": "azure-nd-mi300x", "V100-32GB": "v100-4x"}
 
 
+def _words(name: str) -> str:
+    """``name`` as a pattern whose hyphens match a hyphen, an underscore or a space (``DGX H100``)."""
+    return r"[-_ ]".join(map(re.escape, re.split(r"[-_ ]", name)))
+
+
 @functools.lru_cache(maxsize=None)
 def _catalog_cluster_names() -> re.Pattern:
-    """The catalog's cluster file stems as whole words (read once: validate asks for every row)."""
+    """The catalog's cluster file stems as whole words in any case, their hyphens also written as spaces or
+    underscores (``DGX-A100``, ``AWS P5``; read once: validate asks for every row)."""
     names = sorted(list_clusters(), key=len, reverse=True)     # the longest first: dgx-a100-40gb before dgx-a100
-    return re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    return re.compile(r"(?<![\w-])(" + "|".join(map(_words, names)) + r")(?![\w-])", re.IGNORECASE)
+
+
+def _note_clusters(note: str) -> list:
+    """(what the note says, catalog cluster) of each catalog cluster or dev-set system the note names."""
+    stem = {re.sub(r"[-_ ]", "-", c.lower()): c for c in list_clusters()}
+    named = [(m, stem[re.sub(r"[-_ ]", "-", m.lower())]) for m in _catalog_cluster_names().findall(note)]
+    return named + [(key, name) for key, name in _NOTE_SYSTEMS
+                    if re.search(rf"(?<![\w-]){_words(key)}(?![\w-])", note, re.IGNORECASE)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -75,8 +89,7 @@ def row_cluster(r: dict, cluster_arg: str | None = None) -> tuple:
     note = r.get("interconnect_note", "")
     # a catalog cluster the note names (its file stem as a word), else the systems it names; a system
     # of the row's GPU wins over another the note mentions in passing ("vs V100 in prior work")
-    named = [(c, c) for c in _catalog_cluster_names().findall(note)]
-    named += [(key, name) for key, name in _NOTE_SYSTEMS if key in note]
+    named = _note_clusters(note)
     for key, name in named:
         if gpu_of(name) == gpu_of(ref):
             return name, None, ()

@@ -8,12 +8,9 @@ executed-FLOPs count, 4/3 of model FLOPs under full recompute), ``model_tflops_p
 """
 from __future__ import annotations
 
-import csv
-import difflib
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +28,9 @@ from .published_cluster import row_cluster
 from .specs import ModelSpec, Recipe, cluster_profile, load_cluster, load_profile
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
-from .files import read_text
+from .runs_csv import LINE, METRICS, RUN_COLUMNS, read_runs_csv
+
+__all__ = ["METRICS", "MIN_PEAK_FRACTION", "RUN_COLUMNS", "RowResult", "read_runs_csv", "summarize", "validate_rows"]
 
 @dataclass
 class RowResult:
@@ -49,6 +48,8 @@ class RowResult:
     band_rel: float | None = None
     assumed: tuple = ()
     cluster: str = ""           # the catalog cluster it was predicted on (the note's system, or its GPU's reference)
+    line: int | None = None     # where the row starts in its file
+    malformed: bool = False     # skipped for a cell that cannot be read (not for a run the model does not cover)
 
     @property
     def covered(self) -> bool:
@@ -65,17 +66,10 @@ _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
             "step_time_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "params_b")
-# (mfu is informational, never read: a row is not left out for how it writes it)
+# (mfu is informational, never read: only checked to be a percentage)
 #: two published measurements of one step that differ by more than this fraction are not of one run
 _MEASURES_AGREE = 0.05
 
-
-#: every column a published-run CSV may have (README, 'Validate'; benchmarks/data/dev_set*.csv)
-RUN_COLUMNS = ("row_id", "source_file", "source_url", "gpu", "num_gpus", "gpus_per_node", "interconnect_note", "model",
-               "params_b", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "head_dim", "vocab",
-               "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp",
-               "sequence_parallel", "recompute", "fsdp_or_zero", "precision", "step_time_s",
-               "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "stack", "notes")
 
 _MEASURED = ("step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 _MAX_COUNT = 2 ** 53        # counts the model computes exactly in float64
@@ -98,7 +92,12 @@ def _bad_number(r: dict) -> str | None:
             return f"{k} must be a finite positive number, got {v!r}"
         if k not in _MEASURED + ("params_b",) and (not x.is_integer() or x > _MAX_COUNT):
             return f"{k} must be a whole number up to 2^53, got {v!r}"
-    return None
+    mfu = (r.get("mfu") or "").strip()
+    try:                                # not read, but a value it cannot be is a slip in the row
+        bad_mfu = bool(mfu) and not 0 < float(mfu) <= 100
+    except ValueError:
+        bad_mfu = True
+    return f"mfu must be a percentage in (0, 100], got {mfu!r}" if bad_mfu else None
 
 
 #: two columns that need a FLOP convention (a TFLOP/s and another measure) agree within this factor when
@@ -128,14 +127,6 @@ _CAUSAL = r"causal attention"     # "non-causal attention" is not (published_row
 #: the architecture columns a catalog model fills where a row leaves them empty
 _ARCH_COLUMNS = ("num_layers", "hidden", "num_heads", "vocab")
 
-METRICS = {
-    "step_time_s": "step time as published",
-    "hardware_tflops_per_gpu": "hardware TFLOP/s (executed FLOPs: model FLOPs x 4/3 under full recompute, "
-                               "Narayanan et al. SC21 / Megatron-DeepSpeed 'TFLOPs')",
-    "model_tflops_per_gpu": "model TFLOP/s (Megatron formula, no recompute; attention s x s, or its causal "
-                            "half where the row's notes say 'causal attention')",
-    "tokens_per_s_per_gpu": "tokens/s/GPU (gbs x seq_len / step time / GPUs)",
-}
 
 
 def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str | None) -> dict:
@@ -417,8 +408,9 @@ MIN_PEAK_FRACTION = 0.005
 
 def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None = None,
                   profile: str | None = None) -> list[RowResult]:
-    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why: a
-    bad or unknown cell names its column, a repeated ``row_id`` keeps the first row).  ``cluster``
+    """Predict every usable row; return one :class:`RowResult` per row (skipped ones with why; a cell
+    that cannot be read, named by its column, a row short of cells or a repeated ``row_id``, which keeps
+    the first row, marks its row ``malformed``).  ``cluster``
     (a catalog name or cluster file) and ``profile`` (a profile file): what every row ran on and is
     priced with, instead of each row's catalog cluster (costmodel.published_cluster) and its GPU's
     built-in profile; a row of another GPU is skipped.
@@ -440,26 +432,27 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
     for i, r in enumerate(rows):
         # csv.DictReader gives None for the cells a short row lacks and keys extra ones by None
         short = sum(v is None for k, v in r.items() if k is not None)
-        r = {k: ("" if v is None else v) for k, v in r.items() if k is not None}
-        # a row without an id is named by its place among the data rows, as the file's errors name it
-        rid, src = (r.get("row_id") or "").strip() or f"data row {i + 1}", source_name(r)
-        if short:
-            out.append(RowResult(rid, src, skipped=f"{short} cell(s) fewer than the header's columns"))
-            continue
-        if rid in seen:
-            out.append(RowResult(rid, src, skipped="duplicate row_id (an earlier row has it: that one is used, "
-                                                   "or reported if it was skipped; give each row its own id)"))
-            continue
+        line = r.get(LINE)
+        r = {k: ("" if v is None else v) for k, v in r.items() if k not in (None, LINE)}
+        # a row without an id is named by its line in the file, or its place among the data rows
+        rid, src = (r.get("row_id") or "").strip() or f"{f'line {line}' if line else f'data row {i + 1}'}", source_name(r)
+        bad = (f"{short} cell(s) fewer than the header's columns" if short else
+               "duplicate row_id (an earlier row has it: that one is used, or reported if it was skipped; give each "
+               "row its own id)" if rid in seen else _bad_number(r) or _row_problem(r))
         seen.add(rid)
+        if bad:
+            out.append(RowResult(rid, src, skipped=bad, line=line, malformed=True))
+            continue
         try:
             got = _prepare(r, cache, (cluster, profile))
         except InputError as e:     # a recipe flag's value names the row's column; a file names itself
             got = (f"{e.where[2:].replace('-', '_')}: {_flags_as_columns(e.message)}" if e.where.startswith("--")
                    else str(e))
         if isinstance(got, str):
-            out.append(RowResult(rid, src, skipped=got))
+            out.append(RowResult(rid, src, skipped=got, line=line))
             continue
         key, model, recipe, row, res = got
+        res.line = line
         out.append(res)
         groups.setdefault((key, model, recipe), []).append((row, res))
     mf_table = load_model_form()
@@ -481,9 +474,6 @@ def validate_rows(rows: list[dict], where: str = "runs.csv", cluster: str | None
     return out
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
 def source_name(r: dict) -> str:
     """The row's source as the report groups it: its ``source_file``, or "(no source_file)"."""
     return (r.get("source_file") or "").strip() or "(no source_file)"
@@ -496,84 +486,6 @@ def _flags_as_columns(message: str) -> str:
         name = m.group(1).replace("-", "_")
         return f"the {name} column" if name in RUN_COLUMNS else m.group(0)
     return re.sub(r"--([a-z0-9][a-z0-9-]*)", col, message)
-
-
-def read_runs_csv(path: str | Path) -> list[dict]:
-    """Read a throughput CSV (dev-set schema), skipping '#' comment lines.
-
-    Raises:
-        InputError: unreadable file, another separator than the comma, a repeated column, a header
-            without the dev-set columns or any measured column (:data:`METRICS`), a row with more
-            cells than the header, a malformed quoted cell (a file cut inside one), or no row (a row
-            with fewer cells is skipped by :func:`validate_rows`).
-    """
-    path = Path(path)
-    try:
-        # lines end at \n, \r\n or \r only, as the csv module reads them: str.splitlines also splits
-        # at \v, \f, U+0085 and U+2028, which a cell may hold, and cut its row in two
-        numbered = [(n, ln) for n, ln in enumerate(_LINE_BREAK.split(read_text(path)), 1)
-                    if not ln.startswith("#")]
-        lines = [ln for _, ln in numbered]
-    except OSError as e:
-        raise InputError(path, "", f"cannot read file ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
-    if not any(ln.strip() for ln in lines):
-        raise InputError(path, "", "is empty (no header, no row)")
-    head = next(csv.reader(lines[:1], skipinitialspace=True), [])
-    for sep, name in ((";", "semicolons"), ("\t", "tabs")):
-        if len(head) == 1 and sep in head[0]:
-            raise InputError(path, "header", f"its columns are separated by {name}: save it as a comma-separated CSV")
-    dup = sorted({c for c in head if head.count(c) > 1})
-    if dup:                          # a repeated column: which copy a row means is ambiguous
-        raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
-    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "mbs",
-            "tp", "pp", "seq_len"}
-    if not need & set(head):         # a README or another table: no column of the schema at all
-        raise InputError(path, "header", f"not a runs CSV: its first line has none of the schema's columns "
-                         f"({', '.join(sorted(need))}; README, 'Validate')")
-    # strict: a quoted cell left open (a file cut mid-row) is an error, not a row missing its end
-    reader = csv.DictReader(lines, strict=True, skipinitialspace=True)     # "a, b": spaces after commas
-    rows, ends = [], []
-    blank = lambda v: v is None or not (" ".join(v) if isinstance(v, list) else v).strip()   # noqa: E731
-    try:
-        for r in reader:
-            if all(blank(v) for v in r.values()):   # a spreadsheet's empty line (",,,,") or one of spaces
-                continue
-            rows.append(r)
-            ends.append(reader.reader.line_num)
-    except csv.Error as e:
-        at = numbered[min(reader.reader.line_num, len(numbered)) - 1][0]
-        raise InputError(path, f"line {at}", f"malformed CSV ({e}): a quoted cell is not closed or holds a stray "
-                         "quote (a truncated file?)") from None
-    for r, end in zip(rows, ends):
-        if None in r:                # DictReader keeps cells beyond the header under None
-            rid = f" (row_id {r['row_id']!r})" if r.get("row_id") else ""
-            raise InputError(path, f"line {numbered[end - 1][0]}{rid}", f"{len(r[None])} cell(s) more than the "
-                             "header's columns (a comma inside a cell needs quotes)")
-    header = set(reader.fieldnames or [])
-    unknown = sorted(header - set(RUN_COLUMNS))
-    if "" in header:                 # an Excel-style trailing comma, or two commas in a row
-        raise InputError(path, "header", "a column without a name (a trailing comma, or two commas in a row?)")
-    if not need <= header:
-        # the schema's names are lower-case: 'GBS' for 'gbs' is a slip as much as 'gbss' is
-        slips = [f"{u!r} for {m[0]!r}" for u in unknown
-                 for m in [[u.lower()] if u.lower() in need - header else
-                           difflib.get_close_matches(u.lower(), sorted(need - header), 1, 0.8)] if m]
-        raise InputError(path, "header", f"missing columns {sorted(need - header)}"
-                         + (f" (misspelt? {', '.join(slips)})" if slips else ""))
-    if unknown:                      # a misspelt column would leave its value to a default
-        raise InputError(path, "header", f"unknown column(s) {unknown}: the schema's columns are "
-                         f"{', '.join(RUN_COLUMNS)} (README, 'Validate')")
-    if not header & set(METRICS):
-        raise InputError(path, "header", f"no measured column: one of {', '.join(METRICS)}")
-    if not rows:
-        raise InputError(path, "", "has a header but no row")
-    for r in rows:                   # categorical cells in any case, as precision and fsdp_or_zero are read
-        for k in ("recompute", "stack", "sequence_parallel"):
-            if isinstance(r.get(k), str):
-                r[k] = r[k].strip().lower()
-    return rows
 
 
 def _spearman(pairs) -> float | None:

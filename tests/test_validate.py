@@ -60,8 +60,8 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and "missing columns" in se and "Traceback" not in se
     # a required column misspelt is named beside the one it stands for
-    bad.write_text("row_id,gpu,num_gpus,gpus_per_node,num_layers,hiden,num_heads,gbs,mbs,tp,pp,seq_len,step_time_s\n"
-                   "r1,H100-SXM-80GB,8,8,32,4096,32,8,1,1,1,2048,1\n")
+    bad.write_text("row_id,gpu,num_gpus,gpus_per_node,num_layers,hiden,num_heads,gbs,mbs,tp,pp,seq_len,precision,"
+                   "step_time_s\nr1,H100-SXM-80GB,8,8,32,4096,32,8,1,1,1,2048,bf16,1\n")
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and "missing columns ['hidden'] (misspelt? 'hiden' for 'hidden')" in se, se
     # a misspelt column (vp as virtual_pp) would leave the row's VP to its default: refused by name
@@ -90,7 +90,7 @@ def test_rows_on_gpus_outside_the_catalog_are_skipped_by_name(tmp_path):
 
 @pytest.mark.parametrize("gpu, why", [("Z9000-SXM", "no catalog GPU 'Z9000-SXM'"), ("", "gpu is empty"),
                                       ("H100-SXM-80GB", "gpu 'H100-SXM-80GB' contradicts the interconnect note's "
-                                                        "system 'Selene' (a100-sxm-80gb)")])
+                                                        "system 'DGX A100' (a100-sxm-80gb)")])
 def test_the_gpu_cell_is_never_replaced_by_the_note_s_system(tmp_path, gpu, why):
     """A Selene row (a DGX A100 system in its interconnect note) whose gpu cell is unknown, empty or
     another GPU is skipped naming why; it used to be predicted on the note's A100 silently."""
@@ -245,11 +245,12 @@ def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():
     are skipped by name."""
     rows = [r for r in read_runs_csv(HOPPER) if r["source_file"].startswith("throughput/nemo_24.07")]
     res = {r.row_id: r for r in validate_rows(rows, str(HOPPER))}
-    assert res["nemo2407-003"].assumed[2:] == ("attention_kernel=fa2", "sp=True",
+    # the note's 'DGX H100' is the catalog's dgx-h100: no cluster assumption
+    assert res["nemo2407-003"].assumed[1:] == ("attention_kernel=fa2", "sp=True",
                                                "arch=gpt from the row's columns (vocab 50257, catalog gpt3-175b 51200)",
                                                "zero=1", "recompute=none")
     # GPT-3 175B at TP4 PP8 VP6 fits without recomputation once TE keeps its GEMM inputs in fp8
-    assert res["nemo2407-004"].assumed[2:] == ("attention_kernel=fa2", "sp=True",
+    assert res["nemo2407-004"].assumed[1:] == ("attention_kernel=fa2", "sp=True",
                                                "arch=gpt from the row's columns (vocab 50257, catalog gpt3-175b 51200)",
                                                "zero=1", "recompute=none")
     # Llama 2 70B on 16 GPUs (TP4 PP4 DP1) fits only recomputing 16 of each stage's 20 layers (block method)
@@ -336,12 +337,12 @@ def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why
     cells[head.index(column)] = value
     out = io.StringIO()
     _csv.writer(out).writerow(cells)
-    out.write(",".join(cells[:3]) + "\n")                       # a short row: skipped, not a crash
+    out.write(",".join(["short"] + cells[1:3]) + "\n")            # a short row: malformed, not a crash
     f = tmp_path / "runs.csv"
     f.write_text(lines[0] + "\n" + out.getvalue())
     r, short = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped and why in r.skipped, r.skipped
-    assert short.skipped.endswith("cell(s) fewer than the header's columns")
+    assert short.skipped.endswith("cell(s) fewer than the header's columns") and short.malformed and short.line == 3
 
 
 def test_moe_rows_without_a_usable_top_k_are_skipped_and_an_unpublished_ep_is_listed():
@@ -404,6 +405,7 @@ def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
     lines = DEV.read_text().splitlines()
     head = lines[0].split(",")
     row = next(line for line in lines[1:] if "Selene" in line and not line.startswith("#"))
+    import csv
     import csv as _csv
     import io
     cells = next(_csv.reader(io.StringIO(row)))
@@ -413,9 +415,14 @@ def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
     _csv.writer(out).writerows([bad, cells])
     f = tmp_path / "runs.csv"
     f.write_text(lines[0] + "\n" + out.getvalue())
-    first, second = validate_rows(read_runs_csv(f), str(f))
+    with pytest.raises(InputError, match=r"runs.csv: line 3 \(row_id 'sc21-001'\): row_id repeats line 2's: give "
+                                         "each row its own id"):
+        read_runs_csv(f)
+    # rows given as dicts (not read from a file): the second is skipped as a duplicate that says which counts
+    rows = list(csv.DictReader(io.StringIO(lines[0] + "\n" + out.getvalue())))
+    first, second = validate_rows(rows, str(f))
     assert first.skipped.startswith("num_gpus") and "duplicate row_id" in second.skipped
-    assert "give each row its own id" in second.skipped
+    assert "give each row its own id" in second.skipped and first.malformed and second.malformed
     s = summarize([first, second])
     src = next(iter(s["sources"].values()))
     assert sorted(map(len, src["skip_rows"].values())) == [1, 1]
@@ -565,8 +572,11 @@ def test_notes_that_contradict_the_row_skip_it_by_name(tmp_path):
     assert "MoE switch(es) moe_grouped_gemm on a dense row" in res[0].skipped
     assert "needs sequence parallelism" in res[1].skipped
     assert "gbs 100 is not divisible by DP 48" in res[2].skipped
-    # a row without an id is named by its place, as the file's errors name rows
-    assert res[3].skipped == "row_id is empty" and res[3].row_id == "data row 4"
+    # a row without an id is named by its line in the file, as the file's errors name rows
+    from costmodel.runs_csv import LINE
+    assert res[3].skipped == "row_id is empty" and res[3].row_id == f"line {odd[LINE]}"
+    res = validate_rows([{k: v for k, v in odd.items() if k != LINE} | dict(row_id="")])
+    assert res[0].row_id == "data row 1"                # rows not read from a file: by their place
 
 
 def test_torchtitan_fsdp_under_a_pipeline_is_priced_as_zero_1():
@@ -728,12 +738,16 @@ def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
 
 
 def test_strict_refuses_a_csv_with_a_skipped_row(tmp_path):
-    """--strict (CI over a user's own CSV): a row skipped for a malformed cell fails the run, naming
-    it, after the report; without it the report alone names it and the run succeeds."""
+    """A row with a malformed cell fails the run, naming its line, row and cell, after the report; --strict
+    (CI over a user's own CSV) fails one with a row skipped for a run the model does not price too, which
+    without it the report alone names."""
     out = _flagperf_csv(tmp_path, {}, dict(row_id="typo", recompute="fulll"))
+    rc, so, err = cli("validate", str(out))
+    assert rc == 2 and "typo" in so and "line 3 (row_id 'typo'): recompute 'fulll' is not one of" in err
+    out = _flagperf_csv(tmp_path, {}, dict(row_id="fp32", precision="fp32"))      # a run the model does not price
     assert cli("validate", str(out))[0] == 0
     rc, _, err = cli("validate", str(out), "--strict")
-    assert rc == 2 and "--strict: 1 of 2 rows skipped, the first 'typo'" in err
+    assert rc == 2 and "--strict: 1 of 2 rows skipped, the first 'fp32'" in err
 
 
 def test_a_misspelt_megatron_flag_in_the_notes_skips_its_row_by_name():

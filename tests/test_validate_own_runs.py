@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from costmodel.errors import InputError
 from costmodel.validate import read_runs_csv, summarize, validate_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,3 +149,72 @@ def test_rows_lists_every_skipped_row_the_summary_counts():
         out[extra] = " ".join(r.stdout.split())
     assert "megatronh100-004, and 5 more (--rows lists them)" in out[()] and "megatronh100-009" not in out[()]
     assert "megatronh100-009" in out[("--rows",)]
+
+
+def test_the_interconnect_note_names_a_catalog_cluster_in_any_case_and_spelling(tmp_path):
+    """'AWS-P5' and 'aws p5' are the catalog's aws-p5 as 'aws-p5' is (an upper-case note had run on the GPU's
+    reference cluster, saying the note named none); 'DGX A100' on an H100 row contradicts the gpu cell."""
+    head = HEAD + ",interconnect_note"
+    got = {}
+    for note in ("aws-p5 3200Gbps EFA", "AWS-P5 3200Gbps EFA", "our aws p5 nodes"):
+        f = tmp_path / "runs.csv"
+        f.write_text(head + "\n" + ",".join(L70.get(c, "") for c in HEAD.split(",")) + f",{note}\n")
+        (res,) = validate_rows(read_runs_csv(f), str(f))
+        assert res.cluster == "aws-p5" and not any(a.startswith("cluster=") for a in res.assumed), (note, res.assumed)
+        got[note] = res.predicted_s
+    assert len(set(got.values())) == 1
+    f.write_text(head + "\n" + ",".join(L70.get(c, "") for c in HEAD.split(",")) + ",DGX A100 (HDR)\n")
+    assert "contradicts the interconnect note's system 'DGX A100'" in validate_rows(read_runs_csv(f))[0].skipped
+
+
+def test_a_hash_line_inside_a_quoted_notes_cell_is_the_cell_s_and_an_indented_comment_is_a_comment(tmp_path):
+    """A multi-line notes cell whose second line starts with '#' keeps it (the reader had dropped the line
+    and with it the flag it held); '  # ...' outside a cell is a comment, not a phantom row; a header's
+    trailing space is stripped as its leading one is."""
+    cols = HEAD.split(",")
+    cells = [L70.get(c, "") for c in cols]
+    cells[cols.index("notes")] = '"measured on our cluster\n# --no-overlap-grad-reduce\n"'
+    f = tmp_path / "runs.csv"
+    f.write_text(HEAD.replace("notes", "notes ") + "\n  # an indented comment\n" + ",".join(cells) + "\n")
+    (res,) = validate_rows(read_runs_csv(f), str(f))
+    assert "dp_overlap=False" in res.assumed and res.line == 3
+
+
+def test_precision_is_a_required_column_and_mbs_an_optional_one(tmp_path):
+    """Every row needs its precision (a header without it had passed and every row been skipped); mbs may be
+    left to the search (an empty cell is), so a header without it is read."""
+    cols = [c for c in HEAD.split(",") if c != "precision"]
+    f = tmp_path / "runs.csv"
+    f.write_text(",".join(cols) + "\n" + ",".join(L70.get(c, "") for c in cols) + "\n")
+    with pytest.raises(InputError, match=r"missing columns \['precision'\]"):
+        read_runs_csv(f)
+    cols = [c for c in HEAD.split(",") if c != "mbs"]
+    f.write_text(",".join(cols) + "\n" + ",".join(L70.get(c, "") for c in cols) + "\n")
+    (res,) = validate_rows(read_runs_csv(f), str(f))
+    assert not res.skipped and any(a.startswith("mbs=") for a in res.assumed)
+
+
+def test_json_rows_give_the_band_as_step_times_and_the_row_s_line(tmp_path):
+    """error_pct is relative to the measurement and band_rel to the prediction: the band is also given as
+    step times, so in_band is measured_s inside [band_low_s, band_high_s]; each row names its line."""
+    import json
+    f = _csv(tmp_path, L70, dict(L70, row_id="l70b", step_time_s="9.9"))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), "--json"], capture_output=True,
+                       text=True, cwd=REPO, timeout=300)
+    rows = json.loads(r.stdout)["rows"]
+    assert [x["line"] for x in rows] == [2, 3]
+    for x in rows:
+        assert x["band_low_s"] == pytest.approx(x["predicted_s"] * (1 - x["band_rel"]))
+        assert x["in_band"] == (x["band_low_s"] <= x["measured_s"] <= x["band_high_s"])
+    assert {x["in_band"] for x in rows} == {True, False}
+
+
+@pytest.mark.parametrize("mfu", ["4250", "abc", "0"])
+def test_an_mfu_that_is_no_percentage_makes_the_row_malformed(tmp_path, mfu):
+    """mfu is not read, but 4250 or 'abc' is a slip in the row: malformed, naming the column (it had passed)."""
+    f = _csv(tmp_path, dict(L70, notes=""))
+    f.write_text(f.read_text().replace("row_id,", "mfu,row_id,", 1).replace("\nl70,", f"\n{mfu},l70,", 1))
+    (res,) = validate_rows(read_runs_csv(f), str(f))
+    assert res.malformed and res.skipped == f"mfu must be a percentage in (0, 100], got {mfu!r}"
+    f.write_text(f.read_text().replace(f"\n{mfu},l70,", "\n42.5,l70,", 1))
+    assert not validate_rows(read_runs_csv(f), str(f))[0].skipped

@@ -130,7 +130,7 @@ def test_plot_of_a_file_whose_rows_are_all_skipped_prints_their_reasons_first(tm
     r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), "--plot", str(tmp_path / "p")],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 2 and "stack 'megatron-lm' is not one of" in r.stdout, (r.stdout, r.stderr)
-    assert "no usable row" in r.stderr and "Traceback" not in r.stderr
+    assert "line 2 (row_id 'a1'): stack 'megatron-lm' is not one of" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_row_of_an_unknown_model_name_is_said_to_be_priced_as_megatron_gpt(tmp_path):

@@ -46,8 +46,12 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
                                 error_pct=None if r.skipped else r.error_pct, metric=r.metric, skipped=r.skipped,
                                 predicted_oom=r.predicted_oom, assumed=list(r.assumed), cluster=r.cluster or None,
-                                # the one-sigma band (relative to the prediction) and whether the measurement lies in it
-                                band_rel=None if r.skipped else r.band_rel, in_band=None if r.skipped else r.covered)
+                                # the one-sigma band (relative to the prediction, and as step times) and whether
+                                # the measurement lies in it
+                                band_rel=None if r.skipped else r.band_rel,
+                                band_low_s=None if r.skipped else r.predicted_s * (1 - r.band_rel),
+                                band_high_s=None if r.skipped else r.predicted_s * (1 + r.band_rel),
+                                in_band=None if r.skipped else r.covered, line=r.line, malformed=r.malformed)
                            for r in results]
         print(report.json_text(summary))
         _require_a_used_row(results, runs, strict)
@@ -61,13 +65,20 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
 
 
 def _require_a_used_row(results, runs: str, strict: bool = False) -> None:
-    """A file none of whose rows could be predicted is bad input (the reasons are printed above); with
-    ``strict``, so is one with any skipped row.
+    """A file with a malformed row (a cell that cannot be read, a row short of cells, a repeated row_id) or
+    none of whose rows could be predicted is bad input (the reasons are printed above); with ``strict``, so
+    is one with any skipped row.
 
     Raises:
-        InputError: every row was skipped, or (strict) one was, naming the first and its reason.
+        InputError: a row is malformed, naming the first's line, row_id and cell; every row was skipped, or
+            (strict) one was, naming the first and its reason.
     """
     from ..errors import InputError
+    bad = [r for r in results if r.malformed]
+    if bad:                              # a cell that cannot be read is the file's error, after the report
+        at = f"line {bad[0].line} (row_id {bad[0].row_id!r})" if bad[0].line else f"row_id {bad[0].row_id!r}"
+        raise InputError(runs, at, f"{bad[0].skipped}" + (f" (and {len(bad) - 1} more malformed row(s): the report "
+                                                         "lists them)" if len(bad) > 1 else ""))
     if results and all(r.skipped for r in results):
         raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (the report gives each reason)")
     skipped = [r for r in results if r.skipped]
