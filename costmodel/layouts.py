@@ -498,8 +498,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
         *_expert_grid_rules(t, model, recipe),
-        ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-LM validate_args: "
-         "'When using MoE and tensor parallelism, sequence parallelism must be used')",
+        ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-core's MoELayer.forward "
+         "raises in training: 'performance may degrade if MoE and tensor parallelism are enabled without also "
+         "enabling sequence parallelism'; validate_args asserted it before)",
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
         ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
          "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),

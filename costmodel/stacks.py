@@ -440,8 +440,10 @@ class Stack:
 
 
 #: MoE defaults: Megatron-core's TransformerConfig / arguments.py (``moe_token_dispatcher_type``
-#: "allgather", ``moe_grouped_gemm`` False, ``moe_expert_capacity_factor`` None = dropless), which
-#: NeMo's model configs inherit; DeepSpeed-MoE (deepspeed/moe/layer.py MoE: ``capacity_factor=1.0``,
+#: "allgather", ``moe_grouped_gemm`` False, ``moe_expert_capacity_factor`` None = dropless); NeMo's MoE
+#: model configs set all-to-all dispatch, and grouped GEMM and fused permutation but for Mixtral's
+#: (nemo/collections/llm/gpt/model/qwen3.py, deepseek.py, gpt_oss.py; mixtral.py sets the dispatcher
+#: only; Megatron-Bridge's model bridges likewise): NeMo's default is theirs; DeepSpeed-MoE (deepspeed/moe/layer.py MoE: ``capacity_factor=1.0``,
 #: ``drop_tokens=True``, tokens einsum-dispatched into fixed [experts, capacity] buffers, one GEMM per
 #: local expert in its Experts loop), which BigScience's Megatron-DeepSpeed uses; torchtitan
 #: (all_to_all_single dispatch, ``use_grouped_mm`` True, dropless); llm-foundry (MegaBlocks dMoE:
@@ -494,7 +496,7 @@ STACKS = {s.name: s for s in (
     _stack("megatron", True, False, False, "adam", "megatron", True, _MOE_MEGATRON),
     _stack("megatron-legacy", False, False, False, "adam", "megatron", True, _MOE_MEGATRON, ("tp", "pp")),
     _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED, ("tp", "pp")),
-    _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_MEGATRON),
+    _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_DROPLESS_GROUPED),
     _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
     _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ()),
     _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED, ()),

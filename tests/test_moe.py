@@ -548,3 +548,15 @@ def test_recommend_s_winner_does_not_depend_on_the_length_of_its_table():
     assert len(got["1"]) == 1 and len(got["10"]) == 10
     assert got["1"][0]["layout"] == got["10"][0]["layout"] and got["1"][0]["layout"]["tp"] == 2
     assert got["1"][0]["step_time_s"] == pytest.approx(got["10"][0]["step_time_s"], rel=1e-9)
+
+
+def test_nemo_moe_defaults_are_its_model_configs_all_to_all_with_grouped_gemms():
+    """NeMo's MoE model configs (Qwen3, DeepSeek, GPT-OSS: nemo/collections/llm/gpt/model/*.py) set the
+    all-to-all dispatcher, grouped GEMM and fused permutation; --stack nemo had priced Megatron-core's
+    allgather with one GEMM per expert (Qwen3-30B-A3B on 16 H100 at EP 8: 6.59 s)."""
+    from costmodel.stacks import get_stack, stack_recipe
+    r = stack_recipe(get_stack("nemo"), 256, 4096, "bf16")
+    assert (r.moe_dispatcher, r.moe_grouped_gemm, r.moe_permute_fusion, r.moe_capacity_factor) == ("alltoall", True,
+                                                                                                    True, 0.0)
+    m = stack_recipe(get_stack("megatron"), 256, 4096, "bf16")
+    assert (m.moe_dispatcher, m.moe_grouped_gemm, m.moe_permute_fusion) == ("allgather", False, False)

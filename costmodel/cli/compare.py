@@ -335,8 +335,8 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         raise InputError("--tp/--pp/--dp/--cp", "", f"{said}: their product {world} is not the {c.num_gpus} GPUs; "
                          "pass the degrees that change with the one overridden")
     if m.is_moe and lay["tp"] > 1 and not lay["sp"] and run.origin.get("sp") == "Megatron default":
-        # Megatron-LM's validate_args: "When using MoE and tensor parallelism, sequence parallelism
-        # must be used." (megatron/training/arguments.py)
+        # a run of MoE with TP > 1 had SP: Megatron-LM's validate_args asserted it until 2024-05, and
+        # Megatron-core's MoELayer.forward raises in training without it since (moe/moe_layer.py)
         lay["sp"] = True
         run.origin["sp"] = "Megatron requires it for MoE with TP > 1"
     if lay.get("etp") is None:
