@@ -214,8 +214,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         # the MoE switches the costs modelled, each printed (Megatron's defaults: allgather,
         # per-expert GEMMs, dropless)
         a.append(f"--moe-token-dispatcher-type {recipe.moe_dispatcher}")
-        if recipe.moe_dispatcher == "flex":
-            a.append("--moe-enable-deepep")
+        if recipe.moe_dispatcher == "flex":     # DeepEP's kernels, priced (--moe-enable-deepep is deprecated)
+            a.append("--moe-flex-dispatcher-backend deepep")
         if recipe.moe_capacity_factor > 0:
             a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor!r}")
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
@@ -302,9 +302,15 @@ def _device_connections_env(layout: dict, recipe: Recipe) -> str:
     """The environment line Megatron-core's arguments need before them: with TP or CP > 1 on Hopper and
     earlier it asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue keeps the TP collectives in
     launch order under the GEMMs), unless FSDP shards the model, which wants it unset (several queues
-    overlap its gathers) (megatron/training/arguments.py validate_args)."""
+    overlap its gathers), or the MoE dispatch overlaps (32, where validate_args only warns)
+    (megatron/training/arguments.py validate_args)."""
     if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
         return ""
+    if recipe.moe_ep_overlap:
+        # validate_args only warns here: one queue keeps the TP collectives in order, several let the
+        # dispatch overlap; NVIDIA's MoE recipes run the overlap with 32 (Megatron-MoE-ModelZoo
+        # sbatch_benchmarking.sh, A2A_OVERLAP=1), as the overlap is priced
+        return "export CUDA_DEVICE_MAX_CONNECTIONS=32   # EP overlap: the dispatch overlaps on several queues\n"
     if layout["tp"] == 1 and layout["cp"] == 1:
         return ""
     if layout["zero"] == 3:
@@ -373,7 +379,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              *(["recipe.model.config.moe_enable_deepep = True"] if recipe.moe_dispatcher == "flex" else []),
+              *(["recipe.model.config.moe_flex_dispatcher_backend = 'deepep'"] if recipe.moe_dispatcher == "flex"
+                else []),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),

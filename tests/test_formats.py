@@ -446,6 +446,11 @@ def test_megatron_arguments_come_with_the_device_connections_megatron_asserts():
     assert first(cp=2).startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1")
     assert first(tp=2, sp=True, zero=3).startswith("unset CUDA_DEVICE_MAX_CONNECTIONS")
     assert first().startswith("--tensor-model-parallel-size 1")
+    # EP overlap: validate_args only warns with TP > 1, and NVIDIA's MoE recipes run it with 32 queues
+    mx = load_model("mixtral-8x7b")
+    ro = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_dispatcher="alltoall", moe_ep_overlap=True)
+    lines = megatron_args(dict(base, tp=2, sp=True, ep=8, vp=1), mx, ro).splitlines()
+    assert lines[0].startswith("export CUDA_DEVICE_MAX_CONNECTIONS=32") and "--overlap-moe-expert-parallel-comm" in "".join(lines)
 
 
 def test_nemo_mxfp8_gathers_16_bit_parameters_as_priced():
