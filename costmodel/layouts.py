@@ -258,7 +258,8 @@ def _split_terms(model: ModelSpec, t) -> tuple:
             return e[3], e[4]
     pv = pp * vp
     acc = np.asarray((vp > 1) & (L % pv != 0) & ((L + 2) % pv == 0))
-    per = np.asarray(np.where(acc, (L + 2) / pp, np.ceil(L / pp)))
+    # PP 2 has no middle stage: both hold (L + 2)/2 - 1 layers, the embedding's or the loss's place taken
+    per = np.asarray(np.where(acc, (L + 2) / pp - (pp == 2), np.ceil(L / pp)))
     if model.pipeline_rank_layers:
         # the run's own layout prices its fullest rank, with the embedding and the loss where it put them
         own = np.asarray(pp) == len(model.pipeline_rank_layers)
@@ -277,7 +278,7 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
     else L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP chunks
     hold L/(PP VP) layers each); (L + 2)/PP on the middle stages of a split that counts the
     embedding and the loss (:func:`accounts_embedding_loss`; the first and last stages hold one
-    fewer); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
+    fewer, so at PP 2, with no middle stage, L/2); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
     num-layers, DeepSpeed PipelineModule partitioning), the fullest stage setting the pace.
     """
     return _split_terms(model, t)[1]

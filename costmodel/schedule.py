@@ -310,10 +310,12 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     cont_f = slow * ((cm.tp_layer_fwd_s - tp_f - e["tp_sm_f"]) + (cm.cp_layer_fwd_s - cp_f) + e["ep_hid_b"]) + copy_f
     cont_b = slow * ((cm.tp_layer_bwd_s + e["rec_tp_raw"] - tp_b - e["tp_sm_b"])
                      + (cm.cp_layer_bwd_s + full * cm.cp_layer_fwd_s - cp_b) + e["ep_hid_f"]) + copy_b + accum
-    # the last stage runs the logits; with the embedding and loss counted as pipeline layers, or an
-    # uneven split on a stack that lightens the last stage, it has one transformer layer fewer than
-    # the fullest stages, and the slower of the two sets the pace
-    acc = accounts_embedding_loss(model, t) | ((model.num_layers % t.pp != 0) & (t.vp == 1) & light_last_stage(recipe))
+    # the last stage runs the logits; with the embedding and loss counted as pipeline layers (PP > 2: at
+    # PP 2 both stages hold L/2, layers_per_stage's count), or an uneven split on a stack that lightens
+    # the last stage, it has one transformer layer fewer than the fullest stages, and the slower of the
+    # two sets the pace
+    acc = ((accounts_embedding_loss(model, t) & (t.pp > 2))
+           | ((model.num_layers % t.pp != 0) & (t.vp == 1) & light_last_stage(recipe)))
     lay_f = ct.layer_fwd_s + cont_f
     # full recompute re-runs the forward of the recomputed share of the layers
     rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)

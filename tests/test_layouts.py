@@ -234,6 +234,23 @@ def test_layout_name_is_the_one_formatter():
         check_layout(layout(**dict(lay, dp=2)), L70, R, 32, 8)
 
 
+def test_pp2_with_embedding_and_loss_counted_paces_l_over_2_layers():
+    """At PP 2 both stages are edge stages: 80 layers at PP2 VP41 (82 = 2 x 41) hold 40 each, as PP2 VP10
+    does; the pace had been a 41-layer middle stage that does not exist (compute 3% above VP10's)."""
+    from costmodel.layouts import accounts_embedding_loss, layers_per_stage, pipeline_split
+    from costmodel.predict import predict_run
+    from costmodel.specs import load_cluster, load_profile
+    from costmodel.stacks import get_stack, stack_recipe
+    m, r = load_model("llama3.1-70b"), stack_recipe(get_stack("megatron"), 64, 8192, "bf16")
+    row = dict(tp=8, pp=2, dp=8, cp=1, ep=1, vp=41, mbs=1, recompute="full", zero=1, sp=True, overlap=True)
+    t = layout(**row)
+    assert bool(accounts_embedding_loss(m, t)[0]) and layers_per_stage(m, t)[0] == 40
+    assert list(pipeline_split(m, row)) == [40, 40]
+    c, prof = load_cluster("dgx-h100", 16), load_profile("h100-sxm-80gb")
+    acc, even = (predict_run(m, r, c, prof, dict(row, vp=v)).breakdown["compute_s"] for v in (41, 10))
+    assert acc == pytest.approx(even, rel=0.015)          # the sends of 41 chunks slow it a little
+
+
 def test_405b_pp8_vp8_counts_embedding_and_loss_as_pipeline_layers():
     """Llama 3.1 405B: 126 layers; NVIDIA's recipe runs PP8 VP8 with the embedding and the loss
     counted as pipeline layers (128 = 8 x 8 x 2): valid, split 15|16x6|15, Megatron flags printed,
