@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import InputError
 from .specs import ModelSpec, Recipe
+from .context_parallel_rules import cp_rules
 from .stacks import EP_OVERLAP_DISPATCHERS, TE_STACKS, get_stack, typed_flag
 
 RECOMPUTE = ("none", "selective", "full")
@@ -418,26 +419,6 @@ def _interleaved_microbatch_rules(recipe, t) -> tuple:
              (t.vp > 1) & (m % t.pp != 0)),)
 
 
-def _cp_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
-    """(message, mask) rules of context parallelism, for :func:`validity`: Megatron-core runs it through
-    Transformer Engine's attention only (its unfused attention asserts CP 1).  Transformer Engine's CP
-    attention (the megatron and nemo stacks) runs sliding-window layers only with the a2a or
-    all_gather exchange (transformer_engine/pytorch/attention/dot_product_attention/
-    context_parallel.py: 'Context parallelism does not support sliding window attention with
-    cp_comm_type=...'); Megatron's default --cp-comm-type p2p is the ring the model prices.  A window
-    no shorter than the sequence is full attention, which a run sets without the window."""
-    windowed = bool(model.sliding_window and model.sliding_layers and recipe.seq_len > model.sliding_window)
-    return [
-        ("CP > 1 with {name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
-         "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",
-         np.full(len(t.tp), windowed and recipe.stack in TE_STACKS) & (t.cp > 1)),
-        # megatron/core/transformer/dot_product_attention.py DotProductAttention.__init__
-        ("Megatron-core's unfused attention refuses CP > 1 (DotProductAttention: 'Context parallelism is only supported "
-         "by TEDotProductAttention!'): drop --no-flash-attention or --cp",
-         (t.cp > 1) & (not recipe.flash_attention) & get_stack(recipe.stack).megatron_family),
-    ]
-
-
 def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
              scale_up_gpus: int, uneven_pp: bool = False) -> tuple[np.ndarray, list[str]]:
     """Check every Megatron-core divisibility rule on every layout (``scale_up_gpus``: the GPUs of one
@@ -488,7 +469,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         *_interleaved_microbatch_rules(recipe, t),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
-        *_cp_rules(t, model, recipe),
+        *cp_rules(t, model, recipe),
         ("with sequence parallelism seq_len / CP must be divisible by TP (Megatron-core splits the sequence "
          "evenly over the TP group: tensor_parallel/mappings.py _split_along_first_dim asserts it)",
          t.sp & ((recipe.seq_len // t.cp) % t.tp != 0) & st.megatron_family),
