@@ -462,9 +462,10 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the {stack} stack's pipeline (DeepSpeed's PipelineEngine, 1F1B) has no interleaved schedule: VP must be 1",
          (recipe.stack == "megatron-deepspeed") & (t.vp > 1)),
         ("VP > 1 needs PP > 1", (t.vp > 1) & (t.pp < 2)),
+        # Megatron-LM's training loop only: NeMo builds Megatron-core's schedules without its validate_args
         ("--no-pp-overlap: Megatron-LM runs the interleaved schedule (VP > 1) without P2P overlap only at PP > 2 "
          "(validate_args): drop --no-pp-overlap or raise PP",
-         (recipe.stack in TE_STACKS) & (not recipe.pp_overlap) & (t.vp > 1) & (t.pp <= 2)),
+         (recipe.stack == "megatron") & (not recipe.pp_overlap) & (t.vp > 1) & (t.pp <= 2)),
         ("gbs ({gbs}) must be divisible by DP x mbs", recipe.gbs % (t.dp * t.mbs) != 0),
         *_interleaved_microbatch_rules(recipe, t),
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",

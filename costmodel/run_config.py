@@ -309,6 +309,12 @@ def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
     else:
         _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
     _take(cfg, path, L, "sp", m, "sequence_parallel", _bool, mp)
+    cp_comm = m.get("cp_comm_type")
+    if not _unset(cp_comm) and cp_comm != "p2p" and (L.get("cp") or 1) > 1:
+        # Megatron --cp-comm-type p2p / a2a / allgather / a2a+p2p (Transformer Engine's CP attention): the
+        # model prices the p2p ring; the others move other tensors at other times
+        raise InputError(path, "model.cp_comm_type", f"{cp_comm!r} is not priced: the model prices context "
+                         "parallelism as the p2p ring (Megatron's default); set p2p or leave it out")
 
 
 def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
@@ -436,6 +442,11 @@ def _nemo(d: dict, path: str) -> RunConfig:
             R["fp8_recipe"], cfg.where["fp8_recipe"] = rec.lower(), f"{path}: model.fp8_recipe"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
+    if "ub_tp_comm_overlap" not in m:
+        # NeMo 1's GPT model reads cfg.get('ub_tp_comm_overlap', False) (megatron_gpt_model.py): NeMo 2's
+        # recipes turn it on, NeMo 1 leaves it off
+        R["tp_comm_overlap"], cfg.where["tp_comm_overlap"] = False, f"{path}: NeMo 1's default when " \
+            "model.ub_tp_comm_overlap is absent"
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
     if "overlap_p2p_comm" not in m and (L.get("vp") or 1) > 1:
         # NeMo 1's models read cfg.get('overlap_p2p_comm', False): its example configurations write False

@@ -138,6 +138,9 @@ def test_each_stack_refuses_what_its_framework_asserts():
     assert validity(layout(pp=4, vp=4, dp=8), L70, no_p2p, 32, 8)[0][0] == -1
     assert validity(layout(pp=2, vp=4, dp=16), L70, R, 32, 8)[0][0] == -1
     assert validity(layout(pp=2, vp=4, dp=16, zero=1), L70, replace(no_p2p, stack="torchtitan"), 32, 8)[0][0] == -1
+    # NeMo builds Megatron-core's schedules without Megatron-LM's validate_args (a NeMo 1 file without
+    # overlap_p2p_comm had been refused naming --no-pp-overlap, a flag the user never gave)
+    assert validity(layout(pp=2, vp=4, dp=16), L70, replace(no_p2p, stack="nemo"), 32, 8)[0][0] == -1
     t = enumerate_layouts(L70, no_p2p, 32, 8)
     assert len(t) and not ((t.vp > 1) & (t.pp <= 2)).any() and ((t.vp > 1) & (t.pp > 2)).any()
 

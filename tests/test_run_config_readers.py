@@ -242,3 +242,21 @@ def test_a_null_parallel_size_is_said_not_read(tmp_path):
                                                                   "  tensor_model_parallel_size: null\n"))
     assert "tp" not in cfg.layout
     assert any("model.tensor_model_parallel_size is null: not read" in n for n in cfg.notes)
+
+
+def test_a_cp_exchange_other_than_the_p2p_ring_is_refused_and_nemo_1_leaves_tp_overlap_off(tmp_path):
+    """model.cp_comm_type a2a (Megatron's --cp-comm-type) had been read silently and priced as the p2p ring:
+    with CP > 1 it is refused by name (p2p, null or CP 1 read); NeMo 1 reads ub_tp_comm_overlap with a False
+    default (megatron_gpt_model.py), where the NeMo stack's recipes (NeMo 2) turn it on."""
+    cp = "  context_parallel_size: 2\n"
+    for kind in ("a2a", "allgather", "a2a+p2p"):
+        with pytest.raises(InputError, match="is not priced: the model prices context parallelism as the p2p ring") as e:
+            _read(tmp_path, "a.yaml", NEMO.format(extra=cp + f"  cp_comm_type: {kind}\n"))
+        assert e.value.field == "model.cp_comm_type"
+    assert _read(tmp_path, "b.yaml", NEMO.format(extra=cp + "  cp_comm_type: p2p\n")).layout["cp"] == 2
+    assert _read(tmp_path, "c.yaml", NEMO.format(extra="  cp_comm_type: a2a\n")).layout.get("cp") is None
+    with pytest.raises(InputError, match="model.cp_comm_type"):
+        _read(tmp_path, "d.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n" + cp + "  cp_comm_type: a2a\n"))
+    cfg = _read(tmp_path, "e.yaml", NEMO.format(extra=""))
+    assert cfg.recipe["tp_comm_overlap"] is False and "NeMo 1's default" in cfg.where["tp_comm_overlap"]
+    assert _read(tmp_path, "f.yaml", NEMO.format(extra="  ub_tp_comm_overlap: true\n")).recipe["tp_comm_overlap"]
