@@ -265,6 +265,12 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = []
+    if 0 < model.max_positions < recipe.seq_len:
+        # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
+        a.append(f"--max-position-embeddings {recipe.seq_len}")
+        notes.append(f"seq_len {recipe.seq_len} is past {model.name}'s {model.max_positions} positions: "
+                     + ("its learned position table grows to seq_len rows (priced at its own)" if model.learned_positions
+                        else "its RoPE scaling for the longer context is the run's to set"))
     # FSDP2 overlaps its own gathers (costmodel.stacks.Stack.zero3_overlap): the flag only where asked for
     fsdp2_own = layout["zero"] == 3 and not recipe.dp_overlap
     if dp_overlap_on(recipe, layout["zero"], layout["overlap"]) and not fsdp2_own:

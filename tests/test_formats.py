@@ -478,3 +478,15 @@ def test_nemo_tp_overlap_is_a_callback_that_keeps_the_priced_p2p_and_dp_overlaps
             "overlap_p2p_comm=False, batch_p2p_comm=True, overlap_grad_reduce=True, overlap_param_gather=True))") in text
     assert "recipe.model.config.overlap_p2p_comm = False" in text
     assert text.startswith("import nemo_run as run") and "import MegatronCommOverlapCallback" in text
+
+
+def test_a_sequence_past_the_model_s_positions_prints_max_position_embeddings():
+    """validate_args asserts max_position_embeddings >= seq_length: Llama 3.1 8B (131,072 positions) at
+    262,144 tokens prints --max-position-embeddings 262144 and says the RoPE extension is the run's;
+    within its positions no such flag."""
+    m = load_model("llama3.1-8b")
+    row = dict(tp=2, pp=1, dp=1, cp=16, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    long = megatron_args(row, m, stack_recipe(get_stack("megatron"), 64, 262144, "bf16"))
+    assert "--max-position-embeddings 262144" in long and "past llama3.1-8b's 131072 positions" in long
+    assert "--max-position-embeddings" not in megatron_args(row, m, stack_recipe(get_stack("megatron"), 64, 131072,
+                                                                                    "bf16"))
