@@ -54,3 +54,9 @@ def energy_j_per_token(recipe: Recipe, energy_j_per_step):
 def samples_per_s_per_mj(recipe: Recipe, step_time_s, energy_j_per_step):
     """Samples per second per MJ of step energy: (gbs / step_time_s) / (energy_j_per_step / 1e6)."""
     return (recipe.gbs / step_time_s) / (energy_j_per_step / 1e6)
+
+
+def causal_flops_share(model: ModelSpec, recipe: Recipe) -> float:
+    """Model FLOPs per step with causal attention (half the s x s score matrix, Megatron-LM's count since
+    2025-03) over those with the whole matrix (SC21's, :func:`mfu`'s): the factor from one MFU to the other."""
+    return model_flops_per_step(model, recipe, causal=True) / model_flops_per_step(model, recipe)

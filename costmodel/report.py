@@ -35,7 +35,7 @@ def recompute_name(L, i: int) -> str:
 def run_record(run: RunPrediction) -> dict:
     """The JSON-ready record of one prediction; its names are stable (README, ``predict --json``).
 
-    Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, peak_mem_bytes,
+    Keys: feasible, step_time_s, tokens_per_s_per_gpu, model_tflops_per_gpu, mfu, mfu_causal, peak_mem_bytes,
     hbm_capacity_bytes, memory (weights/grads/optimizer/activations bytes), layout, breakdown
     (seconds per term, uncapped), model, params and active_params (MTP modules excluded),
     model_read_as_plain_decoder (a config of a family the reader does not know), cluster,
@@ -50,6 +50,9 @@ def run_record(run: RunPrediction) -> dict:
         "tokens_per_s_per_gpu": run.tokens_per_s_per_gpu,
         "model_tflops_per_gpu": run.model_tflops_per_gpu,
         "mfu": run.mfu,
+        # the same over the model FLOPs with causal attention's half of the score matrix (Megatron-LM's own
+        # count since 2025-03); mfu keeps SC21's s x s
+        "mfu_causal": run.mfu * metrics.causal_flops_share(run.model, run.recipe),
         # bytes are whole (an expected byte count rounded), as their unit says
         "peak_mem_bytes": round(run.peak_mem_bytes),
         "hbm_capacity_bytes": round(run.cluster.gpu.capacity_bytes),

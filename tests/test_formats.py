@@ -1,5 +1,7 @@
 """Low-precision GEMM formats (costmodel/formats.py): their bytes, their time on Blackwell, their memory,
 the GPUs and stacks that run them, and the flags a launch needs."""
+from pathlib import Path
+
 import pytest
 
 from conftest import layout
@@ -490,3 +492,20 @@ def test_a_sequence_past_the_model_s_positions_prints_max_position_embeddings():
     assert "--max-position-embeddings 262144" in long and "past llama3.1-8b's 131072 positions" in long
     assert "--max-position-embeddings" not in megatron_args(row, m, stack_recipe(get_stack("megatron"), 64, 131072,
                                                                                     "bf16"))
+
+
+def test_predict_gives_mfu_with_attention_s_by_s_and_with_its_causal_half():
+    """Llama 3.1 8B at 262,144 tokens: attention is most of the model FLOPs, so SC21's s x s count reads
+    78% where the causal half reads about 43%; the JSON gives both and their ratio is the FLOP ratio."""
+    import json
+    import subprocess
+    import sys
+    from costmodel.compute import model_flops_per_step
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3.1-8b", "--cluster",
+                        "dgx-h100", "--nodes", "4", "--tp", "2", "--cp", "16", "--mbs", "1", "--gbs", "64",
+                        "--seq-len", "262144", "--json"], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[1])
+    d = json.loads(r.stdout)
+    m, rec = load_model("llama3.1-8b"), stack_recipe(get_stack("megatron"), 64, 262144, "bf16")
+    share = model_flops_per_step(m, rec, causal=True) / model_flops_per_step(m, rec)
+    assert d["mfu_causal"] == pytest.approx(d["mfu"] * share, rel=1e-9) and 0.5 < share < 0.6

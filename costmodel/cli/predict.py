@@ -170,7 +170,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
     out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
               f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
-              f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%")
+              f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%"
+              + (f" (attention as s x s; {100 * rec['mfu_causal']:.1f}% counting its causal half)"
+                 if rec["mfu_causal"] < 0.99 * rec["mfu"] else ""))
     fits = (f"{100 * band.fit_rel:.1f}% over the fitted terms; no fit data for {', '.join(band.unfitted)}, whose "
             "datasheet-derived values carry only the model's error" if band.unfitted else f"{100 * band.fit_rel:.1f}%")
     out.print(f"  ± is one sigma: the fit residuals of {p.path} ({fits}) and the model's "
