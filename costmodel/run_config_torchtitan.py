@@ -192,7 +192,14 @@ def _check_parallelism_keys(par: dict, path: str, cfg: RunConfig) -> None:
         if key not in _TORCHTITAN_PARALLELISM and key.endswith("_degree"):
             raise InputError(path, f"parallelism.{key}", "is not a torchtitan parallelism degree (tensor, pipeline, "
                              "context, expert, expert_tensor, data_parallel_shard, data_parallel_replicate)")
-    skipped = [k for k in par if k not in _TORCHTITAN_READ]
+    rotate = par.get("context_parallel_rotate_method")
+    if rotate is not None:
+        # PyTorch's context_parallel: 'allgather' gathers every K/V shard after the first sub-attention,
+        # 'alltoall' passes them round the ring; both move CP - 1 shards, priced as the ring's exchange
+        cfg.notes.append(f"{path}: parallelism.context_parallel_rotate_method {rotate!r} is priced as the ring "
+                         "exchange the model has (the same CP - 1 K/V shards; allgather gathers them at once, "
+                         "hidden under the first sub-attention only)")
+    skipped = [k for k in par if k not in _TORCHTITAN_READ + ("context_parallel_rotate_method",)]
     if skipped:
         cfg.notes.append(f"{path}: parallelism." + ", parallelism.".join(skipped) + " not read (no term of the model "
                          f"depends on {'it' if len(skipped) == 1 else 'them'})")

@@ -260,3 +260,13 @@ def test_a_cp_exchange_other_than_the_p2p_ring_is_refused_and_nemo_1_leaves_tp_o
     cfg = _read(tmp_path, "e.yaml", NEMO.format(extra=""))
     assert cfg.recipe["tp_comm_overlap"] is False and "NeMo 1's default" in cfg.where["tp_comm_overlap"]
     assert _read(tmp_path, "f.yaml", NEMO.format(extra="  ub_tp_comm_overlap: true\n")).recipe["tp_comm_overlap"]
+
+
+def test_torchtitan_s_cp_rotate_method_is_said_to_be_priced_as_the_ring(tmp_path):
+    """context_parallel_rotate_method had been noted as 'no term of the model depends on it': the note says
+    what is priced (the ring's exchange) and how allgather differs."""
+    cfg = _read(tmp_path, "t.toml", TORCHTITAN.format(shard=-1, tp=1, sac='"op"', training="",
+                                                      parallelism='context_parallel_degree = 2\n'
+                                                                  'context_parallel_rotate_method = "allgather"'))
+    note = next(n for n in cfg.notes if "context_parallel_rotate_method" in n)
+    assert "'allgather' is priced as the ring exchange" in note and "no term of the model" not in note
