@@ -49,6 +49,7 @@ class RowResult:
     assumed: tuple = ()
     cluster: str = ""           # the catalog cluster it was predicted on (the note's system, or its GPU's reference)
     line: int | None = None     # where the row starts in its file
+    flop_convention: str | None = None   # a TFLOP/s measure's attention count: "causal" or "s x s"
     malformed: bool = False     # skipped for a cell that cannot be read (not for a run the model does not cover)
 
     @property
@@ -396,7 +397,8 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     if why:
         return why
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,
-                    cluster=cluster.key)
+                    cluster=cluster.key, flop_convention=(("causal" if note_says(r.get("notes", ""), _CAUSAL)
+                                                           else "s x s") if "tflops" in metric else None))
     return key, model, recipe, row, res
 
 

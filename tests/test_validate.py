@@ -236,6 +236,7 @@ def test_flop_convention_and_attention_kernel_of_the_notes():
                                              str(HOPPER))}
     for k, r in res.items():
         assert "attention_kernel=fa3" in r.assumed and abs(r.error_pct) < 10, (k, r.error_pct)
+        assert r.metric == "model_tflops_per_gpu" and r.flop_convention == "causal"
 
 
 def test_unpublished_recompute_is_the_least_that_fits_and_lora_is_skipped():

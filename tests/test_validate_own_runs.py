@@ -202,7 +202,7 @@ def test_json_rows_give_the_band_as_step_times_and_the_row_s_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), "--json"], capture_output=True,
                        text=True, cwd=REPO, timeout=300)
     rows = json.loads(r.stdout)["rows"]
-    assert [x["line"] for x in rows] == [2, 3]
+    assert [x["line"] for x in rows] == [2, 3] and {x["flop_convention"] for x in rows} == {None}
     for x in rows:
         assert x["band_low_s"] == pytest.approx(x["predicted_s"] * (1 - x["band_rel"]))
         assert x["in_band"] == (x["band_low_s"] <= x["measured_s"] <= x["band_high_s"])

@@ -44,7 +44,8 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
     if as_json:
         summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
-                                error_pct=None if r.skipped else r.error_pct, metric=r.metric, skipped=r.skipped,
+                                error_pct=None if r.skipped else r.error_pct, metric=r.metric,
+                                flop_convention=r.flop_convention, skipped=r.skipped,
                                 predicted_oom=r.predicted_oom, assumed=list(r.assumed), cluster=r.cluster or None,
                                 # the one-sigma band (relative to the prediction, and as step times) and whether
                                 # the measurement lies in it
