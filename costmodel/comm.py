@@ -80,12 +80,15 @@ NCCL_RING_BASE_LAT_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
 
 #: NCCL's large-message (Simple protocol) bus bandwidth as a fraction of the NIC line rate, where it is stated
 #: for a fabric the built-in captures did not run on: fabric -> (lowest line rate it holds from, bytes/s per
-#: NIC; the fraction).  InfiniBand from NDR (400 Gb/s) up: "For NDR @ 400Gbps you should see 46-48GB/s per
-#: NIC" (NCCL maintainers, NVIDIA/nccl-tests#290; hardware/profiles/data/github_issue_excerpts_partial_tables.txt,
-#: item 5), 47 of 50 GB/s; faster InfiniBand is assumed to hold the fraction, so a faster NIC never streams
-#: slower.  The AWS EFA captures of the built-in profiles reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of
-#: theirs; slower InfiniBand (HDR, EDR) has no stated figure and keeps the capture's.
-STATED_NIC_EFFICIENCY = {"infiniband": (400e9 / 8, 47.0 / 50.0)}
+#: NIC; the fraction).  NCCL's maintainers: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"
+#: (nccl-tests#290), 47 of 50; "24GB/s is the peak performance per 200G NIC (12 GB/s for 100G NICs)"
+#: (nccl-tests#119, nccl#412), 24 of 25 (hardware/profiles/data/github_issue_excerpts_partial_tables.txt,
+#: items 5 and 8).  The lower, 47/50, holds at every rate from 100 Gb/s, so a faster NIC never streams slower
+#: and no line rate is a cliff.  The per-NIC figures are the NIC's, not InfiniBand's: RoCE on the same
+#: ConnectX NICs is held to them (nccl#495: 8 x 100 Gb/s RoCE at 75% of line rate, "a bit low" to the
+#: maintainers; item 9).  Omni-Path, plain Ethernet and EFA have no stated figure and keep a capture's (the
+#: built-in AWS EFA captures reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of theirs).
+STATED_NIC_EFFICIENCY = {"infiniband": (100e9 / 8, 47.0 / 50.0), "roce": (100e9 / 8, 47.0 / 50.0)}
 
 
 def stated_nic_efficiency(fabric: str | None, nic_bytes_per_s: float | None) -> float | None:
@@ -143,7 +146,7 @@ def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | 
     stated = stated_nic_efficiency(cluster.inter_fabric, cluster.nic_bytes_per_s)
     if stated is not None:
         return (f"inter-node: {cluster.inter_fabric} NICs of {rate} stream large messages at NCCL's stated "
-                f"{stated:.0%} of line rate (nccl-tests#290); small messages at {profile.path}'s {measured} capture's "
+                f"{stated:.0%} of line rate (nccl-tests#290, #119); small messages at {profile.path}'s {measured} capture's "
                 "efficiencies, latency from NCCL's ring model")
     names = profile.comm_protocols["inter_node"]["all_reduce"]
     simple = dict(zip(names, profile.comm["inter_node"]["all_reduce"].protocols)).get("Simple", (0.0, 0.0))[1]
