@@ -442,11 +442,6 @@ def _nemo(d: dict, path: str) -> RunConfig:
             R["fp8_recipe"], cfg.where["fp8_recipe"] = rec.lower(), f"{path}: model.fp8_recipe"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
-    if "ub_tp_comm_overlap" not in m:
-        # NeMo 1's GPT model reads cfg.get('ub_tp_comm_overlap', False) (megatron_gpt_model.py): NeMo 2's
-        # recipes turn it on, NeMo 1 leaves it off
-        R["tp_comm_overlap"], cfg.where["tp_comm_overlap"] = False, f"{path}: NeMo 1's default when " \
-            "model.ub_tp_comm_overlap is absent"
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)
     if "overlap_p2p_comm" not in m and (L.get("vp") or 1) > 1:
         # NeMo 1's models read cfg.get('overlap_p2p_comm', False): its example configurations write False
@@ -460,6 +455,11 @@ def _nemo(d: dict, path: str) -> RunConfig:
     for name, key in (("nodes", "num_nodes"), ("gpus_per_node", "devices")):
         _take(cfg, path, world, name, t, key, _int, "trainer.")
     cfg.nodes, cfg.gpus_per_node = world.get("nodes"), world.get("gpus_per_node")
+    if "ub_tp_comm_overlap" not in m and (cfg.layout or R or cfg.nodes):
+        # NeMo 1's GPT model reads cfg.get('ub_tp_comm_overlap', False) (megatron_gpt_model.py): NeMo 2's
+        # recipes turn it on, NeMo 1 leaves it off (a file that sets nothing read stays empty, and refused)
+        R["tp_comm_overlap"], cfg.where["tp_comm_overlap"] = False, f"{path}: NeMo 1's default when " \
+            "model.ub_tp_comm_overlap is absent"
     return cfg
 
 

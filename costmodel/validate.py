@@ -94,8 +94,8 @@ def _bad_number(r: dict) -> str | None:
         if k not in _MEASURED + ("params_b",) and (not x.is_integer() or x > _MAX_COUNT):
             return f"{k} must be a whole number up to 2^53, got {v!r}"
     mfu = (r.get("mfu") or "").strip()
-    try:                                # not read, but a value it cannot be is a slip in the row
-        bad_mfu = bool(mfu) and not 0 < float(mfu) <= 100
+    try:                                # not read, but a value it cannot be is a slip in the row ('39.3%' is one)
+        bad_mfu = bool(mfu) and not 0 < float(mfu.removesuffix("%")) <= 100
     except ValueError:
         bad_mfu = True
     return f"mfu must be a percentage in (0, 100], got {mfu!r}" if bad_mfu else None

@@ -216,5 +216,7 @@ def test_an_mfu_that_is_no_percentage_makes_the_row_malformed(tmp_path, mfu):
     f.write_text(f.read_text().replace("row_id,", "mfu,row_id,", 1).replace("\nl70,", f"\n{mfu},l70,", 1))
     (res,) = validate_rows(read_runs_csv(f), str(f))
     assert res.malformed and res.skipped == f"mfu must be a percentage in (0, 100], got {mfu!r}"
-    f.write_text(f.read_text().replace(f"\n{mfu},l70,", "\n42.5,l70,", 1))
-    assert not validate_rows(read_runs_csv(f), str(f))[0].skipped
+    for ok in ("42.5", "42.5%"):
+        f.write_text(f.read_text().replace(f"\n{mfu},l70,", f"\n{ok},l70,", 1))
+        assert not validate_rows(read_runs_csv(f), str(f))[0].skipped
+        mfu = ok
