@@ -145,22 +145,30 @@ def _search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_over
     final one.  Returns (search result, recipe, notes naming each kept switch with the fastest
     layout's full-clock step with and without it)."""
     r0, won = r, []
-    for changes, what in _open_switch_variants(m, r, recipe_flags, no_overlap):
-        if not res.n_feasible:
-            break
-        if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
-            # the overlap runs with the all-to-all dispatcher only: tried with it, where none was given
-            if recipe_flags.get("moe_dispatcher") is not None:
-                continue
-            changes = dict(changes, moe_dispatcher="alltoall", **({"moe_grouped_gemm": True} if
-                                                                  recipe_flags.get("moe_grouped_gemm") is None else {}))
-        r_alt = dataclasses.replace(r, **changes)
-        res_alt = search(m, r_alt, c, p, **kw)
-        t_now = float(res.ranked.step_time_s[0])
-        t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
-        if t_alt < t_now * (1 - 1e-9):
-            won.append((changes, what))
-            res, r = res_alt, r_alt
+    # a switch that did not help one winner may help the next (DP overlap on the layout TP-comm overlap
+    # made the winner): the ones left are tried again until a pass adopts none
+    left = list(_open_switch_variants(m, r, recipe_flags, no_overlap))
+    adopted = True
+    while left and res.n_feasible and adopted:
+        tried, left, adopted = left, [], False
+        for changes, what in tried:
+            if not res.n_feasible:
+                break
+            if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
+                # the overlap runs with the all-to-all dispatcher only: tried with it, where none was given
+                if recipe_flags.get("moe_dispatcher") is not None:
+                    continue
+                changes = dict(changes, moe_dispatcher="alltoall", **(
+                    {"moe_grouped_gemm": True} if recipe_flags.get("moe_grouped_gemm") is None else {}))
+            r_alt = dataclasses.replace(r, **changes)
+            res_alt = search(m, r_alt, c, p, **kw) if r_alt != r else res
+            t_now = float(res.ranked.step_time_s[0])
+            t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
+            if t_alt < t_now * (1 - 1e-9):
+                won.append((changes, what))
+                res, r, adopted = res_alt, r_alt, True
+            elif r_alt != r:
+                left.append((changes, what))
     kept = []
     # one switch at a time (a variant may set two: the dispatcher and grouped GEMMs), so each note
     # names a setting the final recipe has

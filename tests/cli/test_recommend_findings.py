@@ -25,3 +25,21 @@ def test_a_pinned_mbs_above_max_mbs_and_pins_that_cannot_fit_are_named():
     r = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp", "8",
             "--recompute", "none", "--zero", "0", "--mbs", "16", "--vp", "10")
     assert r.returncode == 3 and "relax the pinned --tp, --pp, --vp, --mbs, --recompute, --zero" in r.stderr, r.stderr
+
+
+def test_a_switch_that_did_not_help_one_winner_is_tried_again_on_the_next():
+    """Llama 3 70B on 16 DGX H100: DP overlap does not help the first winner (TP1 DP64 CP2) and had been
+    dropped; once TP-comm overlap makes TP4 PP4 VP10 the winner it does (13.30 s against 13.47 s without
+    it), so the recommended recipe has both, and predict of that layout agrees."""
+    import json
+    r = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "16", "--gbs", "256", "--json")
+    assert r.returncode == 0, r.stderr
+    best = json.loads(r.stdout)["ranked"][0]
+    assert best["recipe"]["tp_comm_overlap"] and best["recipe"]["dp_overlap"], best["recipe"]
+    lay = best["layout"]
+    p = run("predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "16", "--gbs", "256",
+            "--tp", str(lay["tp"]), "--pp", str(lay["pp"]), "--vp", str(lay["vp"]), "--mbs", str(lay["mbs"]),
+            "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--tp-comm-overlap", "--no-dp-overlap",
+            "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["step_time_s"] > best["step_time_s"] * 1.005
