@@ -33,7 +33,7 @@ Message sizes (bf16 activations, Korthikanti et al. 2022 section 4; Narayanan et
 """
 from __future__ import annotations
 
-import math
+from .nic_efficiency import stated_nic_efficiency
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,25 +78,6 @@ def group_span(stride, size, domain_gpus: int, num_gpus: int | None = None):
 #: per-hop latencies come from); NCCL adds nsteps x the per-hop ``hwLat`` on top
 NCCL_RING_BASE_LAT_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
 
-#: NCCL's large-message (Simple protocol) bus bandwidth as a fraction of the NIC line rate, where it is stated
-#: for a fabric the built-in captures did not run on: fabric -> (lowest line rate it holds from, bytes/s per
-#: NIC; the fraction).  NCCL's maintainers: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"
-#: (nccl-tests#290), 47 of 50; "24GB/s is the peak performance per 200G NIC (12 GB/s for 100G NICs)"
-#: (nccl-tests#119, nccl#412), 24 of 25 (hardware/profiles/data/github_issue_excerpts_partial_tables.txt,
-#: items 5 and 8).  The lower, 47/50, holds at every rate from 100 Gb/s, so a faster NIC never streams slower
-#: and no line rate is a cliff.  The per-NIC figures are the NIC's, not InfiniBand's: RoCE on the same
-#: ConnectX NICs is held to them (nccl#495: 8 x 100 Gb/s RoCE at 75% of line rate, "a bit low" to the
-#: maintainers; item 9).  Omni-Path, plain Ethernet and EFA have no stated figure and keep a capture's (the
-#: built-in AWS EFA captures reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of theirs).
-STATED_NIC_EFFICIENCY = {"infiniband": (100e9 / 8, 47.0 / 50.0), "roce": (100e9 / 8, 47.0 / 50.0)}
-
-
-def stated_nic_efficiency(fabric: str | None, nic_bytes_per_s: float | None) -> float | None:
-    """NCCL's stated large-message efficiency of ``fabric`` at ``nic_bytes_per_s`` per NIC
-    (:data:`STATED_NIC_EFFICIENCY`), or None where none is stated."""
-    lowest, frac = STATED_NIC_EFFICIENCY.get(fabric, (math.inf, None))
-    return frac if nic_bytes_per_s is not None and nic_bytes_per_s >= lowest * (1 - 1e-9) else None
-
 #: NCCL's network hop of a tree over a ring's, LL protocol (the one the cluster files' ``latency``
 #: is): hwLat NET row, Tree 5.0 us / Ring 2.7 us (src/graph/tuning.cc, NVIDIA/nccl commit 5067397c)
 NCCL_TREE_HOP_RATIO = 5.0 / 2.7
@@ -132,27 +113,6 @@ def _params(profile: Profile, scope: str, coll: str, g, latency_s: float, fabric
     g0 = profile.comm_group_size[scope][coll]
     extra = _STEPS[coll] * (np.asarray(g, dtype=np.float64) - g0) * latency_s
     return p.with_alpha(np.maximum(p.alpha_s + extra, 0.0))
-
-
-def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | None:
-    """Where the bandwidth of ``cluster``'s inter-node collectives comes from, when ``profile``'s inter-node
-    capture ran on another scale-out fabric (None when on the cluster's own): NCCL's stated large-message
-    efficiency (:data:`STATED_NIC_EFFICIENCY`), or the capture's, lent; the latency is NCCL's ring model
-    either way (:func:`_params`).  Whether any collective leaves the NVLink domain is the caller's to say."""
-    measured = profile.comm_fabric.get("inter_node", {}).get("all_reduce")
-    if measured is None or measured == cluster.inter_fabric:
-        return None
-    rate = f"{cluster.nic_bytes_per_s * 8e-9:g} Gb/s"
-    stated = stated_nic_efficiency(cluster.inter_fabric, cluster.nic_bytes_per_s)
-    if stated is not None:
-        return (f"inter-node: {cluster.inter_fabric} NICs of {rate} stream large messages at NCCL's stated "
-                f"{stated:.0%} of line rate (nccl-tests#290, #119); small messages at {profile.path}'s {measured} capture's "
-                "efficiencies, latency from NCCL's ring model")
-    names = profile.comm_protocols["inter_node"]["all_reduce"]
-    simple = dict(zip(names, profile.comm["inter_node"]["all_reduce"].protocols)).get("Simple", (0.0, 0.0))[1]
-    return (f"inter-node: no {cluster.inter_fabric} measurement at {rate}: {profile.path}'s {measured} capture lends "
-            f"its efficiency ({simple:.0%} of line rate at large messages), latency from NCCL's ring model; "
-            "calibrate this cluster to replace it")
 
 
 def _between(a, b, w):

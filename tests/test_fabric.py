@@ -214,10 +214,10 @@ def test_a_faster_nic_never_streams_slower_and_the_source_of_the_efficiency_is_s
     send scales with the what-if line rate (399 Gb/s had cost 49% more than 400), RoCE streams as InfiniBand
     does (it had taken the EFA capture's 63%), and the note a multi-node prediction prints says which figure
     priced it."""
-    from costmodel.comm import inter_node_efficiency_note
+    from costmodel.nic_efficiency import inter_node_efficiency_note
     p = load_profile("h100-sxm-80gb")
     base = load_cluster("dgx-h100", nodes=2)
-    rates = (200, 399, 400, 401, 800)
+    rates = (200, 399, 400, 401, 500)          # 512 Gb/s is the PCIe link (test below)
     t = [float(group_time_s("send_recv", GIB, 8, 2, with_fabric(base, scale_out_gbps=g), p)) for g in rates]
     for g, x in zip(rates, t):
         assert x == pytest.approx(GIB / (0.94 * g * 1e9 / 8), rel=0.01), g
@@ -447,3 +447,19 @@ def test_a_group_that_straddles_a_pod_boundary_pays_the_taper():
         3.855, rel=2e-3)
     tiers = _cluster_record("meta-roce-h100")["fabric_tiers"]
     assert _tier_text(tiers[1]) == ", pod 384 nodes 7:1 ECMP x16"
+
+
+def test_nics_beyond_the_gpus_pcie_links_stream_at_the_links_total():
+    """GPUDirect RDMA streams each GPU's traffic through its own PCIe link (dgx-h100: host.pcie_bandwidth_per_gpu
+    64 GB/s, Gen5 x16): 32 NICs of 400 Gb/s (200 GB/s per GPU) had sent a 1 GiB message at 188 GB/s per GPU;
+    they send at 0.94 x 64 GB/s, and the note says the links bind.  8 NICs (50 GB/s per GPU) are not capped."""
+    from costmodel.cli.common import fabric_notes
+    from costmodel.nic_efficiency import pcie_bound_note
+    p = load_profile("h100-sxm-80gb")
+    base = load_cluster("dgx-h100", nodes=2)
+    wide = dataclasses.replace(base, nics_per_node=32)
+    assert wide.node_nic_bytes_per_s == pytest.approx(8 * 64e9) and base.node_nic_bytes_per_s == pytest.approx(8 * 50e9)
+    t = float(group_time_s("send_recv", GIB, 8, 2, wide, p))
+    assert t == pytest.approx(GIB / (0.94 * 64e9), rel=0.01)
+    assert pcie_bound_note(base) is None and "exceed the 8 GPUs' PCIe links" in pcie_bound_note(wide)
+    assert any("PCIe links" in n for n in fabric_notes(p, wide))

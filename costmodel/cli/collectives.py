@@ -12,7 +12,8 @@ from rich.table import Table
 from .. import report
 from ..collective import COLLECTIVES
 from ..collectives_table import DEFAULT_SIZES, compare_capture, error_summary, predicted_table
-from ..comm import inter_node_efficiency_note, needs_ring_all_reduce
+from ..comm import needs_ring_all_reduce
+from ..nic_efficiency import inter_node_efficiency_note, pcie_bound_note
 from ..errors import InputError
 from ..specs import cluster_profile, load_cluster, with_fabric
 from .common import check_profile_gpu, with_fabric_flags
@@ -166,8 +167,8 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
     # the inter-node fits price a row only where it leaves the NVLink domain
     crosses = (nn * rpn > c.scale_up_gpus) if compare else c.num_gpus > c.scale_up_gpus
     ring += _borrowed_fits(p, shown, ("intra_node", "inter_node") if crosses else ("intra_node",))
-    lent = inter_node_efficiency_note(p, c) if crosses else None
-    ring += [lent] if lent else []
+    lent, pcie = (inter_node_efficiency_note(p, c), pcie_bound_note(c)) if crosses else (None, None)
+    ring += [n for n in (lent, pcie) if n]
     if as_json:
         print(report.json_text(dict(cluster=c.key, profile=p.path, capture=compare, summary=summ, notes=ring + notes,
                               rows=[dict(r.__dict__, time_rel_err=r.time_rel_err) for r in rows]), indent=2))

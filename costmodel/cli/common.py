@@ -401,11 +401,14 @@ def profile_notes(profile, cluster: ClusterSpec) -> list:
 
 def fabric_notes(profile, cluster: ClusterSpec) -> list:
     """``costmodel: note:`` lines saying what priced the cluster's inter-node bandwidth where the profile's
-    capture ran on another fabric (costmodel.comm.inter_node_efficiency_note); printed with an answer, not
-    before an error, which stays one line."""
-    from ..comm import inter_node_efficiency_note
-    lent = inter_node_efficiency_note(profile, cluster) if cluster.num_gpus > cluster.scale_up_gpus else None
-    return [f"costmodel: note: {lent}"] if lent else []
+    capture ran on another fabric (costmodel.nic_efficiency.inter_node_efficiency_note), and where the GPUs' PCIe
+    links cap the NICs; printed with an answer, not before an error, which stays one line."""
+    from ..nic_efficiency import inter_node_efficiency_note, pcie_bound_note
+    across = cluster.num_gpus > cluster.scale_up_gpus
+    lent = inter_node_efficiency_note(profile, cluster) if across else None
+    out = [f"costmodel: note: {lent}"] if lent else []
+    pcie = pcie_bound_note(cluster) if across else None
+    return out + ([f"costmodel: note: {pcie}"] if pcie else [])
 
 
 def context_line(model, cluster: ClusterSpec, recipe, profile=None) -> str:

@@ -180,8 +180,17 @@ class ClusterSpec:
 
     @property
     def node_nic_bytes_per_s(self) -> float:
-        """Total NIC bandwidth of a node per direction, bytes/s."""
-        return self.nics_per_node * self.nic_bytes_per_s
+        """Total NIC bandwidth of a node per direction, bytes/s: the NICs' line rate, at most what the GPUs'
+        PCIe links carry where the file gives them (GPUDirect RDMA streams each GPU's traffic through its
+        own link: host.pcie_bandwidth_per_gpu x GPUs, :attr:`pcie_bound_nics`)."""
+        line = self.nics_per_node * self.nic_bytes_per_s
+        return min(line, self.gpus_per_node * self.host_pcie_bytes_per_s) if self.pcie_bound_nics else line
+
+    @property
+    def pcie_bound_nics(self) -> bool:
+        """The node's NICs carry more than its GPUs' PCIe links (host.pcie_bandwidth_per_gpu) can feed."""
+        return bool(self.host_pcie_bytes_per_s) and (self.nics_per_node * self.nic_bytes_per_s
+                                                     > self.gpus_per_node * self.host_pcie_bytes_per_s * (1 + 1e-9))
 
 
 #: optional numeric fields of a GPU file: each needs a source where present
