@@ -463,3 +463,7 @@ def test_nics_beyond_the_gpus_pcie_links_stream_at_the_links_total():
     assert t == pytest.approx(GIB / (0.94 * 64e9), rel=0.01)
     assert pcie_bound_note(base) is None and "exceed the 8 GPUs' PCIe links" in pcie_bound_note(wide)
     assert any("PCIe links" in n for n in fabric_notes(p, wide))
+    # hardware shows the PCIe link and SHARP the cluster is priced with
+    from costmodel.cli.hardware import _cluster_record
+    rec = _cluster_record("dgx-h100")
+    assert rec["host_pcie_gb_per_s_per_gpu"] == pytest.approx(64.0) and rec["sharp"] is False

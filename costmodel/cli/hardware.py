@@ -56,7 +56,10 @@ def _cluster_record(key: str) -> dict:
                                    flows_per_nic=t.ecmp_flows_per_nic, rails=t.rails) for t in c.tiers],
                 intra_latency_us=round(c.intra_latency_s * 1e6, 6), nics_per_node=c.nics_per_node,
                 nic_gbit_per_s=c.nic_bytes_per_s * 8 / 1e9, inter_fabric=c.inter_fabric,
-                inter_latency_us=round(c.inter_latency_s * 1e6, 6), node_power_kw=c.node_power_budget_w / 1e3,
+                inter_latency_us=round(c.inter_latency_s * 1e6, 6), sharp=c.sharp,
+                host_pcie_gb_per_s_per_gpu=None if c.host_pcie_bytes_per_s is None else c.host_pcie_bytes_per_s / 1e9,
+                host_memory_gb_per_s=None if c.host_memory_bytes_per_s is None else c.host_memory_bytes_per_s / 1e9,
+                node_power_kw=c.node_power_budget_w / 1e3,
                 node_other_power_kw=c.node_other_power_w / 1e3, cooling=c.cooling.type,
                 inlet_temp_c=c.cooling.inlet_temp_c, sources=dict(c.sources))
 
@@ -115,7 +118,10 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
                    f"{r['intra_fabric']} {r['intra_gb_per_s_per_gpu']:.0f} GB/s/GPU, {r['intra_latency_us']:.1f} us"
                    + (f", {r['nvlink_domain_gpus']}-GPU domain" if r['nvlink_domain_gpus'] != r['gpus_per_node'] else ""),
                    f"{r['nics_per_node']} x {r['nic_gbit_per_s']:.0f} Gb/s {r['inter_fabric']}, "
-                   f"{r['inter_latency_us']:.1f} us" + "".join(_tier_text(t) for t in r['fabric_tiers']), f"{r['node_power_kw']:.1f}",
+                   f"{r['inter_latency_us']:.1f} us" + "".join(_tier_text(t) for t in r['fabric_tiers'])
+                   + (", SHARP" if r["sharp"] else "")
+                   + (f"; PCIe {r['host_pcie_gb_per_s_per_gpu']:.0f} GB/s/GPU" if r["host_pcie_gb_per_s_per_gpu"] else ""),
+                   f"{r['node_power_kw']:.1f}",
                    f"{r['cooling']}, inlet {r['inlet_temp_c']:.0f} C")
     out.print(tc)
     if show_sources:
