@@ -279,8 +279,9 @@ def layers_per_stage(model: ModelSpec, t) -> np.ndarray:
     else L/PP when PP divides L (a valid layout with VP > 1 has PP x VP dividing L, so its VP chunks
     hold L/(PP VP) layers each); (L + 2)/PP on the middle stages of a split that counts the
     embedding and the loss (:func:`accounts_embedding_loss`; the first and last stages hold one
-    fewer, so at PP 2, with no middle stage, L/2); otherwise ceil(L/PP): uneven stages (VP = 1: Megatron-LM --decoder-first/last-pipeline-
-    num-layers, DeepSpeed PipelineModule partitioning), the fullest stage setting the pace.
+    fewer, so at PP 2, with no middle stage, L/2); otherwise ceil(L/PP): uneven stages (VP = 1:
+    Megatron-LM --decoder-first/last-pipeline-num-layers, DeepSpeed PipelineModule partitioning), the
+    fullest stage setting the pace.
     """
     return _split_terms(model, t)[1]
 

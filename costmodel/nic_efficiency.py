@@ -31,7 +31,7 @@ def inter_node_efficiency_note(profile: Profile, cluster: ClusterSpec) -> str | 
     """Where the bandwidth of ``cluster``'s inter-node collectives comes from, when ``profile``'s inter-node
     capture ran on another scale-out fabric (None when on the cluster's own): NCCL's stated large-message
     efficiency (:data:`STATED_NIC_EFFICIENCY`), or the capture's, lent; the latency is NCCL's ring model
-    either way (:func:`_params`).  Whether any collective leaves the NVLink domain is the caller's to say."""
+    either way (costmodel.comm._params).  Whether any collective leaves the NVLink domain is the caller's to say."""
     measured = profile.comm_fabric.get("inter_node", {}).get("all_reduce")
     if measured is None or measured == cluster.inter_fabric:
         return None

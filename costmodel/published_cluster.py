@@ -33,9 +33,15 @@ def _catalog_cluster_names() -> re.Pattern:
     return re.compile(r"(?<![\w-])(" + "|".join(map(_words, names)) + r")(?![\w-])", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=None)
+def _cluster_stems() -> dict:
+    """The catalog's cluster file stems by their lower-case, hyphenated spelling (read once)."""
+    return {re.sub(r"[-_ ]", "-", c.lower()): c for c in list_clusters()}
+
+
 def _note_clusters(note: str) -> list:
     """(what the note says, catalog cluster) of each catalog cluster or dev-set system the note names."""
-    stem = {re.sub(r"[-_ ]", "-", c.lower()): c for c in list_clusters()}
+    stem = _cluster_stems()
     named = [(m, stem[re.sub(r"[-_ ]", "-", m.lower())]) for m in _catalog_cluster_names().findall(note)]
     return named + [(key, name) for key, name in _NOTE_SYSTEMS
                     if re.search(rf"(?<![\w-]){_words(key)}(?![\w-])", note, re.IGNORECASE)]
