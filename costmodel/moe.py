@@ -269,7 +269,7 @@ def check_flex_fabric(model, recipe, cluster) -> None:
     Raises:
         InputError: naming --moe-dispatcher and the cluster's intra-node fabric.
     """
-    from .specs.hardware import NVLINK_FABRICS
+    from .specs.links import NVLINK_FABRICS
     if model.is_moe and recipe.moe_dispatcher == "flex" and cluster.intra_fabric not in NVLINK_FABRICS:
         raise InputError("--moe-dispatcher", "", f"flex runs DeepEP's kernels, which need NVLink inside a node "
                          f"(deepseek-ai/DeepEP issue 216); {cluster.key}'s GPUs are joined by {cluster.intra_fabric}: "

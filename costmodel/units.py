@@ -85,3 +85,10 @@ def _unit_scale(unit: str, kind: str):
                 return s / 8
         return None
     return None
+
+
+def in_bits(value) -> bool:
+    """Whether ``value`` is a string quantity whose unit counts bits (``400Gbps``, ``56Gb/s``, ``8kbit``):
+    links quoted in bytes by their vendors (NVLink, xGMI) given in bits are a slip by a factor of 8."""
+    m = _RX.match(value) if isinstance(value, str) else None
+    return bool(m) and re.fullmatch(r"(?:[kKMGTP]i?)?(?:b|bit|bps|b/s|bit/s)", m.group(2)) is not None

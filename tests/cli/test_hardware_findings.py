@@ -58,6 +58,8 @@ def test_a_mesh_pair_gets_one_link_in_the_table_as_in_the_step_model():
     (lambda t: t.replace("gpu: h100-sxm-80gb", "gpu: l40s"), "intra_node.fabric", "L40S"),
     (lambda t: t.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 1800GB/s"), "intra_node.bandwidth_per_gpu",
      "exceeds H100-SXM-80GB's own NVLink bandwidth"),
+    (lambda t: t.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 450Gbps"), "intra_node.bandwidth_per_gpu",
+     r"450Gbps is 56.25 GB/s, an eighth or less of H100-SXM-80GB's NVLink \(450 GB/s"),
     (lambda t: t.replace("fabric: nvswitch", "fabric: xgmi"), "intra_node.fabric", "AMD's Infinity Fabric"),
     (lambda t: t.replace("fabric: nvswitch", "fabric: pcie").replace("bandwidth_per_gpu: 450GB/s",
                                                                       "bandwidth_per_gpu: 900GB/s"),
@@ -68,6 +70,14 @@ def test_an_intra_node_fabric_the_gpu_cannot_have_is_refused(tmp_path, edit, fie
     with pytest.raises(InputError, match=why) as e:
         load_cluster(f)
     assert e.value.field == field
+
+
+def test_nvlink_in_bits_at_its_full_rate_is_read(tmp_path):
+    """3600Gbps is the H100's 450 GB/s per direction in bits: only the slipped unit is refused."""
+    from costmodel.units import in_bits
+    assert in_bits("3600Gbps") and in_bits("56 Gb/s") and not in_bits("450GB/s") and not in_bits(450e9)
+    text = DGX.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 3600Gbps")
+    assert load_cluster(_write(tmp_path, "c.yaml", text)).intra_bytes_per_s == pytest.approx(450e9)
 
 
 def test_a_multi_node_domain_needs_an_nvswitch(tmp_path):
