@@ -18,10 +18,15 @@ Three formats, recognised by content:
   ``moe_token_dispatcher_type``, ``moe_grouped_gemm``, ``moe_expert_capacity_factor``,
   ``moe_pad_expert_input_to_capacity``, ``attention_backend``; ``train.global_batch_size`` and
   ``micro_batch_size``; ``mixed_precision.fp8`` / ``bf16`` / ``fp16`` (or a recipe name such as
-  ``bf16_mixed``); ``ddp.use_distributed_optimizer`` (ZeRO-1), ``ddp.use_megatron_fsdp`` or
+  ``bf16_mixed``; without that section the model's own ``fp8`` / ``fp8_recipe``) and its
+  ``grad_reduce_in_fp32`` (else ``ddp.grad_reduce_in_fp32``); ``ddp.use_distributed_optimizer`` (ZeRO-1),
+  ``ddp.use_megatron_fsdp``, ``dist.use_megatron_fsdp`` / ``use_torch_fsdp2`` or
   ``data_parallel_sharding_strategy: optim_grads_params`` (ZeRO-3), ``ddp.overlap_grad_reduce``;
+  ``optimizer.optimizer_cpu_offload``; ``model.account_for_embedding_in_pipeline_split`` /
+  ``account_for_loss_in_pipeline_split`` (false, Megatron-core's default: PP x VP must divide the layers);
   ``comm_overlap.tp_comm_overlap`` and ``overlap_p2p_comm`` (when not null).  The world is not in these
-  files: it comes from the flags.
+  files: it comes from the flags.  A key under ``model`` that names a parallel size Megatron-core does
+  not have (``tensor_parallel_size``) is refused.
 * **torchtitan TOML** (``train_configs/*.toml`` of torchtitan before its Python configs, commit
   76d5c72e2): ``[parallelism]`` degrees (``data_parallel_shard_degree`` other than 1: FSDP, ZeRO-3;
   -1 takes the rest of the world), ``pipeline_parallel_microbatch_size``, ``[compile]`` (torch.compile
@@ -80,6 +85,9 @@ class RunConfig:
             (``${...}``) or to ``???``, resolved only when the run starts: its flag must give it.
         dp_replicate: torchtitan's ``data_parallel_replicate_degree`` where its shard degree is left to
             the world (-1): the DP it must divide is known only with the cluster (1: none).
+        split_without_embedding: ``"FILE: keys (values)"`` where a Megatron-style file leaves the
+            embedding and the loss out of the pipeline split (Megatron-core's default), None where they
+            count: PP x VP must then divide the layers (costmodel.cli.common.check_pipeline_accounting).
     """
 
     layout: dict = field(default_factory=dict)
@@ -97,6 +105,7 @@ class RunConfig:
     defaults: dict = field(default_factory=dict)
     dp_replicate: int = 1
     unset: dict = field(default_factory=dict)
+    split_without_embedding: str | None = None
 
 
 #: torchtitan's own values for the [training] keys a TOML leaves out (torchtitan/config/job_config.py
@@ -294,10 +303,37 @@ def _cross_entropy(cfg: RunConfig, path: str, m: dict) -> None:
     cfg.where["cross_entropy"] = f"{path}: model.cross_entropy_loss_fusion"
 
 
+#: the parallelism fields of Megatron-core's ModelParallelConfig and TransformerConfig (megatron/core/
+#: model_parallel_config.py, transformer/transformer_config.py at d98e8a64; Megatron-Bridge's GPTModelProvider
+#: and NeMo 1's model section use the same names) that :data:`_PARALLEL_KEY` matches
+MEGATRON_PARALLEL_KEYS = frozenset((
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+    "context_parallel_size", "hierarchical_context_parallel_sizes", "expert_model_parallel_size",
+    "expert_tensor_parallel_size", "sequence_parallel", "encoder_tensor_model_parallel_size",
+    "encoder_pipeline_model_parallel_size"))
+#: a key that names a parallel size the way a user would guess it (``tensor_parallel_size``, ``tp_size``,
+#: ``data_parallel_size``, ``sequence_parallelism``)
+_PARALLEL_KEY = re.compile(r"_parallel(_model)?_(size|sizes|degree)$|^(tp|pp|cp|ep|etp|dp|vp)(_size|_degree)?$|"
+                           r"^sequence_parallel")
+
+
 def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
     """The parallel sizes of a Megatron-style ``model`` mapping (NeMo, Megatron-Bridge) into the layout:
-    TP, PP, CP, EP, ETP, VP (null: no interleaving) and sequence parallelism."""
+    TP, PP, CP, EP, ETP, VP (null: no interleaving) and sequence parallelism.
+
+    Raises:
+        InputError: a key that names a parallel size but is none of Megatron-core's
+            (:data:`MEGATRON_PARALLEL_KEYS`; Bridge's and NeMo's config overrides refuse a field their
+            dataclasses lack, and read past it the layout would take its defaults), or a CP exchange
+            other than the p2p ring.
+    """
     L, mp = cfg.layout, "model."
+    wrong = [k for k in m if isinstance(k, str) and _PARALLEL_KEY.search(k) and k not in MEGATRON_PARALLEL_KEYS]
+    if wrong:
+        raise InputError(path, f"model.{wrong[0]}", "not a Megatron-core parallelism field (its sizes are "
+                         "tensor_model_parallel_size, pipeline_model_parallel_size, virtual_pipeline_model_parallel_size, "
+                         "context_parallel_size, expert_model_parallel_size, expert_tensor_parallel_size, "
+                         "sequence_parallel; DP is the rest of the world)" + (f"; also {', '.join(wrong[1:])}" if wrong[1:] else ""))
     for name, key in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
                       ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
                       ("etp", "expert_tensor_parallel_size")):
@@ -309,12 +345,43 @@ def _megatron_parallelism(cfg: RunConfig, path: str, m: dict) -> None:
     else:
         _take(cfg, path, L, "vp", m, "virtual_pipeline_model_parallel_size", _int, mp)
     _take(cfg, path, L, "sp", m, "sequence_parallel", _bool, mp)
+    _pipeline_accounting(cfg, path, m)
     cp_comm = m.get("cp_comm_type")
     if not _unset(cp_comm) and cp_comm != "p2p" and (L.get("cp") or 1) > 1:
         # Megatron --cp-comm-type p2p / a2a / allgather / a2a+p2p (Transformer Engine's CP attention): the
         # model prices the p2p ring; the others move other tensors at other times
         raise InputError(path, "model.cp_comm_type", f"{cp_comm!r} is not priced: the model prices context "
                          "parallelism as the p2p ring (Megatron's default); set p2p or leave it out")
+
+
+#: Megatron-core's switches that count the embedding and the loss as pipeline layers
+#: (TransformerConfig, both False by default; Megatron-Bridge's GPTModelProvider keeps that default)
+PIPELINE_ACCOUNTING_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def _pipeline_accounting(cfg: RunConfig, path: str, m: dict) -> None:
+    """Record in ``cfg.split_without_embedding`` where the file leaves the embedding and the loss out of the
+    pipeline split (both keys false or absent).
+
+    Raises:
+        InputError: a value that is not true or false, or one key true and the other not (the model prices
+            the split with both counted or neither).
+    """
+    v = {}
+    for k in PIPELINE_ACCOUNTING_KEYS:
+        x = m.get(k, False)
+        if not isinstance(x, bool):
+            raise InputError(path, f"model.{k}", f"{x!r} is not a valid value: expected true or false")
+        v[k] = x
+    if len(set(v.values())) > 1:
+        on = next(k for k in v if v[k])
+        raise InputError(path, f"model.{on}", "is priced only together with "
+                         f"{next(k for k in v if not v[k])} (the split with both the embedding and the loss counted)")
+    if not any(v.values()):
+        said = [k for k in PIPELINE_ACCOUNTING_KEYS if k in m]
+        cfg.split_without_embedding = f"{path}: " + (
+            " and ".join(f"model.{k} false" for k in said) if said else
+            "no model.account_for_*_in_pipeline_split (false: Megatron-core's default)")
 
 
 def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):

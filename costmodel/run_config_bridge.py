@@ -45,9 +45,18 @@ def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
                          "only; priced as one document per sequence unless --doc-tokens gives their length")
 
 
-def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
+#: the fp8 scaling each section defaults to when it names no ``fp8_recipe``: MixedPrecisionConfig's
+#: (megatron/bridge/training/mixed_precision.py: "tensorwise") and TransformerConfig's (Megatron-core
+#: megatron/core/transformer/transformer_config.py: "delayed")
+_FP8_RECIPE_DEFAULT = {"mixed_precision": "tensorwise", "model": "delayed"}
+
+
+def _bridge_precision(mp, path: str, cfg: RunConfig, sec: str = "mixed_precision") -> None:
     """Precision and fp8 scaling from Megatron-Bridge's ``mixed_precision``: a recipe name or a mapping
-    (``fp8`` e4m3 / hybrid: fp8, its ``fp8_recipe`` the scaling).
+    (``fp8`` e4m3 / hybrid: fp8, its ``fp8_recipe`` the scaling, else the section's default,
+    :data:`_FP8_RECIPE_DEFAULT`); ``sec`` "model" reads the same keys of the model section, which
+    train when the file has no ``mixed_precision`` (Bridge copies that section over the model's only
+    when it is set: MixedPrecisionConfig.setup).
 
     Raises:
         InputError: a value of another type, an unknown recipe name, an ``fp8`` that is not a format,
@@ -83,33 +92,35 @@ def _bridge_precision(mp, path: str, cfg: RunConfig) -> None:
     elif isinstance(mp, dict):
         f8 = mp.get("fp8")
         if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:
-            raise InputError(path, "mixed_precision.fp8", f"expected {' or '.join(FP8_FORMATS)} (or null), got {f8!r}")
+            raise InputError(path, f"{sec}.fp8", f"expected {' or '.join(FP8_FORMATS)} (or null), got {f8!r}")
         rec = mp.get("fp8_recipe")
         if rec is not None and (not isinstance(rec, str) or rec.lower() not in (*TE_FP8_RECIPES, "mxfp8", "blockwise")):
-            raise InputError(path, "mixed_precision.fp8_recipe",
+            raise InputError(path, f"{sec}.fp8_recipe",
                              f"expected one of {', '.join((*TE_FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
-        rec = (rec or "").lower()
+        given, rec = rec is not None, (rec or _FP8_RECIPE_DEFAULT[sec]).lower()
         rec4 = mp.get("fp4_recipe")         # Megatron-core's fp4_recipe: nvfp4 (the one priced) or custom
         if mp.get("fp4") not in (None, False) and rec4 not in (None, "nvfp4"):
-            cfg.notes.append(f"{path}: mixed_precision.fp4_recipe {rec4!r} is priced as NVFP4")
+            cfg.notes.append(f"{path}: {sec}.fp4_recipe {rec4!r} is priced as NVFP4")
         R["precision"] = ("nvfp4" if mp.get("fp4") not in (None, False) else
                           ("mxfp8" if rec == "mxfp8" else "fp8") if f8 not in (None, False) else
                           "fp16" if mp.get("fp16") is True else "bf16" if mp.get("bf16") is True else None)
         if R["precision"] is None:
             del R["precision"]
             return
-        _bridge_edge_layers(mp, path, cfg)
+        _bridge_edge_layers(mp, path, cfg, sec)
         if R["precision"] == "fp8" and rec:
             R["fp8_recipe"] = "delayed" if rec == "blockwise" else rec
-            cfg.where["fp8_recipe"] = f"{path}: mixed_precision.fp8_recipe"
+            cfg.where["fp8_recipe"] = f"{path}: {sec}.fp8_recipe" + ("" if given else f" absent ({rec}, the "
+                                                                            "section's default)")
             if rec == "blockwise":
-                cfg.notes.append(f"{path}: mixed_precision.fp8_recipe 'blockwise' {_BLOCKWISE_NOTE}")
+                cfg.notes.append(f"{path}: {sec}.fp8_recipe 'blockwise' {_BLOCKWISE_NOTE}")
     else:
         raise InputError(path, "mixed_precision", f"expected a recipe name or a mapping, got {mp!r}")
-    cfg.where["precision"] = f"{path}: mixed_precision"
+    cfg.where["precision"] = f"{path}: {sec}" + ("" if sec == "mixed_precision" else
+                                                 " (no mixed_precision section: the model's own fields train)")
 
 
-def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig) -> None:
+def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig, sec: str = "mixed_precision") -> None:
     """The BF16 first and last layers of a ``mixed_precision`` mapping (``first_last_layers_bf16`` with
     ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``, Megatron-core's names), priced as N of
     each (the larger where they differ, noted); its ``fp8_param_gather``, which is not priced, noted.
@@ -117,19 +128,34 @@ def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig) -> None:
     Raises:
         InputError: a layer count that is not a whole number >= 0 (naming the key)."""
     if mp.get("fp8_param_gather") is True:
-        cfg.notes.append(f"{path}: mixed_precision.fp8_param_gather: priced as 16-bit parameter gathers and weights")
+        cfg.notes.append(f"{path}: {sec}.fp8_param_gather: priced as 16-bit parameter gathers and weights")
     if mp.get("first_last_layers_bf16") is not True:
         return
     n = []
     for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
         v = mp.get(key, 1)          # Megatron-core's TransformerConfig default
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InputError(path, f"mixed_precision.{key}", f"expected a whole number of layers >= 0, got {v!r}")
+            raise InputError(path, f"{sec}.{key}", f"expected a whole number of layers >= 0, got {v!r}")
         n.append(v)
     if n[0] != n[1]:
-        cfg.notes.append(f"{path}: mixed_precision keeps {n[0]} first and {n[1]} last layers in BF16: priced as "
+        cfg.notes.append(f"{path}: {sec} keeps {n[0]} first and {n[1]} last layers in BF16: priced as "
                          f"{max(n)} of each")
-    cfg.recipe["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = max(n), f"{path}: mixed_precision.first_last_layers_bf16"
+    cfg.recipe["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = max(n), f"{path}: {sec}.first_last_layers_bf16"
+
+
+def _bridge_model_or_mixed_precision(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
+    """The precision the run trains in: ``mixed_precision`` where the file sets it (Bridge then copies it
+    over the model's fields, a model ``fp8`` it overrides noted), else the model section's own ``fp8`` /
+    ``fp4`` / ``bf16`` / ``fp16`` (:func:`_bridge_precision`)."""
+    mp = d.get("mixed_precision")
+    own = [k for k in ("fp8", "fp4") if m.get(k) not in (None, False)]
+    if _unset(mp) and (own or any(m.get(k) is True for k in ("bf16", "fp16"))):
+        _bridge_precision(m, path, cfg, "model")
+        return
+    _bridge_precision(mp, path, cfg)
+    if own and not _unset(mp):
+        cfg.notes.append(f"{path}: model.{own[0]} {m[own[0]]!r} is overwritten by the mixed_precision section "
+                         "(Megatron-Bridge MixedPrecisionConfig.setup): not read")
 
 
 def _torch_dtype(v) -> str | None:
@@ -175,9 +201,82 @@ def _bridge_optimizer(o, path: str, cfg: RunConfig) -> None:
             raise InputError(path, f"optimizer.{key}", f"{d} differs from {W[switch].split(': ', 1)[1]} ({R[switch]}): "
                              "the model prices one dtype for both Adam moments")
         R[switch], W[switch] = d, f"{path}: optimizer.{key}"
+    off = o.get("optimizer_cpu_offload")
+    if off is not None and not isinstance(off, bool):
+        raise InputError(path, "optimizer.optimizer_cpu_offload", f"{off!r} is not a valid value: expected true or false")
+    if off:
+        R["optimizer_offload"], W["optimizer_offload"] = True, f"{path}: optimizer.optimizer_cpu_offload"
+        frac = o.get("optimizer_offload_fraction", 1.0)
+        if frac != 1.0:
+            cfg.notes.append(f"{path}: optimizer.optimizer_offload_fraction {frac!r}: priced as the whole optimizer "
+                             "offloaded (Megatron-core's default fraction, 1.0)")
     if R.get("optimizer_states_dtype") == "bf16" and o.get("store_param_remainders") is False:
         cfg.notes.append(f"{path}: optimizer.store_param_remainders false: the fp32 master is kept whole, "
                          "priced as its 16-bit remainder (2 bytes under)")
+
+
+def _bridge_fsdp(dist, path: str, cfg: RunConfig) -> None:
+    """``dist.use_megatron_fsdp`` (Bridge turns Megatron-FSDP on from it alone, ConfigContainer.validate)
+    and ``dist.use_torch_fsdp2``: both shard parameters, gradients and states (ZeRO-3); FSDP2 priced as
+    Megatron-FSDP, noted.
+
+    Raises:
+        InputError: ``dist`` not a mapping, a switch not true or false, or both on (Bridge refuses them
+            together), or FSDP beside a ddp section that says the distributed optimizer alone."""
+    if dist is None:
+        return
+    if not isinstance(dist, dict):
+        raise InputError(path, "dist", f"expected a mapping, got {dist!r}")
+    on = []
+    for k in ("use_megatron_fsdp", "use_torch_fsdp2"):
+        v = dist.get(k)
+        if v is not None and not isinstance(v, bool):
+            raise InputError(path, f"dist.{k}", f"{v!r} is not a valid value: expected true or false")
+        if v:
+            on.append(k)
+    if len(on) == 2:
+        raise InputError(path, "dist.use_torch_fsdp2", "and dist.use_megatron_fsdp are mutually exclusive "
+                         "(Megatron-Bridge ConfigContainer.validate)")
+    if not on:
+        return
+    if cfg.layout.get("zero") not in (None, 3):
+        raise InputError(path, f"dist.{on[0]}", f"shards like ZeRO-3, but {cfg.where['zero'].split(': ', 1)[1]} "
+                         f"says ZeRO {cfg.layout['zero']}")
+    cfg.layout["zero"], cfg.where["zero"] = 3, f"{path}: dist.{on[0]}"
+    if on[0] == "use_torch_fsdp2":
+        cfg.notes.append(f"{path}: dist.use_torch_fsdp2: PyTorch FSDP2 under Megatron-core is priced as Megatron-FSDP "
+                         "(ZeRO-3: parameters, gradients and optimizer states sharded over DP)")
+
+
+def _bridge_grad_reduce(d: dict, path: str, cfg: RunConfig) -> None:
+    """Gradients reduced in bf16 where the run says so: ``mixed_precision.grad_reduce_in_fp32`` (its default
+    True; a recipe name's own value, False for fp16 recipes, whose gradients stay fp16 anyway), else, with
+    no mixed_precision section, ``ddp.grad_reduce_in_fp32`` where the file gives it.  Priced as bf16 main
+    grads (--main-grads-dtype bf16) under the distributed optimizer (ZeRO 1-2); otherwise the run is
+    priced with fp32 reduction, noted.
+
+    Raises:
+        InputError: a value that is not true or false, naming the key."""
+    mp, ddp = d.get("mixed_precision"), d.get("ddp") if isinstance(d.get("ddp"), dict) else {}
+    if isinstance(mp, dict):
+        key, v = "mixed_precision.grad_reduce_in_fp32", mp.get("grad_reduce_in_fp32", True)
+    elif _unset(mp) and "grad_reduce_in_fp32" in ddp:
+        key, v = "ddp.grad_reduce_in_fp32", ddp["grad_reduce_in_fp32"]
+    else:
+        return                       # a recipe name: bf16 ones reduce in fp32, fp16 ones in fp16
+    if not isinstance(v, bool):
+        raise InputError(path, key, f"{v!r} is not a valid value: expected true or false")
+    if v or cfg.recipe.get("precision") == "fp16" or "main_grads_dtype" in cfg.recipe:
+        return
+    if cfg.layout.get("zero") in (1, 2):
+        cfg.recipe["main_grads_dtype"], cfg.where["main_grads_dtype"] = "bf16", f"{path}: {key}"
+    else:
+        cfg.notes.append(f"{path}: {key} false: bf16 gradient reduction is priced under the distributed optimizer "
+                         f"only; this run (ZeRO {cfg.layout.get('zero', 0)}) is priced reducing fp32 gradients")
+
+
+#: Megatron-core's activation offloading switches (TransformerConfig): not priced
+_ACTIVATION_OFFLOAD_KEYS = ("cpu_offloading", "fine_grained_activation_offloading")
 
 
 def _bridge(d: dict, path: str) -> RunConfig:
@@ -210,7 +309,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
     _take(cfg, path, L, "mbs", t, "micro_batch_size", _int, "train.")
     _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
     _bridge_seq_len(d, m, path, cfg)
-    _bridge_precision(d.get("mixed_precision"), path, cfg)
+    _bridge_model_or_mixed_precision(d, m, path, cfg)
     if "attention_backend" in m and m["attention_backend"] is not None:
         sw = attention_backend_switches(m["attention_backend"])
         if sw is None:
@@ -255,6 +354,12 @@ def _bridge(d: dict, path: str) -> RunConfig:
     opt = d.get("optimizer")
     if "zero" not in L and isinstance(opt, dict) and opt.get("use_distributed_optimizer") is not None:
         _take(cfg, path, L, "zero", opt, "use_distributed_optimizer", lambda v: int(_bool(v)), "optimizer.")
+    _bridge_fsdp(d.get("dist"), path, cfg)
+    _bridge_grad_reduce(d, path, cfg)
+    for k in _ACTIVATION_OFFLOAD_KEYS:
+        if m.get(k) is True:
+            cfg.notes.append(f"{path}: model.{k}: activation offloading to the host is not priced: the memory "
+                             "counts the activations on the GPU and the step leaves out their copies")
     _model_dims(cfg, m, path)
     co = d.get("comm_overlap") or {}
     if isinstance(co, dict):

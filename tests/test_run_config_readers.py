@@ -270,3 +270,64 @@ def test_torchtitan_s_cp_rotate_method_is_said_to_be_priced_as_the_ring(tmp_path
                                                                   'context_parallel_rotate_method = "allgather"'))
     note = next(n for n in cfg.notes if "context_parallel_rotate_method" in n)
     assert "'allgather' is priced as the ring exchange" in note and "no term of the model" not in note
+
+
+def test_a_bridge_model_s_own_fp8_trains_where_no_mixed_precision_section_is_set(tmp_path):
+    """Bridge copies mixed_precision over the model's fields only when the file sets it
+    (MixedPrecisionConfig.setup): without one, model.fp8 hybrid trains in fp8 with TransformerConfig's
+    'delayed' scaling unless fp8_recipe says; it had been priced as bf16, silently.  A mixed_precision
+    mapping without fp8_recipe takes MixedPrecisionConfig's 'tensorwise'; a model fp8 beside a
+    mixed_precision section is said to be overwritten."""
+    own = _read(tmp_path, "a.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  fp8: hybrid\n  bf16: true\n"))
+    assert own.recipe["precision"] == "fp8" and own.recipe["fp8_recipe"] == "delayed"
+    assert "no mixed_precision section" in own.where["precision"]
+    tw = _read(tmp_path, "b.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  fp8: e4m3\n  fp8_recipe: "
+                                                                   "tensorwise\n"))
+    assert tw.recipe["fp8_recipe"] == "tensorwise"
+    mp = _read(tmp_path, "c.yaml", BRIDGE.format(extra="mixed_precision:\n  bf16: true\n  fp8: hybrid\n"))
+    assert mp.recipe["fp8_recipe"] == "tensorwise" and "default" in mp.where["fp8_recipe"]
+    both = _read(tmp_path, "d.yaml", BRIDGE.format(extra="mixed_precision: bf16_mixed\n").replace(
+        "model:\n", "model:\n  fp8: hybrid\n"))
+    assert both.recipe["precision"] == "bf16" and any("model.fp8 'hybrid' is overwritten" in n for n in both.notes)
+
+
+@pytest.mark.parametrize("keys, field", [
+    ("  tensor_parallel_size: 4\n  pipeline_parallel_size: 4\n", "model.tensor_parallel_size"),
+    ("  data_parallel_size: 8\n", "model.data_parallel_size"),
+    ("  tp: 4\n", "model.tp")])
+def test_a_parallel_size_under_a_name_megatron_core_lacks_is_refused(tmp_path, keys, field):
+    """model.tensor_parallel_size (Bridge's dataclass override refuses a field it lacks) had left TP at 1:
+    580 GiB, infeasible, with sp=True said read.  NeMo 1's model section is read by the same code."""
+    with pytest.raises(InputError, match="not a Megatron-core parallelism field") as e:
+        _read(tmp_path, "b.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n" + keys))
+    assert e.value.field == field
+    with pytest.raises(InputError, match="not a Megatron-core parallelism field"):
+        _read(tmp_path, "n.yaml", NEMO.format(extra=keys))
+    ok = _read(tmp_path, "h.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  context_parallel_size: 2\n"
+                                                                   "  hierarchical_context_parallel_sizes: [2, 1]\n"))
+    assert ok.layout["cp"] == 2
+
+
+def test_bridge_memory_switches_are_read_or_said(tmp_path):
+    """optimizer.optimizer_cpu_offload, ddp.grad_reduce_in_fp32 false, dist.use_megatron_fsdp and
+    dist.use_torch_fsdp2 change the memory: each had been dropped (an offloaded 70B run declared
+    infeasible at 84 GiB).  Activation offloading is said not to be priced."""
+    off = _read(tmp_path, "a.yaml", BRIDGE.format(extra="optimizer:\n  optimizer_cpu_offload: true\n"
+                                                        "  use_distributed_optimizer: true\n"))
+    assert off.recipe["optimizer_offload"] is True and off.layout["zero"] == 1
+    grad = _read(tmp_path, "b.yaml", BRIDGE.format(extra="ddp:\n  grad_reduce_in_fp32: false\n"
+                                                         "  use_distributed_optimizer: true\n"))
+    assert grad.recipe["main_grads_dtype"] == "bf16" and grad.where["main_grads_dtype"].endswith("ddp.grad_reduce_in_fp32")
+    mpg = _read(tmp_path, "c.yaml", BRIDGE.format(extra="mixed_precision:\n  bf16: true\n  grad_reduce_in_fp32: false\n"
+                                                        "ddp:\n  grad_reduce_in_fp32: true\n  use_distributed_optimizer: true\n"))
+    assert mpg.recipe["main_grads_dtype"] == "bf16"      # the mixed_precision section overwrites the ddp's
+    plain = _read(tmp_path, "d.yaml", BRIDGE.format(extra="ddp:\n  grad_reduce_in_fp32: false\n"))
+    assert "main_grads_dtype" not in plain.recipe and any("priced reducing fp32" in n for n in plain.notes)
+    for key in ("use_megatron_fsdp", "use_torch_fsdp2"):
+        f = _read(tmp_path, "e.yaml", BRIDGE.format(extra=f"dist:\n  {key}: true\n"))
+        assert f.layout["zero"] == 3 and f.where["zero"].endswith(f"dist.{key}")
+    with pytest.raises(InputError, match="mutually exclusive"):
+        _read(tmp_path, "f.yaml", BRIDGE.format(extra="dist:\n  use_megatron_fsdp: true\n  use_torch_fsdp2: true\n"))
+    act = _read(tmp_path, "g.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  cpu_offloading: true\n"))
+    assert any("model.cpu_offloading: activation offloading to the host is not priced" in n for n in act.notes)
+

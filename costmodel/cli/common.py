@@ -132,6 +132,8 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                          f"{' or '.join(STACKS_OF_FILE[cfg.stack])}): drop the flag or pass that stack")
     scalars["config_kind"] = cfg.kind
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
+    if cfg.split_without_embedding and not cfg.custom_pipeline_split:
+        scalars["split_without_embedding"] = cfg.split_without_embedding
     if cfg.pipeline_layout is not None:
         scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
     if cfg.gpus_per_node is not None:
@@ -204,6 +206,26 @@ def _layout_error_from_config(e: InputError, cw: dict) -> None:
         file, key = keys[0].split(": ", 1)
         also = [k.split(": ", 1)[1] for k in keys[1:]]
         raise InputError(file, key, e.message + (f"; {', '.join(also)} also set there" if also else "")) from None
+
+
+def check_pipeline_accounting(where: str | None, model, lay: dict) -> None:
+    """A layout whose PP x VP divides L + 2 but not L runs only with the embedding and the loss counted as
+    pipeline layers (costmodel.layouts.accounts_embedding_loss); ``where`` (``"FILE: keys"``, None when
+    the run counts them or its file does not say) leaves them out, and Megatron-core then asserts that
+    each pipeline rank's layers divide by VP (megatron/core/transformer/transformer_block.py).
+
+    Raises:
+        InputError: naming the file's VP key and the keys that would make the split valid.
+    """
+    from ..layouts import LayoutTable, accounts_embedding_loss
+    if not where or not bool(accounts_embedding_loss(model, LayoutTable.from_rows([lay]))[0]):
+        return
+    file_, keys = where.split(": ", 1)
+    raise InputError(file_, "model.virtual_pipeline_model_parallel_size", f"PP {lay['pp']} x VP {lay['vp']} does not "
+                     f"divide num_layers {model.num_layers}, and the embedding and the loss are not counted as pipeline "
+                     f"layers ({keys}): Megatron-core asserts each rank's layers divide by VP. Set "
+                     "model.account_for_embedding_in_pipeline_split and model.account_for_loss_in_pipeline_split true, "
+                     "or a VP that divides the layers")
 
 
 @contextlib.contextmanager

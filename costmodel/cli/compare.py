@@ -18,7 +18,9 @@ from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_flex_fabric, check_moe_recipe
-from .common import check_layout_flags, check_profile_gpu, check_recipe_flags, with_layout_flags, with_recipe_flags
+from .common import (check_layout_flags, check_pipeline_accounting, check_profile_gpu, check_recipe_flags, with_layout_flags,
+                     with_recipe_flags)
+from ..run_config import PIPELINE_ACCOUNTING_KEYS
 from ..layouts import LayoutTable, check_layout, stack_default_etp
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
@@ -113,6 +115,7 @@ def compare(
     try:
         check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus,
                      uneven_pp=sc["uneven_pp"])
+        check_pipeline_accounting(sc.get("split_without_embedding"), m, dict(run.layout, vp=run.layout["vp"] or 1))
     except InputError as e:     # name where each degree came from: the log, a flag or a default
         said = ", ".join(f"{k.upper()} {run.layout[k]} ({_origin_words(run.origin.get(k))})"
                          for k in ("tp", "pp", "vp", "dp", "cp", "ep") if k in run.layout)
@@ -222,6 +225,8 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
         scalars["nodes"] = cfg.nodes
         filled.append(f"nodes={cfg.nodes}")
     scalars["uneven_pp"] = "any" if cfg.custom_pipeline_split else True
+    if cfg.split_without_embedding and not cfg.custom_pipeline_split:
+        scalars["split_without_embedding"] = cfg.split_without_embedding
     if cfg.pipeline_layout is not None:
         scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
     if "local_batch_size" in cfg.recipe:                 # torchtitan: x DP once the world is known
@@ -386,6 +391,9 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     if text is None:
         if tlog.framework in ("megatron", "nemo") and "num_layers" in tlog.args:
             sc["uneven_pp"] = False     # no key sets the split: Megatron asserts PP divides the layers
+            if all(tlog.args.get(k) is False for k in PIPELINE_ACCOUNTING_KEYS):
+                sc.setdefault("split_without_embedding", f"{tlog.path}: " + " and ".join(
+                    f"{k} False" for k in PIPELINE_ACCOUNTING_KEYS))
         return m
     m, placed = with_pipeline_layout(m, text, run.layout["pp"], run.layout["vp"] or 1, where=where)
     sc["uneven_pp"] = "any"

@@ -19,7 +19,7 @@ from ..stacks import check_megatron_rules, get_stack
 from .notes import note, said, start
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
-                     check_layout_flags, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
+                     check_layout_flags, check_pipeline_accounting, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
 
 
 def parse_derate(items: list) -> dict:
@@ -123,6 +123,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                              (recipe_flags or {}).get("recompute_modules") is not None, m.is_moe)
         m, placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
+    if placed is None:
+        check_pipeline_accounting(sc.get("split_without_embedding"), m, lay)
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])

@@ -681,3 +681,26 @@ def test_a_toml_key_written_twice_is_named(tmp_path):
                                            "tensor_parallel_degree = 1\ntensor_parallel_degree = 4\n", 1))
     with pytest.raises(InputError, match="tensor_parallel_degree: not valid TOML .*a key written twice in one table"):
         read_run_config(f)
+
+
+def test_a_split_megatron_core_refuses_is_refused_naming_the_vp_key(tmp_path):
+    """PP 2 x VP 5 on Qwen3-30B-A3B's 48 layers divides 48 + 2 only: Megatron-core asserts it unless both
+    account_for_*_in_pipeline_split are true (their default False, which Bridge keeps); the file that
+    leaves them out had been priced as if they were set."""
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    text = ("model:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 2\n"
+            "  virtual_pipeline_model_parallel_size: 5\n  expert_model_parallel_size: 8\n{acc}"
+            "train:\n  micro_batch_size: 1\n  global_batch_size: 128\n")
+    f = tmp_path / "b.yaml"
+    f.write_text(text.format(acc=""))
+    args = ("predict", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "2", "--config", str(f))
+    r = run(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "model.virtual_pipeline_model_parallel_size: PP 2 x VP 5 does not divide num_layers 48" in r.stderr
+    f.write_text(text.format(acc="  account_for_embedding_in_pipeline_split: true\n"
+                                 "  account_for_loss_in_pipeline_split: true\n"))
+    assert run(*args).returncode == 0
+    f.write_text(text.format(acc="  account_for_loss_in_pipeline_split: true\n"))
+    with pytest.raises(InputError, match="priced only together with account_for_embedding_in_pipeline_split"):
+        read_run_config(f)
