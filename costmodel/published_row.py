@@ -123,6 +123,10 @@ _PARAM_GATHER = re.compile(r"(?<![\w-])--overlap-param-gather(?![\w-])")
 # (NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/config.yaml env_vars at tags 24.01, 24.03,
 # 24.03.01, 24.05 and 24.07, from commit 562dcb45 of 2024-02-13; removed for 24.09), and Transformer
 # Engine then falls back to the flash-attn package (TE v1.8 DotProductAttention backend selection);
+# NeMo 24.07 ran NeMo 1 (its launcher's YAML), whose GPT model builds Megatron-core's TransformerConfig
+# (cross_entropy_loss_fusion default False): the launcher's 24.07 configs set it true for Llama 3 and
+# Nemotron 3 (conf/training/llama/llama3_*.yaml, nemotron/nemotron_{8b,15b,22b}.yaml, from commit 43844fe4,
+# 2024-06-17) and leave the GPT-3, Llama 2 and Nemotron-4 340B configs unfused;
 # torchtitan's Llama attention repeated the GQA K/V heads (``repeat_kv``) before the kernel until
 # pytorch/torchtitan#2259 (commit ff0829c1, 2026-01-27): its end-2024 (commit 9dec370), June-2025
 # async-TP (820504e) and Trainy June-2025 benchmark tables ran before it
@@ -130,7 +134,10 @@ _SOURCE_SWITCHES = (("torchtitan_llama3_h100_202412", "", {"kv_repeat": True}),
                     ("torchtitan_asyncTP_llama3_h100_2025-06", "", {"kv_repeat": True}),
                     ("torchtitan_llama3-8b_h200_202506", "", {"kv_repeat": True}),
                     ("llmfoundry_mpt_throughput", "attn_impl=flash", {"attention_kernel": "fa1"}),
-                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16"}),
+                    ("nemo_24.07_performance", "nemotron4config340b", {"main_grads_dtype": "bf16",
+                                                                       "cross_entropy": "megatron"}),
+                    ("nemo_24.07_performance", "standard config (gpt3-", {"cross_entropy": "megatron"}),
+                    ("nemo_24.07_performance", "standard config (llama2-", {"cross_entropy": "megatron"}),
                     ("nemo_24.07_performance", "nemo 24.03", {"attention_kernel": "fa2"}),
                     ("nemo_24.07_performance", "nemo 24.07", {"attention_kernel": "fa2"}))
 # stacks whose recipes run sequence parallelism whenever TP > 1 (NeMo's LLM recipes set

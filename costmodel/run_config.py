@@ -515,6 +515,11 @@ def _nemo(d: dict, path: str) -> RunConfig:
         # (examples/nlp/language_modeling/conf/megatron_gpt_config.yaml); it matters to interleaving only
         R["pp_overlap"], cfg.where["pp_overlap"] = False, f"{path}: NeMo's default when model.overlap_p2p_comm is absent"
     _cross_entropy(cfg, path, m)
+    if "cross_entropy" not in R and (cfg.layout or R):
+        # NeMo 1 builds Megatron-core's TransformerConfig from the model section (its default False); the
+        # nemo stack's fused loss is NeMo 2's GPTConfig default
+        R["cross_entropy"], cfg.where["cross_entropy"] = "megatron", f"{path}: NeMo 1's default when " \
+            "model.cross_entropy_loss_fusion is absent"
     cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph"))
     _megatron_moe(cfg, path, m)
     _model_dims(cfg, m, path)

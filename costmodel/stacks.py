@@ -15,8 +15,11 @@ megatron               yes      off      adam       megatron  Megatron-core (TE 
 megatron-legacy        no       off      adam       megatron  Megatron-LM 2021-22 (SC21, Korthikanti et al.
                                                               2022): before flash attention and TE
 megatron-deepspeed     no       off      adam       megatron  Megatron-DeepSpeed of BigScience (BLOOM, 2022)
-nemo                   yes      on       adam       megatron  NeMo 2 performance recipes (TE; ``tp_comm_overlap=
-                                                              True`` in the LLM pre-training recipes for TP > 1)
+nemo                   yes      on       adam       fused     NeMo 2 performance recipes (TE; ``tp_comm_overlap=
+                                                              True`` in the LLM pre-training recipes for TP > 1;
+                                                              GPTConfig ``cross_entropy_loss_fusion=True`` since
+                                                              NeMo PR 10209, 2024-09, Megatron-Bridge's
+                                                              GPTModelProvider alike; NeMo 1 files: megatron)
 torchtitan             yes      off      adamw      eager     torchtitan (SDPA flash backend; async TP is its own
                                                               switch, off by default; AdamW in its configs; its
                                                               loss is F.cross_entropy on logits cast to fp32)
@@ -496,7 +499,7 @@ STACKS = {s.name: s for s in (
     _stack("megatron", True, False, False, "adam", "megatron", True, _MOE_MEGATRON),
     _stack("megatron-legacy", False, False, False, "adam", "megatron", True, _MOE_MEGATRON, ("tp", "pp")),
     _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED, ("tp", "pp")),
-    _stack("nemo", True, True, True, "adam", "megatron", True, _MOE_DROPLESS_GROUPED),
+    _stack("nemo", True, True, True, "adam", "fused", True, _MOE_DROPLESS_GROUPED),
     _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
     _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ()),
     _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED, ()),

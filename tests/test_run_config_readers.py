@@ -331,3 +331,22 @@ def test_bridge_memory_switches_are_read_or_said(tmp_path):
     act = _read(tmp_path, "g.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  cpu_offloading: true\n"))
     assert any("model.cpu_offloading: activation offloading to the host is not priced" in n for n in act.notes)
 
+
+
+def test_nemo_2_and_bridge_fuse_the_loss_by_default_and_nemo_1_does_not(tmp_path):
+    """NeMo 2's GPTConfig and Megatron-Bridge's GPTModelProvider default cross_entropy_loss_fusion True (NeMo
+    PR 10209, 2024-09): the nemo stack's default; a NeMo 1 YAML that leaves the key out trains with
+    Megatron-core's default False.  The overrides printed for NeMo had switched the recipe's fusion off."""
+    from pathlib import Path
+    from costmodel.launch import nemo_overrides
+    from costmodel.specs import load_model
+    from costmodel.stacks import STACKS, stack_recipe
+    r = stack_recipe(STACKS["nemo"], 128, 8192, "bf16")
+    assert r.cross_entropy == "fused"
+    launcher = read_run_config(Path(__file__).parent / "data" / "configs" / "nemo_launcher_llama3_8b.yaml")
+    assert launcher.recipe["cross_entropy"] == "fused"          # the launcher's Llama 3 config sets it
+    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra=""))
+    assert cfg.recipe["cross_entropy"] == "megatron" and "NeMo 1's default" in cfg.where["cross_entropy"]
+    out = nemo_overrides(dict(tp=2, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, sp=True, zero=1, recompute="none",
+                              recompute_num_layers=0, overlap=True, etp=1), load_model("llama3-8b"), r)
+    assert "recipe.model.config.cross_entropy_loss_fusion = True" in out
