@@ -679,3 +679,48 @@ def test_json_outputs_say_what_the_text_says_of_a_model(tmp_path):
                            cwd=repo, timeout=120)
         out[m] = json.loads(r.stdout)["model_read_as_plain_decoder"]
     assert out == {str(f): True, "llama3-8b": False}
+
+
+_T5_BASE = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 768, "d_ff": 2048,
+            "num_layers": 12, "num_decoder_layers": 12, "num_heads": 12, "vocab_size": 32128,
+            "is_encoder_decoder": True, "feed_forward_proj": "gated-gelu", "hidden_size": 768,
+            "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 2048, "hidden_act": "gelu"}
+
+
+@pytest.mark.parametrize("config, key, needle", [
+    (_T5_BASE, "is_encoder_decoder", "encoder-decoder model"),
+    (dict(_T5_BASE, is_encoder_decoder=False), "num_decoder_layers", "encoder-decoder model"),
+    ({"model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "vocab_size": 32768,
+      "state_size": 128, "n_groups": 8, "expand": 2, "intermediate_size": 8192, "num_attention_heads": 32,
+      "hidden_act": "silu"}, "state_size", "state-space or recurrent model"),
+    ({"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+      "intermediate_size": 3072, "hidden_act": "gelu", "image_size": 224, "patch_size": 16, "vocab_size": 1000},
+     "image_size", "vision or audio model"),
+    ({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+      "intermediate_size": 3072, "hidden_act": "gelu", "vocab_size": 30522}, "model_type", "encoder-only model")])
+def test_a_model_that_is_no_decoder_is_refused_by_its_type_or_key(tmp_path, config, key, needle):
+    """flan-t5-base with the decoder keys filled in had been read as a 115M-parameter decoder (248M real),
+    Mamba-Codestral as a 15.3B attention transformer (7.3B real), a ViT as an 86M causal LM: their
+    model_type or a key only such models carry refuses them by name."""
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(config))
+    with pytest.raises(InputError, match=needle) as e:
+        load_model(str(f))
+    assert e.value.field == key
+
+
+def test_attention_bias_is_every_projection_s_and_an_unknown_family_s_bias_keys_are_refused(tmp_path):
+    """HF's LlamaAttention and Gemma2Attention build o_proj with bias=config.attention_bias: Llama 3 8B with
+    attention_bias true has 32 x (4096 + 1024 + 1024 + 4096) bias parameters (the output projection's had
+    been left out); Qwen2's and GLM-4-MoE's o_proj have none.  A bias key of an unknown family (qkv_bias,
+    bias, use_bias) had been ignored: which projections carry it is that family's code's, so it is refused."""
+    base = load_model("llama3-8b").params()
+    d = json.loads(open("costmodel/catalog/llama3-8b.json").read())
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(dict(d, attention_bias=True)))
+    assert load_model(str(f)).params() - base == 32 * (4096 + 1024 + 1024 + 4096)
+    for key in ("qkv_bias", "bias", "use_bias"):
+        f.write_text(json.dumps(dict(d, model_type="mystery", **{key: True})))
+        with pytest.raises(InputError, match="biases of a family the reader does not know") as e:
+            load_model(str(f))
+        assert e.value.field == key

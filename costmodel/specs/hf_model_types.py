@@ -58,3 +58,34 @@ HF_MODEL_TYPES = frozenset((
     "wav2vec2-conformer", "wavlm", "whisper", "xclip", "xcodec", "xglm", "xlm", "xlm-roberta", "xlm-roberta-xl",
     "xlnet", "xlstm", "xmod", "yolos", "yoso", "zamba", "zamba2", "zoedepth",
 ))
+
+_ENCODER = "an encoder-only model (bidirectional attention, no causal LM head): the reader prices decoder-only LMs"
+_ENC_DEC = "an encoder-decoder model (an encoder stack and cross-attention): the reader prices decoder-only LMs"
+_VISION = "a vision or audio model (patch or frame embeddings, no token vocabulary): the reader prices decoder-only LMs"
+_SSM = "a state-space or recurrent model (no attention layers): the reader prices transformer decoders"
+#: Hugging Face model_types that are not decoder-only language models (their configuration_*.py), with
+#: why: read as a decoder from the keys they share (hidden_size, num_hidden_layers, intermediate_size)
+#: they would be priced as a model they are not (flan-t5-base: 115M read, 248M real)
+NON_DECODER_TYPES = {
+    **dict.fromkeys(("bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "roberta-prelayernorm", "distilbert", "albert",
+                     "electra", "deberta", "deberta-v2", "modernbert", "camembert", "mpnet", "ernie", "megatron-bert",
+                     "longformer", "big_bird", "funnel", "convbert", "mobilebert", "rembert", "nystromformer", "esm",
+                     "flaubert", "xlm", "squeezebert", "ibert", "luke", "canine", "data2vec-text"), _ENCODER),
+    **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "t5gemma", "t5gemma2", "switch_transformers", "bart", "mbart",
+                     "pegasus", "pegasus_x", "marian", "m2m_100", "nllb-moe", "led", "blenderbot", "blenderbot-small",
+                     "plbart", "fsmt", "prophetnet", "mvp", "bigbird_pegasus", "whisper", "speecht5",
+                     "encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder", "seamless_m4t",
+                     "seamless_m4t_v2", "udop", "pix2struct"), _ENC_DEC),
+    **dict.fromkeys(("vit", "vit_mae", "vit_msn", "deit", "beit", "swin", "swinv2", "convnext", "convnextv2", "dinov2",
+                     "dinov2_with_registers", "dinov3_vit", "clip", "clip_vision_model", "siglip",
+                     "siglip_vision_model", "siglip2", "siglip2_vision_model", "resnet", "wav2vec2", "hubert",
+                     "wavlm", "sam", "sam2", "detr", "yolos", "segformer", "videomae"), _VISION),
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm", "recurrent_gemma"), _SSM),
+}
+#: keys only non-decoder models carry (T5's num_decoder_layers, BART's encoder_layers, BERT's
+#: type_vocab_size, ViT's image_size, Mamba's state_size / time_step_rank / conv_kernel), with why
+NON_DECODER_KEYS = {
+    "is_encoder_decoder": _ENC_DEC, "num_decoder_layers": _ENC_DEC, "encoder_layers": _ENC_DEC,
+    "type_vocab_size": _ENCODER, "image_size": _VISION, "num_mel_bins": _VISION,
+    "state_size": _SSM, "time_step_rank": _SSM, "conv_kernel": _SSM,
+}

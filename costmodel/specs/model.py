@@ -53,6 +53,9 @@ class ModelSpec:
             ``routing_groups`` groups and a token's experts come from at most
             ``routing_group_limit`` of them; 0 = unrestricted.
         qkv_bias: the Q, K, V projections have biases (Qwen2); ``bias`` implies it.
+        o_bias: the attention's output projection has a bias too (``attention_bias`` of the Llama, Gemma,
+            Qwen3 and OLMo families: modeling_llama.py LlamaAttention builds o_proj with
+            bias=config.attention_bias; Qwen2's and GLM-4-MoE's o_proj have none).
         qk_norm: per-head RMSNorm on Q and K (Qwen3).
         sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
             ``sliding_window`` tokens only (Mistral 7B's every layer; gpt-oss's and Gemma 2's
@@ -105,6 +108,7 @@ class ModelSpec:
     v_head_dim: int = 0
     mtp_layers: int = 0
     qkv_bias: bool = False
+    o_bias: bool = False
     qk_norm: bool = False
     sliding_window: int = 0
     sliding_layers: int = 0
@@ -249,13 +253,13 @@ class ModelSpec:
     # ------------------------------------------------------------------ parameters
     def attention_params(self) -> int:
         """Parameters of one attention block: its projections, their biases (``bias``: all,
-        ``qkv_bias``: Q, K, V), MLA's latent norms, Qwen3's Q/K norms."""
+        ``qkv_bias``: Q, K, V, with ``o_bias`` the output's too), MLA's latent norms, Qwen3's Q/K norms."""
         w = sum(n * k for n, k, _ in self.attention_projections())
         b = 0
         if self.bias:
             b = sum(n for n, _, _ in self.attention_projections())
         elif self.qkv_bias:
-            b = self.q_dim + self.k_dim + self.v_dim
+            b = self.q_dim + self.k_dim + self.v_dim + (self.hidden if self.o_bias else 0)
         norms = (self.q_lora_rank + self.kv_lora_rank) if self.is_mla else 0
         return w + b + norms + (2 * self.head_dim if self.qk_norm else 0)
 

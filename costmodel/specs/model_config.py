@@ -32,7 +32,7 @@ import difflib
 
 from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
-from .hf_model_types import HF_MODEL_TYPES
+from .hf_model_types import HF_MODEL_TYPES, NON_DECODER_KEYS, NON_DECODER_TYPES
 from .loading import _get_int
 from .model import ModelSpec, checked_count, dense_layer_fields
 
@@ -203,7 +203,7 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
     """The language model's keys and where they are (for messages): Llama 4's ``text_config``;
     DBRX's ``ffn_config`` / ``attn_config`` checked under their own names, then flattened to their
     HF equivalents."""
-    for key, why in _UNMODELLED.items():
+    for key, why in {**_UNMODELLED, **NON_DECODER_KEYS}.items():
         if d.get(key) is not None and d.get(key) is not False:
             raise InputError(w, key, f"not modelled: {why}")
     lt = d.get("layer_types")
@@ -290,8 +290,8 @@ def _check_model_type(mt, w: str, remote: bool = False) -> None:
         return
     if not isinstance(mt, str):
         raise InputError(w, "model_type", f"expected a name, got {mt!r}")
-    if mt in _REFUSED_TYPES:
-        raise InputError(w, "model_type", f"{mt!r}: {_REFUSED_TYPES[mt]}")
+    if mt in _REFUSED_TYPES or mt in NON_DECODER_TYPES:
+        raise InputError(w, "model_type", f"{mt!r}: {_REFUSED_TYPES.get(mt) or NON_DECODER_TYPES[mt]}")
     if mt in _KNOWN_TYPES or mt in _ALIASES or mt in HF_MODEL_TYPES or remote:
         return
     near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
@@ -457,6 +457,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         dense_ffn_hidden=dense_w if dense_at else 0, shared_ffn_hidden=shared, **dense_layer_fields(dense_at),
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
+        o_bias=model_type not in ("qwen2", "qwen2_moe", "glm4_moe") and bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers)), d.get("_params_published"), w)
 
@@ -485,6 +486,10 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
                                            "model's value, null for no Q compression)")
     if d.get("mlp_bias") not in (None, False):
         raise InputError(w, "mlp_bias", f"{d['mlp_bias']!r}: MLP biases are not modelled (only attention_bias)")
+    for key in () if model_type in _KNOWN_TYPES else ("qkv_bias", "bias", "use_bias", "add_bias_linear"):
+        if d.get(key) not in (None, False):     # which projections carry them is the unknown family's code's
+            raise InputError(w, key, f"{d[key]!r}: biases of a family the reader does not know (model_type "
+                                     f"{model_type!r}) are not modelled: give attention_bias, or drop the key")
     wp, hs = d.get("word_embed_proj_dim"), d.get("hidden_size")
     if model_type == "opt" and wp is not None and wp != hs:
         raise InputError(w, "word_embed_proj_dim", f"{wp!r} is not hidden_size {hs!r}: OPT's project_in / project_out "
