@@ -521,6 +521,13 @@ def test_a_power_column_not_in_watts_is_refused(tmp_path):
     # the H100 trace itself as an A100's: its 576 W 99th percentile is past 1.25 x the A100's 400 W
     rc, so, se = cli("calibrate", "fit", H100_TRACE, "--gpu", "a100-sxm-80gb", "-o", tmp_path / "a.yaml")
     assert rc == 2 and "above 1.25 x the GPU's 400 W limit" in se and not (tmp_path / "a.yaml").exists()
+    # in mW under the W header: every reading past 3000 W had been set aside and the fit kept the base's power
+    mw = tmp_path / "mw.csv"
+    mw.write_text("\n".join(", ".join(c[:1] + [f"{float(c[1][:-2]) * 1e3:.1f} W"] + c[2:])
+                            if len(c := ln.split(", ")) == 4 and c[1].endswith(" W") and not ln.startswith("#") else ln
+                            for ln in lines) + "\n")
+    rc, so, se = cli("calibrate", "fit", mw, "--gpu", "h100-sxm-80gb", "-o", tmp_path / "m.yaml")
+    assert rc == 2 and "power readings lie outside 0..3000 W" in se and not (tmp_path / "m.yaml").exists()
 
 
 def test_a_trace_covering_part_of_the_run_says_how_much(tmp_path):

@@ -7,6 +7,7 @@ base.
 from __future__ import annotations
 
 import copy
+import re
 import time
 
 from costmodel.collective import COLLECTIVES
@@ -32,12 +33,15 @@ def gpu_key_for(name: str | None) -> str | None:
     "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), or as the start of one where no
     key matches a whole word ("MI250X" -> mi250; "GH200" is not an H200); the form factor must agree (a PCIe or NVL key needs
     the word in the name, a name with it needs such a key); then the key with the most matching
-    tokens, ties refused.
+    tokens, ties refused.  A memory size in the name ("A100-PCIE-40GB") other than the key's ("80gb") is
+    another card: no match (a superchip's name counts its CPU memory, "NVIDIA GH200 480GB", and is not
+    compared).
     """
     if not name:
         return None
     dev = name.upper().replace("-", " ")
     words = dev.split()
+    dev_mem = {w for w in words if re.fullmatch(r"\d+GB", w)}
     forms = {"PCIE", "NVL"}
     specs = [load_gpu(key) for key in list_gpus()]
     best = None
@@ -49,6 +53,9 @@ def gpu_key_for(name: str | None) -> str | None:
             if not (model in words if whole else any(w.startswith(model) for w in words)):
                 continue
             if any((f in toks) != any(w.startswith(f) for w in words) for f in forms):
+                continue
+            key_mem = {t for t in toks if re.fullmatch(r"\d+GB", t)}
+            if dev_mem and key_mem and not dev_mem & key_mem and not model.startswith("G"):
                 continue
             s = 1 + sum(tok in dev for tok in toks[1:])
             if s > score:

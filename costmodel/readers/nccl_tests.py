@@ -156,7 +156,7 @@ class NcclRow:
 def _empty_meta():
     return dict(collective=None, binary=None, command=None, nccl_version=None, cuda_version=None,
                 nccl_tests_version=None, params={}, ranks=[], n_ranks=None, hosts=[], n_nodes=None,
-                ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], noise_lines=0,
+                ranks_per_node=None, gpu_name=None, gpu_names=[], wrong_lines=[], failed_lines=[], noise_lines=0,
                 table_collectives=[], ranks_truncated=False, time_algbw_ratios=[])
 
 
@@ -188,7 +188,9 @@ class NcclTable:
             * ``ranks_truncated``: True when a rank block ends in ``...`` (nccl-tests cuts a process's
               device lines at 2,048 characters, src/util.cu ``MAX_LINE``): the ranks listed are a
               lower bound, so ``n_ranks``, ``n_nodes`` and ``ranks_per_node`` are None.
-            * ``wrong_lines``: lines whose ``#wrong`` is > 0 (corrupted results); ``noise_lines``:
+            * ``wrong_lines``: lines whose ``#wrong`` is > 0 (corrupted results); ``failed_lines``: the
+              ``# Out of bounds values : N FAILED`` trailers (nccl-tests' verdict on a test whose
+              validation failed, src/common.cu); ``noise_lines``:
               count of non-data, non-comment lines skipped (NCCL INFO, launcher messages).
             * ``table_collectives``: per table (by index), the collective of the test printing it
               (its ``# Collective test starting`` line or ``*_perf`` command line), None when unsaid.
@@ -205,6 +207,11 @@ class NcclTable:
         ``#wrong`` is above 0 (nccl-tests found corrupted results: the time is of a broken run)."""
         return sorted((r for r in self.rows if r.placement == placement and r.table == table
                        and (suspect or not r.wrong)), key=lambda r: r.size_bytes)
+
+
+#: nccl-tests' trailer of a test whose results failed validation (src/common.cu: "# Out of bounds values : %d %s",
+#: OK or FAILED)
+_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*[1-9]\d*\s+FAILED\b")
 
 
 def _num(tok):
@@ -430,6 +437,8 @@ def read_nccl_tests(path, strict=True) -> NcclTable:
                 time_scale = _TIME_US[unit.group(1)]      # one that says another unit is read in it
             elif re.match(r"#\s*nThread\b", line):
                 meta["params"] = _params(line)
+            elif _OUT_OF_BOUNDS.match(line):
+                meta["failed_lines"].append(lineno)
             else:
                 t = _TESTS_VERSION.search(line)
                 if t:

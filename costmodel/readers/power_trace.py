@@ -464,7 +464,8 @@ def misread_units(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1)
     """Why the capture's power samples cannot be watts of a GPU of ``tdp_w`` (its package limit over
     ``devices_per_package`` devices), or its temperatures degrees C, or None when they can: more than
     :data:`MISREAD_TEMP_SHARE` of the temperature readings outside -40..150 C (the rest of such a
-    column, read as C, would price the thermal model wrong); every power sample below 5 % of the TDP, which
+    column, read as C, would price the thermal model wrong), or that share of the power readings outside
+    0..3000 W (set aside, they would leave the column empty or thinned); every power sample below 5 % of the TDP, which
     no GPU with a context open draws (an idle H100 draws 70 W of 700: kW written under a W header),
     or a 99th percentile above 1.25 x the TDP, which the power limiter does not let through (NVML's
     power.draw averages over its window, where the limiter holds the limit; the brief excursions it
@@ -475,6 +476,11 @@ def misread_units(trace: PowerTrace, tdp_w: float, devices_per_package: int = 1)
         if given and bad > MISREAD_TEMP_SHARE * given:
             return (f"{bad} of its {given} {col} readings lie outside -40..150 C: the column is not in degrees C "
                     "(degrees F?)")
+    bad, given = trace.out_of_range.get("power_w", (0, 0))
+    if given and bad > MISREAD_TEMP_SHARE * given:
+        # set aside as no GPU's reading, they would leave the rest of the column (or none of it) to fit
+        return (f"{bad} of its {given} power readings lie outside 0..3000 W, which no GPU draws: the column is not "
+                "in watts (mW under a W header?)")
     p = trace.power_w[np.isfinite(trace.power_w)]
     if p.size == 0:
         return None

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from costmodel.errors import NoUsableDataError, ReaderParseError
+from costmodel.errors import InputError, NoUsableDataError, ReaderParseError
 
 from . import amd_smi, dcgm, flagperf, markdown, nccl_tests, nvidia_smi, nvidia_smi_q, rocm_smi, suite_jsonl, xla, zeus
 from .power_trace import (PowerTrace, power_trace_from_dcgmi, power_trace_from_dmon, power_trace_from_nvidia_smi_csv,
@@ -131,8 +131,17 @@ def _suite_fit(run, path):
 
 
 def _nccl_notes(path, table):
+    """Notes on rows left out for ``#wrong`` > 0.
+
+    Raises:
+        InputError: a test nccl-tests declared FAILED (its out-of-bounds trailer) with no row showing
+            which sizes failed: the rows cannot be told apart from the broken ones (an edited capture)."""
+    m = table.meta
+    if m.get("failed_lines") and not m["wrong_lines"]:
+        raise InputError(str(path), f"line {m['failed_lines'][0]}", "nccl-tests declares the test FAILED (out-of-bounds "
+                         "values) but no row's #wrong column says which sizes: the capture is edited or cut; rerun it")
     return [f"{path}:{ln}: #wrong > 0: nccl-tests found corrupted results at this size; left out (its time is suspect)"
-            for ln in table.meta["wrong_lines"]]
+            for ln in m["wrong_lines"]]
 
 
 def _rows_per_sample(t) -> int | None:

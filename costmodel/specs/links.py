@@ -13,6 +13,9 @@ from .loading import _check_sources, _get, _get_int
 MAX_DOMAIN_GPUS = 576
 #: intra-node fabrics of NVLink (an NVSwitch, or direct links between GPU pairs)
 NVLINK_FABRICS = ("nvswitch", "nvlink-mesh")
+#: the fastest NIC announced, per direction: NVIDIA ConnectX-9 SuperNIC, 1.6 Tb/s (NVIDIA GTC 2025 keynote,
+#: for Vera Rubin); a faster one in a file is a bytes-for-bits slip (400GB/s for a 400 Gb/s NIC)
+MAX_NIC_BYTES_PER_S = 1.6e12 / 8
 #: PCIe 6.0 x16, per direction (PCI-SIG: 64 GT/s x 16 lanes = 128 GB/s): no GPU's PCIe link is faster
 MAX_PCIE_BYTES_PER_S = 128e9
 
@@ -20,7 +23,8 @@ MAX_PCIE_BYTES_PER_S = 128e9
 def check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: int | None, w: str) -> None:
     """The intra-node fabric must be one the GPU has: NVLink fabrics an NVIDIA GPU with NVLink, at most its
     own NVLink bandwidth (the GPU file's ``nvlink_bandwidth_per_gpu``) and above an eighth of it when
-    given in bits (NVIDIA quotes NVLink in bytes: 450Gbps for an H100 is a slipped unit); xGMI an AMD GPU;
+    given in bits (NVIDIA quotes NVLink in bytes, AMD Infinity Fabric too: 450Gbps for an H100 is a slipped
+    unit); xGMI an AMD GPU;
     PCIe at most PCIe 6.0 x16; an NVLink domain of several nodes an NVSwitch; a node at most :data:`MAX_DOMAIN_GPUS`.
 
     Raises:
@@ -34,13 +38,15 @@ def check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: in
         if vendor != "nvidia" or not gpu.nvlink_bytes_per_s:
             raise InputError(w, "intra_node.fabric", f"{fabric}, but {gpu.name} ({gpu.path or gpu.key}) has no NVLink "
                              "(its nvlink_bandwidth_per_gpu): give pcie or its own fabric")
-        if in_bits(intra.get("bandwidth_per_gpu")) and bw * 8 <= gpu.nvlink_bytes_per_s * 1.02:
-            raise InputError(w, "intra_node.bandwidth_per_gpu", f"{intra['bandwidth_per_gpu']} is {bw / 1e9:g} GB/s, "
-                             f"an eighth or less of {gpu.name}'s NVLink ({gpu.nvlink_bytes_per_s / 1e9:g} GB/s per "
-                             "direction): NVLink is quoted in bytes (e.g. 450GB/s)")
         if bw > gpu.nvlink_bytes_per_s * 1.01:
             raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s exceeds {gpu.name}'s own NVLink "
                              f"bandwidth, {gpu.nvlink_bytes_per_s / 1e9:g} GB/s per direction ({gpu.path or gpu.key})")
+    link = "NVLink" if fabric in NVLINK_FABRICS else "Infinity Fabric" if fabric in ("xgmi", "xgmi-mesh") else None
+    if link and gpu.nvlink_bytes_per_s and in_bits(intra.get("bandwidth_per_gpu")) \
+            and bw * 8 <= gpu.nvlink_bytes_per_s * 1.02:
+        raise InputError(w, "intra_node.bandwidth_per_gpu", f"{intra['bandwidth_per_gpu']} is {bw / 1e9:g} GB/s, "
+                         f"an eighth or less of {gpu.name}'s {link} ({gpu.nvlink_bytes_per_s / 1e9:g} GB/s per "
+                         f"direction): {link} is quoted in bytes (e.g. {gpu.nvlink_bytes_per_s / 1e9:g}GB/s)")
     if fabric in ("xgmi", "xgmi-mesh") and vendor != "amd":
         raise InputError(w, "intra_node.fabric", f"{fabric} is AMD's Infinity Fabric; {gpu.name} is {gpu.vendor}'s")
     if fabric == "pcie" and bw > MAX_PCIE_BYTES_PER_S:
@@ -57,16 +63,18 @@ def link_speeds(intra: dict, inter: dict, w: str) -> dict:
 
     Raises:
         InputError: a bandwidth outside its range (a bare number reads as bytes/s: '800' meant as Gb/s
-            would price a NIC at 800 B/s) or a latency above 1 ms, naming the field.
+            would price a NIC at 800 B/s; a NIC above :data:`MAX_NIC_BYTES_PER_S` is given in bytes) or a
+            latency above 1 ms, naming the field.
     """
     out = {}
     for sec, v, k, field_, lo, hi, span in (
             ("intra_node", intra, "bandwidth_per_gpu", "intra_bytes_per_s", 1e9, 1e13, "1 GB/s .. 10 TB/s"),
-            ("inter_node", inter, "bandwidth_per_nic", "nic_bytes_per_s", 1e8, 1e12, "0.8 Gb/s .. 8 Tb/s")):
+            ("inter_node", inter, "bandwidth_per_nic", "nic_bytes_per_s", 1e8, MAX_NIC_BYTES_PER_S, "0.8 Gb/s .. 1.6 Tb/s")):
         out[field_] = _get(v, k, w, "bytes_per_s", prefix=f"{sec}.")
         if not lo <= out[field_] <= hi:
-            raise InputError(w, f"{sec}.{k}", f"{v[k]!r} is outside {span} per direction: give a unit "
-                             "(e.g. 400Gbps, 450GB/s)")
+            fix = ("faster than any NIC (ConnectX-9's 1.6 Tb/s): NICs are quoted in bits (400Gbps, not 400GB/s)"
+                   if out[field_] > hi and sec == "inter_node" else "give a unit (e.g. 400Gbps, 450GB/s)")
+            raise InputError(w, f"{sec}.{k}", f"{v[k]!r} is outside {span} per direction: {fix}")
     for sec, v, field_ in (("intra_node", intra, "intra_latency_s"), ("inter_node", inter, "inter_latency_s")):
         out[field_] = _get(v, "latency", w, "seconds", prefix=f"{sec}.")
         if out[field_] > 1e-3:

@@ -60,6 +60,8 @@ def test_a_mesh_pair_gets_one_link_in_the_table_as_in_the_step_model():
      "exceeds H100-SXM-80GB's own NVLink bandwidth"),
     (lambda t: t.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 450Gbps"), "intra_node.bandwidth_per_gpu",
      r"450Gbps is 56.25 GB/s, an eighth or less of H100-SXM-80GB's NVLink \(450 GB/s"),
+    (lambda t: t.replace("bandwidth_per_nic: 400Gbps", "bandwidth_per_nic: 400GB/s"), "inter_node.bandwidth_per_nic",
+     r"faster than any NIC \(ConnectX-9's 1.6 Tb/s\): NICs are quoted in bits"),
     (lambda t: t.replace("fabric: nvswitch", "fabric: xgmi"), "intra_node.fabric", "AMD's Infinity Fabric"),
     (lambda t: t.replace("fabric: nvswitch", "fabric: pcie").replace("bandwidth_per_gpu: 450GB/s",
                                                                       "bandwidth_per_gpu: 900GB/s"),
@@ -78,6 +80,15 @@ def test_nvlink_in_bits_at_its_full_rate_is_read(tmp_path):
     assert in_bits("3600Gbps") and in_bits("56 Gb/s") and not in_bits("450GB/s") and not in_bits(450e9)
     text = DGX.replace("bandwidth_per_gpu: 450GB/s", "bandwidth_per_gpu: 3600Gbps")
     assert load_cluster(_write(tmp_path, "c.yaml", text)).intra_bytes_per_s == pytest.approx(450e9)
+
+
+def test_infinity_fabric_in_bits_is_refused_as_nvlink_is(tmp_path):
+    """An MI300X node's 448Gb/s (56 GB/s) had priced TP 8 six times slower than its 448 GB/s links."""
+    text = (CLUSTERS / "azure-nd-mi300x.yaml").read_text()
+    old = next(ln for ln in text.splitlines() if ln.strip().startswith("bandwidth_per_gpu:"))
+    with pytest.raises(InputError, match="Infinity Fabric is quoted in bytes") as e:
+        load_cluster(_write(tmp_path, "c.yaml", text.replace(old, "  bandwidth_per_gpu: 448Gb/s", 1)))
+    assert e.value.field == "intra_node.bandwidth_per_gpu"
 
 
 def test_a_multi_node_domain_needs_an_nvswitch(tmp_path):

@@ -75,6 +75,9 @@ def test_device_names_map_to_the_right_form_factor():
     assert gpu_key_for("NVIDIA L40S") == "l40s"
     assert gpu_key_for("AMD Instinct MI300X") == "mi300x"
     assert gpu_key_for("AMD Instinct MI250X / MI250") == "mi250"
+    # a 40GB PCIe card is no catalog GPU: its own GPU file is fitted (the 80GB card's key had refused it)
+    assert gpu_key_for("NVIDIA A100-PCIE-40GB") is None
+    assert gpu_key_for("NVIDIA A100-SXM4-40GB") == "a100-sxm-40gb"
 
 
 def test_b200_power_is_fitted_on_its_sustained_gemms():

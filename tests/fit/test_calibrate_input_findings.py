@@ -157,3 +157,19 @@ def test_a_utf16_capture_is_named_as_such(tmp_path):
     p.write_bytes(P5.read_text().encode("utf-16"))
     rc, so, se = cli("calibrate", "fit", str(p), "--cluster", "aws-p5", "-o", str(tmp_path / "p.yaml"))
     assert rc == 2 and "UTF-16 text" in se and "convert it to UTF-8" in se
+
+
+def test_a_capture_nccl_tests_declared_failed_without_failing_rows_is_refused(tmp_path):
+    """'# Out of bounds values : 3 FAILED' with every row's #wrong 0 had been fitted silently: the rows that
+    broke cannot be told apart, so the capture is refused naming its trailer's line; an OK trailer reads."""
+    from pathlib import Path
+    from costmodel.readers.registry import read_measurement
+    from costmodel.errors import CostmodelError
+    src = Path(__file__).resolve().parents[1] / "data" / "readers" / "nccl_tests_oci_a100_16ranks_2nodes.txt"
+    text = src.read_text()
+    assert read_nccl_tests(src).meta["failed_lines"] == []
+    bad = tmp_path / "all_reduce_perf.txt"
+    bad.write_text(text.replace("# Out of bounds values : 0 OK", "# Out of bounds values : 3 FAILED"))
+    assert read_nccl_tests(bad).meta["failed_lines"] == [59]
+    with pytest.raises(CostmodelError, match="line 59: nccl-tests declares the test FAILED"):
+        read_measurement(bad)
