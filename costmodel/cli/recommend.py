@@ -21,6 +21,7 @@ from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import PARTIAL_REACH, search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
+from .notes import note as say
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp,
                      context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
@@ -547,9 +548,9 @@ def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
     """(temperature limit C, inlet C, node GPU budget W) of the energy ILP, each checked.
 
     Raises:
-        InputError: a temperature limit missing, at or above the shutdown temperature, above the
-            slowdown temperature or not above the inlet; a node budget not positive or below the
-            GPUs' lowest caps.
+        InputError: a temperature limit missing, at or above the shutdown temperature, above the slowdown
+            temperature or not above the inlet; a node budget not positive or over 100 x the GPUs' TDP.
+        InfeasibleError: a node budget below the GPUs' lowest caps (binding node_power).
     """
     slow = c.gpu.slowdown_temp_c
     limit_t = max_temp_c if max_temp_c is not None else slow
@@ -573,9 +574,17 @@ def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
     if node_w <= 0:
         raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
     # (a cluster file's own budget always feeds its GPUs at their lowest limit: its loader checks it)
-    if node_power_kw is not None and node_w < c.gpus_per_node * caps[0]:
-        raise InputError("--node-power-kw", "", f"{node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs even at "
-                         f"their lowest power limit ({caps[0]:g} W each)")
+    need, tdp_sum = c.gpus_per_node * caps[0], c.gpus_per_node * c.gpu.tdp_w
+    if node_power_kw is not None and node_w < need:
+        raise InfeasibleError("node_power", f"--node-power-kw {node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs "
+                              f"even at their lowest power limit ({caps[0]:g} W each): it must rise to {need / 1e3:g} kW "
+                              f"(+{(need - node_w) / 1e3:g} kW)", {"node_power": need}, {"node_power": need / node_w - 1})
+    if node_power_kw is not None and node_w > 100 * tdp_sum:      # watts given to the kW flag
+        raise InputError("--node-power-kw", "", f"{node_power_kw:g} kW is over 100 x the {tdp_sum / 1e3:g} kW its "
+                         f"{c.gpus_per_node} GPUs draw at TDP: the flag takes kW (did you give watts?)")
+    if node_power_kw is not None and node_w >= tdp_sum:
+        say(f"--node-power-kw {node_power_kw:g} kW is at or above the {tdp_sum / 1e3:g} kW the GPUs draw at TDP: "
+            "it binds nothing")
     return limit_t, inlet, node_w
 
 

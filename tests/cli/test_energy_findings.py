@@ -45,3 +45,17 @@ def test_the_node_budgets_even_share_is_a_cap_level():
             "4096", "--objective", "energy", "--node-power-kw", "3.9", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["cap_levels_w"] == [200.0, 262.0, 325.0, 388.0, 450.0, 487.0, 512.0, 575.0, 638.0, 700.0]
+
+
+def test_a_node_budget_too_small_is_infeasible_and_one_in_watts_is_refused():
+    """--node-power-kw 1.5 on 8 H200 (200 W each at their lowest limit: 1.6 kW) had exited 2 as bad input,
+    with no JSON; a limit no layout meets is an answer (exit 3, the binding limit and by how much).  4000
+    (watts meant) had been read as a 4 MW budget binding nothing, silently."""
+    import json
+    base = ("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy")
+    r = run(*base, "--node-power-kw", "1.5", "--json")
+    rec = json.loads(r.stdout)
+    assert r.returncode == 3 and rec["binding"] == "node_power" and rec["required"]["node_power"] == 1600.0
+    assert rec["excess"]["node_power"] == 100.0
+    r = run(*base, "--node-power-kw", "4000")
+    one_line(r, "--node-power-kw", "the flag takes kW (did you give watts?)")
