@@ -22,7 +22,7 @@ from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, RECIPE_SWITCHES, dp_overlap_on, get_stack
 
 #: the formats ``--format`` takes
-FORMATS = ("megatron", "nemo", "torchtitan", "json", "settings")
+FORMATS = ("megatron", "nemo", "bridge", "torchtitan", "json", "settings")
 
 
 def megatron_attention_backend(recipe) -> str:
@@ -612,6 +612,9 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
         return title, megatron_args(layout, model, recipe, layers)
     if fmt == "nemo":
         return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe, layers)
+    if fmt == "bridge":
+        from .launch_bridge import bridge_overrides
+        return "Megatron-Bridge configuration overrides (YAML)", bridge_overrides(layout, model, recipe, layers)
     if fmt == "torchtitan":
         return "torchtitan configuration", torchtitan_config(layout, model, recipe)
     if fmt == "json":

@@ -432,7 +432,9 @@ def _megatron_moe(cfg: RunConfig, path: str, m: dict) -> None:
         InputError: a value of the wrong kind (naming the file and key).
     """
     R, mp = cfg.recipe, "model."
-    if not (isinstance(m.get("num_moe_experts"), int) and m["num_moe_experts"] > 0):
+    # a dumped dense config says num_moe_experts: null beside the MoE keys' defaults; an override file
+    # leaves the count to the recipe it overrides and gives only the switches
+    if "num_moe_experts" in m and not (isinstance(m["num_moe_experts"], int) and m["num_moe_experts"] > 0):
         return
     for name, key, conv in _BRIDGE_MOE:
         if key in m and m[key] is None:      # Megatron-core reads a null switch as its default

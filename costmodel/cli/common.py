@@ -27,8 +27,9 @@ SEQ = typer.Option(None, "--seq-len", help="Sequence length, tokens (default: th
 PREC = typer.Option(None, "--precision", help="bf16, fp16, fp8, mxfp8 or nvfp4 (the last two: Blackwell, Megatron/NeMo; "
                     "default: bf16, fp16 on GPUs without bf16).")
 PROFILE = typer.Option(None, "--profile", help="Calibrated profile YAML (default: hardware/profiles/<gpu>.yaml).")
-FORMAT = typer.Option(None, "--format", help="megatron, nemo, torchtitan, json or settings: how to print what to set "
-                      "for the chosen layout (Megatron-LM arguments, NeMo 2 recipe overrides, a torchtitan "
+FORMAT = typer.Option(None, "--format", help="megatron, nemo, bridge, torchtitan, json or settings: how to print what to set "
+                      "for the chosen layout (Megatron-LM arguments, NeMo 2 recipe overrides, Megatron-Bridge YAML "
+                      "overrides, a torchtitan "
                       "configuration, JSON, or plain settings; default: the stack's own).")
 STACK = typer.Option("megatron", "--stack", help=f"{', '.join(STACKS)}: the training stack whose defaults set "
                      + ", ".join(w.cli_flag for w in RECIPE_SWITCHES) + " and vocabulary padding (costmodel/stacks.py).")

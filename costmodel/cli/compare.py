@@ -113,8 +113,7 @@ def compare(
     p = cluster_profile(c, profile)
     check_profile_gpu(p, c)
     try:
-        check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus,
-                     uneven_pp=sc["uneven_pp"])
+        check_layout(LayoutTable.from_rows([run.layout]), m, recipe, c.num_gpus, c.scale_up_gpus, uneven_pp=sc["uneven_pp"])
         check_pipeline_accounting(sc.get("split_without_embedding"), m, dict(run.layout, vp=run.layout["vp"] or 1))
     except InputError as e:     # name where each degree came from: the log, a flag or a default
         said = ", ".join(f"{k.upper()} {run.layout[k]} ({_origin_words(run.origin.get(k))})"

@@ -266,10 +266,14 @@ def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
 
 def _launch(lay: dict, m, r, fmt, sc: dict, config, placed=None) -> tuple[str, str]:
     """(title, text) of the launch settings: the stack's own format, except for a NeMo or Megatron-Bridge
-    YAML given as --config, whose keys NeMo 2's recipe overrides do not address: the settings in the
-    field's terms, to set in that file (costmodel.launch); ``placed``: the --pp-layout given, echoed."""
+    YAML given as --config, whose keys NeMo 2's recipe overrides do not address: a Bridge file gets its own
+    keys (costmodel.launch_bridge), a NeMo 1 file the settings in the field's terms, to set in it
+    (costmodel.launch); ``placed``: the --pp-layout given, echoed."""
     kind = sc.get("config_kind")
-    if fmt is None and kind in ("NeMo YAML", "Megatron-Bridge YAML"):
+    if fmt is None and kind == "Megatron-Bridge YAML":
+        title, text = launch_settings(lay, m, r, layers=placed, fmt="bridge")
+        return f"{title}: the keys to set in {config}", text
+    if fmt is None and kind == "NeMo YAML":
         title, text = launch_settings(lay, m, r, fmt="settings")
         return (f"Settings to set in {config} (in words: find each in its {kind} keys; NeMo 2 recipe "
                 "overrides do not apply to it)", text)

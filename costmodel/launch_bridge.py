@@ -1,0 +1,107 @@
+"""A layout as Megatron-Bridge ``ConfigContainer`` overrides: the YAML sections (``model``, ``train``,
+``dataset``, ``optimizer``, ``ddp``, ``comm_overlap``, ``mixed_precision``) with the field names of
+Megatron-Bridge's dataclasses (megatron/bridge/training/config.py, comm_overlap.py, mixed_precision.py
+and Megatron-core's TransformerConfig / OptimizerConfig / DistributedDataParallelConfig, at Megatron-Bridge
+067f987), the form a recipe's YAML override file or its dumped configuration takes.  What
+:func:`costmodel.run_config.read_run_config` reads back from it is the layout and recipe it came from.
+"""
+from __future__ import annotations
+
+import yaml
+
+from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
+    pipeline_split_settings
+from .schedule import pp_sends_overlapped
+from .specs import ModelSpec, Recipe
+from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
+
+
+def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
+    """The ``model`` section: parallel sizes, the pipeline split, MoE, recomputation and fusions."""
+    m = dict(tensor_model_parallel_size=t["tp"], pipeline_model_parallel_size=t["pp"],
+             virtual_pipeline_model_parallel_size=t["vp"] if t["vp"] > 1 else None,
+             context_parallel_size=t["cp"], sequence_parallel=bool(t["sp"]), seq_length=recipe.seq_len)
+    split, how = pipeline_split_settings(t, model, recipe, layers)
+    if split == "accounted":          # both default False (TransformerConfig): Megatron-core asserts the split
+        m.update(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+    elif split == "first_last":
+        m.update(num_layers_in_first_pipeline_stage=how[0], num_layers_in_last_pipeline_stage=how[1])
+    elif split == "layout":
+        m["pipeline_model_parallel_layout"] = how
+    if model.is_moe:
+        m.update(expert_model_parallel_size=t["ep"], expert_tensor_parallel_size=t.get("etp") or t["tp"],
+                 moe_token_dispatcher_type=recipe.moe_dispatcher,
+                 moe_expert_capacity_factor=recipe.moe_capacity_factor if recipe.moe_capacity_factor > 0 else None)
+        if recipe.moe_dispatcher == "flex":
+            m["moe_flex_dispatcher_backend"] = "deepep"
+        m.update({s.megatron_key: bool(getattr(recipe, s.name)) for s in MOE_FLAG_SWITCHES})
+        if recipe.moe_ep_overlap:
+            m["delay_wgrad_compute"] = True
+    if model.mtp_layers:
+        m["mtp_num_layers"] = model.mtp_layers
+    rc = t["recompute"]
+    if rc == "full":
+        m.update(recompute_granularity="full", recompute_method="block" if t.get("recompute_num_layers") else "uniform",
+                 recompute_num_layers=t.get("recompute_num_layers") or 1)
+    else:
+        m["recompute_granularity"] = rc if rc == "selective" else None
+        if rc == "selective" and recipe.recomputed != ("core_attn",):
+            m["recompute_modules"] = list(recipe.recomputed)
+    # the enum by its name, as Megatron-Bridge's own cards override it (examples/model_verification_cards/
+    # nemotron-3-super-120b-a12b/card.yaml: model.attention_backend=auto)
+    m["attention_backend"] = megatron_attention_backend(recipe)
+    m["cross_entropy_loss_fusion"] = recipe.cross_entropy == "fused"
+    if not recipe.fused_elementwise:
+        m["bias_activation_fusion"] = False
+        if not model.learned_positions:
+            m["apply_rope_fusion"] = False
+    return m
+
+
+def _mixed_precision(recipe: Recipe) -> dict:
+    """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
+    gathers (fp8_param_gather) where the prediction prices 16-bit ones, so every field is set."""
+    p = recipe.precision
+    mp = {"_target_": "megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
+          "bf16": p != "fp16", "fp16": p == "fp16", "grad_reduce_in_fp32": recipe.main_grads_dtype != "bf16"}
+    if p in ("fp8", "mxfp8"):
+        mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8",
+                  fp8_param_gather=False)
+    if p == "nvfp4":
+        mp.update(fp4="e2m1", fp4_recipe="nvfp4")
+    n = int(recipe.bf16_edge_layers)
+    if p in ("fp8", "mxfp8", "nvfp4"):
+        mp["first_last_layers_bf16"] = bool(n)
+        if n:
+            mp.update(num_layers_at_start_in_bf16=n, num_layers_at_end_in_bf16=n)
+    return mp
+
+
+def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
+    """Megatron-Bridge ConfigContainer overrides (module docstring) for ``layout`` as YAML text
+    (``layers``: per pipeline stage, as :func:`costmodel.launch.megatron_args`), the notes the
+    prediction priced that no field says as YAML comments."""
+    t = layout
+    sends_hidden = bool(pp_sends_overlapped(recipe, t["overlap"], t["vp"]))
+    fsdp = t["zero"] == 3
+    dp = dict(overlap_grad_reduce=bool(t["overlap"] and (dp_overlap_on(recipe, t["zero"], True) or fsdp)),
+              overlap_param_gather=bool(t["overlap"] and ((recipe.dp_overlap and t["zero"] in (1, 2)) or fsdp)))
+    ddp = dict(use_distributed_optimizer=t["zero"] in (1, 2, 3), **dp)
+    if fsdp:
+        ddp.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
+    optimizer = dict(optimizer="sgd" if recipe.optimizer == "sgd" else "adam",
+                     use_distributed_optimizer=t["zero"] in (1, 2, 3))
+    for k, v in optimizer_config(recipe):
+        # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
+        optimizer[k] = {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"} \
+            if k.endswith("dtype") else v
+    comm = dict(tp_comm_overlap=bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1), **dp)
+    if t["vp"] > 1:
+        comm.update(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden)
+    doc = dict(model=_model_section(t, model, recipe, layers),
+               train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
+               dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
+               mixed_precision=_mixed_precision(recipe))
+    notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy) if recipe.cross_entropy not in ("megatron", "fused")
+                         else "", packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip() + "".join(f"\n# {n}" for n in notes)

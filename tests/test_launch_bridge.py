@@ -1,0 +1,58 @@
+"""--format bridge: a layout as Megatron-Bridge ConfigContainer overrides, which the Bridge reader of
+predict --config reads back as the layout and recipe they came from (a user had been given the settings
+in words for a Bridge file, and NeMo 2 overrides no Bridge file has)."""
+import pytest
+import yaml
+
+from costmodel.launch import launch_settings
+from costmodel.launch_bridge import bridge_overrides
+from costmodel.run_config import read_run_config
+from costmodel.specs import load_model
+from costmodel.stacks import STACKS, stack_recipe
+
+_BASE = dict(cp=1, etp=None, mbs=1, sp=True, zero=1, recompute="none", recompute_num_layers=0, overlap=True)
+
+
+@pytest.mark.parametrize("name, lay, switches", [
+    # 126 layers + embedding + loss = PP 8 x VP 8 x 2: the accounted split, which Bridge runs only when told
+    ("llama3.1-405b", dict(tp=8, pp=8, vp=8, dp=4, ep=1, recompute="full", recompute_num_layers=2),
+     dict(precision="fp8", fp8_recipe="tensorwise", main_grads_dtype="bf16")),
+    ("llama3-70b", dict(tp=4, pp=1, vp=1, dp=16, ep=1, zero=3, recompute="selective"), dict(precision="bf16")),
+    ("qwen3-30b-a3b", dict(tp=1, pp=2, vp=3, dp=8, ep=8, sp=False),
+     dict(precision="bf16", moe_dispatcher="flex", moe_ep_overlap=True)),
+])
+def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name, lay, switches):
+    m = load_model(name)
+    precision = switches.pop("precision")
+    r = stack_recipe(STACKS["nemo"], 256, 4096, precision, **switches)
+    layout = dict(_BASE, **lay)
+    text = bridge_overrides(layout, m, r)
+    doc = yaml.safe_load(text)
+    assert set(doc) == {"model", "train", "dataset", "optimizer", "ddp", "comm_overlap", "mixed_precision"}
+    f = tmp_path / "overrides.yaml"
+    f.write_text(text)
+    cfg = read_run_config(f)
+    for k in ("tp", "pp", "cp", "vp", "mbs", "zero", "recompute"):
+        assert cfg.layout[k] == layout[k], k
+    assert cfg.layout["sp"] == layout["sp"]
+    for k in ("gbs", "seq_len", "precision", "cross_entropy", "dp_overlap"):
+        assert cfg.recipe[k] == getattr(r, k), k
+    # TP-comm overlap runs with SP at TP > 1 only: off where it has nothing to do
+    assert cfg.recipe["tp_comm_overlap"] == (r.tp_comm_overlap and layout["sp"] and layout["tp"] > 1)
+    if m.is_moe:
+        assert cfg.layout["ep"] == layout["ep"] and cfg.recipe["moe_dispatcher"] == "flex"
+        assert doc["model"]["moe_flex_dispatcher_backend"] == "deepep" and doc["model"]["delay_wgrad_compute"] is True
+    if name == "llama3.1-405b":
+        assert doc["model"]["account_for_embedding_in_pipeline_split"] is True and cfg.split_without_embedding is None
+        assert cfg.recipe["fp8_recipe"] == "tensorwise" and cfg.recipe["main_grads_dtype"] == "bf16"
+        assert doc["mixed_precision"]["fp8_param_gather"] is False     # the 16-bit gathers priced
+        assert cfg.layout["recompute_num_layers"] == 2
+    if layout["zero"] == 3:
+        assert doc["ddp"]["use_megatron_fsdp"] is True
+
+
+def test_format_bridge_is_a_format_and_a_bridge_config_gets_its_own_keys():
+    m = load_model("llama3-8b")
+    r = stack_recipe(STACKS["nemo"], 128, 8192, "bf16")
+    title, text = launch_settings(dict(_BASE, tp=2, pp=1, vp=1, dp=8, ep=1), m, r, fmt="bridge")
+    assert title.startswith("Megatron-Bridge") and "tensor_model_parallel_size: 2" in text
