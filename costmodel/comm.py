@@ -384,13 +384,15 @@ class CommTimes(DataParallelComm, MicrobatchComm):
 
 
 def grad_bytes(recipe: Recipe) -> float:
-    """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16 or
-    with ``main_grads_dtype`` bf16.
+    """Bytes per gradient element reduced over DP: 4 (fp32 main grads) for bf16/fp8, 2 for fp16, with
+    ``main_grads_dtype`` bf16, or on a stack that keeps them in the model's dtype (DeepSpeed:
+    costmodel.stacks.Stack.grads_in_model_dtype).
 
     Megatron-LM sets accumulate_allreduce_grads_in_fp32 for bf16 (megatron/training/arguments.py);
     its precision-aware optimizer may keep them in bf16 (``--main-grads-dtype bf16``).
     """
-    return 2.0 if recipe.precision == "fp16" or recipe.main_grads_dtype == "bf16" else 4.0
+    return 2.0 if recipe.precision == "fp16" or recipe.main_grads_dtype == "bf16" or \
+        get_stack(recipe.stack).grads_in_model_dtype else 4.0
 
 
 def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):

@@ -240,11 +240,14 @@ def optimizer_bytes_per_param(recipe: Recipe) -> float:
     each), e.g. 12 for Adam, 8 for LionW (costmodel.specs.recipe.OPTIMIZERS for the sources); with
     ``optimizer_states_dtype`` bf16, 2 bytes each: the bf16 states and the master's 16-bit remainder
     (Megatron's precision-aware optimizer, store_param_remainders), 6 for Adam; 0 on the GPU when the
-    optimizer is offloaded to the host."""
+    optimizer is offloaded to the host.  A stack that reduces 16-bit gradients (DeepSpeed,
+    costmodel.stacks.Stack.grads_in_model_dtype) adds the fp32 gradient its step gives the master
+    weights, 4 bytes, sharded as they are."""
     if recipe.optimizer_offload:            # ZeRO-Offload: master and states live in host memory
         return 0.0
     per = 2.0 if recipe.optimizer_states_dtype == "bf16" else 4.0
-    return per * (1 + recipe.optimizer_spec.fp32_states)
+    fp32_grad = 4.0 if get_stack(recipe.stack).grads_in_model_dtype and recipe.precision != "fp32" else 0.0
+    return per * (1 + recipe.optimizer_spec.fp32_states) + fp32_grad
 
 
 #: DeepSpeed's ZeRO reduce bucket, elements: ``reduce_bucket_size`` default 5e8

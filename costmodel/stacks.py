@@ -401,6 +401,11 @@ class Stack:
         sharded_dp_overlap: the DP reduction of a sharded optimizer (ZeRO >= 1) may overlap the backward.
             False for Megatron-LM 2021-22, whose distributed optimizer reduces after the backward and
             whose only overlap was PyTorch DDP's (``--DDP-impl torch``, ZeRO 0).
+        grads_in_model_dtype: the gradients are accumulated and reduced in the model's 16-bit dtype,
+            and the optimizer step converts its share to an fp32 gradient of the master weights: DeepSpeed
+            (deepspeed/runtime/engine.py ``get_data_types``: ``grad_accum_dtype`` defaults to the model
+            dtype; ZeRO-1/2 give the fp32 partition its ``.grad`` by ``flat_grad_partition.to(...)``,
+            runtime/zero/stage_1_and_2.py; without ZeRO its bf16 wrapper copies to fp32 master grads).
     """
 
     name: str
@@ -429,6 +434,7 @@ class Stack:
     pp_default_microbatches: bool = False
     zero3_overlap: bool = False
     sharded_dp_overlap: bool = True
+    grads_in_model_dtype: bool = False
 
     @property
     def megatron_family(self) -> bool:
@@ -492,7 +498,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
                  pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"),
-                 sharded_dp_overlap=name != "megatron-legacy")
+                 sharded_dp_overlap=name != "megatron-legacy", grads_in_model_dtype=name == "deepspeed")
 
 
 STACKS = {s.name: s for s in (

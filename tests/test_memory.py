@@ -354,6 +354,23 @@ def test_deepspeed_zero_offload_keeps_the_reduce_bucket_not_the_gradients(zero):
         assert mg.grads_bytes[0] == pytest.approx(4 * full, rel=0.02)
 
 
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_deepspeed_keeps_bf16_gradients_and_gives_the_master_an_fp32_gradient(zero):
+    """DeepSpeed's grad_accum_dtype defaults to the model's dtype (engine.py get_data_types): bf16 gradients,
+    2 bytes per parameter (sharded at ZeRO-2), and its step converts its share into the fp32 master's
+    gradient (stage_1_and_2.py: flat_grad_partition.to(fp32)): 12 + 4 bytes per parameter over DP at
+    ZeRO >= 1.  Priced as Megatron's fp32 main grads, Mistral 7B at ZeRO-1 on 16 A100 40GB had not fit."""
+    m = load_model("llama3-8b")
+    t = layout(dp=8, zero=zero)
+    ds = memory_bytes(m, Recipe(gbs=64, seq_len=8192, stack="deepspeed", optimizer="adamw"), t)
+    n = m.params()
+    assert ds.grads_bytes[0] == pytest.approx(2 * n / (8 if zero == 2 else 1), rel=1e-6)
+    assert ds.optimizer_bytes[0] == pytest.approx(16 * n / (8 if zero else 1), rel=1e-6)
+    from costmodel.comm import grad_bytes
+    assert grad_bytes(Recipe(gbs=64, seq_len=8192, stack="deepspeed", optimizer="adamw")) == 2.0
+    assert grad_bytes(Recipe(gbs=64, seq_len=8192)) == 4.0
+
+
 def test_a_runs_own_split_peaks_on_its_fullest_rank_states_and_activations_together():
     """Llama 3 70B at TP 2, PP 8 (64 micro-batches), layers 10, 11 x 6, 4 (the energy ILP's split): rank 0
     holds 10 layers, the embedding and 8 micro-batches in flight, rank 1 11 layers and 7; the peak is
