@@ -128,6 +128,21 @@ def test_an_llm_foundry_composer_log_gives_its_steps_batch_and_world():
     assert agg["memory_gib"].median == pytest.approx(71.2310e9 / 2 ** 30)       # GB as Composer prints it
 
 
+def test_composer_rates_rounded_to_4_decimals_give_the_whole_batch_and_its_optimizer_is_read(tmp_path):
+    """Composer prints both rates to 4 decimals: 54.0160 / 0.2110 = 256.0 but 54.0200 / 0.2110 = 256.019, which
+    compare had taken for another batch size than 256 on every record (a real log refused); its LRMonitor's
+    key names the optimizer class (lr-DecoupledAdamW/group0: AdamW, 12 bytes of state, not LionW's 8)."""
+    p = tmp_path / "f.log"
+    p.write_text(FOUNDRY.read_text().replace("Train throughput/samples_per_sec: 54.1440",
+                                             "Train throughput/samples_per_sec: 54.1490")
+                 .replace("lr-DecoupledLionW", "lr-DecoupledAdamW"))
+    log = read_training_log(p)
+    gb = log.iterations.global_batch_size
+    assert set(gb[gb == gb].tolist()) == {256.0}
+    assert log.layout()["gbs"] == 256 and log.args["optimizer"] == "adamw"
+    assert read_training_log(FOUNDRY).args["optimizer"] == "lionw"
+
+
 def test_a_composer_record_with_a_bad_number_is_named(tmp_path):
     p = tmp_path / "f.log"
     p.write_text(FOUNDRY.read_text().replace("Train throughput/batches_per_sec: 0.2115",

@@ -81,12 +81,16 @@ def _record(head, items, path):
     if bps is not None and bps > 0:
         rec["step_time_s"] = 1.0 / bps
         if sps is not None and sps > 0:
-            rec["global_batch_size"] = sps / bps
+            # both rates are printed to 4 decimals (Composer's format_log_data_value): their ratio lands
+            # near the whole batch (256.019), which it is when within the 1 % the arguments allow
+            g = sps / bps
+            rec["global_batch_size"] = float(round(g)) if round(g) and abs(g / round(g) - 1) < 0.01 else g
     for key, col, scale in (("throughput/device/tokens_per_sec", "tokens_per_s_per_gpu", 1.0),
                             ("throughput/device/mfu", "mfu", 1.0), ("loss/train/total", "loss", 1.0),
                             ("memory/peak_reserved_mem", "memory_gib", _GB_TO_GIB)):
         if key in vals:
             rec[col] = vals[key] * scale
+    rec["_optimizer"] = next((k[3:].split("/")[0] for k in vals if k.startswith("lr-")), None)
     rec["_sizes"] = {k: vals[k] for k in ("trainer/device_train_microbatch_size", "throughput/tokens_per_sec",
                                            "throughput/samples_per_sec", "throughput/device/samples_per_sec")
                      if k in vals}
@@ -118,12 +122,20 @@ def parse_composer(segs, path):
     return records, errors, truncs
 
 
+#: optimizer classes as Composer's LRMonitor names them (``lr-{optimizer.__class__.__name__}/group{i}``,
+#: composer/callbacks/lr_monitor.py): Composer's decoupled optimizers (composer/optim/decoupled_weight_decay.py)
+#: and llm-foundry's DecoupledLionW (llmfoundry/optim/lion.py), PyTorch's own
+COMPOSER_OPTIMIZERS = {"DecoupledAdamW": "adamw", "AdamW": "adamw", "Adam": "adam", "DecoupledLionW": "lionw",
+                       "DecoupledSGDW": "sgd", "SGD": "sgd"}
+
+
 def composer_args(records) -> dict:
     """The layout a Composer log states, in the argument-dump keys the layout reader takes
     (costmodel.readers.training_logs.dumps): ``micro_batch_size`` (the last
     ``trainer/device_train_microbatch_size``), ``global_batch_size`` (samples/s over batches/s, where
     the records agree on one whole number), ``seq_length`` (tokens/s over samples/s, likewise) and
-    ``world_size`` (the job's samples/s over a device's, which SpeedMonitor divides by the world size)."""
+    ``world_size`` (the job's samples/s over a device's, which SpeedMonitor divides by the world size) and
+    ``optimizer`` (the class its learning-rate metric names, :data:`COMPOSER_OPTIMIZERS`)."""
     args = {}
     mbs = [r["_sizes"]["trainer/device_train_microbatch_size"] for r in records
            if "trainer/device_train_microbatch_size" in r["_sizes"]]
@@ -140,4 +152,7 @@ def composer_args(records) -> dict:
         whole = {round(v) for v in values if v is not None and v > 0 and abs(v / round(v) - 1) < 0.01}
         if len(whole) == 1 and all(v is None or abs(v / next(iter(whole)) - 1) < 0.01 for v in values):
             args[key] = whole.pop()
+    names = {r["_optimizer"] for r in records if r.get("_optimizer")}
+    if len(names) == 1 and (opt := COMPOSER_OPTIMIZERS.get(next(iter(names)))):
+        args["optimizer"] = opt
     return args
