@@ -23,7 +23,8 @@ from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switch
 #: switch's ``megatron_key`` (costmodel.stacks), else the argument that implies it
 DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_key},
              "flash_attention": "use_flash_attn", "cross_entropy": "cross_entropy_loss_fusion",
-             "moe_expert_load_cv": "load_balancing_loss", "bf16_edge_layers": "first_last_layers_bf16"}
+             "moe_expert_load_cv": "load_balancing_loss", "bf16_edge_layers": "first_last_layers_bf16",
+             "optimizer_offload": "optimizer_cpu_offload"}
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
@@ -63,6 +64,10 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         out["cross_entropy"] = "fused" if a["cross_entropy_loss_fusion"] else "megatron"
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
+    _bool(a, "optimizer_cpu_offload", out, "optimizer_offload", notes)
+    if a.get("offload_param") is True:
+        notes.append("DeepSpeed zero_config: offload_param (ZeRO-3 parameters on the host) is not priced: the "
+                     "parameters are counted in HBM and their host transfers left out")
     if a.get("fp8") not in (None, False, True, "None") and str(a["fp8"]).lower() not in FP8_FORMATS:
         notes.append(f"argument dump: fp8 = {a['fp8']!r} is not an --fp8-format value ({', '.join(FP8_FORMATS)}): "
                      "the precision is not read from the log")

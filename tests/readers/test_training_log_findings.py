@@ -164,6 +164,28 @@ def test_a_deepspeed_log_gives_its_steps_from_the_global_batch_over_samples_per_
     assert log.aggregate()["step_time_s"].median == pytest.approx(256 / 41.5 / 2 + 256 / 41.2 / 2, rel=1e-6)
 
 
+def test_a_deepspeed_zero_config_print_gives_its_offload_and_overlap(tmp_path):
+    """DeepSpeedConfig.print's zero_config line: offload_optimizer to the CPU and overlap_comm had been
+    labelled the stack's defaults (off) beside a log that said otherwise; they are read as the switches."""
+    from costmodel.logged_recipe import logged_switches
+    line = ("[2024-08-01 12:00:00,001] [INFO] [config.py:1013:print]   zero_config .................. stage=2 "
+            "contiguous_gradients=True overlap_comm=True load_from_fp32_weights=True offload_param=None "
+            "offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='cpu', nvme_path=None, buffer_count=4, "
+            "pin_memory=True, ratio=1.0) sub_group_size=1,000,000,000\n")
+    text = DEEPSPEED.read_text()
+    i = text.index("[2024-08-01 12:00:00,001] [INFO] [config.py:1013:print]   fp16_enabled")
+    p = tmp_path / "ds.log"
+    p.write_text(text[:i] + line + text[i:])
+    out, where, _ = logged_switches(read_training_log(p), moe=False)
+    assert out["optimizer_offload"] is True and out["dp_overlap"] is True
+    assert where["optimizer_offload"].startswith("optimizer_cpu_offload")
+    p.write_text(text[:i] + line.replace("DeepSpeedZeroOffloadOptimizerConfig(device='cpu'",
+                                         "DeepSpeedZeroOffloadOptimizerConfig(device='none'")
+                 .replace("overlap_comm=True", "overlap_comm=False") + text[i:])
+    out, _, _ = logged_switches(read_training_log(p), moe=False)
+    assert out["optimizer_offload"] is False and out["dp_overlap"] is False
+
+
 def test_a_megatron_deepspeed_log_with_deepspeed_s_timer_lines_stays_megatron_deepspeed(tmp_path):
     src = LOGS / "megatron_deepspeed_synthetic_zero1_fp16_skipped.log"
     p = tmp_path / "mds.log"

@@ -15,7 +15,9 @@ running average leaves out the first ``start_step`` (2) steps.  The memory figur
 At start-up ``DeepSpeedConfig.print`` (deepspeed/runtime/config.py) logs ``  <attribute> <dots>
 <value>`` for every attribute of the configuration: ``train_batch_size``,
 ``train_micro_batch_size_per_gpu``, ``zero_optimization_stage``, ``world_size``, ``bfloat16_enabled``
-(``bfloat16_config`` in later versions, printed as ``enabled=True ...``) and ``fp16_enabled``.
+(``bfloat16_config`` in later versions, printed as ``enabled=True ...``), ``fp16_enabled`` and ``zero_config``
+(``DeepSpeedZeroConfig``'s fields: ``overlap_comm=True``, ``offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(
+device='cpu', ...)`` or ``None``, ``offload_param`` alike).
 """
 from __future__ import annotations
 
@@ -61,8 +63,9 @@ def parse_deepspeed(segs, path):
 
 def deepspeed_args(segs) -> dict:
     """The configuration print's layout as argument-dump keys (``global_batch_size``,
-    ``micro_batch_size``, ``zero_stage``, ``world_size``, ``bf16`` / ``fp16``), with ``deepspeed``
-    True; the first print of each attribute."""
+    ``micro_batch_size``, ``zero_stage``, ``world_size``, ``bf16`` / ``fp16``; from ``zero_config``
+    ``overlap_grad_reduce`` (overlap_comm), ``optimizer_cpu_offload`` and ``offload_param`` (an offload
+    device other than none)), with ``deepspeed`` True; the first print of each attribute."""
     args = {"deepspeed": True}
     for s in segs:
         m = _CONFIG.search(s.text)
@@ -80,4 +83,13 @@ def deepspeed_args(segs) -> dict:
             args.setdefault("bf16" if key.startswith("bfloat16") else "fp16", val == "True")
         elif key == "bfloat16_config" and "enabled=" in val:
             args.setdefault("bf16", "enabled=True" in val)
+        elif key == "zero_config" and "zero_config" not in args:
+            args["zero_config"] = True
+            ov = re.search(r"\boverlap_comm=(True|False)\b", val)
+            if ov:
+                args["overlap_grad_reduce"] = ov.group(1) == "True"
+            for what, to in (("offload_optimizer", "optimizer_cpu_offload"), ("offload_param", "offload_param")):
+                off = re.search(rf"\b{what}=(None|\w+\(device='(\w+)')", val)
+                if off:
+                    args[to] = off.group(2) not in (None, "none")
     return args
