@@ -514,6 +514,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("torchtitan runs ZeRO-1 only with a pipeline: it stands for FSDP2 keeping its parameters gathered "
          "through the step (reshard_after_forward False, torchtitan's default with PP); without one, --zero 3",
          (recipe.stack == "torchtitan") & (t.zero == 1) & (t.pp == 1)),
+        ("the {stack} stack's checkpointing (Hugging Face gradient_checkpointing) re-runs whole layers: --recompute "
+         "full or none", np.full(len(t), recipe.stack == "deepspeed") & (t.recompute == 1)),
         ("--recompute-num-layers applies to full recompute", (t.recompute_num_layers > 0) & (t.recompute != 2)),
         ("--recompute-num-layers must not exceed the layers of one pipeline chunk (num_layers / (PP x VP))",
          t.recompute_num_layers > np.ceil(layers_per_stage(model, t) / t.vp)),

@@ -558,3 +558,14 @@ def test_tp_may_span_all_of_a_jobs_gpus_inside_one_nvlink_domain():
     assert 16 in set(enumerate_layouts(g3, r, 64, 72).tp.tolist())
     code, msgs = validity(layout(tp=16, pp=3, dp=3), g3, Recipe(gbs=72, seq_len=2048), 144, 72)
     assert "NVLink domain (72" in msgs[code[0]]
+
+
+def test_hugging_face_checkpointing_under_deepspeed_has_no_selective_recompute():
+    """HF's gradient_checkpointing wraps whole decoder layers: --recompute selective on the deepspeed stack
+    had been priced as Megatron's attention-only recompute; full and none stay."""
+    m = load_model("llama3.1-8b")
+    r = Recipe(gbs=64, seq_len=4096, stack="deepspeed", optimizer="adamw")
+    with pytest.raises(InputError, match="re-runs whole layers"):
+        check_layout(layout(dp=8, zero=3, recompute="selective"), m, r, 8, 8)
+    for rc in ("full", "none"):
+        check_layout(layout(dp=8, zero=3, recompute=rc), m, r, 8, 8)
