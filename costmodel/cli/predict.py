@@ -128,7 +128,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
-             + [_uniform_routing_note(m, r)] if n]
+             + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags)]
+             if n]
     _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
@@ -297,6 +298,35 @@ def _pp_layout(text, m, lay: dict, sc: dict):
         raise InputError("--pp-layout", "", "the --config file sets its own pipeline split: drop the flag or the file's split")
     sc["uneven_pp"] = "any"
     return with_pipeline_layout(m, text, lay["pp"], lay["vp"])
+
+
+def _domain_note(lay: dict, c, moe: bool) -> str | None:
+    """A note where NVLink domains of several nodes (GB200 NVL72) are not tiled by the job: a partly
+    filled domain, or CP / EP groups whose blocks of ranks straddle a domain boundary (ranks fill nodes
+    and nodes domains in order, costmodel.comm.group_span), so the slowest group's traffic crosses the
+    NICs and paces every other."""
+    from ..fabric import blocks_touched
+    d, n = c.scale_up_gpus, c.num_gpus
+    if d <= c.gpus_per_node or n <= d:
+        return None
+    said = [f"the job's {n} GPUs fill {n // d} NVLink domain(s) of {d} and {n % d} GPUs of another"] if n % d else []
+    for name, stride, size in (("CP", lay["tp"], lay["cp"]), ("EP", lay.get("etp") or lay["tp"], lay["ep"] if moe else 1)):
+        b = stride * size
+        if size > 1 and float(blocks_touched(b, d, n)) > -(-b // d):
+            said.append(f"the {name} groups' blocks of {b} ranks do not tile the {d}-GPU domain: the slowest straddles "
+                        "two domains and its traffic crosses the NICs (a cluster file whose domain_gpus the job's "
+                        f"blocks divide, e.g. {d // b * b} GPUs used per domain, keeps each group inside one)")
+    return "; ".join(said) or None
+
+
+def _zero3_overlap_note(r, lay: dict, flags) -> str | None:
+    """A note where --dp-overlap / --no-dp-overlap is given for ZeRO-3 on a stack whose FSDP overlaps its
+    gathers and reduce-scatters whatever the switch says (costmodel.stacks.Stack.zero3_overlap)."""
+    if lay["zero"] != 3 or (flags or {}).get("dp_overlap") is None or not get_stack(r.stack).zero3_overlap:
+        return None
+    return (f"--{'' if flags['dp_overlap'] else 'no-'}dp-overlap changes nothing at ZeRO-3 on the {r.stack} stack: its "
+            "FSDP prefetches the next gather and reduce-scatters under the compute whatever it says "
+            "(costmodel.stacks Stack.zero3_overlap)")
 
 
 def _uniform_routing_note(m, r) -> str | None:

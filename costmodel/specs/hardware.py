@@ -368,9 +368,11 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         if nodes < 1 or nodes > 2**24:
             raise InputError("--nodes", "", f"must be between 1 and 2^24, got {nodes}")
         n_nodes = nodes
+    # the optional numbers too, so one message names every missing source
     _check_sources(d, w, ["gpus_per_node", "nodes", "intra_node.bandwidth_per_gpu", "intra_node.latency",
-                          "inter_node.bandwidth_per_nic", "inter_node.latency",
-                          "inter_node.nics_per_node", "power.node_power_budget", "cooling.inlet_temp"])
+                          "intra_node.domain_gpus", "inter_node.bandwidth_per_nic", "inter_node.latency",
+                          "inter_node.nics_per_node", "inter_node.tiers", "power.node_power_budget",
+                          "cooling.inlet_temp"])
     ctype = _get_str(cooling, "type", w, ("air", "liquid"), prefix="cooling.")
     host = _sub(d, "host", w) if d.get("host") is not None else {}
     for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu"):       # 1 GB/s .. 100 TB/s: a host, not a typo

@@ -354,13 +354,20 @@ def check_source_keys(d: dict, where, schema=()) -> None:
 
 
 def _check_sources(d: dict, where, numeric_paths: list[str]):
+    """Every one of ``numeric_paths`` the file gives has a ``sources`` entry (its own, or its section's).
+
+    Raises:
+        InputError: no sources mapping; every missing entry of the list in one message, named from the
+            first; an entry that is not a citation."""
     src = d.get("sources")
     if not isinstance(src, dict):
         raise InputError(where, "sources", "missing: every number needs its source")
+    missing = [p for p in numeric_paths if p not in src and p.split(".")[0] not in src and _has_path(d, p)]
+    if missing:
+        raise InputError(where, f"sources.{missing[0]}", "missing: every number needs its source"
+                         + (f"; also sources.{', sources.'.join(missing[1:])}" if missing[1:] else ""))
     for p in numeric_paths:
         top = p.split(".")[0]
-        if p not in src and top not in src and _has_path(d, p):
-            raise InputError(where, f"sources.{p}", "missing: every number needs its source")
         cite = src.get(p, src.get(top))
         if _has_path(d, p) and not (isinstance(cite, str) and cite.strip()):
             raise InputError(where, f"sources.{p if p in src else top}", f"{cite!r} is not a source: give the "

@@ -177,3 +177,27 @@ def test_hardware_shows_one_s_own_cluster_file_as_the_model_reads_it(tmp_path):
     assert d["gpus"][0]["profile"] is None            # no built-in profile for a GPU of one's own
     assert [g["gpu"] for g in json.loads(run("hardware", "--gpu", "h100-sxm-80gb", "--json").stdout)["gpus"]] == [
         "h100-sxm-80gb"]
+
+
+def test_every_missing_source_of_a_cluster_file_is_named_at_once(tmp_path):
+    """Two unsourced numbers had taken two runs to learn of: one message names both."""
+    text = "".join(ln for ln in DGX.splitlines(keepends=True)
+                   if not ln.startswith(("  intra_node.bandwidth_per_gpu:", "  inter_node.latency:")))
+    with pytest.raises(InputError, match="also sources.inter_node.latency") as e:
+        load_cluster(_write(tmp_path, "c.yaml", text))
+    assert e.value.field == "sources.intra_node.bandwidth_per_gpu"
+
+
+def test_a_job_that_does_not_tile_its_nvlink_domains_and_a_zero3_overlap_flag_are_said():
+    """DeepSeek-V3 on 32 GB200 trays: rack 0 holds 18 trays, rack 1 14, so the EP 16 group of ranks 64-79
+    straddles the racks and paces the step over the NICs (37% slower than 64 GPUs a rack), which nothing
+    said; --no-dp-overlap at ZeRO-3 on Megatron-core changes nothing (its FSDP overlaps anyway), silently."""
+    r = run("predict", "--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--nodes", "32", "--tp", "2", "--pp", "8",
+            "--ep", "16", "--etp", "1", "--mbs", "1", "--gbs", "1024", "--seq-len", "4096")
+    err = " ".join(r.stderr.split())
+    assert r.returncode in (0, 3), r.stderr
+    assert "fill 1 NVLink domain(s) of 72 and 56 GPUs of another" in err
+    assert "the EP groups' blocks of 16 ranks do not tile the 72-GPU domain" in err and "64 GPUs used per domain" in err
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "1", "--zero", "3",
+            "--gbs", "64", "--seq-len", "4096", "--no-dp-overlap")
+    assert "--no-dp-overlap changes nothing at ZeRO-3 on the megatron stack" in " ".join(r.stderr.split())
