@@ -47,6 +47,13 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     dp = {0: "DP (replicated, DDP)", 1: "DP with ZeRO-1 (optimizer states sharded)",
           2: "DP with ZeRO-2 (gradients and optimizer states sharded)",
           3: "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded)"}[layout["zero"]]
+    # the stack's own key for it: llm-foundry's fsdp_config.sharding_strategy (PyTorch FSDP's
+    # ShardingStrategy), DeepSpeed's zero_optimization.stage
+    own = ({3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}.get(layout["zero"]) if recipe.stack == "llm-foundry"
+           else str(layout["zero"]) if recipe.stack == "deepspeed" else None)
+    if own is not None:
+        dp += (f" (fsdp_config.sharding_strategy: {own})" if recipe.stack == "llm-foundry"
+               else f" (zero_optimization.stage: {own})")
     lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
              f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
              f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",

@@ -585,9 +585,21 @@ def read_run_config(path) -> RunConfig:
     foundry = [k for k in ("global_train_batch_size", "device_train_microbatch_size", "fsdp_config", "max_seq_len")
                if isinstance(d, dict) and k in d]
     if foundry:
+        fsdp = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
+        shard = str(fsdp.get("sharding_strategy", "FULL_SHARD"))
+        zero = {"FULL_SHARD": "--zero 3 (its FULL_SHARD)", "SHARD_GRAD_OP": "--zero 2 (its SHARD_GRAD_OP)",
+                "NO_SHARD": "--zero 0 (its NO_SHARD)"}.get(shard, f"a --zero (its {shard} is not priced: FULL_SHARD 3, "
+                                                                  "SHARD_GRAD_OP 2, NO_SHARD 0)")
         raise InputError(path, "", f"an llm-foundry YAML ({', '.join(foundry)}), which --config does not read (NeMo "
-                         "YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, --zero 3 (FSDP FULL_SHARD), "
+                         f"YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, {zero}, "
                          "--recompute full (activation_checkpointing) and --stack llm-foundry")
+    deepspeed = [k for k in ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size")
+                 if isinstance(d, dict) and k in d]
+    if deepspeed:
+        raise InputError(path, "", f"a DeepSpeed configuration ({', '.join(deepspeed)}), which --config does not read "
+                         "(NeMo YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, --zero (its "
+                         "zero_optimization.stage), --optimizer-offload where it offloads the optimizer, and "
+                         "--stack deepspeed")
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
         raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
                          "Megatron-Bridge YAML or torchtitan TOML are read)")

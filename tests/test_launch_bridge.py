@@ -56,3 +56,14 @@ def test_format_bridge_is_a_format_and_a_bridge_config_gets_its_own_keys():
     r = stack_recipe(STACKS["nemo"], 128, 8192, "bf16")
     title, text = launch_settings(dict(_BASE, tp=2, pp=1, vp=1, dp=8, ep=1), m, r, fmt="bridge")
     assert title.startswith("Megatron-Bridge") and "tensor_model_parallel_size: 2" in text
+
+
+@pytest.mark.parametrize("stack, zero, key", [("llm-foundry", 2, "fsdp_config.sharding_strategy: SHARD_GRAD_OP"),
+                                              ("llm-foundry", 3, "fsdp_config.sharding_strategy: FULL_SHARD"),
+                                              ("deepspeed", 2, "zero_optimization.stage: 2")])
+def test_the_settings_of_a_stack_without_a_format_name_its_own_sharding_key(stack, zero, key):
+    """llm-foundry's settings had said 'DP with ZeRO-2', not the fsdp_config value to write."""
+    m = load_model("llama3-8b")
+    r = stack_recipe(STACKS[stack], 64, 4096, "bf16")
+    _, text = launch_settings(dict(_BASE, tp=1, pp=1, vp=1, dp=8, ep=1, zero=zero, sp=False), m, r, fmt="settings")
+    assert key in text

@@ -688,12 +688,14 @@ _T5_BASE = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
 
 
 @pytest.mark.parametrize("config, key, needle", [
-    (_T5_BASE, "is_encoder_decoder", "encoder-decoder model"),
-    (dict(_T5_BASE, is_encoder_decoder=False), "num_decoder_layers", "encoder-decoder model"),
-    ({"model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "vocab_size": 32768,
+    (_T5_BASE, "model_type", "encoder-decoder model"),
+    # a type of one's own (remote code) carrying a key only such models have
+    (dict(_T5_BASE, model_type="my_seq2seq"), "is_encoder_decoder", "encoder-decoder model"),
+    (dict(_T5_BASE, model_type="my_seq2seq", is_encoder_decoder=False), "num_decoder_layers", "encoder-decoder model"),
+    ({"model_type": "my_ssm", "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "vocab_size": 32768,
       "state_size": 128, "n_groups": 8, "expand": 2, "intermediate_size": 8192, "num_attention_heads": 32,
       "hidden_act": "silu"}, "state_size", "state-space or recurrent model"),
-    ({"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+    ({"model_type": "my_vision", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
       "intermediate_size": 3072, "hidden_act": "gelu", "image_size": 224, "patch_size": 16, "vocab_size": 1000},
      "image_size", "vision or audio model"),
     ({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -724,3 +726,14 @@ def test_attention_bias_is_every_projection_s_and_an_unknown_family_s_bias_keys_
         with pytest.raises(InputError, match="biases of a family the reader does not know") as e:
             load_model(str(f))
         assert e.value.field == key
+
+
+def test_an_mpt_config_is_refused_by_its_type_not_by_a_key_it_lacks(tmp_path):
+    """MPT-30B's hub config (d_model, n_heads, expansion_ratio, attn_config) had failed on 'ffn_config:
+    ffn_hidden_size: missing', DBRX's key, which the file never has."""
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({"model_type": "mpt", "d_model": 7168, "n_heads": 64, "n_layers": 48, "expansion_ratio": 4,
+                             "vocab_size": 50432, "attn_config": {"alibi": True}, "ffn_config": {"ffn_type": "mptmlp"}}))
+    with pytest.raises(InputError, match="MPT's own keys") as e:
+        load_model(str(f))
+    assert e.value.field == "model_type"

@@ -350,3 +350,19 @@ def test_nemo_2_and_bridge_fuse_the_loss_by_default_and_nemo_1_does_not(tmp_path
     out = nemo_overrides(dict(tp=2, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, sp=True, zero=1, recompute="none",
                               recompute_num_layers=0, overlap=True, etp=1), load_model("llama3-8b"), r)
     assert "recipe.model.config.cross_entropy_loss_fusion = True" in out
+
+
+def test_a_deepspeed_json_and_an_llm_foundry_hybrid_shard_are_named_for_what_they_are(tmp_path):
+    """A DeepSpeed JSON had been refused as 'no model: section'; an llm-foundry YAML with HYBRID_SHARD had been
+    told to use --zero 3 (FULL_SHARD over every GPU, not within a node)."""
+    ds = tmp_path / "ds_config.json"
+    ds.write_text('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 2}')
+    with pytest.raises(InputError, match="a DeepSpeed configuration .*--stack deepspeed"):
+        read_run_config(ds)
+    fy = tmp_path / "foundry.yaml"
+    fy.write_text("global_train_batch_size: 256\ndevice_train_microbatch_size: 4\nmax_seq_len: 2048\n"
+                  "fsdp_config:\n  sharding_strategy: HYBRID_SHARD\n")
+    with pytest.raises(InputError, match="its HYBRID_SHARD is not priced"):
+        read_run_config(fy)
+    with pytest.raises(InputError, match=r"--zero 2 \(its SHARD_GRAD_OP\)"):
+        read_run_config(fy.write_text(fy.read_text().replace("HYBRID_SHARD", "SHARD_GRAD_OP")) and fy)

@@ -56,7 +56,10 @@ _TEXT_SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "in
                     "num_experts_per_tok", "interleave_moe_layer_step")
 #: Hugging Face model types whose architecture adds what this reader does not model, with why
 _REFUSED_TYPES = {"deepseek_v32": "DeepSeek-V3.2's sparse attention (DSA) adds a lightning indexer to every layer "
-                                  "(its index_n_heads / index_head_dim / index_topk keys): not modelled"}
+                                  "(its index_n_heads / index_head_dim / index_topk keys): not modelled",
+                  "mpt": "MPT's own keys (d_model, n_heads, n_layers, expansion_ratio) are not read: give hidden_size, "
+                         "num_attention_heads, num_hidden_layers, intermediate_size (expansion_ratio x d_model), "
+                         "hidden_act gelu and vocab_size under another model_type"}
 #: families whose HF config class defaults tie_word_embeddings to True when the file leaves it out:
 #: PretrainedConfig's default (GPT-2, GPT-Neo, OPT, BLOOM do not override it) and Gemma/Gemma 2/
 #: Gemma 3 (configuration_gemma*.py); Grok-1's remote Grok1Config shares its in/out embedding.
@@ -266,6 +269,7 @@ def read_model_config(d: dict, path) -> ModelSpec:
             modelled.
     """
     w = str(path)
+    _check_model_type(d.get("model_type"), w, remote="auto_map" in d)     # before its nested sections are read
     d, w = _nested(d, w)
     mt = d.get("model_type")
     _check_model_type(mt, w, remote="auto_map" in d)

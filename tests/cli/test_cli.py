@@ -218,7 +218,8 @@ def test_non_megatron_stacks_get_settings_not_megatron_arguments():
     assert "config.activation_checkpoint = None" in tt.stdout
     ds = run(*args, "--stack", "deepspeed")
     assert "Settings for deepspeed" in ds.stdout
-    assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded): 32" in ds.stdout
+    assert "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded) (zero_optimization.stage: 3): 32" \
+        in ds.stdout
     mc = run(*args, "--stack", "megatron")
     assert mc.returncode == 0, mc.stderr
     assert "Megatron-LM arguments" in mc.stdout and "--use-torch-fsdp2 \\\n  --no-gradient-accumulation-fusion" in mc.stdout
