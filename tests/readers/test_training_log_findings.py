@@ -208,3 +208,15 @@ def test_ranks_printing_their_start_markers_between_records_are_no_restart(tmp_p
     p.write_text("\n".join(rows) + "\n")
     log = read_training_log(p, strict=False)
     assert log.framework == "torchtitan" and sorted(set(log.iterations.iteration)) == [10, 20]
+
+
+def test_a_deepspeed_timer_line_cut_by_the_end_of_the_file_is_said(tmp_path):
+    """A log whose last timer line ends before CurrSamplesPerSec had lost that step silently."""
+    text = DEEPSPEED.read_text().rstrip("\n")
+    last = text.rsplit("\n", 1)[1]
+    assert "global_step=" in last
+    p = tmp_path / "ds.log"
+    p.write_text(text[: len(text) - len(last)] + last[: last.index("CurrSamplesPerSec") + 6])
+    log = read_training_log(p)
+    assert any("last line is truncated, record dropped (DeepSpeed timer line cut" in w for w in log.warnings)
+    assert list(log.iterations.iteration) == [10, 20, 30, 40, 50]

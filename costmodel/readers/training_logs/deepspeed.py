@@ -27,6 +27,8 @@ from .lines import _num, _short, _wall_time, _where
 
 _STEP = re.compile(r"\bepoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), "
                    r"CurrSamplesPerSec=([^,\s]+)")
+#: the start of a timer line, to tell a line the file cuts short from another line
+_STEP_START = re.compile(r"\bepoch=\d+/micro_step=\d+/global_step=\d+")
 #: the timer line's peak allocated memory: max_memory_allocated() / 1024**3, printed as "GB"
 #: (deepspeed/utils/timer.py ThroughputTimer.stop): GiB of tensors, not the allocator's reserved cache
 _MAX_MEM = re.compile(r"\bMaxMemAllocated=([\d.]+)GB")
@@ -41,9 +43,11 @@ def parse_deepspeed(segs, path):
     the other parsers give them; ``samples_per_s`` is the job's (the global batch per step),
     ``memory_gib`` its peak allocated memory (:data:`_MAX_MEM`)."""
     records, errors, truncs = [], [], []
-    for s in segs:
+    for i, s in enumerate(segs):
         m = _STEP.search(s.text)
         if not m:
+            if i == len(segs) - 1 and _STEP_START.search(s.text):      # the file ends inside the line
+                truncs.append(f"{_where(path, s)}: DeepSpeed timer line cut before CurrSamplesPerSec: {_short(s.text)}")
             continue
         try:
             rate = _num(m.group(5))
