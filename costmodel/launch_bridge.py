@@ -34,9 +34,9 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
                  moe_expert_capacity_factor=recipe.moe_capacity_factor if recipe.moe_capacity_factor > 0 else None)
         if recipe.moe_dispatcher == "flex":
             m["moe_flex_dispatcher_backend"] = "deepep"
-        m.update({s.megatron_key: bool(getattr(recipe, s.name)) for s in MOE_FLAG_SWITCHES})
-        if recipe.moe_ep_overlap:
-            m["delay_wgrad_compute"] = True
+        # the EP overlap is the comm_overlap section's (its setup writes it over the model's): not here
+        m.update({s.megatron_key: bool(getattr(recipe, s.name)) for s in MOE_FLAG_SWITCHES
+                  if s.name != "moe_ep_overlap"})
     if model.mtp_layers:
         m["mtp_num_layers"] = model.mtp_layers
     rc = t["recompute"]
@@ -62,11 +62,12 @@ def _mixed_precision(recipe: Recipe) -> dict:
     """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
     gathers (fp8_param_gather) where the prediction prices 16-bit ones, so every field is set."""
     p = recipe.precision
+    # every field the section sets, so merged into a recipe's file it leaves none of the recipe's in force
     mp = {"_target_": "megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
-          "bf16": p != "fp16", "fp16": p == "fp16", "grad_reduce_in_fp32": recipe.main_grads_dtype != "bf16"}
+          "bf16": p != "fp16", "fp16": p == "fp16", "grad_reduce_in_fp32": recipe.main_grads_dtype != "bf16",
+          "fp8": None, "fp8_param_gather": False, "fp4": None, "fp4_param_gather": False}
     if p in ("fp8", "mxfp8"):
-        mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8",
-                  fp8_param_gather=False)
+        mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8")
     if p == "nvfp4":
         mp.update(fp4="e2m1", fp4_recipe="nvfp4")
     n = int(recipe.bf16_edge_layers)
@@ -89,15 +90,20 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     ddp = dict(use_distributed_optimizer=t["zero"] in (1, 2, 3), **dp)
     if fsdp:
         ddp.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
+    # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
+    dtype = lambda v: {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"}  # noqa: E731
     optimizer = dict(optimizer="sgd" if recipe.optimizer == "sgd" else "adam",
-                     use_distributed_optimizer=t["zero"] in (1, 2, 3))
+                     use_distributed_optimizer=t["zero"] in (1, 2, 3), use_precision_aware_optimizer=False,
+                     main_grads_dtype=dtype("fp32"), exp_avg_dtype=dtype("fp32"), exp_avg_sq_dtype=dtype("fp32"))
     for k, v in optimizer_config(recipe):
-        # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
-        optimizer[k] = {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"} \
-            if k.endswith("dtype") else v
+        optimizer[k] = dtype(v) if k.endswith("dtype") else v
     comm = dict(tp_comm_overlap=bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1), **dp)
     if t["vp"] > 1:
         comm.update(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden)
+    if model.is_moe:
+        # Bridge's CommOverlapConfig writes both over the model's, from this section (comm_overlap.py)
+        comm.update(overlap_moe_expert_parallel_comm=bool(recipe.moe_ep_overlap),
+                    delay_wgrad_compute=bool(recipe.moe_ep_overlap))
     doc = dict(model=_model_section(t, model, recipe, layers),
                train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
                dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,

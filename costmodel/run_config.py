@@ -389,7 +389,7 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
     Bridge ``recompute_``), with the block method's layer count; the raw value, None when unset.
 
     Raises:
-        InputError: a granularity that is not null, selective or full.
+        InputError: a granularity that is not null, selective or full, or full without its method.
     """
     key = prefix + "granularity"
     gran = m.get(key)
@@ -403,6 +403,10 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
     if L["recompute"] is None:
         raise InputError(path, f"model.{key}", f"{gran!r} is not null, selective or full")
     cfg.where["recompute"] = f"{path}: model.{key}"
+    if gran == "full" and (method is None or (isinstance(method, str) and _unset(method))) \
+            and not (isinstance(method, str) and method.startswith("${")):
+        raise InputError(path, f"model.{prefix}method", "missing with full recompute: Megatron-core raises without "
+                         "it (TransformerConfig.__post_init__: recompute_method must be \"block\" or \"uniform\")")
     if gran == "full" and method == "block":
         if m.get(prefix + "num_layers") is None:
             raise InputError(path, f"model.{prefix}num_layers", "missing: the block method recomputes this many layers "

@@ -22,6 +22,12 @@ _BLOCKWISE_NOTE = ("is priced as delayed per-tensor fp8: its casts move about as
                    "GEMM, slower on Hopper, is not modelled")
 
 
+#: the dataset configs whose sequence length Megatron-Bridge asserts equals the model's (ConfigContainer.validate,
+#: megatron/bridge/training/config.py at 067f987); a DatasetProvider (HFDatasetConfig) is not checked
+_SEQ_ASSERTED = ("GPTDatasetConfig", "GPTSFTDatasetConfig", "DirectHFSFTDatasetConfig", "EnergonDatasetConfig",
+                 "MockVLMSFTDatasetConfig")
+
+
 def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
     """The sequence length of a Megatron-Bridge config: the dataset's (``sequence_length`` of a GPT
     dataset, ``seq_length`` of a fine-tuning one: what each sample holds), else the model's
@@ -36,6 +42,10 @@ def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
     if "seq_len" not in R:
         _take(cfg, path, R, "seq_len", m, "seq_length", _int, "model.")
     elif isinstance(m.get("seq_length"), int) and m["seq_length"] != R["seq_len"]:
+        if str(ds.get("_target_", "")).rsplit(".", 1)[-1] in _SEQ_ASSERTED:
+            raise InputError(path, "model.seq_length", f"{m['seq_length']} differs from dataset.{key} {R['seq_len']}: "
+                             f"Megatron-Bridge asserts they match for a {ds['_target_'].rsplit('.', 1)[-1]} "
+                             "(ConfigContainer.validate)")
         cfg.notes.append(f"{path}: dataset.{key} {R['seq_len']} is what a sample holds; model.seq_length "
                          f"{m['seq_length']} (the model's maximum) is not used")
     packed = ds.get("packed_sequence_specs")
@@ -98,6 +108,11 @@ def _bridge_precision(mp, path: str, cfg: RunConfig, sec: str = "mixed_precision
             raise InputError(path, f"{sec}.fp8_recipe",
                              f"expected one of {', '.join((*TE_FP8_RECIPES, 'mxfp8', 'blockwise'))}, got {rec!r}")
         given, rec = rec is not None, (rec or _FP8_RECIPE_DEFAULT[sec]).lower()
+        if f8 not in (None, False) and mp.get("fp4") not in (None, False):
+            raise InputError(path, f"{sec}.fp4", "and fp8 are both set: Megatron-Bridge refuses them together "
+                             "(MixedPrecisionConfig.finalize: 'fp4 and fp8 cannot be used simultaneously')")
+        if mp.get("bf16") is True and mp.get("fp16") is True:
+            raise InputError(path, f"{sec}.fp16", "and bf16 are both true: Megatron-Bridge asserts one precision mode")
         rec4 = mp.get("fp4_recipe")         # Megatron-core's fp4_recipe: nvfp4 (the one priced) or custom
         if mp.get("fp4") not in (None, False) and rec4 not in (None, "nvfp4"):
             cfg.notes.append(f"{path}: {sec}.fp4_recipe {rec4!r} is priced as NVFP4")
@@ -373,4 +388,38 @@ def _bridge(d: dict, path: str) -> RunConfig:
         # null there lets Bridge turn it on with VP; the model section's value is the dataclass
         # default before that setup runs, so only an explicit comm_overlap value is read
         _take(cfg, path, R, "pp_overlap", co, "overlap_p2p_comm", _bool, "comm_overlap.")
+    if isinstance(co, dict) and co:
+        _bridge_comm_overlap_setup(co, m, path, cfg)
     return cfg
+
+
+def _bridge_comm_overlap_setup(co: dict, m: dict, path: str, cfg: RunConfig) -> None:
+    """What Bridge's CommOverlapConfig.setup writes over the model and DDP configs when the file has a
+    ``comm_overlap`` section (megatron/bridge/training/comm_overlap.py at 067f987): the MoE EP overlap and its
+    delayed wgrad start False and take the section's values (``_get_model_comm_overlap_cfgs``, then
+    ``_override_user_cfgs``), so the model section's are not what trains; under the distributed optimizer the
+    DP overlap starts on for DP > 1 (``_get_optimizer_overlap_cfgs``) and takes the section's value, over the
+    ddp section's.
+
+    Raises:
+        InputError: a value that is not true or false, naming the key."""
+    R, W = cfg.recipe, cfg.where
+    for key in ("overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "overlap_grad_reduce"):
+        if co.get(key) is not None and not isinstance(co.get(key), bool):
+            raise InputError(path, f"comm_overlap.{key}", f"{co[key]!r} is not a valid value: expected true or false")
+    ep = co.get("overlap_moe_expert_parallel_comm")
+    if m.get("overlap_moe_expert_parallel_comm") not in (None, ep if ep is not None else False):
+        cfg.notes.append(f"{path}: model.overlap_moe_expert_parallel_comm {m['overlap_moe_expert_parallel_comm']} is "
+                         "written over by the comm_overlap section's setup (Bridge's CommOverlapConfig): not read")
+    if "moe_ep_overlap" in R or ep:          # a dense run's section may say false: nothing to switch
+        R["moe_ep_overlap"] = bool(ep)
+        W["moe_ep_overlap"] = f"{path}: comm_overlap.overlap_moe_expert_parallel_comm" if ep is not None else \
+            f"{path}: comm_overlap without overlap_moe_expert_parallel_comm (Bridge's setup: off)"
+    if (cfg.layout.get("zero") or 0) >= 1:
+        dp = co.get("overlap_grad_reduce")
+        if dp is None and R.get("dp_overlap") is False:
+            cfg.notes.append(f"{path}: ddp.overlap_grad_reduce false is written over by the comm_overlap section's "
+                             "setup, which turns the DP overlap on under the distributed optimizer for DP > 1")
+        R["dp_overlap"] = True if dp is None else dp
+        W["dp_overlap"] = f"{path}: comm_overlap.overlap_grad_reduce" if dp is not None else \
+            f"{path}: comm_overlap without overlap_grad_reduce (Bridge's setup: on under the distributed optimizer)"

@@ -661,7 +661,7 @@ def get_stack(name: str, where: str = "--stack") -> Stack:
         raise InputError(where, "", f"{name!r} is not one of {', '.join(STACKS)}") from None
 
 
-def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
+def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool, num_layers: int | None = None) -> None:
     """Combinations Megatron-LM refuses at start-up, refused here on the stacks that run its code
     (megatron, nemo: :data:`TE_STACKS`) so a printed launch never fails:
 
@@ -669,7 +669,8 @@ def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
       (``--use-precision-aware-optimizer``, megatron/core/optimizer/__init__.py), which FSDP2 excludes
       (megatron/training/arguments.py: ``--use-torch-fsdp2`` asserts no distributed optimizer);
     * delayed FP8 scaling with BF16 first/last layers or with ``moe_act`` / ``layernorm`` recomputation
-      (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ...");
+      (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ..."), and more BF16
+      first or last layers than a pipeline stage holds (``num_layers`` // PP, the same check);
     * ``moe_act`` recomputation without grouped GEMM (transformer_config.py).
 
     Rules that depend on the layout's degrees (the interleaved schedule without P2P overlap at PP <= 2)
@@ -688,6 +689,10 @@ def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool) -> None:
     if delayed and recipe.bf16_edge_layers:
         raise InputError("--bf16-edge-layers", "", "Megatron-LM's delayed FP8 scaling does not support BF16 first/last "
                          "layers (TransformerConfig): add --fp8-recipe tensorwise or drop --bf16-edge-layers")
+    cap = num_layers // layout["pp"] if num_layers and layout.get("pp") else None
+    if cap is not None and recipe.bf16_edge_layers > cap and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
+        raise InputError("--bf16-edge-layers", "", f"{recipe.bf16_edge_layers} exceeds the {cap} layers of a pipeline "
+                         f"stage (num_layers // PP): Megatron-core's TransformerConfig refuses it")
     mods = set(recipe.recomputed) if layout.get("recompute") == "selective" else set()
     if delayed and mods & {"moe_act", "layernorm"}:
         raise InputError("--recompute-modules", "", "Megatron-LM's delayed FP8 scaling does not support moe_act or "

@@ -26,6 +26,7 @@ from .published_row import (note_says, _fastest_mbs, stack_pipeline_mbs, _least_
                             row_stack, row_switches, row_zero, switch_problem)
 from .published_cluster import row_cluster
 from .specs import ModelSpec, Recipe, cluster_profile, load_cluster, load_profile
+from .specs.recipe import PRECISIONS
 from .stacks import STACKS, TE_STACKS, stack_recipe
 from .uncertainty import step_time_band
 from .runs_csv import LINE, METRICS, RUN_COLUMNS, read_runs_csv
@@ -198,7 +199,7 @@ def _skip_reason(r: dict) -> str | None:
 
 
 def _row_problem(r: dict) -> str | None:
-    """Why a row's categorical cells cannot be read (an unknown recompute, sharding or SP value)."""
+    """Why a row's categorical cells cannot be read (an unknown recompute, sharding, precision or SP value)."""
     rc = (r.get("recompute") or "").strip()
     if rc not in ("", "unknown") + RECOMPUTE:
         return f"recompute {rc!r} is not one of {', '.join(RECOMPUTE)} (or empty)"
@@ -208,6 +209,9 @@ def _row_problem(r: dict) -> str | None:
     if z.lower() in ("none", "zero-0") and notes_name_dist_opt(r):
         return (f"fsdp_or_zero {z!r} contradicts the notes, which name Megatron's distributed optimizer "
                 "(--use-distributed-optimizer or --overlap-param-gather: ZeRO-1)")
+    prec = (r.get("precision") or "").strip().lower()
+    if prec and prec not in PRECISIONS:
+        return f"precision {prec!r} is not one of {', '.join(PRECISIONS)}"
     spv = (r.get("sequence_parallel") or "").strip().lower()
     if spv not in ("", "true", "false"):
         return f"sequence_parallel {spv!r} is not true, false or empty"

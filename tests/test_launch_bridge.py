@@ -41,12 +41,19 @@ def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name,
     assert cfg.recipe["tp_comm_overlap"] == (r.tp_comm_overlap and layout["sp"] and layout["tp"] > 1)
     if m.is_moe:
         assert cfg.layout["ep"] == layout["ep"] and cfg.recipe["moe_dispatcher"] == "flex"
-        assert doc["model"]["moe_flex_dispatcher_backend"] == "deepep" and doc["model"]["delay_wgrad_compute"] is True
+        assert doc["model"]["moe_flex_dispatcher_backend"] == "deepep"
+        # the EP overlap in comm_overlap, whose setup writes it over the model's (Bridge comm_overlap.py)
+        assert doc["comm_overlap"]["overlap_moe_expert_parallel_comm"] is True
+        assert doc["comm_overlap"]["delay_wgrad_compute"] is True and "overlap_moe_expert_parallel_comm" not in doc["model"]
+        assert cfg.recipe["moe_ep_overlap"] is True
     if name == "llama3.1-405b":
         assert doc["model"]["account_for_embedding_in_pipeline_split"] is True and cfg.split_without_embedding is None
         assert cfg.recipe["fp8_recipe"] == "tensorwise" and cfg.recipe["main_grads_dtype"] == "bf16"
         assert doc["mixed_precision"]["fp8_param_gather"] is False     # the 16-bit gathers priced
         assert cfg.layout["recompute_num_layers"] == 2
+    # every precision and optimizer-dtype field set, so none of a recipe's survives a merge
+    assert {"fp8", "fp4", "fp8_param_gather", "fp4_param_gather"} <= set(doc["mixed_precision"])
+    assert {"use_precision_aware_optimizer", "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"} <= set(doc["optimizer"])
     if layout["zero"] == 3:
         assert doc["ddp"]["use_megatron_fsdp"] is True
 

@@ -569,3 +569,13 @@ def test_hugging_face_checkpointing_under_deepspeed_has_no_selective_recompute()
         check_layout(layout(dp=8, zero=3, recompute="selective"), m, r, 8, 8)
     for rc in ("full", "none"):
         check_layout(layout(dp=8, zero=3, recompute=rc), m, r, 8, 8)
+
+
+def test_more_bf16_edge_layers_than_a_pipeline_stage_holds_is_refused():
+    """Llama 3 8B at PP 3: 32 // 3 = 10 layers a stage, Megatron-core's cap on num_layers_at_start/end_in_bf16."""
+    from costmodel.stacks import STACKS, check_megatron_rules, stack_recipe
+    r = stack_recipe(STACKS["megatron"], 64, 4096, "fp8", fp8_recipe="tensorwise", bf16_edge_layers=11)
+    with pytest.raises(InputError, match="11 exceeds the 10 layers of a pipeline stage"):
+        check_megatron_rules(r, dict(pp=3, recompute="none"), False, 32)
+    check_megatron_rules(stack_recipe(STACKS["megatron"], 64, 4096, "fp8", fp8_recipe="tensorwise", bf16_edge_layers=10),
+                         dict(pp=3, recompute="none"), False, 32)

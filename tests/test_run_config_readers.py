@@ -366,3 +366,39 @@ def test_a_deepspeed_json_and_an_llm_foundry_hybrid_shard_are_named_for_what_the
         read_run_config(fy)
     with pytest.raises(InputError, match=r"--zero 2 \(its SHARD_GRAD_OP\)"):
         read_run_config(fy.write_text(fy.read_text().replace("HYBRID_SHARD", "SHARD_GRAD_OP")) and fy)
+
+
+def test_bridge_s_comm_overlap_setup_writes_the_ep_and_dp_overlap_over_the_model_s_and_ddp_s(tmp_path):
+    """With a comm_overlap section Bridge's CommOverlapConfig.setup starts the MoE EP overlap off and the DP
+    overlap on (distributed optimizer), then takes the section's values: the EP overlap printed under model had
+    never run, and comm_overlap's own key had been refused as in the wrong section."""
+    moe = ("model:\n  tensor_model_parallel_size: 1\n  expert_model_parallel_size: 8\n  num_moe_experts: 128\n"
+           "  overlap_moe_expert_parallel_comm: true\ntrain:\n  micro_batch_size: 1\n  global_batch_size: 64\n"
+           "ddp:\n  use_distributed_optimizer: true\n  overlap_grad_reduce: false\n")
+    off = _read(tmp_path, "a.yaml", moe + "comm_overlap:\n  tp_comm_overlap: false\n")
+    assert off.recipe["moe_ep_overlap"] is False and off.recipe["dp_overlap"] is True
+    assert any("written over by the comm_overlap section" in n for n in off.notes)
+    on = _read(tmp_path, "b.yaml", moe.replace("  overlap_moe_expert_parallel_comm: true\n", "") +
+               "comm_overlap:\n  tp_comm_overlap: false\n  overlap_moe_expert_parallel_comm: true\n"
+               "  delay_wgrad_compute: true\n  overlap_grad_reduce: false\n")
+    assert on.recipe["moe_ep_overlap"] is True and on.recipe["dp_overlap"] is False
+    plain = _read(tmp_path, "c.yaml", moe)          # no comm_overlap: the model's and the ddp's train
+    assert plain.recipe["moe_ep_overlap"] is True and plain.recipe["dp_overlap"] is False
+
+
+@pytest.mark.parametrize("extra, field, said", [
+    ("mixed_precision:\n  bf16: true\n  fp8: hybrid\n  fp4: e2m1\n", "mixed_precision.fp4", "fp4 and fp8 cannot"),
+    ("mixed_precision:\n  bf16: true\n  fp16: true\n", "mixed_precision.fp16", "one precision mode"),
+    ("dataset:\n  _target_: megatron.bridge.training.config.GPTDatasetConfig\n  sequence_length: 2048\n",
+     "model.seq_length", "asserts they match"),
+])
+def test_bridge_combinations_bridge_itself_refuses_are_refused(tmp_path, extra, field, said):
+    with pytest.raises(InputError, match=said) as e:
+        _read(tmp_path, "b.yaml", BRIDGE.format(extra=extra))
+    assert e.value.field == field
+
+
+def test_full_recompute_without_its_method_is_refused_as_megatron_core_does(tmp_path):
+    with pytest.raises(InputError, match="recompute_method must be") as e:
+        _read(tmp_path, "b.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  recompute_granularity: full\n"))
+    assert e.value.field == "model.recompute_method"

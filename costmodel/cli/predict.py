@@ -120,7 +120,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     with config_origin(sc):
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
-                             (recipe_flags or {}).get("recompute_modules") is not None, m.is_moe)
+                             (recipe_flags or {}).get("recompute_modules") is not None, m.is_moe, m.num_layers)
         m, placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is None:
@@ -388,7 +388,8 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
     return dataclasses.replace(r, tp_comm_overlap=False)
 
 
-def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool = False) -> None:
+def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool = False,
+                         num_layers: int | None = None) -> None:
     """Recipe switches that need a layout field: recompute modules (other than the default, or named
     on the command line: ``modules_given``) act under selective recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
     optimizer is a sharded one; what Megatron-LM refuses at start-up (:func:`costmodel.stacks.check_megatron_rules`).
@@ -405,7 +406,7 @@ def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool
         flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"
         raise InputError(flag, "", f"bf16 is the precision-aware optimizer, which runs with Megatron's distributed "
                          f"optimizer (--zero 1 or 2), not --zero {lay['zero']}")
-    check_megatron_rules(r, lay, is_moe)
+    check_megatron_rules(r, lay, is_moe, num_layers)
 
 
 def _exit_if_infeasible(rec: dict) -> None:
