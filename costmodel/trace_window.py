@@ -46,7 +46,13 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
     if util is not None and np.isfinite(util).any():
         busy = np.asarray(util, float) >= 50
         if busy.any():
-            return float(tt[busy].min()), float(tt[busy].max()), "samples at >= 50 % GPU utilisation (no common clock)"
+            a, b = float(tt[busy].min()), float(tt[busy].max())
+            # the kept iterations' span: their wall clock, else their count x the step (records a step apart)
+            run_s = float(t.max() - t.min()) if t.size > 1 and np.isfinite(t).all() else t.size * step_time_s
+            part = (f"; its {b - a:.0f} s of work cover at most {(b - a) / run_s:.0%} of the kept iterations' "
+                    f"{run_s:.0f} s: with no common clock nothing shows it is this run's (check the file)"
+                    if math.isfinite(run_s) and run_s > 0 and b - a < 0.5 * run_s else "")
+            return a, b, "samples at >= 50 % GPU utilisation (no common clock)" + part
     clock = ("the log has no timestamps" if not (t.size and np.isfinite(t).all()) else
              "the trace's times count from its start, not wall-clock")
     busy = ("the trace has no utilisation column" if util is None or not np.isfinite(util).any() else

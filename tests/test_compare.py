@@ -769,3 +769,16 @@ def test_a_torchtitan_log_s_own_mfu_checks_the_model_and_batch(tmp_path):
     out = json.loads(so)
     assert any("the log prints an MFU of 39.7%" in w and "(-35%)" in w and "is not the run's" in w
                for w in out["warnings"]), out["warnings"]
+
+
+def test_an_unclocked_capture_far_shorter_than_the_run_is_said():
+    """A 4-second nvidia-smi dmon capture of another machine had been scored as the power of a 520-second
+    run with no word on how little it covers: aligned by utilisation alone, it says so."""
+    import numpy as np
+    from costmodel.trace_window import training_window
+    t0, t1, how = training_window(np.array([1.75e9, 1.75e9 + 520.0]), 1.0, np.arange(10.0), False,
+                                  np.array([0.0] * 5 + [100.0] * 5))
+    assert (t0, t1) == (5.0, 9.0) and "cover at most 1% of the kept iterations' 520 s" in how
+    _, _, full = training_window(np.array([1.75e9, 1.75e9 + 8.0]), 1.0, np.arange(10.0), False,
+                                 np.array([0.0] + [100.0] * 9))
+    assert "cover at most" not in full
