@@ -322,7 +322,8 @@ def test_torchtitan_tables_before_gqa_without_repeats_price_repeated_kv_heads():
     ("fsdp_or_zero", "zero-7", "fsdp_or_zero 'zero-7'"),
     ("sequence_parallel", "maybe", "sequence_parallel 'maybe'"),
     ("num_layers", "32.5", "num_layers must be a whole number"),
-    ("precision", "fp4", "precision: 'fp4' is not one of"),
+    ("precision", "fp4", "precision 'fp4' is not one of"),
+    ("precision", "bf-16", "precision 'bf-16' is not one of"),
     ("step_time_s", "1e-9", "implies more than"),
     ("num_gpus", "12", "num_gpus 12 is not a whole number of"),
     ("num_heads", "33", "is not a multiple of num_heads 33"),
@@ -344,6 +345,8 @@ def test_a_bad_cell_skips_its_row_naming_the_column(tmp_path, column, value, why
     f.write_text(lines[0] + "\n" + out.getvalue())
     r, short = validate_rows(read_runs_csv(f), str(f))
     assert r.skipped and why in r.skipped, r.skipped
+    if column in ("precision", "recompute", "sequence_parallel", "fsdp_or_zero"):
+        assert r.malformed           # not one of its column's values: exit 2, as the other categorical cells
     assert short.skipped.endswith("cell(s) fewer than the header's columns") and short.malformed and short.line == 3
 
 
