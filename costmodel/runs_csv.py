@@ -121,12 +121,20 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     if not rows:
         raise InputError(path, "", "has a header but no row")
     first: dict = {}
+    cells: dict = {}
     for r, line in zip(rows, starts):
         rid = (r.get("row_id") or "").strip()
         if rid and rid in first:     # which of the two a report or a plot means would be ambiguous
             raise InputError(path, f"line {line} (row_id {rid!r})", f"row_id repeats line {first[rid]}'s: give "
                              "each row its own id")
         first.setdefault(rid, line)
+        # every cell but the id the same, its measurement and notes too: one run counted twice
+        same = tuple(sorted((k, (v or "").strip()) for k, v in r.items() if k not in ("row_id", LINE) and k))
+        if same in cells:
+            raise InputError(path, f"line {line} (row_id {rid!r})", f"repeats every cell of line {cells[same]} under "
+                             "another row_id: one measurement counted twice (drop it, or say in its notes how the "
+                             "runs differ)")
+        cells.setdefault(same, line)
         r[LINE] = line
         for k in ("recompute", "stack", "sequence_parallel"):  # categorical cells in any case, as precision is read
             if isinstance(r.get(k), str):

@@ -428,6 +428,14 @@ def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
     first, second = validate_rows(rows, str(f))
     assert first.skipped.startswith("num_gpus") and "duplicate row_id" in second.skipped
     assert "give each row its own id" in second.skipped and first.malformed and second.malformed
+    # a copy under another id (every other cell the same) had counted one run twice, raising the coverage
+    copy = list(cells)
+    copy[head.index("row_id")] = "sc21-001-copy"
+    out = io.StringIO()
+    _csv.writer(out).writerows([cells, copy])
+    f.write_text(lines[0] + "\n" + out.getvalue())
+    with pytest.raises(InputError, match=r"line 3 \(row_id 'sc21-001-copy'\): repeats every cell of line 2"):
+        read_runs_csv(f)
     s = summarize([first, second])
     src = next(iter(s["sources"].values()))
     assert sorted(map(len, src["skip_rows"].values())) == [1, 1]
