@@ -92,6 +92,8 @@ def check_output(path, flag: str, inputs=(), argv=None) -> Path:
                 same = False
             if same:
                 raise InputError(flag, "", f"{path} is also an input of this command ({f}): writing would overwrite it")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise InputError(flag, "", f"cannot write {path}: {path.parent} is a file, not a folder")
     if not path.parent.is_dir():
         raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} does not exist")
     try:            # outputs are written beside their target, then renamed: the folder must take a file
@@ -168,10 +170,30 @@ def output_dir(path, flag: str) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(flag, "", f"{path} is a file; name a folder for the plots")
-    if not path.exists() and not path.absolute().parent.is_dir():
-        raise InputError(flag, "", f"cannot create {path}: the folder {path.absolute().parent} does not exist")
+    parent = path.absolute().parent
+    if not path.exists() and parent.exists() and not parent.is_dir():
+        raise InputError(flag, "", f"cannot create {path}: {parent} is a file, not a folder")
+    if not path.exists() and not parent.is_dir():
+        raise InputError(flag, "", f"cannot create {path}: the folder {parent} does not exist")
     try:
-        path.mkdir(exist_ok=True)
+        if not path.exists():
+            path.mkdir()
+            CREATED_DIRS.append(path)
     except OSError as e:
         raise InputError(flag, "", f"cannot create the folder {path}: {e.strerror or e}") from None
     return path
+
+
+#: folders :func:`output_dir` created in this process: a command that fails after creating one removes
+#: it again while it is empty (costmodel.cli.main), so a refused run leaves nothing behind
+CREATED_DIRS: list = []
+
+
+def remove_empty_created_dirs() -> None:
+    """Remove the folders :data:`CREATED_DIRS` lists that are still empty (a failed command's)."""
+    for d in reversed(CREATED_DIRS):
+        try:
+            d.rmdir()           # only an empty folder goes
+        except OSError:
+            pass
+    CREATED_DIRS.clear()

@@ -401,11 +401,9 @@ class Stack:
         sharded_dp_overlap: the DP reduction of a sharded optimizer (ZeRO >= 1) may overlap the backward.
             False for Megatron-LM 2021-22, whose distributed optimizer reduces after the backward and
             whose only overlap was PyTorch DDP's (``--DDP-impl torch``, ZeRO 0).
-        grads_in_model_dtype: the gradients are accumulated and reduced in the model's 16-bit dtype,
-            and the optimizer step converts its share to an fp32 gradient of the master weights: DeepSpeed
-            (deepspeed/runtime/engine.py ``get_data_types``: ``grad_accum_dtype`` defaults to the model
-            dtype; ZeRO-1/2 give the fp32 partition its ``.grad`` by ``flat_grad_partition.to(...)``,
-            runtime/zero/stage_1_and_2.py; without ZeRO its bf16 wrapper copies to fp32 master grads).
+        grads_in_model_dtype: gradients accumulated and reduced in the model's 16-bit dtype, the step giving
+            the fp32 master an fp32 copy of its share: DeepSpeed (runtime/engine.py ``get_data_types``:
+            ``grad_accum_dtype`` defaults to the model dtype; runtime/zero/stage_1_and_2.py ``.to(fp32)``).
     """
 
     name: str

@@ -782,3 +782,26 @@ def test_an_unclocked_capture_far_shorter_than_the_run_is_said():
     _, _, full = training_window(np.array([1.75e9, 1.75e9 + 8.0]), 1.0, np.arange(10.0), False,
                                  np.array([0.0] + [100.0] * 9))
     assert "cover at most" not in full
+
+
+def test_output_paths_say_what_they_overwrite_and_a_refused_run_leaves_no_folder(tmp_path):
+    """--trace over an existing file had replaced it with only 'wrote ...'; --plot under a file had said
+    its folder did not exist; a refused run had left the new --plot folder behind, empty."""
+    old = tmp_path / "keep.json"
+    old.write_text('{"mine": 1}')
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--trace", old)
+    assert rc == 0 and f"{old} existed and was overwritten" in " ".join(so.split())
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--plot", old / "sub")
+    assert rc == 2 and "is a file, not a folder" in se
+    twice = tmp_path / "twice.log"
+    twice.write_text(GPT8B.read_text() * 2)
+    rc, so, se = cli("compare", "--log", twice, "--cluster", "dgx-h100", "--plot", tmp_path / "plots")
+    assert rc == 2 and "starts again" in se and not (tmp_path / "plots").exists()
+
+
+def test_compare_json_states_the_band_the_text_explains():
+    import json
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
+    band = json.loads(so)["band"]
+    assert rc == 0 and band["regime"] == "megatron/hopper/3-30B" and 0 < band["fit_rel"] < band["rel"]
+    assert band["rel"] == pytest.approx((band["fit_rel"] ** 2 + band["model_form_rel"] ** 2) ** 0.5, rel=0.05)

@@ -15,6 +15,7 @@ from .calibrate import app as calibrate_app
 from .collectives import collectives
 from .compare import compare
 from ..errors import CostmodelError, InfeasibleError
+from ..files import remove_empty_created_dirs
 from .hardware import hardware
 from .models import models
 from .predict import predict
@@ -47,6 +48,8 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except CostmodelError as e:
+        if not isinstance(e, InfeasibleError):
+            remove_empty_created_dirs()      # a refused run leaves no empty --plot folder behind
         kind = "infeasible" if isinstance(e, InfeasibleError) else "error"
         if isinstance(e, InfeasibleError) and "--json" in sys.argv[1:]:
             print(json.dumps(e.record(), indent=2))      # a script reading stdout gets the answer too

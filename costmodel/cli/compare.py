@@ -159,12 +159,12 @@ def compare(
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                            **switch_values(recipe)),
-               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
+               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings, band=_band_dict(pred.band),
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
                # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
                **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
                power_limit_line=report.power_limit_line(rec, c.gpu.full_clock_mhz))
-    out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot)
+    out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot, out["warnings"])
     if as_json:
         print(report.json_text(out))
         return
@@ -575,10 +575,20 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
     return agg
 
 
-def _write_files(pred, rec, metrics, ptrace, window, trace, plot) -> list:
-    """The Perfetto trace and the PNG plots asked for; returns the paths written."""
+def _band_dict(band) -> dict:
+    """The step time's one-sigma band as the text states it: relative width, the profile fit's share and the
+    model-form error of the regime, the terms without fit data (costmodel.uncertainty.Band)."""
+    return dict(rel=band.rel, step_s=band.band_s, fit_rel=band.fit_rel, model_form_rel=band.model_form_rel,
+                regime=band.model_form_key, unfitted=list(band.unfitted))
+
+
+def _write_files(pred, rec, metrics, ptrace, window, trace, plot, warnings: list) -> list:
+    """The Perfetto trace and the PNG plots asked for; returns the paths written (a trace file that
+    existed is said to be overwritten, in ``warnings``)."""
     files = []
     if trace:
+        if Path(trace).is_file():
+            warnings.append(f"--trace: {trace} existed and was overwritten")
         from ..trace import write_trace
         write_trace(trace, pred.model, pred.recipe, pred.cluster, pred.profile, pred.terms, 0)
         files.append(trace)

@@ -42,6 +42,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         from ..plots import validate_scatter
         from pathlib import Path
         summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
+        summary["files"] = [str(summary["plot"])]          # as compare's JSON lists what it wrote
     if as_json:
         summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
                                 error_pct=None if r.skipped else r.error_pct, metric=r.metric,
