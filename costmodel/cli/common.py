@@ -289,7 +289,10 @@ def with_fabric_flags(memory: bool = False):
         ("sharp", Optional[bool], typer.Option(
             None, "--sharp/--no-sharp", help="What-if: the scale-out switches reduce all-reduces in the network "
                                              "(InfiniBand SHARP through NCCL CollNet; default: the cluster file's "
-                                             "inter_node.sharp)."))]
+                                             "inter_node.sharp).")),
+        ("domain_gpus", Optional[int], typer.Option(
+            None, "--domain-gpus", help="What-if: the job uses this many GPUs (whole nodes) of each multi-node "
+                                        "NVLink domain, e.g. 64 of a GB200 NVL72 rack's 72 (default: all of it)."))]
     if memory:
         options.append(("mem_headroom", Optional[float], typer.Option(
             None, "--mem-headroom", help="Share of each GPU's memory to keep free, 0 .. 0.9 (0.1 = 10%): a layout "

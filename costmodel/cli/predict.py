@@ -314,8 +314,8 @@ def _domain_note(lay: dict, c, moe: bool) -> str | None:
         b = stride * size
         if size > 1 and float(blocks_touched(b, d, n)) > -(-b // d):
             said.append(f"the {name} groups' blocks of {b} ranks do not tile the {d}-GPU domain: the slowest straddles "
-                        "two domains and its traffic crosses the NICs (a cluster file whose domain_gpus the job's "
-                        f"blocks divide, e.g. {d // b * b} GPUs used per domain, keeps each group inside one)")
+                        f"two domains and its traffic crosses the NICs (--domain-gpus {d // b * b // c.gpus_per_node * c.gpus_per_node}, "
+                        "GPUs used per domain, keeps each group inside one)")
     return "; ".join(said) or None
 
 

@@ -494,18 +494,29 @@ MAX_MEM_HEADROOM = 0.9
 
 def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
                 oversubscription: float | None = None, sharp: bool | None = None,
-                mem_headroom: float | None = None) -> ClusterSpec:
+                mem_headroom: float | None = None, domain_gpus: int | None = None) -> ClusterSpec:
     """The cluster with a what-if scale-out fabric: every NIC at ``scale_out_gbps`` Gb/s, every switch
     tier's uplinks at ``oversubscription``, in-network all-reduce on or off (``--scale-out-gbps``,
-    ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's); and with ``mem_headroom``
-    of each GPU's memory kept free (``--mem-headroom``, a fraction: layouts must fit in the rest).
+    ``--oversubscription``, ``--sharp/--no-sharp``; None keeps the file's); with ``mem_headroom``
+    of each GPU's memory kept free (``--mem-headroom``, a fraction: layouts must fit in the rest); and
+    with the job on ``domain_gpus`` GPUs of each multi-node NVLink domain (``--domain-gpus``: 64 of a
+    GB200 NVL72 rack's 72, 16 of its 18 trays, so blocks of 16 ranks stay in one rack).
 
     Raises:
         InputError: a speed outside 1 .. 100,000 Gb/s, an oversubscription outside 1 .. 64, an
             oversubscription asked of a cluster file with no ``inter_node.tiers``, SHARP asked of a
-            fabric other than InfiniBand, or a headroom outside 0 .. :data:`MAX_MEM_HEADROOM`.
+            fabric other than InfiniBand, a headroom outside 0 .. :data:`MAX_MEM_HEADROOM`, or a
+            ``domain_gpus`` that is not a whole number of nodes within the file's domain.
     """
     c = cluster
+    if domain_gpus is not None:
+        full = c.scale_up_gpus
+        if domain_gpus % c.gpus_per_node or not c.gpus_per_node <= domain_gpus <= full:
+            raise InputError("--domain-gpus", "", f"{domain_gpus} is not a whole number of {c.gpus_per_node}-GPU nodes "
+                             f"from {c.gpus_per_node} to the {full} GPUs of {c.key}'s NVLink domain")
+        if domain_gpus != full:
+            c = replace(c, domain_gpus=domain_gpus, what_if=", ".join(x for x in (
+                c.what_if, f"{domain_gpus} of each NVLink domain's {full} GPUs used") if x))
     if mem_headroom is not None:
         if not 0.0 <= mem_headroom <= MAX_MEM_HEADROOM:
             raise InputError("--mem-headroom", "", f"{mem_headroom:g} is outside 0 .. {MAX_MEM_HEADROOM:g}: the "

@@ -197,7 +197,15 @@ def test_a_job_that_does_not_tile_its_nvlink_domains_and_a_zero3_overlap_flag_ar
     err = " ".join(r.stderr.split())
     assert r.returncode in (0, 3), r.stderr
     assert "fill 1 NVLink domain(s) of 72 and 56 GPUs of another" in err
-    assert "the EP groups' blocks of 16 ranks do not tile the 72-GPU domain" in err and "64 GPUs used per domain" in err
+    assert "the EP groups' blocks of 16 ranks do not tile the 72-GPU domain" in err and "--domain-gpus 64" in err
+    # the job on 16 of each rack's 18 trays: every EP group inside one rack, its all-to-all on NVLink
+    import json
+    args = ("predict", "--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--nodes", "32", "--tp", "2", "--pp", "8",
+            "--ep", "16", "--etp", "1", "--mbs", "1", "--gbs", "1024", "--seq-len", "4096", "--moe-grouped-gemm",
+            "--moe-dispatcher", "alltoall", "--json")
+    racks = [json.loads(run(*args, *extra).stdout)["breakdown"]["ep_comm_s"] for extra in ((), ("--domain-gpus", "64"))]
+    assert racks[1] < 0.3 * racks[0]
+    assert "not a whole number of 4-GPU nodes" in run(*args, "--domain-gpus", "66").stderr
     r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "1", "--zero", "3",
             "--gbs", "64", "--seq-len", "4096", "--no-dp-overlap")
     assert "--no-dp-overlap changes nothing at ZeRO-3 on the megatron stack" in " ".join(r.stderr.split())
