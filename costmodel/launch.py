@@ -328,7 +328,8 @@ def _device_connections_env(layout: dict, recipe: Recipe) -> str:
         return ""
     if layout["zero"] == 3:
         return "unset CUDA_DEVICE_MAX_CONNECTIONS   # FSDP's gathers overlap on several queues\n"
-    return "export CUDA_DEVICE_MAX_CONNECTIONS=1   # TP or CP > 1: Megatron asserts it on Hopper and earlier\n"
+    return ("export CUDA_DEVICE_MAX_CONNECTIONS=1   # TP or CP > 1: Megatron asserts it below compute capability 10 "
+            "(Hopper and earlier; ROCm's MI300X reports 9.4)\n")
 
 
 def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list[str]:

@@ -38,15 +38,16 @@ def check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: in
         if vendor != "nvidia" or not gpu.nvlink_bytes_per_s:
             raise InputError(w, "intra_node.fabric", f"{fabric}, but {gpu.name} ({gpu.path or gpu.key}) has no NVLink "
                              "(its nvlink_bandwidth_per_gpu): give pcie or its own fabric")
-        if bw > gpu.nvlink_bytes_per_s * 1.01:
-            raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s exceeds {gpu.name}'s own NVLink "
-                             f"bandwidth, {gpu.nvlink_bytes_per_s / 1e9:g} GB/s per direction ({gpu.path or gpu.key})")
     link = "NVLink" if fabric in NVLINK_FABRICS else "Infinity Fabric" if fabric in ("xgmi", "xgmi-mesh") else None
     if link and gpu.nvlink_bytes_per_s and in_bits(intra.get("bandwidth_per_gpu")) \
             and bw * 8 <= gpu.nvlink_bytes_per_s * 1.02:
         raise InputError(w, "intra_node.bandwidth_per_gpu", f"{intra['bandwidth_per_gpu']} is {bw / 1e9:g} GB/s, "
                          f"an eighth or less of {gpu.name}'s {link} ({gpu.nvlink_bytes_per_s / 1e9:g} GB/s per "
                          f"direction): {link} is quoted in bytes (e.g. {gpu.nvlink_bytes_per_s / 1e9:g}GB/s)")
+    if link and gpu.nvlink_bytes_per_s and bw > gpu.nvlink_bytes_per_s * 1.01:
+        raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s exceeds {gpu.name}'s own {link} "
+                         f"bandwidth, {gpu.nvlink_bytes_per_s / 1e9:g} GB/s per direction ({gpu.path or gpu.key}; "
+                         "a two-way total is twice the figure per direction)")
     if fabric in ("xgmi", "xgmi-mesh") and vendor != "amd":
         raise InputError(w, "intra_node.fabric", f"{fabric} is AMD's Infinity Fabric; {gpu.name} is {gpu.vendor}'s")
     if fabric == "pcie" and bw > MAX_PCIE_BYTES_PER_S:

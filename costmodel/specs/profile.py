@@ -141,9 +141,10 @@ class Profile:
                 return self.flash_efficiency * np.ones_like(np.asarray(seq_len, dtype=np.float64))
             if kernel == "fa1":          # without its own fit: FlashAttention-2's over FA2_OVER_FA1
                 return self._kernel_efficiency("fa2", seq_len, head_dim) / FA2_OVER_FA1
+            amd = kernel == "cudnn" and str(self.gpu).lower().startswith("mi")
             raise InputError(self.path, f"attention.kernels.{kernel}",
                              f"no {kernel} fit for {self.gpu} (fitted: {', '.join(sorted({'fa2', *self.attention_kernels}))}): "
-                             "pick another --attention-kernel")
+                             + ("cuDNN is NVIDIA's library; " if amd else "") + "pick another --attention-kernel")
         # fractional index among the measured head dims, clamped at both ends
         x = float(np.interp(head_dim, [f.head_dim for f in fits], np.arange(len(fits))))
         lo, w = int(x), x - int(x)

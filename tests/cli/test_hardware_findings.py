@@ -91,6 +91,18 @@ def test_infinity_fabric_in_bits_is_refused_as_nvlink_is(tmp_path):
     assert e.value.field == "intra_node.bandwidth_per_gpu"
 
 
+def test_infinity_fabric_above_the_gpu_s_own_is_refused_and_mi250_groups_get_the_inter_oam_links(tmp_path):
+    """896GB/s (MI300X's two-way total) had been accepted where NVLink's is refused; MI250's file had given
+    a GCD's 350 GB/s aggregate (sibling and inter-OAM links together), so an 8-GCD ring beat its 50 GB/s
+    inter-OAM links: the group figure is the three inter-OAM links', 150 GB/s."""
+    text = (CLUSTERS / "azure-nd-mi300x.yaml").read_text()
+    old = next(ln for ln in text.splitlines() if ln.strip().startswith("bandwidth_per_gpu:"))
+    with pytest.raises(InputError, match="exceeds MI300X's own Infinity Fabric bandwidth") as e:
+        load_cluster(_write(tmp_path, "c.yaml", text.replace(old, "  bandwidth_per_gpu: 896GB/s", 1)))
+    assert e.value.field == "intra_node.bandwidth_per_gpu"
+    assert _busbw("mi250", 8) < 150 and load_cluster("mi250").intra_bytes_per_s == 150e9
+
+
 def test_a_multi_node_domain_needs_an_nvswitch(tmp_path):
     text = (CLUSTERS / "l40s-8x-pcie.yaml").read_text().replace("  latency:", "  domain_gpus: 16\n  latency:", 1)
     text = text.replace("sources:\n", "sources:\n  intra_node.domain_gpus: \"a user's claim\"\n", 1)
