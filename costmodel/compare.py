@@ -300,10 +300,11 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str) -> None:
     """Refuse a log whose measured step no run of this model could have made on this cluster: more
     model FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's
     GEMM dtype (the run ran on other GPUs), or under validate's MIN_PEAK_FRACTION of it (a step in
-    other units, or an edited log), as validate does for a published row.
+    other units, or an edited log), as validate does for a published row; or a logged peak memory above
+    the GPU's whole memory.
 
     Raises:
-        InputError: naming --cluster (above the peak) or the log (below the floor).
+        InputError: naming --cluster (above the peak or the memory) or the log (below the floor).
     """
     from .compute import gemm_dtype, model_flops_per_step
     from .validate import MIN_PEAK_FRACTION
@@ -314,6 +315,11 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str) -> None:
         raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
                          f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
                          "not run on these GPUs; name the cluster it ran on")
+    mem = next((x["measured"] for x in metrics if x["name"] == "peak_memory_gib"), None)
+    if mem and mem * 2**30 > c.gpu.total_capacity_bytes * 1.01:      # 1%: the print's rounding
+        raise InputError("--cluster", "", f"the log's peak memory {mem:.1f} GiB is more than {c.gpu.name}'s "
+                         f"{c.gpu.total_capacity_bytes / 2**30:.1f} GiB ({c.key}): the run did not run on these GPUs; "
+                         "name the cluster it ran on")
     if peak and st and rate < MIN_PEAK_FRACTION * peak:
         raise InputError(log, "", f"its step time ({st:.4g} s) makes {rate / 1e12:.3g} TFLOP/s per GPU, under "
                          f"{100 * MIN_PEAK_FRACTION:g}% of {c.gpu.name}'s dense {gemm_dtype(recipe)} peak: not a step of "

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .moe import max_load_cv
 from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor
@@ -45,6 +46,12 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         (switch -> value, switch -> a description of where it was read, notes on values not used).
     """
     a, out, notes = tlog.args, {}, []
+    cp_comm = str(a.get("cp_comm_type") or "p2p").strip("[]'\" ")
+    if (a.get("context_parallel_size") or 1) > 1 and cp_comm not in ("p2p", "None"):
+        # Megatron --cp-comm-type a2a / allgather / a2a+p2p (Transformer Engine's CP attention) move other
+        # tensors at other times than the ring the model prices
+        raise InputError(tlog.path, "cp_comm_type", f"{a['cp_comm_type']!r} is not priced: the model prices "
+                         "context parallelism as the p2p ring (Megatron's default)")
     if "use_flash_attn" in a:
         out["flash_attention"] = bool(a["use_flash_attn"])
     if a.get("attention_backend") not in (None, "None"):
@@ -65,6 +72,16 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
     _bool(a, "optimizer_cpu_offload", out, "optimizer_offload", notes)
+    if a.get("overlap_grad_reduce") is True and a.get("overlap_param_gather") is False and a.get("use_distributed_optimizer"):
+        notes.append("argument dump: overlap_param_gather = False beside overlap_grad_reduce = True: the parameter "
+                     "all-gather is priced overlapped as well (one DP-overlap switch)")
+    if a.get("fp8_param_gather") is True:
+        notes.append("argument dump: fp8_param_gather = True: priced as 16-bit parameter gathers and weights")
+    lb = str(a.get("moe_router_load_balancing_type") or "").strip("[]'\" ")
+    if lb in ("none", "seq_aux_loss"):
+        notes.append(f"argument dump: moe_router_load_balancing_type = {lb!r}: the expert load is not read from the "
+                     "log (its load_balancing_loss bound is for aux_loss); routing priced as given by "
+                     "--moe-expert-load-cv (uniform by default)")
     if a.get("offload_param") is True:
         notes.append("DeepSpeed zero_config: offload_param (ZeRO-3 parameters on the host) is not priced: the "
                      "parameters are counted in HBM and their host transfers left out")

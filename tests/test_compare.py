@@ -805,3 +805,52 @@ def test_compare_json_states_the_band_the_text_explains():
     band = json.loads(so)["band"]
     assert rc == 0 and band["regime"] == "megatron/hopper/3-30B" and 0 < band["fit_rel"] < band["rel"]
     assert band["rel"] == pytest.approx((band["fit_rel"] ** 2 + band["model_form_rel"] ** 2) ** 0.5, rel=0.05)
+
+
+def _dump_variant(tmp_path, name, extra_args=(), replace=()):
+    """The synthetic Megatron-core log with argument-dump lines added (``key value``) and text replaced."""
+    text = (LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log").read_text()
+    anchor = "[rank0]:  bf16 .......................................... True\n"
+    lines = "".join(f"[rank0]:  {k} {'.' * max(2, 46 - len(k))} {v}\n" for k, v in extra_args)
+    text = text.replace(anchor, anchor + lines)
+    for a, b in replace:
+        assert a in text, a
+        text = text.replace(a, b)
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_megatron_dump_keys_that_change_the_run_are_read_or_refused(tmp_path):
+    """A Megatron-LM user's trial: --use-torch-fsdp2 had been priced unsharded (ZeRO 0, 'from the log'),
+    --cp-comm-type a2a as the ring, the account_for_* split refused as not dividing, a logged peak above the
+    GPU's memory compared anyway."""
+    from costmodel.readers import read_training_log
+    fsdp = _dump_variant(tmp_path, "fsdp.log", [("use_torch_fsdp2", "True")],
+                         [("use_distributed_optimizer ..................... True",
+                           "use_distributed_optimizer ..................... False")])
+    assert read_training_log(fsdp).layout()["zero"] == 3
+    a2a = _dump_variant(tmp_path, "a2a.log", [("cp_comm_type", "['a2a']")])
+    rc, so, se = cli("compare", "--log", a2a, "--cluster", "dgx-h100")
+    assert rc == 2 and "cp_comm_type: \"['a2a']\" is not priced" in se, se
+    acc = _dump_variant(tmp_path, "acc.log", [("account_for_embedding_in_pipeline_split", "True"),
+                                              ("account_for_loss_in_pipeline_split", "True")],
+                        [("num_layers .................................... 80", "num_layers .................................... 78"),
+                         ("num_layers_per_virtual_pipeline_stage ......... 5", "num_layers_per_virtual_pipeline_stage ......... None")])
+    rc, so, se = cli("compare", "--log", acc, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    assert any("account_for_embedding_in_pipeline_split places them" in w for w in json.loads(so)["warnings"])
+    big = _dump_variant(tmp_path, "big.log", replace=[("max reserved: 66080.0", "max reserved: 99999.0")])
+    rc, so, se = cli("compare", "--log", big, "--cluster", "dgx-h100")
+    assert rc == 2 and "peak memory 97.7 GiB is more than H100-SXM-80GB's" in se, se
+
+
+def test_an_uneven_dump_split_puts_the_mtp_modules_on_the_last_stage():
+    """DeepSeek-V3's --decoder-first-pipeline-num-layers without a layout had been refused as placing 0 MTP
+    modules: Megatron-core builds them on the last stage (multi_token_prediction.py, mtp_on_this_rank)."""
+    from types import SimpleNamespace
+    from costmodel.cli.compare import _uneven_stages_layout
+    text, where = _uneven_stages_layout(SimpleNamespace(args={"decoder_first_pipeline_num_layers": 3}, path="x.log"),
+                                        SimpleNamespace(layout={"pp": 4, "vp": 1}),
+                                        SimpleNamespace(num_layers=15, mtp_layers=1))
+    assert text == "Ettt|tttt|tttt|ttttmL" and where == "x.log: decoder_first_pipeline_num_layers"

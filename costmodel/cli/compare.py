@@ -388,6 +388,8 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     if text is None:
         text, where = _uneven_stages_layout(tlog, run, m)
     if text is None:
+        text, where = _accounted_layout(tlog, run, m)
+    if text is None:
         if tlog.framework in ("megatron", "nemo") and "num_layers" in tlog.args:
             sc["uneven_pp"] = False     # no key sets the split: Megatron asserts PP divides the layers
             if all(tlog.args.get(k) is False for k in PIPELINE_ACCOUNTING_KEYS):
@@ -404,7 +406,8 @@ def _uneven_stages_layout(tlog, run, m) -> tuple:
     """(layout text, where) for a dump's ``decoder_first_pipeline_num_layers`` /
     ``decoder_last_pipeline_num_layers`` (Megatron-LM's uneven pipeline: the first and last stages hold
     what they say, the other stages share the rest evenly), written as the equivalent
-    ``pipeline_model_parallel_layout``; (None, None) where the dump gives neither.
+    ``pipeline_model_parallel_layout``, the MTP modules on the last stage; (None, None) where the dump gives
+    neither.
 
     Raises:
         InputError: naming the key, where Megatron-LM refuses the split (the rest does not divide over
@@ -430,8 +433,35 @@ def _uneven_stages_layout(tlog, run, m) -> tuple:
     mid = rest // middle_stages if middle_stages else 0
     counts = [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
     stages = ["t" * n for n in counts]
-    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    # without a layout Megatron-core builds the MTP modules on the last stage, before the loss
+    # (megatron/core/transformer/multi_token_prediction.py, mtp_on_this_rank)
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "m" * m.mtp_layers + "L"
     return "|".join(stages), where
+
+
+def _accounted_layout(tlog, run, m) -> tuple:
+    """(layout text, where) of a dump whose ``account_for_embedding_in_pipeline_split`` /
+    ``account_for_loss_in_pipeline_split`` count the embedding and the loss as layers (Megatron-LM
+    arguments.py adds one to num_layers for each): PP x VP chunks of (L + those) / (PP VP) layers, the first
+    chunk one transformer layer short for the embedding, the last for the loss (the MTP modules there too);
+    (None, None) where neither is set.
+
+    Raises:
+        InputError: the counted layers do not divide over PP x VP (Megatron-LM asserts it), naming the key."""
+    e, loss = (tlog.args.get(k) is True for k in PIPELINE_ACCOUNTING_KEYS)
+    if not (e or loss) or run.layout["pp"] < 2:
+        return None, None
+    key = PIPELINE_ACCOUNTING_KEYS[0 if e else 1]
+    n = run.layout["pp"] * (run.layout["vp"] or 1)
+    total = m.num_layers + e + loss
+    if total % n:
+        raise InputError(tlog.path, key, f"{m.num_layers} layers with the embedding and loss counted ({total}) do not "
+                         f"divide over PP x VP = {n} chunks (Megatron-LM asserts it)")
+    per = total // n
+    segs = ["t" * per for _ in range(n)]
+    segs[0] = "E" + "t" * (per - e)
+    segs[-1] = "t" * (per - loss) + "m" * m.mtp_layers + "L"
+    return "|".join(segs), f"{tlog.path}: {key}"
 
 
 def _check_stack(stack_name, tlog, allow_override: bool, warnings: list) -> None:

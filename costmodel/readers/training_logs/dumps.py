@@ -335,7 +335,13 @@ def _layout(args, complete=False):
     if get("deepspeed") is True or "zero_stage" in args:
         zero = _int_or_none(get("zero_stage"))
     if zero is None:
-        if get("use_distributed_optimizer") is True:
+        # Megatron-LM's ZeRO-3: PyTorch FSDP2 (--use-torch-fsdp2, which replaces the distributed optimizer:
+        # arguments.py) or Megatron-FSDP (--use-megatron-fsdp) sharding parameters too (optim_grads_params)
+        if get("use_torch_fsdp2") is True:
+            zero = 3
+        elif get("use_megatron_fsdp") is True:      # its --data-parallel-sharding-strategy default: optim_grads_params
+            zero = {"no_shard": 0, "optim": 1, "optim_grads": 2}.get(str(get("data_parallel_sharding_strategy")), 3)
+        elif get("use_distributed_optimizer") is True:
             zero = 1
         elif isinstance(get("optim.name"), str):
             zero = 1 if "distributed" in get("optim.name") else 0
