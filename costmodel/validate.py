@@ -198,6 +198,10 @@ def _skip_reason(r: dict) -> str | None:
     return None
 
 
+#: precisions a published row may state that the model does not price (the row is skipped, not malformed)
+UNPRICED_PRECISIONS = ("fp32", "tf32")
+
+
 def _row_problem(r: dict) -> str | None:
     """Why a row's categorical cells cannot be read (an unknown recompute, sharding, precision or SP value)."""
     rc = (r.get("recompute") or "").strip()
@@ -210,8 +214,8 @@ def _row_problem(r: dict) -> str | None:
         return (f"fsdp_or_zero {z!r} contradicts the notes, which name Megatron's distributed optimizer "
                 "(--use-distributed-optimizer or --overlap-param-gather: ZeRO-1)")
     prec = (r.get("precision") or "").strip().lower()
-    if prec and prec not in PRECISIONS:
-        return f"precision {prec!r} is not one of {', '.join(PRECISIONS)}"
+    if prec and prec not in PRECISIONS + UNPRICED_PRECISIONS:    # fp32 / tf32 are formats, skipped unpriced
+        return f"precision {prec!r} is not one of {', '.join(PRECISIONS + UNPRICED_PRECISIONS)}"
     spv = (r.get("sequence_parallel") or "").strip().lower()
     if spv not in ("", "true", "false"):
         return f"sequence_parallel {spv!r} is not true, false or empty"

@@ -269,7 +269,9 @@ def read_model_config(d: dict, path) -> ModelSpec:
             modelled.
     """
     w = str(path)
-    _check_model_type(d.get("model_type"), w, remote="auto_map" in d)     # before its nested sections are read
+    top = d.get("model_type")
+    if isinstance(top, str) and (top in _REFUSED_TYPES or top in NON_DECODER_TYPES):     # before nested sections
+        _check_model_type(top, w)
     d, w = _nested(d, w)
     mt = d.get("model_type")
     _check_model_type(mt, w, remote="auto_map" in d)
