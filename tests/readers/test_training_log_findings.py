@@ -220,3 +220,14 @@ def test_a_deepspeed_timer_line_cut_by_the_end_of_the_file_is_said(tmp_path):
     log = read_training_log(p)
     assert any("last line is truncated, record dropped (DeepSpeed timer line cut" in w for w in log.warnings)
     assert list(log.iterations.iteration) == [10, 20, 30, 40, 50]
+
+
+def test_a_memory_report_cut_by_the_end_of_the_log_is_said(tmp_path):
+    """A last report_memory line cut before 'max reserved' had been dropped with no word."""
+    src = LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log"
+    p = tmp_path / "cut.log"
+    p.write_text(src.read_text().rstrip("\n") + "\n[rank63]: [Rank 63] (after 70 iterations) memory (MB) | "
+                 "allocated: 41234.5 | max allocated: 61022.7 | max res")
+    log = read_training_log(p)
+    assert any("last line is truncated, memory report dropped" in w for w in log.warnings)
+    assert len(log.memory_reports_gib) == len(read_training_log(src).memory_reports_gib)

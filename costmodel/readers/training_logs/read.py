@@ -227,6 +227,9 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     starts = [s.line for s in markers]
     _refuse_restart(records, [(s.line, s.rank) for s in markers], path)
     log.memory_reports_gib = [float(m.group(1)) / 1024.0 for s in segs for m in [_MEMORY_REPORT.search(s.text)] if m]
+    if segs and "memory (MB)" in segs[-1].text and not _MEMORY_REPORT.search(segs[-1].text):
+        warnings.append(f"{path}:{segs[-1].line}: last line is truncated, memory report dropped "
+                        f"(no max reserved: {segs[-1].text.strip()[-60:]!r})")
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
     for r in records:                   # a time or rate <= 0 (or inf) measures nothing: dropped, named
