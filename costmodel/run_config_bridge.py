@@ -160,15 +160,15 @@ def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig, sec: str = "mixed_p
 
 def _bridge_model_or_mixed_precision(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
     """The precision the run trains in: ``mixed_precision`` where the file sets it (Bridge then copies it
-    over the model's fields, a model ``fp8`` it overrides noted), else the model section's own ``fp8`` /
-    ``fp4`` / ``bf16`` / ``fp16`` (:func:`_bridge_precision`)."""
+    over the model's fields, a model ``fp8`` it overrides with another value noted), else the model
+    section's own ``fp8`` / ``fp4`` / ``bf16`` / ``fp16`` (:func:`_bridge_precision`)."""
     mp = d.get("mixed_precision")
     own = [k for k in ("fp8", "fp4") if m.get(k) not in (None, False)]
     if _unset(mp) and (own or any(m.get(k) is True for k in ("bf16", "fp16"))):
         _bridge_precision(m, path, cfg, "model")
         return
     _bridge_precision(mp, path, cfg)
-    if own and not _unset(mp):
+    if own and not _unset(mp) and not (isinstance(mp, dict) and mp.get(own[0]) == m[own[0]]):
         cfg.notes.append(f"{path}: model.{own[0]} {m[own[0]]!r} is overwritten by the mixed_precision section "
                          "(Megatron-Bridge MixedPrecisionConfig.setup): not read")
 
@@ -236,8 +236,8 @@ def _bridge_fsdp(dist, path: str, cfg: RunConfig) -> None:
     Megatron-FSDP, noted.
 
     Raises:
-        InputError: ``dist`` not a mapping, a switch not true or false, or both on (Bridge refuses them
-            together), or FSDP beside a ddp section that says the distributed optimizer alone."""
+        InputError: ``dist`` not a mapping, a switch not true or false, both on (Bridge refuses them
+            together), or FSDP2 beside the distributed optimizer (which it replaces)."""
     if dist is None:
         return
     if not isinstance(dist, dict):
@@ -254,9 +254,13 @@ def _bridge_fsdp(dist, path: str, cfg: RunConfig) -> None:
                          "(Megatron-Bridge ConfigContainer.validate)")
     if not on:
         return
-    if cfg.layout.get("zero") not in (None, 3):
-        raise InputError(path, f"dist.{on[0]}", f"shards like ZeRO-3, but {cfg.where['zero'].split(': ', 1)[1]} "
-                         f"says ZeRO {cfg.layout['zero']}")
+    if on[0] == "use_torch_fsdp2" and cfg.layout.get("zero") in (1, 2):
+        # FSDP2 replaces the distributed optimizer (Megatron-LM arguments.py asserts the one or the other)
+        raise InputError(path, "dist.use_torch_fsdp2", f"shards like ZeRO-3, but {cfg.where['zero'].split(': ', 1)[1]} "
+                         "turns the distributed optimizer on, which FSDP2 replaces")
+    if on[0] == "use_megatron_fsdp" and "ddp.data_parallel_sharding_strategy" in cfg.where.get("zero", ""):
+        return                       # its strategy, read with the ddp section, says how far it shards
+    # Megatron-FSDP always runs with the distributed optimizer (Bridge turns it on): ZeRO-3, not ZeRO-1
     cfg.layout["zero"], cfg.where["zero"] = 3, f"{path}: dist.{on[0]}"
     if on[0] == "use_torch_fsdp2":
         cfg.notes.append(f"{path}: dist.use_torch_fsdp2: PyTorch FSDP2 under Megatron-core is priced as Megatron-FSDP "

@@ -402,3 +402,14 @@ def test_full_recompute_without_its_method_is_refused_as_megatron_core_does(tmp_
     with pytest.raises(InputError, match="recompute_method must be") as e:
         _read(tmp_path, "b.yaml", BRIDGE.format(extra="").replace("model:\n", "model:\n  recompute_granularity: full\n"))
     assert e.value.field == "model.recompute_method"
+
+
+def test_megatron_fsdp_runs_with_the_distributed_optimizer_and_fsdp2_replaces_it(tmp_path):
+    """Bridge turns the distributed optimizer on for Megatron-FSDP (ConfigContainer's FSDP setup): a file with
+    both is ZeRO-3, not refused; FSDP2 beside the distributed optimizer is."""
+    both = _read(tmp_path, "a.yaml", BRIDGE.format(extra="ddp:\n  use_distributed_optimizer: true\n"
+                                                         "dist:\n  use_megatron_fsdp: true\n"))
+    assert both.layout["zero"] == 3
+    with pytest.raises(InputError, match="which FSDP2 replaces"):
+        _read(tmp_path, "b.yaml", BRIDGE.format(extra="ddp:\n  use_distributed_optimizer: true\n"
+                                                      "dist:\n  use_torch_fsdp2: true\n"))
