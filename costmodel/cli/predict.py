@@ -312,7 +312,7 @@ def _domain_note(lay: dict, c, moe: bool) -> str | None:
     said = [f"the job's {n} GPUs fill {n // d} NVLink domain(s) of {d} and {n % d} GPUs of another"] if n % d else []
     for name, stride, size in (("CP", lay["tp"], lay["cp"]), ("EP", lay.get("etp") or lay["tp"], lay["ep"] if moe else 1)):
         b = stride * size
-        if size > 1 and float(blocks_touched(b, d, n)) > -(-b // d):
+        if size > 1 and b < d and float(blocks_touched(b, d, n)) > 1:
             said.append(f"the {name} groups' blocks of {b} ranks do not tile the {d}-GPU domain: the slowest straddles "
                         f"two domains and its traffic crosses the NICs (--domain-gpus {d // b * b // c.gpus_per_node * c.gpus_per_node}, "
                         "GPUs used per domain, keeps each group inside one)")
