@@ -246,7 +246,7 @@ def optimizer_bytes_per_param(recipe: Recipe) -> float:
     if recipe.optimizer_offload:            # ZeRO-Offload: master and states live in host memory
         return 0.0
     per = 2.0 if recipe.optimizer_states_dtype == "bf16" else 4.0
-    fp32_grad = 4.0 if get_stack(recipe.stack).grads_in_model_dtype and recipe.precision != "fp32" else 0.0
+    fp32_grad = 4.0 if get_stack(recipe.stack).grads_in_model_dtype else 0.0
     return per * (1 + recipe.optimizer_spec.fp32_states) + fp32_grad
 
 
