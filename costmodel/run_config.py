@@ -605,8 +605,10 @@ def read_run_config(path) -> RunConfig:
                          "zero_optimization.stage), --optimizer-offload where it offloads the optimizer, and "
                          "--stack deepspeed")
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
-        raise InputError(path, "", "no model: section: not a NeMo or Megatron-Bridge run configuration (NeMo YAML, "
-                         "Megatron-Bridge YAML or torchtitan TOML are read)")
+        cut = isinstance(d, dict) and str(d.get("_target_", "")).startswith("megatron.bridge")
+        raise InputError(path, "", "no model: section: " + ("a Megatron-Bridge ConfigContainer without its model "
+                         "section (a file cut short?)" if cut else "not a NeMo or Megatron-Bridge run configuration "
+                         "(NeMo YAML, Megatron-Bridge YAML or torchtitan TOML are read)"))
     strategy = d.get("trainer", {}).get("strategy") if isinstance(d.get("trainer"), dict) else None
     if isinstance(strategy, dict) and any(k.endswith("_parallel_size") for k in strategy if isinstance(k, str)):
         # NeMo 2's serialised recipe (NeMo-Run / fiddle): the layout sits in MegatronStrategy's arguments

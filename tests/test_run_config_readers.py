@@ -413,3 +413,8 @@ def test_megatron_fsdp_runs_with_the_distributed_optimizer_and_fsdp2_replaces_it
     with pytest.raises(InputError, match="which FSDP2 replaces"):
         _read(tmp_path, "b.yaml", BRIDGE.format(extra="ddp:\n  use_distributed_optimizer: true\n"
                                                       "dist:\n  use_torch_fsdp2: true\n"))
+
+
+def test_a_bridge_dump_cut_before_its_model_section_is_said_to_be_cut(tmp_path):
+    with pytest.raises(InputError, match="a Megatron-Bridge ConfigContainer without its model section"):
+        _read(tmp_path, "c.yaml", "_target_: megatron.bridge.training.config.ConfigContainer\ncheckpoint:\n  save: null\n")

@@ -511,6 +511,9 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
     c = cluster
     if domain_gpus is not None:
         full = c.scale_up_gpus
+        if full == c.gpus_per_node:
+            raise InputError("--domain-gpus", "", f"{c.key}'s NVLink domain is one node of {full} GPUs: the option "
+                             "picks the GPUs used of a domain that joins several nodes (GB200 NVL72)")
         if domain_gpus % c.gpus_per_node or not c.gpus_per_node <= domain_gpus <= full:
             raise InputError("--domain-gpus", "", f"{domain_gpus} is not a whole number of {c.gpus_per_node}-GPU nodes "
                              f"from {c.gpus_per_node} to the {full} GPUs of {c.key}'s NVLink domain")

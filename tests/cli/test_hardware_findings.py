@@ -221,3 +221,9 @@ def test_a_job_that_does_not_tile_its_nvlink_domains_and_a_zero3_overlap_flag_ar
     r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--tp", "1", "--zero", "3",
             "--gbs", "64", "--seq-len", "4096", "--no-dp-overlap")
     assert "--no-dp-overlap changes nothing at ZeRO-3 on the megatron stack" in " ".join(r.stderr.split())
+
+
+def test_domain_gpus_on_a_one_node_domain_says_what_it_is_for():
+    from costmodel.specs import with_fabric
+    with pytest.raises(InputError, match="NVLink domain is one node of 8 GPUs"):
+        with_fabric(load_cluster("dgx-h100"), domain_gpus=4)
