@@ -5,13 +5,13 @@ import re
 
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
+from .readers.training_logs.dumps import MEGATRON_FSDP_SHARDING
 from .run_config import (RunConfig, _bool, _cross_entropy, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
                          _take, _unset, cuda_graph_note)
 from .specs import recompute_module_list
 from .stacks import attention_backend_switches
 
 
-_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 #: Megatron-Bridge's mixed-precision recipe names (megatron/bridge/training/mixed_precision.py: bf16_mixed,
 #: fp16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, ...), spelt exactly: a misspelt name is
 #: no recipe Bridge has, not its nearest one
@@ -358,7 +358,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
             # the strategy is Megatron-FSDP's ("Sharding strategy for FSDP", Megatron-core
             # DistributedDataParallelConfig): without use_megatron_fsdp it shards nothing
             fsdp = ddp.get("use_megatron_fsdp") is True
-            shard = _SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0) if fsdp else 0
+            shard = MEGATRON_FSDP_SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0) if fsdp else 0
             if not fsdp and ddp.get("data_parallel_sharding_strategy") not in (None, "no_shard"):
                 cfg.notes.append(f"{path}: ddp.data_parallel_sharding_strategy "
                                  f"{ddp['data_parallel_sharding_strategy']!r} applies under Megatron-FSDP only "

@@ -8,6 +8,10 @@ from ...errors import InputError
 from ...formats import FP8_FORMATS
 from .lines import _short, _TIMESTAMP
 
+#: Megatron-FSDP's data_parallel_sharding_strategy as the ZeRO stage it shards like (Megatron-core
+#: DistributedDataParallelConfig: no_shard, optim, optim_grads, optim_grads_params)
+MEGATRON_FSDP_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
 _ARGS_BEGIN = re.compile(r"^\s*-{3,}\s*arguments\s*-{3,}\s*$")
 _ARGS_END = re.compile(r"^\s*-{3,}\s*end of arguments\s*-{3,}\s*$")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s+\.{2,}\s?(.*?)\s*$")
@@ -340,7 +344,7 @@ def _layout(args, complete=False):
         if get("use_torch_fsdp2") is True:
             zero = 3
         elif get("use_megatron_fsdp") is True:      # its --data-parallel-sharding-strategy default: optim_grads_params
-            zero = {"no_shard": 0, "optim": 1, "optim_grads": 2}.get(str(get("data_parallel_sharding_strategy")), 3)
+            zero = MEGATRON_FSDP_SHARDING.get(str(get("data_parallel_sharding_strategy")), 3)
         elif get("use_distributed_optimizer") is True:
             zero = 1
         elif isinstance(get("optim.name"), str):
