@@ -5,7 +5,9 @@
   parameter: 12 bytes for Adam (m, v), 8 for LionW or SGD with momentum, 4 for Adafactor (factored
   second moment; costmodel.specs.recipe.OPTIMIZERS).  ZeRO-1 (Megatron distributed optimizer) shards
   the optimizer bytes over DP x CP, ZeRO-2 also the
-  gradients, ZeRO-3/FSDP everything (plus two gathered layers in flight).  Expert parameters shard
+  gradients, ZeRO-3/FSDP everything (plus two gathered layers in flight); PyTorch's FSDP (torchtitan,
+  llm-foundry) shards the fp32 parameter itself, which is the master: 4 bytes of weights, the states
+  alone in the optimizer's share.  Expert parameters shard
   over the expert-data-parallel group DP x CP / EP.  DeepSpeed's ZeRO-Offload moves the gradients
   to the host as they are reduced (:func:`offloaded_grad_bytes`): the GPU keeps its reduce bucket.
 * Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation
@@ -309,13 +311,22 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryPa
     # ZeRO-3: the current and the prefetched layer are gathered in full (bf16)
     gathered = np.where(z == 3, 2 * ACT_BYTES * layer_params_per_gpu(model, t), 0.0)
 
+    opt_b = optimizer_bytes_per_param(recipe)
+    # PyTorch's FSDP under mixed precision (fully_shard's MixedPrecisionPolicy, FullyShardedDataParallel's
+    # MixedPrecision) keeps the sharded parameter in fp32 and casts it to 16 bits only into the
+    # all-gather's input: that fp32 shard is the optimizer's master weight, with no 16-bit shard beside it
+    # (costmodel.fsdp_copies); DeepSpeed and Megatron keep a 16-bit shard and a separate fp32 master
+    fp32_shard = (z == 3) & (get_stack(recipe.stack).fsdp_copies in ("fsdp1", "fsdp2")) & (opt_b >= 4.0)
+    w_b = np.where(fp32_shard, 4.0, ACT_BYTES) + 0.0 * dpcp
+    o_b = np.where(fp32_shard, opt_b - 4.0, opt_b) + 0.0 * dpcp
+
     def states(dense, exp, col=lambda a: a):
         """(weights, grads, optimizer) bytes of ``dense`` / ``exp`` parameters per GPU; ``col`` lays
         a per-layout array beside them (a column for the ranks of an own split)."""
         shard = lambda on, d: col(np.where(on, d, 1.0))                   # noqa: E731
-        per = lambda b, on: b * (dense / shard(on, dpcp) + exp / shard(on, edp))   # noqa: E731
-        grads = per(gb, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
-        return per(ACT_BYTES, z == 3) + col(gathered), grads, per(optimizer_bytes_per_param(recipe), z >= 1)
+        per = lambda b, on: col(b) * (dense / shard(on, dpcp) + exp / shard(on, edp))   # noqa: E731
+        grads = per(gb + 0.0 * dpcp, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
+        return per(w_b, z == 3) + col(gathered), grads, per(o_b, z >= 1)
 
     act_layer = activation_bytes_per_layer(model, recipe, t)
     tok = t.mbs * recipe.seq_len / t.cp

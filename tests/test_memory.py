@@ -473,3 +473,17 @@ def test_bf16_edge_layers_are_priced_as_bf16_layers_in_time_traffic_and_memory()
     assert edge.breakdown["tp_comm_s"][0] == pytest.approx(bf16.breakdown["tp_comm_s"][0], rel=1e-9)
     assert edge.memory.activations_bytes[0] == pytest.approx(bf16.memory.activations_bytes[0], rel=1e-9)
     assert fp8.memory.activations_bytes[0] < 0.95 * bf16.memory.activations_bytes[0]
+
+
+def test_pytorch_fsdp_shards_the_fp32_master_as_its_parameter():
+    """torchtitan's FSDP2 (and Composer's FSDP) keep the sharded parameter in fp32, the optimizer's master
+    itself: 4 bytes of weights and Adam's 8 of states per parameter and DP rank, 2 bytes fewer than a
+    16-bit shard beside a separate fp32 master (Megatron-FSDP)."""
+    m = load_model("llama3-8b")
+    t = layout(dp=16, zero=3, recompute="full")
+    tt = memory_bytes(m, Recipe(gbs=16, seq_len=4096, stack="torchtitan"), t)
+    ds = memory_bytes(m, Recipe(gbs=16, seq_len=4096), t)          # Megatron-FSDP: 16-bit shard + master
+    p = m.params()
+    assert tt.optimizer_bytes[0] == pytest.approx(8.0 * p / 16, rel=1e-9)
+    assert ds.optimizer_bytes[0] == pytest.approx(12.0 * p / 16, rel=1e-9)
+    assert tt.weights_bytes[0] - ds.weights_bytes[0] == pytest.approx(2.0 * p / 16, rel=1e-9)
