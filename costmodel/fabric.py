@@ -63,16 +63,26 @@ def blocks_touched(block, unit: int, total: float | None = None):
     """Units of ``unit`` consecutive ranks (or nodes) touched by the worst of the aligned blocks of
     ``block`` (array; a block j starts at j x block): the blocks of one parallel dimension tile the
     job in order, and where a block does not line up with the unit some block straddles a unit
-    boundary; the synchronous collective waits for that group.  The largest start residue a multiple
-    of B reaches modulo the unit U is U - gcd(B, U), so the worst block touches ceil((B + U - gcd)/U)
-    units.  A job of ``total`` <= U (or without ``total``) sits in one unit and never straddles, so
-    ceil(B / U) there.  Raises nothing."""
+    boundary; the synchronous collective waits for that group.  The start residues j B mod U of the
+    J = total / B blocks cycle with period m = U / gcd(B, U): with J >= m they reach U - gcd, so the
+    worst block touches ceil((B + U - gcd)/U) units; with fewer blocks only the residues of those
+    blocks count (the largest found by listing them).  A job of ``total`` <= U (or without ``total``)
+    sits in one unit and never straddles, so ceil(B / U) there.  Raises nothing."""
     block = np.asarray(block, dtype=np.float64)
     aligned = np.ceil(block / unit)
     if total is None or total <= unit:
         return aligned
-    g = np.gcd(np.maximum(np.round(block), 1.0).astype(np.int64), int(unit)).astype(np.float64)
-    return np.maximum(aligned, np.ceil((block + unit - g) / unit))
+    b = np.maximum(np.round(block), 1.0).astype(np.int64)
+    g = np.gcd(b, int(unit))
+    worst = np.ceil((block + unit - g) / unit)
+    few = np.floor(total / b) < unit // g                   # fewer blocks than the residue cycle
+    if np.any(few):
+        vals, inv = np.unique(b[few], return_inverse=True)
+        touched = np.array([np.ceil(((np.arange(max(int(total // v), 1)) * v) % unit).max() / unit + v / unit)
+                            for v in vals])
+        worst = np.where(few, 0.0, worst)
+        worst[few] = touched[inv]
+    return np.maximum(aligned, worst)
 
 
 def tier_penalty(coll: str, stride, size, cluster: ClusterSpec):

@@ -467,3 +467,18 @@ def test_nics_beyond_the_gpus_pcie_links_stream_at_the_links_total():
     from costmodel.cli.hardware import _cluster_record
     rec = _cluster_record("dgx-h100")
     assert rec["host_pcie_gb_per_s_per_gpu"] == pytest.approx(64.0) and rec["sharp"] is False
+
+
+def test_blocks_touched_is_the_worst_block_that_exists():
+    """Brute force: blocks of B consecutive units' members tile a job of T in order; the worst touches the
+    most units of U (a 44-node job in leaf groups of 32 touches 2, not the 3 a 45th block would)."""
+    from costmodel.fabric import blocks_touched
+    for total in (24, 44, 64, 88, 96, 128, 144):
+        for unit in (8, 32, 72):
+            for block in range(1, total + 1):
+                if total % block:
+                    continue
+                brute = max(((j * block) % unit + block + unit - 1) // unit for j in range(total // block))
+                want = float(-(-block // unit)) if total <= unit else float(brute)
+                assert blocks_touched(float(block), unit, float(total)) == want, (block, unit, total)
+    assert np.array_equal(blocks_touched(np.array([44.0, 12.0]), 32, 88.0), [2.0, 2.0])
