@@ -407,14 +407,31 @@ def _granularity(cfg: RunConfig, path: str, m: dict, prefix: str):
             and not (isinstance(method, str) and method.startswith("${")):
         raise InputError(path, f"model.{prefix}method", "missing with full recompute: Megatron-core raises without "
                          "it (TransformerConfig.__post_init__: recompute_method must be \"block\" or \"uniform\")")
+    n = m.get(prefix + "num_layers")
+    n_unset = n is None or (isinstance(n, str) and _unset(n) and not n.startswith("${"))
+    # Megatron-core's TransformerConfig.__post_init__: full recompute needs recompute_num_layers,
+    # selective refuses it
+    if gran == "full" and n_unset:
+        raise InputError(path, f"model.{prefix}num_layers", f"missing with full recompute ({method}): Megatron-core "
+                         "raises without it (recompute_num_layers must be between 1 and the layers per pipeline rank)")
+    if gran == "selective" and not n_unset:
+        raise InputError(path, f"model.{prefix}num_layers", f"{n!r} with selective recompute: Megatron-core raises "
+                         "(recompute_num_layers must be None)")
     if gran == "full" and method == "block":
-        if m.get(prefix + "num_layers") is None:
-            raise InputError(path, f"model.{prefix}num_layers", "missing: the block method recomputes this many layers "
-                             "of each pipeline chunk")
         _take(cfg, path, L, "recompute_num_layers", m, prefix + "num_layers", _int, "model.")
         if L.get("recompute_num_layers", 0) < 0:
             raise InputError(path, f"model.{prefix}num_layers", f"{L['recompute_num_layers']} is below 0: the layers "
                              "per chunk a block recompute checkpoints")
+        if L.get("recompute_num_layers") == 0:
+            # the block method checkpoints the layers below this index of each chunk (transformer_block.py
+            # _checkpointed_forward): 0 checkpoints none
+            L["recompute"], L["recompute_num_layers"] = "none", 0
+            cfg.notes.append(f"{path}: model.{prefix}num_layers 0 with the block method checkpoints no layer: no "
+                             "recompute")
+    elif gran == "full" and method == "uniform" and isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        cfg.notes.append(f"{path}: model.{prefix}num_layers {n} with the uniform method is priced as 1 (every layer "
+                         f"re-runs either way; its memory keeps 1/{n} of the layer inputs but holds {n} layers' "
+                         "activations while a unit re-runs)")
     return gran
 
 
