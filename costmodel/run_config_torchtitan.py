@@ -18,8 +18,11 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     shard_key = "data_parallel_degree" if "data_parallel_degree" in par else "data_parallel_shard_degree"
     shard, rep = par.get(shard_key, -1), par.get("data_parallel_replicate_degree", 1)
     for key, v in ((shard_key, shard), ("data_parallel_replicate_degree", rep)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and v != -1)):
-            raise InputError(path, f"{pre(key)}{key}", f"expected -1 (the ranks left) or a degree >= 1, got {v!r}")
+        # torchtitan: "only one of the data parallel degrees can be -1", the shard degree (ParallelDims)
+        left = v == -1 and key == shard_key
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and not left)):
+            raise InputError(path, f"{pre(key)}{key}", f"expected {'-1 (the ranks left) or ' if key == shard_key else ''}"
+                             f"a degree >= 1, got {v!r}")
     L["zero"] = 3 if shard != 1 else 0
     cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
@@ -35,9 +38,16 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
             cfg.notes.append(f"{path}: {pre('enable_async_tensor_parallel')}enable_async_tensor_parallel: no TP (degree "
                              "1): nothing to overlap")
     if shard not in (-1, 1) and rep not in (None, 1):
-        cfg.notes.append(f"{path}: HSDP (replicate {rep} x shard {shard}) is modelled as FSDP over all of DP")
+        raise hsdp_error(path, rep, shard)
     elif shard == -1 and rep not in (None, 1):
         cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
+    if "batch_size" in tr:
+        # torchtitan's name of the local batch before pytorch/torchtitan#1238 (2025-06)
+        if "local_batch_size" in tr:
+            raise InputError(path, "training.batch_size", "and training.local_batch_size both given: the first is "
+                             "torchtitan's name of the second before 2025-06; keep one")
+        tr = {**tr, "local_batch_size": tr["batch_size"]}
+        cfg.notes.append(f"{path}: training.batch_size read as the local batch (torchtitan's local_batch_size)")
     if L.get("pp", 1) > 1:
         _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count,
               pre("pipeline_parallel_microbatch_size"))
@@ -70,26 +80,15 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         if not isinstance(opt, str) or opt.strip().lower() not in ("adam", "adamw"):
             raise InputError(path, "optimizer.name", f"{opt!r}: torchtitan builds Adam or AdamW")
         R["optimizer"], cfg.where["optimizer"] = opt.strip().lower(), f"{path}: optimizer.name"
-    act = _table(d, path, "activation_checkpoint")
-    ac = act.get("mode")
-    if ac is not None:
-        if ac not in ("none", "selective", "full"):
-            raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
-        L["recompute"], cfg.where["recompute"] = ac, f"{path}: activation_checkpoint.mode"
-        opt = act.get("selective_ac_option")
-        if ac == "selective" and opt is not None and str(opt) != "op":
-            # a number N checkpoints every N-th block whole (torchtitan's layer-level SAC); "1" is every block
-            if str(opt) == "1":
-                L["recompute"], cfg.where["recompute"] = "full", f"{path}: activation_checkpoint.selective_ac_option"
-            else:
-                raise InputError(path, "activation_checkpoint.selective_ac_option", f"{opt!r}: checkpointing one block "
-                                 f"in every {opt} is not modelled (op, or 1: every block): give --recompute full "
-                                 "--recompute-num-layers K with K the layers per stage it checkpoints")
-    comp = d.get("compile")
-    if isinstance(comp, dict) and isinstance(comp.get("enable"), bool):     # [compile] enable / components
+    _activation_checkpoint(_table(d, path, "activation_checkpoint"), path, cfg)
+    comp = _table(d, path, "compile")
+    for key, v in (("compile.enable", comp.get("enable")), ("training.compile", tr.get("compile"))):
+        if v is not None and not isinstance(v, bool):       # torchtitan's fields are bools: true or false
+            raise InputError(path, key, f"{v!r} is not true or false")
+    if comp.get("enable") is not None:                                      # [compile] enable / components
         on = comp["enable"] and "model" in (comp.get("components") or ["model"])
         R["fused_elementwise"], cfg.where["fused_elementwise"] = on, f"{path}: compile.enable"
-    elif isinstance(tr.get("compile"), bool):                              # older: training.compile
+    elif tr.get("compile") is not None:                                    # older: training.compile
         R["fused_elementwise"], cfg.where["fused_elementwise"] = tr["compile"], f"{path}: training.compile"
     model = _table(d, path, "model")
     fl = model.get("flavor")
@@ -123,20 +122,86 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     return cfg
 
 
-#: torchtitan's single-stage pipeline schedules (torch.distributed.pipelining): one stage per rank
-_SINGLE_STAGE_SCHEDULES = ("1f1b", "gpipe")
+#: torchtitan's activation-checkpointing defaults (torchtitan/config/job_config.py ActivationCheckpoint,
+#: 2025-2026 TOML releases): selective, one block in every 2
+_AC_DEFAULT_MODE, _AC_DEFAULT_OPTION = "selective", "2"
+
+
+def _activation_checkpoint(act: dict, path: str, cfg: RunConfig) -> None:
+    """Read ``[activation_checkpoint]``: mode none / full, or selective with ``selective_ac_option``
+    'op' (op-level SAC) or '1' (every block, as full).  A number N >= 2 checkpoints one block in every
+    N (torchtitan/distributed/activation_checkpoint.py ``_apply_layer_sac``: blocks N, 2N, ... of
+    each process), which the torchtitan stack does not price; so is the default (mode and option
+    left out: selective, '2').
+
+    Raises:
+        InputError: naming the key, for a mode or option the model does not price."""
+    L = cfg.layout
+    ac, opt = act.get("mode"), act.get("selective_ac_option")
+    key = "activation_checkpoint.mode" if "mode" in act else "activation_checkpoint"
+    if ac is None:
+        ac = _AC_DEFAULT_MODE
+    if ac not in ("none", "selective", "full"):
+        raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
+    if ac == "selective" and str(opt if opt is not None else _AC_DEFAULT_OPTION) != "op":
+        n = str(opt if opt is not None else _AC_DEFAULT_OPTION)
+        if n == "1":
+            L["recompute"], cfg.where["recompute"] = "full", f"{path}: activation_checkpoint.selective_ac_option"
+            return
+        said = (f"selective_ac_option {opt!r}" if opt is not None else
+                f"{'mode' if 'mode' in act else 'mode and selective_ac_option'} not set: torchtitan's default "
+                f"(selective, every {_AC_DEFAULT_OPTION}nd block)")
+        if not n.isdigit() or int(n) < 1:
+            raise InputError(path, "activation_checkpoint.selective_ac_option", f"{opt!r} is not 'op' or a "
+                             "whole number of blocks")
+        raise InputError(path, key if opt is None else "activation_checkpoint.selective_ac_option",
+                         f"{said}: checkpointing one block in every {n} is not priced on the torchtitan stack: set "
+                         "mode to none or full, or selective_ac_option to 'op' (op-level) or '1' (every block)")
+    L["recompute"], cfg.where["recompute"] = ac, f"{path}: {key}"
+
+
+def hsdp_error(path: str, rep: int, shard: int) -> InputError:
+    """The refusal of torchtitan's HSDP (``data_parallel_replicate_degree`` and a shard degree both
+    above 1): FSDP2 shards over the shard group only and all-reduces the gradients across the
+    replicas (torchtitan/distributed/parallel_dims.py, dp_replicate x dp_shard), while the model's
+    ZeRO-3 shards over all of DP, which would understate the states' memory ``rep``-fold."""
+    return InputError(path, "parallelism.data_parallel_replicate_degree",
+                      f"HSDP (replicate {rep} x shard {shard}) is not modelled: its {shard}-GPU shard group holds "
+                      f"{rep}x the parameter, gradient and optimizer bytes of FSDP over all {rep * shard} DP ranks, "
+                      "plus an all-reduce across the replicas; price FSDP (replicate 1) or DDP (shard 1)")
+
+
+#: torchtitan's default virtual stages per rank of a multi-stage schedule without
+#: pipeline_parallel_layers_per_stage (torchtitan/distributed/pipeline_parallel.py: "For multi-stage
+#: schedules, default is 2 virtual stages per rank")
+_DEFAULT_STAGES_PER_RANK = 2
 
 
 def _pipeline_schedule(par: dict, L: dict, path: str, cfg: RunConfig, pre) -> None:
-    """A multi-stage schedule (Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, ...) runs several
-    virtual stages per rank, which the file sets through the layers per stage: not read here, so the
-    run is priced as one stage per rank (1F1B) with a note naming --vp, which prices it."""
+    """Read ``pipeline_parallel_schedule``: 1F1B; Interleaved1F1B, whose virtual stages per rank are
+    torchtitan's default 2 without ``pipeline_parallel_layers_per_stage`` (with it, --vp gives them);
+    the schedules whose bubble or memory the model does not have (GPipe: every micro-batch's
+    activations held; the zero-bubble and looped breadth-first schedules) are refused.
+
+    Raises:
+        InputError: naming the key."""
     sched = par.get("pipeline_parallel_schedule")
-    if sched is None or L.get("pp", 1) <= 1 or str(sched).lower() in _SINGLE_STAGE_SCHEDULES:
+    if sched is None or L.get("pp", 1) <= 1:
         return
-    cfg.notes.append(f"{path}: {pre('pipeline_parallel_schedule')}pipeline_parallel_schedule {sched!r} runs several "
-                     "stages per rank, which the file sets through its layers per stage: priced as one stage per rank "
-                     "(1F1B) unless --vp gives the stages per rank")
+    key = f"{pre('pipeline_parallel_schedule')}pipeline_parallel_schedule"
+    name = str(sched).lower()
+    if name == "1f1b":
+        return
+    if name != "interleaved1f1b":
+        raise InputError(path, key, f"{sched!r} is not priced: the model has 1F1B and Interleaved1F1B ("
+                         + ("GPipe holds every micro-batch's activations at once" if name == "gpipe" else
+                            "its bubble and memory are those schedules' own") + ")")
+    if par.get("pipeline_parallel_layers_per_stage") is None:
+        L["vp"], cfg.where["vp"] = _DEFAULT_STAGES_PER_RANK, f"{path}: {key} (torchtitan's default 2 stages per rank)"
+    else:
+        cfg.notes.append(f"{path}: {key} {sched!r}: its stages per rank follow from "
+                         f"{pre('pipeline_parallel_layers_per_stage')}pipeline_parallel_layers_per_stage, not read: "
+                         "priced as one stage per rank unless --vp gives them")
 
 
 #: where torchtitan's 2024 configurations put the parallel degrees: [training] and [experimental]

@@ -117,8 +117,10 @@ def test_torchtitan_settings_that_change_the_step(tmp_path):
     assert "tp_comm_overlap" not in at1.recipe and any("nothing to overlap" in n for n in at1.notes)
     assert _tt(tmp_path).layout["recompute"] == "selective"
     assert _tt(tmp_path, sac='"1"').layout["recompute"] == "full"
-    with pytest.raises(InputError, match="one block in every 2 is not modelled"):
+    with pytest.raises(InputError, match="one block in every 2 is not priced on the torchtitan stack"):
         _tt(tmp_path, sac='"2"')
+    with pytest.raises(InputError, match="'OP' is not 'op' or a whole number"):
+        _tt(tmp_path, sac='"OP"')
     assert _tt(tmp_path, shard=3).layout["dp"] == 3          # checked against the GPUs with the world
     assert "dp" not in _tt(tmp_path).layout                  # -1: the ranks left
     with pytest.raises(InputError, match="only bfloat16 parameters"):
@@ -164,7 +166,7 @@ def test_bridge_mixed_precision_keeps_its_bf16_edge_layers_and_says_what_is_not_
     ("  activations_checkpoint_granularity: full\n  activations_checkpoint_method: unifrom\n",
      "model.activations_checkpoint_method", "'unifrom' is not null, uniform or block"),
     ("  activations_checkpoint_granularity: full\n  activations_checkpoint_method: block\n",
-     "model.activations_checkpoint_num_layers", "missing: the block method")])
+     "model.activations_checkpoint_num_layers", "missing with full recompute")])
 def test_a_nemo_value_or_section_of_the_wrong_kind_is_refused_by_name(tmp_path, extra, field, said):
     text = NEMO.format(extra="") + extra if extra.startswith("trainer") else NEMO.format(extra=extra)
     if extra.startswith("trainer"):
@@ -196,7 +198,8 @@ def test_a_bridge_sharding_strategy_counts_under_megatron_fsdp_only(tmp_path):
 
 def test_a_2024_torchtitan_file_gives_its_degrees_from_training_and_experimental(tmp_path):
     old = ('[training]\nbatch_size = 8\nseq_len = 8192\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
-           '[experimental]\npipeline_parallel_degree = 2\ncontext_parallel_degree = 1\n')
+           '[experimental]\npipeline_parallel_degree = 2\ncontext_parallel_degree = 1\n'
+           '[activation_checkpoint]\nmode = "full"\n')
     cfg = _read(tmp_path, "old.toml", old)
     assert cfg.layout["tp"] == 8 and cfg.layout["pp"] == 2 and cfg.where["tp"].endswith("training.tensor_parallel_degree")
     assert any("torchtitan's 2024 layout" in n for n in cfg.notes)
@@ -206,7 +209,8 @@ def test_a_2024_torchtitan_file_gives_its_degrees_from_training_and_experimental
     assert e.value.field == "training.global_batch_size"
     sched = _read(tmp_path, "s.toml", TORCHTITAN.format(training="", shard=-1, tp=1, sac='"op"', parallelism=(
         'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "Interleaved1F1B"')))
-    assert any("'Interleaved1F1B' runs several stages per rank" in n for n in sched.notes)
+    # torchtitan's default: 2 virtual stages per rank (torchtitan/distributed/pipeline_parallel.py)
+    assert sched.layout["vp"] == 2
 
 
 def test_a_yaml_alias_bomb_is_refused_before_any_walk(tmp_path):
@@ -418,3 +422,45 @@ def test_megatron_fsdp_runs_with_the_distributed_optimizer_and_fsdp2_replaces_it
 def test_a_bridge_dump_cut_before_its_model_section_is_said_to_be_cut(tmp_path):
     with pytest.raises(InputError, match="a Megatron-Bridge ConfigContainer without its model section"):
         _read(tmp_path, "c.yaml", "_target_: megatron.bridge.training.config.ConfigContainer\ncheckpoint:\n  save: null\n")
+
+
+def test_torchtitan_defaults_and_schedules_the_model_does_not_price_are_refused(tmp_path):
+    """torchtitan's ActivationCheckpoint default (selective, every 2nd block) and the GPipe and
+    zero-bubble schedules are refused naming the key; HSDP too (its shard group holds R x the states)."""
+    no_ac = TORCHTITAN.split("[activation_checkpoint]")[0].format(training="", shard=-1, tp=1, parallelism="")
+    with pytest.raises(InputError, match="torchtitan's default .selective, every 2nd block.") as e:
+        _read(tmp_path, "a.toml", no_ac)
+    assert e.value.field == "activation_checkpoint"
+    for sched, said in (("GPipe", "holds every micro-batch's activations"), ("ZBVZeroBubble", "bubble and memory")):
+        with pytest.raises(InputError, match=said) as e:
+            _tt(tmp_path, tp=1, parallelism=f'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "{sched}"')
+        assert e.value.field == "parallelism.pipeline_parallel_schedule"
+    with pytest.raises(InputError, match=r"HSDP \(replicate 2 x shard 8\) is not modelled"):
+        _tt(tmp_path, shard=8, parallelism="data_parallel_replicate_degree = 2")
+    with pytest.raises(InputError, match="expected a degree >= 1, got -1"):
+        _tt(tmp_path, parallelism="data_parallel_replicate_degree = -1")
+    with pytest.raises(InputError, match="'yes' is not true or false") as e:
+        _read(tmp_path, "c.toml", TORCHTITAN.format(training="", shard=-1, tp=1, sac='"op"', parallelism="")
+              + '[compile]\nenable = "yes"\n')
+    assert e.value.field == "compile.enable"
+    # the local batch's name before pytorch/torchtitan#1238: read, and refused beside its new name
+    with pytest.raises(InputError, match="both given"):
+        _tt(tmp_path, tp=1, training="batch_size = 4")
+    old = _read(tmp_path, "b.toml", TORCHTITAN.replace("local_batch_size = 1", "batch_size = 4").format(
+        training="", shard=-1, tp=1, sac='"op"', parallelism=""))
+    assert old.recipe["local_batch_size"] == 4
+
+
+def test_megatron_recompute_keys_megatron_core_refuses_or_reads_otherwise(tmp_path):
+    """TransformerConfig.__post_init__ refuses full recompute without recompute_num_layers and selective
+    with it; the block method's 0 checkpoints no layer (transformer_block.py _checkpointed_forward)."""
+    def nemo(gran, method, n):
+        return NEMO.format(extra=f"  activations_checkpoint_granularity: {gran}\n  activations_checkpoint_method: "
+                                 f"{method}\n  activations_checkpoint_num_layers: {n}\n")
+    assert _read(tmp_path, "b0.yaml", nemo("full", "block", 0)).layout["recompute"] == "none"
+    assert _read(tmp_path, "b2.yaml", nemo("full", "block", 2)).layout["recompute_num_layers"] == 2
+    with pytest.raises(InputError, match="missing with full recompute") as e:
+        _read(tmp_path, "u.yaml", nemo("full", "uniform", "null"))
+    assert e.value.field == "model.activations_checkpoint_num_layers"
+    with pytest.raises(InputError, match="with selective recompute: Megatron-core raises"):
+        _read(tmp_path, "s.yaml", nemo("selective", "null", 2))

@@ -17,6 +17,7 @@ from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, 
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
+from ..run_config_torchtitan import hsdp_error
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
@@ -162,8 +163,15 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         if dp % cfg.dp_replicate:
             raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
                              f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
-        cfg.notes.append(f"{path}: HSDP (replicate {cfg.dp_replicate} x shard {dp // cfg.dp_replicate}) is modelled "
-                         "as FSDP over all of DP")
+        if dp // cfg.dp_replicate > 1:
+            raise hsdp_error(path, cfg.dp_replicate, dp // cfg.dp_replicate)
+        # the ranks left to shard over are one: DDP
+        if given("zero") and layout_flags.get("zero") != 0:
+            raise InputError("--zero", "", f"{layout_flags.get('zero')} contradicts {path}, whose "
+                             f"data_parallel_replicate_degree {cfg.dp_replicate} leaves one rank to shard over (DDP)")
+        layout_flags["zero"] = cfg.layout["zero"] = 0
+        cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
+        cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
         _, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * dp, \
