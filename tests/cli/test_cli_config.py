@@ -513,7 +513,7 @@ def test_a_misspelt_format_section_a_foreign_stack_and_torchtitans_own_defaults(
     """trian: (for Megatron-Bridge's train: or NeMo's trainer:) would make the reader guess the format: refused
     by name; a --stack outside the file's framework is refused naming the file; a torchtitan TOML without
     training.seq_len / local_batch_size trains at torchtitan's defaults (2048, 8: job_config.py Training)
-    unless a flag gives them."""
+    unless a flag gives them; its activation-checkpoint default (every 2nd block) is refused."""
     bridge = tmp_path / "mb.yaml"
     bridge.write_text("model:\n  tensor_model_parallel_size: 4\ntrian:\n  micro_batch_size: 1\n  global_batch_size: 128\n")
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(bridge)),
@@ -526,6 +526,11 @@ def test_a_misspelt_format_section_a_foreign_stack_and_torchtitans_own_defaults(
     assert ok.returncode == 0, ok.stderr
     toml = tmp_path / "tt.toml"
     toml.write_text("[parallelism]\ntensor_parallel_degree = 2\ndata_parallel_shard_degree = -1\n")
+    # torchtitan's activation-checkpoint default (every 2nd block) is not priced: refused by its key
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(toml)),
+                          f"{toml}: activation_checkpoint: mode and selective_ac_option not set")
+    toml.write_text("[parallelism]\ntensor_parallel_degree = 2\ndata_parallel_shard_degree = -1\n"
+                    '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n')
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(toml), "--json")
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)

@@ -117,17 +117,20 @@ def test_a_fit_whose_predictions_vanish_beside_its_times_is_not_written(tmp_path
 
 def test_torchtitan_replicate_degree_is_checked_and_said(tmp_path):
     """HSDP with the shard degree left to the world: a replicate degree that does not divide the DP
-    ranks is refused naming the key; one that does is said (modelled as FSDP over all of DP)."""
+    ranks is refused naming the key; one that leaves a shard group of 2 or more is HSDP, refused (its
+    shard group holds R x the states of FSDP over all of DP); one that is all of DP is DDP."""
     src = (REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
     assert "data_parallel_replicate_degree = 1" in src
-    for rep, ok in ((3, False), (2, True)):
+    for rep, said in ((3, "3 does not divide"), (2, "HSDP (replicate 2 x shard 4) is not modelled")):
         cfg = tmp_path / f"rep{rep}.toml"
         cfg.write_text(src.replace("data_parallel_replicate_degree = 1", f"data_parallel_replicate_degree = {rep}"))
         r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan")
-        if ok:
-            assert r.returncode in (0, 3) and "HSDP (replicate 2 x shard 4) is modelled as FSDP" in r.stderr, r.stderr
-        else:
-            one_line(r, "parallelism.data_parallel_replicate_degree: 3 does not divide")
+        one_line(r, f"parallelism.data_parallel_replicate_degree: {said}")
+    cfg = tmp_path / "rep8.toml"
+    cfg.write_text(src.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8"))
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan", "--json")
+    assert r.returncode in (0, 3) and json.loads(r.stdout)["layout"]["zero"] == 0, r.stderr
+    assert "data_parallel_replicate_degree 8 is all of DP: DDP" in r.stderr
 
 
 def test_a_logged_count_past_2_53_names_the_log_not_a_flag(tmp_path):
