@@ -121,6 +121,15 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
 
     * all_reduce: intra all-reduce of n over k; inter all-reduce of n/k over N ranks;
     * all_gather / reduce_scatter: intra over k of n; inter over N of n/k;
+      the ring's inter part at the bytes NCCL's ring puts on each NIC: its rings run through all kN
+      ranks (one ring per channel, the channels spread over the node's NICs: NCCL docs "Algorithms",
+      src/graph/rings.cc), so a NIC carries a ring's (kN - 1)/kN share of n/k per pass, not the
+      (N - 1)/N a ring over the N nodes alone would (that minimum needs CollNet/SHARP); busbw tops out
+      at k x the NIC share whatever N (NVIDIA/nccl#1649: ~370-380 GB/s on 8 x 400G H100 nodes; 381.8 GB/s
+      on 4 p6-b200 nodes of 8 x 400G, which ran the ring: hardware/profiles/data/
+      mlengineering_allreduce_bench_h200_b200_pytorch.md).  An all-reduce over 2 nodes runs NCCL's
+      tree there, a root and one child per tree: n/k per NIC direction, the 2-rank ring's share (the
+      2-node captures exceed a flat ring's k x NIC share: 78 GB/s busbw on p4de's 50, 487 on p5's 400);
     * all_to_all: intra over k of n/N; inter over N of n (the fraction (N-1)/N leaves the node);
     * send_recv: one transfer of n over the inter-node link when N > 1, else over NVLink.
 
@@ -156,7 +165,12 @@ def hierarchical_time_s(collective: str, n_bytes, ranks_per_node, n_nodes, intra
         t_out = collective_time_s(collective, n, nn, inter_bytes_per_s_per_gpu, p_inter)
     else:
         t_in = collective_time_s(collective, n, k, intra_bytes_per_s, p_intra)
-        t_out = collective_time_s(collective, n / k, nn, inter_bytes_per_s_per_gpu, p_inter)
+        # the flat ring's share per NIC over the N-rank ring's: ((kN - 1)/kN) / ((N - 1)/N); a 2-node
+        # all-reduce's tree moves the 2-rank ring's
+        flat = np.where(nn > 1, (k * nn - 1.0) / (k * np.maximum(nn - 1.0, 1.0)), 1.0)
+        if collective == "all_reduce":
+            flat = np.where(nn == 2, 1.0, flat)
+        t_out = collective_time_s(collective, n / k * flat, nn, inter_bytes_per_s_per_gpu, p_inter)
     lat_in = collective_time_s(collective, 1.0, k, intra_bytes_per_s, p_intra)
     t = pipelined(t_in, t_out, lat_in, collective_time_s(collective, 1.0, nn, inter_bytes_per_s_per_gpu, p_inter))
     if tree is None or collective != "all_reduce":
@@ -197,9 +211,12 @@ def tree_all_reduce_inter_s(n_bytes, ranks_per_node, link_bytes_per_s, p: Collec
     """Inter-node part of NCCL's tree all-reduce (double binary tree across nodes), seconds.
 
     Each of the node's ``k`` GPUs carries 1/k of the buffer over its NIC share, up the tree
-    (reduce) and down again (broadcast): 2 n/k bytes whatever the node count, against the ring's
-    2 (N-1)/N n/k, at NCCL's tree bandwidth (0.92 of the ring's, times its measured correction for
-    the buffer size and protocol: :data:`TREE_CORRECTION`).  The latency is the caller's: ``p``'s
+    (reduce) and down again (broadcast): 2 n/k bytes, NCCL's tuner model of the tree (a node interior
+    in one tree and a leaf in the other sends and receives that much per direction), against the flat
+    ring's 2 (kN-1)/kN n/k, at NCCL's tree bandwidth (0.92 of the ring's, times its measured correction for
+    the buffer size and protocol: :data:`TREE_CORRECTION`): across 3 or more nodes the tree wins on
+    latency only (measured multi-node busbw stays at the ring's: :func:`hierarchical_time_s`; over 2
+    nodes the caller prices the tree's n/k as the 2-rank ring).  The latency is the caller's: ``p``'s
     alpha holds the 2 floor(log2 N) network hops of the two trees (:func:`tree_hops`) where the
     ring has 2 (N - 1) (``ncclTopoTuneModel``: ``2 * ((nRanks/nNodes-1) * intraLat + log2i(nNodes)
     * interLat)``; the intra-node chain is the caller's intra scope).

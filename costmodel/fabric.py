@@ -29,7 +29,8 @@ drives through its CollNet algorithm and the SHARP plugin; NVIDIA docs "NCCL: Co
 "Scalable Hierarchical Aggregation and Reduction Protocol (SHARP)", COMHPC 2016): the switches sum
 the nodes' streams on the way up an aggregation tree and multicast the result down, so across N
 nodes each GPU's NIC share sends its n/k slice once and receives the sum once (full duplex), where a
-ring moves 2(N-1)/N of it each way: :func:`sharp_all_reduce_s`.  Each switch forwards one reduced
+ring moves 2(kN-1)/kN of it each way (its rings run through all kN GPUs: costmodel.collective
+hierarchical_time_s): :func:`sharp_all_reduce_s`.  Each switch forwards one reduced
 stream per tree, so an oversubscribed tier does not bind (below 1:nodes-per-group); the tree costs
 one up and one down traversal of the tiers it spans instead of 2(N-1) ring steps.  Only the
 all-reduce is priced this way (NCCL's CollNet all-reduce); the other collectives keep their rings.

@@ -482,3 +482,27 @@ def test_blocks_touched_is_the_worst_block_that_exists():
                 want = float(-(-block // unit)) if total <= unit else float(brute)
                 assert blocks_touched(float(block), unit, float(total)) == want, (block, unit, total)
     assert np.array_equal(blocks_touched(np.array([44.0, 12.0]), 32, 88.0), [2.0, 2.0])
+
+
+def test_a_multi_node_ring_moves_the_flat_rings_share_per_nic():
+    """NCCL's rings run through all kN GPUs, so a NIC carries (kN - 1)/kN of n/k per pass and the
+    busbw of a large all-reduce or all-gather stays under k x the NIC share at any node count
+    (8 x 400G H100 nodes: ~370-380 GB/s, NVIDIA/nccl#1649; 381.8 GB/s measured on 4 p6-b200 nodes,
+    hardware/profiles/data/mlengineering_allreduce_bench_h200_b200_pytorch.md); over 2 nodes the
+    all-reduce's tree moves n/k per direction and its busbw goes above that (AWS p5: 437-487 GB/s,
+    hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt)."""
+    from costmodel.collective import busbw_factor
+    p = load_profile("h100-sxm-80gb")
+    share = None
+    for nodes in (2, 3, 4, 8, 16, 64):
+        c = load_cluster("dgx-h100", nodes=nodes)
+        share = c.node_nic_bytes_per_s                      # k x the per-GPU NIC share
+        g = 8 * nodes
+        for coll in ("all_reduce", "all_gather", "reduce_scatter"):
+            t = float(group_time_s(coll, GIB, 1, g, c, p))
+            busbw = GIB / t * float(busbw_factor(coll, g))
+            if nodes > 2 or coll != "all_reduce":
+                assert busbw <= share, (coll, nodes, busbw / 1e9)
+            else:
+                assert busbw > share
+    assert share == 8 * 400e9 / 8
