@@ -12,12 +12,15 @@ from .specs import ClusterSpec, Profile
 #: NIC; the fraction).  NCCL's maintainers: "For NDR @ 400Gbps you should see 46-48GB/s per NIC"
 #: (nccl-tests#290), 47 of 50; "24GB/s is the peak performance per 200G NIC (12 GB/s for 100G NICs)"
 #: (nccl-tests#119, nccl#412), 24 of 25 (hardware/profiles/data/github_issue_excerpts_partial_tables.txt,
-#: items 5 and 8).  The lower, 47/50, holds at every rate from 100 Gb/s, so a faster NIC never streams slower
-#: and no line rate is a cliff.  The per-NIC figures are the NIC's, not InfiniBand's: RoCE on the same
+#: items 5 and 8).  The lower, 47/50, holds at every rate: a NIC's share of its line rate is set by its per-packet
+#: headers and its encoding, neither of which depends on the rate (64b/66b from InfiniBand FDR and 10 GbE on: a
+#: cluster file gives a NIC's data rate, QDR's 32 Gb/s, not its 40 Gb/s signalling), so no line rate is a cliff
+#: (a 99 Gb/s NIC had taken the EFA capture's 63% and a 100 Gb/s one 94%).  The per-NIC figures are the NIC's,
+#: not InfiniBand's: RoCE on the same
 #: ConnectX NICs is held to them (nccl#495: 8 x 100 Gb/s RoCE at 75% of line rate, "a bit low" to the
 #: maintainers; item 9).  Omni-Path, plain Ethernet and EFA have no stated figure and keep a capture's (the
 #: built-in AWS EFA captures reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of theirs).
-STATED_NIC_EFFICIENCY = {"infiniband": (100e9 / 8, 47.0 / 50.0), "roce": (100e9 / 8, 47.0 / 50.0)}
+STATED_NIC_EFFICIENCY = {"infiniband": (0.0, 47.0 / 50.0), "roce": (0.0, 47.0 / 50.0)}
 
 
 def stated_nic_efficiency(fabric: str | None, nic_bytes_per_s: float | None) -> float | None:

@@ -11,7 +11,7 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
-from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
+from ..layouts import (FIELD_SPECS, LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
@@ -106,6 +106,10 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                             f"({m.name}'s own default is the other)")
     _check_etp(ctx, m, layout_flags)
     auto = layout_flags.get("recompute") == "auto"
+    choices = FIELD_SPECS["recompute"].choices
+    if layout_flags.get("recompute") not in (None, "auto", *choices):
+        raise InputError("--recompute", "", f"{layout_flags['recompute']!r} is not one of {', '.join(choices)}, auto "
+                         "(the least recomputation that fits)")
     if auto and layout_flags.get("recompute_num_layers"):
         raise InputError("--recompute-num-layers", "", "--recompute auto chooses how many layers it recomputes: drop "
                          "one of the two")

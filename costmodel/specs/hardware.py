@@ -10,7 +10,7 @@ from .loading import (_check_sources, check_source_keys, _get, _get_int, _get_st
                       refuse_nulls)
 from .params import SCALE_OUT_FABRICS
 from .cooling import CoolingSpec, _cooling
-from .links import check_intra_link, domain_gpus, link_speeds
+from .links import MAX_NIC_BYTES_PER_S, check_intra_link, domain_gpus, link_speeds
 
 
 
@@ -530,8 +530,10 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
                 f"{100 * mem_headroom:g}% of the HBM kept free, {g.capacity_bytes / 2**30:.1f} of "
                 f"{g.total_capacity_bytes / 2**30:.1f} GiB usable")) if x))
     if scale_out_gbps is not None:
-        if not 1.0 <= scale_out_gbps <= 1e5:
-            raise InputError("--scale-out-gbps", "", f"{scale_out_gbps:g} is outside 1 .. 100,000 Gb/s per NIC")
+        top = MAX_NIC_BYTES_PER_S * 8 / 1e9                 # the fastest NIC announced, as for a cluster file
+        if not 1.0 <= scale_out_gbps <= top:
+            raise InputError("--scale-out-gbps", "", f"{scale_out_gbps:g} is outside 1 .. {top:,.0f} Gb/s per NIC "
+                             "(ConnectX-9's 1.6 Tb/s is the fastest announced)")
         c = replace(c, nic_bytes_per_s=scale_out_gbps * 1e9 / 8,
                     what_if=", ".join(x for x in (c.what_if, f"NICs at {scale_out_gbps:g} Gb/s") if x))
     if oversubscription is not None:
@@ -548,6 +550,10 @@ def with_fabric(cluster: ClusterSpec, scale_out_gbps: float | None = None,
     if sharp is not None and sharp != c.sharp:
         c = replace(c, sharp=sharp, what_if=", ".join(
             x for x in (c.what_if, "in-network all-reduce (SHARP)" if sharp else "no in-network all-reduce") if x))
+    if c.what_if != cluster.what_if and c.num_gpus <= c.scale_up_gpus and (
+            scale_out_gbps is not None or oversubscription is not None or sharp is not None):
+        c = replace(c, what_if=c.what_if + f" (its {c.num_gpus} GPUs share one NVLink domain: no collective crosses "
+                                           "the network, so the network what-ifs change nothing)")
     return c
 
 

@@ -352,7 +352,17 @@ def test_scale_out_what_ifs_on_the_command_line():
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--oversubscription", "2"),
                           "--oversubscription", "no inter_node.tiers")
     assert_one_line_error(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--scale-out-gbps", "0"),
-                          "--scale-out-gbps", "outside 1 .. 100,000")
+                          "--scale-out-gbps", "outside 1 .. 1,600")
+    # the flag keeps to the fastest NIC a cluster file may give (ConnectX-9, 1.6 Tb/s)
+    assert_one_line_error(run("collectives", "--cluster", "aws-p5", "--nodes", "2", "--scale-out-gbps", "100000"),
+                          "--scale-out-gbps", "outside 1 .. 1,600 Gb/s per NIC")
+    # a job inside one NVLink domain crosses no network: the what-if says it changes nothing
+    one = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--scale-out-gbps", "100",
+              "--recompute", "full", "--json")
+    assert one.returncode == 0, one.stderr
+    assert "no collective crosses the network" in json.loads(one.stdout)["cluster_what_if"]
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--recompute", "bogus"),
+                          "--recompute", "'bogus' is not one of none, selective, full, auto")
 
 
 def test_predict_says_when_the_power_limit_sets_the_step():

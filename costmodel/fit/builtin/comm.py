@@ -285,7 +285,7 @@ def fit_inter(b: Build) -> None:
             derived_from=f"{v.source}:comm.inter_node.all_reduce",
             note=f"A {v.source} variant: its NIC path (efficiency relative to the cluster's NIC line rate per GPU); "
                  "no multi-node sweep of this part is in the set." + (
-                     " On InfiniBand and RoCE from 100 Gb/s up the Simple protocol takes NCCL's stated 47/50 of line rate per "
+                     " On InfiniBand and RoCE the Simple protocol takes NCCL's stated 47/50 of line rate per "
                      "NIC instead (nccl-tests#290, #119; costmodel.nic_efficiency.STATED_NIC_EFFICIENCY)." if v.source == H100 else ""))
         b.summary.append(("inter", g, "all_reduce", f"derived from {v.source}"))
     for g in ("h200-sxm-141gb", "mi250", "mi300x", "v100-sxm2-32gb"):
@@ -293,7 +293,7 @@ def fit_inter(b: Build) -> None:
             {k: v for k, v in b.prof[H100]["comm"]["inter_node"]["all_reduce"].items() if k not in ("fit", "note")},
             derived_from=f"{H100}:comm.inter_node.all_reduce",
             note="No multi-node sweep for this GPU: the AWS p5 (EFA) fit. Efficiency is relative to the GPU's share of "
-                 "its node's NIC line rate; on InfiniBand and RoCE from 100 Gb/s up the Simple protocol takes NCCL's stated 47/50 "
+                 "its node's NIC line rate; on InfiniBand and RoCE the Simple protocol takes NCCL's stated 47/50 "
                  "of line rate per NIC instead (nccl-tests#290, #119; costmodel.nic_efficiency.STATED_NIC_EFFICIENCY).")
         b.summary.append(("inter", g, "all_reduce", f"derived from {H100} (p5 EFA)"))
     _v100_cross_check(b)
