@@ -1,6 +1,7 @@
 """The torchtitan TOML reader of ``predict --config`` (costmodel.run_config, its module docstring)."""
 from __future__ import annotations
 
+from .config_keys import one_edit_apart
 from .errors import InputError
 from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _bool, _count, _table, _take
 
@@ -117,6 +118,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
                          "linears stay 16-bit")
     _pipeline_schedule(par, L, path, cfg, pre)
     # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)
+    _check_sections(d, path)
     if not sec:
         _check_parallelism_keys(par, path, cfg)
     return cfg
@@ -240,7 +242,26 @@ _TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
     "enable_compiled_autograd", "disable_loss_parallel", "pipeline_parallel_split_points",
     "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv",
     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
-    "module_fqns_per_model_part", "context_parallel_rotate_method")
+    "module_fqns_per_model_part", "context_parallel_rotate_method", "context_parallel_load_balancer",
+    "expert_parallel_comm_backend", "pipeline_parallel_expert_parallel_overlap", "pipeline_parallel_microbatches")
+#: torchtitan's top-level tables, every release from 2024 (config_manager.py's argument prefixes) to the last
+#: TOML one (torchtitan/config/job_config.py JobConfig at 4a950ea, 2026-02): torchtitan refuses another
+_TORCHTITAN_SECTIONS = ("job", "profiling", "metrics", "model", "optimizer", "lr_scheduler", "training", "parallelism",
+                        "checkpoint", "activation_checkpoint", "compile", "float8", "mx", "quantize", "comm",
+                        "memory_estimation", "fault_tolerance", "experimental", "validation", "debug", "dataloader")
+
+
+def _check_sections(d: dict, path: str) -> None:
+    """Refuse a top-level table torchtitan's JobConfig never had (:data:`_TORCHTITAN_SECTIONS`): torchtitan
+    refuses it too, and a misspelt one (``[experimentl]``) would leave its keys unread.
+
+    Raises:
+        InputError: naming the table, with the section one edit away if there is one."""
+    for key in d:
+        if key not in _TORCHTITAN_SECTIONS:
+            near = [k for k in _TORCHTITAN_SECTIONS if one_edit_apart(key, k)]
+            raise InputError(path, str(key), "is not a torchtitan section (its JobConfig refuses it)"
+                             + (f": did you mean [{near[0]}]?" if near else ""))
 
 
 def _check_parallelism_keys(par: dict, path: str, cfg: RunConfig) -> None:
@@ -257,6 +278,14 @@ def _check_parallelism_keys(par: dict, path: str, cfg: RunConfig) -> None:
         if key not in _TORCHTITAN_PARALLELISM and key.endswith("_degree"):
             raise InputError(path, f"parallelism.{key}", "is not a torchtitan parallelism degree (tensor, pipeline, "
                              "context, expert, expert_tensor, data_parallel_shard, data_parallel_replicate)")
+        if key not in _TORCHTITAN_PARALLELISM:
+            # torchtitan refuses a field its Parallelism lacks (ConfigManager: "Invalid field names")
+            near = [k for k in _TORCHTITAN_PARALLELISM if one_edit_apart(key, k)]
+            raise InputError(path, f"parallelism.{key}", "is not a torchtitan parallelism key (torchtitan refuses it)"
+                             + (f": did you mean {near[0]}?" if near else ""))
+    if "pipeline_parallel_microbatches" in par:
+        raise InputError(path, "parallelism.pipeline_parallel_microbatches", "(torchtitan's micro-batch count before "
+                         "pipeline_parallel_microbatch_size) is not read: give --mbs, the local batch over it")
     rotate = par.get("context_parallel_rotate_method")
     if rotate is not None:
         # PyTorch's context_parallel: 'allgather' gathers every K/V shard after the first sub-attention,

@@ -464,3 +464,20 @@ def test_megatron_recompute_keys_megatron_core_refuses_or_reads_otherwise(tmp_pa
     assert e.value.field == "model.activations_checkpoint_num_layers"
     with pytest.raises(InputError, match="with selective recompute: Megatron-core raises"):
         _read(tmp_path, "s.yaml", nemo("selective", "null", 2))
+
+
+def test_a_table_or_parallelism_key_torchtitan_lacks_is_refused_as_torchtitan_refuses_it(tmp_path):
+    """torchtitan's ConfigManager refuses a field its JobConfig lacks; a misspelt table ([experimentl]) had
+    been ignored with its keys, an unknown [parallelism] key only noted."""
+    base = TORCHTITAN.format(training="", shard=-1, tp=1, sac='"op"', parallelism="")
+    with pytest.raises(InputError, match=r"is not a torchtitan section .*did you mean \[experimental\]") as e:
+        _read(tmp_path, "s.toml", base + "[experimentl]\ncontext_parallel_degree = 2\n")
+    assert e.value.field == "experimentl"
+    with pytest.raises(InputError, match="is not a torchtitan parallelism key") as e:
+        _tt(tmp_path, tp=1, parallelism="enable_sequence_parallel = false")
+    assert e.value.field == "parallelism.enable_sequence_parallel"
+    with pytest.raises(InputError, match="did you mean parallelism.fsdp_reshard_after_forward"):
+        _tt(tmp_path, tp=1, parallelism='fsdp_reshard_after_forwrd = "always"')
+    # a key of one of torchtitan's releases, not read by the model, is noted
+    cfg = _tt(tmp_path, tp=1, parallelism='context_parallel_load_balancer = "headtail"')
+    assert any("context_parallel_load_balancer not read" in n for n in cfg.notes)
