@@ -709,3 +709,16 @@ def test_a_split_megatron_core_refuses_is_refused_naming_the_vp_key(tmp_path):
     f.write_text(text.format(acc="  account_for_loss_in_pipeline_split: true\n"))
     with pytest.raises(InputError, match="priced only together with account_for_embedding_in_pipeline_split"):
         read_run_config(f)
+
+
+def test_async_tp_without_compile_in_a_torchtitan_file_names_the_files_keys(tmp_path):
+    """torchtitan runs async TP only under torch.compile: a file with async TP and compile off is refused
+    naming its two keys, not the --no-fused-elementwise its user never typed."""
+    text = TITAN.read_text().replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 2\n"
+                                     "enable_async_tensor_parallel = true", 1)
+    assert "[compile]\nenable=false" in text
+    f = tmp_path / "atp.toml"
+    f.write_text(text)
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f)),
+                          f"{f}: compile.enable / parallelism.enable_async_tensor_parallel",
+                          "runs only under torch.compile")
