@@ -44,7 +44,7 @@ from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
 from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction,
                       uses_layout_fields)
 from .specs import ModelSpec, Recipe
-from .stacks import get_stack
+from .stacks import TE_STACKS, get_stack
 
 
 def stage_moe_fraction(model: ModelSpec, t: LayoutTable) -> np.ndarray:
@@ -234,7 +234,35 @@ def reserved_bytes(t: LayoutTable, model: ModelSpec | None = None, recipe: Recip
     out = CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
     if model is not None and recipe is not None and model.is_moe and recipe.moe_dispatcher == "flex":
         out = out + deepep_buffer_bytes(model.hidden, t.ep * t.etp)
+    if model is not None and recipe is not None:
+        out = out + userbuffer_bytes(model, recipe, t)
     return out
+
+
+#: Transformer Engine's userbuffer communicators of the TP-comm overlap, one per overlapped GEMM
+#: (transformer_engine/pytorch/module/base.py initialize_ub at NVIDIA/TransformerEngine d0067d0d): ring
+#: exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline proj_fprop, fc2_fprop; bulk qkv_dgrad,
+#: qkv_wgrad, fc1_dgrad, fc1_wgrad; external proj_wgrad, fc2_wgrad.  Each registers one buffer of the
+#: shape Megatron passes, [seq x mbs / CP, hidden] (megatron/training/initialize.py
+#: _initialize_tp_communicators), in bf16, or in one byte under FP8 for the all-gather side
+#: (``layers_all_gather_overlap``, 8 of the 12; common/comm_gemm_overlap/comm_gemm_overlap.cpp: the
+#: all-gather ring-exchange buffer is the whole shape too)
+UB_BUFFERS_16BIT, UB_BUFFERS_FP8_SIDE = 12, 8
+
+
+def userbuffer_bytes(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
+    """Bytes of Transformer Engine's TP-comm-overlap userbuffers per GPU (array over layouts; reads
+    ``tp``, ``sp``, ``overlap``, ``mbs``, ``cp``): allocated once at start-up where the overlap runs
+    (a TE stack, TP > 1 with SP), :data:`UB_BUFFERS_16BIT` buffers of seq x mbs / CP x hidden, the
+    all-gather ones in one byte under an FP8 format; an FP8 run keeping BF16 edge layers registers a
+    second, 16-bit set (Megatron's quantization_modes); 0 elsewhere."""
+    on = (t.tp > 1) & t.sp & t.overlap & bool(recipe.tp_comm_overlap) & (recipe.stack in TE_STACKS)
+    shape = t.mbs * recipe.seq_len / t.cp * model.hidden
+    fp8 = recipe.precision in ("fp8", "mxfp8")
+    per = (UB_BUFFERS_FP8_SIDE + 2.0 * (UB_BUFFERS_16BIT - UB_BUFFERS_FP8_SIDE)) if fp8 else 2.0 * UB_BUFFERS_16BIT
+    if fp8 and recipe.bf16_edge_layers > 0:
+        per = per + 2.0 * UB_BUFFERS_16BIT
+    return np.where(on, per * shape, 0.0)
 
 
 def optimizer_bytes_per_param(recipe: Recipe) -> float:
@@ -355,7 +383,7 @@ def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_laye
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
-                    "sp")
+                    "sp", "overlap")
 def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes; with a run's own split (``model.pipeline_rank_layers``) the fullest of

@@ -487,3 +487,19 @@ def test_pytorch_fsdp_shards_the_fp32_master_as_its_parameter():
     assert tt.optimizer_bytes[0] == pytest.approx(8.0 * p / 16, rel=1e-9)
     assert ds.optimizer_bytes[0] == pytest.approx(12.0 * p / 16, rel=1e-9)
     assert tt.weights_bytes[0] - ds.weights_bytes[0] == pytest.approx(2.0 * p / 16, rel=1e-9)
+
+
+def test_te_userbuffers_of_the_tp_comm_overlap_are_reserved():
+    """Transformer Engine registers 12 userbuffers of [seq x mbs / CP, hidden] for the TP-comm overlap
+    (initialize_ub; Megatron's _initialize_tp_communicators shape): 12 x 8192 x 8192 x 2 B = 1.5 GiB for
+    Llama-3-70B at seq 8192, the 8 all-gather ones in one byte under FP8; none without the overlap."""
+    m = load_model("llama3-70b")
+    t = layout(tp=8, pp=2, dp=1, sp=True, mbs=1, recompute="full")
+    on = Recipe(gbs=64, seq_len=8192, tp_comm_overlap=True)
+    off = Recipe(gbs=64, seq_len=8192, tp_comm_overlap=False)
+    fp8 = Recipe(gbs=64, seq_len=8192, tp_comm_overlap=True, precision="fp8")
+    r_on, r_off, r_fp8 = (memory_bytes(m, r, t).reserved_bytes[0] for r in (on, off, fp8))
+    assert r_on - r_off == 12 * 8192 * 8192 * 2
+    assert r_fp8 - r_off == (8 * 1 + 4 * 2) * 8192 * 8192
+    assert memory_bytes(m, on, layout(tp=8, pp=2, dp=1, sp=True, mbs=1, recompute="full",
+                                      overlap=False)).reserved_bytes[0] == r_off
