@@ -591,6 +591,7 @@ def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
     assert f"--decoder-last-pipeline-num-layers {split[-1]}" in out["launch"]["text"]
     lay = won["layout"]
     flags = [f"--{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "zero")]
+    flags += [f"--recompute-num-layers={lay['recompute_num_layers']}"] if lay.get("recompute_num_layers") else []
     segs = ["t" * n for n in split]
     segs[0], segs[-1] = "E" + segs[0], segs[-1] + "mL"
     # the switches the search turned on (its notes name them; the record's recipe holds them)
