@@ -369,16 +369,62 @@ def recompute_options(model: ModelSpec, layout: dict, recipe: Recipe) -> list[tu
             + ([] if no_full else [("full", n) for n in range(1, per_chunk)] + [("full", 0)]))
 
 
+#: selective module sets ``--recompute auto`` tries beside :func:`recompute_options` on the stacks that take
+#: ``--recompute-modules`` (Megatron-core's light, output-discarding modules first, then whole submodules;
+#: Megatron-Bridge's DeepSeek-V3 recipe runs mla_up_proj with mlp, its Qwen3 MoE ones layernorm with moe_act)
+AUTO_MODULE_SETS = (("layernorm", "moe_act"), ("mla_up_proj",), ("mla_up_proj", "layernorm", "moe_act"),
+                    ("mlp",), ("mla_up_proj", "mlp"), ("layernorm", "moe_act", "mlp"),
+                    ("mla_up_proj", "layernorm", "moe_act", "mlp"), ("shared_experts", "layernorm", "moe_act"),
+                    ("moe",), ("mla_up_proj", "moe"))
+
+
+def _module_recipes(model: ModelSpec, recipe: Recipe, layout: dict) -> list:
+    """The recipes of :data:`AUTO_MODULE_SETS` whose modules ``model`` has and Megatron-LM runs with
+    ``recipe`` and ``layout`` (costmodel.stacks.check_megatron_rules), on the Megatron-family stacks."""
+    from .specs.recipe import recompute_modules_problem
+    from .stacks import check_megatron_rules
+    if not get_stack(recipe.stack).partial_recompute:
+        return []
+    out = []
+    for mods in AUTO_MODULE_SETS:
+        if recompute_modules_problem(model, mods):
+            continue
+        r = replace(recipe, recompute_modules=",".join(mods))
+        try:
+            check_megatron_rules(r, dict(layout, recompute="selective"), model.is_moe, model.num_layers)
+        except InputError:
+            continue
+        out.append(r)
+    return out
+
+
 def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
-                    layout: dict) -> tuple[str, int]:
-    """The least activation recomputation that fits the layout in HBM, as (``--recompute-granularity``,
-    ``--recompute-num-layers``): :func:`recompute_options` in order; the last of them (full on every
-    layer, where the recipe allows it) when nothing fits (the prediction then says by how much it
-    does not)."""
+                    layout: dict) -> tuple[str, int, Recipe]:
+    """The recomputation ``--recompute auto`` picks, as (``--recompute-granularity``,
+    ``--recompute-num-layers``, the recipe, whose ``recompute_modules`` a selective choice sets): of
+    :func:`recompute_options` and, on the stacks that take ``--recompute-modules``, selective
+    recomputation of the :data:`AUTO_MODULE_SETS` the model has, the fastest step that fits in HBM
+    (the least recomputation that fits, where recomputing more only costs time; a module set is
+    not ordered against full recomputation of some layers by the amount it recomputes); the option
+    of the least peak memory when nothing fits (full on every layer, where the recipe allows it; the
+    prediction then says by how much it does not fit)."""
     order = recompute_options(model, layout, recipe)
-    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(
-        [dict(layout, recompute=rc, recompute_num_layers=n) for rc, n in order]))
-    return next((o for o, fits in zip(order, pred.feasible) if fits), order[-1])
+    rows = [dict(layout, recompute=rc, recompute_num_layers=n) for rc, n in order]
+    pred = predict_table(model, recipe, cluster, profile, LayoutTable.from_rows(rows))
+    cands = [(float(t), (rc, n, recipe)) for (rc, n), t, fits in zip(order, pred.step_time_s, pred.feasible) if fits]
+    least = min(zip(pred.memory.peak_bytes, range(len(order))))
+    least = (float(least[0]), (*order[least[1]], recipe))
+    for r in _module_recipes(model, recipe, layout):
+        try:            # a module set the layout's rules refuse (the MoE layer under EP overlap) is no option
+            t = _checked(LayoutTable.from_rows([dict(layout, recompute="selective", recompute_num_layers=0)]), model,
+                         r, cluster)
+        except InputError:
+            continue
+        one = predict_table(model, r, cluster, profile, t)
+        if one.feasible[0]:
+            cands.append((float(one.step_time_s[0]), ("selective", 0, r)))
+        least = min(least, (float(one.memory.peak_bytes[0]), ("selective", 0, r)), key=lambda c: c[0])
+    return min(cands, key=lambda c: c[0])[1] if cands else least[1]
 
 
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,

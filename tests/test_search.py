@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from costmodel.layouts import RECOMPUTE
+from costmodel.layouts import RECOMPUTE, LayoutTable
 from costmodel.optimize import space_rows
 from costmodel.predict import least_recompute, predict_table
 from costmodel.search import search
@@ -33,9 +33,12 @@ def test_partial_layouts_are_the_least_recompute_that_fits_and_beat_full(nemotro
     names = {(d["tp"], d["pp"], d["dp"], d["mbs"], d["zero"], d["recompute_num_layers"]) for d in part}
     assert (2, 1, 64, 2, 3, 93) in names
     for lay in part:
-        # predict's own least recompute (every option in order, no bisection) picks the same N
-        assert least_recompute(m, r, c, p, dict(lay, recompute="none", recompute_num_layers=0)) == (
-            "full", lay["recompute_num_layers"])
+        # predict's --recompute auto (every option, no bisection) finds no slower fitting step than the
+        # search's least N
+        rc, k, rm = least_recompute(m, r, c, p, dict(lay, recompute="none", recompute_num_layers=0))
+        auto = predict_table(m, rm, c, p, LayoutTable.from_rows([dict(lay, recompute=rc, recompute_num_layers=k)]))
+        n_pred = predict_table(m, r, c, p, LayoutTable.from_rows([lay]))
+        assert auto.feasible[0] and auto.step_time_s[0] <= n_pred.step_time_s[0] * (1 + 1e-9)
         full = predict_table(m, r, c, p, replace(L.take(np.array([0])), **{
             k: np.array([v]) for k, v in dict(lay, recompute=RECOMPUTE.index("full"), recompute_num_layers=0).items()}))
         mine = res.ranked.step_time_s[[i for i in range(len(L)) if L.row(i) == lay][0]]

@@ -137,16 +137,17 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
         if auto:
-            lay["recompute"], lay["recompute_num_layers"] = least_recompute(m, r, c, p, lay)
+            lay["recompute"], lay["recompute_num_layers"], r = least_recompute(m, r, c, p, lay)
             fits = bool(predict_run(m, r, c, p, lay, energy=False).feasible)
             n = lay["recompute_num_layers"]
             chose = lay["recompute"] + (f" on {n} layer{'s' if n > 1 else ''} per chunk (--recompute-method "
-                                        f"block --recompute-num-layers {n})" if n else "")
-            note(f"--recompute auto chose {chose}" if fits else
-                 "--recompute auto: no recomputation fits; full needs the least memory"
-                 if lay["recompute"] == "full" else
-                 f"--recompute auto: nothing fits; {chose} is the most recomputation "
-                 "--moe-ep-overlap runs (Megatron-core refuses full recompute with it)")
+                                        f"block --recompute-num-layers {n})" if n else "") + (
+                f" of {r.recompute_modules} (--recompute-modules {' '.join(r.recomputed)})"
+                if lay["recompute"] == "selective" and get_stack(r.stack).partial_recompute else "")
+            note(f"--recompute auto chose {chose} (the fastest step that fits)" if fits else
+                 f"--recompute auto: nothing fits; {chose} needs the least memory"
+                 + (" of what --moe-ep-overlap runs (Megatron-core refuses full recompute with it)"
+                    if r.moe_ep_overlap and m.is_moe and lay.get("ep", 1) > 1 else ""))
         run = predict_run(m, r, c, p, lay, caps_w=parse_caps(power_cap_w, lay["pp"]), warm_steps=warm_steps,
                           inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []))
     for n in fabric_notes(p, c):

@@ -105,13 +105,13 @@ def test_recompute_auto_picks_the_least_recomputation_that_fits(h200):
     m, r = load_model("llama3-70b"), Recipe(gbs=128, seq_len=8192)
     lay = dict(tp=4, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
     c, p = h200
-    assert least_recompute(m, r, c, p, lay) == ("none", 0)
+    assert least_recompute(m, r, c, p, lay)[:2] == ("none", 0)
     h100 = load_cluster("paper-h100")
     lay100 = dict(lay, dp=4)
     p100 = load_profile(h100.gpu.key)
     none = predict_table(m, r, h100, p100, LayoutTable.from_rows([lay100]))
     assert not none.feasible[0]
-    rc, n = least_recompute(m, r, h100, p100, lay100)
+    rc, n, _ = least_recompute(m, r, h100, p100, lay100)
     assert rc == "full" and 0 < n < 20
     assert predict_table(m, r, h100, p100, LayoutTable.from_rows([dict(lay100, recompute=rc,
                                                                         recompute_num_layers=n)])).feasible[0]
@@ -325,3 +325,26 @@ def test_whole_number_switches_say_so_in_their_help():
                        env=env, timeout=120)
     assert "--doc-tokens <int>" in r.stdout and "--bf16-edge-layers <int>" in r.stdout
     assert "--moe-expert-load-cv <float>" in r.stdout
+
+
+def test_recompute_auto_tries_the_selective_module_sets():
+    """DeepSeek-V3 at TP2 PP16 EP64 on 128 H100 nodes: Megatron's --recompute-modules mla_up_proj fits and
+    is faster than full recompute of a layer per stage, which auto had taken (it tried only none and
+    full); under --moe-ep-overlap (no full recompute) the module sets are what saves memory, and where
+    nothing fits auto names the one of the least memory."""
+    import json
+    from test_cli import run
+    args = ("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--tp", "2", "--pp", "16",
+            "--ep", "64", "--etp", "1", "--seq-len", "4096", "--gbs", "4096", "--mbs", "1", "--moe-grouped-gemm")
+    auto = run(*args, "--recompute", "auto", "--json")
+    assert auto.returncode == 0, auto.stderr
+    a = json.loads(auto.stdout)
+    assert "--recompute auto chose selective of mla_up_proj (--recompute-modules mla_up_proj)" in auto.stderr
+    full1 = json.loads(run(*args, "--recompute", "full", "--recompute-num-layers", "1", "--json").stdout)
+    assert a["feasible"] and a["step_time_s"] < full1["step_time_s"]
+    mix = ("predict", "--model", "mixtral-8x22b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "2", "--pp", "4",
+           "--vp", "2", "--ep", "8", "--seq-len", "8192", "--gbs", "64", "--mbs", "1", "--moe-grouped-gemm",
+           "--moe-dispatcher", "alltoall", "--moe-ep-overlap", "--recompute", "auto")
+    p = run(*mix)
+    assert p.returncode == 3
+    assert "nothing fits; selective of layernorm,moe_act (--recompute-modules layernorm moe_act) needs the least" in p.stderr
