@@ -105,6 +105,11 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         raise InputError(path, "model.converters", f"{mx[0]!r} (torchao's MXFP8) is not priced on torchtitan: the "
                          "model's mxfp8 is Transformer Engine's (--stack megatron or nemo)")
     for c in conv:
+        if c not in _TORCHTITAN_CONVERTERS:
+            # torchtitan looks each name up in its converter registry and fails on another
+            near = [k for k in _TORCHTITAN_CONVERTERS if one_edit_apart(c, k)]
+            raise InputError(path, "model.converters", f"{c!r} is not a torchtitan converter ("
+                             f"{', '.join(_TORCHTITAN_CONVERTERS)})" + (f": did you mean {near[0]!r}?" if near else ""))
         if c not in _TORCHTITAN_FLOAT8:
             cfg.notes.append(f"{path}: model.converters {c!r} is not a converter the model prices: not used")
     f8 = [c for c in conv if c in _TORCHTITAN_FLOAT8]
@@ -334,6 +339,9 @@ def _fsdp_resharding(par: dict, path: str, cfg: RunConfig) -> None:
 #: [quantize.linear.float8] configs of 2025); and its MX ones, which the model does not price there
 _TORCHTITAN_FLOAT8 = ("float8", "quantize.linear.float8")
 _TORCHTITAN_MX = ("mx", "quantize.linear.mx", "quantize.grouped_mm.mx")
+#: the names torchtitan's model-converter registry holds (register_model_converter in torchtitan/components/
+#: quantization, 2024-10 to 2026-02); the MoE experts' float8 grouped GEMM is not priced (noted)
+_TORCHTITAN_CONVERTERS = _TORCHTITAN_FLOAT8 + _TORCHTITAN_MX + ("quantize.grouped_mm.float8",)
 
 
 def _torchtitan_float8_recipe(d: dict, path: str, cfg: RunConfig) -> None:

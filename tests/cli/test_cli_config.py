@@ -322,10 +322,14 @@ def test_a_torchtitan_toml_of_the_wrong_shape_names_its_key(tmp_path):
         assert e.value.field == key and "expected a table" in e.value.message
     for name in ("float8", "quantize.linear.float8"):
         f = tmp_path / "ok.toml"
-        f.write_text(text.replace(conv, f'converters = ["{name}", "some_other_converter"]', 1))
+        f.write_text(text.replace(conv, f'converters = ["{name}", "quantize.grouped_mm.float8"]', 1))
         cfg = read_run_config(f)
         assert cfg.recipe["precision"] == "fp8" and name in cfg.where["precision"]
-        assert any("'some_other_converter' is not a converter the model prices" in n for n in cfg.notes)
+        assert any("'quantize.grouped_mm.float8' is not a converter the model prices" in n for n in cfg.notes)
+    # a name torchtitan's registry lacks fails there: refused here
+    f.write_text(text.replace(conv, 'converters = ["quantize.linear.float9"]', 1))
+    with pytest.raises(InputError, match="is not a torchtitan converter .*did you mean 'quantize.linear.float8'"):
+        read_run_config(f)
     f = tmp_path / "tab0.toml"
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f)),
                           "parallelism", "expected a table")
