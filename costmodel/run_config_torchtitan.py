@@ -16,18 +16,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
                       ("cp", "context_parallel_degree"), ("ep", "expert_parallel_degree"),
                       ("etp", "expert_tensor_parallel_degree")):
         _take(cfg, path, L, name, par, key, _count, pre(key))
-    shard_key = "data_parallel_degree" if "data_parallel_degree" in par else "data_parallel_shard_degree"
-    shard, rep = par.get(shard_key, -1), par.get("data_parallel_replicate_degree", 1)
-    for key, v in ((shard_key, shard), ("data_parallel_replicate_degree", rep)):
-        # torchtitan: "only one of the data parallel degrees can be -1", the shard degree (ParallelDims)
-        left = v == -1 and key == shard_key
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and not left)):
-            raise InputError(path, f"{pre(key)}{key}", f"expected {'-1 (the ranks left) or ' if key == shard_key else ''}"
-                             f"a degree >= 1, got {v!r}")
-    L["zero"] = 3 if shard != 1 else 0
-    cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
-    if shard != -1:                 # stated degrees: the layout's DP, checked against the world
-        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
+    _data_parallel(par, path, cfg, pre)
     _fsdp_resharding(par, path, cfg)
     if par.get("enable_async_tensor_parallel") is not None:
         # torch.compile's micro-pipelined all-gather/reduce-scatter matmuls: the TP-comm overlap switch
@@ -38,35 +27,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         elif par["enable_async_tensor_parallel"] is True:
             cfg.notes.append(f"{path}: {pre('enable_async_tensor_parallel')}enable_async_tensor_parallel: no TP (degree "
                              "1): nothing to overlap")
-    if shard not in (-1, 1) and rep not in (None, 1):
-        raise hsdp_error(path, rep, shard)
-    elif shard == -1 and rep not in (None, 1):
-        cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
-    if "batch_size" in tr:
-        # torchtitan's name of the local batch before pytorch/torchtitan#1238 (2025-06)
-        if "local_batch_size" in tr:
-            raise InputError(path, "training.batch_size", "and training.local_batch_size both given: the first is "
-                             "torchtitan's name of the second before 2025-06; keep one")
-        tr = {**tr, "local_batch_size": tr["batch_size"]}
-        cfg.notes.append(f"{path}: training.batch_size read as the local batch (torchtitan's local_batch_size)")
-    if L.get("pp", 1) > 1:
-        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count,
-              pre("pipeline_parallel_microbatch_size"))
-    else:
-        _take(cfg, path, L, "mbs", tr, "local_batch_size", _count, "training.")
-    g = tr.get("global_batch_size")
-    if g is not None and g != -1 and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
-        # torchtitan's -1 (the default) means local batch x DP; anything else must be a batch
-        raise InputError(path, "training.global_batch_size", f"{g!r} is not a valid value: expected a whole number "
-                         ">= 1, or -1 (local_batch_size x DP)")
-    if isinstance(g, int) and g > 0:
-        R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
-    elif tr.get("local_batch_size") is not None:                          # x DP, once the world is known
-        try:
-            R["local_batch_size"] = _count(tr["local_batch_size"])
-        except (TypeError, ValueError):
-            raise InputError(path, "training.local_batch_size", f"{tr['local_batch_size']!r} is not a valid "
-                             "value") from None
+    _batch(par, tr, path, cfg, pre)
     _take(cfg, path, R, "seq_len", tr, "seq_len", _count, "training.")
     mpp = tr.get("mixed_precision_param")
     if mpp is not None and str(mpp) not in ("bfloat16", "bf16"):
@@ -127,6 +88,66 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     if not sec:
         _check_parallelism_keys(par, path, cfg)
     return cfg
+
+
+def _data_parallel(par: dict, path: str, cfg: RunConfig, pre) -> None:
+    """The data-parallel degrees: the shard degree (-1: the ranks left) sets ZeRO-3 and, stated, the
+    layout's DP with the replicate degree; HSDP (both above 1) is refused (:func:`hsdp_error`); a
+    replicate degree beside a shard degree left to the world is checked with the cluster.
+
+    Raises:
+        InputError: naming the key."""
+    L = cfg.layout
+    shard_key = "data_parallel_degree" if "data_parallel_degree" in par else "data_parallel_shard_degree"
+    shard, rep = par.get(shard_key, -1), par.get("data_parallel_replicate_degree", 1)
+    for key, v in ((shard_key, shard), ("data_parallel_replicate_degree", rep)):
+        # torchtitan: "only one of the data parallel degrees can be -1", the shard degree (ParallelDims)
+        left = v == -1 and key == shard_key
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and not left)):
+            raise InputError(path, f"{pre(key)}{key}", f"expected {'-1 (the ranks left) or ' if key == shard_key else ''}"
+                             f"a degree >= 1, got {v!r}")
+    L["zero"] = 3 if shard != 1 else 0
+    cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
+    if shard != -1:                 # stated degrees: the layout's DP, checked against the world
+        L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
+    if shard not in (-1, 1) and rep not in (None, 1):
+        raise hsdp_error(path, rep, shard)
+    elif shard == -1 and rep not in (None, 1):
+        cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
+
+
+def _batch(par: dict, tr: dict, path: str, cfg: RunConfig, pre) -> None:
+    """The micro-batch (the pipeline's micro-batch size, else the local batch) and the global batch
+    (stated, or the local batch x DP once the world is known); ``training.batch_size`` is the local
+    batch's name before pytorch/torchtitan#1238 (2025-06).
+
+    Raises:
+        InputError: naming the key."""
+    L, R = cfg.layout, cfg.recipe
+    local = "local_batch_size"
+    if "batch_size" in tr:
+        if "local_batch_size" in tr:
+            raise InputError(path, "training.batch_size", "and training.local_batch_size both given: the first is "
+                             "torchtitan's name of the second before 2025-06; keep one")
+        local = "batch_size"
+        cfg.notes.append(f"{path}: training.batch_size read as the local batch (torchtitan's local_batch_size)")
+    if L.get("pp", 1) > 1:
+        _take(cfg, path, L, "mbs", par, "pipeline_parallel_microbatch_size", _count,
+              pre("pipeline_parallel_microbatch_size"))
+    else:
+        _take(cfg, path, L, "mbs", tr, local, _count, "training.")
+    g = tr.get("global_batch_size")
+    if g is not None and g != -1 and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+        # torchtitan's -1 (the default) means local batch x DP; anything else must be a batch
+        raise InputError(path, "training.global_batch_size", f"{g!r} is not a valid value: expected a whole number "
+                         ">= 1, or -1 (local_batch_size x DP)")
+    if isinstance(g, int) and g > 0:
+        R["gbs"], cfg.where["gbs"] = g, f"{path}: training.global_batch_size"
+    elif tr.get(local) is not None:                                         # x DP, once the world is known
+        try:
+            R["local_batch_size"] = _count(tr[local])
+        except (TypeError, ValueError):
+            raise InputError(path, f"training.{local}", f"{tr[local]!r} is not a valid value") from None
 
 
 #: torchtitan's activation-checkpointing defaults (torchtitan/config/job_config.py ActivationCheckpoint,

@@ -599,10 +599,8 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
         # torchtitan's async TP runs only under torch.compile of the model (config/configs.py: "Async TP
         # requires 'model' in --compile.components and --compile.enable"), whose kernels are fused
         if "fused_elementwise" in given and not values["fused_elementwise"]:
-            # both flags named: a run configuration's keys for them replace them (cli.common.config_origin)
             raise InputError("--fused-elementwise/--tp-comm-overlap", "", "torchtitan's async TP runs only under "
-                             "torch.compile, which fuses the elementwise ops: drop --no-fused-elementwise or "
-                             "--tp-comm-overlap (a torchtitan file: compile.enable false or async TP)")
+                             "torch.compile, which fuses the elementwise ops: drop one of the two")
         values["fused_elementwise"] = True
     if stack.name == "torchtitan" and precision == "fp16":
         # torchtitan/config/configs.py: mixed_precision_param: Literal["bfloat16", "float32"]
