@@ -55,7 +55,9 @@ def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster
         dataclasses.replace(cluster, gpus_per_node=ranks_per_node, nodes=nodes)
     g = ranks_per_node * nodes
     n = np.asarray(sizes, dtype=np.float64)
-    t = np.asarray(group_time_s(coll, n, np.ones_like(n), np.full_like(n, g), c, profile), dtype=np.float64)
+    # nccl-tests' sendrecv_perf sends rank r to r + 1 (src/sendrecv.cu): one GPU of a node crosses the network
+    crossing = np.ones_like(n) if coll == "send_recv" else None
+    t = np.asarray(group_time_s(coll, n, np.ones_like(n), np.full_like(n, g), c, profile, crossing), dtype=np.float64)
     f = float(busbw_factor(coll, g))
     return [CollectiveRow(coll, scope, g, nodes, int(s), float(ti * 1e6), float(s / ti / 1e9), float(s / ti * f / 1e9))
             for s, ti in zip(n, t)]

@@ -197,3 +197,16 @@ sources: {gpus_per_node: ours, nodes: ours, intra_node.bandwidth_per_gpu: ours, 
                           "8 ranks on each node", "4 GPUs per node")
     assert_one_line_error(run("calibrate", "fit", str(log), "--cluster", str(cl), "-o", str(tmp_path / "p.yaml")),
                           "8 ranks on each node", "4 GPUs per node")
+
+
+def test_the_send_recv_row_is_what_sendrecv_perf_runs_on_a_node_of_one_nic(tmp_path):
+    """nccl-tests' sendrecv_perf sends rank r to r + 1: across 2 nodes one GPU of each crosses the network,
+    with the whole NIC (47 GB/s of a 400 Gb/s one), not the 1/8 share a pipeline's every GPU would get."""
+    src = (REPO / "hardware" / "clusters" / "dgx-h100.yaml").read_text()
+    assert "nics_per_node: 8" in src
+    f = tmp_path / "one_nic.yaml"
+    f.write_text(src.replace("nics_per_node: 8", "nics_per_node: 1"))
+    p = run("collectives", "--cluster", str(f), "--nodes", "2", "--collective", "send_recv", "--json")
+    assert p.returncode == 0, p.stderr
+    big = max((r for r in json.loads(p.stdout)["rows"] if r["scope"] == "cluster"), key=lambda r: r["size_bytes"])
+    assert big["busbw_gb_s"] == pytest.approx(47.0, rel=0.01)
