@@ -345,15 +345,16 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryPa
     # all-gather's input: that fp32 shard is the optimizer's master weight, with no 16-bit shard beside it
     # (costmodel.fsdp_copies); DeepSpeed and Megatron keep a 16-bit shard and a separate fp32 master
     fp32_shard = (z == 3) & (get_stack(recipe.stack).fsdp_copies in ("fsdp1", "fsdp2")) & (opt_b >= 4.0)
-    w_b = np.where(fp32_shard, 4.0, ACT_BYTES) + 0.0 * dpcp
-    o_b = np.where(fp32_shard, opt_b - 4.0, opt_b) + 0.0 * dpcp
+    per_layout = np.ones_like(dpcp)             # bytes per parameter of each layout, which col() lays beside a split
+    w_b = np.where(fp32_shard, 4.0, ACT_BYTES) * per_layout
+    o_b = np.where(fp32_shard, opt_b - 4.0, opt_b) * per_layout
 
     def states(dense, exp, col=lambda a: a):
         """(weights, grads, optimizer) bytes of ``dense`` / ``exp`` parameters per GPU; ``col`` lays
         a per-layout array beside them (a column for the ranks of an own split)."""
         shard = lambda on, d: col(np.where(on, d, 1.0))                   # noqa: E731
         per = lambda b, on: col(b) * (dense / shard(on, dpcp) + exp / shard(on, edp))   # noqa: E731
-        grads = per(gb + 0.0 * dpcp, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
+        grads = per(gb * per_layout, z >= 2) if offloaded is None else np.broadcast_to(col(offloaded), np.shape(dense))
         return per(w_b, z == 3) + col(gathered), grads, per(o_b, z >= 1)
 
     act_layer = activation_bytes_per_layer(model, recipe, t)

@@ -14,9 +14,8 @@ from .specs import ClusterSpec, Profile
 #: (nccl-tests#119, nccl#412), 24 of 25 (hardware/profiles/data/github_issue_excerpts_partial_tables.txt,
 #: items 5 and 8).  The lower, 47/50, holds at every rate: a NIC's share of its line rate is set by its per-packet
 #: headers and its encoding, neither of which depends on the rate (64b/66b from InfiniBand FDR and 10 GbE on: a
-#: cluster file gives a NIC's data rate, QDR's 32 Gb/s, not its 40 Gb/s signalling), so no line rate is a cliff
-#: (a 99 Gb/s NIC had taken the EFA capture's 63% and a 100 Gb/s one 94%).  The per-NIC figures are the NIC's,
-#: not InfiniBand's: RoCE on the same
+#: cluster file gives a NIC's data rate, QDR's 32 Gb/s, not its 40 Gb/s signalling), so no line rate is a
+#: cliff.  The per-NIC figures are the NIC's, not InfiniBand's: RoCE on the same
 #: ConnectX NICs is held to them (nccl#495: 8 x 100 Gb/s RoCE at 75% of line rate, "a bit low" to the
 #: maintainers; item 9).  Omni-Path, plain Ethernet and EFA have no stated figure and keep a capture's (the
 #: built-in AWS EFA captures reach 0.63 (p5), 0.77 (p6-b200), 0.84 (p4de) of theirs).

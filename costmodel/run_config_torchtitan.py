@@ -157,7 +157,7 @@ _AC_DEFAULT_MODE, _AC_DEFAULT_OPTION = "selective", "2"
 
 def _activation_checkpoint(act: dict, path: str, cfg: RunConfig) -> None:
     """Read ``[activation_checkpoint]``: mode none / full, or selective with ``selective_ac_option``
-    'op' (op-level SAC) or '1' (every block, as full).  A number N >= 2 checkpoints one block in every
+    'op' (op-level SAC) or '1' or '0' (every block, as full).  A number N >= 2 checkpoints one block in every
     N (torchtitan/distributed/activation_checkpoint.py ``_apply_layer_sac``: blocks N, 2N, ... of
     each process), which the torchtitan stack does not price; so is the default (mode and option
     left out: selective, '2').
@@ -173,7 +173,7 @@ def _activation_checkpoint(act: dict, path: str, cfg: RunConfig) -> None:
         raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
     if ac == "selective" and str(opt if opt is not None else _AC_DEFAULT_OPTION) != "op":
         n = str(opt if opt is not None else _AC_DEFAULT_OPTION)
-        if n == "1":
+        if n in ("0", "1"):         # _apply_layer_sac: "if not ac_freq or count % ac_freq == 0": every block
             L["recompute"], cfg.where["recompute"] = "full", f"{path}: activation_checkpoint.selective_ac_option"
             return
         said = (f"selective_ac_option {opt!r}" if opt is not None else
@@ -274,7 +274,7 @@ _TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
 #: TOML one (torchtitan/config/job_config.py JobConfig at 4a950ea, 2026-02): torchtitan refuses another
 _TORCHTITAN_SECTIONS = ("job", "profiling", "metrics", "model", "optimizer", "lr_scheduler", "training", "parallelism",
                         "checkpoint", "activation_checkpoint", "compile", "float8", "mx", "quantize", "comm",
-                        "memory_estimation", "fault_tolerance", "experimental", "validation", "debug", "dataloader")
+                        "memory_estimation", "fault_tolerance", "experimental", "validation", "debug")
 
 
 def _check_sections(d: dict, path: str) -> None:

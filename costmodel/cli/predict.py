@@ -109,7 +109,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     choices = FIELD_SPECS["recompute"].choices
     if layout_flags.get("recompute") not in (None, "auto", *choices):
         raise InputError("--recompute", "", f"{layout_flags['recompute']!r} is not one of {', '.join(choices)}, auto "
-                         "(the least recomputation that fits)")
+                         "(the fastest step that fits)")
     if auto and layout_flags.get("recompute_num_layers"):
         raise InputError("--recompute-num-layers", "", "--recompute auto chooses how many layers it recomputes: drop "
                          "one of the two")
@@ -142,7 +142,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             n = lay["recompute_num_layers"]
             chose = lay["recompute"] + (f" on {n} layer{'s' if n > 1 else ''} per chunk (--recompute-method "
                                         f"block --recompute-num-layers {n})" if n else "") + (
-                f" of {r.recompute_modules} (--recompute-modules {' '.join(r.recomputed)})"
+                f" (--recompute-modules {' '.join(r.recomputed)})"
                 if lay["recompute"] == "selective" and get_stack(r.stack).partial_recompute else "")
             note(f"--recompute auto chose {chose} (the fastest step that fits)" if fits else
                  f"--recompute auto: nothing fits; {chose} needs the least memory"
