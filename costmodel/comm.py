@@ -609,6 +609,20 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
                           (1.0 - f) * one)
 
 
+def param_gather_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, dense) -> tuple:
+    """(dense, expert) bytes per element of the distributed optimizer's parameter all-gather: 16-bit,
+    or with fp8 parameters (``fp8_param_gather`` under fp8 on the Megatron family; Megatron
+    ``--fp8-param-gather`` gathers the Float8Tensors' one-byte data and transposes locally) one byte
+    for the fp8 layers' share of the stage's ``dense`` parameters per GPU (array; the embedding,
+    output layer and BF16 edge layers stay 16-bit) and of its experts."""
+    if not (recipe.fp8_param_gather and recipe.precision == "fp8" and get_stack(recipe.stack).megatron_family):
+        return ACT_BYTES, ACT_BYTES
+    share = 1.0 - min(2 * recipe.bf16_edge_layers, model.num_layers) / model.num_layers
+    dense_layers = layers_per_stage(model, t) * (model.layer_params() - model.mean_expert_params()) / t.tp
+    f = np.minimum(dense_layers / np.maximum(dense, 1.0), 1.0) * share
+    return ACT_BYTES - (ACT_BYTES - 1.0) * f, ACT_BYTES - (ACT_BYTES - 1.0) * share
+
+
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap")
 def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                              t: LayoutTable) -> DataParallelComm:
@@ -633,15 +647,16 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     moe = bool(np.any(exp > 0))
     z12 = (t.zero == 1) | (t.zero == 2)
 
-    def both(coll, bytes_per, used):
+    def both(coll, bytes_per, used, exp_bytes=None):
         """(dense + expert buckets, one dense bucket); zeros where no layout ``used`` it."""
         if not np.any(used):
             return none, none
         d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
-        return (d_all + buckets(coll, exp, bytes_per, t.etp * t.ep, edp)[0] if moe else d_all), d_one
+        e_b = bytes_per if exp_bytes is None else exp_bytes
+        return (d_all + buckets(coll, exp, e_b, t.etp * t.ep, edp)[0] if moe else d_all), d_one
 
     (ar, ar_one), (rs, rs_one) = both("all_reduce", gb, t.zero == 0), both("reduce_scatter", gb, z12)
-    ag, ag_one = both("all_gather", ACT_BYTES, z12)
+    ag, ag_one = both("all_gather", *param_gather_bytes(model, recipe, t, dense), z12)
     dp_grad = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar, rs))
     dp_param = np.where(z12, ag, 0.0)
     # the bucket overlap cannot hide: the last gradient bucket, the first parameter bucket

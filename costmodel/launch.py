@@ -291,7 +291,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
                 a.append("--overlap-param-gather")
     if recipe.tp_comm_overlap and layout["sp"]:
         a.append("--tp-comm-overlap")
-    fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "")
+    fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "") + (
+        " --fp8-param-gather" if recipe.fp8_param_gather and layout["zero"] in (1, 2) else "")
     a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": fp8,
               "mxfp8": "--bf16 --fp8-format e4m3 --fp8-recipe mxfp8",
               "nvfp4": "--bf16 --fp4-format e2m1"}[recipe.precision])
@@ -446,11 +447,12 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current
               else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_mixed"}[recipe.precision]
     a.append(f"recipe.trainer.plugins = {plugin}()")
-    if recipe.precision in ("fp8", "mxfp8"):
+    if recipe.precision == "mxfp8" or (recipe.precision == "fp8" and not (recipe.fp8_param_gather
+                                                                          and layout["zero"] in (1, 2))):
         # NeMo's delayed, current-scaling and MXFP8 plugins gather and keep the parameters in fp8
         # (fp8_param_gather=True; MXFP8 also gathers into the gradient buffer,
         # reuse_grad_buf_for_mxfp8_param_ag: nemo/collections/llm/recipes/precision/mixed_precision.py);
-        # the prediction prices 16-bit ones
+        # the prediction prices 16-bit ones here (fp8 parameters are priced under per-tensor fp8 only)
         a.append("recipe.trainer.plugins.fp8_param_gather = False")
         if recipe.precision == "mxfp8":
             a.append("recipe.trainer.plugins.reuse_grad_buf_for_mxfp8_param_ag = False")

@@ -58,9 +58,10 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
     return m
 
 
-def _mixed_precision(recipe: Recipe) -> dict:
+def _mixed_precision(recipe: Recipe, zero: int) -> dict:
     """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
-    gathers (fp8_param_gather) where the prediction prices 16-bit ones, so every field is set."""
+    gathers (fp8_param_gather), which the prediction prices under per-tensor fp8 with the distributed
+    optimizer (ZeRO ``zero`` 1 or 2) where the recipe says so, 16-bit ones elsewhere: every field is set."""
     p = recipe.precision
     # every field the section sets, so merged into a recipe's file it leaves none of the recipe's in force
     mp = {"_target_": "megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
@@ -68,6 +69,7 @@ def _mixed_precision(recipe: Recipe) -> dict:
           "fp8": None, "fp8_param_gather": False, "fp4": None, "fp4_param_gather": False}
     if p in ("fp8", "mxfp8"):
         mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8")
+        mp["fp8_param_gather"] = bool(p == "fp8" and recipe.fp8_param_gather and zero in (1, 2))
     if p == "nvfp4":
         mp.update(fp4="e2m1", fp4_recipe="nvfp4")
     n = int(recipe.bf16_edge_layers)
@@ -107,7 +109,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     doc = dict(model=_model_section(t, model, recipe, layers),
                train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
                dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
-               mixed_precision=_mixed_precision(recipe))
+               mixed_precision=_mixed_precision(recipe, t["zero"]))
     notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy) if recipe.cross_entropy not in ("megatron", "fused")
                          else "", packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip() + "".join(f"\n# {n}" for n in notes)

@@ -75,8 +75,13 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if a.get("overlap_grad_reduce") is True and a.get("overlap_param_gather") is False and a.get("use_distributed_optimizer"):
         notes.append("argument dump: overlap_param_gather = False beside overlap_grad_reduce = True: the parameter "
                      "all-gather is priced overlapped as well (one DP-overlap switch)")
-    if a.get("fp8_param_gather") is True:
-        notes.append("argument dump: fp8_param_gather = True: priced as 16-bit parameter gathers and weights")
+    if isinstance(a.get("fp8_param_gather"), bool) and (a.get("fp8") in (None, False, "None") or
+                                                        str(a.get("fp8_recipe", "")) == "mxfp8"):
+        if a["fp8_param_gather"]:
+            notes.append("argument dump: fp8_param_gather = True without per-tensor fp8: priced as 16-bit "
+                         "parameter gathers and weights")
+    else:
+        _bool(a, "fp8_param_gather", out, "fp8_param_gather", notes)
     lb = str(a.get("moe_router_load_balancing_type") or "").strip("[]'\" ")
     if lb in ("none", "seq_aux_loss"):
         notes.append(f"argument dump: moe_router_load_balancing_type = {lb!r}: the expert load is not read from the "

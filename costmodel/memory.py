@@ -26,6 +26,10 @@
 * An MoE layer's dispatch holds one buffer beside what it saves while it runs
   (:func:`dispatch_transient_bytes`): the allgather dispatcher's hidden states of the whole EP x ETP
   group, the all-to-all and flex dispatchers' received rows before their permutation.
+* Transformer Engine's cached quantized weights (:func:`fp8_weight_bytes_per_layer`): under an FP8
+  format on the Megatron family every fp8 linear layer keeps its weight's quantized copy (with its
+  transpose where the GPU's FP8 GEMM takes only the TN layout) from the first micro-batch to the
+  last, beside the 16-bit weight; with fp8 parameters (``--fp8-param-gather``) that copy is the weight.
 * Reserved outside the allocator's tensors (:func:`reserved_bytes`): the CUDA context and NCCL's
   receive buffers of each communicator in use, and DeepEP's buffers under the flex dispatcher.  Capacity is the CUDA-visible total of the GPU
   (:attr:`costmodel.specs.GpuSpec.capacity_bytes`).  Allocator fragmentation is not modelled:
@@ -197,6 +201,40 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selec
     return saved - tok * model.attn_out_dim * q / tp
 
 
+def fp8_weight_bytes_per_layer(model: ModelSpec, recipe: Recipe, t, gpu=None) -> np.ndarray:
+    """Bytes per GPU and transformer layer that low-precision weights add to the 16-bit weights
+    (array over layouts; reads ``tp``, ``ep``, ``etp``, ``zero``): the quantized copies Transformer
+    Engine keeps between micro-batches, or, with ``fp8_param_gather`` under fp8 and the distributed
+    optimizer (ZeRO 1/2; Megatron asserts it), those fp8 parameters less the 16-bit weights they replace
+    (Megatron ``--fp8-param-gather``: the model's parameters are TE Float8Tensors, with their
+    transpose where the GEMM needs it, and no cache).
+
+    Megatron-core passes ``is_first_microbatch`` to every TE linear layer (megatron/core/extensions/
+    transformer_engine.py, unless ``disable_parameter_transpose_cache``), so TE quantizes each weight
+    once per step and caches the copy in the module's ``_fp8_workspaces`` (transformer_engine/pytorch/
+    module/base.py ``quantize_weight``, linear.py ``cache_weight``; GroupedLinear one per expert).  The
+    copy holds the row-wise data and, where the GEMM needs it, the column-wise data: FP8 on a GPU
+    whose FP8 GEMM takes only the TN layout (Hopper, Ada; ``is_non_tn_fp8_gemm_supported`` is
+    compute capability 10.x or >= 13) keeps a transpose too, MXFP8 and NVFP4 keep both block-scaled
+    directions; one copy for FP8 on Blackwell.  Each element at costmodel.formats' operand bytes,
+    scales included.  0 outside the Megatron family (torchao and llm-foundry's TE layers cast per
+    call), without a low-precision format, under ZeRO-3 (gathered weights), and for the BF16 edge
+    layers (``--first-last-layers-bf16``: their share of the layers).  ``gpu`` None takes the TN-only
+    layout (two copies under FP8).
+    """
+    fmt = gemm_format(recipe.precision)
+    n = len(np.asarray(t.tp))
+    if not fmt.low or not get_stack(recipe.stack).megatron_family:
+        return np.zeros(n)
+    one_copy = recipe.precision == "fp8" and gpu is not None and gpu.architecture == "blackwell"
+    copies = 1.0 if one_copy else 2.0
+    fp8_share = 1.0 - min(2 * recipe.bf16_edge_layers, model.num_layers) / model.num_layers
+    z = np.asarray(t.zero)
+    fp8_params = recipe.fp8_param_gather and recipe.precision == "fp8" and ((z == 1) | (z == 2))
+    per = (copies * fmt.operand_bytes - np.where(fp8_params, ACT_BYTES, 0.0)) * fp8_share * layer_params_per_gpu(model, t)
+    return np.where(z == 3, 0.0, per)
+
+
 # CUDA context of a PyTorch process with lazy module loading (CUDA >= 11.7): ~300 MB, the driver,
 # the loaded kernels and the cuBLAS workspace (PyTorch maintainer, pytorch/pytorch#107667, 2023).
 CUDA_CONTEXT_BYTES = 300 * 2**20
@@ -318,7 +356,8 @@ class _MemoryParts:
     """What every pipeline rank's memory is built from (arrays over layouts): ``states(dense, expert,
     col)`` -> (weights, grads, optimizer) bytes of those parameters per GPU, the stored activation bytes
     of one layer and micro-batch, the working set one layer adds while it runs, the last stage's logits,
-    the micro-batches per step and the reserved bytes."""
+    the micro-batches per step, the reserved bytes and the cached quantized weights of one layer
+    (:func:`fp8_weight_bytes_per_layer`)."""
 
     states: object
     stored_layer: np.ndarray
@@ -326,9 +365,10 @@ class _MemoryParts:
     logits: np.ndarray
     microbatches: np.ndarray
     reserved: np.ndarray
+    fp8_weight_layer: np.ndarray
 
 
-def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryParts:
+def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> _MemoryParts:
     """The parts :func:`memory_bytes` and :func:`rank_memory_bytes` share (see :class:`_MemoryParts`)."""
     dpcp = (t.dp * t.cp).astype(np.float64)
     edp = expert_dp(t)
@@ -371,7 +411,7 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> _MemoryPa
                + dispatch_transient_bytes(model, recipe, t))
     logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
-                        reserved_bytes(t, model, recipe))
+                        reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu))
 
 
 def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> tuple:
@@ -379,20 +419,24 @@ def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_laye
     layers (arrays, layouts x ranks)."""
     col = lambda a: np.asarray(a, dtype=np.float64)[:, None]                # noqa: E731
     rw, rg, ro = parts.states(*rank_params(model, t, rank_layers), col=col)
+    rw = rw + col(parts.fp8_weight_layer) * np.asarray(rank_layers, dtype=np.float64)[None, :]
     ra = _split_activations(t, rank_layers, parts)
     return rw, rg, ro, ra
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
                     "sp", "overlap")
-def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBreakdown:
+def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes; with a run's own split (``model.pipeline_rank_layers``) the fullest of
     its ranks (:func:`rank_memory_bytes`).  See the module docstring for the formulas and their sources.
+    ``gpu`` (costmodel.specs.GpuSpec) decides the FP8 weight cache's layout
+    (:func:`fp8_weight_bytes_per_layer`).
     """
-    parts = _memory_parts(model, recipe, t)
+    parts = _memory_parts(model, recipe, t, gpu)
     weights, grads, optim = parts.states(*stage_params(model, t, light_last_stage(recipe)))
     L_stage = layers_per_stage(model, t)
+    weights = weights + L_stage * parts.fp8_weight_layer
     m, stored_layer, working, logits = parts.microbatches, parts.stored_layer, parts.working, parts.logits
     chunks = np.where(t.vp > 1,
                       np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
@@ -414,13 +458,13 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> MemoryBrea
     return MemoryBreakdown(weights, grads, optim, acts, peak, parts.reserved)
 
 
-def rank_memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, rank_layers) -> np.ndarray:
+def rank_memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, rank_layers, gpu=None) -> np.ndarray:
     """Peak bytes per GPU of each pipeline rank when rank r holds ``rank_layers[r]`` layers (array,
     layouts x ranks; the layouts' PP is ``len(rank_layers)``): its model states (the first rank also
     the embedding, the last the output layer, final norm and MTP modules), its layers' activations for
     the micro-batches its schedule has in flight, the working set, the last rank's logits and the
     reserved bytes, by the formulas of :func:`memory_bytes` (whose fullest rank this is)."""
-    return _rank_peaks(model, t, _memory_parts(model, recipe, t), rank_layers)
+    return _rank_peaks(model, t, _memory_parts(model, recipe, t, gpu), rank_layers)
 
 
 def _rank_peaks(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> np.ndarray:
@@ -445,7 +489,7 @@ def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
     return per_rank
 
 
-def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[np.ndarray, np.ndarray]:
+def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict, gpu=None) -> tuple[np.ndarray, np.ndarray]:
     """Memory of each 1F1B stage as fixed + n_s x per_layer bytes per GPU (arrays of length PP), the
     form the energy ILP's memory constraint takes: :func:`rank_memory_bytes` (the same formulas as
     ``predict``), which is affine in each rank's layer count n_s, read at one and at two layers a rank.
@@ -458,6 +502,6 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict) -> tuple[
     if layout["vp"] != 1:
         raise ValueError("stage_memory_terms models 1F1B (VP = 1) stages only")
     t = LayoutTable.from_rows([layout])
-    parts = _memory_parts(model, recipe, t)
+    parts = _memory_parts(model, recipe, t, gpu)
     one, two = (_rank_peaks(model, t, parts, [n] * layout["pp"])[0] for n in (1, 2))
     return one - (two - one), two - one

@@ -179,7 +179,7 @@ def build_option(run: RunPrediction, caps: tuple, node_power: bool = False, fiel
         # held at the even split: every stage as the prediction's peak (the worst stage)
         fixed, per_layer = np.full(layout["pp"], run.peak_mem_bytes), np.zeros(layout["pp"])
     else:
-        fixed, per_layer = stage_memory_terms(model, recipe, layout)
+        fixed, per_layer = stage_memory_terms(model, recipe, layout, run.cluster.gpu)
     conv = {k: (int(v) if k in ("pp", "vp", "stage_gpus", "num_layers", "microbatches", "max_layers_per_stage")
                 else (float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=np.float64))) for k, v in fields.items()}
     return ilp.LayoutOption(name=run.name, **conv, mem_fixed_bytes=fixed, mem_per_layer_bytes=per_layer)

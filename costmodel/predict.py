@@ -150,7 +150,7 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         mb = blend_edge_comm(mb, _distinct(microbatch_comm_times, L, model, r16, cluster, profile), share)
     cm = merge_comm(mb, _distinct(data_parallel_comm_times, L, model, recipe, cluster, profile))
     st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm)
-    mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields))
+    mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields), cluster.gpu)
     n_gpus = L.tp * L.pp * L.dp * L.cp
     step = st.step_time_s
     feasible = mem.peak_bytes <= cluster.gpu.capacity_bytes

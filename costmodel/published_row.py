@@ -237,7 +237,7 @@ def _least_costly_fit(model, recipe, cluster, row: dict, zeros, recomputes) -> d
                                              if rc == "full" and len(recomputes) > 1 else [(rc, 0)])
             if o[0] == rc]
     cands = [dict(row, zero=z, recompute=rc, recompute_num_layers=n) for rc, n in opts for z in zeros]
-    fits = memory_bytes(model, recipe, LayoutTable.from_rows(cands)).peak_bytes <= cluster.gpu.capacity_bytes
+    fits = memory_bytes(model, recipe, LayoutTable.from_rows(cands), cluster.gpu).peak_bytes <= cluster.gpu.capacity_bytes
     return cands[int(np.argmax(fits))] if fits.any() else cands[-1]
 
 

@@ -95,10 +95,8 @@ def _bridge_precision(mp, path: str, cfg: RunConfig, sec: str = "mixed_precision
                 R["bf16_edge_layers"], cfg.where["bf16_edge_layers"] = 1, f"{path}: mixed_precision {mp}"
             if "subchannel" in name or "blockwise" in name:
                 cfg.notes.append(f"{path}: mixed_precision {mp!r} (block-wise scaling) {_BLOCKWISE_NOTE}")
-            else:
-                # its delayed and current-scaling recipes set fp8_param_gather=True (the same file)
-                cfg.notes.append(f"{path}: mixed_precision {mp!r} gathers its parameters in fp8 (fp8_param_gather): "
-                                 "priced as 16-bit gathers and weights")
+            # its fp8 recipes set fp8_param_gather=True (megatron/bridge/training/mixed_precision.py)
+            R["fp8_param_gather"], cfg.where["fp8_param_gather"] = True, f"{path}: mixed_precision {mp}"
     elif isinstance(mp, dict):
         f8 = mp.get("fp8")
         if f8 not in (None, False) and str(f8).lower() not in FP8_FORMATS:
@@ -138,12 +136,18 @@ def _bridge_precision(mp, path: str, cfg: RunConfig, sec: str = "mixed_precision
 def _bridge_edge_layers(mp: dict, path: str, cfg: RunConfig, sec: str = "mixed_precision") -> None:
     """The BF16 first and last layers of a ``mixed_precision`` mapping (``first_last_layers_bf16`` with
     ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``, Megatron-core's names), priced as N of
-    each (the larger where they differ, noted); its ``fp8_param_gather``, which is not priced, noted.
+    each (the larger where they differ, noted); its ``fp8_param_gather`` (MixedPrecisionConfig's default
+    False) under a per-tensor fp8 recipe, noted under another.
 
     Raises:
         InputError: a layer count that is not a whole number >= 0 (naming the key)."""
-    if mp.get("fp8_param_gather") is True:
-        cfg.notes.append(f"{path}: {sec}.fp8_param_gather: priced as 16-bit parameter gathers and weights")
+    if cfg.recipe.get("precision") == "fp8":
+        cfg.recipe["fp8_param_gather"] = mp.get("fp8_param_gather") is True
+        cfg.where["fp8_param_gather"] = f"{path}: {sec}.fp8_param_gather" + ("" if "fp8_param_gather" in mp else
+                                                                             " absent (False, its default)")
+    elif mp.get("fp8_param_gather") is True:
+        cfg.notes.append(f"{path}: {sec}.fp8_param_gather under {cfg.recipe.get('precision')}: priced as 16-bit "
+                         "parameter gathers and weights")
     if mp.get("first_last_layers_bf16") is not True:
         return
     n = []

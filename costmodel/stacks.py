@@ -39,20 +39,18 @@ on in NeMo 2's pre-training recipes (``DistributedDataParallelConfig(overlap_gra
 overlap_param_gather=True)``), in PyTorch DDP (bucketed all-reduce hooks fire during the backward)
 and FSDP (torchtitan, llm-foundry).
 
-Pipeline-send overlap (``pp_overlap``, interleaved schedules only): on in Megatron-core
-(``--no-overlap-p2p-communication`` is a store_false flag, so ``overlap_p2p_comm`` is on unless
-turned off, and arguments.py forces it off when there is no virtual pipeline) and in NeMo's
-pre-training configs (NeMo-Framework-Launcher conf/training/llama/llama2_70b.yaml and
-nemotron/nemotron_340b.yaml: ``overlap_p2p_comm: True``, ``batch_p2p_comm: False``); off in 2021-22
-Megatron-LM, whose ``_communicate`` waited on every batched send/receive and synchronised the device
-(the SC21 and Korthikanti et al. runs), and in DeepSpeed's pipeline engine (blocking ``p2p.send``).
-torchtitan's torch.distributed.pipelining schedules are left off: no measurement of their overlap
-was found.
+Pipeline-send overlap (``pp_overlap``, interleaved schedules only): on in Megatron-core (the
+store_false ``--no-overlap-p2p-communication``; arguments.py forces it off without VP) and NeMo
+(NeMo-Framework-Launcher llama2_70b.yaml: ``overlap_p2p_comm: True``); off in 2021-22 Megatron-LM,
+whose ``_communicate`` synchronised every send (SC21, Korthikanti et al.), in DeepSpeed's blocking
+pipeline engine and torchtitan's pipelining schedules (no measurement of their overlap was found).
 
 FP8 scaling (``fp8_recipe``, with ``--precision fp8``): delayed on Megatron-LM (``--fp8-recipe``
 defaults to delayed, megatron/training/arguments.py), NeMo's ``bf16_with_fp8_mixed`` and llm-foundry
 (Transformer Engine's DelayedScaling in its ``fp8_config``); tensorwise (current scaling) on torchtitan,
-whose torchao float8 linears scale every cast dynamically from the tensor's own amax.
+whose torchao float8 linears scale every cast dynamically from the tensor's own amax.  FP8 parameters
+(``fp8_param_gather``): off in Megatron-LM (store_true ``--fp8-param-gather``), on in NeMo 2, whose
+fp8 precision plugins set ``fp8_param_gather=True`` (nemo/collections/llm/recipes/precision/mixed_precision.py).
 
 Attention kernel (``attention_kernel``): FlashAttention-2 (flash-attn 2.x, PyTorch SDPA's flash backend),
 except on the Transformer Engine stacks (megatron, nemo) on Hopper and Blackwell: TE has run its cuDNN FusedAttention
@@ -74,9 +72,9 @@ replays one autograd node per differentiable call, counted the same):
   rotary embedding on q and k (2 x 9: cos/sin slices, mul, rotate_half's 2 slices, neg, cat, mul,
   add), attention (3 transposes, the kernel, a reshape), the output linear, 2 residual adds, the
   MLP (3 linears, SiLU, mul): 8+8+3+6+18+5+1+2+5 = 56.
-* Megatron-core with Transformer Engine: fused modules: LayerNormLinear (QKV), fused RoPE on q and
-  k (2), DotProductAttention and its 2 reshapes (3), Linear (proj), bias-dropout-add (fused), a
-  LayerNormLinear (FC1), the fused SwiGLU, Linear (FC2), bias-dropout-add: 12.
+* Megatron-core with Transformer Engine: LayerNormLinear (QKV), fused RoPE on q and k (2),
+  DotProductAttention and 2 reshapes (3), Linear (proj), bias-dropout-add, LayerNormLinear (FC1),
+  fused SwiGLU, Linear (FC2), bias-dropout-add: 12.
 """
 from __future__ import annotations
 
@@ -109,10 +107,9 @@ FUSED_LAYER_OPS = 12      # Megatron-core + Transformer Engine block, forward (m
 #:   (xq.float() 2 + 4, * freqs_cis 4 + 4, type_as 4 + 2) = 20; HF's rotate_half (q * cos 4,
 #:   neg of half 2, cat 4, * sin 4, add 6) = 20.
 #: * SwiGLU: fused, read gate and up, write (6).  Eager silu(gate) * up: silu 2 + 2, mul 4 + 2 = 10.
-#: Eager by default (``fused_elementwise`` off): torchtitan without ``compile`` (its default;
-#: torchtitan/models/llama, norms.py) and HF transformers under DeepSpeed (modeling_llama.py); the
-#: Megatron family runs TE's or Apex's fused kernels, llm-foundry's MPT a native LayerNorm kernel
-#: and GELU, one pass each.
+#: Eager by default (``fused_elementwise`` off): torchtitan without ``compile`` (norms.py) and HF
+#: transformers under DeepSpeed (modeling_llama.py); the Megatron family runs TE's or Apex's fused
+#: kernels, llm-foundry's MPT a native LayerNorm kernel and GELU, one pass each.
 FUSED_NORM_BYTES, EAGER_NORM_BYTES = 4.0, 36.0
 FUSED_ROPE_BYTES, EAGER_ROPE_BYTES = 4.0, 20.0
 FUSED_SWIGLU_BYTES, EAGER_SWIGLU_BYTES = 6.0, 10.0
@@ -175,6 +172,10 @@ RECIPE_SWITCHES = (
                  "cast tensor), or per row along both axes (rowwise: torchao's, torchtitan only; its casts "
                  "and gradient rescales are priced, its slower forward GEMM is not).", tuple(FP8_RECIPES),
                  megatron_key="fp8_recipe"),
+    RecipeSwitch("fp8_param_gather", "bool", "With --precision fp8 on the Megatron family: parameters kept and "
+                 "all-gathered in fp8 (Megatron --fp8-param-gather, with the distributed optimizer): no 16-bit "
+                 "weight or cached fp8 copy beside them, one byte an element gathered.",
+                 megatron_key="fp8_param_gather", summary="fp8 parameters"),
     RecipeSwitch("optimizer", "choice", "Optimizer: its fp32 states set the optimizer memory and step.",
                  tuple(OPTIMIZERS), megatron_key="optimizer"),
     RecipeSwitch("cross_entropy", "choice", "Cross-entropy implementation: the logits bytes it keeps.",
@@ -473,19 +474,17 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
     return Stack(name, dict(flash_attention=flash, tp_comm_overlap=tp_overlap, dp_overlap=dp_overlap,
                             pp_overlap=name in ("megatron", "nemo"), optimizer=optimizer,
                             fp8_recipe="tensorwise" if name == "torchtitan" else "delayed",
+                            fp8_param_gather=name == "nemo",     # NeMo 2's fp8 precision plugins set it
                             cross_entropy=cross_entropy, attention_kernel="fa2", recompute_modules="core_attn",
-                            main_grads_dtype="fp32", optimizer_states_dtype="fp32",
-                            fused_elementwise=name not in ("torchtitan", "deepspeed"), optimizer_offload=False,
-                            bf16_edge_layers=0, doc_tokens=0, kv_repeat=False,
+                            main_grads_dtype="fp32", optimizer_states_dtype="fp32", optimizer_offload=False,
+                            fused_elementwise=name not in ("torchtitan", "deepspeed"), bf16_edge_layers=0, doc_tokens=0, kv_repeat=False,
                             **moe), pads_vocab,
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, pads_vocab and name != "megatron-deepspeed",
                  *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
                  pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
-                 tp_overlap_rs_splits=0 if name == "torchtitan" else 4,
-                 tp_overlap_sm_margin=16 if name in ("megatron", "nemo") else 0,
-                 fused_qkv=name not in ("torchtitan", "deepspeed"),
-                 fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
+                 tp_overlap_rs_splits=0 if name == "torchtitan" else 4, tp_overlap_sm_margin=16 if name in TE_STACKS else 0,
+                 fused_qkv=name not in ("torchtitan", "deepspeed"), fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0), "megatron": (0, 1, 3),
                               "nemo": (0, 1, 3), "megatron-legacy": (0, 1)}.get(name, (0, 1, 2, 3)),
                  sequence_parallel=name not in ("megatron-deepspeed", "deepspeed"),
@@ -516,10 +515,9 @@ STACKS = {s.name: s for s in (
 NO_FUSED_ATTENTION = ("volta",)
 
 
-#: Megatron-core's ``--attention-backend`` values (megatron/core/transformer/enums.py AttnBackend) as recipe
-#: switches: ``flash`` is Transformer Engine's FlashAttention backend (flash-attn 2; 3 where installed on
-#: Hopper), ``fused`` its cuDNN FusedAttention, ``unfused`` and ``local`` no fused kernel, ``auto`` TE's own pick
-#: (the stack's default)
+#: Megatron-core's ``--attention-backend`` values (megatron/core/transformer/enums.py AttnBackend) as switches:
+#: ``flash`` TE's FlashAttention backend (flash-attn 2; 3 where installed on Hopper), ``fused`` its cuDNN
+#: FusedAttention, ``unfused`` and ``local`` no fused kernel, ``auto`` TE's own pick (the stack's default)
 MEGATRON_ATTENTION_BACKENDS = {"flash": {"flash_attention": True, "attention_kernel": "fa2"},
                                "fused": {"flash_attention": True, "attention_kernel": "cudnn"},
                                "unfused": {"flash_attention": False}, "local": {"flash_attention": False},
@@ -527,8 +525,7 @@ MEGATRON_ATTENTION_BACKENDS = {"flash": {"flash_attention": True, "attention_ker
 
 
 def attention_backend_switches(value) -> dict | None:
-    """The recipe switches of a logged or configured Megatron-core attention backend (``flash``,
-    ``AttnBackend.fused``, ...; :data:`MEGATRON_ATTENTION_BACKENDS`), None for a value it does not name."""
+    """The switches of a Megatron-core attention backend (``flash``, ``AttnBackend.fused``, ...; :data:`MEGATRON_ATTENTION_BACKENDS`), or None."""
     return MEGATRON_ATTENTION_BACKENDS.get(str(value).rsplit(".", 1)[-1].strip().lower())
 
 
@@ -592,6 +589,9 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     if values.get("bf16_edge_layers") and stack.name not in TE_STACKS:
         raise InputError("--bf16-edge-layers", "", f"is Megatron-core's --first-last-layers-bf16 (the megatron and nemo "
                          f"stacks); the {stack.name} stack has no such switch, so no run of it can be priced with one")
+    if values["fp8_param_gather"] and "fp8_param_gather" in given and precision != "fp8":
+        raise InputError("--fp8-param-gather", "", f"keeps the parameters of --precision fp8 in fp8, not {precision}'s "
+                         "(the priced fp8 parameters are per-tensor scaled): drop one of the two")
     if "fp8_recipe" in given and precision != "fp8":
         raise InputError("--fp8-recipe", "", f"sets the scaling of --precision fp8, not {precision} "
                          "(mxfp8 and nvfp4 carry their own block scales): drop one of the two")

@@ -49,7 +49,9 @@ def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name,
     if name == "llama3.1-405b":
         assert doc["model"]["account_for_embedding_in_pipeline_split"] is True and cfg.split_without_embedding is None
         assert cfg.recipe["fp8_recipe"] == "tensorwise" and cfg.recipe["main_grads_dtype"] == "bf16"
-        assert doc["mixed_precision"]["fp8_param_gather"] is False     # the 16-bit gathers priced
+        # NeMo's fp8 parameters, priced with the distributed optimizer, and read back as priced
+        assert doc["mixed_precision"]["fp8_param_gather"] is (layout["zero"] in (1, 2))
+        assert cfg.recipe["fp8_param_gather"] is (layout["zero"] in (1, 2))
         assert cfg.layout["recompute_num_layers"] == 2
     # every precision and optimizer-dtype field set, so none of a recipe's survives a merge
     assert {"fp8", "fp4", "fp8_param_gather", "fp4_param_gather"} <= set(doc["mixed_precision"])

@@ -510,3 +510,57 @@ def test_te_userbuffers_of_the_tp_comm_overlap_are_reserved():
     assert r_fp8 - r_off == (8 * 1 + 4 * 2) * 8192 * 8192
     assert memory_bytes(m, on, layout(tp=8, pp=2, dp=1, sp=True, mbs=1, recompute="full",
                                       overlap=False)).reserved_bytes[0] == r_off
+
+
+def test_fp8_weight_cache_is_the_quantized_copy_and_its_transpose_on_hopper():
+    """Megatron passes is_first_microbatch, so TE caches each fp8 weight (and on Hopper its
+    transpose) for the step: Llama-3-70B at TP8 PP4 holds 20 layers x 1/8 of a layer's parameters,
+    two bytes each, beside its bf16 weights; one byte on Blackwell, whose FP8 GEMM takes any layout."""
+    from costmodel.comm import layer_params_per_gpu
+    from costmodel.specs import load_cluster
+    m = load_model("llama3-70b")
+    t = layout(tp=8, pp=4, dp=2, sp=True)
+    hopper, blackwell = load_cluster("dgx-h100").gpu, load_cluster("dgx-b200").gpu
+    w = lambda gpu, **kw: memory_bytes(m, Recipe(gbs=64, seq_len=8192, **kw), t, gpu).weights_bytes[0]  # noqa: E731
+    per_layer = layer_params_per_gpu(m, t)[0]
+    assert per_layer == pytest.approx(m.layer_params() / 8)
+    base = w(hopper)
+    assert w(hopper, precision="fp8") - base == pytest.approx(2 * 20 * per_layer)
+    assert w(blackwell, precision="fp8") - base == pytest.approx(20 * per_layer)
+    # MXFP8 keeps both block-scaled directions: 2 x (1 + 1/32) bytes
+    assert w(blackwell, precision="mxfp8") - base == pytest.approx(2 * (1 + 1 / 32) * 20 * per_layer)
+    # BF16 edge layers (4 of 80) are not cached; torchao's float8 (torchtitan) casts per call
+    assert w(hopper, precision="fp8", bf16_edge_layers=2) - base == pytest.approx(2 * 20 * per_layer * 76 / 80)
+    assert w(hopper, precision="fp8", stack="torchtitan", fp8_recipe="tensorwise") == pytest.approx(w(hopper, stack="torchtitan"))
+
+
+def test_fp8_parameters_replace_the_16bit_weight_and_gather_one_byte():
+    """--fp8-param-gather (NeMo's fp8 default): the parameters are TE Float8Tensors, so on Hopper the
+    data and its transpose (2 B) replace the bf16 weight (2 B) and no cache is kept; on Blackwell 1 B;
+    without the distributed optimizer (ZeRO 0, which Megatron refuses it with) the cache stays.  The
+    parameter all-gather moves one byte for the layers' share of the stage and for the experts."""
+    from costmodel.comm import layer_params_per_gpu, param_gather_bytes, stage_params
+    from costmodel.specs import load_cluster
+    from costmodel.stacks import STACKS, stack_recipe
+    from costmodel.errors import InputError
+    m = load_model("llama3-70b")
+    hopper, blackwell = load_cluster("dgx-h100").gpu, load_cluster("dgx-b200").gpu
+    t = layout(tp=8, pp=4, dp=2, sp=True, zero=1)
+    w = lambda gpu, tab=t, **kw: memory_bytes(m, Recipe(gbs=64, seq_len=8192, stack="nemo", **kw), tab, gpu).weights_bytes[0]  # noqa: E731
+    per_layer = layer_params_per_gpu(m, t)[0]
+    assert w(hopper, precision="fp8", fp8_param_gather=True) == pytest.approx(w(hopper))
+    assert w(blackwell, precision="fp8", fp8_param_gather=True) == pytest.approx(w(blackwell) - 20 * per_layer)
+    z0 = layout(tp=8, pp=4, dp=2, sp=True, zero=0)
+    assert w(hopper, z0, precision="fp8", fp8_param_gather=True) - w(hopper, z0) == pytest.approx(2 * 20 * per_layer)
+    r = Recipe(gbs=64, seq_len=8192, stack="nemo", precision="fp8", fp8_param_gather=True)
+    dense, _ = stage_params(m, t)
+    d_b, e_b = param_gather_bytes(m, r, t, dense)
+    layers = 20 * per_layer                      # the stage's layer parameters; the rest is the embedding
+    assert d_b[0] == pytest.approx(2.0 - layers / dense[0]) and e_b == 1.0
+    assert param_gather_bytes(m, Recipe(gbs=64, seq_len=8192, stack="nemo", precision="fp8"), t, dense) == (2.0, 2.0)
+    # a 16-bit run ignores NeMo's default; asked for by name with bf16, or on torchtitan, it is refused
+    assert stack_recipe(STACKS["nemo"], 64, 8192, "bf16").fp8_param_gather is True
+    with pytest.raises(InputError, match="--fp8-param-gather"):
+        stack_recipe(STACKS["megatron"], 64, 8192, "bf16", fp8_param_gather=True)
+    with pytest.raises(InputError, match="--fp8-param-gather"):
+        Recipe(gbs=64, seq_len=8192, stack="torchtitan", fp8_param_gather=True)

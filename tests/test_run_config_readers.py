@@ -141,20 +141,20 @@ def test_a_nemo_data_length_beside_the_model_length_is_said(tmp_path):
 def test_bridge_mixed_precision_keeps_its_bf16_edge_layers_and_says_what_is_not_priced(tmp_path):
     """Megatron-Bridge's current-scaling recipe keeps the first and the last layer in BF16 (megatron/bridge/
     training/mixed_precision.py: first_last_layers_bf16, 1 and 1): read as --bf16-edge-layers 1; a mapping's
-    first_last_layers_bf16 with 3 and 3 layers as 3, with 2 and 4 as 4 (noted); its fp8 parameter gather and
-    torchtitan's float8 FSDP all-gather are noted as priced at 16 bits (they had been dropped silently)."""
+    first_last_layers_bf16 with 3 and 3 layers as 3, with 2 and 4 as 4 (noted); its fp8 parameters read as
+    --fp8-param-gather (the fp8 recipe functions set fp8_param_gather=True; a mapping says it or takes
+    MixedPrecisionConfig's False), torchtitan's float8 FSDP all-gather noted as priced at 16 bits."""
     cs = _read(tmp_path, "m.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_fp8_current_scaling_mixed\n"))
-    assert cs.recipe["bf16_edge_layers"] == 1 and any("fp8_param_gather" in n for n in cs.notes)
+    assert cs.recipe["bf16_edge_layers"] == 1 and cs.recipe["fp8_param_gather"] is True
     delayed = _read(tmp_path, "d.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_fp8_mixed\n"))
-    assert "bf16_edge_layers" not in delayed.recipe and any("fp8_param_gather" in n for n in delayed.notes)
+    assert "bf16_edge_layers" not in delayed.recipe and delayed.recipe["fp8_param_gather"] is True
     mx = _read(tmp_path, "x.yaml", BRIDGE.format(extra="mixed_precision: bf16_with_mxfp8_mixed\n"))
-    assert not any("fp8_param_gather" in n for n in mx.notes)       # its recipe gathers 16-bit parameters
+    assert "fp8_param_gather" not in mx.recipe and not any("fp8_param_gather" in n for n in mx.notes)
     for start, end, want in ((3, 3, 3), (2, 4, 4)):
         m = _read(tmp_path, "m.yaml", BRIDGE.format(extra=(
             f"mixed_precision:\n  fp8: hybrid\n  fp8_recipe: tensorwise\n  first_last_layers_bf16: true\n"
             f"  num_layers_at_start_in_bf16: {start}\n  num_layers_at_end_in_bf16: {end}\n  fp8_param_gather: true\n")))
-        assert m.recipe["bf16_edge_layers"] == want
-        assert any("fp8_param_gather" in n for n in m.notes)
+        assert m.recipe["bf16_edge_layers"] == want and m.recipe["fp8_param_gather"] is True
         assert any("priced as 4 of each" in n for n in m.notes) == (start != end)
     tt = _tt(tmp_path, training='\n[model]\nconverters = ["float8"]\n[float8]\nenable_fsdp_float8_all_gather = true\n')
     assert any("enable_fsdp_float8_all_gather" in n and "bf16" in n for n in tt.notes)

@@ -337,7 +337,7 @@ def _best_split_run(m, r, c, p, lay: dict, inlet_temp_c=None):
     extra = np.zeros(lay["pp"])
     extra[0] += float(np.ravel(o.t_first_s)[0])
     extra[-1] += float(np.ravel(o.t_last_s)[0])
-    fixed, per_layer = stage_memory_terms(m, r, lay)
+    fixed, per_layer = stage_memory_terms(m, r, lay, c.gpu)
     room = np.where(per_layer > 0, (c.gpu.capacity_bytes - fixed) / np.where(per_layer > 0, per_layer, 1.0), np.inf)
     split = balanced_split(m.num_layers, float(np.ravel(o.t_layer_s)[0]), extra, room)
     if split is None or np.array_equal(split, pipeline_split(m, lay, light_last_stage(r))):

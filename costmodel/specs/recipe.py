@@ -241,6 +241,8 @@ class Recipe:
     runs Megatron-core's batch-level EP overlap (``--overlap-moe-expert-parallel-comm
     --delay-wgrad-compute``): the forward of one micro-batch and the backward of another as one
     schedule, each one's dispatch and combine under the other's compute (costmodel.schedule).
+    ``fp8_param_gather`` keeps the parameters in fp8 under ``precision`` fp8 on the Megatron family
+    (``--fp8-param-gather``; costmodel.memory.fp8_weight_bytes_per_layer; no effect in 16 bits).
     ``recompute_modules``: what selective recomputation re-runs
     on Megatron-family stacks, :data:`RECOMPUTE_MODULES` names separated by commas.
     ``optimizer_offload`` keeps the optimizer states and master weights in host memory and runs the step
@@ -266,6 +268,7 @@ class Recipe:
     seq_len: int
     precision: str = "bf16"
     fp8_recipe: str = "delayed"
+    fp8_param_gather: bool = False
     flash_attention: bool = True
     tp_comm_overlap: bool = False
     dp_overlap: bool = True
@@ -309,6 +312,9 @@ class Recipe:
         the latter with Adam and bf16 or fp8 (megatron/core/optimizer/optimizer_config.py asserts
         'only supported with adam')."""
         core = self.stack in ("megatron", "nemo")
+        if self.fp8_param_gather and not core:
+            raise InputError("--fp8-param-gather", "", f"is Megatron-core's (--stack megatron or nemo), not "
+                             f"{self.stack}'s")
         if self.recomputed != ("core_attn",) and not core:
             raise InputError("--recompute-modules", "", f"is Megatron-core's (--stack megatron or nemo), not "
                              f"{self.stack}'s: its selective recompute is its own")
