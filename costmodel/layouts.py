@@ -536,11 +536,15 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
 
 def bf16_edge_layers_problem(recipe: Recipe, num_layers: int) -> str | None:
     """Why no layout holds ``recipe.bf16_edge_layers`` BF16 first and last layers of a ``num_layers`` model
-    (twice the count exceeds the layers), or None; the message of ``--bf16-edge-layers``."""
+    (twice the count exceeds the layers), or of any (it reaches them: no layer would run the low-precision
+    format, whose kernels the power model would still price), or None; the message of ``--bf16-edge-layers``."""
     n = recipe.bf16_edge_layers
-    if 2 * n <= num_layers:
+    if 2 * n < num_layers:
         return None
-    return f"{n} keeps the first and the last {n} layers in BF16: twice it must not exceed num_layers ({num_layers})"
+    if 2 * n == num_layers:
+        return (f"{n} keeps the first and the last {n} layers in BF16, which is every layer of {num_layers}: "
+                f"give --precision bf16 instead")
+    return f"{n} keeps the first and the last {n} layers in BF16: twice it must stay below num_layers ({num_layers})"
 
 
 def stack_default_etp(stack: str, tp: int, ep: int) -> int:

@@ -15,6 +15,10 @@ def test_bf16_edge_layers_are_megatrons_switch_and_recommend_names_it():
                  "--bf16-edge-layers: is Megatron-core's --first-last-layers-bf16", f"the {stack} stack")
     one_line(run("recommend", *L8, *fp8, "--bf16-edge-layers", "17"),
              "--bf16-edge-layers: 17 keeps the first and the last 17 layers", "num_layers (32)")
+    # 16 of 32 is every layer in BF16: an fp8 run with no fp8 layer (its power had been priced as fp8 GEMMs)
+    one_line(run("predict", *L8, "--tp", "1", *fp8, "--bf16-edge-layers", "16"),
+             "--bf16-edge-layers 16 keeps the first and the last 16 layers in BF16, which is every layer of 32",
+             "--precision bf16")
 
 
 def test_a_precision_the_profile_never_measured_names_the_flag():
