@@ -121,3 +121,21 @@ def test_a_gpu_file_out_of_range_or_misspelt_names_its_field(tmp_path, change, f
     assert field in str(e.value) and needle in str(e.value)
     f.write_text(yaml.safe_dump(src))
     assert load_gpu(str(f)).tdp_w == 700.0
+
+
+def test_dgx_a100_non_gpu_power_is_flagperfs_measured_median():
+    """The DGX A100's non-GPU power is the median, over FlagPerf's steady 8-GPU runs (node power varying by
+    under 100 W), of the node's average power minus its 8 GPUs' average: 1361 W (it had been the 6.5 kW
+    rating minus 8 x 400 W, 3.3 kW, more than the GPUs' own energy of a training step)."""
+    import re
+    text = (hardware_dir() / "profiles" / "data" / "flagperf_a100_base_gemm_membw_nccl_with_power_temp.md").read_text()
+    excess = []
+    for part in text.split("## FILE: ")[1:]:
+        n = re.search(r"单服务器内使用卡数：(\d+)", part)
+        m = re.search(r"\| 监控结果 \| ([\d.]+)W\s*\| [\d.]+W\s*\| ([\d.]+)W\s*\| [^|]*\| ([\d.]+)W", part)
+        if n and m and int(n.group(1)) == 8 and float(m.group(2)) < 100:
+            excess.append(float(m.group(1)) - 8 * float(m.group(3)))
+    assert len(excess) == 10
+    assert float(np.median(excess)) == pytest.approx(1361, abs=1)
+    for name in ("dgx-a100", "dgx-a100-40gb", "hgx-a800"):
+        assert load_cluster(name).node_other_power_w == pytest.approx(1361)
