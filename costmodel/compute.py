@@ -337,10 +337,10 @@ def _attention_core_s(model: ModelSpec, recipe: Recipe, profile: Profile, t: Lay
     keys = model.causal_keys_per_query(s, recipe.doc_tokens) if recipe.flash_attention else s
     fl = 2.0 * tok * keys * (model.q_dim + model.attn_out_dim) / tp
     if recipe.flash_attention:
-        # each kernel call (a CP ring step) sees s / CP keys per query, a packed document at most
-        # (the variable-length kernel runs each as a sequence of its own), at the kernel's compiled
-        # head dims (its padding is computed, not useful)
-        seen = np.minimum(s / cp, recipe.doc_tokens) if recipe.doc_tokens else s / cp
+        # each kernel call (a CP ring step) sees s / CP keys per query; packed, each document runs as a
+        # sequence of its own, split over the CP ranks like the whole sequence (THD's load balancing:
+        # D / CP of it per step), at the kernel's compiled head dims (its padding is computed, not useful)
+        seen = (min(s, recipe.doc_tokens) if recipe.doc_tokens else s) / cp
         eff = profile.attention_efficiency(recipe.attention_kernel, seen, model.qk_head_dim,
                                            model.attn_out_dim / model.num_heads, through_te=recipe.stack in TE_STACKS)
         # in-kernel attention dropout: the random draws per score element (DROPOUT_* above)

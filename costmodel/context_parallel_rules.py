@@ -33,6 +33,11 @@ def cp_rules(t, model: ModelSpec, recipe: Recipe) -> list:
         ("torchtitan needs a micro-batch's tokens (mbs x seq_len) divisible by TP x 2 CP (its trainer raises: "
          "sequence parallelism splits them over TP, load-balanced CP into 2 CP chunks)",
          titan & (t.cp > 1) & ((t.mbs * recipe.seq_len) % divisor != 0)),
+        # transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py: THD's load balancing
+        # splits every sequence of cu_seqlens into 2 CP chunks (Megatron pads each to a multiple of 2 CP)
+        ("packed documents under CP: Transformer Engine's THD attention splits each document into 2 x CP "
+         "chunks, so --doc-tokens must be at least 2 x CP",
+         (recipe.doc_tokens > 0) & (recipe.stack in TE_STACKS) & (t.cp > 1) & (recipe.doc_tokens < 2 * t.cp)),
         ("torchtitan shards the model over the CP ranks whenever CP > 1 (ParallelDims.fsdp_enabled: dp_shard "
          "or CP; parallelize applies fully_shard): --zero 3, or 1 with a pipeline",
          titan & (t.cp > 1) & (t.zero == 0)),

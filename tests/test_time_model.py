@@ -669,6 +669,25 @@ def test_packed_documents_attend_to_themselves_only(h200):
     assert unfused[0] == unfused[1]
 
 
+def test_packed_documents_under_cp_split_over_the_ring_like_whole_sequences(h200):
+    """Under CP, Transformer Engine's THD attention splits every packed document over the CP ranks as it
+    splits a whole sequence (2 CP chunks), so a ring step sees D / CP keys of a document, not D: 8192
+    tokens packing 1024-token documents at CP 4 cost what 8 sequences of 1024 tokens cost at CP 4; a
+    document shorter than 2 CP tokens cannot be split and is refused."""
+    from costmodel.compute import compute_times
+    from costmodel.layouts import validity
+    c, p = h200
+    m = load_model("llama3-8b")
+    packed = compute_times(m, Recipe(gbs=8, seq_len=8192, doc_tokens=1024), c, p, layout(mbs=1, cp=4))
+    short = compute_times(m, Recipe(gbs=64, seq_len=1024), c, p, layout(mbs=8, cp=4))
+    assert packed.layer_attn_fwd_s[0] == pytest.approx(short.layer_attn_fwd_s[0], rel=1e-12)
+    assert packed.layer_attn_bwd_s[0] == pytest.approx(short.layer_attn_bwd_s[0], rel=1e-12)
+    code, why = validity(layout(cp=4, dp=2), m, Recipe(gbs=8, seq_len=8192, doc_tokens=4), 8, 8)
+    assert code[0] >= 0 and "--doc-tokens must be at least 2 x CP" in why[code[0]]
+    code, _ = validity(layout(cp=4, dp=2), m, Recipe(gbs=8, seq_len=8192, doc_tokens=8), 8, 8)
+    assert code[0] == -1
+
+
 def test_packed_documents_count_their_own_attention_in_model_flops():
     """Model FLOPs of packed documents of D tokens count each document's D x D block (Megatron's
     convention) or its causal half: the attention term shrinks by s / D, the rest is unchanged; a
