@@ -101,8 +101,11 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
     L = ranked.layouts
     t0 = runs[0].uncapped_step_time_s if runs else ranked.step_time_s[0]
     bd = {k: (runs[0].breakdown[k] if runs else ranked.breakdown[k][0]) for k in BREAKDOWN_TERMS}
-    out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU "
-           f"{100 * (ranked.mfu[0] if mfu is None else mfu):.1f}%."]
+    m0 = ranked.mfu[0] if mfu is None else mfu
+    share = metrics.causal_flops_share(runs[0].model, runs[0].recipe) if runs else 1.0
+    # long sequences: the s x s count can pass 100%; Megatron-LM counts the causal half the kernels compute
+    causal = f" (attention as s x s; {100 * m0 * share:.1f}% counting its causal half)" if share < 0.95 else ""
+    out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU {100 * m0:.1f}%{causal}."]
     over = sorted(((v, k) for k, v in bd.items() if k != "compute_s"), reverse=True)
     if over[0][0] > 0.01 * t0:
         v, k = over[0]
@@ -132,7 +135,10 @@ def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = No
     """Rich table of the first ``top`` layouts of ``pred`` (already ranked).  With ``runs`` (their
     costmodel.predict.RunPrediction, in the same order) the step, throughput and MFU are theirs
     (under the power limit, what predict prints), beside the time model's step at full clocks."""
-    tb = Table(title=title, header_style="bold")
+    share = metrics.causal_flops_share(runs[0].model, runs[0].recipe) if runs else 1.0
+    tb = Table(title=title, header_style="bold", caption=(
+        f"TFLOP/s and MFU count attention as s x s (SC21); Megatron-LM's causal count is {share:.2f} of them"
+        if share < 0.95 else None))
     L = pred.layouts
     moe = bool(len(L)) and bool(np.any(L.ep > 1) or np.any(L.etp != L.tp))
     cols = ("tp", "pp", "dp", "cp", "ep") + (("etp",) if moe else ()) + ("vp", "mbs")
