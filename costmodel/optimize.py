@@ -105,6 +105,9 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
                 const_time_s=const_s, t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy, p_thermal_w=p_heat,
+                # the node budget, an electrical limit, is kept by the caps themselves (a GEMM burst
+                # draws up to the cap whatever the step's average)
+                p_budget_w=np.maximum(np.broadcast_to(cap, p_busy.shape), p_busy),
                 p_idle_w=np.full(len(t), p_wait), stage_comm_energy_j=stage_comm,
                 p_node_w=(-(-n // G)) * cluster.node_other_power_w / n if node_power else np.zeros(len(t)),
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
@@ -135,13 +138,13 @@ def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power
     """(N, C) mask of the cap levels each layout may use: False where its stages fill whole nodes
     and every slot at the level's thermal power (:func:`_thermal_power_w`) would pass ``max_temp_c``
     (steady, with the air preheating of the slots upstream) or its busy power the node's GPU power
-    budget; every level of a layout that breaks them with all its GPUs at its lowest level's power (no
+    budget (read at :func:`option_table`'s ``p_budget_w``); every level of a layout that breaks them with all its GPUs at its lowest level's power (no
     decision draws less); True otherwise."""
     cool = cluster.cooling
     G = cluster.gpus_per_node
     inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
     r = profile.thermal.r_th_c_per_w * np.asarray(cool.r_th_scale) + preheat_matrix(cool).T.sum(axis=0)
-    pb = tb["p_busy_w"]
+    pb = tb["p_budget_w"]
     hot = inlet + tb["p_thermal_w"][:, :, None] * r[None, None, :]
     bad = (hot.max(axis=2) > max_temp_c * (1 + 1e-9)) | (G * pb > node_power_w * (1 + 1e-9))
     whole = (tb["stage_gpus"] % G == 0)[:, None]

@@ -45,7 +45,7 @@ def _node_temps(inst: Instance, p_slot: np.ndarray) -> np.ndarray:
 
 def _node_ok(inst: Instance, p_slot: np.ndarray, rtol: float = FEAS_RTOL, p_heat: np.ndarray | None = None) -> bool:
     """Temperature and power-budget check of one node at relative tolerance ``rtol``: the budget on the
-    slots' busy power ``p_slot``, the temperatures on ``p_heat`` (the power they follow, LayoutOption.
+    slots' power ``p_slot`` (LayoutOption.p_budget_w), the temperatures on ``p_heat`` (the power they follow, LayoutOption.
     p_thermal_w; default ``p_slot``)."""
     temps = _node_temps(inst, p_slot if p_heat is None else p_heat)
     return bool(np.all(temps <= inst.max_temp_c + rtol * abs(inst.max_temp_c))
@@ -194,19 +194,19 @@ def evaluate(instance: Instance, layout: int, caps: Sequence[int], layers: Seque
                 raise ValueError(f"node {q}: stages {st} must take distinct blocks 0..{g.Q - 1}, got "
                                  f"{[blocks[s] for s in st]}")
     t, tau, T, E = _times_energy(o, caps, np.array([layers]))
-    pb, ph = o.p_busy_w, o.p_thermal_w
+    pb, ph, pbud = o.p_busy_w, o.p_thermal_w, o.p_budget_w
     rows, viol = [], []
     tlim = inst.max_temp_c + FEAS_RTOL * abs(inst.max_temp_c)
     slot_blocks, worst_t, worst_p = [], -np.inf, -np.inf
     for q, st in enumerate(g.node_stages):
-        p_slot, h_slot = np.empty(g.G), np.empty(g.G)
+        p_slot, h_slot, b_slot = np.empty(g.G), np.empty(g.G), np.empty(g.G)
         stage_of = np.empty(g.G, dtype=int)
         for s in st:
             sl = list(g.blocks[blocks[s]])
-            p_slot[sl], h_slot[sl] = pb[caps[s]], ph[caps[s]]
+            p_slot[sl], h_slot[sl], b_slot[sl] = pb[caps[s]], ph[caps[s]], pbud[caps[s]]
             stage_of[sl] = s
         temps = _node_temps(inst, h_slot)
-        worst_t, worst_p = max(worst_t, float(temps.max())), max(worst_p, float(p_slot.sum()))
+        worst_t, worst_p = max(worst_t, float(temps.max())), max(worst_p, float(b_slot.sum()))
         rows.extend(GpuRow(q, j, int(stage_of[j]), float(p_slot[j]), float(temps[j])) for j in range(g.G))
     for s in range(o.pp):
         slot_blocks.append(tuple(g.blocks[blocks[s]]))

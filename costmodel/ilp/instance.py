@@ -59,8 +59,10 @@ class LayoutOption:
             the waiting power ``const_time_s`` is charged.
         p_thermal_w: shape (C,), the power a GPU's steady temperature follows at each cap level, W:
             its average over the step (busy, exposed communication, waiting), between p_idle_w and
-            p_busy_w; default p_busy_w (busy all step: a bound).  The node power budget, an
-            electrical limit, reads p_busy_w.
+            p_busy_w; default p_busy_w (busy all step: a bound).
+        p_budget_w: shape (C,), the power the node power budget reads at each cap level, W, >= p_busy_w
+            and non-decreasing in the level; default p_busy_w.  An electrical limit is kept by the caps
+            themselves: the level's cap, or what the GPU draws where its lowest clock cannot meet it.
         max_layers_per_stage: most layers a stage may take (0: no limit); L / p forces the even
             split an interleaved schedule (v > 1) needs.
         mem_fixed_bytes, mem_per_layer_bytes: shape (p,), memory of a GPU of stage s is
@@ -90,6 +92,7 @@ class LayoutOption:
     max_layers_per_stage: int = 0
     stage_comm_energy_j: np.ndarray | None = None
     p_thermal_w: np.ndarray | None = None
+    p_budget_w: np.ndarray | None = None
 
     def __post_init__(self):
         w = f"layout {self.name!r}: "
@@ -137,6 +140,12 @@ class LayoutOption:
             raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_busy_w at every cap level")
         h.setflags(write=False)
         object.__setattr__(self, "p_thermal_w", h)
+        bud = (self.p_busy_w.copy() if self.p_budget_w is None
+               else _arr("p_budget_w", self.p_budget_w, self.p_busy_w.shape, where=w))
+        if np.any(bud < self.p_busy_w - tol) or np.any(np.diff(bud) < -tol):
+            raise ValueError(f"{w}p_budget_w must be >= p_busy_w and non-decreasing in the cap level")
+        bud.setflags(write=False)
+        object.__setattr__(self, "p_budget_w", bud)
         for f in ("mem_fixed_bytes", "mem_per_layer_bytes"):
             a = _arr(f, getattr(self, f), (self.pp,), where=w)
             if np.any(a < 0):

@@ -310,7 +310,7 @@ class _Model:
         """Caps allowed by the thermal / power pre-filters (exact; skipped for a relaxed family)."""
         inst = self.inst
         C, G = len(inst.cap_levels_w), inst.gpus_per_node
-        S, pb, ph = o.stage_gpus, o.p_busy_w, o.p_thermal_w
+        S, pb, ph = o.stage_gpus, o.p_budget_w, o.p_thermal_w
         tlim, blim = self.tlim, self.blim
         allowed = []
         pmin, hmin = float(pb.min()), float(ph.min())
@@ -340,7 +340,7 @@ class _Model:
 
     def _placement_free(self, o: LayoutOption, g: _Geom, allowed: list) -> bool:
         """S < G and (strict mode) no thermal or node-power row can bind at the highest allowed cap."""
-        inst, S, pb, ph = self.inst, o.stage_gpus, o.p_busy_w, o.p_thermal_w
+        inst, S, pb, ph = self.inst, o.stage_gpus, o.p_budget_w, o.p_thermal_w
         Tmax, B, G = inst.max_temp_c, inst.node_power_budget_w, inst.gpus_per_node
         return (not g.whole and self.strict
                 and g.Q * S * max(pb[c] for c in allowed) <= B * (1 + _ROW_SLACK)
@@ -446,7 +446,7 @@ class _Model:
         """S >= G: every slot of a stage's nodes runs at its cap; the caps were pre-filtered, so rows
         are needed only for a relaxed family (temperature, node power) with its slack."""
         inst, prob, k, x, o, Yv = self.inst, self.prob, lay.k, lay.x, lay.o, lay.Yv
-        G, pb, ph = inst.gpus_per_node, o.p_busy_w, o.p_thermal_w
+        G, pb, ph = inst.gpus_per_node, o.p_budget_w, o.p_thermal_w
         Tmax, B = inst.max_temp_c, inst.node_power_budget_w
         for s in range(o.pp):
             if "temperature" in self.relax:
@@ -465,7 +465,7 @@ class _Model:
         a temperature row per slot and a node-power row (those that can bind), block symmetry.
         Returns u_q: per block, cap -> binary."""
         inst, prob, k, x, o, g, Yv = self.inst, self.prob, lay.k, lay.x, lay.o, lay.g, lay.Yv
-        G, S, pb, ph = inst.gpus_per_node, o.stage_gpus, o.p_busy_w, o.p_thermal_w
+        G, S, pb, ph = inst.gpus_per_node, o.stage_gpus, o.p_budget_w, o.p_thermal_w
         Tmax, B = inst.max_temp_c, inst.node_power_budget_w
         st = [s for s in st if Yv[s] is not None]
         ucaps = sorted({c for s in st for c in Yv[s]})

@@ -52,12 +52,12 @@ def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: boo
 
 
 def _slot_powers(o: LayoutOption, g: _Geom, stages, caps: list) -> tuple:
-    """(busy, thermal) power of every slot of a node holding ``stages`` at their cap levels ``caps``
-    (default placement: stage s on block s mod Q), W, arrays (G,)."""
+    """(budget, thermal) power of every slot of a node holding ``stages`` at their cap levels ``caps``
+    (default placement: stage s on block s mod Q; LayoutOption.p_budget_w, p_thermal_w), W, arrays (G,)."""
     ps, ph = np.empty(g.G), np.empty(g.G)
     for s in stages:
         blk = list(g.blocks[s % g.Q])
-        ps[blk], ph[blk] = o.p_busy_w[caps[s]], o.p_thermal_w[caps[s]]
+        ps[blk], ph[blk] = o.p_budget_w[caps[s]], o.p_thermal_w[caps[s]]
     return ps, ph
 
 
@@ -71,7 +71,7 @@ def _split_layers(inst: Instance, o: LayoutOption, g: _Geom, U: list, caps: list
     p, L = o.pp, o.num_layers
     if g.whole:
         for c in set(caps):
-            if not _node_ok(inst, np.full(g.G, float(o.p_busy_w[c])), _ROW_SLACK,
+            if not _node_ok(inst, np.full(g.G, float(o.p_budget_w[c])), _ROW_SLACK,
                             np.full(g.G, float(o.p_thermal_w[c]))):
                 return None
     else:
@@ -117,7 +117,7 @@ def _cooled_caps(inst: Instance, o: LayoutOption, g: _Geom, c0: int) -> list | N
             def contrib(s):
                 blk = list(g.blocks[s % g.Q])
                 if over_power:
-                    return float(o.p_busy_w[caps[s]])
+                    return float(o.p_budget_w[caps[s]])
                 return float(o.p_thermal_w[caps[s]]) * (float(inst.preheat_c_per_w[blk, j].sum())
                                                         + (float(inst.r_th_c_per_w[j]) if j in blk else 0.0))
             caps[max(cand, key=contrib)] -= 1

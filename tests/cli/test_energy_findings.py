@@ -59,3 +59,19 @@ def test_a_node_budget_too_small_is_infeasible_and_one_in_watts_is_refused():
     assert rec["excess"]["node_power"] == 100.0
     r = run(*base, "--node-power-kw", "4000")
     one_line(r, "--node-power-kw", "the flag takes kW (did you give watts?)")
+
+
+def test_a_node_power_budget_is_kept_by_the_caps_set():
+    """--node-power-kw is an electrical limit: the caps recommend prints keep every node's GPUs under it
+    even while every one of them bursts to its cap (the ILP had checked the step-averaged busy power and
+    printed 512 W caps on 8 GPUs of a 4 kW budget)."""
+    import json
+    r = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--node-power-kw", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    per_node = {}
+    for st in d["stages"]:
+        for n in st["nodes"]:
+            per_node[n] = per_node.get(n, 0.0) + st["cap_w"] * len(st["slots"])
+    assert per_node and max(per_node.values()) <= 4000.0 * (1 + 1e-6)
+    assert max(st["cap_w"] for st in d["stages"]) == 500.0
