@@ -62,7 +62,8 @@ def test_named_bad_numbers_are_refused_naming_the_flag(flag, value):
 
 def test_flags_the_layout_cannot_honour_are_refused_not_dropped():
     """--sp given with TP 1 is refused (the default turns SP on only where TP > 1); --bf16-edge-layers
-    beyond half the model's layers is refused naming the layer count (Llama 3 8B: 32)."""
+    beyond half the model's layers is refused naming the layer count (Llama 3 8B: 32), and at half of
+    them, which leaves no fp8 layer."""
     r = _check(["predict", *BASE, "--tp", "1", "--sp"])
     assert isinstance(r.exception, CostmodelError) and "sequence parallelism needs TP > 1" in str(r.exception)
     r = _check(["predict", *BASE, "--tp", "1"])
@@ -70,6 +71,8 @@ def test_flags_the_layout_cannot_honour_are_refused_not_dropped():
     r = _check(["predict", *BASE, "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "17"])
     assert isinstance(r.exception, CostmodelError) and "num_layers (32)" in str(r.exception)
     r = _check(["predict", *BASE, "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "16"])
+    assert isinstance(r.exception, CostmodelError) and "which is every layer of 32" in str(r.exception)
+    r = _check(["predict", *BASE, "--precision", "fp8", "--fp8-recipe", "tensorwise", "--bf16-edge-layers", "15"])
     assert r.exception is None or isinstance(r.exception, SystemExit)
 
 

@@ -151,7 +151,10 @@ def test_megatron_bridge_config_container_moe_with_its_own_pipeline_layout():
     assert (r["layout"]["dp"], r["layout"]["vp"], r["num_gpus"]) == (64, 4, 1024)
     assert (r["recipe"]["recompute_modules"], r["recipe"]["main_grads_dtype"], r["recipe"]["optimizer_states_dtype"]) \
         == ("mla_up_proj,mlp", "bf16", "bf16")
-    assert r["memory"]["grads_bytes"] == pytest.approx(r["memory"]["weights_bytes"], rel=1e-9)   # 2 + 2 bytes
+    # bf16 main grads (2 bytes) beside bf16 weights (2) and, the file's fp8_param_gather being false, TE's
+    # cached fp8 weight and its transpose (2 more) for every layer parameter: all but the embeddings
+    assert r["recipe"]["fp8_param_gather"] is False
+    assert 1.95 < r["memory"]["weights_bytes"] / r["memory"]["grads_bytes"] < 2.0
     assert r["peak_mem_bytes"] < r["hbm_capacity_bytes"]
     # the file's layout, parsed: rank s runs virtual stages s, s + 8, s + 16, s + 24
     assert (r["pp_layout"]["rank_layers"], r["pp_layout"]["rank_mtp"]) == ([7] + [8] * 6 + [6], [0] * 7 + [1])
