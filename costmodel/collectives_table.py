@@ -47,17 +47,43 @@ class CollectiveRow:
         return self.time_us / self.measured_time_us - 1.0
 
 
-def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster: ClusterSpec,
-          profile: Profile) -> list:
-    # a group of fewer ranks than a node's GPUs stays in one node of the cluster as it is (a mesh node's
-    # pair of GPUs gets one pair's link, as in the step-time model), not a node of that many GPUs
-    c = dataclasses.replace(cluster, nodes=nodes) if nodes == 1 else \
-        dataclasses.replace(cluster, gpus_per_node=ranks_per_node, nodes=nodes)
+def capture_cluster(cluster: ClusterSpec, ranks_per_node: int, nodes: int) -> ClusterSpec:
+    """The cluster a capture of ``ranks_per_node`` GPUs on each of ``nodes`` nodes ran on, as
+    :func:`capture_time_s` prices it.
+
+    A group of fewer ranks than a node's GPUs stays in one node of the cluster as it is (a mesh node's
+    pair of GPUs gets one pair's link, as in the step-time model), not a node of that many GPUs.  Across
+    nodes, nodes of ``ranks_per_node`` GPUs that drive only their own NICs: NCCL gives each GPU the NICs
+    nearest it (costmodel.fit.comm.nic_bytes_per_gpu), so 4 GPUs of an 8-GPU node use half its NICs.
+    """
+    if nodes == 1:
+        return dataclasses.replace(cluster, nodes=nodes)
+    own = max(1, cluster.nics_per_node // max(cluster.gpus_per_node, 1))
+    nics = cluster.nics_per_node if ranks_per_node >= cluster.gpus_per_node else \
+        min(cluster.nics_per_node, ranks_per_node * own)
+    return dataclasses.replace(cluster, gpus_per_node=ranks_per_node, nodes=nodes, nics_per_node=nics)
+
+
+def capture_time_s(coll: str, sizes, ranks_per_node: int, nodes: int, cluster: ClusterSpec,
+                   profile: Profile) -> np.ndarray:
+    """The time nccl-tests would print for ``coll`` over ``ranks_per_node`` GPUs on each of ``nodes``
+    nodes of ``cluster`` (:func:`capture_cluster`), seconds per size (bytes): the path
+    ``collectives --compare`` prices a capture by, and ``calibrate fit`` fits and reports its in-sample
+    error by (costmodel.comm.group_time_s)."""
+    c = capture_cluster(cluster, ranks_per_node, nodes)
     g = ranks_per_node * nodes
     n = np.asarray(sizes, dtype=np.float64)
     # nccl-tests' sendrecv_perf sends rank r to r + 1 (src/sendrecv.cu): one GPU of a node crosses the network
     crossing = np.ones_like(n) if coll == "send_recv" else None
-    t = np.asarray(group_time_s(coll, n, np.ones_like(n), np.full_like(n, g), c, profile, crossing), dtype=np.float64)
+    return np.asarray(group_time_s(coll, n, np.ones_like(n), np.full_like(n, g), c, profile, crossing),
+                      dtype=np.float64)
+
+
+def _rows(coll: str, scope: str, sizes, ranks_per_node: int, nodes: int, cluster: ClusterSpec,
+          profile: Profile) -> list:
+    g = ranks_per_node * nodes
+    n = np.asarray(sizes, dtype=np.float64)
+    t = capture_time_s(coll, n, ranks_per_node, nodes, cluster, profile)
     f = float(busbw_factor(coll, g))
     return [CollectiveRow(coll, scope, g, nodes, int(s), float(ti * 1e6), float(s / ti / 1e9), float(s / ti * f / 1e9))
             for s, ti in zip(n, t)]

@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 
-from costmodel.collective import COLLECTIVES, collective_time_s, hierarchical_time_s
+from costmodel.collective import COLLECTIVES, collective_time_s
+from costmodel.collectives_table import capture_cluster, capture_time_s
 from costmodel.comm import group_link_bytes_per_s
+from costmodel.errors import FitError
 from costmodel.specs import ClusterSpec, GpuSpec
 
 from .measurements import FitReport, Measurements
 from costmodel.specs.params import NVLS_EFF_MAX
 
-from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, coll_entry, fit_collective, fit_protocols, fit_stats,
+from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, NAMES, coll_entry, fit_collective, fit_protocols, fit_stats,
                          params_of, protocol_text, quality, round_sig, short_sweep_fix, vector_of, warn_at_bound,
                          warn_outliers)
 
@@ -169,6 +172,61 @@ def _under_base(base_e: dict, coll: str, gsz: int, fitted: dict, intra: dict, ke
     return entry
 
 
+def _pricing_profile(base: dict, intra: dict, gpu_key: str):
+    """The :class:`costmodel.specs.Profile` an inter-node fit prices its capture with: ``base`` with the
+    intra-node entries fitted here (``intra``); its inter-node entry is the fit's own (:func:`_with_inter`).
+
+    Raises:
+        FitError: the base or a fitted intra-node entry does not load (naming the field)."""
+    from costmodel.errors import InputError
+    from costmodel.specs.profile import profile_from_mapping
+    d = copy.deepcopy(base)
+    d["comm"]["intra_node"].update(copy.deepcopy(intra))
+    try:
+        return profile_from_mapping(d, "the fitted profile", gpu_key)
+    except InputError as e:
+        raise FitError(str(e)) from None
+
+
+def _with_inter(prof, coll: str, q, n_nodes: int, fabric: str):
+    """``prof`` with the inter-node ``coll`` lines ``q`` (CollectiveParams) measured over ``n_nodes``
+    nodes on ``fabric``, as the entry this fit writes (its protocols named :data:`NAMES`)."""
+    def put(d, v):
+        return {**d, "inter_node": {**d.get("inter_node", {}), coll: v}}
+    return dataclasses.replace(prof, comm=put(prof.comm, q), comm_group_size=put(prof.comm_group_size, int(n_nodes)),
+                               comm_protocols=put(prof.comm_protocols, NAMES[len(q.protocols)] if len(q.protocols) > 1
+                                                  else ("Simple",)),
+                               comm_fabric=put(prof.comm_fabric, fabric))
+
+
+def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: ClusterSpec) -> None:
+    """Refuse a multi-node capture that runs faster than its in-node part alone may: the time with the
+    network taking none (an inter-node line of no latency and unbounded bandwidth) is the least the
+    model can price, set by the cluster file's in-node link and the profile's intra-node lines.  At the
+    sizes that reach the bandwidth (>= :data:`BANDWIDTH_BOUND_BYTES`) a capture below it is of faster
+    in-node links than the file's, and a fit would write lines no prediction reproduces.
+
+    Raises:
+        FitError: naming the cluster file's ``intra_node.bandwidth_per_gpu`` and fabric."""
+    from costmodel.specs.params import CollectiveParams
+    big = np.asarray(n, dtype=float) >= BANDWIDTH_BOUND_BYTES
+    if not big.any():
+        return
+    free = CollectiveParams.lines(0.0, ((0.0, np.inf),))
+    floor = np.asarray(time_of(free), dtype=float)[big]
+    ratio = np.asarray(t, dtype=float)[big] / floor
+    if float(np.median(ratio)) >= 1.0:
+        return
+    i = int(np.argmin(ratio))
+    size = np.asarray(n, dtype=float)[big][i]
+    raise FitError(f"{section}: the capture is faster than the link: at {size / 2**20:g} MiB it took "
+                   f"{float(np.asarray(t)[big][i]) * 1e6:.1f} us, under the {floor[i] * 1e6:.1f} us its in-node part "
+                   f"alone takes on {cluster.path}'s intra_node.bandwidth_per_gpu "
+                   f"{cluster.intra_bytes_per_s / 1e9:g} GB/s ({cluster.intra_fabric}) with the profile's intra-node "
+                   f"{coll} lines: correct the cluster file's intra_node (bandwidth_per_gpu, fabric) or fit the capture "
+                   "against the cluster it ran on; nothing written")
+
+
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
                      report: FitReport, base_path: str = "the base profile") -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
@@ -177,7 +235,9 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
     group the latencies are anchored to, ``group_size``); each smaller measured group size gets its
     own fit under ``by_group_size`` (:func:`_smaller_groups`), and its error under the entry's
     group-size law (costmodel/comm.py ``_params``) is reported in ``fit``.
-    Inter-node: :func:`hierarchical_time_s` with the intra scope fixed (fitted here or the base's),
+    Inter-node: the capture priced as ``collectives --compare`` prices it
+    (:func:`costmodel.collectives_table.capture_time_s`: costmodel.collective.hierarchical_time_s, the
+    tree, the switch tiers) with the intra scope fixed (fitted here or the base's),
     link = the node's NIC bandwidth (``--cluster``) over the ranks per node that cross it; every
     efficiency at most 1.
     Returns:
@@ -257,17 +317,22 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         n, t, src = inter[key]
         warn_sweep_span(f"comm.inter_node.{coll}", n, report)
         fix, nproto, how = _short("inter_node", coll, n, base, report)
-        p_in = params_of(out["intra_node"].get(coll) or base["comm"]["intra_node"][coll])
-        inter_bps = nic_bytes_per_gpu(cluster, k)
+        # what a GPU's NICs carry as the pricing path has it (its own NICs, at most its PCIe link's share)
+        inter_bps = capture_cluster(cluster, k, nn).node_nic_bytes_per_s / k
         n, t = np.asarray(n), np.asarray(t)
+        # the fit and its in-sample error price the capture as collectives --compare does: the intra-node
+        # part as the predictions run it on this cluster (a ring where the cluster has no NVSwitch for
+        # NVLS), the tree, the switch tiers
+        priced = _pricing_profile(base, out["intra_node"], gpu.key)
 
-        def time_of(q, n=n, k=k, nn=nn, p_in=p_in, inter_bps=inter_bps, coll=coll):
-            return hierarchical_time_s(coll, n, k, nn, link, inter_bps, p_in, q)
+        def time_of(q, n=n, k=k, nn=nn, coll=coll):
+            return capture_time_s(coll, n, k, nn, cluster, _with_inter(priced, coll, q, nn, cluster.inter_fabric))
+        _check_in_node_floor(f"comm.inter_node.{coll}", coll, n, t, time_of, cluster)
         p, _ = fit_protocols(time_of, t, nproto, 1.0, fix) if fix else fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
         tm = time_of(p)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
-                        method=FIT_METHOD + " of hierarchical_time_s (intra scope fixed); every efficiency <= 1" + how)
+                        method=FIT_METHOD + " of capture_time_s, as collectives --compare prices it (intra scope fixed); every efficiency <= 1" + how)
         warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report, n)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",

@@ -309,8 +309,19 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         InputError: missing file, missing section, or a missing or non-positive parameter.
     """
     path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
-    d = _read_mapping(path)
-    w = str(path)
+    return profile_from_mapping(_read_mapping(path), str(path), path.stem)
+
+
+def profile_from_mapping(d: dict, w: str, key: str) -> Profile:
+    """A :class:`Profile` from a profile mapping already read (a fit's profile before it is written, so
+    that the fit prices its data by the path the predictions take), checked as :func:`load_profile`
+    checks a file.
+
+    Args:
+        d: the mapping (hardware/README.md schema).  w: the name errors give it.  key: the profile's key.
+    Raises:
+        InputError: as :func:`load_profile`, naming ``w``.
+    """
     refuse_nulls(d, w, skip=("fit", "provenance"))      # a fit's statistics may be null (r2 of one point)
     for k in d:
         for sec, keys in (("power", _POWER_KEYS), ("thermal", _THERMAL_KEYS)):
@@ -374,7 +385,7 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
                                      "take fits per group size")
                 groups.setdefault(scope, {})[coll] = _group_fits(p, int(g0), names[scope][coll], w, pre)
     return Profile(
-        key=path.stem, gpu=_gpu_key(d, w), gemm=gemm,
+        key=key, gpu=_gpu_key(d, w), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, comm_groups=groups,

@@ -16,3 +16,59 @@ def test_sendrecv_perf_s_redop_sum_is_read_as_send_recv(tmp_path):
     assert rc == 0 and out.exists() and "comm.intra_node.send_recv" in so, se
     rc, so, se = cli("collectives", *args, "--profile", str(out), "--compare", str(SENDRECV))
     assert rc == 0 and "send_recv" in so and "time error, all sizes" in so, se
+
+
+def _slow_in_node_cluster(tmp_path, fabric: str, bandwidth: str):
+    """The aws-p5 cluster file with its in-node link replaced (a PCIe box, a slower NVSwitch)."""
+    from test_calibrate import REPO
+    text = (REPO / "hardware" / "clusters" / "aws-p5.yaml").read_text()
+    text = text.replace("fabric: nvswitch", f"fabric: {fabric}").replace("bandwidth_per_gpu: 450GB/s",
+                                                                         f"bandwidth_per_gpu: {bandwidth}")
+    c = tmp_path / f"p5-{fabric}.yaml"
+    c.write_text(text)
+    return c
+
+
+def test_a_capture_faster_than_the_in_node_link_writes_no_profile(tmp_path):
+    """The p5 2-node all-reduce (487 GB/s busbw) against a cluster file whose in-node link is PCIe at
+    32 GB/s, or NVSwitch at 300 GB/s: no inter-node line can reproduce it (the in-node part alone takes
+    longer), so the fit refuses naming the file's field instead of writing a profile 1000 % off."""
+    from test_calibrate import P5
+    for fabric, bw in (("pcie", "32GB/s"), ("nvswitch", "300GB/s")):
+        c = _slow_in_node_cluster(tmp_path, fabric, bw)
+        out = tmp_path / "p.yaml"
+        rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "-o", str(out))
+        assert rc == 2 and "faster than the link" in se and "intra_node.bandwidth_per_gpu" in se, se
+        assert "Traceback" not in se and not out.exists()
+
+
+def test_the_fit_s_in_sample_error_is_the_compare_s(tmp_path):
+    """The figures the fit prints are what collectives --compare then shows for the same capture."""
+    import re
+    from test_calibrate import P5
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "aws-p5", "-o", str(out))
+    assert rc == 0, se
+    row = next(ln for ln in so.splitlines() if "comm.inter_node.all_reduce" in ln)
+    med, mx = re.search(r"median ([\d.]+)% max ([\d.]+)%", row).groups()
+    rc, so, se = cli("collectives", "--cluster", "aws-p5", "--profile", str(out), "--compare", str(P5))
+    assert rc == 0, se
+    assert f"time error, all sizes: median {med}%, max {mx}%" in so, (row, so[-300:])
+
+
+def test_the_fit_s_in_sample_error_is_the_compare_s_on_pcie_bound_nics(tmp_path):
+    """aws-p5 with a 32 GB/s host PCIe link per GPU, which caps what its NICs carry: the fit had priced
+    the NICs' line rate, printing 12.8 % max error for a profile --compare then showed 61.6 % off."""
+    import re
+    from test_calibrate import P5, REPO
+    text = (REPO / "hardware" / "clusters" / "aws-p5.yaml").read_text().replace(
+        "sources:\n", "host:\n  pcie_bandwidth_per_gpu: 32GB/s\nsources:\n  host.pcie_bandwidth_per_gpu: \"a test's\"\n", 1)
+    c = tmp_path / "p5-host.yaml"
+    c.write_text(text)
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "-o", str(out))
+    assert rc == 0, se
+    row = next(ln for ln in so.splitlines() if "comm.inter_node.all_reduce" in ln)
+    med, mx = re.search(r"median ([\d.]+)% max ([\d.]+)%", row).groups()
+    rc, so, se = cli("collectives", "--cluster", str(c), "--profile", str(out), "--compare", str(P5))
+    assert rc == 0 and f"time error, all sizes: median {med}%, max {mx}%" in so, (row, so[-300:])
