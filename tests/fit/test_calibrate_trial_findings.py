@@ -72,3 +72,18 @@ def test_the_fit_s_in_sample_error_is_the_compare_s_on_pcie_bound_nics(tmp_path)
     med, mx = re.search(r"median ([\d.]+)% max ([\d.]+)%", row).groups()
     rc, so, se = cli("collectives", "--cluster", str(c), "--profile", str(out), "--compare", str(P5))
     assert rc == 0 and f"time error, all sizes: median {med}%, max {mx}%" in so, (row, so[-300:])
+
+
+def test_the_readme_states_the_power_unit_check_s_threshold():
+    """The README names the factor over the limit at which power samples stop the fit; the check uses it."""
+    import re
+    from types import SimpleNamespace
+    import numpy as np
+    from test_calibrate import REPO
+    from costmodel.readers.power_trace import misread_units
+    text = " ".join((REPO / "README.md").read_text().split())
+    said = re.search(r"power samples that cannot be watts of the GPU \(.*?above ([\d.]+) x", text)
+    f = float(said.group(1))
+    trace = lambda w: SimpleNamespace(out_of_range={}, power_w=np.full(100, w))      # noqa: E731
+    assert misread_units(trace(700.0 * f * 1.02), 700.0) is not None
+    assert misread_units(trace(700.0 * f * 0.98), 700.0) is None
