@@ -415,10 +415,34 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
                                 "bandwidths and TDP)" if not has_builtin_profile(mine.key) else ") or drop --profile"))
     for dt, g in profile.gemm.items():
         if g.num_sms != cluster.gpu.num_sms:
-            raise InputError(cluster.gpu.path or cluster.gpu.key, "num_sms",
-                             f"{cluster.gpu.num_sms} contradicts {profile.path}'s gemm.{dt}.num_sms {g.num_sms}, on "
-                             "which its GEMM waves were fitted: correct the GPU file, or fit a profile on this GPU "
-                             "(costmodel calibrate fit)")
+            _sm_count_error(profile, cluster, dt, g.num_sms)
+
+
+def _sm_count_error(profile, cluster: ClusterSpec, dt: str, num_sms: int) -> None:
+    """Refuse a profile whose GEMM waves were fitted on another SM count than the cluster's GPU file
+    says: a catalog GPU file is the datasheet's, so the profile is of another GPU (named where it records
+    one) and this GPU's profile is asked for; a file of the user's own may be the one that is wrong.
+
+    Raises:
+        InputError: naming the profile's ``gemm.<dt>.num_sms`` (a catalog GPU file) or the GPU file's
+            ``num_sms`` (another GPU file)."""
+    from pathlib import Path
+    from ..specs import hardware_dir
+    mine, gfile = cluster.gpu, cluster.gpu.path or cluster.gpu.key
+    catalog = bool(mine.path) and Path(mine.path).resolve().parent == (hardware_dir() / "gpus").resolve()
+    measured = (((profile.raw or {}).get("provenance") or {}).get("measured") or {}).get("gpu_names") or []
+    records = f" ({profile.gpu}, its gpu field says)" if profile.gpu and profile.gpu != mine.key else \
+        f" (its provenance names {', '.join(map(str, measured))})" if measured else ""
+    own = ("drop --profile for the built-in one, or fit one on this cluster (costmodel calibrate fit ... --cluster)"
+           if has_builtin_profile(mine.key) else "fit one on this cluster (costmodel calibrate fit ... --cluster)")
+    if catalog:
+        raise InputError(profile.path, f"gemm.{dt}.num_sms",
+                         f"{num_sms} SMs, where {mine.name} has {mine.num_sms} ({gfile}): the profile was fitted for "
+                         f"another GPU{records}; use a profile of {mine.key}: {own}")
+    raise InputError(gfile, "num_sms",
+                     f"{mine.num_sms} contradicts {profile.path}'s gemm.{dt}.num_sms {num_sms}, on which its GEMM "
+                     f"waves were fitted: correct the GPU file, or, if the profile is of another GPU{records}, use a "
+                     f"profile of this one: {own}")
 
 
 def profile_notes(profile, cluster: ClusterSpec) -> list:

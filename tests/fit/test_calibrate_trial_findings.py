@@ -87,3 +87,20 @@ def test_the_readme_states_the_power_unit_check_s_threshold():
     trace = lambda w: SimpleNamespace(out_of_range={}, power_w=np.full(100, w))      # noqa: E731
     assert misread_units(trace(700.0 * f * 1.02), 700.0) is not None
     assert misread_units(trace(700.0 * f * 0.98), 700.0) is None
+
+
+def test_a_profile_of_another_gpu_is_blamed_not_the_catalog_gpu_file(tmp_path):
+    """An H100 profile (132 SMs) whose gpu field was set to the A100's, with the catalog's A100 file:
+    the catalog file is the datasheet's, so the message names the profile's num_sms, says it was
+    fitted for another GPU and asks for this GPU's profile, never 'correct the GPU file'."""
+    from test_calibrate import REPO
+    prof = tmp_path / "h100p.yaml"
+    prof.write_text((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text().replace(
+        "gpu: h100-sxm-80gb", "gpu: a100-sxm-40gb", 1))
+    cl = tmp_path / "mya100.yaml"
+    cl.write_text((REPO / "hardware" / "clusters" / "dgx-a100.yaml").read_text().replace(
+        "gpu: a100-sxm-80gb", "gpu: a100-sxm-40gb", 1))
+    rc, so, se = cli("predict", "--model", "llama3-8b", "--cluster", str(cl), "--profile", str(prof))
+    assert rc == 2 and len(se.strip().splitlines()) == 1, se
+    assert f"{prof}: gemm.bf16.num_sms: 132 SMs" in se and "fitted for another GPU" in se, se
+    assert "use a profile of a100-sxm-40gb" in se and "correct the GPU file" not in se, se
