@@ -11,6 +11,7 @@ from costmodel.collectives_table import capture_cluster, capture_time_s
 from costmodel.comm import group_link_bytes_per_s
 from costmodel.errors import FitError
 from costmodel.specs import ClusterSpec, GpuSpec
+from costmodel.specs.params import CollectiveParams
 
 from .measurements import FitReport, Measurements
 from costmodel.specs.params import NVLS_EFF_MAX
@@ -36,15 +37,17 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     entry = base["comm"][scope][coll]
     if group:                       # YAML keys read back as strings
         entry = {int(k): e for k, e in (entry.get("by_group_size") or {}).items()}.get(group, entry)
-    if len(n) >= need and latency_only:
+    if latency_only:
         # no size reaches a bandwidth, and which protocols win below 1 MiB depends on where the sweep
-        # stops: only the latency is fitted, every protocol's efficiency and its latency relative to
-        # LL's held at the base profile's (a sweep of 8..128 B had fitted LL128 at 0.3% of the NIC)
+        # stops: only LL's latency is fitted (one parameter, so two rows do not pin a line at a bound),
+        # the faster protocols' efficiencies and latencies relative to LL's held at the base profile's
+        # (a sweep of 8..128 B had fitted LL128 at 0.3% of the NIC), and Simple's line is the base's
+        # (:func:`_with_base_simple`)
         x = vector_of(params_of(entry))
         k = len(x) // 2
         return {i: float(x[i]) for i in range(1, 2 * k)}, k, \
-            "; latency-bound sweep: LL's latency fitted, every protocol's efficiency and latency relative to LL's " \
-            "held at the base profile's"
+            "; latency-bound sweep: LL's latency fitted, the faster protocols' efficiencies and latencies relative " \
+            "to LL's held at the base profile's, Simple's line the base profile's"
     fix, k = short_sweep_fix(params_of(entry), len(n))
     coll = f"{coll} (groups of {group})" if group else coll
     what = "Simple's latency and efficiency" if len(n) >= 2 else "Simple's efficiency"
@@ -56,6 +59,19 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
     return fix, k, (f"; short sweep: only {what} fitted, the other protocols' latencies and efficiency ratios to "
                     "Simple held at the base profile's")
 
+
+
+def _with_base_simple(p, scope: str, coll: str, n, base: dict, group=None):
+    """``p`` (CollectiveParams) with Simple's line (its absolute latency and efficiency) the base
+    profile's entry's where no size of ``n`` reaches 1 MiB (Simple's range: the sweep never measured
+    it); ``p`` as it is otherwise."""
+    if float(np.max(n)) >= LATENCY_BOUND_BYTES:
+        return p
+    entry = base["comm"][scope][coll]
+    if group:
+        entry = {int(k): e for k, e in (entry.get("by_group_size") or {}).items()}.get(group, entry)
+    simple = sorted(params_of(entry).absolute_protocols)[-1]
+    return CollectiveParams.from_protocols(list(sorted(p.absolute_protocols)[:-1]) + [simple])
 
 
 def _coll_points(meas: Measurements, scope: str):
@@ -140,6 +156,8 @@ def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, b
         fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k)
         ek = eff_max if k > 2 else 1.0
         pk, tmk, _ = fit_collective(coll, nk, tk, k, link_of(k), ek, fix=fix, k=nproto)
+        pk = _with_base_simple(pk, "intra_node", coll, nk, base, k)
+        tmk = collective_time_s(coll, np.asarray(nk, dtype=float), k, link_of(k), pk)
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
                         link_bytes_per_s=round_sig(link_of(k)), method=FIT_METHOD + how)
         warn_outliers(name, tmk, tk, srck, report)
@@ -276,6 +294,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         g_base = int(base_e.get("group_size") or 0)
         fix, nproto, how = _short("intra_node", coll, n, base, report, group=gsz if gsz != g_base else None)
         p, tm, _ = fit_collective(coll, n, t, gsz, link_of(gsz), eff_max, fix=fix, k=nproto)
+        p = _with_base_simple(p, "intra_node", coll, n, base, gsz if gsz != g_base else None)
+        tm = collective_time_s(coll, np.asarray(n, dtype=float), gsz, link_of(gsz), p)
         cross = {}
         for k in keys:
             if k[1] != g:
@@ -326,9 +346,11 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         priced = _pricing_profile(base, out["intra_node"], gpu.key)
 
         def time_of(q, n=n, k=k, nn=nn, coll=coll):
+            q = _with_base_simple(q, "inter_node", coll, n, base)
             return capture_time_s(coll, n, k, nn, cluster, _with_inter(priced, coll, q, nn, cluster.inter_fabric))
         _check_in_node_floor(f"comm.inter_node.{coll}", coll, n, t, time_of, cluster)
         p, _ = fit_protocols(time_of, t, nproto, 1.0, fix) if fix else fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
+        p = _with_base_simple(p, "inter_node", coll, n, base)
         tm = time_of(p)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,

@@ -104,3 +104,27 @@ def test_a_profile_of_another_gpu_is_blamed_not_the_catalog_gpu_file(tmp_path):
     assert rc == 2 and len(se.strip().splitlines()) == 1, se
     assert f"{prof}: gemm.bf16.num_sms: 132 SMs" in se and "fitted for another GPU" in se, se
     assert "use a profile of a100-sxm-40gb" in se and "correct the GPU file" not in se, se
+
+
+def test_a_latency_only_capture_holds_simple_at_the_base_profile_s_line(tmp_path):
+    """Only the 8 B and 16 B rows of the p5 all-reduce: no size reaches Simple's range, so Simple's line
+    stays the base profile's (as the README says), LL's latency alone is fitted (two rows cannot fit a
+    protocol's two parameters without pinning one at a bound), and the fabric stays the cluster's."""
+    import yaml
+    from test_calibrate import P5, REPO
+    head = [ln for ln in P5.read_text().splitlines() if ln.lstrip("0: ").startswith("#")][:6]
+    rows = [ln for ln in P5.read_text().splitlines() if ln.startswith("0:") and ln.split()[1:2] in (["8"], ["16"])][:2]
+    f = tmp_path / "tiny.txt"
+    f.write_text("\n".join(head + rows) + "\n")
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(f), "--collective", "all_reduce", "--cluster", "aws-p5", "--nodes", "2",
+                     "--gpus-per-node", "8", "-o", str(out))
+    assert rc == 0, se
+    got = yaml.safe_load(out.read_text())["comm"]["inter_node"]["all_reduce"]
+    base = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    want = base["comm"]["inter_node"]["all_reduce"]["protocols"][-1]
+    simple = got["protocols"][-1]
+    assert simple["name"] == "Simple" and simple["alpha_s"] == want["alpha_s"], simple
+    assert simple["busbw_efficiency"] == want["busbw_efficiency"] and got["fabric"] == "efa"
+    assert [q["busbw_efficiency"] for q in got["protocols"]] == \
+        [q["busbw_efficiency"] for q in base["comm"]["inter_node"]["all_reduce"]["protocols"]]
