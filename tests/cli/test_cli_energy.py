@@ -142,8 +142,9 @@ def test_predict_reports_node_energy_apart_from_the_gpus():
 
 def test_cluster_node_other_power_is_stated_or_derived_and_checked(tmp_path):
     from costmodel.specs import load_cluster
-    a = load_cluster("dgx-a100")
-    assert a.node_other_power_w == 6500.0 - 8 * 400.0 and a.node_other_power_source.startswith("DERIVED")
+    a = load_cluster("jean-zay-a100")          # no node_other_power: its budget less the GPUs' TDP
+    assert a.node_other_power_w == 3650.0 - 8 * 400.0 and a.node_other_power_source.startswith("DERIVED")
+    assert load_cluster("dgx-a100").node_other_power_source.startswith("MEASURED")
     src = yaml.safe_load((hardware_dir() / "clusters" / "dgx-h100.yaml").read_text())
     bad = dict(src, power=dict(src["power"], node_other_power="-1kW"))
     f = tmp_path / "neg.yaml"
