@@ -335,6 +335,24 @@ def test_torchtitan_ansi_colour_codes_are_stripped(tmp_path):
         assert log.iterations.mfu[0] == pytest.approx(0.3429) and log.errors == []
 
 
+def test_torchtitan_activation_checkpointing_line_gives_the_recompute(tmp_path):
+    """torchtitan logs 'Applied {mode} activation checkpointing to the model' (activation_checkpoint.py: full,
+    selective or memory_budget; FullAC, SelectiveAC, MemoryBudgetAC since its policy classes): read as the
+    recompute granularity (it had been 'none assumed'); the older 'selective', which hides a layer option,
+    and a memory budget, which is not priced, are said."""
+    lines = TT_1287.read_text().splitlines()
+    for mode, want, said in (("full", "full", None), ("FullAC", "full", None), ("SelectiveAC", "selective", None),
+                             ("selective", "selective", "read as per-op"), ("memory_budget", None, "does not price"),
+                             ("MemoryBudgetAC", None, "does not price")):
+        f = tmp_path / f"{mode}.log"
+        f.write_text("\n".join([lines[0], f"[rank0]: INFO - Applied {mode} activation checkpointing to the model",
+                                *lines[1:]]) + "\n")
+        log = read_torchtitan_log(f)
+        assert log.args.get("recompute_granularity") == want, mode
+        assert any(said in w for w in log.warnings) if said else not any("activation checkpointing" in w
+                                                                         for w in log.warnings), mode
+
+
 def test_torchtitan_interleaved_srun_ranks():
     log = read_training_log(TT_AWS)
     assert log.iterations.iteration.tolist() == [1990]

@@ -240,14 +240,33 @@ def _parse_torchtitan(seg, path):
 _TT_START = re.compile(r"Training starts at step \d+, with local batch size (\d+), global batch size (\d+), "
                        r"sequence length (\d+)")
 _TT_SIZE = re.compile(r"\bsize:\s*([\d,]+) total parameters")
+#: torchtitan's activation-checkpointing line: "Applied {mode} activation checkpointing to the model"
+#: (torchtitan/distributed/activation_checkpoint.py at 4a950ea: mode full, selective or memory_budget) or
+#: "Applied {FullAC, SelectiveAC, MemoryBudgetAC} ..." (its policy classes since; SelectiveAC is per-op)
+_TT_AC = re.compile(r"Applied (\w+) activation checkpointing to the model")
+_TT_AC_GRANULARITY = {"full": "full", "fullac": "full", "selective": "selective", "selectiveac": "selective"}
 
 
-def torchtitan_args(segs) -> dict:
+def torchtitan_args(segs, path="", warnings=None) -> dict:
     """What a torchtitan log states of its run, as argument-dump keys: ``global_batch_size`` and
     ``seq_length`` from its start-up line (the local batch is per DP rank, a micro-batch only without
-    a pipeline: not read as one), ``total_parameters`` from its model-size line; the first of each."""
+    a pipeline: not read as one), ``total_parameters`` from its model-size line, ``recompute_granularity``
+    from its activation-checkpointing line (full, or selective: per-op SAC, which an older log's
+    'selective' does not tell from every-Nth-layer checkpointing, said in ``warnings``); the first of each.
+    A memory-budget policy, which the model does not price, is said in ``warnings`` and not read."""
     args: dict = {}
     for s in segs:
+        m = _TT_AC.search(s.text)
+        if m and "recompute_granularity" not in args and warnings is not None:
+            mode = m.group(1).lower()
+            if mode in _TT_AC_GRANULARITY:
+                args["recompute_granularity"] = _TT_AC_GRANULARITY[mode]
+                if mode == "selective":
+                    warnings.append(f"{path}: the log applied torchtitan's selective activation checkpointing, read "
+                                    "as per-op ('op'); a layer option (selective_ac_option a number) is not priced")
+            else:
+                warnings.append(f"{path}: the log applied torchtitan's {m.group(1)} activation checkpointing, which "
+                                "the model does not price: pass --recompute")
         m = _TT_START.search(s.text)
         if m and "global_batch_size" not in args:
             args.update(global_batch_size=int(m.group(2)), seq_length=int(m.group(3)))

@@ -213,7 +213,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
             if log.args.get("global_batch_size") and r.get("samples_per_s"):
                 r["step_time_s"] = log.args["global_batch_size"] / r["samples_per_s"]
     elif kind == "torchtitan":
-        log.args = torchtitan_args(segs)
+        log.args = torchtitan_args(segs, path, warnings)
     elif kind == "nemo":
         log.config = _nemo_config(segs, path, warnings)
         log.args = _nemo_args(log.config)
