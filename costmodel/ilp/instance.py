@@ -142,7 +142,8 @@ class LayoutOption:
         object.__setattr__(self, "p_thermal_w", h)
         bud = (self.p_busy_w.copy() if self.p_budget_w is None
                else _arr("p_budget_w", self.p_budget_w, self.p_busy_w.shape, where=w))
-        if np.any(bud < self.p_busy_w - tol) or np.any(np.diff(bud) < -tol):
+        # (p_busy_w itself is checked against the caps with the instance's levels)
+        if self.p_budget_w is not None and (np.any(bud < self.p_busy_w - tol) or np.any(np.diff(bud) < -tol)):
             raise ValueError(f"{w}p_budget_w must be >= p_busy_w and non-decreasing in the cap level")
         bud.setflags(write=False)
         object.__setattr__(self, "p_budget_w", bud)

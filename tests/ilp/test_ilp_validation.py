@@ -17,6 +17,8 @@ from ilp_cases import instance, option
     (dict(p_busy_w=[700.0, 400.0]), {}, "exceeds the cap"),
     (dict(p_busy_w=[300.0, 620.0]), {}, "exceeds the cap"),      # over at a level above one that is met
     (dict(p_busy_w=[300.0, 600.0], p_idle_w=400.0), {}, "p_idle_w"),
+    (dict(p_budget_w=[250.0, 600.0]), {}, "p_budget_w must be >= p_busy_w"),
+    (dict(p_budget_w=[650.0, 620.0]), {}, "p_budget_w must be >= p_busy_w and non-decreasing"),
     (dict(t_layer_s=[2.0, 1.0, 0.5]), {}, "one per cap level"),
     (dict(stage_gpus=3), {}, "divide"),
     (dict(stage_gpus=12), {}, "multiple"),
