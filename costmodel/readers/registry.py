@@ -51,7 +51,10 @@ from .training_logs import read_training_log
 from ..files import open_text
 
 _SCAN_LINES = 400
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:)\s?")
+# launchers' rank prefixes, pdsh's host ("worker-0:", "node-a17:0:") and a collector's RFC 3339 time
+# (costmodel.readers.training_logs.lines strips the same)
+_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:|[A-Za-z][\w.]*[-\d][\w.-]*:(?=[\s\d])(?:\d+:)?"
+                     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)(?=\s))\s?")
 
 
 class Head(NamedTuple):

@@ -353,6 +353,23 @@ def test_torchtitan_activation_checkpointing_line_gives_the_recompute(tmp_path):
                                                                          for w in log.warnings), mode
 
 
+def test_pdsh_hosts_and_collector_timestamps_are_stripped_like_rank_prefixes(tmp_path):
+    """pdsh ('worker-0: ', 'node-a17:0: ') and kubectl logs --timestamps ('2025-06-01T10:00:00.123456789Z ')
+    prefix every line; the log reads as without them (it had been refused: 'iteration fields without an
+    iteration N/ M start'), and a torchtitan 'step:' field is no host."""
+    import re
+    src = MCORE_SYN.read_text().splitlines()
+    bare = [re.sub(r"^\s*(\[rank\d+\]:|\d+:)\s?", "", ln) for ln in src]
+    (tmp_path / "bare.log").write_text("\n".join(bare) + "\n")
+    want = read_training_log(tmp_path / "bare.log").iterations.step_time_s.tolist()
+    assert want
+    for name, pre in (("pdsh", "worker-0: "), ("host", "node-a17:0: "), ("kube", "2025-06-01T10:00:00.123456789Z ")):
+        f = tmp_path / f"{name}.log"
+        f.write_text("\n".join(pre + ln for ln in bare) + "\n")
+        assert read_training_log(f).iterations.step_time_s.tolist() == want, name
+    assert read_torchtitan_log(TT_1287).iterations.tflops_per_gpu.tolist()[0] == 339.16
+
+
 def test_torchtitan_interleaved_srun_ranks():
     log = read_training_log(TT_AWS)
     assert log.iterations.iteration.tolist() == [1990]

@@ -10,8 +10,12 @@ from ...files import read_text
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ANSI_PASTED = re.compile(r"\[(?:\d{1,3}(?:;\d{1,3})*)?m")  # the same with the ESC byte lost in a copy-paste
+# launchers' line prefixes: torchrun's "[rank0]:", Open MPI's "[1,0]<stdout>:", srun's "0:", pdsh's
+# "worker-0:" / "node-a17:0:" (a host name with a digit or a hyphen, so "step:" stays a field), and a
+# log collector's RFC 3339 time ("2025-06-01T10:00:00.123Z ", kubectl logs --timestamps)
 _PREFIX = re.compile(r"^\s*(?:\[(?P<br>(?:rank|default)\d+)\]:|\[1,(?P<mpi>\d+)\]<std(?:out|err)>:"
-                     r"|(?P<srun>\d+):(?=\s))"
+                     r"|(?P<srun>\d+):(?=\s)|(?P<host>[A-Za-z][\w.]*[-\d][\w.-]*):(?=[\s\d])"
+                     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)(?=\s))"
                      r"[ \t]?")
 _ELISION = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.|…)\s*$")
 _TIMESTAMP = re.compile(r"^\s*\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*")
@@ -62,7 +66,9 @@ def _strip_prefixes(s: str):
         m = _PREFIX.match(s)
         if not m:
             break
-        labels.append(m.group("br") or (m.group("mpi") and "1," + m.group("mpi")) or m.group("srun"))
+        label = m.group("br") or (m.group("mpi") and "1," + m.group("mpi")) or m.group("srun") or m.group("host")
+        if label:
+            labels.append(label)
         s = s[m.end():]
     return s, ("/".join(labels) if labels else None)
 
