@@ -248,11 +248,13 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
                        "no argument dump or start-up line gives it") for m in miss]
     if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
         miss.append("--nodes")
-        why.append("--nodes (or --dp): it prints no world size (never the cluster's node count by default)")
+        why.append("--nodes (or --dp): no world size was read from it (an argument dump's, a start-up line's or "
+                   "torchtitan's device-mesh line; never the cluster's node count by default)")
     dims = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if ll.get(k) is None]
     if not model and dims:
         miss.append("--model")
-        why.append(f"--model: it prints no {', '.join(dims)}")
+        why.append(f"--model: no {', '.join(dims)} was read from it (only an argument dump or a NeMo config gives "
+                   "them)")
     if miss:
         raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + "; ".join(why)
                          + f": pass {'them' if len(miss) > 1 else 'it'}")

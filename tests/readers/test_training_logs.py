@@ -370,6 +370,23 @@ def test_pdsh_hosts_and_collector_timestamps_are_stripped_like_rank_prefixes(tmp
     assert read_torchtitan_log(TT_1287).iterations.tflops_per_gpu.tolist()[0] == 339.16
 
 
+def test_torchtitan_device_mesh_line_gives_the_world_and_degrees(tmp_path):
+    """torchtitan's device-mesh line gives the world size and the TP / PP / CP degrees (compare had asked
+    for --nodes of a log that prints them): 'Building device mesh with parallelism: pp=2, dp_replicate=1,
+    dp_shard=4, cp=1, tp=2, ...' (parallel_dims.py since 183a0d2e7) and the older 'Building 2-D device mesh
+    with ['dp_shard', 'tp'], [4, 2]'."""
+    lines = TT_1287.read_text().splitlines()
+    for mesh, want in (("Building device mesh with parallelism: pp=2, dp_replicate=1, dp_shard=4, cp=1, tp=2, ep=1, "
+                        "etp=1", dict(world_size=16, tensor_model_parallel_size=2, pipeline_model_parallel_size=2,
+                                      context_parallel_size=1)),
+                       ("Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]",
+                        dict(world_size=8, tensor_model_parallel_size=2))):
+        f = tmp_path / "mesh.log"
+        f.write_text("\n".join([lines[0], f"[rank0]: INFO - {mesh}", *lines[1:]]) + "\n")
+        args = read_torchtitan_log(f).args
+        assert {k: args.get(k) for k in want} == want
+
+
 def test_torchtitan_interleaved_srun_ranks():
     log = read_training_log(TT_AWS)
     assert log.iterations.iteration.tolist() == [1990]

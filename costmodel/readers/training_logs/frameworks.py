@@ -1,6 +1,7 @@
 """Iteration records of each framework: Megatron-LM / Megatron-DeepSpeed, NeMo, torchtitan."""
 from __future__ import annotations
 
+import math
 import re
 
 from .dumps import _ARGS_BEGIN, _NEMO_HEADER
@@ -245,17 +246,46 @@ _TT_SIZE = re.compile(r"\bsize:\s*([\d,]+) total parameters")
 #: "Applied {FullAC, SelectiveAC, MemoryBudgetAC} ..." (its policy classes since; SelectiveAC is per-op)
 _TT_AC = re.compile(r"Applied (\w+) activation checkpointing to the model")
 _TT_AC_GRANULARITY = {"full": "full", "fullac": "full", "selective": "selective", "selectiveac": "selective"}
+#: its device-mesh line: "Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1,
+#: ..." (parallel_dims.py since 183a0d2e7), before it "Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]"
+_TT_MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), dp_shard=(\d+), "
+                      r"cp=(\d+), tp=(\d+)")
+_TT_MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\], \[([\d, ]+)\]")
+_TT_DEGREE_ARGS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
+                   "cp": "context_parallel_size"}
+
+
+def _torchtitan_mesh(text: str) -> dict:
+    """World size and TP / PP / CP degrees (argument-dump names) of a torchtitan device-mesh line, or {}."""
+    m = _TT_MESH.search(text)
+    if m:
+        pp, rep, shard, cp, tp = (int(g) for g in m.groups())
+        return dict(world_size=pp * rep * shard * cp * tp, tensor_model_parallel_size=tp,
+                    pipeline_model_parallel_size=pp, context_parallel_size=cp)
+    m = _TT_MESH_OLD.search(text)
+    if not m:
+        return {}
+    names = [n.strip(" '\"") for n in m.group(1).split(",") if n.strip()]
+    dims = [int(d) for d in m.group(2).split(",") if d.strip()]
+    if len(names) != len(dims):
+        return {}
+    out = dict(world_size=math.prod(dims))
+    out.update({_TT_DEGREE_ARGS[n]: d for n, d in zip(names, dims) if n in _TT_DEGREE_ARGS})
+    return out
 
 
 def torchtitan_args(segs, path="", warnings=None) -> dict:
     """What a torchtitan log states of its run, as argument-dump keys: ``global_batch_size`` and
     ``seq_length`` from its start-up line (the local batch is per DP rank, a micro-batch only without
-    a pipeline: not read as one), ``total_parameters`` from its model-size line, ``recompute_granularity``
+    a pipeline: not read as one), ``total_parameters`` from its model-size line, the world size and TP, PP,
+    CP degrees from its device-mesh line, ``recompute_granularity``
     from its activation-checkpointing line (full, or selective: per-op SAC, which an older log's
     'selective' does not tell from every-Nth-layer checkpointing, said in ``warnings``); the first of each.
     A memory-budget policy, which the model does not price, is said in ``warnings`` and not read."""
     args: dict = {}
     for s in segs:
+        if "world_size" not in args:
+            args.update(_torchtitan_mesh(s.text))
         m = _TT_AC.search(s.text)
         if m and "recompute_granularity" not in args and warnings is not None:
             mode = m.group(1).lower()
