@@ -16,6 +16,7 @@ import json
 
 from .errors import InputError
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
+from .memory import fp8_params_on
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
@@ -254,7 +255,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         a.append("--recompute-granularity selective")
         if recipe.recomputed != ("core_attn",):
             a.append("--recompute-modules " + " ".join(recipe.recomputed))
-    if layout["zero"] in (1, 2):
+    fp8_params = bool(fp8_params_on(recipe, layout["zero"], layout["dp"] * layout["cp"]))
+    if layout["zero"] in (1, 2) or fp8_params:
         a.append("--use-distributed-optimizer")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
     if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
@@ -292,7 +294,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if recipe.tp_comm_overlap and layout["sp"]:
         a.append("--tp-comm-overlap")
     fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "") + (
-        " --fp8-param-gather" if recipe.fp8_param_gather and layout["zero"] in (1, 2) else "")
+        " --fp8-param-gather" if fp8_params else "")
     a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": fp8,
               "mxfp8": "--bf16 --fp8-format e4m3 --fp8-recipe mxfp8",
               "nvfp4": "--bf16 --fp4-format e2m1"}[recipe.precision])
@@ -416,7 +418,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
             a.append(f"recipe.model.config.recompute_modules = {list(recipe.recomputed)!r}")
     else:
         a.append("recipe.model.config.recompute_granularity = None")
-    a.append(f"recipe.optim.config.use_distributed_optimizer = {t['zero'] in (1, 2, 3)}")
+    a.append(f"recipe.optim.config.use_distributed_optimizer = "
+             f"{t['zero'] in (1, 2, 3) or bool(fp8_params_on(recipe, t['zero'], t['dp'] * t['cp']))}")
     a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
           for k, v in optimizer_config(recipe)]
     if t["zero"] == 3:
@@ -447,8 +450,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current
               else "bf16_with_fp8_mixed", "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_mixed"}[recipe.precision]
     a.append(f"recipe.trainer.plugins = {plugin}()")
-    if recipe.precision == "mxfp8" or (recipe.precision == "fp8" and not (recipe.fp8_param_gather
-                                                                          and layout["zero"] in (1, 2))):
+    if recipe.precision == "mxfp8" or (recipe.precision == "fp8" and not fp8_params_on(recipe, t["zero"],
+                                                                                      t["dp"] * t["cp"])):
         # NeMo's delayed, current-scaling and MXFP8 plugins gather and keep the parameters in fp8
         # (fp8_param_gather=True; MXFP8 also gathers into the gradient buffer,
         # reuse_grad_buf_for_mxfp8_param_ag: nemo/collections/llm/recipes/precision/mixed_precision.py);

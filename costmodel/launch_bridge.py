@@ -11,6 +11,7 @@ import yaml
 
 from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
     pipeline_split_settings
+from .memory import fp8_params_on
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
@@ -58,10 +59,10 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
     return m
 
 
-def _mixed_precision(recipe: Recipe, zero: int) -> dict:
+def _mixed_precision(recipe: Recipe, zero: int, dp_cp: int) -> dict:
     """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
-    gathers (fp8_param_gather), which the prediction prices under per-tensor fp8 with the distributed
-    optimizer (ZeRO ``zero`` 1 or 2) where the recipe says so, 16-bit ones elsewhere: every field is set."""
+    gathers (fp8_param_gather), which the prediction prices where costmodel.memory.fp8_params_on says
+    (ZeRO ``zero``, DP x CP ``dp_cp``), 16-bit ones elsewhere: every field is set."""
     p = recipe.precision
     # every field the section sets, so merged into a recipe's file it leaves none of the recipe's in force
     mp = {"_target_": "megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
@@ -69,7 +70,7 @@ def _mixed_precision(recipe: Recipe, zero: int) -> dict:
           "fp8": None, "fp8_param_gather": False, "fp4": None, "fp4_param_gather": False}
     if p in ("fp8", "mxfp8"):
         mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8")
-        mp["fp8_param_gather"] = bool(p == "fp8" and recipe.fp8_param_gather and zero in (1, 2))
+        mp["fp8_param_gather"] = bool(fp8_params_on(recipe, zero, dp_cp))
     if p == "nvfp4":
         mp.update(fp4="e2m1", fp4_recipe="nvfp4")
     n = int(recipe.bf16_edge_layers)
@@ -89,13 +90,14 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     fsdp = t["zero"] == 3
     dp = dict(overlap_grad_reduce=bool(t["overlap"] and (dp_overlap_on(recipe, t["zero"], True) or fsdp)),
               overlap_param_gather=bool(t["overlap"] and ((recipe.dp_overlap and t["zero"] in (1, 2)) or fsdp)))
-    ddp = dict(use_distributed_optimizer=t["zero"] in (1, 2, 3), **dp)
+    dist_opt = t["zero"] in (1, 2, 3) or bool(fp8_params_on(recipe, t["zero"], t["dp"] * t["cp"]))
+    ddp = dict(use_distributed_optimizer=dist_opt, **dp)
     if fsdp:
         ddp.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
     # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
     dtype = lambda v: {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"}  # noqa: E731
     optimizer = dict(optimizer="sgd" if recipe.optimizer == "sgd" else "adam",
-                     use_distributed_optimizer=t["zero"] in (1, 2, 3), use_precision_aware_optimizer=False,
+                     use_distributed_optimizer=dist_opt, use_precision_aware_optimizer=False,
                      main_grads_dtype=dtype("fp32"), exp_avg_dtype=dtype("fp32"), exp_avg_sq_dtype=dtype("fp32"))
     for k, v in optimizer_config(recipe):
         optimizer[k] = dtype(v) if k.endswith("dtype") else v
@@ -109,7 +111,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     doc = dict(model=_model_section(t, model, recipe, layers),
                train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
                dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
-               mixed_precision=_mixed_precision(recipe, t["zero"]))
+               mixed_precision=_mixed_precision(recipe, t["zero"], t["dp"] * t["cp"]))
     notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy) if recipe.cross_entropy not in ("megatron", "fused")
                          else "", packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip() + "".join(f"\n# {n}" for n in notes)
