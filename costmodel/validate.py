@@ -262,12 +262,17 @@ def _row_assumptions(r: dict, stack, model: ModelSpec, recipe: Recipe, catalog: 
     its source file, the stack's default sharding, the switches its notes name, SP (``sp_assumed``: the
     assumed value, or None when published), FSDP2 under a pipeline, the distributed optimizer of its
     notes, EP 1, the shared expert, the catalog model or family, the widths a missing column leaves,
-    a stated size its architecture contradicts, and balanced routing for a dropless run."""
+    a stated size its architecture contradicts, the attention kernel it does not name, and balanced routing
+    for a dropless run."""
     stated = _float(r, "params_b")
     mis = catalog_mismatch(r)
     return (((f"stack={stack.name}(its source file)",) if not (r.get("stack") or "").strip() else ())
             + ((f"zero={stack.zero_stages[0]}({stack.name}'s default data parallelism)",) if stack_zero else ())
             + tuple(f"{k}={v}" for k, v in switches.items()) + ((f"sp={sp_assumed}",) if sp_assumed is not None else ())
+            # the fused-attention kernel a row does not name is its stack's on its GPU (cuDNN's under
+            # Transformer Engine on Hopper and Blackwell): it sets the attention time, so it is said
+            + ((f"attention_kernel={recipe.attention_kernel}({stack.name}'s default)",)
+               if recipe.flash_attention and "attention_kernel" not in switches else ())
             + (("zero=1(FSDP2 under PP)",) if fsdp_pp else ("zero=1(distributed optimizer)",) if notes_dist_opt(r)
                else ())
             + (("ep=1",) if model.is_moe and not (r.get("ep") or "").strip() else ())

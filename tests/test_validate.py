@@ -193,7 +193,9 @@ def test_no_published_hopper_run_is_predicted_out_of_memory():
     assert len(used) >= 166 and [r.row_id for r in used if r.predicted_oom] == []
     fp = {r.row_id: r for r in used}
     # its note names the system (DGX H100); its source file, the stack
-    assert fp["flagperf-002"].assumed == ("stack=megatron(its source file)", "sp=True", "arch=catalog llama3-8b",
+    # (and the kernel it does not name: Transformer Engine's cuDNN attention on Hopper)
+    assert fp["flagperf-002"].assumed == ("stack=megatron(its source file)", "sp=True",
+                                          "attention_kernel=cudnn(megatron's default)", "arch=catalog llama3-8b",
                                           "zero=1")   # TP2: 92 GiB at ZeRO-0 > 79.2 GiB
     assert fp["mleng-011"].assumed[2:] == ("cross_entropy=chunked", "fused_elementwise=True",   # 262k tokens, Liger
                                        "attention_kernel=fa3", "optimizer_offload=True", "arch=catalog llama3.1-8b")
