@@ -69,13 +69,17 @@ def read_runs_csv(path: str | Path) -> list[dict]:
     for sep, name in ((";", "semicolons"), ("\t", "tabs")):
         if len(head) == 1 and sep in head[0]:
             raise InputError(path, "header", f"its columns are separated by {name}: save it as a comma-separated CSV")
+    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "tp", "pp",
+            "seq_len", "precision"}
+    if not need & set(head) and any(re.fullmatch(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?", c) for c in head):
+        # a data row first (a header names columns; its empty cells would read as a repeated column '')
+        raise InputError(path, "header", "is missing: the first line is a data row; put the schema's header line "
+                         "first (README, 'Validate')")
     dup = sorted({c for c in head if head.count(c) > 1})
     if dup:                          # a repeated column: which copy a row means is ambiguous
         raise InputError(path, "header", f"column {dup[0]!r} appears {head.count(dup[0])} times")
-    # the columns every row needs (mbs may be empty: the search picks it; the architecture columns may be
-    # empty where the row names a catalog model, but not absent from the file)
-    need = {"row_id", "gpu", "num_gpus", "gpus_per_node", "num_layers", "hidden", "num_heads", "gbs", "tp", "pp",
-            "seq_len", "precision"}
+    # the columns every row needs (``need`` above; mbs may be empty: the search picks it; the architecture
+    # columns may be empty where the row names a catalog model, but not absent from the file)
     if not need & set(head):         # a README or another table: no column of the schema at all
         raise InputError(path, "header", f"not a runs CSV: its first line has none of the schema's columns "
                          f"({', '.join(sorted(need))}; README, 'Validate')")

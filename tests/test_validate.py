@@ -446,14 +446,16 @@ def test_a_repeated_row_id_is_named_and_skip_lines_list_their_rows(tmp_path):
 
 
 def test_csv_shapes_a_spreadsheet_produces_are_named(tmp_path):
-    """Semicolons and a repeated column are refused naming what is wrong (a short row is skipped saying
+    """Semicolons, a repeated column and a missing header are refused naming what is wrong (a short row is skipped saying
     so); a file without step_time_s but with tokens_per_s_per_gpu is read (any measured column will do)."""
     import csv as _csv
     lines = [ln for ln in DEV.read_text().splitlines() if not ln.startswith("#")]
     head = next(_csv.reader(lines[:1]))
     row = next(_csv.reader([next(ln for ln in lines[1:] if "Selene" in ln)]))
     cases = {"semi.csv": (";".join(head) + "\n" + ";".join(row) + "\n", "separated by semicolons"),
-             "dup.csv": (",".join(head + ["gpu"]) + "\n" + ",".join(row + ["A100"]) + "\n", "'gpu' appears 2 times")}
+             "dup.csv": (",".join(head + ["gpu"]) + "\n" + ",".join(row + ["A100"]) + "\n", "'gpu' appears 2 times"),
+             # rows without their header line: said so (its empty cells had read as a column '' repeated)
+             "nohead.csv": (",".join(row) + "\n" + ",".join(row) + "\n", "header: is missing: the first line is a data row")}
     for name, (text, needle) in cases.items():
         f = tmp_path / name
         f.write_text(text)
