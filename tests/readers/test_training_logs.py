@@ -387,6 +387,21 @@ def test_torchtitan_device_mesh_line_gives_the_world_and_degrees(tmp_path):
         assert {k: args.get(k) for k in want} == want
 
 
+def test_a_step_time_beyond_any_training_step_is_dropped_and_named(tmp_path):
+    """A record of 10^32 ms (a corrupted field) had been kept, moving the median; over 10^6 s it is dropped
+    and named like a negative one, and the median is the other records'."""
+    import re
+    text = MCORE_SYN.read_text()
+    base = read_training_log(MCORE_SYN)
+    f = tmp_path / "huge.log"
+    f.write_text(re.sub(r"(iteration\s+20/.*?elapsed time per iteration \(ms\): )[0-9.]+", r"\g<1>1e32", text, count=1))
+    with pytest.raises(TrainingLogParseError, match="step_time_s 1e\\+29 is beyond any training step's"):
+        read_training_log(f)                                  # strict: named, as a negative time is
+    log = read_training_log(f, strict=False)
+    steps = log.iterations.step_time_s
+    assert np.isnan(steps).sum() == 1 + np.isnan(base.iterations.step_time_s).sum()
+
+
 def test_torchtitan_interleaved_srun_ranks():
     log = read_training_log(TT_AWS)
     assert log.iterations.iteration.tolist() == [1990]

@@ -18,6 +18,10 @@ from .records import FRAMEWORKS, Iterations, TrainingLog
 
 
 # ---------------------------------------------------------------------------------------------- warm-up
+#: values no training record can hold: a step of over 10^6 s (11.6 days), over 10^5 TFLOP/s (100 PFLOP/s)
+#: per GPU, 50x any GPU's dense peak; a corrupted or mis-scaled field, dropped and named like a negative one
+_IMPLAUSIBLE = {"step_time_s": 1e6, "tflops_per_gpu": 1e5}
+
 def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_steps=None):
     """Which rows of ``iterations`` are kept after warm-up; returns ``(mask, description, fell_back)``.
 
@@ -237,6 +241,10 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
             v = r.get(c)
             if v is not None and not (v > 0 and math.isfinite(v)) and not math.isnan(v):
                 errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
+                r[c] = math.nan
+            elif v is not None and v > _IMPLAUSIBLE.get(c, math.inf):
+                errors.append(f"{path}:{r['line']}: {c} {v:g} is beyond any training step's (over "
+                              f"{_IMPLAUSIBLE[c]:g}): ignored")
                 r[c] = math.nan
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
