@@ -324,15 +324,16 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}" + (
             f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "") + (
             f" (--cluster takes a cluster file of {gpn}-GPU nodes: hardware/README.md)")
-    stack = row_stack(r)
-    if stack is None:
-        return "stack unknown: add a stack column"
-    model, catalog = row_model(r, stack), catalog_row_model(r) is not None
+    # the row's own contradictions before what a column could add (a stack), so a fix shows them at once
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
     if tp * pp * dp * cp != n_gpus:
         return (f"TP {tp} x PP {pp} x DP {dp}{'' if _int(r, 'dp') else ' (num_gpus / TP x PP x CP)'} x CP {cp} = "
                 f"{tp * pp * dp * cp}, not num_gpus {n_gpus}")
+    stack = row_stack(r)
+    if stack is None:
+        return "stack unknown: add a stack column"
+    model, catalog = row_model(r, stack), catalog_row_model(r) is not None
     sp, sp_assumed = row_sp(r, stack, tp)
     switches = _effective_switches(r, model, tp)
     why = switch_problem(model, switches, tp, sp)
