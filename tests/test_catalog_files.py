@@ -48,3 +48,11 @@ def test_a_catalog_file_whose_name_is_not_its_file_name_is_refused(tmp_path, mon
     with pytest.raises(InputError) as e:
         load_model("qwen2.5-14b-x")
     assert "_name" in str(e.value) and "'llama3-8b' differs from the file's name 'qwen2.5-14b-x'" in str(e.value)
+
+
+def test_every_profile_is_keyed_by_its_file_name():
+    """A profile's key is its file's stem (what derived_from chains and the notes compare against; a
+    local name had once shadowed it, keying every profile 'note')."""
+    from costmodel.specs import hardware_dir, load_profile
+    for f in sorted((hardware_dir() / "profiles").glob("*.yaml")):
+        assert load_profile(str(f)).key == f.stem, f.name

@@ -312,13 +312,13 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
     return profile_from_mapping(_read_mapping(path), str(path), path.stem)
 
 
-def profile_from_mapping(d: dict, w: str, key: str) -> Profile:
+def profile_from_mapping(d: dict, w: str, profile_key: str) -> Profile:
     """A :class:`Profile` from a profile mapping already read (a fit's profile before it is written, so
     that the fit prices its data by the path the predictions take), checked as :func:`load_profile`
     checks a file.
 
     Args:
-        d: the mapping (hardware/README.md schema).  w: the name errors give it.  key: the profile's key.
+        d: the mapping (hardware/README.md schema).  w: the name errors give it.  profile_key: the profile's key.
     Raises:
         InputError: as :func:`load_profile`, naming ``w``.
     """
@@ -385,7 +385,7 @@ def profile_from_mapping(d: dict, w: str, key: str) -> Profile:
                                      "take fits per group size")
                 groups.setdefault(scope, {})[coll] = _group_fits(p, int(g0), names[scope][coll], w, pre)
     return Profile(
-        key=key, gpu=_gpu_key(d, w), gemm=gemm,
+        key=profile_key, gpu=_gpu_key(d, w), gemm=gemm,
         hbm_efficiency=_get(_sub(d, "hbm", w), "efficiency", w, prefix="hbm.", maximum=1.0),
         flash_efficiency=_get(_sub(d, "attention", w), "flash_efficiency", w, prefix="attention.", maximum=1.0),
         comm=comm, comm_group_size=sizes, comm_protocols=names, comm_fabric=fabrics, comm_groups=groups,
