@@ -296,15 +296,17 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
-def check_measured_rate(m, recipe, c, metrics: list, log: str) -> None:
+def check_measured_rate(m, recipe, c, metrics: list, log: str, given: tuple = ()) -> None:
     """Refuse a log whose measured step no run of this model could have made on this cluster: more
     model FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's
     GEMM dtype (the run ran on other GPUs), or under validate's MIN_PEAK_FRACTION of it (a step in
     other units, or an edited log), as validate does for a published row; or a logged peak memory above
-    the GPU's whole memory.
+    the GPU's whole memory.  ``given``: the flags that set the model, batch or sequence (not read from
+    the log), named beside --cluster as what else can be wrong.
 
     Raises:
-        InputError: naming --cluster (above the peak or the memory) or the log (below the floor).
+        InputError: naming --cluster and ``given`` (above the peak), --cluster (above the memory) or the
+            log (below the floor).
     """
     from .compute import gemm_dtype, model_flops_per_step
     from .validate import MIN_PEAK_FRACTION
@@ -312,9 +314,10 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str) -> None:
     peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
     rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
     if peak and rate > peak:
-        raise InputError("--cluster", "", f"the log's step time makes {rate / 1e12:.0f} TFLOP/s per GPU, above "
-                         f"{c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}): the run did "
-                         "not run on these GPUs; name the cluster it ran on")
+        others = (f", or {' / '.join(given)} (given, not read from the log) is not the run's" if given else "")
+        raise InputError(" ".join(("--cluster",) + tuple(given)), "", f"the log's step time makes {rate / 1e12:.0f} "
+                         f"TFLOP/s per GPU, above {c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} "
+                         f"({c.key}): the run did not run on these GPUs{others}; name the cluster it ran on")
     mem = next((x["measured"] for x in metrics if x["name"] == "peak_memory_gib"), None)
     if mem and mem * 2**30 > c.gpu.total_capacity_bytes * 1.01:      # 1%: the print's rounding
         raise InputError("--cluster", "", f"the log's peak memory {mem:.1f} GiB is more than {c.gpu.name}'s "

@@ -854,3 +854,18 @@ def test_an_uneven_dump_split_puts_the_mtp_modules_on_the_last_stage():
                                         SimpleNamespace(layout={"pp": 4, "vp": 1}),
                                         SimpleNamespace(num_layers=15, mtp_layers=1))
     assert text == "Ettt|tttt|tttt|ttttmL" and where == "x.log: decoder_first_pipeline_num_layers"
+
+
+def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
+    """A log without an argument dump (NeMo's) takes its model from --model: a step faster than the GPU's
+    peak then says that flag may be wrong too (it had named only --cluster)."""
+    from costmodel.compare import check_measured_rate
+    from costmodel.errors import InputError
+    from costmodel.specs import Recipe, load_cluster, load_model
+    m, c = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=1)
+    metrics = [{"name": "step_time_s", "measured": 0.5}]
+    with pytest.raises(InputError, match=r"--cluster --model: .*above H100-SXM-80GB's dense bf16 peak .* or --model "
+                                         r"\(given, not read from the log\) is not the run's"):
+        check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log", ("--model",))
+    with pytest.raises(InputError, match=r"^--cluster: .*name the cluster it ran on$"):
+        check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log")

@@ -145,7 +145,9 @@ def compare(
     stamps = tlog.iterations.t_unix[tlog.kept]
     stamps = stamps[np.isfinite(stamps)]
     metrics = build_metrics(pred, agg, tlog.framework, pw, float(stamps[0]) if len(stamps) else None)
-    check_measured_rate(m, recipe, c, metrics, log)
+    given = tuple(f for f, on in (("--model", bool(model)), ("--gbs", run.origin.get("gbs") == "flag"),
+                                   ("--seq-len", run.origin.get("seq_len") == "flag")) if on)
+    check_measured_rate(m, recipe, c, metrics, log, given)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     warnings += logged_memory_check(metrics)
     if not pred.feasible:
