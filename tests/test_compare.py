@@ -869,3 +869,13 @@ def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log", ("--model",))
     with pytest.raises(InputError, match=r"^--cluster: .*name the cluster it ran on$"):
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log")
+
+
+def test_the_json_band_is_the_tables_band():
+    """compare --json's band.step_s is the ± the table prints on the predicted step (under the power limit):
+    it had been the band on the step before the limit (3.461 against the table's 3.622 s)."""
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    d = json.loads(so)
+    step = next(m for m in d["metrics"] if m["name"] == "step_time_s")
+    assert d["band"]["step_s"] == pytest.approx(step["predicted_band"]) == pytest.approx(d["band"]["rel"] * step["predicted"])

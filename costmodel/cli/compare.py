@@ -161,7 +161,7 @@ def compare(
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                            **switch_values(recipe)),
-               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings, band=_band_dict(pred.band),
+               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings, band=_band_dict(pred.band, pred.step_time_s),
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
                # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
                **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
@@ -609,10 +609,11 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
     return agg
 
 
-def _band_dict(band) -> dict:
-    """The step time's one-sigma band as the text states it: relative width, the profile fit's share and the
-    model-form error of the regime, the terms without fit data (costmodel.uncertainty.Band)."""
-    return dict(rel=band.rel, step_s=band.band_s, fit_rel=band.fit_rel, model_form_rel=band.model_form_rel,
+def _band_dict(band, step_time_s: float) -> dict:
+    """The step time's one-sigma band as the text states it: relative width, its seconds on the predicted
+    ``step_time_s`` (under the power limit, as the table's ±), the profile fit's share and the model-form
+    error of the regime, the terms without fit data (costmodel.uncertainty.Band)."""
+    return dict(rel=band.rel, step_s=band.rel * step_time_s, fit_rel=band.fit_rel, model_form_rel=band.model_form_rel,
                 regime=band.model_form_key, unfitted=list(band.unfitted))
 
 
