@@ -36,7 +36,9 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
       ``number of nan iterations > 0`` (Megatron skips the optimizer step of an iteration whose gradients
       are NaN: its record times a shorter step).
 
-    If the default rule would discard every record, all are kept and ``fell_back`` is True.
+    With ``warmup_steps`` the first that many records are discarded instead of the first two rules; the
+    skipped and NaN records still are.  If the rule would discard every record, all are kept (with
+    ``warmup_steps``, all after the warm-up) and ``fell_back`` is True.
 
     Args:
         iterations: the rows (:class:`Iterations`).
@@ -47,11 +49,17 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
         ValueError: negative ``warmup_steps``.
     """
     n = len(iterations)
+    skipped, nan_its = iterations.skipped_iterations, iterations.nan_iterations
+    # a record whose optimizer step was skipped times another step, whatever the warm-up
+    bad = (np.isfinite(skipped) & (skipped > 0)) | (np.isfinite(nan_its) & (nan_its > 0))
     if warmup_steps is not None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-        keep = np.arange(n) >= warmup_steps
-        return keep, f"first {warmup_steps} logged record(s) discarded", False
+        keep = (np.arange(n) >= warmup_steps) & ~bad
+        desc = f"first {warmup_steps} logged record(s) and records with skipped or NaN iterations > 0 discarded"
+        if n and not keep.any():
+            return np.arange(n) >= warmup_steps, desc + " (would discard every record: the skipped ones kept)", True
+        return keep, desc, False
     first = 0 if framework == "nemo" else 1
     keep = iterations.iteration >= first + 2
     order = np.argsort(iterations.line, kind="stable")
@@ -59,8 +67,7 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
         after = [i for i in order if iterations.line[i] > s]
         if after:
             keep[after[0]] = False
-    skipped, nan_its = iterations.skipped_iterations, iterations.nan_iterations
-    keep &= ~(np.isfinite(skipped) & (skipped > 0)) & ~(np.isfinite(nan_its) & (nan_its > 0))
+    keep &= ~bad
     desc = ("default rule: iterations < " + str(first + 2) + ", the first record after a start-of-training marker, "
             "records with skipped or NaN iterations > 0")
     if n and not keep.any():
