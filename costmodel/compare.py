@@ -296,13 +296,15 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
-def check_measured_rate(m, recipe, c, metrics: list, log: str, given: tuple = ()) -> None:
+def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool = False,
+                        origin: dict | None = None) -> None:
     """Refuse a log whose measured step no run of this model could have made on this cluster: more
     model FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's
     GEMM dtype (the run ran on other GPUs), or under validate's MIN_PEAK_FRACTION of it (a step in
     other units, or an edited log), as validate does for a published row; or a logged peak memory above
-    the GPU's whole memory.  ``given``: the flags that set the model, batch or sequence (not read from
-    the log), named beside --cluster as what else can be wrong.
+    the GPU's whole memory.  ``model_flag`` (the model came from --model) and ``origin`` (field -> 'flag',
+    'log', ...): the flags that set the model, batch or sequence, named beside --cluster as what else
+    can be wrong.
 
     Raises:
         InputError: naming --cluster and ``given`` (above the peak), --cluster (above the memory) or the
@@ -313,6 +315,8 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str, given: tuple = ()
     st = next((x["measured"] for x in metrics if x["name"] == "step_time_s"), None)
     peak = c.gpu.peak_flops.get(gemm_dtype(recipe), 0.0)
     rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
+    given = tuple(f for f, on in (("--model", model_flag), ("--gbs", (origin or {}).get("gbs") == "flag"),
+                                   ("--seq-len", (origin or {}).get("seq_len") == "flag")) if on)
     if peak and rate > peak:
         others = (f", or {' / '.join(given)} (given, not read from the log) is not the run's" if given else "")
         raise InputError(" ".join(("--cluster",) + tuple(given)), "", f"the log's step time makes {rate / 1e12:.0f} "

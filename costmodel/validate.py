@@ -324,7 +324,6 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         return f"{gpn} GPUs per node; the catalog's {cluster.key} has {cluster.gpus_per_node}" + (
             f" ({cluster.scale_up_gpus} per NVLink domain)" if cluster.scale_up_gpus != cluster.gpus_per_node else "") + (
             f" (--cluster takes a cluster file of {gpn}-GPU nodes: hardware/README.md)")
-    # the row's own contradictions before what a column could add (a stack), so a fix shows them at once
     tp, pp, cp = _int(r, "tp"), _int(r, "pp"), _int(r, "cp") or 1
     dp = _int(r, "dp") or n_gpus // (tp * pp * cp)
     if tp * pp * dp * cp != n_gpus:

@@ -866,7 +866,7 @@ def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
     metrics = [{"name": "step_time_s", "measured": 0.5}]
     with pytest.raises(InputError, match=r"--cluster --model: .*above H100-SXM-80GB's dense bf16 peak .* or --model "
                                          r"\(given, not read from the log\) is not the run's"):
-        check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log", ("--model",))
+        check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log", True)
     with pytest.raises(InputError, match=r"^--cluster: .*name the cluster it ran on$"):
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log")
 

@@ -145,9 +145,7 @@ def compare(
     stamps = tlog.iterations.t_unix[tlog.kept]
     stamps = stamps[np.isfinite(stamps)]
     metrics = build_metrics(pred, agg, tlog.framework, pw, float(stamps[0]) if len(stamps) else None)
-    given = tuple(f for f, on in (("--model", bool(model)), ("--gbs", run.origin.get("gbs") == "flag"),
-                                   ("--seq-len", run.origin.get("seq_len") == "flag")) if on)
-    check_measured_rate(m, recipe, c, metrics, log, given)
+    check_measured_rate(m, recipe, c, metrics, log, bool(model), run.origin)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     warnings += logged_memory_check(metrics)
     if not pred.feasible:
@@ -593,7 +591,7 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
                          f"some (fewer than {n})")
     agg = tlog.aggregate()
     if not agg["step_time_s"].n and not agg["tokens_per_s_per_gpu"].n:
-        bad = [e for e in tlog.errors if "is not a positive finite value" in e]
+        bad = [e for e in tlog.errors if "is not a positive finite value" in e or "beyond any training step" in e]
         if bad:       # printed, but not a time: name the first such value
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise InputError(log, "", f"no usable step time or tokens/s: {_local(bad[0], log)}{more}")
@@ -610,9 +608,8 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
 
 
 def _band_dict(band, step_time_s: float) -> dict:
-    """The step time's one-sigma band as the text states it: relative width, its seconds on the predicted
-    ``step_time_s`` (under the power limit, as the table's ±), the profile fit's share and the model-form
-    error of the regime, the terms without fit data (costmodel.uncertainty.Band)."""
+    """The step's one-sigma band as the text states it (costmodel.uncertainty.Band): relative width, its seconds on
+    ``step_time_s`` (as the table's ±), the fit's share, the regime's model-form error, the unfitted terms."""
     return dict(rel=band.rel, step_s=band.rel * step_time_s, fit_rel=band.fit_rel, model_form_rel=band.model_form_rel,
                 regime=band.model_form_key, unfitted=list(band.unfitted))
 

@@ -75,6 +75,21 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
     return keep, desc, False
 
 
+def _drop_unmeasurable(records: list, path, errors: list) -> None:
+    """Set to NaN, naming each in ``errors``, the times and rates of ``records`` that measure nothing: <= 0
+    or infinite, or beyond any training step (:data:`_IMPLAUSIBLE`)."""
+    for r in records:
+        for c in ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "samples_per_s"):
+            v = r.get(c)
+            if v is not None and not (v > 0 and math.isfinite(v)) and not math.isnan(v):
+                errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
+                r[c] = math.nan
+            elif v is not None and v > _IMPLAUSIBLE.get(c, math.inf):
+                errors.append(f"{path}:{r['line']}: {c} {v:g} is beyond any training step's (over "
+                              f"{_IMPLAUSIBLE[c]:g}): ignored")
+                r[c] = math.nan
+
+
 # ---------------------------------------------------------------------------------------------- driver
 def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
     """Drop repeated iterations printed by several ranks; see the module docstring."""
@@ -243,16 +258,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                         f"(no max reserved: {segs[-1].text.strip()[-60:]!r})")
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
-    for r in records:                   # a time or rate <= 0 (or inf) measures nothing: dropped, named
-        for c in ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "samples_per_s"):
-            v = r.get(c)
-            if v is not None and not (v > 0 and math.isfinite(v)) and not math.isnan(v):
-                errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
-                r[c] = math.nan
-            elif v is not None and v > _IMPLAUSIBLE.get(c, math.inf):
-                errors.append(f"{path}:{r['line']}: {c} {v:g} is beyond any training step's (over "
-                              f"{_IMPLAUSIBLE[c]:g}): ignored")
-                r[c] = math.nan
+    _drop_unmeasurable(records, path, errors)
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
     log.warmup_only = fell_back
