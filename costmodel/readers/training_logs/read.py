@@ -55,11 +55,12 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
     if warmup_steps is not None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-        keep = (np.arange(n) >= warmup_steps) & ~bad
+        after = np.arange(n) >= warmup_steps
+        keep = after & ~bad
         desc = f"first {warmup_steps} logged record(s) and records with skipped or NaN iterations > 0 discarded"
-        if n and not keep.any():
-            return np.arange(n) >= warmup_steps, desc + " (would discard every record: the skipped ones kept)", True
-        return keep, desc, False
+        if keep.any() or not after.any():      # (a count past every record is the caller's to refuse)
+            return keep, desc, False
+        return after, desc + " (would discard every record: the skipped ones kept)", True
     first = 0 if framework == "nemo" else 1
     keep = iterations.iteration >= first + 2
     order = np.argsort(iterations.line, kind="stable")
