@@ -609,15 +609,30 @@ def microbatch_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec
                           (1.0 - f) * one)
 
 
+def fp8_params_on(recipe: Recipe, zero, dp_cp) -> np.ndarray:
+    """Whether a layout keeps its parameters in fp8 (bool array over ``zero`` / ``dp_cp`` = DP x CP):
+    ``fp8_param_gather`` under per-tensor fp8 on the Megatron family with the distributed optimizer,
+    which Megatron asserts (ZeRO 1 or 2; at DP x CP 1, where it shards nothing, ZeRO 0 reads as it)."""
+    z, n = np.asarray(zero), np.asarray(dp_cp)
+    on = recipe.fp8_param_gather and recipe.precision == "fp8" and get_stack(recipe.stack).megatron_family
+    return np.logical_and(on, (z == 1) | (z == 2) | ((z == 0) & (n == 1)))
+
+
+def fp8_layer_share(model: ModelSpec, recipe: Recipe) -> float:
+    """Share of the model's transformer layers that run the low-precision format: all but the BF16 first
+    and last ``recipe.bf16_edge_layers`` (Megatron's --first-last-layers-bf16)."""
+    return 1.0 - min(2 * recipe.bf16_edge_layers, model.num_layers) / model.num_layers
+
+
 def param_gather_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, dense) -> tuple:
     """(dense, expert) bytes per element of the distributed optimizer's parameter all-gather: 16-bit,
-    or with fp8 parameters (``fp8_param_gather`` under fp8 on the Megatron family; Megatron
+    or with fp8 parameters (:func:`fp8_params_on`, where the caller gathers: ZeRO 1/2; Megatron
     ``--fp8-param-gather`` gathers the Float8Tensors' one-byte data and transposes locally) one byte
     for the fp8 layers' share of the stage's ``dense`` parameters per GPU (array; the embedding,
     output layer and BF16 edge layers stay 16-bit) and of its experts."""
-    if not (recipe.fp8_param_gather and recipe.precision == "fp8" and get_stack(recipe.stack).megatron_family):
+    if not np.any(fp8_params_on(recipe, t.zero, t.dp * t.cp)):
         return ACT_BYTES, ACT_BYTES
-    share = 1.0 - min(2 * recipe.bf16_edge_layers, model.num_layers) / model.num_layers
+    share = fp8_layer_share(model, recipe)
     dense_layers = layers_per_stage(model, t) * (model.layer_params() - model.mean_expert_params()) / t.tp
     f = np.minimum(dense_layers / np.maximum(dense, 1.0), 1.0) * share
     return ACT_BYTES - (ACT_BYTES - 1.0) * f, ACT_BYTES - (ACT_BYTES - 1.0) * share

@@ -16,7 +16,7 @@ import json
 
 from .errors import InputError
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, uneven_split
-from .memory import fp8_params_on
+from .comm import fp8_params_on
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe

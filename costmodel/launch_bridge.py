@@ -11,7 +11,7 @@ import yaml
 
 from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
     pipeline_split_settings
-from .memory import fp8_params_on
+from .comm import fp8_params_on
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
@@ -61,7 +61,7 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
 
 def _mixed_precision(recipe: Recipe, zero: int, dp_cp: int) -> dict:
     """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
-    gathers (fp8_param_gather), which the prediction prices where costmodel.memory.fp8_params_on says
+    gathers (fp8_param_gather), which the prediction prices where costmodel.comm.fp8_params_on says
     (ZeRO ``zero``, DP x CP ``dp_cp``), 16-bit ones elsewhere: every field is set."""
     p = recipe.precision
     # every field the section sets, so merged into a recipe's file it leaves none of the recipe's in force

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .comm import grad_bytes, layer_params_per_gpu, rank_params, stage_params
+from .comm import fp8_layer_share, fp8_params_on, grad_bytes, layer_params_per_gpu, rank_params, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
@@ -201,19 +201,10 @@ def _te_fp8_saved_bytes(model: ModelSpec, recipe: Recipe, tok, tp, sp_div, selec
     return saved - tok * model.attn_out_dim * q / tp
 
 
-def fp8_params_on(recipe: Recipe, zero, dp_cp) -> np.ndarray:
-    """Whether a layout keeps its parameters in fp8 (bool array over ``zero`` / ``dp_cp`` = DP x CP):
-    ``fp8_param_gather`` under per-tensor fp8 on the Megatron family with the distributed optimizer,
-    which Megatron asserts (ZeRO 1 or 2; at DP x CP 1, where it shards nothing, ZeRO 0 reads as it)."""
-    z, n = np.asarray(zero), np.asarray(dp_cp)
-    on = recipe.fp8_param_gather and recipe.precision == "fp8" and get_stack(recipe.stack).megatron_family
-    return np.logical_and(on, (z == 1) | (z == 2) | ((z == 0) & (n == 1)))
-
-
 def fp8_weight_bytes_per_layer(model: ModelSpec, recipe: Recipe, t, gpu=None) -> np.ndarray:
     """Bytes per GPU and transformer layer that low-precision weights add to the 16-bit weights
     (array over layouts; reads ``tp``, ``dp``, ``cp``, ``ep``, ``etp``, ``zero``): the quantized copies
-    Transformer Engine keeps between micro-batches, or, with fp8 parameters (:func:`fp8_params_on`),
+    Transformer Engine keeps between micro-batches, or, with fp8 parameters (costmodel.comm.fp8_params_on),
     those less the 16-bit weights they replace
     (Megatron ``--fp8-param-gather``: the model's parameters are TE Float8Tensors, with their
     transpose where the GEMM needs it, and no cache).
@@ -237,7 +228,7 @@ def fp8_weight_bytes_per_layer(model: ModelSpec, recipe: Recipe, t, gpu=None) ->
         return np.zeros(n)
     one_copy = recipe.precision == "fp8" and gpu is not None and gpu.architecture == "blackwell"
     copies = 1.0 if one_copy else 2.0
-    fp8_share = 1.0 - min(2 * recipe.bf16_edge_layers, model.num_layers) / model.num_layers
+    fp8_share = fp8_layer_share(model, recipe)
     z = np.asarray(t.zero)
     fp8_params = fp8_params_on(recipe, z, t.dp * t.cp)
     per = (copies * fmt.operand_bytes - np.where(fp8_params, ACT_BYTES, 0.0)) * fp8_share * layer_params_per_gpu(model, t)
