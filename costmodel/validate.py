@@ -125,6 +125,30 @@ def _measures_disagree(steps: dict) -> str | None:
     return None
 
 
+def _flop_convention_gap(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, steps: dict) -> tuple:
+    """Notes for the TFLOP/s columns of a row that also publishes a step or tokens/s (``steps``:
+    :func:`implied_steps_s`, the first entry the one validate reads) and misses it by more than
+    :data:`_MEASURES_AGREE` under every FLOP convention a source uses: attention s x s or its causal
+    half, with or without the 4/3 of full recomputation.  Within :data:`_FLOP_MEASURES_AGREE` the row
+    is kept (:func:`_measures_disagree` skips it beyond), but the gap is the source's and is shown."""
+    metric, meas = next(iter(steps.items()))
+    if "tflops" in metric:
+        return ()
+    out = []
+    for col in ("model_tflops_per_gpu", "hardware_tflops_per_gpu"):
+        tf = _float(r, col)
+        if not tf or col not in steps:
+            continue
+        implied = [model_flops_per_step(model, recipe, causal=c) * f / (tf * 1e12 * n_gpus)
+                   for c in (False, True) for f in (1.0, 4.0 / 3.0)]
+        best = min(implied, key=lambda s: abs(s / meas - 1))
+        if abs(best / meas - 1) > _MEASURES_AGREE:
+            out.append(f"{col}-apart: {tf:g} TFLOP/s implies {best:.4g} s at best (s x s or causal attention, "
+                       f"with or without recompute's 4/3), {100 * (best / meas - 1):+.0f}% from {metric}'s "
+                       f"{meas:.4g} s, which is read")
+    return tuple(out)
+
+
 _CAUSAL = r"causal attention"     # "non-causal attention" is not (published_row.note_says)
 #: the architecture columns a catalog model fills where a row leaves them empty
 _ARCH_COLUMNS = ("num_layers", "hidden", "num_heads", "vocab")
@@ -409,6 +433,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     why = _measures_disagree(steps)
     if why:
         return why
+    assumed += _flop_convention_gap(r, model, recipe, n_gpus, steps)
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,
                     cluster=cluster.key, flop_convention=(("causal" if note_says(r.get("notes", ""), _CAUSAL)
                                                            else "s x s") if "tflops" in metric else None))
