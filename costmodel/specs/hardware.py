@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import InputError
-from ..units import parse_quantity
+from ..units import in_bits, parse_quantity
 from .loading import (_check_sources, check_source_keys, _get, _get_int, _get_str, _read_mapping, _resolve, _sub, hardware_dir,
                       refuse_nulls)
 from .params import SCALE_OUT_FABRICS
@@ -234,6 +234,12 @@ GPU_KEYS = ("name", "vendor", "architecture", "peak_tflops", "hbm_capacity", "hb
             "slowdown_temp", "power_limit_min", *OPTIONAL_GPU_NUMBERS)
 
 
+#: a memory or PCIe bandwidth given in bits reads 8x too low yet in range, and no vendor quotes one in bits:
+#: refused, not converted (a link's bits are checked against the GPU's own link, costmodel.specs.links)
+_BITS_SLIP = ("{v!r} is in bits: {what} are quoted in bytes per second by their vendors (e.g. {eg}); a "
+              "value in bits reads 8x lower, give it in B/s")
+
+
 def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     """A GPU file's values in the ranges a GPU can have, the ones a bare number would miss by a unit
     (a bandwidth without one reads as bytes/s), and its clocks and powers in order.
@@ -248,6 +254,9 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
             why = (f"a bare number reads in base units: give a unit (e.g. {eg})" if isinstance(d[field_], (int, float))
                    else f"check the number and its unit (e.g. {eg})")
             raise InputError(w, field_, f"{d[field_]!r} is outside {span}: {why}")
+    for field_ in ("hbm_bandwidth", "fit_hbm_bandwidth"):
+        if in_bits(d.get(field_)):
+            raise InputError(w, field_, _BITS_SLIP.format(v=d[field_], what="memory bandwidths", eg="3.35TB/s"))
     if g.nvlink_bytes_per_s and not 1e9 <= g.nvlink_bytes_per_s <= 1e13:     # 0: the GPU has no NVLink
         v = d["nvlink_bandwidth_per_gpu"]
         raise InputError(w, "nvlink_bandwidth_per_gpu", f"{v!r} is outside 1 GB/s .. 10 TB/s per direction (or 0: "
@@ -377,6 +386,9 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     host = _sub(d, "host", w) if d.get("host") is not None else {}
     for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu"):       # 1 GB/s .. 100 TB/s: a host, not a typo
         v = _get(host, k, w, "bytes_per_s", required=False, prefix="host.")
+        if in_bits(host.get(k)):
+            raise InputError(w, f"host.{k}", _BITS_SLIP.format(v=host[k], what="memory and PCIe bandwidths",
+                                                               eg="64GB/s"))
         if v is not None and not 1e9 <= v <= 1e14:
             raise InputError(w, f"host.{k}", f"{host[k]!r} is outside 1 GB/s .. 100 TB/s")
     _check_sources(d, w, [f"host.{k}" for k in ("memory_bandwidth", "pcie_bandwidth_per_gpu") if k in host])

@@ -227,3 +227,19 @@ def test_domain_gpus_on_a_one_node_domain_says_what_it_is_for():
     from costmodel.specs import with_fabric
     with pytest.raises(InputError, match="NVLink domain is one node of 8 GPUs"):
         with_fabric(load_cluster("dgx-h100"), domain_gpus=4)
+
+
+@pytest.mark.parametrize("field,value,text", [
+    ("hbm_bandwidth", "3.35Tbps", H100.replace("hbm_bandwidth: 3.35TB/s", "hbm_bandwidth: 3.35Tbps")),
+    ("host.pcie_bandwidth_per_gpu", "512Gb/s", None)])
+def test_memory_and_pcie_bandwidths_in_bits_are_refused(tmp_path, field, value, text):
+    """An H100's 3.35 TB/s written 3.35Tbps had read as 419 GB/s (in range, 8x slow memory-bound kernels);
+    no vendor quotes HBM or PCIe in bits."""
+    if text is not None:
+        with pytest.raises(InputError, match="is in bits: memory bandwidths are quoted in bytes") as e:
+            load_gpu(_write(tmp_path, "g.yaml", text))
+    else:
+        body = DGX.replace("pcie_bandwidth_per_gpu: 64GB/s", f"pcie_bandwidth_per_gpu: {value}")
+        with pytest.raises(InputError, match="is in bits: memory and PCIe bandwidths") as e:
+            load_cluster(_write(tmp_path, "c.yaml", body))
+    assert e.value.field == field
