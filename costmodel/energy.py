@@ -14,7 +14,9 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
    (costmodel.schedule.pipeline_bubble_s: 1F1B over unequal stages); a GPU of
    stage s is busy m t_s and waits the rest, spinning in NCCL (idle + spin power,
    costmodel.power.wait_power_w); average power = energy / T.
-4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G.  Steady
+4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G, unless a
+   device order on that node (``CUDA_VISIBLE_DEVICES``, as recommend prints it) puts local rank
+   r % G on another slot.  Steady
    temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
    until it holds, which lowers its stage's SM-clock ceiling (every kernel's clock, down to the
    HW-slowdown clock); the slowest stage sets the step for all.  The fixed point of (ceilings ->
@@ -474,18 +476,85 @@ def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
 EVERY_NODE_UP_TO = 64
 
 
+def check_device_order(device_order: dict, cluster: ClusterSpec, num_gpus: int) -> None:
+    """``device_order``: node -> the slot each local rank runs on (``CUDA_VISIBLE_DEVICES`` of that node
+    under PCI bus order), the key None standing for every node not named.
+
+    Raises:
+        InputError: a node outside the layout, or an order that is not each of the node's G slots once.
+    """
+    G = cluster.gpus_per_node
+    for node, order in device_order.items():
+        where = "every node" if node is None else f"node {node}"
+        if node is not None and not 0 <= node < -(-num_gpus // G):
+            raise InputError("--device-order", "", f"node {node} is not in the layout ({num_gpus} GPUs, {G} per "
+                             "node; nodes count from 0)")
+        if sorted(order) != list(range(G)):
+            raise InputError("--device-order", "", f"{where}: {','.join(map(str, order))} is not each of the "
+                             f"{G} slots 0-{G - 1} once (local rank r runs on the r-th slot listed)")
+
+
+def _slots_of(ranks: np.ndarray, G: int, device_order: dict) -> np.ndarray:
+    """The physical slot of each rank under ``device_order`` (:func:`check_device_order`)."""
+    default = device_order.get(None, tuple(range(G)))
+    return np.array([device_order.get(r // G, default)[r % G] for r in ranks.tolist()], dtype=np.int64)
+
+
+def _derated_ranks(derate: dict, G: int, device_order: dict, num_gpus: int) -> dict:
+    """``derate`` keyed by rank instead of (node, physical slot), through the node's device order.
+
+    Raises:
+        InputError: a derated slot that no rank of the layout runs on.
+    """
+    out = {}
+    for (node, slot), mhz in derate.items():
+        order = device_order.get(node, device_order.get(None, tuple(range(G))))
+        r = node * G + list(order).index(slot)
+        if r >= num_gpus:
+            raise InputError("--derate", "", f"GPU {node}:{slot} runs no rank of the layout ({num_gpus} GPUs; "
+                             "--device-order puts the node's last ranks elsewhere)")
+        out[r] = mhz
+    return out
+
+
+def _listed_ranks(pp: int, S: int, G: int, n: int, extra_nodes: set) -> np.ndarray:
+    """The ranks whose GPUs the energy model evaluates, whole nodes in order: a stage that fills whole
+    nodes runs them alike (same power in the same slots, no heat between nodes), so its first node
+    stands for the others and the thermal model and the per-GPU rows cost O(PP x G), not O(GPUs);
+    stages that straddle nodes on a large cluster, each stage's first, second and last nodes (the
+    ones between repeat the second: a node's powers depend only on which stages its slots hold);
+    else every rank; and every rank of ``extra_nodes``."""
+    if S >= G and S % G == 0:
+        ranks = (np.arange(pp)[:, None] * S + np.arange(G)[None, :]).reshape(-1)
+    elif -(-n // G) > EVERY_NODE_UP_TO:
+        first, last = np.arange(pp) * S // G, ((np.arange(pp) + 1) * S - 1) // G
+        rep = np.unique(np.concatenate([first, np.minimum(first + 1, last), last]))
+        ranks = (rep[:, None] * G + np.arange(G)[None, :]).reshape(-1)
+        ranks = ranks[ranks < n]
+    else:
+        ranks = np.arange(n)
+    extra = sorted(set(extra_nodes) - set((ranks // G).tolist()))
+    if extra:
+        whole = (np.asarray(extra)[:, None] * G + np.arange(G)[None, :]).reshape(-1)
+        ranks = np.unique(np.concatenate([ranks, whole[whole < n]]))
+    return ranks
+
+
 def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, terms: LayoutTerms,
                   caps_w=None, layers=None, warm_steps: int | None = None,
-                  inlet_temp_c: float | None = None, derate: dict | None = None) -> EnergyReport:
+                  inlet_temp_c: float | None = None, derate: dict | None = None,
+                  device_order: dict | None = None) -> EnergyReport:
     """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
-    TDP), thermal slowdown included.  ``derate`` pins GPUs' clocks ((node, slot) -> MHz): a
+    TDP), thermal slowdown included.  ``device_order`` puts each node's local ranks on other slots
+    (:func:`check_device_order`; the heat a slot receives follows its stage).  ``derate`` pins GPUs'
+    clocks ((node, physical slot) -> MHz): a
     synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's pace and the
     pipeline follows the slowest stage; its TP, CP and DP peers run their kernels at their own clock
     and wait in their collectives for it, drawing the waiting power (idle + spin) meanwhile.
 
     Raises:
-        InputError: missing power/thermal data, a cap outside the GPU's range, or a bad derate
-            (:func:`check_derate`).
+        InputError: missing power/thermal data, a cap outside the GPU's range, a bad derate
+            (:func:`check_derate`) or device order (:func:`check_device_order`).
     """
     pw = require_energy_inputs(cluster, profile)
     th, slow = profile.thermal, cluster.gpu.slowdown_temp_c
@@ -501,41 +570,26 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         check_cap(cluster, pw, float(c))
     n = pp * S
     nodes = -(-n // G)
-    derate = derate or {}
+    derate, device_order = derate or {}, device_order or {}
     check_derate(derate, cluster, n)
+    check_device_order(device_order, cluster, n)
+    slow_ranks = _derated_ranks(derate, G, device_order, n)
     clock_max = np.ones(pp)
-    for (node, slot), mhz in derate.items():
-        st_ = (node * G + slot) // S
-        clock_max[st_] = min(clock_max[st_], mhz / cluster.gpu.full_clock_mhz)
-    # a stage that fills whole nodes runs them alike (same power in the same slots, no heat between
-    # nodes): its first node stands for the others, so the thermal model and the per-GPU rows cost
-    # O(PP x G), not O(GPUs)
-    if S >= G and S % G == 0:
-        ranks = (np.arange(pp)[:, None] * S + np.arange(G)[None, :]).reshape(-1)
-    elif nodes > EVERY_NODE_UP_TO:
-        # stages straddle nodes: a node's powers depend only on which stages its slots hold, so each
-        # stage's first, second and last nodes stand for all (the ones between repeat the second)
-        first, last = np.arange(pp) * S // G, ((np.arange(pp) + 1) * S - 1) // G
-        rep = np.unique(np.concatenate([first, np.minimum(first + 1, last), last]))
-        ranks = (rep[:, None] * G + np.arange(G)[None, :]).reshape(-1)
-        ranks = ranks[ranks < n]
-    else:
-        ranks = np.arange(n)
-    extra = sorted({node for node, _ in derate} - set((ranks // G).tolist()))
-    if extra:
-        # a derated GPU's node is listed whatever node stands for its stage: the rows name it
-        whole = (np.asarray(extra)[:, None] * G + np.arange(G)[None, :]).reshape(-1)
-        ranks = np.unique(np.concatenate([ranks, whole[whole < n]]))
-    stage_of = ranks // S
+    for r, mhz in slow_ranks.items():
+        clock_max[r // S] = min(clock_max[r // S], mhz / cluster.gpu.full_clock_mhz)
+    # a node with its own device order or a derated GPU is listed whatever node stands for its stage
+    ranks = _listed_ranks(pp, S, G, n, {node for node, _ in derate} | (set(device_order) - {None}))
+    stage_of, slots = ranks // S, _slots_of(ranks, G, device_order)
     rep_nodes = -(-len(ranks) // G)
+    at = np.arange(len(ranks)) // G * G + slots     # the listed ranks are whole nodes: (node row, slot)
 
     def by_node(p_rank):
-        """Per-rank power laid out as (nodes, G), empty slots of the last node at 0 W."""
+        """Per-rank power laid out as (nodes, G) by physical slot, empty slots at 0 W."""
         p_gpu = np.zeros(rep_nodes * G)
-        p_gpu[:len(ranks)] = p_rank
+        p_gpu[at] = p_rank
         return p_gpu.reshape(rep_nodes, G)
 
-    slow_rank = np.array([(r // G, r % G) in derate for r in ranks.tolist()], dtype=bool)
+    slow_rank = np.isin(ranks, list(slow_ranks))
     pinned = clock_max < 1.0
 
     def states(ceiling):
@@ -550,26 +604,26 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return state, mates, np.where(slow_rank, state.avg_power_w[stage_of], mates.avg_power_w[stage_of])
 
     def temps_of(ceiling):
-        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling)[2])).reshape(-1)[:len(ranks)]
+        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling)[2])).reshape(-1)[at]
 
     eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
     throttled = bool(np.any(eff < clock_max - 1e-6))
     state, mates, p_rank = states(eff)
     p_nodes = by_node(p_rank)
-    temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[:len(ranks)]
+    temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]
     warm = None
     if warm_steps is not None:
         idle = np.full((rep_nodes, G), pw.idle_w)
         warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_nodes, idle,
-                                  warm_steps * state.step_time_s).reshape(-1)[:len(ranks)].max())
+                                  warm_steps * state.step_time_s).reshape(-1)[at].max())
     T = state.step_time_s
-    n_slow = np.bincount([(node * G + slot) // S for node, slot in derate], minlength=pp)
+    n_slow = np.bincount([r // S for r in slow_ranks], minlength=pp)
     energy = float(((S - n_slow) * mates.avg_power_w + n_slow * state.avg_power_w).sum() * T)
     boost = _boost_mhz(cluster)
     rows = []
     for i, r in enumerate(int(x) for x in ranks):
         s, own = stage_of[i], state if slow_rank[i] else mates
-        rows.append(dict(rank=r, node=r // G, slot=r % G, stage=int(s), power_w=float(own.avg_power_w[s]),
+        rows.append(dict(rank=r, node=r // G, slot=int(slots[i]), stage=int(s), power_w=float(own.avg_power_w[s]),
                          peak_power_w=float(own.peak_power_w[s]), temp_c=float(temps[i]),
                          sm_clock_mhz=float(boost * own.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
@@ -577,7 +631,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[i] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
                          hw_slowdown=bool(temps[i] > slow + 0.05),
-                         derated_mhz=derate.get((r // G, r % G))))
+                         derated_mhz=slow_ranks.get(r)))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
         step_time_s=T, avg_power_w=energy / (n * T),
@@ -590,7 +644,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         sm_clock_mhz=float(boost * state.clock[slowest]) if boost else None, warm_max_temp_c=warm,
         caps_w=[float(c) for c in caps], layers=[int(x) for x in st.layers], per_gpu=rows,
         nodes=nodes, node_other_power_w=cluster.node_other_power_w,
-        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, ranks, G),
+        node_energy_j_per_step=nodes * cluster.node_other_power_w * T, shutdown=_shutdown(cluster, temps, ranks, slots, G),
         node_gpu_peak_w=_node_gpu_peak_w(rows), node_gpu_budget_w=cluster.gpu_power_budget_w)
 
 
@@ -602,15 +656,15 @@ def _node_gpu_peak_w(rows: list) -> float:
     return max(per.values(), default=0.0)
 
 
-def _shutdown(cluster: ClusterSpec, temps, ranks, G: int) -> str | None:
-    """Why the hottest GPU (of ``ranks``, with ``temps``) powers off (steady temperature past the GPU's
+def _shutdown(cluster: ClusterSpec, temps, ranks, slots, G: int) -> str | None:
+    """Why the hottest GPU (of ``ranks`` on ``slots``, with ``temps``) powers off (steady temperature past the GPU's
     shutdown temperature), or None (also when the GPU file gives no shutdown temperature)."""
     stop = cluster.gpu.shutdown_temp_c
     if stop is None or float(temps.max()) <= stop:
         return None
     i = int(np.argmax(temps))
     r = int(ranks[i])
-    return (f"GPU {r // G}:{r % G} reaches {float(temps[i]):.1f} C steady even at the HW-slowdown clock, past "
+    return (f"GPU {r // G}:{int(slots[i])} reaches {float(temps[i]):.1f} C steady even at the HW-slowdown clock, past "
             f"{cluster.gpu.name}'s shutdown temperature {stop:g} C: it would power off (cool the inlet or cap "
             "the power)")
 

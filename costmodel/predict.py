@@ -305,7 +305,8 @@ def _checked(layouts: LayoutTable, model: ModelSpec, recipe: Recipe, cluster: Cl
 
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
-                 inlet_temp_c: float | None = None, derate: dict | None = None) -> list[RunPrediction]:
+                 inlet_temp_c: float | None = None, derate: dict | None = None,
+                 device_order: dict | None = None) -> list[RunPrediction]:
     """Predict each layout of a table (one vectorised pass), with its band and, when ``energy``
     and the power/thermal model can run, its power, energy and temperature.  Each layout runs on its
     own GPUs (TP x PP x DP x CP, at most the cluster's) and must be valid there (costmodel.layouts.validity;
@@ -318,6 +319,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         warm_steps: also report the hottest GPU after this many steps from a cold start.
         inlet_temp_c: override the cluster's cooling inlet temperature, C.
         derate: (node, slot) -> SM clock, MHz, pinned on those GPUs (costmodel.energy.layout_energy).
+        device_order: node (None: every node not named) -> the slot each local rank runs on, as
+            recommend's placement exports it (costmodel.energy.check_device_order).
     Returns:
         one :class:`RunPrediction` per row, in order.
     Raises:
@@ -328,8 +331,9 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     layouts = _checked(layouts, model, recipe, cluster)
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
-    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate):
-        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps/--derate", "",
+    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate
+                    or device_order):
+        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps/--derate/--device-order", "",
                          f"need a power and thermal model; missing: {', '.join(missing)}")
     if warm_steps is not None and warm_steps < 1:
         raise InputError("--warm-steps", "", f"must be >= 1 (the steps run from a cold start), got {warm_steps}")
@@ -346,7 +350,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
             caps = (None if caps_w is None else [float(x) for x in caps_w] if np.ndim(caps_w)
                     else [caps_w] * run.layout["pp"])
             run.energy = layout_energy(model, recipe, cluster, profile, run.terms, caps_w=caps,
-                                       warm_steps=warm_steps, inlet_temp_c=inlet_temp_c, derate=derate)
+                                       warm_steps=warm_steps, inlet_temp_c=inlet_temp_c, derate=derate,
+                                       device_order=device_order)
             if run.energy.shutdown:
                 run.feasible = False
         out.append(run)

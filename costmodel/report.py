@@ -434,6 +434,18 @@ def device_orders(sol, gpus_per_node: int) -> dict:
     return out
 
 
+def device_order_flags(sol, gpus_per_node: int) -> str:
+    """The ``predict --device-order`` arguments that price :func:`device_orders`' placement (consecutive
+    nodes with one order as a range ``A-B``); '' when every node runs in rank order."""
+    blocks: list = []
+    for node, order in sorted(device_orders(sol, gpus_per_node).items()):
+        if blocks and blocks[-1][2] == order and blocks[-1][1] == node - 1:
+            blocks[-1][1] = node
+        else:
+            blocks.append([node, node, order])
+    return " ".join(f"--device-order {a}{'' if a == b else f'-{b}'}:{','.join(map(str, o))}" for a, b, o in blocks)
+
+
 def device_order_lines(sol, gpu, gpus_per_node: int) -> str:
     """``export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=...`` (``HIP_VISIBLE_DEVICES`` on
     AMD) per node that

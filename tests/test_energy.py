@@ -437,3 +437,18 @@ def test_a_derated_gpu_is_listed_whatever_node_stands_for_its_stage():
     assert rows[0]["sm_clock_mhz"] == pytest.approx(1200.0)
     line = report.power_limit_line(report.run_record(run), c.gpu.full_clock_mhz)
     assert line.startswith("derated: GPU 5:3 at 1200 MHz sets its stage's pace")
+
+
+def test_a_derate_follows_the_device_order_to_its_stage(h200):
+    """--derate names a physical GPU: under an order that runs local rank 0 on slot 7, pinning slot 7
+    slows stage 0 (rank 0's), and the row of slot 7 carries the pin."""
+    c, p = h200
+    lay = dict(BASE, tp=2, pp=4, dp=4)
+    order = {None: (7, 6, 5, 4, 3, 2, 1, 0)}
+    e = layout_energy(L70, R, c, p, lay, derate={(0, 7): 900.0}, device_order=order)
+    pinned = [g for g in e.per_gpu if g["derated_mhz"]]
+    assert [(g["node"], g["slot"], g["rank"], g["stage"]) for g in pinned] == [(0, 7, 0, 0)]
+    with pytest.raises(InputError, match="is not each of the 8 slots 0-7 once"):
+        layout_energy(L70, R, c, p, lay, device_order={0: (0, 1, 2, 3, 4, 5, 6, 6)})
+    with pytest.raises(InputError, match="node 9 is not in the layout"):
+        layout_energy(L70, R, c, p, lay, device_order={9: tuple(range(8))})

@@ -41,6 +41,29 @@ def parse_derate(items: list) -> dict:
     return out
 
 
+def parse_device_order(items: list) -> dict:
+    """``--device-order [NODES:]SLOTS`` values as node -> slots (None: every node not named), NODES one
+    node or a range ``A-B``, SLOTS the ``CUDA_VISIBLE_DEVICES`` list recommend's placement prints.
+
+    Raises:
+        InputError: a value not of that form, or a node ordered twice.
+    """
+    out: dict = {}
+    for it in items:
+        mt = re.fullmatch(r"\s*(?:(\d+)(?:-(\d+))?:)?\s*(\d+(?:\s*,\s*\d+)*)\s*", it)
+        if mt is None or (mt.group(2) is not None and int(mt.group(2)) < int(mt.group(1))):
+            raise InputError("--device-order", "", f"{it!r} is not [NODES:]SLOTS (e.g. 4,5,6,7,0,1,2,3 for every "
+                             "node, or 0-3:4,5,6,7,0,1,2,3)")
+        order = tuple(int(x) for x in mt.group(3).split(","))
+        nodes = [None] if mt.group(1) is None else range(int(mt.group(1)), int(mt.group(2) or mt.group(1)) + 1)
+        for node in nodes:
+            if node in out:
+                raise InputError("--device-order", "", ("every node" if node is None else f"node {node}")
+                                 + " is ordered twice")
+            out[node] = order
+    return out
+
+
 def parse_caps(text: str | None, pp: int):
     """``--power-cap-w``: one cap (float) for every stage, or PP caps, comma-separated (list); None for
     the TDP.  Their range is the energy model's check (costmodel.energy.check_cap).
@@ -70,6 +93,9 @@ def _print_notes(notes: list) -> None:
 
 DERATE = typer.Option(None, "--derate", help="NODE:SLOT=MHZ pins that GPU's SM clock (a HW-slowdown or power-brake "
                       "straggler; repeatable); the synchronous step follows the slowest rank.")
+DEVICE_ORDER = typer.Option(None, "--device-order", help="[NODES:]SLOTS: local rank r of those nodes (one, a range "
+                            "A-B, or every node when omitted) runs on the r-th slot listed, as recommend's placement "
+                            "exports CUDA_VISIBLE_DEVICES (repeatable); temperatures follow the slots.")
 PP_LAYOUT = typer.Option(None, "--pp-layout", help="The run's own placement of layers on the pipeline (Megatron-core "
                          "--pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30mL': E embedding, t layer, m MTP, L loss, "
                          "| stage end); lets PP x VP leave the layer count uneven.")
@@ -86,7 +112,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                                                       "comma-separated (default: TDP)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
-            derate: Optional[List[str]] = DERATE, pp_layout: Optional[str] = PP_LAYOUT,
+            derate: Optional[List[str]] = DERATE, device_order: Optional[List[str]] = DEVICE_ORDER,
+            pp_layout: Optional[str] = PP_LAYOUT,
             fmt: Optional[str] = FORMAT, config: Optional[str] = CONFIG,
             as_json: bool = typer.Option(False, "--json", help="Print one JSON object."), layout_flags: dict = None,
             recipe_flags: dict = None, fabric_flags: dict = None):
@@ -149,7 +176,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
                  + (" of what --moe-ep-overlap runs (Megatron-core refuses full recompute with it)"
                     if r.moe_ep_overlap and m.is_moe and lay.get("ep", 1) > 1 else ""))
         run = predict_run(m, r, c, p, lay, caps_w=parse_caps(power_cap_w, lay["pp"]), warm_steps=warm_steps,
-                          inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []))
+                          inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []),
+                          device_order=parse_device_order(device_order or []))
     for n in fabric_notes(p, c):
         note(n)
     if run.energy_missing:

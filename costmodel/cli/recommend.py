@@ -691,9 +691,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     order = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
     if order:
-        out.print("[bold]Placement (export on these nodes before the launch: local rank r runs on the r-th "
-                  "device listed, so each stage lands in the slots priced above; predict prices Megatron's rank "
-                  "order, so its temperatures on these nodes differ from these):[/bold]")
+        out.print("[bold]Placement (export on these nodes before the launch: local rank r runs on the r-th device "
+                  "listed, so each stage lands in the slots priced above; predict prices it with "
+                  f"{report.device_order_flags(sol, c.gpus_per_node)}):[/bold]", markup=True, highlight=False)
         out.print(order, markup=False, highlight=False, soft_wrap=True)
     tool = "amd-smi" if c.gpu.vendor == "amd" else "nvidia-smi"
     out.print(f"[bold]Power caps (run on each node; GPU index = {tool}'s device index, the slot):[/bold]")

@@ -702,3 +702,39 @@ def test_recommend_keeps_to_what_megatron_lm_starts():
               "--top", "3", "--json")
     assert off.returncode == 0, off.stderr
     assert {x["layout"]["zero"] for x in json.loads(off.stdout)["ranked"]} == {1}
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("4,5,6,7,0,1,2", "is not each of the 8 slots 0-7 once"),
+    ("0-x:1,2", "is not [NODES:]SLOTS"),
+    ("3-1:0,1,2,3,4,5,6,7", "is not [NODES:]SLOTS"),
+    ("5:0,1,2,3,4,5,6,7", "node 5 is not in the layout")])
+def test_a_bad_device_order_is_one_line(value, needle):
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "2",
+                              "--pp", "4", "--gbs", "128", "--device-order", value), "--device-order", needle)
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "2",
+                              "--pp", "4", "--gbs", "128", "--device-order", "0:" + ",".join(map(str, range(8))),
+                              "--device-order", "0-0:" + ",".join(map(str, range(8)))), "node 0 is ordered twice")
+
+
+def test_predict_prices_recommend_s_placement_with_its_device_order():
+    """Llama 3 8B at TP2 PP4 on one DGX H100 under a 62 C limit: the ILP gives the two hotter stages (575 W
+    caps) the front slots 0-3, which the rear slots' preheat does not reach (hardware/clusters/dgx-h100.yaml
+    cooling.upstream), and exports CUDA_VISIBLE_DEVICES=4,5,6,7,0,1,2,3.  In Megatron's rank order those
+    stages sit in the rear at 64 C; with --device-order predict finds the ILP's temperatures, slot by slot."""
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--pp", "4", "--tp", "2",
+            "--objective", "energy", "--max-temp-c", "62", "--json")
+    rec = json.loads(p.stdout)
+    assert p.returncode == 0 and rec["device_order_by_node"] == {"0": [4, 5, 6, 7, 0, 1, 2, 3]}
+    ilp = {g["slot"]: (g["stage"], g["temp_bound_c"]) for g in rec["per_gpu"]}
+    caps = ",".join(f"{s['cap_w']:.0f}" for s in rec["stages"])
+    layers = "|".join("t" * s["layers"] for s in rec["stages"])
+    args = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "128", "--tp", "2",
+            "--pp", "4", "--mbs", "1", "--recompute", "none", "--zero", "0", "--tp-comm-overlap", "--pp-layout",
+            "E" + layers + "L", "--power-cap-w", caps, "--json"]
+    placed = json.loads(run(*args, "--device-order", "4,5,6,7,0,1,2,3").stdout)["per_gpu"]
+    ranked = json.loads(run(*args).stdout)["per_gpu"]
+    for g in placed:
+        assert ilp[g["slot"]][0] == g["stage"] and g["temp_c"] == pytest.approx(ilp[g["slot"]][1], abs=0.5), g
+    assert max(g["temp_c"] for g in placed) < 62 < max(g["temp_c"] for g in ranked)
+

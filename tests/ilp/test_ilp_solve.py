@@ -157,3 +157,7 @@ def test_a_placement_out_of_rank_order_is_exported_per_node():
         "# node 3\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=4,5,6,7,0,1,2,3")
     assert "HIP_VISIBLE_DEVICES=4,5,6,7,0,1,2,3" in device_order_lines(sol, SimpleNamespace(vendor="amd"), 8)
     assert device_order_lines(SimpleNamespace(gpus=rows[:8]), SimpleNamespace(vendor="nvidia"), 8) == ""
+    from costmodel.report import device_order_flags
+    assert device_order_flags(sol, 8) == "--device-order 3:4,5,6,7,0,1,2,3"
+    more = rows + [GpuRow(4, sl, 9 if sl < 4 else 8, 450.0, 80.0) for sl in range(8)]
+    assert device_order_flags(SimpleNamespace(gpus=more), 8) == "--device-order 3-4:4,5,6,7,0,1,2,3"
