@@ -111,6 +111,8 @@ def _activation_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable):
         mlp = f * moe_mlp + (1 - f) * dense_mlp
     else:
         mlp = dense_mlp
+    if not recipe.fused_elementwise:
+        sharded, mlp = _eager_extra_bytes(model, tok, tp, sp_div, f, load, sharded, mlp)
     selective = t.recompute == 1
     # selective recompute drops the s^2 scores where the attention core is recomputed; under full
     # recompute the layers it keeps hold them, and the one it re-runs does while it runs (memory_bytes)
@@ -129,6 +131,29 @@ def _activation_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable):
     sac = (tok * (h + h) * B / sp_div + tok * (q + model.v_dim + model.attn_out_dim) * B / tp
            + tok * mlp_w * B / tp + (attn - tok * qkvo * B / tp))
     return np.where(selective, sac, full_store)
+
+
+#: bytes per element an eager RMSNorm saves for backward (torchtitan's RMSNorm, HF LlamaRMSNorm, the
+#: composite torch.nn.functional.rms_norm): ``x.float()``'s fp32 copy (4), which ``pow`` and the ``* rsqrt``
+#: product both save, and the normalised tensor cast back to bf16 (2), which ``* weight`` saves for the
+#: weight's gradient; a fused norm (TE, Apex) keeps its 2-byte input and a per-row rstd
+EAGER_NORM_SAVED_BYTES = 6.0
+
+
+def _eager_extra_bytes(model: ModelSpec, tok, tp, sp_div, f, load, sharded, mlp):
+    """``sharded`` and ``mlp`` of :func:`_activation_bytes` with what eager (unfused) elementwise ops keep
+    besides: each of the layer's two RMSNorms :data:`EAGER_NORM_SAVED_BYTES` a hidden element for the
+    2-byte input counted, and a gated MLP ``silu(gate)``'s output, which the ``* up`` product saves
+    beside ``gate`` (saved by silu) and ``up`` (PyTorch autograd's saved tensors of each op; a fused
+    SwiGLU keeps gate and up and recomputes the activation).  A model with biased LayerNorms
+    (``model.bias``: GPT, BLOOM, MPT) runs PyTorch's native layer_norm kernel, which keeps its input and
+    per-row statistics alone (nothing is added for it)."""
+    if not model.bias:
+        sharded = sharded + tok * 2 * model.hidden * (EAGER_NORM_SAVED_BYTES - ACT_BYTES) / sp_div
+    if model.gated:
+        width = f * (model.topk * model.ffn_hidden * load + model.shared_ffn_hidden) + (1 - f) * model.dense_mlp_width
+        mlp = mlp + tok * width * ACT_BYTES / tp
+    return sharded, mlp
 
 
 def score_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable):

@@ -564,3 +564,18 @@ def test_fp8_parameters_replace_the_16bit_weight_and_gather_one_byte():
         stack_recipe(STACKS["megatron"], 64, 8192, "bf16", fp8_param_gather=True)
     with pytest.raises(InputError, match="--fp8-param-gather"):
         Recipe(gbs=64, seq_len=8192, stack="torchtitan", fp8_param_gather=True)
+
+
+def test_eager_elementwise_ops_keep_more_than_fused_kernels():
+    """Llama 3 8B at seq 8192, mbs 1, no recompute: HF's eager LlamaRMSNorm and silu(gate) * up (the
+    deepspeed stack's default, no fused elementwise) keep 15 bytes a hidden element more per layer than
+    TE's fused kernels: 2 norms x 4 bytes x 4096 + 2 bytes x 14336 = 61,440 bytes a token, 15.0 GiB over
+    32 layers; GPT-3's biased LayerNorm and GELU keep the same either way."""
+    m = load_model("llama3-8b")
+    row = LayoutTable.from_rows([dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, zero=3, sp=False, overlap=True,
+                                      recompute="none")])
+    act = lambda model, fused, st="deepspeed": activation_bytes_per_layer(  # noqa: E731
+        model, Recipe(gbs=8, seq_len=8192, stack=st, fused_elementwise=fused), row)[0]
+    assert act(m, False) - act(m, True) == pytest.approx(8192 * 61440, rel=1e-12)
+    assert 32 * (act(m, False) - act(m, True)) / 2**30 == pytest.approx(15.0, abs=0.01)
+    assert act(GPT3, False, "megatron") == act(GPT3, True, "megatron")
