@@ -259,8 +259,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     if layout["zero"] in (1, 2) or fp8_params:
         a.append("--use-distributed-optimizer")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
-    if recipe.optimizer == "sgd":            # Megatron-LM's --optimizer takes adam (AdamW) or sgd
-        a.append("--optimizer sgd")
+    if recipe.optimizer in ("sgd", "lionw"):  # Megatron-LM's --optimizer: adam (AdamW), sgd, lion, ...
+        a.append("--optimizer " + {"sgd": "sgd", "lionw": "lion"}[recipe.optimizer])
 
     if layout["zero"] == 3 and layout.get("ep", 1) > 1:
         # torch FSDP2 refuses expert parallelism (validate_args: "--use-torch-fsdp2 is not supported with
@@ -274,6 +274,11 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = []
+    if layout["zero"] == 2:
+        # Megatron's distributed optimizer shards the optimizer states only: every rank keeps the whole
+        # gradient buffer (megatron/core/distributed/param_and_grad_buffer.py), which ZeRO-2 shards
+        notes.append("Megatron-LM has no ZeRO-2: --use-distributed-optimizer shards the optimizer states, not the "
+                     "gradients, which every rank keeps whole (the prediction priced ZeRO-2)")
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")
@@ -302,8 +307,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         n = int(recipe.bf16_edge_layers)
         a.append(f"--first-last-layers-bf16 --num-layers-at-start-in-bf16 {n} --num-layers-at-end-in-bf16 {n}")
     a += _megatron_kernel_args(model, recipe, notes)
-    if recipe.optimizer not in ("adam", "adamw", "sgd"):
-        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd): the prediction assumed "
+    if recipe.optimizer not in ("adam", "adamw", "sgd", "lionw"):
+        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd, lion): the prediction assumed "
                      f"{recipe.optimizer}, these arguments train with Adam")
     if recipe.doc_tokens:
         notes.append(packed_note(recipe))
@@ -420,6 +425,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = "
              f"{t['zero'] in (1, 2, 3) or bool(fp8_params_on(recipe, t['zero'], t['dp'] * t['cp']))}")
+    if recipe.optimizer in ("sgd", "lionw"):        # Megatron-core OptimizerConfig.optimizer ('adam' by default)
+        a.append(f"recipe.optim.config.optimizer = {({'sgd': 'sgd', 'lionw': 'lion'}[recipe.optimizer])!r}")
     a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
           for k, v in optimizer_config(recipe)]
     if t["zero"] == 3:
@@ -567,6 +574,11 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                  "pipeline chunk (Megatron's --recompute-num-layers), which this configuration cannot express")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
+    if recipe.optimizer != "adamw":
+        # torchtitan's factories: Adam, AdamW (components/optimizer/optimizer.py); its recipes' groups run AdamW
+        a.append("# priced with Adam: set optimizer_name = \"Adam\" in each of config.optimizer.param_groups"
+                 if recipe.optimizer == "adam" else f"# the prediction assumed {recipe.optimizer}, which torchtitan "
+                 "has no factory for (Adam, AdamW): this configuration trains with its recipe's AdamW")
     if recipe.optimizer_offload:
         a.append("# the prediction assumed the optimizer offloaded to the host CPU: torchtitan has no optimizer-only "
                  "offload (training.enable_cpu_offload is FSDP2's parameter offload, not priced here)")

@@ -96,7 +96,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
         ddp.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
     # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
     dtype = lambda v: {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"}  # noqa: E731
-    optimizer = dict(optimizer="sgd" if recipe.optimizer == "sgd" else "adam",
+    optimizer = dict(optimizer={"sgd": "sgd", "lionw": "lion"}.get(recipe.optimizer, "adam"),
                      use_distributed_optimizer=dist_opt, use_precision_aware_optimizer=False,
                      main_grads_dtype=dtype("fp32"), exp_avg_dtype=dtype("fp32"), exp_avg_sq_dtype=dtype("fp32"))
     for k, v in optimizer_config(recipe):

@@ -385,9 +385,9 @@ AUTO_MODULE_SETS = (("layernorm", "moe_act"), ("mla_up_proj",), ("mla_up_proj", 
 
 def _module_recipes(model: ModelSpec, recipe: Recipe, layout: dict) -> list:
     """The recipes of :data:`AUTO_MODULE_SETS` whose modules ``model`` has and Megatron-LM runs with
-    ``recipe`` and ``layout`` (costmodel.stacks.check_megatron_rules), on the Megatron-family stacks."""
+    ``recipe`` and ``layout`` (costmodel.stack_rules.check_megatron_rules), on the Megatron-family stacks."""
     from .specs.recipe import recompute_modules_problem
-    from .stacks import check_megatron_rules
+    from .stack_rules import check_megatron_rules
     if not get_stack(recipe.stack).partial_recompute:
         return []
     out = []

@@ -84,6 +84,7 @@ import numpy as np
 
 from .errors import InputError
 from .formats import FP8_RECIPES
+from .stack_rules import check_stack_optimizer
 from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, STATE_DTYPES, Recipe
 
 
@@ -618,6 +619,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")
+    check_stack_optimizer(stack.name, values["optimizer"], values["optimizer_offload"])
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision, stack=stack.name, **values)
 
 
@@ -657,44 +659,3 @@ def get_stack(name: str, where: str = "--stack") -> Stack:
         return STACKS[name]
     except KeyError:
         raise InputError(where, "", f"{name!r} is not one of {', '.join(STACKS)}") from None
-
-
-def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool, num_layers: int | None = None) -> None:
-    """Combinations Megatron-LM refuses at start-up, refused here on the stacks that run its code
-    (megatron, nemo: :data:`TE_STACKS`) so a printed launch never fails:
-
-    * ``--optimizer-offload`` with ZeRO-3: the offload is the distributed optimizer's
-      (``--use-precision-aware-optimizer``, megatron/core/optimizer/__init__.py), which FSDP2 excludes
-      (megatron/training/arguments.py: ``--use-torch-fsdp2`` asserts no distributed optimizer);
-    * delayed FP8 scaling with BF16 first/last layers or with ``moe_act`` / ``layernorm`` recomputation
-      (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ..."), and more BF16
-      first or last layers than a pipeline stage holds (``num_layers`` // PP, the same check);
-    * ``moe_act`` recomputation without grouped GEMM (transformer_config.py).
-
-    Rules that depend on the layout's degrees (the interleaved schedule without P2P overlap at PP <= 2)
-    are layout rules (:func:`costmodel.layouts.validity`), which the search applies too.
-
-    Raises:
-        InputError: naming the flag and the Megatron-LM rule.
-    """
-    if recipe.stack not in TE_STACKS:
-        return
-    if recipe.optimizer_offload and layout.get("zero") == 3:
-        raise InputError("--optimizer-offload", "", "is Megatron's distributed-optimizer offload (--optimizer-cpu-"
-                         "offload needs --use-precision-aware-optimizer, which needs the distributed optimizer), and "
-                         "ZeRO-3 (--use-torch-fsdp2) excludes the distributed optimizer: use --zero 1 or 2")
-    delayed = recipe.precision == "fp8" and recipe.fp8_recipe == "delayed"
-    if delayed and recipe.bf16_edge_layers:
-        raise InputError("--bf16-edge-layers", "", "Megatron-LM's delayed FP8 scaling does not support BF16 first/last "
-                         "layers (TransformerConfig): add --fp8-recipe tensorwise or drop --bf16-edge-layers")
-    cap = num_layers // layout["pp"] if num_layers and layout.get("pp") else None
-    if cap is not None and recipe.bf16_edge_layers > cap and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
-        raise InputError("--bf16-edge-layers", "", f"{recipe.bf16_edge_layers} exceeds the {cap} layers of a pipeline "
-                         f"stage (num_layers // PP): Megatron-core's TransformerConfig refuses it")
-    mods = set(recipe.recomputed) if layout.get("recompute") == "selective" else set()
-    if delayed and mods & {"moe_act", "layernorm"}:
-        raise InputError("--recompute-modules", "", "Megatron-LM's delayed FP8 scaling does not support moe_act or "
-                         "layernorm recomputation (TransformerConfig): add --fp8-recipe tensorwise or drop those modules")
-    if is_moe and "moe_act" in mods and not recipe.moe_grouped_gemm:
-        raise InputError("--recompute-modules", "", "moe_act recomputation runs on grouped GEMM experts only "
-                         "(Megatron-LM TransformerConfig): add --moe-grouped-gemm or drop moe_act")

@@ -573,7 +573,8 @@ def test_hugging_face_checkpointing_under_deepspeed_has_no_selective_recompute()
 
 def test_more_bf16_edge_layers_than_a_pipeline_stage_holds_is_refused():
     """Llama 3 8B at PP 3: 32 // 3 = 10 layers a stage, Megatron-core's cap on num_layers_at_start/end_in_bf16."""
-    from costmodel.stacks import STACKS, check_megatron_rules, stack_recipe
+    from costmodel.stacks import STACKS, stack_recipe
+    from costmodel.stack_rules import check_megatron_rules
     r = stack_recipe(STACKS["megatron"], 64, 4096, "fp8", fp8_recipe="tensorwise", bf16_edge_layers=11)
     with pytest.raises(InputError, match="11 exceeds the 10 layers of a pipeline stage"):
         check_megatron_rules(r, dict(pp=3, recompute="none"), False, 32)

@@ -15,7 +15,8 @@ from ..layouts import (FIELD_SPECS, LayoutTable, accounts_embedding_loss, check_
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
-from ..stacks import check_megatron_rules, get_stack
+from ..stacks import get_stack
+from ..stack_rules import check_megatron_rules
 from .notes import note, said, start
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -425,7 +426,7 @@ def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool
                          num_layers: int | None = None) -> None:
     """Recipe switches that need a layout field: recompute modules (other than the default, or named
     on the command line: ``modules_given``) act under selective recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
-    optimizer is a sharded one; what Megatron-LM refuses at start-up (:func:`costmodel.stacks.check_megatron_rules`).
+    optimizer is a sharded one; what Megatron-LM refuses at start-up (:func:`costmodel.stack_rules.check_megatron_rules`).
 
     Raises:
         InputError: naming the switch and what it needs.

@@ -20,11 +20,11 @@ from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import PARTIAL_REACH, search
-from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, check_megatron_rules, get_stack
+from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
+from ..stack_rules import check_megatron_rules
 from .notes import note as say
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
-                     refuse_dense_etp,
-                     context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
+                     refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
 
 @with_fabric_flags(memory=True)

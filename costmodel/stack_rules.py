@@ -1,0 +1,84 @@
+"""What a training stack refuses at start-up, refused here so that no printed launch fails: Megatron-LM's
+argument and TransformerConfig checks on the stacks that run its code, and the optimizers each stack
+has.  (costmodel.stacks sets each stack's defaults; these rules apply to the recipe it builds.)"""
+from __future__ import annotations
+
+from .errors import InputError
+from .specs import Recipe
+
+#: the optimizers (costmodel.specs.OPTIMIZERS names) each stack can train with:
+#: * megatron, nemo: ``--optimizer`` adam (decoupled weight decay: AdamW), sgd, lion (megatron/training/
+#:   arguments.py, 2026: choices adam, sgd, muon, dist_muon, lion, soap, adaptive_muon; NeMo 2 and
+#:   Megatron-Bridge build Megatron-core's OptimizerConfig);
+#: * megatron-legacy, megatron-deepspeed: adam, sgd (their arguments.py);
+#: * torchtitan: Adam, AdamW (torchtitan/components/optimizer/optimizer.py ``_resolve_optimizer_factory``;
+#:   its DistMuon is not priced);
+#: * llm-foundry: decoupled_adamw, decoupled_lionw and its Lion variants (llmfoundry/optim/__init__.py
+#:   registry);
+#: * deepspeed: its Adam, AdamW and Lion, and any client torch optimizer (HF Trainer's Adafactor, SGD).
+STACK_OPTIMIZERS = {"megatron": ("adam", "adamw", "sgd", "lionw"), "nemo": ("adam", "adamw", "sgd", "lionw"),
+                    "megatron-legacy": ("adam", "adamw", "sgd"), "megatron-deepspeed": ("adam", "adamw", "sgd"),
+                    "torchtitan": ("adam", "adamw"), "llm-foundry": ("adamw", "lionw")}
+#: optimizers DeepSpeed's ZeRO-Offload steps on the host: DeepSpeedCPUAdam (Adam, AdamW) and
+#: DeepSpeedCPULion (deepspeed/ops/adam, deepspeed/ops/lion); with another (client) optimizer it refuses
+#: the offload unless told ``zero_force_ds_cpu_optimizer: false`` (deepspeed/runtime/engine.py)
+DEEPSPEED_OFFLOAD_OPTIMIZERS = ("adam", "adamw", "lionw")
+
+
+def check_stack_optimizer(stack: str, optimizer: str, offload: bool) -> None:
+    """Refuse an optimizer the stack has no implementation of (:data:`STACK_OPTIMIZERS`), and on the
+    deepspeed stack an offloaded one its host kernels lack (:data:`DEEPSPEED_OFFLOAD_OPTIMIZERS`).
+
+    Raises:
+        InputError: naming --optimizer and what the stack offers.
+    """
+    have = STACK_OPTIMIZERS.get(stack)
+    if have is not None and optimizer not in have:
+        raise InputError("--optimizer", "", f"{optimizer}: the {stack} stack trains with {', '.join(have)} "
+                         "(costmodel/stack_rules.py names each stack's source)")
+    if stack == "deepspeed" and offload and optimizer not in DEEPSPEED_OFFLOAD_OPTIMIZERS:
+        raise InputError("--optimizer", "", f"{optimizer} with --optimizer-offload: DeepSpeed steps an offloaded "
+                         f"optimizer with its own host kernels, for {', '.join(DEEPSPEED_OFFLOAD_OPTIMIZERS)} only "
+                         "(a client optimizer is refused: zero_force_ds_cpu_optimizer)")
+
+
+def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool, num_layers: int | None = None) -> None:
+    """Combinations Megatron-LM refuses at start-up, refused here on the stacks that run its code
+    (megatron, nemo: :data:`TE_STACKS`) so a printed launch never fails:
+
+    * ``--optimizer-offload`` with ZeRO-3: the offload is the distributed optimizer's
+      (``--use-precision-aware-optimizer``, megatron/core/optimizer/__init__.py), which FSDP2 excludes
+      (megatron/training/arguments.py: ``--use-torch-fsdp2`` asserts no distributed optimizer);
+    * delayed FP8 scaling with BF16 first/last layers or with ``moe_act`` / ``layernorm`` recomputation
+      (megatron/core/transformer/transformer_config.py: "Delayed scaling does not support ..."), and more BF16
+      first or last layers than a pipeline stage holds (``num_layers`` // PP, the same check);
+    * ``moe_act`` recomputation without grouped GEMM (transformer_config.py).
+
+    Rules that depend on the layout's degrees (the interleaved schedule without P2P overlap at PP <= 2)
+    are layout rules (:func:`costmodel.layouts.validity`), which the search applies too.
+
+    Raises:
+        InputError: naming the flag and the Megatron-LM rule.
+    """
+    from .stacks import TE_STACKS
+    if recipe.stack not in TE_STACKS:
+        return
+    if recipe.optimizer_offload and layout.get("zero") == 3:
+        raise InputError("--optimizer-offload", "", "is Megatron's distributed-optimizer offload (--optimizer-cpu-"
+                         "offload needs --use-precision-aware-optimizer, which needs the distributed optimizer), and "
+                         "ZeRO-3 (--use-torch-fsdp2) excludes the distributed optimizer: use --zero 1 or 2")
+    delayed = recipe.precision == "fp8" and recipe.fp8_recipe == "delayed"
+    if delayed and recipe.bf16_edge_layers:
+        raise InputError("--bf16-edge-layers", "", "Megatron-LM's delayed FP8 scaling does not support BF16 first/last "
+                         "layers (TransformerConfig): add --fp8-recipe tensorwise or drop --bf16-edge-layers")
+    cap = num_layers // layout["pp"] if num_layers and layout.get("pp") else None
+    if cap is not None and recipe.bf16_edge_layers > cap and recipe.precision in ("fp8", "mxfp8", "nvfp4"):
+        raise InputError("--bf16-edge-layers", "", f"{recipe.bf16_edge_layers} exceeds the {cap} layers of a pipeline "
+                         f"stage (num_layers // PP): Megatron-core's TransformerConfig refuses it")
+    mods = set(recipe.recomputed) if layout.get("recompute") == "selective" else set()
+    if delayed and mods & {"moe_act", "layernorm"}:
+        raise InputError("--recompute-modules", "", "Megatron-LM's delayed FP8 scaling does not support moe_act or "
+                         "layernorm recomputation (TransformerConfig): add --fp8-recipe tensorwise or drop those modules")
+    if is_moe and "moe_act" in mods and not recipe.moe_grouped_gemm:
+        raise InputError("--recompute-modules", "", "moe_act recomputation runs on grouped GEMM experts only "
+                         "(Megatron-LM TransformerConfig): add --moe-grouped-gemm or drop moe_act")

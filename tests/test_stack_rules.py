@@ -1,0 +1,42 @@
+"""What a training stack refuses at start-up (costmodel.stack_rules): the optimizers each stack has,
+and the launch text that names the priced optimizer and says what Megatron cannot run."""
+import pytest
+
+from costmodel.errors import InputError
+from costmodel.launch import launch_settings
+from costmodel.specs import load_model
+from costmodel.stacks import get_stack, stack_recipe
+
+LAY = dict(tp=1, pp=1, dp=8, cp=1, ep=1, etp=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0, zero=1,
+           sp=False, overlap=True)
+
+
+@pytest.mark.parametrize("stack,optimizer,offload,why", [
+    ("torchtitan", "lionw", False, "the torchtitan stack trains with adam, adamw"),
+    ("megatron", "adafactor", False, "the megatron stack trains with adam, adamw, sgd, lionw"),
+    ("llm-foundry", "sgd", False, "the llm-foundry stack trains with adamw, lionw"),
+    ("deepspeed", "adafactor", True, "for adam, adamw, lionw only")])
+def test_an_optimizer_the_stack_lacks_is_refused(stack, optimizer, offload, why):
+    """torchtitan had priced LionW and printed a configuration that trains AdamW; DeepSpeed refuses a
+    client optimizer under ZeRO-Offload (zero_force_ds_cpu_optimizer)."""
+    with pytest.raises(InputError, match=why) as e:
+        stack_recipe(get_stack(stack), 64, 4096, "bf16", optimizer=optimizer, optimizer_offload=offload)
+    assert e.value.where == "--optimizer"
+    assert stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16", optimizer="adafactor").optimizer == "adafactor"
+
+
+def test_launch_texts_name_the_priced_optimizer_and_megatron_s_missing_zero2():
+    """Megatron-LM trains Lion (--optimizer lion, 2026); its distributed optimizer shards the states but
+    not the gradients, so a ZeRO-2 layout printed as Megatron arguments says so."""
+    m = load_model("llama3-8b")
+    lion = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", optimizer="lionw")
+    _, text = launch_settings(LAY, m, lion, fmt="megatron")
+    assert "--optimizer lion" in text and "has no" not in text
+    _, nemo = launch_settings(LAY, m, lion, fmt="nemo")
+    assert "recipe.optim.config.optimizer = 'lion'" in nemo
+    z2 = stack_recipe(get_stack("llm-foundry"), 64, 4096, "bf16")
+    _, text = launch_settings(dict(LAY, zero=2), m, z2, fmt="megatron")
+    assert "Megatron-LM has no ZeRO-2: --use-distributed-optimizer shards the optimizer states, not the gradients" in text
+    adam = stack_recipe(get_stack("torchtitan"), 64, 4096, "bf16", optimizer="adam")
+    _, tt = launch_settings(dict(LAY, zero=3), m, adam, fmt="torchtitan")
+    assert 'optimizer_name = "Adam"' in tt
