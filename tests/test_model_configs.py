@@ -509,6 +509,18 @@ def test_qwen3_next_linear_attention_and_unknown_families_shared_experts_are_ref
         load_dict_model(dict(q, model_type="bar_moe", n_shared_experts=1))
 
 
+def test_granite_shared_mlp_and_minimax_lightning_attention_are_named_not_dropped():
+    """GraniteMoeShared's shared MLP (shared_intermediate_size 1024 on Granite-3.0-3B-A800M: 151M parameters)
+    had been dropped, and MiniMax's lightning-attention layers (attn_type_list) priced as softmax attention;
+    GraniteMoeSharedConfig's default 0 (no shared MLP) reads as the plain GraniteMoE."""
+    q = json.loads(open("costmodel/catalog/qwen3-30b-a3b.json").read())
+    with pytest.raises(InputError, match="shared_intermediate_size: not modelled: a shared MLP beside the experts"):
+        load_dict_model(dict(q, shared_intermediate_size=1024))
+    with pytest.raises(InputError, match="attn_type_list: not modelled: lightning"):
+        load_dict_model(dict(q, attn_type_list=[0, 0, 0, 0, 0, 0, 0, 1] * 6))
+    assert load_dict_model(dict(q, shared_intermediate_size=0)).params() == load_dict_model(q).params()
+
+
 @pytest.mark.parametrize("base,change,drop,needle", [
     # DeepseekV3Config's q_lora_rank default is 1536, not none: an absent key is refused (null means none)
     ("costmodel/catalog/deepseek-v3.json", {}, "q_lora_rank", "q_lora_rank: missing"),

@@ -111,6 +111,9 @@ _UNMODELLED = {
     "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 3n)",
     "linear_num_value_heads": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
     "linear_conv_kernel_dim": "Gated DeltaNet linear-attention layers (Qwen3-Next)",
+    "attn_type_list": "lightning (linear) attention layers among the softmax ones (MiniMax-Text-01, MiniMax-M1)",
+    "shared_intermediate_size": ("a shared MLP beside the experts (GraniteMoeShared's shared_mlp; MiniMax's shared "
+                                 "MoE): its width is not one the reader places"),
 }
 
 
@@ -207,7 +210,7 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
     DBRX's ``ffn_config`` / ``attn_config`` checked under their own names, then flattened to their
     HF equivalents."""
     for key, why in {**_UNMODELLED, **NON_DECODER_KEYS}.items():
-        if d.get(key) is not None and d.get(key) is not False:
+        if d.get(key) not in (None, False):      # 0 too: GraniteMoeSharedConfig's default, no shared MLP
             raise InputError(w, key, f"not modelled: {why}")
     lt = d.get("layer_types")
     if lt is not None and not isinstance(lt, list):
