@@ -160,7 +160,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
-             + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags)]
+             + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
+                _flex_efa_note(m, r, c, lay)]
              if n]
     _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
@@ -351,6 +352,19 @@ def _domain_note(lay: dict, c, moe: bool) -> str | None:
                         f"two domains and its traffic crosses the NICs (--domain-gpus {d // b * b // c.gpus_per_node * c.gpus_per_node}, "
                         "GPUs used per domain, keeps each group inside one)")
     return "; ".join(said) or None
+
+
+def _flex_efa_note(m, r, c, lay: dict) -> str | None:
+    """A note where the flex dispatcher's EP groups cross nodes on AWS EFA: upstream DeepEP's internode
+    kernels issue RDMA from the GPU through NVSHMEM IBGDA on mlx5 NICs (deepseek-ai/DeepEP issue 369;
+    issue 759), NVIDIA's HybridEP traps on EFA (NVIDIA-NeMo/Megatron-Bridge issue 3343, 2026-04), and
+    only DeepEP V2 over NCCL's GIN plugin reaches EFA (awslabs/awsome-distributed-ai PR 1234, 2026-08)."""
+    if not (m.is_moe and r.moe_dispatcher == "flex" and c.inter_fabric == "efa" and c.num_gpus > c.gpus_per_node
+            and lay["ep"] * (lay.get("etp") or lay["tp"]) > c.gpus_per_node):
+        return None
+    return ("flex across nodes on EFA: upstream DeepEP's internode kernels need InfiniBand or RoCE mlx5 NICs (IBGDA; "
+            "deepseek-ai/DeepEP#369) and HybridEP traps on EFA (Megatron-Bridge#3343); only DeepEP V2 over NCCL's GIN "
+            "plugin runs there, priced here with DeepEP's InfiniBand measurement capped at the EFA NICs' rate")
 
 
 def _zero3_overlap_note(r, lay: dict, flags) -> str | None:

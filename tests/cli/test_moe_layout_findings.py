@@ -116,4 +116,8 @@ def test_deepep_over_a_fabric_slower_than_infiniband_runs_at_that_fabric_s_rate(
         r = run("predict", *QWEN, "--cluster", c, "--ep", "16", "--moe-dispatcher", "flex", "--json")
         assert r.returncode in (0, 3), r.stderr
         ep[c] = json.loads(r.stdout)["breakdown"]["ep_comm_s"]
+        # upstream DeepEP needs IBGDA on mlx5 NICs, HybridEP traps on EFA: said where EP crosses EFA nodes
+        assert ("flex across nodes on EFA" in r.stderr) == (c == "aws-p5"), r.stderr
     assert ep["aws-p5"] > 1.2 * ep["dgx-h100"]
+    inside = run("predict", *QWEN, "--cluster", "aws-p5", "--ep", "8", "--moe-dispatcher", "flex")
+    assert "flex across nodes on EFA" not in inside.stderr
