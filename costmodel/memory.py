@@ -20,7 +20,7 @@
 * In-flight micro-batches of 1F1B (Narayanan et al. SC21): the first stage holds min(PP, m)
   micro-batches of its L/PP layers; interleaved with VP chunks it holds
   min(VP m, (PP-1) 2 + (VP-1) PP + 1) chunks of L/(PP VP) layers (Megatron-core warm-up count),
-  i.e. about L (1 + (PP-1)/(PP VP)) layers' worth.  The last stage holds one micro-batch but also
+  i.e. about L (1 + (PP-1)/(PP VP)) layers' worth, and one chunk more under batch-level EP overlap.  The last stage holds one micro-batch but also
   the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
   (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
 * An MoE layer's dispatch holds one buffer beside what it saves while it runs
@@ -381,8 +381,9 @@ class _MemoryParts:
     """What every pipeline rank's memory is built from (arrays over layouts): ``states(dense, expert,
     col)`` -> (weights, grads, optimizer) bytes of those parameters per GPU, the stored activation bytes
     of one layer and micro-batch, the working set one layer adds while it runs, the last stage's logits,
-    the micro-batches per step, the reserved bytes and the cached quantized weights of one layer
-    (:func:`fp8_weight_bytes_per_layer`)."""
+    the micro-batches per step, the reserved bytes, the cached quantized weights of one layer
+    (:func:`fp8_weight_bytes_per_layer`) and the chunks an interleaved schedule keeps in flight beyond
+    its warm-up count (:func:`interleaved_flight`)."""
 
     states: object
     stored_layer: np.ndarray
@@ -391,6 +392,24 @@ class _MemoryParts:
     microbatches: np.ndarray
     reserved: np.ndarray
     fp8_weight_layer: np.ndarray
+    extra_chunks: np.ndarray
+
+
+def extra_interleaved_chunks(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> np.ndarray:
+    """Chunks beyond the warm-up count an interleaved schedule keeps in flight: one under batch-level EP
+    overlap, whose schedule runs one more forward before the 1F1B steps so that each step's forward and
+    backward are independent (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches:
+    ``num_warmup_microbatches + 1`` with overlap_moe_expert_parallel_comm); else none (array)."""
+    on = bool(model.is_moe and recipe.moe_ep_overlap)
+    return np.where(on & (np.asarray(t.ep) > 1) & (np.asarray(t.pp) > 1) & (np.asarray(t.vp) > 1), 1.0, 0.0)
+
+
+def interleaved_flight(pp, vp, m, r, extra):
+    """Chunks (micro-batch x model chunk) rank ``r`` of an interleaved schedule holds at its peak, its
+    warm-up (PP - r - 1) x 2 + (VP - 1) x PP plus the one in its 1F1B step plus ``extra``
+    (:func:`extra_interleaved_chunks`), at most all VP x m (Megatron-core get_pp_rank_microbatches).
+    Arrays broadcast."""
+    return np.minimum(vp * m, (pp - r - 1) * 2 + (vp - 1) * pp + 1 + extra)
 
 
 def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> _MemoryParts:
@@ -436,7 +455,8 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) ->
                + dispatch_transient_bytes(model, recipe, t))
     logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
-                        reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu))
+                        reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu),
+                        extra_interleaved_chunks(model, recipe, t))
 
 
 def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> tuple:
@@ -463,9 +483,7 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> 
     L_stage = layers_per_stage(model, t)
     weights = weights + L_stage * parts.fp8_weight_layer
     m, stored_layer, working, logits = parts.microbatches, parts.stored_layer, parts.working, parts.logits
-    chunks = np.where(t.vp > 1,
-                      np.minimum(t.vp * m, (t.pp - 1) * 2 + (t.vp - 1) * t.pp + 1),
-                      np.minimum(t.pp, m))
+    chunks = np.where(t.vp > 1, interleaved_flight(t.pp, t.vp, m, 0, parts.extra_chunks), np.minimum(t.pp, m))
     layers_per_chunk = L_stage / t.vp
     first = chunks * layers_per_chunk * stored_layer + working
     last = L_stage * stored_layer + working + logits
@@ -507,7 +525,8 @@ def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
     r = np.arange(pp)[None, :]
     vp = np.asarray(t.vp, dtype=np.float64)[:, None]
     mb = np.asarray(parts.microbatches, dtype=np.float64).reshape(-1, 1)
-    flight = np.where(vp > 1, np.minimum(vp * mb, (pp - r - 1) * 2 + (vp - 1) * pp + 1), np.minimum(pp - r, mb))
+    extra = np.asarray(parts.extra_chunks, dtype=np.float64).reshape(-1, 1)
+    flight = np.where(vp > 1, interleaved_flight(pp, vp, mb, r, extra), np.minimum(pp - r, mb))
     per_rank = (flight * ranks[None, :] / vp * np.asarray(parts.stored_layer).reshape(-1, 1)
                 + np.asarray(parts.working).reshape(-1, 1))
     per_rank[:, -1] += np.broadcast_to(np.asarray(parts.logits, dtype=np.float64), per_rank[:, -1].shape)

@@ -579,3 +579,20 @@ def test_eager_elementwise_ops_keep_more_than_fused_kernels():
     assert act(m, False) - act(m, True) == pytest.approx(8192 * 61440, rel=1e-12)
     assert 32 * (act(m, False) - act(m, True)) / 2**30 == pytest.approx(15.0, abs=0.01)
     assert act(GPT3, False, "megatron") == act(GPT3, True, "megatron")
+
+
+def test_ep_overlap_keeps_one_more_chunk_in_flight_under_an_interleaved_pipeline():
+    """Megatron-core schedules one more forward before the 1F1B steps under batch-level EP overlap
+    (schedules.py get_pp_rank_microbatches: num_warmup_microbatches + 1): Qwen3-30B-A3B at PP 2 VP 2 keeps
+    6 chunks of 12 layers on its first stage, not 5; without interleaving nothing changes."""
+    m = load_model("qwen3-30b-a3b")
+    base = Recipe(gbs=256, seq_len=4096, moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_permute_fusion=True)
+    over = Recipe(gbs=256, seq_len=4096, moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_permute_fusion=True,
+                  moe_ep_overlap=True)
+    row = dict(tp=1, pp=2, dp=16, cp=1, ep=16, etp=1, vp=2, mbs=1, recompute="none", zero=1, sp=False, overlap=True)
+    t = LayoutTable.from_rows([row])
+    one_chunk = 12 * activation_bytes_per_layer(m, base, t)[0]
+    assert memory_bytes(m, over, t).activations_bytes[0] - memory_bytes(m, base, t).activations_bytes[0] == \
+        pytest.approx(one_chunk, rel=1e-9)
+    flat = LayoutTable.from_rows([dict(row, vp=1)])
+    assert memory_bytes(m, over, flat).activations_bytes[0] == memory_bytes(m, base, flat).activations_bytes[0]
