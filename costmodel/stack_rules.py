@@ -3,6 +3,8 @@ argument and TransformerConfig checks on the stacks that run its code, and the o
 has.  (costmodel.stacks sets each stack's defaults; these rules apply to the recipe it builds.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .errors import InputError
 from .specs import Recipe
 
@@ -23,6 +25,30 @@ STACK_OPTIMIZERS = {"megatron": ("adam", "adamw", "sgd", "lionw"), "nemo": ("ada
 #: DeepSpeedCPULion (deepspeed/ops/adam, deepspeed/ops/lion); with another (client) optimizer it refuses
 #: the offload unless told ``zero_force_ds_cpu_optimizer: false`` (deepspeed/runtime/engine.py)
 DEEPSPEED_OFFLOAD_OPTIMIZERS = ("adam", "adamw", "lionw")
+
+
+def softcap_recipe(model, recipe: Recipe, given: dict) -> tuple[Recipe, str | None]:
+    """The recipe a model with soft-capped attention scores (``model.attn_softcap``, Gemma 2) runs, and
+    a note: on the Megatron family the attention is unfused, as NeMo's Gemma 2 swaps in
+    Gemma2DotProductAttention (nemo/collections/llm/gpt/model/gemma2.py: baddbmm scores, the tanh cap,
+    softmax; Transformer Engine's fused kernels take no cap); flash-attn >= 2.6 and FlashAttention-3 cap
+    inside the kernel (their ``softcap`` argument), so the other stacks keep it.
+
+    Raises:
+        InputError: --flash-attention or --attention-kernel given for such a model on the Megatron family.
+    """
+    from .stacks import TE_STACKS
+    if not model.attn_softcap or not recipe.flash_attention or recipe.stack not in TE_STACKS:
+        return recipe, None
+    for k in ("flash_attention", "attention_kernel"):
+        if given.get(k):
+            raise InputError("--" + k.replace("_", "-"), "", f"{model.name} soft-caps its attention scores "
+                             f"(attn_logit_softcapping {model.attn_softcap:g}), which Transformer Engine's fused "
+                             "attention cannot: NeMo runs Gemma2DotProductAttention, unfused (drop the flag)")
+    return replace(recipe, flash_attention=False), (
+        f"{model.name} soft-caps its attention scores ({model.attn_softcap:g} tanh(s / {model.attn_softcap:g})), "
+        f"which Transformer Engine's fused attention cannot: priced unfused, the s x s scores in HBM, as NeMo's "
+        "Gemma2DotProductAttention runs it")
 
 
 def check_stack_optimizer(stack: str, optimizer: str, offload: bool) -> None:

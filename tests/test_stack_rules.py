@@ -40,3 +40,22 @@ def test_launch_texts_name_the_priced_optimizer_and_megatron_s_missing_zero2():
     adam = stack_recipe(get_stack("torchtitan"), 64, 4096, "bf16", optimizer="adam")
     _, tt = launch_settings(dict(LAY, zero=3), m, adam, fmt="torchtitan")
     assert 'optimizer_name = "Adam"' in tt
+
+
+def test_gemma2_soft_capped_attention_runs_unfused_on_the_megatron_family():
+    """Gemma 2 soft-caps its attention scores (attn_logit_softcapping 50): NeMo runs it in
+    Gemma2DotProductAttention, unfused (s x s scores in HBM), as Transformer Engine's fused attention takes
+    no cap; it had been priced fused (67.8 GiB, feasible, where unfused needs 109.8 GiB at TP 2, seq 8192);
+    flash-attn's softcap argument keeps the deepspeed stack fused; --flash-attention is refused."""
+    from costmodel.specs import Recipe
+    from costmodel.stack_rules import softcap_recipe
+    g = load_model("tests/data/models/gemma-2-9b.json")
+    assert g.attn_softcap == 50.0 and g.params() == pytest.approx(9.24e9, rel=0.005)
+    te, note = softcap_recipe(g, stack_recipe(get_stack("nemo"), 64, 8192, "bf16"), {})
+    assert not te.flash_attention and "Gemma2DotProductAttention" in note
+    ds = stack_recipe(get_stack("deepspeed"), 64, 8192, "bf16")
+    assert softcap_recipe(g, ds, {}) == (ds, None)
+    with pytest.raises(InputError, match="soft-caps its attention scores") as e:
+        softcap_recipe(g, Recipe(gbs=64, seq_len=8192), {"flash_attention": True})
+    assert e.value.where == "--flash-attention"
+    assert load_model("llama3-8b").attn_softcap == 0.0

@@ -19,6 +19,7 @@ from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
 from ..run_config_torchtitan import hsdp_error
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
+from ..stack_rules import softcap_recipe
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -345,6 +346,9 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
                           **(recipe_flags or {}))
     check_moe_recipe(model, recipe, cluster.gpu, given)
     check_flex_fabric(model, recipe, cluster)
+    recipe, capped = softcap_recipe(model, recipe, given)
+    if capped:
+        note(capped)
     why = recompute_modules_problem(model, recipe.recomputed) if "recompute_modules" in given else None
     if why:
         raise InputError("--recompute-modules", "", why)

@@ -60,6 +60,8 @@ class ModelSpec:
         sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
             ``sliding_window`` tokens only (Mistral 7B's every layer; gpt-oss's and Gemma 2's
             alternate layers, from ``layer_types``); 0 = full causal attention everywhere.
+        attn_softcap: tanh soft-capping of the attention scores at this value (Gemma 2's
+            ``attn_logit_softcapping``), 0 for none: the softmax input is cap x tanh(scores / cap).
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
@@ -117,6 +119,7 @@ class ModelSpec:
     attention_chunk: int = 0
     chunked_layers: int = 0
     pipeline_rank_layers: tuple = ()
+    attn_softcap: float = 0.0
 
     # ------------------------------------------------------------------ shape
     @property

@@ -468,7 +468,19 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         o_bias=model_type not in ("qwen2", "qwen2_moe", "glm4_moe") and bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), **_sliding(d, w, model_type, layers), **mla,
-        **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers)), d.get("_params_published"), w)
+        **_routing_groups(d, w, experts, topk), **_chunked(d, w, model_type, layers),
+        attn_softcap=_softcap(d, w)), d.get("_params_published"), w)
+
+
+def _softcap(d: dict, w: str) -> float:
+    """Gemma 2's ``attn_logit_softcapping`` (Gemma2Config: 50.0; None or absent: no capping), a cap
+    on the attention scores, which fused attention kernels must support (costmodel.stack_rules)."""
+    v = d.get("attn_logit_softcapping")
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise InputError(w, "attn_logit_softcapping", f"expected a positive number or null, got {v!r}")
+    return float(v)
 
 
 def _qk_norm(d: dict, model_type: str) -> bool:
