@@ -396,6 +396,7 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
             where it is a slip for a catalog GPU; or naming the GPU file's ``num_sms`` and the profile
             entry that contradicts it.
     """
+    _check_own_gpu_file(profile, cluster)
     if profile.gpu != cluster.gpu.key:
         try:
             other = load_gpu(profile.gpu)
@@ -420,6 +421,29 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     for dt, g in profile.gemm.items():
         if g.num_sms != cluster.gpu.num_sms:
             _sm_count_error(profile, cluster, dt, g.num_sms)
+
+
+def _check_own_gpu_file(profile, cluster: ClusterSpec) -> None:
+    """Refuse a GPU file of the user's own that bears a catalog GPU's file name (its key) but describes
+    another GPU (a dense peak or TDP more than 10 % from the catalog file's): the catalog GPU's built-in
+    profile, fitted on that GPU, would price it silently.
+
+    Raises:
+        InputError: naming the GPU file, its values and the catalog GPU's."""
+    from pathlib import Path
+    from ..specs import hardware_dir
+    mine = cluster.gpu
+    own = (hardware_dir() / "gpus" / f"{mine.key}.yaml").resolve()
+    builtin = bool(profile.path) and Path(profile.path).resolve().parent == (hardware_dir() / "profiles").resolve()
+    if not builtin or profile.gpu != mine.key or not mine.path or Path(mine.path).resolve() == own or not own.exists():
+        return
+    cat = load_gpu(str(own))
+    pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731
+    if any(a and b and abs(a / b - 1) > 0.10 for a, b in ((pk(mine), pk(cat)), (mine.tdp_w, cat.tdp_w))):
+        raise InputError(mine.path, "", f"named {mine.key} like the catalog's {cat.name} ({pk(cat) / 1e12:.0f} TFLOP/s, "
+                         f"{cat.tdp_w:.0f} W), whose built-in profile {profile.path} was fitted on it, but it describes "
+                         f"another GPU ({pk(mine) / 1e12:.0f} TFLOP/s, {mine.tdp_w:.0f} W): give the file a name of its "
+                         f"own and fit its profile (costmodel calibrate fit ... --cluster --base {mine.key})")
 
 
 def _sm_count_error(profile, cluster: ClusterSpec, dt: str, num_sms: int) -> None:

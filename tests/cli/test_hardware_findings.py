@@ -243,3 +243,19 @@ def test_memory_and_pcie_bandwidths_in_bits_are_refused(tmp_path, field, value, 
         with pytest.raises(InputError, match="is in bits: memory and PCIe bandwidths") as e:
             load_cluster(_write(tmp_path, "c.yaml", body))
     assert e.value.field == field
+
+
+def test_an_own_gpu_file_with_a_catalog_name_does_not_borrow_that_gpu_s_profile(tmp_path):
+    """A GPU file of 800 TFLOP/s and 500 W saved as h100-sxm-80gb.yaml had been priced with the H100 SXM's
+    fitted profile (eta, powers) without a word; the same file unchanged still runs."""
+    d = tmp_path / "mine"
+    d.mkdir()
+    gpu = d / "h100-sxm-80gb.yaml"
+    gpu.write_text(H100.replace("  bf16: 989.4", "  bf16: 800").replace("tdp: 700W", "tdp: 500W"))
+    assert "bf16: 800" in gpu.read_text() and "tdp: 500W" in gpu.read_text()
+    cluster = _write(tmp_path, "c.yaml", DGX.replace("gpu: h100-sxm-80gb", f"gpu: {gpu}", 1))
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", cluster, "--gbs", "128"), str(gpu),
+                          "named h100-sxm-80gb like the catalog's H100-SXM-80GB", "(800 TFLOP/s, 500 W)")
+    gpu.write_text(H100)
+    same = run("predict", "--model", "llama3-8b", "--cluster", cluster, "--gbs", "128", "--tp", "2")
+    assert same.returncode == 0 and "step time" in same.stdout, same.stderr
