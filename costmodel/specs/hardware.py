@@ -265,6 +265,13 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     for dt, v in g.peak_flops.items():
         if not 1e12 <= v <= 1e17:
             raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is outside 1 .. 100,000 (the unit is TFLOP/s)")
+    p16 = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
+    for dt in ("fp8", "fp4"):
+        # narrower operands pack more per tensor-core instruction: every datasheet doubles the rate
+        if dt in g.peak_flops and g.peak_flops[dt] < p16:
+            raise InputError(w, f"peak_tflops.{dt}", f"{g.peak_flops[dt] / 1e12:g} TFLOP/s is below the 16-bit peak "
+                             f"({p16 / 1e12:g}): a {dt} tensor core runs at least as fast (a dense value for each, "
+                             "none with 2:4 sparsity?)")
     if g.boost_clock_mhz is not None and g.min_clock_mhz is not None and g.min_clock_mhz >= g.boost_clock_mhz:
         raise InputError(w, "min_clock_mhz", f"{g.min_clock_mhz:g} MHz is not below boost_clock_mhz "
                          f"({g.boost_clock_mhz:g} MHz)")

@@ -259,3 +259,10 @@ def test_an_own_gpu_file_with_a_catalog_name_does_not_borrow_that_gpu_s_profile(
     gpu.write_text(H100)
     same = run("predict", "--model", "llama3-8b", "--cluster", cluster, "--gbs", "128", "--tp", "2")
     assert same.returncode == 0 and "step time" in same.stdout, same.stderr
+
+
+def test_an_fp8_peak_below_the_16_bit_one_is_refused(tmp_path):
+    """fp8 100 TFLOP/s beside bf16 148 had been accepted (an fp8 run priced slower than bf16)."""
+    with pytest.raises(InputError, match="is below the 16-bit peak") as e:
+        load_gpu(_write(tmp_path, "g.yaml", H100.replace("  fp8: 1978.9", "  fp8: 100")))
+    assert e.value.field == "peak_tflops.fp8"
