@@ -59,3 +59,13 @@ def test_gemma2_soft_capped_attention_runs_unfused_on_the_megatron_family():
         softcap_recipe(g, Recipe(gbs=64, seq_len=8192), {"flash_attention": True})
     assert e.value.where == "--flash-attention"
     assert load_model("llama3-8b").attn_softcap == 0.0
+
+
+def test_the_json_settings_say_which_dp_overlap_was_priced():
+    """DeepSpeed's ZeRO-3 overlaps its gathers whatever --dp-overlap says (off by default for ZeRO 0-2):
+    the record keeps the switch and says the overlap priced."""
+    from costmodel.launch import settings_dict
+    r = stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16")
+    out = settings_dict(dict(LAY, zero=3), load_model("llama3-8b"), r)
+    assert out["dp_overlap"] is False and out["dp_overlap_priced"] is True
+    assert settings_dict(dict(LAY, zero=1), load_model("llama3-8b"), r)["dp_overlap_priced"] is False
