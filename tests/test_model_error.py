@@ -33,7 +33,11 @@ def test_regimes_and_fallbacks(tmp_path):
     from costmodel.model_error import ModelFormError
     mf = ModelFormError(tab, "x")
     assert mf.sigma(("s", "g", ">30B"))[1] == "s/g"            # too few rows of its own: the coarser level
-    assert mf.sigma(("t", "h", "<3B"))[1] == "all"
+    # a generation no row measured takes the widest measured generation's sigma, not the overall mean
+    assert mf.sigma(("t", "h", "<3B"))[1] == "unmeasured h: as g"
+    two = ModelFormError(dict(tab, g2={"sigma_rel": 0.3, "n": 5}, all={"sigma_rel": 0.1, "n": 15}), "x")
+    assert two.sigma(("t", "h", "<3B")) == (0.3, "unmeasured h: as g2", 5)
+    assert two.sigma(("s", "g", "<3B"))[1] == "s/g/<3B"
     assert ModelFormError({}, "x").sigma(("s", "g", "<3B")) == (0.0, None, 0)
     # an MoE regime without rows of its own takes every MoE row's error before the dense rows'
     regs = [("s", "g", "<3B")] * 6 + [("s", "g", "moe")] * 3 + [("t", "h", "moe")] * 3
