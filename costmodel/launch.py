@@ -609,6 +609,8 @@ def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe) -> dict:
                 if sw.name not in out and not sw.moe and hasattr(recipe, sw.name)})
     if model.is_moe:
         out.update({k: getattr(recipe, k) for k in MOE_SWITCHES})
+    from .report import idle_switches
+    out.update(idle_switches(layout, []))
     if "zero" in layout and "overlap" in layout:
         # the switch is the recipe's; a stack whose ZeRO-3 overlaps regardless (DeepSpeed, FSDP) runs it on
         out["dp_overlap_priced"] = bool(dp_overlap_on(recipe, layout["zero"], layout["overlap"]))

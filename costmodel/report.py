@@ -63,7 +63,7 @@ def run_record(run: RunPrediction) -> dict:
         # a config of a family the reader does not know, read from its generic keys (an approximation)
         "model_read_as_plain_decoder": not known_family(run.model),
         "cluster": run.cluster.key, "num_gpus": run.cluster.num_gpus,
-        "recipe": recipe_record(run.recipe),
+        "recipe": recipe_record(run.recipe, run.layout),
     }
     if run.cluster.what_if:
         rec["cluster_what_if"] = run.cluster.what_if
@@ -270,11 +270,28 @@ def per_gpu_table(rows: list[dict], top: int = 16, num_gpus: int | None = None) 
     return tb
 
 
-def recipe_record(recipe: Recipe) -> dict:
+def recipe_record(recipe: Recipe, layout: dict | None = None) -> dict:
     """JSON-ready recipe: batch, length, precision, stack and every recipe switch (costmodel.stacks);
-    ``attention_kernel`` is null under unfused attention (``flash_attention`` false), which runs none."""
-    return {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
-            **switch_values(recipe)}
+    ``attention_kernel`` is null under unfused attention (``flash_attention`` false), which runs none.
+    With the ``layout`` it ran, a switch the layout leaves idle reads as ``predict`` takes it: TP-comm
+    overlap off without TP and sequence parallelism, no ``recompute_modules`` but under selective
+    recompute (predict refuses either)."""
+    out = {"gbs": recipe.gbs, "seq_len": recipe.seq_len, "precision": recipe.precision, "stack": recipe.stack,
+           **switch_values(recipe)}
+    if layout is not None:
+        out.update(idle_switches(layout, ""))
+    return out
+
+
+def idle_switches(layout: dict, no_modules) -> dict:
+    """The switches ``layout`` leaves idle, as ``predict`` accepts them (:func:`recipe_record`);
+    ``no_modules``: the record's empty ``recompute_modules`` ('' where it holds the flag's text, [] a list)."""
+    out = {}
+    if layout.get("tp", 1) == 1 or not layout.get("sp", False):
+        out["tp_comm_overlap"] = False
+    if layout.get("recompute") != "selective":
+        out["recompute_modules"] = no_modules
+    return out
 
 
 def unmet_caps(sol) -> dict:
@@ -321,7 +338,7 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
         "cap_unmet_stages": sorted(unmet_caps(sol)),
         "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
-        "recipe": recipe_record(recipe),
+        "recipe": recipe_record(recipe, lay),
     }
 
 

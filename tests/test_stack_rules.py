@@ -69,3 +69,17 @@ def test_the_json_settings_say_which_dp_overlap_was_priced():
     out = settings_dict(dict(LAY, zero=3), load_model("llama3-8b"), r)
     assert out["dp_overlap"] is False and out["dp_overlap_priced"] is True
     assert settings_dict(dict(LAY, zero=1), load_model("llama3-8b"), r)["dp_overlap_priced"] is False
+
+
+def test_records_give_idle_switches_as_predict_takes_them():
+    """recommend's JSON had answered a TP 1 layout with tp_comm_overlap true, and a layout without
+    selective recompute with recompute_modules ['core_attn'], both of which predict refuses."""
+    from costmodel.launch import settings_dict
+    from costmodel.report import recipe_record
+    r = stack_recipe(get_stack("nemo"), 64, 4096, "bf16")
+    assert r.tp_comm_overlap and r.recomputed == ("core_attn",)
+    rec, st = recipe_record(r, LAY), settings_dict(LAY, load_model("llama3-8b"), r)
+    assert rec["tp_comm_overlap"] is st["tp_comm_overlap"] is False
+    assert rec["recompute_modules"] == "" and st["recompute_modules"] == []
+    tp = dict(LAY, tp=2, dp=4, sp=True, recompute="selective")
+    assert recipe_record(r, tp)["tp_comm_overlap"] is True and recipe_record(r, tp)["recompute_modules"] == "core_attn"
