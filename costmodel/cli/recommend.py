@@ -23,6 +23,7 @@ from ..search import PARTIAL_REACH, search
 from ..stacks import TE_STACKS, get_stack
 from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
+from ..predict_command import predict_command
 from .notes import note as say
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
@@ -100,7 +101,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
                           k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count,
-                          fmt=fmt)
+                          fmt=fmt, args=(model, cluster, nodes))
         return
     if note:
         print(note, file=sys.stderr)
@@ -114,7 +115,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         # record is predict's for its layout, so the two commands' keys mean one thing
         recs = [dict(report.run_record(x), **({"pipeline_rank_layers": list(x.model.pipeline_rank_layers)}
                                               if x.model.pipeline_rank_layers else {})) for x in runs[:top]]
-        out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs}
+        out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs, "predict_command":
+                    predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]))}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
             out_json["launch"] = dict(format=fmt, title=title, text=text)
@@ -139,6 +141,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     title, text = launch_settings(best["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
+    out.print("[bold]The same prediction from predict:[/bold]")
+    out.print(predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0])),
+              markup=False, highlight=False, soft_wrap=True)
 
 
 #: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
@@ -482,7 +487,7 @@ def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
 
 def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_power_kw, max_temp_c,
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
-                      cap_count=None, fmt=None):
+                      cap_count=None, fmt=None, args=None):
     from .. import ilp
     from ..optimize import DEFAULT_CAP_LEVELS, cap_levels, solve_space, with_budget_share
     solver = solver or "cbc"
@@ -542,6 +547,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             summary["launch"] = dict(format=fmt, title=title, text=text)
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         summary["device_order_commands"] = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
+        summary["predict_command"] = _energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c)
         print(report.json_text(summary))
         return
     out.print(context_line(m, c, r, p))
@@ -590,3 +596,15 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     tool = "amd-smi" if c.gpu.vendor == "amd" else "nvidia-smi"
     out.print(f"[bold]Power caps (run on each node; GPU index = {tool}'s device index, the slot):[/bold]")
     out.print(report.power_cap_lines(sol, c.gpu), markup=False, highlight=False, soft_wrap=True)
+    if args is not None:
+        out.print("[bold]The same layout, caps and placement in predict (its step under the caps):[/bold]")
+        out.print(_energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c), markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+def _energy_predict_command(args, m, r, c, lay: dict, sol, inlet_temp_c) -> str | None:
+    """The predict command of an ILP answer: its layout, split, per-stage caps, device order and inlet."""
+    if args is None:
+        return None
+    return predict_command(*args, m, r, c.gpu, lay, list(sol.layers), sol.caps_w, report.device_order_flags(
+        sol, c.gpus_per_node)) + (f" --inlet-temp-c {inlet_temp_c:g}" if inlet_temp_c is not None else "")

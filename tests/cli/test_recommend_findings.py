@@ -58,3 +58,30 @@ def test_recommend_searches_the_flex_dispatcher_where_deepep_runs():
     assert got["dgx-h100"]["recipe"]["moe_dispatcher"] == "flex" and got["dgx-h100"]["layout"]["ep"] == 16
     assert abs(got["dgx-h100"]["step_time_s"] - 3.83) < 0.05
     assert got["aws-p5"]["recipe"]["moe_dispatcher"] != "flex"
+
+
+def test_the_printed_predict_command_reproduces_recommend_s_answer():
+    """recommend's arguments had not sufficed to price its winner again: an uneven split printed as
+    Megatron's --decoder-first/last-pipeline-num-layers (12.709 s in predict for 11.387 s), switches named
+    only by their Megatron flags.  Its last lines now give the predict command: the same step (time
+    objective, Qwen3-30B-A3B with the flex dispatcher), and with caps and device order the same step and
+    hottest GPU (energy objective, Llama 3 8B under a 62 C limit)."""
+    import json
+    import shlex
+    cases = (("--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "2", "--gbs", "256"),
+             ("--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--pp", "4", "--tp", "2",
+              "--objective", "energy", "--max-temp-c", "62"))
+    for args in cases:
+        text = run("recommend", *args)
+        assert text.returncode == 0, text.stderr
+        cmd = text.stdout.strip().splitlines()[-1]
+        assert cmd.startswith("costmodel predict "), cmd
+        rec = json.loads(run("recommend", *args, "--json").stdout)
+        assert rec["predict_command"] == cmd
+        want = rec["step_time_s"] if "step_time_s" in rec else rec["ranked"][0]["step_time_s"]
+        got = run(*shlex.split(cmd)[1:], "--json")
+        assert got.returncode == 0, got.stderr
+        rec = json.loads(got.stdout)
+        assert abs(rec["step_time_s"] - want) < 0.005 * want, (cmd, rec["step_time_s"], want)
+        if "--power-cap-w" in cmd:
+            assert "--device-order 0:4,5,6,7,0,1,2,3" in cmd and rec["max_temp_c"] < 62
