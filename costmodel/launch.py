@@ -195,7 +195,7 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     return "layout", layout_text(layers, pp, vp, model.mtp_layers)
 
 
-def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
+def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, gpu=None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
     ``layers`` (per pipeline stage) adds the uneven-stage options: --decoder-first/last-pipeline-
@@ -316,15 +316,16 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -
         notes.append(kv)
     if notes:           # last, so the comment ends the pasted command instead of swallowing arguments
         a.append("# " + "; ".join(notes))
-    return _device_connections_env(layout, recipe) + " \\\n  ".join(a)
+    return _device_connections_env(layout, recipe, gpu) + " \\\n  ".join(a)
 
 
-def _device_connections_env(layout: dict, recipe: Recipe) -> str:
+def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:
     """The environment line Megatron-core's arguments need before them: with TP or CP > 1 on Hopper and
     earlier it asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue keeps the TP collectives in
     launch order under the GEMMs), unless FSDP shards the model, which wants it unset (several queues
     overlap its gathers), or the MoE dispatch overlaps (32, where validate_args only warns)
-    (megatron/training/arguments.py validate_args)."""
+    (megatron/training/arguments.py validate_args); on Blackwell (``gpu``, compute capability 10) the
+    requirement is gone and one queue would only serialise the overlaps, so nothing is set there."""
     if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
         return ""
     if recipe.moe_ep_overlap:
@@ -336,6 +337,8 @@ def _device_connections_env(layout: dict, recipe: Recipe) -> str:
         return ""
     if layout["zero"] == 3:
         return "unset CUDA_DEVICE_MAX_CONNECTIONS   # FSDP's gathers overlap on several queues\n"
+    if gpu is not None and gpu.architecture == "blackwell":
+        return ""
     return ("export CUDA_DEVICE_MAX_CONNECTIONS=1   # TP or CP > 1: Megatron asserts it below compute capability 10 "
             "(Hopper and earlier; ROCm's MI300X reports 9.4)\n")
 
@@ -626,9 +629,10 @@ def default_format(recipe: Recipe) -> str:
 
 
 def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
-                    fmt: str | None = None) -> tuple[str, str]:
+                    fmt: str | None = None, gpu=None) -> tuple[str, str]:
     """(title, text) of what to set to run ``layout``: ``fmt`` one of :data:`FORMATS` (None: the
-    stack's own, :func:`default_format`).
+    stack's own, :func:`default_format`); ``gpu`` (a GpuSpec) the GPU it runs on, where the text depends on
+    it (Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS).
 
     Raises:
         InputError: an unknown format (names ``--format``).
@@ -639,7 +643,7 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
     if fmt == "megatron":
         title = {"megatron-deepspeed": "Megatron-DeepSpeed (BigScience) arguments",
                  "megatron-legacy": "Megatron-LM (2021-22) arguments"}.get(recipe.stack, "Megatron-LM arguments")
-        return title, megatron_args(layout, model, recipe, layers)
+        return title, megatron_args(layout, model, recipe, layers, gpu)
     if fmt == "nemo":
         return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe, layers)
     if fmt == "bridge":

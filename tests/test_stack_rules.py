@@ -83,3 +83,15 @@ def test_records_give_idle_switches_as_predict_takes_them():
     assert rec["recompute_modules"] == "" and st["recompute_modules"] == []
     tp = dict(LAY, tp=2, dp=4, sp=True, recompute="selective")
     assert recipe_record(r, tp)["tp_comm_overlap"] is True and recipe_record(r, tp)["recompute_modules"] == "core_attn"
+
+
+def test_blackwell_needs_no_single_device_connection():
+    """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP > 1 only below compute capability 10
+    (arguments.py: 'requirement no longer exists since the Blackwell architecture'): a GB200 layout had
+    printed the export, which would serialise its overlaps."""
+    from costmodel.specs import load_gpu
+    m, r = load_model("llama3-8b"), stack_recipe(get_stack("megatron"), 64, 4096, "bf16")
+    tp = dict(LAY, tp=2, dp=4, sp=True)
+    env = "export CUDA_DEVICE_MAX_CONNECTIONS=1"
+    assert env in launch_settings(tp, m, r, fmt="megatron", gpu=load_gpu("h100-sxm-80gb"))[1]
+    assert env not in launch_settings(tp, m, r, fmt="megatron", gpu=load_gpu("gb200-186gb"))[1]

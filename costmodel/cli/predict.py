@@ -194,7 +194,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         if placed is not None:
             rec["pp_layout"] = dict(text=placed.text, rank_layers=placed.rank_layers(), rank_mtp=placed.rank_mtp())
         if fmt is not None:
-            title, text = _launch(rec["layout"], m, r, fmt, sc, config, placed)
+            title, text = _launch(rec["layout"], m, r, fmt, sc, config, placed, c.gpu)
             rec["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(rec))
         _exit_if_infeasible(rec)
@@ -224,7 +224,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if energy is not None:
         out.print(report.energy_line(rec))
         out.print(report.per_gpu_table(rec["per_gpu"], top=16, num_gpus=rec["num_gpus"]))
-    title, text = _launch(lay, m, r, fmt, sc, config, placed)
+    title, text = _launch(lay, m, r, fmt, sc, config, placed, c.gpu)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     _exit_if_infeasible(rec)
@@ -300,20 +300,20 @@ def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
             f"costs {cost_s:.3f} s per step: {other}use --recompute none")
 
 
-def _launch(lay: dict, m, r, fmt, sc: dict, config, placed=None) -> tuple[str, str]:
+def _launch(lay: dict, m, r, fmt, sc: dict, config, placed=None, gpu=None) -> tuple[str, str]:
     """(title, text) of the launch settings: the stack's own format, except for a NeMo or Megatron-Bridge
     YAML given as --config, whose keys NeMo 2's recipe overrides do not address: a Bridge file gets its own
     keys (costmodel.launch_bridge), a NeMo 1 file the settings in the field's terms, to set in it
     (costmodel.launch); ``placed``: the --pp-layout given, echoed."""
     kind = sc.get("config_kind")
     if fmt is None and kind == "Megatron-Bridge YAML":
-        title, text = launch_settings(lay, m, r, layers=placed, fmt="bridge")
+        title, text = launch_settings(lay, m, r, layers=placed, fmt="bridge", gpu=gpu)
         return f"{title}: the keys to set in {config}", text
     if fmt is None and kind == "NeMo YAML":
-        title, text = launch_settings(lay, m, r, fmt="settings")
+        title, text = launch_settings(lay, m, r, fmt="settings", gpu=gpu)
         return (f"Settings to set in {config} (in words: find each in its {kind} keys; NeMo 2 recipe "
                 "overrides do not apply to it)", text)
-    return launch_settings(lay, m, r, layers=placed, fmt=fmt)
+    return launch_settings(lay, m, r, layers=placed, fmt=fmt, gpu=gpu)
 
 
 def _pp_layout(text, m, lay: dict, sc: dict):

@@ -118,7 +118,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs, "predict_command":
                     predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]))}
         if fmt is not None and recs:
-            title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
+            title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]), gpu=c.gpu)
             out_json["launch"] = dict(format=fmt, title=title, text=text)
         print(report.json_text(out_json))
         return
@@ -138,7 +138,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out.print(f"  - {line}", highlight=False)
     out.print(report.breakdown_table(best, "Where the winner's step time goes"))
     out.print(report.memory_table(best))
-    title, text = launch_settings(best["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]))
+    title, text = launch_settings(best["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]), gpu=c.gpu)
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     out.print("[bold]The same prediction from predict:[/bold]")
@@ -543,7 +543,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         if plot and front is not None:
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
         if fmt is not None:         # as in time mode: the launch text only when --format asks for it
-            title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
+            title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)
             summary["launch"] = dict(format=fmt, title=title, text=text)
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         summary["device_order_commands"] = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
@@ -584,7 +584,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
             out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
-    title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt)
+    title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)
     out.print(f"[bold]{title}:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     order = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
