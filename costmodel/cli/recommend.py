@@ -168,8 +168,10 @@ def _print_memory_margin(out, res, c, runs: list) -> None:
             t0, ti, how = runs[0].step_time_s, runs[i].step_time_s, ""
         else:
             t0, ti, how = float(res.ranked.step_time_s[0]), float(res.ranked.step_time_s[i]), " at full clocks"
-        line += (f"; the fastest layout under {100 * TIGHT_HBM_SHARE:.0f}% is {layout_name(res.ranked.layouts.row(i))} "
-                 f"at {mem[i] / 2**30:.1f} GiB, {ti:.3f} s per step{how} ({100 * (ti / t0 - 1):+.1f}%)")
+        line += (f"; the fastest ranked layout under {100 * TIGHT_HBM_SHARE:.0f}% is {layout_name(res.ranked.layouts.row(i))} "
+                 f"at {mem[i] / 2**30:.1f} GiB, {ti:.3f} s per step{how} ({100 * (ti / t0 - 1):+.1f}%); "
+                 f"--mem-headroom {1 - TIGHT_HBM_SHARE:g} searches every layout, partial recomputation included, "
+                 "with that room")
     out.print(line, highlight=False)
 
 

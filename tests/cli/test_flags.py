@@ -310,7 +310,7 @@ def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
     text = " ".join(r.stdout.split())                  # rich wraps long lines at the console width
     line = text[text.index("the winner's predicted peak"):]
     assert "135.3 of 139.7 GiB (97%)" in line
-    assert "the fastest layout under 90% is TP1 PP8 DP1 CP4" in line and "at 105.2 GiB" in line and "(+2.6%)" in line
+    assert "the fastest ranked layout under 90% is TP1 PP8 DP1 CP4" in line and "--mem-headroom 0.1 searches" in line and "at 105.2 GiB" in line and "(+2.6%)" in line
 
 
 def test_whole_number_switches_say_so_in_their_help():
