@@ -217,7 +217,11 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
             + ", ".join(f"{k}={v}" for k, v in pins.items()))
     row = {**dict(tp=1, pp=1, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, overlap=True), **pins}
     row.setdefault("sp", row["tp"] > 1)
-    row["dp"] = max(c.num_gpus // max(row["tp"] * row["pp"] * row["cp"], 1), 1)
+    if "dp" not in pins:
+        row["dp"] = max(c.num_gpus // max(row["tp"] * row["pp"] * row["cp"], 1), 1)
+    for k in ("tp", "pp", "dp", "cp"):
+        if k in pins and c.num_gpus % pins[k]:
+            return f"{head}: {k.upper()} {pins[k]} does not divide the {c.num_gpus} GPUs (TP x PP x DP x CP = GPUs)"
     code, msgs = validity(LayoutTable.from_rows([row]), m, r, c.num_gpus, c.scale_up_gpus)
     if code[0] >= 0:
         return f"{head}: {msgs[code[0]]} (for {layout_name(row)})"

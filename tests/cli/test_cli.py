@@ -528,7 +528,9 @@ def test_recommend_holds_the_layout_options_it_is_given_fixed():
     assert ranked and all(r["layout"]["tp"] == 2 and r["layout"]["recompute"] == "full" for r in ranked)
     assert ranked[0]["step_time_s"] >= free[0]["step_time_s"]
     assert_one_line_error(run(*base[:-1], "--tp", "3"), "no valid layout of llama3-8b", "tp=3",
-                          "TP x PP x DP x CP must equal the number of GPUs (8)")
+                          "TP 3 does not divide the 8 GPUs")
+    # a pinned DP had been replaced by the rest of the GPUs before the rule was looked up
+    assert_one_line_error(run(*base[:-1], "--dp", "3"), "has dp=3: DP 3 does not divide the 8 GPUs")
     assert_one_line_error(run(*base[:-1], "--recompute", "auto"), "--recompute", "'auto' is not one of")
     # the rule the pinned degree breaks, as predict names it
     assert_one_line_error(run("recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4",
