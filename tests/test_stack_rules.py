@@ -95,3 +95,20 @@ def test_blackwell_needs_no_single_device_connection():
     env = "export CUDA_DEVICE_MAX_CONNECTIONS=1"
     assert env in launch_settings(tp, m, r, fmt="megatron", gpu=load_gpu("h100-sxm-80gb"))[1]
     assert env not in launch_settings(tp, m, r, fmt="megatron", gpu=load_gpu("gb200-186gb"))[1]
+
+
+def test_megatron_arguments_set_the_structure_megatron_would_default_otherwise():
+    """Megatron-LM builds every layer MoE with top-2 experts of --ffn-hidden-size and DeepSeek-V2's MLA
+    ranks unless told otherwise: DeepSeek-V3's arguments name its 256 experts of 2048, top-8, one shared
+    expert, 3 dense first layers, group-limited routing and MLA; a dense model gets none of them."""
+    m = load_model("deepseek-v3")
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_dispatcher="alltoall")
+    _, text = launch_settings(dict(LAY, ep=8, dp=8), m, r, fmt="megatron")
+    for arg in ("--num-experts 256", "--moe-router-topk 8", "--moe-ffn-hidden-size 2048",
+                "--moe-shared-expert-intermediate-size 2048", '--moe-layer-freq "([0]*3+[1]*58)"',
+                "--moe-router-num-groups 8 --moe-router-group-topk 4",
+                "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+                "--qk-pos-emb-head-dim 64 --v-head-dim 128"):
+        assert arg in text, arg
+    dense = launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
+    assert "--num-experts" not in dense and "--multi-latent-attention" not in dense
