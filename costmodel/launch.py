@@ -19,6 +19,7 @@ from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, une
 from .comm import fp8_params_on
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
+from .megatron_structure import megatron_structure_args
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, RECIPE_SWITCHES, dp_overlap_on, get_stack
 
@@ -274,12 +275,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # validate_args: "--use-torch-fsdp2 is not supported with gradient accumulation fusion", which is on
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
-    notes = []
-    if layout["zero"] == 2:
-        # Megatron's distributed optimizer shards the optimizer states only: every rank keeps the whole
-        # gradient buffer (megatron/core/distributed/param_and_grad_buffer.py), which ZeRO-2 shards
-        notes.append("Megatron-LM has no ZeRO-2: --use-distributed-optimizer shards the optimizer states, not the "
-                     "gradients, which every rank keeps whole (the prediction priced ZeRO-2)")
+    notes = _megatron_optimizer_notes(layout, recipe)
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")
@@ -308,9 +304,6 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         n = int(recipe.bf16_edge_layers)
         a.append(f"--first-last-layers-bf16 --num-layers-at-start-in-bf16 {n} --num-layers-at-end-in-bf16 {n}")
     a += _megatron_kernel_args(model, recipe, notes)
-    if recipe.optimizer not in ("adam", "adamw", "sgd", "lionw"):
-        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd, lion): the prediction assumed "
-                     f"{recipe.optimizer}, these arguments train with Adam")
     if recipe.doc_tokens:
         notes.append(packed_note(recipe))
     if kv := kv_repeat_note(model, recipe):
@@ -320,42 +313,18 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
     return _device_connections_env(layout, recipe, gpu) + " \\\n  ".join(a)
 
 
-def megatron_structure_args(model: ModelSpec) -> list[str]:
-    """The model-structure arguments that Megatron-LM defaults silently where the priced model differs:
-    the experts (--num-experts, --moe-router-topk, default 2; --moe-ffn-hidden-size, default
-    --ffn-hidden-size; the shared experts; which layers are MoE, --moe-layer-freq, default every one, as a
-    pattern of 1 (MoE) and 0 (dense); DeepSeek's group-limited routing) and multi-head latent attention
-    (--multi-latent-attention and its ranks and head widths, which default to DeepSeek-V2's).  The
-    arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
-    (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
-    a = []
-    if model.is_moe:
-        a += [f"--num-experts {model.num_experts}", f"--moe-router-topk {model.topk}",
-              f"--moe-ffn-hidden-size {model.ffn_hidden}"]
-        if model.shared_ffn_hidden:
-            a.append(f"--moe-shared-expert-intermediate-size {model.shared_ffn_hidden}")
-        if model.num_dense_layers:
-            dense = set(model.dense_layer_indices or range(model.num_dense_layers))
-            a.append(f"--moe-layer-freq \"{_layer_pattern([0 if i in dense else 1 for i in range(model.num_layers)])}\"")
-        if model.routing_groups:
-            a.append(f"--moe-router-num-groups {model.routing_groups} --moe-router-group-topk {model.routing_group_limit}")
-    if model.is_mla:
-        a.append("--multi-latent-attention" + (f" --q-lora-rank {model.q_lora_rank}" if model.q_lora_rank else "")
-                 + f" --kv-lora-rank {model.kv_lora_rank} --qk-head-dim {model.head_dim} --qk-pos-emb-head-dim "
-                 f"{model.qk_rope_head_dim} --v-head-dim {model.v_head_dim}")
-    return a
-
-
-def _layer_pattern(bits: list) -> str:
-    """Megatron's --moe-layer-freq list expression of ``bits`` (1 MoE, 0 dense), runs joined:
-    ``([0]*3+[1]*58)``."""
-    runs: list = []
-    for b in bits:
-        if runs and runs[-1][0] == b:
-            runs[-1][1] += 1
-        else:
-            runs.append([b, 1])
-    return "(" + "+".join(f"[{b}]*{n}" for b, n in runs) + ")"
+def _megatron_optimizer_notes(layout: dict, recipe: Recipe) -> list:
+    """What Megatron-LM's optimizer arguments cannot run of what was priced: ZeRO-2 (its distributed
+    optimizer shards the optimizer states only, every rank keeping the whole gradient buffer:
+    megatron/core/distributed/param_and_grad_buffer.py) and an optimizer it lacks."""
+    notes = []
+    if layout["zero"] == 2:
+        notes.append("Megatron-LM has no ZeRO-2: --use-distributed-optimizer shards the optimizer states, not the "
+                     "gradients, which every rank keeps whole (the prediction priced ZeRO-2)")
+    if recipe.optimizer not in ("adam", "adamw", "sgd", "lionw"):
+        notes.append(f"Megatron-LM has no {recipe.optimizer} optimizer (adam, sgd, lion): the prediction assumed "
+                     f"{recipe.optimizer}, these arguments train with Adam")
+    return notes
 
 
 def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:

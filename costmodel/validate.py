@@ -430,8 +430,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         return (f"{metric} with this model, gbs {recipe.gbs} and seq_len {recipe.seq_len} implies "
                 f"{100 * used:.2g}% of {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak, under "
                 f"{100 * MIN_PEAK_FRACTION:g}%: a value in other units (a step in ms?) or another run's")
-    why = _measures_disagree(steps)
-    if why:
+    if (why := _measures_disagree(steps)):
         return why
     assumed += _flop_convention_gap(r, model, recipe, n_gpus, steps)
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,

@@ -42,6 +42,22 @@ def parse_derate(items: list) -> dict:
     return out
 
 
+def _recompute_auto(layout_flags: dict) -> bool:
+    """Whether --recompute is auto (the least recomputation that fits, predict's own choice).
+
+    Raises:
+        InputError: an unknown --recompute, or auto with --recompute-num-layers."""
+    auto = layout_flags.get("recompute") == "auto"
+    choices = FIELD_SPECS["recompute"].choices
+    if layout_flags.get("recompute") not in (None, "auto", *choices):
+        raise InputError("--recompute", "", f"{layout_flags['recompute']!r} is not one of {', '.join(choices)}, auto "
+                         "(the fastest step that fits)")
+    if auto and layout_flags.get("recompute_num_layers"):
+        raise InputError("--recompute-num-layers", "", "--recompute auto chooses how many layers it recomputes: drop "
+                         "one of the two")
+    return auto
+
+
 def parse_device_order(items: list) -> dict:
     """``--device-order [NODES:]SLOTS`` values as node -> slots (None: every node not named), NODES one
     node or a range ``A-B``, SLOTS the ``CUDA_VISIBLE_DEVICES`` list recommend's placement prints.
@@ -133,14 +149,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         config_notes.append(f"dropout {'on' if m.dropout else 'off'}, as {sc['dropout_where']} says "
                             f"({m.name}'s own default is the other)")
     _check_etp(ctx, m, layout_flags)
-    auto = layout_flags.get("recompute") == "auto"
-    choices = FIELD_SPECS["recompute"].choices
-    if layout_flags.get("recompute") not in (None, "auto", *choices):
-        raise InputError("--recompute", "", f"{layout_flags['recompute']!r} is not one of {', '.join(choices)}, auto "
-                         "(the fastest step that fits)")
-    if auto and layout_flags.get("recompute_num_layers"):
-        raise InputError("--recompute-num-layers", "", "--recompute auto chooses how many layers it recomputes: drop "
-                         "one of the two")
+    auto = _recompute_auto(layout_flags)
     lay = dict(layout_flags, recompute="none" if auto else layout_flags.get("recompute"))
     with config_origin(sc):
         check_layout_flags(lay)
