@@ -266,3 +266,16 @@ def test_an_fp8_peak_below_the_16_bit_one_is_refused(tmp_path):
     with pytest.raises(InputError, match="is below the 16-bit peak") as e:
         load_gpu(_write(tmp_path, "g.yaml", H100.replace("  fp8: 1978.9", "  fp8: 100")))
     assert e.value.field == "peak_tflops.fp8"
+
+
+def test_a_gpu_file_without_its_cuda_total_says_the_capacity_is_a_floor(tmp_path):
+    """'96GB' without hbm_cuda_total reads 96e9 bytes (89.4 GiB), about 6 GiB below what such a part
+    exposes to CUDA: said, so a near-full layout is not taken as out of memory in silence."""
+    gpu = _write(tmp_path, "g.yaml", _without(H100, "hbm_cuda_total"))
+    cluster = _write(tmp_path, "c.yaml", DGX.replace("gpu: h100-sxm-80gb", f"gpu: {gpu}", 1))
+    p = run("predict", "--model", "llama3-8b", "--cluster", cluster, "--gbs", "128", "--tp", "2", "--profile",
+            "h100-sxm-80gb")
+    assert p.returncode == 0 and "gives no hbm_cuda_total: the memory limit is its datasheet capacity read as 74.5 GiB" \
+        in p.stderr, p.stderr
+    assert "hbm_cuda_total" not in run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gbs", "128",
+                                       "--tp", "2").stderr
