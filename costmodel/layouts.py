@@ -516,6 +516,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (recipe.stack == "torchtitan") & (t.zero == 1) & (t.pp == 1)),
         ("the {stack} stack's checkpointing (Hugging Face gradient_checkpointing) re-runs whole layers: --recompute "
          "full or none", np.full(len(t), recipe.stack == "deepspeed") & (t.recompute == 1)),
+        ("llm-foundry's activation checkpointing (fsdp_config.activation_checkpointing) re-runs whole blocks; its "
+         "activation_checkpointing_target picks modules, not priced here: --recompute full or none",
+         np.full(len(t), recipe.stack == "llm-foundry") & (t.recompute == 1)),
         ("--recompute-num-layers applies to full recompute", (t.recompute_num_layers > 0) & (t.recompute != 2)),
         ("--recompute-num-layers must not exceed the layers of one pipeline chunk (num_layers / (PP x VP))",
          t.recompute_num_layers > np.ceil(layers_per_stage(model, t) / t.vp)),

@@ -112,3 +112,16 @@ def test_megatron_arguments_set_the_structure_megatron_would_default_otherwise()
         assert arg in text, arg
     dense = launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
     assert "--num-experts" not in dense and "--multi-latent-attention" not in dense
+
+
+def test_llm_foundry_checkpoints_whole_blocks_as_deepspeed_does():
+    """llm-foundry had accepted --recompute selective and printed 'activation checkpointing: selective',
+    which no llm-foundry key sets (its FSDP activation checkpointing re-runs whole blocks)."""
+    from costmodel.layouts import LayoutTable, validity
+    m = load_model("llama3-8b")
+    for st in ("llm-foundry", "deepspeed"):
+        r = stack_recipe(get_stack(st), 64, 4096, "bf16")
+        code, msgs = validity(LayoutTable.from_rows([dict(LAY, zero=3, recompute="selective")]), m, r, 8, 8)
+        assert code[0] >= 0 and "--recompute full or none" in msgs[code[0]]
+        code, _ = validity(LayoutTable.from_rows([dict(LAY, zero=3, recompute="full")]), m, r, 8, 8)
+        assert code[0] < 0
