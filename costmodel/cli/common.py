@@ -516,7 +516,8 @@ def context_line(model, cluster: ClusterSpec, recipe, profile=None) -> str:
     return (f"{model.display_name} ({model.params() / 1e9:.1f}B params) on {cluster.name}: "
             f"{cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name}"
             + (f" (what-if: {cluster.what_if})" if cluster.what_if else "")
-            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision_label}, {attention}")
+            + f"; gbs {recipe.gbs}, seq_len {recipe.seq_len}, {recipe.precision_label}, {attention}, "
+            f"{recipe.optimizer} optimizer ({recipe.stack} stack)")
 
 
 def _append_options(fn, param: str, options: list):

@@ -85,3 +85,12 @@ def test_the_printed_predict_command_reproduces_recommend_s_answer():
         assert abs(rec["step_time_s"] - want) < 0.005 * want, (cmd, rec["step_time_s"], want)
         if "--power-cap-w" in cmd:
             assert "--device-order 0:4,5,6,7,0,1,2,3" in cmd and rec["max_temp_c"] < 62
+
+
+def test_the_context_line_names_the_optimizer_the_stack_defaults_to():
+    """llm-foundry's default optimizer is LionW (its MPT benchmarks'), 8 bytes a parameter where Adam's
+    are 12: predict had priced it without saying so."""
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gbs", "128", "--stack", "llm-foundry",
+            "--zero", "3")
+    assert r.returncode in (0, 3), r.stderr
+    assert "lionw optimizer (llm-foundry stack)" in r.stdout
