@@ -326,9 +326,15 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     Raises:
         InputError: precision unsupported, a cap outside the GPU's range, per-stage caps not one per
             stage, or power flags given when the power/thermal model lacks inputs (their list names
-            what is missing).
+            what is missing); a switch the model, GPU, stack or layout cannot run
+            (costmodel.run_checks).  A model whose attention the stack cannot fuse (Gemma 2's soft-capped
+            scores on the Megatron family) is priced unfused (costmodel.run_checks.model_recipe).
     """
+    from .run_checks import check_layout_switches, model_recipe
+    recipe = model_recipe(model, recipe, cluster)
     layouts = _checked(layouts, model, recipe, cluster)
+    for i in range(len(layouts)):
+        check_layout_switches(recipe, layouts.row(i), model.is_moe, model.num_layers)
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
     if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate

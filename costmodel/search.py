@@ -54,10 +54,16 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
             pin other than full, or a ``recompute_num_layers`` one, leaves the recompute as pinned (full
             keeps its partial variants: full recompute still, on fewer layers).
         partial_reach: the ranked places partial recompute may enter (0: none).
-        enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts`.
+        enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts` (``zero_stages`` defaults to
+            the stages the recipe's stack has, costmodel.run_checks.search_zero_stages).
     Returns:
-        :class:`SearchResult`.
+        :class:`SearchResult`, priced with the recipe the model runs (costmodel.run_checks.model_recipe).
+    Raises:
+        InputError: a switch the model, GPU or stack cannot run (costmodel.run_checks.model_recipe).
     """
+    from .run_checks import model_recipe, search_zero_stages
+    recipe = model_recipe(model, recipe, cluster)
+    enum_kwargs.setdefault("zero_stages", search_zero_stages(recipe))
     table = enumerate_layouts(model, recipe, cluster.num_gpus, cluster.scale_up_gpus, pins=pins, **enum_kwargs)
     if (pins or {}).get("recompute_num_layers"):
         # the enumeration recomputes every layer it recomputes: a pinned N applies to its full-recompute

@@ -16,7 +16,7 @@ from ..layouts import (FIELD_SPECS, LayoutTable, accounts_embedding_loss, check_
 from ..pipeline_layout import with_pipeline_layout
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
-from ..stack_rules import check_megatron_rules
+from ..run_checks import check_layout_switches
 from .notes import note, said, start
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -447,23 +447,12 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
 
 def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool = False,
                          num_layers: int | None = None) -> None:
-    """Recipe switches that need a layout field: recompute modules (other than the default, or named
-    on the command line: ``modules_given``) act under selective recomputation only; the precision-aware optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded
-    optimizer is a sharded one; what Megatron-LM refuses at start-up (:func:`costmodel.stack_rules.check_megatron_rules`).
+    """:func:`costmodel.run_checks.check_layout_switches`, with ``modules_given`` the flag named by hand.
 
     Raises:
         InputError: naming the switch and what it needs.
     """
-    if r.optimizer_offload and lay["zero"] == 0:
-        raise InputError("--optimizer-offload", "", "offloads the sharded optimizer of ZeRO-1/2/3 (DeepSpeed "
-                         "offload_optimizer, Megatron's distributed optimizer): not --zero 0")
-    if (modules_given or r.recomputed != ("core_attn",)) and lay["recompute"] != "selective":
-        raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {lay['recompute']}")
-    if r.precision_aware and lay["zero"] not in (1, 2):
-        flag = "--main-grads-dtype" if r.main_grads_dtype == "bf16" else "--optimizer-states-dtype"
-        raise InputError(flag, "", f"bf16 is the precision-aware optimizer, which runs with Megatron's distributed "
-                         f"optimizer (--zero 1 or 2), not --zero {lay['zero']}")
-    check_megatron_rules(r, lay, is_moe, num_layers)
+    check_layout_switches(r, lay, is_moe, num_layers, modules_given)
 
 
 def _exit_if_infeasible(rec: dict) -> None:

@@ -20,9 +20,9 @@ from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, prediction_row
 from ..search import PARTIAL_REACH, search
-from ..stacks import TE_STACKS, get_stack
 from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
+from ..run_checks import search_zero_stages
 from ..predict_command import predict_command
 from .notes import note as say
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
@@ -89,7 +89,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         task = bar.add_task("search", total=None)
         kw = dict(progress=lambda done, total: bar.update(task, completed=done, total=total),
                   max_mbs=max_mbs, sp_choices=(not no_sp,), overlaps=(not no_overlap,), pins=pins,
-                  partial_reach=max(top, RERANK_MIN, PARTIAL_REACH), zero_stages=_zero_stages(r))
+                  partial_reach=max(top, RERANK_MIN, PARTIAL_REACH), zero_stages=search_zero_stages(r))
         res = search(m, r, c, p, **kw)
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         note = "\n".join(notes + fabric_notes(p, c)) or None
@@ -351,17 +351,6 @@ def _refuse_empty(res, m, r, c, p, pins: dict) -> None:
         raise InfeasibleError("memory", f"none of the {res.n_valid:,} valid layouts fits in memory; the smallest "
                               f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); {relax}add nodes or use a GPU "
                               "with more HBM", {"memory": need}, {"memory": need / c.gpu.capacity_bytes - 1.0})
-
-
-def _zero_stages(r) -> tuple:
-    """The ZeRO stages the search tries for recipe ``r``: the distributed optimizer's (1) under the
-    precision-aware optimizer; a sharded one under optimizer offload (Megatron's distributed optimizer,
-    not FSDP2, on the TE stacks); else the stages the stack's framework has."""
-    if r.precision_aware:
-        return (1,)
-    if r.optimizer_offload:
-        return (1,) if r.stack in TE_STACKS else (1, 3)
-    return get_stack(r.stack).zero_stages
 
 
 def _top_rows(top, objective: str, pareto: bool, limits: tuple) -> int:
