@@ -173,11 +173,18 @@ class LayoutTable:
         ``etp`` (or with None) runs its experts at its TP (Megatron's default).
 
         Raises:
-            InputError: a row without a field, a choice not among its names, a switch that is not a
-                bool, or a degree (or micro-batch) that is not a whole number >= 1.
+            InputError: a row without a field or with a key that is none, a choice not among its names
+                (or an index beyond them), a switch that is not a bool, a degree (or micro-batch) that is
+                not a whole number >= 1, or a negative ZeRO stage or recomputed-layer count.
         """
         cols = {f: [] for f in FIELDS}
         for r in rows:
+            for k in r:
+                if k not in FIELDS:     # a misspelt field would leave its value to the default
+                    import difflib
+                    near = difflib.get_close_matches(str(k), FIELDS, n=1)
+                    raise InputError("layout", str(k), "not a layout field" + (f"; did you mean {near[0]}?" if near
+                                                                               else f" ({', '.join(FIELDS)})"))
             for f in FIELDS:
                 if f not in ("recompute_num_layers", "etp") and f not in r:
                     raise InputError("layout", f, f"missing (a layout gives {', '.join(FIELDS)})")
@@ -194,6 +201,9 @@ class LayoutTable:
                     raise InputError("layout", f, f"must be a whole number, got {v!r}")
                 elif f not in _BOOL_FIELDS and f not in ("recompute_num_layers", "zero") and v < 1:
                     raise InputError("layout", f, f"must be >= 1, got {v}")
+                elif v < 0 or (f in _CHOICE_FIELDS and v >= len(_CHOICE_FIELDS[f])):
+                    raise InputError("layout", f, f"{v} is out of range" + (f" (an index of {', '.join(_CHOICE_FIELDS[f])})"
+                                                                            if f in _CHOICE_FIELDS else ""))
                 cols[f].append(v)
         arr = {f: np.asarray(v, dtype=bool if f in _BOOL_FIELDS else np.int64) for f, v in cols.items()}
         return LayoutTable(**arr)

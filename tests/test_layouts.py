@@ -580,3 +580,17 @@ def test_more_bf16_edge_layers_than_a_pipeline_stage_holds_is_refused():
         check_megatron_rules(r, dict(pp=3, recompute="none"), False, 32)
     check_megatron_rules(stack_recipe(STACKS["megatron"], 64, 4096, "fp8", fp8_recipe="tensorwise", bf16_edge_layers=10),
                          dict(pp=3, recompute="none"), False, 32)
+
+
+@pytest.mark.parametrize("extra,field,needle", [
+    (dict(vpp=4), "vpp", "did you mean vp?"), (dict(recompute_num_layers=-3), "recompute_num_layers", "-3 is out of range"),
+    (dict(recompute=7), "recompute", "an index of none, selective, full"), (dict(zero=-1), "zero", "-1 is out of range")])
+def test_a_layout_key_that_is_none_or_a_value_out_of_range_is_refused(extra, field, needle):
+    """A misspelt key (vpp for vp) had been ignored, the layout priced without it; a negative recomputed-layer
+    count priced as 0; a choice index beyond the choices raised IndexError."""
+    from costmodel.errors import InputError
+    from costmodel.layouts import LayoutTable
+    row = dict(tp=2, pp=2, dp=4, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    with pytest.raises(InputError, match=needle) as e:
+        LayoutTable.from_rows([dict(row, **extra)])
+    assert e.value.field == field
