@@ -214,12 +214,12 @@ def pinned(t: LayoutTable, pins: dict) -> np.ndarray:
     name: ``{"tp": 8, "recompute": "full"}``); all True for no pins.
 
     Raises:
-        KeyError: a pin that is not a layout field.
+        InputError: a pin that is not a layout field, or a choice that is none of its names.
     """
     keep = np.ones(len(t), dtype=bool)
     for f, v in pins.items():
-        if f not in FIELD_SPECS:
-            raise KeyError(f)
+        if f not in FIELD_SPECS or (f in _CHOICE_FIELDS and isinstance(v, str) and v not in _CHOICE_FIELDS[f]):
+            raise InputError("pins", str(f), f"{v!r} pins no layout field's value ({', '.join(FIELDS)})")
         v = _CHOICE_FIELDS[f].index(v) if f in _CHOICE_FIELDS and isinstance(v, str) else v
         keep &= getattr(t, f) == v
     return keep

@@ -51,3 +51,17 @@ def test_search_tries_the_zero_stages_of_the_stack():
     r = stack_recipe(get_stack("llm-foundry"), 128, 8192, "bf16", gpu=c.gpu)
     found = search(load_model("llama3-8b"), r, c, cluster_profile(c, None))
     assert 2 in set(found.ranked.layouts.zero.tolist())
+
+
+def test_library_arguments_of_the_wrong_kind_are_named():
+    """load_cluster(nodes=8.5) had priced 68 GPUs and then failed in search; a pin of no field raised
+    KeyError, a pinned 'auto' ValueError."""
+    import numpy as np
+    for n in (8.5, "8", True):
+        with pytest.raises(InputError, match="must be a whole number"):
+            load_cluster("dgx-h100", n)
+    assert load_cluster("dgx-h100", np.int64(2)).num_gpus == 16
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", gpu=H100.gpu)
+    for pins in ({"tpp": 2}, {"recompute": "auto"}):
+        with pytest.raises(InputError, match="pins no layout field's value"):
+            search(load_model("llama3-8b"), r, H100, P, pins=pins)

@@ -1,6 +1,7 @@
 """GPU datasheets, cluster topology and cooling (hardware/gpus/*.yaml, hardware/clusters/*.yaml)."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -381,6 +382,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
     check_source_keys(d, w, tuple(f"{sec}.{k}" if sec else k for sec, ks in CLUSTER_KEYS.items() for k in ks))
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
+        if isinstance(nodes, bool) or not isinstance(nodes, numbers.Integral):      # numpy's ints included
+            raise InputError("--nodes", "", f"must be a whole number, got {nodes!r}")
         if nodes < 1 or nodes > 2**24:
             raise InputError("--nodes", "", f"must be between 1 and 2^24, got {nodes}")
         n_nodes = nodes
