@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from pathlib import Path
 
 import numpy as np
@@ -129,4 +130,6 @@ def load_model_form(path: str | None = None) -> ModelFormError:
         if not (isinstance(v, dict) and isinstance(v.get("sigma_rel"), (int, float)) and v["sigma_rel"] >= 0
                 and isinstance(v.get("n"), int)):
             raise InputError(p, f"sigma.{k}", "expected {sigma_rel: number >= 0, n: integer}")
-    return ModelFormError(table=table, path=str(p))
+    # read-only: the loader is cached, so a caller's edit would change every later band of the process
+    frozen = MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
+    return ModelFormError(table=frozen, path=str(p))

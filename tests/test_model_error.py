@@ -73,3 +73,12 @@ def test_a_malformed_table_is_named(tmp_path):
     bad.write_text("sigma:\n  all: {sigma_rel: -1, n: 3}\n")
     with pytest.raises(InputError, match="sigma.all"):
         load_model_form(str(bad))
+
+
+def test_the_cached_table_cannot_be_changed_by_a_caller():
+    """load_model_form is cached: an edit of its table had changed every later band in the process."""
+    t = load_model_form().table
+    with pytest.raises(TypeError):
+        t["all"]["sigma_rel"] = 5.0
+    with pytest.raises(TypeError):
+        t["new"] = {"sigma_rel": 1.0, "n": 9}
