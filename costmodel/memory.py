@@ -41,7 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .comm import fp8_layer_share, fp8_params_on, grad_bytes, layer_params_per_gpu, rank_params, stage_params
+from .comm import fp8_layer_share, fp8_params_on
+from .stage_params import grad_bytes, layer_params_per_gpu, rank_params, stage_params
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
@@ -53,7 +54,7 @@ from .stacks import TE_STACKS, get_stack
 
 def stage_moe_fraction(model: ModelSpec, t: LayoutTable) -> np.ndarray:
     """Share of MoE layers on the stage memory is checked on: the one holding the most of them
-    (costmodel.comm.stage_params: a model's dense layers sit together, e.g. DeepSeek's first three),
+    (costmodel.stage_params.stage_params: a model's dense layers sit together, e.g. DeepSeek's first three),
     so its activations and its model states describe the same GPU (array over layouts)."""
     per_stage = layers_per_stage(model, t).astype(np.float64)
     return np.where(model.is_moe, np.minimum(per_stage, model.moe_layers) / per_stage, 0.0)

@@ -47,7 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import CommTimes, grad_bytes, stage_params
+from .comm import CommTimes
+from .stage_params import grad_bytes, stage_params
 from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
 from .fsdp_copies import KERNELS as FSDP_KERNELS, copy_bytes as fsdp_copy_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe

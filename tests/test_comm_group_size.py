@@ -237,3 +237,17 @@ def test_nvls_groups_below_the_node_keep_the_fit_s_algbw():
                                                                  _group_params(H100.comm_groups["intra_node"]["all_reduce"],
                                                                                8, "all_reduce", np.array([2]),
                                                                                DGX.intra_latency_s))[0]), rel=1e-9)
+
+
+def test_a_ring_across_nodes_counts_every_node_s_nvlink_hops():
+    """An all-gather ring over 128 nodes of 8 GPUs makes 1023 steps, 896 of them over NVLink (NCCL's tuner:
+    intra-node steps x intraLat + inter-node steps x interLat); only one node's had been counted, so its
+    8-byte all-gather read 379 us.  Each node more adds one network hop and 7 NVLink hops."""
+    from costmodel.comm import group_time_s
+    from costmodel.specs import cluster_profile, load_cluster
+    c = load_cluster("dgx-h100-superpod")
+    p = cluster_profile(c, None)
+    t = {n: float(group_time_s("all_gather", 8.0, 1, 8 * n, c, p)) for n in (16, 128)}
+    per_node = c.inter_latency_s + 7 * c.intra_latency_s
+    assert t[128] - t[16] == pytest.approx(112 * per_node, rel=1e-6)
+    assert t[128] > 850e-6

@@ -190,7 +190,7 @@ def test_the_heaviest_pipeline_stage_holds_the_moe_layers():
     """Qwen1.5-MoE with layers 12-23 dense (mlp_only_layers) at PP 2: one stage holds the 12 MoE
     layers, and the weights are checked there, not at the mean layer."""
     import json
-    from costmodel.comm import stage_params
+    from costmodel.stage_params import stage_params
     from costmodel.specs import load_model as lm
     from conftest import layout as lay
     d = json.loads(open("tests/data/models/qwen1.5-moe-a2.7b.json").read())
@@ -212,7 +212,7 @@ def test_the_mtp_module_sits_on_the_lighter_last_stage():
     experts than a middle stage's 4, so the busiest GPU holds 4 layers' experts, MTP or not; with one
     stage the MTP module's experts add to it.  The arguments build the module where it was priced."""
     from dataclasses import replace
-    from costmodel.comm import stage_params
+    from costmodel.stage_params import stage_params
     from costmodel.launch import megatron_args
     from costmodel.specs import Recipe
     from conftest import layout as lay
@@ -289,7 +289,7 @@ def test_modules_without_core_attn_keep_the_attention_scores():
 
 def test_activations_are_those_of_the_stage_with_the_most_moe_layers():
     """DeepSeek-V3 (3 dense + 58 MoE layers): at PP 1 the stage's MoE share is 58/61; at PP 8 (8 layers
-    per stage) the heaviest stage is all MoE, as its model states are (costmodel.comm.stage_params)."""
+    per stage) the heaviest stage is all MoE, as its model states are (costmodel.stage_params.stage_params)."""
     from costmodel.memory import stage_moe_fraction
     ds = load_model("deepseek-v3")
     assert stage_moe_fraction(ds, layout(pp=1))[0] == pytest.approx(58 / 61, rel=1e-12)
@@ -373,7 +373,7 @@ def test_deepspeed_keeps_bf16_gradients_and_gives_the_master_an_fp32_gradient(ze
     n = m.params()
     assert ds.grads_bytes[0] == pytest.approx(2 * n / (8 if zero == 2 else 1), rel=1e-6)
     assert ds.optimizer_bytes[0] == pytest.approx(16 * n / (8 if zero else 1), rel=1e-6)
-    from costmodel.comm import grad_bytes
+    from costmodel.stage_params import grad_bytes
     assert grad_bytes(Recipe(gbs=64, seq_len=8192, stack="deepspeed", optimizer="adamw")) == 2.0
     assert grad_bytes(Recipe(gbs=64, seq_len=8192)) == 4.0
 
@@ -516,7 +516,7 @@ def test_fp8_weight_cache_is_the_quantized_copy_and_its_transpose_on_hopper():
     """Megatron passes is_first_microbatch, so TE caches each fp8 weight (and on Hopper its
     transpose) for the step: Llama-3-70B at TP8 PP4 holds 20 layers x 1/8 of a layer's parameters,
     two bytes each, beside its bf16 weights; one byte on Blackwell, whose FP8 GEMM takes any layout."""
-    from costmodel.comm import layer_params_per_gpu
+    from costmodel.stage_params import layer_params_per_gpu
     from costmodel.specs import load_cluster
     m = load_model("llama3-70b")
     t = layout(tp=8, pp=4, dp=2, sp=True)
@@ -539,7 +539,8 @@ def test_fp8_parameters_replace_the_16bit_weight_and_gather_one_byte():
     data and its transpose (2 B) replace the bf16 weight (2 B) and no cache is kept; on Blackwell 1 B;
     without the distributed optimizer (ZeRO 0, which Megatron refuses it with) the cache stays.  The
     parameter all-gather moves one byte for the layers' share of the stage and for the experts."""
-    from costmodel.comm import layer_params_per_gpu, param_gather_bytes, stage_params
+    from costmodel.comm import param_gather_bytes
+    from costmodel.stage_params import layer_params_per_gpu, stage_params
     from costmodel.specs import load_cluster
     from costmodel.stacks import STACKS, stack_recipe
     from costmodel.errors import InputError
