@@ -56,8 +56,8 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
             r = r_rev
             res = search(m, r, c, p, **kw)
         elif not alone:
-            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept runs with it "
-                        "only: the search keeps it on")
+            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept does not run "
+                        f"with {r0.stack}'s default {r0.moe_dispatcher}: the search keeps it on")
         else:
             kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the fastest layout takes "
                         f"{best:.3f} s per step before the power limit with it, {t_without:.3f} s without it: the "

@@ -601,6 +601,7 @@ def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
     rec = won["recipe"]
     flags += [f for k, f in (("dp_overlap", "--dp-overlap"), ("moe_grouped_gemm", "--moe-grouped-gemm"),
                              ("moe_permute_fusion", "--moe-permute-fusion")) if rec[k]]
+    flags.append(f"--moe-dispatcher={rec['moe_dispatcher']}")
     same = json.loads(run("predict", *base, *flags, "--pp-layout", "|".join(segs), "--json").stdout)
     even = json.loads(run("predict", *base, *flags, "--json").stdout)
     assert same["step_time_s"] == pytest.approx(won["step_time_s"], rel=1e-6)

@@ -242,8 +242,8 @@ def test_a_capacity_factor_keeps_the_stacks_dispatcher():
 
 def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     """Megatron-core defaults to the allgather dispatcher and per-expert GEMMs; for Mixtral 8x7B on two
-    H100 nodes recommend also tries grouped GEMMs, and all-to-all with grouped GEMM, which wins (the
-    allgather moves every EP rank's tokens) and is printed in the winner's arguments; a pinned
+    H100 nodes recommend also tries grouped GEMMs, all-to-all with grouped GEMM and DeepEP's flex dispatcher,
+    which wins (the allgather moves every EP rank's tokens) and is printed in the winner's arguments; a pinned
     --moe-dispatcher is kept, the grouped GEMMs still tried under it."""
     import json
     import os
@@ -256,9 +256,10 @@ def test_recommend_searches_the_moe_dispatcher_the_user_left_open():
     r = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     won = json.loads(r.stdout)["ranked"][0]
-    # the winner holds one expert per GPU (EP 8): grouping changes nothing there, so the search drops it
-    assert won["recipe"]["moe_dispatcher"] == "alltoall" and won["layout"]["ep"] == 8
-    assert "--moe-dispatcher alltoall" in r.stderr
+    # the winner holds one expert per GPU (EP 8): grouping changes nothing there, so the search drops it;
+    # DeepEP's flex dispatcher runs on these H100s and beats the all-to-all
+    assert won["recipe"]["moe_dispatcher"] == "flex" and won["layout"]["ep"] == 8
+    assert "--moe-dispatcher flex" in r.stderr
     # and the notes name only what the winner keeps: no grouped GEMMs
     assert won["recipe"]["moe_grouped_gemm"] is False and "--moe-grouped-gemm" not in r.stderr
     # the fused permutation saves the atomic scatter-add passes Megatron's default runs: kept, printed
