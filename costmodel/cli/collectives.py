@@ -144,6 +144,10 @@ def collectives(cluster: str = typer.Option(..., "--cluster", help="Catalog name
         if c not in COLLECTIVES:
             raise InputError("--collective", "", f"{c!r} is not one of {', '.join(COLLECTIVES)}")
     c = with_fabric(load_cluster(cluster, None if compare else nodes), **(fabric_flags or {}))
+    if gpus_per_node is not None and gpus_per_node > c.gpus_per_node:
+        # as the capture's own # Rank lines are refused there
+        raise InputError("--gpus-per-node", "", f"{gpus_per_node} ranks on each node, more than the "
+                         f"{c.gpus_per_node} GPUs of {c.key}'s nodes")
     p = cluster_profile(c, profile)
     check_profile_gpu(p, c)
     notes = []

@@ -279,3 +279,11 @@ def test_a_gpu_file_without_its_cuda_total_says_the_capacity_is_a_floor(tmp_path
         in p.stderr, p.stderr
     assert "hbm_cuda_total" not in run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gbs", "128",
                                        "--tp", "2").stderr
+
+
+def test_collectives_compare_refuses_more_ranks_per_node_than_the_nodes_have():
+    """--gpus-per-node 64 on 8-GPU nodes had been accepted and the rows labelled '64 ranks, 1 node', where
+    the same count read from a capture's # Rank lines is refused."""
+    cap = str(hardware_dir() / "profiles" / "data" / "mlengineering_a100_8gpu_nvlink_allreduce.txt")
+    assert_one_line_error(run("collectives", "--cluster", "dgx-a100", "--compare", cap, "--nodes", "1",
+                              "--gpus-per-node", "64"), "--gpus-per-node", "more than the 8 GPUs")
