@@ -739,4 +739,3 @@ def test_predict_prices_recommend_s_placement_with_its_device_order():
     for g in placed:
         assert ilp[g["slot"]][0] == g["stage"] and g["temp_c"] == pytest.approx(ilp[g["slot"]][1], abs=0.5), g
     assert max(g["temp_c"] for g in placed) < 62 < max(g["temp_c"] for g in ranked)
-
