@@ -154,7 +154,9 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
                      f"--ep-world-size {layout['ep']}): the prediction assumed them")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
     a.append({"bf16": "--bf16", "fp16": "--fp16"}[recipe.precision])    # stack_recipe refuses the rest
-    if recipe.optimizer not in ("adam", "adamw", "sgd"):
+    if recipe.optimizer == "sgd":            # its arguments.py: --optimizer adam (default) or sgd
+        a.append("--optimizer sgd")
+    elif recipe.optimizer not in ("adam", "adamw"):
         notes.append(f"no {recipe.optimizer} optimizer here: the prediction assumed it")
     if kv := kv_repeat_note(model, recipe):
         notes.append(kv)

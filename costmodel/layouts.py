@@ -496,8 +496,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "raises in training: 'performance may degrade if MoE and tensor parallelism are enabled without also "
          "enabling sequence parallelism'; validate_args asserted it before)",
          (model.num_experts > 1) & (t.tp > 1) & ~t.sp & partial),
-        ("the flex (DeepEP) dispatcher needs TP x EP > 1 (Megatron-core: 'Flex token dispatcher requires "
-         "TPxEP > 1')", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.tp * t.ep < 2)),
+        ("the flex (DeepEP) dispatcher needs ETP x EP > 1 (Megatron-core: 'DeepEP dispatcher requires TPxEP > 1', "
+         "its TP the experts' own)", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.etp * t.ep < 2)),
         *_ep_overlap_rules(t, model, recipe),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",

@@ -20,7 +20,8 @@
 * In-flight micro-batches of 1F1B (Narayanan et al. SC21): the first stage holds min(PP, m)
   micro-batches of its L/PP layers; interleaved with VP chunks it holds
   min(VP m, (PP-1) 2 + (VP-1) PP + 1) chunks of L/(PP VP) layers (Megatron-core warm-up count),
-  i.e. about L (1 + (PP-1)/(PP VP)) layers' worth, and one chunk more under batch-level EP overlap.  The last stage holds one micro-batch but also
+  i.e. about L (1 + (PP-1)/(PP VP)) layers' worth, and one chunk more under batch-level EP overlap.  The last
+  stage holds one micro-batch of its layers (interleaved, the (VP-1) PP + 1 chunks of its own warm-up) but also
   the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
   (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
 * An MoE layer's dispatch holds one buffer beside what it saves while it runs
@@ -487,7 +488,10 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> 
     chunks = np.where(t.vp > 1, interleaved_flight(t.pp, t.vp, m, 0, parts.extra_chunks), np.minimum(t.pp, m))
     layers_per_chunk = L_stage / t.vp
     first = chunks * layers_per_chunk * stored_layer + working
-    last = L_stage * stored_layer + working + logits
+    # the last rank keeps its own warm-up's chunks in flight under interleaving (about VP - 1 micro-batches
+    # of its chunks beside the one in its 1F1B step), one micro-batch of its layers without
+    last_chunks = np.where(t.vp > 1, interleaved_flight(t.pp, t.vp, m, t.pp - 1, parts.extra_chunks), t.vp)
+    last = last_chunks * layers_per_chunk * stored_layer + working + logits
     last = np.where(t.pp == 1, first + logits, last)
     acts = np.maximum(first, last)
     if model.pipeline_rank_layers and np.any(np.asarray(t.pp) == len(model.pipeline_rank_layers)):

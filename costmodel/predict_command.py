@@ -34,12 +34,32 @@ def _switch_args(recipe, layout: dict, model, gpu) -> list:
     return out
 
 
+def condition_args(fabric_flags: dict | None = None, profile_arg: str | None = None,
+                   inlet_temp_c: float | None = None) -> list:
+    """The flags of the conditions a prediction was made under, as ``predict`` takes them: the cluster
+    what-ifs and memory headroom (costmodel.cli.common.with_fabric_flags: --scale-out-gbps,
+    --oversubscription, --sharp/--no-sharp, --domain-gpus, --mem-headroom), the profile file and the
+    cooling inlet."""
+    out = []
+    for k, v in (fabric_flags or {}).items():
+        if v is None:
+            continue
+        flag = "--" + k.replace("_", "-")
+        out.append((flag if v else "--no-" + flag[2:]) if isinstance(v, bool) else f"{flag} {v:g}")
+    if profile_arg:
+        out.append(f"--profile {shlex.quote(str(profile_arg))}")
+    if inlet_temp_c is not None:
+        out.append(f"--inlet-temp-c {inlet_temp_c:g}")
+    return out
+
+
 def predict_command(model_arg: str, cluster_arg: str, nodes, model, recipe, gpu, layout: dict, layers=None,
-                    caps_w=None, device_order: str = "") -> str:
+                    caps_w=None, device_order: str = "", conditions=()) -> str:
     """The ``costmodel predict`` command line (one string, shell-quoted) for ``layout`` of ``model`` under
     ``recipe`` on the cluster ``cluster_arg`` (``nodes`` given or None), with the pipeline's own split
-    ``layers`` (transformer layers per rank, or None for the even split), per-stage ``caps_w`` (W) and
-    ``device_order`` (``predict --device-order`` arguments, costmodel.report.device_order_flags)."""
+    ``layers`` (transformer layers per rank, or None for the even split), per-stage ``caps_w`` (W),
+    ``device_order`` (``predict --device-order`` arguments, costmodel.report.device_order_flags) and the
+    ``conditions`` it was priced under (:func:`condition_args`)."""
     a = ["costmodel predict", f"--model {shlex.quote(str(model_arg))}", f"--cluster {shlex.quote(str(cluster_arg))}"]
     if nodes is not None:
         a.append(f"--nodes {nodes}")
@@ -63,4 +83,4 @@ def predict_command(model_arg: str, cluster_arg: str, nodes, model, recipe, gpu,
         a.append("--power-cap-w " + ",".join(f"{x:g}" for x in caps_w))
     if device_order:
         a.append(device_order)
-    return " ".join(a)
+    return " ".join(a + list(conditions))

@@ -54,10 +54,11 @@ def check_layout_switches(recipe: Recipe, layout: dict, is_moe: bool = False, nu
 
 def search_zero_stages(recipe: Recipe) -> tuple:
     """The ZeRO stages a search tries for ``recipe``: the distributed optimizer's (1) under the
-    precision-aware optimizer; a sharded one under optimizer offload (Megatron's distributed optimizer,
-    not FSDP2, on the TE stacks); else the stages the stack's framework has (costmodel.stacks)."""
+    precision-aware optimizer; under optimizer offload a sharded one (Megatron's distributed optimizer,
+    not FSDP2, on the TE stacks; ZeRO 1-3 that the stack has elsewhere, DeepSpeed's ZeRO-Offload stage 2
+    among them); else the stages the stack's framework has (costmodel.stacks)."""
     if recipe.precision_aware:
         return (1,)
     if recipe.optimizer_offload:
-        return (1,) if recipe.stack in TE_STACKS else (1, 3)
+        return (1,) if recipe.stack in TE_STACKS else tuple(z for z in get_stack(recipe.stack).zero_stages if z >= 1)
     return get_stack(recipe.stack).zero_stages

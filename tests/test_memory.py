@@ -597,3 +597,20 @@ def test_ep_overlap_keeps_one_more_chunk_in_flight_under_an_interleaved_pipeline
         pytest.approx(one_chunk, rel=1e-9)
     flat = LayoutTable.from_rows([dict(row, vp=1)])
     assert memory_bytes(m, over, flat).activations_bytes[0] == memory_bytes(m, base, flat).activations_bytes[0]
+
+
+def test_the_last_interleaved_rank_holds_its_own_warm_up_beside_the_logits():
+    """Megatron-core's interleaved schedule runs (VP - 1) x PP + 1 chunks on the last rank before its first
+    backward (schedules.py get_pp_rank_microbatches: 2 (PP - r - 1) + (VP - 1) PP): Llama 3 8B at TP 2 PP 2
+    VP 16 keeps 31 one-layer chunks and the logits there, not one micro-batch's 16, as its own --pp-layout of
+    the same split already said (a recommend answer priced 15 GiB below its pasted predict)."""
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=16, seq_len=2048)
+    row = dict(tp=2, pp=2, dp=2, cp=1, ep=1, vp=16, mbs=4, recompute="none", zero=1, sp=True, overlap=True)
+    t = LayoutTable.from_rows([row])
+    even = memory_bytes(m, r, t)
+    from costmodel.memory import rank_memory_bytes
+    split = rank_memory_bytes(m, r, t, [16, 16])
+    assert even.peak_bytes[0] == pytest.approx(split.max(), rel=1e-9)
+    act = activation_bytes_per_layer(m, r, t)[0]
+    assert even.activations_bytes[0] >= 31 * act

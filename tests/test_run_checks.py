@@ -65,3 +65,23 @@ def test_library_arguments_of_the_wrong_kind_are_named():
     for pins in ({"tpp": 2}, {"recompute": "auto"}):
         with pytest.raises(InputError, match="pins no layout field's value"):
             search(load_model("llama3-8b"), r, H100, P, pins=pins)
+
+
+def test_flex_needs_the_experts_own_tp_times_ep_above_one():
+    """Megatron-core's DeepEP dispatcher takes the experts' TP group (pg_collection.expt_tp) and asserts
+    TP x EP > 1 on it: TP 2, EP 1, ETP 1 had been accepted, priced and recommended."""
+    from costmodel.layouts import LayoutTable, validity
+    m = load_model("mixtral-8x7b")
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", gpu=H100.gpu, moe_dispatcher="flex")
+    row = dict(LAY, tp=2, dp=4, sp=True, ep=1)
+    code, msgs = validity(LayoutTable.from_rows([dict(row, etp=1)]), m, r, 8, 8)
+    assert code[0] >= 0 and "needs ETP x EP > 1" in msgs[code[0]]
+    assert validity(LayoutTable.from_rows([dict(row, etp=2)]), m, r, 8, 8)[0][0] < 0
+
+
+def test_an_offloaded_deepspeed_search_tries_zero_2():
+    """ZeRO-Offload's classic stage is 2; the search had tried 1 and 3 only under --optimizer-offload."""
+    from costmodel.run_checks import search_zero_stages
+    r = stack_recipe(get_stack("deepspeed"), 64, 4096, "bf16", optimizer_offload=True)
+    assert search_zero_stages(r) == (1, 2, 3)
+    assert search_zero_stages(stack_recipe(get_stack("megatron"), 64, 4096, "bf16", optimizer_offload=True)) == (1,)

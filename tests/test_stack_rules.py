@@ -125,3 +125,20 @@ def test_llm_foundry_checkpoints_whole_blocks_as_deepspeed_does():
         assert code[0] >= 0 and "--recompute full or none" in msgs[code[0]]
         code, _ = validity(LayoutTable.from_rows([dict(LAY, zero=3, recompute="full")]), m, r, 8, 8)
         assert code[0] < 0
+
+
+def test_megatron_deepspeed_arguments_name_sgd():
+    """The BigScience fork's arguments had dropped --optimizer sgd (a launch would train Adam)."""
+    r = stack_recipe(get_stack("megatron-deepspeed"), 64, 4096, "bf16", optimizer="sgd")
+    _, text = launch_settings(dict(LAY, recompute="full"), load_model("llama3-8b"), r, fmt="megatron")
+    assert "--optimizer sgd" in text
+
+
+def test_the_predict_command_repeats_recommend_s_conditions():
+    """The pasted predict had dropped --domain-gpus (23% apart on two NVL72 racks), --inlet-temp-c, --profile
+    and the fabric what-ifs recommend was given."""
+    from costmodel.predict_command import condition_args
+    got = condition_args(dict(scale_out_gbps=100.0, oversubscription=None, sharp=False, domain_gpus=64,
+                              mem_headroom=0.1), "my profile.yaml", 60.0)
+    assert got == ["--scale-out-gbps 100", "--no-sharp", "--domain-gpus 64", "--mem-headroom 0.1",
+                   "--profile 'my profile.yaml'", "--inlet-temp-c 60"]

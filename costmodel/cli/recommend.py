@@ -23,7 +23,7 @@ from ..search import PARTIAL_REACH, search
 from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
-from ..predict_command import predict_command
+from ..predict_command import condition_args, predict_command
 from .notes import note as say
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
@@ -77,6 +77,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                          "parallel communication/GEMM overlap can happen only when sequence parallelism is "
                          "enabled'): drop --no-sp or --tp-comm-overlap")
     m, c, r, p = setup(model, cluster, nodes, gbs, seq_len, precision, profile, stack, recipe_flags, fabric_flags)
+    cond = condition_args(fabric_flags, profile, inlet_temp_c)      # what the printed predict command repeats
     _check_model_flags(m, r, pins)
     if inlet_temp_c is not None:            # before the search, as predict does
         check_inlet_temp_c(inlet_temp_c, c)
@@ -101,7 +102,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                           node_power_kw=node_power_kw, max_temp_c=max_temp_c, inlet_temp_c=inlet_temp_c,
                           step_time_slack=step_time_slack, pareto=pareto, plot=plot, solver=solver,
                           k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count,
-                          fmt=fmt, args=(model, cluster, nodes))
+                          fmt=fmt, args=(model, cluster, nodes, cond))
         return
     if note:
         print(note, file=sys.stderr)
@@ -116,7 +117,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         recs = [dict(report.run_record(x), **({"pipeline_rank_layers": list(x.model.pipeline_rank_layers)}
                                               if x.model.pipeline_rank_layers else {})) for x in runs[:top]]
         out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs, "predict_command":
-                    predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]))}
+                    predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]),
+                                    conditions=cond)}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]), gpu=c.gpu)
             out_json["launch"] = dict(format=fmt, title=title, text=text)
@@ -142,7 +144,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print(f"[bold]{title} for the winner:[/bold]")
     out.print(text, markup=False, highlight=False, soft_wrap=True)   # pasted into a shell: never wrapped
     out.print("[bold]The same prediction from predict:[/bold]")
-    out.print(predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0])),
+    out.print(predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]), conditions=cond),
               markup=False, highlight=False, soft_wrap=True)
 
 
@@ -598,8 +600,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
 
 
 def _energy_predict_command(args, m, r, c, lay: dict, sol, inlet_temp_c) -> str | None:
-    """The predict command of an ILP answer: its layout, split, per-stage caps, device order and inlet."""
+    """The predict command of an ILP answer: its layout, split, per-stage caps, device order and the
+    conditions recommend was given (``args``: model, cluster, nodes and their condition flags)."""
     if args is None:
         return None
-    return predict_command(*args, m, r, c.gpu, lay, list(sol.layers), sol.caps_w, report.device_order_flags(
-        sol, c.gpus_per_node)) + (f" --inlet-temp-c {inlet_temp_c:g}" if inlet_temp_c is not None else "")
+    return predict_command(*args[:3], m, r, c.gpu, lay, list(sol.layers), sol.caps_w, report.device_order_flags(
+        sol, c.gpus_per_node), conditions=args[3])
