@@ -1,6 +1,7 @@
 """The ``costmodel predict`` command that prices an answer of ``recommend``: the layout, the recipe
-switches that differ from the stack's defaults, the pipeline's own split, and under an energy answer
-the per-stage caps and the device order, so that pasting it reproduces the number recommend printed."""
+switches that differ from the stack's defaults, the pipeline's own split, under an energy answer the
+per-stage caps and the device order, and the conditions recommend was given (cluster what-ifs, memory
+headroom, profile, cooling inlet), so that pasting it reproduces the number recommend printed."""
 from __future__ import annotations
 
 import shlex

@@ -1,6 +1,7 @@
 """What a training stack refuses at start-up, refused here so that no printed launch fails: Megatron-LM's
-argument and TransformerConfig checks on the stacks that run its code, and the optimizers each stack
-has.  (costmodel.stacks sets each stack's defaults; these rules apply to the recipe it builds.)"""
+argument and TransformerConfig checks on the stacks that run its code, the optimizers each stack has, and
+the attention a stack runs for a model whose scores it cannot fuse (Gemma 2's soft-capping).
+(costmodel.stacks sets each stack's defaults; these rules apply to the recipe it builds.)"""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -363,8 +363,8 @@ class Stack:
             priced as FSDP over all of DP), with a pipeline keeping the parameters gathered through
             the step (``reshard_after_forward`` False, its default with PP: priced as 1, the
             gradients and states sharded), or replicates (0); llm-foundry's Composer FSDP has
-            FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0); Megatron-LM 2021-22 has DDP and its
-            distributed optimizer (0-2) but no FSDP; Megatron-core (megatron, nemo) has DDP (0), the
+            FULL_SHARD (3), SHARD_GRAD_OP (2) and NO_SHARD (0); Megatron-LM 2021-22 has DDP (0) and its
+            distributed optimizer (1) but no FSDP; Megatron-core (megatron, nemo) has DDP (0), the
             distributed optimizer (1: it shards the optimizer states and reduce-scatters the gradients
             but keeps the whole gradient buffer on every rank, megatron/core/distributed
             param_and_grad_buffer.py) and FSDP (3), no ZeRO-2.
