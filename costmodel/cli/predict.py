@@ -160,8 +160,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
     with config_origin(sc):
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
-        _check_core_switches(r, dict(lay, recompute=layout_flags.get("recompute")),
-                             (recipe_flags or {}).get("recompute_modules") is not None, m.is_moe, m.num_layers)
+        check_layout_switches(r, dict(lay, recompute=layout_flags.get("recompute")), m.is_moe, m.num_layers,
+                              (recipe_flags or {}).get("recompute_modules") is not None)
         m, placed = _pp_layout(pp_layout, m, lay, sc)
         check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
     if placed is None:
@@ -443,16 +443,6 @@ def _tp_comm_overlap_needs_sp(r, lay: dict, given):
         raise InputError("--tp-comm-overlap", "", f"{why}: add --sp or drop --tp-comm-overlap")
     note(f"the {r.stack} stack's TP-communication overlap {why}: off for this --no-sp layout")
     return dataclasses.replace(r, tp_comm_overlap=False)
-
-
-def _check_core_switches(r, lay: dict, modules_given: bool = False, is_moe: bool = False,
-                         num_layers: int | None = None) -> None:
-    """:func:`costmodel.run_checks.check_layout_switches`, with ``modules_given`` the flag named by hand.
-
-    Raises:
-        InputError: naming the switch and what it needs.
-    """
-    check_layout_switches(r, lay, is_moe, num_layers, modules_given)
 
 
 def _exit_if_infeasible(rec: dict) -> None:
