@@ -276,6 +276,21 @@ def check_flex_fabric(model, recipe, cluster) -> None:
                          "give alltoall or allgather")
 
 
+def flex_crosses_efa(cluster, etp, ep) -> np.ndarray:
+    """Whether the flex dispatcher's EP x ETP group (ranks ``etp`` apart, ``ep`` of them; arrays) spans
+    more than one node of an AWS EFA cluster (bool array; all False elsewhere): upstream DeepEP's
+    internode kernels issue RDMA from the GPU through NVSHMEM IBGDA on mlx5 NICs (deepseek-ai/DeepEP
+    issues 369 and 759), NVIDIA's HybridEP traps on EFA (NVIDIA-NeMo/Megatron-Bridge issue 3343,
+    2026-04), and only DeepEP V2 over NCCL's GIN plugin reaches EFA (awslabs/awsome-distributed-ai PR
+    1234, 2026-08).  Inside a node the kernels move tokens over NVLink alone, and run there.  Ranks
+    fill nodes in order (costmodel.comm.group_span)."""
+    from .comm import group_span
+    etp, ep = np.asarray(etp), np.asarray(ep)
+    if cluster.inter_fabric != "efa" or cluster.num_gpus <= cluster.gpus_per_node:
+        return np.zeros(np.broadcast(etp, ep).shape, dtype=bool)
+    return group_span(etp, ep, cluster.gpus_per_node, cluster.num_gpus)[1] > 1
+
+
 def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every

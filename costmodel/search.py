@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .layouts import LayoutTable, enumerate_layouts, layers_per_stage, pinned, validity
+from .moe import flex_crosses_efa
 from .predict import Prediction, predict_table
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .stacks import get_stack
@@ -56,6 +57,9 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
         partial_reach: the ranked places partial recompute may enter (0: none).
         enum_kwargs: passed to :func:`costmodel.layouts.enumerate_layouts` (``zero_stages`` defaults to
             the stages the recipe's stack has, costmodel.run_checks.search_zero_stages).
+    With the flex MoE dispatcher on an AWS EFA cluster only layouts whose EP groups stay inside a node
+    take part (costmodel.moe.flex_crosses_efa: its kernels do not cross EFA upstream).
+
     Returns:
         :class:`SearchResult`, priced with the recipe the model runs (costmodel.run_checks.model_recipe).
     Raises:
@@ -74,6 +78,9 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
                            == -1)
     if pins:
         table = table.take(pinned(table, pins))
+    if model.is_moe and recipe.moe_dispatcher == "flex":
+        # flex's kernels do not cross AWS EFA nodes upstream (costmodel.moe.flex_crosses_efa)
+        table = table.take(~flex_crosses_efa(cluster, table.etp, table.ep))
     n = len(table)
     parts = []
     for start in range(0, max(n, 1), CHUNK):

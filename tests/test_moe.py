@@ -410,14 +410,14 @@ def test_ep_overlap_respects_no_overlap_and_recompute_auto_and_is_refused_by_rec
 
 def test_recommend_tries_ep_overlap_with_the_all_to_all_dispatcher_it_needs():
     """With no MoE switch given, recommend tries the overlap with the all-to-all dispatcher (Megatron's
-    default allgather cannot run it): DeepSeek-V3 on 128 AWS p5 nodes at gbs 1024 (EFA, where DeepEP's
-    flex dispatcher is not searched) keeps both and says so, and the printed Megatron arguments carry them."""
+    default allgather cannot run it): Mixtral 8x22B on 16 DGX A100 nodes at gbs 1024 (A100, where DeepEP's
+    flex dispatcher does not run) keeps both and says so, and the printed Megatron arguments carry them."""
     import subprocess
     import sys
     from pathlib import Path
     repo = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "deepseek-v3", "--cluster",
-                          "aws-p5", "--nodes", "128", "--gbs", "1024", "--seq-len", "4096"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "mixtral-8x22b", "--cluster",
+                          "dgx-a100", "--nodes", "16", "--gbs", "1024", "--seq-len", "4096"], capture_output=True,
                          text=True, cwd=repo)
     assert out.returncode == 0, out.stderr
     notes = " ".join(out.stderr.split())

@@ -14,6 +14,7 @@ from ..launch import launch_settings
 from ..layouts import (FIELD_SPECS, LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
+from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from ..run_checks import check_layout_switches
@@ -364,16 +365,15 @@ def _domain_note(lay: dict, c, moe: bool) -> str | None:
 
 
 def _flex_efa_note(m, r, c, lay: dict) -> str | None:
-    """A note where the flex dispatcher's EP groups cross nodes on AWS EFA: upstream DeepEP's internode
-    kernels issue RDMA from the GPU through NVSHMEM IBGDA on mlx5 NICs (deepseek-ai/DeepEP issue 369;
-    issue 759), NVIDIA's HybridEP traps on EFA (NVIDIA-NeMo/Megatron-Bridge issue 3343, 2026-04), and
-    only DeepEP V2 over NCCL's GIN plugin reaches EFA (awslabs/awsome-distributed-ai PR 1234, 2026-08)."""
-    if not (m.is_moe and r.moe_dispatcher == "flex" and c.inter_fabric == "efa" and c.num_gpus > c.gpus_per_node
-            and lay["ep"] * (lay.get("etp") or lay["tp"]) > c.gpus_per_node):
+    """A note where the flex dispatcher's EP groups cross nodes on AWS EFA (costmodel.moe.flex_crosses_efa,
+    the layouts recommend leaves out)."""
+    if not (m.is_moe and r.moe_dispatcher == "flex"
+            and flex_crosses_efa(c, lay.get("etp") or lay["tp"], lay["ep"]).item()):
         return None
     return ("flex across nodes on EFA: upstream DeepEP's internode kernels need InfiniBand or RoCE mlx5 NICs (IBGDA; "
             "deepseek-ai/DeepEP#369) and HybridEP traps on EFA (Megatron-Bridge#3343); only DeepEP V2 over NCCL's GIN "
-            "plugin runs there, priced here with DeepEP's InfiniBand measurement capped at the EFA NICs' rate")
+            "plugin runs there, priced here with DeepEP's InfiniBand measurement capped at the EFA NICs' rate "
+            "(recommend keeps flex's EP groups inside a node there)")
 
 
 def _zero3_overlap_note(r, lay: dict, flags) -> str | None:

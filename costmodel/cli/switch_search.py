@@ -93,7 +93,7 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
     the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
     GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given, then
     the flex dispatcher (DeepEP) where the cluster ``c`` runs its kernels (Hopper or Blackwell GPUs joined
-    by NVLink, no EP across AWS EFA nodes, no padding to capacity; costmodel.moe.check_moe_recipe) and no
+    by NVLink, no padding to capacity; EP groups inside a node on AWS EFA; costmodel.moe.check_moe_recipe) and no
     dispatcher is given, then
     Megatron-core's batch-level EP overlap (unless ``--moe-ep-overlap`` is given; it needs EP > 1 and no
     full recompute, which the search then leaves out).  The caller applies each to the recipe that won so far."""
@@ -130,9 +130,9 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
 
 def _runs_deepep(r, c) -> bool:
     """Whether the flex dispatcher runs on cluster ``c`` with recipe ``r``: DeepEP's kernels need a Hopper
-    or Blackwell GPU and NVLink inside a node (costmodel.moe), a padded capacity is refused with it, and
-    its internode kernels do not run over AWS EFA (costmodel.cli.predict ``_flex_efa_note``)."""
+    or Blackwell GPU and NVLink inside a node (costmodel.moe), and a padded capacity is refused with it;
+    on AWS EFA the search keeps its EP groups inside a node (costmodel.search, costmodel.moe.flex_crosses_efa)."""
     from ..model_error import generation
     from ..specs.links import NVLINK_FABRICS
     return (c is not None and generation(c.gpu) in ("hopper", "blackwell") and c.intra_fabric in NVLINK_FABRICS
-            and not r.moe_pad_to_capacity and not (c.inter_fabric == "efa" and c.num_gpus > c.gpus_per_node))
+            and not r.moe_pad_to_capacity)

@@ -2,6 +2,7 @@
 paths found, each checked against the framework's source (Megatron-LM d98e8a6, torchtitan b5bcd76)."""
 import json
 import re
+import shlex
 
 import pytest
 
@@ -122,3 +123,29 @@ def test_deepep_over_a_fabric_slower_than_infiniband_runs_at_that_fabric_s_rate(
     assert ep["aws-p5"] > 1.2 * ep["dgx-h100"]
     inside = run("predict", *QWEN, "--cluster", "aws-p5", "--ep", "8", "--moe-dispatcher", "flex")
     assert "flex across nodes on EFA" not in inside.stderr
+
+
+def test_flex_on_efa_keeps_its_ep_groups_inside_a_node():
+    """One predicate (costmodel.moe.flex_crosses_efa) says where flex's EP groups cross AWS EFA nodes:
+    predict notes those layouts and recommend leaves them out, but keeps flex inside a node (it had left
+    flex out of every multi-node EFA search): Qwen3-30B-A3B on 2 p5 nodes takes flex at EP 8 (14.94 s
+    before the power limit against 16.41 s with the all-to-all dispatcher), and its printed predict
+    command prices it again without the note."""
+    import numpy as np
+    from costmodel.moe import flex_crosses_efa
+    from costmodel.specs import load_cluster
+    efa, ib, one = load_cluster("aws-p5", 2), load_cluster("dgx-h100", 2), load_cluster("aws-p5", 1)
+    etp, ep = np.array([1, 1, 2, 1, 4, 2]), np.array([8, 16, 4, 4, 4, 8])
+    # the group of ETP x EP consecutive ranks against the 8-GPU node boundary, rank by rank
+    brute = np.array([len({r // 8 for r in range(e * t)}) > 1 for t, e in zip(etp, ep)])
+    assert (flex_crosses_efa(efa, etp, ep) == brute).all() and brute.tolist() == [False, True, False, False, True, True]
+    assert not flex_crosses_efa(ib, etp, ep).any() and not flex_crosses_efa(one, etp, ep).any()
+    r = run("recommend", "--model", "qwen3-30b-a3b", "--cluster", "aws-p5", "--nodes", "2", "--gbs", "1024",
+            "--seq-len", "4096", "--stack", "nemo", "--top", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    best = out["ranked"][0]
+    assert best["recipe"]["moe_dispatcher"] == "flex" and best["layout"]["ep"] * best["layout"]["etp"] <= 8
+    assert best["uncapped_step_time_s"] == pytest.approx(14.94, rel=0.01)
+    again = run(*shlex.split(out["predict_command"])[1:])
+    assert again.returncode == 0 and "flex across nodes on EFA" not in again.stderr, again.stderr
