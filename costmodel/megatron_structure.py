@@ -10,7 +10,11 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     the experts (--num-experts, --moe-router-topk, default 2; --moe-ffn-hidden-size, default
     --ffn-hidden-size; the shared experts; which layers are MoE, --moe-layer-freq, default every one, as a
     pattern of 1 (MoE) and 0 (dense); DeepSeek's group-limited routing) and multi-head latent attention
-    (--multi-latent-attention and its ranks and head widths, which default to DeepSeek-V2's).  The
+    (--multi-latent-attention and its ranks and head widths, which default to DeepSeek-V2's), and
+    sliding-window attention (--window-size, default none: full attention; --window-attn-skip-freq, a
+    pattern of 1 (window) and 0 (full), default every layer; megatron/core/transformer/utils.py
+    is_layer_window_attention; none for a hand-built spec that windows some layers without saying
+    which).  The
     arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
     a = []
@@ -24,11 +28,29 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
             a.append(f"--moe-layer-freq \"{_layer_pattern([0 if i in dense else 1 for i in range(model.num_layers)])}\"")
         if model.routing_groups:
             a.append(f"--moe-router-num-groups {model.routing_groups} --moe-router-group-topk {model.routing_group_limit}")
+    every = model.sliding_layers >= model.num_layers
+    if model.sliding_window and model.sliding_layers and (every or model.sliding_layer_indices):
+        # TE's (left, right) window: a query sees itself and left earlier keys, so HF's sliding_window W
+        # is (W - 1, 0) (Megatron-Bridge gemma2_bridge.py, exaone_moe_provider.py)
+        a.append(f"--window-size \"({model.sliding_window - 1},0)\"")
+        if not every:
+            a.append(f"--window-attn-skip-freq {_window_skip_freq(model.sliding_layer_indices, model.num_layers)}")
     if model.is_mla:
         a.append("--multi-latent-attention" + (f" --q-lora-rank {model.q_lora_rank}" if model.q_lora_rank else "")
                  + f" --kv-lora-rank {model.kv_lora_rank} --qk-head-dim {model.head_dim} --qk-pos-emb-head-dim "
                  f"{model.qk_rope_head_dim} --v-head-dim {model.v_head_dim}")
     return a
+
+
+def _window_skip_freq(sliding_at, layers: int) -> str:
+    """Megatron's --window-attn-skip-freq for the 0-indexed sliding layers ``sliding_at`` of ``layers``:
+    N where every N-th layer attends fully and the rest slide (layer_number % N != 0 slides; gpt-oss's
+    and Gemma 2's alternation is 2, Gemma 3's 6), else the quoted pattern of 1 (window) and 0 (full)."""
+    at = set(sliding_at)
+    for n in range(2, layers + 1):
+        if at == {i for i in range(layers) if (i + 1) % n}:
+            return str(n)
+    return f"\"{_layer_pattern([int(i in at) for i in range(layers)])}\""
 
 
 def _layer_pattern(bits: list) -> str:

@@ -114,6 +114,32 @@ def test_megatron_arguments_set_the_structure_megatron_would_default_otherwise()
     assert "--num-experts" not in dense and "--multi-latent-attention" not in dense
 
 
+def test_megatron_arguments_set_the_sliding_window_the_model_was_priced_with():
+    """Megatron-LM attends fully unless --window-size is given: the arguments had priced gpt-oss's 128-token
+    windows and Mistral's 4096 but launched full attention.  TE's window is (W - 1, 0) for HF's W
+    (Megatron-Bridge gemma2_bridge.py); every second layer full is --window-attn-skip-freq 2
+    (is_layer_window_attention: layer_number % N != 0 slides), Qwen2's sliding layers from
+    max_window_layers on a 1/0 pattern; a hand-built spec that does not say which layers slide gets none."""
+    import dataclasses
+    from costmodel.megatron_structure import megatron_structure_args
+    from costmodel.specs.attention_config import sliding_attention
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_dispatcher="alltoall")
+    oss = launch_settings(dict(LAY, ep=8, dp=8), load_model("gpt-oss-120b"), r, fmt="megatron")[1]
+    assert '--window-size "(127,0)"' in oss and "--window-attn-skip-freq 2 " in oss
+    mistral = launch_settings(LAY, load_model("mistral-7b"), r, fmt="megatron")[1]
+    assert '--window-size "(4095,0)"' in mistral and "--window-attn-skip-freq" not in mistral
+    assert "--window-size" not in launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
+    qwen = {"sliding_window": 4096, "use_sliding_window": True, "max_window_layers": 21}
+    m = dataclasses.replace(load_model("llama3-8b"), num_layers=28, **sliding_attention(qwen, "q.json", "qwen2", 28))
+    assert m.sliding_layers == 7 and m.sliding_layer_indices == tuple(range(21, 28))
+    assert '--window-attn-skip-freq "([0]*21+[1]*7)"' in " ".join(megatron_structure_args(m))
+    gemma3 = sliding_attention({"sliding_window": 1024, "sliding_window_pattern": 6}, "g.json", "gemma3_text", 12)
+    m3 = dataclasses.replace(load_model("llama3-8b"), num_layers=12, **gemma3)
+    assert "--window-attn-skip-freq 6" in megatron_structure_args(m3)
+    bare = dataclasses.replace(load_model("llama3-8b"), sliding_window=4096, sliding_layers=16)
+    assert not any("window" in a for a in megatron_structure_args(bare))
+
+
 def test_llm_foundry_checkpoints_whole_blocks_as_deepspeed_does():
     """llm-foundry had accepted --recompute selective and printed 'activation checkpointing: selective',
     which no llm-foundry key sets (its FSDP activation checkpointing re-runs whole blocks)."""

@@ -11,7 +11,8 @@ def sliding_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
     """Sliding-window attention, as each family's HF attention applies ``sliding_window``: the
     layers ``layer_types`` marks ``sliding_attention`` (gpt-oss, Gemma 2/3; gpt-oss and Gemma 2
     alternate them when the list is absent, Gemma 3 makes every ``sliding_window_pattern``-th global); every layer of Mistral and Mixtral; Qwen2/Qwen3 (MoE) layers from
-    ``max_window_layers`` on when ``use_sliding_window``; {} otherwise.
+    ``max_window_layers`` on when ``use_sliding_window``; {} otherwise.  Returns the window, the count of
+    sliding layers and which they are (0-indexed; () where every layer slides).
 
     Raises:
         InputError: ``layer_types`` of the wrong length, or sliding layers without a window.
@@ -30,16 +31,18 @@ def sliding_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
         every = _get_int(d, ("sliding_window_pattern",), w, minimum=1)
         lt = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
     if isinstance(lt, list):
-        n = sum(1 for x in lt if x == "sliding_attention")
-        if n and not win:
-            raise InputError(w, "sliding_window", f"missing or 0, but layer_types marks {n} sliding layers")
+        at = tuple(i for i, x in enumerate(lt) if x == "sliding_attention")
+        if at and not win:
+            raise InputError(w, "sliding_window", f"missing or 0, but layer_types marks {len(at)} sliding layers")
     elif model_type in ("mistral", "mixtral"):
-        n = layers
+        at = tuple(range(layers))
     elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and d.get("use_sliding_window"):
-        n = layers - _get_int(d, ("max_window_layers",), w, required=False, default=0, minimum=0)
+        at = tuple(range(_get_int(d, ("max_window_layers",), w, required=False, default=0, minimum=0), layers))
     else:
-        n = 0
-    return dict(sliding_window=win, sliding_layers=max(n, 0)) if win and n > 0 else {}
+        at = ()
+    if not (win and at):
+        return {}
+    return dict(sliding_window=win, sliding_layers=len(at), sliding_layer_indices=() if len(at) == layers else at)
 
 
 def chunked_attention(d: dict, w: str, model_type: str, layers: int) -> dict:

@@ -60,6 +60,8 @@ class ModelSpec:
         sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
             ``sliding_window`` tokens only (Mistral 7B's every layer; gpt-oss's and Gemma 2's
             alternate layers, from ``layer_types``); 0 = full causal attention everywhere.
+        sliding_layer_indices: which layers slide (0-indexed), () where every layer does or the
+            placement is not known (a hand-built spec).
         attn_softcap: tanh soft-capping of the attention scores at this value (Gemma 2's
             ``attn_logit_softcapping``), 0 for none: the softmax input is cap x tanh(scores / cap).
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
@@ -114,6 +116,7 @@ class ModelSpec:
     qk_norm: bool = False
     sliding_window: int = 0
     sliding_layers: int = 0
+    sliding_layer_indices: tuple = ()
     routing_groups: int = 0
     routing_group_limit: int = 0
     attention_chunk: int = 0
