@@ -15,10 +15,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .. import report
 from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
-from ..layouts import layout_name
+from ..layouts import layout_name, light_last_stage
+from ..pipeline_balance import balanced_pace_ratio
 from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
-from ..predict import check_inlet_temp_c, predict_run, prediction_row
+from ..predict import check_inlet_temp_c, predict_run, predict_runs, prediction_row
 from ..search import PARTIAL_REACH, search
 from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
@@ -236,42 +237,88 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
 #: layouts the power limit re-ranks at least (the default --top), so that a shorter table (--top 1) shows
 #: the same winner: a search setting, not a model constant
 RERANK_MIN = 10
+#: layouts the power limit re-ranks at most: past the first RERANK_MIN, the next ones are priced while their
+#: full-clock step is below the best step under the limit so far (a search setting, not a model constant)
+RERANK_MAX = 60
 #: rows of the ranking table by default
 TOP_DEFAULT = 10
 
 
 def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float | None = None):
-    """(search result, runs): the time model's first max(``top``, :data:`RERANK_MIN`) layouts predicted as ``predict`` does
-    (under the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold, and
-    its thermal throttle at the cooling inlet ``inlet_temp_c``, C, or the cluster's) and put in the
-    order of that step, the rest of the ranking after them unchanged; runs are their predictions in
-    the new order (a layout that powers a GPU off last)."""
+    """(search result, runs): the time model's first max(``top``, :data:`RERANK_MIN`) layouts, then (up to
+    :data:`RERANK_MAX` in all) every other one that could still win, predicted as ``predict`` does (under
+    the GPU's power limit, whose clocks the kernel tables measured in bursts do not hold, and its thermal
+    throttle at the cooling inlet ``inlet_temp_c``, C, or the cluster's; 1F1B stages at their balanced
+    split, :func:`_best_split_runs`) and put in the order of that step, the rest of the ranking after them
+    unchanged; runs are their predictions in the new order (a layout that powers a GPU off last).  The
+    limit and the throttle only slow a layout and a balanced split speeds it by at most
+    costmodel.pipeline_balance.balanced_pace_ratio, so a layout whose time-model step times that ratio
+    is not below the best step found cannot win."""
     if inlet_temp_c is not None:
         check_inlet_temp_c(inlet_temp_c, c)
-    k = min(max(top, RERANK_MIN), len(res.ranked.layouts))
-    runs = [_best_split_run(m, r, c, p, res.ranked.layouts.row(i), inlet_temp_c) for i in range(k)]
-    order = sorted(range(k), key=lambda i: (not runs[i].feasible, runs[i].step_time_s))
-    if order != list(range(k)):
-        res = dataclasses.replace(res, ranked=res.ranked.take(np.array(order + list(range(k, len(res.ranked.layouts))))))
-        runs = [runs[i] for i in order]
+    n = len(res.ranked.layouts)
+    k = min(max(top, RERANK_MIN), n)
+    picked = list(range(k))
+    runs = _best_split_runs(m, r, c, p, res.ranked.layouts.take(np.arange(k)), inlet_temp_c)
+    bound = res.ranked.step_time_s * _balanced_ratio(m, r, c, p, res.ranked.layouts, k)
+    # the layouts that could still win, least bound first, priced a batch at a time
+    rest = np.argsort(bound[k:], kind="stable")[:max(RERANK_MAX - k, 0)] + k
+    while len(rest):
+        best = min((run.step_time_s for run in runs if run.feasible), default=np.inf)
+        batch = rest[:RERANK_MIN][bound[rest[:RERANK_MIN]] < best]
+        if not len(batch):
+            break
+        picked += [int(i) for i in batch]
+        runs += _best_split_runs(m, r, c, p, res.ranked.layouts.take(batch), inlet_temp_c)
+        rest = rest[RERANK_MIN:]
+    order = sorted(range(len(picked)), key=lambda j: (not runs[j].feasible, runs[j].step_time_s))
+    if order != list(range(len(picked))):
+        rest = np.setdiff1d(np.arange(n), picked, assume_unique=True)
+        res = dataclasses.replace(res, ranked=res.ranked.take(np.concatenate([np.array([picked[j] for j in order]),
+                                                                             rest]).astype(np.int64)))
+        runs = [runs[j] for j in order]
     return res, runs
 
 
+def _balanced_ratio(m, r, c, p, L, start: int) -> np.ndarray:
+    """Per ranked layout of ``L`` from place ``start`` on (1 before it), the least its step can fall by
+    the balanced split :func:`_best_split_runs` gives 1F1B layouts: costmodel.pipeline_balance's bound
+    with the logits, loss and MTP modules counted in layers of the layer's compute time (costmodel.compute;
+    without its exposed communication, which would make the end stage weigh less)."""
+    from ..compute import compute_times
+    from ..run_checks import model_recipe
+    ratio = np.ones(len(L))
+    rows = np.flatnonzero((np.arange(len(L)) >= start) & (L.vp == 1) & (L.pp > 1))
+    if m.pipeline_rank_layers or not len(rows):
+        return ratio
+    ct = compute_times(m, model_recipe(m, r, c), c, p, L.take(rows))
+    extra = (ct.logits_fwd_s + ct.logits_bwd_s) / np.maximum(ct.layer_fwd_s + ct.layer_bwd_s, 1e-30)
+    ratio[rows] = balanced_pace_ratio(m.num_layers, L.pp[rows], extra, light_last_stage(r))
+    return ratio
+
+
 def _split_of(run):
-    """The layers per stage of a run whose model carries its own split (:func:`_best_split_run`), else None."""
+    """The layers per stage of a run whose model carries its own split (:func:`_best_split_runs`), else None."""
     return [int(n) for n in run.model.pipeline_rank_layers] or None
 
 
-def _best_split_run(m, r, c, p, lay: dict, inlet_temp_c=None):
-    """``predict_run`` of ``lay`` at its default pipeline split, or at the split that balances its stages
-    (costmodel.pipeline_balance: the embedding, logits, loss and MTP weigh on the end stages) where that
-    one is faster and fits; such a run's model carries the split (``pipeline_rank_layers``), which the
-    printed launcher flags set.  1F1B stages only (VP 1); a model with its own placement keeps it."""
-    from ..layouts import light_last_stage, pipeline_split
+def _best_split_runs(m, r, c, p, layouts, inlet_temp_c=None) -> list:
+    """``predict_runs`` of each layout of the table ``layouts`` at its default pipeline split, or at the
+    split that balances its stages (costmodel.pipeline_balance: the embedding, logits, loss and MTP weigh
+    on the end stages) where that one is faster and fits; such a run's model carries the split
+    (``pipeline_rank_layers``), which the printed launcher flags set.  1F1B stages only (VP 1); a model
+    with its own placement keeps it."""
+    runs = predict_runs(m, r, c, p, layouts, inlet_temp_c=inlet_temp_c)
+    return [_balanced_split_run(m, r, c, p, layouts.row(i), run, inlet_temp_c) for i, run in enumerate(runs)]
+
+
+def _balanced_split_run(m, r, c, p, lay: dict, run, inlet_temp_c=None):
+    """``run`` (``lay`` at its default split), or ``lay`` at the split that balances its stages where
+    that one is faster and fits (:func:`_best_split_runs`)."""
+    from ..layouts import pipeline_split
     from ..memory import stage_memory_terms
     from ..optimize import build_option
     from ..pipeline_balance import balanced_split
-    run = predict_run(m, r, c, p, lay, inlet_temp_c=inlet_temp_c)
     if lay["pp"] < 2 or lay["vp"] > 1 or m.pipeline_rank_layers or not run.feasible:
         return run
     o = build_option(run, (c.gpu.tdp_w,))
