@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from .errors import InputError
-from .formats import FP8_FORMATS, TE_FP8_RECIPES
+from .formats import FP8_FORMATS, FP8_RECIPE_STACKS, TE_FP8_RECIPES
 from .moe import max_load_cv
 from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor
 from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switches
@@ -25,7 +25,7 @@ from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switch
 DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_key},
              "flash_attention": "use_flash_attn", "cross_entropy": "cross_entropy_loss_fusion",
              "moe_expert_load_cv": "load_balancing_loss", "bf16_edge_layers": "first_last_layers_bf16",
-             "optimizer_offload": "optimizer_cpu_offload"}
+             "optimizer_offload": "optimizer_cpu_offload", "fused_elementwise": "torch_compile"}
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
@@ -95,7 +95,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                      "the precision is not read from the log")
     elif a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
         rec = str(a["fp8_recipe"])
-        if rec in TE_FP8_RECIPES:
+        if rec in TE_FP8_RECIPES or tlog.framework in FP8_RECIPE_STACKS.get(rec, ()):
             out["fp8_recipe"] = rec
         elif rec == "blockwise":
             out["fp8_recipe"] = "delayed"
@@ -132,6 +132,8 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                          "the most spread loads top-k routing allows (a loss scaled by its coefficient?): not used")
         elif lbl is not None:
             out["moe_expert_load_cv"] = math.sqrt(max(lbl - 1.0, 0.0))
+    if a.get("torch_compile") is True:
+        out["fused_elementwise"] = True         # torch.compile fuses the norms, RoPE and SwiGLU
     where = {k: dump_key(k, a) + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
                                   if k == "moe_expert_load_cv" else f" = {a.get(dump_key(k, a))!r}")
              for k in out}

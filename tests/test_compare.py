@@ -879,3 +879,46 @@ def test_the_json_band_is_the_tables_band():
     d = json.loads(so)
     step = next(m for m in d["metrics"] if m["name"] == "step_time_s")
     assert d["band"]["step_s"] == pytest.approx(step["predicted_band"]) == pytest.approx(d["band"]["rel"] * step["predicted"])
+
+
+def _torchtitan_log(tmp_path, float8_line: str, pp: int = 1):
+    """A torchtitan log of Llama 3 8B on 8 GPUs with its start-up lines (torchtitan 2025-10 wording) and 30
+    step lines; ``float8_line`` is its quantization line ('' for none)."""
+    head = [f"Building device mesh with parallelism: pp={pp}, dp_replicate=1, dp_shard={8 // pp}, cp=1, tp=1, ep=1, etp=1",
+            float8_line, "Applied full activation checkpointing to the model",
+            "Compiling each TransformerBlock with torch.compile",
+            "Training starts at step 1, with local batch size 1, global batch size 8, sequence length 8192, total steps 100"]
+    steps = [f"step: {i}  loss:  6.1384  memory: 49.66GiB(52.28%)  tps: 7,000  tflops: 380.16  mfu: 38.44%"
+             for i in range(1, 31)]
+    log = tmp_path / "tt.log"
+    log.write_text("".join(f"[rank0]:[titan] 2025-10-02 10:00:{i % 60:02d},000 - root - INFO - {t}\n"
+                           for i, t in enumerate(x for x in head + steps if x)))
+    return log
+
+
+def test_a_torchtitan_log_s_float8_compile_and_local_batch_lines_are_read(tmp_path):
+    """compare had said of a torchtitan log training Float8 with torch.compile 'precision not in the log: bf16
+    assumed' and priced eager elementwise kernels (1.117 s against 0.917 s as run), and refused to go on
+    without --mbs though its start-up line gives the local batch (the micro-batch without a pipeline)."""
+    rc, so, se = cli("compare", "--log", _torchtitan_log(tmp_path, "Float8 training active with recipe rowwise"),
+                     "--cluster", "dgx-h100", "--model", "llama3-8b", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert (out["recipe"]["precision"], out["recipe"]["fp8_recipe"], out["recipe"]["fused_elementwise"]) == \
+        ("fp8", "rowwise", True)
+    assert out["origin"]["precision"] == "log" and out["origin"]["mbs"] == "log"
+    assert out["origin"]["fused_elementwise"] == "log: torch_compile = True"
+    # torchtitan's 2024 line: torchao's dynamic per-tensor scaling
+    rc, so, se = cli("compare", "--log", _torchtitan_log(tmp_path, "Float8 training active"), "--cluster", "dgx-h100",
+                     "--model", "llama3-8b", "--json")
+    assert rc == 0 and json.loads(so)["recipe"]["fp8_recipe"] == "tensorwise", se
+    # an MX recipe is not priced: said, and the precision left to the flag
+    rc, so, se = cli("compare", "--log", _torchtitan_log(tmp_path, "Float8 training active with recipe mxfp8_cublas"),
+                     "--cluster", "dgx-h100", "--model", "llama3-8b", "--json")
+    out = json.loads(so)
+    assert rc == 0 and out["recipe"]["precision"] == "bf16", se
+    assert any("recipe 'mxfp8_cublas', which the model does not price" in w for w in out["warnings"])
+    # with a pipeline the local batch is split into micro-batches the log does not print
+    rc, so, se = cli("compare", "--log", _torchtitan_log(tmp_path, "", pp=2), "--cluster", "dgx-h100",
+                     "--model", "llama3-8b")
+    assert rc == 2 and "--mbs" in se

@@ -253,6 +253,18 @@ _TT_MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_repl
 _TT_MESH_OLD = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\], \[([\d, ]+)\]")
 _TT_DEGREE_ARGS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
                    "cp": "context_parallel_size"}
+#: its Float8 line: "Float8 training active with recipe {tensorwise, rowwise, rowwise_with_gw_hp}"
+#: (components/quantization/float8.py since 8a2686c4a, 2025-09; components/float8.py before), "Float8
+#: tensorwise scaled training active" (the tensorwise path of 2025) and "Float8 training active"
+#: (float8_linear.py of 2024: torchao's dynamic per-tensor scaling, tensorwise)
+_TT_FLOAT8 = re.compile(r"Float8 (?:training active(?: with recipe (\w+))?|(tensorwise|rowwise) scaled training active)")
+#: torchao's recipes as the model prices them: row-wise with the weight gradient in high precision as
+#: row-wise (its bf16 weight-gradient GEMM is not priced: said in a warning)
+_TT_FLOAT8_RECIPES = {None: "tensorwise", "tensorwise": "tensorwise", "rowwise": "rowwise",
+                      "rowwise_with_gw_hp": "rowwise"}
+#: its compile line (distributed/compile.py; parallelize_llama.py before): torch.compile fuses the norms,
+#: rotary embedding and SwiGLU (costmodel.stacks fused_elementwise)
+_TT_COMPILE = "Compiling each TransformerBlock with torch.compile"
 
 
 def _torchtitan_mesh(text: str) -> dict:
@@ -276,13 +288,16 @@ def _torchtitan_mesh(text: str) -> dict:
 
 def torchtitan_args(segs, path="", warnings=None) -> dict:
     """What a torchtitan log states of its run, as argument-dump keys: ``global_batch_size`` and
-    ``seq_length`` from its start-up line (the local batch is per DP rank, a micro-batch only without
-    a pipeline: not read as one), ``total_parameters`` from its model-size line, the world size and TP, PP,
-    CP degrees from its device-mesh line, ``recompute_granularity``
+    ``seq_length`` from its start-up line, and its local batch as ``micro_batch_size`` where the mesh
+    line says PP 1 (with a pipeline the local batch is split into micro-batches the log does not print),
+    ``total_parameters`` from its model-size line, the world size and TP, PP,
+    CP degrees from its device-mesh line, ``fp8`` and ``fp8_recipe`` from its Float8 line,
+    ``torch_compile`` from its compile line, ``recompute_granularity``
     from its activation-checkpointing line (full, or selective: per-op SAC, which an older log's
     'selective' does not tell from every-Nth-layer checkpointing, said in ``warnings``); the first of each.
     A memory-budget policy, which the model does not price, is said in ``warnings`` and not read."""
     args: dict = {}
+    float8_seen = False
     for s in segs:
         if "world_size" not in args:
             args.update(_torchtitan_mesh(s.text))
@@ -303,4 +318,32 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
         m = _TT_SIZE.search(s.text)
         if m and "total_parameters" not in args:
             args["total_parameters"] = int(m.group(1).replace(",", ""))
+        float8_seen = float8_seen or _torchtitan_float8(s.text, args, path, warnings, float8_seen)
+        if _TT_COMPILE in s.text:
+            args["torch_compile"] = True
+    m = next((m for s in segs for m in [_TT_START.search(s.text)] if m), None)
+    if m and args.get("pipeline_model_parallel_size") == 1:
+        # without a pipeline each rank runs its local batch in one forward (gradient accumulation, where
+        # the global batch asks for it, repeats it): that batch is the micro-batch
+        args["micro_batch_size"] = int(m.group(1))
     return args
+
+
+def _torchtitan_float8(text: str, args: dict, path: str, warnings, seen: bool) -> bool:
+    """Read ``fp8`` and ``fp8_recipe`` (argument-dump names) into ``args`` from torchtitan's Float8 line
+    unless one was ``seen``; a recipe the model does not price (MX) is said in ``warnings`` and the
+    precision left unread.  Returns whether ``text`` is such a line."""
+    m = _TT_FLOAT8.search(text)
+    if not m or seen:
+        return False
+    name = m.group(1) or m.group(2)
+    if name not in _TT_FLOAT8_RECIPES:
+        if warnings is not None:
+            warnings.append(f"{path}: the log trains Float8 with recipe {name!r}, which the model does not price "
+                            "(tensorwise, rowwise): the precision is not read (pass --precision)")
+        return True
+    args["fp8"], args["fp8_recipe"] = True, _TT_FLOAT8_RECIPES[name]
+    if name == "rowwise_with_gw_hp" and warnings is not None:
+        warnings.append(f"{path}: Float8 recipe rowwise_with_gw_hp priced as rowwise: its weight-gradient GEMMs "
+                        "in bf16 are not")
+    return True

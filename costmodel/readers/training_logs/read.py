@@ -241,6 +241,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                 r["step_time_s"] = log.args["global_batch_size"] / r["samples_per_s"]
     elif kind == "torchtitan":
         log.args = torchtitan_args(segs, path, warnings)
+        log.startup_args = frozenset(log.args)     # its start-up lines: torchtitan prints no argument dump
     elif kind == "nemo":
         log.config = _nemo_config(segs, path, warnings)
         log.args = _nemo_args(log.config)
