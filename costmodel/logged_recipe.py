@@ -87,6 +87,14 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         notes.append(f"argument dump: moe_router_load_balancing_type = {lb!r}: the expert load is not read from the "
                      "log (its load_balancing_loss bound is for aux_loss); routing priced as given by "
                      "--moe-expert-load-cv (uniform by default)")
+    for k in ("cpu_offloading", "fine_grained_activation_offloading"):
+        if a.get(k) is True:
+            notes.append(f"argument dump: {k} = True: activation offloading to the host is not priced: the memory "
+                         "counts the activations on the GPU and the step leaves out their copies")
+    graphs = [f"{k} = {a[k]!r}" for k in ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl")
+              if a.get(k) not in (None, False, "none", "None", "")]
+    if graphs:
+        notes.append(f"argument dump: {', '.join(graphs)}: CUDA graphs are not priced (each kernel's launch is)")
     if a.get("offload_param") is True:
         notes.append("DeepSpeed zero_config: offload_param (ZeRO-3 parameters on the host) is not priced: the "
                      "parameters are counted in HBM and their host transfers left out")

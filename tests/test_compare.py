@@ -922,3 +922,24 @@ def test_a_torchtitan_log_s_float8_compile_and_local_batch_lines_are_read(tmp_pa
     rc, so, se = cli("compare", "--log", _torchtitan_log(tmp_path, "", pp=2), "--cluster", "dgx-h100",
                      "--model", "llama3-8b")
     assert rc == 2 and "--mbs" in se
+
+
+def test_a_dump_s_activation_offloading_and_cuda_graphs_are_said_not_priced(tmp_path):
+    """Megatron's cpu_offloading and enable_cuda_graph in an argument dump went by without a word (the same
+    keys in a Megatron-Bridge config are noted): compare says neither is priced."""
+    text = GPT8B.read_text().replace(
+        "  bf16 ............................................ True\n",
+        "  bf16 ............................................ True\n"
+        "  cpu_offloading .................................. True\n"
+        "  cpu_offloading_num_layers ....................... 8\n"
+        "  enable_cuda_graph ............................... True\n")
+    assert "cpu_offloading" in text
+    log = tmp_path / "offload.log"
+    log.write_text(text)
+    rc, so, se = cli("compare", "--log", log, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    said = " ".join(json.loads(so)["warnings"])
+    assert "cpu_offloading = True: activation offloading to the host is not priced" in said
+    assert "enable_cuda_graph = True: CUDA graphs are not priced" in said
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
+    assert "not priced" not in " ".join(json.loads(so)["warnings"])
