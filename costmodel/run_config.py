@@ -530,6 +530,12 @@ def _nemo(d: dict, path: str) -> RunConfig:
             if not isinstance(rec, str) or rec.lower() not in TE_FP8_RECIPES:
                 raise InputError(path, "model.fp8_recipe", f"expected one of {', '.join(TE_FP8_RECIPES)}, got {rec!r}")
             R["fp8_recipe"], cfg.where["fp8_recipe"] = rec.lower(), f"{path}: model.fp8_recipe"
+        # NeMo 1 keeps fp8 parameters (and gathers them in fp8) with model.fp8_params, off unless set
+        # (examples/nlp/language_modeling/conf/megatron_gpt_config.yaml: fp8_params: False)
+        _take(cfg, path, R, "fp8_param_gather", m, "fp8_params", _bool, mp)
+        if "fp8_param_gather" not in R:
+            R["fp8_param_gather"] = False
+            cfg.where["fp8_param_gather"] = f"{path}: NeMo 1's default when model.fp8_params is absent"
     _take(cfg, path, R, "flash_attention", m, "use_flash_attention", _bool, mp)
     _take(cfg, path, R, "tp_comm_overlap", m, "ub_tp_comm_overlap", _bool, mp)
     _take(cfg, path, R, "pp_overlap", m, "overlap_p2p_comm", _bool, mp)

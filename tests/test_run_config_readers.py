@@ -481,3 +481,16 @@ def test_a_table_or_parallelism_key_torchtitan_lacks_is_refused_as_torchtitan_re
     # a key of one of torchtitan's releases, not read by the model, is noted
     cfg = _tt(tmp_path, tp=1, parallelism='context_parallel_load_balancer = "headtail"')
     assert any("context_parallel_load_balancer not read" in n for n in cfg.notes)
+
+
+def test_nemo_1_gathers_fp8_parameters_only_with_fp8_params(tmp_path):
+    """A NeMo 1 file's model.fp8_params had gone unread: an fp8 run was priced with the nemo stack's fp8
+    parameter gather (NeMo 2's default), 34.7 GiB where it keeps 16-bit parameters and needs 38.0 GiB."""
+    off = _read(tmp_path, "fp8.yaml", NEMO.format(extra="  fp8: true\n"))
+    assert off.recipe["precision"] == "fp8" and off.recipe["fp8_param_gather"] is False
+    assert "NeMo 1's default when model.fp8_params is absent" in off.where["fp8_param_gather"]
+    on = _read(tmp_path, "fp8p.yaml", NEMO.format(extra="  fp8: true\n  fp8_params: true\n"))
+    assert on.recipe["fp8_param_gather"] is True and on.where["fp8_param_gather"].endswith("model.fp8_params")
+    assert "fp8_param_gather" not in _read(tmp_path, "bf16.yaml", NEMO.format(extra="")).recipe
+    with pytest.raises(InputError, match="model.fp8_params"):
+        _read(tmp_path, "bad.yaml", NEMO.format(extra="  fp8: true\n  fp8_params: maybe\n"))
