@@ -943,3 +943,40 @@ def test_a_dump_s_activation_offloading_and_cuda_graphs_are_said_not_priced(tmp_
     assert "enable_cuda_graph = True: CUDA graphs are not priced" in said
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
     assert "not priced" not in " ".join(json.loads(so)["warnings"])
+
+
+def test_records_whose_time_measures_nothing_are_named_counted_and_left_out_of_every_metric(tmp_path):
+    """A DeepSpeed throughput line with CurrSamplesPerSec=0.0000 had been dropped without a word (the header
+    said '0 discarded'); a Megatron record with a negative elapsed time had kept its TFLOP/s, so the logged
+    TFLOP/s was a median over records the step time refused.  Each is named, counted as unreadable, and none
+    of its figures used."""
+    ds = tmp_path / "ds.log"
+    ds.write_text((LOGS / "deepspeed_synthetic_zero3_throughput_timer.log").read_text().replace(
+        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=41.2000",
+        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=0.0000"))
+    rc, so, se = cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048",
+                     "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["records_unreadable"] == 1
+    assert any(":18: samples_per_s 0 is not a positive finite value: the record is ignored" in w
+               for w in out["warnings"]), out["warnings"]
+    rc, so, se = cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048")
+    assert "1 unreadable (named in the notes)" in " ".join(so.split())
+    import re as _re
+    text = (LOGS / "megatron_core_synthetic_full_args_rank_prefixes.log").read_text()
+    steps = _re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", text)
+    flops = _re.findall(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", text)
+    assert len(steps) == len(flops) > 4
+    meg = tmp_path / "neg.log"
+    # every record but the last two with a negative time: the logged TFLOP/s are those two records' own
+    bad = _re.sub(r"elapsed time per iteration \(ms\): ([0-9.]+)", r"elapsed time per iteration (ms): -\1", text,
+                  count=len(steps) - 2)
+    meg.write_text(bad)
+    rc, so, se = cli("compare", "--log", meg, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    m = metrics(out)
+    assert out["records_unreadable"] == len(steps) - 2 and out["iterations_used"] == 2
+    assert m["logged_tflops_per_gpu"]["measured"] == pytest.approx(sum(map(float, flops[-2:])) / 2, rel=1e-6)
+    assert any("unreadable (named in these notes), more than the 2" in w for w in out["warnings"])

@@ -148,13 +148,18 @@ def compare(
     check_measured_rate(m, recipe, c, metrics, log, bool(model), run.origin)
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     warnings += logged_memory_check(metrics)
+    used = int(agg["step_time_s"].n or agg["tokens_per_s_per_gpu"].n)
+    if tlog.unreadable_records > used:
+        warnings.append(f"{log}: {tlog.unreadable_records} of its record lines are unreadable (named in these notes), more than "
+                        f"the {used} the measured figures rest on: a damaged or edited log")
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))
     out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],
                hbm_capacity_bytes=rec["hbm_capacity_bytes"], **({"reason": rec["reason"]} if "reason" in rec else {}),
                layout=rec["layout"], warmup_steps_discarded=int((~tlog.kept).sum()),
+               records_unreadable=int(tlog.unreadable_records),
                # the kept records that measured the step (one whose time is unreadable is kept, not used)
-               iterations_used=int(agg["step_time_s"].n or agg["tokens_per_s_per_gpu"].n), framework=tlog.framework,
+               iterations_used=used, framework=tlog.framework,
                log=log, power=power,
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
@@ -561,7 +566,8 @@ def _records_text(tlog, out) -> str:
     if it.size:
         lo, hi = int(it.min()), int(it.max())
         span = f" ({'iteration' if lo == hi else 'iterations'} {lo}{'' if lo == hi else f'-{hi}'})"
-    return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded"
+    bad = f", {out['records_unreadable']} unreadable (named in the notes)" if out.get("records_unreadable") else ""
+    return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded{bad}"
 
 
 def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus: int = 0) -> dict:

@@ -98,11 +98,11 @@ def _record(head, items, path):
 
 
 def parse_composer(segs, path):
-    """The training records of a Composer console log: ``(records, errors, truncated)`` as the other
-    parsers give them (costmodel.readers.training_logs.read), records with ``_sizes`` (the
+    """The training records of a Composer console log: ``(records, errors, truncated, dropped)`` as the
+    other parsers give them (dropped: the blocks an error left without a record) (costmodel.readers.training_logs.read), records with ``_sizes`` (the
     micro-batch and the rates that give the sequence length, for :func:`composer_args`)."""
     records, errors, truncs = [], [], []
-    i = 0
+    i, dropped = 0, 0
     while i < len(segs):
         if not _HEADER.match(segs[i].text):
             i += 1
@@ -118,8 +118,9 @@ def parse_composer(segs, path):
             records.append(rec)
         if err is not None:
             errors.append(err)
+            dropped += rec is None
         i = j
-    return records, errors, truncs
+    return records, errors, truncs, dropped
 
 
 #: optimizer classes as Composer's LRMonitor names them (``lr-{optimizer.__class__.__name__}/group{i}``,

@@ -39,8 +39,8 @@ _KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gp
 
 
 def parse_deepspeed(segs, path):
-    """The optimizer-step records of DeepSpeed's throughput lines: ``(records, errors, truncated)`` as
-    the other parsers give them; ``samples_per_s`` is the job's (the global batch per step),
+    """The optimizer-step records of DeepSpeed's throughput lines: ``(records, errors, truncated, dropped)``
+    as the other parsers give them (each error drops its line's record); ``samples_per_s`` is the job's (the global batch per step),
     ``memory_gib`` its peak allocated memory (:data:`_MAX_MEM`)."""
     records, errors, truncs = [], [], []
     for i, s in enumerate(segs):
@@ -55,14 +55,14 @@ def parse_deepspeed(segs, path):
             errors.append(f"{_where(path, s)}: DeepSpeed step {m.group(3)}: CurrSamplesPerSec is not a number: "
                           f"{_short(s.text)}")
             continue
-        rec = {"iteration": int(m.group(3)), "line": s.line, "rank": s.rank, "t_unix": _wall_time(s.text)}
-        if rate > 0:
-            rec["samples_per_s"] = rate
+        # a rate <= 0 measures nothing: the reader drops the record, naming its line
+        rec = {"iteration": int(m.group(3)), "line": s.line, "rank": s.rank, "t_unix": _wall_time(s.text),
+               "samples_per_s": rate}
         mem = _MAX_MEM.search(s.text, m.end())
         if mem:
             rec["memory_gib"] = float(mem.group(1))
         records.append(rec)
-    return records, errors, truncs
+    return records, errors, truncs, len(errors)
 
 
 def deepspeed_args(segs) -> dict:

@@ -76,19 +76,34 @@ def warmup_mask(iterations: Iterations, framework: str, start_lines=(), warmup_s
     return keep, desc, False
 
 
-def _drop_unmeasurable(records: list, path, errors: list) -> None:
-    """Set to NaN, naming each in ``errors``, the times and rates of ``records`` that measure nothing: <= 0
-    or infinite, or beyond any training step (:data:`_IMPLAUSIBLE`)."""
+#: the times and rates a record may print, and every figure it measures: a record one of whose times or
+#: rates measures nothing is an edited or broken line, and none of its figures is used
+_RATES = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "samples_per_s")
+_FIGURES = _RATES + ("mfu", "memory_gib")
+
+
+def _drop_unmeasurable(records: list, path, errors: list) -> int:
+    """Set to NaN, naming each in ``errors``, every figure of a record a time or rate of which measures
+    nothing: <= 0 or infinite, or beyond any training step (:data:`_IMPLAUSIBLE`); its other figures
+    (throughput, MFU, memory) go with it, so that every metric rests on the same records.  Returns how
+    many records."""
+    n = 0
     for r in records:
-        for c in ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "samples_per_s"):
+        for c in _RATES:
             v = r.get(c)
             if v is not None and not (v > 0 and math.isfinite(v)) and not math.isnan(v):
-                errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: ignored")
-                r[c] = math.nan
+                errors.append(f"{path}:{r['line']}: {c} {v:g} is not a positive finite value: the record is ignored")
             elif v is not None and v > _IMPLAUSIBLE.get(c, math.inf):
                 errors.append(f"{path}:{r['line']}: {c} {v:g} is beyond any training step's (over "
-                              f"{_IMPLAUSIBLE[c]:g}): ignored")
-                r[c] = math.nan
+                              f"{_IMPLAUSIBLE[c]:g}): the record is ignored")
+            else:
+                continue
+            for f in _FIGURES:
+                if f in r:
+                    r[f] = math.nan
+            n += 1
+            break
+    return n
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -183,8 +198,8 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     else:
         segs_m = segs
 
-    found = {"megatron": ([], [], []), "nemo": ([], [], []), "torchtitan": ([], [], []),
-             "llm-foundry": ([], [], []), "deepspeed": ([], [], [])}  # records, errors, truncs
+    # records, errors, truncs, records dropped by an error
+    found = {k: ([], [], [], [0]) for k in ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")}
     mds_keys = False
     bar_lines = 0
     if framework in (None, "megatron", "megatron-deepspeed"):
@@ -212,7 +227,8 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         kind = max(order, key=lambda k: (len(found[k][0]), len(found[k][1]) + len(found[k][2]), -order.index(k)))
     else:
         kind = "megatron" if framework == "megatron-deepspeed" else framework
-    records, errs, truncs = found[kind]
+    records, errs, truncs, dropped = found[kind]
+    dropped = dropped[0] if isinstance(dropped, list) else dropped
     errors.extend(errs)
     if kind == "megatron":
         warnings.extend(join_warnings)
@@ -260,7 +276,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                         f"(no max reserved: {segs[-1].text.strip()[-60:]!r})")
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
-    _drop_unmeasurable(records, path, errors)
+    log.unreadable_records = dropped + _drop_unmeasurable(records, path, errors)
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
     log.warmup_only = fell_back
@@ -289,11 +305,13 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
 
 
 def _collect(bucket, rec, err, trunc):
-    records, errs, truncs = bucket
+    records, errs, truncs, dropped = bucket
     if rec is not None:
         records.append(rec)
     if err is not None:         # with a record: a field of it left out
         (truncs if trunc else errs).append(err)
+    if err is not None and rec is None and not trunc:
+        dropped[0] += 1         # a record line none of whose figures could be read
 
 
 def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict=True) -> TrainingLog:

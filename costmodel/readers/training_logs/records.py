@@ -140,6 +140,8 @@ class TrainingLog:
             reserved: X`` lines, GiB (torch.cuda.max_memory_reserved in MiB, megatron/training/utils.py
             report_memory); :meth:`aggregate` takes their largest where the records print none.
         errors: ``"FILE:LINE: reason"`` for every record-like line that could not be parsed.
+        unreadable_records: the record lines left out for it: none of their figures read, or one of
+            their times or rates measuring nothing (<= 0, infinite, beyond any training step's).
         warnings: ``"FILE[:LINE]: reason"`` for a truncated last line, repeated ranks, wrapped records,
             an unclosed argument dump or a warm-up rule that would have discarded everything.
         args_complete: True when the whole argument dump was read (Megatron ``end of arguments`` seen, or a NeMo
@@ -160,6 +162,7 @@ class TrainingLog:
     startup_args: frozenset = frozenset()
     errors: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    unreadable_records: int = 0
 
     def __len__(self) -> int:
         return 0 if self.iterations is None else len(self.iterations)
