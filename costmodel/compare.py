@@ -296,6 +296,12 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
+def _fastest_catalog_peak(dtype: str) -> float:
+    """The highest dense peak in ``dtype`` of the catalog's GPUs (hardware/gpus), FLOP/s; 0 where none has one."""
+    from .specs.hardware import list_gpus, load_gpu
+    return max((load_gpu(g).peak_flops.get(dtype, 0.0) for g in list_gpus()), default=0.0)
+
+
 def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool = False,
                         origin: dict | None = None) -> None:
     """Refuse a log whose measured step no run of this model could have made on this cluster: more
@@ -307,8 +313,8 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool 
     can be wrong.
 
     Raises:
-        InputError: naming --cluster and ``given`` (above the peak), --cluster (above the memory) or the
-            log (below the floor).
+        InputError: naming the log (above every catalog GPU's peak: a time in other units; below the
+            floor), --cluster and ``given`` (above this GPU's peak) or --cluster (above the memory).
     """
     from .compute import gemm_dtype, model_flops_per_step
     from .validate import MIN_PEAK_FRACTION
@@ -317,6 +323,11 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool 
     rate = model_flops_per_step(m, recipe, causal=True) / (st * c.num_gpus) if st else 0.0
     given = tuple(f for f, on in (("--model", model_flag), ("--gbs", (origin or {}).get("gbs") == "flag"),
                                    ("--seq-len", (origin or {}).get("seq_len") == "flag")) if on)
+    fastest = _fastest_catalog_peak(gemm_dtype(recipe)) if peak and rate > peak else 0.0
+    if peak and rate > max(peak, fastest):
+        raise InputError(log, "", f"its step time ({st:.4g} s) makes {rate / 1e12:.0f} TFLOP/s per GPU, above the "
+                         f"dense {gemm_dtype(recipe)} peak of every GPU in the catalog ({fastest / 1e12:.0f} at most): "
+                         "not a step any GPU took (a time in other units, or an edited log)")
     if peak and rate > peak:
         others = (f", or {' / '.join(given)} (given, not read from the log) is not the run's" if given else "")
         raise InputError(" ".join(("--cluster",) + tuple(given)), "", f"the log's step time makes {rate / 1e12:.0f} "

@@ -863,12 +863,16 @@ def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
     from costmodel.errors import InputError
     from costmodel.specs import Recipe, load_cluster, load_model
     m, c = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=1)
-    metrics = [{"name": "step_time_s", "measured": 0.5}]
+    metrics = [{"name": "step_time_s", "measured": 2.0}]     # 1,740 TFLOP/s: a B200's, not an H100's
     with pytest.raises(InputError, match=r"--cluster --model: .*above H100-SXM-80GB's dense bf16 peak .* or --model "
                                          r"\(given, not read from the log\) is not the run's"):
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log", True)
     with pytest.raises(InputError, match=r"^--cluster: .*name the cluster it ran on$"):
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, metrics, "n.log")
+    # faster than any GPU of the catalog: seconds printed where milliseconds go, not the cluster
+    with pytest.raises(InputError, match=r"^n.log: .*above the dense bf16 peak of every GPU in the catalog "
+                                         r"\(2500 at most\): not a step any GPU took \(a time in other units"):
+        check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, [{"name": "step_time_s", "measured": 0.002}], "n.log")
 
 
 def test_the_json_band_is_the_tables_band():
