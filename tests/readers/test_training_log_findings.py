@@ -164,6 +164,18 @@ def test_a_deepspeed_log_gives_its_steps_from_the_global_batch_over_samples_per_
     assert log.aggregate()["step_time_s"].median == pytest.approx(256 / 41.5 / 2 + 256 / 41.2 / 2, rel=1e-6)
 
 
+def test_a_deepspeed_batch_its_own_engine_would_refuse_is_refused(tmp_path):
+    """A configuration print of train_batch_size 256 with micro-batch 4, 8 accumulation steps and 16 ranks
+    (512: DeepSpeed asserts they agree) had been read as it came."""
+    from costmodel.errors import InputError
+    bad = tmp_path / "ds.log"
+    bad.write_text(DEEPSPEED.read_text().replace("world_size ................... 8", "world_size ................... 16"))
+    with pytest.raises(InputError, match=r"train_batch_size: 256 is not train_micro_batch_size_per_gpu 4 x "
+                                         r"gradient_accumulation_steps 8 x world_size 16 = 512") as e:
+        read_training_log(bad)
+    assert e.value.where == str(bad)
+
+
 def test_a_deepspeed_zero_config_print_gives_its_offload_and_overlap(tmp_path):
     """DeepSpeedConfig.print's zero_config line: offload_optimizer to the CPU and overlap_comm had been
     labelled the stack's defaults (off) beside a log that said otherwise; they are read as the switches."""

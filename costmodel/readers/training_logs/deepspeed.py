@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from ...errors import InputError
 from .lines import _num, _short, _wall_time, _where
 
 _STEP = re.compile(r"\bepoch=(\d+)/micro_step=(\d+)/global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), "
@@ -35,7 +36,8 @@ _MAX_MEM = re.compile(r"\bMaxMemAllocated=([\d.]+)GB")
 _CONFIG = re.compile(r"\[config\.py:\d+:print\]\s+(\w+)\s*\.*\s+(\S.*?)\s*$")
 #: the configuration attributes read, as the argument-dump keys the layout reader takes
 _KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
-         "zero_optimization_stage": "zero_stage", "world_size": "world_size"}
+         "zero_optimization_stage": "zero_stage", "world_size": "world_size",
+         "gradient_accumulation_steps": "gradient_accumulation_steps"}
 
 
 def parse_deepspeed(segs, path):
@@ -63,6 +65,23 @@ def parse_deepspeed(segs, path):
             rec["memory_gib"] = float(mem.group(1))
         records.append(rec)
     return records, errors, truncs, len(errors)
+
+
+def check_deepspeed_batch(args: dict, path) -> None:
+    """Refuse a configuration print whose global batch is not its micro-batch x gradient-accumulation
+    steps x data-parallel world size (``world_size`` there: DeepSpeedConfig's, the data-parallel group's),
+    which DeepSpeed asserts at start-up (runtime/config.py ``_batch_assertion``): the lines come from
+    different runs, or were edited.
+
+    Raises:
+        InputError: naming the file and train_batch_size.
+    """
+    keys = ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps", "world_size")
+    gbs, mbs, gas, world = (args.get(k) for k in keys)
+    if None not in (gbs, mbs, gas, world) and gbs != mbs * gas * world:
+        raise InputError(path, "train_batch_size", f"{gbs} is not train_micro_batch_size_per_gpu {mbs} x "
+                         f"gradient_accumulation_steps {gas} x world_size {world} = {mbs * gas * world}, which DeepSpeed "
+                         "asserts: the configuration lines come from different runs, or were edited")
 
 
 def deepspeed_args(segs) -> dict:

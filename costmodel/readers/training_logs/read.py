@@ -11,7 +11,7 @@ from costmodel.errors import InputError, TrainingLogParseError
 
 from .dumps import _megatron_args, _nemo_args, _nemo_config, check_logged_counts
 from .composer import composer_args, parse_composer
-from .deepspeed import deepspeed_args, parse_deepspeed
+from .deepspeed import check_deepspeed_batch, deepspeed_args, parse_deepspeed
 from .frameworks import _START_MARKERS, _join_wrapped, _parse_megatron, _parse_nemo, _parse_torchtitan, torchtitan_args
 from .lines import _segments
 from .records import FRAMEWORKS, Iterations, TrainingLog
@@ -252,6 +252,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     elif kind == "deepspeed":
         log.args = deepspeed_args(segs)
         check_logged_counts(log.args, path)
+        check_deepspeed_batch(log.args, path)
         for r in records:           # CurrSamplesPerSec is the global batch over the step's time
             if log.args.get("global_batch_size") and r.get("samples_per_s"):
                 r["step_time_s"] = log.args["global_batch_size"] / r["samples_per_s"]
