@@ -984,3 +984,11 @@ def test_records_whose_time_measures_nothing_are_named_counted_and_left_out_of_e
     assert out["records_unreadable"] == len(steps) - 2 and out["iterations_used"] == 2
     assert m["logged_tflops_per_gpu"]["measured"] == pytest.approx(sum(map(float, flops[-2:])) / 2, rel=1e-6)
     assert any("unreadable (named in these notes), more than the 2" in w for w in out["warnings"])
+
+
+def test_a_utf16_log_is_named_as_such_not_as_binary(tmp_path):
+    """A log saved as UTF-16 (a Windows editor's) had been called 'a binary file ... decompress a .gz log'."""
+    f = tmp_path / "u16.log"
+    f.write_bytes(GPT8B.read_text().encode("utf-16"))
+    rc, so, se = cli("compare", "--log", f, "--cluster", "dgx-h100")
+    assert rc == 2 and "UTF-16 text, not UTF-8: convert it first" in se and len(se.strip().splitlines()) == 1

@@ -22,7 +22,10 @@ def _read_log(path, warmup_steps, rank):
         raise InputError(path, "", "is a directory, not a log file" if Path(path).is_dir() else not_a_file(path))
     try:
         with open(path, "rb") as fh:
-            if b"\x00" in fh.read(4096):            # text logs hold no NUL byte; gzip, ELF and images do
+            head = fh.read(4096)
+            if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16's byte-order mark (Windows tools write it)
+                raise InputError(path, "", "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
+            if b"\x00" in head:            # text logs hold no NUL byte; gzip, ELF and images do
                 raise InputError(path, "", "a binary file, not a training log (decompress a .gz log first)")
         tlog = read_training_log(path, warmup_steps=warmup_steps, rank=rank, strict=False)
     except TrainingLogParseError as e:
