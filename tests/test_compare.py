@@ -992,3 +992,9 @@ def test_a_utf16_log_is_named_as_such_not_as_binary(tmp_path):
     f.write_bytes(GPT8B.read_text().encode("utf-16"))
     rc, so, se = cli("compare", "--log", f, "--cluster", "dgx-h100")
     assert rc == 2 and "UTF-16 text, not UTF-8: convert it first" in se and len(se.strip().splitlines()) == 1
+
+
+def test_a_node_count_the_log_contradicts_names_the_log():
+    """'--nodes: 32 GPUs, but the log's world size is 16' had not said which log."""
+    rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "4")
+    assert rc == 2 and f"but the log's world size is 8 ({GPT8B})" in se, se

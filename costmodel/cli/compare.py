@@ -325,12 +325,12 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         run.world_size = lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
     if nodes is None and run.world_size:
         if run.world_size % c0.gpus_per_node:
-            raise InputError("--cluster", "", f"the run's world size {run.world_size} is not a multiple of the "
+            raise InputError("--cluster", "", f"the run's world size {run.world_size} ({log}) is not a multiple of the "
                              f"{c0.gpus_per_node} GPUs per node of {c0.key}")
         nodes = run.world_size // c0.gpus_per_node
     c = load_cluster(cluster, nodes)
     if run.world_size and run.world_size != c.num_gpus:
-        raise InputError("--nodes", "", f"{c.num_gpus} GPUs, but the log's world size is {run.world_size}")
+        raise InputError("--nodes", "", f"{c.num_gpus} GPUs, but the log's world size is {run.world_size} ({log})")
     lay = run.layout
     if lay["dp"] is None:
         if c.num_gpus % (lay["tp"] * lay["pp"] * lay["cp"]):
