@@ -534,7 +534,9 @@ def test_torchtitan_rates_with_a_sign_or_misplaced_separators_are_errors(tmp_pat
     text = TT_1287.read_text()
     assert "tps: 5,868" in text
     for bad, want in (("-5,868", "tokens_per_s_per_gpu -5868 is not a positive finite value"),
-                      ("5,8,6,8", "not a number: tps: '5,8,6,8'")):
+                      ("5,8,6,8", "not a number: tps: '5,8,6,8'"),
+                      # a step timed at zero prints tps: inf: named, where it had passed as no tps at all
+                      ("inf", "tokens_per_s_per_gpu inf is not a positive finite value")):
         f = tmp_path / "t.log"
         f.write_text(text.replace("tps: 5,868", f"tps: {bad}"))
         log = read_training_log(f, strict=False)

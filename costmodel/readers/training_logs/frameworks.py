@@ -54,8 +54,9 @@ _TT_FIELDS = {
     "loss": (re.compile(r"\bloss:\s*([-+\w.]+)"), "loss", 1.0),
     "grad_norm": (re.compile(r"\bgrad_norm:\s*([-+\w.]+)"), "grad_norm", 1.0),
     "memory": (re.compile(r"\bmemory:\s*([\d.]+)\s*GiB"), "memory_gib", 1.0),
-    "tps": (re.compile(r"\b[tw]ps:\s*([-+\d,.]\S*)"), "tokens_per_s_per_gpu", 1.0),
-    "tflops": (re.compile(r"\btflops:\s*([-+\d,.]\S*)"), "tflops_per_gpu", 1.0),
+    # a rate printed as inf or nan (a step timed at zero) is read, to be named and dropped with its record
+    "tps": (re.compile(r"\b[tw]ps:\s*([-+\d,.]\S*|[-+]?(?:inf|nan)\b)"), "tokens_per_s_per_gpu", 1.0),
+    "tflops": (re.compile(r"\btflops:\s*([-+\d,.]\S*|[-+]?(?:inf|nan)\b)"), "tflops_per_gpu", 1.0),
     "mfu": (re.compile(r"\bmfu:\s*([\d.]+)\s*%"), "mfu", 0.01),
     "elapsed": (re.compile(r"\belapsed_time_per_step:\s*([\d.]+)\s*s"), "step_time_s", 1.0),
     "step_time": (re.compile(r"\bstep_time:\s*([\d.]+)"), "step_time_s", 1.0),
