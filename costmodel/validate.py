@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import metrics
-from .compute import gemm_dtype, model_flops_per_step
+from .compute import dense_peak_flops, gemm_dtype, model_flops_per_step
 from .energy import layout_energy, missing_inputs
 from .errors import InputError
 from .layouts import RECOMPUTE, LayoutTable, validity
@@ -68,7 +68,8 @@ _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
             "step_time_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "params_b")
-# (mfu is informational, never read: only checked to be a percentage)
+# (mfu is informational, never read as the step: checked to be a percentage, then against the measures,
+# :func:`_mfu_disagrees`)
 #: two published measurements of one step that differ by more than this fraction are not of one run
 _MEASURES_AGREE = 0.05
 
@@ -147,6 +148,43 @@ def _flop_convention_gap(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int,
                        f"with or without recompute's 4/3), {100 * (best / meas - 1):+.0f}% from {metric}'s "
                        f"{meas:.4g} s, which is read")
     return tuple(out)
+
+
+def mfu_fractions(cell: str) -> tuple:
+    """The fractions of the peak an ``mfu`` cell may mean: '38' or '38%' -> (0.38,); a value up to 1
+    written without '%' ('0.38') is read both as a fraction and as a percentage -> (0.38, 0.0038),
+    sources publishing either; () for an empty cell (:func:`_bad_number` has refused any other)."""
+    v = (cell or "").strip()
+    if not v:
+        return ()
+    x = float(v.removesuffix("%"))
+    return (x, x / 100.0) if x <= 1.0 and not v.endswith("%") else (x / 100.0,)
+
+
+def _mfu_disagrees(r: dict, model: ModelSpec, recipe: Recipe, cluster, steps: dict) -> str | None:
+    """Why a row's ``mfu`` cannot be of the run its measured columns give (``steps``: :func:`implied_steps_s`),
+    or None: the step the MFU implies (model FLOPs / (MFU x peak x GPUs)) is more than
+    :data:`_FLOP_MEASURES_AGREE` times from a column's step under every reading a source may have
+    used: attention s x s or its causal half, with or without recompute's 4/3 (HFU published as MFU),
+    the GPU's dense peak of the row's precision or its 16-bit one (the usual MFU denominator, fp8 runs
+    too), and a cell up to 1 as a fraction or a percentage (:func:`mfu_fractions`).  A TFLOP/s column
+    holding another quantity (tokens/s) is caught so, where its value alone looks plausible."""
+    fracs = mfu_fractions(r.get("mfu") or "")
+    if not fracs or not steps:
+        return None
+    n_gpus, gpu = cluster.num_gpus, cluster.gpu
+    peaks_flops = {p for p in (gpu.peak_flops.get(gemm_dtype(recipe)), dense_peak_flops(cluster, recipe)) if p}
+    flops = [model_flops_per_step(model, recipe, causal=c) * f for c in (False, True) for f in (1.0, 4.0 / 3.0)]
+    implied_s = [fl / (m * p * n_gpus) for fl in flops for m in fracs for p in peaks_flops]
+    for col, meas_s in steps.items():
+        best_s = min(implied_s, key=lambda s: abs(math.log(s / meas_s)))
+        if max(best_s, meas_s) / min(best_s, meas_s) > _FLOP_MEASURES_AGREE:
+            peaks = " or ".join(f"{p / 1e12:g}" for p in sorted(peaks_flops))
+            return (f"mfu-apart: mfu {r['mfu'].strip()} and {col} disagree: the MFU implies {best_s:.4g} s a step at "
+                    f"best (of {gpu.name}'s dense peak, {peaks} TFLOP/s; s x s or causal attention, with or without "
+                    f"recompute's 4/3), {col} {meas_s:.4g} s, more than {_FLOP_MEASURES_AGREE:g}x apart: one of them "
+                    "is not this run's (a TFLOP/s column holding tokens/s?)")
+    return None
 
 
 _CAUSAL = r"causal attention"     # "non-causal attention" is not (published_row.note_says)
@@ -430,7 +468,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         return (f"{metric} with this model, gbs {recipe.gbs} and seq_len {recipe.seq_len} implies "
                 f"{100 * used:.2g}% of {cluster.gpu.name}'s dense {gemm_dtype(recipe)} peak, under "
                 f"{100 * MIN_PEAK_FRACTION:g}%: a value in other units (a step in ms?) or another run's")
-    if (why := _measures_disagree(steps)):
+    if (why := _measures_disagree(steps) or _mfu_disagrees(r, model, recipe, cluster, steps)):
         return why
     assumed += _flop_convention_gap(r, model, recipe, n_gpus, steps)
     res = RowResult(rid, src, meas, None, sweep=f"{src}|{r.get('model', '')}|{n_gpus}", metric=metric, assumed=assumed,

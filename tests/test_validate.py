@@ -746,7 +746,8 @@ def _flagperf_csv(tmp_path, *changes: dict):
 def test_the_note_names_the_cluster_and_mfu_is_never_read(tmp_path):
     """A catalog cluster named in interconnect_note is the one predicted on (and each row says which);
     a system named in passing beside the row's own ('vs V100 in prior work') is no contradiction; the
-    informational mfu column, however written, never leaves a row out."""
+    informational mfu column, however written, never leaves out a row it agrees with (one that
+    contradicts the measures is skipped: tests/test_validate_user_rows.py)."""
     out = _flagperf_csv(tmp_path, dict(row_id="on-meta", interconnect_note="meta-roce-h100", mfu="39.3%"),
                         dict(row_id="passing", interconnect_note="DGX H100, NDR IB (vs V100 in prior work)", mfu="39.3%"))
     res = {x.row_id: x for x in validate_rows(read_runs_csv(out), str(out))}

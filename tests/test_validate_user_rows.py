@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 COLS = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,ffn_hidden,num_heads,"
         "num_kv_heads,vocab,seq_len,gbs,"
         "mbs,tp,pp,dp,cp,sequence_parallel,recompute,fsdp_or_zero,precision,stack,tokens_per_s_per_gpu,"
-        "hardware_tflops_per_gpu,model_tflops_per_gpu,notes").split(",")
+        "hardware_tflops_per_gpu,model_tflops_per_gpu,mfu,notes").split(",")
 #: Llama 3 8B on 8 H100, DP 8, Megatron, 8000 tokens/s/GPU at seq 8192 and gbs 512: 65.536 s a step
 BASE = dict(row_id="a1", source_file="mine", gpu="H100-SXM-80GB", num_gpus="8", gpus_per_node="8", model="llama3-8b",
             seq_len="8192", gbs="512", mbs="1", tp="1", pp="1", dp="8", cp="1", sequence_parallel="false",
@@ -146,3 +146,26 @@ def test_a_partial_node_row_points_to_a_cluster_file(tmp_path):
     got = _one(tmp_path, num_gpus="4", gpus_per_node="4", dp="4")
     assert got.skipped.startswith("num_gpus 4 is not a whole number of dgx-h100")
     assert "--cluster takes a cluster file of 4-GPU nodes" in got.skipped
+
+
+def test_an_mfu_that_contradicts_the_tflops_column_skips_the_row(tmp_path):
+    """Llama 3 70B on 64 H100 under torchtitan with 829 in model_tflops_per_gpu (its tokens/s) and mfu 38:
+    829 TFLOP/s is 84% of the 989 TFLOP/s bf16 peak, 2.2x the row's own MFU, and no FLOP convention (causal
+    or s x s attention, recompute's 4/3) closes that gap; the row had been priced on a 9.5 s step.  It is
+    skipped naming both columns, the MFU written as a percentage or a fraction; an MFU that agrees
+    (84, 0.84) and an empty one leave the row as it was."""
+    row = dict(BASE, model="llama3-70b", num_gpus="64", dp="8", tp="8", gbs="128", mbs="", stack="torchtitan",
+               fsdp_or_zero="fsdp", sequence_parallel="", tokens_per_s_per_gpu="", model_tflops_per_gpu="829")
+    plain = _one(tmp_path, **row)
+    assert not plain.skipped and plain.measured_s == pytest.approx(9.515, abs=5e-4)
+    for mfu in ("38", "38%", "0.38"):
+        got = _one(tmp_path, **row, mfu=mfu)
+        assert got.skipped and got.skipped.startswith(f"mfu-apart: mfu {mfu} and model_tflops_per_gpu disagree: the "
+                                                      "MFU implies 19.58 s a step at best"), got.skipped
+        assert "model_tflops_per_gpu 9.515 s, more than 1.5x apart" in got.skipped and not got.malformed
+    for mfu in ("84", "0.84"):
+        got = _one(tmp_path, **row, mfu=mfu)
+        assert not got.skipped and got.measured_s == plain.measured_s, (mfu, got.skipped)
+    # a tokens/s column is checked alike: 8000 tokens/s/GPU of Llama 3 8B is ~40% MFU, not 4%
+    assert _one(tmp_path, mfu="4").skipped.startswith("mfu-apart: mfu 4 and tokens_per_s_per_gpu disagree")
+    assert not _one(tmp_path, mfu="40").skipped
