@@ -544,6 +544,11 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                 if got else "")
     lines = [f"  skipped {n:3d} of {src.split('/')[-1]}: {why}{ids(s, why)}"
              for src, s in summary["sources"].items() for why, n in s["skip_reasons"].items()]
+    bad = [r for r in results if r.malformed]
+    if bad:     # each named as the command's error names the first, so the file can be fixed line by line
+        lines.append(f"  {len(bad)} malformed row(s), a cell that cannot be read (the command exits 2 after this "
+                     "report):")
+        lines += [f"    {r.place}: {r.skipped}" for r in bad]
     gpt = [r.row_id for r in results if not r.skipped and "arch=megatron-gpt(unrecognised model name)" in r.assumed]
     if gpt:     # a Llama-like row under a name of its own would be priced with a GELU MLP, silently
         lines.append(f"  {len(gpt)} row(s) priced as Megatron GPT (a GELU MLP of ffn_hidden, learned positions, "
@@ -573,7 +578,7 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
             lines.append("  ceiling: Spearman of the measured steps against each configuration's mean measured "
                          "step, the best a model given only these inputs can rank")
     if show_rows:
-        lines += [(f"{r.row_id:22s} skipped: {r.skipped}" if r.skipped else
+        lines += [(_skipped_row_line(r) if r.skipped else
                    f"{r.row_id:22s} measured {r.measured_s:9.3f} s  predicted {r.predicted_s:9.3f} s  {r.error_pct:+6.1f}%"
                    + (" OOM" if r.predicted_oom else "") + (f"  on {r.cluster}" if r.cluster else "")
                    + (f"  assumed {' '.join(r.assumed)}" if r.assumed else ""))
@@ -583,6 +588,13 @@ def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
                      "or the notes (switches, the distributed optimizer); *-not-modelled: a cost in the "
                      "measured step that the model lacks")
     return out + lines
+
+
+def _skipped_row_line(r) -> str:
+    """A skipped row's line of ``validate --rows``: its id, reason and where it is in the file, a malformed
+    one (a cell that cannot be read, which makes the command exit 2) marked so."""
+    where = ", ".join(([f"line {r.line}"] if r.line else []) + (["malformed"] if r.malformed else []))
+    return f"{r.row_id:22s} skipped: {r.skipped}" + (f"  ({where})" if where else "")
 
 
 def _finite(x):

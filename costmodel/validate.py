@@ -54,6 +54,12 @@ class RowResult:
     malformed: bool = False     # skipped for a cell that cannot be read (not for a run the model does not cover)
 
     @property
+    def place(self) -> str:
+        """Where the row is, as the command's errors name it: "line 3 (row_id 'a2')", or "row_id 'a2'"
+        for a row read without its line."""
+        return f"line {self.line} (row_id {self.row_id!r})" if self.line else f"row_id {self.row_id!r}"
+
+    @property
     def covered(self) -> bool:
         """The measured step time lies inside the prediction's one-sigma band."""
         return abs(self.predicted_s - self.measured_s) <= self.band_rel * self.predicted_s

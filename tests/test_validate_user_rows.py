@@ -1,5 +1,6 @@
 """validate on a user's own CSV: what its free-text notes, its spelling and its odd characters may and
 may not decide (a new user's findings, each with the row that showed it)."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,27 @@ def test_an_mfu_that_contradicts_the_tflops_column_skips_the_row(tmp_path):
     # a tokens/s column is checked alike: 8000 tokens/s/GPU of Llama 3 8B is ~40% MFU, not 4%
     assert _one(tmp_path, mfu="4").skipped.startswith("mfu-apart: mfu 4 and tokens_per_s_per_gpu disagree")
     assert not _one(tmp_path, mfu="40").skipped
+
+
+def test_the_report_names_every_malformed_row_by_its_line_as_the_error_does(tmp_path):
+    """Two malformed rows (recompute 'fulll', gbs 0) and one skipped for a run the model does not price
+    (fp32): stderr names the first malformed row by line and row_id and says the report lists the rest,
+    but the report had listed them by id alone, unmarked among the other skips.  Each malformed row is
+    now named as the error names it, with its cell, and --rows gives every skipped row's line."""
+    f = tmp_path / "bad.csv"
+    rows = [BASE, dict(BASE, row_id="a2", recompute="fulll"), dict(BASE, row_id="a3", gbs="0"),
+            dict(BASE, row_id="a4", precision="fp32")]
+    f.write_text("\n".join([",".join(COLS)] + [",".join(_cell(r.get(c, "")) for c in COLS) for r in rows]) + "\n")
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(f), "--rows"], capture_output=True,
+                       text=True, cwd=REPO, timeout=300, env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert ("line 3 (row_id 'a2'): recompute 'fulll' is not one of none, selective, full (or empty) (and 1 more "
+            "malformed row(s): the report lists them)") in r.stderr
+    out = r.stdout.splitlines()
+    assert "  2 malformed row(s), a cell that cannot be read (the command exits 2 after this report):" in out
+    assert "    line 3 (row_id 'a2'): recompute 'fulll' is not one of none, selective, full (or empty)" in out
+    assert "    line 4 (row_id 'a3'): gbs must be a finite positive number, got '0'" in out
+    assert not any("row_id 'a4'" in x for x in out)
+    assert any(x.startswith("a3 ") and x.endswith("skipped: gbs must be a finite positive number, got '0'  "
+                                                   "(line 4, malformed)") for x in out), out
+    assert any(x.startswith("a4 ") and x.endswith("  (line 5)") for x in out), out

@@ -78,8 +78,7 @@ def _require_a_used_row(results, runs: str, strict: bool = False) -> None:
     from ..errors import InputError
     bad = [r for r in results if r.malformed]
     if bad:                              # a cell that cannot be read is the file's error, after the report
-        at = f"line {bad[0].line} (row_id {bad[0].row_id!r})" if bad[0].line else f"row_id {bad[0].row_id!r}"
-        raise InputError(runs, at, f"{bad[0].skipped}" + (f" (and {len(bad) - 1} more malformed row(s): the report "
+        raise InputError(runs, bad[0].place, f"{bad[0].skipped}" + (f" (and {len(bad) - 1} more malformed row(s): the report "
                                                          "lists them)" if len(bad) > 1 else ""))
     if results and all(r.skipped for r in results):
         raise InputError(runs, "", f"no usable row: all {len(results)} rows were skipped (the report gives each reason)")
