@@ -158,18 +158,26 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
     return named
 
 
-def output_dir(path, flag: str) -> Path:
+#: names of image files: a folder to create under one of them is a plot's file name given to a folder option
+_IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def output_dir(path, flag: str, command: str = "this command") -> Path:
     """The folder an option names for the files it writes, created when missing inside a folder that
     exists (as :func:`check_output` wants the folder of an output file to exist: a mistyped parent is
-    an error, not a new tree).
+    an error, not a new tree).  ``command`` names who writes there, for the messages.
 
     Raises:
-        InputError: ``path`` is a file, its parent folder does not exist, or the folder cannot be
-            created (names ``flag``).
+        InputError: ``path`` is a file, or does not exist and is named as an image (``x.png``: a file
+            name, which would have become a folder of that name), its parent folder does not exist, or
+            the folder cannot be created (names ``flag``).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(flag, "", f"{path} is a file; name a folder for the plots")
+    if not path.exists() and path.suffix.lower() in _IMAGE_SUFFIXES:
+        raise InputError(flag, "", f"{path} is named as an image file; {command} writes its plots into a folder: "
+                         f"name a folder for the plots (e.g. {path.with_suffix('')})")
     parent = path.absolute().parent
     if not path.exists() and parent.exists() and not parent.is_dir():
         raise InputError(flag, "", f"cannot create {path}: {parent} is a file, not a folder")

@@ -141,3 +141,29 @@ def test_a_device_is_not_called_a_missing_file(tmp_path):
     from costmodel.files import not_a_file
     assert not_a_file("/dev/null").startswith("is not a regular file")
     assert not_a_file(tmp_path / "gone.log") == "no such file"
+
+
+def test_a_plot_folder_named_as_an_image_is_refused_not_made(tmp_path):
+    """validate --plot outp/x.png had made a folder named x.png and written outp/x.png/predicted_vs_measured.png:
+    a path that does not exist yet and ends in an image suffix is a file name, refused before anything is
+    made; a folder of that name that exists is still written into, and an existing file is refused as before."""
+    from costmodel.files import output_dir
+    for name in ("x.png", "x.PDF", "x.svg", "x.jpg"):
+        with pytest.raises(InputError) as e:
+            output_dir(tmp_path / name, "--plot", "validate")
+        assert str(e.value) == (f"--plot: {tmp_path / name} is named as an image file; validate writes its plots into "
+                                f"a folder: name a folder for the plots (e.g. {tmp_path / 'x'})")
+        assert not (tmp_path / name).exists()
+    (tmp_path / "made.png").mkdir()
+    assert output_dir(tmp_path / "made.png", "--plot") == tmp_path / "made.png"
+    (tmp_path / "f.png").write_text("")
+    with pytest.raises(InputError, match=r"f\.png is a file; name a folder for the plots"):
+        output_dir(tmp_path / "f.png", "--plot")
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "validate", str(root / "benchmarks/data/dev_set_moe.csv"),
+                        "--plot", str(tmp_path / "outp.png")], capture_output=True, text=True, cwd=root, timeout=300)
+    assert r.returncode == 2 and "validate writes its plots into a folder" in r.stderr and r.stdout == ""
+    assert not (tmp_path / "outp.png").exists()

@@ -82,7 +82,7 @@ def compare(
     if plot:
         from ..plots import require_matplotlib
         require_matplotlib()
-        output_dir(plot, "--plot")
+        output_dir(plot, "--plot", "compare")
     if trace:       # after --plot made its folder: the README writes the trace into it
         check_output(trace, "--trace")
     tlog = _read_log(log, warmup_steps, rank)

@@ -28,7 +28,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         from ..files import output_dir
         from ..plots import require_matplotlib
         require_matplotlib()                # before any work and before the folder is made
-        output_dir(plot, "--plot")
+        output_dir(plot, "--plot", "validate")
     if profile is not None:
         from ..specs import cluster_profile, load_cluster
         from .common import check_profile_gpu
