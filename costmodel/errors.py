@@ -165,6 +165,9 @@ class InfeasibleError(CostmodelError):
     """
 
     exit_code = 3
+    #: family -> (unit, factor from ``required``'s unit): the unit the limit is given in, which ``--json``
+    #: reports (a node budget is set as --node-power-kw; a temperature as --max-temp-c; HBM in bytes)
+    JSON_UNITS = {"temperature": ("C", 1.0), "node_power": ("kW", 1e-3), "memory": ("bytes", 1.0)}
 
     def __init__(self, binding: str, message: str, required: dict | None = None, relative: dict | None = None):
         self.binding, self.message = binding, message
@@ -173,14 +176,18 @@ class InfeasibleError(CostmodelError):
 
     def record(self) -> dict:
         """The answer as ``--json`` prints it: feasible false, the binding limit family, the message,
-        and per family the least limit that suffices (``required``), how far above the limit it is in
-        the family's unit (``excess``: C, W, bytes) and, for the ratio-scale families (power, memory),
-        as a fraction of the limit (``relative``; a fraction of a Celsius reading means nothing)."""
+        and per family the least limit that suffices (``required``) and how far above the limit it is
+        (``excess``), both in the unit the limit is given in (:data:`JSON_UNITS`: C, kW, bytes; named per
+        family under ``units``), and, for the ratio-scale families (power, memory), the excess as a
+        fraction of the limit (``relative``; a fraction of a Celsius reading means nothing)."""
+        scale = {f: self.JSON_UNITS.get(f, ("", 1.0))[1] for f in self.required}
         limit = {f: self.required[f] / (1.0 + r) for f, r in self.relative.items()
                  if f in self.required and 1.0 + r > 0}
-        return dict(feasible=False, binding=self.binding, message=self.message, required=self.required,
-                    excess={f: self.required[f] - v for f, v in limit.items()},
-                    relative={f: r for f, r in self.relative.items() if f != "temperature"})
+        return dict(feasible=False, binding=self.binding, message=self.message,
+                    required={f: v * scale[f] for f, v in self.required.items()},
+                    excess={f: (self.required[f] - v) * scale[f] for f, v in limit.items()},
+                    relative={f: r for f, r in self.relative.items() if f != "temperature"},
+                    units={f: self.JSON_UNITS[f][0] for f in self.required if f in self.JSON_UNITS})
 
 
 class SolverUnavailableError(CostmodelError):

@@ -21,10 +21,11 @@ def _diagnose(inst: Instance, solver) -> InfeasibleError:
     """Relax each limit family alone (then all together) with a minimised slack; build the error."""
     names = {"temperature": "max temperature", "node_power": "node power budget", "memory": "HBM capacity"}
 
-    # a limit given to the hundredth is printed so, with what it must rise to
+    # a limit given to the hundredth is printed so, with what it must rise to; a node budget in kW, the
+    # unit --node-power-kw takes it in (and the --json record gives it in), to the watt
     def fmt(f, v):
-        return (f"{v:.{_temp_digits(inst)}f} C" if f == "temperature" else f"{v:.0f} W" if f == "node_power"
-                else f"{v / 1e9:.3f} GB")
+        return (f"{v:.{_temp_digits(inst)}f} C" if f == "temperature" else f"{round(v) / 1e3:g} kW"
+                if f == "node_power" else f"{v / 1e9:.3f} GB")
 
     def rise(f, rel):
         # a temperature rises by degrees (a percentage of degrees Celsius means nothing); the others by share

@@ -72,6 +72,25 @@ def test_infeasible_limits_exit_3_and_name_the_binding_limit():
     assert "temperature" in p.stderr and "must rise to" in p.stderr
 
 
+def test_an_infeasible_node_budget_is_reported_in_kw_as_the_flag_takes_it():
+    """--node-power-kw 1 on 8 H100 (200 W each at their lowest limit): the message said 1.6 kW (+0.6 kW)
+    while the JSON gave required 1600.0 and excess 600.0, in W, though README says the excess is in the
+    limit's unit.  Both are now kW, and ``units`` names it; a temperature stays in C, memory in bytes."""
+    from costmodel.errors import InfeasibleError
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--gbs", "64",
+            "--objective", "energy", "--json", "--node-power-kw", "1")
+    assert p.returncode == 3, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["binding"] == "node_power" and "it must rise to 1.6 kW (+0.6 kW)" in rec["message"]
+    assert rec["required"] == {"node_power": pytest.approx(1.6)} and rec["excess"] == {"node_power": pytest.approx(0.6)}
+    assert rec["relative"] == {"node_power": pytest.approx(0.6)} and rec["units"] == {"node_power": "kW"}
+    got = InfeasibleError("memory+temperature", "m", {"memory": 90e9, "temperature": 90.0},
+                          {"memory": 0.125, "temperature": 0.1}).record()
+    assert got["required"] == {"memory": 90e9, "temperature": 90.0} and got["units"] == {"memory": "bytes",
+                                                                                          "temperature": "C"}
+    assert got["excess"] == {"memory": pytest.approx(10e9), "temperature": pytest.approx(90.0 - 90.0 / 1.1)}
+
+
 def test_bad_limits_exit_2():
     assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "900"),
                           "--power-cap-w", "power-limit range")

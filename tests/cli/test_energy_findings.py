@@ -23,8 +23,8 @@ def test_an_infeasible_temperature_is_exceeded_in_c_not_by_a_fraction():
     e = InfeasibleError("temperature+node_power", "m", {"temperature": 42.8, "node_power": 6000.0},
                         {"temperature": 11.8 / 31.0, "node_power": 0.2})
     rec = e.record()
-    assert rec["excess"]["temperature"] == pytest.approx(11.8) and rec["excess"]["node_power"] == pytest.approx(1000.0)
-    assert rec["relative"] == {"node_power": 0.2}
+    assert rec["excess"]["temperature"] == pytest.approx(11.8) and rec["excess"]["node_power"] == pytest.approx(1.0)
+    assert rec["relative"] == {"node_power": 0.2} and rec["units"] == {"temperature": "C", "node_power": "kW"}
 
 
 def test_top_is_refused_where_the_energy_ilp_answers_one_layout():
@@ -55,8 +55,8 @@ def test_a_node_budget_too_small_is_infeasible_and_one_in_watts_is_refused():
     base = ("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy")
     r = run(*base, "--node-power-kw", "1.5", "--json")
     rec = json.loads(r.stdout)
-    assert r.returncode == 3 and rec["binding"] == "node_power" and rec["required"]["node_power"] == 1600.0
-    assert rec["excess"]["node_power"] == 100.0
+    assert r.returncode == 3 and rec["binding"] == "node_power" and rec["required"]["node_power"] == pytest.approx(1.6)
+    assert rec["excess"]["node_power"] == pytest.approx(0.1) and rec["units"] == {"node_power": "kW"}
     r = run(*base, "--node-power-kw", "4000")
     one_line(r, "--node-power-kw", "the flag takes kW (did you give watts?)")
 

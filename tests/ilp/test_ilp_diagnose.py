@@ -42,7 +42,7 @@ def test_node_power_binds():
         solve(inst, "edp")
     assert e.value.binding == "node_power"
     assert e.value.required["node_power"] == pytest.approx(8 * 300.0)
-    assert "node power budget 2000 W must rise to 2400 W" in e.value.message
+    assert "node power budget 2 kW must rise to 2.4 kW" in e.value.message
 
 
 def test_two_limits_binding_together_are_both_named():
