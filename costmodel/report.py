@@ -315,11 +315,13 @@ def energy_split(total_j, step_time_s, cluster: ClusterSpec, node_power: bool) -
 
 
 def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, recipe: Recipe, caps,
-                    objective: str, node_power: bool = False) -> dict:
+                    objective: str, node_power: bool = False, max_temp_limit_c: float | None = None) -> dict:
     """JSON-ready record of an ILP solution (costmodel.ilp.Solution) and its layout; its energy split
     as ``predict --json`` names it (:func:`energy_split`: ``energy_j_per_step`` and ``tokens_per_joule``
     the GPUs', ``total_energy_j_per_step`` with the nodes' non-GPU power, what the ILP minimised with
-    ``node_power``)."""
+    ``node_power``).  ``max_temp_c`` is the hottest GPU's steady temperature, C, as in predict's record;
+    ``max_temp_limit_c`` the temperature limit the ILP kept every GPU under, C (``--max-temp-c``, else
+    the GPU's slowdown temperature)."""
     e = energy_split(sol.energy_j, sol.step_time_s, cluster, node_power)
     return {
         "objective": objective, "layout": lay, "step_time_s": sol.step_time_s, **e,
@@ -336,7 +338,8 @@ def solution_record(sol, lay: dict, model: ModelSpec, cluster: ClusterSpec, reci
                      "temp_bound_c": g.temp_c} for g in sol.gpus],
         "device_order_by_node": {str(k): list(v) for k, v in device_orders(sol, cluster.gpus_per_node).items()},
         "cap_unmet_stages": sorted(unmet_caps(sol)),
-        "max_temp_c": max(g.temp_c for g in sol.gpus), "solver_status": sol.status,
+        "max_temp_c": max(g.temp_c for g in sol.gpus), "max_temp_limit_c": max_temp_limit_c,
+        "solver_status": sol.status,
         "solve_time_s": sol.solve_time_s, "model": model.name, "cluster": cluster.key,
         "recipe": recipe_record(recipe, lay),
     }

@@ -562,7 +562,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
-    summary = report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power))
+    summary = report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power), max_temp_limit_c=limit_t)
     summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
                                  source=c.node_other_power_source)
     if space is not None:

@@ -91,6 +91,22 @@ def test_an_infeasible_node_budget_is_reported_in_kw_as_the_flag_takes_it():
     assert got["excess"] == {"memory": pytest.approx(10e9), "temperature": pytest.approx(90.0 - 90.0 / 1.1)}
 
 
+def test_the_ilp_json_carries_the_temperature_limit_beside_the_hottest_gpu():
+    """recommend --pareto --json gave max_temp_c, the hottest GPU's predicted temperature (62.4 C for Llama
+    3 8B on one DGX H100), and no trace of the 89 C limit in force (H100's slowdown temperature, printed
+    in the text header): a script could not tell the limit from the answer.  max_temp_c stays the hottest
+    GPU, as in predict's record; the limit is max_temp_limit_c, the default's or --max-temp-c's."""
+    base = ("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "32",
+            "--seq-len", "4096", "--json")
+    for extra, limit_c in ((("--pareto",), 89.0), (("--objective", "energy"), 89.0), (("--max-temp-c", "70"), 70.0)):
+        p = run(*base, *extra)
+        assert p.returncode == 0, p.stderr
+        rec = json.loads(p.stdout)
+        assert rec["max_temp_limit_c"] == limit_c, extra
+        assert rec["max_temp_c"] == pytest.approx(max(g["temp_bound_c"] for g in rec["per_gpu"]))
+        assert 40.0 < rec["max_temp_c"] < limit_c, (extra, rec["max_temp_c"])
+
+
 def test_bad_limits_exit_2():
     assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "900"),
                           "--power-cap-w", "power-limit range")
