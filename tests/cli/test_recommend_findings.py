@@ -51,7 +51,7 @@ def test_a_switch_that_did_not_help_one_winner_is_tried_again_on_the_next():
 def test_recommend_searches_the_flex_dispatcher_where_deepep_runs():
     """Qwen3-30B-A3B on two DGX H100: the all-to-all winner (TP2 EP8, 4.40 s) had been printed while the
     flex dispatcher, which predict prices, runs TP1 EP16 in 3.83 s; over AWS EFA, where upstream DeepEP's
-    internode kernels do not run, the search leaves it out."""
+    internode kernels do not run, the search keeps its EP groups inside a node."""
     import json
     got = {}
     for c in ("dgx-h100", "aws-p5"):
@@ -60,7 +60,8 @@ def test_recommend_searches_the_flex_dispatcher_where_deepep_runs():
         got[c] = json.loads(r.stdout)["ranked"][0]
     assert got["dgx-h100"]["recipe"]["moe_dispatcher"] == "flex" and got["dgx-h100"]["layout"]["ep"] == 16
     assert abs(got["dgx-h100"]["step_time_s"] - 3.83) < 0.05
-    assert got["aws-p5"]["recipe"]["moe_dispatcher"] != "flex"
+    p5 = got["aws-p5"]
+    assert p5["recipe"]["moe_dispatcher"] != "flex" or p5["layout"]["ep"] * p5["layout"]["etp"] <= 8
 
 
 def test_the_printed_predict_command_reproduces_recommend_s_answer():
