@@ -26,6 +26,9 @@ DUMP_KEYS = {**{s.name: s.megatron_key for s in RECIPE_SWITCHES if s.megatron_ke
              "flash_attention": "use_flash_attn", "cross_entropy": "cross_entropy_loss_fusion",
              "moe_expert_load_cv": "load_balancing_loss", "bf16_edge_layers": "first_last_layers_bf16",
              "optimizer_offload": "optimizer_cpu_offload", "fused_elementwise": "torch_compile"}
+#: Megatron-LM's argument for the DP gradient buffer's dtype under bf16 (megatron/training/arguments.py
+#: validate_args: on unless --grad-reduce-in-bf16 or --main-grads-dtype bf16)
+_FP32_GRADS = "accumulate_allreduce_grads_in_fp32"
 #: dtype spellings of an argument dump (torch dtypes print as torch.bfloat16)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float32": "fp32", "float32": "fp32",
            "fp32": "fp32"}
@@ -121,6 +124,19 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                     notes.append(f"argument dump: {key} = {a[key]!r} is not fp32 or bf16: not used")
                 else:
                     out[switch] = d
+    grads_from = None
+    megatron_bf16 = tlog.framework == "megatron" and a.get("bf16") is True
+    if "main_grads_dtype" not in out and megatron_bf16 and isinstance(a.get(_FP32_GRADS), bool):
+        # the dump prints the value validate_args settled on: True accumulates and reduces bf16 runs'
+        # gradients in fp32 (its default), False in bf16 (--grad-reduce-in-bf16, or --main-grads-dtype bf16)
+        out["main_grads_dtype"], grads_from = ("fp32" if a[_FP32_GRADS] else "bf16"), f"{_FP32_GRADS} = {a[_FP32_GRADS]}"
+    elif "main_grads_dtype" not in out and megatron_bf16 and _DTYPES.get(str(a.get("main_grads_dtype"))):
+        # a dump without it: validate_args accumulates in fp32 exactly when main_grads_dtype is fp32 and
+        # --grad-reduce-in-bf16 is off
+        d = "bf16" if a.get("grad_reduce_in_bf16") is True else _DTYPES[str(a["main_grads_dtype"])]
+        out["main_grads_dtype"] = d
+        grads_from = ("grad_reduce_in_bf16 = True" if a.get("grad_reduce_in_bf16") is True
+                      else f"main_grads_dtype = {a['main_grads_dtype']!r}")
     mods = _dump_list(a.get("recompute_modules"))
     if isinstance(mods, (list, tuple)) and mods and all(isinstance(x, str) for x in mods):
         known = [x for x in mods if x in RECOMPUTE_MODULES]
@@ -145,6 +161,13 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     where = {k: dump_key(k, a) + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
                                   if k == "moe_expert_load_cv" else f" = {a.get(dump_key(k, a))!r}")
              for k in out}
+    if grads_from and out["main_grads_dtype"] == "bf16" and a.get("use_distributed_optimizer") is not True:
+        # bf16 gradients are priced with the distributed optimizer's buffers (costmodel.run_checks)
+        del out["main_grads_dtype"], where["main_grads_dtype"]
+        notes.append(f"argument dump: {grads_from}: bf16 gradients without the distributed optimizer are not "
+                     "priced: fp32 ones are")
+    elif grads_from:
+        where["main_grads_dtype"] = grads_from
     dated = _torchtitan_repeat_kv(tlog)
     if dated:
         out["kv_repeat"], where["kv_repeat"] = True, dated

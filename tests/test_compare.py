@@ -998,3 +998,32 @@ def test_a_node_count_the_log_contradicts_names_the_log():
     """'--nodes: 32 GPUs, but the log's world size is 16' had not said which log."""
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "4")
     assert rc == 2 and f"but the log's world size is 8 ({GPT8B})" in se, se
+
+
+@pytest.mark.parametrize("line,want,said", [
+    ("  accumulate_allreduce_grads_in_fp32 .............. False\n", "bf16", "accumulate_allreduce_grads_in_fp32 = False"),
+    ("  accumulate_allreduce_grads_in_fp32 .............. True\n", "fp32", "accumulate_allreduce_grads_in_fp32 = True"),
+    ("  main_grads_dtype ................................ torch.bfloat16\n", "bf16", "main_grads_dtype = 'torch.bfloat16'"),
+    ("  main_grads_dtype ................................ torch.float32\n", "fp32", "main_grads_dtype = 'torch.float32'")])
+def test_a_bf16_dump_s_gradient_dtype_is_read_without_the_precision_aware_optimizer(tmp_path, line, want, said):
+    """Megatron-LM reduces a bf16 run's gradients in fp32 unless --grad-reduce-in-bf16 or --main-grads-dtype bf16
+    (validate_args settles accumulate_allreduce_grads_in_fp32 and the dump prints it); compare had read the dtype
+    only with the precision-aware optimizer and called it 'megatron default' beside a dump saying bf16."""
+    text = GPT8B.read_text()
+    anchor = "  bf16 ............................................ True\n"
+    ddp = "  use_distributed_optimizer ....................... False\n"
+    assert anchor in text and ddp in text
+    log = tmp_path / "g.log"
+    log.write_text(text.replace(anchor, anchor + line).replace(ddp, ddp.replace("False", "True ")))
+    rc, so, se = cli("compare", "--log", log, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["main_grads_dtype"] == want and out["origin"]["main_grads_dtype"] == f"log: {said}"
+    # without the distributed optimizer bf16 gradients are not priced (fp32 ones are), and it is said
+    log.write_text(text.replace(anchor, anchor + line))
+    rc, so, se = cli("compare", "--log", log, "--cluster", "dgx-h100", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["recipe"]["main_grads_dtype"] == "fp32"
+    assert (want == "bf16") == any("bf16 gradients without the distributed optimizer are not priced" in w
+                                   for w in out["warnings"])
