@@ -579,10 +579,11 @@ def test_recommend_refuses_an_ilp_solver_without_the_ilp():
 
 
 def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
-    """DeepSeek-V3 on two GB200 NVL72 racks: at PP 9 the last stage also runs the logits, the loss and the
-    MTP module.  recommend ranks each shortlisted 1F1B layout at the split that balances its stages (7 x 8
-    and 5 here, where the default had been 7 x 7, 6 and 6), prints the flags that set it, and predict with
-    that split (--pp-layout) gives the same step, faster than the default split's."""
+    """DeepSeek-V3 on two GB200 NVL72 racks: the last stage also runs the logits, the loss and the MTP
+    module.  recommend ranks each shortlisted 1F1B layout at the split that balances its stages (at PP 18
+    here the last stages hold one layer each, where the default split gives the last seven four), prints the
+    flags that set it (Megatron's first/last-stage counts, or its layout string where those cannot say
+    it), and predict with that split (--pp-layout) gives the same step, faster than the default split's."""
     base = ("--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--nodes", "36", "--gbs", "1024")
     p = run("recommend", *base, "--top", "3", "--json", "--format", "megatron")
     assert p.returncode == 0, p.stderr
@@ -590,12 +591,14 @@ def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
     won = out["ranked"][0]
     split = won["pipeline_rank_layers"]
     assert len(split) == won["layout"]["pp"] and sum(split) == 61 and split[-1] < max(split)
-    assert f"--decoder-last-pipeline-num-layers {split[-1]}" in out["launch"]["text"]
+    segs = ["t" * n for n in split]
+    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "mL"
+    text = out["launch"]["text"]
+    assert (f"--decoder-last-pipeline-num-layers {split[-1]}" in text
+            or f'--pipeline-model-parallel-layout "{"|".join(segs)}"' in text), text
     lay = won["layout"]
     flags = [f"--{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "zero")]
     flags += [f"--recompute-num-layers={lay['recompute_num_layers']}"] if lay.get("recompute_num_layers") else []
-    segs = ["t" * n for n in split]
-    segs[0], segs[-1] = "E" + segs[0], segs[-1] + "mL"
     # the switches the search turned on (its notes name them; the record's recipe holds them)
     rec = won["recipe"]
     flags += [f for k, f in (("dp_overlap", "--dp-overlap"), ("moe_grouped_gemm", "--moe-grouped-gemm"),
