@@ -20,6 +20,7 @@ from .comm import fp8_params_on
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
 from .megatron_structure import megatron_structure_args
+from .moe import flex_backend
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, RECIPE_SWITCHES, dp_overlap_on, get_stack
 
@@ -226,7 +227,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # per-expert GEMMs, dropless)
         a.append(f"--moe-token-dispatcher-type {recipe.moe_dispatcher}")
         if recipe.moe_dispatcher == "flex":     # DeepEP's kernels, priced (--moe-enable-deepep is deprecated)
-            a.append("--moe-flex-dispatcher-backend deepep")
+            a.append(f"--moe-flex-dispatcher-backend {flex_backend(gpu)}")
         if recipe.moe_capacity_factor > 0:
             a.append(f"--moe-expert-capacity-factor {recipe.moe_capacity_factor!r}")
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
@@ -397,7 +398,7 @@ def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -> list[
     return [f"{c}pipeline_model_parallel_layout = {how!r}"] if split == "layout" else []
 
 
-def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
+def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, gpu=None) -> str:
     """NeMo 2 recipe overrides (module docstring) for ``layout`` (``layers``: per pipeline stage, as
     :func:`megatron_args`)."""
     t = layout
@@ -414,8 +415,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) 
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              *(["recipe.model.config.moe_flex_dispatcher_backend = 'deepep'"] if recipe.moe_dispatcher == "flex"
-                else []),
+              *([f"recipe.model.config.moe_flex_dispatcher_backend = {flex_backend(gpu)!r}"]
+                if recipe.moe_dispatcher == "flex" else []),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
@@ -642,7 +643,7 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
                     fmt: str | None = None, gpu=None) -> tuple[str, str]:
     """(title, text) of what to set to run ``layout``: ``fmt`` one of :data:`FORMATS` (None: the
     stack's own, :func:`default_format`); ``gpu`` (a GpuSpec) the GPU it runs on, where the text depends on
-    it (Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS).
+    it (Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS, the flex dispatcher's backend: costmodel.moe.flex_backend).
 
     Raises:
         InputError: an unknown format (names ``--format``).
@@ -655,10 +656,10 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
                  "megatron-legacy": "Megatron-LM (2021-22) arguments"}.get(recipe.stack, "Megatron-LM arguments")
         return title, megatron_args(layout, model, recipe, layers, gpu)
     if fmt == "nemo":
-        return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe, layers)
+        return "NeMo 2 recipe overrides", nemo_overrides(layout, model, recipe, layers, gpu)
     if fmt == "bridge":
         from .launch_bridge import bridge_overrides
-        return "Megatron-Bridge configuration overrides (YAML)", bridge_overrides(layout, model, recipe, layers)
+        return "Megatron-Bridge configuration overrides (YAML)", bridge_overrides(layout, model, recipe, layers, gpu)
     if fmt == "torchtitan":
         return "torchtitan configuration", torchtitan_config(layout, model, recipe)
     if fmt == "json":

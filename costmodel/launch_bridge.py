@@ -12,12 +12,13 @@ import yaml
 from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
     pipeline_split_settings
 from .comm import fp8_params_on
+from .moe import flex_backend
 from .schedule import pp_sends_overlapped
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
 
 
-def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
+def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) -> dict:
     """The ``model`` section: parallel sizes, the pipeline split, MoE, recomputation and fusions."""
     m = dict(tensor_model_parallel_size=t["tp"], pipeline_model_parallel_size=t["pp"],
              virtual_pipeline_model_parallel_size=t["vp"] if t["vp"] > 1 else None,
@@ -34,7 +35,7 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers) -> dict:
                  moe_token_dispatcher_type=recipe.moe_dispatcher,
                  moe_expert_capacity_factor=recipe.moe_capacity_factor if recipe.moe_capacity_factor > 0 else None)
         if recipe.moe_dispatcher == "flex":
-            m["moe_flex_dispatcher_backend"] = "deepep"
+            m["moe_flex_dispatcher_backend"] = flex_backend(gpu)
         # the EP overlap is the comm_overlap section's (its setup writes it over the model's): not here
         m.update({s.megatron_key: bool(getattr(recipe, s.name)) for s in MOE_FLAG_SWITCHES
                   if s.name != "moe_ep_overlap"})
@@ -81,7 +82,7 @@ def _mixed_precision(recipe: Recipe, zero: int, dp_cp: int) -> dict:
     return mp
 
 
-def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
+def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, gpu=None) -> str:
     """Megatron-Bridge ConfigContainer overrides (module docstring) for ``layout`` as YAML text
     (``layers``: per pipeline stage, as :func:`costmodel.launch.megatron_args`), the notes the
     prediction priced that no field says as YAML comments."""
@@ -108,7 +109,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
         # Bridge's CommOverlapConfig writes both over the model's, from this section (comm_overlap.py)
         comm.update(overlap_moe_expert_parallel_comm=bool(recipe.moe_ep_overlap),
                     delay_wgrad_compute=bool(recipe.moe_ep_overlap))
-    doc = dict(model=_model_section(t, model, recipe, layers),
+    doc = dict(model=_model_section(t, model, recipe, layers, gpu),
                train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
                dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
                mixed_precision=_mixed_precision(recipe, t["zero"], t["dp"] * t["cp"]))

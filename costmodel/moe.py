@@ -276,6 +276,17 @@ def check_flex_fabric(model, recipe, cluster) -> None:
                          "give alltoall or allgather")
 
 
+def flex_backend(gpu) -> str:
+    """The flex dispatcher's backend a launch names for ``gpu`` (a GpuSpec, or None): DeepEP ('deepep'),
+    except on Grace-Blackwell (GB200, GB300) NVIDIA's HybridEP ('hybridep'): Megatron-Bridge's
+    validate_flex_dispatcher_backend refuses DeepEP on a device of compute capability 10 not named B200
+    or B300 (src/megatron/bridge/training/flex_dispatcher_backend.py), and its GB200 recipes take
+    hybridep (recipes/deepseek/gb200/deepseek_v4.py).  Both are priced alike: DeepEP's measured
+    bandwidths, checked against HybridEP's EP scaling table (module docstring)."""
+    name = str(getattr(gpu, "name", "")).upper()
+    return "hybridep" if name.startswith(("GB200", "GB300")) else "deepep"
+
+
 def flex_crosses_efa(cluster, etp, ep) -> np.ndarray:
     """Whether the flex dispatcher's EP x ETP group (ranks ``etp`` apart, ``ep`` of them; arrays) spans
     more than one node of an AWS EFA cluster (bool array; all False elsewhere): upstream DeepEP's

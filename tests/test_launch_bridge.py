@@ -76,3 +76,23 @@ def test_the_settings_of_a_stack_without_a_format_name_its_own_sharding_key(stac
     r = stack_recipe(STACKS[stack], 64, 4096, "bf16")
     _, text = launch_settings(dict(_BASE, tp=1, pp=1, vp=1, dp=8, ep=1, zero=zero, sp=False), m, r, fmt="settings")
     assert key in text
+
+
+def test_the_flex_dispatcher_s_backend_is_one_its_framework_runs_on_the_gpu():
+    """Megatron-Bridge refuses DeepEP on a compute-capability-10 device not named B200 or B300
+    (flex_dispatcher_backend.py validate_flex_dispatcher_backend): on GB200 and GB300 every format had
+    printed moe_flex_dispatcher_backend deepep, a launch stopped at start-up; they print hybridep, as
+    Bridge's own GB200 recipes do, and DeepEP stays on Hopper and the B200/B300 boards."""
+    from costmodel.specs import load_gpu
+    m = load_model("qwen3-30b-a3b")
+    r = stack_recipe(STACKS["megatron"], 256, 4096, "bf16", moe_dispatcher="flex", moe_grouped_gemm=True)
+    lay = dict(tp=1, pp=1, dp=16, cp=1, ep=16, etp=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0, zero=1,
+               sp=False, overlap=True)
+    for gpu, want in (("gb200-186gb", "hybridep"), ("gb300-288gb", "hybridep"), ("b200-sxm-180gb", "deepep"),
+                      ("h100-sxm-80gb", "deepep")):
+        g = load_gpu(gpu)
+        meg = launch_settings(lay, m, r, fmt="megatron", gpu=g)[1]
+        assert f"--moe-flex-dispatcher-backend {want}" in meg, gpu
+        assert f"moe_flex_dispatcher_backend = {want!r}" in launch_settings(lay, m, r, fmt="nemo", gpu=g)[1]
+        doc = yaml.safe_load(launch_settings(lay, m, r, fmt="bridge", gpu=g)[1])
+        assert doc["model"]["moe_flex_dispatcher_backend"] == want
