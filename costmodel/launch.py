@@ -596,7 +596,14 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if recipe.optimizer_offload:
         a.append("# the prediction assumed the optimizer offloaded to the host CPU: torchtitan has no optimizer-only "
                  "offload (training.enable_cpu_offload is FSDP2's parameter offload, not priced here)")
-    if recipe.precision != "bf16" and recipe.precision != "fp16":
+    if recipe.precision != "bf16" and recipe.precision != "fp16" and recipe.fp8_recipe == "tensorwise":
+        # torchtitan's float8 converter takes rowwise recipes only since 6348d93d1 (2026-04-27): the torchtitan
+        # that reads this configuration (its keys are of 73aed7f6c, 2026-08-20) has no tensorwise
+        a.insert(2, f"    # {recipe.precision_label}: torchtitan dropped its tensorwise float8 recipe (6348d93d1, "
+                    "2026-04-27; components/quantization/float8.py takes rowwise, rowwise_with_gw_hp) before these "
+                    "keys (73aed7f6c, 2026-08-20): price --fp8-recipe rowwise for it, or use a torchtitan of before "
+                    "2026-04-28 with its TOML")
+    elif recipe.precision != "bf16" and recipe.precision != "fp16":
         rec = f' (recipe_name = "{recipe.fp8_recipe}")' if recipe.fp8_recipe == "rowwise" else ""
         a.insert(2, f"    # {recipe.precision_label}: add the float8 model converter of your torchtitan version{rec}")
     else:

@@ -90,17 +90,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
         notes.append(f"argument dump: moe_router_load_balancing_type = {lb!r}: the expert load is not read from the "
                      "log (its load_balancing_loss bound is for aux_loss); routing priced as given by "
                      "--moe-expert-load-cv (uniform by default)")
-    for k in ("cpu_offloading", "fine_grained_activation_offloading"):
-        if a.get(k) is True:
-            notes.append(f"argument dump: {k} = True: activation offloading to the host is not priced: the memory "
-                         "counts the activations on the GPU and the step leaves out their copies")
-    graphs = [f"{k} = {a[k]!r}" for k in ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl")
-              if a.get(k) not in (None, False, "none", "None", "")]
-    if graphs:
-        notes.append(f"argument dump: {', '.join(graphs)}: CUDA graphs are not priced (each kernel's launch is)")
-    if a.get("offload_param") is True:
-        notes.append("DeepSpeed zero_config: offload_param (ZeRO-3 parameters on the host) is not priced: the "
-                     "parameters are counted in HBM and their host transfers left out")
+    notes += _unpriced_notes(a)
     if a.get("fp8") not in (None, False, True, "None") and str(a["fp8"]).lower() not in FP8_FORMATS:
         notes.append(f"argument dump: fp8 = {a['fp8']!r} is not an --fp8-format value ({', '.join(FP8_FORMATS)}): "
                      "the precision is not read from the log")
@@ -124,19 +114,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                     notes.append(f"argument dump: {key} = {a[key]!r} is not fp32 or bf16: not used")
                 else:
                     out[switch] = d
-    grads_from = None
-    megatron_bf16 = tlog.framework == "megatron" and a.get("bf16") is True
-    if "main_grads_dtype" not in out and megatron_bf16 and isinstance(a.get(_FP32_GRADS), bool):
-        # the dump prints the value validate_args settled on: True accumulates and reduces bf16 runs'
-        # gradients in fp32 (its default), False in bf16 (--grad-reduce-in-bf16, or --main-grads-dtype bf16)
-        out["main_grads_dtype"], grads_from = ("fp32" if a[_FP32_GRADS] else "bf16"), f"{_FP32_GRADS} = {a[_FP32_GRADS]}"
-    elif "main_grads_dtype" not in out and megatron_bf16 and _DTYPES.get(str(a.get("main_grads_dtype"))):
-        # a dump without it: validate_args accumulates in fp32 exactly when main_grads_dtype is fp32 and
-        # --grad-reduce-in-bf16 is off
-        d = "bf16" if a.get("grad_reduce_in_bf16") is True else _DTYPES[str(a["main_grads_dtype"])]
-        out["main_grads_dtype"] = d
-        grads_from = ("grad_reduce_in_bf16 = True" if a.get("grad_reduce_in_bf16") is True
-                      else f"main_grads_dtype = {a['main_grads_dtype']!r}")
+    grads_from = None if "main_grads_dtype" in out else _grads_dtype(tlog, out, notes)
     mods = _dump_list(a.get("recompute_modules"))
     if isinstance(mods, (list, tuple)) and mods and all(isinstance(x, str) for x in mods):
         known = [x for x in mods if x in RECOMPUTE_MODULES]
@@ -161,12 +139,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     where = {k: dump_key(k, a) + (f" (median {lbl:.4f} of the kept iterations; sqrt(L - 1), a lower bound)"
                                   if k == "moe_expert_load_cv" else f" = {a.get(dump_key(k, a))!r}")
              for k in out}
-    if grads_from and out["main_grads_dtype"] == "bf16" and a.get("use_distributed_optimizer") is not True:
-        # bf16 gradients are priced with the distributed optimizer's buffers (costmodel.run_checks)
-        del out["main_grads_dtype"], where["main_grads_dtype"]
-        notes.append(f"argument dump: {grads_from}: bf16 gradients without the distributed optimizer are not "
-                     "priced: fp32 ones are")
-    elif grads_from:
+    if grads_from:
         where["main_grads_dtype"] = grads_from
     dated = _torchtitan_repeat_kv(tlog)
     if dated:
@@ -206,6 +179,50 @@ def _dump_list(v):
         except (ValueError, SyntaxError):
             return v
     return v
+
+
+def _unpriced_notes(a: dict) -> list:
+    """Notes on what an argument dump runs that the model does not price: activation offloading to the
+    host (Megatron's cpu_offloading, fine_grained_activation_offloading), CUDA graphs (enable_cuda_graph,
+    external_cuda_graph, cuda_graph_impl) and DeepSpeed's ZeRO-3 parameter offload."""
+    out = []
+    for k in ("cpu_offloading", "fine_grained_activation_offloading"):
+        if a.get(k) is True:
+            out.append(f"argument dump: {k} = True: activation offloading to the host is not priced: the memory "
+                       "counts the activations on the GPU and the step leaves out their copies")
+    graphs = [f"{k} = {a[k]!r}" for k in ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl")
+              if a.get(k) not in (None, False, "none", "None", "")]
+    if graphs:
+        out.append(f"argument dump: {', '.join(graphs)}: CUDA graphs are not priced (each kernel's launch is)")
+    if a.get("offload_param") is True:
+        out.append("DeepSpeed zero_config: offload_param (ZeRO-3 parameters on the host) is not priced: the "
+                   "parameters are counted in HBM and their host transfers left out")
+    return out
+
+
+def _grads_dtype(tlog, out: dict, notes: list) -> str | None:
+    """Set ``out['main_grads_dtype']`` from a bf16 Megatron-LM dump as validate_args settles it, returning
+    where it was read (None where the dump does not say): ``accumulate_allreduce_grads_in_fp32`` as
+    printed (True: fp32, its default; False: bf16, by --grad-reduce-in-bf16 or --main-grads-dtype bf16),
+    else ``main_grads_dtype`` with ``grad_reduce_in_bf16``.  bf16 gradients are priced with the distributed
+    optimizer's buffers only (costmodel.run_checks): without it they are said in ``notes`` and not set."""
+    a = tlog.args
+    if tlog.framework != "megatron" or a.get("bf16") is not True:
+        return None
+    if isinstance(a.get(_FP32_GRADS), bool):
+        d, src = ("fp32" if a[_FP32_GRADS] else "bf16"), f"{_FP32_GRADS} = {a[_FP32_GRADS]}"
+    elif _DTYPES.get(str(a.get("main_grads_dtype"))):
+        bf16_reduce = a.get("grad_reduce_in_bf16") is True
+        d = "bf16" if bf16_reduce else _DTYPES[str(a["main_grads_dtype"])]
+        src = "grad_reduce_in_bf16 = True" if bf16_reduce else f"main_grads_dtype = {a['main_grads_dtype']!r}"
+    else:
+        return None
+    if d == "bf16" and a.get("use_distributed_optimizer") is not True:
+        notes.append(f"argument dump: {src}: bf16 gradients without the distributed optimizer are not priced: "
+                     "fp32 ones are")
+        return None
+    out["main_grads_dtype"] = d
+    return src
 
 
 def _edge_layers(a: dict, out: dict, notes: list) -> None:

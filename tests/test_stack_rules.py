@@ -168,3 +168,16 @@ def test_the_predict_command_repeats_recommend_s_conditions():
                               mem_headroom=0.1), "my profile.yaml", 60.0)
     assert got == ["--scale-out-gbps 100", "--no-sharp", "--domain-gpus 64", "--mem-headroom 0.1",
                    "--profile 'my profile.yaml'", "--inlet-temp-c 60"]
+
+
+def test_torchtitan_fp8_settings_say_its_current_converter_has_no_tensorwise_recipe():
+    """The torchtitan configuration (keys of 2026-08) had said 'add the float8 model converter of your torchtitan
+    version' under tensorwise pricing, while that torchtitan's converter takes rowwise recipes only
+    (components/quantization/float8.py since 6348d93d1): the settings say so and name the rowwise pricing."""
+    m = load_model("llama3-8b")
+    lay = dict(LAY, zero=3)
+    tw = launch_settings(lay, m, stack_recipe(get_stack("torchtitan"), 64, 4096, "fp8"), fmt="torchtitan")[1]
+    assert "torchtitan dropped its tensorwise float8 recipe (6348d93d1" in tw and "--fp8-recipe rowwise" in tw
+    rw = launch_settings(lay, m, stack_recipe(get_stack("torchtitan"), 64, 4096, "fp8", fp8_recipe="rowwise"),
+                         fmt="torchtitan")[1]
+    assert 'recipe_name = "rowwise"' in rw and "dropped its tensorwise" not in rw

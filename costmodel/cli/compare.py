@@ -26,7 +26,7 @@ from ..pipeline_layout import with_pipeline_layout
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
-from .compare_inputs import _local, _read_log, _read_trace
+from .compare_inputs import _local, _read_log, _read_trace, _records_text, unreadable_note
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -125,23 +125,8 @@ def compare(
         warnings.append(f"no power/thermal prediction (missing: {', '.join(pred.energy_missing)}): "
                         "power metrics are measured only")
     agg = _aggregate(tlog, recipe, log, warnings, run.origin, c.num_gpus)
-    pw, gpu_rows, window, ptrace = None, [], None, None
-    if power:
-        ptrace, tw = _read_trace(power, c.gpus_per_node)
-        warnings += tw + capture_gpu_check(ptrace, c, allow_override)
-        st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
-        kept_t = tlog.iterations.t_unix[tlog.kept]
-        t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
-        window = (t0, t1)
-        pw, rows = trace_metrics(ptrace, t0, t1)
-        if pw["gpus"] and max(pw["gpus"]) >= c.gpus_per_node:
-            raise InputError("--power", "", f"the capture holds GPU indices up to {max(pw['gpus'])}, but a {c.key} node "
-                             f"has {c.gpus_per_node} GPUs (indices 0..{c.gpus_per_node - 1}): a capture of another "
-                             "machine, or of several nodes without a host column")
-        warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
-                        f"over {t1 - t0:.0f} s")
-        warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
-        gpu_rows = per_gpu_rows(rows, rec.get("per_gpu"))
+    pw, gpu_rows, window, ptrace = (_power_capture(power, c, allow_override, agg, tlog, rec.get("per_gpu"), warnings)
+                                    if power else (None, [], None, None))
     stamps = tlog.iterations.t_unix[tlog.kept]
     stamps = stamps[np.isfinite(stamps)]
     metrics = build_metrics(pred, agg, tlog.framework, pw, float(stamps[0]) if len(stamps) else None)
@@ -149,9 +134,7 @@ def compare(
     warnings += logged_flops_check(metrics, tlog.framework, pred.layout["recompute"], run.origin)
     warnings += logged_memory_check(metrics)
     used = int(agg["step_time_s"].n or agg["tokens_per_s_per_gpu"].n)
-    if tlog.unreadable_records > used:
-        warnings.append(f"{log}: {tlog.unreadable_records} of its record lines are unreadable (named in these notes), more than "
-                        f"the {used} the measured figures rest on: a damaged or edited log")
+    warnings += unreadable_note(tlog, log, used)
     if not pred.feasible:
         warnings.append(_infeasible_note(pred, run.origin, m.is_moe))
     out = dict(metrics=metrics, feasible=rec["feasible"], peak_mem_bytes=rec["peak_mem_bytes"],
@@ -552,22 +535,27 @@ def _recipe(tlog, run, c, flags: dict, stack_name, model, allow_override: bool, 
     return recipe
 
 
-def _records_text(tlog, out) -> str:
-    """'3 logged records used (iterations 20-40), 1 discarded': the counts are of printed records, each of
-    which may average several iterations (a log interval)."""
-    def n(k, word):
-        return f"{k} {word}{'' if k == 1 else 's'}"
-    its = tlog.iterations
-    # the records the figures come from: kept, with a step time or a throughput (a Composer block
-    # printed before its first throughput window has neither)
-    used = tlog.kept & (np.isfinite(its.step_time_s) | np.isfinite(its.tokens_per_s_per_gpu))
-    it = its.iteration[used]
-    span = ""
-    if it.size:
-        lo, hi = int(it.min()), int(it.max())
-        span = f" ({'iteration' if lo == hi else 'iterations'} {lo}{'' if lo == hi else f'-{hi}'})"
-    bad = f", {out['records_unreadable']} unreadable (named in the notes)" if out.get("records_unreadable") else ""
-    return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded{bad}"
+def _power_capture(power, c, allow_override: bool, agg: dict, tlog, per_gpu, warnings: list) -> tuple:
+    """(power metrics, per-GPU rows, (t0, t1) window, the trace) of the ``--power`` capture over the kept
+    iterations' window (costmodel.trace_window), its notes added to ``warnings``.
+
+    Raises:
+        InputError: a capture whose GPU indices a node of ``c`` does not have (naming --power).
+    """
+    ptrace, tw = _read_trace(power, c.gpus_per_node)
+    warnings += tw + capture_gpu_check(ptrace, c, allow_override)
+    st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
+    kept_t = tlog.iterations.t_unix[tlog.kept]
+    t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
+    pw, rows = trace_metrics(ptrace, t0, t1)
+    if pw["gpus"] and max(pw["gpus"]) >= c.gpus_per_node:
+        raise InputError("--power", "", f"the capture holds GPU indices up to {max(pw['gpus'])}, but a {c.key} node "
+                         f"has {c.gpus_per_node} GPUs (indices 0..{c.gpus_per_node - 1}): a capture of another "
+                         "machine, or of several nodes without a host column")
+    warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
+                    f"over {t1 - t0:.0f} s")
+    warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
+    return pw, per_gpu_rows(rows, per_gpu), (t0, t1), ptrace
 
 
 def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus: int = 0) -> dict:

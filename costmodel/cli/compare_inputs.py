@@ -1,8 +1,11 @@
 """``costmodel compare``'s inputs read as files: the training log (warm-up only refused) and the power
-trace, each error naming the file or ``--power``."""
+trace, each error naming the file or ``--power``; and what it says of the log's records (how many were
+used, discarded and unreadable)."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import InputError
 from ..files import not_a_file
@@ -83,3 +86,30 @@ def _summarised(warns: list) -> list:
         return warns
     return warns[:MAX_NAMED_LINES] + [f"... and {len(warns) - MAX_NAMED_LINES} more bad line(s) of the trace, "
                                       "each left out"]
+
+
+def _records_text(tlog, out) -> str:
+    """'3 logged records used (iterations 20-40), 1 discarded': the counts are of printed records, each of
+    which may average several iterations (a log interval)."""
+    def n(k, word):
+        return f"{k} {word}{'' if k == 1 else 's'}"
+    its = tlog.iterations
+    # the records the figures come from: kept, with a step time or a throughput (a Composer block
+    # printed before its first throughput window has neither)
+    used = tlog.kept & (np.isfinite(its.step_time_s) | np.isfinite(its.tokens_per_s_per_gpu))
+    it = its.iteration[used]
+    span = ""
+    if it.size:
+        lo, hi = int(it.min()), int(it.max())
+        span = f" ({'iteration' if lo == hi else 'iterations'} {lo}{'' if lo == hi else f'-{hi}'})"
+    bad = f", {out['records_unreadable']} unreadable (named in the notes)" if out.get("records_unreadable") else ""
+    return f"{n(out['iterations_used'], 'logged record')} used{span}, {out['warmup_steps_discarded']} discarded{bad}"
+
+
+def unreadable_note(tlog, log, used: int) -> list:
+    """A note where more of the log's record lines are unreadable (costmodel.readers TrainingLog
+    ``unreadable_records``) than the ``used`` records the measured figures rest on: a damaged or edited log."""
+    if tlog.unreadable_records <= used:
+        return []
+    return [f"{log}: {tlog.unreadable_records} of its record lines are unreadable (named in these notes), more than "
+            f"the {used} the measured figures rest on: a damaged or edited log"]
