@@ -171,7 +171,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
              + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
-                _flex_efa_note(m, r, c, lay)]
+                _flex_efa_note(m, r, c, lay), _fp8_param_gather_note(r, lay, recipe_flags)]
              if n]
     _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
@@ -374,6 +374,25 @@ def _flex_efa_note(m, r, c, lay: dict) -> str | None:
             "deepseek-ai/DeepEP#369) and HybridEP traps on EFA (Megatron-Bridge#3343); only DeepEP V2 over NCCL's GIN "
             "plugin runs there, priced here with DeepEP's InfiniBand measurement capped at the EFA NICs' rate "
             "(recommend keeps flex's EP groups inside a node there)")
+
+
+def _fp8_param_gather_note(r, lay: dict, flags) -> str | None:
+    """A note where --fp8-param-gather is given for FSDP (ZeRO-3), whose fp8 gathers Megatron runs but the
+    model prices at 16 bits (costmodel.comm.fp8_params_on).
+
+    Raises:
+        InputError: given with ZeRO 0 over more than one DP x CP rank: Megatron-LM asserts the distributed
+            optimizer or FSDP (megatron/training/arguments.py, '--fp8-param-gather only supported with
+            distributed optimizer, torch fsdp2, megatron fsdp, or inference mode').
+    """
+    if not ((flags or {}).get("fp8_param_gather") and r.precision == "fp8" and get_stack(r.stack).megatron_family):
+        return None
+    if lay["zero"] == 0 and lay["dp"] * lay["cp"] > 1:
+        raise InputError("--fp8-param-gather", "", "needs Megatron's distributed optimizer or FSDP (--zero 1, 2 or 3), "
+                         "as Megatron-LM asserts; not --zero 0")
+    if lay["zero"] == 3:
+        return "--fp8-param-gather under FSDP (ZeRO-3) is priced as 16-bit parameter gathers and weights"
+    return None
 
 
 def _zero3_overlap_note(r, lay: dict, flags) -> str | None:

@@ -57,3 +57,14 @@ def test_auto_recompute_refuses_a_layer_count_and_counts_print_whole():
                  "--gbs", "64", "--recompute", "auto", "--recompute-num-layers", "3"),
              "--recompute-num-layers: --recompute auto chooses")
     one_line(run("predict", *L8, "--doc-tokens", "2000000"), "got 2000000")
+
+
+def test_fp8_parameter_gathers_without_a_sharded_optimizer_are_refused_and_under_fsdp_said():
+    """--fp8-param-gather with --zero 0 had been taken (the JSON said it on) though nothing priced it and
+    Megatron-LM asserts the distributed optimizer or FSDP for it; under FSDP it runs, priced at 16 bits."""
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--gbs", "64", "--precision",
+            "fp8", "--fp8-param-gather")
+    one_line(run(*base, "--zero", "0"), "--fp8-param-gather", "needs Megatron's distributed optimizer or FSDP")
+    r = run(*base, "--zero", "3", "--tp", "1", "--pp", "1")
+    assert r.returncode == 0 and "--fp8-param-gather under FSDP (ZeRO-3) is priced as 16-bit" in r.stderr, r.stderr
+    assert run(*base, "--zero", "1", "--recompute", "full").returncode == 0
