@@ -63,11 +63,16 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) 
 def _mixed_precision(recipe: Recipe, zero: int, dp_cp: int) -> dict:
     """``mixed_precision`` as a MixedPrecisionConfig mapping: its recipe functions turn on fp8 parameter
     gathers (fp8_param_gather), which the prediction prices where costmodel.comm.fp8_params_on says
-    (ZeRO ``zero``, DP x CP ``dp_cp``), 16-bit ones elsewhere: every field is set."""
+    (ZeRO ``zero``, DP x CP ``dp_cp``), 16-bit ones elsewhere: every field is set, the parameter and
+    pipeline dtypes as Megatron-Bridge's bf16_mixed / fp16_mixed (training/mixed_precision.py) set them."""
     p = recipe.precision
-    # every field the section sets, so merged into a recipe's file it leaves none of the recipe's in force
+    # the section is instantiated anew (omegaconf_utils._apply_overrides: a mapping with _target_), and its
+    # setup copies every field over the model's (update_config_with_precision_overrides): each is set,
+    # the dtypes as bf16_mixed / fp16_mixed set them, written as Bridge's YAML writes a torch dtype
+    dtype = {"_target_": "torch.float16" if p == "fp16" else "torch.bfloat16", "_call_": False}
     mp = {"_target_": "megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
-          "bf16": p != "fp16", "fp16": p == "fp16", "grad_reduce_in_fp32": recipe.main_grads_dtype != "bf16",
+          "bf16": p != "fp16", "fp16": p == "fp16", "params_dtype": dtype, "pipeline_dtype": dict(dtype),
+          "autocast_enabled": False, "grad_reduce_in_fp32": recipe.main_grads_dtype != "bf16",
           "fp8": None, "fp8_param_gather": False, "fp4": None, "fp4_param_gather": False}
     if p in ("fp8", "mxfp8"):
         mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8")

@@ -96,3 +96,17 @@ def test_the_flex_dispatcher_s_backend_is_one_its_framework_runs_on_the_gpu():
         assert f"moe_flex_dispatcher_backend = {want!r}" in launch_settings(lay, m, r, fmt="nemo", gpu=g)[1]
         doc = yaml.safe_load(launch_settings(lay, m, r, fmt="bridge", gpu=g)[1])
         assert doc["model"]["moe_flex_dispatcher_backend"] == want
+
+
+def test_the_bridge_mixed_precision_section_sets_the_dtypes_its_instantiation_would_clear():
+    """Megatron-Bridge instantiates a _target_ mapping anew and copies every MixedPrecisionConfig field over
+    the model's (update_config_with_precision_overrides): the printed section had no params_dtype or
+    pipeline_dtype (None there), which would have replaced the model's bf16 parameters; it sets them as
+    bf16_mixed does, in Bridge's YAML form of a torch dtype."""
+    m = load_model("llama3-8b")
+    lay = dict(tp=2, pp=2, dp=4, cp=1, ep=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0, zero=1, sp=True,
+               overlap=True)
+    for prec, dt in (("bf16", "torch.bfloat16"), ("fp8", "torch.bfloat16"), ("fp16", "torch.float16")):
+        mp = yaml.safe_load(bridge_overrides(lay, m, stack_recipe(STACKS["megatron"], 64, 4096, prec)))["mixed_precision"]
+        assert mp["params_dtype"] == mp["pipeline_dtype"] == {"_target_": dt, "_call_": False}, prec
+        assert mp["autocast_enabled"] is False
