@@ -749,3 +749,44 @@ def test_an_mpt_config_is_refused_by_its_type_not_by_a_key_it_lacks(tmp_path):
     with pytest.raises(InputError, match="MPT's own keys") as e:
         load_model(str(f))
     assert e.value.field == "model_type"
+
+
+def test_gemma_layers_hold_four_norms_and_gpt2_refuses_a_head_width_its_attention_ignores():
+    """Gemma 2 and 3 layers hold input, post-attention, pre- and post-feedforward RMSNorms (modeling_gemma3.py):
+    Gemma 3 1B's count had two of them (26 x 2 x 1152 weights short).  GPT-2's attention splits n_embd over
+    n_head whatever a head_dim key says: a head_dim of 128 on GPT-2 XL (64 wide) had grown it 32 % silently."""
+    m = load_dict_model(GEMMA3_1B)
+    assert m.layer_norms == 4
+    base = dict(GEMMA3_1B, model_type="llama", architectures=["LlamaForCausalLM"], hidden_act="gelu_pytorch_tanh",
+                tie_word_embeddings=True)
+    for k in ("hidden_activation", "query_pre_attn_scalar", "rope_local_base_freq", "sliding_window",
+              "sliding_window_pattern"):
+        base.pop(k)
+    llama_like = load_dict_model(base)
+    # the same shapes as a two-norm family: 2 more hidden-wide norms a layer, and Gemma 3's Q/K norms
+    assert m.params() - llama_like.params() == 26 * 2 * 1152 + 26 * 2 * 256
+    gpt2 = {"model_type": "gpt2", "n_embd": 1600, "n_head": 25, "n_layer": 48, "vocab_size": 50257, "n_positions": 1024}
+    assert load_dict_model(gpt2).params() == 1_557_611_200
+    with pytest.raises(InputError, match=r"head_dim: 128, but gpt2's attention splits hidden_size 1600 over "
+                                         r"num_attention_heads 25 \(64 wide"):
+        load_dict_model(dict(gpt2, head_dim=128))
+    assert load_dict_model(dict(gpt2, head_dim=64)).params() == 1_557_611_200
+
+
+def test_minimax_m2_s_all_softmax_attention_list_is_read_and_a_missing_expert_count_named():
+    """MiniMax-M2 lists attn_type_list 1 for every layer (softmax attention, none lightning): it had been
+    refused as lightning layers.  A DeepSeek-family file without n_routed_experts had been told of
+    num_experts_per_tok; it names the family's missing key."""
+    m2 = {"model_type": "minimax_m2", "hidden_size": 3072, "num_hidden_layers": 62, "num_attention_heads": 48,
+          "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "num_local_experts": 256,
+          "num_experts_per_tok": 8, "vocab_size": 200064, "hidden_act": "silu", "attn_type_list": [1] * 62,
+          "tie_word_embeddings": False}
+    assert load_dict_model(m2).num_experts == 256
+    with pytest.raises(InputError, match="attn_type_list: not modelled: lightning"):
+        load_dict_model(dict(m2, attn_type_list=[0] * 7 + [1] + [0] * 54))
+    ds = {"model_type": "deepseek_v3", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+          "num_key_value_heads": 8, "intermediate_size": 2048, "moe_intermediate_size": 256, "num_experts_per_tok": 2,
+          "vocab_size": 1000, "kv_lora_rank": 64, "q_lora_rank": 128, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+          "v_head_dim": 32, "hidden_act": "silu"}
+    with pytest.raises(InputError, match=r"n_routed_experts: missing, while num_experts_per_tok is set"):
+        load_dict_model(ds)

@@ -57,6 +57,8 @@ class ModelSpec:
             Qwen3 and OLMo families: modeling_llama.py LlamaAttention builds o_proj with
             bias=config.attention_bias; Qwen2's and GLM-4-MoE's o_proj have none).
         qk_norm: per-head RMSNorm on Q and K (Qwen3).
+        layer_norms: hidden-wide norms a layer holds: 2 (before attention and before the MLP), 4 in Gemma 2
+            and 3 (their post-attention and post-feedforward norms too: modeling_gemma2.py, modeling_gemma3.py).
         sliding_window, sliding_layers: ``sliding_layers`` layers attend to the last
             ``sliding_window`` tokens only (Mistral 7B's every layer; gpt-oss's and Gemma 2's
             alternate layers, from ``layer_types``); 0 = full causal attention everywhere.
@@ -114,6 +116,7 @@ class ModelSpec:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False
+    layer_norms: int = 2
     sliding_window: int = 0
     sliding_layers: int = 0
     sliding_layer_indices: tuple = ()
@@ -279,7 +282,7 @@ class ModelSpec:
         return self.num_experts * self.mlp_params(self.ffn_hidden) if self.is_moe else 0
 
     def _norm_params(self) -> int:
-        return 4 * self.hidden if self.bias else 2 * self.hidden
+        return self.layer_norms * (2 * self.hidden if self.bias else self.hidden)
 
     def moe_layer_params(self, *, active: bool = False) -> int:
         """Parameters of one MoE layer (all experts, or the top-k a token uses): attention, routed

@@ -81,6 +81,9 @@ _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hid
                     "mistral": {"num_key_value_heads": 8}, "mixtral": {"num_key_value_heads": 8},
                     "qwen3": {"head_dim": 128}, "bloom": {"hidden_act": "gelu"},
                     "gpt_neo": {"activation_function": "gelu_new"}}
+#: families whose Hugging Face attention splits the hidden size over the heads whatever a head_dim key says
+#: (GPT2Attention, GPTNeoSelfAttention, OPTAttention, BloomAttention: hidden_size // num_heads)
+_HEADS_SPLIT_HIDDEN = ("gpt2", "gpt_neo", "opt", "bloom")
 #: dense families whose Hugging Face model has no experts: an expert key there is ignored by HF
 _DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3",
                 "nemotron", "gpt2", "gpt_neo", "opt", "bloom")
@@ -154,6 +157,11 @@ _SILU_BY_DEFAULT = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3"
 _MOE_WIDTH_TYPES = ("deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe", "qwen2_moe", "qwen3_moe")
 #: keys of one count that several families spell differently: given twice, they must agree
 #: the router's top-k, as the families spell it (a bare top_k last: older configs serialise a generation one)
+#: the key each MoE family's config class names its routed-expert count by (configuration_*.py)
+_EXPERT_COUNT_KEYS = {"deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts", "kimi_k2": "n_routed_experts",
+                      "glm4_moe": "n_routed_experts", "qwen2_moe": "num_experts", "qwen3_moe": "num_experts",
+                      "olmoe": "num_experts", "mixtral": "num_local_experts", "gpt_oss": "num_local_experts",
+                      "llama4_text": "num_local_experts"}
 _TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token")
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), _TOPK_KEYS + ("top_k",))
 
@@ -206,11 +214,20 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
     return tuple(i for i in range(layers) if not (i >= k and i % freq == 0 and (i + 1) % step == 0 and i not in only))
 
 
+def _all_softmax(v) -> bool:
+    """Whether a MiniMax ``attn_type_list`` marks every layer softmax attention: 1 each (its remote
+    modeling code builds a lightning-attention layer for 0, a softmax one otherwise; MiniMax-M2's
+    config.json lists 1 for all 62 layers)."""
+    return isinstance(v, list) and len(v) > 0 and all(x == 1 and not isinstance(x, bool) for x in v)
+
+
 def _nested(d: dict, w: str) -> tuple[dict, str]:
     """The language model's keys and where they are (for messages): Llama 4's ``text_config``;
     DBRX's ``ffn_config`` / ``attn_config`` checked under their own names, then flattened to their
     HF equivalents."""
     for key, why in {**_UNMODELLED, **NON_DECODER_KEYS}.items():
+        if key == "attn_type_list" and _all_softmax(d.get(key)):
+            continue        # MiniMax-M2's: every layer softmax attention (1; 0 is a lightning layer)
         if d.get(key) not in (None, False):      # 0 too: GraniteMoeSharedConfig's default, no shared MLP
             raise InputError(w, key, f"not modelled: {why}")
     lt = d.get("layer_types")
@@ -379,9 +396,14 @@ def _read(d: dict, w: str, path) -> ModelSpec:
     # heads are at most 256 wide in today's models (Gemma): 16,384 refuses a slip before a kernel check blames it
     head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None,
                                                      maximum=16384)
+    mt = str(d.get("model_type", ""))
+    if head_dim is not None and mt in _HEADS_SPLIT_HIDDEN and head_dim * heads != hidden:
+        raise InputError(w, "head_dim", f"{head_dim}, but {mt}'s attention splits hidden_size {hidden} over "
+                         f"num_attention_heads {heads} ({hidden // heads} wide; Hugging Face ignores the key): remove it")
     if head_dim is None:
         if hidden % heads:
-            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}")
+            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}, and no "
+                             "head_dim says the heads' width: give head_dim")
         head_dim = hidden // heads
     if heads % kv:
         raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
@@ -412,6 +434,11 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         for key in ("num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
                     "n_shared_experts", "first_k_dense_replace"):
             if d.get(key) not in (None, 0, 1) or (key == "moe_intermediate_size" and d.get(key) is not None):
+                own = _EXPERT_COUNT_KEYS.get(str(d.get("model_type", "")))
+                if own and d.get(own) is None:
+                    # the family's config class would default it: not the model's count
+                    raise InputError(w, own, f"missing, while {key} is set: {d.get('model_type')} names its routed "
+                                             "experts there (its Hugging Face default is no model's count)")
                 raise InputError(w, key, "set, but the model has no routed experts (num_local_experts / "
                                          "num_experts / n_routed_experts missing or 1)")
     if topk > experts:
@@ -468,7 +495,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         mtp_layers=_get_int(d, ("num_nextn_predict_layers",), w, required=False, default=0, minimum=0),
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         o_bias=model_type not in ("qwen2", "qwen2_moe", "glm4_moe") and bool(d.get("attention_bias", False)),
-        qk_norm=_qk_norm(d, model_type), **sliding_attention(d, w, model_type, layers), **mla,
+        qk_norm=_qk_norm(d, model_type), layer_norms=4 if model_type in ("gemma2", "gemma3_text") else 2,
+        **sliding_attention(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **chunked_attention(d, w, model_type, layers),
         attn_softcap=softcap(d, w)), d.get("_params_published"), w)
 
