@@ -279,6 +279,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = _megatron_optimizer_notes(layout, recipe)
+    if model.chunked_layers and model.attention_chunk and recipe.seq_len > model.attention_chunk:
+        notes.append(f"Megatron-LM has no chunked local attention: its {model.chunked_layers} chunked layers attend over "
+                     f"the whole sequence, where the prediction priced {model.attention_chunk}-token chunks")
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")

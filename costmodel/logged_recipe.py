@@ -96,7 +96,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
                      "the precision is not read from the log")
     elif a.get("fp8") not in (None, False, "None") and "fp8_recipe" in a:
         rec = str(a["fp8_recipe"])
-        if rec in TE_FP8_RECIPES or tlog.framework in FP8_RECIPE_STACKS.get(rec, ()):
+        if rec in TE_FP8_RECIPES or getattr(tlog, "framework", None) in FP8_RECIPE_STACKS.get(rec, ()):
             out["fp8_recipe"] = rec
         elif rec == "blockwise":
             out["fp8_recipe"] = "delayed"
@@ -207,7 +207,7 @@ def _grads_dtype(tlog, out: dict, notes: list) -> str | None:
     else ``main_grads_dtype`` with ``grad_reduce_in_bf16``.  bf16 gradients are priced with the distributed
     optimizer's buffers only (costmodel.run_checks): without it they are said in ``notes`` and not set."""
     a = tlog.args
-    if tlog.framework != "megatron" or a.get("bf16") is not True:
+    if getattr(tlog, "framework", "megatron") != "megatron" or a.get("bf16") is not True:
         return None
     if isinstance(a.get(_FP32_GRADS), bool):
         d, src = ("fp32" if a[_FP32_GRADS] else "bf16"), f"{_FP32_GRADS} = {a[_FP32_GRADS]}"

@@ -1,5 +1,6 @@
 """The model-structure arguments of a Megatron-LM launch that Megatron would otherwise default silently:
-the experts and their placement, group-limited routing and multi-head latent attention."""
+the attention's shape (grouped queries, head width, Q/K norms and biases, sliding windows), the experts
+and their placement, group-limited routing and multi-head latent attention."""
 from __future__ import annotations
 
 from .specs import ModelSpec
@@ -11,6 +12,9 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     --ffn-hidden-size; the shared experts; which layers are MoE, --moe-layer-freq, default every one, as a
     pattern of 1 (MoE) and 0 (dense); DeepSeek's group-limited routing) and multi-head latent attention
     (--multi-latent-attention and its ranks and head widths, which default to DeepSeek-V2's), and
+    the attention's shape where it is not Megatron's full multi-head attention of hidden / heads wide heads
+    (--group-query-attention --num-query-groups, --kv-channels), Q/K norms (--qk-layernorm) and Q/K/V
+    biases without the others (--add-qkv-bias), and
     sliding-window attention (--window-size, default none: full attention; --window-attn-skip-freq, a
     pattern of 1 (window) and 0 (full), default every layer; megatron/core/transformer/utils.py
     is_layer_window_attention; none for a hand-built spec that windows some layers without saying
@@ -18,6 +22,18 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
     a = []
+    if not model.is_mla:
+        # attention Megatron builds as full multi-head, hidden / heads wide, without Q/K norms or Q/K/V biases
+        # unless told (its defaults: group_query_attention off, kv_channels hidden // heads, qk_layernorm
+        # off, add_qkv_bias off)
+        if model.num_kv_heads < model.num_heads:
+            a.append(f"--group-query-attention --num-query-groups {model.num_kv_heads}")
+        if model.head_dim * model.num_heads != model.hidden:
+            a.append(f"--kv-channels {model.head_dim}")
+    if model.qk_norm:
+        a.append("--qk-layernorm")
+    if model.qkv_bias and not model.bias:
+        a.append("--add-qkv-bias")
     if model.is_moe:
         a += [f"--num-experts {model.num_experts}", f"--moe-router-topk {model.topk}",
               f"--moe-ffn-hidden-size {model.ffn_hidden}"]

@@ -181,3 +181,25 @@ def test_torchtitan_fp8_settings_say_its_current_converter_has_no_tensorwise_rec
     rw = launch_settings(lay, m, stack_recipe(get_stack("torchtitan"), 64, 4096, "fp8", fp8_recipe="rowwise"),
                          fmt="torchtitan")[1]
     assert 'recipe_name = "rowwise"' in rw and "dropped its tensorwise" not in rw
+
+
+def test_megatron_arguments_set_the_attention_shape_megatron_would_default_otherwise():
+    """Megatron builds full multi-head attention of hidden / heads wide heads, without Q/K norms or Q/K/V biases,
+    unless told: Qwen3-30B-A3B (4 KV groups, heads of 128 where 2048 / 32 is 64, Q/K norms) had printed none of
+    it; Llama 3 8B needs its 8 query groups only; DeepSeek-V3's MLA none of them; a Qwen2-style Q/K/V bias
+    --add-qkv-bias.  Llama 4's chunked attention, which Megatron-LM lacks, is said."""
+    import dataclasses
+    from costmodel.megatron_structure import megatron_structure_args
+    r = stack_recipe(get_stack("megatron"), 64, 4096, "bf16", moe_dispatcher="alltoall")
+    q = " ".join(megatron_structure_args(load_model("qwen3-30b-a3b")))
+    assert "--group-query-attention --num-query-groups 4" in q and "--kv-channels 128" in q and "--qk-layernorm" in q
+    ll = " ".join(megatron_structure_args(load_model("llama3-8b")))
+    assert "--num-query-groups 8" in ll and "--kv-channels" not in ll and "--qk-layernorm" not in ll
+    ds = " ".join(megatron_structure_args(load_model("deepseek-v3")))
+    assert "--group-query-attention" not in ds and "--kv-channels" not in ds
+    assert "--add-qkv-bias" in megatron_structure_args(dataclasses.replace(load_model("llama3-8b"), qkv_bias=True))
+    scout = launch_settings(dict(LAY, ep=8, dp=8), load_model("llama4-scout"),
+                            stack_recipe(get_stack("megatron"), 64, 16384, "bf16", moe_dispatcher="alltoall"),
+                            fmt="megatron")[1]
+    assert "Megatron-LM has no chunked local attention: its 36 chunked layers" in scout
+    assert "chunked" not in launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
