@@ -790,3 +790,17 @@ def test_minimax_m2_s_all_softmax_attention_list_is_read_and_a_missing_expert_co
           "v_head_dim": 32, "hidden_act": "silu"}
     with pytest.raises(InputError, match=r"n_routed_experts: missing, while num_experts_per_tok is set"):
         load_dict_model(ds)
+
+
+def test_an_unknown_family_s_mtp_qk_norm_and_sharing_keys_are_refused_by_name():
+    """Read as a plain decoder, an unknown family (MiniMax-M2's minimax_m2) had dropped its num_mtp_modules and
+    use_qk_norm without a word, and invented keys (kv_share_every) went by: each is refused by name; a false
+    or zero one says nothing and reads."""
+    base = {"model_type": "foo", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "intermediate_size": 4096, "vocab_size": 1000, "hidden_act": "silu",
+            "tie_word_embeddings": False}
+    assert load_dict_model(dict(base, use_qk_norm=False, num_mtp_modules=0)).num_layers == 4
+    for key, v, what in (("num_mtp_modules", 3, "multi-token-prediction modules"), ("use_qk_norm", True, "Q/K norms"),
+                         ("kv_share_every", 2, "shared K/V"), ("num_nextn_predict_layers", 1, "next-token prediction")):
+        with pytest.raises(InputError, match=rf"{key}: {v!r}: {what}.* model_type 'foo'"):
+            load_dict_model(dict(base, **{key: v}))

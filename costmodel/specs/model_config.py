@@ -512,10 +512,19 @@ def _qk_norm(d: dict, model_type: str) -> bool:
             or (model_type == "glm4_moe" and bool(d.get("use_qk_norm"))))
 
 
+#: key fragments that name a twist of an unknown family's own code (what they add is that code's): the
+#: plain-decoder reading refuses them rather than leave them out silently
+_UNKNOWN_FAMILY_TWISTS = (("mtp", "multi-token-prediction modules"), ("nextn", "next-token prediction modules"),
+                          ("qk_norm", "Q/K norms"), ("qk_layernorm", "Q/K norms"), ("layer_share", "shared layers"),
+                          ("kv_share", "shared K/V"), ("cross_layer", "cross-layer sharing"),
+                          ("shared_layers", "shared layers"))
+
+
 def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
     """Refuse what would change the count silently: DeepSeek's MLA without ``q_lora_rank`` (HF's default
-    is 1536, not none: give null for none), MLP biases (``mlp_bias``), and expert keys on a dense
-    family whose HF model ignores them (:data:`_DENSE_TYPES`).
+    is 1536, not none: give null for none), MLP biases (``mlp_bias``), an unknown family's own twists
+    (:data:`_UNKNOWN_FAMILY_TWISTS`: MTP modules, Q/K norms, shared layers) and biases, and expert keys
+    on a dense family whose HF model ignores them (:data:`_DENSE_TYPES`).
 
     Raises:
         InputError: naming the key.
@@ -525,6 +534,13 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
                                            "model's value, null for no Q compression)")
     if d.get("mlp_bias") not in (None, False):
         raise InputError(w, "mlp_bias", f"{d['mlp_bias']!r}: MLP biases are not modelled (only attention_bias)")
+    if model_type not in _KNOWN_TYPES:
+        for key, v in d.items():
+            what = next((why for part, why in _UNKNOWN_FAMILY_TWISTS if part in key.lower()), None)
+            if what and not key.startswith("_") and v not in (None, False, 0, [], {}):
+                raise InputError(w, key, f"{v!r}: {what} of a family the reader does not know (model_type "
+                                         f"{model_type!r}), which a plain decoder does not price: drop the key "
+                                         "to price the model without them")
     for key in () if model_type in _KNOWN_TYPES else ("qkv_bias", "bias", "use_bias", "add_bias_linear"):
         if d.get(key) not in (None, False):     # which projections carry them is the unknown family's code's
             raise InputError(w, key, f"{d[key]!r}: biases of a family the reader does not know (model_type "
