@@ -802,5 +802,5 @@ def test_an_unknown_family_s_mtp_qk_norm_and_sharing_keys_are_refused_by_name():
     assert load_dict_model(dict(base, use_qk_norm=False, num_mtp_modules=0)).num_layers == 4
     for key, v, what in (("num_mtp_modules", 3, "multi-token-prediction modules"), ("use_qk_norm", True, "Q/K norms"),
                          ("kv_share_every", 2, "shared K/V"), ("num_nextn_predict_layers", 1, "next-token prediction")):
-        with pytest.raises(InputError, match=rf"{key}: {v!r}: {what}.* model_type 'foo'"):
+        with pytest.raises(InputError, match=rf"{key}: {v!r}: {what}.*\(model_type 'foo'\)"):
             load_dict_model(dict(base, **{key: v}))
