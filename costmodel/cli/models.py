@@ -1,7 +1,8 @@
-"""``costmodel models``: the built-in model catalog."""
+"""``costmodel models``: the built-in model catalog, or the models a user names (catalog or config.json)."""
 from __future__ import annotations
 
 import json
+from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -29,13 +30,16 @@ def model_record(s: ModelSpec) -> dict:
             "source": s.source}
 
 
-def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON.")):
-    """The built-in model catalog with parameter counts."""
-    specs = [load_model(name) for name in list_models()]
+def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
+           model: Optional[List[str]] = typer.Option(
+               None, "--model", help="Show these models instead of the catalog: catalog names or Hugging Face "
+                                     "config.json files (repeat the flag for several); their counts as predict reads them.")):
+    """The built-in model catalog with parameter counts (or the models given with --model)."""
+    specs = [load_model(name) for name in (model or list_models())]
     if as_json:
         typer.echo(json.dumps([model_record(s) for s in specs], indent=1))
         return
-    tb = Table(title="Model catalog", header_style="bold")
+    tb = Table(title="Models" if model else "Model catalog", header_style="bold")
     for col in ("name", "model", "layers", "hidden", "heads/kv", "FFN", "experts", "params (B)",
                 "active (B)", "seq_len"):
         tb.add_column(col, justify="left" if col in ("name", "model") else "right")

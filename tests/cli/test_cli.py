@@ -297,6 +297,22 @@ def test_older_megatron_stacks_get_their_own_arguments():
     assert "--DDP-impl torch" in lg.stdout and "--overlap-grad-reduce" not in lg.stdout
 
 
+def test_models_counts_a_config_file_without_a_cluster_or_layout(tmp_path):
+    """A config.json could be counted only through predict, which needs a cluster and a layout the model fits
+    (Phi-4's 10 KV heads refuse TP 8 before any count): models --model takes files and catalog names."""
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu",
+           "tie_word_embeddings": False}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    p = run("models", "--model", f, "--model", "llama3-8b", "--json")
+    assert p.returncode == 0, p.stderr
+    mine, cat = json.loads(p.stdout)
+    assert mine["params"] == cat["params"] == 8_030_261_248 and mine["name"] == tmp_path.name
+    bad = run("models", "--model", tmp_path / "none.json")
+    assert bad.returncode == 2 and "--model" in bad.stderr and "does not exist" in bad.stderr, bad.stderr
+
+
 def test_models_json_and_predict_json_report_total_and_active_params():
     """DeepSeek-V3: 671B total and about 37B active (MTP excluded, its module reported apart)."""
     p = run("models", "--json")
