@@ -804,3 +804,15 @@ def test_an_unknown_family_s_mtp_qk_norm_and_sharing_keys_are_refused_by_name():
                          ("kv_share_every", 2, "shared K/V"), ("num_nextn_predict_layers", 1, "next-token prediction")):
         with pytest.raises(InputError, match=rf"{key}: {v!r}: {what}.*\(model_type 'foo'\)"):
             load_dict_model(dict(base, **{key: v}))
+
+
+def test_every_unread_moe_key_is_named_at_once():
+    """ERNIE-4.5's MoE keys were refused one a run (moe_num_shared_experts, then moe_layer_start_index, then
+    moe_k): the refusal names the first and lists the others."""
+    cfg = {"model_type": "mixtral", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+           "num_key_value_heads": 8, "intermediate_size": 2048, "num_local_experts": 8, "num_experts_per_tok": 2,
+           "vocab_size": 1000, "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_k": 6}
+    with pytest.raises(InputError, match=r"moe_num_shared_experts: an MoE key this reader does not model .*\(so are "
+                                         r"moe_layer_start_index, moe_k\)") as e:
+        load_dict_model(cfg)
+    assert e.value.field == "moe_num_shared_experts"

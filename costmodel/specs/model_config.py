@@ -175,11 +175,15 @@ def _check_moe_keys(d: dict, w: str) -> None:
         if not k.startswith("_") and "capacity" in low and k not in _KNOWN_MOE_KEYS:
             raise InputError(w, k, "an expert capacity is the run's setting, not the model's (no Hugging Face "
                                    "config of the families read here has one): give --moe-capacity-factor")
-        if not k.startswith("_") and ("expert" in low or "moe" in low or "router" in low) and k not in _KNOWN_MOE_KEYS:
-            near = difflib.get_close_matches(k, sorted(_KNOWN_MOE_KEYS), n=3)
-            raise InputError(w, k, "an MoE key this reader does not model (it may change the parameter count); "
-                                   + (f"the nearest it reads: {', '.join(near)}" if near else
-                                      "it reads the MoE keys of the families the README lists under --model"))
+    unread = [k for k in d if not k.startswith("_") and k not in _KNOWN_MOE_KEYS
+              and ("expert" in k.lower() or "moe" in k.lower() or "router" in k.lower())]
+    if unread:
+        k = unread[0]
+        near = difflib.get_close_matches(k, sorted(_KNOWN_MOE_KEYS), n=3)
+        more = f" (so are {', '.join(unread[1:])})" if len(unread) > 1 else ""
+        raise InputError(w, k, f"an MoE key this reader does not model (it may change the parameter count){more}; "
+                               + (f"the nearest it reads: {', '.join(near)}" if near else
+                                  "it reads the MoE keys of the families the README lists under --model"))
 
 
 def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
