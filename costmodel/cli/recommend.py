@@ -272,10 +272,11 @@ def _rank_shortlist_at_the_limit(m, r, c, p, res, top: int, inlet_temp_c: float 
         runs += _best_split_runs(m, r, c, p, res.ranked.layouts.take(batch), inlet_temp_c)
         rest = rest[RERANK_MIN:]
     order = sorted(range(len(picked)), key=lambda j: (not runs[j].feasible, runs[j].step_time_s))
-    if order != list(range(len(picked))):
-        rest = np.setdiff1d(np.arange(n), picked, assume_unique=True)
-        res = dataclasses.replace(res, ranked=res.ranked.take(np.concatenate([np.array([picked[j] for j in order]),
-                                                                             rest]).astype(np.int64)))
+    new = [picked[j] for j in order]
+    # rebuilt whenever a priced layout moved or came from past the first ones: row i is runs[i]'s layout
+    if new != list(range(len(new))):
+        rest = np.setdiff1d(np.arange(n), new, assume_unique=True)
+        res = dataclasses.replace(res, ranked=res.ranked.take(np.concatenate([np.array(new), rest]).astype(np.int64)))
         runs = [runs[j] for j in order]
     return res, runs
 

@@ -112,3 +112,46 @@ def test_recommend_prices_past_its_first_ten_a_layout_a_balanced_split_makes_the
     best = json.loads(r.stdout)["ranked"][0]
     assert (best["layout"]["tp"], best["layout"]["pp"], best["layout"]["ep"]) == (2, 18, 8)
     assert best["step_time_s"] == pytest.approx(10.076, rel=0.005)
+
+
+def test_the_re_ranked_table_pairs_each_row_with_its_own_prediction(monkeypatch):
+    """A layout priced from past the first ten that did not win had left the ranking unchanged: its prediction
+    sat beside the eleventh layout of the time model's order (the reasons and the memory margin read them
+    together).  The rows and the runs now name the same layouts."""
+    import dataclasses
+    import importlib
+    from types import SimpleNamespace as NS
+    import numpy as np
+    R = importlib.import_module("costmodel.cli.recommend")
+
+    class Lay:
+        def __init__(self, idx):
+            self.idx = np.asarray(idx)
+
+        def __len__(self):
+            return len(self.idx)
+
+        def take(self, i):
+            return Lay(self.idx[np.asarray(i)])
+
+    class Ranked:
+        def __init__(self, idx, st):
+            self.layouts, self.step_time_s = Lay(idx), st
+
+        def take(self, i):
+            i = np.asarray(i)
+            return Ranked(self.layouts.idx[i], self.step_time_s[i])
+
+    @dataclasses.dataclass
+    class Res:
+        ranked: object
+
+    steps = np.concatenate([np.linspace(1.0, 1.09, 10), np.linspace(2.2, 2.49, 30)])
+    limited = {i: 2.0 + 0.01 * i for i in range(10)} | {25: 2.5}      # layout 25 is priced and loses
+    monkeypatch.setattr(R, "_best_split_runs", lambda m, r, c, p, L, t=None: [
+        NS(feasible=True, step_time_s=limited.get(int(i), 9.0), lay=int(i)) for i in L.idx])
+    monkeypatch.setattr(R, "_balanced_ratio", lambda m, r, c, p, L, k: np.where(np.arange(len(L)) == 25, 0.6, 1.0))
+    res, runs = R._rank_shortlist_at_the_limit(None, None, None, None, Res(Ranked(np.arange(40), steps)), 10)
+    assert [run.lay for run in runs] == list(range(10)) + [25]
+    assert res.ranked.layouts.idx[:11].tolist() == [run.lay for run in runs]
+    assert sorted(res.ranked.layouts.idx.tolist()) == list(range(40))
