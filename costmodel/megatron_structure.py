@@ -13,7 +13,8 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     pattern of 1 (MoE) and 0 (dense); DeepSeek's group-limited routing) and multi-head latent attention
     (--multi-latent-attention and its ranks and head widths, which default to DeepSeek-V2's), and
     the attention's shape where it is not Megatron's full multi-head attention of hidden / heads wide heads
-    (--group-query-attention --num-query-groups, --kv-channels), Q/K norms (--qk-layernorm) and Q/K/V
+    (--group-query-attention --num-query-groups, --kv-channels), Q/K norms and MLA's latent norms
+    (--qk-layernorm) and Q/K/V
     biases without the others (--add-qkv-bias), and
     sliding-window attention (--window-size, default none: full attention; --window-attn-skip-freq, a
     pattern of 1 (window) and 0 (full), default every layer; megatron/core/transformer/utils.py
@@ -30,7 +31,9 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
             a.append(f"--group-query-attention --num-query-groups {model.num_kv_heads}")
         if model.head_dim * model.num_heads != model.hidden:
             a.append(f"--kv-channels {model.head_dim}")
-    if model.qk_norm:
+    if model.qk_norm or (model.is_mla and (model.q_lora_rank or model.kv_lora_rank)):
+        # MLA's latent norms (DeepSeek's q_a_layernorm, kv_a_layernorm) are Megatron's qk_layernorm too
+        # (Megatron-Bridge's DeepSeekModelProvider sets qk_layernorm True)
         a.append("--qk-layernorm")
     if model.qkv_bias and not model.bias:
         a.append("--add-qkv-bias")

@@ -196,7 +196,7 @@ def test_megatron_arguments_set_the_attention_shape_megatron_would_default_other
     ll = " ".join(megatron_structure_args(load_model("llama3-8b")))
     assert "--num-query-groups 8" in ll and "--kv-channels" not in ll and "--qk-layernorm" not in ll
     ds = " ".join(megatron_structure_args(load_model("deepseek-v3")))
-    assert "--group-query-attention" not in ds and "--kv-channels" not in ds
+    assert "--group-query-attention" not in ds and "--kv-channels" not in ds and "--qk-layernorm" in ds
     assert "--add-qkv-bias" in megatron_structure_args(dataclasses.replace(load_model("llama3-8b"), qkv_bias=True))
     scout = launch_settings(dict(LAY, ep=8, dp=8), load_model("llama4-scout"),
                             stack_recipe(get_stack("megatron"), 64, 16384, "bf16", moe_dispatcher="alltoall"),
