@@ -16,6 +16,7 @@ from .. import report
 from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
 from ..layouts import layout_name, light_last_stage
+from ..moe import flex_crosses_efa
 from ..pipeline_balance import balanced_pace_ratio
 from ..optimize import OBJECTIVES
 from ..pipeline_layout import layout_text, with_pipeline_layout
@@ -231,6 +232,10 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
     if "etp" in pins and pins["etp"] != 1 and pins.get("tp") != pins["etp"]:
         return (f"{head}: the search runs the experts at the layout's TP or unsplit (ETP = TP or 1, Megatron-core's "
                 f"default and DeepSeek's): pin --tp {pins['etp']} with it, or --etp 1")
+    if m.is_moe and r.moe_dispatcher == "flex" and flex_crosses_efa(c, row.get("etp", 1), row["ep"]).item():
+        return (f"{head}: the search keeps the flex dispatcher's EP groups inside a node on AWS EFA (upstream "
+                "DeepEP's internode kernels need IBGDA on mlx5 NICs; costmodel.moe.flex_crosses_efa): pin an EP that "
+                "fits a node, or give --moe-dispatcher alltoall (predict prices such a layout, with a note)")
     return head + ": predict that layout to see the rule it breaks"
 
 

@@ -149,3 +149,7 @@ def test_flex_on_efa_keeps_its_ep_groups_inside_a_node():
     assert best["uncapped_step_time_s"] == pytest.approx(14.94, rel=0.01)
     again = run(*shlex.split(out["predict_command"])[1:])
     assert again.returncode == 0 and "flex across nodes on EFA" not in again.stderr, again.stderr
+    # an EP pinned across the nodes: the refusal names the rule (it had sent the user to predict, which prices it)
+    one_line(run("recommend", "--model", "qwen3-30b-a3b", "--cluster", "aws-p5", "--nodes", "2", "--gbs", "1024",
+                 "--seq-len", "4096", "--moe-dispatcher", "flex", "--ep", "16"),
+             "has ep=16: the search keeps the flex dispatcher's EP groups inside a node on AWS EFA")
