@@ -1027,3 +1027,34 @@ def test_a_bf16_dump_s_gradient_dtype_is_read_without_the_precision_aware_optimi
     assert out["recipe"]["main_grads_dtype"] == "fp32"
     assert (want == "bf16") == any("bf16 gradients without the distributed optimizer are not priced" in w
                                    for w in out["warnings"])
+
+
+def test_other_ranks_unreadable_lines_and_a_negative_deepspeed_rate_are_counted_and_named_right(tmp_path):
+    """Unreadable lines of ranks whose records are not used (interleaved writers garble them) had been counted
+    against the rank that was (210 'unreadable' beside 28 clean records, and a 'damaged log' note); a DeepSpeed
+    CurrSamplesPerSec of -41.2 had been named as the step time it gave, step_time_s -6.21."""
+    lines = ["[rank0]:[titan] 2025-10-02 10:00:00,000 - root - INFO - Building device mesh with parallelism: pp=1, "
+             "dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1, etp=1",
+             "[rank0]:[titan] 2025-10-02 10:00:00,000 - root - INFO - Training starts at step 1, with local batch "
+             "size 1, global batch size 8, sequence length 8192, total steps 100"]
+    for i in range(1, 31):
+        lines.append(f"[rank0]:[titan] 2025-10-02 10:00:{i:02d},000 - root - INFO - step: {i}  loss:  6.1384  memory: "
+                     "49.66GiB(52.28%)  tps: 7,000  tflops: 380.16  mfu: 38.44%")
+        lines += [f"[rank{k}]:[titan] 2025-10-02 10:00:{i:02d},000 - root - INFO - step: {i}  loss:  6.1384  memory: "
+                  "49.66GiB(52.28%)  tps: 7,0x0  tflops: 380.16  mfu: 38.44%" for k in range(1, 8)]
+    tt = tmp_path / "tt.log"
+    tt.write_text("\n".join(lines) + "\n")
+    rc, so, se = cli("compare", "--log", tt, "--cluster", "dgx-h100", "--model", "llama3-8b", "--json")
+    assert rc == 0, se
+    out = json.loads(so)
+    assert out["records_unreadable"] == 0 and out["iterations_used"] == 28
+    assert not any("damaged or edited" in w for w in out["warnings"])
+    ds = tmp_path / "ds.log"
+    ds.write_text((LOGS / "deepspeed_synthetic_zero3_throughput_timer.log").read_text().replace(
+        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=41.2000",
+        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=-41.2000"))
+    rc, so, se = cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048",
+                     "--json")
+    said = json.loads(so)["warnings"]
+    assert any(":18: samples_per_s -41.2 is not a positive finite value" in w for w in said), said
+    assert not any("step_time_s -" in w for w in said)

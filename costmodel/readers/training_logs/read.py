@@ -198,24 +198,24 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     else:
         segs_m = segs
 
-    # records, errors, truncs, records dropped by an error
-    found = {k: ([], [], [], [0]) for k in ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")}
+    # records, errors, truncs, the rank of each record line an error dropped (or how many, Composer and DeepSpeed)
+    found = {k: ([], [], [], []) for k in ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")}
     mds_keys = False
     bar_lines = 0
     if framework in (None, "megatron", "megatron-deepspeed"):
         for s in segs_m:
             rec, err, trunc, mds = _parse_megatron(s, path)
             mds_keys = mds_keys or mds
-            _collect(found["megatron"], rec, err, trunc)
+            _collect(found["megatron"], rec, err, trunc, s.rank)
     if framework in (None, "nemo"):
         for s in segs:
             rec, err, trunc, is_bar = _parse_nemo(s, path)
             bar_lines += bool(is_bar and rec)
-            _collect(found["nemo"], rec, err, trunc)
+            _collect(found["nemo"], rec, err, trunc, s.rank)
     if framework in (None, "torchtitan"):
         for s in segs:
             rec, err, trunc = _parse_torchtitan(s, path)
-            _collect(found["torchtitan"], rec, err, trunc)
+            _collect(found["torchtitan"], rec, err, trunc, s.rank)
     if framework in (None, "llm-foundry"):
         found["llm-foundry"] = parse_composer(segs, path)
     if framework in (None, "deepspeed"):
@@ -228,7 +228,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     else:
         kind = "megatron" if framework == "megatron-deepspeed" else framework
     records, errs, truncs, dropped = found[kind]
-    dropped = dropped[0] if isinstance(dropped, list) else dropped
+    dropped_ranks = dropped if isinstance(dropped, list) else [None] * dropped
     errors.extend(errs)
     if kind == "megatron":
         warnings.extend(join_warnings)
@@ -254,8 +254,10 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         check_logged_counts(log.args, path)
         check_deepspeed_batch(log.args, path)
         for r in records:           # CurrSamplesPerSec is the global batch over the step's time
-            if log.args.get("global_batch_size") and r.get("samples_per_s"):
-                r["step_time_s"] = log.args["global_batch_size"] / r["samples_per_s"]
+            rate = r.get("samples_per_s")
+            # a rate that measures nothing is named as printed (_drop_unmeasurable), not as a step
+            if log.args.get("global_batch_size") and rate is not None and rate > 0 and math.isfinite(rate):
+                r["step_time_s"] = log.args["global_batch_size"] / rate
     elif kind == "torchtitan":
         log.args = torchtitan_args(segs, path, warnings)
         log.startup_args = frozenset(log.args)     # its start-up lines: torchtitan prints no argument dump
@@ -277,7 +279,10 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                         f"(no max reserved: {segs[-1].text.strip()[-60:]!r})")
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
-    log.unreadable_records = dropped + _drop_unmeasurable(records, path, errors)
+    # the unreadable lines of the rank the records come from (other ranks' garbled lines are not its)
+    kept_ranks = {r.get("rank") for r in records}
+    log.unreadable_records = (sum(1 for rk in dropped_ranks if not kept_ranks or rk in kept_ranks)
+                              + _drop_unmeasurable(records, path, errors))
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
     log.warmup_only = fell_back
@@ -305,14 +310,14 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     return log
 
 
-def _collect(bucket, rec, err, trunc):
+def _collect(bucket, rec, err, trunc, rank=None):
     records, errs, truncs, dropped = bucket
     if rec is not None:
         records.append(rec)
     if err is not None:         # with a record: a field of it left out
         (truncs if trunc else errs).append(err)
     if err is not None and rec is None and not trunc:
-        dropped[0] += 1         # a record line none of whose figures could be read
+        dropped.append(rank)    # the rank of a record line none of whose figures could be read
 
 
 def read_training_log(path, warmup_steps=None, framework=None, rank=None, strict=True) -> TrainingLog:
