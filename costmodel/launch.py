@@ -199,6 +199,20 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
     return "layout", layout_text(layers, pp, vp, model.mtp_layers)
 
 
+def _attention_launch_notes(model: ModelSpec, recipe: Recipe) -> list:
+    """What a Megatron-LM launch cannot set of the attention priced: sliding-window layers whose places a
+    hand-built model does not give (costmodel.megatron_structure prints no window then), and Llama 4's
+    chunked local attention, which Megatron-LM lacks (its run attends over the whole sequence)."""
+    out = []
+    if model.sliding_window and 0 < model.sliding_layers < model.num_layers and not model.sliding_layer_indices:
+        out.append(f"the prediction priced {model.sliding_layers} sliding-window layers whose places the model "
+                   "does not say: set --window-size and --window-attn-skip-freq for them, or the run attends fully")
+    if model.chunked_layers and model.attention_chunk and recipe.seq_len > model.attention_chunk:
+        out.append(f"Megatron-LM has no chunked local attention: its {model.chunked_layers} chunked layers attend over "
+                   f"the whole sequence, where the prediction priced {model.attention_chunk}-token chunks")
+    return out
+
+
 def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, gpu=None) -> str:
     """Megatron-LM command-line arguments (megatron/training/arguments.py names) for a layout.
 
@@ -279,9 +293,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = _megatron_optimizer_notes(layout, recipe)
-    if model.chunked_layers and model.attention_chunk and recipe.seq_len > model.attention_chunk:
-        notes.append(f"Megatron-LM has no chunked local attention: its {model.chunked_layers} chunked layers attend over "
-                     f"the whole sequence, where the prediction priced {model.attention_chunk}-token chunks")
+    notes += _attention_launch_notes(model, recipe)
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")

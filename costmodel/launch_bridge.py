@@ -76,6 +76,9 @@ def _mixed_precision(recipe: Recipe, zero: int, dp_cp: int) -> dict:
           "fp8": None, "fp8_param_gather": False, "fp4": None, "fp4_param_gather": False}
     if p in ("fp8", "mxfp8"):
         mp.update(fp8="hybrid" if p == "fp8" else "e4m3", fp8_recipe=recipe.fp8_recipe if p == "fp8" else "mxfp8")
+        if p == "fp8" and recipe.fp8_recipe == "delayed":
+            # bf16_with_fp8_delayed_scaling_mixed's amax history (the class defaults are 1 and most_recent)
+            mp.update(fp8_margin=0, fp8_amax_history_len=1024, fp8_amax_compute_algo="max")
         mp["fp8_param_gather"] = bool(fp8_params_on(recipe, zero, dp_cp))
     if p == "nvfp4":
         mp.update(fp4="e2m1", fp4_recipe="nvfp4")

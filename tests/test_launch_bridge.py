@@ -110,3 +110,6 @@ def test_the_bridge_mixed_precision_section_sets_the_dtypes_its_instantiation_wo
         mp = yaml.safe_load(bridge_overrides(lay, m, stack_recipe(STACKS["megatron"], 64, 4096, prec)))["mixed_precision"]
         assert mp["params_dtype"] == mp["pipeline_dtype"] == {"_target_": dt, "_call_": False}, prec
         assert mp["autocast_enabled"] is False
+        # delayed scaling keeps bf16_with_fp8_delayed_scaling_mixed's amax history, not the class's 1 / most_recent
+        assert (mp.get("fp8_amax_history_len"), mp.get("fp8_amax_compute_algo")) == (
+            (1024, "max") if prec == "fp8" else (None, None))

@@ -138,6 +138,9 @@ def test_megatron_arguments_set_the_sliding_window_the_model_was_priced_with():
     assert "--window-attn-skip-freq 6" in megatron_structure_args(m3)
     bare = dataclasses.replace(load_model("llama3-8b"), sliding_window=4096, sliding_layers=16)
     assert not any("window" in a for a in megatron_structure_args(bare))
+    # and the launch says so, rather than let the run attend fully where windows were priced
+    said = launch_settings(LAY, bare, r, fmt="megatron")[1]
+    assert "priced 16 sliding-window layers whose places the model does not say" in said
 
 
 def test_llm_foundry_checkpoints_whole_blocks_as_deepspeed_does():

@@ -171,7 +171,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
              + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
-                _flex_efa_note(m, r, c, lay), _fp8_param_gather_note(r, lay, recipe_flags)]
+                _flex_efa_note(m, r, c, lay), _fp8_param_gather_check(r, lay, recipe_flags)]
              if n]
     _print_notes(notes)
     with config_origin(sc):      # a profile without the kernel the file's backend picks names the file
@@ -376,7 +376,7 @@ def _flex_efa_note(m, r, c, lay: dict) -> str | None:
             "(recommend keeps flex's EP groups inside a node there)")
 
 
-def _fp8_param_gather_note(r, lay: dict, flags) -> str | None:
+def _fp8_param_gather_check(r, lay: dict, flags) -> str | None:
     """A note where --fp8-param-gather is given for FSDP (ZeRO-3), whose fp8 gathers Megatron runs but the
     model prices at 16 bits (costmodel.comm.fp8_params_on).
 

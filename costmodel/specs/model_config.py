@@ -218,6 +218,29 @@ def _moe_dense_layers(d: dict, w: str, layers: int, experts: int) -> tuple:
     return tuple(i for i in range(layers) if not (i >= k and i % freq == 0 and (i + 1) % step == 0 and i not in only))
 
 
+def _head_dim(d: dict, w: str, hidden: int, heads: int) -> int:
+    """The heads' width: ``head_dim`` (or ``kv_channels``) where the family's attention reads it, else
+    hidden_size / num_attention_heads.
+
+    Raises:
+        InputError: a width a GPT-2-style family's attention ignores (:data:`_HEADS_SPLIT_HIDDEN`: it splits
+            hidden_size over the heads), or no width where the heads do not divide hidden_size.
+    """
+    # heads are at most 256 wide in today's models (Gemma): 16,384 refuses a slip before a kernel check blames it
+    key = next((k for k in ("head_dim", "kv_channels") if d.get(k) is not None), "head_dim")
+    head_dim = _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None, maximum=16384)
+    mt = str(d.get("model_type", ""))
+    if head_dim is not None and mt in _HEADS_SPLIT_HIDDEN and head_dim * heads != hidden:
+        raise InputError(w, key, f"{head_dim}, but {mt}'s attention splits hidden_size {hidden} over "
+                         f"num_attention_heads {heads} ({hidden // heads} wide; Hugging Face ignores the key): remove it")
+    if head_dim is None:
+        if hidden % heads:
+            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}, and no "
+                             "head_dim says the heads' width: give head_dim")
+        head_dim = hidden // heads
+    return head_dim
+
+
 def _all_softmax(v) -> bool:
     """Whether a MiniMax ``attn_type_list`` marks every layer softmax attention: 1 each (its remote
     modeling code builds a lightning-attention layer for 0, a softmax one otherwise; MiniMax-M2's
@@ -397,18 +420,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                   required=False, default=1 if mq is True else heads)
     _unmodelled_twists(d, w, str(d.get("model_type", "")))
     mla = _mla(d, w, heads)
-    # heads are at most 256 wide in today's models (Gemma): 16,384 refuses a slip before a kernel check blames it
-    head_dim = mla.pop("head_dim", None) or _get_int(d, ("head_dim", "kv_channels"), w, required=False, default=None,
-                                                     maximum=16384)
-    mt = str(d.get("model_type", ""))
-    if head_dim is not None and mt in _HEADS_SPLIT_HIDDEN and head_dim * heads != hidden:
-        raise InputError(w, "head_dim", f"{head_dim}, but {mt}'s attention splits hidden_size {hidden} over "
-                         f"num_attention_heads {heads} ({hidden // heads} wide; Hugging Face ignores the key): remove it")
-    if head_dim is None:
-        if hidden % heads:
-            raise InputError(w, "hidden_size", f"{hidden} is not divisible by num_attention_heads {heads}, and no "
-                             "head_dim says the heads' width: give head_dim")
-        head_dim = hidden // heads
+    head_dim = mla.pop("head_dim", None) or _head_dim(d, w, hidden, heads)
     if heads % kv:
         raise InputError(w, "num_key_value_heads", f"num_attention_heads {heads} is not divisible by {kv}")
     # the embedding holds the padded vocabulary (ChatGLM), not the tokenizer's
@@ -442,7 +454,8 @@ def _read(d: dict, w: str, path) -> ModelSpec:
                 if own and d.get(own) is None:
                     # the family's config class would default it: not the model's count
                     raise InputError(w, own, f"missing, while {key} is set: {d.get('model_type')} names its routed "
-                                             "experts there (its Hugging Face default is no model's count)")
+                                             "experts there (Hugging Face would fill in its config class's default, "
+                                             "which need not be this model's count)")
                 raise InputError(w, key, "set, but the model has no routed experts (num_local_experts / "
                                          "num_experts / n_routed_experts missing or 1)")
     if topk > experts:
@@ -539,12 +552,14 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
     if d.get("mlp_bias") not in (None, False):
         raise InputError(w, "mlp_bias", f"{d['mlp_bias']!r}: MLP biases are not modelled (only attention_bias)")
     if model_type not in _KNOWN_TYPES:
-        for key, v in d.items():
-            what = next((why for part, why in _UNKNOWN_FAMILY_TWISTS if part in key.lower()), None)
-            if what and not key.startswith("_") and v not in (None, False, 0, [], {}):
-                raise InputError(w, key, f"{v!r}: {what} of a family the reader does not know (model_type "
-                                         f"{model_type!r}), which a plain decoder does not price: drop the key "
-                                         "to price the model without them")
+        twists = [(key, v, why) for key, v in d.items() if not key.startswith("_") and v not in (None, False, 0, [], {})
+                  for why in [next((y for part, y in _UNKNOWN_FAMILY_TWISTS if part in key.lower()), None)] if why]
+        if twists:
+            key, v, what = twists[0]
+            more = f" (so are {', '.join(k for k, _, _ in twists[1:])})" if len(twists) > 1 else ""
+            raise InputError(w, key, f"{v!r}: {what} of a family the reader does not know (model_type "
+                                     f"{model_type!r}), which a plain decoder does not price{more}: drop the keys "
+                                     "to price the model without them")
     for key in () if model_type in _KNOWN_TYPES else ("qkv_bias", "bias", "use_bias", "add_bias_linear"):
         if d.get(key) not in (None, False):     # which projections carry them is the unknown family's code's
             raise InputError(w, key, f"{d[key]!r}: biases of a family the reader does not know (model_type "

@@ -319,7 +319,7 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
         m = _TT_SIZE.search(s.text)
         if m and "total_parameters" not in args:
             args["total_parameters"] = int(m.group(1).replace(",", ""))
-        float8_seen = float8_seen or _torchtitan_float8(s.text, args, path, warnings, float8_seen)
+        float8_seen = float8_seen or _torchtitan_float8(s.text, args, path, warnings)
         if _TT_COMPILE in s.text:
             args["torch_compile"] = True
     m = next((m for s in segs for m in [_TT_START.search(s.text)] if m), None)
@@ -330,12 +330,12 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
     return args
 
 
-def _torchtitan_float8(text: str, args: dict, path: str, warnings, seen: bool) -> bool:
+def _torchtitan_float8(text: str, args: dict, path: str, warnings) -> bool:
     """Read ``fp8`` and ``fp8_recipe`` (argument-dump names) into ``args`` from torchtitan's Float8 line
-    unless one was ``seen``; a recipe the model does not price (MX) is said in ``warnings`` and the
-    precision left unread.  Returns whether ``text`` is such a line."""
+    ``text`` (the caller reads the first one only); a recipe the model does not price (MX) is said in
+    ``warnings`` and the precision left unread.  Returns whether ``text`` is such a line."""
     m = _TT_FLOAT8.search(text)
-    if not m or seen:
+    if not m:
         return False
     name = m.group(1) or m.group(2)
     if name not in _TT_FLOAT8_RECIPES:

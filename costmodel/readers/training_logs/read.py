@@ -279,10 +279,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
                         f"(no max reserved: {segs[-1].text.strip()[-60:]!r})")
     n_parsed = len(records)
     records = _select_rank(records, rank, path, warnings, errors, quiet_same_rank=(kind == "nemo"))
-    # the unreadable lines of the rank the records come from (other ranks' garbled lines are not its)
-    kept_ranks = {r.get("rank") for r in records}
-    log.unreadable_records = (sum(1 for rk in dropped_ranks if not kept_ranks or rk in kept_ranks)
-                              + _drop_unmeasurable(records, path, errors))
+    log.unreadable_records = _own_dropped(dropped_ranks, records) + _drop_unmeasurable(records, path, errors)
     log.iterations = Iterations.from_records(records)
     log.kept, log.warmup, fell_back = warmup_mask(log.iterations, log.framework, starts, warmup_steps)
     log.warmup_only = fell_back
@@ -308,6 +305,13 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     if strict and errors:
         raise TrainingLogParseError(errors, log)
     return log
+
+
+def _own_dropped(dropped_ranks: list, records: list) -> int:
+    """How many of the record lines an error dropped (``dropped_ranks``: each one's rank label) are of the
+    ranks ``records`` come from (after rank selection): other ranks' garbled lines are not theirs."""
+    kept_ranks = {r.get("rank") for r in records}
+    return sum(1 for rk in dropped_ranks if not kept_ranks or rk in kept_ranks)
 
 
 def _collect(bucket, rec, err, trunc, rank=None):
