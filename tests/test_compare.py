@@ -949,17 +949,23 @@ def test_a_dump_s_activation_offloading_and_cuda_graphs_are_said_not_priced(tmp_
     assert "not priced" not in " ".join(json.loads(so)["warnings"])
 
 
+def _deepspeed_rate(tmp_path, rate: str):
+    """(log, rc, stdout, stderr) of compare --json on the synthetic DeepSpeed log with global step 20's
+    CurrSamplesPerSec printed as ``rate`` (line 18 of the file)."""
+    ds = tmp_path / "ds.log"
+    ds.write_text((LOGS / "deepspeed_synthetic_zero3_throughput_timer.log").read_text().replace(
+        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=41.2000",
+        f"global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec={rate}"))
+    return (ds, *cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048",
+                     "--json"))
+
+
 def test_records_whose_time_measures_nothing_are_named_counted_and_left_out_of_every_metric(tmp_path):
     """A DeepSpeed throughput line with CurrSamplesPerSec=0.0000 had been dropped without a word (the header
     said '0 discarded'); a Megatron record with a negative elapsed time had kept its TFLOP/s, so the logged
     TFLOP/s was a median over records the step time refused.  Each is named, counted as unreadable, and none
     of its figures used."""
-    ds = tmp_path / "ds.log"
-    ds.write_text((LOGS / "deepspeed_synthetic_zero3_throughput_timer.log").read_text().replace(
-        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=41.2000",
-        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=0.0000"))
-    rc, so, se = cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048",
-                     "--json")
+    ds, rc, so, se = _deepspeed_rate(tmp_path, "0.0000")
     assert rc == 0, se
     out = json.loads(so)
     assert out["records_unreadable"] == 1
@@ -1049,12 +1055,7 @@ def test_other_ranks_unreadable_lines_and_a_negative_deepspeed_rate_are_counted_
     out = json.loads(so)
     assert out["records_unreadable"] == 0 and out["iterations_used"] == 28
     assert not any("damaged or edited" in w for w in out["warnings"])
-    ds = tmp_path / "ds.log"
-    ds.write_text((LOGS / "deepspeed_synthetic_zero3_throughput_timer.log").read_text().replace(
-        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=41.2000",
-        "global_step=20, RunningAvgSamplesPerSec=41.2500, CurrSamplesPerSec=-41.2000"))
-    rc, so, se = cli("compare", "--log", ds, "--cluster", "dgx-h100", "--model", "llama3-8b", "--seq-len", "2048",
-                     "--json")
+    _, rc, so, se = _deepspeed_rate(tmp_path, "-41.2000")
     said = json.loads(so)["warnings"]
     assert any(":18: samples_per_s -41.2 is not a positive finite value" in w for w in said), said
     assert not any("step_time_s -" in w for w in said)
