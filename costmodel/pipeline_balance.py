@@ -47,13 +47,13 @@ def balanced_split(num_layers: int, t_layer_s: float, extra_s, max_layers=None) 
     return None
 
 
-
 def balanced_pace_ratio(num_layers: int, pp, extra_layers, light_last) -> np.ndarray:
     """A lower bound of the pace a balanced split reaches over the pace of the default one (arrays
-    broadcast, <= 1): the default split's fullest stage runs ceil(L/PP) layers and the last stage's extra
-    ``extra_layers`` E, in layers of its per-layer time (costmodel.layouts.uneven_split; with ``light_last`` the slower of ceil(L/PP) and
-    floor(L/PP) + E), and no split runs faster than the mean, (L + E)/PP.  With E over-estimated the bound
-    stays below the true ratio (the ratio falls as E grows).  1 at PP 1."""
+    broadcast, <= 1): the default split's fullest stage runs ceil(L/PP) layers and the last stage's
+    extra ``extra_layers`` E, in layers of its per-layer time (costmodel.layouts.uneven_split; with
+    ``light_last`` the slower of ceil(L/PP) and floor(L/PP) + E), and no split runs faster than the
+    mean, (L + E)/PP.  With E over-estimated the bound stays below the true ratio (the ratio falls as E
+    grows).  1 at PP 1."""
     pp = np.asarray(pp, dtype=np.float64)
     L, e = float(num_layers), np.asarray(extra_layers, dtype=np.float64)
     full = np.ceil(L / pp)
