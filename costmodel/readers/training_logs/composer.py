@@ -99,10 +99,11 @@ def _record(head, items, path):
 
 def parse_composer(segs, path):
     """The training records of a Composer console log: ``(records, errors, truncated, dropped)`` as the
-    other parsers give them (dropped: the blocks an error left without a record) (costmodel.readers.training_logs.read), records with ``_sizes`` (the
+    other parsers give them (costmodel.readers.training_logs.read; dropped: the rank of each block an error
+    left without a record), records with ``_sizes`` (the
     micro-batch and the rates that give the sequence length, for :func:`composer_args`)."""
     records, errors, truncs = [], [], []
-    i, dropped = 0, 0
+    i, dropped = 0, []
     while i < len(segs):
         if not _HEADER.match(segs[i].text):
             i += 1
@@ -118,7 +119,8 @@ def parse_composer(segs, path):
             records.append(rec)
         if err is not None:
             errors.append(err)
-            dropped += rec is None
+            if rec is None:
+                dropped.append(segs[i].rank)
         i = j
     return records, errors, truncs, dropped
 

@@ -42,9 +42,9 @@ _KEYS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gp
 
 def parse_deepspeed(segs, path):
     """The optimizer-step records of DeepSpeed's throughput lines: ``(records, errors, truncated, dropped)``
-    as the other parsers give them (each error drops its line's record); ``samples_per_s`` is the job's (the global batch per step),
+    as the other parsers give them (dropped: the rank of each line an error left without a record); ``samples_per_s`` is the job's (the global batch per step),
     ``memory_gib`` its peak allocated memory (:data:`_MAX_MEM`)."""
-    records, errors, truncs = [], [], []
+    records, errors, truncs, dropped = [], [], [], []
     for i, s in enumerate(segs):
         m = _STEP.search(s.text)
         if not m:
@@ -56,6 +56,7 @@ def parse_deepspeed(segs, path):
         except ValueError:
             errors.append(f"{_where(path, s)}: DeepSpeed step {m.group(3)}: CurrSamplesPerSec is not a number: "
                           f"{_short(s.text)}")
+            dropped.append(s.rank)
             continue
         # a rate <= 0 measures nothing: the reader drops the record, naming its line
         rec = {"iteration": int(m.group(3)), "line": s.line, "rank": s.rank, "t_unix": _wall_time(s.text),
@@ -64,7 +65,7 @@ def parse_deepspeed(segs, path):
         if mem:
             rec["memory_gib"] = float(mem.group(1))
         records.append(rec)
-    return records, errors, truncs, len(errors)
+    return records, errors, truncs, dropped
 
 
 def check_deepspeed_batch(args: dict, path) -> None:

@@ -298,7 +298,7 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
     'selective' does not tell from every-Nth-layer checkpointing, said in ``warnings``); the first of each.
     A memory-budget policy, which the model does not price, is said in ``warnings`` and not read."""
     args: dict = {}
-    float8_seen = False
+    float8_seen, local_batch = False, None
     for s in segs:
         if "world_size" not in args:
             args.update(_torchtitan_mesh(s.text))
@@ -316,17 +316,17 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
         m = _TT_START.search(s.text)
         if m and "global_batch_size" not in args:
             args.update(global_batch_size=int(m.group(2)), seq_length=int(m.group(3)))
+            local_batch = int(m.group(1))
         m = _TT_SIZE.search(s.text)
         if m and "total_parameters" not in args:
             args["total_parameters"] = int(m.group(1).replace(",", ""))
         float8_seen = float8_seen or _torchtitan_float8(s.text, args, path, warnings)
         if _TT_COMPILE in s.text:
             args["torch_compile"] = True
-    m = next((m for s in segs for m in [_TT_START.search(s.text)] if m), None)
-    if m and args.get("pipeline_model_parallel_size") == 1:
+    if local_batch is not None and args.get("pipeline_model_parallel_size") == 1:
         # without a pipeline each rank runs its local batch in one forward (gradient accumulation, where
         # the global batch asks for it, repeats it): that batch is the micro-batch
-        args["micro_batch_size"] = int(m.group(1))
+        args["micro_batch_size"] = local_batch
     return args
 
 

@@ -198,7 +198,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     else:
         segs_m = segs
 
-    # records, errors, truncs, the rank of each record line an error dropped (or how many, Composer and DeepSpeed)
+    # records, errors, truncs, the rank of each record line an error dropped
     found = {k: ([], [], [], []) for k in ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")}
     mds_keys = False
     bar_lines = 0
@@ -227,8 +227,7 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
         kind = max(order, key=lambda k: (len(found[k][0]), len(found[k][1]) + len(found[k][2]), -order.index(k)))
     else:
         kind = "megatron" if framework == "megatron-deepspeed" else framework
-    records, errs, truncs, dropped = found[kind]
-    dropped_ranks = dropped if isinstance(dropped, list) else [None] * dropped
+    records, errs, truncs, dropped_ranks = found[kind]
     errors.extend(errs)
     if kind == "megatron":
         warnings.extend(join_warnings)
