@@ -19,7 +19,7 @@ from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, une
 from .comm import fp8_params_on
 from .pipeline_layout import layout_text
 from .schedule import pp_sends_overlapped
-from .megatron_structure import megatron_structure_args
+from .megatron_structure import megatron_structure_args, router_notes
 from .moe import flex_backend
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, RECIPE_SWITCHES, dp_overlap_on, get_stack
@@ -293,7 +293,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     notes = _megatron_optimizer_notes(layout, recipe)
-    notes += _attention_launch_notes(model, recipe)
+    notes += _attention_launch_notes(model, recipe) + router_notes(model)
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")

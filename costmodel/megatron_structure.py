@@ -47,6 +47,7 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
             a.append(f"--moe-layer-freq \"{_layer_pattern([0 if i in dense else 1 for i in range(model.num_layers)])}\"")
         if model.routing_groups:
             a.append(f"--moe-router-num-groups {model.routing_groups} --moe-router-group-topk {model.routing_group_limit}")
+        a += router_args(model)
     every = model.sliding_layers >= model.num_layers
     if model.sliding_window and model.sliding_layers and (every or model.sliding_layer_indices):
         # TE's (left, right) window: a query sees itself and left earlier keys, so HF's sliding_window W
@@ -59,6 +60,44 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
                  + f" --kv-lora-rank {model.kv_lora_rank} --qk-head-dim {model.head_dim} --qk-pos-emb-head-dim "
                  f"{model.qk_rope_head_dim} --v-head-dim {model.v_head_dim}")
     return a
+
+
+def router_args(model: ModelSpec) -> list[str]:
+    """Megatron-core's router settings for the model's router (costmodel.specs.router_config), where they
+    differ from Megatron's default (the top-k of the logits, a softmax over the k): the score function,
+    --moe-router-pre-softmax for softmax weights not renormalised over the k, the top-k scaling, the
+    expert bias, the weights on the experts' input.  Megatron's TransformerConfig refuses top-1 with a
+    softmax after the top-k (a softmax over one logit has no gradient): such a router runs pre-softmax
+    (:func:`router_notes` says what differs then).  None for a dense model."""
+    r, a = model.router, []
+    if not model.is_moe:
+        return a
+    if r.score_function != "softmax":
+        a.append(f"--moe-router-score-function {r.score_function}")
+    elif not r.renormalised or model.topk == 1:
+        a.append("--moe-router-pre-softmax")
+    if r.topk_scaling != 1.0:
+        a.append(f"--moe-router-topk-scaling-factor {r.topk_scaling!r}")
+    if r.expert_bias:
+        a.append("--moe-router-enable-expert-bias")
+    if r.probs_on_input:
+        a.append("--moe-apply-probs-on-input")
+    return a
+
+
+def router_notes(model: ModelSpec) -> list[str]:
+    """What Megatron-core's router cannot reproduce of the model's (empty for a dense model): a top-1
+    softmax renormalised to 1 runs pre-softmax (:func:`router_args`), and a sigmoid router that does not
+    renormalise is renormalised whenever k > 1 (moe_utils.py topk_routing_with_score_function)."""
+    r = model.router
+    if not model.is_moe:
+        return []
+    if r.score_function == "softmax" and r.renormalised and model.topk == 1:
+        return [f"Megatron refuses a top-1 softmax after the top-k: the expert's weight is its softmax "
+                f"probability, where {model.name}'s router renormalises it to 1"]
+    if r.score_function != "softmax" and not r.renormalised and model.topk > 1:
+        return [f"Megatron renormalises sigmoid weights over the top {model.topk}; {model.name}'s router does not"]
+    return []
 
 
 def _window_skip_freq(sliding_at, layers: int) -> str:

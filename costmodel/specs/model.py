@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from .router_config import RouterSpec
 
 #: GEMM roles of a projection under Megatron-style tensor parallelism: column-parallel splits the
 #: output width over TP, row-parallel the input width, duplicated runs whole on every TP rank
@@ -76,6 +77,8 @@ class ModelSpec:
         family: the file's Hugging Face ``model_type`` ('' for a catalog file that states its
             architecture itself with ``_gated``); :func:`costmodel.specs.model_config.known_family`
             says whether the reader knows its twists (Qwen's Q/K/V biases, Qwen3's Q/K norms...).
+        router: how the MoE router weights a token's experts (costmodel.specs.router_config): softmax or
+            sigmoid, renormalised or not, scaled, with an expert bias; priced alike, set at launch.
         pipeline_rank_layers: transformer layers on each pipeline rank where a run places them itself
             (Megatron-core --pipeline-model-parallel-layout, costmodel.pipeline_layout); () for the
             split costmodel.layouts derives.  Layouts of another PP are split as derived.
@@ -126,6 +129,7 @@ class ModelSpec:
     chunked_layers: int = 0
     pipeline_rank_layers: tuple = ()
     attn_softcap: float = 0.0
+    router: RouterSpec = RouterSpec()
 
     # ------------------------------------------------------------------ shape
     @property

@@ -33,6 +33,7 @@ import difflib
 from ..config_keys import TrackedMapping, read_checked
 from ..errors import InputError
 from .hf_model_types import HF_MODEL_TYPES, NON_DECODER_KEYS, NON_DECODER_TYPES
+from .router_config import router_spec
 from .loading import _get_int
 from .model import ModelSpec, checked_count, dense_layer_fields
 from .attention_config import chunked_attention, sliding_attention, softcap
@@ -51,7 +52,7 @@ _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 #: The keys costmodel itself reads from a model file, beside Hugging Face's (README, 'A catalog model');
 #: other keys that start with '_' are Hugging Face's own bookkeeping (``_name_or_path``) and not read
 OWN_KEYS = ("_name", "_display_name", "_source", "_seq_len", "_params_published", "_gated", "_position_embedding",
-            "_dropout", "_bias")
+            "_dropout", "_bias", "_router_renormalised")
 _TEXT_SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "intermediate_size_mlp",
                     "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "num_local_experts",
                     "num_experts_per_tok", "interleave_moe_layer_step")
@@ -301,7 +302,8 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
                     "num_experts_per_tok": _get_int(f, ("moe_top_k",), wf, required=False),
                     "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False, default=1),
                     "hidden_act": d.get("hidden_act", "silu")})
-        return {k: v for k, v in out.items() if v is not None}, w
+        return {**{k: v for k, v in out.items() if v is not None},
+                "moe_normalize_expert_weights": f.get("moe_normalize_expert_weights", 1.0)}, w
     return d, w
 
 
@@ -515,7 +517,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         qk_norm=_qk_norm(d, model_type), layer_norms=4 if model_type in ("gemma2", "gemma3_text") else 2,
         **sliding_attention(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **chunked_attention(d, w, model_type, layers),
-        attn_softcap=softcap(d, w)), d.get("_params_published"), w)
+        attn_softcap=softcap(d, w), router=router_spec(d, w, model_type, experts)), d.get("_params_published"), w)
 
 
 def _qk_norm(d: dict, model_type: str) -> bool:
