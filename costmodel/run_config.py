@@ -7,7 +7,7 @@ Three formats, recognised by content:
   ``trainer.devices``, ``trainer.precision`` and ``model.``: ``tensor_model_parallel_size``,
   ``pipeline_model_parallel_size``, ``virtual_pipeline_model_parallel_size``, ``context_parallel_size``,
   ``expert_model_parallel_size``, ``expert_tensor_parallel_size``, ``micro_batch_size``,
-  ``global_batch_size``, ``encoder_seq_length`` (or ``data.seq_length``), ``sequence_parallel``,
+  ``global_batch_size``, ``data.seq_length`` (or ``encoder_seq_length``), ``sequence_parallel``,
   ``activations_checkpoint_granularity`` / ``_method`` / ``_num_layers``, ``fp8``,
   ``use_flash_attention``, ``ub_tp_comm_overlap``, ``overlap_p2p_comm``, ``optim.name`` (``distributed_fused_adam``: the
   distributed optimizer, ZeRO-1) and ``optim.overlap_grad_sync``.
@@ -212,6 +212,35 @@ def _flavor_params(flavor) -> float | None:
 
 def _unset(v) -> bool:
     return v is None or (isinstance(v, str) and (v.startswith("${") or v.strip() == "???"))
+
+
+def _nemo_seq_len(cfg: RunConfig, path: str, R: dict, m: dict, L: dict) -> None:
+    """NeMo 1's training sequence length: its dataset cuts samples of ``model.data.seq_length`` tokens
+    (megatron_gpt_model.py build_train_valid_test_datasets and the mcore GPTDataset both take
+    cfg.data.seq_length), while ``model.encoder_seq_length`` only shapes the pipeline's sends
+    (fwd_bwd_function's seq_length): the dataset's length is priced, the other said; with PP > 1 the two
+    must agree (the sends would not fit the activations).
+
+    Raises:
+        InputError: the two differ with PP > 1."""
+    data = m.get("data") if isinstance(m.get("data"), dict) else {}
+    _take(cfg, path, R, "seq_len", data, "seq_length", _int, "model.data.")
+    enc, data_where = {}, cfg.where.get("seq_len")
+    _take(cfg, path, enc, "seq_len", m, "encoder_seq_length", _int, "model.")
+    if "seq_len" not in enc:
+        return
+    if "seq_len" not in R:
+        R["seq_len"] = enc["seq_len"]
+        return
+    cfg.where["seq_len"] = data_where
+    if enc["seq_len"] != R["seq_len"]:
+        if L.get("pp", 1) > 1:
+            raise InputError(path, "model.encoder_seq_length", f"{enc['seq_len']} differs from model.data.seq_length "
+                             f"{R['seq_len']}, the length of the samples: with pipeline parallelism NeMo sends "
+                             f"activations of encoder_seq_length tokens between stages, which would not fit them")
+        cfg.notes.append(f"{path}: model.encoder_seq_length {enc['seq_len']} differs from model.data.seq_length "
+                         f"{R['seq_len']}: NeMo's dataset cuts samples of the latter (priced); the former only "
+                         f"shapes the sends between pipeline stages (they must agree where PP > 1)")
 
 
 def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str, conv=lambda v: v, prefix=""):
@@ -512,14 +541,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
         if "overlap_grad_sync" in opt:
             _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", _bool, "model.optim.")
     _take(cfg, path, R, "gbs", m, "global_batch_size", _int, mp)
-    _take(cfg, path, R, "seq_len", m, "encoder_seq_length", _int, mp)
-    data = m.get("data") if isinstance(m.get("data"), dict) else {}
-    if "seq_len" not in R:
-        _take(cfg, path, R, "seq_len", data, "seq_length", _int, "model.data.")
-    elif isinstance(data.get("seq_length"), int) and data["seq_length"] != R["seq_len"]:
-        # NeMo trains on model.encoder_seq_length-long sequences; a different data.seq_length is said
-        cfg.notes.append(f"{path}: model.data.seq_length {data['seq_length']} differs from model.encoder_seq_length "
-                         f"{R['seq_len']}: the latter used")
+    _nemo_seq_len(cfg, path, R, m, L)
     _take(cfg, path, R, "precision", t, "precision", _precision, "trainer.")
     fp8 = {}
     _take(cfg, path, fp8, "fp8", m, "fp8", _bool, mp)

@@ -132,10 +132,18 @@ def test_torchtitan_settings_that_change_the_step(tmp_path):
         _read(tmp_path, "o.toml", text + '[optimizer]\nname = "SGD"\n')
 
 
-def test_a_nemo_data_length_beside_the_model_length_is_said(tmp_path):
-    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="  data:\n    seq_length: 8192\n"))
-    assert cfg.recipe["seq_len"] == 4096
-    assert any("model.data.seq_length 8192 differs from model.encoder_seq_length 4096" in n for n in cfg.notes)
+def test_a_nemo_run_trains_on_its_datasets_length(tmp_path):
+    """NeMo 1 cuts samples of model.data.seq_length tokens (megatron_gpt_model.py passes cfg.data.seq_length
+    to both dataset builders); encoder_seq_length only shapes the pipeline's sends: NVIDIA's launcher file
+    with encoder_seq_length 8192 and data.seq_length 4096 trains on 4096 (it had been priced at 8192 and
+    declared out of memory); with PP > 1 the two lengths must agree."""
+    cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="  data:\n    seq_length: 2048\n"))
+    assert cfg.recipe["seq_len"] == 2048 and cfg.where["seq_len"].endswith("model.data.seq_length")
+    assert any("model.encoder_seq_length 4096 differs from model.data.seq_length 2048" in n for n in cfg.notes)
+    assert _read(tmp_path, "n.yaml", NEMO.format(extra="")).recipe["seq_len"] == 4096
+    piped = NEMO.replace("pipeline_model_parallel_size: 1", "pipeline_model_parallel_size: 2")
+    with pytest.raises(InputError, match="model.encoder_seq_length.*4096 differs from model.data.seq_length 2048"):
+        _read(tmp_path, "n.yaml", piped.format(extra="  data:\n    seq_length: 2048\n"))
 
 
 def test_bridge_mixed_precision_keeps_its_bf16_edge_layers_and_says_what_is_not_priced(tmp_path):
