@@ -283,6 +283,12 @@ def _bridge_grad_reduce(d: dict, path: str, cfg: RunConfig) -> None:
     mp, ddp = d.get("mixed_precision"), d.get("ddp") if isinstance(d.get("ddp"), dict) else {}
     if isinstance(mp, dict):
         key, v = "mixed_precision.grad_reduce_in_fp32", mp.get("grad_reduce_in_fp32", True)
+        mine = ddp.get("grad_reduce_in_fp32")
+        if mine is not None and mine != v:
+            # MixedPrecisionConfig.setup copies its fields over the DDP config's (mixed_precision.py)
+            cfg.notes.append(f"{path}: ddp.grad_reduce_in_fp32 {mine} is overwritten by the mixed_precision section's "
+                             f"grad_reduce_in_fp32 ({v}{'' if 'grad_reduce_in_fp32' in mp else ', its default'}), as "
+                             f"Megatron-Bridge applies it")
     elif _unset(mp) and "grad_reduce_in_fp32" in ddp:
         key, v = "ddp.grad_reduce_in_fp32", ddp["grad_reduce_in_fp32"]
     else:
@@ -291,7 +297,9 @@ def _bridge_grad_reduce(d: dict, path: str, cfg: RunConfig) -> None:
         raise InputError(path, key, f"{v!r} is not a valid value: expected true or false")
     if v or cfg.recipe.get("precision") == "fp16" or "main_grads_dtype" in cfg.recipe:
         return
-    if cfg.layout.get("zero") in (1, 2):
+    # a file that sets no ZeRO stage runs the distributed optimizer (Megatron-Bridge's recipes set
+    # use_distributed_optimizer; --zero's default 1)
+    if cfg.layout.get("zero", 1) in (1, 2):
         cfg.recipe["main_grads_dtype"], cfg.where["main_grads_dtype"] = "bf16", f"{path}: {key}"
     else:
         cfg.notes.append(f"{path}: {key} false: bf16 gradient reduction is priced under the distributed optimizer "

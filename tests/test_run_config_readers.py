@@ -333,8 +333,19 @@ def test_bridge_memory_switches_are_read_or_said(tmp_path):
     mpg = _read(tmp_path, "c.yaml", BRIDGE.format(extra="mixed_precision:\n  bf16: true\n  grad_reduce_in_fp32: false\n"
                                                         "ddp:\n  grad_reduce_in_fp32: true\n  use_distributed_optimizer: true\n"))
     assert mpg.recipe["main_grads_dtype"] == "bf16"      # the mixed_precision section overwrites the ddp's
+    # a file that sets no ZeRO stage runs the distributed optimizer (the note had said ZeRO 0 of a ZeRO-1 run)
     plain = _read(tmp_path, "d.yaml", BRIDGE.format(extra="ddp:\n  grad_reduce_in_fp32: false\n"))
-    assert "main_grads_dtype" not in plain.recipe and any("priced reducing fp32" in n for n in plain.notes)
+    assert plain.recipe["main_grads_dtype"] == "bf16"
+    ddp0 = _read(tmp_path, "d.yaml", BRIDGE.format(extra="ddp:\n  grad_reduce_in_fp32: false\n"
+                                                         "  use_distributed_optimizer: false\n"))
+    assert "main_grads_dtype" not in ddp0.recipe and any("(ZeRO 0) is priced reducing fp32" in n for n in ddp0.notes)
+    # NVIDIA's own override example keeps ddp.grad_reduce_in_fp32 beside a mixed_precision section, which
+    # overwrites it (MixedPrecisionConfig.setup): read, said, not refused as a key in the wrong section
+    both = _read(tmp_path, "h.yaml", BRIDGE.format(extra="ddp:\n  grad_reduce_in_fp32: false\n"
+                                                         "mixed_precision:\n  fp8: null\n"))
+    assert "main_grads_dtype" not in both.recipe
+    assert any("ddp.grad_reduce_in_fp32 False is overwritten by the mixed_precision section's grad_reduce_in_fp32 "
+               "(True, its default)" in n for n in both.notes)
     for key in ("use_megatron_fsdp", "use_torch_fsdp2"):
         f = _read(tmp_path, "e.yaml", BRIDGE.format(extra=f"dist:\n  {key}: true\n"))
         assert f.layout["zero"] == 3 and f.where["zero"].endswith(f"dist.{key}")

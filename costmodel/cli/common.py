@@ -179,6 +179,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             f"{path}: training.local_batch_size x DP {dp}"
     no_gbs = ([f"{path}: gives no global batch size: the --gbs default {scalars.get('gbs')} is used (pass --gbs)"]
               if "gbs" not in cfg.recipe and "local_batch_size" not in cfg.recipe and not given("gbs") else [])
+    no_gbs += _layout_defaults_note(path, cfg, cluster_arg, given)
     switches = {w.name for w in RECIPE_SWITCHES}
     got = ", ".join(f"{k}={v}" for k, v in {**cfg.layout, **{k: scalars.get(k) for k in ("gbs", "seq_len", "precision",
                                                                                          "nodes") if k in cfg.where},
@@ -189,6 +190,22 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
                          "sequence length, precision, recipe switches, model dimensions)"
                          + (f": {'; '.join(cfg.notes)}" if cfg.notes else ": check its key names (README, 'Use', predict --config; costmodel/run_config.py)"))
     return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes + no_gbs
+
+
+def _layout_defaults_note(path: str, cfg, cluster_arg: str, given) -> list:
+    """The note of what neither the run configuration nor a flag set among the world size, the ZeRO stage
+    and the precision, with the default taken (a torchtitan TOML or a Megatron-Bridge override file cannot
+    say its world size: torchrun's launch does); empty when all are set."""
+    said = []
+    if cfg.nodes is None and not given("nodes"):
+        n = load_cluster(cluster_arg).nodes
+        said.append(f"the world size: {n} node{'s' if n > 1 else ''} of {cluster_arg}, as its file counts them "
+                    f"(pass --nodes)")
+    if "zero" not in cfg.layout and not given("zero"):
+        said.append("the ZeRO stage: --zero's default 1 (the distributed optimizer) where the stack has it")
+    if "precision" not in cfg.recipe and not given("precision"):
+        said.append("the precision: --precision's default (bf16; fp16 on GPUs without bf16)")
+    return [f"{path}: not set in the file or by a flag: {'; '.join(said)}"] if said else []
 
 
 #: the stacks that run a configuration file's framework: NeMo and Megatron-Bridge files are Megatron-core

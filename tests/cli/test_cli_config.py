@@ -729,3 +729,25 @@ def test_async_tp_without_compile_in_a_torchtitan_file_names_the_files_keys(tmp_
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(f)),
                           f"{f}: compile.enable / parallelism.enable_async_tensor_parallel",
                           "runs only under torch.compile")
+
+
+def test_a_config_says_the_world_size_zero_stage_and_precision_it_left_to_the_defaults():
+    """A torchtitan TOML cannot give its world size (torchrun's launch does): without --nodes the run had
+    been priced on the cluster file's one node in silence; the Bridge override file leaves the ZeRO stage
+    and precision to the recipe it edits, which predict had filled without a word."""
+    p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(TITAN))
+    assert p.returncode == 0, p.stderr
+    assert (f"{TITAN}: not set in the file or by a flag: the world size: 1 node of dgx-h100, as its file counts "
+            "them (pass --nodes)") in p.stderr
+    q = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "8", "--precision", "bf16",
+            "--config", str(TITAN))
+    assert q.returncode == 0 and "not set in the file or by a flag: the" not in q.stderr, q.stderr
+
+def test_a_bridge_override_file_says_the_zero_stage_and_precision_it_left_to_the_defaults(tmp_path):
+    f = tmp_path / "over.yaml"
+    f.write_text("model:\n  tensor_model_parallel_size: 2\n  seq_length: 4096\n"
+                 "train:\n  global_batch_size: 64\n  micro_batch_size: 1\n")
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--config", str(f))
+    assert r.returncode == 0, r.stderr
+    assert ("not set in the file or by a flag: the ZeRO stage: --zero's default 1 (the distributed optimizer) where "
+            "the stack has it; the precision: --precision's default (bf16; fp16 on GPUs without bf16)") in r.stderr
