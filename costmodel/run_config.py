@@ -531,6 +531,12 @@ def _nemo(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="nemo", kind="NeMo YAML")
     L, R = cfg.layout, cfg.recipe
     mp = "model."
+    acc = t.get("accumulate_grad_batches")
+    if acc not in (None, 1) and not _unset(acc):
+        # megatron_gpt_model.py _validate_trainer: the accumulation is global_batch_size's, in training_step
+        raise InputError(path, "trainer.accumulate_grad_batches", f"{acc!r}: NeMo refuses it ('Gradient accumulation "
+                         "is done within training_step. trainer.accumulate_grad_batches must equal 1'): the run "
+                         "accumulates global_batch_size / (micro_batch_size x DP) micro-batches itself")
     _megatron_parallelism(cfg, path, m)
     _take(cfg, path, L, "mbs", m, "micro_batch_size", _int, mp)
     _granularity(cfg, path, m, "activations_checkpoint_")

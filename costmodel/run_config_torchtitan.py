@@ -6,6 +6,30 @@ from .errors import InputError
 from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _bool, _count, _table, _take
 
 
+def _unpriced_training(tr: dict, path: str) -> None:
+    """Refuse the ``[training]`` settings that change what a step holds and moves but are not priced
+    (torchtitan/config/configs.py Training): ``dtype = "bfloat16"`` keeps parameters, gradients and
+    optimizer states in bf16 with no fp32 copy, ``enable_cpu_offload`` moves all three to the host for
+    FSDP, and ``mixed_precision_reduce`` is float32 only (its Literal type refuses anything else).
+
+    Raises:
+        InputError: naming the key."""
+    dt = tr.get("dtype")
+    if dt is not None and str(dt) != "float32":
+        raise InputError(path, "training.dtype", f"{dt!r}: full-bf16 training (parameters, gradients and optimizer "
+                         "states in bf16, no fp32 copy) is not priced: the model prices FSDP2's mixed precision "
+                         "(float32 parameters sharded, bf16 compute; torchtitan's default dtype float32)")
+    off = tr.get("enable_cpu_offload")
+    if off not in (None, False):
+        raise InputError(path, "training.enable_cpu_offload", f"{off!r}: FSDP's CPU offload of parameters, gradients "
+                         "and optimizer states is not priced (drop it, or price the sharded optimizer's offload on "
+                         "the megatron or nemo stack with --optimizer-offload)")
+    red = tr.get("mixed_precision_reduce")
+    if red is not None and str(red) != "float32":
+        raise InputError(path, "training.mixed_precision_reduce", f"{red!r}: torchtitan reduces in float32 only (its "
+                         "field's type allows nothing else)")
+
+
 def _torchtitan(d: dict, path: str) -> RunConfig:
     cfg = RunConfig(stack="torchtitan", kind="torchtitan TOML")
     L, R = cfg.layout, cfg.recipe
@@ -33,6 +57,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     if mpp is not None and str(mpp) not in ("bfloat16", "bf16"):
         raise InputError(path, "training.mixed_precision_param", f"{mpp!r}: only bfloat16 parameters (FSDP2's mixed "
                          "precision) are modelled; 32-bit training is not")
+    _unpriced_training(tr, path)
     for key, v in TORCHTITAN_TRAINING_DEFAULTS.items():
         if key not in R and not (key == "local_batch_size" and "gbs" in R):
             cfg.defaults[key] = v

@@ -513,3 +513,29 @@ def test_nemo_1_gathers_fp8_parameters_only_with_fp8_params(tmp_path):
     assert "fp8_param_gather" not in _read(tmp_path, "bf16.yaml", NEMO.format(extra="")).recipe
     with pytest.raises(InputError, match="model.fp8_params"):
         _read(tmp_path, "bad.yaml", NEMO.format(extra="  fp8: true\n  fp8_params: maybe\n"))
+
+
+@pytest.mark.parametrize("line, key, needle", [
+    ('dtype = "bfloat16"', "training.dtype", "full-bf16 training"),
+    ("enable_cpu_offload = true", "training.enable_cpu_offload", "CPU offload of parameters"),
+    ('mixed_precision_reduce = "bfloat16"', "training.mixed_precision_reduce", "float32 only"),
+])
+def test_torchtitan_training_settings_the_model_does_not_price_are_refused(tmp_path, line, key, needle):
+    """torchtitan's [training] dtype bfloat16 (no fp32 copy of anything) and enable_cpu_offload (FSDP's
+    parameters, gradients and states on the host) had been priced as the default mixed precision in silence;
+    mixed_precision_reduce is float32 only in torchtitan (configs.py Literal["float32"])."""
+    with pytest.raises(InputError, match=needle) as e:
+        _tt(tmp_path, training=line)
+    assert e.value.field == key
+    assert _tt(tmp_path, training='dtype = "float32"\nenable_cpu_offload = false').layout["tp"] == 2
+
+
+def test_a_nemo_file_that_accumulates_through_lightning_is_refused(tmp_path):
+    """NeMo 1 raises 'trainer.accumulate_grad_batches must equal 1' (megatron_gpt_model.py): the file had been
+    priced as if it ran."""
+    with pytest.raises(InputError, match="must equal 1") as e:
+        _read(tmp_path, "n.yaml", NEMO.replace("  devices: 8\n", "  devices: 8\n  accumulate_grad_batches: 4\n")
+              .format(extra=""))
+    assert e.value.field == "trainer.accumulate_grad_batches"
+    ok = NEMO.replace("  devices: 8\n", "  devices: 8\n  accumulate_grad_batches: 1\n").format(extra="")
+    assert _read(tmp_path, "n.yaml", ok).recipe["gbs"] == 256
