@@ -586,6 +586,27 @@ def test_a_torchtitan_log_states_its_batch_sequence_and_parameter_count(tmp_path
         check_model(load_model("llama3-70b"), log.layout(), "llama3-70b", str(f), log.args)
 
 
+@pytest.mark.parametrize("line, want", [
+    ("Trainer is initialized with local batch size 2, global batch size 128, sequence length 8192, total steps 100 "
+     "(warmup 200).", (128, 8192)),                                                       # 2025-03..06
+    ("Trainer is initialized with local batch size 2, global batch size 128, gradient accumulation steps 1, "
+     "sequence length 8192, total steps 100 (warmup 200)", (128, 8192)),                  # 2025-06..2026-08
+    ("Trainer is initialized with 16384 tokens per DP rank, 1048576 tokens per train step, gradient accumulation "
+     "steps 1, maximum context length 8192, total steps 100 (warmup 200)", (128, 8192)),  # since 2026-08, in tokens
+    ("Trainer is initialized with 16000 tokens per DP rank, 1048576 tokens per train step, gradient accumulation "
+     "steps 1, maximum context length 8192, total steps 100 (warmup 200)", (None, None)),  # no whole sequences
+])
+def test_every_torchtitan_start_up_line_gives_its_batch_and_sequence(tmp_path, line, want):
+    """torchtitan has printed its batch four ways (train.py / trainer.py, 2025-02 to today): compare read only
+    the first, so a run launched with --training.global_batch_size on the command line was priced with the
+    TOML's batch without a word.  The token form counts sequences of the maximum context length."""
+    steps = [ln for ln in TT_1287.read_text().splitlines() if "step:" in ln][:6]
+    f = tmp_path / "tt.log"
+    f.write_text("\n".join([f"[rank0]:[titan] 2025-03-01 09:59:59,001 - root - INFO - {line}"] + steps) + "\n")
+    lay = read_training_log(f).layout()
+    assert (lay["gbs"], lay["seq_len"]) == want
+
+
 def test_deepspeed_s_timer_line_gives_its_peak_allocated_memory():
     """DeepSpeed's ThroughputTimer prints MaxMemAllocated (max_memory_allocated() / 1024**3, 'GB'):
     read as the records' peak memory in GiB, 61.84 on every line of the synthetic ZeRO-3 log."""

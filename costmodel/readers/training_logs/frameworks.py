@@ -237,10 +237,17 @@ def _parse_torchtitan(seg, path):
     return rec, None, False
 
 
-#: torchtitan's start-up line of 2025-02..03 (train.py, commits 3aff9bd9e..12983cc48) and its model
-#: size line (train.py / trainer.py ``Model <name> <flavor> size: N total parameters``)
-_TT_START = re.compile(r"Training starts at step \d+, with local batch size (\d+), global batch size (\d+), "
-                       r"sequence length (\d+)")
+#: torchtitan's start-up line: "Training starts at step N, with local batch size B, global batch size G,
+#: sequence length S" (train.py, 2025-02..03, commits 3aff9bd9e..12983cc48), then "Trainer is initialized
+#: with local batch size B, global batch size G, [gradient accumulation steps A, ]sequence length S" (the
+#: accumulation count since 8570415c3, 2025-06), then in tokens, "Trainer is initialized with T tokens per
+#: DP rank, U tokens per train step, gradient accumulation steps A, maximum context length S"
+#: (trainer.py since 73aed7f6c, 2026-08: B = T / S and G = U / S sequences); and its model size line
+#: (train.py / trainer.py ``Model <name> <flavor> size: N total parameters``)
+_TT_START = re.compile(r"(?:Training starts at step \d+, with|Trainer is initialized with) local batch size (\d+), "
+                       r"global batch size (\d+), (?:gradient accumulation steps \d+, )?sequence length (\d+)")
+_TT_START_TOKENS = re.compile(r"Trainer is initialized with (\d+) tokens per DP rank, (\d+) tokens per train step, "
+                              r"gradient accumulation steps \d+, maximum context length (\d+)")
 _TT_SIZE = re.compile(r"\bsize:\s*([\d,]+) total parameters")
 #: torchtitan's activation-checkpointing line: "Applied {mode} activation checkpointing to the model"
 #: (torchtitan/distributed/activation_checkpoint.py at 4a950ea: mode full, selective or memory_budget) or
@@ -313,10 +320,10 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
             else:
                 warnings.append(f"{path}: the log applied torchtitan's {m.group(1)} activation checkpointing, which "
                                 "the model does not price: pass --recompute")
-        m = _TT_START.search(s.text)
-        if m and "global_batch_size" not in args:
-            args.update(global_batch_size=int(m.group(2)), seq_length=int(m.group(3)))
-            local_batch = int(m.group(1))
+        start = _torchtitan_start(s.text)
+        if start and "global_batch_size" not in args:
+            local_batch, gbs, seq = start
+            args.update(global_batch_size=gbs, seq_length=seq)
         m = _TT_SIZE.search(s.text)
         if m and "total_parameters" not in args:
             args["total_parameters"] = int(m.group(1).replace(",", ""))
@@ -328,6 +335,22 @@ def torchtitan_args(segs, path="", warnings=None) -> dict:
         # the global batch asks for it, repeats it): that batch is the micro-batch
         args["micro_batch_size"] = local_batch
     return args
+
+
+def _torchtitan_start(text: str):
+    """(local batch, global batch, sequence length) of torchtitan's start-up line in ``text``
+    (:data:`_TT_START`), the token form in whole sequences, or None (a token count that is no whole
+    number of sequences, as packed documents may make it, is not read)."""
+    m = _TT_START.search(text)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3))
+    m = _TT_START_TOKENS.search(text)
+    if not m:
+        return None
+    per_rank, per_step, seq = (int(g) for g in m.groups())
+    if not seq or per_rank % seq or per_step % seq:
+        return None
+    return per_rank // seq, per_step // seq, seq
 
 
 def _torchtitan_float8(text: str, args: dict, path: str, warnings) -> bool:
