@@ -195,7 +195,10 @@ def _activation_checkpoint(act: dict, path: str, cfg: RunConfig) -> None:
     if ac is None:
         ac = _AC_DEFAULT_MODE
     if ac not in ("none", "selective", "full"):
-        raise InputError(path, "activation_checkpoint.mode", f"{ac!r} is not none, selective or full")
+        # torchtitan's memory_budget mode (torch.compile's min-cut recomputation under a budget) is real
+        raise InputError(path, "activation_checkpoint.mode", f"{ac!r}: " + ("torchtitan's memory-budget recomputation "
+                         "is not priced" if ac == "memory_budget" else "not a torchtitan mode")
+                         + " (priced: none, selective, full)")
     if ac == "selective" and str(opt if opt is not None else _AC_DEFAULT_OPTION) != "op":
         n = str(opt if opt is not None else _AC_DEFAULT_OPTION)
         if n in ("0", "1"):         # _apply_layer_sac: "if not ac_freq or count % ac_freq == 0": every block

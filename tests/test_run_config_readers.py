@@ -539,3 +539,13 @@ def test_a_nemo_file_that_accumulates_through_lightning_is_refused(tmp_path):
     assert e.value.field == "trainer.accumulate_grad_batches"
     ok = NEMO.replace("  devices: 8\n", "  devices: 8\n  accumulate_grad_batches: 1\n").format(extra="")
     assert _read(tmp_path, "n.yaml", ok).recipe["gbs"] == 256
+
+
+def test_a_torchtitan_checkpointing_mode_is_told_apart_from_a_wrong_one(tmp_path):
+    """torchtitan's memory_budget mode is real (its activation_checkpoint.py): refused as not priced, not as
+    a mode that does not exist."""
+    text = TORCHTITAN.format(shard=-1, tp=2, sac='"op"', training="", parallelism="")
+    with pytest.raises(InputError, match="'memory_budget': torchtitan's memory-budget recomputation is not priced"):
+        _read(tmp_path, "m.toml", text.replace('mode = "selective"', 'mode = "memory_budget"'))
+    with pytest.raises(InputError, match="'partial': not a torchtitan mode"):
+        _read(tmp_path, "m.toml", text.replace('mode = "selective"', 'mode = "partial"'))

@@ -189,7 +189,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         raise InputError(path, "", f"sets nothing {cfg.kind} is read for (parallel degrees, batch sizes, "
                          "sequence length, precision, recipe switches, model dimensions)"
                          + (f": {'; '.join(cfg.notes)}" if cfg.notes else ": check its key names (README, 'Use', predict --config; costmodel/run_config.py)"))
-    return [f"--config {path}: {got} (the flags given win only where they agree)"] + cfg.notes + no_gbs
+    return [f"--config {path}: {got} (a flag given must agree with the file)"] + cfg.notes + no_gbs
 
 
 def _layout_defaults_note(path: str, cfg, cluster_arg: str, given) -> list:
