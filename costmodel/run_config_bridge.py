@@ -310,6 +310,37 @@ def _bridge_grad_reduce(d: dict, path: str, cfg: RunConfig) -> None:
 _ACTIVATION_OFFLOAD_KEYS = ("cpu_offloading", "fine_grained_activation_offloading")
 
 
+#: MixedPrecisionConfig's fields (megatron/bridge/training/mixed_precision.py at 067f987)
+_MIXED_PRECISION_FIELDS = frozenset((
+    "fp32", "fp16", "bf16", "params_dtype", "pipeline_dtype", "autocast_dtype", "autocast_enabled",
+    "grad_reduce_in_fp32", "fp8", "fp8_recipe", "first_last_layers_bf16", "fp8_margin", "fp8_amax_history_len",
+    "fp8_amax_compute_algo", "fp8_wgrad", "fp8_dot_product_attention", "fp8_multi_head_attention", "fp8_param",
+    "fp8_param_gather", "fp4", "fp4_recipe", "fp4_param", "fp4_param_gather", "loss_scale", "initial_loss_scale",
+    "min_loss_scale", "loss_scale_window", "hysteresis", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+    "reuse_grad_buf_for_mxfp8_param_ag"))
+#: NeMo 1's model keys and the Megatron-Bridge (TransformerConfig) key that says the same
+_NEMO1_MODEL_KEYS = {"activations_checkpoint_granularity": "recompute_granularity",
+                     "activations_checkpoint_method": "recompute_method",
+                     "activations_checkpoint_num_layers": "recompute_num_layers",
+                     "encoder_seq_length": "seq_length", "optim": "the optimizer section"}
+
+
+def _bridge_foreign_keys(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
+    """Say the keys Megatron-Bridge itself would skip (its override merge warns "not found ... Skipping"):
+    a ``mixed_precision`` key that is no MixedPrecisionConfig field, a NeMo 1 model key (the recompute
+    setting it names is then left to the recipe)."""
+    mp = d.get("mixed_precision")
+    if isinstance(mp, dict):
+        odd = [k for k in mp if isinstance(k, str) and not k.startswith("_") and k not in _MIXED_PRECISION_FIELDS]
+        if odd:
+            cfg.notes.append(f"{path}: mixed_precision.{', mixed_precision.'.join(odd)}: not a MixedPrecisionConfig "
+                             "field; Megatron-Bridge skips it, and so does the prediction")
+    for k, bridge in _NEMO1_MODEL_KEYS.items():
+        if k in m:
+            cfg.notes.append(f"{path}: model.{k} is NeMo 1's key, which Megatron-Bridge does not read (its own: "
+                             f"{bridge}): not read")
+
+
 def _bridge(d: dict, path: str) -> RunConfig:
     m, t = d.get("model") or {}, d.get("train") or {}
     for key in ("model", "train", "ddp", "dataset", "comm_overlap"):
@@ -341,6 +372,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
     _take(cfg, path, R, "gbs", t, "global_batch_size", _int, "train.")
     _bridge_seq_len(d, m, path, cfg)
     _bridge_model_or_mixed_precision(d, m, path, cfg)
+    _bridge_foreign_keys(d, m, path, cfg)
     if "attention_backend" in m and m["attention_backend"] is not None:
         sw = attention_backend_switches(m["attention_backend"])
         if sw is None:

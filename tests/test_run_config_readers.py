@@ -549,3 +549,15 @@ def test_a_torchtitan_checkpointing_mode_is_told_apart_from_a_wrong_one(tmp_path
         _read(tmp_path, "m.toml", text.replace('mode = "selective"', 'mode = "memory_budget"'))
     with pytest.raises(InputError, match="'partial': not a torchtitan mode"):
         _read(tmp_path, "m.toml", text.replace('mode = "selective"', 'mode = "partial"'))
+
+
+def test_bridge_keys_megatron_bridge_would_skip_are_said(tmp_path):
+    """A NeMo 1 recompute key or a mixed_precision key that is no MixedPrecisionConfig field is skipped by
+    Megatron-Bridge's override merge; the reader had ignored them without a word (recompute priced as
+    none where the user meant full)."""
+    cfg = _read(tmp_path, "b.yaml", BRIDGE.format(extra="mixed_precision:\n  dtype: bf16\n  bf16: true\n")
+                .replace("model:\n", "model:\n  activations_checkpoint_granularity: full\n"))
+    assert any("model.activations_checkpoint_granularity is NeMo 1's key" in n and "recompute_granularity" in n
+               for n in cfg.notes)
+    assert any("mixed_precision.dtype: not a MixedPrecisionConfig field" in n for n in cfg.notes)
+    assert not any("mixed_precision.bf16" in n for n in cfg.notes)
