@@ -18,9 +18,11 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
    device order on that node (``CUDA_VISIBLE_DEVICES``, as recommend prints it) puts local rank
    r % G on another slot.  Steady
    temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
-   until it holds, which lowers its stage's SM-clock ceiling (every kernel's clock, down to the
-   HW-slowdown clock); the slowest stage sets the step for all.  The fixed point of (ceilings ->
-   times -> powers -> temperatures -> ceilings) is iterated to convergence.
+   until it holds (every kernel's clock on that GPU, down to the HW-slowdown clock), which sets its
+   stage's pace; its stage-mates, cooler, run at their own clock and wait for it in their
+   collectives at the waiting power (thermal slowdown is per device, as a derated GPU is); the
+   slowest stage sets the step for all.  The fixed point of (ceilings -> times -> powers ->
+   temperatures -> ceilings) is iterated to convergence.
 
 Units: seconds, W, J, C.  Reporting metrics: tokens per joule, and the seed characterization's
 samples/(s MJ) = (samples per second) / (energy per step in MJ).
@@ -590,25 +592,29 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return p_gpu.reshape(rep_nodes, G)
 
     slow_rank = np.isin(ranks, list(slow_ranks))
-    pinned = clock_max < 1.0
 
-    def states(ceiling):
-        """(the stages' state at ``ceiling``, which sets the step; the state of a derated stage's other
-        GPUs: their own clock, then waiting for the derated one; per-rank average power)."""
+    def states(ceiling, hot):
+        """(the stages' state at ``ceiling``, which sets the step, run by the derated GPUs and those the
+        heat holds (``hot``); the state of every other GPU: its own clock, then waiting for them; per-rank
+        average power).  Thermal slowdown is per device (nvml.h: the GPU reduces its own core clocks),
+        so a cool GPU does not slow down with a hot stage-mate: it finishes and waits in the collective."""
         state = stage_state(st, pw, caps, ceiling)
-        if not pinned.any():
+        pace = slow_rank | hot
+        if not pace.any():
             return state, state, state.avg_power_w[stage_of]
-        # a derated stage's other GPUs run unpinned unless the heat holds the stage below the pin
-        mates = stage_state(st, pw, caps, np.where(pinned & (ceiling >= clock_max - 1e-9), 1.0, ceiling),
-                            step_time_s=state.step_time_s)
-        return state, mates, np.where(slow_rank, state.avg_power_w[stage_of], mates.avg_power_w[stage_of])
+        mates = stage_state(st, pw, caps, np.ones(pp), step_time_s=state.step_time_s)
+        return state, mates, np.where(pace, state.avg_power_w[stage_of], mates.avg_power_w[stage_of])
 
-    def temps_of(ceiling):
-        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling)[2])).reshape(-1)[at]
+    def temps_of(ceiling, hot):
+        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling, hot)[2])).reshape(-1)[at]
 
-    eff = _thermal_clocks(clock_max, stage_of, temps_of, slow)
-    throttled = bool(np.any(eff < clock_max - 1e-6))
-    state, mates, p_rank = states(eff)
+    # the GPUs the heat can hold: those above the slowdown temperature with every GPU at its top clock
+    # (a GPU that slows only cools the others)
+    hot = (temps_of(clock_max, np.zeros(len(ranks), dtype=bool)) > slow + 1e-6) & ~slow_rank
+    eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
+    hot &= eff[stage_of] < clock_max[stage_of] - 1e-6
+    throttled = bool(hot.any())
+    state, mates, p_rank = states(eff, hot)
     p_nodes = by_node(p_rank)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]
     warm = None
@@ -617,18 +623,23 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_nodes, idle,
                                   warm_steps * state.step_time_s).reshape(-1)[at].max())
     T = state.step_time_s
-    n_slow = np.bincount([r // S for r in slow_ranks], minlength=pp)
-    energy = float(((S - n_slow) * mates.avg_power_w + n_slow * state.avg_power_w).sum() * T)
+    n_slow = np.bincount([r // S for r in slow_ranks], minlength=pp).astype(np.float64)
+    # the heat-held GPUs of a stage: the share of its listed GPUs (not derated) the heat holds, each listed
+    # node standing for the stage's others alike (_listed_ranks)
+    free = np.bincount(stage_of[~slow_rank], minlength=pp)
+    n_hot = np.bincount(stage_of[hot], minlength=pp) / np.maximum(free, 1) * (S - n_slow)
+    n_pace = n_slow + n_hot
+    energy = float(((S - n_pace) * mates.avg_power_w + n_pace * state.avg_power_w).sum() * T)
     boost = _boost_mhz(cluster)
     rows = []
     for i, r in enumerate(int(x) for x in ranks):
-        s, own = stage_of[i], state if slow_rank[i] else mates
+        s, own = stage_of[i], state if slow_rank[i] or hot[i] else mates
         rows.append(dict(rank=r, node=r // G, slot=int(slots[i]), stage=int(s), power_w=float(own.avg_power_w[s]),
                          peak_power_w=float(own.peak_power_w[s]), temp_c=float(temps[i]),
                          sm_clock_mhz=float(boost * own.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
-                         # stage-mates run at the same clock because they wait for it)
-                         throttled=bool(eff[s] < clock_max[s] - 1e-6 and temps[i] >= slow - 0.05),
+                         # stage-mates run at their own clock and wait for it)
+                         throttled=bool(hot[i]),
                          # at the HW-slowdown clock and still above the slowdown temperature
                          hw_slowdown=bool(temps[i] > slow + 0.05),
                          derated_mhz=slow_ranks.get(r)))

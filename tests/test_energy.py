@@ -452,3 +452,30 @@ def test_a_derate_follows_the_device_order_to_its_stage(h200):
         layout_energy(L70, R, c, p, lay, device_order={0: (0, 1, 2, 3, 4, 5, 6, 6)})
     with pytest.raises(InputError, match="node 9 is not in the layout"):
         layout_energy(L70, R, c, p, lay, device_order={9: tuple(range(8))})
+
+
+def test_a_hot_gpu_slows_alone_while_its_stage_mates_wait_at_their_own_clock(h200, tmp_path):
+    """paper-h200 with a rear slot 7 whose junction runs 3x hotter per watt: only that GPU reaches its
+    slowdown temperature.  Thermal slowdown is per device (nvml.h: the GPU reduces its own core clocks),
+    so its stage-mates run at the unthrottled clock and wait for it at the waiting power, as for a
+    derated straggler: the throttled step costs more energy than the cool one, where the whole stage
+    had been slowed and the step had looked 14 % cheaper."""
+    from costmodel.specs import load_cluster as load
+    src = open(load("paper-h200").path).read()
+    rear = "    - {row: rear, r_th_scale: 1.0}\n"
+    assert src.count(rear) == 4
+    i = src.rindex(rear)
+    f = tmp_path / "hot.yaml"
+    f.write_text(src[:i] + "    - {row: rear, r_th_scale: 3.0}\n" + src[i + len(rear):])
+    c, p = load(str(f), nodes=8), h200[1]
+    lay = dict(BASE, dp=1, recompute="full")
+    hot = predict_run(L70, R, c, p, lay).energy
+    cool = predict_run(L70, R, load("paper-h200", nodes=8), p, lay).energy
+    node0 = sorted((g for g in hot.per_gpu if g["node"] == 0), key=lambda g: g["slot"])
+    assert [g["throttled"] for g in node0] == [False] * 7 + [True]
+    free_mhz = node0[0]["sm_clock_mhz"]
+    assert all(g["sm_clock_mhz"] == pytest.approx(free_mhz) for g in node0[:7])
+    assert node0[7]["sm_clock_mhz"] < 0.9 * free_mhz
+    assert node0[7]["temp_c"] == pytest.approx(c.gpu.slowdown_temp_c, abs=0.05)
+    assert hot.step_time_s > 1.1 * cool.step_time_s
+    assert hot.energy_j_per_step > cool.energy_j_per_step
