@@ -113,6 +113,12 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if runs[0].energy is not None and unfitted:     # the ranking's steps are under the limit
         print(f"costmodel: note: {unfitted}", file=sys.stderr)
     best = report.run_record(runs[0])
+    if best.get("node_over_budget"):
+        # the time objective prices the TDP; the ILP keeps the caps a node's rating allows
+        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above the "
+              f"{best['node_gpu_budget_w'] / 1e3:.2f} kW {c.key}'s rating leaves them (less its non-GPU power): the "
+              f"node's power capping would slow it; recommend --node-power-kw {best['node_gpu_budget_w'] / 1e3:.2f} "
+              "searches power caps that fit", file=sys.stderr)
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
         # record is predict's for its layout, so the two commands' keys mean one thing
@@ -571,6 +577,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     summary = report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power), max_temp_limit_c=limit_t)
     summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
                                  source=c.node_other_power_source)
+    # the limits solved under, as the text's header prints them (the temperature limit is max_temp_limit_c)
+    summary.update(node_gpu_budget_w=node_w, inlet_temp_c=inlet, step_time_slack=step_time_slack)
     if space is not None:
         summary["search"] = dict(space_layouts=space.n_space, ilp_layouts=space.n_solved,
                                  ilp_solves=space.n_ilp_solves)

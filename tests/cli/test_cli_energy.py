@@ -107,6 +107,33 @@ def test_the_ilp_json_carries_the_temperature_limit_beside_the_hottest_gpu():
         assert 40.0 < rec["max_temp_c"] < limit_c, (extra, rec["max_temp_c"])
 
 
+def test_the_ilp_json_carries_every_limit_its_header_prints():
+    """The text header prints the node GPU budget, the temperature limit, the inlet and the slack; the JSON
+    had only the temperature limit, so a script could not audit the answer against the others."""
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "32",
+            "--seq-len", "4096", "--objective", "energy", "--node-power-kw", "4", "--inlet-temp-c", "35",
+            "--step-time-slack", "0.2", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert (rec["node_gpu_budget_w"], rec["inlet_temp_c"], rec["step_time_slack"]) == (4000.0, 35.0, 0.2)
+    assert sum(sorted((g["busy_power_w"] for g in rec["per_gpu"]), reverse=True)[:8]) <= 4000.0 + 1e-6
+
+
+def test_a_time_answer_over_the_nodes_power_rating_says_so():
+    """JUPITER's GH200 nodes leave their four 680 W superchips 2.39 kW; Llama 3 8B's fastest layout at full
+    power peaks at about 3 kW a node.  The time objective priced it without a word (predict of the same
+    layout says NODE OVER BUDGET)."""
+    p = run("recommend", "--model", "llama3-8b", "--cluster", "jupiter-gh200", "--nodes", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    best = json.loads(p.stdout)["ranked"][0]
+    assert best["node_over_budget"] and best["node_gpu_peak_w"] > best["node_gpu_budget_w"] == pytest.approx(2392.4)
+    assert "above the 2.39 kW jupiter-gh200's rating leaves them" in p.stderr
+    assert "recommend --node-power-kw 2.39 searches power caps that fit" in p.stderr
+    q = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "32",
+            "--seq-len", "4096")
+    assert q.returncode == 0 and "rating leaves them" not in q.stderr, q.stderr
+
+
 def test_bad_limits_exit_2():
     assert_one_line_error(run("recommend", *ARGS, "--objective", "energy", "--power-cap-w", "900"),
                           "--power-cap-w", "power-limit range")
