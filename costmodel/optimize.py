@@ -117,16 +117,20 @@ def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, t_last, p_busy, 
     """(N, C) the power a GPU's steady temperature follows at each cap level, W: the busiest stage's
     (the last: ceil(L/p) layers and the logits) average over a step with every stage at that cap,
     p_wait + ((p_busy - p_wait) x its busy time + its communication energy above waiting per GPU) / T,
-    T = (m + (p - 1)/v) x its period + the step's constant time (the schedule of
-    :func:`_uniform_cap_values`).  A slot's temperature settles on its average power over a step (the
+    T = m x its period + the other stages' periods / v + the step's constant time: predict's 1F1B step
+    (costmodel.schedule.pipeline_bubble_s) with the other stages holding the layers left, L - ceil(L/p),
+    without the logits.  A slot's temperature settles on its average power over a step (the
     first-order RC of costmodel.thermal, tau about two minutes in the built-in profiles; predict prices
     throttling on the same average), so a cap whose busy power would pass the limit only in the compute
     phase is not excluded; a stage slower than the rest stretches T and cools the others, which this
-    uniform-cap figure bounds from above."""
+    uniform-cap figure bounds from above (the ILP schedule's bubble of p - 1 whole periods, a longer T,
+    would not: it had put answers 0.1 C above the limit predict then found)."""
     pp, vp = t.pp[:, None].astype(np.float64), t.vp[:, None].astype(np.float64)
     m = np.asarray(m, dtype=np.float64) * np.ones(len(t))
-    period = np.ceil(model.num_layers / pp) * t_layer + t_last
-    T = (m[:, None] + (pp - 1.0) / vp) * period + np.asarray(const_s, dtype=np.float64)[:, None] * np.ones_like(period)
+    busiest = np.ceil(model.num_layers / pp)
+    period = busiest * t_layer + t_last
+    T = (m[:, None] * period + (model.num_layers - busiest) * t_layer / vp
+         + np.asarray(const_s, dtype=np.float64)[:, None] * np.ones_like(period))
     busy = m[:, None] * period
     S = np.asarray(stage_gpus, dtype=np.float64)[:, None] * np.ones_like(period)
     heat = p_wait + ((p_busy - p_wait) * busy + stage_comm / S) / np.where(T > 0, T, 1.0)
