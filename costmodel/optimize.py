@@ -85,7 +85,7 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
         return t_all, (e + p_comm * blk["exposed_s"][:, None]) / np.where(t_all > 0, t_all, 1.0)
 
     t_layer, p_busy = under_cap(b["layer"])
-    t_last, _ = under_cap(b["logits"])
+    t_last, p_last = under_cap(b["logits"])
     t = terms.layouts
     n = t.tp * t.pp * t.dp * t.cp
     G = cluster.gpus_per_node
@@ -101,7 +101,8 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     stage_comm = np.asarray(b["stage_gpus"])[:, None] * (np.maximum(p_comm - p_wait, 0.0) * (comm_s - dp_s)[:, None]
                                                          + np.maximum(p_dp - p_wait, 0.0) * dp_s[:, None])
     const_s = b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"]
-    p_heat = _thermal_power_w(model, t, b["m"], b["stage_gpus"], const_s, t_layer, t_last, p_busy, p_wait, stage_comm)
+    p_heat = _thermal_power_w(model, t, b["m"], b["stage_gpus"], const_s, t_layer, (t_last, p_last), p_busy, p_wait,
+                              stage_comm, cap)
     return dict(pp=t.pp, stage_gpus=b["stage_gpus"], num_layers=model.num_layers, microbatches=b["m"], vp=t.vp,
                 const_time_s=const_s, t_layer_s=t_layer,
                 t_first_s=np.zeros_like(t_layer), t_last_s=t_last, p_busy_w=p_busy, p_thermal_w=p_heat,
@@ -113,10 +114,11 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
                 max_layers_per_stage=np.where(t.vp > 1, model.num_layers // t.pp, 0))
 
 
-def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, t_last, p_busy, p_wait, stage_comm):
+def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, logits, p_busy, p_wait, stage_comm, caps_w):
     """(N, C) the power a GPU's steady temperature follows at each cap level, W: the busiest stage's
-    (the last: ceil(L/p) layers and the logits) average over a step with every stage at that cap,
-    p_wait + ((p_busy - p_wait) x its busy time + its communication energy above waiting per GPU) / T,
+    (the last: ceil(L/p) layers and the logits, ``logits`` their (time, busy power), each (N, C)) average
+    over a step with every stage at that cap, p_wait + (its layers' and logits' busy energy above waiting
+    + its communication energy above waiting per GPU) / T,
     T = m x its period + the other stages' periods / v + the step's constant time: predict's 1F1B step
     (costmodel.schedule.pipeline_bubble_s) with the other stages holding the layers left, L - ceil(L/p),
     without the logits.  A slot's temperature settles on its average power over a step (the
@@ -127,14 +129,16 @@ def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, t_last, p_busy, 
     would not: it had put answers 0.1 C above the limit predict then found)."""
     pp, vp = t.pp[:, None].astype(np.float64), t.vp[:, None].astype(np.float64)
     m = np.asarray(m, dtype=np.float64) * np.ones(len(t))
+    t_last, p_last = logits
     busiest = np.ceil(model.num_layers / pp)
     period = busiest * t_layer + t_last
     T = (m[:, None] * period + (model.num_layers - busiest) * t_layer / vp
          + np.asarray(const_s, dtype=np.float64)[:, None] * np.ones_like(period))
-    busy = m[:, None] * period
+    busy_j = m[:, None] * ((p_busy - p_wait) * busiest * t_layer + (p_last - p_wait) * t_last)
     S = np.asarray(stage_gpus, dtype=np.float64)[:, None] * np.ones_like(period)
-    heat = p_wait + ((p_busy - p_wait) * busy + stage_comm / S) / np.where(T > 0, T, 1.0)
-    return np.clip(heat, p_wait, p_busy)
+    heat = p_wait + (busy_j + stage_comm / S) / np.where(T > 0, T, 1.0)
+    # never above what the node budget reads (the cap, or the draw its lowest clock cannot bring under it)
+    return np.clip(heat, p_wait, np.maximum(p_busy, caps_w))
 
 
 def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power_w: float,

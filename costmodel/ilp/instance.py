@@ -59,7 +59,7 @@ class LayoutOption:
             the waiting power ``const_time_s`` is charged.
         p_thermal_w: shape (C,), the power a GPU's steady temperature follows at each cap level, W:
             its average over the step (busy, exposed communication, waiting), between p_idle_w and
-            p_busy_w; default p_busy_w (busy all step: a bound).
+            p_budget_w (its logits may draw more than its layers); default p_busy_w (busy all step).
         p_budget_w: shape (C,), the power the node power budget reads at each cap level, W, >= p_busy_w
             and non-decreasing in the level; default p_busy_w.  An electrical limit is kept by the caps
             themselves: the level's cap, or what the GPU draws where its lowest clock cannot meet it.
@@ -135,9 +135,12 @@ class LayoutOption:
             raise ValueError(f"{w}p_busy_w must be >= p_idle_w at every cap level")
         h = (self.p_busy_w.copy() if self.p_thermal_w is None
              else _arr("p_thermal_w", self.p_thermal_w, self.p_busy_w.shape, where=w))
-        tol = 1e-9 * float(self.p_busy_w.max())
-        if np.any(h < self.p_idle_w - tol) or np.any(h > self.p_busy_w + tol):
-            raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_busy_w at every cap level")
+        # the busiest stage's logits may draw more than its layers do, up to the level's cap
+        top = (self.p_busy_w if self.p_budget_w is None
+               else np.maximum(self.p_busy_w, np.asarray(self.p_budget_w, dtype=np.float64)))
+        tol = 1e-9 * float(top.max())
+        if np.any(h < self.p_idle_w - tol) or np.any(h > top + tol):
+            raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_budget_w at every cap level")
         h.setflags(write=False)
         object.__setattr__(self, "p_thermal_w", h)
         bud = (self.p_busy_w.copy() if self.p_budget_w is None

@@ -55,7 +55,7 @@ def test_the_thermal_limit_reads_the_step_averaged_power_and_the_node_budget_the
     35 + 0.05 x 600 + 4 x 0.005 x 600 = 77 C, so it runs at 300 W (2 s a layer) and the step's period is
     3 s (3 layers at the front); averaging 400 W at the 600 W cap it reaches 35 + 20 + 8 = 63 C and both
     stages run at 600 W, 2 layers each, period 2 s.  The node budget still reads the busy power, and the
-    rows report it beside the temperature the constraint checks; p_thermal_w outside [p_idle_w, p_busy_w]
+    rows report it beside the temperature the constraint checks; p_thermal_w outside [p_idle_w, p_budget_w]
     is refused."""
     base = dict(stage_gpus=4, num_layers=4, t_layer_s=[2.0, 1.0], p_busy_w=[300.0, 600.0], p_idle_w=50.0)
     kw = dict(cap_levels_w=(300.0, 600.0), num_nodes=1, max_temp_c=65.0, **air_node())
@@ -67,8 +67,10 @@ def test_the_thermal_limit_reads_the_step_averaged_power_and_the_node_budget_the
     assert all(g.power_w == 600.0 and g.temp_c == pytest.approx(63.0) for g in rear)
     tight = solve(instance([option(**base, p_thermal_w=[300.0, 400.0])], **dict(kw, node_power_budget_w=3700.0)), "time")
     assert sorted(tight.caps_w) == [300.0, 600.0]          # 8 x 600 W busy exceeds 3.7 kW: one block held low
-    with pytest.raises(ValueError, match="p_thermal_w must lie between p_idle_w and p_busy_w"):
+    with pytest.raises(ValueError, match="p_thermal_w must lie between p_idle_w and p_budget_w"):
         option(**base, p_thermal_w=[300.0, 700.0])
+    # a logits layer drawing more than the layers, up to the level's cap (the budget's reading), is taken
+    assert option(**base, p_budget_w=[300.0, 700.0], p_thermal_w=[300.0, 650.0]).p_thermal_w[1] == 650.0
 
 
 def test_rear_block_cap_is_lowered_and_gets_fewer_layers():
