@@ -11,7 +11,7 @@ from .loading import (_check_sources, check_source_keys, _get, _get_int, _get_st
                       refuse_nulls)
 from .params import SCALE_OUT_FABRICS
 from .cooling import CoolingSpec, _cooling
-from .links import MAX_NIC_BYTES_PER_S, check_intra_link, domain_gpus, link_speeds
+from .links import MAX_NIC_BYTES_PER_S, check_intra_link, check_nic_share, domain_gpus, link_speeds
 
 
 
@@ -241,6 +241,30 @@ _BITS_SLIP = ("{v!r} is in bits: {what} are quoted in bytes per second by their 
               "value in bits reads 8x lower, give it in B/s")
 
 
+#: dense tensor FLOP per clock per SM (CU) at 16 bits across the catalog's GPUs: L40S about 500, A100 and
+#: MI300X 2048, H100 and MI355X 4096, B200 about 8000; a peak far outside (a PFLOP/s figure written as TFLOP/s
+#: is 1000x low) is a unit slip.  Narrower operands pack 2x (fp8) and 4x (fp4), tf32 runs at half rate
+_FLOP_PER_CLOCK_SPAN = (64.0, 65536.0)
+_OPERAND_RATE = {"tf32": 0.5, "fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "fp4": 4.0}
+
+
+def _check_flops_per_clock(g: GpuSpec, w: str) -> None:
+    """Refuse a peak whose FLOP per clock per SM (CU) at the quoted clock (``num_sms``, ``boost_clock_mhz``)
+    no tensor core has: :data:`_FLOP_PER_CLOCK_SPAN` scaled by the operand's rate.
+
+    Raises:
+        InputError: naming peak_tflops.<dtype>, its rate per clock and what tensor cores do."""
+    if not g.num_sms or not g.boost_clock_mhz:
+        return
+    for dt, v in g.peak_flops.items():
+        per = v / (g.num_sms * g.boost_clock_mhz * 1e6)
+        lo, hi = (x * _OPERAND_RATE.get(dt, 1.0) for x in _FLOP_PER_CLOCK_SPAN)
+        if not lo <= per <= hi:
+            raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is {per:.3g} FLOP per clock per SM at "
+                             f"{g.num_sms} SMs x {g.boost_clock_mhz:g} MHz; dense tensor cores do {lo:g} .. {hi:g} "
+                             f"(16-bit: A100 2048, H100 4096): a unit slip (the unit is TFLOP/s, not PFLOP/s)?")
+
+
 def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     """A GPU file's values in the ranges a GPU can have, the ones a bare number would miss by a unit
     (a bandwidth without one reads as bytes/s), and its clocks and powers in order.
@@ -258,6 +282,9 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     for field_ in ("hbm_bandwidth", "fit_hbm_bandwidth"):
         if in_bits(d.get(field_)):
             raise InputError(w, field_, _BITS_SLIP.format(v=d[field_], what="memory bandwidths", eg="3.35TB/s"))
+    if in_bits(d.get("nvlink_bandwidth_per_gpu")):
+        raise InputError(w, "nvlink_bandwidth_per_gpu", _BITS_SLIP.format(
+            v=d["nvlink_bandwidth_per_gpu"], what="NVLink and Infinity Fabric bandwidths", eg="450GB/s for an H100"))
     if g.nvlink_bytes_per_s and not 1e9 <= g.nvlink_bytes_per_s <= 1e13:     # 0: the GPU has no NVLink
         v = d["nvlink_bandwidth_per_gpu"]
         raise InputError(w, "nvlink_bandwidth_per_gpu", f"{v!r} is outside 1 GB/s .. 10 TB/s per direction (or 0: "
@@ -266,6 +293,7 @@ def _check_gpu(g: GpuSpec, d: dict, w: str) -> GpuSpec:
     for dt, v in g.peak_flops.items():
         if not 1e12 <= v <= 1e17:
             raise InputError(w, f"peak_tflops.{dt}", f"{v / 1e12:g} TFLOP/s is outside 1 .. 100,000 (the unit is TFLOP/s)")
+    _check_flops_per_clock(g, w)
     p16 = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
     for dt in ("fp8", "fp4"):
         # narrower operands pack more per tensor-core instruction: every datasheet doubles the rate
@@ -413,6 +441,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                          f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
     links = link_speeds(intra, inter, w)
     check_intra_link(intra, links["intra_bytes_per_s"], gpu, _get_int(d, ("gpus_per_node",), w), domain, w)
+    check_nic_share(inter.get("nics_per_node") or 0, links["nic_bytes_per_s"], _get_int(d, ("gpus_per_node",), w),
+                    host, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,

@@ -50,6 +50,11 @@ def check_intra_link(intra: dict, bw: float, gpu, gpus_per_node: int, domain: in
                          "a two-way total is twice the figure per direction)")
     if fabric in ("xgmi", "xgmi-mesh") and vendor != "amd":
         raise InputError(w, "intra_node.fabric", f"{fabric} is AMD's Infinity Fabric; {gpu.name} is {gpu.vendor}'s")
+    if fabric == "pcie" and in_bits(intra.get("bandwidth_per_gpu")):
+        # PCIe is quoted in bytes per direction (PCIe 5.0 x16: 64 GB/s), as the host link is (hardware.py)
+        raise InputError(w, "intra_node.bandwidth_per_gpu", f"{intra['bandwidth_per_gpu']!r} is in bits: PCIe links "
+                         "are quoted in bytes per second per direction (PCIe 5.0 x16: 64GB/s); a value in bits reads "
+                         "8x lower, give it in B/s")
     if fabric == "pcie" and bw > MAX_PCIE_BYTES_PER_S:
         raise InputError(w, "intra_node.bandwidth_per_gpu", f"{bw / 1e9:g} GB/s is above PCIe 6.0 x16's "
                          f"{MAX_PCIE_BYTES_PER_S / 1e9:g} GB/s per direction")
@@ -97,3 +102,18 @@ def domain_gpus(intra: dict, gpus_per_node: int, d: dict, w: str) -> int | None:
         raise InputError(w, "intra_node.domain_gpus", f"{v} is not a whole number of nodes of {gpus_per_node} GPUs")
     _check_sources(d, w, ["intra_node.domain_gpus"])
     return v
+
+
+def check_nic_share(nics_per_node: int, nic_bytes_per_s: float, gpus_per_node: int, host: dict, w: str) -> None:
+    """A GPU reaches the NICs through its PCIe link: a node whose NICs give each GPU more than PCIe 6.0 x16
+    carries (:data:`MAX_PCIE_BYTES_PER_S` per direction) needs ``host.pcie_bandwidth_per_gpu``, which caps
+    the share (ClusterSpec.node_nic_bytes_per_s); without it the NICs' full rate would be priced.
+
+    Raises:
+        InputError: naming inter_node.nics_per_node."""
+    share = nics_per_node * nic_bytes_per_s / max(gpus_per_node, 1)
+    if share > MAX_PCIE_BYTES_PER_S * (1 + 1e-9) and not (isinstance(host, dict) and host.get("pcie_bandwidth_per_gpu")):
+        raise InputError(w, "inter_node.nics_per_node", f"{nics_per_node} NICs of {nic_bytes_per_s * 8 / 1e9:g} Gb/s give "
+                         f"each of the {gpus_per_node} GPUs {share / 1e9:g} GB/s, more than PCIe 6.0 x16 carries "
+                         f"({MAX_PCIE_BYTES_PER_S / 1e9:g} GB/s per direction), the link a GPU reaches them through: "
+                         "check the count, or give host.pcie_bandwidth_per_gpu (which caps the share)")

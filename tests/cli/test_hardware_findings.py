@@ -287,3 +287,42 @@ def test_collectives_compare_refuses_more_ranks_per_node_than_the_nodes_have():
     cap = str(hardware_dir() / "profiles" / "data" / "mlengineering_a100_8gpu_nvlink_allreduce.txt")
     assert_one_line_error(run("collectives", "--cluster", "dgx-a100", "--compare", cap, "--nodes", "1",
                               "--gpus-per-node", "64"), "--gpus-per-node", "more than the 8 GPUs")
+
+
+def test_a_peak_no_tensor_core_can_reach_per_clock_is_a_unit_slip(tmp_path):
+    """An MI355X's 2.5 PFLOP/s written as 2.5 under peak_tflops had been read as 2.5 TFLOP/s: 4 FLOP per
+    clock per compute unit, a step priced 1000x long in silence.  The catalog's GPUs do 500 (L40S) to about
+    8000 (B200) at 16 bits, all accepted."""
+    with pytest.raises(InputError, match=r"2.5 TFLOP/s is 10.3 FLOP per clock per SM at 132 SMs x 1830 MHz") as e:
+        load_gpu(_write(tmp_path, "g.yaml", H100.replace("  bf16: 989.4", "  bf16: 2.5")))
+    assert e.value.field == "peak_tflops.bf16"
+    for f in GPUS.glob("*.yaml"):
+        load_gpu(str(f))
+
+
+def test_link_bandwidths_in_bits_the_check_against_the_gpu_could_not_catch(tmp_path):
+    """A PCIe node's 64Gbps (its Gen5 x16 link in bits, 8 GB/s) had priced TP 8 at 195 s of communication,
+    while the same slip under host.pcie_bandwidth_per_gpu was refused; a GPU file's NVLink or Infinity
+    Fabric in bits had been blamed on the cluster file's correct figure."""
+    pcie = (CLUSTERS / "l40s-8x-pcie.yaml").read_text().replace("bandwidth_per_gpu: 32GB/s", "bandwidth_per_gpu: 256Gbps")
+    with pytest.raises(InputError, match="'256Gbps' is in bits: PCIe links are quoted in bytes") as e:
+        load_cluster(_write(tmp_path, "c.yaml", pcie))
+    assert e.value.field == "intra_node.bandwidth_per_gpu"
+    with pytest.raises(InputError, match="is in bits: NVLink and Infinity Fabric bandwidths are quoted in bytes") as e:
+        load_gpu(_write(tmp_path, "g.yaml", H100.replace("nvlink_bandwidth_per_gpu: 450GB/s",
+                                                         "nvlink_bandwidth_per_gpu: 3600Gbps")))
+    assert e.value.field == "nvlink_bandwidth_per_gpu"
+
+
+def test_more_nic_bandwidth_per_gpu_than_pcie_carries_needs_the_host_link(tmp_path):
+    """64 NICs on a node of 4 GPUs had priced a cross-node all-to-all at 745 GB/s per GPU, above the GPU's
+    own NVLink: a GPU reaches its NICs over PCIe (at most 128 GB/s per direction, PCIe 6.0 x16); with the
+    host section's link the share is capped, as DGX H100's file does."""
+    many = DGX.replace("  nics_per_node: 8\n", "  nics_per_node: 64\n")
+    assert many != DGX
+    no_host = "".join(ln for ln in many.splitlines(keepends=True) if "pcie_bandwidth_per_gpu" not in ln)
+    with pytest.raises(InputError, match="64 NICs of 400 Gb/s give each of the 8 GPUs 400 GB/s") as e:
+        load_cluster(_write(tmp_path, "c.yaml", no_host))
+    assert e.value.field == "inter_node.nics_per_node"
+    capped = load_cluster(_write(tmp_path, "d.yaml", many))
+    assert capped.node_nic_bytes_per_s == pytest.approx(8 * 64e9)
