@@ -83,8 +83,9 @@ def resolve_gpu(meas: Measurements, gpu: str | None) -> tuple[GpuSpec, str]:
         k = keys.pop()
         return load_gpu(k), f"the GPU the inputs name {sorted(names)}"
     if not names:
-        cpu = any(s["provenance"] for s in meas.suites)      # a provenance record whose gpu_name is null
-        why = ("the suite's provenance has gpu_name null, a CPU run, which measures no GPU" if cpu
+        # a GPU run whose provenance recorded no name (NVML unavailable); a CPU run is refused on loading
+        named = any(s["provenance"] for s in meas.suites)
+        why = ("the suite's provenance has gpu_name null (no device name recorded)" if named
                else "no suite provenance, rank line or device name")
         raise FitError(f"the inputs name no GPU model: {why}; pass --gpu "
                        f"(one of {', '.join(list_gpus())}) or --cluster (its GPU is used)")
@@ -240,10 +241,6 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         base, base_path = base_profile(gpu)
     prof = copy.deepcopy(base)
     prof["gpu"] = gpu.key
-    devices = {r.get("device") for s in meas.suites for r in s["provenance"]}
-    if "cpu" in devices:
-        report.warnings.append(f"the suite ran on CPU (plumbing check): its timings describe no GPU, yet they are "
-                               f"fitted here against the {gpu.key} datasheet as asked")
     fitted = []
 
     def keep(section, why):

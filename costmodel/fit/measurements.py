@@ -98,8 +98,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
     Returns:
         :class:`Measurements`.
     Raises:
-        FitError: a file is unreadable or has no usable data in a known format, or an nccl-tests
-            capture's collective or topology cannot be told.
+        FitError: a file is unreadable or has no usable data in a known format, a suite run was
+            made without a GPU (:func:`_check_on_gpu`), or an nccl-tests capture's collective or
+            topology cannot be told.
     """
     report = report if report is not None else FitReport()
     out = Measurements()
@@ -125,6 +126,7 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                     k = lost[0]
                     raise FitError(f"{p}: all {len(item.rejected[k])} {k} record(s) rejected, none usable "
                                    f"(first: {item.rejected[k][0]}): fix or drop them")
+                _check_on_gpu(p, item)
                 out.suites.append(item)
             elif kind == "nccl":
                 meta = getattr(item, "meta", {}) or {}
@@ -142,6 +144,25 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
         why = f": {'; '.join(said)}" if said else ""
         raise FitError("no usable measurement in " + ", ".join(map(str, paths)) + why)
     return out
+
+
+def _check_on_gpu(p, run) -> None:
+    """Refuse a suite run whose provenance says it ran without a GPU (``device: cpu``, or the ``gloo``
+    backend the suite falls back to without one): its GEMMs are the host's, its HBM copies host memory
+    (0.7 % of an H100's) and its collectives go over gloo, so fitted against any GPU's datasheet they
+    price every prediction tens of times too slow.
+
+    Raises:
+        FitError: naming the file, the provenance record's line and its ``device`` / ``backend``.
+    """
+    for r in run["provenance"]:
+        dev, backend = str(r.get("device") or ""), str(r.get("backend") or "")
+        if dev.split(":")[0] == "cpu" or backend == "gloo":
+            name = "null" if r.get("gpu_name") is None else repr(r.get("gpu_name"))
+            raise FitError(f"{p}:{r.get('_line', '?')}: provenance device {dev!r}, backend {backend!r}, gpu_name "
+                           f"{name}: the suite ran without a GPU, a plumbing "
+                           "check; measurements not taken on a GPU cannot calibrate one: run the suite on the "
+                           "cluster's GPUs")
 
 
 def _check_time_units(p, table) -> None:

@@ -434,34 +434,19 @@ def test_overlap_slowdown_adds_the_hidden_communication_times_the_factor(h200):
     assert hidden > 0 and d == pytest.approx(0.10 * hidden, rel=1e-6)
 
 
-def test_cpu_suite_to_profile_to_prediction(tmp_path):
-    """The whole workflow on CPU: the suite in two gloo processes, fit, show, predict --profile."""
+def test_cpu_suite_runs_and_its_output_is_refused_as_a_gpu_calibration(tmp_path):
+    """The suite on CPU in two gloo processes writes its JSONL (a plumbing check); fitting it as any GPU's
+    is refused, naming the file and the provenance's device and backend: host timings would price an
+    H100 20x slow."""
     raw = tmp_path / "raw.jsonl"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "costmodel.calibration.run",
                         "--quick", "--out", str(raw)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     out = tmp_path / "cpu.yaml"
-    # without --gpu: the provenance is there, its gpu_name null (a CPU run), and the message says that
-    rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(out))
-    assert rc == 2 and "the suite's provenance has gpu_name null, a CPU run" in se and not out.exists(), se
-    rc, so, se = cli("calibrate", "fit", str(raw), "--gpu", "h200-sxm-141gb", "-o", str(out))
-    assert rc == 0, se
-    assert "the suite ran on CPU" in so + se                      # said loudly, not hidden
-    prof = yaml.safe_load(out.read_text())
-    pv = prof["provenance"]
-    assert pv["measured"]["devices"] == ["cpu"] and pv["measured"]["world_size"] == 2
-    assert pv["inputs"][0]["sha256"] and "comm.intra_node.all_reduce" in pv["fitted_sections"]
-    ar = prof["comm"]["intra_node"]["all_reduce"]
-    # two ranks under the H100's 8-GPU NVLS fit: that fit stays, the pair's goes under its group size
-    assert ar["group_size"] == 8 and ar["kept_from"] and ar["by_group_size"]["2"]["fit"]["n_points"] >= 4
-    assert prof["gemm"]["bf16"]["kept_from"]                       # CPU GEMMs are fp32: bf16 kept
-    rc, so, se = cli("calibrate", "show", str(out))
-    assert rc == 0 and "comm.intra_node.all_reduce" in so and "fitted" in so and "cpu" in so
-    rc, so, se = cli("predict", "--model", "llama3-8b", "--cluster", "paper-h200", "--tp", "2", "--profile",
-                     str(out), "--json")
-    assert rc == 0, se
-    rec = json.loads(so)
-    assert rec["step_time_band"]["profile"] == str(out) and rec["step_time_band_s"] > 0
+    for extra in ([], ["--gpu", "h200-sxm-141gb"]):
+        rc, so, se = cli("calibrate", "fit", str(raw), *extra, "-o", str(out))
+        assert rc == 2 and not out.exists() and len(se.strip().splitlines()) == 1, se
+        assert f"{raw}:1: provenance device 'cpu', backend 'gloo', gpu_name null: the suite ran without a GPU" in se
 
 
 def test_gamma_from_a_power_limit_sweep_and_overlap_factor():
