@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from costmodel.collective import COLLECTIVES, collective_time_s
+from costmodel.collective import COLLECTIVES, busbw_factor, collective_time_s
 from costmodel.collectives_table import capture_cluster, capture_time_s
 from costmodel.comm import group_link_bytes_per_s
 from costmodel.errors import FitError
@@ -24,11 +24,13 @@ from .primitives import (BANDWIDTH_BOUND_BYTES, FIT_METHOD, NAMES, coll_entry, f
 FULL_FIT_POINTS = {"intra_node": 6, "inter_node": 4}
 
 
-def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
+def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None, line_s=None):
     """``(fix, k, method note)`` when ``n`` sizes cannot identify the protocol lines (too few for a full
     fit, or all bandwidth-bound, >= 1 MiB, where only Simple runs), else ``(None, 3, "")``; warns that only
     one line (Simple) is fitted and the rest comes from the base profile (its fit of ``group`` ranks
-    where it has one, for a ``by_group_size`` entry)."""
+    where it has one, for a ``by_group_size`` entry).  ``line_s``: the largest size's bus bytes over the
+    link bandwidth, s (None: not known); a latency-bound sweep whose largest size the base's LL line
+    prices :data:`LL_BANDWIDTH_SEEN` or more above its latency measures LL's efficiency, fitted too."""
     need = FULL_FIT_POINTS[scope]
     bandwidth_only = float(np.min(n)) >= LATENCY_BOUND_BYTES
     latency_only = float(np.max(n)) < LATENCY_BOUND_BYTES
@@ -45,7 +47,17 @@ def _short(scope: str, coll: str, n, base: dict, report: FitReport, group=None):
         # (:func:`_with_base_simple`)
         x = vector_of(params_of(entry))
         k = len(x) // 2
-        return {i: float(x[i]) for i in range(1, 2 * k)}, k, \
+        fix = {i: float(x[i]) for i in range(1, 2 * k)}
+        a_ll, e_ll = sorted(params_of(entry).absolute_protocols)[0]
+        if line_s is not None and line_s / e_ll >= LL_BANDWIDTH_SEEN * a_ll:
+            # the base's LL line climbs over the sweep (an H100 NVLS fit's LL at 1.5 % of the link takes
+            # 136 us at 512 KiB): the sizes measure LL's bandwidth, and held at the base's it misses a
+            # flat capture by 30-50 % (R2 -105): LL's efficiency (its ratio to the next line's) is fitted
+            del fix[k + 1]
+            return fix, k, "; latency-bound sweep: LL's latency and efficiency fitted, the faster protocols' " \
+                "efficiencies and latencies relative to LL's held at the base profile's, Simple's line the base " \
+                "profile's"
+        return fix, k, \
             "; latency-bound sweep: LL's latency fitted, the faster protocols' efficiencies and latencies relative " \
             "to LL's held at the base profile's, Simple's line the base profile's"
     fix, k = short_sweep_fix(params_of(entry), len(n))
@@ -106,6 +118,10 @@ def nic_bytes_per_gpu(cluster, ranks_per_node: int) -> float:
 #: a sweep whose smallest message is at least this large never sees the latency-bound regime
 LATENCY_BOUND_BYTES = 2 ** 20
 
+#: a latency-bound sweep measures LL's efficiency when the base's LL line at its largest size lies this
+#: fraction of LL's latency above the latency: 10 %, several times the 1-3 % timer spread of nccl-tests rows
+LL_BANDWIDTH_SEEN = 0.1
+
 
 def warn_sweep_span(name: str, n, report) -> None:
     """Warn when a sweep cannot identify what the protocol fit returns: its smallest size is >= 1 MiB
@@ -153,13 +169,15 @@ def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, b
     by = {}
     for k, (nk, tk, srck) in sorted(sweeps, key=lambda x: x[0]):
         name = f"comm.intra_node.{coll} (groups of {k})"
-        fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k)
+        fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k,
+                                  line_s=float(busbw_factor(coll, k) * np.max(nk) / link_of(k)))
         ek = eff_max if k > 2 else 1.0
         pk, tmk, _ = fit_collective(coll, nk, tk, k, link_of(k), ek, fix=fix, k=nproto)
         pk = _with_base_simple(pk, "intra_node", coll, nk, base, k)
         tmk = collective_time_s(coll, np.asarray(nk, dtype=float), k, link_of(k), pk)
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
                         link_bytes_per_s=round_sig(link_of(k)), method=FIT_METHOD + how)
+        _check_explains(name, fit, nk)
         warn_outliers(name, tmk, tk, srck, report)
         warn_at_bound(name, pk, ek, report, nk)
         by[k] = coll_entry(pk, fit, algorithm=_algorithm(coll, k))
@@ -245,6 +263,30 @@ def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: Cluste
                    "against the cluster it ran on; nothing written")
 
 
+#: a collective fit whose log-time R2 is below 0 and that misses a row by more than this explains none
+#: of its capture: a flat latency-bound sweep may dip under R2 0 at the rows' 1-3 % timer spread, a
+#: line that misses its own rows by 23-33 % may not
+NO_FIT_MAX_ERR = 0.1
+
+
+def _check_explains(section: str, fit: dict, sizes) -> None:
+    """Refuse a collective fit over 3 or more message ``sizes`` (B) that explains its capture worse than
+    the capture's mean time does (R2 of log time below 0) and misses a row by more than
+    :data:`NO_FIT_MAX_ERR`, as the GEMM fit refuses one with R2 below 0 (costmodel/fit/gemm.py).  Over
+    fewer sizes a line misses its rows only where held at a bound, which :func:`warn_at_bound` reports.
+
+    Raises:
+        FitError: naming the section, its R2 and errors, and the inputs."""
+    r2 = fit.get("r2")
+    if len(np.unique(np.asarray(sizes, dtype=float))) < 3:
+        return
+    if r2 is not None and r2 < 0 and fit["max_rel_err"] > NO_FIT_MAX_ERR:
+        raise FitError(f"{', '.join(fit['inputs'])}: {section}: the fit explains none of its {fit['n_points']} "
+                       f"measured times (R2 {r2}, median error {fit['median_rel_err']:.0%}, max "
+                       f"{fit['max_rel_err']:.0%}): check that the capture is the collective, group size and time "
+                       "unit it is read as; nothing written")
+
+
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
                      report: FitReport, base_path: str = "the base profile") -> dict:
     """``comm:`` entries fitted per (scope, collective); uncovered entries are returned absent.
@@ -292,7 +334,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         # a group of another size than the base's entry holds the base's fit of that size where it has one
         base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}
         g_base = int(base_e.get("group_size") or 0)
-        fix, nproto, how = _short("intra_node", coll, n, base, report, group=gsz if gsz != g_base else None)
+        fix, nproto, how = _short("intra_node", coll, n, base, report, group=gsz if gsz != g_base else None,
+                                  line_s=float(busbw_factor(coll, gsz) * np.max(n) / link_of(gsz)))
         p, tm, _ = fit_collective(coll, n, t, gsz, link_of(gsz), eff_max, fix=fix, k=nproto)
         p = _with_base_simple(p, "intra_node", coll, n, base, gsz if gsz != g_base else None)
         tm = collective_time_s(coll, np.asarray(n, dtype=float), gsz, link_of(gsz), p)
@@ -305,6 +348,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                 cross[f"group_{k[1]}_median_rel_err"] = round_sig(np.median(np.abs(tmk / np.array(tk) - 1)), 3)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
                         link_bytes_per_s=round_sig(link_of(gsz)), method=FIT_METHOD + how, **cross)
+        _check_explains(f"comm.intra_node.{coll}", fit, n)
         warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report, n)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
@@ -355,6 +399,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
                         method=FIT_METHOD + " of capture_time_s, as collectives --compare prices it (intra scope fixed); every efficiency <= 1" + how)
+        _check_explains(f"comm.inter_node.{coll}", fit, n)
         warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
         warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report, n)
         out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",
