@@ -115,3 +115,49 @@ def test_an_hbm_efficiency_far_below_the_datasheet_is_refused(tmp_path):
     rc, so, se = cli("calibrate", "fit", str(ok), "-o", str(out))
     assert rc == 0, se
     assert yaml.safe_load(out.read_text())["hbm"]["efficiency"] == pytest.approx(0.858, abs=0.002)
+
+
+# ------------------------------------------------------------------------ GEMMs beyond the datasheet
+def _gemms(eta, shapes=None, launch_s=5e-6):
+    """Suite bf16 GEMM records timed as ``2 m n k / (eta x 989.4 TFLOP/s) + launch_s`` (the H100 SXM's
+    dense BF16 peak)."""
+    shapes = shapes or [(m, n, k) for m in (1024, 4096, 8192) for n in (1024, 4096, 8192) for k in (1024, 8192)]
+    out = []
+    for m, n, k in shapes:
+        t = 2.0 * m * n * k / (eta * 989.4e12) + launch_s
+        out.append(make_record("gemm", "node0", 0, dtype="bf16", b=1, m=m, n=n, k=k, time_s=t,
+                               flops_per_s=2.0 * m * n * k / t, iters=20, source="grid", t_start_unix=0.0,
+                               t_end_unix=0.0))
+    return out
+
+
+def test_gemms_faster_than_the_datasheet_peak_are_refused(tmp_path):
+    """An 8192^3 GEMM timed at 1.3x the H100's 989 TFLOP/s had been fitted with eta_max clamped to 1.000
+    and no word: refused, naming the file, line, shape and rate."""
+    recs = [provenance()] + _gemms(0.8)
+    fast = 2.0 * 8192 ** 3 / (1.3 * 989.4e12)
+    recs.append(make_record("gemm", "node0", 0, dtype="bf16", b=1, m=8192, n=8192, k=8192 * 2, time_s=2 * fast,
+                            flops_per_s=1.3 * 989.4e12, iters=20, source="grid", t_start_unix=0.0, t_end_unix=0.0))
+    raw = write_jsonl(tmp_path / "fast.jsonl", recs)
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(raw), "-o", str(out))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert (f"{raw}:{len(recs)}: gemm bf16 8192x8192x16384 ran at 1286 TFLOP/s, 1.30x h100-sxm-80gb's datasheet "
+            "dense bf16 peak 989.4 TFLOP/s (1 of 19 bf16 GEMMs above it by more than 2%)") in se
+    # 1 % above the peak is within the timer's and the boost clock's tolerance
+    ok = write_jsonl(tmp_path / "ok.jsonl", [provenance()] + _gemms(0.8)[:-1] + _gemms(1.01, [(8192, 8192, 8192)], 0.0))
+    rc, so, se = cli("calibrate", "fit", str(ok), "-o", str(out))
+    assert rc == 0, se
+
+
+def test_a_gemm_fit_pinned_at_the_datasheet_peak_warns(tmp_path):
+    """GEMMs timed at the full datasheet peak: eta_max sits at its bound 1, which the fit now says."""
+    out = tmp_path / "p.yaml"
+    rc, so, se = cli("calibrate", "fit", str(write_jsonl(tmp_path / "peak.jsonl", [provenance()] + _gemms(1.0))),
+                     "-o", str(out))
+    assert rc == 0, se
+    assert yaml.safe_load(out.read_text())["gemm"]["bf16"]["eta_max"] == pytest.approx(1.0, abs=1e-3)
+    assert "gemm.bf16: eta_max 1.000 sits at its bound 1 (the datasheet dense peak)" in " ".join((so + se).split())
+    rc, so, se = cli("calibrate", "fit", str(write_jsonl(tmp_path / "real.jsonl", [provenance()] + _gemms(0.8))),
+                     "-o", str(out))
+    assert rc == 0 and "sits at its bound 1" not in so + se, se
