@@ -169,17 +169,16 @@ def _smaller_groups(coll: str, g0: int, sweeps: list, link_of, eff_max: float, b
     by = {}
     for k, (nk, tk, srck) in sorted(sweeps, key=lambda x: x[0]):
         name = f"comm.intra_node.{coll} (groups of {k})"
+        ek = eff_max if k > 2 else 1.0
+        _check_time_scale(sorted({x.rsplit(":", 1)[0] for x in srck}), name, coll, nk, tk, k, link_of(k), ek)
         fix, nproto, how = _short("intra_node", coll, nk, base, report, group=k,
                                   line_s=float(busbw_factor(coll, k) * np.max(nk) / link_of(k)))
-        ek = eff_max if k > 2 else 1.0
         pk, tmk, _ = fit_collective(coll, nk, tk, k, link_of(k), ek, fix=fix, k=nproto)
         pk = _with_base_simple(pk, "intra_node", coll, nk, base, k)
         tmk = collective_time_s(coll, np.asarray(nk, dtype=float), k, link_of(k), pk)
         fit = fit_stats(tmk, tk, sorted({x.rsplit(":", 1)[0] for x in srck}), nk, group_size=k,
                         link_bytes_per_s=round_sig(link_of(k)), method=FIT_METHOD + how)
-        _check_explains(name, fit, nk)
-        warn_outliers(name, tmk, tk, srck, report)
-        warn_at_bound(name, pk, ek, report, nk)
+        _check_fit(name, pk, ek, fit, tmk, tk, srck, nk, report)
         by[k] = coll_entry(pk, fit, algorithm=_algorithm(coll, k))
         report.rows.append((name, protocol_text(pk), quality(fit)))
     base_by = ((base.get("comm") or {}).get("intra_node") or {}).get(coll, {}).get("by_group_size") or {}
@@ -235,7 +234,39 @@ def _with_inter(prof, coll: str, q, n_nodes: int, fabric: str):
                                comm_fabric=put(prof.comm_fabric, fabric))
 
 
-def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: ClusterSpec) -> None:
+#: a capture whose rows run this many times faster than the model's least time (its link at the fit's
+#: bound, or its in-node part alone) has times in another unit: a cluster file's link is off by at most
+#: ~30x (PCIe's 32 GB/s given for a B200's 900 GB/s NVLink), while ms printed under nccl-tests' (us)
+#: header is 1000x (the README's "times in ms under a (us) header")
+UNIT_FACTOR = 100.0
+
+
+def _unit_error(files, section: str, size: float, t_s: float, least_s: float, what: str) -> FitError:
+    """The error of a capture whose ``size``-byte row took ``t_s`` against the least ``least_s`` the
+    model may price (``what`` says by which link), naming the capture ``files``."""
+    f = least_s / t_s
+    return FitError(f"{', '.join(map(str, files))}: {section}: at {size / 2**20:g} MiB the capture took "
+                    f"{t_s * 1e6:.4g} us, {f:.3g}x faster than {what} allows ({least_s * 1e6:.4g} us): its times are "
+                    f"in another unit than the header's (us){' (milliseconds?)' if f < 3000 else ''}: "
+                    "fix the capture's time column; nothing written")
+
+
+def _check_time_scale(files, section: str, coll: str, n, t, g: int, link_bps: float, eff_max: float) -> None:
+    """Refuse an in-node capture whose rows run :data:`UNIT_FACTOR` times or more faster than ``g``
+    ranks on ``link_bps`` (B/s) at the fit's bound ``eff_max`` move their bus bytes (nccl-tests busbw
+    conventions): its times are in another unit.
+
+    Raises:
+        FitError: naming the capture ``files`` and the fastest row (:func:`_unit_error`)."""
+    n, t = np.asarray(n, dtype=float), np.asarray(t, dtype=float)
+    least = busbw_factor(coll, g) * n / (eff_max * link_bps)
+    i = int(np.argmax(least / t))
+    if least[i] / t[i] >= UNIT_FACTOR:
+        raise _unit_error(files, section, n[i], t[i], least[i], f"the {link_bps / 1e9:g} GB/s link at busbw "
+                          f"efficiency {eff_max:g}")
+
+
+def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: ClusterSpec, files=()) -> None:
     """Refuse a multi-node capture that runs faster than its in-node part alone may: the time with the
     network taking none (an inter-node line of no latency and unbounded bandwidth) is the least the
     model can price, set by the cluster file's in-node link and the profile's intra-node lines.  At the
@@ -243,7 +274,9 @@ def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: Cluste
     in-node links than the file's, and a fit would write lines no prediction reproduces.
 
     Raises:
-        FitError: naming the cluster file's ``intra_node.bandwidth_per_gpu`` and fabric."""
+        FitError: naming the cluster file's ``intra_node.bandwidth_per_gpu`` and fabric, or, where the
+            capture runs :data:`UNIT_FACTOR` times faster than that floor, naming the capture ``files``
+            and its time unit (:func:`_unit_error`)."""
     from costmodel.specs.params import CollectiveParams
     big = np.asarray(n, dtype=float) >= BANDWIDTH_BOUND_BYTES
     if not big.any():
@@ -255,7 +288,11 @@ def _check_in_node_floor(section: str, coll: str, n, t, time_of, cluster: Cluste
         return
     i = int(np.argmin(ratio))
     size = np.asarray(n, dtype=float)[big][i]
-    raise FitError(f"{section}: the capture is faster than the link: at {size / 2**20:g} MiB it took "
+    if 1.0 / ratio[i] >= UNIT_FACTOR:
+        raise _unit_error(files, section, size, float(np.asarray(t, dtype=float)[big][i]), float(floor[i]),
+                          f"its in-node part alone on {cluster.path}'s intra_node link")
+    named = f"{', '.join(map(str, files))}: " if files else ""
+    raise FitError(f"{named}{section}: the capture is faster than the link: at {size / 2**20:g} MiB it took "
                    f"{float(np.asarray(t)[big][i]) * 1e6:.1f} us, under the {floor[i] * 1e6:.1f} us its in-node part "
                    f"alone takes on {cluster.path}'s intra_node.bandwidth_per_gpu "
                    f"{cluster.intra_bytes_per_s / 1e9:g} GB/s ({cluster.intra_fabric}) with the profile's intra-node "
@@ -285,6 +322,18 @@ def _check_explains(section: str, fit: dict, sizes) -> None:
                        f"measured times (R2 {r2}, median error {fit['median_rel_err']:.0%}, max "
                        f"{fit['max_rel_err']:.0%}): check that the capture is the collective, group size and time "
                        "unit it is read as; nothing written")
+
+
+def _check_fit(section: str, p, eff_max: float, fit: dict, tm, t, src, n, report: FitReport) -> None:
+    """The checks every collective fit takes, the most specific first: its efficiency at a bound
+    (:func:`warn_at_bound`), then whether it explains its capture (:func:`_check_explains`), then its
+    outliers (:func:`warn_outliers`).
+
+    Raises:
+        FitError: from :func:`warn_at_bound` or :func:`_check_explains`."""
+    warn_at_bound(section, p, eff_max, report, n, fit["inputs"])
+    _check_explains(section, fit, n)
+    warn_outliers(section, tm, t, src, report)
 
 
 def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None,
@@ -331,6 +380,8 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         # NCCL runs NVLS only on an NVSwitch fabric (src/transport/nvls.cc: multicast support)
         eff_max = NVLS_EFF_MAX if coll == "all_reduce" and _algorithm(coll, gsz) != "ring" and nvls else 1.0
         warn_sweep_span(f"comm.intra_node.{coll}", n, report)
+        _check_time_scale(sorted({s.rsplit(":", 1)[0] for s in src}), f"comm.intra_node.{coll}", coll, n, t, gsz,
+                          link_of(gsz), eff_max)
         # a group of another size than the base's entry holds the base's fit of that size where it has one
         base_e = ((base.get("comm") or {}).get("intra_node") or {}).get(coll) or {}
         g_base = int(base_e.get("group_size") or 0)
@@ -348,9 +399,7 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                 cross[f"group_{k[1]}_median_rel_err"] = round_sig(np.median(np.abs(tmk / np.array(tk) - 1)), 3)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, group_size=gsz,
                         link_bytes_per_s=round_sig(link_of(gsz)), method=FIT_METHOD + how, **cross)
-        _check_explains(f"comm.intra_node.{coll}", fit, n)
-        warn_outliers(f"comm.intra_node.{coll}", tm, t, src, report)
-        warn_at_bound(f"comm.intra_node.{coll}", p, eff_max, report, n)
+        _check_fit(f"comm.intra_node.{coll}", p, eff_max, fit, tm, t, src, n, report)
         out["intra_node"][coll] = coll_entry(p, fit, group_size=gsz, algorithm=_algorithm(coll, gsz))
         report.rows.append((f"comm.intra_node.{coll}", protocol_text(p), quality(fit)))
         if coll == "send_recv":
@@ -367,6 +416,18 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
                              base_path, report)
         if by:
             out["intra_node"][coll]["by_group_size"] = by
+    out["inter_node"] = _fit_inter_node(meas, gpu, base, cluster, report, out["intra_node"])
+    return out
+
+
+def _fit_inter_node(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None, report: FitReport,
+                    intra_fitted: dict) -> dict:
+    """The ``comm.inter_node`` entries of :func:`fit_comm_section` (its docstring says how), the
+    intra-node scope priced with ``intra_fitted`` (the entries fitted here) over the base's.
+
+    Raises:
+        FitError: from the checks of the fit (:func:`_check_in_node_floor`, :func:`_check_fit`)."""
+    out = {}
     inter = _coll_points(meas, "inter_node")
     if inter and cluster is None:
         report.warnings.append("comm.inter_node: inter-node measurements present but no --cluster to give the NIC "
@@ -387,22 +448,21 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         # the fit and its in-sample error price the capture as collectives --compare does: the intra-node
         # part as the predictions run it on this cluster (a ring where the cluster has no NVSwitch for
         # NVLS), the tree, the switch tiers
-        priced = _pricing_profile(base, out["intra_node"], gpu.key)
+        priced = _pricing_profile(base, intra_fitted, gpu.key)
 
         def time_of(q, n=n, k=k, nn=nn, coll=coll):
             q = _with_base_simple(q, "inter_node", coll, n, base)
             return capture_time_s(coll, n, k, nn, cluster, _with_inter(priced, coll, q, nn, cluster.inter_fabric))
-        _check_in_node_floor(f"comm.inter_node.{coll}", coll, n, t, time_of, cluster)
+        _check_in_node_floor(f"comm.inter_node.{coll}", coll, n, t, time_of, cluster,
+                             sorted({s.rsplit(":", 1)[0] for s in src}))
         p, _ = fit_protocols(time_of, t, nproto, 1.0, fix) if fix else fit_protocols(time_of, t, 3 if len(n) >= 8 else 2, 1.0)
         p = _with_base_simple(p, "inter_node", coll, n, base)
         tm = time_of(p)
         fit = fit_stats(tm, t, sorted({s.rsplit(":", 1)[0] for s in src}), n, ranks_per_node=k, n_nodes=nn,
                         inter_bytes_per_s_per_gpu=round_sig(inter_bps), cluster=cluster.key,
                         method=FIT_METHOD + " of capture_time_s, as collectives --compare prices it (intra scope fixed); every efficiency <= 1" + how)
-        _check_explains(f"comm.inter_node.{coll}", fit, n)
-        warn_outliers(f"comm.inter_node.{coll}", tm, t, src, report)
-        warn_at_bound(f"comm.inter_node.{coll}", p, 1.0, report, n)
-        out["inter_node"][coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",
-                                             fabric=cluster.inter_fabric)
+        _check_fit(f"comm.inter_node.{coll}", p, 1.0, fit, tm, t, src, n, report)
+        out[coll] = coll_entry(p, fit, group_size=nn, algorithm="nccl-default (hierarchical model)",
+                               fabric=cluster.inter_fabric)
         report.rows.append((f"comm.inter_node.{coll}", protocol_text(p), quality(fit)))
     return out

@@ -344,7 +344,7 @@ def warn_outliers(section, t_model, t_meas, labels, report):
 BANDWIDTH_BOUND_BYTES = 2 ** 26
 
 
-def warn_at_bound(section, p, eff_max, report, sizes=None):
+def warn_at_bound(section, p, eff_max, report, sizes=None, files=()):
     """Warn when the fit is implausible: the best protocol's busbw efficiency at its upper bound (the data
     are faster than the link the fit normalises by: the topology or the link bandwidth given is likely
     wrong; or, with fewer than 3 message sizes (``sizes``, B), too few points to tell the latency from the
@@ -354,14 +354,16 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
     Raises:
         FitError: the best efficiency under 5 % of the link's, or at the fit's lower bound
             (:data:`EFF_MIN`), or at its upper bound over 3 or more sizes reaching
-            :data:`BANDWIDTH_BOUND_BYTES`: the capture is not of this cluster's links."""
+            :data:`BANDWIDTH_BOUND_BYTES`: the capture is not of this cluster's links.  Its message
+            starts with the capture ``files`` where given."""
     best = max(e for _, e in p.absolute_protocols)
+    named = f"{', '.join(map(str, files))}: " if files else ""
     n_sizes = len(np.unique(np.asarray(sizes, dtype=float))) if sizes is not None else None
     measured = n_sizes is not None and n_sizes >= 3 and float(np.max(sizes)) >= BANDWIDTH_BOUND_BYTES
     if best >= 0.995 * eff_max and measured:
         # a sweep that reaches the bandwidth ran faster than the link allows: the capture is of other
         # links (or ranks), and a line pinned at the bound would price them
-        raise FitError(f"{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement over "
+        raise FitError(f"{named}{section}: busbw efficiency {best:.3f} sits at its bound {eff_max}: the measurement over "
                        f"{n_sizes} sizes is faster than the link it is normalised by (check --nodes/--gpus-per-node, "
                        "the collective, or the cluster's link bandwidth); nothing written")
     if best >= 0.995 * eff_max:
@@ -380,6 +382,6 @@ def warn_at_bound(section, p, eff_max, report, sizes=None):
     if best < 0.05 * eff_max or best <= EFF_MIN * (1 + 1e-3):
         # no fabric a catalog cluster names runs its collectives at a twentieth of its links: a fit pinned
         # there prices every layout with the capture's fault (a time unit, another cluster), so none is written
-        raise FitError(f"{section}: busbw efficiency {best:.4f} is under 5 % of the link: the capture ran far slower "
+        raise FitError(f"{named}{section}: busbw efficiency {best:.4f} is under 5 % of the link: the capture ran far slower "
                        "than this cluster's links allow (times in another unit, or another cluster: check --cluster, "
                        "the GPUs per node and the capture's time column)")

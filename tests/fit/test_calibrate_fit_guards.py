@@ -14,19 +14,22 @@ from test_calibrate import cli, provenance, write_jsonl
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-def nccl_log(path, times_us, sizes=None, ranks=8, rank_lines=True, name=H100, coll="all_reduce"):
-    """Write an nccl-tests ``<coll>_perf`` stdout of one node: ``# Rank`` lines (``ranks`` GPUs named
-    ``name``) unless ``rank_lines`` is false, then one row per size (bytes, default 8 B doubling) with
-    out-of-place and in-place time ``times_us`` and the algbw/busbw nccl-tests prints from them."""
+def nccl_log(path, times_us, sizes=None, ranks=8, rank_lines=True, name=H100, coll="all_reduce", nodes=1,
+             binary=True):
+    """Write an nccl-tests ``<coll>_perf`` stdout of ``nodes`` nodes: ``# Rank`` lines (``ranks`` GPUs
+    named ``name``, split evenly over hosts gpu-a01...) unless ``rank_lines`` is false, then one row per
+    size (bytes, default 8 B doubling) with out-of-place and in-place time ``times_us`` and the
+    algbw/busbw nccl-tests prints from them; without ``binary`` no line names the ``*_perf`` test."""
     sizes = sizes or [8 * 2 ** i for i in range(len(times_us))]
     factor = {"all_reduce": 2 * (ranks - 1) / ranks}.get(coll, (ranks - 1) / ranks)
     head = ["# nccl-tests version 2.13.9 nccl-headers=22105 nccl-library=22105",
-            f"# Collective test starting: {coll}_perf",
+            f"# Collective test starting: {coll}_perf" if binary else "#",
             f"# nThread 1 nGpus 1 minBytes 8 maxBytes {sizes[-1]} step: 2(factor) warmup iters: 5 iters: 20",
             "#", "# Using devices"]
     if rank_lines:
-        head += [f"#  Rank {r:2d} Group  0 Pid  {40000 + r} on    gpu-a01 device {r:2d} [0x{18 + 16 * r:x}] {name}"
-                 for r in range(ranks)]
+        per = ranks // nodes
+        head += [f"#  Rank {r:2d} Group  0 Pid  {40000 + r} on    gpu-a{1 + r // per:02d} device {r % per:2d} "
+                 f"[0x{18 + 16 * (r % per):x}] {name}" for r in range(ranks)]
     head += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
              "algbw   busbw #wrong",
              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
@@ -161,3 +164,42 @@ def test_a_gemm_fit_pinned_at_the_datasheet_peak_warns(tmp_path):
     rc, so, se = cli("calibrate", "fit", str(write_jsonl(tmp_path / "real.jsonl", [provenance()] + _gemms(0.8))),
                      "-o", str(out))
     assert rc == 0 and "sits at its bound 1" not in so + se, se
+
+
+# ------------------------------------------------------------------------ a capture in milliseconds
+def _ms_capture(path, ranks=8, nodes=1, link_gbs=450.0):
+    """An all-reduce 8 B..8 GiB whose times (and the algbw printed from them) are in ms under the (us)
+    header: 25 us plus the bus bytes at 80 % of ``link_gbs`` GB/s, written / 1000."""
+    sizes = [8 * 2 ** i for i in range(31)]
+    f = 2 * (ranks - 1) / ranks
+    return nccl_log(path, [(25.0 + f * n / (0.8 * link_gbs * 1e3)) / 1e3 for n in sizes], sizes, ranks=ranks,
+                    nodes=nodes)
+
+
+def test_a_capture_in_milliseconds_is_refused_naming_the_file_and_the_unit(tmp_path):
+    """A whole capture in ms (algbw agreeing with the times, so no row is a bad line) had been refused
+    with a busbw efficiency at its bound and no file named; now the file, the fastest row and the unit."""
+    out = tmp_path / "p.yaml"
+    log = _ms_capture(tmp_path / "allms_all_reduce_perf.log")
+    rc, so, se = cli("calibrate", "fit", str(log), "--cluster", "dgx-h100", "-o", str(out))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert f"{log}: comm.intra_node.all_reduce: at 8192 MiB the capture took" in se, se
+    assert "x faster than the 450 GB/s link at busbw efficiency 1.2 allows" in se
+    assert "its times are in another unit than the header's (us) (milliseconds?)" in se
+    # across 2 nodes: the in-node floor names the capture and the unit too
+    log2 = _ms_capture(tmp_path / "allms2_all_reduce_perf.log", ranks=16, nodes=2, link_gbs=50.0)
+    rc, so, se = cli("calibrate", "fit", str(log2), "--cluster", "dgx-h100", "-o", str(out))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert f"{log2}: comm.inter_node.all_reduce: at " in se and "(milliseconds?)" in se, se
+
+
+def test_a_collective_at_its_lower_bound_names_the_capture(tmp_path):
+    """The refusals of a busbw efficiency at a bound name the capture they are about."""
+    from costmodel.errors import FitError
+    from costmodel.fit.primitives import warn_at_bound
+    from costmodel.fit import FitReport
+    from costmodel.specs.params import CollectiveParams
+    slow = CollectiveParams.from_protocols([(2e-5, 0.01), (4e-5, 0.02)])
+    with pytest.raises(FitError, match=r"^x_perf.log: comm.intra_node.all_reduce: busbw efficiency 0.0200 is under 5 %"):
+        warn_at_bound("comm.intra_node.all_reduce", slow, 1.0, FitReport(), [8, 2 ** 20, 2 ** 30], ["x_perf.log"])
+

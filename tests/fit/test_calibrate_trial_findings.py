@@ -39,6 +39,7 @@ def test_a_capture_faster_than_the_in_node_link_writes_no_profile(tmp_path):
         out = tmp_path / "p.yaml"
         rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "-o", str(out))
         assert rc == 2 and "faster than the link" in se and "intra_node.bandwidth_per_gpu" in se, se
+        assert se.startswith(f"costmodel: error: {P5}: comm.inter_node.all_reduce: "), se
         assert "Traceback" not in se and not out.exists()
 
 
