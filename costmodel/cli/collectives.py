@@ -59,10 +59,11 @@ def _fmt_size(n: int) -> str:
 
 def _read_capture(path: str, collective: Optional[str], nodes: Optional[int], gpus_per_node: Optional[int], cluster,
                   notes: list):
-    """The capture's table and (collective, ranks per node, nodes), told as ``calibrate fit`` tells them
-    (costmodel.fit.measurements.capture_inputs): the collective from the capture, its file name or
+    """The capture's table and (collective, ranks per node, nodes), told by
+    costmodel.fit.measurements.capture_inputs: the collective from the capture, its file name or
     --collective (a contradiction is refused) or busbw/algbw; the topology from its rank lines, else
-    the flags, else the ranks busbw/algbw implies split by the cluster's GPUs per node.  A capture
+    the flags, else the ranks busbw/algbw implies split by the cluster's GPUs per node (guesses
+    ``calibrate fit`` does not make: a comparison prints its error, a fit writes it).  A capture
     taken on another GPU than the cluster's, or on a GPU outside the catalog, is refused."""
     from ..errors import FitError
     from ..fit.measurements import FitReport, capture_inputs

@@ -132,8 +132,9 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
                 meta = getattr(item, "meta", {}) or {}
                 out.device_names += list(meta.get("gpu_names") or [])
                 out.captures.append({k: meta.get(k) for k in ("hosts", "nccl_version", "cuda_version", "n_ranks")})
+                # the README's "refuses without": no topology or collective guessed from the cluster
                 out.nccl.extend(capture_inputs(p, item, collective, nodes, gpus_per_node, report,
-                                             cluster_gpus_per_node))
+                                             cluster_gpus_per_node, guess=False))
             else:
                 out.device_names += list(getattr(item, "device_names", ()) or ())
                 out.traces.append(item)
@@ -185,7 +186,7 @@ def _check_time_units(p, table) -> None:
                    + (f", e.g. {eg.group(0)}" if eg else "") + ": fix the capture's time unit")
 
 
-def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None):
+def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_gpus_per_node=None, guess=True):
     """``(path, collective, n_nodes, ranks_per_node, out-of-place rows)`` per table of a capture: each
     test of a multi-test file (its own ``# Collective test starting`` or ``*_perf`` line) is fitted;
     several tables of one collective are separate runs of it, and only the first is fitted.
@@ -193,12 +194,15 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
     The collective comes from the capture (``*_perf`` line), else the file name, else ``collective``,
     else the content (busbw / algbw and the redop column); two of these that disagree are an error.
     The topology comes from the ``# Rank`` lines, else ``nodes`` and ``gpus_per_node``, else the ranks
-    busbw / algbw implies with one of the two (or the cluster's GPUs per node).
+    busbw / algbw implies with one of the two (or the cluster's GPUs per node).  With ``guess`` false
+    (``calibrate fit``, whose README refuses without them) neither the collective nor the topology is
+    read from busbw / algbw or the cluster: a capture that does not say them needs the flags.
 
     Raises:
         FitError: the sources of the collective disagree, the ``# Rank`` lines put more ranks on a node
             than ``cluster_gpus_per_node``, ``nodes`` or ``gpus_per_node`` contradict the
-            rank lines, or the collective or topology cannot be told.
+            rank lines, or the collective or topology cannot be told (or, without ``guess``, is not
+            given by the capture or the flags: naming the missing flags).
     """
     _check_time_units(p, table)
     meta = getattr(table, "meta", {}) or {}
@@ -232,6 +236,15 @@ def capture_inputs(p, table, collective, nodes, gpus_per_node, report, cluster_g
                        f"{int(cluster_gpus_per_node)} GPUs per node: it ran on other nodes; pass the cluster it ran on")
     if (nn is None or k is None) and nodes is not None and gpus_per_node is not None:
         nn, k = nodes, gpus_per_node
+    if default is None and not any(per) and not guess:
+        raise FitError(f"{p}: nccl-tests capture does not say which collective it measured (no *_perf command "
+                       "line and no collective in the file name): pass --collective")
+    if (nn is None or k is None) and not guess:
+        what = "lists only some of its ranks (the '# Rank' block ends in '...')" if meta.get("ranks_truncated") \
+            else "has no '# Rank' lines to tell its topology"
+        missing = [f for f, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)) if v is None]
+        raise FitError(f"{p}: nccl-tests capture {what}: pass {' and '.join(missing)} (the run's nodes and GPUs per "
+                       "node; neither is guessed from busbw/algbw or the cluster)")
     if default is None and not any(per):
         default, why = _collective_from_content(rows0, None if nn is None or k is None else int(nn) * int(k))
         if default is None:

@@ -367,7 +367,11 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     anon = tmp_path / "bus.log"          # an nccl-tests table with no collective named and no rank lines:
     anon.write_text("\n".join(P5.read_text().splitlines()[4:34]) + "\n")  # busbw/algbw says 16 all_reduce ranks
     rc, so, se = cli("calibrate", "fit", str(anon), "--gpu", "h100-sxm-80gb", "-o", str(tmp_path / "x.yaml"))
-    assert rc == 2 and "16 ranks of all_reduce: pass --nodes or --gpus-per-node" in se and "Traceback" not in se
+    assert rc == 2 and "does not say which collective it measured" in se and "pass --collective" in se, se
+    rc, so, se = cli("calibrate", "fit", str(anon), "--collective", "all_reduce", "--gpu", "h100-sxm-80gb", "-o",
+                     str(tmp_path / "x.yaml"))
+    assert rc == 2 and "no '# Rank' lines to tell its topology: pass --nodes and --gpus-per-node" in se, se
+    assert "Traceback" not in se
     assert not (tmp_path / "x.yaml").exists()
     rc, so, se = cli("calibrate", "fit", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.yaml"))
     assert rc == 2 and "no such file" in se
@@ -783,30 +787,34 @@ def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
     cap = str(REPO / "hardware" / "profiles" / "data" / "aws_p5_2node_16xH100_allreduce.txt")
     builtin = REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml"
     before = builtin.read_bytes()
-    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(builtin))
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(builtin))
     assert rc == 2 and "-o:" in se and "is the base profile this fit keeps sections from" in se, se
     other = REPO / "hardware" / "profiles" / "a100-sxm-80gb.yaml"
-    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(other))
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(other))
     assert rc == 2 and "is a built-in profile of the catalog" in se, se
     # a checkout's copy of the catalog, when the costmodel that runs is an installed one
     clone = tmp_path / "clone" / "hardware" / "profiles"
     clone.mkdir(parents=True)
     (clone / "a100-sxm-80gb.yaml").write_bytes(other.read_bytes())
-    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(clone / "a100-sxm-80gb.yaml"))
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(clone / "a100-sxm-80gb.yaml"))
     assert rc == 2 and "is a built-in profile of the catalog" in se, se
     assert (clone / "a100-sxm-80gb.yaml").read_bytes() == other.read_bytes()
     base = tmp_path / "mine.yaml"
     base.write_bytes(before)
-    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--base", str(base), "-o", str(base))
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "--base", str(base), "-o", str(base))
     assert rc == 2 and "-o:" in se and "mine.yaml" in se, se
-    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--gpu", "a100-sxm-80gb", "-o",
+    rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "--gpu", "a100-sxm-80gb", "-o",
                      str(tmp_path / "x.yaml"))
     assert rc == 2 and "--gpu: a100-sxm-80gb contradicts --cluster aws-p5" in se, se
     # a fit of the user's own beside the catalog's (the README's hardware/profiles/mycluster.yaml) is
     # theirs to refit
     mine = clone / "mycluster.yaml"
     for _ in range(2):
-        rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "-o", str(mine))
+        rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(mine))
         assert rc == 0 and mine.exists(), se
     assert builtin.read_bytes() == before and base.read_bytes() == before and not (tmp_path / "x.yaml").exists()
 
@@ -858,7 +866,7 @@ def test_a_power_fit_without_gemms_keeps_the_limit_the_base_kernels_were_measure
     out = tmp_path / "p5pow.yaml"
     rc, so, se = cli("calibrate", "fit", str(REPO / "hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt"),
                      str(REPO / "hardware/profiles/data/h100_8gpu_gpt8B_ddp_training_power_trace_100ms.csv"),
-                     "--cluster", "aws-p5", "-o", str(out))
+                     "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "-o", str(out))
     assert rc == 0, se
     base = yaml.safe_load((REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text())["power"]["kernel_limit_w"]
     assert yaml.safe_load(out.read_text())["power"]["kernel_limit_w"] == base == 700.0
@@ -875,7 +883,7 @@ def test_many_bad_rows_of_one_kind_are_three_warnings_and_a_count(tmp_path):
     trace.write_text("\n".join(head + body) + "\n")
     out = tmp_path / "p.yaml"
     rc, so, se = cli("calibrate", "fit", str(REPO / "hardware/profiles/data/aws_p5_2node_16xH100_allreduce.txt"),
-                     str(trace), "--cluster", "aws-p5", "-o", str(out))
+                     str(trace), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", "-o", str(out))
     assert rc == 0, se
     text = so + se
     assert text.count("not a number in [W] for power.draw: 'nan W'") == 3

@@ -203,3 +203,41 @@ def test_a_collective_at_its_lower_bound_names_the_capture(tmp_path):
     with pytest.raises(FitError, match=r"^x_perf.log: comm.intra_node.all_reduce: busbw efficiency 0.0200 is under 5 %"):
         warn_at_bound("comm.intra_node.all_reduce", slow, 1.0, FitReport(), [8, 2 ** 20, 2 ** 30], ["x_perf.log"])
 
+
+# ------------------------------------------------------------- nccl-tests logs without their topology
+def _sweep(path, **kw):
+    """An 8-GPU all-reduce 8 B..8 GiB: 25 us plus the bus bytes at 80 % of 450 GB/s."""
+    sizes = [8 * 2 ** i for i in range(31)]
+    return nccl_log(path, [25.0 + 1.75 * n / (0.8 * 450e3) for n in sizes], sizes, **kw)
+
+
+def test_a_capture_without_rank_lines_needs_nodes_and_gpus_per_node(tmp_path):
+    """Without '# Rank' lines the fit had split the ranks busbw/algbw implies by the cluster's GPUs per
+    node; the README says it refuses without --nodes and --gpus-per-node, and now it does, naming the
+    flags missing."""
+    log = _sweep(tmp_path / "norank_all_reduce_perf.log", rank_lines=False)
+    out = tmp_path / "p.yaml"
+    fit = ("calibrate", "fit", str(log), "--cluster", "dgx-h100", "-o", str(out))
+    rc, so, se = cli(*fit)
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert f"{log}: nccl-tests capture has no '# Rank' lines to tell its topology: pass --nodes and --gpus-per-node" in se
+    rc, so, se = cli(*fit, "--nodes", "1")
+    assert rc == 2 and "to tell its topology: pass --gpus-per-node (the run's nodes" in se, se
+    rc, so, se = cli(*fit, "--nodes", "1", "--gpus-per-node", "8")
+    assert rc == 0, se
+    fitted = yaml.safe_load(out.read_text())["comm"]["intra_node"]["all_reduce"]
+    assert fitted["group_size"] == 8 and fitted["fit"]["n_points"] == 31
+
+
+def test_a_capture_naming_no_collective_needs_the_collective_flag(tmp_path):
+    """No *_perf line and no collective in the file name: --collective, not a reading of busbw/algbw."""
+    log = _sweep(tmp_path / "capture.log", binary=False)
+    out = tmp_path / "p.yaml"
+    fit = ("calibrate", "fit", str(log), "--cluster", "dgx-h100", "-o", str(out))
+    rc, so, se = cli(*fit)
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert (f"{log}: nccl-tests capture does not say which collective it measured (no *_perf command line and no "
+            "collective in the file name): pass --collective") in se
+    rc, so, se = cli(*fit, "--collective", "all_reduce")
+    assert rc == 0, se
+

@@ -37,7 +37,8 @@ def test_a_capture_faster_than_the_in_node_link_writes_no_profile(tmp_path):
     for fabric, bw in (("pcie", "32GB/s"), ("nvswitch", "300GB/s")):
         c = _slow_in_node_cluster(tmp_path, fabric, bw)
         out = tmp_path / "p.yaml"
-        rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "-o", str(out))
+        rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "--nodes", "2", "--gpus-per-node", "8",
+                         "-o", str(out))
         assert rc == 2 and "faster than the link" in se and "intra_node.bandwidth_per_gpu" in se, se
         assert se.startswith(f"costmodel: error: {P5}: comm.inter_node.all_reduce: "), se
         assert "Traceback" not in se and not out.exists()
@@ -48,7 +49,8 @@ def test_the_fit_s_in_sample_error_is_the_compare_s(tmp_path):
     import re
     from test_calibrate import P5
     out = tmp_path / "p.yaml"
-    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "aws-p5", "-o", str(out))
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(out))
     assert rc == 0, se
     row = next(ln for ln in so.splitlines() if "comm.inter_node.all_reduce" in ln)
     med, mx = re.search(r"median ([\d.]+)% max ([\d.]+)%", row).groups()
@@ -67,7 +69,8 @@ def test_the_fit_s_in_sample_error_is_the_compare_s_on_pcie_bound_nics(tmp_path)
     c = tmp_path / "p5-host.yaml"
     c.write_text(text)
     out = tmp_path / "p.yaml"
-    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "-o", str(out))
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", str(c), "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(out))
     assert rc == 0, se
     row = next(ln for ln in so.splitlines() if "comm.inter_node.all_reduce" in ln)
     med, mx = re.search(r"median ([\d.]+)% max ([\d.]+)%", row).groups()

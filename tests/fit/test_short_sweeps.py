@@ -37,7 +37,8 @@ def test_two_size_sweep_fits_simple_line_and_keeps_faster_protocols(tmp_path):
     fit method say so."""
     f = D / "nccl_tests_h100_pcie_nvlink_bridge_2gpu_2sizes.txt"
     out = tmp_path / "p.yaml"
-    rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-pcie-80gb", "--nodes", "1", "-o", str(out))
+    rc, so, se = cli("calibrate", "fit", str(f), "--gpu", "h100-pcie-80gb", "--nodes", "1", "--gpus-per-node", "2",
+                     "-o", str(out))
     assert rc == 0, se
     assert "2 size(s), fewer than the 6 a protocol fit needs: fitted Simple's latency and efficiency only" in " ".join((so + se).split())
     assert "n=2" in so and "(exact by" in so          # the table wraps the rest of the phrase
@@ -96,7 +97,7 @@ def test_a_fit_from_another_gpu_s_capture_or_giving_a_value_the_model_refuses_wr
     cap = D / "nccl_tests_oci_a100_16ranks_2nodes.txt"
     out = tmp_path / "p.yaml"
     out.write_text("old")
-    rc, so, se = cli("calibrate", "fit", str(cap), "--cluster", "dgx-h100", "-o", str(out))
+    rc, so, se = cli("calibrate", "fit", str(cap), "--collective", "all_reduce", "--cluster", "dgx-h100", "-o", str(out))
     assert rc == 2 and ("measured on 'NVIDIA A100-SXM4-40GB' (a100-sxm-40gb), but the profile is for h100-sxm-80gb "
                         "(--cluster dgx-h100)") in se          # the flag the user gave, not one they did not
     assert out.read_text() == "old"
