@@ -305,9 +305,12 @@ def _flat(d, pre=""):
 def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog GPU name."),
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
     """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came
-    from (fitted, kept from a base, derived from another GPU) and the provenance."""
+    from (fitted, kept from a base, derived from another GPU) and the provenance.  A profile whose
+    ``gpu`` is one slip from a catalog GPU is refused, as predict refuses it."""
     from ..specs import load_profile
+    from .common import check_profile_gpu_name
     p = load_profile(profile, "calibrate show PROFILE")
+    check_profile_gpu_name(p)            # as predict refuses it: a slip would show as a GPU of no catalog
     d = p.raw
     con = report.console()
     tb = Table(title=f"Profile {p.path}", header_style="bold",

@@ -399,6 +399,24 @@ def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
                          "TP: set --tp; --etp equal to --tp is accepted, as predict --json writes it)")
 
 
+def check_profile_gpu_name(profile) -> None:
+    """Refuse a profile whose ``gpu`` is no catalog GPU but one edit from one (``h100-sxm-80gbb``, a
+    difflib ratio of 0.85 or more): a slip, which would price the cluster's GPU without the catalog
+    GPU's checks.  A GPU outside the catalog (a GPU file of the user's own) passes.
+
+    Raises:
+        InputError: naming the profile file and its ``gpu`` field, with the catalog GPU meant."""
+    import difflib
+    from ..specs.hardware import list_gpus
+    known = list_gpus()
+    if profile.gpu in known:
+        return
+    near = difflib.get_close_matches(str(profile.gpu), known, n=1, cutoff=0.85)
+    if near:
+        raise InputError(profile.path, "gpu", f"{profile.gpu!r} is no GPU of the catalog; did you mean "
+                         f"{near[0]}? (the GPU the profile was fitted for)")
+
+
 def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     """Refuse a profile fitted for a catalog GPU of another class than the cluster's: a dense BF16 peak or
     a TDP more than 10 % apart.  Its efficiencies and powers describe other silicon (an A100 fit on an
@@ -415,16 +433,11 @@ def check_profile_gpu(profile, cluster: ClusterSpec) -> None:
     """
     _check_own_gpu_file(profile, cluster)
     if profile.gpu != cluster.gpu.key:
+        check_profile_gpu_name(profile)         # a slip for a catalog GPU would dodge the check below
         try:
             other = load_gpu(profile.gpu)
         except InputError:
             other = None                        # a GPU outside the catalog: only the note
-            import difflib
-            from ..specs.hardware import list_gpus
-            near = difflib.get_close_matches(str(profile.gpu), list_gpus(), n=1, cutoff=0.85)
-            if near:                            # a slip for a catalog GPU would dodge the check below
-                raise InputError(profile.path, "gpu", f"{profile.gpu!r} is no GPU of the catalog; did you mean "
-                                 f"{near[0]}? (the GPU the profile was fitted for)")
         mine = cluster.gpu
         apart = lambda a, b: a is not None and b is not None and abs(a / b - 1) > 0.10   # noqa: E731
         pk = lambda g: g.peak_flops.get("bf16", g.peak_flops.get("fp16"))               # noqa: E731

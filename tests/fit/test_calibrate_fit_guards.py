@@ -241,3 +241,21 @@ def test_a_capture_naming_no_collective_needs_the_collective_flag(tmp_path):
     rc, so, se = cli(*fit, "--collective", "all_reduce")
     assert rc == 0, se
 
+
+# ------------------------------------------------------------------ calibrate show of a misspelt GPU
+def test_show_refuses_a_profile_whose_gpu_is_a_slip_for_a_catalog_gpu(tmp_path):
+    """A profile saying gpu: h100-sxm-80gbb had been shown with exit 0 while predict refuses it; show now
+    refuses it alike, naming the file, the field and the GPU meant."""
+    from test_calibrate import REPO
+    text = (REPO / "hardware/profiles/h100-sxm-80gb.yaml").read_text()
+    assert "\ngpu: h100-sxm-80gb\n" in text
+    typo = tmp_path / "typo_gpu.yaml"
+    typo.write_text(text.replace("\ngpu: h100-sxm-80gb\n", "\ngpu: h100-sxm-80gbb\n", 1))
+    rc, so, se = cli("calibrate", "show", str(typo))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and so == "", se
+    assert (f"{typo}: gpu: 'h100-sxm-80gbb' is no GPU of the catalog; did you mean h100-sxm-80gb? (the GPU the "
+            "profile was fitted for)") in se
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(text)
+    rc, so, se = cli("calibrate", "show", str(ok))
+    assert rc == 0 and "comm.intra_node.all_reduce" in so, se
