@@ -417,7 +417,45 @@ def fit_comm_section(meas: Measurements, gpu: GpuSpec, base: dict, cluster: Clus
         if by:
             out["intra_node"][coll]["by_group_size"] = by
     out["inter_node"] = _fit_inter_node(meas, gpu, base, cluster, report, out["intra_node"])
+    _check_kept_inter_node(base, base_path, cluster, gpu.key, out)
     return out
+
+
+def _check_kept_inter_node(base: dict, base_path, cluster: ClusterSpec | None, gpu_key: str, fitted: dict) -> None:
+    """Apply :func:`_check_in_node_floor` to an inter-node entry kept from the base profile (a
+    ``calibrate fit`` on ``cluster`` of a capture over ``fit.n_nodes`` x ``fit.ranks_per_node``) when this fit
+    replaces the intra-node lines of its collective: the base's entry, priced with the base's intra
+    lines, stands for its capture (to its fit error), and with this fit's intra lines its in-node part
+    alone may not take longer, as a one-call fit of both captures refuses (a ``--base`` refit of a
+    slower node had written a profile whose cross-node line its own node could not reach).
+
+    Raises:
+        FitError: naming the base profile, its capture and this fit's intra-node inputs."""
+    if cluster is None:
+        return
+    sizes = 2.0 ** np.arange(26, 31)             # 64 MiB .. 1 GiB: the floor check's bandwidth-bound sizes
+    for coll, intra in fitted["intra_node"].items():
+        e = ((base.get("comm") or {}).get("inter_node") or {}).get(coll) or {}
+        f = e.get("fit") if isinstance(e.get("fit"), dict) else {}
+        # a capture fitted on this cluster only: priced on another (the built-in p5 fits), the base's line
+        # does not stand for what its capture measured here
+        if coll in fitted["inter_node"] or "derived_from" in e or f.get("cluster") != cluster.key \
+                or not (f.get("n_nodes") and f.get("ranks_per_node")):
+            continue
+        nn, k = int(f["n_nodes"]), int(f["ranks_per_node"])
+        measured = capture_time_s(coll, sizes, k, nn, cluster, _pricing_profile(base, {}, gpu_key))
+        priced = _pricing_profile(base, fitted["intra_node"], gpu_key)
+        try:
+            _check_in_node_floor(f"comm.inter_node.{coll}", coll, sizes, measured,
+                                 lambda q: capture_time_s(coll, sizes, k, nn, cluster,
+                                                          _with_inter(priced, coll, q, nn, cluster.inter_fabric)),
+                                 cluster)
+        except FitError:
+            raise FitError(f"{base_path}: comm.inter_node.{coll} (fitted on {', '.join(map(str, f.get('inputs') or []))}, "
+                           f"{nn} nodes x {k} GPUs) ran faster than its in-node part alone takes with this fit's "
+                           f"intra-node {coll} ({', '.join(map(str, (intra.get('fit') or {}).get('inputs') or []))}): "
+                           "the two captures disagree on the node; fit them in one call (both files, no --base) "
+                           "or refit the cross-node capture with them; nothing written") from None
 
 
 def _fit_inter_node(meas: Measurements, gpu: GpuSpec, base: dict, cluster: ClusterSpec | None, report: FitReport,

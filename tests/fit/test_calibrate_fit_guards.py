@@ -259,3 +259,34 @@ def test_show_refuses_a_profile_whose_gpu_is_a_slip_for_a_catalog_gpu(tmp_path):
     ok.write_text(text)
     rc, so, se = cli("calibrate", "show", str(ok))
     assert rc == 0 and "comm.intra_node.all_reduce" in so, se
+
+
+# ------------------------------------------------------- a --base refit of the node keeps its cross-node
+def test_a_base_refit_of_a_slower_node_is_checked_against_the_base_s_cross_node_fit(tmp_path):
+    """A profile fitted in one call from an 8-GPU and a 2-node capture, then refitted with --base from a
+    slower 8-GPU capture alone: the base's cross-node line was fitted to a capture the slower node could
+    not have run (its in-node part alone takes longer), which a one-call fit of the two refuses; the
+    --base refit had written it, now it is refused alike, naming the base profile and both captures."""
+    from costmodel.collectives_table import capture_time_s
+    from costmodel.specs import load_cluster, load_profile
+    sizes = [8 * 2 ** i for i in range(31)]
+
+    def node(path, eff):
+        return nccl_log(path, [25.0 + 1.75 * n / (eff * 450e3) for n in sizes], sizes)
+    fast, slow = node(tmp_path / "fast_all_reduce_perf.log", 1.0), node(tmp_path / "slow_all_reduce_perf.log", 0.1)
+    # 16 ranks on 2 nodes at half the speed the built-in H100 profile prices them on dgx-h100 (a slower fabric)
+    t = 2 * capture_time_s("all_reduce", sizes, 8, 2, load_cluster("dgx-h100"), load_profile("h100-sxm-80gb"))
+    cross = nccl_log(tmp_path / "x_all_reduce_perf.log", list(t * 1e6), sizes, ranks=16, nodes=2)
+    base = tmp_path / "base.yaml"
+    rc, so, se = cli("calibrate", "fit", str(fast), str(cross), "--cluster", "dgx-h100", "-o", str(base))
+    assert rc == 0, se
+    out = tmp_path / "rebased.yaml"
+    rc, so, se = cli("calibrate", "fit", str(slow), str(cross), "--cluster", "dgx-h100", "-o", str(out))
+    assert rc == 2 and "the capture is faster than the link" in se and not out.exists(), se     # one call
+    rc, so, se = cli("calibrate", "fit", str(slow), "--cluster", "dgx-h100", "--base", str(base), "-o", str(out))
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and not out.exists(), se
+    assert (f"{base}: comm.inter_node.all_reduce (fitted on {cross}, 2 nodes x 8 GPUs) ran faster than its in-node "
+            f"part alone takes with this fit's intra-node all_reduce ({slow})") in se
+    rc, so, se = cli("calibrate", "fit", str(node(tmp_path / "same_all_reduce_perf.log", 0.95)), "--cluster",
+                     "dgx-h100", "--base", str(base), "-o", str(out))
+    assert rc == 0, se
