@@ -154,7 +154,7 @@ _WATT_KEYS = ("idle_w", "static_w", "flop_w", "hbm_w", "link_w", "spin_w", "kern
 def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
     """``raw`` (a base profile's mapping) with its power section borrowed for ``gpu``, another die: every
     term in watts times the TDP ratio (idle_w by costmodel.fit.builtin.variants.idle_w), each
-    coefficient marked borrowed.  The rule the built-in profiles
+    coefficient marked borrowed; its thermal resistance divided by that ratio (R_th x TDP held).  The rule the built-in profiles
     of dies without power data follow (costmodel/fit/builtin/variants.py: a datacenter GPU draws its
     TDP under a dense GEMM at its boost clock); copied unscaled, an H100's 896 W of GEMM power had
     throttled a 400 W part to 63% of its clock."""
@@ -175,7 +175,16 @@ def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
                                            "v_floor_clock_ratio", "static_w") if k in pw}
     pw["note"] = (f"borrowed from {src_key}: its terms in watts x the TDP ratio {gpu.tdp_w:g} / {src.tdp_w:g} W "
                   "(costmodel/fit/builtin/variants.py, other dies)")
-    return dict(raw, power=pw)
+    out = dict(raw, power=pw)
+    th = raw.get("thermal")
+    if isinstance(th, dict) and isinstance(th.get("r_th_c_per_w"), (int, float)):
+        # the built-in profiles' rule for a die without temperature data: heatsink and airflow sized for
+        # the same junction rise at TDP, R_th x TDP held (costmodel/fit/builtin/power.py _thermal_section);
+        # tau = R_th x C keeps its value, the heat capacity growing with the TDP
+        out["thermal"] = dict(th, r_th_c_per_w=th["r_th_c_per_w"] / ratio, derived_from=f"{src_key}:thermal",
+                              note=f"borrowed from {src_key}: R_th x {src.tdp_w:g} / {gpu.tdp_w:g} W (R_th x TDP held, "
+                                   "the built-in profiles' rule for a die without temperature data)")
+    return out
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):
@@ -314,10 +323,42 @@ def fit_profile(meas: Measurements, gpu: GpuSpec, gpu_why: str = "", base: dict 
         why = [w for w in report.warnings if not w.endswith("kept from the base profile") and "kept from the base" not in w]
         raise FitError("the inputs cover no profile section (no GEMM, HBM, collective, power or temperature data "
                        "usable for " + gpu.key + ")" + (": " + "; ".join(why[:4]) if why else ""))
+    report.warnings += borrowed_gaps(prof, base, gpu, base_path)
     prof["provenance"] = _provenance(meas, gpu, gpu_why, base_path, cluster, argv)
     prof["provenance"]["fitted_sections"] = fitted
     prof["provenance"]["warnings"] = list(report.warnings)
     return prof, report
+
+
+def borrowed_gaps(prof: dict, base: dict, gpu: GpuSpec, base_path: str) -> list:
+    """Warnings of what a profile built on another GPU's base cannot price on ``gpu``: a base fitted on
+    another vendor's GPU (its kept sections carry that vendor's kernel libraries), a number format the GPU
+    has a peak for but no GEMM fit prices (--precision refused with this profile), and cuDNN attention
+    where the Transformer Engine stacks run it by default on ``gpu`` (costmodel.stacks.te_prefers_cudnn)
+    but the profile has no cuDNN fit."""
+    from ..errors import InputError
+    from ..stacks import get_stack, te_prefers_cudnn
+    out, src = [], base.get("gpu")
+    if src and src != gpu.key:
+        try:
+            other = load_gpu(src)
+        except InputError:
+            other = None
+        if other is not None and str(other.vendor).lower() != str(gpu.vendor).lower():
+            said = lambda v: {"nvidia": "NVIDIA", "amd": "AMD"}.get(str(v).lower(), str(v))  # noqa: E731
+            out.append(f"the base profile {base_path} was fitted on {said(other.vendor)}'s {other.name}; {gpu.name} is "
+                       f"{said(gpu.vendor)}'s: the sections kept carry another vendor's kernel libraries' efficiencies "
+                       f"(measure them here, or base the profile on one of {said(gpu.vendor)}'s GPUs)")
+    gemm = prof.get("gemm") or {}
+    for dt in sorted(set(gpu.peak_flops) - set(gemm) - {"tf32"}):
+        out.append(f"gemm.{dt}: {gpu.name} has an {dt} peak but the profile no {dt} GEMM fit: --precision {dt} is "
+                   "refused with it (measure it with the suite)")
+    kernels = ((prof.get("attention") or {}).get("kernels") or {})
+    if te_prefers_cudnn(get_stack("megatron"), gpu) and "cudnn" not in kernels:
+        out.append(f"attention.kernels.cudnn: the megatron and nemo stacks run Transformer Engine's cuDNN attention "
+                   f"on {gpu.name} by default, and the profile has no cuDNN fit: predictions there need "
+                   f"--attention-kernel {' or '.join(sorted(kernels)) or 'another kernel'}")
+    return out
 
 
 #: the largest median relative error of a fit that still describes its data: beyond it the fitted

@@ -154,6 +154,11 @@ def test_a_borrowed_power_section_scales_with_the_gpu_s_tdp(tmp_path):
     assert raw["power"]["flop_w"] == pytest.approx(h100.coeff_w["flop"] * 400 / 700)
     assert raw["power"]["idle_w"] == pytest.approx(h100.idle_w * 400 / 700)
     assert set(raw["power"]["basis"].values()) == {"borrowed"}
+    # the thermal resistance as the built-in profiles derive a die without temperature data: R_th x TDP
+    # held (an MI355X at 1400 W on the MI300X's 750 W R_th had sat at its slowdown temperature)
+    th = load_profile("h100-sxm-80gb").thermal
+    assert raw["thermal"]["r_th_c_per_w"] == pytest.approx(th.r_th_c_per_w * 700 / 400)
+    assert raw["thermal"]["tau_s"] == pytest.approx(th.tau_s)
 
 
 def test_a_gpu_outside_the_catalog_is_named_by_its_model_token_in_rank_lines(tmp_path):
@@ -326,3 +331,19 @@ def test_more_nic_bandwidth_per_gpu_than_pcie_carries_needs_the_host_link(tmp_pa
     assert e.value.field == "inter_node.nics_per_node"
     capped = load_cluster(_write(tmp_path, "d.yaml", many))
     assert capped.node_nic_bytes_per_s == pytest.approx(8 * 64e9)
+
+
+def test_a_borrowed_base_says_what_it_cannot_price_on_the_new_gpu():
+    """calibrate fit --base without measurements: an MI355X on the H100's profile had been priced with
+    cuBLAS's efficiencies (MFU 58% against 45% on the MI300X's) in silence; a Blackwell part on the L40S's
+    profile was refused at predict time for the cuDNN attention its Transformer Engine stacks run by
+    default; an fp8 peak without a GEMM fit left --precision fp8 refused without a word at fit time."""
+    from costmodel.fit.assembly import borrowed_gaps
+    from costmodel.specs import load_profile
+    h100, l40s = load_profile("h100-sxm-80gb").raw, load_profile("l40s").raw
+    amd = borrowed_gaps(h100, h100, load_gpu("mi300x"), "h100.yaml")
+    assert any("fitted on NVIDIA's H100-SXM-80GB" in w and "another vendor's kernel libraries" in w for w in amd), amd
+    assert borrowed_gaps(h100, h100, load_gpu("h100-sxm-80gb"), "h100.yaml") == []
+    b200 = borrowed_gaps(l40s, l40s, load_gpu("b200-sxm-180gb"), "l40s.yaml")
+    assert any(w.startswith("attention.kernels.cudnn: the megatron and nemo stacks run") for w in b200), b200
+    assert any(w.startswith("gemm.fp4: B200") for w in b200), b200
