@@ -609,12 +609,20 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling, hot)[2])).reshape(-1)[at]
 
     # the GPUs the heat can hold: those above the slowdown temperature with every GPU at its top clock
-    # (a GPU that slows only cools the others)
+    # (a GPU that slows only cools the others); then those of them that stay below it on their own clock
+    # beside the throttled rest run free and wait (its own power raises a GPU's junction by R_th r_j per
+    # W and its inlet not at all: costmodel.thermal), until the set holds
     hot = (temps_of(clock_max, np.zeros(len(ranks), dtype=bool)) > slow + 1e-6) & ~slow_rank
-    eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
-    hot &= eff[stage_of] < clock_max[stage_of] - 1e-6
+    r_own = th.r_th_c_per_w * np.asarray(cool.r_th_scale, dtype=np.float64)[slots]
+    for _ in range(len(ranks) + 1):
+        eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
+        state, mates, p_rank = states(eff, hot)
+        free_t = temps_of(eff, hot) + r_own * (mates.avg_power_w[stage_of] - state.avg_power_w[stage_of])
+        keep = hot & (eff[stage_of] < clock_max[stage_of] - 1e-6) & (free_t > slow + 1e-6)
+        if np.array_equal(keep, hot):
+            break
+        hot = keep
     throttled = bool(hot.any())
-    state, mates, p_rank = states(eff, hot)
     p_nodes = by_node(p_rank)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]
     warm = None

@@ -216,11 +216,12 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
             if len(caps) < 2 else
             f"the {'/'.join(str(c) for c in caps)} W limits the compute kernels draw up to "
             f"{rec['compute_power_w']:.0f} W and the slowest stage's run at {mhz}")
-    hot = [g for g in rec.get("per_gpu") or [] if g.get("throttled")]
+    hot = sorted((g for g in rec.get("per_gpu") or [] if g.get("throttled")),
+                 key=lambda g: (-round(g["temp_c"], 1), g["node"], g["slot"]))
     # a GPU at its slowdown temperature lowers its clock below what the power limit leaves: the heat,
     # not the watts, holds the step (costmodel.energy's thermal clocks)
-    lead = (f"thermally throttled: GPU {hot[0]['node']}:{hot[0]['slot']} at {hot[0]['temp_c']:.0f} C holds its "
-            f"stage's clock down (and the synchronous step with it); under" if hot else "power-limited: under")
+    lead = (f"thermally throttled: GPU {hot[0]['node']}:{hot[0]['slot']} at {hot[0]['temp_c']:.0f} C sets its "
+            f"stage's pace (and the synchronous step's); under" if hot else "power-limited: under")
     return (f"{lead} {said}: {rec['step_time_s']:.3f} s per step, against "
             f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown)")
 

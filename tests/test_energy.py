@@ -479,3 +479,16 @@ def test_a_hot_gpu_slows_alone_while_its_stage_mates_wait_at_their_own_clock(h20
     assert node0[7]["temp_c"] == pytest.approx(c.gpu.slowdown_temp_c, abs=0.05)
     assert hot.step_time_s > 1.1 * cool.step_time_s
     assert hot.energy_j_per_step > cool.energy_j_per_step
+
+
+def test_only_the_gpus_past_their_slowdown_on_their_own_clock_throttle(h200):
+    """paper-h200 at a 58 C inlet: the rear row throttles at 89 C; the front row, at 87 C on its own clock,
+    does not (it had been slowed with its stage to 84 C and counted throttled)."""
+    c, p = h200
+    lay = dict(BASE, tp=2, pp=4, cp=2, dp=1, vp=2)
+    rows = predict_run(L70, R, c, p, lay, inlet_temp_c=58.0).energy.per_gpu
+    node0 = sorted((g for g in rows if g["node"] == 0), key=lambda g: g["slot"])
+    assert [g["throttled"] for g in node0] == [False] * 4 + [True] * 4
+    assert all(g["temp_c"] < c.gpu.slowdown_temp_c - 0.5 for g in node0[:4])
+    assert all(g["temp_c"] == pytest.approx(c.gpu.slowdown_temp_c, abs=0.05) for g in node0[4:])
+    assert node0[0]["sm_clock_mhz"] > node0[4]["sm_clock_mhz"] + 100
