@@ -47,7 +47,7 @@ def test_a_section_whose_every_record_is_bad_stops_the_fit(tmp_path):
 
 def test_suite_data_of_another_gpu_than_the_cluster_s_is_refused(tmp_path):
     f = write_jsonl(tmp_path / "a100.jsonl", [provenance(gpu_name="NVIDIA A100-SXM4-80GB"), _gemm()])
-    rc, so, se = cli("calibrate", "fit", str(f), str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8", 
+    rc, so, se = cli("calibrate", "fit", str(f), str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
                      "-o", str(tmp_path / "p.yaml"))
     assert rc == 2 and "measured on 'NVIDIA A100-SXM4-80GB' (a100-sxm-80gb), but the profile is for h100-sxm-80gb" in se
 
