@@ -46,11 +46,17 @@ CONFIG = typer.Option(None, "--config", help="The run's own configuration (NeMo 
 def stack_defaults_note(path: str, recipe, recipe_flags: dict, is_moe: bool) -> str:
     """The note ``predict --config`` prints of the recipe switches neither the file nor a flag set
     (``recipe_flags``: switch name -> value or None): the values the stack's defaults gave ``recipe``
-    (costmodel/stacks.py), MoE switches only for an MoE model and the fp8 recipe only in fp8.  Empty
-    when every switch was set."""
-    from ..stacks import RECIPE_SWITCHES
+    (costmodel/stacks.py), MoE switches only for an MoE model, the fp8 recipe only in fp8, the fp8
+    parameter gathers and the BF16 edge layers only in a low-precision format and the recompute modules only on a stack whose
+    selective recomputation takes them (not torchtitan's per-op checkpointing).  Empty when every
+    switch was set."""
+    from ..formats import gemm_format
+    from ..stacks import RECIPE_SWITCHES, get_stack
+    low = gemm_format(recipe.precision).low
+    applies = {"fp8_recipe": recipe.precision == "fp8", "fp8_param_gather": low, "bf16_edge_layers": low,
+               "recompute_modules": get_stack(recipe.stack).selective_recompute != "op-sac"}
     left = [w for w in RECIPE_SWITCHES if (recipe_flags or {}).get(w.name) is None and (is_moe or not w.moe)
-            and (w.name != "fp8_recipe" or recipe.precision == "fp8")]
+            and applies.get(w.name, True)]
     if not left:
         return ""
     vals = ", ".join(f"{w.name}={getattr(recipe, w.name)!r}" for w in left)

@@ -32,15 +32,22 @@ def test_nemo_launcher_config_sets_layout_batch_and_world():
 def test_predict_config_names_the_stack_defaults_it_assumed():
     """The NeMo launcher's Llama 3 8B sets flash attention, the DP overlap, no TP-comm overlap and the fused
     cross-entropy; what it leaves (the optimizer, the attention kernel, ...) comes from NeMo's defaults,
-    and predict says which, with their values; a flag given is not listed, nor the fp8 recipe of a bf16
-    run or the MoE switches of a dense model."""
+    and predict says which, with their values; a flag given is not listed, nor the fp8 recipe, fp8
+    parameter gathers or BF16 edge layers of a bf16 run, the MoE switches of a dense model or the recompute
+    modules of torchtitan's per-op checkpointing."""
     p = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", str(NEMO), "--optimizer", "lionw")
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stderr.splitlines() if "defaults:" in ln)
     assert "nemo's defaults:" in line and "attention_kernel='cudnn'" in line
     # the file's cross_entropy_loss_fusion: true is read, not defaulted
-    for absent in ("optimizer=", "flash_attention=", "tp_comm_overlap=", "fp8_recipe=", "moe_", "cross_entropy="):
+    # nor settings that do not apply to a bf16 run (the fp8 gathers, the BF16 edge layers)
+    for absent in ("optimizer=", "flash_attention=", "tp_comm_overlap=", "fp8_recipe=", "moe_", "cross_entropy=",
+                   "fp8_param_gather=", "bf16_edge_layers="):
         assert absent not in line, absent
+    # torchtitan's per-op checkpointing takes no recompute modules: not listed as a default
+    q = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "8", "--config", str(TITAN))
+    tt = next(ln for ln in q.stderr.splitlines() if "defaults:" in ln)
+    assert "torchtitan's defaults:" in tt and "recompute_modules=" not in tt and "attention_kernel='fa2'" in tt
 
 
 def test_torchtitan_toml_takes_fsdp_and_local_batch_times_dp():
