@@ -398,9 +398,10 @@ def non_dominated(front) -> list:
     return out
 
 
-def plot_pareto(front, path: str, title: str, chosen=None) -> None:
+def plot_pareto(front, path: str, title: str, chosen=None, node_power: bool = False) -> None:
     """Write the Pareto front as a PNG (matplotlib, the [plot] extra): the non-dominated points
-    (:func:`non_dominated`), and ``chosen`` (a solution with step_time_s and energy_j) marked.
+    (:func:`non_dominated`), and ``chosen`` (a solution with step_time_s and energy_j) marked; the energy
+    axis says what the ILP counted (``node_power``: the nodes' non-GPU power too, else the GPUs only).
 
     Raises:
         InputError: matplotlib is not installed, or the file cannot be written.
@@ -423,7 +424,7 @@ def plot_pareto(front, path: str, title: str, chosen=None) -> None:
                 label=f"chosen ({chosen.layout_name})")
         ax.legend(fontsize=7)
     ax.set_xlabel("step time (s)")
-    ax.set_ylabel("energy per step (kJ)")
+    ax.set_ylabel("energy per step (kJ, " + ("GPUs and nodes)" if node_power else "GPUs only)"))
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     from .files import write_atomically

@@ -599,7 +599,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                                   "layout": f.layout_name, "caps_w": list(f.caps_w), "layers": list(f.layers)}
                                  for T, E, f in front]
         if plot and front is not None:
-            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol,
+                               node_power=bool(node_power))
         if fmt is not None:         # as in time mode: the launch text only when --format asks for it
             title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)
             summary["launch"] = dict(format=fmt, title=title, text=text)
@@ -639,7 +640,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     if front is not None:
         out.print(report.pareto_table(front, node_power))
         if plot:
-            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol)
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol,
+                               node_power=bool(node_power))
             out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
     title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)

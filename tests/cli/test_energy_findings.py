@@ -75,3 +75,18 @@ def test_a_node_power_budget_is_kept_by_the_caps_set():
             per_node[n] = per_node.get(n, 0.0) + st["cap_w"] * len(st["slots"])
     assert per_node and max(per_node.values()) <= 4000.0 * (1 + 1e-6)
     assert max(st["cap_w"] for st in d["stages"]) == 500.0
+
+
+def test_the_pareto_plot_says_what_its_energy_counts(tmp_path, monkeypatch):
+    """The table says whether the energy is the GPUs' only or the nodes' too; the plot's axis had said
+    'energy per step (kJ)' either way."""
+    pytest.importorskip("matplotlib")
+    from types import SimpleNamespace
+    from matplotlib.axes import Axes
+    from costmodel.report import plot_pareto
+    labels = []
+    monkeypatch.setattr(Axes, "set_ylabel", lambda self, text, *a, **k: labels.append(text))
+    front = [(1.0, 2000.0, SimpleNamespace()), (2.0, 1000.0, SimpleNamespace())]
+    plot_pareto(front, str(tmp_path / "a.png"), "t", node_power=True)
+    plot_pareto(front, str(tmp_path / "b.png"), "t")
+    assert labels == ["energy per step (kJ, GPUs and nodes)", "energy per step (kJ, GPUs only)"]
