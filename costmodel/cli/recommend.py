@@ -47,7 +47,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               node_power: Optional[bool] = typer.Option(None, "--node-power/--no-node-power", help="Count the nodes' non-GPU power (CPUs, NICs, switches, fans) in the energy (default: on for --objective energy and edp)."),
               max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
               inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Cooling inlet temperature, C (default: the cluster's)."),
-              step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Allow step time up to (1 + slack) x the fastest under the limits."),
+              step_time_slack: Optional[float] = typer.Option(None, "--step-time-slack", help="Energy or edp objective: allow a step up to (1 + slack) x the fastest under the same limits "
+                                                                "(default: no bound; above 1 allowed)."),
               pareto: bool = typer.Option(False, "--pareto", help="Print the time-energy Pareto front."),
               plot: Optional[str] = typer.Option(None, "--plot", help="With --pareto: write the front as a PNG (needs the [plot] extra)."),
               solver: Optional[str] = typer.Option(None, "--solver", help="ILP solver: cbc (the default) or highs (needs the highspy package)."),
