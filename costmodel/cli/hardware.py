@@ -19,10 +19,11 @@ def _tier_text(t: dict) -> str:
 
 def _gpu_record(key: str) -> dict:
     """One GPU (a catalog name or a GPU file): datasheet values, the fitted profile's headline numbers,
-    power/thermal provenance."""
+    power/thermal provenance; ``gpu`` the key a cluster record's ``gpu`` names, ``path`` its file."""
     g = load_gpu(key, flag="--gpu")
     pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
-    rec = dict(gpu=key, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
+    # ``gpu`` is the key a cluster record names it by (a GPU file's stem), ``path`` the file read
+    rec = dict(gpu=g.key, path=g.path or None, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
                peak_fp8_tflops=g.peak_flops["fp8"] / 1e12 if "fp8" in g.peak_flops else None,
                peak_fp4_tflops=g.peak_flops["fp4"] / 1e12 if "fp4" in g.peak_flops else None,
                hbm_gib=g.capacity_bytes / 2**30, hbm_tb_per_s=g.hbm_bytes_per_s / 1e12, tdp_w=g.tdp_w,

@@ -190,7 +190,9 @@ def test_hardware_shows_one_s_own_cluster_file_as_the_model_reads_it(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert [c["cluster"] for c in d["clusters"]] == [cl] and d["clusters"][0]["nodes"] == 4
-    assert [g["gpu"] for g in d["gpus"]] == [gpu] and d["gpus"][0]["name"] == "MY-H100"
+    # the GPU by the key its cluster names it with (the file's stem), its file beside it: a script joins them
+    assert [g["gpu"] for g in d["gpus"]] == ["my-h100"] == [d["clusters"][0]["gpu"]] and d["gpus"][0]["path"] == gpu
+    assert d["gpus"][0]["name"] == "MY-H100"
     assert d["gpus"][0]["profile"] is None            # no built-in profile for a GPU of one's own
     assert [g["gpu"] for g in json.loads(run("hardware", "--gpu", "h100-sxm-80gb", "--json").stdout)["gpus"]] == [
         "h100-sxm-80gb"]
