@@ -522,8 +522,8 @@ def profile_notes(profile, cluster: ClusterSpec) -> list:
     if g.hbm_cuda_bytes is None:
         # vendors quote binary gigabytes in decimal units: the datasheet figure read as decimal is a floor
         out.append(f"{g.path or g.key} gives no hbm_cuda_total: the memory limit is its datasheet capacity read as "
-                   f"{g.hbm_bytes / 2**30:.1f} GiB, below what CUDA exposes (an 'H100 80GB' shows 81,106 MiB, 79.2 "
-                   "GiB): give nvidia-smi's FB memory Total less Reserved as hbm_cuda_total")
+                   f"{g.hbm_bytes / 2**30:.1f} GiB, which may differ from what CUDA exposes (an 'H100 80GB' shows "
+                   "81,106 MiB, 79.2 GiB): give nvidia-smi's FB memory Total less Reserved as hbm_cuda_total")
     return out
 
 
