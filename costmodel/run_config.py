@@ -52,6 +52,7 @@ import yaml
 
 from .config_keys import one_edit_apart, read_checked, track
 from .errors import InputError
+from .launch_script import is_launch_script, launch_script_error
 from .formats import TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
 from .specs.loading import yaml_error_text, yaml_load
@@ -611,6 +612,8 @@ def read_run_config(path) -> RunConfig:
         text = read_text(p)
     except UnicodeDecodeError as e:
         raise InputError(path, "", f"not a UTF-8 text file (byte {e.start}: {e.reason})") from None
+    if is_launch_script(str(path), text):
+        raise launch_script_error(str(path), text)
     if p.suffix.lower() == ".toml":
         if sys.version_info >= (3, 11):
             import tomllib

@@ -561,3 +561,19 @@ def test_bridge_keys_megatron_bridge_would_skip_are_said(tmp_path):
                for n in cfg.notes)
     assert any("mixed_precision.dtype: not a MixedPrecisionConfig field" in n for n in cfg.notes)
     assert not any("mixed_precision.bf16" in n for n in cfg.notes)
+
+
+def test_a_megatron_launch_script_is_refused_naming_the_flags_for_its_arguments(tmp_path):
+    """Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh given as --config had been refused as a
+    YAML without a model: section; a launch script is not read, but its argument names say the flags."""
+    text = ("#!/bin/bash\nGPT_ARGS=(--num-layers 96 --seq-length 2048)\n"
+            "PAR=(--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16)\n"
+            "TRAIN=(--micro-batch-size 1 --global-batch-size 1536 --bf16)\n"
+            "torchrun $DIST pretrain_gpt.py ${GPT_ARGS[@]} ${PAR[@]} ${TRAIN[@]}\n")
+    with pytest.raises(InputError, match=r"a shell launch script, which --config does not read .*"
+                       r"\(--tp 8 --pp 16 --mbs 1 --gbs 1536 --seq-len 2048\)"):
+        _read(tmp_path, "train.sh", text)
+    with pytest.raises(InputError, match="a shell launch script"):     # whatever its name
+        _read(tmp_path, "train.yaml", text.replace("#!/bin/bash\n", ""))
+    # a NeMo YAML that mentions the trainer script in a comment is still read as YAML
+    assert _read(tmp_path, "n.yaml", "# run with pretrain_gpt.py via torchrun\n" + NEMO.format(extra="")).layout["ep"] == 8
