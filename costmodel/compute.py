@@ -485,7 +485,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     # rotary embedding on Q and K (MLA: only their rotary parts, one shared rotary key)
     rope_w = (model.num_heads * model.qk_rope_head_dim / tp + model.qk_rope_head_dim if model.is_mla
               else (q + kv) / tp)
-    rope_b = 0 if model.learned_positions else (EAGER_ROPE_BYTES if eager else FUSED_ROPE_BYTES) * rope_w * tok
+    # NoPE layers (Llama 4's every fourth) apply none: the mean layer carries the rotary layers' share
+    rope_b = 0 if model.learned_positions else ((EAGER_ROPE_BYTES if eager else FUSED_ROPE_BYTES) * rope_w * tok
+                                                * (1.0 - len(model.nope_layer_indices) / model.num_layers))
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
     perm_s = 0.0

@@ -452,6 +452,24 @@ def _thermal_clocks(ceilings, stage_of, temps_of, slow: float) -> np.ndarray:
     return eff
 
 
+def _heat_held(clock_max, stage_of, slow_rank, r_own, slow: float, states, temps_of):
+    """(mask of the listed GPUs the heat holds, per-stage clock ceilings, ``states(ceilings, mask)``): those
+    above the slowdown temperature ``slow`` with every GPU at ``clock_max`` (derated ones, ``slow_rank``,
+    set their pace already), less those that stay below it on their own clock beside the throttled rest
+    (a GPU's own power raises its junction by ``r_own`` C/W and its inlet not at all: costmodel.thermal)
+    and run free and wait; the set only shrinks, so it settles within one pass per GPU."""
+    hot = (temps_of(clock_max, np.zeros(len(stage_of), dtype=bool)) > slow + 1e-6) & ~slow_rank
+    for _ in range(len(stage_of) + 1):
+        eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
+        st = states(eff, hot)
+        free_t = temps_of(eff, hot) + r_own * (st[1].avg_power_w[stage_of] - st[0].avg_power_w[stage_of])
+        keep = hot & (eff[stage_of] < clock_max[stage_of] - 1e-6) & (free_t > slow + 1e-6)
+        if np.array_equal(keep, hot):
+            break
+        hot = keep
+    return hot, eff, st
+
+
 def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
     """``derate``: (node, slot) -> SM clock in MHz pinned on that GPU (HW slowdown, power brake, a
     what-if straggler).
@@ -608,20 +626,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     def temps_of(ceiling, hot):
         return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling, hot)[2])).reshape(-1)[at]
 
-    # the GPUs the heat can hold: those above the slowdown temperature with every GPU at its top clock
-    # (a GPU that slows only cools the others); then those of them that stay below it on their own clock
-    # beside the throttled rest run free and wait (its own power raises a GPU's junction by R_th r_j per
-    # W and its inlet not at all: costmodel.thermal), until the set holds
-    hot = (temps_of(clock_max, np.zeros(len(ranks), dtype=bool)) > slow + 1e-6) & ~slow_rank
     r_own = th.r_th_c_per_w * np.asarray(cool.r_th_scale, dtype=np.float64)[slots]
-    for _ in range(len(ranks) + 1):
-        eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
-        state, mates, p_rank = states(eff, hot)
-        free_t = temps_of(eff, hot) + r_own * (mates.avg_power_w[stage_of] - state.avg_power_w[stage_of])
-        keep = hot & (eff[stage_of] < clock_max[stage_of] - 1e-6) & (free_t > slow + 1e-6)
-        if np.array_equal(keep, hot):
-            break
-        hot = keep
+    hot, eff, (state, mates, p_rank) = _heat_held(clock_max, stage_of, slow_rank, r_own, slow, states, temps_of)
     throttled = bool(hot.any())
     p_nodes = by_node(p_rank)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]

@@ -201,12 +201,16 @@ def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, laye
 
 def _attention_launch_notes(model: ModelSpec, recipe: Recipe) -> list:
     """What a Megatron-LM launch cannot set of the attention priced: sliding-window layers whose places a
-    hand-built model does not give (costmodel.megatron_structure prints no window then), and Llama 4's
-    chunked local attention, which Megatron-LM lacks (its run attends over the whole sequence)."""
+    hand-built model does not give (costmodel.megatron_structure prints no window then), Llama 4's
+    L2 Q/K norm, which Megatron-LM applies on its NoPE layers too, and its chunked local attention, which
+    Megatron-LM lacks (its run attends over the whole sequence)."""
     out = []
     if model.sliding_window and 0 < model.sliding_layers < model.num_layers and not model.sliding_layer_indices:
         out.append(f"the prediction priced {model.sliding_layers} sliding-window layers whose places the model "
                    "does not say: set --window-size and --window-attn-skip-freq for them, or the run attends fully")
+    if model.qk_l2_norm and model.nope_layer_indices:
+        out.append(f"Megatron-LM's --qk-l2-norm normalises Q and K on every layer, {model.name} on its RoPE "
+                   "layers only")
     if model.chunked_layers and model.attention_chunk and recipe.seq_len > model.attention_chunk:
         out.append(f"Megatron-LM has no chunked local attention: its {model.chunked_layers} chunked layers attend over "
                    f"the whole sequence, where the prediction priced {model.attention_chunk}-token chunks")

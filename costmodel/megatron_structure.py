@@ -19,7 +19,8 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     sliding-window attention (--window-size, default none: full attention; --window-attn-skip-freq, a
     pattern of 1 (window) and 0 (full), default every layer; megatron/core/transformer/utils.py
     is_layer_window_attention; none for a hand-built spec that windows some layers without saying
-    which).  The
+    which), layers without rotary embedding (--no-rope-freq, default none) and a weightless L2 Q/K norm
+    (--qk-l2-norm; Llama 4's).  The
     arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
     a = []
@@ -55,6 +56,11 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
         a.append(f"--window-size \"({model.sliding_window - 1},0)\"")
         if not every:
             a.append(f"--window-attn-skip-freq {_window_skip_freq(model.sliding_layer_indices, model.num_layers)}")
+    if model.nope_layer_indices:
+        # Megatron's pattern marks 1 the layers without RoPE (transformer_config.py no_rope_freq)
+        a.append(f"--no-rope-freq {_window_skip_freq_like(model.nope_layer_indices, model.num_layers)}")
+    if model.qk_l2_norm:
+        a.append("--qk-l2-norm")
     if model.is_mla:
         a.append("--multi-latent-attention" + (f" --q-lora-rank {model.q_lora_rank}" if model.q_lora_rank else "")
                  + f" --kv-lora-rank {model.kv_lora_rank} --qk-head-dim {model.head_dim} --qk-pos-emb-head-dim "
@@ -98,6 +104,16 @@ def router_notes(model: ModelSpec) -> list[str]:
     if r.score_function != "softmax" and not r.renormalised and model.topk > 1:
         return [f"Megatron renormalises sigmoid weights over the top {model.topk}; {model.name}'s router does not"]
     return []
+
+
+def _window_skip_freq_like(marked, layers: int) -> str:
+    """Megatron's period form N of the 0-indexed ``marked`` layers where layer_number % N == 0 marks one
+    (--no-rope-freq 4: the fourth, eighth, ... layers), else the quoted 1/0 pattern."""
+    at = set(marked)
+    for n in range(2, layers + 1):
+        if at == {i for i in range(layers) if (i + 1) % n == 0}:
+            return str(n)
+    return f"\"{_layer_pattern([int(i in at) for i in range(layers)])}\""
 
 
 def _window_skip_freq(sliding_at, layers: int) -> str:

@@ -98,3 +98,28 @@ def test_what_megatron_cannot_reproduce_is_said_at_the_end():
     sig = dataclasses.replace(load_model("deepseek-v3"), router=RouterSpec("sigmoid", False, 1.0, True, False))
     assert "does not" in router_notes(sig)[0]
     assert router_notes(load_model("deepseek-v3")) == router_notes(load_model("llama3-8b")) == []
+
+
+def test_llama4_nope_layers_and_l2_qk_norm_are_read_and_launched():
+    """Llama 4 Scout: every fourth layer applies no rotary embedding and the others an L2 norm of Q and K
+    (HF Llama4TextConfig no_rope_layers, use_qk_norm; modeling_llama4.py).  Megatron-LM defaults to RoPE on
+    every layer and no Q/K norm: its arguments say --no-rope-freq 4 --qk-l2-norm, and a comment that
+    Megatron-LM's norm covers the NoPE layers too; the NoPE layers' rotary kernels are not priced."""
+    from costmodel.compute import compute_times
+    from costmodel.layouts import LayoutTable
+    from costmodel.specs import load_cluster, load_profile
+    m = load_model("llama4-scout")
+    assert m.nope_layer_indices == tuple(range(3, 48, 4)) and m.qk_l2_norm
+    a = router_args(m)
+    r = stack_recipe(get_stack("megatron"), 64, 8192, "bf16", moe_dispatcher="alltoall")
+    text = launch_settings(LAY, m, r, fmt="megatron")[1]
+    assert "--no-rope-freq 4 " in text and "--qk-l2-norm " in text and a[-1] == "--moe-apply-probs-on-input"
+    assert "--qk-l2-norm normalises Q and K on every layer, llama4-scout on its RoPE layers only" in text
+    plain = load_model("llama3-8b")
+    assert plain.nope_layer_indices == () and not plain.qk_l2_norm and "--no-rope-freq" not in \
+        launch_settings(dict(LAY, ep=1), plain, r, fmt="megatron")[1]
+    c = load_cluster("dgx-h100")
+    p, t = load_profile(c.gpu.key), LayoutTable.from_rows([dict(LAY, ep=1)])
+    every = dataclasses.replace(m, nope_layer_indices=())
+    ew, ew_all = compute_times(m, r, c, p, t).layer_ew_fwd_s, compute_times(every, r, c, p, t).layer_ew_fwd_s
+    assert float(ew[0]) < float(ew_all[0])

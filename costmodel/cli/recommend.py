@@ -114,12 +114,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     if runs[0].energy is not None and unfitted:     # the ranking's steps are under the limit
         print(f"costmodel: note: {unfitted}", file=sys.stderr)
     best = report.run_record(runs[0])
-    if best.get("node_over_budget"):
-        # the time objective prices the TDP; the ILP keeps the caps a node's rating allows
-        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above the "
-              f"{best['node_gpu_budget_w'] / 1e3:.2f} kW {c.key}'s rating leaves them (less its non-GPU power): the "
-              f"node's power capping would slow it; recommend --node-power-kw {best['node_gpu_budget_w'] / 1e3:.2f} "
-              "searches power caps that fit", file=sys.stderr)
+    _note_over_budget(best, c)
     if as_json:
         # the first ``top`` layouts of the time model, ranked by the step under the power limit; each
         # record is predict's for its layout, so the two commands' keys mean one thing
@@ -155,6 +150,16 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     out.print("[bold]The same prediction from predict:[/bold]")
     out.print(predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]), conditions=cond),
               markup=False, highlight=False, soft_wrap=True)
+
+
+def _note_over_budget(best: dict, c) -> None:
+    """Say on stderr when the time answer's GPUs (``best``, a run record) peak above a node's power
+    rating: the time objective prices the TDP; the ILP keeps the caps a node's rating allows."""
+    if best.get("node_over_budget"):
+        kw = best["node_gpu_budget_w"] / 1e3
+        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above the "
+              f"{kw:.2f} kW {c.key}'s rating leaves them (less its non-GPU power): the node's power capping would "
+              f"slow it; recommend --node-power-kw {kw:.2f} searches power caps that fit", file=sys.stderr)
 
 
 #: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the

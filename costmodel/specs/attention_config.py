@@ -1,5 +1,5 @@
 """Attention twists of a Hugging Face config that change which keys a query sees or how its scores are
-formed: sliding windows, Llama 4's chunked local attention, Gemma 2's soft-capped scores (each as the
+formed: sliding windows, Llama 4's chunked local attention and NoPE layers, Gemma 2's soft-capped scores (each as the
 family's HF modeling code applies it)."""
 from __future__ import annotations
 
@@ -45,31 +45,32 @@ def sliding_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
     return dict(sliding_window=win, sliding_layers=len(at), sliding_layer_indices=() if len(at) == layers else at)
 
 
-def chunked_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
-    """Llama 4's chunked local attention: with ``attention_chunk_size`` C set, the layers
-    ``no_rope_layers`` marks 1 (RoPE layers; HF Llama4TextConfig's default: every layer but each
-    ``no_rope_layer_interval``-th, 4) attend within their C-token chunk, the NoPE layers globally
-    (HF modeling_llama4.py); ``layer_types`` ``chunked_attention`` entries where given.  {} for other
-    families and without a chunk size.
+def llama4_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
+    """Llama 4's attention twists (HF modeling_llama4.py, Llama4TextConfig): ``no_rope_layers`` marks 1
+    (RoPE layers; its default: every layer but each ``no_rope_layer_interval``-th, 4) and 0 (NoPE layers,
+    no rotary embedding: ``nope_layer_indices``, 0-indexed); with ``attention_chunk_size`` C set, the RoPE
+    layers attend within their C-token chunk, the NoPE layers globally (``layer_types``
+    ``chunked_attention`` entries where given); ``use_qk_norm`` (default true) a weightless L2 norm of Q
+    and K on the RoPE layers (Llama4TextL2Norm, built where ``use_qk_norm and use_rope``).  {} for other
+    families.
 
     Raises:
         InputError: ``no_rope_layers`` of the wrong length or not 0/1.
     """
-    chunk = _get_int(d, ("attention_chunk_size",), w, required=False, default=0, minimum=0)
-    if model_type != "llama4_text" or not chunk:
+    if model_type != "llama4_text":
         return {}
+    chunk = _get_int(d, ("attention_chunk_size",), w, required=False, default=0, minimum=0)
+    nrl = d.get("no_rope_layers")
+    if not nrl:
+        interval = _get_int(d, ("no_rope_layer_interval",), w, required=False, default=4)
+        nrl = [int((i + 1) % interval != 0) for i in range(layers)]
+    if not isinstance(nrl, list) or len(nrl) != layers or any(x not in (0, 1) for x in nrl):
+        raise InputError(w, "no_rope_layers", f"expected {layers} entries of 0 or 1")
     lt = d.get("layer_types")
-    if isinstance(lt, list):
-        n = sum(1 for x in lt if x == "chunked_attention")
-    else:
-        nrl = d.get("no_rope_layers")
-        if not nrl:
-            interval = _get_int(d, ("no_rope_layer_interval",), w, required=False, default=4)
-            nrl = [int((i + 1) % interval != 0) for i in range(layers)]
-        if not isinstance(nrl, list) or len(nrl) != layers or any(x not in (0, 1) for x in nrl):
-            raise InputError(w, "no_rope_layers", f"expected {layers} entries of 0 or 1")
-        n = sum(nrl)
-    return dict(attention_chunk=chunk, chunked_layers=n) if n else {}
+    n = (sum(1 for x in lt if x == "chunked_attention") if isinstance(lt, list) else sum(nrl)) if chunk else 0
+    out = dict(nope_layer_indices=tuple(i for i, x in enumerate(nrl) if x == 0),
+               qk_l2_norm=bool(d.get("use_qk_norm", True)))
+    return dict(out, attention_chunk=chunk, chunked_layers=n) if n else out
 
 
 def softcap(d: dict, w: str) -> float:

@@ -77,6 +77,9 @@ class ModelSpec:
         family: the file's Hugging Face ``model_type`` ('' for a catalog file that states its
             architecture itself with ``_gated``); :func:`costmodel.specs.model_config.known_family`
             says whether the reader knows its twists (Qwen's Q/K/V biases, Qwen3's Q/K norms...).
+        nope_layer_indices: the layers (0-indexed) whose attention applies no rotary embedding (Llama 4's
+            every fourth, HF ``no_rope_layers`` 0); () where every layer rotates.
+        qk_l2_norm: a weightless L2 norm of Q and K on the rotary layers (Llama 4's ``use_qk_norm``).
         router: how the MoE router weights a token's experts (costmodel.specs.router_config): softmax or
             sigmoid, renormalised or not, scaled, with an expert bias; priced alike, set at launch.
         pipeline_rank_layers: transformer layers on each pipeline rank where a run places them itself
@@ -130,6 +133,8 @@ class ModelSpec:
     pipeline_rank_layers: tuple = ()
     attn_softcap: float = 0.0
     router: RouterSpec = RouterSpec()
+    nope_layer_indices: tuple = ()
+    qk_l2_norm: bool = False
 
     # ------------------------------------------------------------------ shape
     @property

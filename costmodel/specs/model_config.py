@@ -36,7 +36,7 @@ from .hf_model_types import HF_MODEL_TYPES, NON_DECODER_KEYS, NON_DECODER_TYPES
 from .router_config import router_spec
 from .loading import _get_int
 from .model import ModelSpec, checked_count, dense_layer_fields
-from .attention_config import chunked_attention, sliding_attention, softcap
+from .attention_config import llama4_attention, sliding_attention, softcap
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                 "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
@@ -516,7 +516,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         o_bias=model_type not in ("qwen2", "qwen2_moe", "glm4_moe") and bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), layer_norms=4 if model_type in ("gemma2", "gemma3_text") else 2,
         **sliding_attention(d, w, model_type, layers), **mla,
-        **_routing_groups(d, w, experts, topk), **chunked_attention(d, w, model_type, layers),
+        **_routing_groups(d, w, experts, topk), **llama4_attention(d, w, model_type, layers),
         attn_softcap=softcap(d, w), router=router_spec(d, w, model_type, experts)), d.get("_params_published"), w)
 
 
