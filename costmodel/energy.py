@@ -17,12 +17,11 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
 4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G, unless a
    device order on that node (``CUDA_VISIBLE_DEVICES``, as recommend prints it) puts local rank
    r % G on another slot.  Steady
-   temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles
-   until it holds (every kernel's clock on that GPU, down to the HW-slowdown clock), which sets its
-   stage's pace; its stage-mates, cooler, run at their own clock and wait for it in their
-   collectives at the waiting power (thermal slowdown is per device, as a derated GPU is); the
-   slowest stage sets the step for all.  The fixed point of (ceilings -> times -> powers ->
-   temperatures -> ceilings) is iterated to convergence.
+   temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles until
+   it holds (every kernel's clock on that GPU, down to the HW-slowdown clock), setting its stage's pace;
+   cooler stage-mates run at their own clock and wait for it at the waiting power (slowdown is per
+   device, as a derate is); the slowest stage sets the step.  The fixed point of (ceilings -> times ->
+   powers -> temperatures -> ceilings) is iterated to convergence.
 
 Units: seconds, W, J, C.  Reporting metrics: tokens per joule, and the seed characterization's
 samples/(s MJ) = (samples per second) / (energy per step in MJ).
@@ -454,16 +453,17 @@ def _thermal_clocks(ceilings, stage_of, temps_of, slow: float) -> np.ndarray:
 
 def _heat_held(clock_max, stage_of, slow_rank, r_own, slow: float, states, temps_of):
     """(mask of the listed GPUs the heat holds, per-stage clock ceilings, ``states(ceilings, mask)``): those
-    above the slowdown temperature ``slow`` with every GPU at ``clock_max`` (derated ones, ``slow_rank``,
-    set their pace already), less those that stay below it on their own clock beside the throttled rest
-    (a GPU's own power raises its junction by ``r_own`` C/W and its inlet not at all: costmodel.thermal)
-    and run free and wait; the set only shrinks, so it settles within one pass per GPU."""
+    above the slowdown temperature ``slow`` with every GPU at ``clock_max`` (derated ones, ``slow_rank``, set
+    their pace already), less those below it on their own clock beside the rest (a GPU's own power raises its
+    junction by ``r_own`` C/W, costmodel.thermal), which run free and wait; the set only shrinks."""
     hot = (temps_of(clock_max, np.zeros(len(stage_of), dtype=bool)) > slow + 1e-6) & ~slow_rank
     for _ in range(len(stage_of) + 1):
-        eff = _thermal_clocks(clock_max, stage_of, lambda c: temps_of(c, hot), slow)
+        # a stage's ceiling answers to the GPUs that run at it, not to mates it does not slow
+        eff = _thermal_clocks(clock_max, stage_of,
+                              lambda c: np.where(slow_rank | hot, temps_of(c, hot), -np.inf), slow)
         st = states(eff, hot)
         free_t = temps_of(eff, hot) + r_own * (st[1].avg_power_w[stage_of] - st[0].avg_power_w[stage_of])
-        keep = hot & (eff[stage_of] < clock_max[stage_of] - 1e-6) & (free_t > slow + 1e-6)
+        keep = hot & (free_t > slow + 1e-6)
         if np.array_equal(keep, hot):
             break
         hot = keep
@@ -628,7 +628,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
 
     r_own = th.r_th_c_per_w * np.asarray(cool.r_th_scale, dtype=np.float64)[slots]
     hot, eff, (state, mates, p_rank) = _heat_held(clock_max, stage_of, slow_rank, r_own, slow, states, temps_of)
-    throttled = bool(hot.any())
+    throttled = bool(np.any(eff < clock_max - 1e-6))
     p_nodes = by_node(p_rank)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]
     warm = None
@@ -638,8 +638,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                                   warm_steps * state.step_time_s).reshape(-1)[at].max())
     T = state.step_time_s
     n_slow = np.bincount([r // S for r in slow_ranks], minlength=pp).astype(np.float64)
-    # the heat-held GPUs of a stage: the share of its listed GPUs (not derated) the heat holds, each listed
-    # node standing for the stage's others alike (_listed_ranks)
+    # the heat-held share of a stage's listed GPUs (not derated), as if each listed node stood for the others
+    # alike (_listed_ranks; nodes listed for a derate or order of their own make it an estimate)
     free = np.bincount(stage_of[~slow_rank], minlength=pp)
     n_hot = np.bincount(stage_of[hot], minlength=pp) / np.maximum(free, 1) * (S - n_slow)
     n_pace = n_slow + n_hot
@@ -653,7 +653,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                          sm_clock_mhz=float(boost * own.clock[s]) if boost else None,
                          # thermally throttled: this GPU holds at its slowdown temperature (its
                          # stage-mates run at their own clock and wait for it)
-                         throttled=bool(hot[i]),
+                         throttled=bool((hot[i] or slow_rank[i]) and eff[s] < clock_max[s] - 1e-6
+                                        and temps[i] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
                          hw_slowdown=bool(temps[i] > slow + 0.05),
                          derated_mhz=slow_ranks.get(r)))

@@ -216,8 +216,9 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
             if len(caps) < 2 else
             f"the {'/'.join(str(c) for c in caps)} W limits the compute kernels draw up to "
             f"{rec['compute_power_w']:.0f} W and the slowest stage's run at {mhz}")
+    # the GPU that sets the pace: the slowest throttled one (the hottest among equals)
     hot = sorted((g for g in rec.get("per_gpu") or [] if g.get("throttled")),
-                 key=lambda g: (-round(g["temp_c"], 1), g["node"], g["slot"]))
+                 key=lambda g: (g.get("sm_clock_mhz") or 0.0, -round(g["temp_c"], 1), g["node"], g["slot"]))
     # a GPU at its slowdown temperature lowers its clock below what the power limit leaves: the heat,
     # not the watts, holds the step (costmodel.energy's thermal clocks)
     lead = (f"thermally throttled: GPU {hot[0]['node']}:{hot[0]['slot']} at {hot[0]['temp_c']:.0f} C sets its "

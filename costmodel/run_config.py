@@ -231,7 +231,10 @@ def _nemo_seq_len(cfg: RunConfig, path: str, R: dict, m: dict, L: dict) -> None:
     if "seq_len" not in enc:
         return
     if "seq_len" not in R:
-        R["seq_len"] = enc["seq_len"]
+        # NeMo's own megatron_gpt_config.yaml: data.seq_length: ${model.encoder_seq_length}
+        if "encoder_seq_length" in str(data.get("seq_length", "")) or "seq_length" not in data:
+            cfg.unset.pop("seq_len", None)
+            R["seq_len"] = enc["seq_len"]
         return
     cfg.where["seq_len"] = data_where
     if enc["seq_len"] != R["seq_len"]:

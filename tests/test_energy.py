@@ -492,3 +492,27 @@ def test_only_the_gpus_past_their_slowdown_on_their_own_clock_throttle(h200):
     assert all(g["temp_c"] < c.gpu.slowdown_temp_c - 0.5 for g in node0[:4])
     assert all(g["temp_c"] == pytest.approx(c.gpu.slowdown_temp_c, abs=0.05) for g in node0[4:])
     assert node0[0]["sm_clock_mhz"] > node0[4]["sm_clock_mhz"] + 100
+
+
+def test_a_derate_beside_a_hot_gpu_never_slows_the_step_past_both(h200, tmp_path):
+    """A stage with a GPU whose junction runs 3x hotter per watt and a stage-mate pinned below the hot
+    GPU's thermal clock: the pin sets the pace, the hot GPU runs at it, cooler than its slowdown.  Its
+    stage's ceiling had been bisected to the HW-slowdown clock for a GPU it did not slow (a step 11 %
+    slower than with no derate at all); a derated GPU that also holds at its slowdown temperature is
+    said throttled."""
+    from costmodel.specs import load_cluster as load
+    src = open(load("paper-h200").path).read()
+    rear = "    - {row: rear, r_th_scale: 1.0}\n"
+    i = src.rindex(rear)
+    f = tmp_path / "hot.yaml"
+    f.write_text(src[:i] + "    - {row: rear, r_th_scale: 3.0}\n" + src[i + len(rear):])
+    c, p = load(str(f), nodes=2), h200[1]
+    lay = dict(BASE, dp=1, recompute="full")
+    boost = c.gpu.full_clock_mhz
+    hot = predict_run(L70, R, c, p, lay).energy
+    pinned_cool = predict_run(L70, R, load("paper-h200", nodes=2), p, lay, derate={(0, 4): 0.65 * boost}).energy
+    both = predict_run(L70, R, c, p, lay, derate={(0, 4): 0.65 * boost}).energy
+    assert both.step_time_s <= max(hot.step_time_s, pinned_cool.step_time_s) * (1 + 1e-4)   # bisection tolerance
+    assert not both.hw_slowdown
+    held = predict_run(L70, R, c, p, lay, derate={(0, 7): 0.99 * boost, (1, 7): 0.99 * boost}).energy
+    assert held.throttled and any(g["throttled"] for g in held.per_gpu if g["slot"] == 7)

@@ -141,6 +141,10 @@ def test_a_nemo_run_trains_on_its_datasets_length(tmp_path):
     assert cfg.recipe["seq_len"] == 2048 and cfg.where["seq_len"].endswith("model.data.seq_length")
     assert any("model.encoder_seq_length 4096 differs from model.data.seq_length 2048" in n for n in cfg.notes)
     assert _read(tmp_path, "n.yaml", NEMO.format(extra="")).recipe["seq_len"] == 4096
+    # NeMo's stock megatron_gpt_config.yaml points the dataset at the model's length: read, not refused
+    stock = _read(tmp_path, "n.yaml", NEMO.format(extra="  data:\n    seq_length: ${model.encoder_seq_length}\n"))
+    assert stock.recipe["seq_len"] == 4096 and "seq_len" not in stock.unset
+    assert "seq_len" in _read(tmp_path, "n.yaml", NEMO.format(extra="  data:\n    seq_length: ${oc.env:SEQ}\n")).unset
     piped = NEMO.replace("pipeline_model_parallel_size: 1", "pipeline_model_parallel_size: 2")
     with pytest.raises(InputError, match="model.encoder_seq_length.*4096 differs from model.data.seq_length 2048"):
         _read(tmp_path, "n.yaml", piped.format(extra="  data:\n    seq_length: 2048\n"))
