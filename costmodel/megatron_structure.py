@@ -74,7 +74,7 @@ def router_args(model: ModelSpec) -> list[str]:
     --moe-router-pre-softmax for softmax weights not renormalised over the k, the top-k scaling, the
     expert bias, the weights on the experts' input.  Megatron's TransformerConfig refuses top-1 with a
     softmax after the top-k (a softmax over one logit has no gradient): such a router runs pre-softmax
-    (:func:`router_notes` says what differs then).  None for a dense model."""
+    (:func:`router_notes` says what differs then).  [] for a dense model."""
     r, a = model.router, []
     if not model.is_moe:
         return a

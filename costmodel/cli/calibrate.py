@@ -306,11 +306,16 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
     """Print a profile: each parameter set, its fit quality (n, R^2, median/max error), where it came
     from (fitted, kept from a base, derived from another GPU) and the provenance.  A profile whose
-    ``gpu`` is one slip from a catalog GPU is refused, as predict refuses it."""
+    ``gpu`` is one slip from a catalog GPU is shown with a note naming the GPU it may mean."""
     from ..specs import load_profile
     from .common import check_profile_gpu_name
     p = load_profile(profile, "calibrate show PROFILE")
-    check_profile_gpu_name(p)            # as predict refuses it: a slip would show as a GPU of no catalog
+    try:
+        # predict refuses such a profile where the cluster's GPU is another; show only displays it, and a
+        # GPU file of one's own may be named one edit from a catalog GPU (h200-sxm-141gb-lc)
+        check_profile_gpu_name(p)
+    except InputError as e:
+        print(f"costmodel: note: {e.message}", file=sys.stderr)
     d = p.raw
     con = report.console()
     tb = Table(title=f"Profile {p.path}", header_style="bold",

@@ -408,7 +408,8 @@ def refuse_dense_etp(model, etp: int | None, tp: int | None) -> None:
 def check_profile_gpu_name(profile) -> None:
     """Refuse a profile whose ``gpu`` is no catalog GPU but one edit from one (``h100-sxm-80gbb``, a
     difflib ratio of 0.85 or more): a slip, which would price the cluster's GPU without the catalog
-    GPU's checks.  A GPU outside the catalog (a GPU file of the user's own) passes.
+    GPU's checks.  A GPU outside the catalog whose name is further from every catalog GPU passes (a GPU
+    file of one's own named one edit from a catalog GPU does not: ``calibrate show`` notes it instead).
 
     Raises:
         InputError: naming the profile file and its ``gpu`` field, with the catalog GPU meant."""

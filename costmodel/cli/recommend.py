@@ -156,10 +156,11 @@ def _note_over_budget(best: dict, c) -> None:
     """Say on stderr when the time answer's GPUs (``best``, a run record) peak above a node's power
     rating: the time objective prices the TDP; the ILP keeps the caps a node's rating allows."""
     if best.get("node_over_budget"):
-        kw = best["node_gpu_budget_w"] / 1e3
-        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above the "
-              f"{kw:.2f} kW {c.key}'s rating leaves them (less its non-GPU power): the node's power capping would "
-              f"slow it; recommend --node-power-kw {kw:.2f} searches power caps that fit", file=sys.stderr)
+        kw = math.floor(best["node_gpu_budget_w"] / 10.0) / 100.0          # never rounded above the budget
+        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above "
+              f"{c.key}'s {best['node_gpu_budget_w'] / 1e3:.3f} kW GPU budget (its rating less its non-GPU power): "
+              f"the node's power capping would slow it; recommend --node-power-kw {kw:.2f} searches power caps "
+              "that fit", file=sys.stderr)
 
 
 #: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the

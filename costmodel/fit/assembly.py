@@ -159,10 +159,10 @@ def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
     TDP under a dense GEMM at its boost clock); copied unscaled, an H100's 896 W of GEMM power had
     throttled a 400 W part to 63% of its clock."""
     from .builtin.variants import idle_w
-    if not isinstance(raw.get("power"), dict):
-        return raw
     src = load_gpu(src_key)
     ratio = float(gpu.tdp_w) / float(src.tdp_w)
+    if not isinstance(raw.get("power"), dict):
+        return _tdp_scaled_thermal(raw, src_key, src, gpu, ratio)
     pw = dict(raw["power"])
     for k in _WATT_KEYS:
         if isinstance(pw.get(k), (int, float)) and not isinstance(pw.get(k), bool):
@@ -175,16 +175,22 @@ def _tdp_scaled_power(raw: dict, src_key: str, gpu: GpuSpec) -> dict:
                                            "v_floor_clock_ratio", "static_w") if k in pw}
     pw["note"] = (f"borrowed from {src_key}: its terms in watts x the TDP ratio {gpu.tdp_w:g} / {src.tdp_w:g} W "
                   "(costmodel/fit/builtin/variants.py, other dies)")
-    out = dict(raw, power=pw)
+    return _tdp_scaled_thermal(dict(raw, power=pw), src_key, src, gpu, ratio)
+
+
+def _tdp_scaled_thermal(raw: dict, src_key: str, src: GpuSpec, gpu: GpuSpec, ratio: float) -> dict:
+    """``raw`` with its thermal resistance borrowed for ``gpu`` by the built-in profiles' rule for a die
+    without temperature data: heatsink and airflow sized for the same junction rise at TDP, R_th x TDP
+    held (costmodel/fit/builtin/power.py _thermal_section; ``ratio`` = the TDPs' ratio); tau = R_th x C
+    keeps its value, the heat capacity growing with the TDP.  The base's fit statistics are left out:
+    they describe its own R_th."""
     th = raw.get("thermal")
-    if isinstance(th, dict) and isinstance(th.get("r_th_c_per_w"), (int, float)):
-        # the built-in profiles' rule for a die without temperature data: heatsink and airflow sized for
-        # the same junction rise at TDP, R_th x TDP held (costmodel/fit/builtin/power.py _thermal_section);
-        # tau = R_th x C keeps its value, the heat capacity growing with the TDP
-        out["thermal"] = dict(th, r_th_c_per_w=th["r_th_c_per_w"] / ratio, derived_from=f"{src_key}:thermal",
-                              note=f"borrowed from {src_key}: R_th x {src.tdp_w:g} / {gpu.tdp_w:g} W (R_th x TDP held, "
-                                   "the built-in profiles' rule for a die without temperature data)")
-    return out
+    if not (isinstance(th, dict) and isinstance(th.get("r_th_c_per_w"), (int, float))):
+        return raw
+    kept = {k: v for k, v in th.items() if k != "fit"}
+    return dict(raw, thermal=dict(kept, r_th_c_per_w=th["r_th_c_per_w"] / ratio, derived_from=f"{src_key}:thermal",
+                                  note=f"borrowed from {src_key}: R_th x {src.tdp_w:g} / {gpu.tdp_w:g} W (R_th x TDP "
+                                       "held, the built-in profiles' rule for a die without temperature data)"))
 
 
 def _provenance(meas: Measurements, gpu: GpuSpec, gpu_why: str, base_path: str, cluster, argv):
@@ -351,7 +357,7 @@ def borrowed_gaps(prof: dict, base: dict, gpu: GpuSpec, base_path: str) -> list:
                        f"(measure them here, or base the profile on one of {said(gpu.vendor)}'s GPUs)")
     gemm = prof.get("gemm") or {}
     for dt in sorted(set(gpu.peak_flops) - set(gemm) - {"tf32"}):
-        out.append(f"gemm.{dt}: {gpu.name} has an {dt} peak but the profile no {dt} GEMM fit: --precision {dt} is "
+        out.append(f"gemm.{dt}: {gpu.name} has a peak for {dt} but the profile no {dt} GEMM fit: --precision {dt} is "
                    "refused with it (measure it with the suite)")
     kernels = ((prof.get("attention") or {}).get("kernels") or {})
     if te_prefers_cudnn(get_stack("megatron"), gpu) and "cudnn" not in kernels:

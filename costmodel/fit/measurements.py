@@ -148,22 +148,25 @@ def load_measurements(paths, collective=None, nodes=None, gpus_per_node=None, re
 
 
 def _check_on_gpu(p, run) -> None:
-    """Refuse a suite run whose provenance says it ran without a GPU (``device: cpu``, or the ``gloo``
-    backend the suite falls back to without one): its GEMMs are the host's, its HBM copies host memory
-    (0.7 % of an H100's) and its collectives go over gloo, so fitted against any GPU's datasheet they
-    price every prediction tens of times too slow.
+    """Refuse a suite run whose provenance says it ran without a GPU (``device: cpu``): its GEMMs are the
+    host's, its HBM copies host memory (0.7 % of an H100's) and its collectives go over gloo, so fitted
+    against any GPU's datasheet they price every prediction tens of times too slow; and one on a GPU whose
+    collectives ran over gloo (no NCCL), which time no NCCL collective.
 
     Raises:
         FitError: naming the file, the provenance record's line and its ``device`` / ``backend``.
     """
     for r in run["provenance"]:
         dev, backend = str(r.get("device") or ""), str(r.get("backend") or "")
-        if dev.split(":")[0] == "cpu" or backend == "gloo":
-            name = "null" if r.get("gpu_name") is None else repr(r.get("gpu_name"))
-            raise FitError(f"{p}:{r.get('_line', '?')}: provenance device {dev!r}, backend {backend!r}, gpu_name "
-                           f"{name}: the suite ran without a GPU, a plumbing "
-                           "check; measurements not taken on a GPU cannot calibrate one: run the suite on the "
-                           "cluster's GPUs")
+        name = "null" if r.get("gpu_name") is None else repr(r.get("gpu_name"))
+        head = f"{p}:{r.get('_line', '?')}: provenance device {dev!r}, backend {backend!r}, gpu_name {name}"
+        if dev.split(":")[0] == "cpu":
+            raise FitError(f"{head}: the suite ran without a GPU, a plumbing check; measurements not taken on a GPU "
+                           "cannot calibrate one: run the suite on the cluster's GPUs")
+        if backend == "gloo":
+            raise FitError(f"{head}: its collectives ran over gloo, not NCCL, and time no collective a training run "
+                           "makes: run the suite with the nccl backend (its GEMM and HBM records are not fitted "
+                           "from a run whose collectives are refused)")
 
 
 def _check_time_units(p, table) -> None:

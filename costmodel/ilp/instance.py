@@ -133,21 +133,19 @@ class LayoutOption:
             raise ValueError(f"{w}p_busy_w must be > 0 at every cap level")
         if np.any(self.p_busy_w < self.p_idle_w):
             raise ValueError(f"{w}p_busy_w must be >= p_idle_w at every cap level")
-        h = (self.p_busy_w.copy() if self.p_thermal_w is None
-             else _arr("p_thermal_w", self.p_thermal_w, self.p_busy_w.shape, where=w))
-        # the busiest stage's logits may draw more than its layers do, up to the level's cap
-        top = (self.p_busy_w if self.p_budget_w is None
-               else np.maximum(self.p_busy_w, np.asarray(self.p_budget_w, dtype=np.float64)))
-        tol = 1e-9 * float(top.max())
-        if np.any(h < self.p_idle_w - tol) or np.any(h > top + tol):
-            raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_budget_w at every cap level")
-        h.setflags(write=False)
-        object.__setattr__(self, "p_thermal_w", h)
+        tol = 1e-9 * float(self.p_busy_w.max())
         bud = (self.p_busy_w.copy() if self.p_budget_w is None
                else _arr("p_budget_w", self.p_budget_w, self.p_busy_w.shape, where=w))
         # (p_busy_w itself is checked against the caps with the instance's levels)
         if self.p_budget_w is not None and (np.any(bud < self.p_busy_w - tol) or np.any(np.diff(bud) < -tol)):
             raise ValueError(f"{w}p_budget_w must be >= p_busy_w and non-decreasing in the cap level")
+        h = (self.p_busy_w.copy() if self.p_thermal_w is None
+             else _arr("p_thermal_w", self.p_thermal_w, self.p_busy_w.shape, where=w))
+        # the busiest stage's logits may draw more than its layers do, up to the level's budget reading
+        if np.any(h < self.p_idle_w - tol) or np.any(h > bud + 1e-9 * float(bud.max())):
+            raise ValueError(f"{w}p_thermal_w must lie between p_idle_w and p_budget_w at every cap level")
+        h.setflags(write=False)
+        object.__setattr__(self, "p_thermal_w", h)
         bud.setflags(write=False)
         object.__setattr__(self, "p_budget_w", bud)
         for f in ("mem_fixed_bytes", "mem_per_layer_bytes"):

@@ -241,7 +241,7 @@ _BITS_SLIP = ("{v!r} is in bits: {what} are quoted in bytes per second by their 
               "value in bits reads 8x lower, give it in B/s")
 
 
-#: dense tensor FLOP per clock per SM (CU) at 16 bits across the catalog's GPUs: L40S about 500, A100 and
+#: dense tensor FLOP per clock per SM (CU) at 16 bits across the catalog's GPUs: V100, L40S, MI250 about 1000, A100 and
 #: MI300X 2048, H100 and MI355X 4096, B200 about 8000; a peak far outside (a PFLOP/s figure written as TFLOP/s
 #: is 1000x low) is a unit slip.  Narrower operands pack 2x (fp8) and 4x (fp4), tf32 runs at half rate
 _FLOP_PER_CLOCK_SPAN = (64.0, 65536.0)
@@ -441,15 +441,15 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
                          f"({tiers[-1].name}) joins: add a tier above it to model a larger fabric")
     links = link_speeds(intra, inter, w)
     check_intra_link(intra, links["intra_bytes_per_s"], gpu, _get_int(d, ("gpus_per_node",), w), domain, w)
-    check_nic_share(inter.get("nics_per_node") or 0, links["nic_bytes_per_s"], _get_int(d, ("gpus_per_node",), w),
-                    host, w)
+    nics = _get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w)
+    check_nic_share(nics, links["nic_bytes_per_s"], _get_int(d, ("gpus_per_node",), w), host, w)
     return ClusterSpec(
         key=path.stem, name=_get_str(d, "name", w), description=str(d.get("description", "")), gpu=gpu,
         gpus_per_node=_get_int(d, ("gpus_per_node",), w), nodes=n_nodes,
         intra_fabric=_get_str(intra, "fabric", w, ("nvswitch", "nvlink-mesh", "xgmi-mesh", "xgmi", "pcie"),
                               prefix="intra_node."),
         inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS, prefix="inter_node."),
-        nics_per_node=_get_int({"inter_node.nics_per_node": inter.get("nics_per_node")}, ("inter_node.nics_per_node",), w),
+        nics_per_node=nics,
         **links,
         node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),

@@ -127,11 +127,11 @@ def test_a_time_answer_over_the_nodes_power_rating_says_so():
     assert p.returncode == 0, p.stderr
     best = json.loads(p.stdout)["ranked"][0]
     assert best["node_over_budget"] and best["node_gpu_peak_w"] > best["node_gpu_budget_w"] == pytest.approx(2392.4)
-    assert "above the 2.39 kW jupiter-gh200's rating leaves them" in p.stderr
+    assert "above jupiter-gh200's 2.392 kW GPU budget" in p.stderr
     assert "recommend --node-power-kw 2.39 searches power caps that fit" in p.stderr
     q = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "32",
             "--seq-len", "4096")
-    assert q.returncode == 0 and "rating leaves them" not in q.stderr, q.stderr
+    assert q.returncode == 0 and "GPU budget" not in q.stderr, q.stderr
 
 
 def test_bad_limits_exit_2():

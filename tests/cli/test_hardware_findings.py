@@ -298,8 +298,8 @@ def test_collectives_compare_refuses_more_ranks_per_node_than_the_nodes_have():
 
 def test_a_peak_no_tensor_core_can_reach_per_clock_is_a_unit_slip(tmp_path):
     """An MI355X's 2.5 PFLOP/s written as 2.5 under peak_tflops had been read as 2.5 TFLOP/s: 4 FLOP per
-    clock per compute unit, a step priced 1000x long in silence.  The catalog's GPUs do 500 (L40S) to about
-    8000 (B200) at 16 bits, all accepted."""
+    clock per compute unit, a step priced 1000x long in silence.  The catalog's GPUs do about 1000 (V100, L40S)
+    to about 8000 (B200) at 16 bits, all accepted."""
     with pytest.raises(InputError, match=r"2.5 TFLOP/s is 10.3 FLOP per clock per SM at 132 SMs x 1830 MHz") as e:
         load_gpu(_write(tmp_path, "g.yaml", H100.replace("  bf16: 989.4", "  bf16: 2.5")))
     assert e.value.field == "peak_tflops.bf16"
@@ -322,9 +322,9 @@ def test_link_bandwidths_in_bits_the_check_against_the_gpu_could_not_catch(tmp_p
 
 
 def test_more_nic_bandwidth_per_gpu_than_pcie_carries_needs_the_host_link(tmp_path):
-    """64 NICs on a node of 4 GPUs had priced a cross-node all-to-all at 745 GB/s per GPU, above the GPU's
-    own NVLink: a GPU reaches its NICs over PCIe (at most 128 GB/s per direction, PCIe 6.0 x16); with the
-    host section's link the share is capped, as DGX H100's file does."""
+    """64 NICs on a node had priced a cross-node all-to-all above the GPU's own NVLink (745 GB/s per GPU on
+    4 GPUs): a GPU reaches its NICs over PCIe (at most 128 GB/s per direction, PCIe 6.0 x16); with the host
+    section's link the share is capped, as DGX H100's file does.  A count that is no number is named."""
     many = DGX.replace("  nics_per_node: 8\n", "  nics_per_node: 64\n")
     assert many != DGX
     no_host = "".join(ln for ln in many.splitlines(keepends=True) if "pcie_bandwidth_per_gpu" not in ln)
@@ -333,6 +333,9 @@ def test_more_nic_bandwidth_per_gpu_than_pcie_carries_needs_the_host_link(tmp_pa
     assert e.value.field == "inter_node.nics_per_node"
     capped = load_cluster(_write(tmp_path, "d.yaml", many))
     assert capped.node_nic_bytes_per_s == pytest.approx(8 * 64e9)
+    with pytest.raises(InputError) as e:            # a quoted count: named, before any arithmetic on it
+        load_cluster(_write(tmp_path, "e.yaml", DGX.replace("  nics_per_node: 8\n", '  nics_per_node: "8"\n')))
+    assert e.value.field == "inter_node.nics_per_node"
 
 
 def test_a_borrowed_base_says_what_it_cannot_price_on_the_new_gpu():
