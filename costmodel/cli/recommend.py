@@ -120,7 +120,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         # record is predict's for its layout, so the two commands' keys mean one thing
         recs = [dict(report.run_record(x), **({"pipeline_rank_layers": list(x.model.pipeline_rank_layers)}
                                               if x.model.pipeline_rank_layers else {})) for x in runs[:top]]
-        out_json = {"n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs, "predict_command":
+        out_json = {"feasible": True, "n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs,
+                    "predict_command":
                     predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]),
                                     conditions=cond)}
         if fmt is not None and recs:
@@ -581,7 +582,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
-    summary = report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power), max_temp_limit_c=limit_t)
+    # "feasible" as the refusal's record has it (false there), so a script tests one key
+    summary = dict(feasible=True, **report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power),
+                                                           max_temp_limit_c=limit_t))
     summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
                                  source=c.node_other_power_source)
     # the limits solved under, as the text's header prints them (the temperature limit is max_temp_limit_c)

@@ -116,6 +116,7 @@ def test_the_ilp_json_carries_every_limit_its_header_prints():
     assert p.returncode == 0, p.stderr
     rec = json.loads(p.stdout)
     assert (rec["node_gpu_budget_w"], rec["inlet_temp_c"], rec["step_time_slack"]) == (4000.0, 35.0, 0.2)
+    assert rec["feasible"] is True          # as the refusal's record says false: one key to test
     assert sum(sorted((g["busy_power_w"] for g in rec["per_gpu"]), reverse=True)[:8]) <= 4000.0 + 1e-6
 
 
@@ -125,7 +126,9 @@ def test_a_time_answer_over_the_nodes_power_rating_says_so():
     layout says NODE OVER BUDGET)."""
     p = run("recommend", "--model", "llama3-8b", "--cluster", "jupiter-gh200", "--nodes", "4", "--json")
     assert p.returncode == 0, p.stderr
-    best = json.loads(p.stdout)["ranked"][0]
+    out = json.loads(p.stdout)
+    best = out["ranked"][0]
+    assert out["feasible"] is True
     assert best["node_over_budget"] and best["node_gpu_peak_w"] > best["node_gpu_budget_w"] == pytest.approx(2392.4)
     assert "above jupiter-gh200's 2.392 kW GPU budget" in p.stderr
     assert "recommend --node-power-kw 2.39 searches power caps that fit" in p.stderr
