@@ -73,7 +73,9 @@ def run_record(run: RunPrediction) -> dict:
     if not run.feasible:
         rec["reason"] = run.reason
     if run.band is not None:
-        rec["step_time_band"] = {"rel": run.band.rel, "sigma": run.band.sigma,
+        # each breakdown term's relative sigma, keyed by the term without its seconds unit (a ratio)
+        rec["step_time_band"] = {"rel": run.band.rel,
+                                 "sigma_rel": {k.removesuffix("_s"): v for k, v in run.band.sigma.items()},
                                  "unfitted_terms": list(run.band.unfitted), "profile": run.profile.path,
                                  "fit_rel": run.band.fit_rel, "model_form_rel": run.band.model_form_rel,
                                  "model_form_regime": run.band.model_form_key}

@@ -66,6 +66,10 @@ def test_predict_json_has_the_stable_names():
     # tokens/s/GPU and MFU follow from the step time: 128 x 8192 tokens over 32 GPUs
     assert rec["tokens_per_s_per_gpu"] == pytest.approx(128 * 8192 / rec["step_time_s"] / 32, rel=1e-9)
     assert 0.05 < rec["mfu"] < 0.8
+    # the band's per-term sigmas are ratios: keyed by the breakdown term without its seconds unit
+    sig = rec["step_time_band"]["sigma_rel"]
+    assert "compute" in sig and all(not k.endswith("_s") and f"{k}_s" in rec["breakdown"] for k in sig)
+    assert all(0 < v < 1 for v in sig.values()) and "sigma" not in rec["step_time_band"]
 
 
 def test_predict_json_names_the_attention_kernel_it_ran_and_none_when_unfused():
