@@ -802,8 +802,8 @@ def test_output_paths_say_what_they_overwrite_and_a_refused_run_leaves_no_folder
 def test_compare_json_states_the_band_the_text_explains():
     import json
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
-    band = json.loads(so)["band"]
-    assert rc == 0 and band["regime"] == "megatron/hopper/3-30B" and 0 < band["fit_rel"] < band["rel"]
+    band = json.loads(so)["step_time_band"]            # named as predict --json names it
+    assert rc == 0 and band["model_form_regime"] == "megatron/hopper/3-30B" and 0 < band["fit_rel"] < band["rel"]
     assert band["rel"] == pytest.approx((band["fit_rel"] ** 2 + band["model_form_rel"] ** 2) ** 0.5, rel=0.05)
 
 
@@ -876,13 +876,16 @@ def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
 
 
 def test_the_json_band_is_the_tables_band():
-    """compare --json's band.step_s is the ± the table prints on the predicted step (under the power limit):
-    it had been the band on the step before the limit (3.461 against the table's 3.622 s)."""
+    """compare --json's step_time_band_s (predict's name) is the ± the table prints on the predicted step
+    (under the power limit): it had been the band on the step before the limit (3.461 against the table's
+    3.622 s)."""
     rc, so, se = cli("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--json")
     assert rc == 0, se
     d = json.loads(so)
     step = next(m for m in d["metrics"] if m["name"] == "step_time_s")
-    assert d["band"]["step_s"] == pytest.approx(step["predicted_band"]) == pytest.approx(d["band"]["rel"] * step["predicted"])
+    assert d["step_time_band_s"] == pytest.approx(step["predicted_band"]) == pytest.approx(
+        d["step_time_band"]["rel"] * step["predicted"])
+    assert "band" not in d
 
 
 def _torchtitan_log(tmp_path, float8_line: str, pp: int = 1):

@@ -147,7 +147,9 @@ def compare(
                model=m.name, cluster=c.key, num_gpus=c.num_gpus,
                recipe=dict(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision, stack=recipe.stack,
                            **switch_values(recipe)),
-               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings, band=_band_dict(pred.band, pred.step_time_s),
+               origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
+               # the band as predict --json names it (its seconds on the step under the power limit)
+               **{k: rec[k] for k in ("step_time_band", "step_time_band_s") if k in rec},
                spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
                # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
                **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
@@ -599,13 +601,6 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
     if clock:
         warnings.append(f"{log}: {clock}")
     return agg
-
-
-def _band_dict(band, step_time_s: float) -> dict:
-    """The step's one-sigma band as the text states it (costmodel.uncertainty.Band): relative width, its seconds on
-    ``step_time_s`` (as the table's ±), the fit's share, the regime's model-form error, the unfitted terms."""
-    return dict(rel=band.rel, step_s=band.rel * step_time_s, fit_rel=band.fit_rel, model_form_rel=band.model_form_rel,
-                regime=band.model_form_key, unfitted=list(band.unfitted))
 
 
 def _write_files(pred, rec, metrics, ptrace, window, trace, plot, warnings: list) -> list:
