@@ -53,6 +53,9 @@ def test_unnormalised_and_scaled_routers_are_read_from_their_keys():
     assert read_model_config(unnormed, Path("dbrx.json")).router == RouterSpec(renormalised=False)
     with pytest.raises(InputError, match="moe_normalize_expert_weights"):
         read_model_config(dict(dbrx, ffn_config=dict(dbrx["ffn_config"], moe_normalize_expert_weights=2.0)), Path("d.json"))
+    with pytest.raises(InputError, match="says how its router weighs the experts with its own keys") as e:
+        read_model_config(dict(_catalog("qwen3-30b-a3b"), _router_renormalised=False), Path("q.json"))
+    assert e.value.field == "_router_renormalised"
     with pytest.raises(InputError, match="scoring_func"):
         read_model_config(dict(_catalog("deepseek-v3"), scoring_func="tanh"), Path("v3.json"))
 

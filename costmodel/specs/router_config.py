@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from ..errors import InputError
 
 SCORE_FUNCTIONS = ("softmax", "sigmoid")
+#: the families whose router :func:`router_spec` reads from their own keys or architecture
+_OWN_KEYS_FAMILIES = ("qwen2_moe", "qwen3_moe", "olmoe", "deepseek", "deepseek_v2", "deepseek_v3", "glm4_moe",
+                      "llama4_text", "dbrx", "grok", "grok-1", "mixtral", "gpt_oss")
 
 
 @dataclass(frozen=True)
@@ -82,12 +85,17 @@ def router_spec(d: dict, w: str, model_type: str, experts: int) -> RouterSpec:
 
     Raises:
         InputError: ``scoring_func`` neither softmax nor sigmoid, a non-boolean ``norm_topk_prob`` or
-            ``_router_renormalised``, a non-positive ``routed_scaling_factor``, or a DBRX
+            ``_router_renormalised`` (or the latter for a family read from its own keys), a non-positive
+            ``routed_scaling_factor``, or a DBRX
             ``moe_normalize_expert_weights`` other than 1 or null (Megatron-core renormalises by the
             sum or not at all).
     """
     if experts <= 1:
         return RouterSpec()
+    if d.get("_router_renormalised") is not None and model_type in _OWN_KEYS_FAMILIES:
+        raise InputError(w, "_router_renormalised", f"model_type {model_type!r} says how its router weighs the "
+                         "experts with its own keys (norm_topk_prob, scoring_func, ...): the catalog key is for a "
+                         "family the reader does not know")
     if model_type in ("qwen2_moe", "qwen3_moe", "olmoe"):
         return RouterSpec(renormalised=_flag(d, "norm_topk_prob", w, False))
     if model_type in ("deepseek", "deepseek_v2"):
