@@ -582,22 +582,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     except ilp.SolverUnavailableError as e:
         raise InputError("--solver", "", str(e)) from None
     lay = lays[sol.layout_index].layout
-    # "feasible" as the refusal's record has it (false there), so a script tests one key
-    summary = dict(feasible=True, **report.solution_record(sol, lay, m, c, r, caps, objective, bool(node_power),
-                                                           max_temp_limit_c=limit_t))
-    summary["node_power"] = dict(included=bool(node_power), node_other_power_w=c.node_other_power_w,
-                                 source=c.node_other_power_source)
-    # the limits solved under, as the text's header prints them (the temperature limit is max_temp_limit_c)
-    summary.update(node_gpu_budget_w=node_w, inlet_temp_c=inlet, step_time_slack=step_time_slack)
-    if space is not None:
-        summary["search"] = dict(space_layouts=space.n_space, ilp_layouts=space.n_solved,
-                                 ilp_solves=space.n_ilp_solves)
-    if sol.reference is not None:
-        ref = sol.reference
-        summary["reference"] = dict(layout=ref.layout_name, caps_w=list(ref.caps_w), layers=list(ref.layers),
-                                    step_time_s=ref.step_time_s,
-                                    **report.energy_split(ref.energy_j, ref.step_time_s, c, bool(node_power)),
-                                    what="the fastest layout under the same limits")
+    summary = _solution_summary(sol, lay, m, c, r, caps, objective, bool(node_power), space,
+                                limits=dict(max_temp_limit_c=limit_t, node_gpu_budget_w=node_w, inlet_temp_c=inlet,
+                                            step_time_slack=step_time_slack))
     if note:
         print(note, file=sys.stderr)
     unfitted = unfitted_power_note(p, c)
@@ -670,6 +657,28 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         out.print("[bold]The same layout, caps and placement in predict (its step under the caps):[/bold]")
         out.print(_energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c), markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def _solution_summary(sol, lay: dict, m, c, r, caps, objective: str, node_power: bool, space, limits: dict) -> dict:
+    """The JSON record of an ILP answer: report.solution_record's, ``feasible`` true (as the refusal's
+    record says false, so a script tests one key), the nodes' non-GPU power, the ``limits`` it solved under
+    (max_temp_limit_c, node_gpu_budget_w in W, inlet_temp_c, step_time_slack, as the text's header prints
+    them), the search's counts and the reference (the fastest layout under the same limits)."""
+    summary = dict(feasible=True, **report.solution_record(sol, lay, m, c, r, caps, objective, node_power,
+                                                           max_temp_limit_c=limits["max_temp_limit_c"]))
+    summary["node_power"] = dict(included=node_power, node_other_power_w=c.node_other_power_w,
+                                 source=c.node_other_power_source)
+    summary.update({k: v for k, v in limits.items() if k != "max_temp_limit_c"})
+    if space is not None:
+        summary["search"] = dict(space_layouts=space.n_space, ilp_layouts=space.n_solved,
+                                 ilp_solves=space.n_ilp_solves)
+    if sol.reference is not None:
+        ref = sol.reference
+        summary["reference"] = dict(layout=ref.layout_name, caps_w=list(ref.caps_w), layers=list(ref.layers),
+                                    step_time_s=ref.step_time_s,
+                                    **report.energy_split(ref.energy_j, ref.step_time_s, c, node_power),
+                                    what="the fastest layout under the same limits")
+    return summary
 
 
 def _energy_predict_command(args, m, r, c, lay: dict, sol, inlet_temp_c) -> str | None:
