@@ -55,10 +55,10 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
         # is (W - 1, 0) (Megatron-Bridge gemma2_bridge.py, exaone_moe_provider.py)
         a.append(f"--window-size \"({model.sliding_window - 1},0)\"")
         if not every:
-            a.append(f"--window-attn-skip-freq {_window_skip_freq(model.sliding_layer_indices, model.num_layers)}")
+            a.append(f"--window-attn-skip-freq {_period_form(model.sliding_layer_indices, model.num_layers, False)}")
     if model.nope_layer_indices:
         # Megatron's pattern marks 1 the layers without RoPE (transformer_config.py no_rope_freq)
-        a.append(f"--no-rope-freq {_window_skip_freq_like(model.nope_layer_indices, model.num_layers)}")
+        a.append(f"--no-rope-freq {_period_form(model.nope_layer_indices, model.num_layers, True)}")
     if model.qk_l2_norm:
         a.append("--qk-l2-norm")
     if model.is_mla:
@@ -106,23 +106,15 @@ def router_notes(model: ModelSpec) -> list[str]:
     return []
 
 
-def _window_skip_freq_like(marked, layers: int) -> str:
-    """Megatron's period form N of the 0-indexed ``marked`` layers where layer_number % N == 0 marks one
-    (--no-rope-freq 4: the fourth, eighth, ... layers), else the quoted 1/0 pattern."""
+def _period_form(marked, layers: int, on_multiples: bool) -> str:
+    """Megatron's period form N of the 0-indexed ``marked`` layers of ``layers``, else the quoted pattern of
+    1 (marked) and 0: ``on_multiples`` marks the layers whose layer_number % N == 0 (--no-rope-freq 4: the
+    fourth, eighth, ... layers skip RoPE), else the others (--window-attn-skip-freq N: layer_number % N != 0
+    slides, megatron/core/transformer/utils.py is_layer_window_attention; gpt-oss's and Gemma 2's
+    alternation is 2, Gemma 3's 6)."""
     at = set(marked)
     for n in range(2, layers + 1):
-        if at == {i for i in range(layers) if (i + 1) % n == 0}:
-            return str(n)
-    return f"\"{_layer_pattern([int(i in at) for i in range(layers)])}\""
-
-
-def _window_skip_freq(sliding_at, layers: int) -> str:
-    """Megatron's --window-attn-skip-freq for the 0-indexed sliding layers ``sliding_at`` of ``layers``:
-    N where every N-th layer attends fully and the rest slide (layer_number % N != 0 slides; gpt-oss's
-    and Gemma 2's alternation is 2, Gemma 3's 6), else the quoted pattern of 1 (window) and 0 (full)."""
-    at = set(sliding_at)
-    for n in range(2, layers + 1):
-        if at == {i for i in range(layers) if (i + 1) % n}:
+        if at == {i for i in range(layers) if ((i + 1) % n == 0) == on_multiples}:
             return str(n)
     return f"\"{_layer_pattern([int(i in at) for i in range(layers)])}\""
 
