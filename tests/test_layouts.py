@@ -594,3 +594,20 @@ def test_a_layout_key_that_is_none_or_a_value_out_of_range_is_refused(extra, fie
     with pytest.raises(InputError, match=needle) as e:
         LayoutTable.from_rows([dict(row, **extra)])
     assert e.value.field == field
+
+
+def test_distinct_rows_match_a_sort_whatever_the_key_range():
+    """The presence-table dedupe finds exactly np.unique's distinct rows, also where the combined key
+    range passes 4n (it renumbers) and where one column holds nearly n distinct values (it sorts)."""
+    import numpy as np
+    from costmodel.predict import unique_rows
+    rng = np.random.default_rng(7)
+    n = 5000
+    cols = [rng.integers(0, 9, n), rng.integers(0, 4097, n), rng.random(n) < 0.5,
+            rng.integers(0, 33, n), rng.permutation(n) * 3, rng.integers(0, 2, n)]
+    for k in range(1, len(cols) + 1):
+        sub = cols[:k]
+        first, inv = unique_rows(*sub)
+        stacked = np.stack([c.astype(np.int64) for c in sub])
+        assert len(first) == np.unique(stacked, axis=1).shape[1]
+        assert (stacked[:, first][:, inv] == stacked).all()
