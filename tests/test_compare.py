@@ -60,6 +60,9 @@ def test_bloom_measured_values_and_json_contract(bloom):
     assert out["iterations_used"] == 18 and out["warmup_steps_discarded"] == 1
     assert any("another global batch size" in w for w in out["warnings"])
     assert m["step_time_s"]["measured"] == pytest.approx(106.3, abs=0.05)          # median of the logged 105-111 s
+    spread = out["measured_step_time_s"]                     # the kept records' spread, in seconds
+    assert spread["n"] == 18 and spread["median"] == m["step_time_s"]["measured"]
+    assert 105 <= spread["min"] <= spread["median"] <= spread["max"] <= 111.5
     assert m["tokens_per_s_per_gpu"]["measured"] == pytest.approx(2048 * 2048 / 106.3 / 384, rel=1e-3)
     # Megatron-DeepSpeed's 'TFLOPs' counts the recomputed forward (4/3 of model FLOPs under full recompute)
     assert m["logged_tflops_per_gpu"]["measured"] == pytest.approx(m["model_tflops_per_gpu"]["measured"] * 4 / 3, rel=0.01)

@@ -150,7 +150,7 @@ def compare(
                origin=run.origin, breakdown=rec["breakdown"], per_gpu=gpu_rows, warnings=warnings,
                # the band as predict --json names it (its seconds on the step under the power limit)
                **{k: rec[k] for k in ("step_time_band", "step_time_band_s") if k in rec},
-               spread=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
+               measured_step_time_s=agg["step_time_s"].as_dict() if agg["step_time_s"].n else None, profile=p.path,
                # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
                **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
                power_limit_line=report.power_limit_line(rec, c.gpu.full_clock_mhz))
@@ -661,8 +661,8 @@ def _print(out, rec, tlog, band):
                else "-" if mt["error_pct"] is None else f"{mt['error_pct']:+.1f}%")
         tb.add_row(f"{mt['name']} [{mt['unit']}]", _fmt(mt["measured"], mt["unit"]), pred, err)
     con.print(tb)
-    if out["spread"]:
-        s = out["spread"]
+    if out["measured_step_time_s"]:
+        s = out["measured_step_time_s"]
         con.print(f"measured step time: median {s['median']:.4g} s, IQR {s['iqr']:.3g} s, range {s['min']:.4g}"
                   f"-{s['max']:.4g} s over {s['n']} records", highlight=False)
     if band.sigma:
