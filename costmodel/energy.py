@@ -17,11 +17,11 @@ Composes the time model (compute / comm / schedule) with costmodel.power and cos
 4. Slots: rank r = s S + i (Megatron order, PP outermost) sits in node r // G, slot r % G, unless a
    device order on that node (``CUDA_VISIBLE_DEVICES``, as recommend prints it) puts local rank
    r % G on another slot.  Steady
-   temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature throttles until
-   it holds (every kernel's clock on that GPU, down to the HW-slowdown clock), setting its stage's pace;
-   cooler stage-mates run at their own clock and wait for it at the waiting power (slowdown is per
-   device, as a derate is); the slowest stage sets the step.  The fixed point of (ceilings -> times ->
-   powers -> temperatures -> ceilings) is iterated to convergence.
+   temperatures follow costmodel.thermal; a slot above the GPU's slowdown temperature lowers its own
+   clock until it holds (every kernel's clock on that GPU, down to the HW-slowdown clock); each stage
+   runs at its slowest GPU's clock, and faster stage-mates wait for it at the waiting power (slowdown
+   is per device, as a derate is); the slowest stage sets the step.  The fixed point of (clocks ->
+   times -> powers -> temperatures -> clocks) is iterated to convergence (costmodel.thermal_throttle).
 
 Units: seconds, W, J, C.  Reporting metrics: tokens per joule, and the seed characterization's
 samples/(s MJ) = (samples per second) / (energy per step in MJ).
@@ -42,13 +42,8 @@ from .power import PowerParams, compute_under_cap, phase_power_w, wait_power_w
 from .schedule import LayoutTerms, bubble_periods, pipeline_bubble_s
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
+from .thermal_throttle import stage_pace, thermal_clocks
 
-#: the SM clock ratio of HW slowdown: "reducing the core clocks by a factor of 2 or more" (NVIDIA
-#: nvml.h, nvmlClocksThrottleReasonHwSlowdown): a GPU the thermal response cannot hold below its
-#: slowdown temperature runs at half its maximum clock, hotter than the slowdown temperature
-HW_SLOWDOWN_CLOCK_RATIO = 0.5
-# dense tensor-core peaks are quoted at the boost clock, so sm_clock_mhz = boost x clock ratio
-_MAX_ITERS = 40
 
 
 def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
@@ -317,34 +312,47 @@ class StageState:
 
 
 def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=None,
-                step_time_s: float | None = None) -> StageState:
+                step_time_s: float | None = None, rows=None) -> StageState:
     """Times and powers of every stage with compute phases capped at ``caps_w`` (W, length PP) and
     clocks at most ``clock_max`` (ratio of the maximum, length PP: a stage holding a derated GPU).
     ``step_time_s``: the job's step when a slower rank than these clocks give sets it (a derated
-    GPU's stage-mates, which run at their own clock and wait for it at the waiting power)."""
+    GPU's stage-mates, which run at their own clock and wait for it at the waiting power).
+    ``rows``: one GPU per entry instead, the stage index of each (caps_w and clock_max per entry), in
+    the step ``step_time_s`` (required then), or its own stage period where that is longer: GPUs that
+    run at clocks of their own and wait for the pace (costmodel.thermal_throttle)."""
     caps_w = np.asarray(caps_w, dtype=np.float64)
+    classes, exposed = st.classes, st.exposed_comm_s
+    if rows is not None:
+        classes = {k: (tc[rows], {n: np.broadcast_to(u, tc.shape)[rows] for n, u in us.items()})
+                   for k, (tc, us) in classes.items()}
+        exposed = exposed[rows]
     # each kernel class at the clock it reaches under the cap (above it only where the GPU's lowest
     # clock cannot meet it)
-    comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(st.classes, st.burst), caps_w, clock_max)
+    comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(classes, st.burst), caps_w, clock_max)
     p_busy = e_comp / np.where(comp > 0, comp, 1.0)
     p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
     p_dp = np.minimum(phase_power_w(pw, st.dp_util or st.comm_util), caps_w)
-    t_mb = comp + st.exposed_comm_s
-    # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
-    T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.pp_fill_s + st.const_s
-    if step_time_s is not None:
-        T = max(T, float(step_time_s))
+    t_mb = comp + exposed
     busy = st.m * comp
-    comm = st.m * st.exposed_comm_s + st.const_s
-    wait = np.maximum(T - busy - comm, 0.0)       # bubbles and waiting for the slowest stage
+    comm = st.m * exposed + st.const_s
+    if rows is None:
+        # 1F1B over unequal stages: the slowest stage's m periods and the fill and drain through the others
+        T = st.m * t_mb.max() + pipeline_bubble_s(t_mb.sum(), t_mb.max(), st.vp) + st.pp_fill_s + st.const_s
+        T = T if step_time_s is None else max(T, float(step_time_s))
+        t_own = T
+    else:
+        # a GPU's trial clock may run its own stage period past the step the pace set
+        T = float(step_time_s)
+        t_own = np.maximum(T, busy + comm)
+    wait = np.maximum(t_own - busy - comm, 0.0)   # bubbles and waiting for the slowest stage
     # the cap binds a waiting GPU too, though a spinning kernel rarely reaches it
     energy = (p_busy * busy + p_comm * (comm - st.dp_s) + p_dp * st.dp_s
               + np.minimum(wait_power_w(pw), caps_w) * wait)
-    avg = energy / T
+    avg = energy / t_own
     # the densest window a meter sees is the steady 1F1B period; never below the step's average
     # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its
     # micro-batch period does)
-    peak = np.maximum((p_busy * comp + p_comm * st.exposed_comm_s) / t_mb, avg)
+    peak = np.maximum((p_busy * comp + p_comm * exposed) / t_mb, avg)
     return StageState(t_mb, p_busy, w_class, s, avg, peak, T)
 
 
@@ -413,61 +421,6 @@ def dp_comm_util(cluster: ClusterSpec, t, u_link: float) -> dict:
 def _u_link(profile: Profile) -> float:
     """Link utilisation while NCCL moves data: the best fitted busbw efficiency of intra all-reduce."""
     return float(min(1.0, max(e for _, e in profile.comm["intra_node"]["all_reduce"].protocols)))
-
-
-def _thermal_clocks(ceilings, stage_of, temps_of, slow: float) -> np.ndarray:
-    """Per-stage SM-clock ceilings under thermal slowdown (ratios of the maximum): each stage runs at
-    the highest ceiling up to its own (``ceilings``: 1, or a derated GPU's pin) whose hottest GPU
-    holds at or below the slowdown temperature (bisection), never below the HW-slowdown clock.  The
-    slowdown lowers the clock of every kernel (NVIDIA nvml.h, nvmlClocksThrottleReasonSwThermalSlowdown:
-    "SW Thermal Slowdown ... reducing the core clocks"), not a power limit.  Stages heat each other
-    through the air stream and the step they share, so the stages are swept in turn, each seeing the
-    others' current ceilings, until none changes (a stage that cools when another slows is raised back)."""
-    top = np.asarray(ceilings, dtype=np.float64)
-    eff = top.copy()
-    if temps_of(eff).max() <= slow + 1e-6:       # no stage reaches the slowdown: the sweep would keep all
-        return eff
-    for _ in range(_MAX_ITERS):
-        changed = False
-        for s in range(len(eff)):
-            mine = stage_of == s
-            trial = eff.copy()
-            trial[s] = top[s]
-            lo, hi = float(min(HW_SLOWDOWN_CLOCK_RATIO, top[s])), float(top[s])
-            if temps_of(trial)[mine].max() <= slow + 1e-6 or lo >= hi:
-                new = hi
-            else:
-                for _ in range(40):
-                    trial[s] = 0.5 * (lo + hi)
-                    if temps_of(trial)[mine].max() > slow:
-                        hi = trial[s]
-                    else:
-                        lo = trial[s]
-                new = lo
-            if abs(new - eff[s]) > 1e-9:
-                eff[s], changed = new, True
-        if not changed:
-            break
-    return eff
-
-
-def _heat_held(clock_max, stage_of, slow_rank, r_own, slow: float, states, temps_of):
-    """(mask of the listed GPUs the heat holds, per-stage clock ceilings, ``states(ceilings, mask)``): those
-    above the slowdown temperature ``slow`` with every GPU at ``clock_max`` (derated ones, ``slow_rank``, set
-    their pace already), less those below it on their own clock beside the rest (a GPU's own power raises its
-    junction by ``r_own`` C/W, costmodel.thermal), which run free and wait; the set only shrinks."""
-    hot = (temps_of(clock_max, np.zeros(len(stage_of), dtype=bool)) > slow + 1e-6) & ~slow_rank
-    for _ in range(len(stage_of) + 1):
-        # a stage's ceiling answers to the GPUs that run at it, not to mates it does not slow
-        eff = _thermal_clocks(clock_max, stage_of,
-                              lambda c: np.where(slow_rank | hot, temps_of(c, hot), -np.inf), slow)
-        st = states(eff, hot)
-        free_t = temps_of(eff, hot) + r_own * (st[1].avg_power_w[stage_of] - st[0].avg_power_w[stage_of])
-        keep = hot & (free_t > slow + 1e-6)
-        if np.array_equal(keep, hot):
-            break
-        hot = keep
-    return hot, eff, st
 
 
 def check_derate(derate: dict, cluster: ClusterSpec, num_gpus: int) -> None:
@@ -594,9 +547,6 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     check_derate(derate, cluster, n)
     check_device_order(device_order, cluster, n)
     slow_ranks = _derated_ranks(derate, G, device_order, n)
-    clock_max = np.ones(pp)
-    for r, mhz in slow_ranks.items():
-        clock_max[r // S] = min(clock_max[r // S], mhz / cluster.gpu.full_clock_mhz)
     # a node with its own device order or a derated GPU is listed whatever node stands for its stage
     ranks = _listed_ranks(pp, S, G, n, {node for node, _ in derate} | (set(device_order) - {None}))
     stage_of, slots = ranks // S, _slots_of(ranks, G, device_order)
@@ -610,58 +560,57 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         return p_gpu.reshape(rep_nodes, G)
 
     slow_rank = np.isin(ranks, list(slow_ranks))
+    top = np.array([slow_ranks[r] / cluster.gpu.full_clock_mhz if r in slow_ranks else 1.0 for r in ranks.tolist()])
+    caps_g = caps[stage_of]
 
-    def states(ceiling, hot):
-        """(the stages' state at ``ceiling``, which sets the step, run by the derated GPUs and those the
-        heat holds (``hot``); the state of every other GPU: its own clock, then waiting for them; per-rank
-        average power).  Thermal slowdown is per device (nvml.h: the GPU reduces its own core clocks),
-        so a cool GPU does not slow down with a hot stage-mate: it finishes and waits in the collective."""
-        state = stage_state(st, pw, caps, ceiling)
-        pace = slow_rank | hot
-        if not pace.any():
-            return state, state, state.avg_power_w[stage_of]
-        mates = stage_state(st, pw, caps, np.ones(pp), step_time_s=state.step_time_s)
-        return state, mates, np.where(pace, state.avg_power_w[stage_of], mates.avg_power_w[stage_of])
+    def gpu_state(clock, T):
+        """Each listed GPU at its own clock in a step of T s (it waits for the pace the rest of it)."""
+        return stage_state(st, pw, caps_g, clock, step_time_s=T, rows=stage_of)
 
-    def temps_of(ceiling, hot):
-        return steady_temp_c(cool, th.r_th_c_per_w, by_node(states(ceiling, hot)[2])).reshape(-1)[at]
+    def temps_of(p_rank):
+        return steady_temp_c(cool, th.r_th_c_per_w, by_node(p_rank)).reshape(-1)[at]
 
     r_own = th.r_th_c_per_w * np.asarray(cool.r_th_scale, dtype=np.float64)[slots]
-    hot, eff, (state, mates, p_rank) = _heat_held(clock_max, stage_of, slow_rank, r_own, slow, states, temps_of)
-    throttled = bool(np.any(eff < clock_max - 1e-6))
-    p_nodes = by_node(p_rank)
+    # each GPU's own clock (a derate's pin, or where its heat holds it at the slowdown temperature); each
+    # stage runs at its slowest GPU's, the slowest stage sets the step (costmodel.thermal_throttle)
+    clock, T = thermal_clocks(top, r_own, slow, lambda c, t: gpu_state(c, t).avg_power_w, temps_of,
+                              lambda c: stage_state(st, pw, caps, stage_pace(c, stage_of, pp)).step_time_s)
+    state = stage_state(st, pw, caps, stage_pace(clock, stage_of, pp))
+    gs = gpu_state(clock, T)
+    throttled = bool(np.any(clock < top - 1e-6))
+    p_nodes = by_node(gs.avg_power_w)
     temps = steady_temp_c(cool, th.r_th_c_per_w, p_nodes).reshape(-1)[at]
     warm = None
     if warm_steps is not None:
         idle = np.full((rep_nodes, G), pw.idle_w)
         warm = float(temp_after_c(cool, th.r_th_c_per_w, th.tau_s, p_nodes, idle,
-                                  warm_steps * state.step_time_s).reshape(-1)[at].max())
-    T = state.step_time_s
+                                  warm_steps * T).reshape(-1)[at].max())
     n_slow = np.bincount([r // S for r in slow_ranks], minlength=pp).astype(np.float64)
-    # the heat-held share of a stage's listed GPUs (not derated), as if each listed node stood for the others
-    # alike (_listed_ranks; nodes listed for a derate or order of their own make it an estimate)
-    free = np.bincount(stage_of[~slow_rank], minlength=pp)
-    n_hot = np.bincount(stage_of[hot], minlength=pp) / np.maximum(free, 1) * (S - n_slow)
-    n_pace = n_slow + n_hot
-    energy = float(((S - n_pace) * mates.avg_power_w + n_pace * state.avg_power_w).sum() * T)
+    # a stage's GPUs that are not derated draw as its listed ones do on average, as if each listed node
+    # stood for the others alike (_listed_ranks; nodes listed for a derate or order of their own make it
+    # an estimate); a stage listing only derated GPUs has the rest at full clock, waiting
+    free = ~slow_rank
+    n_free = np.bincount(stage_of[free], minlength=pp)
+    p_free = np.where(n_free > 0, np.bincount(stage_of[free], weights=gs.avg_power_w[free], minlength=pp)
+                      / np.maximum(n_free, 1), stage_state(st, pw, caps, np.ones(pp), step_time_s=T).avg_power_w)
+    p_slow = np.bincount(stage_of[slow_rank], weights=gs.avg_power_w[slow_rank], minlength=pp)
+    energy = float(((S - n_slow) * p_free + p_slow).sum() * T)
     boost = _boost_mhz(cluster)
     rows = []
     for i, r in enumerate(int(x) for x in ranks):
-        s, own = stage_of[i], state if slow_rank[i] or hot[i] else mates
-        rows.append(dict(rank=r, node=r // G, slot=int(slots[i]), stage=int(s), power_w=float(own.avg_power_w[s]),
-                         peak_power_w=float(own.peak_power_w[s]), temp_c=float(temps[i]),
-                         sm_clock_mhz=float(boost * own.clock[s]) if boost else None,
-                         # thermally throttled: this GPU holds at its slowdown temperature (its
-                         # stage-mates run at their own clock and wait for it)
-                         throttled=bool((hot[i] or slow_rank[i]) and eff[s] < clock_max[s] - 1e-6
-                                        and temps[i] >= slow - 0.05),
+        rows.append(dict(rank=r, node=r // G, slot=int(slots[i]), stage=int(stage_of[i]),
+                         power_w=float(gs.avg_power_w[i]), peak_power_w=float(gs.peak_power_w[i]),
+                         temp_c=float(temps[i]), sm_clock_mhz=float(boost * gs.clock[i]) if boost else None,
+                         # thermally throttled: this GPU holds at its slowdown temperature below its
+                         # own top clock (stage-mates faster than it wait for it)
+                         throttled=bool(clock[i] < top[i] - 1e-6 and temps[i] >= slow - 0.05),
                          # at the HW-slowdown clock and still above the slowdown temperature
                          hw_slowdown=bool(temps[i] > slow + 0.05),
                          derated_mhz=slow_ranks.get(r)))
     slowest = int(np.argmax(state.t_mb_s))
     return EnergyReport(
         step_time_s=T, avg_power_w=energy / (n * T),
-        peak_power_w=float(max(state.peak_power_w.max(), mates.peak_power_w.max())), energy_j_per_step=energy,
+        peak_power_w=float(max(state.peak_power_w.max(), gs.peak_power_w.max())), energy_j_per_step=energy,
         tokens_per_joule=metrics.tokens_per_joule(recipe, energy),
         samples_per_s_per_mj=metrics.samples_per_s_per_mj(recipe, T, energy),
         max_temp_c=float(temps.max()), throttled=throttled, hw_slowdown=bool(temps.max() > slow + 0.05),
