@@ -15,7 +15,9 @@
   with dropout, generalised here term by term to GQA (K and V of width kv), gated MLPs, MoE top-k
   and no-dropout models; with TP and SP everything divides by t; without SP the norm and dropout
   terms stay replicated (10 + 24/t); selective recompute drops the s^2 attention terms; full
-  recompute keeps only the layer input (2 s b h / t) plus one layer's working set.  Flash
+  recompute keeps only the layer input (2 s b h / t) plus, while one layer re-runs, the rest of its
+  activations (with some layers kept, as --recompute-num-layers keeps them, the backward frees those
+  first, so the re-run adds nothing once one whole layer is kept).  Flash
   attention (Dao 2022) stores no s^2 tensor but the output and the fp32 log-sum-exp.
 * In-flight micro-batches of 1F1B (Narayanan et al. SC21): the first stage holds min(PP, m)
   micro-batches of its L/PP layers; interleaved with VP chunks it holds
@@ -395,6 +397,16 @@ class _MemoryParts:
     reserved: np.ndarray
     fp8_weight_layer: np.ndarray
     extra_chunks: np.ndarray
+    rerun: np.ndarray = 0.0
+    kept_share: np.ndarray = 0.0
+
+    def working_at(self, layers_per_chunk) -> np.ndarray:
+        """The working set beside the chunks in flight, bytes: ``working`` plus, under full recompute, the
+        re-run layer's activations beyond its stored input, less what the backward has freed by then: it walks the chunk's
+        stored (not recomputed) layers first, each at least as large, so those hold the peak while
+        one or more of them is kept (Megatron's block method recomputes a chunk's first layers)."""
+        kept = np.asarray(self.kept_share) * np.asarray(layers_per_chunk, dtype=np.float64)
+        return self.working + self.rerun * np.clip(1.0 - kept, 0.0, 1.0)
 
 
 def extra_interleaved_chunks(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> np.ndarray:
@@ -453,12 +465,14 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) ->
     # the re-run layer's activations (its scores too) under full recompute; a recomputed unfused
     # attention core's scores while it re-runs under selective
     selective_core = (t.recompute == 1) & ("core_attn" in recipe.recomputed)
-    working = (np.where(t.recompute == 2, act_layer, 0.0) + np.where(selective_core, score_bytes(model, recipe, t), 0.0)
-               + dispatch_transient_bytes(model, recipe, t))
+    working = np.where(selective_core, score_bytes(model, recipe, t), 0.0) + dispatch_transient_bytes(model, recipe, t)
     logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
                         reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu),
-                        extra_interleaved_chunks(model, recipe, t))
+                        extra_interleaved_chunks(model, recipe, t),
+                        # its input is the checkpoint already stored
+                        np.where(t.recompute == 2, act_layer - tok * model.hidden * ACT_BYTES / sp_div, 0.0),
+                        np.where(t.recompute == 2, 1.0 - frac, 0.0))
 
 
 def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_layers) -> tuple:
@@ -484,9 +498,10 @@ def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> 
     weights, grads, optim = parts.states(*stage_params(model, t, light_last_stage(recipe)))
     L_stage = layers_per_stage(model, t)
     weights = weights + L_stage * parts.fp8_weight_layer
-    m, stored_layer, working, logits = parts.microbatches, parts.stored_layer, parts.working, parts.logits
+    m, stored_layer, logits = parts.microbatches, parts.stored_layer, parts.logits
     chunks = np.where(t.vp > 1, interleaved_flight(t.pp, t.vp, m, 0, parts.extra_chunks), np.minimum(t.pp, m))
     layers_per_chunk = L_stage / t.vp
+    working = parts.working_at(layers_per_chunk)
     first = chunks * layers_per_chunk * stored_layer + working
     # the last rank keeps its own warm-up's chunks in flight under interleaving (about VP - 1 micro-batches
     # of its chunks beside the one in its 1F1B step), one micro-batch of its layers without
@@ -532,8 +547,9 @@ def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
     mb = np.asarray(parts.microbatches, dtype=np.float64).reshape(-1, 1)
     extra = np.asarray(parts.extra_chunks, dtype=np.float64).reshape(-1, 1)
     flight = np.where(vp > 1, interleaved_flight(pp, vp, mb, r, extra), np.minimum(pp - r, mb))
-    per_rank = (flight * ranks[None, :] / vp * np.asarray(parts.stored_layer).reshape(-1, 1)
-                + np.asarray(parts.working).reshape(-1, 1))
+    col = lambda a: np.asarray(a, dtype=np.float64).reshape(-1, 1)          # noqa: E731
+    work = col(parts.working) + col(parts.rerun) * np.clip(1.0 - col(parts.kept_share) * ranks[None, :] / vp, 0.0, 1.0)
+    per_rank = flight * ranks[None, :] / vp * col(parts.stored_layer) + work
     per_rank[:, -1] += np.broadcast_to(np.asarray(parts.logits, dtype=np.float64), per_rank[:, -1].shape)
     return per_rank
 

@@ -137,6 +137,27 @@ def test_reserve_is_cuda_context_plus_nccl_buffers_per_communicator():
     assert mem.peak_bytes[0] == pytest.approx(parts[0], rel=1e-12)
 
 
+def test_recomputing_some_layers_never_needs_more_memory_than_none():
+    """Full recompute of 1 of Llama 2 7B's 32 layers on one rank (PP 1, one micro-batch in flight): the
+    backward walks the 31 kept layers first and frees them before the one recomputed layer re-runs, so
+    the re-run adds nothing and one layer's activations less its input are saved.  The re-run layer's
+    working set had been added on top, 32 MiB above no recompute at all; all 32 layers recomputed keep
+    the inputs of 31 and the one re-run layer (its input is its checkpoint)."""
+    m = load_model("llama2-7b")
+    r = Recipe(gbs=64, seq_len=4096)
+    rows = [layout(tp=1, pp=1, dp=8, recompute="none")] + [layout(tp=1, pp=1, dp=8, recompute="full")] * 0
+    none = memory_bytes(m, r, rows[0]).activations_bytes[0]
+    t = lambda n: LayoutTable.from_rows([dict(tp=1, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, recompute="full",   # noqa: E731
+                                              recompute_num_layers=n, zero=1, sp=False, overlap=True)])
+    act = activation_bytes_per_layer(m, r, rows[0])[0]
+    layer_input = 4096 * m.hidden * 2
+    acts = [memory_bytes(m, r, t(n)).activations_bytes[0] for n in range(1, 33)]
+    assert acts[0] == pytest.approx(none - (act - layer_input), rel=1e-12)
+    # recomputing the last layer too saves nothing: the backward re-runs it first, beside all the inputs
+    assert np.all(np.diff(acts)[:-1] < 0) and acts[-1] == pytest.approx(acts[-2], rel=1e-12)
+    assert acts[-1] == pytest.approx(acts[0] - 30 * (act - layer_input), rel=1e-12)
+
+
 def test_block_recompute_of_n_layers_sits_between_none_and_full():
     """Megatron --recompute-method block --recompute-num-layers N recomputes N layers of each chunk:
     memory and step time move linearly from no recompute (N = 0 layers) to full (N = all), and
@@ -154,20 +175,29 @@ def test_block_recompute_of_n_layers_sits_between_none_and_full():
     acts, step = pred.memory.activations_bytes, pred.step_time_s
     assert acts[3] == pytest.approx(acts[4], rel=1e-12) and step[3] == pytest.approx(step[4], rel=1e-12)  # 20 = all
     assert acts[0] > acts[1] > acts[2] > acts[3] and step[0] < step[1] < step[2] < step[3]
-    # linear in N between the ends (5 and 10 of 20 layers)
-    assert (acts[1] - acts[3]) == pytest.approx(3 * (acts[2] - acts[3]) / 2, rel=1e-9)
-    # the least N that fits: 9 of 20 layers
+    # linear in N from none (5 and 10 of 20 layers) while a layer stays kept, whose backward frees
+    # more than the re-run takes; all 20 add the re-run layer's working set
+    assert (acts[0] - acts[1]) == pytest.approx((acts[0] - acts[2]) / 2, rel=1e-9)
+    act = activation_bytes_per_layer(m, r, LayoutTable.from_rows([dict(base, recompute="none")]))[0]
+    per_layer_saved = (acts[0] - acts[1]) / 5
+    layer_input = 4 * 8192 * m.hidden * 2 / 8                   # mbs x seq x hidden x 2 bytes / TP (SP)
+    assert acts[3] == pytest.approx(acts[0] - 20 * per_layer_saved + act - layer_input, rel=1e-9)
+    # the least N that fits: 8 of 20 layers
     fulls = predict_table(m, r, c, p, LayoutTable.from_rows([dict(base, recompute="full", recompute_num_layers=k)
                                                                for k in range(1, 21)]))
     n = 1 + int(np.argmax(fulls.feasible))
-    assert n == 9 and not fulls.feasible[n - 2]
+    assert n == 8 and not fulls.feasible[n - 2]
     # --recompute auto takes the fastest step that fits, of full(N) and the selective module sets: here
-    # Megatron's --recompute-modules mlp (the dense MLP re-run, its SwiGLU activations dropped), a shade
-    # faster than full recompute of 9 layers
+    # full recompute of 8 layers, a shade faster than Megatron's --recompute-modules mlp (the dense MLP
+    # re-run, its SwiGLU activations dropped), which fits too
     rc, k, rm = least_recompute(m, r, c, p, dict(base, recompute="none"))
-    assert (rc, k, rm.recompute_modules) == ("selective", 0, "mlp")
+    assert (rc, k) == ("full", 8)
     mine = predict_table(m, rm, c, p, LayoutTable.from_rows([dict(base, recompute=rc, recompute_num_layers=k)]))
-    assert mine.feasible[0] and mine.step_time_s[0] <= fulls.step_time_s[n - 1]
+    assert mine.feasible[0] and mine.step_time_s[0] == pytest.approx(fulls.step_time_s[n - 1], rel=1e-12)
+    from dataclasses import replace
+    mlp = predict_table(m, replace(r, recompute_modules="mlp"), c, p,
+                        LayoutTable.from_rows([dict(base, recompute="selective")]))
+    assert mlp.feasible[0] and mine.step_time_s[0] < mlp.step_time_s[0] < 1.02 * mine.step_time_s[0]
 
 
 def test_torchtitan_op_sac_keeps_what_its_policy_saves():
