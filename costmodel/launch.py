@@ -315,7 +315,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
             a.append("--overlap-grad-reduce")
             if layout["zero"] in (1, 2):
                 a.append("--overlap-param-gather")
-    if recipe.tp_comm_overlap and layout["sp"]:
+    if recipe.tp_comm_overlap and layout["sp"] and layout["overlap"]:      # as compute prices it
         a.append("--tp-comm-overlap")
     fp8 = "--bf16 --fp8-format hybrid" + (" --fp8-recipe tensorwise" if recipe.fp8_recipe == "tensorwise" else "") + (
         " --fp8-param-gather" if fp8_params else "")
@@ -511,7 +511,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     elif current:
         # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
-    callback = recipe.tp_comm_overlap and t["sp"]
+    callback = recipe.tp_comm_overlap and t["sp"] and t["overlap"]
     if callback:
         # TP overlap is NeMo's MegatronCommOverlapCallback, whose setup() also writes its own p2p and DP
         # overlap defaults over the model and DDP configs (VP > 1: overlap_p2p_comm on; DP overlap on with
@@ -520,6 +520,9 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
         kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
         a.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
+    elif get_stack(recipe.stack).defaults.get("tp_comm_overlap") and t["sp"] and t["tp"] > 1:
+        a.append("# TP-comm overlap off: no MegatronCommOverlapCallback with tp_comm_overlap=True "
+                 "(NeMo's performance recipes append one)")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
     if kv := kv_repeat_note(model, recipe):

@@ -110,7 +110,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
                      main_grads_dtype=dtype("fp32"), exp_avg_dtype=dtype("fp32"), exp_avg_sq_dtype=dtype("fp32"))
     for k, v in optimizer_config(recipe):
         optimizer[k] = dtype(v) if k.endswith("dtype") else v
-    comm = dict(tp_comm_overlap=bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1), **dp)
+    comm = dict(tp_comm_overlap=bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1 and t["overlap"]), **dp)
     if t["vp"] > 1:
         comm.update(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden)
     if model.is_moe:

@@ -58,6 +58,10 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
         elif not alone:
             kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept does not run "
                         f"with {r0.stack}'s default {r0.moe_dispatcher}: the search keeps it on")
+        elif getattr(r, key) is False:
+            kept.append(f"costmodel: note: {_switch_text(key, False, r0)}: the fastest layout takes {best:.3f} s per "
+                        f"step before the power limit without it, {t_without:.3f} s with it: the search turns it "
+                        "off (the printed settings do)")
         else:
             kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the fastest layout takes "
                         f"{best:.3f} s per step before the power limit with it, {t_without:.3f} s without it: the "
@@ -81,13 +85,16 @@ def _switch_text(key: str, value, r0) -> str:
         return f"the DP gradient/parameter overlap (--dp-overlap: {_dp_overlap_words(r0.stack)}, off by default in {r0.stack})"
     if sw is not None and sw.summary and value is True:
         return f"{sw.summary} ({sw.cli_flag}; off by default in {r0.stack})"
+    if sw is not None and sw.summary and value is False:
+        return f"{sw.summary} (--no-{sw.cli_flag.removeprefix('--')}; on by default in {r0.stack})"
     return f"--{key.replace('_', '-')} {value}"
 
 
 def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
     """(recipe changes, description) pairs worth searching beside ``r``: the DP overlap where the stack
     can run it and leaves it off (Megatron-LM), Transformer Engine TP-comm overlap
-    (off by default on Megatron and NeMo) when ``--tp-comm-overlap`` is left open, and for an MoE
+    when ``--tp-comm-overlap`` is left open (on where the stack leaves it off, off where it sets it on:
+    its chunked GEMMs can cost more than it hides), and for an MoE
     model on a Megatron-family stack grouped expert GEMMs (unless ``--moe-grouped-gemm`` is given), the
     fused token permutation (unless ``--moe-permute-fusion`` is given) and
     the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
@@ -104,6 +111,13 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
     if flags.get("tp_comm_overlap") is None and not r.tp_comm_overlap and r.stack in TE_STACKS and not no_overlap:
         out.append((dict(tp_comm_overlap=True),
                     f"Transformer Engine TP-comm overlap (--tp-comm-overlap, off by default in {r.stack})"))
+    if flags.get("tp_comm_overlap") is None and r.tp_comm_overlap and not no_overlap:
+        # on by the stack's default, it can cost more than it hides: its GEMMs run in TP chunks, each
+        # with a partial wave, beside kernels that hold SMs (costmodel.tp_overlap), at a small TP degree
+        # or a short sequence per rank
+        out.append((dict(tp_comm_overlap=False),
+                    f"no TP-comm overlap (--no-tp-comm-overlap, on by default in {r.stack}: its chunked GEMMs "
+                    f"cost more than the TP communication it hides here)"))
     if m.is_moe and flags.get("moe_grouped_gemm") is None and not r.moe_grouped_gemm and get_stack(r.stack).megatron_family:
         out.append((dict(moe_grouped_gemm=True), f"grouped expert GEMMs with the {r.moe_dispatcher} dispatcher "
                                                   f"(--moe-grouped-gemm; off by default in {r.stack})"))

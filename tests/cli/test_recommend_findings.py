@@ -1,6 +1,7 @@
 """recommend and predict as an engineer plans a run with them: the launch settings of each format
 say what the prediction assumed, and refusals name what the user can change."""
 import json
+import re
 
 import pytest
 from cli_run import one_line, run
@@ -155,3 +156,28 @@ def test_the_re_ranked_table_pairs_each_row_with_its_own_prediction(monkeypatch)
     assert [run.lay for run in runs] == list(range(10)) + [25]
     assert res.ranked.layouts.idx[:11].tolist() == [run.lay for run in runs]
     assert sorted(res.ranked.layouts.idx.tolist()) == list(range(40))
+
+
+def test_recommend_turns_off_a_tp_comm_overlap_that_costs_more_than_it_hides():
+    """NeMo's performance recipes run TE TP-comm overlap; at TP 2 on 8 x 8 A100 (Llama 2 13B, PP 16) its
+    chunked GEMMs and the SMs its kernels hold cost more than the 0.4 s of TP communication it hides.
+    The search only ever turned switches on, so it kept a slower winner; it now turns this one off,
+    says so with both steps, and prints settings without it (NeMo: no overlap callback)."""
+    base = ("--model", "llama2-13b", "--cluster", "jean-zay-a100", "--nodes", "8", "--stack", "nemo", "--gbs", "256")
+    rec = run("recommend", *base, "--tp", "2", "--pp", "16", "--top", "3")
+    assert rec.returncode == 0, rec.stderr
+    note = next(ln for ln in rec.stderr.splitlines() if "--no-tp-comm-overlap" in ln)
+    without, with_ = (float(x) for x in re.findall(r"takes ([\d.]+) s per step .* without it, ([\d.]+) s with it", note)[0])
+    assert without < with_ and "turns it off" in note
+    assert "MegatronCommOverlapCallback, tp_comm_overlap=True" not in rec.stdout and "# TP-comm overlap off" in rec.stdout
+    cmd = next(ln for ln in rec.stdout.splitlines() if ln.startswith("costmodel predict"))
+    assert "--no-tp-comm-overlap" in cmd
+    lay = ("--tp", "2", "--pp", "16", "--dp", "2", "--mbs", "1", "--recompute", "none", "--zero", "1", "--json")
+    on = json.loads(run("predict", *base, *lay).stdout)
+    off = json.loads(run("predict", *base, *lay, "--no-tp-comm-overlap").stdout)
+    assert off["uncapped_step_time_s"] == pytest.approx(without, abs=5e-4)
+    assert on["uncapped_step_time_s"] > off["uncapped_step_time_s"]
+    # the nothing-hides what-if prints no TP-comm overlap either: it is priced without one
+    txt = run("predict", *base, *lay[:-1], "--no-overlap", "--format", "megatron")
+    assert txt.returncode == 0, txt.stderr
+    assert "--tp-comm-overlap" not in txt.stdout and "--sequence-parallel" in txt.stdout
