@@ -76,7 +76,8 @@ def thermal_clocks(top: np.ndarray, r_own: np.ndarray, slow_c: float,
         # dominant mode, read off the ratio of successive steps (damped ones: ratio = 1 + w (lambda - 1))
         if step_prev is not None and step_prev @ step_prev > 0:
             ratio = float(step @ step_prev / (step_prev @ step_prev))
-            relax = min(max(relax / (1.0 - min(ratio, 0.0)), 0.02), 1.0)
+            lam = 1.0 - (1.0 - ratio) / relax        # the undamped map's rate
+            relax = min(max(1.0 / (1.0 - min(lam, 0.0)), 0.02), 1.0)
             new = np.clip(clock + relax * step, floor, top)
         T_new = step_s(new)
         done = np.abs(new - clock).max() <= 1e-8
@@ -96,11 +97,13 @@ def _root(excess, lo: np.ndarray, hi: np.ndarray, f_hi: np.ndarray, hot: np.ndar
     active = hot & (fa <= 1e-6)                  # too hot even at the lowest clock: HW slowdown
     fa = np.minimum(fa, 0.0)
     side = np.zeros(len(a))
+    x_end, f_end = a.copy(), np.full(len(a), np.inf)       # each search's last evaluation
     for _ in range(_ROOT_EVALS):
         span = fb - fa
         x = np.where(span > 0, (a * fb - b * fa) / np.where(span > 0, span, 1.0), 0.5 * (a + b))
         x = np.clip(x, a, b)
         fx = excess(x)
+        x_end, f_end = np.where(active, x, x_end), np.where(active, fx, f_end)
         up = active & (fx > 0.0)                   # x too hot: it bounds from above
         down = active & ~up
         # Illinois: the end kept twice in a row has its value halved, so the bracket closes from both sides
@@ -112,4 +115,5 @@ def _root(excess, lo: np.ndarray, hi: np.ndarray, f_hi: np.ndarray, hot: np.ndar
         active &= (b - a > 1e-12) & (np.abs(fx) > 1e-7)
         if not active.any():
             break
-    return np.where(hot, a, hi)
+    # a search that stopped on an evaluation this close to the slowdown temperature answers with it
+    return np.where(hot, np.where(np.abs(f_end) <= 1e-7, x_end, a), hi)
