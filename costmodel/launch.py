@@ -512,6 +512,12 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
     callback = recipe.tp_comm_overlap and t["sp"] and t["overlap"]
+    # NeMo's performance recipes append their own overlap callback: it goes first, so that it neither
+    # runs the overlap the prediction leaves off nor doubles the one it prices
+    drop = callback or (get_stack(recipe.stack).defaults.get("tp_comm_overlap") and t["sp"] and t["tp"] > 1)
+    if drop:
+        a.append("recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
+                 "if cb.__fn_or_cls__ is not MegatronCommOverlapCallback]")
     if callback:
         # TP overlap is NeMo's MegatronCommOverlapCallback, whose setup() also writes its own p2p and DP
         # overlap defaults over the model and DDP configs (VP > 1: overlap_p2p_comm on; DP overlap on with
@@ -520,16 +526,13 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
         kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
         a.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
-    elif get_stack(recipe.stack).defaults.get("tp_comm_overlap") and t["sp"] and t["tp"] > 1:
-        a.append("# TP-comm overlap off: no MegatronCommOverlapCallback with tp_comm_overlap=True "
-                 "(NeMo's performance recipes append one)")
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
     if kv := kv_repeat_note(model, recipe):
         a.append("# " + kv)
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
-    if callback:
+    if drop:
         imports = ["import nemo_run as run", *imports,
                    "from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback"]
     if any("torch." in line for line in a):
@@ -579,7 +582,7 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     # kernels (fused_elementwise); and eager launches, one per kernel, as the stack is priced: torchtitan's
     # CUDA graphs of the forward and backward (TrainingConfig.disable_cuda_graphs, on by default since
     # 2026) also refuse pipeline parallelism and CPU-synchronising EP dispatchers (trainer.py)
-    async_tp = bool(recipe.tp_comm_overlap and t["tp"] > 1)
+    async_tp = bool(recipe.tp_comm_overlap and t["tp"] > 1 and t["overlap"])     # as compute prices it
     a += [f"    config.compile.enable = {bool(recipe.fused_elementwise or async_tp)}",
           f"    config.compile.enable_async_tensor_parallel = {async_tp}",
           "    config.training.disable_cuda_graphs = True   # priced as eager launches, one per kernel"]

@@ -557,7 +557,9 @@ def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
 def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict, gpu=None) -> tuple[np.ndarray, np.ndarray]:
     """Memory of each 1F1B stage as fixed + n_s x per_layer bytes per GPU (arrays of length PP), the
     form the energy ILP's memory constraint takes: :func:`rank_memory_bytes` (the same formulas as
-    ``predict``), which is affine in each rank's layer count n_s, read at one and at two layers a rank.
+    ``predict``), which is affine in each rank's layer count n_s, read at one and at two layers a rank,
+    but for the re-run layer's working set under partial full recompute, bounded from above by its
+    value at one layer.
     A layer counts as the model's heaviest (an MoE layer where the model has any), as the fullest
     stage of :func:`memory_bytes` does.
 
@@ -569,4 +571,9 @@ def stage_memory_terms(model: ModelSpec, recipe: Recipe, layout: dict, gpu=None)
     t = LayoutTable.from_rows([layout])
     parts = _memory_parts(model, recipe, t, gpu)
     one, two = (_rank_peaks(model, t, parts, [n] * layout["pp"])[0] for n in (1, 2))
-    return one - (two - one), two - one
+    # under partial full recompute the re-run layer's working set shrinks to nothing once a rank keeps a
+    # layer (_MemoryParts.working_at), which no line follows: the slope is read without it and the fixed
+    # part carries its largest value at one layer, an upper bound exact where a rank keeps none
+    hinge = lambda n: float(np.asarray(parts.working_at(n) - parts.working)[0])           # noqa: E731
+    per = (two - hinge(2)) - (one - hinge(1))
+    return one - per, np.full_like(one, per)

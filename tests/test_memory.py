@@ -644,3 +644,20 @@ def test_the_last_interleaved_rank_holds_its_own_warm_up_beside_the_logits():
     assert even.peak_bytes[0] == pytest.approx(split.max(), rel=1e-9)
     act = activation_bytes_per_layer(m, r, t)[0]
     assert even.activations_bytes[0] >= 31 * act
+
+
+def test_the_ilps_stage_memory_bounds_every_split_from_above_under_partial_recompute():
+    """Llama 3 70B, TP8 PP4, full recompute of N of each rank's 20 layers: the energy ILP's affine
+    stage memory (fixed + n x per layer) never falls below the memory predict gives a rank of n layers,
+    for even and uneven splits; it had been read as a line through one and two layers, 1.1-3.0 GiB
+    low, since the re-run layer's working set vanishes once a rank keeps a layer."""
+    from costmodel.memory import rank_memory_bytes, stage_memory_terms
+    m, r = load_model("llama3-70b"), Recipe(gbs=512, seq_len=8192)
+    for n_rec in (0, 2, 5, 10, 19, 20):
+        lay = dict(tp=8, pp=4, dp=2, cp=1, ep=1, vp=1, mbs=1, recompute="full" if n_rec else "none",
+                   recompute_num_layers=n_rec, zero=1, sp=True, overlap=True)
+        fixed, per = stage_memory_terms(m, r, lay)
+        for split in ([20] * 4, [26, 18, 18, 18], [1, 26, 26, 27], [5, 25, 25, 25]):
+            true = rank_memory_bytes(m, r, LayoutTable.from_rows([lay]), split)[0]
+            over = fixed + per * np.asarray(split) - true
+            assert over.min() >= -1.0 and over.max() < 0.25 * 2 ** 30        # bytes: at most 0.25 GiB above
