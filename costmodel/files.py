@@ -4,6 +4,7 @@ is atomic on one filesystem); and never over a file the same command reads."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -67,7 +68,26 @@ def _named_inputs(flag: str, argv) -> list:
     return out
 
 
-def check_output(path, flag: str, inputs=(), argv=None) -> Path:
+def _not_regular(path) -> str:
+    """What ``path`` is (its link followed) when it exists and is neither a regular file nor a folder
+    ("a pipe (FIFO)", "a character device", ...); "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return ""
+    return ("a pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def writes_into(path) -> bool:
+    """Whether a text output at ``path`` is written into what is there (a pipe or a character device,
+    such as ``/dev/null``) rather than replaced by a new file (:func:`write_atomically`)."""
+    return _not_regular(path) in ("a pipe (FIFO)", "a character device")
+
+
+def check_output(path, flag: str, inputs=(), argv=None, stream: bool = False) -> Path:
     """Refuse an output path that would lose data or cannot be written.
 
     Args:
@@ -75,11 +95,14 @@ def check_output(path, flag: str, inputs=(), argv=None) -> Path:
         inputs: files the command reads that the command line may not name (a configuration's
             own references); every existing file the command line names (``argv``, default
             ``sys.argv``) other than as ``flag``'s value counts as an input too.
+        stream: the output is text, which may go into an existing pipe or character device
+            (``-o /dev/null``, a FIFO; :func:`writes_into`) instead of a new file.
     Returns:
         ``path`` as a Path.
     Raises:
-        InputError: ``path`` is a directory, is (or links to) an input, or its folder does not exist
-            or takes no new file (read-only, /proc).
+        InputError: ``path`` is a directory, is (or links to) an input, is a device, pipe or socket that
+            this output cannot go into, or its folder (a link's target's) does not exist or takes no
+            new file (read-only, /proc).
     """
     path = Path(path)
     if path.is_dir():
@@ -92,16 +115,23 @@ def check_output(path, flag: str, inputs=(), argv=None) -> Path:
                 same = False
             if same:
                 raise InputError(flag, "", f"{path} is also an input of this command ({f}): writing would overwrite it")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise InputError(flag, "", f"cannot write {path}: {path.parent} is a file, not a folder")
-    if not path.parent.is_dir():
-        raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} does not exist")
+    kind = _not_regular(path)
+    if kind and stream and writes_into(path):
+        return path             # written into as it is (never replaced): no file is made beside it
+    if kind:        # replacing a device, pipe or socket by a file would break whatever else uses it
+        raise InputError(flag, "", f"{path} is {kind}, not a regular file: name a file to write")
+    # a symbolic link is kept and the file it points to written: that file's folder must take it
+    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    name = f"{path} (a link to {real})" if real != path else f"{path}"
+    if real.parent.exists() and not real.parent.is_dir():
+        raise InputError(flag, "", f"cannot write {name}: {real.parent} is a file, not a folder")
+    if not real.parent.is_dir():
+        raise InputError(flag, "", f"cannot write {name}: the folder {real.parent} does not exist")
     try:            # outputs are written beside their target, then renamed: the folder must take a file
-        import tempfile
-        with tempfile.TemporaryFile(dir=path.parent):
+        with tempfile.TemporaryFile(dir=real.parent):
             pass
     except OSError as e:
-        raise InputError(flag, "", f"cannot write {path}: the folder {path.parent} takes no file "
+        raise InputError(flag, "", f"cannot write {name}: the folder {real.parent} takes no file "
                          f"({e.strerror or e})") from None
     return path
 
@@ -132,14 +162,23 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
         InputError: :func:`check_output` refuses the path, the file cannot be written, or the writer
             refuses the format (names the flag and the path); the old file, if any, is left as it was.
     The written file keeps the old file's mode, else gets 0666 less the umask; a ``path`` that is a
-    symbolic link is kept and the file it points to is written.
+    symbolic link is kept and the file it points to is written; text for a pipe or a character device
+    (:func:`writes_into`) is written into it, never a file put in its place.
     """
-    named = check_output(path, flag, inputs)
+    named = check_output(path, flag, inputs, stream=isinstance(write, str))
     # a symbolic link stays a link: the file it points to is what gets replaced
-    path = check_output(os.path.realpath(named), flag, inputs) if named.is_symlink() else named
+    path = Path(os.path.realpath(named)) if named.is_symlink() else named
+    if isinstance(write, str) and writes_into(path):
+        try:        # a pipe or device (-o /dev/null) takes the text as it is, as a shell's > would
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(write)
+        except OSError as e:
+            raise InputError(flag, "", f"cannot write {named}: {e.strerror or e}") from None
+        return named
     mode = _mode_for(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
+        # the name given sets the format (a link plot.png may point to a name without a suffix)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=named.suffix or path.suffix or ".tmp")
         os.close(fd)
         try:
             if isinstance(write, str):

@@ -1,5 +1,6 @@
 """Output files are written through a temporary file and renamed: a failed write keeps the old file.
 Text inputs are read through one helper, which drops a UTF-8 byte-order mark."""
+import os
 import re
 from pathlib import Path
 
@@ -167,3 +168,79 @@ def test_a_plot_folder_named_as_an_image_is_refused_not_made(tmp_path):
                         "--plot", str(tmp_path / "outp.png")], capture_output=True, text=True, cwd=root, timeout=300)
     assert r.returncode == 2 and "validate writes its plots into a folder" in r.stderr and r.stdout == ""
     assert not (tmp_path / "outp.png").exists()
+
+
+def _pipe(tmp_path):
+    """A FIFO in ``tmp_path`` and its read end, opened without blocking (so a writer never waits for a
+    reader, and a test never hangs)."""
+    import os
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    return fifo, os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def _drain(fd) -> bytes:
+    import os
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(fd)
+    return out
+
+
+def test_text_for_a_pipe_is_written_into_it_never_a_file_in_its_place(tmp_path):
+    """-o naming a FIFO (or a link to one), as -o /dev/null would: the text goes into the pipe and the
+    pipe stays a pipe (it had been replaced by a regular file); a plot (not text) is refused instead."""
+    import stat
+    fifo, fd = _pipe(tmp_path)
+    assert write_atomically(fifo, "hello\n", "-o") == fifo
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and _drain(fd) == b"hello\n"
+    link = tmp_path / "latest.yaml"
+    link.symlink_to(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    assert write_atomically(link, "via link\n", "-o") == link
+    assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode) and _drain(fd) == b"via link\n"
+    plot = tmp_path / "front.png"
+    plot.symlink_to(fifo)
+    with pytest.raises(InputError) as e:
+        write_atomically(plot, lambda tmp: Path(tmp).write_bytes(b"png"), "--plot")
+    assert str(e.value) == f"--plot: {plot} is a pipe (FIFO), not a regular file: name a file to write"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["front.png", "latest.yaml", "pipe"]
+
+
+def test_calibrate_fit_into_a_pipe_writes_the_profile_and_keeps_the_pipe(tmp_path):
+    """calibrate fit -o LINK, LINK -> a FIFO: exit 0, the profile read from the pipe, the pipe still a pipe."""
+    import stat
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    fifo, fd = _pipe(tmp_path)
+    link = tmp_path / "out.yaml"
+    link.symlink_to(fifo)
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "calibrate", "fit",
+                        str(root / "tests/data/readers/nccl_tests_oci_a100_16ranks_2nodes.txt"), "--cluster",
+                        "dgx-a100-40gb", "--collective", "all_reduce", "-o", str(link)],
+                       capture_output=True, text=True, cwd=root, timeout=300)
+    text = _drain(fd).decode()
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
+    assert text.startswith("# a100-sxm-40gb profile fitted by `costmodel calibrate fit`") and "\ngpu: a100-sxm-40gb\n" in text
+
+
+def test_a_link_into_a_missing_folder_is_refused_before_any_work(tmp_path):
+    """--plot front.png, a link to a file in a folder that does not exist: refused by the check made before
+    the work (it had passed, and the write failed only after the solve)."""
+    from costmodel.files import check_output
+    link = tmp_path / "front.png"
+    link.symlink_to(tmp_path / "gone" / "front.png")
+    with pytest.raises(InputError) as e:
+        check_output(link, "--plot")
+    assert str(e.value) == (f"--plot: cannot write {link} (a link to {tmp_path / 'gone' / 'front.png'}): "
+                            f"the folder {tmp_path / 'gone'} does not exist")

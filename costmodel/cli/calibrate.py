@@ -77,7 +77,7 @@ def run(ctx: typer.Context,
     (see `python -m costmodel.calibration.run --help`).  Under Slurm use
     `srun -N NODES --ntasks-per-node GPUS python -m costmodel.calibration.run --out FILE` instead."""
     from ..files import check_output
-    check_output(out, "--out")          # the suite's records: never over an input, into a missing folder
+    check_output(out, "--out", stream=True)     # the suite's records: never over an input, into a missing folder
     if nproc_per_node is not None and nproc_per_node < 1:
         raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
     n = nproc_per_node or _gpu_count()
@@ -216,7 +216,7 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
                              "each measurement once")
         seen[key] = f
     from ..files import check_output
-    out = check_output(output, "-o", files + [x for x in (base, cluster) if x])
+    out = check_output(output, "-o", files + [x for x in (base, cluster) if x], stream=True)
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and v < 1:
             raise InputError(flag, "", f"must be >= 1, got {v}")
@@ -279,7 +279,9 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
         con.print(tb)
     for w in rep.warnings:
         con.print(f"[yellow]warning:[/] {w}", highlight=False)
-    con.print(f"wrote {out}  (use: costmodel predict ... --profile {out})", highlight=False)
+    from ..files import writes_into
+    con.print(f"wrote {out}" + ("" if writes_into(out) else f"  (use: costmodel predict ... --profile {out})"),
+              highlight=False)          # a pipe or /dev/null is no profile to use
 
 
 def _fitted_here(e: dict, d: dict) -> bool:

@@ -84,7 +84,7 @@ def compare(
         require_matplotlib()
         output_dir(plot, "--plot", "compare")
     if trace:       # after --plot made its folder: the README writes the trace into it
-        check_output(trace, "--trace")
+        check_output(trace, "--trace", stream=True)
     tlog = _read_log(log, warmup_steps, rank)
     warnings = list(tlog.errors) + list(tlog.warnings)
     sc = dict(uneven_pp=True)
