@@ -201,15 +201,16 @@ def write_atomically(path, write: Callable[[str], None] | str, flag: str, inputs
 _IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
-def output_dir(path, flag: str, command: str = "this command") -> Path:
+def output_dir(path, flag: str, command: str = "this command", files=()) -> Path:
     """The folder an option names for the files it writes, created when missing inside a folder that
     exists (as :func:`check_output` wants the folder of an output file to exist: a mistyped parent is
-    an error, not a new tree).  ``command`` names who writes there, for the messages.
+    an error, not a new tree).  ``command`` names who writes there, for the messages; ``files`` are the
+    names it will write there, each checked as :func:`check_output` checks a file.
 
     Raises:
         InputError: ``path`` is a file, or does not exist and is named as an image (``x.png``: a file
-            name, which would have become a folder of that name), its parent folder does not exist, or
-            the folder cannot be created (names ``flag``).
+            name, which would have become a folder of that name), its parent folder does not exist, the
+            folder cannot be created, or one of ``files`` cannot be written there (names ``flag``).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -228,6 +229,8 @@ def output_dir(path, flag: str, command: str = "this command") -> Path:
             CREATED_DIRS.append(path)
     except OSError as e:
         raise InputError(flag, "", f"cannot create the folder {path}: {e.strerror or e}") from None
+    for name in files:          # a folder, pipe or dangling link of that name found now, not after the work
+        check_output(path / name, flag)
     return path
 
 

@@ -244,3 +244,48 @@ def test_a_link_into_a_missing_folder_is_refused_before_any_work(tmp_path):
         check_output(link, "--plot")
     assert str(e.value) == (f"--plot: cannot write {link} (a link to {tmp_path / 'gone' / 'front.png'}): "
                             f"the folder {tmp_path / 'gone'} does not exist")
+
+
+def test_a_plot_that_cannot_be_written_in_its_folder_is_refused_before_the_work(tmp_path):
+    """validate/compare --plot DIR where DIR/<plot>.png is a folder: one line naming --plot and the file,
+    exit 2, before any prediction (it had come after the work, and --json had printed nothing)."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+    from costmodel.files import output_dir
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "v" / "predicted_vs_measured.png").mkdir(parents=True)
+    with pytest.raises(InputError) as e:
+        output_dir(tmp_path / "v", "--plot", "validate", files=["predicted_vs_measured.png"])
+    assert str(e.value) == f"--plot: {tmp_path / 'v' / 'predicted_vs_measured.png'} is a directory; name the file to write"
+    (tmp_path / "c" / "metrics.png").mkdir(parents=True)
+    log = root / "tests/data/logs/megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    for args, bad in ((["validate", root / "benchmarks/data/dev_set.csv", "--plot", tmp_path / "v", "--json"],
+                       tmp_path / "v" / "predicted_vs_measured.png"),
+                      (["compare", "--log", log, "--cluster", "dgx-h100", "--plot", tmp_path / "c", "--json"],
+                       tmp_path / "c" / "metrics.png")):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", *map(str, args)], capture_output=True, text=True,
+                           cwd=root, timeout=300)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr == f"costmodel: error: --plot: {bad} is a directory; name the file to write\n"
+
+
+def test_the_report_is_printed_before_a_plot_write_that_fails(tmp_path, monkeypatch):
+    """A plot write failing after the checks (a full disk): validate's and compare's tables are out first."""
+    from typer.testing import CliRunner
+    from costmodel import plots
+    from costmodel.cli import app
+    root = Path(__file__).resolve().parents[1]
+
+    def full(*a, **k):
+        raise InputError("--plot", "", "cannot write it: No space left on device")
+    monkeypatch.setattr(plots, "require_matplotlib", lambda: None)
+    monkeypatch.setattr(plots, "validate_scatter", full)
+    monkeypatch.setattr(plots, "metric_bars", full)
+    r = CliRunner().invoke(app, ["validate", str(root / "benchmarks/data/dev_set.csv"), "--plot", str(tmp_path / "v")])
+    assert "No space left" in str(r.exception) and "Step-time error per source" in r.stdout
+    log = root / "tests/data/logs/megatron_synthetic_gpt8b_ddp_for_h100_power_trace.log"
+    r = CliRunner().invoke(app, ["compare", "--log", str(log), "--cluster", "dgx-h100", "--plot", str(tmp_path / "c"),
+                                 "--trace", str(tmp_path / "c" / "t.json")])
+    assert "No space left" in str(r.exception)
+    assert "Measured vs predicted" in r.stdout and f"wrote {tmp_path / 'c' / 't.json'}" in r.stdout

@@ -82,7 +82,7 @@ def compare(
     if plot:
         from ..plots import require_matplotlib
         require_matplotlib()
-        output_dir(plot, "--plot", "compare")
+        output_dir(plot, "--plot", "compare", files=_PLOTS[:4 if power else 2])
     if trace:       # after --plot made its folder: the README writes the trace into it
         check_output(trace, "--trace", stream=True)
     tlog = _read_log(log, warmup_steps, rank)
@@ -154,11 +154,15 @@ def compare(
                # the breakdown sums to the uncapped step; the power limit (or a derate) makes the predicted one
                **{k: rec[k] for k in ("uncapped_step_time_s", "sm_clock_mhz") if rec.get(k) is not None},
                power_limit_line=report.power_limit_line(rec, c.gpu.full_clock_mhz))
-    out["files"] = _write_files(pred, rec, metrics, ptrace, window, trace, plot, out["warnings"])
+    if trace and Path(trace).is_file():
+        out["warnings"].append(f"--trace: {trace} existed and was overwritten")
     if as_json:
+        out["files"] = list(_write_files(pred, rec, metrics, ptrace, window, trace, plot))
         print(report.json_text(out))
         return
-    _print(out, rec, tlog, pred.band)
+    _print(out, rec, tlog, pred.band)       # before the files: a write that fails loses none of the report
+    for fpath in _write_files(pred, rec, metrics, ptrace, window, trace, plot):
+        report.console().print(f"wrote {fpath}", highlight=False)
 
 
 def _origin_words(origin) -> str:
@@ -603,29 +607,28 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
     return agg
 
 
-def _write_files(pred, rec, metrics, ptrace, window, trace, plot, warnings: list) -> list:
-    """The Perfetto trace and the PNG plots asked for; returns the paths written (a trace file that
-    existed is said to be overwritten, in ``warnings``)."""
-    files = []
+#: the files compare --plot writes into its folder: the last two with --power only
+_PLOTS = ("metrics.png", "breakdown.png", "power.png", "temperature.png")
+
+
+def _write_files(pred, rec, metrics, ptrace, window, trace, plot):
+    """The Perfetto trace and the PNG plots asked for (:data:`_PLOTS`): yields each path once written."""
     if trace:
-        if Path(trace).is_file():
-            warnings.append(f"--trace: {trace} existed and was overwritten")
         from ..trace import write_trace
         write_trace(trace, pred.model, pred.recipe, pred.cluster, pred.profile, pred.terms, 0)
-        files.append(trace)
+        yield trace
     if plot:
         from .. import plots
         d = Path(plot)
-        files.append(plots.metric_bars(metrics, d / "metrics.png"))
-        files.append(plots.breakdown_bar(rec["breakdown"], d / "breakdown.png", report._TERM_NAMES))
+        yield plots.metric_bars(metrics, d / _PLOTS[0])
+        yield plots.breakdown_bar(rec["breakdown"], d / _PLOTS[1], report._TERM_NAMES)
         if ptrace is not None:
-            files.append(plots.power_timeline(ptrace, window, {"predicted avg": rec.get("avg_power_w"),
-                                                               "predicted peak": rec.get("peak_power_w")},
-                                              d / "power.png", "power_w"))
+            yield plots.power_timeline(ptrace, window, {"predicted avg": rec.get("avg_power_w"),
+                                                        "predicted peak": rec.get("peak_power_w")},
+                                       d / _PLOTS[2], "power_w")
             if ptrace.temp_c is not None and (ptrace.temp_c == ptrace.temp_c).any():
-                files.append(plots.power_timeline(ptrace, window, {"predicted max": rec.get("max_temp_c")},
-                                                  d / "temperature.png", "temp_c"))
-    return files
+                yield plots.power_timeline(ptrace, window, {"predicted max": rec.get("max_temp_c")},
+                                           d / _PLOTS[3], "temp_c")
 
 
 def _fmt(v, unit):
@@ -685,5 +688,3 @@ def _print(out, rec, tlog, band):
         con.print(tg)
     for w in out["warnings"]:
         con.print(f"[yellow]note:[/] {w}", highlight=False)
-    for fpath in out["files"]:
-        con.print(f"wrote {fpath}", highlight=False)

@@ -595,9 +595,6 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
             summary["pareto"] = [{"step_time_s": T, **report.energy_split(E, T, c, bool(node_power)),
                                   "layout": f.layout_name, "caps_w": list(f.caps_w), "layers": list(f.layers)}
                                  for T, E, f in front]
-        if plot and front is not None:
-            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol,
-                               node_power=bool(node_power))
         if fmt is not None:         # as in time mode: the launch text only when --format asks for it
             title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)
             summary["launch"] = dict(format=fmt, title=title, text=text)
@@ -605,6 +602,8 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         summary["device_order_commands"] = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
         summary["predict_command"] = _energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c)
         print(report.json_text(summary))
+        if plot and front is not None:      # after the answer: a write that fails loses none of it
+            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol, node_power=bool(node_power))
         return
     out.print(context_line(m, c, r, p))
     out.print(f"objective {objective}; caps {', '.join(f'{x:.0f}' for x in caps)} W; node GPU budget "
@@ -636,10 +635,6 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                   f"step above and predict apply the limit)")
     if front is not None:
         out.print(report.pareto_table(front, node_power))
-        if plot:
-            report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol,
-                               node_power=bool(node_power))
-            out.print(f"wrote {plot}")
     out.print(report.per_gpu_ilp_table(sol, top=16))
     title, text = launch_settings(lay, m, r, layers=list(sol.layers), fmt=fmt, gpu=c.gpu)
     out.print(f"[bold]{title}:[/bold]")
@@ -657,6 +652,9 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         out.print("[bold]The same layout, caps and placement in predict (its step under the caps):[/bold]")
         out.print(_energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c), markup=False, highlight=False,
                   soft_wrap=True)
+    if plot and front is not None:      # last, as in --json
+        report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol, node_power=bool(node_power))
+        out.print(f"wrote {plot}", highlight=False)
 
 
 def _solution_summary(sol, lay: dict, m, c, r, caps, objective: str, node_power: bool, space, limits: dict) -> dict:

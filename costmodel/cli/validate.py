@@ -1,6 +1,7 @@
 """``costmodel validate``: predict every published run of a CSV and report the error per source."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -28,7 +29,7 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         from ..files import output_dir
         from ..plots import require_matplotlib
         require_matplotlib()                # before any work and before the folder is made
-        output_dir(plot, "--plot", "validate")
+        output_dir(plot, "--plot", "validate", files=["predicted_vs_measured.png"])
     if profile is not None:
         from ..specs import cluster_profile, load_cluster
         from .common import check_profile_gpu
@@ -38,12 +39,11 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
         check_profile_gpu(cluster_profile(load_cluster(cluster), profile), load_cluster(cluster))
     results = validate_rows(read_runs_csv(runs), runs, cluster, profile)
     summary = summarize(results)
-    if plot is not None and any(not r.skipped for r in results):   # else the skip reasons come first, then the error
-        from ..plots import validate_scatter
-        from pathlib import Path
-        summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
-        summary["files"] = [str(summary["plot"])]          # as compare's JSON lists what it wrote
     if as_json:
+        if plot is not None and any(not r.skipped for r in results):   # else the skip reasons, then the error
+            from ..plots import validate_scatter
+            summary["plot"] = validate_scatter(results, Path(plot) / "predicted_vs_measured.png")
+            summary["files"] = [str(summary["plot"])]          # as compare's JSON lists what it wrote
         summary["rows"] = [dict(row_id=r.row_id, source=r.source, measured_s=r.measured_s, predicted_s=r.predicted_s,
                                 error_pct=None if r.skipped else r.error_pct, metric=r.metric,
                                 flop_convention=r.flop_convention, skipped=r.skipped,
@@ -61,8 +61,9 @@ def validate(runs: str = typer.Argument(..., help="CSV of published runs (schema
     out = report.console()
     for x in report.validate_tables(summary, results, rows):
         out.print(x, highlight=False) if isinstance(x, str) else out.print(x)
-    if "plot" in summary:
-        out.print(f"wrote {summary['plot']}", highlight=False)
+    if plot is not None and any(not r.skipped for r in results):    # after the report: a failed write loses none of it
+        from ..plots import validate_scatter
+        out.print(f"wrote {validate_scatter(results, Path(plot) / 'predicted_vs_measured.png')}", highlight=False)
     _require_a_used_row(results, runs, strict)
 
 

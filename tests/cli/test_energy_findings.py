@@ -1,6 +1,8 @@
 """The energy and thermal answers as a user checks them: the cause a slow step is put down to, a
 relative excess of a temperature, --top where one layout is answered, a plot path that cannot be
 written."""
+import json
+
 import pytest
 
 from costmodel.errors import InfeasibleError
@@ -91,3 +93,24 @@ def test_the_pareto_plot_says_what_its_energy_counts(tmp_path, monkeypatch):
     plot_pareto(front, str(tmp_path / "a.png"), "t", node_power=True)
     plot_pareto(front, str(tmp_path / "b.png"), "t")
     assert labels == ["energy per step (kJ, GPUs and nodes)", "energy per step (kJ, GPUs only)"]
+
+
+def test_a_pareto_plot_failing_after_the_solve_loses_none_of_the_answer(tmp_path, monkeypatch):
+    """The plot is written last: a write that fails after the checks (a full disk) leaves the launch
+    arguments, caps and predict command printed (it had stopped before them)."""
+    from typer.testing import CliRunner
+    from costmodel import report
+    from costmodel.cli import app
+    from costmodel.errors import InputError
+
+    def full(*a, **k):
+        raise InputError("--plot", "", "cannot write it: No space left on device")
+    monkeypatch.setattr(report, "plot_pareto", full)
+    r = CliRunner().invoke(app, ["recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs",
+                                 "16", "--pareto", "--plot", str(tmp_path / "front.png")])
+    assert "No space left" in str(r.exception)
+    assert "nvidia-smi -i 7 -pl 700" in r.stdout and "costmodel predict --model llama3-8b" in r.stdout
+    r = CliRunner().invoke(app, ["recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs",
+                                 "16", "--pareto", "--plot", str(tmp_path / "front.png"), "--json"])
+    rec = json.loads(r.stdout)
+    assert "No space left" in str(r.exception) and rec["feasible"] is True and len(rec["pareto"]) >= 2
