@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from . import metrics
@@ -517,13 +518,53 @@ def power_cap_lines(sol, gpu) -> str:
     return "\n".join(out)
 
 
+#: a folding column's words longer than this fold (a URL, a path); shorter ones (every number) stay whole
+_FOLD_WORD = 40
+
+
+def whole_width(con: Console, table: Table) -> int:
+    """The narrowest width at which ``table`` cuts no word: every column as wide as its longest word (a
+    folding column's only up to :data:`_FOLD_WORD`, beyond which it folds rather than cuts)."""
+    wide = con.options.update_width(1 << 16)
+    try:            # rich's own measures and its own narrowing (which may take a column below its words)
+        pads = [table._get_padding_width(c._index) for c in table.columns]
+        need = [m if c.overflow != "fold" else min(m, _FOLD_WORD + p) for m, p, c in
+                zip((table._measure_column(con, wide, c).minimum for c in table.columns), pads, table.columns)]
+        extra, width = table._extra_width, table._extra_width + sum(need)
+        for _ in range(64):
+            got = table._calculate_column_widths(con, con.options.update_width(width - extra))
+            short = sum(max(0, n - g) for n, g in zip(need, got))
+            if not short:
+                return width
+            width += short
+        return width
+    except AttributeError:      # a rich without these: the whole table's widest measure
+        return Measurement.get(con, wide, table).maximum
+
+
+class _WholeCells(Console):
+    """A console that prints a table too wide for it at :func:`whole_width` (the terminal wraps its lines)
+    rather than cutting numbers to "1…" (rich's answer to a narrow terminal)."""
+
+    def print(self, *objects, **kwargs) -> None:
+        """Console.print, each table as wide as its words need."""
+        need = max([whole_width(self, o) for o in objects if isinstance(o, Table)], default=0)
+        if need <= self.width:
+            return super().print(*objects, **kwargs)
+        width, self.width = self.width, need
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+
 def console(stderr: bool = False, min_width: int = 0) -> Console:
     """A rich console (wide enough for the ranking table when output is not a terminal, and at least
-    ``min_width`` columns in a terminal: a wide table then wraps at the terminal's edge instead of
-    cutting its cells); no emoji codes, so a ``file:1234:`` location in a note prints as written."""
+    ``min_width`` columns in a terminal) that prints a table wider than the terminal rather than cut a
+    cell (:class:`_WholeCells`); no emoji codes, so a ``file:1234:`` location in a note prints as written."""
     term = Console(stderr=stderr)
     width = max(term.width, min_width) if term.is_terminal else max(160, min_width)
-    return Console(stderr=stderr, width=width, emoji=False)
+    return _WholeCells(stderr=stderr, width=width, emoji=False)
 
 
 def validate_tables(summary: dict, results, show_rows: bool = False) -> list:
