@@ -5,6 +5,7 @@ bad input, 3 when no layout meets the limits), in :func:`main`.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 
@@ -38,8 +39,27 @@ for _command in (recommend, predict, compare, validate, collectives, models, har
 app.add_typer(calibrate_app, name="calibrate", short_help="Run the suite, fit a profile, show a profile.")
 
 
+#: what an output encoding without these characters (ascii, latin-1) shows instead; anything else is '?'
+_PLAIN = {"±": "+/-", "°": "deg", "…": "...", "−": "-", "–": "-", "—": "--", "×": "x", "µ": "u", "’": "'"}
+
+
+def _plain_text(err: UnicodeEncodeError):
+    """The codec error handler of :func:`tolerant_output`: ASCII for what the encoding cannot show."""
+    return "".join(_PLAIN.get(ch, "?") for ch in err.object[err.start:err.end]), err.end
+
+
+def tolerant_output() -> None:
+    """Make stdout and stderr write what their encoding cannot show as ASCII (``±`` as ``+/-``, ``…`` as
+    ``...``): PYTHONIOENCODING=ascii or a latin-1 locale then gets the numbers, not a UnicodeEncodeError."""
+    codecs.register_error("costmodel-plain", _plain_text)
+    for stream in (sys.stdout, sys.stderr):
+        if callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="costmodel-plain")
+
+
 def main() -> None:
     """Console entry point: run the typer app; a CostmodelError becomes one line and its exit code."""
+    tolerant_output()
     try:
         check_repeated_options(typer.main.get_command(app), sys.argv[1:])
         check_empty_values(typer.main.get_command(app), sys.argv[1:])

@@ -1,5 +1,6 @@
-"""Tables in a terminal narrower than they are: every number printed whole (rich had cut cells to
-"1…" at 80 columns and printed an empty table at 40), the table wider than the terminal instead."""
+"""Output in terminals as users have them. Tables in a terminal narrower than they are: every number
+printed whole (rich had cut cells to "1…" at 80 columns and printed an empty table at 40), the table
+wider than the terminal instead. An output encoding other than UTF-8: ASCII stand-ins, same numbers."""
 import os
 import re
 import subprocess
@@ -68,3 +69,31 @@ def test_a_table_prints_wider_than_the_console_rather_than_cut_and_a_folding_col
     text = con.file.getvalue()
     assert "123456789.125" in text and "…" not in text and con.width == 30
     assert max(map(len, text.splitlines())) == report.whole_width(con, tb) < 80
+
+
+@pytest.mark.parametrize("encoding,args,plain", [
+    ("ascii", ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "2", "--mbs", "1",
+               "--gbs", "16"), "+/-"),
+    ("ascii", ("hardware",), "110 degC"),
+    ("latin-1", ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--tp", "2", "--mbs", "1",
+                 "--gbs", "16"), "±"),
+])
+def test_an_output_encoding_without_the_symbols_gets_the_same_numbers(encoding, args, plain):
+    """PYTHONIOENCODING=ascii or latin-1: exit 0, '±' as '+/-' and '°' as 'deg' where the encoding lacks them,
+    and every number of the UTF-8 output (it had ended in a UnicodeEncodeError traceback)."""
+    def out(enc):
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", *args], capture_output=True, cwd=REPO, timeout=300,
+                           env=dict(os.environ, PYTHONIOENCODING=enc))
+        assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-400:]
+        return r.stdout.decode(enc)
+    utf8, narrow = out("utf-8"), out(encoding)
+    assert plain in narrow and "Traceback" not in narrow
+    assert _NUMBER.findall(narrow) == _NUMBER.findall(utf8)
+
+
+def test_the_ascii_stand_ins():
+    import codecs
+    from costmodel.cli import _plain_text
+    codecs.register_error("costmodel-plain", _plain_text)
+    assert "1.5 ± 0.2 s, 89 °C, rows a, b, … 是".encode("ascii", "costmodel-plain") == b"1.5 +/- 0.2 s, 89 degC, rows a, b, ... ?"
+    assert "± … °".encode("latin-1", "costmodel-plain") == "± ... °".encode("latin-1")
