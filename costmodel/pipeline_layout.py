@@ -117,10 +117,14 @@ def parse_pipeline_layout(text: str, pp: int, vp: int, num_layers: int, mtp_laye
     if bad:
         why = ("; a parenthesis left after the repeats are written out is unbalanced, nested (Megatron-core "
                "expands one level of (...)*N) or without its *N" if {"(", ")"} & set(bad) else "")
-        raise InputError(where, "", f"{text!r}: {', '.join(repr(b) for b in bad)} "
-                                    f"{'is not a layout symbol' if len(bad) == 1 else 'are not layout symbols'} "
-                                    "(E embedding, t transformer layer, m MTP module, L loss, | stage end, "
-                                    f"X*N and (...)*N repeats, ',' cosmetic){why}")
+        # '*', digits and parentheses belong to the repeats: a stray one is named only when nothing else is
+        # wrong (in 't*-16' the '-' is the mistake, not the '*' and '16' it strands)
+        odd = [b for b in bad if b not in "*()0123456789"]
+        what = (f"{', '.join(repr(b) for b in odd)} {'is not a layout symbol' if len(odd) == 1 else 'are not layout symbols'}"
+                if odd else f"{', '.join(repr(b) for b in bad)} left after the repeats are written out (a repeat "
+                            "is X*N or (...)*N, N a count)")
+        raise InputError(where, "", f"{text!r}: {what} (E embedding, t transformer layer, m MTP module, L loss, "
+                                    f"| stage end, X*N and (...)*N repeats, ',' cosmetic){why}")
     stages = tuple(flat.split("|"))
     if len(stages) != pp * vp:
         trailing = " (a trailing '|' opens an empty one)" if flat.endswith("|") else ""

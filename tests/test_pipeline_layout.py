@@ -41,6 +41,8 @@ def test_deepseek_v3_layout_by_rank():
     ("Et|(tt|)*29m|ttL", "the transformer layers must come before the MTP modules"),
     ("Et|(tt|)*30mLx", "'x' is not a layout symbol"),
     ("Et|(tt|)*30 mL", "' ' is not a layout symbol"),
+    ("Et|(tt|)*30m-L", "'-' is not a layout symbol ("),         # only the character that is wrong
+    ("Et|(tt|)*30m*L", "'*' left after the repeats are written out (a repeat is X*N or (...)*N, N a count)"),
     ("Et|(tt|*30mL", "unbalanced, nested"),
     ("Et|((tt|)*15)*2mL", "unbalanced, nested"),
     ("t*999999999", "expands to more than"),
@@ -57,3 +59,11 @@ def test_launch_settings_echo_the_layout_given():
     lay = dict(tp=1, pp=16, vp=2)
     assert pipeline_split_settings(lay, m, Recipe(gbs=16384, seq_len=4096), parse_pipeline_layout(DSV3, 16, 2, 61, 1)) \
         == ("layout", DSV3)
+
+
+def test_a_stray_character_in_a_repeat_is_the_one_named():
+    """'E|t*-16|t*48|L': the '-' is wrong; the '*', '1' and '6' it strands had been named as not layout symbols."""
+    with pytest.raises(InputError) as e:
+        parse_pipeline_layout("E|t*-16|t*48|L", 4, 1, 64, 0)
+    assert str(e.value) == ("--pp-layout: 'E|t*-16|t*48|L': '-' is not a layout symbol (E embedding, t transformer "
+                            "layer, m MTP module, L loss, | stage end, X*N and (...)*N repeats, ',' cosmetic)")
