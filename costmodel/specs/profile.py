@@ -437,8 +437,15 @@ def _gpu_key(d: dict, w: str) -> str:
     """The profile's ``gpu`` (the GPU file stem it was fitted for): required, as a profile applied to
     another GPU than its own is what the users' notes and checks compare against."""
     g = d.get("gpu")
-    if not isinstance(g, str) or not g.strip():
+    if g is None:
         raise InputError(w, "gpu", "missing: the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb)")
+    if not isinstance(g, str):      # present, but YAML read it as another type (gpu: 42, gpu: [a, b])
+        kind = ("true/false" if isinstance(g, bool) else "a number" if isinstance(g, (int, float))
+                else "a list" if isinstance(g, list) else "a mapping" if isinstance(g, dict) else type(g).__name__)
+        raise InputError(w, "gpu", f"must be a name, the GPU file stem this profile was fitted for (e.g. "
+                         f"h100-sxm-80gb), got {g!r} ({kind})")
+    if not g.strip():
+        raise InputError(w, "gpu", "empty: name the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb)")
     return g
 
 

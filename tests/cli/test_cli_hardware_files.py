@@ -252,3 +252,19 @@ def test_a_profile_whose_gpu_is_a_slip_for_a_catalog_gpu_is_refused(tmp_path):
     r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1", "--mbs", "1",
             "--gbs", "64", "--profile", str(prof))
     assert_one_line_error(r, f"{prof}: gpu: 'h100-sxm-8gb' is no GPU of the catalog; did you mean h100-sxm-80gb?")
+
+
+@pytest.mark.parametrize("value,said", [
+    ("42", "must be a name, the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb), got 42 (a number)"),
+    ("[h100-sxm-80gb]", "must be a name, the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb), got "
+                        "['h100-sxm-80gb'] (a list)"),
+    ("''", "empty: name the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb)"),
+    (None, "missing: the GPU file stem this profile was fitted for (e.g. h100-sxm-80gb)"),
+])
+def test_a_profile_gpu_of_the_wrong_type_is_not_called_missing(tmp_path, value, said):
+    """``gpu: 42`` is present with the wrong type (it had been called missing); no ``gpu`` line is missing."""
+    prof = _write(tmp_path, "p.yaml", (PROFILES / "h100-sxm-80gb.yaml").read_text().replace(
+        "gpu: h100-sxm-80gb\n", "" if value is None else f"gpu: {value}\n", 1))
+    with pytest.raises(InputError) as e:
+        load_profile(str(prof))
+    assert str(e.value) == f"{prof}: gpu: {said}"
