@@ -538,7 +538,7 @@ def whole_width(con: Console, table: Table) -> int:
                 return width
             width += short
         return width
-    except AttributeError:      # a rich without these: the whole table's widest measure
+    except (AttributeError, TypeError):      # a rich without these (private): the widest measure
         return Measurement.get(con, wide, table).maximum
 
 
