@@ -361,6 +361,7 @@ class DataParallelComm:
     dp_grad_tail_s: np.ndarray
     dp_param_head_s: np.ndarray
     fsdp_edge_s: np.ndarray
+    dp_shares_pp_nic: np.ndarray
 
 
 @dataclass
@@ -389,6 +390,8 @@ class CommTimes(DataParallelComm, MicrobatchComm):
         the forward starts (Megatron-core overlap_grad_reduce / overlap_param_gather).
     fsdp_edge_s: ZeRO-3's first layer gather and last layer reduce-scatter of a micro-batch, which
         no compute hides.
+    dp_shares_pp_nic: 1 where the DP group and the pipeline's stage sends both leave the NVLink domain
+        (ranks TP, CP, DP, PP from the innermost), so they share each GPU's NICs; else 0.
     """
 
 
@@ -608,10 +611,12 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     # the bucket overlap cannot hide: the last gradient bucket, the first parameter bucket
     grad_tail = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar_one, rs_one))
     param_head = np.where(z12, ag_one, 0.0)
+    span = lambda stride, size: group_span(stride, size, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1  # noqa: E731
+    shared = (span(t.tp * t.cp * t.dp, t.pp) & span(t.tp, t.dp * t.cp)).astype(np.float64)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
     if not np.any(t.zero == 3):
-        return DataParallelComm(dp_grad, dp_param, none, grad_tail, param_head, none)
+        return DataParallelComm(dp_grad, dp_param, none, grad_tail, param_head, none, shared)
     L = layers_per_stage(model, t)
     lay_d = (dense / L)
     lay_e = exp / L
@@ -623,4 +628,4 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
                      + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile))
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
-    return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge)
+    return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge, shared)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .comm import CommTimes, group_span
+from .comm import CommTimes
 from .stage_params import grad_bytes, stage_params
 from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
 from .fsdp_copies import KERNELS as FSDP_KERNELS, copy_bytes as fsdp_copy_bytes
@@ -289,14 +289,6 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
     return raw, np.where(pp_sends_overlapped(recipe, t.overlap, t.vp), exposed, raw)
 
 
-def _nic_shared(cluster: ClusterSpec, t: LayoutTable) -> np.ndarray:
-    """Whether the pipeline's stage sends and the DP gradient reduction both leave the NVLink domain
-    (ranks TP, CP, DP, PP from the innermost: costmodel.comm.group_span), so they share the NICs."""
-    pp_out = group_span(t.tp * t.cp * t.dp, t.pp, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1
-    dp_out = group_span(t.tp, t.dp * t.cp, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1
-    return pp_out & dp_out
-
-
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
                     "overlap")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
@@ -365,7 +357,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     # the last backward's hidden stage sends and the gradient reduction under it share each GPU's NIC
     # where both leave the node: the reduction hides in what the sends leave of that window
-    win = bwd - np.where(_nic_shared(cluster, t), t.vp * np.minimum(cm.pp_p2p_s, bwd / t.vp), 0.0) \
+    win = bwd - cm.dp_shares_pp_nic * t.vp * np.minimum(cm.pp_p2p_s, bwd / t.vp) \
         * pp_sends_overlapped(recipe, t.overlap, t.vp)
     dp_grad = np.where(dp_ov, np.maximum(cm.dp_grad_tail_s, cm.dp_grad_s - win), cm.dp_grad_s)
     dp_param = np.where(dp_ov, np.maximum(cm.dp_param_head_s, cm.dp_param_s - fwd), cm.dp_param_s)
