@@ -511,33 +511,36 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     elif current:
         # NeMo's current-scaling plugin keeps its first and last layer in BF16 (mixed_precision.py)
         a.append("recipe.trainer.plugins.first_last_layers_bf16 = False")
-    callback = recipe.tp_comm_overlap and t["sp"] and t["overlap"]
-    # NeMo's performance recipes append their own overlap callback: it goes first, so that it neither
-    # runs the overlap the prediction leaves off nor doubles the one it prices
-    drop = callback or (get_stack(recipe.stack).defaults.get("tp_comm_overlap") and t["sp"] and t["tp"] > 1)
-    if drop:
-        a.append("recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
-                 "if cb.__fn_or_cls__ is not MegatronCommOverlapCallback]")
-    if callback:
-        # TP overlap is NeMo's MegatronCommOverlapCallback, whose setup() also writes its own p2p and DP
-        # overlap defaults over the model and DDP configs (VP > 1: overlap_p2p_comm on; DP overlap on with
-        # the distributed optimizer; nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py): each one
-        # the prediction priced is passed, so the callback keeps them
-        p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
-        kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
-        a.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
+    a += (cb_lines := _nemo_overlap_callback(recipe, t, sends_hidden, dp))
     if recipe.doc_tokens:
         a.append("# " + packed_note(recipe))
     if kv := kv_repeat_note(model, recipe):
         a.append("# " + kv)
     imports = ["from megatron.core.transformer.enums import AttnBackend",
                f"from nemo.collections.llm.recipes.precision.mixed_precision import {plugin}"]
-    if drop:
+    if cb_lines:
         imports = ["import nemo_run as run", *imports,
                    "from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback"]
     if any("torch." in line for line in a):
         imports.insert(0, "import torch")
     return "\n".join(imports + a)
+
+
+def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict) -> list:
+    """NeMo 2 lines for TE TP-comm overlap (MegatronCommOverlapCallback): the recipe's own callback goes
+    (performance recipes append one: never doubled, never left on where priced off), then ours where
+    priced, with the p2p and DP overlaps the prediction priced (``sends_hidden``, ``dp``), which its
+    setup() would overwrite (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py); [] if none."""
+    callback = recipe.tp_comm_overlap and t["sp"] and t["overlap"]
+    if not (callback or (get_stack(recipe.stack).defaults.get("tp_comm_overlap") and t["sp"] and t["tp"] > 1)):
+        return []
+    out = ["recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
+           "if cb.__fn_or_cls__ is not MegatronCommOverlapCallback]"]
+    if callback:
+        p2p = dict(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden) if t["vp"] > 1 else {}
+        kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
+        out.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
+    return out
 
 
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
@@ -577,11 +580,9 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
                 a.append(f"    # no pipeline_parallel_layers_per_stage makes PP x VP = {pv} stages of {model.num_layers} "
                          "layers + the embedding and the output: list each stage's modules in "
                          "config.parallelism.module_fqns_per_model_part")
-    # the switches the prediction priced, set either way (a recipe's base_config() may turn them on):
-    # async TP (tp_comm_overlap, which runs under torch.compile), torch.compile's fused elementwise
-    # kernels (fused_elementwise); and eager launches, one per kernel, as the stack is priced: torchtitan's
-    # CUDA graphs of the forward and backward (TrainingConfig.disable_cuda_graphs, on by default since
-    # 2026) also refuse pipeline parallelism and CPU-synchronising EP dispatchers (trainer.py)
+    # the switches priced, set either way (a recipe's base_config() may turn them on): async TP (under
+    # torch.compile), compiled elementwise kernels, eager launches (torchtitan's CUDA graphs, on by
+    # default since 2026, also refuse PP and CPU-synchronising EP dispatchers: trainer.py)
     async_tp = bool(recipe.tp_comm_overlap and t["tp"] > 1 and t["overlap"])     # as compute prices it
     a += [f"    config.compile.enable = {bool(recipe.fused_elementwise or async_tp)}",
           f"    config.compile.enable_async_tensor_parallel = {async_tp}",

@@ -625,9 +625,8 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     (the layout's TP, or 1), mbs
     (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
     :func:`validity` filters.  ``sp_choices`` (True: SP on whenever TP > 1; False: off) and
-    ``overlaps`` list the options tried; overlap on is the default alone: off is the what-if in which
-    nothing hides, and the one overlap that can cost more than it hides, Transformer Engine's TP-comm
-    overlap, is a recipe switch that recommend tries both ways (costmodel.cli.switch_search).  Layouts whose cost equals another's are dropped (ZeRO > 0 at
+    ``overlaps`` list the options tried; on is the default alone (off: nothing hides; TE TP-comm overlap,
+    which can cost more than it hides, is a switch recommend tries both ways).  Layouts whose cost equals another's are dropped (ZeRO > 0 at
     DP x CP = 1; selective recompute under flash attention).  Stage 2 is omitted by default because Megatron-LM has no ZeRO-2 (its
     communication equals stage 1's); pass ``zero_stages`` to include it.  ``pins`` (field -> value, as
     :func:`pinned` takes them) are values the caller holds fixed: a pinned mbs or ZeRO stage is
