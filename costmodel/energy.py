@@ -45,7 +45,6 @@ from .thermal import steady_temp_c, temp_after_c
 from .thermal_throttle import stage_pace, thermal_clocks
 
 
-
 def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
     """What the power/thermal model lacks for this cluster and profile (empty when it can run)."""
     return [what for what, v in ((f"{profile.path}: power", profile.power), (f"{profile.path}: thermal", profile.thermal),
@@ -591,8 +590,9 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     # an estimate); a stage listing only derated GPUs has the rest at full clock, waiting
     free = ~slow_rank
     n_free = np.bincount(stage_of[free], minlength=pp)
-    p_free = np.where(n_free > 0, np.bincount(stage_of[free], weights=gs.avg_power_w[free], minlength=pp)
-                      / np.maximum(n_free, 1), stage_state(st, pw, caps, np.ones(pp), step_time_s=T).avg_power_w)
+    p_free = np.bincount(stage_of[free], weights=gs.avg_power_w[free], minlength=pp) / np.maximum(n_free, 1)
+    if np.any(n_free == 0):
+        p_free = np.where(n_free > 0, p_free, stage_state(st, pw, caps, np.ones(pp), step_time_s=T).avg_power_w)
     p_slow = np.bincount(stage_of[slow_rank], weights=gs.avg_power_w[slow_rank], minlength=pp)
     energy = float(((S - n_slow) * p_free + p_slow).sum() * T)
     boost = _boost_mhz(cluster)

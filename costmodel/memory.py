@@ -400,13 +400,15 @@ class _MemoryParts:
     rerun: np.ndarray = 0.0
     kept_share: np.ndarray = 0.0
 
-    def working_at(self, layers_per_chunk) -> np.ndarray:
+    def working_at(self, layers_per_chunk, col=lambda a: a) -> np.ndarray:
         """The working set beside the chunks in flight, bytes: ``working`` plus, under full recompute, the
-        re-run layer's activations beyond its stored input, less what the backward has freed by then: it walks the chunk's
-        stored (not recomputed) layers first, each at least as large, so those hold the peak while
-        one or more of them is kept (Megatron's block method recomputes a chunk's first layers)."""
-        kept = np.asarray(self.kept_share) * np.asarray(layers_per_chunk, dtype=np.float64)
-        return self.working + self.rerun * np.clip(1.0 - kept, 0.0, 1.0)
+        re-run layer's activations beyond its stored input, less what the backward has freed by then: it
+        walks the chunk's stored (not recomputed) layers first, each at least as large, so those hold the
+        peak while one or more of them is kept (Megatron's block method recomputes a chunk's first
+        layers).  ``col`` lays the per-layout fields beside ``layers_per_chunk`` (a column per rank)."""
+        kept = col(np.asarray(self.kept_share, dtype=np.float64)) * np.asarray(layers_per_chunk, dtype=np.float64)
+        return col(np.asarray(self.working, dtype=np.float64)) + col(np.asarray(self.rerun, dtype=np.float64)) \
+            * np.clip(1.0 - kept, 0.0, 1.0)
 
 
 def extra_interleaved_chunks(model: ModelSpec, recipe: Recipe, t: LayoutTable) -> np.ndarray:
@@ -548,8 +550,8 @@ def _split_activations(t, rank_layers, parts: _MemoryParts) -> np.ndarray:
     extra = np.asarray(parts.extra_chunks, dtype=np.float64).reshape(-1, 1)
     flight = np.where(vp > 1, interleaved_flight(pp, vp, mb, r, extra), np.minimum(pp - r, mb))
     col = lambda a: np.asarray(a, dtype=np.float64).reshape(-1, 1)          # noqa: E731
-    work = col(parts.working) + col(parts.rerun) * np.clip(1.0 - col(parts.kept_share) * ranks[None, :] / vp, 0.0, 1.0)
-    per_rank = flight * ranks[None, :] / vp * col(parts.stored_layer) + work
+    per_rank = (flight * ranks[None, :] / vp * col(parts.stored_layer)
+                + parts.working_at(ranks[None, :] / vp, col))
     per_rank[:, -1] += np.broadcast_to(np.asarray(parts.logits, dtype=np.float64), per_rank[:, -1].shape)
     return per_rank
 
