@@ -489,15 +489,17 @@ def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_laye
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
                     "sp", "overlap")
-def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> MemoryBreakdown:
+def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None, params=None) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes; with a run's own split (``model.pipeline_rank_layers``) the fullest of
     its ranks (:func:`rank_memory_bytes`).  See the module docstring for the formulas and their sources.
     ``gpu`` (costmodel.specs.GpuSpec) decides the FP8 weight cache's layout
-    (:func:`fp8_weight_bytes_per_layer`).
+    (:func:`fp8_weight_bytes_per_layer`).  ``params``: the (dense, expert) parameters per GPU of
+    costmodel.stage_params.stage_params, where the caller has them (computed here otherwise).
     """
     parts = _memory_parts(model, recipe, t, gpu)
-    weights, grads, optim = parts.states(*stage_params(model, t, light_last_stage(recipe)))
+    weights, grads, optim = parts.states(*(params if params is not None
+                                           else stage_params(model, t, light_last_stage(recipe))))
     L_stage = layers_per_stage(model, t)
     weights = weights + L_stage * parts.fp8_weight_layer
     m, stored_layer, logits = parts.microbatches, parts.stored_layer, parts.logits

@@ -20,10 +20,12 @@ from .comm import blend_edge_comm, data_parallel_comm_times, merge_comm, microba
 from .compute import blend_edge_layers, compute_times, edge_layer_share, edge_recipe16, gemm_dtype
 from .energy import EnergyReport, layout_energy, missing_inputs
 from .errors import InputError
-from .layouts import LayoutTable, layers_per_stage, layout_name, validity
+from .distinct_rows import unique_rows
+from .layouts import LayoutTable, layers_per_stage, layout_name, light_last_stage, validity
 from .memory import MemoryBreakdown, memory_bytes
 from .schedule import BREAKDOWN_TERMS, LayoutTerms, step_times, take_rows
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .stage_params import stage_params
 from .specs.cooling import INLET_RANGE_C
 from .stacks import get_stack
 from .model_error import load_model_form, regime
@@ -68,67 +70,6 @@ class Prediction:
                           None)
 
 
-def _dense_codes(c: np.ndarray, n: int) -> tuple[np.ndarray, int]:
-    """Codes 0..k-1 of one integer or bool column of n rows, in value order, and k, its distinct
-    count: a presence table over the value range, or a sort where that range far exceeds n."""
-    if c.dtype == bool:
-        return c.astype(np.int64), 2
-    top = int(c.max()) + 1
-    if top > 4 * n + 1024:      # values far beyond the row count (a billion-layer model's VP)
-        uniq, dense = np.unique(c, return_inverse=True)
-        return dense.ravel(), len(uniq)
-    present = np.zeros(top, dtype=bool)
-    present[c] = True
-    rank = np.cumsum(present) - 1
-    return rank[c], int(rank[-1]) + 1
-
-
-def _renumber(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
-    """Keys of range ``radix`` renumbered 0..d-1 in the same order, and d, their distinct count."""
-    present = np.zeros(radix, dtype=bool)
-    present[key] = True
-    rank = np.cumsum(present) - 1
-    return rank[key], int(rank[-1]) + 1
-
-
-def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of non-negative integer (or bool) columns without sorting.
-
-    Each column is mapped to dense codes, the codes are combined into one mixed-radix key, and a
-    presence table over the key range yields the distinct rows.  Whenever the next column would
-    take the key range past 4n, the key is first renumbered to its distinct values (at most n), so
-    every table stays O(n): O(n x columns) in all, which beats np.unique's sort on the hot path.
-
-    Returns:
-        (first, inverse): ``first`` indexes one representative row per distinct row, and
-        ``rows[first][inverse]`` reproduces every row.
-    """
-    n = len(cols[0])
-    if n <= 1:                                            # a single layout: nothing to dedupe
-        return np.arange(n), np.arange(n)
-    limit = 4 * n + 1024
-    key = np.zeros(n, dtype=np.int64)
-    radix = 1
-    for c in cols:
-        code, k = _dense_codes(c, n)
-        if k == 1:
-            continue
-        if radix * k > limit:
-            key, radix = _renumber(key, radix)
-            if radix * k > limit:        # a column of nearly n distinct values: sort this once
-                uniq, key = np.unique(key * k + code, return_inverse=True)
-                key, radix = key.ravel(), len(uniq)
-                continue
-        key += code * radix
-        radix *= k
-    first_of = np.full(radix, -1, dtype=np.int64)
-    first_of[key[::-1]] = np.arange(n - 1, -1, -1)       # first occurrence of each key
-    used = np.flatnonzero(first_of >= 0)
-    slot = np.zeros(radix, dtype=np.int64)
-    slot[used] = np.arange(len(used))
-    return first_of[used], slot[key]
-
-
 def _gather(obj, inv):
     """Expand every array attribute of a dataclass instance by index ``inv``."""
     return type(obj)(**{k: v[inv] for k, v in vars(obj).items()})
@@ -164,8 +105,9 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         ct = blend_edge_layers(ct, _distinct(compute_times, L, model, r16, cluster, profile), share)
         mb = blend_edge_comm(mb, _distinct(microbatch_comm_times, L, model, r16, cluster, profile), share)
     cm = merge_comm(mb, _distinct(data_parallel_comm_times, L, model, recipe, cluster, profile))
-    st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm)
-    mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields), cluster.gpu)
+    params = stage_params(model, L, light_last_stage(recipe))       # what step_times and memory_bytes share
+    st = step_times(model, recipe, cluster, profile, L.view(step_times.layout_fields), ct, cm, params)
+    mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields), cluster.gpu, params)
     n_gpus = L.tp * L.pp * L.dp * L.cp
     step = st.step_time_s
     feasible = mem.peak_bytes <= cluster.gpu.capacity_bytes

@@ -113,8 +113,11 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     g_col, g_row = (ct.attn_col_fwd_s, ct.dense_mlp_col_fwd_s), (ct.attn_row_fwd_s, ct.dense_mlp_row_fwd_s)
     per_block = lambda fn, c, gs: fn(c, gs[0]) + w_mlp * fn(c, gs[1])      # noqa: E731
     ring = lambda c, g: _pipelined_exposed(c, g, n_chunks)                  # noqa: E731
-    rs_exposed_f = per_block(lambda c, g: _pipelined_exposed(c, g, rs_chunks), rs, g_row)
-    tp_f = np.where(tp_overlap, per_block(ring, ag, g_col) + rs_exposed_f, cm.tp_layer_fwd_s)
+    # (the pipelined terms only where some layout overlaps: the search's hot path, mostly without)
+    any_ov = bool(np.any(tp_overlap))
+    rs_exposed_f = per_block(lambda c, g: _pipelined_exposed(c, g, rs_chunks), rs, g_row) if any_ov else 0.0
+    tp_f = np.where(tp_overlap, per_block(ring, ag, g_col) + rs_exposed_f, cm.tp_layer_fwd_s) if any_ov \
+        else cm.tp_layer_fwd_s
     # backward: the column-parallel layers' input gradients are reduced asynchronously under their
     # weight-gradient GEMMs (Megatron async tensor-parallel all-reduce / SP reduce-scatter overlap,
     # Korthikanti et al. 2022 sec. 4.2.2; TE userbuffers' bulk overlap; a DTensor reduce-scatter
@@ -130,7 +133,8 @@ def exposed_layer_comm(recipe: Recipe, t: LayoutTable, ct: ComputeTimes, cm: Com
     colpar_sp = per_block(bulk, rs, g_col) + (per_block(bulk, ag, g_col) if stack.sp_regather_backward else 0.0)
     colpar_b = np.where(async_ok, np.where(t.sp, colpar_sp, np.maximum(0.0, half - ct.layer_colpar_fwd_s)),
                         np.where(t.sp, (1.0 + w_mlp) * rs, half) + regather)
-    rowpar_b = np.where(tp_overlap, per_block(ring, ag, g_row), np.where(t.sp, (1.0 + w_mlp) * ag, half))
+    rowpar_b = np.where(t.sp, (1.0 + w_mlp) * ag, half)
+    rowpar_b = np.where(tp_overlap, per_block(ring, ag, g_row), rowpar_b) if any_ov else rowpar_b
     tp_b = np.where(async_ok | tp_overlap, rowpar_b + colpar_b, cm.tp_layer_bwd_s)
     # what the overlap's SM-holding methods hide (the pipelined reduce-scatters, the bulk backward
     # collectives): their cost is the GEMMs' reserved SMs (costmodel.compute), not the contention of
@@ -292,8 +296,10 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
                     "overlap")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
-               t: LayoutTable, ct: ComputeTimes, cm: CommTimes) -> StepTimes:
-    """Assemble compute and communication into the step time of every layout (module docstring)."""
+               t: LayoutTable, ct: ComputeTimes, cm: CommTimes, params=None) -> StepTimes:
+    """Assemble compute and communication into the step time of every layout (module docstring).
+    ``params``: the (dense, expert) parameters per GPU of costmodel.stage_params.stage_params, where
+    the caller has them (computed here otherwise)."""
     L = layers_per_stage(model, t)
     m = microbatches(recipe, t.dp, t.mbs)
     full = recomputed_fraction(model, t)          # fraction of layers that recompute their forward
@@ -364,7 +370,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     dp_hidden_slow = slow * ((cm.dp_grad_s - dp_grad) + (cm.dp_param_s - dp_param) + m * (cm.fsdp_mb_s - fsdp))
     step_slow = dp_hidden_slow + m * pp_slow
 
-    dense, exp = stage_params(model, t, light_last_stage(recipe))
+    dense, exp = params if params is not None else stage_params(model, t, light_last_stage(recipe))
     dpcp = t.dp * t.cp
     local = np.where(t.zero >= 1, dense / dpcp + exp / expert_dp(t), dense + exp)
     opt = optimizer_step_time_s(recipe, cluster, profile, local)

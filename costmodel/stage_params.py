@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, stage_moe_layers
+from .distinct_rows import on_distinct_rows
+from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, stage_moe_layers, uses_layout_fields
 from .specs import ModelSpec, Recipe
 from .stacks import get_stack
 
@@ -35,8 +36,15 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     (:func:`costmodel.layouts.accounts_embedding_loss`), the last one also where an uneven split with
     VP 1 lightens it (``light_last``, costmodel.layouts.light_last_stage).  A stage holds at most
     :func:`costmodel.layouts.stage_moe_layers` MoE layers (all of its layers where the dense ones
-    come first, as DeepSeek's do; its share where the model interleaves them).
+    come first, as DeepSeek's do; its share where the model interleaves them).  Evaluated once per
+    distinct (TP, PP, VP, EP, ETP), what it reads of ``t``.
     """
+    return on_distinct_rows(_stage_params_rows, t, model, light_last)
+
+
+@uses_layout_fields("tp", "pp", "vp", "ep", "etp")
+def _stage_params_rows(model: ModelSpec, light_last: bool, t):
+    """:func:`stage_params` on rows ``t`` (a costmodel.layouts.LayoutView of the declared fields)."""
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
     lighter_last = acc | (light_last & (model.num_layers % t.pp != 0) & (t.vp == 1))
