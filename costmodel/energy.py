@@ -95,7 +95,8 @@ def require_energy_inputs(cluster: ClusterSpec, profile: Profile) -> PowerParams
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
-    """Raise InputError unless min limit <= cap <= TDP (nvidia-smi refuses a limit outside the range)."""
+    """Raise InputError (on ``flag``) unless ``cap_w`` (W) is finite and min limit <= cap <= TDP
+    (``pp.min_cap_w``, ``pp.max_cap_w``, W): nvidia-smi refuses a limit outside the range."""
     if not math.isfinite(cap_w):
         raise InputError(flag, "", f"must be a finite number, got {cap_w}")
     if not pp.min_cap_w <= cap_w <= pp.max_cap_w:

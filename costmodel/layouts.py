@@ -84,7 +84,7 @@ _CHOICE_FIELDS = {f.name: f.choices for f in LAYOUT_FIELDS if f.kind == "choice"
 
 
 def uses_layout_fields(*names: str):
-    """Declare the layout fields a cost term reads (decorator).
+    """Declare the layout fields a cost term reads (decorator); raises ValueError on a name not in :data:`FIELDS`.
 
     :func:`costmodel.predict.predict_table` evaluates the term on the distinct rows of exactly these
     fields and hands it a :class:`LayoutView` that holds nothing else, so a term that reads an

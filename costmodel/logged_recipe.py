@@ -47,6 +47,9 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
 
     Returns:
         (switch -> value, switch -> a description of where it was read, notes on values not used).
+    Raises:
+        InputError: (on ``tlog.path``, field cp_comm_type) context parallelism > 1 with a
+            ``cp_comm_type`` other than p2p (a2a, allgather, a2a+p2p): the model prices only the p2p ring.
     """
     a, out, notes = tlog.args, {}, []
     cp_comm = str(a.get("cp_comm_type") or "p2p").strip("[]'\" ")

@@ -44,12 +44,16 @@ def _save(fig, path) -> str:
 
 
 def validate_scatter(results, path) -> str:
-    """Predicted vs measured step time of every used row, log-log, one colour per source, with the
+    """Predicted vs measured step time (s) of every used row, log-log, one colour per source, with the
     y = x line and +/-10 % and +/-25 % bands.
 
     Args:
         results: :class:`costmodel.validate.RowResult` list (skipped rows are ignored).
         path: PNG to write.
+    Returns:
+        The path written, as a string.
+    Raises:
+        InputError: (on ``--plot``) every row was skipped: nothing to draw.
     """
     plt = _plt()
     used = [r for r in results if not r.skipped]
@@ -86,6 +90,12 @@ def metric_bars(metrics, path) -> str:
         metrics: list of dicts with name, measured, predicted, error_pct (``compare --json`` rows); a
             metric without ``error_pct`` (a temperature, scored by its absolute error: a ratio of Celsius
             readings means nothing) is left out.
+        path: PNG to write.
+    Returns:
+        The path written, as a string.
+    Raises:
+        InputError: (on ``--plot``) no metric has a nonzero measured value, a predicted value and an
+            ``error_pct``: nothing to draw.
     """
     plt = _plt()
     rows = [m for m in metrics if m.get("measured") is not None and m.get("predicted") is not None and m["measured"]

@@ -75,7 +75,11 @@ def llama4_attention(d: dict, w: str, model_type: str, layers: int) -> dict:
 
 def softcap(d: dict, w: str) -> float:
     """Gemma 2's ``attn_logit_softcapping`` (Gemma2Config: 50.0; None or absent: no capping), a cap
-    on the attention scores, which fused attention kernels must support (costmodel.stack_rules)."""
+    on the attention scores, which fused attention kernels must support (costmodel.stack_rules).
+
+    Returns the cap (dimensionless, as the scores; 0.0: no capping). Raises InputError (on ``w``,
+    field attn_logit_softcapping) when the value is neither null nor a positive number (a bool is refused).
+    """
     v = d.get("attn_logit_softcapping")
     if v is None:
         return 0.0

@@ -265,7 +265,12 @@ def _inter(b: Build, g, key_or_rows, keys, ranks_per_node, n_nodes, nic_text, in
 def fit_inter(b: Build) -> None:
     """Inter-node all-reduce of H100 (p5), A100 (p4de), B200 (p6-b200); same-die variants from their
     source (costmodel/fit/builtin/variants.py), H200, MI250, MI300X and V100 from H100; the other
-    collectives from each GPU's inter-node all-reduce."""
+    collectives from each GPU's inter-node all-reduce.
+
+    Raises:
+        ValueError: a same-die variant (costmodel/fit/builtin/variants.py) whose source is not H100, A100
+            or B200, the only GPUs with an inter-node capture to derive it from.
+    """
     _inter(b, H100, "p5", ["p5"], 8, 2, "32 x 100 Gb/s EFA per node", 32 * 100e9 / 8 / 8,
            ["AWS p5.48xlarge x2 all_reduce_perf 8 B..16 GiB (table 1, out-of-place). Table 2 of the file (EKS,",
             "NCCL 2.18.5, partial rows) is parsed but not fitted."])

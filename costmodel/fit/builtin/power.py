@@ -603,6 +603,9 @@ def build_power_thermal(gpus, data=None):
         sections: gpu -> {"power": {...}, "thermal": {...}} in the hardware/README.md profile schema.
         summary: rows (kind, gpu, item, text) for the printed fit table of ``python -m costmodel.fit.builtin``.
         inputs: gpu -> list of repo-relative input files.
+    Raises:
+        ValueError: a GPU of ``gpus`` other than A100 (40/80 GB), H100 and H200 (fitted here) whose
+            power has no source in costmodel/fit/builtin/variants.py (VARIANTS or POWER_FROM).
     """
     fits, zfit = _fit_all(data)
     spec = _tdp_hbm(gpus)
