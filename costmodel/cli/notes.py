@@ -26,3 +26,17 @@ def note(text: str) -> None:
 def said() -> list[str]:
     """The notes printed since :func:`start`, in order, without their prefix."""
     return list(_SAID)
+
+
+def uniform_routing_note(m, r) -> str | None:
+    """A note where a dropless MoE run (model ``m``, recipe ``r``) is priced with routing as even as random
+    top-k (no measured ``--moe-expert-load-cv``): a trained router's busiest expert carries more, and
+    NVIDIA's own measurement of the gap is quoted so the user can judge it (it is not in the model).
+    ``predict`` and ``recommend`` both say it; None where it does not apply."""
+    if not m.is_moe or r.moe_expert_load_cv > 0 or r.moe_capacity_factor > 0:
+        return None
+    return ("MoE routing is priced as random top-k (a balls-into-bins bound on the busiest rank); a trained router "
+            "is less even: Qwen3-235B on 256 H100 ran 9-25% slower dropless than with forced balance at the same "
+            "layout (Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, long-context table; "
+            "benchmarks/data/moe_modelzoo_qwen3_235b_h100_long_context.csv). Pass --moe-expert-load-cv (a Megatron "
+            "log's sqrt(load_balancing_loss - 1) bounds it from below) or a capacity factor to price your router")

@@ -18,7 +18,7 @@ from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from ..run_checks import check_layout_switches
-from .notes import note, said, start
+from .notes import note, said, start, uniform_routing_note
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, check_pipeline_accounting, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -170,7 +170,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
-             + [_uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
+             + [uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
                 _flex_efa_note(m, r, c, lay), _fp8_param_gather_check(r, lay, recipe_flags)]
              if n]
     _print_notes(notes)
@@ -403,19 +403,6 @@ def _zero3_overlap_note(r, lay: dict, flags) -> str | None:
     return (f"--{'' if flags['dp_overlap'] else 'no-'}dp-overlap changes nothing at ZeRO-3 on the {r.stack} stack: its "
             "FSDP prefetches the next gather and reduce-scatters under the compute whatever it says "
             "(costmodel.stacks Stack.zero3_overlap)")
-
-
-def _uniform_routing_note(m, r) -> str | None:
-    """A note where a dropless MoE run is priced with routing as even as random top-k (no measured
-    ``--moe-expert-load-cv``): a trained router's busiest expert carries more, and NVIDIA's own
-    measurement of the gap is quoted so the user can judge it (it is not in the model)."""
-    if not m.is_moe or r.moe_expert_load_cv > 0 or r.moe_capacity_factor > 0:
-        return None
-    return ("MoE routing is priced as random top-k (a balls-into-bins bound on the busiest rank); a trained router "
-            "is less even: Qwen3-235B on 256 H100 ran 9-25% slower dropless than with forced balance at the same "
-            "layout (Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, long-context table; "
-            "benchmarks/data/moe_modelzoo_qwen3_235b_h100_long_context.csv). Pass --moe-expert-load-cv (a Megatron "
-            "log's sqrt(load_balancing_loss - 1) bounds it from below) or a capacity factor to price your router")
 
 
 def _pp_layout_note(placed, m, lay: dict) -> str | None:

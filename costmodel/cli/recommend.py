@@ -26,7 +26,7 @@ from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
-from .notes import note as say
+from .notes import note as say, said, start, uniform_routing_note
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -63,6 +63,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     With --objective energy/edp, power or thermal limits, or --pareto, an ILP also chooses the
     per-stage power caps, the layers per stage and the GPU slots of each stage (exit 3 when no
     layout meets the limits).  A layout option (--tp, --ep, --recompute, ...) holds that field fixed."""
+    start()
     power_cap_w = _one_cap_w(power_cap_w)
     top = _top_rows(top, objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack))
     _check_options(dict(power_cap_w=power_cap_w, node_power_kw=node_power_kw, max_temp_c=max_temp_c,
@@ -96,7 +97,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                   partial_reach=max(top, RERANK_MIN, PARTIAL_REACH), zero_stages=search_zero_stages(r))
         res = search(m, r, c, p, **kw)
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
-        note = "\n".join(notes + fabric_notes(p, c)) or None
+        # every layout was priced on that routing; said with the answer (an error stays one line)
+        routing = uniform_routing_note(m, r)
+        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c)) or None
     _refuse_empty(res, m, r, c, p, pins)
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
                  (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),
@@ -107,12 +110,12 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                           k=candidates_k, as_json=as_json, note=note, node_power=node_power, cap_count=cap_count,
                           fmt=fmt, args=(model, cluster, nodes, cond))
         return
-    if note:
-        print(note, file=sys.stderr)
+    for line in (note or "").split("\n"):
+        say(line)
     res, runs = _rank_shortlist_at_the_limit(m, r, c, p, res, top, inlet_temp_c)
     unfitted = unfitted_power_note(p, c)
     if runs[0].energy is not None and unfitted:     # the ranking's steps are under the limit
-        print(f"costmodel: note: {unfitted}", file=sys.stderr)
+        say(unfitted)
     best = report.run_record(runs[0])
     _note_over_budget(best, c)
     if as_json:
@@ -123,7 +126,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         out_json = {"feasible": True, "n_valid": res.n_valid, "n_feasible": res.n_feasible, "ranked": recs,
                     "predict_command":
                     predict_command(model, cluster, nodes, m, r, c.gpu, best["layout"], _split_of(runs[0]),
-                                    conditions=cond)}
+                                    conditions=cond), "notes": said()}
         if fmt is not None and recs:
             title, text = launch_settings(recs[0]["layout"], m, r, fmt=fmt, layers=_split_of(runs[0]), gpu=c.gpu)
             out_json["launch"] = dict(format=fmt, title=title, text=text)
@@ -158,10 +161,9 @@ def _note_over_budget(best: dict, c) -> None:
     rating: the time objective prices the TDP; the ILP keeps the caps a node's rating allows."""
     if best.get("node_over_budget"):
         kw = math.floor(best["node_gpu_budget_w"] / 10.0) / 100.0          # never rounded above the budget
-        print(f"costmodel: note: the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above "
-              f"{c.key}'s {best['node_gpu_budget_w'] / 1e3:.3f} kW GPU budget (its rating less its non-GPU power): "
-              f"the node's power capping would slow it; recommend --node-power-kw {kw:.2f} searches power caps "
-              "that fit", file=sys.stderr)
+        say(f"the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above "
+            f"{c.key}'s {best['node_gpu_budget_w'] / 1e3:.3f} kW GPU budget (its rating less its non-GPU power): "
+            f"the node's power capping would slow it; recommend --node-power-kw {kw:.2f} searches power caps that fit")
 
 
 #: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
@@ -585,11 +587,11 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     summary = _solution_summary(sol, lay, m, c, r, caps, objective, bool(node_power), space,
                                 limits=dict(max_temp_limit_c=limit_t, node_gpu_budget_w=node_w, inlet_temp_c=inlet,
                                             step_time_slack=step_time_slack))
-    if note:
-        print(note, file=sys.stderr)
+    for line in (note or "").split("\n"):
+        say(line)
     unfitted = unfitted_power_note(p, c)
     if unfitted:
-        print(f"costmodel: note: {unfitted}", file=sys.stderr)
+        say(unfitted)
     if as_json:
         if front is not None:
             summary["pareto"] = [{"step_time_s": T, **report.energy_split(E, T, c, bool(node_power)),
@@ -601,6 +603,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
         summary["power_cap_commands"] = report.power_cap_lines(sol, c.gpu)
         summary["device_order_commands"] = report.device_order_lines(sol, c.gpu, c.gpus_per_node)
         summary["predict_command"] = _energy_predict_command(args, m, r, c, lay, sol, inlet_temp_c)
+        summary["notes"] = said()
         print(report.json_text(summary))
         if plot and front is not None:      # after the answer: a write that fails loses none of it
             report.plot_pareto(front, plot, title=f"{m.display_name} on {c.name}", chosen=sol, node_power=bool(node_power))

@@ -187,3 +187,23 @@ def test_recommend_turns_off_a_tp_comm_overlap_that_costs_more_than_it_hides():
           "--format", "torchtitan")
     assert "enable_async_tensor_parallel = True" in run("predict", *tt).stdout
     assert "enable_async_tensor_parallel = False" in run("predict", *tt, "--no-overlap").stdout
+
+
+def test_recommend_says_how_it_prices_moe_routing_and_its_json_carries_every_note():
+    """recommend ranks MoE layouts on random top-k routing, as predict does, and says so (on stderr and in
+    --json's notes, which hold every note stderr printed, in order); with a measured load CV, or for a
+    dense model, it says nothing of routing."""
+    r = run("recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert notes and notes[0].startswith("MoE routing is priced as random top-k")
+    printed = [x[len("costmodel: note: "):] for x in r.stderr.splitlines() if x.startswith("costmodel: note: ")]
+    assert printed == notes
+    r = run("recommend", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--json",
+            "--moe-expert-load-cv", "0.3")
+    assert r.returncode == 0 and not any("random top-k" in n for n in json.loads(r.stdout)["notes"]), r.stderr
+    r = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--objective", "energy", "--json")
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert notes and not any("routing" in n for n in notes)
+    assert [x[len("costmodel: note: "):] for x in r.stderr.splitlines() if x.startswith("costmodel: note: ")] == notes
