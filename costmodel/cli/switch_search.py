@@ -11,6 +11,11 @@ from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
 
 
+#: the layout the switch notes time: the search's, at its stack's own pipeline split (the printed winner
+#: may run a split of its own, costmodel.pipeline_balance)
+_FASTEST = "the time model's fastest layout (at its stack's own pipeline split)"
+
+
 def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overlap: bool):
     """Search the switches the user left open that the stack can turn on (the winner may need them, and
     the printed flags set them); hand back to the stack any that helped an earlier winner but not the
@@ -59,13 +64,13 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
             kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept does not run "
                         f"with {r0.stack}'s default {r0.moe_dispatcher}: the search keeps it on")
         elif getattr(r, key) is False:
-            kept.append(f"costmodel: note: {_switch_text(key, False, r0)}: the fastest layout takes {best:.3f} s per "
-                        f"step before the power limit without it, {t_without:.3f} s with it: the search turns it "
-                        "off (the printed settings do)")
+            kept.append(f"costmodel: note: {_switch_text(key, False, r0)}: {_FASTEST} takes {best:.3f} s per step "
+                        f"before the power limit without it, {t_without:.3f} s with it: the search turns it off "
+                        "(the printed settings do)")
         else:
-            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the fastest layout takes "
-                        f"{best:.3f} s per step before the power limit with it, {t_without:.3f} s without it: the "
-                        "search keeps it on (the printed settings set it where the chosen layout uses it)")
+            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: {_FASTEST} takes {best:.3f} s "
+                        f"per step before the power limit with it, {t_without:.3f} s without it: the search keeps it "
+                        "on (the printed settings set it where the chosen layout uses it)")
     return res, r, kept
 
 

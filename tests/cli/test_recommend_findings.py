@@ -207,3 +207,20 @@ def test_recommend_says_how_it_prices_moe_routing_and_its_json_carries_every_not
     notes = json.loads(r.stdout)["notes"]
     assert notes and not any("routing" in n for n in notes)
     assert [x[len("costmodel: note: "):] for x in r.stderr.splitlines() if x.startswith("costmodel: note: ")] == notes
+
+
+def test_a_winner_run_at_its_own_pipeline_split_is_compared_on_one_footing():
+    """DeepSeek-V3 on 256 DGX H100, TP1 PP16 EP64 held: the winner runs a pipeline split of its own (4 layers
+    first, 1 last), faster than the stack's. The table's memory is that run's (the memory table's peak), the
+    layout that needs more memory is compared with the winner at the stack's own split, as the search priced
+    both (it had read "-13.7% faster" against the tuned winner), and the switch notes say which split they time."""
+    r = run("recommend", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "256", "--gbs", "8192",
+            "--pp", "16", "--ep", "64", "--tp", "1")
+    assert r.returncode == 0, r.stderr
+    assert "--decoder-first-pipeline-num-layers" in r.stdout
+    row = next(x for x in r.stdout.splitlines() if x.startswith("│  1 │"))
+    peak = re.search(r"│ peak\s*│\s*([\d.]+)", r.stdout).group(1)
+    assert row.split("│")[-2].strip() == f"{float(peak):.1f}", (row, peak)
+    gain = re.search(r"would be (-?[\d.]+)% faster \(both at the stack's own pipeline split\) but needs", r.stdout)
+    assert gain and float(gain.group(1)) > 0, r.stdout
+    assert "the time model's fastest layout (at its stack's own pipeline split) takes" in r.stderr
