@@ -11,7 +11,6 @@ groups are consecutive ranks and PP is outermost); EP is carved from DP x CP wit
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from .errors import InputError
 from .specs import ModelSpec, Recipe
 from .context_parallel_rules import cp_rules
+from .layout_grid import divisors as _divisors, uneven_pp_rule, vp_candidates
 from .stacks import EP_OVERLAP_DISPATCHERS, TE_STACKS, get_stack, typed_flag
 
 RECOMPUTE = ("none", "selective", "full")
@@ -606,22 +606,14 @@ def expert_dp(t) -> np.ndarray:
     return (t.tp * t.dp * t.cp) // (t.ep * t.etp)
 
 
-@functools.lru_cache(maxsize=4096)
-def _divisors(n: int) -> tuple[int, ...]:
-    """The divisors of ``n`` >= 1, ascending: pairs (d, n / d) for d up to sqrt(n), so a layer count
-    of 2^31 costs 46,341 trials, not 2^31."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return tuple(sorted(set(small + [n // d for d in small])))
-
-
 def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int, *,
                       max_mbs: int = 16, sp_choices=(True,),
                       zero_stages=(0, 1, 3), overlaps=(True,), pins: dict | None = None) -> LayoutTable:
     """Every valid layout for this model, recipe and GPU count, as one vectorised table.
 
     The candidate grid is the outer product of TP (divisors of the NVLink domain's GPUs), CP (divisors of the GPU
-    count), PP (divisors of layers), VP (divisors of layers/PP, or of (layers + 2)/PP with the
-    embedding and the loss counted as pipeline layers), EP (divisors of experts) with ETP
+    count), PP (divisors of layers), VP (costmodel.layout_grid.vp_candidates: equal chunks, or on the
+    Megatron-core stacks an uneven interleaved layout where PP admits none), EP (divisors of experts) with ETP
     (the layout's TP, or 1), mbs
     (powers of two up to ``max_mbs``), recompute, ZeRO stage and overlap; DP is derived; then
     :func:`validity` filters.  ``sp_choices`` (True: SP on whenever TP > 1; False: off) and
@@ -657,11 +649,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
                 if rest % (tp * cp):
                     continue
                 dp = rest // (tp * cp)
-                # interleaving needs equal chunks: PP x VP divides the layers, or the layers plus
-                # the embedding and the loss counted as pipeline layers (accounts_embedding_loss)
-                vps = sorted({1} | ({v for v in _divisors(L // pp) if pp > 1} if L % pp == 0 else set())
-                             | ({v for v in _divisors((L + 2) // pp) if v > 1 and pp > 1}
-                                if (L + 2) % pp == 0 else set()))
+                vps = vp_candidates(L, pp, recipe.stack)     # equal chunks, or a layout (layout_grid)
                 # experts at the layout's TP (Megatron's default) or unsplit (ETP 1, DeepSeek-style)
                 eps = [(e, et) for e in _divisors(E) for et in sorted({tp, 1} if E > 1 else {tp})
                        if (tp * dp * cp) % (e * et) == 0]
@@ -686,7 +674,7 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     # SP off is a distinct layout only where SP could be on; drop the duplicate rows it makes elsewhere
     keep = ~((~grid[4].astype(bool)) & ~sp_able) if len(sps) > 1 else np.ones(len(t), bool)
     t = t.take(keep)
-    code, _ = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=True)
+    code, _ = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=uneven_pp_rule(recipe.stack))
     # Drop layouts no better than another in the table: ZeRO stages differ only when DP x CP > 1
     # (the lowest stage asked for stays); with flash attention, Megatron's default selective
     # recompute (the attention core alone) keeps almost nothing less and re-runs the kernel, so

@@ -321,8 +321,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     # PP 2 both stages hold L/2, layers_per_stage's count), or an uneven split on a stack that lightens
     # the last stage, it has one transformer layer fewer than the fullest stages, and the slower of the
     # two sets the pace
-    acc = ((accounts_embedding_loss(model, t) & (t.pp > 2))
-           | ((model.num_layers % t.pp != 0) & (t.vp == 1) & light_last_stage(recipe)))
+    acc_el = accounts_embedding_loss(model, t)
+    acc = (acc_el & (t.pp > 2)) | ((model.num_layers % t.pp != 0) & ~acc_el & light_last_stage(recipe))
     lay_f = ct.layer_fwd_s + cont_f
     # full recompute re-runs the forward of the recomputed share of the layers
     rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)

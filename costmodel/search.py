@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .layouts import LayoutTable, enumerate_layouts, layers_per_stage, pinned, validity
+from .layout_grid import uneven_pp_rule
 from .moe import flex_crosses_efa
 from .predict import Prediction, predict_table
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
@@ -74,7 +75,8 @@ def search(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Prof
         # layouts, kept where the rules allow it (N within a chunk, a stack with the block method)
         n = pins["recompute_num_layers"]
         table = replace(table, recompute_num_layers=np.where(table.recompute == 2, n, 0).astype(np.int64))
-        table = table.take(validity(table, model, recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)[0]
+        table = table.take(validity(table, model, recipe, cluster.num_gpus, cluster.scale_up_gpus,
+                                    uneven_pp=uneven_pp_rule(recipe.stack))[0]
                            == -1)
     if pins:
         table = table.take(pinned(table, pins))

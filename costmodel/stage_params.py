@@ -33,8 +33,8 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
     stage holding everything.  Layers split over TP, experts over ETP x EP; each stage holds as many
     MoE layers as its place in the model gives it, so memory is checked where it binds.  The first and last stages hold one layer
     fewer than the fullest where the split counts the embedding and the loss as layers
-    (:func:`costmodel.layouts.accounts_embedding_loss`), the last one also where an uneven split with
-    VP 1 lightens it (``light_last``, costmodel.layouts.light_last_stage).  A stage holds at most
+    (:func:`costmodel.layouts.accounts_embedding_loss`), the last one also where an uneven split (interleaved
+    or not) lightens it (``light_last``, costmodel.layouts.light_last_stage).  A stage holds at most
     :func:`costmodel.layouts.stage_moe_layers` MoE layers (all of its layers where the dense ones
     come first, as DeepSeek's do; its share where the model interleaves them).  Evaluated once per
     distinct (TP, PP, VP, EP, ETP), what it reads of ``t``.
@@ -47,7 +47,7 @@ def _stage_params_rows(model: ModelSpec, light_last: bool, t):
     """:func:`stage_params` on rows ``t`` (a costmodel.layouts.LayoutView of the declared fields)."""
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
-    lighter_last = acc | (light_last & (model.num_layers % t.pp != 0) & (t.vp == 1))
+    lighter_last = acc | (light_last & (model.num_layers % t.pp != 0))
     stage, emb, last_extra, mtp_exp = _stage_param_parts(model, t)
     cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),
              stage(per_stage - lighter_last, last_extra, mtp_exp),

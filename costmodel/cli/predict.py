@@ -19,6 +19,7 @@ from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from ..run_checks import check_layout_switches
 from .notes import note, said, start, uniform_routing_note
+from ..layout_grid import uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, check_pipeline_accounting, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -164,7 +165,9 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         check_layout_switches(r, dict(lay, recompute=layout_flags.get("recompute")), m.is_moe, m.num_layers,
                               (recipe_flags or {}).get("recompute_modules") is not None)
         m, placed = _pp_layout(pp_layout, m, lay, sc)
-        check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus, uneven_pp=sc.get("uneven_pp", True))
+        # flags alone: any split the stack's launch can name (an uneven interleaved one on Megatron-core)
+        check_layout(LayoutTable.from_rows([lay]), m, r, c.num_gpus, c.scale_up_gpus,
+                     uneven_pp=sc.get("uneven_pp", uneven_pp_rule(r.stack)))
     if placed is None:
         check_pipeline_accounting(sc.get("split_without_embedding"), m, lay)
     if placed is not None:

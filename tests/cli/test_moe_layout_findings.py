@@ -153,3 +153,34 @@ def test_flex_on_efa_keeps_its_ep_groups_inside_a_node():
     one_line(run("recommend", "--model", "qwen3-30b-a3b", "--cluster", "aws-p5", "--nodes", "2", "--gbs", "1024",
                  "--seq-len", "4096", "--moe-dispatcher", "flex", "--ep", "16"),
              "has ep=16: the search keeps the flex dispatcher's EP groups inside a node on AWS EFA")
+
+
+def test_deepseek_v3_interleaves_its_61_layers_as_nvidia_lays_them_out():
+    """61 layers admit no equal interleaved chunks at any PP of a power-of-two GPU count, so VP had stayed 1 and
+    batch-level EP overlap (which needs VP > 1 with PP > 1) out of reach; Megatron-core's own layout interleaves
+    uneven chunks (Megatron-Bridge's DeepSeek-V3 layouts: PP 4-8 x VP 2-4). The search tries VP 2 and 4 there,
+    the winner on 128 DGX H100 runs one with EP overlap, its launch names the layout, and predict of the printed
+    command gives the same step."""
+    from costmodel.layout_grid import vp_candidates
+    assert vp_candidates(61, 8, "megatron") == [1, 2, 4] and vp_candidates(61, 16, "megatron") == [1, 2]
+    assert vp_candidates(61, 8, "torchtitan") == [1]                   # Megatron-core's layout only
+    assert vp_candidates(126, 16, "megatron") == [1, 2, 4, 8]          # 126 + 2 = 128: equal chunks, as before
+    r = run("recommend", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--gbs", "8192",
+            "--seq-len", "4096", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    best = d["ranked"][0]
+    assert best["layout"]["vp"] > 1 and best["layout"]["pp"] > 1 and "--moe-ep-overlap" in d["predict_command"]
+    cmd = shlex.split(d["predict_command"])[2:] + ["--json"]
+    again = run("predict", *cmd)
+    assert again.returncode == 0, again.stderr
+    p = json.loads(again.stdout)
+    assert p["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert p["step_time_s"] >= p["uncapped_step_time_s"] * (1 - 1e-9)   # a power limit never speeds a step
+    text = run("predict", *cmd[:-1], "--format", "megatron")
+    assert '--pipeline-model-parallel-layout "E' in text.stdout and "mL\"" in text.stdout, text.stdout[-800:]
+    # at full clocks the step is the time model's: the last rank, one layer lighter, runs the logits
+    lay = ("--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--gbs", "8192", "--seq-len", "4096",
+           "--tp", "4", "--pp", "4", "--vp", "2", "--ep", "64", "--etp", "1", "--moe-dispatcher", "flex", "--json")
+    p = json.loads(run("predict", *lay).stdout)
+    assert p["sm_clock_mhz"] == pytest.approx(1980) and p["step_time_s"] == pytest.approx(p["uncapped_step_time_s"], rel=1e-4)

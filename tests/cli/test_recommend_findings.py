@@ -164,7 +164,7 @@ def test_recommend_turns_off_a_tp_comm_overlap_that_costs_more_than_it_hides():
     The search only ever turned switches on, so it kept a slower winner; it now turns this one off,
     says so with both steps, and prints settings without it (NeMo: no overlap callback)."""
     base = ("--model", "llama2-13b", "--cluster", "jean-zay-a100", "--nodes", "8", "--stack", "nemo", "--gbs", "256")
-    rec = run("recommend", *base, "--tp", "2", "--pp", "16", "--top", "3")
+    rec = run("recommend", *base, "--tp", "2", "--pp", "16", "--vp", "1", "--top", "3")
     assert rec.returncode == 0, rec.stderr
     note = next(ln for ln in rec.stderr.splitlines() if "--no-tp-comm-overlap" in ln)
     without, with_ = (float(x) for x in re.findall(r"takes ([\d.]+) s per step .* without it, ([\d.]+) s with it", note)[0])
@@ -210,12 +210,12 @@ def test_recommend_says_how_it_prices_moe_routing_and_its_json_carries_every_not
 
 
 def test_a_winner_run_at_its_own_pipeline_split_is_compared_on_one_footing():
-    """DeepSeek-V3 on 256 DGX H100, TP1 PP16 EP64 held: the winner runs a pipeline split of its own (4 layers
+    """DeepSeek-V3 on 256 DGX H100, TP1 PP16 EP64 VP1 held: the winner runs a pipeline split of its own (4 layers
     first, 1 last), faster than the stack's. The table's memory is that run's (the memory table's peak), the
     layout that needs more memory is compared with the winner at the stack's own split, as the search priced
     both (it had read "-13.7% faster" against the tuned winner), and the switch notes say which split they time."""
     r = run("recommend", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "256", "--gbs", "8192",
-            "--pp", "16", "--ep", "64", "--tp", "1")
+            "--pp", "16", "--ep", "64", "--tp", "1", "--vp", "1")
     assert r.returncode == 0, r.stderr
     assert "--decoder-first-pipeline-num-layers" in r.stdout
     row = next(x for x in r.stdout.splitlines() if x.startswith("│  1 │"))
