@@ -13,9 +13,11 @@ Megatron-core's interleaved 1F1B runs VP model chunks per pipeline rank (Narayan
   PP 8 x VP 2 and PP 4 x VP 4 with the embedding on the first chunk and the MTP module and the loss on the
   last (Megatron-Bridge src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py,
   ``_get_deepseek_v3_pipeline_layout``).  The search tries :data:`UNEVEN_VPS` where PP admits no equal
-  chunks, each chunk holding one layer at least; such a split is priced at its fullest rank,
-  ceil(L / PP) layers (costmodel.layouts.layers_per_stage), its chunks holding that over VP, and
-  launched as the layout costmodel.launch.pipeline_split_settings writes.
+  chunks, each chunk holding one layer at least and the fullest rank's ceil(L / PP) layers dividing into
+  VP equal chunks (so the interleaved schedule's equal-chunk bubble and in-flight memory hold on the rank
+  that sets the pace, as in NVIDIA's layouts); such a split is priced at that rank
+  (costmodel.layouts.layers_per_stage) and launched as the layout costmodel.launch.pipeline_split_settings
+  writes.
 """
 from __future__ import annotations
 
@@ -48,12 +50,14 @@ def vp_candidates(num_layers: int, pp: int, stack: str) -> list[int]:
     """The VP sizes the search tries at pipeline size ``pp`` for ``num_layers`` transformer layers on
     ``stack`` (sorted ints, 1 always): VP 1; with PP > 1 the divisors of L / PP (equal chunks) and of
     (L + 2) / PP above 1 (the embedding and the loss counted as layers); where neither gives one above
-    1, on the Megatron-core stacks, :data:`UNEVEN_VPS` with PP x VP <= L (module docstring)."""
+    1, on the Megatron-core stacks, :data:`UNEVEN_VPS` with PP x VP <= L and VP dividing ceil(L / PP)
+    (module docstring)."""
     L = num_layers
     vps = {1}
     if pp > 1:
         vps |= set(divisors(L // pp)) if L % pp == 0 else set()
         vps |= {v for v in divisors((L + 2) // pp) if v > 1} if (L + 2) % pp == 0 else set()
         if len(vps) == 1 and uneven_pp_rule(stack) == "any":
-            vps |= {v for v in UNEVEN_VPS if pp * v <= L}
+            fullest = -(-L // pp)
+            vps |= {v for v in UNEVEN_VPS if pp * v <= L and fullest % v == 0}
     return sorted(vps)

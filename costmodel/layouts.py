@@ -467,6 +467,9 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          (model.num_layers % (t.pp * t.vp) != 0) & ~accounts_embedding_loss(model, t)
          & ~((uneven_pp == "any") | (bool(uneven_pp) & (t.vp == 1)))),
         ("PP must not exceed num_layers ({L})", t.pp > model.num_layers),
+        ("PP x VP must not exceed num_layers ({L}) where the split is spread evenly: a virtual stage would hold no "
+         "layer (--pp-layout names the stages)", (t.vp > 1) & (t.pp * t.vp > model.num_layers)
+         & ~accounts_embedding_loss(model, t) & (np.asarray(t.pp) != len(model.pipeline_rank_layers))),
         ("Megatron-LM 2021-22 splits the layers evenly over the pipeline (num_layers ({L}) divisible by PP x VP; "
          "uneven stages came with Megatron-core)",
          (recipe.stack == "megatron-legacy") & (model.num_layers % (t.pp * t.vp) != 0)),

@@ -47,7 +47,9 @@ def _stage_params_rows(model: ModelSpec, light_last: bool, t):
     """:func:`stage_params` on rows ``t`` (a costmodel.layouts.LayoutView of the declared fields)."""
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
-    lighter_last = acc | (light_last & (model.num_layers % t.pp != 0))
+    # a run's own interleaved layout says itself what its last rank holds (rank_params)
+    own = (np.asarray(t.pp) == len(model.pipeline_rank_layers)) & (np.asarray(t.vp) > 1)
+    lighter_last = acc | (light_last & (model.num_layers % t.pp != 0) & ~own)
     stage, emb, last_extra, mtp_exp = _stage_param_parts(model, t)
     cands = [stage(per_stage - acc, np.where(t.pp == 1, 0.0, emb), 0.0),
              stage(per_stage - lighter_last, last_extra, mtp_exp),

@@ -155,15 +155,16 @@ def test_enumeration_is_exactly_the_valid_grid():
     n = 0
     for tp in (1, 2, 4, 8):
         for cp in (1, 2, 4, 8, 16, 32):
-            for pp in (1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80):      # 32: 80 layers split unevenly
+            for pp in (1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80):      # 32: 80 layers split unevenly, VP 1
                 if 32 % (tp * cp * pp):
                     continue
                 dp = 32 // (tp * cp * pp)
                 vps = {v for v in range(1, 81) if (80 // pp) % v == 0 and (v == 1 or pp > 1)} if 80 % pp == 0 else {1}
                 # or equal chunks of the 80 layers plus the embedding and the loss (82 = 2 x 41)
                 vps |= {v for v in range(2, 83) if 82 % pp == 0 and (82 // pp) % v == 0 and pp > 1}
-                # neither: Megatron-core's own layout interleaves uneven chunks at VP 2 and 4 (PP 32: VP 2)
-                vps |= {v for v in (2, 4) if pp > 1 and vps == {1} and pp * v <= 80}
+                # neither: Megatron-core's own layout interleaves uneven ranks at VP 2 and 4 where the fullest
+                # rank's layers make equal chunks (PP 32: 3 layers, none)
+                vps |= {v for v in (2, 4) if pp > 1 and vps == {1} and pp * v <= 80 and -(-80 // pp) % v == 0}
                 for vp in vps:
                     for mbs in (1, 2, 4, 8, 16):
                         m = 128 / (dp * mbs)

@@ -72,7 +72,9 @@ def main() -> None:
             remove_empty_created_dirs()      # a refused run leaves no empty --plot folder behind
         kind = "infeasible" if isinstance(e, InfeasibleError) else "error"
         if isinstance(e, InfeasibleError) and "--json" in sys.argv[1:]:
-            print(json.dumps(e.record(), indent=2))      # a script reading stdout gets the answer too
+            from .notes import said
+            # a script reading stdout gets the answer too, with the notes printed before it
+            print(json.dumps(dict(e.record(), **({"notes": said()} if said() else {})), indent=2))
         print(f"costmodel: {kind}: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
     except typer.Exit as e:

@@ -172,6 +172,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         check_pipeline_accounting(sc.get("split_without_embedding"), m, lay)
     if placed is not None:
         config_notes.append(_pp_layout_note(placed, m, lay))
+    else:
+        config_notes.append(_uneven_chunks_note(m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
              + [uniform_routing_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
                 _flex_efa_note(m, r, c, lay), _fp8_param_gather_check(r, lay, recipe_flags)]
@@ -423,6 +425,21 @@ def _pp_layout_note(placed, m, lay: dict) -> str | None:
         notes.append(f"the pipeline layout's fullest rank {fullest} holds {'+'.join(map(str, chunks))} layers in its "
                      f"virtual chunks; the interleaved schedule is priced with its {sum(chunks)} layers spread evenly")
     return "; ".join(notes) or None
+
+
+def _uneven_chunks_note(m, lay: dict) -> str | None:
+    """A note where ``--vp`` alone interleaves an uneven split whose fullest rank's layers make unequal
+    virtual chunks (the launch spreads them, costmodel.pipeline_layout.layout_text), which the
+    interleaved schedule prices as equal; None otherwise."""
+    from ..layouts import accounts_embedding_loss
+    L, pp, vp = m.num_layers, lay["pp"], lay["vp"]
+    if vp < 2 or L % (pp * vp) == 0 or len(m.pipeline_rank_layers) == pp:
+        return None
+    fullest = -(-L // pp)
+    if fullest % vp == 0 or bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0]):
+        return None
+    return (f"VP {vp} over the fullest rank's {fullest} layers makes unequal virtual chunks; the interleaved "
+            f"schedule is priced with them spread evenly ({fullest / vp:g} a chunk)")
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

@@ -456,6 +456,9 @@ def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: s
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in (None, "cbc", "highs"):
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
+    if solver == "highs":          # before any note: a missing HiGHS is one error line
+        from ..ilp.solver import check_solver
+        check_solver(solver)
 
 
 def _check_plot(plot: str | None, pareto: bool) -> None:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pulp
 
-from ..errors import SolverUnavailableError
+from ..errors import InputError, SolverUnavailableError
 from .diagnose import _diagnose
 from .evaluation import _Geom, _geom, _mem_ok, _node_ok, _node_temps, _times_energy, evaluate
 from .instance import FEAS_RTOL, _ROW_SLACK, Instance, LayoutOption, Solution, _check_objective, _objective_value
@@ -23,6 +23,15 @@ _AUGMENT = 1e-6          # weight of T (scaled) in the front trace's objective E
 # a coarser one and stop short of the optimum); few root cut passes and no feasibility pump (the
 # incumbent bounds make them cost more than they save on these models)
 _CBC_OPTIONS = ("primalT 1e-9", "integerT 1e-9", "increment 1e-12", "passC 5", "feas off")
+
+
+def check_solver(solver: str) -> None:
+    """Raise costmodel.errors.InputError on ``--solver`` where PuLP cannot run ``solver`` ('cbc' or
+    'highs'; :func:`_make_solver`), so that a command refuses it before any work or note."""
+    try:
+        _make_solver(solver, 1, None, False)
+    except SolverUnavailableError as e:
+        raise InputError("--solver", "", str(e)) from None
 
 
 def _make_solver(solver: str, threads: int, time_limit_s: float | None, msg: bool):

@@ -165,9 +165,13 @@ def test_megatron_bridge_config_container_moe_with_its_own_pipeline_layout():
     assert r["peak_mem_bytes"] < r["hbm_capacity_bytes"]
     # the file's layout, parsed: rank s runs virtual stages s, s + 8, s + 16, s + 24
     assert (r["pp_layout"]["rank_layers"], r["pp_layout"]["rank_mtp"]) == ([7] + [8] * 6 + [6], [0] * 7 + [1])
+    # without the file's layout Megatron-core spreads the 61 layers itself (8 a rank, the last three 7),
+    # and the launch names that layout
     even = run("predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--tp", "2", "--pp", "8",
-               "--vp", "4", "--ep", "64", "--gbs", "8192")
-    assert_one_line_error(even, "num_layers (61) must be divisible by PP x VP")
+               "--vp", "4", "--ep", "64", "--gbs", "8192", "--format", "megatron")
+    assert even.returncode in (0, 3), even.stderr
+    assert "pipeline split: 8|8|8|8|8|7|7|7 transformer layers per stage" in even.stdout
+    assert '--pipeline-model-parallel-layout "Ett|' in even.stdout
 
 
 def test_a_config_of_another_model_is_refused_naming_its_key(tmp_path):
@@ -574,12 +578,17 @@ def test_a_file_without_its_node_count_says_so_when_the_gpus_do_not_fit(tmp_path
 
 
 def test_predict_takes_a_pp_layout_where_pp_x_vp_leaves_the_layers_uneven():
-    """DeepSeek-V3's 61 layers on PP 16 x VP 2: refused without a layout (61 + 2 = 63 is not a multiple of
-    32 either), accepted with Megatron-Bridge's, whose split predict prints and puts in --json and in the
-    Megatron arguments; a layout of the wrong stage count is one line naming --pp-layout."""
+    """DeepSeek-V3's 61 layers on PP 16 x VP 2 (61 + 2 = 63 is not a multiple of 32 either): without a layout,
+    Megatron-core's stack spreads them itself (4 a rank, the last three ranks 3) and launches that layout,
+    a stack without one refuses it; with Megatron-Bridge's layout, predict prints its split and puts it
+    in --json and in the Megatron arguments; a layout of the wrong stage count is one line naming --pp-layout."""
     args = ["predict", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "256", "--tp", "1", "--pp", "16",
             "--vp", "2", "--ep", "64", "--mbs", "1", "--gbs", "16384", "--seq-len", "4096"]
-    assert_one_line_error(run(*args), "layout", "must be divisible by PP x VP")
+    p = run(*args, "--format", "megatron")
+    assert p.returncode in (0, 3), p.stderr
+    assert "pipeline split: " + "4|" * 13 + "3|3|3 transformer layers per stage" in p.stdout
+    assert '--pipeline-model-parallel-layout "Ett|' + "tt|" * 28 + 't|t|tmL"' in p.stdout
+    assert_one_line_error(run(*args, "--stack", "torchtitan"), "layout", "must be divisible by PP x VP")
     p = run(*args, "--pp-layout", DSV3_LAYOUT, "--format", "megatron")
     assert p.returncode in (0, 3), p.stderr
     assert "pipeline split: 3|4|4|4|4|4|4|4|4|4|4|4|4|4|4|2+1m transformer layers per pipeline rank" in p.stdout

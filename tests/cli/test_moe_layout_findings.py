@@ -165,6 +165,7 @@ def test_deepseek_v3_interleaves_its_61_layers_as_nvidia_lays_them_out():
     assert vp_candidates(61, 8, "megatron") == [1, 2, 4] and vp_candidates(61, 16, "megatron") == [1, 2]
     assert vp_candidates(61, 8, "torchtitan") == [1]                   # Megatron-core's layout only
     assert vp_candidates(126, 16, "megatron") == [1, 2, 4, 8]          # 126 + 2 = 128: equal chunks, as before
+    assert vp_candidates(40, 16, "megatron") == [1]         # 3 layers on the fullest rank make no equal chunks
     r = run("recommend", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--gbs", "8192",
             "--seq-len", "4096", "--json")
     assert r.returncode == 0, r.stderr
@@ -184,3 +185,47 @@ def test_deepseek_v3_interleaves_its_61_layers_as_nvidia_lays_them_out():
            "--tp", "4", "--pp", "4", "--vp", "2", "--ep", "64", "--etp", "1", "--moe-dispatcher", "flex", "--json")
     p = json.loads(run("predict", *lay).stdout)
     assert p["sm_clock_mhz"] == pytest.approx(1980) and p["step_time_s"] == pytest.approx(p["uncapped_step_time_s"], rel=1e-4)
+
+
+def test_uneven_interleaving_refuses_empty_chunks_says_unequal_ones_and_keeps_an_own_heavier_last_rank():
+    """PP 16 x VP 4 leaves 61 layers no layer for some virtual stage: refused unless a layout names them;
+    Llama 2 13B's 40 layers at PP 16 x VP 2 put 3 layers on the fullest rank, 2 + 1 in its chunks, which
+    the schedule prices as 1.5 + 1.5 and says so; a run's own layout whose last rank holds the most keeps
+    its parameters there (the DP reduction and the optimizer step of that rank, not a lighter one's)."""
+    ds = ("--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "128", "--gbs", "8192", "--seq-len", "4096",
+          "--ep", "64", "--etp", "1", "--moe-dispatcher", "flex")
+    one_line(run("predict", *ds, "--tp", "4", "--pp", "16", "--vp", "4"), "PP x VP must not exceed num_layers (61)")
+    r = run("predict", "--model", "llama2-13b", "--cluster", "jean-zay-a100", "--nodes", "8", "--tp", "2", "--pp", "16",
+            "--vp", "2")
+    assert r.returncode in (0, 3) and "the fullest rank's 3 layers makes unequal virtual chunks" in r.stderr, r.stderr
+    lay = (*ds, "--tp", "4", "--pp", "4", "--vp", "2", "--json")
+    default = json.loads(run("predict", *lay).stdout)
+    heavy = json.loads(run("predict", *lay, "--pp-layout", "Et*8|t*8|t*8|t*8|t*7|t*7|t*7|t*8mL").stdout)
+    assert heavy["pp_layout"]["rank_layers"] == [15, 15, 15, 16]
+    assert heavy["breakdown"]["dp_comm_s"] > default["breakdown"]["dp_comm_s"] * 1.02
+
+
+def test_an_infeasible_json_answer_carries_the_notes_printed_before_it():
+    """recommend --json with limits no layout meets exits 3 with its JSON record; the notes stderr printed
+    first are in it, as in a feasible answer."""
+    r = run("recommend", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "2", "--gbs", "1024",
+            "--seq-len", "4096", "--objective", "energy", "--node-power-kw", "50", "--max-temp-c", "31", "--json")
+    assert r.returncode == 3, r.stderr
+    d = json.loads(r.stdout)
+    assert d["feasible"] is False and d["notes"] == ["--node-power-kw 50 kW is at or above the 5.6 kW the GPUs draw "
+                                                      "at TDP: it binds nothing"]
+
+
+def test_a_solver_that_is_not_installed_is_refused_before_any_note():
+    """--solver highs without HiGHS: one line naming --solver, exit 2, even where a limit would first have
+    printed a note (the node budget that binds nothing)."""
+    from costmodel.ilp.solver import check_solver
+    from costmodel.errors import InputError
+    try:
+        check_solver("highs")
+    except InputError:
+        pass
+    else:
+        pytest.skip("HiGHS is installed here")
+    one_line(run("recommend", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "2", "--objective",
+                 "energy", "--node-power-kw", "50", "--solver", "highs"), "--solver", "HiGHS is not available")
