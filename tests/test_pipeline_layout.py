@@ -67,3 +67,30 @@ def test_a_stray_character_in_a_repeat_is_the_one_named():
         parse_pipeline_layout("E|t*-16|t*48|L", 4, 1, 64, 0)
     assert str(e.value) == ("--pp-layout: 'E|t*-16|t*48|L': '-' is not a layout symbol (E embedding, t transformer "
                             "layer, m MTP module, L loss, | stage end, X*N and (...)*N repeats, ',' cosmetic)")
+
+
+def test_the_json_and_settings_formats_state_an_uneven_split():
+    """--format json and settings carry the split Megatron-core is given: DeepSeek-V3's 61 layers at PP 8 x
+    VP 2 as the layout the megatron format prints; Llama 3.1 405B at PP 8 x VP 8 as the embedding and loss
+    counted as layers; an even split as none. (They had carried "vp": 2 alone, which Megatron's default
+    split refuses.)"""
+    import json
+    from costmodel.launch import launch_settings, megatron_args
+    from costmodel.specs import Recipe, load_model
+    ds, r = load_model("deepseek-v3"), Recipe(gbs=8192, seq_len=4096)
+    lay = dict(tp=4, pp=8, dp=32, cp=1, ep=64, etp=1, vp=2, mbs=1, recompute="none", recompute_num_layers=0, zero=1,
+               sp=True, overlap=True)
+    d = json.loads(launch_settings(lay, ds, r, fmt="json")[1])
+    text = d["pipeline_split"]["value"]
+    assert d["pipeline_split"]["kind"] == "layout" and f'--pipeline-model-parallel-layout "{text}"' in megatron_args(lay, ds, r)
+    assert text.count("|") == 15 and text.count("t") == 61 and text.endswith("mL")
+    settings = launch_settings(lay, ds, r, fmt="settings")[1]
+    assert f"pipeline split: 8|8|8|8|8|7|7|7 transformer layers per stage (Megatron-core pipeline layout {text})" in settings
+    big = load_model("llama3.1-405b")
+    lay405 = dict(lay, pp=8, vp=8, ep=1, etp=4)
+    assert json.loads(launch_settings(lay405, big, r, fmt="json")[1])["pipeline_split"] == {"kind": "accounted",
+                                                                                            "value": None}
+    assert "(the embedding and the loss counted as pipeline layers)" in launch_settings(lay405, big, r, fmt="settings")[1]
+    even = dict(lay405, pp=2, vp=1)
+    assert json.loads(launch_settings(even, big, r, fmt="json")[1])["pipeline_split"] is None
+    assert "pipeline split" not in launch_settings(even, big, r, fmt="settings")[1]

@@ -456,9 +456,6 @@ def _check_options(limits: dict, top: int, max_mbs: int, cap_count, objective: s
         raise InputError("--objective", "", f"{objective!r} is not one of {', '.join(OBJECTIVES)}")
     if solver not in (None, "cbc", "highs"):
         raise InputError("--solver", "", f"{solver!r} is not one of cbc, highs")
-    if solver == "highs":          # before any note: a missing HiGHS is one error line
-        from ..ilp.solver import check_solver
-        check_solver(solver)
 
 
 def _check_plot(plot: str | None, pareto: bool) -> None:
@@ -558,8 +555,10 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
                       inlet_temp_c, step_time_slack, pareto, plot, solver, k, as_json, note=None, node_power=None,
                       cap_count=None, fmt=None, args=None):
     from .. import ilp
+    from ..ilp.solver import check_solver
     from ..optimize import DEFAULT_CAP_LEVELS, cap_levels, solve_space, with_budget_share
     solver = solver or "cbc"
+    check_solver(solver)            # before any note: a solver PuLP cannot run is one error line
     if step_time_slack is not None and step_time_slack < 0:
         raise InputError("--step-time-slack", "", f"must be >= 0, got {step_time_slack}")
     if k is None:
