@@ -16,8 +16,8 @@ Megatron-core's interleaved 1F1B runs VP model chunks per pipeline rank (Narayan
   chunks, each chunk holding one layer at least and the fullest rank's ceil(L / PP) layers dividing into
   VP equal chunks (so the interleaved schedule's equal-chunk bubble and in-flight memory hold on the rank
   that sets the pace, as in NVIDIA's layouts); such a split is priced at that rank
-  (costmodel.layouts.layers_per_stage) and launched as the layout costmodel.launch.pipeline_split_settings
-  writes.
+  (costmodel.layouts.layers_per_stage) and launched as the layout
+  costmodel.launch_generic.pipeline_split_settings writes.
 """
 from __future__ import annotations
 
