@@ -46,6 +46,13 @@ def uneven_pp_rule(stack: str):
     return "any" if stack in TE_STACKS else True
 
 
+def fullest_rank_layers(num_layers: int, pp: int) -> int:
+    """Transformer layers on the fullest rank of a split spread as evenly as whole layers allow: ceil(L / PP)
+    (costmodel.layouts.layers_per_stage), which an uneven interleaved split needs VP to divide for equal
+    chunks where the pace is set (module docstring)."""
+    return -(-num_layers // pp)
+
+
 def vp_candidates(num_layers: int, pp: int, stack: str) -> list[int]:
     """The VP sizes the search tries at pipeline size ``pp`` for ``num_layers`` transformer layers on
     ``stack`` (sorted ints, 1 always): VP 1; with PP > 1 the divisors of L / PP (equal chunks) and of
@@ -58,6 +65,5 @@ def vp_candidates(num_layers: int, pp: int, stack: str) -> list[int]:
         vps |= set(divisors(L // pp)) if L % pp == 0 else set()
         vps |= {v for v in divisors((L + 2) // pp) if v > 1} if (L + 2) % pp == 0 else set()
         if len(vps) == 1 and uneven_pp_rule(stack) == "any":
-            fullest = -(-L // pp)
-            vps |= {v for v in UNEVEN_VPS if pp * v <= L and fullest % v == 0}
+            vps |= {v for v in UNEVEN_VPS if pp * v <= L and fullest_rank_layers(L, pp) % v == 0}
     return sorted(vps)

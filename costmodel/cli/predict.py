@@ -19,7 +19,7 @@ from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from ..run_checks import check_layout_switches
 from .notes import note, said, start, uniform_routing_note
-from ..layout_grid import uneven_pp_rule
+from ..layout_grid import fullest_rank_layers, uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
                      check_layout_flags, check_pipeline_accounting, context_line, fabric_notes, setup, unfitted_power_note, with_layout_flags, with_fabric_flags, with_recipe_flags)
@@ -435,7 +435,7 @@ def _uneven_chunks_note(m, lay: dict) -> str | None:
     L, pp, vp = m.num_layers, lay["pp"], lay["vp"]
     if vp < 2 or L % (pp * vp) == 0 or len(m.pipeline_rank_layers) == pp:
         return None
-    fullest = -(-L // pp)
+    fullest = fullest_rank_layers(L, pp)
     if fullest % vp == 0 or bool(accounts_embedding_loss(m, LayoutTable.from_rows([lay]))[0]):
         return None
     return (f"VP {vp} over the fullest rank's {fullest} layers makes unequal virtual chunks; the interleaved "
