@@ -42,7 +42,8 @@ from .collective import CollectiveParams, busbw_factor, collective_time_s, hiera
 from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
-from .layouts import LayoutTable, expert_dp, layers_per_stage, light_last_stage, uses_layout_fields
+from .layout_fields import uses_layout_fields
+from .layouts import LayoutTable, expert_dp, layers_per_stage, light_last_stage
 from .moe import (DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, destinations_per_token, run_rank_load,
                   remote_nodes_per_token)
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import metrics
 from .errors import InputError
-from .layouts import FIELD_SPECS, FIELDS
+from .layout_fields import FIELD_SPECS, FIELDS
 from .specs import ModelSpec
 from .trace_window import PEAK_PERCENTILE
 from .specs.model import dense_layer_fields

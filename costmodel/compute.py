@@ -34,7 +34,8 @@ import numpy as np
 from .errors import InputError
 from .formats import cast_bytes, gemm_format, grad_rescale_bytes, sp_gather_cast_bytes, sp_gather_quantized
 from .gemm import gemm_time_s
-from .layouts import LayoutTable, uses_layout_fields
+from .layout_fields import uses_layout_fields
+from .layouts import LayoutTable
 from .moe import ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, run_rank_load, permute_rows
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layouts import LayoutView
+from .layout_fields import LayoutView
 
 
 def _dense_codes(c: np.ndarray, n: int) -> tuple[np.ndarray, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from .layouts import FIELD_SPECS
+from .layout_fields import FIELD_SPECS
 from .pipeline_layout import layout_text
 from .stacks import RECIPE_SWITCHES, get_stack, stack_recipe
 

@@ -12,7 +12,8 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from . import metrics
-from .layouts import RECOMPUTE, layout_name
+from .layout_fields import RECOMPUTE
+from .layouts import layout_name
 from .predict import Prediction, RunPrediction
 from .specs.model_config import known_family
 from .schedule import BREAKDOWN_TERMS

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .distinct_rows import on_distinct_rows
-from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, stage_moe_layers, uses_layout_fields
+from .layout_fields import uses_layout_fields
+from .layouts import LayoutTable, accounts_embedding_loss, layers_per_stage, stage_moe_layers
 from .specs import ModelSpec, Recipe
 from .stacks import get_stack
 

@@ -18,7 +18,8 @@ from . import metrics
 from .compute import dense_peak_flops, gemm_dtype, model_flops_per_step
 from .energy import layout_energy, missing_inputs
 from .errors import InputError
-from .layouts import RECOMPUTE, LayoutTable, validity
+from .layout_fields import RECOMPUTE
+from .layouts import LayoutTable, validity
 from .model_error import load_model_form, regime
 from .predict import predict_table
 from .published_row import (note_says, _fastest_mbs, stack_pipeline_mbs, _least_costly_fit, _shared_expert, cell_float as _float,

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from costmodel.distinct_rows import on_distinct_rows, unique_rows
-from costmodel.layouts import enumerate_layouts, uses_layout_fields
+from costmodel.layout_fields import uses_layout_fields
+from costmodel.layouts import enumerate_layouts
 from costmodel.predict import predict_table
 from costmodel.schedule import step_times
 from costmodel.memory import memory_bytes

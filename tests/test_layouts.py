@@ -189,7 +189,8 @@ def test_group_span_follows_megatron_rank_order():
 
 def test_layout_table_columns_are_the_field_list():
     from dataclasses import fields
-    from costmodel.layouts import FIELDS, LayoutTable
+    from costmodel.layout_fields import FIELDS
+    from costmodel.layouts import LayoutTable
     assert tuple(f.name for f in fields(LayoutTable)) == FIELDS
     row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, etp=2, vp=2, mbs=1, recompute="full", recompute_num_layers=3, zero=1,
                sp=True, overlap=False)
@@ -201,7 +202,7 @@ def test_layout_table_columns_are_the_field_list():
 
 def test_a_cost_term_cannot_read_an_undeclared_field():
     from costmodel.compute import compute_times
-    from costmodel.layouts import uses_layout_fields
+    from costmodel.layout_fields import uses_layout_fields
     t = layout(tp=4, pp=2, dp=4)
     view = t.view(compute_times.layout_fields)
     assert len(view) == 1 and int(view.tp[0]) == 4

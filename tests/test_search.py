@@ -5,7 +5,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from costmodel.layouts import RECOMPUTE, LayoutTable
+from costmodel.layout_fields import RECOMPUTE
+from costmodel.layouts import LayoutTable
 from costmodel.optimize import space_rows
 from costmodel.predict import least_recompute, predict_table
 from costmodel.search import search

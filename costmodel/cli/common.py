@@ -12,7 +12,7 @@ import typer
 
 from ..errors import InputError
 from .notes import note
-from ..layouts import FIELD_SPECS, LAYOUT_FIELDS
+from ..layout_fields import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe

@@ -11,7 +11,8 @@ import typer
 from .. import report
 from ..errors import InputError
 from ..launch import launch_settings
-from ..layouts import (FIELD_SPECS, LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
+from ..layout_fields import FIELD_SPECS
+from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
 from ..moe import flex_crosses_efa

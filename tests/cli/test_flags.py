@@ -3,7 +3,7 @@ import pytest
 import typer.main
 
 from costmodel.cli import app
-from costmodel.layouts import LAYOUT_FIELDS
+from costmodel.layout_fields import LAYOUT_FIELDS
 
 
 def _options(command: str) -> dict:
