@@ -71,8 +71,8 @@ def unique_rows(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def on_distinct_rows(term, t, *args):
     """``term(*args, view)`` evaluated on the distinct rows of ``term.layout_fields`` of ``t`` (a
-    :class:`costmodel.layouts.LayoutTable` or :class:`~costmodel.layouts.LayoutView` holding those
-    fields; costmodel.layouts.uses_layout_fields), expanded back to every row of ``t``.
+    :class:`costmodel.layouts.LayoutTable` or :class:`~costmodel.layout_fields.LayoutView` holding those
+    fields; costmodel.layout_fields.uses_layout_fields), expanded back to every row of ``t``.
 
     Returns:
         ``term``'s result with each array (or each array of a tuple) of length len(t).

@@ -49,8 +49,8 @@ from .stage_params import grad_bytes, layer_params_per_gpu, rank_params, stage_p
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
-from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction,
-                      uses_layout_fields)
+from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction)
+from .layout_fields import uses_layout_fields
 from .specs import ModelSpec, Recipe
 from .stacks import TE_STACKS, get_stack
 

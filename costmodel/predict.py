@@ -79,7 +79,7 @@ def _distinct(term, layouts: LayoutTable, *args):
     """Evaluate a cost term on the distinct rows of the layout fields it declares, then expand.
 
     A search space has many layouts per distinct row of, e.g., the compute fields; the term sees a
-    :class:`costmodel.layouts.LayoutView` of exactly its declared fields, so the dedupe key cannot
+    :class:`costmodel.layout_fields.LayoutView` of exactly its declared fields, so the dedupe key cannot
     miss a field it reads.
     """
     names = term.layout_fields

@@ -66,7 +66,7 @@ class RunConfig:
     """What a run's configuration says.
 
     Attributes:
-        layout: layout field -> value (costmodel.layouts.LAYOUT_FIELDS names) for the fields it gives.
+        layout: layout field -> value (costmodel.layout_fields.LAYOUT_FIELDS names) for the fields it gives.
         recipe: ``gbs``, ``seq_len``, ``precision`` and recipe switches (costmodel.stacks) it gives.
         nodes, gpus_per_node: the run's world (None where the file does not say).
         stack: the stack whose file it is (``nemo`` or ``torchtitan``).

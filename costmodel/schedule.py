@@ -52,8 +52,8 @@ from .stage_params import grad_bytes, stage_params
 from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
 from .fsdp_copies import KERNELS as FSDP_KERNELS, copy_bytes as fsdp_copy_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction,
-                      uses_layout_fields)
+from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction)
+from .layout_fields import uses_layout_fields
 from .optimizer_step import optimizer_step_time_s
 from .stacks import dp_overlap_on, get_stack
 

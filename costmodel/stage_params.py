@@ -45,7 +45,7 @@ def stage_params(model: ModelSpec, t: LayoutTable, light_last: bool = False):
 
 @uses_layout_fields("tp", "pp", "vp", "ep", "etp")
 def _stage_params_rows(model: ModelSpec, light_last: bool, t):
-    """:func:`stage_params` on rows ``t`` (a costmodel.layouts.LayoutView of the declared fields)."""
+    """:func:`stage_params` on rows ``t`` (a costmodel.layout_fields.LayoutView of the declared fields)."""
     per_stage = layers_per_stage(model, t)
     acc = accounts_embedding_loss(model, t)
     # a run's own interleaved layout says itself what its last rank holds (rank_params)

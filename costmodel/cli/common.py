@@ -1,6 +1,6 @@
 """What the commands share: the model/cluster/recipe options, loading the specs, the context line, the
 recipe-switch flags (generated from costmodel.stacks.RECIPE_SWITCHES) and the layout flags of
-``predict`` and ``compare`` (generated from costmodel.layouts.LAYOUT_FIELDS)."""
+``predict`` and ``compare`` (generated from costmodel.layout_fields.LAYOUT_FIELDS)."""
 from __future__ import annotations
 
 import contextlib
@@ -640,7 +640,7 @@ PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "re
 
 
 def with_layout_flags(from_log: bool = False, pin: bool = False):
-    """Give a command one option per layout field (costmodel.layouts.LAYOUT_FIELDS; with ``pin``, the
+    """Give a command one option per layout field (costmodel.layout_fields.LAYOUT_FIELDS; with ``pin``, the
     :data:`PIN_FIELDS`) and pass their values to it as ``layout_flags`` (field -> value; None where not
     given and ``from_log`` or ``pin``).
 
