@@ -43,7 +43,7 @@ from .compute import ACT_BYTES
 from .fabric import blocks_touched, sharp_all_reduce_s, tier_penalty
 from .formats import gemm_format, sp_gather_quantized
 from .layout_fields import uses_layout_fields
-from .layouts import LayoutTable, expert_dp, layers_per_stage, light_last_stage
+from .layouts import LayoutTable, expert_shard_dp, layers_per_stage, light_last_stage, shard_dp
 from .moe import (DEEPEP_NVLINK_EFFICIENCY, DEEPEP_RDMA_EFFICIENCY, destinations_per_token, run_rank_load,
                   remote_nodes_per_token)
 from .ring_attention import grad_comm_factor as ring_grad_comm_factor
@@ -451,7 +451,7 @@ def _deepep_rdma_efficiency(cluster: ClusterSpec, profile: Profile) -> float:
     return min(DEEPEP_RDMA_EFFICIENCY, max(float(np.max(e)) for _, e in p.protocols)) if p else DEEPEP_RDMA_EFFICIENCY
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "sp", "zero", "overlap", "dp_replicate")
 def comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable) -> CommTimes:
     """Raw (not yet overlapped) communication times of every parallel dimension; see module doc.
@@ -573,39 +573,55 @@ def param_gather_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, dense) 
     return ACT_BYTES - (ACT_BYTES - 1.0) * f, ACT_BYTES - (ACT_BYTES - 1.0) * share
 
 
-@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap")
+@uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "zero", "overlap", "dp_replicate")
 def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                              t: LayoutTable) -> DataParallelComm:
-    """Gradient reduction and parameter gathers over DP x CP (ZeRO 0-3, bucketed when overlapped), s."""
+    """Gradient reduction and parameter gathers over DP x CP (ZeRO 0-3, bucketed when overlapped), s.
+
+    Under HSDP (``dp_replicate`` R > 1) ZeRO's reduce-scatters and gathers run in the shard group
+    (DP x CP / R consecutive ranks of stride TP, costmodel.layouts.shard_dp) and each reduced shard is
+    then all-reduced across the R replicas (stride TP x shard), bucket by bucket (Megatron-core
+    param_and_grad_buffer.py with --num-distributed-optimizer-instances; FSDP2's HSDP, per layer and
+    micro-batch); costmodel.stacks.Stack.hsdp_zero_stages has the sources."""
     # DP (x CP): stride TP; gradients in buckets of max(40M, 1M x DP) params when overlapped, one
     # bucket otherwise or when the stack reduces after the backward (Megatron-core
     # DistributedDataParallelConfig.bucket_size)
     dense, exp = stage_params(model, t, light_last_stage(recipe))
     gb = grad_bytes(recipe)
-    dpcp = t.dp * t.cp
-    edp = expert_dp(t)
+    dpcp, rep = shard_dp(t), t.dp_replicate
+    edp = expert_shard_dp(t)
     dp_ov = dp_overlap_on(recipe, t.zero, t.overlap)
-    bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * dpcp), np.inf)
+    bucket = np.where(dp_ov, np.maximum(40e6, 1e6 * t.dp * t.cp), np.inf)
 
-    def buckets(coll, params, bytes_per, stride, size):
-        """(all buckets, one bucket) of a bucketed collective, seconds."""
+    def buckets(coll, params, bytes_per, stride, size, shard=1):
+        """(all buckets, one bucket) of a bucketed collective, seconds; ``shard``: each bucket's
+        collective moves its 1/shard (the replica all-reduce of a reduce-scattered bucket)."""
         nb = np.maximum(np.ceil(params / bucket), 1.0)
-        one_ = group_time_s(coll, params / nb * bytes_per, stride, size, cluster, profile)
+        one_ = group_time_s(coll, params / nb / shard * bytes_per, stride, size, cluster, profile)
         return nb * one_, one_
 
     none = np.zeros(len(t))
     moe = bool(np.any(exp > 0))
     z12 = (t.zero == 1) | (t.zero == 2)
+    hsdp = rep > 1
 
-    def both(coll, bytes_per, used, exp_bytes=None):
-        """(dense + expert buckets, one dense bucket); zeros where no layout ``used`` it."""
+    def both(coll, bytes_per, used, exp_bytes=None, across=False):
+        """(dense + expert buckets, one dense bucket); zeros where no layout ``used`` it; ``across``:
+        the all-reduce of each bucket's shard over the HSDP replicas."""
         if not np.any(used):
             return none, none
-        d_all, d_one = buckets(coll, dense, bytes_per, t.tp, dpcp)
+        d_all, d_one = (buckets(coll, dense, bytes_per, t.tp * dpcp, rep, dpcp) if across
+                        else buckets(coll, dense, bytes_per, t.tp, dpcp))
+        if not moe:
+            return d_all, d_one
         e_b = bytes_per if exp_bytes is None else exp_bytes
-        return (d_all + buckets(coll, exp, e_b, t.etp * t.ep, edp)[0] if moe else d_all), d_one
+        e_all = (buckets(coll, exp, e_b, t.etp * t.ep * edp, rep, edp) if across
+                 else buckets(coll, exp, e_b, t.etp * t.ep, edp))[0]
+        return d_all + e_all, d_one
 
     (ar, ar_one), (rs, rs_one) = both("all_reduce", gb, t.zero == 0), both("reduce_scatter", gb, z12)
+    rep_ar, rep_ar_one = both("all_reduce", gb, z12 & hsdp, across=True)
+    rs, rs_one = rs + np.where(hsdp, rep_ar, 0.0), rs_one + np.where(hsdp, rep_ar_one, 0.0)
     ag, ag_one = both("all_gather", *param_gather_bytes(model, recipe, t, dense), z12)
     dp_grad = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar, rs))
     dp_param = np.where(z12, ag, 0.0)
@@ -621,12 +637,16 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     L = layers_per_stage(model, t)
     lay_d = (dense / L)
     lay_e = exp / L
+    # HSDP: each layer's reduce-scattered shard is all-reduced over the replicas
+    across = lambda params, stride, shard: np.where(  # noqa: E731
+        hsdp, group_time_s("all_reduce", params / shard * gb, stride * shard, rep, cluster, profile), 0.0)
     edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
-            + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile))
+            + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile) + across(lay_d, t.tp, dpcp))
     per_layer = edge + group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
     if moe:
         per_layer = (per_layer + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
-                     + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile))
+                     + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile)
+                     + across(lay_e, t.etp * t.ep, edp))
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
     return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge, shared)

@@ -43,7 +43,7 @@ LAYOUT_KEYS = FIELDS + ("gbs", "seq_len", "precision")
 MODEL_KEYS = ("num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab", "num_experts", "moe_topk",
               "moe_ffn_hidden")
 # defaults where neither the dump nor a flag says: Megatron-LM's own argument defaults (arguments.py)
-MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layers=0, sp=False, zero=0)
+MEGATRON_DEFAULTS = dict(cp=1, ep=1, vp=1, recompute="none", recompute_num_layers=0, sp=False, zero=0, dp_replicate=1)
 # what other stacks do where Megatron's default differs: torchtitan shards with FSDP2 over every
 # data-parallel rank (data_parallel_shard_degree = -1 in its configs), llm-foundry with FSDP FULL_SHARD
 # (torchtitan/config/job_config.py before 76d5c72e2, configs.py after: every parallel degree 1,

@@ -188,6 +188,8 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
     fp8_params = bool(fp8_params_on(recipe, layout["zero"], layout["dp"] * layout["cp"]))
     if layout["zero"] in (1, 2) or fp8_params:
         a.append("--use-distributed-optimizer")
+    if layout.get("dp_replicate", 1) > 1:   # HSDP: the sharded states replicated (costmodel.layouts.shard_dp)
+        a.append(f"--num-distributed-optimizer-instances {layout['dp_replicate']}")
     a += [f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in optimizer_config(recipe)]
     if recipe.optimizer in ("sgd", "lionw"):  # Megatron-LM's --optimizer: adam (AdamW), sgd, lion, ...
         a.append("--optimizer " + {"sgd": "sgd", "lionw": "lion"}[recipe.optimizer])
@@ -365,6 +367,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = "
              f"{t['zero'] in (1, 2, 3) or bool(fp8_params_on(recipe, t['zero'], t['dp'] * t['cp']))}")
+    if t.get("dp_replicate", 1) > 1:        # HSDP: DistributedDataParallelConfig's optimizer instances
+        a.append(f"recipe.trainer.strategy.ddp.num_distributed_optimizer_instances = {t['dp_replicate']}")
     if recipe.optimizer in ("sgd", "lionw"):        # Megatron-core OptimizerConfig.optimizer ('adam' by default)
         a.append(f"recipe.optim.config.optimizer = {({'sgd': 'sgd', 'lionw': 'lion'}[recipe.optimizer])!r}")
     a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
@@ -452,10 +456,11 @@ def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict
 
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """A torchtitan full configuration (module docstring) for ``layout``: FSDP shards over DP when
-    ZeRO-3, or ZeRO-1 with a pipeline (FSDP2 keeping its parameters gathered, costmodel.stacks), else
-    DP replicates (HSDP is not modelled)."""
+    ZeRO-3, or ZeRO-1 with a pipeline (FSDP2 keeping its parameters gathered, costmodel.stacks), over
+    DP / dp_replicate under HSDP (replicated dp_replicate times), else DP replicates."""
     t = layout
-    dp_shard, dp_rep = (t["dp"], 1) if t["zero"] in (1, 3) else (1, t["dp"])
+    rep = t.get("dp_replicate", 1)
+    dp_shard, dp_rep = (t["dp"] // rep, rep) if t["zero"] in (1, 3) else (1, t["dp"])
     ac = {"full": "FullAC.Config()", "selective": "SelectiveAC.Config()", "none": "None"}[t["recompute"]]
     mb = recipe.gbs // (t["dp"] * t["mbs"])
     a = ["def costmodel_layout() -> Trainer.Config:",

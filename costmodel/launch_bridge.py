@@ -103,6 +103,8 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     ddp = dict(use_distributed_optimizer=dist_opt, **dp)
     if fsdp:
         ddp.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params")
+    if t.get("dp_replicate", 1) > 1:        # HSDP: DistributedDataParallelConfig's optimizer instances
+        ddp["num_distributed_optimizer_instances"] = int(t["dp_replicate"])
     # a dtype as the dumped ConfigContainer writes one (a torch attribute, not called)
     dtype = lambda v: {"_call_": False, "_target_": f"torch.{'bfloat16' if v == 'bf16' else 'float32'}"}  # noqa: E731
     optimizer = dict(optimizer={"sgd": "sgd", "lionw": "lion"}.get(recipe.optimizer, "adam"),

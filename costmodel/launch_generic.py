@@ -3,6 +3,7 @@ recipe as JSON (``json``), and how Megatron-core is told an uneven pipeline spli
 states (costmodel.launch)."""
 from __future__ import annotations
 
+from .layout_fields import FIELDS
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split, uneven_split
 from .pipeline_layout import layout_text
 from .specs import ModelSpec, Recipe
@@ -62,6 +63,10 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
     if own is not None:
         dp += (f" (fsdp_config.sharding_strategy: {own})" if recipe.stack == "llm-foundry"
                else f" (zero_optimization.stage: {own})")
+    rep = layout.get("dp_replicate", 1)
+    if rep > 1:
+        dp += (f", HSDP: sharded over {layout['dp'] * layout['cp'] // rep} ranks (DP x CP / {rep}) and replicated "
+               f"{rep} times")
     lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
              f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
              f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",
@@ -123,8 +128,7 @@ def _split_line(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> 
 def settings_dict(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> dict:
     """The layout and recipe as one JSON-ready mapping (the ``json`` format); ``pipeline_split`` says how
     Megatron-core is given an uneven split (:func:`pipeline_split_settings`: kind and value), else None."""
-    keys = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp", "overlap")
-    out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in keys if k in layout}
+    out = {k: (layout[k].item() if hasattr(layout.get(k), "item") else layout.get(k)) for k in FIELDS if k in layout}
     out.update(gbs=recipe.gbs, seq_len=recipe.seq_len, precision=recipe.precision,
                fp8_recipe=recipe.fp8_recipe if recipe.precision == "fp8" else None, stack=recipe.stack,
                flash_attention=recipe.flash_attention, optimizer=recipe.optimizer, model=model.name,

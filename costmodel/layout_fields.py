@@ -62,6 +62,9 @@ LAYOUT_FIELDS = (
     LayoutField("sp", "bool", "Sequence parallelism (applies when TP > 1)", True),
     LayoutField("overlap", "bool", "Communication may hide under compute at all (off: every collective exposed, "
                 "a what-if); which overlaps run is the recipe's (--dp-overlap, --tp-comm-overlap, --pp-overlap)", True),
+    LayoutField("dp_replicate", "degree", "HSDP: replicas of the ZeRO-sharded states across DP, each sharded over "
+                "DP x CP / this (Megatron --num-distributed-optimizer-instances, torchtitan "
+                "data_parallel_replicate_degree; 1: one shard group).", 1),
 )
 FIELDS = tuple(f.name for f in LAYOUT_FIELDS)
 FIELD_SPECS = {f.name: f for f in LAYOUT_FIELDS}

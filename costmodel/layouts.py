@@ -11,7 +11,7 @@ groups are consecutive ranks and PP is outermost); EP is carved from DP x CP wit
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -29,7 +29,8 @@ class LayoutTable:
 
     Attributes (numpy int64 unless noted): tp, pp, dp, cp, ep, etp (the experts' TP), vp, mbs, recompute (index into
     :data:`RECOMPUTE`), recompute_num_layers (layers per chunk recomputed under full recompute, 0 =
-    all), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool).
+    all), zero (ZeRO stage 0-3), sp (bool, sequence parallelism), overlap (bool), dp_replicate (HSDP
+    replicas of the sharded states; 1 when not given: :func:`shard_dp`).
     """
 
     tp: np.ndarray
@@ -45,6 +46,11 @@ class LayoutTable:
     zero: np.ndarray
     sp: np.ndarray
     overlap: np.ndarray
+    dp_replicate: np.ndarray = None
+
+    def __post_init__(self):
+        if self.dp_replicate is None:       # one shard group, as before HSDP was a field
+            self.dp_replicate = np.ones(len(self.tp), dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -72,7 +78,8 @@ class LayoutTable:
     def from_rows(rows: list[dict]) -> "LayoutTable":
         """Build a table from dicts with the keys of :data:`FIELDS` (choices by name or index); a row
         without ``recompute_num_layers`` recomputes every layer it recomputes (0), one without
-        ``etp`` (or with None) runs its experts at its TP (Megatron's default).
+        ``etp`` (or with None) runs its experts at its TP (Megatron's default), one without
+        ``dp_replicate`` shards its states over the whole DP x CP group (1).
 
         Raises:
             InputError: a row without a field or with a key that is none, a choice not among its names
@@ -88,10 +95,10 @@ class LayoutTable:
                     raise InputError("layout", str(k), "not a layout field" + (f"; did you mean {near[0]}?" if near
                                                                                else f" ({', '.join(FIELDS)})"))
             for f in FIELDS:
-                if f not in ("recompute_num_layers", "etp") and f not in r:
+                if f not in ("recompute_num_layers", "etp", "dp_replicate") and f not in r:
                     raise InputError("layout", f, f"missing (a layout gives {', '.join(FIELDS)})")
                 v = (r.get(f, 0) if f == "recompute_num_layers" else (r.get("etp") or r["tp"]) if f == "etp"
-                     else r[f])
+                     else r.get(f, 1) if f == "dp_replicate" else r[f])
                 if f in _CHOICE_FIELDS and isinstance(v, str):
                     if v not in _CHOICE_FIELDS[f]:
                         raise InputError("layout", f, f"{v!r} is not one of {', '.join(_CHOICE_FIELDS[f])}"
@@ -130,12 +137,14 @@ def pinned(t: LayoutTable, pins: dict) -> np.ndarray:
 def layout_name(lay: dict) -> str:
     """Short text of a layout dict: 'TP8 PP4 DP1 CP1 EP1 VP1 mbs1 none-recompute ZeRO1' (+ ' no-SP',
     ' no-overlap' where TP > 1 runs without SP, or overlap is off; 'EP8 ETP1' where the experts' TP
-    is not the layout's)."""
+    is not the layout's; ' HSDP x16' for 16 replicas of the sharded states)."""
     rc = lay["recompute"] + (f"({lay['recompute_num_layers']})" if lay.get("recompute_num_layers") else "")
     etp = lay.get("etp") or lay["tp"]
     ep = f"EP{lay['ep']}" + (f" ETP{etp}" if etp != lay["tp"] else "")
     s = (f"TP{lay['tp']} PP{lay['pp']} DP{lay['dp']} CP{lay['cp']} {ep} VP{lay['vp']} "
          f"mbs{lay['mbs']} {rc}-recompute ZeRO{lay['zero']}")
+    if lay.get("dp_replicate", 1) > 1:
+        s += f" HSDP x{lay['dp_replicate']}"
     if lay["tp"] > 1 and not lay["sp"]:
         s += " no-SP"
     if not lay["overlap"]:
@@ -312,6 +321,38 @@ def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
     ]
 
 
+def _hsdp_rules(t: LayoutTable, model: ModelSpec, st) -> list:
+    """The rules of HSDP (``dp_replicate`` > 1: replicas of the sharded states, :func:`shard_dp`) as
+    validity's (message, bad) pairs; ``st`` the recipe's Stack."""
+    rep = t.dp_replicate > 1
+    on = ", ".join(f"{name} at ZeRO {'/'.join(map(str, z))}" for name, z in (("megatron", (1,)), ("nemo", (1,)),
+                                                                            ("torchtitan", (1, 3))))
+    return [
+        ("--dp-replicate needs ZeRO >= 1: without sharding every DP rank holds the whole state already",
+         rep & (t.zero == 0)),
+        ("--dp-replicate must divide DP: the replicas are whole DP slices of the shard groups",
+         (t.dp % np.maximum(t.dp_replicate, 1)) != 0),
+        ("--dp-replicate must divide the expert-data-parallel group, TP x DP x CP / (EP x ETP) (Megatron-core's "
+         "parallel_state asserts expert_data_parallel_size % num_distributed_optimizer_instances == 0)",
+         rep & (model.num_experts > 1) & (expert_dp(t) % np.maximum(t.dp_replicate, 1) != 0)),
+        (f"the {{stack}} stack runs no HSDP at this ZeRO stage (--dp-replicate > 1 runs on {on})",
+         rep & ~np.isin(t.zero, st.hsdp_zero_stages)),
+    ]
+
+
+def shard_dp(t) -> np.ndarray:
+    """Size of the group ZeRO shards the dense states over (array; reads dp, cp, dp_replicate): DP x CP,
+    over ``dp_replicate`` HSDP replicas (Megatron-core's intra-instance DP x CP group, FSDP2's shard
+    dim with CP folded in)."""
+    return (t.dp * t.cp) // np.maximum(t.dp_replicate, 1)
+
+
+def expert_shard_dp(t) -> np.ndarray:
+    """Size of the group ZeRO shards the expert states over (array; reads tp, dp, cp, ep, etp,
+    dp_replicate): the expert-data-parallel group (:func:`expert_dp`) over the HSDP replicas."""
+    return expert_dp(t) // np.maximum(t.dp_replicate, 1)
+
+
 def job_domain_gpus(scale_up_gpus: int, num_gpus: int) -> int:
     """The job's GPUs in one NVLink domain: the domain's (``ClusterSpec.scale_up_gpus``), or all the
     job's GPUs when it takes part of one domain (64 GPUs of a GB200 NVL72 rack: TP 16 stays inside)."""
@@ -404,6 +445,7 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("the flex (DeepEP) dispatcher needs ETP x EP > 1 (Megatron-core: 'DeepEP dispatcher requires TPxEP > 1', "
          "its TP the experts' own)", (model.num_experts > 1) & (recipe.moe_dispatcher == "flex") & (t.etp * t.ep < 2)),
         *_ep_overlap_rules(t, model, recipe),
+        *_hsdp_rules(t, model, st),
         ("sequence parallelism needs TP > 1", t.sp & (t.tp < 2)),
         ("the {stack} stack has no sequence parallelism (BigScience's Megatron-DeepSpeed predates it): drop --sp",
          t.sp & (not has_sp)),
@@ -441,7 +483,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          "megatron-deepspeed, nemo): the stack ({stack}) recomputes every layer it checkpoints",
          (t.recompute_num_layers > 0) & ~partial),
         ("every parallel degree and mbs must be >= 1",
-         (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)),
+         (t.tp < 1) | (t.pp < 1) | (t.dp < 1) | (t.cp < 1) | (t.ep < 1) | (t.vp < 1) | (t.mbs < 1)
+         | (t.dp_replicate < 1)),
     ]
     fmt = dict(n=num_gpus, g=scale_up_gpus, a=model.num_heads, kv=model.num_kv_heads,
                L=model.num_layers, gbs=recipe.gbs, s=recipe.seq_len, E=model.num_experts, stack=recipe.stack,
@@ -590,4 +633,25 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     dominated = (recipe.flash_attention and recipe.recomputed == ("core_attn",) and not own_sac
                  and pins.get("recompute") != "selective")
     dup = ((t.dp * t.cp == 1) & (t.zero > min(zero_stages))) | ((t.recompute == 1) & dominated)
-    return t.take((code < 0) & ~dup)
+    return _with_hsdp(t.take((code < 0) & ~dup), model, recipe, num_gpus, scale_up_gpus, pins)
+
+
+def _with_hsdp(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int,
+               pins: dict) -> LayoutTable:
+    """``t`` (one shard group each) and, for its FSDP layouts (ZeRO-3) on a stack that runs them as HSDP,
+    the same layouts sharded within one NVLink domain and replicated across domains: the shard group
+    the DP x CP ranks of a domain (domain GPUs / TP), ``dp_replicate`` = DP x CP over it, where that
+    spans domains (the per-layer gathers then stay on NVLink: torchtitan's HSDP).  A pinned
+    ``dp_replicate`` replaces these choices with its own, for any ZeRO stage; validity filters."""
+    check = lambda u: u.take(validity(u, model, recipe, num_gpus, scale_up_gpus,  # noqa: E731
+                                      uneven_pp=uneven_pp_rule(recipe.stack))[0] < 0)
+    if "dp_replicate" in pins:
+        return check(replace(t, dp_replicate=np.full(len(t), int(pins["dp_replicate"]), dtype=np.int64)))
+    shard = np.minimum(job_domain_gpus(scale_up_gpus, num_gpus) // t.tp, t.dp * t.cp)
+    fsdp = (t.zero == 3) & np.isin(t.zero, get_stack(recipe.stack).hsdp_zero_stages) & (shard > 0)
+    rep = np.where(fsdp, (t.dp * t.cp) // np.maximum(shard, 1), 1)
+    cand = np.flatnonzero(rep > 1)
+    if not len(cand):
+        return t
+    hsdp = check(replace(t.take(cand), dp_replicate=rep[cand]))
+    return LayoutTable(**{f: np.concatenate([getattr(t, f), getattr(hsdp, f)]) for f in FIELDS})

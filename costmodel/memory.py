@@ -49,7 +49,7 @@ from .stage_params import grad_bytes, layer_params_per_gpu, rank_params, stage_p
 from .compute import ACT_BYTES
 from .formats import gemm_format
 from .moe import deepep_buffer_bytes, dispatch_transient_rows, run_rank_load
-from .layouts import (LayoutTable, expert_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction)
+from .layouts import (LayoutTable, expert_shard_dp, shard_dp, layers_per_stage, light_last_stage, microbatches, recomputed_fraction)
 from .layout_fields import uses_layout_fields
 from .specs import ModelSpec, Recipe
 from .stacks import TE_STACKS, get_stack
@@ -293,11 +293,12 @@ def dispatch_transient_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable) -
 def reserved_bytes(t: LayoutTable, model: ModelSpec | None = None, recipe: Recipe | None = None) -> np.ndarray:
     """Bytes per GPU held outside the model's tensors (array over layouts): the CUDA context plus
     NCCL's buffers for each parallel group of more than one rank (TP, CP, DP x CP gradients, EP,
-    PP send/recv), and with the flex dispatcher of an MoE ``model`` DeepEP's own buffers for its
+    PP send/recv, and under HSDP the shard and the replica groups), and with the flex dispatcher of an MoE ``model`` DeepEP's own buffers for its
     EP x ETP group (costmodel.moe.deepep_buffer_bytes).  Sources: see CUDA_CONTEXT_BYTES and
     NCCL_COMM_BYTES.
     """
-    groups = ((t.tp > 1).astype(np.float64) + (t.cp > 1) + (t.dp * t.cp > 1) + (t.ep > 1) + (t.pp > 1))
+    groups = ((t.tp > 1).astype(np.float64) + (t.cp > 1) + (t.dp * t.cp > 1) + (t.ep > 1) + (t.pp > 1)
+              + 2 * (getattr(t, "dp_replicate", 1) > 1))
     out = CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
     if model is not None and recipe is not None and model.is_moe and recipe.moe_dispatcher == "flex":
         out = out + deepep_buffer_bytes(model.hidden, t.ep * t.etp)
@@ -430,8 +431,9 @@ def interleaved_flight(pp, vp, m, r, extra):
 
 def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> _MemoryParts:
     """The parts :func:`memory_bytes` and :func:`rank_memory_bytes` share (see :class:`_MemoryParts`)."""
-    dpcp = (t.dp * t.cp).astype(np.float64)
-    edp = expert_dp(t)
+    # ZeRO shards over the shard group: DP x CP, or its share of one HSDP replica
+    dpcp = shard_dp(t).astype(np.float64)
+    edp = expert_shard_dp(t)
     gb = grad_bytes(recipe)
     z = np.asarray(t.zero)
     offloaded = offloaded_grad_bytes(model, recipe, t) if recipe.optimizer_offload and recipe.stack == "deepspeed" \
@@ -488,7 +490,7 @@ def _rank_parts(model: ModelSpec, t: LayoutTable, parts: _MemoryParts, rank_laye
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero",
-                    "sp", "overlap")
+                    "sp", "overlap", "dp_replicate")
 def memory_bytes(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None, params=None) -> MemoryBreakdown:
     """Peak memory per GPU, the max of the first stage (most in-flight micro-batches) and the last
     stage (logits), in bytes; with a run's own split (``model.pipeline_rank_layers``) the fullest of

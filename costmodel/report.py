@@ -34,6 +34,13 @@ def recompute_name(L, i: int) -> str:
     return RECOMPUTE[int(L.recompute[i])] + (f"({n})" if n else "")
 
 
+def zero_name(L, i: int) -> str:
+    """Row ``i``'s ZeRO stage as the ranking table writes it: '3', or under HSDP '3 x16' (16 replicas of
+    the sharded states, costmodel.layouts.shard_dp)."""
+    rep = int(L.dp_replicate[i])
+    return str(int(L.zero[i])) + (f" x{rep}" if rep > 1 else "")
+
+
 def run_record(run: RunPrediction) -> dict:
     """The JSON-ready record of one prediction; its names are stable (README, ``predict --json``).
 
@@ -163,7 +170,7 @@ def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = No
             figures = (f"{pred.step_time_s[i]:.3f}", f"{pred.tokens_per_s_per_gpu[i]:,.0f}",
                        f"{pred.model_tflops_per_gpu[i]:.1f}", f"{100 * pred.mfu[i]:.1f}%")
         tb.add_row(str(i + 1), *(str(int(getattr(L, f)[i])) for f in cols),
-                   recompute_name(L, i), str(int(L.zero[i])), *figures,
+                   recompute_name(L, i), zero_name(L, i), *figures,
                    f"{(runs[i].peak_mem_bytes if runs else pred.memory.peak_bytes[i]) / GIB:.1f}")
     return tb
 

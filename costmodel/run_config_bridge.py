@@ -411,6 +411,8 @@ def _bridge(d: dict, path: str) -> RunConfig:
                 max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
             cfg.where["zero"] = f"{path}: " + " / ".join(f"ddp.{k}" for k in keys)
         _take(cfg, path, R, "dp_overlap", ddp, "overlap_grad_reduce", _bool, "ddp.")
+        # HSDP: DistributedDataParallelConfig.num_distributed_optimizer_instances (costmodel.layouts.shard_dp)
+        _take(cfg, path, L, "dp_replicate", ddp, "num_distributed_optimizer_instances", _int, "ddp.")
         if ddp.get("overlap_param_gather") not in (None, ddp.get("overlap_grad_reduce")):
             cfg.notes.append(f"{path}: ddp.overlap_grad_reduce {ddp.get('overlap_grad_reduce')} and "
                              f"overlap_param_gather {ddp['overlap_param_gather']}: --dp-overlap follows the grad reduce")

@@ -117,8 +117,8 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
 
 def _data_parallel(par: dict, path: str, cfg: RunConfig, pre) -> None:
     """The data-parallel degrees: the shard degree (-1: the ranks left) sets ZeRO-3 and, stated, the
-    layout's DP with the replicate degree; HSDP (both above 1) is refused (:func:`hsdp_error`); a
-    replicate degree beside a shard degree left to the world is checked with the cluster.
+    layout's DP with the replicate degree; both above 1 is HSDP (``dp_replicate``, costmodel.layouts.shard_dp);
+    a replicate degree beside a shard degree left to the world is checked with the cluster.
 
     Raises:
         InputError: naming the key."""
@@ -136,7 +136,8 @@ def _data_parallel(par: dict, path: str, cfg: RunConfig, pre) -> None:
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
         L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
     if shard not in (-1, 1) and rep not in (None, 1):
-        raise hsdp_error(path, rep, shard)
+        L["dp_replicate"], cfg.where["dp_replicate"] = rep, f"{path}: {pre('data_parallel_replicate_degree')}" \
+                                                           "data_parallel_replicate_degree"
     elif shard == -1 and rep not in (None, 1):
         cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
 
@@ -214,17 +215,6 @@ def _activation_checkpoint(act: dict, path: str, cfg: RunConfig) -> None:
                          f"{said}: checkpointing one block in every {n} is not priced on the torchtitan stack: set "
                          "mode to none or full, or selective_ac_option to 'op' (op-level) or '1' (every block)")
     L["recompute"], cfg.where["recompute"] = ac, f"{path}: {key}"
-
-
-def hsdp_error(path: str, rep: int, shard: int) -> InputError:
-    """The refusal of torchtitan's HSDP (``data_parallel_replicate_degree`` and a shard degree both
-    above 1): FSDP2 shards over the shard group only and all-reduces the gradients across the
-    replicas (torchtitan/distributed/parallel_dims.py, dp_replicate x dp_shard), while the model's
-    ZeRO-3 shards over all of DP, which would understate the states' memory ``rep``-fold."""
-    return InputError(path, "parallelism.data_parallel_replicate_degree",
-                      f"HSDP (replicate {rep} x shard {shard}) is not modelled: its {shard}-GPU shard group holds "
-                      f"{rep}x the parameter, gradient and optimizer bytes of FSDP over all {rep * shard} DP ranks, "
-                      "plus an all-reduce across the replicas; price FSDP (replicate 1) or DDP (shard 1)")
 
 
 #: torchtitan's default virtual stages per rank of a multi-stage schedule without

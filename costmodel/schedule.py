@@ -52,7 +52,7 @@ from .stage_params import grad_bytes, stage_params
 from .compute import ACT_BYTES, ComputeTimes, kernel_launch_s
 from .fsdp_copies import KERNELS as FSDP_KERNELS, copy_bytes as fsdp_copy_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
-from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_dp, layers_per_stage, microbatches, recomputed_fraction)
+from .layouts import (LayoutTable, accounts_embedding_loss, light_last_stage, expert_shard_dp, shard_dp, layers_per_stage, microbatches, recomputed_fraction)
 from .layout_fields import uses_layout_fields
 from .optimizer_step import optimizer_step_time_s
 from .stacks import dp_overlap_on, get_stack
@@ -199,7 +199,8 @@ def ep_overlap_unpaired(recipe: Recipe, t: LayoutTable) -> np.ndarray:
 def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, t) -> tuple:
     """(forward, backward) time of one layer's ZeRO-3 memory passes per micro-batch, s (arrays; 0 unless
     ZeRO-3 on a stack whose FSDP makes them, costmodel.stacks ``fsdp_copies``): costmodel.fsdp_copies'
-    bytes of the dense part (sharded over DP x CP) and the experts (over the expert-DP group) at the
+    bytes of the dense part (sharded over DP x CP, or its HSDP shard group) and the experts (over the
+    expert-DP group's) at the
     fitted HBM bandwidth, and their kernels' launches."""
     zero = np.zeros(len(t))
     flavour = get_stack(recipe.stack).fsdp_copies
@@ -207,14 +208,14 @@ def fsdp_copy_s(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
         return zero, zero
     expert = model.mean_expert_params()
     gb = grad_bytes(recipe)
-    d_f, d_b = fsdp_copy_bytes((model.layer_params() - expert) / t.tp, t.dp * t.cp, ACT_BYTES, gb, flavour)
-    e_f, e_b = fsdp_copy_bytes(expert / (t.ep * t.etp), expert_dp(t), ACT_BYTES, gb, flavour)
+    d_f, d_b = fsdp_copy_bytes((model.layer_params() - expert) / t.tp, shard_dp(t), ACT_BYTES, gb, flavour)
+    e_f, e_b = fsdp_copy_bytes(expert / (t.ep * t.etp), expert_shard_dp(t), ACT_BYTES, gb, flavour)
     ag_kernels, rs_kernels = FSDP_KERNELS[flavour]
     bw, launch = cluster.gpu.hbm_bytes_per_s * profile.hbm_efficiency, kernel_launch_s(profile)
     # with EP the experts are a unit of their own, sharded on their own mesh (torchtitan's MoE models'
     # parallelize: fully_shard of the experts over the DP ranks outside EP)
     units = 1.0 + ((t.ep > 1) & (expert > 0))
-    on = (t.zero == 3) & (t.dp * t.cp > 1)
+    on = (t.zero == 3) & (shard_dp(t) > 1)
     f = (d_f + e_f) / bw + units * ag_kernels * launch
     b = (d_b + e_b) / bw + units * (ag_kernels + rs_kernels) * launch
     return np.where(on, f, 0.0), np.where(on, b, 0.0)
@@ -294,7 +295,7 @@ def stage_sends_s(recipe: Recipe, t: LayoutTable, p2p_s, fwd_s, bwd_s):
 
 
 @uses_layout_fields("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "sp",
-                    "overlap")
+                    "overlap", "dp_replicate")
 def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                t: LayoutTable, ct: ComputeTimes, cm: CommTimes, params=None) -> StepTimes:
     """Assemble compute and communication into the step time of every layout (module docstring).
@@ -371,8 +372,7 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     step_slow = dp_hidden_slow + m * pp_slow
 
     dense, exp = params if params is not None else stage_params(model, t, light_last_stage(recipe))
-    dpcp = t.dp * t.cp
-    local = np.where(t.zero >= 1, dense / dpcp + exp / expert_dp(t), dense + exp)
+    local = np.where(t.zero >= 1, dense / shard_dp(t) + exp / expert_shard_dp(t), dense + exp)
     opt = optimizer_step_time_s(recipe, cluster, profile, local)
 
     bd = {

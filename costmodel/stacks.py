@@ -406,6 +406,15 @@ class Stack:
         grads_in_model_dtype: gradients accumulated and reduced in the model's 16-bit dtype, the step giving
             the fp32 master an fp32 copy of its share: DeepSpeed (runtime/engine.py ``get_data_types``:
             ``grad_accum_dtype`` defaults to the model dtype; runtime/zero/stage_1_and_2.py ``.to(fp32)``).
+        hsdp_zero_stages: the ZeRO stages the stack runs as HSDP, its sharded states replicated over
+            ``dp_replicate`` groups (costmodel.layouts.shard_dp): Megatron-core's distributed optimizer
+            (``--num-distributed-optimizer-instances``, parallel_state.py: the intra-instance groups
+            are consecutive ranks of the DP x CP group; the gradient is reduce-scattered in them, then
+            all-reduced across the instances, param_and_grad_buffer.py) on megatron and nemo; FSDP2's
+            2-D device mesh (``data_parallel_replicate_degree`` x ``data_parallel_shard_degree``,
+            torchtitan/distributed/parallel_dims.py; reduce-scatter over the shard dim then all-reduce
+            over the replicate dim, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) on
+            torchtitan, whose ZeRO-1 under a pipeline is FSDP2 too.
     """
 
     name: str
@@ -435,6 +444,7 @@ class Stack:
     zero3_overlap: bool = False
     sharded_dp_overlap: bool = True
     grads_in_model_dtype: bool = False
+    hsdp_zero_stages: tuple = ()
 
     @property
     def megatron_family(self) -> bool:
@@ -496,7 +506,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                               "megatron-deepspeed": "deepspeed"}.get(name, ""),
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
                  pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"),
-                 sharded_dp_overlap=name != "megatron-legacy", grads_in_model_dtype=name == "deepspeed")
+                 sharded_dp_overlap=name != "megatron-legacy", grads_in_model_dtype=name == "deepspeed",
+                 hsdp_zero_stages={"megatron": (1,), "nemo": (1,), "torchtitan": (1, 3)}.get(name, ()))
 
 
 STACKS = {s.name: s for s in (

@@ -18,6 +18,7 @@ _BASE = dict(cp=1, etp=None, mbs=1, sp=True, zero=1, recompute="none", recompute
     ("llama3.1-405b", dict(tp=8, pp=8, vp=8, dp=4, ep=1, recompute="full", recompute_num_layers=2),
      dict(precision="fp8", fp8_recipe="tensorwise", main_grads_dtype="bf16")),
     ("llama3-70b", dict(tp=4, pp=1, vp=1, dp=16, ep=1, zero=3, recompute="selective"), dict(precision="bf16")),
+    ("llama3-8b", dict(tp=2, pp=2, vp=1, dp=16, ep=1, dp_replicate=4), dict(precision="bf16")),
     ("qwen3-30b-a3b", dict(tp=1, pp=2, vp=3, dp=8, ep=8, sp=False),
      dict(precision="bf16", moe_dispatcher="flex", moe_ep_overlap=True)),
 ])
@@ -34,6 +35,7 @@ def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name,
     cfg = read_run_config(f)
     for k in ("tp", "pp", "cp", "vp", "mbs", "zero", "recompute"):
         assert cfg.layout[k] == layout[k], k
+    assert cfg.layout.get("dp_replicate", 1) == layout.get("dp_replicate", 1)
     assert cfg.layout["sp"] == layout["sp"]
     for k in ("gbs", "seq_len", "precision", "cross_entropy", "dp_overlap"):
         assert cfg.recipe[k] == getattr(r, k), k

@@ -193,11 +193,13 @@ def test_layout_table_columns_are_the_field_list():
     from costmodel.layouts import LayoutTable
     assert tuple(f.name for f in fields(LayoutTable)) == FIELDS
     row = dict(tp=2, pp=4, dp=8, cp=1, ep=1, etp=2, vp=2, mbs=1, recompute="full", recompute_num_layers=3, zero=1,
-               sp=True, overlap=False)
+               sp=True, overlap=False, dp_replicate=2)
     assert LayoutTable.from_rows([row]).row(0) == row
-    # a row without recompute_num_layers recomputes every layer it recomputes
-    short = {k: v for k, v in row.items() if k != "recompute_num_layers"}
+    # a row without recompute_num_layers recomputes every layer it recomputes; one without
+    # dp_replicate shards over its whole DP x CP group
+    short = {k: v for k, v in row.items() if k not in ("recompute_num_layers", "dp_replicate")}
     assert LayoutTable.from_rows([short]).row(0)["recompute_num_layers"] == 0
+    assert LayoutTable.from_rows([short]).row(0)["dp_replicate"] == 1
 
 
 def test_a_cost_term_cannot_read_an_undeclared_field():

@@ -449,7 +449,8 @@ def test_a_bridge_dump_cut_before_its_model_section_is_said_to_be_cut(tmp_path):
 
 def test_torchtitan_defaults_and_schedules_the_model_does_not_price_are_refused(tmp_path):
     """torchtitan's ActivationCheckpoint default (selective, every 2nd block) and the GPipe and
-    zero-bubble schedules are refused naming the key; HSDP too (its shard group holds R x the states)."""
+    zero-bubble schedules are refused naming the key; HSDP (replicate and shard degrees above 1) is read
+    as the layout's dp_replicate, its DP their product."""
     no_ac = TORCHTITAN.split("[activation_checkpoint]")[0].format(training="", shard=-1, tp=1, parallelism="")
     with pytest.raises(InputError, match="torchtitan's default .selective, every 2nd block.") as e:
         _read(tmp_path, "a.toml", no_ac)
@@ -458,8 +459,9 @@ def test_torchtitan_defaults_and_schedules_the_model_does_not_price_are_refused(
         with pytest.raises(InputError, match=said) as e:
             _tt(tmp_path, tp=1, parallelism=f'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "{sched}"')
         assert e.value.field == "parallelism.pipeline_parallel_schedule"
-    with pytest.raises(InputError, match=r"HSDP \(replicate 2 x shard 8\) is not modelled"):
-        _tt(tmp_path, shard=8, parallelism="data_parallel_replicate_degree = 2")
+    hsdp = _tt(tmp_path, shard=8, parallelism="data_parallel_replicate_degree = 2")
+    assert (hsdp.layout["dp"], hsdp.layout["dp_replicate"], hsdp.layout["zero"]) == (16, 2, 3)
+    assert hsdp.where["dp_replicate"].endswith("parallelism.data_parallel_replicate_degree")
     with pytest.raises(InputError, match="expected a degree >= 1, got -1"):
         _tt(tmp_path, parallelism="data_parallel_replicate_degree = -1")
     with pytest.raises(InputError, match="'yes' is not true or false") as e:

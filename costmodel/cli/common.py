@@ -17,7 +17,6 @@ from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, 
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
-from ..run_config_torchtitan import hsdp_error
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 from ..stack_rules import softcap_recipe
 
@@ -170,15 +169,20 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         if dp % cfg.dp_replicate:
             raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
                              f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
-        if dp // cfg.dp_replicate > 1:
-            raise hsdp_error(path, cfg.dp_replicate, dp // cfg.dp_replicate)
+        if dp // cfg.dp_replicate > 1:       # HSDP: replicas of shard groups of the ranks left
+            if given("dp_replicate") and layout_flags.get("dp_replicate") != cfg.dp_replicate:
+                raise InputError("--dp-replicate", "", f"{layout_flags.get('dp_replicate')} contradicts {path}'s "
+                                 f"data_parallel_replicate_degree {cfg.dp_replicate}")
+            layout_flags["dp_replicate"] = cfg.layout["dp_replicate"] = cfg.dp_replicate
+            cfg.where["dp_replicate"] = f"{path}: parallelism.data_parallel_replicate_degree"
         # the ranks left to shard over are one: DDP
-        if given("zero") and layout_flags.get("zero") != 0:
+        elif given("zero") and layout_flags.get("zero") != 0:
             raise InputError("--zero", "", f"{layout_flags.get('zero')} contradicts {path}, whose "
                              f"data_parallel_replicate_degree {cfg.dp_replicate} leaves one rank to shard over (DDP)")
-        layout_flags["zero"] = cfg.layout["zero"] = 0
-        cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
-        cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
+        if dp // cfg.dp_replicate == 1:
+            layout_flags["zero"] = cfg.layout["zero"] = 0
+            cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
+            cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
         _, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * dp, \
@@ -636,7 +640,7 @@ def _layout_option(f, from_log: bool, pin: bool = False) -> tuple:
 
 #: the layout fields recommend can pin: its own --no-sp / --no-overlap set the other two, and the
 #: search does not vary the recomputed layer count
-PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero")
+PIN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "recompute", "recompute_num_layers", "zero", "dp_replicate")
 
 
 def with_layout_flags(from_log: bool = False, pin: bool = False):

@@ -38,7 +38,7 @@ def test_predict_passes_the_generated_flags_through(capsys):
         sys.argv = argv
     lay = json.loads(capsys.readouterr().out)["layout"]
     assert lay == dict(tp=2, pp=2, dp=2, cp=1, ep=1, etp=2, vp=1, mbs=1, recompute="selective", recompute_num_layers=0,
-                       zero=0, sp=False, overlap=False)
+                       zero=0, sp=False, overlap=False, dp_replicate=1)
 
 
 def test_optimizer_flag_sets_the_recipe_and_rejects_unknown_names():

@@ -119,15 +119,22 @@ def test_a_fit_whose_predictions_vanish_beside_its_times_is_not_written(tmp_path
 
 def test_torchtitan_replicate_degree_is_checked_and_said(tmp_path):
     """HSDP with the shard degree left to the world: a replicate degree that does not divide the DP
-    ranks is refused naming the key; one that leaves a shard group of 2 or more is HSDP, refused (its
-    shard group holds R x the states of FSDP over all of DP); one that is all of DP is DDP."""
+    ranks is refused naming the key; one that leaves a shard group of 2 or more is HSDP (the layout's
+    dp_replicate, a --dp-replicate that differs refused); one that is all of DP is DDP."""
     src = (REPO / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
     assert "data_parallel_replicate_degree = 1" in src
-    for rep, said in ((3, "3 does not divide"), (2, "HSDP (replicate 2 x shard 4) is not modelled")):
-        cfg = tmp_path / f"rep{rep}.toml"
-        cfg.write_text(src.replace("data_parallel_replicate_degree = 1", f"data_parallel_replicate_degree = {rep}"))
-        r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan")
-        one_line(r, f"parallelism.data_parallel_replicate_degree: {said}")
+    cfg = tmp_path / "rep3.toml"
+    cfg.write_text(src.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 3"))
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan")
+    one_line(r, "parallelism.data_parallel_replicate_degree: 3 does not divide")
+    cfg = tmp_path / "rep2.toml"
+    cfg.write_text(src.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 2"))
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan", "--json")
+    assert r.returncode in (0, 3), r.stderr
+    assert (json.loads(r.stdout)["layout"]["dp_replicate"], json.loads(r.stdout)["layout"]["zero"]) == (2, 3)
+    r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan",
+            "--dp-replicate", "4")
+    one_line(r, "--dp-replicate: 4 contradicts")
     cfg = tmp_path / "rep8.toml"
     cfg.write_text(src.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8"))
     r = run("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--config", cfg, "--stack", "torchtitan", "--json")

@@ -200,6 +200,7 @@ COUNT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "con
               "encoder_seq_length", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
               "num_query_groups", "padded_vocab_size", "vocab_size", "num_experts", "num_moe_experts",
               "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "kv_lora_rank",
+              "num_distributed_optimizer_instances",
               "q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "kv_channels",
               "max_position_embeddings")
 #: the largest logged count taken: 2^53, past which float64 arithmetic loses units
@@ -378,6 +379,8 @@ def _layout(args, complete=False):
         "mbs": _int_or_none(get("micro_batch_size")), "gbs": _int_or_none(get("global_batch_size")),
         "seq_len": _int_or_none(get("seq_length", "encoder_seq_length")),
         "recompute": recompute, "recompute_num_layers": recompute_num_layers, "sp": sp, "zero": zero, "precision": precision, "world_size": world,
+        # HSDP: Megatron-core's distributed-optimizer instances (a torchtitan mesh's replicate degree)
+        "dp_replicate": _int_or_none(get("num_distributed_optimizer_instances")),
         "num_layers": num_layers, "hidden": _int_or_none(get("hidden_size")),
         "ffn_hidden": _int_or_none(get("ffn_hidden_size")), "num_heads": heads, "num_kv_heads": kv,
         "vocab": _int_or_none(get("padded_vocab_size", "vocab_size")),

@@ -276,12 +276,15 @@ _TT_COMPILE = "Compiling each TransformerBlock with torch.compile"
 
 
 def _torchtitan_mesh(text: str) -> dict:
-    """World size and TP / PP / CP degrees (argument-dump names) of a torchtitan device-mesh line, or {}."""
+    """World size and TP / PP / CP degrees (argument-dump names) of a torchtitan device-mesh line, and its
+    HSDP replicate degree as ``num_distributed_optimizer_instances``, or {}."""
     m = _TT_MESH.search(text)
     if m:
         pp, rep, shard, cp, tp = (int(g) for g in m.groups())
+        # HSDP (replicas of a shard group of more than one rank) as Megatron's optimizer instances
+        hsdp = dict(num_distributed_optimizer_instances=rep) if rep > 1 and shard > 1 else {}
         return dict(world_size=pp * rep * shard * cp * tp, tensor_model_parallel_size=tp,
-                    pipeline_model_parallel_size=pp, context_parallel_size=cp)
+                    pipeline_model_parallel_size=pp, context_parallel_size=cp, **hsdp)
     m = _TT_MESH_OLD.search(text)
     if not m:
         return {}

@@ -1,0 +1,147 @@
+"""HSDP: ZeRO's sharded states replicated over ``dp_replicate`` groups (Megatron-core's distributed-optimizer
+instances, FSDP2's replicate x shard mesh), in the memory, the DP communication, the layout rules, the search,
+the launch formats and the readers of runs."""
+import numpy as np
+import pytest
+
+from costmodel.comm import data_parallel_comm_times, group_time_s
+from costmodel.errors import InputError
+from costmodel.launch import launch_settings
+from costmodel.layouts import check_layout, enumerate_layouts, shard_dp
+from costmodel.memory import memory_bytes
+from costmodel.readers.training_logs.dumps import _layout
+from costmodel.readers.training_logs.frameworks import _torchtitan_mesh
+from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+from costmodel.stacks import get_stack, stack_recipe
+
+from conftest import layout
+
+
+def _states(mem):
+    return (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes)[0]
+
+
+def test_distributed_optimizer_instances_shard_the_optimizer_over_their_own_ranks():
+    """Megatron's distributed optimizer keeps 6 + 12/d bytes per parameter, d the ranks it shards over:
+    DP 16 in 2 instances shards over 8 (6 + 1.5 bytes), not 16 (6 + 0.75)."""
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=4096)
+    N = m.params()
+    one = _states(memory_bytes(m, r, layout(dp=16, zero=1)))
+    two = _states(memory_bytes(m, r, layout(dp=16, zero=1, dp_replicate=2)))
+    assert one == pytest.approx((6 + 12 / 16) * N, rel=1e-9)
+    assert two == pytest.approx((6 + 12 / 8) * N, rel=1e-9)
+
+
+def test_hsdp_fsdp_holds_its_shard_groups_states():
+    """FSDP over DP 32 in 4 replicas: each GPU holds 1/8 of the 18 bytes per parameter (plus the two
+    layers gathered at a time), 4x what full sharding over 32 holds."""
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=4096)
+    N, gathered = m.params(), 2 * 2 * m.layer_params()
+    full = _states(memory_bytes(m, r, layout(dp=32, zero=3)))
+    hsdp = _states(memory_bytes(m, r, layout(dp=32, zero=3, dp_replicate=4)))
+    assert full == pytest.approx(18 * N / 32 + gathered, rel=1e-6)
+    assert hsdp == pytest.approx(18 * N / 8 + gathered, rel=1e-6)
+    assert shard_dp(layout(dp=32, cp=2, zero=3, dp_replicate=4))[0] == 16
+
+
+def test_instances_reduce_scatter_in_the_node_then_all_reduce_the_shard_across_nodes():
+    """TP 1, DP 16 on two 8-GPU nodes, two instances, no overlap (one bucket): the gradient is reduce-scattered
+    over the node's 8 ranks (stride 1), then each rank's 1/8 all-reduced with its peer on the other node
+    (stride 8, 2 ranks: Megatron-core param_and_grad_buffer.py with num_distributed_optimizer_instances > 1)."""
+    m = load_model("llama3-8b")
+    c = load_cluster("dgx-h100", nodes=2)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096, dp_overlap=False)
+    got = data_parallel_comm_times(m, r, c, p, layout(dp=16, zero=1, overlap=False, dp_replicate=2))
+    P = m.params() * 4.0                           # fp32 gradients
+    want = group_time_s("reduce_scatter", P, 1, 8, c, p) + group_time_s("all_reduce", P / 8, 8, 2, c, p)
+    assert got.dp_grad_s[0] == pytest.approx(want, rel=1e-9)
+    flat = data_parallel_comm_times(m, r, c, p, layout(dp=16, zero=1, overlap=False))
+    assert flat.dp_grad_s[0] == pytest.approx(group_time_s("reduce_scatter", P, 1, 16, c, p), rel=1e-9)
+    # the parameters are gathered in the instance alone
+    assert got.dp_param_s[0] == pytest.approx(group_time_s("all_gather", m.params() * 2.0, 1, 8, c, p), rel=1e-9)
+
+
+def test_one_replica_prices_as_a_layout_without_the_field():
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100", nodes=4)
+    p = load_profile(c.gpu.key)
+    r = Recipe(gbs=64, seq_len=4096)
+    for zero in (1, 3):
+        a = data_parallel_comm_times(m, r, c, p, layout(tp=2, dp=16, ep=8, zero=zero))
+        b = data_parallel_comm_times(m, r, c, p, layout(tp=2, dp=16, ep=8, zero=zero, dp_replicate=1))
+        for k in ("dp_grad_s", "dp_param_s", "fsdp_mb_s", "dp_grad_tail_s"):
+            assert getattr(a, k)[0] == getattr(b, k)[0], (zero, k)
+
+
+@pytest.mark.parametrize("stack, lay, said", [
+    ("megatron", dict(dp=16, zero=0, dp_replicate=2), "needs ZeRO >= 1"),
+    ("megatron", dict(dp=12, zero=1, dp_replicate=8), "must divide DP"),
+    ("llm-foundry", dict(dp=16, zero=3, dp_replicate=2), "llm-foundry stack runs no HSDP"),
+    ("megatron", dict(dp=16, zero=3, dp_replicate=2), "megatron stack runs no HSDP"),
+])
+def test_hsdp_rules_name_what_is_wrong(stack, lay, said):
+    m = load_model("llama3-8b")
+    r = stack_recipe(get_stack(stack), 192, 4096, "bf16")
+    n = lay["dp"]
+    with pytest.raises(InputError, match=said):
+        check_layout(layout(**lay), m, r, n, 8)
+
+
+def test_replicas_must_divide_the_expert_data_parallel_group():
+    """Megatron-core asserts expert_data_parallel_size % num_distributed_optimizer_instances == 0: Mixtral's
+    8 experts at EP 8 over DP 16 leave an expert-DP group of 2, which 4 instances cannot split."""
+    m = load_model("mixtral-8x7b")
+    r = Recipe(gbs=64, seq_len=4096)
+    with pytest.raises(InputError, match="expert-data-parallel group"):
+        check_layout(layout(dp=16, ep=8, etp=1, zero=1, dp_replicate=4), m, r, 16, 8)
+    check_layout(layout(dp=16, ep=8, etp=1, zero=1, dp_replicate=2), m, r, 16, 8)
+
+
+def test_the_search_tries_node_local_shard_groups_for_fsdp_where_the_stack_runs_hsdp():
+    """On torchtitan each FSDP layout whose DP x CP group spans nodes is also tried sharded within a node
+    (8 / TP ranks) and replicated across; Megatron's FSDP is not (its HSDP is the distributed optimizer's)."""
+    m = load_model("llama3-8b")
+    tt = enumerate_layouts(m, stack_recipe(get_stack("torchtitan"), 256, 4096, "bf16"), 32, 8)
+    rep = tt.dp_replicate > 1
+    assert rep.any() and np.all(tt.zero[rep] == 3)
+    assert np.all(tt.dp[rep] * tt.cp[rep] // tt.dp_replicate[rep] == 8 // tt.tp[rep])
+    # every HSDP row has its flat twin
+    flat = {(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(tt.tp[~rep], tt.dp[~rep], tt.cp[~rep], tt.zero[~rep])}
+    assert all((int(a), int(b), int(c), 3) in flat for a, b, c in zip(tt.tp[rep], tt.dp[rep], tt.cp[rep]))
+    mg = enumerate_layouts(m, stack_recipe(get_stack("megatron"), 256, 4096, "bf16"), 32, 8)
+    assert not np.any(mg.dp_replicate > 1)
+    pinned = enumerate_layouts(m, stack_recipe(get_stack("megatron"), 256, 4096, "bf16"), 32, 8,
+                               pins={"dp_replicate": 2})
+    assert len(pinned) and np.all(pinned.dp_replicate == 2) and np.all(pinned.zero == 1)
+
+
+def test_launch_formats_set_the_replicas():
+    m = load_model("llama3-70b")
+    lay = dict(tp=8, pp=2, dp=4, cp=1, ep=1, etp=8, vp=1, mbs=1, recompute="none", recompute_num_layers=0, zero=1,
+               sp=True, overlap=True, dp_replicate=2)
+    r = stack_recipe(get_stack("megatron"), 256, 4096, "bf16")
+    assert "--num-distributed-optimizer-instances 2" in launch_settings(lay, m, r, fmt="megatron")[1]
+    rn = stack_recipe(get_stack("nemo"), 256, 4096, "bf16")
+    assert "recipe.trainer.strategy.ddp.num_distributed_optimizer_instances = 2" in \
+        launch_settings(lay, m, rn, fmt="nemo")[1]
+    rt = stack_recipe(get_stack("torchtitan"), 256, 4096, "bf16")
+    text = launch_settings(dict(lay, pp=1, dp=8, zero=3, dp_replicate=4), m, rt, fmt="torchtitan")[1]
+    assert "data_parallel_replicate_degree = 4" in text and "data_parallel_shard_degree = 2" in text
+    assert "num-distributed-optimizer-instances" not in launch_settings(dict(lay, dp_replicate=1), m, r,
+                                                                        fmt="megatron")[1]
+
+
+def test_logs_give_their_replicas():
+    """A Megatron argument dump's num_distributed_optimizer_instances and a torchtitan device mesh's
+    replicate degree (beside a shard degree above 1) are the layout's dp_replicate."""
+    args = dict(tensor_model_parallel_size=8, pipeline_model_parallel_size=1, data_parallel_size=16,
+                use_distributed_optimizer=True, num_distributed_optimizer_instances=4)
+    assert _layout(args)["dp_replicate"] == 4 and _layout(args)["zero"] == 1
+    assert _layout({k: v for k, v in args.items() if k != "num_distributed_optimizer_instances"})["dp_replicate"] is None
+    mesh = "Building device mesh with parallelism: pp=1, dp_replicate=2, dp_shard=4, cp=1, tp=1, ep=1, etp=1"
+    assert _torchtitan_mesh(mesh)["num_distributed_optimizer_instances"] == 2
+    ddp = mesh.replace("dp_shard=4", "dp_shard=1")
+    assert "num_distributed_optimizer_instances" not in _torchtitan_mesh(ddp)
