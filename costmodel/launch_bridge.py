@@ -112,7 +112,11 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
                      main_grads_dtype=dtype("fp32"), exp_avg_dtype=dtype("fp32"), exp_avg_sq_dtype=dtype("fp32"))
     for k, v in optimizer_config(recipe):
         optimizer[k] = dtype(v) if k.endswith("dtype") else v
-    comm = dict(tp_comm_overlap=bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1 and t["overlap"]), **dp)
+    # a fresh CommOverlapConfig (a mapping with _target_ is instantiated, omegaconf_utils._apply_overrides):
+    # a plain mapping would be set as a dict where the recipe leaves comm_overlap None (recipes/common.py),
+    # which ConfigContainer then reads as a config; TE's default userbuffers (tp_comm_overlap_cfg None), as priced
+    comm = {"_target_": "megatron.bridge.training.comm_overlap.CommOverlapConfig",
+            "tp_comm_overlap": bool(recipe.tp_comm_overlap and t["sp"] and t["tp"] > 1 and t["overlap"]), **dp}
     if t["vp"] > 1:
         comm.update(overlap_p2p_comm=sends_hidden, batch_p2p_comm=not sends_hidden)
     if model.is_moe:
@@ -121,7 +125,8 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
                     delay_wgrad_compute=bool(recipe.moe_ep_overlap))
     doc = dict(model=_model_section(t, model, recipe, layers, gpu),
                train=dict(micro_batch_size=t["mbs"], global_batch_size=recipe.gbs),
-               dataset=dict(sequence_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
+               # GPTDatasetConfig.seq_length: finalize() copies it over Megatron-core's sequence_length
+               dataset=dict(seq_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
                mixed_precision=_mixed_precision(recipe, t["zero"], t["dp"] * t["cp"]))
     notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy) if recipe.cross_entropy not in ("megatron", "fused")
                          else "", packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]

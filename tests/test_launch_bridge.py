@@ -30,6 +30,10 @@ def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name,
     text = bridge_overrides(layout, m, r)
     doc = yaml.safe_load(text)
     assert set(doc) == {"model", "train", "dataset", "optimizer", "ddp", "comm_overlap", "mixed_precision"}
+    # Bridge's own dataset field (GPTDatasetConfig.seq_length, copied over Megatron-core's sequence_length at
+    # finalize) and a CommOverlapConfig instantiated whole (a recipe may leave comm_overlap None)
+    assert doc["dataset"] == {"seq_length": r.seq_len}
+    assert doc["comm_overlap"]["_target_"] == "megatron.bridge.training.comm_overlap.CommOverlapConfig"
     f = tmp_path / "overrides.yaml"
     f.write_text(text)
     cfg = read_run_config(f)
