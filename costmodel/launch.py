@@ -348,7 +348,10 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
-              *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else [])]
+              # Megatron-core refuses the shared-expert overlap beside the EP overlap, which NeMo's
+              # DeepSeek and Llama 4 configs turn on (nemo/collections/llm/gpt/model/deepseek.py, llama.py)
+              *(["recipe.model.config.delay_wgrad_compute = True",
+                 "recipe.model.config.moe_shared_expert_overlap = False"] if recipe.moe_ep_overlap else [])]
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",

@@ -39,6 +39,10 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) 
         # the EP overlap is the comm_overlap section's (its setup writes it over the model's): not here
         m.update({s.megatron_key: bool(getattr(recipe, s.name)) for s in MOE_FLAG_SWITCHES
                   if s.name != "moe_ep_overlap"})
+        if recipe.moe_ep_overlap:
+            # Megatron-core: 'disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm'
+            # (TransformerConfig); the DeepSeek, GLM and Llama 4 bridges turn it on
+            m["moe_shared_expert_overlap"] = False
     if model.mtp_layers:
         m["mtp_num_layers"] = model.mtp_layers
     rc = t["recompute"]

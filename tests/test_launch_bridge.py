@@ -52,6 +52,7 @@ def test_bridge_overrides_read_back_as_the_layout_they_came_from(tmp_path, name,
         assert doc["comm_overlap"]["overlap_moe_expert_parallel_comm"] is True
         assert doc["comm_overlap"]["delay_wgrad_compute"] is True and "overlap_moe_expert_parallel_comm" not in doc["model"]
         assert cfg.recipe["moe_ep_overlap"] is True
+        assert doc["model"]["moe_shared_expert_overlap"] is False       # Megatron-core refuses both at once
     if name == "llama3.1-405b":
         assert doc["model"]["account_for_embedding_in_pipeline_split"] is True and cfg.split_without_embedding is None
         assert cfg.recipe["fp8_recipe"] == "tensorwise" and cfg.recipe["main_grads_dtype"] == "bf16"

@@ -377,6 +377,9 @@ def test_batch_level_ep_overlap_is_printed_and_read_as_megatron_names_it():
     nemo = nemo_overrides(lay, m, r)
     assert "recipe.model.config.overlap_moe_expert_parallel_comm = True" in nemo
     assert "recipe.model.config.delay_wgrad_compute = True" in nemo
+    # Megatron-core refuses it beside the shared-expert overlap, on in NeMo's DeepSeek and Llama 4 configs
+    assert "recipe.model.config.moe_shared_expert_overlap = False" in nemo
+    assert "moe_shared_expert_overlap" not in nemo_overrides(lay, m, Recipe(gbs=64, seq_len=4096, moe_dispatcher="alltoall"))
     assert row_switches({"notes": "--delay-wgrad-compute --overlap-moe-expert-parallel-comm"}) == {"moe_ep_overlap": True}
 
 
