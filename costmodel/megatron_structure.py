@@ -4,6 +4,7 @@ and their placement, group-limited routing and multi-head latent attention."""
 from __future__ import annotations
 
 from .specs import ModelSpec
+from .specs.mlp_config import GPT_OSS_GLU_ALPHA as QUICK_GELU_ALPHA
 
 
 def megatron_structure_args(model: ModelSpec) -> list[str]:
@@ -20,7 +21,9 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     pattern of 1 (window) and 0 (full), default every layer; megatron/core/transformer/utils.py
     is_layer_window_attention; none for a hand-built spec that windows some layers without saying
     which), layers without rotary embedding (--no-rope-freq, default none) and a weightless L2 Q/K norm
-    (--qk-l2-norm; Llama 4's).  The
+    (--qk-l2-norm; Llama 4's), gpt-oss's attention sinks (--softmax-type learnable) and its clamped quick-GELU
+    GLU with an offset linear half (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value; the
+    last three TransformerConfig fields, given as flags by arguments.py's ArgumentGroupFactory).  The
     arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
     a = []
@@ -61,6 +64,16 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
         a.append(f"--no-rope-freq {_period_form(model.nope_layer_indices, model.num_layers, True)}")
     if model.qk_l2_norm:
         a.append("--qk-l2-norm")
+    if model.attention_sinks:               # TransformerConfig.softmax_type (TE's fused attention runs it)
+        a.append("--softmax-type learnable")
+    if model.glu_alpha == QUICK_GELU_ALPHA:
+        # Megatron's quick_gelu is x sigmoid(1.702 x) (fusions/fused_bias_geglu.py), gated by --quick-geglu
+        # in place of --swiglu (training/argument_utils.py)
+        a.append("--quick-geglu")
+    if model.glu_linear_offset:
+        a.append(f"--glu-linear-offset {model.glu_linear_offset:g}")
+    if model.glu_clamp:
+        a.append(f"--activation-func-clamp-value {model.glu_clamp:g}")
     if model.is_mla:
         a.append("--multi-latent-attention" + (f" --q-lora-rank {model.q_lora_rank}" if model.q_lora_rank else "")
                  + f" --kv-lora-rank {model.kv_lora_rank} --qk-head-dim {model.head_dim} --qk-pos-emb-head-dim "

@@ -206,3 +206,23 @@ def test_megatron_arguments_set_the_attention_shape_megatron_would_default_other
                             fmt="megatron")[1]
     assert "Megatron-LM has no chunked local attention: its 36 chunked layers" in scout
     assert "chunked" not in launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
+
+
+def test_megatron_arguments_build_gpt_oss_s_sinks_and_clamped_glu():
+    """gpt-oss's attention sinks and its GLU, (up + 1) x gate x sigmoid(1.702 gate) on inputs clamped to 7
+    (transformers modeling_gpt_oss.py, swiglu_limit), are Megatron's softmax_type 'learnable', quick_gelu
+    behind --quick-geglu, glu_linear_offset 1 and activation_func_clamp_value 7 (as Megatron-Bridge's
+    gpt_oss_bridge.py sets them); without them the launch trains vanilla-softmax attention and a plain
+    GLU.  A config's own swiglu_limit is read; other families get none of these."""
+    import dataclasses
+    from costmodel.megatron_structure import megatron_structure_args
+    from costmodel.specs.mlp_config import glu_twists
+    oss = megatron_structure_args(load_model("gpt-oss-120b"))
+    for arg in ("--softmax-type learnable", "--quick-geglu", "--glu-linear-offset 1", "--activation-func-clamp-value 7"):
+        assert arg in oss, arg
+    llama = " ".join(megatron_structure_args(load_model("llama3-8b")))
+    assert "softmax-type" not in llama and "quick-geglu" not in llama and "clamp" not in llama
+    m = dataclasses.replace(load_model("gpt-oss-120b"), **glu_twists({"swiglu_limit": 5}, "o.json", "gpt_oss"))
+    assert "--activation-func-clamp-value 5" in megatron_structure_args(m)
+    with pytest.raises(InputError, match="swiglu_limit"):
+        glu_twists({"swiglu_limit": -1}, "o.json", "gpt_oss")

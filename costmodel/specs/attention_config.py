@@ -1,6 +1,6 @@
 """Attention twists of a Hugging Face config that change which keys a query sees or how its scores are
-formed: sliding windows, Llama 4's chunked local attention and NoPE layers, Gemma 2's soft-capped scores (each as the
-family's HF modeling code applies it)."""
+formed: sliding windows, Llama 4's chunked local attention and NoPE layers, Gemma 2's soft-capped scores, gpt-oss's
+attention sinks (each as the family's HF modeling code applies it)."""
 from __future__ import annotations
 
 from ..errors import InputError
@@ -86,3 +86,12 @@ def softcap(d: dict, w: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
         raise InputError(w, "attn_logit_softcapping", f"expected a positive number or null, got {v!r}")
     return float(v)
+
+
+def score_twists(d: dict, w: str, model_type: str) -> dict:
+    """The twists of the softmax over a query's scores, as ModelSpec fields: ``attn_softcap``
+    (:func:`softcap`) and ``attention_sinks``, gpt-oss's learnable logit per head that joins every row's
+    softmax and takes no value (transformers modeling_gpt_oss.py: ``GptOssAttention.sinks``, one per
+    attention head, concatenated to the scores before the softmax; Megatron-core's ``softmax_type``
+    'learnable').  Raises InputError as :func:`softcap` does."""
+    return dict(attn_softcap=softcap(d, w), attention_sinks=model_type == "gpt_oss")

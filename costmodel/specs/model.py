@@ -67,6 +67,11 @@ class ModelSpec:
             placement is not known (a hand-built spec).
         attn_softcap: tanh soft-capping of the attention scores at this value (Gemma 2's
             ``attn_logit_softcapping``), 0 for none: the softmax input is cap x tanh(scores / cap).
+        attention_sinks: one learnable logit per head joins each softmax row (gpt-oss; Megatron-core
+            ``softmax_type`` 'learnable'); its 64 parameters a layer are not counted.
+        glu_alpha, glu_clamp, glu_linear_offset: the gated MLP computes (up + offset) x gate x
+            sigmoid(alpha x gate) on inputs clamped to +-clamp (gate: above only; 0: no clamp): gpt-oss
+            1.702, 7.0, 1.0 (costmodel.specs.mlp_config); SwiGLU 1, 0, 0.
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
@@ -132,6 +137,10 @@ class ModelSpec:
     chunked_layers: int = 0
     pipeline_rank_layers: tuple = ()
     attn_softcap: float = 0.0
+    attention_sinks: bool = False
+    glu_alpha: float = 1.0
+    glu_clamp: float = 0.0
+    glu_linear_offset: float = 0.0
     router: RouterSpec = RouterSpec()
     nope_layer_indices: tuple = ()
     qk_l2_norm: bool = False

@@ -36,7 +36,9 @@ from .hf_model_types import HF_MODEL_TYPES, NON_DECODER_KEYS, NON_DECODER_TYPES
 from .router_config import router_spec
 from .loading import _get_int
 from .model import ModelSpec, checked_count, dense_layer_fields
-from .attention_config import llama4_attention, sliding_attention, softcap
+from .attention_config import llama4_attention, score_twists, sliding_attention
+from .dropout_config import dropout
+from .mlp_config import glu_twists
 
 _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                 "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
@@ -506,7 +508,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         num_layers=layers, hidden=hidden, ffn_hidden=expert_ffn, num_heads=heads, num_kv_heads=kv,
         head_dim=head_dim, vocab=vocab, gated=bool(gated), activation=act, tie_embeddings=tie,
         num_experts=experts, topk=topk, learned_positions=pos == "learned", max_positions=max_pos,
-        dropout=_dropout(d, w, model_type), bias=bias, seq_len=seq_len,
+        dropout=dropout(d, w, model_type), bias=bias, seq_len=seq_len,
         params_published=pp,
         source=str(d.get("_source", path)), seq_len_assumed=assumed,
         family=model_type if model_type or "_gated" in d else "?",
@@ -517,7 +519,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         qk_norm=_qk_norm(d, model_type), layer_norms=4 if model_type in ("gemma2", "gemma3_text") else 2,
         **sliding_attention(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **llama4_attention(d, w, model_type, layers),
-        attn_softcap=softcap(d, w), router=router_spec(d, w, model_type, experts)), d.get("_params_published"), w)
+        **score_twists(d, w, model_type), **glu_twists(d, w, model_type), router=router_spec(d, w, model_type, experts)), d.get("_params_published"), w)
 
 
 def _qk_norm(d: dict, model_type: str) -> bool:
@@ -599,41 +601,6 @@ def _tied(d: dict, w: str, model_type: str):
     what = f"model_type {model_type!r} is not a family this reader knows" if model_type else "the file has no model_type"
     raise InputError(w, "tie_word_embeddings", f"missing: {what}, so its default is unknown, and an untied output "
                                                "layer is vocab x hidden parameters more (give true or false)")
-
-
-#: Hugging Face keys of the attention-dropout probability (Llama/Qwen/Mistral ``attention_dropout``,
-#: GPT-2 ``attn_pdrop``, BERT ``attention_probs_dropout_prob``); transformers' GPT2Config defaults
-#: attn_pdrop to 0.1 (configuration_gpt2.py), the other families' configs to 0.0
-_ATTN_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
-#: and of the residual (hidden) dropout: Falcon/BLOOM ``hidden_dropout``, GPT-2/DBRX ``resid_pdrop``, GPT-Neo
-#: ``resid_dropout``, OPT ``dropout``, BERT ``hidden_dropout_prob``; dropout is one switch, on when either
-#: probability is above 0 (as a run's own configuration sets it, costmodel.run_config)
-_RESID_DROPOUT_KEYS = ("hidden_dropout", "resid_pdrop", "resid_dropout", "dropout", "hidden_dropout_prob")
-
-
-def _dropout(d: dict, w: str, model_type: str) -> bool:
-    """Whether the model trains with dropout (its masks stored, its attention draws priced): the
-    catalog's ``_dropout`` where given, else an attention- or residual-dropout probability above 0
-    (:data:`_ATTN_DROPOUT_KEYS`, :data:`_RESID_DROPOUT_KEYS`), else GPT2Config's default for ``gpt2``
-    configs.
-
-    Raises:
-        InputError: ``_dropout`` not true/false, or a probability outside [0, 1).
-    """
-    given = d.get("_dropout")
-    if given is not None:
-        if not isinstance(given, bool):
-            raise InputError(w, "_dropout", f"expected true or false, got {given!r}")
-        return given
-    probs = []
-    for key in _ATTN_DROPOUT_KEYS + _RESID_DROPOUT_KEYS:
-        v = d.get(key)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
-            raise InputError(w, key, f"expected a dropout probability in [0, 1), got {v!r}")
-        probs.append(v)
-    return any(v > 0 for v in probs) if probs else model_type == "gpt2"
 
 
 def _routing_groups(d: dict, w: str, experts: int, topk: int) -> dict:
