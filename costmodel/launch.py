@@ -20,6 +20,7 @@ from .comm import fp8_params_on
 from .schedule import pp_sends_overlapped
 from .megatron_structure import megatron_structure_args, router_notes
 from .moe import flex_backend
+from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split
 from .launch_generic import generic_settings, pipeline_split_settings, settings_dict
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
@@ -457,6 +458,42 @@ def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict
     return out
 
 
+def torchtitan_default_split(num_layers: int, stages: int) -> list[int]:
+    """Transformer layers of each (virtual) pipeline stage as torchtitan splits them by default: the embedding
+    and the output counted as a layer each (``pipeline_parallel_first/last_stage_less_layers`` 1), the
+    L + 2 spread evenly, the first stages taking the remainder (torchtitan/distributed/pipeline_parallel.py
+    ``_generate_llm_fqn_per_model_part``)."""
+    per, extra = divmod(num_layers + 2, stages)
+    out = [per + (s < extra) for s in range(stages)]
+    out[0] -= 1
+    out[-1] -= 1
+    return out
+
+
+def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
+    """The torchtitan lines that give a pipeline the split priced (per virtual stage, in model order):
+    ``pipeline_parallel_layers_per_stage`` where torchtitan's own split of that many stages is it, else every
+    stage's modules (``module_fqns_per_model_part``); nothing where its default 1F1B split is it."""
+    pv, L = t["pp"] * t["vp"], model.num_layers
+    if t["vp"] == 1:
+        priced = [int(x) for x in pipeline_split(model, t, light_last_stage(recipe))]
+    elif bool(accounts_embedding_loss(model, LayoutTable.from_rows([t]))[0]):
+        priced = torchtitan_default_split(L, pv)        # the embedding and the loss as pipeline layers
+    else:
+        priced = [L // pv] * pv
+    default = torchtitan_default_split(L, pv)
+    if t["vp"] == 1 and priced == default:
+        return []
+    # torchtitan makes ceil((L + 2) / layers_per_stage) virtual stages of its default split
+    lps = -(-(L + 2) // pv)
+    if t["vp"] > 1 and priced == default and -(-(L + 2) // lps) == pv:
+        return [f"    config.parallelism.pipeline_parallel_layers_per_stage = {lps}"]
+    return [f"    split = {priced}    # transformer layers per (virtual) pipeline stage, as priced",
+            "    config.parallelism.module_fqns_per_model_part = [",
+            "        ([\"tok_embeddings\"] if s == 0 else []) + [f\"layers.{i}\" for i in range(sum(split[:s]), sum(split[:s + 1]))]",
+            "        + ([\"norm\", \"output\"] if s == len(split) - 1 else []) for s in range(len(split))]"]
+
+
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     """A torchtitan full configuration (module docstring) for ``layout``: FSDP shards over DP when
     ZeRO-3, or ZeRO-1 with a pipeline (FSDP2 keeping its parameters gathered, costmodel.stacks), over
@@ -483,18 +520,7 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if t["pp"] > 1:
         a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
         a.append(f"    config.parallelism.pipeline_parallel_schedule = {'Interleaved1F1B' if t['vp'] > 1 else '1F1B'!r}")
-        if t["vp"] > 1:
-            # torchtitan makes ceil((L + 2) / layers_per_stage) virtual stages, the embedding and the
-            # output counted as a layer each (torchtitan/distributed/pipeline_parallel.py, input_weight
-            # and output_weight 1): the per-stage count that gives PP x VP of them, where one does
-            pv, eff = t["pp"] * t["vp"], model.num_layers + 2
-            lps = -(-eff // pv)
-            if -(-eff // lps) == pv:
-                a.append(f"    config.parallelism.pipeline_parallel_layers_per_stage = {lps}")
-            else:
-                a.append(f"    # no pipeline_parallel_layers_per_stage makes PP x VP = {pv} stages of {model.num_layers} "
-                         "layers + the embedding and the output: list each stage's modules in "
-                         "config.parallelism.module_fqns_per_model_part")
+        a += _torchtitan_stages(t, model, recipe)
     # the switches priced, set either way (a recipe's base_config() may turn them on): async TP (under
     # torch.compile), compiled elementwise kernels, eager launches (torchtitan's CUDA graphs, on by
     # default since 2026, also refuse PP and CPU-synchronising EP dispatchers: trainer.py)

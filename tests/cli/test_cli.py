@@ -261,9 +261,10 @@ def test_format_prints_the_layout_for_each_stack():
     assert "pipeline_parallel_schedule = '1F1B'" in tt.stdout
     vp = run(*args[:-2], "--gbs", "64", "--vp", "4", "--etp", "1", "--recompute-num-layers", "2", "--format", "torchtitan")
     assert vp.returncode in (0, 3), vp.stderr                           # 3: it does not fit 80 GB
-    # torchtitan makes ceil((L + 2) / layers_per_stage) stages: 34 / 4 would make 9, not PP 2 x VP 4 = 8
-    for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "no pipeline_parallel_layers_per_stage makes PP x VP "
-                 "= 8 stages of 32 layers", "cannot express"):
+    # torchtitan makes ceil((L + 2) / layers_per_stage) stages: 34 / 4 would make 9, not PP 2 x VP 4 = 8; each
+    # stage's modules are listed instead
+    for line in ("pipeline_parallel_schedule = 'Interleaved1F1B'", "split = [4, 4, 4, 4, 4, 4, 4, 4]",
+                 "config.parallelism.module_fqns_per_model_part = [", "cannot express"):
         assert line in vp.stdout, line
     assert "expert_tensor_parallel_degree" not in vp.stdout and "assumed ETP" not in vp.stdout     # ETP 1: nothing to say
     # Qwen3-235B's 94 layers + 2 on PP 4 x VP 24 = 96 stages: one per stage (94 // 96 = 0 had been printed)
