@@ -344,8 +344,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              *([f"recipe.model.config.moe_flex_dispatcher_backend = {flex_backend(gpu)!r}"]
-                if recipe.moe_dispatcher == "flex" else []),
+              *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else []),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
@@ -456,6 +455,16 @@ def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict
         kw = ", ".join(f"{k}={v}" for k, v in dict(tp_comm_overlap=True, **p2p, **dp).items())
         out.append(f"recipe.trainer.callbacks.append(run.Config(MegatronCommOverlapCallback, {kw}))")
     return out
+
+
+def _nemo_flex_backend(gpu) -> list[str]:
+    """The NeMo 2 line that selects the flex dispatcher's backend: DeepEP as NeMo's own DeepEPCallback does
+    (``moe_enable_deepep``, which the Megatron-core of NeMo's containers knows and today's still honours,
+    deprecated: transformer_config.py), HybridEP by ``moe_flex_dispatcher_backend`` (a newer Megatron-core's)."""
+    backend = flex_backend(gpu)
+    if backend == "deepep":
+        return ["recipe.model.config.moe_enable_deepep = True"]
+    return [f"recipe.model.config.moe_flex_dispatcher_backend = {backend!r}    # Megatron-core with HybridEP"]
 
 
 def torchtitan_default_split(num_layers: int, stages: int) -> list[int]:

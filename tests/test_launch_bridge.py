@@ -100,7 +100,11 @@ def test_the_flex_dispatcher_s_backend_is_one_its_framework_runs_on_the_gpu():
         g = load_gpu(gpu)
         meg = launch_settings(lay, m, r, fmt="megatron", gpu=g)[1]
         assert f"--moe-flex-dispatcher-backend {want}" in meg, gpu
-        assert f"moe_flex_dispatcher_backend = {want!r}" in launch_settings(lay, m, r, fmt="nemo", gpu=g)[1]
+        # NeMo 2 turns DeepEP on as its DeepEPCallback does (moe_enable_deepep), which its containers'
+        # Megatron-core knows; HybridEP by the newer field
+        nemo = launch_settings(lay, m, r, fmt="nemo", gpu=g)[1]
+        assert ("moe_enable_deepep = True" in nemo) if want == "deepep" else \
+            (f"moe_flex_dispatcher_backend = {want!r}" in nemo and "moe_enable_deepep" not in nemo)
         doc = yaml.safe_load(launch_settings(lay, m, r, fmt="bridge", gpu=g)[1])
         assert doc["model"]["moe_flex_dispatcher_backend"] == want
 

@@ -432,7 +432,7 @@ def test_an_uneven_interleaved_split_is_one_layout_string_on_both_command_lines(
     assert f'--pipeline-model-parallel-layout "{text}"' in args and "--num-layers-per-virtual-pipeline-stage" not in args
     nemo = nemo_overrides(row, m, r)
     assert f"recipe.trainer.strategy.pipeline_model_parallel_layout = {text!r}" in nemo
-    assert "recipe.model.config.moe_flex_dispatcher_backend = 'deepep'" in nemo
+    assert "recipe.model.config.moe_enable_deepep = True" in nemo
     assert "--moe-token-dispatcher-type flex \\\n  --moe-flex-dispatcher-backend deepep" in args   # not the deprecated flag
     acc = dict(row, pp=7, vp=3, dp=73)
     assert pipeline_split_settings(acc, m, r) == ("accounted", None)
