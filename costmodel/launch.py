@@ -195,9 +195,10 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
     if recipe.optimizer in ("sgd", "lionw"):  # Megatron-LM's --optimizer: adam (AdamW), sgd, lion, ...
         a.append("--optimizer " + {"sgd": "sgd", "lionw": "lion"}[recipe.optimizer])
 
-    if layout["zero"] == 3 and layout.get("ep", 1) > 1:
+    if layout["zero"] == 3 and (layout.get("ep", 1) > 1 or layout.get("dp_replicate", 1) > 1):
         # torch FSDP2 refuses expert parallelism (validate_args: "--use-torch-fsdp2 is not supported with
-        # expert parallelism"); Megatron-FSDP shards the experts too, fully sharded with
+        # expert parallelism") and runs no instances; Megatron-FSDP shards the experts too (HSDP over the
+        # distributed-optimizer instances: distributed/fsdp/mcore_fsdp_adapter.py), fully sharded with
         # optim_grads_params, on the distributed optimizer, with its own checkpoint format
         # (docs/user-guide/features/megatron_fsdp.md, examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh)
         a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--use-distributed-optimizer",

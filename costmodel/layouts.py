@@ -324,18 +324,26 @@ def _ep_overlap_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
 def _hsdp_rules(t: LayoutTable, model: ModelSpec, st) -> list:
     """The rules of HSDP (``dp_replicate`` > 1: replicas of the sharded states, :func:`shard_dp`) as
     validity's (message, bad) pairs; ``st`` the recipe's Stack."""
-    rep = t.dp_replicate > 1
-    on = ", ".join(f"{name} at ZeRO {'/'.join(map(str, z))}" for name, z in (("megatron", (1,)), ("nemo", (1,)),
-                                                                            ("torchtitan", (1, 3))))
+    r = np.maximum(t.dp_replicate, 1)
+    rep = r > 1
+    on = "megatron, nemo and torchtitan at ZeRO 1 and 3"
+    # Megatron-core splits the DP x CP group into instances (parallel_state.py asserts (DP x CP) % instances
+    # == 0); FSDP2's mesh is dp_replicate x dp_shard over DP, CP folded into the shard dim
+    dpcp_rule = st.name in ("megatron", "nemo")
     return [
         ("--dp-replicate needs ZeRO >= 1: without sharding every DP rank holds the whole state already",
          rep & (t.zero == 0)),
-        ("--dp-replicate must divide DP: the replicas are whole DP slices of the shard groups",
-         (t.dp % np.maximum(t.dp_replicate, 1)) != 0),
-        ("--dp-replicate must divide the expert-data-parallel group, TP x DP x CP / (EP x ETP) (Megatron-core's "
-         "parallel_state asserts expert_data_parallel_size % num_distributed_optimizer_instances == 0)",
-         rep & (model.num_experts > 1) & (expert_dp(t) % np.maximum(t.dp_replicate, 1) != 0)),
-        (f"the {{stack}} stack runs no HSDP at this ZeRO stage (--dp-replicate > 1 runs on {on})",
+        ("--dp-replicate must divide " + ("DP x CP (Megatron-core's distributed-optimizer instances split that group)"
+                                          if dpcp_rule else "DP: the replicas are whole DP slices of the shard groups"),
+         ((t.dp * t.cp if dpcp_rule else t.dp) % r) != 0),
+        ("--dp-replicate leaves a one-rank shard group (DP x CP / R = 1): nothing is sharded, which is DDP (--zero 0)",
+         rep & ((t.dp * t.cp) // r < 2)),
+        ("--dp-replicate must divide the expert-data-parallel group, TP x DP x CP / (EP x ETP): each replica shards "
+         "the experts' states over its share of it (Megatron-core asserts expert_data_parallel_size % "
+         "num_distributed_optimizer_instances == 0)",
+         rep & (model.num_experts > 1) & (expert_dp(t) % r != 0)),
+        ((f"the {{stack}} stack runs no HSDP at this ZeRO stage (--dp-replicate > 1 runs on {on})" if st.hsdp_zero_stages
+          else f"the {{stack}} stack runs no HSDP (--dp-replicate > 1 runs on {on})"),
          rep & ~np.isin(t.zero, st.hsdp_zero_stages)),
     ]
 
@@ -648,7 +656,7 @@ def _with_hsdp(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int, 
     if "dp_replicate" in pins:
         return check(replace(t, dp_replicate=np.full(len(t), int(pins["dp_replicate"]), dtype=np.int64)))
     shard = np.minimum(job_domain_gpus(scale_up_gpus, num_gpus) // t.tp, t.dp * t.cp)
-    fsdp = (t.zero == 3) & np.isin(t.zero, get_stack(recipe.stack).hsdp_zero_stages) & (shard > 0)
+    fsdp = (t.zero == 3) & np.isin(t.zero, get_stack(recipe.stack).hsdp_zero_stages) & (shard > 1)
     rep = np.where(fsdp, (t.dp * t.cp) // np.maximum(shard, 1), 1)
     cand = np.flatnonzero(rep > 1)
     if not len(cand):

@@ -73,6 +73,8 @@ def predict_command(model_arg: str, cluster_arg: str, nodes, model, recipe, gpu,
         a.append(f"--etp {layout['etp']}")
     if layout.get("recompute_num_layers"):
         a.append(f"--recompute-num-layers {layout['recompute_num_layers']}")
+    if layout.get("dp_replicate", 1) > 1:
+        a.append(f"--dp-replicate {layout['dp_replicate']}")
     if layout["tp"] > 1:
         a.append(FIELD_SPECS["sp"].flag_for(bool(layout["sp"])))
     if not layout.get("overlap", True):

@@ -135,11 +135,15 @@ def _data_parallel(par: dict, path: str, cfg: RunConfig, pre) -> None:
     cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
         L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
-    if shard not in (-1, 1) and rep not in (None, 1):
-        L["dp_replicate"], cfg.where["dp_replicate"] = rep, f"{path}: {pre('data_parallel_replicate_degree')}" \
-                                                           "data_parallel_replicate_degree"
+    if shard != -1 and "data_parallel_replicate_degree" in par:
+        # stated: HSDP where both are above 1, else one shard group (FSDP) or none (DDP, shard 1)
+        L["dp_replicate"] = rep if shard > 1 and rep is not None else 1
+        cfg.where["dp_replicate"] = f"{path}: {pre('data_parallel_replicate_degree')}data_parallel_replicate_degree"
     elif shard == -1 and rep not in (None, 1):
         cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
+    elif shard == -1 and "data_parallel_replicate_degree" in par:
+        L["dp_replicate"] = 1                   # stated: one shard group over every DP rank
+        cfg.where["dp_replicate"] = f"{path}: {pre('data_parallel_replicate_degree')}data_parallel_replicate_degree"
 
 
 def _batch(par: dict, tr: dict, path: str, cfg: RunConfig, pre) -> None:

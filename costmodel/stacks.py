@@ -410,7 +410,9 @@ class Stack:
             ``dp_replicate`` groups (costmodel.layouts.shard_dp): Megatron-core's distributed optimizer
             (``--num-distributed-optimizer-instances``, parallel_state.py: the intra-instance groups
             are consecutive ranks of the DP x CP group; the gradient is reduce-scattered in them, then
-            all-reduced across the instances, param_and_grad_buffer.py) on megatron and nemo; FSDP2's
+            all-reduced across the instances, param_and_grad_buffer.py) on megatron and nemo, and at
+            ZeRO-3 Megatron-FSDP over the same groups (distributed/fsdp/mcore_fsdp_adapter.py: HSDP
+            where the instances are more than one, its outer group the inter-instance one); FSDP2's
             2-D device mesh (``data_parallel_replicate_degree`` x ``data_parallel_shard_degree``,
             torchtitan/distributed/parallel_dims.py; reduce-scatter over the shard dim then all-reduce
             over the replicate dim, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) on
@@ -507,7 +509,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
                  pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"),
                  sharded_dp_overlap=name != "megatron-legacy", grads_in_model_dtype=name == "deepspeed",
-                 hsdp_zero_stages={"megatron": (1,), "nemo": (1,), "torchtitan": (1, 3)}.get(name, ()))
+                 hsdp_zero_stages={"megatron": (1, 3), "nemo": (1, 3), "torchtitan": (1, 3)}.get(name, ()))
 
 
 STACKS = {s.name: s for s in (

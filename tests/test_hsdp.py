@@ -80,14 +80,27 @@ def test_one_replica_prices_as_a_layout_without_the_field():
     ("megatron", dict(dp=16, zero=0, dp_replicate=2), "needs ZeRO >= 1"),
     ("megatron", dict(dp=12, zero=1, dp_replicate=8), "must divide DP"),
     ("llm-foundry", dict(dp=16, zero=3, dp_replicate=2), "llm-foundry stack runs no HSDP"),
-    ("megatron", dict(dp=16, zero=3, dp_replicate=2), "megatron stack runs no HSDP"),
+    ("megatron-legacy", dict(dp=16, zero=1, dp_replicate=2), "megatron-legacy stack runs no HSDP"),
+    ("torchtitan", dict(dp=16, cp=2, zero=3, dp_replicate=32), "must divide DP"),
+    ("torchtitan", dict(dp=8, zero=3, dp_replicate=8), "one-rank shard group"),
 ])
 def test_hsdp_rules_name_what_is_wrong(stack, lay, said):
     m = load_model("llama3-8b")
     r = stack_recipe(get_stack(stack), 192, 4096, "bf16")
-    n = lay["dp"]
+    n = lay["dp"] * lay.get("cp", 1)
     with pytest.raises(InputError, match=said):
         check_layout(layout(**lay), m, r, n, 8)
+
+
+def test_megatron_instances_split_dp_x_cp():
+    """Megatron-core splits DP x CP into instances ((DP x CP) % instances == 0, parallel_state.py): DP 3 x CP 2
+    in 2 instances of 3 ranks each is a layout; FSDP2's replicate dim splits DP itself, so not on torchtitan."""
+    m = load_model("llama3-8b")
+    lay = layout(dp=3, cp=2, zero=1, dp_replicate=2)
+    check_layout(lay, m, stack_recipe(get_stack("megatron"), 192, 4096, "bf16"), 6, 8)
+    assert shard_dp(lay)[0] == 3
+    with pytest.raises(InputError, match="must divide DP:"):
+        check_layout(lay, m, stack_recipe(get_stack("torchtitan"), 192, 4096, "bf16"), 6, 8)
 
 
 def test_replicas_must_divide_the_expert_data_parallel_group():
@@ -101,21 +114,21 @@ def test_replicas_must_divide_the_expert_data_parallel_group():
 
 
 def test_the_search_tries_node_local_shard_groups_for_fsdp_where_the_stack_runs_hsdp():
-    """On torchtitan each FSDP layout whose DP x CP group spans nodes is also tried sharded within a node
-    (8 / TP ranks) and replicated across; Megatron's FSDP is not (its HSDP is the distributed optimizer's)."""
+    """On torchtitan (and Megatron-FSDP) each FSDP layout whose DP x CP group spans nodes is also tried sharded
+    within a node (8 / TP ranks, two at least) and replicated across; llm-foundry's FSDP1 is not."""
     m = load_model("llama3-8b")
     tt = enumerate_layouts(m, stack_recipe(get_stack("torchtitan"), 256, 4096, "bf16"), 32, 8)
     rep = tt.dp_replicate > 1
     assert rep.any() and np.all(tt.zero[rep] == 3)
-    assert np.all(tt.dp[rep] * tt.cp[rep] // tt.dp_replicate[rep] == 8 // tt.tp[rep])
+    assert np.all(tt.dp[rep] * tt.cp[rep] // tt.dp_replicate[rep] == 8 // tt.tp[rep]) and not np.any(tt.tp[rep] == 8)
     # every HSDP row has its flat twin
     flat = {(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(tt.tp[~rep], tt.dp[~rep], tt.cp[~rep], tt.zero[~rep])}
     assert all((int(a), int(b), int(c), 3) in flat for a, b, c in zip(tt.tp[rep], tt.dp[rep], tt.cp[rep]))
-    mg = enumerate_layouts(m, stack_recipe(get_stack("megatron"), 256, 4096, "bf16"), 32, 8)
-    assert not np.any(mg.dp_replicate > 1)
+    lf = enumerate_layouts(m, stack_recipe(get_stack("llm-foundry"), 256, 4096, "bf16"), 32, 8)
+    assert len(lf) and not np.any(lf.dp_replicate > 1)
     pinned = enumerate_layouts(m, stack_recipe(get_stack("megatron"), 256, 4096, "bf16"), 32, 8,
                                pins={"dp_replicate": 2})
-    assert len(pinned) and np.all(pinned.dp_replicate == 2) and np.all(pinned.zero == 1)
+    assert len(pinned) and np.all(pinned.dp_replicate == 2) and set(np.unique(pinned.zero)) == {1, 3}
 
 
 def test_launch_formats_set_the_replicas():
@@ -143,5 +156,41 @@ def test_logs_give_their_replicas():
     assert _layout({k: v for k, v in args.items() if k != "num_distributed_optimizer_instances"})["dp_replicate"] is None
     mesh = "Building device mesh with parallelism: pp=1, dp_replicate=2, dp_shard=4, cp=1, tp=1, ep=1, etp=1"
     assert _torchtitan_mesh(mesh)["num_distributed_optimizer_instances"] == 2
-    ddp = mesh.replace("dp_shard=4", "dp_shard=1")
-    assert "num_distributed_optimizer_instances" not in _torchtitan_mesh(ddp)
+    # a replicate degree over one-rank shards is DDP: no sharded optimizer, one "instance"
+    ddp = _torchtitan_mesh(mesh.replace("dp_shard=4", "dp_shard=1"))
+    assert ddp["num_distributed_optimizer_instances"] == 1 and ddp["use_distributed_optimizer"] is False
+    assert (_layout(ddp)["zero"], _layout(ddp)["dp_replicate"]) == (0, 1)
+    fsdp = _torchtitan_mesh(mesh.replace("dp_replicate=2", "dp_replicate=1"))
+    assert fsdp["num_distributed_optimizer_instances"] == 1 and "use_distributed_optimizer" not in fsdp
+    old = _torchtitan_mesh("Building 3-D device mesh with ['dp_replicate', 'dp_shard', 'tp'], [2, 4, 2]")
+    assert old["num_distributed_optimizer_instances"] == 2 and old["tensor_model_parallel_size"] == 2
+
+
+def test_recommend_s_predict_command_and_the_megatron_fsdp_launch_carry_the_replicas():
+    """recommend prints the predict command of its answer: it had dropped --dp-replicate, so the command
+    priced one shard group; at ZeRO-3 Megatron-LM launches HSDP on Megatron-FSDP (torch FSDP2 runs no
+    distributed-optimizer instances)."""
+    from costmodel.predict_command import predict_command
+    m = load_model("llama3-70b")
+    r = stack_recipe(get_stack("megatron"), 256, 4096, "bf16")
+    lay = dict(tp=8, pp=1, dp=16, cp=1, ep=1, etp=8, vp=1, mbs=1, recompute="full", recompute_num_layers=0, zero=3,
+               sp=True, overlap=True, dp_replicate=4)
+    assert "--dp-replicate 4" in predict_command("llama3-70b", "dgx-h100", 16, m, r, None, lay)
+    assert "--dp-replicate" not in predict_command("llama3-70b", "dgx-h100", 16, m, r, None, dict(lay, dp_replicate=1))
+    text = launch_settings(lay, m, r, fmt="megatron")[1]
+    assert "--use-megatron-fsdp" in text and "--use-torch-fsdp2" not in text
+    assert "--num-distributed-optimizer-instances 4" in text
+
+
+def test_a_torchtitan_file_s_stated_replicate_degree_holds_against_a_flag(tmp_path):
+    """A file that states data_parallel_replicate_degree 1 gives the layout dp_replicate 1, which a
+    --dp-replicate 2 then contradicts (it had passed and priced HSDP)."""
+    from costmodel.run_config import read_run_config
+    src = (__import__("pathlib").Path(__file__).parent / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
+    for shard, rep, want in ((-1, 1, 1), (8, 1, 1), (4, 2, 2), (1, 8, 1)):
+        f = tmp_path / f"s{shard}r{rep}.toml"
+        f.write_text(src.replace("data_parallel_replicate_degree = 1", f"data_parallel_replicate_degree = {rep}")
+                     .replace("data_parallel_shard_degree = -1", f"data_parallel_shard_degree = {shard}"))
+        cfg = read_run_config(f)
+        assert cfg.layout["dp_replicate"] == want, (shard, rep)
+        assert cfg.where["dp_replicate"].endswith("data_parallel_replicate_degree")

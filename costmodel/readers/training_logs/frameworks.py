@@ -277,14 +277,18 @@ _TT_COMPILE = "Compiling each TransformerBlock with torch.compile"
 
 def _torchtitan_mesh(text: str) -> dict:
     """World size and TP / PP / CP degrees (argument-dump names) of a torchtitan device-mesh line, and its
-    HSDP replicate degree as ``num_distributed_optimizer_instances``, or {}."""
+    HSDP replicate degree as ``num_distributed_optimizer_instances`` (1 where its shard degree is 1: then DDP,
+    ``use_distributed_optimizer`` false), or {}."""
     m = _TT_MESH.search(text)
     if m:
         pp, rep, shard, cp, tp = (int(g) for g in m.groups())
-        # HSDP (replicas of a shard group of more than one rank) as Megatron's optimizer instances
-        hsdp = dict(num_distributed_optimizer_instances=rep) if rep > 1 and shard > 1 else {}
+        # HSDP (replicas of a shard group of more than one rank) as Megatron's optimizer instances; a
+        # replicate degree over one-rank shards is DDP (no sharded optimizer)
+        dp = dict(num_distributed_optimizer_instances=rep if shard > 1 else 1)
+        if shard == 1 and rep > 1:
+            dp["use_distributed_optimizer"] = False
         return dict(world_size=pp * rep * shard * cp * tp, tensor_model_parallel_size=tp,
-                    pipeline_model_parallel_size=pp, context_parallel_size=cp, **hsdp)
+                    pipeline_model_parallel_size=pp, context_parallel_size=cp, **dp)
     m = _TT_MESH_OLD.search(text)
     if not m:
         return {}
@@ -294,6 +298,12 @@ def _torchtitan_mesh(text: str) -> dict:
         return {}
     out = dict(world_size=math.prod(dims))
     out.update({_TT_DEGREE_ARGS[n]: d for n, d in zip(names, dims) if n in _TT_DEGREE_ARGS})
+    deg = dict(zip(names, dims))
+    rep, shard = deg.get("dp_replicate", 1), deg.get("dp_shard", 1)
+    if rep > 1 or shard > 1:        # the mesh names its data-parallel dims: HSDP, FSDP or DDP as above
+        out["num_distributed_optimizer_instances"] = rep if shard > 1 else 1
+        if shard == 1:
+            out["use_distributed_optimizer"] = False
     return out
 
 
