@@ -293,7 +293,9 @@ class Stack:
             and not priced); DeepSpeed with HF transformers ZeRO data parallelism only.
         light_last_stage: when PP does not divide the layers (VP 1), the extra layers go to the
             first stages and the last stage, which runs the logits and the loss, holds one fewer
-            (Megatron-LM's --decoder-first/last-pipeline-num-layers are set that way); False: the
+            (Megatron-LM's --decoder-first/last-pipeline-num-layers are set that way; torchtitan's
+            partitioner gives the first stages the remainder and its last stage one layer fewer, the
+            output counted as a layer: distributed/pipeline_parallel.py); False: the
             fullest stages last, as BigScience's DeepSpeed pipeline partitioned BLOOM's 70 layers
             over 12 stages (its logs fit that split: costmodel validate, bloom_176B_tr11 rows).
         partial_recompute: full recompute can be limited to N layers per pipeline chunk (Megatron's
@@ -495,7 +497,7 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  FUSED_LAYER_OPS if pads_vocab else EAGER_LAYER_OPS, pads_vocab and name != "megatron-deepspeed",
                  *(2 * (name != "megatron-deepspeed",)),
                  "op-sac" if name == "torchtitan" else "attention", pads_vocab, tuple(dims),
-                 pads_vocab and name != "megatron-deepspeed", sp_gather_copies=name == "torchtitan",
+                 (pads_vocab and name != "megatron-deepspeed") or name == "torchtitan", sp_gather_copies=name == "torchtitan",
                  tp_overlap_rs_splits=0 if name == "torchtitan" else 4, tp_overlap_sm_margin=16 if name in TE_STACKS else 0,
                  fused_qkv=name not in ("torchtitan", "deepspeed"), fused_gate_up=pads_vocab, cp_ring_merge=name == "torchtitan",
                  zero_stages={"torchtitan": (3, 0, 1), "llm-foundry": (3, 2, 0), "megatron": (0, 1, 3),
