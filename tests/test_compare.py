@@ -69,7 +69,7 @@ def test_bloom_measured_values_and_json_contract(bloom):
     assert m["step_time_s"]["predicted_band"] > 0
     assert abs(m["step_time_s"]["error_pct"]) < 15                                  # -8 % when written
     assert out["layout"] == dict(tp=4, pp=12, dp=8, cp=1, ep=1, etp=4, vp=1, mbs=2, recompute="full", recompute_num_layers=0,
-                                 zero=1, sp=False, overlap=True)
+                                 zero=1, sp=False, overlap=True, dp_replicate=1)
     assert out["feasible"] and out["peak_mem_bytes"] < out["hbm_capacity_bytes"] and "reason" not in out
 
 

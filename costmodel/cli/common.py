@@ -79,6 +79,35 @@ def _world_dp(path: str, cfg, cluster_arg: str, scalars: dict, layout_flags: dic
     return c, c.num_gpus // mp
 
 
+def _world_replicas(path: str, cfg, cluster_arg: str, scalars: dict, layout_flags: dict, given) -> None:
+    """torchtitan's replicate degree beside a shard degree left to the world (-1), once the world's DP is
+    known: HSDP where the ranks left to shard over are two or more (the layout's dp_replicate), DDP where
+    they are one (ZeRO 0), in place in ``layout_flags`` and ``cfg``.
+
+    Raises:
+        InputError: a degree that does not divide DP (names the key), or a --dp-replicate or --zero that
+            contradicts the file.
+    """
+    c, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
+    if dp % cfg.dp_replicate:
+        raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
+                         f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
+    if dp // cfg.dp_replicate > 1:       # HSDP: replicas of shard groups of the ranks left
+        if given("dp_replicate") and layout_flags.get("dp_replicate") != cfg.dp_replicate:
+            raise InputError("--dp-replicate", "", f"{layout_flags.get('dp_replicate')} contradicts {path}'s "
+                             f"data_parallel_replicate_degree {cfg.dp_replicate}")
+        layout_flags["dp_replicate"] = cfg.layout["dp_replicate"] = cfg.dp_replicate
+        cfg.where["dp_replicate"] = f"{path}: parallelism.data_parallel_replicate_degree"
+    # the ranks left to shard over are one: DDP
+    elif given("zero") and layout_flags.get("zero") != 0:
+        raise InputError("--zero", "", f"{layout_flags.get('zero')} contradicts {path}, whose "
+                         f"data_parallel_replicate_degree {cfg.dp_replicate} leaves one rank to shard over (DDP)")
+    if dp // cfg.dp_replicate == 1:
+        layout_flags["zero"] = cfg.layout["zero"] = 0
+        cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
+        cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
+
+
 def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict, recipe_flags: dict,
                      scalars: dict, model_arg: str | None = None) -> list:
     """Fill from a run configuration (:func:`costmodel.run_config.read_run_config`) the flags the user did
@@ -165,24 +194,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
             if (layout_flags.get("pp") or 1) == 1 and not given("mbs") and "mbs" not in cfg.layout:
                 layout_flags["mbs"] = v
     if cfg.dp_replicate > 1:             # torchtitan HSDP with the shard degree left to the world (-1)
-        c, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
-        if dp % cfg.dp_replicate:
-            raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
-                             f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
-        if dp // cfg.dp_replicate > 1:       # HSDP: replicas of shard groups of the ranks left
-            if given("dp_replicate") and layout_flags.get("dp_replicate") != cfg.dp_replicate:
-                raise InputError("--dp-replicate", "", f"{layout_flags.get('dp_replicate')} contradicts {path}'s "
-                                 f"data_parallel_replicate_degree {cfg.dp_replicate}")
-            layout_flags["dp_replicate"] = cfg.layout["dp_replicate"] = cfg.dp_replicate
-            cfg.where["dp_replicate"] = f"{path}: parallelism.data_parallel_replicate_degree"
-        # the ranks left to shard over are one: DDP
-        elif given("zero") and layout_flags.get("zero") != 0:
-            raise InputError("--zero", "", f"{layout_flags.get('zero')} contradicts {path}, whose "
-                             f"data_parallel_replicate_degree {cfg.dp_replicate} leaves one rank to shard over (DDP)")
-        if dp // cfg.dp_replicate == 1:
-            layout_flags["zero"] = cfg.layout["zero"] = 0
-            cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
-            cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
+        _world_replicas(path, cfg, cluster_arg, scalars, layout_flags, given)
     if "local_batch_size" in cfg.recipe and not given("gbs"):       # torchtitan: local batch x DP
         _, dp = _world_dp(path, cfg, cluster_arg, scalars, layout_flags)
         scalars["gbs"], cfg.where["gbs"] = cfg.recipe["local_batch_size"] * dp, \

@@ -231,7 +231,7 @@ def test_megatron_core_synthetic_full_dump_layout_and_rank_prefix():
     assert log.layout() == dict(tp=4, pp=4, dp=2, cp=2, ep=1, etp=None, vp=4, mbs=1, gbs=128, seq_len=8192, recompute="selective", recompute_num_layers=0,
                                 sp=True, zero=1, precision="bf16", world_size=64, num_layers=80, hidden=8192,
                                 ffn_hidden=28672, num_heads=64, num_kv_heads=8, vocab=128256, num_experts=None,
-                                moe_topk=2, moe_ffn_hidden=None)
+                                moe_topk=2, moe_ffn_hidden=None, dp_replicate=1)
     log.args["virtual_pipeline_model_parallel_size"] = None   # older dumps: VP = layers / (PP * layers per stage)
     assert log.layout()["vp"] == 80 // (4 * 5)
     del log.args["data_parallel_size"]                        # DP = world / (TP * PP * CP)
@@ -290,7 +290,7 @@ def test_nemo_synthetic_config_and_carriage_return_refreshes():
     assert log.layout() == dict(tp=4, pp=2, dp=4, cp=1, ep=1, etp=None, vp=5, mbs=1, gbs=256, seq_len=4096, recompute="selective", recompute_num_layers=0,
                                 sp=True, zero=1, precision="bf16", world_size=32, num_layers=40, hidden=5120,
                                 ffn_hidden=13824, num_heads=40, num_kv_heads=40, vocab=None, num_experts=None,
-                                moe_topk=None, moe_ffn_hidden=None)
+                                moe_topk=None, moe_ffn_hidden=None, dp_replicate=1)
     it = log.iterations
     assert it.iteration.tolist() == list(range(10))  # global_step 4 refreshed twice on one line: kept once, silently
     assert log.warnings == []

@@ -379,8 +379,10 @@ def _layout(args, complete=False):
         "mbs": _int_or_none(get("micro_batch_size")), "gbs": _int_or_none(get("global_batch_size")),
         "seq_len": _int_or_none(get("seq_length", "encoder_seq_length")),
         "recompute": recompute, "recompute_num_layers": recompute_num_layers, "sp": sp, "zero": zero, "precision": precision, "world_size": world,
-        # HSDP: Megatron-core's distributed-optimizer instances (a torchtitan mesh's replicate degree)
-        "dp_replicate": _int_or_none(get("num_distributed_optimizer_instances")),
+        # HSDP: Megatron-core's distributed-optimizer instances (a torchtitan mesh's replicate degree); a whole
+        # dump without the key is a version before them
+        "dp_replicate": _int_or_none(get("num_distributed_optimizer_instances"))
+        or (1 if complete and tp is not None and "num_distributed_optimizer_instances" not in args else None),
         "num_layers": num_layers, "hidden": _int_or_none(get("hidden_size")),
         "ffn_hidden": _int_or_none(get("ffn_hidden_size")), "num_heads": heads, "num_kv_heads": kv,
         "vocab": _int_or_none(get("padded_vocab_size", "vocab_size")),
