@@ -351,8 +351,10 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
               # Megatron-core refuses the shared-expert overlap beside the EP overlap, which NeMo's
               # DeepSeek and Llama 4 configs turn on (nemo/collections/llm/gpt/model/deepseek.py, llama.py)
-              *(["recipe.model.config.delay_wgrad_compute = True",
-                 "recipe.model.config.moe_shared_expert_overlap = False"] if recipe.moe_ep_overlap else [])]
+              *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else []),
+              *(["recipe.model.config.moe_shared_expert_overlap = False"]
+                if recipe.moe_ep_overlap and not (recipe.moe_dispatcher == "flex" and flex_backend(gpu) == "deepep")
+                else [])]
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
@@ -371,8 +373,10 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = "
              f"{t['zero'] in (1, 2, 3) or bool(fp8_params_on(recipe, t['zero'], t['dp'] * t['cp']))}")
-    if t.get("dp_replicate", 1) > 1:        # HSDP: DistributedDataParallelConfig's optimizer instances
-        a.append(f"recipe.trainer.strategy.ddp.num_distributed_optimizer_instances = {t['dp_replicate']}")
+    if t.get("dp_replicate", 1) > 1:
+        # HSDP: the strategy's own field, which MegatronStrategy writes over its ddp config's and builds the
+        # parallel groups from (nemo/lightning/pytorch/strategies/megatron_strategy.py)
+        a.append(f"recipe.trainer.strategy.num_distributed_optimizer_instances = {t['dp_replicate']}")
     if recipe.optimizer in ("sgd", "lionw"):        # Megatron-core OptimizerConfig.optimizer ('adam' by default)
         a.append(f"recipe.optim.config.optimizer = {({'sgd': 'sgd', 'lionw': 'lion'}[recipe.optimizer])!r}")
     a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
@@ -459,12 +463,14 @@ def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict
 
 
 def _nemo_flex_backend(gpu) -> list[str]:
-    """The NeMo 2 line that selects the flex dispatcher's backend: DeepEP as NeMo's own DeepEPCallback does
+    """The NeMo 2 lines that select the flex dispatcher's backend: DeepEP as NeMo's own DeepEPCallback does
     (``moe_enable_deepep``, which the Megatron-core of NeMo's containers knows and today's still honours,
-    deprecated: transformer_config.py), HybridEP by ``moe_flex_dispatcher_backend`` (a newer Megatron-core's)."""
+    deprecated: transformer_config.py; and the shared-expert overlap off, which that Megatron-core ran with
+    the all-to-all dispatcher only, and which NeMo's DeepSeek and Llama 4 configs turn on), HybridEP by
+    ``moe_flex_dispatcher_backend`` (a newer Megatron-core's)."""
     backend = flex_backend(gpu)
     if backend == "deepep":
-        return ["recipe.model.config.moe_enable_deepep = True"]
+        return ["recipe.model.config.moe_enable_deepep = True", "recipe.model.config.moe_shared_expert_overlap = False"]
     return [f"recipe.model.config.moe_flex_dispatcher_backend = {backend!r}    # Megatron-core with HybridEP"]
 
 
@@ -483,7 +489,8 @@ def torchtitan_default_split(num_layers: int, stages: int) -> list[int]:
 def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
     """The torchtitan lines that give a pipeline the split priced (per virtual stage, in model order):
     ``pipeline_parallel_layers_per_stage`` where torchtitan's own split of that many stages is it, else every
-    stage's modules (``module_fqns_per_model_part``); nothing where its default 1F1B split is it."""
+    stage's modules (``module_fqns_per_model_part``, its module names: tok_embeddings, layers.N, norm,
+    lm_head, as its own partitioner writes them); nothing where its default 1F1B split is it."""
     pv, L = t["pp"] * t["vp"], model.num_layers
     if t["vp"] == 1:
         priced = [int(x) for x in pipeline_split(model, t, light_last_stage(recipe))]
@@ -501,7 +508,7 @@ def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
     return [f"    split = {priced}    # transformer layers per (virtual) pipeline stage, as priced",
             "    config.parallelism.module_fqns_per_model_part = [",
             "        ([\"tok_embeddings\"] if s == 0 else []) + [f\"layers.{i}\" for i in range(sum(split[:s]), sum(split[:s + 1]))]",
-            "        + ([\"norm\", \"output\"] if s == len(split) - 1 else []) for s in range(len(split))]"]
+            "        + ([\"norm\", \"lm_head\"] if s == len(split) - 1 else []) for s in range(len(split))]"]
 
 
 def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:

@@ -655,7 +655,8 @@ def _with_hsdp(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int, 
                                       uneven_pp=uneven_pp_rule(recipe.stack))[0] < 0)
     if "dp_replicate" in pins:
         return check(replace(t, dp_replicate=np.full(len(t), int(pins["dp_replicate"]), dtype=np.int64)))
-    shard = np.minimum(job_domain_gpus(scale_up_gpus, num_gpus) // t.tp, t.dp * t.cp)
+    # the DP x CP ranks of one domain, or the largest share of them that divides the group (aligned blocks)
+    shard = np.gcd(job_domain_gpus(scale_up_gpus, num_gpus) // t.tp, t.dp * t.cp)
     fsdp = (t.zero == 3) & np.isin(t.zero, get_stack(recipe.stack).hsdp_zero_stages) & (shard > 1)
     rep = np.where(fsdp, (t.dp * t.cp) // np.maximum(shard, 1), 1)
     cand = np.flatnonzero(rep > 1)

@@ -298,7 +298,7 @@ def reserved_bytes(t: LayoutTable, model: ModelSpec | None = None, recipe: Recip
     NCCL_COMM_BYTES.
     """
     groups = ((t.tp > 1).astype(np.float64) + (t.cp > 1) + (t.dp * t.cp > 1) + (t.ep > 1) + (t.pp > 1)
-              + 2 * (getattr(t, "dp_replicate", 1) > 1))
+              + 2 * (t.dp_replicate > 1))
     out = CUDA_CONTEXT_BYTES + NCCL_COMM_BYTES * groups
     if model is not None and recipe is not None and model.is_moe and recipe.moe_dispatcher == "flex":
         out = out + deepep_buffer_bytes(model.hidden, t.ep * t.etp)

@@ -548,6 +548,8 @@ def _nemo(d: dict, path: str) -> RunConfig:
     if isinstance(opt, dict) and not _unset(opt.get("name")):
         L["zero"] = 1 if "distributed" in str(opt["name"]) else 0
         cfg.where["zero"] = f"{path}: model.optim.name"
+        # HSDP: NeMo 1's mcore distributed optimizer takes its instances from here (megatron_gpt_model.py)
+        _take(cfg, path, L, "dp_replicate", opt, "num_distributed_optimizer_instances", _int, "model.optim.")
         if "overlap_grad_sync" in opt:
             _take(cfg, path, R, "dp_overlap", opt, "overlap_grad_sync", _bool, "model.optim.")
     _take(cfg, path, R, "gbs", m, "global_batch_size", _int, mp)

@@ -294,8 +294,9 @@ class Stack:
         light_last_stage: when PP does not divide the layers (VP 1), the extra layers go to the
             first stages and the last stage, which runs the logits and the loss, holds one fewer
             (Megatron-LM's --decoder-first/last-pipeline-num-layers are set that way; torchtitan's
-            partitioner gives the first stages the remainder and its last stage one layer fewer, the
-            output counted as a layer: distributed/pipeline_parallel.py); False: the
+            partitioner, distributed/pipeline_parallel.py, counts the output and the embedding as a layer
+            each over the L + 2, the remainder first, so its last stage is the lighter one too, and its
+            first one layer lighter than priced here); False: the
             fullest stages last, as BigScience's DeepSpeed pipeline partitioned BLOOM's 70 layers
             over 12 stages (its logs fit that split: costmodel validate, bloom_176B_tr11 rows).
         partial_recompute: full recompute can be limited to N layers per pipeline chunk (Megatron's

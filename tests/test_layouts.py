@@ -1,5 +1,6 @@
 """Layout validity (Megatron-core rules), enumeration and rank-order group placement."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -171,6 +172,10 @@ def test_enumeration_is_exactly_the_valid_grid():
                         if m != int(m) or (vp > 1 and m % pp):
                             continue
                         zeros = 1 if dp * cp == 1 else (3 if pp == 1 else 2)   # ZeRO 0,1 (+3 without PP)
+                        # ZeRO 3 also as HSDP where DP x CP leaves the 8-GPU node: sharded over its share of
+                        # the node (gcd), replicated across (Megatron-FSDP's instances)
+                        shard = math.gcd(8 // tp, dp * cp)
+                        zeros += pp == 1 and shard > 1 and dp * cp // shard > 1
                         n += 2 * zeros   # recompute none/full (selective = none under flash)
     assert len(t) == n
 
