@@ -440,7 +440,8 @@ def _draw_step_tail(ev: "_Events", T: _Terms, sched: list, ends: list, row: dict
                     b_slot: list) -> float:
     """Per stage: the DP parameter gather, the overlap slowdown, the DP gradient reduction, the
     optimizer and the bubbles (gaps of the compute stream); returns the makespan, s."""
-    dp_grad_name = "DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
+    dp_grad_name = ("DP all-reduce" if row["zero"] == 0 else "DP reduce-scatter"
+                    + (f" + all-reduce over {row['dp_replicate']} replicas" if row.get("dp_replicate", 1) > 1 else ""))
     tail = T.other_s + T.dp_grad_s
     opt_start = max(e + tail for e in ends)
     for k in range(T.pp):
