@@ -14,7 +14,7 @@ from .files import read_text
 RUN_COLUMNS = ("row_id", "source_file", "source_url", "gpu", "num_gpus", "gpus_per_node", "interconnect_note", "model",
                "params_b", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "head_dim", "vocab",
                "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp",
-               "sequence_parallel", "recompute", "fsdp_or_zero", "precision", "step_time_s",
+               "sequence_parallel", "recompute", "fsdp_or_zero", "dp_replicate", "precision", "step_time_s",
                "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "stack", "notes")
 
 METRICS = {

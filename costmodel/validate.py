@@ -73,6 +73,7 @@ class RowResult:
 
 _NUMERIC = ("num_gpus", "gpus_per_node", "num_layers", "hidden", "ffn_hidden", "num_heads", "num_kv_heads", "vocab",
             "seq_len", "num_experts", "moe_topk", "gbs", "mbs", "tp", "pp", "dp", "cp", "ep", "etp", "vp", "head_dim",
+            "dp_replicate",
             "step_time_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "params_b")
 # (mfu is informational, never read as the step: checked to be a percentage, then against the measures,
@@ -423,7 +424,8 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     stack_zero = not zero_given and dp * cp > 1 and stack.zero_stages[0] != 0
     row = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=_int(r, "ep") or 1, etp=_int(r, "etp"), vp=_int(r, "vp") or 1,
                mbs=_int(r, "mbs"), recompute=r["recompute"] if rc_known else "none",
-               zero=stack.zero_stages[0] if stack_zero else row_zero(r), sp=sp, overlap=not ddp_local)
+               zero=stack.zero_stages[0] if stack_zero else row_zero(r), sp=sp, overlap=not ddp_local,
+               dp_replicate=_int(r, "dp_replicate") or 1)
     # torchtitan's FSDP2 under a pipeline keeps each stage's parameters gathered across its micro-batches
     # and reduce-scatters once (torchtitan/models/llama3/infra/parallelize.py apply_fsdp: reshard_after_
     # forward = not pp_enabled): ZeRO-1's traffic and memory

@@ -207,3 +207,21 @@ def test_nemo_1_yaml_gives_its_optimizer_instances(tmp_path):
     cfg = read_run_config(f)
     assert (cfg.layout["zero"], cfg.layout["dp_replicate"]) == (1, 4)
     assert cfg.where["dp_replicate"].endswith("model.optim.num_distributed_optimizer_instances")
+
+
+def test_a_published_run_csv_gives_its_replicas(tmp_path):
+    """validate's optional dp_replicate column: Llama 3 8B on 2 x 8 H100, the distributed optimizer in 2
+    instances, is priced with the optimizer states over 8 ranks (more memory, the replica all-reduce), not
+    16; a value that breaks a rule is said with the row."""
+    from costmodel.validate import read_runs_csv, validate_rows
+    cols = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,num_heads,"
+            "seq_len,gbs,mbs,tp,pp,dp,cp,sequence_parallel,recompute,fsdp_or_zero,dp_replicate,precision,stack,"
+            "tokens_per_s_per_gpu")
+    row = ("r{},mine,H100-SXM-80GB,16,8,DGX-H100,llama3-8b,32,4096,32,8192,512,1,1,1,16,1,false,full,zero-1,{},bf16,"
+           "megatron,8000")
+    f = tmp_path / "runs.csv"
+    f.write_text("\n".join([cols, row.format(1, ""), row.format(2, 2), row.format(3, 3)]) + "\n")
+    one, two, bad = validate_rows(read_runs_csv(f), str(f))
+    assert one.skipped is None and two.skipped is None
+    assert two.predicted_s > one.predicted_s
+    assert bad.skipped and "--dp-replicate must divide" in bad.skipped
