@@ -21,6 +21,7 @@ from .schedule import pp_sends_overlapped
 from .megatron_structure import megatron_structure_args, router_notes
 from .moe import flex_backend
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split
+from .torchtitan_split import torchtitan_split
 from .launch_generic import generic_settings, pipeline_split_settings, settings_dict
 from .specs import ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
@@ -474,18 +475,6 @@ def _nemo_flex_backend(gpu) -> list[str]:
     return [f"recipe.model.config.moe_flex_dispatcher_backend = {backend!r}    # Megatron-core with HybridEP"]
 
 
-def torchtitan_default_split(num_layers: int, stages: int) -> list[int]:
-    """Transformer layers of each (virtual) pipeline stage as torchtitan splits them by default: the embedding
-    and the output counted as a layer each (``pipeline_parallel_first/last_stage_less_layers`` 1), the
-    L + 2 spread evenly, the first stages taking the remainder (torchtitan/distributed/pipeline_parallel.py
-    ``_generate_llm_fqn_per_model_part``)."""
-    per, extra = divmod(num_layers + 2, stages)
-    out = [per + (s < extra) for s in range(stages)]
-    out[0] -= 1
-    out[-1] -= 1
-    return out
-
-
 def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
     """The torchtitan lines that give a pipeline the split priced (per virtual stage, in model order):
     ``pipeline_parallel_layers_per_stage`` where torchtitan's own split of that many stages is it, else every
@@ -495,10 +484,10 @@ def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
     if t["vp"] == 1:
         priced = [int(x) for x in pipeline_split(model, t, light_last_stage(recipe))]
     elif bool(accounts_embedding_loss(model, LayoutTable.from_rows([t]))[0]):
-        priced = torchtitan_default_split(L, pv)        # the embedding and the loss as pipeline layers
+        priced = torchtitan_split(L, pv)        # the embedding and the loss as pipeline layers
     else:
         priced = [L // pv] * pv
-    default = torchtitan_default_split(L, pv)
+    default = torchtitan_split(L, pv)
     if t["vp"] == 1 and priced == default:
         return []
     # torchtitan makes ceil((L + 2) / layers_per_stage) virtual stages of its default split

@@ -108,6 +108,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
                          "linears stay 16-bit")
     _pipeline_schedule(par, L, path, cfg, pre)
+    _stage_weights(par, L, path, cfg, pre, bool(sec))
     # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)
     _check_sections(d, path)
     if not sec:
@@ -252,6 +253,30 @@ def _pipeline_schedule(par: dict, L: dict, path: str, cfg: RunConfig, pre) -> No
         cfg.notes.append(f"{path}: {key} {sched!r}: its stages per rank follow from "
                          f"{pre('pipeline_parallel_layers_per_stage')}pipeline_parallel_layers_per_stage, not read: "
                          "priced as one stage per rank unless --vp gives them")
+
+
+def _stage_weights(par: dict, L: dict, path: str, cfg: RunConfig, pre, old_tables: bool) -> None:
+    """torchtitan's own pipeline split where a pipeline names no stages (no module_fqns_per_model_part,
+    split points or layers per stage, in a file with a [parallelism] table): ``cfg.stage_weights`` =
+    (first_less, last_less, where), costmodel.torchtitan_split's weights, and the split is the run's own.
+
+    Raises:
+        InputError: a weight that is not a whole number >= 0 (names the key)."""
+    named = ("module_fqns_per_model_part", "pipeline_parallel_split_points", "pipeline_parallel_layers_per_stage")
+    if L.get("pp", 1) <= 1 or old_tables or any(par.get(k) not in (None, []) for k in named):
+        return
+    w = []
+    for key in ("pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers"):
+        v = par.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(path, f"{pre(key)}{key}", f"expected a whole number >= 0, got {v!r}")
+        w.append(v)
+    where = f"{path}: {pre('pipeline_parallel_degree')}pipeline_parallel_degree (torchtitan's own split)"
+    cfg.stage_weights = (w[0], w[1], where)
+    cfg.custom_pipeline_split = where
+    cfg.notes.append(f"{path}: no stage names its layers: priced at torchtitan's own split (the embedding and the "
+                     f"output weighed {w[0]} and {w[1]} layers, the remainder on the first stages: its partitioner "
+                     "since April 2025; an older torchtitan split the layers alone: give --pp-layout for that)")
 
 
 #: where torchtitan's 2024 configurations put the parallel degrees: [training] and [experimental]

@@ -3,7 +3,8 @@
 layers-per-stage count that reproduces it, or every stage's modules."""
 import pytest
 
-from costmodel.launch import launch_settings, torchtitan_default_split
+from costmodel.launch import launch_settings
+from costmodel.torchtitan_split import torchtitan_split
 from costmodel.specs import load_model
 from costmodel.stacks import get_stack, stack_recipe
 
@@ -16,8 +17,8 @@ LAY = dict(tp=8, pp=8, dp=4, cp=1, ep=1, etp=8, vp=1, mbs=1, recompute="full", r
     (32, 4, [8, 9, 8, 7]),                       # 34 / 4: the first two stages take the remainder
     (126, 16, [7] + [8] * 14 + [7]),
 ])
-def test_torchtitan_default_split_is_its_partitioner_s(L, stages, want):
-    got = torchtitan_default_split(L, stages)
+def test_torchtitan_split_is_its_partitioner_s(L, stages, want):
+    got = torchtitan_split(L, stages)
     assert got == want and sum(got) == L
 
 
@@ -47,3 +48,45 @@ def test_the_priced_split_is_pinned_where_torchtitan_s_own_differs():
     # 126 layers over PP 2: 63 each, as torchtitan splits 128 (the embedding and the output in)
     two = launch_settings(dict(LAY, pp=2, dp=16), m, r, fmt="torchtitan")[1]
     assert "module_fqns_per_model_part" not in two and "layers_per_stage" not in two
+
+
+def test_a_torchtitan_pipeline_that_names_no_stages_is_priced_at_torchtitan_s_own_split(tmp_path):
+    """A TOML with pipeline_parallel_degree 4 and no stage names: Llama 3 8B's 32 layers run 8|9|8|7
+    (34 weighted layers, the remainder first, the embedding's and the output's weight taken off the ends),
+    whose 9-layer stage sets the pace: slower than the even 8|8|8|8 priced without the file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    from costmodel.run_config import read_run_config
+    from costmodel.torchtitan_split import torchtitan_layout_text
+    repo = Path(__file__).resolve().parents[1]
+    src = (repo / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
+    f = tmp_path / "pp4.toml"
+    f.write_text(src.replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 4"))
+    cfg = read_run_config(f)
+    assert cfg.stage_weights[:2] == (1, 1) and cfg.custom_pipeline_split
+    assert torchtitan_layout_text(32, 4, 1, 0, 1, 1, "f") == "E" + "t" * 8 + "|" + "t" * 9 + "|" + "t" * 8 + "|" + "t" * 7 + "L"
+    # stage names, or a file with its own weights, are read as such
+    named = tmp_path / "named.toml"
+    named.write_text(f.read_text().replace("pipeline_parallel_degree = 4", "pipeline_parallel_degree = 4\n"
+                                           "pipeline_parallel_layers_per_stage = 8"))
+    assert read_run_config(named).stage_weights is None
+    heavy = tmp_path / "heavy.toml"
+    heavy.write_text(f.read_text().replace("pipeline_parallel_degree = 4", "pipeline_parallel_degree = 4\n"
+                                           "pipeline_parallel_last_stage_less_layers = 3"))
+    assert read_run_config(heavy).stage_weights[:2] == (1, 3)
+    base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes",
+            "1", "--stack", "torchtitan", "--json"]
+    own = subprocess.run([*base, "--config", str(f)], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert own.returncode in (0, 3), own.stderr
+    assert "8|9|8|7" in own.stderr or "torchtitan's own split" in own.stderr
+    import json
+    # the same file naming its stages (8 layers each, as the model spreads them where no one says)
+    stages = [["tok_embeddings"] * (s == 0) + [f"layers.{i}" for i in range(8 * s, 8 * s + 8)]
+              + ["norm", "lm_head"] * (s == 3) for s in range(4)]
+    even_f = tmp_path / "even.toml"
+    even_f.write_text(f.read_text().replace("pipeline_parallel_degree = 4", "pipeline_parallel_degree = 4\n"
+                                            f"module_fqns_per_model_part = {json.dumps(stages)}"))
+    even = subprocess.run([*base, "--config", str(even_f)], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert even.returncode in (0, 3), even.stderr
+    assert json.loads(own.stdout)["step_time_s"] > json.loads(even.stdout)["step_time_s"]

@@ -173,6 +173,7 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         scalars["split_without_embedding"] = cfg.split_without_embedding
     if cfg.pipeline_layout is not None:
         scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
+    scalars["stage_weights"] = cfg.stage_weights
     if cfg.gpus_per_node is not None:
         c = load_cluster(cluster_arg)
         if c.gpus_per_node != cfg.gpus_per_node:

@@ -15,6 +15,7 @@ from ..layout_fields import FIELD_SPECS
 from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
+from ..torchtitan_split import torchtitan_layout_text
 from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
@@ -287,8 +288,10 @@ def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:
     split the model chose and why."""
     split = pipeline_split(m, lay, light_last_stage(r))
     if placed is not None:
-        out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as "
-                  f"{sc['pp_layout'][1] if sc.get('pp_layout') else '--pp-layout'} places them", highlight=False)
+        by = (sc["pp_layout"][1] if sc.get("pp_layout") else sc["stage_weights"][2] if sc.get("stage_weights")
+              else "--pp-layout")
+        out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as {by} places them",
+                  highlight=False)
     elif len(set(split)) > 1:
         by = ("Megatron --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"
               if get_stack(r.stack).megatron_family else f"{r.stack}'s pipeline split")
@@ -340,6 +343,12 @@ def _pp_layout(text, m, lay: dict, sc: dict):
     Raises:
         InputError: a bad layout (costmodel.pipeline_layout), or a --config that splits the pipeline its own way.
     """
+    weights = sc.get("stage_weights")
+    if text is None and sc.get("pp_layout") is None and weights and lay["pp"] > 1:
+        # a torchtitan pipeline that names no stages runs torchtitan's own split
+        where = weights[2]
+        text = torchtitan_layout_text(m.num_layers, lay["pp"], lay["vp"], m.mtp_layers, weights[0], weights[1], where)
+        return with_pipeline_layout(m, text, lay["pp"], lay["vp"], where=where)
     if text is None and sc.get("pp_layout") is None:
         return m, None
     if text is None:                           # the --config file's own layout
