@@ -430,8 +430,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     # and reduce-scatters once (torchtitan/models/llama3/infra/parallelize.py apply_fsdp: reshard_after_
     # forward = not pp_enabled): ZeRO-1's traffic and memory
     fsdp_pp = row["zero"] == 3 and pp > 1 and stack.name == "torchtitan"
-    if fsdp_pp:
-        row["zero"] = 1
+    row["zero"] = 1 if fsdp_pp else row["zero"]
     assumed = hw_assumed + _row_assumptions(r, stack, model, recipe, catalog, switches,
                                              (f"{sp}({sp_assumed})" if isinstance(sp_assumed, str) else sp)
                                              if sp_assumed else None,

@@ -15,12 +15,12 @@ from costmodel.specs import Recipe, load_cluster, load_model, load_profile
 
 @pytest.fixture(scope="module")
 def small():
-    """Llama 3 8B on 2 x 8 H100, gbs 16: 24 layouts of its space, every third by step time (1F1B and
-    interleaved ones among them), with the cluster's limits."""
+    """Llama 3 8B on 2 x 8 H100, gbs 16: 24 layouts of its space of one shard group each, every third by step
+    time (1F1B and interleaved ones among them), with the cluster's limits."""
     m, c = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
     p, r = load_profile(c.gpu.key), Recipe(gbs=16, seq_len=4096)
     res = search(m, r, c, p)
-    rows = space_rows(m, res)[::3][:24]
+    rows = [i for i in space_rows(m, res) if res.ranked.layouts.dp_replicate[i] == 1][::3][:24]
     sub = replace(res, ranked=res.ranked.take(rows))
     return m, r, c, p, sub, cap_levels(c, p, None, n=5)
 
