@@ -475,13 +475,19 @@ def _nemo_flex_backend(gpu) -> list[str]:
     return [f"recipe.model.config.moe_flex_dispatcher_backend = {backend!r}    # Megatron-core with HybridEP"]
 
 
-def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
+def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -> list[str]:
     """The torchtitan lines that give a pipeline the split priced (per virtual stage, in model order):
     ``pipeline_parallel_layers_per_stage`` where torchtitan's own split of that many stages is it, else every
     stage's modules (``module_fqns_per_model_part``, its module names: tok_embeddings, layers.N, norm,
-    lm_head, as its own partitioner writes them); nothing where its default 1F1B split is it."""
+    lm_head, as its own partitioner writes them); nothing where its default split is it.  ``layers``: the
+    split priced where it is the run's own (a costmodel.pipeline_layout.PipelineLayout, or transformer layers
+    per rank), else the model's (:func:`costmodel.layouts.pipeline_split`)."""
     pv, L = t["pp"] * t["vp"], model.num_layers
-    if t["vp"] == 1:
+    if hasattr(layers, "stages"):        # the run's own layout (costmodel.pipeline_layout), per virtual stage
+        priced = [st.count("t") for st in layers.stages]
+    elif layers is not None and t["vp"] == 1:
+        priced = [int(x) for x in layers]
+    elif t["vp"] == 1:
         priced = [int(x) for x in pipeline_split(model, t, light_last_stage(recipe))]
     elif bool(accounts_embedding_loss(model, LayoutTable.from_rows([t]))[0]):
         priced = torchtitan_split(L, pv)        # the embedding and the loss as pipeline layers
@@ -500,7 +506,7 @@ def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe) -> list[str]:
             "        + ([\"norm\", \"lm_head\"] if s == len(split) - 1 else []) for s in range(len(split))]"]
 
 
-def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
+def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe, layers=None) -> str:
     """A torchtitan full configuration (module docstring) for ``layout``: FSDP shards over DP when
     ZeRO-3, or ZeRO-1 with a pipeline (FSDP2 keeping its parameters gathered, costmodel.stacks), over
     DP / dp_replicate under HSDP (replicated dp_replicate times), else DP replicates."""
@@ -526,7 +532,7 @@ def torchtitan_config(layout: dict, model: ModelSpec, recipe: Recipe) -> str:
     if t["pp"] > 1:
         a.append(f"    config.parallelism.num_pp_microbatches = {mb}")
         a.append(f"    config.parallelism.pipeline_parallel_schedule = {'Interleaved1F1B' if t['vp'] > 1 else '1F1B'!r}")
-        a += _torchtitan_stages(t, model, recipe)
+        a += _torchtitan_stages(t, model, recipe, layers)
     # the switches priced, set either way (a recipe's base_config() may turn them on): async TP (under
     # torch.compile), compiled elementwise kernels, eager launches (torchtitan's CUDA graphs, on by
     # default since 2026, also refuse PP and CPU-synchronising EP dispatchers: trainer.py)
@@ -616,7 +622,7 @@ def launch_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None,
         from .launch_bridge import bridge_overrides
         return "Megatron-Bridge configuration overrides (YAML)", bridge_overrides(layout, model, recipe, layers, gpu)
     if fmt == "torchtitan":
-        return "torchtitan configuration", torchtitan_config(layout, model, recipe)
+        return "torchtitan configuration", torchtitan_config(layout, model, recipe, layers)
     if fmt == "json":
         return "Settings (JSON)", json.dumps(settings_dict(layout, model, recipe, layers), indent=2)
     return f"Settings for {recipe.stack}", generic_settings(layout, model, recipe, layers)

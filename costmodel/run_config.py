@@ -86,8 +86,9 @@ class RunConfig:
             (``${...}``) or to ``???``, resolved only when the run starts: its flag must give it.
         dp_replicate: torchtitan's ``data_parallel_replicate_degree`` where its shard degree is left to
             the world (-1): the DP it must divide is known only with the cluster (1: none).
-        stage_weights: ``(first_less, last_less, where)`` of a torchtitan pipeline that names no stages: its
-            own split (costmodel.torchtitan_split), laid out once the model's layers are known.
+        stage_split: the pipeline split a torchtitan file runs (costmodel.run_config_torchtitan._stage_split:
+            the stages it names, or torchtitan's own split and its weights), laid out once the model's
+            layers are known (costmodel.torchtitan_split.stage_layout_text); None for an even split.
         split_without_embedding: ``"FILE: keys (values)"`` where a Megatron-style file leaves the
             embedding and the loss out of the pipeline split (Megatron-core's default), None where they
             count: PP x VP must then divide the layers (costmodel.cli.common.check_pipeline_accounting).
@@ -109,7 +110,7 @@ class RunConfig:
     dp_replicate: int = 1
     unset: dict = field(default_factory=dict)
     split_without_embedding: str | None = None
-    stage_weights: tuple | None = None
+    stage_split: dict | None = None
 
 
 #: torchtitan's own values for the [training] keys a TOML leaves out (torchtitan/config/job_config.py

@@ -1,6 +1,8 @@
 """The torchtitan TOML reader of ``predict --config`` (costmodel.run_config, its module docstring)."""
 from __future__ import annotations
 
+import re
+
 from .config_keys import one_edit_apart
 from .errors import InputError
 from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _bool, _count, _table, _take
@@ -108,7 +110,7 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
                          "linears stay 16-bit")
     _pipeline_schedule(par, L, path, cfg, pre)
-    _stage_weights(par, L, path, cfg, pre, bool(sec))
+    _stage_split(par, L, path, cfg, pre, bool(sec))
     # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)
     _check_sections(d, path)
     if not sec:
@@ -132,13 +134,16 @@ def _data_parallel(par: dict, path: str, cfg: RunConfig, pre) -> None:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or (v < 1 and not left)):
             raise InputError(path, f"{pre(key)}{key}", f"expected {'-1 (the ranks left) or ' if key == shard_key else ''}"
                              f"a degree >= 1, got {v!r}")
-    L["zero"] = 3 if shard != 1 else 0
+    # FSDP2 shards over the dp_shard x cp mesh (torchtitan's parallel_dims: dp_shard_cp): CP ranks shard too
+    cp = L.get("cp", 1)
+    L["zero"] = 3 if shard != 1 or cp > 1 else 0
     cfg.where["zero"] = f"{path}: {pre(shard_key)}{shard_key}"
     if shard != -1:                 # stated degrees: the layout's DP, checked against the world
         L["dp"], cfg.where["dp"] = shard * (rep or 1), f"{path}: {pre(shard_key)}{shard_key}"
     if shard != -1 and "data_parallel_replicate_degree" in par:
-        # stated: HSDP where both are above 1, else one shard group (FSDP) or none (DDP, shard 1)
-        L["dp_replicate"] = rep if shard > 1 and rep is not None else 1
+        # stated: HSDP where both are above 1 (the shard group CP x shard), else one shard group (FSDP) or
+        # none (DDP, shard 1 without CP)
+        L["dp_replicate"] = rep if (shard > 1 or cp > 1) and rep is not None else 1
         cfg.where["dp_replicate"] = f"{path}: {pre('data_parallel_replicate_degree')}data_parallel_replicate_degree"
     elif shard == -1 and rep not in (None, 1):
         cfg.dp_replicate = rep                  # checked against the world's DP with the cluster
@@ -249,34 +254,83 @@ def _pipeline_schedule(par: dict, L: dict, path: str, cfg: RunConfig, pre) -> No
                             "its bubble and memory are those schedules' own") + ")")
     if par.get("pipeline_parallel_layers_per_stage") is None:
         L["vp"], cfg.where["vp"] = _DEFAULT_STAGES_PER_RANK, f"{path}: {key} (torchtitan's default 2 stages per rank)"
-    else:
-        cfg.notes.append(f"{path}: {key} {sched!r}: its stages per rank follow from "
-                         f"{pre('pipeline_parallel_layers_per_stage')}pipeline_parallel_layers_per_stage, not read: "
-                         "priced as one stage per rank unless --vp gives them")
 
 
-def _stage_weights(par: dict, L: dict, path: str, cfg: RunConfig, pre, old_tables: bool) -> None:
-    """torchtitan's own pipeline split where a pipeline names no stages (no module_fqns_per_model_part,
-    split points or layers per stage, in a file with a [parallelism] table): ``cfg.stage_weights`` =
-    (first_less, last_less, where), costmodel.torchtitan_split's weights, and the split is the run's own.
+def _stage_split(par: dict, L: dict, path: str, cfg: RunConfig, pre, old_tables: bool) -> None:
+    """The pipeline split a torchtitan file runs (``cfg.stage_split``, costmodel.torchtitan_split lays it out
+    once the model's layers are known; the split is then the run's own): the stages it names
+    (``module_fqns_per_model_part``: the ``layers.N`` of each part; ``pipeline_parallel_split_points``: the
+    first layer of every stage after the first; VP = stages / PP, one stage per rank for 1F1B), else
+    torchtitan's own split of ``pipeline_parallel_layers_per_stage``-sized stages (or its default count)
+    with the embedding and the output weighed ``pipeline_parallel_first/last_stage_less_layers``.  A file
+    in torchtitan's 2024 tables keeps the even split (that torchtitan split the layers alone).
 
     Raises:
-        InputError: a weight that is not a whole number >= 0 (names the key)."""
-    named = ("module_fqns_per_model_part", "pipeline_parallel_split_points", "pipeline_parallel_layers_per_stage")
-    if L.get("pp", 1) <= 1 or old_tables or any(par.get(k) not in (None, []) for k in named):
+        InputError: a stage list that does not hold each layer once in order, a stage count PP does not
+            divide (or, under 1F1B, other than PP), a weight that is not a whole number, a layers-per-stage
+            count below 1 (each naming its key)."""
+    if L.get("pp", 1) <= 1 or old_tables:
         return
-    w = []
-    for key in ("pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers"):
-        v = par.get(key, 1)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InputError(path, f"{pre(key)}{key}", f"expected a whole number >= 0, got {v!r}")
-        w.append(v)
-    where = f"{path}: {pre('pipeline_parallel_degree')}pipeline_parallel_degree (torchtitan's own split)"
-    cfg.stage_weights = (w[0], w[1], where)
-    cfg.custom_pipeline_split = where
-    cfg.notes.append(f"{path}: no stage names its layers: priced at torchtitan's own split (the embedding and the "
-                     f"output weighed {w[0]} and {w[1]} layers, the remainder on the first stages: its partitioner "
-                     "since April 2025; an older torchtitan split the layers alone: give --pp-layout for that)")
+    pp, multi = L["pp"], str(par.get("pipeline_parallel_schedule", "1F1B")).lower() == "interleaved1f1b"
+    key = lambda k: f"{pre(k)}{k}"      # noqa: E731
+    fqns, points = par.get("module_fqns_per_model_part"), par.get("pipeline_parallel_split_points")
+    if fqns not in (None, []):
+        spec = dict(kind="counts", counts=_fqn_counts(fqns, path, key("module_fqns_per_model_part")),
+                    where=f"{path}: {key('module_fqns_per_model_part')}")
+    elif points not in (None, []):
+        spec = dict(kind="points", points=_split_points(points, path, key("pipeline_parallel_split_points")),
+                    where=f"{path}: {key('pipeline_parallel_split_points')}")
+    else:
+        w = []
+        for k in ("pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers"):
+            v = par.get(k, 1)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InputError(path, key(k), f"expected a whole number, got {v!r}")
+            w.append(v)
+        lps = par.get("pipeline_parallel_layers_per_stage")
+        if lps is not None and (isinstance(lps, bool) or not isinstance(lps, int) or lps < 1):
+            raise InputError(path, key("pipeline_parallel_layers_per_stage"), f"expected a whole number >= 1, got {lps!r}")
+        spec = dict(kind="weights", first=w[0], last=w[1], layers_per_stage=lps, multi=multi,
+                    lps_key=key("pipeline_parallel_layers_per_stage"),
+                    where=f"{path}: {key('pipeline_parallel_degree')} (torchtitan's own split"
+                          + (f", {key('pipeline_parallel_layers_per_stage')} {lps})" if lps else ")"),
+                    weight_keys=" / ".join(key(k) for k in ("pipeline_parallel_first_stage_less_layers",
+                                                            "pipeline_parallel_last_stage_less_layers")))
+        cfg.notes.append(f"{path}: no stage names its layers: priced at torchtitan's own split (the embedding and the "
+                         f"output weighed {w[0]} and {w[1]} layers, the remainder on the first stages: its partitioner "
+                         "since April 2025; an older torchtitan split the layers alone: give --pp-layout for that)")
+    stages = len(spec["counts"]) if spec["kind"] == "counts" else len(spec["points"]) + 1 if spec["kind"] == "points" \
+        else None
+    if stages is not None:
+        if stages % pp or (not multi and stages != pp) or (multi and stages < 2 * pp):
+            raise InputError(spec["where"].split(": ", 1)[0], spec["where"].split(": ", 1)[1],
+                             f"{stages} stages on PP {pp} under {'Interleaved1F1B' if multi else '1F1B'}: torchtitan runs "
+                             + ("two or more stages a rank, PP dividing them" if multi else "one stage a rank"))
+        L["vp"], cfg.where["vp"] = stages // pp, spec["where"]
+    cfg.stage_split = spec
+    cfg.custom_pipeline_split = spec["where"]
+
+
+def _fqn_counts(parts, path: str, key: str) -> list:
+    """Transformer layers of each part of a ``module_fqns_per_model_part`` list, each ``layers.N`` once and in
+    order.  Raises InputError (names ``key``) otherwise."""
+    if not isinstance(parts, list) or not all(isinstance(p, list) and all(isinstance(x, str) for x in p) for p in parts):
+        raise InputError(path, key, "expected a list of lists of module names")
+    seen = [int(x.split(".", 1)[1]) for p in parts for x in p if re.fullmatch(r"layers\.\d+", x)]
+    if seen != list(range(len(seen))):
+        raise InputError(path, key, "its layers.N must name each layer once, in order across the parts")
+    return [sum(1 for x in p if re.fullmatch(r"layers\.\d+", x)) for p in parts]
+
+
+def _split_points(points, path: str, key: str) -> list:
+    """The layer indices of ``pipeline_parallel_split_points`` (``layers.N``: stage k + 1 starts at layer N),
+    increasing.  Raises InputError (names ``key``) otherwise."""
+    if not isinstance(points, list) or not all(isinstance(x, str) and re.fullmatch(r"layers\.\d+", x) for x in points):
+        raise InputError(path, key, "expected a list of 'layers.N' names")
+    idx = [int(x.split(".", 1)[1]) for x in points]
+    if idx != sorted(set(idx)) or idx[0] < 1:
+        raise InputError(path, key, "its layers.N must increase from layers.1 on")
+    return idx
 
 
 #: where torchtitan's 2024 configurations put the parallel degrees: [training] and [experimental]
@@ -310,12 +364,12 @@ _TORCHTITAN_READ = (
     "data_parallel_degree", "data_parallel_shard_degree", "data_parallel_replicate_degree", "tensor_parallel_degree",
     "pipeline_parallel_degree", "context_parallel_degree", "expert_parallel_degree", "expert_tensor_parallel_degree",
     "fsdp_reshard_after_forward", "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size",
-    "pipeline_parallel_schedule")
-_TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
-    "enable_compiled_autograd", "disable_loss_parallel", "pipeline_parallel_split_points",
-    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv",
+    "pipeline_parallel_schedule", "pipeline_parallel_split_points", "pipeline_parallel_layers_per_stage",
     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
-    "module_fqns_per_model_part", "context_parallel_rotate_method", "context_parallel_load_balancer",
+    "module_fqns_per_model_part")
+_TORCHTITAN_PARALLELISM = _TORCHTITAN_READ + (
+    "enable_compiled_autograd", "disable_loss_parallel", "pipeline_parallel_schedule_csv",
+    "context_parallel_rotate_method", "context_parallel_load_balancer",
     "expert_parallel_comm_backend", "pipeline_parallel_expert_parallel_overlap", "pipeline_parallel_microbatches")
 #: torchtitan's top-level tables, every release from 2024 (config_manager.py's argument prefixes) to the last
 #: TOML one (torchtitan/config/job_config.py JobConfig at 4a950ea, 2026-02): torchtitan refuses another

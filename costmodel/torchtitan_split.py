@@ -26,28 +26,61 @@ def torchtitan_split(num_layers: int, stages: int, first_less: int = 1, last_les
         return [num_layers]
     eff = num_layers + first_less + last_less
     per, extra = divmod(eff, stages)
-    if per == 0 or first_less > per or last_less > per:
+    if per == 0:
         raise ValueError(f"torchtitan refuses {stages} stages of {num_layers} layers with the embedding weighed "
-                         f"{first_less} and the output {last_less} layers ({eff} effective layers)")
+                         f"{first_less} and the output {last_less} layers: {eff} effective layers leave a stage none")
+    for name, w in (("input_weight", first_less), ("output_weight", last_less)):
+        if w > per:         # torchtitan's own check and words (distributed/pipeline_parallel.py)
+            raise ValueError(f"{name} ({w}) exceeds minimum layers per stage ({per})")
     out = [per + (s < extra) for s in range(stages)]
     out[0] -= first_less
     out[-1] -= last_less
     return out
 
 
-def torchtitan_layout_text(num_layers: int, pp: int, vp: int, mtp_layers: int, first_less: int, last_less: int,
-                           where: str) -> str:
-    """torchtitan's split of ``num_layers`` over PP x VP virtual stages as a pipeline layout
-    (costmodel.pipeline_layout: one '|' segment per virtual stage in model order, 'E' the embedding on the
-    first, the MTP modules and 'L' the loss on the last), which prices it as the run's own split.
+def stages_per_rank(spec: dict, num_layers: int, pp: int) -> int | None:
+    """Virtual stages per rank of a torchtitan file's split (``spec``: costmodel.run_config.RunConfig.stage_split)
+    where its ``pipeline_parallel_layers_per_stage`` sets them: ceil((L + weights) / layers per stage) stages,
+    which PP must divide (one a rank under 1F1B, two or more under Interleaved1F1B); None where the file
+    gives the stages otherwise.
 
     Raises:
-        InputError: a split torchtitan refuses (names ``where``, the file's keys).
+        InputError: a count torchtitan refuses (names the key, as torchtitan's own checks say it).
     """
-    try:
-        split = torchtitan_split(num_layers, pp * vp, first_less, last_less)
-    except ValueError as e:
-        raise InputError(where, "", str(e)) from None
+    lps = spec.get("layers_per_stage")
+    if spec["kind"] != "weights" or not lps:
+        return None
+    stages = -(-(num_layers + spec["first"] + spec["last"]) // lps)
+    per, bad = divmod(stages, pp)
+    if bad or (not spec["multi"] and per != 1) or (spec["multi"] and per < 2):
+        raise InputError(spec["where"].split(": ", 1)[0], spec["lps_key"], f"{stages} stages of {lps} on PP {pp} under "
+                         f"{'Interleaved1F1B' if spec['multi'] else '1F1B'}: torchtitan runs "
+                         + ("two or more stages a rank, PP dividing them" if spec["multi"] else "one stage a rank"))
+    return per
+
+
+def stage_layout_text(spec: dict, num_layers: int, pp: int, vp: int, mtp_layers: int = 0) -> str:
+    """A torchtitan file's split (``spec``: costmodel.run_config.RunConfig.stage_split) of ``num_layers`` over
+    PP x VP virtual stages as a pipeline layout (costmodel.pipeline_layout: one '|' segment per virtual stage in
+    model order, 'E' the embedding on the first, the MTP modules and 'L' the loss on the last), which prices it
+    as the run's own split: the stages it names, or torchtitan's own split (:func:`torchtitan_split`).
+
+    Raises:
+        InputError: a split torchtitan refuses, or split points past the layers (naming the file's key).
+    """
+    path, key = spec["where"].split(": ", 1)
+    if spec["kind"] == "counts":
+        split = list(spec["counts"])
+    elif spec["kind"] == "points":
+        ends = [*spec["points"], num_layers]
+        if ends[-2] >= num_layers:
+            raise InputError(path, key, f"splits at layers.{ends[-2]}, past the model's {num_layers} layers")
+        split = [b - a for a, b in zip([0, *spec["points"]], ends)]
+    else:
+        try:
+            split = torchtitan_split(num_layers, pp * vp, spec["first"], spec["last"])
+        except ValueError as e:
+            raise InputError(path, spec["weight_keys"], str(e)) from None
     segs = ["t" * n for n in split]
     segs[0], segs[-1] = "E" + segs[0], segs[-1] + "m" * mtp_layers + "L"
     return "|".join(segs)

@@ -225,3 +225,22 @@ def test_a_published_run_csv_gives_its_replicas(tmp_path):
     assert one.skipped is None and two.skipped is None
     assert two.predicted_s > one.predicted_s
     assert bad.skipped and "--dp-replicate must divide" in bad.skipped
+
+
+def test_torchtitan_s_fsdp_shards_over_cp_so_one_rank_dp_shards_with_cp_are_hsdp(tmp_path):
+    """FSDP2 shards over torchtitan's dp_shard x cp mesh: data_parallel_shard_degree 1 beside CP 2 and a
+    replicate degree is HSDP over CP-rank shard groups (the TOML that --format torchtitan prints for such a
+    layout had been read back as DDP and refused), and a device-mesh line likewise."""
+    from costmodel.run_config import read_run_config
+    src = (__import__("pathlib").Path(__file__).parent / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
+    f = tmp_path / "cp.toml"
+    f.write_text(src.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 4")
+                 .replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 1")
+                 .replace("context_parallel_degree = 1", "context_parallel_degree = 2"))
+    cfg = read_run_config(f)
+    assert (cfg.layout["zero"], cfg.layout["dp"], cfg.layout["cp"], cfg.layout["dp_replicate"]) == (3, 4, 2, 4)
+    lay = layout(dp=4, cp=2, zero=3, dp_replicate=4)
+    check_layout(lay, load_model("llama3-8b"), stack_recipe(get_stack("torchtitan"), 64, 8192, "bf16"), 8, 8)
+    assert shard_dp(lay)[0] == 2
+    mesh = _torchtitan_mesh("Building device mesh with parallelism: pp=1, dp_replicate=4, dp_shard=1, cp=2, tp=1")
+    assert mesh["num_distributed_optimizer_instances"] == 4 and "use_distributed_optimizer" not in mesh

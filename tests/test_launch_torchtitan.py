@@ -58,23 +58,19 @@ def test_a_torchtitan_pipeline_that_names_no_stages_is_priced_at_torchtitan_s_ow
     import sys
     from pathlib import Path
     from costmodel.run_config import read_run_config
-    from costmodel.torchtitan_split import torchtitan_layout_text
+    from costmodel.torchtitan_split import stage_layout_text
     repo = Path(__file__).resolve().parents[1]
     src = (repo / "tests" / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
     f = tmp_path / "pp4.toml"
     f.write_text(src.replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 4"))
     cfg = read_run_config(f)
-    assert cfg.stage_weights[:2] == (1, 1) and cfg.custom_pipeline_split
-    assert torchtitan_layout_text(32, 4, 1, 0, 1, 1, "f") == "E" + "t" * 8 + "|" + "t" * 9 + "|" + "t" * 8 + "|" + "t" * 7 + "L"
-    # stage names, or a file with its own weights, are read as such
-    named = tmp_path / "named.toml"
-    named.write_text(f.read_text().replace("pipeline_parallel_degree = 4", "pipeline_parallel_degree = 4\n"
-                                           "pipeline_parallel_layers_per_stage = 8"))
-    assert read_run_config(named).stage_weights is None
+    assert (cfg.stage_split["first"], cfg.stage_split["last"]) == (1, 1) and cfg.custom_pipeline_split
+    assert stage_layout_text(cfg.stage_split, 32, 4, 1) == "E" + "t" * 8 + "|" + "t" * 9 + "|" + "t" * 8 + "|" + "t" * 7 + "L"
     heavy = tmp_path / "heavy.toml"
     heavy.write_text(f.read_text().replace("pipeline_parallel_degree = 4", "pipeline_parallel_degree = 4\n"
                                            "pipeline_parallel_last_stage_less_layers = 3"))
-    assert read_run_config(heavy).stage_weights[:2] == (1, 3)
+    spec = read_run_config(heavy).stage_split
+    assert (spec["first"], spec["last"]) == (1, 3) and stage_layout_text(spec, 32, 4, 1).count("|") == 3
     base = [sys.executable, "-m", "costmodel.cli", "predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes",
             "1", "--stack", "torchtitan", "--json"]
     own = subprocess.run([*base, "--config", str(f)], capture_output=True, text=True, timeout=300, cwd=repo)
@@ -90,3 +86,61 @@ def test_a_torchtitan_pipeline_that_names_no_stages_is_priced_at_torchtitan_s_ow
     even = subprocess.run([*base, "--config", str(even_f)], capture_output=True, text=True, timeout=300, cwd=repo)
     assert even.returncode in (0, 3), even.stderr
     assert json.loads(own.stdout)["step_time_s"] > json.loads(even.stdout)["step_time_s"]
+
+
+
+def _toml(tmp_path, name, extra):
+    from pathlib import Path
+    src = (Path(__file__).resolve().parent / "data" / "configs" / "torchtitan_llama3_8b.toml").read_text()
+    f = tmp_path / name
+    f.write_text(src.replace("pipeline_parallel_degree = 1", extra))
+    return f
+
+
+def test_a_torchtitan_file_s_named_stages_are_priced_and_its_stage_counts_checked(tmp_path):
+    """module_fqns_per_model_part and pipeline_parallel_split_points name the run's stages (their split is
+    priced, VP = stages / PP); pipeline_parallel_layers_per_stage sets how many stages torchtitan's own split
+    makes (34 weighted layers of Llama 3 8B in stages of 3: 12, VP 3 on PP 4); counts torchtitan refuses are
+    refused naming their key."""
+    import json
+    from costmodel.errors import InputError
+    from costmodel.run_config import read_run_config
+    from costmodel.torchtitan_split import stage_layout_text, stages_per_rank
+    parts = [["tok_embeddings"] + [f"layers.{i}" for i in range(6)], [f"layers.{i}" for i in range(6, 16)],
+             [f"layers.{i}" for i in range(16, 25)], [f"layers.{i}" for i in range(25, 32)] + ["norm", "lm_head"]]
+    spec = read_run_config(_toml(tmp_path, "f.toml", "pipeline_parallel_degree = 4\nmodule_fqns_per_model_part = "
+                                 + json.dumps(parts))).stage_split
+    assert spec["counts"] == [6, 10, 9, 7]
+    assert stage_layout_text(spec, 32, 4, 1) == "E" + "t" * 6 + "|" + "t" * 10 + "|" + "t" * 9 + "|" + "t" * 7 + "L"
+    pts = read_run_config(_toml(tmp_path, "p.toml", 'pipeline_parallel_degree = 4\npipeline_parallel_split_points = '
+                                '["layers.10", "layers.20", "layers.30"]')).stage_split
+    assert stage_layout_text(pts, 32, 4, 1).split("|")[-1] == "ttL"
+    inter = read_run_config(_toml(tmp_path, "i.toml", 'pipeline_parallel_degree = 4\npipeline_parallel_schedule = '
+                                  '"Interleaved1F1B"\npipeline_parallel_layers_per_stage = 3'))
+    assert stages_per_rank(inter.stage_split, 32, 4) == 3
+    with pytest.raises(InputError, match="pipeline_parallel_layers_per_stage: 9 stages of 4 on PP 4"):
+        stages_per_rank(dict(inter.stage_split, layers_per_stage=4), 32, 4)
+    bad = parts[:1] + [parts[2], parts[1]] + parts[3:]
+    with pytest.raises(InputError, match="module_fqns_per_model_part: its layers.N must name each layer once"):
+        read_run_config(_toml(tmp_path, "b.toml", "pipeline_parallel_degree = 4\nmodule_fqns_per_model_part = "
+                              + json.dumps(bad)))
+    with pytest.raises(InputError, match="3 stages on PP 4 under 1F1B"):
+        read_run_config(_toml(tmp_path, "c.toml", 'pipeline_parallel_degree = 4\npipeline_parallel_split_points = '
+                              '["layers.10", "layers.20"]'))
+    heavy = read_run_config(_toml(tmp_path, "h.toml", "pipeline_parallel_degree = 8\n"
+                                  "pipeline_parallel_first_stage_less_layers = 5")).stage_split
+    with pytest.raises(InputError, match=r"first_stage_less_layers.*input_weight \(5\) exceeds minimum layers per stage"):
+        stage_layout_text(heavy, 32, 8, 1)
+
+
+def test_a_torchtitan_launch_of_the_run_s_own_layout_pins_that_layout():
+    """--pp-layout with VP 2 priced 6|10|8|8 per rank: the torchtitan configuration lists those virtual
+    stages (it had printed an even [4] * 8 'as priced')."""
+    from costmodel.pipeline_layout import with_pipeline_layout
+    m = load_model("llama3-8b")
+    r = stack_recipe(get_stack("torchtitan"), 256, 8192, "bf16")
+    text = "Ettt|ttttt|tttt|tttt|ttt|ttttt|tttt|ttttL"
+    m2, placed = with_pipeline_layout(m, text, 4, 2)
+    lay = dict(LAY, tp=1, pp=4, vp=2, dp=2)
+    out = launch_settings(lay, m2, r, layers=placed, fmt="torchtitan")[1]
+    assert "split = [3, 5, 4, 4, 3, 5, 4, 4]" in out

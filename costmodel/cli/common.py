@@ -19,6 +19,7 @@ from ..moe import check_flex_fabric, check_moe_recipe
 from ..specs.model_config import known_family
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 from ..stack_rules import softcap_recipe
+from ..torchtitan_split import stages_per_rank
 
 MODEL = typer.Option(..., "--model", help="Catalog name (see `costmodel models`) or a HF config.json / YAML path.")
 CLUSTER = typer.Option(..., "--cluster", help="Catalog name (see `costmodel hardware`) or a cluster YAML path.")
@@ -92,7 +93,8 @@ def _world_replicas(path: str, cfg, cluster_arg: str, scalars: dict, layout_flag
     if dp % cfg.dp_replicate:
         raise InputError(path, "parallelism.data_parallel_replicate_degree", f"{cfg.dp_replicate} does not divide "
                          f"the {dp} data-parallel ranks ({c.num_gpus} GPUs of {c.key} / TP x PP x CP)")
-    if dp // cfg.dp_replicate > 1:       # HSDP: replicas of shard groups of the ranks left
+    # FSDP2 shards over the ranks left and the CP ranks (its dp_shard x cp mesh)
+    if dp // cfg.dp_replicate * (layout_flags.get("cp") or 1) > 1:       # HSDP: replicas of shard groups
         if given("dp_replicate") and layout_flags.get("dp_replicate") != cfg.dp_replicate:
             raise InputError("--dp-replicate", "", f"{layout_flags.get('dp_replicate')} contradicts {path}'s "
                              f"data_parallel_replicate_degree {cfg.dp_replicate}")
@@ -102,7 +104,7 @@ def _world_replicas(path: str, cfg, cluster_arg: str, scalars: dict, layout_flag
     elif given("zero") and layout_flags.get("zero") != 0:
         raise InputError("--zero", "", f"{layout_flags.get('zero')} contradicts {path}, whose "
                          f"data_parallel_replicate_degree {cfg.dp_replicate} leaves one rank to shard over (DDP)")
-    if dp // cfg.dp_replicate == 1:
+    if dp // cfg.dp_replicate * (layout_flags.get("cp") or 1) == 1:
         layout_flags["zero"] = cfg.layout["zero"] = 0
         cfg.where["zero"] = f"{path}: parallelism.data_parallel_replicate_degree"
         cfg.notes.append(f"{path}: data_parallel_replicate_degree {cfg.dp_replicate} is all of DP: DDP (no sharding)")
@@ -173,7 +175,12 @@ def apply_run_config(ctx, path: str | None, cluster_arg: str, layout_flags: dict
         scalars["split_without_embedding"] = cfg.split_without_embedding
     if cfg.pipeline_layout is not None:
         scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
-    scalars["stage_weights"] = cfg.stage_weights
+    scalars["stage_split"] = cfg.stage_split
+    if cfg.stage_split and model_arg and (layout_flags.get("pp") or 1) > 1:     # its layers-per-stage count sets VP
+        vp = stages_per_rank(cfg.stage_split, load_model(model_arg).num_layers, layout_flags["pp"])
+        if vp is not None:
+            cfg.where["vp"] = cfg.stage_split["where"]
+            merge(layout_flags, "vp", vp, "--vp")
     if cfg.gpus_per_node is not None:
         c = load_cluster(cluster_arg)
         if c.gpus_per_node != cfg.gpus_per_node:

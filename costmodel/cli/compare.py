@@ -23,7 +23,7 @@ from .common import (check_layout_flags, check_pipeline_accounting, check_profil
 from ..run_config import PIPELINE_ACCOUNTING_KEYS
 from ..layouts import LayoutTable, check_layout, stack_default_etp
 from ..pipeline_layout import with_pipeline_layout
-from ..torchtitan_split import torchtitan_layout_text
+from ..torchtitan_split import stage_layout_text
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
@@ -223,7 +223,7 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
         scalars["split_without_embedding"] = cfg.split_without_embedding
     if cfg.pipeline_layout is not None:
         scalars["pp_layout"] = (cfg.pipeline_layout, cfg.where["pipeline_layout"])
-    scalars["stage_weights"] = cfg.stage_weights
+    scalars["stage_split"] = cfg.stage_split
     if "local_batch_size" in cfg.recipe:                 # torchtitan: x DP once the world is known
         scalars["local_batch_size"] = cfg.recipe["local_batch_size"]
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
@@ -383,11 +383,10 @@ def _own_pipeline_layout(tlog, run, m, sc: dict, warnings: list):
     where = f"{tlog.path}: pipeline_model_parallel_layout"
     if not isinstance(text, str) or text.strip() in ("", "None"):
         text, where = sc.get("pp_layout") or (None, None)
-    weights = sc.get("stage_weights")
-    if text is None and weights and run.layout["pp"] > 1:   # a torchtitan pipeline that names no stages
-        where = weights[2]
-        text = torchtitan_layout_text(m.num_layers, run.layout["pp"], run.layout["vp"] or 1, m.mtp_layers,
-                                      weights[0], weights[1], where)
+    spec = sc.get("stage_split")
+    if text is None and spec and run.layout["pp"] > 1:      # a torchtitan file's own split
+        where = spec["where"]
+        text = stage_layout_text(spec, m.num_layers, run.layout["pp"], run.layout["vp"] or 1, m.mtp_layers)
     if text is None:
         text, where = _uneven_stages_layout(tlog, run, m)
     if text is None:

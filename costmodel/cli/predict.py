@@ -15,7 +15,7 @@ from ..layout_fields import FIELD_SPECS
 from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
                        stack_default_etp)
 from ..pipeline_layout import with_pipeline_layout
-from ..torchtitan_split import torchtitan_layout_text
+from ..torchtitan_split import stage_layout_text
 from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
@@ -288,7 +288,7 @@ def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:
     split the model chose and why."""
     split = pipeline_split(m, lay, light_last_stage(r))
     if placed is not None:
-        by = (sc["pp_layout"][1] if sc.get("pp_layout") else sc["stage_weights"][2] if sc.get("stage_weights")
+        by = (sc["pp_layout"][1] if sc.get("pp_layout") else sc["stage_split"]["where"] if sc.get("stage_split")
               else "--pp-layout")
         out.print(f"pipeline split: {placed.describe()} transformer layers per pipeline rank, as {by} places them",
                   highlight=False)
@@ -343,12 +343,11 @@ def _pp_layout(text, m, lay: dict, sc: dict):
     Raises:
         InputError: a bad layout (costmodel.pipeline_layout), or a --config that splits the pipeline its own way.
     """
-    weights = sc.get("stage_weights")
-    if text is None and sc.get("pp_layout") is None and weights and lay["pp"] > 1:
-        # a torchtitan pipeline that names no stages runs torchtitan's own split
-        where = weights[2]
-        text = torchtitan_layout_text(m.num_layers, lay["pp"], lay["vp"], m.mtp_layers, weights[0], weights[1], where)
-        return with_pipeline_layout(m, text, lay["pp"], lay["vp"], where=where)
+    spec = sc.get("stage_split")
+    if text is None and sc.get("pp_layout") is None and spec and lay["pp"] > 1:
+        # a torchtitan file's own split: the stages it names, or torchtitan's
+        text = stage_layout_text(spec, m.num_layers, lay["pp"], lay["vp"], m.mtp_layers)
+        return with_pipeline_layout(m, text, lay["pp"], lay["vp"], where=spec["where"])
     if text is None and sc.get("pp_layout") is None:
         return m, None
     if text is None:                           # the --config file's own layout

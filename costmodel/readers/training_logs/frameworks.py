@@ -284,8 +284,9 @@ def _torchtitan_mesh(text: str) -> dict:
         pp, rep, shard, cp, tp = (int(g) for g in m.groups())
         # HSDP (replicas of a shard group of more than one rank) as Megatron's optimizer instances; a
         # replicate degree over one-rank shards is DDP (no sharded optimizer)
-        dp = dict(num_distributed_optimizer_instances=rep if shard > 1 else 1)
-        if shard == 1 and rep > 1:
+        # (FSDP2 shards over dp_shard x cp)
+        dp = dict(num_distributed_optimizer_instances=rep if shard * cp > 1 else 1)
+        if shard * cp == 1 and rep > 1:
             dp["use_distributed_optimizer"] = False
         return dict(world_size=pp * rep * shard * cp * tp, tensor_model_parallel_size=tp,
                     pipeline_model_parallel_size=pp, context_parallel_size=cp, **dp)
@@ -299,7 +300,7 @@ def _torchtitan_mesh(text: str) -> dict:
     out = dict(world_size=math.prod(dims))
     out.update({_TT_DEGREE_ARGS[n]: d for n, d in zip(names, dims) if n in _TT_DEGREE_ARGS})
     deg = dict(zip(names, dims))
-    rep, shard = deg.get("dp_replicate", 1), deg.get("dp_shard", 1)
+    rep, shard = deg.get("dp_replicate", 1), deg.get("dp_shard", 1) * deg.get("cp", 1)
     if rep > 1 or shard > 1:        # the mesh names its data-parallel dims: HSDP, FSDP or DDP as above
         out["num_distributed_optimizer_instances"] = rep if shard > 1 else 1
         if shard == 1:
