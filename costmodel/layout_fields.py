@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .stacks import typed_flag
+from .stacks import NamedFlag
 
 RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
-class LayoutField:
+class LayoutField(NamedFlag):
     """One field of a parallel layout: the single list the table, the dedupe keys of the cost terms,
     the CLI flags of ``predict``/``compare`` and the reports are generated from.
 
@@ -31,15 +31,6 @@ class LayoutField:
     choices: tuple = ()
     minimum: int = 0
     maximum: int = 0
-
-    @property
-    def cli_flag(self) -> str:
-        """The flag users type (``--tp``, ``--recompute-num-layers``; a bool also has ``--no-<name>``)."""
-        return "--" + self.name.replace("_", "-")
-
-    def flag_for(self, value) -> str:
-        """The flag that sets ``value``: ``--no-sp`` for a bool field set False, else :attr:`cli_flag`."""
-        return typed_flag(self.cli_flag, self.kind == "bool", value)
 
 
 #: every layout field, in table and report order (Megatron-core semantics, module docstring)

@@ -121,8 +121,22 @@ def typed_flag(cli_flag: str, is_bool: bool, value) -> str:
     return "--no-" + cli_flag[2:] if is_bool and value is False else cli_flag
 
 
+class NamedFlag:
+    """The command-line flag of a field with a ``name`` and a ``kind`` ('bool' has a ``--no-`` form): the
+    recipe switches here and the layout fields (costmodel.layout_fields) take their flags from it."""
+
+    @property
+    def cli_flag(self) -> str:
+        """The flag users type: the name with dashes (``--flash-attention``, ``--recompute-num-layers``)."""
+        return "--" + self.name.replace("_", "-")
+
+    def flag_for(self, value) -> str:
+        """The flag that sets ``value``: ``--no-<name>`` for a bool set False, else :attr:`cli_flag`."""
+        return typed_flag(self.cli_flag, self.kind == "bool", value)
+
+
 @dataclass(frozen=True)
-class RecipeSwitch:
+class RecipeSwitch(NamedFlag):
     """One recipe field a stack sets by default and a flag overrides.
 
     Attributes:
@@ -145,15 +159,6 @@ class RecipeSwitch:
     megatron_key: str = ""
     moe: bool = False
     summary: str = ""
-
-    @property
-    def cli_flag(self) -> str:
-        """``--flash-attention`` for ``flash_attention``."""
-        return "--" + self.name.replace("_", "-")
-
-    def flag_for(self, value) -> str:
-        """The flag that sets ``value``: ``--no-flash-attention`` for a bool set False, else :attr:`cli_flag`."""
-        return typed_flag(self.cli_flag, self.kind == "bool", value)
 
 
 #: the recipe switches, in the order the flags are listed
