@@ -350,11 +350,12 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
-              # Megatron-core refuses the shared-expert overlap beside the EP overlap, which NeMo's
-              # DeepSeek and Llama 4 configs turn on (nemo/collections/llm/gpt/model/deepseek.py, llama.py)
               *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else []),
+              # the shared-expert overlap, which NeMo's DeepSeek and Llama 4 configs turn on
+              # (nemo/collections/llm/gpt/model/deepseek.py, llama.py), off where Megatron-core refuses it:
+              # beside the EP overlap, and with DeepEP in its containers' Megatron-core (_nemo_flex_backend)
               *(["recipe.model.config.moe_shared_expert_overlap = False"]
-                if recipe.moe_ep_overlap and not (recipe.moe_dispatcher == "flex" and flex_backend(gpu) == "deepep")
+                if recipe.moe_ep_overlap or (recipe.moe_dispatcher == "flex" and flex_backend(gpu) == "deepep")
                 else [])]
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
@@ -464,14 +465,14 @@ def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict
 
 
 def _nemo_flex_backend(gpu) -> list[str]:
-    """The NeMo 2 lines that select the flex dispatcher's backend: DeepEP as NeMo's own DeepEPCallback does
+    """The NeMo 2 line that selects the flex dispatcher's backend: DeepEP as NeMo's own DeepEPCallback does
     (``moe_enable_deepep``, which the Megatron-core of NeMo's containers knows and today's still honours,
-    deprecated: transformer_config.py; and the shared-expert overlap off, which that Megatron-core ran with
-    the all-to-all dispatcher only, and which NeMo's DeepSeek and Llama 4 configs turn on), HybridEP by
+    deprecated: transformer_config.py; the callback also turns the shared-expert overlap off, which that
+    Megatron-core ran with the all-to-all dispatcher only: nemo_overrides says so once), HybridEP by
     ``moe_flex_dispatcher_backend`` (a newer Megatron-core's)."""
     backend = flex_backend(gpu)
     if backend == "deepep":
-        return ["recipe.model.config.moe_enable_deepep = True", "recipe.model.config.moe_shared_expert_overlap = False"]
+        return ["recipe.model.config.moe_enable_deepep = True"]
     return [f"recipe.model.config.moe_flex_dispatcher_backend = {backend!r}    # Megatron-core with HybridEP"]
 
 
@@ -483,6 +484,7 @@ def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     split priced where it is the run's own (a costmodel.pipeline_layout.PipelineLayout, or transformer layers
     per rank), else the model's (:func:`costmodel.layouts.pipeline_split`)."""
     pv, L = t["pp"] * t["vp"], model.num_layers
+    default = torchtitan_split(L, pv)
     if hasattr(layers, "stages"):        # the run's own layout (costmodel.pipeline_layout), per virtual stage
         priced = [st.count("t") for st in layers.stages]
     elif layers is not None and t["vp"] == 1:
@@ -490,10 +492,9 @@ def _torchtitan_stages(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -
     elif t["vp"] == 1:
         priced = [int(x) for x in pipeline_split(model, t, light_last_stage(recipe))]
     elif bool(accounts_embedding_loss(model, LayoutTable.from_rows([t]))[0]):
-        priced = torchtitan_split(L, pv)        # the embedding and the loss as pipeline layers
+        priced = default                        # the embedding and the loss as pipeline layers
     else:
         priced = [L // pv] * pv
-    default = torchtitan_split(L, pv)
     if t["vp"] == 1 and priced == default:
         return []
     # torchtitan makes ceil((L + 2) / layers_per_stage) virtual stages of its default split

@@ -6,6 +6,7 @@ import re
 from .config_keys import one_edit_apart
 from .errors import InputError
 from .run_config import TORCHTITAN_TRAINING_DEFAULTS, RunConfig, _bool, _count, _table, _take
+from .torchtitan_split import checked_stages_per_rank
 
 
 def _unpriced_training(tr: dict, path: str) -> None:
@@ -302,11 +303,8 @@ def _stage_split(par: dict, L: dict, path: str, cfg: RunConfig, pre, old_tables:
     stages = len(spec["counts"]) if spec["kind"] == "counts" else len(spec["points"]) + 1 if spec["kind"] == "points" \
         else None
     if stages is not None:
-        if stages % pp or (not multi and stages != pp) or (multi and stages < 2 * pp):
-            raise InputError(spec["where"].split(": ", 1)[0], spec["where"].split(": ", 1)[1],
-                             f"{stages} stages on PP {pp} under {'Interleaved1F1B' if multi else '1F1B'}: torchtitan runs "
-                             + ("two or more stages a rank, PP dividing them" if multi else "one stage a rank"))
-        L["vp"], cfg.where["vp"] = stages // pp, spec["where"]
+        L["vp"] = checked_stages_per_rank(stages, pp, multi, *spec["where"].split(": ", 1))
+        cfg.where["vp"] = spec["where"]
     cfg.stage_split = spec
     cfg.custom_pipeline_split = spec["where"]
 

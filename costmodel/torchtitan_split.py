@@ -38,6 +38,22 @@ def torchtitan_split(num_layers: int, stages: int, first_less: int = 1, last_les
     return out
 
 
+def checked_stages_per_rank(stages: int, pp: int, multi: bool, path: str, key: str, what: str = "") -> int:
+    """Virtual stages per rank of ``stages`` on PP ``pp`` as torchtitan accepts them: one a rank under a
+    single-stage schedule (1F1B), two or more under a multi-stage one (Interleaved1F1B, ``multi``), PP
+    dividing them (distributed/pipeline_parallel.py).  ``what``: the stages' size, for the message.
+
+    Raises:
+        InputError: a count torchtitan refuses (names ``path`` and ``key``).
+    """
+    per, bad = divmod(stages, pp)
+    if bad or (not multi and per != 1) or (multi and per < 2):
+        raise InputError(path, key, f"{stages} stages{what} on PP {pp} under {'Interleaved1F1B' if multi else '1F1B'}: "
+                         "torchtitan runs " + ("two or more stages a rank, PP dividing them" if multi
+                                               else "one stage a rank"))
+    return per
+
+
 def stages_per_rank(spec: dict, num_layers: int, pp: int) -> int | None:
     """Virtual stages per rank of a torchtitan file's split (``spec``: costmodel.run_config.RunConfig.stage_split)
     where its ``pipeline_parallel_layers_per_stage`` sets them: ceil((L + weights) / layers per stage) stages,
@@ -51,12 +67,8 @@ def stages_per_rank(spec: dict, num_layers: int, pp: int) -> int | None:
     if spec["kind"] != "weights" or not lps:
         return None
     stages = -(-(num_layers + spec["first"] + spec["last"]) // lps)
-    per, bad = divmod(stages, pp)
-    if bad or (not spec["multi"] and per != 1) or (spec["multi"] and per < 2):
-        raise InputError(spec["where"].split(": ", 1)[0], spec["lps_key"], f"{stages} stages of {lps} on PP {pp} under "
-                         f"{'Interleaved1F1B' if spec['multi'] else '1F1B'}: torchtitan runs "
-                         + ("two or more stages a rank, PP dividing them" if spec["multi"] else "one stage a rank"))
-    return per
+    return checked_stages_per_rank(stages, pp, spec["multi"], spec["where"].split(": ", 1)[0], spec["lps_key"],
+                                   f" of {lps}")
 
 
 def stage_layout_text(spec: dict, num_layers: int, pp: int, vp: int, mtp_layers: int = 0) -> str:

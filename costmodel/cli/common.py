@@ -82,8 +82,8 @@ def _world_dp(path: str, cfg, cluster_arg: str, scalars: dict, layout_flags: dic
 
 def _world_replicas(path: str, cfg, cluster_arg: str, scalars: dict, layout_flags: dict, given) -> None:
     """torchtitan's replicate degree beside a shard degree left to the world (-1), once the world's DP is
-    known: HSDP where the ranks left to shard over are two or more (the layout's dp_replicate), DDP where
-    they are one (ZeRO 0), in place in ``layout_flags`` and ``cfg``.
+    known: HSDP where the ranks left to shard over, times the CP ranks FSDP2 also shards over, are two or
+    more (the layout's dp_replicate), DDP where they are one (ZeRO 0), in place in ``layout_flags`` and ``cfg``.
 
     Raises:
         InputError: a degree that does not divide DP (names the key), or a --dp-replicate or --zero that
