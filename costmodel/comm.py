@@ -363,6 +363,7 @@ class DataParallelComm:
     dp_param_head_s: np.ndarray
     fsdp_edge_s: np.ndarray
     dp_shares_pp_nic: np.ndarray
+    dp_scale_out_share: np.ndarray
 
 
 @dataclass
@@ -393,6 +394,9 @@ class CommTimes(DataParallelComm, MicrobatchComm):
         no compute hides.
     dp_shares_pp_nic: 1 where the DP group and the pipeline's stage sends both leave the NVLink domain
         (ranks TP, CP, DP, PP from the innermost), so they share each GPU's NICs; else 0.
+    dp_scale_out_share: the share of the DP collectives' time (dp_grad_s + dp_param_s + fsdp_mb_s) spent
+        in groups that leave the NVLink domain, 0-1: the DP group's span, or under HSDP the shard
+        group's and the replica all-reduce's each weighted by its time (costmodel.energy.dp_comm_util).
     """
 
 
@@ -621,7 +625,9 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
 
     (ar, ar_one), (rs, rs_one) = both("all_reduce", gb, t.zero == 0), both("reduce_scatter", gb, z12)
     rep_ar, rep_ar_one = both("all_reduce", gb, z12 & hsdp, across=True)
-    rs, rs_one = rs + np.where(hsdp, rep_ar, 0.0), rs_one + np.where(hsdp, rep_ar_one, 0.0)
+    rep_ar = np.where(hsdp, rep_ar, 0.0)
+    in_shard = np.where(t.zero == 0, ar, rs)            # before the replica all-reduce joins the reduction
+    rs, rs_one = rs + rep_ar, rs_one + np.where(hsdp, rep_ar_one, 0.0)
     ag, ag_one = both("all_gather", *param_gather_bytes(model, recipe, t, dense), z12)
     dp_grad = np.where(t.zero == 3, 0.0, np.where(t.zero == 0, ar, rs))
     dp_param = np.where(z12, ag, 0.0)
@@ -630,10 +636,18 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     param_head = np.where(z12, ag_one, 0.0)
     span = lambda stride, size: group_span(stride, size, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1  # noqa: E731
     shared = (span(t.tp * t.cp * t.dp, t.pp) & span(t.tp, t.dp * t.cp)).astype(np.float64)
+    # which parts leave the NVLink domain: the shard group (the whole DP group without HSDP) and the
+    # replica all-reduce (stride TP x shard)
+    out_shard, out_rep = span(t.tp, dpcp).astype(np.float64), (hsdp & span(t.tp * dpcp, rep)).astype(np.float64)
+
+    def scale_out_share(shard_s, rep_s):
+        total = shard_s + rep_s
+        return np.where(total > 0, (out_shard * shard_s + out_rep * rep_s) / np.maximum(total, 1e-300), out_shard)
     # ZeRO-3/FSDP: per layer, all-gather bf16 params in forward and again in backward, reduce-scatter
     # gradients, every micro-batch (PyTorch FSDP, reshard_after_forward=True)
+    z012_share = scale_out_share(np.where(t.zero == 3, 0.0, in_shard + dp_param), np.where(z12, rep_ar, 0.0))
     if not np.any(t.zero == 3):
-        return DataParallelComm(dp_grad, dp_param, none, grad_tail, param_head, none, shared)
+        return DataParallelComm(dp_grad, dp_param, none, grad_tail, param_head, none, shared, z012_share)
     L = layers_per_stage(model, t)
     lay_d = (dense / L)
     lay_e = exp / L
@@ -643,10 +657,13 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
             + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile) + across(lay_d, t.tp, dpcp))
     per_layer = edge + group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
+    rep_layer = across(lay_d, t.tp, dpcp)
     if moe:
+        rep_layer = rep_layer + across(lay_e, t.etp * t.ep, edp)
         per_layer = (per_layer + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
                      + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile)
                      + across(lay_e, t.etp * t.ep, edp))
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
-    return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge, shared)
+    share = np.where(t.zero == 3, scale_out_share(per_layer - rep_layer, rep_layer), z012_share)
+    return DataParallelComm(dp_grad, dp_param, fsdp, grad_tail, param_head, fsdp_edge, shared, share)

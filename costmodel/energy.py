@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import metrics
-from .comm import group_span
 from .compute import dense_peak_flops, edge_layer_share, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
@@ -243,7 +242,7 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                 logits=block(ce, lg_comp, zero, zero,
                              kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, zero, hbm_eff, u_link)),
                 m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s, dp_s=bd["dp_comm_s"],
-                dp_util=dp_comm_util(cluster, t, u_link),
+                dp_util=dp_comm_util(cluster, cm.dp_scale_out_share, u_link),
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
                 pp_mb_s=bd["pp_comm_s"] / m, layers_even=L_even, u_link=u_link, peak_flops=peak,
                 # every stage's hidden sends are exposed in the warm-up and flush; the steady period's
@@ -402,20 +401,20 @@ class EnergyReport:
         return self.energy_j_per_step + self.node_energy_j_per_step
 
 
-def dp_comm_util(cluster: ClusterSpec, t, u_link: float) -> dict:
-    """Utilisations while only the DP reduction runs (arrays over the layouts of ``t``): where the DP
-    group stays in an NVLink domain, NVLink at the fitted all-reduce efficiency ``u_link``; where it
-    spans domains the NICs pace it, so the GPU's links carry the NIC rate (the node's NIC bandwidth per GPU
-    over its scale-up bandwidth, times ``u_link``) while NCCL's kernels run on every GPU between the
-    transfers (the ``spin`` term: an 8x H100 DDP trace's waiting level, costmodel/fit/builtin/power.py).
-    A slow scale-out fabric then costs the GPU about idle + spin, not NVLink's full-rate power."""
-    # the DP group (stride TP, DP x CP ranks, costmodel.comm) leaves its NVLink domain: an NVL72 rack's
-    # nodes share one, an HGX node is its own
-    across = group_span(t.tp, t.dp * t.cp, cluster.scale_up_gpus, cluster.num_gpus)[1] > 1
+def dp_comm_util(cluster: ClusterSpec, scale_out_share, u_link: float) -> dict:
+    """Utilisations while only the DP reduction runs (arrays over layouts): for the share of its time in
+    groups inside an NVLink domain, NVLink at the fitted all-reduce efficiency ``u_link``; for the
+    ``scale_out_share`` in groups that span domains (costmodel.comm.DataParallelComm: the DP group, or
+    under HSDP the shard group's and the replica all-reduce's time) the NICs pace it, so the GPU's links
+    carry the NIC rate (the node's NIC bandwidth per GPU over its scale-up bandwidth, times ``u_link``)
+    while NCCL's kernels run on every GPU between the transfers (the ``spin`` term: an 8x H100 DDP
+    trace's waiting level, costmodel/fit/builtin/power.py).  A slow scale-out fabric then costs the GPU
+    about idle + spin, not NVLink's full-rate power.  Power is linear in the utilisations, so the
+    time-weighted mix of the two phases gives their average power exactly."""
+    f = np.clip(np.asarray(scale_out_share, dtype=np.float64), 0.0, 1.0)
     nic = cluster.node_nic_bytes_per_s / cluster.gpus_per_node
     share = min(1.0, nic / cluster.intra_bytes_per_s) if cluster.intra_bytes_per_s > 0 else 1.0
-    link = np.where(across, u_link * share, u_link)
-    return {"link": link, "spin": np.where(across, 1.0, 0.0)}
+    return {"link": u_link * ((1.0 - f) + f * share), "spin": f}
 
 
 def _u_link(profile: Profile) -> float:

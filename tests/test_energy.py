@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from costmodel.comm import data_parallel_comm_times
 from costmodel.errors import InputError
 from costmodel.layouts import LayoutTable
 from costmodel.predict import predict_run, predict_table
@@ -406,22 +407,54 @@ def test_a_nic_paced_dp_reduction_draws_the_nccl_kernel_s_power_not_nvlink_s():
     p = load_profile(c.gpu.key)
     u = _u_link(p)
     t = LayoutTable.from_rows([dict(BASE, tp=1, pp=1, dp=32, sp=False), dict(BASE, tp=1, pp=1, dp=8, sp=False)])
-    got = dp_comm_util(c, t, u)
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=8192)
+    out = data_parallel_comm_times(m, r, c, p, t).dp_scale_out_share
+    assert list(out) == [1.0, 0.0]
+    got = dp_comm_util(c, out, u)
     share = c.node_nic_bytes_per_s / c.gpus_per_node / c.intra_bytes_per_s
     assert got["link"][0] == pytest.approx(u * share) and share < 0.01 and got["spin"][0] == 1.0
     assert got["link"][1] == pytest.approx(u) and got["spin"][1] == 0.0
     # an NVL72 rack's nodes share one NVLink domain: 16-way DP over 4 of its nodes stays NVLink-paced
     nvl = load_cluster("gb200-nvl72", nodes=18)
-    inside = dp_comm_util(nvl, LayoutTable.from_rows([dict(BASE, tp=1, pp=1, dp=16, sp=False)]), u)
-    assert inside["link"][0] == pytest.approx(u) and inside["spin"][0] == 0.0
-    m = load_model("llama3-8b")
+    t16 = LayoutTable.from_rows([dict(BASE, tp=1, pp=1, dp=16, sp=False)])
+    assert data_parallel_comm_times(m, r, nvl, load_profile(nvl.gpu.key), t16).dp_scale_out_share[0] == 0.0
     lay = dict(BASE, tp=1, pp=1, dp=32, sp=False)
-    r = Recipe(gbs=64, seq_len=8192)
     runs = [predict_run(m, r, c, p, lay, caps_w=float(w)) for w in (200, 250, 300, 350, 400, 460, 550, 620, 700)]
     assert runs[-1].breakdown["dp_comm_s"] > 0.5 * runs[-1].step_time_s
     e = np.array([x.energy.energy_j_per_step for x in runs])
     turns = np.flatnonzero(np.diff(np.sign(np.diff(e))) != 0)
     assert len(turns) == 1 and e[turns[0] + 1] < min(e[0], e[-1]), e       # one minimum, inside the range
+
+
+def test_hsdp_dp_phase_mixes_nvlink_shard_traffic_with_nic_paced_replica_traffic():
+    """HSDP on 4 DGX H100 nodes, ZeRO-1 sharded over each node's 8 GPUs and replicated 4 times: the
+    reduce-scatter and all-gather stay on NVLink, the replica all-reduce of each shard crosses the
+    NICs.  The DP phase's scale-out share is the replica all-reduce's share of the DP time (each part
+    timed apart with costmodel.collective.group_time_s), and its link utilisation the time-weighted mix
+    of NVLink's rate and the NIC's; plain ZeRO-1 over the 32 ranks spans the nodes throughout."""
+    from costmodel.comm import group_time_s
+    from costmodel.energy import _u_link, dp_comm_util
+    from costmodel.stage_params import grad_bytes, stage_params
+    c = load_cluster("dgx-h100", nodes=4)
+    p = load_profile(c.gpu.key)
+    m = load_model("llama3-8b")
+    r = Recipe(gbs=64, seq_len=8192, dp_overlap=False)          # one bucket: each part one collective
+    rows = [dict(BASE, tp=1, pp=1, dp=32, sp=False, zero=1, dp_replicate=4),
+            dict(BASE, tp=1, pp=1, dp=32, sp=False, zero=1)]
+    t = LayoutTable.from_rows(rows)
+    f = data_parallel_comm_times(m, r, c, p, t).dp_scale_out_share
+    params = float(stage_params(m, t.take([0]), False)[0][0])
+    gb = grad_bytes(r)
+    rs = group_time_s("reduce_scatter", params * gb, 1, 8, c, p)
+    ag = group_time_s("all_gather", params * 2, 1, 8, c, p)             # bf16 parameters
+    ar = group_time_s("all_reduce", params / 8 * gb, 8, 4, c, p)
+    assert f[0] == pytest.approx(ar / (rs + ag + ar), rel=1e-9) and 0.0 < f[0] < 1.0
+    assert f[1] == 1.0
+    u = _u_link(p)
+    nic = c.node_nic_bytes_per_s / c.gpus_per_node / c.intra_bytes_per_s
+    got = dp_comm_util(c, f, u)
+    assert got["link"][0] == pytest.approx(u * ((1 - f[0]) + f[0] * nic)) and got["spin"][0] == pytest.approx(f[0])
 
 
 def test_a_derated_gpu_is_listed_whatever_node_stands_for_its_stage():
