@@ -58,15 +58,18 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
           3: "DP with FSDP / ZeRO-3 (parameters, gradients and optimizer states sharded)"}[layout["zero"]]
     # the stack's own key for it: llm-foundry's fsdp_config.sharding_strategy (PyTorch FSDP's
     # ShardingStrategy), DeepSpeed's zero_optimization.stage
-    own = ({3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}.get(layout["zero"]) if recipe.stack == "llm-foundry"
-           else str(layout["zero"]) if recipe.stack == "deepspeed" else None)
-    if own is not None:
-        dp += (f" (fsdp_config.sharding_strategy: {own})" if recipe.stack == "llm-foundry"
-               else f" (zero_optimization.stage: {own})")
     rep = layout.get("dp_replicate", 1)
+    shard = layout["dp"] * layout["cp"] // rep
+    # PyTorch FSDP's hybrid strategies shard within a group and replicate across (ZeRO 3 and 2)
+    own = ({3: "HYBRID_SHARD", 2: "_HYBRID_SHARD_ZERO2"}.get(layout["zero"]) if rep > 1 else
+           {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 0: "NO_SHARD"}.get(layout["zero"])) \
+        if recipe.stack == "llm-foundry" else str(layout["zero"]) if recipe.stack == "deepspeed" else None
+    if own is not None:
+        dp += (f" (fsdp_config.sharding_strategy: {own}" + (f", data_parallel_shard_degree: {shard}, "
+                                                             f"data_parallel_replicate_degree: {rep}" if rep > 1 else "")
+               + ")" if recipe.stack == "llm-foundry" else f" (zero_optimization.stage: {own})")
     if rep > 1:
-        dp += (f", HSDP: sharded over {layout['dp'] * layout['cp'] // rep} ranks (DP x CP / {rep}) and replicated "
-               f"{rep} times")
+        dp += f", HSDP: sharded over {shard} ranks (DP x CP / {rep}) and replicated {rep} times"
     lines = [f"tensor parallel (TP): {layout['tp']}" + (" with sequence parallelism" if layout["sp"] else ""),
              f"pipeline parallel (PP): {layout['pp']}" + (f", {layout['vp']} virtual stages" if layout["vp"] > 1 else ""),
              f"{dp}: {layout['dp']}", f"context parallel (CP): {layout['cp']}",

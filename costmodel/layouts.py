@@ -20,7 +20,7 @@ from .specs import ModelSpec, Recipe
 from .context_parallel_rules import cp_rules
 from .layout_grid import divisors as _divisors, uneven_pp_rule, vp_candidates
 from .layout_fields import _BOOL_FIELDS, _CHOICE_FIELDS, FIELD_SPECS, FIELDS, LayoutView
-from .stacks import EP_OVERLAP_DISPATCHERS, TE_STACKS, get_stack
+from .stacks import EP_OVERLAP_DISPATCHERS, STACKS, TE_STACKS, get_stack
 
 
 @dataclass
@@ -326,7 +326,8 @@ def _hsdp_rules(t: LayoutTable, model: ModelSpec, st) -> list:
     validity's (message, bad) pairs; ``st`` the recipe's Stack."""
     r = np.maximum(t.dp_replicate, 1)
     rep = r > 1
-    on = "megatron, nemo and torchtitan at ZeRO 1 and 3"
+    on = "; ".join(f"{k} at ZeRO {' and '.join(map(str, sorted(v.hsdp_zero_stages)))}"
+                   for k, v in STACKS.items() if v.hsdp_zero_stages)
     # Megatron-core splits the DP x CP group into instances (parallel_state.py asserts (DP x CP) % instances
     # == 0); FSDP2's mesh is dp_replicate x dp_shard over DP, CP folded into the shard dim
     dpcp_rule = st.name in ("megatron", "nemo")
@@ -649,7 +650,8 @@ def _with_hsdp(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int, 
     """``t`` (one shard group each) and, for its FSDP layouts (ZeRO-3) on a stack that runs them as HSDP,
     the same layouts sharded within one NVLink domain and replicated across domains: the shard group
     the DP x CP ranks of a domain (domain GPUs / TP), ``dp_replicate`` = DP x CP over it, where that
-    spans domains (the per-layer gathers then stay on NVLink: torchtitan's HSDP).  A pinned
+    spans domains (the per-layer gathers then stay on NVLink: torchtitan's HSDP; PyTorch FSDP's
+    HYBRID_SHARD, whose default shard group is one node).  A pinned
     ``dp_replicate`` replaces these choices with its own, for any ZeRO stage; validity filters."""
     check = lambda u: u.take(validity(u, model, recipe, num_gpus, scale_up_gpus,  # noqa: E731
                                       uneven_pp=uneven_pp_rule(recipe.stack))[0] < 0)

@@ -331,8 +331,9 @@ def row_stack(r: dict) -> Stack | None:
 
 
 def row_zero(r: dict) -> int | None:
-    """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP -> 2; zero-3
-    or FSDP (FULL_SHARD, PyTorch's default sharding strategy, also alone) -> 3; empty with notes naming Megatron's
+    """ZeRO stage of the row's ``fsdp_or_zero``: zero-1 -> 1; zero-2 or FSDP SHARD_GRAD_OP (or its hybrid,
+    _HYBRID_SHARD_ZERO2) -> 2; zero-3 or FSDP (FULL_SHARD, PyTorch's default sharding strategy, also alone;
+    HYBRID_SHARD) -> 3; empty with notes naming Megatron's
     distributed optimizer (``--use-distributed-optimizer``, or ``--overlap-param-gather``, which needs
     it) -> 1; empty, none or zero-0 -> 0; None for any other value."""
     if notes_dist_opt(r):
@@ -342,9 +343,9 @@ def row_zero(r: dict) -> int | None:
         return 0
     if re.fullmatch(r"zero-1\b.*", v):
         return 1
-    if re.fullmatch(r"zero-2\b.*", v) or "shard_grad_op" in v:
+    if re.fullmatch(r"zero-2\b.*", v) or "shard_grad_op" in v or "hybrid_shard_zero2" in v:
         return 2
-    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp") or v == "full_shard":
+    if re.fullmatch(r"zero-3\b.*", v) or v.startswith("fsdp") or v in ("full_shard", "hybrid_shard"):
         return 3
     return None
 

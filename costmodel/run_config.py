@@ -52,6 +52,7 @@ import yaml
 
 from .config_keys import one_edit_apart, read_checked, track
 from .errors import InputError
+from .foreign_configs import refuse_foreign_config
 from .launch_script import is_launch_script, launch_script_error
 from .formats import TE_FP8_RECIPES
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
@@ -649,24 +650,7 @@ def read_run_config(path) -> RunConfig:
         raise InputError(path, "defaults", f"{composed[0]!r}: a Hydra defaults entry composes this file from another, "
                          "which --config does not follow: give the composed configuration (the launcher prints it) "
                          "or the values as flags")
-    foundry = [k for k in ("global_train_batch_size", "device_train_microbatch_size", "fsdp_config", "max_seq_len")
-               if isinstance(d, dict) and k in d]
-    if foundry:
-        fsdp = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
-        shard = str(fsdp.get("sharding_strategy", "FULL_SHARD"))
-        zero = {"FULL_SHARD": "--zero 3 (its FULL_SHARD)", "SHARD_GRAD_OP": "--zero 2 (its SHARD_GRAD_OP)",
-                "NO_SHARD": "--zero 0 (its NO_SHARD)"}.get(shard, f"a --zero (its {shard} is not priced: FULL_SHARD 3, "
-                                                                  "SHARD_GRAD_OP 2, NO_SHARD 0)")
-        raise InputError(path, "", f"an llm-foundry YAML ({', '.join(foundry)}), which --config does not read (NeMo "
-                         f"YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, {zero}, "
-                         "--recompute full (activation_checkpointing) and --stack llm-foundry")
-    deepspeed = [k for k in ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size")
-                 if isinstance(d, dict) and k in d]
-    if deepspeed:
-        raise InputError(path, "", f"a DeepSpeed configuration ({', '.join(deepspeed)}), which --config does not read "
-                         "(NeMo YAML, Megatron-Bridge YAML, torchtitan TOML): give --gbs, --mbs, --zero (its "
-                         "zero_optimization.stage), --optimizer-offload where it offloads the optimizer, and "
-                         "--stack deepspeed")
+    refuse_foreign_config(d, path)
     if not isinstance(d, dict) or not ("model" in d or "training" in d):
         cut = isinstance(d, dict) and str(d.get("_target_", "")).startswith("megatron.bridge")
         raise InputError(path, "", "no model: section: " + ("a Megatron-Bridge ConfigContainer without its model "

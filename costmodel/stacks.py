@@ -424,7 +424,12 @@ class Stack:
             2-D device mesh (``data_parallel_replicate_degree`` x ``data_parallel_shard_degree``,
             torchtitan/distributed/parallel_dims.py; reduce-scatter over the shard dim then all-reduce
             over the replicate dim, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) on
-            torchtitan, whose ZeRO-1 under a pipeline is FSDP2 too.
+            torchtitan, whose ZeRO-1 under a pipeline is FSDP2 too; PyTorch FSDP's ``HYBRID_SHARD`` and
+            ``_HYBRID_SHARD_ZERO2`` (ZeRO 3 and 2 in the shard group, the shard's gradient all-reduced
+            across the replicas, torch/distributed/fsdp/_runtime_utils.py ``_reduce_grad``; the shard
+            group one node by default, _init_utils.py ``_init_intra_and_inter_node_groups``) on
+            llm-foundry, whose Composer ``fsdp_config`` also takes the two degrees
+            (``data_parallel_shard_degree``, ``data_parallel_replicate_degree``: composer/utils/parallelism.py).
     """
 
     name: str
@@ -517,7 +522,8 @@ def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_v
                  grad_accum_bytes={"megatron-deepspeed": (6.0, 6.0), "torchtitan": (6.0, 10.0)}.get(name, (0.0, 0.0)),
                  pp_default_microbatches=name == "torchtitan", zero3_overlap=name in ("deepspeed", "megatron"),
                  sharded_dp_overlap=name != "megatron-legacy", grads_in_model_dtype=name == "deepspeed",
-                 hsdp_zero_stages={"megatron": (1, 3), "nemo": (1, 3), "torchtitan": (1, 3)}.get(name, ()))
+                 hsdp_zero_stages={"megatron": (1, 3), "nemo": (1, 3), "torchtitan": (1, 3),
+                                   "llm-foundry": (2, 3)}.get(name, ()))
 
 
 STACKS = {s.name: s for s in (

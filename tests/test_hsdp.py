@@ -67,7 +67,8 @@ def test_instances_reduce_scatter_in_the_node_then_all_reduce_the_shard_across_n
 @pytest.mark.parametrize("stack, lay, said", [
     ("megatron", dict(dp=16, zero=0, dp_replicate=2), "needs ZeRO >= 1"),
     ("megatron", dict(dp=12, zero=1, dp_replicate=8), "must divide DP"),
-    ("llm-foundry", dict(dp=16, zero=3, dp_replicate=2), "llm-foundry stack runs no HSDP"),
+    ("llm-foundry", dict(dp=16, zero=0, dp_replicate=2), "needs ZeRO >= 1"),
+    ("deepspeed", dict(dp=16, zero=3, dp_replicate=2), "deepspeed stack runs no HSDP .*llm-foundry at ZeRO 2 and 3"),
     ("megatron-legacy", dict(dp=16, zero=1, dp_replicate=2), "megatron-legacy stack runs no HSDP"),
     ("torchtitan", dict(dp=16, cp=2, zero=3, dp_replicate=32), "must divide DP"),
     ("torchtitan", dict(dp=8, zero=3, dp_replicate=8), "one-rank shard group"),
@@ -102,8 +103,9 @@ def test_replicas_must_divide_the_expert_data_parallel_group():
 
 
 def test_the_search_tries_node_local_shard_groups_for_fsdp_where_the_stack_runs_hsdp():
-    """On torchtitan (and Megatron-FSDP) each FSDP layout whose DP x CP group spans nodes is also tried sharded
-    within a node (8 / TP ranks, two at least) and replicated across; llm-foundry's FSDP1 is not."""
+    """On torchtitan (and Megatron-FSDP, and llm-foundry's FSDP1 HYBRID_SHARD) each FSDP layout whose DP x CP
+    group spans nodes is also tried sharded within a node (8 / TP ranks, two at least) and replicated across;
+    DeepSpeed's ZeRO-3 is not."""
     m = load_model("llama3-8b")
     tt = enumerate_layouts(m, stack_recipe(get_stack("torchtitan"), 256, 4096, "bf16"), 32, 8)
     rep = tt.dp_replicate > 1
@@ -113,7 +115,10 @@ def test_the_search_tries_node_local_shard_groups_for_fsdp_where_the_stack_runs_
     flat = {(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(tt.tp[~rep], tt.dp[~rep], tt.cp[~rep], tt.zero[~rep])}
     assert all((int(a), int(b), int(c), 3) in flat for a, b, c in zip(tt.tp[rep], tt.dp[rep], tt.cp[rep]))
     lf = enumerate_layouts(m, stack_recipe(get_stack("llm-foundry"), 256, 4096, "bf16"), 32, 8)
-    assert len(lf) and not np.any(lf.dp_replicate > 1)
+    lrep = lf.dp_replicate > 1
+    assert lrep.any() and np.all(lf.zero[lrep] == 3) and np.all(lf.dp[lrep] // lf.dp_replicate[lrep] == 8)
+    ds = enumerate_layouts(m, stack_recipe(get_stack("deepspeed"), 256, 4096, "bf16"), 32, 8)
+    assert len(ds) and not np.any(ds.dp_replicate > 1)
     pinned = enumerate_layouts(m, stack_recipe(get_stack("megatron"), 256, 4096, "bf16"), 32, 8,
                                pins={"dp_replicate": 2})
     assert len(pinned) and np.all(pinned.dp_replicate == 2) and set(np.unique(pinned.zero)) == {1, 3}
@@ -244,3 +249,37 @@ def test_torchtitan_s_fsdp_shards_over_cp_so_one_rank_dp_shards_with_cp_are_hsdp
     assert shard_dp(lay)[0] == 2
     mesh = _torchtitan_mesh("Building device mesh with parallelism: pp=1, dp_replicate=4, dp_shard=1, cp=2, tp=1")
     assert mesh["num_distributed_optimizer_instances"] == 4 and "use_distributed_optimizer" not in mesh
+
+
+def test_llm_foundry_hsdp_is_fsdp_s_hybrid_shard(tmp_path):
+    """PyTorch FSDP's HYBRID_SHARD (ZeRO 3 in the shard group) and _HYBRID_SHARD_ZERO2 (ZeRO 2) on llm-foundry:
+    the settings name the strategy and Composer's two degrees (composer/utils/parallelism.py FSDPConfig); an
+    llm-foundry YAML with it is answered with the flags that price it, its replicate degree included; a
+    published-run CSV row saying HYBRID_SHARD without its replicas is refused, with them priced as HSDP."""
+    from costmodel.run_config import read_run_config
+    from costmodel.validate import read_runs_csv, validate_rows
+    m = load_model("llama3-8b")
+    r = stack_recipe(get_stack("llm-foundry"), 256, 4096, "bf16")
+    lay = dict(tp=1, pp=1, dp=32, cp=1, ep=1, etp=1, vp=1, mbs=1, recompute="none", recompute_num_layers=0, zero=3,
+               sp=False, overlap=True, dp_replicate=4)
+    text = launch_settings(lay, m, r, fmt="settings")[1]
+    assert ("fsdp_config.sharding_strategy: HYBRID_SHARD, data_parallel_shard_degree: 8, "
+            "data_parallel_replicate_degree: 4") in text
+    assert "sharding_strategy: _HYBRID_SHARD_ZERO2" in launch_settings(dict(lay, zero=2), m, r, fmt="settings")[1]
+    assert "sharding_strategy: FULL_SHARD)" in launch_settings(dict(lay, dp_replicate=1), m, r, fmt="settings")[1]
+    y = tmp_path / "mpt.yaml"
+    y.write_text("global_train_batch_size: 256\nfsdp_config:\n  sharding_strategy: HYBRID_SHARD\n"
+                 "  data_parallel_replicate_degree: 4\n")
+    with pytest.raises(InputError, match=r"--zero 3 --dp-replicate 4 \(its HYBRID_SHARD\)"):
+        read_run_config(y)
+    cols = ("row_id,source_file,gpu,num_gpus,gpus_per_node,interconnect_note,model,num_layers,hidden,num_heads,"
+            "seq_len,gbs,mbs,tp,pp,dp,cp,sequence_parallel,recompute,fsdp_or_zero,dp_replicate,precision,stack,"
+            "tokens_per_s_per_gpu")
+    row = ("r{},mine,H100-SXM-80GB,32,8,DGX-H100,llama3-8b,32,4096,32,4096,256,1,1,1,32,1,false,full,{},{},bf16,"
+           "llm-foundry,8000")
+    f = tmp_path / "runs.csv"
+    f.write_text("\n".join([cols, row.format(1, "HYBRID_SHARD", ""), row.format(2, "HYBRID_SHARD", 4),
+                            row.format(3, "FULL_SHARD", "")]) + "\n")
+    bare, hybrid, full = validate_rows(read_runs_csv(f), str(f))
+    assert bare.skipped and "dp_replicate column" in bare.skipped
+    assert hybrid.skipped is None and full.skipped is None and hybrid.predicted_s != full.predicted_s

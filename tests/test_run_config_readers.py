@@ -381,7 +381,8 @@ def test_nemo_2_and_bridge_fuse_the_loss_by_default_and_nemo_1_does_not(tmp_path
 
 def test_a_deepspeed_json_and_an_llm_foundry_hybrid_shard_are_named_for_what_they_are(tmp_path):
     """A DeepSpeed JSON had been refused as 'no model: section'; an llm-foundry YAML with HYBRID_SHARD had been
-    told to use --zero 3 (FULL_SHARD over every GPU, not within a node)."""
+    told to use --zero 3 (FULL_SHARD over every GPU, not within a node): it is told --zero 3 with the
+    replicas (FSDP's shard group is one node by default)."""
     ds = tmp_path / "ds_config.json"
     ds.write_text('{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 2}')
     with pytest.raises(InputError, match="a DeepSpeed configuration .*--stack deepspeed"):
@@ -389,8 +390,12 @@ def test_a_deepspeed_json_and_an_llm_foundry_hybrid_shard_are_named_for_what_the
     fy = tmp_path / "foundry.yaml"
     fy.write_text("global_train_batch_size: 256\ndevice_train_microbatch_size: 4\nmax_seq_len: 2048\n"
                   "fsdp_config:\n  sharding_strategy: HYBRID_SHARD\n")
-    with pytest.raises(InputError, match="its HYBRID_SHARD is not priced"):
+    with pytest.raises(InputError, match=r"--zero 3 --dp-replicate <its nodes: FSDP shards within a node> "
+                                          r"\(its HYBRID_SHARD\)"):
         read_run_config(fy)
+    with pytest.raises(InputError, match="its FULLSHARD is not priced"):
+        read_run_config(fy.write_text(fy.read_text().replace("HYBRID_SHARD", "FULLSHARD")) and fy)
+    fy.write_text(fy.read_text().replace("FULLSHARD", "HYBRID_SHARD"))
     with pytest.raises(InputError, match=r"--zero 2 \(its SHARD_GRAD_OP\)"):
         read_run_config(fy.write_text(fy.read_text().replace("HYBRID_SHARD", "SHARD_GRAD_OP")) and fy)
 
