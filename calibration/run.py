@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Help)
     g = p.add_argument_group("run")
     g.add_argument("--out", default="calibration-raw.jsonl", help="output JSONL file (written by rank 0)")
+    g.add_argument("--force", action="store_true", help="replace an existing --out file (its records are lost)")
     g.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="where to run: cuda (nccl/rccl backend) or cpu (gloo); auto = cuda if torch sees a GPU")
     g.add_argument("--quick", action="store_true",
@@ -378,7 +379,9 @@ def main(argv=None) -> int:
     """Run the suite; returns the exit status (0 done, 2 bad options or environment)."""
     args = build_parser().parse_args(argv)
     started = time.time()
-    why = _unwritable(Path(args.out))
+    why = _unwritable(Path(args.out)) or (None if args.force or not Path(args.out).is_file() else
+                                          "exists: its records would be replaced; give --force to replace it, or "
+                                          "another file")
     if why:                          # before any benchmark runs: a whole suite must not be lost at the end
         return _fail(f"--out {args.out}: {why}")
     if importlib.util.find_spec("torch") is None:

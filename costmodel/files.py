@@ -87,6 +87,18 @@ def writes_into(path) -> bool:
     return _not_regular(path) in ("a pipe (FIFO)", "a character device")
 
 
+def check_no_clobber(path, flag: str, force: bool, what: str) -> None:
+    """Refuse to replace an existing regular file at ``path`` unless ``force``: a fitted profile or a
+    suite's measurements written over would be lost (a device, pipe or missing file passes).
+
+    Raises:
+        InputError: naming ``flag``, the file and --force."""
+    p = Path(path)
+    if not force and p.is_file():
+        raise InputError(flag, "", f"{p} exists: writing {what} would replace it; give --force to replace it, or "
+                         "another file")
+
+
 def check_output(path, flag: str, inputs=(), argv=None, stream: bool = False) -> Path:
     """Refuse an output path that would lose data or cannot be written.
 

@@ -72,16 +72,18 @@ def run(ctx: typer.Context,
         nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="(default: visible GPUs; 2 CPU processes without one)"),
         nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the same command on each)."),
         rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT for --nnodes > 1."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it.")):
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the command, do not run it."),
+        force: bool = typer.Option(False, "--force", help="Replace an existing --out file (its records are lost).")):
     """Run the calibration suite here through torchrun; arguments after the options go to the suite
     (see `python -m costmodel.calibration.run --help`).  Under Slurm use
     `srun -N NODES --ntasks-per-node GPUS python -m costmodel.calibration.run --out FILE` instead."""
-    from ..files import check_output
+    from ..files import check_no_clobber, check_output
     check_output(out, "--out", stream=True)     # the suite's records: never over an input, into a missing folder
+    check_no_clobber(out, "--out", force, "the suite's records")
     if nproc_per_node is not None and nproc_per_node < 1:
         raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
     n = nproc_per_node or _gpu_count()
-    cmd = launch_command(out, n, nnodes, rdzv_endpoint, ctx.args)
+    cmd = launch_command(out, n, nnodes, rdzv_endpoint, list(ctx.args) + (["--force"] if force else []))
     # torchrun's module under this interpreter, shown as run: a torchrun on PATH may be another Python's
     print(f"costmodel: {'would run' if dry_run else 'running'}: " + " ".join(shlex.quote(c) for c in cmd),
           file=sys.stderr)
@@ -186,7 +188,8 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
         collective: Optional[str] = typer.Option(None, "--collective", help="Collective of nccl-tests logs that "
                                                                             "do not name it."),
         nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes of nccl-tests logs without # Rank lines."),
-        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column.")):
+        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="Ranks per node of such logs; GPUs per sample of an nvidia-smi CSV without an index column."),
+        force: bool = typer.Option(False, "--force", help="Replace an existing -o file.")):
     """Fit a profile from measurements; print every fitted parameter with its fit quality and warn about
     outliers and what the inputs do not cover (those sections keep the base profile's values)."""
     from ..errors import FitError
@@ -215,7 +218,7 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
             raise InputError(f, "", f"given twice (also as {seen[key]}{'' if same else ', the same bytes'}): "
                              "each measurement once")
         seen[key] = f
-    from ..files import check_output
+    from ..files import check_no_clobber, check_output
     out = check_output(output, "-o", files + [x for x in (base, cluster) if x], stream=True)
     for flag, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
         if v is not None and v < 1:
@@ -268,6 +271,8 @@ def fit(files: List[str] = typer.Argument(None, help="Suite JSONL, nccl-tests lo
     text = dump_profile(prof, f"# {g.key} profile fitted by `costmodel calibrate fit` from "
                               f"{len(files)} measurement file(s); see provenance and each fit: section.\n")
     _check_loads(text, files)            # before the write: a fit the model refuses never replaces a file
+    # after every other check: a fit the model refuses says why, whatever the -o file
+    check_no_clobber(out, "-o", force, "the fitted profile")
     _write_atomically(out, text)
     con = report.console()
     tb = Table(title=f"Fitted parameters ({g.key}, {why})", header_style="bold")
@@ -303,6 +308,24 @@ def _flat(d, pre=""):
             yield key, v
 
 
+def _refuse_measurement(path: str) -> None:
+    """Refuse a measurement file given where a profile goes, saying how to fit one from it (a profile is
+    YAML; the readers tell a measurement by its content, costmodel.readers.registry).
+
+    Raises:
+        InputError: naming the file and its format."""
+    from ..errors import NoUsableDataError
+    from ..readers.registry import detect_format
+    if not Path(path).is_file():
+        return
+    try:
+        fmt = detect_format(path)
+    except (NoUsableDataError, OSError, UnicodeDecodeError):
+        return
+    raise InputError(path, "", f"is a measurement file ({fmt}), not a profile: fit one from it with costmodel "
+                     f"calibrate fit {path} -o PROFILE.yaml, then show that")
+
+
 @app.command(short_help="Print a profile with its fit quality and provenance.")
 def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog GPU name."),
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
@@ -311,6 +334,7 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     ``gpu`` is one slip from a catalog GPU is shown with a note naming the GPU it may mean."""
     from ..specs import load_profile
     from .common import check_profile_gpu_name
+    _refuse_measurement(profile)
     p = load_profile(profile, "calibrate show PROFILE")
     try:
         # predict refuses such a profile where the cluster's GPU is another; show only displays it, and a

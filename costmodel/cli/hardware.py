@@ -29,6 +29,11 @@ def _gpu_record(key: str) -> dict:
                hbm_gib=g.capacity_bytes / 2**30, hbm_tb_per_s=g.hbm_bytes_per_s / 1e12, tdp_w=g.tdp_w,
                power_limit_min_w=g.power_limit_min_w, slowdown_temp_c=g.slowdown_temp_c,
                shutdown_temp_c=g.shutdown_temp_c, num_sms=g.num_sms, sources=dict(g.sources))
+    from ..specs.profile import has_builtin_profile
+    if not has_builtin_profile(g.key):
+        # a GPU of one's own has no built-in profile: a near catalog name would only mislead
+        return dict(rec, profile=None, profile_error=f"no built-in profile for {g.key}: fit one (costmodel calibrate fit "
+                    f"... --cluster CLUSTER --base A_CATALOG_GPU) and give it as --profile")
     try:
         p = load_profile(g.key)
     except InputError as e:

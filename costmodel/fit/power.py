@@ -141,8 +141,14 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
         basis["v_floor_clock_ratio"] = (bp.get("basis") or {}).get("v_floor_clock_ratio", "borrowed")
     out["basis"] = basis
     out["fit"] = fit
-    report.rows.append(("power", " ".join(f"{k} {out[k]}" for k in NAMES[:1] + ("static_w",) + NAMES[1:] + ("gamma",)
-                                          if k in out),
+    # a value this fit did not measure says so: kept from the base profile, or derived from the idle
+    # power fitted here (static_w)
+    kept = set(fit.get("held_at_base") or ()) | ({"gamma"} if gamma_fit is None else set())
+
+    def tag(k):
+        return " (kept)" if k in kept else " (derived)" if k == "static_w" and basis.get(k) == "derived" else ""
+    report.rows.append(("power", " ".join(f"{k} {out[k]}{tag(k)}"
+                                          for k in NAMES[:1] + ("static_w",) + NAMES[1:] + ("gamma",) if k in out),
                         quality(fit)))
     return out
 

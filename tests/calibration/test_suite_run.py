@@ -406,3 +406,25 @@ def test_non_finite_durations_and_rates_exit_2(tmp_path, capsys, flag, value):
         main(["--quick", "--out", str(tmp_path / "x.jsonl"), flag, value])
     assert e.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_an_existing_output_is_kept_unless_forced(tmp_path, monkeypatch, capsys):
+    """A second run into the first one's JSONL would replace measurements taken on GPUs: refused before
+    any benchmark runs, unless --force (the calibrate run wrapper refuses it too, and passes --force on)."""
+    from costmodel.calibration.run import main
+    for k in LAUNCH_VARS:
+        monkeypatch.delenv(k, raising=False)
+    out = tmp_path / "raw.jsonl"
+    out.write_text('{"kind": "end"}\n')
+    assert main(["--quick", "--out", str(out), "--only", "gemm"]) == 2
+    assert "exists: its records would be replaced; give --force" in capsys.readouterr().err
+    assert out.read_text() == '{"kind": "end"}\n'
+    # forced, the run goes on to its next check (an unknown benchmark here), the file still untouched
+    assert main(["--quick", "--force", "--out", str(out), "--only", "gemm,bogus"]) == 2
+    assert "--only: unknown bogus" in capsys.readouterr().err
+    from costmodel.cli import app
+    from typer.testing import CliRunner
+    r = CliRunner().invoke(app, ["calibrate", "run", "--dry-run", "--out", str(out)])
+    assert r.exit_code == 2 and "give --force" in r.output
+    r = CliRunner().invoke(app, ["calibrate", "run", "--dry-run", "--force", "--out", str(out)])
+    assert r.exit_code == 0 and f"--out {out} --force" in r.output

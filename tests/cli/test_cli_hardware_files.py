@@ -268,3 +268,13 @@ def test_a_profile_gpu_of_the_wrong_type_is_not_called_missing(tmp_path, value, 
     with pytest.raises(InputError) as e:
         load_profile(str(prof))
     assert str(e.value) == f"{prof}: gpu: {said}"
+
+
+def test_hardware_says_how_to_give_a_gpu_of_one_s_own_a_profile(tmp_path):
+    """A GPU file of one's own (an H20, not in the catalog) has no built-in profile: `hardware --cluster` says
+    how to fit one, not 'unknown profile; did you mean mi250?' (a catalog name a few letters alike)."""
+    _write(tmp_path, "h20.yaml", (GPUS / "h100-sxm-80gb.yaml").read_text())
+    cl = _write(tmp_path, "c.yaml", H100_CLUSTER.replace("gpu: h100-sxm-80gb", "gpu: ./h20.yaml"))
+    p = run("hardware", "--cluster", str(cl), "--json")
+    assert p.returncode == 0, p.stderr
+    assert "did you mean" not in p.stdout and "no built-in profile for h20: fit one (costmodel calibrate fit" in p.stdout

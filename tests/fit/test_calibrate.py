@@ -267,6 +267,10 @@ def test_idle_power_from_a_real_nvidia_smi_trace(tmp_path):
     assert prof["power"]["idle_w"] == pytest.approx(121.8, abs=0.05)    # as python -m costmodel.fit.builtin
     assert prof["power"]["fit"]["n_points"] == 10100
     assert "flop_w, hbm_w, link_w, spin_w kept" in so + se
+    # the fit's own table marks what it did not measure (its cells wrap: read as one text)
+    text = " ".join((so + se).replace("│", " ").split())
+    assert ("idle_w 121.8 static_w 80.5 (derived) flop_w 895.9 (kept) hbm_w 378.2 (kept) link_w 184.4 (kept) "
+            "spin_w 33.91 (kept) gamma 2.53") in text and text.count("(kept)") == 5, text
     assert prof["power"]["basis"]["idle_w"] == "fitted" and prof["power"]["basis"]["flop_w"] == "borrowed"
     assert prof["power"]["v_floor_clock_ratio"] == 0.777       # kept from the built-in profile, not dropped
     # the static share of the idle power (80.5 of 121.8 W in the built-in profile) carries to the new idle
@@ -686,7 +690,7 @@ def test_a_sweep_of_small_messages_only_says_its_bandwidth_is_not_measured(tmp_p
             if not (len(ln.split()) >= 13 and re.fullmatch(r"\d+", ln.split()[1]) and int(ln.split()[1]) > 2 ** 20)]
     small.write_text("\n".join(keep) + "\n")
     rc, so, se = cli("calibrate", "fit", str(small), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
-                     "-o", str(tmp_path / "s.yaml"))
+                     "-o", str(tmp_path / "s.yaml"), "--force")
     assert "the largest of the" in so + se and "is 1 MiB, under 64 MiB" in so + se and "rerun nccl-tests to -e 8G" in so + se
 
 
@@ -812,9 +816,9 @@ def test_fit_never_writes_over_its_base_or_a_built_in_profile(tmp_path):
     # a fit of the user's own beside the catalog's (the README's hardware/profiles/mycluster.yaml) is
     # theirs to refit
     mine = clone / "mycluster.yaml"
-    for _ in range(2):
+    for again in ([], ["--force"]):      # a refit replaces it when told to (costmodel.files.check_no_clobber)
         rc, so, se = cli("calibrate", "fit", cap, "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
-                     "-o", str(mine))
+                         "-o", str(mine), *again)
         assert rc == 0 and mine.exists(), se
     assert builtin.read_bytes() == before and base.read_bytes() == before and not (tmp_path / "x.yaml").exists()
 
@@ -938,3 +942,30 @@ def test_a_short_sweep_of_large_sizes_hears_every_warning_that_applies():
     full = FitReport()
     warn_sweep_span("comm.inter_node.all_reduce", [8 * 2.0 ** i for i in range(31)], full)
     assert full.warnings == []
+
+
+def test_show_given_a_measurement_and_fit_given_a_table_say_what_goes_where(tmp_path):
+    """An nccl-tests log given to calibrate show had been refused as 'expected a mapping of keys'; a GEMM
+    table of one's own given to calibrate fit as 'unrecognised content' without saying where GEMM fits
+    come from."""
+    log = PUBLIC / "aws_p5_2node_16xH100_allreduce.txt"
+    rc, so, se = cli("calibrate", "show", str(log))
+    assert rc == 2 and f"{log}: is a measurement file (nccl-tests), not a profile: fit one from it" in se, se
+    table = tmp_path / "gemm.md"
+    table.write_text("| m | n | k | TFLOP/s |\n|---|---|---|---|\n| 8192 | 8192 | 8192 | 750 |\n")
+    rc, so, se = cli("calibrate", "fit", str(table), "--gpu", "h100-sxm-80gb", "-o", str(tmp_path / "p.yaml"))
+    assert rc == 2 and "GEMM, HBM and MoE GEMM fits come from the calibration suite's JSONL only" in se, se
+
+
+def test_a_capture_far_below_nccl_s_stated_infiniband_rate_is_questioned(tmp_path):
+    """AWS p5's EFA capture (63% of its 400 Gb/s NICs) fitted for a DGX H100 on NDR InfiniBand, where NCCL
+    states 94% (nccl-tests#290): the fit is written, and a warning says the capture may be of another fabric;
+    on its own cluster (EFA, no stated figure) it is not questioned."""
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "dgx-h100", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(tmp_path / "ib.yaml"))
+    text = " ".join((so + se).split())
+    assert rc == 0 and "comm.inter_node.all_reduce: the capture streams 63% of the NICs' line rate" in text, text
+    assert "where NCCL states 94% on infiniband" in text
+    rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
+                     "-o", str(tmp_path / "efa.yaml"))
+    assert rc == 0 and "of the NICs' line rate" not in so + se

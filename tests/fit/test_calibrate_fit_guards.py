@@ -162,9 +162,15 @@ def test_a_gemm_fit_pinned_at_the_datasheet_peak_warns(tmp_path):
     assert rc == 0, se
     assert yaml.safe_load(out.read_text())["gemm"]["bf16"]["eta_max"] == pytest.approx(1.0, abs=1e-3)
     assert "gemm.bf16: eta_max 1.000 sits at its bound 1 (the datasheet dense peak)" in " ".join((so + se).split())
-    rc, so, se = cli("calibrate", "fit", str(write_jsonl(tmp_path / "real.jsonl", [provenance()] + _gemms(0.8))),
-                     "-o", str(out))
+    real = write_jsonl(tmp_path / "real.jsonl", [provenance()] + _gemms(0.8))
+    before = out.read_text()
+    # the first profile is kept unless --force says to replace it
+    rc, so, se = cli("calibrate", "fit", str(real), "-o", str(out))
+    assert rc == 2 and f"-o: {out} exists: writing the fitted profile would replace it; give --force" in se
+    assert out.read_text() == before
+    rc, so, se = cli("calibrate", "fit", str(real), "-o", str(out), "--force")
     assert rc == 0 and "sits at its bound 1" not in so + se, se
+    assert yaml.safe_load(out.read_text())["gemm"]["bf16"]["eta_max"] < 0.9
 
 
 # ------------------------------------------------------------------------ a capture in milliseconds
