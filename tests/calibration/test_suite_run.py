@@ -422,9 +422,10 @@ def test_an_existing_output_is_kept_unless_forced(tmp_path, monkeypatch, capsys)
     # forced, the run goes on to its next check (an unknown benchmark here), the file still untouched
     assert main(["--quick", "--force", "--out", str(out), "--only", "gemm,bogus"]) == 2
     assert "--only: unknown bogus" in capsys.readouterr().err
-    from costmodel.cli import app
-    from typer.testing import CliRunner
-    r = CliRunner().invoke(app, ["calibrate", "run", "--dry-run", "--out", str(out)])
-    assert r.exit_code == 2 and "give --force" in r.output
-    r = CliRunner().invoke(app, ["calibrate", "run", "--dry-run", "--force", "--out", str(out)])
-    assert r.exit_code == 0 and f"--out {out} --force" in r.output
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "costmodel.cli", "calibrate", "run", "--dry-run", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "give --force" in r.stderr, r.stderr
+    r = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and f"--out {out} --force" in r.stderr, r.stderr
