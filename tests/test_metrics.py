@@ -50,3 +50,15 @@ def test_one_layout_prediction_agrees_with_the_table_and_adds_band_and_energy(h2
     assert run_b2.energy is None and run_b2.energy_missing == ("b200-sxm-180gb slowdown_temp",)
     mi = load_cluster("mi250")          # AMD: power and thermal from AMD's documentation and rocm-smi readings
     assert predict_run(m, R, mi, load_profile(mi.gpu.key), dict(lay, tp=8, dp=mi.num_gpus // 32)).energy is not None
+
+
+def test_json_output_is_strict_and_free_of_binary_float_noise():
+    """Every --json output goes through costmodel.report.json_text: NaN and inf are null (RFC 8259 has
+    neither), numpy scalars are numbers, and a float keeps 15 significant digits, so a cap solved to 200 W
+    prints 200.0, not 200.00000000000003 (the energy trial's JSON), while a value's real digits stay."""
+    import json
+    import numpy as np
+    from costmodel.report import json_text
+    got = json.loads(json_text({"cap_w": 200.00000000000003, "share": 0.1 + 0.2, "nan": float("nan"),
+                                "inf": np.float64(np.inf), "step_s": np.float64(29.211282978972), "n": np.int64(3)}))
+    assert got == {"cap_w": 200.0, "share": 0.3, "nan": None, "inf": None, "step_s": 29.211282978972, "n": 3}
