@@ -173,7 +173,7 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
                          f"({log_path}) prints {logged:,}: pick the model that ran")
     for k, mv, lv in arch:
         if lv is not None and mv != lv:
-            raise InputError("--model", k, f"{model_arg} has {mv!r}, the log's argument dump ({log_path}) says "
+            raise InputError("--model", k, f"{model_arg} has {mv!r}, the log ({log_path}) says "
                              f"{lv!r}: pick the model that ran")
     # Megatron's ffn_hidden_size is the dense MLP's width and moe_ffn_hidden_size the experts' (it
     # defaults to ffn_hidden_size: a dump without it, or of a dense model, gives the one width)
@@ -189,7 +189,7 @@ def check_model(model: ModelSpec, log_layout: dict, model_arg: str, log_path: st
         if k == "num_experts" and lv is not None and int(lv) <= 1:
             continue                   # Megatron prints num_experts None (or 1) for a dense model
         if lv is not None and mv is not None and int(lv) != int(mv):
-            raise InputError("--model", k, f"{model_arg} has {k} = {mv}, the log's argument dump ({log_path}) "
+            raise InputError("--model", k, f"{model_arg} has {k} = {mv}, the log ({log_path}) "
                              f"says {lv}: pick the model that ran")
 
 

@@ -118,8 +118,12 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "header", f"missing columns {sorted(need - header)}"
                          + (f" (misspelt? {', '.join(slips)})" if slips else ""))
     if unknown:                      # a misspelt column would leave its value to a default
-        raise InputError(path, "header", f"unknown column(s) {unknown}: the schema's columns are "
-                         f"{', '.join(RUN_COLUMNS)} (README, 'Validate')")
+        free = sorted(set(RUN_COLUMNS) - header)
+        near = [f"{u!r} for {m[0]!r}" for u in unknown
+                for m in [difflib.get_close_matches(u.lower(), free, 1, 0.75)] if m]
+        raise InputError(path, "header", f"unknown column(s) {unknown}"
+                         + (f" (did you mean {', '.join(near)}?)" if near else "")
+                         + f": the schema's columns are {', '.join(RUN_COLUMNS)} (README, 'Validate')")
     if not header & set(METRICS):
         raise InputError(path, "header", f"no measured column: one of {', '.join(METRICS)}")
     if not rows:

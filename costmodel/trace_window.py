@@ -49,9 +49,14 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
             a, b = float(tt[busy].min()), float(tt[busy].max())
             # the kept iterations' span: their wall clock, else their count x the step (records a step apart)
             run_s = float(t.max() - t.min()) if t.size > 1 and np.isfinite(t).all() else t.size * step_time_s
+            known = math.isfinite(run_s) and run_s > 0
             part = (f"; its {b - a:.0f} s of work cover at most {(b - a) / run_s:.0%} of the kept iterations' "
                     f"{run_s:.0f} s: with no common clock nothing shows it is this run's (check the file)"
-                    if math.isfinite(run_s) and run_s > 0 and b - a < 0.5 * run_s else "")
+                    if known and b - a < 0.5 * run_s else
+                    # the busy span of another (longer) job, or of several: its average is not this run's
+                    f"; its {b - a:.0f} s of work span {(b - a) / run_s:.1f} x the kept iterations' {run_s:.0f} s: "
+                    "with no common clock nothing shows which part is this run's (check the file; a trace of this "
+                    "run alone, or one with wall-clock times, aligns)" if known and b - a > 2.0 * run_s else "")
             return a, b, "samples at >= 50 % GPU utilisation (no common clock)" + part
     clock = ("the log has no timestamps" if not (t.size and np.isfinite(t).all()) else
              "the trace's times count from its start, not wall-clock")
@@ -155,7 +160,9 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
         # a training step keeps its GPUs busy: a capture idle throughout was taken elsewhere or at another time
         raise InputError("--power", "", f"the captured GPUs sat idle while the log's kept iterations ran (median "
                          f"utilisation {float(np.median(util)):.0f}% over {int(m.sum())} samples, mean power "
-                         f"{_nanmean(trace.power_w[m]):.0f} W): the trace is of other GPUs or another time")
+                         f"{_nanmean(trace.power_w[m]):.0f} W): the trace is of other GPUs or another time, or its "
+                         "utilisation column is not measured there (nvidia-smi reads 0 under MIG and on some virtual "
+                         "machines): capture utilization.gpu where it reads")
     rows = []
     for g in np.unique(trace.gpu[m]):
         k = m & (trace.gpu == g)

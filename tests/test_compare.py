@@ -784,7 +784,11 @@ def test_an_unclocked_capture_far_shorter_than_the_run_is_said():
     assert (t0, t1) == (5.0, 9.0) and "cover at most 1% of the kept iterations' 520 s" in how
     _, _, full = training_window(np.array([1.75e9, 1.75e9 + 8.0]), 1.0, np.arange(10.0), False,
                                  np.array([0.0] + [100.0] * 9))
-    assert "cover at most" not in full
+    assert "cover at most" not in full and "span" not in full
+    # and one whose work spans far longer than the run (another job's trace, or several runs'): said too
+    _, _, long_ = training_window(np.array([1.75e9, 1.75e9 + 85.0]), 1.0, np.arange(600.0), False,
+                                  np.array([100.0] * 562 + [0.0] * 38))
+    assert "its 561 s of work span 6.6 x the kept iterations' 85 s" in long_, long_
 
 
 def test_output_paths_say_what_they_overwrite_and_a_refused_run_leaves_no_folder(tmp_path):
@@ -1065,3 +1069,22 @@ def test_other_ranks_unreadable_lines_and_a_negative_deepspeed_rate_are_counted_
     said = json.loads(so)["warnings"]
     assert any(":18: samples_per_s -41.2 is not a positive finite value" in w for w in said), said
     assert not any("step_time_s -" in w for w in said)
+
+
+def test_a_nemo_log_s_model_checks_name_the_log_not_an_argument_dump():
+    """A NeMo 1 log carries its model in a YAML config, not a Megatron argument dump: the contradiction names
+    the log; a missing --model is named once (it had read '--model: ... does not say: --model: ...')."""
+    log = "tests/data/logs/nemo1_synthetic_config_and_progress_bar.log"
+    rc, so, se = cli("compare", "--log", log, "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert rc == 2 and f"llama3-8b has num_layers = 32, the log ({log}) says 40" in se and "argument dump" not in se
+    rc, so, se = cli("compare", "--log", log, "--cluster", "dgx-h100")
+    assert rc == 2 and se.count("--model") == 1 and "does not say: no vocab was read from it" in se, se
+
+
+def test_a_log_that_times_no_iteration_is_refused_before_the_flags_it_lacks():
+    """NeMo Launcher issue 55's progress bar has no step timing: refused as such at once, not after the six
+    layout flags it would also need (each asked for in turn, only to be told the log cannot be compared)."""
+    log = "tests/data/logs/nemo_launcher_issue55_progress_bar_no_step_timing.log"
+    rc, so, se = cli("compare", "--log", log, "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert rc == 2 and f"{log}: the nemo log prints no step time nor tokens/s in any iteration" in se, se
+    assert "--tp" not in se

@@ -69,6 +69,11 @@ def test_cli_json_plot_and_bad_csv(tmp_path):
     bad.write_text(lines[0].replace(",vp,", ",virtual_pp,") + "\n" + lines[1] + "\n")
     rc, so, se = cli("validate", str(bad))
     assert rc == 2 and f"{bad}: header: unknown column(s) ['virtual_pp']" in se and se.count("\n") == 1
+    # an optional column one slip away is named beside the one it stands for
+    bad.write_text(lines[0].replace(",tokens_per_s_per_gpu,", ",tokens_per_sec_per_gpu,") + "\n" + lines[1] + "\n")
+    rc, so, se = cli("validate", str(bad))
+    assert rc == 2 and ("unknown column(s) ['tokens_per_sec_per_gpu'] (did you mean 'tokens_per_sec_per_gpu' for "
+                        "'tokens_per_s_per_gpu'?)") in se, se
 
 
 def test_predicted_oom_rows_are_counted_apart(summary):

@@ -14,7 +14,7 @@ from .. import report
 from ..compare import (build_metrics, check_model, differs, logged_flops_check, logged_memory_check, model_from_log,
                        per_gpu_rows, wall_clock_note, check_measured_rate, resolve_run, throttle_warnings)
 from ..trace_window import capture_gpu_check, trace_coverage_notes, trace_metrics, training_window
-from ..compare import REQUIRED, STACK_DEFAULTS
+from ..compare import STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
 from ..moe import check_flex_fabric, check_moe_recipe
@@ -27,7 +27,7 @@ from ..torchtitan_split import stage_layout_text
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
-from .compare_inputs import _local, _read_log, _read_trace, _records_text, unreadable_note
+from .compare_inputs import _ask_once, _local, _read_log, _read_trace, _records_text, _refuse_untimed, unreadable_note
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -87,6 +87,7 @@ def compare(
     if trace:       # after --plot made its folder: the README writes the trace into it
         check_output(trace, "--trace", stream=True)
     tlog = _read_log(log, warmup_steps, rank)
+    _refuse_untimed(tlog, log)
     warnings = list(tlog.errors) + list(tlog.warnings)
     sc = dict(uneven_pp=True)
     if config:
@@ -227,33 +228,6 @@ def _config_under_log(path, tlog, layout_flags, recipe_flags, scalars) -> list:
     if "local_batch_size" in cfg.recipe:                 # torchtitan: x DP once the world is known
         scalars["local_batch_size"] = cfg.recipe["local_batch_size"]
     return ([f"--config {path}: {', '.join(filled)} (what the log does not say)"] if filled else []) + cfg.notes
-
-
-def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
-    """Refuse, in one message, every value neither the log nor a flag gives and nothing may default:
-    the required layout fields (less the stack's own defaults), the world (``--nodes``) and the model
-    (``--model``, when the log prints no dimensions).
-
-    Raises:
-        InputError: naming every missing flag and why.
-    """
-    own = STACK_DEFAULTS.get(stack, {})
-    miss = [f"--{k.replace('_', '-')}" for k in REQUIRED if flags.get(k) is None and ll.get(k) is None and k not in own]
-    why = [f"{m}: " + ("no argument dump or start-up line gives it, and its iteration lines print no one global "
-                       "batch size (a ramp-up prints several)" if m == "--gbs" else
-                       "no argument dump or start-up line gives it") for m in miss]
-    if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
-        miss.append("--nodes")
-        why.append("--nodes (or --dp): no world size was read from it (an argument dump's, a start-up line's or "
-                   "torchtitan's device-mesh line; never the cluster's node count by default)")
-    dims = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if ll.get(k) is None]
-    if not model and dims:
-        miss.append("--model")
-        why.append(f"--model: no {', '.join(dims)} was read from it (only an argument dump or a NeMo config gives "
-                   "them)")
-    if miss:
-        raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + "; ".join(why)
-                         + f": pass {'them' if len(miss) > 1 else 'it'}")
 
 
 def _gbs_from_local(local: int, ll: dict, flags: dict, cluster: str, nodes, stack: str) -> int:
@@ -581,7 +555,7 @@ def _aggregate(tlog, recipe, log, warnings, origin: dict | None = None, num_gpus
     other = tlog.kept & (gb == gb) & (gb != recipe.gbs)
     if other.any():
         tlog.kept = tlog.kept & ~other
-        warnings.append(f"{int(other.sum())} kept iteration(s) ran another global batch size than {recipe.gbs} "
+        warnings.append(f"{int(other.sum())} iteration(s) otherwise kept ran another global batch size than {recipe.gbs} "
                         f"(batch-size ramp-up?), lines {', '.join(map(str, tlog.iterations.line[other][:5]))}: "
                         "left out")
         if not tlog.kept.any():

@@ -1,12 +1,14 @@
 """``costmodel compare``'s inputs read as files: the training log (warm-up only refused) and the power
-trace, each error naming the file or ``--power``; and what it says of the log's records (how many were
-used, discarded and unreadable)."""
+trace, each error naming the file or ``--power``; what it says of the log's records (how many were
+used, discarded and unreadable); and the refusals before any pricing: a log that times no iteration,
+and every value neither the log nor a flag gives, asked for at once."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
+from ..compare import REQUIRED, STACK_DEFAULTS
 from ..errors import InputError
 from ..files import not_a_file
 
@@ -113,3 +115,47 @@ def unreadable_note(tlog, log, used: int) -> list:
         return []
     return [f"{log}: {tlog.unreadable_records} of its record lines are unreadable (named in these notes), more than "
             f"the {used} the measured figures rest on: a damaged or edited log"]
+
+
+def _refuse_untimed(tlog, log) -> None:
+    """Refuse a log none of whose iterations prints a step time or tokens/s before asking for the flags it
+    lacks: nothing could be compared with them either (a printed value that is no time is named later,
+    with the kept iterations).
+
+    Raises:
+        InputError: naming the log and how its framework prints a step time."""
+    its = tlog.iterations
+    timed = np.isfinite(its.step_time_s).any() or np.isfinite(its.tokens_per_s_per_gpu).any()
+    if not timed and not any("is not a positive finite value" in e or "beyond any training step" in e
+                             for e in tlog.errors):
+        raise InputError(log, "", f"the {tlog.framework} log prints no step time nor tokens/s in any iteration "
+                         "(NeMo: enable log_step_timing; torchtitan: tps; llm-foundry: the speed_monitor callback)")
+
+
+def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
+    """Refuse, in one message, every value neither the log nor a flag gives and nothing may default:
+    the required layout fields (less the stack's own defaults), the world (``--nodes``) and the model
+    (``--model``, when the log prints no dimensions).
+
+    Raises:
+        InputError: naming every missing flag and why.
+    """
+    own = STACK_DEFAULTS.get(stack, {})
+    miss = [f"--{k.replace('_', '-')}" for k in REQUIRED if flags.get(k) is None and ll.get(k) is None and k not in own]
+    why = [f"{m}: " + ("no argument dump or start-up line gives it, and its iteration lines print no one global "
+                       "batch size (a ramp-up prints several)" if m == "--gbs" else
+                       "no argument dump or start-up line gives it") for m in miss]
+    if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
+        miss.append("--nodes")
+        why.append("--nodes (or --dp): no world size was read from it (an argument dump's, a start-up line's or "
+                   "torchtitan's device-mesh line; never the cluster's node count by default)")
+    dims = [k for k in ("num_layers", "hidden", "num_heads", "vocab") if ll.get(k) is None]
+    if not model and dims:
+        miss.append("--model")
+        why.append(f"--model: no {', '.join(dims)} was read from it (only an argument dump or a NeMo config gives "
+                   "them)")
+    if miss:
+        # one missing flag is named once, as the message's field; several each beside its reason
+        said = why[0].split(": ", 1)[1] if len(miss) == 1 else "; ".join(why)
+        raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + said
+                         + f": pass {'them' if len(miss) > 1 else 'it'}")

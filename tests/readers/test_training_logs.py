@@ -480,7 +480,8 @@ def test_a_log_that_contradicts_itself_names_both_places(tmp_path):
         return ls
     f, msg = read(dump_tp)
     assert (f"{f}:{start + 1}: the start-up line's tensor_model_parallel_size 4 contradicts the argument dump's 8 "
-            f"(line {tp_arg + 1}): two runs in one log") in msg
+            f"(line {tp_arg + 1}): Megatron prints both from one set of arguments, so this is two runs in one log "
+            "(split the file) or an edited log") in msg
 
     def second_run(ls):
         return ls[:start + 1] + [ls[start].replace("tensor-model-parallel size: 4", "tensor-model-parallel size: 2")

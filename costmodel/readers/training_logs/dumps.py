@@ -132,8 +132,10 @@ def _megatron_args(segs, path, warnings):
     startup = frozenset(k for k in summary if k not in args)
     for k, v in summary.items():
         if k in args and k in arg_line and args[k] != v and isinstance(args[k], int):
+            # one run prints both from the same arguments: two runs in one file, or a log edited by hand
             errors.append((summary_line[k], f"the start-up line's {k} {v} contradicts the argument dump's "
-                           f"{args[k]} (line {arg_line[k]}): two runs in one log (split the file)"))
+                           f"{args[k]} (line {arg_line[k]}): Megatron prints both from one set of arguments, so this "
+                           "is two runs in one log (split the file) or an edited log"))
         args.setdefault(k, v)
     if args.get("bf16") is True and args.get("fp16") is True:
         errors.append((arg_line.get("fp16", arg_line.get("bf16", "?")), "the argument dump has both bf16 and fp16 "
