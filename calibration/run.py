@@ -379,9 +379,10 @@ def main(argv=None) -> int:
     """Run the suite; returns the exit status (0 done, 2 bad options or environment)."""
     args = build_parser().parse_args(argv)
     started = time.time()
-    why = _unwritable(Path(args.out)) or (None if args.force or not Path(args.out).is_file() else
-                                          "exists: its records would be replaced; give --force to replace it, or "
-                                          "another file")
+    from costmodel.files import is_own_output
+    kept = Path(args.out).is_file() and not args.force and not is_own_output(args.out)
+    why = _unwritable(Path(args.out)) or ("exists: its records would be replaced; give --force to replace it, or "
+                                          "another file" if kept else None)
     if why:                          # before any benchmark runs: a whole suite must not be lost at the end
         return _fail(f"--out {args.out}: {why}")
     if importlib.util.find_spec("torch") is None:

@@ -87,14 +87,31 @@ def writes_into(path) -> bool:
     return _not_regular(path) in ("a pipe (FIFO)", "a character device")
 
 
+def is_own_output(path) -> bool:
+    """Whether ``path`` is this process's own standard output or error (``/dev/stdout``, ``/dev/fd/1``, or
+    the file the shell redirected it into): a file the shell opened for this command, not one it found."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    for fd in (1, 2):
+        try:
+            if os.path.samestat(st, os.fstat(fd)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def check_no_clobber(path, flag: str, force: bool, what: str) -> None:
     """Refuse to replace an existing regular file at ``path`` unless ``force``: a fitted profile or a
-    suite's measurements written over would be lost (a device, pipe or missing file passes).
+    suite's measurements written over would be lost (a device, pipe, missing file or the command's own
+    redirected output, :func:`is_own_output`, passes).
 
     Raises:
         InputError: naming ``flag``, the file and --force."""
     p = Path(path)
-    if not force and p.is_file():
+    if not force and p.is_file() and not is_own_output(p):
         raise InputError(flag, "", f"{p} exists: writing {what} would replace it; give --force to replace it, or "
                          "another file")
 

@@ -661,7 +661,8 @@ def _skipped_row_line(r) -> str:
 
 def _finite(x):
     """``x`` with every non-finite float (NaN, inf) replaced by None, recursively: strict JSON; finite floats
-    at 15 significant digits (a double's exact decimal digits), so 200.00000000000003 W prints as 200.0."""
+    at 15 significant digits (DBL_DIG, the decimal digits a double keeps), so 200.00000000000003 W prints
+    as 200.0."""
     if isinstance(x, float):
         return float(f"{x:.15g}") if math.isfinite(x) else None
     if isinstance(x, dict):

@@ -16,8 +16,9 @@ from .readers.power_trace import misread_units
 PEAK_PERCENTILE = 95.0
 
 
-def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: bool, util=None):
-    """(t0, t1, how) of the kept training iterations in the trace's time base.
+def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: bool, util=None, iterations=None):
+    """(t0, t1, how) of the kept training iterations in the trace's time base (``iterations``: their
+    iteration numbers, which give the steps a log without timestamps covers).
 
     With wall-clock times on both sides: from the first kept record minus one logged interval (a
     Megatron record is printed at the end of its interval) to the last kept record.  Otherwise (a
@@ -47,8 +48,7 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
         busy = np.asarray(util, float) >= 50
         if busy.any():
             a, b = float(tt[busy].min()), float(tt[busy].max())
-            # the kept iterations' span: their wall clock, else their count x the step (records a step apart)
-            run_s = float(t.max() - t.min()) if t.size > 1 and np.isfinite(t).all() else t.size * step_time_s
+            run_s = _run_span_s(t, step_time_s, iterations)
             known = math.isfinite(run_s) and run_s > 0
             part = (f"; its {b - a:.0f} s of work cover at most {(b - a) / run_s:.0%} of the kept iterations' "
                     f"{run_s:.0f} s: with no common clock nothing shows it is this run's (check the file)"
@@ -63,6 +63,19 @@ def training_window(iter_t_unix, step_time_s: float, trace_t_unix, absolute: boo
     busy = ("the trace has no utilisation column" if util is None or not np.isfinite(util).any() else
             f"no trace sample reaches 50 % GPU utilisation (at most {float(np.nanmax(util)):.0f} %)")
     raise InputError("--power", "", f"cannot align the trace with the log: {clock}, and {busy}")
+
+
+def _run_span_s(t, step_time_s: float, iterations=None) -> float:
+    """The kept iterations' span, s: their wall clock; else the steps they cover (the iteration numbers'
+    range plus one logged interval: a log prints every N steps) x the step; else their count x the step."""
+    if t.size > 1 and np.isfinite(t).all():
+        return float(t.max() - t.min())
+    it = np.asarray(iterations if iterations is not None else [], dtype=float)
+    it = it[np.isfinite(it)]
+    if it.size > 1:
+        interval = float(np.median(np.diff(np.sort(it)))) or 1.0
+        return (float(it.max() - it.min()) + interval) * step_time_s
+    return t.size * step_time_s
 
 
 def capture_gpu_check(trace, cluster, allow_override: bool = False) -> list:

@@ -280,10 +280,10 @@ def _row_problem(r: dict) -> str | None:
     z = (r.get("fsdp_or_zero") or "").strip()
     if z and row_zero(r) is None:
         return f"fsdp_or_zero {z!r} is not none, zero-0/1/2/3 or fsdp[-strategy]"
-    if "hybrid_shard" in z.lower() and not (_int(r, "dp_replicate") or 0) > 1:
+    if "hybrid_shard" in z.lower() and not (r.get("dp_replicate") or "").strip():
         # PyTorch FSDP shards within a node by default, over the degrees a device mesh gives otherwise
         return (f"fsdp_or_zero {z!r} is HSDP: give its replicas in a dp_replicate column (the nodes where FSDP "
-                "shards within a node, its default)")
+                "shards within a node, its default; 1 on one node)")
     if z.lower() in ("none", "zero-0") and notes_name_dist_opt(r):
         return (f"fsdp_or_zero {z!r} contradicts the notes, which name Megatron's distributed optimizer "
                 "(--use-distributed-optimizer or --overlap-param-gather: ZeRO-1)")

@@ -789,6 +789,11 @@ def test_an_unclocked_capture_far_shorter_than_the_run_is_said():
     _, _, long_ = training_window(np.array([1.75e9, 1.75e9 + 85.0]), 1.0, np.arange(600.0), False,
                                   np.array([100.0] * 562 + [0.0] * 38))
     assert "its 561 s of work span 6.6 x the kept iterations' 85 s" in long_, long_
+    # a log printing every 10th iteration (no timestamps) covers 10 steps a record: 53 records at 1 s a step
+    # are 530 s, which a 561 s trace of the same run matches (the records' count alone had made it 53 s)
+    _, _, same = training_window(np.full(53, np.nan), 1.0, np.arange(600.0), False,
+                                 np.array([100.0] * 562 + [0.0] * 38), np.arange(20, 540, 10))
+    assert "span" not in same and "cover at most" not in same, same
 
 
 def test_output_paths_say_what_they_overwrite_and_a_refused_run_leaves_no_folder(tmp_path):
@@ -1088,3 +1093,15 @@ def test_a_log_that_times_no_iteration_is_refused_before_the_flags_it_lacks():
     rc, so, se = cli("compare", "--log", log, "--model", "llama3-8b", "--cluster", "dgx-h100")
     assert rc == 2 and f"{log}: the nemo log prints no step time nor tokens/s in any iteration" in se, se
     assert "--tp" not in se
+
+
+def test_a_lone_missing_world_keeps_its_alternative_flag():
+    """One missing value is named once, but --nodes keeps its '(or --dp)': either gives the world."""
+    from costmodel.cli.compare_inputs import _ask_once
+    from costmodel.compare import REQUIRED
+    from costmodel.errors import InputError
+    ll = {k: 1 for k in REQUIRED}
+    with pytest.raises(InputError) as e:
+        _ask_once(ll, {}, "llama3-8b", None, "megatron", "x.log")
+    assert "--nodes (or --dp): no world size was read from it" in e.value.message and \
+        e.value.message.count("--nodes") == 1, e.value.message

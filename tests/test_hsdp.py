@@ -279,7 +279,9 @@ def test_llm_foundry_hsdp_is_fsdp_s_hybrid_shard(tmp_path):
            "llm-foundry,8000")
     f = tmp_path / "runs.csv"
     f.write_text("\n".join([cols, row.format(1, "HYBRID_SHARD", ""), row.format(2, "HYBRID_SHARD", 4),
-                            row.format(3, "FULL_SHARD", "")]) + "\n")
-    bare, hybrid, full = validate_rows(read_runs_csv(f), str(f))
+                            row.format(3, "FULL_SHARD", ""), row.format(4, "HYBRID_SHARD", 1)]) + "\n")
+    bare, hybrid, full, one = validate_rows(read_runs_csv(f), str(f))
     assert bare.skipped and "dp_replicate column" in bare.skipped
     assert hybrid.skipped is None and full.skipped is None and hybrid.predicted_s != full.predicted_s
+    # one replica (a node's worth of ranks sharding, as FSDP does on one node) is FULL_SHARD's step
+    assert one.skipped is None and one.predicted_s == pytest.approx(full.predicted_s, rel=1e-12)

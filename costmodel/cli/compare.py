@@ -532,7 +532,8 @@ def _power_capture(power, c, allow_override: bool, agg: dict, tlog, per_gpu, war
     warnings += tw + capture_gpu_check(ptrace, c, allow_override)
     st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
     kept_t = tlog.iterations.t_unix[tlog.kept]
-    t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct)
+    t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct,
+                                  tlog.iterations.iteration[tlog.kept])
     pw, rows = trace_metrics(ptrace, t0, t1)
     if pw["gpus"] and max(pw["gpus"]) >= c.gpus_per_node:
         raise InputError("--power", "", f"the capture holds GPU indices up to {max(pw['gpus'])}, but a {c.key} node "

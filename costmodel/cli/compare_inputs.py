@@ -156,6 +156,6 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
                    "them)")
     if miss:
         # one missing flag is named once, as the message's field; several each beside its reason
-        said = why[0].split(": ", 1)[1] if len(miss) == 1 else "; ".join(why)
+        said = why[0].removeprefix(f"{miss[0]}: ") if len(miss) == 1 else "; ".join(why)
         raise InputError(" ".join(miss), "", f"the log ({log}) does not say: " + said
                          + f": pass {'them' if len(miss) > 1 else 'it'}")

@@ -969,3 +969,15 @@ def test_a_capture_far_below_nccl_s_stated_infiniband_rate_is_questioned(tmp_pat
     rc, so, se = cli("calibrate", "fit", str(P5), "--cluster", "aws-p5", "--nodes", "2", "--gpus-per-node", "8",
                      "-o", str(tmp_path / "efa.yaml"))
     assert rc == 0 and "of the NICs' line rate" not in so + se
+
+
+def test_a_fit_into_its_own_redirected_stdout_is_not_refused_as_an_existing_file(tmp_path):
+    """`-o /dev/stdout > p.yaml`: the shell made p.yaml for this command, so --force is not asked for (the
+    check had followed /dev/stdout to the file and refused it, leaving it empty)."""
+    out = tmp_path / "p.yaml"
+    with open(out, "w") as f:
+        r = subprocess.run([sys.executable, "-m", "costmodel.cli", "calibrate", "fit", str(P5), "--cluster", "aws-p5",
+                            "--nodes", "2", "--gpus-per-node", "8", "-o", "/dev/stdout"], stdout=f,
+                           stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(out.read_text())["gpu"] == "h100-sxm-80gb"
