@@ -152,9 +152,12 @@ def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = No
     (under the power limit, what predict prints), beside the time model's step at full clocks, and the
     peak memory is theirs (at the pipeline split each runs)."""
     share = metrics.causal_flops_share(runs[0].model, runs[0].recipe) if runs else 1.0
-    tb = Table(title=title, header_style="bold", caption=(
-        f"TFLOP/s and MFU count attention as s x s (SC21); Megatron-LM's causal count is {share:.2f} of them"
-        if share < 0.95 else None))
+    from .formats import gemm_format
+    low = bool(runs) and gemm_format(runs[0].recipe.precision).low
+    notes = ([f"TFLOP/s and MFU count attention as s x s (SC21); Megatron-LM's causal count is {share:.2f} of them"]
+             if share < 0.95 else []) + ([f"MFU is over the dense 16-bit peak, which a {runs[0].recipe.precision} run "
+                                          "can pass"] if low else [])
+    tb = Table(title=title, header_style="bold", caption="; ".join(notes) or None)
     L = pred.layouts
     moe = bool(len(L)) and bool(np.any(L.ep > 1) or np.any(L.etp != L.tp))
     cols = ("tp", "pp", "dp", "cp", "ep") + (("etp",) if moe else ()) + ("vp", "mbs")

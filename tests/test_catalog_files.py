@@ -56,3 +56,10 @@ def test_every_profile_is_keyed_by_its_file_name():
     from costmodel.specs import hardware_dir, load_profile
     for f in sorted((hardware_dir() / "profiles").glob("*.yaml")):
         assert load_profile(str(f)).key == f.stem, f.name
+
+
+def test_the_v100_32gb_holds_what_cuda_reports_not_32e9_bytes():
+    """'32GB' of HBM2 is 32 GiB of stacks; CUDA reports 34,089,730,048 bytes (32510 MiB) on a V100-SXM2-32GB, where
+    the datasheet figure read as 32e9 bytes had left 29.8 GiB (the non-NVLink trial)."""
+    from costmodel.specs import load_gpu
+    assert load_gpu("v100-sxm2-32gb").capacity_bytes == 34089730048 // 2**20 * 2**20 == 32510 * 2**20

@@ -10,6 +10,7 @@ import typer
 
 from .. import report
 from ..errors import InputError
+from ..formats import gemm_format
 from ..launch import launch_settings
 from ..layout_fields import FIELD_SPECS
 from ..layouts import (LayoutTable, accounts_embedding_loss, check_layout, light_last_stage, pipeline_split,
@@ -226,6 +227,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
               f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
               f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%"
+              + (" of the dense 16-bit peak" if gemm_format(r.precision).low else "")
               + (f" (attention as s x s; {100 * rec['mfu_causal']:.1f}% counting its causal half)"
                  if rec["mfu_causal"] < 0.99 * rec["mfu"] else ""))
     fits = (f"{100 * band.fit_rel:.1f}% over the fitted terms; no fit data for {', '.join(band.unfitted)}, whose "

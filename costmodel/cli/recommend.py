@@ -176,7 +176,10 @@ def _print_memory_margin(out, res, c, runs: list) -> None:
     """Where the winner's predicted peak is above :data:`TIGHT_HBM_SHARE` of the HBM, say so and name the
     fastest ranked layout below it, with its step time (under the power limit for the shortlisted
     ``runs``, at full clocks beyond them).  Silent under ``--mem-headroom``: the user set the margin."""
-    mem, cap = res.ranked.memory.peak_bytes, c.gpu.capacity_bytes
+    cap = c.gpu.capacity_bytes
+    # the priced rows at the split predict prices them at (the table's memory), the rest as ranked
+    mem = np.array(res.ranked.memory.peak_bytes, dtype=np.float64)
+    mem[:len(runs)] = [x.peak_mem_bytes for x in runs]
     if not len(mem) or mem[0] <= TIGHT_HBM_SHARE * cap or c.gpu.mem_headroom:
         return
     line = (f"the winner's predicted peak is {mem[0] / 2**30:.1f} of {cap / 2**30:.1f} GiB "

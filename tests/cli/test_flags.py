@@ -314,6 +314,25 @@ def test_recommend_names_a_roomier_layout_when_the_winner_fills_the_hbm():
     assert "the fastest ranked layout under 90% is TP1 PP8 DP1 CP4" in line and "--mem-headroom 0.1 searches" in line and "at 105.2 GiB" in line and "(+2.6%)" in line
 
 
+def test_the_memory_margin_names_the_winner_s_peak_at_the_split_the_table_prices():
+    """Qwen3-30B-A3B on 8 H100 NVL: the winner runs PP 8 at its balanced split, whose peak (the table's,
+    predict's) is 92.7 GiB; the margin line had quoted the even split's 89.6 GiB of the time model."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), COLUMNS="250")
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "qwen3-30b-a3b", "--cluster",
+                        "h100-nvl-8x", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import json
+    peak = json.loads(r.stdout)["ranked"][0]["peak_mem_bytes"] / 2**30
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "recommend", "--model", "qwen3-30b-a3b", "--cluster",
+                        "h100-nvl-8x"], capture_output=True, text=True, env=env, timeout=120)
+    text = " ".join(r.stdout.split())
+    assert f"the winner's predicted peak is {peak:.1f} of 93.0 GiB" in text and peak > 92.0, text[-600:]
+
+
 def test_whole_number_switches_say_so_in_their_help():
     """The recipe switches typed as whole numbers (Recipe.doc_tokens, bf16_edge_layers) show <int>; a
     fractional value is refused by their own check, naming the flag."""
