@@ -251,7 +251,10 @@ def energy_line(rec: dict) -> str:
     warm = (f", after the warm-up steps {rec['warm_max_temp_c']:.1f} C" if rec.get("warm_max_temp_c") is not None
             else "")
     clock = f", SM clock {rec['sm_clock_mhz']:.0f} MHz" if rec.get("sm_clock_mhz") else ""
-    return (f"power: {rec['avg_power_w']:.0f} W average, {rec['peak_power_w']:.0f} W peak per GPU; "
+    # the peak is a window average over compute and communication; the GEMMs alone draw compute_power_w
+    gemm = (f" (GEMMs {rec['compute_power_w']:.0f} W)" if rec.get("compute_power_w")
+            and rec["compute_power_w"] > 1.02 * rec["peak_power_w"] else "")
+    return (f"power: {rec['avg_power_w']:.0f} W average, {rec['peak_power_w']:.0f} W peak window{gemm} per GPU; "
             f"{rec['energy_j_per_step'] / 1e3:,.1f} kJ per step, {rec['tokens_per_joule']:.2f} tokens/J, "
             f"{rec['samples_per_s_per_mj']:.2f} samples/(s MJ); hottest GPU {rec['max_temp_c']:.1f} C steady{warm}"
             f"{clock}{'; THERMALLY THROTTLED' if rec['throttled'] else ''}"
