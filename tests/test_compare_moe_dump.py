@@ -60,8 +60,8 @@ def test_qwen3_moe_dump_gives_its_experts_width_not_the_dense_one(tmp_path):
     # the catalog's Qwen3-30B-A3B is the model of this dump: its 6144-wide ffn_hidden_size is the unused
     # dense width, its experts' 768 is moe_ffn_hidden_size
     check_model(load_model("qwen3-30b-a3b"), t.layout(), "qwen3-30b-a3b", "run.log")
-    with pytest.raises(InputError, match="moe_ffn_hidden: qwen3-30b-a3b has moe_ffn_hidden = 768, the log's argument "
-                                         "dump .* says 1024"):
+    with pytest.raises(InputError, match=r"moe_ffn_hidden: qwen3-30b-a3b has moe_ffn_hidden = 768, the log \(run.log\) "
+                                         "says 1024"):
         check_model(load_model("qwen3-30b-a3b"), dict(t.layout(), moe_ffn_hidden=1024), "qwen3-30b-a3b", "run.log")
 
 
