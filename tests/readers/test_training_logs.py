@@ -613,3 +613,23 @@ def test_deepspeed_s_timer_line_gives_its_peak_allocated_memory():
     read as the records' peak memory in GiB, 61.84 on every line of the synthetic ZeRO-3 log."""
     log = read_training_log(LOGS / "deepspeed_synthetic_zero3_throughput_timer.log")
     assert log.framework == "deepspeed" and log.aggregate()["memory_gib"].median == pytest.approx(61.84)
+
+
+def test_a_dump_s_virtual_stages_count_the_accounted_embedding_and_loss():
+    """Megatron-LM derives VP from num_layers_per_virtual_pipeline_stage over the layers plus one each for the
+    embedding and the loss where --account-for-*-in-pipeline-split is on (validate_args): Llama 3.1 405B's 126
+    layers + 2 over PP 16 at one layer a virtual stage is VP 8, as recommend prints it.  The dump of that run
+    had been refused ('126 layers over PP 16 make VP 7.875'), and without its VP key read as VP 1."""
+    from costmodel.readers.training_logs.dumps import _layout, check_logged_counts
+    args = dict(num_layers=126, pipeline_model_parallel_size=16, num_layers_per_virtual_pipeline_stage=1,
+                virtual_pipeline_model_parallel_size=8, account_for_embedding_in_pipeline_split=True,
+                account_for_loss_in_pipeline_split=True, tensor_model_parallel_size=8)
+    check_logged_counts(args, "run.log")
+    without = {k: v for k, v in args.items() if k != "virtual_pipeline_model_parallel_size"}
+    assert _layout(without)["vp"] == 8 and _layout(without)["num_layers"] == 126
+    with pytest.raises(InputError, match=r"126 layers and the embedding and the loss \(128 pipeline layers\) over PP "
+                                         r"16 make VP 8"):
+        check_logged_counts(dict(args, virtual_pipeline_model_parallel_size=7), "run.log")
+    # uneven splits give VP per rank directly (--num-virtual-stages-per-pipeline-rank)
+    assert _layout(dict(tensor_model_parallel_size=8, pipeline_model_parallel_size=16, num_layers=126,
+                        num_virtual_stages_per_pipeline_rank=4))["vp"] == 4

@@ -216,7 +216,8 @@ PROBABILITY_ARGS = ("hidden_dropout", "attention_dropout")
 def check_logged_counts(args: dict, path) -> None:
     """Refuse a logged layout or model count that describes no run, naming the log and the key: not a
     whole number >= 1, or a virtual pipeline size that contradicts the layers per virtual stage
-    (num_layers = PP x VP x num_layers_per_virtual_pipeline_stage, Megatron's arguments.py).
+    (num_layers, plus the embedding and the loss where accounted, = PP x VP x
+    num_layers_per_virtual_pipeline_stage, Megatron's arguments.py).
 
     Raises:
         InputError: naming the file and the argument.
@@ -258,12 +259,26 @@ def check_logged_counts(args: dict, path) -> None:
     if experts and experts > 1 and topk and topk > experts:
         raise InputError(path, "moe_router_topk", f"{topk} exceeds the {experts} experts (num_experts): a token "
                          "cannot pick more experts than there are")
-    vp, per, L, pp = (_int_or_none(args.get(k)) for k in ("virtual_pipeline_model_parallel_size",
-                                                          "num_layers_per_virtual_pipeline_stage", "num_layers",
-                                                          "pipeline_model_parallel_size"))
-    if vp and per and L and pp and vp * per * pp != L:
+    vp, per, pp = (_int_or_none(args.get(k)) for k in ("virtual_pipeline_model_parallel_size",
+                                                       "num_layers_per_virtual_pipeline_stage",
+                                                       "pipeline_model_parallel_size"))
+    L, extra = _pipeline_layers(args)
+    if vp and per and L and pp and args.get("num_virtual_stages_per_pipeline_rank") is None and vp * per * pp != L:
         raise InputError(path, "virtual_pipeline_model_parallel_size", f"{vp} contradicts num_layers_per_virtual_"
-                         f"pipeline_stage {per}: {L} layers over PP {pp} make VP {L / (pp * per):g}")
+                         f"pipeline_stage {per}: {_int_or_none(args.get('num_layers'))} layers{extra} over PP {pp} make VP "
+                         f"{L / (pp * per):g}")
+
+
+def _pipeline_layers(args) -> tuple:
+    """(layers, text) the pipeline split counts, as Megatron-LM's validate_args derives VP from
+    ``num_layers_per_virtual_pipeline_stage``: the transformer layers plus one for the embedding and one
+    for the loss where ``account_for_*_in_pipeline_split`` is on (megatron/training/arguments.py); the
+    text says what was added (empty when nothing)."""
+    L = _int_or_none(args.get("num_layers"))
+    acc = [k for k in ("embedding", "loss") if args.get(f"account_for_{k}_in_pipeline_split") is True]
+    if L is None:
+        return None, ""
+    return L + len(acc), (f" and the {' and the '.join(acc)} ({L + len(acc)} pipeline layers)" if acc else "")
 
 
 def _int_or_none(v):
@@ -300,11 +315,13 @@ def _layout(args, complete=False):
     dp = _int_or_none(get("data_parallel_size"))
     if dp is None and world and tp and pp and cp and world % (tp * pp * cp) == 0:
         dp = world // (tp * pp * cp)
-    num_layers = _int_or_none(get("num_layers"))
     vp = _int_or_none(get("virtual_pipeline_model_parallel_size"))
     per_stage = _int_or_none(get("num_layers_per_virtual_pipeline_stage"))
-    if vp is None and per_stage and num_layers and pp and num_layers % (pp * per_stage) == 0:
-        vp = num_layers // (pp * per_stage)
+    # Megatron-LM's validate_args: VP given per rank (uneven splits), else the accounted layers over PP x per
+    vp = vp if vp is not None else _int_or_none(get("num_virtual_stages_per_pipeline_rank"))
+    num_layers, split_layers = _int_or_none(get("num_layers")), _pipeline_layers(args)[0]
+    if vp is None and per_stage and split_layers and pp and split_layers % (pp * per_stage) == 0:
+        vp = split_layers // (pp * per_stage)
     if vp is None and pp == 1:
         vp = 1
     if vp is None and pp is not None and (complete or any(k in args for k in (
