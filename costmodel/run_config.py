@@ -672,6 +672,12 @@ def read_run_config(path) -> RunConfig:
         if near:
             raise InputError(path, near[0], "not a key the readers know; did you mean train: (Megatron-Bridge) or "
                              "trainer: (NeMo)? (one edit away; the file has neither, so its format cannot be told)")
+        # ConfigContainer's own sections beside model: a Megatron-Bridge file without its train section
+        # (NeMo 1 keeps these under model:)
+        bridge = [k for k in ("ddp", "comm_overlap", "mixed_precision", "scheduler", "dist", "rng") if k in d]
+        if bridge:
+            raise InputError(path, "train", f"missing: a Megatron-Bridge ConfigContainer (its {', '.join(bridge)} "
+                             "section(s)) whose train section gives the micro-batch, global batch and iterations")
     return _checked(_nemo, d, str(path))
 
 
