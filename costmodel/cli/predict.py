@@ -224,12 +224,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     _print_split(out, m, r, lay, placed, sc)
     if not rec["feasible"]:
         out.print(f"[bold red]infeasible:[/] {rec['reason']}")
-    out.print(f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
-              f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
-              f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%"
-              + (" of the dense 16-bit peak" if gemm_format(r.precision).low else "")
-              + (f" (attention as s x s; {100 * rec['mfu_causal']:.1f}% counting its causal half)"
-                 if rec["mfu_causal"] < 0.99 * rec["mfu"] else ""))
+    out.print(_step_line(rec, r))
     fits = (f"{100 * band.fit_rel:.1f}% over the fitted terms; no fit data for {', '.join(band.unfitted)}, whose "
             "datasheet-derived values carry only the model's error" if band.unfitted else f"{100 * band.fit_rel:.1f}%")
     out.print(f"  ± is one sigma: the fit residuals of {p.path} ({fits}) and the model's "
@@ -302,6 +297,17 @@ def _print_split(out, m, r, lay: dict, placed, sc: dict) -> None:
                else ("uneven stages, the last one lighter (it also runs the logits and the loss)" if light_last_stage(r)
                      else "uneven stages, the last ones fuller (the stack's pipeline partitioner)"))
         out.print(f"pipeline split: {'|'.join(str(int(x)) for x in split)} transformer layers per stage, {how}")
+
+
+def _step_line(rec: dict, r) -> str:
+    """The step time, its band, throughput and MFU of a run record (MFU over the dense 16-bit peak, said
+    where a low-precision run is measured against it)."""
+    return (f"step time {rec['step_time_s']:.3f} ± {rec['step_time_band_s']:.3f} s, "
+            f"{rec['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+            f"{rec['model_tflops_per_gpu']:.1f} model TFLOP/s/GPU, MFU {100 * rec['mfu']:.1f}%"
+            + (" of the dense 16-bit peak" if gemm_format(r.precision).low else "")
+            + (f" (attention as s x s; {100 * rec['mfu_causal']:.1f}% counting its causal half)"
+               if rec["mfu_causal"] < 0.99 * rec["mfu"] else ""))
 
 
 def _selective_attention_note(m, r, c, p, lay: dict, run) -> str | None:
