@@ -654,15 +654,15 @@ def data_parallel_comm_times(model: ModelSpec, recipe: Recipe, cluster: ClusterS
     # HSDP: each layer's reduce-scattered shard is all-reduced over the replicas
     across = lambda params, stride, shard: np.where(  # noqa: E731
         hsdp, group_time_s("all_reduce", params / shard * gb, stride * shard, rep, cluster, profile), 0.0)
-    edge = (group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
-            + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile) + across(lay_d, t.tp, dpcp))
-    per_layer = edge + group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
-    rep_layer = across(lay_d, t.tp, dpcp)
+    rep_d = across(lay_d, t.tp, dpcp)
+    gather_d = group_time_s("all_gather", lay_d * ACT_BYTES, t.tp, dpcp, cluster, profile)
+    edge = gather_d + group_time_s("reduce_scatter", lay_d * gb, t.tp, dpcp, cluster, profile) + rep_d
+    per_layer, rep_layer = edge + gather_d, rep_d
     if moe:
-        rep_layer = rep_layer + across(lay_e, t.etp * t.ep, edp)
+        rep_e = across(lay_e, t.etp * t.ep, edp)
+        rep_layer = rep_layer + rep_e
         per_layer = (per_layer + 2 * group_time_s("all_gather", lay_e * ACT_BYTES, t.etp * t.ep, edp, cluster, profile)
-                     + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile)
-                     + across(lay_e, t.etp * t.ep, edp))
+                     + group_time_s("reduce_scatter", lay_e * gb, t.etp * t.ep, edp, cluster, profile) + rep_e)
     fsdp = np.where(t.zero == 3, L * per_layer, 0.0)
     fsdp_edge = np.where(t.zero == 3, edge, 0.0)
     share = np.where(t.zero == 3, scale_out_share(per_layer - rep_layer, rep_layer), z012_share)
