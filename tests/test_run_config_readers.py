@@ -594,9 +594,8 @@ def test_a_bridge_file_without_its_train_section_says_so(tmp_path):
     """A Megatron-Bridge ConfigContainer whose train: section was left out had been read as NeMo 1 YAML and
     refused for keys that are Bridge's own (comm_overlap's, mixed_precision's); it is named as Bridge's,
     missing train:."""
-    f = tmp_path / "b.yaml"
-    f.write_text("model:\n  tensor_model_parallel_size: 2\nddp:\n  use_distributed_optimizer: true\n"
-                 "comm_overlap:\n  tp_comm_overlap: false\nmixed_precision:\n  fp8: null\n")
+    sections = ("model:\n  tensor_model_parallel_size: 2\nddp:\n  use_distributed_optimizer: true\n"
+                "comm_overlap:\n  tp_comm_overlap: false\nmixed_precision:\n  fp8: null\n")
     with pytest.raises(InputError, match=r"train: missing: a Megatron-Bridge ConfigContainer \(its ddp, comm_overlap, "
                                          r"mixed_precision section\(s\)\)"):
-        read_run_config(f)
+        _read(tmp_path, "b.yaml", sections)
