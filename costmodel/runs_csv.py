@@ -43,6 +43,15 @@ def _data_lines(lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
+def _slips(unknown, columns, cutoff: float) -> list:
+    """'given' for 'meant' of each header name in ``unknown`` that stands for one of ``columns`` (the
+    schema's names, lower-case): the same name in another case, else the closest at difflib ratio
+    ``cutoff`` or more."""
+    return [f"{u!r} for {m[0]!r}" for u in unknown
+            for m in [[u.lower()] if u.lower() in columns else
+                      difflib.get_close_matches(u.lower(), sorted(columns), 1, cutoff)] if m]
+
+
 def read_runs_csv(path: str | Path) -> list[dict]:
     """Read a throughput CSV (dev-set schema), skipping '#' comment lines: one dict of cells per row, with the
     row's line in the file under :data:`LINE`.
@@ -112,15 +121,11 @@ def read_runs_csv(path: str | Path) -> list[dict]:
         raise InputError(path, "header", "a column without a name (a trailing comma, or two commas in a row?)")
     if not need <= header:
         # the schema's names are lower-case: 'GBS' for 'gbs' is a slip as much as 'gbss' is
-        slips = [f"{u!r} for {m[0]!r}" for u in unknown
-                 for m in [[u.lower()] if u.lower() in need - header else
-                           difflib.get_close_matches(u.lower(), sorted(need - header), 1, 0.8)] if m]
+        slips = _slips(unknown, need - header, 0.8)
         raise InputError(path, "header", f"missing columns {sorted(need - header)}"
                          + (f" (misspelt? {', '.join(slips)})" if slips else ""))
     if unknown:                      # a misspelt column would leave its value to a default
-        free = sorted(set(RUN_COLUMNS) - header)
-        near = [f"{u!r} for {m[0]!r}" for u in unknown
-                for m in [difflib.get_close_matches(u.lower(), free, 1, 0.75)] if m]
+        near = _slips(unknown, set(RUN_COLUMNS) - header, 0.75)
         raise InputError(path, "header", f"unknown column(s) {unknown}"
                          + (f" (did you mean {', '.join(near)}?)" if near else "")
                          + f": the schema's columns are {', '.join(RUN_COLUMNS)} (README, 'Validate')")
