@@ -52,7 +52,8 @@ def missing_inputs(cluster: ClusterSpec, profile: Profile) -> list:
 
 
 def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
-    """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. TDP) and
+    """The profile's PowerParams with the GPU's settable cap range (datasheet min limit .. the
+    cluster's per-GPU power limit, :attr:`ClusterSpec.power_limit_w`: TDP unless the site holds it lower) and
     its lowest clock (min_clock_mhz over its full clock, GpuSpec.full_clock_mhz, where the GPU file gives them).
 
     Raises:
@@ -72,7 +73,7 @@ def power_params(cluster: ClusterSpec, profile: Profile) -> PowerParams:
     if not lo <= limit <= 2.0 * gpu.tdp_w:
         raise InputError(profile.path, "power.kernel_limit_w", f"{limit:g} W is outside {gpu.name}'s settable "
                          f"minimum {lo:g} W .. twice its {gpu.tdp_w:g} W TDP (the limit its kernels were measured under)")
-    return replace(p, min_cap_w=lo, max_cap_w=gpu.tdp_w, min_clock_ratio=floor, kernel_limit_w=limit)
+    return replace(p, min_cap_w=lo, max_cap_w=cluster.power_limit_w, min_clock_ratio=floor, kernel_limit_w=limit)
 
 
 def require_energy_inputs(cluster: ClusterSpec, profile: Profile) -> PowerParams:
@@ -94,13 +95,16 @@ def require_energy_inputs(cluster: ClusterSpec, profile: Profile) -> PowerParams
 
 
 def check_cap(cluster: ClusterSpec, pp: PowerParams, cap_w: float, flag: str = "--power-cap-w") -> None:
-    """Raise InputError (on ``flag``) unless ``cap_w`` (W) is finite and min limit <= cap <= TDP
-    (``pp.min_cap_w``, ``pp.max_cap_w``, W): nvidia-smi refuses a limit outside the range."""
+    """Raise InputError (on ``flag``) unless ``cap_w`` (W) is finite and min limit <= cap <= the
+    cluster's power limit (``pp.min_cap_w``, ``pp.max_cap_w``, W): nvidia-smi refuses a limit outside
+    the GPU's range, and a site's limit (the cluster file's ``power.gpu_power_limit``) holds above it."""
     if not math.isfinite(cap_w):
         raise InputError(flag, "", f"must be a finite number, got {cap_w}")
     if not pp.min_cap_w <= cap_w <= pp.max_cap_w:
+        site = (f" ({cluster.path} power.gpu_power_limit, the site's limit below the {cluster.gpu.tdp_w:g} W TDP)"
+                if cluster.gpu_power_limit_w is not None else "")
         raise InputError(flag, "", f"{cap_w} W is outside {cluster.gpu.name}'s power-limit range "
-                         f"{pp.min_cap_w:g}-{pp.max_cap_w:g} W")
+                         f"{pp.min_cap_w:g}-{pp.max_cap_w:g} W{site}")
 
 
 @dataclass
@@ -517,7 +521,7 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                   inlet_temp_c: float | None = None, derate: dict | None = None,
                   device_order: dict | None = None) -> EnergyReport:
     """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
-    TDP), thermal slowdown included.  ``device_order`` puts each node's local ranks on other slots
+    cluster's power limit, the TDP unless its file sets power.gpu_power_limit), thermal slowdown included.  ``device_order`` puts each node's local ranks on other slots
     (:func:`check_device_order`; the heat a slot receives follows its stage).  ``derate`` pins GPUs'
     clocks ((node, physical slot) -> MHz): a
     synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's pace and the

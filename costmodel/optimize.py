@@ -12,7 +12,7 @@
    left: the answer is the optimum over the whole space, though the ILP sees a handful.
 4. costmodel.ilp chooses layout, per-stage caps, layers per stage and slot blocks.
 
-Cap levels are evenly spaced from the GPU's minimum power limit to the user's cap (default TDP).
+Cap levels are evenly spaced from the GPU's minimum power limit to the user's cap (default: the cluster's power limit).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ DEFAULT_CAP_LEVELS = 9
 
 
 def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = DEFAULT_CAP_LEVELS) -> tuple:
-    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default TDP), W,
+    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default: the cluster's power limit, its TDP unless the file sets power.gpu_power_limit), W,
     rounded to whole watts.
 
     Raises:

@@ -55,6 +55,7 @@ def _gpu_record(key: str) -> dict:
 def _cluster_record(key: str) -> dict:
     c = load_cluster(key)
     return dict(cluster=key, name=c.name, gpu=c.gpu.key, nodes=c.nodes, gpus_per_node=c.gpus_per_node,
+                tdp_w=c.gpu.tdp_w,
                 intra_fabric=c.intra_fabric, intra_gb_per_s_per_gpu=c.intra_bytes_per_s / 1e9,
                 nvlink_domain_gpus=c.scale_up_gpus,
                 fabric_tiers=[dict(name=t.name, nodes=t.nodes, oversubscription=t.oversubscription,
@@ -66,7 +67,8 @@ def _cluster_record(key: str) -> dict:
                 host_pcie_gb_per_s_per_gpu=None if c.host_pcie_bytes_per_s is None else c.host_pcie_bytes_per_s / 1e9,
                 host_memory_gb_per_s=None if c.host_memory_bytes_per_s is None else c.host_memory_bytes_per_s / 1e9,
                 node_power_kw=c.node_power_budget_w / 1e3,
-                node_other_power_kw=c.node_other_power_w / 1e3, cooling=c.cooling.type,
+                node_other_power_kw=c.node_other_power_w / 1e3, gpu_power_limit_w=c.power_limit_w,
+                cooling=c.cooling.type,
                 inlet_temp_c=c.cooling.inlet_temp_c, sources=dict(c.sources))
 
 
@@ -127,7 +129,8 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
                    f"{r['inter_latency_us']:.1f} us" + "".join(_tier_text(t) for t in r['fabric_tiers'])
                    + (", SHARP" if r["sharp"] else "")
                    + (f"; PCIe {r['host_pcie_gb_per_s_per_gpu']:.0f} GB/s/GPU" if r["host_pcie_gb_per_s_per_gpu"] else ""),
-                   f"{r['node_power_kw']:.1f}",
+                   f"{r['node_power_kw']:.1f}" + (f"; GPUs held to {r['gpu_power_limit_w']:.0f} W"
+                                                   if r["gpu_power_limit_w"] < r["tdp_w"] else ""),
                    f"{r['cooling']}, inlet {r['inlet_temp_c']:.0f} C")
     out.print(tc)
     if show_sources:

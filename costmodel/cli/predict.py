@@ -88,7 +88,7 @@ def parse_device_order(items: list) -> dict:
 
 def parse_caps(text: str | None, pp: int):
     """``--power-cap-w``: one cap (float) for every stage, or PP caps, comma-separated (list); None for
-    the TDP.  Their range is the energy model's check (costmodel.energy.check_cap).
+    the cluster's power limit (ClusterSpec.power_limit_w).  Their range is the energy model's check (costmodel.energy.check_cap).
 
     Raises:
         InputError: a value that is not a number, or neither one cap nor one per pipeline stage.
@@ -131,7 +131,8 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
             stack: str = STACK,
             power_cap_w: Optional[str] = typer.Option(None, "--power-cap-w", help="Per-GPU power cap, W: one value, or "
                                                       "one per pipeline stage as recommend's ILP prints them, "
-                                                      "comma-separated (default: TDP)."),
+                                                      "comma-separated (default: the cluster's power limit, "
+                                                      "its TDP unless the cluster file sets power.gpu_power_limit)."),
             inlet_temp_c: Optional[float] = typer.Option(None, "--inlet-temp-c", help="Override the cooling inlet temperature, C."),
             warm_steps: Optional[int] = typer.Option(None, "--warm-steps", help="Also report temperatures after N steps from a cold start."),
             derate: Optional[List[str]] = DERATE, device_order: Optional[List[str]] = DEVICE_ORDER,

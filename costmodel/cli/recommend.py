@@ -42,7 +42,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
               no_sp: bool = typer.Option(False, "--no-sp", help="Disable sequence parallelism."),
               no_overlap: bool = typer.Option(False, "--no-overlap", help="Search only layouts with every collective exposed (a what-if; predict --no-overlap)."),
               objective: str = typer.Option("time", "--objective", help="time, energy (J per token) or edp (energy x delay)."),
-              power_cap_w: Optional[str] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: TDP); the ILP chooses each stage's cap up to it."),
+              power_cap_w: Optional[str] = typer.Option(None, "--power-cap-w", help="Highest per-GPU power cap allowed, W (default: the cluster's power limit, its TDP unless the cluster file sets power.gpu_power_limit); the ILP chooses each stage's cap up to it."),
               node_power_kw: Optional[float] = typer.Option(None, "--node-power-kw", help="Power budget of a node's GPUs, kW (default: the node's rating less its non-GPU power)."),
               node_power: Optional[bool] = typer.Option(None, "--node-power/--no-node-power", help="Count the nodes' non-GPU power (CPUs, NICs, switches, fans) in the energy (default: on for --objective energy and edp)."),
               max_temp_c: Optional[float] = typer.Option(None, "--max-temp-c", help="Steady GPU temperature limit, C (default: the GPU's slowdown temperature)."),
@@ -138,7 +138,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
                                      else ""))
     shown = min(top, len(runs))
     out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the first {shown} of the time model's "
-                                   f"{len(runs)} re-ranked by the step under the {c.gpu.tdp_w:.0f} W power limit, "
+                                   f"{len(runs)} re-ranked by the step under the {c.power_limit_w:.0f} W power limit, "
                                    "as predict prints it)", runs))
     _print_capped_winner(out, c, runs[0])
     _print_band(out, runs[:top])
@@ -158,7 +158,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
 
 def _note_over_budget(best: dict, c) -> None:
     """Say on stderr when the time answer's GPUs (``best``, a run record) peak above a node's power
-    rating: the time objective prices the TDP; the ILP keeps the caps a node's rating allows."""
+    rating: the time objective prices the power limit; the ILP keeps the caps a node's rating allows."""
     if best.get("node_over_budget"):
         kw = math.floor(best["node_gpu_budget_w"] / 10.0) / 100.0          # never rounded above the budget
         say(f"the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above "
@@ -346,7 +346,7 @@ def _balanced_split_run(m, r, c, p, lay: dict, run, inlet_temp_c=None):
     from ..pipeline_balance import balanced_split
     if lay["pp"] < 2 or lay["vp"] > 1 or m.pipeline_rank_layers or not run.feasible:
         return run
-    o = build_option(run, (c.gpu.tdp_w,))
+    o = build_option(run, (c.power_limit_w,))
     extra = np.zeros(lay["pp"])
     extra[0] += float(np.ravel(o.t_first_s)[0])
     extra[-1] += float(np.ravel(o.t_last_s)[0])
@@ -366,7 +366,7 @@ def _print_capped_winner(out, c, run) -> None:
     if run.step_time_s > run.uncapped_step_time_s * (1 + 1e-3):
         e = getattr(run, "energy", None)
         why = ("GPUs at their slowdown temperature throttle the winner's clocks" if e is not None and e.throttled
-               else f"under its {c.gpu.tdp_w:.0f} W power limit the winner's clocks drop")
+               else f"under its {c.power_limit_w:.0f} W power limit the winner's clocks drop")
         out.print(f"{why}: {run.step_time_s:.3f} s per step, against {run.uncapped_step_time_s:.3f} s at the clocks the "
                   "kernel tables were measured at (the breakdown below)")
 
@@ -540,17 +540,17 @@ def _ilp_limits(c, caps, max_temp_c, inlet_temp_c, node_power_kw) -> tuple:
     if node_w <= 0:
         raise InputError("--node-power-kw", "", f"must be positive, got {node_power_kw}")
     # (a cluster file's own budget always feeds its GPUs at their lowest limit: its loader checks it)
-    need, tdp_sum = c.gpus_per_node * caps[0], c.gpus_per_node * c.gpu.tdp_w
+    need, limit_sum = c.gpus_per_node * caps[0], c.gpus_per_node * c.power_limit_w
     if node_power_kw is not None and node_w < need:
         raise InfeasibleError("node_power", f"--node-power-kw {node_w / 1e3:g} kW cannot feed {c.gpus_per_node} GPUs "
                               f"even at their lowest power limit ({caps[0]:g} W each): it must rise to {need / 1e3:g} kW "
                               f"(+{(need - node_w) / 1e3:g} kW)", {"node_power": need}, {"node_power": need / node_w - 1})
-    if node_power_kw is not None and node_w > 100 * tdp_sum:      # watts given to the kW flag
-        raise InputError("--node-power-kw", "", f"{node_power_kw:g} kW is over 100 x the {tdp_sum / 1e3:g} kW its "
-                         f"{c.gpus_per_node} GPUs draw at TDP: the flag takes kW (did you give watts?)")
-    if node_power_kw is not None and node_w >= tdp_sum:
-        say(f"--node-power-kw {node_power_kw:g} kW is at or above the {tdp_sum / 1e3:g} kW the GPUs draw at TDP: "
-            "it binds nothing")
+    if node_power_kw is not None and node_w > 100 * limit_sum:      # watts given to the kW flag
+        raise InputError("--node-power-kw", "", f"{node_power_kw:g} kW is over 100 x the {limit_sum / 1e3:g} kW its "
+                         f"{c.gpus_per_node} GPUs draw at their power limit: the flag takes kW (did you give watts?)")
+    if node_power_kw is not None and node_w >= limit_sum:
+        say(f"--node-power-kw {node_power_kw:g} kW is at or above the {limit_sum / 1e3:g} kW the GPUs draw at their "
+            "power limit: it binds nothing")
     return limit_t, inlet, node_w
 
 

@@ -11,6 +11,7 @@ from .loading import (_check_sources, check_source_keys, _get, _get_int, _get_st
                       refuse_nulls)
 from .params import SCALE_OUT_FABRICS
 from .cooling import CoolingSpec, _cooling
+from .node_power import POWER_KEYS, node_power
 from .links import MAX_NIC_BYTES_PER_S, check_intra_link, check_nic_share, domain_gpus, link_speeds
 
 
@@ -135,7 +136,9 @@ class ClusterSpec:
     NICs, NVSwitches, memory, storage, fans) while a job runs, W: the file's ``power.node_other_power``
     (a measurement, e.g. BMC/IPMI minus nvidia-smi), else derived as node_power_budget_w minus
     gpus_per_node x the GPU's TDP (the rating's non-GPU share: an upper bound where the rating is a
-    datasheet maximum); node_other_power_source says which.
+    datasheet maximum); node_other_power_source says which.  gpu_power_limit_w: the per-GPU limit
+    the site enforces below TDP (the file's ``power.gpu_power_limit``; None: the TDP), see
+    :attr:`power_limit_w`.
     """
 
     key: str
@@ -157,6 +160,7 @@ class ClusterSpec:
     path: str
     node_other_power_w: float = 0.0
     node_other_power_source: str = ""
+    gpu_power_limit_w: float | None = None
     host_memory_bytes_per_s: float | None = None
     host_pcie_bytes_per_s: float | None = None
     domain_gpus: int | None = None
@@ -173,6 +177,12 @@ class ClusterSpec:
     def num_gpus(self) -> int:
         """gpus_per_node * nodes."""
         return self.gpus_per_node * self.nodes
+
+    @property
+    def power_limit_w(self) -> float:
+        """The per-GPU power limit a job runs under unless it sets a cap, W: the file's
+        ``power.gpu_power_limit`` where the site holds its GPUs below TDP, else the GPU's TDP."""
+        return self.gpu.tdp_w if self.gpu_power_limit_w is None else self.gpu_power_limit_w
 
     @property
     def gpu_power_budget_w(self) -> float:
@@ -451,9 +461,8 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         inter_fabric=_get_str(inter, "fabric", w, SCALE_OUT_FABRICS, prefix="inter_node."),
         nics_per_node=nics,
         **links,
-        node_power_budget_w=_get(power, "node_power_budget", w, "watts", prefix="power."),
         cooling=_cooling(cooling, ctype, _get_int(d, ("gpus_per_node",), w), w),
-        sources=dict(d["sources"]), path=w, **_node_other_power(power, d, gpu, w),
+        sources=dict(d["sources"]), path=w, **node_power(power, d, gpu, w),
         host_memory_bytes_per_s=_get(host, "memory_bandwidth", w, "bytes_per_s", required=False, prefix="host."),
         host_pcie_bytes_per_s=_get(host, "pcie_bandwidth_per_gpu", w, "bytes_per_s", required=False, prefix="host."),
         domain_gpus=domain, tiers=tiers, sharp=_sharp(inter, d, w))
@@ -618,7 +627,7 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                 "inter_node": ("fabric", "nics_per_node", "bandwidth_per_nic", "latency", "tiers", "sharp"),
                 "inter_node.tiers[]": ("name", "nodes", "oversubscription", "latency", "routing", "flows_per_nic",
                                        "rails"),
-                "power": ("node_power_budget", "node_other_power"),
+                "power": POWER_KEYS,
                 "cooling": ("type", "airflow", "inlet_temp", "slots", "preheat_c_per_w", "upstream"),
                 "cooling.slots[]": ("row", "r_th_scale")}
 
@@ -660,36 +669,3 @@ def _shutdown(d: dict, w: str) -> float | None:
     if slow is not None and t <= slow:
         raise InputError(w, "shutdown_temp", f"{t:g} C must be above slowdown_temp {slow:g} C")
     return t
-
-
-def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
-    """``node_other_power_w`` and its source (ClusterSpec docstring).
-
-    Raises:
-        InputError: a rating that cannot feed the node's GPUs at their lowest power limit, a stated
-            value that is negative, not a power or leaves the GPUs less than that, a stated value
-            without its ``sources`` line, or a derived value below 0 (a node rating below its GPUs' TDP).
-    """
-    budget = _get(power, "node_power_budget", w, "watts", prefix="power.")
-    G = _get_int(d, ("gpus_per_node",), w)
-    least = gpu.power_limit_min_w or gpu.idle_power_w or 0.0     # what a GPU draws at the least it can be held to
-    if budget <= G * least:
-        bare = " (a bare number reads as watts: write the unit, e.g. 10.2kW)" if isinstance(
-            power["node_power_budget"], (int, float)) else ""
-        raise InputError(w, "power.node_power_budget", f"{budget:g} W cannot feed the {G} GPUs even at their lowest "
-                         f"power limit ({G} x {least:g} W){bare}")
-    if "node_other_power" in power:
-        v = _get(power, "node_other_power", w, "watts", prefix="power.", positive=False)
-        if v < 0 or budget - v < G * least:
-            raise InputError(w, "power.node_other_power", f"{power['node_other_power']!r} must be >= 0 and leave the "
-                             f"{G} GPUs at least their lowest power limit ({G} x {least:g} W) of power.node_power_budget "
-                             f"({budget:g} W)")
-        _check_sources(d, w, ["power.node_other_power"])
-        return dict(node_other_power_w=v, node_other_power_source=str(d["sources"]["power.node_other_power"]))
-    v = budget - G * gpu.tdp_w
-    if v < 0:
-        raise InputError(w, "power.node_power_budget", f"{budget:g} W is below the {G} GPUs' TDP ({G} x {gpu.tdp_w:g} "
-                         "W): state power.node_other_power (with its source) or correct the rating")
-    return dict(node_other_power_w=v, node_other_power_source=(
-        f"DERIVED: power.node_power_budget {budget / 1e3:g} kW - {G} x {gpu.tdp_w:g} W GPU TDP, the node "
-        "rating's non-GPU share (an upper bound where the rating is a datasheet maximum; see that field's source)"))
