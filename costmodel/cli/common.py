@@ -11,12 +11,11 @@ from typing import Optional
 import typer
 
 from ..errors import InputError
-from .notes import note
+from .notes import note, note_plain_decoder
 from ..layout_fields import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe
-from ..specs.model_config import known_family
 from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
 from ..stack_rules import softcap_recipe
 from ..torchtitan_split import stages_per_rank
@@ -380,11 +379,7 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
                else "4096 (it gives no max_position_embeddings either)")
         note(f"{model_arg} gives no training length (a catalog file's _seq_len; a Hugging Face "
              f"config.json has none): seq_len {model.seq_len} = {why}; pass --seq-len")
-    if not known_family(model):
-        what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
-        note(f"{model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its "
-             "generic keys (biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, "
-             "full attention in every layer whatever its sliding_window says)")
+    note_plain_decoder(model_arg, model)
     check_recipe_flags(recipe_flags or {})
     given = {k: v for k, v in (recipe_flags or {}).items() if v is not None}
     if not model.is_moe:        # a dense model's MoE flags first: before the recipe checks their values

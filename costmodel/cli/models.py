@@ -9,6 +9,8 @@ from rich.table import Table
 
 from .. import report
 from ..specs import ModelSpec, list_models, load_model
+from ..specs.model_config import known_family
+from .notes import note_plain_decoder
 
 
 def attention_kind(s: ModelSpec) -> str:
@@ -21,13 +23,14 @@ def attention_kind(s: ModelSpec) -> str:
 def model_record(s: ModelSpec) -> dict:
     """JSON-ready facts of one model: its shape (head_dim, vocab, a gated MLP and its activation among
     them), ``params`` and ``active_params`` (per token: top-k
-    routed experts; MTP modules excluded, their count in ``mtp_params``) and the published total."""
+    routed experts; MTP modules excluded, their count in ``mtp_params``), the published total and
+    ``read_as_plain_decoder`` (a config of a family the reader does not know: generic keys only)."""
     return {"name": s.name, "display_name": s.display_name, "layers": s.num_layers, "hidden": s.hidden,
             "heads": s.num_heads, "kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "attention": attention_kind(s),
             "vocab": s.vocab, "gated": s.gated, "activation": s.activation, "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
             "shared_ffn_hidden": s.shared_ffn_hidden, "params": s.params(), "active_params": s.params(active=True),
             "mtp_params": s.mtp_params(), "params_published": s.params_published, "seq_len": s.seq_len,
-            "source": s.source}
+            "read_as_plain_decoder": not known_family(s), "source": s.source}
 
 
 def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
@@ -36,6 +39,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog
                                      "config.json files (repeat the flag for several); their counts as predict reads them.")):
     """The built-in model catalog with parameter counts (or the models given with --model)."""
     specs = [load_model(name) for name in (model or list_models())]
+    for name, s in zip(model or (), specs):
+        note_plain_decoder(name, s)
     if as_json:
         typer.echo(json.dumps([model_record(s) for s in specs], indent=1))
         return

@@ -40,3 +40,15 @@ def uniform_routing_note(m, r) -> str | None:
             "layout (Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, long-context table; "
             "benchmarks/data/moe_modelzoo_qwen3_235b_h100_long_context.csv). Pass --moe-expert-load-cv (a Megatron "
             "log's sqrt(load_balancing_loss - 1) bounds it from below) or a capacity factor to price your router")
+
+
+def note_plain_decoder(model_arg: str, model) -> None:
+    """Say that ``model`` (a ModelSpec read from ``model_arg``) is of a family the config reader does not
+    know, so its count and shapes come from the generic keys alone (nothing when it knows the family)."""
+    from ..specs.model_config import known_family
+    if known_family(model):
+        return
+    what = "no model_type" if model.family == "?" else f"model_type {model.family!r}, not a family this reader knows"
+    note(f"{model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its "
+         "generic keys (biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, "
+         "full attention in every layer whatever its sliding_window says)")

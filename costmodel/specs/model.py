@@ -73,6 +73,8 @@ class ModelSpec:
             sigmoid(alpha x gate) on inputs clamped to +-clamp (gate: above only; 0: no clamp): gpt-oss
             1.702, 7.0, 1.0 (costmodel.specs.mlp_config); SwiGLU 1, 0, 0.
         learned_positions: GPT-style learned position table of ``max_positions`` rows.
+        embedding_norm: a LayerNorm (weight and bias) right after the input embedding (BLOOM's
+            ``word_embeddings_layernorm``, modeling_bloom.py; arXiv:2211.05100 sec. 3.2.3).
         dropout, bias: trained with dropout masks stored for backward; linear layers have biases.
         seq_len: default training sequence length for this model (tokens).
         seq_len_assumed: True when the file gives no training length (``_seq_len``) and seq_len is
@@ -128,6 +130,7 @@ class ModelSpec:
     o_bias: bool = False
     qk_norm: bool = False
     layer_norms: int = 2
+    embedding_norm: bool = False
     sliding_window: int = 0
     sliding_layers: int = 0
     sliding_layer_indices: tuple = ()
@@ -327,8 +330,10 @@ class ModelSpec:
         return self.expert_params() * self.moe_layer_fraction
 
     def embedding_params(self) -> int:
-        """Input embedding (+ learned position table): vocab x h (+ max_positions x h)."""
-        return self.vocab * self.hidden + (self.max_positions * self.hidden if self.learned_positions else 0)
+        """Input embedding (+ learned position table, + its LayerNorm): vocab x h (+ max_positions x h)
+        (+ 2h)."""
+        return (self.vocab * self.hidden + (self.max_positions * self.hidden if self.learned_positions else 0)
+                + (2 * self.hidden if self.embedding_norm else 0))
 
     def params(self, *, active: bool = False) -> int:
         """Total parameters (or active per token: top-k routed experts) of the main model:

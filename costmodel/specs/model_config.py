@@ -77,13 +77,16 @@ _TIED_BY_DEFAULT = ("gpt2", "gpt_neo", "opt", "bloom", "gemma", "gemma2", "gemma
 _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
                                     "sliding_window": 4096, "sliding_window_pattern": 6,
                                     "num_attention_heads": 8, "num_key_value_heads": 4},
-                    "gemma": {"head_dim": 256}, "gemma2": {"head_dim": 256},     # GemmaConfig, Gemma2Config
+                    "gemma": {"head_dim": 256},       # GemmaConfig
+                    "gemma2": {"head_dim": 256, "sliding_window": 4096},       # Gemma2Config
                     # MistralConfig, MixtralConfig: num_key_value_heads 8 (not num_attention_heads); Qwen3Config:
                     # head_dim 128 (not hidden / heads); BloomConfig has no MLP keys (BloomMLP: 4h, BloomGelu);
                     # GPTNeoConfig: activation_function gelu_new
                     "mistral": {"num_key_value_heads": 8}, "mixtral": {"num_key_value_heads": 8},
                     "qwen3": {"head_dim": 128}, "bloom": {"hidden_act": "gelu"},
-                    "gpt_neo": {"activation_function": "gelu_new"}}
+                    "gpt_neo": {"activation_function": "gelu_new"},
+                    # GptOssConfig: head_dim 64 (not 2880 / 64 heads = 45)
+                    "gpt_oss": {"head_dim": 64}}
 #: families whose Hugging Face attention splits the hidden size over the heads whatever a head_dim key says
 #: (GPT2Attention, GPTNeoSelfAttention, OPTAttention, BloomAttention: hidden_size // num_heads)
 _HEADS_SPLIT_HIDDEN = ("gpt2", "gpt_neo", "opt", "bloom")
@@ -169,14 +172,15 @@ _TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "expert
 _SYNONYMS = (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), _TOPK_KEYS + ("top_k",))
 
 
-def _check_moe_keys(d: dict, w: str) -> None:
+def _check_moe_keys(d: dict, w: str, prefix: str = "") -> None:
     """Refuse a MoE-looking key (containing 'expert', 'moe' or 'router') the reader does not know: it
     may add or remove parameters, and a silent default would miscount them; and an expert capacity,
-    which belongs to the run (``--moe-capacity-factor``), not to the model."""
+    which belongs to the run (``--moe-capacity-factor``), not to the model.  ``prefix`` names the
+    section ``d`` is nested in (``ffn_config.``)."""
     for k in d:
         low = k.lower()
         if not k.startswith("_") and "capacity" in low and k not in _KNOWN_MOE_KEYS:
-            raise InputError(w, k, "an expert capacity is the run's setting, not the model's (no Hugging Face "
+            raise InputError(w, prefix + k, "an expert capacity is the run's setting, not the model's (no Hugging Face "
                                    "config of the families read here has one): give --moe-capacity-factor")
     unread = [k for k in d if not k.startswith("_") and k not in _KNOWN_MOE_KEYS
               and ("expert" in k.lower() or "moe" in k.lower() or "router" in k.lower())]
@@ -184,7 +188,7 @@ def _check_moe_keys(d: dict, w: str) -> None:
         k = unread[0]
         near = difflib.get_close_matches(k, sorted(_KNOWN_MOE_KEYS), n=3)
         more = f" (so are {', '.join(unread[1:])})" if len(unread) > 1 else ""
-        raise InputError(w, k, f"an MoE key this reader does not model (it may change the parameter count){more}; "
+        raise InputError(w, prefix + k, f"an MoE key this reader does not model (it may change the parameter count){more}; "
                                + (f"the nearest it reads: {', '.join(near)}" if near else
                                   "it reads the MoE keys of the families the README lists under --model"))
 
@@ -295,14 +299,15 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
         return _nested(inner, w + " text_config")
     if isinstance(d.get("ffn_config"), dict) or isinstance(d.get("attn_config"), dict):
         f, a = d.get("ffn_config") or {}, d.get("attn_config") or {}
-        wf, wa = w + " ffn_config", w + " attn_config"
-        _check_moe_keys(f, wf)
+        # their keys named as the file nests them (ffn_config.ffn_hidden_size)
+        fq, aq = ({f"{sec}.{k}": v for k, v in m.items()} for sec, m in (("ffn_config", f), ("attn_config", a)))
+        _check_moe_keys(f, w, "ffn_config.")
         out = dict(d)
         # DbrxAttentionConfig's default kv_n_heads is 1 (huggingface/transformers configuration_dbrx.py)
-        out.update({"intermediate_size": _get_int(f, ("ffn_hidden_size",), wf),
-                    "num_local_experts": _get_int(f, ("moe_num_experts",), wf, required=False),
-                    "num_experts_per_tok": _get_int(f, ("moe_top_k",), wf, required=False),
-                    "num_key_value_heads": _get_int(a, ("kv_n_heads",), wa, required=False, default=1),
+        out.update({"intermediate_size": _get_int(fq, ("ffn_config.ffn_hidden_size",), w),
+                    "num_local_experts": _get_int(fq, ("ffn_config.moe_num_experts",), w, required=False),
+                    "num_experts_per_tok": _get_int(fq, ("ffn_config.moe_top_k",), w, required=False),
+                    "num_key_value_heads": _get_int(aq, ("attn_config.kv_n_heads",), w, required=False, default=1),
                     "hidden_act": d.get("hidden_act", "silu")})
         return {**{k: v for k, v in out.items() if v is not None},
                 "moe_normalize_expert_weights": f.get("moe_normalize_expert_weights", 1.0)}, w
@@ -352,7 +357,12 @@ def _check_model_type(mt, w: str, remote: bool = False) -> None:
         raise InputError(w, "model_type", f"{mt!r}: {_REFUSED_TYPES.get(mt) or NON_DECODER_TYPES[mt]}")
     if mt in _KNOWN_TYPES or mt in _ALIASES or mt in HF_MODEL_TYPES or remote:
         return
-    near = [k for k in _KNOWN_TYPES if k == mt.lower()] or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85)
+    # spelt apart only by case, dashes, dots or underscores ('Gemma-2', 'qwen2.5') or a letter's slip
+    norm = {k.replace("_", "").replace("-", ""): k for k in sorted(_KNOWN_TYPES)}
+    bare = mt.lower().replace("_", "").replace("-", "").replace(".", "")
+    near = ([norm[bare]] if bare in norm else
+            [norm[k] for k in difflib.get_close_matches(bare, list(norm), 1, 0.85)]
+            or difflib.get_close_matches(mt, sorted(_KNOWN_TYPES), 1, 0.85))
     if near:
         raise InputError(w, "model_type", f"{mt!r} is not a Hugging Face model_type (transformers registers no "
                          f"such name, and the file has no auto_map of remote code); did you mean {near[0]!r}?")
@@ -517,6 +527,7 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         qkv_bias=model_type in ("qwen2", "qwen2_moe") or bool(d.get("attention_bias", False)),
         o_bias=model_type not in ("qwen2", "qwen2_moe", "glm4_moe") and bool(d.get("attention_bias", False)),
         qk_norm=_qk_norm(d, model_type), layer_norms=4 if model_type in ("gemma2", "gemma3_text") else 2,
+        embedding_norm=model_type == "bloom",
         **sliding_attention(d, w, model_type, layers), **mla,
         **_routing_groups(d, w, experts, topk), **llama4_attention(d, w, model_type, layers),
         **score_twists(d, w, model_type), **glu_twists(d, w, model_type), router=router_spec(d, w, model_type, experts)), d.get("_params_published"), w)
@@ -564,7 +575,8 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
             raise InputError(w, key, f"{v!r}: {what} of a family the reader does not know (model_type "
                                      f"{model_type!r}), which a plain decoder does not price{more}: drop the keys "
                                      "to price the model without them")
-    for key in () if model_type in _KNOWN_TYPES else ("qkv_bias", "bias", "use_bias", "add_bias_linear"):
+    for key in () if model_type in _KNOWN_TYPES else ("qkv_bias", "add_qkv_bias", "bias", "use_bias",
+                                                                   "add_bias_linear"):
         if d.get(key) not in (None, False):     # which projections carry them is the unknown family's code's
             raise InputError(w, key, f"{d[key]!r}: biases of a family the reader does not know (model_type "
                                      f"{model_type!r}) are not modelled: give attention_bias, or drop the key")
