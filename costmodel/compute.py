@@ -36,7 +36,8 @@ from .formats import cast_bytes, gemm_format, grad_rescale_bytes, sp_gather_cast
 from .gemm import gemm_time_s
 from .layout_fields import uses_layout_fields
 from .layouts import LayoutTable
-from .moe import ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, run_rank_load, permute_rows
+from .moe import (ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, permute_rows, router_kernels,
+                  run_rank_load)
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .tp_overlap import rs_partials_reduce_s, tp_chunk_extra_s
@@ -502,6 +503,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         perm_s = model.moe_layer_fraction * mem(2.0 * (rows + (ATOMIC_SCATTER_SLOWDOWN - 1) * atomic) * h * ACT_BYTES,
                                                 2 * DISPATCH_COPIES)
         ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
+    # the router's and the dispatch preprocess's small kernels: a launch each on the GPU, a call on the CPU
+    router_f, router_b = (model.moe_layer_fraction * k for k in router_kernels(recipe)) if model.is_moe else (0.0, 0.0)
+    ew_f, ew_b = ew_f + router_f * launch, ew_b + router_b * launch
     if fmt.low:
         cast_f, cast_b = _low_precision_casts_s(model, recipe, stack, t, tok, tp, w, mem, peak16)
         ew_f, ew_b = ew_f + cast_f, ew_b + cast_b
@@ -509,9 +513,9 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     side_f, side_b = _attention_copies_s(model, recipe, stack, tok, tp, cp, mem)
     ew_f, ew_b = ew_f + side_f + rs_reduce_f, ew_b + side_b
 
-    cpu = stack.layer_ops * EAGER_OP_OVERHEAD_S
+    cpu_f, cpu_b = ((stack.layer_ops + k) * EAGER_OP_OVERHEAD_S for k in (router_f, router_b))
     gpu_f, gpu_b = gemm_f + attn_f + ew_f, gemm_b + attn_b + ew_b
-    layer_f, layer_b = np.maximum(gpu_f, cpu), np.maximum(gpu_b, cpu)
+    layer_f, layer_b = np.maximum(gpu_f, cpu_f), np.maximum(gpu_b, cpu_b)
     if stack.selective_recompute == "op-sac":
         # torchtitan op-level SAC: every second matmul and the memory-bound ops run again, not the
         # reductions after the fused reduce-scatters, whose outputs it saves

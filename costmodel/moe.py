@@ -37,6 +37,21 @@ memory traffic of moving tokens to and from their experts.
   11.3x slower than reading and writing the same bf16 elements at the H200's fitted copy bandwidth.
   That ratio prices the pass on every GPU (the atomics run at the L2, whose rate is not measured
   elsewhere).  Transformer Engine's fused kernels (``--moe-permute-fusion``) copy without atomics.
+* Router kernels.  Megatron-core's router is dozens of small elementwise, top-k, scatter and
+  reduction kernels (score function, routing map, aux loss and its statistics), each at least a
+  kernel launch on the GPU and a framework call on the CPU.  Nsight Systems counts 72 kernels in a
+  DeepSeek-V3 layer's router forward, 31 with Transformer Engine's fused router
+  (``--moe-router-fusion``), and 17 for router and EP preprocess together under DeepEP's fused
+  preprocess ("Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72", NVIDIA/Megatron-LM
+  docs/discussions/deepseek-v3-gb200-optimization, commit 79e8592b, sec. 2.1.4 and 2.2.1; DeepSeek-V3's
+  sigmoid router with group-limited top-k, so a softmax router's count is somewhat lower).  The other
+  dispatchers' preprocess, counted in megatron/core/transformer/moe/token_dispatcher.py (commit
+  d98e8a64): alltoall sums the routing map and the splits (7 kernels) and copies 4 of them to the
+  host; allgather slices its local map and probabilities, sums and masks them (8) with 2 host copies.
+  The router's backward, counted in router.py and moe_utils.py at the same commit (about 18
+  kernels unfused, 9 fused: the score function's, top-k scatter's and aux-loss terms' gradients, the
+  aux-loss scaler, dtype casts; +-30 %).  The all-gather of token counts and the host
+  synchronisation before the all-to-all are not priced.
 * Capacity.  With a capacity factor c each expert keeps at most c x its mean token count and
   drops the rest (Lepikhin et al. 2021, GShard sec. 2.2; Megatron ``--moe-expert-capacity-factor``),
   so the busiest rank's load is at most c x the mean; padded to capacity, every expert computes
@@ -62,9 +77,16 @@ from .stacks import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME, TE_S
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4
-#: DeepEP normal kernels' bottleneck bandwidth over the link's datasheet bandwidth: NVLink, the
-#: lower of dispatch 153 and combine 158 GB/s on H800's 200 GB/s; RDMA, 43 GB/s at EP16 (the lowest
-#: internode row) on a 50 GB/s NIC (module docstring)
+#: kernels of Megatron-core's router in one MoE layer's forward, unfused / with --moe-router-fusion,
+#: measured (module docstring, "Router kernels")
+ROUTER_FWD_KERNELS = {False: 72, True: 31}
+#: router and EP preprocess together under DeepEP's (flex) fused preprocess, router fusion on, measured
+FLEX_ROUTER_PREPROCESS_FWD_KERNELS = 17
+#: the dispatchers' preprocess beyond the router and the permutation copies, counted in the source
+#: (module docstring): alltoall 7 reductions and copies + 4 device-to-host copies; allgather 8 + 2
+PREPROCESS_FWD_KERNELS = {"alltoall": 11, "allgather": 10}
+#: the router's backward kernels, unfused / fused, counted in the source (module docstring)
+ROUTER_BWD_KERNELS = {False: 18, True: 9}
 #: PyTorch's atomic scatter-add on an H200: the 12,582,912 more elements of TileOPs PR 608's 2048-token
 #: row than its 512-token one (top-2, hidden 4096) in 0.20 - 0.06 ms more (module docstring)
 ATOMIC_SCATTER_ELEMS_PER_S_H200 = (2048 - 512) * 2 * 4096 / ((0.20 - 0.06) * 1e-3)
@@ -74,6 +96,9 @@ H200_COPY_BYTES_PER_S = 4.8e12 * 0.85
 #: how much longer an atomic scatter-add of a bf16 element takes than its read + write (4 bytes) at
 #: the copy bandwidth, about 11.3: the factor on the bytes of an atomic permutation pass
 ATOMIC_SCATTER_SLOWDOWN = H200_COPY_BYTES_PER_S / (2 * 2 * ATOMIC_SCATTER_ELEMS_PER_S_H200)
+#: DeepEP normal kernels' bottleneck bandwidth over the link's datasheet bandwidth: NVLink, the
+#: lower of dispatch 153 and combine 158 GB/s on H800's 200 GB/s; RDMA, 43 GB/s at EP16 (the lowest
+#: internode row) on a 50 GB/s NIC (module docstring)
 DEEPEP_NVLINK_EFFICIENCY = 153.0 / 200.0
 DEEPEP_RDMA_EFFICIENCY = 43.0 / 50.0
 
@@ -139,6 +164,20 @@ def expert_load_factor(kappa, capacity_factor: float, pad: bool):
 def _received_rows(tokens, topk: int, etp, load):
     """Expert-side rows on one GPU after the gather over ETP, at the busiest rank's ``load``."""
     return tokens * topk * etp * load
+
+
+def router_kernels(recipe) -> tuple:
+    """Small kernels of one MoE layer's router and dispatch preprocess (forward, backward) on a
+    Megatron-core stack (:data:`ROUTER_FWD_KERNELS` and its neighbours; module docstring); (0, 0)
+    elsewhere, whose routers were not counted.  The permutation copies are priced apart."""
+    if recipe.stack not in TE_STACKS:
+        return 0, 0
+    fused = bool(recipe.moe_router_fusion)
+    if recipe.moe_dispatcher == "flex":      # unfused, the router's kernels that fusion removes come back
+        fwd = FLEX_ROUTER_PREPROCESS_FWD_KERNELS + ROUTER_FWD_KERNELS[fused] - ROUTER_FWD_KERNELS[True]
+    else:
+        fwd = ROUTER_FWD_KERNELS[fused] + PREPROCESS_FWD_KERNELS[recipe.moe_dispatcher]
+    return fwd, ROUTER_BWD_KERNELS[fused]
 
 
 def max_load_cv(num_experts: int, topk: int) -> float:
@@ -305,7 +344,7 @@ def flex_crosses_efa(cluster, etp, ep) -> np.ndarray:
 def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
-    token on the same k experts), batch-level EP overlap off Megatron-core or with the allgather
+    token on the same k experts), the fused router or batch-level EP overlap off Megatron-core, EP overlap with the allgather
     dispatcher (Megatron-core asserts alltoall or flex), a dispatcher other than all-to-all on the
     DeepSpeed stacks, and the flex dispatcher on a GPU DeepEP does not run on (its requirements:
     Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
@@ -330,6 +369,9 @@ def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     if recipe.moe_ep_overlap and recipe.stack not in TE_STACKS:
         raise InputError("--moe-ep-overlap", "", f"batch-level EP overlap is Megatron-core's (the megatron and nemo "
                          f"stacks), not the {recipe.stack} stack's")
+    if recipe.moe_router_fusion and recipe.stack not in TE_STACKS:
+        raise InputError("--moe-router-fusion", "", f"the fused router is Megatron-core's (the megatron and nemo "
+                         f"stacks, Transformer Engine's kernels), not the {recipe.stack} stack's")
     if recipe.moe_ep_overlap and recipe.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
         raise InputError("--moe-ep-overlap", "", f"runs with the alltoall or flex dispatcher, not "
                          f"{recipe.moe_dispatcher}: give --moe-dispatcher alltoall or flex (Megatron-core's default "

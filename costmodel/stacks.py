@@ -204,6 +204,10 @@ RECIPE_SWITCHES = (
                  "--moe-permute-fusion); off: PyTorch's index_select / scatter_add_, an atomic add per element "
                  "once each way.", megatron_key="moe_permute_fusion", moe=True,
                  summary="fused token permutation"),
+    RecipeSwitch("moe_router_fusion", "bool", "MoE: the router's top-k, score function and aux-loss kernels "
+                 "fused (Megatron-core --moe-router-fusion, Transformer Engine's fused router): 31 kernels a layer's "
+                 "forward instead of 72 (costmodel.moe).", megatron_key="moe_router_fusion", moe=True,
+                 summary="fused router kernels"),
     RecipeSwitch("moe_ep_overlap", "bool", "MoE: Megatron-core's batch-level EP overlap (--overlap-moe-expert-"
                  "parallel-comm --delay-wgrad-compute): the forward of one micro-batch and the backward of another "
                  "run as one schedule, each one's dispatch and combine under the other's compute (all but the "
@@ -485,13 +489,18 @@ class Stack:
 #: default is off (TransformerConfig), its unfused permutation an atomic PyTorch scatter-add each way;
 #: DeepSpeed-MoE's einsum dispatch and MegaBlocks' gather/scatter kernels add no atomics, and
 #: torchtitan's scatter-add runs PyTorch's deterministic (sort-based) kernel, which the measured
-#: atomic rate does not describe: on for those (no atomic pass priced)
+#: atomic rate does not describe: on for those (no atomic pass priced).  ``moe_router_fusion``: off in
+#: Megatron-core's TransformerConfig and in Megatron-Bridge's H100 library recipes (recipes/*/h100:
+#: ``cfg.model.moe_router_fusion = False``); only its perf_recipes turn it on
 _MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
-                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False, moe_ep_overlap=False)
+                     moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False, moe_ep_overlap=False,
+                     moe_router_fusion=False)
 _MOE_DEEPSPEED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=False, moe_capacity_factor=1.0,
-                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False)
+                      moe_pad_to_capacity=True, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False,
+                      moe_router_fusion=False)
 _MOE_DROPLESS_GROUPED = dict(moe_dispatcher="alltoall", moe_grouped_gemm=True, moe_capacity_factor=0.0,
-                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False)
+                             moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=True, moe_ep_overlap=False,
+                             moe_router_fusion=False)
 
 
 def _stack(name, flash, tp_overlap, dp_overlap, optimizer, cross_entropy, pads_vocab, moe, dims=("tp", "pp", "cp")):

@@ -237,7 +237,9 @@ class Recipe:
     measured coefficient of variation of the per-expert token load (0: uniform routing, the
     balls-into-bins floor; costmodel.moe); ``moe_permute_fusion`` permutes the tokens with fused
     kernels (Megatron's ``--moe-permute-fusion``, Transformer Engine's); False is Megatron-core's
-    unfused PyTorch path, one atomic scatter-add pass per direction (costmodel.moe).  ``moe_ep_overlap``
+    unfused PyTorch path, one atomic scatter-add pass per direction (costmodel.moe).  ``moe_router_fusion``
+    runs the router's elementwise work as Transformer Engine's fused kernels (``--moe-router-fusion``;
+    fewer small kernels, costmodel.moe.router_kernels).  ``moe_ep_overlap``
     runs Megatron-core's batch-level EP overlap (``--overlap-moe-expert-parallel-comm
     --delay-wgrad-compute``): the forward of one micro-batch and the backward of another as one
     schedule, each one's dispatch and combine under the other's compute (costmodel.schedule).
@@ -283,6 +285,7 @@ class Recipe:
     moe_pad_to_capacity: bool = False
     moe_permute_fusion: bool = True
     moe_ep_overlap: bool = False
+    moe_router_fusion: bool = False
     moe_expert_load_cv: float = 0.0
     recompute_modules: str = "core_attn"
     fused_elementwise: bool = True
