@@ -133,8 +133,10 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
                         else ranked.step_time_s[i] / ranked.step_time_s[0] - 1)
         how = (f"is {slower:.1f}% slower" if slower >= 0 else
                f"is {-slower:.1f}% faster at full clocks, slower under the power limit")
+        # the same recipe switches as the winner's: its own best switches may differ (a pinned search finds them)
         out.append(f"the best layout with TP={key[0]} PP={key[1]} (DP={int(L.dp[i])} CP={int(L.cp[i])} "
-                   f"mbs={int(L.mbs[i])} recompute={recompute_name(L, i)}) {how}.")
+                   f"mbs={int(L.mbs[i])} recompute={recompute_name(L, i)}) {how} with the winner's switches "
+                   f"(--tp {key[0]} --pp {key[1]} searches its own).")
     if faster_infeasible is not None:
         # both at full clocks and the stack's own pipeline split, as the search priced them (the winner's
         # printed step may run a split of its own)

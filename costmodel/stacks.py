@@ -489,9 +489,8 @@ class Stack:
 #: default is off (TransformerConfig), its unfused permutation an atomic PyTorch scatter-add each way;
 #: DeepSpeed-MoE's einsum dispatch and MegaBlocks' gather/scatter kernels add no atomics, and
 #: torchtitan's scatter-add runs PyTorch's deterministic (sort-based) kernel, which the measured
-#: atomic rate does not describe: on for those (no atomic pass priced).  ``moe_router_fusion``: off in
-#: Megatron-core's TransformerConfig and in Megatron-Bridge's H100 library recipes (recipes/*/h100:
-#: ``cfg.model.moe_router_fusion = False``); only its perf_recipes turn it on
+#: atomic rate does not describe: on for those.  ``moe_router_fusion``: off in Megatron-core's TransformerConfig and
+#: Megatron-Bridge's H100 library recipes (recipes/*/h100: ``moe_router_fusion = False``; its perf_recipes: on)
 _MOE_MEGATRON = dict(moe_dispatcher="allgather", moe_grouped_gemm=False, moe_capacity_factor=0.0,
                      moe_pad_to_capacity=False, moe_expert_load_cv=0.0, moe_permute_fusion=False, moe_ep_overlap=False,
                      moe_router_fusion=False)
@@ -676,8 +675,11 @@ def dp_overlap_on(recipe: Recipe, zero, overlap):
 def switch_values(recipe: Recipe) -> dict:
     """Every recipe switch (:data:`RECIPE_SWITCHES`) -> its value in ``recipe``, for reports; a switch
     the recipe does not read is None: ``fp8_recipe`` outside fp8, ``attention_kernel`` under unfused
-    attention (as ``predict --json`` reports it)."""
+    attention (as ``predict --json`` reports it); ``main_grads_dtype`` is fp16 under fp16 training,
+    whose gradients are reduced in fp16 (costmodel.stage_params.grad_bytes)."""
     out = {w.name: getattr(recipe, w.name) for w in RECIPE_SWITCHES}
+    if recipe.precision == "fp16":
+        out["main_grads_dtype"] = "fp16"
     if recipe.precision != "fp8":
         out["fp8_recipe"] = None
     if not recipe.flash_attention:

@@ -386,6 +386,10 @@ def setup(model_arg, cluster_arg, nodes, gbs, seq_len, precision, profile_arg, s
         check_moe_recipe(model, None, cluster.gpu, given)
     recipe = stack_recipe(get_stack(stack), gbs, seq_len or model.seq_len, precision, gpu=cluster.gpu,
                           **(recipe_flags or {}))
+    if given.get("main_grads_dtype") == "fp32" and recipe.precision == "fp16":
+        raise InputError("--main-grads-dtype", "", "fp32 with --precision fp16: the model prices fp16 training's "
+                         "fp16 gradients (Megatron-LM's default; its --accumulate-allreduce-grads-in-fp32 is not "
+                         "modelled): drop the flag")
     check_moe_recipe(model, recipe, cluster.gpu, given)
     check_flex_fabric(model, recipe, cluster)
     recipe, capped = softcap_recipe(model, recipe, given)

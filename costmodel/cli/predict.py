@@ -425,7 +425,7 @@ def _zero3_overlap_note(r, lay: dict, flags) -> str | None:
         return None
     return (f"--{'' if flags['dp_overlap'] else 'no-'}dp-overlap changes nothing at ZeRO-3 on the {r.stack} stack: its "
             "FSDP prefetches the next gather and reduce-scatters under the compute whatever it says "
-            "(costmodel.stacks Stack.zero3_overlap)")
+            "(costmodel.stacks Stack.zero3_overlap); --no-overlap prices that traffic exposed")
 
 
 def _pp_layout_note(placed, m, lay: dict) -> str | None:
