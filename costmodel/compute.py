@@ -39,7 +39,7 @@ from .layouts import LayoutTable
 from .moe import (ATOMIC_SCATTER_SLOWDOWN, DISPATCH_COPIES, atomic_permute_rows, permute_rows, router_kernels,
                   run_rank_load)
 from .ring_attention import KERNELS_PER_STEP as RING_KERNELS_PER_STEP, merge_bytes as ring_merge_bytes
-from .specs import ClusterSpec, ModelSpec, Profile, Recipe
+from .specs import CROSS_ENTROPIES, ClusterSpec, ModelSpec, Profile, Recipe
 from .tp_overlap import rs_partials_reduce_s, tp_chunk_extra_s
 from .stacks import (EAGER_NORM_BYTES, EAGER_OP_OVERHEAD_S, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES,
                      FUSED_ROPE_BYTES, FUSED_SWIGLU_BYTES, TE_STACKS, get_stack)
@@ -303,17 +303,20 @@ def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_d
     return out
 
 
-def _logits_times(model: ModelSpec, profile: Profile, dt: str, tok, tp, gemm3, mem, layer_f, layer_b):
+def _logits_times(model: ModelSpec, recipe: Recipe, profile: Profile, dt: str, tok, tp, gemm3, mem, layer_f,
+                  layer_b):
     """(forward s, backward s, cross-entropy s, forward FLOPs) of the last stage's output layer and
     loss per micro-batch, with the model's multi-token-prediction modules (DeepSeek-V3 sec. 2.2:
     each runs its 2h -> h projection, one transformer layer and the shared head + loss again).
-    The output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module)."""
+    The output layer runs in 16-bit under fp8 recipes (Megatron's output layer is not a TE module);
+    the loss's passes over the logits are the recipe's cross-entropy's (CrossEntropySpec.pass_bytes)."""
     h, V = model.hidden, model.vocab
     lg_f, lg_b = gemm3(tok, V / tp, h, dtype=dt if dt in ("bf16", "fp16") else _dtype16(profile))
-    ce_bytes = tok * V / tp * (ACT_BYTES + 4 + 4)   # read logits, write fp32 softmax, read for loss
-    ce = mem(ce_bytes, 3) + mem(ce_bytes, 2)
-    lg_f = lg_f + mem(ce_bytes, 3)
-    lg_b = lg_b + mem(ce_bytes, 2)
+    spec = CROSS_ENTROPIES[recipe.cross_entropy]
+    ce_f, ce_b = (mem(tok * V / tp * b, k) for b, k in zip(spec.pass_bytes, spec.kernels))
+    ce = ce_f + ce_b
+    lg_f = lg_f + ce_f
+    lg_b = lg_b + ce_b
     lg_flops = 2.0 * tok * h * V / tp
     if model.mtp_layers:
         n = model.mtp_layers
@@ -527,7 +530,7 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
         selective = selective_attn + _module_recompute_s(model, recipe, w, tok, tp, sp_div, mem, perm_s)
     recompute, recompute_attn = (np.where(t.recompute == 2, full, np.where(t.recompute == 1, sel, 0.0))
                                  for full, sel in ((layer_f, selective), (attn_f, selective_attn)))
-    lg_f, lg_b, ce, lg_flops = _logits_times(model, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
+    lg_f, lg_b, ce, lg_flops = _logits_times(model, recipe, profile, dt, tok, tp, gemm3, mem, layer_f, layer_b)
     flops_f = tok * layer_matmul_flops_per_token(model) / tp + attn_flops
     zero = np.zeros(len(t))
     return ComputeTimes(layer_f, layer_b, recompute, gemm_f, colpar_f + fc1_f, attn_f, attn_b, lg_f, lg_b,

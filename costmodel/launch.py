@@ -294,8 +294,9 @@ def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list
             a.append("--use-flash-attn")
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
         a.append(f"--attention-backend {megatron_attention_backend(recipe)}")
-    if recipe.cross_entropy == "fused":
-        a.append("--cross-entropy-loss-fusion")
+    if recipe.cross_entropy in ("fused", "megatron-fused"):
+        a.append("--cross-entropy-loss-fusion" + (" --cross-entropy-fusion-impl te" if recipe.cross_entropy == "fused"
+                                                  else ""))
     elif recipe.cross_entropy != "megatron":
         notes.append(_CE_NOTE.format(ce=recipe.cross_entropy))
     if not recipe.fused_elementwise and recipe.stack not in PRE_TE_MEGATRON_STACKS:
@@ -310,8 +311,8 @@ def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list
 
 
 #: the note for a cross-entropy Megatron-core cannot run: it has its vocab-parallel loss and the fused
-#: one (``--cross-entropy-loss-fusion``, TransformerConfig.cross_entropy_loss_fusion), no eager fp32 or
-#: chunked linear + loss
+#: ones (``--cross-entropy-loss-fusion``, native or Transformer Engine's), no eager fp32 or chunked
+#: linear + loss
 _CE_NOTE = ("Megatron-core has no {ce} cross-entropy (its vocab-parallel loss, or --cross-entropy-loss-fusion): "
             "the prediction assumed {ce}, these arguments run the vocab-parallel one")
 
@@ -399,13 +400,15 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     # TransformerConfig.attention_backend is an AttnBackend enum (megatron/core/transformer/enums.py),
     # compared by identity: a string would leave Megatron-core's automatic choice in force
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
-    a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy == 'fused'}")
+    a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy in ('fused', 'megatron-fused')}")
+    if recipe.cross_entropy == "fused":
+        a.append("recipe.model.config.cross_entropy_fusion_impl = 'te'")
     if not recipe.fused_elementwise:
         # TransformerConfig's activation and rotary fusions (the norms stay fused in TE's linear layers)
         a.append("recipe.model.config.bias_activation_fusion = False")
         if not model.learned_positions:
             a.append("recipe.model.config.apply_rope_fusion = False")
-    if recipe.cross_entropy not in ("megatron", "fused"):
+    if recipe.cross_entropy not in ("megatron", "fused", "megatron-fused"):
         a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current

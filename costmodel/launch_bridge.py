@@ -56,7 +56,9 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) 
     # the enum by its name, as Megatron-Bridge's own cards override it (examples/model_verification_cards/
     # nemotron-3-super-120b-a12b/card.yaml: model.attention_backend=auto)
     m["attention_backend"] = megatron_attention_backend(recipe)
-    m["cross_entropy_loss_fusion"] = recipe.cross_entropy == "fused"
+    m["cross_entropy_loss_fusion"] = recipe.cross_entropy in ("fused", "megatron-fused")
+    if recipe.cross_entropy == "fused":
+        m["cross_entropy_fusion_impl"] = "te"
     if not recipe.fused_elementwise:
         m["bias_activation_fusion"] = False
         if not model.learned_positions:
@@ -132,6 +134,7 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
                # GPTDatasetConfig.seq_length: finalize() copies it over Megatron-core's sequence_length
                dataset=dict(seq_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
                mixed_precision=_mixed_precision(recipe, t["zero"], t["dp"] * t["cp"]))
-    notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy) if recipe.cross_entropy not in ("megatron", "fused")
-                         else "", packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
+    notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy)
+                         if recipe.cross_entropy not in ("megatron", "fused", "megatron-fused") else "",
+                         packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip() + "".join(f"\n# {n}" for n in notes)

@@ -73,8 +73,10 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if str(a.get("optimizer", "")).lower() in OPTIMIZERS:       # Megatron-LM's adam (AdamW) or sgd
         out["optimizer"] = str(a["optimizer"]).lower()
     if isinstance(a.get("cross_entropy_loss_fusion"), bool):
-        # False: Megatron's vocab-parallel cross-entropy, unfused (its default), as the dump says
-        out["cross_entropy"] = "fused" if a["cross_entropy_loss_fusion"] else "megatron"
+        # False: Megatron's vocab-parallel cross-entropy, unfused (its default), as the dump says; fused, its
+        # native jit-fused steps unless the dump names Transformer Engine's kernel
+        out["cross_entropy"] = (("fused" if a.get("cross_entropy_fusion_impl") == "te" else "megatron-fused")
+                                if a["cross_entropy_loss_fusion"] else "megatron")
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
     _bool(a, "optimizer_cpu_offload", out, "optimizer_offload", notes)

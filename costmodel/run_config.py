@@ -331,13 +331,15 @@ _precision.expect = "bf16, bf16-mixed, 16, 16-mixed or fp16 (32-bit training is 
 
 def _cross_entropy(cfg: RunConfig, path: str, m: dict) -> None:
     """Megatron-core's ``cross_entropy_loss_fusion`` of a ``model`` mapping (NeMo, Megatron-Bridge): the
-    fused cross-entropy, or Megatron's vocab-parallel one (as compare reads it from a log)."""
+    fused cross-entropy (Transformer Engine's kernel with ``cross_entropy_fusion_impl`` te, else the
+    native jit-fused one), or Megatron's vocab-parallel one (as compare reads it from a log)."""
     v = m.get("cross_entropy_loss_fusion")
     if v is None or _unset(v):
         return
     if not isinstance(v, bool):
         raise InputError(path, "model.cross_entropy_loss_fusion", f"{v!r} is not a valid value: expected true or false")
-    cfg.recipe["cross_entropy"] = "fused" if v else "megatron"
+    cfg.recipe["cross_entropy"] = ("fused" if m.get("cross_entropy_fusion_impl") == "te" else "megatron-fused") \
+        if v else "megatron"
     cfg.where["cross_entropy"] = f"{path}: model.cross_entropy_loss_fusion"
 
 

@@ -110,14 +110,20 @@ def test_launch_flags_name_the_recipe():
     assert "bf16_with_nvfp4_mixed" not in nv and "recipe.trainer.plugins = bf16_mixed()" in nv
     assert "recipe.trainer.plugins.fp4 = 'e2m1'" in nv and "recipe.trainer.plugins.fp4_recipe = 'nvfp4'" in nv
     # the cross-entropy the prediction assumed: Megatron's fused loss by its flag, one it lacks by a note
-    ce = {c: Recipe(gbs=8, seq_len=4096, cross_entropy=c) for c in ("megatron", "fused", "eager", "chunked")}
-    assert "--cross-entropy-loss-fusion" in megatron_args(lay, m, ce["fused"])
+    ce = {c: Recipe(gbs=8, seq_len=4096, cross_entropy=c) for c in ("megatron", "megatron-fused", "fused", "eager",
+                                                                    "chunked")}
+    assert "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te" in megatron_args(lay, m, ce["fused"])
+    assert "--cross-entropy-loss-fusion" in megatron_args(lay, m, ce["megatron-fused"])
+    assert "fusion-impl" not in megatron_args(lay, m, ce["megatron-fused"])
     assert "cross-entropy" not in megatron_args(lay, m, ce["megatron"])
     assert megatron_args(lay, m, ce["eager"]).endswith("# Megatron-core has no eager cross-entropy (its vocab-parallel "
                                                         "loss, or --cross-entropy-loss-fusion): the prediction assumed "
                                                         "eager, these arguments run the vocab-parallel one")
     nemo = {c: nemo_overrides(lay, m, Recipe(gbs=8, seq_len=4096, cross_entropy=c, stack="nemo")) for c in ce}
     assert "recipe.model.config.cross_entropy_loss_fusion = True" in nemo["fused"]
+    assert "recipe.model.config.cross_entropy_fusion_impl = 'te'" in nemo["fused"]
+    assert "recipe.model.config.cross_entropy_loss_fusion = True" in nemo["megatron-fused"]
+    assert "fusion_impl" not in nemo["megatron-fused"]
     assert "recipe.model.config.cross_entropy_loss_fusion = False" in nemo["megatron"]
     assert "# Megatron-core has no chunked cross-entropy" in nemo["chunked"]
 

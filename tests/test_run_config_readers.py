@@ -191,7 +191,12 @@ def test_a_nemo_value_or_section_of_the_wrong_kind_is_refused_by_name(tmp_path, 
 def test_nemo_and_bridge_cross_entropy_fusion_and_nemo_s_p2p_default(tmp_path):
     cfg = _read(tmp_path, "n.yaml", NEMO.format(extra="  cross_entropy_loss_fusion: true\n"
                                                       "  virtual_pipeline_model_parallel_size: 2\n"))
-    assert cfg.recipe["cross_entropy"] == "fused" and cfg.where["cross_entropy"].endswith("cross_entropy_loss_fusion")
+    # Megatron-core's native fusion, its default implementation; Transformer Engine's kernel where named
+    assert cfg.recipe["cross_entropy"] == "megatron-fused" and cfg.where["cross_entropy"].endswith(
+        "cross_entropy_loss_fusion")
+    te = _read(tmp_path, "te.yaml", NEMO.format(extra="  cross_entropy_loss_fusion: true\n"
+                                                     "  cross_entropy_fusion_impl: te\n"))
+    assert te.recipe["cross_entropy"] == "fused"
     # NeMo 1 reads cfg.get('overlap_p2p_comm', False): the interleaved run's p2p stays exposed
     assert cfg.recipe["pp_overlap"] is False and "default" in cfg.where["pp_overlap"]
     bridge = BRIDGE.format(extra="").replace("model:\n", "model:\n  cross_entropy_loss_fusion: false\n")
@@ -369,9 +374,9 @@ def test_nemo_2_and_bridge_fuse_the_loss_by_default_and_nemo_1_does_not(tmp_path
     from costmodel.specs import load_model
     from costmodel.stacks import STACKS, stack_recipe
     r = stack_recipe(STACKS["nemo"], 128, 8192, "bf16")
-    assert r.cross_entropy == "fused"
+    assert r.cross_entropy == "megatron-fused"         # Megatron-core's native implementation by default
     launcher = read_run_config(Path(__file__).parent / "data" / "configs" / "nemo_launcher_llama3_8b.yaml")
-    assert launcher.recipe["cross_entropy"] == "fused"          # the launcher's Llama 3 config sets it
+    assert launcher.recipe["cross_entropy"] == "megatron-fused"          # the launcher's Llama 3 config sets it
     cfg = _read(tmp_path, "n.yaml", NEMO.format(extra=""))
     assert cfg.recipe["cross_entropy"] == "megatron" and "NeMo 1's default" in cfg.where["cross_entropy"]
     out = nemo_overrides(dict(tp=2, pp=1, dp=8, cp=1, ep=1, vp=1, mbs=1, sp=True, zero=1, recompute="none",

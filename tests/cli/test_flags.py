@@ -149,7 +149,7 @@ def test_cross_entropy_flag_sets_the_logits_bytes():
     assert drop == 4.0 * 8192 * 128256 / 2
     r = subprocess.run(base + ["--cross-entropy", "liger"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "costmodel: error: --cross-entropy: 'liger' is not one of eager, megatron, fused, chunked"]
+        "costmodel: error: --cross-entropy: 'liger' is not one of eager, megatron, megatron-fused, fused, chunked"]
 
 
 def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
