@@ -109,6 +109,7 @@ def generic_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
         lines.append(f"MoE: {recipe.moe_dispatcher} token dispatch, "
                      f"{'grouped GEMM' if recipe.moe_grouped_gemm else 'one GEMM per expert'}, {cap}, "
                      f"{'fused' if recipe.moe_permute_fusion else 'unfused (atomic scatter-add)'} token permutation"
+                     + (", fused router kernels" if recipe.moe_router_fusion else "")
                      + (", the EP all-to-all under the other micro-batch's compute (batch-level EP overlap)"
                         if recipe.moe_ep_overlap else ""))
     return "\n".join(lines)

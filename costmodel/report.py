@@ -115,7 +115,7 @@ def reasons(ranked: Prediction, faster_infeasible: Prediction | None, cluster: C
     m0 = ranked.mfu[0] if mfu is None else mfu
     share = metrics.causal_flops_share(runs[0].model, runs[0].recipe) if runs else 1.0
     # long sequences: the s x s count can pass 100%; Megatron-LM counts the causal half the kernels compute
-    causal = f" (attention as s x s; {100 * m0 * share:.1f}% counting its causal half)" if share < 0.95 else ""
+    causal = f" (attention as s x s; {100 * m0 * share:.1f}% counting its causal half)" if share < 0.99 else ""
     out = [f"compute is {100 * bd['compute_s'] / t0:.0f}% of the step; MFU {100 * m0:.1f}%{causal}."]
     over = sorted(((v, k) for k, v in bd.items() if k != "compute_s"), reverse=True)
     if over[0][0] > 0.01 * t0:
@@ -157,7 +157,7 @@ def ranking_table(pred: Prediction, top: int, title: str, runs: list | None = No
     from .formats import gemm_format
     low = bool(runs) and gemm_format(runs[0].recipe.precision).low
     notes = ([f"TFLOP/s and MFU count attention as s x s (SC21); Megatron-LM's causal count is {share:.2f} of them"]
-             if share < 0.95 else []) + ([f"MFU is over the dense 16-bit peak, which a {runs[0].recipe.precision} run "
+             if share < 0.99 else []) + ([f"MFU is over the dense 16-bit peak, which a {runs[0].recipe.precision} run "
                                           "can pass"] if low else [])
     tb = Table(title=title, header_style="bold", caption="; ".join(notes) or None)
     L = pred.layouts

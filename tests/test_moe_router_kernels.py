@@ -50,3 +50,13 @@ def test_the_fused_router_is_megatron_core_s_and_a_row_s_notes_name_it():
     assert row_switches({"notes": "--moe-permute-fusion; --moe-router-fusion; --use-distributed-optimizer"})[
         "moe_router_fusion"] is True
     assert "moe_router_fusion" not in row_switches({"notes": "router fusion on"})
+
+
+def test_the_settings_format_says_the_router_is_fused():
+    from costmodel.launch_generic import generic_settings
+    lay = dict(tp=1, pp=1, dp=8, cp=1, ep=8, etp=1, vp=1, mbs=1, sp=False, zero=1, recompute="none",
+               recompute_num_layers=0, overlap=True, dp_replicate=1)
+    m = load_model("mixtral-8x7b")
+    on = generic_settings(lay, m, Recipe(gbs=64, seq_len=4096, moe_router_fusion=True))
+    off = generic_settings(lay, m, Recipe(gbs=64, seq_len=4096))
+    assert "fused router kernels" in on and "fused router kernels" not in off
