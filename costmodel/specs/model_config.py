@@ -7,6 +7,8 @@ Families and the keys read (each is the family's ``configuration_*.py`` in huggi
   (Gemma: hidden_activation), tie_word_embeddings (absent: the family's HF default,
   :data:`_TIED_BY_DEFAULT`); Qwen2's Q/K/V biases (its architecture, no key); Qwen3's and Gemma 3's
   Q/K norms; Gemma 3's defaults for the keys its hub files leave out (:data:`_FAMILY_DEFAULTS`).
+* GPT-NeoX (Pythia): biases on every linear and LayerNorm (modeling_gpt_neox.py), heads splitting the
+  hidden size; its partial rotary (rotary_pct) and parallel residual change no count.
 * OLMo 2 / OLMo 3 (dense) and OLMoE (num_experts, num_experts_per_tok; intermediate_size is the
   experts' width): their Q/K norms.
 * Mixtral, Grok-1: num_local_experts, num_experts_per_tok.
@@ -44,7 +46,7 @@ _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_mo
                 "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3", "olmoe", "deepseek", "deepseek_v2",
                 "deepseek_v3", "glm4_moe", "grok", "grok-1", "gpt_oss", "dbrx")
 #: the model types whose architecture the reader knows (their twists keyed by model_type below)
-_KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "opt", "bloom", "nemotron"))
+_KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "gpt_neox", "opt", "bloom", "nemotron"))
 #: model types read as a family they reuse the architecture of: Kimi K2's config.json names
 #: ``"architectures": ["DeepseekV3ForCausalLM"]`` and loads DeepseekV3Config (moonshotai/Kimi-K2-Base)
 _ALIASES = {"kimi_k2": "deepseek_v3"}
@@ -89,10 +91,10 @@ _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hid
                     "gpt_oss": {"head_dim": 64}}
 #: families whose Hugging Face attention splits the hidden size over the heads whatever a head_dim key says
 #: (GPT2Attention, GPTNeoSelfAttention, OPTAttention, BloomAttention: hidden_size // num_heads)
-_HEADS_SPLIT_HIDDEN = ("gpt2", "gpt_neo", "opt", "bloom")
+_HEADS_SPLIT_HIDDEN = ("gpt2", "gpt_neo", "gpt_neox", "opt", "bloom")
 #: dense families whose Hugging Face model has no experts: an expert key there is ignored by HF
 _DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo", "olmo2", "olmo3",
-                "nemotron", "gpt2", "gpt_neo", "opt", "bloom")
+                "nemotron", "gpt2", "gpt_neo", "gpt_neox", "opt", "bloom")
 _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", "swiglu", "relu",
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
@@ -507,9 +509,10 @@ def _read(d: dict, w: str, path) -> ModelSpec:
         seq_len = min(max_pos, 4096) if max_pos else 4096
     pp = d.get("_params_published")
     pp = float(pp) if isinstance(pp, (int, float)) and not isinstance(pp, bool) else None
-    # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py), as BLOOM's and
-    # OPT's linear layers do (modeling_bloom.py, modeling_opt.py: bias=True, enable_bias default True)
-    bias = d.get("_bias", model_type in ("gpt_oss", "gpt2", "bloom", "opt"))
+    # GPT-2's Conv1D projections and LayerNorms carry biases (transformers modeling_gpt2.py), as BLOOM's,
+    # OPT's and GPT-NeoX's linear layers do (modeling_bloom.py, modeling_opt.py: bias=True, enable_bias default
+    # True; modeling_gpt_neox.py: nn.Linear with its default bias, LayerNorms with theirs)
+    bias = d.get("_bias", model_type in ("gpt_oss", "gpt2", "bloom", "opt", "gpt_neox"))
     for key, val in (("_bias", bias), ("attention_bias", d.get("attention_bias", False))):
         if not isinstance(val, bool):
             raise InputError(w, key, f"expected true or false, got {val!r}")
@@ -579,7 +582,8 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
                                                                    "add_bias_linear"):
         if d.get(key) not in (None, False):     # which projections carry them is the unknown family's code's
             raise InputError(w, key, f"{d[key]!r}: biases of a family the reader does not know (model_type "
-                                     f"{model_type!r}) are not modelled: give attention_bias, or drop the key")
+                                     f"{model_type!r}) are not modelled (which layers carry them is that "
+                                     "family's code's): drop the key to price the model without them")
     wp, hs = d.get("word_embed_proj_dim"), d.get("hidden_size")
     if model_type == "opt" and wp is not None and wp != hs:
         raise InputError(w, "word_embed_proj_dim", f"{wp!r} is not hidden_size {hs!r}: OPT's project_in / project_out "

@@ -32,14 +32,14 @@ def test_a_model_type_spelt_apart_by_case_or_punctuation_is_refused_naming_the_f
 
 
 def test_models_says_when_it_reads_a_config_as_a_plain_decoder(tmp_path):
-    """A Hugging Face type the reader does not know (gpt_neox) is counted from its generic keys: `models`
+    """A Hugging Face type the reader does not know (stablelm) is counted from its generic keys: `models`
     says so on stderr and in its JSON, as predict does; a known family gets no such note."""
-    neox = {"model_type": "gpt_neox", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16,
+    neox = {"model_type": "stablelm", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16,
             "intermediate_size": 8192, "hidden_act": "gelu", "vocab_size": 50304, "tie_word_embeddings": False}
     p = run("models", "--model", str(_write(tmp_path, neox)), "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)[0]["read_as_plain_decoder"] is True
-    assert "model_type 'gpt_neox', not a family this reader knows" in p.stderr
+    assert "model_type 'stablelm', not a family this reader knows" in p.stderr
     q = run("models", "--model", str(_write(tmp_path, GEMMA2_9B, "gemma.json")), "--json")
     assert json.loads(q.stdout)[0]["read_as_plain_decoder"] is False and "plain decoder" not in q.stderr
     assert json.loads(q.stdout)[0]["params"] / 1e9 == pytest.approx(9.24, rel=0.005)
