@@ -88,7 +88,10 @@ _FAMILY_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "head_dim": 256, "hid
                     "qwen3": {"head_dim": 128}, "bloom": {"hidden_act": "gelu"},
                     "gpt_neo": {"activation_function": "gelu_new"},
                     # GptOssConfig: head_dim 64 (not 2880 / 64 heads = 45)
-                    "gpt_oss": {"head_dim": 64}}
+                    "gpt_oss": {"head_dim": 64},
+                    # Grok-1's remote-code configs name no activation: xai-org/grok-1 model.py's DenseBlock
+                    # gates a GELU (jax.nn.gelu(h_w1) * h_v)
+                    "grok-1": {"hidden_act": "gelu"}, "grok": {"hidden_act": "gelu"}}
 #: families whose Hugging Face attention splits the hidden size over the heads whatever a head_dim key says
 #: (GPT2Attention, GPTNeoSelfAttention, OPTAttention, BloomAttention: hidden_size // num_heads)
 _HEADS_SPLIT_HIDDEN = ("gpt2", "gpt_neo", "gpt_neox", "opt", "bloom")

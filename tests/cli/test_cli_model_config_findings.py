@@ -87,3 +87,14 @@ def test_bloom_counts_its_embedding_layernorm():
     parameters as published (arXiv:2211.05100), 28,672 more than without it."""
     m = load_model("bloom-176b")
     assert m.params() == 176_247_271_424 == m.params_published
+
+
+def test_a_grok_1_remote_config_without_an_activation_takes_its_gated_gelu(tmp_path):
+    """Grok-1's remote-code config.json names no activation ('hidden_act: missing' had refused it): its
+    DenseBlock gates a GELU, as the catalog file states; the counts agree."""
+    d = {"model_type": "grok-1", "auto_map": {"AutoConfig": "configuration_grok1.Grok1Config"}, "hidden_size": 6144,
+         "intermediate_size": 32768, "num_hidden_layers": 64, "num_attention_heads": 48, "num_key_value_heads": 8,
+         "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 131072, "max_position_embeddings": 8192}
+    m, cat = load_model(str(_write(tmp_path, d))), load_model("grok1-314b")
+    assert (m.gated, m.activation) == (True, "gelu")
+    assert (m.params(), m.params(active=True)) == (cat.params(), cat.params(active=True))
