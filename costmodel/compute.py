@@ -303,6 +303,24 @@ def _module_recompute_s(model: ModelSpec, recipe: Recipe, w: dict, tok, tp, sp_d
     return out
 
 
+def _moe_token_s(model: ModelSpec, recipe: Recipe, t: LayoutTable, tok, tp, sp_div, mem):
+    """(permutation s, router kernels forward, backward) of the mean layer per micro-batch (arrays or 0):
+    the token copies around the dispatch and combine (costmodel.moe: unfused, one of them an atomic
+    scatter-add pass at ATOMIC_SCATTER_SLOWDOWN x a copy) and the router's and dispatch preprocess's
+    small kernels (costmodel.moe.router_kernels: a launch each on the GPU, a call on the CPU), both
+    on the MoE layers only.  ``mem(bytes, kernels)`` prices memory-bound kernels."""
+    if not model.is_moe:
+        return 0.0, 0.0, 0.0
+    load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
+    rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep, load)
+    atomic = 0.0 if recipe.moe_permute_fusion else atomic_permute_rows(recipe.moe_dispatcher, tok / sp_div,
+                                                                         model.topk, t.etp, load)
+    perm_s = model.moe_layer_fraction * mem(2.0 * (rows + (ATOMIC_SCATTER_SLOWDOWN - 1) * atomic) * model.hidden
+                                            * ACT_BYTES, 2 * DISPATCH_COPIES)
+    router_f, router_b = (model.moe_layer_fraction * k for k in router_kernels(recipe))
+    return perm_s, router_f, router_b
+
+
 def _logits_times(model: ModelSpec, recipe: Recipe, profile: Profile, dt: str, tok, tp, gemm3, mem, layer_f,
                   layer_b):
     """(forward s, backward s, cross-entropy s, forward FLOPs) of the last stage's output layer and
@@ -495,20 +513,8 @@ def compute_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                                                 * (1.0 - len(model.nope_layer_indices) / model.num_layers))
     ew_f = mem(norm_b + resid_b + act_b + rope_b, 7)
     ew_b = mem(2 * (norm_b + resid_b + act_b + rope_b), 7)
-    perm_s = 0.0
-    if model.is_moe:
-        # token permutation around the dispatch and combine all-to-alls (costmodel.moe), MoE layers only
-        load = run_rank_load(model, recipe, tok, tp, t.etp, t.ep)
-        rows = permute_rows(recipe.moe_dispatcher, tok / sp_div, model.topk, t.etp, t.ep, load)
-        # unfused, one of those copies is an atomic scatter-add pass, ATOMIC_SCATTER_SLOWDOWN x a copy
-        atomic = 0.0 if recipe.moe_permute_fusion else atomic_permute_rows(recipe.moe_dispatcher, tok / sp_div,
-                                                                             model.topk, t.etp, load)
-        perm_s = model.moe_layer_fraction * mem(2.0 * (rows + (ATOMIC_SCATTER_SLOWDOWN - 1) * atomic) * h * ACT_BYTES,
-                                                2 * DISPATCH_COPIES)
-        ew_f, ew_b = ew_f + perm_s, ew_b + perm_s
-    # the router's and the dispatch preprocess's small kernels: a launch each on the GPU, a call on the CPU
-    router_f, router_b = (model.moe_layer_fraction * k for k in router_kernels(recipe)) if model.is_moe else (0.0, 0.0)
-    ew_f, ew_b = ew_f + router_f * launch, ew_b + router_b * launch
+    perm_s, router_f, router_b = _moe_token_s(model, recipe, t, tok, tp, sp_div, mem)
+    ew_f, ew_b = ew_f + perm_s + router_f * launch, ew_b + perm_s + router_b * launch
     if fmt.low:
         cast_f, cast_b = _low_precision_casts_s(model, recipe, stack, t, tok, tp, w, mem, peak16)
         ew_f, ew_b = ew_f + cast_f, ew_b + cast_b

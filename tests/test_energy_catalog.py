@@ -70,7 +70,7 @@ def test_energy_against_the_power_cap_is_least_where_the_clock_meets_the_voltage
     v100 = "bf16" not in c.gpu.peak_flops
     m = load_model("llama2-13b" if v100 else "llama3-70b")
     lay = dict(BASE, tp=c.gpus_per_node, pp=4, dp=c.num_gpus // (4 * c.gpus_per_node))
-    lo, hi = c.gpu.power_limit_min_w, c.gpu.tdp_w
+    lo, hi = c.gpu.power_limit_min_w, c.power_limit_w         # the site's limit where its cluster states one
     caps = np.linspace(lo, hi, 12)
     runs = [predict_run(m, V100_R if v100 else R, c, p, lay, caps_w=float(x)) for x in caps]
     e = [r.energy.energy_j_per_step for r in runs]

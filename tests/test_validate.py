@@ -693,13 +693,13 @@ def test_recent_te_runs_on_h100_run_at_the_cudnn_kernel_speed():
 
 def test_the_notes_attention_backend_names_the_kernel():
     """Megatron-core's --attention-backend in a row's notes prices that backend's kernel: flash is
-    FlashAttention-2 (the 2026 Llama 3 70B row 6% too slow at its speed), fused cuDNN's, unfused none;
+    FlashAttention-2 (the 2026 Llama 3 70B row 8% too slow at its speed), fused cuDNN's, unfused none;
     a backend Megatron-core lacks skips the row by name."""
     path = REPO / "benchmarks" / "data" / "dev_set_megatron_bridge.csv"
     base = read_runs_csv(path)[0]
     got = validate_rows([dict(base, row_id=k, notes=base["notes"] + "; --attention-backend " + k)
                          for k in ("flash", "AttnBackend.fused", "unfused", "bogus")], str(path))
-    assert "attention_kernel=fa2" in got[0].assumed and 5 < got[0].error_pct < 8
+    assert "attention_kernel=fa2" in got[0].assumed and 6 < got[0].error_pct < 10
     assert "attention_kernel=cudnn" in got[1].assumed and abs(got[1].error_pct) < 3
     assert "flash_attention=False" in got[2].assumed and got[2].predicted_s > got[0].predicted_s
     assert "'bogus' is not one of" in got[3].skipped

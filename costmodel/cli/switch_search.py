@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from ..errors import InputError
 from ..predict import predict_run
 from ..search import search
 from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
@@ -18,34 +19,31 @@ _FASTEST = "the time model's fastest layout (at its stack's own pipeline split)"
 
 def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overlap: bool):
     """Search the switches the user left open that the stack can turn on (the winner may need them, and
-    the printed flags set them); hand back to the stack any that helped an earlier winner but not the
-    final one.  Returns (search result, recipe, notes naming each kept switch with the fastest
+    the printed flags set them), one at a time and, where none helps alone, the rest together; hand back
+    to the stack any that helped an earlier winner but not the final one.  Returns (search result, recipe, notes naming each kept switch with the fastest
     layout's full-clock step with and without it)."""
     r0, won = r, []
     # a switch that did not help one winner may help the next (DP overlap on the layout TP-comm overlap
-    # made the winner): the ones left are tried again until a pass adopts none
+    # made the winner): the ones left are tried again until a pass adopts none; then the rest together
+    # (the flex dispatcher's EP 16 wants the DP overlap, which an all-gather winner has no use for), and
+    # after that the single ones again
     left = list(_open_switch_variants(m, r, recipe_flags, no_overlap, c))
-    adopted = True
-    while left and res.n_feasible and adopted:
-        tried, left, adopted = left, [], False
-        for changes, what in tried:
-            if not res.n_feasible:
-                break
-            if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
-                # the overlap runs with the all-to-all dispatcher only: tried with it, where none was given
-                if recipe_flags.get("moe_dispatcher") is not None:
-                    continue
-                changes = dict(changes, moe_dispatcher="alltoall", **(
-                    {"moe_grouped_gemm": True} if recipe_flags.get("moe_grouped_gemm") is None else {}))
-            r_alt = dataclasses.replace(r, **changes)
-            res_alt = search(m, r_alt, c, p, **kw) if r_alt != r else res
-            t_now = float(res.ranked.step_time_s[0])
-            t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
-            if t_alt < t_now * (1 - 1e-9):
-                won.append((changes, what))
-                res, r, adopted = res_alt, r_alt, True
-            elif r_alt != r:
-                left.append((changes, what))
+    while left and res.n_feasible:
+        res, r, left, won = _single_passes(m, r, c, p, res, kw, recipe_flags, left, won)
+        if not (left and res.n_feasible):
+            break
+        merged = {k: v for changes, _ in left for k, v in _with_dispatcher(changes, r, recipe_flags).items()}
+        r_alt = dataclasses.replace(r, **merged)
+        try:
+            res_alt = search(m, r_alt, c, p, **kw)
+        except InputError:          # a combination the stack refuses (each checked alone above)
+            break
+        if not (res_alt.n_feasible and float(res_alt.ranked.step_time_s[0])
+                < float(res.ranked.step_time_s[0]) * (1 - 1e-9)):
+            break
+        won += left
+        res, r = res_alt, r_alt
+        left = [(ch, w) for ch, w in left if any(getattr(r, k) != v for k, v in ch.items())]
     kept = []
     # one switch at a time (a variant may set two: the dispatcher and grouped GEMMs), so each note
     # names a setting the final recipe has
@@ -72,6 +70,40 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
                         f"per step before the power limit with it, {t_without:.3f} s without it: the search keeps it "
                         "on (the printed settings set it where the chosen layout uses it)")
     return res, r, kept
+
+
+def _with_dispatcher(changes: dict, r, recipe_flags: dict) -> dict:
+    """``changes`` as tried on recipe ``r``: the EP overlap runs with the all-to-all or flex dispatcher
+    only, so on another it comes with the all-to-all one (and grouped GEMMs where left open)."""
+    if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS \
+            and "moe_dispatcher" not in changes:
+        return dict(changes, moe_dispatcher="alltoall", **(
+            {"moe_grouped_gemm": True} if recipe_flags.get("moe_grouped_gemm") is None else {}))
+    return changes
+
+
+def _single_passes(m, r, c, p, res, kw: dict, recipe_flags: dict, left: list, won: list):
+    """Try each of ``left`` alone on the winner so far, adopting any that speeds it, until a pass adopts
+    none.  Returns (search result, recipe, the variants left, the variants adopted)."""
+    adopted = True
+    while left and res.n_feasible and adopted:
+        tried, left, adopted = left, [], False
+        for changes, what in tried:
+            if not res.n_feasible:
+                break
+            if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS \
+                    and recipe_flags.get("moe_dispatcher") is not None:
+                continue        # the given dispatcher does not run it
+            r_alt = dataclasses.replace(r, **_with_dispatcher(changes, r, recipe_flags))
+            res_alt = search(m, r_alt, c, p, **kw) if r_alt != r else res
+            t_now = float(res.ranked.step_time_s[0])
+            t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
+            if t_alt < t_now * (1 - 1e-9):
+                won.append((_with_dispatcher(changes, r, recipe_flags), what))
+                res, r, adopted = res_alt, r_alt, True
+            elif r_alt != r:
+                left.append((changes, what))
+    return res, r, left, won
 
 
 def _dp_overlap_words(stack: str) -> str:
@@ -104,7 +136,8 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
     fused token permutation (unless ``--moe-permute-fusion`` is given) and
     the all-to-all dispatcher with one grouped GEMM (Megatron's defaults are allgather and per-expert
     GEMMs; its documentation recommends alltoall with EP) when neither MoE switch is given, then
-    the flex dispatcher (DeepEP) where the cluster ``c`` runs its kernels (Hopper or Blackwell GPUs joined
+    the fused router (unless ``--moe-router-fusion`` is given, Megatron-core stacks), the flex
+    dispatcher (DeepEP) where the cluster ``c`` runs its kernels (Hopper or Blackwell GPUs joined
     by NVLink, no padding to capacity; EP groups inside a node on AWS EFA; costmodel.moe.check_moe_recipe) and no
     dispatcher is given, then
     Megatron-core's batch-level EP overlap (unless ``--moe-ep-overlap`` is given; it needs EP > 1 and no
@@ -140,6 +173,9 @@ def _open_switch_variants(m, r, flags: dict, no_overlap: bool, c=None) -> list:
                                                    else {"moe_grouped_gemm": True})),
                     "the flex MoE dispatcher (--moe-dispatcher flex: DeepEP's kernels, each token sent once to "
                     "each node and GPU holding its experts)"))
+    if m.is_moe and flags.get("moe_router_fusion") is None and not r.moe_router_fusion and r.stack in TE_STACKS:
+        out.append((dict(moe_router_fusion=True), f"fused router kernels (--moe-router-fusion; off by default in "
+                                                   f"{r.stack})"))
     if m.is_moe and flags.get("moe_ep_overlap") is None and not r.moe_ep_overlap and r.stack in TE_STACKS \
             and not no_overlap:
         out.append((dict(moe_ep_overlap=True), f"batch-level EP overlap (--moe-ep-overlap: the all-to-all under the "

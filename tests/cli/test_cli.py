@@ -624,7 +624,8 @@ def test_recommend_balances_the_pipeline_stages_the_mtp_module_weighs_on():
     # the switches the search turned on (its notes name them; the record's recipe holds them)
     rec = won["recipe"]
     flags += [f for k, f in (("dp_overlap", "--dp-overlap"), ("moe_grouped_gemm", "--moe-grouped-gemm"),
-                             ("moe_permute_fusion", "--moe-permute-fusion")) if rec[k]]
+                             ("moe_permute_fusion", "--moe-permute-fusion"),
+                             ("moe_router_fusion", "--moe-router-fusion")) if rec[k]]
     flags.append(f"--moe-dispatcher={rec['moe_dispatcher']}")
     same = json.loads(run("predict", *base, *flags, "--pp-layout", "|".join(segs), "--json").stdout)
     even = json.loads(run("predict", *base, *flags, "--json").stdout)
@@ -745,22 +746,23 @@ def test_a_bad_device_order_is_one_line(value, needle):
 
 
 def test_predict_prices_recommend_s_placement_with_its_device_order():
-    """Llama 3 8B at TP2 PP4 on one DGX H100 under a 62 C limit: the ILP gives the two hotter stages (575 W
-    caps) the front slots 0-3, which the rear slots' preheat does not reach (hardware/clusters/dgx-h100.yaml
-    cooling.upstream), and exports CUDA_VISIBLE_DEVICES=4,5,6,7,0,1,2,3.  In Megatron's rank order those
-    stages sit in the rear at 64 C; with --device-order predict finds the ILP's temperatures, slot by slot."""
+    """Llama 3 8B at TP2 PP4 on one DGX H100 under a 61 C limit: the ILP moves a hotter stage (512 W cap)
+    off the slots the front slots' exhaust preheats (hardware/clusters/dgx-h100.yaml cooling.upstream) and
+    exports that CUDA_VISIBLE_DEVICES order.  In Megatron's rank order the stages sit where the ILP did
+    not put them, above 61 C; with --device-order predict finds each slot within the ILP's bound."""
     p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--pp", "4", "--tp", "2",
-            "--objective", "energy", "--max-temp-c", "62", "--json")
+            "--objective", "energy", "--max-temp-c", "61", "--json")
     rec = json.loads(p.stdout)
-    assert p.returncode == 0 and rec["device_order_by_node"] == {"0": [4, 5, 6, 7, 0, 1, 2, 3]}
+    order = rec["device_order_by_node"]["0"]
+    assert p.returncode == 0 and sorted(order) == list(range(8)) and order != list(range(8))
     ilp = {g["slot"]: (g["stage"], g["temp_bound_c"]) for g in rec["per_gpu"]}
     caps = ",".join(f"{s['cap_w']:.0f}" for s in rec["stages"])
     layers = "|".join("t" * s["layers"] for s in rec["stages"])
     args = ["predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--gbs", "128", "--tp", "2",
             "--pp", "4", "--mbs", "1", "--recompute", "none", "--zero", "0", "--tp-comm-overlap", "--pp-layout",
             "E" + layers + "L", "--power-cap-w", caps, "--json"]
-    placed = json.loads(run(*args, "--device-order", "4,5,6,7,0,1,2,3").stdout)["per_gpu"]
+    placed = json.loads(run(*args, "--device-order", ",".join(map(str, order))).stdout)["per_gpu"]
     ranked = json.loads(run(*args).stdout)["per_gpu"]
-    for g in placed:
-        assert ilp[g["slot"]][0] == g["stage"] and g["temp_c"] == pytest.approx(ilp[g["slot"]][1], abs=0.5), g
-    assert max(g["temp_c"] for g in placed) < 62 < max(g["temp_c"] for g in ranked)
+    for g in placed:        # the ILP bounds each slot's temperature from above (its caps' power upstream)
+        assert ilp[g["slot"]][0] == g["stage"] and ilp[g["slot"]][1] - 1.5 < g["temp_c"] <= ilp[g["slot"]][1] + 0.5, g
+    assert max(g["temp_c"] for g in placed) < 61 < max(g["temp_c"] for g in ranked)
