@@ -84,20 +84,23 @@ CROSS_ENTROPIES = {c.name: c for c in (
                      "(megatron/core/tensor_parallel/cross_entropy.py): forward the upcast (read 2, write 4), max "
                      "(4), subtract, exp and divide in place (4 + 4 each), sum (4); backward the in-place scale "
                      "(4 + 4) and the downcast (4 + 2)", (38.0, 14.0), (6, 2)),
-    CrossEntropySpec("megatron-fused", 6.0, True, "Megatron-core's --cross-entropy-loss-fusion with its default "
-                     "native implementation (megatron/core/fusions/fused_cross_entropy.py): the vocab-parallel "
-                     "loss's steps as three jit-fused kernels, the fp32 exp-logits kept as unfused.  Passes: "
-                     "forward upcast with max (read 2, write 4), subtract-exp-sum (4 + 4), divide (4 + 4); "
-                     "backward the gradient and its downcast in one (4 + 2)", (22.0, 6.0), (3, 1)),
-    CrossEntropySpec("fused", 2.0, True, "a fused kernel writing the gradient into the bf16 logits in place "
-                     "(flash-attn CrossEntropyLoss inplace_backward, llm-foundry's fused_crossentropy; "
-                     "Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, Transformer Engine's "
-                     "Triton kernel, which reads the logits once more in the forward).  Passes: forward one read "
-                     "of the bf16 logits (2), backward a read and the in-place gradient (2 + 2)", (2.0, 4.0), (1, 1)),
+    CrossEntropySpec(
+        "megatron-fused", 6.0, True,
+        "Megatron-core's --cross-entropy-loss-fusion with its default native implementation "
+        "(megatron/core/fusions/fused_cross_entropy.py): the vocab-parallel loss's steps as three jit-fused "
+        "kernels, the fp32 exp-logits kept as unfused.  Passes: forward upcast with max (read 2, write 4), "
+        "subtract-exp-sum (4 + 4), divide (4 + 4); backward the gradient and its downcast in one (4 + 2)",
+        pass_bytes=(22.0, 6.0), kernels=(3, 1)),
+    CrossEntropySpec("fused", 2.0, True, "a fused kernel writing the gradient into the bf16 logits in place (flash-attn "
+                     "CrossEntropyLoss inplace_backward, llm-foundry's fused_crossentropy; Megatron "
+                     "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te, Transformer Engine's Triton kernel, "
+                     "which reads the logits once more in the forward).  Passes: forward one read of the bf16 logits "
+                     "(2), backward a read and the in-place gradient (2 + 2)",
+                     pass_bytes=(2.0, 4.0), kernels=(1, 1)),
     CrossEntropySpec("chunked", 0.0, False, "fused linear + cross-entropy over token chunks (Liger-Kernel "
-                     "LigerFusedLinearCrossEntropyLoss): a chunk's logits only, counted as 0 full logits.  "
-                     "Passes: in the forward, each chunk's logits read and their gradient written in place "
-                     "(2 + 2); the backward only scales the gradients it kept", (4.0, 0.0), (1, 0)),
+                     "LigerFusedLinearCrossEntropyLoss): a chunk's logits only, counted as 0 full logits.  Passes: "
+                     "in the forward, each chunk's logits read and their gradient written in place (2 + 2); the "
+                     "backward only scales the gradients it kept", pass_bytes=(4.0, 0.0), kernels=(1, 0)),
 )}
 
 
