@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -58,9 +58,8 @@ class CrossEntropySpec:
         bytes_per_logit: bytes per logit element alive at the loss's memory peak.
         full_logits: False when the logits are never materialised for the whole micro-batch.
         source: the implementation this describes.
-        pass_bytes: (forward, backward) HBM bytes per logit element its kernels read and write, each op
-            reading its inputs and writing its outputs once (the convention of costmodel.stacks'
-            EAGER_NORM_BYTES); counted in the implementation's code, named in ``source``.
+        pass_bytes: (forward, backward) HBM bytes per logit element its kernels read and write
+            (:data:`_CE_PASSES`, counted in the implementation's code).
         kernels: (forward, backward) kernels over the logits (each at least a launch).
     """
 
@@ -72,35 +71,34 @@ class CrossEntropySpec:
     kernels: tuple = (0, 0)
 
 
+#: HBM passes each cross-entropy makes over the logits: ((forward, backward) bytes per logit, (forward,
+#: backward) kernels), each op reading its inputs and writing its outputs once (as costmodel.stacks'
+#: EAGER_NORM_BYTES), counted in the implementations' code:
+#: * eager (PyTorch F.cross_entropy on logits.float()): the upcast (read 2, write 4) and log_softmax
+#:   (4 + 4); backward nll_loss's zeroed gradient (4), log_softmax's backward (4 + 4 + 4), the downcast (4 + 2).
+#: * megatron (megatron/core/tensor_parallel/cross_entropy.py): the upcast (2 + 4), max (4), subtract,
+#:   exp and divide in place (4 + 4 each), sum (4); backward the in-place scale (4 + 4), the downcast (4 + 2).
+#: * megatron-fused (megatron/core/fusions/fused_cross_entropy.py, the native implementation): upcast with
+#:   max (2 + 4), subtract-exp-sum (4 + 4), divide (4 + 4); backward the gradient with its downcast (4 + 2).
+#: * fused (flash-attn's, llm-foundry's; Transformer Engine's Triton kernel reads the logits once more in
+#:   the forward): one read (2); backward a read and the in-place gradient (2 + 2).
+#: * chunked (Liger-Kernel): each chunk read and its gradient written in place in the forward (2 + 2).
+_CE_PASSES = {"eager": ((14.0, 22.0), (3, 4)), "megatron": ((38.0, 14.0), (6, 2)),
+              "megatron-fused": ((22.0, 6.0), (3, 1)), "fused": ((2.0, 4.0), (1, 1)), "chunked": ((4.0, 0.0), (1, 0))}
+
 #: the cross-entropy implementations a recipe may name
-CROSS_ENTROPIES = {c.name: c for c in (
+CROSS_ENTROPIES = {c.name: replace(c, pass_bytes=_CE_PASSES[c.name][0], kernels=_CE_PASSES[c.name][1]) for c in (
     CrossEntropySpec("eager", 10.0, True, "PyTorch F.cross_entropy on logits upcast to fp32 (HF transformers, "
-                     "torchtitan): bf16 logits 2 + fp32 log-softmax 4 + its fp32 gradient 4 bytes.  Passes: "
-                     "forward the upcast (read 2, write 4) and log_softmax (4 + 4); backward nll_loss's zeroed "
-                     "gradient (write 4), log_softmax's backward (read 4 + 4, write 4), the downcast (4 + 2)",
-                     (14.0, 22.0), (3, 4)),
+                     "torchtitan): bf16 logits 2 + fp32 log-softmax 4 + its fp32 gradient 4 bytes"),
     CrossEntropySpec("megatron", 6.0, True, "Megatron-core vocab_parallel_cross_entropy: fp32 exp-logits kept "
-                     "(4 bytes), the gradient computed in place, bf16 logits (2) alive beside them.  Passes "
-                     "(megatron/core/tensor_parallel/cross_entropy.py): forward the upcast (read 2, write 4), max "
-                     "(4), subtract, exp and divide in place (4 + 4 each), sum (4); backward the in-place scale "
-                     "(4 + 4) and the downcast (4 + 2)", (38.0, 14.0), (6, 2)),
-    CrossEntropySpec(
-        "megatron-fused", 6.0, True,
-        "Megatron-core's --cross-entropy-loss-fusion with its default native implementation "
-        "(megatron/core/fusions/fused_cross_entropy.py): the vocab-parallel loss's steps as three jit-fused "
-        "kernels, the fp32 exp-logits kept as unfused.  Passes: forward upcast with max (read 2, write 4), "
-        "subtract-exp-sum (4 + 4), divide (4 + 4); backward the gradient and its downcast in one (4 + 2)",
-        pass_bytes=(22.0, 6.0), kernels=(3, 1)),
-    CrossEntropySpec("fused", 2.0, True, "a fused kernel writing the gradient into the bf16 logits in place (flash-attn "
-                     "CrossEntropyLoss inplace_backward, llm-foundry's fused_crossentropy; Megatron "
-                     "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te, Transformer Engine's Triton kernel, "
-                     "which reads the logits once more in the forward).  Passes: forward one read of the bf16 logits "
-                     "(2), backward a read and the in-place gradient (2 + 2)",
-                     pass_bytes=(2.0, 4.0), kernels=(1, 1)),
+                     "(4 bytes), the gradient computed in place, bf16 logits (2) alive beside them"),
+    CrossEntropySpec("megatron-fused", 6.0, True, "Megatron-core's --cross-entropy-loss-fusion, its native jit-fused "
+                     "implementation: the fp32 exp-logits kept as unfused"),
+    CrossEntropySpec("fused", 2.0, True, "a fused kernel writing the gradient into the bf16 logits in place "
+                     "(flash-attn CrossEntropyLoss inplace_backward, llm-foundry's fused_crossentropy; "
+                     "Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te)"),
     CrossEntropySpec("chunked", 0.0, False, "fused linear + cross-entropy over token chunks (Liger-Kernel "
-                     "LigerFusedLinearCrossEntropyLoss): a chunk's logits only, counted as 0 full logits.  Passes: "
-                     "in the forward, each chunk's logits read and their gradient written in place (2 + 2); the "
-                     "backward only scales the gradients it kept", pass_bytes=(4.0, 0.0), kernels=(1, 0)),
+                     "LigerFusedLinearCrossEntropyLoss): a chunk's logits only, counted as 0 full logits"),
 )}
 
 
