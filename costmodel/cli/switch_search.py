@@ -20,8 +20,8 @@ _FASTEST = "the time model's fastest layout (at its stack's own pipeline split)"
 def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overlap: bool):
     """Search the switches the user left open that the stack can turn on (the winner may need them, and
     the printed flags set them), one at a time and, where none helps alone, the rest together; hand back
-    to the stack any that helped an earlier winner but not the final one.  Returns (search result, recipe, notes naming each kept switch with the fastest
-    layout's full-clock step with and without it)."""
+    to the stack any that helped an earlier winner but not the final one.  Returns (search result,
+    recipe, notes naming each kept switch with the fastest layout's full-clock step with and without it)."""
     r0, won = r, []
     # a switch that did not help one winner may help the next (DP overlap on the layout TP-comm overlap
     # made the winner): the ones left are tried again until a pass adopts none; then the rest together
@@ -32,8 +32,12 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
         res, r, left, won = _single_passes(m, r, c, p, res, kw, recipe_flags, left, won)
         if not (left and res.n_feasible):
             break
-        merged = {k: v for changes, _ in left for k, v in _with_dispatcher(changes, r, recipe_flags).items()}
-        r_alt = dataclasses.replace(r, **merged)
+        r_alt = dataclasses.replace(r, **{k: v for changes, _ in left for k, v in changes.items()})
+        if r_alt.moe_ep_overlap and r_alt.moe_dispatcher not in EP_OVERLAP_DISPATCHERS:
+            # the EP overlap with a dispatcher that runs it: the all-to-all one, unless one is given
+            r_alt = dataclasses.replace(r_alt, **(dict(moe_ep_overlap=r.moe_ep_overlap)
+                                                  if recipe_flags.get("moe_dispatcher") is not None
+                                                  else _with_dispatcher({"moe_ep_overlap": True}, r_alt, recipe_flags)))
         try:
             res_alt = search(m, r_alt, c, p, **kw)
         except InputError:          # a combination the stack refuses (each checked alone above)
@@ -41,7 +45,9 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
         if not (res_alt.n_feasible and float(res_alt.ranked.step_time_s[0])
                 < float(res.ranked.step_time_s[0]) * (1 - 1e-9)):
             break
-        won += left
+        # every setting the joint step changed, for the notes (and their hand-back) below
+        won.append(({f.name: getattr(r_alt, f.name) for f in dataclasses.fields(r_alt)
+                     if getattr(r_alt, f.name) != getattr(r, f.name)}, "together"))
         res, r = res_alt, r_alt
         left = [(ch, w) for ch, w in left if any(getattr(r, k) != v for k, v in ch.items())]
     kept = []
