@@ -521,7 +521,8 @@ def layout_energy(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
                   inlet_temp_c: float | None = None, derate: dict | None = None,
                   device_order: dict | None = None) -> EnergyReport:
     """Energy report of one layout (its one-row :class:`LayoutTerms`) with per-stage caps (default: the
-    cluster's power limit, the TDP unless its file sets power.gpu_power_limit), thermal slowdown included.  ``device_order`` puts each node's local ranks on other slots
+    cluster's power limit, the TDP unless its file sets power.gpu_power_limit), thermal slowdown
+    included.  ``device_order`` puts each node's local ranks on other slots
     (:func:`check_device_order`; the heat a slot receives follows its stage).  ``derate`` pins GPUs'
     clocks ((node, physical slot) -> MHz): a
     synchronous step waits for its slowest rank, so a derated GPU sets its whole stage's pace and the

@@ -40,7 +40,8 @@ DEFAULT_CAP_LEVELS = 9
 
 
 def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = DEFAULT_CAP_LEVELS) -> tuple:
-    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default: the cluster's power limit, its TDP unless the file sets power.gpu_power_limit), W,
+    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default: the
+    cluster's power limit, its TDP unless the file sets power.gpu_power_limit), W,
     rounded to whole watts.
 
     Raises:

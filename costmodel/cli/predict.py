@@ -88,7 +88,8 @@ def parse_device_order(items: list) -> dict:
 
 def parse_caps(text: str | None, pp: int):
     """``--power-cap-w``: one cap (float) for every stage, or PP caps, comma-separated (list); None for
-    the cluster's power limit (ClusterSpec.power_limit_w).  Their range is the energy model's check (costmodel.energy.check_cap).
+    the cluster's power limit (ClusterSpec.power_limit_w).  Their range is the energy model's check
+    (costmodel.energy.check_cap).
 
     Raises:
         InputError: a value that is not a number, or neither one cap nor one per pipeline stage.

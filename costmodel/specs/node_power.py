@@ -42,7 +42,7 @@ def _gpu_power_limit(power: dict, d: dict, gpu, w: str) -> float | None:
     return v
 
 
-def _node_other_power(power: dict, d: dict, gpu: GpuSpec, w: str) -> dict:
+def _node_other_power(power: dict, d: dict, gpu, w: str) -> dict:
     """``node_other_power_w`` and its source (ClusterSpec docstring).
 
     Raises:
