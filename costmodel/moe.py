@@ -345,8 +345,8 @@ def check_moe_recipe(model, recipe, gpu, given=()) -> None:
     """Refuse MoE switches ``given`` (the names the user set, or a mapping of them to their values) for
     a dense model, a router imbalance above the largest top-k routing allows (sqrt(E/k - 1), every
     token on the same k experts), the fused router or batch-level EP overlap off Megatron-core, EP
-    overlap with the allgather dispatcher (Megatron-core asserts alltoall or flex), a dispatcher other than all-to-all on the
-    DeepSpeed stacks, and the flex dispatcher on a GPU DeepEP does not run on (its requirements:
+    overlap with the allgather dispatcher (Megatron-core asserts alltoall or flex), a dispatcher other
+    than all-to-all on the DeepSpeed stacks, and the flex dispatcher on a GPU DeepEP does not run on (its requirements:
     Hopper SM90 kernels, Blackwell in V2; deepseek-ai/DeepEP README).
 
     Raises:
