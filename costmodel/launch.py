@@ -23,7 +23,7 @@ from .moe import flex_backend
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split
 from .torchtitan_split import torchtitan_split
 from .launch_generic import generic_settings, pipeline_split_settings, settings_dict
-from .specs import ModelSpec, Recipe
+from .specs import MEGATRON_CROSS_ENTROPIES, ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
 
 #: the formats ``--format`` takes
@@ -294,10 +294,10 @@ def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list
             a.append("--use-flash-attn")
     else:                                        # Megatron-core: flash, fused (cuDNN via TE), unfused, local, auto
         a.append(f"--attention-backend {megatron_attention_backend(recipe)}")
-    if recipe.cross_entropy in ("fused", "megatron-fused"):
-        a.append("--cross-entropy-loss-fusion" + (" --cross-entropy-fusion-impl te" if recipe.cross_entropy == "fused"
-                                                  else ""))
-    elif recipe.cross_entropy != "megatron":
+    fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
+    if fusion:
+        a.append("--cross-entropy-loss-fusion" + (f" --cross-entropy-fusion-impl {impl}" if impl != "native" else ""))
+    if recipe.cross_entropy not in MEGATRON_CROSS_ENTROPIES:
         notes.append(_CE_NOTE.format(ce=recipe.cross_entropy))
     if not recipe.fused_elementwise and recipe.stack not in PRE_TE_MEGATRON_STACKS:
         # --no-fused-elementwise: Megatron-core's switches for its activation and rotary fusions
@@ -400,15 +400,16 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     # TransformerConfig.attention_backend is an AttnBackend enum (megatron/core/transformer/enums.py),
     # compared by identity: a string would leave Megatron-core's automatic choice in force
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
-    a.append(f"recipe.model.config.cross_entropy_loss_fusion = {recipe.cross_entropy in ('fused', 'megatron-fused')}")
-    if recipe.cross_entropy == "fused":
-        a.append("recipe.model.config.cross_entropy_fusion_impl = 'te'")
+    fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
+    a.append(f"recipe.model.config.cross_entropy_loss_fusion = {fusion}")
+    if fusion and impl != "native":
+        a.append(f"recipe.model.config.cross_entropy_fusion_impl = '{impl}'")
     if not recipe.fused_elementwise:
         # TransformerConfig's activation and rotary fusions (the norms stay fused in TE's linear layers)
         a.append("recipe.model.config.bias_activation_fusion = False")
         if not model.learned_positions:
             a.append("recipe.model.config.apply_rope_fusion = False")
-    if recipe.cross_entropy not in ("megatron", "fused", "megatron-fused"):
+    if recipe.cross_entropy not in MEGATRON_CROSS_ENTROPIES:
         a.append("# " + _CE_NOTE.format(ce=recipe.cross_entropy))
     current = recipe.precision == "fp8" and recipe.fp8_recipe == "tensorwise"
     plugin = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed" if current

@@ -14,7 +14,7 @@ from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimi
 from .comm import fp8_params_on
 from .moe import flex_backend
 from .schedule import pp_sends_overlapped
-from .specs import ModelSpec, Recipe
+from .specs import MEGATRON_CROSS_ENTROPIES, ModelSpec, Recipe
 from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
 
 
@@ -56,9 +56,10 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) 
     # the enum by its name, as Megatron-Bridge's own cards override it (examples/model_verification_cards/
     # nemotron-3-super-120b-a12b/card.yaml: model.attention_backend=auto)
     m["attention_backend"] = megatron_attention_backend(recipe)
-    m["cross_entropy_loss_fusion"] = recipe.cross_entropy in ("fused", "megatron-fused")
-    if recipe.cross_entropy == "fused":
-        m["cross_entropy_fusion_impl"] = "te"
+    fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
+    m["cross_entropy_loss_fusion"] = fusion
+    if fusion and impl != "native":
+        m["cross_entropy_fusion_impl"] = impl
     if not recipe.fused_elementwise:
         m["bias_activation_fusion"] = False
         if not model.learned_positions:
@@ -135,6 +136,6 @@ def bridge_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None
                dataset=dict(seq_length=recipe.seq_len), optimizer=optimizer, ddp=ddp, comm_overlap=comm,
                mixed_precision=_mixed_precision(recipe, t["zero"], t["dp"] * t["cp"]))
     notes = [n for n in (_CE_NOTE.format(ce=recipe.cross_entropy)
-                         if recipe.cross_entropy not in ("megatron", "fused", "megatron-fused") else "",
+                         if recipe.cross_entropy not in MEGATRON_CROSS_ENTROPIES else "",
                          packed_note(recipe) if recipe.doc_tokens else "", kv_repeat_note(model, recipe)) if n]
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip() + "".join(f"\n# {n}" for n in notes)

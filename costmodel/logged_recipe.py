@@ -17,7 +17,8 @@ import numpy as np
 from .errors import InputError
 from .formats import FP8_FORMATS, FP8_RECIPE_STACKS, TE_FP8_RECIPES
 from .moe import max_load_cv
-from .specs import MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor
+from .specs import (MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor,
+                    megatron_cross_entropy)
 from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switches
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
@@ -75,8 +76,7 @@ def logged_switches(tlog, moe: bool, num_experts: int = 1) -> tuple[dict, dict, 
     if isinstance(a.get("cross_entropy_loss_fusion"), bool):
         # False: Megatron's vocab-parallel cross-entropy, unfused (its default), as the dump says; fused, its
         # native jit-fused steps unless the dump names Transformer Engine's kernel
-        out["cross_entropy"] = (("fused" if a.get("cross_entropy_fusion_impl") == "te" else "megatron-fused")
-                                if a["cross_entropy_loss_fusion"] else "megatron")
+        out["cross_entropy"] = megatron_cross_entropy(a["cross_entropy_loss_fusion"], a.get("cross_entropy_fusion_impl"))
     _bool(a, "overlap_grad_reduce", out, "dp_overlap", notes)
     _bool(a, "overlap_p2p_comm", out, "pp_overlap", notes)
     _bool(a, "optimizer_cpu_offload", out, "optimizer_offload", notes)

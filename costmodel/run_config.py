@@ -55,7 +55,7 @@ from .errors import InputError
 from .foreign_configs import refuse_foreign_config
 from .launch_script import is_launch_script, launch_script_error
 from .formats import TE_FP8_RECIPES
-from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor
+from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, megatron_cross_entropy
 from .specs.loading import yaml_error_text, yaml_load
 from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 from .files import read_text
@@ -338,8 +338,7 @@ def _cross_entropy(cfg: RunConfig, path: str, m: dict) -> None:
         return
     if not isinstance(v, bool):
         raise InputError(path, "model.cross_entropy_loss_fusion", f"{v!r} is not a valid value: expected true or false")
-    cfg.recipe["cross_entropy"] = ("fused" if m.get("cross_entropy_fusion_impl") == "te" else "megatron-fused") \
-        if v else "megatron"
+    cfg.recipe["cross_entropy"] = megatron_cross_entropy(v, m.get("cross_entropy_fusion_impl"))
     cfg.where["cross_entropy"] = f"{path}: model.cross_entropy_loss_fusion"
 
 

@@ -100,12 +100,13 @@ def _single_passes(m, r, c, p, res, kw: dict, recipe_flags: dict, left: list, wo
             if changes.get("moe_ep_overlap") and r.moe_dispatcher not in EP_OVERLAP_DISPATCHERS \
                     and recipe_flags.get("moe_dispatcher") is not None:
                 continue        # the given dispatcher does not run it
-            r_alt = dataclasses.replace(r, **_with_dispatcher(changes, r, recipe_flags))
+            applied = _with_dispatcher(changes, r, recipe_flags)
+            r_alt = dataclasses.replace(r, **applied)
             res_alt = search(m, r_alt, c, p, **kw) if r_alt != r else res
             t_now = float(res.ranked.step_time_s[0])
             t_alt = float(res_alt.ranked.step_time_s[0]) if res_alt.n_feasible else float("inf")
             if t_alt < t_now * (1 - 1e-9):
-                won.append((_with_dispatcher(changes, r, recipe_flags), what))
+                won.append((applied, what))
                 res, r, adopted = res_alt, r_alt, True
             elif r_alt != r:
                 left.append((changes, what))

@@ -20,13 +20,13 @@ from .model import ModelSpec, list_models, load_model
 from .params import (COLLECTIVES, PROTOCOLS, AttentionKernelParams, CollectiveParams, GemmParams, GroupFit, PowerParams,
                      ThermalParams)
 from .profile import Profile, cluster_profile, has_builtin_profile, load_profile
-from .recipe import (ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, PRECISIONS,
+from .recipe import (ATTENTION_KERNELS, CROSS_ENTROPIES, MEGATRON_CROSS_ENTROPIES, megatron_cross_entropy, MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, PRECISIONS,
                      RECOMPUTE_MODULES, STATE_DTYPES, CrossEntropySpec, OptimizerSpec, Recipe, megatron_capacity_factor,
                      recompute_module_list, recompute_modules_problem)
 
 __all__ = ["ClusterSpec", "CoolingSpec", "FabricTier", "GpuSpec", "with_fabric", "list_clusters", "list_gpus", "load_cluster", "load_gpu",
            "catalog_dir", "hardware_dir", "ModelSpec", "list_models", "load_model", "COLLECTIVES", "PROTOCOLS",
            "CollectiveParams", "GemmParams", "GroupFit", "PowerParams", "ThermalParams", "Profile", "cluster_profile", "has_builtin_profile", "load_profile",
-           "OPTIMIZERS", "OptimizerSpec", "PRECISIONS", "Recipe", "CROSS_ENTROPIES", "CrossEntropySpec", "ATTENTION_KERNELS", "AttentionKernelParams",
+           "OPTIMIZERS", "OptimizerSpec", "PRECISIONS", "Recipe", "CROSS_ENTROPIES", "MEGATRON_CROSS_ENTROPIES", "megatron_cross_entropy", "CrossEntropySpec", "ATTENTION_KERNELS", "AttentionKernelParams",
            "MOE_DISPATCHERS", "MOE_DISPATCHER_ALIASES", "megatron_capacity_factor", "RECOMPUTE_MODULES", "recompute_module_list",
            "recompute_modules_problem", "STATE_DTYPES"]

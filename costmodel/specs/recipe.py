@@ -102,6 +102,18 @@ CROSS_ENTROPIES = {c.name: replace(c, pass_bytes=_CE_PASSES[c.name][0], kernels=
 )}
 
 
+#: the cross-entropies Megatron-core runs -> (cross_entropy_loss_fusion, cross_entropy_fusion_impl):
+#: its vocab-parallel loss, unfused or with --cross-entropy-loss-fusion, native (its default,
+#: megatron/core/model_parallel_config.py) or Transformer Engine's kernel (te)
+MEGATRON_CROSS_ENTROPIES = {"megatron": (False, None), "megatron-fused": (True, "native"), "fused": (True, "te")}
+
+
+def megatron_cross_entropy(loss_fusion: bool, fusion_impl=None) -> str:
+    """The ``--cross-entropy`` that Megatron-core's ``cross_entropy_loss_fusion`` and
+    ``cross_entropy_fusion_impl`` (None: its default, native) run (:data:`MEGATRON_CROSS_ENTROPIES`)."""
+    return ("fused" if fusion_impl == "te" else "megatron-fused") if loss_fusion else "megatron"
+
+
 #: fused-attention kernels a recipe may name (each profile fits the ones measured on its GPU)
 ATTENTION_KERNELS = {
     "fa1": "FlashAttention (v1, Dao et al. 2022; flash-attn 1.x), no Hopper-specific path",
