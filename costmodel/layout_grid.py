@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from .stacks import TE_STACKS
 
 #: VP sizes tried for an uneven interleaved split: those of NVIDIA's DeepSeek-V3 layouts (module docstring)
@@ -67,3 +69,55 @@ def vp_candidates(num_layers: int, pp: int, stack: str) -> list[int]:
         if len(vps) == 1 and uneven_pp_rule(stack) == "any":
             vps |= {v for v in UNEVEN_VPS if pp * v <= L and fullest_rank_layers(L, pp) % v == 0}
     return sorted(vps)
+
+
+@functools.lru_cache(maxsize=2)
+def candidate_grid(L: int, E: int, heads: int, kv_heads: int, seq_len: int, gbs: int, stack: str, num_gpus: int,
+                   domain_gpus: int, mbss: tuple, zero_stages: tuple, sps: tuple, overlaps: tuple,
+                   stack_sp: bool) -> dict | None:
+    """The candidate layouts costmodel.layouts.enumerate_layouts filters with its validity rules, as
+    field -> array (costmodel.layout_fields.FIELDS but ``dp_replicate``), or None when there are none:
+    TP dividing the job's NVLink domain (``domain_gpus``) and the heads, CP whose 2 x CP divides
+    ``seq_len``, PP up to the L layers, DP derived, VP from :func:`vp_candidates`, EP dividing the E
+    experts with ETP the layout's TP or 1, each micro-batch size of ``mbss`` whose DP x mbs divides
+    ``gbs``, then every recompute (0-2), ZeRO stage, SP choice (on where TP > 1 and ``stack_sp``)
+    and overlap choice.  Cached (two entries: a large cluster's grid holds tens of MB); callers copy
+    what they keep."""
+    tps = [d for d in divisors(domain_gpus) if heads % d == 0 and kv_heads % d == 0]
+    cps = [d for d in divisors(num_gpus) if d == 1 or seq_len % (2 * d) == 0]
+    # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
+    # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)
+    pps = [d for d in divisors(num_gpus) if d <= L]
+    rows = []
+    for tp in tps:
+        for cp in cps:
+            for pp in pps:
+                rest = num_gpus // pp
+                if rest % (tp * cp):
+                    continue
+                dp = rest // (tp * cp)
+                vps = vp_candidates(L, pp, stack)     # equal chunks, or a layout
+                # experts at the layout's TP (Megatron's default) or unsplit (ETP 1, DeepSeek-style)
+                eps = [(e, et) for e in divisors(E) for et in sorted({tp, 1} if E > 1 else {tp})
+                       if (tp * dp * cp) % (e * et) == 0]
+                rows += [(tp, pp, dp, cp, ep, etp, vp) for vp in vps for ep, etp in eps]
+    base = np.asarray(rows, dtype=np.int64).reshape(-1, 7)
+    # the (row, mbs) pairs whose DP x mbs divides gbs (a validity rule), kept before the outer product
+    # with the other choices: most pairs of a large cluster fail it
+    pair_row, pair_mbs = np.meshgrid(np.arange(len(base)), np.asarray(mbss, dtype=np.int64), indexing="ij")
+    fits = gbs % (base[pair_row, 2] * pair_mbs) == 0
+    pair_row, pair_mbs = pair_row[fits], pair_mbs[fits]
+    if not len(pair_row):
+        return None
+    grid = np.array(np.meshgrid(np.arange(len(pair_row)), range(3), zero_stages, sps, overlaps,
+                                indexing="ij")).reshape(5, -1)
+    b = base[pair_row[grid[0]]]
+    tp, sp_on = b[:, 0], grid[3].astype(bool)
+    sp_able = (tp > 1) & stack_sp
+    # SP off is a distinct layout only where SP could be on: drop the duplicate rows it makes elsewhere
+    keep = (sp_on | sp_able) if len(sps) > 1 else np.ones(len(tp), bool)
+    out = dict(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],
+               mbs=pair_mbs[grid[0]], recompute=grid[1].astype(np.int64),
+               recompute_num_layers=np.zeros(len(tp), dtype=np.int64), zero=grid[2].astype(np.int64),
+               sp=sp_on & sp_able, overlap=grid[4].astype(bool))
+    return {k: v[keep] for k, v in out.items()}

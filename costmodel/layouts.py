@@ -18,7 +18,7 @@ import numpy as np
 from .errors import InputError
 from .specs import ModelSpec, Recipe
 from .context_parallel_rules import cp_rules
-from .layout_grid import divisors as _divisors, uneven_pp_rule, vp_candidates
+from .layout_grid import candidate_grid, uneven_pp_rule
 from .layout_fields import _BOOL_FIELDS, _CHOICE_FIELDS, FIELD_SPECS, FIELDS, LayoutView
 from .stacks import EP_OVERLAP_DISPATCHERS, STACKS, TE_STACKS, get_stack
 
@@ -581,56 +581,48 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     :func:`pinned` takes them) are values the caller holds fixed: a pinned mbs or ZeRO stage is
     enumerated whether or not the defaults list it, and a pinned value is never dropped as dominated.
 
+    The last four tables are kept by the model, these arguments and the recipe fields the rules read
+    (:data:`RULE_RECIPE_FIELDS`): recommend's switch search enumerates once per rule-relevant variant.
+
     Returns:
-        :class:`LayoutTable` of the valid layouts (possibly empty).
+        :class:`LayoutTable` of the valid layouts (possibly empty; a copy of the kept one).
     Raises:
         InputError: num_gpus < 1.
     """
     if num_gpus < 1:
         raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
-    L, E = model.num_layers, model.num_experts
-    tps = [d for d in _divisors(job_domain_gpus(scale_up_gpus, num_gpus)) if model.num_heads % d == 0 and model.num_kv_heads % d == 0]
-    cps = [d for d in _divisors(num_gpus) if d == 1 or recipe.seq_len % (2 * d) == 0]
-    # PP need not divide the layers (Megatron's first/last-stage options, VP = 1 then): Llama-3.1
-    # 405B's 126 layers over PP 16 is how Meta trained it (Llama 3 paper, sec. 3.3.2)
-    pps = [d for d in _divisors(num_gpus) if d <= L]
     pins = pins or {}
-    mbss = [int(pins["mbs"])] if "mbs" in pins else [m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs]
+    mbss = (int(pins["mbs"]),) if "mbs" in pins else tuple(m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs)
     if "zero" in pins:
         zero_stages = (int(pins["zero"]),)
-    rows = []
-    for tp in tps:
-        for cp in cps:
-            for pp in pps:
-                rest = num_gpus // pp
-                if rest % (tp * cp):
-                    continue
-                dp = rest // (tp * cp)
-                vps = vp_candidates(L, pp, recipe.stack)     # equal chunks, or a layout (layout_grid)
-                # experts at the layout's TP (Megatron's default) or unsplit (ETP 1, DeepSeek-style)
-                eps = [(e, et) for e in _divisors(E) for et in sorted({tp, 1} if E > 1 else {tp})
-                       if (tp * dp * cp) % (e * et) == 0]
-                for vp in vps:
-                    for ep, etp in eps:
-                        rows.append((tp, pp, dp, cp, ep, etp, vp))
-    if not rows:
+    key = (model, tuple(getattr(recipe, f) for f in RULE_RECIPE_FIELDS), num_gpus, scale_up_gpus, mbss,
+           tuple(zero_stages), tuple(sp_choices), tuple(overlaps), tuple(sorted(pins.items())))
+    t = _ENUMERATED.pop(key, None)
+    if t is None:
+        t = _enumerate(model, recipe, num_gpus, scale_up_gpus, mbss, tuple(zero_stages), tuple(sp_choices),
+                       tuple(overlaps), pins)
+    _ENUMERATED[key] = t                    # the latest last; the oldest goes past four (a table is a few MB)
+    while len(_ENUMERATED) > 4:
+        del _ENUMERATED[next(iter(_ENUMERATED))]
+    return t.take(np.arange(len(t)))        # a copy: callers never hold the kept arrays
+
+
+#: the recipe fields :func:`enumerate_layouts` and :func:`validity` read (tests/test_layouts.py records
+#: them): recipes apart only in other switches (recommend's switch search) share one enumeration
+RULE_RECIPE_FIELDS = ("stack", "gbs", "seq_len", "flash_attention", "recomputed", "pp_overlap", "moe_dispatcher",
+                      "moe_ep_overlap", "bf16_edge_layers", "doc_tokens")
+_ENUMERATED: dict = {}
+
+
+def _enumerate(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_gpus: int, mbss: tuple,
+               zero_stages: tuple, sp_choices: tuple, overlaps: tuple, pins: dict) -> LayoutTable:
+    """:func:`enumerate_layouts`' table (its arguments, ``mbss`` the micro-batch sizes tried)."""
+    grid = candidate_grid(model.num_layers, model.num_experts, model.num_heads, model.num_kv_heads, recipe.seq_len,
+                          recipe.gbs, recipe.stack, num_gpus, job_domain_gpus(scale_up_gpus, num_gpus), mbss,
+                          zero_stages, sp_choices, overlaps, get_stack(recipe.stack).sequence_parallel)
+    if grid is None:
         return LayoutTable.from_rows([])
-    base = np.asarray(rows, dtype=np.int64)
-    sps = tuple(sp_choices)
-    grid = np.array(np.meshgrid(np.arange(len(base)), mbss, range(3), zero_stages, sps, overlaps,
-                                indexing="ij")).reshape(6, -1)
-    b = base[grid[0]]
-    tp = b[:, 0]
-    # SP on: wherever TP > 1 and the stack runs it
-    sp_able = (tp > 1) & get_stack(recipe.stack).sequence_parallel
-    sp = grid[4].astype(bool) & sp_able
-    t = LayoutTable(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],
-                    mbs=grid[1].astype(np.int64), recompute=grid[2].astype(np.int64),
-                    recompute_num_layers=np.zeros(grid.shape[1], dtype=np.int64),
-                    zero=grid[3].astype(np.int64), sp=sp, overlap=grid[5].astype(bool))
-    # SP off is a distinct layout only where SP could be on; drop the duplicate rows it makes elsewhere
-    keep = ~((~grid[4].astype(bool)) & ~sp_able) if len(sps) > 1 else np.ones(len(t), bool)
-    t = t.take(keep)
+    t = LayoutTable(**grid)
     code, _ = validity(t, model, recipe, num_gpus, scale_up_gpus, uneven_pp=uneven_pp_rule(recipe.stack))
     # Drop layouts no better than another in the table: ZeRO stages differ only when DP x CP > 1
     # (the lowest stage asked for stays); with flash attention, Megatron's default selective

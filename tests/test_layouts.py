@@ -180,6 +180,47 @@ def test_enumeration_is_exactly_the_valid_grid():
     assert len(t) == n
 
 
+
+class _Recorded:
+    """A recipe whose every attribute read is recorded."""
+
+    def __init__(self, recipe):
+        object.__setattr__(self, "_recipe", recipe)
+        object.__setattr__(self, "read", set())
+
+    def __getattr__(self, name):
+        self.read.add(name)
+        return getattr(self._recipe, name)
+
+
+@pytest.mark.parametrize("model, stack, kw", [
+    ("llama3-70b", "megatron", {}), ("mixtral-8x7b", "nemo", dict(moe_ep_overlap=True)),
+    ("deepseek-v3", "megatron", dict(moe_dispatcher="flex", moe_grouped_gemm=True)),
+    ("llama3-8b", "torchtitan", {}), ("llama3-8b", "deepspeed", {}), ("llama3-8b", "llm-foundry", {}),
+    ("gpt3-175b", "megatron-legacy", {}), ("llama3-8b", "megatron-deepspeed", {})])
+def test_enumeration_reads_only_its_rule_fields_of_the_recipe(model, stack, kw):
+    """enumerate_layouts keeps its last table by the recipe fields its grid and validity rules read
+    (RULE_RECIPE_FIELDS), so that recommend's switch variants share it: a recipe that records its reads
+    is read in no other field, on every stack, dense and MoE; and a variant apart in a rule field
+    (the EP overlap) is enumerated anew, one apart elsewhere (router fusion) shares the table."""
+    import dataclasses
+    from costmodel.layouts import RULE_RECIPE_FIELDS, _enumerate
+    from costmodel.stacks import get_stack, stack_recipe
+    m = load_model(model)
+    r = stack_recipe(get_stack(stack), 256, 4096, "bf16", **kw)
+    rec = _Recorded(r)
+    t = _enumerate(m, rec, 64, 8, (1, 2), (0, 1, 3), (True, False), (True, False), {})
+    assert len(t) > 0
+    assert {"stack", "gbs", "seq_len"} <= rec.read <= set(RULE_RECIPE_FIELDS), rec.read - set(RULE_RECIPE_FIELDS)
+    if m.is_moe and stack == "nemo":
+        same = enumerate_layouts(m, dataclasses.replace(r, moe_router_fusion=True), 64, 8)
+        base = enumerate_layouts(m, r, 64, 8)
+        assert all((getattr(same, f) == getattr(base, f)).all() for f in ("tp", "pp", "ep", "mbs", "recompute"))
+        # the EP overlap runs without full recompute (costmodel.layouts._ep_overlap_rules): fewer layouts
+        off = enumerate_layouts(m, dataclasses.replace(r, moe_ep_overlap=False), 64, 8)
+        assert len(off) != len(base)
+
+
 def test_group_span_follows_megatron_rank_order():
     # TP=4 x DP=4 on 8-GPU nodes: a DP group (stride 4) has 2 ranks per node over 2 nodes
     k, nn = group_span(np.array([4]), np.array([4]), 8)
@@ -406,7 +447,7 @@ def test_distinct_rows_and_divisors_of_huge_values_stay_cheap():
     through a table as long as its largest value (8 GB for 1e9), and a layer count of 2e9 has its 110
     divisors found from sqrt pairs: recommend on such a model answers (infeasible) in about a second."""
     import numpy as np
-    from costmodel.layouts import _divisors
+    from costmodel.layout_grid import divisors as _divisors
     from costmodel.predict import unique_rows
     vp = np.array([1, 1_000_000_001, 1, 7, 1_000_000_001, 7])
     mbs = np.array([2, 2, 2, 4, 2, 4])
