@@ -46,7 +46,14 @@ def _read_log(path, warmup_steps, rank):
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(path, "", f"cannot read ({e})") from None
     if tlog.warmup_only:
-        its = sorted({int(i) for i in tlog.iterations.iteration})
+        it = tlog.iterations
+        its = sorted({int(i) for i in it.iteration})
+        bad = [(np.isfinite(x) & (x > 0)) for x in (it.skipped_iterations, it.nan_iterations)]
+        if (bad[0] | bad[1]).all():
+            what = "NaN" if bad[1].all() else "skipped" if bad[0].all() else "skipped or NaN"
+            raise InputError(path, "", f"every logged record ({len(its)}) counts {what} iterations (Megatron's "
+                             "'number of skipped/nan iterations'): no step of it updated the model, so none times "
+                             "the run; log iterations that train")
         raise InputError(path, "", f"every logged record is warm-up (iterations {', '.join(map(str, its[:6]))}"
                          f"{', ...' if len(its) > 6 else ''}: the first steps and the first after a start build "
                          "communicators, allocate and compile): their steps are not the run's; log more iterations, "

@@ -140,3 +140,28 @@ def test_the_records_summary_spans_the_records_the_figures_come_from():
     text = _records_text(SimpleNamespace(iterations=its, kept=np.array([True, True])),
                          dict(iterations_used=1, warmup_steps_discarded=0))
     assert text == "1 logged record used (iteration 20), 0 discarded"
+
+
+def _megatron_lines(steps_ms, start_hour=2, nan=0) -> list:
+    """Megatron-LM iteration lines 1..len(steps_ms), timestamped from ``start_hour``, 20 s apart."""
+    return [f" [2024-04-06 {start_hour:02d}:{i // 3:02d}:{(i % 3) * 20:02d}] iteration {i:8d}/     100 | consumed samples: "
+            f"{128 * i:12d} | elapsed time per iteration (ms): {ms:.1f} | global batch size:   128 | lm loss: "
+            f"{'nan' if nan else '2.0E+00'} | number of skipped iterations:   0 | number of nan iterations: {nan:3d} |"
+            for i, ms in enumerate(steps_ms, start=1)]
+
+
+def test_a_second_run_appended_without_a_start_line_is_refused_not_deduplicated(tmp_path):
+    """A log holding two runs with no start-up line between them (iterations 1-5 at 20 s, then 1-5 at
+    25 s an hour later) had its repeats dropped as several ranks' copies, the second run lost; a repeat
+    printed after the run went past it is a second run.  All-NaN iterations are named as such, not as
+    warm-up (whose --warmup-steps 0 advice could not help)."""
+    f = tmp_path / "two_runs.log"
+    f.write_text("\n".join(_megatron_lines([20000.0] * 5) + _megatron_lines([25000.0] * 5, start_hour=3)) + "\n")
+    flags = ("--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp", "4", "--mbs", "1",
+             "--seq-len", "4096")
+    one_line(run("compare", "--log", f, *flags), f"{f}:6", "iteration 1 is printed again here, after iteration 5",
+             "a second run appended")
+    nan = tmp_path / "nan.log"
+    nan.write_text("\n".join(_megatron_lines([20000.0] * 5, nan=1)) + "\n")
+    one_line(run("compare", "--log", nan, *flags), "every logged record (5) counts NaN iterations")
+    one_line(run("compare", "--log", nan, "--warmup-steps", "0", *flags), "counts NaN iterations")

@@ -376,13 +376,18 @@ def test_torchtitan_device_mesh_line_gives_the_world_and_degrees(tmp_path):
     """torchtitan's device-mesh line gives the world size and the TP / PP / CP degrees (compare had asked
     for --nodes of a log that prints them): 'Building device mesh with parallelism: pp=2, dp_replicate=1,
     dp_shard=4, cp=1, tp=2, ...' (parallel_dims.py since 183a0d2e7) and the older 'Building 2-D device mesh
-    with ['dp_shard', 'tp'], [4, 2]'."""
+    with ['dp_shard', 'tp'], [4, 2]', which lists only the dims above 1 (a 1-D FSDP mesh: TP, PP, CP 1)."""
     lines = TT_1287.read_text().splitlines()
     for mesh, want in (("Building device mesh with parallelism: pp=2, dp_replicate=1, dp_shard=4, cp=1, tp=2, ep=1, "
                         "etp=1", dict(world_size=16, tensor_model_parallel_size=2, pipeline_model_parallel_size=2,
                                       context_parallel_size=1)),
                        ("Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]",
-                        dict(world_size=8, tensor_model_parallel_size=2))):
+                        dict(world_size=8, tensor_model_parallel_size=2, pipeline_model_parallel_size=1)),
+                       # the older line names only the dims above 1: no 'pp' is PP 1, and the local batch the micro-batch
+                       ("Building 1-D device mesh with ['dp_shard'], [8]\n[rank0]: INFO - Training starts at step 1, "
+                        "with local batch size 1, global batch size 8, sequence length 8192",
+                        dict(world_size=8, tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                             context_parallel_size=1, micro_batch_size=1))):
         f = tmp_path / "mesh.log"
         f.write_text("\n".join([lines[0], f"[rank0]: INFO - {mesh}", *lines[1:]]) + "\n")
         args = read_torchtitan_log(f).args

@@ -298,7 +298,9 @@ def _torchtitan_mesh(text: str) -> dict:
     if len(names) != len(dims):
         return {}
     out = dict(world_size=math.prod(dims))
-    out.update({_TT_DEGREE_ARGS[n]: d for n, d in zip(names, dims) if n in _TT_DEGREE_ARGS})
+    # the line names only the dims above 1 (torchtitan's ParallelDims.build_mesh appends a dim where its
+    # degree > 1): a degree it leaves out is 1
+    out.update({arg: dict(zip(names, dims)).get(n, 1) for n, arg in _TT_DEGREE_ARGS.items()})
     deg = dict(zip(names, dims))
     rep, shard = deg.get("dp_replicate", 1), deg.get("dp_shard", 1) * deg.get("cp", 1)
     if rep > 1 or shard > 1:        # the mesh names its data-parallel dims: HSDP, FSDP or DDP as above

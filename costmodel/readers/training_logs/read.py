@@ -138,6 +138,7 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
         first_dup = next(r for r in records if counts[r["iteration"]] > 1)
         label = first_dup["rank"]
     mine = [r for r in records if r["rank"] == label]
+    _refuse_unmarked_restart(mine, path)
     out, by_it = [], {}
     for r in mine:
         if r["iteration"] in by_it:
@@ -158,6 +159,30 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
                             f"prefixes seen: {shown}); kept rank {label!r}, first line of each iteration, dropped "
                             f"{dropped} line(s); choose another with compare --rank N")
     return out
+
+
+
+def _refuse_unmarked_restart(records, path) -> None:
+    """Refuse one rank's records (line order) that repeat an iteration printed after the run had gone
+    past it: the repeat's timestamp is later than the first print of a higher iteration (a second run
+    appended without a start-of-training marker; several ranks printing the same step, or per-rank files
+    joined, print each repeat at about its first's time).  Records without timestamps are not judged.
+
+    Raises:
+        InputError: naming the repeat's line and the first run's line it comes after.
+    """
+    first, top = {}, None           # iteration -> its first record; the highest iteration's first record
+    for r in records:
+        it, t = r["iteration"], r.get("t_unix")
+        if it not in first:
+            first[it] = r
+            if top is None or it > top["iteration"]:
+                top = r
+            continue
+        if t is not None and top["iteration"] > it and top.get("t_unix") is not None and t > top["t_unix"]:
+            raise InputError(f"{path}:{r['line']}", "", f"iteration {it} is printed again here, after iteration "
+                             f"{top['iteration']} (line {top['line']}, an earlier time): a second run appended to "
+                             "the log without a start-up line; split the file and compare each run")
 
 
 # Megatron-LM's report_memory line: "[Rank 3] (after 10 iterations) memory (MB) | ... | max reserved: 66080.0"
