@@ -223,7 +223,9 @@ def row_sp(r: dict, stack: Stack, tp: int) -> tuple[bool, bool | str]:
     for the stacks of :data:`_SP_WITH_TP` (assumed = True)."""
     v = (r.get("sequence_parallel") or "").strip().lower()
     if v == "true" and tp == 1:
-        return False, "Megatron-LM turns sequence parallelism off at TP 1"
+        # sequence parallelism splits the TP group's activations: with no TP group there is none
+        return False, ("Megatron-LM turns sequence parallelism off at TP 1" if stack.megatron_family else
+                       "sequence parallelism splits over a TP group: none at TP 1")
     if v in ("true", "false"):
         return v == "true", False
     return tp > 1 and stack.name in _SP_WITH_TP, tp > 1

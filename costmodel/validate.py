@@ -241,6 +241,9 @@ def _skip_reason(r: dict) -> str | None:
         return "ffn_hidden not published (a SwiGLU MLP's width is no fixed multiple of hidden)"
     if r.get("precision", "") == "":
         return "precision not published"
+    if (prec := r["precision"].strip().lower()) in UNPRICED_PRECISIONS:
+        return (f"precision {prec!r} is a format the model does not price (it prices the mixed-precision training "
+                f"formats {', '.join(PRECISIONS)})")
     experts = _int(r, "num_experts") or 1
     if not (r.get("row_id") or "").strip():
         return "row_id is empty"

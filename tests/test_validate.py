@@ -847,3 +847,11 @@ def test_a_tflops_column_apart_from_the_step_under_every_convention_is_noted():
     same, off = validate_rows(rows, str(HOPPER))
     assert not [a for a in same.assumed if "apart" in a] and same.measured_s == pytest.approx(step)
     assert [a for a in off.assumed if a.startswith("model_tflops_per_gpu-apart") and "+20% from tokens_per_s_per_gpu's 64.7 s" in a]
+
+
+def test_an_fp32_row_is_skipped_as_unpriced_not_as_an_unknown_precision():
+    """FlagPerf's fp32 row had been skipped as "'fp32' is not one of bf16, fp16, ..." while the cell check
+    lists fp32 among the formats it reads: it is a known format the model does not price."""
+    row = next(r for r in read_runs_csv(HOPPER) if r["row_id"] == "flagperf-015")
+    res = validate_rows([row], str(HOPPER))[0]
+    assert res.skipped.startswith("precision 'fp32' is a format the model does not price") and not res.malformed

@@ -20,6 +20,7 @@ from rich.table import Table
 from .. import report
 from ..errors import InputError
 from ..files import not_a_file
+from ..specs.profile import refuse_measurement
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Calibrate the model against a cluster: run the microbenchmark suite on the GPUs "
@@ -308,24 +309,6 @@ def _flat(d, pre=""):
             yield key, v
 
 
-def _refuse_measurement(path: str) -> None:
-    """Refuse a measurement file given where a profile goes, saying how to fit one from it (a profile is
-    YAML; the readers tell a measurement by its content, costmodel.readers.registry).
-
-    Raises:
-        InputError: naming the file and its format."""
-    from ..errors import NoUsableDataError
-    from ..readers.registry import detect_format
-    if not Path(path).is_file():
-        return
-    try:
-        fmt = detect_format(path)
-    except (NoUsableDataError, OSError, UnicodeDecodeError):
-        return
-    raise InputError(path, "", f"is a measurement file ({fmt}), not a profile: fit one from it with costmodel "
-                     f"calibrate fit {path} -o PROFILE.yaml, then show that")
-
-
 @app.command(short_help="Print a profile with its fit quality and provenance.")
 def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog GPU name."),
          all_fields: bool = typer.Option(False, "--all", help="Also print every fit field and note.")):
@@ -334,7 +317,7 @@ def show(profile: str = typer.Argument(..., help="Profile YAML path or catalog G
     ``gpu`` is one slip from a catalog GPU is shown with a note naming the GPU it may mean."""
     from ..specs import load_profile
     from .common import check_profile_gpu_name
-    _refuse_measurement(profile)
+    refuse_measurement(profile)
     p = load_profile(profile, "calibrate show PROFILE")
     try:
         # predict refuses such a profile where the cluster's GPU is another; show only displays it, and a

@@ -85,6 +85,11 @@ def compare(
         require_matplotlib()
         output_dir(plot, "--plot", "compare", files=_PLOTS[:4 if power else 2])
     if trace:       # after --plot made its folder: the README writes the trace into it
+        if plot and Path(trace).resolve() == Path(plot).resolve():
+            raise InputError("--trace", "", f"{trace} is the --plot folder: name the trace file in it "
+                             f"({Path(plot) / 'trace.json'})")
+        if Path(trace).suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg"):
+            raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not an image: name it .json")
         check_output(trace, "--trace", stream=True)
     tlog = _read_log(log, warmup_steps, rank)
     _refuse_untimed(tlog, log)

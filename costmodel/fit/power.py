@@ -105,7 +105,10 @@ def fit_power_section(meas: Measurements, gpu: GpuSpec, base: dict, report: FitR
         if idle is None:
             if meas.traces and len(report.warnings) == said:       # no reason of its own given
                 n = sum(int(((tr.util_gpu_pct == 0) & np.isfinite(tr.power_w)).sum()) for tr in meas.traces)
-                report.warnings.append(f"power: the traces hold no benchmark phases and {n} idle sample(s) "
+                unpowered = [tr for tr in meas.traces if not np.isfinite(tr.power_w).any()]
+                why = (f"{len(unpowered)} of {len(meas.traces)} trace(s) hold no power reading (no power column, "
+                       "nvidia-smi's power.draw): " if unpowered else "")
+                report.warnings.append(f"power: {why}the traces hold no benchmark phases and {n} idle sample(s) "
                                        f"(utilisation 0 % with a power reading): idle power needs >= {MIN_IDLE_SAMPLES}")
             return None
         held = [k for k in NAMES[1:] if k in bp]

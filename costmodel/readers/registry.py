@@ -328,9 +328,10 @@ def detect_format(path) -> str:
                              "(iconv -f UTF-16 -t UTF-8, or Out-File -Encoding utf8)")
     if "\x00" in first or "\ufffd" in first or sum(not (c.isprintable() or c == "\t") for c in first) > len(first) // 10:
         raise _unknown(path, "a binary file, not a text capture")
-    raise _unknown(path, f"unrecognised content (first line: {first[:80]!r}); GEMM, HBM and MoE GEMM fits come from "
-                         "the calibration suite's JSONL only (costmodel calibrate run), collectives from it or an "
-                         "nccl-tests log as the tool prints it")
+    raise _unknown(path, f"unrecognised content (first line: {first[:80]!r}); power and temperature traces are "
+                         "nvidia-smi, dcgmi, rocm-smi or amd-smi captures (or the suite's JSONL), GEMM, HBM and MoE "
+                         "GEMM fits come from the calibration suite's JSONL only (costmodel calibrate run), "
+                         "collectives from it or an nccl-tests log as the tool prints it")
 
 
 def read_measurement(path, gpus_per_node=None) -> Measurement:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import yaml
@@ -309,7 +310,30 @@ def load_profile(path_or_gpu: str, flag: str = "--profile") -> Profile:
         InputError: missing file, missing section, or a missing or non-positive parameter.
     """
     path = _resolve(path_or_gpu, hardware_dir() / "profiles", (".yaml", ".yml"), "profile", flag)
-    return profile_from_mapping(_read_mapping(path), str(path), path.stem)
+    try:
+        d = _read_mapping(path)
+    except InputError:
+        refuse_measurement(path)        # a capture given for a profile: say how to fit one from it
+        raise
+    return profile_from_mapping(d, str(path), path.stem)
+
+
+def refuse_measurement(path) -> None:
+    """Refuse a measurement file given where a profile goes, saying how to fit one from it (a profile is
+    YAML; the readers tell a measurement by its content, costmodel.readers.registry).
+
+    Raises:
+        InputError: naming the file and its format."""
+    from ..errors import NoUsableDataError
+    from ..readers.registry import detect_format
+    if not Path(path).is_file():
+        return
+    try:
+        fmt = detect_format(path)
+    except (NoUsableDataError, OSError, UnicodeDecodeError):
+        return
+    raise InputError(path, "", f"is a measurement file ({fmt}), not a profile: fit one from it with costmodel "
+                     f"calibrate fit {path} -o PROFILE.yaml, then use that")
 
 
 def profile_from_mapping(d: dict, w: str, profile_key: str) -> Profile:

@@ -165,3 +165,13 @@ def test_a_second_run_appended_without_a_start_line_is_refused_not_deduplicated(
     nan.write_text("\n".join(_megatron_lines([20000.0] * 5, nan=1)) + "\n")
     one_line(run("compare", "--log", nan, *flags), "every logged record (5) counts NaN iterations")
     one_line(run("compare", "--log", nan, "--warmup-steps", "0", *flags), "counts NaN iterations")
+
+
+def test_the_trace_path_is_neither_the_plot_folder_nor_an_image(tmp_path):
+    """--trace given --plot's folder had been refused as 'is a directory' (it did not exist yet), and
+    --trace t.png had written JSON into a .png."""
+    base = ("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1")
+    one_line(run(*base, "--plot", tmp_path / "out", "--trace", tmp_path / "out"), "--trace",
+             "is the --plot folder: name the trace file in it", str(tmp_path / "out" / "trace.json"))
+    one_line(run(*base, "--trace", tmp_path / "t.png"), "--trace", "not an image: name it .json")
+    assert not (tmp_path / "t.png").exists()

@@ -951,6 +951,10 @@ def test_show_given_a_measurement_and_fit_given_a_table_say_what_goes_where(tmp_
     log = PUBLIC / "aws_p5_2node_16xH100_allreduce.txt"
     rc, so, se = cli("calibrate", "show", str(log))
     assert rc == 2 and f"{log}: is a measurement file (nccl-tests), not a profile: fit one from it" in se, se
+    # and where --profile takes a profile (it had said 'expected a mapping of keys to values')
+    rc, so, se = cli("predict", "--model", "llama3-8b", "--cluster", "aws-p5", "--tp", "1", "--pp", "1",
+                     "--profile", str(log))
+    assert rc == 2 and f"{log}: is a measurement file (nccl-tests), not a profile" in se, se
     table = tmp_path / "gemm.md"
     table.write_text("| m | n | k | TFLOP/s |\n|---|---|---|---|\n| 8192 | 8192 | 8192 | 750 |\n")
     rc, so, se = cli("calibrate", "fit", str(table), "--gpu", "h100-sxm-80gb", "-o", str(tmp_path / "p.yaml"))
