@@ -334,9 +334,10 @@ def warn_outliers(section, t_model, t_meas, labels, report):
     mad = float(np.median(np.abs(r - np.median(r)))) or 1e-12
     bad = [i for i in range(len(r)) if abs(r[i]) > max(OUTLIER_MAD * mad, np.log(1.1))]
     if bad:
-        shown = ", ".join(f"{labels[i]} ({np.exp(-r[i]) - 1:+.0%})" for i in bad[:5])
+        # the fit's error over the measurement, as the fit's median and max errors are stated
+        shown = ", ".join(f"{labels[i]} ({np.exp(r[i]) - 1:+.0%})" for i in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        report.warnings.append(f"{section}: {len(bad)} outlier(s), measured vs fit: {shown}{more}")
+        report.warnings.append(f"{section}: {len(bad)} outlier(s), fit vs measured: {shown}{more}")
 
 
 #: a sweep must reach this size for Simple's bandwidth to dominate its fitted latency: a NIC's 25-50 GB/s

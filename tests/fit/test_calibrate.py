@@ -985,3 +985,14 @@ def test_a_fit_into_its_own_redirected_stdout_is_not_refused_as_an_existing_file
                            stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load(out.read_text())["gpu"] == "h100-sxm-80gb"
+
+
+def test_an_outlier_is_stated_as_the_fit_s_errors_are():
+    """The outlier warning had shown measured over fit (+15%) beside a max error of fit over measured
+    (12.8%): an outlier larger than the stated maximum.  Both are now the fit's error over the measurement."""
+    from costmodel.fit.primitives import warn_outliers
+    rep = FitReport()
+    t_meas = [1.0] * 9 + [1.0]
+    t_model = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 0.87]      # the last 13% under its measurement
+    warn_outliers("comm.x", t_model, t_meas, [f"l{i}" for i in range(10)], rep)
+    assert rep.warnings == ["comm.x: 1 outlier(s), fit vs measured: l9 (-13%)"]
