@@ -450,7 +450,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
         code, msgs = validity(LayoutTable.from_rows([dict(row, recompute="none", zero=row["zero"] or 0)]), model,
                               recipe, cluster.num_gpus, cluster.scale_up_gpus, uneven_pp=True)
         if code[0] >= 0:
-            return f"layout not representable: {msgs[code[0]]}"
+            return f"layout not representable ({_layout_words(row)}): {msgs[code[0]]}"
     zero_known = zero_given or stack_zero or dp * cp == 1
     zeros = (row["zero"],) if zero_known else (0, 1)
     recomputes = (row["recompute"],) if rc_known else ("none", "selective", "full")
@@ -467,7 +467,7 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
     code, msgs = validity(LayoutTable.from_rows([row]), model, recipe, cluster.num_gpus, cluster.scale_up_gpus,
                           uneven_pp=True)
     if code[0] >= 0:
-        return f"layout not representable: {msgs[code[0]]}"
+        return f"layout not representable ({_layout_words(row)}): {msgs[code[0]]}"
     steps = implied_steps_s(r, model, recipe, n_gpus, row["recompute"] if rc_known else None)
     if not steps:
         return _no_metric(r, rc_known)
@@ -490,6 +490,14 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
                     cluster=cluster.key, flop_convention=(("causal" if note_says(r.get("notes", ""), _CAUSAL)
                                                            else "s x s") if "tflops" in metric else None))
     return key, model, recipe, row, res
+
+
+
+def _layout_words(row: dict) -> str:
+    """The row's layout as its rules read it: 'TP 8 PP 4 DP 2 CP 1 mbs 3' (and EP, VP where above 1)."""
+    words = [f"{k.upper()} {row[k]}" for k in ("tp", "pp", "dp", "cp") if row.get(k) is not None]
+    words += [f"{k.upper()} {row[k]}" for k in ("ep", "vp") if (row.get(k) or 1) > 1]
+    return " ".join(words + ([f"mbs {row['mbs']}"] if row.get("mbs") is not None else []))
 
 
 #: the least fraction of the dense peak a row's measured step may imply: 5x under the slowest published

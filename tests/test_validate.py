@@ -855,3 +855,12 @@ def test_an_fp32_row_is_skipped_as_unpriced_not_as_an_unknown_precision():
     row = next(r for r in read_runs_csv(HOPPER) if r["row_id"] == "flagperf-015")
     res = validate_rows([row], str(HOPPER))[0]
     assert res.skipped.startswith("precision 'fp32' is a format the model does not price") and not res.malformed
+
+
+def test_a_layout_a_rule_refuses_is_named_with_its_degrees_and_mbs():
+    """A row whose mbs does not divide its batch had been skipped with 'gbs (16) must be divisible by DP x
+    mbs' alone, the row's DP and mbs left for the reader to find."""
+    row = dict(next(r for r in read_runs_csv(HOPPER) if r["row_id"] == "torchtitan-001"), mbs="3", gbs="16")
+    res = validate_rows([row], str(HOPPER))[0]
+    assert res.skipped == ("layout not representable (TP 1 PP 1 DP 8 CP 1 mbs 3): gbs (16) must be divisible by "
+                           "DP x mbs")
