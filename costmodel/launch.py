@@ -30,6 +30,10 @@ from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_
 FORMATS = ("megatron", "nemo", "bridge", "torchtitan", "json", "settings")
 
 
+#: Megatron-core's AttnBackend enum values by name (megatron/core/transformer/enums.py)
+ATTN_BACKENDS = {"flash": 1, "fused": 2, "unfused": 3, "local": 4, "auto": 5}
+
+
 def megatron_attention_backend(recipe) -> str:
     """Megatron-core's ``--attention-backend`` for ``recipe``'s attention (costmodel.specs.Recipe):
     ``fused`` (Transformer Engine's cuDNN FusedAttention) for the ``cudnn`` kernel, ``flash`` (TE's
@@ -264,8 +268,8 @@ def _megatron_optimizer_notes(layout: dict, recipe: Recipe) -> list:
 def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:
     """The environment line Megatron-core's arguments need before them: with TP or CP > 1 on Hopper and
     earlier it asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue keeps the TP collectives in
-    launch order under the GEMMs), unless FSDP shards the model, which wants it unset (several queues
-    overlap its gathers), or the MoE dispatch overlaps (32, where validate_args only warns)
+    launch order under the GEMMs), unless FSDP shards the model, which wants it unset at any TP (several
+    queues overlap its gathers; Megatron-FSDP and torch FSDP2 assert it is not 1), or the MoE dispatch overlaps (32, where validate_args only warns)
     (megatron/training/arguments.py validate_args); on Blackwell (``gpu``, compute capability 10) the
     requirement is gone and one queue would only serialise the overlaps, so nothing is set there."""
     if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
@@ -275,10 +279,11 @@ def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:
         # dispatch overlap; NVIDIA's MoE recipes run the overlap with 32 (Megatron-MoE-ModelZoo
         # sbatch_benchmarking.sh, A2A_OVERLAP=1), as the overlap is priced
         return "export CUDA_DEVICE_MAX_CONNECTIONS=32   # EP overlap: the dispatch overlaps on several queues\n"
+    if layout["zero"] == 3:
+        # asserted at any TP: 'FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset' (validate_args)
+        return "unset CUDA_DEVICE_MAX_CONNECTIONS   # FSDP's gathers overlap on several queues\n"
     if layout["tp"] == 1 and layout["cp"] == 1:
         return ""
-    if layout["zero"] == 3:
-        return "unset CUDA_DEVICE_MAX_CONNECTIONS   # FSDP's gathers overlap on several queues\n"
     if gpu is not None and gpu.architecture == "blackwell":
         return ""
     return ("export CUDA_DEVICE_MAX_CONNECTIONS=1   # TP or CP > 1: Megatron asserts it below compute capability 10 "
@@ -297,6 +302,10 @@ def _megatron_kernel_args(model: ModelSpec, recipe: Recipe, notes: list) -> list
     fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
     if fusion:
         a.append("--cross-entropy-loss-fusion" + (f" --cross-entropy-fusion-impl {impl}" if impl != "native" else ""))
+    if impl == "te" and recipe.stack == "megatron":
+        notes.append("Megatron-LM refuses --cross-entropy-fusion-impl te since 168cb15d (2026-06-03: 'disabled due to "
+                     "stability issues'); earlier Megatron-LM, NeMo and Megatron-Bridge run it: for today's Megatron-LM "
+                     "price --cross-entropy megatron-fused (its native fusion) and print again")
     if recipe.cross_entropy not in MEGATRON_CROSS_ENTROPIES:
         notes.append(_CE_NOTE.format(ce=recipe.cross_entropy))
     if not recipe.fused_elementwise and recipe.stack not in PRE_TE_MEGATRON_STACKS:
@@ -322,12 +331,14 @@ def _nemo_split(t: dict, model: ModelSpec, recipe: Recipe, layers=None) -> list[
     split, how = pipeline_split_settings(t, model, recipe, layers)
     # ParallelismConfig fields: MegatronStrategy copies its own values over model.config at setup
     # (nemo/lightning/pytorch/strategies/megatron_strategy.py, _strategy_lib.set_model_parallel_attributes)
-    c = "recipe.trainer.strategy."
-    if split == "accounted":
-        return [f"{c}account_for_embedding_in_pipeline_split = True", f"{c}account_for_loss_in_pipeline_split = True"]
-    if split == "first_last":
-        return [f"{c}num_layers_in_first_pipeline_stage = {how[0]}", f"{c}num_layers_in_last_pipeline_stage = {how[1]}"]
-    return [f"{c}pipeline_model_parallel_layout = {how!r}"] if split == "layout" else []
+    # every split field, set or cleared: a recipe may preset another (NeMo's DeepSeek-V3: first 3, last 2),
+    # which Megatron-core refuses beside a layout and which would move an even split
+    vals = dict(pipeline_model_parallel_layout=how if split == "layout" else None,
+                num_layers_in_first_pipeline_stage=how[0] if split == "first_last" else None,
+                num_layers_in_last_pipeline_stage=how[1] if split == "first_last" else None,
+                account_for_embedding_in_pipeline_split=split == "accounted",
+                account_for_loss_in_pipeline_split=split == "accounted")
+    return [f"recipe.trainer.strategy.{k} = {v!r}" for k, v in vals.items()]
 
 
 def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, gpu=None) -> str:
@@ -347,7 +358,11 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
               f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
               f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else []),
+              *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else
+                # NeMo's DeepSeek recipes append DeepEPCallback, whose setup() turns the flex dispatcher on
+                # over these lines (nemo/lightning/pytorch/callbacks/deepep.py): it goes where not priced
+                ["recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
+                 "if cb.__fn_or_cls__ is not DeepEPCallback]"]),
               "recipe.model.config.moe_expert_capacity_factor = "
               + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
               *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
@@ -370,8 +385,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
               f"recipe.model.config.recompute_num_layers = {n}"]
     elif rc == "selective":
         a.append("recipe.model.config.recompute_granularity = 'selective'")
-        if recipe.recomputed != ("core_attn",):
-            a.append(f"recipe.model.config.recompute_modules = {list(recipe.recomputed)!r}")
+        # set either way: a recipe may name others (NeMo's DeepSeek-V3: mla_up_proj, layernorm)
+        a.append(f"recipe.model.config.recompute_modules = {list(recipe.recomputed)!r}")
     else:
         a.append("recipe.model.config.recompute_granularity = None")
     a.append(f"recipe.optim.config.use_distributed_optimizer = "
@@ -380,10 +395,14 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
         # HSDP: the strategy's own field, which MegatronStrategy writes over its ddp config's and builds the
         # parallel groups from (nemo/lightning/pytorch/strategies/megatron_strategy.py)
         a.append(f"recipe.trainer.strategy.num_distributed_optimizer_instances = {t['dp_replicate']}")
-    if recipe.optimizer in ("sgd", "lionw"):        # Megatron-core OptimizerConfig.optimizer ('adam' by default)
-        a.append(f"recipe.optim.config.optimizer = {({'sgd': 'sgd', 'lionw': 'lion'}[recipe.optimizer])!r}")
-    a += [f"recipe.optim.config.{k} = " + ("torch.bfloat16" if v == "bf16" else str(v))
-          for k, v in optimizer_config(recipe)]
+    # Megatron-core OptimizerConfig ('adam' by default) and its precisions, each set: a recipe may preset
+    # others (NeMo's DeepSeek-V3: the precision-aware optimizer with bf16 grads and states)
+    a.append(f"recipe.optim.config.optimizer = {({'sgd': 'sgd', 'lionw': 'lion'}.get(recipe.optimizer, 'adam'))!r}")
+    opt = dict(use_precision_aware_optimizer=False, main_grads_dtype="fp32", exp_avg_dtype="fp32",
+               exp_avg_sq_dtype="fp32")
+    opt.update(optimizer_config(recipe))
+    a += [f"recipe.optim.config.{k} = " + (f"torch.{'bfloat16' if v == 'bf16' else 'float32'}" if k.endswith("dtype")
+                                           else str(v)) for k, v in opt.items()]
     if t["zero"] == 3:
         # Megatron-FSDP shards by ddp.data_parallel_sharding_strategy, 'no_shard' unless set
         # (megatron/core/distributed/distributed_data_parallel_config.py), with the distributed optimizer
@@ -402,7 +421,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     a.append(f"recipe.model.config.attention_backend = AttnBackend.{megatron_attention_backend(recipe)}")
     fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
     a.append(f"recipe.model.config.cross_entropy_loss_fusion = {fusion}")
-    if fusion and impl != "native":
+    if fusion:          # set either way: a recipe may name the other (Bridge's and NeMo's DeepSeek-V3: 'te')
         a.append(f"recipe.model.config.cross_entropy_fusion_impl = '{impl}'")
     if not recipe.fused_elementwise:
         # TransformerConfig's activation and rotary fusions (the norms stay fused in TE's linear layers)
@@ -446,6 +465,8 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     if cb_lines:
         imports = ["import nemo_run as run", *imports,
                    "from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback"]
+    if any("DeepEPCallback" in line for line in a):
+        imports.append("from nemo.lightning.pytorch.callbacks.deepep import DeepEPCallback")
     if any("torch." in line for line in a):
         imports.insert(0, "import torch")
     return "\n".join(imports + a)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import yaml
 
-from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
+from .launch import _CE_NOTE, ATTN_BACKENDS, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
     pipeline_split_settings
 from .comm import fp8_params_on
 from .moe import flex_backend
@@ -53,12 +53,14 @@ def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) 
         m["recompute_granularity"] = rc if rc == "selective" else None
         if rc == "selective" and recipe.recomputed != ("core_attn",):
             m["recompute_modules"] = list(recipe.recomputed)
-    # the enum by its name, as Megatron-Bridge's own cards override it (examples/model_verification_cards/
-    # nemotron-3-super-120b-a12b/card.yaml: model.attention_backend=auto)
-    m["attention_backend"] = megatron_attention_backend(recipe)
+    # an AttnBackend enum, as Bridge's YAML writes one (megatron/training/config/yaml_utils.py
+    # _enum_representer): a plain string stays a string, which Megatron-core's backend choice never matches
+    backend = megatron_attention_backend(recipe)
+    m["attention_backend"] = {"_target_": "megatron.core.transformer.enums.AttnBackend", "_call_": True,
+                              "_args_": [ATTN_BACKENDS[backend]], "_name_": backend}
     fusion, impl = MEGATRON_CROSS_ENTROPIES.get(recipe.cross_entropy, (False, None))
     m["cross_entropy_loss_fusion"] = fusion
-    if fusion and impl != "native":
+    if fusion:          # set either way: a recipe may name the other (Bridge's DeepSeek-V3 recipes: 'te')
         m["cross_entropy_fusion_impl"] = impl
     if not recipe.fused_elementwise:
         m["bias_activation_fusion"] = False

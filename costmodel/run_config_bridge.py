@@ -374,7 +374,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
     _bridge_model_or_mixed_precision(d, m, path, cfg)
     _bridge_foreign_keys(d, m, path, cfg)
     if "attention_backend" in m and m["attention_backend"] is not None:
-        sw = attention_backend_switches(m["attention_backend"])
+        sw = attention_backend_switches(_enum_name(m["attention_backend"]))
         if sw is None:
             raise InputError(path, "model.attention_backend", f"{m['attention_backend']!r} is not a Megatron-core "
                              "backend (flash, fused, unfused, local, auto)")
@@ -473,3 +473,18 @@ def _bridge_comm_overlap_setup(co: dict, m: dict, path: str, cfg: RunConfig) -> 
         R["dp_overlap"] = True if dp is None else dp
         W["dp_overlap"] = f"{path}: comm_overlap.overlap_grad_reduce" if dp is not None else \
             f"{path}: comm_overlap without overlap_grad_reduce (Bridge's setup: on under the distributed optimizer)"
+
+
+def _enum_name(v):
+    """An enum as Megatron-Bridge's YAML writes one (``{_target_: ...AttnBackend, _call_: true, _args_: [2],
+    _name_: fused}``, megatron/training/config/yaml_utils.py _enum_representer) by its member's name; any
+    other value as it is."""
+    if isinstance(v, dict) and str(v.get("_target_", "")).endswith("AttnBackend"):
+        from .launch import ATTN_BACKENDS
+        if isinstance(v.get("_name_"), str):
+            return v["_name_"]
+        args = v.get("_args_")
+        by_value = {n: k for k, n in ATTN_BACKENDS.items()}
+        if isinstance(args, list) and len(args) == 1 and args[0] in by_value:
+            return by_value[args[0]]
+    return v

@@ -23,9 +23,12 @@ nemo                   yes      on       adam       megatron-fused  NeMo 2 perfo
 torchtitan             yes      off      adamw      eager           torchtitan (SDPA flash backend; async TP is its own
                                                                     switch, off by default; AdamW in its configs; its
                                                                     loss is F.cross_entropy on logits cast to fp32)
-llm-foundry            yes      off      lionw      fused           llm-foundry MPT yamls (``attn_impl: flash`` or
-                                                                    triton; ``optimizer: decoupled_lionw``;
-                                                                    ``loss_fn: fused_crossentropy``, flash-attn's)
+llm-foundry            yes      off      adamw      fused           llm-foundry MPT yamls (``attn_impl: flash`` or
+                                                                    triton; ``optimizer: decoupled_adamw`` in
+                                                                    yamls/pretrain/mpt-*.yaml, which its benchmark
+                                                                    table's submit_benchmarks.py runs, 918a22af6 to
+                                                                    8c8dd48f; MPT's own runs used LionW: --optimizer
+                                                                    lionw; ``loss_fn: fused_crossentropy``)
 deepspeed              yes      off      adamw      eager           DeepSpeed with HF transformers (flash-attention
                                                                     ``attn_implementation``; AdamW; the model's loss
                                                                     upcasts the logits to fp32)
@@ -540,7 +543,7 @@ STACKS = {s.name: s for s in (
     _stack("megatron-deepspeed", False, False, False, "adam", "megatron", True, _MOE_DEEPSPEED, ("tp", "pp")),
     _stack("nemo", True, True, True, "adam", "megatron-fused", True, _MOE_DROPLESS_GROUPED),
     _stack("torchtitan", True, False, True, "adamw", "eager", False, _MOE_DROPLESS_GROUPED),
-    _stack("llm-foundry", True, False, True, "lionw", "fused", False, _MOE_DROPLESS_GROUPED, ()),
+    _stack("llm-foundry", True, False, True, "adamw", "fused", False, _MOE_DROPLESS_GROUPED, ()),
     _stack("deepspeed", True, False, False, "adamw", "eager", False, _MOE_DEEPSPEED, ()),
 )}
 

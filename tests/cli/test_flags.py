@@ -91,7 +91,7 @@ def test_the_stack_sets_what_the_flags_leave_open():
     ov = got["--tp-comm-overlap"]["breakdown"]["tp_comm_s"]
     assert got["--stack nemo"]["breakdown"]["tp_comm_s"] == ov
     assert 0.0 < ov < 0.35 * got[""]["breakdown"]["tp_comm_s"]
-    assert got["--stack llm-foundry --tp 1 --pp 1 --zero 3"]["recipe"]["optimizer"] == "lionw"
+    assert got["--stack llm-foundry --tp 1 --pp 1 --zero 3"]["recipe"]["optimizer"] == "adamw"
     r = subprocess.run(base + ["--stack", "jax"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--stack: 'jax' is not one of megatron" in r.stderr
 
