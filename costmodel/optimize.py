@@ -16,6 +16,7 @@ Cap levels are evenly spaced from the GPU's minimum power limit to the user's ca
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -40,9 +41,10 @@ DEFAULT_CAP_LEVELS = 9
 
 
 def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = DEFAULT_CAP_LEVELS) -> tuple:
-    """``n`` evenly spaced caps from the GPU's minimum power limit to ``max_cap_w`` (default: the
-    cluster's power limit, its TDP unless the file sets power.gpu_power_limit), W,
-    rounded to whole watts.
+    """``n`` evenly spaced caps from the GPU's minimum power limit to the cluster's power limit (its
+    TDP unless the file sets power.gpu_power_limit), W, in whole watts inside the GPU's settable range;
+    with ``max_cap_w`` the levels up to it and ``max_cap_w`` itself, so that a cap the optimum already
+    keeps to leaves the levels it chose (a grid stretched to the cap had moved them).
 
     Raises:
         InputError: a cap outside the GPU's settable range.
@@ -50,8 +52,9 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     pw = power_params(cluster, profile)
     top = pw.max_cap_w if max_cap_w is None else max_cap_w
     check_cap(cluster, pw, top)
-    # whole watts: the levels the ILP prices are the ones `nvidia-smi -pl` is told to set
-    levels = sorted({float(round(x)) for x in np.linspace(pw.min_cap_w, top, n)})
+    # whole watts, the levels `nvidia-smi -pl` is told to set: the lowest rounded up into the range (MI250's 47.2 W)
+    grid = np.clip(np.round(np.linspace(pw.min_cap_w, pw.max_cap_w, n)), math.ceil(pw.min_cap_w), pw.max_cap_w)
+    levels = sorted({float(x) for x in grid if x < top * (1 - 1e-9)} | {float(top)})
     return tuple(levels) if top > pw.min_cap_w else (top,)
 
 
@@ -149,19 +152,30 @@ def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power
     (steady, with the air preheating of the slots upstream) or its busy power the node's GPU power
     budget (read at :func:`option_table`'s ``p_budget_w``); every level of a layout that breaks them with all its GPUs at its lowest level's power (no
     decision draws less); True otherwise."""
-    cool = cluster.cooling
-    G = cluster.gpus_per_node
-    inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
-    r = profile.thermal.r_th_c_per_w * np.asarray(cool.r_th_scale) + preheat_matrix(cool).T.sum(axis=0)
-    pb = tb["p_budget_w"]
-    hot = inlet + tb["p_thermal_w"][:, :, None] * r[None, None, :]
-    bad = (hot.max(axis=2) > max_temp_c * (1 + 1e-9)) | (G * pb > node_power_w * (1 + 1e-9))
-    whole = (tb["stage_gpus"] % G == 0)[:, None]
+    hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
+    bad = (hot > max_temp_c * (1 + 1e-9)) | (node > node_power_w * (1 + 1e-9))
+    whole = (tb["stage_gpus"] % cluster.gpus_per_node == 0)[:, None]
     # every GPU draws at least its lowest level's power whatever the decision: a layout too hot or too
     # hungry with all its GPUs there meets the limits at no level, stages sharing nodes included
-    lowest = np.argmin(np.where(np.isfinite(pb), pb, np.inf), axis=1)
+    lowest = _lowest_level(tb)
     hopeless = bad[np.arange(len(lowest)), lowest][:, None]
     return ~((bad & whole) | hopeless)
+
+
+def _whole_node_load(tb: dict, cluster, profile, inlet_temp_c: float | None) -> tuple:
+    """((N, C) hottest slot's steady temperature, C, and (N, C) a node's GPU power, W) of each layout
+    of :func:`option_table` at each cap level with every GPU of a node at that level (:func:`_whole_node_levels`)."""
+    cool = cluster.cooling
+    inlet = cool.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    r = profile.thermal.r_th_c_per_w * np.asarray(cool.r_th_scale) + preheat_matrix(cool).T.sum(axis=0)
+    hot = inlet + tb["p_thermal_w"][:, :, None] * r[None, None, :]
+    return hot.max(axis=2), cluster.gpus_per_node * tb["p_budget_w"]
+
+
+def _lowest_level(tb: dict) -> np.ndarray:
+    """(N,) each layout's cap level of least busy power (the level no decision draws below)."""
+    pb = tb["p_budget_w"]
+    return np.argmin(np.where(np.isfinite(pb), pb, np.inf), axis=1)
 
 
 def _uniform_cap_values(tb: dict, objective: str) -> np.ndarray:
@@ -303,6 +317,12 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     with np.errstate(invalid="ignore"):
         t_lb, e_lb = ilp.lower_bounds(SimpleNamespace(**masked))
     e_lb = np.where(np.isnan(e_lb), np.inf, e_lb)
+    # where nothing meets the limits, the diagnosis also sees the layouts nearest them: the coolest and the
+    # least power-hungry at their lowest level (with a bound of inf, no widening reaches them)
+    hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
+    at_lowest = np.arange(len(hot)), _lowest_level(tb)
+    nearest = list(dict.fromkeys(int(i) for v in (hot[at_lowest], node[at_lowest])
+                                 for i in np.argsort(v, kind="stable")[:2 * k]))
     runs, opts = {}, {}
 
     def _run(i):
@@ -338,7 +358,11 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
                 # a tight limit are often slow), then report the ILP's diagnosis for them all
                 rest = [i for i in order if i not in seen and np.isfinite(bound[i])]
                 if not rest:
-                    raise
+                    rest = [i for i in nearest if i not in seen]
+                    if not rest:
+                        raise
+                    chosen += rest
+                    continue
                 grow = 4 * k - len(chosen) if len(chosen) < 4 * k else len(chosen)      # to 4 k, then doubling
                 chosen += rest[:grow]
                 continue

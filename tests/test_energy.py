@@ -578,3 +578,17 @@ def test_a_warmer_inlet_never_speeds_the_step_and_each_gpu_throttles_only_as_far
     at58 = runs[8].per_gpu                                          # 58.0 C
     front, back = at58[0], at58[4]
     assert front["sm_clock_mhz"] > back["sm_clock_mhz"] + 100 and back["throttled"]
+
+
+def test_cap_levels_under_a_cap_keep_the_grid_and_stay_settable():
+    """A --power-cap-w had stretched the level grid to itself, moving levels an answer under it used (the
+    README's energy example: 450/512 W without the cap, 462/506 W with 550 W, 0.5% more energy), and
+    MI250's lowest level rounded to 47 W, under its 47.2 W minimum, which predict refuses."""
+    from costmodel.optimize import cap_levels
+    from costmodel.specs.profile import cluster_profile
+    c = load_cluster("paper-h200")
+    p = cluster_profile(c)
+    assert cap_levels(c, p, None) == (200.0, 262.0, 325.0, 388.0, 450.0, 512.0, 575.0, 638.0, 700.0)
+    assert cap_levels(c, p, 550.0) == (200.0, 262.0, 325.0, 388.0, 450.0, 512.0, 550.0)
+    mi = load_cluster("mi250")
+    assert cap_levels(mi, cluster_profile(mi), None)[0] == 48.0

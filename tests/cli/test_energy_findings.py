@@ -114,3 +114,17 @@ def test_a_pareto_plot_failing_after_the_solve_loses_none_of_the_answer(tmp_path
                                  "16", "--pareto", "--plot", str(tmp_path / "front.png"), "--json"])
     rec = json.loads(r.stdout)
     assert "No space left" in str(r.exception) and rec["feasible"] is True and len(rec["pareto"]) >= 2
+
+
+def test_the_temperature_a_diagnosis_asks_for_is_one_that_answers():
+    """At a 40 C limit the diagnosis had asked for 42.8 C while 41.5 C already had an answer: it saw only
+    the layouts the widening reached (those some cap level could keep under the limit), not the coolest.
+    The limit it names now answers, and one a tenth below it does not."""
+    import re
+    base = ("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--objective", "energy")
+    r = run(*base, "--max-temp-c", "40")
+    assert r.returncode == 3, r.stderr
+    need = float(re.search(r"max temperature 40\.0 C must rise to ([\d.]+) C", r.stderr).group(1))
+    assert 40.0 < need < 41.5
+    assert run(*base, "--max-temp-c", f"{need:.1f}").returncode == 0
+    assert run(*base, "--max-temp-c", f"{need - 0.1:.1f}").returncode == 3
