@@ -183,10 +183,12 @@ class InfeasibleError(CostmodelError):
         scale = {f: self.JSON_UNITS.get(f, ("", 1.0))[1] for f in self.required}
         limit = {f: self.required[f] / (1.0 + r) for f, r in self.relative.items()
                  if f in self.required and 1.0 + r > 0}
+        # 12 significant digits: the float arithmetic's last bits (0.6000000000000001) say nothing
+        sig = lambda v: float(f"{v:.12g}")  # noqa: E731
         return dict(feasible=False, binding=self.binding, message=self.message,
-                    required={f: v * scale[f] for f, v in self.required.items()},
-                    excess={f: (self.required[f] - v) * scale[f] for f, v in limit.items()},
-                    relative={f: r for f, r in self.relative.items() if f != "temperature"},
+                    required={f: sig(v * scale[f]) for f, v in self.required.items()},
+                    excess={f: sig((self.required[f] - v) * scale[f]) for f, v in limit.items()},
+                    relative={f: sig(r) for f, r in self.relative.items() if f != "temperature"},
                     units={f: self.JSON_UNITS[f][0] for f in self.required if f in self.JSON_UNITS})
 
 

@@ -294,10 +294,11 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         check_layout_switches(recipe, layouts.row(i), model.is_moe, model.num_layers)
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
-    if missing and (caps_w is not None or inlet_temp_c is not None or warm_steps is not None or derate
-                    or device_order):
-        raise InputError("--power-cap-w/--inlet-temp-c/--warm-steps/--derate/--device-order", "",
-                         f"need a power and thermal model; missing: {', '.join(missing)}")
+    given = [flag for flag, v in (("--power-cap-w", caps_w), ("--inlet-temp-c", inlet_temp_c),
+                                  ("--warm-steps", warm_steps), ("--derate", derate or None),
+                                  ("--device-order", device_order or None)) if v is not None]
+    if missing and given:
+        raise InputError("/".join(given), "", f"needs a power and thermal model; missing: {', '.join(missing)}")
     if warm_steps is not None and warm_steps < 1:
         raise InputError("--warm-steps", "", f"must be >= 1 (the steps run from a cold start), got {warm_steps}")
     if inlet_temp_c is not None:

@@ -28,6 +28,9 @@ def test_an_infeasible_temperature_is_exceeded_in_c_not_by_a_fraction():
     rec = e.record()
     assert rec["excess"]["temperature"] == pytest.approx(11.8) and rec["excess"]["node_power"] == pytest.approx(1.0)
     assert rec["relative"] == {"node_power": 0.2} and rec["units"] == {"temperature": "C", "node_power": "kW"}
+    # the float arithmetic's last bits are not printed (0.6000000000000001)
+    assert InfeasibleError("node_power", "m", {"node_power": 4000.0}, {"node_power": 0.1 + 0.5}).record()[
+        "relative"] == {"node_power": 0.6}
 
 
 def test_top_is_refused_where_the_energy_ilp_answers_one_layout():
@@ -128,3 +131,16 @@ def test_the_temperature_a_diagnosis_asks_for_is_one_that_answers():
     assert 40.0 < need < 41.5
     assert run(*base, "--max-temp-c", f"{need:.1f}").returncode == 0
     assert run(*base, "--max-temp-c", f"{need - 0.1:.1f}").returncode == 3
+
+
+def test_the_power_flags_a_profile_cannot_price_are_the_ones_given(tmp_path):
+    """The refusal had named all five power flags whatever was given."""
+    import yaml
+    from cli_run import REPO
+    d = yaml.safe_load((REPO / "hardware" / "profiles" / "h100-sxm-80gb.yaml").read_text())
+    d.pop("power")
+    prof = tmp_path / "nopower.yaml"
+    prof.write_text(yaml.safe_dump(d))
+    base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1", "--profile", prof)
+    one_line(run(*base, "--power-cap-w", "500"), "--power-cap-w: needs a power and thermal model; missing:")
+    one_line(run(*base, "--power-cap-w", "500", "--inlet-temp-c", "30"), "--power-cap-w/--inlet-temp-c: needs a power")
