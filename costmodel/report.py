@@ -220,7 +220,11 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
     unc = rec.get("uncapped_step_time_s")
     if unc is None or not rec["step_time_s"] > unc * (1 + 1e-3):
         return None
-    pinned = [g for g in rec.get("per_gpu") or [] if g.get("derated_mhz")]
+    derated = [g for g in rec.get("per_gpu") or [] if g.get("derated_mhz")]
+    # a derate binds where it holds the GPU's clock (at or under what the power limit leaves)
+    pinned = [g for g in derated if g["derated_mhz"] <= (g.get("sm_clock_mhz") or 0.0) + 0.5]
+    loose = "".join(f"; the derate of GPU {g['node']}:{g['slot']} to {g['derated_mhz']:.0f} MHz does not bind "
+                    f"(it runs at {g['sm_clock_mhz']:.0f} MHz)" for g in derated if g not in pinned)
     if pinned:
         # a pinned clock, not the power limit, holds the slowest stage (and the synchronous step)
         said = ", ".join(f"GPU {g['node']}:{g['slot']} at {g['derated_mhz']:.0f} MHz" for g in pinned)
@@ -245,7 +249,7 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
     lead = (f"thermally throttled: GPU {hot[0]['node']}:{hot[0]['slot']} at {hot[0]['temp_c']:.0f} C sets its "
             f"stage's pace (and the synchronous step's); under" if hot else "power-limited: under")
     return (f"{lead} {said}: {rec['step_time_s']:.3f} s per step, against "
-            f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown)")
+            f"{unc:.3f} s at the clocks the profile's kernel tables were measured at (the breakdown){loose}")
 
 
 def energy_line(rec: dict) -> str:

@@ -144,3 +144,16 @@ def test_the_power_flags_a_profile_cannot_price_are_the_ones_given(tmp_path):
     base = ("predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "1", "--pp", "1", "--profile", prof)
     one_line(run(*base, "--power-cap-w", "500"), "--power-cap-w: needs a power and thermal model; missing:")
     one_line(run(*base, "--power-cap-w", "500", "--inlet-temp-c", "30"), "--power-cap-w/--inlet-temp-c: needs a power")
+
+
+def test_a_derate_above_the_clock_the_power_limit_leaves_is_said_not_to_bind():
+    """--derate 0:0=1980 on a GPU the 700 W limit holds at 1831 MHz had been reported as setting its stage's
+    pace; the power limit does, and the line says the derate does not bind."""
+    rec = dict(step_time_s=27.49, uncapped_step_time_s=25.93, caps_w=[700.0], sm_clock_mhz=1831.0,
+               compute_power_w=700.0,
+               per_gpu=[dict(node=0, slot=0, temp_c=62.0, throttled=False, sm_clock_mhz=1831.0, derated_mhz=1980.0)])
+    line = power_limit_line(rec, 1980.0)
+    assert line.startswith("power-limited: under the 700 W limit")
+    assert line.endswith("; the derate of GPU 0:0 to 1980 MHz does not bind (it runs at 1831 MHz)")
+    rec["per_gpu"][0].update(sm_clock_mhz=1500.0, derated_mhz=1500.0)
+    assert power_limit_line(rec, 1980.0).startswith("derated: GPU 0:0 at 1500 MHz sets its stage's pace")
