@@ -27,7 +27,8 @@ from ..torchtitan_split import stage_layout_text
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
 from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
-from .compare_inputs import _ask_once, _local, _read_log, _read_trace, _records_text, _refuse_untimed, unreadable_note
+from .compare_inputs import _ask_once, _local, _read_log, _read_trace, _records_text, _refuse_untimed, \
+    trace_limit_note, unreadable_note
 
 _O = lambda flag, help_=None: typer.Option(None, flag, help=help_)  # noqa: E731
 
@@ -534,7 +535,7 @@ def _power_capture(power, c, allow_override: bool, agg: dict, tlog, per_gpu, war
         InputError: a capture whose GPU indices a node of ``c`` does not have (naming --power).
     """
     ptrace, tw = _read_trace(power, c.gpus_per_node)
-    warnings += tw + capture_gpu_check(ptrace, c, allow_override)
+    warnings += tw + capture_gpu_check(ptrace, c, allow_override) + trace_limit_note(ptrace, c)
     st = agg["step_time_s"].median if agg["step_time_s"].n else float("nan")
     kept_t = tlog.iterations.t_unix[tlog.kept]
     t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct,

@@ -61,6 +61,31 @@ def _read_log(path, warmup_steps, rank):
     return tlog
 
 
+
+#: nvidia-smi's query fields of the power limit a capture may carry (nvidia-smi --help-query-gpu)
+_LIMIT_FIELDS = ("enforced.power.limit", "power.limit")
+
+
+def trace_limit_note(ptrace, cluster) -> list:
+    """The note where a capture states the GPUs' power limit (an nvidia-smi CSV's ``power.limit`` or
+    ``enforced.power.limit`` column, its median) and it differs from the cluster's by over 1%: compare
+    predicts at the cluster's (ClusterSpec.power_limit_w), which a cluster file's
+    ``power.gpu_power_limit`` sets; [] otherwise."""
+    cols = getattr(getattr(ptrace, "table", None), "columns", None) or {}
+    field = next((f for f in _LIMIT_FIELDS if f in cols), None)
+    if field is None:
+        return []
+    v = np.asarray(cols[field], dtype=float)
+    if not np.isfinite(v).any():
+        return []
+    limit = float(np.nanmedian(v))
+    if abs(limit - cluster.power_limit_w) <= 0.01 * cluster.power_limit_w:
+        return []
+    return [f"the capture's {field} reads {limit:.0f} W, the prediction runs at {cluster.key}'s "
+            f"{cluster.power_limit_w:.0f} W limit: a cluster file with power.gpu_power_limit: {limit:.0f} W "
+            "(hardware/README.md) prices the run at the limit it ran under"]
+
+
 def _read_trace(path, gpus_per_node):
     """The run's power trace, read through the format registry; an nvidia-smi CSV without an ``index``
     column is numbered with the cluster's GPUs per node."""

@@ -175,3 +175,18 @@ def test_the_trace_path_is_neither_the_plot_folder_nor_an_image(tmp_path):
              "is the --plot folder: name the trace file in it", str(tmp_path / "out" / "trace.json"))
     one_line(run(*base, "--trace", tmp_path / "t.png"), "--trace", "not an image: name it .json")
     assert not (tmp_path / "t.png").exists()
+
+
+def test_a_capture_under_another_power_limit_is_said_to_be(tmp_path):
+    """A trace with nvidia-smi's power.limit column at 450 W had been compared, silently, against a
+    prediction at the cluster's 700 W."""
+    p = _trace(tmp_path, lambda i, ln: ln + ", 450.00 W")
+    lines = p.read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("timestamp"))
+    lines[head] += ", power.limit [W]"
+    p.write_text("\n".join(lines) + "\n")
+    r = run("compare", "--log", GPT8B, "--cluster", "dgx-h100", "--nodes", "1", "--power", p)
+    assert r.returncode == 0, r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    assert "the capture's power.limit reads 450 W, the prediction runs at dgx-h100's 700 W limit" in said
+    assert "power.gpu_power_limit: 450 W" in said
