@@ -109,7 +109,12 @@ def _megatron_deepspeed_args(layout: dict, model: ModelSpec, recipe: Recipe) -> 
         notes.append(kv)
     if notes:           # last, so the comment ends the pasted command
         a.append("# " + "; ".join(notes))
-    return " \\\n  ".join(a)
+    # the DeepSpeed config the arguments name: its ZeRO stage, precision and batch are what DeepSpeed runs
+    # (the fork's --zero-stage only turns on zero.Init at stage 3: pretrain_gpt.py)
+    ds = {"train_batch_size": recipe.gbs, "train_micro_batch_size_per_gpu": layout["mbs"],
+          "gradient_accumulation_steps": recipe.gbs // (layout["dp"] * layout["mbs"]),
+          "zero_optimization": {"stage": layout["zero"]}, recipe.precision: {"enabled": True}}
+    return " \\\n  ".join(a) + "\n# ds_config.json: " + json.dumps(ds)
 
 
 def _attention_launch_notes(model: ModelSpec, recipe: Recipe) -> list:

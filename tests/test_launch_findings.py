@@ -55,3 +55,17 @@ def test_megatron_lm_s_assertions_on_fsdp_and_te_cross_entropy_are_met_or_named(
     _, text = launch_settings(DENSE, m, Recipe(gbs=64, seq_len=8192, stack="nemo", cross_entropy="fused"), fmt="nemo",
                               gpu=H100)
     assert "refuses" not in text and "recipe.model.config.cross_entropy_fusion_impl = 'te'" in text
+
+
+def test_megatron_deepspeed_prints_the_deepspeed_config_its_arguments_name():
+    """The fork's --zero-stage only turns on zero.Init at stage 3 (pretrain_gpt.py): the ZeRO stage, the
+    precision and the batch DeepSpeed runs come from ds_config.json, which had not been printed."""
+    import json
+    m = load_model("bloom-176b")
+    lay = dict(DENSE, tp=4, pp=12, dp=8, mbs=2, recompute="full")
+    _, text = launch_settings(lay, m, Recipe(gbs=2048, seq_len=2048, stack="megatron-deepspeed"), fmt="megatron")
+    last = text.splitlines()[-1]
+    assert last.startswith("# ds_config.json: ")
+    assert json.loads(last.removeprefix("# ds_config.json: ")) == {
+        "train_batch_size": 2048, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 128,
+        "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}
