@@ -134,7 +134,7 @@ def _suite_fit(run, path):
 
 
 def _nccl_notes(path, table):
-    """Notes on rows left out for ``#wrong`` > 0.
+    """Notes on rows left out for ``#wrong`` > 0, and on a capture whose sizes stop short of its maxBytes.
 
     Raises:
         InputError: a test nccl-tests declared FAILED (its out-of-bounds trailer) with no row showing
@@ -143,8 +143,14 @@ def _nccl_notes(path, table):
     if m.get("failed_lines") and not m["wrong_lines"]:
         raise InputError(str(path), f"line {m['failed_lines'][0]}", "nccl-tests declares the test FAILED (out-of-bounds "
                          "values) but no row's #wrong column says which sizes: the capture is edited or cut; rerun it")
-    return [f"{path}:{ln}: #wrong > 0: nccl-tests found corrupted results at this size; left out (its time is suspect)"
-            for ln in m["wrong_lines"]]
+    notes = [f"{path}:{ln}: #wrong > 0: nccl-tests found corrupted results at this size; left out (its time is suspect)"
+             for ln in m["wrong_lines"]]
+    top, largest = (m.get("params") or {}).get("maxBytes"), max((r.size_bytes for r in table.rows), default=0)
+    if top and largest and largest < top / 1.5:
+        # nccl-tests runs every size up to its maxBytes (one step short at most, from alignment)
+        notes.append(f"{path}: the sizes stop at {largest:,} B of the {top:,} B its maxBytes asks for: a cut capture "
+                     "(no closing '# Avg bus bandwidth' line?); the larger sizes are not measured")
+    return notes
 
 
 def _rows_per_sample(t) -> int | None:

@@ -873,3 +873,19 @@ def test_an_nccl_tests_table_whose_units_line_says_ms_is_read_in_ms(tmp_path):
     a, b = read_nccl_tests(src, strict=False), read_nccl_tests(ms, strict=False)
     assert len(b.rows) == len(a.rows) > 0
     assert [r.time_us for r in b.rows] == pytest.approx([r.time_us for r in a.rows], rel=1e-4)
+
+
+def test_an_nccl_capture_cut_before_its_max_bytes_is_noted(tmp_path):
+    """A capture cut at a line break (no trailer, no broken row) had been fitted without a word; its
+    sizes stopping far below the maxBytes its parameter line asks for say it was cut.  The whole
+    capture draws no such note."""
+    from costmodel.readers.registry import _nccl_notes
+    full = D / "nccl_tests_azure_ndv5_h100_16ranks_2nodes_abbrev.txt"
+    assert _nccl_notes(full, read_nccl_tests(full)) == []
+    src = full.read_text().splitlines()
+    rows = [k for k, ln in enumerate(src) if ln.split() and ln.split()[0].isdigit() and len(ln.split()) > 8]
+    cut = tmp_path / "cut.txt"
+    cut.write_text("\n".join(src[:rows[len(rows) // 2]]) + "\n")
+    assert _nccl_notes(cut, read_nccl_tests(cut, strict=False)) == [
+        f"{cut}: the sizes stop at 268,435,456 B of the 17,179,869,184 B its maxBytes asks for: a cut capture (no "
+        "closing '# Avg bus bandwidth' line?); the larger sizes are not measured"]
