@@ -176,11 +176,12 @@ def check_model_dims(cfg: RunConfig, model) -> None:
                 file, key = where.split(": ", 1)
                 raise InputError(file, key, f"{v!r} is torchtitan's debug model (a few small layers for tests), not "
                                  f"{model.name}: give the run's own configuration")
-            n = _flavor_params(v)
-            if n is not None and not 0.75 <= model.params() / n <= 1.33:
+            n, active = _flavor_params(v)
+            have = model.params(active=active)
+            if n is not None and not 0.75 <= have / n <= 1.33:
                 file, key = where.split(": ", 1)
-                raise InputError(file, key, f"{v!r} is not {model.name} ({model.params() / 1e9:.1f}B parameters): "
-                                 "the configuration is of another model (pass its --model)")
+                raise InputError(file, key, f"{v!r} is not {model.name} ({have / 1e9:.1f}B {'active ' if active else ''}"
+                                 "parameters): the configuration is of another model (pass its --model)")
             continue
         mine = getattr(model, attr)
         if mine != v:
@@ -206,14 +207,16 @@ def _check_family(family: str, where: str, model) -> None:
                      "model (pass its --model)")
 
 
-def _flavor_params(flavor) -> float | None:
-    """Parameters a torchtitan flavor names ("8B", "70B", "405B", "16B_A3B": its total), else None
-    ("debugmodel")."""
+def _flavor_params(flavor) -> tuple:
+    """(parameters a torchtitan flavor names, whether they are the active ones): "8B", "70B", "405B",
+    "16B_A3B" name the total; Llama 4's "17bx16e" and "17bx128e" the active parameters times the
+    experts (torchtitan/models/llama4/__init__.py: both 17B active, Scout and Maverick); (None, False)
+    for another ("debugmodel")."""
     import re
-    m = re.match(r"\s*(\d+(?:\.\d+)?)\s*([BbMm])", str(flavor))
+    m = re.match(r"\s*(\d+(?:\.\d+)?)\s*([BbMm])(x\d+e\b)?", str(flavor))
     if m is None:
-        return None
-    return float(m.group(1)) * (1e9 if m.group(2) in "Bb" else 1e6)
+        return None, False
+    return float(m.group(1)) * (1e9 if m.group(2) in "Bb" else 1e6), m.group(3) is not None
 
 
 def _unset(v) -> bool:

@@ -47,7 +47,9 @@ def _bridge_seq_len(d: dict, m: dict, path: str, cfg: RunConfig) -> None:
                              f"Megatron-Bridge asserts they match for a {ds['_target_'].rsplit('.', 1)[-1]} "
                              "(ConfigContainer.validate)")
         cfg.notes.append(f"{path}: dataset.{key} {R['seq_len']} is what a sample holds; model.seq_length "
-                         f"{m['seq_length']} (the model's maximum) is not used")
+                         f"{m['seq_length']} (the model's maximum) is not used, and where the recipe's dataset is a "
+                         "GPT pretraining one (no _target_ here to say) Megatron-Bridge refuses the pair "
+                         "(ConfigContainer.validate)")
     packed = ds.get("packed_sequence_specs")
     if isinstance(packed, dict) and packed.get("packed_sequence_size"):
         cfg.notes.append(f"{path}: dataset.packed_sequence_specs: packed sequences of "
@@ -401,12 +403,14 @@ def _bridge(d: dict, path: str) -> RunConfig:
         if keys:                    # a ddp block that says nothing of sharding leaves it to the optimizer's
             # the strategy is Megatron-FSDP's ("Sharding strategy for FSDP", Megatron-core
             # DistributedDataParallelConfig): without use_megatron_fsdp it shards nothing
-            fsdp = ddp.get("use_megatron_fsdp") is True
+            # Bridge sets ddp.use_megatron_fsdp from dist.use_megatron_fsdp (ConfigContainer.validate)
+            dist = d.get("dist") if isinstance(d.get("dist"), dict) else {}
+            fsdp = ddp.get("use_megatron_fsdp") is True or dist.get("use_megatron_fsdp") is True
             shard = MEGATRON_FSDP_SHARDING.get(ddp.get("data_parallel_sharding_strategy"), 0) if fsdp else 0
             if not fsdp and ddp.get("data_parallel_sharding_strategy") not in (None, "no_shard"):
                 cfg.notes.append(f"{path}: ddp.data_parallel_sharding_strategy "
                                  f"{ddp['data_parallel_sharding_strategy']!r} applies under Megatron-FSDP only "
-                                 "(ddp.use_megatron_fsdp is not true): not read")
+                                 "(ddp.use_megatron_fsdp and dist.use_megatron_fsdp are not true): not read")
             L["zero"] = 3 if ddp.get("use_megatron_fsdp") is True or shard == 3 else \
                 max(shard, 1 if ddp.get("use_distributed_optimizer") is True else 0)
             cfg.where["zero"] = f"{path}: " + " / ".join(f"ddp.{k}" for k in keys)

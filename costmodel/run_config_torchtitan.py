@@ -110,6 +110,10 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
     elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
         cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
                          "linears stay 16-bit")
+    # the experts' float8 grouped GEMM settings ([quantize.grouped_mm.float8], its fqns): read, so that
+    # the table is known where it stands (the grouped GEMMs are priced in 16-bit)
+    if _table(d, path, "quantize", "grouped_mm", "float8") and "quantize.grouped_mm.float8" not in conv:
+        cfg.notes.append(f"{path}: quantize.grouped_mm.float8 without its converter in model.converters: not used")
     _pipeline_schedule(par, L, path, cfg, pre)
     _stage_split(par, L, path, cfg, pre, bool(sec))
     # last: a misspelt key is then one edit from a key the reader asked for (costmodel.config_keys)

@@ -216,7 +216,7 @@ def test_a_bridge_sharding_strategy_counts_under_megatron_fsdp_only(tmp_path):
 def test_a_2024_torchtitan_file_gives_its_degrees_from_training_and_experimental(tmp_path):
     old = ('[training]\nbatch_size = 8\nseq_len = 8192\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
            '[experimental]\npipeline_parallel_degree = 2\ncontext_parallel_degree = 1\n'
-           '[activation_checkpoint]\nmode = "full"\n')
+           '[activation_checkpoint]\nmode = "full"\n[training]\nlocal_batch_size = 1\n')
     cfg = _read(tmp_path, "old.toml", old)
     assert cfg.layout["tp"] == 8 and cfg.layout["pp"] == 2 and cfg.where["tp"].endswith("training.tensor_parallel_degree")
     assert any("torchtitan's 2024 layout" in n for n in cfg.notes)
@@ -604,3 +604,23 @@ def test_a_bridge_file_without_its_train_section_says_so(tmp_path):
     with pytest.raises(InputError, match=r"train: missing: a Megatron-Bridge ConfigContainer \(its ddp, comm_overlap, "
                                          r"mixed_precision section\(s\)\)"):
         _read(tmp_path, "b.yaml", sections)
+
+
+def test_real_configs_that_had_been_refused_or_misread(tmp_path):
+    """torchtitan's [quantize.grouped_mm.float8] (the experts' float8 fqns) had been refused as a
+    misplaced [float8]; Llama 4's flavor '17bx16e' read as 17B in all (it is Scout's 17B active); a
+    Bridge override's dist.use_megatron_fsdp (Bridge sets ddp.use_megatron_fsdp from it) priced as DDP."""
+    from costmodel.run_config import check_model_dims
+    from costmodel.specs import load_model
+    rest = '[activation_checkpoint]\nmode = "full"\n[training]\nlocal_batch_size = 1\n'
+    tt = _read(tmp_path, "dsv3.toml", '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
+               '[quantize.grouped_mm.float8]\nfqns = ["experts"]\n' + rest)
+    assert any("quantize.grouped_mm.float8 without its converter" in n for n in tt.notes)
+    l4 = _read(tmp_path, "l4.toml", '[model]\nname = "llama4"\nflavor = "17bx16e"\n' + rest)
+    check_model_dims(l4, load_model("llama4-scout"))          # Scout: 17B active
+    with pytest.raises(InputError, match="'17bx16e' is not llama3-70b"):
+        check_model_dims(l4, load_model("llama3-70b"))
+    b = _read(tmp_path, "b.yaml", "model:\n  tensor_model_parallel_size: 1\ntrain:\n  micro_batch_size: 1\n"
+              "dist:\n  use_megatron_fsdp: true\nddp:\n  data_parallel_sharding_strategy: optim_grads_params\n"
+              "  use_distributed_optimizer: true\n")
+    assert b.layout["zero"] == 3
