@@ -50,6 +50,7 @@ from pathlib import Path
 
 import yaml
 
+from .config_fusions import NEMO1_FUSION_DEFAULTS, read_fusions
 from .config_keys import one_edit_apart, read_checked, track
 from .errors import InputError
 from .foreign_configs import refuse_foreign_config
@@ -593,6 +594,7 @@ def _nemo(d: dict, path: str) -> RunConfig:
         R["cross_entropy"], cfg.where["cross_entropy"] = "megatron", f"{path}: NeMo 1's default when " \
             "model.cross_entropy_loss_fusion is absent"
     cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph"))
+    read_fusions(cfg, path, m, NEMO1_FUSION_DEFAULTS if (cfg.layout or R) else None)
     _megatron_moe(cfg, path, m)
     _model_dims(cfg, m, path)
     world = {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from .config_fusions import read_fusions
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
 from .readers.training_logs.dumps import MEGATRON_FSDP_SHARDING
@@ -384,6 +385,7 @@ def _bridge(d: dict, path: str) -> RunConfig:
             R[k] = v
             cfg.where[k] = f"{path}: model.attention_backend"
     _megatron_moe(cfg, path, m)
+    read_fusions(cfg, path, m)
     _cross_entropy(cfg, path, m)
     cuda_graph_note(cfg, path, m, ("enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl"))
     _bridge_optimizer(d.get("optimizer"), path, cfg)

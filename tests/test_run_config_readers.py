@@ -216,7 +216,7 @@ def test_a_bridge_sharding_strategy_counts_under_megatron_fsdp_only(tmp_path):
 def test_a_2024_torchtitan_file_gives_its_degrees_from_training_and_experimental(tmp_path):
     old = ('[training]\nbatch_size = 8\nseq_len = 8192\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
            '[experimental]\npipeline_parallel_degree = 2\ncontext_parallel_degree = 1\n'
-           '[activation_checkpoint]\nmode = "full"\n[training]\nlocal_batch_size = 1\n')
+           '[activation_checkpoint]\nmode = "full"\n')
     cfg = _read(tmp_path, "old.toml", old)
     assert cfg.layout["tp"] == 8 and cfg.layout["pp"] == 2 and cfg.where["tp"].endswith("training.tensor_parallel_degree")
     assert any("torchtitan's 2024 layout" in n for n in cfg.notes)
@@ -624,3 +624,21 @@ def test_real_configs_that_had_been_refused_or_misread(tmp_path):
               "dist:\n  use_megatron_fsdp: true\nddp:\n  data_parallel_sharding_strategy: optim_grads_params\n"
               "  use_distributed_optimizer: true\n")
     assert b.layout["zero"] == 3
+
+
+def test_nemo_1_s_elementwise_fusions_are_read_with_its_own_defaults(tmp_path):
+    """A NeMo 1 YAML setting apply_rope_fusion and bias_activation_fusion False had been priced fused (the
+    nemo stack's default, NeMo 2's) and said to be unset; NeMo 1 leaves RoPE unfused unless told
+    (megatron_base_model.py: cfg.get('apply_rope_fusion', False))."""
+    base = ("trainer:\n  num_nodes: 1\n  devices: 8\nmodel:\n  micro_batch_size: 1\n  global_batch_size: 8\n"
+            "  tensor_model_parallel_size: 1\n")
+    off = _read(tmp_path, "off.yaml", base + "  bias_activation_fusion: false\n  apply_rope_fusion: false\n")
+    assert off.recipe["fused_elementwise"] is False
+    default = _read(tmp_path, "default.yaml", base)
+    assert default.recipe["fused_elementwise"] is False
+    assert any("bias_activation_fusion fused, apply_rope_fusion not" in n for n in default.notes)
+    on = _read(tmp_path, "on.yaml", base + "  bias_activation_fusion: true\n  apply_rope_fusion: true\n")
+    assert on.recipe["fused_elementwise"] is True and on.where["fused_elementwise"].endswith(
+        "model.bias_activation_fusion and model.apply_rope_fusion")
+    with pytest.raises(InputError, match="model.apply_rope_fusion: 'yes' is not a valid value"):
+        _read(tmp_path, "bad.yaml", base + "  apply_rope_fusion: 'yes'\n")
