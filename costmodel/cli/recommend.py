@@ -384,8 +384,9 @@ def _print_band(out, runs) -> None:
     within = (f"all {len(fine)} listed lie within {100 * spread:.1f}% of it, inside that band: their order is the "
               "model's, for a short measured run to settle" if spread < rel else
               f"the listed steps span {100 * spread:.1f}%, beyond it")
+    none = f" over the fitted terms, none for {', '.join(w.band.unfitted)}" if w.band.unfitted else ""
     out.print(f"the winner's step {w.step_time_s:.3f} ± {rel * w.step_time_s:.3f} s at one sigma (fit residuals "
-              f"{100 * w.band.fit_rel:.1f}%, the model's error on published runs of its regime "
+              f"{100 * w.band.fit_rel:.1f}%{none}, the model's error on published runs of its regime "
               f"{w.band.model_form_key} {100 * w.band.model_form_rel:.1f}%); {within}", highlight=False)
 
 

@@ -230,3 +230,11 @@ def test_a_winner_run_at_its_own_pipeline_split_is_compared_on_one_footing():
     gain = re.search(r"would be (-?[\d.]+)% faster \(both at the stack's own pipeline split\) but needs", r.stdout)
     assert gain and float(gain.group(1)) > 0, r.stdout
     assert "the time model's fastest layout (at its stack's own pipeline split) takes" in r.stderr
+
+
+def test_the_band_line_names_the_terms_no_fit_measured():
+    """MI300X's profile is derived, not fitted: recommend had printed 'fit residuals 0.0%', which reads as a
+    perfect fit; predict already named the unfitted terms."""
+    r = run("recommend", "--model", "llama3-8b", "--cluster", "azure-nd-mi300x", "--nodes", "1")
+    assert r.returncode == 0, r.stderr
+    assert "(fit residuals 0.0% over the fitted terms, none for compute_s," in " ".join(r.stdout.split())
