@@ -99,7 +99,9 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         # every layout was priced on that routing; said with the answer (an error stays one line)
         routing = uniform_routing_note(m, r)
-        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c)) or None
+        from .predict import _domain_note       # a partly filled NVLink domain of several nodes (NVL72)
+        filled = [x for x in [_domain_note(dict(tp=1, cp=1, ep=1), c, False)] if x]
+        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c) + filled) or None
     _refuse_empty(res, m, r, c, p, pins)
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
                  (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),

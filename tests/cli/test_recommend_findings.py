@@ -238,3 +238,10 @@ def test_the_band_line_names_the_terms_no_fit_measured():
     r = run("recommend", "--model", "llama3-8b", "--cluster", "azure-nd-mi300x", "--nodes", "1")
     assert r.returncode == 0, r.stderr
     assert "(fit residuals 0.0% over the fitted terms, none for compute_s," in " ".join(r.stdout.split())
+
+
+def test_recommend_says_when_the_job_fills_part_of_an_nvlink_domain():
+    """predict said that 80 GB200 GPUs fill one NVL72 domain and 8 GPUs of another; recommend had not."""
+    r = run("recommend", "--model", "llama3-70b", "--cluster", "gb200-nvl72", "--nodes", "20", "--gbs", "160")
+    assert r.returncode == 0, r.stderr
+    assert "the job's 80 GPUs fill 1 NVLink domain(s) of 72 and 8 GPUs of another" in r.stderr
