@@ -242,8 +242,7 @@ def _skip_reason(r: dict) -> str | None:
     if r.get("precision", "") == "":
         return "precision not published"
     if (prec := r["precision"].strip().lower()) in UNPRICED_PRECISIONS:
-        return (f"precision {prec!r} is a format the model does not price (it prices the mixed-precision training "
-                f"formats {', '.join(PRECISIONS)})")
+        return f"precision {prec!r} is a format the model does not price ({', '.join(PRECISIONS)} are)"
     experts = _int(r, "num_experts") or 1
     if not (r.get("row_id") or "").strip():
         return "row_id is empty"
