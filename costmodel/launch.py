@@ -360,24 +360,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:
-        a += [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
-              f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
-              f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
-              *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else
-                # NeMo's DeepSeek recipes append DeepEPCallback, whose setup() turns the flex dispatcher on
-                # over these lines (nemo/lightning/pytorch/callbacks/deepep.py): it goes where not priced
-                ["recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
-                 "if cb.__fn_or_cls__ is not DeepEPCallback]"]),
-              "recipe.model.config.moe_expert_capacity_factor = "
-              + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
-              *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
-              *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else []),
-              # the shared-expert overlap, which NeMo's DeepSeek and Llama 4 configs turn on
-              # (nemo/collections/llm/gpt/model/deepseek.py, llama.py), off where Megatron-core refuses it:
-              # beside the EP overlap, and with DeepEP in its containers' Megatron-core (_nemo_flex_backend)
-              *(["recipe.model.config.moe_shared_expert_overlap = False"]
-                if recipe.moe_ep_overlap or (recipe.moe_dispatcher == "flex" and flex_backend(gpu) == "deepep")
-                else [])]
+        a += _nemo_moe(t, recipe, gpu)
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
@@ -475,6 +458,29 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     if any("torch." in line for line in a):
         imports.insert(0, "import torch")
     return "\n".join(imports + a)
+
+
+def _nemo_moe(t: dict, recipe: Recipe, gpu=None) -> list[str]:
+    """The MoE lines of :func:`nemo_overrides`: EP and ETP, the dispatcher (DeepEPCallback dropped where
+    another is priced), capacity, the MoE switches and the shared-expert overlap."""
+    return [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
+            f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
+            f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
+            *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else
+              # NeMo's DeepSeek recipes append DeepEPCallback, whose setup() turns the flex dispatcher on
+              # over these lines (nemo/lightning/pytorch/callbacks/deepep.py): it goes where not priced
+              ["recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
+               "if cb.__fn_or_cls__ is not DeepEPCallback]"]),
+            "recipe.model.config.moe_expert_capacity_factor = "
+            + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
+            *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),
+            *(["recipe.model.config.delay_wgrad_compute = True"] if recipe.moe_ep_overlap else []),
+            # the shared-expert overlap, which NeMo's DeepSeek and Llama 4 configs turn on
+            # (nemo/collections/llm/gpt/model/deepseek.py, llama.py), off where Megatron-core refuses it:
+            # beside the EP overlap, and with DeepEP in its containers' Megatron-core (_nemo_flex_backend)
+            *(["recipe.model.config.moe_shared_expert_overlap = False"]
+              if recipe.moe_ep_overlap or (recipe.moe_dispatcher == "flex" and flex_backend(gpu) == "deepep")
+              else [])]
 
 
 def _nemo_overlap_callback(recipe: Recipe, t: dict, sends_hidden: bool, dp: dict) -> list:

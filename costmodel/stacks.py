@@ -23,12 +23,9 @@ nemo                   yes      on       adam       megatron-fused  NeMo 2 perfo
 torchtitan             yes      off      adamw      eager           torchtitan (SDPA flash backend; async TP is its own
                                                                     switch, off by default; AdamW in its configs; its
                                                                     loss is F.cross_entropy on logits cast to fp32)
-llm-foundry            yes      off      adamw      fused           llm-foundry MPT yamls (``attn_impl: flash`` or
-                                                                    triton; ``optimizer: decoupled_adamw`` in
-                                                                    yamls/pretrain/mpt-*.yaml, which its benchmark
-                                                                    table's submit_benchmarks.py runs, 918a22af6 to
-                                                                    8c8dd48f; MPT's own runs used LionW: --optimizer
-                                                                    lionw; ``loss_fn: fused_crossentropy``)
+llm-foundry            yes      off      adamw      fused           llm-foundry MPT yamls/pretrain (``attn_impl:
+                                                                    flash``; ``decoupled_adamw``, its benchmarks' since
+                                                                    918a22af6; ``loss_fn: fused_crossentropy``)
 deepspeed              yes      off      adamw      eager           DeepSpeed with HF transformers (flash-attention
                                                                     ``attn_implementation``; AdamW; the model's loss
                                                                     upcasts the logits to fp32)

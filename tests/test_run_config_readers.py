@@ -642,3 +642,20 @@ def test_nemo_1_s_elementwise_fusions_are_read_with_its_own_defaults(tmp_path):
         "model.bias_activation_fusion and model.apply_rope_fusion")
     with pytest.raises(InputError, match="model.apply_rope_fusion: 'yes' is not a valid value"):
         _read(tmp_path, "bad.yaml", base + "  apply_rope_fusion: 'yes'\n")
+
+
+def test_nemo_1_s_torch_fsdp_shards_and_is_refused_where_nemo_refuses_it(tmp_path):
+    """model.fsdp had been ignored (priced as DDP or the distributed optimizer), with fp8 or the
+    distributed optimizer beside it, both of which NeMo refuses; cpu_offloading had gone without a word."""
+    base = ("trainer:\n  num_nodes: 1\n  devices: 8\nmodel:\n  micro_batch_size: 1\n  global_batch_size: 8\n"
+            "  tensor_model_parallel_size: 1\n  fsdp: true\n")
+    assert _read(tmp_path, "a.yaml", base).layout["zero"] == 3
+    assert _read(tmp_path, "b.yaml", base + "  fsdp_sharding_strategy: grad\n").layout["zero"] == 2
+    with pytest.raises(InputError, match="model.fsdp: and the distributed optimizer"):
+        _read(tmp_path, "c.yaml", base + "  optim:\n    name: distributed_fused_adam\n")
+    with pytest.raises(InputError, match="model.fsdp: with model.fp8: NeMo refuses it"):
+        _read(tmp_path, "d.yaml", base + "  fp8: true\n")
+    with pytest.raises(InputError, match="model.fsdp_sharding_strategy: 'hybrid'"):
+        _read(tmp_path, "e.yaml", base + "  fsdp_sharding_strategy: hybrid\n")
+    off = _read(tmp_path, "f.yaml", base + "  cpu_offloading: true\n")
+    assert any("model.cpu_offloading: activations offloaded to the host are not priced" in n for n in off.notes)
