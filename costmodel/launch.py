@@ -360,7 +360,7 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
          f"recipe.trainer.strategy.context_parallel_size = {t['cp']}",
          f"recipe.trainer.strategy.sequence_parallel = {bool(t['sp'])}"]
     if model.is_moe:
-        a += _nemo_moe(t, recipe, gpu)
+        a += _nemo_moe(t, model, recipe, gpu)
     if model.mtp_layers:
         a.append(f"recipe.model.config.mtp_num_layers = {model.mtp_layers}")
     a += [f"recipe.data.micro_batch_size = {t['mbs']}", f"recipe.data.global_batch_size = {recipe.gbs}",
@@ -460,17 +460,18 @@ def nemo_overrides(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, 
     return "\n".join(imports + a)
 
 
-def _nemo_moe(t: dict, recipe: Recipe, gpu=None) -> list[str]:
+def _nemo_moe(t: dict, model: ModelSpec, recipe: Recipe, gpu=None) -> list[str]:
     """The MoE lines of :func:`nemo_overrides`: EP and ETP, the dispatcher (DeepEPCallback dropped where
-    another is priced), capacity, the MoE switches and the shared-expert overlap."""
+    another is priced, for the DeepSeek models whose recipes add it: a NeMo without the callback has
+    none to import), capacity, the MoE switches and the shared-expert overlap."""
     return [f"recipe.trainer.strategy.expert_model_parallel_size = {t['ep']}",
             f"recipe.trainer.strategy.expert_tensor_parallel_size = {t.get('etp') or t['tp']}",
             f"recipe.model.config.moe_token_dispatcher_type = {recipe.moe_dispatcher!r}",
             *(_nemo_flex_backend(gpu) if recipe.moe_dispatcher == "flex" else
-              # NeMo's DeepSeek recipes append DeepEPCallback, whose setup() turns the flex dispatcher on
-              # over these lines (nemo/lightning/pytorch/callbacks/deepep.py): it goes where not priced
+              # NeMo's DeepSeek recipes (V2, V2-Lite, V3: MLA) append DeepEPCallback, whose setup() turns the
+              # flex dispatcher on over these lines (nemo/lightning/pytorch/callbacks/deepep.py): it goes
               ["recipe.trainer.callbacks = [cb for cb in (recipe.trainer.callbacks or []) "
-               "if cb.__fn_or_cls__ is not DeepEPCallback]"]),
+               "if cb.__fn_or_cls__ is not DeepEPCallback]"] if model.is_mla else []),
             "recipe.model.config.moe_expert_capacity_factor = "
             + (f"{recipe.moe_capacity_factor!r}" if recipe.moe_capacity_factor > 0 else "None"),
             *(f"recipe.model.config.{s.megatron_key} = {bool(getattr(recipe, s.name))}" for s in MOE_FLAG_SWITCHES),

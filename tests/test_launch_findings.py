@@ -42,6 +42,10 @@ def test_nemo_clears_what_deepseek_v3_s_recipe_presets():
                  "if cb.__fn_or_cls__ is not DeepEPCallback]"):
         assert want in lines, want
     assert any(x.startswith("recipe.trainer.strategy.pipeline_model_parallel_layout = 'E") for x in lines)
+    # a model whose NeMo recipe adds no DeepEPCallback gets no line importing it (older NeMo lacks the module)
+    mix = dict(DENSE, ep=8)
+    _, text = launch_settings(mix, load_model("mixtral-8x7b"), Recipe(gbs=64, seq_len=4096, stack="nemo"), fmt="nemo")
+    assert "DeepEPCallback" not in text
 
 
 def test_megatron_lm_s_assertions_on_fsdp_and_te_cross_entropy_are_met_or_named():
