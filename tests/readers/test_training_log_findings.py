@@ -243,3 +243,15 @@ def test_a_memory_report_cut_by_the_end_of_the_log_is_said(tmp_path):
     log = read_training_log(p)
     assert any("last line is truncated, memory report dropped" in w for w in log.warnings)
     assert len(log.memory_reports_gib) == len(read_training_log(src).memory_reports_gib)
+
+
+def test_a_repeated_iteration_is_a_second_run_only_well_after_the_run_went_past_it():
+    """Several ranks without a rank prefix repeat each iteration at about its first print's time (a
+    node's clock a few seconds apart included); a second run appended repeats it minutes later."""
+    from costmodel.readers.training_logs.read import _refuse_unmarked_restart
+    first = [dict(iteration=i, line=i, t_unix=100.0 + 2 * i) for i in range(1, 6)]
+    skewed = [dict(iteration=i, line=10 + i, t_unix=130.0 + 2 * i) for i in range(1, 6)]     # 30 s skew
+    _refuse_unmarked_restart(first + skewed, "log")
+    later = [dict(iteration=i, line=10 + i, t_unix=3700.0 + 2 * i) for i in range(1, 6)]
+    with pytest.raises(InputError, match="log:11: iteration 1 is printed again here, after iteration 5"):
+        _refuse_unmarked_restart(first + later, "log")

@@ -162,11 +162,18 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
 
 
 
+#: how much later than a higher iteration's first print a repeated iteration must be to be a second run,
+#: s: more than the clock skew of the nodes that print (NTP keeps it under a second), less than a
+#: restart's start-up (launch, NCCL set-up and a checkpoint load take minutes)
+_RESTART_S = 60.0
+
+
 def _refuse_unmarked_restart(records, path) -> None:
     """Refuse one rank's records (line order) that repeat an iteration printed after the run had gone
-    past it: the repeat's timestamp is later than the first print of a higher iteration (a second run
-    appended without a start-of-training marker; several ranks printing the same step, or per-rank files
-    joined, print each repeat at about its first's time).  Records without timestamps are not judged.
+    past it: the repeat's timestamp is over :data:`_RESTART_S` later than the first print of a higher
+    iteration (a second run appended without a start-of-training marker; several ranks printing the same
+    step, or per-rank files joined, print each repeat at about its first's time).  Records without
+    timestamps are not judged.
 
     Raises:
         InputError: naming the repeat's line and the first run's line it comes after.
@@ -179,7 +186,7 @@ def _refuse_unmarked_restart(records, path) -> None:
             if top is None or it > top["iteration"]:
                 top = r
             continue
-        if t is not None and top["iteration"] > it and top.get("t_unix") is not None and t > top["t_unix"]:
+        if t is not None and top["iteration"] > it and top.get("t_unix") is not None and t > top["t_unix"] + _RESTART_S:
             raise InputError(f"{path}:{r['line']}", "", f"iteration {it} is printed again here, after iteration "
                              f"{top['iteration']} (line {top['line']}, an earlier time): a second run appended to "
                              "the log without a start-up line; split the file and compare each run")
