@@ -54,7 +54,8 @@ def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, 
     check_cap(cluster, pw, top)
     # whole watts, the levels `nvidia-smi -pl` is told to set: the lowest rounded up into the range (MI250's 47.2 W)
     grid = np.clip(np.round(np.linspace(pw.min_cap_w, pw.max_cap_w, n)), math.ceil(pw.min_cap_w), pw.max_cap_w)
-    levels = sorted({float(x) for x in grid if x < top * (1 - 1e-9)} | {float(top)})
+    # a grid level within half a watt of the cap is the cap (the levels print and are set in whole watts)
+    levels = sorted({float(x) for x in grid if x < top - 0.5} | {float(top)})
     return tuple(levels) if top > pw.min_cap_w else (top,)
 
 

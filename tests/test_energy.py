@@ -590,5 +590,6 @@ def test_cap_levels_under_a_cap_keep_the_grid_and_stay_settable():
     p = cluster_profile(c)
     assert cap_levels(c, p, None) == (200.0, 262.0, 325.0, 388.0, 450.0, 512.0, 575.0, 638.0, 700.0)
     assert cap_levels(c, p, 550.0) == (200.0, 262.0, 325.0, 388.0, 450.0, 512.0, 550.0)
+    assert cap_levels(c, p, 200.4, n=3) == (200.4,)          # not 200 and 200.4, two levels half a watt apart
     mi = load_cluster("mi250")
     assert cap_levels(mi, cluster_profile(mi), None)[0] == 48.0
