@@ -61,7 +61,6 @@ def _read_log(path, warmup_steps, rank):
     return tlog
 
 
-
 #: nvidia-smi's query fields of the power limit a capture may carry (nvidia-smi --help-query-gpu)
 _LIMIT_FIELDS = ("enforced.power.limit", "power.limit")
 
