@@ -222,8 +222,6 @@ def _unset(v) -> bool:
     return v is None or (isinstance(v, str) and (v.startswith("${") or v.strip() == "???"))
 
 
-
-
 def _take(cfg: RunConfig, path: str, target: dict, name: str, d: dict, key: str, conv=lambda v: v, prefix=""):
     """Read ``d[key]`` into ``target[name]`` (converted), recording where it came from; skip an unset or
     interpolated value (recorded in ``cfg.unset``: its flag must give it)."""
@@ -453,8 +451,6 @@ _BRIDGE_MOE = (("moe_dispatcher", SWITCHES_BY_NAME["moe_dispatcher"].megatron_ke
                *((s.name, s.megatron_key, _bool) for s in MOE_FLAG_SWITCHES))
 
 
-
-
 def _megatron_moe(cfg: RunConfig, path: str, m: dict) -> None:
     """The MoE switches of a Megatron-style ``model`` mapping (NeMo, Megatron-Bridge: the Megatron-core
     TransformerConfig keys) when it has experts: dispatcher, grouped GEMM, permute fusion and the other
@@ -498,8 +494,6 @@ def cuda_graph_note(cfg: RunConfig, path: str, m: dict, keys: tuple) -> None:
         v = m.get(k)
         if v not in (None, False, "none", "None", "") and not _unset(v):
             cfg.notes.append(f"{path}: model.{k} {v!r}: CUDA graphs are not priced (each kernel's launch is)")
-
-
 
 
 def read_run_config(path) -> RunConfig:

@@ -200,7 +200,6 @@ _CAUSAL = r"causal attention"     # "non-causal attention" is not (published_row
 _ARCH_COLUMNS = ("num_layers", "hidden", "num_heads", "vocab")
 
 
-
 def implied_steps_s(r: dict, model: ModelSpec, recipe: Recipe, n_gpus: int, recompute: str | None) -> dict:
     """The step time, s, each measured column of the row implies, in :data:`METRICS`' order of preference
     (column -> seconds; the row's empty columns absent): ``step_time_s`` as published;
@@ -489,7 +488,6 @@ def _prepare(r: dict, cache: dict, hw: tuple = (None, None)):
                     cluster=cluster.key, flop_convention=(("causal" if note_says(r.get("notes", ""), _CAUSAL)
                                                            else "s x s") if "tflops" in metric else None))
     return key, model, recipe, row, res
-
 
 
 def _layout_words(row: dict) -> str:

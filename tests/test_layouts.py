@@ -180,7 +180,6 @@ def test_enumeration_is_exactly_the_valid_grid():
     assert len(t) == n
 
 
-
 class _Recorded:
     """A recipe whose every attribute read is recorded."""
 

@@ -364,7 +364,6 @@ def test_bridge_memory_switches_are_read_or_said(tmp_path):
     assert any("model.cpu_offloading: activation offloading to the host is not priced" in n for n in act.notes)
 
 
-
 def test_nemo_2_and_bridge_fuse_the_loss_by_default_and_nemo_1_does_not(tmp_path):
     """NeMo 2's GPTConfig and Megatron-Bridge's GPTModelProvider default cross_entropy_loss_fusion True (NeMo
     PR 10209, 2024-09): the nemo stack's default; a NeMo 1 YAML that leaves the key out trains with

@@ -79,7 +79,6 @@ def test_allreduce_fit_reproduces_p5_busbw_within_10pct(tmp_path):
     assert rc == 0 and rows and all("fitted" not in r for r in rows), rows
 
 
-
 def test_a_fitted_all_reduce_reaches_the_collectives_derived_from_it(tmp_path):
     """The H100 profile's inter-node reduce-scatter and all-gather copy its inter-node all-reduce
     (derived_from): a capture twice as slow must slow them too, so a ZeRO-1 step's DP traffic (reduce-scatter

@@ -161,7 +161,6 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
     return out
 
 
-
 #: how much later than a higher iteration's first print a repeated iteration must be to be a second run,
 #: s: more than the clock skew of the nodes that print (NTP keeps it under a second), less than a
 #: restart's start-up (launch, NCCL set-up and a checkpoint load take minutes)
