@@ -52,3 +52,12 @@ def note_plain_decoder(model_arg: str, model) -> None:
     note(f"{model_arg}: {what} (costmodel/specs/model_config.py _KNOWN_TYPES): read as a plain decoder from its "
          "generic keys (biases only with attention_bias, no Q/K norms, a gated MLP where its activation is SiLU, "
          "full attention in every layer whatever its sliding_window says)")
+
+
+def domain_fill_note(c) -> list[str]:
+    """[the note] where the job's GPUs fill part of a multi-node NVLink domain of cluster ``c`` (80 GB200
+    GPUs: one NVL72 domain and 8 GPUs of another, whose groups' traffic then crosses the NICs), else []."""
+    d, n = c.scale_up_gpus, c.num_gpus
+    if d <= c.gpus_per_node or n <= d or not n % d:
+        return []
+    return [f"the job's {n} GPUs fill {n // d} NVLink domain(s) of {d} and {n % d} GPUs of another"]

@@ -21,7 +21,7 @@ from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import get_stack
 from ..run_checks import check_layout_switches
-from .notes import note, said, start, uniform_routing_note
+from .notes import domain_fill_note, note, said, start, uniform_routing_note
 from ..layout_grid import fullest_rank_layers, uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -378,7 +378,7 @@ def _domain_note(lay: dict, c, moe: bool) -> str | None:
     d, n = c.scale_up_gpus, c.num_gpus
     if d <= c.gpus_per_node or n <= d:
         return None
-    said = [f"the job's {n} GPUs fill {n // d} NVLink domain(s) of {d} and {n % d} GPUs of another"] if n % d else []
+    said = domain_fill_note(c)
     for name, stride, size in (("CP", lay["tp"], lay["cp"]), ("EP", lay.get("etp") or lay["tp"], lay["ep"] if moe else 1)):
         b = stride * size
         if size > 1 and b < d and float(blocks_touched(b, d, n)) > 1:

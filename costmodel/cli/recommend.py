@@ -26,7 +26,7 @@ from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
-from .notes import note as say, said, start, uniform_routing_note
+from .notes import domain_fill_note, note as say, said, start, uniform_routing_note
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -99,9 +99,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         # every layout was priced on that routing; said with the answer (an error stays one line)
         routing = uniform_routing_note(m, r)
-        from .predict import _domain_note       # a partly filled NVLink domain of several nodes (NVL72)
-        filled = [x for x in [_domain_note(dict(tp=1, cp=1, ep=1), c, False)] if x]
-        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c) + filled) or None
+        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c) + domain_fill_note(c)) or None
     _refuse_empty(res, m, r, c, p, pins)
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
                  (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),
