@@ -274,8 +274,8 @@ def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:
     """The environment line Megatron-core's arguments need before them: with TP or CP > 1 on Hopper and
     earlier it asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (one hardware queue keeps the TP collectives in
     launch order under the GEMMs), unless FSDP shards the model, which wants it unset at any TP (several
-    queues overlap its gathers; Megatron-FSDP and torch FSDP2 assert it is not 1), or the MoE dispatch overlaps (32, where validate_args only warns)
-    (megatron/training/arguments.py validate_args); on Blackwell (``gpu``, compute capability 10) the
+    queues overlap its gathers; Megatron-FSDP and torch FSDP2 assert it is not 1), or the MoE dispatch
+    overlaps (32, where validate_args only warns) (megatron/training/arguments.py validate_args); on Blackwell (``gpu``, compute capability 10) the
     requirement is gone and one queue would only serialise the overlaps, so nothing is set there."""
     if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
         return ""
