@@ -222,7 +222,7 @@ def power_limit_line(rec: dict, full_clock_mhz: float | None) -> str | None:
         return None
     derated = [g for g in rec.get("per_gpu") or [] if g.get("derated_mhz")]
     # a derate binds where it holds the GPU's clock (at or under what the power limit leaves)
-    pinned = [g for g in derated if g["derated_mhz"] <= (g.get("sm_clock_mhz") or 0.0) + 0.5]
+    pinned = [g for g in derated if g.get("sm_clock_mhz") is None or g["derated_mhz"] <= g["sm_clock_mhz"] + 0.5]
     loose = "".join(f"; the derate of GPU {g['node']}:{g['slot']} to {g['derated_mhz']:.0f} MHz does not bind "
                     f"(it runs at {g['sm_clock_mhz']:.0f} MHz)" for g in derated if g not in pinned)
     if pinned:
