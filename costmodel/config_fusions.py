@@ -35,9 +35,8 @@ def read_fusions(cfg, path: str, m: dict, defaults: dict | None = None) -> None:
         else:
             given.append(k)
         vals[k] = v
-    if not given:
-        if not (defaults and vals):
-            return
+    if not given and not vals:           # nothing said and no defaults: the stack's stands
+        return
     cfg.recipe["fused_elementwise"] = all(vals.values())
     said = " and ".join(f"model.{k}" for k in given) or "their absence"
     cfg.where["fused_elementwise"] = f"{path}: {said}" + (" (NeMo 1's defaults for the others)"

@@ -146,14 +146,13 @@ def _thermal_power_w(model, t, m, stage_gpus, const_s, t_layer, logits, p_busy, 
     return np.clip(heat, p_wait, np.maximum(p_busy, caps_w))
 
 
-def _whole_node_levels(tb: dict, cluster, profile, max_temp_c: float, node_power_w: float,
-                       inlet_temp_c: float | None) -> np.ndarray:
+def _whole_node_levels(tb: dict, cluster, load: tuple, max_temp_c: float, node_power_w: float) -> np.ndarray:
     """(N, C) mask of the cap levels each layout may use: False where its stages fill whole nodes
     and every slot at the level's thermal power (:func:`_thermal_power_w`) would pass ``max_temp_c``
     (steady, with the air preheating of the slots upstream) or its busy power the node's GPU power
     budget (read at :func:`option_table`'s ``p_budget_w``); every level of a layout that breaks them with all its GPUs at its lowest level's power (no
-    decision draws less); True otherwise."""
-    hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
+    decision draws less); True otherwise.  ``load``: :func:`_whole_node_load`'s (temperature, node power)."""
+    hot, node = load
     bad = (hot > max_temp_c * (1 + 1e-9)) | (node > node_power_w * (1 + 1e-9))
     whole = (tb["stage_gpus"] % cluster.gpus_per_node == 0)[:, None]
     # every GPU draws at least its lowest level's power whatever the decision: a layout too hot or too
@@ -312,7 +311,8 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     tb = option_table(model, recipe, cluster, profile, pred.terms, caps, node_power)
     # levels no decision can use: a stage filling whole nodes at that level's busy power breaks
     # the temperature or the node power limit (the ILP's own pre-filter, exact for whole nodes)
-    ok = _whole_node_levels(tb, cluster, profile, max_temp_c, node_power_w, inlet_temp_c)
+    hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
+    ok = _whole_node_levels(tb, cluster, (hot, node), max_temp_c, node_power_w)
     masked = dict(tb, t_layer_s=np.where(ok, tb["t_layer_s"], np.inf), t_last_s=np.where(ok, tb["t_last_s"], np.inf),
                   t_first_s=np.where(ok, tb["t_first_s"], np.inf))
     with np.errstate(invalid="ignore"):
@@ -320,7 +320,6 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     e_lb = np.where(np.isnan(e_lb), np.inf, e_lb)
     # where nothing meets the limits, the diagnosis also sees the layouts nearest them: the coolest and the
     # least power-hungry at their lowest level (with a bound of inf, no widening reaches them)
-    hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
     at_lowest = np.arange(len(hot)), _lowest_level(tb)
     nearest = list(dict.fromkeys(int(i) for v in (hot[at_lowest], node[at_lowest])
                                  for i in np.argsort(v, kind="stable")[:2 * k]))
