@@ -1,6 +1,7 @@
 """GPU datasheets, cluster topology and cooling (hardware/gpus/*.yaml, hardware/clusters/*.yaml)."""
 from __future__ import annotations
 
+import difflib
 import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -347,7 +348,7 @@ def load_gpu(name_or_path: str, flag: str = "gpu") -> GpuSpec:
                          "file (hardware/gpus/*.yaml, with peak_tflops) or a catalog GPU name")
     for k in d:
         if k not in GPU_KEYS:
-            raise InputError(w, str(k), f"unknown key (known: {', '.join(GPU_KEYS)})")
+            raise InputError(w, str(k), f"unknown key ({_near(k, GPU_KEYS)}known: {', '.join(GPU_KEYS)})")
     peaks = _sub(d, "peak_tflops", w)
     peak_flops = {}
     for dt, v in peaks.items():
@@ -414,9 +415,9 @@ def load_cluster(name_or_path: str, nodes: int | None = None, flag: str = "--clu
         if e.where.endswith(": gpu"):
             raise InputError(w, "gpu", e.message) from None
         raise
+    _check_keys(d, w)           # first: a misspelt section is named as such, not as the section it lacks
     intra, inter = _sub(d, "intra_node", w), _sub(d, "inter_node", w)
     power, cooling = _sub(d, "power", w), _sub(d, "cooling", w)
-    _check_keys(d, w)
     check_source_keys(d, w, tuple(f"{sec}.{k}" if sec else k for sec, ks in CLUSTER_KEYS.items() for k in ks))
     n_nodes = _get_int(d, ("nodes",), w)
     if nodes is not None:
@@ -632,6 +633,12 @@ CLUSTER_KEYS = {"": ("name", "description", "gpu", "gpus_per_node", "nodes", "in
                 "cooling.slots[]": ("row", "r_th_scale")}
 
 
+def _near(key, known) -> str:
+    """'did you mean K? ' for the known key closest to a misspelt ``key``, '' when none is close."""
+    close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.75)
+    return f"did you mean {close[0]}? " if close else ""
+
+
 def _check_keys(d: dict, w: str) -> None:
     """Raise InputError naming the first key of a cluster mapping not in :data:`CLUSTER_KEYS`."""
     def check(m, where):
@@ -639,7 +646,7 @@ def _check_keys(d: dict, w: str) -> None:
         for k in m:
             if k not in known:
                 raise InputError(w, f"{where}.{k}" if where else str(k),
-                                 f"unknown key (known: {', '.join(known)})")
+                                 f"unknown key ({_near(k, known)}known: {', '.join(known)})")
     check(d, "")
     for sec in ("intra_node", "inter_node", "power", "cooling", "host"):
         if isinstance(d.get(sec), dict):

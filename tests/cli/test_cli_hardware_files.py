@@ -49,6 +49,13 @@ def test_a_gpu_file_without_its_architecture_is_refused(tmp_path):
         load_gpu(str(_write(tmp_path, "h.yaml", text.replace("vendor: nvidia", "vendor: nvidia\narchitecture: hoper"))))
 
 
+def test_a_misspelt_gpu_key_is_named_with_the_key_it_meant(tmp_path):
+    text = (GPUS / "h100-sxm-80gb.yaml").read_text().replace("\nhbm_capacity:", "\nhbm_capacty:", 1)
+    with pytest.raises(InputError, match="unknown key \\(did you mean hbm_capacity\\? known: name") as e:
+        load_gpu(str(_write(tmp_path, "g.yaml", text)))
+    assert e.value.where.endswith("g.yaml") and e.value.field == "hbm_capacty"
+
+
 def test_a_gpu_file_needs_a_16_bit_peak(tmp_path):
     text = re.sub(r"(?m)^  (bf16|fp16):.*\n", "", (GPUS / "h100-sxm-80gb.yaml").read_text())
     with pytest.raises(InputError, match="peak_tflops: needs bf16 or fp16"):
@@ -74,7 +81,10 @@ def test_a_relative_gpu_path_in_a_cluster_file_is_relative_to_that_file(tmp_path
     ("row: front", "row: frnt", "cooling.slots[0].row", "'frnt' is not one of front, middle, rear, coldplate"),
     ("airflow: front-to-back", "airflow: back-to-frnt", "cooling.airflow", "is not one of front-to-back"),
     ("  inter_node.bandwidth_per_nic:", "  inter_node.bandwith_per_nic:", "sources.inter_node.bandwith_per_nic",
-     "names no field of this file (did you mean inter_node.bandwidth_per_nic?)")])
+     "names no field of this file (did you mean inter_node.bandwidth_per_nic?)"),
+    # a misspelt section is named as the typo it is, not as the section it leaves missing
+    ("\ninter_node:\n", "\ninter_nodes:\n", "inter_nodes", "unknown key (did you mean inter_node?"),
+    ("  type: air", "  typ: air", "cooling.typ", "unknown key (did you mean type?")])
 def test_a_broken_cluster_file_is_one_line_naming_the_field(tmp_path, old, new, field, why):
     assert old in H100_CLUSTER
     cl = _write(tmp_path, "c.yaml", H100_CLUSTER.replace(old, new, 1))
