@@ -107,9 +107,14 @@ def _torchtitan(d: dict, path: str) -> RunConfig:
         R["precision"] = "fp8"
         cfg.where["precision"] = f"{path}: " + (f"model.converters ({f8[0]!r})" if f8 else "float8.enable_float8_linear")
         _torchtitan_float8_recipe(d, path, cfg)
-    elif any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"), ("float8",))):
-        cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
-                         "linears stay 16-bit")
+    else:
+        # without the float8 converter torchtitan's linears run in FSDP2's bfloat16 (mixed_precision_param,
+        # checked above): the file fixes the precision as much as a converter would
+        R["precision"], cfg.where["precision"] = "bf16", f"{path}: model.converters (no float8 converter)"
+        if any(_table(d, path, *k).get("recipe_name") is not None for k in (("quantize", "linear", "float8"),
+                                                                            ("float8",))):
+            cfg.notes.append(f"{path}: a float8 recipe_name without the float8 converter in model.converters: the "
+                             "linears stay 16-bit")
     # the experts' float8 grouped GEMM settings ([quantize.grouped_mm.float8], its fqns): read, so that
     # the table is known where it stands (the grouped GEMMs are priced in 16-bit)
     if _table(d, path, "quantize", "grouped_mm", "float8") and "quantize.grouped_mm.float8" not in conv:

@@ -121,6 +121,11 @@ def test_torchtitan_settings_that_change_the_step(tmp_path):
         _tt(tmp_path, sac='"2"')
     with pytest.raises(InputError, match="'OP' is not 'op' or a whole number"):
         _tt(tmp_path, sac='"OP"')
+    # no float8 converter: FSDP2's bfloat16 linears, so a --precision fp8 beside the file contradicts it
+    bf16 = _tt(tmp_path)
+    assert bf16.recipe["precision"] == "bf16" and bf16.where["precision"].endswith("model.converters (no float8 "
+                                                                                   "converter)")
+    assert _tt(tmp_path, training='\n[model]\nconverters = ["float8"]\n').recipe["precision"] == "fp8"
     assert _tt(tmp_path, shard=3).layout["dp"] == 3          # checked against the GPUs with the world
     assert "dp" not in _tt(tmp_path).layout                  # -1: the ranks left
     with pytest.raises(InputError, match="only bfloat16 parameters"):
