@@ -30,10 +30,6 @@ from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_
 FORMATS = ("megatron", "nemo", "bridge", "torchtitan", "json", "settings")
 
 
-#: Megatron-core's AttnBackend enum values by name (megatron/core/transformer/enums.py)
-ATTN_BACKENDS = {"flash": 1, "fused": 2, "unfused": 3, "local": 4, "auto": 5}
-
-
 def megatron_attention_backend(recipe) -> str:
     """Megatron-core's ``--attention-backend`` for ``recipe``'s attention (costmodel.specs.Recipe):
     ``fused`` (Transformer Engine's cuDNN FusedAttention) for the ``cudnn`` kernel, ``flash`` (TE's

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import yaml
 
-from .launch import _CE_NOTE, ATTN_BACKENDS, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
+from .launch import _CE_NOTE, kv_repeat_note, megatron_attention_backend, optimizer_config, packed_note, \
     pipeline_split_settings
 from .comm import fp8_params_on
+from .megatron_structure import ATTN_BACKENDS
 from .moe import flex_backend
 from .schedule import pp_sends_overlapped
 from .specs import MEGATRON_CROSS_ENTROPIES, ModelSpec, Recipe

@@ -6,6 +6,10 @@ from __future__ import annotations
 from .specs import ModelSpec
 from .specs.mlp_config import GPT_OSS_GLU_ALPHA as QUICK_GELU_ALPHA
 
+#: Megatron-core's AttnBackend enum values by name (megatron/core/transformer/enums.py): the launch writes
+#: them, a Megatron-Bridge YAML reads back
+ATTN_BACKENDS = {"flash": 1, "fused": 2, "unfused": 3, "local": 4, "auto": 5}
+
 
 def megatron_structure_args(model: ModelSpec) -> list[str]:
     """The model-structure arguments that Megatron-LM defaults silently where the priced model differs:

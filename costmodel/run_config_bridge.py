@@ -6,6 +6,7 @@ import re
 from .config_fusions import read_fusions
 from .errors import InputError
 from .formats import FP8_FORMATS, TE_FP8_RECIPES
+from .megatron_structure import ATTN_BACKENDS
 from .readers.training_logs.dumps import MEGATRON_FSDP_SHARDING
 from .run_config import (RunConfig, _bool, _cross_entropy, _granularity, _int, _megatron_moe, _megatron_parallelism, _model_dims,
                          _take, _unset, cuda_graph_note)
@@ -486,7 +487,6 @@ def _enum_name(v):
     _name_: fused}``, megatron/training/config/yaml_utils.py _enum_representer) by its member's name; any
     other value as it is."""
     if isinstance(v, dict) and str(v.get("_target_", "")).endswith("AttnBackend"):
-        from .launch import ATTN_BACKENDS
         if isinstance(v.get("_name_"), str):
             return v["_name_"]
         args = v.get("_args_")
