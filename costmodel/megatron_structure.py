@@ -27,10 +27,26 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     which), layers without rotary embedding (--no-rope-freq, default none) and a weightless L2 Q/K norm
     (--qk-l2-norm; Llama 4's), gpt-oss's attention sinks (--softmax-type learnable) and its clamped quick-GELU
     GLU with an offset linear half (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value; the
-    last three TransformerConfig fields, given as flags by arguments.py's ArgumentGroupFactory).  The
-    arguments a model script cannot omit (--num-layers, --hidden-size, ...) are the script's.
+    last three TransformerConfig fields, given as flags by arguments.py's ArgumentGroupFactory); the MLP
+    (--swiglu for a SiLU GLU, --squared-relu; default GeLU), the linears' biases (--disable-bias-linear;
+    default biased), an untied output layer (--untie-embeddings-and-output-weights; default tied) and
+    rotary positions (--position-embedding-type rope; default learned absolute).  The arguments a model
+    script cannot omit (--num-layers, --hidden-size, ...) and those that change no cost (--normalization,
+    --rotary-base) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
     a = []
+    # the MLP, the biases, the tying and the positions, where Megatron's defaults (a GeLU MLP, biased
+    # linears, a tied output layer, learned absolute positions) would build another model
+    if model.gated and model.activation == "silu" and model.glu_alpha != QUICK_GELU_ALPHA:
+        a.append("--swiglu")
+    elif not model.gated and model.activation == "relu2":
+        a.append("--squared-relu")
+    if not model.bias:
+        a.append("--disable-bias-linear")
+    if not model.tie_embeddings:
+        a.append("--untie-embeddings-and-output-weights")
+    if not model.learned_positions and model.family != "bloom":       # BLOOM's ALiBi: no Megatron-core type
+        a.append("--position-embedding-type rope")
     if not model.is_mla:
         # attention Megatron builds as full multi-head, hidden / heads wide, without Q/K norms or Q/K/V biases
         # unless told (its defaults: group_query_attention off, kv_channels hidden // heads, qk_layernorm

@@ -208,6 +208,26 @@ def test_megatron_arguments_set_the_attention_shape_megatron_would_default_other
     assert "chunked" not in launch_settings(LAY, load_model("llama3-8b"), r, fmt="megatron")[1]
 
 
+def test_megatron_arguments_build_the_mlp_biases_tying_and_positions_megatron_defaults_otherwise():
+    """Megatron-LM builds a GeLU MLP, biased linears, a tied output layer and learned absolute positions
+    unless told (arguments.py: --swiglu, --squared-relu, add_bias_linear True, --untie-embeddings-and-
+    output-weights, --position-embedding-type learned_absolute): Llama 3 8B needs all four switches, GPT-3
+    none, Nemotron-4 its squared ReLU, gpt-oss its quick GeGLU instead of --swiglu and its biases kept."""
+    from costmodel.megatron_structure import megatron_structure_args
+    llama = megatron_structure_args(load_model("llama3-8b"))
+    for arg in ("--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
+                "--position-embedding-type rope"):
+        assert arg in llama, arg
+    gpt3 = " ".join(megatron_structure_args(load_model("gpt3-175b")))
+    for arg in ("--swiglu", "--squared-relu", "--disable-bias-linear", "--untie", "--position-embedding-type"):
+        assert arg not in gpt3, arg
+    nemotron = megatron_structure_args(load_model("nemotron4-15b"))
+    assert "--squared-relu" in nemotron and "--swiglu" not in nemotron
+    oss = megatron_structure_args(load_model("gpt-oss-120b"))
+    assert "--quick-geglu" in oss and "--swiglu" not in oss and "--disable-bias-linear" not in oss
+    assert "--position-embedding-type" not in " ".join(megatron_structure_args(load_model("bloom-176b")))
+
+
 def test_megatron_arguments_build_gpt_oss_s_sinks_and_clamped_glu():
     """gpt-oss's attention sinks and its GLU, (up + 1) x gate x sigmoid(1.702 gate) on inputs clamped to 7
     (transformers modeling_gpt_oss.py, swiglu_limit), are Megatron's softmax_type 'learnable', quick_gelu
