@@ -12,7 +12,8 @@ ATTN_BACKENDS = {"flash": 1, "fused": 2, "unfused": 3, "local": 4, "auto": 5}
 
 
 def megatron_structure_args(model: ModelSpec) -> list[str]:
-    """The model-structure arguments that Megatron-LM defaults silently where the priced model differs:
+    """The model-structure arguments: the shape, and those Megatron-LM defaults silently where the priced
+    model differs:
     the experts (--num-experts, --moe-router-topk, default 2; --moe-ffn-hidden-size, default
     --ffn-hidden-size; the shared experts; which layers are MoE, --moe-layer-freq, default every one, as a
     pattern of 1 (MoE) and 0 (dense); DeepSeek's group-limited routing) and multi-head latent attention
@@ -30,11 +31,14 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     last three TransformerConfig fields, given as flags by arguments.py's ArgumentGroupFactory); the MLP
     (--swiglu for a SiLU GLU, --squared-relu; default GeLU), the linears' biases (--disable-bias-linear;
     default biased), an untied output layer (--untie-embeddings-and-output-weights; default tied) and
-    rotary positions (--position-embedding-type rope; default learned absolute).  The arguments a model
-    script cannot omit (--num-layers, --hidden-size, ...) and those that change no cost (--normalization,
-    --rotary-base) are the script's.
+    rotary positions (--position-embedding-type rope; default learned absolute), after the shape
+    (--num-layers, --hidden-size, --ffn-hidden-size: the dense layers' width, --num-attention-heads).  The
+    tokenizer (which sets the padded vocabulary) and what changes no cost (--normalization, --rotary-base,
+    --max-position-embeddings) are the script's.
     (megatron/training/arguments.py; megatron/core/transformer/transformer_config.py)"""
-    a = []
+    # the shape (the dense layers' MLP width: an MoE layer's is --moe-ffn-hidden-size below)
+    a = [f"--num-layers {model.num_layers} --hidden-size {model.hidden} --ffn-hidden-size {model.dense_mlp_width} "
+         f"--num-attention-heads {model.num_heads}"]
     # the MLP, the biases, the tying and the positions, where Megatron's defaults (a GeLU MLP, biased
     # linears, a tied output layer, learned absolute positions) would build another model
     if model.gated and model.activation == "silu" and model.glu_alpha != QUICK_GELU_ALPHA:

@@ -226,6 +226,11 @@ def test_megatron_arguments_build_the_mlp_biases_tying_and_positions_megatron_de
     oss = megatron_structure_args(load_model("gpt-oss-120b"))
     assert "--quick-geglu" in oss and "--swiglu" not in oss and "--disable-bias-linear" not in oss
     assert "--position-embedding-type" not in " ".join(megatron_structure_args(load_model("bloom-176b")))
+    # the shape, with DeepSeek-V3's dense layers' width as --ffn-hidden-size (its experts' is --moe-ffn-hidden-size)
+    assert llama[0] == "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32"
+    ds = megatron_structure_args(load_model("deepseek-v3"))
+    assert ds[0] == "--num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128"
+    assert "--moe-ffn-hidden-size 2048" in " ".join(ds)
 
 
 def test_megatron_arguments_build_gpt_oss_s_sinks_and_clamped_glu():
