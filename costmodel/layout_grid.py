@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .stacks import TE_STACKS
+from .stacks import TE_STACKS, get_stack
 
 #: VP sizes tried for an uneven interleaved split: those of NVIDIA's DeepSeek-V3 layouts (module docstring)
 UNEVEN_VPS = (2, 4)
@@ -80,7 +80,8 @@ def candidate_grid(L: int, E: int, heads: int, kv_heads: int, seq_len: int, gbs:
     TP dividing the job's NVLink domain (``domain_gpus``) and the heads, CP whose 2 x CP divides
     ``seq_len``, PP up to the L layers, DP derived, VP from :func:`vp_candidates`, EP dividing the E
     experts with ETP the layout's TP or 1, each micro-batch size of ``mbss`` whose DP x mbs divides
-    ``gbs``, then every recompute (0-2), ZeRO stage, SP choice (on where TP > 1 and ``stack_sp``)
+    ``gbs``, then every recompute (0-2), ZeRO stage, SP choice (on where TP > 1, ``stack_sp`` and, on
+    the Megatron family, TP divides seq_len / CP)
     and overlap choice.  Cached (two entries: a large cluster's grid holds tens of MB); callers copy
     what they keep."""
     tps = [d for d in divisors(domain_gpus) if heads % d == 0 and kv_heads % d == 0]
@@ -114,6 +115,10 @@ def candidate_grid(L: int, E: int, heads: int, kv_heads: int, seq_len: int, gbs:
     b = base[pair_row[grid[0]]]
     tp, sp_on = b[:, 0], grid[3].astype(bool)
     sp_able = (tp > 1) & stack_sp
+    if get_stack(stack).megatron_family:
+        # Megatron-core splits the sequence evenly over TP under SP: where seq_len / CP does not divide,
+        # the layout runs without SP rather than not at all (costmodel.layouts.validity's rule)
+        sp_able &= (seq_len // b[:, 3]) % tp == 0
     # SP off is a distinct layout only where SP could be on: drop the duplicate rows it makes elsewhere
     keep = (sp_on | sp_able) if len(sps) > 1 else np.ones(len(tp), bool)
     out = dict(tp=tp, pp=b[:, 1], dp=b[:, 2], cp=b[:, 3], ep=b[:, 4], etp=b[:, 5], vp=b[:, 6],

@@ -437,8 +437,8 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
         ("seq_len ({s}) must be divisible by 2 x CP (load-balanced context parallelism)",
          (t.cp > 1) & (recipe.seq_len % (2 * t.cp) != 0)),
         *cp_rules(t, model, recipe),
-        ("with sequence parallelism seq_len / CP must be divisible by TP (Megatron-core splits the sequence "
-         "evenly over the TP group: tensor_parallel/mappings.py _split_along_first_dim asserts it)",
+        ("with sequence parallelism seq_len / CP must be divisible by TP (Megatron-core splits the sequence evenly "
+         "over the TP group: tensor_parallel/mappings.py _split_along_first_dim asserts it; --no-sp runs it without)",
          t.sp & ((recipe.seq_len // t.cp) % t.tp != 0) & st.megatron_family),
         ("EP > 1 needs an MoE model ({name} is dense)", (model.num_experts == 1) & (t.ep > 1)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),

@@ -662,3 +662,18 @@ def test_distinct_rows_match_a_sort_whatever_the_key_range():
         stacked = np.stack([c.astype(np.int64) for c in sub])
         assert len(first) == np.unique(stacked, axis=1).shape[1]
         assert (stacked[:, first][:, inv] == stacked).all()
+
+
+def test_a_sequence_tp_does_not_divide_runs_those_layouts_without_sp():
+    """Megatron-core splits the sequence evenly over TP under SP (mappings.py _split_along_first_dim): at
+    seq_len 8191 every TP > 1 layout had been dropped (SP forced on), leaving TP 1 only; they stay, with SP
+    off, and where TP divides seq_len / CP SP stays on."""
+    m = load_model("llama3-70b")
+    odd = enumerate_layouts(m, Recipe(gbs=128, seq_len=8191), 32, 8)
+    assert set(odd.tp.tolist()) == {1, 2, 4, 8} and not odd.sp.any()
+    even = enumerate_layouts(m, Recipe(gbs=128, seq_len=8192), 32, 8)
+    assert even.sp[even.tp > 1].all() and len(odd) == (even.cp == 1).sum()     # 8191: no CP either
+    # 4104 = 8 x 513: TP 8 divides it, but not its CP 2 share 2052, where SP is off; TP 4 divides both
+    t = enumerate_layouts(m, Recipe(gbs=128, seq_len=4104), 32, 8)
+    assert t.sp[(t.tp == 8) & (t.cp == 1)].all() and not t.sp[(t.tp == 8) & (t.cp == 2)].any()
+    assert t.sp[(t.tp == 4) & (t.cp == 2)].all() and len(t.sp[(t.tp == 8) & (t.cp == 2)])

@@ -61,3 +61,25 @@ def domain_fill_note(c) -> list[str]:
     if d <= c.gpus_per_node or n <= d or not n % d:
         return []
     return [f"the job's {n} GPUs fill {n // d} NVLink domain(s) of {d} and {n % d} GPUs of another"]
+
+
+def fit_count(res, capacity_bytes: float) -> str:
+    """'N valid layouts, M fit in X GiB' of a search (costmodel.search.SearchResult), with the variants
+    recomputing fewer layers ranked beside them (the ranking holds both)."""
+    extra = len(res.ranked.step_time_s) - res.n_feasible
+    return (f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {capacity_bytes / 2**30:.1f} GiB"
+            + (f" (ranked with {extra:,} variants recomputing fewer layers)" if extra > 0 else ""))
+
+
+def sp_off_note(recipe, ranked, no_sp: bool = False) -> list[str]:
+    """[the note] where sequence parallelism, asked for, is off in some ranked layouts of ``ranked``
+    (costmodel.predict.Prediction) because TP does not divide seq_len / CP on a Megatron-family stack
+    (costmodel.layout_grid.candidate_grid keeps them, without SP), else [] (also under ``no_sp``)."""
+    from ..stacks import get_stack
+    t = ranked.layouts
+    off = (t.tp > 1) & ~t.sp
+    if no_sp or not get_stack(recipe.stack).megatron_family or not off.any():
+        return []
+    tps = ", ".join(str(v) for v in sorted(set(t.tp[off].tolist())))
+    return [f"seq_len {recipe.seq_len} / CP is not divisible by TP {tps}: those layouts run without sequence "
+            "parallelism (Megatron-core splits the sequence evenly over the TP group under it)"]

@@ -26,7 +26,7 @@ from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
-from .notes import domain_fill_note, note as say, said, start, uniform_routing_note
+from .notes import domain_fill_note, fit_count, note as say, said, sp_off_note, start, uniform_routing_note
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -99,7 +99,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         # every layout was priced on that routing; said with the answer (an error stays one line)
         routing = uniform_routing_note(m, r)
-        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c) + domain_fill_note(c)) or None
+        note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c) + domain_fill_note(c)
+                         + sp_off_note(r, res.ranked, no_sp)) or None
     _refuse_empty(res, m, r, c, p, pins)
     if _uses_ilp(objective, pareto, (power_cap_w, node_power_kw, max_temp_c, step_time_slack),
                  (("--node-power/--no-node-power", node_power), ("--cap-levels", cap_count), ("--solver", solver),
@@ -133,9 +134,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         print(report.json_text(out_json))
         return
     out.print(context_line(m, c, r, p))
-    out.print(f"{res.n_valid:,} valid layouts, {res.n_feasible:,} fit in {c.gpu.capacity_bytes / 2**30:.1f} GiB; "
-              f"profile {p.path}" + (f"; cooling inlet {inlet_temp_c:g} C (--inlet-temp-c)" if inlet_temp_c is not None
-                                     else ""))
+    out.print(f"{fit_count(res, c.gpu.capacity_bytes)}; profile {p.path}"
+              + (f"; cooling inlet {inlet_temp_c:g} C (--inlet-temp-c)" if inlet_temp_c is not None else ""))
     shown = min(top, len(runs))
     out.print(report.ranking_table(res.ranked, top, f"Fastest layouts (the first {shown} of the time model's "
                                    f"{len(runs)} re-ranked by the step under the {c.power_limit_w:.0f} W power limit, "

@@ -245,3 +245,15 @@ def test_recommend_says_when_the_job_fills_part_of_an_nvlink_domain():
     r = run("recommend", "--model", "llama3-70b", "--cluster", "gb200-nvl72", "--nodes", "20", "--gbs", "160")
     assert r.returncode == 0, r.stderr
     assert "the job's 80 GPUs fill 1 NVLink domain(s) of 72 and 8 GPUs of another" in r.stderr
+
+
+def test_a_sequence_tp_does_not_divide_is_searched_without_sp_and_said():
+    """recommend at seq_len 8191 had kept only TP 1 (SP forced on, and Megatron-core splits the sequence
+    evenly over TP under it): the TP > 1 layouts stay, without SP, and the note says why."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "4", "--gbs", "128",
+            "--seq-len", "8191", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert any("seq_len 8191 / CP is not divisible by TP 2, 4, 8" in n for n in d["notes"])
+    tps = {x["layout"]["tp"] for x in d["ranked"]}
+    assert tps - {1} and not any(x["layout"]["sp"] for x in d["ranked"])
