@@ -69,6 +69,33 @@ def check_stack_optimizer(stack: str, optimizer: str, offload: bool) -> None:
                          "(a client optimizer is refused: zero_force_ds_cpu_optimizer)")
 
 
+#: the stacks whose framework overlaps an interleaved pipeline's sends with compute as a setting
+#: (Megatron-core's overlap_p2p_comm, NeMo's recipes); torchtitan's PyTorch schedules, the 2021-22
+#: Megatron-LM and Megatron-DeepSpeed have none
+PP_OVERLAP_STACKS = ("megatron", "nemo")
+
+
+def check_stack_switches(stack, switches: dict, values: dict) -> None:
+    """Refuse a switch given on the command line (``switches``, None = not given) that the stack's
+    framework has no setting for, so its printed settings could not run what was priced: Megatron-core's
+    vocab-parallel cross-entropy (``megatron``, ``megatron-fused``) off the Megatron family, pipeline-send
+    overlap off :data:`PP_OVERLAP_STACKS`; then the optimizer (:func:`check_stack_optimizer`).
+    ``stack``: costmodel.stacks.Stack; ``values``: the recipe's resolved switches.
+
+    Raises:
+        InputError: naming the flag, the stack and the stacks that have it.
+    """
+    ce = switches.get("cross_entropy")
+    if ce in ("megatron", "megatron-fused") and not stack.megatron_family:
+        raise InputError("--cross-entropy", "", f"{ce} is Megatron-core's vocab-parallel loss, which the {stack.name} "
+                         f"stack does not run (its own: {stack.defaults['cross_entropy']}; eager, fused or chunked "
+                         "name the others)")
+    if switches.get("pp_overlap") and stack.name not in PP_OVERLAP_STACKS:
+        raise InputError("--pp-overlap", "", f"the {stack.name} stack has no setting that overlaps an interleaved "
+                         "pipeline's sends with compute (Megatron-core's overlap_p2p_comm: --stack megatron or nemo)")
+    check_stack_optimizer(stack.name, values["optimizer"], values["optimizer_offload"])
+
+
 def check_megatron_rules(recipe: Recipe, layout: dict, is_moe: bool, num_layers: int | None = None) -> None:
     """Combinations Megatron-LM refuses at start-up, refused here on the stacks that run its code
     (megatron, nemo: :data:`TE_STACKS`) so a printed launch never fails:

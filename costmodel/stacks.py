@@ -84,7 +84,7 @@ import numpy as np
 
 from .errors import InputError
 from .formats import FP8_RECIPES
-from .stack_rules import check_stack_optimizer
+from .stack_rules import check_stack_switches
 from .specs import ATTENTION_KERNELS, CROSS_ENTROPIES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, STATE_DTYPES, Recipe
 
 
@@ -654,7 +654,7 @@ def stack_recipe(stack: Stack, gbs: int, seq_len: int, precision: str, gpu=None,
     if switches.get("attention_kernel") is not None and not values["flash_attention"]:
         raise InputError("--attention-kernel", "", "names a fused-attention kernel, but the recipe runs unfused "
                          "attention (--no-flash-attention or the stack's default): drop one of the two")
-    check_stack_optimizer(stack.name, values["optimizer"], values["optimizer_offload"])
+    check_stack_switches(stack, switches, values)
     return Recipe(gbs=gbs, seq_len=seq_len, precision=precision, stack=stack.name, **values)
 
 

@@ -196,7 +196,11 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
     (["--stack", "torchtitan", "--precision", "fp8", "--fp8-recipe", "delayed"],
      "--fp8-recipe: torchtitan's float8 (torchao) scales from each tensor"),
     (["--tp", "1", "--tp-comm-overlap"], "--tp-comm-overlap: has no TP collectives to overlap at TP 1"),
-    (["--tp", "8", "--seq-len", "4100"], "with sequence parallelism seq_len / CP must be divisible by TP"),
+    (["--tp", "8", "--sp", "--seq-len", "4100"], "with sequence parallelism seq_len / CP must be divisible by TP"),
+    (["--stack", "torchtitan", "--tp", "2", "--pp", "2", "--vp", "2", "--pp-overlap"],
+     "--pp-overlap: the torchtitan stack has no setting that overlaps an interleaved pipeline's sends"),
+    (["--stack", "deepspeed", "--zero", "2", "--cross-entropy", "megatron-fused"],
+     "--cross-entropy: megatron-fused is Megatron-core's vocab-parallel loss, which the deepspeed stack does not"),
     (["--recompute", "selective", "--recompute-modules", "moe"], "--recompute-modules: moe: llama3-8b has no such"),
     (["--recompute", "selective", "--recompute-modules", "core_attn mla_up_proj"],
      "--recompute-modules: mla_up_proj: llama3-8b has no such module (MLA's Q and KV up-projections"),
@@ -368,3 +372,21 @@ def test_recompute_auto_tries_the_selective_module_sets():
     p = run(*mix)
     assert p.returncode == 3
     assert "nothing fits; selective (--recompute-modules layernorm moe_act) needs the least" in p.stderr
+
+
+def test_predict_prices_a_sequence_tp_does_not_divide_without_sp_as_recommend_does(capsys):
+    """SP by default is on at TP > 1; where TP does not divide seq_len / CP (Megatron-core's even split
+    under SP) predict now prices the layout without SP, as recommend's search does, and says so (it had
+    refused the layout)."""
+    import json
+    import sys
+    from costmodel.cli import main
+    argv, sys.argv = sys.argv, ["costmodel", "predict", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes",
+                                "1", "--tp", "8", "--gbs", "64", "--seq-len", "4100", "--json"]
+    try:
+        main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    assert json.loads(out.out)["layout"]["sp"] is False
+    assert "seq_len 4100 / CP 1 is not divisible by TP 8: priced without sequence parallelism" in out.err
