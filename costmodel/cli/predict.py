@@ -19,7 +19,7 @@ from ..pipeline_layout import with_pipeline_layout
 from ..torchtitan_split import stage_layout_text
 from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
-from ..stacks import get_stack
+from ..stacks import PRE_TE_MEGATRON_STACKS, get_stack
 from ..run_checks import check_layout_switches
 from .notes import domain_fill_note, note, said, start, uniform_routing_note
 from ..layout_grid import fullest_rank_layers, uneven_pp_rule
@@ -370,6 +370,9 @@ def _pp_layout(text, m, lay: dict, sc: dict):
         return with_pipeline_layout(m, text, lay["pp"], lay["vp"], where=where)
     if sc.get("uneven_pp") == "any":
         raise InputError("--pp-layout", "", "the --config file sets its own pipeline split: drop the flag or the file's split")
+    if sc.get("stack") in PRE_TE_MEGATRON_STACKS:
+        raise InputError("--pp-layout", "", f"is Megatron-core's --pipeline-model-parallel-layout (2025), which the "
+                         f"{sc['stack']} stack predates: --stack megatron runs it")
     sc["uneven_pp"] = "any"
     return with_pipeline_layout(m, text, lay["pp"], lay["vp"])
 
