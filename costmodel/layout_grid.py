@@ -71,6 +71,20 @@ def vp_candidates(num_layers: int, pp: int, stack: str) -> list[int]:
     return sorted(vps)
 
 
+def pinned_vp_refusal(num_layers: int, num_gpus: int, pins: dict, stack: str) -> str | None:
+    """Why a search pinned to ``pins['vp']`` (and ``pins['pp']`` where given) finds no layout when that VP is
+    none of :func:`vp_candidates` at the pinned PP, or at any PP dividing ``num_gpus``; None otherwise.
+    ``predict`` prices such a VP (its chunks spread evenly, or as --pp-layout names them)."""
+    vp = pins.get("vp", 1)
+    pps = [pins["pp"]] if "pp" in pins else [d for d in divisors(num_gpus) if 1 < d <= num_layers]
+    if vp < 2 or any(vp in vp_candidates(num_layers, pp, stack) for pp in pps):
+        return None
+    at = f"PP {pps[0]}" if "pp" in pins else "any PP"
+    return (f"VP {vp} splits the {num_layers} layers into unequal virtual chunks at {at}; the search tries the VP "
+            f"sizes that split them evenly ({', '.join(map(str, vp_candidates(num_layers, pps[0], stack)))} at PP "
+            f"{pps[0]}): predict prices VP {vp} (--pp-layout names its chunks)" if pps else None)
+
+
 @functools.lru_cache(maxsize=2)
 def candidate_grid(L: int, E: int, heads: int, kv_heads: int, seq_len: int, gbs: int, stack: str, num_gpus: int,
                    domain_gpus: int, mbss: tuple, zero_stages: tuple, sps: tuple, overlaps: tuple,

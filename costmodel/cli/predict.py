@@ -163,13 +163,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     _stack_layout_defaults(ctx, m, c, r, lay, sc)
     sp_src = ctx.get_parameter_source("sp")
     if sp_src is None or sp_src.name in ("DEFAULT", "DEFAULT_MAP"):
-        # the default: on wherever TP > 1 and the stack runs it, as recommend's search has it: off where
-        # Megatron-core could not split seq_len / CP evenly over TP
-        lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
-        if lay["sp"] and get_stack(r.stack).megatron_family and (r.seq_len // lay["cp"]) % lay["tp"]:
-            lay["sp"] = False
-            note(f"seq_len {r.seq_len} / CP {lay['cp']} is not divisible by TP {lay['tp']}: priced without sequence "
-                 "parallelism (Megatron-core splits the sequence evenly over the TP group under it)")
+        lay["sp"] = _default_sp(lay, r)
     with config_origin(sc):
         r = _tp_comm_overlap_needs_sp(r, lay, (recipe_flags or {}).get("tp_comm_overlap"))
         check_layout_switches(r, dict(lay, recompute=layout_flags.get("recompute")), m.is_moe, m.num_layers,
@@ -467,6 +461,18 @@ def _uneven_chunks_note(m, lay: dict) -> str | None:
         return None
     return (f"VP {vp} over the fullest rank's {fullest} layers makes unequal virtual chunks; the interleaved "
             f"schedule is priced with them spread evenly ({fullest / vp:g} a chunk)")
+
+
+def _default_sp(lay: dict, r) -> bool:
+    """Sequence parallelism where no flag sets it: on wherever TP > 1 and the stack runs it, as
+    recommend's search has it (costmodel.layout_grid.candidate_grid), but off, with a note, where
+    Megatron-core could not split seq_len / CP evenly over TP."""
+    sp = bool(lay["sp"]) and lay["tp"] > 1 and get_stack(r.stack).sequence_parallel
+    if sp and get_stack(r.stack).megatron_family and (r.seq_len // lay["cp"]) % lay["tp"]:
+        note(f"seq_len {r.seq_len} / CP {lay['cp']} is not divisible by TP {lay['tp']}: priced without sequence "
+             "parallelism (Megatron-core splits the sequence evenly over the TP group under it)")
+        return False
+    return sp
 
 
 def _tp_comm_overlap_needs_sp(r, lay: dict, given):

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from .. import report
 from ..errors import InfeasibleError, InputError
 from ..launch import launch_settings
+from ..layout_grid import pinned_vp_refusal
 from ..layouts import layout_name, light_last_stage
 from ..moe import flex_crosses_efa
 from ..pipeline_balance import balanced_pace_ratio
@@ -245,6 +246,8 @@ def _no_pinned_layout(m, r, c, pins: dict) -> str:
     for k in ("tp", "pp", "dp", "cp"):
         if k in pins and c.num_gpus % pins[k]:
             return f"{head}: {k.upper()} {pins[k]} does not divide the {c.num_gpus} GPUs (TP x PP x DP x CP = GPUs)"
+    if why := pinned_vp_refusal(m.num_layers, c.num_gpus, pins, r.stack):
+        return f"{head}: {why}"
     code, msgs = validity(LayoutTable.from_rows([row]), m, r, c.num_gpus, c.scale_up_gpus)
     if code[0] >= 0:
         return f"{head}: {msgs[code[0]]} (for {layout_name(row)})"

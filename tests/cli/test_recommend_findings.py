@@ -257,3 +257,11 @@ def test_a_sequence_tp_does_not_divide_is_searched_without_sp_and_said():
     assert any("seq_len 8191 / CP is not divisible by TP 2, 4, 8" in n for n in d["notes"])
     tps = {x["layout"]["tp"] for x in d["ranked"]}
     assert tps - {1} and not any(x["layout"]["sp"] for x in d["ranked"])
+
+
+def test_a_pinned_vp_the_search_does_not_try_is_refused_saying_which_it_tries():
+    """predict prices VP 3 over Llama 3 70B's 80 layers at PP 4 (unequal chunks); recommend had refused the
+    pin with 'num_layers must be divisible by PP x VP', as if no tool could: it names the VP sizes it tries."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "8", "--pp", "4", "--vp", "3")
+    one_line(p, "VP 3 splits the 80 layers into unequal virtual chunks at PP 4; the search tries the VP sizes that "
+             "split them evenly (1, 2, 4, 5, 10, 20 at PP 4): predict prices VP 3 (--pp-layout names its chunks)")
