@@ -83,3 +83,20 @@ def sp_off_note(recipe, ranked, no_sp: bool = False) -> list[str]:
     tps = ", ".join(str(v) for v in sorted(set(t.tp[off].tolist())))
     return [f"seq_len {recipe.seq_len} / CP is not divisible by TP {tps}: those layouts run without sequence "
             "parallelism (Megatron-core splits the sequence evenly over the TP group under it)"]
+
+
+#: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
+#: caching allocator's fragmentation (the Mixtral log in tests/data/logs: 54.3 GB allocated, 61.5 GB
+#: reserved, 13 % more; README "Memory")
+TIGHT_HBM_SHARE = 0.9
+
+
+def tight_hbm_note(peak_bytes: float, gpu) -> str | None:
+    """The note where a layout's predicted peak (bytes per GPU) lies above :data:`TIGHT_HBM_SHARE` of
+    ``gpu``'s HBM (costmodel.specs.GPUSpec) and no --mem-headroom was given, else None."""
+    cap = gpu.capacity_bytes
+    if peak_bytes <= TIGHT_HBM_SHARE * cap or peak_bytes > cap or gpu.mem_headroom:
+        return None
+    return (f"the predicted peak is {peak_bytes / 2**30:.1f} of {cap / 2**30:.1f} GiB ({100 * peak_bytes / cap:.1f}%): "
+            "fragmentation the model leaves out may not fit it (--mem-headroom keeps room; --recompute auto then "
+            "recomputes more)")

@@ -21,7 +21,7 @@ from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import PRE_TE_MEGATRON_STACKS, get_stack
 from ..run_checks import check_layout_switches
-from .notes import domain_fill_note, note, said, start, uniform_routing_note
+from .notes import domain_fill_note, note, said, start, tight_hbm_note, uniform_routing_note
 from ..layout_grid import fullest_rank_layers, uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -206,6 +206,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     if run.energy is not None:
         note(unfitted_power_note(p, c))
     note(_selective_attention_note(m, r, c, p, lay, run))
+    note(tight_hbm_note(run.peak_mem_bytes, c.gpu))
     rec = report.run_record(run)
     band, energy = run.band, run.energy
     if as_json:

@@ -27,7 +27,8 @@ from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
-from .notes import domain_fill_note, fit_count, note as say, said, sp_off_note, start, uniform_routing_note
+from .notes import (TIGHT_HBM_SHARE, domain_fill_note, fit_count, note as say, said, sp_off_note, start,
+                    uniform_routing_note)
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -165,12 +166,6 @@ def _note_over_budget(best: dict, c) -> None:
         say(f"the winner's GPUs peak at {best['node_gpu_peak_w'] / 1e3:.2f} kW a node, above "
             f"{c.key}'s {best['node_gpu_budget_w'] / 1e3:.3f} kW GPU budget (its rating less its non-GPU power): "
             f"the node's power capping would slow it; recommend --node-power-kw {kw:.2f} searches power caps that fit")
-
-
-#: share of the HBM above which a predicted peak may not fit as run: the memory model leaves out the
-#: caching allocator's fragmentation (the Mixtral log in tests/data/logs: 54.3 GB allocated, 61.5 GB
-#: reserved, 13 % more; README "Memory")
-TIGHT_HBM_SHARE = 0.9
 
 
 def _print_memory_margin(out, res, c, runs: list) -> None:

@@ -392,3 +392,20 @@ def test_predict_prices_a_sequence_tp_does_not_divide_without_sp_as_recommend_do
     out = capsys.readouterr()
     assert json.loads(out.out)["layout"]["sp"] is False
     assert "seq_len 4100 / CP 1 is not divisible by TP 8: priced without sequence parallelism" in out.err
+
+
+def test_predict_says_a_peak_within_a_tenth_of_the_hbm_may_not_fit(capsys):
+    """recommend said so of its winner; predict (--recompute auto choosing full recompute on one layer a
+    chunk, 78.9 of 79.2 GiB) had said nothing. With --mem-headroom the user set the margin: silent."""
+    import sys
+    from costmodel.cli import main
+    base = ["costmodel", "predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "8",
+            "--pp", "4", "--mbs", "2", "--gbs", "128", "--seq-len", "8192", "--recompute", "auto", "--json"]
+    for extra, said in (([], True), (["--mem-headroom", "0.1"], False)):
+        argv, sys.argv = sys.argv, base + extra
+        try:
+            main()
+        finally:
+            sys.argv = argv
+        err = capsys.readouterr().err
+        assert ("the predicted peak is 78.9 of 79.2 GiB (99.6%): fragmentation the model leaves out" in err) is said, err
