@@ -442,9 +442,6 @@ def validity(t: LayoutTable, model: ModelSpec, recipe: Recipe, num_gpus: int,
          t.sp & ((recipe.seq_len // t.cp) % t.tp != 0) & st.megatron_family),
         ("EP > 1 needs an MoE model ({name} is dense)", (model.num_experts == 1) & (t.ep > 1)),
         ("EP must divide the number of experts ({E})", model.num_experts % t.ep != 0),
-        ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding; "
-         "ETP defaults to TP, --etp 1 runs the experts unsplit)",
-         (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("ETP applies to MoE models (a dense model's ETP is its TP)", (model.num_experts == 1) & (t.etp != t.tp)),
         *_expert_grid_rules(t, model, recipe),
         ("MoE with TP > 1 needs sequence parallelism on a Megatron-family stack (Megatron-core's MoELayer.forward "
@@ -525,13 +522,19 @@ def stack_default_etp(stack: str, tp: int, ep: int) -> int:
 
 
 def _expert_grid_rules(t: LayoutTable, model: ModelSpec, recipe: Recipe) -> list:
-    """(message, bad) rules of :func:`validity` for the experts' grid as the frameworks build it: Megatron-core
+    """(message, bad) rules of :func:`validity` for the experts' grid as the frameworks build it: EP x ETP
+    within the GPUs and dividing TP x DP x CP (Megatron-core's MoE parallel folding); Megatron-core
     refuses biased experts split over TP (TransformerConfig: 'Bias in Moe is only supported when ETP==1');
     torchtitan's EP takes its ranks from the sharded DP, CP and TP dimensions (ParallelDims) and runs each
     expert whole (pytorch/torchtitan#3167 removed expert_tensor_parallel_degree)."""
     megatron = get_stack(recipe.stack).megatron_family
     titan = recipe.stack == "torchtitan"
     return [
+        ("EP x ETP must not exceed the GPUs ({n}): the experts' grid spans TP x DP x CP of them",
+         t.ep * t.etp > t.tp * t.pp * t.dp * t.cp),
+        ("EP x ETP must divide TP x DP x CP (the experts' own grid, Megatron-core's MoE parallel folding; "
+         "ETP defaults to TP, --etp 1 runs the experts unsplit)",
+         (t.tp * t.dp * t.cp) % (t.ep * t.etp) != 0),
         ("Megatron-core refuses biased expert layers ({name}: add_bias_linear) with ETP > 1 ('Bias in Moe is only "
          "supported when ETP==1', TransformerConfig): --etp 1",
          (model.num_experts > 1) & model.bias & (t.etp > 1) & megatron),

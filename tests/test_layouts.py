@@ -57,7 +57,9 @@ def test_moe_rules():
     assert "EP must divide the number of experts" in msgs[code[0]]
     # Megatron-core's expert grid: EP x ETP ranks over TP x DP x CP (16 here)
     code, msgs = validity(layout(tp=8, dp=2, pp=2, ep=8, sp=True), MIX, R, 32, 8)
-    assert "EP x ETP must divide TP x DP x CP" in msgs[code[0]]          # ETP = TP = 8: 64 > 16
+    assert "EP x ETP must not exceed the GPUs (32)" in msgs[code[0]]     # ETP = TP = 8: 64 > 32 GPUs
+    code, msgs = validity(layout(tp=8, dp=2, pp=2, ep=4, sp=True), MIX, R, 32, 8)
+    assert "EP x ETP must divide TP x DP x CP" in msgs[code[0]]          # 32 GPUs, but 32 > TP x DP x CP 16
     code, _ = validity(layout(tp=8, dp=2, pp=2, ep=8, etp=1, sp=True), MIX, R, 32, 8)
     assert code[0] == -1                                                  # ETP 1: 8 divides 16
     code, _ = validity(layout(tp=2, dp=8, pp=2, ep=8, sp=True), MIX, R, 32, 8)
