@@ -22,13 +22,15 @@ def attention_kind(s: ModelSpec) -> str:
 
 def model_record(s: ModelSpec) -> dict:
     """JSON-ready facts of one model: its shape (head_dim, vocab, a gated MLP and its activation among
-    them), ``params`` and ``active_params`` (per token: top-k
+    them; ``ffn_hidden`` the experts' width of an MoE model, ``dense_ffn_hidden`` that of its
+    ``dense_layers``, 0 without any), ``params`` and ``active_params`` (per token: top-k
     routed experts; MTP modules excluded, their count in ``mtp_params``), the published total and
     ``read_as_plain_decoder`` (a config of a family the reader does not know: generic keys only)."""
     return {"name": s.name, "display_name": s.display_name, "layers": s.num_layers, "hidden": s.hidden,
             "heads": s.num_heads, "kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "attention": attention_kind(s),
             "vocab": s.vocab, "gated": s.gated, "activation": s.activation, "ffn_hidden": s.ffn_hidden, "experts": s.num_experts, "topk": s.topk, "moe_layers": s.moe_layers,
-            "shared_ffn_hidden": s.shared_ffn_hidden, "params": s.params(), "active_params": s.params(active=True),
+            "shared_ffn_hidden": s.shared_ffn_hidden, "dense_layers": s.num_dense_layers if s.is_moe else s.num_layers,
+            "dense_ffn_hidden": s.dense_mlp_width if (s.num_dense_layers or not s.is_moe) else 0, "params": s.params(), "active_params": s.params(active=True),
             "mtp_params": s.mtp_params(), "params_published": s.params_published, "seq_len": s.seq_len,
             "read_as_plain_decoder": not known_family(s), "source": s.source}
 
@@ -51,7 +53,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print the catalog
     for s in specs:
         att = " MLA" if s.is_mla else ""
         experts = (f"{s.num_experts} top-{s.topk}" + (f" +shared {s.shared_ffn_hidden}" if s.shared_ffn_hidden else "")
-                   + (f", {s.num_dense_layers} dense layers" if s.num_dense_layers else "")) if s.is_moe else "-"
+                   + (f", {s.num_dense_layers} dense layers of FFN {s.dense_mlp_width}" if s.num_dense_layers else "")
+                   ) if s.is_moe else "-"
         tb.add_row(s.name, s.display_name, str(s.num_layers), str(s.hidden), f"{s.num_heads}/{s.num_kv_heads}{att}",
                    f"{s.ffn_hidden}{' gated' if s.gated else ''}", experts,
                    f"{s.params() / 1e9:.2f}", f"{s.params(active=True) / 1e9:.2f}", str(s.seq_len))

@@ -325,6 +325,8 @@ def test_models_json_and_predict_json_report_total_and_active_params():
     ds = next(r for r in json.loads(p.stdout) if r["name"] == "deepseek-v3")
     assert ds["params"] == pytest.approx(671e9, rel=0.005) and ds["active_params"] == pytest.approx(37e9, rel=0.02)
     assert ds["attention"] == "mla" and ds["moe_layers"] == 58 and ds["mtp_params"] > 10e9
+    # the experts' width and the three dense layers' (config.json moe_intermediate_size, intermediate_size)
+    assert (ds["ffn_hidden"], ds["dense_layers"], ds["dense_ffn_hidden"]) == (2048, 3, 18432)
     q = run("predict", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "4", "--tp", "1", "--pp", "1",
             "--ep", "8", "--mbs", "1", "--gbs", "64", "--seq-len", "4096", "--zero", "1", "--json")
     assert q.returncode == 0, q.stderr
