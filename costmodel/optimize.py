@@ -246,7 +246,7 @@ def candidates(model, recipe, cluster, profile, res: SearchResult, objective: st
     if not len(rows):
         raise InputError("layout", "", "no feasible 1F1B (VP = 1) layout for the energy optimisation")
     require_energy_inputs(cluster, profile)   # names a missing power or thermal model before any work
-    runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w)
+    runs = predict_runs(model, recipe, cluster, profile, L.take(rows), caps_w=top_cap_w, searched=True)
     score = {"time": lambda e: e.step_time_s, "energy": lambda e: e.energy_j_per_step,
              "edp": lambda e: e.energy_j_per_step * e.step_time_s}[objective]
     return sorted(runs, key=lambda r: score(r.energy))[:k]

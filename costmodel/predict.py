@@ -263,7 +263,7 @@ def _checked(layouts: LayoutTable, model: ModelSpec, recipe: Recipe, cluster: Cl
 def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layouts: LayoutTable,
                  *, energy: bool = True, caps_w=None, warm_steps: int | None = None,
                  inlet_temp_c: float | None = None, derate: dict | None = None,
-                 device_order: dict | None = None) -> list[RunPrediction]:
+                 device_order: dict | None = None, searched: bool = False) -> list[RunPrediction]:
     """Predict each layout of a table (one vectorised pass), with its band and, when ``energy``
     and the power/thermal model can run, its power, energy and temperature.  Each layout runs on its
     own GPUs (TP x PP x DP x CP, at most the cluster's) and must be valid there (costmodel.layouts.validity;
@@ -278,6 +278,8 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
         derate: (node, slot) -> SM clock, MHz, pinned on those GPUs (costmodel.energy.layout_energy).
         device_order: node (None: every node not named) -> the slot each local rank runs on, as
             recommend's placement exports it (costmodel.energy.check_device_order).
+        searched: the layouts are a search's, whose rows without selective recomputation run with the
+            recipe's recompute modules ignored (costmodel.run_checks.check_layout_switches).
     Returns:
         one :class:`RunPrediction` per row, in order.
     Raises:
@@ -291,7 +293,7 @@ def predict_runs(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     recipe = model_recipe(model, recipe, cluster)
     layouts = _checked(layouts, model, recipe, cluster)
     for i in range(len(layouts)):
-        check_layout_switches(recipe, layouts.row(i), model.is_moe, model.num_layers)
+        check_layout_switches(recipe, layouts.row(i), model.is_moe, model.num_layers, searched=searched)
     pred = predict_table(model, recipe, cluster, profile, layouts)
     missing = tuple(missing_inputs(cluster, profile)) if energy else ()
     given = [flag for flag, v in (("--power-cap-w", caps_w), ("--inlet-temp-c", inlet_temp_c),

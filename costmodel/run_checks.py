@@ -31,9 +31,10 @@ def model_recipe(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec) -> Reci
 
 
 def check_layout_switches(recipe: Recipe, layout: dict, is_moe: bool = False, num_layers: int | None = None,
-                          modules_given: bool = False) -> None:
+                          modules_given: bool = False, searched: bool = False) -> None:
     """Recipe switches that need a layout field: recompute modules (other than the default, or named by
-    hand: ``modules_given``) act under selective recomputation only; the precision-aware optimizer is the
+    hand: ``modules_given``) act under selective recomputation only (but for the layouts a search tries,
+    ``searched``: Megatron-core ignores the modules without it, TransformerConfig); the precision-aware optimizer is the
     distributed optimizer's (ZeRO-1/2); an offloaded optimizer is a sharded one; what Megatron-LM refuses
     at start-up (costmodel.stack_rules.check_megatron_rules).
 
@@ -43,7 +44,7 @@ def check_layout_switches(recipe: Recipe, layout: dict, is_moe: bool = False, nu
     if recipe.optimizer_offload and layout["zero"] == 0:
         raise InputError("--optimizer-offload", "", "offloads the sharded optimizer of ZeRO-1/2/3 (DeepSpeed "
                          "offload_optimizer, Megatron's distributed optimizer): not --zero 0")
-    if (modules_given or recipe.recomputed != ("core_attn",)) and layout["recompute"] != "selective":
+    if (modules_given or recipe.recomputed != ("core_attn",) and not searched) and layout["recompute"] != "selective":
         raise InputError("--recompute-modules", "", f"applies to --recompute selective, not {layout['recompute']}")
     if recipe.precision_aware and layout["zero"] not in (1, 2):
         flag = "--main-grads-dtype" if recipe.main_grads_dtype == "bf16" else "--optimizer-states-dtype"

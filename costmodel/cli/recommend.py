@@ -331,7 +331,7 @@ def _best_split_runs(m, r, c, p, layouts, inlet_temp_c=None) -> list:
     on the end stages) where that one is faster and fits; such a run's model carries the split
     (``pipeline_rank_layers``), which the printed launcher flags set.  1F1B stages only (VP 1); a model
     with its own placement keeps it."""
-    runs = predict_runs(m, r, c, p, layouts, inlet_temp_c=inlet_temp_c)
+    runs = predict_runs(m, r, c, p, layouts, inlet_temp_c=inlet_temp_c, searched=True)
     return [_balanced_split_run(m, r, c, p, layouts.row(i), run, inlet_temp_c) for i, run in enumerate(runs)]
 
 
@@ -354,7 +354,7 @@ def _balanced_split_run(m, r, c, p, lay: dict, run, inlet_temp_c=None):
     if split is None or np.array_equal(split, pipeline_split(m, lay, light_last_stage(r))):
         return run
     m2, _ = with_pipeline_layout(m, layout_text(split, lay["pp"], 1, m.mtp_layers), lay["pp"], 1, where="recommend")
-    alt = predict_run(m2, r, c, p, lay, inlet_temp_c=inlet_temp_c)
+    alt = predict_run(m2, r, c, p, lay, inlet_temp_c=inlet_temp_c, searched=True)
     return alt if alt.feasible and alt.step_time_s < run.step_time_s * (1 - 1e-3) else run
 
 

@@ -60,7 +60,8 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
         best = float(res.ranked.step_time_s[0])
         # the EP overlap cannot go back to a dispatcher it does not run with: that one stays
         alone = not (r_rev.moe_ep_overlap and r_rev.moe_dispatcher not in EP_OVERLAP_DISPATCHERS)
-        t_without = predict_run(m, r_rev, c, p, res.ranked.layouts.row(0)).uncapped_step_time_s if alone else np.inf
+        t_without = (predict_run(m, r_rev, c, p, res.ranked.layouts.row(0), searched=True).uncapped_step_time_s
+                     if alone else np.inf)
         if t_without <= best * (1 + 1e-9):
             r = r_rev
             res = search(m, r, c, p, **kw)

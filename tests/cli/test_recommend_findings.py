@@ -265,3 +265,13 @@ def test_a_pinned_vp_the_search_does_not_try_is_refused_saying_which_it_tries():
     p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--tp", "8", "--pp", "4", "--vp", "3")
     one_line(p, "VP 3 splits the 80 layers into unequal virtual chunks at PP 4; the search tries the VP sizes that "
              "split them evenly (1, 2, 4, 5, 10, 20 at PP 4): predict prices VP 3 (--pp-layout names its chunks)")
+
+
+def test_recompute_modules_leave_the_layouts_without_selective_recompute_to_the_search():
+    """recommend --recompute-modules mlp had stopped at its first layout without selective recomputation
+    ('applies to --recompute selective, not none'): Megatron-core ignores the modules there
+    (TransformerConfig reads them under selective granularity only), so those layouts are searched too."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--recompute-modules", "mlp", "--json")
+    assert p.returncode == 0, p.stderr
+    kinds = {x["layout"]["recompute"] for x in json.loads(p.stdout)["ranked"]}
+    assert "none" in kinds, kinds
