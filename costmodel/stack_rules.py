@@ -78,8 +78,8 @@ PP_OVERLAP_STACKS = ("megatron", "nemo")
 def check_stack_switches(stack, switches: dict, values: dict) -> None:
     """Refuse a switch given on the command line (``switches``, None = not given) that the stack's
     framework has no setting for, so its printed settings could not run what was priced: Megatron-core's
-    vocab-parallel cross-entropy (``megatron``, ``megatron-fused``) off the Megatron family, pipeline-send
-    overlap off :data:`PP_OVERLAP_STACKS`; then the optimizer (:func:`check_stack_optimizer`).
+    vocab-parallel cross-entropy (``megatron``, ``megatron-fused``) off the Megatron family, TP-comm overlap
+    on a stack without TP, pipeline-send overlap off :data:`PP_OVERLAP_STACKS`; then the optimizer (:func:`check_stack_optimizer`).
     ``stack``: costmodel.stacks.Stack; ``values``: the recipe's resolved switches.
 
     Raises:
@@ -90,6 +90,9 @@ def check_stack_switches(stack, switches: dict, values: dict) -> None:
         raise InputError("--cross-entropy", "", f"{ce} is Megatron-core's vocab-parallel loss, which the {stack.name} "
                          f"stack does not run (its own: {stack.defaults['cross_entropy']}; eager, fused or chunked "
                          "name the others)")
+    if switches.get("tp_comm_overlap") and "tp" not in stack.model_parallel:
+        raise InputError("--tp-comm-overlap", "", f"the {stack.name} stack runs no tensor parallelism: no TP "
+                         "collectives to overlap")
     if switches.get("pp_overlap") and stack.name not in PP_OVERLAP_STACKS:
         raise InputError("--pp-overlap", "", f"the {stack.name} stack has no setting that overlaps an interleaved "
                          "pipeline's sends with compute (Megatron-core's overlap_p2p_comm: --stack megatron or nemo)")

@@ -201,6 +201,8 @@ def test_recommend_searches_the_tp_comm_overlap_the_user_left_open():
      "--pp-overlap: the torchtitan stack has no setting that overlaps an interleaved pipeline's sends"),
     (["--stack", "megatron-legacy", "--tp", "2", "--pp", "2", "--pp-layout", "Etttttttttttttttt|ttttttttttttttttL"],
      "--pp-layout: is Megatron-core's --pipeline-model-parallel-layout (2025), which the megatron-legacy stack"),
+    (["--stack", "deepspeed", "--zero", "2", "--tp-comm-overlap"],
+     "--tp-comm-overlap: the deepspeed stack runs no tensor parallelism: no TP collectives to overlap"),
     (["--stack", "deepspeed", "--zero", "2", "--cross-entropy", "megatron-fused"],
      "--cross-entropy: megatron-fused is Megatron-core's vocab-parallel loss, which the deepspeed stack does not"),
     (["--recompute", "selective", "--recompute-modules", "moe"], "--recompute-modules: moe: llama3-8b has no such"),
