@@ -471,7 +471,7 @@ def _check_plot(plot: str | None, pareto: bool) -> None:
         raise InputError("--plot", "", "draws the Pareto front: add --pareto")
     if plot is not None:
         target = Path(plot)
-        if not plot.strip() or target.is_dir() or target.suffix.lower() != ".png":
+        if not plot.strip() or target.is_dir() or plot.endswith(("/", "\\")) or target.suffix.lower() != ".png":
             raise InputError("--plot", "", f"{plot!r}: name the PNG file to write (e.g. front.png)")
         from ..files import check_output
         from ..plots import require_matplotlib

@@ -41,6 +41,9 @@ def test_top_is_refused_where_the_energy_ilp_answers_one_layout():
 def test_a_plot_into_a_folder_that_takes_no_file_is_refused_before_the_solve():
     one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--pareto", "--plot", "/proc/front.png"),
              "--plot", "cannot write /proc/front.png")
+    # a trailing slash names a folder: the PNG had been written beside it as sub/x.png, said as 'wrote sub/x.png/'
+    one_line(run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--pareto", "--plot", "sub/x.png/"),
+             "--plot: 'sub/x.png/': name the PNG file to write")
 
 
 def test_the_node_budgets_even_share_is_a_cap_level():
