@@ -3,6 +3,7 @@ record carries every one of them (a script reading stdout alone sees what a pers
 sees)."""
 from __future__ import annotations
 
+import math
 import sys
 
 _PREFIX = "costmodel: note: "
@@ -100,3 +101,18 @@ def tight_hbm_note(peak_bytes: float, gpu) -> str | None:
     return (f"the predicted peak is {peak_bytes / 2**30:.1f} of {cap / 2**30:.1f} GiB ({100 * peak_bytes / cap:.1f}%): "
             "fragmentation the model leaves out may not fit it (--mem-headroom keeps room; --recompute auto then "
             "recomputes more)")
+
+
+def dp_limit_note(recipe, num_gpus: int) -> list[str]:
+    """[the note] where ``recipe.gbs`` shares no factor with the job's ``num_gpus``: every DP x mbs must
+    divide gbs (whole micro-batches on every DP rank), so the search runs DP 1 only; else []."""
+    if num_gpus < 2 or math.gcd(recipe.gbs, num_gpus) > 1:
+        return []
+    return [f"gbs {recipe.gbs} shares no factor with the {num_gpus} GPUs: DP x mbs must divide it, so every layout "
+            "searched runs DP 1 (a gbs sharing a factor with the GPU count opens the data-parallel layouts)"]
+
+
+def search_notes(c, recipe, ranked, no_sp: bool) -> list[str]:
+    """The notes on what the cluster and the recipe leave the search of ``ranked`` (costmodel.predict.
+    Prediction): :func:`domain_fill_note`, :func:`dp_limit_note`, :func:`sp_off_note`."""
+    return domain_fill_note(c) + dp_limit_note(recipe, c.num_gpus) + sp_off_note(recipe, ranked, no_sp)

@@ -275,3 +275,15 @@ def test_recompute_modules_leave_the_layouts_without_selective_recompute_to_the_
     assert p.returncode == 0, p.stderr
     kinds = {x["layout"]["recompute"] for x in json.loads(p.stdout)["ranked"]}
     assert "none" in kinds, kinds
+
+
+def test_a_gbs_sharing_no_factor_with_the_gpus_is_said_to_leave_dp_1():
+    """--gbs 127 on 32 GPUs: every DP x mbs must divide gbs, so only DP 1 is searched (78 layouts where
+    gbs 128 has thousands); the answer had not said why."""
+    p = run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--gbs", "127", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert any(n.startswith("gbs 127 shares no factor with the 32 GPUs") for n in d["notes"])
+    assert {x["layout"]["dp"] for x in d["ranked"]} == {1}
+    q = json.loads(run("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--gbs", "96", "--json").stdout)
+    assert not any("shares no factor" in n for n in q["notes"])
