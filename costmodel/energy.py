@@ -236,6 +236,7 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
                     classes=classes)
     hidden = np.maximum(raw_layer - per_layer_exposed, 0.0)
     zero = np.zeros(len(t))
+    mtp = float(model.mtp_layers)
     hbm_eff = profile.hbm_efficiency
     lg_comp = ct.logits_fwd_s + ct.logits_bwd_s
     ce = ct.logits_ce_s.astype(np.float64)                # cross-entropy: memory-bound
@@ -243,8 +244,9 @@ def layer_blocks(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile
     return dict(layer=block(layer_ew, layer_comp, per_layer_exposed, hidden,
                             kernel_classes(layer_comp, attn_s, layer_ew, ct.layer_cpu_wait_s, u_gemm, u_attn,
                                            hidden, hbm_eff, u_link)),
-                logits=block(ce, lg_comp, zero, zero,
-                             kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, zero, hbm_eff, u_link)),
+                # the MTP modules' transformer layers run their collectives with the logits (schedule.step_times)
+                logits=block(ce, lg_comp, mtp * per_layer_exposed, mtp * hidden,
+                             kernel_classes(lg_comp, zero, ce, zero, u_logits, zero, mtp * hidden, hbm_eff, u_link)),
                 m=m, const_s=bd["dp_comm_s"] + bd["optimizer_s"] + st.step_contention_s, dp_s=bd["dp_comm_s"],
                 dp_util=dp_comm_util(cluster, cm.dp_scale_out_share, u_link),
                 bubble_factor=m + bubble_periods(t.pp, t.vp), stage_gpus=t.tp * t.dp * t.cp,
@@ -291,8 +293,8 @@ def stage_terms(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile:
         classes[k] = (tc, {n: np.where(tc > 0, (layers * t_ly * u_ly.get(n, 0.0) + last * t_lg * u_lg.get(n, 0.0))
                                        / np.where(tc > 0, tc, 1.0), 0.0) for n in set(u_ly) | set(u_lg)})
     pp_mb = float(b["pp_mb_s"][0])
-    exposed = layers * ly["exposed_s"] + pp_mb
-    hidden = layers * ly["hidden_s"]
+    exposed = layers * ly["exposed_s"] + last * lg["exposed_s"] + pp_mb
+    hidden = layers * ly["hidden_s"] + last * lg["hidden_s"]
     return StageTerms(comp, bound, exposed, hidden, classes, {"link": b["u_link"]}, float(b["m"][0]),
                       float(b["const_s"][0]), float(b["bubble_factor"][0]), int(b["stage_gpus"][0]), layers,
                       ly, lg, pp_mb, int(layout["vp"]), burst_classes(profile, recipe), float(b["pp_fill_s"][0]),

@@ -25,7 +25,8 @@
   i.e. about L (1 + (PP-1)/(PP VP)) layers' worth, and one chunk more under batch-level EP overlap.  The last
   stage holds one micro-batch of its layers (interleaved, the (VP-1) PP + 1 chunks of its own warm-up) but also
   the logits of the cross-entropy, at the bytes per logit of the recipe's implementation
-  (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked).
+  (costmodel.specs.recipe.CROSS_ENTROPIES: 10 eager fp32, 6 Megatron, 2 fused in place, 0 chunked), and
+  with multi-token prediction each MTP module's layer and logits again (DeepSeek-V3 sec. 2.2).
 * An MoE layer's dispatch holds one buffer beside what it saves while it runs
   (:func:`dispatch_transient_bytes`): the allgather dispatcher's hidden states of the whole EP x ETP
   group, the all-to-all and flex dispatchers' received rows before their permutation.
@@ -471,6 +472,9 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) ->
     selective_core = (t.recompute == 1) & ("core_attn" in recipe.recomputed)
     working = np.where(selective_core, score_bytes(model, recipe, t), 0.0) + dispatch_transient_bytes(model, recipe, t)
     logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
+    # each MTP module on the last stage: its transformer layer's activations and its own logits and loss,
+    # kept beside the main head's for the backward (DeepSeek-V3 sec. 2.2; Megatron-core multi_token_prediction.py)
+    logits = logits * (1 + model.mtp_layers) + model.mtp_layers * stored_layer
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
                         reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu),
                         extra_interleaved_chunks(model, recipe, t),

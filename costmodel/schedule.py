@@ -329,10 +329,14 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     rec = np.where(t.recompute == 2, full * ct.layer_recompute_s, ct.layer_recompute_s)
     lay_b = ct.layer_bwd_s + rec + cont_b
     comm_f, comm_b = tp_f + cp_f + ep_f, tp_b + cp_b + ep_b
+    # the last stage's MTP modules each run a transformer layer (DeepSeek-V3 sec. 2.2): its compute is in
+    # the logits' time (costmodel.compute), its collectives with the logits here
+    mtp = float(model.mtp_layers)
+    lg_f, lg_b = ct.logits_fwd_s + mtp * comm_f, ct.logits_bwd_s + mtp * comm_b
     # the pace is the slower of a full stage (L layers with their collectives) and the last stage
     # (L - 1 layers, their collectives and the logits); without the lighter last stage, L layers and
     # the logits
-    last = acc & (ct.logits_fwd_s + ct.logits_bwd_s > lay_f + lay_b + comm_f + comm_b)
+    last = acc & (lg_f + lg_b > lay_f + lay_b + comm_f + comm_b)
     n_comm = L - last                          # layers whose collectives the slowest stage runs
     with_logits = ~(acc & ~last)
     if model.pipeline_rank_layers:
@@ -341,13 +345,14 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
         ranks = model.pipeline_rank_layers
         l_mid, l_last = float(max(ranks[:-1], default=0)), float(ranks[-1])
         per = lay_f + lay_b + comm_f + comm_b
-        last_slower = l_last * per + ct.logits_fwd_s + ct.logits_bwd_s >= l_mid * per
+        last_slower = l_last * per + lg_f + lg_b >= l_mid * per
         n_comm = np.where(own, np.where(last_slower, l_last, l_mid), n_comm)
         with_logits = np.where(own, last_slower, with_logits)
     comp_f = n_comm * lay_f + np.where(with_logits, ct.logits_fwd_s, 0.0)
     comp_b = n_comm * lay_b + np.where(with_logits, ct.logits_bwd_s, 0.0)
-    fwd = comp_f + n_comm * comm_f
-    bwd = comp_b + n_comm * comm_b
+    n_comm_all = n_comm + np.where(with_logits, mtp, 0.0)           # with the MTP layers' collectives
+    fwd = comp_f + n_comm_all * comm_f
+    bwd = comp_b + n_comm_all * comm_b
     pp_raw, pp_mb = stage_sends_s(recipe, t, cm.pp_p2p_s, fwd, bwd)
     pp_slow = slow * (pp_raw - pp_mb)             # compute slowed by the sends hidden under it
     # the last gradient bucket is reduced after the backward ends and the first parameter bucket
@@ -358,8 +363,8 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
     t_mb = fwd + bwd + pp_mb + pp_slow + fsdp
     # every stage's period summed: all the layers with their collectives, the logits, and each
     # stage's boundary sends (exposed in the warm-up and flush, overlap or not) and FSDP edges
-    stages_f = model.num_layers * (lay_f + comm_f) + ct.logits_fwd_s
-    stages_b = model.num_layers * (lay_b + comm_b) + ct.logits_bwd_s
+    stages_f = model.num_layers * (lay_f + comm_f) + lg_f
+    stages_b = model.num_layers * (lay_b + comm_b) + lg_b
     bubble = pipeline_bubble_s(stages_f + stages_b + t.pp * (pp_raw + fsdp), t_mb, t.vp)
 
     # the last backward's hidden stage sends and the gradient reduction under it share each GPU's NIC
@@ -377,9 +382,9 @@ def step_times(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: 
 
     bd = {
         "compute_s": m * (comp_f + comp_b) + step_slow,
-        "tp_comm_s": m * n_comm * (tp_f + tp_b),
-        "cp_comm_s": m * n_comm * (cp_f + cp_b),
-        "ep_comm_s": m * n_comm * (ep_f + ep_b),
+        "tp_comm_s": m * n_comm_all * (tp_f + tp_b),
+        "cp_comm_s": m * n_comm_all * (cp_f + cp_b),
+        "ep_comm_s": m * n_comm_all * (ep_f + ep_b),
         "pp_comm_s": m * pp_mb,
         "bubble_s": bubble,
         "dp_comm_s": dp_grad + dp_param + m * fsdp,

@@ -563,3 +563,28 @@ def test_nemo_moe_defaults_are_its_model_configs_all_to_all_with_grouped_gemms()
                                                                                                     True, 0.0)
     m = stack_recipe(get_stack("megatron"), 256, 4096, "bf16")
     assert (m.moe_dispatcher, m.moe_grouped_gemm, m.moe_permute_fusion) == ("allgather", False, False)
+
+
+def test_an_mtp_module_runs_its_layer_s_collectives_and_keeps_its_activations_and_logits():
+    """DeepSeek-V3's MTP module is a transformer layer with its own head and loss (DeepSeek-V3 sec. 2.2):
+    its compute had been priced but not its TP and EP collectives nor its activations and logits. At PP 1
+    the one stage runs 61 layers and the module: 62/61 of the collectives; it keeps one more layer's
+    activations and a second set of logits."""
+    import dataclasses
+    from costmodel.memory import _memory_parts
+    from costmodel.predict import predict_run
+    from costmodel.specs import cluster_profile, load_cluster
+    from costmodel.stacks import get_stack, stack_recipe
+    m = load_model("deepseek-v3")
+    c = load_cluster("dgx-h100", 32)
+    p = cluster_profile(c, None)
+    r = stack_recipe(get_stack("megatron"), 1024, 4096, "bf16", gpu=c.gpu, moe_dispatcher="flex", moe_grouped_gemm=True)
+    lay = dict(tp=8, pp=1, dp=32, cp=1, ep=256, etp=1, vp=1, mbs=1, recompute="none", zero=1, sp=True, overlap=True)
+    with_mtp, without = (predict_run(x, r, c, p, lay, energy=False) for x in (m, dataclasses.replace(m, mtp_layers=0)))
+    for k in ("tp_comm_s", "ep_comm_s"):
+        assert with_mtp.breakdown[k] == pytest.approx(without.breakdown[k] * 62 / 61, rel=1e-9), k
+    t = layout(**lay)
+    one, none = (_memory_parts(x, r, t, c.gpu) for x in (m, dataclasses.replace(m, mtp_layers=0)))
+    assert one.logits[0] == pytest.approx(2 * none.logits[0] + none.stored_layer[0], rel=1e-12)
+    gained = with_mtp.memory["activations_bytes"] - without.memory["activations_bytes"]
+    assert gained == pytest.approx(none.logits[0] + none.stored_layer[0], rel=1e-9)
