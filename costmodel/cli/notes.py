@@ -77,9 +77,9 @@ def sp_off_note(recipe, ranked, no_sp: bool = False) -> list[str]:
     (costmodel.predict.Prediction) because TP does not divide seq_len / CP on a Megatron-family stack
     (costmodel.layout_grid.candidate_grid keeps them, without SP), else [] (also under ``no_sp``)."""
     from ..stacks import get_stack
-    t = ranked.layouts
+    t, stack = ranked.layouts, get_stack(recipe.stack)
     off = (t.tp > 1) & ~t.sp
-    if no_sp or not get_stack(recipe.stack).megatron_family or not off.any():
+    if no_sp or not (stack.megatron_family and stack.sequence_parallel) or not off.any():
         return []
     tps = ", ".join(str(v) for v in sorted(set(t.tp[off].tolist())))
     return [f"seq_len {recipe.seq_len} / CP is not divisible by TP {tps}: those layouts run without sequence "
