@@ -32,8 +32,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 CPU_PROCESSES = 2
 
 
-def _gpu_count() -> int:
-    """Visible GPUs (torch, else nvidia-smi -L); :data:`CPU_PROCESSES` when neither finds one."""
+def _visible_gpus() -> int:
+    """Visible GPUs (torch, else nvidia-smi -L); 0 when neither finds one."""
     try:
         import torch
         if torch.cuda.is_available():
@@ -42,10 +42,14 @@ def _gpu_count() -> int:
         pass
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-        n = sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
-        return n or CPU_PROCESSES
+        return sum(1 for ln in out.stdout.splitlines() if ln.startswith("GPU "))
     except (OSError, subprocess.SubprocessError):
-        return CPU_PROCESSES
+        return 0
+
+
+def _gpu_count() -> int:
+    """Visible GPUs; :data:`CPU_PROCESSES` when none is."""
+    return _visible_gpus() or CPU_PROCESSES
 
 
 def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint: str | None = None,
@@ -83,7 +87,11 @@ def run(ctx: typer.Context,
     check_no_clobber(out, "--out", force, "the suite's records")
     if nproc_per_node is not None and nproc_per_node < 1:
         raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
-    n = nproc_per_node or _gpu_count()
+    gpus = _visible_gpus() if nproc_per_node is None else None
+    n = nproc_per_node or gpus or CPU_PROCESSES
+    if gpus == 0:
+        print(f"costmodel: note: no GPU visible: the suite runs on {n} CPU processes (gloo), a check of its "
+              "plumbing whose records calibrate fit refuses", file=sys.stderr)
     cmd = launch_command(out, n, nnodes, rdzv_endpoint, list(ctx.args) + (["--force"] if force else []))
     # torchrun's module under this interpreter, shown as run: a torchrun on PATH may be another Python's
     print(f"costmodel: {'would run' if dry_run else 'running'}: " + " ".join(shlex.quote(c) for c in cmd),

@@ -404,6 +404,18 @@ def test_a_machine_without_gpus_runs_two_cpu_processes(monkeypatch):
     assert "--nproc-per-node=2" in calibrate.launch_command("raw.jsonl", calibrate._gpu_count())
 
 
+def test_a_run_without_gpus_says_it_checks_the_plumbing(monkeypatch, tmp_path, capsys):
+    """calibrate run on a GPU-less machine runs on CPU processes (exit 0): it says so before it starts,
+    and that calibrate fit refuses such records (it had said nothing)."""
+    from costmodel.cli import calibrate
+    monkeypatch.setattr(calibrate, "_visible_gpus", lambda: 0)
+    calibrate.run(type("Ctx", (), {"args": []})(), out=str(tmp_path / "raw.jsonl"), nproc_per_node=None, nnodes=1,
+                  rdzv_endpoint=None, dry_run=True, force=False)
+    err = capsys.readouterr().err
+    assert "no GPU visible: the suite runs on 2 CPU processes (gloo), a check of its plumbing" in err
+    assert "--nproc-per-node=2" in err
+
+
 # ---------------------------------------------------------------------- band and overlap factor
 def test_band_is_the_root_sum_square_of_fitted_terms(h200):
     c, p = h200
