@@ -210,3 +210,13 @@ def test_the_send_recv_row_is_what_sendrecv_perf_runs_on_a_node_of_one_nic(tmp_p
     assert p.returncode == 0, p.stderr
     big = max((r for r in json.loads(p.stdout)["rows"] if r["scope"] == "cluster"), key=lambda r: r["size_bytes"])
     assert big["busbw_gb_s"] == pytest.approx(47.0, rel=0.01)
+
+
+def test_a_collective_priced_with_another_collective_s_fit_of_the_same_gpu_is_said():
+    """The A100 profile prices its all-gather, reduce-scatter and all-to-all with its own all-reduce fit
+    (no A100 capture of them): the table had printed identical rows without a word."""
+    d = json.loads(run("collectives", "--cluster", "dgx-a100", "--json").stdout)
+    intra = [n for n in d["notes"] if n.startswith("intra-node all_gather, reduce_scatter, all_to_all")]
+    assert len(intra) == 1 and "all_reduce fit (derived_from: no measurement of their own" in intra[0], d["notes"]
+    h = json.loads(run("collectives", "--cluster", "dgx-h100", "--json").stdout)
+    assert not any("no measurement of their own" in n for n in h["notes"])
