@@ -87,6 +87,8 @@ def run(ctx: typer.Context,
     check_no_clobber(out, "--out", force, "the suite's records")
     if nproc_per_node is not None and nproc_per_node < 1:
         raise InputError("--nproc-per-node", "", f"must be >= 1, got {nproc_per_node}")
+    if nnodes < 1:
+        raise InputError("--nnodes", "", f"must be >= 1, got {nnodes}")
     gpus = _visible_gpus() if nproc_per_node is None else None
     n = nproc_per_node or gpus or CPU_PROCESSES
     if gpus == 0:

@@ -223,6 +223,11 @@ def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, 
         for ext in exts:
             if (folder / f"{name_or_path}{ext}").is_file():
                 return folder / f"{name_or_path}{ext}"
+    # a GPU's name where a cluster goes, or the reverse: say which catalog holds it
+    other = {"cluster": "gpus", "GPU": "clusters"}.get(what)
+    if other and any((folder.parent / other / f"{name_or_path}{ext}").is_file() for ext in exts):
+        raise InputError(flag, "", f"{name_or_path!r} is a catalog {'GPU' if other == 'gpus' else 'cluster'}, not a "
+                         f"{what} (known {what}s: {', '.join(names)})")
     close = difflib.get_close_matches(name_or_path, names, n=4, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(names)}"
     raise InputError(flag, "", f"unknown {what} {name_or_path!r}{hint}")

@@ -92,6 +92,12 @@ def test_a_broken_cluster_file_is_one_line_naming_the_field(tmp_path, old, new, 
                           f"{cl}: {field}", why)
 
 
+def test_a_gpu_name_given_as_a_cluster_or_the_reverse_is_named_as_such():
+    assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "h100-sxm-80gb", "--tp", "8"),
+                          "--cluster: 'h100-sxm-80gb' is a catalog GPU, not a cluster (known clusters: aws-p5")
+    assert_one_line_error(run("hardware", "--gpu", "dgx-h100"), "--gpu: 'dgx-h100' is a catalog cluster, not a GPU")
+
+
 def test_the_cluster_flag_refuses_an_empty_name_and_a_gpu_file():
     assert_one_line_error(run("predict", "--model", "llama3-8b", "--cluster", "", "--tp", "8"), "--cluster: is empty")
     gpu = GPUS / "h100-sxm-80gb.yaml"
