@@ -123,12 +123,19 @@ def pinned(t: LayoutTable, pins: dict) -> np.ndarray:
     name: ``{"tp": 8, "recompute": "full"}``); all True for no pins.
 
     Raises:
-        InputError: a pin that is not a layout field, or a choice that is none of its names.
+        InputError: a pin that is not a layout field, a choice that is none of its names, or a value of
+            the wrong kind (a string for a degree).
     """
     keep = np.ones(len(t), dtype=bool)
     for f, v in pins.items():
         if f not in FIELD_SPECS or (f in _CHOICE_FIELDS and isinstance(v, str) and v not in _CHOICE_FIELDS[f]):
             raise InputError("pins", str(f), f"{v!r} pins no layout field's value ({', '.join(FIELDS)})")
+        # a number of the wrong kind ('8' for a degree) would match no layout, silently
+        boolean = FIELD_SPECS[f].kind == "bool"
+        if not (isinstance(v, (bool, np.bool_)) if boolean else f in _CHOICE_FIELDS and isinstance(v, str)
+                or isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))):
+            raise InputError("pins", str(f), f"{v!r}: expected {'true or false' if boolean else 'a whole number'}"
+                             + (" or a name" if f in _CHOICE_FIELDS else ""))
         v = _CHOICE_FIELDS[f].index(v) if f in _CHOICE_FIELDS and isinstance(v, str) else v
         keep &= getattr(t, f) == v
     return keep
@@ -171,12 +178,14 @@ _SPLIT_CACHE: list = []
 def _split_terms(model: ModelSpec, t) -> tuple:
     """(:func:`accounts_embedding_loss`, :func:`layers_per_stage`) of ``t``: the time, memory and
     communication terms of one table ask for them many times, so the last few are kept, keyed on the
-    identity of the table's pp and vp arrays (held here, so no other array can take their identity)
-    and L; the arrays handed out are read-only."""
+    identity of the table's pp and vp arrays (held here, so no other array can take their identity),
+    checked against a copy of their values (a table edited in place is evaluated again), and L; the
+    arrays handed out are read-only."""
     pp, vp, L = t.pp, t.vp, model.num_layers
     key = (L, model.pipeline_rank_layers)
     for e in _SPLIT_CACHE:
-        if e[0] is pp and e[1] is vp and e[2] == key:
+        # the same arrays with the same values: a caller may have edited a table in place
+        if e[0] is pp and e[1] is vp and e[2] == key and np.array_equal(e[5], pp) and np.array_equal(e[6], vp):
             return e[3], e[4]
     pv = pp * vp
     acc = np.asarray((vp > 1) & (L % pv != 0) & ((L + 2) % pv == 0))
@@ -189,7 +198,7 @@ def _split_terms(model: ModelSpec, t) -> tuple:
         per = np.asarray(np.where(own, float(max(model.pipeline_rank_layers)), per))
     for a in (acc, per):
         a.flags.writeable = False
-    _SPLIT_CACHE.insert(0, (pp, vp, key, acc, per))
+    _SPLIT_CACHE.insert(0, (pp, vp, key, acc, per, np.array(pp, copy=True), np.array(vp, copy=True)))
     del _SPLIT_CACHE[4:]
     return acc, per
 
@@ -582,7 +591,8 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     DP x CP = 1; selective recompute under flash attention).  Stage 2 is omitted by default because Megatron-LM has no ZeRO-2 (its
     communication equals stage 1's); pass ``zero_stages`` to include it.  ``pins`` (field -> value, as
     :func:`pinned` takes them) are values the caller holds fixed: a pinned mbs or ZeRO stage is
-    enumerated whether or not the defaults list it, and a pinned value is never dropped as dominated.
+    enumerated whether or not the defaults list it, and a pinned value is never dropped as dominated;
+    the table is not filtered by them (costmodel.search.search does that), but each is checked.
 
     The last four tables are kept by the model, these arguments and the recipe fields the rules read
     (:data:`RULE_RECIPE_FIELDS`): recommend's switch search enumerates once per rule-relevant variant.
@@ -590,11 +600,12 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     Returns:
         :class:`LayoutTable` of the valid layouts (possibly empty; a copy of the kept one).
     Raises:
-        InputError: num_gpus < 1.
+        InputError: num_gpus < 1; a pin of no layout field or of the wrong kind.
     """
     if num_gpus < 1:
         raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
     pins = pins or {}
+    pinned(LayoutTable.from_rows([]), pins)      # a pin of no field, or of the wrong kind, is refused here
     mbss = (int(pins["mbs"]),) if "mbs" in pins else tuple(m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs)
     if "zero" in pins:
         zero_stages = (int(pins["zero"]),)

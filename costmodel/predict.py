@@ -89,7 +89,10 @@ def _distinct(term, layouts: LayoutTable, *args):
 
 def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile,
                   layouts: LayoutTable) -> Prediction:
-    """Predict every layout of a (valid) table at once; vectorised over layouts.
+    """Predict every layout of a table at once; vectorised over layouts.  The table's layouts must be
+    valid (costmodel.layouts.enumerate_layouts gives such tables, check_layout checks one row):
+    an invalid row is priced without its rules, and one whose step comes out non-finite is marked
+    infeasible.
 
     Returns:
         :class:`Prediction` with arrays of len(layouts) and its :class:`LayoutTerms`.
@@ -110,7 +113,8 @@ def predict_table(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profil
     mem = memory_bytes(model, recipe, L.view(memory_bytes.layout_fields), cluster.gpu, params)
     n_gpus = L.tp * L.pp * L.dp * L.cp
     step = st.step_time_s
-    feasible = mem.peak_bytes <= cluster.gpu.capacity_bytes
+    # a row the validity rules would refuse (mbs 0, TP 0) can come out NaN: never a feasible answer
+    feasible = (mem.peak_bytes <= cluster.gpu.capacity_bytes) & np.isfinite(step)
     bd = {k: st.breakdown[k] for k in BREAKDOWN_TERMS}
     return Prediction(L, step, metrics.tokens_per_s_per_gpu(recipe, step, n_gpus),
                       metrics.model_tflops_per_gpu(model, recipe, step, n_gpus),

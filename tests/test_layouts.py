@@ -679,3 +679,27 @@ def test_a_sequence_tp_does_not_divide_runs_those_layouts_without_sp():
     t = enumerate_layouts(m, Recipe(gbs=128, seq_len=4104), 32, 8)
     assert t.sp[(t.tp == 8) & (t.cp == 1)].all() and not t.sp[(t.tp == 8) & (t.cp == 2)].any()
     assert t.sp[(t.tp == 4) & (t.cp == 2)].all() and len(t.sp[(t.tp == 8) & (t.cp == 2)])
+
+
+def test_a_table_edited_in_place_is_priced_again_and_pins_are_checked():
+    """The split terms were kept by the identity of the table's pp and vp arrays: a sweep script that
+    edited a table in place (PP 4 -> 8) got the old split's step back (31.8 s where the table built anew
+    gives 17.1 s). Pins of no field, or of the wrong kind, had been ignored by enumerate_layouts (a
+    string degree matched no layout in search, silently)."""
+    from costmodel.predict import predict_table
+    from costmodel.specs import cluster_profile, load_cluster
+    from costmodel.stacks import get_stack, stack_recipe
+    m, c = load_model("llama3-70b"), load_cluster("dgx-h100", 8)
+    p, r = cluster_profile(c, None), stack_recipe(get_stack("megatron"), 128, 8192, "bf16", gpu=c.gpu)
+    t = layout(tp=8, pp=4, dp=2, recompute="selective", sp=True)
+    before = predict_table(m, r, c, p, t).step_time_s[0]
+    t.pp[:], t.dp[:] = 8, 1
+    edited = predict_table(m, r, c, p, t)
+    fresh = predict_table(m, r, c, p, layout(tp=8, pp=8, dp=1, recompute="selective", sp=True))
+    assert edited.step_time_s[0] == fresh.step_time_s[0] != before
+    assert edited.memory.peak_bytes[0] == fresh.memory.peak_bytes[0]
+    for pins, msg in (({"foo": 3}, "pins no layout field's value"), ({"tp": "8"}, "'8': expected a whole number"),
+                      ({"recompute": "fulll"}, "pins no layout field's value"), ({"sp": 1}, "expected true or false")):
+        with pytest.raises(InputError, match=msg):
+            enumerate_layouts(m, r, 64, 8, pins=pins)
+    assert len(enumerate_layouts(m, r, 64, 8, pins={"tp": np.int64(8), "recompute": "full", "sp": True}))
