@@ -703,3 +703,15 @@ def test_a_table_edited_in_place_is_priced_again_and_pins_are_checked():
         with pytest.raises(InputError, match=msg):
             enumerate_layouts(m, r, 64, 8, pins=pins)
     assert len(enumerate_layouts(m, r, 64, 8, pins={"tp": np.int64(8), "recompute": "full", "sp": True}))
+
+
+def test_the_loaders_refuse_a_value_that_is_no_name_or_path():
+    """load_model(None) had raised AttributeError ('NoneType' has no 'strip'); a Path is taken as its text."""
+    from pathlib import Path
+    from costmodel.specs import load_cluster
+    for call, msg in ((lambda: load_model(None), "--model: expected a catalog model name or a file path, got NoneType"),
+                      (lambda: load_cluster(8, 8), "--cluster: expected a catalog cluster name or a file path, got int")):
+        with pytest.raises(InputError, match=msg):
+            call()
+    from costmodel.specs import catalog_dir
+    assert load_model(Path(catalog_dir()) / "llama3-8b.json").name == "llama3-8b"

@@ -5,6 +5,7 @@ mapping, resolving a catalog name or a path, and typed field access that raises
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import json
 import math
@@ -199,6 +200,14 @@ def _exists(p: Path) -> bool:
 
 
 def _resolve(name_or_path: str, folder: Path, exts: tuple[str, ...], what: str, flag: str) -> Path:
+    """The file of a catalog name or a path (a folder with a config.json for a model).
+
+    Raises:
+        InputError: not a string or path, empty, unknown, or a path that is no readable file."""
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise InputError(flag, "", f"expected a catalog {what} name or a file path, got {type(name_or_path).__name__}")
     if not name_or_path.strip():
         raise InputError(flag, "", f"is empty: give a catalog {what} name or a {what} file's path")
     if len(name_or_path) > 4096 or "\0" in name_or_path:
