@@ -405,8 +405,12 @@ def least_recompute(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, prof
 def predict_run(model: ModelSpec, recipe: Recipe, cluster: ClusterSpec, profile: Profile, layout: dict,
                 **kw) -> RunPrediction:
     """Predict one layout (a dict with the keys of costmodel.layouts.FIELDS): :func:`predict_runs`
-    on a table of one.
+    on a table of one, with its keyword arguments.
 
+    Returns:
+        :class:`RunPrediction`: ``step_time_s`` (s, under the power limit), ``uncapped_step_time_s`` (s, at
+        full clocks), ``peak_mem_bytes`` (bytes per GPU), ``breakdown`` (term -> s at full clocks,
+        costmodel.schedule.BREAKDOWN_TERMS), ``memory`` (part -> bytes), the band and the energy terms.
     Raises:
         InputError: a field missing or of the wrong kind (costmodel.layouts.LayoutTable.from_rows), a
             layout no run can have (the rule it breaks), or what :func:`predict_runs` raises.
