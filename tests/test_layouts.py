@@ -373,9 +373,10 @@ def test_uneven_splits_follow_the_stacks_partitioner():
 def test_light_last_stage_charges_the_collectives_of_the_layers_it_runs():
     """DeepSeek-V3's 61 layers over PP 8 split 8|8|8|8|8|7|7|7, the logits on the last stage; with
     a 129k vocabulary the last stage (7 layers, their EP/TP collectives and the logits) sets the
-    pace, so the schedule charges 7 layers' collectives, not 8, and agrees with the energy model's
-    per-stage step when no cap binds (FP8, as DeepSeek-V3 trained: the H100's FP8 GEMM table was
-    measured under its 700 W limit, so the limit holds them at no lower clock than the table's)."""
+    pace, so the schedule charges 7 layers' collectives, not 8 (and the MTP module's layer's), and agrees
+    with the energy model's per-stage step when no cap binds (FP8, as DeepSeek-V3 trained: the H100's FP8
+    GEMM table was measured under its 700 W limit, so the limit holds them at no lower clock than the
+    table's)."""
     from costmodel.predict import predict_run
     from costmodel.specs import load_cluster, load_profile
     m, r = load_model("deepseek-v3"), Recipe(gbs=8192, seq_len=4096, precision="fp8")
@@ -390,7 +391,8 @@ def test_light_last_stage_charges_the_collectives_of_the_layers_it_runs():
     logits = float(ct.logits_fwd_s[0] + ct.logits_bwd_s[0])
     assert logits > lay + comm                                 # the last stage is the slowest
     pp_mb = run.breakdown["pp_comm_s"] / 128
-    assert float(st.t_mb_s[0]) == pytest.approx(7 * (lay + comm) + logits + pp_mb, rel=1e-9)
+    # the MTP module's transformer layer runs its collectives with the logits
+    assert float(st.t_mb_s[0]) == pytest.approx(7 * (lay + comm) + logits + m.mtp_layers * comm + pp_mb, rel=1e-9)
 
 
 def test_launch_flags_carry_recompute_modules_and_the_precision_aware_optimizer():
