@@ -34,9 +34,9 @@ def check_layout_switches(recipe: Recipe, layout: dict, is_moe: bool = False, nu
                           modules_given: bool = False, searched: bool = False) -> None:
     """Recipe switches that need a layout field: recompute modules (other than the default, or named by
     hand: ``modules_given``) act under selective recomputation only (but for the layouts a search tries,
-    ``searched``: Megatron-core ignores the modules without it, TransformerConfig); the precision-aware optimizer is the
-    distributed optimizer's (ZeRO-1/2); an offloaded optimizer is a sharded one; what Megatron-LM refuses
-    at start-up (costmodel.stack_rules.check_megatron_rules).
+    ``searched``: Megatron-core ignores the modules without it, TransformerConfig); the precision-aware
+    optimizer is the distributed optimizer's (ZeRO-1/2); an offloaded optimizer is a sharded one; what
+    Megatron-LM refuses at start-up (costmodel.stack_rules.check_megatron_rules).
 
     Raises:
         InputError: naming the switch and what it needs.

@@ -79,7 +79,8 @@ def check_stack_switches(stack, switches: dict, values: dict) -> None:
     """Refuse a switch given on the command line (``switches``, None = not given) that the stack's
     framework has no setting for, so its printed settings could not run what was priced: Megatron-core's
     vocab-parallel cross-entropy (``megatron``, ``megatron-fused``) off the Megatron family, TP-comm overlap
-    on a stack without TP, pipeline-send overlap off :data:`PP_OVERLAP_STACKS`; then the optimizer (:func:`check_stack_optimizer`).
+    on a stack without TP, pipeline-send overlap off :data:`PP_OVERLAP_STACKS`; then the optimizer
+    (:func:`check_stack_optimizer`).
     ``stack``: costmodel.stacks.Stack; ``values``: the recipe's resolved switches.
 
     Raises:
