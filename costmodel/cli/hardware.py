@@ -24,6 +24,7 @@ def _gpu_record(key: str) -> dict:
     pk = g.peak_flops.get("bf16", g.peak_flops.get("fp16"))
     # ``gpu`` is the key a cluster record names it by (a GPU file's stem), ``path`` the file read
     rec = dict(gpu=g.key, path=g.path or None, name=g.name, vendor=g.vendor, peak_16bit_tflops=pk / 1e12,
+               peak_16bit_dtype="bf16" if "bf16" in g.peak_flops else "fp16",
                peak_fp8_tflops=g.peak_flops["fp8"] / 1e12 if "fp8" in g.peak_flops else None,
                peak_fp4_tflops=g.peak_flops["fp4"] / 1e12 if "fp4" in g.peak_flops else None,
                hbm_gib=g.capacity_bytes / 2**30, hbm_tb_per_s=g.hbm_bytes_per_s / 1e12, tdp_w=g.tdp_w,
@@ -104,7 +105,9 @@ def hardware(show_sources: bool = typer.Option(True, "--sources/--no-sources", h
     for r in gpus:
         attn = ", ".join(f"{k} {v:.2f}" for k, v in (r.get("attention_efficiency_8k") or {}).items()) or "-"
         power = f"{r['idle_w']:.0f} + {r['flop_w']:.0f} u" if r.get("idle_w") is not None else "none"
-        tb.add_row(r["gpu"], f"{r['peak_16bit_tflops']:.1f}", _f(r["peak_fp8_tflops"], ".1f"),
+        # a GPU without bf16 (V100) says its 16-bit peak is fp16's
+        p16 = f"{r['peak_16bit_tflops']:.1f}" + (" (fp16 only)" if r["peak_16bit_dtype"] == "fp16" else "")
+        tb.add_row(r["gpu"], p16, _f(r["peak_fp8_tflops"], ".1f"),
                    _f(r["peak_fp4_tflops"], ".1f"), f"{r['hbm_gib']:.1f}",
                    f"{r['hbm_tb_per_s']:.2f}", f"{r['tdp_w']:.0f}", str(r["num_sms"]), _f(r.get("gemm_eta_max"), ".3f"),
                    _f(r.get("hbm_efficiency"), ".3f"), attn, power, _f(r.get("r_th_c_per_w"), ".3f"))

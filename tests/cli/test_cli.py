@@ -348,6 +348,9 @@ def test_hardware_lists_every_id_whole_and_as_json():
     b200 = next(g for g in d["gpus"] if g["gpu"] == "b200-sxm-180gb")
     assert b200["slowdown_temp_c"] == 91 and b200["power_basis"]["flop_w"] == "fitted" and "sources" not in b200
     assert "sources" in json.loads(run("hardware", "--json").stdout)["clusters"][0]
+    # the V100 has no bf16: its 16-bit peak is fp16's, said in the table and the JSON
+    v100 = next(g for g in d["gpus"] if g["gpu"] == "v100-sxm2-32gb")
+    assert (v100["peak_16bit_tflops"], v100["peak_16bit_dtype"], b200["peak_16bit_dtype"]) == (125.0, "fp16", "bf16")
 
 
 def test_recommend_with_no_layout_in_memory_is_infeasible_exit_3():
