@@ -600,10 +600,10 @@ def enumerate_layouts(model: ModelSpec, recipe: Recipe, num_gpus: int, scale_up_
     Returns:
         :class:`LayoutTable` of the valid layouts (possibly empty; a copy of the kept one).
     Raises:
-        InputError: num_gpus < 1; a pin of no layout field or of the wrong kind.
+        InputError: num_gpus not a whole number >= 1; a pin of no layout field or of the wrong kind.
     """
-    if num_gpus < 1:
-        raise InputError("--nodes", "", f"the cluster has {num_gpus} GPUs; need at least 1")
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1:
+        raise InputError("--nodes", "", f"the cluster has {num_gpus!r} GPUs; need a whole number, at least 1")
     pins = pins or {}
     pinned(LayoutTable.from_rows([]), pins)      # a pin of no field, or of the wrong kind, is refused here
     mbss = (int(pins["mbs"]),) if "mbs" in pins else tuple(m for m in (1, 2, 4, 8, 16, 32) if m <= max_mbs)

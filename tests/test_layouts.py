@@ -705,6 +705,9 @@ def test_a_table_edited_in_place_is_priced_again_and_pins_are_checked():
         with pytest.raises(InputError, match=msg):
             enumerate_layouts(m, r, 64, 8, pins=pins)
     assert len(enumerate_layouts(m, r, 64, 8, pins={"tp": np.int64(8), "recompute": "full", "sp": True}))
+    for n in (64.0, 0, True):                          # a float GPU count had raised a bare TypeError
+        with pytest.raises(InputError, match="need a whole number, at least 1"):
+            enumerate_layouts(m, r, n, 8)
 
 
 def test_the_loaders_refuse_a_value_that_is_no_name_or_path():
