@@ -47,11 +47,6 @@ def _visible_gpus() -> int:
         return 0
 
 
-def _gpu_count() -> int:
-    """Visible GPUs; :data:`CPU_PROCESSES` when none is."""
-    return _visible_gpus() or CPU_PROCESSES
-
-
 def launch_command(out: str, nproc_per_node: int, nnodes: int = 1, rdzv_endpoint: str | None = None,
                    suite_args: list | None = None, python: str = sys.executable) -> list:
     """The torchrun command line that runs the suite (torch.distributed.run is torchrun's module).

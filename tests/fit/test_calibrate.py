@@ -400,8 +400,9 @@ def test_a_machine_without_gpus_runs_two_cpu_processes(monkeypatch):
     def no_smi(*a, **k):
         raise OSError("nvidia-smi: not found")
     monkeypatch.setattr(subprocess, "run", no_smi)
-    assert calibrate._gpu_count() == calibrate.CPU_PROCESSES == 2
-    assert "--nproc-per-node=2" in calibrate.launch_command("raw.jsonl", calibrate._gpu_count())
+    n = calibrate._visible_gpus() or calibrate.CPU_PROCESSES      # run()'s count without --nproc-per-node
+    assert n == calibrate.CPU_PROCESSES == 2
+    assert "--nproc-per-node=2" in calibrate.launch_command("raw.jsonl", n)
 
 
 def test_a_run_without_gpus_says_it_checks_the_plumbing(monkeypatch, tmp_path, capsys):
