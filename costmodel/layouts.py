@@ -108,7 +108,7 @@ class LayoutTable:
                     raise InputError("layout", f, f"must be True or False, got {v!r}")
                 elif f not in _BOOL_FIELDS and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
                     raise InputError("layout", f, f"must be a whole number, got {v!r}")
-                elif f not in _BOOL_FIELDS and f not in ("recompute_num_layers", "zero") and v < 1:
+                elif f not in _BOOL_FIELDS and f not in _CHOICE_FIELDS and f not in ("recompute_num_layers", "zero") and v < 1:
                     raise InputError("layout", f, f"must be >= 1, got {v}")
                 elif v < 0 or (f in _CHOICE_FIELDS and v >= len(_CHOICE_FIELDS[f])):
                     raise InputError("layout", f, f"{v} is out of range" + (f" (an index of {', '.join(_CHOICE_FIELDS[f])})"

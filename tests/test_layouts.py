@@ -247,6 +247,10 @@ def test_layout_table_columns_are_the_field_list():
     short = {k: v for k, v in row.items() if k not in ("recompute_num_layers", "dp_replicate")}
     assert LayoutTable.from_rows([short]).row(0)["recompute_num_layers"] == 0
     assert LayoutTable.from_rows([short]).row(0)["dp_replicate"] == 1
+    # a choice by index: 0 is its first name ('none'), not a degree below 1
+    assert LayoutTable.from_rows([dict(row, recompute=0)]).row(0)["recompute"] == "none"
+    with pytest.raises(InputError, match="recompute: 3 is out of range"):
+        LayoutTable.from_rows([dict(row, recompute=3)])
 
 
 def test_a_cost_term_cannot_read_an_undeclared_field():
