@@ -24,7 +24,8 @@ from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pip
 from .torchtitan_split import torchtitan_split
 from .launch_generic import generic_settings, pipeline_split_settings, settings_dict
 from .specs import MEGATRON_CROSS_ENTROPIES, ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, MOE_SWITCHES, PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
+from .recipe_switches import MOE_FLAG_SWITCHES, MOE_SWITCHES
+from .stacks import PRE_TE_MEGATRON_STACKS, dp_overlap_on, get_stack
 
 #: the formats ``--format`` takes
 FORMATS = ("megatron", "nemo", "bridge", "torchtitan", "json", "settings")

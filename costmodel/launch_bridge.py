@@ -16,7 +16,8 @@ from .megatron_structure import ATTN_BACKENDS
 from .moe import flex_backend
 from .schedule import pp_sends_overlapped
 from .specs import MEGATRON_CROSS_ENTROPIES, ModelSpec, Recipe
-from .stacks import MOE_FLAG_SWITCHES, dp_overlap_on
+from .recipe_switches import MOE_FLAG_SWITCHES
+from .stacks import dp_overlap_on
 
 
 def _model_section(t: dict, model: ModelSpec, recipe: Recipe, layers, gpu=None) -> dict:

@@ -7,7 +7,8 @@ from .layout_fields import FIELDS
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split, uneven_split
 from .pipeline_layout import layout_text
 from .specs import ModelSpec, Recipe
-from .stacks import MOE_SWITCHES, RECIPE_SWITCHES, dp_overlap_on, get_stack
+from .recipe_switches import MOE_SWITCHES, RECIPE_SWITCHES
+from .stacks import dp_overlap_on, get_stack
 
 
 def pipeline_split_settings(layout: dict, model: ModelSpec, recipe: Recipe, layers=None):

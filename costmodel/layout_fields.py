@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .stacks import NamedFlag
+from .recipe_switches import NamedFlag
 
 RECOMPUTE = ("none", "selective", "full")
 

@@ -20,7 +20,8 @@ from .specs import ModelSpec, Recipe
 from .context_parallel_rules import cp_rules
 from .layout_grid import candidate_grid, uneven_pp_rule
 from .layout_fields import _BOOL_FIELDS, _CHOICE_FIELDS, FIELD_SPECS, FIELDS, LayoutView
-from .stacks import EP_OVERLAP_DISPATCHERS, STACKS, TE_STACKS, get_stack
+from .recipe_switches import EP_OVERLAP_DISPATCHERS
+from .stacks import STACKS, TE_STACKS, get_stack
 
 
 @dataclass

@@ -19,7 +19,8 @@ from .formats import FP8_FORMATS, FP8_RECIPE_STACKS, TE_FP8_RECIPES
 from .moe import max_load_cv
 from .specs import (MOE_DISPATCHER_ALIASES, MOE_DISPATCHERS, OPTIMIZERS, RECOMPUTE_MODULES, megatron_capacity_factor,
                     megatron_cross_entropy)
-from .stacks import MOE_FLAG_SWITCHES, RECIPE_SWITCHES, attention_backend_switches
+from .recipe_switches import MOE_FLAG_SWITCHES, RECIPE_SWITCHES
+from .stacks import attention_backend_switches
 
 #: recipe switch -> the Megatron argument-dump key (or iteration field) it is read from: the
 #: switch's ``megatron_key`` (costmodel.stacks), else the argument that implies it

@@ -73,7 +73,8 @@ import numpy as np
 from scipy.special import ndtri      # Phi^-1, the standard normal quantile
 
 from .errors import InputError
-from .stacks import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME, TE_STACKS
+from .recipe_switches import EP_OVERLAP_DISPATCHERS, MOE_SWITCHES, SWITCHES_BY_NAME
+from .stacks import TE_STACKS
 
 #: token copies per direction of Megatron-core's all-to-all dispatcher (module docstring)
 DISPATCH_COPIES = 4

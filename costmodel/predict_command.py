@@ -8,7 +8,8 @@ import shlex
 
 from .layout_fields import FIELD_SPECS
 from .pipeline_layout import layout_text
-from .stacks import RECIPE_SWITCHES, get_stack, stack_recipe
+from .recipe_switches import RECIPE_SWITCHES
+from .stacks import get_stack, stack_recipe
 
 
 def _switch_args(recipe, layout: dict, model, gpu) -> list:

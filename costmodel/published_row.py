@@ -24,7 +24,8 @@ from .memory import memory_bytes
 from .predict import predict_table, recompute_options
 from .specs import (MOE_DISPATCHER_ALIASES, ModelSpec, megatron_capacity_factor, recompute_module_list,
                     recompute_modules_problem)
-from .stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, Stack, attention_backend_switches
+from .recipe_switches import RECIPE_SWITCHES, SWITCHES_BY_NAME
+from .stacks import STACKS, Stack, attention_backend_switches
 
 
 def cell_int(r: dict, k: str):

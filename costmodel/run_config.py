@@ -56,7 +56,7 @@ from .foreign_configs import refuse_foreign_config
 from .launch_script import is_launch_script, launch_script_error
 from .specs import MOE_DISPATCHER_ALIASES, megatron_capacity_factor, megatron_cross_entropy
 from .specs.loading import yaml_error_text, yaml_load
-from .stacks import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
+from .recipe_switches import MOE_FLAG_SWITCHES, SWITCHES_BY_NAME
 from .files import read_text
 from .files import not_a_file
 

@@ -569,7 +569,7 @@ def test_unfused_elementwise_ops_and_an_exact_capacity_factor_reach_the_launch()
     assert "--no-bias-gelu-fusion" in g and "--no-rope-fusion" not in g
     # the json format carries every switch the prediction priced, so the record reproduces it
     from costmodel.launch import launch_settings
-    from costmodel.stacks import RECIPE_SWITCHES
+    from costmodel.recipe_switches import RECIPE_SWITCHES
     js = json.loads(launch_settings(row, MIX, r, fmt="json")[1])
     assert all(sw.name in js for sw in RECIPE_SWITCHES)
     assert js["fused_elementwise"] is False and js["moe_capacity_factor"] == 1.123456789

@@ -149,3 +149,18 @@ def test_the_readme_library_example_runs_as_written(capsys):
     exec(compile(block, "README.md", "exec"), scope)
     assert scope["run"].feasible and scope["run"].step_time_s > 0 and 0 < scope["found"].n_feasible <= len(scope["found"].ranked.step_time_s)
     assert capsys.readouterr().out.startswith("True ")
+
+
+def test_stack_recipe_takes_names_and_refuses_other_types():
+    """A stack's name and a catalog GPU's name stand for the objects; anything else is a TypeError
+    that names both types, not an AttributeError deep inside."""
+    from costmodel.specs import load_gpu
+    by_name = stack_recipe("megatron", 8, 2048, "bf16", gpu="h100-sxm-80gb")
+    assert by_name == stack_recipe(get_stack("megatron"), 8, 2048, "bf16", gpu=load_gpu("h100-sxm-80gb"))
+    assert by_name.attention_kernel == "cudnn"          # TE's Hopper preference came through the name
+    with pytest.raises(InputError, match="unknown GPU 'h100'"):
+        stack_recipe("megatron", 8, 2048, "bf16", gpu="h100")
+    with pytest.raises(InputError, match="stack: 'megatorn' is not one of"):
+        stack_recipe("megatorn", 8, 2048, "bf16")
+    with pytest.raises(TypeError, match="got Stack and int"):
+        stack_recipe("megatron", 8, 2048, "bf16", gpu=5)

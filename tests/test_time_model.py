@@ -757,7 +757,7 @@ def test_the_last_backward_hides_the_sends_and_the_dp_reduction_in_one_nic_windo
     both is at most that backward.  Each had been hidden in the whole window, so full recompute (whose
     longer backward hid both) came out 1.8 % faster than none; it is now the slower, as recomputation is."""
     from costmodel.predict import predict_run
-    from costmodel.specs import Recipe, load_cluster, load_model, load_profile
+    from costmodel.specs import load_cluster, load_model, load_profile
     from costmodel.stacks import get_stack, stack_recipe
     m, c = load_model("llama3-70b"), load_cluster("paper-h200")
     p = load_profile(c.gpu.key)

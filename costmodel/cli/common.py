@@ -16,7 +16,8 @@ from ..layout_fields import FIELD_SPECS, LAYOUT_FIELDS
 from ..specs import (ClusterSpec, Recipe, cluster_profile, has_builtin_profile, load_cluster, load_gpu, load_model, recompute_module_list,
                      recompute_modules_problem, with_fabric)
 from ..moe import check_flex_fabric, check_moe_recipe
-from ..stacks import RECIPE_SWITCHES, STACKS, SWITCHES_BY_NAME, get_stack, stack_recipe
+from ..recipe_switches import RECIPE_SWITCHES, SWITCHES_BY_NAME
+from ..stacks import STACKS, get_stack, stack_recipe
 from ..stack_rules import softcap_recipe
 from ..torchtitan_split import stages_per_rank
 
@@ -50,7 +51,6 @@ def stack_defaults_note(path: str, recipe, recipe_flags: dict, is_moe: bool) -> 
     selective recomputation takes them (not torchtitan's per-op checkpointing).  Empty when every
     switch was set."""
     from ..formats import gemm_format
-    from ..stacks import RECIPE_SWITCHES, get_stack
     low = gemm_format(recipe.precision).low
     applies = {"fp8_recipe": recipe.precision == "fp8", "fp8_param_gather": low, "bf16_edge_layers": low,
                "recompute_modules": get_stack(recipe.stack).selective_recompute != "op-sac"}

@@ -26,7 +26,8 @@ from ..pipeline_layout import with_pipeline_layout
 from ..torchtitan_split import stage_layout_text
 from ..predict import predict_run
 from ..specs import Recipe, cluster_profile, load_cluster, load_model
-from ..stacks import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME, get_stack, stack_recipe, switch_values
+from ..recipe_switches import MOE_SWITCHES, RECIPE_SWITCHES, SWITCHES_BY_NAME
+from ..stacks import get_stack, stack_recipe, switch_values
 from .compare_inputs import _ask_once, _local, _read_log, _read_trace, _records_text, _refuse_untimed, \
     trace_limit_note, unreadable_note
 

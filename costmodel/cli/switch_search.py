@@ -9,7 +9,8 @@ import numpy as np
 from ..errors import InputError
 from ..predict import predict_run
 from ..search import search
-from ..stacks import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME, TE_STACKS, get_stack
+from ..recipe_switches import EP_OVERLAP_DISPATCHERS, SWITCHES_BY_NAME
+from ..stacks import TE_STACKS, get_stack
 
 
 #: the layout the switch notes time: the search's, at its stack's own pipeline split (the printed winner
