@@ -1,5 +1,5 @@
 """What the commands share: the model/cluster/recipe options, loading the specs, the context line, the
-recipe-switch flags (generated from costmodel.stacks.RECIPE_SWITCHES) and the layout flags of
+recipe-switch flags (generated from costmodel.recipe_switches.RECIPE_SWITCHES) and the layout flags of
 ``predict`` and ``compare`` (generated from costmodel.layout_fields.LAYOUT_FIELDS)."""
 from __future__ import annotations
 
@@ -608,7 +608,7 @@ _RECIPE_TYPES = {f.name: f.type for f in dataclasses.fields(Recipe)}
 
 
 def with_recipe_flags(default_note: str = "the stack's"):
-    """Give a command one option per recipe switch (costmodel.stacks.RECIPE_SWITCHES), each
+    """Give a command one option per recipe switch (costmodel.recipe_switches.RECIPE_SWITCHES), each
     defaulting to None (= ``default_note``), and pass their values as ``recipe_flags``.
 
     Raises (at import): the command has no ``recipe_flags`` parameter.
