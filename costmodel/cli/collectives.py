@@ -36,21 +36,18 @@ def _group_sizes(ranks: str | None) -> list | None:
 
 def _borrowed_fits(p, colls: list, scopes=("intra_node", "inter_node")) -> list:
     """One note per scope of ``scopes`` (those the rows price with) whose fits of ``colls`` the profile
-    copies from another GPU's (:meth:`costmodel.specs.Profile.copied_from`): those rows are that GPU's
+    copies from another GPU's (:meth:`costmodel.specs.Profile.derivation`): those rows are that GPU's
     measurement, not this one's; and one where it prices them with another collective's fit of its own
     (an all-gather with the all-reduce's)."""
     out = []
     for scope in scopes:
         by_src, own = {}, {}
         for coll in colls:
-            src = p.copied_from(f"comm.{scope}.{coll}")
-            if src:
-                by_src.setdefault(src, []).append(coll)
-                continue
-            entry = p.raw.get("comm", {}).get(scope, {}).get(coll)
-            ref = entry.get("derived_from") if isinstance(entry, dict) else None
-            if isinstance(ref, str) and ref.startswith(f"{p.key}:comm.{scope}.") and not ref.endswith(f".{coll}"):
-                own.setdefault(ref.rsplit(".", 1)[1], []).append(coll)
+            hops = p.derivation(f"comm.{scope}.{coll}")
+            if hops and hops[-1][0] != p.key:
+                by_src.setdefault(hops[-1][0], []).append(coll)
+            elif hops and hops[0][1].startswith(f"comm.{scope}.") and hops[0][1] != f"comm.{scope}.{coll}":
+                own.setdefault(hops[0][1].rsplit(".", 1)[1], []).append(coll)
         out += [f"{scope.replace('_', '-')} {', '.join(cs)}: {p.path}'s fits are copied from {gpu}'s (derived_from), "
                 f"not measured on {p.gpu}; calibrate this cluster to replace them" for gpu, cs in by_src.items()]
         out += [f"{scope.replace('_', '-')} {', '.join(cs)}: priced with {p.path}'s {base} fit (derived_from: no "

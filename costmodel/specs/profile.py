@@ -84,19 +84,28 @@ class Profile:
     fit_sigma: dict = field(default_factory=dict, repr=False)
     attention_kernels: dict = field(default_factory=dict)
 
-    def copied_from(self, path: str) -> str | None:
-        """The GPU whose built-in entry this profile's entry at the dotted ``path`` copies
-        (``derived_from: "<gpu>:<path>"``, followed through this profile's own entries, as
-        :func:`fit_sigma` follows it), or None where the entry is this profile's own."""
+    def derivation(self, path: str) -> list[tuple[str, str]]:
+        """The ``derived_from: "<gpu>:<dotted path>"`` hops of the entry at the dotted ``path``, as
+        (gpu, path) pairs: followed through this profile's own entries (as :func:`fit_sigma` follows
+        them, at most 4), ending at another GPU's entry or at an entry of this profile's own data.
+        Empty where the entry at ``path`` is its own."""
+        hops = []
         for _ in range(4):
             entry = _entry_at(self.raw, path)
             src = entry.get("derived_from") if isinstance(entry, dict) else None
             if not (isinstance(src, str) and ":" in src):
-                return None
+                break
             gpu, path = src.split(":", 1)
+            hops.append((gpu, path))
             if gpu != self.key:
-                return gpu
-        return None
+                break
+        return hops
+
+    def copied_from(self, path: str) -> str | None:
+        """The GPU whose built-in entry this profile's entry at the dotted ``path`` copies (the last
+        hop of :meth:`derivation`), or None where the entry is this profile's own."""
+        hops = self.derivation(path)
+        return hops[-1][0] if hops and hops[-1][0] != self.key else None
 
     def attention_efficiency(self, kernel: str, seq_len, head_dim: float = 128, head_dim_v: float | None = None,
                              through_te: bool = False):
