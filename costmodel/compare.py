@@ -308,13 +308,15 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool 
     model FLOP/s per GPU (causal attention, the least count) than the GPU's dense peak in the recipe's
     GEMM dtype (the run ran on other GPUs), or under validate's MIN_PEAK_FRACTION of it (a step in
     other units, or an edited log), as validate does for a published row; or a logged peak memory above
-    the GPU's whole memory.  ``model_flag`` (the model came from --model) and ``origin`` (field -> 'flag',
+    the GPU's whole memory, or a TFLOP/s the log prints above the peak even where it counts the attention
+    scores a causal kernel skips.  ``model_flag`` (the model came from --model) and ``origin`` (field -> 'flag',
     'log', ...): the flags that set the model, batch or sequence, named beside --cluster as what else
     can be wrong.
 
     Raises:
         InputError: naming the log (above every catalog GPU's peak: a time in other units; below the
-            floor), --cluster and ``given`` (above this GPU's peak) or --cluster (above the memory).
+            floor), --cluster and ``given`` (above this GPU's peak) or --cluster (above the memory, or a
+            printed TFLOP/s above the peak).
     """
     from .compute import gemm_dtype, model_flops_per_step
     from .validate import MIN_PEAK_FRACTION
@@ -333,6 +335,14 @@ def check_measured_rate(m, recipe, c, metrics: list, log: str, model_flag: bool 
         raise InputError(" ".join(("--cluster",) + tuple(given)), "", f"the log's step time makes {rate / 1e12:.0f} "
                          f"TFLOP/s per GPU, above {c.gpu.name}'s dense {gemm_dtype(recipe)} peak of {peak / 1e12:.0f} "
                          f"({c.key}): the run did not run on these GPUs{others}; name the cluster it ran on")
+    # the log's own TFLOP/s: executed FLOPs, unless it counts the whole s x s attention block where a causal
+    # kernel runs half of it; above the peak even at that count, the run ran elsewhere whatever our model
+    printed = next((x["measured"] for x in metrics if x["name"] == "logged_tflops_per_gpu"), None)
+    full_attn = model_flops_per_step(m, recipe) / model_flops_per_step(m, recipe, causal=True)
+    if peak and printed and printed * 1e12 > peak * full_attn:
+        raise InputError("--cluster", "", f"the log prints {printed:.1f} TFLOP/s per GPU, above {c.gpu.name}'s dense "
+                         f"{gemm_dtype(recipe)} peak of {peak / 1e12:.0f} ({c.key}) even if it counts every attention "
+                         "score a causal kernel skips: the run did not run on these GPUs; name the cluster it ran on")
     mem = next((x["measured"] for x in metrics if x["name"] == "peak_memory_gib"), None)
     if mem and mem * 2**30 > c.gpu.total_capacity_bytes * 1.01:      # 1%: the print's rounding
         raise InputError("--cluster", "", f"the log's peak memory {mem:.1f} GiB is more than {c.gpu.name}'s "

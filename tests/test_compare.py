@@ -887,6 +887,23 @@ def test_a_step_faster_than_the_peak_names_the_flags_given_beside_the_cluster():
         check_measured_rate(m, Recipe(gbs=8, seq_len=8192), c, [{"name": "step_time_s", "measured": 0.002}], "n.log")
 
 
+def test_a_printed_tflops_above_the_peak_refuses_the_cluster_whatever_the_model():
+    """A dump read as another model (fewer FLOPs than the run's) keeps the step's rate under the peak;
+    the log's own TFLOP/s does not: 394.6 printed on an A100 (312) is refused, 300 passes, and the bound
+    allows a log that counts the whole s x s attention block (Llama 3 70B at 8k: 1.072 x the causal count, 334 TFLOP/s)."""
+    from costmodel.compare import check_measured_rate
+    from costmodel.errors import InputError
+    from costmodel.specs import Recipe, load_cluster, load_model
+    m, c, r = load_model("llama3-70b"), load_cluster("dgx-a100", nodes=4), Recipe(gbs=32, seq_len=8192)
+    step = [{"name": "step_time_s", "measured": 60.0}]
+    with pytest.raises(InputError, match=r"^--cluster: the log prints 394.6 TFLOP/s per GPU, above A100-SXM-80GB's "
+                                         r"dense bf16 peak of 312 \(dgx-a100\)"):
+        check_measured_rate(m, r, c, step + [{"name": "logged_tflops_per_gpu", "measured": 394.6}], "n.log")
+    check_measured_rate(m, r, c, step + [{"name": "logged_tflops_per_gpu", "measured": 330.0}], "n.log")
+    with pytest.raises(InputError, match="above A100-SXM-80GB's"):
+        check_measured_rate(m, r, c, step + [{"name": "logged_tflops_per_gpu", "measured": 340.0}], "n.log")
+
+
 def test_the_json_band_is_the_tables_band():
     """compare --json's step_time_band_s (predict's name) is the ± the table prints on the predicted step
     (under the power limit): it had been the band on the step before the limit (3.461 against the table's
