@@ -296,6 +296,29 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
+def dump_defaults_note(m: ModelSpec, args: dict) -> str:
+    """The clause that follows a model read from an argument dump: the value Megatron's default gave each
+    structure key the dump leaves out (:func:`model_from_log`), and the catalog models whose sizes (layers,
+    hidden, heads, KV heads, vocabulary, experts) the dump's are, when their structure differs: a partial
+    dump of a SwiGLU model reads as a GeLU one.  '' when the dump gives every key."""
+    from .specs.model import list_models, load_model
+    said = lambda k: args.get(k) is not None        # noqa: E731
+    values = {"swiglu": "off (a GeLU MLP)", "untie_embeddings_and_output_weights": "off (tied embeddings)",
+              "position_embedding_type": "learned_absolute", "add_bias_linear": "on (biased linears)",
+              "ffn_hidden_size": f"{m.dense_mlp_width if m.is_moe else m.ffn_hidden} (Megatron's 4 x hidden rule)"}
+    if args.get("multi_latent_attention") is True:
+        values.update(q_lora_rank="none", qk_head_dim="128", qk_pos_emb_head_dim="64", v_head_dim="128")
+    unsaid = [f"{k} {v}" for k, v in values.items() if not said(k)]
+    if not unsaid:
+        return ""
+    shape = lambda x: (x.num_layers, x.hidden, x.num_heads, x.num_kv_heads, x.vocab, x.num_experts)  # noqa: E731
+    catalog = {n: load_model(n) for n in list_models()}
+    alike = [n for n, x in catalog.items() if shape(x) == shape(m) and (x.gated, x.tie_embeddings) != (m.gated, m.tie_embeddings)]
+    return (f"; not in the dump, Megatron's defaults: {', '.join(unsaid)}"
+            + (f"; its sizes are the catalog's {' / '.join(alike)}, built otherwise: pass --model if the run trained it"
+               if alike else ""))
+
+
 def _fastest_catalog_peak(dtype: str) -> float:
     """The highest dense peak in ``dtype`` of the catalog's GPUs (hardware/gpus), FLOP/s; 0 where none has one."""
     from .specs.hardware import list_gpus, load_gpu

@@ -1122,3 +1122,19 @@ def test_a_lone_missing_world_keeps_its_alternative_flag():
         _ask_once(ll, {}, "llama3-8b", None, "megatron", "x.log")
     assert "--nodes (or --dp): no world size was read from it" in e.value.message and \
         e.value.message.count("--nodes") == 1, e.value.message
+
+
+def test_a_partial_dump_says_what_megatron_defaults_built_and_which_catalog_model_it_resembles():
+    """A dump with Llama 3 70B's sizes and no swiglu key builds Megatron's default GeLU MLP: the note gives
+    each default's value (it had listed 'swiglu' as if it were on) and names the catalog models of those
+    sizes; a dump that gives every structure key adds nothing."""
+    from costmodel.compare import dump_defaults_note, model_from_log
+    lay = dict(num_layers=80, hidden=8192, num_heads=64, num_kv_heads=8, vocab=128256, ffn_hidden=28672)
+    m = model_from_log(lay, {}, "x.log")
+    note = dump_defaults_note(m, {})
+    assert m.activation == "gelu" and "swiglu off (a GeLU MLP)" in note
+    assert "untie_embeddings_and_output_weights off (tied embeddings)" in note
+    assert "its sizes are the catalog's llama3-70b / llama3.1-70b, built otherwise: pass --model" in note
+    full = dict(swiglu=True, untie_embeddings_and_output_weights=True, position_embedding_type="rope",
+                add_bias_linear=False, ffn_hidden_size=28672)
+    assert dump_defaults_note(model_from_log(lay, full, "x.log"), full) == ""

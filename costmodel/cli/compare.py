@@ -12,7 +12,8 @@ from rich.table import Table
 
 from .. import report
 from ..compare import (build_metrics, check_model, differs, logged_flops_check, logged_memory_check, model_from_log,
-                       per_gpu_rows, wall_clock_note, check_measured_rate, resolve_run, throttle_warnings)
+                       per_gpu_rows, wall_clock_note, check_measured_rate, resolve_run, throttle_warnings,
+                       dump_defaults_note)
 from ..trace_window import capture_gpu_check, trace_coverage_notes, trace_metrics, training_window
 from ..compare import STACK_DEFAULTS
 from ..errors import InputError
@@ -273,12 +274,6 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
         check_model(m, ll, model, log, tlog.args)
     else:
         m = model_from_log(ll, tlog.args, log)
-        # what the dump gave and what Megatron's defaults filled, since no --model says it
-        unsaid = [k for k in ("swiglu", "untie_embeddings_and_output_weights", "position_embedding_type",
-                              "add_bias_linear", "ffn_hidden_size") if tlog.args.get(k) is None]
-        if tlog.args.get("multi_latent_attention") is True:
-            unsaid += [k for k in ("q_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
-                       if tlog.args.get(k) is None]
         ffn = (f"{m.num_experts} experts (top {m.topk}) of FFN {m.ffn_hidden}" + (
             f" in {m.moe_layers} layers, {m.num_dense_layers} dense of FFN {m.dense_mlp_width}" if m.num_dense_layers
             else "") + (f", shared FFN {m.shared_ffn_hidden}" if m.shared_ffn_hidden else "")
@@ -287,7 +282,7 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                         f"heads ({'MLA' if m.is_mla else f'{m.num_kv_heads} KV'}), {ffn} {m.activation}, vocab "
                         f"{m.vocab}, {m.params() / 1e9:.2f}B parameters"
                         + (f" ({m.params(active=True) / 1e9:.2f}B active)" if m.is_moe else "")
-                        + (f"; not in the dump, Megatron's defaults: {', '.join(unsaid)}" if unsaid else ""))
+                        + dump_defaults_note(m, tlog.args))
     c0 = load_cluster(cluster)
     lay = run.layout
     if not m.is_moe and lay.get("etp") is not None and run.origin.get("etp") == "log":
