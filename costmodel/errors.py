@@ -156,7 +156,8 @@ class InfeasibleError(CostmodelError):
     """No layout satisfies the limits (CLI exit code 3).
 
     Args:
-        binding: the limit family to relax: 'temperature', 'node_power', 'memory', or several
+        binding: the limit family to relax: 'temperature', 'node_power', 'memory', 'power_cap' (a per-GPU
+            cap the lowest clock cannot hold), or several
             joined by '+' when no single family suffices.
         message: e.g. "max temperature 83.0 C must rise to 86.4 C (+3.4 C, layout ...) ...".
         required: family -> the least limit value that makes the instance feasible (C, W, bytes)
@@ -167,7 +168,8 @@ class InfeasibleError(CostmodelError):
     exit_code = 3
     #: family -> (unit, factor from ``required``'s unit): the unit the limit is given in, which ``--json``
     #: reports (a node budget is set as --node-power-kw; a temperature as --max-temp-c; HBM in bytes)
-    JSON_UNITS = {"temperature": ("C", 1.0), "node_power": ("kW", 1e-3), "memory": ("bytes", 1.0)}
+    JSON_UNITS = {"temperature": ("C", 1.0), "node_power": ("kW", 1e-3), "memory": ("bytes", 1.0),
+                  "power_cap": ("W", 1.0)}
 
     def __init__(self, binding: str, message: str, required: dict | None = None, relative: dict | None = None):
         self.binding, self.message = binding, message

@@ -38,6 +38,9 @@ OBJECTIVES = ("time", "energy", "edp")
 #: power-cap levels per stage the energy search prices by default: 9 evenly spaced levels nest 5's (and 3's),
 #: so the optimum is never worse than theirs; Llama 3 70B at 55 C on paper-h200 gains 11% energy over 5
 DEFAULT_CAP_LEVELS = 9
+#: how far above a cap a GPU's busy power may sit before the cap counts as not held, W (the reports'
+#: rounding; costmodel.report.unmet_caps reads it too)
+CAP_TOL_W = 0.5
 
 
 def cap_levels(cluster: ClusterSpec, profile: Profile, max_cap_w: float | None, n: int = DEFAULT_CAP_LEVELS) -> tuple:
@@ -285,8 +288,13 @@ def space_rows(model, res: SearchResult) -> np.ndarray:
 def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: str, caps: tuple, *,
                 max_temp_c: float, node_power_w: float, inlet_temp_c: float | None,
                 step_time_slack: float | None, node_power: bool, solver: str = "cbc",
-                k: int = 6) -> SpaceSolution:
+                k: int = 6, power_limit_w: float | None = None) -> SpaceSolution:
     """The optimum of ``objective`` over every layout of :func:`space_rows` (module docstring, step 3).
+
+    ``power_limit_w``: a per-GPU limit the caps must hold (recommend's --power-cap-w), W.  A cap at or
+    under it that the GPU's lowest clock cannot hold leaves the GPU above it (the busy power of
+    costmodel.power.compute_under_cap): a layout whose GPUs draw more than the limit at every level is
+    left out, and an answer that still does is infeasible.
 
     Each option's bounds are :func:`costmodel.ilp.lower_bounds` (time; energy; their product for
     EDP).  Branch and bound, twice: first the fastest layout under the limits (the reference of a
@@ -301,7 +309,8 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
 
     Raises:
         InputError: no layout in the space, or missing power/thermal inputs.
-        InfeasibleError: no layout meets the limits.
+        InfeasibleError: no layout meets the limits, or none holds its GPUs under ``power_limit_w``
+            (binding 'power_cap', with the least limit that holds the answer's).
     """
     rows = space_rows(model, res)
     if not len(rows):
@@ -313,6 +322,9 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     # the temperature or the node power limit (the ILP's own pre-filter, exact for whole nodes)
     hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
     ok = _whole_node_levels(tb, cluster, (hot, node), max_temp_c, node_power_w)
+    if power_limit_w is not None:
+        # the least busy power a layout reaches, at whichever level holds it lowest
+        ok = ok & (tb["p_busy_w"].min(axis=1) <= power_limit_w + CAP_TOL_W)[:, None]
     masked = dict(tb, t_layer_s=np.where(ok, tb["t_layer_s"], np.inf), t_last_s=np.where(ok, tb["t_last_s"], np.inf),
                   t_first_s=np.where(ok, tb["t_first_s"], np.inf))
     with np.errstate(invalid="ignore"):
@@ -387,4 +399,10 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
         sol, chosen, inst = bnb(objective, lb, first + [fast_set[fast.layout_index]])
     else:
         sol, chosen = fast, fast_set
+    over = max((g.power_w for g in sol.gpus), default=0.0)
+    if power_limit_w is not None and over > power_limit_w + CAP_TOL_W:
+        raise ilp.InfeasibleError("power_cap", f"no layout holds its GPUs under --power-cap-w {power_limit_w:.0f} W: "
+                                  f"at {cluster.gpu.name}'s lowest clock the least hungry still draw {over:.0f} W busy "
+                                  f"(layout {sol.layout_name!r}); the cap must rise to {over:.0f} W",
+                                  {"power_cap": over}, {"power_cap": (over - power_limit_w) / power_limit_w})
     return SpaceSolution(sol, [_run(i) for i in chosen], inst, len(rows), len(chosen), solves[0])

@@ -14,6 +14,7 @@ from rich.table import Table
 from . import metrics
 from .layout_fields import RECOMPUTE
 from .layouts import layout_name
+from .optimize import CAP_TOL_W
 from .predict import Prediction, RunPrediction
 from .specs.model_config import known_family
 from .schedule import BREAKDOWN_TERMS
@@ -329,7 +330,7 @@ def unmet_caps(sol) -> dict:
     lowest clock cannot hold the cap (costmodel.power.compute_under_cap), so it runs above it."""
     out = {}
     for g in sol.gpus:
-        if g.power_w > sol.caps_w[g.stage] + 0.5:
+        if g.power_w > sol.caps_w[g.stage] + CAP_TOL_W:
             out[g.stage] = max(out.get(g.stage, 0.0), g.power_w)
     return out
 

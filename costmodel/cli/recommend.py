@@ -577,7 +577,7 @@ def _energy_recommend(m, c, r, p, res, out, *, objective, power_cap_w, node_powe
     try:
         space = solve_space(m, r, c, p, res, objective, caps, max_temp_c=limit_t, node_power_w=node_w,
                             inlet_temp_c=inlet_temp_c, step_time_slack=step_time_slack, node_power=node_power,
-                            solver=solver, k=k)
+                            solver=solver, k=k, power_limit_w=power_cap_w)
         sol, lays = space.solution, space.runs
         front = None
         if pareto:

@@ -134,19 +134,22 @@ def test_a_profile_without_static_w_keeps_the_whole_idle_power_at_every_clock(tm
     assert float(clock_ratio(old, 700.0, 400.0)) < float(clock_ratio(new, 700.0, 400.0))
 
 
-def test_recommend_says_when_its_cap_cannot_be_met():
-    """A B200 draws 190 W idle at its lowest clock (nvidia-smi): under a 220 W limit its busy GPUs
-    stay above the cap; recommend still sets a cap within the limit but says it is not met (every level
-    from the 200 W minimum to 220 W runs at the floor clock: the same step, the least energy at 200 W)."""
+def test_recommend_refuses_a_power_cap_the_gpus_cannot_hold():
+    """A B200 draws 190 W idle at its lowest clock (nvidia-smi): under a 220 W limit its busy GPUs stay
+    above it at every level, so no answer keeps the limit: exit 3 naming the least cap that holds (it had
+    answered with the GPUs above the limit and a note).  Under 300 W the GPUs hold it, whatever level
+    each stage's cap is set to (a 200 W level runs at the floor clock, still under 300 W)."""
     p = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-b200", "--nodes", "1", "--gbs", "64",
             "--seq-len", "8192", "--power-cap-w", "220", "--json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 3, p.stderr
     rec = json.loads(p.stdout)
-    assert 200.0 <= rec["stages"][0]["cap_w"] <= 220.0 and rec["cap_unmet_stages"] == [0]
-    assert all(g["busy_power_w"] > 225.0 for g in rec["per_gpu"])
-    t = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-b200", "--nodes", "1", "--gbs", "64",
-            "--seq-len", "8192", "--power-cap-w", "220")
-    assert "CAP NOT MET: stage 0's GPUs draw" in " ".join(t.stdout.split())
+    assert rec["feasible"] is False and rec["binding"] == "power_cap" and rec["units"]["power_cap"] == "W"
+    assert 225.0 < rec["required"]["power_cap"] < 300.0
+    assert "no layout holds its GPUs under --power-cap-w 220 W" in " ".join(p.stderr.split())
+    ok = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-b200", "--nodes", "1", "--gbs", "64",
+             "--seq-len", "8192", "--power-cap-w", "300", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert all(g["busy_power_w"] <= 300.5 for g in json.loads(ok.stdout)["per_gpu"])
 
 
 def test_energy_search_with_a_profile_lacking_its_thermal_model_is_one_line(tmp_path):
