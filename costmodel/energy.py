@@ -37,7 +37,7 @@ from . import metrics
 from .compute import dense_peak_flops, edge_layer_share, gemm_dtype, layer_matmul_flops_per_token
 from .errors import InputError
 from .layouts import layers_per_stage, light_last_stage, microbatches, pipeline_split, recomputed_fraction
-from .power import PowerParams, compute_under_cap, phase_power_w, wait_power_w
+from .power import PowerParams, compute_under_cap, held_power_w, phase_power_w, wait_power_w
 from .schedule import LayoutTerms, bubble_periods, pipeline_bubble_s
 from .specs import ClusterSpec, ModelSpec, Profile, Recipe
 from .thermal import steady_temp_c, temp_after_c
@@ -335,8 +335,8 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     # clock cannot meet it)
     comp, e_comp, s, w_class = compute_under_cap(pw, capped_classes(classes, st.burst), caps_w, clock_max)
     p_busy = e_comp / np.where(comp > 0, comp, 1.0)
-    p_comm = np.minimum(phase_power_w(pw, st.comm_util), caps_w)
-    p_dp = np.minimum(phase_power_w(pw, st.dp_util or st.comm_util), caps_w)
+    p_comm = held_power_w(pw, phase_power_w(pw, st.comm_util), caps_w)
+    p_dp = held_power_w(pw, phase_power_w(pw, st.dp_util or st.comm_util), caps_w)
     t_mb = comp + exposed
     busy = st.m * comp
     comm = st.m * exposed + st.const_s
@@ -352,7 +352,7 @@ def stage_state(st: StageTerms, pw: PowerParams, caps_w: np.ndarray, clock_max=N
     wait = np.maximum(t_own - busy - comm, 0.0)   # bubbles and waiting for the slowest stage
     # the cap binds a waiting GPU too, though a spinning kernel rarely reaches it
     energy = (p_busy * busy + p_comm * (comm - st.dp_s) + p_dp * st.dp_s
-              + np.minimum(wait_power_w(pw), caps_w) * wait)
+              + held_power_w(pw, wait_power_w(pw), caps_w) * wait)
     avg = energy / t_own
     # the densest window a meter sees is the steady 1F1B period; never below the step's average
     # (a stage whose step-level terms, e.g. the optimizer or the DP reduction, draw more than its

@@ -26,7 +26,7 @@ from . import ilp
 from .energy import burst_classes, capped_classes, check_cap, layer_blocks, power_params, require_energy_inputs
 from .errors import InputError
 from .memory import stage_memory_terms
-from .power import compute_under_cap, phase_power_w, wait_power_w
+from .power import compute_under_cap, held_power_w, phase_power_w, wait_power_w
 from .predict import RunPrediction, predict_runs, predict_table, prediction_row
 from .search import SearchResult
 from .specs import ClusterSpec, Profile
@@ -80,7 +80,7 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     cap = np.asarray(caps, dtype=np.float64)[None, :]
     burst = burst_classes(profile, recipe)
     # communication draws the link phase's power held at the cap (costmodel.energy.stage_state)
-    p_comm = np.minimum(np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), cap)
+    p_comm = held_power_w(pw, np.asarray(phase_power_w(pw, {"link": b["u_link"]}), dtype=np.float64), cap)
 
     def under_cap(blk):
         # each kernel class at the clock it reaches: the cap, or more where the GPU's lowest clock
@@ -100,12 +100,12 @@ def option_table(model, recipe, cluster, profile, terms, caps: tuple, node_power
     # the step's exposed communication draws the link phase's power held at the stage's cap
     # (costmodel.energy.stage_state: the micro-batches' stage-boundary sends and the DP reduction with
     # the optimizer step), above the waiting power const_time_s is charged at
-    p_wait = min(wait_power_w(pw), float(min(caps)))
+    p_wait = float(held_power_w(pw, wait_power_w(pw), float(min(caps))))
     ones = np.ones(len(terms.layouts))
     comm_s = np.asarray(b["const_s"] + b["m"] * b["pp_mb_s"], dtype=np.float64) * ones
     # the DP reduction at its own utilisations (costmodel.energy.dp_comm_util: NIC-paced across nodes)
     dp_s = np.asarray(b["dp_s"], dtype=np.float64) * ones
-    p_dp = np.minimum(np.asarray(phase_power_w(pw, b["dp_util"]), dtype=np.float64)[:, None] * ones[:, None], cap)
+    p_dp = held_power_w(pw, np.asarray(phase_power_w(pw, b["dp_util"]), dtype=np.float64)[:, None] * ones[:, None], cap)
     stage_comm = np.asarray(b["stage_gpus"])[:, None] * (np.maximum(p_comm - p_wait, 0.0) * (comm_s - dp_s)[:, None]
                                                          + np.maximum(p_dp - p_wait, 0.0) * dp_s[:, None])
     const_s = b["const_s"] + b["bubble_factor"] * b["pp_mb_s"] + b["pp_fill_s"]

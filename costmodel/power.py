@@ -131,6 +131,15 @@ def clock_ratio(p: PowerParams, power_w, cap_w):
     return ratio_under_cap(power_w, cap_w, p.static_floor_w, p.gamma, p.v_floor_clock_ratio, p.min_clock_ratio)
 
 
+def held_power_w(p: PowerParams, power_w, cap_w):
+    """Power of a phase drawing ``power_w`` uncapped (communication, waiting) under ``cap_w``, W: the cap
+    where it binds, never below what the phase draws at the GPU's lowest clock (:func:`power_at_clock_w`
+    at ``p.min_clock_ratio``: a cap below that is not met, as for compute, :func:`clock_ratio`).
+    Arrays broadcast; raises nothing."""
+    power_w = np.asarray(power_w, dtype=np.float64)
+    return np.minimum(power_w, np.maximum(cap_w, power_at_clock_w(p, power_w, p.min_clock_ratio)))
+
+
 def compute_under_cap(p: PowerParams, classes: dict, cap_w, clock_max=None):
     """A compute phase made of kernel classes, each capped on its own (module docstring).
 
