@@ -153,11 +153,45 @@ IDLE_UTIL_PCT = 5.0
 IDLE_MIN_SAMPLES = 10
 
 
-def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
-    """Measured power/temperature metrics over [t0, t1] and a per-GPU table (hottest first).
+#: a GPU idle (under IDLE_UTIL_PCT) for this many steps in a row marks a pause between iterations (a
+#: checkpoint write, an evaluation): every GPU launches kernels within each of its steps, spinning ones
+#: included while it waits for a peer, so no step leaves one idle that long
+PAUSE_MIN_STEPS = 2.0
+
+
+def pause_spans(trace, m, step_time_s: float) -> list:
+    """(start, end) Unix-s intervals, disjoint and sorted, inside the samples ``m`` (bool over the trace)
+    over which one GPU's utilisation stays under :data:`IDLE_UTIL_PCT` for at least :data:`PAUSE_MIN_STEPS` steps of
+    ``step_time_s`` s; [] without a utilisation column or a step time."""
+    if trace.util_gpu_pct is None or not step_time_s > 0:
+        return []
+    spans = []
+    for g in np.unique(trace.gpu[m]):
+        k = np.flatnonzero(m & (trace.gpu == g))
+        k = k[np.argsort(trace.t_unix[k], kind="stable")]
+        idle = np.concatenate(([False], trace.util_gpu_pct[k] < IDLE_UTIL_PCT, [False]))
+        edges = np.flatnonzero(np.diff(idle.astype(np.int8)))
+        for a, b in zip(edges[::2], edges[1::2] - 1):      # runs of idle samples, first and last index
+            t_a, t_b = float(trace.t_unix[k[a]]), float(trace.t_unix[k[b]])
+            if t_b - t_a >= PAUSE_MIN_STEPS * step_time_s:
+                spans.append((t_a, t_b))
+    merged = []             # one pause seen idle on several GPUs is one interval
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def trace_metrics(trace, t0: float, t1: float, step_time_s: float = float("nan")) -> tuple[dict, list]:
+    """Measured power/temperature metrics over [t0, t1] and a per-GPU table (hottest first), without
+    the pauses between iterations (:func:`pause_spans`, ``step_time_s`` the log's step, s) whose samples
+    leave at least half the window: the log's step times leave the pauses out too.
 
     Returns:
-        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus, gpus (the captured indices)}, per-GPU rows
+        ({avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n_samples, n_gpus, gpus (the captured indices),
+        pauses: None or {n, seconds, share (of the window's samples), avg_power_w (with them)}}, per-GPU rows
         {gpu, avg_power_w, peak_power_w, max_temp_c, sm_clock_mhz, n, throttle}); NaN where the trace
         lacks a column; ``throttle``: throttling reason -> share of the GPU's samples it was active in
         (costmodel.readers.clock_events), None when the trace has no clock-event field.
@@ -176,6 +210,16 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
                          f"{_nanmean(trace.power_w[m]):.0f} W): the trace is of other GPUs or another time, or its "
                          "utilisation column is not measured there (nvidia-smi reads 0 under MIG and on some virtual "
                          "machines): capture utilization.gpu where it reads")
+    pauses = None
+    spans = pause_spans(trace, m, step_time_s)
+    if spans:
+        out = np.zeros_like(m)
+        for a, b in spans:
+            out |= m & (trace.t_unix >= a) & (trace.t_unix <= b)
+        if out.sum() <= 0.5 * m.sum():
+            pauses = dict(n=len(spans), seconds=sum(b - a for a, b in spans), share=float(out.sum() / m.sum()),
+                          avg_power_w=_nanmean(trace.power_w[m]))
+            m = m & ~out
     rows = []
     for g in np.unique(trace.gpu[m]):
         k = m & (trace.gpu == g)
@@ -188,7 +232,7 @@ def trace_metrics(trace, t0: float, t1: float) -> tuple[dict, list]:
     agg = dict(avg_power_w=_nanmean([r["avg_power_w"] for r in rows]),
                peak_power_w=_nanpct(trace.power_w[m], PEAK_PERCENTILE), max_temp_c=_nanmax(trace.temp_c[m]),
                sm_clock_mhz=_nanmedian(trace.sm_clock_mhz[m]), n_samples=int(m.sum()), n_gpus=len(rows),
-               gpus=sorted(r["gpu"] for r in rows))
+               gpus=sorted(r["gpu"] for r in rows), pauses=pauses)
     return agg, rows
 
 

@@ -14,7 +14,7 @@ from .. import report
 from ..compare import (build_metrics, check_model, differs, logged_flops_check, logged_memory_check, model_from_log,
                        per_gpu_rows, wall_clock_note, check_measured_rate, resolve_run, throttle_warnings,
                        dump_defaults_note)
-from ..trace_window import capture_gpu_check, trace_coverage_notes, trace_metrics, training_window
+from ..trace_window import PAUSE_MIN_STEPS, capture_gpu_check, trace_coverage_notes, trace_metrics, training_window
 from ..compare import STACK_DEFAULTS
 from ..errors import InputError
 from ..logged_recipe import dump_key, logged_switches
@@ -536,13 +536,19 @@ def _power_capture(power, c, allow_override: bool, agg: dict, tlog, per_gpu, war
     kept_t = tlog.iterations.t_unix[tlog.kept]
     t0, t1, how = training_window(kept_t, st, ptrace.t_unix, ptrace.absolute_time, ptrace.util_gpu_pct,
                                   tlog.iterations.iteration[tlog.kept])
-    pw, rows = trace_metrics(ptrace, t0, t1)
+    pw, rows = trace_metrics(ptrace, t0, t1, st)
     if pw["gpus"] and max(pw["gpus"]) >= c.gpus_per_node:
         raise InputError("--power", "", f"the capture holds GPU indices up to {max(pw['gpus'])}, but a {c.key} node "
                          f"has {c.gpus_per_node} GPUs (indices 0..{c.gpus_per_node - 1}): a capture of another "
                          "machine, or of several nodes without a host column")
     warnings.append(f"power samples aligned by {how}: {pw['n_samples']} samples of {pw['n_gpus']} GPUs "
                     f"over {t1 - t0:.0f} s")
+    if pw["pauses"]:
+        ps = pw["pauses"]
+        warnings.append(f"{ps['share']:.0%} of those samples fall in {ps['n']} pause(s) between iterations ({ps['seconds']:.0f} s "
+                        f"with a GPU idle for {PAUSE_MIN_STEPS:g} steps or more: a checkpoint write or an evaluation, which "
+                        f"the log's step times leave out): the measured power leaves them out too (with them "
+                        f"{ps['avg_power_w']:.0f} W)")
     warnings += throttle_warnings(rows) + trace_coverage_notes(pw["n_gpus"], t1 - t0, st, c)
     return pw, per_gpu_rows(rows, per_gpu), (t0, t1), ptrace
 
