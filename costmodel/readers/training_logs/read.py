@@ -158,7 +158,40 @@ def _select_rank(records, rank, path, warnings, errors, quiet_same_rank=False):
             warnings.append(f"{path}:{first_line}: iterations are printed more than once (interleaved ranks; rank "
                             f"prefixes seen: {shown}); kept rank {label!r}, first line of each iteration, dropped "
                             f"{dropped} line(s); choose another with compare --rank N")
+        spread = _copies_spread(records, out)
+        if spread:
+            warnings.append(f"{path}: the copies of an iteration disagree: {spread}; the kept rank's figures are "
+                            "compared (a pipeline's last stage prints the step the job took; choose with --rank N)")
     return out
+
+
+#: the largest relative difference between two copies of one iteration's figure that is only the print's
+#: rounding or clock jitter between ranks
+_COPY_SPREAD = 0.05
+
+
+def _copies_spread(records, kept) -> str:
+    """'' when every copy of a kept iteration agrees with the kept record's step time (or tokens/s) within
+    :data:`_COPY_SPREAD`, else the widest gap: iteration, the two ranks and their figures."""
+    mine = {r["iteration"]: r for r in kept}
+    worst = (0.0, None)
+    for r in records:
+        k = mine.get(r["iteration"])
+        if k is None or r is k:
+            continue
+        for f in ("step_time_s", "tokens_per_s_per_gpu"):
+            a, b = k.get(f), r.get(f)
+            if a and b and a == a and b == b:
+                gap = abs(b - a) / a
+                if gap > worst[0]:
+                    worst = (gap, (f, k, r))
+                break
+    if worst[0] <= _COPY_SPREAD:
+        return ""
+    f, k, r = worst[1]
+    name = lambda x: "(no prefix)" if x["rank"] is None else repr(x["rank"])     # noqa: E731
+    return (f"at iteration {k['iteration']} rank {name(r)} printed {f} {r[f]:.4g}, rank {name(k)} {k[f]:.4g} "
+            f"({100 * (r[f] / k[f] - 1):+.0f}%)")
 
 
 #: how much later than a higher iteration's first print a repeated iteration must be to be a second run,
@@ -316,10 +349,11 @@ def _read(path, framework=None, warmup_steps=None, rank=None, strict=True) -> Tr
     if fell_back:
         warnings.append(f"{path}: the warm-up rule would discard all {len(records)} iteration record(s); all kept")
     nan_loss = [r["line"] for i, r in enumerate(records) if log.kept[i] and isinstance(r.get("loss"), float)
-                and math.isnan(r["loss"])]
+                and not math.isfinite(r["loss"])]
     if nan_loss:
-        warnings.append(f"{path}:{nan_loss[0]}: {len(nan_loss)} kept record(s) print a NaN loss, the first here: a "
-                        "diverged run; its step times are used as printed")
+        # the step ran (unlike Megatron's skipped or NaN-counted iterations, whose optimizer step did not)
+        warnings.append(f"{path}:{nan_loss[0]}: {len(nan_loss)} kept record(s) print a NaN or infinite loss, the first "
+                        "here: a diverged run; its step times are used as printed")
 
     if n_parsed and not records:
         raise TrainingLogParseError(errors, log)
