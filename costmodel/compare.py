@@ -35,6 +35,7 @@ import numpy as np
 from . import metrics
 from .errors import InputError
 from .layout_fields import FIELD_SPECS, FIELDS
+from .readers.training_logs.records import IMPLIED
 from .specs import ModelSpec
 from .trace_window import PEAK_PERCENTILE
 from .specs.model import dense_layer_fields
@@ -114,7 +115,9 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
         if fv is not None:
             out[k], origin[k] = fv, ("log" if lv is not None and not differs(fv, lv) else "flag")
         elif lv is not None:
-            out[k], origin[k] = lv, "log"
+            # a value the dump implies without printing it says so (the key it lacks and the default)
+            src = (sources or {}).get(k, "")
+            out[k], origin[k] = lv, (f"log: {src}" if IMPLIED in src else "log")
         elif k in STACK_DEFAULTS.get(stack, {}):
             out[k], origin[k] = STACK_DEFAULTS[stack][k], f"{stack} default"
         elif k in MEGATRON_DEFAULTS:

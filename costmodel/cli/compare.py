@@ -625,6 +625,8 @@ def _fmt(v, unit):
         return "-"
     if unit == "fraction":
         return f"{100 * v:.1f}%"
+    if abs(v) < 1e3:                # four significant digits kept: a 1 s step reads 1.000 beside 12.12
+        return f"{v:#.4g}".rstrip(".")
     return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
 
@@ -656,7 +658,7 @@ def _print(out, rec, tlog, band):
     if out["measured_step_time_s"]:
         s = out["measured_step_time_s"]
         con.print(f"measured step time: median {s['median']:.4g} s, IQR {s['iqr']:.3g} s, range {s['min']:.4g}"
-                  f"-{s['max']:.4g} s over {s['n']} records", highlight=False)
+                  f"-{s['max']:.4g} s over {s['n']} record{'s' if s['n'] != 1 else ''}", highlight=False)
     if band.sigma:
         con.print(f"± is one sigma: the fit residuals of {out['profile']} and the model's error on published "
                   f"runs of its regime ({band.model_form_key}, {100 * band.model_form_rel:.0f}%)"

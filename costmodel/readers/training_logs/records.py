@@ -117,7 +117,12 @@ _KEY_ARGS = {"tp": ("tensor_model_parallel_size",), "pp": ("pipeline_model_paral
              "cp": ("context_parallel_size",), "ep": ("expert_model_parallel_size",),
              "dp": ("data_parallel_size", "world_size"), "world_size": ("world_size", "trainer.devices"),
              "vp": ("virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage"),
-             "gbs": ("global_batch_size",), "precision": ("fp8", "bf16", "fp16", "params_dtype", "trainer.precision")}
+             "gbs": ("global_batch_size",), "precision": ("fp8", "bf16", "fp16", "params_dtype", "trainer.precision"),
+             "recompute_num_layers": ("recompute_num_layers", "activations_checkpoint_num_layers"),
+             "dp_replicate": ("num_distributed_optimizer_instances",)}
+#: the words :meth:`TrainingLog.layout_sources` puts after the dump's name for a value the dump implies
+#: without printing it (DP from the world size, a degree or count at its default)
+IMPLIED = ", which sets no "
 
 
 @dataclass
@@ -208,7 +213,7 @@ class TrainingLog:
                 # derived, not printed: DP from the world size, a degree a complete dump omits as 1
                 why = {"dp": "DP derived from its world size", "vp": "no interleaving: VP 1"}.get(
                     k, f"{v} is the default without it")
-                out[k] = f"{dump}, which sets no {_KEY_ARGS[k][0]} ({why})"
+                out[k] = f"{dump}{IMPLIED}{_KEY_ARGS[k][0]} ({why})"
             else:
                 out[k] = "start-up lines" if names and names[0] in self.startup_args else dump
         return out
