@@ -91,8 +91,11 @@ def compare(
         if plot and Path(trace).resolve() == Path(plot).resolve():
             raise InputError("--trace", "", f"{trace} is the --plot folder: name the trace file in it "
                              f"({Path(plot) / 'trace.json'})")
-        if Path(trace).suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg"):
-            raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not an image: name it .json")
+        tp = Path(trace)
+        # a pipe or device (/dev/stdout) takes the text whatever its name; a file is named for what it holds
+        if tp.suffix.lower() != ".json" and not (tp.exists() and not tp.is_file()):
+            kind = "an image" if tp.suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg") else f"'{tp.suffix or 'no suffix'}'"
+            raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not {kind}: name it .json")
         check_output(trace, "--trace", stream=True)
     tlog = _read_log(log, warmup_steps, rank)
     _refuse_untimed(tlog, log)

@@ -175,6 +175,9 @@ def test_the_trace_path_is_neither_the_plot_folder_nor_an_image(tmp_path):
              "is the --plot folder: name the trace file in it", str(tmp_path / "out" / "trace.json"))
     one_line(run(*base, "--trace", tmp_path / "t.png"), "--trace", "not an image: name it .json")
     assert not (tmp_path / "t.png").exists()
+    # any file that is not .json (it had written JSON into s.txt)
+    one_line(run(*base, "--trace", tmp_path / "s.txt"), "--trace", "not '.txt': name it .json")
+    assert not (tmp_path / "s.txt").exists()
 
 
 def test_a_capture_under_another_power_limit_is_said_to_be(tmp_path):
