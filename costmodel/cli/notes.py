@@ -116,3 +116,17 @@ def search_notes(c, recipe, ranked, no_sp: bool) -> list[str]:
     """The notes on what the cluster and the recipe leave the search of ``ranked`` (costmodel.predict.
     Prediction): :func:`domain_fill_note`, :func:`dp_limit_note`, :func:`sp_off_note`."""
     return domain_fill_note(c) + dp_limit_note(recipe, c.num_gpus) + sp_off_note(recipe, ranked, no_sp)
+
+
+def inlet_rating_note(c, inlet_temp_c: float | None) -> str | None:
+    """A note when the cooling inlet (``inlet_temp_c``, C, or the cluster's) lies outside what its cooling
+    type's equipment is rated for (costmodel.specs.cooling.RATED_INLET_C): the thermal model extrapolates
+    there."""
+    from ..specs.cooling import RATED_INLET_C
+    t = c.cooling.inlet_temp_c if inlet_temp_c is None else inlet_temp_c
+    lo, hi = RATED_INLET_C.get(c.cooling.type, (-math.inf, math.inf))
+    if lo <= t <= hi:
+        return None
+    return (f"a {t:g} C inlet is outside the {lo:g}-{hi:g} C {c.cooling.type}-cooled equipment is rated for "
+            f"(ASHRAE TC 9.9's {'classes A1-A4' if c.cooling.type == 'air' else 'water classes W17-W+'}): a scenario "
+            "no data hall runs, the thermal model extrapolated to it")

@@ -21,7 +21,7 @@ from ..moe import flex_crosses_efa
 from ..predict import least_recompute, predict_run
 from ..stacks import PRE_TE_MEGATRON_STACKS, get_stack
 from ..run_checks import check_layout_switches
-from .notes import domain_fill_note, note, said, start, tight_hbm_note, uniform_routing_note
+from .notes import domain_fill_note, inlet_rating_note, note, said, start, tight_hbm_note, uniform_routing_note
 from ..layout_grid import fullest_rank_layers, uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -199,7 +199,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
         run = predict_run(m, r, c, p, lay, caps_w=parse_caps(power_cap_w, lay["pp"]), warm_steps=warm_steps,
                           inlet_temp_c=inlet_temp_c, derate=parse_derate(derate or []),
                           device_order=parse_device_order(device_order or []))
-    for n in fabric_notes(p, c):
+    for n in fabric_notes(p, c) + [inlet_rating_note(c, inlet_temp_c)]:
         note(n)
     if run.energy_missing:
         note(f"no power/thermal prediction (missing: {', '.join(run.energy_missing)})")

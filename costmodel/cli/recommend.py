@@ -27,7 +27,8 @@ from ..stack_rules import check_megatron_rules
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
-from .notes import TIGHT_HBM_SHARE, fit_count, note as say, said, search_notes, start, uniform_routing_note
+from .notes import (TIGHT_HBM_SHARE, fit_count, inlet_rating_note, note as say, said, search_notes, start,
+                    uniform_routing_note)
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -86,6 +87,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
     _check_model_flags(m, r, pins)
     if inlet_temp_c is not None:            # before the search, as predict does
         check_inlet_temp_c(inlet_temp_c, c)
+    say(inlet_rating_note(c, inlet_temp_c))
     # the recipe's own Megatron-LM start-up rules (those of its switches, whatever layout wins)
     check_megatron_rules(r, {"recompute": "selective" if r.recomputed != ("core_attn",) else None}, m.is_moe)
     out = report.console()

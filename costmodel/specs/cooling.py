@@ -36,6 +36,11 @@ class CoolingSpec:
 #: 60 C warm-water loop (ASHRAE TC 9.9 thermal guidelines: air classes A1-A4 up to 45 C, liquid classes
 #: W+ above 45 C)
 INLET_RANGE_C = (-20.0, 60.0)
+#: the inlet temperatures equipment is rated for, C, by cooling type (ASHRAE TC 9.9, "Thermal Guidelines
+#: for Data Processing Environments", 5th ed., 2021): air, the allowable ranges of classes A1-A4 (A1
+#: 15-32, A2 10-35, A3 5-40, A4 5-45 C); liquid, its facility-water classes W17-W+ (from 2 C; W45 to 45 C,
+#: W+ above, to the 60 C warm-water loop of INLET_RANGE_C).  An inlet outside is a scenario, not a hall
+RATED_INLET_C = {"air": (5.0, 45.0), "liquid": (2.0, 60.0)}
 
 
 #: a slot's position label (reports only: the inlet rise comes from ``upstream`` and ``preheat_c_per_w``)

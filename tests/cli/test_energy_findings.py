@@ -17,6 +17,8 @@ def test_a_step_held_by_heat_is_said_to_be_thermally_throttled():
     assert r.returncode == 0, r.stderr
     # the slowest throttled GPU, the last stage's (its logits draw the most), which the step's clock is
     assert "thermally throttled: GPU 3:4 at 89 C sets its stage's pace" in " ".join(r.stdout.split())
+    # 58 C air is a scenario past ASHRAE's A4 class (45 C): said, not refused
+    assert "a 58 C inlet is outside the 5-45 C air-cooled equipment is rated for" in " ".join(r.stderr.split())
     rec = dict(step_time_s=2.0, uncapped_step_time_s=1.5, caps_w=[700.0], sm_clock_mhz=1600.0, compute_power_w=690.0,
                per_gpu=[dict(node=0, slot=1, temp_c=70.0, throttled=False)])
     assert power_limit_line(rec, 1980.0).startswith("power-limited: under the 700 W limit")
@@ -160,3 +162,15 @@ def test_a_derate_above_the_clock_the_power_limit_leaves_is_said_not_to_bind():
     assert line.endswith("; the derate of GPU 0:0 to 1980 MHz does not bind (it runs at 1831 MHz)")
     rec["per_gpu"][0].update(sm_clock_mhz=1500.0, derated_mhz=1500.0)
     assert power_limit_line(rec, 1980.0).startswith("derated: GPU 0:0 at 1500 MHz sets its stage's pace")
+
+
+def test_the_inlet_rating_note_follows_the_cooling_type():
+    """Air inlets are rated to ASHRAE A4's 45 C, water loops to 60 C; the cluster's own inlet is judged too."""
+    from costmodel.cli.notes import inlet_rating_note
+    from costmodel.specs import load_cluster
+    air, water = load_cluster("dgx-h100"), load_cluster("gb200-nvl72")
+    assert inlet_rating_note(air, None) is None and inlet_rating_note(air, 45.0) is None
+    assert "outside the 5-45 C air-cooled" in inlet_rating_note(air, 50.0)
+    assert "outside the 5-45 C air-cooled" in inlet_rating_note(air, 0.0)
+    assert inlet_rating_note(water, 50.0) is None and inlet_rating_note(water, 2.0) is None
+    assert "water classes W17-W+" in inlet_rating_note(water, -5.0)
