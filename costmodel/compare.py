@@ -91,11 +91,13 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
             Megatron's where neither the dump nor a flag says.
         sources: key -> where the log gave it (``TrainingLog.layout_sources``: argument dump,
             start-up lines, iteration lines), for messages; the argument dump where not given.
+        ``log_layout["gbs_floor"]``, where the log's consumed-sample counts bound the batch from below:
+            a --gbs under it is refused.
     Returns:
         :class:`Resolved` (dp is left None when neither says: the caller derives it from the GPUs).
     Raises:
-        InputError: a flag contradicts the dump (names the flag, both values and the file), or a
-            required value (tp, pp, mbs, gbs, seq_len) is in neither.
+        InputError: a flag contradicts the dump (names the flag, both values and the file), a --gbs
+            under the log's floor, or a required value (tp, pp, mbs, gbs, seq_len) is in neither.
     """
     missing = [k for k in REQUIRED if flags.get(k) is None and log_layout.get(k) is None
                and k not in STACK_DEFAULTS.get(stack, {})]
@@ -130,6 +132,13 @@ def resolve_run(log_layout: dict, flags: dict, log_path: str, stack: str = "mega
             raise InputError(f"--{k.replace('_', '-')}", "", f"not in the log ({log_path}): pass it")
         else:
             out[k], origin[k] = None, "unset"
+    floor = log_layout.get("gbs_floor")
+    if floor and origin["gbs"] == "flag" and out["gbs"] < floor:
+        # a log that prints no batch size of its own (NeMo's progress bar): a ramp-up's early batches are
+        # smaller than the last, never larger, so the mean so far bounds the batch from below
+        raise InputError("--gbs", "", f"{out['gbs']} is less than the {floor} samples per step the log's "
+                         f"consumed_samples count already averages ({log_path}): the run's global batch size is at "
+                         "least that (a run resumed with a smaller batch: pass --allow-override)")
     lay = {k: out[k] for k in FIELDS}
     lay["sp"] = bool(lay["sp"]) and lay["tp"] > 1
     return Resolved(layout=lay, gbs=int(out["gbs"]), seq_len=int(out["seq_len"]), precision=out["precision"],

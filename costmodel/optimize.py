@@ -285,6 +285,21 @@ def space_rows(model, res: SearchResult) -> np.ndarray:
     return np.flatnonzero(((L.vp == 1) | (model.num_layers % (L.pp * L.vp) == 0)) & (L.recompute_num_layers == 0))
 
 
+def _check_power_limit(sol, power_limit_w: float | None, cluster) -> None:
+    """Refuse an answer whose GPUs draw more than ``power_limit_w`` (W) busy: the layouts that hold it were
+    all left out, so none does (:func:`solve_space`).
+
+    Raises:
+        InfeasibleError: binding 'power_cap', with the answer's busy power as the least limit that holds.
+    """
+    over = max((g.power_w for g in sol.gpus), default=0.0)
+    if power_limit_w is not None and over > power_limit_w + CAP_TOL_W:
+        raise ilp.InfeasibleError("power_cap", f"no layout holds its GPUs under --power-cap-w {power_limit_w:.0f} W: "
+                                  f"at {cluster.gpu.name}'s lowest clock the least hungry still draw {over:.0f} W busy "
+                                  f"(layout {sol.layout_name!r}); the cap must rise to {over:.0f} W",
+                                  {"power_cap": over}, {"power_cap": (over - power_limit_w) / power_limit_w})
+
+
 def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: str, caps: tuple, *,
                 max_temp_c: float, node_power_w: float, inlet_temp_c: float | None,
                 step_time_slack: float | None, node_power: bool, solver: str = "cbc",
@@ -322,8 +337,7 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
     # the temperature or the node power limit (the ILP's own pre-filter, exact for whole nodes)
     hot, node = _whole_node_load(tb, cluster, profile, inlet_temp_c)
     ok = _whole_node_levels(tb, cluster, (hot, node), max_temp_c, node_power_w)
-    if power_limit_w is not None:
-        # the least busy power a layout reaches, at whichever level holds it lowest
+    if power_limit_w is not None:       # the least busy power a layout reaches, at the level holding it lowest
         ok = ok & (tb["p_busy_w"].min(axis=1) <= power_limit_w + CAP_TOL_W)[:, None]
     masked = dict(tb, t_layer_s=np.where(ok, tb["t_layer_s"], np.inf), t_last_s=np.where(ok, tb["t_last_s"], np.inf),
                   t_first_s=np.where(ok, tb["t_first_s"], np.inf))
@@ -399,10 +413,5 @@ def solve_space(model, recipe, cluster, profile, res: SearchResult, objective: s
         sol, chosen, inst = bnb(objective, lb, first + [fast_set[fast.layout_index]])
     else:
         sol, chosen = fast, fast_set
-    over = max((g.power_w for g in sol.gpus), default=0.0)
-    if power_limit_w is not None and over > power_limit_w + CAP_TOL_W:
-        raise ilp.InfeasibleError("power_cap", f"no layout holds its GPUs under --power-cap-w {power_limit_w:.0f} W: "
-                                  f"at {cluster.gpu.name}'s lowest clock the least hungry still draw {over:.0f} W busy "
-                                  f"(layout {sol.layout_name!r}); the cap must rise to {over:.0f} W",
-                                  {"power_cap": over}, {"power_cap": (over - power_limit_w) / power_limit_w})
+    _check_power_limit(sol, power_limit_w, cluster)
     return SpaceSolution(sol, [_run(i) for i in chosen], inst, len(rows), len(chosen), solves[0])

@@ -559,7 +559,7 @@ def test_a_ramp_up_log_says_why_it_gives_no_global_batch():
     rc, so, se = cli("compare", "--log", LOGS / "bloom176b_tr11_megatron_deepspeed_excerpts.log", "--model", "bloom-176b",
                      "--cluster", "jean-zay-a100", "--tp", "4", "--pp", "12", "--mbs", "2", "--seq-len", "2048",
                      "--nodes", "48")
-    assert rc == 2 and "iteration lines print no one global batch size (a ramp-up prints several)" in se, se
+    assert rc == 2 and "iteration lines give no one global batch size (none printed, or a ramp-up's several)" in se, se
 
 
 def test_a_cluster_whose_gpus_could_not_have_run_the_log_is_refused():
@@ -1161,3 +1161,18 @@ def test_pause_spans_are_idle_runs_of_two_steps_merged_across_gpus():
     assert pause_spans(tr, np.ones(40, bool), 1.0) == [(5.0, 9.0)]
     assert pause_spans(tr, np.ones(40, bool), 2.0) == []          # 3 s is under two 2-s steps
     assert pause_spans(SimpleNamespace(t_unix=t, gpu=gpu, util_gpu_pct=None), np.ones(40, bool), 1.0) == []
+
+
+def test_a_one_record_nemo_log_bounds_the_batch_it_does_not_print():
+    """NeMo's progress bar prints consumed_samples and global_step (from 0), no batch size: one record of
+    51,200 samples at step 49 makes the batch at least 1,024; a --gbs under it (512 had halved the step)
+    is refused, and the request for --gbs says the bound."""
+    base = ("compare", "--log", LOGS / "nemo_dgxc_grok1_314b_progress_bar.log", "--cluster", "dgx-h100", "--model",
+            "grok1-314b", "--nodes", "64", "--tp", "4", "--pp", "8", "--ep", "8", "--mbs", "1", "--seq-len", "4096",
+            "--vp", "8")
+    rc, so, se = cli(*base, "--gbs", "512")
+    assert rc == 2 and "--gbs: 512 is less than the 1024 samples per step the log's consumed_samples" in se, se
+    rc, so, se = cli(*base)
+    assert rc == 2 and "its consumed_samples count makes it at least 1024: pass it" in " ".join(se.split()), se
+    rc, so, se = cli(*base, "--gbs", "1024", "--json")
+    assert rc == 0, se

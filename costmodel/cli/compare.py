@@ -82,21 +82,13 @@ def compare(
     check_layout_flags(layout_flags)
     check_recipe_flags(recipe_flags)
     load_cluster(cluster)       # an unknown --cluster is named before the flags the log leaves to give
-    from ..files import check_output, output_dir
+    from ..files import output_dir
     if plot:
         from ..plots import require_matplotlib
         require_matplotlib()
         output_dir(plot, "--plot", "compare", files=_PLOTS[:4 if power else 2])
     if trace:       # after --plot made its folder: the README writes the trace into it
-        if plot and Path(trace).resolve() == Path(plot).resolve():
-            raise InputError("--trace", "", f"{trace} is the --plot folder: name the trace file in it "
-                             f"({Path(plot) / 'trace.json'})")
-        tp = Path(trace)
-        # a pipe or device (/dev/stdout) takes the text whatever its name; a file is named for what it holds
-        if tp.suffix.lower() != ".json" and not (tp.exists() and not tp.is_file()):
-            kind = "an image" if tp.suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg") else f"'{tp.suffix or 'no suffix'}'"
-            raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not {kind}: name it .json")
-        check_output(trace, "--trace", stream=True)
+        _check_trace_path(trace, plot)
     tlog = _read_log(log, warmup_steps, rank)
     _refuse_untimed(tlog, log)
     warnings = list(tlog.errors) + list(tlog.warnings)
@@ -260,6 +252,24 @@ def _gbs_from_local(local: int, ll: dict, flags: dict, cluster: str, nodes, stac
     return int(local * (world // mp))
 
 
+
+def _check_trace_path(trace: str, plot: str | None) -> None:
+    """Refuse a --trace path that is --plot's folder or a file not named .json (a pipe or device takes it).
+
+    Raises:
+        InputError: naming --trace.
+    """
+    from ..files import check_output
+    if plot and Path(trace).resolve() == Path(plot).resolve():
+        raise InputError("--trace", "", f"{trace} is the --plot folder: name the trace file in it "
+                         f"({Path(plot) / 'trace.json'})")
+    tp = Path(trace)
+    # a pipe or device (/dev/stdout) takes the text whatever its name; a file is named for what it holds
+    if tp.suffix.lower() != ".json" and not (tp.exists() and not tp.is_file()):
+        kind = "an image" if tp.suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg") else f"'{tp.suffix or 'no suffix'}'"
+        raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not {kind}: name it .json")
+    check_output(trace, "--trace", stream=True)
+
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
     """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
     log's world size; DP derived when neither says.  Returns (Resolved, ModelSpec, ClusterSpec)."""
@@ -270,6 +280,8 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                 warnings.append(f"--{k.replace('_', '-')} {v!r} overrides the log's {sources.get(k, 'argument dump')} "
                                 f"({k} = {ll[k]!r})")
                 ll[k] = None
+    # a bound on the batch from the consumed-sample counts, where no override says the run resumed otherwise
+    ll["gbs_floor"] = None if allow_override else tlog.gbs_floor()
     _ask_once(ll, flags, model, nodes, stack or tlog.framework, log)
     run = resolve_run(ll, flags, log, stack or tlog.framework, sources)
     if model:

@@ -173,8 +173,9 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
     """
     own = STACK_DEFAULTS.get(stack, {})
     miss = [f"--{k.replace('_', '-')}" for k in REQUIRED if flags.get(k) is None and ll.get(k) is None and k not in own]
-    why = [f"{m}: " + ("no argument dump or start-up line gives it, and its iteration lines print no one global "
-                       "batch size (a ramp-up prints several)" if m == "--gbs" else
+    floor = f"; its consumed_samples count makes it at least {ll['gbs_floor']}" if ll.get("gbs_floor") else ""
+    why = [f"{m}: " + ("no argument dump or start-up line gives it, and its iteration lines give no one global "
+                       f"batch size (none printed, or a ramp-up's several){floor}" if m == "--gbs" else
                        "no argument dump or start-up line gives it") for m in miss]
     if nodes is None and not ll.get("world_size") and flags.get("dp") is None and ll.get("dp") is None:
         miss.append("--nodes")

@@ -322,7 +322,7 @@ def test_caps_that_add_to_more_than_the_node_budget_are_said():
     import io
     from types import SimpleNamespace
     from rich.console import Console
-    from costmodel.cli.recommend import _print_cap_budget, node_cap_sums_w
+    from costmodel.cli.recommend_energy import _print_cap_budget, node_cap_sums_w
     from costmodel.specs import load_cluster
     assert node_cap_sums_w([450.0] * 7 + [575.0], 4, 8) == [3600.0, 3600.0, 3600.0, 4100.0]
     assert node_cap_sums_w([700.0, 500.0], 16, 8) == [5600.0, 5600.0, 4000.0, 4000.0]

@@ -252,3 +252,14 @@ class TrainingLog:
             if len(per) == 1 and per[0] >= 1 and per[0] == int(per[0]):
                 out["gbs"] = int(per[0])
         return out
+
+    def gbs_floor(self) -> int | None:
+        """The least global batch size the records' consumed-sample counts allow, or None: the largest mean
+        batch so far, consumed_samples over the steps done (Megatron's iteration N has done N steps, NeMo's
+        global_step S, counted from 0, S + 1), which a ramp-up's smaller early batches only lower."""
+        if self.iterations is None or not len(self.iterations.iteration):
+            return None
+        it, cs = self.iterations.iteration.astype(np.float64), self.iterations.consumed_samples
+        done = it + (1.0 if self.framework == "nemo" else 0.0)
+        ok = np.isfinite(cs) & (done > 0)
+        return int(np.floor(np.max(cs[ok] / done[ok]) + 1e-9)) if ok.any() else None
