@@ -220,7 +220,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
         a.append(f"--max-position-embeddings {recipe.seq_len}")
         notes.append(f"seq_len {recipe.seq_len} is past {model.name}'s {model.max_positions} positions: "
-                     + ("its learned position table grows to seq_len rows (priced at its own)" if model.learned_positions
+                     + ("its learned position table grows to seq_len rows (priced with its own rows)" if model.learned_positions
                         else "its RoPE scaling for the longer context is the run's to set"))
     # FSDP2 overlaps its own gathers (costmodel.stacks.Stack.zero3_overlap): the flag only where asked for
     fsdp2_own = layout["zero"] == 3 and not recipe.dp_overlap

@@ -130,3 +130,15 @@ def inlet_rating_note(c, inlet_temp_c: float | None) -> str | None:
     return (f"a {t:g} C inlet is outside the {lo:g}-{hi:g} C {c.cooling.type}-cooled equipment is rated for "
             f"(ASHRAE TC 9.9's {'classes A1-A4' if c.cooling.type == 'air' else 'water classes W17-W+'}): a scenario "
             "no data hall runs, the thermal model extrapolated to it")
+
+
+def positions_note(model, recipe) -> str | None:
+    """A note when ``recipe.seq_len`` passes the model's position limit (max_position_embeddings): a
+    context extension, priced at that length; the run's own RoPE scaling, or the rows a learned position
+    table adds (left out of the parameter count), are not the model's."""
+    if not 0 < model.max_positions < recipe.seq_len:
+        return None
+    return (f"seq_len {recipe.seq_len:,} is past {model.display_name}'s {model.max_positions:,} positions "
+            "(max_position_embeddings): a context extension, priced at that length; "
+            + ("the rows its learned position table gains are left out of the parameter count" if model.learned_positions
+               else "the RoPE scaling that extends it is the run's to set"))
