@@ -8,6 +8,13 @@ from .specs import ModelSpec, Recipe
 from .stacks import TE_STACKS, get_stack
 
 
+def window_blocks_cp(model: ModelSpec, recipe: Recipe) -> bool:
+    """Whether the model's sliding-window layers keep every layout at CP 1 on this stack (:func:`cp_rules`'
+    first rule): windows shorter than the sequence, run through Transformer Engine's CP attention."""
+    return bool(model.sliding_window and model.sliding_layers and recipe.seq_len > model.sliding_window
+                and recipe.stack in TE_STACKS)
+
+
 def cp_rules(t, model: ModelSpec, recipe: Recipe) -> list:
     """(message, mask) rules of context parallelism on the layouts ``t`` (a costmodel.layouts.LayoutTable),
     for costmodel.layouts.validity.  Megatron-core runs it through
@@ -17,7 +24,6 @@ def cp_rules(t, model: ModelSpec, recipe: Recipe) -> list:
     context_parallel.py: 'Context parallelism does not support sliding window attention with
     cp_comm_type=...'); Megatron's default --cp-comm-type p2p is the ring the model prices.  A window
     no shorter than the sequence is full attention, which a run sets without the window."""
-    windowed = bool(model.sliding_window and model.sliding_layers and recipe.seq_len > model.sliding_window)
     titan = recipe.stack == "torchtitan"
     # torchtitan's trainer: a micro-batch's tokens divisible by TP (its sequence parallelism) x 2 CP (the
     # load-balanced halves of the sequence) (torchtitan/trainer.py; ParallelDims.seq_len_divisor)
@@ -25,7 +31,7 @@ def cp_rules(t, model: ModelSpec, recipe: Recipe) -> list:
     return [
         ("CP > 1 with {name}'s sliding-window layers: Transformer Engine's context parallelism runs them "
          "only with --cp-comm-type a2a or all_gather, not the p2p ring the model prices (CP must be 1)",
-         np.full(len(t.tp), windowed and recipe.stack in TE_STACKS) & (t.cp > 1)),
+         np.full(len(t.tp), window_blocks_cp(model, recipe)) & (t.cp > 1)),
         # megatron/core/transformer/dot_product_attention.py DotProductAttention.__init__
         ("Megatron-core's unfused attention refuses CP > 1 (DotProductAttention: 'Context parallelism is only supported "
          "by TEDotProductAttention!'): drop --no-flash-attention or --cp",

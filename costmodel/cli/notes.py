@@ -142,3 +142,14 @@ def positions_note(model, recipe) -> str | None:
             "(max_position_embeddings): a context extension, priced at that length; "
             + ("the rows its learned position table gains are left out of the parameter count" if model.learned_positions
                else "the RoPE scaling that extends it is the run's to set"))
+
+
+def window_cp_note(model, recipe) -> str | None:
+    """A note when the model's sliding-window layers keep the search at CP 1 (a long sequence answered
+    without context parallelism: costmodel.context_parallel_rules.window_blocks_cp)."""
+    from ..context_parallel_rules import window_blocks_cp
+    if not window_blocks_cp(model, recipe):
+        return None
+    return (f"every layout runs at CP 1: {model.display_name}'s sliding-window layers ({model.sliding_window:,} tokens) "
+            f"run under Transformer Engine's context parallelism only with --cp-comm-type a2a or all_gather, not "
+            "the p2p ring the model prices")

@@ -29,7 +29,7 @@ from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
 from .notes import (TIGHT_HBM_SHARE, fit_count, inlet_rating_note, note as say, positions_note, said, search_notes,
-                    start, uniform_routing_note)
+                    start, uniform_routing_note, window_cp_note)
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -100,7 +100,7 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res = search(m, r, c, p, **kw)
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         # every layout was priced on that routing; said with the answer (an error stays one line)
-        routing = "\n".join(filter(None, (uniform_routing_note(m, r), positions_note(m, r))))
+        routing = "\n".join(filter(None, (uniform_routing_note(m, r), positions_note(m, r), window_cp_note(m, r))))
         note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c)
                          + search_notes(c, r, res.ranked, no_sp)) or None
     _refuse_empty(res, m, r, c, p, pins)
@@ -228,16 +228,31 @@ def _check_model_flags(m, r, pins: dict) -> None:
     refuse_dense_etp(m, pins.get("etp"), pins.get("tp"))
 
 
+def _plain_pinned_row(c, r, pins: dict) -> dict:
+    """The plainest layout with ``pins``: the other degrees 1, DP the rest of the GPUs; where that DP
+    leaves no whole micro-batch count, the least unpinned TP that does (so the rule named is the pin's,
+    not the batch's)."""
+    base = {**dict(tp=1, pp=1, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, overlap=True), **pins}
+    tps = [base["tp"]] if "tp" in pins or "dp" in pins else [t for t in (1, 2, 4, 8, 16, 32, 64, 72)
+                                                             if t <= c.scale_up_gpus]
+    rows = []
+    for tp in tps:
+        row = dict(base, tp=tp)
+        row.setdefault("sp", tp > 1)
+        if "dp" not in pins:
+            row["dp"] = max(c.num_gpus // max(tp * row["pp"] * row["cp"], 1), 1)
+        rows.append(row)
+    return next((x for x in rows if r.gbs % (x["dp"] * x["mbs"]) == 0
+                 and c.num_gpus == x["tp"] * x["pp"] * x["cp"] * x["dp"]), rows[0])
+
+
 def _no_pinned_layout(m, r, c, pins: dict) -> str:
     """The message for pinned degrees no valid layout has: the rule the plainest layout with those pins
     breaks (the other degrees 1, DP the rest of the GPUs), as predict would name it."""
     from ..layouts import LayoutTable, validity
     head = (f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs} has "
             + ", ".join(f"{k}={v}" for k, v in pins.items()))
-    row = {**dict(tp=1, pp=1, cp=1, ep=1, vp=1, mbs=1, recompute="none", zero=1, overlap=True), **pins}
-    row.setdefault("sp", row["tp"] > 1)
-    if "dp" not in pins:
-        row["dp"] = max(c.num_gpus // max(row["tp"] * row["pp"] * row["cp"], 1), 1)
+    row = _plain_pinned_row(c, r, pins)
     for k in ("tp", "pp", "dp", "cp"):
         if k in pins and c.num_gpus % pins[k]:
             return f"{head}: {k.upper()} {pins[k]} does not divide the {c.num_gpus} GPUs (TP x PP x DP x CP = GPUs)"
