@@ -24,6 +24,7 @@ from ..pipeline_layout import layout_text, with_pipeline_layout
 from ..predict import check_inlet_temp_c, predict_run, predict_runs, prediction_row
 from ..search import PARTIAL_REACH, search
 from ..stack_rules import check_megatron_rules
+from ..stacks import get_stack
 from .recommend_energy import energy_recommend
 from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
@@ -438,15 +439,37 @@ def _refuse_empty(res, m, r, c, p, pins: dict) -> None:
     if res.n_valid == 0:
         if pins:
             raise InputError("layout", "", _no_pinned_layout(m, r, c, pins))
-        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: "
-                         "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP")
+        mp = get_stack(r.stack).model_parallel
+        raise InputError("layout", "", f"no valid layout of {m.name} on {c.num_gpus} GPUs with gbs {r.gbs}: " + (
+            f"the {r.stack} stack runs data parallelism only (DP = the {c.num_gpus} GPUs), which a gbs of {r.gbs} "
+            "does not fill with whole micro-batches: a gbs that is a multiple of the GPU count, or fewer nodes"
+            if not mp else "check that gbs is divisible by a data-parallel size and the GPU count by TP x PP"))
     if res.n_feasible == 0:
         rec = report.run_record(prediction_row(res.closest_infeasible, 0, m, r, c, p))
         need = rec["peak_mem_bytes"]
         relax = f"relax the pinned {', '.join('--' + k.replace('_', '-') for k in pins)}, " if pins else ""
         raise InfeasibleError("memory", f"none of the {res.n_valid:,} valid layouts fits in memory; the smallest "
-                              f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); {relax}add nodes or use a GPU "
-                              "with more HBM", {"memory": need}, {"memory": need / c.gpu.capacity_bytes - 1.0})
+                              f"needs {need / 2**30:.1f} GiB per GPU ({rec['reason']}); {relax}"
+                              + _memory_advice(rec, r, m, c), {"memory": need}, {"memory": need / c.gpu.capacity_bytes - 1.0})
+
+
+def _memory_advice(rec: dict, r, m, c) -> str:
+    """What can shrink the smallest layout's memory (``rec``: its predict record): the logits' own kernel
+    where they hold a quarter of it or more, and more nodes only where a stack shards activations over
+    them (context parallelism); a GPU with more HBM always."""
+    lay = rec["layout"]
+    # the last stage's logits as costmodel.memory keeps them: its tokens x vocab / TP at the kernel's bytes
+    logits = (lay["mbs"] * r.seq_len / lay["cp"] * m.vocab / lay["tp"] * r.cross_entropy_spec.bytes_per_logit
+              * (1 + m.mtp_layers))
+    out = []
+    if r.cross_entropy != "chunked" and logits >= 0.25 * rec["peak_mem_bytes"]:
+        out.append(f"--cross-entropy chunked (the logits hold {logits / 2**30:.1f} GiB of it)")
+    if "cp" in get_stack(r.stack).model_parallel:
+        out.append("add nodes (context parallelism splits the sequence over them)")
+    else:
+        out.append(f"a shorter --seq-len (the {r.stack} stack has no context parallelism: more nodes do not split "
+                   "a sequence's activations)")
+    return ", ".join(out) + ", or use a GPU with more HBM"
 
 
 def _top_rows(top, objective: str, pareto: bool, limits: tuple) -> int:
