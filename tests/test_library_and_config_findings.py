@@ -164,3 +164,24 @@ def test_stack_recipe_takes_names_and_refuses_other_types():
         stack_recipe("megatorn", 8, 2048, "bf16")
     with pytest.raises(TypeError, match="got Stack and int"):
         stack_recipe("megatron", 8, 2048, "bf16", gpu=5)
+
+
+def test_qwen2_vl_is_read_as_its_qwen2_language_model(tmp_path):
+    """Qwen2-VL-7B's config.json keeps its text keys at the top beside vision_config: the refusal says to
+    drop vision_config (it had said to pass a text_config the file does not have), and the file without it
+    is Qwen2 with its Q/K/V biases: 7,615,616,512 parameters, as Qwen2 of the same shape (the biases,
+    129,024, had been dropped)."""
+    cfg = {"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl", "hidden_size": 3584,
+           "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+           "vocab_size": 152064, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+           "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}, "tie_word_embeddings": False,
+           "hidden_act": "silu", "rms_norm_eps": 1e-06}
+    f = tmp_path / "vl.json"
+    f.write_text(json.dumps(dict(cfg, vision_config={"depth": 32, "embed_dim": 1280})))
+    with pytest.raises(InputError, match=r"vision_config: not modelled: a vision encoder; .*pass the file without "
+                                         r"vision_config \(jq 'del\(.vision_config\)'"):
+        load_model(str(f))
+    f.write_text(json.dumps(cfg))
+    assert load_model(str(f)).params() == 7_615_616_512
+    f.write_text(json.dumps(dict(cfg, model_type="qwen2", architectures=["Qwen2ForCausalLM"])))
+    assert load_model(str(f)).params() == 7_615_616_512

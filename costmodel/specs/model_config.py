@@ -49,7 +49,10 @@ _GATED_TYPES = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_mo
 _KNOWN_TYPES = frozenset(_GATED_TYPES + ("gpt2", "gpt_neo", "gpt_neox", "opt", "bloom", "nemotron"))
 #: model types read as a family they reuse the architecture of: Kimi K2's config.json names
 #: ``"architectures": ["DeepseekV3ForCausalLM"]`` and loads DeepseekV3Config (moonshotai/Kimi-K2-Base)
-_ALIASES = {"kimi_k2": "deepseek_v3"}
+_ALIASES = {"kimi_k2": "deepseek_v3",
+            # the language model of Qwen2-VL and Qwen2.5-VL is Qwen2's (transformers Qwen2VLAttention /
+            # Qwen2_5_VLAttention: biased q, k, v projections), its text keys at the file's top level
+            "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
 #: the text config class a multimodal wrapper builds from its text_config (Llama4Config, Gemma3Config)
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 #: the language model's dimensions, which a wrapper's text_config holds
@@ -102,8 +105,7 @@ _ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish", 
          "relu2", "squared_relu", "geglu")
 #: keys that add parameters this reader does not model, with why
 _UNMODELLED = {
-    "vision_config": ("a vision encoder: the reader prices the language model alone; pass its text_config as "
-                      "a file of its own (jq .text_config config.json > text_config.json)"),
+    "vision_config": "a vision encoder",
     "audio_config": "an audio encoder",
     "linear_attn_config": "linear-attention layers",
     "index_n_heads": "a sparse-attention indexer (DeepSeek-V3.2)",
@@ -268,6 +270,13 @@ def _nested(d: dict, w: str) -> tuple[dict, str]:
         if key == "attn_type_list" and _all_softmax(d.get(key)):
             continue        # MiniMax-M2's: every layer softmax attention (1; 0 is a lightning layer)
         if d.get(key) not in (None, False):      # 0 too: GraniteMoeSharedConfig's default, no shared MLP
+            if key == "vision_config":
+                # the reader prices the language model alone: a text_config of its own, or (Qwen2-VL, LLaVA-
+                # style files with the text keys at the top) the file without the vision encoder
+                why += ("; the reader prices the language model alone: pass its text_config as a file of its own "
+                        "(jq .text_config config.json > text_config.json)" if isinstance(d.get("text_config"), dict)
+                        else "; the reader prices the language model alone: pass the file without vision_config "
+                        "(jq 'del(.vision_config)' config.json > text.json), its text keys being at the top")
             raise InputError(w, key, f"not modelled: {why}")
     lt = d.get("layer_types")
     if lt is not None and not isinstance(lt, list):
