@@ -425,7 +425,8 @@ def test_recommend_tries_ep_overlap_with_the_all_to_all_dispatcher_it_needs():
     assert out.returncode == 0, out.stderr
     notes = " ".join(out.stderr.split())
     assert "(--moe-ep-overlap; off by default in megatron)" in notes
-    assert "the EP overlap kept does not run with megatron's default allgather" in notes
+    assert ("kept, as the EP overlap the search keeps needs it (the overlap does not run with megatron's default "
+            "allgather dispatcher)") in notes
     assert "--overlap-moe-expert-parallel-comm" in out.stdout and "--moe-token-dispatcher-type alltoall" in out.stdout
 
 

@@ -67,8 +67,9 @@ def search_open_switches(m, r, c, p, res, kw: dict, recipe_flags: dict, no_overl
             r = r_rev
             res = search(m, r, c, p, **kw)
         elif not alone:
-            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: the EP overlap kept does not run "
-                        f"with {r0.stack}'s default {r0.moe_dispatcher}: the search keeps it on")
+            kept.append(f"costmodel: note: {_switch_text(key, getattr(r, key), r0)}: kept, as the EP overlap the search "
+                        f"keeps needs it (the overlap does not run with {r0.stack}'s default {r0.moe_dispatcher} "
+                        "dispatcher)")
         elif getattr(r, key) is False:
             kept.append(f"costmodel: note: {_switch_text(key, False, r0)}: {_FASTEST} takes {best:.3f} s per step "
                         f"before the power limit without it, {t_without:.3f} s with it: the search turns it off "
