@@ -1176,3 +1176,15 @@ def test_a_one_record_nemo_log_bounds_the_batch_it_does_not_print():
     assert rc == 2 and "its consumed_samples count makes it at least 1024: pass it" in " ".join(se.split()), se
     rc, so, se = cli(*base, "--gbs", "1024", "--json")
     assert rc == 0, se
+
+
+def test_a_torchtitan_log_without_the_shape_names_the_catalog_models_of_its_parameter_count(tmp_path):
+    """torchtitan prints 'Model llama3 8B size: 8,030,261,248 total parameters' and no shape: the request for
+    --model names the catalog models of that count (it had asked with no hint)."""
+    src = (LOGS / "torchtitan_awsome_p5_llama3_8b_interleaved_ranks.log").read_text().splitlines()
+    size = "0: 2025-03-04 00:40:00,000 - root - INFO - Model llama3 8B size: 8,030,261,248 total parameters"
+    log = tmp_path / "tt.log"
+    log.write_text("\n".join(src[:3] + [size] + src[3:]) + "\n")
+    rc, so, se = cli("compare", "--log", log, "--cluster", "aws-p5", "--nodes", "4", "--tp", "1", "--pp", "1",
+                     "--mbs", "1", "--gbs", "32", "--seq-len", "8192")
+    assert rc == 2 and "its 8,030,261,248 parameters are the catalog's llama3-8b / llama3.1-8b: pass it" in se, se

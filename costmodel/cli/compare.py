@@ -282,7 +282,7 @@ def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, 
                 ll[k] = None
     # a bound on the batch from the consumed-sample counts, where no override says the run resumed otherwise
     ll["gbs_floor"] = None if allow_override else tlog.gbs_floor()
-    _ask_once(ll, flags, model, nodes, stack or tlog.framework, log)
+    _ask_once(ll, flags, model, nodes, stack or tlog.framework, log, tlog.args)
     run = resolve_run(ll, flags, log, stack or tlog.framework, sources)
     if model:
         m = load_model(model)

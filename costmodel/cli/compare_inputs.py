@@ -163,10 +163,21 @@ def _refuse_untimed(tlog, log) -> None:
                          "(NeMo: enable log_step_timing; torchtitan: tps; llm-foundry: the speed_monitor callback)")
 
 
-def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
+def _catalog_of(params) -> str:
+    """'; its N parameters are the catalog's a / b' for the catalog models within 0.5% of ``params`` (a
+    log's printed total, torchtitan's), or ''."""
+    if not params:
+        return ""
+    from ..specs.model import list_models, load_model
+    alike = [n for n in list_models() if abs(load_model(n).params() / params - 1.0) <= 0.005]
+    return f"; its {params:,} parameters are the catalog's {' / '.join(alike)}" if alike else ""
+
+
+def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log, args: dict | None = None) -> None:
     """Refuse, in one message, every value neither the log nor a flag gives and nothing may default:
     the required layout fields (less the stack's own defaults), the world (``--nodes``) and the model
-    (``--model``, when the log prints no dimensions).
+    (``--model``, when the log prints no dimensions; the catalog models of the parameter count the log's
+    ``args`` print, where any).
 
     Raises:
         InputError: naming every missing flag and why.
@@ -185,7 +196,7 @@ def _ask_once(ll: dict, flags: dict, model, nodes, stack: str, log) -> None:
     if not model and dims:
         miss.append("--model")
         why.append(f"--model: no {', '.join(dims)} was read from it (only an argument dump or a NeMo config gives "
-                   "them)")
+                   "them)" + _catalog_of((args or {}).get("total_parameters")))
     if miss:
         # one missing flag is named once, as the message's field; several each beside its reason
         said = why[0].removeprefix(f"{miss[0]}: ") if len(miss) == 1 else "; ".join(why)
