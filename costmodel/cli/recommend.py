@@ -389,8 +389,11 @@ def _print_capped_winner(out, c, run) -> None:
         e = getattr(run, "energy", None)
         why = ("GPUs at their slowdown temperature throttle the winner's clocks" if e is not None and e.throttled
                else f"under its {c.power_limit_w:.0f} W power limit the winner's clocks drop")
+        hint = (f"; --max-temp-c {c.gpu.slowdown_temp_c:g} has the ILP choose per-stage caps that keep every GPU under "
+                "it instead, which can pace the job faster than a throttled stage" if e is not None and e.throttled
+                and c.gpu.slowdown_temp_c is not None else "")
         out.print(f"{why}: {run.step_time_s:.3f} s per step, against {run.uncapped_step_time_s:.3f} s at the clocks the "
-                  "kernel tables were measured at (the breakdown below)")
+                  f"kernel tables were measured at (the breakdown below){hint}")
 
 
 def _print_band(out, runs) -> None:

@@ -174,3 +174,15 @@ def test_the_inlet_rating_note_follows_the_cooling_type():
     assert "outside the 5-45 C air-cooled" in inlet_rating_note(air, 0.0)
     assert inlet_rating_note(water, 50.0) is None and inlet_rating_note(water, 2.0) is None
     assert "water classes W17-W+" in inlet_rating_note(water, -5.0)
+
+
+def test_a_thermally_throttled_winner_points_to_the_ilp_that_caps_below_the_limit():
+    """Llama 3 70B on paper-h200 at a 55 C inlet: the time ranking's winner throttles (29.68 s); the ILP under
+    the slowdown temperature as its limit caps stages instead and is faster (29.17 s): the ranking says so."""
+    base = ("recommend", "--model", "llama3-70b", "--cluster", "paper-h200", "--inlet-temp-c", "55")
+    r = run(*base)
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0 and "throttle the winner's clocks: 29.678 s per step" in text, r.stderr
+    assert "--max-temp-c 89 has the ILP choose per-stage caps that keep every GPU under it" in text
+    ilp = json.loads(run(*base, "--max-temp-c", "89", "--json").stdout)
+    assert ilp["step_time_s"] < 29.678 * 0.99
