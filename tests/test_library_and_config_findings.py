@@ -185,3 +185,20 @@ def test_qwen2_vl_is_read_as_its_qwen2_language_model(tmp_path):
     assert load_model(str(f)).params() == 7_615_616_512
     f.write_text(json.dumps(dict(cfg, model_type="qwen2", architectures=["Qwen2ForCausalLM"])))
     assert load_model(str(f)).params() == 7_615_616_512
+
+
+@pytest.mark.parametrize("key,what", [("use_qk_norm", "Q/K norms"), ("qk_layernorm", "Q/K norms"),
+                                      ("lm_head_bias", "output bias")])
+def test_a_dense_family_refuses_the_norms_and_bias_its_code_does_not_build(tmp_path, key, what):
+    """A Llama config with Q/K-norm or output-bias keys had been priced without them, silently, while an
+    expert key was refused: both are keys its Hugging Face model ignores, so both are refused; Qwen3, which
+    builds Q/K norms, keeps them."""
+    d = json.loads(Path("costmodel/catalog/llama3-8b.json").read_text())
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(dict(d, **{key: True})))
+    with pytest.raises(InputError, match=f"{key}: True: model_type 'llama' builds no {what}"):
+        load_model(str(f))
+    if what == "Q/K norms":
+        f.write_text(json.dumps(dict(d, model_type="qwen3", architectures=["Qwen3ForCausalLM"], head_dim=128,
+                                     **{key: True})))
+        assert load_model(str(f)).qk_norm

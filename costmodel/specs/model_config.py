@@ -605,6 +605,11 @@ def _unmodelled_twists(d: dict, w: str, model_type: str) -> None:
             if d.get(key) not in (None, 0, 1):
                 raise InputError(w, key, f"model_type {model_type!r} has no experts (its Hugging Face model ignores "
                                          "the key): drop it, or give the MoE family's model_type")
+        # Q/K norms and an output bias the family's code does not build: a file meant for another family
+        for key, what in (("use_qk_norm", "Q/K norms"), ("qk_layernorm", "Q/K norms"), ("lm_head_bias", "output bias")):
+            if d.get(key) and not (what == "Q/K norms" and _qk_norm(d, model_type)):
+                raise InputError(w, key, f"{d[key]!r}: model_type {model_type!r} builds no {what} (its Hugging Face "
+                                         "model ignores the key): drop it, or give the family's model_type that builds them")
 
 
 def _file_name(path) -> str:
