@@ -18,7 +18,7 @@ import json
 from .errors import InputError
 from .comm import fp8_params_on
 from .schedule import pp_sends_overlapped
-from .megatron_structure import megatron_structure_args, router_notes
+from .megatron_structure import megatron_structure_args, pre_core_structure_args, router_notes
 from .moe import flex_backend
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split
 from .torchtitan_split import torchtitan_split
@@ -166,7 +166,9 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
         if recipe.moe_ep_overlap:       # the weight gradients fill the backward's window (Megatron MoE README)
             a.append("--delay-wgrad-compute")
-    a += megatron_structure_args(model)
+    structure, pre_core = ((megatron_structure_args(model), None) if recipe.stack not in PRE_TE_MEGATRON_STACKS
+                           else pre_core_structure_args(model, recipe.stack))
+    a += structure
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -214,7 +216,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # validate_args: "--use-torch-fsdp2 is not supported with gradient accumulation fusion", which is on
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
-    notes = _megatron_optimizer_notes(layout, recipe)
+    notes = _megatron_optimizer_notes(layout, recipe) + ([pre_core] if pre_core else [])
     notes += _attention_launch_notes(model, recipe) + router_notes(model)
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)
@@ -274,7 +276,12 @@ def _device_connections_env(layout: dict, recipe: Recipe, gpu=None) -> str:
     queues overlap its gathers; Megatron-FSDP and torch FSDP2 assert it is not 1), or the MoE dispatch
     overlaps (32, where validate_args only warns) (megatron/training/arguments.py validate_args); on Blackwell (``gpu``, compute capability 10) the
     requirement is gone and one queue would only serialise the overlaps, so nothing is set there."""
-    if recipe.stack in PRE_TE_MEGATRON_STACKS or recipe.stack == "megatron-deepspeed":
+    if recipe.stack == "megatron-legacy":
+        # 2022 Megatron-LM raises unless it is 1: its async TP all-reduce (on by default) and sequence
+        # parallelism both need it (e1c334b megatron/arguments.py validate_args), at any TP
+        return ("export CUDA_DEVICE_MAX_CONNECTIONS=1   # Megatron-LM 2022 asserts it (its async TP all-reduce, "
+                "sequence parallelism)\n")
+    if recipe.stack in PRE_TE_MEGATRON_STACKS:
         return ""
     if recipe.moe_ep_overlap:
         # validate_args only warns here: one queue keeps the TP collectives in order, several let the

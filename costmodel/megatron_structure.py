@@ -105,6 +105,24 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
     return a
 
 
+#: the structure arguments the Megatron forks before Megatron-core take (Megatron-LM 2021-22, e1c334b
+#: megatron/arguments.py; BigScience's Megatron-DeepSpeed): the shape and the head width
+PRE_CORE_STRUCTURE_FLAGS = ("--num-layers", "--kv-channels")
+
+
+def pre_core_structure_args(model: ModelSpec, stack: str) -> tuple[list[str], str | None]:
+    """(arguments, note) of the model's structure for a Megatron fork that predates Megatron-core: the
+    arguments of :func:`megatron_structure_args` it has (:data:`PRE_CORE_STRUCTURE_FLAGS`), and a note
+    naming the rest, which it has no flag for (the 2022 parser refuses an unknown flag): it builds GPT's
+    GeLU MLP, biased linears, tied output layer, learned positions and full multi-head attention."""
+    args = megatron_structure_args(model)
+    keep = [x for x in args if x.startswith(PRE_CORE_STRUCTURE_FLAGS)]
+    lost = [x.split()[0] for x in args if not x.startswith(PRE_CORE_STRUCTURE_FLAGS)]
+    return keep, (f"the {stack} stack's Megatron has no {', '.join(lost)}: it builds GPT's structure (a GeLU MLP, "
+                  "biased linears, a tied output layer, learned positions, full multi-head attention), not this "
+                  "model's, which was priced; Megatron-core (--stack megatron) builds it" if lost else None)
+
+
 def router_args(model: ModelSpec) -> list[str]:
     """Megatron-core's router settings for the model's router (costmodel.specs.router_config), where they
     differ from Megatron's default (the top-k of the logits, a softmax over the k): the score function,

@@ -73,3 +73,25 @@ def test_megatron_deepspeed_prints_the_deepspeed_config_its_arguments_name():
     assert json.loads(last.removeprefix("# ds_config.json: ")) == {
         "train_batch_size": 2048, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 128,
         "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}
+
+
+def test_the_2022_megatron_gets_its_environment_line_and_no_flag_it_lacks():
+    """Megatron-LM of 2022 (e1c334b megatron/arguments.py) raises unless CUDA_DEVICE_MAX_CONNECTIONS is 1 and
+    has no --swiglu, --disable-bias-linear, --untie-embeddings-and-output-weights, --position-embedding-type
+    or --group-query-attention (its parser refuses them): Llama 3 70B's launch on the megatron-legacy stack
+    had printed those and no environment line; the shape stays, the rest is said."""
+    lay = dict(DENSE, tp=8, pp=4, dp=1, vp=5, sp=True)
+    _, text = launch_settings(lay, load_model("llama3-70b"), Recipe(gbs=128, seq_len=8192, stack="megatron-legacy"),
+                              fmt="megatron", gpu=H100)
+    assert text.startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1")
+    flags = [ln for ln in text.splitlines() if not ln.lstrip().startswith(("#", "export"))]
+    for absent in ("--swiglu", "--disable-bias-linear", "--untie-embeddings", "--position-embedding-type",
+                   "--group-query-attention"):
+        assert not any(absent in ln for ln in flags), absent
+    assert "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64" in text
+    assert "the megatron-legacy stack's Megatron has no --swiglu" in text
+    # BLOOM on BigScience's fork: GPT's structure with ALiBi, nothing to say, no environment line
+    bloom = dict(DENSE, tp=4, pp=12, dp=8)
+    _, t2 = launch_settings(bloom, load_model("bloom-176b"), Recipe(gbs=2048, seq_len=2048, stack="megatron-deepspeed"),
+                            fmt="megatron")
+    assert "Megatron has no" not in t2 and "CUDA_DEVICE_MAX_CONNECTIONS" not in t2
