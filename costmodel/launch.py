@@ -18,7 +18,7 @@ import json
 from .errors import InputError
 from .comm import fp8_params_on
 from .schedule import pp_sends_overlapped
-from .megatron_structure import megatron_structure_args, pre_core_structure_args, router_notes
+from .megatron_structure import pre_core_note, router_notes, stack_structure_args
 from .moe import flex_backend
 from .layouts import LayoutTable, accounts_embedding_loss, light_last_stage, pipeline_split
 from .torchtitan_split import torchtitan_split
@@ -166,9 +166,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         a += ["--" + s.megatron_key.replace("_", "-") for s in MOE_FLAG_SWITCHES if getattr(recipe, s.name)]
         if recipe.moe_ep_overlap:       # the weight gradients fill the backward's window (Megatron MoE README)
             a.append("--delay-wgrad-compute")
-    structure, pre_core = ((megatron_structure_args(model), None) if recipe.stack not in PRE_TE_MEGATRON_STACKS
-                           else pre_core_structure_args(model, recipe.stack))
-    a += structure
+    a += stack_structure_args(model, recipe.stack)
     etp = layout.get("etp") or layout["tp"]
     if model.is_moe and etp != layout["tp"]:
         a.append(f"--expert-tensor-parallel-size {etp}")
@@ -216,7 +214,7 @@ def megatron_args(layout: dict, model: ModelSpec, recipe: Recipe, layers=None, g
         # validate_args: "--use-torch-fsdp2 is not supported with gradient accumulation fusion", which is on
         # unless --no-gradient-accumulation-fusion (megatron/training/arguments.py)
         a += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
-    notes = _megatron_optimizer_notes(layout, recipe) + ([pre_core] if pre_core else [])
+    notes = _megatron_optimizer_notes(layout, recipe) + list(filter(None, [pre_core_note(model, recipe.stack)]))
     notes += _attention_launch_notes(model, recipe) + router_notes(model)
     if 0 < model.max_positions < recipe.seq_len:
         # validate_args asserts max_position_embeddings >= seq_length (RoPE: the table is the run's to extend)

@@ -4,6 +4,7 @@ and their placement, group-limited routing and multi-head latent attention."""
 from __future__ import annotations
 
 from .specs import ModelSpec
+from .stacks import PRE_TE_MEGATRON_STACKS
 from .specs.mlp_config import GPT_OSS_GLU_ALPHA as QUICK_GELU_ALPHA
 
 #: Megatron-core's AttnBackend enum values by name (megatron/core/transformer/enums.py): the launch writes
@@ -110,17 +111,24 @@ def megatron_structure_args(model: ModelSpec) -> list[str]:
 PRE_CORE_STRUCTURE_FLAGS = ("--num-layers", "--kv-channels")
 
 
-def pre_core_structure_args(model: ModelSpec, stack: str) -> tuple[list[str], str | None]:
-    """(arguments, note) of the model's structure for a Megatron fork that predates Megatron-core: the
-    arguments of :func:`megatron_structure_args` it has (:data:`PRE_CORE_STRUCTURE_FLAGS`), and a note
-    naming the rest, which it has no flag for (the 2022 parser refuses an unknown flag): it builds GPT's
-    GeLU MLP, biased linears, tied output layer, learned positions and full multi-head attention."""
+def stack_structure_args(model: ModelSpec, stack: str) -> list[str]:
+    """:func:`megatron_structure_args` as the Megatron of ``stack`` takes them: on a fork that predates
+    Megatron-core (megatron-legacy, megatron-deepspeed) only those it has (:data:`PRE_CORE_STRUCTURE_FLAGS`;
+    the 2022 parser refuses an unknown flag; :func:`pre_core_note` names the rest)."""
     args = megatron_structure_args(model)
-    keep = [x for x in args if x.startswith(PRE_CORE_STRUCTURE_FLAGS)]
-    lost = [x.split()[0] for x in args if not x.startswith(PRE_CORE_STRUCTURE_FLAGS)]
-    return keep, (f"the {stack} stack's Megatron has no {', '.join(lost)}: it builds GPT's structure (a GeLU MLP, "
-                  "biased linears, a tied output layer, learned positions, full multi-head attention), not this "
-                  "model's, which was priced; Megatron-core (--stack megatron) builds it" if lost else None)
+    return [x for x in args if x.startswith(PRE_CORE_STRUCTURE_FLAGS)] if stack in PRE_TE_MEGATRON_STACKS else args
+
+
+def pre_core_note(model: ModelSpec, stack: str) -> str | None:
+    """The structure arguments a pre-core fork has no flag for (:func:`stack_structure_args`), or None: it
+    builds GPT's GeLU MLP, biased linears, tied output layer, learned positions and full multi-head
+    attention."""
+    if stack not in PRE_TE_MEGATRON_STACKS:
+        return None
+    lost = [x.split()[0] for x in megatron_structure_args(model) if not x.startswith(PRE_CORE_STRUCTURE_FLAGS)]
+    return (f"the {stack} stack's Megatron has no {', '.join(lost)}: it builds GPT's structure (a GeLU MLP, biased "
+            "linears, a tied output layer, learned positions, full multi-head attention), not this model's, which "
+            "was priced; Megatron-core (--stack megatron) builds it" if lost else None)
 
 
 def router_args(model: ModelSpec) -> list[str]:

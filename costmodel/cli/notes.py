@@ -153,3 +153,14 @@ def window_cp_note(model, recipe) -> str | None:
     return (f"every layout runs at CP 1: {model.display_name}'s sliding-window layers ({model.sliding_window:,} tokens) "
             f"run under Transformer Engine's context parallelism only with --cp-comm-type a2a or all_gather, not "
             "the p2p ring the model prices")
+
+
+def torchtitan_fp8_note(recipe, recipe_flags: dict | None) -> str | None:
+    """A note when a torchtitan fp8 run is priced with the stack's tensorwise default without the user
+    asking: torchtitan's float8 converter takes rowwise recipes only since 6348d93d1 (2026-04-27,
+    components/quantization/float8.py), so today's torchtitan runs another recipe than the one priced."""
+    if (recipe.stack != "torchtitan" or recipe.precision != "fp8" or recipe.fp8_recipe != "tensorwise"
+            or (recipe_flags or {}).get("fp8_recipe") is not None):
+        return None
+    return ("fp8 priced with torchtitan's tensorwise float8, its recipe until 6348d93d1 (2026-04-27); today's "
+            "torchtitan runs rowwise only (components/quantization/float8.py): --fp8-recipe rowwise prices that")

@@ -22,7 +22,7 @@ from ..predict import least_recompute, predict_run
 from ..stacks import PRE_TE_MEGATRON_STACKS, get_stack
 from ..run_checks import check_layout_switches
 from .notes import (domain_fill_note, inlet_rating_note, note, positions_note, said, start, tight_hbm_note,
-                    uniform_routing_note)
+                    torchtitan_fp8_note, uniform_routing_note)
 from ..layout_grid import fullest_rank_layers, uneven_pp_rule
 from .common import (CLUSTER, CONFIG, config_origin, refuse_dense_etp, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, apply_run_config,
                      stack_defaults_note, check_format,
@@ -180,7 +180,7 @@ def predict(ctx: typer.Context, model: str = MODEL, cluster: str = CLUSTER, node
     else:
         config_notes.append(_uneven_chunks_note(m, lay))
     notes = [n for n in config_notes + ([stack_defaults_note(config, r, recipe_flags, m.is_moe)] if config else [])
-             + [uniform_routing_note(m, r), positions_note(m, r), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
+             + [uniform_routing_note(m, r), positions_note(m, r), torchtitan_fp8_note(r, recipe_flags), _domain_note(lay, c, m.is_moe), _zero3_overlap_note(r, lay, recipe_flags),
                 _flex_efa_note(m, r, c, lay), _fp8_param_gather_check(r, lay, recipe_flags)]
              if n]
     _print_notes(notes)

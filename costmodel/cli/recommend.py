@@ -30,7 +30,7 @@ from .switch_search import search_open_switches
 from ..run_checks import search_zero_stages
 from ..predict_command import condition_args, predict_command
 from .notes import (TIGHT_HBM_SHARE, fit_count, inlet_rating_note, note as say, positions_note, said, search_notes,
-                    start, uniform_routing_note, window_cp_note)
+                    start, torchtitan_fp8_note, uniform_routing_note, window_cp_note)
 from .common import (CLUSTER, FORMAT, GBS, MODEL, NODES, PREC, PROFILE, SEQ, STACK, check_format, check_layout_flags,
                      refuse_dense_etp, context_line, fabric_notes, setup, unfitted_power_note, with_fabric_flags, with_layout_flags, with_recipe_flags)
 
@@ -101,7 +101,8 @@ def recommend(model: str = MODEL, cluster: str = CLUSTER, nodes: Optional[int] =
         res = search(m, r, c, p, **kw)
         res, r, notes = search_open_switches(m, r, c, p, res, kw, recipe_flags or {}, no_overlap)
         # every layout was priced on that routing; said with the answer (an error stays one line)
-        routing = "\n".join(filter(None, (uniform_routing_note(m, r), positions_note(m, r), window_cp_note(m, r))))
+        routing = "\n".join(filter(None, (uniform_routing_note(m, r), positions_note(m, r), window_cp_note(m, r),
+                                          torchtitan_fp8_note(r, recipe_flags))))
         note = "\n".join(([routing] if routing else []) + notes + fabric_notes(p, c)
                          + search_notes(c, r, res.ranked, no_sp)) or None
     _refuse_empty(res, m, r, c, p, pins)

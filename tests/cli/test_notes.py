@@ -37,3 +37,16 @@ def test_a_pinned_cp_the_windows_refuse_is_named_not_the_batch_rule():
             "--gbs", "16", "--cp", "4")
     assert r.returncode == 2 and "has cp=4: CP > 1 with" in r.stderr and "sliding-window layers" in r.stderr, r.stderr
     assert "must be divisible by DP x mbs" not in r.stderr
+
+
+def test_torchtitan_fp8_priced_tensorwise_by_default_says_todays_torchtitan_runs_rowwise():
+    """The stack's fp8 default is tensorwise (torchtitan's recipe of its 2024 tables); its converter takes
+    rowwise only since 2026-04: the ranking had been priced on it with the reason printed only inside the
+    launch settings.  An explicit recipe, or another stack, says nothing."""
+    from costmodel.cli.notes import torchtitan_fp8_note
+    from costmodel.stacks import stack_recipe
+    r = stack_recipe("torchtitan", 64, 8192, "fp8")
+    assert r.fp8_recipe == "tensorwise" and "--fp8-recipe rowwise prices that" in torchtitan_fp8_note(r, {})
+    assert torchtitan_fp8_note(r, {"fp8_recipe": "tensorwise"}) is None
+    assert torchtitan_fp8_note(stack_recipe("torchtitan", 64, 8192, "fp8", fp8_recipe="rowwise"), {}) is None
+    assert torchtitan_fp8_note(stack_recipe("megatron", 64, 8192, "fp8"), {}) is None
