@@ -263,12 +263,12 @@ def _check_trace_path(trace: str, plot: str | None) -> None:
     if plot and Path(trace).resolve() == Path(plot).resolve():
         raise InputError("--trace", "", f"{trace} is the --plot folder: name the trace file in it "
                          f"({Path(plot) / 'trace.json'})")
+    check_output(trace, "--trace", stream=True)      # first: a path that is an input says so
     tp = Path(trace)
     # a pipe or device (/dev/stdout) takes the text whatever its name; a file is named for what it holds
     if tp.suffix.lower() != ".json" and not (tp.exists() and not tp.is_file()):
         kind = "an image" if tp.suffix.lower() in (".png", ".svg", ".pdf", ".jpg", ".jpeg") else f"'{tp.suffix or 'no suffix'}'"
         raise InputError("--trace", "", f"{trace}: the trace is Perfetto/Chrome JSON, not {kind}: name it .json")
-    check_output(trace, "--trace", stream=True)
 
 def _resolve(tlog, log, model, cluster, nodes, flags, allow_override, warnings, stack=None):
     """The run's layout and recipe fields (log + flags), its model and its cluster sized by the
