@@ -469,10 +469,10 @@ def _memory_advice(rec: dict, r, m, c) -> str:
     if r.cross_entropy != "chunked" and logits >= 0.25 * rec["peak_mem_bytes"]:
         out.append(f"--cross-entropy chunked (the logits hold {logits / 2**30:.1f} GiB of it)")
     if "cp" in get_stack(r.stack).model_parallel:
-        out.append("add nodes (context parallelism splits the sequence over them)")
+        out.append("add nodes (more GPUs shard the model's states and, by context parallelism, the sequence)")
     else:
-        out.append(f"a shorter --seq-len (the {r.stack} stack has no context parallelism: more nodes do not split "
-                   "a sequence's activations)")
+        out.append(f"add nodes (more GPUs shard the model's states, not a sequence's activations: the {r.stack} stack "
+                   "has no context parallelism) or a shorter --seq-len")
     return ", ".join(out) + ", or use a GPU with more HBM"
 
 

@@ -291,16 +291,17 @@ def test_a_gbs_sharing_no_factor_with_the_gpus_is_said_to_leave_dp_1():
 
 def test_nothing_fits_says_what_would_shrink_it():
     """Llama 3 8B at 1M tokens on one H100 node: the logits hold 94 of the smallest layout's 159 GiB, so the
-    chunked cross-entropy is named; a stack without CP is not told to add nodes (its activations per GPU
-    do not shrink with them); a DP-only stack whose GPUs outnumber the batch says so."""
+    chunked cross-entropy is named; a stack without CP is told that more nodes shard the states, not the
+    sequence's activations (a shorter sequence does); a DP-only stack whose GPUs outnumber the batch says so."""
     r = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--seq-len", "1048576",
             "--gbs", "8")
     assert r.returncode == 3 and "--cross-entropy chunked (the logits hold 93.9 GiB of it)" in r.stderr, r.stderr
-    assert "add nodes (context parallelism splits the sequence over them)" in r.stderr
+    assert "add nodes (more GPUs shard the model's states and, by context parallelism, the sequence)" in r.stderr
     legacy = run("recommend", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "16", "--seq-len", "131072",
                  "--gbs", "64", "--stack", "megatron-legacy")
-    assert legacy.returncode == 3 and "the megatron-legacy stack has no context parallelism" in legacy.stderr
-    assert "add nodes" not in legacy.stderr
+    text = " ".join(legacy.stderr.split())
+    assert legacy.returncode == 3 and "not a sequence's activations: the megatron-legacy stack has no context" in text
+    assert "or a shorter --seq-len" in text
     ds = run("recommend", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "16", "--seq-len", "8192",
              "--gbs", "64", "--stack", "deepspeed")
     assert ds.returncode == 2 and "the deepspeed stack runs data parallelism only (DP = the 128 GPUs)" in ds.stderr
