@@ -317,7 +317,8 @@ def dump_defaults_note(m: ModelSpec, args: dict) -> str:
     said = lambda k: args.get(k) is not None        # noqa: E731
     values = {"swiglu": "off (a GeLU MLP)", "untie_embeddings_and_output_weights": "off (tied embeddings)",
               "position_embedding_type": "learned_absolute", "add_bias_linear": "on (biased linears)",
-              "ffn_hidden_size": f"{m.dense_mlp_width if m.is_moe else m.ffn_hidden} (Megatron's 4 x hidden rule)"}
+              "ffn_hidden_size": f"{m.dense_mlp_width if m.is_moe else m.ffn_hidden} (Megatron's default: 4 x hidden, "
+                                 "2/3 of it with SwiGLU)"}
     if args.get("multi_latent_attention") is True:
         values.update(q_lora_rank="none", qk_head_dim="128", qk_pos_emb_head_dim="64", v_head_dim="128")
     unsaid = [f"{k} {v}" for k, v in values.items() if not said(k)]
