@@ -430,6 +430,15 @@ def interleaved_flight(pp, vp, m, r, extra):
     return np.minimum(vp * m, (pp - r - 1) * 2 + (vp - 1) * pp + 1 + extra)
 
 
+def logits_bytes(model: ModelSpec, recipe: Recipe, t) -> np.ndarray:
+    """Bytes of the logits the last stage keeps per micro-batch on one GPU (array over layouts): its tokens
+    (mbs x seq_len / CP) x vocab / TP at the cross-entropy's bytes per logit, and each MTP module's own
+    logits and loss beside the main head's for the backward (DeepSeek-V3 sec. 2.2; Megatron-core
+    multi_token_prediction.py).  ``t``: a LayoutTable, or anything with its tp, cp and mbs."""
+    tok = t.mbs * recipe.seq_len / t.cp
+    return tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit * (1 + model.mtp_layers)
+
+
 def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) -> _MemoryParts:
     """The parts :func:`memory_bytes` and :func:`rank_memory_bytes` share (see :class:`_MemoryParts`)."""
     # ZeRO shards over the shard group: DP x CP, or its share of one HSDP replica
@@ -471,10 +480,8 @@ def _memory_parts(model: ModelSpec, recipe: Recipe, t: LayoutTable, gpu=None) ->
     # attention core's scores while it re-runs under selective
     selective_core = (t.recompute == 1) & ("core_attn" in recipe.recomputed)
     working = np.where(selective_core, score_bytes(model, recipe, t), 0.0) + dispatch_transient_bytes(model, recipe, t)
-    logits = tok * model.vocab / t.tp * recipe.cross_entropy_spec.bytes_per_logit
-    # each MTP module on the last stage: its transformer layer's activations and its own logits and loss,
-    # kept beside the main head's for the backward (DeepSeek-V3 sec. 2.2; Megatron-core multi_token_prediction.py)
-    logits = logits * (1 + model.mtp_layers) + model.mtp_layers * stored_layer
+    # each MTP module on the last stage: its transformer layer's activations beside its own logits
+    logits = logits_bytes(model, recipe, t) + model.mtp_layers * stored_layer
     return _MemoryParts(states, stored_layer, working, logits, microbatches(recipe, t.dp, t.mbs),
                         reserved_bytes(t, model, recipe), fp8_weight_bytes_per_layer(model, recipe, t, gpu),
                         extra_interleaved_chunks(model, recipe, t),

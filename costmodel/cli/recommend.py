@@ -461,10 +461,9 @@ def _memory_advice(rec: dict, r, m, c) -> str:
     """What can shrink the smallest layout's memory (``rec``: its predict record): the logits' own kernel
     where they hold a quarter of it or more, and more nodes only where a stack shards activations over
     them (context parallelism); a GPU with more HBM always."""
-    lay = rec["layout"]
-    # the last stage's logits as costmodel.memory keeps them: its tokens x vocab / TP at the kernel's bytes
-    logits = (lay["mbs"] * r.seq_len / lay["cp"] * m.vocab / lay["tp"] * r.cross_entropy_spec.bytes_per_logit
-              * (1 + m.mtp_layers))
+    from types import SimpleNamespace
+    from ..memory import logits_bytes
+    logits = float(logits_bytes(m, r, SimpleNamespace(**{k: rec["layout"][k] for k in ("tp", "cp", "mbs")})))
     out = []
     if r.cross_entropy != "chunked" and logits >= 0.25 * rec["peak_mem_bytes"]:
         out.append(f"--cross-entropy chunked (the logits hold {logits / 2**30:.1f} GiB of it)")
