@@ -308,12 +308,18 @@ def model_from_log(log_layout: dict, args: dict, log_path: str) -> ModelSpec:
         mtp_layers=int(args.get("mtp_num_layers") or 0), source=f"argument dump of {log_path}", **moe, **mla)
 
 
+def catalog_models_where(test) -> list[str]:
+    """The names of the catalog models (costmodel/catalog) whose ModelSpec passes ``test``, in catalog order:
+    what compare suggests for --model when a log's shape or parameter count is one of theirs."""
+    from .specs.model import list_models, load_model
+    return [n for n in list_models() if test(load_model(n))]
+
+
 def dump_defaults_note(m: ModelSpec, args: dict) -> str:
     """The clause that follows a model read from an argument dump: the value Megatron's default gave each
     structure key the dump leaves out (:func:`model_from_log`), and the catalog models whose sizes (layers,
     hidden, heads, KV heads, vocabulary, experts) the dump's are, when their structure differs: a partial
     dump of a SwiGLU model reads as a GeLU one.  '' when the dump gives every key."""
-    from .specs.model import list_models, load_model
     said = lambda k: args.get(k) is not None        # noqa: E731
     values = {"swiglu": "off (a GeLU MLP)", "untie_embeddings_and_output_weights": "off (tied embeddings)",
               "position_embedding_type": "learned_absolute", "add_bias_linear": "on (biased linears)",
@@ -325,8 +331,8 @@ def dump_defaults_note(m: ModelSpec, args: dict) -> str:
     if not unsaid:
         return ""
     shape = lambda x: (x.num_layers, x.hidden, x.num_heads, x.num_kv_heads, x.vocab, x.num_experts)  # noqa: E731
-    catalog = {n: load_model(n) for n in list_models()}
-    alike = [n for n, x in catalog.items() if shape(x) == shape(m) and (x.gated, x.tie_embeddings) != (m.gated, m.tie_embeddings)]
+    built = lambda x: (x.gated, x.tie_embeddings)      # noqa: E731
+    alike = catalog_models_where(lambda x: shape(x) == shape(m) and built(x) != built(m))
     return (f"; not in the dump, Megatron's defaults: {', '.join(unsaid)}"
             + (f"; its sizes are the catalog's {' / '.join(alike)}, built otherwise: pass --model if the run trained it"
                if alike else ""))

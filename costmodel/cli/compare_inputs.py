@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compare import REQUIRED, STACK_DEFAULTS
+from ..compare import REQUIRED, STACK_DEFAULTS, catalog_models_where
 from ..errors import InputError
 from ..files import not_a_file
 
@@ -168,8 +168,7 @@ def _catalog_of(params) -> str:
     log's printed total, torchtitan's), or ''."""
     if not params:
         return ""
-    from ..specs.model import list_models, load_model
-    alike = [n for n in list_models() if abs(load_model(n).params() / params - 1.0) <= 0.005]
+    alike = catalog_models_where(lambda x: abs(x.params() / params - 1.0) <= 0.005)
     return f"; its {params:,} parameters are the catalog's {' / '.join(alike)}" if alike else ""
 
 
